@@ -1,0 +1,15 @@
+# format-check / format targets: clang-format over the project's C++ sources.
+find_program(CLANG_FORMAT NAMES clang-format clang-format-14)
+if(NOT CLANG_FORMAT)
+  message(FATAL_ERROR "clang-format not found: apt-get install clang-format")
+endif()
+file(GLOB_RECURSE files ${SOURCE_DIR}/engine/*.cpp ${SOURCE_DIR}/engine/*.h ${SOURCE_DIR}/db/*.cpp ${SOURCE_DIR}/db/*.h
+     ${SOURCE_DIR}/remote/*.cpp ${SOURCE_DIR}/remote/*.h ${SOURCE_DIR}/ui/*.cpp ${SOURCE_DIR}/ui/*.h ${SOURCE_DIR}/app/*.cpp)
+if(FIX)
+  execute_process(COMMAND ${CLANG_FORMAT} -i ${files} RESULT_VARIABLE rc)
+else()
+  execute_process(COMMAND ${CLANG_FORMAT} --dry-run --Werror ${files} RESULT_VARIABLE rc)
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "clang-format reported differences: run `cmake --build <dir> --target format`")
+endif()

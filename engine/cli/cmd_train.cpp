@@ -1,0 +1,9 @@
+// flotilla-worker train (interim: replaced by the engine issue's implementation).
+#include "engine/cli/commands.h"
+#include "engine/core/error.h"
+
+namespace flotilla::cli {
+
+int cmd_train(const CommandArgs&) { throw Error(ExitCode::kUsage, "'train' is not in this build yet"); }
+
+}  // namespace flotilla::cli

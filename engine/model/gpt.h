@@ -1,0 +1,100 @@
+// GPT-2 model on the CPU backend: parameter layout, forward, backward (DESIGN.md §3).
+//
+// Parameters live in one contiguous fp32 buffer in llm.c's order (so checkpoints, llm.c .bin and
+// safetensors conversion are plain copies): wte, wpe, then per-layer stacks ln1w, ln1b, qkvw, qkvb,
+// attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, then lnfw, lnfb. Linear weights are
+// stored (out, in) like torch.nn.Linear. Gradients mirror the same layout in a second buffer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/config/run_config.h"
+
+namespace flotilla {
+
+struct GptDims {
+  int n_layer = 4;
+  int n_head = 4;
+  int n_embd = 256;        // C
+  int vocab_size = 50257;  // V: real vocabulary
+  int padded_vocab = 50304;// Vp: V rounded up to a multiple of 128 (extra rows never receive targets)
+  int max_seq_len = 1024;  // maxT: rows of wpe
+};
+
+GptDims dims_from_config(const ModelSection& m);
+int pad_vocab(int vocab_size);  // multiple of 128
+
+enum ParamIndex : int {
+  kWte = 0,   // (Vp, C)
+  kWpe,       // (maxT, C)
+  kLn1w,      // (L, C)
+  kLn1b,      // (L, C)
+  kQkvw,      // (L, 3C, C)
+  kQkvb,      // (L, 3C)
+  kAttprojw,  // (L, C, C)
+  kAttprojb,  // (L, C)
+  kLn2w,      // (L, C)
+  kLn2b,      // (L, C)
+  kFcw,       // (L, 4C, C)
+  kFcb,       // (L, 4C)
+  kFcprojw,   // (L, C, 4C)
+  kFcprojb,   // (L, C)
+  kLnfw,      // (C)
+  kLnfb,      // (C)
+  kNumParamTensors
+};
+
+const char* param_name(int index);            // "wte", "wpe", "ln1w", ...
+bool param_decays(int index);                 // weight decay applies (2-D weights and embeddings)
+std::array<size_t, kNumParamTensors> param_sizes(const GptDims& d);
+size_t num_parameters(const GptDims& d);      // sum of param_sizes (with padded vocab)
+size_t num_parameters_unpadded(const GptDims& d);  // as reported to users (real vocab)
+
+class GptModel {
+ public:
+  explicit GptModel(const GptDims& dims);
+  ~GptModel();
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  const GptDims& dims() const;
+
+  // GPT-2 initialisation: N(0, 0.02), residual projections (attproj, fcproj) scaled by 1/sqrt(2L),
+  // biases zero, LayerNorm weights one; padded vocab rows zero. Deterministic for a seed.
+  void init_random(uint64_t seed);
+
+  float* params();                 // num_parameters() floats
+  const float* params() const;
+  float* grads();                  // same layout
+  size_t num_params() const;
+  float* param_tensor(int index);  // start of tensor `index` inside params()
+  float* grad_tensor(int index);
+  size_t param_offset(int index) const;
+
+  // Forward pass on B sequences of T tokens (T <= max_seq_len). Returns the mean cross-entropy
+  // over the B*T targets when targets != nullptr, else -1 (logits only). Activations are kept for
+  // backward; buffers grow on first use of a larger B*T.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+
+  // Backward of the last forward (which must have had targets). Gradients are ACCUMULATED into
+  // grads() (call zero_grad() first); d(loss) is scaled by loss_scale (1/accumulation steps).
+  void backward(float loss_scale = 1.0f);
+
+  void zero_grad();
+
+  // Logits of the last forward: (B, T, Vp); only the first V columns are meaningful.
+  const float* logits() const;
+
+  // Bytes held in activation buffers after the last forward (for the planner check).
+  size_t activation_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flotilla

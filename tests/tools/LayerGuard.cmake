@@ -1,0 +1,31 @@
+# Fails when a layer includes a header from a layer above it (STYLE.md principle 1):
+# engine/, db/, remote/ must not include Qt or QCustomPlot; ui/ must not include libssh or CUDA;
+# engine/ must not include db/, remote/ or ui/; db/ and remote/ must not include ui/.
+# Usage: cmake -DSOURCE_DIR=... -P LayerGuard.cmake
+set(violations "")
+function(scan folder regex what)
+  file(GLOB_RECURSE files ${SOURCE_DIR}/${folder}/*.h ${SOURCE_DIR}/${folder}/*.hpp
+       ${SOURCE_DIR}/${folder}/*.cpp ${SOURCE_DIR}/${folder}/*.cu ${SOURCE_DIR}/${folder}/*.cuh)
+  foreach(f ${files})
+    file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include")
+    foreach(line ${lines})
+      if(line MATCHES "${regex}")
+        file(RELATIVE_PATH rel ${SOURCE_DIR} ${f})
+        set(violations "${violations}\n  ${rel}: ${what}: ${line}" PARENT_SCOPE)
+        set(violations "${violations}\n  ${rel}: ${what}: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+set(QT_RE "#[ \t]*include[ \t]*[<\"](Q[A-Za-z]+|qcustomplot\\.h|Qt[A-Za-z]+/)")
+scan(engine "${QT_RE}" "Qt header in engine/")
+scan(db "${QT_RE}" "Qt header in db/")
+scan(remote "${QT_RE}" "Qt header in remote/")
+scan(ui "#[ \t]*include[ \t]*[<\"](libssh/|cuda|nccl|cublas|cudnn)" "libssh/CUDA header in ui/")
+scan(engine "#[ \t]*include[ \t]*[<\"](db|remote|ui)/" "engine/ includes an upper layer")
+scan(db "#[ \t]*include[ \t]*[<\"](remote|ui)/" "db/ includes an upper layer")
+scan(remote "#[ \t]*include[ \t]*[<\"](db|ui)/" "remote/ includes an upper layer")
+if(violations)
+  message(FATAL_ERROR "Layering violations (layers point one way: engine <- db, remote <- ui <- app):${violations}")
+endif()
+message(STATUS "layer guard: engine/, db/, remote/, ui/ include only what their layer allows")

@@ -1,0 +1,2 @@
+// Fixture: breaks the layer rule on purpose (see tests/tools/CMakeLists.txt).
+#include <QString>

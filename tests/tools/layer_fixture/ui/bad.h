@@ -1,0 +1,2 @@
+// Fixture: breaks the layer rule on purpose.
+#include <libssh/libssh.h>
