@@ -1,0 +1,147 @@
+// Metrics protocol v1 records (see docs/metrics-protocol.md for every field).
+#include "engine/train/metrics.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+
+namespace flotilla {
+namespace {
+using nlohmann::json;
+
+json base(const char* type, int rank) { return json{{"v", 1}, {"type", type}, {"time", unix_time_now()}, {"rank", rank}}; }
+
+// float -> double is exact and nlohmann prints doubles round-trip exactly, so the float32 bits
+// survive the text form.
+double exact(float f) { return static_cast<double>(f); }
+}  // namespace
+
+double unix_time_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+MetricsWriter::MetricsWriter(const std::string& file_path, bool to_stdout, int rank)
+    : to_stdout_(to_stdout), rank_(rank) {
+  if (!file_path.empty()) {
+    file_ = std::fopen(file_path.c_str(), "a");
+    if (!file_) throw_io("cannot open metrics file " + file_path + ": " + errno_string(errno));
+  }
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) {
+    sync();
+    std::fclose(file_);
+  }
+}
+
+void MetricsWriter::emit(const std::string& line) {
+  if (file_) {
+    std::fputs(line.c_str(), file_);
+    std::fputc('\n', file_);
+    std::fflush(file_);
+  }
+  if (to_stdout_) {
+    std::fputs(line.c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+}
+
+void MetricsWriter::sync() {
+  if (!file_) return;
+  std::fflush(file_);
+  fsync(fileno(file_));
+}
+
+void MetricsWriter::run_start(const std::string& run_name, const std::string& config_json, int world_size,
+                              uint64_t parameters, double flops_per_token, int64_t start_step,
+                              const std::string& resumed_from) {
+  json j = base("run_start", rank_);
+  j["run"] = run_name;
+  j["config"] = json::parse(config_json, nullptr, false);
+  j["world_size"] = world_size;
+  j["parameters"] = parameters;
+  j["flops_per_token"] = flops_per_token;
+  j["start_step"] = start_step;
+  j["resumed_from"] = resumed_from.empty() ? json(nullptr) : json(resumed_from);
+  j["pid"] = static_cast<int64_t>(getpid());
+  emit(j.dump());
+}
+
+void MetricsWriter::step(const StepRecord& r) {
+  json j = base("step", rank_);
+  j["step"] = r.step;
+  j["tokens"] = r.tokens;
+  j["loss"] = exact(r.loss);
+  j["lr"] = r.lr;
+  j["grad_norm"] = exact(r.grad_norm);
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["mfu"] = r.mfu;
+  j["step_ms"] = r.step_ms;
+  j["time_ms"] = {{"data", r.data_ms},
+                  {"forward", r.forward_ms},
+                  {"backward", r.backward_ms},
+                  {"optimizer", r.optimizer_ms},
+                  {"comm", r.comm_ms}};
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  if (r.skipped) j["skipped"] = true;
+  emit(j.dump());
+}
+
+void MetricsWriter::eval(const EvalRecord& r) {
+  json j = base("eval", rank_);
+  j["step"] = r.step;
+  j["tokens"] = r.tokens;
+  j["val_loss"] = exact(r.val_loss);
+  j["batches"] = r.batches;
+  emit(j.dump());
+}
+
+void MetricsWriter::checkpoint(const CheckpointRecord& r) {
+  json j = base("checkpoint", rank_);
+  j["step"] = r.step;
+  j["dir"] = r.dir;
+  j["bytes"] = r.bytes;
+  j["seconds"] = r.seconds;
+  j["reason"] = r.reason;
+  emit(j.dump());
+}
+
+void MetricsWriter::sample(int64_t step, const std::vector<int32_t>& tokens, const std::string& text) {
+  json j = base("sample", rank_);
+  j["step"] = step;
+  j["tokens"] = tokens;
+  j["text"] = text;
+  emit(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void MetricsWriter::event(const std::string& level, const std::string& message,
+                          const std::map<std::string, std::string>& fields) {
+  json j = base("event", rank_);
+  j["level"] = level;
+  j["message"] = message;
+  for (const auto& [k, v] : fields) j[k] = v;
+  emit(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss, double wall_s,
+                            double mean_tokens_per_s, double mean_mfu, const std::string& exit_reason) {
+  json j = base("summary", rank_);
+  j["steps"] = steps;
+  j["tokens"] = tokens;
+  j["final_loss"] = exact(final_loss);
+  j["best_val_loss"] = best_val_loss > 0 ? json(exact(best_val_loss)) : json(nullptr);
+  j["wall_s"] = wall_s;
+  j["mean_tokens_per_s"] = mean_tokens_per_s;
+  j["mean_mfu"] = mean_mfu;
+  j["exit"] = exit_reason;
+  emit(j.dump());
+}
+
+}  // namespace flotilla

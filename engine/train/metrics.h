@@ -1,0 +1,75 @@
+// Metrics protocol v1 writer (docs/metrics-protocol.md): one JSON object per line, to stdout
+// and/or <run dir>/metrics.jsonl. Every record carries "v": 1, "type", "time" (Unix seconds) and
+// "rank". Floats are written with enough digits to round-trip float32 exactly, so a loss read back
+// from the file has the same bits the trainer computed (resume-equivalence tests rely on this).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace flotilla {
+
+struct StepRecord {
+  int64_t step = 0;
+  int64_t tokens = 0;           // tokens consumed so far (all ranks)
+  float loss = 0;               // mean train loss of this step's global batch
+  double lr = 0;
+  float grad_norm = 0;          // before clipping
+  double tokens_per_s = 0;
+  double mfu = 0;               // model FLOP/s / peak FLOP/s (0 when the peak is unknown)
+  double step_ms = 0;
+  double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
+  uint64_t peak_rss_bytes = 0;
+  bool skipped = false;         // spike guard skipped the update
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  float val_loss = 0;
+  int batches = 0;
+};
+
+struct CheckpointRecord {
+  int64_t step = 0;
+  std::string dir;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string reason;           // periodic | final | preempt | request
+};
+
+class MetricsWriter {
+ public:
+  // file_path may be empty (no file); to_stdout mirrors every record to stdout.
+  MetricsWriter(const std::string& file_path, bool to_stdout, int rank = 0);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void run_start(const std::string& run_name, const std::string& config_json, int world_size,
+                 uint64_t parameters, double flops_per_token, int64_t start_step, const std::string& resumed_from);
+  void step(const StepRecord& r);
+  void eval(const EvalRecord& r);
+  void checkpoint(const CheckpointRecord& r);
+  void sample(int64_t step, const std::vector<int32_t>& tokens, const std::string& text);
+  // level: info | warning | error. Fields are extra string members.
+  void event(const std::string& level, const std::string& message,
+             const std::map<std::string, std::string>& fields = {});
+  void summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss, double wall_s,
+               double mean_tokens_per_s, double mean_mfu, const std::string& exit_reason);
+
+  void sync();  // flush and fsync the file (called at checkpoints and exit)
+
+ private:
+  void emit(const std::string& line);
+  std::FILE* file_ = nullptr;
+  bool to_stdout_;
+  int rank_;
+};
+
+double unix_time_now();
+
+}  // namespace flotilla

@@ -1,0 +1,56 @@
+// trainer.json reading and writing (format 1).
+#include "engine/train/trainer_state.h"
+
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+
+namespace flotilla {
+
+std::string trainer_state_to_json(const TrainerState& s) {
+  nlohmann::json j;
+  j["format"] = 1;
+  j["step"] = s.step;
+  j["tokens"] = s.tokens;
+  uint64_t spare_bits = 0;
+  std::memcpy(&spare_bits, &s.rng.spare, sizeof spare_bits);
+  j["rng"] = {{"s", {s.rng.s[0], s.rng.s[1], s.rng.s[2], s.rng.s[3]}},
+              {"has_spare", s.rng.has_spare},
+              {"spare_bits", spare_bits}};
+  j["train_cursor"] = s.train_cursor;
+  j["best_val_loss"] = static_cast<double>(s.best_val_loss);
+  j["last_save_seconds"] = s.last_save_seconds;
+  j["world_size"] = s.world_size;
+  j["config"] = nlohmann::json::parse(s.config_json.empty() ? "{}" : s.config_json);
+  j["config_toml"] = s.config_toml;
+  j["engine_version"] = s.engine_version;
+  return j.dump(2);
+}
+
+TrainerState parse_trainer_state(const std::string& text, const std::string& source) {
+  TrainerState s;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    s.step = j.at("step").get<int64_t>();
+    s.tokens = j.at("tokens").get<int64_t>();
+    const auto& r = j.at("rng");
+    for (size_t i = 0; i < 4; ++i) s.rng.s[i] = r.at("s").at(i).get<uint64_t>();
+    s.rng.has_spare = r.at("has_spare").get<uint64_t>();
+    const uint64_t spare_bits = r.at("spare_bits").get<uint64_t>();
+    std::memcpy(&s.rng.spare, &spare_bits, sizeof spare_bits);
+    s.train_cursor = j.at("train_cursor").get<std::vector<int64_t>>();
+    s.best_val_loss = static_cast<float>(j.at("best_val_loss").get<double>());
+    s.last_save_seconds = j.value("last_save_seconds", -1.0);
+    s.world_size = j.value("world_size", 1);
+    s.config_json = j.at("config").dump();
+    s.config_toml = j.value("config_toml", "");
+    s.engine_version = j.value("engine_version", "");
+  } catch (const nlohmann::json::exception& e) {
+    throw_checkpoint(source + "/trainer.json: " + e.what() + "; the checkpoint is damaged or from another version");
+  }
+  return s;
+}
+
+}  // namespace flotilla
