@@ -11,7 +11,7 @@
 
 namespace flotilla {
 namespace {
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 json base(const char* type, int rank) { return json{{"v", 1}, {"type", type}, {"time", unix_time_now()}, {"rank", rank}}; }
 
