@@ -23,6 +23,7 @@ const std::vector<Command>& commands();
 int worker_main(int argc, char** argv);
 
 int cmd_train(const CommandArgs& args);
+int cmd_launch(const CommandArgs& args);
 int cmd_demo(const CommandArgs& args);
 int cmd_bench(const CommandArgs& args);
 int cmd_plan(const CommandArgs& args);
@@ -31,5 +32,6 @@ int cmd_tokenizer(const CommandArgs& args);
 int cmd_export(const CommandArgs& args);
 int cmd_sample(const CommandArgs& args);
 int cmd_probe(const CommandArgs& args);
+int cmd_bench_comm(const CommandArgs& args);
 
 }  // namespace flotilla::cli

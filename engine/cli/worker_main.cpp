@@ -13,6 +13,7 @@ namespace flotilla::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model from a run config (TOML); resumes from the newest verified checkpoint", cmd_train},
+      {"launch", "start and supervise N ranks of a command (torchrun-style): restarts, stall detection, root cause", cmd_launch},
       {"demo", "synthetic corpus + tiny GPT on the CPU in one command; prints the loss falling", cmd_demo},
       {"bench", "measure training speed and MFU against this machine's measured matmul peak", cmd_bench},
       {"plan", "parameters, FLOPs per token, memory per device and predicted step time for a config", cmd_plan},
@@ -21,6 +22,7 @@ const std::vector<Command>& commands() {
       {"export", "write a checkpoint's model as safetensors (Hugging Face GPT-2 names) or llm.c .bin", cmd_export},
       {"sample", "generate text from a checkpoint", cmd_sample},
       {"probe", "report this machine: OS, CPU, SIMD, memory, GPUs, driver, CUDA/NCCL/BLAS versions", cmd_probe},
+      {"bench-comm", "collective bandwidth (all_reduce, reduce_scatter, all_gather, broadcast), nccl-tests style", cmd_bench_comm},
   };
   return table;
 }

@@ -31,6 +31,7 @@
 #include "engine/interop/weights.h"
 #include "engine/model/gpt.h"
 #include "engine/plan/planner.h"
+#include "engine/train/heartbeat.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/metrics.h"
 #include "engine/train/sampler.h"
@@ -108,6 +109,7 @@ struct Loop {
   MetricsWriter metrics;
   Progress progress;
   Rng rng;
+  Heartbeat heartbeat;
   LrSchedule schedule;
   int64_t step = 0;        // completed optimizer steps
   int64_t tokens = 0;
@@ -364,6 +366,7 @@ int run_training(const TrainOptions& options) {
   loop.schedule = LrSchedule{cfg.optim.schedule, cfg.optim.lr,          cfg.optim.min_lr_ratio,
                              cfg.optim.warmup_steps, cfg.train.steps, cfg.optim.decay_fraction};
   const std::string resumed_from = loop.resume();
+  loop.heartbeat.set_step(loop.step);
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len).palm;
   loop.peak_flops = options.peak_flops > 0 ? options.peak_flops
                                            : cpu_profile_measured(loop.backend.threads(), 0.15).flops_per_s;
@@ -386,9 +389,13 @@ int run_training(const TrainOptions& options) {
   int exit_code = static_cast<int>(ExitCode::kOk);
   const int64_t last_step = options.stop_after > 0 ? std::min(options.stop_after, cfg.train.steps) : cfg.train.steps;
   bool saved_at_end = false;
+  const char* abort_env = std::getenv("FLOTILLA_TEST_ABORT_AT_STEP");
+  const int64_t abort_at_step = abort_env ? std::atoll(abort_env) : -1;
 
   while (loop.step < last_step) {
     const StepRecord r = loop.train_step();
+    loop.heartbeat.set_step(loop.step);
+    if (loop.step == abort_at_step) std::abort();  // test hook: a crash at a known step (R2)
     last_loss = r.loss;
     if (r.step > 1 || loop.step == 1) {
       tps_sum += r.tokens_per_s;

@@ -1,0 +1,463 @@
+// The launch supervisor (see launcher.h). One attempt = spawn every local rank, poll their
+// stdout/stderr/heartbeat pipes and exits, end the group on the first failure or stall
+// (SIGTERM, grace, SIGKILL of each rank's process group), and report the root cause.
+#include "engine/launch/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+
+namespace flotilla {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t g_supervisor_signal = 0;
+void on_supervisor_signal(int sig) { g_supervisor_signal = sig; }
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Rank {
+  int global = 0;
+  int local = 0;
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1, hb_fd = -1;
+  std::string out_buf, err_buf, hb_buf;
+  bool exited = false;
+  int status = 0;
+  int64_t step = 0;                     // last step from the heartbeat
+  std::string collective;               // last in-flight collective from the heartbeat
+  Clock::time_point last_progress;      // when `step` last advanced (or start)
+  Clock::time_point last_beat;          // last heartbeat line of any kind
+  bool beating = false;
+};
+
+int pick_free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  int port = 29500;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error(ExitCode::kInternal, "cannot resolve /proc/self/exe");
+  buf[n] = 0;
+  return buf;
+}
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Cores [first, first+count) of the online CPUs for local rank `local` of `n`.
+void bind_to_share(int local, int n) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < n) return;  // more ranks than cores: let the kernel schedule
+  const long per = cores / n;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (long c = local * per; c < (local + 1) * per; ++c) CPU_SET(static_cast<int>(c), &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+class Attempt {
+ public:
+  Attempt(const LaunchOptions& o, int restart, int port) : opt_(o), restart_(restart), port_(port) {}
+
+  AttemptResult run() {
+    spawn_all();
+    AttemptResult result;
+    const auto start = Clock::now();
+    while (true) {
+      poll_io(200);
+      reap();
+      if (g_supervisor_signal != 0 && !forwarded_) {
+        forwarded_ = true;
+        log("launch: received signal %d, forwarding to all ranks (they checkpoint if the grace period allows)",
+            g_supervisor_signal);
+        for (auto& r : ranks_)
+          if (!r.exited) kill(-r.pid, g_supervisor_signal == SIGINT ? SIGINT : SIGTERM);
+        forward_time_ = Clock::now();
+      }
+      // First failure is the root cause.
+      for (auto& r : ranks_) {
+        if (!r.exited || result.failed_rank >= 0) continue;
+        const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+        if (ok) continue;
+        describe_failure(r, result);
+      }
+      if (result.failed_rank >= 0) break;
+      if (std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; })) break;
+      if (forwarded_) {
+        if (seconds_since(forward_time_) > opt_.term_grace_s + 60) break;  // the ranks ignore us: kill below
+        continue;
+      }
+      if (check_stall(result, start)) break;
+    }
+    end_group();
+    drain();
+    if (result.failed_rank < 0) {
+      bool all_ok = true;
+      for (const auto& r : ranks_) all_ok = all_ok && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+      result.exit_code = all_ok ? 0 : static_cast<int>(ExitCode::kInternal);
+      if (forwarded_) {
+        result.exit_code = static_cast<int>(ExitCode::kPreempted);
+        result.preempted = true;
+        result.reason = "stopped by signal " + std::to_string(g_supervisor_signal);
+      }
+    }
+    return result;
+  }
+
+ private:
+  template <typename... A>
+  void log(const char* fmt, A... args) {
+    if (!opt_.log) return;
+    std::fprintf(opt_.log, fmt, args...);
+    std::fputc('\n', opt_.log);
+    std::fflush(opt_.log);
+  }
+
+  void spawn_all() {
+    const int world = opt_.nnodes * opt_.nproc_per_node;
+    const std::string binary = opt_.worker_binary.empty() ? self_exe() : opt_.worker_binary;
+    for (int local = 0; local < opt_.nproc_per_node; ++local) {
+      Rank r;
+      r.local = local;
+      r.global = opt_.node_rank * opt_.nproc_per_node + local;
+      int out[2], err[2], hb[2];
+      if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(hb, O_CLOEXEC) != 0)
+        throw_io("launch: cannot create pipes: " + errno_string(errno));
+      const pid_t pid = fork();
+      if (pid < 0) throw_io("launch: fork failed: " + errno_string(errno));
+      if (pid == 0) {
+        setpgid(0, 0);  // its own process group: ending the rank ends everything it started
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        dup2(hb[1], 3);  // dup2 clears O_CLOEXEC on the new descriptor
+        auto env = [](const char* k, const std::string& v) { setenv(k, v.c_str(), 1); };
+        env("RANK", std::to_string(r.global));
+        env("LOCAL_RANK", std::to_string(local));
+        env("WORLD_SIZE", std::to_string(world));
+        env("LOCAL_WORLD_SIZE", std::to_string(opt_.nproc_per_node));
+        env("GROUP_RANK", std::to_string(opt_.node_rank));
+        env("MASTER_ADDR", opt_.master_addr);
+        env("MASTER_PORT", std::to_string(port_));
+        env("FLOTILLA_HEARTBEAT_FD", "3");
+        env("FLOTILLA_RESTART_COUNT", std::to_string(restart_));
+        if (opt_.bind_cores) {
+          bind_to_share(local, opt_.nproc_per_node);
+          if (!getenv("OMP_NUM_THREADS")) {
+            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            env("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / opt_.nproc_per_node)));
+          }
+        }
+        std::vector<char*> argv;
+        argv.push_back(const_cast<char*>(binary.c_str()));
+        for (const auto& a : opt_.worker_args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(binary.c_str(), argv.data());
+        std::fprintf(stderr, "launch: cannot execute %s: %s\n", binary.c_str(), std::strerror(errno));
+        _exit(127);
+      }
+      setpgid(pid, pid);  // also from the parent, so there is no race with kill(-pid)
+      close(out[1]);
+      close(err[1]);
+      close(hb[1]);
+      r.pid = pid;
+      r.out_fd = out[0];
+      r.err_fd = err[0];
+      r.hb_fd = hb[0];
+      set_nonblocking(r.out_fd);
+      set_nonblocking(r.err_fd);
+      set_nonblocking(r.hb_fd);
+      r.last_progress = r.last_beat = Clock::now();
+      ranks_.push_back(std::move(r));
+    }
+    log("launch: started %d rank(s) on node %d of %d (world %d, master %s:%d, attempt %d)", opt_.nproc_per_node,
+        opt_.node_rank, opt_.nnodes, world, opt_.master_addr.c_str(), port_, restart_ + 1);
+  }
+
+  // stdout lines: metrics-protocol JSON passes through verbatim (it names its rank); anything else
+  // is prefixed. stderr lines are prefixed "[rank R]". Heartbeat lines update progress.
+  void handle_line(Rank& r, int which, const std::string& line) {
+    if (which == 0) {
+      if (!line.empty() && line[0] == '{') {
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+      } else if (opt_.log) {
+        std::fprintf(opt_.log, "[rank %d] %s\n", r.global, line.c_str());
+      }
+    } else if (which == 1) {
+      if (opt_.log) std::fprintf(opt_.log, "[rank %d] %s\n", r.global, line.c_str());
+    } else {
+      // "step=N coll=<text>"
+      r.last_beat = Clock::now();
+      r.beating = true;
+      long long step = 0;
+      if (std::sscanf(line.c_str(), "step=%lld", &step) == 1 && step > r.step) {
+        r.step = step;
+        r.last_progress = Clock::now();
+      }
+      const auto c = line.find("coll=");
+      r.collective = c == std::string::npos ? "" : line.substr(c + 5);
+    }
+  }
+
+  bool pump(Rank& r, int which) {
+    int& fd = which == 0 ? r.out_fd : which == 1 ? r.err_fd : r.hb_fd;
+    std::string& buf = which == 0 ? r.out_buf : which == 1 ? r.err_buf : r.hb_buf;
+    if (fd < 0) return false;
+    char tmp[65536];
+    bool any = false;
+    while (true) {
+      const ssize_t n = read(fd, tmp, sizeof tmp);
+      if (n > 0) {
+        any = true;
+        buf.append(tmp, static_cast<size_t>(n));
+        size_t pos;
+        while ((pos = buf.find('\n')) != std::string::npos) {
+          handle_line(r, which, buf.substr(0, pos));
+          buf.erase(0, pos + 1);
+        }
+        continue;
+      }
+      if (n == 0) {  // EOF
+        if (!buf.empty()) handle_line(r, which, buf);
+        buf.clear();
+        close(fd);
+        fd = -1;
+      }
+      break;
+    }
+    return any;
+  }
+
+  void poll_io(int timeout_ms) {
+    std::vector<pollfd> fds;
+    for (auto& r : ranks_)
+      for (int fd : {r.out_fd, r.err_fd, r.hb_fd})
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    if (fds.empty()) {
+      usleep(static_cast<useconds_t>(timeout_ms) * 1000);
+      return;
+    }
+    poll(fds.data(), fds.size(), timeout_ms);
+    for (auto& r : ranks_)
+      for (int w = 0; w < 3; ++w) pump(r, w);
+  }
+
+  void drain() {
+    for (int i = 0; i < 50; ++i) {
+      bool open = false;
+      for (auto& r : ranks_) open = open || r.out_fd >= 0 || r.err_fd >= 0 || r.hb_fd >= 0;
+      if (!open) return;
+      poll_io(20);
+    }
+    for (auto& r : ranks_)
+      for (int* fd : {&r.out_fd, &r.err_fd, &r.hb_fd})
+        if (*fd >= 0) {
+          close(*fd);
+          *fd = -1;
+        }
+  }
+
+  void reap() {
+    for (auto& r : ranks_) {
+      if (r.exited) continue;
+      int status = 0;
+      const pid_t p = waitpid(r.pid, &status, WNOHANG);
+      if (p == r.pid) {
+        r.exited = true;
+        r.status = status;
+        pump(r, 0);
+        pump(r, 1);
+        pump(r, 2);
+      }
+    }
+  }
+
+  void describe_failure(const Rank& r, AttemptResult& res) {
+    res.failed_rank = r.global;
+    res.last_step = r.step;
+    res.last_collective = r.collective;
+    if (WIFSIGNALED(r.status)) {
+      res.signal = WTERMSIG(r.status);
+      res.reason = "rank " + std::to_string(r.global) + " killed by signal " + std::to_string(res.signal) + " (" +
+                   strsignal(res.signal) + ") at step " + std::to_string(r.step);
+      res.exit_code = static_cast<int>(ExitCode::kInternal);
+      res.retryable = true;
+    } else {
+      const int code = WEXITSTATUS(r.status);
+      res.rank_exit_code = code;
+      res.exit_code = code;
+      res.reason = "rank " + std::to_string(r.global) + " exited with code " + std::to_string(code) + " (" +
+                   exit_code_name(static_cast<ExitCode>(code)) + ") at step " + std::to_string(r.step);
+      res.preempted = code == static_cast<int>(ExitCode::kPreempted);
+      res.retryable = exit_code_retryable(code);
+    }
+    if (!r.collective.empty()) res.reason += ", last collective " + r.collective;
+  }
+
+  bool check_stall(AttemptResult& res, Clock::time_point start) {
+    for (auto& r : ranks_) {
+      if (r.exited) continue;
+      const double limit = r.step == 0 ? opt_.init_timeout_s : opt_.step_timeout_s;
+      const double idle = seconds_since(r.step == 0 ? start : r.last_progress);
+      if (limit <= 0 || idle < limit) continue;
+      // The most-behind rank is the root cause; say whether it is silent or stuck while beating.
+      Rank* worst = &r;
+      for (auto& o : ranks_)
+        if (!o.exited && o.step < worst->step) worst = &o;
+      // Alive-but-stuck when it kept beating well after its last progress; silent otherwise.
+      const double silent = seconds_since(worst->last_beat);
+      const bool alive = worst->beating &&
+                         std::chrono::duration<double>(worst->last_beat - worst->last_progress).count() > 1.5 &&
+                         silent < 2.5;
+      res.failed_rank = worst->global;
+      res.last_step = worst->step;
+      res.last_collective = worst->collective;
+      res.exit_code = static_cast<int>(ExitCode::kStalled);
+      res.retryable = true;
+      char buf[512];
+      const std::string how = alive ? std::string("alive but not advancing")
+                                    : "no heartbeat for " + std::to_string(static_cast<int>(silent + 0.5)) + " s";
+      std::snprintf(buf, sizeof buf, "rank %d made no progress for %.0f s at step %lld (%s%s)", worst->global, idle,
+                    static_cast<long long>(worst->step), how.c_str(),
+                    worst->collective.empty() ? "" : (", in " + worst->collective).c_str());
+      res.reason = buf;
+      return true;
+    }
+    return false;
+  }
+
+  // SIGTERM every live rank's group, wait up to the grace period, then SIGKILL (even stopped ones:
+  // SIGCONT first so a SIGSTOPped rank can die of SIGTERM; SIGKILL works regardless).
+  void end_group() {
+    bool any = false;
+    for (auto& r : ranks_)
+      if (!r.exited) {
+        kill(-r.pid, SIGCONT);
+        kill(-r.pid, SIGTERM);
+        any = true;
+      }
+    if (!any) return;
+    const auto t0 = Clock::now();
+    while (seconds_since(t0) < opt_.term_grace_s) {
+      poll_io(50);
+      reap();
+      if (std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; })) break;
+    }
+    for (auto& r : ranks_) {
+      if (r.exited) {
+        kill(-r.pid, SIGKILL);  // anything the rank itself started
+        continue;
+      }
+      log("launch: rank %d did not exit within %.0f s of SIGTERM; sending SIGKILL", r.global, opt_.term_grace_s);
+      kill(-r.pid, SIGKILL);
+      waitpid(r.pid, &r.status, 0);
+      r.exited = true;
+    }
+  }
+
+  const LaunchOptions& opt_;
+  int restart_;
+  int port_;
+  std::vector<Rank> ranks_;
+  bool forwarded_ = false;
+  Clock::time_point forward_time_;
+};
+
+}  // namespace
+
+bool exit_code_retryable(int code) {
+  switch (static_cast<ExitCode>(code)) {
+    case ExitCode::kUsage:
+    case ExitCode::kConfig:
+    case ExitCode::kData:
+    case ExitCode::kCheckpoint:
+    case ExitCode::kOutOfMemory:
+      return false;
+    default:
+      return code != 0 && code != 127;  // 127: the worker binary could not be executed
+  }
+}
+
+int run_launch(const LaunchOptions& options) {
+  if (options.nproc_per_node < 1) throw_usage("launch: --nproc-per-node must be >= 1");
+  if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes)
+    throw_usage("launch: --node-rank must be in [0, --nnodes)");
+  if (options.worker_args.empty()) throw_usage("launch: give the worker command after --, e.g. -- train --config run.toml");
+  struct sigaction sa {};
+  sa.sa_handler = on_supervisor_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  g_supervisor_signal = 0;
+
+  int crashes = 0;
+  for (int attempt = 0;; ++attempt) {
+    const int port = options.master_port == 0 ? pick_free_port() : options.master_port;
+    Attempt a(options, attempt, port);
+    const AttemptResult r = a.run();
+    if (r.exit_code == 0) return 0;
+    if (options.log) std::fprintf(options.log, "launch: %s\n", r.reason.c_str());
+    // The root cause also goes into the metrics stream (stdout), where the app reads it.
+    nlohmann::ordered_json ev = {{"v", 1},           {"type", "event"},         {"rank", 0},
+                                 {"level", "error"}, {"message", r.reason},     {"failed_rank", r.failed_rank},
+                                 {"exit_code", r.exit_code}, {"signal", r.signal}, {"last_step", r.last_step},
+                                 {"last_collective", r.last_collective}, {"restarts", crashes}};
+    const std::string line = ev.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+    if (g_supervisor_signal != 0) return static_cast<int>(ExitCode::kPreempted);
+    if (r.preempted) {
+      if (options.log) std::fprintf(options.log, "launch: rank preempted; restarting (does not count against --max-restarts)\n");
+      continue;
+    }
+    if (!r.retryable) {
+      if (options.log) std::fprintf(options.log, "launch: not retrying a %s\n", exit_code_name(static_cast<ExitCode>(r.exit_code)));
+      return r.exit_code;
+    }
+    if (crashes >= options.max_restarts) {
+      if (options.log)
+        std::fprintf(options.log, "launch: giving up after %d restart(s) (--max-restarts %d)\n", crashes,
+                     options.max_restarts);
+      return r.exit_code;
+    }
+    ++crashes;
+    if (options.log)
+      std::fprintf(options.log, "launch: restarting all ranks from the last verified checkpoint (restart %d of %d)\n",
+                   crashes, options.max_restarts);
+  }
+}
+
+}  // namespace flotilla

@@ -1,0 +1,56 @@
+// Heartbeat writer (see heartbeat.h).
+#include "engine/train/heartbeat.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+namespace flotilla {
+
+Heartbeat::Heartbeat() {
+  const char* env = std::getenv("FLOTILLA_HEARTBEAT_FD");
+  if (!env) return;
+  fd_ = std::atoi(env);
+  if (fd_ <= 2 || fcntl(fd_, F_GETFD) < 0) {
+    fd_ = -1;
+    return;
+  }
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  fcntl(fd_, F_SETFD, FD_CLOEXEC);
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      beat();
+      for (int i = 0; i < 10 && !stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+Heartbeat::~Heartbeat() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void Heartbeat::set_step(int64_t step) {
+  step_.store(step);
+  beat();
+}
+
+void Heartbeat::set_collective(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  collective_ = what;
+}
+
+void Heartbeat::beat() {
+  if (fd_ < 0) return;
+  std::string line = "step=" + std::to_string(step_.load());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!collective_.empty()) line += " coll=" + collective_;
+  }
+  line += "\n";
+  [[maybe_unused]] const ssize_t n = write(fd_, line.data(), line.size());  // EAGAIN: skip this beat
+}
+
+}  // namespace flotilla
