@@ -1,0 +1,94 @@
+// Loading a checkpoint's model weights and dimensions (see model_checkpoint.h).
+#include "engine/checkpoint/model_checkpoint.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/core/error.h"
+
+namespace flotilla {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_dir(const std::string& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+bool has_step_dirs(const std::string& root) {
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("step-", 0) == 0) return true;
+  return false;
+}
+
+LoadedCheckpoint load_params_section(const std::string& dir, std::vector<std::string>* warnings) {
+  if (!is_dir(dir)) throw_checkpoint("checkpoint directory " + dir + " does not exist");
+  const fs::path p = fs::path(dir).lexically_normal();
+  const fs::path named = p.has_filename() ? p : p.parent_path();
+  if (fs::exists(p / "MANIFEST") || named.filename().string().rfind("step-", 0) == 0) {
+    const std::string parent = named.parent_path().string();
+    return CheckpointStore(parent.empty() ? "." : parent).load_dir(dir, 0, {"params"});
+  }
+  std::string root = dir;
+  if (!has_step_dirs(root) && is_dir(dir + "/checkpoints")) root = dir + "/checkpoints";
+  if (!has_step_dirs(root))
+    throw_checkpoint("no checkpoint in " + dir +
+                     ": pass a step-N directory (with a MANIFEST), a checkpoints directory or a run directory");
+  std::vector<std::string> local;
+  auto loaded = CheckpointStore(root).load_latest(0, warnings ? warnings : &local, {"params"});
+  if (!loaded) throw_checkpoint("no checkpoint in " + root + " verifies (see the warnings)");
+  return *loaded;
+}
+
+GptDims dims_from_trainer_json(const LoadedCheckpoint& c) {
+  const auto j = nlohmann::json::parse(c.trainer_state_json, nullptr, false);
+  const std::string where = c.dir + "/trainer.json";
+  if (j.is_discarded() || !j.is_object())
+    throw_checkpoint(where + " is missing or not JSON; cannot tell the model's dimensions");
+  const auto cfg = j.find("config");
+  if (cfg == j.end() || !cfg->is_object() || !cfg->contains("model") || !(*cfg)["model"].is_object())
+    throw_checkpoint(where + " has no config.model; cannot tell the model's dimensions");
+  const auto& m = (*cfg)["model"];
+  auto get = [&](const char* key) {
+    if (!m.contains(key) || !m[key].is_number_integer() || m[key].get<int64_t>() <= 0 ||
+        m[key].get<int64_t>() > (1 << 24))
+      throw_checkpoint(where + ": config.model." + key + " is missing or not a positive integer");
+    return m[key].get<int>();
+  };
+  GptDims d;
+  d.n_layer = get("n_layer");
+  d.n_head = get("n_head");
+  d.n_embd = get("n_embd");
+  d.vocab_size = get("vocab_size");
+  d.max_seq_len = get("max_seq_len");
+  d.padded_vocab = pad_vocab(d.vocab_size);
+  return d;
+}
+
+}  // namespace
+
+ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::string>* warnings) {
+  const LoadedCheckpoint c = load_params_section(path, warnings);
+  ModelCheckpoint out;
+  out.dir = c.dir;
+  out.step = c.step;
+  out.dims = dims_from_trainer_json(c);
+  out.trainer_state_json = c.trainer_state_json;
+  for (const LoadedTensor& t : c.tensors) {
+    if (t.name != "params") continue;
+    if (t.data.size() != num_parameters(out.dims) * sizeof(float))
+      throw_checkpoint(c.dir + ": the params section holds " + std::to_string(t.data.size() / 4) +
+                       " floats, but config.model needs " + std::to_string(num_parameters(out.dims)));
+    out.params.resize(num_parameters(out.dims));
+    std::memcpy(out.params.data(), t.data.data(), t.data.size());
+    return out;
+  }
+  throw_checkpoint(c.dir + "/rank-0.bin has no \"params\" section");
+}
+
+}  // namespace flotilla

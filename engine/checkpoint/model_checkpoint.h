@@ -1,0 +1,26 @@
+// A checkpoint's model, for the commands that only need the weights (export, sample): accepts a
+// step-N directory, a checkpoints root or a run directory, verifies the checkpoint, and reads the
+// model dimensions from the resolved config stored in trainer.json (never guessed from sizes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/gpt.h"
+
+namespace flotilla {
+
+struct ModelCheckpoint {
+  std::string dir;                 // the verified step-N directory
+  int64_t step = 0;
+  GptDims dims;
+  std::vector<float> params;       // num_parameters(dims) floats, our layout
+  std::string trainer_state_json;
+};
+
+// Throws Error(kCheckpoint) naming the directory and what is missing. Damaged newer checkpoints
+// are skipped with a message appended to `warnings` (may be null).
+ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::string>* warnings);
+
+}  // namespace flotilla
