@@ -1,9 +1,115 @@
-// flotilla-worker plan (interim: replaced by the engine issue's implementation).
+// flotilla-worker plan: what a run config costs before it runs (parameters, FLOPs, memory per
+// device, communication, predicted step time), as a table or JSON.
+//
+// Decision: `plan` also hosts the config maintainer outputs (--print-config-docs, --print-config-keys),
+// because it is the command that already reads configs and they need no run; the tests print the
+// exact command to regenerate docs/config.md and the golden key list.
+#include <cstdio>
+#include <string>
+
+#include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/config/config_io.h"
+#include "engine/config/config_schema.h"
+#include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/plan/planner.h"
 
 namespace flotilla::cli {
+namespace {
 
-int cmd_plan(const CommandArgs&) { throw Error(ExitCode::kUsage, "'plan' is not in this build yet"); }
+void print_help() {
+  std::printf(
+      "Usage: flotilla-worker plan [--config run.toml] [--set key=value]... [options]\n\n"
+      "Parameters, FLOPs per token, memory per device by component, communication per step and the\n"
+      "predicted step time of a run config (the defaults when --config is not given).\n\n"
+      "Options:\n"
+      "  --config PATH        run config (TOML); see docs/config.md\n"
+      "  --set key=value      override one config key (repeatable), e.g. --set model.preset=gpt2-124m\n"
+      "  --json               print JSON instead of the table\n"
+      "  --device NAME        cpu (default for run.device = cpu) or a GPU profile:");
+  for (const auto& n : gpu_profile_names()) std::printf(" %s", n.c_str());
+  std::printf(
+      "\n"
+      "  --device-flops X     peak FLOP/s of one device (overrides the profile)\n"
+      "  --device-mem-gib X   memory of one device in GiB (overrides the profile)\n"
+      "  --link-bw X          collective bus bandwidth between ranks in bytes/s\n"
+      "  --efficiency E       fraction of peak the kernels reach (default 0.5)\n"
+      "  --measure            measure this CPU's sgemm peak (about 1 s) instead of its nominal peak\n"
+      "  --show-config        print the resolved config (TOML, every key) and exit\n\n"
+      "Maintainer options:\n"
+      "  --print-config-docs  print docs/config.md generated from the config schema\n"
+      "  --print-config-keys  print the key list (tests/engine/golden/config_keys.txt)\n");
+}
+
+DeviceProfile choose_device(Args& args, const RunConfig& config) {
+  const std::string fallback = config.run.device == "cuda" ? "h100-sxm" : "cpu";
+  const std::string name = args.value_or("--device", fallback);
+  const bool measure = args.flag("--measure");
+  DeviceProfile device;
+  if (name == "cpu") {
+    device = measure ? cpu_profile_measured(config.run.threads, 1.0) : cpu_profile_nominal(config.run.threads);
+  } else if (!find_gpu_profile(name, config.train.dtype, &device)) {
+    std::string known = "cpu";
+    for (const auto& n : gpu_profile_names()) known += ", " + n;
+    throw_usage("--device '" + name + "' is not a known profile (" + known + "); or give --device-flops, "
+                "--device-mem-gib and --link-bw");
+  }
+  if (auto v = args.value("--device-flops")) {
+    device.flops_per_s = parse_double(*v, "--device-flops");
+    device.name += " (peak set by --device-flops)";
+  }
+  if (auto v = args.value("--device-mem-gib"))
+    device.mem_bytes = static_cast<uint64_t>(parse_double(*v, "--device-mem-gib") * (1ull << 30));
+  if (auto v = args.value("--link-bw")) device.link_bytes_per_s = parse_double(*v, "--link-bw");
+  if (device.flops_per_s <= 0) throw_usage("--device-flops must be > 0");
+  return device;
+}
+
+}  // namespace
+
+int cmd_plan(const CommandArgs& argv) {
+  Args args(argv);
+  if (args.flag("--help") || args.flag("-h")) {
+    print_help();
+    return 0;
+  }
+  if (args.flag("--print-config-docs")) {
+    args.finish("plan");
+    std::fputs(config_docs_markdown().c_str(), stdout);
+    return 0;
+  }
+  if (args.flag("--print-config-keys")) {
+    args.finish("plan");
+    std::fputs(config_key_list().c_str(), stdout);
+    return 0;
+  }
+
+  const auto config_path = args.value("--config");
+  RunConfig config = config_path ? load_config_file(*config_path) : RunConfig{};
+  apply_overrides(config, args.values("--set"));
+  const bool json = args.flag("--json");
+  if (args.flag("--show-config")) {
+    args.finish("plan");
+    std::fputs(config_to_toml(config).c_str(), stdout);
+    return 0;
+  }
+  const double efficiency = args.double_or("--efficiency", 0.5);
+  if (!(efficiency > 0 && efficiency <= 1)) throw_usage("--efficiency must be in (0, 1]");
+  validate_or_throw(config);
+  const DeviceProfile device = choose_device(args, config);
+  args.finish("plan");
+
+  PlanOptions options;
+  options.efficiency = efficiency;
+  const Plan plan = make_plan(config, device, options);
+  if (json) {
+    std::printf("%s\n", plan_to_json(plan).c_str());
+  } else {
+    std::printf("plan for run '%s'%s\n\n%s", config.run.name.c_str(),
+                config_path ? (" (" + *config_path + ")").c_str() : " (default config)", plan_to_text(plan).c_str());
+  }
+  return 0;
+}
 
 }  // namespace flotilla::cli

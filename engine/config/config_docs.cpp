@@ -1,0 +1,213 @@
+// docs/config.md, generated from the schema table, the presets and the defaults in run_config.h.
+//
+// Decision: the whole file is generated and a test compares it byte for byte with the committed
+// one, so the reference can never lag the code; the prose that is not per-key (derived values,
+// rules, the example) lives here beside the generator. Regenerate with
+// `flotilla-worker plan --print-config-docs > docs/config.md`.
+#include <cctype>
+#include <string>
+
+#include "engine/config/config_schema.h"
+#include "engine/config/presets.h"
+#include "engine/model/gpt.h"
+
+namespace flotilla {
+namespace {
+
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '|') out += "\\|";
+    else if (ch == '<') out += "&lt;";
+    else if (ch == '>') out += "&gt;";
+    else out += ch;
+  }
+  return out;
+}
+
+// Inside a code span only the table's '|' needs escaping.
+std::string code_cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
+}
+
+std::string with_commas(size_t n) {
+  std::string s = std::to_string(n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+const char* kIntro = R"(# Run config reference
+
+<!-- Generated from engine/config/config_schema.cpp and run_config.h; do not edit by hand.
+     Regenerate: flotilla-worker plan --print-config-docs > docs/config.md
+     (test engine_test_config_docs fails when this file and the code disagree). -->
+
+A training run is described by one TOML file with up to nine sections: `[run]`, `[model]`,
+`[data]`, `[train]`, `[optim]`, `[parallel]`, `[checkpoint]`, `[eval]` and `[budget]`. Every key
+is optional: a missing key takes the default shown below, so an empty file is a valid run (the
+tiny model on the synthetic corpus).
+
+The reader is strict, so a typo never silently changes a run:
+
+- an unknown section or key is an error with a suggestion and its line:
+  `run.toml:7: unknown key 'optim.warmup' (did you mean 'optim.warmup_steps'?)`;
+- a value of the wrong type is an error naming the key and what was given:
+  `run.toml:9: train.steps: expected an integer, got string ("fifty")`
+  (an integer is accepted where a float is expected, never the reverse);
+- an enumerated string outside its choices is an error listing them;
+- all errors of a file are reported together (exit code 3, never retried).
+
+After reading, `validate()` checks the rules below and again reports every problem at once, each
+with its field path and all the numbers involved, e.g.
+`model.n_head: 12 does not divide model.n_embd 700 (head size 700/12 is not whole)`.
+
+On the command line, `--set key=value` overrides one key after the file is read (`train`, `plan`):
+the value is read as TOML (`--set optim.lr=3e-4`, `--set data.shuffle=true`), and string values
+may be given bare (`--set model.preset=gpt2-124m`). `--set model.preset=...` is applied before the
+other overrides and sets the preset's dimensions, which later `--set model.n_layer=...` refine.
+
+The run directory keeps the resolved config with every key written out (`config_to_toml`);
+reading it back gives the identical config.
+)";
+
+const char* kPresetsNote = R"(
+`model.preset` sets `n_layer`, `n_head` and `n_embd` unless the file gives them explicitly; any
+of them can be overridden (`preset = "gpt2-124m"` with `n_layer = 6` is a 6-layer GPT-2 small).
+`custom` applies no preset: the dimensions are the ones given (or the defaults).
+Parameter counts use the real vocabulary (50257) and 1024 positions; the engine allocates the
+token embedding padded to a multiple of 128 rows (50304), which adds rows that never see a target.
+
+)";
+
+const char* kDerived = R"(## Derived values
+
+- **Tokens per step** = `train.global_batch_tokens`, or when it is 0,
+  `train.micro_batch x train.seq_len x parallel.dp` (times `parallel.micro_batches` when
+  `parallel.pp > 1`: a pipeline step runs that many micro-batches).
+- **Gradient accumulation** (micro-batches per data-parallel rank per step) =
+  tokens per step / (`train.micro_batch x train.seq_len x parallel.dp`); gradients are
+  communicated once, after the last one. With `parallel.pp > 1` the pipeline runs them
+  `parallel.micro_batches` at a time.
+- **Run directory** = `run.out_dir`, or `runs/<run.name>` under the working directory when empty.
+- **Config hash** (stored in checkpoints): FNV-1a over `model.arch`, `model.n_layer`,
+  `model.n_head`, `model.n_embd`, `model.vocab_size` and `model.max_seq_len`, the fields that
+  shape the parameters and the AdamW state. A checkpoint with another hash is refused on resume.
+
+## Validation rules
+
+- `run.name`: non-empty, at most 100 characters of letters, digits, `-`, `_`, `.`; not starting
+  with `.`. `run.seed` < 2^63. `run.threads` >= 0.
+- `model`: `n_layer`, `n_head`, `n_embd`, `max_seq_len` >= 1; `n_head` divides `n_embd`;
+  `vocab_size` in [2, 2^30]; `init_from` empty, `*.safetensors` or `*.bin`.
+- `data.source = "shards"` needs `data.train`; `eval.every > 0` with shards needs `data.val`.
+  With the synthetic source, `data.synthetic_tokens` must hold one micro-batch per rank
+  (`micro_batch x seq_len x dp + 1`) and its validation tenth one micro-batch (`micro_batch x seq_len + 1`).
+- `train`: `steps`, `micro_batch`, `seq_len`, `log_every` >= 1; `seq_len` <= `model.max_seq_len`;
+  `global_batch_tokens` is 0 or a multiple of `micro_batch x seq_len x parallel.dp`;
+  `dtype = "bf16"` only with `run.device = "cuda"`; `grad_clip` >= 0; `spike_factor` 0 or > 1.
+- `optim`: `lr` and `eps` finite and > 0; `beta1`, `beta2` in [0, 1); `min_lr_ratio` and
+  `decay_fraction` in [0, 1]; `weight_decay` >= 0; `warmup_steps` >= 0 (it may exceed
+  `train.steps`: a shortened run then stays in warmup).
+- `parallel`: `dp`, `tp`, `pp`, `micro_batches` >= 1; `zero` in {0, 1, 2}; `tp` divides
+  `model.n_head` and the padded vocabulary; `pp` <= `model.n_layer`; `zero = 2` not with `pp > 1`;
+  with `pp > 1`, `micro_batches` divides the accumulation steps, with `pp = 1` it must be 1;
+  `backend = "nccl"` only with `run.device = "cuda"`; `timeout_s` > 0. At start the worker also
+  checks `dp x tp x pp` equals the number of ranks (1 without `launch`).
+- `checkpoint`: `every` >= 0, `keep_last` >= 1, `resume` non-empty, `preempt_grace_s` >= 0.
+- `eval`: `every`, `sample_every` >= 0; `batches`, `sample_tokens` >= 1.
+- `budget`: all amounts finite and >= 0; `warn_fraction` in (0, 1]; `max_usd > 0` needs
+  `usd_per_hour` or `price_source`.
+
+`flotilla-worker plan --config run.toml` prints the parameters, FLOPs, memory per device and the
+predicted step time of a config (docs/planner.md).
+
+## Example
+
+The CPU demo (`resources/configs/demo.toml`): the tiny model on the synthetic corpus with a small
+vocabulary, checkpoints every 50 steps and validation every 25.
+
+```toml
+[run]
+name = "demo"
+
+[model]
+preset = "tiny"
+vocab_size = 512
+max_seq_len = 256
+
+[data]
+source = "synthetic"
+synthetic_tokens = 1000000
+
+[train]
+steps = 200
+micro_batch = 8
+seq_len = 128
+
+[optim]
+lr = 1e-3
+schedule = "cosine"
+warmup_steps = 20
+
+[checkpoint]
+every = 50
+keep_last = 2
+
+[eval]
+every = 25
+batches = 4
+```
+)";
+
+}  // namespace
+
+std::string config_docs_markdown() {
+  const RunConfig defaults;
+  std::string out = kIntro;
+
+  out += "\n## Model presets\n\n";
+  out += "| preset | n_layer | n_head | n_embd | parameters | description |\n";
+  out += "|---|---|---|---|---|---|\n";
+  for (const auto& p : model_presets()) {
+    GptDims d;
+    d.n_layer = p.n_layer;
+    d.n_head = p.n_head;
+    d.n_embd = p.n_embd;
+    d.vocab_size = 50257;
+    d.padded_vocab = pad_vocab(d.vocab_size);
+    d.max_seq_len = 1024;
+    out += std::string("| `") + p.name + "` | " + std::to_string(p.n_layer) + " | " + std::to_string(p.n_head) +
+           " | " + std::to_string(p.n_embd) + " | " + with_commas(num_parameters_unpadded(d)) + " | " +
+           cell(p.description) + " |\n";
+  }
+  out += kPresetsNote;
+
+  for (const auto& section : config_sections()) {
+    std::string doc = section.doc;
+    doc[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(doc[0])));
+    out += "## [" + std::string(section.name) + "]\n\n" + doc + ".\n\n";
+    out += "| key | type | default | meaning |\n|---|---|---|---|\n";
+    for (const auto& key : config_keys()) {
+      if (key.section != section.name) continue;
+      std::string meaning = key.doc;
+      bool listed = true;  // the doc line already names every choice
+      for (const auto& choice : key.choices) listed = listed && key.doc.find(choice) != std::string::npos;
+      if (!listed) {
+        meaning += ". Allowed: ";
+        for (size_t i = 0; i < key.choices.size(); ++i) meaning += (i ? ", `" : "`") + key.choices[i] + "`";
+      }
+      out += "| `" + key.path() + "` | " + key_type_name(key.type()) + " | `" +
+             code_cell(format_toml_value(key, defaults)) + "` | " + cell(meaning) + " |\n";
+    }
+    out += "\n";
+  }
+  out += kDerived;
+  return out;
+}
+
+}  // namespace flotilla

@@ -1,0 +1,172 @@
+// make_plan(): memory, compute and communication of one rank of every pipeline stage, and the
+// predicted step time.
+//
+// Decision: the step is priced as if nothing overlaps, compute + pipeline bubble + communication
+// (time = FLOPs / (peak x efficiency) + bytes / link bandwidth). Overlap of the gradient all-reduce
+// with backward only makes the real step faster, so the prediction is an upper bound whose error
+// is visible in the comm column, rather than a guess at how much overlap an implementation gets.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/config/config_validate.h"
+#include "engine/plan/planner.h"
+
+namespace flotilla {
+namespace {
+
+constexpr uint64_t kMiB = 1u << 20;
+// Resident memory of a CPU worker beyond the model, optimizer and activation buffers: code,
+// libstdc++, OpenMP and OpenBLAS thread buffers, the metrics writer, checkpoint I/O. Fitted on
+// this repository's 2-core reference machine: peak RSS of `train` on the tiny model (three batch /
+// vocabulary sizes, 127-389 MiB) minus the other components was 11-13 MiB (docs/planner.md).
+constexpr uint64_t kCpuRuntimeBytes = 12 * kMiB;
+// A CUDA context plus cuBLAS/NCCL workspaces on one GPU (typical; the CUDA issue measures it).
+constexpr uint64_t kCudaRuntimeBytes = 768 * kMiB;
+
+uint64_t bytes_of(double floats, int element_bytes) {
+  return static_cast<uint64_t>(std::llround(floats * element_bytes));
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Parameters of one block held by one tensor-parallel rank: matrices and the biases of
+// column-parallel layers are split; LayerNorms and the biases of row-parallel layers are replicated.
+uint64_t block_params_tp(const GptDims& d, int tp) {
+  const uint64_t C = static_cast<uint64_t>(d.n_embd), t = static_cast<uint64_t>(tp);
+  const uint64_t split = 3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C;  // qkv, attproj, fc, fcproj
+  const uint64_t replicated = 4 * C + C + C;  // ln1 w/b, ln2 w/b, attproj bias, fcproj bias
+  return split / t + replicated;
+}
+
+uint64_t block_params(const GptDims& d) { return block_params_tp(d, 1); }
+
+}  // namespace
+
+uint64_t MemoryBreakdown::total() const {
+  return weights + master_weights + gradients + adam_m + adam_v + activations + workspace + runtime;
+}
+
+int stage_layers(int n_layer, int stages, int stage) {
+  return n_layer / stages + (stage < n_layer % stages ? 1 : 0);
+}
+
+Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanOptions& options) {
+  Plan plan;
+  const GptDims d = dims_from_config(config.model);
+  plan.dims = d;
+  plan.preset = config.model.preset;
+  plan.dtype = config.train.dtype;
+  plan.B = config.train.micro_batch;
+  plan.T = config.train.seq_len;
+  plan.dp = config.parallel.dp;
+  plan.tp = config.parallel.tp;
+  plan.pp = config.parallel.pp;
+  plan.zero = config.parallel.zero;
+  plan.ranks = plan.dp * plan.tp * plan.pp;
+  plan.pipeline_micro_batches = plan.pp > 1 ? config.parallel.micro_batches : 1;
+  plan.recompute = config.train.recompute;
+  plan.tokens_per_step = tokens_per_step(config);
+  plan.grad_accum_steps = grad_accum_steps(config);
+  plan.steps = config.train.steps;
+  plan.params = count_parameters(d);
+  plan.flops = flops_per_token(d, plan.T);
+  plan.flops_per_step = plan.flops.palm * static_cast<double>(plan.tokens_per_step);
+  plan.device = device;
+  plan.efficiency = options.efficiency;
+
+  const bool bf16 = config.train.dtype == "bf16";
+  const int weight_bytes = bf16 ? 2 : 4, grad_bytes = bf16 ? 2 : 4, act_bytes = bf16 ? 2 : 4;
+  const int tp = plan.tp, pp = plan.pp, dp = plan.dp, m = plan.pipeline_micro_batches;
+  const auto accum = static_cast<double>(plan.grad_accum_steps);
+  const ZeroDivisors zero = zero_divisors(plan.zero, dp);
+  const ActivationFloats act = activation_account(d, plan.B, plan.T);
+  const double shard_keep = 1.0 / tp;
+  const double block_act = act.per_layer - act.per_layer_shard + act.per_layer_shard * shard_keep;
+  const double btc = static_cast<double>(plan.B) * plan.T * d.n_embd;
+  const uint64_t C = static_cast<uint64_t>(d.n_embd);
+  const uint64_t wte_local = static_cast<uint64_t>(d.padded_vocab) * C / static_cast<uint64_t>(tp);
+
+  uint64_t runtime = options.runtime_bytes;
+  if (runtime == 0) runtime = config.run.device == "cuda" ? kCudaRuntimeBytes : kCpuRuntimeBytes;
+  if (config.data.source == "synthetic") {
+    const double token_bytes = config.model.vocab_size <= 65536 ? 2 : 4;  // as shards store them
+    runtime += bytes_of(static_cast<double>(config.data.synthetic_tokens) * 1.1 / dp, static_cast<int>(token_bytes));
+  }
+  runtime += bytes_of(2.0 * plan.B * plan.T, 4);  // input and target token buffers
+
+  int layer = 0;
+  for (int s = 0; s < pp; ++s) {
+    StagePlan st;
+    st.stage = s;
+    st.first_layer = layer;
+    st.n_layers = stage_layers(d.n_layer, pp, s);
+    layer += st.n_layers;
+    st.embedding = s == 0;
+    st.head = s == pp - 1;
+    st.params = static_cast<uint64_t>(st.n_layers) * block_params_tp(d, tp);
+    if (st.embedding) st.params += wte_local + static_cast<uint64_t>(d.max_seq_len) * C;
+    if (st.head) st.params += 2 * C + (pp > 1 ? wte_local : 0);  // lnf, and the tied head's copy
+    st.in_flight = pp == 1 ? 1 : (config.parallel.schedule == "gpipe" ? m : std::min(pp - s, m));
+
+    MemoryBreakdown& mem = st.memory;
+    mem.weights = st.params * weight_bytes;
+    mem.master_weights = bf16 ? ceil_div(st.params, zero.master) * 4 : 0;
+    mem.gradients = ceil_div(st.params, zero.gradients) * grad_bytes;
+    mem.adam_m = mem.adam_v = ceil_div(st.params, zero.optimizer) * 4;
+    const double kept_per_block = plan.recompute ? act.layer_input : block_act;
+    double act_floats = st.n_layers * kept_per_block * st.in_flight;
+    if (plan.recompute) act_floats += block_act;  // one block rebuilt during its backward
+    if (st.embedding) act_floats += act.embedding * st.in_flight;
+    if (st.head) act_floats += act.head;
+    mem.activations = bytes_of(act_floats, act_bytes);
+    const double scratch = act.scratch - act.scratch_shard * (1 - shard_keep);
+    mem.workspace = bytes_of(scratch + (st.head ? act.logits / tp : 0.0), act_bytes);
+    if (dp > 1) mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, st.params * grad_bytes);
+    mem.runtime = runtime;
+
+    // FLOPs of one rank of this stage per step: 6 x its parameters used in matmuls + attention,
+    // the LM head on the last stage; blocks cost a second forward (+1/3) under recomputation.
+    const double tokens = static_cast<double>(plan.tokens_per_step) / dp;
+    double block_flops = st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.n_embd * plan.T);
+    if (plan.recompute) block_flops *= 4.0 / 3.0;
+    const double head_flops = st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + 2.0 * d.n_embd) : 0.0;
+    st.flops = (block_flops + head_flops) * tokens / tp;
+
+    // Communication per rank per step.
+    const double grad_total = static_cast<double>(st.params) * grad_bytes;
+    if (plan.zero == 0) st.comm_dp_bytes = allreduce_bytes(grad_total, dp);
+    else st.comm_dp_bytes = reduce_scatter_bytes(grad_total, dp) + reduce_scatter_bytes(static_cast<double>(st.params) * weight_bytes, dp);
+    if (tp > 1) {
+      double reduces = st.n_layers * (plan.recompute ? 6.0 : 4.0) + (st.embedding ? 1 : 0) + (st.head ? 1 : 0);
+      double per_mb = allreduce_bytes(reduces * btc * act_bytes, tp);
+      if (st.head) per_mb += allreduce_bytes(3.0 * plan.B * plan.T * 4, tp);  // vocab-parallel cross-entropy
+      st.comm_tp_bytes = per_mb * accum;
+    }
+    if (pp > 1) {
+      const double sends = (st.head ? 0 : 1) + (st.embedding ? 0 : 1);  // activations fwd, gradients bwd
+      st.comm_pp_bytes = sends * btc * act_bytes * accum;
+      if (st.embedding || st.head) st.comm_pp_bytes += allreduce_bytes(static_cast<double>(wte_local) * grad_bytes, 2);
+    }
+    st.compute_s = device.flops_per_s > 0 ? st.flops / (device.flops_per_s * options.efficiency) : 0.0;
+    const double comm = st.comm_dp_bytes + st.comm_tp_bytes + st.comm_pp_bytes;
+    st.comm_s = device.link_bytes_per_s > 0 ? comm / device.link_bytes_per_s : 0.0;
+    plan.stages.push_back(st);
+  }
+
+  for (const auto& st : plan.stages) {
+    if (st.memory.total() > plan.stages[static_cast<size_t>(plan.peak_stage)].memory.total()) plan.peak_stage = st.stage;
+    plan.compute_s = std::max(plan.compute_s, st.compute_s);
+    plan.comm_s = std::max(plan.comm_s, st.comm_s);
+  }
+  plan.bubble = pipeline_bubble(pp, m);
+  plan.bubble_s = pp > 1 ? plan.compute_s * (pp - 1) / m : 0.0;
+  plan.step_s = plan.compute_s + plan.bubble_s + plan.comm_s;
+  plan.tokens_per_s = plan.step_s > 0 ? static_cast<double>(plan.tokens_per_step) / plan.step_s : 0.0;
+  plan.run_s = plan.step_s * static_cast<double>(plan.steps);
+  plan.usd_per_hour = config.budget.usd_per_hour;
+  plan.cost_usd = plan.run_s / 3600.0 * plan.usd_per_hour;
+  plan.fits = device.mem_bytes == 0 || plan.peak().total() <= device.mem_bytes;
+  return plan;
+}
+
+}  // namespace flotilla

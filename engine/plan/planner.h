@@ -1,0 +1,176 @@
+// The planner: what a run config costs before it runs (DESIGN.md §3 Planner, docs/planner.md).
+// Pure functions of a RunConfig and a device profile: parameters, FLOPs per token, memory per
+// device by component under every layout (ZeRO, TP, PP, recomputation, bf16), communication volume,
+// pipeline bubble and predicted step time.
+//
+// Decision: activation memory is not modelled here from first principles but taken from the
+// model's own buffer accounting (activation_floats in engine/model/gpt.h, see planner_model.cpp),
+// so a change to the model's buffers moves the plan with it; the planner only scales that figure
+// for the layout (layers per stage, in-flight micro-batches, TP shards, recomputation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config/run_config.h"
+#include "engine/model/gpt.h"
+
+namespace flotilla {
+
+// What one rank's device offers. flops_per_s is the peak for the run's dtype; link_bytes_per_s the
+// collective bus bandwidth between ranks (nccl-tests' busbw: all-reduce time = bytes*2(n-1)/n / bw).
+struct DeviceProfile {
+  std::string name;
+  double flops_per_s = 0;
+  uint64_t mem_bytes = 0;
+  double link_bytes_per_s = 0;
+};
+
+// ---- parameters and FLOPs ----------------------------------------------------------------------
+
+struct ParamCounts {
+  uint64_t allocated = 0;      // as stored: token embedding padded to a multiple of 128 rows
+  uint64_t total = 0;          // as reported (real vocabulary): gpt2-124m = 124,439,808
+  uint64_t embedding = 0;      // token (real vocab) + position embeddings
+  uint64_t non_embedding = 0;  // total - embedding: the transformer blocks and the final LayerNorm
+};
+ParamCounts count_parameters(const GptDims& dims);
+
+// Model FLOPs per trained token (forward + backward), both conventions, each with its own N:
+//   palm: 6N + 12*L*C*T, N = all parameters except the position table, real vocabulary (PaLM
+//         appendix B as nanoGPT applies it: the tied token embedding is the LM-head matmul, so it
+//         counts; the position lookup does no FLOPs). Attention counted over the full T x T.
+//   llmc: 6N + 6*L*C*T, N = every allocated parameter (padded vocab, position table included), as
+//         llm.c's gpt2_estimate_mfu; the attention term is halved for causality.
+struct FlopsPerToken {
+  double palm = 0;
+  double llmc = 0;
+  uint64_t n_palm = 0;
+  uint64_t n_llmc = 0;
+};
+FlopsPerToken flops_per_token(const GptDims& dims, int seq_len);
+
+// ---- layout formulas ---------------------------------------------------------------------------
+
+// Pipeline bubble fraction of a step: (p-1)/(m+p-1) for p stages and m micro-batches per flush.
+double pipeline_bubble(int stages, int micro_batches);
+
+// Bytes each rank sends in a ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes
+// (reduce-scatter and all-gather are (n-1)/n * bytes each).
+double allreduce_bytes(double bytes, int ranks);
+double reduce_scatter_bytes(double bytes, int ranks);
+
+// Divisors ZeRO applies to each state for a data-parallel degree (1 = replicated):
+// stage 0: none; stage 1: optimizer state (m, v and the fp32 master copy); stage 2: + gradients.
+struct ZeroDivisors {
+  int master = 1;
+  int optimizer = 1;
+  int gradients = 1;
+};
+ZeroDivisors zero_divisors(int stage, int dp);
+
+// ---- activations (from the model's own accounting) ---------------------------------------------
+
+// Floats of activation memory for B x T, split the way the layout needs it.
+struct ActivationFloats {
+  double per_layer = 0;         // one transformer block kept for backward
+  double per_layer_shard = 0;   // of which split across tensor-parallel ranks (attention, MLP inner)
+  double layer_input = 0;       // one block's input (B*T*C): what recomputation keeps per block
+  double embedding = 0;         // embedding output and friends (first pipeline stage)
+  double head = 0;              // final LayerNorm and loss buffers (last stage)
+  double logits = 0;            // logits, then their gradient in place (last stage; vocab-split by TP)
+  double scratch = 0;           // backward buffers reused by every block (one block's gradients)
+  double scratch_shard = 0;     // of which split across tensor-parallel ranks (the (B,T,4C) ones)
+};
+ActivationFloats activation_account(const GptDims& dims, int B, int T);
+
+// ---- the plan ----------------------------------------------------------------------------------
+
+struct MemoryBreakdown {
+  uint64_t weights = 0;         // parameters in the storage dtype
+  uint64_t master_weights = 0;  // fp32 master copy (bf16 runs only)
+  uint64_t gradients = 0;
+  uint64_t adam_m = 0;
+  uint64_t adam_v = 0;
+  uint64_t activations = 0;     // kept for backward x micro-batches in flight
+  uint64_t workspace = 0;       // logits of one micro-batch, communication buckets
+  uint64_t runtime = 0;         // process baseline (code, libraries, BLAS, CUDA context) + data buffers
+  uint64_t total() const;
+};
+
+struct StagePlan {
+  int stage = 0;
+  int first_layer = 0;
+  int n_layers = 0;
+  bool embedding = false;       // holds wte/wpe lookup (stage 0)
+  bool head = false;            // holds final LayerNorm and the tied LM head (last stage)
+  uint64_t params = 0;          // parameters held by one rank of this stage (after TP split)
+  int in_flight = 1;            // micro-batches whose activations are alive at once
+  MemoryBreakdown memory;
+  double flops = 0;             // model FLOPs one rank of this stage does per step (incl. recompute)
+  double comm_dp_bytes = 0;     // bytes sent per step, per rank, by each kind of collective
+  double comm_tp_bytes = 0;
+  double comm_pp_bytes = 0;
+  double compute_s = 0;
+  double comm_s = 0;
+};
+
+struct PlanOptions {
+  double efficiency = 0.5;               // fraction of peak FLOP/s the kernels reach (MFU)
+  uint64_t dp_bucket_bytes = 25u << 20;  // gradient all-reduce bucket (two in flight)
+  uint64_t runtime_bytes = 0;            // 0 = the default baseline for the device kind
+};
+
+struct Plan {
+  GptDims dims;
+  std::string preset;
+  std::string dtype;
+  int B = 0, T = 0;
+  int dp = 1, tp = 1, pp = 1, zero = 0, ranks = 1;
+  int pipeline_micro_batches = 1;
+  bool recompute = false;
+  int64_t tokens_per_step = 0;
+  int64_t grad_accum_steps = 0;
+  int64_t steps = 0;
+  ParamCounts params;
+  FlopsPerToken flops;
+  double flops_per_step = 0;             // PaLM FLOPs of one optimizer step, all ranks together
+  std::vector<StagePlan> stages;
+  int peak_stage = 0;                    // stage with the largest memory total
+  double bubble = 0;                     // fraction of the step the pipeline idles
+  DeviceProfile device;
+  double efficiency = 0.5;
+  double compute_s = 0, comm_s = 0, bubble_s = 0, step_s = 0;
+  double tokens_per_s = 0;
+  double run_s = 0;                      // steps * step_s
+  double usd_per_hour = 0;               // budget.usd_per_hour (the whole run's hardware)
+  double cost_usd = 0;                   // run_s / 3600 * usd_per_hour; 0 when no price is set
+  bool fits = true;                      // peak memory <= device memory
+  const MemoryBreakdown& peak() const { return stages[static_cast<size_t>(peak_stage)].memory; }
+};
+
+// The config must be valid (validate()); the plan assumes it.
+Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanOptions& options = {});
+
+// Layers of stage s when L blocks are split over p stages (the first L % p stages get one more).
+int stage_layers(int n_layer, int stages, int stage);
+
+// ---- device profiles (device_profile.cpp) ------------------------------------------------------
+
+// This CPU from its specification: cores x clock x FP32 FLOP per cycle (AVX2/AVX-512 FMA units),
+// memory from /proc/meminfo, link = a loopback figure. Fast; no benchmark.
+DeviceProfile cpu_profile_nominal(int threads);
+// The same with flops_per_s measured by a BLAS sgemm for about `seconds` (plan --measure).
+DeviceProfile cpu_profile_measured(int threads, double seconds);
+// Named GPU profiles from their data sheets (dense peak for the dtype; link = typical NVLink or PCIe
+// all-reduce bus bandwidth): a100-80gb, h100-sxm, h200, l4, rtx-4090.
+std::vector<std::string> gpu_profile_names();
+bool find_gpu_profile(const std::string& name, const std::string& dtype, DeviceProfile* out);
+
+// ---- reports (plan_report.cpp) -----------------------------------------------------------------
+
+std::string plan_to_text(const Plan& plan);
+std::string plan_to_json(const Plan& plan, int indent = 2);
+
+}  // namespace flotilla

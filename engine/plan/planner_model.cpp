@@ -1,0 +1,84 @@
+// Planner formulas that depend only on the model and the layout degrees: parameter counts, FLOPs
+// per token, the pipeline bubble, collective volumes, ZeRO divisors and the activation account.
+//
+// Decision: both FLOP conventions are computed with the N their sources use (PaLM/nanoGPT: no
+// position table, real vocab; llm.c: every allocated parameter), because mixing an N from one with
+// the attention term of the other gives a number neither tool would report.
+#include <algorithm>
+
+#include "engine/plan/planner.h"
+
+namespace flotilla {
+
+ParamCounts count_parameters(const GptDims& d) {
+  ParamCounts p;
+  p.allocated = num_parameters(d);
+  p.total = num_parameters_unpadded(d);
+  const auto C = static_cast<uint64_t>(d.n_embd);
+  p.embedding = static_cast<uint64_t>(d.vocab_size) * C + static_cast<uint64_t>(d.max_seq_len) * C;
+  p.non_embedding = p.total - p.embedding;
+  return p;
+}
+
+FlopsPerToken flops_per_token(const GptDims& d, int seq_len) {
+  FlopsPerToken f;
+  const double L = d.n_layer, C = d.n_embd, T = seq_len;
+  f.n_palm = num_parameters_unpadded(d) - static_cast<uint64_t>(d.max_seq_len) * static_cast<uint64_t>(d.n_embd);
+  f.n_llmc = num_parameters(d);
+  f.palm = 6.0 * static_cast<double>(f.n_palm) + 12.0 * L * C * T;
+  f.llmc = 6.0 * static_cast<double>(f.n_llmc) + 6.0 * L * C * T;
+  return f;
+}
+
+double pipeline_bubble(int stages, int micro_batches) {
+  if (stages <= 1) return 0.0;
+  return static_cast<double>(stages - 1) / static_cast<double>(micro_batches + stages - 1);
+}
+
+double allreduce_bytes(double bytes, int ranks) {
+  if (ranks <= 1) return 0.0;
+  return 2.0 * (ranks - 1) / ranks * bytes;
+}
+
+double reduce_scatter_bytes(double bytes, int ranks) {
+  if (ranks <= 1) return 0.0;
+  return static_cast<double>(ranks - 1) / ranks * bytes;
+}
+
+ZeroDivisors zero_divisors(int stage, int dp) {
+  ZeroDivisors z;
+  const int n = std::max(dp, 1);
+  if (stage >= 1) z.master = z.optimizer = n;
+  if (stage >= 2) z.gradients = n;
+  return z;
+}
+
+// The model's activation arena (activation_floats in gpt.h) split by what the layout needs.
+// Exact parts are measured by differencing the model's own count: one block = f(L=2) - f(L=1),
+// the logits = (f(Vp+128) - f(Vp)) / 128 x Vp. The finer split follows the arena's tensor list
+// (N = B*T): per block, qkv (N,3C), atty (N,C), fch (N,4C) and the attention log-sum-exp (B,NH,T)
+// are split across tensor-parallel ranks, LayerNorm outputs and residuals are not; of the rest,
+// encoded (N,C) belongs to the first pipeline stage, lnf (N,C) and the (N) loss vectors to the
+// last, and the remainder is backward scratch shared by every block.
+ActivationFloats activation_account(const GptDims& d, int B, int T) {
+  const auto f = [&](int n_layer, int padded_vocab) {
+    GptDims x = d;
+    x.n_layer = n_layer;
+    x.padded_vocab = padded_vocab;
+    return static_cast<double>(activation_floats(x, B, T));
+  };
+  const double n = static_cast<double>(B) * T, nc = n * d.n_embd, lse = static_cast<double>(B) * d.n_head * T;
+  ActivationFloats a;
+  a.per_layer = f(2, d.padded_vocab) - f(1, d.padded_vocab);
+  a.per_layer_shard = std::min(a.per_layer, 8 * nc + lse);
+  a.layer_input = nc;
+  a.logits = (f(1, d.padded_vocab + 128) - f(1, d.padded_vocab)) / 128.0 * d.padded_vocab;
+  const double rest = f(d.n_layer, d.padded_vocab) - d.n_layer * a.per_layer - a.logits;
+  a.embedding = std::min(nc, rest);
+  a.head = std::min(nc + 6 * n, rest - a.embedding);
+  a.scratch = rest - a.embedding - a.head;
+  a.scratch_shard = std::min(a.scratch, 8 * nc);  // gelu output and d fch / d qkv
+  return a;
+}
+
+}  // namespace flotilla
