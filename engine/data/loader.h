@@ -63,6 +63,12 @@ class DataLoader {
   int64_t total_tokens() const;                        // over all shards
   const std::vector<ShardInfo>& shards() const;
 
+  // Added by the data implementation (docs/data.md "Loader order"):
+  // Micro-batches per rank in one pass over every shard (an epoch), the same on every rank.
+  int64_t batches_per_epoch() const;
+  // Completed passes over the data so far (0 during the first).
+  int64_t epoch() const;
+
  private:
   struct Impl;
   Impl* impl_;

@@ -1,0 +1,222 @@
+// DataLoader: llm.c's batch layout over memory-mapped shards, with rank slicing, seeded shuffling
+// and a resumable cursor.
+//
+// One non-obvious decision: the shuffle permutations are pure functions of (seed, epoch, shard),
+// not draws from one running RNG as in llm.c. The cursor is then just (epoch, shard position,
+// sample position) — no RNG state to save — and set_cursor() rebuilds the permutations exactly.
+// A "sample" is one *global* micro-batch of world x B x T tokens (+1 for the shifted target), so
+// every rank agrees on sample boundaries, shard changes and epochs, and W ranks with B rows each
+// read exactly what one process with W x B rows reads (docs/data.md "Loader order").
+#include <algorithm>
+#include <numeric>
+
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+#include "engine/data/loader.h"
+#include "engine/data/shard_map.h"
+
+namespace flotilla {
+
+namespace {
+
+constexpr int64_t kCursorTag = 0x464C4454;  // "FLDT"
+constexpr int64_t kCursorVersion = 1;
+constexpr size_t kCursorSize = 10;
+
+uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
+  uint64_t x = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xD1B54A32D192ED03ull);
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return x;
+}
+
+template <typename T>
+void fisher_yates(std::vector<T>& v, Rng& rng) {
+  for (size_t i = v.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(rng.below(i));
+    std::swap(v[i - 1], v[j]);
+  }
+}
+
+}  // namespace
+
+struct DataLoader::Impl {
+  LoaderOptions opt;
+  std::vector<ShardInfo> shards;
+  std::vector<int64_t> samples;  // per shard (file order): global micro-batches it holds
+  int64_t local_tokens = 0;      // B*T
+  int64_t global_tokens = 0;     // world*B*T
+  int64_t total = 0;
+  int64_t per_epoch = 0;  // sum of samples
+
+  // Position: the next batch reads sample `sample_pos` of the shard at `shard_pos` in this epoch's order.
+  int64_t epoch = 0;
+  int64_t shard_pos = 0;
+  int64_t sample_pos = 0;
+  std::vector<int> shard_order;       // epoch's shard order (file indices)
+  std::vector<int64_t> sample_order;  // current shard's sample order (shuffle only)
+  MappedShard mapped;
+  int mapped_index = -1;
+
+  void build_orders() {
+    shard_order.resize(shards.size());
+    std::iota(shard_order.begin(), shard_order.end(), 0);
+    if (opt.shuffle) {
+      Rng rng(mix_seed(opt.seed, static_cast<uint64_t>(epoch), 0));
+      fisher_yates(shard_order, rng);
+    }
+    build_sample_order();
+  }
+
+  void build_sample_order() {
+    sample_order.clear();
+    if (!opt.shuffle) return;
+    const int shard = shard_order[static_cast<size_t>(shard_pos)];
+    sample_order.resize(static_cast<size_t>(samples[static_cast<size_t>(shard)]));
+    std::iota(sample_order.begin(), sample_order.end(), int64_t{0});
+    Rng rng(mix_seed(opt.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(shard) + 1));
+    fisher_yates(sample_order, rng);
+  }
+
+  // Moves past the sample just read; crosses to the next shard / epoch eagerly so the cursor is canonical.
+  void advance() {
+    ++sample_pos;
+    if (sample_pos < samples[static_cast<size_t>(shard_order[static_cast<size_t>(shard_pos)])]) return;
+    sample_pos = 0;
+    ++shard_pos;
+    if (shard_pos == static_cast<int64_t>(shards.size())) {
+      shard_pos = 0;
+      ++epoch;
+      build_orders();
+    } else {
+      build_sample_order();
+    }
+  }
+};
+
+DataLoader::DataLoader(const LoaderOptions& options) : impl_(new Impl) {
+  Impl& d = *impl_;
+  d.opt = options;
+  try {
+    if (options.B <= 0 || options.T <= 0)
+      throw_config("data loader: micro-batch " + std::to_string(options.B) + " x sequence length " +
+                   std::to_string(options.T) + " must both be positive");
+    if (options.world <= 0 || options.rank < 0 || options.rank >= options.world)
+      throw_config("data loader: rank " + std::to_string(options.rank) +
+                   " is outside the data-parallel world of " + std::to_string(options.world));
+    d.local_tokens = static_cast<int64_t>(options.B) * options.T;
+    d.global_tokens = d.local_tokens * options.world;
+    const bool scan = options.checked && options.vocab_size > 0;
+    for (const std::string& path : expand_shards(options.pattern)) {
+      ShardInfo info = inspect_shard(path, options.vocab_size, scan);
+      const int64_t n = (info.num_tokens - 1) / d.global_tokens;
+      if (info.num_tokens < d.global_tokens + 1)
+        throw_data("shard " + path + ": " + group_digits(info.num_tokens) +
+                   " tokens are too few for one batch, which reads world x B x T + 1 = " +
+                   std::to_string(options.world) + " x " + std::to_string(options.B) + " x " +
+                   std::to_string(options.T) + " + 1 = " + group_digits(d.global_tokens + 1) +
+                   " tokens; lower train.micro_batch or train.seq_len, or use larger shards");
+      d.total += info.num_tokens;
+      d.per_epoch += n;
+      d.samples.push_back(n);
+      d.shards.push_back(std::move(info));
+    }
+    d.build_orders();
+  } catch (...) {
+    delete impl_;
+    throw;
+  }
+}
+
+DataLoader::~DataLoader() { delete impl_; }
+
+void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
+  Impl& d = *impl_;
+  const int shard = d.shard_order[static_cast<size_t>(d.shard_pos)];
+  if (d.mapped_index != shard) {
+    d.mapped = MappedShard();  // unmap the old shard before mapping the next
+    d.mapped = MappedShard(d.shards[static_cast<size_t>(shard)].path);
+    if (d.mapped.size() != d.shards[static_cast<size_t>(shard)].num_tokens)
+      throw_data("shard " + d.mapped.info().path + ": changed since it was validated (" +
+                 group_digits(d.shards[static_cast<size_t>(shard)].num_tokens) + " tokens then, " +
+                 group_digits(d.mapped.size()) + " now); restart the run");
+    d.mapped_index = shard;
+  }
+  const int64_t sample = d.opt.shuffle ? d.sample_order[static_cast<size_t>(d.sample_pos)] : d.sample_pos;
+  const int64_t start = sample * d.global_tokens + d.opt.rank * d.local_tokens;
+  // inputs = tokens[start, start+BT), targets = tokens[start+1, start+BT+1)  (each B x T, row-major)
+  if (d.opt.checked && d.opt.vocab_size > 0) {
+    const int64_t bad = d.mapped.find_out_of_range(start, d.local_tokens + 1, d.opt.vocab_size);
+    if (bad >= 0) throw_token_out_of_range(d.mapped.info(), bad, d.mapped.token(bad), d.opt.vocab_size);
+  }
+  d.mapped.read(start, d.local_tokens, inputs);
+  d.mapped.read(start + 1, d.local_tokens, targets);
+  d.advance();
+}
+
+void DataLoader::reset() {
+  Impl& d = *impl_;
+  d.epoch = 0;
+  d.shard_pos = 0;
+  d.sample_pos = 0;
+  d.build_orders();
+}
+
+std::vector<int64_t> DataLoader::cursor() const {
+  const Impl& d = *impl_;
+  return {kCursorTag,
+          kCursorVersion,
+          d.epoch,
+          d.shard_pos,
+          d.sample_pos,
+          d.global_tokens,
+          static_cast<int64_t>(d.shards.size()),
+          d.total,
+          d.opt.shuffle ? 1 : 0,
+          static_cast<int64_t>(d.opt.seed)};
+}
+
+void DataLoader::set_cursor(const std::vector<int64_t>& c) {
+  Impl& d = *impl_;
+  if (c.size() != kCursorSize || c[0] != kCursorTag || c[1] != kCursorVersion)
+    throw_checkpoint("data cursor: not a cursor of this data loader (" + std::to_string(c.size()) +
+                     " values); the checkpoint's trainer state is damaged or from another engine version");
+  if (c[5] != d.global_tokens)
+    throw_config("data cursor: saved with a global micro-batch of " + group_digits(c[5]) +
+                 " tokens (data-parallel size x B x T) but this run reads " + group_digits(d.global_tokens) +
+                 "; resume with the same train.micro_batch x train.seq_len x parallel.dp");
+  if (c[6] != static_cast<int64_t>(d.shards.size()) || c[7] != d.total)
+    throw_data("data cursor: the data changed since the checkpoint (" + std::to_string(c[6]) +
+               " shards with " + group_digits(c[7]) + " tokens then, " + std::to_string(d.shards.size()) +
+               " with " + group_digits(d.total) + " now); restore the original shards or start a new run");
+  if ((c[8] != 0) != d.opt.shuffle || (c[8] != 0 && static_cast<uint64_t>(c[9]) != d.opt.seed))
+    throw_config("data cursor: saved with data.shuffle = " + std::string(c[8] ? "true" : "false") +
+                 " and seed " + std::to_string(static_cast<uint64_t>(c[9])) +
+                 "; resume with the same data.shuffle and run seed");
+  const int64_t epoch = c[2], shard_pos = c[3], sample_pos = c[4];
+  if (epoch < 0 || shard_pos < 0 || shard_pos >= static_cast<int64_t>(d.shards.size()) || sample_pos < 0)
+    throw_checkpoint("data cursor: position (epoch " + std::to_string(epoch) + ", shard " +
+                     std::to_string(shard_pos) + ", batch " + std::to_string(sample_pos) +
+                     ") is out of range; the trainer state is damaged");
+  const int64_t old_epoch = d.epoch, old_shard_pos = d.shard_pos;
+  d.epoch = epoch;
+  d.shard_pos = shard_pos;
+  d.build_orders();
+  const int shard = d.shard_order[static_cast<size_t>(shard_pos)];
+  if (sample_pos >= d.samples[static_cast<size_t>(shard)]) {
+    d.epoch = old_epoch;  // leave the loader where it was
+    d.shard_pos = old_shard_pos;
+    d.build_orders();
+    throw_checkpoint("data cursor: batch " + std::to_string(sample_pos) + " is past the end of shard " +
+                     d.shards[static_cast<size_t>(shard)].path + "; the trainer state is damaged");
+  }
+  d.sample_pos = sample_pos;
+}
+
+int64_t DataLoader::total_tokens() const { return impl_->total; }
+const std::vector<ShardInfo>& DataLoader::shards() const { return impl_->shards; }
+int64_t DataLoader::batches_per_epoch() const { return impl_->per_epoch; }
+int64_t DataLoader::epoch() const { return impl_->epoch; }
+
+}  // namespace flotilla

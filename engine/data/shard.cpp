@@ -1,0 +1,287 @@
+// llm.c token shards: header validation, memory mapping, glob expansion and durable writing.
+//
+// One non-obvious decision: every validation error names the file and gives the arithmetic
+// ("size 1,000,002 != 1,024 + 2 x 499,489 tokens = 999,002 bytes"), because the user's fix depends
+// on which side is wrong (a truncated copy vs. a file that is not a shard at all), and only the
+// numbers tell those apart.
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/core/error.h"
+#include "engine/data/loader.h"
+#include "engine/data/shard_map.h"
+
+namespace flotilla {
+
+std::string group_digits(int64_t value) {
+  const bool negative = value < 0;
+  const uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+  const std::string digits = std::to_string(magnitude);
+  std::string out;
+  const int n = static_cast<int>(digits.size());
+  for (int i = 0; i < n; ++i) {
+    out += digits[static_cast<size_t>(i)];
+    if ((n - 1 - i) % 3 == 0 && i != n - 1) out += ',';
+  }
+  return negative ? "-" + out : out;
+}
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+bool read_exact(int fd, void* buf, size_t n, off_t offset) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, offset);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += got;
+  }
+  return true;
+}
+
+// Validates the header of an open shard against its size; fills info.
+void check_header(const std::string& path, int fd, int64_t file_size, ShardInfo& info) {
+  const std::string where = "shard " + path + ": ";
+  if (file_size < kShardHeaderBytes)
+    throw_data(where + "size " + group_digits(file_size) + " bytes is smaller than the 1,024-byte header: " +
+               "truncated or not a token shard; re-run data prepare");
+  int32_t header[kShardHeaderInts];
+  if (!read_exact(fd, header, sizeof header, 0))
+    throw_data(where + "cannot read the header: " + errno_string(errno));
+  info.path = path;
+  info.magic = header[0];
+  info.version = header[1];
+  if (info.magic == kShardMagicU16) {
+    if (info.version != kShardVersionU16)
+      throw_data(where + "unknown version " + std::to_string(info.version) + " for magic " +
+                 std::to_string(kShardMagicU16) + " (expected 1, uint16 tokens); re-run data prepare");
+    info.token_bytes = 2;
+  } else if (info.magic == kShardMagicU32) {
+    if (info.version != kShardVersionU32)
+      throw_data(where + "unknown version " + std::to_string(info.version) + " for magic " +
+                 std::to_string(kShardMagicU32) + " (expected 7, uint32 tokens); re-run data prepare");
+    info.token_bytes = 4;
+  } else {
+    throw_data(where + "bad magic " + std::to_string(info.magic) +
+               " (expected 20240520 for uint16 tokens or " +
+               "20240801 for uint32 tokens): not an llm.c token shard; re-run data prepare");
+  }
+  const int64_t count = header[2];
+  if (count < 0)
+    throw_data(where + "header token count " + group_digits(count) +
+               " is negative: damaged header; re-run data prepare");
+  info.num_tokens = count;
+  const int64_t expected = kShardHeaderBytes + info.token_bytes * count;
+  if (file_size != expected)
+    throw_data(
+        where + "size " + group_digits(file_size) + " != 1,024 + " + std::to_string(info.token_bytes) +
+        " x " + group_digits(count) + " tokens = " + group_digits(expected) + " bytes: " +
+        (file_size < expected ? "truncated or not a token shard" : "trailing data or a wrong token count") +
+        "; re-run data prepare");
+}
+
+}  // namespace
+
+void throw_token_out_of_range(const ShardInfo& info, int64_t offset, uint32_t value, int vocab_size) {
+  throw_data("shard " + info.path + ": token " + group_digits(value) + " at token offset " +
+             group_digits(offset) + " (file byte " +
+             group_digits(kShardHeaderBytes + offset * info.token_bytes) + ") >= vocab size " +
+             group_digits(vocab_size) +
+             ": the shard was made with a different tokenizer; re-run data prepare or set model.vocab_size");
+}
+
+ShardInfo inspect_shard(const std::string& path, int vocab_size, bool check_tokens) {
+  if (check_tokens && vocab_size > 0) {
+    MappedShard shard(path);
+    const int64_t bad = shard.find_out_of_range(0, shard.size(), vocab_size);
+    if (bad >= 0) throw_token_out_of_range(shard.info(), bad, shard.token(bad), vocab_size);
+    return shard.info();
+  }
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw_data("shard " + path + ": cannot open: " + errno_string(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw_data("shard " + path + ": cannot stat: " + errno_string(errno));
+  if (!S_ISREG(st.st_mode)) throw_data("shard " + path + ": not a regular file");
+  ShardInfo info;
+  check_header(path, f.fd, static_cast<int64_t>(st.st_size), info);
+  return info;
+}
+
+std::vector<std::string> expand_shards(const std::string& pattern) {
+  if (pattern.empty()) throw_data("no shard path or pattern given");
+  if (pattern.find_first_of("*?[") == std::string::npos) {
+    std::error_code ec;
+    if (!std::filesystem::exists(pattern, ec)) throw_data("shard " + pattern + ": no such file");
+    return {pattern};
+  }
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (rc == GLOB_NOMATCH || (rc == 0 && out.empty()))
+    throw_data("no files match the shard pattern '" + pattern +
+               "'; check the path (data prepare writes train_NNN.bin)");
+  if (rc != 0) throw_data("cannot expand the shard pattern '" + pattern + "': a directory is unreadable");
+  std::sort(out.begin(), out.end());  // byte order, independent of the locale's collation
+  return out;
+}
+
+void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX))
+    throw_data("shard " + path + ": " + group_digits(static_cast<int64_t>(tokens.size())) +
+               " tokens do not fit one shard's int32 count; use a smaller --shard-tokens");
+  bool wide = force_uint32;
+  if (!wide)
+    for (uint32_t t : tokens)
+      if (t > 0xFFFFu) {
+        wide = true;
+        break;
+      }
+  int32_t header[kShardHeaderInts] = {};
+  header[0] = wide ? kShardMagicU32 : kShardMagicU16;
+  header[1] = wide ? kShardVersionU32 : kShardVersionU16;
+  header[2] = static_cast<int32_t>(tokens.size());
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Fd f;
+  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f.fd < 0) throw_io("cannot create " + tmp + ": " + errno_string(errno));
+  auto write_all = [&](const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t put = ::write(f.fd, p, n);
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw_io("cannot write " + tmp + ": " + errno_string(err));
+      }
+      p += put;
+      n -= static_cast<size_t>(put);
+    }
+  };
+  write_all(header, sizeof header);
+  if (wide) {
+    write_all(tokens.data(), tokens.size() * sizeof(uint32_t));
+  } else {
+    std::vector<uint16_t> chunk;
+    constexpr size_t kChunk = 1 << 16;
+    for (size_t i = 0; i < tokens.size(); i += kChunk) {
+      const size_t n = std::min(kChunk, tokens.size() - i);
+      chunk.resize(n);
+      for (size_t j = 0; j < n; ++j) chunk[j] = static_cast<uint16_t>(tokens[i + j]);
+      write_all(chunk.data(), n * sizeof(uint16_t));
+    }
+  }
+  if (::fsync(f.fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io("cannot fsync " + tmp + ": " + errno_string(err));
+  }
+  ::close(f.fd);
+  f.fd = -1;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io("cannot rename " + tmp + " to " + path + ": " + errno_string(err));
+  }
+  // Make the rename itself durable.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  Fd d;
+  d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d.fd >= 0) ::fsync(d.fd);
+}
+
+// ---- MappedShard ----
+
+MappedShard::MappedShard(const std::string& path) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw_data("shard " + path + ": cannot open: " + errno_string(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw_data("shard " + path + ": cannot stat: " + errno_string(errno));
+  if (!S_ISREG(st.st_mode)) throw_data("shard " + path + ": not a regular file");
+  check_header(path, f.fd, static_cast<int64_t>(st.st_size), info_);
+  map_bytes_ = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, f.fd, 0);
+  if (p == MAP_FAILED) throw_data("shard " + path + ": cannot memory-map: " + errno_string(errno));
+  map_ = p;
+  tokens_ = static_cast<const char*>(p) + kShardHeaderBytes;
+}
+
+MappedShard::~MappedShard() { release(); }
+
+void MappedShard::release() {
+  if (map_) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  tokens_ = nullptr;
+  map_bytes_ = 0;
+}
+
+MappedShard::MappedShard(MappedShard&& other) noexcept
+    : info_(std::move(other.info_)), map_(other.map_), map_bytes_(other.map_bytes_), tokens_(other.tokens_) {
+  other.map_ = nullptr;
+  other.tokens_ = nullptr;
+  other.map_bytes_ = 0;
+}
+
+MappedShard& MappedShard::operator=(MappedShard&& other) noexcept {
+  if (this != &other) {
+    release();
+    info_ = std::move(other.info_);
+    map_ = other.map_;
+    map_bytes_ = other.map_bytes_;
+    tokens_ = other.tokens_;
+    other.map_ = nullptr;
+    other.tokens_ = nullptr;
+    other.map_bytes_ = 0;
+  }
+  return *this;
+}
+
+void MappedShard::read(int64_t start, int64_t count, int32_t* out) const {
+  if (info_.token_bytes == 2) {
+    const uint16_t* p = static_cast<const uint16_t*>(tokens_) + start;
+    for (int64_t i = 0; i < count; ++i) out[i] = p[i];
+  } else {
+    const uint32_t* p = static_cast<const uint32_t*>(tokens_) + start;
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(p[i]);
+  }
+}
+
+int64_t MappedShard::find_out_of_range(int64_t start, int64_t count, int vocab_size) const {
+  const uint32_t limit = static_cast<uint32_t>(vocab_size);
+  if (info_.token_bytes == 2) {
+    const uint16_t* p = static_cast<const uint16_t*>(tokens_);
+    for (int64_t i = start; i < start + count; ++i)
+      if (p[i] >= limit) return i;
+  } else {
+    const uint32_t* p = static_cast<const uint32_t*>(tokens_);
+    for (int64_t i = start; i < start + count; ++i)
+      if (p[i] >= limit) return i;
+  }
+  return -1;
+}
+
+}  // namespace flotilla
