@@ -66,8 +66,6 @@ int cmd_sample(const CommandArgs& argv) {
   std::copy(ck.params.begin(), ck.params.end(), model.params());
   Rng rng(seed);
   const auto ids = sample_tokens(model, context, so, rng);
-  std::fprintf(stderr, "sampled %zu tokens from %s (step %lld)\n", ids.size(), ck.dir.c_str(),
-               static_cast<long long>(ck.step));
   if (tok) {
     std::vector<uint32_t> all;
     for (int32_t id : context) all.push_back(static_cast<uint32_t>(id));
@@ -77,6 +75,9 @@ int cmd_sample(const CommandArgs& argv) {
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
     std::printf("\n");
   }
+  std::fflush(stdout);
+  std::fprintf(stderr, "sampled %zu tokens from %s (step %lld)\n", ids.size(), ck.dir.c_str(),
+               static_cast<long long>(ck.step));
   return 0;
 }
 
