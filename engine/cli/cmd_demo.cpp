@@ -7,32 +7,12 @@
 #include "engine/config/config_io.h"
 #include "engine/data/synthetic.h"
 #include "engine/train/trainer.h"
+#include "flotilla/demo_config.h"
 
 namespace flotilla::cli {
 
-// The demo config: also shipped as resources/configs/demo.toml.
-RunConfig demo_config() {
-  RunConfig c;
-  c.run.name = "demo";
-  c.model.preset = "tiny";
-  c.model.n_layer = 4;
-  c.model.n_head = 4;
-  c.model.n_embd = 256;
-  c.model.vocab_size = 512;
-  c.model.max_seq_len = 256;
-  c.data.source = "synthetic";
-  c.data.synthetic_tokens = 1000000;
-  c.train.steps = 200;
-  c.train.micro_batch = 8;
-  c.train.seq_len = 128;
-  c.optim.lr = 3e-3;
-  c.optim.warmup_steps = 10;
-  c.optim.weight_decay = 0.0;
-  c.checkpoint.every = 50;
-  c.eval.every = 25;
-  c.eval.batches = 4;
-  return c;
-}
+// The demo config: resources/configs/demo.toml, embedded at build time.
+RunConfig demo_config() { return parse_config_toml(kDemoConfigToml, "resources/configs/demo.toml"); }
 
 int cmd_demo(const CommandArgs& argv) {
   Args args(argv);
