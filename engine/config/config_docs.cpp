@@ -150,9 +150,9 @@ micro_batch = 8
 seq_len = 128
 
 [optim]
-lr = 1e-3
+lr = 3e-3
 schedule = "cosine"
-warmup_steps = 20
+warmup_steps = 10
 
 [checkpoint]
 every = 50
