@@ -21,9 +21,9 @@ namespace flotilla {
 
 // One named tensor section in a rank file (fp32 or raw bytes).
 struct TensorBlob {
-  std::string name;                 // e.g. "params", "adam_m", "adam_v"
-  std::vector<int64_t> shape;       // informational; size = bytes
-  const void* data = nullptr;       // for saving
+  std::string name;            // e.g. "params", "adam_m", "adam_v"
+  std::vector<int64_t> shape;  // informational; size = bytes
+  const void* data = nullptr;  // for saving
   size_t bytes = 0;
 };
 
@@ -43,7 +43,7 @@ struct CheckpointSaveRequest {
 };
 
 struct LoadedCheckpoint {
-  std::string dir;                  // the step-N directory
+  std::string dir;  // the step-N directory
   int64_t step = 0;
   int world_size = 1;
   uint64_t config_hash = 0;
@@ -55,6 +55,10 @@ struct LoadedCheckpoint {
 // a label ("write rank-0.bin", "fsync", "rename manifest", "rename dir", "latest", "purge").
 // Return false to make that operation fail with the given errno; may also abort() to simulate a kill.
 using CheckpointFaultHook = std::function<bool(const std::string& op, int* err)>;
+// Full label list (docs/checkpoints.md): "write <file>", "fsync <file>", "close <file>" for every
+// file written (rank-R.bin, trainer.json, MANIFEST.tmp, LATEST.tmp), "rename manifest", "fsync dir",
+// "rename dir", "fsync root", "latest", "rename LATEST", "fsync root after LATEST", "purge",
+// "purge files".
 
 class CheckpointStore {
  public:
@@ -72,14 +76,31 @@ class CheckpointStore {
   // every rank calls write_rank(tmp, request), then after a barrier rank 0 calls commit(tmp, ...).
   std::string begin(int64_t step);
   void write_rank(const std::string& tmp_dir, const CheckpointSaveRequest& request);
-  std::string commit(const std::string& tmp_dir, const CheckpointSaveRequest& rank0_request,
-                     int world_size, int keep_last);
+  std::string commit(const std::string& tmp_dir, const CheckpointSaveRequest& rank0_request, int world_size,
+                     int keep_last);
 
   // Newest checkpoint whose MANIFEST parses and whose files verify; damaged newer ones are
   // skipped with a warning appended to `warnings`. Loads `rank`'s tensors. nullopt when none.
   std::optional<LoadedCheckpoint> load_latest(int rank, std::vector<std::string>* warnings);
   // Loads a specific directory (verifies it); throws Error(kCheckpoint) when it does not verify.
   LoadedCheckpoint load_dir(const std::string& dir, int rank);
+
+  // As above, but only the named sections are kept in memory (every byte is still verified); e.g.
+  // export and sample ask for {"params"} and skip the optimizer state.
+  std::optional<LoadedCheckpoint> load_latest(int rank, std::vector<std::string>* warnings,
+                                              const std::vector<std::string>& sections);
+  LoadedCheckpoint load_dir(const std::string& dir, int rank, const std::vector<std::string>& sections);
+
+  // Multi-rank protocol failure path: removes a tmp directory from begin() (rank 0 / supervisor).
+  void abort_save(const std::string& tmp_dir);
+
+  // Non-fatal problems of the last save()/commit() after the checkpoint was committed (LATEST could
+  // not be rewritten, an old checkpoint could not be purged). Empty when all went well.
+  const std::vector<std::string>& save_warnings() const { return save_warnings_; }
+
+  // Moves committed step directories newer than `step` to root/trash/ (a run resumed from an older
+  // checkpoint must not collide with them later: rule 8). Returns the new paths.
+  std::vector<std::string> set_aside_newer(int64_t step);
 
   // Committed checkpoint directories, oldest first (not verified).
   std::vector<std::string> list() const;
@@ -91,6 +112,7 @@ class CheckpointStore {
  private:
   std::string root_;
   CheckpointFaultHook hook_;
+  std::vector<std::string> save_warnings_;
 };
 
 }  // namespace flotilla

@@ -1,9 +1,105 @@
-// flotilla-worker export (interim: replaced by the engine issue's implementation).
+// flotilla-worker export --checkpoint DIR --format safetensors|llmc --out PATH
+//
+// Decision: DIR may be one step-N directory, a checkpoints root or a run directory (its
+// checkpoints/ is used); for a root, the newest checkpoint that verifies is exported and any damaged
+// newer one is reported on stderr. The model's dimensions come from the resolved config that the
+// trainer stores in trainer.json ("config" -> "model"), never from guesses about the tensor size
+// (both through load_model_checkpoint, shared with `sample`).
+
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/checkpoint/durable_io.h"
+#include "engine/checkpoint/model_checkpoint.h"
+#include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/interop/gpt2_safetensors.h"
+#include "engine/interop/llmc.h"
+#include "engine/model/gpt.h"
+#include "flotilla/build_info.h"
 
 namespace flotilla::cli {
+namespace {
 
-int cmd_export(const CommandArgs&) { throw Error(ExitCode::kUsage, "'export' is not in this build yet"); }
+namespace fs = std::filesystem;
+
+bool is_dir(const std::string& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+int cmd_export(const CommandArgs& argv) {
+  Args args(argv);
+  if (args.flag("--help")) {
+    std::printf(
+        "Usage: flotilla-worker export --checkpoint DIR --format safetensors|llmc --out PATH\n\n"
+        "Writes the model of a checkpoint for other tools:\n"
+        "  safetensors  Hugging Face GPT-2 names and layouts (as the `gpt2` model's model.safetensors),\n"
+        "               fp32. If PATH is a directory (existing, or ending in '/'), writes\n"
+        "               PATH/model.safetensors and PATH/config.json: a folder transformers loads with\n"
+        "               GPT2LMHeadModel.from_pretrained(PATH).\n"
+        "  llmc         llm.c model file, version 3 (fp32), loadable by llm.c's train_gpt2.c.\n"
+        "DIR is a step-N checkpoint directory, a checkpoints directory or a run directory; for the\n"
+        "latter two the newest checkpoint that verifies is used. Files are written crash-safely\n"
+        "(temporary file, fsync, rename). docs/checkpoints.md describes both formats.\n");
+    return 0;
+  }
+  const auto dir = args.value("--checkpoint");
+  const std::string format = args.value_or("--format", "safetensors");
+  const auto out = args.value("--out");
+  args.finish("export");
+  if (!dir) throw_usage("export needs --checkpoint DIR");
+  if (!out) throw_usage("export needs --out PATH");
+  if (format != "safetensors" && format != "llmc")
+    throw_usage("--format " + format + " is not supported; use safetensors or llmc");
+
+  std::vector<std::string> warnings;
+  const ModelCheckpoint c = load_model_checkpoint(*dir, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const GptDims& d = c.dims;
+  const float* params = c.params.data();
+
+  std::string path = *out;
+  std::vector<std::string> written;
+  if (format == "llmc") {
+    interop::export_llmc(path, d, params);
+  } else {
+    const bool folder = is_dir(path) || (!path.empty() && path.back() == '/');
+    if (folder) {
+      std::error_code ec;
+      fs::create_directories(path, ec);
+      if (ec) throw_io("cannot create " + path + ": " + ec.message());
+      while (path.size() > 1 && path.back() == '/') path.pop_back();
+      const std::string cfg = interop::hf_gpt2_config_json(d);
+      ckpt::replace_file_durably(path + "/config.json", cfg.size(),
+                                 [&](ckpt::DurableWriter& w) { w.write(cfg.data(), cfg.size()); });
+      written.push_back(path + "/config.json");
+      path += "/model.safetensors";
+    }
+    interop::export_gpt2_safetensors(
+        path, d, params,
+        {{"flotilla_step", std::to_string(c.step)}, {"flotilla_version", FLOTILLA_VERSION_STRING}});
+  }
+  written.insert(written.begin(), path);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  std::printf("exported %s (step %lld) as %s: %s (%s)\n", c.dir.c_str(), static_cast<long long>(c.step),
+              format.c_str(), path.c_str(), mib(size).c_str());
+  for (size_t i = 1; i < written.size(); ++i) std::printf("  also wrote %s\n", written[i].c_str());
+  std::printf(
+      "  model: n_layer %d, n_head %d, n_embd %d, vocab_size %d (padded %d), max_seq_len %d, %zu "
+      "parameters\n",
+      d.n_layer, d.n_head, d.n_embd, d.vocab_size, d.padded_vocab, d.max_seq_len, num_parameters_unpadded(d));
+  return 0;
+}
 
 }  // namespace flotilla::cli

@@ -1,0 +1,85 @@
+// The safetensors container format, read and written by our own code.
+//
+//   u64 little-endian N | N bytes of UTF-8 JSON header | raw tensor bytes
+//   header: {"<name>": {"dtype": "F32", "shape": [r, c], "data_offsets": [begin, end]}, ...,
+//            "__metadata__": {"format": "pt", ...string values...}}
+// Offsets are relative to the first byte after the header. Writers pad the header with spaces so the
+// data starts at a multiple of 8.
+//
+// Decision: the reader is as strict as the reference implementation (offsets must tile the data
+// exactly, no overlaps, no gaps, byte counts must equal shape × dtype size), so a file we accept is
+// one `safetensors` accepts too, and a damaged file fails with the tensor named. Tensor data is read
+// on demand with pread, so only the tensors asked for are held in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace flotilla::interop {
+
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;  // "F32", "F16", "BF16", "F64", "I64", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // data_offsets, relative to the data section
+};
+
+// Bytes per element of a safetensors dtype name; 0 when unknown.
+size_t safetensors_dtype_size(const std::string& dtype);
+
+// "[768, 2304]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
+class SafetensorsFile {
+ public:
+  // Reads and validates the header. Throws Error(kData) naming the file and the fault.
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }  // in offset order
+  const SafetensorsEntry* find(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // The tensor's elements converted to fp32 (F32, F16, BF16 and F64 are supported).
+  std::vector<float> read_f32(const SafetensorsEntry& entry) const;
+  // The tensor's raw bytes.
+  std::vector<uint8_t> read_raw(const SafetensorsEntry& entry) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Parses a header JSON against a data section of `data_bytes`; throws Error(kData) with `label`.
+// (The file reader's core, exposed for tests and fuzzing.)
+void parse_safetensors_header(const std::string& json_text, uint64_t data_bytes, const std::string& label,
+                              std::vector<SafetensorsEntry>* entries,
+                              std::map<std::string, std::string>* metadata);
+
+struct SafetensorsOutTensor {
+  std::string name;
+  std::string dtype = "F32";
+  std::vector<int64_t> shape;
+  const void* data = nullptr;           // either the bytes ...
+  std::function<void(void* dst)> fill;  // ... or a producer writing shape × dtype bytes to dst
+};
+
+// Writes `tensors` in the given order, crash-safely: PATH.tmp-<hex>, checked writes, fsync, rename,
+// fsync of the directory. Throws Error(kIo) naming the file on failure (the tmp file is removed).
+void write_safetensors(const std::string& path, const std::vector<SafetensorsOutTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// IEEE half / bfloat16 to float.
+float f16_to_f32(uint16_t h);
+float bf16_to_f32(uint16_t b);
+
+}  // namespace flotilla::interop
