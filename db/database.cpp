@@ -1,0 +1,306 @@
+// Opening, checking and migrating the workspace database (see database.h for the decisions).
+#include "db/database.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "db/errors.h"
+#include "flotilla/build_info.h"
+
+namespace flotilla::db {
+namespace {
+
+constexpr const char* kRefusedAdvice =
+    " Flotilla did not change the file. Restore it from a backup, or move it aside to start a new empty "
+    "workspace, or choose another workspace with --workspace DIR.";
+
+// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  int prepare_rc() const { return rc_; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+std::string sqlite_message(sqlite3* db, int rc) {
+  std::string m = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  return m + " (SQLite code " + std::to_string(rc) + ")";
+}
+
+bool is_damage(int rc) {
+  const int primary = rc & 0xff;
+  return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT;
+}
+
+// Creates the file with mode 0600 before SQLite opens it, so it is never world-readable, not
+// even for the moment between creation and a chmod. Returns true when this call created it.
+bool create_private_file(const std::string& path, bool create) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw DbError(DbErrorKind::kOpen, "workspace database " + path + " exists but is not a regular file");
+    return false;
+  }
+  if (!create) throw DbError(DbErrorKind::kOpen, "workspace database " + path + " does not exist");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return false;  // another Flotilla created it just now
+    throw DbError(DbErrorKind::kOpen, "cannot create workspace database " + path + ": " +
+                                          std::generic_category().message(errno) +
+                                          ". Check that the folder exists and is writable.");
+  }
+  ::fchmod(fd, 0600);  // open() honours the umask; make the mode exact
+  ::close(fd);
+  return true;
+}
+
+int read_user_version(sqlite3* db, const std::string& path) {
+  Statement st(db, "PRAGMA user_version");
+  int rc = st.prepare_rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(st.get());
+  if (rc != SQLITE_ROW) {
+    if (is_damage(rc))
+      throw DbError(DbErrorKind::kDamaged, "workspace database " + path + " is damaged: " +
+                                               sqlite_message(db, rc) + "." + kRefusedAdvice);
+    throw DbError(DbErrorKind::kQuery,
+                  "cannot read the schema version of " + path + ": " + sqlite_message(db, rc));
+  }
+  return sqlite3_column_int(st.get(), 0);
+}
+
+// The number of user tables (SQLite's own sqlite_* tables excluded).
+int count_user_tables(sqlite3* db, const char* extra_condition, const std::string& path) {
+  const std::string sql =
+      std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'") +
+      extra_condition;
+  Statement st(db, sql.c_str());
+  int rc = st.prepare_rc();
+  if (rc == SQLITE_OK) rc = sqlite3_step(st.get());
+  if (rc != SQLITE_ROW)
+    throw DbError(is_damage(rc) ? DbErrorKind::kDamaged : DbErrorKind::kQuery,
+                  "cannot read the tables of " + path + ": " + sqlite_message(db, rc));
+  return sqlite3_column_int(st.get(), 0);
+}
+
+}  // namespace
+
+Database::Database(const std::string& path, const OpenOptions& options) : path_(path) {
+  const std::vector<Migration>& steps = options.migrations ? *options.migrations : builtin_migrations();
+  const int supported = steps.empty() ? 0 : steps.back().version;
+  created_ = create_private_file(path, options.create);
+
+  int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_EXRESCODE, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string msg = sqlite_message(db_, rc);
+    close();
+    throw DbError(DbErrorKind::kOpen,
+                  "cannot open workspace database " + path + ": " + msg +
+                      ". Check the file's permissions (it must be readable and writable).");
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, options.busy_timeout_ms);
+
+  try {
+    // Read-only checks first: a refused file must stay exactly as it was.
+    if (options.quick_check) check_integrity();
+    const int version = read_user_version(db_, path);
+    if (version > supported)
+      throw DbError(DbErrorKind::kTooNew,
+                    "workspace database " + path + " has schema version " + std::to_string(version) +
+                        ", but this Flotilla (" FLOTILLA_VERSION_STRING ") understands versions up to " +
+                        std::to_string(supported) +
+                        ": it was written by a newer Flotilla. Open it with that version, or choose another "
+                        "workspace with --workspace DIR. The file was not changed.");
+    check_identity(version, options.migrations == nullptr);
+
+    // WAL lets the UI read while the writer thread writes; it persists in the file.
+    std::string mode;
+    {
+      Statement wal(db_, "PRAGMA journal_mode=WAL");
+      rc = wal.prepare_rc() == SQLITE_OK ? sqlite3_step(wal.get()) : wal.prepare_rc();
+      if (rc == SQLITE_ROW) mode = reinterpret_cast<const char*>(sqlite3_column_text(wal.get(), 0));
+    }  // finalized here: an open statement would block the migrations' COMMIT
+    if (mode != "wal")
+      throw DbError(DbErrorKind::kOpen,
+                    "workspace database " + path + " cannot use write-ahead logging (journal mode '" + mode +
+                        "', " + sqlite_message(db_, rc) +
+                        "). Put the workspace on a local file system with --workspace DIR.");
+    exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
+    migrate(steps);
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+Database::~Database() { close(); }
+
+Database::Database(Database&& other) noexcept
+    : db_(other.db_), path_(std::move(other.path_)), created_(other.created_) {
+  other.db_ = nullptr;
+}
+
+Database& Database::operator=(Database&& other) noexcept {
+  if (this != &other) {
+    close();
+    db_ = other.db_;
+    path_ = std::move(other.path_);
+    created_ = other.created_;
+    other.db_ = nullptr;
+  }
+  return *this;
+}
+
+void Database::close() noexcept {
+  if (db_) sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
+
+void Database::check_integrity() {
+  Statement st(db_, "PRAGMA quick_check");
+  int rc = st.prepare_rc();
+  std::string problems;
+  int lines = 0;
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(st.get(), 0));
+      const std::string line = text ? text : "";
+      if (line == "ok") continue;
+      if (++lines <= 3) problems += (problems.empty() ? "" : "; ") + line;
+    }
+  }
+  if (rc != SQLITE_DONE && rc != SQLITE_OK) {
+    if (is_damage(rc))
+      throw DbError(DbErrorKind::kDamaged, "workspace database " + path_ + " is damaged: " +
+                                               sqlite_message(db_, rc) + "." + kRefusedAdvice);
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+      throw DbError(DbErrorKind::kOpen,
+                    "workspace database " + path_ +
+                        " is locked by another program: close it (or another Flotilla) and retry");
+    throw DbError(DbErrorKind::kOpen,
+                  "cannot read workspace database " + path_ + ": " + sqlite_message(db_, rc));
+  }
+  if (!problems.empty())
+    throw DbError(DbErrorKind::kDamaged, "workspace database " + path_ +
+                                             " is damaged: integrity check found " + std::to_string(lines) +
+                                             " problem(s): " + problems + "." + kRefusedAdvice);
+}
+
+// A valid SQLite file can still be someone else's: tables but no schema version means another
+// program's database; a Flotilla version without the meta table means a damaged or forged one.
+void Database::check_identity(int version, bool builtin_schema) {
+  if (version == 0 && count_user_tables(db_, "", path_) > 0)
+    throw DbError(DbErrorKind::kDamaged,
+                  "workspace database " + path_ +
+                      " is an SQLite database without a Flotilla schema version: it belongs to another "
+                      "program or is damaged." +
+                      kRefusedAdvice);
+  if (version >= 1 && builtin_schema && count_user_tables(db_, " AND name = 'meta'", path_) == 0)
+    throw DbError(DbErrorKind::kDamaged,
+                  "workspace database " + path_ + " says schema version " + std::to_string(version) +
+                      " but lacks its meta table: it is damaged or not Flotilla's." + kRefusedAdvice);
+}
+
+void Database::migrate(const std::vector<Migration>& steps) {
+  int version = read_user_version(db_, path_);
+  for (const Migration& step : steps) {
+    if (step.version <= version) continue;
+    exec("BEGIN IMMEDIATE");
+    try {
+      // Another process may have migrated between our read and our lock: re-read under the lock.
+      version = read_user_version(db_, path_);
+      if (step.version <= version) {
+        exec("COMMIT");
+        continue;
+      }
+      if (step.version != version + 1)
+        throw DbError(DbErrorKind::kMigration, "schema steps are not consecutive: at version " +
+                                                   std::to_string(version) + ", next step is " +
+                                                   std::to_string(step.version) + " (a bug: report it)");
+      exec(step.sql);
+      exec("PRAGMA user_version = " + std::to_string(step.version));
+      exec("COMMIT");
+      version = step.version;
+    } catch (const DbError& e) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw DbError(DbErrorKind::kMigration, "updating workspace database " + path_ + " to schema version " +
+                                                 std::to_string(step.version) + " (" + step.name +
+                                                 ") failed: " + e.what() +
+                                                 ". The step was rolled back; the database "
+                                                 "is still at version " +
+                                                 std::to_string(version) + ".");
+    }
+  }
+}
+
+int Database::schema_version() const { return read_user_version(db_, path_); }
+
+void Database::exec(const std::string& sql) {
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    const std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    throw DbError(is_damage(rc) ? DbErrorKind::kDamaged : DbErrorKind::kQuery,
+                  msg + " (SQLite code " + std::to_string(rc) + ", database " + path_ + ")");
+  }
+}
+
+void Database::write_transaction(const std::function<void()>& body) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    body();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+std::string Database::meta(const std::string& key) const {
+  Statement st(db_, "SELECT value FROM meta WHERE key = ?1");
+  if (st.prepare_rc() != SQLITE_OK)
+    throw DbError(DbErrorKind::kQuery,
+                  "reading meta '" + key + "' from " + path_ + ": " + sqlite_message(db_, st.prepare_rc()));
+  sqlite3_bind_text(st.get(), 1, key.c_str(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
+  const int rc = sqlite3_step(st.get());
+  if (rc == SQLITE_ROW) {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(st.get(), 0));
+    return text ? text : "";
+  }
+  if (rc != SQLITE_DONE)
+    throw DbError(DbErrorKind::kQuery,
+                  "reading meta '" + key + "' from " + path_ + ": " + sqlite_message(db_, rc));
+  return "";
+}
+
+void Database::set_meta(const std::string& key, const std::string& value) {
+  write_transaction([&] {
+    Statement st(db_,
+                 "INSERT INTO meta(key, value) VALUES (?1, ?2) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value");
+    if (st.prepare_rc() != SQLITE_OK)
+      throw DbError(DbErrorKind::kQuery,
+                    "writing meta '" + key + "' to " + path_ + ": " + sqlite_message(db_, st.prepare_rc()));
+    sqlite3_bind_text(st.get(), 1, key.c_str(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(st.get(), 2, value.c_str(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(st.get());
+    if (rc != SQLITE_DONE)
+      throw DbError(DbErrorKind::kQuery,
+                    "writing meta '" + key + "' to " + path_ + ": " + sqlite_message(db_, rc));
+  });
+}
+
+}  // namespace flotilla::db

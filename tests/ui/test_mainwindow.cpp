@@ -1,0 +1,315 @@
+// The main window under QT_QPA_PLATFORM=offscreen: six pages in sidebar order, keyboard page
+// switching, an About box with real versions, the engine's machine probe on the Nodes page, the
+// layout remembered in QSettings, and screenshots (light and dark) saved to the build tree.
+#include <QAction>
+#include <QApplication>
+#include <QImage>
+#include <QLabel>
+#include <QListWidget>
+#include <QPushButton>
+#include <QSet>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <optional>
+
+#include "db/database.h"
+#include "db/workspace.h"
+#include "engine/core/probe.h"
+#include "flotilla/build_info.h"
+#include "ui/main/aboutdialog.h"
+#include "ui/main/mainwindow.h"
+#include "ui/main/sidebar.h"
+#include "ui/nodes/machineprobe.h"
+#include "ui/nodes/nodespage.h"
+#include "ui/runs/runspage.h"
+#include "ui/settings/settingspage.h"
+
+using flotilla::ui::MainWindow;
+
+namespace {
+
+// A screenshot is "real" when it is big and has the many colours of anti-aliased text and icons.
+void checkScreenshot(const QString& path) {
+  const QImage image(path);
+  QVERIFY2(!image.isNull(), qPrintable(path));
+  QCOMPARE(image.size(), QSize(1280, 800));
+  QVERIFY2(QFileInfo(path).size() > 20 * 1024,
+           qPrintable(QStringLiteral("%1 is only %2 bytes").arg(path).arg(QFileInfo(path).size())));
+  QSet<QRgb> colours;
+  for (int y = 0; y < image.height(); y += 3)
+    for (int x = 0; x < image.width(); x += 3) colours.insert(image.pixel(x, y));
+  QVERIFY2(colours.size() > 64,
+           qPrintable(QStringLiteral("only %1 colours in %2").arg(colours.size()).arg(path)));
+}
+
+QPalette darkPalette() {
+  QPalette p(QColor(0x3a, 0x3c, 0x40), QColor(0x2b, 0x2d, 0x30));  // button, window: derives light/mid/dark
+  p.setColor(QPalette::Window, QColor(0x2b, 0x2d, 0x30));
+  p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Base, QColor(0x1e, 0x1f, 0x22));
+  p.setColor(QPalette::AlternateBase, QColor(0x26, 0x28, 0x2b));
+  p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Button, QColor(0x3a, 0x3c, 0x40));
+  p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Highlight, QColor(0x35, 0x74, 0xf0));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::PlaceholderText, QColor(0x9a, 0x9c, 0xa0));
+  p.setColor(QPalette::ToolTipBase, QColor(0x3a, 0x3c, 0x40));
+  p.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
+  p.setColor(QPalette::Disabled, QPalette::WindowText, QColor(0x6e, 0x70, 0x74));
+  p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x6e, 0x70, 0x74));
+  p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x6e, 0x70, 0x74));
+  return p;
+}
+
+// Mean lightness of the opaque pixels of an icon.
+int iconLightness(const QIcon& icon) {
+  const QImage image = icon.pixmap(20, 20).toImage();
+  long sum = 0, n = 0;
+  for (int y = 0; y < image.height(); ++y)
+    for (int x = 0; x < image.width(); ++x) {
+      const QColor c = image.pixelColor(x, y);
+      if (c.alpha() > 200) {
+        sum += c.lightness();
+        ++n;
+      }
+    }
+  return n ? static_cast<int>(sum / n) : -1;
+}
+
+}  // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void sidebarHasTheSixPagesInOrder();
+  void ctrl3SwitchesToCompare();
+  void aboutShowsVersions();
+  void nodesPageShowsThisMachine();
+  void pagesAreHonestAboutMissingFeatures();
+  void statusBarShowsWorkspaceAndSpend();
+  void geometryIsRememberedInQSettings();
+  void screenshots();
+  void iconsFollowADarkPalette();
+
+ private:
+  std::unique_ptr<MainWindow> makeWindow() {
+    auto w = std::make_unique<MainWindow>(m_workspace);
+    w->resize(1280, 800);
+    w->show();
+    if (!QTest::qWaitForWindowExposed(w.get())) qWarning("window not exposed");
+    return w;
+  }
+
+  QTemporaryDir m_tmp;
+  flotilla::ui::WorkspaceInfo m_workspace;
+  std::optional<flotilla::db::Database> m_db;
+};
+
+void TestMainWindow::initTestCase() {
+  QVERIFY(m_tmp.isValid());
+  // Never touch the user's real settings: QSettings files go to the temporary folder.
+  QStandardPaths::setTestModeEnabled(true);
+  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, m_tmp.filePath(QStringLiteral("config")));
+  QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla")).clear();
+
+  const std::string dir = m_tmp.filePath(QStringLiteral("workspace")).toStdString();
+  flotilla::db::ensure_workspace_dir(dir);
+  m_db.emplace(flotilla::db::workspace_database_path(dir));
+  m_workspace.directory = QString::fromStdString(dir);
+  m_workspace.databasePath = QString::fromStdString(m_db->path());
+  m_workspace.schemaVersion = m_db->schema_version();
+  m_workspace.created = true;
+}
+
+void TestMainWindow::sidebarHasTheSixPagesInOrder() {
+  auto w = makeWindow();
+  const QStringList expected = {QStringLiteral("Runs"),  QStringLiteral("Live"),  QStringLiteral("Compare"),
+                                QStringLiteral("Nodes"), QStringLiteral("Costs"), QStringLiteral("Settings")};
+  QCOMPARE(w->pageTitles(), expected);
+  auto* sidebar = w->findChild<flotilla::ui::Sidebar*>();
+  QVERIFY(sidebar);
+  QCOMPARE(sidebar->count(), 6);
+  for (int i = 0; i < 6; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
+  auto* stack = w->findChild<QStackedWidget*>();
+  QCOMPARE(stack->count(), 6);
+  QCOMPARE(w->currentPage(), int(MainWindow::Runs));
+  // Clicking a sidebar row switches the page.
+  sidebar->setCurrentIndex(MainWindow::Nodes);
+  QCOMPARE(w->currentPage(), int(MainWindow::Nodes));
+  QCOMPARE(stack->currentWidget()->objectName(), QStringLiteral("nodesPage"));
+}
+
+void TestMainWindow::ctrl3SwitchesToCompare() {
+  auto w = makeWindow();
+  w->activateWindow();
+  QVERIFY(QTest::qWaitForWindowActive(w.get()));
+  QTest::keyClick(w.get(), Qt::Key_3, Qt::ControlModifier);
+  QCOMPARE(w->currentPage(), int(MainWindow::Compare));
+  QCOMPARE(w->findChild<flotilla::ui::Sidebar*>()->currentIndex(), int(MainWindow::Compare));
+  QTest::keyClick(w.get(), Qt::Key_6, Qt::ControlModifier);
+  QCOMPARE(w->currentPage(), int(MainWindow::Settings));
+  QTest::keyClick(w.get(), Qt::Key_1, Qt::ControlModifier);
+  QCOMPARE(w->currentPage(), int(MainWindow::Runs));
+  auto* viewCompare = w->findChild<QAction*>(QStringLiteral("showPage3"));
+  QVERIFY(viewCompare);
+  QCOMPARE(viewCompare->shortcut(), QKeySequence(QStringLiteral("Ctrl+3")));
+  QCOMPARE(viewCompare->text(), QStringLiteral("Compare"));
+}
+
+void TestMainWindow::aboutShowsVersions() {
+  auto w = makeWindow();
+  auto* about = w->findChild<QAction*>(QStringLiteral("aboutAction"));
+  QVERIFY(about);
+  about->trigger();
+  auto* dialog = w->findChild<flotilla::ui::AboutDialog*>();
+  QVERIFY(dialog);
+  QVERIFY(dialog->isVisible());
+  QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
+  const QString text = dialog->text();
+  QVERIFY2(text.contains(QString::fromLatin1(qVersion())), qPrintable(text));
+  QVERIFY2(text.contains(QString::fromStdString(flotilla::db::sqlite_version())), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("QCustomPlot")) && text.contains(QStringLiteral("2.1")),
+           qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("libssh")) && text.contains(QStringLiteral("0.1")), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral(FLOTILLA_VERSION_STRING)), qPrintable(text));
+  QVERIFY2(!text.contains(QStringLiteral("probing")), qPrintable(text));  // probe facts arrived
+  const auto& probe = w->machineProbe()->result();
+  if (!probe.blas_core.empty())
+    QVERIFY2(text.contains(QString::fromStdString(probe.blas_core)), qPrintable(text));
+  if (probe.gpus.empty()) QVERIFY2(text.contains(QStringLiteral("no GPU")), qPrintable(text));
+  QCOMPARE(w->aboutText(), text);
+  QCoreApplication::processEvents();
+  QVERIFY(dialog->grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/about.png")));
+  dialog->close();
+}
+
+void TestMainWindow::nodesPageShowsThisMachine() {
+  auto w = makeWindow();
+  auto* nodes = qobject_cast<flotilla::ui::NodesPage*>(w->page(MainWindow::Nodes));
+  QVERIFY(nodes);
+  QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
+  const QString text = nodes->localMachineText();
+  const flotilla::ProbeResult direct = flotilla::probe_machine();
+  QVERIFY2(text.contains(QStringLiteral("CPU: ") + QString::fromStdString(direct.cpu_model)),
+           qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("%1 logical").arg(direct.logical_cpus)), qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("Memory: ")) && text.contains(QStringLiteral("GiB total")),
+           qPrintable(text));
+  if (direct.gpus.empty())
+    QVERIFY2(text.contains(QStringLiteral("GPUs: none: no GPU")), qPrintable(text));
+  else
+    QVERIFY2(text.contains(QString::fromStdString(direct.gpus[0].name)), qPrintable(text));
+}
+
+void TestMainWindow::pagesAreHonestAboutMissingFeatures() {
+  auto w = makeWindow();
+  auto* runs = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
+  QVERIFY(runs);
+  QVERIFY(!runs->newRunButton()->isEnabled());
+  QCOMPARE(runs->newRunButton()->toolTip(), QStringLiteral("Arrives with the run wizard"));
+
+  QWidget* plot = w->page(MainWindow::Live)->findChild<QWidget*>(QStringLiteral("placeholderPlot"));
+  QVERIFY(plot);
+  QVERIFY(plot->inherits("QCustomPlot"));
+
+  auto* settings = qobject_cast<flotilla::ui::SettingsPage*>(w->page(MainWindow::Settings));
+  QVERIFY(settings);
+  QCOMPARE(settings->value(QStringLiteral("Workspace folder")), m_workspace.directory);
+  QCOMPARE(settings->value(QStringLiteral("Database file")), m_workspace.databasePath);
+  QCOMPARE(settings->value(QStringLiteral("Schema version")), QStringLiteral("1"));
+  QVERIFY(settings->value(QStringLiteral("Window settings")).startsWith(m_tmp.path()));
+  // Every page opens with its title and a paragraph saying what it is for.
+  for (int i = 0; i < MainWindow::PageCount; ++i) {
+    auto* title = w->page(MainWindow::Page(i))->findChild<QLabel*>(QStringLiteral("pageTitle"));
+    auto* text = w->page(MainWindow::Page(i))->findChild<QLabel*>(QStringLiteral("pageDescription"));
+    QVERIFY(title && text);
+    QCOMPARE(title->text(), w->pageTitles()[i]);
+    QVERIFY(text->text().size() > 80);
+  }
+}
+
+void TestMainWindow::statusBarShowsWorkspaceAndSpend() {
+  auto w = makeWindow();
+  auto* where = w->findChild<QLabel*>(QStringLiteral("statusWorkspace"));
+  QVERIFY(where);
+  QVERIFY2(where->text().startsWith(QStringLiteral("Workspace: ")), qPrintable(where->text()));
+  QCOMPARE(where->toolTip(), m_workspace.databasePath);
+  QCOMPARE(w->findChild<QLabel*>(QStringLiteral("statusRunning"))->text(), QStringLiteral("0 runs running"));
+  QCOMPARE(w->findChild<QLabel*>(QStringLiteral("statusSpend"))->text(), QStringLiteral("$0.00/h"));
+}
+
+void TestMainWindow::geometryIsRememberedInQSettings() {
+  QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla")).clear();
+  {
+    MainWindow w(m_workspace);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.resize(700, 480);  // fits the offscreen platform's 800x600 screen, so restore keeps it
+    w.showPage(MainWindow::Costs);
+    QTRY_COMPARE(w.size(), QSize(700, 480));
+    w.close();
+  }
+  QSettings settings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla"));
+  QVERIFY(settings.fileName().startsWith(m_tmp.path()));
+  QVERIFY(!settings.value(QLatin1String(MainWindow::kGeometryKey)).toByteArray().isEmpty());
+  QVERIFY(!settings.value(QLatin1String(MainWindow::kStateKey)).toByteArray().isEmpty());
+  QCOMPARE(settings.value(QLatin1String(MainWindow::kPageKey)).toInt(), int(MainWindow::Costs));
+
+  MainWindow again(m_workspace);
+  QCOMPARE(again.size(), QSize(700, 480));
+  QCOMPARE(again.currentPage(), int(MainWindow::Costs));
+  again.close();
+  QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla")).clear();
+}
+
+void TestMainWindow::screenshots() {
+  const QString dir = QStringLiteral(FLOTILLA_SCREENSHOT_DIR);
+  QVERIFY(QDir().mkpath(dir));
+  auto w = makeWindow();
+  QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
+  const char* names[] = {"runs", "live", "compare", "nodes", "costs", "settings"};
+  for (int i = 0; i < MainWindow::PageCount; ++i) {
+    w->showPage(i);
+    QCoreApplication::processEvents();
+    const QString path = dir + QStringLiteral("/page-%1.png").arg(QLatin1String(names[i]));
+    QVERIFY(w->grab().save(path));
+    checkScreenshot(path);
+  }
+  w->showPage(MainWindow::Runs);
+  QCoreApplication::processEvents();
+  const QString main = dir + QStringLiteral("/mainwindow.png");
+  QVERIFY(w->grab().save(main));
+  checkScreenshot(main);
+  qInfo("screenshot: %s", qPrintable(main));
+}
+
+void TestMainWindow::iconsFollowADarkPalette() {
+  const QPalette original = QApplication::palette();
+  auto w = makeWindow();
+  auto* sidebar = w->findChild<flotilla::ui::Sidebar*>();
+  const int lightThemeIcon = iconLightness(sidebar->list()->item(1)->icon());
+  QApplication::setPalette(darkPalette());
+  QCoreApplication::processEvents();
+  const int darkThemeIcon = iconLightness(sidebar->list()->item(1)->icon());
+  QVERIFY2(
+      lightThemeIcon < 100 && darkThemeIcon > 180,
+      qPrintable(
+          QStringLiteral("icon lightness %1 (light) -> %2 (dark)").arg(lightThemeIcon).arg(darkThemeIcon)));
+  QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
+  w->showPage(MainWindow::Live);
+  QCoreApplication::processEvents();
+  const QString path = QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/mainwindow-dark.png");
+  QVERIFY(w->grab().save(path));
+  checkScreenshot(path);
+  QApplication::setPalette(original);
+}
+
+QTEST_MAIN(TestMainWindow)
+#include "test_mainwindow.moc"

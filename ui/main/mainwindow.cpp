@@ -1,0 +1,191 @@
+// Main window composition (see mainwindow.h).
+#include "ui/main/mainwindow.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QScreen>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+
+#include "ui/common/icons.h"
+#include "ui/compare/comparepage.h"
+#include "ui/costs/costspage.h"
+#include "ui/live/livepage.h"
+#include "ui/main/aboutdialog.h"
+#include "ui/main/sidebar.h"
+#include "ui/nodes/machineprobe.h"
+#include "ui/nodes/nodespage.h"
+#include "ui/runs/runspage.h"
+#include "ui/settings/settingspage.h"
+
+namespace flotilla::ui {
+namespace {
+
+QSettings layoutSettings() { return QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla")); }
+
+// "/home/ana/.local/share/flotilla" -> "~/.local/share/flotilla"
+QString shortPath(const QString& path) {
+  const QString home = QDir::homePath();
+  if (path == home) return QStringLiteral("~");
+  if (path.startsWith(home + QLatin1Char('/'))) return QStringLiteral("~") + path.mid(home.size());
+  return path;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
+    : QMainWindow(parent),
+      m_versions(collectVersions()),
+      m_probe(new MachineProbe(this)),
+      m_sidebar(new Sidebar(this)),
+      m_stack(new QStackedWidget(this)) {
+  initResources();
+  setObjectName(QStringLiteral("mainWindow"));
+  setWindowTitle(tr("Flotilla"));
+  setWindowIcon(appIcon());
+
+  buildPages(workspace);
+  buildMenus();
+  buildStatusBar(workspace);
+
+  // A one-pixel rule in the palette's mid tone (a sunken QFrame draws a bright edge on dark themes).
+  auto* divider = new QWidget(this);
+  divider->setFixedWidth(1);
+  divider->setAutoFillBackground(true);
+  divider->setBackgroundRole(QPalette::Mid);
+  auto* central = new QWidget(this);
+  auto* layout = new QHBoxLayout(central);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addWidget(m_sidebar);
+  layout->addWidget(divider);
+  layout->addWidget(m_stack, 1);
+  setCentralWidget(central);
+
+  connect(m_sidebar, &Sidebar::currentIndexChanged, this, &MainWindow::showPage);
+  restoreLayout();
+  m_probe->start();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildPages(const WorkspaceInfo& workspace) {
+  struct Entry {
+    const char* icon;
+    QString title;
+    QWidget* widget;
+  };
+  const QString settingsFile = layoutSettings().fileName();
+  const Entry entries[] = {
+      {"runs", tr("Runs"), new RunsPage(m_stack)},
+      {"live", tr("Live"), new LivePage(m_stack)},
+      {"compare", tr("Compare"), new ComparePage(m_stack)},
+      {"nodes", tr("Nodes"), new NodesPage(m_probe, m_stack)},
+      {"costs", tr("Costs"), new CostsPage(m_stack)},
+      {"settings", tr("Settings"), new SettingsPage(workspace, settingsFile, m_stack)},
+  };
+  for (const Entry& e : entries) {
+    e.widget->setObjectName(QLatin1String(e.icon) + QStringLiteral("Page"));
+    m_sidebar->addPage(QLatin1String(e.icon), e.title);
+    m_stack->addWidget(e.widget);
+  }
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);  // Ctrl+Q
+  quit->setShortcutContext(Qt::ApplicationShortcut);
+  quit->setMenuRole(QAction::QuitRole);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  m_pageActions = new QActionGroup(this);
+  const QStringList titles = m_sidebar->titles();
+  for (int i = 0; i < titles.size(); ++i) {
+    QAction* action = view->addAction(titles[i]);
+    action->setObjectName(QStringLiteral("showPage%1").arg(i + 1));
+    action->setCheckable(true);
+    action->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
+    action->setShortcutContext(Qt::ApplicationShortcut);
+    m_pageActions->addAction(action);
+    connect(action, &QAction::triggered, this, [this, i] { showPage(i); });
+  }
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* about = help->addAction(tr("&About Flotilla"), this, &MainWindow::showAbout);
+  about->setObjectName(QStringLiteral("aboutAction"));
+  about->setMenuRole(QAction::AboutRole);
+  help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
+  auto* where = new QLabel(tr("Workspace: %1").arg(shortPath(workspace.directory)), this);
+  where->setObjectName(QStringLiteral("statusWorkspace"));
+  where->setToolTip(workspace.databasePath);
+  // Zero is the truth until the run supervisor and the cost model feed these labels.
+  auto* running = new QLabel(tr("0 runs running"), this);
+  running->setObjectName(QStringLiteral("statusRunning"));
+  auto* spend = new QLabel(tr("$0.00/h"), this);
+  spend->setObjectName(QStringLiteral("statusSpend"));
+  spend->setToolTip(tr("Current spend rate of all running runs"));
+  for (QLabel* label : {where, running, spend}) label->setContentsMargins(8, 0, 8, 0);
+  statusBar()->addWidget(where, 1);
+  statusBar()->addPermanentWidget(running);
+  statusBar()->addPermanentWidget(spend);
+}
+
+int MainWindow::currentPage() const { return m_stack->currentIndex(); }
+QStringList MainWindow::pageTitles() const { return m_sidebar->titles(); }
+QWidget* MainWindow::page(Page page) const { return m_stack->widget(page); }
+
+void MainWindow::showPage(int page) {
+  if (page < 0 || page >= m_stack->count()) return;
+  m_stack->setCurrentIndex(page);
+  if (m_sidebar->currentIndex() != page) m_sidebar->setCurrentIndex(page);
+  const QList<QAction*> actions = m_pageActions->actions();
+  if (page < actions.size()) actions[page]->setChecked(true);
+}
+
+QString MainWindow::aboutText() const { return AboutDialog::versionsHtml(m_versions, m_probe); }
+
+void MainWindow::showAbout() {
+  if (!m_about) m_about = new AboutDialog(m_versions, m_probe, this);
+  m_about->show();
+  m_about->raise();
+  m_about->activateWindow();
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  saveLayout();
+  QMainWindow::closeEvent(event);
+}
+
+void MainWindow::restoreLayout() {
+  QSettings settings = layoutSettings();
+  const QByteArray geometry = settings.value(QLatin1String(kGeometryKey)).toByteArray();
+  if (geometry.isEmpty() || !restoreGeometry(geometry)) {
+    // First start: 1280x800, or 90% of a smaller screen.
+    QSize size(1280, 800);
+    if (const QScreen* screen = QGuiApplication::primaryScreen())
+      size = size.boundedTo(screen->availableSize() * 0.9);
+    resize(size);
+  }
+  restoreState(settings.value(QLatin1String(kStateKey)).toByteArray());
+  showPage(qBound(0, settings.value(QLatin1String(kPageKey), 0).toInt(), PageCount - 1));
+}
+
+void MainWindow::saveLayout() const {
+  QSettings settings = layoutSettings();
+  settings.setValue(QLatin1String(kGeometryKey), saveGeometry());
+  settings.setValue(QLatin1String(kStateKey), saveState());
+  settings.setValue(QLatin1String(kPageKey), currentPage());
+}
+
+}  // namespace flotilla::ui

@@ -1,0 +1,71 @@
+// Placeholder plot and version (see plotsupport.h). Colours come from the palette at creation
+// and are re-applied when it changes.
+#include "ui/plot/plotsupport.h"
+
+#include <qcustomplot.h>
+#include <QEvent>
+
+namespace flotilla::ui {
+namespace {
+
+class PlaceholderPlot : public QCustomPlot {
+ public:
+  PlaceholderPlot(const QString& xLabel, const QString& yLabel, const QString& message, QWidget* parent)
+      : QCustomPlot(parent) {
+    setObjectName(QStringLiteral("placeholderPlot"));
+    xAxis->setLabel(xLabel);
+    yAxis->setLabel(yLabel);
+    xAxis->setRange(0, 1000);
+    yAxis->setRange(0, 10);
+    m_message = new QCPItemText(this);
+    m_message->position->setType(QCPItemPosition::ptAxisRectRatio);
+    m_message->position->setCoords(0.5, 0.5);
+    m_message->setPositionAlignment(Qt::AlignCenter);
+    m_message->setText(message);
+    QFont font = this->font();
+    font.setPointSizeF(font.pointSizeF() * 1.2);
+    m_message->setFont(font);
+    applyPalette();
+  }
+
+ protected:
+  void changeEvent(QEvent* event) override {
+    if (event->type() == QEvent::PaletteChange) {
+      applyPalette();
+      replot();
+    }
+    QCustomPlot::changeEvent(event);
+  }
+
+ private:
+  void applyPalette() {
+    const QPalette pal = palette();
+    const QColor text = pal.color(QPalette::WindowText);
+    const QColor faint = pal.color(QPalette::PlaceholderText);
+    QColor grid = text;
+    grid.setAlphaF(0.12);
+    setBackground(pal.brush(QPalette::Base));
+    for (QCPAxis* axis : {xAxis, yAxis}) {
+      axis->setBasePen(QPen(text, 1));
+      axis->setTickPen(QPen(text, 1));
+      axis->setSubTickPen(QPen(text, 1));
+      axis->setTickLabelColor(text);
+      axis->setLabelColor(text);
+      axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+    }
+    m_message->setColor(faint);
+  }
+
+  QCPItemText* m_message = nullptr;
+};
+
+}  // namespace
+
+QString qcustomplotVersion() { return QStringLiteral(QCUSTOMPLOT_VERSION_STR); }
+
+QWidget* createPlaceholderPlot(const QString& xLabel, const QString& yLabel, const QString& message,
+                               QWidget* parent) {
+  return new PlaceholderPlot(xLabel, yLabel, message, parent);
+}
+
+}  // namespace flotilla::ui
