@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,20 @@ std::array<size_t, kNumParamTensors> param_sizes(const GptDims& d);
 size_t num_parameters(const GptDims& d);      // sum of param_sizes (with padded vocab)
 size_t num_parameters_unpadded(const GptDims& d);  // as reported to users (real vocab)
 
+// Floats held by the model's activation and scratch buffers after forward(B, T) (exactly what
+// GptModel::activation_bytes() / 4 reports for a model whose largest forward was B x T), for the
+// planner's memory prediction. With N = B*T, one arena holds:
+//   kept for backward, per layer: ln1 (N,C), ln1 mean/rstd (N)x2, qkv (N,3C), atty (N,C),
+//     attention log-sum-exp (B,NH,T), residual2 (N,C), ln2 (N,C), ln2 mean/rstd (N)x2, fch (N,4C),
+//     residual3 (N,C)                                      = L * (N*12C + 4N + B*NH*T)
+//   kept once: encoded (N,C), lnf (N,C), lnf mean/rstd (N)x2, logits (N,Vp) (overwritten by
+//     dlogits in backward), per-row losses and log-sum-exp (N)x2, input and target ids (N)x2
+//   scratch: gelu output (N,4C; recomputed in backward instead of stored per layer), projection
+//     output / d atty (N,C), d residual (N,C), d ln (N,C), d fch / d qkv (N,4C)
+// Not included: per-thread attention scratch (2*64*T + T floats per thread, at most ~0.5 MiB)
+// and BLAS's internal packing buffers.
+size_t activation_floats(const GptDims& d, int B, int T);
+
 class GptModel {
  public:
   explicit GptModel(const GptDims& dims);
@@ -85,6 +100,11 @@ class GptModel {
   void backward(float loss_scale = 1.0f);
 
   void zero_grad();
+
+  // Called during backward() right after layer `layer`'s parameter gradients are final (layers
+  // arrive from n_layer-1 down to 0), so data parallelism can start reducing them while the
+  // remaining layers compute. nullptr removes the hook.
+  void set_layer_backward_hook(std::function<void(int layer)> hook);
 
   // Logits of the last forward: (B, T, Vp); only the first V columns are meaningful.
   const float* logits() const;

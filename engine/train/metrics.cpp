@@ -91,6 +91,23 @@ void MetricsWriter::step(const StepRecord& r) {
                   {"comm", r.comm_ms}};
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   if (r.skipped) j["skipped"] = true;
+  if (!r.ranks.empty()) {
+    json ranks = json::array();
+    size_t slowest = 0;
+    for (size_t q = 0; q < r.ranks.size(); ++q) {
+      const auto& f = r.ranks[q];
+      ranks.push_back({{"rank", q},
+                       {"data", f[0]},
+                       {"forward", f[1]},
+                       {"backward", f[2]},
+                       {"optimizer", f[3]},
+                       {"comm", f[4]},
+                       {"step", f[5]}});
+      if (f[5] > r.ranks[slowest][5]) slowest = q;
+    }
+    j["ranks"] = ranks;
+    j["slowest_rank"] = slowest;
+  }
   emit(j.dump());
 }
 

@@ -24,6 +24,8 @@ struct StepRecord {
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
   uint64_t peak_rss_bytes = 0;
   bool skipped = false;         // spike guard skipped the update
+  // Per rank (data-parallel runs): data, forward, backward, optimizer, comm, step (ms).
+  std::vector<std::vector<float>> ranks;
 };
 
 struct EvalRecord {

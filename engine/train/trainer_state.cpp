@@ -23,6 +23,7 @@ std::string trainer_state_to_json(const TrainerState& s) {
   j["best_val_loss"] = static_cast<double>(s.best_val_loss);
   j["last_save_seconds"] = s.last_save_seconds;
   j["world_size"] = s.world_size;
+  j["zero"] = s.zero;
   j["config"] = nlohmann::json::parse(s.config_json.empty() ? "{}" : s.config_json);
   j["config_toml"] = s.config_toml;
   j["engine_version"] = s.engine_version;
@@ -44,6 +45,7 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     s.best_val_loss = static_cast<float>(j.at("best_val_loss").get<double>());
     s.last_save_seconds = j.value("last_save_seconds", -1.0);
     s.world_size = j.value("world_size", 1);
+    s.zero = j.value("zero", 0);
     s.config_json = j.at("config").dump();
     s.config_toml = j.value("config_toml", "");
     s.engine_version = j.value("engine_version", "");

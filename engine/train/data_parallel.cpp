@@ -1,0 +1,182 @@
+// Data parallelism (see data_parallel.h for the bucket and shard layouts).
+#include "engine/train/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace flotilla {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Tensors with one slice per layer (the per-layer stacks of the llm.c layout).
+bool is_layer_tensor(int i) { return i != kWte && i != kWpe && i != kLnfw && i != kLnfb; }
+
+}  // namespace
+
+struct DataParallel::Bucket {
+  std::vector<std::pair<size_t, size_t>> slices;  // (flat offset, floats), packed in this order
+  std::vector<float> data;
+  std::unique_ptr<parallel::Work> work;
+};
+
+DataParallel::DataParallel(parallel::ProcessGroup* dp, const GptModel& model, int zero)
+    : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0) {
+  n_ = model.num_params();
+  const int ranks = dp_size();
+  if (zero_ == 0) {
+    m_.assign(n_, 0.0f);
+    v_.assign(n_, 0.0f);
+    if (ranks > 1) {
+      // Bucket l holds layer l's slice of every per-layer tensor; the last bucket the rest.
+      const GptDims& d = model.dims();
+      const auto sizes = param_sizes(d);
+      auto offset = [&](int i) { return const_cast<GptModel&>(model).param_offset(i); };
+      for (int l = 0; l < d.n_layer; ++l) {
+        auto b = std::make_unique<Bucket>();
+        size_t total = 0;
+        for (int i = 0; i < kNumParamTensors; ++i) {
+          if (!is_layer_tensor(i)) continue;
+          const size_t per = sizes[static_cast<size_t>(i)] / static_cast<size_t>(d.n_layer);
+          b->slices.push_back({offset(i) + static_cast<size_t>(l) * per, per});
+          total += per;
+        }
+        b->data.resize(total);
+        buckets_.push_back(std::move(b));
+      }
+      auto rest = std::make_unique<Bucket>();
+      size_t total = 0;
+      for (int i : {kWte, kWpe, kLnfw, kLnfb}) {
+        rest->slices.push_back({offset(i), sizes[static_cast<size_t>(i)]});
+        total += sizes[static_cast<size_t>(i)];
+      }
+      rest->data.resize(total);
+      buckets_.push_back(std::move(rest));
+    }
+  } else {
+    chunk_ = (n_ + static_cast<size_t>(ranks) - 1) / static_cast<size_t>(ranks);
+    state_begin_ = chunk_ * static_cast<size_t>(dp_->rank());
+    m_.assign(chunk_, 0.0f);
+    v_.assign(chunk_, 0.0f);
+    padded_.assign(chunk_ * static_cast<size_t>(ranks), 0.0f);
+    shard_grad_.assign(chunk_, 0.0f);
+  }
+}
+
+DataParallel::~DataParallel() {
+  for (auto& b : buckets_)
+    if (b->work) {
+      try {
+        b->work->wait();
+      } catch (...) {
+      }
+    }
+}
+
+int DataParallel::dp_size() const { return dp_ ? dp_->size() : 1; }
+
+void DataParallel::begin_sync(float* grads) { grads_ = grads; }
+
+void DataParallel::launch_bucket(Bucket& b) {
+  size_t pos = 0;
+  for (const auto& [off, count] : b.slices) {
+    std::memcpy(b.data.data() + pos, grads_ + off, count * sizeof(float));
+    pos += count;
+  }
+  b.work = dp_->all_reduce_async(b.data.data(), b.data.size());
+}
+
+void DataParallel::layer_done(int layer) {
+  if (zero_ != 0 || dp_size() == 1 || !grads_) return;
+  if (layer >= 0 && static_cast<size_t>(layer) < buckets_.size() - 1) launch_bucket(*buckets_[static_cast<size_t>(layer)]);
+}
+
+void DataParallel::wait_all() {
+  const float inv = 1.0f / static_cast<float>(dp_size());
+  for (auto& b : buckets_) {
+    if (!b->work) launch_bucket(*b);  // a layer the hook did not report (no hook: no overlap)
+  }
+  for (auto& b : buckets_) {
+    const auto t0 = Clock::now();
+    b->work->wait();
+    comm_ms_ += ms_since(t0);
+    b->work.reset();
+    size_t pos = 0;
+    for (const auto& [off, count] : b->slices) {
+      float* dst = grads_ + off;
+      const float* src = b->data.data() + pos;
+      for (size_t i = 0; i < count; ++i) dst[i] = src[i] * inv;
+      pos += count;
+    }
+  }
+}
+
+void DataParallel::finish_sync() {
+  if (dp_size() == 1) return;
+  if (zero_ == 0) {
+    wait_all();
+    return;
+  }
+  std::memcpy(padded_.data(), grads_, n_ * sizeof(float));
+  std::fill(padded_.begin() + static_cast<long>(n_), padded_.end(), 0.0f);
+  const auto t0 = Clock::now();
+  dp_->reduce_scatter(padded_.data(), shard_grad_.data(), chunk_);
+  comm_ms_ += ms_since(t0);
+  const float inv = 1.0f / static_cast<float>(dp_size());
+  for (float& g : shard_grad_) g *= inv;
+}
+
+double DataParallel::grad_norm(Backend& backend) {
+  if (zero_ == 0) return std::sqrt(backend.sum_squares(grads_, n_));
+  double sumsq = backend.sum_squares(shard_grad_.data(), shard_grad_.size());
+  const auto t0 = Clock::now();
+  dp_->all_reduce(&sumsq, 1);
+  comm_ms_ += ms_since(t0);
+  return std::sqrt(sumsq);
+}
+
+void DataParallel::scale_grads(Backend& backend, float scale) {
+  if (zero_ == 0)
+    backend.scale_values(grads_, n_, scale);
+  else
+    backend.scale_values(shard_grad_.data(), shard_grad_.size(), scale);
+}
+
+void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyper& h, int64_t step) {
+  GptModel& model = const_cast<GptModel&>(model_);
+  const auto sizes = param_sizes(model.dims());
+  const size_t begin = zero_ == 0 ? 0 : state_begin_;
+  const size_t end = zero_ == 0 ? n_ : std::min(n_, state_begin_ + chunk_);
+  const float* grads = zero_ == 0 ? grads_ : shard_grad_.data();
+  // AdamW tensor by tensor over the intersection with [begin, end): weight decay is per tensor.
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    const size_t t0 = model.param_offset(i), t1 = t0 + sizes[static_cast<size_t>(i)];
+    const size_t a = std::max(t0, begin), b = std::min(t1, end);
+    if (a >= b) continue;
+    const float wd = param_decays(i) ? h.weight_decay : 0.0f;
+    backend.adamw_update(params + a, grads + (a - begin), m_.data() + (a - begin), v_.data() + (a - begin), b - a,
+                         h.lr, h.beta1, h.beta2, h.eps, wd, step);
+  }
+  if (zero_ == 0) return;
+  // Every rank gets every updated slice back.
+  float* mine = padded_.data() + state_begin_;
+  std::fill(mine, mine + chunk_, 0.0f);
+  if (end > begin) std::memcpy(mine, params + begin, (end - begin) * sizeof(float));
+  const auto t0 = Clock::now();
+  dp_->all_gather(mine, padded_.data(), chunk_);
+  comm_ms_ += ms_since(t0);
+  std::memcpy(params, padded_.data(), n_ * sizeof(float));
+}
+
+double DataParallel::mean(double value) {
+  if (dp_size() == 1) return value;
+  const auto t0 = Clock::now();
+  dp_->all_reduce(&value, 1);
+  comm_ms_ += ms_since(t0);
+  return value / dp_size();
+}
+
+}  // namespace flotilla

@@ -1,0 +1,87 @@
+// Data parallelism: gradient synchronisation and the (optionally sharded) AdamW step.
+//
+//   zero = 0: every rank holds all of params, grads, m, v. Gradients are averaged with all-reduce
+//             in per-layer buckets, launched while backward is still running (overlap): as soon as
+//             layer l's backward is done its 12 gradient slices are final, so they are packed into
+//             that layer's bucket and handed to the communication thread; embeddings and the final
+//             LayerNorm (wte is shared with the LM head) go last.
+//   zero = 1: AdamW m and v are sharded: rank r owns the contiguous flat range
+//             [r*chunk, (r+1)*chunk) of the (padded) parameter vector. Gradients are reduce-scattered
+//             into the owner's shard, the owner updates its slice of the parameters, and an
+//             all-gather puts every slice back on every rank.
+//   zero = 2: as zero = 1, and the gradient shard is all that is kept after the reduce-scatter
+//             (the full-size buffer that backward writes into still exists on the CPU backend, so
+//             the saving is in what crosses the optimizer and the checkpoint, not in peak RSS:
+//             docs/distributed.md says so).
+// One non-obvious decision: bucket boundaries and the reduce order depend only on the model
+// shape and the dp degree, never on timing, so two runs of the same layout are bitwise equal.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/model/gpt.h"
+#include "engine/parallel/process_group.h"
+
+namespace flotilla {
+
+struct AdamHyper {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
+};
+
+class DataParallel {
+ public:
+  // dp may be null (one rank: no communication).
+  DataParallel(parallel::ProcessGroup* dp, const GptModel& model, int zero);
+  ~DataParallel();
+
+  int zero() const { return zero_; }
+  int dp_size() const;
+  // The optimizer state this rank holds: all parameters (zero 0) or its shard.
+  size_t state_begin() const { return state_begin_; }   // flat offset of m[0]
+  size_t state_size() const { return m_.size(); }
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+
+  // Call before the backward of the last micro-step (overlap is only for that one), then
+  // layer_done(l) from the model's hook as each layer's backward finishes, then finish() after
+  // backward: on return the gradients this rank needs are averaged over the DP group.
+  void begin_sync(float* grads);
+  void layer_done(int layer);
+  void finish_sync();
+
+  // Global gradient L2 norm (every rank gets the same value) and clipping by `scale`.
+  double grad_norm(Backend& backend);
+  void scale_grads(Backend& backend, float scale);
+  // AdamW on what this rank owns; with ZeRO also all-gathers the updated parameters.
+  void optimizer_step(Backend& backend, float* params, const AdamHyper& h, int64_t step);
+
+  // Mean of a per-rank scalar over the DP group (loss reporting).
+  double mean(double value);
+
+  double comm_ms() const { return comm_ms_; }     // time waiting on communication, since reset
+  void reset_comm_ms() { comm_ms_ = 0; }
+
+ private:
+  struct Bucket;
+  void launch_bucket(Bucket& b);
+  void wait_all();
+
+  parallel::ProcessGroup* dp_;
+  const GptModel& model_;
+  int zero_;
+  size_t n_ = 0;           // real parameter count
+  size_t chunk_ = 0;       // shard size (zero >= 1): ceil(n / dp)
+  size_t state_begin_ = 0;
+  std::vector<float> m_, v_;
+  std::vector<float> padded_;     // dp * chunk scratch (zero >= 1)
+  std::vector<float> shard_grad_; // chunk (zero >= 1)
+  std::vector<std::unique_ptr<Bucket>> buckets_;  // per layer, then the rest (zero 0)
+  float* grads_ = nullptr;
+  double comm_ms_ = 0;
+};
+
+}  // namespace flotilla
