@@ -1,6 +1,7 @@
 // The main window under QT_QPA_PLATFORM=offscreen: six pages in sidebar order, keyboard page
-// switching, an About box with real versions, the engine's machine probe on the Nodes page, the
-// layout remembered in QSettings, and screenshots (light and dark) saved to the build tree.
+// switching, the demo as the one launchable run, an About box with real versions, the engine's
+// machine probe on the Nodes page, the layout remembered in QSettings, and screenshots (light and
+// dark) saved to the build tree.
 #include <QAction>
 #include <QApplication>
 #include <QImage>
@@ -20,6 +21,7 @@
 #include "db/workspace.h"
 #include "engine/core/probe.h"
 #include "flotilla/build_info.h"
+#include "ui/live/livepage.h"
 #include "ui/main/aboutdialog.h"
 #include "ui/main/mainwindow.h"
 #include "ui/main/sidebar.h"
@@ -214,10 +216,18 @@ void TestMainWindow::pagesAreHonestAboutMissingFeatures() {
   QVERIFY(runs);
   QVERIFY(!runs->newRunButton()->isEnabled());
   QCOMPARE(runs->newRunButton()->toolTip(), QStringLiteral("Arrives with the run wizard"));
+  // The one run that can start before the wizard exists: the built-in demo.
+  QVERIFY(runs->runDemoButton()->isEnabled());
+  QCOMPARE(runs->runDemoButton()->text(), QStringLiteral("Run the demo"));
 
-  QWidget* plot = w->page(MainWindow::Live)->findChild<QWidget*>(QStringLiteral("placeholderPlot"));
+  QWidget* plot = w->page(MainWindow::Live)->findChild<QWidget*>(QStringLiteral("lossPlot"));
   QVERIFY(plot);
   QVERIFY(plot->inherits("QCustomPlot"));
+  auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
+  QVERIFY(live);
+  QCOMPARE(live->titleText(), QStringLiteral("No run yet"));
+  QVERIFY(!live->stopButton()->isEnabled());
+  QVERIFY(!live->killButton()->isEnabled());
 
   auto* settings = qobject_cast<flotilla::ui::SettingsPage*>(w->page(MainWindow::Settings));
   QVERIFY(settings);

@@ -9,10 +9,13 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
+#include <QMessageBox>
+#include <QPushButton>
 #include <QScreen>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QTimer>
 
 #include "ui/common/icons.h"
 #include "ui/compare/comparepage.h"
@@ -22,6 +25,8 @@
 #include "ui/main/sidebar.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
+#include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
 #include "ui/settings/settingspage.h"
 
@@ -44,6 +49,7 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
     : QMainWindow(parent),
       m_versions(collectVersions()),
       m_probe(new MachineProbe(this)),
+      m_runs(new LocalRuns(workspace.directory, this)),
       m_sidebar(new Sidebar(this)),
       m_stack(new QStackedWidget(this)) {
   initResources();
@@ -54,6 +60,7 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
   buildPages(workspace);
   buildMenus();
   buildStatusBar(workspace);
+  connectRuns();
 
   // A one-pixel rule in the palette's mid tone (a sunken QFrame draws a bright edge on dark themes).
   auto* divider = new QWidget(this);
@@ -84,7 +91,7 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
   };
   const QString settingsFile = layoutSettings().fileName();
   const Entry entries[] = {
-      {"runs", tr("Runs"), new RunsPage(m_stack)},
+      {"runs", tr("Runs"), new RunsPage(m_runs, m_stack)},
       {"live", tr("Live"), new LivePage(m_stack)},
       {"compare", tr("Compare"), new ComparePage(m_stack)},
       {"nodes", tr("Nodes"), new NodesPage(m_probe, m_stack)},
@@ -129,9 +136,10 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
   auto* where = new QLabel(tr("Workspace: %1").arg(shortPath(workspace.directory)), this);
   where->setObjectName(QStringLiteral("statusWorkspace"));
   where->setToolTip(workspace.databasePath);
-  // Zero is the truth until the run supervisor and the cost model feed these labels.
+  // Runs running: the local-runs service feeds it. Spend stays zero until the cost model lands.
   auto* running = new QLabel(tr("0 runs running"), this);
   running->setObjectName(QStringLiteral("statusRunning"));
+  m_running = running;
   auto* spend = new QLabel(tr("$0.00/h"), this);
   spend->setObjectName(QStringLiteral("statusSpend"));
   spend->setToolTip(tr("Current spend rate of all running runs"));
@@ -139,6 +147,39 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
   statusBar()->addWidget(where, 1);
   statusBar()->addPermanentWidget(running);
   statusBar()->addPermanentWidget(spend);
+}
+
+void MainWindow::connectRuns() {
+  auto* runsPage = static_cast<RunsPage*>(page(Runs));
+  auto* livePage = static_cast<LivePage*>(page(Live));
+  connect(runsPage, &RunsPage::runOpened, this, [this, livePage](LocalRun* run) {
+    livePage->setRun(run);
+    showPage(Live);
+  });
+  connect(m_runs, &LocalRuns::runningCountChanged, this, [this](int n) {
+    m_running->setText(n == 1 ? tr("1 run running") : tr("%1 runs running").arg(n));
+    if (n == 0 && m_closeWhenStopped) QTimer::singleShot(0, this, [this] { close(); });
+  });
+}
+
+MainWindow::CloseChoice MainWindow::askAboutActiveRuns(int activeRuns) {
+  if (m_closeQuestion) return m_closeQuestion(activeRuns);
+  QMessageBox box(
+      QMessageBox::Question, tr("Flotilla"),
+      activeRuns == 1 ? tr("A run is still training.") : tr("%1 runs are still training.").arg(activeRuns),
+      QMessageBox::NoButton, this);
+  box.setInformativeText(tr(
+      "Stop: each worker saves a checkpoint at its next step, then Flotilla closes; the run can be resumed.\n"
+      "Leave it running: it keeps training and writing its run folder after Flotilla closes."));
+  QPushButton* stop =
+      box.addButton(activeRuns == 1 ? tr("Stop the run") : tr("Stop the runs"), QMessageBox::AcceptRole);
+  QPushButton* leave = box.addButton(tr("Leave it running"), QMessageBox::DestructiveRole);
+  box.addButton(QMessageBox::Cancel);
+  box.setDefaultButton(stop);
+  box.exec();
+  if (box.clickedButton() == stop) return CloseChoice::StopRuns;
+  if (box.clickedButton() == leave) return CloseChoice::LeaveRunning;
+  return CloseChoice::Cancel;
 }
 
 int MainWindow::currentPage() const { return m_stack->currentIndex(); }
@@ -163,6 +204,25 @@ void MainWindow::showAbout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  if (const int active = m_runs->runningCount(); active > 0) {
+    switch (askAboutActiveRuns(active)) {
+      case CloseChoice::Cancel:
+        m_closeWhenStopped = false;
+        event->ignore();
+        return;
+      case CloseChoice::StopRuns:
+        // Never block here: the window stays open (and responsive) until the workers have
+        // checkpointed and exited, then closes itself.
+        m_closeWhenStopped = true;
+        m_runs->stopAll();
+        statusBar()->showMessage(tr("Stopping: each run saves a checkpoint, then Flotilla closes…"));
+        event->ignore();
+        return;
+      case CloseChoice::LeaveRunning:
+        m_runs->detachAll();
+        break;
+    }
+  }
   saveLayout();
   QMainWindow::closeEvent(event);
 }

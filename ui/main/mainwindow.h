@@ -1,10 +1,13 @@
 // The main window. It only composes (STYLE.md principle 3): the sidebar, one page per feature
 // folder in a stack, menus, the status bar and the remembered window layout. Features own their
-// behaviour; nothing here knows what a run or a node is.
+// behaviour; this class only wires the local-runs service to the pages and the status bar, and
+// asks what to do with active runs when it is closed.
 #pragma once
 
 #include <QMainWindow>
 #include <QStringList>
+
+#include <functional>
 
 #include "ui/main/versions.h"
 #include "ui/main/workspaceinfo.h"
@@ -16,6 +19,7 @@ class QStackedWidget;
 namespace flotilla::ui {
 
 class AboutDialog;
+class LocalRuns;
 class MachineProbe;
 class Sidebar;
 
@@ -33,6 +37,14 @@ class MainWindow : public QMainWindow {
   QStringList pageTitles() const;
   QWidget* page(Page page) const;
   MachineProbe* machineProbe() const { return m_probe; }
+  LocalRuns* localRuns() const { return m_runs; }
+
+  // What closing the window does with runs still training.
+  enum class CloseChoice { StopRuns, LeaveRunning, Cancel };
+  // Replaces the question box (tests answer without a modal dialog). Gets the number of active runs.
+  void setCloseQuestion(std::function<CloseChoice(int activeRuns)> question) {
+    m_closeQuestion = std::move(question);
+  }
   // The About box's version text (HTML), as the dialog would show it now.
   QString aboutText() const;
 
@@ -52,15 +64,21 @@ class MainWindow : public QMainWindow {
   void buildPages(const WorkspaceInfo& workspace);
   void buildMenus();
   void buildStatusBar(const WorkspaceInfo& workspace);
+  void connectRuns();
+  CloseChoice askAboutActiveRuns(int activeRuns);
   void restoreLayout();
   void saveLayout() const;
 
   VersionInfo m_versions;
   MachineProbe* m_probe;
+  LocalRuns* m_runs;
   Sidebar* m_sidebar;
   QStackedWidget* m_stack;
   QActionGroup* m_pageActions = nullptr;
   AboutDialog* m_about = nullptr;
+  QLabel* m_running = nullptr;
+  std::function<CloseChoice(int)> m_closeQuestion;
+  bool m_closeWhenStopped = false;  // "Stop the run" was chosen: close once no run is active
 };
 
 }  // namespace flotilla::ui

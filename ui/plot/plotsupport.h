@@ -1,8 +1,9 @@
 // The QCustomPlot boundary: the only header the rest of the UI needs for plots today.
 //
 // Decision: qcustomplot.h is included only in plot/*.cpp (it costs ~7 s of compile per file);
-// callers get QWidget* and plain functions. The live-dashboard issue grows this folder into the
-// plot adapter of DESIGN.md §7 (series store, smoothing, decimation, export).
+// callers get QWidget* and plain functions. The rest of the plot adapter of DESIGN.md §7 lives
+// beside it: seriesstore.h (raw points), smoothing.h (debiased EMA), lossplot.h (the Live
+// page's loss plot); the live-dashboard issue adds decimation and export here.
 #pragma once
 
 #include <QString>

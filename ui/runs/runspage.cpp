@@ -1,33 +1,164 @@
 // Runs page (see runspage.h).
 #include "ui/runs/runspage.h"
 
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
 #include <QPushButton>
+#include <QStackedWidget>
+#include <QTableView>
 #include <QVBoxLayout>
 
 #include "ui/common/emptystate.h"
 #include "ui/common/pageheader.h"
+#include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/localrunsmodel.h"
 
 namespace flotilla::ui {
+namespace {
 
-RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
+const char* const kDemoTip =
+    "Trains the tiny GPT (4 layers, width 256) on a synthetic corpus on this machine's CPU, with the "
+    "built-in demo config. Takes a few minutes; Stop on the Live page ends it with a checkpoint.";
+
+void disableNewRun(QPushButton* button) {
+  button->setEnabled(false);
+  button->setToolTip(RunsPage::tr("Arrives with the run wizard"));
+}
+
+}  // namespace
+
+RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
+    : QWidget(parent),
+      m_runs(runs),
+      m_model(new LocalRunsModel(runs, this)),
+      m_body(new QStackedWidget(this)),
+      m_table(new QTableView(this)),
+      m_error(new QLabel(this)) {
   auto* header = new PageHeader(
       tr("Runs"),
       tr("Every training run in this workspace: its configuration, where it runs (this machine or SSH "
          "nodes), its status, progress and spend. Select runs to watch one live or to compare several."),
       this);
+
   auto* empty = new EmptyState(QStringLiteral("runs"), tr("No runs yet"),
-                               tr("Create a run to pick a model, data, parallelism and budget. The wizard "
-                                  "checks memory, speed and cost before anything starts."),
+                               tr("Start the demo to watch a small model learn on this machine's CPU, live. "
+                                  "The run wizard, which checks memory, speed and cost before anything "
+                                  "starts, comes next."),
                                this);
-  m_newRun = empty->addAction(tr("New run…"));
-  m_newRun->setObjectName(QStringLiteral("newRunButton"));
-  m_newRun->setEnabled(false);
-  m_newRun->setToolTip(tr("Arrives with the run wizard"));
+  m_emptyDemo = empty->addAction(tr("Run the demo"));
+  m_emptyDemo->setObjectName(QStringLiteral("runDemoButton"));
+  m_emptyDemo->setToolTip(tr(kDemoTip));
+  m_emptyDemo->setDefault(true);
+  m_emptyNewRun = empty->addAction(tr("New run…"));
+  m_emptyNewRun->setObjectName(QStringLiteral("newRunButton"));
+  disableNewRun(m_emptyNewRun);
+
+  // Once runs exist: a toolbar row over the table.
+  auto* list = new QWidget(this);
+  m_toolbarDemo = new QPushButton(tr("Run the demo"), list);
+  m_toolbarDemo->setObjectName(QStringLiteral("runDemoToolbarButton"));
+  m_toolbarDemo->setToolTip(tr(kDemoTip));
+  m_toolbarNewRun = new QPushButton(tr("New run…"), list);
+  m_toolbarNewRun->setObjectName(QStringLiteral("newRunToolbarButton"));
+  disableNewRun(m_toolbarNewRun);
+  auto* toolbar = new QHBoxLayout;
+  toolbar->addWidget(m_toolbarDemo);
+  toolbar->addWidget(m_toolbarNewRun);
+  toolbar->addStretch();
+
+  m_table->setObjectName(QStringLiteral("runsTable"));
+  m_table->setModel(m_model);
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->verticalHeader()->hide();
+  m_table->setAlternatingRowColors(true);
+  m_table->setShowGrid(false);
+  m_table->setWordWrap(false);
+  // Numbers get fixed columns wide enough for their largest plausible value, with air between
+  // them; the name fits its text and the status takes the rest.
+  QHeaderView* columns = m_table->horizontalHeader();
+  columns->setSectionResizeMode(LocalRunsModel::Name, QHeaderView::ResizeToContents);
+  columns->setSectionResizeMode(LocalRunsModel::Status, QHeaderView::Stretch);
+  const struct {
+    int column;
+    const char* widest;
+  } numeric[] = {{LocalRunsModel::Progress, "99999 / 99999"},
+                 {LocalRunsModel::Loss, "99.9999"},
+                 {LocalRunsModel::ValLoss, "99.9999"},
+                 {LocalRunsModel::TokensPerSec, "9,999,999"},
+                 {LocalRunsModel::Elapsed, "999:59:59"}};
+  for (const auto& n : numeric) {
+    const QString title = m_model->headerData(n.column, Qt::Horizontal).toString();
+    const int text = std::max(columns->fontMetrics().horizontalAdvance(title),
+                              m_table->fontMetrics().horizontalAdvance(QLatin1String(n.widest)));
+    columns->setSectionResizeMode(n.column, QHeaderView::Fixed);
+    columns->resizeSection(n.column, text + 32);
+  }
+  m_table->setToolTip(tr("Double-click a run to watch it on the Live page"));
+  auto* listLayout = new QVBoxLayout(list);
+  listLayout->setContentsMargins(0, 0, 0, 0);
+  listLayout->addLayout(toolbar);
+  listLayout->addWidget(m_table, 1);
+
+  m_body->addWidget(empty);
+  m_body->addWidget(list);
+
+  m_error->setObjectName(QStringLiteral("runsError"));
+  m_error->setWordWrap(true);
+  m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  QPalette pal = m_error->palette();
+  pal.setColor(QPalette::WindowText, QColor(0xc6, 0x28, 0x28));
+  m_error->setPalette(pal);
+  m_error->hide();
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(28, 24, 28, 24);
+  layout->setSpacing(16);
   layout->addWidget(header);
-  layout->addWidget(empty, 1);
+  layout->addWidget(m_error);
+  layout->addWidget(m_body, 1);
+
+  connect(m_emptyDemo, &QPushButton::clicked, this, &RunsPage::startDemo);
+  connect(m_toolbarDemo, &QPushButton::clicked, this, &RunsPage::startDemo);
+  connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+    if (LocalRun* run = m_model->runAt(index.row())) emit runOpened(run);
+  });
+  connect(m_model, &QAbstractItemModel::rowsInserted, this, &RunsPage::updateBody);
+  updateBody();
 }
+
+QPushButton* RunsPage::runDemoButton() const {
+  return m_body->currentIndex() == 0 ? m_emptyDemo : m_toolbarDemo;
+}
+QPushButton* RunsPage::newRunButton() const {
+  return m_body->currentIndex() == 0 ? m_emptyNewRun : m_toolbarNewRun;
+}
+QString RunsPage::errorText() const { return m_error->isHidden() ? QString() : m_error->text(); }
+
+void RunsPage::startDemo() {
+  QString error;
+  LocalRun* run = m_runs->startDemo(&error);
+  if (!run) {
+    showError(tr("Cannot start the demo. %1").arg(error));
+    return;
+  }
+  if (run->state() == LocalRun::State::Failed) {
+    showError(tr("Cannot start the demo: %1").arg(run->errorText()));
+  } else {
+    showError(QString());
+  }
+  m_table->selectRow(m_model->rowCount() - 1);
+  emit runOpened(run);
+}
+
+void RunsPage::showError(const QString& text) {
+  m_error->setText(text);
+  m_error->setVisible(!text.isEmpty());
+}
+
+void RunsPage::updateBody() { m_body->setCurrentIndex(m_model->rowCount() > 0 ? 1 : 0); }
 
 }  // namespace flotilla::ui
