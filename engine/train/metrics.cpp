@@ -61,7 +61,7 @@ void MetricsWriter::sync() {
 
 void MetricsWriter::run_start(const std::string& run_name, const std::string& config_json, int world_size,
                               uint64_t parameters, double flops_per_token, int64_t start_step,
-                              const std::string& resumed_from) {
+                              const std::string& resumed_from, uint64_t baseline_rss_bytes) {
   json j = base("run_start", rank_);
   j["run"] = run_name;
   j["config"] = json::parse(config_json, nullptr, false);
@@ -71,6 +71,7 @@ void MetricsWriter::run_start(const std::string& run_name, const std::string& co
   j["start_step"] = start_step;
   j["resumed_from"] = resumed_from.empty() ? json(nullptr) : json(resumed_from);
   j["pid"] = static_cast<int64_t>(getpid());
+  j["baseline_rss_bytes"] = baseline_rss_bytes;
   emit(j.dump());
 }
 

@@ -52,7 +52,8 @@ class MetricsWriter {
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
   void run_start(const std::string& run_name, const std::string& config_json, int world_size,
-                 uint64_t parameters, double flops_per_token, int64_t start_step, const std::string& resumed_from);
+                 uint64_t parameters, double flops_per_token, int64_t start_step, const std::string& resumed_from,
+                 uint64_t baseline_rss_bytes = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
   void checkpoint(const CheckpointRecord& r);

@@ -55,6 +55,16 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
 }
 
+// Resident memory now (not the peak): the process baseline before training allocates anything.
+uint64_t current_rss_bytes() {
+  long pages_total = 0, pages_resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2) pages_resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<uint64_t>(pages_resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
 void make_dirs(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -438,6 +448,7 @@ struct Loop {
 }  // namespace
 
 int run_training(const TrainOptions& options) {
+  const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
   const parallel::DistEnv env = parallel::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
@@ -478,7 +489,7 @@ int run_training(const TrainOptions& options) {
 
   install_stop_signal_handlers();
   loop.metrics.run_start(cfg.run.name, config_to_json(cfg, -1), loop.world_size, num_parameters_unpadded(loop.dims),
-                         loop.flops_per_token, loop.step, resumed_from);
+                         loop.flops_per_token, loop.step, resumed_from, baseline_rss);
   if (!resumed_from.empty())
     loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(), static_cast<long long>(loop.step));
   loop.progress.line("run %s: %s, %.2fM parameters, %lld steps of %lld tokens (%lld micro-batches), %d rank(s) x %d "

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "check.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
@@ -73,6 +75,21 @@ int main() {
                                log, &rss);
   CHECK_MSG(status == 0, "train exited %d:\n%s", status, read_file(log).c_str());
   if (status == 0) {
+    // The planner's runtime term is the baseline of a CPU-only worker. A worker built with CUDA maps
+    // cuBLAS/NCCL at start (~200 MiB resident before training allocates anything); the run_start
+    // record reports the baseline it measured, and we compare the training allocations on top of it.
+    uint64_t baseline = 0;
+    std::ifstream metrics(dir + "/run/metrics.jsonl");
+    std::string line;
+    while (std::getline(metrics, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("type", "") == "run_start") baseline = j.value("baseline_rss_bytes", 0ull);
+    }
+    CHECK(baseline > 0);
+    const uint64_t runtime = plan.peak().runtime;
+    if (baseline > runtime) rss -= baseline - runtime;
+    std::printf("worker baseline RSS %.1f MiB (planner assumes %.1f MiB)\n", baseline / 1048576.0,
+                runtime / 1048576.0);
     const double ratio = predicted / static_cast<double>(rss);
     std::printf("predicted %.1f MiB (weights+grads+adam %.1f, activations %.1f, workspace %.1f, runtime %.1f), "
                 "measured peak RSS %.1f MiB, ratio %.3f\n",
