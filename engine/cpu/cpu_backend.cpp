@@ -1,0 +1,196 @@
+// CpuBackend: forwards each kernel family to engine/cpu/<family>.cpp and times it on request.
+//
+// Non-obvious decision: the backend owns the thread configuration of the process: OpenMP gets
+// `threads` threads and OpenBLAS is pinned to one thread (matmul.cpp splits GEMMs itself), so the
+// two thread pools never compete for the same cores.
+#include "engine/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "engine/core/error.h"
+#include "engine/cpu/adamw.h"
+#include "engine/cpu/attention.h"
+#include "engine/cpu/encoder.h"
+#include "engine/cpu/gelu.h"
+#include "engine/cpu/global_norm.h"
+#include "engine/cpu/layernorm.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/residual.h"
+#include "engine/cpu/simd.h"
+#include "engine/cpu/softmax_crossentropy.h"
+
+namespace flotilla::cpu {
+
+class CpuBackend::Timer {
+ public:
+  Timer(CpuBackend* b, Family f) : b_(b->profiling_ ? b : nullptr), f_(f) {
+    if (b_ != nullptr) t0_ = std::chrono::steady_clock::now();
+  }
+  ~Timer() {
+    if (b_ == nullptr) return;
+    b_->seconds_[f_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    b_->calls_[f_] += 1;
+  }
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+
+ private:
+  CpuBackend* b_;
+  Family f_;
+  std::chrono::steady_clock::time_point t0_{};
+};
+
+CpuBackend::CpuBackend() { set_threads(0); }
+
+std::string CpuBackend::describe() const {
+  return "cpu: " + std::to_string(threads_) + " threads, " + simd_level() + ", BLAS " + blas_core_name();
+}
+
+bool CpuBackend::supports(BackendFeature feature) const {
+  switch (feature) {
+    case BackendFeature::kFp32:
+    case BackendFeature::kHostMemory:
+    case BackendFeature::kDeterministic:
+    case BackendFeature::kProfile:
+      return true;
+    case BackendFeature::kBf16Storage:
+      return false;
+  }
+  return false;
+}
+
+void CpuBackend::set_threads(int n) {
+  // "All cores" honours OMP_NUM_THREADS when the user set it (e.g. to share a machine).
+  static const int default_threads =
+      std::getenv("OMP_NUM_THREADS") != nullptr ? omp_get_max_threads() : omp_get_num_procs();
+  threads_ = n > 0 ? n : default_threads;
+  omp_set_num_threads(threads_);
+  blas_single_thread();
+}
+
+float* CpuBackend::allocate(size_t floats) {
+  // Large buffers (parameters, the logits) go on 2 MiB boundaries and ask for transparent huge
+  // pages, which cuts TLB misses in the vocabulary-sized passes; small ones only need 64 bytes.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const bool huge = floats * sizeof(float) >= 2 * kHuge;
+  const size_t align = huge ? kHuge : 64;
+  const size_t bytes = std::max<size_t>((floats * sizeof(float) + align - 1) / align * align, align);
+  void* p = std::aligned_alloc(align, bytes);
+  if (p != nullptr && huge) madvise(p, bytes, MADV_HUGEPAGE);
+  if (p == nullptr)
+    throw Error(ExitCode::kOutOfMemory, "cannot allocate " + std::to_string(bytes >> 20) +
+                                            " MiB on the CPU; use a smaller model, batch or sequence length");
+  fill_zero(static_cast<float*>(p), floats);
+  return static_cast<float*>(p);
+}
+
+void CpuBackend::release(float* p) { std::free(p); }
+
+void CpuBackend::fill_zero(float* p, size_t n) {
+  // Parallel first touch: pages are faulted in by the threads that will use them.
+  const long chunks = static_cast<long>((n + 65535) / 65536);
+#pragma omp parallel for schedule(static)
+  for (long c = 0; c < chunks; ++c) {
+    const size_t i0 = static_cast<size_t>(c) * 65536;
+    const size_t len = i0 + 65536 < n ? 65536 : n - i0;
+    std::memset(p + i0, 0, len * sizeof(float));
+  }
+}
+
+void CpuBackend::encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
+                                 int T, int C) {
+  Timer t(this, kEncoder);
+  cpu::encoder_forward(out, inp, wte, wpe, B, T, C);
+}
+void CpuBackend::encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
+                                  int T, int C) {
+  Timer t(this, kEncoder);
+  cpu::encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+}
+void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                   const float* weight, const float* bias, long N, int C) {
+  Timer t(this, kLayernorm);
+  cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+}
+void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                    const float* inp, const float* weight, const float* mean,
+                                    const float* rstd, long N, int C) {
+  Timer t(this, kLayernorm);
+  cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                                int IC, int OC) {
+  Timer t(this, kMatmul);
+  cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
+}
+void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                 const float* inp, const float* weight, int N, int IC, int OC) {
+  Timer t(this, kMatmul);
+  cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+  Timer t(this, kAttention);
+  cpu::attention_forward(out, lse, qkv, B, T, C, NH);
+}
+void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                    const float* lse, int B, int T, int C, int NH) {
+  Timer t(this, kAttention);
+  cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+}
+void CpuBackend::gelu_forward(float* out, const float* inp, size_t n) {
+  Timer t(this, kGelu);
+  cpu::gelu_forward(out, inp, n);
+}
+void CpuBackend::gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+  Timer t(this, kGelu);
+  cpu::gelu_backward(dinp, inp, dout, n);
+}
+void CpuBackend::residual_forward(float* out, const float* a, const float* b, size_t n) {
+  Timer t(this, kResidual);
+  cpu::residual_forward(out, a, b, n);
+}
+void CpuBackend::softmax_crossentropy_forward(float* losses, float* lse, const float* logits,
+                                              const int32_t* targets, long N, int V, int Vp) {
+  Timer t(this, kSoftmaxCe);
+  cpu::softmax_crossentropy_forward(losses, lse, logits, targets, N, V, Vp);
+}
+void CpuBackend::softmax_crossentropy_backward(float* dlogits, const float* logits, const float* lse,
+                                               const int32_t* targets, float dloss, long N, int V, int Vp) {
+  Timer t(this, kSoftmaxCe);
+  cpu::softmax_crossentropy_backward(dlogits, logits, lse, targets, dloss, N, V, Vp);
+}
+void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                              float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  Timer t(this, kAdamw);
+  cpu::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+}
+double CpuBackend::sum_squares(const float* g, size_t n) {
+  Timer t(this, kGlobalNorm);
+  return cpu::sum_squares(g, n);
+}
+void CpuBackend::scale_values(float* g, size_t n, float s) {
+  Timer t(this, kGlobalNorm);
+  cpu::scale_values(g, n, s);
+}
+
+std::vector<KernelTime> CpuBackend::profile() const {
+  static const char* names[kCount] = {
+      "encoder", "layernorm",  "matmul", "attention", "gelu", "residual", "softmax_crossentropy",
+      "adamw",   "global_norm"};
+  std::vector<KernelTime> out;
+  for (int f = 0; f < kCount; ++f) out.push_back(KernelTime{names[f], seconds_[f], calls_[f]});
+  return out;
+}
+
+void CpuBackend::reset_profile() {
+  seconds_.fill(0);
+  calls_.fill(0);
+}
+
+}  // namespace flotilla::cpu

@@ -1,0 +1,40 @@
+// Matrix multiplications: the linear layers (forward/backward) on top of a threaded sgemm.
+#pragma once
+
+#include <string>
+
+namespace flotilla::cpu {
+
+// C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major; op(X) = X^T when the flag is set.
+// Split across the OpenMP threads (each runs a single-threaded BLAS call on its slice).
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
+
+// The same on the calling thread only: for use inside an OpenMP parallel region.
+void gemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc);
+
+// Makes BLAS run single-threaded (all parallelism comes from OpenMP); idempotent and cheap.
+void blas_single_thread();
+
+// out (N, OC) = inp (N, IC) @ weight (OC, IC)^T + bias (OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
+                    int OC);
+
+// dinp (N, IC) = dout @ weight (overwritten; skipped when null); dweight (OC, IC) += dout^T @ inp;
+// dbias (OC) += column sums of dout (skipped when null).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int IC, int OC);
+
+// dbias (OC) += column sums of dout (N, OC), summed in row order for any thread count.
+void bias_backward(float* dbias, const float* dout, int N, int OC);
+
+// Best sgemm throughput in GFLOP/s on n x n x n over `reps` calls with `threads` threads: the
+// larger of BLAS's own threading and our OpenMP split. Leaves BLAS single-threaded afterwards.
+double sgemm_peak_gflops(int n, int reps, int threads);
+
+// The BLAS library and kernel in use, e.g. "OpenBLAS 0.3.21 ... / Cooperlake".
+std::string blas_description();
+std::string blas_core_name();
+
+}  // namespace flotilla::cpu
