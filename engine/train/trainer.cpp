@@ -92,19 +92,32 @@ int local_threads(const RunConfig& cfg) {
   return std::max(1, static_cast<int>(cores) / local_ranks);
 }
 
+// Human-readable progress: to the chosen stream (stderr for `train`) and, for rank 0, appended to
+// <run dir>/train.log so a run folder carries its own history.
 class Progress {
  public:
-  explicit Progress(std::FILE* out) : out_(out) {}
+  Progress(std::FILE* out, const std::string& log_path) : out_(out) {
+    if (!log_path.empty()) log_ = std::fopen(log_path.c_str(), "a");
+  }
+  ~Progress() {
+    if (log_) std::fclose(log_);
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
   template <typename... A>
   void line(const char* fmt, A... args) {
-    if (!out_) return;
-    std::fprintf(out_, fmt, args...);
-    std::fputc('\n', out_);
-    std::fflush(out_);
+    for (std::FILE* f : {out_, log_}) {
+      if (!f) continue;
+      std::fprintf(f, fmt, args...);
+      std::fputc('\n', f);
+      std::fflush(f);
+    }
   }
 
  private:
   std::FILE* out_;
+  std::FILE* log_ = nullptr;
 };
 
 struct Loop {
@@ -153,7 +166,7 @@ struct Loop {
         model(dims),
         store(dir + "/checkpoints"),
         metrics(e.rank == 0 ? dir + "/metrics.jsonl" : "", e.rank == 0 && o.metrics_to_stdout, e.rank),
-        progress(e.rank == 0 ? o.progress : nullptr),
+        progress(e.rank == 0 ? o.progress : nullptr, e.rank == 0 ? dir + "/train.log" : ""),
         rng(c.run.seed ^ 0x5A17E5ull) {}
 
   void barrier() {

@@ -36,6 +36,10 @@ int main() {
   CHECK_MSG(d.exit_code == 0, "%s", d.output.c_str());
   CHECK(d.output.find("step    12/12") != std::string::npos);
   CHECK(d.output.find("the best possible loss is") != std::string::npos);
+  // The run directory carries the resolved config, metrics, the log and checkpoints.
+  CHECK(read_file(demo + "/train.log").find("step    12/12") != std::string::npos);
+  CHECK(read_file(demo + "/config.toml").find("[model]") != std::string::npos);
+  CHECK(!step_losses(demo).empty());
 
   // sample: ids out, deterministic for a seed.
   auto s1 = run_worker({"sample", "--checkpoint", demo, "--prompt-ids", "1 2 3", "--tokens", "16", "--seed", "5"});
