@@ -37,8 +37,9 @@ LoadedCheckpoint load_params_section(const std::string& dir, std::vector<std::st
   std::string root = dir;
   if (!has_step_dirs(root) && is_dir(dir + "/checkpoints")) root = dir + "/checkpoints";
   if (!has_step_dirs(root))
-    throw_checkpoint("no checkpoint in " + dir +
-                     ": pass a step-N directory (with a MANIFEST), a checkpoints directory or a run directory");
+    throw_checkpoint(
+        "no checkpoint in " + dir +
+        ": pass a step-N directory (with a MANIFEST), a checkpoints directory or a run directory");
   std::vector<std::string> local;
   auto loaded = CheckpointStore(root).load_latest(0, warnings ? warnings : &local, {"params"});
   if (!loaded) throw_checkpoint("no checkpoint in " + root + " verifies (see the warnings)");

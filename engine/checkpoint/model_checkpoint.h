@@ -12,10 +12,10 @@
 namespace flotilla {
 
 struct ModelCheckpoint {
-  std::string dir;                 // the verified step-N directory
+  std::string dir;  // the verified step-N directory
   int64_t step = 0;
   GptDims dims;
-  std::vector<float> params;       // num_parameters(dims) floats, our layout
+  std::vector<float> params;  // num_parameters(dims) floats, our layout
   std::string trainer_state_json;
 };
 

@@ -23,7 +23,8 @@ bool Args::flag(const std::string& name) {
 std::optional<std::string> Args::value(const std::string& name) {
   auto all = values(name);
   if (all.empty()) return std::nullopt;
-  if (all.size() > 1) throw_usage("option " + name + " given " + std::to_string(all.size()) + " times; give it once");
+  if (all.size() > 1)
+    throw_usage("option " + name + " given " + std::to_string(all.size()) + " times; give it once");
   return all.front();
 }
 
@@ -33,8 +34,7 @@ std::vector<std::string> Args::values(const std::string& name) {
     if (args_[i] == "--") break;
     if (used_[i]) continue;
     if (args_[i] == name) {
-      if (i + 1 >= args_.size() || args_[i + 1] == "--")
-        throw_usage("option " + name + " needs a value");
+      if (i + 1 >= args_.size() || args_[i + 1] == "--") throw_usage("option " + name + " needs a value");
       used_[i] = used_[i + 1] = true;
       out.push_back(args_[i + 1]);
       ++i;
@@ -97,8 +97,7 @@ long long parse_int(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0')
-    throw_usage(what + ": '" + text + "' is not an integer");
+  if (text.empty() || errno != 0 || *end != '\0') throw_usage(what + ": '" + text + "' is not an integer");
   return v;
 }
 
@@ -106,8 +105,7 @@ double parse_double(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || errno != 0 || *end != '\0')
-    throw_usage(what + ": '" + text + "' is not a number");
+  if (text.empty() || errno != 0 || *end != '\0') throw_usage(what + ": '" + text + "' is not a number");
   return v;
 }
 

@@ -15,13 +15,13 @@ class Args {
  public:
   explicit Args(std::vector<std::string> args) : args_(std::move(args)), used_(args_.size(), false) {}
 
-  bool flag(const std::string& name);                                // --name
-  std::optional<std::string> value(const std::string& name);         // --name V | --name=V
+  bool flag(const std::string& name);                         // --name
+  std::optional<std::string> value(const std::string& name);  // --name V | --name=V
   std::string value_or(const std::string& name, const std::string& fallback);
   long long int_or(const std::string& name, long long fallback);
   double double_or(const std::string& name, double fallback);
-  std::vector<std::string> values(const std::string& name);         // repeated --name V
-  std::vector<std::string> positionals();                           // everything not an option
+  std::vector<std::string> values(const std::string& name);  // repeated --name V
+  std::vector<std::string> positionals();                    // everything not an option
   // Everything after a bare "--" (consumed).
   std::vector<std::string> rest_after_dashdash();
   // Throws Error(kUsage) naming the first unused argument.

@@ -9,11 +9,13 @@
 // reported alongside. The big peak measurement runs after the peak RSS is read, so its 200 MB of
 // matrices do not show up in the model's peak RSS.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,24 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// CPU seconds the whole machine spent busy (all processes), from /proc/stat; < 0 if unavailable.
+double machine_busy_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu")
+    return -1;
+  return static_cast<double>(user + nice + system + irq + softirq + steal) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double own_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 struct StepTimes {
@@ -117,8 +137,16 @@ int cmd_bench(const CommandArgs& argv) {
 
   StepTimes times;
   float first_loss = 0, last_loss = 0;
+  // Other processes' CPU use during the timed steps: on a shared machine it explains a low figure.
+  double busy0 = 0, own0 = 0;
+  Clock::time_point timed0;
   for (int s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) backend.reset_profile();
+    if (s == warmup) {
+      backend.reset_profile();
+      busy0 = machine_busy_seconds();
+      own0 = own_cpu_seconds();
+      timed0 = Clock::now();
+    }
     backend.set_profiling(profile && s >= warmup);
     const auto t0 = Clock::now();
     model.zero_grad();
@@ -144,6 +172,13 @@ int cmd_bench(const CommandArgs& argv) {
                    warmup + steps, t_all * 1e3, loss);
   }
   backend.set_profiling(false);
+  const double timed_wall = seconds_since(timed0);
+  const double busy1 = machine_busy_seconds();
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const double other_load = busy0 < 0 || busy1 < 0 || cpus < 1
+                                ? 0.0
+                                : std::max(0.0, (busy1 - busy0 - (own_cpu_seconds() - own0)) /
+                                                    (timed_wall * static_cast<double>(cpus)));
   const auto kernel_times = backend.profile();
 
   rusage ru{};
@@ -189,6 +224,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["backward_ms_median"] = median(times.backward) * 1e3;
     j["optimizer_ms_median"] = median(times.optimizer) * 1e3;
     j["step_ms_min"] = *std::min_element(times.total.begin(), times.total.end()) * 1e3;
+    j["other_cpu_load"] = other_load;
     j["tokens_per_s"] = tokens_per_s;
     j["model_gflops"] = model_gflops;
     j["peak_gflops"] = peak_gflops;
@@ -210,9 +246,12 @@ int cmd_bench(const CommandArgs& argv) {
               d.n_layer, d.n_head, d.n_embd, static_cast<double>(num_parameters_unpadded(d)) / 1e6, B, T,
               d.vocab_size);
   std::printf("backend: %s\n", backend.describe().c_str());
-  std::printf("step: %.1f ms median of %d (forward %.1f, backward %.1f, optimizer %.1f), loss %.3f -> %.3f\n",
-              step_s * 1e3, steps, median(times.forward) * 1e3, median(times.backward) * 1e3,
-              median(times.optimizer) * 1e3, first_loss, last_loss);
+  std::printf(
+      "step: %.1f ms median of %d, best %.1f (forward %.1f, backward %.1f, optimizer %.1f), loss %.3f -> "
+      "%.3f\n",
+      step_s * 1e3, steps, *std::min_element(times.total.begin(), times.total.end()) * 1e3,
+      median(times.forward) * 1e3, median(times.backward) * 1e3, median(times.optimizer) * 1e3, first_loss,
+      last_loss);
   std::printf(
       "throughput: %.0f tokens/s, %.1f GFLOP/s model (PaLM 6N+12LCT = %.1f MFLOP/token; "
       "6N+6LCT = %.1f)\n",
@@ -222,6 +261,8 @@ int cmd_bench(const CommandArgs& argv) {
   std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT)\n", mfu * 100,
               flops_causal * tokens_per_s / 1e9 / peak_gflops * 100);
   std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB\n", peak_rss_mib, activation_mib);
+  std::printf("other processes used %.0f%% of the CPUs during the timed steps%s\n", other_load * 100,
+              other_load > 0.05 ? ": the figures above understate this machine; rerun when it is idle" : "");
   if (profile) {
     std::printf("time per step by kernel family:\n");
     double sum = 0;

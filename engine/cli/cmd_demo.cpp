@@ -32,9 +32,10 @@ int cmd_demo(const CommandArgs& argv) {
   args.finish("demo");
   apply_overrides(cfg, sets);
   const SyntheticStats st = synthetic_stats(cfg.model.vocab_size, cfg.run.seed);
-  std::printf("Flotilla demo: tiny GPT on a synthetic corpus. An untrained model scores ln(%d) = %.2f;\n"
-              "a model that learns token frequencies %.2f; the best possible loss is %.2f.\n\n",
-              cfg.model.vocab_size, st.uniform_entropy, st.unigram_entropy, st.entropy_rate);
+  std::printf(
+      "Flotilla demo: tiny GPT on a synthetic corpus. An untrained model scores ln(%d) = %.2f;\n"
+      "a model that learns token frequencies %.2f; the best possible loss is %.2f.\n\n",
+      cfg.model.vocab_size, st.uniform_entropy, st.unigram_entropy, st.entropy_rate);
   TrainOptions opt;
   opt.config = cfg;
   opt.metrics_to_stdout = false;

@@ -48,11 +48,13 @@ DeviceProfile choose_device(Args& args, const RunConfig& config) {
   const bool measure = args.flag("--measure");
   DeviceProfile device;
   if (name == "cpu") {
-    device = measure ? cpu_profile_measured(config.run.threads, 1.0) : cpu_profile_nominal(config.run.threads);
+    device =
+        measure ? cpu_profile_measured(config.run.threads, 1.0) : cpu_profile_nominal(config.run.threads);
   } else if (!find_gpu_profile(name, config.train.dtype, &device)) {
     std::string known = "cpu";
     for (const auto& n : gpu_profile_names()) known += ", " + n;
-    throw_usage("--device '" + name + "' is not a known profile (" + known + "); or give --device-flops, "
+    throw_usage("--device '" + name + "' is not a known profile (" + known +
+                "); or give --device-flops, "
                 "--device-mem-gib and --link-bw");
   }
   if (auto v = args.value("--device-flops")) {
@@ -107,7 +109,8 @@ int cmd_plan(const CommandArgs& argv) {
     std::printf("%s\n", plan_to_json(plan).c_str());
   } else {
     std::printf("plan for run '%s'%s\n\n%s", config.run.name.c_str(),
-                config_path ? (" (" + *config_path + ")").c_str() : " (default config)", plan_to_text(plan).c_str());
+                config_path ? (" (" + *config_path + ")").c_str() : " (default config)",
+                plan_to_text(plan).c_str());
   }
   return 0;
 }

@@ -12,17 +12,27 @@ namespace flotilla::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"train", "train a model from a run config (TOML); resumes from the newest verified checkpoint", cmd_train},
-      {"launch", "start and supervise N ranks of a command (torchrun-style): restarts, stall detection, root cause", cmd_launch},
+      {"train", "train a model from a run config (TOML); resumes from the newest verified checkpoint",
+       cmd_train},
+      {"launch",
+       "start and supervise N ranks of a command (torchrun-style): restarts, stall detection, root cause",
+       cmd_launch},
       {"demo", "synthetic corpus + tiny GPT on the CPU in one command; prints the loss falling", cmd_demo},
       {"bench", "measure training speed and MFU against this machine's measured matmul peak", cmd_bench},
-      {"plan", "parameters, FLOPs per token, memory per device and predicted step time for a config", cmd_plan},
+      {"plan", "parameters, FLOPs per token, memory per device and predicted step time for a config",
+       cmd_plan},
       {"data", "token shards: synth (demo corpus), prepare (text/JSONL -> shards), inspect", cmd_data},
-      {"tokenizer", "byte-level BPE: train on text, encode, decode (also loads GPT-2 vocab.json + merges.txt)", cmd_tokenizer},
-      {"export", "write a checkpoint's model as safetensors (Hugging Face GPT-2 names) or llm.c .bin", cmd_export},
+      {"tokenizer",
+       "byte-level BPE: train on text, encode, decode (also loads GPT-2 vocab.json + merges.txt)",
+       cmd_tokenizer},
+      {"export", "write a checkpoint's model as safetensors (Hugging Face GPT-2 names) or llm.c .bin",
+       cmd_export},
       {"sample", "generate text from a checkpoint", cmd_sample},
-      {"probe", "report this machine: OS, CPU, SIMD, memory, GPUs, driver, CUDA/NCCL/BLAS versions", cmd_probe},
-      {"bench-comm", "collective bandwidth (all_reduce, reduce_scatter, all_gather, broadcast), nccl-tests style", cmd_bench_comm},
+      {"probe", "report this machine: OS, CPU, SIMD, memory, GPUs, driver, CUDA/NCCL/BLAS versions",
+       cmd_probe},
+      {"bench-comm",
+       "collective bandwidth (all_reduce, reduce_scatter, all_gather, broadcast), nccl-tests style",
+       cmd_bench_comm},
   };
   return table;
 }
@@ -66,7 +76,8 @@ int worker_main(int argc, char** argv) {
       std::fprintf(stderr, "flotilla-worker %s: %s: %s\n", c.name, exit_code_name(e.code()), e.what());
       return static_cast<int>(e.code());
     } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "flotilla-worker %s: out of memory: reduce train.micro_batch or the model size\n", c.name);
+      std::fprintf(stderr, "flotilla-worker %s: out of memory: reduce train.micro_batch or the model size\n",
+                   c.name);
       return static_cast<int>(ExitCode::kOutOfMemory);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "flotilla-worker %s: internal error: %s\n", c.name, e.what());

@@ -17,10 +17,14 @@ namespace {
 std::string cell(const std::string& text) {
   std::string out;
   for (char ch : text) {
-    if (ch == '|') out += "\\|";
-    else if (ch == '<') out += "&lt;";
-    else if (ch == '>') out += "&gt;";
-    else out += ch;
+    if (ch == '|')
+      out += "\\|";
+    else if (ch == '<')
+      out += "&lt;";
+    else if (ch == '>')
+      out += "&gt;";
+    else
+      out += ch;
   }
   return out;
 }
@@ -181,9 +185,9 @@ std::string config_docs_markdown() {
     d.vocab_size = 50257;
     d.padded_vocab = pad_vocab(d.vocab_size);
     d.max_seq_len = 1024;
-    out += std::string("| `") + p.name + "` | " + std::to_string(p.n_layer) + " | " + std::to_string(p.n_head) +
-           " | " + std::to_string(p.n_embd) + " | " + with_commas(num_parameters_unpadded(d)) + " | " +
-           cell(p.description) + " |\n";
+    out += std::string("| `") + p.name + "` | " + std::to_string(p.n_layer) + " | " +
+           std::to_string(p.n_head) + " | " + std::to_string(p.n_embd) + " | " +
+           with_commas(num_parameters_unpadded(d)) + " | " + cell(p.description) + " |\n";
   }
   out += kPresetsNote;
 

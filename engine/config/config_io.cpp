@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/config/config_schema.h"
 #include "engine/config/presets.h"
@@ -25,16 +25,26 @@ namespace {
 
 std::string node_type_name(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "nothing";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "nothing";
   }
 }
 
@@ -81,9 +91,12 @@ std::string assign(const ConfigKey& key, RunConfig& config, const toml::node& no
       return "";
     }
     case FieldStorage::kDouble: {
-      if (auto f = node.as_floating_point()) *static_cast<double*>(p) = f->get();
-      else if (auto i = node.as_integer()) *static_cast<double*>(p) = static_cast<double>(i->get());
-      else return key.path() + ": expected a float, got " + got;
+      if (auto f = node.as_floating_point())
+        *static_cast<double*>(p) = f->get();
+      else if (auto i = node.as_integer())
+        *static_cast<double*>(p) = static_cast<double>(i->get());
+      else
+        return key.path() + ": expected a float, got " + got;
       return "";
     }
     case FieldStorage::kInt32:
@@ -263,7 +276,8 @@ void apply_override(RunConfig& config, const std::string& assignment) {
   }
   if (!bad.empty()) throw_config("--set " + path + "=" + value + ": " + bad);
   if (path == "model.preset") {
-    if (auto pb = apply_preset(config, {}); !pb.empty()) throw_config("--set " + path + "=" + value + ": " + pb);
+    if (auto pb = apply_preset(config, {}); !pb.empty())
+      throw_config("--set " + path + "=" + value + ": " + pb);
   }
 }
 
@@ -290,8 +304,7 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
 }
 
 std::string config_to_toml(const RunConfig& config) {
-  std::string out =
-      "# Flotilla run config, resolved: every key with its value (docs/config.md).\n";
+  std::string out = "# Flotilla run config, resolved: every key with its value (docs/config.md).\n";
   std::string section;
   for (const auto& key : config_keys()) {
     if (key.section != section) {
@@ -311,12 +324,24 @@ std::string config_to_json(const RunConfig& config, int indent) {
     auto& slot = doc[key.section][key.name];
     const void* p = field_ptr(key, config);
     switch (key.storage) {
-      case FieldStorage::kString: slot = *static_cast<const std::string*>(p); break;
-      case FieldStorage::kInt32: slot = *static_cast<const int*>(p); break;
-      case FieldStorage::kInt64: slot = *static_cast<const int64_t*>(p); break;
-      case FieldStorage::kUint64: slot = *static_cast<const uint64_t*>(p); break;
-      case FieldStorage::kDouble: slot = *static_cast<const double*>(p); break;
-      case FieldStorage::kBool: slot = *static_cast<const bool*>(p); break;
+      case FieldStorage::kString:
+        slot = *static_cast<const std::string*>(p);
+        break;
+      case FieldStorage::kInt32:
+        slot = *static_cast<const int*>(p);
+        break;
+      case FieldStorage::kInt64:
+        slot = *static_cast<const int64_t*>(p);
+        break;
+      case FieldStorage::kUint64:
+        slot = *static_cast<const uint64_t*>(p);
+        break;
+      case FieldStorage::kDouble:
+        slot = *static_cast<const double*>(p);
+        break;
+      case FieldStorage::kBool:
+        slot = *static_cast<const bool*>(p);
+        break;
     }
   }
   return doc.dump(indent);
@@ -327,7 +352,8 @@ uint64_t config_hash(const RunConfig& config) {
                                      "model.n_embd", "model.vocab_size", "model.max_seq_len"};
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a offset basis
   for (const char* path : kShapeKeys) {
-    const std::string line = std::string(path) + "=" + format_toml_value(*find_config_key(path), config) + "\n";
+    const std::string line =
+        std::string(path) + "=" + format_toml_value(*find_config_key(path), config) + "\n";
     for (unsigned char ch : line) {
       h ^= ch;
       h *= 0x100000001b3ull;  // FNV prime

@@ -21,19 +21,26 @@ namespace {
 
 template <class T>
 constexpr FieldStorage storage_of() {
-  if constexpr (std::is_same_v<T, std::string>) return FieldStorage::kString;
-  else if constexpr (std::is_same_v<T, bool>) return FieldStorage::kBool;
-  else if constexpr (std::is_same_v<T, int>) return FieldStorage::kInt32;
-  else if constexpr (std::is_same_v<T, int64_t>) return FieldStorage::kInt64;
-  else if constexpr (std::is_same_v<T, uint64_t>) return FieldStorage::kUint64;
-  else if constexpr (std::is_same_v<T, double>) return FieldStorage::kDouble;
-  else static_assert(sizeof(T) == 0, "RunConfig field of a type the schema does not know");
+  if constexpr (std::is_same_v<T, std::string>)
+    return FieldStorage::kString;
+  else if constexpr (std::is_same_v<T, bool>)
+    return FieldStorage::kBool;
+  else if constexpr (std::is_same_v<T, int>)
+    return FieldStorage::kInt32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return FieldStorage::kInt64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return FieldStorage::kUint64;
+  else if constexpr (std::is_same_v<T, double>)
+    return FieldStorage::kDouble;
+  else
+    static_assert(sizeof(T) == 0, "RunConfig field of a type the schema does not know");
 }
 
-#define FLOTILLA_KEY(sec, member, doc, ...)                                                      \
-  ConfigKey {                                                                                    \
-    #sec, #member, storage_of<decltype(std::declval<RunConfig>().sec.member)>(), doc,            \
-        std::vector<std::string>{__VA_ARGS__}, [](RunConfig& c) -> void* { return &c.sec.member; } \
+#define FLOTILLA_KEY(sec, member, doc, ...)                                                            \
+  ConfigKey {                                                                                          \
+#sec, #member, storage_of < decltype(std::declval <RunConfig>().sec.member)>(), doc,               \
+        std::vector < std::string>{__VA_ARGS__ }, [](RunConfig & c) -> void* { return &c.sec.member; } \
   }
 
 std::vector<std::string> preset_choices() {
@@ -79,8 +86,7 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(train, recompute, "recompute activations in backward to save memory"),
       FLOTILLA_KEY(train, grad_clip, "global gradient-norm clip; 0 disables"),
       FLOTILLA_KEY(train, log_every, "write a step record every N steps"),
-      FLOTILLA_KEY(train, spike_factor,
-                   "skip a step whose loss exceeds spike_factor x running mean; 0 off"),
+      FLOTILLA_KEY(train, spike_factor, "skip a step whose loss exceeds spike_factor x running mean; 0 off"),
 
       FLOTILLA_KEY(optim, lr, "peak learning rate"),
       FLOTILLA_KEY(optim, min_lr_ratio, "final lr as a fraction of lr (cosine, linear, wsd)"),
@@ -103,11 +109,9 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(parallel, timeout_s, "collective and rendezvous timeout in seconds"),
 
       FLOTILLA_KEY(checkpoint, every, "save every N steps; 0 = only at the end"),
-      FLOTILLA_KEY(checkpoint, keep_last,
-                   "checkpoints kept (>= 1; the newest verified one is never purged)"),
+      FLOTILLA_KEY(checkpoint, keep_last, "checkpoints kept (>= 1; the newest verified one is never purged)"),
       FLOTILLA_KEY(checkpoint, resume, "auto (newest verified), none, or a checkpoint directory"),
-      FLOTILLA_KEY(checkpoint, preempt_grace_s,
-                   "on SIGTERM, save only if the last save took less than this"),
+      FLOTILLA_KEY(checkpoint, preempt_grace_s, "on SIGTERM, save only if the last save took less than this"),
       FLOTILLA_KEY(checkpoint, save_final, "save a checkpoint after the last step"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
@@ -117,8 +121,7 @@ std::vector<ConfigKey> build_keys() {
 
       FLOTILLA_KEY(budget, max_usd, "stop with a checkpoint when the run's spend reaches this; 0 off"),
       FLOTILLA_KEY(budget, warn_fraction, "warn when spend reaches this fraction of max_usd"),
-      FLOTILLA_KEY(budget, usd_per_hour,
-                   "price of the whole run's hardware per hour (0 = free / catalogue)"),
+      FLOTILLA_KEY(budget, usd_per_hour, "price of the whole run's hardware per hour (0 = free / catalogue)"),
       FLOTILLA_KEY(budget, price_source, "pricing catalogue entry, e.g. \"local\" or \"aws:p5.48xlarge\""),
       FLOTILLA_KEY(budget, max_hours, "stop with a checkpoint after this wall time; 0 off"),
   };
@@ -143,12 +146,16 @@ bool same_double(double a, double b) {
 
 KeyType ConfigKey::type() const {
   switch (storage) {
-    case FieldStorage::kString: return KeyType::kString;
+    case FieldStorage::kString:
+      return KeyType::kString;
     case FieldStorage::kInt32:
     case FieldStorage::kInt64:
-    case FieldStorage::kUint64: return KeyType::kInteger;
-    case FieldStorage::kDouble: return KeyType::kFloat;
-    case FieldStorage::kBool: return KeyType::kBoolean;
+    case FieldStorage::kUint64:
+      return KeyType::kInteger;
+    case FieldStorage::kDouble:
+      return KeyType::kFloat;
+    case FieldStorage::kBool:
+      return KeyType::kBoolean;
   }
   return KeyType::kString;
 }
@@ -181,10 +188,14 @@ const ConfigKey* find_config_key(const std::string& path) {
 
 const char* key_type_name(KeyType type) {
   switch (type) {
-    case KeyType::kString: return "string";
-    case KeyType::kInteger: return "integer";
-    case KeyType::kFloat: return "float";
-    case KeyType::kBoolean: return "boolean";
+    case KeyType::kString:
+      return "string";
+    case KeyType::kInteger:
+      return "integer";
+    case KeyType::kFloat:
+      return "float";
+    case KeyType::kBoolean:
+      return "boolean";
   }
   return "?";
 }
@@ -200,13 +211,27 @@ std::string toml_quote(const std::string& text) {
   std::string out = "\"";
   for (unsigned char ch : text) {
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (ch < 0x20 || ch == 0x7f) {
           char buf[8];
@@ -233,12 +258,18 @@ std::string format_toml_float(double value) {
 std::string format_toml_value(const ConfigKey& key, const RunConfig& config) {
   const void* p = field_ptr(key, config);
   switch (key.storage) {
-    case FieldStorage::kString: return toml_quote(*static_cast<const std::string*>(p));
-    case FieldStorage::kInt32: return std::to_string(*static_cast<const int*>(p));
-    case FieldStorage::kInt64: return std::to_string(*static_cast<const int64_t*>(p));
-    case FieldStorage::kUint64: return std::to_string(*static_cast<const uint64_t*>(p));
-    case FieldStorage::kDouble: return format_toml_float(*static_cast<const double*>(p));
-    case FieldStorage::kBool: return *static_cast<const bool*>(p) ? "true" : "false";
+    case FieldStorage::kString:
+      return toml_quote(*static_cast<const std::string*>(p));
+    case FieldStorage::kInt32:
+      return std::to_string(*static_cast<const int*>(p));
+    case FieldStorage::kInt64:
+      return std::to_string(*static_cast<const int64_t*>(p));
+    case FieldStorage::kUint64:
+      return std::to_string(*static_cast<const uint64_t*>(p));
+    case FieldStorage::kDouble:
+      return format_toml_float(*static_cast<const double*>(p));
+    case FieldStorage::kBool:
+      return *static_cast<const bool*>(p) ? "true" : "false";
   }
   return "";
 }
@@ -253,7 +284,9 @@ std::vector<std::string> config_diff(const RunConfig& a, const RunConfig& b) {
       case FieldStorage::kString:
         same = *static_cast<const std::string*>(pa) == *static_cast<const std::string*>(pb);
         break;
-      case FieldStorage::kInt32: same = *static_cast<const int*>(pa) == *static_cast<const int*>(pb); break;
+      case FieldStorage::kInt32:
+        same = *static_cast<const int*>(pa) == *static_cast<const int*>(pb);
+        break;
       case FieldStorage::kInt64:
         same = *static_cast<const int64_t*>(pa) == *static_cast<const int64_t*>(pb);
         break;
@@ -263,7 +296,9 @@ std::vector<std::string> config_diff(const RunConfig& a, const RunConfig& b) {
       case FieldStorage::kDouble:
         same = same_double(*static_cast<const double*>(pa), *static_cast<const double*>(pb));
         break;
-      case FieldStorage::kBool: same = *static_cast<const bool*>(pa) == *static_cast<const bool*>(pb); break;
+      case FieldStorage::kBool:
+        same = *static_cast<const bool*>(pa) == *static_cast<const bool*>(pb);
+        break;
     }
     if (!same) out.push_back(key.path());
   }
@@ -289,7 +324,8 @@ int edit_distance(const std::string& a, const std::string& b) {
   return d[n][m];
 }
 
-std::optional<std::string> closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+std::optional<std::string> closest_match(const std::string& word,
+                                         const std::vector<std::string>& candidates) {
   const std::string w = to_lower(word);
   const int threshold = std::clamp(static_cast<int>(w.size()) / 3, 1, 3);
   std::optional<std::string> best;

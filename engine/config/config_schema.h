@@ -28,8 +28,8 @@ struct ConfigSectionInfo {
 };
 
 struct ConfigKey {
-  std::string section;               // "train"
-  std::string name;                  // "steps"
+  std::string section;  // "train"
+  std::string name;     // "steps"
   FieldStorage storage;
   std::string doc;                   // one line (the comment beside the field in run_config.h)
   std::vector<std::string> choices;  // allowed values of an enumerated string; empty = free text
@@ -57,7 +57,7 @@ const void* field_ptr(const ConfigKey& key, const RunConfig& config);
 // The value as a TOML literal: "\"tiny\"", "200", "0.0006", "true". Doubles use the shortest text
 // that reads back to the same bits, always with a '.' or exponent so TOML types them as floats.
 std::string format_toml_value(const ConfigKey& key, const RunConfig& config);
-std::string toml_quote(const std::string& text);      // a TOML basic string with escapes
+std::string toml_quote(const std::string& text);  // a TOML basic string with escapes
 std::string format_toml_float(double value);
 
 // Paths of the keys whose values differ (doubles compare equal when both are NaN).

@@ -75,14 +75,15 @@ void check_model(const RunConfig& c, Problems& p) {
   at_least(p, "model.n_head", m.n_head, 1);
   at_least(p, "model.n_embd", m.n_embd, 1);
   if (m.n_head >= 1 && m.n_embd >= 1 && m.n_embd % m.n_head != 0)
-    p.add("model.n_head", std::to_string(m.n_head) + " does not divide model.n_embd " + std::to_string(m.n_embd) +
-                              " (head size " + std::to_string(m.n_embd) + "/" + std::to_string(m.n_head) +
-                              " is not whole)");
+    p.add("model.n_head", std::to_string(m.n_head) + " does not divide model.n_embd " +
+                              std::to_string(m.n_embd) + " (head size " + std::to_string(m.n_embd) + "/" +
+                              std::to_string(m.n_head) + " is not whole)");
   if (m.vocab_size < 2 || m.vocab_size > (1 << 30))
     p.add("model.vocab_size", std::to_string(m.vocab_size) + " must be between 2 and 1073741824");
   at_least(p, "model.max_seq_len", m.max_seq_len, 1);
   const auto ends_with = [&](const std::string& s) {
-    return m.init_from.size() >= s.size() && m.init_from.compare(m.init_from.size() - s.size(), s.size(), s) == 0;
+    return m.init_from.size() >= s.size() &&
+           m.init_from.compare(m.init_from.size() - s.size(), s.size(), s) == 0;
   };
   if (!m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin"))
     p.add("model.init_from", q(m.init_from) + " is neither a .safetensors file nor an llm.c .bin model");
@@ -93,21 +94,23 @@ void check_data(const RunConfig& c, Problems& p) {
   if (d.source == "shards" && d.train.empty())
     p.add("data.train", "data.source = \"shards\" needs a path or glob of train shards");
   if (d.source == "shards" && d.val.empty() && c.eval.every > 0)
-    p.add("eval.every", num(c.eval.every) + " asks for validation loss but data.val is empty; set data.val or "
-                        "eval.every = 0");
+    p.add("eval.every", num(c.eval.every) +
+                            " asks for validation loss but data.val is empty; set data.val or "
+                            "eval.every = 0");
   if (d.source == "synthetic" && c.train.micro_batch >= 1 && c.train.seq_len >= 1 && c.parallel.dp >= 1) {
     const int64_t bt = int64_t{c.train.micro_batch} * c.train.seq_len;
     const int64_t need = bt * c.parallel.dp + 1;
     if (d.synthetic_tokens < need)
-      p.add("data.synthetic_tokens", num(d.synthetic_tokens) + " is fewer than one micro-batch per rank: " +
-                                         "train.micro_batch " + num(int64_t{c.train.micro_batch}) +
-                                         " x train.seq_len " + num(int64_t{c.train.seq_len}) + " x parallel.dp " +
-                                         num(int64_t{c.parallel.dp}) + " + 1 = " + num(need));
+      p.add("data.synthetic_tokens",
+            num(d.synthetic_tokens) + " is fewer than one micro-batch per rank: " + "train.micro_batch " +
+                num(int64_t{c.train.micro_batch}) + " x train.seq_len " + num(int64_t{c.train.seq_len}) +
+                " x parallel.dp " + num(int64_t{c.parallel.dp}) + " + 1 = " + num(need));
     else if (d.synthetic_tokens / 10 < bt + 1)
-      p.add("data.synthetic_tokens", num(d.synthetic_tokens) + " leaves " + num(d.synthetic_tokens / 10) +
-                                         " validation tokens (1/10), fewer than one micro-batch: train.micro_batch " +
-                                         num(int64_t{c.train.micro_batch}) + " x train.seq_len " +
-                                         num(int64_t{c.train.seq_len}) + " + 1 = " + num(bt + 1));
+      p.add("data.synthetic_tokens",
+            num(d.synthetic_tokens) + " leaves " + num(d.synthetic_tokens / 10) +
+                " validation tokens (1/10), fewer than one micro-batch: train.micro_batch " +
+                num(int64_t{c.train.micro_batch}) + " x train.seq_len " + num(int64_t{c.train.seq_len}) +
+                " + 1 = " + num(bt + 1));
   }
 }
 
@@ -117,19 +120,20 @@ void check_train(const RunConfig& c, Problems& p) {
   at_least(p, "train.micro_batch", t.micro_batch, 1);
   at_least(p, "train.seq_len", t.seq_len, 1);
   if (t.seq_len > c.model.max_seq_len && c.model.max_seq_len >= 1)
-    p.add("train.seq_len", std::to_string(t.seq_len) + " exceeds model.max_seq_len " +
-                               std::to_string(c.model.max_seq_len));
+    p.add("train.seq_len",
+          std::to_string(t.seq_len) + " exceeds model.max_seq_len " + std::to_string(c.model.max_seq_len));
   at_least(p, "train.global_batch_tokens", t.global_batch_tokens, 0, " (0 = one micro-batch per rank)");
   if (t.global_batch_tokens > 0 && t.micro_batch >= 1 && t.seq_len >= 1 && c.parallel.dp >= 1) {
     const int64_t unit = int64_t{t.micro_batch} * t.seq_len * c.parallel.dp;
     if (t.global_batch_tokens % unit != 0)
       p.add("train.global_batch_tokens",
-            num(t.global_batch_tokens) + " is not a multiple of train.micro_batch " + num(int64_t{t.micro_batch}) +
-                " x train.seq_len " + num(int64_t{t.seq_len}) + " x parallel.dp " + num(int64_t{c.parallel.dp}) +
-                " = " + num(unit));
+            num(t.global_batch_tokens) + " is not a multiple of train.micro_batch " +
+                num(int64_t{t.micro_batch}) + " x train.seq_len " + num(int64_t{t.seq_len}) +
+                " x parallel.dp " + num(int64_t{c.parallel.dp}) + " = " + num(unit));
   }
   if (t.dtype == "bf16" && c.run.device != "cuda")
-    p.add("train.dtype", "bf16 needs run.device = \"cuda\" (it is " + q(c.run.device) + "); the CPU backend is fp32");
+    p.add("train.dtype",
+          "bf16 needs run.device = \"cuda\" (it is " + q(c.run.device) + "); the CPU backend is fp32");
   finite_at_least(p, "train.grad_clip", t.grad_clip, 0, false, " (0 disables clipping)");
   at_least(p, "train.log_every", t.log_every, 1);
   if (!std::isfinite(t.spike_factor) || (t.spike_factor != 0 && t.spike_factor <= 1))
@@ -161,8 +165,9 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
   if (par.zero < 0 || par.zero > 2)
     p.add("parallel.zero", std::to_string(par.zero) + " is not a ZeRO stage this engine has (0, 1 or 2)");
   if (par.tp >= 1 && c.model.n_head >= 1 && c.model.n_head % par.tp != 0)
-    p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) + " does not divide model.n_head=" +
-                             std::to_string(c.model.n_head) + " (heads are split across tensor-parallel ranks)");
+    p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) +
+                             " does not divide model.n_head=" + std::to_string(c.model.n_head) +
+                             " (heads are split across tensor-parallel ranks)");
   if (par.tp >= 1 && c.model.vocab_size >= 2 && pad_vocab(c.model.vocab_size) % par.tp != 0)
     p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) + " does not divide the padded vocabulary " +
                              std::to_string(pad_vocab(c.model.vocab_size)) + " (model.vocab_size " +
@@ -171,22 +176,24 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
     p.add("parallel.pp", "parallel.pp=" + std::to_string(par.pp) + " exceeds model.n_layer=" +
                              std::to_string(c.model.n_layer) + " (each stage needs at least one block)");
   if (par.zero == 2 && par.pp > 1)
-    p.add("parallel.zero", "ZeRO-2 (sharded gradients) cannot be combined with parallel.pp=" +
-                               std::to_string(par.pp) + ": gradients accumulate over the pipeline's micro-batches; "
-                               "use parallel.zero = 1");
+    p.add("parallel.zero",
+          "ZeRO-2 (sharded gradients) cannot be combined with parallel.pp=" + std::to_string(par.pp) +
+              ": gradients accumulate over the pipeline's micro-batches; "
+              "use parallel.zero = 1");
   const int64_t accum = grad_accum_steps(c);
   if (par.pp > 1 && par.micro_batches >= 1 && accum >= 1 && accum % par.micro_batches != 0)
-    p.add("parallel.micro_batches", "parallel.micro_batches=" + std::to_string(par.micro_batches) +
-                                        " does not divide the " + num(accum) +
-                                        " micro-batches per rank per step (tokens per step " +
-                                        num(tokens_per_step(c)) + " / (train.micro_batch x train.seq_len x parallel.dp))");
+    p.add("parallel.micro_batches",
+          "parallel.micro_batches=" + std::to_string(par.micro_batches) + " does not divide the " +
+              num(accum) + " micro-batches per rank per step (tokens per step " + num(tokens_per_step(c)) +
+              " / (train.micro_batch x train.seq_len x parallel.dp))");
   if (par.pp == 1 && par.micro_batches > 1)
     p.add("parallel.micro_batches", "parallel.micro_batches=" + std::to_string(par.micro_batches) +
                                         " has no effect with parallel.pp=1; set it to 1 and use "
                                         "train.global_batch_tokens for gradient accumulation");
   finite_at_least(p, "parallel.timeout_s", par.timeout_s, 0, true);
   if (par.backend == "nccl" && c.run.device != "cuda")
-    p.add("parallel.backend", "nccl needs run.device = \"cuda\" (it is " + q(c.run.device) + "); use gloo or auto");
+    p.add("parallel.backend",
+          "nccl needs run.device = \"cuda\" (it is " + q(c.run.device) + "); use gloo or auto");
   if (world_size > 0 && par.dp >= 1 && par.tp >= 1 && par.pp >= 1) {
     const int64_t ranks = int64_t{par.dp} * par.tp * par.pp;
     if (ranks != world_size) {
@@ -218,7 +225,8 @@ void check_rest(const RunConfig& c, Problems& p) {
   finite_at_least(p, "budget.usd_per_hour", b.usd_per_hour, 0, false);
   finite_at_least(p, "budget.max_hours", b.max_hours, 0, false, " (0 = no limit)");
   if (b.max_usd > 0 && b.usd_per_hour == 0 && b.price_source.empty())
-    p.add("budget.max_usd", num(b.max_usd) + " needs a price: set budget.usd_per_hour or budget.price_source");
+    p.add("budget.max_usd",
+          num(b.max_usd) + " needs a price: set budget.usd_per_hour or budget.price_source");
 }
 
 }  // namespace

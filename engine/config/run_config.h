@@ -12,89 +12,89 @@
 namespace flotilla {
 
 struct RunSection {
-  std::string name = "run";        // run name: letters, digits, '-', '_', '.'
-  std::string out_dir = "";        // run directory; empty = "runs/<name>" under the working directory
-  uint64_t seed = 1337;            // seed for initialisation, shuffling and sampling
-  std::string device = "cpu";      // "cpu" or "cuda"
-  int threads = 0;                 // CPU threads per rank; 0 = all cores (divided among local ranks)
+  std::string name = "run";    // run name: letters, digits, '-', '_', '.'
+  std::string out_dir = "";    // run directory; empty = "runs/<name>" under the working directory
+  uint64_t seed = 1337;        // seed for initialisation, shuffling and sampling
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int threads = 0;             // CPU threads per rank; 0 = all cores (divided among local ranks)
 };
 
 struct ModelSection {
-  std::string preset = "tiny";     // tiny | small | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b | custom
-  std::string arch = "gpt2";       // model family (gpt2)
-  int n_layer = 4;                 // transformer blocks (set by the preset unless overridden)
-  int n_head = 4;                  // attention heads (set by the preset unless overridden)
-  int n_embd = 256;                // model width (set by the preset unless overridden)
-  int vocab_size = 50257;          // tokenizer vocabulary; padded internally to a multiple of 128
-  int max_seq_len = 1024;          // positions in the learned position table
-  std::string init_from = "";      // initial weights: "" (random), a .safetensors (HF GPT-2 names) or llm.c .bin
+  std::string preset = "tiny";  // tiny | small | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b | custom
+  std::string arch = "gpt2";    // model family (gpt2)
+  int n_layer = 4;              // transformer blocks (set by the preset unless overridden)
+  int n_head = 4;               // attention heads (set by the preset unless overridden)
+  int n_embd = 256;             // model width (set by the preset unless overridden)
+  int vocab_size = 50257;       // tokenizer vocabulary; padded internally to a multiple of 128
+  int max_seq_len = 1024;       // positions in the learned position table
+  std::string init_from = "";   // initial weights: "" (random), a .safetensors (HF GPT-2 names) or llm.c .bin
 };
 
 struct DataSection {
-  std::string source = "synthetic";  // "synthetic" (deterministic demo corpus) or "shards"
-  std::string train = "";            // train shards: path or glob of llm.c .bin files
-  std::string val = "";              // validation shards: path or glob (optional)
-  int64_t synthetic_tokens = 2000000;// tokens generated for source = "synthetic" (train; val gets 1/10)
-  bool shuffle = false;              // deterministic seeded shuffling of sequences
-  bool checked = false;              // verify every token < vocab_size while reading (slower)
+  std::string source = "synthetic";    // "synthetic" (deterministic demo corpus) or "shards"
+  std::string train = "";              // train shards: path or glob of llm.c .bin files
+  std::string val = "";                // validation shards: path or glob (optional)
+  int64_t synthetic_tokens = 2000000;  // tokens generated for source = "synthetic" (train; val gets 1/10)
+  bool shuffle = false;                // deterministic seeded shuffling of sequences
+  bool checked = false;                // verify every token < vocab_size while reading (slower)
 };
 
 struct TrainSection {
-  int64_t steps = 200;             // optimizer steps
-  int micro_batch = 8;             // sequences per micro-batch per data-parallel rank (B)
-  int seq_len = 256;               // tokens per sequence (T)
-  int64_t global_batch_tokens = 0; // tokens per optimizer step; 0 = micro_batch*seq_len*dp (no accumulation)
-  std::string dtype = "fp32";      // fp32 | bf16 (bf16 on cuda only)
-  bool recompute = false;          // recompute activations in backward to save memory
-  double grad_clip = 1.0;          // global gradient-norm clip; 0 disables
-  int log_every = 1;               // write a step record every N steps
-  double spike_factor = 0.0;       // skip a step whose loss exceeds spike_factor x running mean; 0 off
+  int64_t steps = 200;              // optimizer steps
+  int micro_batch = 8;              // sequences per micro-batch per data-parallel rank (B)
+  int seq_len = 256;                // tokens per sequence (T)
+  int64_t global_batch_tokens = 0;  // tokens per optimizer step; 0 = micro_batch*seq_len*dp (no accumulation)
+  std::string dtype = "fp32";       // fp32 | bf16 (bf16 on cuda only)
+  bool recompute = false;           // recompute activations in backward to save memory
+  double grad_clip = 1.0;           // global gradient-norm clip; 0 disables
+  int log_every = 1;                // write a step record every N steps
+  double spike_factor = 0.0;        // skip a step whose loss exceeds spike_factor x running mean; 0 off
 };
 
 struct OptimSection {
-  double lr = 6e-4;                // peak learning rate
-  double min_lr_ratio = 0.1;       // final lr as a fraction of lr (cosine, linear, wsd)
-  double beta1 = 0.9;              // AdamW beta1
-  double beta2 = 0.95;             // AdamW beta2
-  double eps = 1e-8;               // AdamW epsilon
-  double weight_decay = 0.1;       // decoupled weight decay on 2-D weights (not biases or norms)
-  std::string schedule = "cosine"; // constant | cosine | linear | wsd
-  int64_t warmup_steps = 20;       // linear warmup steps from 0 to lr
-  double decay_fraction = 0.2;     // wsd: fraction of steps spent in the final decay
+  double lr = 6e-4;                 // peak learning rate
+  double min_lr_ratio = 0.1;        // final lr as a fraction of lr (cosine, linear, wsd)
+  double beta1 = 0.9;               // AdamW beta1
+  double beta2 = 0.95;              // AdamW beta2
+  double eps = 1e-8;                // AdamW epsilon
+  double weight_decay = 0.1;        // decoupled weight decay on 2-D weights (not biases or norms)
+  std::string schedule = "cosine";  // constant | cosine | linear | wsd
+  int64_t warmup_steps = 20;        // linear warmup steps from 0 to lr
+  double decay_fraction = 0.2;      // wsd: fraction of steps spent in the final decay
 };
 
 struct ParallelSection {
-  int dp = 1;                      // data-parallel degree
-  int tp = 1;                      // tensor-parallel degree (innermost on the rank grid)
-  int pp = 1;                      // pipeline-parallel stages
-  int zero = 0;                    // ZeRO stage: 0, 1 (optimizer state sharded) or 2 (+ gradients)
-  int micro_batches = 1;           // pipeline micro-batches per step
-  std::string schedule = "1f1b";   // pipeline schedule: gpipe | 1f1b
-  std::string backend = "auto";    // collectives: auto | gloo | nccl
-  double timeout_s = 300;          // collective and rendezvous timeout in seconds
+  int dp = 1;                     // data-parallel degree
+  int tp = 1;                     // tensor-parallel degree (innermost on the rank grid)
+  int pp = 1;                     // pipeline-parallel stages
+  int zero = 0;                   // ZeRO stage: 0, 1 (optimizer state sharded) or 2 (+ gradients)
+  int micro_batches = 1;          // pipeline micro-batches per step
+  std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b
+  std::string backend = "auto";   // collectives: auto | gloo | nccl
+  double timeout_s = 300;         // collective and rendezvous timeout in seconds
 };
 
 struct CheckpointSection {
-  int64_t every = 0;               // save every N steps; 0 = only at the end
-  int keep_last = 2;               // checkpoints kept (>= 1; the newest verified one is never purged)
-  std::string resume = "auto";     // auto (newest verified), none, or a checkpoint directory
-  double preempt_grace_s = 30;     // on SIGTERM, save only if the last save took less than this
-  bool save_final = true;          // save a checkpoint after the last step
+  int64_t every = 0;            // save every N steps; 0 = only at the end
+  int keep_last = 2;            // checkpoints kept (>= 1; the newest verified one is never purged)
+  std::string resume = "auto";  // auto (newest verified), none, or a checkpoint directory
+  double preempt_grace_s = 30;  // on SIGTERM, save only if the last save took less than this
+  bool save_final = true;       // save a checkpoint after the last step
 };
 
 struct EvalSection {
-  int64_t every = 0;               // validation loss every N steps; 0 = only at the end
-  int batches = 8;                 // validation micro-batches per evaluation
-  int64_t sample_every = 0;        // print a text sample every N steps; 0 off
-  int sample_tokens = 64;          // tokens per sample
+  int64_t every = 0;         // validation loss every N steps; 0 = only at the end
+  int batches = 8;           // validation micro-batches per evaluation
+  int64_t sample_every = 0;  // print a text sample every N steps; 0 off
+  int sample_tokens = 64;    // tokens per sample
 };
 
 struct BudgetSection {
-  double max_usd = 0;              // stop with a checkpoint when the run's spend reaches this; 0 off
-  double warn_fraction = 0.8;      // warn when spend reaches this fraction of max_usd
-  double usd_per_hour = 0;         // price of the whole run's hardware per hour (0 = free / catalogue)
-  std::string price_source = "";   // pricing catalogue entry, e.g. "local" or "aws:p5.48xlarge"
-  double max_hours = 0;            // stop with a checkpoint after this wall time; 0 off
+  double max_usd = 0;             // stop with a checkpoint when the run's spend reaches this; 0 off
+  double warn_fraction = 0.8;     // warn when spend reaches this fraction of max_usd
+  double usd_per_hour = 0;        // price of the whole run's hardware per hour (0 = free / catalogue)
+  std::string price_source = "";  // pricing catalogue entry, e.g. "local" or "aws:p5.48xlarge"
+  double max_hours = 0;           // stop with a checkpoint after this wall time; 0 off
 };
 
 struct RunConfig {

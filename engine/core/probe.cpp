@@ -114,7 +114,8 @@ void probe_gpus(ProbeResult& p) {
   cublasGetProperty(MAJOR_VERSION, &cublas_major);
   cublasGetProperty(MINOR_VERSION, &cublas_minor);
   cublasGetProperty(PATCH_LEVEL, &cublas_patch);
-  p.cublas = std::to_string(cublas_major) + "." + std::to_string(cublas_minor) + "." + std::to_string(cublas_patch);
+  p.cublas =
+      std::to_string(cublas_major) + "." + std::to_string(cublas_minor) + "." + std::to_string(cublas_patch);
   int driver = 0;
   cudaDriverGetVersion(&driver);
   if (driver > 0) p.cuda_driver = version_string(driver, 1000, 10, 100);
@@ -154,7 +155,8 @@ void probe_gpus(ProbeResult& p) {
   int nv = 0;
   if (ncclGetVersion(&nv) == ncclSuccess) {
     // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
-    p.nccl = std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." + std::to_string(nv % 100);
+    p.nccl =
+        std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." + std::to_string(nv % 100);
   }
 #endif
 }
@@ -204,7 +206,12 @@ std::string probe_to_json(const ProbeResult& p) {
        {{"model", p.cpu_model},
         {"logical_cpus", p.logical_cpus},
         {"physical_cores", p.physical_cores},
-        {"simd", {{"avx2", p.avx2}, {"fma", p.fma}, {"avx512f", p.avx512f}, {"avx512_bf16", p.avx512bf16}, {"amx_bf16", p.amx_bf16}}}}},
+        {"simd",
+         {{"avx2", p.avx2},
+          {"fma", p.fma},
+          {"avx512f", p.avx512f},
+          {"avx512_bf16", p.avx512bf16},
+          {"amx_bf16", p.amx_bf16}}}}},
       {"memory", {{"total_bytes", p.memory_total_bytes}, {"available_bytes", p.memory_available_bytes}}},
       {"gpu", {{"status", p.gpu_status}, {"count", p.gpus.size()}, {"devices", gpus}}},
       {"versions",
@@ -229,24 +236,27 @@ std::string probe_to_text(const ProbeResult& p) {
   auto or_none = [](const std::string& s) { return s.empty() ? std::string("not available") : s; };
   std::ostringstream o;
   o << "Host      " << p.hostname << " (" << p.os << ", Linux " << p.kernel << ", " << p.arch << ")\n";
-  o << "CPU       " << p.cpu_model << ": " << p.physical_cores << " cores, " << p.logical_cpus << " threads\n";
+  o << "CPU       " << p.cpu_model << ": " << p.physical_cores << " cores, " << p.logical_cpus
+    << " threads\n";
   o << "SIMD      AVX2 " << (p.avx2 ? "yes" : "no") << ", FMA " << (p.fma ? "yes" : "no") << ", AVX-512 "
     << (p.avx512f ? "yes" : "no") << ", AVX-512 BF16 " << (p.avx512bf16 ? "yes" : "no") << ", AMX-BF16 "
     << (p.amx_bf16 ? "yes" : "no") << "\n";
-  o << "Memory    " << gib(p.memory_total_bytes) << " total, " << gib(p.memory_available_bytes) << " available\n";
+  o << "Memory    " << gib(p.memory_total_bytes) << " total, " << gib(p.memory_available_bytes)
+    << " available\n";
   if (p.gpus.empty()) {
     o << "GPUs      none (" << p.gpu_status << ")\n";
   } else {
     for (const auto& g : p.gpus)
-      o << "GPU " << g.index << "     " << g.name << ", " << gib(g.memory_total_bytes) << ", compute " << g.cc_major
-        << "." << g.cc_minor << ", " << g.multiprocessors << " SMs\n";
+      o << "GPU " << g.index << "     " << g.name << ", " << gib(g.memory_total_bytes) << ", compute "
+        << g.cc_major << "." << g.cc_minor << ", " << g.multiprocessors << " SMs\n";
   }
   o << "Driver    " << or_none(p.cuda_driver) << "\n";
   o << "CUDA      " << or_none(p.cuda_runtime) << "\n";
   o << "cuBLAS    " << or_none(p.cublas) << "\n";
   o << "NCCL      " << or_none(p.nccl) << "\n";
   o << "Gloo      " << or_none(p.gloo) << "\n";
-  o << "BLAS      " << or_none(p.blas) << (p.blas_core.empty() ? "" : " (kernel " + p.blas_core + ")") << "\n";
+  o << "BLAS      " << or_none(p.blas) << (p.blas_core.empty() ? "" : " (kernel " + p.blas_core + ")")
+    << "\n";
   o << "Worker    " << p.worker_version << " (" << p.compiler << ")\n";
   return o.str();
 }

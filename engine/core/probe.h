@@ -21,9 +21,9 @@ struct GpuInfo {
 
 struct ProbeResult {
   std::string hostname;
-  std::string os;              // PRETTY_NAME from /etc/os-release
-  std::string kernel;          // uname -r
-  std::string arch;            // uname -m
+  std::string os;      // PRETTY_NAME from /etc/os-release
+  std::string kernel;  // uname -r
+  std::string arch;    // uname -m
   std::string cpu_model;
   int logical_cpus = 0;
   int physical_cores = 0;
@@ -31,14 +31,14 @@ struct ProbeResult {
   uint64_t memory_total_bytes = 0;
   uint64_t memory_available_bytes = 0;
   std::vector<GpuInfo> gpus;
-  std::string gpu_status;      // "ok" or why there is no GPU ("built without CUDA", "no driver", ...)
-  std::string cuda_driver;     // "13.0" or "" when none
-  std::string cuda_runtime;    // "" when built without CUDA
-  std::string cublas;          // ""
-  std::string nccl;            // ""
-  std::string gloo;            // "" when not linked
-  std::string blas;            // e.g. "OpenBLAS 0.3.21 NO_AFFINITY Haswell MAX_THREADS=64"
-  std::string blas_core;       // OpenBLAS kernel in use, e.g. "Haswell"
+  std::string gpu_status;    // "ok" or why there is no GPU ("built without CUDA", "no driver", ...)
+  std::string cuda_driver;   // "13.0" or "" when none
+  std::string cuda_runtime;  // "" when built without CUDA
+  std::string cublas;        // ""
+  std::string nccl;          // ""
+  std::string gloo;          // "" when not linked
+  std::string blas;          // e.g. "OpenBLAS 0.3.21 NO_AFFINITY Haswell MAX_THREADS=64"
+  std::string blas_core;     // OpenBLAS kernel in use, e.g. "Haswell"
   std::string worker_version;
   std::string compiler;
 };

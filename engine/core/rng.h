@@ -39,7 +39,9 @@ class Rng {
   // Uniform in [0, 1) with 53 bits.
   double uniform_double() { return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
   // Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; tiny bias is irrelevant here).
-  uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64); }
+  uint64_t below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64);
+  }
 
   // Standard normal by Box-Muller in double precision (deterministic: no std distribution).
   double normal() {

@@ -15,7 +15,7 @@ struct ShardInfo {
   std::string path;
   int32_t magic = 0;
   int32_t version = 0;
-  int token_bytes = 2;     // 2 (uint16) or 4 (uint32)
+  int token_bytes = 2;  // 2 (uint16) or 4 (uint32)
   int64_t num_tokens = 0;
 };
 
@@ -31,14 +31,14 @@ std::vector<std::string> expand_shards(const std::string& pattern);
 void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32 = false);
 
 struct LoaderOptions {
-  std::string pattern;     // path or glob
-  int B = 8;               // sequences per micro-batch
-  int T = 256;             // tokens per sequence
-  int rank = 0;            // data-parallel rank
-  int world = 1;           // data-parallel world size
-  bool shuffle = false;    // deterministic seeded shuffle of sequence order (per epoch)
+  std::string pattern;   // path or glob
+  int B = 8;             // sequences per micro-batch
+  int T = 256;           // tokens per sequence
+  int rank = 0;          // data-parallel rank
+  int world = 1;         // data-parallel world size
+  bool shuffle = false;  // deterministic seeded shuffle of sequence order (per epoch)
   uint64_t seed = 1337;
-  bool checked = false;    // verify every token < vocab_size when reading
+  bool checked = false;  // verify every token < vocab_size when reading
   int vocab_size = 0;
 };
 
@@ -60,7 +60,7 @@ class DataLoader {
   std::vector<int64_t> cursor() const;
   void set_cursor(const std::vector<int64_t>& cursor);
 
-  int64_t total_tokens() const;                        // over all shards
+  int64_t total_tokens() const;  // over all shards
   const std::vector<ShardInfo>& shards() const;
 
   // Added by the data implementation (docs/data.md "Loader order"):

@@ -4,12 +4,12 @@
 #include "engine/launch/launcher.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,10 +41,10 @@ struct Rank {
   std::string out_buf, err_buf, hb_buf;
   bool exited = false;
   int status = 0;
-  int64_t step = 0;                     // last step from the heartbeat
-  std::string collective;               // last in-flight collective from the heartbeat
-  Clock::time_point last_progress;      // when `step` last advanced (or start)
-  Clock::time_point last_beat;          // last heartbeat line of any kind
+  int64_t step = 0;                 // last step from the heartbeat
+  std::string collective;           // last in-flight collective from the heartbeat
+  Clock::time_point last_progress;  // when `step` last advanced (or start)
+  Clock::time_point last_beat;      // last heartbeat line of any kind
   bool beating = false;
 };
 
@@ -98,7 +98,8 @@ class Attempt {
       reap();
       if (g_supervisor_signal != 0 && !forwarded_) {
         forwarded_ = true;
-        log("launch: received signal %d, forwarding to all ranks (they checkpoint if the grace period allows)",
+        log("launch: received signal %d, forwarding to all ranks (they checkpoint if the grace period "
+            "allows)",
             g_supervisor_signal);
         for (auto& r : ranks_)
           if (!r.exited) kill(-r.pid, g_supervisor_signal == SIGINT ? SIGINT : SIGTERM);
@@ -201,8 +202,9 @@ class Attempt {
       r.last_progress = r.last_beat = Clock::now();
       ranks_.push_back(std::move(r));
     }
-    log("launch: started %d rank(s) on node %d of %d (world %d, master %s:%d, attempt %d)", opt_.nproc_per_node,
-        opt_.node_rank, opt_.nnodes, world, opt_.master_addr.c_str(), port_, restart_ + 1);
+    log("launch: started %d rank(s) on node %d of %d (world %d, master %s:%d, attempt %d)",
+        opt_.nproc_per_node, opt_.node_rank, opt_.nnodes, world, opt_.master_addr.c_str(), port_,
+        restart_ + 1);
   }
 
   // stdout lines: metrics-protocol JSON passes through verbatim (it names its rank); anything else
@@ -311,8 +313,8 @@ class Attempt {
     res.last_collective = r.collective;
     if (WIFSIGNALED(r.status)) {
       res.signal = WTERMSIG(r.status);
-      res.reason = "rank " + std::to_string(r.global) + " killed by signal " + std::to_string(res.signal) + " (" +
-                   strsignal(res.signal) + ") at step " + std::to_string(r.step);
+      res.reason = "rank " + std::to_string(r.global) + " killed by signal " + std::to_string(res.signal) +
+                   " (" + strsignal(res.signal) + ") at step " + std::to_string(r.step);
       res.exit_code = static_cast<int>(ExitCode::kInternal);
       res.retryable = true;
     } else {
@@ -339,19 +341,21 @@ class Attempt {
         if (!o.exited && o.step < worst->step) worst = &o;
       // Alive-but-stuck when it kept beating well after its last progress; silent otherwise.
       const double silent = seconds_since(worst->last_beat);
-      const bool alive = worst->beating &&
-                         std::chrono::duration<double>(worst->last_beat - worst->last_progress).count() > 1.5 &&
-                         silent < 2.5;
+      const bool alive =
+          worst->beating &&
+          std::chrono::duration<double>(worst->last_beat - worst->last_progress).count() > 1.5 &&
+          silent < 2.5;
       res.failed_rank = worst->global;
       res.last_step = worst->step;
       res.last_collective = worst->collective;
       res.exit_code = static_cast<int>(ExitCode::kStalled);
       res.retryable = true;
       char buf[512];
-      const std::string how = alive ? std::string("alive but not advancing")
-                                    : "no heartbeat for " + std::to_string(static_cast<int>(silent + 0.5)) + " s";
-      std::snprintf(buf, sizeof buf, "rank %d made no progress for %.0f s at step %lld (%s%s)", worst->global, idle,
-                    static_cast<long long>(worst->step), how.c_str(),
+      const std::string how =
+          alive ? std::string("alive but not advancing")
+                : "no heartbeat for " + std::to_string(static_cast<int>(silent + 0.5)) + " s";
+      std::snprintf(buf, sizeof buf, "rank %d made no progress for %.0f s at step %lld (%s%s)", worst->global,
+                    idle, static_cast<long long>(worst->step), how.c_str(),
                     worst->collective.empty() ? "" : (", in " + worst->collective).c_str());
       res.reason = buf;
       return true;
@@ -381,7 +385,8 @@ class Attempt {
         kill(-r.pid, SIGKILL);  // anything the rank itself started
         continue;
       }
-      log("launch: rank %d did not exit within %.0f s of SIGTERM; sending SIGKILL", r.global, opt_.term_grace_s);
+      log("launch: rank %d did not exit within %.0f s of SIGTERM; sending SIGKILL", r.global,
+          opt_.term_grace_s);
       kill(-r.pid, SIGKILL);
       waitpid(r.pid, &r.status, 0);
       r.exited = true;
@@ -415,7 +420,8 @@ int run_launch(const LaunchOptions& options) {
   if (options.nproc_per_node < 1) throw_usage("launch: --nproc-per-node must be >= 1");
   if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes)
     throw_usage("launch: --node-rank must be in [0, --nnodes)");
-  if (options.worker_args.empty()) throw_usage("launch: give the worker command after --, e.g. -- train --config run.toml");
+  if (options.worker_args.empty())
+    throw_usage("launch: give the worker command after --, e.g. -- train --config run.toml");
   struct sigaction sa {};
   sa.sa_handler = on_supervisor_signal;
   sigemptyset(&sa.sa_mask);
@@ -431,20 +437,31 @@ int run_launch(const LaunchOptions& options) {
     if (r.exit_code == 0) return 0;
     if (options.log) std::fprintf(options.log, "launch: %s\n", r.reason.c_str());
     // The root cause also goes into the metrics stream (stdout), where the app reads it.
-    nlohmann::ordered_json ev = {{"v", 1},           {"type", "event"},         {"rank", 0},
-                                 {"level", "error"}, {"message", r.reason},     {"failed_rank", r.failed_rank},
-                                 {"exit_code", r.exit_code}, {"signal", r.signal}, {"last_step", r.last_step},
-                                 {"last_collective", r.last_collective}, {"restarts", crashes}};
+    nlohmann::ordered_json ev = {{"v", 1},
+                                 {"type", "event"},
+                                 {"rank", 0},
+                                 {"level", "error"},
+                                 {"message", r.reason},
+                                 {"failed_rank", r.failed_rank},
+                                 {"exit_code", r.exit_code},
+                                 {"signal", r.signal},
+                                 {"last_step", r.last_step},
+                                 {"last_collective", r.last_collective},
+                                 {"restarts", crashes}};
     const std::string line = ev.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     std::fwrite(line.data(), 1, line.size(), stdout);
     std::fflush(stdout);
     if (g_supervisor_signal != 0) return static_cast<int>(ExitCode::kPreempted);
     if (r.preempted) {
-      if (options.log) std::fprintf(options.log, "launch: rank preempted; restarting (does not count against --max-restarts)\n");
+      if (options.log)
+        std::fprintf(options.log,
+                     "launch: rank preempted; restarting (does not count against --max-restarts)\n");
       continue;
     }
     if (!r.retryable) {
-      if (options.log) std::fprintf(options.log, "launch: not retrying a %s\n", exit_code_name(static_cast<ExitCode>(r.exit_code)));
+      if (options.log)
+        std::fprintf(options.log, "launch: not retrying a %s\n",
+                     exit_code_name(static_cast<ExitCode>(r.exit_code)));
       return r.exit_code;
     }
     if (crashes >= options.max_restarts) {
@@ -455,7 +472,8 @@ int run_launch(const LaunchOptions& options) {
     }
     ++crashes;
     if (options.log)
-      std::fprintf(options.log, "launch: restarting all ranks from the last verified checkpoint (restart %d of %d)\n",
+      std::fprintf(options.log,
+                   "launch: restarting all ranks from the last verified checkpoint (restart %d of %d)\n",
                    crashes, options.max_restarts);
   }
 }

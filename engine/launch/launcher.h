@@ -21,15 +21,15 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;          // 0 = pick a free port (single node only)
-  int max_restarts = 0;             // crash restarts; preemptions do not count
-  double init_timeout_s = 300;      // first step must arrive within this (torchtitan's init 300 s)
-  double step_timeout_s = 100;      // later steps: no progress for this long = stalled
-  double term_grace_s = 10;         // SIGTERM -> this long -> SIGKILL
-  bool bind_cores = true;           // pin each local rank to its share of the cores
+  int master_port = 29500;               // 0 = pick a free port (single node only)
+  int max_restarts = 0;                  // crash restarts; preemptions do not count
+  double init_timeout_s = 300;           // first step must arrive within this (torchtitan's init 300 s)
+  double step_timeout_s = 100;           // later steps: no progress for this long = stalled
+  double term_grace_s = 10;              // SIGTERM -> this long -> SIGKILL
+  bool bind_cores = true;                // pin each local rank to its share of the cores
   std::vector<std::string> worker_args;  // the subcommand and its arguments, e.g. {"train", "--config", ...}
-  std::string worker_binary;        // default: this executable (/proc/self/exe)
-  std::FILE* log = stderr;          // merged rank output and supervisor messages
+  std::string worker_binary;             // default: this executable (/proc/self/exe)
+  std::FILE* log = stderr;               // merged rank output and supervisor messages
 };
 
 // How one attempt ended.
@@ -42,7 +42,7 @@ struct AttemptResult {
   std::string last_collective;  // its last in-flight collective, if any
   std::string reason;           // one line for the user
   bool retryable = false;
-  bool preempted = false;       // counts as preemption (no restart budget used)
+  bool preempted = false;  // counts as preemption (no restart budget used)
 };
 
 // Runs the group with restarts; returns the final exit code.

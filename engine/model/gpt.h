@@ -20,10 +20,10 @@ namespace flotilla {
 struct GptDims {
   int n_layer = 4;
   int n_head = 4;
-  int n_embd = 256;        // C
-  int vocab_size = 50257;  // V: real vocabulary
-  int padded_vocab = 50304;// Vp: V rounded up to a multiple of 128 (extra rows never receive targets)
-  int max_seq_len = 1024;  // maxT: rows of wpe
+  int n_embd = 256;          // C
+  int vocab_size = 50257;    // V: real vocabulary
+  int padded_vocab = 50304;  // Vp: V rounded up to a multiple of 128 (extra rows never receive targets)
+  int max_seq_len = 1024;    // maxT: rows of wpe
 };
 
 GptDims dims_from_config(const ModelSection& m);
@@ -49,10 +49,10 @@ enum ParamIndex : int {
   kNumParamTensors
 };
 
-const char* param_name(int index);            // "wte", "wpe", "ln1w", ...
-bool param_decays(int index);                 // weight decay applies (2-D weights and embeddings)
+const char* param_name(int index);  // "wte", "wpe", "ln1w", ...
+bool param_decays(int index);       // weight decay applies (2-D weights and embeddings)
 std::array<size_t, kNumParamTensors> param_sizes(const GptDims& d);
-size_t num_parameters(const GptDims& d);      // sum of param_sizes (with padded vocab)
+size_t num_parameters(const GptDims& d);           // sum of param_sizes (with padded vocab)
 size_t num_parameters_unpadded(const GptDims& d);  // as reported to users (real vocab)
 
 // Floats held by the model's activation and scratch buffers after forward(B, T) (exactly what
@@ -82,9 +82,9 @@ class GptModel {
   // biases zero, LayerNorm weights one; padded vocab rows zero. Deterministic for a seed.
   void init_random(uint64_t seed);
 
-  float* params();                 // num_parameters() floats
+  float* params();  // num_parameters() floats
   const float* params() const;
-  float* grads();                  // same layout
+  float* grads();  // same layout
   size_t num_params() const;
   float* param_tensor(int index);  // start of tensor `index` inside params()
   float* grad_tensor(int index);

@@ -20,8 +20,8 @@ GptDims dims_from_config(const ModelSection& m) {
 }
 
 const char* param_name(int index) {
-  static const char* names[kNumParamTensors] = {"wte",      "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",
-                                                "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb",
+  static const char* names[kNumParamTensors] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
+                                                "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
                                                 "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
   assert(index >= 0 && index < kNumParamTensors);
   return names[index];
@@ -44,9 +44,8 @@ bool param_decays(int index) {
 std::array<size_t, kNumParamTensors> param_sizes(const GptDims& d) {
   const size_t Vp = static_cast<size_t>(d.padded_vocab), C = static_cast<size_t>(d.n_embd);
   const size_t L = static_cast<size_t>(d.n_layer), maxT = static_cast<size_t>(d.max_seq_len);
-  return {Vp * C,         maxT * C,      L * C,         L * C,     L * 3 * C * C, L * 3 * C,
-          L * C * C,      L * C,         L * C,         L * C,     L * 4 * C * C, L * 4 * C,
-          L * C * 4 * C,  L * C,         C,             C};
+  return {Vp * C, maxT * C, L * C,         L * C,     L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+          L * C,  L * C,    L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C,     C,         C};
 }
 
 size_t num_parameters(const GptDims& d) {
@@ -56,7 +55,8 @@ size_t num_parameters(const GptDims& d) {
 }
 
 size_t num_parameters_unpadded(const GptDims& d) {
-  return num_parameters(d) - static_cast<size_t>(d.padded_vocab - d.vocab_size) * static_cast<size_t>(d.n_embd);
+  return num_parameters(d) -
+         static_cast<size_t>(d.padded_vocab - d.vocab_size) * static_cast<size_t>(d.n_embd);
 }
 
 }  // namespace flotilla

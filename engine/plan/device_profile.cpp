@@ -48,18 +48,25 @@ CpuSpec read_cpu_spec() {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-    if (key == "processor") ++logical;
-    else if (key == "model name" && spec.model.empty()) spec.model = value;
-    else if (key == "physical id") phys = value;
-    else if (key == "core id") cores.insert({phys, value});
-    else if (key == "flags" && flags.empty()) flags = " " + value + " ";
+    if (key == "processor")
+      ++logical;
+    else if (key == "model name" && spec.model.empty())
+      spec.model = value;
+    else if (key == "physical id")
+      phys = value;
+    else if (key == "core id")
+      cores.insert({phys, value});
+    else if (key == "flags" && flags.empty())
+      flags = " " + value + " ";
     else if (key == "cpu MHz" && first_mhz) {
       spec.mhz = std::max(1.0, std::atof(value.c_str()));
       first_mhz = false;
     }
   }
   spec.physical_cores = std::max<int>(1, cores.empty() ? logical : static_cast<int>(cores.size()));
-  const auto has = [&](const char* flag) { return flags.find(std::string(" ") + flag + " ") != std::string::npos; };
+  const auto has = [&](const char* flag) {
+    return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+  };
   const bool amd = spec.model.find("AMD") != std::string::npos;
   // Two FMA pipes per core: 256-bit -> 2 x 8 lanes x 2 FLOP = 32; Intel AVX-512 (512-bit pipes) 64.
   // AMD Zen 2-4 execute AVX-512 on 256-bit pipes, so they stay at 32.
@@ -130,7 +137,8 @@ DeviceProfile cpu_profile_measured(int threads, double seconds) {
     b[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
   }
   const auto gemm = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                c.data(), n);
   };
   gemm();  // warm-up: thread pool and caches
   using clock = std::chrono::steady_clock;
@@ -160,7 +168,8 @@ std::vector<std::string> gpu_profile_names() {
 bool find_gpu_profile(const std::string& name, const std::string& dtype, DeviceProfile* out) {
   for (const auto& g : gpu_sheets()) {
     if (name != g.name) continue;
-    out->name = std::string(g.name) + " (" + g.note + "; data-sheet dense " + (dtype == "bf16" ? "bf16" : "tf32") + " peak)";
+    out->name = std::string(g.name) + " (" + g.note + "; data-sheet dense " +
+                (dtype == "bf16" ? "bf16" : "tf32") + " peak)";
     out->flops_per_s = dtype == "bf16" ? g.bf16_flops : g.tf32_flops;
     out->mem_bytes = static_cast<uint64_t>(g.mem_bytes);
     out->link_bytes_per_s = g.link_bytes_per_s;

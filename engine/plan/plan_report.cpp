@@ -65,9 +65,11 @@ std::string row(const std::string& label, const std::string& value) {
 }
 
 nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
-  return {{"weights", m.weights},         {"master_weights", m.master_weights}, {"gradients", m.gradients},
-          {"adam_m", m.adam_m},           {"adam_v", m.adam_v},                 {"activations", m.activations},
-          {"workspace", m.workspace},     {"runtime", m.runtime},               {"total", m.total()}};
+  return {{"weights", m.weights},     {"master_weights", m.master_weights},
+          {"gradients", m.gradients}, {"adam_m", m.adam_m},
+          {"adam_v", m.adam_v},       {"activations", m.activations},
+          {"workspace", m.workspace}, {"runtime", m.runtime},
+          {"total", m.total()}};
 }
 
 }  // namespace
@@ -78,51 +80,61 @@ std::string plan_to_text(const Plan& p) {
   out += "model\n";
   out += row("preset", p.preset + ": " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
                            " heads, width " + std::to_string(d.n_embd) + ", vocab " + commas(d.vocab_size) +
-                           " (padded " + commas(d.padded_vocab) + "), " + std::to_string(d.max_seq_len) + " positions");
+                           " (padded " + commas(d.padded_vocab) + "), " + std::to_string(d.max_seq_len) +
+                           " positions");
   out += row("parameters", commas(p.params.total) + " (non-embedding " + commas(p.params.non_embedding) +
                                ", embeddings " + commas(p.params.embedding) + "; allocated " +
                                commas(p.params.allocated) + ")");
-  out += row("FLOPs/token", human_si(p.flops.palm, "FLOP") + "  PaLM 6N+12LCT, N = " + commas(p.flops.n_palm) +
-                                " (all but the position table)");
+  out +=
+      row("FLOPs/token", human_si(p.flops.palm, "FLOP") + "  PaLM 6N+12LCT, N = " + commas(p.flops.n_palm) +
+                             " (all but the position table)");
   out += row("", human_si(p.flops.llmc, "FLOP") + "  llm.c 6N+6LCT, N = " + commas(p.flops.n_llmc) +
                      " (every allocated parameter)");
   out += "\nbatch and layout\n";
   out += row("micro-batch", std::to_string(p.B) + " x " + std::to_string(p.T) + " tokens");
-  out += row("per step", commas(static_cast<uint64_t>(p.tokens_per_step)) + " tokens = " + std::to_string(p.B) + " x " +
-                             std::to_string(p.T) + " x dp " + std::to_string(p.dp) + " x " +
-                             std::to_string(p.grad_accum_steps) + " micro-batches per rank");
-  out += row("ranks", std::to_string(p.ranks) + " = dp " + std::to_string(p.dp) + " x tp " + std::to_string(p.tp) +
-                          " x pp " + std::to_string(p.pp) + "; ZeRO " + std::to_string(p.zero) + ", " + p.dtype +
-                          ", recompute " + (p.recompute ? "on" : "off"));
+  out +=
+      row("per step", commas(static_cast<uint64_t>(p.tokens_per_step)) + " tokens = " + std::to_string(p.B) +
+                          " x " + std::to_string(p.T) + " x dp " + std::to_string(p.dp) + " x " +
+                          std::to_string(p.grad_accum_steps) + " micro-batches per rank");
+  out += row("ranks", std::to_string(p.ranks) + " = dp " + std::to_string(p.dp) + " x tp " +
+                          std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + "; ZeRO " +
+                          std::to_string(p.zero) + ", " + p.dtype + ", recompute " +
+                          (p.recompute ? "on" : "off"));
   if (p.pp > 1)
     out += row("pipeline", std::to_string(p.pipeline_micro_batches) + " micro-batches per flush, bubble " +
                                fmt("%.1f%%", p.bubble * 100) + " = (p-1)/(m+p-1)");
 
   const MemoryBreakdown& m = p.peak();
-  out += "\nmemory per device" + (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) + "\n";
+  out += "\nmemory per device" +
+         (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) + "\n";
   const std::pair<const char*, uint64_t> parts[] = {
-      {"weights", m.weights},         {"master weights", m.master_weights}, {"gradients", m.gradients},
-      {"AdamW m", m.adam_m},          {"AdamW v", m.adam_v},                {"activations", m.activations},
-      {"workspace", m.workspace},     {"runtime", m.runtime}};
+      {"weights", m.weights},     {"master weights", m.master_weights},
+      {"gradients", m.gradients}, {"AdamW m", m.adam_m},
+      {"AdamW v", m.adam_v},      {"activations", m.activations},
+      {"workspace", m.workspace}, {"runtime", m.runtime}};
   for (const auto& [name, bytes] : parts)
-    if (bytes > 0 || std::string(name) != "master weights") out += row(name, human_bytes(static_cast<double>(bytes)));
+    if (bytes > 0 || std::string(name) != "master weights")
+      out += row(name, human_bytes(static_cast<double>(bytes)));
   out += row("total", human_bytes(static_cast<double>(m.total())) + " of " +
-                          human_bytes(static_cast<double>(p.device.mem_bytes)) + (p.fits ? " (fits)" : " (DOES NOT FIT)"));
+                          human_bytes(static_cast<double>(p.device.mem_bytes)) +
+                          (p.fits ? " (fits)" : " (DOES NOT FIT)"));
   if (p.pp > 1) {
     out += "\n  stage  layers  params        total       compute     comm\n";
     for (const auto& s : p.stages) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "  %-6d %-7s %-13s %-11s %-11s %s\n", s.stage,
-                    (std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + s.n_layers - 1)).c_str(),
-                    commas(s.params).c_str(), human_bytes(static_cast<double>(s.memory.total())).c_str(),
-                    human_time(s.compute_s).c_str(), human_time(s.comm_s).c_str());
+      std::snprintf(
+          buf, sizeof buf, "  %-6d %-7s %-13s %-11s %-11s %s\n", s.stage,
+          (std::to_string(s.first_layer) + "-" + std::to_string(s.first_layer + s.n_layers - 1)).c_str(),
+          commas(s.params).c_str(), human_bytes(static_cast<double>(s.memory.total())).c_str(),
+          human_time(s.compute_s).c_str(), human_time(s.comm_s).c_str());
       out += buf;
     }
   }
 
   const StagePlan& worst = p.stages[static_cast<size_t>(p.peak_stage)];
   out += "\ncommunication per rank per step\n";
-  out += row("data parallel", human_bytes(worst.comm_dp_bytes) + (p.zero ? " (reduce-scatter + all-gather)" : " (all-reduce 2(n-1)/n)"));
+  out += row("data parallel", human_bytes(worst.comm_dp_bytes) +
+                                  (p.zero ? " (reduce-scatter + all-gather)" : " (all-reduce 2(n-1)/n)"));
   out += row("tensor par.", human_bytes(worst.comm_tp_bytes));
   out += row("pipeline", human_bytes(worst.comm_pp_bytes));
 
@@ -135,52 +147,65 @@ std::string plan_to_text(const Plan& p) {
   out += row("throughput", commas(static_cast<uint64_t>(std::llround(p.tokens_per_s))) + " tokens/s; " +
                                std::to_string(p.steps) + " steps in " + human_time(p.run_s));
   if (p.usd_per_hour > 0)
-    out += row("cost", fmt("$%.2f", p.cost_usd) + " at " + fmt("$%.2f", p.usd_per_hour) + " per hour (budget.usd_per_hour)");
+    out += row("cost", fmt("$%.2f", p.cost_usd) + " at " + fmt("$%.2f", p.usd_per_hour) +
+                           " per hour (budget.usd_per_hour)");
   return out;
 }
 
 std::string plan_to_json(const Plan& p, int indent) {
   nlohmann::ordered_json j;
-  j["model"] = {{"preset", p.preset},          {"n_layer", p.dims.n_layer},         {"n_head", p.dims.n_head},
-                {"n_embd", p.dims.n_embd},     {"vocab_size", p.dims.vocab_size},   {"padded_vocab", p.dims.padded_vocab},
+  j["model"] = {{"preset", p.preset},
+                {"n_layer", p.dims.n_layer},
+                {"n_head", p.dims.n_head},
+                {"n_embd", p.dims.n_embd},
+                {"vocab_size", p.dims.vocab_size},
+                {"padded_vocab", p.dims.padded_vocab},
                 {"max_seq_len", p.dims.max_seq_len}};
   j["parameters"] = {{"total", p.params.total},
                      {"non_embedding", p.params.non_embedding},
                      {"embedding", p.params.embedding},
                      {"allocated", p.params.allocated}};
-  j["flops_per_token"] = {{"palm", {{"formula", "6N + 12*L*C*T"}, {"n", p.flops.n_palm}, {"value", p.flops.palm}}},
-                          {"llmc", {{"formula", "6N + 6*L*C*T"}, {"n", p.flops.n_llmc}, {"value", p.flops.llmc}}}};
+  j["flops_per_token"] = {
+      {"palm", {{"formula", "6N + 12*L*C*T"}, {"n", p.flops.n_palm}, {"value", p.flops.palm}}},
+      {"llmc", {{"formula", "6N + 6*L*C*T"}, {"n", p.flops.n_llmc}, {"value", p.flops.llmc}}}};
   j["batch"] = {{"micro_batch", p.B},
                 {"seq_len", p.T},
                 {"tokens_per_step", p.tokens_per_step},
                 {"grad_accum_steps", p.grad_accum_steps},
                 {"flops_per_step", p.flops_per_step}};
-  j["layout"] = {{"dp", p.dp},     {"tp", p.tp},         {"pp", p.pp},
-                 {"zero", p.zero}, {"ranks", p.ranks},   {"pipeline_micro_batches", p.pipeline_micro_batches},
-                 {"dtype", p.dtype}, {"recompute", p.recompute}, {"bubble_fraction", p.bubble}};
+  j["layout"] = {{"dp", p.dp},
+                 {"tp", p.tp},
+                 {"pp", p.pp},
+                 {"zero", p.zero},
+                 {"ranks", p.ranks},
+                 {"pipeline_micro_batches", p.pipeline_micro_batches},
+                 {"dtype", p.dtype},
+                 {"recompute", p.recompute},
+                 {"bubble_fraction", p.bubble}};
   j["memory_per_device"] = memory_json(p.peak());
   j["peak_stage"] = p.peak_stage;
   auto& stages = j["stages"] = nlohmann::ordered_json::array();
   for (const auto& s : p.stages) {
-    stages.push_back({{"stage", s.stage},
-                      {"first_layer", s.first_layer},
-                      {"n_layers", s.n_layers},
-                      {"embedding", s.embedding},
-                      {"head", s.head},
-                      {"params", s.params},
-                      {"in_flight", s.in_flight},
-                      {"memory", memory_json(s.memory)},
-                      {"flops", s.flops},
-                      {"comm_bytes", {{"dp", s.comm_dp_bytes}, {"tp", s.comm_tp_bytes}, {"pp", s.comm_pp_bytes}}},
-                      {"compute_s", s.compute_s},
-                      {"comm_s", s.comm_s}});
+    stages.push_back(
+        {{"stage", s.stage},
+         {"first_layer", s.first_layer},
+         {"n_layers", s.n_layers},
+         {"embedding", s.embedding},
+         {"head", s.head},
+         {"params", s.params},
+         {"in_flight", s.in_flight},
+         {"memory", memory_json(s.memory)},
+         {"flops", s.flops},
+         {"comm_bytes", {{"dp", s.comm_dp_bytes}, {"tp", s.comm_tp_bytes}, {"pp", s.comm_pp_bytes}}},
+         {"compute_s", s.compute_s},
+         {"comm_s", s.comm_s}});
   }
   j["device"] = {{"name", p.device.name},
                  {"flops_per_s", p.device.flops_per_s},
                  {"mem_bytes", p.device.mem_bytes},
                  {"link_bytes_per_s", p.device.link_bytes_per_s},
                  {"efficiency", p.efficiency}};
-  j["time"] = {{"compute_s", p.compute_s}, {"bubble_s", p.bubble_s}, {"comm_s", p.comm_s},
+  j["time"] = {{"compute_s", p.compute_s}, {"bubble_s", p.bubble_s},         {"comm_s", p.comm_s},
                {"step_s", p.step_s},       {"tokens_per_s", p.tokens_per_s}, {"steps", p.steps},
                {"run_s", p.run_s}};
   j["cost"] = {{"usd_per_hour", p.usd_per_hour}, {"usd", p.cost_usd}};

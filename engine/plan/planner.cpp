@@ -33,7 +33,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // column-parallel layers are split; LayerNorms and the biases of row-parallel layers are replicated.
 uint64_t block_params_tp(const GptDims& d, int tp) {
   const uint64_t C = static_cast<uint64_t>(d.n_embd), t = static_cast<uint64_t>(tp);
-  const uint64_t split = 3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C;  // qkv, attproj, fc, fcproj
+  const uint64_t split =
+      3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C;  // qkv, attproj, fc, fcproj
   const uint64_t replicated = 4 * C + C + C;  // ln1 w/b, ln2 w/b, attproj bias, fcproj bias
   return split / t + replicated;
 }
@@ -90,7 +91,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   if (runtime == 0) runtime = config.run.device == "cuda" ? kCudaRuntimeBytes : kCpuRuntimeBytes;
   if (config.data.source == "synthetic") {
     const double token_bytes = config.model.vocab_size <= 65536 ? 2 : 4;  // as shards store them
-    runtime += bytes_of(static_cast<double>(config.data.synthetic_tokens) * 1.1 / dp, static_cast<int>(token_bytes));
+    runtime +=
+        bytes_of(static_cast<double>(config.data.synthetic_tokens) * 1.1 / dp, static_cast<int>(token_bytes));
   }
   runtime += bytes_of(2.0 * plan.B * plan.T, 4);  // input and target token buffers
 
@@ -127,17 +129,23 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     // FLOPs of one rank of this stage per step: 6 x its parameters used in matmuls + attention,
     // the LM head on the last stage; blocks cost a second forward (+1/3) under recomputation.
     const double tokens = static_cast<double>(plan.tokens_per_step) / dp;
-    double block_flops = st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.n_embd * plan.T);
+    double block_flops =
+        st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.n_embd * plan.T);
     if (plan.recompute) block_flops *= 4.0 / 3.0;
-    const double head_flops = st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + 2.0 * d.n_embd) : 0.0;
+    const double head_flops =
+        st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + 2.0 * d.n_embd) : 0.0;
     st.flops = (block_flops + head_flops) * tokens / tp;
 
     // Communication per rank per step.
     const double grad_total = static_cast<double>(st.params) * grad_bytes;
-    if (plan.zero == 0) st.comm_dp_bytes = allreduce_bytes(grad_total, dp);
-    else st.comm_dp_bytes = reduce_scatter_bytes(grad_total, dp) + reduce_scatter_bytes(static_cast<double>(st.params) * weight_bytes, dp);
+    if (plan.zero == 0)
+      st.comm_dp_bytes = allreduce_bytes(grad_total, dp);
+    else
+      st.comm_dp_bytes = reduce_scatter_bytes(grad_total, dp) +
+                         reduce_scatter_bytes(static_cast<double>(st.params) * weight_bytes, dp);
     if (tp > 1) {
-      double reduces = st.n_layers * (plan.recompute ? 6.0 : 4.0) + (st.embedding ? 1 : 0) + (st.head ? 1 : 0);
+      double reduces =
+          st.n_layers * (plan.recompute ? 6.0 : 4.0) + (st.embedding ? 1 : 0) + (st.head ? 1 : 0);
       double per_mb = allreduce_bytes(reduces * btc * act_bytes, tp);
       if (st.head) per_mb += allreduce_bytes(3.0 * plan.B * plan.T * 4, tp);  // vocab-parallel cross-entropy
       st.comm_tp_bytes = per_mb * accum;
@@ -145,7 +153,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     if (pp > 1) {
       const double sends = (st.head ? 0 : 1) + (st.embedding ? 0 : 1);  // activations fwd, gradients bwd
       st.comm_pp_bytes = sends * btc * act_bytes * accum;
-      if (st.embedding || st.head) st.comm_pp_bytes += allreduce_bytes(static_cast<double>(wte_local) * grad_bytes, 2);
+      if (st.embedding || st.head)
+        st.comm_pp_bytes += allreduce_bytes(static_cast<double>(wte_local) * grad_bytes, 2);
     }
     st.compute_s = device.flops_per_s > 0 ? st.flops / (device.flops_per_s * options.efficiency) : 0.0;
     const double comm = st.comm_dp_bytes + st.comm_tp_bytes + st.comm_pp_bytes;
@@ -154,7 +163,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   }
 
   for (const auto& st : plan.stages) {
-    if (st.memory.total() > plan.stages[static_cast<size_t>(plan.peak_stage)].memory.total()) plan.peak_stage = st.stage;
+    if (st.memory.total() > plan.stages[static_cast<size_t>(plan.peak_stage)].memory.total())
+      plan.peak_stage = st.stage;
     plan.compute_s = std::max(plan.compute_s, st.compute_s);
     plan.comm_s = std::max(plan.comm_s, st.comm_s);
   }

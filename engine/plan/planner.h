@@ -74,14 +74,14 @@ ZeroDivisors zero_divisors(int stage, int dp);
 
 // Floats of activation memory for B x T, split the way the layout needs it.
 struct ActivationFloats {
-  double per_layer = 0;         // one transformer block kept for backward
-  double per_layer_shard = 0;   // of which split across tensor-parallel ranks (attention, MLP inner)
-  double layer_input = 0;       // one block's input (B*T*C): what recomputation keeps per block
-  double embedding = 0;         // embedding output and friends (first pipeline stage)
-  double head = 0;              // final LayerNorm and loss buffers (last stage)
-  double logits = 0;            // logits, then their gradient in place (last stage; vocab-split by TP)
-  double scratch = 0;           // backward buffers reused by every block (one block's gradients)
-  double scratch_shard = 0;     // of which split across tensor-parallel ranks (the (B,T,4C) ones)
+  double per_layer = 0;        // one transformer block kept for backward
+  double per_layer_shard = 0;  // of which split across tensor-parallel ranks (attention, MLP inner)
+  double layer_input = 0;      // one block's input (B*T*C): what recomputation keeps per block
+  double embedding = 0;        // embedding output and friends (first pipeline stage)
+  double head = 0;             // final LayerNorm and loss buffers (last stage)
+  double logits = 0;           // logits, then their gradient in place (last stage; vocab-split by TP)
+  double scratch = 0;          // backward buffers reused by every block (one block's gradients)
+  double scratch_shard = 0;    // of which split across tensor-parallel ranks (the (B,T,4C) ones)
 };
 ActivationFloats activation_account(const GptDims& dims, int B, int T);
 
@@ -93,9 +93,9 @@ struct MemoryBreakdown {
   uint64_t gradients = 0;
   uint64_t adam_m = 0;
   uint64_t adam_v = 0;
-  uint64_t activations = 0;     // kept for backward x micro-batches in flight
-  uint64_t workspace = 0;       // logits of one micro-batch, communication buckets
-  uint64_t runtime = 0;         // process baseline (code, libraries, BLAS, CUDA context) + data buffers
+  uint64_t activations = 0;  // kept for backward x micro-batches in flight
+  uint64_t workspace = 0;    // logits of one micro-batch, communication buckets
+  uint64_t runtime = 0;      // process baseline (code, libraries, BLAS, CUDA context) + data buffers
   uint64_t total() const;
 };
 
@@ -103,13 +103,13 @@ struct StagePlan {
   int stage = 0;
   int first_layer = 0;
   int n_layers = 0;
-  bool embedding = false;       // holds wte/wpe lookup (stage 0)
-  bool head = false;            // holds final LayerNorm and the tied LM head (last stage)
-  uint64_t params = 0;          // parameters held by one rank of this stage (after TP split)
-  int in_flight = 1;            // micro-batches whose activations are alive at once
+  bool embedding = false;  // holds wte/wpe lookup (stage 0)
+  bool head = false;       // holds final LayerNorm and the tied LM head (last stage)
+  uint64_t params = 0;     // parameters held by one rank of this stage (after TP split)
+  int in_flight = 1;       // micro-batches whose activations are alive at once
   MemoryBreakdown memory;
-  double flops = 0;             // model FLOPs one rank of this stage does per step (incl. recompute)
-  double comm_dp_bytes = 0;     // bytes sent per step, per rank, by each kind of collective
+  double flops = 0;          // model FLOPs one rank of this stage does per step (incl. recompute)
+  double comm_dp_bytes = 0;  // bytes sent per step, per rank, by each kind of collective
   double comm_tp_bytes = 0;
   double comm_pp_bytes = 0;
   double compute_s = 0;
@@ -135,18 +135,18 @@ struct Plan {
   int64_t steps = 0;
   ParamCounts params;
   FlopsPerToken flops;
-  double flops_per_step = 0;             // PaLM FLOPs of one optimizer step, all ranks together
+  double flops_per_step = 0;  // PaLM FLOPs of one optimizer step, all ranks together
   std::vector<StagePlan> stages;
-  int peak_stage = 0;                    // stage with the largest memory total
-  double bubble = 0;                     // fraction of the step the pipeline idles
+  int peak_stage = 0;  // stage with the largest memory total
+  double bubble = 0;   // fraction of the step the pipeline idles
   DeviceProfile device;
   double efficiency = 0.5;
   double compute_s = 0, comm_s = 0, bubble_s = 0, step_s = 0;
   double tokens_per_s = 0;
-  double run_s = 0;                      // steps * step_s
-  double usd_per_hour = 0;               // budget.usd_per_hour (the whole run's hardware)
-  double cost_usd = 0;                   // run_s / 3600 * usd_per_hour; 0 when no price is set
-  bool fits = true;                      // peak memory <= device memory
+  double run_s = 0;         // steps * step_s
+  double usd_per_hour = 0;  // budget.usd_per_hour (the whole run's hardware)
+  double cost_usd = 0;      // run_s / 3600 * usd_per_hour; 0 when no price is set
+  bool fits = true;         // peak memory <= device memory
   const MemoryBreakdown& peak() const { return stages[static_cast<size_t>(peak_stage)].memory; }
 };
 

@@ -23,7 +23,8 @@ ParamCounts count_parameters(const GptDims& d) {
 FlopsPerToken flops_per_token(const GptDims& d, int seq_len) {
   FlopsPerToken f;
   const double L = d.n_layer, C = d.n_embd, T = seq_len;
-  f.n_palm = num_parameters_unpadded(d) - static_cast<uint64_t>(d.max_seq_len) * static_cast<uint64_t>(d.n_embd);
+  f.n_palm =
+      num_parameters_unpadded(d) - static_cast<uint64_t>(d.max_seq_len) * static_cast<uint64_t>(d.n_embd);
   f.n_llmc = num_parameters(d);
   f.palm = 6.0 * static_cast<double>(f.n_palm) + 12.0 * L * C * T;
   f.llmc = 6.0 * static_cast<double>(f.n_llmc) + 6.0 * L * C * T;

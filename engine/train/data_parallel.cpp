@@ -10,7 +10,9 @@ namespace flotilla {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 // Tensors with one slice per layer (the per-layer stacks of the llm.c layout).
 bool is_layer_tensor(int i) { return i != kWte && i != kWpe && i != kLnfw && i != kLnfb; }
@@ -91,7 +93,8 @@ void DataParallel::launch_bucket(Bucket& b) {
 
 void DataParallel::layer_done(int layer) {
   if (zero_ != 0 || dp_size() == 1 || !grads_) return;
-  if (layer >= 0 && static_cast<size_t>(layer) < buckets_.size() - 1) launch_bucket(*buckets_[static_cast<size_t>(layer)]);
+  if (layer >= 0 && static_cast<size_t>(layer) < buckets_.size() - 1)
+    launch_bucket(*buckets_[static_cast<size_t>(layer)]);
 }
 
 void DataParallel::wait_all() {
@@ -157,8 +160,8 @@ void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyp
     const size_t a = std::max(t0, begin), b = std::min(t1, end);
     if (a >= b) continue;
     const float wd = param_decays(i) ? h.weight_decay : 0.0f;
-    backend.adamw_update(params + a, grads + (a - begin), m_.data() + (a - begin), v_.data() + (a - begin), b - a,
-                         h.lr, h.beta1, h.beta2, h.eps, wd, step);
+    backend.adamw_update(params + a, grads + (a - begin), m_.data() + (a - begin), v_.data() + (a - begin),
+                         b - a, h.lr, h.beta1, h.beta2, h.eps, wd, step);
   }
   if (zero_ == 0) return;
   // Every rank gets every updated slice back.

@@ -41,7 +41,7 @@ class DataParallel {
   int zero() const { return zero_; }
   int dp_size() const;
   // The optimizer state this rank holds: all parameters (zero 0) or its shard.
-  size_t state_begin() const { return state_begin_; }   // flat offset of m[0]
+  size_t state_begin() const { return state_begin_; }  // flat offset of m[0]
   size_t state_size() const { return m_.size(); }
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
@@ -62,7 +62,7 @@ class DataParallel {
   // Mean of a per-rank scalar over the DP group (loss reporting).
   double mean(double value);
 
-  double comm_ms() const { return comm_ms_; }     // time waiting on communication, since reset
+  double comm_ms() const { return comm_ms_; }  // time waiting on communication, since reset
   void reset_comm_ms() { comm_ms_ = 0; }
 
  private:
@@ -73,12 +73,12 @@ class DataParallel {
   parallel::ProcessGroup* dp_;
   const GptModel& model_;
   int zero_;
-  size_t n_ = 0;           // real parameter count
-  size_t chunk_ = 0;       // shard size (zero >= 1): ceil(n / dp)
+  size_t n_ = 0;      // real parameter count
+  size_t chunk_ = 0;  // shard size (zero >= 1): ceil(n / dp)
   size_t state_begin_ = 0;
   std::vector<float> m_, v_;
-  std::vector<float> padded_;     // dp * chunk scratch (zero >= 1)
-  std::vector<float> shard_grad_; // chunk (zero >= 1)
+  std::vector<float> padded_;                     // dp * chunk scratch (zero >= 1)
+  std::vector<float> shard_grad_;                 // chunk (zero >= 1)
   std::vector<std::unique_ptr<Bucket>> buckets_;  // per layer, then the rest (zero 0)
   float* grads_ = nullptr;
   double comm_ms_ = 0;

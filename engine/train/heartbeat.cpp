@@ -22,7 +22,8 @@ Heartbeat::Heartbeat() {
   thread_ = std::thread([this] {
     while (!stop_.load()) {
       beat();
-      for (int i = 0; i < 10 && !stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 10 && !stop_.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
 }

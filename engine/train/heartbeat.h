@@ -13,13 +13,13 @@ namespace flotilla {
 
 class Heartbeat {
  public:
-  Heartbeat();   // inactive unless FLOTILLA_HEARTBEAT_FD is set
+  Heartbeat();  // inactive unless FLOTILLA_HEARTBEAT_FD is set
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
-  void set_step(int64_t step);                  // also beats immediately
-  void set_collective(const std::string& what); // "" when none is in flight
+  void set_step(int64_t step);                   // also beats immediately
+  void set_collective(const std::string& what);  // "" when none is in flight
 
  private:
   void beat();

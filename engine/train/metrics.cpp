@@ -13,7 +13,9 @@ namespace flotilla {
 namespace {
 using json = nlohmann::ordered_json;
 
-json base(const char* type, int rank) { return json{{"v", 1}, {"type", type}, {"time", unix_time_now()}, {"rank", rank}}; }
+json base(const char* type, int rank) {
+  return json{{"v", 1}, {"type", type}, {"time", unix_time_now()}, {"rank", rank}};
+}
 
 // float -> double is exact and nlohmann prints doubles round-trip exactly, so the float32 bits
 // survive the text form.
@@ -148,8 +150,9 @@ void MetricsWriter::event(const std::string& level, const std::string& message,
   emit(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss, double wall_s,
-                            double mean_tokens_per_s, double mean_mfu, const std::string& exit_reason) {
+void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss,
+                            double wall_s, double mean_tokens_per_s, double mean_mfu,
+                            const std::string& exit_reason) {
   json j = base("summary", rank_);
   j["steps"] = steps;
   j["tokens"] = tokens;

@@ -14,16 +14,16 @@ namespace flotilla {
 
 struct StepRecord {
   int64_t step = 0;
-  int64_t tokens = 0;           // tokens consumed so far (all ranks)
-  float loss = 0;               // mean train loss of this step's global batch
+  int64_t tokens = 0;  // tokens consumed so far (all ranks)
+  float loss = 0;      // mean train loss of this step's global batch
   double lr = 0;
-  float grad_norm = 0;          // before clipping
+  float grad_norm = 0;  // before clipping
   double tokens_per_s = 0;
-  double mfu = 0;               // model FLOP/s / peak FLOP/s (0 when the peak is unknown)
+  double mfu = 0;  // model FLOP/s / peak FLOP/s (0 when the peak is unknown)
   double step_ms = 0;
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
   uint64_t peak_rss_bytes = 0;
-  bool skipped = false;         // spike guard skipped the update
+  bool skipped = false;  // spike guard skipped the update
   // Per rank (data-parallel runs): data, forward, backward, optimizer, comm, step (ms).
   std::vector<std::vector<float>> ranks;
 };
@@ -40,7 +40,7 @@ struct CheckpointRecord {
   std::string dir;
   uint64_t bytes = 0;
   double seconds = 0;
-  std::string reason;           // periodic | final | preempt | request
+  std::string reason;  // periodic | final | preempt | request
 };
 
 class MetricsWriter {
@@ -52,8 +52,8 @@ class MetricsWriter {
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
   void run_start(const std::string& run_name, const std::string& config_json, int world_size,
-                 uint64_t parameters, double flops_per_token, int64_t start_step, const std::string& resumed_from,
-                 uint64_t baseline_rss_bytes = 0);
+                 uint64_t parameters, double flops_per_token, int64_t start_step,
+                 const std::string& resumed_from, uint64_t baseline_rss_bytes = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
   void checkpoint(const CheckpointRecord& r);

@@ -7,8 +7,8 @@
 
 namespace flotilla {
 
-std::vector<int32_t> sample_tokens(GptModel& model, const std::vector<int32_t>& prompt, const SampleOptions& options,
-                                   Rng& rng) {
+std::vector<int32_t> sample_tokens(GptModel& model, const std::vector<int32_t>& prompt,
+                                   const SampleOptions& options, Rng& rng) {
   const GptDims& d = model.dims();
   std::vector<int32_t> context = prompt;
   std::vector<int32_t> generated;
@@ -25,7 +25,8 @@ std::vector<int32_t> sample_tokens(GptModel& model, const std::vector<int32_t>& 
       double threshold = -INFINITY;
       if (options.top_k > 0 && options.top_k < d.vocab_size) {
         std::vector<float> sorted(logits, logits + d.vocab_size);
-        std::nth_element(sorted.begin(), sorted.begin() + (options.top_k - 1), sorted.end(), std::greater<float>());
+        std::nth_element(sorted.begin(), sorted.begin() + (options.top_k - 1), sorted.end(),
+                         std::greater<float>());
         threshold = sorted[static_cast<size_t>(options.top_k - 1)];
       }
       const double maxv = *std::max_element(logits, logits + d.vocab_size);

@@ -7,8 +7,8 @@ namespace flotilla {
 
 void install_stop_signal_handlers();  // SIGTERM, SIGINT -> stop requested; SIGUSR1 -> checkpoint now
 bool stop_requested();
-int stop_signal();                    // the signal that requested the stop (0 if none)
-bool take_checkpoint_request();       // true once after each SIGUSR1
-void reset_stop_request();            // for tests
+int stop_signal();               // the signal that requested the stop (0 if none)
+bool take_checkpoint_request();  // true once after each SIGUSR1
+void reset_stop_request();       // for tests
 
 }  // namespace flotilla

@@ -47,7 +47,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 uint64_t peak_rss_bytes() {
   rusage ru{};
@@ -72,7 +74,8 @@ void make_dirs(const std::string& dir) {
 }
 
 // Resolves the data source to train/val shard patterns, generating the synthetic corpus once.
-std::pair<std::string, std::string> data_patterns(const RunConfig& cfg, const std::string& out_dir, bool generate) {
+std::pair<std::string, std::string> data_patterns(const RunConfig& cfg, const std::string& out_dir,
+                                                  bool generate) {
   if (cfg.data.source == "synthetic") {
     const std::string dir = out_dir + "/data/synthetic-v" + std::to_string(cfg.model.vocab_size) + "-s" +
                             std::to_string(cfg.run.seed) + "-n" + std::to_string(cfg.data.synthetic_tokens);
@@ -140,7 +143,7 @@ struct Loop {
   Rng rng;
   Heartbeat heartbeat;
   LrSchedule schedule;
-  int64_t step = 0;        // completed optimizer steps
+  int64_t step = 0;  // completed optimizer steps
   int64_t tokens = 0;
   int64_t accum = 1;
   int64_t tokens_per_step = 0;
@@ -197,7 +200,8 @@ struct Loop {
     lo.checked = cfg.data.checked;
     lo.vocab_size = cfg.model.vocab_size;
     // Preflight: every shard's header, size and (checked mode) tokens, before any compute.
-    for (const auto& path : expand_shards(train_pattern)) inspect_shard(path, cfg.model.vocab_size, cfg.data.checked);
+    for (const auto& path : expand_shards(train_pattern))
+      inspect_shard(path, cfg.model.vocab_size, cfg.data.checked);
     train_loader = std::make_unique<DataLoader>(lo);
     if (!val_pattern.empty()) {
       LoaderOptions vo = lo;
@@ -255,12 +259,14 @@ struct Loop {
 
   void apply_checkpoint(const LoadedCheckpoint& ck) {
     if (ck.config_hash != config_hash(cfg))
-      throw_checkpoint("checkpoint " + ck.dir + " was written for a different model or optimizer shape (config hash " +
-                       std::to_string(ck.config_hash) + ", this run " + std::to_string(config_hash(cfg)) +
-                       "); resume it with its own config, or set checkpoint.resume = \"none\" or a new run.out_dir");
+      throw_checkpoint(
+          "checkpoint " + ck.dir + " was written for a different model or optimizer shape (config hash " +
+          std::to_string(ck.config_hash) + ", this run " + std::to_string(config_hash(cfg)) +
+          "); resume it with its own config, or set checkpoint.resume = \"none\" or a new run.out_dir");
     if (ck.world_size != world_size)
-      throw_checkpoint("checkpoint " + ck.dir + " has " + std::to_string(ck.world_size) + " rank(s), this run has " +
-                       std::to_string(world_size) + "; resume with the same layout (resharding is not supported)");
+      throw_checkpoint("checkpoint " + ck.dir + " has " + std::to_string(ck.world_size) +
+                       " rank(s), this run has " + std::to_string(world_size) +
+                       "; resume with the same layout (resharding is not supported)");
     const TrainerState st = parse_trainer_state(ck.trainer_state_json, ck.dir);
     if (st.zero != dp->zero())
       throw_checkpoint("checkpoint " + ck.dir + " holds ZeRO-" + std::to_string(st.zero) +
@@ -275,9 +281,9 @@ struct Loop {
       if (t.name == "adam_v" && !skip_moments) dst = dp->v().data(), expect = dp->state_size();
       if (!dst) continue;
       if (t.data.size() != expect * sizeof(float))
-        throw_checkpoint("checkpoint " + ck.dir + ": section '" + t.name + "' of rank " + std::to_string(rank) +
-                         " has " + std::to_string(t.data.size()) + " bytes, expected " +
-                         std::to_string(expect * sizeof(float)));
+        throw_checkpoint("checkpoint " + ck.dir + ": section '" + t.name + "' of rank " +
+                         std::to_string(rank) + " has " + std::to_string(t.data.size()) +
+                         " bytes, expected " + std::to_string(expect * sizeof(float)));
       std::memcpy(dst, t.data.data(), t.data.size());
     }
     if (rank != 0) {
@@ -348,7 +354,8 @@ struct Loop {
     rec.reason = reason;
     metrics.checkpoint(rec);
     metrics.sync();
-    progress.line("checkpoint step %lld -> %s (%.2f s)", static_cast<long long>(step), dir.c_str(), last_save_seconds);
+    progress.line("checkpoint step %lld -> %s (%.2f s)", static_cast<long long>(step), dir.c_str(),
+                  last_save_seconds);
   }
 
   float evaluate() {
@@ -408,11 +415,13 @@ struct Loop {
     if (cfg.train.grad_clip > 0 && r.grad_norm > cfg.train.grad_clip)
       dp->scale_grads(backend, static_cast<float>(cfg.train.grad_clip / r.grad_norm));
     r.lr = schedule.at(r.step + lr_offset);
-    const bool spike = cfg.train.spike_factor > 0 && loss_ema > 0 && r.loss > cfg.train.spike_factor * loss_ema;
+    const bool spike =
+        cfg.train.spike_factor > 0 && loss_ema > 0 && r.loss > cfg.train.spike_factor * loss_ema;
     if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm) || spike) {
       r.skipped = true;
       metrics.event("warning", "step " + std::to_string(r.step) + ": skipped the update (loss " +
-                                   std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) + ")");
+                                   std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) +
+                                   ")");
     } else {
       AdamHyper h;
       h.lr = static_cast<float>(r.lr);
@@ -440,10 +449,14 @@ struct Loop {
   std::pair<bool, bool> exchange(StepRecord& r, bool stop, bool ckpt) {
     if (!world) return {stop, ckpt};
     constexpr size_t kFields = 8;
-    const float mine[kFields] = {static_cast<float>(r.data_ms),      static_cast<float>(r.forward_ms),
-                                 static_cast<float>(r.backward_ms),  static_cast<float>(r.optimizer_ms),
-                                 static_cast<float>(r.comm_ms),      static_cast<float>(r.step_ms),
-                                 stop ? 1.0f : 0.0f,                 ckpt ? 1.0f : 0.0f};
+    const float mine[kFields] = {static_cast<float>(r.data_ms),
+                                 static_cast<float>(r.forward_ms),
+                                 static_cast<float>(r.backward_ms),
+                                 static_cast<float>(r.optimizer_ms),
+                                 static_cast<float>(r.comm_ms),
+                                 static_cast<float>(r.step_ms),
+                                 stop ? 1.0f : 0.0f,
+                                 ckpt ? 1.0f : 0.0f};
     std::vector<float> all(kFields * static_cast<size_t>(world_size));
     world->all_gather(mine, all.data(), kFields);
     bool any_stop = false, any_ckpt = false;
@@ -466,18 +479,20 @@ int run_training(const TrainOptions& options) {
   const parallel::DistEnv env = parallel::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
   if (cfg.parallel.tp > 1 || cfg.parallel.pp > 1)
-    throw_config("parallel.tp = " + std::to_string(cfg.parallel.tp) + ", parallel.pp = " +
-                 std::to_string(cfg.parallel.pp) +
-                 ": tensor and pipeline parallelism are not in this build yet; use parallel.dp (with zero) for now");
+    throw_config(
+        "parallel.tp = " + std::to_string(cfg.parallel.tp) +
+        ", parallel.pp = " + std::to_string(cfg.parallel.pp) +
+        ": tensor and pipeline parallelism are not in this build yet; use parallel.dp (with zero) for now");
   const std::string out_dir = resolved_out_dir(cfg);
   if (env.rank == 0) {
     make_dirs(out_dir);
-    ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config", "fsync run dir");
+    ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config",
+                            "fsync run dir");
   }
   std::unique_ptr<parallel::ProcessGroup> world;
   if (env.world_size > 1) {
-    const std::string backend = cfg.parallel.backend == "auto" ? (cfg.run.device == "cuda" ? "nccl" : "gloo")
-                                                               : cfg.parallel.backend;
+    const std::string backend =
+        cfg.parallel.backend == "auto" ? (cfg.run.device == "cuda" ? "nccl" : "gloo") : cfg.parallel.backend;
     world = parallel::init_process_group(
         backend, env, parallel::Millis(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0)));
   }
@@ -487,7 +502,7 @@ int run_training(const TrainOptions& options) {
   loop.setup_model();
   loop.accum = grad_accum_steps(cfg);
   loop.tokens_per_step = tokens_per_step(cfg);
-  loop.schedule = LrSchedule{cfg.optim.schedule, cfg.optim.lr,          cfg.optim.min_lr_ratio,
+  loop.schedule = LrSchedule{cfg.optim.schedule,     cfg.optim.lr,    cfg.optim.min_lr_ratio,
                              cfg.optim.warmup_steps, cfg.train.steps, cfg.optim.decay_fraction};
   const std::string resumed_from = loop.resume();
   loop.heartbeat.set_step(loop.step);
@@ -501,16 +516,19 @@ int run_training(const TrainOptions& options) {
   }
 
   install_stop_signal_handlers();
-  loop.metrics.run_start(cfg.run.name, config_to_json(cfg, -1), loop.world_size, num_parameters_unpadded(loop.dims),
-                         loop.flops_per_token, loop.step, resumed_from, baseline_rss);
+  loop.metrics.run_start(cfg.run.name, config_to_json(cfg, -1), loop.world_size,
+                         num_parameters_unpadded(loop.dims), loop.flops_per_token, loop.step, resumed_from,
+                         baseline_rss);
   if (!resumed_from.empty())
-    loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(), static_cast<long long>(loop.step));
-  loop.progress.line("run %s: %s, %.2fM parameters, %lld steps of %lld tokens (%lld micro-batches), %d rank(s) x %d "
-                     "threads, ZeRO-%d, out %s",
-                     cfg.run.name.c_str(), cfg.model.preset.c_str(), num_parameters_unpadded(loop.dims) / 1e6,
-                     static_cast<long long>(cfg.train.steps), static_cast<long long>(loop.tokens_per_step),
-                     static_cast<long long>(loop.accum), loop.world_size, loop.backend.threads(), loop.dp->zero(),
-                     out_dir.c_str());
+    loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(),
+                       static_cast<long long>(loop.step));
+  loop.progress.line(
+      "run %s: %s, %.2fM parameters, %lld steps of %lld tokens (%lld micro-batches), %d rank(s) x %d "
+      "threads, ZeRO-%d, out %s",
+      cfg.run.name.c_str(), cfg.model.preset.c_str(), num_parameters_unpadded(loop.dims) / 1e6,
+      static_cast<long long>(cfg.train.steps), static_cast<long long>(loop.tokens_per_step),
+      static_cast<long long>(loop.accum), loop.world_size, loop.backend.threads(), loop.dp->zero(),
+      out_dir.c_str());
 
   const auto t_run = Clock::now();
   double tps_sum = 0, mfu_sum = 0;
@@ -518,7 +536,8 @@ int run_training(const TrainOptions& options) {
   float last_loss = 0;
   std::string exit_reason = "completed";
   int exit_code = static_cast<int>(ExitCode::kOk);
-  const int64_t last_step = options.stop_after > 0 ? std::min(options.stop_after, cfg.train.steps) : cfg.train.steps;
+  const int64_t last_step =
+      options.stop_after > 0 ? std::min(options.stop_after, cfg.train.steps) : cfg.train.steps;
   bool saved_at_end = false;
   const char* abort_env = std::getenv("FLOTILLA_TEST_ABORT_AT_STEP");
   const int64_t abort_at_step = abort_env ? std::atoll(abort_env) : -1;
@@ -536,9 +555,10 @@ int run_training(const TrainOptions& options) {
     }
     if (cfg.train.log_every > 0 && (r.step % cfg.train.log_every == 0 || r.step == last_step)) {
       loop.metrics.step(r);
-      loop.progress.line("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms",
-                         static_cast<long long>(r.step), static_cast<long long>(cfg.train.steps), r.loss, r.lr,
-                         r.grad_norm, r.tokens_per_s, 100.0 * r.mfu, r.step_ms);
+      loop.progress.line(
+          "step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms",
+          static_cast<long long>(r.step), static_cast<long long>(cfg.train.steps), r.loss, r.lr, r.grad_norm,
+          r.tokens_per_s, 100.0 * r.mfu, r.step_ms);
     }
     const bool final_step = loop.step == cfg.train.steps;
     if ((cfg.eval.every > 0 && loop.step % cfg.eval.every == 0) || final_step) loop.evaluate();
@@ -558,7 +578,8 @@ int run_training(const TrainOptions& options) {
       exit_reason = "preempted";
       exit_code = static_cast<int>(ExitCode::kPreempted);
       saved_at_end = true;
-      loop.progress.line("stopped by signal %d at step %lld", stop_signal(), static_cast<long long>(loop.step));
+      loop.progress.line("stopped by signal %d at step %lld", stop_signal(),
+                         static_cast<long long>(loop.step));
       break;
     }
     const bool periodic = cfg.checkpoint.every > 0 && loop.step % cfg.checkpoint.every == 0;

@@ -50,7 +50,8 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     s.config_toml = j.value("config_toml", "");
     s.engine_version = j.value("engine_version", "");
   } catch (const nlohmann::json::exception& e) {
-    throw_checkpoint(source + "/trainer.json: " + e.what() + "; the checkpoint is damaged or from another version");
+    throw_checkpoint(source + "/trainer.json: " + e.what() +
+                     "; the checkpoint is damaged or from another version");
   }
   return s;
 }

@@ -12,16 +12,16 @@
 namespace flotilla {
 
 struct TrainerState {
-  int64_t step = 0;                    // completed optimizer steps
-  int64_t tokens = 0;                  // tokens consumed by all ranks
-  Rng::State rng;                      // trainer RNG (sampling)
-  std::vector<int64_t> train_cursor;   // DataLoader::cursor() of this rank
-  float best_val_loss = 0;             // 0 = none yet
-  double last_save_seconds = -1;       // duration of the previous save (preemption policy)
+  int64_t step = 0;                   // completed optimizer steps
+  int64_t tokens = 0;                 // tokens consumed by all ranks
+  Rng::State rng;                     // trainer RNG (sampling)
+  std::vector<int64_t> train_cursor;  // DataLoader::cursor() of this rank
+  float best_val_loss = 0;            // 0 = none yet
+  double last_save_seconds = -1;      // duration of the previous save (preemption policy)
   int world_size = 1;
-  int zero = 0;                        // ZeRO stage the optimizer state was saved under
-  std::string config_json;             // resolved config (JSON object text)
-  std::string config_toml;             // resolved config (TOML text)
+  int zero = 0;             // ZeRO stage the optimizer state was saved under
+  std::string config_json;  // resolved config (JSON object text)
+  std::string config_toml;  // resolved config (TOML text)
   std::string engine_version;
 };
 

@@ -40,8 +40,9 @@ bool same_text(const std::string& want, const std::string& got, const char* what
   const auto a = lines(want), b = lines(got);
   size_t i = 0;
   while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  std::fprintf(stderr, "%s is out of date at line %zu:\n  file: %s\n  code: %s\nRegenerate it with:\n  %s\n", what,
-               i + 1, i < a.size() ? a[i].c_str() : "<end>", i < b.size() ? b[i].c_str() : "<end>", regenerate);
+  std::fprintf(stderr, "%s is out of date at line %zu:\n  file: %s\n  code: %s\nRegenerate it with:\n  %s\n",
+               what, i + 1, i < a.size() ? a[i].c_str() : "<end>", i < b.size() ? b[i].c_str() : "<end>",
+               regenerate);
   return false;
 }
 
@@ -60,8 +61,10 @@ std::map<std::string, std::string> header_fields() {
   std::string current;
   for (const auto& l : lines(text)) {
     std::smatch m;
-    if (std::regex_search(l, m, open)) current = m[1];
-    else if (l.rfind("};", 0) == 0) current.clear();
+    if (std::regex_search(l, m, open))
+      current = m[1];
+    else if (l.rfind("};", 0) == 0)
+      current.clear();
     else if (!current.empty() && section_of_struct.count(current) && std::regex_search(l, m, field))
       out[section_of_struct[current] + "." + m[1].str()] = m[2];
   }
@@ -86,9 +89,10 @@ void test_schema_matches_header() {
 }
 
 void test_golden_key_list() {
-  CHECK(same_text(read("tests/engine/golden/config_keys.txt"), config_key_list(),
-                  "tests/engine/golden/config_keys.txt (adding or removing a config key must be deliberate)",
-                  "build/bin/flotilla-worker plan --print-config-keys > tests/engine/golden/config_keys.txt"));
+  CHECK(
+      same_text(read("tests/engine/golden/config_keys.txt"), config_key_list(),
+                "tests/engine/golden/config_keys.txt (adding or removing a config key must be deliberate)",
+                "build/bin/flotilla-worker plan --print-config-keys > tests/engine/golden/config_keys.txt"));
 }
 
 void test_docs() {
@@ -118,7 +122,8 @@ void test_examples() {
     const RunConfig from_docs = parse_config_toml(example, "docs/config.md");
     CHECK(validate(from_docs).empty());
     const RunConfig demo = load_config_file(kSource + "/resources/configs/demo.toml");
-    CHECK_MSG(validate(demo).empty(), "%s", validate(demo).empty() ? "" : to_string(validate(demo)[0]).c_str());
+    CHECK_MSG(validate(demo).empty(), "%s",
+              validate(demo).empty() ? "" : to_string(validate(demo)[0]).c_str());
     const auto diff = config_diff(from_docs, demo);
     CHECK_MSG(diff.empty(), "docs example and resources/configs/demo.toml differ at %s",
               diff.empty() ? "" : diff[0].c_str());
@@ -127,7 +132,8 @@ void test_examples() {
     CHECK(demo.data.source == "synthetic");
 
     const RunConfig gpt2 = load_config_file(kSource + "/resources/configs/gpt2-124m-shards.toml");
-    CHECK_MSG(validate(gpt2).empty(), "%s", validate(gpt2).empty() ? "" : to_string(validate(gpt2)[0]).c_str());
+    CHECK_MSG(validate(gpt2).empty(), "%s",
+              validate(gpt2).empty() ? "" : to_string(validate(gpt2)[0]).c_str());
     CHECK(gpt2.data.source == "shards" && gpt2.model.n_layer == 12 && gpt2.model.n_embd == 768);
     CHECK(tokens_per_step(gpt2) == 524288 && grad_accum_steps(gpt2) == 16);
     RunConfig eight = gpt2;

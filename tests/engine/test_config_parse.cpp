@@ -19,7 +19,9 @@ using namespace flotilla;
 
 namespace {
 
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
 
 // The message of the Error(kConfig) `fn` throws ("" when it does not throw or throws another kind).
 template <class Fn>
@@ -109,37 +111,41 @@ void test_presets() {
   // custom keeps the given dims.
   c = parse_config_toml("[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\nn_embd = 64\n", "p.toml");
   CHECK(c.model.n_layer == 2 && c.model.n_head == 2 && c.model.n_embd == 64);
-  const std::string e = config_error([] { parse_config_toml("[model]\npreset = \"gpt2-125m\"\n", "p.toml"); });
-  CHECK_MSG(contains(e, "p.toml:2: model.preset: unknown value \"gpt2-125m\" (did you mean \"gpt2-124m\"?)"), "%s",
-            e.c_str());
+  const std::string e =
+      config_error([] { parse_config_toml("[model]\npreset = \"gpt2-125m\"\n", "p.toml"); });
+  CHECK_MSG(contains(e, "p.toml:2: model.preset: unknown value \"gpt2-125m\" (did you mean \"gpt2-124m\"?)"),
+            "%s", e.c_str());
   CHECK_MSG(contains(e, "tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, custom"), "%s", e.c_str());
 }
 
 void test_unknown_keys_and_sections() {
   const std::string text =
-      "[run]\n"                // 1
-      "name = \"x\"\n"         // 2
-      "\n"                     // 3
-      "[optim]\n"              // 4
-      "lr = 1e-3\n"            // 5
-      "\n"                     // 6
-      "warmup = 10\n"          // 7
-      "[trian]\n"              // 8
-      "steps = 5\n"            // 9
-      "[train]\n"              // 10
-      "stpes = 5\n"            // 11
-      "lr = 0.1\n";            // 12
+      "[run]\n"         // 1
+      "name = \"x\"\n"  // 2
+      "\n"              // 3
+      "[optim]\n"       // 4
+      "lr = 1e-3\n"     // 5
+      "\n"              // 6
+      "warmup = 10\n"   // 7
+      "[trian]\n"       // 8
+      "steps = 5\n"     // 9
+      "[train]\n"       // 10
+      "stpes = 5\n"     // 11
+      "lr = 0.1\n";     // 12
   const std::string e = config_error([&] { parse_config_toml(text, "run.toml"); });
   CHECK_MSG(contains(e, "run.toml: 4 errors in the run config"), "%s", e.c_str());
-  CHECK_MSG(contains(e, "run.toml:7: unknown key 'optim.warmup' (did you mean 'optim.warmup_steps'?)"), "%s", e.c_str());
+  CHECK_MSG(contains(e, "run.toml:7: unknown key 'optim.warmup' (did you mean 'optim.warmup_steps'?)"), "%s",
+            e.c_str());
   CHECK_MSG(contains(e, "run.toml:8: unknown section [trian] (did you mean [train]?)"), "%s", e.c_str());
-  CHECK_MSG(contains(e, "run.toml:11: unknown key 'train.stpes' (did you mean 'train.steps'?)"), "%s", e.c_str());
+  CHECK_MSG(contains(e, "run.toml:11: unknown key 'train.stpes' (did you mean 'train.steps'?)"), "%s",
+            e.c_str());
   CHECK_MSG(contains(e, "run.toml:12: unknown key 'train.lr' (did you mean 'optim.lr'?)"), "%s", e.c_str());
   // In file order, not in the parser's key order.
   CHECK(e.find("run.toml:7:") < e.find("run.toml:8:") && e.find("run.toml:8:") < e.find("run.toml:11:") &&
         e.find("run.toml:11:") < e.find("run.toml:12:"));
   // A top-level key that belongs in a section, a nested table, a section given as a value.
-  const std::string e2 = config_error([] { parse_config_toml("steps = 3\n[model.extra]\na = 1\n", "t.toml"); });
+  const std::string e2 =
+      config_error([] { parse_config_toml("steps = 3\n[model.extra]\na = 1\n", "t.toml"); });
   CHECK_MSG(contains(e2, "t.toml:1: unknown key 'steps' (did you mean 'train.steps'?)"), "%s", e2.c_str());
   CHECK_MSG(contains(e2, "unknown key 'model.extra'"), "%s", e2.c_str());
   const std::string e3 = config_error([] { parse_config_toml("train = 5\n", "t.toml"); });
@@ -152,27 +158,30 @@ void test_unknown_keys_and_sections() {
 void test_wrong_types() {
   const std::string text =
       "[train]\n"
-      "steps = \"fifty\"\n"     // 2
-      "micro_batch = 2.5\n"     // 3
-      "recompute = 1\n"         // 4
+      "steps = \"fifty\"\n"  // 2
+      "micro_batch = 2.5\n"  // 3
+      "recompute = 1\n"      // 4
       "[optim]\n"
-      "lr = \"fast\"\n"         // 6
+      "lr = \"fast\"\n"  // 6
       "[model]\n"
       "n_layer = 5000000000\n"  // 8
       "arch = 7\n"              // 9
       "[run]\n"
-      "seed = -1\n"             // 11
-      "device = \"gpu\"\n"      // 12
+      "seed = -1\n"         // 11
+      "device = \"gpu\"\n"  // 12
       "[data]\n"
       "train = [\"a\", \"b\"]\n";  // 14
   const std::string e = config_error([&] { parse_config_toml(text, "types.toml"); });
   CHECK_MSG(contains(e, "9 errors"), "%s", e.c_str());
-  CHECK_MSG(contains(e, "types.toml:2: train.steps: expected an integer, got string (\"fifty\")"), "%s", e.c_str());
-  CHECK_MSG(contains(e, "types.toml:3: train.micro_batch: expected an integer, got float (2.5)"), "%s", e.c_str());
-  CHECK_MSG(contains(e, "types.toml:4: train.recompute: expected a boolean (true or false), got integer (1)"), "%s",
+  CHECK_MSG(contains(e, "types.toml:2: train.steps: expected an integer, got string (\"fifty\")"), "%s",
             e.c_str());
+  CHECK_MSG(contains(e, "types.toml:3: train.micro_batch: expected an integer, got float (2.5)"), "%s",
+            e.c_str());
+  CHECK_MSG(contains(e, "types.toml:4: train.recompute: expected a boolean (true or false), got integer (1)"),
+            "%s", e.c_str());
   CHECK_MSG(contains(e, "types.toml:6: optim.lr: expected a float, got string (\"fast\")"), "%s", e.c_str());
-  CHECK_MSG(contains(e, "types.toml:8: model.n_layer: 5000000000 does not fit a 32-bit integer"), "%s", e.c_str());
+  CHECK_MSG(contains(e, "types.toml:8: model.n_layer: 5000000000 does not fit a 32-bit integer"), "%s",
+            e.c_str());
   CHECK_MSG(contains(e, "types.toml:9: model.arch: expected a string, got integer (7)"), "%s", e.c_str());
   CHECK_MSG(contains(e, "types.toml:11: run.seed: expected a non-negative integer, got -1"), "%s", e.c_str());
   CHECK_MSG(contains(e, "types.toml:12: run.device: unknown value \"gpu\""), "%s", e.c_str());
@@ -180,7 +189,8 @@ void test_wrong_types() {
   // Not TOML at all: the parser's position and reason.
   const std::string bad = config_error([] { parse_config_toml("[train]\nsteps = = 3\n", "bad.toml"); });
   CHECK_MSG(contains(bad, "bad.toml:2:") && contains(bad, "not valid TOML"), "%s", bad.c_str());
-  const std::string dup = config_error([] { parse_config_toml("[train]\nsteps = 1\nsteps = 2\n", "dup.toml"); });
+  const std::string dup =
+      config_error([] { parse_config_toml("[train]\nsteps = 1\nsteps = 2\n", "dup.toml"); });
   CHECK_MSG(contains(dup, "dup.toml:3:"), "%s", dup.c_str());
 }
 
@@ -233,7 +243,8 @@ void test_overrides() {
     RunConfig x;
     apply_overrides(x, {"train.steps=x", "eval.every=1", "nope.key=1"});
   });
-  CHECK_MSG(contains(e, "2 errors") && contains(e, "train.steps") && contains(e, "nope.key"), "%s", e.c_str());
+  CHECK_MSG(contains(e, "2 errors") && contains(e, "train.steps") && contains(e, "nope.key"), "%s",
+            e.c_str());
 }
 
 // A config with every key set to a random value of its type (valid choices for enumerated keys).
@@ -250,21 +261,32 @@ RunConfig random_config(std::mt19937_64& rng) {
           s = key.choices[rng() % key.choices.size()];
         } else {
           const size_t n = rng() % 12;
-          for (size_t i = 0; i < n; ++i) s += rng() % 5 ? std::string(1, alphabet[rng() % alphabet.size()]) : unicode[rng() % 3];
+          for (size_t i = 0; i < n; ++i)
+            s += rng() % 5 ? std::string(1, alphabet[rng() % alphabet.size()]) : unicode[rng() % 3];
         }
         *static_cast<std::string*>(p) = s;
         break;
       }
-      case FieldStorage::kInt32: *static_cast<int*>(p) = static_cast<int>(static_cast<uint32_t>(rng())); break;
-      case FieldStorage::kInt64: *static_cast<int64_t*>(p) = static_cast<int64_t>(rng()); break;
-      case FieldStorage::kUint64: *static_cast<uint64_t*>(p) = rng() >> 1; break;  // TOML ints are signed
+      case FieldStorage::kInt32:
+        *static_cast<int*>(p) = static_cast<int>(static_cast<uint32_t>(rng()));
+        break;
+      case FieldStorage::kInt64:
+        *static_cast<int64_t*>(p) = static_cast<int64_t>(rng());
+        break;
+      case FieldStorage::kUint64:
+        *static_cast<uint64_t*>(p) = rng() >> 1;
+        break;  // TOML ints are signed
       case FieldStorage::kDouble: {
         double v;
         const uint64_t pick = rng() % 8;
-        if (pick == 0) v = std::numeric_limits<double>::quiet_NaN();
-        else if (pick == 1) v = (rng() & 1) ? HUGE_VAL : -HUGE_VAL;
-        else if (pick == 2) v = (rng() & 1) ? 0.0 : -0.0;
-        else if (pick == 3) v = std::numeric_limits<double>::denorm_min() * static_cast<double>(rng() % 1000 + 1);
+        if (pick == 0)
+          v = std::numeric_limits<double>::quiet_NaN();
+        else if (pick == 1)
+          v = (rng() & 1) ? HUGE_VAL : -HUGE_VAL;
+        else if (pick == 2)
+          v = (rng() & 1) ? 0.0 : -0.0;
+        else if (pick == 3)
+          v = std::numeric_limits<double>::denorm_min() * static_cast<double>(rng() % 1000 + 1);
         else {
           uint64_t bits = rng();
           std::memcpy(&v, &bits, sizeof v);
@@ -273,7 +295,9 @@ RunConfig random_config(std::mt19937_64& rng) {
         *static_cast<double*>(p) = v;
         break;
       }
-      case FieldStorage::kBool: *static_cast<bool*>(p) = rng() & 1; break;
+      case FieldStorage::kBool:
+        *static_cast<bool*>(p) = rng() & 1;
+        break;
     }
   }
   return c;

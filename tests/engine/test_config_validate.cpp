@@ -59,8 +59,9 @@ void test_valid_configs() {
     const RunConfig c = with({std::string("model.preset=") + preset});
     CHECK_MSG(validate(c).empty(), "%s: %s", preset, all_text(validate(c)).c_str());
   }
-  const RunConfig hybrid = with({"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4",
-                                 "parallel.zero=1", "train.global_batch_tokens=32768"});
+  const RunConfig hybrid =
+      with({"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=4", "parallel.zero=1",
+            "train.global_batch_tokens=32768"});
   CHECK_MSG(validate(hybrid, 8).empty(), "%s", all_text(validate(hybrid, 8)).c_str());
 }
 
@@ -69,7 +70,8 @@ void test_model_rules() {
                  {"model.n_head: 12 does not divide model.n_embd 700"});
   expect_problem(with({"model.n_layer=0"}), "model.n_layer", {"model.n_layer: 0 must be >= 1"});
   expect_problem(with({"model.vocab_size=1"}), "model.vocab_size", {"model.vocab_size: 1", "between 2"});
-  expect_problem(with({"model.init_from=weights.pt"}), "model.init_from", {"\"weights.pt\"", ".safetensors", ".bin"});
+  expect_problem(with({"model.init_from=weights.pt"}), "model.init_from",
+                 {"\"weights.pt\"", ".safetensors", ".bin"});
   expect_problem(raw("model.arch", "llama"), "model.arch", {"unknown value \"llama\"", "gpt2"});
   RunConfig bad_preset;
   bad_preset.model.preset = "gpt2-125m";  // a struct built in code, not through the reader
@@ -77,14 +79,18 @@ void test_model_rules() {
 }
 
 void test_train_rules() {
-  expect_problem(with({"train.seq_len=2048"}), "train.seq_len", {"train.seq_len: 2048 exceeds model.max_seq_len 1024"});
-  expect_problem(with({"train.steps=0", "optim.warmup_steps=0"}), "train.steps", {"train.steps: 0 must be >= 1"});
+  expect_problem(with({"train.seq_len=2048"}), "train.seq_len",
+                 {"train.seq_len: 2048 exceeds model.max_seq_len 1024"});
+  expect_problem(with({"train.steps=0", "optim.warmup_steps=0"}), "train.steps",
+                 {"train.steps: 0 must be >= 1"});
   expect_problem(with({"train.micro_batch=0", "data.synthetic_tokens=1000000"}), "train.micro_batch",
                  {"train.micro_batch: 0 must be >= 1"});
-  expect_problem(with({"train.global_batch_tokens=500000", "parallel.dp=2"}), "train.global_batch_tokens",
-                 {"train.global_batch_tokens: 500000 is not a multiple of train.micro_batch 8 x train.seq_len 256 x "
-                  "parallel.dp 2 = 4096"});
-  expect_problem(with({"train.dtype=bf16"}), "train.dtype", {"bf16 needs run.device = \"cuda\" (it is \"cpu\")"});
+  expect_problem(
+      with({"train.global_batch_tokens=500000", "parallel.dp=2"}), "train.global_batch_tokens",
+      {"train.global_batch_tokens: 500000 is not a multiple of train.micro_batch 8 x train.seq_len 256 x "
+       "parallel.dp 2 = 4096"});
+  expect_problem(with({"train.dtype=bf16"}), "train.dtype",
+                 {"bf16 needs run.device = \"cuda\" (it is \"cpu\")"});
   CHECK(validate(with({"train.dtype=bf16", "run.device=cuda"})).empty());
   expect_problem(with({"train.grad_clip=-1"}), "train.grad_clip", {"train.grad_clip: -1.0", ">= 0"});
   expect_problem(with({"train.log_every=0"}), "train.log_every", {"train.log_every: 0 must be >= 1"});
@@ -101,7 +107,8 @@ void test_optim_rules() {
   expect_problem(with({"optim.eps=0"}), "optim.eps", {"optim.eps: 0.0"});
   expect_problem(with({"optim.weight_decay=-0.1"}), "optim.weight_decay", {"-0.1"});
   expect_problem(with({"optim.min_lr_ratio=1.5"}), "optim.min_lr_ratio", {"1.5 must be in [0, 1]"});
-  expect_problem(with({"optim.warmup_steps=-1"}), "optim.warmup_steps", {"optim.warmup_steps: -1 must be >= 0"});
+  expect_problem(with({"optim.warmup_steps=-1"}), "optim.warmup_steps",
+                 {"optim.warmup_steps: -1 must be >= 0"});
   CHECK(validate(with({"optim.warmup_steps=300"})).empty());  // a shortened run stays in warmup
   expect_problem(raw("optim.schedule", "cosin"), "optim.schedule",
                  {"unknown value \"cosin\" (did you mean \"cosine\"?)", "constant, cosine, linear, wsd"});
@@ -120,15 +127,18 @@ void test_parallel_rules() {
                  {"ZeRO-2", "parallel.pp=2"});
   expect_problem(with({"parallel.pp=2", "parallel.micro_batches=3", "train.global_batch_tokens=8192"}),
                  "parallel.micro_batches", {"parallel.micro_batches=3 does not divide the 4 micro-batches"});
-  expect_problem(with({"parallel.micro_batches=4"}), "parallel.micro_batches", {"no effect with parallel.pp=1"});
+  expect_problem(with({"parallel.micro_batches=4"}), "parallel.micro_batches",
+                 {"no effect with parallel.pp=1"});
   expect_problem(with({"parallel.backend=nccl"}), "parallel.backend", {"nccl needs run.device = \"cuda\""});
-  expect_problem(with({"parallel.dp=0", "data.synthetic_tokens=1000000"}), "parallel.dp", {"parallel.dp: 0 must be >= 1"});
+  expect_problem(with({"parallel.dp=0", "data.synthetic_tokens=1000000"}), "parallel.dp",
+                 {"parallel.dp: 0 must be >= 1"});
   expect_problem(with({"parallel.timeout_s=0"}), "parallel.timeout_s", {"parallel.timeout_s: 0.0"});
   expect_problem(raw("parallel.schedule", "zb"), "parallel.schedule", {"\"zb\"", "gpipe, 1f1b"});
   // The world size: every factor and the product.
-  expect_problem(with({"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=2"}), "parallel",
-                 {"parallel: dp*tp*pp = 2*2*2 = 8 does not equal the world size 4"}, 4);
-  expect_problem(with({"parallel.dp=2"}), "parallel", {"= 2 does not equal the world size 1", "--nproc-per-node 2"}, 1);
+  expect_problem(with({"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=2"}),
+                 "parallel", {"parallel: dp*tp*pp = 2*2*2 = 8 does not equal the world size 4"}, 4);
+  expect_problem(with({"parallel.dp=2"}), "parallel",
+                 {"= 2 does not equal the world size 1", "--nproc-per-node 2"}, 1);
   CHECK(validate(with({"parallel.dp=2"}), 2).empty());
 }
 
@@ -144,11 +154,13 @@ void test_other_sections() {
   expect_problem(with({"data.source=shards"}), "data.train", {"data.source = \"shards\" needs"});
   expect_problem(with({"data.source=shards", "data.train=a.bin", "eval.every=10"}), "eval.every",
                  {"eval.every: 10", "data.val is empty"});
-  expect_problem(with({"data.synthetic_tokens=1000"}), "data.synthetic_tokens",
-                 {"1000 is fewer than one micro-batch per rank", "8 x train.seq_len 256 x parallel.dp 1 + 1 = 2049"});
+  expect_problem(
+      with({"data.synthetic_tokens=1000"}), "data.synthetic_tokens",
+      {"1000 is fewer than one micro-batch per rank", "8 x train.seq_len 256 x parallel.dp 1 + 1 = 2049"});
   expect_problem(with({"data.synthetic_tokens=10000"}), "data.synthetic_tokens",
                  {"leaves 1000 validation tokens", "= 2049"});
-  expect_problem(with({"checkpoint.keep_last=0"}), "checkpoint.keep_last", {"checkpoint.keep_last: 0 must be >= 1"});
+  expect_problem(with({"checkpoint.keep_last=0"}), "checkpoint.keep_last",
+                 {"checkpoint.keep_last: 0 must be >= 1"});
   expect_problem(with({"checkpoint.every=-5"}), "checkpoint.every", {"checkpoint.every: -5"});
   expect_problem(with({"checkpoint.resume=\"\""}), "checkpoint.resume", {"not empty"});
   expect_problem(with({"eval.batches=0"}), "eval.batches", {"eval.batches: 0 must be >= 1"});

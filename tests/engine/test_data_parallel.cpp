@@ -20,12 +20,16 @@ namespace {
 
 std::string config_text(int micro_batch, int dp, int zero, int steps) {
   return "[run]\nname = \"dp\"\nseed = 5\nthreads = 1\n"
-         "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 4\nn_embd = 64\nvocab_size = 256\nmax_seq_len = 64\n"
+         "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 4\nn_embd = 64\nvocab_size = 256\nmax_seq_len "
+         "= 64\n"
          "[data]\nsynthetic_tokens = 60000\n"
-         "[train]\nsteps = " + std::to_string(steps) + "\nmicro_batch = " + std::to_string(micro_batch) +
+         "[train]\nsteps = " +
+         std::to_string(steps) + "\nmicro_batch = " + std::to_string(micro_batch) +
          "\nseq_len = 32\n"
          "[optim]\nlr = 0.003\nwarmup_steps = 2\n"
-         "[parallel]\ndp = " + std::to_string(dp) + "\nzero = " + std::to_string(zero) + "\ntimeout_s = 60\n"
+         "[parallel]\ndp = " +
+         std::to_string(dp) + "\nzero = " + std::to_string(zero) +
+         "\ntimeout_s = 60\n"
          "[checkpoint]\nevery = 5\nkeep_last = 3\n"
          "[eval]\nevery = 0\nbatches = 1\n";
 }
@@ -56,8 +60,18 @@ Run train(const std::string& root, const std::string& name, int ranks, int micro
           std::vector<std::string> extra = {}) {
   const std::string cfg = root + "/" + name + ".toml";
   write_text(cfg, config_text(micro_batch, ranks, zero, steps));
-  std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(ranks), "--master-port", "0",
-                                   "--no-bind", "--", "train", "--config", cfg, "--out-dir", root + "/" + name,
+  std::vector<std::string> args = {"launch",
+                                   "--nproc-per-node",
+                                   std::to_string(ranks),
+                                   "--master-port",
+                                   "0",
+                                   "--no-bind",
+                                   "--",
+                                   "train",
+                                   "--config",
+                                   cfg,
+                                   "--out-dir",
+                                   root + "/" + name,
                                    "--quiet"};
   args.insert(args.end(), extra.begin(), extra.end());
   Run r;
@@ -93,7 +107,8 @@ void expect_close(const Run& single, const Run& multi, const char* what) {
 }
 
 bool bitwise_equal(const Run& a, const Run& b) {
-  if (a.losses.size() != b.losses.size() || a.params.size() != b.params.size() || a.params.empty()) return false;
+  if (a.losses.size() != b.losses.size() || a.params.size() != b.params.size() || a.params.empty())
+    return false;
   for (const auto& [s, l] : a.losses)
     if (!b.losses.count(s) || std::memcmp(&l, &b.losses.at(s), 4) != 0) return false;
   return std::memcmp(a.params.data(), b.params.data(), a.params.size() * 4) == 0;
@@ -125,7 +140,8 @@ int main() {
   // Step records carry the per-rank split and the slowest rank.
   bool has_ranks = false;
   for (const auto& r : read_metrics(root + "/dp2"))
-    if (r["type"] == "step" && r.contains("ranks")) has_ranks = r["ranks"].size() == 2 && r.contains("slowest_rank");
+    if (r["type"] == "step" && r.contains("ranks"))
+      has_ranks = r["ranks"].size() == 2 && r.contains("slowest_rank");
   CHECK(has_ranks);
 
   // Resume under ZeRO-1: 5 steps, new processes, 5 more == 10 straight, bit for bit.
@@ -139,14 +155,15 @@ int main() {
   size_t shard_bytes = 0;
   for (const auto& t : r1.tensors)
     if (t.name == "adam_m") shard_bytes = t.data.size();
-  CHECK(shard_bytes > 0 && shard_bytes * 2 >= single.params.size() * 4 && shard_bytes * 2 < single.params.size() * 4 + 16);
+  CHECK(shard_bytes > 0 && shard_bytes * 2 >= single.params.size() * 4 &&
+        shard_bytes * 2 < single.params.size() * 4 + 16);
 
   // A changed world size is refused with a clear message.
   write_text(root + "/resize.toml", config_text(4, 1, 1, 12));
-  auto resize = run_worker({"train", "--config", root + "/resize.toml", "--out-dir", root + "/zero1-resume",
-                            "--quiet"},
-                           kEnv);
+  auto resize = run_worker(
+      {"train", "--config", root + "/resize.toml", "--out-dir", root + "/zero1-resume", "--quiet"}, kEnv);
   CHECK(resize.exit_code == 5);
-  CHECK_MSG(resize.output.find("has 2 rank(s), this run has 1") != std::string::npos, "%s", resize.output.c_str());
+  CHECK_MSG(resize.output.find("has 2 rank(s), this run has 1") != std::string::npos, "%s",
+            resize.output.c_str());
   return summary("data_parallel");
 }

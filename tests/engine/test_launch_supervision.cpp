@@ -36,7 +36,8 @@ max_seq_len = 32
 [data]
 synthetic_tokens = 30000
 [train]
-steps = )" + std::to_string(steps) + R"(
+steps = )" +
+         std::to_string(steps) + R"(
 micro_batch = 2
 seq_len = 16
 [checkpoint]
@@ -92,8 +93,8 @@ int main() {
 
   // Reference: the same run without faults, under launch.
   const std::string ref = root + "/ref";
-  auto r0 = run_worker({"launch", "--nproc-per-node", "1", "--master-port", "0", "--", "train", "--config", cfg,
-                        "--out-dir", ref, "--quiet"},
+  auto r0 = run_worker({"launch", "--nproc-per-node", "1", "--master-port", "0", "--", "train", "--config",
+                        cfg, "--out-dir", ref, "--quiet"},
                        kEnv);
   CHECK_MSG(r0.exit_code == 0, "%s", r0.output.c_str());
   CHECK(last_step(ref) == 30);
@@ -101,9 +102,10 @@ int main() {
   // C1: kill -9 the rank after step 8.
   {
     const std::string out = root + "/c1";
-    const pid_t launcher = spawn({FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "1", "--master-port", "0",
-                                  "--max-restarts", "2", "--", "train", "--config", cfg, "--out-dir", out},
-                                 kEnv, out + ".log");
+    const pid_t launcher =
+        spawn({FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "1", "--master-port", "0",
+               "--max-restarts", "2", "--", "train", "--config", cfg, "--out-dir", out},
+              kEnv, out + ".log");
     CHECK(wait_until([&] { return last_step(out) >= 8; }, 60));
     const auto ranks = children_of(launcher);
     CHECK(ranks.size() == 1);
@@ -113,7 +115,8 @@ int main() {
     const std::string log = read_file(out + ".log");
     CHECK_MSG(code == 0, "launcher exit %d: %s", code, log.c_str());
     CHECK_MSG(log.find("rank 0 killed by signal 9") != std::string::npos, "%s", log.c_str());
-    CHECK(log.find("restarting all ranks from the last verified checkpoint (restart 1 of 2)") != std::string::npos);
+    CHECK(log.find("restarting all ranks from the last verified checkpoint (restart 1 of 2)") !=
+          std::string::npos);
     CHECK(victim > 0 && group_gone(victim));
     CHECK(children_of(launcher).empty());
     CHECK(last_step(out) == 30);
@@ -125,9 +128,9 @@ int main() {
   {
     const std::string out = root + "/c5";
     write_text(root + "/slow.toml", config_text(30));
-    const pid_t launcher = spawn({FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "1", "--master-port", "0",
-                                  "--max-restarts", "1", "--step-timeout", "2", "--term-grace", "1", "--", "train",
-                                  "--config", root + "/slow.toml", "--out-dir", out},
+    const pid_t launcher = spawn({FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "1", "--master-port",
+                                  "0", "--max-restarts", "1", "--step-timeout", "2", "--term-grace", "1",
+                                  "--", "train", "--config", root + "/slow.toml", "--out-dir", out},
                                  kEnv, out + ".log");
     CHECK(wait_until([&] { return last_step(out) >= 6; }, 60));
     const auto ranks = children_of(launcher);

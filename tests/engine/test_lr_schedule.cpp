@@ -18,8 +18,8 @@ int main() {
     CHECK_NEAR(c.at(s), expect, 1e-15);
   }
   CHECK_NEAR(c.at(60), 0.5 * (1e-3 + 1e-4), 1e-15);  // halfway
-  CHECK_NEAR(c.at(110), 1e-4, 1e-15);                 // ends at min_lr
-  CHECK_NEAR(c.at(500), 1e-4, 1e-15);                 // and stays there
+  CHECK_NEAR(c.at(110), 1e-4, 1e-15);                // ends at min_lr
+  CHECK_NEAR(c.at(500), 1e-4, 1e-15);                // and stays there
 
   LrSchedule lin{"linear", 2e-3, 0.0, 0, 100, 0.2};
   CHECK_NEAR(lin.at(50), 1e-3, 1e-15);

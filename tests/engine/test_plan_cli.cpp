@@ -43,7 +43,8 @@ void test_table() {
 }
 
 void test_json() {
-  const Result r = run("--config '" + kConfigs + "gpt2-124m-shards.toml' --device h100-sxm --set parallel.dp=8 --json");
+  const Result r =
+      run("--config '" + kConfigs + "gpt2-124m-shards.toml' --device h100-sxm --set parallel.dp=8 --json");
   CHECK_MSG(r.status == 0, "%s", r.output.c_str());
   nlohmann::json j;
   try {
@@ -61,7 +62,8 @@ void test_json() {
   const auto& m = j["memory_per_device"];
   CHECK(m["weights"] == 2 * 124475904ull && m["master_weights"] == 4 * 124475904ull);
   uint64_t sum = 0;
-  for (const char* k : {"weights", "master_weights", "gradients", "adam_m", "adam_v", "activations", "workspace", "runtime"})
+  for (const char* k :
+       {"weights", "master_weights", "gradients", "adam_m", "adam_v", "activations", "workspace", "runtime"})
     sum += m[k].get<uint64_t>();
   CHECK(sum == m["total"].get<uint64_t>());
   CHECK(j["fits"] == true);

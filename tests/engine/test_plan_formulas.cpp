@@ -26,15 +26,16 @@ DeviceProfile device(double flops = 1e12, double link = 1e10, uint64_t mem = 1ul
 }
 
 uint64_t sum(const MemoryBreakdown& m) {
-  return m.weights + m.master_weights + m.gradients + m.adam_m + m.adam_v + m.activations + m.workspace + m.runtime;
+  return m.weights + m.master_weights + m.gradients + m.adam_m + m.adam_v + m.activations + m.workspace +
+         m.runtime;
 }
 
 void test_gpt2_124m_counts() {
   const GptDims d = dims_from_config(cfg({"model.preset=gpt2-124m"}).model);
   const ParamCounts p = count_parameters(d);
   CHECK(p.total == 124439808ull);
-  CHECK(p.allocated == 124475904ull);                      // wte padded 50257 -> 50304 rows
-  CHECK(p.embedding == 50257ull * 768 + 1024ull * 768);    // 39,383,808
+  CHECK(p.allocated == 124475904ull);                                       // wte padded 50257 -> 50304 rows
+  CHECK(p.embedding == 50257ull * 768 + 1024ull * 768);                     // 39,383,808
   CHECK(p.non_embedding == 12ull * (12 * 768 * 768 + 13 * 768) + 2 * 768);  // 85,056,000
   CHECK(p.total == p.embedding + p.non_embedding);
 

@@ -1,10 +1,11 @@
 // The planner's memory prediction against a real run (issue: "predicted peak memory within 15%
-// of the measured peak RSS"): `flotilla-worker train` runs one step (plus the final evaluation and checkpoint) of a small config in a child
-// process and its peak RSS (wait4's ru_maxrss) is compared with make_plan()'s total.
+// of the measured peak RSS"): `flotilla-worker train` runs one step (plus the final evaluation and
+// checkpoint) of a small config in a child process and its peak RSS (wait4's ru_maxrss) is compared with
+// make_plan()'s total.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -83,7 +84,8 @@ int main() {
     std::string line;
     while (std::getline(metrics, line)) {
       const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("type", "") == "run_start") baseline = j.value("baseline_rss_bytes", 0ull);
+      if (!j.is_discarded() && j.value("type", "") == "run_start")
+        baseline = j.value("baseline_rss_bytes", 0ull);
     }
     CHECK(baseline > 0);
     const uint64_t runtime = plan.peak().runtime;
@@ -91,15 +93,18 @@ int main() {
     std::printf("worker baseline RSS %.1f MiB (planner assumes %.1f MiB)\n", baseline / 1048576.0,
                 runtime / 1048576.0);
     const double ratio = predicted / static_cast<double>(rss);
-    std::printf("predicted %.1f MiB (weights+grads+adam %.1f, activations %.1f, workspace %.1f, runtime %.1f), "
-                "measured peak RSS %.1f MiB, ratio %.3f\n",
-                predicted / 1048576.0,
-                static_cast<double>(plan.peak().weights + plan.peak().gradients + plan.peak().adam_m + plan.peak().adam_v) / 1048576.0,
-                static_cast<double>(plan.peak().activations) / 1048576.0,
-                static_cast<double>(plan.peak().workspace) / 1048576.0,
-                static_cast<double>(plan.peak().runtime) / 1048576.0, static_cast<double>(rss) / 1048576.0, ratio);
-    CHECK_MSG(std::fabs(ratio - 1.0) <= 0.15, "predicted %.1f MiB vs measured %.1f MiB", predicted / 1048576.0,
-              static_cast<double>(rss) / 1048576.0);
+    std::printf(
+        "predicted %.1f MiB (weights+grads+adam %.1f, activations %.1f, workspace %.1f, runtime %.1f), "
+        "measured peak RSS %.1f MiB, ratio %.3f\n",
+        predicted / 1048576.0,
+        static_cast<double>(plan.peak().weights + plan.peak().gradients + plan.peak().adam_m +
+                            plan.peak().adam_v) /
+            1048576.0,
+        static_cast<double>(plan.peak().activations) / 1048576.0,
+        static_cast<double>(plan.peak().workspace) / 1048576.0,
+        static_cast<double>(plan.peak().runtime) / 1048576.0, static_cast<double>(rss) / 1048576.0, ratio);
+    CHECK_MSG(std::fabs(ratio - 1.0) <= 0.15, "predicted %.1f MiB vs measured %.1f MiB",
+              predicted / 1048576.0, static_cast<double>(rss) / 1048576.0);
   }
   return flotilla_test::summary("test_plan_memory_rss");
 }

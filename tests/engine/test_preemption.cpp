@@ -33,7 +33,8 @@ seq_len = 16
 [checkpoint]
 every = 5
 keep_last = 2
-preempt_grace_s = )" + std::to_string(grace) + "\n";
+preempt_grace_s = )" +
+         std::to_string(grace) + "\n";
 }
 
 const std::vector<std::string> kEnv = {"OMP_NUM_THREADS=1", "FLOTILLA_PEAK_FLOPS=1e11"};
@@ -59,16 +60,18 @@ int main() {
   {
     const std::string cfg = root + "/grace.toml", out = root + "/grace";
     write_text(cfg, config_text(30));
-    const pid_t pid = spawn({FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", out, "--quiet"}, kEnv,
-                            out + ".log");
+    const pid_t pid = spawn({FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", out, "--quiet"},
+                            kEnv, out + ".log");
     // Wait past the first periodic save (so a save time is measured), then ask for a checkpoint.
     CHECK(wait_until([&] { return last_step(out) >= 7; }, 60));
     kill(pid, SIGUSR1);
-    CHECK(wait_until([&] {
-      for (const auto& c : records(out, "checkpoint"))
-        if (c["reason"] == "request") return true;
-      return false;
-    }, 30));
+    CHECK(wait_until(
+        [&] {
+          for (const auto& c : records(out, "checkpoint"))
+            if (c["reason"] == "request") return true;
+          return false;
+        },
+        30));
     const int64_t before = last_step(out);
     CHECK(wait_until([&] { return last_step(out) >= before + 2; }, 30));  // it kept training
     kill(pid, SIGTERM);
@@ -93,8 +96,8 @@ int main() {
   {
     const std::string cfg = root + "/nograce.toml", out = root + "/nograce";
     write_text(cfg, config_text(0));
-    const pid_t pid = spawn({FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", out, "--quiet"}, kEnv,
-                            out + ".log");
+    const pid_t pid = spawn({FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", out, "--quiet"},
+                            kEnv, out + ".log");
     CHECK(wait_until([&] { return last_step(out) >= 7; }, 60));
     kill(pid, SIGTERM);
     CHECK(wait_exit(pid) == 10);

@@ -93,7 +93,8 @@ std::vector<std::string> compare_runs(const std::string& a_dir, const std::strin
     }
     if (!found) diffs.push_back("tensor " + ta.name + " missing");
   }
-  const auto sa = nlohmann::json::parse(ca.trainer_state_json), sb = nlohmann::json::parse(cb.trainer_state_json);
+  const auto sa = nlohmann::json::parse(ca.trainer_state_json),
+             sb = nlohmann::json::parse(cb.trainer_state_json);
   if (sa["rng"] != sb["rng"]) diffs.push_back("RNG state differs");
   if (sa["train_cursor"] != sb["train_cursor"]) diffs.push_back("data cursor differs");
   if (sa["tokens"] != sb["tokens"]) diffs.push_back("token count differs");
@@ -112,8 +113,10 @@ int main() {
   const std::string root = fresh_dir("resume_equivalence");
   const std::string cfg = root + "/run.toml";
   write_text(cfg, config_text());
-  auto train = [&](const std::string& out, std::vector<std::string> extra, std::vector<std::string> env = kEnv) {
-    std::vector<std::string> args = {"train", "--config", cfg, "--out-dir", out, "--quiet", "--no-stdout-metrics"};
+  auto train = [&](const std::string& out, std::vector<std::string> extra,
+                   std::vector<std::string> env = kEnv) {
+    std::vector<std::string> args = {"train",   "--config",           cfg, "--out-dir", out,
+                                     "--quiet", "--no-stdout-metrics"};
     args.insert(args.end(), extra.begin(), extra.end());
     return run_worker(args, env);
   };
@@ -153,20 +156,23 @@ int main() {
   for (int round = 0; round < 2; ++round) {
     const std::string bp = root + "/Bprime" + std::to_string(round);
     const int kill_after = kN + 1 + static_cast<int>(gen() % (kN - 1));
-    const pid_t pid = spawn({FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", bp, "--quiet",
-                             "--no-stdout-metrics"},
-                            kEnv, bp + ".log");
-    const bool reached = wait_until([&] {
-      const auto l = step_losses(bp);
-      return !l.empty() && l.rbegin()->first >= kill_after;
-    }, 60);
+    const pid_t pid = spawn(
+        {FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", bp, "--quiet", "--no-stdout-metrics"},
+        kEnv, bp + ".log");
+    const bool reached = wait_until(
+        [&] {
+          const auto l = step_losses(bp);
+          return !l.empty() && l.rbegin()->first >= kill_after;
+        },
+        60);
     kill(pid, SIGKILL);
     CHECK(wait_exit(pid) == 128 + SIGKILL);
     CHECK(reached);
     auto rr = train(bp, {});
     CHECK_MSG(rr.exit_code == 0, "%s", rr.output.c_str());
     const auto diffs = compare_runs(a, bp);
-    CHECK_MSG(diffs.empty(), "B' (killed after step %d) differs from A: %s", kill_after, print(diffs).c_str());
+    CHECK_MSG(diffs.empty(), "B' (killed after step %d) differs from A: %s", kill_after,
+              print(diffs).c_str());
   }
 
   // Negative controls: each dropped piece of state must be seen.

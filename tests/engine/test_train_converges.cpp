@@ -44,8 +44,9 @@ save_final = false
 every = 50
 batches = 4
 )");
-  auto r = run_worker({"train", "--config", cfg, "--out-dir", root + "/run", "--quiet", "--no-stdout-metrics"},
-                      {"FLOTILLA_PEAK_FLOPS=1e11"});
+  auto r =
+      run_worker({"train", "--config", cfg, "--out-dir", root + "/run", "--quiet", "--no-stdout-metrics"},
+                 {"FLOTILLA_PEAK_FLOPS=1e11"});
   CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
 
   const auto st = flotilla::synthetic_stats(256, 11);

@@ -16,8 +16,8 @@ namespace {
 float first_loss(const std::string& root, const std::string& name, const std::string& init_from) {
   const std::string out = root + "/" + name;
   auto r = run_worker({"demo", "--out-dir", out, "--steps", "1", "--set", "train.seq_len=64", "--set",
-                       "checkpoint.save_final=false", "--set", "model.init_from=\"" + init_from + "\"", "--set",
-                       "data.synthetic_tokens=50000", "--set", "eval.batches=1"},
+                       "checkpoint.save_final=false", "--set", "model.init_from=\"" + init_from + "\"",
+                       "--set", "data.synthetic_tokens=50000", "--set", "eval.batches=1"},
                       {"FLOTILLA_PEAK_FLOPS=1e11"});
   CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   const auto l = step_losses(out);
@@ -30,8 +30,7 @@ int main() {
   const std::string root = fresh_dir("worker_e2e");
   const std::string demo = root + "/demo";
   auto d = run_worker({"demo", "--out-dir", demo, "--steps", "12", "--set", "checkpoint.every=6", "--set",
-                       "train.seq_len=64", "--set",
-                       "data.synthetic_tokens=50000", "--set", "eval.batches=1"},
+                       "train.seq_len=64", "--set", "data.synthetic_tokens=50000", "--set", "eval.batches=1"},
                       {"FLOTILLA_PEAK_FLOPS=1e11"});
   CHECK_MSG(d.exit_code == 0, "%s", d.output.c_str());
   CHECK(d.output.find("step    12/12") != std::string::npos);
@@ -42,8 +41,10 @@ int main() {
   CHECK(!step_losses(demo).empty());
 
   // sample: ids out, deterministic for a seed.
-  auto s1 = run_worker({"sample", "--checkpoint", demo, "--prompt-ids", "1 2 3", "--tokens", "16", "--seed", "5"});
-  auto s2 = run_worker({"sample", "--checkpoint", demo, "--prompt-ids", "1 2 3", "--tokens", "16", "--seed", "5"});
+  auto s1 =
+      run_worker({"sample", "--checkpoint", demo, "--prompt-ids", "1 2 3", "--tokens", "16", "--seed", "5"});
+  auto s2 =
+      run_worker({"sample", "--checkpoint", demo, "--prompt-ids", "1 2 3", "--tokens", "16", "--seed", "5"});
   CHECK(s1.exit_code == 0);
   CHECK(s1.output == s2.output);
   std::istringstream ids(s1.output.substr(0, s1.output.find('\n')));  // stdout's line; stderr follows

@@ -23,53 +23,53 @@ inline int summary(const char* name) {
 }
 }  // namespace flotilla_test
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    ++flotilla_test::checks();                                                       \
-    if (!(cond)) {                                                                   \
-      ++flotilla_test::failures();                                                   \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    ++flotilla_test::checks();                                                      \
+    if (!(cond)) {                                                                  \
+      ++flotilla_test::failures();                                                  \
       std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                                \
+    }                                                                               \
   } while (0)
 
-#define CHECK_MSG(cond, ...)                                                         \
-  do {                                                                               \
-    ++flotilla_test::checks();                                                       \
-    if (!(cond)) {                                                                   \
-      ++flotilla_test::failures();                                                   \
+#define CHECK_MSG(cond, ...)                                                        \
+  do {                                                                              \
+    ++flotilla_test::checks();                                                      \
+    if (!(cond)) {                                                                  \
+      ++flotilla_test::failures();                                                  \
       std::fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                             \
-      std::fprintf(stderr, "\n");                                                    \
-    }                                                                                \
+      std::fprintf(stderr, __VA_ARGS__);                                            \
+      std::fprintf(stderr, "\n");                                                   \
+    }                                                                               \
   } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                                    \
-  do {                                                                                           \
-    ++flotilla_test::checks();                                                                   \
-    const double va_ = (a), vb_ = (b), vt_ = (tol);                                              \
-    if (!(std::fabs(va_ - vb_) <= vt_)) {                                                        \
-      ++flotilla_test::failures();                                                               \
-      std::fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g vs %s = %.9g (tol %.3g)\n",      \
-                   __FILE__, __LINE__, #a, va_, #b, vb_, vt_);                                   \
-    }                                                                                            \
+#define CHECK_NEAR(a, b, tol)                                                                         \
+  do {                                                                                                \
+    ++flotilla_test::checks();                                                                        \
+    const double va_ = (a), vb_ = (b), vt_ = (tol);                                                   \
+    if (!(std::fabs(va_ - vb_) <= vt_)) {                                                             \
+      ++flotilla_test::failures();                                                                    \
+      std::fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g vs %s = %.9g (tol %.3g)\n", __FILE__, \
+                   __LINE__, #a, va_, #b, vb_, vt_);                                                  \
+    }                                                                                                 \
   } while (0)
 
-#define CHECK_THROWS(expr, text)                                                                 \
-  do {                                                                                           \
-    ++flotilla_test::checks();                                                                   \
-    bool thrown_ = false;                                                                        \
-    try {                                                                                        \
-      expr;                                                                                      \
-    } catch (const std::exception& e_) {                                                         \
-      thrown_ = true;                                                                            \
-      if (std::string(e_.what()).find(text) == std::string::npos) {                              \
-        ++flotilla_test::failures();                                                             \
-        std::fprintf(stderr, "%s:%d: %s threw '%s', expected text '%s'\n", __FILE__, __LINE__,   \
-                     #expr, e_.what(), text);                                                    \
-      }                                                                                          \
-    }                                                                                            \
-    if (!thrown_) {                                                                              \
-      ++flotilla_test::failures();                                                               \
-      std::fprintf(stderr, "%s:%d: %s did not throw\n", __FILE__, __LINE__, #expr);              \
-    }                                                                                            \
+#define CHECK_THROWS(expr, text)                                                                      \
+  do {                                                                                                \
+    ++flotilla_test::checks();                                                                        \
+    bool thrown_ = false;                                                                             \
+    try {                                                                                             \
+      expr;                                                                                           \
+    } catch (const std::exception& e_) {                                                              \
+      thrown_ = true;                                                                                 \
+      if (std::string(e_.what()).find(text) == std::string::npos) {                                   \
+        ++flotilla_test::failures();                                                                  \
+        std::fprintf(stderr, "%s:%d: %s threw '%s', expected text '%s'\n", __FILE__, __LINE__, #expr, \
+                     e_.what(), text);                                                                \
+      }                                                                                               \
+    }                                                                                                 \
+    if (!thrown_) {                                                                                   \
+      ++flotilla_test::failures();                                                                    \
+      std::fprintf(stderr, "%s:%d: %s did not throw\n", __FILE__, __LINE__, #expr);                   \
+    }                                                                                                 \
   } while (0)
