@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/cli/args.h"
+#include "engine/plan/recommend.h"
 #include "engine/cli/commands.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_schema.h"
@@ -27,6 +28,9 @@ void print_help() {
       "  --config PATH        run config (TOML); see docs/config.md\n"
       "  --set key=value      override one config key (repeatable), e.g. --set model.preset=gpt2-124m\n"
       "  --json               print JSON instead of the table\n"
+      "  --recommend          rank every dp x tp x pp x zero x micro-batch layout that fits, fastest first\n"
+      "  --world N            ranks for --recommend (default: parallel.dp x tp x pp of the config)\n"
+      "  --top K              layouts shown by --recommend (default 10)\n"
       "  --device NAME        cpu (default for run.device = cpu) or a GPU profile:");
   for (const auto& n : gpu_profile_names()) std::printf(" %s", n.c_str());
   std::printf(
@@ -98,12 +102,24 @@ int cmd_plan(const CommandArgs& argv) {
   }
   const double efficiency = args.double_or("--efficiency", 0.5);
   if (!(efficiency > 0 && efficiency <= 1)) throw_usage("--efficiency must be in (0, 1]");
-  validate_or_throw(config);
+  const bool recommend = args.flag("--recommend");
+  const int world = static_cast<int>(args.int_or("--world", config.parallel.dp * config.parallel.tp * config.parallel.pp));
+  const size_t top = static_cast<size_t>(args.int_or("--top", 10));
+  if (world < 1 || world > 4096) throw_usage("--world must be between 1 and 4096");
+  if (!recommend) validate_or_throw(config);
   const DeviceProfile device = choose_device(args, config);
   args.finish("plan");
 
   PlanOptions options;
   options.efficiency = efficiency;
+  if (recommend) {
+    const auto layouts = recommend_layouts(config, world, device, options);
+    if (json)
+      std::printf("%s\n", recommendations_to_json(layouts, top).c_str());
+    else
+      std::fputs(recommendations_to_text(layouts, world, device, top).c_str(), stdout);
+    return 0;
+  }
   const Plan plan = make_plan(config, device, options);
   if (json) {
     std::printf("%s\n", plan_to_json(plan).c_str());
