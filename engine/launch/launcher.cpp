@@ -335,10 +335,15 @@ class Attempt {
       const double limit = r.step == 0 ? opt_.init_timeout_s : opt_.step_timeout_s;
       const double idle = seconds_since(r.step == 0 ? start : r.last_progress);
       if (limit <= 0 || idle < limit) continue;
-      // The most-behind rank is the root cause; say whether it is silent or stuck while beating.
+      // Root cause: a silent rank (no heartbeat: stopped or hung outside any thread we run) over
+      // one that is alive but waiting; among equals, the most-behind rank.
+      auto silent_for = [](const Rank& x) { return seconds_since(x.last_beat); };
       Rank* worst = &r;
-      for (auto& o : ranks_)
-        if (!o.exited && o.step < worst->step) worst = &o;
+      for (auto& o : ranks_) {
+        if (o.exited) continue;
+        const bool o_silent = silent_for(o) > 2.5, w_silent = silent_for(*worst) > 2.5;
+        if ((o_silent && !w_silent) || (o_silent == w_silent && o.step < worst->step)) worst = &o;
+      }
       // Alive-but-stuck when it kept beating well after its last progress; silent otherwise.
       const double silent = seconds_since(worst->last_beat);
       const bool alive =
@@ -358,6 +363,10 @@ class Attempt {
                     idle, static_cast<long long>(worst->step), how.c_str(),
                     worst->collective.empty() ? "" : (", in " + worst->collective).c_str());
       res.reason = buf;
+      // What the others were doing: a rank waiting in a collective is waiting for the culprit.
+      for (const auto& o : ranks_)
+        if (&o != worst && !o.exited && !o.collective.empty())
+          res.reason += "; rank " + std::to_string(o.global) + " waiting in " + o.collective;
       return true;
     }
     return false;

@@ -43,12 +43,21 @@ void Heartbeat::set_collective(const std::string& what) {
   collective_ = what;
 }
 
+void Heartbeat::set_collective_provider(std::function<std::string()> provider) {
+  std::lock_guard<std::mutex> lock(mu_);
+  provider_ = std::move(provider);
+}
+
 void Heartbeat::beat() {
   if (fd_ < 0) return;
   std::string line = "step=" + std::to_string(step_.load());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!collective_.empty()) line += " coll=" + collective_;
+    std::string what = collective_;
+    if (what.empty() && provider_) what = provider_();
+    for (char& c : what)
+      if (c == '\n') c = ' ';
+    if (!what.empty()) line += " coll=" + what;
   }
   line += "\n";
   [[maybe_unused]] const ssize_t n = write(fd_, line.data(), line.size());  // EAGAIN: skip this beat

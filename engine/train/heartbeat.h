@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +21,9 @@ class Heartbeat {
 
   void set_step(int64_t step);                   // also beats immediately
   void set_collective(const std::string& what);  // "" when none is in flight
+  // Asked on every beat when no collective was set explicitly (e.g. the process groups' oldest
+  // unfinished operation), so a rank stuck inside a collective says which one.
+  void set_collective_provider(std::function<std::string()> provider);
 
  private:
   void beat();
@@ -27,6 +31,7 @@ class Heartbeat {
   std::atomic<int64_t> step_{0};
   std::mutex mu_;
   std::string collective_;
+  std::function<std::string()> provider_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

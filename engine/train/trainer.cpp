@@ -504,6 +504,10 @@ int run_training(const TrainOptions& options) {
   loop.tokens_per_step = tokens_per_step(cfg);
   loop.schedule = LrSchedule{cfg.optim.schedule,     cfg.optim.lr,    cfg.optim.min_lr_ratio,
                              cfg.optim.warmup_steps, cfg.train.steps, cfg.optim.decay_fraction};
+  loop.heartbeat.set_collective_provider([] {
+    const auto records = parallel::collective_records();
+    return !records.empty() && records[0].started && !records[0].finished ? records[0].describe() : std::string();
+  });
   const std::string resumed_from = loop.resume();
   loop.heartbeat.set_step(loop.step);
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len).palm;
