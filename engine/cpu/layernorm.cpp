@@ -37,44 +37,48 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 FLOTILLA_SIMD_CLONES
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C) {
-#pragma omp parallel for schedule(static)
-  for (long r = 0; r < N; ++r) {
-    const size_t off = static_cast<size_t>(r) * C;
-    const float* x = inp + off;
-    const float* d = dout + off;
-    float* dx = dinp + off;
-    const float m = mean[r], s = rstd[r];
-    float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
-#pragma omp simd reduction(+ : dnorm_sum, dnorm_norm_sum)
-    for (int c = 0; c < C; ++c) {
-      const float dn = d[c] * weight[c];
-      dnorm_sum += dn;
-      dnorm_norm_sum += dn * (x[c] - m) * s;
-    }
-    const float dnorm_mean = dnorm_sum / static_cast<float>(C);
-    const float dnorm_norm_mean = dnorm_norm_sum / static_cast<float>(C);
-    for (int c = 0; c < C; ++c) {
-      const float norm = (x[c] - m) * s;
-      dx[c] += (d[c] * weight[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
-    }
-  }
   constexpr int kBlock = 32;
   const int blocks = (C + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (int blk = 0; blk < blocks; ++blk) {
-    const int c0 = blk * kBlock, c1 = c0 + kBlock < C ? c0 + kBlock : C;
-    float dw[kBlock] = {}, db[kBlock] = {};
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
     for (long r = 0; r < N; ++r) {
       const size_t off = static_cast<size_t>(r) * C;
+      const float* x = inp + off;
+      const float* d = dout + off;
+      float* dx = dinp + off;
       const float m = mean[r], s = rstd[r];
-      for (int c = c0; c < c1; ++c) {
-        dw[c - c0] += dout[off + c] * (inp[off + c] - m) * s;
-        db[c - c0] += dout[off + c];
+      float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+#pragma omp simd reduction(+ : dnorm_sum, dnorm_norm_sum)
+      for (int c = 0; c < C; ++c) {
+        const float dn = d[c] * weight[c];
+        dnorm_sum += dn;
+        dnorm_norm_sum += dn * (x[c] - m) * s;
+      }
+      const float dnorm_mean = dnorm_sum / static_cast<float>(C);
+      const float dnorm_norm_mean = dnorm_norm_sum / static_cast<float>(C);
+      for (int c = 0; c < C; ++c) {
+        const float norm = (x[c] - m) * s;
+        dx[c] += (d[c] * weight[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
       }
     }
-    for (int c = c0; c < c1; ++c) {
-      dweight[c] += dw[c - c0];
-      dbias[c] += db[c - c0];
+    // The second loop only reads what the first one reads, so no barrier is needed between them.
+#pragma omp for schedule(static)
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int c0 = blk * kBlock, c1 = c0 + kBlock < C ? c0 + kBlock : C;
+      float dw[kBlock] = {}, db[kBlock] = {};
+      for (long r = 0; r < N; ++r) {
+        const size_t off = static_cast<size_t>(r) * C;
+        const float m = mean[r], s = rstd[r];
+        for (int c = c0; c < c1; ++c) {
+          dw[c - c0] += dout[off + c] * (inp[off + c] - m) * s;
+          db[c - c0] += dout[off + c];
+        }
+      }
+      for (int c = c0; c < c1; ++c) {
+        dweight[c] += dw[c - c0];
+        dbias[c] += db[c - c0];
+      }
     }
   }
 }

@@ -27,8 +27,8 @@ struct GptModel::Impl {
   GptActivations acts;
   int B = 0, T = 0;
   bool have_targets = false;
-  bool logits_valid = false;  // false once backward has overwritten them with dlogits
-  int gelu_layer = -1;        // layer whose GELU output the scratch holds, -1 if none
+  bool logits_valid = false;            // false once backward has overwritten them with dlogits
+  int gelu_layer = -1;                  // layer whose GELU output the scratch holds, -1 if none
   std::function<void(int)> layer_hook;  // data-parallel overlap (set_layer_backward_hook)
 
   float* p(int index) { return params.data() + offsets[static_cast<size_t>(index)]; }
@@ -202,7 +202,9 @@ float GptModel::forward(const int32_t* inputs, const int32_t* targets, int B, in
   return static_cast<float>(sum / static_cast<double>(N));
 }
 
-void GptModel::set_layer_backward_hook(std::function<void(int layer)> hook) { impl_->layer_hook = std::move(hook); }
+void GptModel::set_layer_backward_hook(std::function<void(int layer)> hook) {
+  impl_->layer_hook = std::move(hook);
+}
 
 void GptModel::backward(float loss_scale) {
   Impl& m = *impl_;
