@@ -56,20 +56,6 @@ std::vector<pid_t> ranks_of(pid_t launcher, int n) {
   return out;
 }
 
-int64_t last_step(const std::string& dir) {
-  const auto l = step_losses(dir);
-  return l.empty() ? 0 : l.rbegin()->first;
-}
-
-std::vector<uint8_t> params_at(const std::string& dir, int64_t step) {
-  flotilla::CheckpointStore store(dir + "/checkpoints");
-  char name[32];
-  std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(step));
-  for (auto& t : store.load_dir(dir + "/checkpoints" + name, 0).tensors)
-    if (t.name == "params") return t.data;
-  return {};
-}
-
 pid_t start(const std::string& cfg, const std::string& out, std::vector<std::string> extra) {
   std::vector<std::string> argv = {FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "2", "--master-port", "0",
                                    "--no-bind"};
@@ -106,7 +92,7 @@ int main() {
     CHECK_MSG(log.find("launch: rank 1 killed by signal 9") != std::string::npos, "%s", log.c_str());
     for (pid_t p : pids) CHECK(p > 0 && kill(-p, 0) != 0);  // both ranks' process groups are gone
     CHECK(last_step(out) == 24);
-    const auto a = params_at(root + "/ref", 24), b = params_at(out, 24);
+    const auto a = checkpoint_section(root + "/ref", 24, "params"), b = checkpoint_section(out, 24, "params");
     CHECK(!a.empty() && a == b);
   }
 

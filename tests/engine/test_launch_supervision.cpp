@@ -70,20 +70,6 @@ std::vector<pid_t> children_of(pid_t parent) {
 
 bool group_gone(pid_t pgid) { return kill(-pgid, 0) != 0 && errno == ESRCH; }
 
-int64_t last_step(const std::string& dir) {
-  const auto l = step_losses(dir);
-  return l.empty() ? 0 : l.rbegin()->first;
-}
-
-std::vector<uint8_t> final_params(const std::string& dir, int64_t step) {
-  flotilla::CheckpointStore store(dir + "/checkpoints");
-  char name[32];
-  std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(step));
-  for (auto& t : store.load_dir(dir + "/checkpoints" + name, 0).tensors)
-    if (t.name == "params") return t.data;
-  return {};
-}
-
 }  // namespace
 
 int main() {
@@ -120,7 +106,7 @@ int main() {
     CHECK(victim > 0 && group_gone(victim));
     CHECK(children_of(launcher).empty());
     CHECK(last_step(out) == 30);
-    const auto a = final_params(ref, 30), b = final_params(out, 30);
+    const auto a = checkpoint_section(ref, 30, "params"), b = checkpoint_section(out, 30, "params");
     CHECK(!a.empty() && a == b);  // resume after the crash is bitwise equivalent
   }
 

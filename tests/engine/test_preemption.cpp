@@ -39,11 +39,6 @@ preempt_grace_s = )" +
 
 const std::vector<std::string> kEnv = {"OMP_NUM_THREADS=1", "FLOTILLA_PEAK_FLOPS=1e11"};
 
-int64_t last_step(const std::string& dir) {
-  const auto l = step_losses(dir);
-  return l.empty() ? 0 : l.rbegin()->first;
-}
-
 std::vector<nlohmann::json> records(const std::string& dir, const std::string& type) {
   std::vector<nlohmann::json> out;
   for (const auto& r : read_metrics(dir))

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint/checkpoint.h"
+
 namespace flotilla_test {
 
 struct ProcResult {
@@ -87,6 +89,24 @@ inline std::map<int64_t, float> step_losses(const std::string& run_dir) {
   for (const auto& r : read_metrics(run_dir))
     if (r["type"] == "step") out[r["step"].get<int64_t>()] = static_cast<float>(r["loss"].get<double>());
   return out;
+}
+
+// Last step with a step record in a run's metrics (0 when none).
+inline int64_t last_step(const std::string& run_dir) {
+  const auto l = step_losses(run_dir);
+  return l.empty() ? 0 : l.rbegin()->first;
+}
+
+// The bytes of one section of `rank`'s file in the run's committed checkpoint for `step`
+// (verified by the checkpoint store; empty when the section is absent).
+inline std::vector<uint8_t> checkpoint_section(const std::string& run_dir, int64_t step, const std::string& name,
+                                               int rank = 0) {
+  flotilla::CheckpointStore store(run_dir + "/checkpoints");
+  char leaf[32];
+  std::snprintf(leaf, sizeof leaf, "/step-%08lld", static_cast<long long>(step));
+  for (auto& t : store.load_dir(run_dir + "/checkpoints" + leaf, rank).tensors)
+    if (t.name == name) return t.data;
+  return {};
 }
 
 inline std::string fresh_dir(const std::string& name) {
