@@ -163,15 +163,6 @@ class GlooProcessGroup final : public ProcessGroup {
   }
 
  private:
-  std::string members_text() const {
-    std::string s = "world ranks ";
-    for (int i = 0; i < size(); ++i) {
-      if (i > 0) s += ",";
-      s += std::to_string(world_rank_of(i));
-    }
-    return s;
-  }
-
   std::shared_ptr<GlooShared> shared_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   gloo_ring::Scratch scratch_;

@@ -289,15 +289,6 @@ class NcclProcessGroup final : public ProcessGroup {
     }
   }
 
-  std::string members_text() const {
-    std::string s = "world ranks ";
-    for (int i = 0; i < size(); ++i) {
-      if (i > 0) s += ",";
-      s += std::to_string(world_rank_of(i));
-    }
-    return s;
-  }
-
   std::shared_ptr<NcclShared> shared_;
   std::mutex nccl_mutex_;  // serialises NCCL calls on comm_ with abort
   ncclComm_t comm_ = nullptr;

@@ -425,4 +425,13 @@ void ProcessGroup::wait_state(detail::OpState& state, bool rethrow) {
   if (!error.empty() && rethrow) throw Error(ExitCode::kComm, error);
 }
 
+std::string ProcessGroup::members_text() const {
+  std::string s = "world ranks ";
+  for (int i = 0; i < size(); ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(world_rank_of(i));
+  }
+  return s;
+}
+
 }  // namespace flotilla::parallel

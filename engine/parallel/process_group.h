@@ -202,6 +202,8 @@ class ProcessGroup {
   };
 
  protected:
+  // "world ranks 0,2": the members, for error messages of the backends.
+  std::string members_text() const;
   // world_ranks: the world rank of each member, in group-rank order. rank: this process's group rank.
   ProcessGroup(std::string name, int rank, std::vector<int> world_ranks, Millis timeout);
 
