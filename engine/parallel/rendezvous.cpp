@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -109,7 +110,22 @@ void check_in(Rendezvous& rv, Clock::time_point deadline, Millis timeout) {
 
   std::vector<std::string> keys;
   for (int r = 0; r < rv.world_size; ++r) keys.push_back("arrived/" + std::to_string(r));
-  const std::vector<std::string> missing = store.wait_missing(keys, remaining(deadline));
+  // Wait in short slices so that a rank whose store host (rank 0) gives up first still knows who
+  // was missing at that moment and reports the same cause instead of "connection closed".
+  std::vector<std::string> missing;
+  bool known = false;  // `missing` holds the answer of a slice that timed out
+  for (;;) {
+    const Millis left = remaining(deadline);
+    const Millis slice = rv.world_rank == 0 ? left : std::min(left, Millis(200));
+    try {
+      missing = store.wait_missing(keys, slice);
+      known = true;
+    } catch (const Error&) {
+      if (!known) throw;
+      break;  // rank 0 closed the store: report what was missing when it did
+    }
+    if (missing.empty() || slice >= left) break;
+  }
   if (!missing.empty()) {
     std::vector<int> ranks;
     for (const auto& k : missing) ranks.push_back(std::atoi(k.c_str() + 8));
