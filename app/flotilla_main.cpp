@@ -3,8 +3,8 @@
 // Decision: argv is parsed before any QApplication exists. `--version`, `--help` and the
 // subcommands run with plain stdout and need no display (they work over SSH, in CI and with
 // QT_QPA_PLATFORM unset); only the window path creates a QApplication. Single-dash options are
-// Qt's own (-platform, -style, ...) and are handed to QApplication untouched. Later issues add
-// subcommands (`flotilla run ...`, `flotilla runs list`) by adding rows to commands().
+// Qt's own (-platform, -style, ...) and are handed to QApplication untouched. The run-store
+// commands (run, runs, compare, costs, pricing) live in app/cli/, one file per group.
 #include <QApplication>
 
 #include <cstdio>
@@ -16,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/cli.h"
 #include "db/database.h"
 #include "db/errors.h"
 #include "db/workspace.h"
+#include "engine/core/error.h"
 #include "ui/common/icons.h"
 #include "ui/main/mainwindow.h"
 #include "ui/main/refusedworkspace.h"
@@ -40,6 +42,7 @@ struct Invocation {
   bool help = false;
   bool version = false;
   std::string workspace;                 // --workspace DIR ("" = the default)
+  std::string db;                        // --db PATH ("" = the workspace database)
   std::string command;                   // subcommand name ("" = open the window)
   std::vector<std::string> commandArgs;  // arguments after the subcommand that are not ours
   std::vector<char*> qtArgs;             // argv[0] + Qt's own single-dash options
@@ -54,10 +57,55 @@ struct Command {
 
 int cmdInfo(const Invocation& inv);
 
+// Runs a run-store command (app/cli/) and maps its failures to exit codes.
+int runStoreCommand(const Invocation& inv, int (*command)(const flotilla::cli::Context&)) {
+  flotilla::cli::Context ctx;
+  ctx.workspace = inv.workspace;
+  ctx.db_path = inv.db;
+  ctx.args = inv.commandArgs;
+  try {
+    return command(ctx);
+  } catch (const flotilla::cli::UsageError& e) {
+    std::fprintf(stderr, "flotilla: %s (see flotilla %s --help)\n", e.what(), inv.command.c_str());
+    return flotilla::cli::kExitUsage;
+  } catch (const flotilla::db::DbError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "flotilla: %s\n", e.what());
+    switch (e.kind()) {
+      case flotilla::db::DbErrorKind::kNotFound:
+        return flotilla::cli::kExitNotFound;
+      case flotilla::db::DbErrorKind::kInvalid:
+      case flotilla::db::DbErrorKind::kConstraint:
+        return flotilla::cli::kExitRefused;
+      default:
+        return flotilla::cli::kExitStore;
+    }
+  } catch (const flotilla::Error& e) {
+    std::fprintf(stderr, "flotilla: %s\n", e.what());
+    return static_cast<int>(e.code());
+  }
+}
+
+int cmdRun(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_run); }
+int cmdRuns(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_runs); }
+int cmdCompare(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_compare); }
+int cmdCosts(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_costs); }
+int cmdPricing(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_pricing); }
+
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"info", "print versions and open (or create) the workspace database, without a window", cmdInfo},
+      {"run", "CONFIG.toml [--name N] [--set K=V]... [--budget USD]: train on this machine, storing metrics",
+       cmdRun},
+      {"runs",
+       "list [--json] | show RUN [--json] | export RUN [--csv|--jsonl] [--metric NAME] |\n"
+       "                    resume RUN | delete RUN",
+       cmdRuns},
+      {"compare", "RUN RUN... [--csv|--json]: summaries side by side and config differences", cmdCompare},
+      {"costs", "[--json]: accrued cost and GPU-hours by run, node and day", cmdCosts},
+      {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...",
+       cmdPricing},
   };
   return table;
 }
@@ -78,7 +126,7 @@ Invocation parse(int argc, char** argv) {
   inv.qtArgs.push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
+    if ((arg == "--help" && inv.command.empty()) || arg == "-h") {
       inv.help = true;
     } else if (arg == "--version") {
       inv.version = true;
@@ -90,6 +138,14 @@ Invocation parse(int argc, char** argv) {
         inv.workspace = arg.substr(std::strlen("--workspace="));
       }
       if (inv.workspace.empty()) throw UsageError("--workspace needs a folder: --workspace DIR");
+    } else if (arg == "--db" || arg.rfind("--db=", 0) == 0) {
+      if (arg == "--db") {
+        if (i + 1 >= argc) throw UsageError("--db needs a file: --db PATH");
+        inv.db = argv[++i];
+      } else {
+        inv.db = arg.substr(std::strlen("--db="));
+      }
+      if (inv.db.empty()) throw UsageError("--db needs a file: --db PATH");
     } else if (arg.rfind("--", 0) == 0) {
       if (!inv.command.empty()) {
         inv.commandArgs.push_back(arg);
@@ -112,7 +168,7 @@ Invocation parse(int argc, char** argv) {
 
 void printHelp() {
   std::printf(
-      "Usage: flotilla [--workspace DIR] [COMMAND [ARGS...]]\n"
+      "Usage: flotilla [--workspace DIR] [--db PATH] [COMMAND [ARGS...]]\n"
       "\n"
       "Flotilla is a desktop control center for training large language models on this machine's\n"
       "GPUs or on SSH nodes. With no command it opens the main window.\n"
@@ -120,6 +176,7 @@ void printHelp() {
       "Options:\n"
       "  --workspace DIR   use DIR as the workspace (default: %s;\n"
       "                    the run database is DIR/%s, created with mode 0600)\n"
+      "  --db PATH         use the run database PATH instead of the workspace's (commands only)\n"
       "  --version         print the versions of Flotilla and its libraries, then exit\n"
       "  -h, --help        print this help, then exit\n"
       "  -platform NAME, -style NAME, ...  Qt options, passed to Qt\n"
@@ -129,10 +186,13 @@ void printHelp() {
   for (const Command& c : commands()) std::printf("  %-17s %s\n", c.name, c.summary);
   std::printf(
       "\n"
-      "The training engine's own command line is flotilla-worker (flotilla-worker --help).\n"
+      "Each command has --help; docs/cli.md describes them. The training engine's own command line\n"
+      "is flotilla-worker (flotilla-worker --help).\n"
       "\n"
-      "Exit status: 0 ok, 1 no display to open the window on, 2 usage error,\n"
-      "6 the workspace cannot be opened (it is never overwritten; the message says why).\n");
+      "Exit status: 0 ok, 1 no display to open the window on, 2 usage error, 3 the run config is\n"
+      "invalid, 4 no such run, node or price, 6 the workspace or run database cannot be opened or\n"
+      "written (it is never overwritten; the message says why), 9 the store refused the request.\n"
+      "run and runs resume exit with the worker's status (flotilla-worker --help lists it).\n");
 }
 
 std::string workspaceDir(const Invocation& inv) {

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "db/errors.h"
+#include "db/sql.h"
 #include "flotilla/build_info.h"
 
 namespace flotilla::db {
@@ -114,7 +115,17 @@ Database::Database(const std::string& path, const OpenOptions& options) : path_(
 
   try {
     // Read-only checks first: a refused file must stay exactly as it was.
-    if (options.quick_check) check_integrity();
+    if (options.quick_check) {
+      struct stat db_st {
+      }, wal_st{};
+      const bool big = ::stat(path.c_str(), &db_st) == 0 && options.full_check_max_bytes > 0 &&
+                       db_st.st_size > options.full_check_max_bytes;
+      const bool hot_wal = ::stat((path + "-wal").c_str(), &wal_st) == 0 && wal_st.st_size > 0;
+      if (big && !hot_wal)
+        check_header();
+      else
+        check_integrity();
+    }
     const int version = read_user_version(db_, path);
     if (version > supported)
       throw DbError(DbErrorKind::kTooNew,
@@ -198,6 +209,40 @@ void Database::check_integrity() {
                                              " problem(s): " + problems + "." + kRefusedAdvice);
 }
 
+// The cheap check for big files: the header's page count must fit in the file (a truncated file
+// is refused) and the schema must be readable.
+void Database::check_header() {
+  std::string header(100, '\0');
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ssize_t got = -1;
+  struct stat st {};
+  if (fd >= 0) {
+    got = ::pread(fd, header.data(), header.size(), 0);
+    ::fstat(fd, &st);
+    ::close(fd);
+  }
+  const auto be32 = [&](size_t at) {
+    return (static_cast<uint32_t>(static_cast<unsigned char>(header[at])) << 24) |
+           (static_cast<uint32_t>(static_cast<unsigned char>(header[at + 1])) << 16) |
+           (static_cast<uint32_t>(static_cast<unsigned char>(header[at + 2])) << 8) |
+           static_cast<uint32_t>(static_cast<unsigned char>(header[at + 3]));
+  };
+  if (got != 100 || header.compare(0, 16, std::string("SQLite format 3\0", 16)) != 0)
+    throw DbError(DbErrorKind::kDamaged, "workspace database " + path_ +
+                                             " is damaged: it is not an SQLite database." + kRefusedAdvice);
+  uint32_t page_size = (static_cast<uint32_t>(static_cast<unsigned char>(header[16])) << 8) |
+                       static_cast<unsigned char>(header[17]);
+  if (page_size == 1) page_size = 65536;
+  const uint32_t pages = be32(28);
+  if (be32(24) == be32(92) && pages > 0 &&
+      static_cast<int64_t>(st.st_size) < static_cast<int64_t>(pages) * page_size)
+    throw DbError(DbErrorKind::kDamaged, "workspace database " + path_ + " is damaged: it is truncated (" +
+                                             std::to_string(st.st_size) + " bytes, its header says " +
+                                             std::to_string(static_cast<int64_t>(pages) * page_size) + ")." +
+                                             kRefusedAdvice);
+  count_user_tables(db_, "", path_);  // reads and parses the schema
+}
+
 // A valid SQLite file can still be someone else's: tables but no schema version means another
 // program's database; a Flotilla version without the meta table means a damaged or forged one.
 void Database::check_identity(int version, bool builtin_schema) {
@@ -253,8 +298,13 @@ void Database::exec(const std::string& sql) {
   if (rc != SQLITE_OK) {
     const std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    throw DbError(is_damage(rc) ? DbErrorKind::kDamaged : DbErrorKind::kQuery,
-                  msg + " (SQLite code " + std::to_string(rc) + ", database " + path_ + ")");
+    std::string advice;
+    if (error_kind_for(rc) == DbErrorKind::kFull)
+      advice =
+          ". The run database's storage is full or unwritable: free space on its disk or check its "
+          "permissions.";
+    throw DbError(error_kind_for(rc),
+                  msg + " (SQLite code " + std::to_string(rc) + ", database " + path_ + ")" + advice);
   }
 }
 
@@ -287,7 +337,7 @@ std::string Database::meta(const std::string& key) const {
 }
 
 void Database::set_meta(const std::string& key, const std::string& value) {
-  write_transaction([&] {
+  write_tx(*this, [&] {
     Statement st(db_,
                  "INSERT INTO meta(key, value) VALUES (?1, ?2) "
                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value");

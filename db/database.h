@@ -7,6 +7,7 @@
 // steps, each applied in its own BEGIN IMMEDIATE transaction together with its user_version bump.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,7 +32,13 @@ int current_schema_version();
 struct OpenOptions {
   int busy_timeout_ms = 5000;  // how long a statement waits for another connection's lock
   bool create = true;          // create the file when missing (else DbError kOpen)
-  bool quick_check = true;     // run PRAGMA quick_check before the first write
+  bool quick_check = true;     // check integrity before the first write (see check_depth)
+  // PRAGMA quick_check reads the whole file (seconds for millions of metric rows), so it runs in
+  // full when the file is at most this size or when a WAL is left over (an unclean shutdown: the
+  // case where damage is likely). Otherwise opening checks the header against the file size (a
+  // truncated file is refused) and reads the schema; a damaged page elsewhere is then reported
+  // by the query that reaches it (DbError kDamaged). 0: always run the full check.
+  int64_t full_check_max_bytes = int64_t{64} << 20;
   const std::vector<Migration>* migrations = nullptr;  // null: builtin_migrations() (tests pass their own)
 };
 
@@ -62,6 +69,7 @@ class Database {
  private:
   void close() noexcept;
   void check_integrity();
+  void check_header();
   void check_identity(int version, bool builtin_schema);
   void migrate(const std::vector<Migration>& steps);
 

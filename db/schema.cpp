@@ -1,14 +1,186 @@
-// The workspace schema as ordered migration steps (database.h explains how they are applied).
+// The workspace schema as ordered migration steps (database.h explains how they are applied;
+// docs/store.md documents every table).
 //
-// Decision: schema v1 is deliberately only the meta table. The run store issue designs runs,
-// metrics, system samples, nodes, pricing and costs and appends them as steps 2, 3, ...; a step
-// is never edited once released, because old workspaces replay exactly the steps they lack.
+// Decision: a step is never edited once released, because old workspaces replay exactly the steps
+// they lack; tests/db/golden/ holds a database at every earlier version and test_migrations opens
+// each one. Metric rows are keyed (run_id, name, step) WITHOUT ROWID so a step re-ingested after a
+// resume replaces its value; metric_blocks keeps min/max/last per 256-step block beside them so a
+// plot of millions of points reads thousands of block rows (downsample.cpp).
 #include <string>
 
 #include "db/database.h"
 #include "flotilla/build_info.h"
 
 namespace flotilla::db {
+namespace {
+
+// v2: runs and what a run produces (metrics, checkpoints, events, ingest offsets).
+constexpr const char* kV2 = R"sql(
+CREATE TABLE runs (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL UNIQUE,
+  status       TEXT NOT NULL DEFAULT 'created' CHECK (status IN
+                 ('created','queued','running','paused','preempted','stopped','failed','completed')),
+  config_toml  TEXT NOT NULL DEFAULT '',
+  config_json  TEXT NOT NULL DEFAULT '{}',
+  target       TEXT NOT NULL DEFAULT 'local',
+  run_dir      TEXT NOT NULL DEFAULT '',
+  parent_id    INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  parent_kind  TEXT CHECK (parent_kind IN ('resume','fork')),
+  notes        TEXT NOT NULL DEFAULT '',
+  created_at   REAL NOT NULL,
+  started_at   REAL,
+  ended_at     REAL,
+  exit_code    INTEGER,
+  world_size   INTEGER,
+  parameters   INTEGER,
+  flops_per_token REAL,
+  summary_json TEXT
+);
+CREATE INDEX runs_by_status ON runs(status, created_at);
+CREATE INDEX runs_by_created ON runs(created_at);
+
+CREATE TABLE run_tags (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  tag    TEXT NOT NULL,
+  PRIMARY KEY (run_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX run_tags_by_tag ON run_tags(tag);
+
+CREATE TABLE metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name   TEXT NOT NULL,
+  step   INTEGER NOT NULL,
+  value  REAL NOT NULL,
+  time   REAL NOT NULL,
+  PRIMARY KEY (run_id, name, step)
+) WITHOUT ROWID;
+
+CREATE TABLE metric_blocks (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name       TEXT NOT NULL,
+  block      INTEGER NOT NULL,
+  count      INTEGER NOT NULL,
+  min_value  REAL NOT NULL,
+  max_value  REAL NOT NULL,
+  first_step INTEGER NOT NULL,
+  last_step  INTEGER NOT NULL,
+  last_value REAL NOT NULL,
+  last_time  REAL NOT NULL,
+  PRIMARY KEY (run_id, name, block)
+) WITHOUT ROWID;
+
+CREATE TABLE checkpoints (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step    INTEGER NOT NULL,
+  dir     TEXT NOT NULL,
+  bytes   INTEGER NOT NULL DEFAULT 0,
+  seconds REAL NOT NULL DEFAULT 0,
+  reason  TEXT NOT NULL DEFAULT '',
+  time    REAL NOT NULL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+  id      INTEGER PRIMARY KEY,
+  run_id  INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  time    REAL NOT NULL,
+  kind    TEXT NOT NULL,
+  level   TEXT NOT NULL DEFAULT 'info' CHECK (level IN ('info','warning','error')),
+  rank    INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL,
+  fields  TEXT NOT NULL DEFAULT '{}',
+  UNIQUE (run_id, time, kind, rank, message)
+);
+CREATE INDEX events_by_run ON events(run_id, time);
+
+CREATE TABLE ingest_offsets (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  source     TEXT NOT NULL,
+  byte_offset INTEGER NOT NULL,
+  updated_at REAL NOT NULL,
+  PRIMARY KEY (run_id, source)
+) WITHOUT ROWID;
+)sql";
+
+// v3: where runs execute, and what their devices report.
+constexpr const char* kV3 = R"sql(
+CREATE TABLE clusters (
+  id       INTEGER PRIMARY KEY,
+  name     TEXT NOT NULL UNIQUE,
+  provider TEXT NOT NULL DEFAULT '',
+  notes    TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE nodes (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL UNIQUE,
+  cluster_id INTEGER REFERENCES clusters(id) ON DELETE SET NULL,
+  kind       TEXT NOT NULL DEFAULT 'local' CHECK (kind IN ('local','ssh')),
+  host       TEXT NOT NULL DEFAULT '',
+  gpu_type   TEXT NOT NULL DEFAULT '',
+  gpu_count  INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL
+);
+CREATE TABLE system_samples (
+  node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  device       INTEGER NOT NULL,
+  time         REAL NOT NULL,
+  utilization  REAL,
+  memory_used  INTEGER,
+  memory_total INTEGER,
+  power_w      REAL,
+  temperature_c REAL,
+  PRIMARY KEY (node_id, device, time)
+) WITHOUT ROWID;
+CREATE TABLE run_nodes (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE RESTRICT,
+  devices INTEGER NOT NULL DEFAULT 1,
+  PRIMARY KEY (run_id, node_id)
+) WITHOUT ROWID;
+)sql";
+
+// v4: prices, what nodes cost, accruals per run and node, run budgets.
+constexpr const char* kV4 = R"sql(
+CREATE TABLE pricing (
+  id          INTEGER PRIMARY KEY,
+  provider    TEXT NOT NULL,
+  item        TEXT NOT NULL,
+  gpu_type    TEXT NOT NULL DEFAULT '',
+  gpus        INTEGER NOT NULL DEFAULT 1,
+  on_demand_usd_per_hour REAL NOT NULL CHECK (on_demand_usd_per_hour >= 0),
+  spot_usd_per_hour      REAL CHECK (spot_usd_per_hour >= 0),
+  as_of       TEXT NOT NULL DEFAULT '',
+  source      TEXT NOT NULL DEFAULT '',
+  user_edited INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (provider, item)
+);
+CREATE TABLE node_pricing (
+  node_id       INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+  pricing_id    INTEGER REFERENCES pricing(id) ON DELETE SET NULL,
+  spot          INTEGER NOT NULL DEFAULT 0,
+  usd_per_hour  REAL CHECK (usd_per_hour >= 0),
+  power_w       REAL CHECK (power_w >= 0),
+  tariff_usd_per_kwh REAL CHECK (tariff_usd_per_kwh >= 0)
+);
+CREATE TABLE cost_accruals (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE RESTRICT,
+  status       TEXT NOT NULL,
+  start_time   REAL NOT NULL,
+  end_time     REAL,
+  devices      INTEGER NOT NULL,
+  usd_per_hour REAL NOT NULL,
+  rate_source  TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX cost_accruals_by_run ON cost_accruals(run_id, start_time);
+CREATE INDEX cost_accruals_by_node ON cost_accruals(node_id, start_time);
+ALTER TABLE runs ADD COLUMN budget_usd REAL;
+ALTER TABLE runs ADD COLUMN budget_warn_fraction REAL NOT NULL DEFAULT 0.8;
+)sql";
+
+}  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
   static const std::string v1 =
@@ -21,6 +193,9 @@ const std::vector<Migration>& builtin_migrations() {
       "INSERT INTO meta(key, value) VALUES ('created_at', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));\n";
   static const std::vector<Migration> steps = {
       {1, "meta table", v1.c_str()},
+      {2, "runs, metrics, checkpoints, events", kV2},
+      {3, "nodes, clusters, system samples", kV3},
+      {4, "pricing, cost accruals, budgets", kV4},
   };
   return steps;
 }

@@ -92,7 +92,7 @@ class TestRefusedWorkspace : public QObject {
     QVERIFY(!QFile::exists(path));
     flotilla::db::Database fresh(path.toStdString());
     QVERIFY(fresh.created());
-    QCOMPARE(fresh.schema_version(), 1);
+    QCOMPARE(fresh.schema_version(), flotilla::db::current_schema_version());
   }
 
   void newerFileIsNeverOfferedTheMove() {

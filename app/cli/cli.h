@@ -1,0 +1,75 @@
+// The headless commands of `flotilla` (docs/cli.md): shared context, argument helpers, commands.
+//
+// Decision: each command group is one file (run.cpp, runs.cpp, compare.cpp, costs.cpp) over the
+// Qt-free db/ API, so a command is what a script or the UI would do with the store, printed. The
+// store is opened per command (--db PATH, else the workspace database) and every problem reaches
+// the user once, through cli_main's handler, with its exit code (listed by flotilla --help).
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+
+namespace flotilla::cli {
+
+// Exit codes of the headless commands (`run` and `runs resume` return the worker's instead).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitConfig = 3;    // the run config cannot be read (as flotilla-worker)
+inline constexpr int kExitNotFound = 4;  // no such run, node or price
+inline constexpr int kExitStore = 6;     // the run database cannot be opened or written
+inline constexpr int kExitRefused = 9;   // the store refused the request (e.g. resuming a completed run)
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Context {
+  std::string workspace;          // "" = the default workspace
+  std::string db_path;            // --db PATH ("" = <workspace>/flotilla.db)
+  std::vector<std::string> args;  // arguments after the command name
+};
+
+// The database path this invocation uses.
+std::string database_path(const Context& ctx);
+// Opens (creating and migrating) the store and seeds the pricing catalogue when it changed.
+db::Database open_store(const Context& ctx);
+
+// Small argument reader: flags, options with a value, positionals; unknown options are errors.
+class ArgReader {
+ public:
+  ArgReader(std::vector<std::string> args, std::string command);
+  bool flag(const std::string& name);
+  std::optional<std::string> value(const std::string& name);
+  std::vector<std::string> values(const std::string& name);
+  std::optional<double> number(const std::string& name);
+  // The remaining positionals; throws UsageError on a leftover option.
+  std::vector<std::string> positionals();
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<bool> used_;
+  std::string command_;
+};
+
+// Formatting helpers.
+std::string format_time(double unix_seconds);   // "2025-01-31 14:02" (local time), "-" for 0
+std::string format_duration(double seconds);    // "1h02m", "3m05s", "12.3s"
+std::string format_number(double v);            // 12.3k, 4.56M, ...
+std::string csv_field(const std::string& s);    // quoted when needed
+std::string json_string(const std::string& s);  // a JSON string literal
+
+// Commands (args exclude the command name).
+int cmd_run(const Context& ctx);
+int cmd_runs(const Context& ctx);
+int cmd_compare(const Context& ctx);
+int cmd_costs(const Context& ctx);
+int cmd_pricing(const Context& ctx);
+
+// `runs resume`: shared with `run` (run.cpp).
+int resume_run(const Context& ctx, const std::string& run);
+
+}  // namespace flotilla::cli

@@ -1,0 +1,134 @@
+// Context, store opening and formatting for the headless commands (see cli.h).
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "db/costs.h"
+#include "db/workspace.h"
+
+namespace flotilla::cli {
+
+std::string database_path(const Context& ctx) {
+  if (!ctx.db_path.empty()) return std::filesystem::absolute(ctx.db_path).lexically_normal().string();
+  std::string dir = ctx.workspace.empty()
+                        ? db::default_workspace_dir()
+                        : std::filesystem::absolute(ctx.workspace).lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return db::workspace_database_path(dir);
+}
+
+db::Database open_store(const Context& ctx) {
+  const std::string path = database_path(ctx);
+  if (ctx.db_path.empty()) db::ensure_workspace_dir(std::filesystem::path(path).parent_path().string());
+  db::Database db(path);
+  db::ensure_pricing_seeded(db);
+  return db;
+}
+
+ArgReader::ArgReader(std::vector<std::string> args, std::string command)
+    : args_(std::move(args)), used_(args_.size(), false), command_(std::move(command)) {}
+
+bool ArgReader::flag(const std::string& name) {
+  bool found = false;
+  for (size_t i = 0; i < args_.size(); ++i)
+    if (!used_[i] && args_[i] == name) used_[i] = found = true;
+  return found;
+}
+
+std::vector<std::string> ArgReader::values(const std::string& name) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args_.size(); ++i) {
+    if (used_[i]) continue;
+    if (args_[i] == name) {
+      if (i + 1 >= args_.size()) throw UsageError(command_ + ": " + name + " needs a value");
+      used_[i] = used_[i + 1] = true;
+      out.push_back(args_[i + 1]);
+      ++i;
+    } else if (args_[i].rfind(name + "=", 0) == 0) {
+      used_[i] = true;
+      out.push_back(args_[i].substr(name.size() + 1));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> ArgReader::value(const std::string& name) {
+  const auto v = values(name);
+  if (v.size() > 1) throw UsageError(command_ + ": " + name + " given more than once");
+  if (v.empty()) return std::nullopt;
+  return v[0];
+}
+
+std::optional<double> ArgReader::number(const std::string& name) {
+  const auto v = value(name);
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || !std::isfinite(d))
+    throw UsageError(command_ + ": " + name + " needs a number, got '" + *v + "'");
+  return d;
+}
+
+std::vector<std::string> ArgReader::positionals() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args_.size(); ++i) {
+    if (used_[i]) continue;
+    if (args_[i].size() > 1 && args_[i][0] == '-' && !std::isdigit(static_cast<unsigned char>(args_[i][1])))
+      throw UsageError(command_ + ": unknown option '" + args_[i] + "'");
+    out.push_back(args_[i]);
+  }
+  return out;
+}
+
+std::string format_time(double t) {
+  if (t <= 0) return "-";
+  const std::time_t s = static_cast<std::time_t>(t);
+  std::tm tm{};
+  localtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  char buf[32];
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  } else if (seconds < 3600) {
+    const int s = static_cast<int>(seconds);
+    std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
+  } else {
+    const int m = static_cast<int>(seconds / 60);
+    std::snprintf(buf, sizeof buf, "%dh%02dm", m / 60, m % 60);
+  }
+  return buf;
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  const double a = std::fabs(v);
+  if (a >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  else if (a >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (a >= 1e4)
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+
+}  // namespace flotilla::cli

@@ -1,0 +1,189 @@
+// `flotilla costs [--json]` and `flotilla pricing list|set|node`.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "db/costs.h"
+#include "db/errors.h"
+#include "db/run_store.h"
+#include "db/sql.h"
+
+namespace flotilla::cli {
+namespace {
+
+// "$1.23": built by appending, since `"$" + std::string` trips GCC 12's -Wrestrict at -O3.
+std::string dollars(double usd) {
+  std::string s = "$";
+  s += format_number(usd);
+  return s;
+}
+
+using nlohmann::json;
+
+json lines_json(const std::vector<db::CostLine>& lines) {
+  json out = json::array();
+  for (const auto& l : lines)
+    out.push_back({{"key", l.key}, {"usd", l.usd}, {"gpu_hours", l.gpu_hours}, {"hours", l.hours}});
+  return out;
+}
+
+void print_lines(const char* title, const std::vector<db::CostLine>& lines) {
+  std::printf("%s\n", title);
+  if (lines.empty()) std::printf("  (none)\n");
+  for (const auto& l : lines)
+    std::printf("  %-28s $%10.2f  %9.3f GPU-h  %8.2f h\n", l.key.c_str(), l.usd, l.gpu_hours, l.hours);
+}
+
+int pricing_list(const Context& ctx, ArgReader& args) {
+  const bool as_json = args.flag("--json");
+  if (!args.positionals().empty()) throw UsageError("pricing list takes no positional arguments");
+  const db::Database db = open_store(ctx);
+  const auto prices = db::list_pricing(db);
+  if (as_json) {
+    json out = json::array();
+    for (const auto& p : prices)
+      out.push_back({{"provider", p.provider},
+                     {"item", p.item},
+                     {"gpu_type", p.gpu_type},
+                     {"gpus", p.gpus},
+                     {"on_demand_usd_per_hour", p.on_demand_usd_per_hour},
+                     {"spot_usd_per_hour", p.spot_usd_per_hour ? json(*p.spot_usd_per_hour) : json(nullptr)},
+                     {"as_of", p.as_of},
+                     {"source", p.source},
+                     {"user_edited", p.user_edited}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%-8s %-20s %-16s %4s %10s %10s  %-8s %s\n", "PROVIDER", "ITEM", "GPU", "GPUS", "ON-DEMAND",
+              "SPOT", "AS OF", "SOURCE");
+  for (const auto& p : prices) {
+    const std::string spot = p.spot_usd_per_hour ? dollars(*p.spot_usd_per_hour) : "-";
+    std::printf("%-8s %-20s %-16s %4lld %10s %10s  %-8s %s%s\n", p.provider.c_str(), p.item.c_str(),
+                p.gpu_type.c_str(), static_cast<long long>(p.gpus),
+                dollars(p.on_demand_usd_per_hour).c_str(), spot.c_str(), p.as_of.c_str(),
+                p.source.c_str(), p.user_edited ? " (edited)" : "");
+  }
+  return kExitOk;
+}
+
+int pricing_set(const Context& ctx, ArgReader& args) {
+  const auto on_demand = args.number("--on-demand");
+  const auto spot = args.number("--spot");
+  const auto gpus = args.number("--gpus");
+  const auto gpu_type = args.value("--gpu-type");
+  const auto pos = args.positionals();
+  if (pos.size() != 2)
+    throw UsageError("pricing set needs PROVIDER ITEM (e.g. pricing set aws p5.48xlarge --spot 40)");
+  db::Database db = open_store(ctx);
+  db::PriceEntry p;
+  if (auto existing = db::find_price(db, pos[0], pos[1])) {
+    p = *existing;
+  } else {
+    if (!on_demand) throw UsageError("pricing set: a new entry needs --on-demand USD_PER_HOUR");
+    p.provider = pos[0];
+    p.item = pos[1];
+  }
+  if (on_demand) p.on_demand_usd_per_hour = *on_demand;
+  if (spot) p.spot_usd_per_hour = *spot;
+  if (gpus) p.gpus = static_cast<int64_t>(*gpus);
+  if (gpu_type) p.gpu_type = *gpu_type;
+  p.source = "user";
+  db::set_price(db, p);
+  std::printf("%s/%s: on-demand $%.4f/h, spot %s, %lld GPU(s)\n", p.provider.c_str(), p.item.c_str(),
+              p.on_demand_usd_per_hour,
+              p.spot_usd_per_hour ? (dollars(*p.spot_usd_per_hour) + "/h").c_str() : "-",
+              static_cast<long long>(p.gpus));
+  return kExitOk;
+}
+
+// pricing node NAME (--catalog PROVIDER/ITEM [--spot] | --usd-per-hour X | --watts W --tariff T)
+int pricing_node(const Context& ctx, ArgReader& args) {
+  const auto catalog = args.value("--catalog");
+  const bool spot = args.flag("--spot");
+  const auto flat = args.number("--usd-per-hour");
+  const auto watts = args.number("--watts");
+  const auto tariff = args.number("--tariff");
+  const auto gpus = args.number("--gpus");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("pricing node needs the node's NAME (the local machine is 'local')");
+  const int choices = (catalog ? 1 : 0) + (flat ? 1 : 0) + ((watts || tariff) ? 1 : 0);
+  if (choices != 1 || (watts.has_value() != tariff.has_value()))
+    throw UsageError(
+        "pricing node: give one of --catalog PROVIDER/ITEM [--spot], --usd-per-hour X, or "
+        "--watts W --tariff USD_PER_KWH");
+  db::Database db = open_store(ctx);
+  const int64_t node = db::ensure_node(db, pos[0], pos[0] == "local" ? "local" : "ssh");
+  if (gpus) {
+    db::Stmt st(db, "UPDATE nodes SET gpu_count = ?2 WHERE id = ?1");
+    st.bind(1, node).bind(2, static_cast<int64_t>(*gpus)).run();
+  }
+  db::NodePricing np;
+  if (catalog) {
+    const auto slash = catalog->find('/');
+    if (slash == std::string::npos) throw UsageError("pricing node: --catalog takes PROVIDER/ITEM");
+    const auto p = db::find_price(db, catalog->substr(0, slash), catalog->substr(slash + 1));
+    if (!p)
+      throw db::DbError(db::DbErrorKind::kNotFound,
+                        "no price " + *catalog + " in the catalogue (flotilla pricing list)");
+    np.pricing_id = p->id;
+    np.spot = spot;
+  }
+  np.usd_per_hour = flat;
+  np.power_w = watts;
+  np.tariff_usd_per_kwh = tariff;
+  db::set_node_pricing(db, node, np);
+  const db::Rate r = db::node_rate(db, node, gpus ? static_cast<int64_t>(*gpus) : 1);
+  std::printf("node %s: $%.4f/h (%s); runs started from now on accrue at this rate\n", pos[0].c_str(),
+              r.usd_per_hour, r.source.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_costs(const Context& ctx) {
+  ArgReader args(ctx.args, "costs");
+  if (args.flag("--help")) {
+    std::printf(
+        "Usage: flotilla costs [--json]\n\nAccrued cost and GPU-hours by run, by node and by UTC day.\n");
+    return kExitOk;
+  }
+  const bool as_json = args.flag("--json");
+  if (!args.positionals().empty()) throw UsageError("costs takes no positional arguments");
+  const db::Database db = open_store(ctx);
+  const auto by_run = db::costs_by_run(db), by_node = db::costs_by_node(db), by_day = db::costs_by_day(db);
+  double total = 0;
+  for (const auto& l : by_run) total += l.usd;
+  if (as_json) {
+    json j{{"total_usd", total},
+           {"by_run", lines_json(by_run)},
+           {"by_node", lines_json(by_node)},
+           {"by_day", lines_json(by_day)}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  print_lines("by run", by_run);
+  print_lines("by node", by_node);
+  print_lines("by day (UTC)", by_day);
+  std::printf("total $%.2f\n", total);
+  return kExitOk;
+}
+
+int cmd_pricing(const Context& ctx) {
+  if (ctx.args.empty() || ctx.args[0] == "--help") {
+    std::printf(
+        "Usage: flotilla pricing list [--json]\n"
+        "       flotilla pricing set PROVIDER ITEM [--on-demand USD] [--spot USD] [--gpus N] [--gpu-type T]\n"
+        "       flotilla pricing node NAME (--catalog PROVIDER/ITEM [--spot] | --usd-per-hour USD |\n"
+        "                                   --watts W --tariff USD_PER_KWH) [--gpus N]\n");
+    return ctx.args.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string sub = ctx.args[0];
+  ArgReader args(std::vector<std::string>(ctx.args.begin() + 1, ctx.args.end()), "pricing " + sub);
+  if (sub == "list") return pricing_list(ctx, args);
+  if (sub == "set") return pricing_set(ctx, args);
+  if (sub == "node") return pricing_node(ctx, args);
+  throw UsageError("pricing: unknown subcommand '" + sub + "' (list, set, node)");
+}
+
+}  // namespace flotilla::cli

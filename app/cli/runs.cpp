@@ -1,0 +1,263 @@
+// `flotilla runs list|show|export|resume|delete` over the run store.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "db/costs.h"
+#include "db/errors.h"
+#include "db/queries.h"
+#include "db/run_records.h"
+#include "db/run_store.h"
+
+namespace flotilla::cli {
+namespace {
+
+using nlohmann::json;
+
+json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json run_json(const db::Run& r) {
+  return json{{"id", r.id},
+              {"name", r.name},
+              {"status", db::to_string(r.status)},
+              {"target", r.target},
+              {"run_dir", r.run_dir},
+              {"tags", r.tags},
+              {"notes", r.notes},
+              {"created_at", r.created_at},
+              {"started_at", opt(r.started_at)},
+              {"ended_at", opt(r.ended_at)},
+              {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+              {"parent_id", r.parent_id ? json(*r.parent_id) : json(nullptr)},
+              {"parent_kind", r.parent_kind},
+              {"budget_usd", opt(r.budget_usd)}};
+}
+
+json summary_json(const db::RunSummary& s) {
+  return json{{"steps", s.steps},
+              {"final_loss", opt(s.final_loss)},
+              {"best_loss", opt(s.best_loss)},
+              {"best_val_loss", opt(s.best_val_loss)},
+              {"tokens", s.tokens},
+              {"tokens_per_s", opt(s.tokens_per_s)},
+              {"mfu", opt(s.mfu)},
+              {"wall_s", s.wall_s},
+              {"gpu_hours", s.gpu_hours},
+              {"cost_usd", s.cost_usd},
+              {"usd_per_million_tokens", opt(s.usd_per_million_tokens)}};
+}
+
+db::RunFilter::Sort parse_sort(const std::string& s) {
+  using S = db::RunFilter::Sort;
+  if (s == "created") return S::kCreated;
+  if (s == "name") return S::kName;
+  if (s == "status") return S::kStatus;
+  if (s == "loss") return S::kFinalLoss;
+  if (s == "steps") return S::kSteps;
+  throw UsageError("runs list: --sort takes created, name, status, loss or steps, not '" + s + "'");
+}
+
+int list(const Context& ctx, ArgReader& args) {
+  db::RunFilter f;
+  const bool as_json = args.flag("--json");
+  for (const auto& s : args.values("--status")) f.statuses.push_back(db::parse_run_status(s));
+  f.name_contains = args.value("--name").value_or("");
+  f.tag = args.value("--tag").value_or("");
+  if (auto s = args.value("--sort")) f.sort = parse_sort(*s);
+  if (args.flag("--asc")) f.descending = false;
+  if (auto n = args.number("--limit")) f.limit = static_cast<int>(*n);
+  if (!args.positionals().empty()) throw UsageError("runs list takes no positional arguments");
+  const db::Database db = open_store(ctx);
+  const auto items = db::list_runs(db, f);
+  if (as_json) {
+    json out = json::array();
+    for (const auto& it : items) {
+      json j = run_json(it.run);
+      j["last_step"] = it.last_step;
+      j["last_loss"] = opt(it.last_loss);
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  if (items.empty()) {
+    std::printf("no runs in %s (start one with flotilla run CONFIG.toml)\n", db.path().c_str());
+    return kExitOk;
+  }
+  std::printf("%-5s %-24s %-10s %8s %10s  %-16s %s\n", "ID", "NAME", "STATUS", "STEP", "LOSS", "CREATED",
+              "TARGET");
+  for (const auto& it : items) {
+    const std::string loss = it.last_loss ? format_number(*it.last_loss) : "-";
+    std::printf("%-5lld %-24s %-10s %8lld %10s  %-16s %s\n", static_cast<long long>(it.run.id),
+                it.run.name.c_str(), db::to_string(it.run.status), static_cast<long long>(it.last_step),
+                loss.c_str(), format_time(it.run.created_at).c_str(), it.run.target.c_str());
+  }
+  return kExitOk;
+}
+
+int show(const Context& ctx, ArgReader& args) {
+  const bool as_json = args.flag("--json");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs show needs one RUN (a name or an id)");
+  const db::Database db = open_store(ctx);
+  const db::Run r = db::get_run(db, pos[0]);
+  const db::RunSummary s = db::run_summary(db, r.id);
+  const auto names = db::metric_names(db, r.id);
+  const auto checkpoints = db::list_checkpoints(db, r.id);
+  const auto events = db::list_events(db, r.id, 20);
+  if (as_json) {
+    json j = run_json(r);
+    j["summary"] = summary_json(s);
+    j["metrics"] = names;
+    j["config"] = json::parse(r.config_json, nullptr, false);
+    json cps = json::array();
+    for (const auto& c : checkpoints)
+      cps.push_back(
+          {{"step", c.step}, {"dir", c.dir}, {"bytes", c.bytes}, {"reason", c.reason}, {"time", c.time}});
+    j["checkpoints"] = cps;
+    json evs = json::array();
+    for (const auto& e : events)
+      evs.push_back({{"time", e.time}, {"kind", e.kind}, {"level", e.level}, {"message", e.message}});
+    j["events"] = evs;
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("run        %s (id %lld)\n", r.name.c_str(), static_cast<long long>(r.id));
+  std::printf("status     %s%s\n", db::to_string(r.status),
+              r.exit_code ? (" (exit " + std::to_string(*r.exit_code) + ")").c_str() : "");
+  std::printf("run dir    %s\n", r.run_dir.c_str());
+  std::printf("created    %s   started %s   ended %s\n", format_time(r.created_at).c_str(),
+              format_time(r.started_at.value_or(0)).c_str(), format_time(r.ended_at.value_or(0)).c_str());
+  if (!r.tags.empty()) {
+    std::string t;
+    for (const auto& x : r.tags) t += (t.empty() ? "" : ", ") + x;
+    std::printf("tags       %s\n", t.c_str());
+  }
+  if (!r.notes.empty()) std::printf("notes      %s\n", r.notes.c_str());
+  std::printf("steps      %lld   tokens %s   wall %s\n", static_cast<long long>(s.steps),
+              format_number(s.tokens).c_str(), format_duration(s.wall_s).c_str());
+  std::printf("loss       final %s   best %s   best val %s\n",
+              s.final_loss ? format_number(*s.final_loss).c_str() : "-",
+              s.best_loss ? format_number(*s.best_loss).c_str() : "-",
+              s.best_val_loss ? format_number(*s.best_val_loss).c_str() : "-");
+  std::printf("speed      %s tok/s   mfu %s\n", s.tokens_per_s ? format_number(*s.tokens_per_s).c_str() : "-",
+              s.mfu ? (format_number(*s.mfu * 100) + "%").c_str() : "-");
+  std::printf("cost       $%.2f   %.3f GPU-hours%s\n", s.cost_usd, s.gpu_hours,
+              r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "");
+  std::string m;
+  for (const auto& n : names) m += (m.empty() ? "" : " ") + n;
+  std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
+  for (const auto& c : checkpoints)
+    std::printf("checkpoint step %lld  %s  (%s)\n", static_cast<long long>(c.step), c.dir.c_str(),
+                c.reason.c_str());
+  for (const auto& e : events)
+    std::printf("event      %s  %-7s %s\n", format_time(e.time).c_str(), e.level.c_str(), e.message.c_str());
+  return kExitOk;
+}
+
+int export_run(const Context& ctx, ArgReader& args) {
+  const bool jsonl = args.flag("--jsonl");
+  const bool csv = args.flag("--csv");
+  if (jsonl && csv) throw UsageError("runs export: choose --csv or --jsonl");
+  const auto metric = args.value("--metric");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs export needs one RUN (a name or an id)");
+  const db::Database db = open_store(ctx);
+  const db::Run r = db::get_run(db, pos[0]);
+  std::vector<std::string> names = metric ? std::vector<std::string>{*metric} : db::metric_names(db, r.id);
+  if (metric && !db::metric_names(db, r.id).empty()) {
+    const auto all = db::metric_names(db, r.id);
+    if (std::find(all.begin(), all.end(), *metric) == all.end())
+      throw db::DbError(db::DbErrorKind::kNotFound, "run " + r.name + " has no metric '" + *metric +
+                                                        "' (flotilla runs show " + r.name + " lists them)");
+  }
+  // step -> (time, name -> value)
+  std::map<int64_t, std::pair<double, std::map<std::string, double>>> rows;
+  for (const auto& n : names)
+    for (const db::Point& p : db::metric_points(db, r.id, n)) {
+      auto& row = rows[p.step];
+      row.first = std::max(row.first, p.time);
+      row.second[n] = p.value;
+    }
+  if (jsonl) {
+    for (const auto& [step, row] : rows) {
+      json j{{"step", step}, {"time", row.first}};
+      for (const auto& [n, v] : row.second) j[n] = v;
+      std::printf("%s\n", j.dump().c_str());
+    }
+    return kExitOk;
+  }
+  std::string header = "step,time";
+  for (const auto& n : names) header += "," + csv_field(n);
+  std::printf("%s\n", header.c_str());
+  for (const auto& [step, row] : rows) {
+    std::printf("%lld,%.3f", static_cast<long long>(step), row.first);
+    for (const auto& n : names) {
+      const auto it = row.second.find(n);
+      if (it == row.second.end())
+        std::printf(",");
+      else
+        std::printf(",%.9g", it->second);
+    }
+    std::printf("\n");
+  }
+  return kExitOk;
+}
+
+int remove(const Context& ctx, ArgReader& args) {
+  const bool force = args.flag("--force");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs delete needs one RUN (a name or an id)");
+  db::Database db = open_store(ctx);
+  const db::Run r = db::get_run(db, pos[0]);
+  if (r.status == db::RunStatus::kRunning && !force) {
+    std::fprintf(stderr,
+                 "flotilla: run %s is running; stop it first, or delete its record anyway with --force\n",
+                 r.name.c_str());
+    return kExitRefused;
+  }
+  const int64_t rows = db::delete_run(db, r.id);
+  std::printf("deleted run %s (id %lld, %lld metric rows) from %s; its run directory %s was kept\n",
+              r.name.c_str(), static_cast<long long>(r.id), static_cast<long long>(rows), db.path().c_str(),
+              r.run_dir.empty() ? "-" : r.run_dir.c_str());
+  return kExitOk;
+}
+
+void usage() {
+  std::printf(
+      "Usage: flotilla runs list [--json] [--status S]... [--tag T] [--name TEXT] [--sort "
+      "created|name|status|loss|steps]\n"
+      "                          [--asc] [--limit N]\n"
+      "       flotilla runs show RUN [--json]\n"
+      "       flotilla runs export RUN [--csv|--jsonl] [--metric NAME]\n"
+      "       flotilla runs resume RUN\n"
+      "       flotilla runs delete RUN [--force]\n"
+      "RUN is a run's name or id. See docs/cli.md.\n");
+}
+
+}  // namespace
+
+int cmd_runs(const Context& ctx) {
+  if (ctx.args.empty() || ctx.args[0] == "--help") {
+    usage();
+    return ctx.args.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string sub = ctx.args[0];
+  ArgReader args(std::vector<std::string>(ctx.args.begin() + 1, ctx.args.end()), "runs " + sub);
+  if (sub == "list") return list(ctx, args);
+  if (sub == "show") return show(ctx, args);
+  if (sub == "export") return export_run(ctx, args);
+  if (sub == "delete") return remove(ctx, args);
+  if (sub == "resume") {
+    const auto pos = args.positionals();
+    if (pos.size() != 1) throw UsageError("runs resume needs one RUN (a name or an id)");
+    return resume_run(ctx, pos[0]);
+  }
+  throw UsageError("runs: unknown subcommand '" + sub + "' (list, show, export, resume, delete)");
+}
+
+}  // namespace flotilla::cli

@@ -1,0 +1,357 @@
+// Pricing catalogue, node rates, accrual splitting and cost queries (see costs.h).
+#include "db/costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "db/errors.h"
+#include "db/sql.h"
+#include "flotilla/pricing_seed.h"
+
+namespace flotilla::db {
+namespace {
+
+std::string money(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "$%.2f", v);
+  return buf;
+}
+
+PriceEntry read_price(const Stmt& st) {
+  PriceEntry p;
+  p.id = st.i64(0);
+  p.provider = st.text(1);
+  p.item = st.text(2);
+  p.gpu_type = st.text(3);
+  p.gpus = st.i64(4);
+  p.on_demand_usd_per_hour = st.f64(5);
+  p.spot_usd_per_hour = st.opt_f64(6);
+  p.as_of = st.text(7);
+  p.source = st.text(8);
+  p.user_edited = st.i64(9) != 0;
+  return p;
+}
+
+constexpr const char* kPriceColumns =
+    "id, provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, as_of, source, "
+    "user_edited";
+
+std::string utc_day(double t) {
+  const std::time_t s = static_cast<std::time_t>(std::floor(t));
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+struct AccrualRow {
+  Accrual a;
+  std::string run_name, node_name;
+};
+
+std::vector<AccrualRow> all_accruals(const Database& db) {
+  std::vector<AccrualRow> out;
+  Stmt st(db,
+          "SELECT a.run_id, a.node_id, a.status, a.start_time, a.end_time, a.devices, a.usd_per_hour, "
+          "a.rate_source, r.name, n.name FROM cost_accruals a JOIN runs r ON r.id = a.run_id "
+          "JOIN nodes n ON n.id = a.node_id ORDER BY a.start_time");
+  while (st.step()) {
+    AccrualRow row;
+    row.a =
+        Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6), st.text(7)};
+    row.run_name = st.text(8);
+    row.node_name = st.text(9);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<CostLine> to_lines(const std::map<std::string, CostLine>& m) {
+  std::vector<CostLine> out;
+  for (const auto& [k, v] : m) out.push_back(v);
+  return out;
+}
+
+void add_to(std::map<std::string, CostLine>& m, const std::string& key, double usd, double gpu_h, double h) {
+  CostLine& l = m[key];
+  l.key = key;
+  l.usd += usd;
+  l.gpu_hours += gpu_h;
+  l.hours += h;
+}
+
+}  // namespace
+
+const std::string& builtin_pricing_toml() {
+  static const std::string text = kFlotillaPricingSeed;
+  return text;
+}
+
+int seed_pricing(Database& db, const std::string& toml_text, const std::string& source_name) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source_name << ":" << e.source().begin.line << ": " << e.description();
+    throw DbError(DbErrorKind::kInvalid, "pricing catalogue " + msg.str());
+  }
+  std::vector<PriceEntry> entries;
+  if (const toml::array* prices = doc["price"].as_array()) {
+    int index = 0;
+    for (const toml::node& n : *prices) {
+      ++index;
+      const toml::table* t = n.as_table();
+      const std::string where = source_name + ": [[price]] #" + std::to_string(index);
+      if (!t) throw DbError(DbErrorKind::kInvalid, where + " is not a table");
+      PriceEntry p;
+      p.provider = (*t)["provider"].value_or(std::string());
+      p.item = (*t)["item"].value_or(std::string());
+      p.gpu_type = (*t)["gpu_type"].value_or(std::string());
+      p.gpus = (*t)["gpus"].value_or(int64_t{1});
+      const std::optional<double> od = (*t)["on_demand"].value<double>();
+      p.spot_usd_per_hour = (*t)["spot"].value<double>();
+      p.as_of = (*t)["as_of"].value_or(std::string());
+      p.source = (*t)["source"].value_or(std::string());
+      if (p.provider.empty() || p.item.empty() || !od || *od < 0 || p.gpus < 1 ||
+          (p.spot_usd_per_hour && *p.spot_usd_per_hour < 0))
+        throw DbError(DbErrorKind::kInvalid, where + " needs provider, item, gpus >= 1 and on_demand >= 0 (" +
+                                                 "spot, when given, >= 0)");
+      p.on_demand_usd_per_hour = *od;
+      entries.push_back(p);
+    }
+  }
+  int changed = 0;
+  write_tx(db, [&] {
+    Stmt ins(
+        db,
+        "INSERT INTO pricing(provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, "
+        "as_of, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+        "ON CONFLICT(provider, item) DO UPDATE SET gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
+        "on_demand_usd_per_hour = excluded.on_demand_usd_per_hour, "
+        "spot_usd_per_hour = excluded.spot_usd_per_hour, as_of = excluded.as_of, source = excluded.source "
+        "WHERE pricing.user_edited = 0 AND pricing.as_of <> excluded.as_of");
+    for (const PriceEntry& p : entries) {
+      ins.bind(1, p.provider).bind(2, p.item).bind(3, p.gpu_type).bind(4, p.gpus);
+      ins.bind(5, p.on_demand_usd_per_hour).bind(6, p.spot_usd_per_hour).bind(7, p.as_of).bind(8, p.source);
+      ins.run();
+      changed += static_cast<int>(changes_count(db));
+      ins.reset();
+    }
+  });
+  return changed;
+}
+
+std::vector<PriceEntry> list_pricing(const Database& db) {
+  std::vector<PriceEntry> out;
+  Stmt st(db, std::string("SELECT ") + kPriceColumns + " FROM pricing ORDER BY provider, item");
+  while (st.step()) out.push_back(read_price(st));
+  return out;
+}
+
+std::optional<PriceEntry> find_price(const Database& db, const std::string& provider,
+                                     const std::string& item) {
+  Stmt st(db, std::string("SELECT ") + kPriceColumns + " FROM pricing WHERE provider = ?1 AND item = ?2");
+  st.bind(1, provider).bind(2, item);
+  if (!st.step()) return std::nullopt;
+  return read_price(st);
+}
+
+int64_t set_price(Database& db, const PriceEntry& p) {
+  if (p.provider.empty() || p.item.empty() || p.on_demand_usd_per_hour < 0 || p.gpus < 1 ||
+      (p.spot_usd_per_hour && *p.spot_usd_per_hour < 0))
+    throw DbError(DbErrorKind::kInvalid,
+                  "a price needs a provider, an item, gpus >= 1 and non-negative $/hour figures");
+  int64_t id = 0;
+  write_tx(db, [&] {
+    Stmt st(
+        db,
+        "INSERT INTO pricing(provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, "
+        "as_of, "
+        "source, user_edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1) "
+        "ON CONFLICT(provider, item) DO UPDATE SET gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
+        "on_demand_usd_per_hour = excluded.on_demand_usd_per_hour, "
+        "spot_usd_per_hour = excluded.spot_usd_per_hour, as_of = excluded.as_of, source = excluded.source, "
+        "user_edited = 1");
+    st.bind(1, p.provider)
+        .bind(2, p.item)
+        .bind(3, p.gpu_type)
+        .bind(4, p.gpus)
+        .bind(5, p.on_demand_usd_per_hour);
+    st.bind(6, p.spot_usd_per_hour).bind(7, p.as_of).bind(8, p.source.empty() ? "user" : p.source).run();
+    id = find_price(db, p.provider, p.item)->id;
+  });
+  return id;
+}
+
+void set_node_pricing(Database& db, int64_t node_id, const NodePricing& np) {
+  write_tx(db, [&] {
+    Stmt st(db,
+            "INSERT OR REPLACE INTO node_pricing(node_id, pricing_id, spot, usd_per_hour, power_w, "
+            "tariff_usd_per_kwh) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    st.bind(1, node_id).bind(2, np.pricing_id).bind(3, np.spot ? 1 : 0).bind(4, np.usd_per_hour);
+    st.bind(5, np.power_w).bind(6, np.tariff_usd_per_kwh).run();
+  });
+}
+
+std::optional<NodePricing> node_pricing(const Database& db, int64_t node_id) {
+  Stmt st(db,
+          "SELECT pricing_id, spot, usd_per_hour, power_w, tariff_usd_per_kwh FROM node_pricing WHERE "
+          "node_id = ?1");
+  st.bind(1, node_id);
+  if (!st.step()) return std::nullopt;
+  return NodePricing{st.opt_i64(0), st.i64(1) != 0, st.opt_f64(2), st.opt_f64(3), st.opt_f64(4)};
+}
+
+Rate node_rate(const Database& db, int64_t node_id, int64_t devices) {
+  const auto np = node_pricing(db, node_id);
+  if (!np) return {0, "unpriced"};
+  Stmt n(db, "SELECT gpu_count FROM nodes WHERE id = ?1");
+  n.bind(1, node_id);
+  const int64_t gpu_count = n.step() ? n.i64(0) : 0;
+  const double share =
+      gpu_count > 0 ? std::min(1.0, static_cast<double>(devices) / static_cast<double>(gpu_count)) : 1.0;
+  if (np->pricing_id) {
+    Stmt st(db, std::string("SELECT ") + kPriceColumns + " FROM pricing WHERE id = ?1");
+    st.bind(1, *np->pricing_id);
+    if (st.step()) {
+      const PriceEntry p = read_price(st);
+      const bool spot = np->spot && p.spot_usd_per_hour.has_value();
+      const double instance = spot ? *p.spot_usd_per_hour : p.on_demand_usd_per_hour;
+      const double per_gpu = instance / static_cast<double>(p.gpus);
+      const double n_dev = static_cast<double>(std::max<int64_t>(devices, 1));
+      return {per_gpu * n_dev, p.provider + "/" + p.item + (spot ? " spot" : " on-demand") + " " +
+                                   std::to_string(std::max<int64_t>(devices, 1)) + "/" +
+                                   std::to_string(p.gpus) + " GPUs"};
+    }
+  }
+  if (np->usd_per_hour) return {*np->usd_per_hour * share, "flat " + money(*np->usd_per_hour) + "/h"};
+  if (np->power_w && np->tariff_usd_per_kwh)
+    return {*np->power_w / 1000.0 * *np->tariff_usd_per_kwh * share,
+            std::to_string(static_cast<int64_t>(*np->power_w)) + " W x " + money(*np->tariff_usd_per_kwh) +
+                "/kWh"};
+  return {0, "unpriced"};
+}
+
+void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
+  Stmt close(
+      db, "UPDATE cost_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
+  close.bind(1, run_id).bind(2, at).run();
+  if (to != RunStatus::kRunning) return;
+  std::vector<std::pair<int64_t, int64_t>> nodes;
+  {
+    Stmt st(db, "SELECT node_id, devices FROM run_nodes WHERE run_id = ?1");
+    st.bind(1, run_id);
+    while (st.step()) nodes.emplace_back(st.i64(0), st.i64(1));
+  }
+  Stmt open(
+      db,
+      "INSERT INTO cost_accruals(run_id, node_id, status, start_time, devices, usd_per_hour, rate_source) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  for (const auto& [node, devices] : nodes) {
+    const Rate r = node_rate(db, node, devices);
+    open.bind(1, run_id).bind(2, node).bind(3, to_string(to)).bind(4, at).bind(5, devices);
+    open.bind(6, r.usd_per_hour).bind(7, r.source).run();
+    open.reset();
+  }
+}
+
+double Accrual::seconds(double now) const {
+  const double stop = end ? *end : now;
+  return std::max(0.0, stop - start);
+}
+
+std::vector<Accrual> run_accruals(const Database& db, int64_t run_id) {
+  std::vector<Accrual> out;
+  Stmt st(db,
+          "SELECT run_id, node_id, status, start_time, end_time, devices, usd_per_hour, rate_source "
+          "FROM cost_accruals WHERE run_id = ?1 ORDER BY start_time, node_id");
+  st.bind(1, run_id);
+  while (st.step())
+    out.push_back(Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6),
+                          st.text(7)});
+  return out;
+}
+
+double accrued_until(const std::vector<Accrual>& accruals, double t, bool dollars) {
+  double total = 0;
+  for (const Accrual& a : accruals) total += dollars ? a.usd(t) : a.gpu_hours(t);
+  return total;
+}
+
+std::vector<CostLine> costs_by_run(const Database& db, double now) {
+  if (now <= 0) now = now_seconds();
+  std::map<std::string, CostLine> m;
+  for (const AccrualRow& r : all_accruals(db))
+    add_to(m, r.run_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0);
+  return to_lines(m);
+}
+
+std::vector<CostLine> costs_by_node(const Database& db, double now) {
+  if (now <= 0) now = now_seconds();
+  std::map<std::string, CostLine> m;
+  for (const AccrualRow& r : all_accruals(db))
+    add_to(m, r.node_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0);
+  return to_lines(m);
+}
+
+std::vector<CostLine> costs_by_day(const Database& db, double now) {
+  if (now <= 0) now = now_seconds();
+  std::map<std::string, CostLine> m;
+  for (const AccrualRow& r : all_accruals(db)) {
+    const double stop = r.a.end ? *r.a.end : now;
+    double t = r.a.start;
+    while (t < stop) {
+      const double day_end = (std::floor(t / 86400.0) + 1) * 86400.0;  // UTC midnight
+      const double piece = std::min(stop, day_end) - t;
+      add_to(m, utc_day(t), r.a.usd_per_hour * piece / 3600.0,
+             static_cast<double>(r.a.devices) * piece / 3600.0, piece / 3600.0);
+      t = std::min(stop, day_end);
+    }
+  }
+  return to_lines(m);
+}
+
+double run_cost_usd(const Database& db, int64_t run_id, double now) {
+  if (now <= 0) now = now_seconds();
+  return accrued_until(run_accruals(db, run_id), now, true);
+}
+
+BudgetStatus budget_status(const Database& db, int64_t run_id, double now) {
+  const Run r = get_run(db, run_id);
+  BudgetStatus b;
+  b.spent_usd = run_cost_usd(db, run_id, now);
+  b.cap_usd = r.budget_usd;
+  if (!r.budget_usd) return b;
+  b.warn_at_usd = *r.budget_usd * r.budget_warn_fraction;
+  if (b.spent_usd >= *r.budget_usd) {
+    b.action = BudgetAction::kStop;
+    b.message = "run '" + r.name + "' reached its budget: " + money(b.spent_usd) + " of " +
+                money(*r.budget_usd) + "; stop it with a checkpoint";
+  } else if (b.spent_usd >= b.warn_at_usd) {
+    b.action = BudgetAction::kWarn;
+    b.message = "run '" + r.name + "' has spent " + money(b.spent_usd) + " of its " + money(*r.budget_usd) +
+                " budget";
+  }
+  return b;
+}
+
+}  // namespace flotilla::db
+
+namespace flotilla::db {
+void ensure_pricing_seeded(Database& db) {
+  const std::string stamp = std::to_string(std::hash<std::string>{}(builtin_pricing_toml()));
+  if (db.meta("pricing_seed") == stamp) return;
+  write_tx(db, [&] {
+    seed_pricing(db);
+    db.set_meta("pricing_seed", stamp);
+  });
+}
+}  // namespace flotilla::db

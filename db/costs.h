@@ -1,0 +1,115 @@
+// Costs: the pricing catalogue, what a node costs per hour, accruals per run and node, budgets.
+//
+// Decision: an accrual row is one interval of one run on one node in one status, with the rate
+// resolved when the interval opened (so editing a price never rewrites history). set_status()
+// closes the open rows and, when the new status is running, opens new ones, in the same
+// transaction: the split happens at every status change and only running time is charged.
+// Amounts are computed when read (rate × seconds / 3600), an open row up to `now`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "db/run_store.h"
+
+namespace flotilla::db {
+
+struct PriceEntry {
+  int64_t id = 0;
+  std::string provider, item, gpu_type;
+  int64_t gpus = 1;  // GPUs per instance (the price is for the whole instance)
+  double on_demand_usd_per_hour = 0;
+  std::optional<double> spot_usd_per_hour;
+  std::string as_of, source;
+  bool user_edited = false;
+};
+
+// resources/pricing.toml as built into this binary.
+const std::string& builtin_pricing_toml();
+// Adds catalogue rows from TOML ([[price]] tables: provider, item, gpu_type, gpus, on_demand,
+// spot, as_of, source). Rows the user edited are never overwritten; others are refreshed when the
+// seed's as_of differs. Returns the number of rows added or refreshed. Throws DbError(kInvalid)
+// naming the entry on a malformed file.
+int seed_pricing(Database& db, const std::string& toml_text = builtin_pricing_toml(),
+                 const std::string& source_name = "pricing.toml");
+std::vector<PriceEntry> list_pricing(const Database& db);
+std::optional<PriceEntry> find_price(const Database& db, const std::string& provider,
+                                     const std::string& item);
+// A user edit (insert or update); marks the row user_edited so seeding leaves it alone.
+int64_t set_price(Database& db, const PriceEntry& entry);
+
+// How a node is charged: a catalogue entry (spot or on-demand), or a flat $/hour for the whole
+// node, or power × tariff. With none set, the node costs nothing.
+struct NodePricing {
+  std::optional<int64_t> pricing_id;
+  bool spot = false;
+  std::optional<double> usd_per_hour;
+  std::optional<double> power_w;
+  std::optional<double> tariff_usd_per_kwh;
+};
+void set_node_pricing(Database& db, int64_t node_id, const NodePricing& pricing);
+std::optional<NodePricing> node_pricing(const Database& db, int64_t node_id);
+
+struct Rate {
+  double usd_per_hour = 0;
+  std::string source;  // e.g. "aws/p5.48xlarge spot × 4/8 GPUs", "flat $1.20/h", "350 W × $0.30/kWh"
+};
+// The rate of `devices` devices of the node: a catalogue price per GPU × devices; a flat or power
+// rate × devices / gpu_count (the whole node when gpu_count is 0).
+Rate node_rate(const Database& db, int64_t node_id, int64_t devices);
+
+// Called by set_status(): closes the run's open accruals at `at`; opens one per attached node
+// when `to` is running.
+void split_accruals(Database& db, int64_t run_id, RunStatus to, double at);
+
+struct Accrual {
+  int64_t run_id = 0, node_id = 0;
+  std::string status;
+  double start = 0;
+  std::optional<double> end;  // open while running
+  int64_t devices = 0;
+  double usd_per_hour = 0;
+  std::string rate_source;
+  // Evaluated up to min(end, now).
+  double seconds(double now) const;
+  double usd(double now) const { return usd_per_hour * seconds(now) / 3600.0; }
+  double gpu_hours(double now) const { return static_cast<double>(devices) * seconds(now) / 3600.0; }
+};
+std::vector<Accrual> run_accruals(const Database& db, int64_t run_id);
+
+// Cumulative dollars (or GPU-hours) of these accruals from their start up to time t.
+double accrued_until(const std::vector<Accrual>& accruals, double t, bool dollars);
+
+struct CostLine {
+  std::string key;  // run name, node name, or UTC day YYYY-MM-DD
+  double usd = 0;
+  double gpu_hours = 0;
+  double hours = 0;  // wall hours accrued (sum over intervals)
+};
+std::vector<CostLine> costs_by_run(const Database& db, double now = 0);
+std::vector<CostLine> costs_by_node(const Database& db, double now = 0);
+std::vector<CostLine> costs_by_day(const Database& db, double now = 0);
+double run_cost_usd(const Database& db, int64_t run_id, double now = 0);
+
+enum class BudgetAction { kNone, kWarn, kStop };
+struct BudgetStatus {
+  std::optional<double> cap_usd;
+  double warn_at_usd = 0;
+  double spent_usd = 0;
+  BudgetAction action = BudgetAction::kNone;
+  std::string message;  // for the user, "" when kNone
+};
+// What the app should do now: warn once spent ≥ cap × warn fraction; stop (with a checkpoint) at
+// the cap. kNone without a cap.
+BudgetStatus budget_status(const Database& db, int64_t run_id, double now = 0);
+
+}  // namespace flotilla::db
+
+namespace flotilla::db {
+// Seeds the catalogue from the built-in pricing.toml when this build's seed differs from the one
+// last applied (meta 'pricing_seed'), so opening a store normally writes nothing.
+void ensure_pricing_seeded(Database& db);
+}  // namespace flotilla::db

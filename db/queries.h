@@ -1,0 +1,101 @@
+// Read queries for the app and the CLI: run lists, downsampled series, aligned series of several
+// runs, comparison summaries. All take a reader connection (a Database the caller owns) and only read.
+//
+// Decision: downsampling happens in the database layer, not in the plot: a series of any length
+// comes back as at most N buckets carrying min, max and last (a spike in one step survives at any
+// zoom). Wide spans are answered from metric_blocks (256 steps per row, see metric_sink.h) with
+// buckets made of whole blocks; narrow spans scan the raw rows (at most N × 256 of them).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "db/database.h"
+#include "db/run_store.h"
+
+namespace flotilla::db {
+
+struct RunFilter {
+  std::vector<RunStatus> statuses;  // empty: any
+  std::string name_contains;        // "": any
+  std::string tag;                  // "": any
+  std::optional<double> created_after, created_before;
+  enum class Sort { kCreated, kName, kStatus, kFinalLoss, kSteps } sort = Sort::kCreated;
+  bool descending = true;
+  int limit = 0;  // 0: no limit
+};
+
+struct RunListItem {
+  Run run;
+  int64_t last_step = 0;            // highest step with a loss
+  std::optional<double> last_loss;  // loss at last_step
+};
+std::vector<RunListItem> list_runs(const Database& db, const RunFilter& filter = {});
+
+// Metric names stored for a run, sorted.
+std::vector<std::string> metric_names(const Database& db, int64_t run_id);
+
+struct Bucket {
+  int64_t first_step = 0, last_step = 0;  // steps present in the bucket
+  int64_t count = 0;
+  double min = 0, max = 0;
+  double last = 0;       // value at last_step
+  double last_time = 0;  // wall time of last_step
+};
+// The series (run, name) over steps [from, to] (defaults: all) as at most `buckets` buckets of
+// consecutive steps, in step order; empty buckets are omitted.
+std::vector<Bucket> metric_series(const Database& db, int64_t run_id, const std::string& name, int buckets,
+                                  std::optional<int64_t> from = std::nullopt,
+                                  std::optional<int64_t> to = std::nullopt);
+
+// Every stored point of one metric, step order (exports, small series).
+struct Point {
+  int64_t step = 0;
+  double value = 0, time = 0;
+};
+std::vector<Point> metric_points(const Database& db, int64_t run_id, const std::string& name);
+
+enum class XAxis { kStep, kTokens, kWallTime, kGpuHours, kDollars };
+const char* to_string(XAxis x);
+struct AlignedPoint {
+  double x = 0;
+  int64_t step = 0;
+  double min = 0, max = 0, last = 0;
+};
+struct AlignedSeries {
+  int64_t run_id = 0;
+  std::string run_name;
+  std::vector<AlignedPoint> points;  // x increasing
+};
+// One metric of several runs on a common x axis: step, tokens (the run's "tokens" metric at that
+// step), wall seconds since the run's first point, GPU-hours or dollars accrued up to the point's
+// time (cost accruals; GPU-hours fall back to world_size × running time when a run has none).
+std::vector<AlignedSeries> aligned_series(const Database& db, const std::vector<int64_t>& run_ids,
+                                          const std::string& name, XAxis x, int buckets, double now = 0);
+
+struct RunSummary {
+  int64_t run_id = 0;
+  std::string name, status;
+  int64_t steps = 0;
+  std::optional<double> final_loss, best_loss, best_val_loss;
+  double tokens = 0;
+  std::optional<double> tokens_per_s, mfu;  // means over the run's step records
+  double wall_s = 0;                        // first to last metric point (else started → ended/now)
+  double gpu_hours = 0, cost_usd = 0;
+  std::optional<double> usd_per_million_tokens;
+};
+RunSummary run_summary(const Database& db, int64_t run_id, double now = 0);
+
+// Flattens a config JSON object to dotted keys ("train.steps" -> "200"), in key order.
+std::vector<std::pair<std::string, std::string>> flatten_config(const std::string& config_json);
+struct ConfigDifference {
+  std::string key;
+  std::vector<std::string> values;  // one per run, "" where a run lacks the key
+};
+// Keys whose values are not all equal across the runs (in the order given).
+std::vector<ConfigDifference> config_differences(const std::vector<Run>& runs);
+
+}  // namespace flotilla::db

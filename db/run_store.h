@@ -1,0 +1,108 @@
+// Runs: create, find, change status, tag, annotate, fork, delete; nodes a run executes on.
+//
+// Decision: status changes go through one function, set_status(), which checks the state machine
+// (docs/store.md), stamps started/ended times, records an event and splits the run's cost accruals
+// (costs.h) in the same BEGIN IMMEDIATE transaction, so a crash can never leave a status without
+// its accrual split. Every function takes the Database it runs on: the CLI calls them on its own
+// connection, the UI from its writer thread (Writer::submit) or, for reads, its reader connection.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+
+namespace flotilla::db {
+
+enum class RunStatus { kCreated, kQueued, kRunning, kPaused, kPreempted, kStopped, kFailed, kCompleted };
+
+const char* to_string(RunStatus s);
+// Throws DbError(kInvalid) for an unknown name.
+RunStatus parse_run_status(const std::string& name);
+// Whether the state machine allows from -> to (same status: true, a no-op).
+bool transition_allowed(RunStatus from, RunStatus to);
+// Running is the only status that accrues cost; terminal statuses cannot be left.
+bool is_terminal(RunStatus s);
+
+struct Run {
+  int64_t id = 0;
+  std::string name;
+  RunStatus status = RunStatus::kCreated;
+  std::string config_toml, config_json;
+  std::string target = "local";  // "local", a node name or a cluster name
+  std::string run_dir;
+  std::optional<int64_t> parent_id;
+  std::string parent_kind;  // "", "resume" or "fork"
+  std::vector<std::string> tags;
+  std::string notes;
+  double created_at = 0;
+  std::optional<double> started_at, ended_at;
+  std::optional<int64_t> exit_code;
+  std::optional<int64_t> world_size, parameters;
+  std::optional<double> flops_per_token;
+  std::string summary_json;  // the worker's last summary record ("" until one arrives)
+  std::optional<double> budget_usd;
+  double budget_warn_fraction = 0.8;
+};
+
+struct NewRun {
+  std::string name;
+  std::string config_toml, config_json;
+  std::string target = "local";
+  std::string run_dir;
+  std::vector<std::string> tags;
+  std::string notes;
+  std::optional<double> budget_usd;
+  double created_at = 0;  // 0: now
+};
+
+// Inserts a run (status created). Throws DbError(kConstraint) when the name is taken.
+int64_t create_run(Database& db, const NewRun& run);
+// `base` if free, else base-2, base-3, ...
+std::string unique_run_name(const Database& db, const std::string& base);
+// A run by exact name, or by id when `name_or_id` is all digits and no run has that name.
+std::optional<Run> find_run(const Database& db, const std::string& name_or_id);
+// find_run or DbError(kNotFound) naming the run and suggesting `flotilla runs list`.
+Run get_run(const Database& db, const std::string& name_or_id);
+Run get_run(const Database& db, int64_t id);
+
+// Moves a run to `to` at time `at` (0: now). Checks the state machine (DbError kInvalid names both
+// statuses), sets started_at on the first running, ended_at on a terminal or halted status, records
+// an event with `reason`, and splits cost accruals. Returns the previous status.
+RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at = 0,
+                     const std::string& reason = "", std::optional<int64_t> exit_code = std::nullopt);
+
+void set_notes(Database& db, int64_t run_id, const std::string& notes);
+void set_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);
+void set_budget(Database& db, int64_t run_id, std::optional<double> cap_usd, double warn_fraction = 0.8);
+void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir);
+// A new run (status created) that starts from `parent`'s config, recorded as its fork.
+int64_t fork_run(Database& db, int64_t parent_id, const std::string& name);
+// Deletes the run and everything it owns (metrics, blocks, checkpoints, events, accruals). Files on
+// disk are not touched. Returns the number of metric rows removed.
+int64_t delete_run(Database& db, int64_t run_id);
+
+// Records an event (kind e.g. "status", "event", "sample", "budget"). Duplicates are ignored.
+void add_event(Database& db, std::optional<int64_t> run_id, double time, const std::string& kind,
+               const std::string& level, const std::string& message, const std::string& fields_json = "{}",
+               int rank = 0);
+
+// Nodes ------------------------------------------------------------------------------------------
+struct Node {
+  int64_t id = 0;
+  std::string name, kind = "local", host, gpu_type;
+  int64_t gpu_count = 0;
+  std::optional<int64_t> cluster_id;
+};
+
+// Returns the node's id, creating it (kind, gpu_type, gpu_count as given) when missing.
+int64_t ensure_node(Database& db, const std::string& name, const std::string& kind = "local",
+                    const std::string& gpu_type = "", int64_t gpu_count = 0, const std::string& host = "");
+std::optional<Node> find_node(const Database& db, const std::string& name);
+std::vector<Node> list_nodes(const Database& db);
+// Declares that `run_id` uses `devices` devices of node `node_id` (accruals start at the next running).
+void attach_node(Database& db, int64_t run_id, int64_t node_id, int64_t devices);
+
+}  // namespace flotilla::db

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes tests/db/golden/vN.sql: a workspace database at every released schema version before the
+current one, with sample rows, as SQL text (test_migrations opens each and migrates it).
+
+Run once when a schema step is RELEASED, never to refresh an existing file: the point of a golden
+file is that it was written by the old schema, so editing a released step in db/schema.cpp breaks
+the test instead of silently changing what old workspaces get. Usage: make_golden.py VERSION
+"""
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import os
+
+here = os.path.dirname(os.path.abspath(__file__))
+schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
+steps = {2: "kV2", 3: "kV3", 4: "kV4"}
+sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
+       for v, name in steps.items()}
+V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
+      "INSERT INTO meta(key, value) VALUES ('created_by_version', '0.1.0');\n"
+      "INSERT INTO meta(key, value) VALUES ('created_at', '2025-01-01T00:00:00Z');\n")
+
+DATA = {
+    1: "INSERT INTO meta(key, value) VALUES ('note', 'golden v1');",
+    2: """
+INSERT INTO runs(id, name, status, config_toml, config_json, run_dir, created_at, started_at, ended_at, exit_code)
+  VALUES (1, 'old-run', 'completed', '[run]\nname = "old-run"\n', '{"run":{"name":"old-run"},"train":{"steps":3}}',
+          '/tmp/old-run', 1735689600, 1735689601, 1735689700, 0);
+INSERT INTO runs(id, name, status, created_at) VALUES (2, 'paused-run', 'created', 1735689800);
+INSERT INTO run_tags VALUES (1, 'baseline');
+INSERT INTO metrics VALUES (1, 'loss', 1, 5.5, 1735689610), (1, 'loss', 2, 4.25, 1735689620),
+  (1, 'loss', 3, 3.75, 1735689630), (1, 'tokens', 3, 3072, 1735689630);
+INSERT INTO metric_blocks VALUES (1, 'loss', 0, 3, 3.75, 5.5, 1, 3, 3.75, 1735689630),
+  (1, 'tokens', 0, 1, 3072, 3072, 3, 3, 3072, 1735689630);
+INSERT INTO checkpoints VALUES (1, 3, '/tmp/old-run/checkpoints/step-00000003', 1024, 0.5, 'final', 1735689631);
+INSERT INTO events(run_id, time, kind, level, message) VALUES (1, 1735689700, 'status', 'info', 'running -> completed');
+INSERT INTO ingest_offsets VALUES (1, '/tmp/old-run/metrics.jsonl', 4096, 1735689700);
+""",
+    3: """
+INSERT INTO clusters(id, name, provider) VALUES (1, 'lab', 'own');
+INSERT INTO nodes(id, name, cluster_id, kind, host, gpu_type, gpu_count, created_at)
+  VALUES (1, 'local', NULL, 'local', '', '', 0, 1735689600), (2, 'gpu-box', 1, 'ssh', 'gpu-box.lan', 'RTX-4090', 2, 1735689600);
+INSERT INTO system_samples VALUES (2, 0, 1735689650, 97.5, 20000000000, 25769803776, 410.0, 71.0);
+INSERT INTO run_nodes VALUES (1, 2, 2);
+""",
+}
+
+
+def main():
+    version = int(sys.argv[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "g.db")
+        db = sqlite3.connect(path)
+        db.executescript(V1)
+        for v in range(2, version + 1):
+            db.executescript(sql[v])
+        for v in range(1, version + 1):
+            db.executescript(DATA[v])
+        db.commit()
+        db.close()
+        dump = subprocess.run(["sqlite3", path, ".dump"], check=True, capture_output=True, text=True).stdout
+    out = os.path.join(here, "v%d.sql" % version)
+    with open(out, "w") as f:
+        f.write("-- Flotilla workspace database at schema version %d, written by make_golden.py. Never edit.\n" % version)
+        f.write(dump)
+        f.write("PRAGMA user_version = %d;\n" % version)
+    print("wrote", out)
+
+
+main()

@@ -1,0 +1,171 @@
+index cost_accruals_by_node
+CREATE INDEX cost_accruals_by_node ON cost_accruals(node_id, start_time);
+index cost_accruals_by_run
+CREATE INDEX cost_accruals_by_run ON cost_accruals(run_id, start_time);
+index events_by_run
+CREATE INDEX events_by_run ON events(run_id, time);
+index run_tags_by_tag
+CREATE INDEX run_tags_by_tag ON run_tags(tag);
+index runs_by_created
+CREATE INDEX runs_by_created ON runs(created_at);
+index runs_by_status
+CREATE INDEX runs_by_status ON runs(status, created_at);
+table checkpoints
+CREATE TABLE checkpoints (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step    INTEGER NOT NULL,
+  dir     TEXT NOT NULL,
+  bytes   INTEGER NOT NULL DEFAULT 0,
+  seconds REAL NOT NULL DEFAULT 0,
+  reason  TEXT NOT NULL DEFAULT '',
+  time    REAL NOT NULL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+table clusters
+CREATE TABLE clusters (
+  id       INTEGER PRIMARY KEY,
+  name     TEXT NOT NULL UNIQUE,
+  provider TEXT NOT NULL DEFAULT '',
+  notes    TEXT NOT NULL DEFAULT ''
+);
+table cost_accruals
+CREATE TABLE cost_accruals (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE RESTRICT,
+  status       TEXT NOT NULL,
+  start_time   REAL NOT NULL,
+  end_time     REAL,
+  devices      INTEGER NOT NULL,
+  usd_per_hour REAL NOT NULL,
+  rate_source  TEXT NOT NULL DEFAULT ''
+);
+table events
+CREATE TABLE events (
+  id      INTEGER PRIMARY KEY,
+  run_id  INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  time    REAL NOT NULL,
+  kind    TEXT NOT NULL,
+  level   TEXT NOT NULL DEFAULT 'info' CHECK (level IN ('info','warning','error')),
+  rank    INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL,
+  fields  TEXT NOT NULL DEFAULT '{}',
+  UNIQUE (run_id, time, kind, rank, message)
+);
+table ingest_offsets
+CREATE TABLE ingest_offsets (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  source     TEXT NOT NULL,
+  byte_offset INTEGER NOT NULL,
+  updated_at REAL NOT NULL,
+  PRIMARY KEY (run_id, source)
+) WITHOUT ROWID;
+table meta
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY NOT NULL,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+table metric_blocks
+CREATE TABLE metric_blocks (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name       TEXT NOT NULL,
+  block      INTEGER NOT NULL,
+  count      INTEGER NOT NULL,
+  min_value  REAL NOT NULL,
+  max_value  REAL NOT NULL,
+  first_step INTEGER NOT NULL,
+  last_step  INTEGER NOT NULL,
+  last_value REAL NOT NULL,
+  last_time  REAL NOT NULL,
+  PRIMARY KEY (run_id, name, block)
+) WITHOUT ROWID;
+table metrics
+CREATE TABLE metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name   TEXT NOT NULL,
+  step   INTEGER NOT NULL,
+  value  REAL NOT NULL,
+  time   REAL NOT NULL,
+  PRIMARY KEY (run_id, name, step)
+) WITHOUT ROWID;
+table node_pricing
+CREATE TABLE node_pricing (
+  node_id       INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+  pricing_id    INTEGER REFERENCES pricing(id) ON DELETE SET NULL,
+  spot          INTEGER NOT NULL DEFAULT 0,
+  usd_per_hour  REAL CHECK (usd_per_hour >= 0),
+  power_w       REAL CHECK (power_w >= 0),
+  tariff_usd_per_kwh REAL CHECK (tariff_usd_per_kwh >= 0)
+);
+table nodes
+CREATE TABLE nodes (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL UNIQUE,
+  cluster_id INTEGER REFERENCES clusters(id) ON DELETE SET NULL,
+  kind       TEXT NOT NULL DEFAULT 'local' CHECK (kind IN ('local','ssh')),
+  host       TEXT NOT NULL DEFAULT '',
+  gpu_type   TEXT NOT NULL DEFAULT '',
+  gpu_count  INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL
+);
+table pricing
+CREATE TABLE pricing (
+  id          INTEGER PRIMARY KEY,
+  provider    TEXT NOT NULL,
+  item        TEXT NOT NULL,
+  gpu_type    TEXT NOT NULL DEFAULT '',
+  gpus        INTEGER NOT NULL DEFAULT 1,
+  on_demand_usd_per_hour REAL NOT NULL CHECK (on_demand_usd_per_hour >= 0),
+  spot_usd_per_hour      REAL CHECK (spot_usd_per_hour >= 0),
+  as_of       TEXT NOT NULL DEFAULT '',
+  source      TEXT NOT NULL DEFAULT '',
+  user_edited INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (provider, item)
+);
+table run_nodes
+CREATE TABLE run_nodes (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE RESTRICT,
+  devices INTEGER NOT NULL DEFAULT 1,
+  PRIMARY KEY (run_id, node_id)
+) WITHOUT ROWID;
+table run_tags
+CREATE TABLE run_tags (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  tag    TEXT NOT NULL,
+  PRIMARY KEY (run_id, tag)
+) WITHOUT ROWID;
+table runs
+CREATE TABLE runs (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL UNIQUE,
+  status       TEXT NOT NULL DEFAULT 'created' CHECK (status IN
+                 ('created','queued','running','paused','preempted','stopped','failed','completed')),
+  config_toml  TEXT NOT NULL DEFAULT '',
+  config_json  TEXT NOT NULL DEFAULT '{}',
+  target       TEXT NOT NULL DEFAULT 'local',
+  run_dir      TEXT NOT NULL DEFAULT '',
+  parent_id    INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  parent_kind  TEXT CHECK (parent_kind IN ('resume','fork')),
+  notes        TEXT NOT NULL DEFAULT '',
+  created_at   REAL NOT NULL,
+  started_at   REAL,
+  ended_at     REAL,
+  exit_code    INTEGER,
+  world_size   INTEGER,
+  parameters   INTEGER,
+  flops_per_token REAL,
+  summary_json TEXT
+, budget_usd REAL, budget_warn_fraction REAL NOT NULL DEFAULT 0.8);
+table system_samples
+CREATE TABLE system_samples (
+  node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  device       INTEGER NOT NULL,
+  time         REAL NOT NULL,
+  utilization  REAL,
+  memory_used  INTEGER,
+  memory_total INTEGER,
+  power_w      REAL,
+  temperature_c REAL,
+  PRIMARY KEY (node_id, device, time)
+) WITHOUT ROWID;

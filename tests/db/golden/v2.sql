@@ -1,0 +1,103 @@
+-- Flotilla workspace database at schema version 2, written by make_golden.py. Never edit.
+PRAGMA foreign_keys=OFF;
+BEGIN TRANSACTION;
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY NOT NULL,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+INSERT INTO meta VALUES('created_at','2025-01-01T00:00:00Z');
+INSERT INTO meta VALUES('created_by_version','0.1.0');
+INSERT INTO meta VALUES('note','golden v1');
+CREATE TABLE runs (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL UNIQUE,
+  status       TEXT NOT NULL DEFAULT 'created' CHECK (status IN
+                 ('created','queued','running','paused','preempted','stopped','failed','completed')),
+  config_toml  TEXT NOT NULL DEFAULT '',
+  config_json  TEXT NOT NULL DEFAULT '{}',
+  target       TEXT NOT NULL DEFAULT 'local',
+  run_dir      TEXT NOT NULL DEFAULT '',
+  parent_id    INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  parent_kind  TEXT CHECK (parent_kind IN ('resume','fork')),
+  notes        TEXT NOT NULL DEFAULT '',
+  created_at   REAL NOT NULL,
+  started_at   REAL,
+  ended_at     REAL,
+  exit_code    INTEGER,
+  world_size   INTEGER,
+  parameters   INTEGER,
+  flops_per_token REAL,
+  summary_json TEXT
+);
+INSERT INTO runs VALUES(1,'old-run','completed',replace('[run]\nname = "old-run"\n','\n',char(10)),'{"run":{"name":"old-run"},"train":{"steps":3}}','local','/tmp/old-run',NULL,NULL,'',1735689600.0,1735689601.0,1735689700.0,0,NULL,NULL,NULL,NULL);
+INSERT INTO runs VALUES(2,'paused-run','created','','{}','local','',NULL,NULL,'',1735689800.0,NULL,NULL,NULL,NULL,NULL,NULL,NULL);
+CREATE TABLE run_tags (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  tag    TEXT NOT NULL,
+  PRIMARY KEY (run_id, tag)
+) WITHOUT ROWID;
+INSERT INTO run_tags VALUES(1,'baseline');
+CREATE TABLE metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name   TEXT NOT NULL,
+  step   INTEGER NOT NULL,
+  value  REAL NOT NULL,
+  time   REAL NOT NULL,
+  PRIMARY KEY (run_id, name, step)
+) WITHOUT ROWID;
+INSERT INTO metrics VALUES(1,'loss',1,5.5,1735689610.0);
+INSERT INTO metrics VALUES(1,'loss',2,4.25,1735689620.0);
+INSERT INTO metrics VALUES(1,'loss',3,3.75,1735689630.0);
+INSERT INTO metrics VALUES(1,'tokens',3,3072.0,1735689630.0);
+CREATE TABLE metric_blocks (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name       TEXT NOT NULL,
+  block      INTEGER NOT NULL,
+  count      INTEGER NOT NULL,
+  min_value  REAL NOT NULL,
+  max_value  REAL NOT NULL,
+  first_step INTEGER NOT NULL,
+  last_step  INTEGER NOT NULL,
+  last_value REAL NOT NULL,
+  last_time  REAL NOT NULL,
+  PRIMARY KEY (run_id, name, block)
+) WITHOUT ROWID;
+INSERT INTO metric_blocks VALUES(1,'loss',0,3,3.75,5.5,1,3,3.75,1735689630.0);
+INSERT INTO metric_blocks VALUES(1,'tokens',0,1,3072.0,3072.0,3,3,3072.0,1735689630.0);
+CREATE TABLE checkpoints (
+  run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step    INTEGER NOT NULL,
+  dir     TEXT NOT NULL,
+  bytes   INTEGER NOT NULL DEFAULT 0,
+  seconds REAL NOT NULL DEFAULT 0,
+  reason  TEXT NOT NULL DEFAULT '',
+  time    REAL NOT NULL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+INSERT INTO checkpoints VALUES(1,3,'/tmp/old-run/checkpoints/step-00000003',1024,0.5,'final',1735689631.0);
+CREATE TABLE events (
+  id      INTEGER PRIMARY KEY,
+  run_id  INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  time    REAL NOT NULL,
+  kind    TEXT NOT NULL,
+  level   TEXT NOT NULL DEFAULT 'info' CHECK (level IN ('info','warning','error')),
+  rank    INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL,
+  fields  TEXT NOT NULL DEFAULT '{}',
+  UNIQUE (run_id, time, kind, rank, message)
+);
+INSERT INTO events VALUES(1,1,1735689700.0,'status','info',0,'running -> completed','{}');
+CREATE TABLE ingest_offsets (
+  run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  source     TEXT NOT NULL,
+  byte_offset INTEGER NOT NULL,
+  updated_at REAL NOT NULL,
+  PRIMARY KEY (run_id, source)
+) WITHOUT ROWID;
+INSERT INTO ingest_offsets VALUES(1,'/tmp/old-run/metrics.jsonl',4096,1735689700.0);
+CREATE INDEX runs_by_status ON runs(status, created_at);
+CREATE INDEX runs_by_created ON runs(created_at);
+CREATE INDEX run_tags_by_tag ON run_tags(tag);
+CREATE INDEX events_by_run ON events(run_id, time);
+COMMIT;
+PRAGMA user_version = 2;
