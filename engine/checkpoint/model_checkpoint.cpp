@@ -8,6 +8,8 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/core/error.h"
+#include "engine/model/gpt_shard.h"
+#include "engine/parallel/rank_grid.h"
 
 namespace flotilla {
 namespace {
@@ -71,6 +73,56 @@ GptDims dims_from_trainer_json(const LoadedCheckpoint& c) {
   return d;
 }
 
+struct SavedLayout {
+  int world = 1, dp = 1, tp = 1, pp = 1;
+};
+
+SavedLayout layout_from_trainer_json(const LoadedCheckpoint& c) {
+  SavedLayout l;
+  const auto j = nlohmann::json::parse(c.trainer_state_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return l;
+  l.world = j.value("world_size", 1);
+  l.dp = l.world;
+  if (const auto par = j.find("parallel"); par != j.end() && par->is_object()) {
+    l.dp = par->value("dp", l.world);
+    l.tp = par->value("tp", 1);
+    l.pp = par->value("pp", 1);
+  }
+  return l;
+}
+
+// Tensor/pipeline-parallel checkpoints: every shard's "params" lives in the file of its first DP
+// replica; gather them into the full llm.c layout.
+void gather_shards(const LoadedCheckpoint& rank0, const GptDims& d, const SavedLayout& l, std::vector<float>& full) {
+  const parallel::RankGrid grid(l.world, l.dp, l.tp, l.pp);
+  const fs::path dir = fs::path(rank0.dir).lexically_normal();
+  const std::string parent = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
+  CheckpointStore store(parent.empty() ? "." : parent);
+  full.assign(num_parameters(d), 0.0f);
+  for (int stage = 0; stage < l.pp; ++stage) {
+    for (int t = 0; t < l.tp; ++t) {
+      const int rank = grid.rank_of({0, t, stage});
+      const GptShard shard = make_shard(d, l.tp, t, l.pp, stage);
+      size_t expect = 0;
+      for (size_t n : local_param_sizes(d, shard)) expect += n;
+      const LoadedCheckpoint c = rank == 0 ? rank0 : store.load_dir(rank0.dir, rank, {"params"});
+      bool found = false;
+      for (const LoadedTensor& tensor : c.tensors) {
+        if (tensor.name != "params") continue;
+        if (tensor.data.size() != expect * sizeof(float))
+          throw_checkpoint(rank0.dir + ": rank " + std::to_string(rank) + " (" + shard.describe() + ") holds " +
+                           std::to_string(tensor.data.size() / 4) + " parameters, its shard needs " +
+                           std::to_string(expect));
+        shard_to_full(d, shard, reinterpret_cast<const float*>(tensor.data.data()), full.data());
+        found = true;
+      }
+      if (!found)
+        throw_checkpoint(rank0.dir + "/rank-" + std::to_string(rank) + ".bin has no \"params\" section (" +
+                         shard.describe() + ")");
+    }
+  }
+}
+
 }  // namespace
 
 ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::string>* warnings) {
@@ -80,6 +132,11 @@ ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::
   out.step = c.step;
   out.dims = dims_from_trainer_json(c);
   out.trainer_state_json = c.trainer_state_json;
+  const SavedLayout layout = layout_from_trainer_json(c);
+  if (layout.tp > 1 || layout.pp > 1) {
+    gather_shards(c, out.dims, layout, out.params);
+    return out;
+  }
   for (const LoadedTensor& t : c.tensors) {
     if (t.name != "params") continue;
     if (t.data.size() != num_parameters(out.dims) * sizeof(float))

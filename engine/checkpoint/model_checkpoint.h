@@ -1,6 +1,8 @@
 // A checkpoint's model, for the commands that only need the weights (export, sample): accepts a
 // step-N directory, a checkpoints root or a run directory, verifies the checkpoint, and reads the
 // model dimensions from the resolved config stored in trainer.json (never guessed from sizes).
+// A tensor/pipeline-parallel checkpoint (trainer.json "parallel": tp or pp > 1) is gathered from
+// every shard's rank file into the full layout, so export and sample work on it unchanged.
 #pragma once
 
 #include <cstdint>

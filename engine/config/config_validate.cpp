@@ -190,6 +190,11 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
     p.add("parallel.micro_batches", "parallel.micro_batches=" + std::to_string(par.micro_batches) +
                                         " has no effect with parallel.pp=1; set it to 1 and use "
                                         "train.global_batch_tokens for gradient accumulation");
+  if ((par.tp > 1 || par.pp > 1) && c.eval.sample_every > 0)
+    p.add("eval.sample_every", num(c.eval.sample_every) + " asks for text samples, which need the whole model on one rank; "
+                               "parallel.tp=" + std::to_string(par.tp) + " x parallel.pp=" + std::to_string(par.pp) +
+                               " splits it: set eval.sample_every = 0 and sample from a checkpoint "
+                               "(flotilla-worker sample gathers the shards)");
   finite_at_least(p, "parallel.timeout_s", par.timeout_s, 0, true);
   if (par.backend == "nccl" && c.run.device != "cuda")
     p.add("parallel.backend",

@@ -4,6 +4,11 @@
 // safetensors conversion are plain copies): wte, wpe, then per-layer stacks ln1w, ln1b, qkvw, qkvb,
 // attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, then lnfw, lnfb. Linear weights are
 // stored (out, in) like torch.nn.Linear. Gradients mirror the same layout in a second buffer.
+//
+// Under tensor/pipeline parallelism a GptModel holds one shard (gpt_shard.h): the same tensor
+// order with local sizes, its stage's layers only, and the Megatron all-reduces over the TP group
+// inside forward and backward. A pipeline stage keeps one activation set per in-flight
+// micro-batch ("slot") and exchanges (B*T, C) activations and gradients at its boundaries.
 #pragma once
 
 #include <array>
@@ -16,6 +21,11 @@
 #include "engine/config/run_config.h"
 
 namespace flotilla {
+
+namespace parallel {
+class ProcessGroup;
+}
+struct GptShard;
 
 struct GptDims {
   int n_layer = 4;
@@ -72,23 +82,35 @@ size_t activation_floats(const GptDims& d, int B, int T);
 class GptModel {
  public:
   explicit GptModel(const GptDims& dims);
+  // One shard of the model (tensor and/or pipeline parallel); GptShard{} is the whole model.
+  GptModel(const GptDims& dims, const GptShard& shard);
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
 
-  const GptDims& dims() const;
+  const GptDims& dims() const;    // the full model's dimensions
+  const GptShard& shard() const;  // which part this instance holds (resolved)
 
   // GPT-2 initialisation: N(0, 0.02), residual projections (attproj, fcproj) scaled by 1/sqrt(2L),
-  // biases zero, LayerNorm weights one; padded vocab rows zero. Deterministic for a seed.
+  // biases zero, LayerNorm weights one; padded vocab rows zero. Deterministic for a seed, and a
+  // shard gets exactly its slice of the whole model's initialisation.
   void init_random(uint64_t seed);
+  // This shard's slice of / into a full llm.c-layout vector of num_parameters(dims()) floats.
+  void set_params_from_full(const float* full);
+  void params_to_full(float* full) const;  // writes only the floats this shard holds
 
-  float* params();  // num_parameters() floats
+  float* params();  // num_params() floats (num_parameters(dims()) for the whole model)
   const float* params() const;
   float* grads();  // same layout
   size_t num_params() const;
   float* param_tensor(int index);  // start of tensor `index` inside params()
   float* grad_tensor(int index);
   size_t param_offset(int index) const;
+  size_t param_size(int index) const;  // floats of tensor `index` in this shard (0: not held)
+
+  // Tensor parallelism: the TP group (size shard().tp) the forward and backward all-reduce over.
+  // Must be set before the first forward when shard().tp > 1; not owned.
+  void set_tensor_parallel_group(parallel::ProcessGroup* tp);
 
   // Forward pass on B sequences of T tokens (T <= max_seq_len). Returns the mean cross-entropy
   // over the B*T targets when targets != nullptr, else -1 (logits only). Activations are kept for
@@ -102,11 +124,29 @@ class GptModel {
   void zero_grad();
 
   // Called during backward() right after layer `layer`'s parameter gradients are final (layers
-  // arrive from n_layer-1 down to 0), so data parallelism can start reducing them while the
-  // remaining layers compute. nullptr removes the hook.
+  // arrive from the last to the first; `layer` is the index among this shard's layers, 0-based),
+  // so data parallelism can start reducing them while the remaining layers compute. nullptr
+  // removes the hook.
   void set_layer_backward_hook(std::function<void(int layer)> hook);
 
-  // Logits of the last forward: (B, T, Vp); only the first V columns are meaningful.
+  // --- Pipeline stages. forward()/backward() above are forward_stage(0, ...)/backward_stage(0, ...)
+  // of a single-stage model. A stage keeps `slots` activation sets (in-flight micro-batches).
+  void set_activation_slots(int slots);
+  int activation_slots() const;
+  // inputs: token ids (read on the first stage; others may pass nullptr); stage_in: the previous
+  // stage's output, (B*T, C) (non-first stages); targets: read on the last stage. Returns the
+  // mean loss on the last stage with targets, else -1.
+  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets, int B,
+                      int T);
+  // (B*T, C) output of this stage's last block for the slot's forward (non-last stages).
+  const float* stage_output(int slot) const;
+  // dout: d(stage output), (B*T, C), on non-last stages (the last starts from its loss).
+  // Accumulates gradients like backward(); afterwards stage_input_grad() holds d(stage input).
+  void backward_stage(int slot, const float* dout, float loss_scale);
+  const float* stage_input_grad() const;  // valid until the next backward_stage
+
+  // Logits of the last forward: (B, T, Vp); only the first V columns are meaningful. On a TP
+  // shard: this rank's (B, T, Vp/tp) vocabulary columns.
   const float* logits() const;
 
   // Bytes held in activation buffers after the last forward (for the planner check).

@@ -1,11 +1,15 @@
 // The activation arena of GptModel: which tensors forward keeps for backward, and the scratch
 // backward needs, laid out in one buffer (documented next to activation_floats() in gpt.h).
+// A shard (tensor/pipeline parallel) keeps the same tensors with its local widths: Ca = C/tp
+// attention columns, NH/tp heads, F = 4C/tp MLP columns, Vp/tp logit columns on the last stage
+// only, and its own layers; `encoded` then holds the stage's input activation.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
 
 namespace flotilla {
 
@@ -14,14 +18,14 @@ struct GptActivations {
   float* ln1_ = nullptr;        // (L, N, C)
   float* ln1_mean_ = nullptr;   // (L, N)
   float* ln1_rstd_ = nullptr;   // (L, N)
-  float* qkv_ = nullptr;        // (L, N, 3C)
-  float* atty_ = nullptr;       // (L, N, C)   attention output, heads concatenated
+  float* qkv_ = nullptr;        // (L, N, 3Ca)
+  float* atty_ = nullptr;       // (L, N, Ca)  attention output, heads concatenated
   float* att_lse_ = nullptr;    // (L, B, NH, T) attention log-sum-exp per query
   float* residual2_ = nullptr;  // (L, N, C)   residual + attention branch
   float* ln2_ = nullptr;        // (L, N, C)
   float* ln2_mean_ = nullptr;   // (L, N)
   float* ln2_rstd_ = nullptr;   // (L, N)
-  float* fch_ = nullptr;        // (L, N, 4C)  MLP pre-activation (GELU input)
+  float* fch_ = nullptr;        // (L, N, F)   MLP pre-activation (GELU input)
   float* residual3_ = nullptr;  // (L, N, C)   residual2 + MLP branch: the block output
   // Kept once.
   float* encoded = nullptr;       // (N, C)   token + position embedding
@@ -34,32 +38,35 @@ struct GptActivations {
   int32_t* input_ids = nullptr;   // (N)
   int32_t* target_ids = nullptr;  // (N)
   // Scratch.
-  float* gelu = nullptr;       // (N, 4C)  GELU output of one layer
-  float* proj = nullptr;       // (N, C)   attproj/fcproj output; d atty in backward
+  float* gelu = nullptr;       // (N, F)   GELU output of one layer
+  float* proj = nullptr;       // (N, C)   attproj/fcproj output; d atty (N, Ca) in backward
   float* dresidual = nullptr;  // (N, C)
   float* dln = nullptr;        // (N, C)   gradient into a LayerNorm output
-  float* dbig = nullptr;       // (N, 4C)  d fch; or d qkv as (N, 3C) in its first 3NC floats
+  float* dbig = nullptr;       // (N, F)   d fch; or d qkv as (N, 3Ca) in its first 3*N*Ca floats
 
   size_t nc = 0, n = 0, lse_per_layer = 0;  // strides: N*C, N, B*NH*T
+  size_t nca = 0, nf = 0;                   // strides: N*Ca, N*F
 
   float* ln1(int l) const { return ln1_ + l * nc; }
   float* ln1_mean(int l) const { return ln1_mean_ + l * n; }
   float* ln1_rstd(int l) const { return ln1_rstd_ + l * n; }
-  float* qkv(int l) const { return qkv_ + l * 3 * nc; }
-  float* atty(int l) const { return atty_ + l * nc; }
+  float* qkv(int l) const { return qkv_ + l * 3 * nca; }
+  float* atty(int l) const { return atty_ + l * nca; }
   float* att_lse(int l) const { return att_lse_ + l * lse_per_layer; }
   float* residual2(int l) const { return residual2_ + l * nc; }
   float* ln2(int l) const { return ln2_ + l * nc; }
   float* ln2_mean(int l) const { return ln2_mean_ + l * n; }
   float* ln2_rstd(int l) const { return ln2_rstd_ + l * n; }
-  float* fch(int l) const { return fch_ + l * 4 * nc; }
+  float* fch(int l) const { return fch_ + l * nf; }
   float* residual3(int l) const { return residual3_ + l * nc; }
 };
 
 // Floats the arena needs for (d, B, T); equals activation_floats(d, B, T).
 size_t activation_arena_floats(const GptDims& d, int B, int T);
+// The same for one shard (gpt_shard.h); equal to the above for a whole model.
+size_t activation_arena_floats(const GptDims& d, const GptShard& s, int B, int T);
 
-// Pointers into an arena of at least activation_arena_floats(d, B, T) floats.
-GptActivations layout_activations(const GptDims& d, int B, int T, float* base);
+// Pointers into an arena of at least activation_arena_floats(d, s, B, T) floats.
+GptActivations layout_activations(const GptDims& d, const GptShard& s, int B, int T, float* base);
 
 }  // namespace flotilla

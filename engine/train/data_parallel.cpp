@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/model/gpt_shard.h"
+
 namespace flotilla {
 namespace {
 
@@ -28,21 +30,21 @@ struct DataParallel::Bucket {
 DataParallel::DataParallel(parallel::ProcessGroup* dp, const GptModel& model, int zero)
     : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0) {
   n_ = model.num_params();
+  counted_ = {{0, n_}};
   const int ranks = dp_size();
   if (zero_ == 0) {
     m_.assign(n_, 0.0f);
     v_.assign(n_, 0.0f);
     if (ranks > 1) {
-      // Bucket l holds layer l's slice of every per-layer tensor; the last bucket the rest.
-      const GptDims& d = model.dims();
-      const auto sizes = param_sizes(d);
-      auto offset = [&](int i) { return const_cast<GptModel&>(model).param_offset(i); };
-      for (int l = 0; l < d.n_layer; ++l) {
+      // Bucket l holds (local) layer l's slice of every per-layer tensor; the last bucket the rest.
+      const int layers = model.shard().local_layers();
+      auto offset = [&](int i) { return model.param_offset(i); };
+      for (int l = 0; l < layers; ++l) {
         auto b = std::make_unique<Bucket>();
         size_t total = 0;
         for (int i = 0; i < kNumParamTensors; ++i) {
           if (!is_layer_tensor(i)) continue;
-          const size_t per = sizes[static_cast<size_t>(i)] / static_cast<size_t>(d.n_layer);
+          const size_t per = model.param_size(i) / static_cast<size_t>(layers);
           b->slices.push_back({offset(i) + static_cast<size_t>(l) * per, per});
           total += per;
         }
@@ -52,8 +54,9 @@ DataParallel::DataParallel(parallel::ProcessGroup* dp, const GptModel& model, in
       auto rest = std::make_unique<Bucket>();
       size_t total = 0;
       for (int i : {kWte, kWpe, kLnfw, kLnfb}) {
-        rest->slices.push_back({offset(i), sizes[static_cast<size_t>(i)]});
-        total += sizes[static_cast<size_t>(i)];
+        if (model.param_size(i) == 0) continue;  // held by another pipeline stage
+        rest->slices.push_back({offset(i), model.param_size(i)});
+        total += model.param_size(i);
       }
       rest->data.resize(total);
       buckets_.push_back(std::move(rest));
@@ -132,12 +135,38 @@ void DataParallel::finish_sync() {
   for (float& g : shard_grad_) g *= inv;
 }
 
+void DataParallel::set_norm_reduction(std::vector<std::pair<size_t, size_t>> counted,
+                                      std::vector<parallel::ProcessGroup*> groups) {
+  counted_ = std::move(counted);
+  norm_groups_ = std::move(groups);
+}
+
+// Sum of squares of g (holding local flat range [begin, end)) over its intersection with counted_.
+double DataParallel::sum_squares_counted(Backend& backend, const float* g, size_t begin, size_t end) const {
+  double sum = 0;
+  for (const auto& [off, count] : counted_) {
+    const size_t a = std::max(off, begin), b = std::min(off + count, end);
+    if (a < b) sum += backend.sum_squares(g + (a - begin), b - a);
+  }
+  return sum;
+}
+
 double DataParallel::grad_norm(Backend& backend) {
-  if (zero_ == 0) return std::sqrt(backend.sum_squares(grads_, n_));
-  double sumsq = backend.sum_squares(shard_grad_.data(), shard_grad_.size());
-  const auto t0 = Clock::now();
-  dp_->all_reduce(&sumsq, 1);
-  comm_ms_ += ms_since(t0);
+  double sumsq = 0;
+  if (zero_ == 0) {
+    sumsq = sum_squares_counted(backend, grads_, 0, n_);
+  } else {
+    sumsq = sum_squares_counted(backend, shard_grad_.data(), state_begin_, state_begin_ + chunk_);
+    const auto t0 = Clock::now();
+    dp_->all_reduce(&sumsq, 1);
+    comm_ms_ += ms_since(t0);
+  }
+  for (parallel::ProcessGroup* g : norm_groups_) {
+    if (g == nullptr || g->size() == 1) continue;
+    const auto t0 = Clock::now();
+    g->all_reduce(&sumsq, 1);
+    comm_ms_ += ms_since(t0);
+  }
   return std::sqrt(sumsq);
 }
 
@@ -149,14 +178,13 @@ void DataParallel::scale_grads(Backend& backend, float scale) {
 }
 
 void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyper& h, int64_t step) {
-  GptModel& model = const_cast<GptModel&>(model_);
-  const auto sizes = param_sizes(model.dims());
+  const GptModel& model = model_;
   const size_t begin = zero_ == 0 ? 0 : state_begin_;
   const size_t end = zero_ == 0 ? n_ : std::min(n_, state_begin_ + chunk_);
   const float* grads = zero_ == 0 ? grads_ : shard_grad_.data();
   // AdamW tensor by tensor over the intersection with [begin, end): weight decay is per tensor.
   for (int i = 0; i < kNumParamTensors; ++i) {
-    const size_t t0 = model.param_offset(i), t1 = t0 + sizes[static_cast<size_t>(i)];
+    const size_t t0 = model.param_offset(i), t1 = t0 + model.param_size(i);
     const size_t a = std::max(t0, begin), b = std::min(t1, end);
     if (a >= b) continue;
     const float wd = param_decays(i) ? h.weight_decay : 0.0f;

@@ -15,11 +15,16 @@
 //             docs/distributed.md says so).
 // One non-obvious decision: bucket boundaries and the reduce order depend only on the model
 // shape and the dp degree, never on timing, so two runs of the same layout are bitwise equal.
+// Under tensor/pipeline parallelism the model is this rank's shard (gpt_shard.h): buckets,
+// shards and the optimizer cover the local parameter vector, the DP group holds the ranks with
+// the same shard, and the gradient norm is completed over the TP and PP groups
+// (set_norm_reduction) counting each replicated tensor once.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -53,6 +58,12 @@ class DataParallel {
   void layer_done(int layer);
   void finish_sync();
 
+  // Which local flat ranges [offset, offset+count) count toward the global gradient norm, and
+  // the groups (beyond DP) whose ranks hold the other parts of the model: the partial sums of
+  // squares are all-reduced over each, in order. Default: everything, no groups.
+  void set_norm_reduction(std::vector<std::pair<size_t, size_t>> counted,
+                          std::vector<parallel::ProcessGroup*> groups);
+
   // Global gradient L2 norm (every rank gets the same value) and clipping by `scale`.
   double grad_norm(Backend& backend);
   void scale_grads(Backend& backend, float scale);
@@ -82,6 +93,9 @@ class DataParallel {
   std::vector<std::unique_ptr<Bucket>> buckets_;  // per layer, then the rest (zero 0)
   float* grads_ = nullptr;
   double comm_ms_ = 0;
+  std::vector<std::pair<size_t, size_t>> counted_;    // norm ranges (local flat offsets)
+  std::vector<parallel::ProcessGroup*> norm_groups_;  // TP, PP
+  double sum_squares_counted(Backend& backend, const float* g, size_t begin, size_t end) const;
 };
 
 }  // namespace flotilla

@@ -91,7 +91,8 @@ void MetricsWriter::step(const StepRecord& r) {
                   {"forward", r.forward_ms},
                   {"backward", r.backward_ms},
                   {"optimizer", r.optimizer_ms},
-                  {"comm", r.comm_ms}};
+                  {"comm", r.comm_ms},
+                  {"bubble", r.bubble_ms}};
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   if (r.skipped) j["skipped"] = true;
   if (!r.ranks.empty()) {
@@ -105,7 +106,8 @@ void MetricsWriter::step(const StepRecord& r) {
                        {"backward", f[2]},
                        {"optimizer", f[3]},
                        {"comm", f[4]},
-                       {"step", f[5]}});
+                       {"step", f[5]},
+                       {"bubble", f.size() > 6 ? f[6] : 0.0f}});
       if (f[5] > r.ranks[slowest][5]) slowest = q;
     }
     j["ranks"] = ranks;

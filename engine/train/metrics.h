@@ -22,9 +22,11 @@ struct StepRecord {
   double mfu = 0;  // model FLOP/s / peak FLOP/s (0 when the peak is unknown)
   double step_ms = 0;
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
+  double bubble_ms = 0;  // pipeline: blocked waiting on the neighbouring stages (0 without pp)
   uint64_t peak_rss_bytes = 0;
   bool skipped = false;  // spike guard skipped the update
-  // Per rank (data-parallel runs): data, forward, backward, optimizer, comm, step (ms).
+  // Per rank (multi-rank runs): data, forward, backward, optimizer, comm, step, bubble (ms).
+  // forward/backward include the TP all-reduces inside them, which comm also counts.
   std::vector<std::vector<float>> ranks;
 };
 

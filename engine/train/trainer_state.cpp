@@ -24,6 +24,7 @@ std::string trainer_state_to_json(const TrainerState& s) {
   j["last_save_seconds"] = s.last_save_seconds;
   j["world_size"] = s.world_size;
   j["zero"] = s.zero;
+  j["parallel"] = {{"dp", s.dp > 0 ? s.dp : s.world_size}, {"tp", s.tp}, {"pp", s.pp}};
   j["config"] = nlohmann::json::parse(s.config_json.empty() ? "{}" : s.config_json);
   j["config_toml"] = s.config_toml;
   j["engine_version"] = s.engine_version;
@@ -46,6 +47,12 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     s.last_save_seconds = j.value("last_save_seconds", -1.0);
     s.world_size = j.value("world_size", 1);
     s.zero = j.value("zero", 0);
+    s.dp = s.world_size;  // files from before tensor/pipeline parallelism: pure data parallel
+    if (const auto par = j.find("parallel"); par != j.end()) {
+      s.dp = par->value("dp", s.world_size);
+      s.tp = par->value("tp", 1);
+      s.pp = par->value("pp", 1);
+    }
     s.config_json = j.at("config").dump();
     s.config_toml = j.value("config_toml", "");
     s.engine_version = j.value("engine_version", "");

@@ -19,7 +19,8 @@ struct TrainerState {
   float best_val_loss = 0;            // 0 = none yet
   double last_save_seconds = -1;      // duration of the previous save (preemption policy)
   int world_size = 1;
-  int zero = 0;             // ZeRO stage the optimizer state was saved under
+  int dp = 0, tp = 1, pp = 1;  // rank grid the shards were saved under (dp 0 = world_size: older files)
+  int zero = 0;                // ZeRO stage the optimizer state was saved under
   std::string config_json;  // resolved config (JSON object text)
   std::string config_toml;  // resolved config (TOML text)
   std::string engine_version;

@@ -1,0 +1,208 @@
+// GptModel forward and backward as an explicit sequence of backend kernels (llm.c style), for the
+// whole model or one tensor/pipeline-parallel shard.
+//
+// Megatron's conjugate operators, written out where they act: "f" is the identity forward and an
+// all-reduce of d(input) backward, in front of each column-parallel matmul (QKV, MLP-up, and the
+// vocab-parallel LM head); "g" is an all-reduce forward and the identity backward, behind each
+// row-parallel matmul (attention-out, MLP-down), whose bias only TP rank 0 adds so it counts once.
+// Non-obvious decision: the row-parallel biases' gradients are still computed on every TP rank
+// (from the replicated d(output)), so every replicated tensor stays bitwise equal across TP ranks
+// without communication of its own.
+#include <cmath>
+#include <cstring>
+
+#include "engine/model/gpt_impl.h"
+
+namespace flotilla {
+
+float GptModel::forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
+                              int B, int T) {
+  Impl& m = *impl_;
+  const GptDims& d = m.d;
+  const GptShard& s = m.s;
+  if (B < 1 || T < 1)
+    throw_config("batch " + std::to_string(B) + " x sequence " + std::to_string(T) + " is empty");
+  if (T > d.max_seq_len)
+    throw_config("sequence length " + std::to_string(T) + " exceeds model.max_seq_len " +
+                 std::to_string(d.max_seq_len) + "; lower train.seq_len or raise model.max_seq_len");
+  if (s.tp > 1 && (m.tp == nullptr || m.tp->size() != s.tp))
+    throw Error(ExitCode::kInternal, "GptModel (" + s.describe() + "): no tensor-parallel group of size " +
+                                         std::to_string(s.tp) + " was set");
+  const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
+  const size_t C_ = static_cast<size_t>(d.n_embd);
+  const size_t NC = N * C_;
+  if (s.first_stage()) {
+    if (inputs == nullptr) throw Error(ExitCode::kInternal, "GptModel: the first stage needs input tokens");
+    m.check_tokens(inputs, N, "input");
+  } else if (stage_in == nullptr) {
+    throw Error(ExitCode::kInternal,
+                "GptModel: stage " + std::to_string(s.stage) + " needs an input activation");
+  }
+  const bool with_targets = s.last_stage() && targets != nullptr;
+  if (with_targets) m.check_tokens(targets, N, "target");
+
+  Impl::Slot& sl = m.slot(slot);
+  const size_t need = activation_arena_floats(d, s, B, T);
+  if (sl.arena.size() < need) {
+    sl.arena.reset();
+    sl.arena = BackendBuffer(*m.be, need);
+  }
+  sl.acts = layout_activations(d, s, B, T, sl.arena.data());
+  sl.B = B;
+  sl.T = T;
+  sl.forwarded = true;
+  sl.have_targets = with_targets;
+  sl.logits_valid = false;
+  m.last_forward = &sl.acts;
+  const GptActivations& a = sl.acts;
+  if (s.first_stage()) std::memcpy(a.input_ids, inputs, N * sizeof(int32_t));
+  if (with_targets) std::memcpy(a.target_ids, targets, N * sizeof(int32_t));
+
+  Backend& be = *m.be;
+  const int C = m.C(), Ca = m.Ca(), F = m.F(), NHl = m.NHl(), L = s.local_layers();
+  const int n = static_cast<int>(N);
+  const size_t Ca_ = static_cast<size_t>(Ca), F_ = static_cast<size_t>(F);
+  const bool bias_here = s.tp_rank == 0;  // row-parallel biases are added once
+
+  if (!s.first_stage())
+    std::memcpy(a.encoded, stage_in, NC * sizeof(float));
+  else if (s.tp == 1)
+    be.encoder_forward(a.encoded, a.input_ids, m.p(kWte), m.p(kWpe), B, T, C);
+  else
+    m.vp_embed_forward(a, B, T);
+  for (int l = 0; l < L; ++l) {
+    const size_t ul = static_cast<size_t>(l);
+    const float* residual = l == 0 ? a.encoded : a.residual3(l - 1);
+    be.layernorm_forward(a.ln1(l), a.ln1_mean(l), a.ln1_rstd(l), residual, m.p(kLn1w) + ul * C_,
+                         m.p(kLn1b) + ul * C_, static_cast<long>(N), C);
+    be.matmul_forward(a.qkv(l), a.ln1(l), m.p(kQkvw) + ul * 3 * Ca_ * C_, m.p(kQkvb) + ul * 3 * Ca_, n, C,
+                      3 * Ca);
+    be.attention_forward(a.atty(l), a.att_lse(l), a.qkv(l), B, T, Ca, NHl);
+    be.matmul_forward(a.proj, a.atty(l), m.p(kAttprojw) + ul * C_ * Ca_,
+                      bias_here ? m.p(kAttprojb) + ul * C_ : nullptr, n, Ca, C);
+    m.tp_all_reduce(a.proj, NC);  // g
+    be.residual_forward(a.residual2(l), residual, a.proj, NC);
+    be.layernorm_forward(a.ln2(l), a.ln2_mean(l), a.ln2_rstd(l), a.residual2(l), m.p(kLn2w) + ul * C_,
+                         m.p(kLn2b) + ul * C_, static_cast<long>(N), C);
+    be.matmul_forward(a.fch(l), a.ln2(l), m.p(kFcw) + ul * F_ * C_, m.p(kFcb) + ul * F_, n, C, F);
+    be.gelu_forward(a.gelu, a.fch(l), N * F_);
+    be.matmul_forward(a.proj, a.gelu, m.p(kFcprojw) + ul * C_ * F_,
+                      bias_here ? m.p(kFcprojb) + ul * C_ : nullptr, n, F, C);
+    m.tp_all_reduce(a.proj, NC);  // g
+    be.residual_forward(a.residual3(l), a.residual2(l), a.proj, NC);
+  }
+  sl.gelu_layer = L - 1;
+  if (!s.last_stage()) {
+    be.synchronize();
+    return -1.0f;
+  }
+  be.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3(L - 1), m.p(kLnfw), m.p(kLnfb),
+                       static_cast<long>(N), C);
+  be.matmul_forward(a.logits, a.lnf, m.p(kWte), nullptr, n, C, m.Vl());
+  sl.logits_valid = true;
+  if (!with_targets) {
+    be.synchronize();
+    return -1.0f;
+  }
+  if (s.tp == 1)
+    be.softmax_crossentropy_forward(a.losses, a.loss_lse, a.logits, a.target_ids, static_cast<long>(N),
+                                    d.vocab_size, d.padded_vocab);
+  else
+    m.vp_crossentropy_forward(a, N);
+  be.synchronize();
+  double sum = 0.0;
+  for (size_t i = 0; i < N; ++i) sum += a.losses[i];
+  return static_cast<float>(sum / static_cast<double>(N));
+}
+
+const float* GptModel::stage_output(int slot) const {
+  Impl& m = *impl_;
+  const Impl::Slot& sl = m.slot(slot);
+  if (!sl.forwarded) throw Error(ExitCode::kInternal, "GptModel::stage_output: slot has no forward");
+  return sl.acts.residual3(m.s.local_layers() - 1);
+}
+
+const float* GptModel::stage_input_grad() const {
+  const Impl& m = *impl_;
+  if (m.last_backward_slot < 0)
+    throw Error(ExitCode::kInternal, "GptModel::stage_input_grad before backward");
+  return m.slots[static_cast<size_t>(m.last_backward_slot)].acts.dresidual;
+}
+
+void GptModel::backward_stage(int slot, const float* dout, float loss_scale) {
+  Impl& m = *impl_;
+  const GptShard& s = m.s;
+  Impl::Slot& sl = m.slot(slot);
+  if (!sl.forwarded || (s.last_stage() && (!sl.have_targets || !sl.logits_valid)))
+    throw Error(ExitCode::kInternal,
+                "GptModel::backward() needs a preceding forward() with targets, once per forward");
+  if (!s.last_stage() && dout == nullptr)
+    throw Error(ExitCode::kInternal, "GptModel: stage " + std::to_string(s.stage) + " needs d(output)");
+  const GptDims& d = m.d;
+  Backend& be = *m.be;
+  const GptActivations& a = sl.acts;
+  const int B = sl.B, T = sl.T, C = m.C(), Ca = m.Ca(), F = m.F(), NHl = m.NHl(), L = s.local_layers();
+  const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
+  const int n = static_cast<int>(N);
+  const size_t C_ = static_cast<size_t>(C), Ca_ = static_cast<size_t>(Ca), F_ = static_cast<size_t>(F);
+  const size_t NC = N * C_;
+
+  if (s.last_stage()) {
+    // Loss -> logits (in place) -> final LayerNorm.
+    const float dloss = loss_scale / static_cast<float>(N);
+    if (s.tp == 1)
+      be.softmax_crossentropy_backward(a.logits, a.logits, a.loss_lse, a.target_ids, dloss,
+                                       static_cast<long>(N), d.vocab_size, d.padded_vocab);
+    else
+      m.vp_crossentropy_backward(a, N, dloss);
+    sl.logits_valid = false;
+    be.matmul_backward(a.dln, m.g(kWte), nullptr, a.logits, a.lnf, m.p(kWte), n, C, m.Vl());
+    m.tp_all_reduce(a.dln, NC);  // f of the vocab-parallel head
+    be.fill_zero(a.dresidual, NC);
+    be.layernorm_backward(a.dresidual, m.g(kLnfw), m.g(kLnfb), a.dln, a.residual3(L - 1), m.p(kLnfw),
+                          a.lnf_mean, a.lnf_rstd, static_cast<long>(N), C);
+  } else {
+    std::memcpy(a.dresidual, dout, NC * sizeof(float));
+  }
+
+  // dresidual holds d(residual3[l]) on entry to layer l and d(residual3[l-1]) on exit.
+  for (int l = L - 1; l >= 0; --l) {
+    const size_t ul = static_cast<size_t>(l);
+    const float* residual = l == 0 ? a.encoded : a.residual3(l - 1);
+    // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
+    if (sl.gelu_layer != l) be.gelu_forward(a.gelu, a.fch(l), N * F_);
+    sl.gelu_layer = -1;
+    be.matmul_backward(a.dbig, m.g(kFcprojw) + ul * C_ * F_, m.g(kFcprojb) + ul * C_, a.dresidual, a.gelu,
+                       m.p(kFcprojw) + ul * C_ * F_, n, F, C);
+    be.gelu_backward(a.dbig, a.fch(l), a.dbig, N * F_);
+    be.matmul_backward(a.dln, m.g(kFcw) + ul * F_ * C_, m.g(kFcb) + ul * F_, a.dbig, a.ln2(l),
+                       m.p(kFcw) + ul * F_ * C_, n, C, F);
+    m.tp_all_reduce(a.dln, NC);  // f
+    be.layernorm_backward(a.dresidual, m.g(kLn2w) + ul * C_, m.g(kLn2b) + ul * C_, a.dln, a.residual2(l),
+                          m.p(kLn2w) + ul * C_, a.ln2_mean(l), a.ln2_rstd(l), static_cast<long>(N), C);
+    // Attention block: residual2 = residual + attproj(attention(qkv(ln1(residual)))).
+    be.matmul_backward(a.proj, m.g(kAttprojw) + ul * C_ * Ca_, m.g(kAttprojb) + ul * C_, a.dresidual,
+                       a.atty(l), m.p(kAttprojw) + ul * C_ * Ca_, n, Ca, C);
+    be.attention_backward(a.dbig, a.proj, a.qkv(l), a.atty(l), a.att_lse(l), B, T, Ca, NHl);
+    be.matmul_backward(a.dln, m.g(kQkvw) + ul * 3 * Ca_ * C_, m.g(kQkvb) + ul * 3 * Ca_, a.dbig, a.ln1(l),
+                       m.p(kQkvw) + ul * 3 * Ca_ * C_, n, C, 3 * Ca);
+    m.tp_all_reduce(a.dln, NC);  // f
+    be.layernorm_backward(a.dresidual, m.g(kLn1w) + ul * C_, m.g(kLn1b) + ul * C_, a.dln, residual,
+                          m.p(kLn1w) + ul * C_, a.ln1_mean(l), a.ln1_rstd(l), static_cast<long>(N), C);
+    if (m.layer_hook) {
+      be.synchronize();
+      m.layer_hook(l);
+    }
+  }
+  if (s.first_stage()) {
+    if (s.tp == 1)
+      be.encoder_backward(m.g(kWte), m.g(kWpe), a.dresidual, a.input_ids, B, T, C);
+    else
+      m.vp_embed_backward(a, B, T);
+  }
+  be.synchronize();
+  sl.forwarded = false;
+  m.last_backward_slot = slot;
+}
+
+}  // namespace flotilla

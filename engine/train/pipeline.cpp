@@ -1,0 +1,166 @@
+// Pipeline schedules and the stage runner (see pipeline.h for the send/receive decision).
+#include "engine/train/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/core/error.h"
+#include "engine/model/gpt_shard.h"
+
+namespace flotilla {
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+}  // namespace
+
+std::vector<PipeAction> pipeline_schedule(const std::string& kind, int stages, int stage, int micro) {
+  if (stages < 1 || stage < 0 || stage >= stages || micro < 1)
+    throw Error(ExitCode::kInternal, "pipeline_schedule: stage " + std::to_string(stage) + " of " +
+                                         std::to_string(stages) + ", " + std::to_string(micro) +
+                                         " micro-batches");
+  std::vector<PipeAction> out;
+  if (kind == "gpipe") {
+    for (int i = 0; i < micro; ++i) out.push_back({true, i});
+    for (int i = 0; i < micro; ++i) out.push_back({false, i});
+    return out;
+  }
+  if (kind != "1f1b") throw_config("parallel.schedule \"" + kind + "\" is not one of gpipe, 1f1b");
+  const int warmup = std::min(stages - stage - 1, micro);
+  for (int i = 0; i < warmup; ++i) out.push_back({true, i});
+  for (int i = 0; i < micro - warmup; ++i) {
+    out.push_back({true, warmup + i});
+    out.push_back({false, i});
+  }
+  for (int i = micro - warmup; i < micro; ++i) out.push_back({false, i});
+  return out;
+}
+
+int pipeline_slots(const std::string& kind, int stages, int stage, int micro) {
+  int in_flight = 0, most = 0;
+  for (const PipeAction& a : pipeline_schedule(kind, stages, stage, micro)) {
+    in_flight += a.forward ? 1 : -1;
+    most = std::max(most, in_flight);
+  }
+  return most;
+}
+
+std::string describe_schedule(const std::vector<PipeAction>& actions) {
+  std::string out;
+  for (const PipeAction& a : actions) {
+    if (!out.empty()) out += ' ';
+    out.push_back(a.forward ? 'F' : 'B');
+    out.append(std::to_string(a.micro));
+  }
+  return out;
+}
+
+PipelineRunner::PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule,
+                               int micro_batches, int B, int T)
+    : model_(model),
+      pp_(pp),
+      schedule_(std::move(schedule)),
+      micro_(micro_batches),
+      B_(B),
+      T_(T),
+      stage_(pp.rank()),
+      stages_(pp.size()) {
+  if (model.shard().pp != stages_ || model.shard().stage != stage_)
+    throw Error(ExitCode::kInternal, "PipelineRunner: model shard " + model.shard().describe() +
+                                         " does not match PP group rank " + std::to_string(stage_) + " of " +
+                                         std::to_string(stages_));
+  const size_t n = static_cast<size_t>(B) * static_cast<size_t>(T);
+  nc_ = n * static_cast<size_t>(model.dims().n_embd);
+  inputs_.resize(n);
+  targets_.resize(n);
+  act_in_.resize(nc_);
+  grad_in_.resize(nc_);
+  const int slots = pipeline_slots(schedule_, stages_, stage_, micro_);
+  model_.set_activation_slots(slots);
+  pending_.resize(static_cast<size_t>(slots));
+}
+
+PipelineRunner::~PipelineRunner() {
+  for (auto& list : pending_)
+    for (auto& w : list) {
+      try {
+        w->wait();
+      } catch (...) {  // the group is poisoned and the trainer reports the failure
+      }
+    }
+}
+
+void PipelineRunner::wait_slot(int slot, Timing& timing) {
+  auto& list = pending_[static_cast<size_t>(slot)];
+  if (list.empty()) return;
+  const auto t0 = Clock::now();
+  for (auto& w : list) w->wait();
+  list.clear();
+  timing.bubble_ms += ms_since(t0);
+}
+
+double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_batch,
+                           const std::function<void()>& before_last_backward, float loss_scale,
+                           Timing& timing) {
+  const bool first = stage_ == 0, last = stage_ == stages_ - 1;
+  const int slots = static_cast<int>(pending_.size());
+  double loss_sum = 0;
+  int backwards_left = micro_;
+  for (const PipeAction& a : pipeline_schedule(schedule_, stages_, stage_, micro_)) {
+    const int slot = a.micro % slots;
+    if (a.forward) {
+      wait_slot(slot, timing);
+      auto t0 = Clock::now();
+      next_batch(inputs_.data(), targets_.data());
+      timing.data_ms += ms_since(t0);
+      if (!first) {
+        t0 = Clock::now();
+        pp_.recv(act_in_.data(), nc_, stage_ - 1);
+        timing.bubble_ms += ms_since(t0);
+      }
+      t0 = Clock::now();
+      const float loss = model_.forward_stage(slot, inputs_.data(), first ? nullptr : act_in_.data(),
+                                              targets_.data(), B_, T_);
+      timing.forward_ms += ms_since(t0);
+      if (last)
+        loss_sum += loss;
+      else
+        pending_[static_cast<size_t>(slot)].push_back(
+            pp_.send_async(model_.stage_output(slot), nc_, stage_ + 1));
+    } else {
+      auto t0 = Clock::now();
+      if (!last) {
+        pp_.recv(grad_in_.data(), nc_, stage_ + 1);
+        timing.bubble_ms += ms_since(t0);
+      }
+      if (--backwards_left == 0 && before_last_backward) before_last_backward();
+      t0 = Clock::now();
+      model_.backward_stage(slot, last ? nullptr : grad_in_.data(), loss_scale);
+      timing.backward_ms += ms_since(t0);
+      if (!first)
+        pending_[static_cast<size_t>(slot)].push_back(
+            pp_.send_async(model_.stage_input_grad(), nc_, stage_ - 1));
+    }
+  }
+  for (int k = 0; k < slots; ++k) wait_slot(k, timing);
+  return loss_sum;
+}
+
+double PipelineRunner::forward_only(const std::function<void(int32_t*, int32_t*)>& next_batch, int batches) {
+  const bool first = stage_ == 0, last = stage_ == stages_ - 1;
+  double loss_sum = 0;
+  for (int b = 0; b < batches; ++b) {
+    next_batch(inputs_.data(), targets_.data());
+    if (!first) pp_.recv(act_in_.data(), nc_, stage_ - 1);
+    const float loss =
+        model_.forward_stage(0, inputs_.data(), first ? nullptr : act_in_.data(), targets_.data(), B_, T_);
+    if (last)
+      loss_sum += loss;
+    else
+      pp_.send(model_.stage_output(0), nc_, stage_ + 1);
+  }
+  return loss_sum;
+}
+
+}  // namespace flotilla

@@ -1,0 +1,83 @@
+// Pipeline parallelism: the GPipe and 1F1B schedules and the runner that executes one stage's
+// part of a step over the PP group.
+//
+//   gpipe: every forward (micro-batches 0..m-1), then every backward (0..m-1); a stage keeps m
+//          activation sets.
+//   1f1b:  stage s runs w = min(p-s-1, m) warm-up forwards, then alternates one forward and one
+//          backward, then cools down with the remaining w backwards; it keeps at most p-s sets.
+// Backwards run in ascending micro-batch order in both, so gradients accumulate in the same order
+// as sequential gradient accumulation on one process.
+//
+// One non-obvious decision: activations and gradients are sent asynchronously and only receives
+// block (a send is waited for before its buffer's slot is reused, and at the end of the step).
+// A stage then never waits on a send while its neighbour waits on a receive, so neither schedule
+// needs the paired send-and-receive operations Megatron uses to avoid deadlock, and the time a
+// stage spends blocked in receives and unfinished sends is exactly its pipeline bubble.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/gpt.h"
+#include "engine/parallel/process_group.h"
+
+namespace flotilla {
+
+struct PipeAction {
+  bool forward = true;
+  int micro = 0;
+  bool operator==(const PipeAction& o) const { return forward == o.forward && micro == o.micro; }
+};
+
+// The forward/backward order of `stage` among `stages` for `micro` micro-batches; kind is
+// "gpipe" or "1f1b".
+std::vector<PipeAction> pipeline_schedule(const std::string& kind, int stages, int stage, int micro);
+// Activation sets the stage keeps at once under that schedule (its most micro-batches in flight).
+int pipeline_slots(const std::string& kind, int stages, int stage, int micro);
+// "F0 F1 B0 F2 B1 B2": for tests and logs.
+std::string describe_schedule(const std::vector<PipeAction>& actions);
+
+class PipelineRunner {
+ public:
+  // pp: the PP group (stage = pp.rank()); the model must be that stage's shard. B x T per micro-batch.
+  PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
+                 int T);
+  ~PipelineRunner();
+  PipelineRunner(const PipelineRunner&) = delete;
+  PipelineRunner& operator=(const PipelineRunner&) = delete;
+
+  struct Timing {
+    double data_ms = 0, forward_ms = 0, backward_ms = 0, bubble_ms = 0;
+  };
+
+  // One schedule over micro_batches micro-batches. next_batch fills inputs and targets (B*T each)
+  // and is called on every stage in forward order (so every rank's loader advances alike);
+  // before_last_backward runs right before this stage's last backward (data-parallel overlap).
+  // Gradients accumulate with loss_scale. Returns the sum of the micro-batch losses on the last
+  // stage, 0 elsewhere.
+  double run(const std::function<void(int32_t*, int32_t*)>& next_batch,
+             const std::function<void()>& before_last_backward, float loss_scale, Timing& timing);
+
+  // Forward only, `batches` micro-batches one after another (evaluation). Returns the sum of the
+  // losses on the last stage, 0 elsewhere.
+  double forward_only(const std::function<void(int32_t*, int32_t*)>& next_batch, int batches);
+
+ private:
+  void wait_slot(int slot, Timing& timing);
+
+  GptModel& model_;
+  parallel::ProcessGroup& pp_;
+  std::string schedule_;
+  int micro_;
+  int B_, T_;
+  int stage_, stages_;
+  size_t nc_;
+  std::vector<int32_t> inputs_, targets_;
+  std::vector<float> act_in_, grad_in_;
+  std::vector<std::vector<std::unique_ptr<parallel::Work>>> pending_;  // per slot: sends in flight
+};
+
+}  // namespace flotilla

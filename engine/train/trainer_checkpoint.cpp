@@ -1,0 +1,168 @@
+// Saving and resuming a run (see trainer.h for what makes resume bitwise).
+//
+// Who writes what: the first DP replica of every shard (dp index 0; rank 0 alone for a plain
+// single-shard run) writes "params" (its shard, in the shard's local layout, gpt_shard.h) and,
+// without ZeRO, "adam_m"/"adam_v"; with ZeRO every rank writes its own optimizer shard. On resume
+// every rank reads its own file and the DP group broadcasts what only its first replica read.
+// A checkpoint resumes only on the layout (dp x tp x pp, ZeRO stage) it was saved under.
+#include <cstring>
+#include <optional>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "engine/train/trainer_loop.h"
+#include "flotilla/build_info.h"
+
+namespace flotilla::train_detail {
+
+std::string layout_text(int dp, int tp, int pp) {
+  return "dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) + " x pp=" + std::to_string(pp);
+}
+
+// Returns the checkpoint directory resumed from ("" for a fresh start). Rank 0 decides which
+// checkpoint (and does every file-system change); the others load their own file from it.
+std::string Loop::resume() {
+  const std::string mode = cfg.checkpoint.resume;
+  std::string chosen;
+  std::optional<LoadedCheckpoint> ck;
+  if (rank == 0) {
+    store.cleanup_tmp();
+    if (mode == "none") {
+      const auto moved = store.set_aside_newer(0);
+      if (!moved.empty())
+        metrics.event("warning", "checkpoint.resume = none: moved " + std::to_string(moved.size()) +
+                                     " earlier checkpoint(s) to " + store.root() + "/trash");
+    } else if (mode == "auto") {
+      std::vector<std::string> warnings;
+      ck = store.load_latest(0, &warnings);
+      for (const auto& w : warnings) {
+        metrics.event("warning", w);
+        progress.line("warning: %s", w.c_str());
+      }
+    } else {
+      ck = store.load_dir(mode, 0);
+    }
+    if (ck) chosen = ck->dir;
+  }
+  chosen = broadcast_string(chosen);
+  if (chosen.empty()) return "";
+  if (rank != 0) ck = store.load_dir(chosen, rank);
+  apply_checkpoint(*ck);
+  if (rank == 0) store.set_aside_newer(ck->step);
+  barrier();
+  return chosen;
+}
+
+void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
+  if (ck.config_hash != config_hash(cfg))
+    throw_checkpoint(
+        "checkpoint " + ck.dir + " was written for a different model or optimizer shape (config hash " +
+        std::to_string(ck.config_hash) + ", this run " + std::to_string(config_hash(cfg)) +
+        "); resume it with its own config, or set checkpoint.resume = \"none\" or a new run.out_dir");
+  const TrainerState st = parse_trainer_state(ck.trainer_state_json, ck.dir);
+  const auto& par = cfg.parallel;
+  if (ck.world_size != world_size || st.dp != par.dp || st.tp != par.tp || st.pp != par.pp)
+    throw_checkpoint("checkpoint " + ck.dir + " has " + std::to_string(ck.world_size) +
+                     " rank(s), this run has " + std::to_string(world_size) + "; it was saved with layout " +
+                     layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
+                     layout_text(par.dp, par.tp, par.pp) +
+                     ": resume with the saved layout (resharding is not supported)");
+  if (st.zero != dp->zero())
+    throw_checkpoint("checkpoint " + ck.dir + " holds ZeRO-" + std::to_string(st.zero) +
+                     " optimizer state, this run uses ZeRO-" + std::to_string(dp->zero()) +
+                     "; resume with the same parallel.zero");
+  const bool skip_moments = opt.skip_restore == "moments";
+  for (const auto& t : ck.tensors) {
+    float* dst = nullptr;
+    size_t expect = 0;
+    if (t.name == "params") dst = model.params(), expect = model.num_params();
+    if (t.name == "adam_m" && !skip_moments) dst = dp->m().data(), expect = dp->state_size();
+    if (t.name == "adam_v" && !skip_moments) dst = dp->v().data(), expect = dp->state_size();
+    if (!dst) continue;
+    if (t.data.size() != expect * sizeof(float))
+      throw_checkpoint("checkpoint " + ck.dir + ": section '" + t.name + "' of rank " + std::to_string(rank) +
+                       " has " + std::to_string(t.data.size()) + " bytes, expected " +
+                       std::to_string(expect * sizeof(float)) + " (" + model.shard().describe() + ")");
+    std::memcpy(dst, t.data.data(), t.data.size());
+  }
+  // The first DP replica of this shard read the parameters (and, without ZeRO, the moments).
+  if (groups.dp->size() > 1) {
+    groups.dp->broadcast(model.params(), model.num_params(), 0);
+    if (dp->zero() == 0 && !skip_moments) {
+      groups.dp->broadcast(dp->m().data(), dp->state_size(), 0);
+      groups.dp->broadcast(dp->v().data(), dp->state_size(), 0);
+    }
+  }
+  step = st.step;
+  tokens = st.tokens;
+  best_val = st.best_val_loss;
+  last_save_seconds = st.last_save_seconds;
+  if (opt.skip_restore != "rng") rng.set_state(st.rng);
+  if (opt.skip_restore != "cursor") train_loader->set_cursor(st.train_cursor);
+  if (opt.skip_restore == "lr") lr_offset = 1;
+}
+
+TrainerState Loop::current_state() const {
+  TrainerState st;
+  st.step = step;
+  st.tokens = tokens;
+  st.rng = rng.state();
+  st.train_cursor = train_loader->cursor();
+  st.best_val_loss = best_val;
+  st.last_save_seconds = last_save_seconds;
+  st.config_json = config_to_json(cfg, -1);
+  st.config_toml = config_to_toml(cfg);
+  st.world_size = world_size;
+  st.dp = cfg.parallel.dp;
+  st.tp = cfg.parallel.tp;
+  st.pp = cfg.parallel.pp;
+  st.zero = dp->zero();
+  st.engine_version = FLOTILLA_VERSION_STRING;
+  return st;
+}
+
+void Loop::save(const std::string& reason) {
+  const auto t0 = Clock::now();
+  CheckpointSaveRequest req;
+  req.step = step;
+  req.rank = rank;
+  req.world_size = world_size;
+  req.config_hash = config_hash(cfg);
+  const int64_t n = static_cast<int64_t>(model.num_params());
+  const int64_t ns = static_cast<int64_t>(dp->state_size());
+  const bool first_replica = coord.dp == 0;  // holds this shard's parameters for the checkpoint
+  if (first_replica)
+    req.tensors.push_back({"params", {n}, model.params(), model.num_params() * sizeof(float)});
+  // ZeRO: every rank's shard of m and v; otherwise the first replica's copy (all hold the same).
+  if (first_replica || dp->zero() > 0) {
+    req.tensors.push_back({"adam_m", {ns}, dp->m().data(), dp->state_size() * sizeof(float)});
+    req.tensors.push_back({"adam_v", {ns}, dp->v().data(), dp->state_size() * sizeof(float)});
+  }
+  // last_save_seconds inside the state is the previous save's duration (known before writing).
+  req.trainer_state_json = trainer_state_to_json(current_state());
+  std::string dir;
+  if (!world) {
+    dir = store.save(req, cfg.checkpoint.keep_last);
+  } else {
+    const std::string tmp = broadcast_string(rank == 0 ? store.begin(step) : "");
+    store.write_rank(tmp, req);
+    world->barrier();  // every rank's file is durable
+    if (rank == 0) dir = store.commit(tmp, req, world_size, cfg.checkpoint.keep_last);
+    dir = broadcast_string(dir);
+  }
+  last_save_seconds = ms_since(t0) / 1000.0;
+  for (const auto& w : store.save_warnings()) metrics.event("warning", w);
+  CheckpointRecord rec;
+  rec.step = step;
+  rec.dir = dir;
+  rec.bytes = 3 * num_parameters(dims) * sizeof(float);  // parameters + m + v over all ranks
+  rec.seconds = last_save_seconds;
+  rec.reason = reason;
+  metrics.checkpoint(rec);
+  metrics.sync();
+  progress.line("checkpoint step %lld -> %s (%.2f s)", static_cast<long long>(step), dir.c_str(),
+                last_save_seconds);
+}
+
+}  // namespace flotilla::train_detail

@@ -1,0 +1,136 @@
+// The trainer's state while a run is in progress (internal to engine/train: trainer.cpp runs the
+// steps, trainer_checkpoint.cpp saves and resumes).
+//
+// One non-obvious decision: every rank builds the same rank grid from the config (TP innermost,
+// then DP, then PP) and holds exactly one model shard; the DP group is the set of ranks with the
+// same shard, so DataParallel, ZeRO and the per-rank checkpoint files work on shards unchanged.
+// A single process is the 1 x 1 x 1 grid with one-rank groups.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/config/run_config.h"
+#include "engine/core/rng.h"
+#include "engine/data/loader.h"
+#include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
+#include "engine/parallel/rank_grid.h"
+#include "engine/parallel/rendezvous.h"
+#include "engine/train/data_parallel.h"
+#include "engine/train/heartbeat.h"
+#include "engine/train/lr_schedule.h"
+#include "engine/train/metrics.h"
+#include "engine/train/pipeline.h"
+#include "engine/train/trainer.h"
+#include "engine/train/trainer_state.h"
+
+namespace flotilla::train_detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Human-readable progress: to the chosen stream (stderr for `train`) and, for rank 0, appended to
+// <run dir>/train.log so a run folder carries its own history.
+class Progress {
+ public:
+  Progress(std::FILE* out, const std::string& log_path) : out_(out) {
+    if (!log_path.empty()) log_ = std::fopen(log_path.c_str(), "a");
+  }
+  ~Progress() {
+    if (log_) std::fclose(log_);
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  template <typename... A>
+  void line(const char* fmt, A... args) {
+    for (std::FILE* f : {out_, log_}) {
+      if (!f) continue;
+      std::fprintf(f, fmt, args...);
+      std::fputc('\n', f);
+      std::fflush(f);
+    }
+  }
+
+ private:
+  std::FILE* out_;
+  std::FILE* log_ = nullptr;
+};
+
+// "dp=2 x tp=1 x pp=2"
+std::string layout_text(int dp, int tp, int pp);
+
+struct Loop {
+  const TrainOptions& opt;
+  RunConfig cfg;
+  std::string out_dir;
+  parallel::DistEnv env;
+  std::unique_ptr<parallel::ProcessGroup> world;  // null for a single process
+  int rank = 0;
+  int world_size = 1;
+  parallel::RankGrid grid;
+  parallel::RankCoord coord;
+  parallel::ParallelGroups groups;                // one-rank groups where a degree is 1
+  std::unique_ptr<parallel::ProcessGroup> embed;  // pp > 2: first and last stage (tied wte)
+  GptDims dims;
+  Backend& backend;
+  GptModel model;  // this rank's shard
+  std::unique_ptr<DataParallel> dp;
+  std::unique_ptr<PipelineRunner> pipeline;  // pp > 1
+  std::unique_ptr<DataLoader> train_loader;
+  std::unique_ptr<DataLoader> val_loader;
+  CheckpointStore store;
+  MetricsWriter metrics;
+  Progress progress;
+  Rng rng;
+  Heartbeat heartbeat;
+  LrSchedule schedule;
+  int64_t step = 0;  // completed optimizer steps
+  int64_t tokens = 0;
+  int64_t accum = 1;
+  int64_t tokens_per_step = 0;
+  float best_val = 0;
+  double last_save_seconds = -1;
+  double peak_flops = 0;
+  double flops_per_token = 0;
+  double loss_ema = 0;
+  int64_t lr_offset = 0;  // negative control "lr": schedule off by one step after resume
+  std::vector<int32_t> inputs, targets;
+
+  Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const parallel::DistEnv& e,
+       std::unique_ptr<parallel::ProcessGroup> w);
+
+  bool sharded() const { return cfg.parallel.tp > 1 || cfg.parallel.pp > 1; }
+  parallel::ProcessGroup* tied_group() const;  // first+last stage group (pp > 1, those stages)
+
+  void barrier();
+  std::string broadcast_string(const std::string& s);  // every rank gets rank 0's string
+
+  void setup_groups();
+  void setup_data();
+  void setup_model();
+
+  // trainer_checkpoint.cpp
+  std::string resume();
+  void apply_checkpoint(const LoadedCheckpoint& ck);
+  TrainerState current_state() const;
+  void save(const std::string& reason);
+
+  float evaluate();
+  void sample();
+  StepRecord train_step();
+  std::pair<bool, bool> exchange(StepRecord& r, bool stop, bool ckpt);
+  double tp_wait_ms() const;  // time blocked in TP collectives since the group was made
+};
+
+}  // namespace flotilla::train_detail
