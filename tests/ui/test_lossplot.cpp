@@ -126,8 +126,10 @@ void TestLossPlot::detachedShowsTheMessage() {
 }
 
 void TestLossPlot::aMillionPointsReplotQuickly() {
-  // Issue 6's budget is 30 ms for a 1M-point replot with smoothing on a fast machine; this
-  // 2-core CI box gets a generous bound that still catches an accidental quadratic path.
+  // Issue 6's budget is 30 ms for a 1M-point replot with smoothing. Only decimated points reach
+  // QCustomPlot, so a replot after one more point costs ~10-15 ms here (tests/ui/bench_plot.cpp
+  // measures it); the bound leaves room for a loaded 2-core CI box and still catches a path that
+  // hands QCustomPlot every point again (~170 ms before decimation).
   SeriesStore store;
   LossPlot plot;
   plot.resize(1000, 500);
@@ -144,9 +146,10 @@ void TestLossPlot::aMillionPointsReplotQuickly() {
   next.start();
   QVERIFY(plot.refresh());
   const qint64 nextMs = next.elapsed();
-  qInfo("1M points: first draw (copy + smooth + replot) %lld ms, replot after one more point %lld ms",
+  qInfo("1M points: first draw (smooth + decimate + replot) %lld ms, replot after one more point %lld ms",
         static_cast<long long>(firstMs), static_cast<long long>(nextMs));
-  QVERIFY2(nextMs < 500, qPrintable(QString::number(nextMs)));
+  QVERIFY2(nextMs < 120, qPrintable(QString::number(nextMs)));
+  QVERIFY2(plot.drawnPointCount() < 5000, qPrintable(QString::number(plot.drawnPointCount())));
   QCOMPARE(plot.smoothedValues().size(), 1'000'001);
 }
 

@@ -98,6 +98,7 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
       {"costs", tr("Costs"), new CostsPage(m_stack)},
       {"settings", tr("Settings"), new SettingsPage(workspace, settingsFile, m_stack)},
   };
+  static_cast<RunsPage*>(entries[0].widget)->setMachineProbe(m_probe);  // the wizard reuses the app's probe
   for (const Entry& e : entries) {
     e.widget->setObjectName(QLatin1String(e.icon) + QStringLiteral("Page"));
     m_sidebar->addPage(QLatin1String(e.icon), e.title);
@@ -107,6 +108,14 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
 
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
+  // The Runs page owns "New run…" (Ctrl+N); listing the same action here makes the shortcut work
+  // from every page, and the wizard opens over the Runs page.
+  auto* runsPage = static_cast<RunsPage*>(page(Runs));
+  if (QAction* newRun = runsPage->findChild<QAction*>(QStringLiteral("newRunAction"))) {
+    file->addAction(newRun);
+    connect(newRun, &QAction::triggered, this, [this] { showPage(Runs); });
+    file->addSeparator();
+  }
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);  // Ctrl+Q
   quit->setShortcutContext(Qt::ApplicationShortcut);

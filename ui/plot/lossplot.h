@@ -1,10 +1,12 @@
 // The loss plot adapter: the Live page's view of a run's SeriesStore, drawn with QCustomPlot.
 //
 // Decision: the adapter pulls, the store never pushes. refresh() compares the store's revision
-// with the one last drawn and, only when it moved, copies the new points into the graphs
-// (incrementally: appended points only), smooths them and replots. The page calls refresh() from
-// one timer, which is what bounds replots to the timer rate. Callers see a plain QWidget: this
-// header keeps qcustomplot.h (and its compile cost) inside ui/plot/.
+// with the one last drawn and, only when it moved, smooths the appended points (the EMA cache
+// grows by one step per point), decimates the visible range for drawing (decimation.h) and
+// replots; only those few thousand points reach QCustomPlot, so the replot cost follows the
+// plot's width, not the series length. The page calls refresh() from one timer, which bounds
+// replots to the timer rate. Callers see a plain QWidget: this header keeps qcustomplot.h (and
+// its compile cost) inside ui/plot/.
 #pragma once
 
 #include <QString>
@@ -40,11 +42,15 @@ class LossPlot : public QWidget {
   // What is drawn now (for tests): the smoothed train loss and the number of validation points.
   QVector<double> smoothedValues() const;
   int validationPointCount() const;
+  // What QCustomPlot holds for the raw line after decimation: its point count and its maximum.
+  int drawnPointCount() const;
+  double drawnRawMaximum() const;
   // The QCustomPlot widget itself (object name "lossPlot").
   QWidget* plotWidget() const;
 
  protected:
   void changeEvent(QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   struct Private;

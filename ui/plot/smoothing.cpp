@@ -10,7 +10,8 @@ double EmaSmoother::push(double x) {
   m_last = m_last * m_weight + (1.0 - m_weight) * x;
   ++m_count;
   // w^t underflows to 0 for long series, where the debias factor is 1 anyway.
-  const double debias = m_weight == 1.0 ? 1.0 : 1.0 - std::pow(m_weight, static_cast<double>(m_count));
+  m_weightPow *= m_weight;
+  const double debias = m_weight == 1.0 ? 1.0 : 1.0 - m_weightPow;
   return m_last / debias;
 }
 

@@ -21,12 +21,14 @@ class EmaSmoother {
   void reset() {
     m_last = 0;
     m_count = 0;
+    m_weightPow = 1;
   }
 
  private:
   double m_weight;
   double m_last = 0;
   long long m_count = 0;
+  double m_weightPow = 1;  // w^t, kept as a running product: one multiply per point, no pow()
 };
 
 // The whole series at once; weight in [0, 1): 0 = no smoothing.

@@ -60,6 +60,14 @@ QStringList LocalRun::demoArguments(const QString& runDir, int steps) {
   return args;
 }
 
+QStringList LocalRun::trainArguments(const QString& configPath, int ranks) {
+  const QStringList train = {QStringLiteral("train"), QStringLiteral("--config"), configPath};
+  if (ranks <= 1) return train;
+  return QStringList{QStringLiteral("launch"), QStringLiteral("--nproc-per-node"), QString::number(ranks),
+                     QStringLiteral("--master-port"), QStringLiteral("0"), QStringLiteral("--")} +
+         train;
+}
+
 bool LocalRun::start(const QString& workerPath, const QStringList& arguments) {
   Q_ASSERT(m_state == State::NotStarted);
   QStringList words = {quoted(workerPath)};

@@ -63,6 +63,9 @@ class LocalRun : public QObject {
   bool start(const QString& workerPath, const QStringList& arguments);
   // `flotilla-worker demo --out-dir runDir [--steps N]` (steps <= 0: the demo's own length).
   static QStringList demoArguments(const QString& runDir, int steps);
+  // `flotilla-worker train --config configPath`, or with ranks > 1 the same under
+  // `launch --nproc-per-node ranks --master-port 0 --` (a free rendezvous port per run).
+  static QStringList trainArguments(const QString& configPath, int ranks);
 
   void stop();    // graceful: SIGTERM
   void kill();    // SIGKILL

@@ -5,8 +5,10 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QSaveFile>
 #include <QStandardPaths>
 
+#include "engine/config/config_io.h"
 #include "ui/runs/localrun.h"
 
 namespace flotilla::ui {
@@ -60,6 +62,30 @@ LocalRun* LocalRuns::startDemo(QString* error) {
   QStringList args = LocalRun::demoArguments(dir, m_demoSteps);
   for (const QString& kv : m_demoOverrides) args << QStringLiteral("--set") << kv;
   run->start(worker, args);
+  return run;
+}
+
+LocalRun* LocalRuns::startConfig(const flotilla::RunConfig& config, int ranks, QString* error) {
+  const QString worker = findWorker(error);
+  if (worker.isEmpty()) return nullptr;
+  QString name;
+  const QString dir = newRunDir(QString::fromStdString(config.run.name), &name);
+  if (!QDir().mkpath(dir)) {
+    if (error) *error = tr("Cannot create the run folder %1: check that the workspace is writable.").arg(dir);
+    return nullptr;
+  }
+  flotilla::RunConfig resolved = config;
+  resolved.run.out_dir = dir.toStdString();
+  const QString path = QDir(dir).filePath(QStringLiteral("run.toml"));
+  QSaveFile file(path);
+  const QByteArray text = QByteArray::fromStdString(flotilla::config_to_toml(resolved));
+  if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit()) {
+    if (error) *error = tr("Cannot write %1: %2").arg(path, file.errorString());
+    return nullptr;
+  }
+  auto* run = new LocalRun(name, dir, this);
+  add(run);
+  run->start(worker, LocalRun::trainArguments(path, ranks));
   return run;
 }
 

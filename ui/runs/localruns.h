@@ -12,6 +12,8 @@
 #include <QString>
 #include <QStringList>
 
+#include "engine/config/run_config.h"
+
 namespace flotilla::ui {
 
 class LocalRun;
@@ -36,6 +38,10 @@ class LocalRuns : public QObject {
   // Starts `flotilla-worker demo` in a new run folder. nullptr with *error when the worker is
   // missing or the folder cannot be made; a run that fails later reports through its state.
   LocalRun* startDemo(QString* error = nullptr);
+  // Starts a run from a config (the New Run wizard's): a new run folder named after run.name,
+  // the config written there as run.toml with run.out_dir set to the folder, and the worker
+  // started on it (LocalRun::trainArguments). nullptr with *error as for startDemo.
+  LocalRun* startConfig(const flotilla::RunConfig& config, int ranks, QString* error = nullptr);
 
   int count() const { return static_cast<int>(m_runs.size()); }
   LocalRun* at(int index) const { return m_runs.value(index); }

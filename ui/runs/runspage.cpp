@@ -1,6 +1,7 @@
 // Runs page (see runspage.h).
 #include "ui/runs/runspage.h"
 
+#include <QAction>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -14,6 +15,7 @@
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
+#include "ui/wizard/runwizard.h"
 
 namespace flotilla::ui {
 namespace {
@@ -22,10 +24,9 @@ const char* const kDemoTip =
     "Trains the tiny GPT (4 layers, width 256) on a synthetic corpus on this machine's CPU, with the "
     "built-in demo config. Takes a few minutes; Stop on the Live page ends it with a checkpoint.";
 
-void disableNewRun(QPushButton* button) {
-  button->setEnabled(false);
-  button->setToolTip(RunsPage::tr("Arrives with the run wizard"));
-}
+const char* const kNewRunTip =
+    "Configure a run step by step: model, data, hardware and parallel layout, batch and schedule, "
+    "checkpoints and budget, with memory, time and cost predicted before it starts (Ctrl+N)";
 
 }  // namespace
 
@@ -53,7 +54,7 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
   m_emptyDemo->setDefault(true);
   m_emptyNewRun = empty->addAction(tr("New run…"));
   m_emptyNewRun->setObjectName(QStringLiteral("newRunButton"));
-  disableNewRun(m_emptyNewRun);
+  m_emptyNewRun->setToolTip(tr(kNewRunTip));
 
   // Once runs exist: a toolbar row over the table.
   auto* list = new QWidget(this);
@@ -62,7 +63,7 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
   m_toolbarDemo->setToolTip(tr(kDemoTip));
   m_toolbarNewRun = new QPushButton(tr("New run…"), list);
   m_toolbarNewRun->setObjectName(QStringLiteral("newRunToolbarButton"));
-  disableNewRun(m_toolbarNewRun);
+  m_toolbarNewRun->setToolTip(tr(kNewRunTip));
   auto* toolbar = new QHBoxLayout;
   toolbar->addWidget(m_toolbarDemo);
   toolbar->addWidget(m_toolbarNewRun);
@@ -121,6 +122,14 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
   layout->addWidget(m_error);
   layout->addWidget(m_body, 1);
 
+  auto* newRunAction = new QAction(tr("New run…"), this);
+  newRunAction->setObjectName(QStringLiteral("newRunAction"));
+  newRunAction->setShortcut(QKeySequence::New);
+  newRunAction->setShortcutContext(Qt::WindowShortcut);
+  addAction(newRunAction);
+  connect(newRunAction, &QAction::triggered, this, &RunsPage::openNewRunWizard);
+  connect(m_emptyNewRun, &QPushButton::clicked, this, &RunsPage::openNewRunWizard);
+  connect(m_toolbarNewRun, &QPushButton::clicked, this, &RunsPage::openNewRunWizard);
   connect(m_emptyDemo, &QPushButton::clicked, this, &RunsPage::startDemo);
   connect(m_toolbarDemo, &QPushButton::clicked, this, &RunsPage::startDemo);
   connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
@@ -152,6 +161,34 @@ void RunsPage::startDemo() {
   }
   m_table->selectRow(m_model->rowCount() - 1);
   emit runOpened(run);
+}
+
+RunWizard* RunsPage::openNewRunWizard() {
+  if (m_wizard) {
+    m_wizard->raise();
+    m_wizard->activateWindow();
+    return m_wizard;
+  }
+  m_wizard = new RunWizard(m_probe, QString(), this);
+  m_wizard->setWindowModality(Qt::WindowModal);
+  m_wizard->setAttribute(Qt::WA_DeleteOnClose);
+  RunWizard* wizard = m_wizard;
+  connect(wizard, &QDialog::accepted, this, [this, wizard] { launchConfig(wizard->config(), wizard->ranks()); });
+  wizard->show();
+  return wizard;
+}
+
+LocalRun* RunsPage::launchConfig(const flotilla::RunConfig& config, int ranks) {
+  QString error;
+  LocalRun* run = m_runs->startConfig(config, ranks, &error);
+  if (!run) {
+    showError(tr("Cannot start the run. %1").arg(error));
+    return nullptr;
+  }
+  showError(run->state() == LocalRun::State::Failed ? tr("Cannot start the run: %1").arg(run->errorText()) : QString());
+  m_table->selectRow(m_model->rowCount() - 1);
+  emit runOpened(run);
+  return run;
 }
 
 void RunsPage::showError(const QString& text) {

@@ -1,9 +1,13 @@
 // The Runs page: the runs started in this session, with status and progress, and the way to
-// start one. Until the run wizard lands the one launchable run is the built-in demo (the tiny GPT
-// on a synthetic corpus, on this machine's CPU); "New run…" stays visible but disabled.
+// start one: the built-in demo (the tiny GPT on a synthetic corpus, on this machine's CPU) in one
+// click, or "New run…" (Ctrl+N), the run wizard, whose config is launched on Finish.
 #pragma once
 
+#include <QPointer>
 #include <QWidget>
+
+#include "engine/config/run_config.h"
+#include "ui/wizard/runwizard.h"
 
 class QLabel;
 class QPushButton;
@@ -15,6 +19,7 @@ namespace flotilla::ui {
 class LocalRun;
 class LocalRuns;
 class LocalRunsModel;
+class MachineProbe;
 
 class RunsPage : public QWidget {
   Q_OBJECT
@@ -28,6 +33,15 @@ class RunsPage : public QWidget {
   QTableView* table() const { return m_table; }
   LocalRunsModel* model() const { return m_model; }
   QString errorText() const;
+  // The machine probe the wizard uses for its targets (the app's shared one); without it the
+  // wizard probes by itself.
+  void setMachineProbe(MachineProbe* probe) { m_probe = probe; }
+  // Opens the New Run wizard (window-modal); on Finish its config is launched. Returns it.
+  RunWizard* openNewRunWizard();
+  // The wizard open now, if any.
+  RunWizard* wizard() const { return m_wizard; }
+  // Launches a config as the wizard's Finish does; the run opens on the Live page.
+  flotilla::ui::LocalRun* launchConfig(const flotilla::RunConfig& config, int ranks);
 
  signals:
   // A run was started here or double-clicked in the table: show it live.
@@ -47,6 +61,8 @@ class RunsPage : public QWidget {
   QPushButton* m_emptyNewRun;
   QPushButton* m_toolbarDemo;
   QPushButton* m_toolbarNewRun;
+  MachineProbe* m_probe = nullptr;
+  QPointer<RunWizard> m_wizard;
 };
 
 }  // namespace flotilla::ui

@@ -1,0 +1,523 @@
+// The New Run wizard (ui/wizard) driven as a user would, page by page: Next is blocked exactly
+// while the engine's validate() (or the page's own check) has a problem, shown in the engine's
+// words; the demo template goes through Next, ..., Finish unchanged; a layout that does not fit
+// gets the planner's advice and Recommend applies the fastest one that fits; the Review page's
+// TOML edits flow back into the config; Finish on the Runs page launches the config for real.
+// Saves a PNG of every page into the build tree's screenshots folder.
+#include <QAbstractButton>
+#include <QComboBox>
+#include <QFile>
+#include <QDoubleSpinBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QPlainTextEdit>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "engine/config/config_io.h"
+#include "engine/config/config_validate.h"
+#include "engine/data/loader.h"
+#include "engine/plan/recommend.h"
+#include "engine/tokenizer/bpe.h"
+#include "ui/plot/lineplot.h"
+#include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/runspage.h"
+#include "ui/wizard/batchpage.h"
+#include "ui/wizard/configdraft.h"
+#include "ui/wizard/datapage.h"
+#include "ui/wizard/hardwarepage.h"
+#include "ui/wizard/memorybar.h"
+#include "ui/wizard/modelpage.h"
+#include "ui/wizard/reviewpage.h"
+#include "ui/wizard/runwizard.h"
+#include "ui/wizard/templates.h"
+
+using flotilla::RunConfig;
+using flotilla::ui::RunWizard;
+
+namespace {
+
+flotilla::ProbeResult cpuMachine() {
+  flotilla::ProbeResult p;
+  p.cpu_model = "Test CPU";
+  p.physical_cores = 8;
+  p.logical_cpus = 16;
+  p.memory_total_bytes = 32ull << 30;
+  return p;
+}
+
+flotilla::ProbeResult gpuMachine(int gpus, const char* name, quint64 memBytes) {
+  flotilla::ProbeResult p = cpuMachine();
+  for (int i = 0; i < gpus; ++i) {
+    flotilla::GpuInfo g;
+    g.index = i;
+    g.name = name;
+    g.memory_total_bytes = memBytes;
+    p.gpus.push_back(g);
+  }
+  return p;
+}
+
+template <typename T>
+T* child(QWidget* page, const char* name) {
+  T* w = page->findChild<T*>(QLatin1String(name));
+  if (!w) qFatal("no child %s", name);
+  return w;
+}
+
+QString shownProblems(QWizardPage* page) { return child<QLabel>(page, "problems")->text(); }
+
+// The engine's own messages for the config under the given field prefix.
+QStringList engineMessages(const RunConfig& c, int ranks, const std::string& prefix) {
+  QStringList out;
+  for (const auto& p : flotilla::validate(c, ranks))
+    if (p.path.rfind(prefix, 0) == 0) out << QString::fromStdString(flotilla::to_string(p));
+  return out;
+}
+
+void setSpin(QWizardPage* page, const char* name, int value) { child<QSpinBox>(page, name)->setValue(value); }
+
+void shoot(QWidget* w, const QString& name) {
+  QCoreApplication::processEvents();
+  const QString path = QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/wizard-%1.png").arg(name);
+  QVERIFY(w->grab().save(path));
+  const QImage image(path);
+  QVERIFY(!image.isNull());
+  QVERIFY2(image.width() >= 700 && image.height() >= 500, qPrintable(path));
+}
+
+}  // namespace
+
+class TestWizard : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void demoGoesThroughUnchanged();
+  void modelPageShowsParametersAndBlocksBadSizes();
+  void dataPageReadsShardsAndBlocksMissingOnes();
+  void dataPagePreparesTextFiles();
+  void hardwarePageShowsTheEngineMessages();
+  void aLayoutThatDoesNotFitIsAdvisedAndRecommendFixesIt();
+  void batchPageDerivesAccumulationAndDrawsTheSchedule();
+  void checkpointAndBudgetPagesValidate();
+  void reviewEditsFlowBackAndTemplatesRoundTrip();
+  void finishOnTheRunsPageLaunchesTheConfig();
+
+ private:
+  std::unique_ptr<RunWizard> makeWizard(const flotilla::ProbeResult& machine = cpuMachine());
+  QTemporaryDir m_tmp;
+};
+
+void TestWizard::initTestCase() {
+  QVERIFY(m_tmp.isValid());
+  QVERIFY(QDir().mkpath(QStringLiteral(FLOTILLA_SCREENSHOT_DIR)));
+}
+
+std::unique_ptr<RunWizard> TestWizard::makeWizard(const flotilla::ProbeResult& machine) {
+  auto w = std::make_unique<RunWizard>(nullptr, m_tmp.filePath(QStringLiteral("templates")));
+  w->setMachine(machine);
+  w->resize(900, 720);
+  w->show();
+  if (!QTest::qWaitForWindowExposed(w.get())) qWarning("wizard not exposed");
+  return w;
+}
+
+void TestWizard::demoGoesThroughUnchanged() {
+  auto w = makeWizard();
+  const char* names[] = {"model", "data", "hardware", "batch", "checkpoints", "budget", "review"};
+  for (int id = RunWizard::Model; id < RunWizard::Review; ++id) {
+    QCOMPARE(w->currentId(), id);
+    QTRY_VERIFY2(w->currentPage()->isComplete(), qPrintable(shownProblems(w->currentPage())));
+    shoot(w.get(), QLatin1String(names[id]));
+    w->next();
+  }
+  QCOMPARE(w->currentId(), int(RunWizard::Review));
+  QVERIFY(w->currentPage()->isComplete());
+  shoot(w.get(), QLatin1String(names[RunWizard::Review]));
+  w->button(QWizard::FinishButton)->click();
+  QCOMPARE(w->result(), int(QDialog::Accepted));
+
+  // Equal to resources/configs/demo.toml as the worker reads it, and valid for one rank.
+  const RunConfig demo = flotilla::load_config_file(FLOTILLA_SOURCE_DIR "/resources/configs/demo.toml");
+  QCOMPARE(QString::fromStdString(flotilla::config_to_toml(w->config())),
+           QString::fromStdString(flotilla::config_to_toml(demo)));
+  QCOMPARE(w->ranks(), 1);
+  QVERIFY(flotilla::validate(w->config(), w->ranks()).empty());
+}
+
+void TestWizard::modelPageShowsParametersAndBlocksBadSizes() {
+  auto w = makeWizard();
+  QWizardPage* page = w->currentPage();
+  // tiny with vocab 512: 3,42 M parameters by the planner's count.
+  const auto tiny = flotilla::count_parameters(flotilla::dims_from_config(w->config().model));
+  QVERIFY2(w->modelPage()->parameterText().contains(QLocale().toString(static_cast<qulonglong>(tiny.total))),
+           qPrintable(w->modelPage()->parameterText()));
+  auto* preset = child<QComboBox>(page, "preset");
+  preset->setCurrentIndex(preset->findData(QStringLiteral("gpt2-124m")));
+  QCOMPARE(w->config().model.n_layer, 12);
+  QCOMPARE(child<QSpinBox>(page, "nLayer")->value(), 12);
+  QCOMPARE(w->config().model.vocab_size, 512);  // the preset sets the size, not the vocabulary
+  setSpin(page, "vocabSize", 50257);
+  setSpin(page, "maxSeqLen", 1024);
+  QVERIFY2(w->modelPage()->parameterText().contains(QStringLiteral("124,439,808")) ||
+               w->modelPage()->parameterText().contains(QLocale().toString(124439808ull)),
+           qPrintable(w->modelPage()->parameterText()));
+
+  // A width the heads do not divide: custom, blocked, the engine's message shown.
+  setSpin(page, "nHead", 5);
+  QCOMPARE(QString::fromStdString(w->config().model.preset), QStringLiteral("custom"));
+  const QStringList expected = engineMessages(w->config(), 1, "model.n_head");
+  QVERIFY(!expected.isEmpty());
+  QVERIFY2(shownProblems(page).contains(expected.front()), qPrintable(shownProblems(page)));
+  QVERIFY(!page->isComplete());
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Model));
+  setSpin(page, "nHead", 12);
+  QVERIFY(page->isComplete());
+
+  // A run name with a space: the engine's run.name message.
+  auto* name = child<QLineEdit>(page, "runName");
+  name->setText(QStringLiteral("my run"));
+  emit name->textEdited(name->text());
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(engineMessages(w->config(), 1, "run.name").value(0, QStringLiteral("?"))),
+           qPrintable(shownProblems(page)));
+  name->setText(QStringLiteral("my-run"));
+  emit name->textEdited(name->text());
+  QVERIFY(page->isComplete());
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Data));
+}
+
+void TestWizard::dataPageReadsShardsAndBlocksMissingOnes() {
+  const QString dir = m_tmp.filePath(QStringLiteral("shards"));
+  QVERIFY(QDir().mkpath(dir));
+  std::vector<uint32_t> tokens(5000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i % 500);
+  flotilla::write_shard((dir + QStringLiteral("/train_000.bin")).toStdString(), tokens);
+  tokens.resize(3000);
+  flotilla::write_shard((dir + QStringLiteral("/train_001.bin")).toStdString(), tokens);
+  tokens.resize(700);
+  flotilla::write_shard((dir + QStringLiteral("/val_000.bin")).toStdString(), tokens);
+
+  auto w = makeWizard();
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Data));
+  flotilla::ui::DataPage* page = w->dataPage();
+  page->setMode(flotilla::ui::DataPage::Shards);
+  // No train shards: the engine's data.train message, Next blocked.
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(engineMessages(w->config(), 1, "data.train").value(0, QStringLiteral("?"))),
+           qPrintable(shownProblems(page)));
+  auto* train = child<QLineEdit>(page, "trainShards");
+  train->setText(m_tmp.filePath(QStringLiteral("nothing/train_*.bin")));
+  emit train->textEdited(train->text());
+  QTRY_VERIFY(!page->isScanning());
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("data.train: ")), qPrintable(shownProblems(page)));
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Data));
+
+  // A folder: its train_*.bin and val_*.bin, with their token counts.
+  train->setText(dir);
+  emit train->textEdited(train->text());
+  auto* val = child<QLineEdit>(page, "valShards");
+  val->setText(dir);
+  emit val->textEdited(val->text());
+  QCOMPARE(QString::fromStdString(w->config().data.train), dir + QStringLiteral("/train_*.bin"));
+  QTRY_VERIFY(!page->isScanning());
+  QVERIFY2(page->trainSummary().contains(QStringLiteral("2 shard")) && page->trainSummary().contains(QStringLiteral("8.00 k")),
+           qPrintable(page->trainSummary()));
+  QVERIFY2(page->valSummary().contains(QStringLiteral("1 shard")) && page->valSummary().contains(QStringLiteral("700")),
+           qPrintable(page->valSummary()));
+  QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  shoot(w.get(), QStringLiteral("data-shards"));
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Hardware));
+}
+
+void TestWizard::dataPagePreparesTextFiles() {
+  const QString dir = m_tmp.filePath(QStringLiteral("prepare"));
+  QVERIFY(QDir().mkpath(dir));
+  QString text;
+  for (int i = 0; i < 200; ++i) text += QStringLiteral("the quick brown fox %1 jumps over the lazy dog. ").arg(i % 17);
+  QFile f(dir + QStringLiteral("/corpus.txt"));
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(text.toUtf8());
+  f.close();
+  const std::string doc = text.toStdString();
+  const flotilla::Tokenizer tok = flotilla::Tokenizer::train({doc}, 300);
+  tok.save((dir + QStringLiteral("/tok.json")).toStdString());
+
+  auto w = makeWizard();
+  w->next();
+  flotilla::ui::DataPage* page = w->dataPage();
+  page->setMode(flotilla::ui::DataPage::Prepare);
+  QVERIFY(!page->isComplete());  // nothing prepared yet
+  page->setPrepareInputs({dir + QStringLiteral("/corpus.txt")}, dir + QStringLiteral("/tok.json"),
+                         dir + QStringLiteral("/out"));
+  page->startPrepare();
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isPreparing(), 20000);
+  QVERIFY2(page->prepareStatus().contains(QStringLiteral("documents")), qPrintable(page->prepareStatus()));
+  QCOMPARE(QString::fromStdString(w->config().data.source), QStringLiteral("shards"));
+  QCOMPARE(QString::fromStdString(w->config().data.train), dir + QStringLiteral("/out/train_*.bin"));
+  QCOMPARE(w->config().model.vocab_size, tok.vocab_size());
+  QTRY_VERIFY(!page->isScanning());
+  QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+}
+
+void TestWizard::hardwarePageShowsTheEngineMessages() {
+  auto w = makeWizard();
+  w->next();
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Hardware));
+  QWizardPage* page = w->currentPage();
+  QVERIFY(page->isComplete());
+  QVERIFY(!w->hardwarePage()->memoryBar()->overCapacity());
+  QVERIFY(w->hardwarePage()->memoryBar()->used() > 0);
+  QVERIFY2(w->hardwarePage()->planText().contains(QStringLiteral("tokens/s")), qPrintable(w->hardwarePage()->planText()));
+
+  setSpin(page, "dp", 2);  // two data-parallel ranks, but one rank chosen
+  QVERIFY(!page->isComplete());
+  const QStringList world = engineMessages(w->config(), 1, "parallel");
+  QVERIFY(!world.isEmpty());
+  QVERIFY2(shownProblems(page).contains(world.front()), qPrintable(shownProblems(page)));
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Hardware));
+  setSpin(page, "ranks", 2);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  QCOMPARE(w->ranks(), 2);
+
+  setSpin(page, "zero", 3);
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(engineMessages(w->config(), 2, "parallel.zero").value(0, QStringLiteral("?"))),
+           qPrintable(shownProblems(page)));
+  setSpin(page, "zero", 1);
+  setSpin(page, "dp", 1);
+  setSpin(page, "tp", 2);  // valid for the engine, but this build cannot train it
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("not in this build yet")), qPrintable(shownProblems(page)));
+  setSpin(page, "tp", 1);
+  setSpin(page, "zero", 0);
+  setSpin(page, "ranks", 1);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+}
+
+void TestWizard::aLayoutThatDoesNotFitIsAdvisedAndRecommendFixesIt() {
+  // Four 24 GiB GPUs and GPT-2 124M with 64 sequences of 1,024 tokens per micro-batch in fp32:
+  // the activations alone are far past 24 GiB.
+  auto w = makeWizard(gpuMachine(4, "NVIDIA L4", 24ull << 30));
+  RunConfig c = w->config();
+  c.run.device = "cuda";
+  c.model.preset = "gpt2-124m";
+  c.model.n_layer = 12;
+  c.model.n_head = 12;
+  c.model.n_embd = 768;
+  c.model.vocab_size = 50257;
+  c.model.max_seq_len = 1024;
+  c.train.seq_len = 1024;
+  c.train.micro_batch = 64;
+  w->setConfig(c);
+  QCOMPARE(w->draft()->target().kind, flotilla::ui::HardwareTarget::Kind::Gpu);
+  w->next();
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Hardware));
+  flotilla::ui::HardwarePage* page = w->hardwarePage();
+  QVERIFY(page->memoryBar()->overCapacity());
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("Memory:")), qPrintable(shownProblems(page)));
+  QTRY_VERIFY_WITH_TIMEOUT(!page->recommendationText().isEmpty(), 10000);
+  QVERIFY2(page->recommendationText().contains(QStringLiteral("Does not fit")) &&
+               page->recommendationText().contains(QStringLiteral("Fastest layout that fits")),
+           qPrintable(page->recommendationText()));
+  shoot(w.get(), QStringLiteral("hardware-does-not-fit"));
+
+  // Recommend: the fastest runnable layout recommend_layouts finds, on one rank or on all four.
+  const int64_t tokens = flotilla::tokens_per_step(w->config());
+  std::optional<flotilla::LayoutCandidate> best;
+  int bestRanks = 0;
+  for (int ranks : {1, 4}) {
+    const auto device = flotilla::ui::deviceProfileFor(w->draft()->target(), w->config(), ranks);
+    const auto layouts = flotilla::recommend_layouts(w->config(), ranks, device);
+    const auto first = std::find_if(layouts.begin(), layouts.end(), [](const auto& l) { return l.runnable; });
+    if (first != layouts.end() && (!best || first->plan.step_s < best->plan.step_s)) {
+      best = *first;
+      bestRanks = ranks;
+    }
+  }
+  QVERIFY(best);
+  page->recommend();
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isSearching(), 10000);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page) + QStringLiteral(" | ") + page->recommendationText() +
+                                          QStringLiteral(" | ranks %1 dp %2 B %3").arg(w->ranks()).arg(w->config().parallel.dp).arg(w->config().train.micro_batch)));
+  QVERIFY(!page->memoryBar()->overCapacity());
+  QCOMPARE(w->config().train.micro_batch, best->config.train.micro_batch);
+  QCOMPARE(w->config().parallel.dp, best->config.parallel.dp);
+  QCOMPARE(w->config().parallel.zero, best->config.parallel.zero);
+  QCOMPARE(w->ranks(), bestRanks);
+  QCOMPARE(flotilla::tokens_per_step(w->config()), tokens);  // the global batch is kept
+  QVERIFY(w->draft()->plan()->fits);
+  QVERIFY2(page->recommendationText().startsWith(QStringLiteral("Applied")), qPrintable(page->recommendationText()));
+  shoot(w.get(), QStringLiteral("hardware-recommended"));
+}
+
+void TestWizard::batchPageDerivesAccumulationAndDrawsTheSchedule() {
+  auto w = makeWizard();
+  for (int i = 0; i < 3; ++i) w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Batch));
+  QWizardPage* page = w->currentPage();
+  auto* global = child<QSpinBox>(page, "globalBatchTokens");
+  QCOMPARE(global->value(), 8 * 128);  // the demo: no accumulation
+  global->setValue(4 * 8 * 128);
+  QCOMPARE(w->config().train.global_batch_tokens, 4 * 8 * 128);
+  QVERIFY2(w->batchPage()->accumulationText().startsWith(QStringLiteral("4 ")), qPrintable(w->batchPage()->accumulationText()));
+  global->setValue(1000);  // not a multiple of 8 x 128
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(engineMessages(w->config(), 1, "train.global_batch_tokens").value(0, QStringLiteral("?"))),
+           qPrintable(shownProblems(page)));
+  global->setValue(8 * 128);
+  QCOMPARE(w->config().train.global_batch_tokens, 0);  // back to "no accumulation"
+  setSpin(page, "microBatch", 0);
+  QVERIFY(!page->isComplete());
+  setSpin(page, "microBatch", 8);
+  QVERIFY(page->isComplete());
+
+  // The drawn schedule is the engine's: warmup to the peak, cosine down to lr x min_lr_ratio.
+  flotilla::ui::LinePlot* plot = w->batchPage()->schedulePlot();
+  QVERIFY(plot->pointCount() >= 100);
+  const flotilla::LrSchedule s = flotilla::ui::lrScheduleOf(w->config());
+  QCOMPARE(plot->lastValue(), s.at(w->config().train.steps));
+  QVERIFY(std::abs(plot->lastValue() - 3e-3 * 0.1) < 1e-12);
+  QVector<double> steps, lrs;
+  flotilla::ui::sampleSchedule(s, 400, &steps, &lrs);
+  for (int i = 0; i < steps.size(); ++i) QCOMPARE(lrs[i], s.at(static_cast<int64_t>(steps[i])));
+  QCOMPARE(*std::max_element(lrs.begin(), lrs.end()), 3e-3);
+  auto* schedule = child<QComboBox>(page, "schedule");
+  schedule->setCurrentIndex(schedule->findData(QStringLiteral("constant")));
+  QCOMPARE(plot->lastValue(), 3e-3);
+}
+
+void TestWizard::checkpointAndBudgetPagesValidate() {
+  auto w = makeWizard();
+  for (int i = 0; i < 4; ++i) w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Checkpoints));
+  QWizardPage* page = w->currentPage();
+  setSpin(page, "keepLast", 0);
+  QVERIFY(!page->isComplete());
+  const QStringList keep = engineMessages(w->config(), 1, "checkpoint");
+  QVERIFY(!keep.isEmpty());
+  QVERIFY2(shownProblems(page).contains(keep.front()), qPrintable(shownProblems(page)));
+  setSpin(page, "keepLast", 3);
+  QVERIFY(page->isComplete());
+  w->next();
+
+  QCOMPARE(w->currentId(), int(RunWizard::Budget));
+  page = w->currentPage();
+  auto* maxUsd = child<QDoubleSpinBox>(page, "maxUsd");
+  maxUsd->setValue(10);  // a spend limit with no price
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(engineMessages(w->config(), 1, "budget").value(0, QStringLiteral("?"))),
+           qPrintable(shownProblems(page)));
+  child<QComboBox>(page, "priceSource")->setCurrentIndex(1);
+  child<QDoubleSpinBox>(page, "usdPerHour")->setValue(3.6);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  QCOMPARE(w->config().budget.usd_per_hour, 3.6);
+  // Time and cost from the planner: steps x predicted step time, at $3.60 per hour.
+  const auto plan = w->draft()->plan();
+  QVERIFY(plan);
+  const QString estimate = child<QLabel>(page, "estimate")->text();
+  QVERIFY2(estimate.contains(QStringLiteral("$%1").arg(plan->run_s / 3600 * 3.6, 0, 'f', 2)), qPrintable(estimate));
+  shoot(w.get(), QStringLiteral("budget-priced"));
+}
+
+void TestWizard::reviewEditsFlowBackAndTemplatesRoundTrip() {
+  auto w = makeWizard();
+  while (w->currentId() != RunWizard::Review) w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Review));
+  flotilla::ui::ReviewPage* page = w->reviewPage();
+  QPlainTextEdit* editor = page->editor();
+  QString text = editor->toPlainText();
+  QVERIFY(text.contains(QStringLiteral("steps = 200")));
+  text.replace(QStringLiteral("steps = 200"), QStringLiteral("steps = 321"));
+  editor->setPlainText(text);
+  page->applyText();
+  QVERIFY(page->isComplete());
+  QCOMPARE(w->config().train.steps, 321);
+
+  // A misspelt key: the parser's message with its did-you-mean, Finish blocked.
+  editor->setPlainText(text.replace(QStringLiteral("keep_last"), QStringLiteral("keep_lats")));
+  page->applyText();
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("keep_last")), qPrintable(shownProblems(page)));
+  QVERIFY(!w->button(QWizard::FinishButton)->isEnabled());
+  shoot(w.get(), QStringLiteral("review-invalid"));
+  editor->setPlainText(text.replace(QStringLiteral("keep_lats"), QStringLiteral("keep_last")));
+  page->applyText();
+  QVERIFY(page->isComplete());
+
+  // Back on the Batch page the edited value shows.
+  w->back();
+  w->back();
+  w->back();
+  QCOMPARE(w->currentId(), int(RunWizard::Batch));
+  QCOMPARE(child<QSpinBox>(w->currentPage(), "steps")->value(), 321);
+
+  // Save as template; it is listed, and loads back to the same config.
+  QVERIFY(!page->saveTemplate(QStringLiteral("bad name")));
+  QVERIFY(page->saveTemplate(QStringLiteral("demo-321")));
+  const QList<flotilla::ui::RunTemplate> all = w->templates()->list();
+  QCOMPARE(all.size(), 2);
+  QCOMPARE(all[1].name, QStringLiteral("demo-321"));
+  RunConfig loaded;
+  QString error;
+  QVERIFY2(flotilla::ui::TemplateStore::load(all[1], &loaded, &error), qPrintable(error));
+  QCOMPARE(QString::fromStdString(flotilla::config_to_toml(loaded)),
+           QString::fromStdString(flotilla::config_to_toml(w->config())));
+  auto* templates = child<QComboBox>(w->page(RunWizard::Model), "template");
+  QCOMPARE(templates->count(), 2);
+}
+
+void TestWizard::finishOnTheRunsPageLaunchesTheConfig() {
+  flotilla::ui::LocalRuns runs(m_tmp.filePath(QStringLiteral("ws")));
+  runs.setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+  flotilla::ui::RunsPage page(&runs);
+  page.resize(1000, 700);
+  page.show();
+  QVERIFY(page.newRunButton()->isEnabled());
+  QTest::mouseClick(page.newRunButton(), Qt::LeftButton);
+  RunWizard* w = page.wizard();
+  QVERIFY(w);
+  w->setMachine(cpuMachine());
+  RunConfig c = w->config();
+  c.run.name = "wizard-e2e";
+  c.train.steps = 3;
+  c.data.synthetic_tokens = 60000;
+  c.eval.every = 0;
+  c.eval.batches = 1;
+  c.checkpoint.every = 0;
+  w->setConfig(c);
+  QSignalSpy opened(&page, &flotilla::ui::RunsPage::runOpened);
+  while (w->currentId() != RunWizard::Review) w->next();
+  QTRY_VERIFY(w->currentPage()->isComplete());
+  w->button(QWizard::FinishButton)->click();
+  QCOMPARE(opened.count(), 1);
+  QCOMPARE(runs.count(), 1);
+  flotilla::ui::LocalRun* run = runs.at(0);
+  QVERIFY(run->name().startsWith(QStringLiteral("wizard-e2e-")));
+  const RunConfig written = flotilla::load_config_file((run->runDir() + QStringLiteral("/run.toml")).toStdString());
+  QCOMPARE(QString::fromStdString(written.run.out_dir), run->runDir());
+  QCOMPARE(written.train.steps, 3);
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" train --config ")), qPrintable(run->commandLine()));
+  QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
+  QVERIFY2(run->state() == flotilla::ui::LocalRun::State::Completed, qPrintable(run->stateText()));
+  QCOMPARE(run->lastStep(), 3);
+  QVERIFY(page.errorText().isEmpty());
+}
+
+QTEST_MAIN(TestWizard)
+#include "test_wizard.moc"

@@ -1,0 +1,136 @@
+// Budget page (see budgetpage.h).
+#include "ui/wizard/budgetpage.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QLineEdit>
+
+#include <cmath>
+
+#include "ui/wizard/configdraft.h"
+#include "ui/wizard/wizardformat.h"
+
+namespace flotilla::ui {
+
+BudgetPage::BudgetPage(ConfigDraft* configDraft, QWidget* parent)
+    : WizardPageBase(configDraft, {QStringLiteral("budget")}, parent),
+      m_source(new QComboBox(this)),
+      m_price(new QDoubleSpinBox(this)),
+      m_catalogue(new QLineEdit(this)),
+      m_maxUsd(new QDoubleSpinBox(this)),
+      m_warn(new QDoubleSpinBox(this)),
+      m_maxHours(new QDoubleSpinBox(this)),
+      m_estimate(new QLabel(this)) {
+  setTitle(tr("Budget"));
+  setSubTitle(tr("What an hour of this hardware costs, and where the run must stop. The run checkpoints and "
+                 "stops itself at a limit."));
+  m_source->setObjectName(QStringLiteral("priceSource"));
+  m_price->setObjectName(QStringLiteral("usdPerHour"));
+  m_catalogue->setObjectName(QStringLiteral("catalogueEntry"));
+  m_maxUsd->setObjectName(QStringLiteral("maxUsd"));
+  m_maxHours->setObjectName(QStringLiteral("maxHours"));
+  m_estimate->setObjectName(QStringLiteral("estimate"));
+  m_estimate->setWordWrap(true);
+  m_source->addItem(tr("No price (hardware you already own)"));
+  m_source->addItem(tr("A price per hour for the whole run's hardware"));
+  m_source->addItem(tr("A pricing catalogue entry"));
+  m_price->setRange(-1, 100000);
+  m_price->setDecimals(2);
+  m_price->setPrefix(QStringLiteral("$"));
+  m_price->setSuffix(tr(" per hour"));
+  m_catalogue->setPlaceholderText(tr("e.g. local or aws:p5.48xlarge"));
+  m_maxUsd->setRange(-1, 10'000'000);
+  m_maxUsd->setDecimals(2);
+  m_maxUsd->setPrefix(QStringLiteral("$"));
+  m_maxUsd->setSpecialValueText(tr("no limit"));
+  m_warn->setRange(0, 1);
+  m_warn->setDecimals(2);
+  m_warn->setSingleStep(0.05);
+  m_maxHours->setRange(0, 100000);
+  m_maxHours->setDecimals(1);
+  m_maxHours->setSuffix(tr(" h"));
+  m_maxHours->setSpecialValueText(tr("no limit"));
+  QFont bold = m_estimate->font();
+  bold.setBold(true);
+  m_estimate->setFont(bold);
+
+  QFormLayout* form = addForm();
+  form->addRow(tr("Price source"), m_source);
+  form->addRow(tr("Price"), m_price);
+  form->addRow(tr("Catalogue entry"), m_catalogue);
+  form->addRow(tr("Stop at a spend of"), m_maxUsd);
+  form->addRow(tr("Warn at (fraction of it)"), m_warn);
+  form->addRow(tr("Stop after"), m_maxHours);
+  form->addRow(tr("Estimate"), m_estimate);
+
+  connect(m_source, &QComboBox::currentIndexChanged, this, &BudgetPage::editValues);
+  for (QDoubleSpinBox* b : {m_price, m_maxUsd, m_warn, m_maxHours})
+    connect(b, &QDoubleSpinBox::valueChanged, this, &BudgetPage::editValues);
+  connect(m_catalogue, &QLineEdit::textEdited, this, &BudgetPage::editValues);
+}
+
+void BudgetPage::editValues() {
+  if (loading()) return;
+  draft()->edit([this](RunConfig& c) {
+    const auto keep = [](double& field, const QDoubleSpinBox* box) {
+      if (box->value() != QString::number(field, 'f', box->decimals()).toDouble()) field = box->value();
+    };
+    const int source = m_source->currentIndex();
+    if (source == NoPrice) {
+      c.budget.usd_per_hour = 0;
+      c.budget.price_source.clear();
+    } else {
+      keep(c.budget.usd_per_hour, m_price);
+      c.budget.price_source = source == Catalogue ? m_catalogue->text().trimmed().toStdString() : std::string();
+    }
+    keep(c.budget.max_usd, m_maxUsd);
+    keep(c.budget.warn_fraction, m_warn);
+    keep(c.budget.max_hours, m_maxHours);
+  });
+  m_price->setEnabled(m_source->currentIndex() == HourlyPrice);
+  m_catalogue->setEnabled(m_source->currentIndex() == Catalogue);
+}
+
+void BudgetPage::load() {
+  const RunConfig& c = draft()->config();
+  m_source->setCurrentIndex(!c.budget.price_source.empty() ? Catalogue : c.budget.usd_per_hour != 0 ? HourlyPrice : NoPrice);
+  m_price->setValue(c.budget.usd_per_hour);
+  m_catalogue->setText(QString::fromStdString(c.budget.price_source));
+  m_maxUsd->setValue(c.budget.max_usd);
+  m_warn->setValue(c.budget.warn_fraction);
+  m_maxHours->setValue(c.budget.max_hours);
+  m_price->setEnabled(m_source->currentIndex() == HourlyPrice);
+  m_catalogue->setEnabled(m_source->currentIndex() == Catalogue);
+}
+
+QString BudgetPage::estimateText() const { return m_estimate->text(); }
+
+void BudgetPage::refreshDerived() {
+  const std::optional<Plan> plan = draft()->plan();
+  if (!plan) {
+    m_estimate->setText(tr("— (the configuration has problems; see the Review page)"));
+    return;
+  }
+  const RunConfig& c = draft()->config();
+  QString text = tr("%1 steps × %2 s ≈ %3").arg(plan->steps).arg(plan->step_s, 0, 'g', 3).arg(formatDuration(plan->run_s));
+  const double usdPerHour = c.budget.usd_per_hour;
+  if (usdPerHour > 0) {
+    const double cost = plan->run_s / 3600.0 * usdPerHour;
+    text += tr(", %1 at %2 per hour").arg(formatUsd(cost), formatUsd(usdPerHour));
+    if (c.budget.max_usd > 0 && cost > c.budget.max_usd) {
+      const double steps = c.budget.max_usd / usdPerHour * 3600.0 / plan->step_s;
+      text += tr(". The spend limit %1 stops it after about %2 steps").arg(formatUsd(c.budget.max_usd)).arg(std::floor(steps));
+    }
+  } else if (!c.budget.price_source.empty()) {
+    text += tr(", priced from the catalogue entry \"%1\" when the run starts").arg(QString::fromStdString(c.budget.price_source));
+  } else {
+    text += tr(", no cost (no price set)");
+  }
+  if (c.budget.max_hours > 0 && plan->run_s > c.budget.max_hours * 3600)
+    text += tr(". The time limit stops it after about %1 steps").arg(std::floor(c.budget.max_hours * 3600 / plan->step_s));
+  m_estimate->setText(text + tr(". Predicted by the planner at %1% of the device's peak.").arg(plan->efficiency * 100, 0, 'f', 0));
+}
+
+}  // namespace flotilla::ui

@@ -1,0 +1,141 @@
+// The wizard's shared draft (see configdraft.h).
+#include "ui/wizard/configdraft.h"
+
+#include <QRegularExpression>
+
+#include <algorithm>
+
+#include "ui/nodes/machinefacts.h"
+
+namespace flotilla::ui {
+namespace {
+
+// The data-sheet profile whose name the GPU's name carries, or "" when none does.
+std::string gpuProfileName(const QString& gpuName) {
+  const QString n = gpuName.toLower();
+  if (n.contains(QStringLiteral("h200"))) return "h200";
+  if (n.contains(QStringLiteral("h100"))) return "h100-sxm";
+  if (n.contains(QStringLiteral("a100"))) return "a100-80gb";
+  if (n.contains(QStringLiteral("4090"))) return "rtx-4090";
+  if (n.contains(QRegularExpression(QStringLiteral("\\bl4\\b")))) return "l4";
+  return {};
+}
+
+}  // namespace
+
+QList<HardwareTarget> hardwareTargets(const flotilla::ProbeResult& probe) {
+  QList<HardwareTarget> out;
+  HardwareTarget cpu;
+  cpu.kind = HardwareTarget::Kind::Cpu;
+  cpu.deviceName = QString::fromStdString(probe.cpu_model);
+  cpu.maxRanks = std::max(1, probe.physical_cores);
+  cpu.memBytes = probe.memory_total_bytes;
+  cpu.label = ConfigDraft::tr("This machine's CPU (%1 cores, %2)")
+                  .arg(cpu.maxRanks)
+                  .arg(cpu.memBytes ? formatBytes(cpu.memBytes) : ConfigDraft::tr("memory unknown"));
+  out.append(cpu);
+  if (!probe.gpus.empty()) {
+    HardwareTarget gpu;
+    gpu.kind = HardwareTarget::Kind::Gpu;
+    gpu.deviceName = QString::fromStdString(probe.gpus.front().name);
+    gpu.maxRanks = static_cast<int>(probe.gpus.size());
+    gpu.memBytes = probe.gpus.front().memory_total_bytes;
+    for (const auto& g : probe.gpus) gpu.memBytes = std::min<quint64>(gpu.memBytes, g.memory_total_bytes);
+    gpu.label = ConfigDraft::tr("This machine's GPUs (%1 × %2, %3 each)")
+                    .arg(gpu.maxRanks)
+                    .arg(gpu.deviceName, formatBytes(gpu.memBytes));
+    out.append(gpu);
+  }
+  return out;
+}
+
+flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flotilla::RunConfig& config,
+                                         int ranks) {
+  ranks = std::max(1, ranks);
+  flotilla::DeviceProfile p;
+  if (target.kind == HardwareTarget::Kind::Gpu) {
+    const std::string known = gpuProfileName(target.deviceName);
+    // An unknown GPU is planned with an A100's speed; its memory is always the probed one.
+    if (!flotilla::find_gpu_profile(known.empty() ? "a100-80gb" : known, config.train.dtype, &p))
+      flotilla::find_gpu_profile("a100-80gb", "fp32", &p);
+    if (known.empty()) p.name = target.deviceName.toStdString() + " (unknown GPU: planned at A100 speed)";
+    if (target.memBytes) p.mem_bytes = target.memBytes;
+    return p;
+  }
+  // CPU ranks share the cores and the memory of the machine.
+  const int threads = config.run.threads > 0 ? config.run.threads : std::max(1, target.maxRanks / ranks);
+  p = flotilla::cpu_profile_nominal(threads);
+  if (target.memBytes) p.mem_bytes = target.memBytes;
+  p.mem_bytes /= static_cast<quint64>(ranks);
+  return p;
+}
+
+qint64 naturalBatchTokens(const flotilla::RunConfig& config) {
+  flotilla::RunConfig c = config;
+  c.train.global_batch_tokens = 0;
+  return flotilla::tokens_per_step(c);
+}
+
+ConfigDraft::ConfigDraft(const flotilla::RunConfig& start, QObject* parent) : QObject(parent), m_config(start) {
+  flotilla::ProbeResult none;
+  m_targets = hardwareTargets(none);
+  m_ranks = std::max(1, start.parallel.dp * start.parallel.tp * start.parallel.pp);
+}
+
+void ConfigDraft::edit(const std::function<void(flotilla::RunConfig&)>& change) {
+  change(m_config);
+  emit changed();
+}
+
+void ConfigDraft::replace(const flotilla::RunConfig& config) {
+  m_config = config;
+  m_ranks = std::max(1, config.parallel.dp * config.parallel.tp * config.parallel.pp);
+  const bool wantsGpu = config.run.device == "cuda";
+  for (int i = 0; i < m_targets.size(); ++i)
+    if ((m_targets[i].kind == HardwareTarget::Kind::Gpu) == wantsGpu) m_target = i;
+  emit replaced();
+  emit changed();
+}
+
+void ConfigDraft::setMachine(const flotilla::ProbeResult& probe) {
+  const HardwareTarget::Kind kind = target().kind;
+  m_targets = hardwareTargets(probe);
+  m_target = 0;
+  for (int i = 0; i < m_targets.size(); ++i)
+    if (m_targets[i].kind == kind) m_target = i;
+  m_config.run.device = target().kind == HardwareTarget::Kind::Gpu ? "cuda" : "cpu";
+  emit changed();
+}
+
+void ConfigDraft::setTargetIndex(int index) {
+  if (index < 0 || index >= m_targets.size()) return;
+  m_target = index;
+  m_config.run.device = target().kind == HardwareTarget::Kind::Gpu ? "cuda" : "cpu";
+  emit changed();
+}
+
+void ConfigDraft::setRanks(int ranks) {
+  m_ranks = std::max(1, ranks);
+  emit changed();
+}
+
+std::vector<flotilla::ConfigProblem> ConfigDraft::problems() const { return flotilla::validate(m_config, m_ranks); }
+
+QStringList ConfigDraft::problemsUnder(const QStringList& prefixes) const {
+  QStringList out;
+  for (const auto& p : problems()) {
+    const QString path = QString::fromStdString(p.path);
+    const bool match = std::any_of(prefixes.begin(), prefixes.end(), [&](const QString& prefix) {
+      return prefix.isEmpty() || path == prefix || path.startsWith(prefix + QLatin1Char('.'));
+    });
+    if (match) out << QString::fromStdString(flotilla::to_string(p));
+  }
+  return out;
+}
+
+std::optional<flotilla::Plan> ConfigDraft::plan() const {
+  if (!problems().empty()) return std::nullopt;
+  return flotilla::make_plan(m_config, device());
+}
+
+}  // namespace flotilla::ui

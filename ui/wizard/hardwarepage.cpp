@@ -1,0 +1,286 @@
+// Hardware & parallelism page (see hardwarepage.h).
+#include "ui/wizard/hardwarepage.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTimer>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "ui/nodes/machinefacts.h"
+#include "ui/wizard/configdraft.h"
+#include "ui/wizard/memorybar.h"
+#include "ui/wizard/wizardformat.h"
+
+namespace flotilla::ui {
+
+HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
+    : WizardPageBase(configDraft,
+                     {QStringLiteral("parallel"), QStringLiteral("run.device"), QStringLiteral("run.threads"),
+                      QStringLiteral("train.dtype"), QStringLiteral("train.recompute")},
+                     parent),
+      m_target(new QComboBox(this)),
+      m_ranks(new QSpinBox(this)),
+      m_dp(new QSpinBox(this)),
+      m_tp(new QSpinBox(this)),
+      m_pp(new QSpinBox(this)),
+      m_zero(new QSpinBox(this)),
+      m_microBatches(new QSpinBox(this)),
+      m_schedule(new QComboBox(this)),
+      m_dtype(new QComboBox(this)),
+      m_recompute(new QCheckBox(tr("Recompute activations in backward (less memory, about a third more compute)"), this)),
+      m_memory(new MemoryBar(this)),
+      m_breakdown(new QLabel(this)),
+      m_plan(new QLabel(this)),
+      m_advice(new QLabel(this)),
+      m_recommend(new QPushButton(tr("Recommend"), this)),
+      m_searchDelay(new QTimer(this)) {
+  setTitle(tr("Hardware & parallelism"));
+  setSubTitle(tr("Where the run trains and how the work is split. The planner predicts memory per device and "
+                 "the time per step before anything starts."));
+  const struct {
+    QSpinBox* box;
+    const char* name;
+    int min, max;
+  } spins[] = {{m_ranks, "ranks", 0, 4096}, {m_dp, "dp", 0, 4096},           {m_tp, "tp", 0, 64},
+               {m_pp, "pp", 0, 256},        {m_zero, "zero", 0, 3},           {m_microBatches, "microBatches", 0, 1024}};
+  for (const auto& s : spins) {
+    s.box->setObjectName(QLatin1String(s.name));
+    s.box->setRange(s.min, s.max);
+  }
+  m_target->setObjectName(QStringLiteral("target"));
+  m_schedule->setObjectName(QStringLiteral("pipelineSchedule"));
+  m_dtype->setObjectName(QStringLiteral("dtype"));
+  m_recompute->setObjectName(QStringLiteral("recompute"));
+  m_memory->setObjectName(QStringLiteral("memoryBar"));
+  m_plan->setObjectName(QStringLiteral("planText"));
+  m_advice->setObjectName(QStringLiteral("recommendation"));
+  m_recommend->setObjectName(QStringLiteral("recommendButton"));
+  m_recommend->setToolTip(tr("Fill in the fastest layout the planner finds that fits the devices' memory "
+                             "(the global batch stays as it is)"));
+  m_schedule->addItem(tr("1F1B (less activation memory)"), QStringLiteral("1f1b"));
+  m_schedule->addItem(tr("GPipe"), QStringLiteral("gpipe"));
+  m_dtype->addItem(tr("fp32"), QStringLiteral("fp32"));
+  m_dtype->addItem(tr("bf16 (GPUs only)"), QStringLiteral("bf16"));
+  for (QLabel* l : {m_breakdown, m_plan, m_advice}) {
+    l->setWordWrap(true);
+    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  }
+  QPalette faint = m_breakdown->palette();
+  faint.setColor(QPalette::WindowText, palette().color(QPalette::PlaceholderText));
+  m_breakdown->setPalette(faint);
+
+  QFormLayout* form = addForm();
+  form->addRow(tr("Target"), m_target);
+  form->addRow(tr("Ranks (processes)"), m_ranks);
+  auto* layoutRow = new QHBoxLayout;
+  const struct {
+    const char* label;
+    QSpinBox* box;
+  } layoutSpins[] = {{"data", m_dp}, {"tensor", m_tp}, {"pipeline", m_pp}, {"ZeRO stage", m_zero}};
+  for (const auto& s : layoutSpins) {
+    layoutRow->addWidget(new QLabel(tr(s.label), this));
+    layoutRow->addWidget(s.box);
+    layoutRow->addSpacing(8);
+  }
+  layoutRow->addStretch();
+  form->addRow(tr("Parallel degrees"), layoutRow);
+  auto* pipeRow = new QHBoxLayout;
+  pipeRow->addWidget(m_microBatches);
+  pipeRow->addWidget(m_schedule, 1);
+  form->addRow(tr("Pipeline micro-batches"), pipeRow);
+  form->addRow(tr("Precision"), m_dtype);
+  form->addRow(QString(), m_recompute);
+  form->addRow(tr("Memory per device"), m_memory);
+  form->addRow(QString(), m_breakdown);
+  form->addRow(tr("Speed"), m_plan);
+  auto* adviceRow = new QHBoxLayout;
+  adviceRow->addWidget(m_advice, 1);
+  adviceRow->addWidget(m_recommend, 0, Qt::AlignTop);
+  form->addRow(tr("Advice"), adviceRow);
+
+  m_searchDelay->setSingleShot(true);
+  m_searchDelay->setInterval(150);
+  connect(m_searchDelay, &QTimer::timeout, this, [this] { startSearch(m_pendingApply); });
+  connect(&m_watcher, &QFutureWatcher<Search>::finished, this, &HardwarePage::onSearched);
+  connect(m_recommend, &QPushButton::clicked, this, &HardwarePage::recommend);
+  connect(m_target, &QComboBox::currentIndexChanged, this, [this](int i) {
+    if (!loading()) draft()->setTargetIndex(i);
+  });
+  connect(m_ranks, &QSpinBox::valueChanged, this, [this](int n) {
+    if (!loading()) draft()->setRanks(n);
+  });
+  for (QSpinBox* box : {m_dp, m_tp, m_pp, m_zero, m_microBatches})
+    connect(box, &QSpinBox::valueChanged, this, &HardwarePage::editLayout);
+  connect(m_schedule, &QComboBox::currentIndexChanged, this, &HardwarePage::editLayout);
+  connect(m_dtype, &QComboBox::currentIndexChanged, this, &HardwarePage::editLayout);
+  connect(m_recompute, &QCheckBox::toggled, this, &HardwarePage::editLayout);
+}
+
+HardwarePage::~HardwarePage() { m_watcher.waitForFinished(); }
+
+void HardwarePage::editLayout() {
+  if (loading()) return;
+  draft()->edit([this](RunConfig& c) {
+    c.parallel.dp = m_dp->value();
+    c.parallel.tp = m_tp->value();
+    c.parallel.pp = m_pp->value();
+    c.parallel.zero = m_zero->value();
+    c.parallel.micro_batches = m_microBatches->value();
+    c.parallel.schedule = m_schedule->currentData().toString().toStdString();
+    c.train.dtype = m_dtype->currentData().toString().toStdString();
+    c.train.recompute = m_recompute->isChecked();
+  });
+}
+
+void HardwarePage::load() {
+  const RunConfig& c = draft()->config();
+  m_target->clear();
+  for (const HardwareTarget& t : draft()->targets()) m_target->addItem(t.label);
+  m_target->setCurrentIndex(draft()->targetIndex());
+  m_ranks->setValue(draft()->ranks());
+  m_dp->setValue(c.parallel.dp);
+  m_tp->setValue(c.parallel.tp);
+  m_pp->setValue(c.parallel.pp);
+  m_zero->setValue(c.parallel.zero);
+  m_microBatches->setValue(c.parallel.micro_batches);
+  m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(c.parallel.schedule))));
+  m_dtype->setCurrentIndex(std::max(0, m_dtype->findData(QString::fromStdString(c.train.dtype))));
+  m_recompute->setChecked(c.train.recompute);
+}
+
+void HardwarePage::refreshDerived() {
+  ++m_revision;
+  // The probe may have arrived since the last load: keep the target list current.
+  if (m_target->count() != draft()->targets().size()) {
+    const QSignalBlocker block(m_target);
+    m_target->clear();
+    for (const HardwareTarget& t : draft()->targets()) m_target->addItem(t.label);
+    m_target->setCurrentIndex(draft()->targetIndex());
+  }
+  const std::optional<Plan> plan = draft()->plan();
+  if (!plan) {
+    m_memory->setUsage(0, 0);
+    m_breakdown->clear();
+    m_plan->setText(tr("— (fix the problems listed below)"));
+    m_adviceText.clear();
+    m_advice->setText(tr("Recommend fills in the fastest layout that fits."));
+    return;
+  }
+  const MemoryBreakdown& m = plan->peak();
+  m_memory->setUsage(m.total(), plan->device.mem_bytes);
+  QStringList parts;
+  const struct {
+    const char* name;
+    uint64_t bytes;
+  } items[] = {{"weights", m.weights + m.master_weights}, {"gradients", m.gradients},
+               {"AdamW state", m.adam_m + m.adam_v},       {"activations", m.activations},
+               {"workspace", m.workspace},                  {"runtime", m.runtime}};
+  for (const auto& item : items)
+    if (item.bytes) parts << tr("%1 %2").arg(tr(item.name), formatBytes(item.bytes));
+  m_breakdown->setText(parts.join(QStringLiteral(" · ")) +
+                       (plan->pp > 1 ? tr(" (stage %1, the largest)").arg(plan->peak_stage) : QString()));
+  m_plan->setText(tr("%1 s per step, %2 tokens/s on %3 (planner: %4% of peak); %5 steps take about %6.")
+                      .arg(plan->step_s, 0, 'g', 3)
+                      .arg(QLocale().toString(plan->tokens_per_s, 'f', 0))
+                      .arg(QString::fromStdString(plan->device.name))
+                      .arg(plan->efficiency * 100, 0, 'f', 0)
+                      .arg(plan->steps)
+                      .arg(formatDuration(plan->run_s)));
+  if (plan->fits) {
+    m_searchDelay->stop();
+    m_adviceText.clear();
+    m_advice->setText(tr("Fits. Recommend fills in the fastest layout that fits."));
+  } else {
+    m_adviceText.clear();
+    m_advice->setText(tr("Does not fit: searching for a layout that does…"));
+    m_searchDelay->start();
+  }
+}
+
+void HardwarePage::recommend() {
+  m_pendingApply = true;
+  m_searchDelay->stop();
+  startSearch(true);
+}
+
+void HardwarePage::startSearch(bool apply) {
+  if (m_searching) {
+    m_pendingApply = m_pendingApply || apply;
+    m_searchDelay->start();
+    return;
+  }
+  m_recommend->setEnabled(false);
+  m_searching = true;
+  const RunConfig config = draft()->config();
+  const HardwareTarget target = draft()->target();
+  const int ranks = draft()->ranks();
+  const quint64 revision = m_revision;
+  m_watcher.setFuture(QtConcurrent::run([=] {
+    Search s;
+    s.revision = revision;
+    s.apply = apply;
+    s.advice = adviseLayout(config, target, ranks);
+    return s;
+  }));
+}
+
+void HardwarePage::onSearched() {
+  m_recommend->setEnabled(true);
+  m_searching = false;
+  const Search s = m_watcher.result();
+  if (s.revision != m_revision) {  // the draft moved while the planner searched: search again
+    m_searchDelay->start();
+    return;
+  }
+  // A Recommend pressed during an advice-only search uses that search's (current) result.
+  const bool apply = s.apply || m_pendingApply;
+  m_pendingApply = false;
+  m_searchDelay->stop();
+  if (apply && s.advice.config) {
+    const RunConfig layout = *s.advice.config;
+    draft()->setRanks(s.advice.ranks);
+    draft()->edit([&](RunConfig& c) { applyLayout(layout, c); });
+    reload();
+    m_adviceText = tr("Applied: %1").arg(s.advice.text);
+  } else {
+    const std::optional<Plan> plan = draft()->plan();
+    if (!apply && plan && plan->fits) return;  // fits by now: the advice is moot
+    const QString head = plan && !plan->fits ? tr("Does not fit: %1 per device needed, %2 available. ")
+                                                   .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes))
+                                             : QString();
+    m_adviceText = head + s.advice.text + (s.advice.config && !apply ? tr(" Press Recommend to use it.") : QString());
+  }
+  m_advice->setText(m_adviceText);
+}
+
+QString HardwarePage::planText() const { return m_plan->text(); }
+QString HardwarePage::recommendationText() const { return m_adviceText; }
+// Until the result is handled, not merely computed (the finished signal is queued).
+bool HardwarePage::isSearching() const { return m_searching || m_searchDelay->isActive(); }
+
+QStringList HardwarePage::extraProblems() const {
+  QStringList out;
+  const RunConfig& c = draft()->config();
+  const HardwareTarget& t = draft()->target();
+  if (draft()->ranks() > t.maxRanks)
+    out << tr("%n rank(s) chosen, but this target has %1 %2.", nullptr, draft()->ranks())
+               .arg(t.maxRanks)
+               .arg(t.kind == HardwareTarget::Kind::Gpu ? tr("GPUs") : tr("cores"));
+  if (c.parallel.tp > 1 || c.parallel.pp > 1)
+    out << tr("parallel.tp = %1, parallel.pp = %2: tensor and pipeline parallelism are not in this build yet; "
+              "use parallel.dp (with zero) for now")
+               .arg(c.parallel.tp)
+               .arg(c.parallel.pp);
+  if (const auto plan = draft()->plan(); plan && !plan->fits)
+    out << tr("Memory: %1 per device needed, the device has %2.")
+               .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes));
+  return out;
+}
+
+}  // namespace flotilla::ui

@@ -1,0 +1,36 @@
+// The Hardware page's advice: the fastest layout this build can train that fits the target's
+// memory, found by the engine's planner (recommend_layouts) at the chosen number of ranks and at
+// every device the target has, whichever predicts the shorter step.
+//
+// Decision: layouts the build cannot train yet (tensor or pipeline parallel) are never applied,
+// but a faster one is named, so the user learns what the missing feature would buy.
+#pragma once
+
+#include <QString>
+
+#include <optional>
+
+#include "engine/config/run_config.h"
+#include "engine/plan/planner.h"
+#include "ui/wizard/configdraft.h"
+
+namespace flotilla::ui {
+
+struct LayoutAdvice {
+  int ranks = 0;                             // world size of the advised layout
+  std::optional<flotilla::RunConfig> config; // the base config with the layout applied
+  std::optional<flotilla::Plan> plan;
+  QString text;                              // one paragraph for the page
+};
+
+// Pure and thread-safe: run it off the UI thread.
+LayoutAdvice adviseLayout(const flotilla::RunConfig& base, const HardwareTarget& target, int ranks);
+
+// Writes a found layout into config (parallel.*, train.micro_batch and the global batch, which
+// is written as 0 when it equals the layout's natural micro_batch x seq_len x dp batch).
+void applyLayout(const flotilla::RunConfig& layout, flotilla::RunConfig& config);
+
+// "dp 4 × ZeRO 2, micro-batch 8 (accumulation 2)" for a plan.
+QString layoutText(const flotilla::Plan& plan);
+
+}  // namespace flotilla::ui

@@ -1,0 +1,66 @@
+// The base of every New Run wizard page: a view of the shared ConfigDraft whose Next button is
+// enabled exactly when the engine's validate() reports nothing under the page's field paths.
+//
+// Decision: the problems are shown on the page, in a list under its fields, in the engine's own
+// words ("train.micro_batch: 0 must be >= 1"); a page adds its own checks (a file not prepared
+// yet) through extraProblems(), shown the same way. Widgets are filled by load() inside a guard,
+// so filling them never writes back into the draft: only a user's edit does.
+#pragma once
+
+#include <QStringList>
+#include <QWizardPage>
+
+class QFormLayout;
+class QLabel;
+class QVBoxLayout;
+
+namespace flotilla::ui {
+
+class ConfigDraft;
+
+class WizardPageBase : public QWizardPage {
+  Q_OBJECT
+
+ public:
+  WizardPageBase(ConfigDraft* draft, const QStringList& fieldPrefixes, QWidget* parent = nullptr);
+
+  bool isComplete() const override;
+  // Next and Finish also refuse a page with problems when called from code (QWizard::next()).
+  bool validatePage() override;
+  void initializePage() override;
+  // The messages shown now under the page's fields (engine problems first, then the page's own).
+  QStringList shownProblems() const;
+
+ protected:
+  // Fills the widgets from the draft (called inside the load guard).
+  virtual void load() = 0;
+  // Updates read-only parts (derived numbers, plots) after any change; default nothing.
+  virtual void refreshDerived() {}
+  // Page-specific problems that block Next, in plain words.
+  virtual QStringList extraProblems() const { return {}; }
+  // True while load() runs: edit handlers return early.
+  bool loading() const { return m_loading; }
+  ConfigDraft* draft() const { return m_draft; }
+  // The page's layout: a form for fields, then whatever the page adds, then the problems.
+  QVBoxLayout* pageLayout() const { return m_layout; }
+  QFormLayout* addForm();
+  // Adds a widget or layout below the forms added so far (above the problems).
+  void addBlock(QWidget* widget, int stretch = 0);
+  void addBlock(QLayout* layout);
+  // Re-reads everything from the draft (after a replace()).
+  void reload();
+  // Call from a page's own state changes that do not go through the draft.
+  void recheck();
+
+ private:
+  void onDraftChanged();
+
+  ConfigDraft* m_draft;
+  QStringList m_prefixes;
+  QVBoxLayout* m_layout;
+  QLabel* m_problems;
+  bool m_loading = false;
+  bool m_complete = true;
+};
+
+}  // namespace flotilla::ui

@@ -1,0 +1,106 @@
+// Review page (see reviewpage.h).
+#include "ui/wizard/reviewpage.h"
+
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QInputDialog>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QTimer>
+
+#include <exception>
+
+#include "engine/config/config_io.h"
+#include "ui/wizard/configdraft.h"
+#include "ui/wizard/templates.h"
+
+namespace flotilla::ui {
+
+ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget* parent)
+    : WizardPageBase(configDraft, {QString()}, parent),
+      m_templates(templates),
+      m_editor(new QPlainTextEdit(this)),
+      m_save(new QPushButton(tr("Save as template…"), this)),
+      m_status(new QLabel(this)),
+      m_parseDelay(new QTimer(this)) {
+  setTitle(tr("Review"));
+  setSubTitle(tr("The run's configuration file, exactly as the worker will read it. Edit it here if you like: "
+                 "it is checked as you type."));
+  m_editor->setObjectName(QStringLiteral("tomlEditor"));
+  m_editor->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  m_editor->setLineWrapMode(QPlainTextEdit::NoWrap);
+  m_save->setObjectName(QStringLiteral("saveTemplateButton"));
+  m_status->setObjectName(QStringLiteral("reviewStatus"));
+  m_status->setWordWrap(true);
+  addBlock(m_editor, 1);
+  auto* row = new QHBoxLayout;
+  row->addWidget(m_status, 1);
+  row->addWidget(m_save);
+  addBlock(row);
+
+  m_parseDelay->setSingleShot(true);
+  m_parseDelay->setInterval(300);
+  connect(m_parseDelay, &QTimer::timeout, this, &ReviewPage::applyText);
+  connect(m_editor, &QPlainTextEdit::textChanged, this, [this] {
+    if (!loading()) m_parseDelay->start();
+  });
+  connect(m_save, &QPushButton::clicked, this, [this] {
+    bool ok = false;
+    const QString name = QInputDialog::getText(this, tr("Save as template"), tr("Template name:"), QLineEdit::Normal,
+                                               QString::fromStdString(this->draft()->config().run.name), &ok);
+    if (ok) saveTemplate(name.trimmed());
+  });
+}
+
+void ReviewPage::load() {
+  if (m_applying) return;  // the draft came from this text: keep the user's cursor and layout
+  m_parseError.clear();
+  m_editor->setPlainText(QString::fromStdString(flotilla::config_to_toml(draft()->config())));
+}
+
+void ReviewPage::refreshDerived() {
+  m_status->setText(shownProblems().isEmpty() ? tr("Valid: ready to launch.")
+                                              : tr("Not valid yet: see the problems below."));
+}
+
+void ReviewPage::applyText() {
+  m_parseDelay->stop();
+  try {
+    const RunConfig parsed = flotilla::parse_config_toml(m_editor->toPlainText().toStdString(), "review");
+    m_parseError.clear();
+    m_applying = true;
+    draft()->replace(parsed);
+    m_applying = false;
+  } catch (const std::exception& e) {
+    m_parseError = QString::fromUtf8(e.what());
+    recheck();
+  }
+}
+
+QStringList ReviewPage::extraProblems() const {
+  return m_parseError.isEmpty() ? QStringList() : QStringList{m_parseError};
+}
+
+bool ReviewPage::validatePage() {
+  if (m_parseDelay->isActive()) applyText();
+  return WizardPageBase::validatePage();
+}
+
+bool ReviewPage::saveTemplate(const QString& name) {
+  if (m_parseDelay->isActive()) applyText();
+  QString error;
+  if (!m_parseError.isEmpty()) error = tr("Fix the file first: %1").arg(m_parseError);
+  else if (!m_templates->save(name, draft()->config(), &error)) {
+  } else {
+    m_status->setText(tr("Saved as template \"%1\" in %2.").arg(name, m_templates->directory()));
+    emit templateSaved(name);
+    return true;
+  }
+  m_status->setText(error);
+  return false;
+}
+
+QString ReviewPage::statusText() const { return m_status->text(); }
+
+}  // namespace flotilla::ui

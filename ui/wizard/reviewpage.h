@@ -1,0 +1,52 @@
+// Wizard page 7, Review: the whole config as the TOML file the worker will read, editable, parsed
+// and validated as the user types (the engine's parser and validate(), every problem listed), and
+// savable as a template.
+//
+// Decision: a parse that succeeds replaces the draft, so the other pages show the edit when the
+// user goes Back; the text itself is only rewritten when the page is entered, never while typing.
+#pragma once
+
+#include "ui/wizard/pagebase.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+class QTimer;
+
+namespace flotilla::ui {
+
+class TemplateStore;
+
+class ReviewPage : public WizardPageBase {
+  Q_OBJECT
+
+ public:
+  ReviewPage(ConfigDraft* draft, TemplateStore* templates, QWidget* parent = nullptr);
+
+  QPlainTextEdit* editor() const { return m_editor; }
+  // Parses the editor's text now (instead of after the typing pause).
+  void applyText();
+  // Saves the draft as <templates>/<name>.toml; false with the reason shown on the page.
+  bool saveTemplate(const QString& name);
+  QString statusText() const;
+  bool validatePage() override;
+
+ signals:
+  void templateSaved(const QString& name);
+
+ protected:
+  void load() override;
+  void refreshDerived() override;
+  QStringList extraProblems() const override;
+
+ private:
+  TemplateStore* m_templates;
+  QPlainTextEdit* m_editor;
+  QPushButton* m_save;
+  QLabel* m_status;
+  QTimer* m_parseDelay;
+  QString m_parseError;
+  bool m_applying = false;
+};
+
+}  // namespace flotilla::ui

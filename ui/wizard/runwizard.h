@@ -1,0 +1,75 @@
+// The New Run wizard (issue 6 item 2): seven pages over one ConfigDraft, returning a plain engine
+// RunConfig (STYLE.md principle 10). Every page starts from a template (the demo by default), so
+// Next, Next, ..., Finish gives the ready-to-launch demo config unchanged.
+//
+// Decision: the wizard does not launch anything. The caller takes config() and ranks() on
+// accept and starts the worker the same way every other launch does (LocalRuns::startConfig).
+// The machine's devices come from a MachineProbe shared with the rest of the app when the caller
+// has one, or from the wizard's own probe (off the UI thread) when it does not.
+#pragma once
+
+#include <QWizard>
+
+#include "engine/config/run_config.h"
+#include "engine/core/probe.h"
+
+namespace flotilla::ui {
+
+class BatchPage;
+class BudgetPage;
+class CheckpointPage;
+class ConfigDraft;
+class DataPage;
+class HardwarePage;
+class MachineProbe;
+class ModelPage;
+class ReviewPage;
+class TemplateStore;
+
+class RunWizard : public QWizard {
+  Q_OBJECT
+
+ public:
+  enum PageId { Model = 0, Data, Hardware, Batch, Checkpoints, Budget, Review, PageCount };
+
+  // probe: the app's machine probe (may be nullptr: the wizard probes by itself).
+  // templatesDir: where user templates live (empty: the user's data folder).
+  explicit RunWizard(MachineProbe* probe = nullptr, const QString& templatesDir = QString(), QWidget* parent = nullptr);
+  ~RunWizard() override;
+
+  // The config as the pages show it (the result after accept()).
+  const flotilla::RunConfig& config() const;
+  // Ranks to start (dp x tp x pp): 1 runs `train`, more run `launch --nproc-per-node`.
+  int ranks() const;
+  // Starts over from a config (a template, a run to duplicate).
+  void setConfig(const flotilla::RunConfig& config);
+  // Uses this machine description instead of the probe's (tests, remote nodes later).
+  void setMachine(const flotilla::ProbeResult& probe);
+
+  ConfigDraft* draft() const { return m_draft; }
+  TemplateStore* templates() const { return m_templates; }
+  ModelPage* modelPage() const { return m_model; }
+  DataPage* dataPage() const { return m_data; }
+  HardwarePage* hardwarePage() const { return m_hardware; }
+  BatchPage* batchPage() const { return m_batch; }
+  CheckpointPage* checkpointPage() const { return m_checkpoints; }
+  BudgetPage* budgetPage() const { return m_budget; }
+  ReviewPage* reviewPage() const { return m_review; }
+
+ private:
+  void useProbe();
+
+  TemplateStore* m_templates;
+  ConfigDraft* m_draft;
+  MachineProbe* m_probe;
+  bool m_machineSet = false;
+  ModelPage* m_model;
+  DataPage* m_data;
+  HardwarePage* m_hardware;
+  BatchPage* m_batch;
+  CheckpointPage* m_checkpoints;
+  BudgetPage* m_budget;
+  ReviewPage* m_review;
+};
+
+}  // namespace flotilla::ui

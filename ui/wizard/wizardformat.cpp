@@ -1,0 +1,40 @@
+// Wizard number formats (see wizardformat.h).
+#include "ui/wizard/wizardformat.h"
+
+#include <QLocale>
+
+#include <cmath>
+
+namespace flotilla::ui {
+
+QString formatCount(double n) {
+  const struct {
+    double scale;
+    const char* suffix;
+  } units[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "k"}};
+  for (const auto& u : units) {
+    if (std::abs(n) >= u.scale) {
+      const double v = n / u.scale;
+      const int decimals = v >= 100 ? 0 : v >= 10 ? 1 : 2;
+      return QStringLiteral("%1 %2").arg(v, 0, 'f', decimals).arg(QLatin1String(u.suffix));
+    }
+  }
+  return QString::number(n, 'f', 0);
+}
+
+QString formatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return QStringLiteral("—");
+  const auto s = static_cast<qint64>(std::llround(seconds));
+  if (s < 60) return QStringLiteral("%1 s").arg(seconds < 10 ? QString::number(seconds, 'f', 1) : QString::number(s));
+  if (s < 3600) return QStringLiteral("%1 min %2 s").arg(s / 60).arg(s % 60);
+  if (s < 86400) return QStringLiteral("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60);
+  return QStringLiteral("%1 d %2 h").arg(s / 86400).arg((s % 86400) / 3600);
+}
+
+QString formatUsd(double usd) {
+  if (!std::isfinite(usd)) return QStringLiteral("—");
+  if (std::abs(usd) >= 1000) return QLatin1Char('$') + QLocale(QLocale::English).toString(std::llround(usd));
+  return QLatin1Char('$') + QString::number(usd, 'f', 2);
+}
+
+}  // namespace flotilla::ui
