@@ -29,6 +29,9 @@
 #include "engine/core/rng.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/simd.h"
+#if defined(FLOTILLA_HAVE_CUDA)
+#include "engine/cuda/bench_cuda.h"
+#endif
 #include "engine/model/gpt.h"
 #include "engine/train/adamw.h"
 
@@ -89,6 +92,9 @@ int cmd_bench(const CommandArgs& argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
+#if defined(FLOTILLA_HAVE_CUDA)
+  if (Args(argv).value_or("--device", "cpu") == "cuda") return cuda::cmd_bench_cuda(argv);  // engine/cuda/bench_cuda.cpp
+#endif
   const std::string preset_name = args.value_or("--preset", "small");
   const std::string device = args.value_or("--device", "cpu");
   const int threads = static_cast<int>(args.int_or("--threads", 0));

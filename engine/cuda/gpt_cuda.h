@@ -1,0 +1,65 @@
+// A device-resident GPT-2 training step on the CUDA kernels, in fp32 or bf16 storage (fp32 master
+// weights and AdamW moments), for `bench --device cuda` and the GPU tests.
+//
+// Non-obvious decision: engine/model/GptModel assumes host memory (memcpy of token ids and stage
+// activations, the loss summed on the host, token-id checks) and binds the "cpu" backend, so it
+// cannot run on device buffers today. Rather than change the model (owned elsewhere), this driver
+// replays exactly GptModel's kernel sequence (gpt_pass.cpp) over the same parameter layout
+// (param_sizes / gpt_decay_ranges), with three device arenas: parameters+gradients, optimizer
+// state, activations. The GPU tests compare it step by step with GptModel on the CPU, which is
+// what keeps the two sequences from drifting apart. docs/cuda.md lists the model changes needed
+// to retire it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/model/gpt.h"
+
+namespace flotilla::cuda {
+
+class CudaBackend;
+
+struct CudaGptOptions {
+  bool bf16 = false;                 // bf16 parameters, gradients and activations
+  bool fuse_gelu = true;             // GELU in the cuBLASLt epilogue of the MLP-up matmul
+  uint32_t stochastic_rounding = 0;  // bf16 AdamW write-back: 0 = round to nearest, else a seed
+};
+
+struct AdamWHyper {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+class CudaGpt {
+ public:
+  // Allocates everything for micro-batch B x T up front (throws kOutOfMemory when it does not fit).
+  CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const CudaGptOptions& options);
+  ~CudaGpt();
+  CudaGpt(const CudaGpt&) = delete;
+  CudaGpt& operator=(const CudaGpt&) = delete;
+
+  // Bytes the three arenas need for (dims, B, T, bf16): the memory prediction checked against
+  // cudaMemGetInfo before allocating.
+  static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16);
+
+  // Host fp32 llm.c-layout parameters (num_parameters(dims) floats) in / out (master weights).
+  void set_params(const float* host);
+  void get_params(float* host) const;
+
+  // zero_grad + forward + backward on host token ids (B*T each); returns the mean loss.
+  float forward_backward(const int32_t* inputs, const int32_t* targets);
+  // Global gradient norm (deterministic), then clipping to `clip` (0: none) and one AdamW step t.
+  float step(float lr, const AdamWHyper& h, float clip, int64_t t);
+
+  size_t parameter_bytes() const;
+  size_t optimizer_bytes() const;
+  size_t activation_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flotilla::cuda

@@ -1,0 +1,24 @@
+// Fused softmax + cross-entropy on the GPU; CPU twin: engine/cpu/softmax_crossentropy.h.
+// Logits are T (float or bf16); losses and lse are fp32.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/cuda/context.h"
+
+namespace flotilla::cuda {
+
+// lse[r] = log sum_{j<V} exp(logits[r, j]); losses[r] = lse[r] - logits[r, targets[r]].
+template <typename T>
+void softmax_crossentropy_forward(Context& ctx, float* losses, float* lse, const T* logits, const int32_t* targets,
+                                  long N, int V, int Vp);
+
+// dlogits (N, Vp) = dloss * (softmax - onehot) on columns < V, 0 on padding; may alias logits.
+template <typename T>
+void softmax_crossentropy_backward(Context& ctx, T* dlogits, const T* logits, const float* lse,
+                                   const int32_t* targets, float dloss, long N, int V, int Vp);
+
+// sum of losses (N) in double, deterministic, copied to the host (synchronises the stream).
+double sum_losses(Context& ctx, const float* losses, long N);
+
+}  // namespace flotilla::cuda
