@@ -1,6 +1,8 @@
 // Local run supervision and metrics ingestion (see localrun.h).
 #include "ui/runs/localrun.h"
 
+#include <csignal>
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -123,6 +125,13 @@ void LocalRun::stop() {
   m_process->terminate();
 }
 
+void LocalRun::checkpointNow() {
+  if (m_state != State::Running) return;
+  appendLog(QStringLiteral("info"),
+            tr("checkpoint requested (SIGUSR1): the worker saves one at its next step boundary and goes on"));
+  ::kill(static_cast<pid_t>(m_process->processId()), SIGUSR1);
+}
+
 void LocalRun::kill() {
   if (!isActive()) return;
   m_killRequested = true;
@@ -185,6 +194,7 @@ void LocalRun::pollMetrics() {
 }
 
 void LocalRun::handle(const QJsonObject& r) {
+  emit recordReceived(r);
   const QString type = r.value(QLatin1String("type")).toString();
   const qint64 step = r.value(QLatin1String("step")).toInteger();
   if (type == QLatin1String("step")) {

@@ -68,6 +68,7 @@ class LocalRun : public QObject {
   static QStringList trainArguments(const QString& configPath, int ranks);
 
   void stop();    // graceful: SIGTERM
+  void checkpointNow();  // SIGUSR1: a checkpoint at the next step boundary; the run goes on
   void kill();    // SIGKILL
   void detach();  // stop supervising and tailing; the worker keeps running
 
@@ -100,6 +101,8 @@ class LocalRun : public QObject {
   const MetricsTail& tail() const { return m_tail; }
 
  signals:
+  // Every metrics-protocol record as parsed (docs/metrics-protocol.md), before the typed signals.
+  void recordReceived(const QJsonObject& record);
   void stepReceived(qint64 step, double loss, double lr, double tokensPerSec, double mfu);
   void evalReceived(qint64 step, double valLoss);
   void checkpointReceived(qint64 step, const QString& dir);
