@@ -6,6 +6,7 @@
 // Qt's own (-platform, -style, ...) and are handed to QApplication untouched. The run-store
 // commands (run, runs, compare, costs, pricing) live in app/cli/, one file per group.
 #include <QApplication>
+#include <QMessageBox>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,8 +23,10 @@
 #include "db/workspace.h"
 #include "engine/core/error.h"
 #include "ui/common/icons.h"
+#include "ui/main/instancelock.h"
 #include "ui/main/mainwindow.h"
 #include "ui/main/refusedworkspace.h"
+#include "ui/settings/preferences.h"
 #include "ui/main/versions.h"
 
 namespace {
@@ -91,6 +94,7 @@ int cmdRuns(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::
 int cmdCompare(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_compare); }
 int cmdCosts(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_costs); }
 int cmdPricing(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_pricing); }
+int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_nodes); }
 
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
@@ -106,6 +110,8 @@ const std::vector<Command>& commands() {
       {"costs", "[--json]: accrued cost and GPU-hours by run, node and day", cmdCosts},
       {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...",
        cmdPricing},
+      {"nodes", "add NAME --host H ... | edit | list [--json] | probe NAME | trust NAME --fingerprint FP | remove NAME",
+       cmdNodes},
   };
   return table;
 }
@@ -249,7 +255,23 @@ int runWindow(Invocation& inv) {
   QApplication::setDesktopFileName(QStringLiteral("flotilla"));
   QApplication::setWindowIcon(flotilla::ui::appIcon());
 
+  // Without --workspace the window opens the folder chosen in Settings (effective at this start).
+  if (inv.workspace.empty()) inv.workspace = flotilla::ui::Preferences::load().workspaceDir.toStdString();
   const std::string dir = workspaceDir(inv);
+  // One window per workspace (RELIABILITY.md D2), decided before the database is touched.
+  try {
+    flotilla::db::ensure_workspace_dir(dir);
+  } catch (const flotilla::db::DbError& e) {
+    std::fprintf(stderr, "flotilla: %s\n", e.what());
+    QMessageBox::critical(nullptr, QStringLiteral("Flotilla"), QString::fromUtf8(e.what()));
+    return kExitWorkspace;
+  }
+  flotilla::ui::InstanceLock lock(QString::fromStdString(dir));
+  if (QString why; !lock.tryLock(&why)) {
+    std::fprintf(stderr, "flotilla: %s\n", qPrintable(why));
+    QMessageBox::warning(nullptr, QStringLiteral("Flotilla"), why);
+    return kExitWorkspace;
+  }
   std::optional<flotilla::db::Database> db;
   while (!db) {
     try {
@@ -271,6 +293,8 @@ int runWindow(Invocation& inv) {
   info.databasePath = QString::fromStdString(db->path());
   info.schemaVersion = db->schema_version();
   info.created = db->created();
+  db.reset();  // the window opens its own writer and reader connections
+  // The window re-attaches to runs an earlier session left running (LocalRuns::reattachRunning).
   flotilla::ui::MainWindow window(info);
   window.show();
   return app.exec();

@@ -180,6 +180,14 @@ ALTER TABLE runs ADD COLUMN budget_usd REAL;
 ALTER TABLE runs ADD COLUMN budget_warn_fraction REAL NOT NULL DEFAULT 0.8;
 )sql";
 
+// v5: how to reach an SSH node (port, user, key file: a path, never a secret) and its labels.
+constexpr const char* kV5 = R"sql(
+ALTER TABLE nodes ADD COLUMN port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535);
+ALTER TABLE nodes ADD COLUMN user TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN key_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN labels TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -196,6 +204,7 @@ const std::vector<Migration>& builtin_migrations() {
       {2, "runs, metrics, checkpoints, events", kV2},
       {3, "nodes, clusters, system samples", kV3},
       {4, "pricing, cost accruals, budgets", kV4},
+      {5, "ssh node fields: port, user, key path, labels", kV5},
   };
   return steps;
 }

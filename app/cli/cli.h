@@ -68,6 +68,7 @@ int cmd_runs(const Context& ctx);
 int cmd_compare(const Context& ctx);
 int cmd_costs(const Context& ctx);
 int cmd_pricing(const Context& ctx);
+int cmd_nodes(const Context& ctx);  // nodes.cpp
 
 // `runs resume`: shared with `run` (run.cpp).
 int resume_run(const Context& ctx, const std::string& run);

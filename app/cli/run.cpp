@@ -23,6 +23,7 @@
 #include <fstream>
 
 #include "app/cli/cli.h"
+#include "app/cli/run_nodes.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/ingest.h"
@@ -259,17 +260,28 @@ int cmd_run(const Context& ctx) {
   ArgReader args(ctx.args, "run");
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla run CONFIG.toml [--name NAME] [--set KEY=VALUE]... [--budget USD] [--quiet]\n\n"
+        "Usage: flotilla run CONFIG.toml [--name NAME] [--set KEY=VALUE]... [--budget USD] [--quiet]\n"
+        "                    [--nodes A,B,... [--nproc-per-node N] [--master-port P] [--no-bind]]\n\n"
         "Starts the training worker on this machine (flotilla-worker launch when parallel.dp*tp*pp > 1),\n"
         "stores its metrics in the run database as they arrive, prints progress, and exits with the\n"
         "worker's exit status. Ctrl-C stops the worker at the next step with a checkpoint (exit 10);\n"
-        "flotilla runs resume NAME continues it.\n");
+        "flotilla runs resume NAME continues it.\n\n"
+        "With --nodes, the run spans those SSH nodes (flotilla nodes list), N ranks each (default\n"
+        "parallel.dp*tp*pp / nodes): the worker is deployed to each node, started detached there, and rank\n"
+        "0's metrics are tailed into the store; a dropped connection reconnects and re-attaches, Ctrl-C\n"
+        "stops every node. The first node is the master.\n");
     return kExitOk;
   }
   std::optional<std::string> name = args.value("--name");
   std::vector<std::string> sets = args.values("--set");
   const std::optional<double> budget = args.number("--budget");
   const bool quiet = args.flag("--quiet");
+  const std::optional<std::string> node_list = args.value("--nodes");
+  const std::optional<double> nproc_opt = args.number("--nproc-per-node");
+  const std::optional<double> master_port = args.number("--master-port");
+  const bool no_bind = args.flag("--no-bind");
+  if (!node_list && (nproc_opt || master_port || no_bind))
+    throw UsageError("--nproc-per-node, --master-port and --no-bind go with --nodes");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("run needs exactly one CONFIG.toml (flotilla run --help)");
   const std::string config_path = fs::absolute(pos[0]).string();
@@ -295,6 +307,27 @@ int cmd_run(const Context& ctx) {
   }
   sets.push_back("run.name=" + *name);
   config.run.name = *name;
+  if (node_list) {
+    NodesRunRequest req;
+    req.nodes = parse_node_list(*node_list);
+    req.config = config;
+    req.name = *name;
+    req.budget_usd = budget;
+    if (nproc_opt) {
+      if (*nproc_opt < 1 || *nproc_opt > 1024 || *nproc_opt != static_cast<double>(static_cast<int>(*nproc_opt)))
+        throw UsageError("--nproc-per-node needs a whole number from 1 to 1024");
+      req.nproc_per_node = static_cast<int>(*nproc_opt);
+    }
+    if (master_port) {
+      if (*master_port < 1 || *master_port > 65535 ||
+          *master_port != static_cast<double>(static_cast<int>(*master_port)))
+        throw UsageError("--master-port needs a port number from 1 to 65535");
+      req.master_port = static_cast<int>(*master_port);
+    }
+    req.no_bind = no_bind;
+    req.quiet = quiet;
+    return run_on_nodes(ctx, req);
+  }
   const std::string run_dir = fs::absolute(resolved_out_dir(config)).lexically_normal().string();
   {
     db::Stmt same_dir(db, "SELECT name FROM runs WHERE run_dir = ?1");

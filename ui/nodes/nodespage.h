@@ -1,16 +1,29 @@
-// The Nodes page: the machines runs can use. "This machine" is probed for real (CPU, cores,
-// memory, GPUs or why there is none); SSH nodes arrive with the remote layer.
+// The Nodes page: the machines runs can use. A table with "This machine" first and then every
+// SSH node of the workspace's store, with live status, GPU bars and latency; Add/Edit/Remove;
+// the host key prompt for unknown nodes; and the details of this machine's own probe below.
+//
+// Decision: the page watches nodes only while it is visible (showEvent starts the NodeMonitor,
+// hideEvent stops it), and it does no I/O itself: the store is read and written by QtConcurrent
+// jobs and SSH happens on the monitor's pool. Without a database path (setDatabasePath not
+// called, or the workspace has none) the page shows this machine only.
 #pragma once
 
+#include <QSet>
+#include <functional>
 #include <QWidget>
 
 class QFormLayout;
 class QLabel;
 class QPushButton;
+class QTableView;
 
 namespace flotilla::ui {
 
+class HostKeyDialog;
 class MachineProbe;
+class NodeMonitor;
+class NodesModel;
+struct NodeStatus;
 
 class NodesPage : public QWidget {
   Q_OBJECT
@@ -18,16 +31,64 @@ class NodesPage : public QWidget {
  public:
   explicit NodesPage(MachineProbe* probe, QWidget* parent = nullptr);
 
+  // The workspace's run database: nodes are read from it and samples written to it; the
+  // known_hosts file beside it is the one `flotilla nodes trust` uses.
+  void setDatabasePath(const QString& path);
+  QString databasePath() const { return m_databasePath; }
+
   // The text of the "This machine" card, one "label: value" line per fact (tests read it).
   QString localMachineText() const;
 
+  NodesModel* model() const { return m_model; }
+  NodeMonitor* monitor() const { return m_monitor; }
+  QTableView* table() const { return m_table; }
+  // The host key prompt now open (nullptr when none).
+  HostKeyDialog* hostKeyDialog() const { return m_hostKeyDialog; }
+  QString messageText() const;
+
+  // Opens the dialogs (also wired to the buttons); public for tests.
+  void addNode();
+  void editSelected();
+  void removeSelected();
+  void trustSelected();
+  // Re-reads the nodes from the store (asynchronously); emits nodesReloaded.
+  void reload();
+
+ signals:
+  void nodesReloaded();
+
+ protected:
+  void showEvent(QShowEvent* event) override;
+  void hideEvent(QHideEvent* event) override;
+
  private:
   void showProbe();
+  void onStatus(const QString& name, const NodeStatus& status);
+  void promptHostKey(const QString& name, const QString& fingerprint);
+  QString selectedName() const;
+  void updateActions();
+  void setMessage(const QString& text);
+  // Runs `job` (a store write) on the thread pool, then shows `done` or the error, and reloads.
+  void runStoreJob(std::function<QString()> job);
 
   MachineProbe* m_probe;
+  NodesModel* m_model;
+  NodeMonitor* m_monitor;
+  QString m_databasePath;
+  QTableView* m_table;
   QFormLayout* m_facts;
   QLabel* m_status;
+  QLabel* m_message;
+  QLabel* m_emptyHint;
   QPushButton* m_refresh;
+  QPushButton* m_add;
+  QPushButton* m_edit;
+  QPushButton* m_remove;
+  QPushButton* m_trust;
+  QPushButton* m_probeNow;
+  HostKeyDialog* m_hostKeyDialog = nullptr;
+  QSet<QString> m_prompted;  // "name fingerprint" already asked about in this session
+  quint64 m_reloadSerial = 0;
 };
 
 }  // namespace flotilla::ui

@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -44,6 +44,13 @@ INSERT INTO nodes(id, name, cluster_id, kind, host, gpu_type, gpu_count, created
   VALUES (1, 'local', NULL, 'local', '', '', 0, 1735689600), (2, 'gpu-box', 1, 'ssh', 'gpu-box.lan', 'RTX-4090', 2, 1735689600);
 INSERT INTO system_samples VALUES (2, 0, 1735689650, 97.5, 20000000000, 25769803776, 410.0, 71.0);
 INSERT INTO run_nodes VALUES (1, 2, 2);
+""",
+    4: """
+INSERT INTO pricing(id, provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, as_of, source)
+  VALUES (1, 'own', 'gpu-box', 'RTX-4090', 2, 1.5, NULL, '2025-01-01', 'golden');
+INSERT INTO node_pricing(node_id, pricing_id, spot, usd_per_hour) VALUES (2, NULL, 0, 1.5);
+INSERT INTO cost_accruals(run_id, node_id, status, start_time, end_time, devices, usd_per_hour, rate_source)
+  VALUES (1, 2, 'running', 1735689601, 1735689700, 2, 1.5, 'flat $1.50/h');
 """,
 }
 

@@ -107,7 +107,7 @@ CREATE TABLE nodes (
   gpu_type   TEXT NOT NULL DEFAULT '',
   gpu_count  INTEGER NOT NULL DEFAULT 0,
   created_at REAL NOT NULL
-);
+, port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535), user TEXT NOT NULL DEFAULT '', key_path TEXT NOT NULL DEFAULT '', labels TEXT NOT NULL DEFAULT '');
 table pricing
 CREATE TABLE pricing (
   id          INTEGER PRIMARY KEY,

@@ -1,0 +1,310 @@
+// `flotilla nodes add|edit|list|probe|trust|remove`: SSH nodes in the store, checked over SSH.
+//
+// Decision: every field is validated as a whole node before anything is stored or any
+// connection is made (remote/node_fields.h), and every problem is printed at once; nothing the
+// user typed reaches a shell or an ssh command line (libssh takes the values as options, probe
+// scripts are constants). Host keys follow the library's strict policy: an unknown host is
+// refused with its SHA256 fingerprint and the exact `nodes trust` command, and `nodes trust`
+// accepts only the key the node presents now (RELIABILITY S1-S3).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli.h"
+#include "app/cli/node_session.h"
+#include "db/costs.h"
+#include "db/errors.h"
+#include "db/nodes.h"
+#include "db/sql.h"
+#include "remote/node_fields.h"
+#include "remote/probe.h"
+#include "remote/validate.h"
+
+namespace flotilla::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void print_help() {
+  std::printf(
+      "Usage: flotilla nodes add NAME --host HOST [--port P] [--user U] [--key PATH]\n"
+      "                          [--price-per-hour USD] [--spot] [--label L]...\n"
+      "       flotilla nodes edit NAME [--name NEW] [--host H] [--port P] [--user U] [--key PATH]\n"
+      "                          [--price-per-hour USD] [--spot|--on-demand] [--label L]...\n"
+      "       flotilla nodes list [--json]\n"
+      "       flotilla nodes probe NAME [--json]\n"
+      "       flotilla nodes trust NAME --fingerprint SHA256:...\n"
+      "       flotilla nodes remove NAME\n\n"
+      "SSH nodes that runs can use (flotilla run CONFIG --nodes a,b). Host keys are kept in the\n"
+      "workspace's own known_hosts file; an unknown node is refused until you verify its fingerprint\n"
+      "and run `nodes trust`. No password or passphrase is ever stored: use ssh-agent, or type the\n"
+      "key's passphrase when asked.\n");
+}
+
+// Reads the options of `nodes add` into `f`.
+void read_fields(ArgReader& args, remote::NodeFields& f, bool* spot) {
+  if (auto v = args.value("--host")) f.host = *v;
+  if (auto v = args.value("--port")) f.port = *v;
+  if (auto v = args.value("--user")) f.user = *v;
+  if (auto v = args.value("--key")) f.key_path = *v;
+  if (auto v = args.value("--price-per-hour")) f.price_per_hour = *v;
+  const auto labels = args.values("--label");
+  if (!labels.empty()) f.labels = labels;
+  if (args.flag("--spot")) *spot = true;
+  if (args.flag("--on-demand")) *spot = false;
+}
+
+// Validates; on problems prints them all and returns false.
+bool check_fields(const remote::NodeFields& f) {
+  const auto problems = remote::validate_node_fields(f);
+  for (const auto& p : problems) std::fprintf(stderr, "flotilla: nodes: %s\n", p.message.c_str());
+  return problems.empty();
+}
+
+db::SshNode to_node(const remote::NodeFields& f, bool spot) {
+  db::SshNode n;
+  n.name = f.name;
+  n.host = f.host;
+  n.port = std::atoi(f.port.c_str());
+  n.user = f.user;
+  n.key_path = f.key_path.empty() ? "" : fs::absolute(f.key_path).lexically_normal().string();
+  if (!f.price_per_hour.empty()) n.usd_per_hour = std::strtod(f.price_per_hour.c_str(), nullptr);
+  n.spot = spot;
+  n.labels = f.labels;
+  return n;
+}
+
+remote::NodeFields to_fields(const db::SshNode& n) {
+  remote::NodeFields f;
+  f.name = n.name;
+  f.host = n.host;
+  f.port = std::to_string(n.port);
+  f.user = n.user;
+  f.key_path = n.key_path;
+  if (n.usd_per_hour) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", *n.usd_per_hour);
+    f.price_per_hour = buf;
+  }
+  f.labels = n.labels;
+  return f;
+}
+
+int nodes_add(const Context& ctx, ArgReader& args) {
+  remote::NodeFields f;
+  bool spot = false;
+  read_fields(args, f, &spot);
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("nodes add needs exactly one NAME");
+  f.name = pos[0];
+  if (f.host.empty()) throw UsageError("nodes add needs --host HOST");
+  if (!check_fields(f)) return kExitUsage;
+  db::Database db = open_store(ctx);
+  if (db::find_node(db, f.name)) throw UsageError("a node named '" + f.name + "' exists: nodes edit changes it");
+  db::add_ssh_node(db, to_node(f, spot));
+  std::printf("added node %s (%s@%s:%s); next: flotilla nodes probe %s\n", f.name.c_str(),
+              f.user.empty() ? "(local user)" : f.user.c_str(), f.host.c_str(), f.port.c_str(), f.name.c_str());
+  return kExitOk;
+}
+
+int nodes_edit(const Context& ctx, ArgReader& args) {
+  const auto new_name = args.value("--name");
+  db::Database db = open_store(ctx);
+  // Options first (ArgReader consumes them), then the positional NAME.
+  remote::NodeFields given;
+  given.port.clear();
+  if (auto v = args.value("--host")) given.host = *v;
+  if (auto v = args.value("--port")) given.port = *v;
+  if (auto v = args.value("--user")) given.user = *v;
+  const auto key = args.value("--key");
+  const auto price = args.value("--price-per-hour");
+  given.labels = args.values("--label");
+  const bool spot_given = args.flag("--spot");
+  const bool on_demand_given = args.flag("--on-demand");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("nodes edit needs exactly one NAME");
+  const db::SshNode old = db::get_ssh_node(db, pos[0]);
+  remote::NodeFields f = to_fields(old);
+  bool spot = old.spot;
+  if (new_name) f.name = *new_name;
+  if (!given.host.empty()) f.host = given.host;
+  if (!given.port.empty()) f.port = given.port;
+  if (!given.user.empty()) f.user = given.user;
+  if (key) f.key_path = *key;
+  if (price) f.price_per_hour = *price;
+  if (!given.labels.empty()) f.labels = given.labels;
+  if (spot_given) spot = true;
+  if (on_demand_given) spot = false;
+  if (!check_fields(f)) return kExitUsage;
+  db::update_ssh_node(db, old.name, to_node(f, spot));
+  std::printf("updated node %s\n", f.name.c_str());
+  return kExitOk;
+}
+
+int nodes_list(const Context& ctx, ArgReader& args) {
+  const bool json = args.flag("--json");
+  if (!args.positionals().empty()) throw UsageError("nodes list takes no NAME");
+  db::Database db = open_store(ctx);
+  const auto nodes = db::list_ssh_nodes(db);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& n : nodes) {
+      nlohmann::json j = {{"name", n.name},         {"host", n.host},       {"port", n.port},
+                          {"user", n.user},         {"key", n.key_path},    {"spot", n.spot},
+                          {"labels", n.labels},     {"gpu_type", n.gpu_type}, {"gpu_count", n.gpu_count}};
+      j["price_per_hour"] = n.usd_per_hour ? nlohmann::json(*n.usd_per_hour) : nlohmann::json(nullptr);
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  if (nodes.empty()) {
+    std::printf("no nodes yet: flotilla nodes add NAME --host HOST\n");
+    return kExitOk;
+  }
+  std::printf("%-16s %-28s %-10s %-10s %-14s %s\n", "NAME", "HOST", "USER", "$/HOUR", "GPUS", "LABELS");
+  for (const auto& n : nodes) {
+    const std::string addr = n.host + ":" + std::to_string(n.port);
+    char price[32] = "-";
+    if (n.usd_per_hour) std::snprintf(price, sizeof price, "%.2f%s", *n.usd_per_hour, n.spot ? " spot" : "");
+    const std::string gpus = n.gpu_count > 0 ? std::to_string(n.gpu_count) + "x " + n.gpu_type : "-";
+    std::printf("%-16s %-28s %-10s %-10s %-14s %s\n", n.name.c_str(), addr.c_str(),
+                n.user.empty() ? "-" : n.user.c_str(), price, gpus.c_str(), db::join_labels(n.labels).c_str());
+  }
+  return kExitOk;
+}
+
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+int nodes_probe(const Context& ctx, ArgReader& args) {
+  const bool json = args.flag("--json");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("nodes probe needs exactly one NAME");
+  db::Database db = open_store(ctx);
+  const db::SshNode node = db::get_ssh_node(db, pos[0]);
+  remote::Session session(node_session_options(ctx, node));
+  try {
+    session.connect();
+  } catch (const remote::HostKeyError& e) {
+    std::fprintf(stderr, "flotilla: %s\n", host_key_message(node.name, e).c_str());
+    return kExitRefused;
+  }
+  const remote::NodeProbe p = remote::probe_node(session);
+  const double latency = remote::measure_latency(session, 3);
+  const double now = db::now_seconds();
+  std::vector<db::SystemSample> samples;
+  for (const auto& g : p.gpus) {
+    db::SystemSample s;
+    s.node_id = node.id;
+    s.device = g.index;
+    s.time = now;
+    if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
+    s.memory_used = static_cast<int64_t>(g.memory_used_bytes);
+    s.memory_total = static_cast<int64_t>(g.memory_total_bytes);
+    if (g.power_w >= 0) s.power_w = g.power_w;
+    if (g.temperature_c >= 0) s.temperature_c = g.temperature_c;
+    samples.push_back(s);
+  }
+  db::insert_system_samples(db, samples);
+  db::set_node_gpus(db, node.id, p.gpus.empty() ? "" : p.gpus[0].name, static_cast<int64_t>(p.gpus.size()));
+  if (json) {
+    nlohmann::json j = {{"name", node.name},          {"reachable", true},
+                        {"fingerprint", session.host_fingerprint()},
+                        {"os", p.os},                 {"kernel", p.kernel},
+                        {"arch", p.arch},             {"glibc", p.glibc},
+                        {"cpus", p.cpus},             {"memory_total_bytes", p.memory_total_bytes},
+                        {"memory_available_bytes", p.memory_available_bytes},
+                        {"disk_free_bytes", p.disk_free_bytes},
+                        {"gpu_status", p.gpu_status}, {"latency_ms", latency * 1000}};
+    j["gpus"] = nlohmann::json::array();
+    for (const auto& g : p.gpus)
+      j["gpus"].push_back({{"index", g.index},
+                           {"name", g.name},
+                           {"memory_total_bytes", g.memory_total_bytes},
+                           {"memory_used_bytes", g.memory_used_bytes},
+                           {"utilization_pct", g.utilization_pct},
+                           {"temperature_c", g.temperature_c},
+                           {"power_w", g.power_w},
+                           {"driver", g.driver}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("node        %s (%s, host key %s)\n", node.name.c_str(), session.target().known_hosts_name().c_str(),
+              session.host_fingerprint().c_str());
+  std::printf("os          %s, kernel %s, %s, glibc %s\n", p.os.c_str(), p.kernel.c_str(), p.arch.c_str(),
+              p.glibc.empty() ? "-" : p.glibc.c_str());
+  std::printf("cpus        %d\nmemory      %s total, %s available\ndisk free   %s (home)\n", p.cpus,
+              gib(p.memory_total_bytes).c_str(), gib(p.memory_available_bytes).c_str(),
+              gib(p.disk_free_bytes).c_str());
+  if (p.gpus.empty()) std::printf("gpus        none (%s)\n", p.gpu_status.c_str());
+  for (const auto& g : p.gpus)
+    std::printf("gpu %-7d %s, %s / %s, %.0f%% busy, %.0f C, %.0f W, driver %s\n", g.index, g.name.c_str(),
+                gib(g.memory_used_bytes).c_str(), gib(g.memory_total_bytes).c_str(), g.utilization_pct,
+                g.temperature_c, g.power_w, g.driver.c_str());
+  std::printf("latency     %.1f ms (median round trip)\n", latency * 1000);
+  return kExitOk;
+}
+
+int nodes_trust(const Context& ctx, ArgReader& args) {
+  const auto fp = args.value("--fingerprint");
+  const auto pos = args.positionals();
+  if (pos.size() != 1 || !fp) throw UsageError("nodes trust needs NAME --fingerprint SHA256:...");
+  if (fp->rfind("SHA256:", 0) != 0)
+    throw UsageError("nodes trust: the fingerprint must be the SHA256:... text that nodes probe printed");
+  db::Database db = open_store(ctx);
+  const db::SshNode node = db::get_ssh_node(db, pos[0]);
+  remote::Session session(node_session_options(ctx, node));
+  try {
+    session.trust(*fp);
+  } catch (const remote::HostKeyError& e) {
+    std::fprintf(stderr, "flotilla: node %s: %s\n", node.name.c_str(), e.what());
+    return kExitRefused;
+  }
+  std::printf("trusted %s for node %s (%s)\n", fp->c_str(), node.name.c_str(), known_hosts_path(ctx).c_str());
+  return kExitOk;
+}
+
+int nodes_remove(const Context& ctx, ArgReader& args) {
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("nodes remove needs exactly one NAME");
+  db::Database db = open_store(ctx);
+  const db::SshNode node = db::get_ssh_node(db, pos[0]);
+  db::remove_node(db, node.name);
+  bool shared = false;  // another node at the same address keeps the key
+  for (const auto& n : db::list_ssh_nodes(db)) shared |= n.host == node.host && n.port == node.port;
+  int forgotten = 0;
+  if (!shared) {
+    const std::string kh_name = node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
+    if (fs::exists(known_hosts_path(ctx))) forgotten = remote::forget_host_key(known_hosts_path(ctx), kh_name);
+  }
+  std::printf("removed node %s%s\n", node.name.c_str(), forgotten > 0 ? " and its host key" : "");
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_nodes(const Context& ctx) {
+  ArgReader args(ctx.args, "nodes");
+  if (ctx.args.empty() || args.flag("--help")) {
+    print_help();
+    return kExitOk;
+  }
+  std::vector<std::string> rest(ctx.args.begin() + 1, ctx.args.end());
+  ArgReader sub(rest, "nodes " + ctx.args[0]);
+  const std::string& verb = ctx.args[0];
+  if (verb == "add") return nodes_add(ctx, sub);
+  if (verb == "edit") return nodes_edit(ctx, sub);
+  if (verb == "list") return nodes_list(ctx, sub);
+  if (verb == "probe") return nodes_probe(ctx, sub);
+  if (verb == "trust") return nodes_trust(ctx, sub);
+  if (verb == "remove") return nodes_remove(ctx, sub);
+  throw UsageError("unknown nodes command '" + verb + "' (add, edit, list, probe, trust, remove)");
+}
+
+}  // namespace flotilla::cli

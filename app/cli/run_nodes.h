@@ -1,0 +1,32 @@
+// `flotilla run CONFIG --nodes a,b`: one run over M stored SSH nodes × N local ranks.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/cli/cli.h"
+#include "engine/config/run_config.h"
+
+namespace flotilla::cli {
+
+struct NodesRunRequest {
+  RunConfig config;                  // loaded with every --set applied, run.name final
+  std::string name;                  // the run's (unique) name
+  std::optional<double> budget_usd;
+  std::vector<std::string> nodes;    // node names; the first is the master
+  std::optional<int> nproc_per_node; // default: dp*tp*pp / nodes
+  std::optional<int> master_port;    // default: picked
+  bool no_bind = false;              // launch --no-bind (ranks not pinned to cores)
+  bool quiet = false;
+};
+
+// Connects (strict host keys), deploys, starts, tails rank 0's metrics into the store, returns
+// the run's exit status (node 0's worker), or kExitRefused before anything starts when a host is
+// not trusted.
+int run_on_nodes(const Context& ctx, const NodesRunRequest& request);
+
+// "a,b" -> {"a","b"}; UsageError for an empty or repeated name.
+std::vector<std::string> parse_node_list(const std::string& text);
+
+}  // namespace flotilla::cli

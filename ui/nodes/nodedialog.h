@@ -1,0 +1,49 @@
+// Add or edit an SSH node: name, host, port, user, key file, price, spot, labels.
+//
+// Decision: the dialog returns a plain remote::NodeFields (text as typed) and validates it with
+// remote::validate_node_fields, the same check as `flotilla nodes add`; each problem is shown
+// under its own field, live once a field was edited and for every field after OK. OK with any
+// problem (or a name another node has) keeps the dialog open: nothing hostile leaves it.
+#pragma once
+
+#include <QDialog>
+#include <QHash>
+#include <QStringList>
+
+#include "remote/node_fields.h"
+
+class QCheckBox;
+class QLabel;
+class QLineEdit;
+
+namespace flotilla::ui {
+
+class NodeDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  // `taken`: names of other nodes (refused for this one). `initial`: the node being edited.
+  NodeDialog(const QStringList& taken, const remote::NodeFields* initial = nullptr, QWidget* parent = nullptr);
+
+  remote::NodeFields fields() const;
+  // The field editors ("name", "host", "port", "user", "key", "price", "labels") and the problem
+  // label under each ("" when fine); for tests.
+  QLineEdit* editor(const QString& field) const { return m_edits.value(field); }
+  QLabel* problemLabel(const QString& field) const { return m_problems.value(field); }
+  QCheckBox* spotBox() const { return m_spot; }
+
+  void accept() override;
+
+ private:
+  // Shows the problems of the touched fields (of all after OK); returns how many there are.
+  int revalidate();
+
+  QStringList m_taken;
+  QHash<QString, QLineEdit*> m_edits;
+  QHash<QString, QLabel*> m_problems;
+  QHash<QString, bool> m_touched;
+  QCheckBox* m_spot;
+  bool m_showAll = false;
+};
+
+}  // namespace flotilla::ui

@@ -1,0 +1,214 @@
+// Node monitoring on a private thread pool (see nodemonitor.h).
+#include "ui/nodes/nodemonitor.h"
+
+#include <QCoreApplication>
+
+#include "db/database.h"
+#include "db/errors.h"
+#include "db/sql.h"
+#include "remote/node_fields.h"
+#include "remote/session.h"
+
+namespace flotilla::ui {
+
+QString stateText(NodeState state) {
+  switch (state) {
+    case NodeState::Unknown: return QCoreApplication::translate("NodeMonitor", "not probed");
+    case NodeState::Reachable: return QCoreApplication::translate("NodeMonitor", "reachable");
+    case NodeState::Unreachable: return QCoreApplication::translate("NodeMonitor", "unreachable");
+    case NodeState::UnknownHostKey: return QCoreApplication::translate("NodeMonitor", "unknown host key");
+    case NodeState::HostKeyChanged: return QCoreApplication::translate("NodeMonitor", "host key changed");
+    case NodeState::AuthFailed: return QCoreApplication::translate("NodeMonitor", "authentication failed");
+  }
+  return {};
+}
+
+// One node's connection; touched by one pool thread at a time (m_inFlight guards it).
+struct NodeMonitor::Slot {
+  db::SshNode node;
+  remote::SessionOptions options;
+  std::unique_ptr<remote::Session> session;
+};
+
+namespace {
+
+bool sameTarget(const db::SshNode& a, const db::SshNode& b) {
+  return a.host == b.host && a.port == b.port && a.user == b.user && a.key_path == b.key_path;
+}
+
+db::OpenOptions existingStore() {
+  db::OpenOptions o;
+  o.create = false;
+  o.quick_check = false;
+  return o;
+}
+
+// Writes one reading per GPU and the node's GPU type/count; false when the store refused.
+bool writeSamples(const std::string& dbPath, const db::SshNode& node, const std::vector<remote::GpuInfo>& gpus) {
+  try {
+    db::Database db(dbPath, existingStore());
+    const double now = db::now_seconds();
+    std::vector<db::SystemSample> samples;
+    for (const auto& g : gpus) {
+      db::SystemSample s;
+      s.node_id = node.id;
+      s.device = g.index;
+      s.time = now;
+      if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
+      s.memory_used = static_cast<int64_t>(g.memory_used_bytes);
+      s.memory_total = static_cast<int64_t>(g.memory_total_bytes);
+      if (g.power_w >= 0) s.power_w = g.power_w;
+      if (g.temperature_c >= 0) s.temperature_c = g.temperature_c;
+      samples.push_back(s);
+    }
+    if (!samples.empty()) db::insert_system_samples(db, samples);
+    const std::string type = gpus.empty() ? "" : gpus[0].name;
+    if (type != node.gpu_type || static_cast<int64_t>(gpus.size()) != node.gpu_count)
+      db::set_node_gpus(db, node.id, type, static_cast<int64_t>(gpus.size()));
+    return true;
+  } catch (const db::DbError&) {
+    return false;  // the node was removed meanwhile, or the store is busy: the next probe retries
+  }
+}
+
+// Connects (once), probes, measures latency. Runs on a pool thread.
+NodeStatus probeSlot(NodeMonitor::Slot& slot, const std::string& trustFingerprint) {
+  NodeStatus st;
+  try {
+    if (!slot.session) slot.session = std::make_unique<remote::Session>(slot.options);
+    if (!trustFingerprint.empty()) slot.session->trust(trustFingerprint);
+    slot.session->connect();
+    const remote::NodeProbe p = remote::probe_node(*slot.session);
+    st.latencyMs = remote::measure_latency(*slot.session, 3) * 1000;
+    st.state = NodeState::Reachable;
+    st.fingerprint = QString::fromStdString(slot.session->host_fingerprint());
+    st.gpus = p.gpus;
+    st.gpuStatus = QString::fromStdString(p.gpu_status);
+    st.probed = true;
+    st.message = QString::fromStdString(p.os + ", " + std::to_string(p.cpus) + " CPUs");
+  } catch (const remote::HostKeyError& e) {
+    st.state = e.problem() == remote::HostKeyProblem::kUnknown ? NodeState::UnknownHostKey : NodeState::HostKeyChanged;
+    st.fingerprint = QString::fromStdString(e.presented());
+    st.message = QString::fromStdString(e.what());
+    slot.session.reset();
+  } catch (const remote::AuthError& e) {
+    st.state = NodeState::AuthFailed;
+    st.message = QString::fromStdString(e.what());
+    slot.session.reset();
+  } catch (const std::exception& e) {
+    st.state = NodeState::Unreachable;
+    st.message = QString::fromStdString(e.what());
+    slot.session.reset();  // a fresh session next time (the link may be half dead)
+  }
+  return st;
+}
+
+}  // namespace
+
+NodeMonitor::NodeMonitor(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<flotilla::ui::NodeStatus>();
+  m_pool.setMaxThreadCount(4);
+  m_timer.setInterval(5000);
+  connect(&m_timer, &QTimer::timeout, this, &NodeMonitor::probeAll);
+}
+
+NodeMonitor::~NodeMonitor() {
+  m_timer.stop();
+  m_pool.clear();
+  for (auto& slot : m_slots) retire(std::move(slot));
+  m_slots.clear();
+  m_pool.waitForDone();  // at most one connect/read timeout
+}
+
+void NodeMonitor::retire(std::shared_ptr<Slot> slot) {
+  if (!slot) return;
+  m_pool.start([s = std::move(slot)]() mutable { s.reset(); });  // the disconnect happens here
+}
+
+void NodeMonitor::setDatabasePath(const QString& path) {
+  if (path == m_databasePath) return;
+  m_databasePath = path;
+  for (auto& slot : m_slots) retire(std::move(slot));
+  m_slots.clear();
+}
+
+void NodeMonitor::setNodes(const std::vector<db::SshNode>& nodes) {
+  QHash<QString, std::shared_ptr<Slot>> next;
+  for (const auto& n : nodes) {
+    const QString name = QString::fromStdString(n.name);
+    auto old = m_slots.take(name);
+    if (old && sameTarget(old->node, n) && !m_inFlight.contains(name)) {
+      old->node = n;  // price, labels, GPU count: no reconnect needed
+      next.insert(name, std::move(old));
+      continue;
+    }
+    retire(std::move(old));
+    auto slot = std::make_shared<Slot>();
+    slot->node = n;
+    slot->options.host = n.host;
+    slot->options.port = n.port;
+    slot->options.user = n.user;
+    slot->options.identity_file = n.key_path;
+    slot->options.known_hosts_path = remote::workspace_known_hosts_path(m_databasePath.toStdString());
+    slot->options.connect_timeout_s = 8;
+    slot->options.read_timeout_s = 10;
+    slot->options.keepalive_interval_s = 5;
+    next.insert(name, std::move(slot));
+  }
+  for (auto& gone : m_slots) retire(std::move(gone));
+  m_slots = std::move(next);
+}
+
+void NodeMonitor::setInterval(int ms) { m_timer.setInterval(ms); }
+
+void NodeMonitor::start() {
+  if (!m_timer.isActive()) m_timer.start();
+  probeAll();
+}
+
+void NodeMonitor::stop() { m_timer.stop(); }
+
+void NodeMonitor::probeAll() {
+  for (auto it = m_slots.cbegin(); it != m_slots.cend(); ++it) dispatch(it.key(), QString());
+}
+
+void NodeMonitor::probeNow(const QString& name) { dispatch(name, QString()); }
+
+void NodeMonitor::trust(const QString& name, const QString& fingerprint) {
+  if (m_inFlight.contains(name)) {
+    m_pendingTrust.insert(name, fingerprint);  // sent when the probe in flight returns
+    return;
+  }
+  dispatch(name, fingerprint);
+}
+
+void NodeMonitor::dispatch(const QString& name, const QString& trustFingerprint) {
+  if (m_databasePath.isEmpty() || m_inFlight.contains(name)) return;
+  std::shared_ptr<Slot> slot = m_slots.value(name);
+  if (!slot) return;
+  m_inFlight.insert(name, true);
+  const std::string dbPath = m_databasePath.toStdString();
+  const std::string fp = trustFingerprint.toStdString();
+  m_pool.start([this, slot, name, dbPath, fp] {
+    const NodeStatus st = probeSlot(*slot, fp);
+    const bool wrote = st.probed && writeSamples(dbPath, slot->node, st.gpus);
+    if (!fp.empty()) {
+      // Trusted once the key check passed (authentication may still fail: another problem).
+      const bool ok = st.state == NodeState::Reachable || st.state == NodeState::AuthFailed;
+      const QString msg = ok ? QString() : st.message;
+      QMetaObject::invokeMethod(this, [this, name, ok, msg] { emit trustFinished(name, ok, msg); },
+                                Qt::QueuedConnection);
+    }
+    QMetaObject::invokeMethod(this, [this, name, st, wrote] { finished(name, st, wrote); }, Qt::QueuedConnection);
+  });
+}
+
+void NodeMonitor::finished(const QString& name, const NodeStatus& status, bool wroteSamples) {
+  m_inFlight.remove(name);
+  if (!m_slots.contains(name)) return;  // removed or replaced meanwhile
+  emit statusChanged(name, status);
+  if (wroteSamples) emit samplesWritten(name);
+  if (m_pendingTrust.contains(name)) dispatch(name, m_pendingTrust.take(name));
+}
+
+}  // namespace flotilla::ui

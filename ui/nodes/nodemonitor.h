@@ -1,0 +1,75 @@
+// Live monitoring of the store's SSH nodes: probes each node every few seconds over libssh on a
+// private thread pool and reports a NodeStatus per node; GPU readings go to the store's system
+// samples.
+//
+// Decision: one Session per node, kept connected between probes (a probe is then one exec plus
+// three pings, not a key exchange), used by at most one pool thread at a time (a node with a
+// probe in flight is skipped by the next tick). Every libssh call, including the last
+// disconnect, happens on a pool thread: a session that is dropped is handed to the pool to die.
+// Results return through queued calls on this object, so a destroyed monitor receives nothing.
+// There is no passphrase prompt here: encrypted keys without ssh-agent report AuthFailed.
+#pragma once
+
+#include <QHash>
+#include <QObject>
+#include <QString>
+#include <QThreadPool>
+#include <QTimer>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "db/nodes.h"
+#include "ui/nodes/nodestatus.h"
+
+namespace flotilla::ui {
+
+class NodeMonitor : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit NodeMonitor(QObject* parent = nullptr);
+  ~NodeMonitor() override;
+
+  // Where samples are written and which known_hosts file is used ("" = none: nothing probes).
+  void setDatabasePath(const QString& path);
+  // The nodes to watch; a node whose address, user or key changed gets a new session.
+  void setNodes(const std::vector<db::SshNode>& nodes);
+  void setInterval(int ms);
+  int interval() const { return m_timer.interval(); }
+
+  // Probes every node now and then every interval() ms, until stop().
+  void start();
+  void stop();
+  bool isActive() const { return m_timer.isActive(); }
+  // One probe of `name` now (no-op while one is in flight).
+  void probeNow(const QString& name);
+  // Accepts `fingerprint` for `name` (Session::trust: only the key the node presents now, only
+  // for an unknown host), then probes it. Reports trustFinished.
+  void trust(const QString& name, const QString& fingerprint);
+  // Probes in flight (tests wait for 0).
+  int busy() const { return static_cast<int>(m_inFlight.size()); }
+
+  struct Slot;  // one node's session (defined in the .cpp)
+
+ signals:
+  void statusChanged(const QString& name, const flotilla::ui::NodeStatus& status);
+  void trustFinished(const QString& name, bool ok, const QString& message);
+  // A probe wrote GPU samples for `name` to the store.
+  void samplesWritten(const QString& name);
+
+ private:
+  void probeAll();
+  void dispatch(const QString& name, const QString& trustFingerprint);
+  void finished(const QString& name, const NodeStatus& status, bool wroteSamples);
+  void retire(std::shared_ptr<Slot> slot);
+
+  QString m_databasePath;
+  QHash<QString, std::shared_ptr<Slot>> m_slots;
+  QHash<QString, bool> m_inFlight;
+  QHash<QString, QString> m_pendingTrust;
+  QTimer m_timer;
+  QThreadPool m_pool;
+};
+
+}  // namespace flotilla::ui

@@ -1,0 +1,39 @@
+// The Nodes page's reads and writes of the run store, as plain functions over a database path.
+//
+// Decision: every function opens its own connection and is meant to run on a worker thread
+// (QtConcurrent), never the UI thread; the page hands results back as values. A form's fields
+// (remote::NodeFields, text as typed) are validated before they get here; conversion to the
+// store's record lives here because db/ and remote/ do not know each other.
+#pragma once
+
+#include <QString>
+#include <string>
+#include <vector>
+
+#include "db/nodes.h"
+#include "remote/node_fields.h"
+
+namespace flotilla::ui {
+
+// A stored node and the newest reading of each of its GPUs.
+struct NodeEntry {
+  db::SshNode node;
+  std::vector<db::SystemSample> latest;
+};
+
+std::vector<NodeEntry> loadNodeEntries(const QString& databasePath);
+
+db::SshNode nodeFromFields(const remote::NodeFields& fields);
+remote::NodeFields fieldsFromNode(const db::SshNode& node);
+
+// Store writes; each throws db::DbError (e.g. kConstraint: name taken, node used by runs).
+void addNode(const QString& databasePath, const remote::NodeFields& fields);
+void updateNode(const QString& databasePath, const std::string& oldName, const remote::NodeFields& fields);
+// Removes the node; when no other node uses its address, also its line in known_hosts.
+// Returns true when a host key was forgotten.
+bool removeNodeAndKey(const QString& databasePath, const std::string& name);
+
+// The workspace's known_hosts (the same file as `flotilla nodes trust` writes).
+std::string knownHostsFor(const QString& databasePath);
+
+}  // namespace flotilla::ui
