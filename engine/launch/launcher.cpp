@@ -30,6 +30,9 @@ using Clock = std::chrono::steady_clock;
 
 volatile sig_atomic_t g_supervisor_signal = 0;
 void on_supervisor_signal(int sig) { g_supervisor_signal = sig; }
+// SIGUSR1 ("checkpoint now") is counted, not latched: each one is forwarded to every live rank.
+volatile sig_atomic_t g_checkpoint_requests = 0;
+void on_checkpoint_signal(int) { g_checkpoint_requests = g_checkpoint_requests + 1; }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -96,6 +99,12 @@ class Attempt {
     while (true) {
       poll_io(200);
       reap();
+      if (g_checkpoint_requests != checkpoints_forwarded_) {
+        checkpoints_forwarded_ = g_checkpoint_requests;
+        log("launch: checkpoint requested (SIGUSR1), forwarding to all ranks");
+        for (auto& r : ranks_)
+          if (!r.exited) kill(r.pid, SIGUSR1);  // the rank itself, not its group's helpers
+      }
       if (g_supervisor_signal != 0 && !forwarded_) {
         forwarded_ = true;
         log("launch: received signal %d, forwarding to all ranks (they checkpoint if the grace period "
@@ -160,6 +169,7 @@ class Attempt {
         setpgid(0, 0);  // its own process group: ending the rank ends everything it started
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        signal(SIGUSR1, SIG_IGN);  // until the trainer installs its handler (exec keeps SIG_IGN)
         dup2(out[1], 1);
         dup2(err[1], 2);
         dup2(hb[1], 3);  // dup2 clears O_CLOEXEC on the new descriptor
@@ -407,6 +417,7 @@ class Attempt {
   int port_;
   std::vector<Rank> ranks_;
   bool forwarded_ = false;
+  sig_atomic_t checkpoints_forwarded_ = 0;  // SIGUSR1s already passed on to the ranks
   Clock::time_point forward_time_;
 };
 
@@ -436,6 +447,10 @@ int run_launch(const LaunchOptions& options) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  struct sigaction usr {};
+  usr.sa_handler = on_checkpoint_signal;
+  sigemptyset(&usr.sa_mask);
+  sigaction(SIGUSR1, &usr, nullptr);
   g_supervisor_signal = 0;
 
   int crashes = 0;

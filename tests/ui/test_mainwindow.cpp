@@ -20,6 +20,8 @@
 #include <optional>
 
 #include "db/database.h"
+#include "db/costs.h"
+#include "db/run_store.h"
 #include "db/workspace.h"
 #include "engine/core/probe.h"
 #include "flotilla/build_info.h"
@@ -98,6 +100,8 @@ class TestMainWindow : public QObject {
   void nodesPageShowsThisMachine();
   void pagesAreHonestAboutMissingFeatures();
   void statusBarShowsWorkspaceAndSpend();
+  void spendShowsTheRunningRunsRate();
+  void runMenuHasTheLiveRunShortcuts();
   void geometryIsRememberedInQSettings();
   void screenshots();
   void iconsFollowADarkPalette();
@@ -260,6 +264,50 @@ void TestMainWindow::statusBarShowsWorkspaceAndSpend() {
   QCOMPARE(where->toolTip(), m_workspace.databasePath);
   QCOMPARE(w->findChild<QLabel*>(QStringLiteral("statusRunning"))->text(), QStringLiteral("0 runs running"));
   QCOMPARE(w->findChild<QLabel*>(QStringLiteral("statusSpend"))->text(), QStringLiteral("$0.00/h"));
+}
+
+// The spend accruing now: the $/h of every running run's open cost accruals, from the store.
+void TestMainWindow::spendShowsTheRunningRunsRate() {
+  int64_t id = 0;
+  {
+    flotilla::db::Database d(m_workspace.databasePath.toStdString());
+    flotilla::db::NewRun r;
+    r.name = "on-the-gpu-box";
+    r.target = "gpu-box";  // not this machine: nothing to re-attach to
+    id = flotilla::db::create_run(d, r);
+    const int64_t node = flotilla::db::ensure_node(d, "gpu-box", "ssh", "H100", 8);
+    flotilla::db::NodePricing price;
+    price.usd_per_hour = 24.0;
+    flotilla::db::set_node_pricing(d, node, price);
+    flotilla::db::attach_node(d, id, node, 4);  // half the node
+    flotilla::db::set_status(d, id, flotilla::db::RunStatus::kRunning);
+  }
+  auto w = makeWindow();
+  QVERIFY(w->store());
+  QTRY_COMPARE(w->findChild<QLabel*>(QStringLiteral("statusSpend"))->text(), QStringLiteral("$12.00/h"));
+  {
+    flotilla::db::Database d(m_workspace.databasePath.toStdString());
+    flotilla::db::set_status(d, id, flotilla::db::RunStatus::kStopped);
+  }
+  QTRY_COMPARE(w->findChild<QLabel*>(QStringLiteral("statusSpend"))->text(), QStringLiteral("$0.00/h"));
+  flotilla::db::Database d(m_workspace.databasePath.toStdString());
+  flotilla::db::delete_run(d, id);
+}
+
+void TestMainWindow::runMenuHasTheLiveRunShortcuts() {
+  auto w = makeWindow();
+  const struct {
+    const char* name;
+    QKeySequence keys;
+  } expected[] = {{"checkpointNowAction", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S)},
+                  {"stopRunAction", QKeySequence(Qt::CTRL | Qt::Key_Period)},
+                  {"killRunAction", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K)}};
+  for (const auto& e : expected) {
+    auto* action = w->findChild<QAction*>(QLatin1String(e.name));
+    QVERIFY2(action, e.name);
+    QCOMPARE(action->shortcut(), e.keys);
+    action->trigger();  // no run on the Live page: nothing happens, nothing crashes
+  }
 }
 
 void TestMainWindow::geometryIsRememberedInQSettings() {

@@ -17,6 +17,7 @@
 #include <QStatusBar>
 #include <QTimer>
 
+#include "db/errors.h"
 #include "ui/common/icons.h"
 #include "ui/compare/comparepage.h"
 #include "ui/costs/costspage.h"
@@ -28,6 +29,7 @@
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/storeservice.h"
 #include "ui/settings/settingspage.h"
 
 namespace flotilla::ui {
@@ -57,6 +59,17 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
   setWindowTitle(tr("Flotilla"));
   setWindowIcon(appIcon());
 
+  QString storeError;
+  if (!workspace.databasePath.isEmpty()) {
+    try {
+      m_store = new StoreService(workspace.databasePath, this);
+      m_runs->setStore(m_store);
+    } catch (const flotilla::db::DbError& e) {
+      storeError = tr("The run database cannot be written (%1): runs are kept for this session only.")
+                       .arg(QString::fromUtf8(e.what()));
+    }
+  }
+
   buildPages(workspace);
   buildMenus();
   buildStatusBar(workspace);
@@ -79,6 +92,15 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
   connect(m_sidebar, &Sidebar::currentIndexChanged, this, &MainWindow::showPage);
   restoreLayout();
   m_probe->start();
+  if (!storeError.isEmpty()) statusBar()->showMessage(storeError);
+  if (m_store) {
+    // Workers an earlier session left running: watch them again, or record that they are gone.
+    m_reattached = m_runs->reattachRunning();
+    if (m_reattached > 0)
+      statusBar()->showMessage(m_reattached == 1 ? tr("Re-attached to 1 run left running")
+                                                 : tr("Re-attached to %1 runs left running").arg(m_reattached),
+                               10000);
+  }
 }
 
 MainWindow::~MainWindow() = default;
@@ -93,12 +115,16 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
   const Entry entries[] = {
       {"runs", tr("Runs"), new RunsPage(m_runs, m_stack)},
       {"live", tr("Live"), new LivePage(m_stack)},
-      {"compare", tr("Compare"), new ComparePage(m_stack)},
+      {"compare", tr("Compare"), new ComparePage(workspace.databasePath, m_stack)},
       {"nodes", tr("Nodes"), new NodesPage(m_probe, m_stack)},
-      {"costs", tr("Costs"), new CostsPage(m_stack)},
+      {"costs", tr("Costs"), new CostsPage(workspace.databasePath, m_stack)},
       {"settings", tr("Settings"), new SettingsPage(workspace, settingsFile, m_stack)},
   };
   static_cast<RunsPage*>(entries[0].widget)->setMachineProbe(m_probe);  // the wizard reuses the app's probe
+  // Nodes are rows of the workspace database; without it the page shows only this machine.
+  if (!workspace.databasePath.isEmpty()) {
+    static_cast<NodesPage*>(entries[3].widget)->setDatabasePath(workspace.databasePath);
+  }
   for (const Entry& e : entries) {
     e.widget->setObjectName(QLatin1String(e.icon) + QStringLiteral("Page"));
     m_sidebar->addPage(QLatin1String(e.icon), e.title);
@@ -134,6 +160,8 @@ void MainWindow::buildMenus() {
     connect(action, &QAction::triggered, this, [this, i] { showPage(i); });
   }
 
+  buildRunMenu();
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   QAction* about = help->addAction(tr("&About Flotilla"), this, &MainWindow::showAbout);
   about->setObjectName(QStringLiteral("aboutAction"));
@@ -141,17 +169,48 @@ void MainWindow::buildMenus() {
   help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
 }
 
+void MainWindow::buildRunMenu() {
+  // The run shown on the Live page: its controls from every page, by keyboard.
+  QMenu* menu = menuBar()->addMenu(tr("&Run"));
+  auto* live = static_cast<LivePage*>(page(Live));
+  const struct {
+    const char* name;
+    QString text;
+    QKeySequence keys;
+    void (LocalRun::*slot)();
+  } entries[] = {
+      {"checkpointNowAction", tr("&Checkpoint now"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S),
+       &LocalRun::checkpointNow},
+      {"stopRunAction", tr("&Stop (with checkpoint)"), QKeySequence(Qt::CTRL | Qt::Key_Period), &LocalRun::stop},
+      {"killRunAction", tr("&Kill"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K), &LocalRun::kill},
+  };
+  for (const auto& e : entries) {
+    QAction* action = menu->addAction(e.text);
+    action->setObjectName(QLatin1String(e.name));
+    action->setShortcut(e.keys);
+    action->setShortcutContext(Qt::ApplicationShortcut);
+    const auto slot = e.slot;
+    connect(action, &QAction::triggered, this, [live, slot] {
+      if (LocalRun* run = live->run()) (run->*slot)();
+    });
+  }
+}
+
 void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
   auto* where = new QLabel(tr("Workspace: %1").arg(shortPath(workspace.directory)), this);
   where->setObjectName(QStringLiteral("statusWorkspace"));
   where->setToolTip(workspace.databasePath);
-  // Runs running: the local-runs service feeds it. Spend stays zero until the cost model lands.
+  // Runs running: the local-runs service feeds it; spend: the store's snapshots (open accruals).
   auto* running = new QLabel(tr("0 runs running"), this);
   running->setObjectName(QStringLiteral("statusRunning"));
   m_running = running;
   auto* spend = new QLabel(tr("$0.00/h"), this);
   spend->setObjectName(QStringLiteral("statusSpend"));
-  spend->setToolTip(tr("Current spend rate of all running runs"));
+  spend->setToolTip(tr("Current spend rate of all running runs (node prices: Costs page)"));
+  m_spend = spend;
+  if (m_store)
+    connect(m_store, &StoreService::snapshotReady, this,
+            [this] { m_spend->setText(tr("$%1/h").arg(m_store->spendPerHour(), 0, 'f', 2)); });
   for (QLabel* label : {where, running, spend}) label->setContentsMargins(8, 0, 8, 0);
   statusBar()->addWidget(where, 1);
   statusBar()->addPermanentWidget(running);

@@ -22,6 +22,7 @@ class AboutDialog;
 class LocalRuns;
 class MachineProbe;
 class Sidebar;
+class StoreService;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -38,6 +39,10 @@ class MainWindow : public QMainWindow {
   QWidget* page(Page page) const;
   MachineProbe* machineProbe() const { return m_probe; }
   LocalRuns* localRuns() const { return m_runs; }
+  // The run store service (nullptr when the workspace has no database or it could not be opened).
+  StoreService* store() const { return m_store; }
+  // Runs re-attached at start (workers left running by an earlier session).
+  int reattachedRuns() const { return m_reattached; }
 
   // What closing the window does with runs still training.
   enum class CloseChoice { StopRuns, LeaveRunning, Cancel };
@@ -64,6 +69,7 @@ class MainWindow : public QMainWindow {
   void buildPages(const WorkspaceInfo& workspace);
   void buildMenus();
   void buildStatusBar(const WorkspaceInfo& workspace);
+  void buildRunMenu();
   void connectRuns();
   CloseChoice askAboutActiveRuns(int activeRuns);
   void restoreLayout();
@@ -77,6 +83,9 @@ class MainWindow : public QMainWindow {
   QActionGroup* m_pageActions = nullptr;
   AboutDialog* m_about = nullptr;
   QLabel* m_running = nullptr;
+  QLabel* m_spend = nullptr;
+  StoreService* m_store = nullptr;
+  int m_reattached = 0;
   std::function<CloseChoice(int)> m_closeQuestion;
   bool m_closeWhenStopped = false;  // "Stop the run" was chosen: close once no run is active
 };

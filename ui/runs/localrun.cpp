@@ -100,6 +100,7 @@ bool LocalRun::start(const QString& workerPath, const QStringList& arguments) {
 
   connect(m_process, &QProcess::started, this, [this] {
     m_pid = m_process->processId();
+    writePidFile();
     appendLog(QStringLiteral("info"),
               tr("worker started (pid %1); its output goes to %2").arg(m_pid).arg(workerLogPath()));
   });
@@ -121,15 +122,16 @@ void LocalRun::stop() {
   appendLog(
       QStringLiteral("info"),
       tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
+  m_stopRequested = true;
   setState(State::Stopping);
-  m_process->terminate();
+  signalWorker(SIGTERM);
 }
 
 void LocalRun::checkpointNow() {
   if (m_state != State::Running) return;
   appendLog(QStringLiteral("info"),
             tr("checkpoint requested (SIGUSR1): the worker saves one at its next step boundary and goes on"));
-  ::kill(static_cast<pid_t>(m_process->processId()), SIGUSR1);
+  signalWorker(SIGUSR1);
 }
 
 void LocalRun::kill() {
@@ -137,21 +139,132 @@ void LocalRun::kill() {
   m_killRequested = true;
   appendLog(QStringLiteral("warning"),
             tr("kill requested (SIGKILL): progress since the last checkpoint is lost"));
-  m_process->kill();
+  signalWorker(SIGKILL);
 }
 
 void LocalRun::detach() {
   if (!isActive()) return;
   pollMetrics();
   m_poll->stop();
-  m_process->disconnect(this);
-  // Deliberate leak: ~QProcess would kill the worker. The handle lives until the app exits.
-  m_process->setParent(nullptr);
-  m_process = nullptr;
+  if (m_process) {
+    m_process->disconnect(this);
+    // Deliberate leak: ~QProcess would kill the worker. The handle lives until the app exits.
+    m_process->setParent(nullptr);
+    m_process = nullptr;
+  }
   appendLog(QStringLiteral("info"),
             tr("left running (pid %1): it keeps writing %2 after Flotilla closes").arg(m_pid).arg(m_runDir));
   m_endMs = m_clock.elapsed();
   setState(State::Detached);
+}
+
+void LocalRun::signalWorker(int signal) {
+  const qint64 pid = m_process && m_process->processId() > 0 ? m_process->processId() : m_pid;
+  if (pid > 0) ::kill(static_cast<pid_t>(pid), signal);
+}
+
+QString LocalRun::pidFilePath() const { return QDir(m_runDir).filePath(QStringLiteral("worker.pid")); }
+
+namespace {
+// Field 22 of /proc/PID/stat (start time in clock ticks since boot), and whether it is a zombie.
+QByteArray procStartTime(qint64 pid, bool* zombie = nullptr) {
+  QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+  if (!stat.open(QIODevice::ReadOnly)) return {};
+  const QByteArray text = stat.readAll();
+  const qsizetype close = text.lastIndexOf(')');
+  if (close < 0) return {};
+  const QList<QByteArray> fields = text.mid(close + 2).split(' ');  // fields from 3 (state) on
+  if (fields.size() < 20) return {};
+  if (zombie) *zombie = fields[0] == "Z" || fields[0] == "X";
+  return fields[19];
+}
+}  // namespace
+
+void LocalRun::writePidFile() {
+  QFile file(pidFilePath());
+  if (file.open(QIODevice::WriteOnly | QIODevice::Truncate))
+    file.write(QByteArray::number(m_pid) + ' ' + procStartTime(m_pid) + '\n');
+}
+
+qint64 LocalRun::liveWorkerPid(const QString& runDir) {
+  QFile file(QDir(runDir).filePath(QStringLiteral("worker.pid")));
+  if (!file.open(QIODevice::ReadOnly)) return 0;
+  const QList<QByteArray> words = file.readAll().trimmed().split(' ');
+  const qint64 pid = words.value(0).toLongLong();
+  if (pid <= 0) return 0;
+  bool zombie = false;
+  const QByteArray start = procStartTime(pid, &zombie);
+  if (start.isEmpty() || zombie) return 0;
+  if (words.size() > 1 && !words[1].isEmpty() && words[1] != start) return 0;  // a recycled pid
+  return pid;
+}
+
+bool LocalRun::attach(qint64 pid) {
+  Q_ASSERT(m_state == State::NotStarted);
+  bool zombie = false;
+  if (pid <= 0 || procStartTime(pid, &zombie).isEmpty() || zombie) return false;
+  m_pid = pid;
+  m_attached = true;
+  m_startedAt = QDateTime::currentDateTime();
+  m_clock.start();
+  m_commandLine = tr("(re-attached to pid %1)").arg(pid);
+  appendLog(QStringLiteral("info"),
+            tr("re-attached to the worker left running (pid %1); reading %2").arg(pid).arg(metricsPath()));
+  setState(State::Running);
+  m_poll = new QTimer(this);
+  m_poll->setInterval(kPollMs);
+  connect(m_poll, &QTimer::timeout, this, [this] {
+    pollMetrics();
+    checkAttached();
+  });
+  m_poll->start();
+  return true;
+}
+
+void LocalRun::review(State state) {
+  Q_ASSERT(m_state == State::NotStarted);
+  m_startedAt = QDateTime::currentDateTime();
+  m_clock.start();
+  m_endMs = 0;
+  setState(state);
+  m_poll = new QTimer(this);
+  m_poll->setInterval(kPollMs);
+  connect(m_poll, &QTimer::timeout, this, [this] {
+    const qint64 before = m_tail.offset();
+    pollMetrics();
+    if (m_tail.offset() == before) m_poll->stop();
+  });
+  m_poll->start();
+  pollMetrics();
+}
+
+void LocalRun::checkAttached() {
+  if (!m_attached || !isActive()) return;
+  bool zombie = false;
+  if (!procStartTime(m_pid, &zombie).isEmpty() && !zombie) return;
+  for (qint64 before = -1; before != m_tail.offset();) {
+    before = m_tail.offset();
+    pollMetrics();
+  }
+  m_poll->stop();
+  m_endMs = m_clock.elapsed();
+  const QString exit = m_summary.value(QLatin1String("exit")).toString();
+  State next = State::Failed;
+  if (exit == QLatin1String("completed")) {
+    next = State::Completed;
+    m_exitCode = 0;
+  } else if (exit == QLatin1String("preempted") || exit == QLatin1String("stopped")) {
+    next = m_killRequested ? State::Killed : State::Stopped;
+    m_exitCode = static_cast<int>(flotilla::ExitCode::kPreempted);
+  } else {
+    next = m_killRequested ? State::Killed : State::Failed;
+    m_error = tr("the worker (pid %1) ended without a summary record").arg(m_pid);
+  }
+  setState(next);
+  appendLog(next == State::Failed ? QStringLiteral("error") : QStringLiteral("info"),
+            tr("worker ended: %1").arg(stateText()));
+  emit changed();
+  emit finished(m_exitCode, QProcess::NormalExit, summaryText());
 }
 
 qint64 LocalRun::elapsedMs() const {

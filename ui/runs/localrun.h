@@ -67,6 +67,26 @@ class LocalRun : public QObject {
   // `launch --nproc-per-node ranks --master-port 0 --` (a free rendezvous port per run).
   static QStringList trainArguments(const QString& configPath, int ranks);
 
+  // Re-attaches to a worker left running by an earlier session (`pid`, not our child): tails
+  // the metrics file from its start and watches the pid; the run ends when the process is gone,
+  // with the state its summary record gives (Failed when there is none). False when pid is dead.
+  bool attach(qint64 pid);
+  bool isAttached() const { return m_attached; }
+  // Shows a run that is not running (an earlier session's): reads its metrics file in bounded
+  // chunks on the poll timer and stays in `state` (Completed, Stopped or Failed).
+  void review(State state);
+  // <runDir>/worker.pid: "PID STARTTIME" (the start time from /proc/PID/stat, so a recycled pid
+  // is never mistaken for the worker). Written when the worker starts.
+  QString pidFilePath() const;
+  // The pid recorded in runDir's worker.pid when that process is still alive (and not a
+  // zombie) with the recorded start time; 0 otherwise.
+  static qint64 liveWorkerPid(const QString& runDir);
+
+  // The run's id in the store (0: not stored).
+  qint64 storeId() const { return m_storeId; }
+  void setStoreId(qint64 id) { m_storeId = id; }
+  bool stopRequested() const { return m_stopRequested; }
+
   void stop();    // graceful: SIGTERM
   void checkpointNow();  // SIGUSR1: a checkpoint at the next step boundary; the run goes on
   void kill();    // SIGKILL
@@ -117,6 +137,9 @@ class LocalRun : public QObject {
   void pollMetrics();
   void handle(const QJsonObject& record);
   void onFinished(int exitCode, QProcess::ExitStatus status);
+  void checkAttached();
+  void signalWorker(int signal);
+  void writePidFile();
   void onError(QProcess::ProcessError error);
   void setState(State state);
   void appendLog(const QString& level, const QString& text);
@@ -138,6 +161,9 @@ class LocalRun : public QObject {
   int m_exitCode = -1;
   QProcess::ExitStatus m_exitStatus = QProcess::NormalExit;
   bool m_killRequested = false;
+  bool m_stopRequested = false;
+  bool m_attached = false;
+  qint64 m_storeId = 0;
 
   QDateTime m_startedAt;
   QElapsedTimer m_clock;

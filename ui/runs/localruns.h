@@ -4,7 +4,10 @@
 // Decision: the worker is found next to the app (the build and the packages put flotilla and
 // flotilla-worker in the same bin/ folder), then on PATH; an explicit path overrides both. Run
 // folders are <workspace>/runs/<name>-<yyyyMMdd-HHmmss>, so two runs never share a metrics file.
-// The run store issue replaces this in-memory list with the database; the signals stay.
+// With a StoreService set, every launch goes through the run store: the run row is created first
+// (config, name, target, parent), the status follows the worker (running, then completed /
+// stopped / preempted / failed once the ingestor has drained its metrics file), and runs the
+// store says are running are re-attached at start (reattachRunning()).
 #pragma once
 
 #include <QList>
@@ -17,6 +20,7 @@
 namespace flotilla::ui {
 
 class LocalRun;
+class StoreService;
 
 class LocalRuns : public QObject {
   Q_OBJECT
@@ -34,6 +38,9 @@ class LocalRuns : public QObject {
   int demoSteps() const { return m_demoSteps; }
   // Config overrides for the demo, "key=value" each (passed as --set key=value).
   void setDemoOverrides(const QStringList& keyValues) { m_demoOverrides = keyValues; }
+  // The run store (may be nullptr: runs are then only kept in memory for this session).
+  void setStore(StoreService* store) { m_store = store; }
+  StoreService* store() const { return m_store; }
 
   // Starts `flotilla-worker demo` in a new run folder. nullptr with *error when the worker is
   // missing or the folder cannot be made; a run that fails later reports through its state.
@@ -42,6 +49,21 @@ class LocalRuns : public QObject {
   // the config written there as run.toml with run.out_dir set to the folder, and the worker
   // started on it (LocalRun::trainArguments). nullptr with *error as for startDemo.
   LocalRun* startConfig(const flotilla::RunConfig& config, int ranks, QString* error = nullptr);
+
+  // Resumes a stopped/preempted/failed stored run in place (same row, same folder) from its
+  // newest verified checkpoint (`train --resume auto`). nullptr with *error when not resumable.
+  LocalRun* resumeRun(qint64 storeId, QString* error = nullptr);
+  // A new run (its own row, parent = storeId, kind fork, and its own folder) that starts from
+  // `checkpointDir` (checkpoint.resume = that directory) with the parent's config.
+  LocalRun* forkRun(qint64 storeId, const QString& checkpointDir, QString* error = nullptr);
+  // For every run the store says is running on this machine: re-attach when its worker is still
+  // alive (the store ingests on from the committed offset), else ingest what is left of its file
+  // and mark it failed as lost. Returns the number re-attached.
+  int reattachRunning();
+  LocalRun* runForStoreId(qint64 storeId) const;
+  // The session's LocalRun of a stored run, or a read-only one made for it (LocalRun::review)
+  // when the run is not active here. nullptr when the store has no such run.
+  LocalRun* openStored(qint64 storeId);
 
   int count() const { return static_cast<int>(m_runs.size()); }
   LocalRun* at(int index) const { return m_runs.value(index); }
@@ -59,12 +81,18 @@ class LocalRuns : public QObject {
  private:
   QString newRunDir(const QString& prefix, QString* name) const;
   void add(LocalRun* run);
+  // Creates the store row for a run about to start; false with *error when the store refused.
+  bool storeRun(LocalRun* run, const std::string& configToml, const std::string& configJson, int ranks,
+                QString* error);
+  void connectStore(LocalRun* run);
+  LocalRun* launch(const QString& name, const QString& dir, const QStringList& args, qint64 storeId);
 
   QString m_workspace;
   QString m_workerPath;
   int m_demoSteps = 0;
   QStringList m_demoOverrides;
   QList<LocalRun*> m_runs;
+  StoreService* m_store = nullptr;
   int m_running = 0;
 };
 

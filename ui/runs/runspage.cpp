@@ -15,6 +15,8 @@
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
+#include "ui/runs/storerunsmodel.h"
+#include "ui/runs/storerunsview.h"
 #include "ui/wizard/runwizard.h"
 
 namespace flotilla::ui {
@@ -102,7 +104,24 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
   auto* listLayout = new QVBoxLayout(list);
   listLayout->setContentsMargins(0, 0, 0, 0);
   listLayout->addLayout(toolbar);
-  listLayout->addWidget(m_table, 1);
+  if (runs->store()) {
+    // Every run in the store, this session's and earlier ones; the session table stays unused.
+    m_storeView = new StoreRunsView(runs->store(), runs, list);
+    m_storeView->setObjectName(QStringLiteral("storeRunsView"));
+    listLayout->addWidget(m_storeView, 1);
+    m_table->hide();
+    connect(m_storeView, &StoreRunsView::runOpened, this, &RunsPage::runOpened);
+    connect(m_storeView, &StoreRunsView::errorRaised, this, &RunsPage::showError);
+    connect(m_storeView, &StoreRunsView::duplicateRequested, this, [this](const flotilla::RunConfig& config) {
+      if (RunWizard* wizard = openNewRunWizard()) {
+        wizard->setConfig(config);
+      }
+    });
+    connect(m_storeView->model(), &QAbstractItemModel::rowsInserted, this, &RunsPage::updateBody);
+    connect(m_storeView->model(), &QAbstractItemModel::rowsRemoved, this, &RunsPage::updateBody);
+  } else {
+    listLayout->addWidget(m_table, 1);
+  }
 
   m_body->addWidget(empty);
   m_body->addWidget(list);
@@ -159,7 +178,7 @@ void RunsPage::startDemo() {
   } else {
     showError(QString());
   }
-  m_table->selectRow(m_model->rowCount() - 1);
+  selectRun(run);
   emit runOpened(run);
 }
 
@@ -186,9 +205,17 @@ LocalRun* RunsPage::launchConfig(const flotilla::RunConfig& config, int ranks) {
     return nullptr;
   }
   showError(run->state() == LocalRun::State::Failed ? tr("Cannot start the run: %1").arg(run->errorText()) : QString());
-  m_table->selectRow(m_model->rowCount() - 1);
+  selectRun(run);
   emit runOpened(run);
   return run;
+}
+
+void RunsPage::selectRun(const LocalRun* run) {
+  if (m_storeView) {
+    m_storeView->selectId(run->storeId());
+  } else {
+    m_table->selectRow(m_model->rowCount() - 1);
+  }
 }
 
 void RunsPage::showError(const QString& text) {
@@ -196,6 +223,11 @@ void RunsPage::showError(const QString& text) {
   m_error->setVisible(!text.isEmpty());
 }
 
-void RunsPage::updateBody() { m_body->setCurrentIndex(m_model->rowCount() > 0 ? 1 : 0); }
+void RunsPage::updateBody() {
+  const int rows = m_storeView ? m_storeView->model()->rowCount() : m_model->rowCount();
+  m_body->setCurrentIndex(rows > 0 || m_model->rowCount() > 0 ? 1 : 0);
+}
+
+QTableView* RunsPage::table() const { return m_storeView ? m_storeView->table() : m_table; }
 
 }  // namespace flotilla::ui

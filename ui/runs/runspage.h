@@ -20,6 +20,7 @@ class LocalRun;
 class LocalRuns;
 class LocalRunsModel;
 class MachineProbe;
+class StoreRunsView;
 
 class RunsPage : public QWidget {
   Q_OBJECT
@@ -30,7 +31,10 @@ class RunsPage : public QWidget {
   // The "Run the demo" button on screen now (the empty state's, or the toolbar's once runs exist).
   QPushButton* runDemoButton() const;
   QPushButton* newRunButton() const;
-  QTableView* table() const { return m_table; }
+  // The table on screen: the stored runs when the app has a run store, else this session's.
+  QTableView* table() const;
+  // The stored runs view (nullptr without a run store).
+  StoreRunsView* storeView() const { return m_storeView; }
   LocalRunsModel* model() const { return m_model; }
   QString errorText() const;
   // The machine probe the wizard uses for its targets (the app's shared one); without it the
@@ -51,6 +55,7 @@ class RunsPage : public QWidget {
   void startDemo();
   void showError(const QString& text);
   void updateBody();
+  void selectRun(const LocalRun* run);
 
   LocalRuns* m_runs;
   LocalRunsModel* m_model;
@@ -63,6 +68,7 @@ class RunsPage : public QWidget {
   QPushButton* m_toolbarNewRun;
   MachineProbe* m_probe = nullptr;
   QPointer<RunWizard> m_wizard;
+  StoreRunsView* m_storeView = nullptr;
 };
 
 }  // namespace flotilla::ui

@@ -1,0 +1,309 @@
+// The app end to end with the real worker and the run store (issue 6 items 1, 7):
+//  1. MainWindow on a temporary workspace; the New Run wizard opened from the Runs page with its
+//     demo template, shrunk through the wizard's own setConfig to a model that steps in
+//     milliseconds; Finish launches it; the Live page draws steps with falling loss; Stop
+//     (SIGTERM) ends it gracefully; the store then says stopped (or completed), holds a loss row
+//     for every step the worker wrote, exactly once, and the checkpoint is on disk and recorded.
+//  2. Restart: a run started, the window closed with "Leave it running", a new MainWindow on
+//     the same workspace re-attaches (the worker is still alive), the run is stopped from there,
+//     and the store ends with every step exactly once (ingest resumed at the committed offset).
+#include <QDir>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+
+#include <optional>
+#include <set>
+
+#include "db/database.h"
+#include "db/queries.h"
+#include "db/run_records.h"
+#include "db/run_store.h"
+#include "db/sql.h"
+#include "db/workspace.h"
+#include "ui/live/livepage.h"
+#include "ui/main/mainwindow.h"
+#include "ui/plot/seriesstore.h"
+#include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/runspage.h"
+#include "ui/runs/storerunsmodel.h"
+#include "ui/runs/storerunsview.h"
+#include "ui/wizard/runwizard.h"
+
+using flotilla::ui::LocalRun;
+using flotilla::ui::MainWindow;
+namespace db = flotilla::db;
+
+namespace {
+
+// The demo template made tiny: ~ms per step on one core, long enough to be stopped.
+flotilla::RunConfig shrink(flotilla::RunConfig c) {
+  c.model.preset = "custom";
+  c.model.n_layer = 1;
+  c.model.n_head = 2;
+  c.model.n_embd = 32;
+  c.model.vocab_size = 128;
+  c.model.max_seq_len = 32;
+  c.data.source = "synthetic";
+  c.data.synthetic_tokens = 30000;
+  c.train.steps = 20000;
+  c.train.micro_batch = 2;
+  c.train.seq_len = 16;
+  c.train.global_batch_tokens = 0;
+  c.train.log_every = 1;
+  c.optim.lr = 3e-3;
+  c.optim.warmup_steps = 5;
+  c.parallel = {};
+  c.run.threads = 1;
+  c.run.device = "cpu";
+  c.checkpoint.every = 0;
+  c.eval.every = 0;
+  c.budget = {};
+  return c;
+}
+
+// Steps (rank 0) in a run's metrics.jsonl, and whether any appears twice.
+std::set<qint64> fileSteps(const QString& runDir, int* duplicates) {
+  std::set<qint64> steps;
+  *duplicates = 0;
+  QFile f(runDir + QStringLiteral("/metrics.jsonl"));
+  if (!f.open(QIODevice::ReadOnly)) return steps;
+  while (!f.atEnd()) {
+    const QJsonObject r = QJsonDocument::fromJson(f.readLine()).object();
+    if (r.value(QLatin1String("type")).toString() != QLatin1String("step")) continue;
+    if (!steps.insert(r.value(QLatin1String("step")).toInteger()).second) ++*duplicates;
+  }
+  return steps;
+}
+
+db::Run storedRun(const QString& path, qint64 id) {
+  const db::Database d(path.toStdString());
+  return db::get_run(d, id);
+}
+
+std::vector<db::Point> lossRows(const QString& path, qint64 id) {
+  const db::Database d(path.toStdString());
+  return db::metric_points(d, id, "loss");
+}
+
+void killLeftover(const QString& runDir) {
+  if (const qint64 pid = LocalRun::liveWorkerPid(runDir); pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+}
+
+}  // namespace
+
+class TestAppE2e : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase();
+  void wizardRunIsStoredAndStopsWithACheckpoint();
+  void leftRunningRunIsReattachedAfterRestart();
+  void resumeForkDuplicateAndDeleteFromTheRunsView();
+
+ private:
+  std::unique_ptr<MainWindow> makeWindow();
+  LocalRun* launchFromWizard(MainWindow* w);
+
+  QTemporaryDir m_tmp{QStringLiteral(FLOTILLA_TEST_TMP "/app_e2e-XXXXXX")};
+  flotilla::ui::WorkspaceInfo m_workspace;
+};
+
+void TestAppE2e::initTestCase() {
+  QVERIFY(m_tmp.isValid());
+  QStandardPaths::setTestModeEnabled(true);
+  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, m_tmp.filePath(QStringLiteral("config")));
+  const std::string dir = m_tmp.filePath(QStringLiteral("workspace")).toStdString();
+  db::ensure_workspace_dir(dir);
+  const db::Database d(db::workspace_database_path(dir));
+  m_workspace.directory = QString::fromStdString(dir);
+  m_workspace.databasePath = QString::fromStdString(d.path());
+}
+
+std::unique_ptr<MainWindow> TestAppE2e::makeWindow() {
+  auto w = std::make_unique<MainWindow>(m_workspace);
+  w->localRuns()->setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+  w->resize(1280, 800);
+  w->show();
+  return w;
+}
+
+LocalRun* TestAppE2e::launchFromWizard(MainWindow* w) {
+  auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
+  flotilla::ui::RunWizard* wizard = runsPage->openNewRunWizard();
+  if (!wizard) return nullptr;
+  wizard->setConfig(shrink(wizard->config()));
+  auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
+  wizard->accept();  // Finish: RunsPage launches config() and opens the run live
+  return live->run();
+}
+
+void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
+  auto w = makeWindow();
+  LocalRun* run = launchFromWizard(w.get());
+  QVERIFY(run);
+  QCOMPARE(w->currentPage(), int(MainWindow::Live));
+  QVERIFY2(run->state() == LocalRun::State::Running, qPrintable(run->stateText()));
+  QVERIFY(run->storeId() > 0);
+  const QString dir = run->runDir();
+  auto cleanup = qScopeGuard([&] { killLeftover(dir); });
+
+  auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
+  const QString loss = QLatin1String(flotilla::ui::kSeriesLoss);
+  QTRY_VERIFY_WITH_TIMEOUT(live->series()->size(loss) >= 30 || !run->isActive(), 60000);
+  QVERIFY2(run->isActive(), qPrintable(run->stateText()));
+  const QVector<double>& y = live->series()->series(loss).y;
+  QVERIFY2(y.last() < y.first(), qPrintable(QStringLiteral("loss %1 -> %2").arg(y.first()).arg(y.last())));
+  QCOMPARE(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kRunning);
+
+  QSignalSpy finished(run, &LocalRun::finished);
+  run->stop();
+  QVERIFY(finished.count() || finished.wait(60000));
+  QCOMPARE(run->exitCode(), 10);
+  // The store: final status after the ingestor drained the file; every step exactly once.
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kStopped,
+                            10000);
+  int duplicates = 0;
+  const std::set<qint64> steps = fileSteps(dir, &duplicates);
+  QCOMPARE(duplicates, 0);
+  const auto rows = lossRows(m_workspace.databasePath, run->storeId());
+  QCOMPARE(rows.size(), steps.size());
+  QCOMPARE(rows.front().step, qint64{1});
+  QCOMPARE(rows.back().step, static_cast<int64_t>(steps.size()));  // 1..N, no gap
+  QVERIFY(rows.size() >= 30);
+
+  // The checkpoint: on disk with its manifest, and recorded in the store.
+  const db::Database d(m_workspace.databasePath.toStdString());
+  const auto checkpoints = db::list_checkpoints(d, run->storeId());
+  QVERIFY(!checkpoints.empty());
+  QCOMPARE(checkpoints.back().reason, std::string("preempt"));
+  QVERIFY(QFileInfo::exists(QString::fromStdString(checkpoints.back().dir) + QStringLiteral("/MANIFEST")));
+  QCOMPARE(checkpoints.back().step, rows.back().step);
+  qInfo("stopped at step %lld: %zu loss rows stored, checkpoint %s", static_cast<long long>(rows.back().step),
+        rows.size(), checkpoints.back().dir.c_str());
+}
+
+void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
+  qint64 id = 0;
+  QString dir;
+  {
+    auto w = makeWindow();
+    LocalRun* run = launchFromWizard(w.get());
+    QVERIFY(run);
+    id = run->storeId();
+    dir = run->runDir();
+    QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 10 || !run->isActive(), 60000);
+    QVERIFY(run->isActive());
+    w->setCloseQuestion([](int) { return MainWindow::CloseChoice::LeaveRunning; });
+    QVERIFY(w->close());
+    QCOMPARE(run->state(), LocalRun::State::Detached);
+  }  // the window, its writer and its ingestor are gone; the worker trains on
+  auto cleanup = qScopeGuard([&] { killLeftover(dir); });
+  QVERIFY(LocalRun::liveWorkerPid(dir) > 0);
+  QCOMPARE(storedRun(m_workspace.databasePath, id).status, db::RunStatus::kRunning);
+  QTest::qWait(500);
+
+  auto w = makeWindow();
+  QCOMPARE(w->reattachedRuns(), 1);
+  LocalRun* run = w->localRuns()->runForStoreId(id);
+  QVERIFY(run);
+  QVERIFY(run->isAttached());
+  QVERIFY(run->isActive());
+  // The store catches up from the committed offset while the worker goes on.
+  QTRY_VERIFY_WITH_TIMEOUT(lossRows(m_workspace.databasePath, id).size() > 10, 10000);
+  QSignalSpy finished(run, &LocalRun::finished);
+  run->stop();
+  QVERIFY(finished.count() || finished.wait(60000));
+  QCOMPARE(run->state(), LocalRun::State::Stopped);
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, id).status, db::RunStatus::kStopped, 10000);
+  int duplicates = 0;
+  const std::set<qint64> steps = fileSteps(dir, &duplicates);
+  QCOMPARE(duplicates, 0);
+  const auto rows = lossRows(m_workspace.databasePath, id);
+  QCOMPARE(rows.size(), steps.size());
+  QCOMPARE(rows.back().step, static_cast<int64_t>(steps.size()));
+  QVERIFY(LocalRun::liveWorkerPid(dir) == 0);
+  qInfo("re-attached run stopped at step %lld: %zu loss rows, each step once",
+        static_cast<long long>(rows.back().step), rows.size());
+}
+
+// The stopped run of the first test, from the Runs view's actions: resume continues it in place
+// from its checkpoint (same row, the series goes on, every step once); fork starts a new run
+// from that checkpoint with the parent recorded; duplicate opens the wizard with its config;
+// delete refuses while running and removes a finished run from the store.
+void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
+  auto w = makeWindow();
+  auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
+  flotilla::ui::StoreRunsView* view = runsPage->storeView();
+  QVERIFY(view);
+  QTRY_VERIFY(view->model()->rowCount() >= 2);
+  qint64 stoppedId = 0;
+  for (int r = 0; r < view->model()->rowCount(); ++r)
+    if (view->model()->rowAt(r)->status == QLatin1String("stopped") && stoppedId == 0)
+      stoppedId = view->model()->rowAt(r)->id;
+  QVERIFY(stoppedId > 0);
+  const qint64 before = lossRows(m_workspace.databasePath, stoppedId).back().step;
+
+  // Resume: the same row runs again from its checkpoint.
+  LocalRun* resumed = view->resume(stoppedId);
+  QVERIFY(resumed);
+  const QString dir = resumed->runDir();
+  auto cleanup = qScopeGuard([&] { killLeftover(dir); });
+  QCOMPARE(resumed->storeId(), stoppedId);
+  QTRY_VERIFY_WITH_TIMEOUT(resumed->lastStep() >= before + 5 || !resumed->isActive(), 30000);
+  QVERIFY2(resumed->isActive(), qPrintable(resumed->stateText()));
+  view->confirmDelete = [](const QString&) { return true; };
+  QVERIFY(!view->remove(stoppedId));  // refused while running, even when confirmed
+  QSignalSpy finished(resumed, &LocalRun::finished);
+  resumed->stop();
+  QVERIFY(finished.count() || finished.wait(60000));
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, stoppedId).status, db::RunStatus::kStopped, 10000);
+  int duplicates = 0;
+  const std::set<qint64> steps = fileSteps(dir, &duplicates);
+  QVERIFY(duplicates == 0);  // the worker resumed exactly after its checkpoint: no step recomputed
+  const auto rows = lossRows(m_workspace.databasePath, stoppedId);
+  QCOMPARE(rows.size(), steps.size());
+  QCOMPARE(rows.back().step, static_cast<int64_t>(steps.size()));
+  QVERIFY(rows.back().step >= before + 5);
+
+  // Fork from the newest checkpoint: a new run whose parent is the stopped one.
+  const db::Database d(m_workspace.databasePath.toStdString());
+  const auto checkpoints = db::list_checkpoints(d, stoppedId);
+  QVERIFY(!checkpoints.empty());
+  LocalRun* fork = view->fork(stoppedId, QString::fromStdString(checkpoints.back().dir));
+  QVERIFY(fork);
+  const QString forkDir = fork->runDir();
+  auto cleanupFork = qScopeGuard([&] { killLeftover(forkDir); });
+  QVERIFY(fork->storeId() != stoppedId);
+  QTRY_VERIFY_WITH_TIMEOUT(fork->lastStep() > 0 || !fork->isActive(), 30000);
+  QVERIFY2(fork->isActive(), qPrintable(fork->stateText()));
+  QCOMPARE(fork->lastStep() > checkpoints.back().step, true);  // it starts after the checkpoint
+  const db::Run forkRow = storedRun(m_workspace.databasePath, fork->storeId());
+  QCOMPARE(forkRow.parent_id.value_or(0), stoppedId);
+  QCOMPARE(forkRow.parent_kind, std::string("fork"));
+  QSignalSpy forkDone(fork, &LocalRun::finished);
+  fork->kill();
+  QVERIFY(forkDone.count() || forkDone.wait(30000));
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, fork->storeId()).status, db::RunStatus::kStopped,
+                            10000);
+
+  // Duplicate: the wizard opens with the run's config.
+  view->duplicate(stoppedId);
+  QVERIFY(runsPage->wizard());
+  QCOMPARE(runsPage->wizard()->config().model.n_embd, 32);
+  runsPage->wizard()->reject();
+
+  // Delete a finished run (confirmed): gone from the store and the table.
+  const qint64 forkId = fork->storeId();
+  QVERIFY(view->remove(forkId));
+  QTRY_COMPARE(view->model()->rowOfId(forkId), -1);
+  QVERIFY(!db::find_run(d, forkRow.name));
+}
+
+QTEST_MAIN(TestAppE2e)
+#include "test_app_e2e.moc"

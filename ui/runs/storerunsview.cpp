@@ -1,0 +1,274 @@
+// The stored runs view (see storerunsview.h).
+#include "ui/runs/storerunsview.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMessageBox>
+#include <QSaveFile>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <map>
+
+#include "db/database.h"
+#include "db/errors.h"
+#include "db/queries.h"
+#include "db/run_records.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/storerunsmodel.h"
+#include "ui/runs/storeservice.h"
+
+namespace flotilla::ui {
+
+bool exportRunCsv(const QString& databasePath, qint64 runId, const QString& path, QString* error) {
+  try {
+    db::OpenOptions options;
+    options.create = false;
+    options.quick_check = false;
+    const db::Database db(databasePath.toStdString(), options);
+    const std::vector<std::string> names = db::metric_names(db, runId);
+    std::map<int64_t, std::vector<QString>> table;  // step -> one cell per name
+    for (size_t c = 0; c < names.size(); ++c) {
+      for (const db::Point& p : db::metric_points(db, runId, names[c])) {
+        auto& row = table[p.step];
+        row.resize(names.size());
+        row[c] = QString::number(p.value, 'g', 9);
+      }
+    }
+    QByteArray out = "step";
+    for (const std::string& n : names) out += ',' + QByteArray::fromStdString(n);
+    out += '\n';
+    for (auto& [step, cells] : table) {
+      cells.resize(names.size());
+      out += QByteArray::number(step);
+      for (const QString& cell : cells) out += ',' + cell.toUtf8();
+      out += '\n';
+    }
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(out) != out.size() || !file.commit()) {
+      if (error) *error = QObject::tr("Cannot write %1: %2").arg(path, file.errorString());
+      return false;
+    }
+    return true;
+  } catch (const db::DbError& e) {
+    if (error) *error = QString::fromUtf8(e.what());
+    return false;
+  }
+}
+
+StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* parent)
+    : QWidget(parent),
+      m_store(store),
+      m_runs(runs),
+      m_model(new StoreRunsModel(store, this)),
+      m_filter(new RunsFilterModel(this)),
+      m_table(new QTableView(this)),
+      m_status(new QComboBox(this)),
+      m_text(new QLineEdit(this)),
+      m_tag(new QLineEdit(this)) {
+  m_filter->setSourceModel(m_model);
+  m_status->setObjectName(QStringLiteral("runsStatusFilter"));
+  m_status->addItem(tr("All statuses"), QString());
+  for (const char* s : {"running", "completed", "stopped", "preempted", "failed", "created"})
+    m_status->addItem(QString::fromLatin1(s), QString::fromLatin1(s));
+  m_text->setObjectName(QStringLiteral("runsTextFilter"));
+  m_text->setPlaceholderText(tr("Filter by name, target, notes…"));
+  m_text->setClearButtonEnabled(true);
+  m_tag->setObjectName(QStringLiteral("runsTagFilter"));
+  m_tag->setPlaceholderText(tr("Tag"));
+  m_tag->setClearButtonEnabled(true);
+  m_tag->setMaximumWidth(160);
+  connect(m_status, &QComboBox::currentIndexChanged, this,
+          [this] { m_filter->setStatusFilter(m_status->currentData().toString()); });
+  connect(m_text, &QLineEdit::textChanged, m_filter, &RunsFilterModel::setTextFilter);
+  connect(m_tag, &QLineEdit::textChanged, m_filter, &RunsFilterModel::setTagFilter);
+
+  m_table->setObjectName(QStringLiteral("storeRunsTable"));
+  m_table->setModel(m_filter);
+  m_table->setSortingEnabled(true);
+  m_table->sortByColumn(StoreRunsModel::Name, Qt::DescendingOrder);  // newest first
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
+  m_table->verticalHeader()->hide();
+  m_table->setAlternatingRowColors(true);
+  m_table->setShowGrid(false);
+  m_table->setWordWrap(false);
+  m_table->setContextMenuPolicy(Qt::CustomContextMenu);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->setToolTip(tr("Double-click a run to watch it on the Live page; tags and notes are edited in "
+                         "place (F2); right-click for resume, fork, duplicate, export and delete"));
+  connect(m_table, &QWidget::customContextMenuRequested, this, &StoreRunsView::showMenu);
+  connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+    const int column = index.column();
+    if (column == StoreRunsModel::Tags || column == StoreRunsModel::Notes) return;  // edits instead
+    openLive(index.data(StoreRunsModel::IdRole).toLongLong());
+  });
+
+  auto* filters = new QHBoxLayout;
+  filters->addWidget(new QLabel(tr("Show"), this));
+  filters->addWidget(m_status);
+  filters->addWidget(m_text, 1);
+  filters->addWidget(m_tag);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(filters);
+  layout->addWidget(m_table, 1);
+}
+
+qint64 StoreRunsView::selectedId() const {
+  const QModelIndexList rows = m_table->selectionModel()->selectedRows();
+  return rows.isEmpty() ? 0 : rows.first().data(StoreRunsModel::IdRole).toLongLong();
+}
+
+void StoreRunsView::selectId(qint64 id) {
+  const int row = m_model->rowOfId(id);
+  if (row < 0) return;
+  const QModelIndex index = m_filter->mapFromSource(m_model->index(row, 0));
+  if (index.isValid()) m_table->selectRow(index.row());
+}
+
+void StoreRunsView::showMenu(const QPoint& pos) {
+  const QModelIndex index = m_table->indexAt(pos);
+  if (!index.isValid()) return;
+  const qint64 id = index.data(StoreRunsModel::IdRole).toLongLong();
+  const QString status = index.data(StoreRunsModel::StatusRole).toString();
+  const bool running = status == QLatin1String("running");
+  QMenu menu(this);
+  menu.addAction(tr("Open live"), this, [this, id] { openLive(id); });
+  QAction* resumeAction = menu.addAction(tr("Resume from the last checkpoint"), this, [this, id] { resume(id); });
+  resumeAction->setEnabled(!running && status != QLatin1String("completed"));
+  menu.addAction(tr("Fork from a checkpoint…"), this, [this, id] { fork(id, QString()); });
+  menu.addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
+  menu.addSeparator();
+  menu.addAction(tr("Export metrics as CSV…"), this, [this, id] { exportCsv(id, QString()); });
+  menu.addSeparator();
+  QAction* del = menu.addAction(tr("Delete…"), this, [this, id] { remove(id); });
+  del->setEnabled(!running);
+  menu.exec(m_table->viewport()->mapToGlobal(pos));
+}
+
+void StoreRunsView::openLive(qint64 id) {
+  if (LocalRun* run = m_runs->openStored(id)) {
+    emit runOpened(run);
+  } else {
+    emit errorRaised(tr("This run has no run folder on this machine to show."));
+  }
+}
+
+LocalRun* StoreRunsView::resume(qint64 id) {
+  QString error;
+  LocalRun* run = m_runs->resumeRun(id, &error);
+  if (!run) {
+    emit errorRaised(tr("Cannot resume: %1").arg(error));
+    return nullptr;
+  }
+  emit runOpened(run);
+  return run;
+}
+
+LocalRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
+  QString dir = checkpointDir;
+  if (dir.isEmpty()) {
+    QStringList dirs;
+    try {
+      db::OpenOptions options;
+      options.create = false;
+      options.quick_check = false;
+      const db::Database db(m_store->databasePath().toStdString(), options);
+      for (const db::CheckpointInfo& c : db::list_checkpoints(db, id))
+        if (QDir(QString::fromStdString(c.dir)).exists()) dirs.prepend(QString::fromStdString(c.dir));
+    } catch (const db::DbError& e) {
+      emit errorRaised(QString::fromUtf8(e.what()));
+      return nullptr;
+    }
+    if (dirs.isEmpty()) {
+      emit errorRaised(tr("This run has no checkpoint on disk to fork from."));
+      return nullptr;
+    }
+    if (chooseCheckpoint) {
+      dir = chooseCheckpoint(dirs);
+    } else {
+      bool ok = false;
+      dir = QInputDialog::getItem(this, tr("Fork from a checkpoint"), tr("Checkpoint"), dirs, 0, false, &ok);
+      if (!ok) dir.clear();
+    }
+    if (dir.isEmpty()) return nullptr;
+  }
+  QString error;
+  LocalRun* run = m_runs->forkRun(id, dir, &error);
+  if (!run) {
+    emit errorRaised(tr("Cannot fork: %1").arg(error));
+    return nullptr;
+  }
+  emit runOpened(run);
+  return run;
+}
+
+void StoreRunsView::duplicate(qint64 id) {
+  const std::optional<db::Run> run = m_store->run(id);
+  if (!run) return;
+  try {
+    flotilla::RunConfig config;
+    if (!run->config_toml.empty()) {
+      config = flotilla::parse_config_toml(run->config_toml, run->name);
+    } else {
+      config = flotilla::load_config_file(run->run_dir + "/config.toml");
+    }
+    config.run.out_dir.clear();
+    config.checkpoint.resume = "auto";
+    emit duplicateRequested(config);
+  } catch (const flotilla::Error& e) {
+    emit errorRaised(tr("Cannot read the config of %1: %2")
+                         .arg(QString::fromStdString(run->name), QString::fromUtf8(e.what())));
+  }
+}
+
+bool StoreRunsView::exportCsv(qint64 id, const QString& path) {
+  QString target = path;
+  if (target.isEmpty()) {
+    const int row = m_model->rowOfId(id);
+    const QString suggested =
+        QDir::home().filePath((row >= 0 ? m_model->rowAt(row)->name : QStringLiteral("run")) + QStringLiteral(".csv"));
+    target = chooseCsvPath ? chooseCsvPath(suggested)
+                           : QFileDialog::getSaveFileName(this, tr("Export metrics"), suggested, tr("CSV (*.csv)"));
+    if (target.isEmpty()) return false;
+  }
+  QString error;
+  if (!exportRunCsv(m_store->databasePath(), id, target, &error)) {
+    emit errorRaised(tr("Export failed: %1").arg(error));
+    return false;
+  }
+  emit message(tr("Exported to %1").arg(target));
+  return true;
+}
+
+bool StoreRunsView::remove(qint64 id) {
+  const int row = m_model->rowOfId(id);
+  const QString name = row >= 0 ? m_model->rowAt(row)->name : QString::number(id);
+  const bool yes = confirmDelete ? confirmDelete(name)
+                                 : QMessageBox::question(this, tr("Delete run"),
+                                                         tr("Delete run %1 and all its metrics from the run "
+                                                            "database? Its folder on disk is kept.")
+                                                             .arg(name)) == QMessageBox::Yes;
+  if (!yes) return false;
+  QString error;
+  if (!m_store->deleteRun(id, &error)) {
+    emit errorRaised(tr("Cannot delete: %1").arg(error));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace flotilla::ui
