@@ -1,5 +1,6 @@
 // Plot speed benchmark (issue 6, Performance): a 1M-point loss series with smoothing, drawn by the
-// loss plot adapter (ui/plot/lossplot) under QT_QPA_PLATFORM=offscreen.
+// loss plot adapter (ui/plot/lossplot) under QT_QPA_PLATFORM=offscreen; then the whole Live
+// dashboard (ui/live/livedashboard: eight plots over the same 1M steps) the same way.
 //   build-*/bin/bench_plot [points]
 // Prints: the first draw (smooth 1M points + decimate + replot), the replot after one more point,
 // the decimation alone, and, while a timer feeds 1,000 steps per second for 3 s with the plot
@@ -14,8 +15,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "ui/live/livedashboard.h"
 #include "ui/plot/decimation.h"
 #include "ui/plot/lossplot.h"
+#include "ui/plot/plotpanel.h"
 #include "ui/plot/seriesstore.h"
 
 namespace {
@@ -25,6 +28,86 @@ double lossAt(qint64 step) {
 }
 
 double msSince(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
+
+flotilla::ui::LiveData::StepSample sampleAt(qint64 step) {
+  flotilla::ui::LiveData::StepSample s;
+  s.step = step;
+  s.time = 1.7e9 + static_cast<double>(step) * 0.001;
+  s.tokens = static_cast<double>(step) * 4096;
+  s.loss = lossAt(step);
+  s.lr = 3e-4;
+  s.tokensPerSec = 4e6 + 1e5 * std::sin(static_cast<double>(step) * 0.01);
+  s.mfu = 0.4;
+  s.stepMs = 1;
+  s.ranks = {{0, 0.6, 0.2, 0.05, 0.05}, {1, 0.55, 0.35, 0.05, 0.05}};
+  s.total = s.ranks[0];
+  s.slowestRank = 1;
+  s.peakRssBytes = 2e9;
+  return s;
+}
+
+// The whole dashboard: first draw, one more step, and 3 s of 1,000 steps/s.
+void benchDashboard(QApplication& app, qint64 points) {
+  flotilla::ui::LiveDashboard dash;
+  dash.resize(1280, 720);
+  dash.show();
+  QCoreApplication::processEvents();
+  dash.data().reserve(points + 10000);
+  for (qint64 step = 1; step <= points; ++step) dash.data().appendStep(sampleAt(step));
+  dash.dataChanged();
+  QElapsedTimer t;
+  t.start();
+  dash.refreshAll();
+  const double first = msSince(t);
+  std::vector<double> next;
+  qint64 step = points;
+  for (int i = 0; i < 10; ++i) {
+    dash.data().appendStep(sampleAt(++step));
+    t.restart();
+    dash.refreshAll();
+    next.push_back(msSince(t));
+  }
+  std::sort(next.begin(), next.end());
+  std::printf("dashboard (%lld plots, 1280x720) over %lld steps: first draw %.2f ms; all plots after one more "
+              "step: median %.2f ms, max %.2f ms\n",
+              static_cast<long long>(dash.plots().size()), static_cast<long long>(points), first,
+              next[next.size() / 2], next.back());
+  double worstTick = 0, worstGap = 0;
+  const int replotsBefore = dash.replotCount();
+  QElapsedTimer clock, beat;
+  QTimer feed, redraw, heartbeat;
+  feed.setTimerType(Qt::PreciseTimer);
+  heartbeat.setTimerType(Qt::PreciseTimer);
+  redraw.setTimerType(Qt::PreciseTimer);
+  qint64 fed = 0;
+  clock.start();
+  QObject::connect(&feed, &QTimer::timeout, [&] {
+    const qint64 due = clock.elapsed();
+    while (fed < due) {
+      dash.data().appendStep(sampleAt(++step));
+      ++fed;
+    }
+  });
+  QObject::connect(&redraw, &QTimer::timeout, [&] {
+    QElapsedTimer r;
+    r.start();
+    dash.refresh();
+    worstTick = std::max(worstTick, msSince(r));
+  });
+  beat.start();
+  QObject::connect(&heartbeat, &QTimer::timeout, [&] {
+    worstGap = std::max(worstGap, msSince(beat));
+    beat.restart();
+  });
+  feed.start(1);
+  redraw.start(40);
+  heartbeat.start(1);
+  QTimer::singleShot(3000, &app, &QCoreApplication::quit);
+  app.exec();
+  std::printf("dashboard streaming 3 s at 1,000 steps/s (%lld steps, %d replots over all plots): slowest refresh "
+              "tick %.2f ms, longest event-loop stall %.2f ms\n",
+              static_cast<long long>(fed), dash.replotCount() - replotsBefore, worstTick, worstGap);
+}
 
 }  // namespace
 
@@ -111,5 +194,6 @@ int main(int argc, char** argv) {
   std::printf("streaming 3 s at 1,000 steps/s (%lld steps fed, %d replots): slowest refresh %.2f ms, "
               "longest event-loop stall %.2f ms\n",
               static_cast<long long>(fed), refreshes, worstRefresh, worstGap);
+  benchDashboard(app, points);
   return 0;
 }

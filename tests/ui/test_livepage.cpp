@@ -1,7 +1,11 @@
 // The Live page following a run of the fake worker: the title, state and status line, the log
-// pane, Stop and Kill enabled only while they mean something, the plot drawing the run's store,
-// and replots coalesced by the page's 40 ms timer however fast records arrive.
+// pane, Stop, Checkpoint now and Kill enabled only while they mean something (Checkpoint now
+// really sends SIGUSR1 and the checkpoint record arrives; Kill asks first), the plot drawing the
+// run's records, replots coalesced by the page's 40 ms timer however fast records arrive, and a
+// run followed late replayed from its metrics file.
 #include <QElapsedTimer>
+#include <QFile>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSlider>
@@ -9,6 +13,7 @@
 #include <QtTest>
 
 #include "fake_worker.h"
+#include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/seriesstore.h"
@@ -28,6 +33,9 @@ class TestLivePage : public QObject {
   void followsARunAndStopsIt();
   void replotsAreCoalesced();
   void forgetsADeletedRun();
+  void checkpointNowSendsTheRequest();
+  void killAsksFirst();
+  void followingLateReplaysTheFile();
 
  private:
   QTemporaryDir m_tmp;
@@ -126,6 +134,91 @@ void TestLivePage::forgetsADeletedRun() {
   QCOMPARE(page.run(), nullptr);
   QCOMPARE(page.titleText(), QStringLiteral("No run yet"));
   QCOMPARE(page.series(), nullptr);
+}
+
+void TestLivePage::checkpointNowSendsTheRequest() {
+  qputenv("FAKE_STEP_S", "0.05");
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-ckpt")));
+  runs.setWorkerPath(m_fake);
+  runs.setDemoSteps(100000);
+  LivePage page;
+  page.resize(1100, 750);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  QVERIFY(!page.checkpointButton()->isEnabled());
+  LocalRun* run = runs.startDemo();
+  qunsetenv("FAKE_STEP_S");
+  QVERIFY(run);
+  page.setRun(run);
+  QTRY_VERIFY_WITH_TIMEOUT(page.series()->size(QLatin1String(flotilla::ui::kSeriesLoss)) >= 2, 10000);
+  QVERIFY(page.checkpointButton()->isEnabled());
+  QSignalSpy checkpoints(run, &LocalRun::checkpointReceived);
+  QTest::mouseClick(page.checkpointButton(), Qt::LeftButton);
+  QVERIFY(page.logText().contains(QStringLiteral("checkpoint requested (SIGUSR1)")));
+  // The child got SIGUSR1 (it records it) and answered with a checkpoint record; the run goes on.
+  QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(run->runDir() + QStringLiteral("/usr1-received")), 5000);
+  QTRY_VERIFY_WITH_TIMEOUT(checkpoints.size() == 1, 5000);
+  QVERIFY(checkpoints.at(0).at(1).toString().contains(QStringLiteral("checkpoints/step-")));
+  QTRY_VERIFY(page.logText().contains(QStringLiteral("checkpoint at step")));
+  QCOMPARE(run->state(), LocalRun::State::Running);
+  run->kill();
+  QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 5000);
+  QVERIFY(!page.checkpointButton()->isEnabled());
+}
+
+void TestLivePage::killAsksFirst() {
+  qputenv("FAKE_STEP_S", "0.05");
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-kill")));
+  runs.setWorkerPath(m_fake);
+  runs.setDemoSteps(100000);
+  LivePage page;
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  LocalRun* run = runs.startDemo();
+  qunsetenv("FAKE_STEP_S");
+  QVERIFY(run);
+  page.setRun(run);
+  QTest::mouseClick(page.killButton(), Qt::LeftButton);
+  QMessageBox* box = page.killConfirmation();
+  QVERIFY(box);
+  QVERIFY(box->isVisible());
+  QCOMPARE(box->defaultButton(), box->button(QMessageBox::Cancel));
+  QTest::qWait(200);  // the page keeps drawing while the question is open
+  QVERIFY(run->isActive());
+  box->button(QMessageBox::Cancel)->click();
+  QTRY_VERIFY(!page.killConfirmation());
+  QTest::qWait(150);
+  QVERIFY(run->isActive());
+  QTest::mouseClick(page.killButton(), Qt::LeftButton);
+  QVERIFY(page.killConfirmation());
+  QSignalSpy finished(run, &LocalRun::finished);
+  page.killConfirmation()->button(QMessageBox::Yes)->click();
+  QVERIFY(finished.wait(5000));
+  QCOMPARE(run->state(), LocalRun::State::Killed);
+}
+
+void TestLivePage::followingLateReplaysTheFile() {
+  // The page picks up a run that has been reporting for a while: what came before is read from
+  // the metrics file, what comes after from the run's records, nothing twice.
+  qputenv("FAKE_STEP_S", "0.02");
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-late")));
+  runs.setWorkerPath(m_fake);
+  runs.setDemoSteps(60);
+  LocalRun* run = runs.startDemo();
+  qunsetenv("FAKE_STEP_S");
+  QVERIFY(run);
+  QTRY_VERIFY_WITH_TIMEOUT(run->series().size(QLatin1String(flotilla::ui::kSeriesLoss)) >= 10, 10000);
+  LivePage page;
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  page.setRun(run);
+  QVERIFY(page.dashboard()->data().steps().rows() >= 10);
+  QSignalSpy finished(run, &LocalRun::finished);
+  QVERIFY(finished.wait(20000));
+  const QVector<double>& steps = page.dashboard()->data().steps().values(QStringLiteral("step"));
+  QCOMPARE(steps.size(), 60);
+  for (int i = 0; i < 60; ++i) QCOMPARE(steps[i], double(i + 1));
+  QCOMPARE(page.dashboard()->data().plannedSteps(), 60);
 }
 
 QTEST_MAIN(TestLivePage)

@@ -1,28 +1,49 @@
 // Live page (see livepage.h).
 #include "ui/live/livepage.h"
 
+#include <QFile>
 #include <QFontDatabase>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
+#include <QJsonDocument>
 #include <QLabel>
 #include <QLocale>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QSlider>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include <cmath>
 
 #include "ui/common/pageheader.h"
-#include "ui/plot/lossplot.h"
+#include "ui/live/livedashboard.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localrunsmodel.h"
 
 namespace flotilla::ui {
 namespace {
-constexpr double kDefaultSmoothing = 0.6;
+
+// The records of `path` up to byte `upTo` (complete lines only), folded into a fresh LiveData.
+LiveData parseMetrics(const QString& path, qint64 upTo) {
+  LiveData data;
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) return data;
+  const QByteArray bytes = file.read(upTo);
+  qsizetype start = 0;
+  while (start < bytes.size()) {
+    const qsizetype end = bytes.indexOf('\n', start);
+    if (end < 0) break;
+    const QJsonDocument doc = QJsonDocument::fromJson(bytes.mid(start, end - start));
+    if (doc.isObject()) data.ingest(doc.object());
+    start = end + 1;
+  }
+  return data;
 }
+
+}  // namespace
 
 LivePage::LivePage(QWidget* parent)
     : QWidget(parent),
@@ -30,17 +51,15 @@ LivePage::LivePage(QWidget* parent)
       m_state(new QLabel(this)),
       m_status(new QLabel(this)),
       m_stop(new QPushButton(tr("Stop"), this)),
-      m_kill(new QPushButton(tr("Kill"), this)),
-      m_plot(new LossPlot(this)),
-      m_smoothing(new QSlider(Qt::Horizontal, this)),
-      m_smoothingValue(new QLabel(this)),
+      m_checkpoint(new QPushButton(tr("Checkpoint now"), this)),
+      m_kill(new QPushButton(tr("Kill…"), this)),
+      m_dashboard(new LiveDashboard(this)),
       m_log(new QPlainTextEdit(this)),
       m_timer(new QTimer(this)) {
   auto* header = new PageHeader(
       tr("Live"),
-      tr("Watch a run as it trains: training and validation loss, tokens per second, model FLOPs "
-         "utilisation, step time, GPU use and memory, and what it has cost so far. Start the demo or pick "
-         "a run on the Runs page."),
+      tr("A run as it trains: loss, throughput, where each rank's time goes, memory, GPUs, spend. "
+         "Right-click a plot to export it."),
       this);
 
   m_title->setObjectName(QStringLiteral("liveRunTitle"));
@@ -58,8 +77,11 @@ LivePage::LivePage(QWidget* parent)
   m_stop->setToolTip(
       tr("Graceful stop (SIGTERM): the worker saves a checkpoint at its next step and exits; "
          "the run can be resumed from it"));
+  m_checkpoint->setObjectName(QStringLiteral("checkpointButton"));
+  m_checkpoint->setToolTip(tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setObjectName(QStringLiteral("killButton"));
-  m_kill->setToolTip(tr("End the worker at once (SIGKILL): progress since the last checkpoint is lost"));
+  m_kill->setToolTip(tr("End the worker at once (SIGKILL), after a confirmation: progress since the last "
+                        "checkpoint is lost"));
 
   auto* titleRow = new QHBoxLayout;
   titleRow->addWidget(m_title);
@@ -67,68 +89,41 @@ LivePage::LivePage(QWidget* parent)
   titleRow->addWidget(m_state);
   titleRow->addStretch(1);
   titleRow->addWidget(m_stop);
+  titleRow->addWidget(m_checkpoint);
   titleRow->addWidget(m_kill);
-
-  m_plot->setMinimumHeight(140);
-  m_plot->setSmoothing(kDefaultSmoothing);
-
-  m_smoothing->setObjectName(QStringLiteral("smoothingSlider"));
-  m_smoothing->setRange(0, 99);
-  m_smoothing->setValue(static_cast<int>(std::lround(kDefaultSmoothing * 100)));
-  m_smoothing->setMaximumWidth(220);
-  m_smoothing->setToolTip(
-      tr("Exponential moving average of the training loss (TensorBoard's debiased "
-         "formula, computed on the raw values)"));
-  auto* smoothingLabel = new QLabel(tr("Smoothing"), this);
-  auto* smoothingRow = new QHBoxLayout;
-  smoothingRow->addWidget(smoothingLabel);
-  smoothingRow->addWidget(m_smoothing);
-  smoothingRow->addWidget(m_smoothingValue);
-  smoothingRow->addStretch(1);
 
   m_log->setObjectName(QStringLiteral("liveLog"));
   m_log->setReadOnly(true);
   m_log->setMaximumBlockCount(5000);
   m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_log->setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
-  m_log->setMinimumHeight(56);
+  m_log->setMinimumHeight(48);
   m_log->setPlaceholderText(tr("The worker's events and checkpoints appear here."));
 
   auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(28, 24, 28, 24);
-  layout->setSpacing(12);
+  layout->setContentsMargins(20, 16, 20, 12);
+  layout->setSpacing(8);
   layout->addWidget(header);
-  layout->addSpacing(4);
   layout->addLayout(titleRow);
   layout->addWidget(m_status);
-  // Plot (with its smoothing control) over the log, the split adjustable by the user.
-  auto* plotArea = new QWidget(this);
-  auto* plotLayout = new QVBoxLayout(plotArea);
-  plotLayout->setContentsMargins(0, 0, 0, 0);
-  plotLayout->addWidget(m_plot, 1);
-  plotLayout->addLayout(smoothingRow);
+  // Dashboard over the log, the split adjustable by the user.
   auto* split = new QSplitter(Qt::Vertical, this);
   split->setObjectName(QStringLiteral("liveSplit"));
   split->setChildrenCollapsible(false);
-  split->addWidget(plotArea);
+  split->addWidget(m_dashboard);
   split->addWidget(m_log);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 0);
-  split->setSizes({520, 150});
+  split->setSizes({620, 80});
   layout->addWidget(split, 1);
 
   connect(m_stop, &QPushButton::clicked, this, [this] {
     if (m_run) m_run->stop();
   });
-  connect(m_kill, &QPushButton::clicked, this, [this] {
-    if (m_run) m_run->kill();
+  connect(m_checkpoint, &QPushButton::clicked, this, [this] {
+    if (m_run) m_run->checkpointNow();
   });
-  connect(m_smoothing, &QSlider::valueChanged, this, [this](int value) {
-    m_plot->setSmoothing(value / 100.0);
-    m_smoothingValue->setText(QString::number(value / 100.0, 'f', 2));
-    refresh();
-  });
-  m_smoothingValue->setText(QString::number(kDefaultSmoothing, 'f', 2));
+  connect(m_kill, &QPushButton::clicked, this, &LivePage::confirmKill);
   m_timer->setInterval(kRefreshMs);
   connect(m_timer, &QTimer::timeout, this, &LivePage::refresh);
   setRun(nullptr);
@@ -136,21 +131,27 @@ LivePage::LivePage(QWidget* parent)
 
 void LivePage::setRun(LocalRun* run) {
   if (m_run) m_run->disconnect(this);
+  if (m_confirm) m_confirm->reject();
   m_run = run;
+  ++m_followId;
+  m_replaying = false;
+  m_held.clear();
   m_log->clear();
+  m_dashboard->reset();
   if (!run) {
-    m_plot->setSource(nullptr, {}, {});
-    m_plot->setPlannedSteps(0);
-    m_plot->setMessage(tr("No run selected"));
+    m_dashboard->setEmptyMessage(tr("No run selected"));
     m_timer->stop();
   } else {
-    m_plot->setSource(&run->series(), QLatin1String(kSeriesLoss), QLatin1String(kSeriesValLoss));
-    m_plot->setMessage(tr("Waiting for the first step…"));
+    m_dashboard->setEmptyMessage(tr("Waiting for the first step…"));
     for (const LocalRun::LogLine& line : run->log()) appendLog(line.level, line.text);
+    replayHistory();
+    connect(run, &LocalRun::recordReceived, this, &LivePage::onRecord);
     connect(run, &LocalRun::logAppended, this, &LivePage::appendLog);
     connect(run, &LocalRun::stateChanged, this, [this] {
       updateControls();
-      refresh();
+      // Rare and final-ish (the last records were drained just before): draw everything.
+      updateStatus();
+      if (isVisible()) m_dashboard->refreshAll();
     });
     connect(run, &QObject::destroyed, this, [this] { setRun(nullptr); });
   }
@@ -158,20 +159,77 @@ void LivePage::setRun(LocalRun* run) {
   refresh();
 }
 
+void LivePage::onRecord(const QJsonObject& record) {
+  if (m_replaying)
+    m_held.append(record);
+  else
+    m_dashboard->ingest(record);
+}
+
+void LivePage::replayHistory() {
+  const qint64 upTo = m_run->tail().offset();
+  if (upTo <= 0) return;
+  const QString path = m_run->metricsPath();
+  if (upTo <= kSyncReplayBytes) {
+    m_dashboard->data() = parseMetrics(path, upTo);
+    m_dashboard->dataChanged();
+    return;
+  }
+  m_replaying = true;
+  const quint64 id = m_followId;
+  auto* watcher = new QFutureWatcher<LiveData>(this);
+  connect(watcher, &QFutureWatcher<LiveData>::finished, this, [this, watcher, id] {
+    watcher->deleteLater();
+    if (id != m_followId) return;  // the page follows another run by now
+    m_dashboard->data() = watcher->result();
+    for (const QJsonObject& record : std::as_const(m_held)) m_dashboard->ingest(record);
+    m_held.clear();
+    m_replaying = false;
+    m_dashboard->dataChanged();
+    refresh();
+  });
+  watcher->setFuture(QtConcurrent::run(parseMetrics, path, upTo));
+}
+
+void LivePage::confirmKill() {
+  if (!m_run || m_confirm) return;
+  // Not exec(): the dashboard keeps drawing while the question is open.
+  auto* box = new QMessageBox(QMessageBox::Warning, tr("Kill %1?").arg(m_run->name()),
+                              tr("Kill the worker of %1 at once?\n\nProgress since the last checkpoint is lost. "
+                                 "Stop ends it gracefully with a checkpoint instead.")
+                                  .arg(m_run->name()),
+                              QMessageBox::Yes | QMessageBox::Cancel, this);
+  box->setObjectName(QStringLiteral("killConfirmation"));
+  box->button(QMessageBox::Yes)->setText(tr("Kill"));
+  box->setDefaultButton(QMessageBox::Cancel);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  QPointer<LocalRun> run = m_run;
+  connect(box, &QMessageBox::finished, this, [run](int result) {
+    if (result == QMessageBox::Yes && run) run->kill();
+  });
+  m_confirm = box;
+  box->open();
+}
+
 LocalRun* LivePage::run() const { return m_run; }
+QMessageBox* LivePage::killConfirmation() const { return m_confirm; }
 const SeriesStore* LivePage::series() const { return m_run ? &m_run->series() : nullptr; }
+LossPlot* LivePage::lossPlot() const { return m_dashboard->lossPlot(); }
+QSlider* LivePage::smoothingSlider() const { return m_dashboard->smoothingSlider(); }
 
 void LivePage::updateControls() {
   const bool active = m_run && m_run->isActive();
-  m_stop->setEnabled(m_run && m_run->state() == LocalRun::State::Running);
+  const bool running = m_run && m_run->state() == LocalRun::State::Running;
+  m_stop->setEnabled(running);
+  m_checkpoint->setEnabled(running);
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   m_state->setText(m_run ? m_run->stateText() : QString());
   if (active && !m_timer->isActive()) m_timer->start();
   if (!active) m_timer->stop();
   if (m_run && !active && m_run->lastStep() == 0)
-    m_plot->setMessage(m_run->state() == LocalRun::State::Failed ? tr("The run failed before its first step")
-                                                                 : tr("No steps recorded"));
+    m_dashboard->setEmptyMessage(m_run->state() == LocalRun::State::Failed ? tr("The run failed before its first step")
+                                                                           : tr("No steps recorded"));
 }
 
 void LivePage::updateStatus() {
@@ -190,6 +248,7 @@ void LivePage::updateStatus() {
                                                 : QStringLiteral("–"));
     parts << (m_run->mfu() > 0 ? tr("MFU %1%").arg(100.0 * m_run->mfu(), 0, 'f', 1) : tr("MFU n/a"));
     parts << tr("%1 elapsed").arg(formatDuration(m_run->elapsedMs()));
+    if (m_dashboard->data().hasPrice()) parts << tr("$%1 spent").arg(m_dashboard->data().spentUsd(), 0, 'f', 2);
     text = parts.join(QStringLiteral("  ·  "));
   }
   if (text != m_status->text()) m_status->setText(text);
@@ -200,13 +259,12 @@ void LivePage::updateStatus() {
 bool LivePage::refresh() {
   updateStatus();
   if (!isVisible()) return false;
-  if (m_run) m_plot->setPlannedSteps(double(m_run->plannedSteps()));
-  return m_plot->refresh();
+  return m_dashboard->refresh() > 0;
 }
 
 void LivePage::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
-  refresh();
+  m_dashboard->refreshAll();
 }
 
 void LivePage::appendLog(const QString& level, const QString& text) {

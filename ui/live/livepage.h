@@ -1,16 +1,22 @@
-// The Live page: one run as it trains — its state, progress numbers, the loss plot, the
-// worker's events — with Stop (graceful) and Kill.
+// The Live page: one run as it trains — its state and progress numbers, the dashboard of
+// plots (livedashboard.h), the worker's events — with Stop (graceful, with a checkpoint),
+// Checkpoint now and Kill (after a confirmation).
 //
-// Decision: nothing here reacts to individual records. Records land in the run's SeriesStore;
-// one 40 ms timer refreshes the plot (only when the store's revision moved) and the status line,
-// so the page redraws at most 25 times a second however fast a worker reports, and a hidden page
-// does not redraw at all.
+// Decision: nothing here redraws in reaction to a record. Records go into the dashboard's
+// LiveData; one 40 ms timer refreshes the dirty plots (within a time budget) and the status
+// line, so the page redraws at most 25 times a second however fast a worker reports, and a
+// hidden page does not redraw at all. Following a run that already has records replays its
+// metrics file up to the tail's offset (on a worker thread when the file is large); records
+// that arrive meanwhile are held and applied after the replay, so none is lost or doubled.
 #pragma once
 
+#include <QJsonObject>
 #include <QPointer>
+#include <QVector>
 #include <QWidget>
 
 class QLabel;
+class QMessageBox;
 class QPlainTextEdit;
 class QPushButton;
 class QSlider;
@@ -18,6 +24,7 @@ class QTimer;
 
 namespace flotilla::ui {
 
+class LiveDashboard;
 class LocalRun;
 class LossPlot;
 class SeriesStore;
@@ -27,6 +34,8 @@ class LivePage : public QWidget {
 
  public:
   static constexpr int kRefreshMs = 40;
+  // Metrics files up to this size are replayed on the UI thread (a few ms), larger ones on a thread.
+  static constexpr qint64 kSyncReplayBytes = 4 << 20;
 
   explicit LivePage(QWidget* parent = nullptr);
 
@@ -36,15 +45,20 @@ class LivePage : public QWidget {
   // The followed run's series store, or nullptr.
   const SeriesStore* series() const;
 
-  LossPlot* lossPlot() const { return m_plot; }
+  LiveDashboard* dashboard() const { return m_dashboard; }
+  LossPlot* lossPlot() const;
   QPushButton* stopButton() const { return m_stop; }
+  QPushButton* checkpointButton() const { return m_checkpoint; }
   QPushButton* killButton() const { return m_kill; }
-  QSlider* smoothingSlider() const { return m_smoothing; }
+  QSlider* smoothingSlider() const;
+  // The open Kill confirmation, or nullptr.
+  QMessageBox* killConfirmation() const;
   QString titleText() const;
   QString statusText() const;
   QString logText() const;
+  bool replaying() const { return m_replaying; }
 
-  // Refreshes now (what the timer does); returns whether the plot was redrawn.
+  // Refreshes now (what the timer does); returns whether any plot was redrawn.
   bool refresh();
 
  protected:
@@ -52,6 +66,9 @@ class LivePage : public QWidget {
 
  private:
   void appendLog(const QString& level, const QString& text);
+  void onRecord(const QJsonObject& record);
+  void replayHistory();
+  void confirmKill();
   void updateControls();
   void updateStatus();
 
@@ -60,12 +77,15 @@ class LivePage : public QWidget {
   QLabel* m_state;
   QLabel* m_status;
   QPushButton* m_stop;
+  QPushButton* m_checkpoint;
   QPushButton* m_kill;
-  LossPlot* m_plot;
-  QSlider* m_smoothing;
-  QLabel* m_smoothingValue;
+  LiveDashboard* m_dashboard;
   QPlainTextEdit* m_log;
   QTimer* m_timer;
+  QPointer<QMessageBox> m_confirm;
+  bool m_replaying = false;
+  quint64 m_followId = 0;  // which setRun() a finished replay belongs to
+  QVector<QJsonObject> m_held;  // records that arrived during a replay
 };
 
 }  // namespace flotilla::ui

@@ -2,8 +2,9 @@
 //
 // Decision: qcustomplot.h is included only in plot/*.cpp (it costs ~7 s of compile per file);
 // callers get QWidget* and plain functions. The rest of the plot adapter of DESIGN.md §7 lives
-// beside it: seriesstore.h (raw points), smoothing.h (debiased EMA), lossplot.h (the Live
-// page's loss plot); the live-dashboard issue adds decimation and export here.
+// beside it: seriesstore.h / columntable.h (raw points), smoothing.h (debiased EMA),
+// decimation.h (min/max per pixel column), plotpanel.h (the common frame: log y, x kinds,
+// PNG/SVG/PDF/CSV export), lossplot.h, chartplot.h and rankbarsplot.h (the Live dashboard).
 #pragma once
 
 #include <QString>

@@ -1,0 +1,277 @@
+// The Live dashboard's plots fed with known records: the per-rank breakdown shows the numbers
+// of the record, the x axis switches between step, tokens and wall time, log y, spend against
+// the budget with the rate's source named, the honest GPU empty state of a CPU run, and export
+// of pictures (PNG/SVG/PDF) and data (CSV) with the right rows.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QJsonArray>
+#include <QLabel>
+#include <QMenu>
+#include <QToolButton>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+#include "fake_worker.h"
+#include "ui/live/livedashboard.h"
+#include "ui/plot/chartplot.h"
+#include "ui/plot/lossplot.h"
+#include "ui/plot/rankbarsplot.h"
+
+using flotilla::ui::ChartPlot;
+using flotilla::ui::LiveDashboard;
+using flotilla::ui::XAxisKind;
+
+namespace {
+
+QJsonObject stepRecord(int step, double time, double tokens, double loss, double lr) {
+  return QJsonObject{{"v", 1}, {"type", "step"}, {"time", time}, {"rank", 0}, {"step", step}, {"tokens", tokens},
+                     {"loss", loss}, {"lr", lr}, {"tokens_per_s", 1000.0}, {"mfu", 0.25}, {"step_ms", 100.0},
+                     {"time_ms", QJsonObject{{"data", 1.0}, {"forward", 30.0}, {"backward", 60.0}, {"optimizer", 5.0},
+                                             {"comm", 4.0}, {"bubble", 0.0}}},
+                     {"peak_rss_bytes", 100.0 * 1024 * 1024}};
+}
+
+QByteArray readAll(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+}  // namespace
+
+class TestLiveDashboard : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void perRankBreakdownShowsTheRecord();
+  void singleRankUsesTheRunsOwnSplit();
+  void axisSwitching();
+  void spendAgainstTheBudget();
+  void gpuPlotHasAnHonestEmptyState();
+  void exportWritesPicturesAndData();
+};
+
+void TestLiveDashboard::perRankBreakdownShowsTheRecord() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  QJsonObject rec = stepRecord(1, 0, 100, 5.0, 1e-3);
+  rec.insert("ranks", QJsonArray{fake_worker::rankTimes(0, 100, 200, 10, 20, 3, 1),
+                                 fake_worker::rankTimes(1, 90, 190, 10, 150, 2, 4)});
+  rec.insert("slowest_rank", 1);
+  dash.ingest(rec);
+  dash.refreshAll();
+  flotilla::ui::RankBarsPlot* bars = dash.rankBars();
+  QCOMPARE(bars->ranks().size(), 2);
+  // Segments drawn: compute = forward + backward + optimizer, then comm, bubble, data.
+  QCOMPARE(bars->drawnSegment(0, 0), 310.0);
+  QCOMPARE(bars->drawnSegment(0, 1), 20.0);
+  QCOMPARE(bars->drawnSegment(0, 2), 1.0);
+  QCOMPARE(bars->drawnSegment(0, 3), 3.0);
+  QCOMPARE(bars->drawnSegment(1, 0), 290.0);
+  QCOMPARE(bars->drawnSegment(1, 1), 150.0);
+  QCOMPARE(bars->drawnSegment(1, 2), 4.0);
+  QCOMPARE(bars->drawnSegment(1, 3), 2.0);
+  QCOMPARE(bars->rankLabel(1), QStringLiteral("1 (slowest)"));
+  QCOMPARE(bars->rankLabel(0), QStringLiteral("0"));
+  // The slowest rank's stack over steps: compute, +comm, +bubble, +data.
+  auto* area = static_cast<ChartPlot*>(dash.plot(QStringLiteral("stepAreaPlot")));
+  QCOMPARE(area->drawnLastValue(0), 290.0);
+  QCOMPARE(area->drawnLastValue(1), 440.0);
+  QCOMPARE(area->drawnLastValue(2), 444.0);
+  QCOMPARE(area->drawnLastValue(3), 446.0);
+
+  // A second record: the bars show the mean of the window.
+  QJsonObject rec2 = stepRecord(2, 0, 200, 4.9, 1e-3);
+  rec2.insert("ranks", QJsonArray{fake_worker::rankTimes(0, 100, 200, 10, 40, 3, 1),
+                                  fake_worker::rankTimes(1, 90, 190, 10, 250, 2, 4)});
+  rec2.insert("slowest_rank", 1);
+  dash.ingest(rec2);
+  dash.refreshAll();
+  QCOMPARE(bars->drawnSegment(0, 1), 30.0);
+  QCOMPARE(bars->drawnSegment(1, 1), 200.0);
+}
+
+void TestLiveDashboard::singleRankUsesTheRunsOwnSplit() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  dash.ingest(stepRecord(1, 0, 100, 5.0, 1e-3));
+  dash.refreshAll();
+  QCOMPARE(dash.rankBars()->ranks().size(), 1);
+  QCOMPARE(dash.rankBars()->drawnSegment(0, 0), 95.0);
+  QCOMPARE(dash.rankBars()->drawnSegment(0, 1), 4.0);
+  QCOMPARE(dash.rankBars()->rankLabel(0), QStringLiteral("0"));  // no "slowest" among one
+}
+
+void TestLiveDashboard::axisSwitching() {
+  QTemporaryDir tmp(QStringLiteral(FLOTILLA_TEST_TMP "/live_axis-XXXXXX"));
+  QVERIFY(tmp.isValid());
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  dash.ingest(QJsonObject{{"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{}}});
+  dash.ingest(stepRecord(10, 1010.0, 4096, 5.0, 1e-3));
+  dash.ingest(stepRecord(20, 1025.0, 8192, 4.0, 9e-4));
+  dash.ingest(stepRecord(30, 1040.0, 12288, 3.0, 8e-4));
+  dash.refreshAll();
+  auto* lr = static_cast<ChartPlot*>(dash.plot(QStringLiteral("lrPlot")));
+  const QString csv = tmp.filePath(QStringLiteral("lr.csv"));
+  QVERIFY(lr->exportCsv(csv));
+  QCOMPARE(QString::fromUtf8(readAll(csv)), QStringLiteral("step,lr\n10,0.001\n20,0.0009\n30,0.0008\n"));
+
+  // The combo box drives every plot; the CSV's x column follows.
+  dash.xAxisBox()->setCurrentIndex(dash.xAxisBox()->findData(int(XAxisKind::Tokens)));
+  QCOMPARE(dash.xAxisKind(), XAxisKind::Tokens);
+  for (auto* p : dash.plots())
+    if (p != dash.rankBars()) QCOMPARE(p->xAxisKind(), XAxisKind::Tokens);
+  QVERIFY(lr->exportCsv(csv));
+  QCOMPARE(QString::fromUtf8(readAll(csv)), QStringLiteral("tokens,lr\n4096,0.001\n8192,0.0009\n12288,0.0008\n"));
+  dash.setXAxisKind(XAxisKind::WallTime);
+  QCOMPARE(dash.xAxisBox()->currentData().toInt(), int(XAxisKind::WallTime));
+  QVERIFY(dash.lossPlot()->exportCsv(csv));
+  const QStringList lines = QString::fromUtf8(readAll(csv)).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  QCOMPARE(lines.value(0), QStringLiteral("wall_s,loss,loss_smoothed,val_loss"));
+  QCOMPARE(lines.size(), 4);
+  QVERIFY2(lines.value(1).startsWith(QStringLiteral("10,5,5,")), qPrintable(lines.value(1)));  // 1010 - 1000 s
+  QVERIFY2(lines.value(3).startsWith(QStringLiteral("40,3,")), qPrintable(lines.value(3)));
+  // The smoothed values do not depend on the x axis.
+  QCOMPARE(dash.lossPlot()->smoothedValues().size(), 3);
+
+  // Log y on the plots over time, never on the stacked bars.
+  dash.logBox()->setChecked(true);
+  QVERIFY(dash.lossPlot()->logY());
+  QVERIFY(lr->logY());
+  QVERIFY(!dash.rankBars()->logY());
+  const int before = dash.lossPlot()->replotCount();
+  dash.refreshAll();
+  QVERIFY(dash.lossPlot()->replotCount() > before);  // a setting change redraws
+  dash.refreshAll();
+  const int after = dash.lossPlot()->replotCount();
+  dash.refreshAll();
+  QCOMPARE(dash.lossPlot()->replotCount(), after);  // nothing changed: no replot
+}
+
+void TestLiveDashboard::spendAgainstTheBudget() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  dash.ingest(QJsonObject{
+      {"type", "run_start"}, {"time", 1000.0},
+      {"config", QJsonObject{{"train", QJsonObject{{"steps", 100}}},
+                             {"budget", QJsonObject{{"usd_per_hour", 3.6}, {"max_usd", 2.0}, {"price_source", "local"}}}}}});
+  dash.ingest(stepRecord(10, 1100.0, 1000, 5.0, 1e-3));
+  dash.refreshAll();
+  // $3.60/h for 100 s = $0.10; 10 of 100 steps in 100 s: projected 1,000 s = $1.00.
+  QCOMPARE(dash.data().spentUsd(), 0.1);
+  QCOMPARE(dash.data().projectedUsd(), 1.0);
+  QCOMPARE(dash.spendPlot()->referenceValue(), 2.0);
+  QCOMPARE(dash.spendPlot()->projectionEnd(), 1.0);
+  QCOMPARE(dash.spendPlot()->drawnLastValue(0), 0.1);
+  const QString text = dash.findChild<QLabel*>(QStringLiteral("spendLabel"))->text();
+  QVERIFY2(text.contains(QStringLiteral("$0.10 spent, projected $1.00 of a $2.00 budget")) &&
+               text.contains(QStringLiteral("rate $3.60/h from the run config ([budget] usd_per_hour)")) &&
+               text.contains(QStringLiteral("'local'")),
+           qPrintable(text));
+
+  // No price: said so, nothing drawn.
+  LiveDashboard free;
+  free.resize(1200, 700);
+  free.show();
+  free.ingest(QJsonObject{{"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{}}});
+  free.ingest(stepRecord(1, 1010.0, 100, 5.0, 1e-3));
+  free.refreshAll();
+  QVERIFY(free.spendPlot()->messageVisible());
+  QVERIFY(std::isnan(free.spendPlot()->drawnLastValue(0)));  // no finite spend drawn
+  QVERIFY(free.spendText().contains(QStringLiteral("no price in the run config")));
+}
+
+void TestLiveDashboard::gpuPlotHasAnHonestEmptyState() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  dash.ingest(stepRecord(1, 0, 100, 5.0, 1e-3));
+  dash.refreshAll();
+  QVERIFY(dash.gpuPlot()->messageVisible());
+  QVERIFY2(dash.gpuPlot()->message().contains(QStringLiteral("No GPU")), qPrintable(dash.gpuPlot()->message()));
+
+  fake_worker::Synthetic s;
+  LiveDashboard gpu;
+  gpu.resize(1200, 700);
+  gpu.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&gpu));
+  for (int i = 1; i <= 3; ++i) gpu.ingest(fake_worker::step(s, i));
+  gpu.refreshAll();
+  QCOMPARE(gpu.data().gpuCount(), 2);
+  QVERIFY(!gpu.gpuPlot()->messageVisible());
+  QCOMPARE(gpu.gpuPlot()->drawnPointCount(0), 3);
+  // util is a fraction in the record, per cent on the plot.
+  const double util0 = fake_worker::step(s, 3)["gpus"].toArray()[0].toObject()["util"].toDouble() * 100;
+  QCOMPARE(gpu.gpuPlot()->drawnLastValue(0), util0);
+}
+
+void TestLiveDashboard::exportWritesPicturesAndData() {
+  QTemporaryDir tmp(QStringLiteral(FLOTILLA_TEST_TMP "/live_export-XXXXXX"));
+  QVERIFY(tmp.isValid());
+  LiveDashboard dash;
+  dash.resize(1280, 720);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  fake_worker::Synthetic s;
+  s.steps = 200;
+  for (const QJsonObject& r : fake_worker::syntheticRun(s)) dash.ingest(r);
+  dash.refreshAll();
+  for (flotilla::ui::PlotPanel* p : dash.plots()) {
+    const QString base = tmp.filePath(p->plotWidget()->objectName());
+    QVERIFY2(p->exportImage(base + QStringLiteral(".png")), qPrintable(p->errorText()));
+    QVERIFY2(p->exportImage(base + QStringLiteral(".svg")), qPrintable(p->errorText()));
+    QVERIFY2(p->exportImage(base + QStringLiteral(".pdf")), qPrintable(p->errorText()));
+    QVERIFY2(p->exportCsv(base + QStringLiteral(".csv")), qPrintable(p->errorText()));
+    QVERIFY(readAll(base + QStringLiteral(".png")).startsWith("\x89PNG"));
+    const QByteArray svg = readAll(base + QStringLiteral(".svg"));
+    QVERIFY(svg.contains("<svg") && svg.size() > 2000);
+    QVERIFY(readAll(base + QStringLiteral(".pdf")).startsWith("%PDF"));
+  }
+  QVERIFY(!dash.lossPlot()->exportImage(tmp.filePath(QStringLiteral("x.gif"))));
+  // The Export button offers every plot, each with the four formats.
+  QMenu* menu = dash.exportButton()->menu();
+  QVERIFY(menu);
+  emit menu->aboutToShow();
+  QCOMPARE(menu->actions().size(), dash.plots().size());
+  for (QAction* a : menu->actions()) {
+    QVERIFY(a->menu());
+    QCOMPARE(a->menu()->actions().size(), 4);
+  }
+  QCOMPARE(menu->actions().front()->text(), QStringLiteral("Loss"));
+  QVERIFY(dash.lossPlot()->errorText().contains(QStringLiteral(".png")));
+  // The CSV rows are the raw numbers: one per step for the loss (with the evals on their rows),
+  // one per rank for the bars, the slowest rank's components (not the stacked sums).
+  const QStringList loss = QString::fromUtf8(readAll(tmp.filePath(QStringLiteral("lossPlot.csv"))))
+                               .split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  QCOMPARE(loss.size(), 1 + 200);
+  QCOMPARE(loss[0], QStringLiteral("step,loss,loss_smoothed,val_loss"));
+  QVERIFY(loss[50].startsWith(QStringLiteral("50,")) && !loss[50].endsWith(QLatin1Char(',')));  // eval at 50
+  QVERIFY(loss[49].endsWith(QLatin1Char(',')));
+  const QStringList ranks = QString::fromUtf8(readAll(tmp.filePath(QStringLiteral("rankBarsPlot.csv"))))
+                                .split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  QCOMPARE(ranks.size(), 3);
+  QCOMPARE(ranks[0], QStringLiteral("rank,compute_ms,comm_ms,bubble_ms,data_ms,total_ms"));
+  QVERIFY(ranks[2].startsWith(QStringLiteral("1,")));
+  const QStringList area = QString::fromUtf8(readAll(tmp.filePath(QStringLiteral("stepAreaPlot.csv"))))
+                               .split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  QCOMPARE(area[0], QStringLiteral("step,slowest_compute_ms,slowest_comm_ms,slowest_bubble_ms,slowest_data_ms"));
+  const QJsonObject r1 = fake_worker::step(s, 1)["ranks"].toArray()[1].toObject();
+  const QStringList first = area[1].split(QLatin1Char(','));
+  QCOMPARE(first.value(0), QStringLiteral("1"));
+  QVERIFY(std::abs(first.value(2).toDouble() - r1["comm"].toDouble()) < 1e-9);
+}
+
+QTEST_MAIN(TestLiveDashboard)
+#include "test_live_dashboard.moc"

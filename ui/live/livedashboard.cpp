@@ -1,0 +1,290 @@
+// Live dashboard (see livedashboard.h).
+#include "ui/live/livedashboard.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenu>
+#include <QScrollArea>
+#include <QSlider>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "ui/plot/chartplot.h"
+#include "ui/plot/lossplot.h"
+#include "ui/plot/rankbarsplot.h"
+
+namespace flotilla::ui {
+namespace {
+constexpr double kDefaultSmoothing = 0.6;
+// The bars' hues (rankbarsplot.cpp), so the area over steps reads as the same breakdown.
+const QColor kCompute(0x3b, 0x7d, 0xd8), kComm(0xe0, 0x4f, 0x2a), kBubble(0x93, 0x6c, 0xc8), kData(0x3a, 0xa6, 0x5c);
+const QColor kGpuColors[] = {QColor(0x3b, 0x7d, 0xd8), QColor(0xe8, 0x71, 0x0a), QColor(0x3a, 0xa6, 0x5c),
+                             QColor(0x93, 0x6c, 0xc8), QColor(0xc2, 0x3b, 0x6e), QColor(0x2a, 0x9d, 0xa8),
+                             QColor(0x8a, 0x6d, 0x3b), QColor(0x55, 0x55, 0x55)};
+}  // namespace
+
+LiveDashboard::LiveDashboard(QWidget* parent)
+    : QWidget(parent),
+      m_loss(new LossPlot(this)),
+      m_lr(new ChartPlot(QStringLiteral("lrPlot"), tr("Learning rate"), tr("lr"), this)),
+      m_throughput(new ChartPlot(QStringLiteral("throughputPlot"), tr("Throughput"), tr("tokens/s"), this)),
+      m_ranks(new RankBarsPlot(this)),
+      m_stepArea(new ChartPlot(QStringLiteral("stepAreaPlot"), tr("Slowest rank: step time"), tr("ms"), this)),
+      m_memory(new ChartPlot(QStringLiteral("memoryPlot"), tr("Memory"), tr("MiB"), this)),
+      m_gpu(new ChartPlot(QStringLiteral("gpuPlot"), tr("GPU utilisation"), tr("%"), this)),
+      m_spend(new ChartPlot(QStringLiteral("spendPlot"), tr("Spend"), tr("US$"), this)),
+      m_spendLabel(new QLabel(this)),
+      m_smoothing(new QSlider(Qt::Horizontal, this)),
+      m_smoothingValue(new QLabel(this)),
+      m_xBox(new QComboBox(this)),
+      m_logBox(new QCheckBox(tr("Log y"), this)),
+      m_export(new QToolButton(this)) {
+  using S = ChartPlot::Series;
+  m_lr->addSeries(S{live_col::kLr, tr("learning rate"), {}, ChartPlot::Style::Line, false, {}});
+  m_lr->setShowLegend(false);
+  m_throughput->addSeries(S{live_col::kTokensPerSec, tr("tokens/s"), {}, ChartPlot::Style::Line, false, {}});
+  m_throughput->addSeries(
+      S{live_col::kMfuPct, tr("MFU (%, right)"), QColor(0xe8, 0x71, 0x0a), ChartPlot::Style::Line, true, {}});
+  m_throughput->setRightAxisLabel(tr("MFU %"));
+  m_stepArea->addSeries(S{live_col::stackSum(1), tr("compute"), kCompute, ChartPlot::Style::Area, false, live_col::kSlowCompute});
+  m_stepArea->addSeries(S{live_col::stackSum(2), tr("comm. wait"), kComm, ChartPlot::Style::Area, false, live_col::kSlowComm});
+  m_stepArea->addSeries(S{live_col::stackSum(3), tr("bubble"), kBubble, ChartPlot::Style::Area, false, live_col::kSlowBubble});
+  m_stepArea->addSeries(S{live_col::stackSum(4), tr("data"), kData, ChartPlot::Style::Area, false, live_col::kSlowData});
+  m_memory->addSeries(S{live_col::kRssMib, tr("RSS (peak)"), {}, ChartPlot::Style::Line, false, {}});
+  m_spend->addSeries(S{live_col::kSpend, tr("spent"), {}, ChartPlot::Style::Line, false, {}});
+  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend}) p->setTable(&m_data.steps());
+  for (ChartPlot* p : {m_throughput, m_stepArea, m_memory, m_spend}) p->setYFromZero(true);
+  m_gpu->setFixedYRange(0, 105);
+  m_loss->setTables(&m_data.steps(), live_col::kLoss, &m_data.evals(), live_col::kValLoss);
+  m_loss->setSmoothing(kDefaultSmoothing);
+  m_plots = {m_loss, m_lr, m_throughput, m_ranks, m_stepArea, m_memory, m_gpu, m_spend};
+
+  // Controls: x axis, log y, smoothing, export.
+  m_xBox->setObjectName(QStringLiteral("xAxisBox"));
+  m_xBox->addItem(tr("Step"), int(XAxisKind::Step));
+  m_xBox->addItem(tr("Tokens"), int(XAxisKind::Tokens));
+  m_xBox->addItem(tr("Wall time"), int(XAxisKind::WallTime));
+  m_xBox->setToolTip(tr("What the x axis of the plots over time counts"));
+  m_logBox->setObjectName(QStringLiteral("logYBox"));
+  m_logBox->setToolTip(tr("Logarithmic y axis for the loss, learning rate, throughput, memory and spend"));
+  m_smoothing->setObjectName(QStringLiteral("smoothingSlider"));
+  m_smoothing->setRange(0, 99);
+  m_smoothing->setValue(static_cast<int>(std::lround(kDefaultSmoothing * 100)));
+  m_smoothing->setMaximumWidth(180);
+  m_smoothing->setToolTip(tr("Exponential moving average of the training loss (TensorBoard's debiased "
+                             "formula, computed on the raw values)"));
+  m_smoothingValue->setText(QString::number(kDefaultSmoothing, 'f', 2));
+  m_export->setObjectName(QStringLiteral("exportButton"));
+  m_export->setText(tr("Export"));
+  m_export->setToolTip(tr("Save any plot as PNG, SVG or PDF, or its data as CSV (also on each plot's context menu)"));
+  m_export->setPopupMode(QToolButton::InstantPopup);
+  auto* exportMenu = new QMenu(m_export);
+  connect(exportMenu, &QMenu::aboutToShow, this, [this, exportMenu] {
+    exportMenu->clear();
+    for (PlotPanel* p : m_plots) p->addExportActions(exportMenu->addMenu(p->title()));
+  });
+  m_export->setMenu(exportMenu);
+
+  auto* controls = new QHBoxLayout;
+  controls->setContentsMargins(0, 0, 0, 0);
+  controls->addWidget(new QLabel(tr("X axis"), this));
+  controls->addWidget(m_xBox);
+  controls->addSpacing(12);
+  controls->addWidget(m_logBox);
+  controls->addSpacing(12);
+  controls->addWidget(new QLabel(tr("Smoothing"), this));
+  controls->addWidget(m_smoothing);
+  controls->addWidget(m_smoothingValue);
+  controls->addStretch(1);
+  controls->addWidget(m_export);
+
+  m_spendLabel->setObjectName(QStringLiteral("spendLabel"));
+  m_spendLabel->setWordWrap(true);
+  m_spendLabel->setForegroundRole(QPalette::PlaceholderText);
+  auto* spendCell = new QWidget(this);
+  auto* spendLayout = new QVBoxLayout(spendCell);
+  spendLayout->setContentsMargins(0, 0, 0, 0);
+  spendLayout->setSpacing(2);
+  spendLayout->addWidget(m_spend, 1);
+  spendLayout->addWidget(m_spendLabel);
+
+  auto* grid = new QGridLayout;
+  grid->setContentsMargins(0, 0, 0, 0);
+  grid->setSpacing(8);
+  grid->addWidget(m_loss, 0, 0, 1, 2);
+  grid->addWidget(m_lr, 0, 2);
+  grid->addWidget(m_throughput, 1, 0);
+  grid->addWidget(m_ranks, 1, 1);
+  grid->addWidget(m_stepArea, 1, 2);
+  grid->addWidget(m_memory, 2, 0);
+  grid->addWidget(m_gpu, 2, 1);
+  grid->addWidget(spendCell, 2, 2);
+  for (int r = 0; r < 3; ++r) grid->setRowStretch(r, 1);
+  for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
+
+  // The grid scrolls only when the window is smaller than the plots' minimum (a small laptop
+  // window); the page itself never forces the main window's minimum size up.
+  auto* gridHost = new QWidget(this);
+  gridHost->setLayout(grid);
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName(QStringLiteral("dashboardScroll"));
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidget(gridHost);
+  scroll->setMinimumSize(200, 120);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(6);
+  layout->addLayout(controls);
+  layout->addWidget(scroll, 1);
+
+  connect(m_xBox, &QComboBox::currentIndexChanged, this,
+          [this](int) { setXAxisKind(static_cast<XAxisKind>(m_xBox->currentData().toInt())); });
+  connect(m_logBox, &QCheckBox::toggled, this, &LiveDashboard::setLogY);
+  connect(m_smoothing, &QSlider::valueChanged, this, [this](int value) {
+    m_loss->setSmoothing(value / 100.0);
+    m_smoothingValue->setText(QString::number(value / 100.0, 'f', 2));
+    m_loss->refresh();
+  });
+  reset();
+}
+
+LiveDashboard::~LiveDashboard() = default;
+
+void LiveDashboard::ingest(const QJsonObject& record) { m_data.ingest(record); }
+
+void LiveDashboard::dataChanged() {
+  for (PlotPanel* p : m_plots) p->markDirty();
+}
+
+void LiveDashboard::reset() {
+  m_data.clear();
+  m_drawnRanks = 0;
+  m_ranks->setRanks({}, -1, 0);
+  updateDerived();
+  dataChanged();
+}
+
+void LiveDashboard::setEmptyMessage(const QString& message) {
+  m_emptyMessage = message;
+  for (PlotPanel* p : m_plots)
+    if (p != m_gpu && p != m_spend) p->setMessage(message);
+  updateDerived();
+}
+
+void LiveDashboard::setXAxisKind(XAxisKind kind) {
+  m_xKind = kind;
+  for (PlotPanel* p : m_plots) p->setXAxisKind(kind);
+  const int index = m_xBox->findData(int(kind));
+  if (index != m_xBox->currentIndex()) m_xBox->setCurrentIndex(index);
+  updateDerived();
+}
+
+void LiveDashboard::setLogY(bool log) {
+  for (PlotPanel* p : {static_cast<PlotPanel*>(m_loss), static_cast<PlotPanel*>(m_lr),
+                       static_cast<PlotPanel*>(m_throughput), static_cast<PlotPanel*>(m_memory),
+                       static_cast<PlotPanel*>(m_spend)})
+    p->setLogY(log);
+  if (m_logBox->isChecked() != log) m_logBox->setChecked(log);
+}
+
+void LiveDashboard::addGpuSeries() {
+  using S = ChartPlot::Series;
+  while (m_gpuSeries < m_data.gpuCount()) {
+    const int i = m_gpuSeries++;
+    const QColor c = kGpuColors[i % 8];
+    m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
+    m_memory->addSeries(S{live_col::gpuMem(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
+  }
+}
+
+void LiveDashboard::updateDerived() {
+  if (m_data.rankRevision() != m_drawnRanks) {
+    m_drawnRanks = m_data.rankRevision();
+    m_ranks->setRanks(m_data.rankWindow(), m_data.slowestRank(), m_data.rankWindowSize());
+  }
+  addGpuSeries();
+  if (m_data.gpuCount() == 0)
+    m_gpu->setMessage(m_data.steps().rows() > 0
+                          ? tr("No GPU in this run:\nits records carry no GPU fields (a CPU run)")
+                          : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
+  const double planned = m_data.plannedSteps() > 0 ? double(m_data.plannedSteps()) : 0.0;
+  m_loss->setPlannedSteps(planned);
+  const double end = m_xKind == XAxisKind::WallTime ? NAN : m_data.projectedEnd(m_xKind);
+  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend}) p->setXEnd(end);
+  const double baseline = m_data.baselineRssMib();
+  m_memory->setReferenceLine(baseline > 0 ? baseline : NAN, tr("baseline"), QColor(0x80, 0x80, 0x80));
+
+  // Spend: the budget line and the projection from now to the planned end.
+  if (m_data.hasPrice()) {
+    m_spend->setReferenceLine(m_data.maxUsd() > 0 ? m_data.maxUsd() : NAN,
+                              tr("budget $%1").arg(m_data.maxUsd(), 0, 'f', 2));
+    const QString xCol = m_xKind == XAxisKind::Step     ? live_col::kStep
+                         : m_xKind == XAxisKind::Tokens ? live_col::kTokens
+                                                        : live_col::kWall;
+    const double x0 = m_data.steps().last(xCol);
+    const double projected = m_data.projectedUsd();
+    m_spend->setProjection(x0, m_data.spentUsd(), m_data.projectedEnd(m_xKind), projected,
+                           tr("projected $%1").arg(projected, 0, 'f', 2));
+  } else {
+    m_spend->setReferenceLine(NAN, {});
+    m_spend->setProjection(NAN, NAN, NAN, NAN, {});
+    m_spend->setMessage(m_data.steps().rows() > 0 || m_data.plannedSteps() > 0 ? tr("No price for this run")
+                                                   : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
+  }
+  const QString text = spendText();
+  if (text != m_spendLabel->text()) m_spendLabel->setText(text);
+}
+
+QString LiveDashboard::spendText() const {
+  if (!m_data.hasPrice()) return m_data.rateText();
+  QString text = tr("$%1 spent").arg(m_data.spentUsd(), 0, 'f', 2);
+  const double projected = m_data.projectedUsd();
+  if (std::isfinite(projected)) text += tr(", projected $%1").arg(projected, 0, 'f', 2);
+  if (m_data.maxUsd() > 0) text += tr(" of a $%1 budget").arg(m_data.maxUsd(), 0, 'f', 2);
+  return text + QStringLiteral(" · ") + m_data.rateText();
+}
+
+int LiveDashboard::refresh(int budgetMs) {
+  if (!isVisible()) return 0;
+  updateDerived();
+  QElapsedTimer clock;
+  clock.start();
+  int drawn = 0;
+  const qsizetype n = m_plots.size();
+  for (qsizetype k = 0; k < n; ++k) {
+    const qsizetype i = (m_next + k) % n;
+    if (m_plots[i]->refresh()) ++drawn;
+    if (drawn > 0 && clock.elapsed() >= budgetMs) {
+      m_next = (i + 1) % n;  // the others stay dirty and go first next tick
+      return drawn;
+    }
+  }
+  return drawn;
+}
+
+void LiveDashboard::refreshAll() {
+  updateDerived();
+  for (PlotPanel* p : m_plots) p->refresh();
+}
+
+int LiveDashboard::replotCount() const {
+  int sum = 0;
+  for (PlotPanel* p : m_plots) sum += p->replotCount();
+  return sum;
+}
+
+PlotPanel* LiveDashboard::plot(const QString& objectName) const {
+  for (PlotPanel* p : m_plots)
+    if (p->plotWidget()->objectName() == objectName) return p;
+  return nullptr;
+}
+
+}  // namespace flotilla::ui

@@ -1,0 +1,262 @@
+// Live dashboard data (see livedata.h).
+#include "ui/live/livedata.h"
+
+#include <QCoreApplication>
+#include <QJsonArray>
+
+#include <algorithm>
+
+#include <cmath>
+#include <limits>
+
+namespace flotilla::ui {
+
+namespace live_col {
+QString stackSum(int level) { return QStringLiteral("slowest_stack_%1").arg(level); }
+QString gpuUtil(int device) { return QStringLiteral("gpu%1_util_pct").arg(device); }
+QString gpuMem(int device) { return QStringLiteral("gpu%1_mem_mib").arg(device); }
+}  // namespace live_col
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kMib = 1024.0 * 1024.0;
+
+enum Col {
+  cStep, cTokens, cWall, cLoss, cLr, cTps, cMfu, cRss, cSpend,
+  cSlowCompute, cSlowComm, cSlowBubble, cSlowData, cStack1, cStack2, cStack3, cStack4, cCount
+};
+
+RankTimes rankTimesOf(const QJsonObject& o, int rank) {
+  RankTimes r;
+  r.rank = rank;
+  r.compute = o.value(QLatin1String("forward")).toDouble() + o.value(QLatin1String("backward")).toDouble() +
+              o.value(QLatin1String("optimizer")).toDouble();
+  r.comm = o.value(QLatin1String("comm")).toDouble();
+  r.bubble = o.value(QLatin1String("bubble")).toDouble();
+  r.data = o.value(QLatin1String("data")).toDouble();
+  return r;
+}
+
+QString trText(const char* text) { return QCoreApplication::translate("flotilla::ui::LiveData", text); }
+}  // namespace
+
+LiveData::LiveData() { clear(); }
+
+void LiveData::clear() {
+  m_steps.clear();
+  m_evals.clear();
+  const QString names[cCount] = {live_col::kStep,       live_col::kTokens,     live_col::kWall,
+                                 live_col::kLoss,       live_col::kLr,         live_col::kTokensPerSec,
+                                 live_col::kMfuPct,     live_col::kRssMib,     live_col::kSpend,
+                                 live_col::kSlowCompute, live_col::kSlowComm,  live_col::kSlowBubble,
+                                 live_col::kSlowData,   live_col::stackSum(1), live_col::stackSum(2),
+                                 live_col::stackSum(3), live_col::stackSum(4)};
+  for (int i = 0; i < cCount; ++i) m_cols[i] = m_steps.column(names[i]);
+  for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall, live_col::kValLoss}) m_evals.column(n);
+  m_window.clear();
+  m_windowNext = 0;
+  ++m_rankRevision;
+  m_t0 = m_lastWall = m_lastTokens = 0;
+  m_lastStep = m_startStep = m_plannedSteps = 0;
+  m_worldSize = 1;
+  m_baselineRss = 0;
+  m_gpuCount = 0;
+  m_gpuMemTotal = 0;
+  m_usdPerHour = m_maxUsd = 0;
+  m_priceSource.clear();
+}
+
+void LiveData::ingest(const QJsonObject& r) {
+  const QString type = r.value(QLatin1String("type")).toString();
+  const double time = r.value(QLatin1String("time")).toDouble();
+  if (type == QLatin1String("step")) {
+    StepSample s;
+    s.step = r.value(QLatin1String("step")).toInteger();
+    s.time = time;
+    s.tokens = r.contains(QLatin1String("tokens")) ? r.value(QLatin1String("tokens")).toDouble() : -1;
+    s.loss = r.value(QLatin1String("loss")).toDouble(kNaN);
+    s.lr = r.value(QLatin1String("lr")).toDouble(kNaN);
+    s.tokensPerSec = r.value(QLatin1String("tokens_per_s")).toDouble(kNaN);
+    s.mfu = r.value(QLatin1String("mfu")).toDouble(kNaN);
+    s.stepMs = r.value(QLatin1String("step_ms")).toDouble();
+    s.total = rankTimesOf(r.value(QLatin1String("time_ms")).toObject(), 0);
+    const QJsonArray ranks = r.value(QLatin1String("ranks")).toArray();
+    for (const QJsonValue& v : ranks) {
+      const QJsonObject o = v.toObject();
+      s.ranks.append(rankTimesOf(o, o.value(QLatin1String("rank")).toInt()));
+    }
+    s.slowestRank = r.value(QLatin1String("slowest_rank")).toInt(-1);
+    s.peakRssBytes = r.value(QLatin1String("peak_rss_bytes")).toDouble(kNaN);
+    for (const QJsonValue& v : r.value(QLatin1String("gpus")).toArray()) {
+      const QJsonObject o = v.toObject();
+      GpuSample g;
+      g.device = o.value(QLatin1String("device")).toInt();
+      const double util = o.value(QLatin1String("util")).toDouble(kNaN);
+      g.utilPct = util <= 1.0 ? util * 100.0 : util;  // a fraction, or already per cent
+      g.memBytes = o.value(QLatin1String("mem_bytes")).toDouble(kNaN);
+      m_gpuMemTotal = std::max(m_gpuMemTotal, o.value(QLatin1String("mem_total_bytes")).toDouble());
+      s.gpus.append(g);
+    }
+    appendStep(s);
+  } else if (type == QLatin1String("eval")) {
+    appendEval(r.value(QLatin1String("step")).toInteger(),
+               r.contains(QLatin1String("tokens")) ? r.value(QLatin1String("tokens")).toDouble() : -1, time,
+               r.value(QLatin1String("val_loss")).toDouble(kNaN));
+  } else if (type == QLatin1String("run_start")) {
+    if (m_t0 <= 0 && time > 0) m_t0 = time;
+    const QJsonObject config = r.value(QLatin1String("config")).toObject();
+    const QJsonObject budget = config.value(QLatin1String("budget")).toObject();
+    m_usdPerHour = budget.value(QLatin1String("usd_per_hour")).toDouble();
+    m_maxUsd = budget.value(QLatin1String("max_usd")).toDouble();
+    m_priceSource = budget.value(QLatin1String("price_source")).toString();
+    m_plannedSteps = config.value(QLatin1String("train")).toObject().value(QLatin1String("steps")).toInteger();
+    m_worldSize = std::max(1, r.value(QLatin1String("world_size")).toInt(1));
+    m_baselineRss = r.value(QLatin1String("baseline_rss_bytes")).toDouble();
+    if (m_steps.rows() == 0) m_startStep = r.value(QLatin1String("start_step")).toInteger();
+  }
+}
+
+void LiveData::appendStep(const StepSample& s) {
+  // Wall time from the records' clock; without one, the sum of step times.
+  double wall;
+  if (s.time > 0) {
+    if (m_t0 <= 0) m_t0 = s.time;
+    wall = s.time - m_t0;
+  } else {
+    wall = m_lastWall + s.stepMs / 1000.0 * double(std::max<qint64>(1, s.step - m_lastStep));
+  }
+  double tokens = s.tokens;
+  if (tokens < 0) tokens = m_lastTokens + s.tokensPerSec * std::max(0.0, wall - m_lastWall);
+  m_lastWall = wall;
+  m_lastTokens = tokens;
+  m_lastStep = s.step;
+
+  m_steps.beginRow();
+  const int* c = m_cols;
+  m_steps.set(c[cStep], double(s.step));
+  m_steps.set(c[cTokens], tokens);
+  m_steps.set(c[cWall], wall);
+  m_steps.set(c[cLoss], s.loss);
+  m_steps.set(c[cLr], s.lr);
+  m_steps.set(c[cTps], s.tokensPerSec);
+  m_steps.set(c[cMfu], std::isfinite(s.mfu) && s.mfu > 0 ? s.mfu * 100.0 : kNaN);
+  m_steps.set(c[cRss], s.peakRssBytes / kMib);
+  if (hasPrice()) m_steps.set(c[cSpend], m_usdPerHour * wall / 3600.0);
+
+  // The slowest rank's split (the run's own when single-rank) and its running sums.
+  QVector<RankTimes> ranks = s.ranks;
+  if (ranks.isEmpty()) ranks.append(s.total);
+  const RankTimes* slow = &ranks.front();
+  for (const RankTimes& r : ranks)
+    if (r.rank == s.slowestRank) slow = &r;
+  m_steps.set(c[cSlowCompute], slow->compute);
+  m_steps.set(c[cSlowComm], slow->comm);
+  m_steps.set(c[cSlowBubble], slow->bubble);
+  m_steps.set(c[cSlowData], slow->data);
+  m_steps.set(c[cStack1], slow->compute);
+  m_steps.set(c[cStack2], slow->compute + slow->comm);
+  m_steps.set(c[cStack3], slow->compute + slow->comm + slow->bubble);
+  m_steps.set(c[cStack4], slow->total());
+
+  for (const GpuSample& g : s.gpus) {
+    if (g.device < 0 || g.device > 63) continue;
+    m_gpuCount = std::max(m_gpuCount, g.device + 1);
+    m_steps.set(live_col::gpuUtil(g.device), g.utilPct);
+    m_steps.set(live_col::gpuMem(g.device), g.memBytes / kMib);
+  }
+
+  if (m_window.size() < kRankWindow) {
+    m_window.append(ranks);
+  } else {
+    m_window[m_windowNext] = ranks;
+    m_windowNext = (m_windowNext + 1) % kRankWindow;
+  }
+  ++m_rankRevision;
+}
+
+void LiveData::appendEval(qint64 step, double tokens, double time, double valLoss) {
+  double wall = m_lastWall;
+  if (time > 0 && m_t0 > 0) wall = time - m_t0;
+  m_evals.beginRow();
+  m_evals.set(live_col::kStep, double(step));
+  m_evals.set(live_col::kTokens, tokens >= 0 ? tokens : m_lastTokens);
+  m_evals.set(live_col::kWall, wall);
+  m_evals.set(live_col::kValLoss, valLoss);
+}
+
+QVector<RankTimes> LiveData::rankWindow() const {
+  QVector<RankTimes> sums;
+  QVector<int> counts;
+  for (const QVector<RankTimes>& record : m_window) {
+    for (const RankTimes& r : record) {
+      qsizetype i = 0;
+      while (i < sums.size() && sums[i].rank != r.rank) ++i;
+      if (i == sums.size()) {
+        RankTimes zero;
+        zero.rank = r.rank;
+        sums.append(zero);
+        counts.append(0);
+      }
+      sums[i].compute += r.compute;
+      sums[i].comm += r.comm;
+      sums[i].bubble += r.bubble;
+      sums[i].data += r.data;
+      ++counts[i];
+    }
+  }
+  for (qsizetype i = 0; i < sums.size(); ++i) {
+    const double n = counts[i];
+    sums[i].compute /= n;
+    sums[i].comm /= n;
+    sums[i].bubble /= n;
+    sums[i].data /= n;
+  }
+  std::sort(sums.begin(), sums.end(), [](const RankTimes& a, const RankTimes& b) { return a.rank < b.rank; });
+  return sums;
+}
+
+int LiveData::slowestRank() const {
+  const QVector<RankTimes> ranks = rankWindow();
+  int slowest = -1;
+  double worst = -1;
+  for (const RankTimes& r : ranks) {
+    if (r.total() > worst) {
+      worst = r.total();
+      slowest = r.rank;
+    }
+  }
+  return slowest;
+}
+
+QString LiveData::rateText() const {
+  if (hasPrice()) {
+    QString text = trText("rate $%1/h from the run config ([budget] usd_per_hour)").arg(m_usdPerHour, 0, 'f', 2);
+    if (!m_priceSource.isEmpty()) text += trText(", price source '%1'").arg(m_priceSource);
+    return text;
+  }
+  if (!m_priceSource.isEmpty())
+    return trText("price source '%1' without a rate in the run config: spend is not tracked here")
+        .arg(m_priceSource);
+  return trText("no price in the run config ([budget] usd_per_hour is 0): this run costs nothing here");
+}
+
+double LiveData::spentUsd() const { return hasPrice() ? m_usdPerHour * m_lastWall / 3600.0 : 0.0; }
+
+double LiveData::projectedUsd() const {
+  const double end = projectedEnd(XAxisKind::WallTime);
+  return hasPrice() && std::isfinite(end) ? m_usdPerHour * end / 3600.0 : kNaN;
+}
+
+double LiveData::projectedEnd(XAxisKind kind) const {
+  const qint64 done = m_lastStep - m_startStep;
+  if (m_plannedSteps <= 0 || done <= 0 || m_lastStep <= 0) return kNaN;
+  const double fraction = double(m_plannedSteps - m_startStep) / double(done);
+  switch (kind) {
+    case XAxisKind::Step: return double(m_plannedSteps);
+    case XAxisKind::Tokens: return m_lastTokens * double(m_plannedSteps) / double(m_lastStep);
+    case XAxisKind::WallTime: return m_lastWall * fraction;
+  }
+  return kNaN;
+}
+
+}  // namespace flotilla::ui

@@ -1,0 +1,263 @@
+// Plot frame (see plotpanel.h): palette, message, axes kinds, export and the context menu.
+#include "ui/plot/plotpanel.h"
+
+#include <qcustomplot.h>
+#include <QEvent>
+#include <QFile>
+#include <QFileDialog>
+#include <QMenu>
+#include <QSaveFile>
+#include <QSvgGenerator>
+#include <QTextStream>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+namespace flotilla::ui {
+
+PlotPanel::PlotPanel(const QString& objectName, const QString& title, QWidget* parent)
+    : QWidget(parent), m_title(title), m_plot(new QCustomPlot(this)) {
+  m_plot->setObjectName(objectName);
+  // Segments instead of one stroked polyline: a decimated noisy line zig-zags over itself, and
+  // stroking that as one wide antialiased path costs ~150 ms per replot.
+  m_plot->setPlottingHint(QCP::phFastPolylines, true);
+  m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_plot, &QWidget::customContextMenuRequested, this, &PlotPanel::showMenu);
+  m_plot->plotLayout()->insertRow(0);
+  auto* heading = new QCPTextElement(m_plot, title);
+  heading->setObjectName(QStringLiteral("title"));
+  QFont font = this->font();
+  font.setWeight(QFont::DemiBold);
+  heading->setFont(font);
+  m_plot->plotLayout()->addElement(0, 0, heading);
+  m_message = new QCPItemText(m_plot);
+  m_message->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_message->position->setCoords(0.5, 0.5);
+  m_message->setPositionAlignment(Qt::AlignCenter);
+  m_message->setTextAlignment(Qt::AlignCenter);
+  m_message->setVisible(false);
+  // The legend as one row under the title, never over the data (small plots have no room for
+  // an inset legend that does not hide a bar or the latest points).
+  m_plot->legend->setVisible(false);
+  m_plot->axisRect()->insetLayout()->take(m_plot->legend);
+  m_plot->plotLayout()->insertRow(1);
+  m_plot->plotLayout()->addElement(1, 0, m_plot->legend);
+  m_plot->plotLayout()->setRowStretchFactor(1, 0.001);
+  m_plot->plotLayout()->setRowSpacing(0);
+  m_plot->legend->setWrap(3);  // a fourth entry starts a second row instead of being clipped
+  m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  m_plot->legend->setMargins(QMargins(4, 0, 4, 0));
+  m_plot->legend->setRowSpacing(0);
+  m_plot->legend->setColumnSpacing(10);
+  m_plot->legend->setIconSize(18, 10);
+  QFont legendFont = this->font();
+  legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
+  m_plot->legend->setFont(legendFont);
+  m_plot->xAxis->setLabel(xLabel(m_xKind));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(m_plot);
+  setMinimumSize(200, 140);
+  applyPalette();
+}
+
+PlotPanel::~PlotPanel() = default;
+
+QWidget* PlotPanel::plotWidget() const { return m_plot; }
+
+void PlotPanel::setMessage(const QString& message) {
+  if (message == m_message->text()) return;
+  m_message->setText(message);
+  m_dirty = true;
+}
+
+void PlotPanel::setMessageVisible(bool visible) { m_message->setVisible(visible); }
+
+QString PlotPanel::message() const { return m_message->text(); }
+bool PlotPanel::messageVisible() const { return m_message->visible(); }
+
+QString PlotPanel::xLabel(XAxisKind kind) {
+  switch (kind) {
+    case XAxisKind::Step: return tr("step");
+    case XAxisKind::Tokens: return tr("tokens");
+    case XAxisKind::WallTime: return tr("wall time (h:mm:ss)");
+  }
+  return {};
+}
+
+void PlotPanel::setXAxisKind(XAxisKind kind) {
+  if (kind == m_xKind) return;
+  m_xKind = kind;
+  m_plot->xAxis->setLabel(xLabel(kind));
+  if (kind == XAxisKind::WallTime) {
+    auto ticker = QSharedPointer<QCPAxisTickerTime>::create();
+    ticker->setTimeFormat(QStringLiteral("%h:%m:%s"));
+    ticker->setFieldWidth(QCPAxisTickerTime::tuHours, 1);  // "0:02:30": narrow plots fit 4 labels
+    ticker->setTickCount(4);
+    m_plot->xAxis->setTicker(ticker);
+  } else {
+    auto ticker = QSharedPointer<QCPAxisTicker>::create();
+    ticker->setTickCount(kind == XAxisKind::Tokens ? 4 : 5);
+    m_plot->xAxis->setTicker(ticker);
+  }
+  m_plot->xAxis->setNumberFormat(kind == XAxisKind::Tokens ? QStringLiteral("gb") : QStringLiteral("g"));
+  m_dirty = true;
+}
+
+void PlotPanel::setLogY(bool log) {
+  if (log == m_logY) return;
+  m_logY = log;
+  m_plot->yAxis->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (log)
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  else
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  m_dirty = true;
+}
+
+void PlotPanel::setYRange(double lo, double hi, double minPositive) {
+  if (m_logY) {
+    if (!(minPositive > 0) || !std::isfinite(minPositive) || !(hi > 0)) {
+      m_plot->yAxis->setRange(0.1, 10);
+      return;
+    }
+    m_plot->yAxis->setRange(minPositive / 1.25, hi * 1.25);
+    return;
+  }
+  if (!(lo <= hi)) {
+    m_plot->yAxis->setRange(0, 1);
+    return;
+  }
+  const double span = hi - lo;
+  const double pad = span > 0 ? span * 0.08 : std::max(std::abs(hi) * 0.1, 0.1);
+  m_plot->yAxis->setRange(lo >= 0 && lo - pad < 0 ? 0 : lo - pad, hi + pad);
+}
+
+void PlotPanel::replotNow() {
+  m_plot->replot(QCustomPlot::rpImmediateRefresh);
+  ++m_replots;
+}
+
+bool PlotPanel::exportImage(const QString& path) {
+  m_error.clear();
+  // Draw what is current, even when the timer has not ticked since the last record.
+  refresh();
+  const int w = std::max(640, m_plot->width());
+  const int h = std::max(400, m_plot->height());
+  const QString suffix = QFileInfo(path).suffix().toLower();
+  bool ok = false;
+  if (suffix == QLatin1String("png")) {
+    ok = m_plot->savePng(path, w, h);
+  } else if (suffix == QLatin1String("pdf")) {
+    ok = m_plot->savePdf(path, w, h);
+  } else if (suffix == QLatin1String("svg")) {
+    QSvgGenerator svg;
+    svg.setFileName(path);
+    svg.setSize(QSize(w, h));
+    svg.setViewBox(QRect(0, 0, w, h));
+    svg.setTitle(m_title);
+    QCPPainter painter;
+    ok = painter.begin(&svg);
+    if (ok) {
+      m_plot->toPainter(&painter, w, h);
+      ok = painter.end();
+    }
+    ok = ok && QFileInfo(path).size() > 0;
+  } else {
+    m_error = tr("Unknown picture format '%1': use .png, .svg or .pdf").arg(suffix);
+    return false;
+  }
+  if (!ok) m_error = tr("Could not write %1").arg(path);
+  return ok;
+}
+
+bool PlotPanel::exportCsv(const QString& path) {
+  m_error.clear();
+  refresh();
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) {
+    m_error = tr("Could not write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  QTextStream out(&file);
+  if (!writeCsv(out)) {
+    m_error = tr("Nothing to export yet: the plot has no data");
+    file.cancelWriting();
+    return false;
+  }
+  out.flush();
+  if (!file.commit()) {
+    m_error = tr("Could not write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
+void PlotPanel::addExportActions(QMenu* menu) {
+  menu->addAction(tr("Save picture as PNG…"), this, [this] { chooseAndExport(QStringLiteral("png")); });
+  menu->addAction(tr("Save picture as SVG…"), this, [this] { chooseAndExport(QStringLiteral("svg")); });
+  menu->addAction(tr("Save picture as PDF…"), this, [this] { chooseAndExport(QStringLiteral("pdf")); });
+  menu->addAction(tr("Export data as CSV…"), this, [this] { chooseAndExport(QStringLiteral("csv")); });
+}
+
+void PlotPanel::showMenu(const QPoint& pos) {
+  auto* menu = new QMenu(this);
+  menu->setAttribute(Qt::WA_DeleteOnClose);
+  addExportActions(menu);
+  menu->popup(m_plot->mapToGlobal(pos));
+}
+
+void PlotPanel::chooseAndExport(const QString& suffix) {
+  // Non-modal: the dashboard keeps drawing while the dialog is open.
+  auto* dialog = new QFileDialog(this, tr("Export %1").arg(m_title));
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setAcceptMode(QFileDialog::AcceptSave);
+  dialog->setDefaultSuffix(suffix);
+  dialog->setNameFilter(tr("%1 files (*.%2)").arg(suffix.toUpper(), suffix));
+  QString base = m_plot->objectName();
+  dialog->selectFile(base + QLatin1Char('.') + suffix);
+  connect(dialog, &QFileDialog::fileSelected, this, [this, suffix](const QString& path) {
+    const bool ok = suffix == QLatin1String("csv") ? exportCsv(path) : exportImage(path);
+    if (!ok) setToolTip(m_error);
+  });
+  dialog->open();
+}
+
+void PlotPanel::applyPalette() {
+  const QPalette pal = palette();
+  const QColor text = pal.color(QPalette::WindowText);
+  QColor grid = text;
+  grid.setAlphaF(0.12);
+  m_plot->setBackground(pal.brush(QPalette::Base));
+  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2}) {
+    axis->setBasePen(QPen(text, 1));
+    axis->setTickPen(QPen(text, 1));
+    axis->setSubTickPen(QPen(text, 1));
+    axis->setTickLabelColor(text);
+    axis->setLabelColor(text);
+    axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+  }
+  if (auto* heading = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0))) heading->setTextColor(text);
+  m_message->setColor(pal.color(QPalette::PlaceholderText));
+  m_plot->legend->setBrush(Qt::NoBrush);
+  m_plot->legend->setBorderPen(Qt::NoPen);
+  m_plot->legend->setTextColor(text);
+  applySeriesPalette(pal);
+}
+
+void PlotPanel::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) {
+    applyPalette();
+    m_dirty = true;
+    refresh();
+  }
+  QWidget::changeEvent(event);
+}
+
+void PlotPanel::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  m_dirty = true;  // another width: decimate again at the next refresh
+}
+
+}  // namespace flotilla::ui

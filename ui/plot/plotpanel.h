@@ -1,0 +1,96 @@
+// The common frame of every dashboard plot: a QCustomPlot with palette-following colours, a
+// centred message for the empty state, linear/log y, an x axis by step, tokens or wall time, a
+// context menu exporting the picture (PNG, SVG, PDF) and the data (CSV), and a replot counter.
+//
+// Decision: export goes through the subclass only for the data. The picture is whatever
+// QCustomPlot draws (savePng/savePdf, SVG by rendering the plot into a QSvgGenerator), so an
+// exported plot always matches the screen; the CSV is the subclass's raw (not decimated)
+// numbers for the current x axis, via writeCsv(). Subclasses draw in refresh() and call
+// replotNow(), which counts, so tests and the dashboard can check the ≤ 25 replots/s promise.
+// Callers see QWidget API only: qcustomplot.h stays inside ui/plot/*.cpp.
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+class QCustomPlot;
+class QCPItemText;
+class QMenu;
+class QTextStream;
+
+namespace flotilla::ui {
+
+enum class XAxisKind { Step, Tokens, WallTime };
+
+class PlotPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  PlotPanel(const QString& objectName, const QString& title, QWidget* parent = nullptr);
+  ~PlotPanel() override;
+
+  QString title() const { return m_title; }
+  QWidget* plotWidget() const;
+
+  // The centred message shown while there is nothing to draw ("No run selected").
+  void setMessage(const QString& message);
+  QString message() const;
+  bool messageVisible() const;
+
+  virtual void setXAxisKind(XAxisKind kind);
+  XAxisKind xAxisKind() const { return m_xKind; }
+  void setLogY(bool log);
+  bool logY() const { return m_logY; }
+
+  // Redraws when data or a setting changed since the last replot; returns whether it did.
+  virtual bool refresh() = 0;
+  int replotCount() const { return m_replots; }
+  // Forces the next refresh() to redraw.
+  void markDirty() { m_dirty = true; }
+
+  // The picture, format from the suffix (.png, .svg, .pdf), at the widget's size (at least
+  // 640x400). The data as CSV (a header row, then one row per point). False with errorText().
+  bool exportImage(const QString& path);
+  bool exportCsv(const QString& path);
+  QString errorText() const { return m_error; }
+  // The context menu's actions (also offered by the dashboard's Export button).
+  void addExportActions(QMenu* menu);
+
+ protected:
+  QCustomPlot* customPlot() const { return m_plot; }
+  QCPItemText* messageItem() const { return m_message; }
+  void setMessageVisible(bool visible);
+  // The x axis label and ticker for `kind` (tokens use engineering notation, time h:mm:ss).
+  static QString xLabel(XAxisKind kind);
+  // Writes the header row and the data rows. Returns false when there is nothing to write.
+  virtual bool writeCsv(QTextStream& out) const = 0;
+  // Colours of the series, called after the frame's own palette is applied.
+  virtual void applySeriesPalette(const QPalette&) {}
+  // Sets the y range from the data extent, honouring log scale (only positive values count).
+  void setYRange(double lo, double hi, double minPositive);
+  void replotNow();
+  bool takeDirty() {
+    const bool was = m_dirty;
+    m_dirty = false;
+    return was;
+  }
+
+  void changeEvent(QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  void applyPalette();
+  void showMenu(const QPoint& pos);
+  void chooseAndExport(const QString& suffix);
+
+  QString m_title;
+  QCustomPlot* m_plot = nullptr;
+  QCPItemText* m_message = nullptr;
+  XAxisKind m_xKind = XAxisKind::Step;
+  bool m_logY = false;
+  bool m_dirty = true;
+  int m_replots = 0;
+  QString m_error;
+};
+
+}  // namespace flotilla::ui
