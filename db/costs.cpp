@@ -264,7 +264,7 @@ void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
 }
 
 double Accrual::seconds(double now) const {
-  const double stop = end ? *end : now;
+  const double stop = end ? std::min(*end, now) : now;  // "up to min(end, now)", as the header says
   return std::max(0.0, stop - start);
 }
 

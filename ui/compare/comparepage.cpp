@@ -1,27 +1,318 @@
 // Compare page (see comparepage.h).
 #include "ui/compare/comparepage.h"
 
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
 #include <QVBoxLayout>
 
-#include "ui/common/emptystate.h"
+#include <variant>
+
 #include "ui/common/pageheader.h"
+#include "ui/compare/asyncquery.h"
+#include "ui/compare/comparemodels.h"
+#include "ui/compare/runpickermodel.h"
+#include "ui/plot/compareplot.h"
 
 namespace flotilla::ui {
+namespace {
 
-ComparePage::ComparePage(QWidget* parent) : QWidget(parent) {
+QTableView* newTable(QAbstractItemModel* model, const QString& name) {
+  auto* view = new QTableView;
+  view->setObjectName(name);
+  view->setModel(model);
+  view->setAlternatingRowColors(true);
+  view->setSelectionBehavior(QAbstractItemView::SelectRows);
+  view->verticalHeader()->hide();
+  view->horizontalHeader()->setStretchLastSection(true);
+  view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  view->setWordWrap(false);
+  return view;
+}
+
+QString axisLabel(db::XAxis x, const Preferences& prefs) {
+  switch (x) {
+    case db::XAxis::kStep: return QObject::tr("step");
+    case db::XAxis::kTokens: return QObject::tr("tokens");
+    case db::XAxis::kWallTime: return QObject::tr("wall time (%1)").arg(prefs.timeUnitLabel());
+    case db::XAxis::kGpuHours: return QObject::tr("GPU-hours");
+    case db::XAxis::kDollars: return QObject::tr("spend (%1)").arg(prefs.currency);
+  }
+  return {};
+}
+
+}  // namespace
+
+ComparePage::ComparePage(QWidget* parent) : ComparePage(QString(), parent) {}
+
+ComparePage::ComparePage(const QString& databasePath, QWidget* parent)
+    : QWidget(parent),
+      m_databasePath(databasePath),
+      m_prefs(Preferences::load()),
+      m_runs(new RunPickerModel(this)),
+      m_proxy(new QSortFilterProxyModel(this)),
+      m_summary(new SummaryModel(this)),
+      m_config(new ConfigDiffModel(this)),
+      m_target(new TargetModel(this)) {
+  m_summary->setPreferences(m_prefs);
+  m_target->setPreferences(m_prefs);
+  build();
+}
+
+void ComparePage::build() {
   auto* header = new PageHeader(
       tr("Compare"),
-      tr("Put experiments side by side: loss curves overlaid by step, tokens, wall time, GPU-hours or "
-         "dollars, and a table that lines up what differs in their configurations with final and best "
-         "loss, tokens per second, utilisation, total cost and cost per million tokens."),
+      tr("Put experiments side by side: any metric overlaid by step, tokens, wall time, GPU-hours or "
+         "dollars, with their losses, speed, cost per million tokens, differing config keys and the cost "
+         "of reaching a chosen loss."),
       this);
-  auto* empty = new EmptyState(QStringLiteral("compare"), tr("Nothing to compare yet"),
-                               tr("Select two or more runs on the Runs page and choose Compare."), this);
+
+  // Left: the runs to pick from.
+  m_filter = new QLineEdit;
+  m_filter->setObjectName(QStringLiteral("compareFilter"));
+  m_filter->setPlaceholderText(tr("Filter runs by name"));
+  m_filter->setClearButtonEnabled(true);
+  m_proxy->setSourceModel(m_runs);
+  m_proxy->setFilterKeyColumn(RunPickerModel::Name);
+  m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+  m_runView = newTable(m_proxy, QStringLiteral("compareRuns"));
+  m_runView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  auto* refreshButton = new QPushButton(tr("Refresh"));
+  connect(refreshButton, &QPushButton::clicked, this, &ComparePage::refresh);
+  auto* left = new QWidget;
+  left->setMinimumWidth(370);  // name, status, steps and loss without clipping
+  auto* leftLayout = new QVBoxLayout(left);
+  leftLayout->setContentsMargins(0, 0, 0, 0);
+  auto* filterRow = new QHBoxLayout;
+  filterRow->addWidget(m_filter, 1);
+  filterRow->addWidget(refreshButton);
+  leftLayout->addLayout(filterRow);
+  leftLayout->addWidget(m_runView, 1);
+
+  // Right, top: the plot and its controls.
+  m_metric = new QComboBox;
+  m_metric->setObjectName(QStringLiteral("compareMetric"));
+  m_metric->setMinimumContentsLength(12);
+  m_metric->addItem(QStringLiteral("loss"));
+  m_xAxis = new QComboBox;
+  m_xAxis->setObjectName(QStringLiteral("compareXAxis"));
+  m_xAxis->addItem(tr("Step"), static_cast<int>(db::XAxis::kStep));
+  m_xAxis->addItem(tr("Tokens"), static_cast<int>(db::XAxis::kTokens));
+  m_xAxis->addItem(tr("Wall time"), static_cast<int>(db::XAxis::kWallTime));
+  m_xAxis->addItem(tr("GPU-hours"), static_cast<int>(db::XAxis::kGpuHours));
+  m_xAxis->addItem(tr("Dollars"), static_cast<int>(db::XAxis::kDollars));
+  m_logY = new QCheckBox(tr("Log scale"));
+  m_plot = new CompareOverlayPlot;
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Metric")));
+  controls->addWidget(m_metric);
+  controls->addSpacing(12);
+  controls->addWidget(new QLabel(tr("X axis")));
+  controls->addWidget(m_xAxis);
+  controls->addSpacing(12);
+  controls->addWidget(m_logY);
+  controls->addStretch(1);
+  auto* plotBox = new QWidget;
+  auto* plotLayout = new QVBoxLayout(plotBox);
+  plotLayout->setContentsMargins(0, 0, 0, 0);
+  plotLayout->addLayout(controls);
+  plotLayout->addWidget(m_plot, 1);
+
+  // Right, bottom: tables.
+  auto* tabs = new QTabWidget;
+  tabs->setObjectName(QStringLiteral("compareTabs"));
+  tabs->addTab(newTable(m_summary, QStringLiteral("compareSummary")), tr("Summary"));
+  m_showAll = new QCheckBox(tr("Show all keys"));
+  auto* configPane = new QWidget;
+  auto* configLayout = new QVBoxLayout(configPane);
+  configLayout->setContentsMargins(0, 6, 0, 0);
+  configLayout->addWidget(m_showAll);
+  configLayout->addWidget(newTable(m_config, QStringLiteral("compareConfig")), 1);
+  tabs->addTab(configPane, tr("Config differences"));
+  m_targetLoss = new QDoubleSpinBox;
+  m_targetLoss->setObjectName(QStringLiteral("compareTargetLoss"));
+  m_targetLoss->setRange(0, 100);
+  m_targetLoss->setDecimals(3);
+  m_targetLoss->setSingleStep(0.05);
+  m_targetLoss->setValue(3.0);
+  m_smoothed = new QCheckBox(tr("Smoothed loss (EMA 0.6)"));
+  m_smoothed->setChecked(true);
+  auto* targetPane = new QWidget;
+  auto* targetLayout = new QVBoxLayout(targetPane);
+  targetLayout->setContentsMargins(0, 6, 0, 0);
+  auto* targetRow = new QHBoxLayout;
+  targetRow->addWidget(new QLabel(tr("Target loss")));
+  targetRow->addWidget(m_targetLoss);
+  targetRow->addSpacing(12);
+  targetRow->addWidget(m_smoothed);
+  targetRow->addStretch(1);
+  targetLayout->addLayout(targetRow);
+  targetLayout->addWidget(newTable(m_target, QStringLiteral("compareTarget")), 1);
+  tabs->addTab(targetPane, tr("Cost to reach a loss"));
+
+  auto* right = new QSplitter(Qt::Vertical);
+  right->addWidget(plotBox);
+  right->addWidget(tabs);
+  right->setStretchFactor(0, 3);
+  right->setStretchFactor(1, 2);
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(left);
+  split->addWidget(right);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 3);
+  split->setSizes({340, 860});
+  split->setMinimumSize(900, 480);
+
+  // Small windows scroll the page rather than squeezing its tables (the window keeps no minimum).
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(split);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  m_status = new QLabel;
+  m_status->setObjectName(QStringLiteral("compareStatus"));
+  m_status->setForegroundRole(QPalette::PlaceholderText);
 
   auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(28, 24, 28, 24);
+  layout->setContentsMargins(28, 24, 28, 16);
+  layout->setSpacing(12);
   layout->addWidget(header);
-  layout->addWidget(empty, 1);
+  layout->addWidget(scroll, 1);
+  layout->addWidget(m_status);
+
+  connect(m_runs, &RunPickerModel::checkedChanged, this, &ComparePage::requestComparison);
+  connect(m_metric, &QComboBox::currentIndexChanged, this, &ComparePage::requestComparison);
+  connect(m_xAxis, &QComboBox::currentIndexChanged, this, &ComparePage::requestComparison);
+  connect(m_targetLoss, &QDoubleSpinBox::valueChanged, this, &ComparePage::requestComparison);
+  connect(m_smoothed, &QCheckBox::toggled, this, &ComparePage::requestComparison);
+  connect(m_logY, &QCheckBox::toggled, m_plot, &CompareOverlayPlot::setLogY);
+  connect(m_showAll, &QCheckBox::toggled, m_config, &ConfigDiffModel::setShowAll);
+  m_plot->setCurves({}, tr("step"), QStringLiteral("loss"),
+                    m_databasePath.isEmpty() ? tr("No workspace database") : tr("Tick runs on the left to compare them"));
+}
+
+void ComparePage::setDatabasePath(const QString& path) {
+  m_databasePath = path;
+  refresh();
+}
+
+void ComparePage::setPreferences(const Preferences& prefs) {
+  m_prefs = prefs;
+  m_summary->setPreferences(prefs);
+  m_target->setPreferences(prefs);
+  requestComparison();
+}
+
+void ComparePage::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  refresh();
+}
+
+void ComparePage::refresh() {
+  if (m_databasePath.isEmpty()) return;
+  const quint64 generation = ++m_listGeneration;
+  m_listBusy = true;
+  RunListRequest request{m_databasePath, {}};
+  runAsync<std::vector<db::RunListItem>>(
+      this, [request] { return loadRunList(request); },
+      [this, generation](Outcome<std::vector<db::RunListItem>> r) {
+        if (generation != m_listGeneration) return;
+        m_listBusy = false;
+        if (auto* error = std::get_if<QString>(&r)) return fail(*error);
+        m_runs->setRuns(std::move(std::get<0>(r)));
+        m_status->setText(tr("%n run(s) in the workspace", nullptr, m_runs->rowCount()));
+        emit runsLoaded();
+        requestComparison();
+      });
+}
+
+void ComparePage::requestComparison() {
+  if (m_databasePath.isEmpty()) return;
+  if (m_compareBusy) {
+    m_compareAgain = true;  // one follow-up with the newest settings
+    return;
+  }
+  startComparison();
+}
+
+void ComparePage::startComparison() {
+  CompareRequest request;
+  request.databasePath = m_databasePath;
+  request.runIds = m_runs->checkedIds();
+  request.metric = m_metric->currentText().toStdString();
+  request.x = static_cast<db::XAxis>(m_xAxis->currentData().toInt());
+  request.targetLoss = m_targetLoss->value();
+  request.smoothing = m_smoothed->isChecked() ? 0.6 : 0.0;
+  const quint64 generation = ++m_compareGeneration;
+  m_compareBusy = true;
+  m_compareAgain = false;
+  runAsync<CompareResult>(
+      this, [request] { return loadComparison(request); },
+      [this, generation](Outcome<CompareResult> r) {
+        m_compareBusy = false;
+        if (generation == m_compareGeneration) {
+          if (auto* error = std::get_if<QString>(&r))
+            fail(*error);
+          else
+            applyResult(std::move(std::get<0>(r)));
+        }
+        if (m_compareAgain) startComparison();
+      });
+}
+
+void ComparePage::applyResult(CompareResult result) {
+  m_result = std::move(result);
+  // Metric names: keep the current choice, offer what the runs have.
+  const QString current = m_metric->currentText();
+  QStringList names;
+  for (const auto& n : m_result.metricNames) names << QString::fromStdString(n);
+  if (!names.contains(current)) names.prepend(current);
+  QStringList shown;
+  for (int i = 0; i < m_metric->count(); ++i) shown << m_metric->itemText(i);
+  if (shown != names) {
+    const QSignalBlocker block(m_metric);
+    m_metric->clear();
+    m_metric->addItems(names);
+    m_metric->setCurrentText(current);
+  }
+
+  const auto x = static_cast<db::XAxis>(m_xAxis->currentData().toInt());
+  const double xScale = x == db::XAxis::kWallTime && m_prefs.time == Preferences::TimeUnit::Hours ? 1.0 / 3600 : 1.0;
+  QVector<CompareOverlayPlot::Curve> curves;
+  for (const auto& s : m_result.series) {
+    CompareOverlayPlot::Curve c;
+    c.name = QString::fromStdString(s.run_name);
+    for (const auto& p : s.points) {
+      c.x << p.x * xScale;
+      c.last << p.last;
+      c.min << p.min;
+      c.max << p.max;
+    }
+    curves << c;
+  }
+  m_plot->setCurves(curves, axisLabel(x, m_prefs), current, tr("Tick runs on the left to compare them"));
+  m_summary->setResult(m_result);
+  m_config->setResult(m_result);
+  m_target->setResult(m_result);
+  m_status->setText(tr("%n run(s) compared", nullptr, static_cast<int>(m_result.runs.size())) +
+                    QStringLiteral(" · ") +
+                    tr("%n config key(s) differ", nullptr, static_cast<int>(m_result.differences.size())));
+  emit comparisonReady();
+}
+
+void ComparePage::fail(const QString& message) {
+  m_status->setText(tr("Could not read the workspace: %1").arg(message));
+  emit queryFailed(message);
 }
 
 }  // namespace flotilla::ui

@@ -1,16 +1,100 @@
-// The Compare page: overlay runs by step, tokens, wall time, GPU-hours or dollars, beside a table
-// of config differences, losses, speed and cost. Empty until there are runs to compare.
+// The Compare page: pick runs from the store, overlay any metric by step, tokens, wall time,
+// GPU-hours or dollars, and read their summaries, config differences and the cost of reaching a
+// chosen loss side by side.
+//
+// Decision: every read runs in a QtConcurrent task on its own reader connection (comparequery.h);
+// results come back to the UI thread tagged with a generation number, and a result older than the
+// newest request is dropped, so fast clicking never shows a stale comparison. Requests made while
+// one is in flight coalesce into one follow-up.
 #pragma once
 
+#include <QString>
 #include <QWidget>
 
+#include "ui/compare/comparequery.h"
+#include "ui/settings/preferences.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QSortFilterProxyModel;
+class QTableView;
+
 namespace flotilla::ui {
+
+class CompareOverlayPlot;
+class ConfigDiffModel;
+class RunPickerModel;
+class SummaryModel;
+class TargetModel;
 
 class ComparePage : public QWidget {
   Q_OBJECT
 
  public:
+  // Without a database the page shows how to get one; setDatabasePath() connects it.
   explicit ComparePage(QWidget* parent = nullptr);
+  explicit ComparePage(const QString& databasePath, QWidget* parent = nullptr);
+
+  void setDatabasePath(const QString& path);
+  QString databasePath() const { return m_databasePath; }
+
+  RunPickerModel* runModel() const { return m_runs; }
+  SummaryModel* summaryModel() const { return m_summary; }
+  ConfigDiffModel* configModel() const { return m_config; }
+  TargetModel* targetModel() const { return m_target; }
+  CompareOverlayPlot* plot() const { return m_plot; }
+  QComboBox* metricBox() const { return m_metric; }
+  QComboBox* xAxisBox() const { return m_xAxis; }
+  QDoubleSpinBox* targetBox() const { return m_targetLoss; }
+  QCheckBox* showAllBox() const { return m_showAll; }
+  QCheckBox* smoothedBox() const { return m_smoothed; }
+  QLineEdit* filterEdit() const { return m_filter; }
+  const CompareResult& result() const { return m_result; }
+  bool busy() const { return m_listBusy || m_compareBusy; }
+
+ public slots:
+  // Re-reads the run list (and then the comparison).
+  void refresh();
+  void setPreferences(const flotilla::ui::Preferences& prefs);
+
+ signals:
+  void runsLoaded();
+  void comparisonReady();
+  void queryFailed(const QString& message);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
+
+ private:
+  void build();
+  void requestComparison();
+  void startComparison();
+  void applyResult(CompareResult result);
+  void fail(const QString& message);
+
+  QString m_databasePath;
+  Preferences m_prefs;
+  RunPickerModel* m_runs;
+  QSortFilterProxyModel* m_proxy;
+  SummaryModel* m_summary;
+  ConfigDiffModel* m_config;
+  TargetModel* m_target;
+  CompareOverlayPlot* m_plot = nullptr;
+  QLineEdit* m_filter = nullptr;
+  QTableView* m_runView = nullptr;
+  QComboBox* m_metric = nullptr;
+  QComboBox* m_xAxis = nullptr;
+  QCheckBox* m_logY = nullptr;
+  QCheckBox* m_showAll = nullptr;
+  QCheckBox* m_smoothed = nullptr;
+  QDoubleSpinBox* m_targetLoss = nullptr;
+  QLabel* m_status = nullptr;
+  CompareResult m_result;
+  quint64 m_listGeneration = 0, m_compareGeneration = 0;
+  bool m_listBusy = false, m_compareBusy = false, m_compareAgain = false;
 };
 
 }  // namespace flotilla::ui

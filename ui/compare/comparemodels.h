@@ -1,0 +1,78 @@
+// The Compare page's tables, filled from one CompareResult: run summaries (one row per run), config
+// keys (one row per key, one column per run) and the cost to reach a target loss (one row per run).
+//
+// Decision: the config model holds every key and filters itself (only differing keys unless
+// "show all" is on), so toggling never needs another query.
+#pragma once
+
+#include <QAbstractTableModel>
+
+#include "ui/compare/comparequery.h"
+#include "ui/settings/preferences.h"
+
+namespace flotilla::ui {
+
+class SummaryModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column {
+    Run, Status, Steps, FinalLoss, BestLoss, BestValLoss, Tokens, TokensPerS, Mfu, WallTime, GpuHours,
+    Cost, CostPerMTokens, ColumnCount
+  };
+  explicit SummaryModel(QObject* parent = nullptr);
+  void setResult(const CompareResult& result);
+  void setPreferences(const Preferences& prefs);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ private:
+  std::vector<db::RunSummary> m_rows;
+  Preferences m_prefs;
+};
+
+class ConfigDiffModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  explicit ConfigDiffModel(QObject* parent = nullptr);
+  void setResult(const CompareResult& result);
+  void setShowAll(bool all);
+  bool showAll() const { return m_showAll; }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ private:
+  const std::vector<db::ConfigDifference>& shown() const { return m_showAll ? m_all : m_diffs; }
+  QStringList m_runNames;
+  std::vector<db::ConfigDifference> m_all, m_diffs;
+  bool m_showAll = false;
+};
+
+class TargetModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Run, Step, Loss, Cost, GpuHours, WallTime, ColumnCount };
+  explicit TargetModel(QObject* parent = nullptr);
+  void setResult(const CompareResult& result);
+  void setPreferences(const Preferences& prefs);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ private:
+  QStringList m_names;
+  std::vector<TargetHit> m_hits;
+  Preferences m_prefs;
+};
+
+}  // namespace flotilla::ui

@@ -1,0 +1,99 @@
+// Compare page reads (see comparequery.h).
+#include "ui/compare/comparequery.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "db/costs.h"
+#include "db/sql.h"
+#include "ui/plot/smoothing.h"
+
+namespace flotilla::ui {
+namespace {
+
+db::OpenOptions readerOptions() {
+  db::OpenOptions o;
+  o.create = false;
+  o.quick_check = false;  // the app checked the file when it opened the workspace
+  return o;
+}
+
+// Dollars or GPU-hours accrued up to time t. db::accrued_until() charges a closed interval in full
+// whatever t is (Accrual::seconds ignores `now` once `end` is set), so it is computed here.
+double accruedAt(const std::vector<db::Accrual>& accruals, double t, bool dollars) {
+  double total = 0;
+  for (const auto& a : accruals) {
+    const double stop = std::min(a.end ? *a.end : t, t);
+    const double seconds = std::max(0.0, stop - a.start);
+    total += (dollars ? a.usd_per_hour : static_cast<double>(a.devices)) * seconds / 3600.0;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::vector<db::RunListItem> loadRunList(const RunListRequest& request) {
+  const db::Database db(request.databasePath.toStdString(), readerOptions());
+  db::RunFilter filter;
+  filter.name_contains = request.nameContains.toStdString();
+  return db::list_runs(db, filter);
+}
+
+TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing) {
+  TargetHit hit;
+  hit.runId = run.id;
+  const auto points = db::metric_points(db, run.id, "loss");
+  if (points.empty()) return hit;
+  EmaSmoother ema(smoothing);
+  for (const auto& p : points) {
+    const double v = smoothing > 0 ? ema.push(p.value) : p.value;
+    if (v <= target) {
+      hit.reached = true;
+      hit.step = p.step;
+      hit.lossAtStep = v;
+      hit.wallSeconds = p.time - points.front().time;
+      const auto accruals = db::run_accruals(db, run.id);
+      if (accruals.empty()) {
+        hit.gpuHours = static_cast<double>(run.world_size.value_or(1)) * hit.wallSeconds / 3600.0;
+      } else {
+        hit.usd = accruedAt(accruals, p.time, true);
+        hit.gpuHours = accruedAt(accruals, p.time, false);
+      }
+      break;
+    }
+  }
+  return hit;
+}
+
+CompareResult loadComparison(const CompareRequest& request) {
+  const db::Database db(request.databasePath.toStdString(), readerOptions());
+  const double now = request.now > 0 ? request.now : db::now_seconds();
+  CompareResult out;
+  std::set<std::string> names;
+  for (int64_t id : request.runIds) {
+    out.runs.push_back(db::get_run(db, id));
+    out.summaries.push_back(db::run_summary(db, id, now));
+    out.hits.push_back(costToReach(db, out.runs.back(), request.targetLoss, request.smoothing));
+    for (auto& n : db::metric_names(db, id)) names.insert(std::move(n));
+  }
+  out.metricNames.assign(names.begin(), names.end());
+  if (!request.runIds.empty())
+    out.series = db::aligned_series(db, request.runIds, request.metric, request.x, request.buckets, now);
+  out.differences = db::config_differences(out.runs);
+
+  // Every key, in first-seen order, with each run's value ("" where absent).
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> values;
+  for (size_t i = 0; i < out.runs.size(); ++i) {
+    for (auto& [key, value] : db::flatten_config(out.runs[i].config_json)) {
+      auto [it, inserted] = values.try_emplace(key, std::vector<std::string>(out.runs.size()));
+      if (inserted) order.push_back(key);
+      it->second[i] = value;
+    }
+  }
+  for (const auto& key : order) out.allConfig.push_back({key, values[key]});
+  return out;
+}
+
+}  // namespace flotilla::ui

@@ -1,0 +1,62 @@
+// The Compare page's reads, as plain functions over a reader connection of their own, so the page
+// runs them in QtConcurrent tasks and applies the results on the UI thread.
+//
+// Decision: the cost to reach a target loss is read from the run's raw loss points (smoothed here
+// with the same debiased EMA the plots use), not from the downsampled series: a bucket's "last"
+// can step over the first point that crossed the target. Dollars and GPU-hours at that step come
+// from the cost accruals up to the step's wall time (db/costs.h accrued_until).
+#pragma once
+
+#include <QString>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "db/queries.h"
+
+namespace flotilla::ui {
+
+struct RunListRequest {
+  QString databasePath;
+  QString nameContains;
+};
+// list_runs over a fresh connection; throws DbError.
+std::vector<db::RunListItem> loadRunList(const RunListRequest& request);
+
+struct CompareRequest {
+  QString databasePath;
+  std::vector<int64_t> runIds;
+  std::string metric = "loss";
+  db::XAxis x = db::XAxis::kStep;
+  int buckets = 800;
+  double targetLoss = 0;      // the cost-to-reach target
+  double smoothing = 0.6;     // EMA weight for the target search; 0 = raw loss
+  double now = 0;             // 0: the current time (open accruals run up to it)
+};
+
+struct TargetHit {
+  int64_t runId = 0;
+  bool reached = false;
+  int64_t step = 0;
+  double lossAtStep = 0;  // the (smoothed) value that crossed
+  double usd = 0, gpuHours = 0, wallSeconds = 0;
+};
+
+struct CompareResult {
+  std::vector<db::Run> runs;  // in request order
+  std::vector<db::AlignedSeries> series;
+  std::vector<db::RunSummary> summaries;
+  std::vector<db::ConfigDifference> differences;
+  std::vector<db::ConfigDifference> allConfig;  // every key, values per run
+  std::vector<TargetHit> hits;
+  std::vector<std::string> metricNames;  // union over the runs, sorted
+};
+// Everything the page shows for these runs; throws DbError.
+CompareResult loadComparison(const CompareRequest& request);
+
+// The first step whose (smoothed) loss is ≤ target, and what the run had spent by then.
+TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing);
+
+}  // namespace flotilla::ui

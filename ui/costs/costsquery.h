@@ -1,0 +1,45 @@
+// The Costs page's reads and writes as plain functions, each on a connection of its own: the page
+// runs them in QtConcurrent tasks (never on the UI thread).
+//
+// Decision: "reset to list prices" clears the user-edited mark and re-seeds from the built-in
+// catalogue in one transaction; entries the catalogue does not know (added by the user) keep
+// their values and their mark, so a reset never deletes anything the user typed in.
+#pragma once
+
+#include <QString>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/costs.h"
+
+namespace flotilla::ui {
+
+struct BudgetLine {
+  int64_t runId = 0;
+  std::string name, status;
+  std::optional<double> capUsd;
+  double warnFraction = 0.8;
+  double spentUsd = 0;
+  double projectedUsd = 0;  // spent × planned steps / steps done while running; else spent
+};
+
+struct CostsResult {
+  std::vector<db::CostLine> byRun, byNode, byDay;
+  std::vector<db::PriceEntry> prices;
+  std::vector<BudgetLine> budgets;
+  double totalUsd = 0;
+};
+
+CostsResult loadCosts(const QString& databasePath, double now = 0);
+// Inserts or updates one catalogue entry (marked user-edited). Returns its id.
+int64_t savePrice(const QString& databasePath, const db::PriceEntry& entry);
+// Deletes a user-edited entry; a listed price the user did not edit is refused (DbError kInvalid).
+void deletePrice(const QString& databasePath, int64_t priceId);
+// See the decision above. Returns the number of entries reset.
+int resetPrices(const QString& databasePath);
+void saveBudget(const QString& databasePath, int64_t runId, std::optional<double> capUsd, double warnFraction);
+
+}  // namespace flotilla::ui

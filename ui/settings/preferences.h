@@ -1,0 +1,47 @@
+// App preferences (QSettings, organisation/application "Flotilla"): the workspace to open at the
+// next start, display units and the theme. Everything about runs, nodes and prices stays in the
+// workspace database; this file holds only how this user likes the app to look.
+//
+// Decision: the theme is applied by replacing the application's QPalette, never with style
+// sheets, so every widget (and every plot adapter, which reads the palette) follows it at once.
+// "System" restores the palette the application had before the first change, captured once.
+#pragma once
+
+#include <QString>
+
+namespace flotilla::ui {
+
+struct Preferences {
+  enum class Theme { System, Light, Dark };
+  enum class TokenUnit { Thousands, Millions };
+  enum class TimeUnit { Seconds, Hours };
+
+  QString workspaceDir;  // "" = the default (or --workspace); takes effect at the next start
+  Theme theme = Theme::System;
+  TokenUnit tokens = TokenUnit::Millions;
+  TimeUnit time = TimeUnit::Hours;
+  QString currency = QStringLiteral("$");
+
+  static constexpr const char* kWorkspaceKey = "preferences/workspaceDir";
+  static constexpr const char* kThemeKey = "preferences/theme";
+  static constexpr const char* kTokensKey = "preferences/tokenUnit";
+  static constexpr const char* kTimeKey = "preferences/timeUnit";
+
+  static Preferences load();
+  void save() const;
+
+  // "12.3M tokens" / "12,345k tokens" style numbers (no unit word).
+  QString formatTokens(double tokens) const;
+  QString tokenUnitLabel() const;
+  // Seconds as "3.25 h" or "11700 s".
+  QString formatDuration(double seconds) const;
+  QString timeUnitLabel() const;
+  QString formatMoney(double usd) const;
+};
+
+QString themeName(Preferences::Theme theme);
+
+// Replaces the application palette (see the decision above). Safe to call repeatedly.
+void applyTheme(Preferences::Theme theme);
+
+}  // namespace flotilla::ui
