@@ -55,9 +55,9 @@ std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world,
           cand.config = c;
           cand.plan = make_plan(c, device, options);
           if (!cand.plan.fits) continue;
-          if (tp > 1 || pp > 1) {
+          if ((tp > 1 || pp > 1) && c.run.device == "cuda") {
             cand.runnable = false;
-            cand.note = "tensor/pipeline parallelism is not in this build yet";
+            cand.note = "tensor/pipeline parallelism runs on the CPU backend only in this build";
           }
           out.push_back(std::move(cand));
         }

@@ -19,7 +19,7 @@ namespace flotilla {
 struct LayoutCandidate {
   RunConfig config;       // the base config with the layout applied
   Plan plan;
-  bool runnable = true;   // this build trains it (tp and pp > 1 are not built yet)
+  bool runnable = true;   // this build trains it (tp and pp > 1 run on the CPU backend only)
   std::string note;       // why not runnable, or ""
 };
 

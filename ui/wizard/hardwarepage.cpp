@@ -272,9 +272,9 @@ QStringList HardwarePage::extraProblems() const {
     out << tr("%n rank(s) chosen, but this target has %1 %2.", nullptr, draft()->ranks())
                .arg(t.maxRanks)
                .arg(t.kind == HardwareTarget::Kind::Gpu ? tr("GPUs") : tr("cores"));
-  if (c.parallel.tp > 1 || c.parallel.pp > 1)
-    out << tr("parallel.tp = %1, parallel.pp = %2: tensor and pipeline parallelism are not in this build yet; "
-              "use parallel.dp (with zero) for now")
+  if ((c.parallel.tp > 1 || c.parallel.pp > 1) && c.run.device == "cuda")
+    out << tr("parallel.tp = %1, parallel.pp = %2: tensor and pipeline parallelism run on the CPU backend "
+              "only in this build; on GPUs use parallel.dp (with zero) for now")
                .arg(c.parallel.tp)
                .arg(c.parallel.pp);
   if (const auto plan = draft()->plan(); plan && !plan->fits)
