@@ -417,7 +417,7 @@ class Attempt {
   int port_;
   std::vector<Rank> ranks_;
   bool forwarded_ = false;
-  sig_atomic_t checkpoints_forwarded_ = 0;  // SIGUSR1s already passed on to the ranks
+  sig_atomic_t checkpoints_forwarded_ = g_checkpoint_requests;  // SIGUSR1s already passed on (or before this attempt)
   Clock::time_point forward_time_;
 };
 

@@ -25,6 +25,7 @@ QString stateText(NodeState state) {
 
 // One node's connection; touched by one pool thread at a time (m_inFlight guards it).
 struct NodeMonitor::Slot {
+  quint64 serial = 0;  // unique per monitor: tells a replaced slot's late result apart
   db::SshNode node;
   remote::SessionOptions options;
   std::unique_ptr<remote::Session> session;
@@ -144,6 +145,7 @@ void NodeMonitor::setNodes(const std::vector<db::SshNode>& nodes) {
     }
     retire(std::move(old));
     auto slot = std::make_shared<Slot>();
+    slot->serial = ++m_slotSerial;
     slot->node = n;
     slot->options.host = n.host;
     slot->options.port = n.port;
@@ -199,13 +201,23 @@ void NodeMonitor::dispatch(const QString& name, const QString& trustFingerprint)
       QMetaObject::invokeMethod(this, [this, name, ok, msg] { emit trustFinished(name, ok, msg); },
                                 Qt::QueuedConnection);
     }
-    QMetaObject::invokeMethod(this, [this, name, st, wrote] { finished(name, st, wrote); }, Qt::QueuedConnection);
+    // The slot's serial, not the slot: the last reference must die here, on the pool.
+    QMetaObject::invokeMethod(
+        this, [this, name, serial = slot->serial, st, wrote] { finished(name, serial, st, wrote); },
+        Qt::QueuedConnection);
   });
 }
 
-void NodeMonitor::finished(const QString& name, const NodeStatus& status, bool wroteSamples) {
+void NodeMonitor::finished(const QString& name, quint64 serial, const NodeStatus& status, bool wroteSamples) {
   m_inFlight.remove(name);
-  if (!m_slots.contains(name)) return;  // removed or replaced meanwhile
+  const std::shared_ptr<Slot> slot = m_slots.value(name);
+  if (!slot) return;  // removed meanwhile
+  if (slot->serial != serial) {
+    // Replaced meanwhile (another address, user or key): the result describes the old target.
+    // Probe the new one now; a trust waiting goes with it (Session::trust checks the key again).
+    if (m_timer.isActive() || m_pendingTrust.contains(name)) dispatch(name, m_pendingTrust.take(name));
+    return;
+  }
   emit statusChanged(name, status);
   if (wroteSamples) emit samplesWritten(name);
   if (m_pendingTrust.contains(name)) dispatch(name, m_pendingTrust.take(name));

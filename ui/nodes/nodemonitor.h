@@ -61,13 +61,15 @@ class NodeMonitor : public QObject {
  private:
   void probeAll();
   void dispatch(const QString& name, const QString& trustFingerprint);
-  void finished(const QString& name, const NodeStatus& status, bool wroteSamples);
+  // `serial` identifies the slot probed: the result of a slot since replaced is dropped.
+  void finished(const QString& name, quint64 serial, const NodeStatus& status, bool wroteSamples);
   void retire(std::shared_ptr<Slot> slot);
 
   QString m_databasePath;
   QHash<QString, std::shared_ptr<Slot>> m_slots;
   QHash<QString, bool> m_inFlight;
   QHash<QString, QString> m_pendingTrust;
+  quint64 m_slotSerial = 0;
   QTimer m_timer;
   QThreadPool m_pool;
 };
