@@ -144,6 +144,14 @@ std::vector<SshNode> list_ssh_nodes(const Database& db) {
   return out;
 }
 
+std::vector<SshNode> run_ssh_nodes(const Database& db, int64_t run_id) {
+  std::vector<SshNode> out;
+  Stmt st(db, std::string(kSelect) + " AND n.id IN (SELECT node_id FROM run_nodes WHERE run_id = ?1) ORDER BY n.id");
+  st.bind(1, run_id);
+  while (st.step()) out.push_back(read_node(st));
+  return out;
+}
+
 void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, int64_t gpu_count) {
   write_tx(db, [&] {
     Stmt st(db, "UPDATE nodes SET gpu_type = ?2, gpu_count = ?3 WHERE id = ?1");

@@ -43,6 +43,8 @@ std::optional<SshNode> find_ssh_node(const Database& db, const std::string& name
 SshNode get_ssh_node(const Database& db, const std::string& name);
 // Every node of kind ssh, by name.
 std::vector<SshNode> list_ssh_nodes(const Database& db);
+// The ssh nodes attached to run `run_id` (run_nodes), by node id.
+std::vector<SshNode> run_ssh_nodes(const Database& db, int64_t run_id);
 // Records what a probe found (GPU type and count; they scale the node's price per device).
 void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, int64_t gpu_count);
 

@@ -41,16 +41,18 @@ RemoteRunStatus parse_status(const std::string& out) {
     else if (k == "pid") st.pid = std::atol(v.c_str());
     else if (k == "started_at") st.started_at = std::atoll(v.c_str());
     else if (k == "exit_code" && !v.empty()) st.exit_code = std::atoi(v.c_str());
+    else if (k == "ended_at" && !v.empty()) st.ended_at = std::atoll(v.c_str());
   }
   return st;
 }
 
-// Prints state=/pid=/started_at=/exit_code= for the run dir in "$d". Holds the lock for an instant.
+// Prints state=/pid=/started_at=/exit_code=/ended_at= for "$d". Holds the lock for an instant.
 constexpr const char* kStatusScript =
     "cd \"$d\" 2>/dev/null && [ -f pid ] || { echo state=none; exit 0; }\n"
     "echo \"pid=$(cat pid)\"; echo \"started_at=$(cat started_at 2>/dev/null)\"\n"
     "exec 8>>run.lock\n"
     "if flock -n 8; then echo state=exited; echo \"exit_code=$(cat exit_code 2>/dev/null)\"; "
+    "echo \"ended_at=$(stat -c %Y exit_code 2>/dev/null)\"; "
     "else echo state=running; fi\n";
 
 std::string with_dir(Session& s, const std::string& run_id) {

@@ -44,6 +44,7 @@ struct RemoteRunStatus {
   long pid = 0;            // the wrapper (= session id of every process of the run)
   int exit_code = -1;      // kExited: the worker's exit code; -1 unknown (the wrapper was killed)
   int64_t started_at = 0;  // epoch seconds of the start on the node (costs accrue from here)
+  int64_t ended_at = 0;    // kExited: epoch seconds the wrapper recorded the exit (0 unknown)
 };
 
 // Refused by start_remote_run (S5): the run is alive, or was started before and allow_restart is off.

@@ -26,6 +26,12 @@ struct NodesRunRequest {
 // not trusted.
 int run_on_nodes(const Context& ctx, const NodesRunRequest& request);
 
+// `flotilla runs attach RUN`: re-attaches to a run on nodes whose watching process died: reconnects
+// to every node, tails rank 0's metrics from the committed offset until the run ends, stops every
+// node on SIGINT/SIGTERM, records the final status and returns node 0's exit status (kExitRefused
+// for a run that is not on nodes, already ended, or on an untrusted host).
+int attach_nodes_run(const Context& ctx, const std::string& run, bool quiet);
+
 // "a,b" -> {"a","b"}; UsageError for an empty or repeated name.
 std::vector<std::string> parse_node_list(const std::string& text);
 

@@ -1,4 +1,4 @@
-// `flotilla runs list|show|export|resume|delete` over the run store.
+// `flotilla runs list|show|export|resume|attach|delete` over the run store.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
+#include "app/cli/run_nodes.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -192,7 +193,7 @@ int export_run(const Context& ctx, ArgReader& args) {
     return kExitOk;
   }
   std::string header = "step,time";
-  for (const auto& n : names) header += "," + csv_field(n);
+  for (const auto& n : names) (header += ',') += csv_field(n);  // (not "," + s: GCC 12 -Wrestrict)
   std::printf("%s\n", header.c_str());
   for (const auto& [step, row] : rows) {
     std::printf("%lld,%.3f", static_cast<long long>(step), row.first);
@@ -235,6 +236,7 @@ void usage() {
       "       flotilla runs show RUN [--json]\n"
       "       flotilla runs export RUN [--csv|--jsonl] [--metric NAME]\n"
       "       flotilla runs resume RUN\n"
+      "       flotilla runs attach RUN [--quiet]\n"
       "       flotilla runs delete RUN [--force]\n"
       "RUN is a run's name or id. See docs/cli.md.\n");
 }
@@ -257,7 +259,13 @@ int cmd_runs(const Context& ctx) {
     if (pos.size() != 1) throw UsageError("runs resume needs one RUN (a name or an id)");
     return resume_run(ctx, pos[0]);
   }
-  throw UsageError("runs: unknown subcommand '" + sub + "' (list, show, export, resume, delete)");
+  if (sub == "attach") {
+    const bool quiet = args.flag("--quiet");
+    const auto pos = args.positionals();
+    if (pos.size() != 1) throw UsageError("runs attach needs one RUN (a name or an id)");
+    return attach_nodes_run(ctx, pos[0], quiet);
+  }
+  throw UsageError("runs: unknown subcommand '" + sub + "' (list, show, export, resume, attach, delete)");
 }
 
 }  // namespace flotilla::cli

@@ -417,7 +417,8 @@ class Attempt {
   int port_;
   std::vector<Rank> ranks_;
   bool forwarded_ = false;
-  sig_atomic_t checkpoints_forwarded_ = g_checkpoint_requests;  // SIGUSR1s already passed on (or before this attempt)
+  // SIGUSR1s already passed on; those received before this attempt started are not replayed.
+  sig_atomic_t checkpoints_forwarded_ = g_checkpoint_requests;
   Clock::time_point forward_time_;
 };
 
