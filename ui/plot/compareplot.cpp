@@ -3,6 +3,8 @@
 #include "ui/plot/compareplot.h"
 
 #include <qcustomplot.h>
+
+#include "ui/plot/plotstyle.h"
 #include <QEvent>
 #include <QVBoxLayout>
 
@@ -20,17 +22,7 @@ struct CompareOverlayPlot::Private {
 
   void applyPalette(const QPalette& pal) {
     const QColor text = pal.color(QPalette::WindowText);
-    QColor grid = text;
-    grid.setAlphaF(0.12);
-    plot->setBackground(pal.brush(QPalette::Base));
-    for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
-      axis->setBasePen(QPen(text, 1));
-      axis->setTickPen(QPen(text, 1));
-      axis->setSubTickPen(QPen(text, 1));
-      axis->setTickLabelColor(text);
-      axis->setLabelColor(text);
-      axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-    }
+    const QColor grid = plotstyle::styleAxes(plot, pal, {plot->xAxis, plot->yAxis});
     plot->legend->setBrush(pal.brush(QPalette::Base));
     plot->legend->setBorderPen(QPen(grid.darker(), 1));
     plot->legend->setTextColor(text);

@@ -2,6 +2,8 @@
 #include "ui/plot/lineplot.h"
 
 #include <qcustomplot.h>
+
+#include "ui/plot/plotstyle.h"
 #include <QEvent>
 #include <QVBoxLayout>
 
@@ -15,18 +17,7 @@ struct LinePlot::Private {
   QCPGraph* graph = nullptr;
 
   void applyPalette(const QPalette& pal) {
-    const QColor text = pal.color(QPalette::WindowText);
-    QColor grid = text;
-    grid.setAlphaF(0.12);
-    plot->setBackground(pal.brush(QPalette::Base));
-    for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
-      axis->setBasePen(QPen(text, 1));
-      axis->setTickPen(QPen(text, 1));
-      axis->setSubTickPen(QPen(text, 1));
-      axis->setTickLabelColor(text);
-      axis->setLabelColor(text);
-      axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-    }
+    plotstyle::styleAxes(plot, pal, {plot->xAxis, plot->yAxis});
     const QColor accent = pal.color(QPalette::Highlight);
     QColor fill = accent;
     fill.setAlphaF(0.15);

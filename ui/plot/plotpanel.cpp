@@ -2,6 +2,8 @@
 #include "ui/plot/plotpanel.h"
 
 #include <qcustomplot.h>
+
+#include "ui/plot/plotstyle.h"
 #include <QEvent>
 #include <QFile>
 #include <QFileDialog>
@@ -227,17 +229,7 @@ void PlotPanel::chooseAndExport(const QString& suffix) {
 void PlotPanel::applyPalette() {
   const QPalette pal = palette();
   const QColor text = pal.color(QPalette::WindowText);
-  QColor grid = text;
-  grid.setAlphaF(0.12);
-  m_plot->setBackground(pal.brush(QPalette::Base));
-  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2}) {
-    axis->setBasePen(QPen(text, 1));
-    axis->setTickPen(QPen(text, 1));
-    axis->setSubTickPen(QPen(text, 1));
-    axis->setTickLabelColor(text);
-    axis->setLabelColor(text);
-    axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-  }
+  plotstyle::styleAxes(m_plot, pal, {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2});
   if (auto* heading = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0))) heading->setTextColor(text);
   m_message->setColor(pal.color(QPalette::PlaceholderText));
   m_plot->legend->setBrush(Qt::NoBrush);

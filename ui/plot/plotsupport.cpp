@@ -3,6 +3,8 @@
 #include "ui/plot/plotsupport.h"
 
 #include <qcustomplot.h>
+
+#include "ui/plot/plotstyle.h"
 #include <QEvent>
 
 namespace flotilla::ui {
@@ -40,19 +42,8 @@ class PlaceholderPlot : public QCustomPlot {
  private:
   void applyPalette() {
     const QPalette pal = palette();
-    const QColor text = pal.color(QPalette::WindowText);
     const QColor faint = pal.color(QPalette::PlaceholderText);
-    QColor grid = text;
-    grid.setAlphaF(0.12);
-    setBackground(pal.brush(QPalette::Base));
-    for (QCPAxis* axis : {xAxis, yAxis}) {
-      axis->setBasePen(QPen(text, 1));
-      axis->setTickPen(QPen(text, 1));
-      axis->setSubTickPen(QPen(text, 1));
-      axis->setTickLabelColor(text);
-      axis->setLabelColor(text);
-      axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-    }
+    plotstyle::styleAxes(this, pal, {xAxis, yAxis});
     m_message->setColor(faint);
   }
 
