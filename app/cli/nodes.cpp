@@ -21,6 +21,7 @@
 #include "remote/node_fields.h"
 #include "remote/probe.h"
 #include "remote/validate.h"
+#include "ui/nodes/nodebridge.h"
 
 namespace flotilla::cli {
 namespace {
@@ -63,35 +64,6 @@ bool check_fields(const remote::NodeFields& f) {
   return problems.empty();
 }
 
-db::SshNode to_node(const remote::NodeFields& f, bool spot) {
-  db::SshNode n;
-  n.name = f.name;
-  n.host = f.host;
-  n.port = std::atoi(f.port.c_str());
-  n.user = f.user;
-  n.key_path = f.key_path.empty() ? "" : fs::absolute(f.key_path).lexically_normal().string();
-  if (!f.price_per_hour.empty()) n.usd_per_hour = std::strtod(f.price_per_hour.c_str(), nullptr);
-  n.spot = spot;
-  n.labels = f.labels;
-  return n;
-}
-
-remote::NodeFields to_fields(const db::SshNode& n) {
-  remote::NodeFields f;
-  f.name = n.name;
-  f.host = n.host;
-  f.port = std::to_string(n.port);
-  f.user = n.user;
-  f.key_path = n.key_path;
-  if (n.usd_per_hour) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4f", *n.usd_per_hour);
-    f.price_per_hour = buf;
-  }
-  f.labels = n.labels;
-  return f;
-}
-
 int nodes_add(const Context& ctx, ArgReader& args) {
   remote::NodeFields f;
   bool spot = false;
@@ -103,7 +75,8 @@ int nodes_add(const Context& ctx, ArgReader& args) {
   if (!check_fields(f)) return kExitUsage;
   db::Database db = open_store(ctx);
   if (db::find_node(db, f.name)) throw UsageError("a node named '" + f.name + "' exists: nodes edit changes it");
-  db::add_ssh_node(db, to_node(f, spot));
+  f.spot = spot;
+  db::add_ssh_node(db, ui::nodeFromFields(f));
   std::printf("added node %s (%s@%s:%s); next: flotilla nodes probe %s\n", f.name.c_str(),
               f.user.empty() ? "(local user)" : f.user.c_str(), f.host.c_str(), f.port.c_str(), f.name.c_str());
   return kExitOk;
@@ -126,7 +99,7 @@ int nodes_edit(const Context& ctx, ArgReader& args) {
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("nodes edit needs exactly one NAME");
   const db::SshNode old = db::get_ssh_node(db, pos[0]);
-  remote::NodeFields f = to_fields(old);
+  remote::NodeFields f = ui::fieldsFromNode(old);
   bool spot = old.spot;
   if (new_name) f.name = *new_name;
   if (!given.host.empty()) f.host = given.host;
@@ -138,7 +111,8 @@ int nodes_edit(const Context& ctx, ArgReader& args) {
   if (spot_given) spot = true;
   if (on_demand_given) spot = false;
   if (!check_fields(f)) return kExitUsage;
-  db::update_ssh_node(db, old.name, to_node(f, spot));
+  f.spot = spot;
+  db::update_ssh_node(db, old.name, ui::nodeFromFields(f));
   std::printf("updated node %s\n", f.name.c_str());
   return kExitOk;
 }
@@ -198,19 +172,7 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
   const remote::NodeProbe p = remote::probe_node(session);
   const double latency = remote::measure_latency(session, 3);
   const double now = db::now_seconds();
-  std::vector<db::SystemSample> samples;
-  for (const auto& g : p.gpus) {
-    db::SystemSample s;
-    s.node_id = node.id;
-    s.device = g.index;
-    s.time = now;
-    if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
-    s.memory_used = static_cast<int64_t>(g.memory_used_bytes);
-    s.memory_total = static_cast<int64_t>(g.memory_total_bytes);
-    if (g.power_w >= 0) s.power_w = g.power_w;
-    if (g.temperature_c >= 0) s.temperature_c = g.temperature_c;
-    samples.push_back(s);
-  }
+  const std::vector<db::SystemSample> samples = ui::samplesFromGpus(node.id, p.gpus, now);
   db::insert_system_samples(db, samples);
   db::set_node_gpus(db, node.id, p.gpus.empty() ? "" : p.gpus[0].name, static_cast<int64_t>(p.gpus.size()));
   if (json) {

@@ -8,6 +8,7 @@
 #include "db/sql.h"
 #include "remote/node_fields.h"
 #include "remote/session.h"
+#include "ui/nodes/nodebridge.h"
 
 namespace flotilla::ui {
 
@@ -49,19 +50,7 @@ bool writeSamples(const std::string& dbPath, const db::SshNode& node, const std:
   try {
     db::Database db(dbPath, existingStore());
     const double now = db::now_seconds();
-    std::vector<db::SystemSample> samples;
-    for (const auto& g : gpus) {
-      db::SystemSample s;
-      s.node_id = node.id;
-      s.device = g.index;
-      s.time = now;
-      if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
-      s.memory_used = static_cast<int64_t>(g.memory_used_bytes);
-      s.memory_total = static_cast<int64_t>(g.memory_total_bytes);
-      if (g.power_w >= 0) s.power_w = g.power_w;
-      if (g.temperature_c >= 0) s.temperature_c = g.temperature_c;
-      samples.push_back(s);
-    }
+    const std::vector<db::SystemSample> samples = samplesFromGpus(node.id, gpus, now);
     if (!samples.empty()) db::insert_system_samples(db, samples);
     const std::string type = gpus.empty() ? "" : gpus[0].name;
     if (type != node.gpu_type || static_cast<int64_t>(gpus.size()) != node.gpu_count)

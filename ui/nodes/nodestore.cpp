@@ -32,40 +32,6 @@ std::vector<NodeEntry> loadNodeEntries(const QString& databasePath) {
   return out;
 }
 
-db::SshNode nodeFromFields(const remote::NodeFields& f) {
-  db::SshNode n;
-  n.name = f.name;
-  n.host = f.host;
-  n.port = std::atoi(f.port.c_str());
-  n.user = f.user;
-  n.key_path = f.key_path.empty() ? "" : std::filesystem::absolute(f.key_path).lexically_normal().string();
-  if (!f.price_per_hour.empty()) n.usd_per_hour = std::strtod(f.price_per_hour.c_str(), nullptr);
-  n.spot = f.spot;
-  n.labels = f.labels;
-  return n;
-}
-
-remote::NodeFields fieldsFromNode(const db::SshNode& n) {
-  remote::NodeFields f;
-  f.name = n.name;
-  f.host = n.host;
-  f.port = std::to_string(n.port);
-  f.user = n.user;
-  f.key_path = n.key_path;
-  if (n.usd_per_hour) {
-    // Fixed notation (validate_price takes no exponent), trailing zeros trimmed: 3.6, not 3.6000.
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.4f", *n.usd_per_hour);
-    std::string p = buf;
-    while (p.size() > 1 && p.back() == '0') p.pop_back();
-    if (!p.empty() && p.back() == '.') p.pop_back();
-    f.price_per_hour = p;
-  }
-  f.labels = n.labels;
-  f.spot = n.spot;
-  return f;
-}
-
 void addNode(const QString& databasePath, const remote::NodeFields& fields) {
   db::Database db(databasePath.toStdString(), existingStore());
   db::add_ssh_node(db, nodeFromFields(fields));

@@ -12,6 +12,7 @@
 
 #include "db/nodes.h"
 #include "remote/node_fields.h"
+#include "ui/nodes/nodebridge.h"
 
 namespace flotilla::ui {
 
@@ -22,9 +23,6 @@ struct NodeEntry {
 };
 
 std::vector<NodeEntry> loadNodeEntries(const QString& databasePath);
-
-db::SshNode nodeFromFields(const remote::NodeFields& fields);
-remote::NodeFields fieldsFromNode(const db::SshNode& node);
 
 // Store writes; each throws db::DbError (e.g. kConstraint: name taken, node used by runs).
 void addNode(const QString& databasePath, const remote::NodeFields& fields);

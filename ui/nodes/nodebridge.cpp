@@ -1,0 +1,62 @@
+// Implementation notes are in nodebridge.h.
+#include "ui/nodes/nodebridge.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace flotilla::ui {
+
+db::SshNode nodeFromFields(const remote::NodeFields& f) {
+  db::SshNode n;
+  n.name = f.name;
+  n.host = f.host;
+  n.port = std::atoi(f.port.c_str());
+  n.user = f.user;
+  n.key_path = f.key_path.empty() ? "" : std::filesystem::absolute(f.key_path).lexically_normal().string();
+  if (!f.price_per_hour.empty()) n.usd_per_hour = std::strtod(f.price_per_hour.c_str(), nullptr);
+  n.spot = f.spot;
+  n.labels = f.labels;
+  return n;
+}
+
+remote::NodeFields fieldsFromNode(const db::SshNode& n) {
+  remote::NodeFields f;
+  f.name = n.name;
+  f.host = n.host;
+  f.port = std::to_string(n.port);
+  f.user = n.user;
+  f.key_path = n.key_path;
+  if (n.usd_per_hour) {
+    // Fixed notation (validate_price takes no exponent), trailing zeros trimmed: 3.6, not 3.6000.
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.4f", *n.usd_per_hour);
+    std::string p = buf;
+    while (p.size() > 1 && p.back() == '0') p.pop_back();
+    if (!p.empty() && p.back() == '.') p.pop_back();
+    f.price_per_hour = p;
+  }
+  f.labels = n.labels;
+  f.spot = n.spot;
+  return f;
+}
+
+std::vector<db::SystemSample> samplesFromGpus(int64_t nodeId, const std::vector<remote::GpuInfo>& gpus, double now) {
+  std::vector<db::SystemSample> samples;
+  for (const auto& g : gpus) {
+    db::SystemSample s;
+    s.node_id = nodeId;
+    s.device = g.index;
+    s.time = now;
+    if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
+    s.memory_used = static_cast<int64_t>(g.memory_used_bytes);
+    s.memory_total = static_cast<int64_t>(g.memory_total_bytes);
+    if (g.power_w >= 0) s.power_w = g.power_w;
+    if (g.temperature_c >= 0) s.temperature_c = g.temperature_c;
+    samples.push_back(s);
+  }
+  return samples;
+}
+
+}  // namespace flotilla::ui
