@@ -146,7 +146,8 @@ std::vector<SshNode> list_ssh_nodes(const Database& db) {
 
 std::vector<SshNode> run_ssh_nodes(const Database& db, int64_t run_id) {
   std::vector<SshNode> out;
-  Stmt st(db, std::string(kSelect) + " AND n.id IN (SELECT node_id FROM run_nodes WHERE run_id = ?1) ORDER BY n.id");
+  Stmt st(db, std::string(kSelect) +
+                  " AND n.id IN (SELECT node_id FROM run_nodes WHERE run_id = ?1) ORDER BY n.id");
   st.bind(1, run_id);
   while (st.step()) out.push_back(read_node(st));
   return out;

@@ -443,7 +443,8 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
   const remote::RemoteRunStatus st =
       with_reconnect(nodes[0], [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
   if (st.state == remote::RunState::kNotStarted) {
-    std::fprintf(stderr, "flotilla: run %s was never started on node %s (~/.flotilla/runs/%s); nothing to attach to\n",
+    std::fprintf(stderr,
+                 "flotilla: run %s was never started on node %s (~/.flotilla/runs/%s); nothing to attach to\n",
                  run.name.c_str(), master.c_str(), rid.c_str());
     return kExitRefused;
   }

@@ -17,6 +17,7 @@
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
+#include "ui/runs/storeservice.h"
 #include "ui/wizard/runwizard.h"
 
 namespace flotilla::ui {
@@ -192,7 +193,18 @@ RunWizard* RunsPage::openNewRunWizard() {
   m_wizard->setWindowModality(Qt::WindowModal);
   m_wizard->setAttribute(Qt::WA_DeleteOnClose);
   RunWizard* wizard = m_wizard;
-  connect(wizard, &QDialog::accepted, this, [this, wizard] { launchConfig(wizard->config(), wizard->ranks()); });
+  connect(wizard, &QDialog::accepted, this, [this, wizard] {
+    const QStringList nodes = wizard->targetNodes();
+    if (!nodes.isEmpty()) {
+      // The app cannot launch on SSH nodes yet (docs/remote.md, known gaps): never start it here.
+      showError(tr("Runs on SSH nodes start from the command line for now: save the config (Review page) and run "
+                   "flotilla run CONFIG.toml --nodes %1")
+                    .arg(nodes.join(QLatin1Char(','))));
+      return;
+    }
+    launchConfig(wizard->config(), wizard->ranks());
+  });
+  if (m_runs->store()) wizard->loadNodes(m_runs->store()->databasePath());
   wizard->show();
   return wizard;
 }

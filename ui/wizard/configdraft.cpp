@@ -21,6 +21,13 @@ std::string gpuProfileName(const QString& gpuName) {
   return {};
 }
 
+// run.device for a target: GPUs here or on the nodes run on CUDA.
+std::string deviceOf(const HardwareTarget& t) {
+  const bool gpu = t.kind == HardwareTarget::Kind::Gpu ||
+                   (t.kind == HardwareTarget::Kind::Nodes && !t.deviceName.isEmpty());
+  return gpu ? "cuda" : "cpu";
+}
+
 }  // namespace
 
 QList<HardwareTarget> hardwareTargets(const flotilla::ProbeResult& probe) {
@@ -49,11 +56,62 @@ QList<HardwareTarget> hardwareTargets(const flotilla::ProbeResult& probe) {
   return out;
 }
 
+QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes) {
+  QList<HardwareTarget> out;
+  const auto price = [](double usd, bool spot) {
+    if (usd <= 0) return QString();
+    return ConfigDraft::tr(", $%1/h%2").arg(usd, 0, 'f', 2).arg(spot ? ConfigDraft::tr(" spot") : QString());
+  };
+  const auto devices = [](const StoredNode& n) {
+    return n.gpuCount > 0 ? ConfigDraft::tr("%1 × %2").arg(n.gpuCount).arg(n.gpuType)
+                          : ConfigDraft::tr("no GPU probed: 1 CPU rank");
+  };
+  for (const StoredNode& n : nodes) {
+    HardwareTarget t;
+    t.kind = HardwareTarget::Kind::Nodes;
+    t.deviceName = n.gpuCount > 0 ? n.gpuType : QString();
+    t.ranksPerNode = std::max(1, n.gpuCount);
+    t.maxRanks = t.ranksPerNode;
+    t.nodes = {n.name};
+    t.usdPerHour = n.usdPerHour;
+    t.label = ConfigDraft::tr("Node %1 (%2%3)").arg(n.name, devices(n), price(n.usdPerHour, n.spot));
+    out.append(t);
+  }
+  // Alike nodes together: one run over all of them.
+  QList<int> done;
+  for (int i = 0; i < nodes.size(); ++i) {
+    if (done.contains(i)) continue;
+    HardwareTarget t = out[i];
+    bool anySpot = nodes[i].spot;
+    for (int j = i + 1; j < nodes.size(); ++j)
+      if (nodes[j].gpuType == nodes[i].gpuType && nodes[j].gpuCount == nodes[i].gpuCount) {
+        done.append(j);
+        t.nodes.append(nodes[j].name);
+        t.usdPerHour += nodes[j].usdPerHour;
+        anySpot = anySpot || nodes[j].spot;
+      }
+    if (t.nodes.size() < 2) continue;
+    t.maxRanks = static_cast<int>(t.nodes.size()) * t.ranksPerNode;
+    t.label = ConfigDraft::tr("Nodes %1 (%2 × %3%4)")
+                  .arg(t.nodes.join(QStringLiteral(", ")))
+                  .arg(t.nodes.size())
+                  .arg(devices(nodes[i]), price(t.usdPerHour, anySpot));
+    out.append(t);
+  }
+  return out;
+}
+
 flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flotilla::RunConfig& config,
                                          int ranks) {
   ranks = std::max(1, ranks);
   flotilla::DeviceProfile p;
-  if (target.kind == HardwareTarget::Kind::Gpu) {
+  if (target.kind == HardwareTarget::Kind::Nodes && target.deviceName.isEmpty()) {
+    // A node without a probed GPU: one CPU rank per node, planned with a nominal CPU.
+    p = flotilla::cpu_profile_nominal(config.run.threads > 0 ? config.run.threads : 4);
+    if (target.memBytes) p.mem_bytes = target.memBytes;
+    return p;
+  }
+  if (target.kind != HardwareTarget::Kind::Cpu) {  // GPUs here or on nodes: by the GPU's name
     const std::string known = gpuProfileName(target.deviceName);
     // An unknown GPU is planned with an A100's speed; its memory is always the probed one.
     if (!flotilla::find_gpu_profile(known.empty() ? "a100-80gb" : known, config.train.dtype, &p))
@@ -78,7 +136,7 @@ qint64 naturalBatchTokens(const flotilla::RunConfig& config) {
 
 ConfigDraft::ConfigDraft(const flotilla::RunConfig& start, QObject* parent) : QObject(parent), m_config(start) {
   flotilla::ProbeResult none;
-  m_targets = hardwareTargets(none);
+  m_targets = m_machineTargets = hardwareTargets(none);
   m_ranks = std::max(1, start.parallel.dp * start.parallel.tp * start.parallel.pp);
 }
 
@@ -91,26 +149,48 @@ void ConfigDraft::replace(const flotilla::RunConfig& config) {
   m_config = config;
   m_ranks = std::max(1, config.parallel.dp * config.parallel.tp * config.parallel.pp);
   const bool wantsGpu = config.run.device == "cuda";
-  for (int i = 0; i < m_targets.size(); ++i)
-    if ((m_targets[i].kind == HardwareTarget::Kind::Gpu) == wantsGpu) m_target = i;
+  if (target().kind != HardwareTarget::Kind::Nodes)  // chosen nodes stay chosen
+    for (int i = 0; i < m_machineTargets.size(); ++i)
+      if ((m_targets[i].kind == HardwareTarget::Kind::Gpu) == wantsGpu) m_target = i;
   emit replaced();
   emit changed();
 }
 
-void ConfigDraft::setMachine(const flotilla::ProbeResult& probe) {
-  const HardwareTarget::Kind kind = target().kind;
-  m_targets = hardwareTargets(probe);
+void ConfigDraft::rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes) {
+  const HardwareTarget was = target();
+  m_machineTargets = machine;
+  m_nodeTargets = nodes;
+  m_targets = machine + nodes;
   m_target = 0;
   for (int i = 0; i < m_targets.size(); ++i)
-    if (m_targets[i].kind == kind) m_target = i;
-  m_config.run.device = target().kind == HardwareTarget::Kind::Gpu ? "cuda" : "cpu";
+    if (m_targets[i].kind == was.kind && m_targets[i].nodes == was.nodes) m_target = i;
+  if (target().kind != was.kind) {  // the chosen nodes are gone: back to this machine
+    for (int i = 0; i < m_machineTargets.size(); ++i)
+      if (m_targets[i].kind == HardwareTarget::Kind::Cpu) m_target = i;
+  }
+}
+
+void ConfigDraft::setMachine(const flotilla::ProbeResult& probe) {
+  rebuildTargets(hardwareTargets(probe), m_nodeTargets);
+  m_config.run.device = deviceOf(target());
+  emit changed();
+}
+
+void ConfigDraft::setNodes(const QList<StoredNode>& nodes) {
+  rebuildTargets(m_machineTargets, nodeTargets(nodes));
+  m_config.run.device = deviceOf(target());
   emit changed();
 }
 
 void ConfigDraft::setTargetIndex(int index) {
   if (index < 0 || index >= m_targets.size()) return;
   m_target = index;
-  m_config.run.device = target().kind == HardwareTarget::Kind::Gpu ? "cuda" : "cpu";
+  m_config.run.device = deviceOf(target());
+  if (target().kind == HardwareTarget::Kind::Nodes) {
+    m_ranks = target().maxRanks;
+    const int split = std::max(1, m_config.parallel.tp) * std::max(1, m_config.parallel.pp);
+    if (m_ranks % split == 0) m_config.parallel.dp = m_ranks / split;
+  }
   emit changed();
 }
 

@@ -23,18 +23,33 @@
 
 namespace flotilla::ui {
 
-// Where the run trains: this machine's CPU, or its GPUs (all of one kind, as the probe lists them).
+// Where the run trains: this machine's CPU, or its GPUs (all of one kind, as the probe lists them),
+// or stored SSH nodes (one run over nodes.size() nodes x ranksPerNode ranks each).
 struct HardwareTarget {
-  enum class Kind { Cpu, Gpu };
+  enum class Kind { Cpu, Gpu, Nodes };
   Kind kind = Kind::Cpu;
   QString label;          // "This machine's CPU (16 cores, 62.7 GiB)"
-  QString deviceName;     // CPU model or GPU name
-  int maxRanks = 1;       // physical cores (CPU) or GPUs
-  quint64 memBytes = 0;   // per GPU, or the whole machine's memory for the CPU
+  QString deviceName;     // CPU model or GPU name ("" for nodes without a probed GPU)
+  int maxRanks = 1;       // physical cores (CPU) or GPUs; nodes: nodes x ranksPerNode
+  quint64 memBytes = 0;   // per GPU, or the whole machine's memory for the CPU; 0 = the data sheet's
+  QStringList nodes;      // Nodes: the node names, the master first
+  int ranksPerNode = 1;   // Nodes: a node's GPUs (1 for a node without GPUs)
+  double usdPerHour = 0;  // Nodes: all of them together (0 = no price set)
 };
 
 // The targets a probe offers: the CPU first, then one entry for the GPUs when there are any.
 QList<HardwareTarget> hardwareTargets(const flotilla::ProbeResult& probe);
+
+// A stored SSH node as the wizard shows it (from db::SshNode; GPU type and count from its probe).
+struct StoredNode {
+  QString name, gpuType;
+  int gpuCount = 0;
+  double usdPerHour = 0;
+  bool spot = false;
+};
+// One target per node, then "all N nodes" when there are several with the same GPU type and count
+// (a run's ranks must be alike).
+QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes);
 
 // The planner's device for one rank of `target` when `ranks` ranks run: a GPU's data-sheet profile
 // (memory from the probe), or the CPU's nominal profile with its cores and memory shared by the ranks.
@@ -57,10 +72,19 @@ class ConfigDraft : public QObject {
 
   // The machine: targets come from the probe. Keeps the chosen kind when it is still offered.
   void setMachine(const flotilla::ProbeResult& probe);
+  // The store's SSH nodes, offered after this machine's targets. Keeps a chosen node target when
+  // it is still offered.
+  void setNodes(const QList<StoredNode>& nodes);
   const QList<HardwareTarget>& targets() const { return m_targets; }
   int targetIndex() const { return m_target; }
   const HardwareTarget& target() const { return m_targets[m_target]; }
-  void setTargetIndex(int index);  // also sets run.device
+  // Also sets run.device; a node target also sets the ranks (nodes x ranks per node) and, when
+  // tp x pp divides them, parallel.dp.
+  void setTargetIndex(int index);
+  // The chosen target's node names ("" entries never): empty unless the run goes to SSH nodes.
+  QStringList targetNodes() const {
+    return target().kind == HardwareTarget::Kind::Nodes ? target().nodes : QStringList();
+  }
   // Ranks (processes) the run starts: dp x tp x pp must equal it (validate's world size).
   int ranks() const { return m_ranks; }
   void setRanks(int ranks);
@@ -79,7 +103,9 @@ class ConfigDraft : public QObject {
 
  private:
   flotilla::RunConfig m_config;
+  void rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes);
   QList<HardwareTarget> m_targets;
+  QList<HardwareTarget> m_machineTargets, m_nodeTargets;
   int m_target = 0;
   int m_ranks = 1;
 };

@@ -110,7 +110,9 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   connect(&m_watcher, &QFutureWatcher<Search>::finished, this, &HardwarePage::onSearched);
   connect(m_recommend, &QPushButton::clicked, this, &HardwarePage::recommend);
   connect(m_target, &QComboBox::currentIndexChanged, this, [this](int i) {
-    if (!loading()) draft()->setTargetIndex(i);
+    if (loading()) return;
+    draft()->setTargetIndex(i);
+    if (draft()->target().kind == HardwareTarget::Kind::Nodes) reload();  // it set the ranks and dp
   });
   connect(m_ranks, &QSpinBox::valueChanged, this, [this](int n) {
     if (!loading()) draft()->setRanks(n);
@@ -138,11 +140,22 @@ void HardwarePage::editLayout() {
   });
 }
 
+void HardwarePage::syncTargets() {
+  QStringList labels;
+  for (const HardwareTarget& t : draft()->targets()) labels << t.label;
+  QStringList shown;
+  for (int i = 0; i < m_target->count(); ++i) shown << m_target->itemText(i);
+  const QSignalBlocker block(m_target);
+  if (shown != labels) {
+    m_target->clear();
+    m_target->addItems(labels);
+  }
+  m_target->setCurrentIndex(draft()->targetIndex());
+}
+
 void HardwarePage::load() {
   const RunConfig& c = draft()->config();
-  m_target->clear();
-  for (const HardwareTarget& t : draft()->targets()) m_target->addItem(t.label);
-  m_target->setCurrentIndex(draft()->targetIndex());
+  syncTargets();
   m_ranks->setValue(draft()->ranks());
   m_dp->setValue(c.parallel.dp);
   m_tp->setValue(c.parallel.tp);
@@ -156,13 +169,8 @@ void HardwarePage::load() {
 
 void HardwarePage::refreshDerived() {
   ++m_revision;
-  // The probe may have arrived since the last load: keep the target list current.
-  if (m_target->count() != draft()->targets().size()) {
-    const QSignalBlocker block(m_target);
-    m_target->clear();
-    for (const HardwareTarget& t : draft()->targets()) m_target->addItem(t.label);
-    m_target->setCurrentIndex(draft()->targetIndex());
-  }
+  // The probe or the store's nodes may have arrived since the last load: keep the list current.
+  syncTargets();
   const std::optional<Plan> plan = draft()->plan();
   if (!plan) {
     m_memory->setUsage(0, 0);
@@ -268,10 +276,19 @@ QStringList HardwarePage::extraProblems() const {
   QStringList out;
   const RunConfig& c = draft()->config();
   const HardwareTarget& t = draft()->target();
-  if (draft()->ranks() > t.maxRanks)
+  if (t.kind == HardwareTarget::Kind::Nodes) {
+    const int nodes = static_cast<int>(t.nodes.size());
+    if (draft()->ranks() > t.maxRanks || draft()->ranks() % nodes != 0)
+      out << tr("%n rank(s) chosen, but %1 node(s) run %2 rank(s) each: choose a multiple of %1 up to %3.", nullptr,
+                draft()->ranks())
+                 .arg(nodes)
+                 .arg(t.ranksPerNode)
+                 .arg(t.maxRanks);
+  } else if (draft()->ranks() > t.maxRanks) {
     out << tr("%n rank(s) chosen, but this target has %1 %2.", nullptr, draft()->ranks())
                .arg(t.maxRanks)
                .arg(t.kind == HardwareTarget::Kind::Gpu ? tr("GPUs") : tr("cores"));
+  }
   if ((c.parallel.tp > 1 || c.parallel.pp > 1) && c.run.device == "cuda")
     out << tr("parallel.tp = %1, parallel.pp = %2: tensor and pipeline parallelism run on the CPU backend "
               "only in this build; on GPUs use parallel.dp (with zero) for now")

@@ -52,6 +52,7 @@ class HardwarePage : public WizardPageBase {
   void startSearch(bool apply);
   void onSearched();
   void editLayout();
+  void syncTargets();  // the target list and choice as the draft has them (no edit signals)
 
   QComboBox* m_target;
   QSpinBox* m_ranks;

@@ -1,6 +1,12 @@
 // New Run wizard (see runwizard.h).
 #include "ui/wizard/runwizard.h"
 
+#include <QFileInfo>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "db/database.h"
+#include "db/nodes.h"
+
 #include "ui/nodes/machineprobe.h"
 #include "ui/wizard/batchpage.h"
 #include "ui/wizard/budgetpage.h"
@@ -42,13 +48,41 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   connect(m_review, &ReviewPage::templateSaved, m_model, &ModelPage::reloadTemplates);
   resize(860, 680);
 
+  connect(&m_nodesWatcher, &QFutureWatcher<QList<StoredNode>>::finished, this, [this] {
+    setNodes(m_nodesWatcher.result());
+    emit nodesLoaded();
+  });
   if (!m_probe) m_probe = new MachineProbe(this);
   connect(m_probe, &MachineProbe::finished, this, &RunWizard::useProbe);
   if (m_probe->hasResult()) useProbe();
   else m_probe->start();
 }
 
-RunWizard::~RunWizard() { delete m_templates; }
+RunWizard::~RunWizard() {
+  m_nodesWatcher.waitForFinished();
+  delete m_templates;
+}
+
+void RunWizard::loadNodes(const QString& databasePath) {
+  // Never creates a store: without one there are no nodes to offer.
+  if (databasePath.isEmpty() || m_nodesWatcher.isRunning() || !QFileInfo::exists(databasePath)) return;
+  const std::string path = databasePath.toStdString();
+  m_nodesWatcher.setFuture(QtConcurrent::run([path] {
+    QList<StoredNode> out;
+    try {
+      const flotilla::db::Database db(path);
+      for (const flotilla::db::SshNode& n : flotilla::db::list_ssh_nodes(db))
+        out.append(StoredNode{QString::fromStdString(n.name), QString::fromStdString(n.gpu_type),
+                              static_cast<int>(n.gpu_count), n.usd_per_hour.value_or(0.0), n.spot});
+    } catch (const std::exception&) {
+      // An unreadable store offers no nodes; the Runs page reports store problems itself.
+    }
+    return out;
+  }));
+}
+
+void RunWizard::setNodes(const QList<StoredNode>& nodes) { m_draft->setNodes(nodes); }
+QStringList RunWizard::targetNodes() const { return m_draft->targetNodes(); }
 
 const flotilla::RunConfig& RunWizard::config() const { return m_draft->config(); }
 int RunWizard::ranks() const { return m_draft->ranks(); }

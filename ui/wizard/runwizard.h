@@ -8,10 +8,12 @@
 // has one, or from the wizard's own probe (off the UI thread) when it does not.
 #pragma once
 
+#include <QFutureWatcher>
 #include <QWizard>
 
 #include "engine/config/run_config.h"
 #include "engine/core/probe.h"
+#include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
 
@@ -43,8 +45,20 @@ class RunWizard : public QWizard {
   int ranks() const;
   // Starts over from a config (a template, a run to duplicate).
   void setConfig(const flotilla::RunConfig& config);
-  // Uses this machine description instead of the probe's (tests, remote nodes later).
+  // Uses this machine description instead of the probe's (tests).
   void setMachine(const flotilla::ProbeResult& probe);
+  // Offers the store's SSH nodes as targets: read on a worker thread from the database at
+  // `databasePath` (nodesLoaded() when done; a store that cannot be read offers none).
+  void loadNodes(const QString& databasePath);
+  void setNodes(const QList<StoredNode>& nodes);
+  // The chosen SSH nodes (the master first); empty when the run trains on this machine.
+  QStringList targetNodes() const;
+
+ signals:
+  void nodesLoaded();
+
+ public:
+
 
   ConfigDraft* draft() const { return m_draft; }
   TemplateStore* templates() const { return m_templates; }
@@ -70,6 +84,7 @@ class RunWizard : public QWizard {
   CheckpointPage* m_checkpoints;
   BudgetPage* m_budget;
   ReviewPage* m_review;
+  QFutureWatcher<QList<StoredNode>> m_nodesWatcher;
 };
 
 }  // namespace flotilla::ui
