@@ -88,6 +88,7 @@ GptModel::GptModel(const GptDims& dims, const GptShard& shard) : impl_(std::make
     m.offsets[static_cast<size_t>(i)] = off;
     off += m.sizes[static_cast<size_t>(i)];
   }
+  m.goffsets = m.offsets;
   m.params = BackendBuffer(*m.be, off);
   m.grads = BackendBuffer(*m.be, off);
   m.slots.resize(1);
@@ -99,13 +100,65 @@ const GptDims& GptModel::dims() const { return impl_->d; }
 const GptShard& GptModel::shard() const { return impl_->s; }
 float* GptModel::params() { return impl_->params.data(); }
 const float* GptModel::params() const { return impl_->params.data(); }
-float* GptModel::grads() { return impl_->grads.data(); }
+float* GptModel::grads() {
+  if (impl_->staged)
+    throw Error(ExitCode::kInternal,
+                "GptModel::grads(): the layer gradients are staged (ZeRO-2); "
+                "use grad_tensor() for wte/wpe/lnf and layer_grad_slot()");
+  return impl_->grads.data();
+}
 size_t GptModel::num_params() const { return impl_->params.size(); }
 float* GptModel::param_tensor(int index) { return impl_->p(index); }
-float* GptModel::grad_tensor(int index) { return impl_->g(index); }
+float* GptModel::grad_tensor(int index) {
+  if (impl_->staged && is_layer_param(index))
+    throw Error(ExitCode::kInternal, std::string("GptModel::grad_tensor(") + param_name(index) +
+                                         "): per-layer gradients are staged (ZeRO-2)");
+  return impl_->g(index);
+}
 size_t GptModel::param_offset(int index) const { return impl_->offsets[static_cast<size_t>(index)]; }
 size_t GptModel::param_size(int index) const { return impl_->sizes[static_cast<size_t>(index)]; }
-void GptModel::zero_grad() { impl_->be->fill_zero(impl_->grads.data(), impl_->grads.size()); }
+void GptModel::zero_grad() {
+  impl_->be->fill_zero(impl_->grads.data(), impl_->grads.size());
+  if (impl_->staged) impl_->be->fill_zero(impl_->staging.data(), impl_->staging.size());
+}
+
+void GptModel::enable_layer_grad_staging() {
+  Impl& m = *impl_;
+  if (m.staged) return;
+  const auto L = static_cast<size_t>(m.s.local_layers());
+  size_t compact = 0, layer = 0;
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (is_layer_param(i)) {
+      m.layer_goff[u] = layer;
+      layer += m.sizes[u] / L;
+    } else {
+      m.goffsets[u] = compact;
+      compact += m.sizes[u];
+    }
+  }
+  m.grads = BackendBuffer(*m.be, compact);
+  m.staging = BackendBuffer(*m.be, 2 * layer);
+  m.layer_floats = layer;
+  m.staged = true;
+  zero_grad();
+}
+
+bool GptModel::layer_grad_staged() const { return impl_->staged; }
+size_t GptModel::layer_grad_floats() const {
+  const Impl& m = *impl_;
+  if (m.staged) return m.layer_floats;
+  size_t layer = 0;
+  for (int i = 0; i < kNumParamTensors; ++i)
+    if (is_layer_param(i)) layer += m.sizes[static_cast<size_t>(i)] / static_cast<size_t>(m.s.local_layers());
+  return layer;
+}
+float* GptModel::layer_grad_slot(int slot) {
+  if (!impl_->staged || slot < 0 || slot > 1)
+    throw Error(ExitCode::kInternal, "GptModel::layer_grad_slot: no staging slot " + std::to_string(slot));
+  return impl_->staging.data() + static_cast<size_t>(slot) * impl_->layer_floats;
+}
+size_t GptModel::grad_bytes() const { return (impl_->grads.size() + impl_->staging.size()) * sizeof(float); }
 void GptModel::set_tensor_parallel_group(parallel::ProcessGroup* tp) { impl_->tp = tp; }
 const float* GptModel::logits() const { return impl_->last_forward ? impl_->last_forward->logits : nullptr; }
 

@@ -61,6 +61,7 @@ enum ParamIndex : int {
 
 const char* param_name(int index);  // "wte", "wpe", "ln1w", ...
 bool param_decays(int index);       // weight decay applies (2-D weights and embeddings)
+bool is_layer_param(int index);     // one slice per layer (not wte, wpe, lnfw, lnfb)
 std::array<size_t, kNumParamTensors> param_sizes(const GptDims& d);
 size_t num_parameters(const GptDims& d);           // sum of param_sizes (with padded vocab)
 size_t num_parameters_unpadded(const GptDims& d);  // as reported to users (real vocab)
@@ -101,10 +102,23 @@ class GptModel {
 
   float* params();  // num_params() floats (num_parameters(dims()) for the whole model)
   const float* params() const;
-  float* grads();  // same layout
+  float* grads();  // same layout (throws once layer-gradient staging is enabled)
   size_t num_params() const;
   float* param_tensor(int index);  // start of tensor `index` inside params()
-  float* grad_tensor(int index);
+  float* grad_tensor(int index);   // staged: only the non-layer tensors (wte, wpe, lnfw, lnfb)
+
+  // ZeRO-2 layer-gradient staging: the per-layer tensors' gradients no longer get a full-size
+  // buffer. Layer l's 12 gradient slices are written to staging slot l % 2 (layer_grad_floats()
+  // floats, tensors in ParamIndex order, each its layer-l slice), so the backward of layer l-1
+  // can run while slot l % 2 is being reduced. The layer backward hook must drain (reduce, then
+  // zero) slot (l+1) % 2 before it returns from layer l, and every slot must be zero at the start of
+  // a backward; backward() refuses to run without a hook. wte, wpe and the final LayerNorm keep a
+  // full-size (compact) gradient buffer. Irreversible; frees the full-size buffer.
+  void enable_layer_grad_staging();
+  bool layer_grad_staged() const;
+  size_t layer_grad_floats() const;  // one layer's gradient floats
+  float* layer_grad_slot(int slot);  // slot 0 or 1
+  size_t grad_bytes() const;         // bytes allocated for gradients (buffer + staging)
   size_t param_offset(int index) const;
   size_t param_size(int index) const;  // floats of tensor `index` in this shard (0: not held)
 

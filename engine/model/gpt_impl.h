@@ -37,7 +37,14 @@ struct GptModel::Impl {
   std::array<size_t, kNumParamTensors> offsets{};
   std::array<size_t, kNumParamTensors> sizes{};
   BackendBuffer params;
-  BackendBuffer grads;
+  BackendBuffer grads;  // every tensor (offsets), or only the non-layer ones (goffsets) when staged
+  // ZeRO-2 layer-gradient staging (GptModel::enable_layer_grad_staging): two slots of one layer's
+  // gradients each, layer l in slot l % 2, tensors in ParamIndex order at layer_goff.
+  bool staged = false;
+  BackendBuffer staging;
+  size_t layer_floats = 0;
+  std::array<size_t, kNumParamTensors> goffsets{};
+  std::array<size_t, kNumParamTensors> layer_goff{};
   std::vector<Slot> slots;
   int last_backward_slot = -1;
   const GptActivations* last_forward = nullptr;  // for logits()
@@ -47,7 +54,13 @@ struct GptModel::Impl {
   std::vector<int32_t> vp_targets;  // targets local to this TP rank's vocabulary columns
 
   float* p(int index) { return params.data() + offsets[static_cast<size_t>(index)]; }
-  float* g(int index) { return grads.data() + offsets[static_cast<size_t>(index)]; }
+  float* g(int index) { return grads.data() + goffsets[static_cast<size_t>(index)]; }
+  // Layer l's slice of per-layer tensor `index`'s gradient (in grads, or in its staging slot).
+  float* lg(int index, size_t l) {
+    const auto i = static_cast<size_t>(index);
+    if (staged) return staging.data() + (l % 2) * layer_floats + layer_goff[i];
+    return grads.data() + offsets[i] + l * (sizes[i] / static_cast<size_t>(s.local_layers()));
+  }
 
   // Widths of this shard.
   int C() const { return d.n_embd; }

@@ -27,6 +27,8 @@ const char* param_name(int index) {
   return names[index];
 }
 
+bool is_layer_param(int index) { return index != kWte && index != kWpe && index != kLnfw && index != kLnfb; }
+
 bool param_decays(int index) {
   switch (index) {
     case kWte:

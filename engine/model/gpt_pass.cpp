@@ -147,6 +147,10 @@ void GptModel::backward_stage(int slot, const float* dout, float loss_scale) {
   const size_t C_ = static_cast<size_t>(C), Ca_ = static_cast<size_t>(Ca), F_ = static_cast<size_t>(F);
   const size_t NC = N * C_;
 
+  if (m.staged && !m.layer_hook)
+    throw Error(ExitCode::kInternal,
+                "GptModel::backward: layer-gradient staging (ZeRO-2) needs a layer backward hook to drain "
+                "each layer's staging slot");
   if (s.last_stage()) {
     // Loss -> logits (in place) -> final LayerNorm.
     const float dloss = loss_scale / static_cast<float>(N);
@@ -172,22 +176,22 @@ void GptModel::backward_stage(int slot, const float* dout, float loss_scale) {
     // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
     if (sl.gelu_layer != l) be.gelu_forward(a.gelu, a.fch(l), N * F_);
     sl.gelu_layer = -1;
-    be.matmul_backward(a.dbig, m.g(kFcprojw) + ul * C_ * F_, m.g(kFcprojb) + ul * C_, a.dresidual, a.gelu,
+    be.matmul_backward(a.dbig, m.lg(kFcprojw, ul), m.lg(kFcprojb, ul), a.dresidual, a.gelu,
                        m.p(kFcprojw) + ul * C_ * F_, n, F, C);
     be.gelu_backward(a.dbig, a.fch(l), a.dbig, N * F_);
-    be.matmul_backward(a.dln, m.g(kFcw) + ul * F_ * C_, m.g(kFcb) + ul * F_, a.dbig, a.ln2(l),
-                       m.p(kFcw) + ul * F_ * C_, n, C, F);
+    be.matmul_backward(a.dln, m.lg(kFcw, ul), m.lg(kFcb, ul), a.dbig, a.ln2(l), m.p(kFcw) + ul * F_ * C_, n,
+                       C, F);
     m.tp_all_reduce(a.dln, NC);  // f
-    be.layernorm_backward(a.dresidual, m.g(kLn2w) + ul * C_, m.g(kLn2b) + ul * C_, a.dln, a.residual2(l),
+    be.layernorm_backward(a.dresidual, m.lg(kLn2w, ul), m.lg(kLn2b, ul), a.dln, a.residual2(l),
                           m.p(kLn2w) + ul * C_, a.ln2_mean(l), a.ln2_rstd(l), static_cast<long>(N), C);
     // Attention block: residual2 = residual + attproj(attention(qkv(ln1(residual)))).
-    be.matmul_backward(a.proj, m.g(kAttprojw) + ul * C_ * Ca_, m.g(kAttprojb) + ul * C_, a.dresidual,
-                       a.atty(l), m.p(kAttprojw) + ul * C_ * Ca_, n, Ca, C);
+    be.matmul_backward(a.proj, m.lg(kAttprojw, ul), m.lg(kAttprojb, ul), a.dresidual, a.atty(l),
+                       m.p(kAttprojw) + ul * C_ * Ca_, n, Ca, C);
     be.attention_backward(a.dbig, a.proj, a.qkv(l), a.atty(l), a.att_lse(l), B, T, Ca, NHl);
-    be.matmul_backward(a.dln, m.g(kQkvw) + ul * 3 * Ca_ * C_, m.g(kQkvb) + ul * 3 * Ca_, a.dbig, a.ln1(l),
+    be.matmul_backward(a.dln, m.lg(kQkvw, ul), m.lg(kQkvb, ul), a.dbig, a.ln1(l),
                        m.p(kQkvw) + ul * 3 * Ca_ * C_, n, C, 3 * Ca);
     m.tp_all_reduce(a.dln, NC);  // f
-    be.layernorm_backward(a.dresidual, m.g(kLn1w) + ul * C_, m.g(kLn1b) + ul * C_, a.dln, residual,
+    be.layernorm_backward(a.dresidual, m.lg(kLn1w, ul), m.lg(kLn1b, ul), a.dln, residual,
                           m.p(kLn1w) + ul * C_, a.ln1_mean(l), a.ln1_rstd(l), static_cast<long>(N), C);
     if (m.layer_hook) {
       be.synchronize();

@@ -123,7 +123,15 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     mem.activations = bytes_of(act_floats, act_bytes);
     const double scratch = act.scratch - act.scratch_shard * (1 - shard_keep);
     mem.workspace = bytes_of(scratch + (st.head ? act.logits / tp : 0.0), act_bytes);
-    if (dp > 1) mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, st.params * grad_bytes);
+    if (dp > 1 && plan.zero >= 2) {
+      // ZeRO-2 as the engine builds it (data_parallel.h): besides the gradient shard, two staging
+      // slots of one layer's gradients (the buckets) and full-size wte/wpe/lnf gradients.
+      const uint64_t layer_params = block_params_tp(d, tp);
+      const uint64_t non_layer = st.params - static_cast<uint64_t>(st.n_layers) * layer_params;
+      mem.workspace += (2 * layer_params + non_layer) * grad_bytes;
+    } else if (dp > 1) {
+      mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, st.params * grad_bytes);
+    }
     mem.runtime = runtime;
 
     // FLOPs of one rank of this stage per step: 6 x its parameters used in matmuls + attention,

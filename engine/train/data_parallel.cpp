@@ -16,9 +16,6 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// Tensors with one slice per layer (the per-layer stacks of the llm.c layout).
-bool is_layer_tensor(int i) { return i != kWte && i != kWpe && i != kLnfw && i != kLnfb; }
-
 }  // namespace
 
 struct DataParallel::Bucket {
@@ -27,7 +24,7 @@ struct DataParallel::Bucket {
   std::unique_ptr<parallel::Work> work;
 };
 
-DataParallel::DataParallel(parallel::ProcessGroup* dp, const GptModel& model, int zero)
+DataParallel::DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero)
     : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0) {
   n_ = model.num_params();
   counted_ = {{0, n_}};
@@ -43,7 +40,7 @@ DataParallel::DataParallel(parallel::ProcessGroup* dp, const GptModel& model, in
         auto b = std::make_unique<Bucket>();
         size_t total = 0;
         for (int i = 0; i < kNumParamTensors; ++i) {
-          if (!is_layer_tensor(i)) continue;
+          if (!is_layer_param(i)) continue;
           const size_t per = model.param_size(i) / static_cast<size_t>(layers);
           b->slices.push_back({offset(i) + static_cast<size_t>(l) * per, per});
           total += per;
@@ -66,19 +63,73 @@ DataParallel::DataParallel(parallel::ProcessGroup* dp, const GptModel& model, in
     state_begin_ = chunk_ * static_cast<size_t>(dp_->rank());
     m_.assign(chunk_, 0.0f);
     v_.assign(chunk_, 0.0f);
-    padded_.assign(chunk_ * static_cast<size_t>(ranks), 0.0f);
     shard_grad_.assign(chunk_, 0.0f);
+    if (zero_ == 1) {
+      padded_.assign(chunk_ * static_cast<size_t>(ranks), 0.0f);
+    } else {
+      const size_t piece = std::min(chunk_, kGatherPiece);
+      gather_send_.assign(piece, 0.0f);
+      gather_recv_.assign(piece * static_cast<size_t>(ranks), 0.0f);
+      model.enable_layer_grad_staging();
+    }
   }
 }
 
 DataParallel::~DataParallel() {
-  for (auto& b : buckets_)
-    if (b->work) {
-      try {
-        b->work->wait();
-      } catch (...) {
-      }
+  auto quiet_wait = [](std::unique_ptr<parallel::Work>& w) {
+    if (!w) return;
+    try {
+      w->wait();
+    } catch (...) {
     }
+  };
+  for (auto& b : buckets_) quiet_wait(b->work);
+  for (auto& p : pending_) quiet_wait(p.work);
+}
+
+size_t DataParallel::grad_bytes() const {
+  size_t floats = shard_grad_.size() + padded_.size() + gather_send_.size() + gather_recv_.size();
+  for (const auto& b : buckets_) floats += b->data.size();
+  return floats * sizeof(float);
+}
+
+void DataParallel::begin_step() {
+  if (zero_ == 2) std::fill(shard_grad_.begin(), shard_grad_.end(), 0.0f);
+}
+
+void DataParallel::add_to_shard(const float* src, size_t flat, size_t count) {
+  const size_t a = std::max(flat, state_begin_), b = std::min(flat + count, state_begin_ + chunk_);
+  if (a >= b) return;
+  const float inv = 1.0f / static_cast<float>(dp_size());
+  float* dst = shard_grad_.data() + (a - state_begin_);
+  const float* in = src + (a - flat);
+  for (size_t i = 0; i < b - a; ++i) dst[i] += in[i] * inv;
+}
+
+void DataParallel::drain_slot(int slot) {
+  Pending& p = pending_[slot];
+  if (!p.work) return;
+  const auto t0 = Clock::now();
+  p.work->wait();
+  comm_ms_ += ms_since(t0);
+  p.work.reset();
+  float* data = model_.layer_grad_slot(slot);
+  const int layers = model_.shard().local_layers();
+  size_t pos = 0;
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    if (!is_layer_param(i)) continue;
+    const size_t per = model_.param_size(i) / static_cast<size_t>(layers);
+    add_to_shard(data + pos, model_.param_offset(i) + static_cast<size_t>(p.layer) * per, per);
+    pos += per;
+  }
+  std::fill(data, data + pos, 0.0f);  // ready for layer p.layer - 2
+  p.layer = -1;
+}
+
+void DataParallel::end_micro_step() {
+  if (zero_ != 2) return;
+  drain_slot(1);
+  drain_slot(0);
 }
 
 int DataParallel::dp_size() const { return dp_ ? dp_->size() : 1; }
@@ -95,6 +146,14 @@ void DataParallel::launch_bucket(Bucket& b) {
 }
 
 void DataParallel::layer_done(int layer) {
+  if (zero_ == 2) {
+    const int slot = layer % 2;
+    if (pending_[slot].work) drain_slot(slot);  // defensive: the hook order guarantees it is empty
+    pending_[slot].layer = layer;
+    pending_[slot].work = dp_->all_reduce_async(model_.layer_grad_slot(slot), model_.layer_grad_floats());
+    drain_slot(1 - slot);  // layer + 1: the backward of layer - 1 writes there next
+    return;
+  }
   if (zero_ != 0 || dp_size() == 1 || !grads_) return;
   if (layer >= 0 && static_cast<size_t>(layer) < buckets_.size() - 1)
     launch_bucket(*buckets_[static_cast<size_t>(layer)]);
@@ -124,6 +183,24 @@ void DataParallel::finish_sync() {
   if (dp_size() == 1) return;
   if (zero_ == 0) {
     wait_all();
+    return;
+  }
+  if (zero_ == 2) {
+    end_micro_step();
+    // wte, wpe, lnfw, lnfb: one contiguous compact buffer, accumulated over the micro-steps.
+    float* rest = model_.grad_tensor(kWte);
+    size_t total = 0;
+    for (int i = 0; i < kNumParamTensors; ++i)
+      if (!is_layer_param(i)) total += model_.param_size(i);
+    const auto t0 = Clock::now();
+    dp_->all_reduce(rest, total);
+    comm_ms_ += ms_since(t0);
+    size_t pos = 0;
+    for (int i = 0; i < kNumParamTensors; ++i) {
+      if (is_layer_param(i)) continue;
+      add_to_shard(rest + pos, model_.param_offset(i), model_.param_size(i));
+      pos += model_.param_size(i);
+    }
     return;
   }
   std::memcpy(padded_.data(), grads_, n_ * sizeof(float));
@@ -192,6 +269,10 @@ void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyp
                          b - a, h.lr, h.beta1, h.beta2, h.eps, wd, step);
   }
   if (zero_ == 0) return;
+  if (zero_ == 2) {
+    gather_params(params);
+    return;
+  }
   // Every rank gets every updated slice back.
   float* mine = padded_.data() + state_begin_;
   std::fill(mine, mine + chunk_, 0.0f);
@@ -200,6 +281,27 @@ void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyp
   dp_->all_gather(mine, padded_.data(), chunk_);
   comm_ms_ += ms_since(t0);
   std::memcpy(params, padded_.data(), n_ * sizeof(float));
+}
+
+// Piece k of every rank's shard in one all-gather; the same piece sequence on every rank.
+void DataParallel::gather_params(float* params) {
+  const size_t piece = gather_send_.size();
+  const auto ranks = static_cast<size_t>(dp_size());
+  for (size_t k0 = 0; k0 < chunk_; k0 += piece) {
+    const size_t len = std::min(piece, chunk_ - k0);
+    const size_t mine = state_begin_ + k0;  // flat offset of this rank's piece
+    const size_t have = mine < n_ ? std::min(len, n_ - mine) : 0;
+    std::fill(gather_send_.begin(), gather_send_.end(), 0.0f);
+    if (have > 0) std::memcpy(gather_send_.data(), params + mine, have * sizeof(float));
+    const auto t0 = Clock::now();
+    dp_->all_gather(gather_send_.data(), gather_recv_.data(), len);
+    comm_ms_ += ms_since(t0);
+    for (size_t q = 0; q < ranks; ++q) {
+      const size_t at = q * chunk_ + k0;
+      if (at >= n_) continue;
+      std::memcpy(params + at, gather_recv_.data() + q * len, std::min(len, n_ - at) * sizeof(float));
+    }
+  }
 }
 
 double DataParallel::mean(double value) {

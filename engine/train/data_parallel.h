@@ -9,10 +9,17 @@
 //             [r*chunk, (r+1)*chunk) of the (padded) parameter vector. Gradients are reduce-scattered
 //             into the owner's shard, the owner updates its slice of the parameters, and an
 //             all-gather puts every slice back on every rank.
-//   zero = 2: as zero = 1, and the gradient shard is all that is kept after the reduce-scatter
-//             (the full-size buffer that backward writes into still exists on the CPU backend, so
-//             the saving is in what crosses the optimizer and the checkpoint, not in peak RSS:
-//             docs/distributed.md says so).
+//   zero = 2: as zero = 1, but no full-size gradient buffer exists: the model writes each layer's
+//             gradients into one of two staging slots (GptModel::enable_layer_grad_staging); the
+//             layer hook all-reduces slot l % 2 in place on the comm thread while layer l-1
+//             computes, then drains slot (l+1) % 2 by adding this rank's part (its intersection
+//             with [r*chunk, (r+1)*chunk)) into the persistent gradient shard and zeroing it. Every
+//             micro-step communicates its layers (accumulation happens in the shard); wte, wpe and
+//             the final LayerNorm keep a full-size buffer, accumulate locally and are reduced once,
+//             in finish_sync(). The parameter all-gather runs in pieces of kGatherPiece floats.
+//             Layer buckets use an in-place all-reduce rather than a reduce-scatter because a
+//             layer's slices straddle shard boundaries in uneven parts and the ProcessGroup's
+//             reduce-scatter takes equal counts; that keeps the staging at exactly two layers.
 // One non-obvious decision: bucket boundaries and the reduce order depend only on the model
 // shape and the dp degree, never on timing, so two runs of the same layout are bitwise equal.
 // Under tensor/pipeline parallelism the model is this rank's shard (gpt_shard.h): buckets,
@@ -40,7 +47,8 @@ struct AdamHyper {
 class DataParallel {
  public:
   // dp may be null (one rank: no communication).
-  DataParallel(parallel::ProcessGroup* dp, const GptModel& model, int zero);
+  // zero = 2 with more than one DP rank switches the model to layer-gradient staging.
+  DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero);
   ~DataParallel();
 
   int zero() const { return zero_; }
@@ -54,9 +62,20 @@ class DataParallel {
   // Call before the backward of the last micro-step (overlap is only for that one), then
   // layer_done(l) from the model's hook as each layer's backward finishes, then finish() after
   // backward: on return the gradients this rank needs are averaged over the DP group.
+  // ZeRO-2 (zero() == 2) instead: begin_step() after zero_grad(); begin_sync(nullptr) before EVERY
+  // micro-step's backward, with the hook installed, and end_micro_step() after it; finish_sync()
+  // after the last.
   void begin_sync(float* grads);
   void layer_done(int layer);
   void finish_sync();
+  bool syncs_every_micro_step() const { return zero_ == 2; }
+  void begin_step();
+  void end_micro_step();
+
+  // Bytes of gradient-sized buffers this object allocated (shard, scratch, buckets); the model's
+  // own are GptModel::grad_bytes().
+  size_t grad_bytes() const;
+  static constexpr size_t kGatherPiece = size_t{1} << 18;  // floats per ZeRO-2 all-gather piece
 
   // Which local flat ranges [offset, offset+count) count toward the global gradient norm, and
   // the groups (beyond DP) whose ranks hold the other parts of the model: the partial sums of
@@ -80,9 +99,12 @@ class DataParallel {
   struct Bucket;
   void launch_bucket(Bucket& b);
   void wait_all();
+  void drain_slot(int slot);  // zero 2: wait, add this rank's part to the shard, zero
+  void add_to_shard(const float* src, size_t flat, size_t count);  // shard += src * (1/dp) on overlap
+  void gather_params(float* params);  // zero 2: all-gather in kGatherPiece pieces
 
   parallel::ProcessGroup* dp_;
-  const GptModel& model_;
+  GptModel& model_;
   int zero_;
   size_t n_ = 0;      // real parameter count
   size_t chunk_ = 0;  // shard size (zero >= 1): ceil(n / dp)
@@ -92,6 +114,12 @@ class DataParallel {
   std::vector<float> shard_grad_;                 // chunk (zero >= 1)
   std::vector<std::unique_ptr<Bucket>> buckets_;  // per layer, then the rest (zero 0)
   float* grads_ = nullptr;
+  struct Pending {
+    int layer = -1;
+    std::unique_ptr<parallel::Work> work;
+  };
+  Pending pending_[2];                            // zero 2: in-flight staging slots
+  std::vector<float> gather_send_, gather_recv_;  // zero 2: kGatherPiece and dp * kGatherPiece
   double comm_ms_ = 0;
   std::vector<std::pair<size_t, size_t>> counted_;    // norm ranges (local flat offsets)
   std::vector<parallel::ProcessGroup*> norm_groups_;  // TP, PP

@@ -227,10 +227,12 @@ StepRecord Loop::train_step() {
   StepRecord r;
   r.step = step + 1;
   model.zero_grad();
+  dp->begin_step();
   double loss_sum = 0;
   const float loss_scale = 1.0f / static_cast<float>(accum);
-  auto start_sync = [this] {  // before the step's last backward: overlap the DP all-reduce
-    dp->begin_sync(model.grads());
+  const bool every = dp->syncs_every_micro_step();  // ZeRO-2: layer gradients are only staged
+  auto start_sync = [this, every] {  // before the step's last backward: overlap the DP all-reduce
+    dp->begin_sync(every ? nullptr : model.grads());
     model.set_layer_backward_hook([this](int layer) { dp->layer_done(layer); });
   };
   if (pipeline) {
@@ -254,10 +256,12 @@ StepRecord Loop::train_step() {
       loss_sum += model.forward(inputs.data(), targets.data(), cfg.train.micro_batch, cfg.train.seq_len);
       r.forward_ms += ms_since(t0);
       t0 = Clock::now();
-      const bool last = micro == accum - 1;  // gradient accumulation communicates only here
-      if (last) start_sync();
+      // Gradient accumulation communicates only on the last micro-step (ZeRO-2: on every one).
+      const bool sync = every || micro == accum - 1;
+      if (sync) start_sync();
       model.backward(loss_scale);
-      if (last) model.set_layer_backward_hook(nullptr);
+      if (sync) model.set_layer_backward_hook(nullptr);
+      if (every) dp->end_micro_step();
       r.backward_ms += ms_since(t0);
     }
   }
@@ -377,6 +381,13 @@ int run_training(const TrainOptions& options) {
   loop.metrics.run_start(cfg.run.name, config_to_json(cfg, -1), loop.world_size,
                          num_parameters_unpadded(loop.dims), loop.flops_per_token, loop.step, resumed_from,
                          baseline_rss);
+  // This rank's gradient-sized allocations (ZeRO-2 lowers them; tests/engine/test_zero2_memory.cpp).
+  if (loop.dp->dp_size() > 1)
+    loop.metrics.event(
+        "info",
+        "gradient memory: " + std::to_string(loop.model.grad_bytes() + loop.dp->grad_bytes()) + " bytes",
+        {{"grad_bytes_model", std::to_string(loop.model.grad_bytes())},
+         {"grad_bytes_dp", std::to_string(loop.dp->grad_bytes())}});
   if (!resumed_from.empty())
     loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(),
                        static_cast<long long>(loop.step));

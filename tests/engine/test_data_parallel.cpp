@@ -1,5 +1,6 @@
-// Data parallelism with real processes on Gloo (issue 4): dp=2 and dp=4, ZeRO-1 and ZeRO-2 train
-// to the same numbers as one process on the same global batch, and resume bit for bit.
+// Data parallelism with real processes on Gloo (issue 4): dp=2 and dp=4, ZeRO-1 and ZeRO-2 (also
+// with gradient accumulation) train to the same numbers as one process on the same global batch,
+// and resume bit for bit.
 //
 // Tolerance: one process sums the loss and gradients of 2B sequences in one order; dp=2 sums B
 // per rank and then adds the two halves in the all-reduce's order. Float addition is not
@@ -132,6 +133,12 @@ int main() {
   expect_close(single, z1, "dp=2 zero=1");
   const Run z2 = train(root, "zero2", 2, 2, 2, kSteps);
   expect_close(single, z2, "dp=2 zero=2");
+  // Staged layer buckets reduce the same sums as ZeRO-1's reduce-scatter (two ranks: a + b).
+  CHECK_MSG(bitwise_equal(z1, z2), "ZeRO-2 differs from ZeRO-1 at dp=2");
+  // ZeRO-2 with gradient accumulation (2 micro-steps of 1 sequence per rank): every micro-step's
+  // layer gradients are reduced and accumulated into the shard, wte/wpe/lnf locally.
+  const Run z2acc = train(root, "zero2-accum", 2, 1, 2, kSteps, {"--set", "train.global_batch_tokens=128"});
+  expect_close(single, z2acc, "zero=2 accum 2");
 
   // Same layout twice: bitwise (the reduction order is fixed).
   const Run dp2b = train(root, "dp2-again", 2, 2, 0, kSteps);
@@ -149,6 +156,11 @@ int main() {
   CHECK(z1a.code == 0 && z1a.losses.rbegin()->first == 5);
   const Run z1b = train(root, "zero1-resume", 2, 2, 1, kSteps);
   CHECK_MSG(bitwise_equal(z1, z1b), "ZeRO-1 resume is not bitwise equal to the straight run");
+  // Resume under ZeRO-2 likewise.
+  const Run z2a = train(root, "zero2-resume", 2, 2, 2, kSteps, {"--stop-after", "5"});
+  CHECK(z2a.code == 0 && z2a.losses.rbegin()->first == 5);
+  const Run z2b = train(root, "zero2-resume", 2, 2, 2, kSteps);
+  CHECK_MSG(bitwise_equal(z2, z2b), "ZeRO-2 resume is not bitwise equal to the straight run");
   // The checkpoint holds one optimizer shard per rank.
   flotilla::CheckpointStore store(root + "/zero1-resume/checkpoints");
   auto r1 = store.load_dir(root + "/zero1-resume/checkpoints/step-00000010", 1);
