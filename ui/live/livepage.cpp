@@ -129,7 +129,7 @@ LivePage::LivePage(QWidget* parent)
   setRun(nullptr);
 }
 
-void LivePage::setRun(LocalRun* run) {
+void LivePage::setRun(RunHandle* run) {
   if (m_run) m_run->disconnect(this);
   if (m_confirm) m_confirm->reject();
   m_run = run;
@@ -143,11 +143,11 @@ void LivePage::setRun(LocalRun* run) {
     m_timer->stop();
   } else {
     m_dashboard->setEmptyMessage(tr("Waiting for the first step…"));
-    for (const LocalRun::LogLine& line : run->log()) appendLog(line.level, line.text);
+    for (const RunHandle::LogLine& line : run->log()) appendLog(line.level, line.text);
     replayHistory();
-    connect(run, &LocalRun::recordReceived, this, &LivePage::onRecord);
-    connect(run, &LocalRun::logAppended, this, &LivePage::appendLog);
-    connect(run, &LocalRun::stateChanged, this, [this] {
+    connect(run, &RunHandle::recordReceived, this, &LivePage::onRecord);
+    connect(run, &RunHandle::logAppended, this, &LivePage::appendLog);
+    connect(run, &RunHandle::stateChanged, this, [this] {
       updateControls();
       // Rare and final-ish (the last records were drained just before): draw everything.
       updateStatus();
@@ -167,7 +167,7 @@ void LivePage::onRecord(const QJsonObject& record) {
 }
 
 void LivePage::replayHistory() {
-  const qint64 upTo = m_run->tail().offset();
+  const qint64 upTo = m_run->deliveredBytes();
   if (upTo <= 0) return;
   const QString path = m_run->metricsPath();
   if (upTo <= kSyncReplayBytes) {
@@ -203,7 +203,7 @@ void LivePage::confirmKill() {
   box->button(QMessageBox::Yes)->setText(tr("Kill"));
   box->setDefaultButton(QMessageBox::Cancel);
   box->setAttribute(Qt::WA_DeleteOnClose);
-  QPointer<LocalRun> run = m_run;
+  QPointer<RunHandle> run = m_run;
   connect(box, &QMessageBox::finished, this, [run](int result) {
     if (result == QMessageBox::Yes && run) run->kill();
   });
@@ -211,7 +211,8 @@ void LivePage::confirmKill() {
   box->open();
 }
 
-LocalRun* LivePage::run() const { return m_run; }
+LocalRun* LivePage::run() const { return qobject_cast<LocalRun*>(m_run.data()); }
+RunHandle* LivePage::followed() const { return m_run; }
 QMessageBox* LivePage::killConfirmation() const { return m_confirm; }
 const SeriesStore* LivePage::series() const { return m_run ? &m_run->series() : nullptr; }
 LossPlot* LivePage::lossPlot() const { return m_dashboard->lossPlot(); }
@@ -219,16 +220,19 @@ QSlider* LivePage::smoothingSlider() const { return m_dashboard->smoothingSlider
 
 void LivePage::updateControls() {
   const bool active = m_run && m_run->isActive();
-  const bool running = m_run && m_run->state() == LocalRun::State::Running;
+  const bool running = m_run && m_run->state() == RunHandle::State::Running;
   m_stop->setEnabled(running);
-  m_checkpoint->setEnabled(running);
+  m_checkpoint->setEnabled(running && m_run->canCheckpoint());
+  m_checkpoint->setToolTip(m_run && !m_run->canCheckpoint()
+                               ? m_run->checkpointUnsupportedReason()
+                               : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   m_state->setText(m_run ? m_run->stateText() : QString());
   if (active && !m_timer->isActive()) m_timer->start();
   if (!active) m_timer->stop();
   if (m_run && !active && m_run->lastStep() == 0)
-    m_dashboard->setEmptyMessage(m_run->state() == LocalRun::State::Failed ? tr("The run failed before its first step")
+    m_dashboard->setEmptyMessage(m_run->state() == RunHandle::State::Failed ? tr("The run failed before its first step")
                                                                            : tr("No steps recorded"));
 }
 

@@ -26,6 +26,7 @@ namespace flotilla::ui {
 
 class LiveDashboard;
 class LocalRun;
+class RunHandle;
 class LossPlot;
 class SeriesStore;
 
@@ -40,8 +41,10 @@ class LivePage : public QWidget {
   explicit LivePage(QWidget* parent = nullptr);
 
   // Follows `run` (nullptr: none). The page never owns the run.
-  void setRun(LocalRun* run);
+  void setRun(RunHandle* run);
+  // The followed run when it is a LocalRun (nullptr otherwise); followed(): whichever kind.
   LocalRun* run() const;
+  RunHandle* followed() const;
   // The followed run's series store, or nullptr.
   const SeriesStore* series() const;
 
@@ -72,7 +75,7 @@ class LivePage : public QWidget {
   void updateControls();
   void updateStatus();
 
-  QPointer<LocalRun> m_run;
+  QPointer<RunHandle> m_run;
   QLabel* m_title;
   QLabel* m_state;
   QLabel* m_status;

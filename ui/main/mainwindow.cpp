@@ -27,6 +27,7 @@
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
 #include "ui/runs/localrun.h"
+#include "ui/runs/runhandle.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storeservice.h"
@@ -177,12 +178,12 @@ void MainWindow::buildRunMenu() {
     const char* name;
     QString text;
     QKeySequence keys;
-    void (LocalRun::*slot)();
+    void (RunHandle::*slot)();
   } entries[] = {
       {"checkpointNowAction", tr("&Checkpoint now"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S),
-       &LocalRun::checkpointNow},
-      {"stopRunAction", tr("&Stop (with checkpoint)"), QKeySequence(Qt::CTRL | Qt::Key_Period), &LocalRun::stop},
-      {"killRunAction", tr("&Kill"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K), &LocalRun::kill},
+       &RunHandle::checkpointNow},
+      {"stopRunAction", tr("&Stop (with checkpoint)"), QKeySequence(Qt::CTRL | Qt::Key_Period), &RunHandle::stop},
+      {"killRunAction", tr("&Kill"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K), &RunHandle::kill},
   };
   for (const auto& e : entries) {
     QAction* action = menu->addAction(e.text);
@@ -191,7 +192,7 @@ void MainWindow::buildRunMenu() {
     action->setShortcutContext(Qt::ApplicationShortcut);
     const auto slot = e.slot;
     connect(action, &QAction::triggered, this, [live, slot] {
-      if (LocalRun* run = live->run()) (run->*slot)();
+      if (RunHandle* run = live->followed()) (run->*slot)();
     });
   }
 }
@@ -221,6 +222,11 @@ void MainWindow::connectRuns() {
   auto* runsPage = static_cast<RunsPage*>(page(Runs));
   auto* livePage = static_cast<LivePage*>(page(Live));
   connect(runsPage, &RunsPage::runOpened, this, [this, livePage](LocalRun* run) {
+    livePage->setRun(run);
+    showPage(Live);
+  });
+  // A run started on SSH nodes from the wizard is followed the same way.
+  connect(runsPage, &RunsPage::remoteRunStarted, this, [this, livePage](RunHandle* run) {
     livePage->setRun(run);
     showPage(Live);
   });

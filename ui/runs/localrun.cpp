@@ -37,7 +37,7 @@ QString quoted(const QString& arg) {
 }  // namespace
 
 LocalRun::LocalRun(const QString& name, const QString& runDir, QObject* parent)
-    : QObject(parent),
+    : RunHandle(parent),
       m_name(name),
       m_runDir(runDir),
       m_tail(QDir(runDir).filePath(QStringLiteral("metrics.jsonl"))),

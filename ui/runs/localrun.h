@@ -21,6 +21,7 @@
 
 #include "ui/plot/seriesstore.h"
 #include "ui/runs/metricstail.h"
+#include "ui/runs/runhandle.h"
 
 class QTimer;
 
@@ -33,27 +34,10 @@ inline constexpr char kSeriesLr[] = "lr";
 inline constexpr char kSeriesTokensPerSec[] = "tokens_per_s";
 inline constexpr char kSeriesMfu[] = "mfu";
 
-class LocalRun : public QObject {
+class LocalRun : public RunHandle {
   Q_OBJECT
 
  public:
-  enum class State {
-    NotStarted,
-    Running,
-    Stopping,   // SIGTERM sent; the worker checkpoints at its next step and exits with 10
-    Completed,  // exit 0
-    Stopped,    // exit 10 (preempted): stopped on request, resumable
-    Failed,     // any other exit code, a crash, or the worker could not start
-    Killed,     // SIGKILL on request
-    Detached,   // left running when the app closed; no longer supervised
-  };
-  Q_ENUM(State)
-
-  struct LogLine {
-    QString level;  // "info", "warning", "error"
-    QString text;
-  };
-
   LocalRun(const QString& name, const QString& runDir, QObject* parent = nullptr);
   ~LocalRun() override;  // kills a worker that is still supervised
 
@@ -87,18 +71,18 @@ class LocalRun : public QObject {
   void setStoreId(qint64 id) { m_storeId = id; }
   bool stopRequested() const { return m_stopRequested; }
 
-  void stop();    // graceful: SIGTERM
-  void checkpointNow();  // SIGUSR1: a checkpoint at the next step boundary; the run goes on
-  void kill();    // SIGKILL
+  void stop() override;    // graceful: SIGTERM
+  void checkpointNow() override;  // SIGUSR1: a checkpoint at the next step boundary; the run goes on
+  void kill() override;    // SIGKILL
   void detach();  // stop supervising and tailing; the worker keeps running
 
-  State state() const { return m_state; }
-  bool isActive() const { return m_state == State::Running || m_state == State::Stopping; }
-  QString stateText() const;  // "running", "stopped (exit 10: preempted)", "failed: exit 4 (data error)"
+  State state() const override { return m_state; }
+  QString stateText() const override;  // "running", "stopped (exit 10: preempted)", "failed: exit 4 (data error)"
   QString errorText() const { return m_error; }
-  QString name() const { return m_name; }
+  QString name() const override { return m_name; }
   QString runDir() const { return m_runDir; }
-  QString metricsPath() const;
+  QString metricsPath() const override;
+  qint64 deliveredBytes() const override { return m_tail.offset(); }
   QString workerLogPath() const;
   QString commandLine() const { return m_commandLine; }
   qint64 pid() const { return m_pid; }
@@ -106,31 +90,26 @@ class LocalRun : public QObject {
   QProcess::ExitStatus exitStatus() const { return m_exitStatus; }
 
   QDateTime startedAt() const { return m_startedAt; }
-  qint64 elapsedMs() const;
-  qint64 plannedSteps() const { return m_plannedSteps; }  // 0 until run_start says
-  qint64 lastStep() const { return m_lastStep; }
-  double lastLoss() const { return m_lastLoss; }
-  double lastValLoss() const { return m_lastValLoss; }  // NaN before the first eval
-  double tokensPerSec() const { return m_tokensPerSec; }
-  double mfu() const { return m_mfu; }
+  qint64 elapsedMs() const override;
+  qint64 plannedSteps() const override { return m_plannedSteps; }  // 0 until run_start says
+  qint64 lastStep() const override { return m_lastStep; }
+  double lastLoss() const override { return m_lastLoss; }
+  double lastValLoss() const override { return m_lastValLoss; }  // NaN before the first eval
+  double tokensPerSec() const override { return m_tokensPerSec; }
+  double mfu() const override { return m_mfu; }
   QString lastCheckpoint() const { return m_lastCheckpoint; }
   QJsonObject summary() const { return m_summary; }  // the summary record, empty before it
 
-  const SeriesStore& series() const { return m_series; }
-  const QVector<LogLine>& log() const { return m_log; }
+  const SeriesStore& series() const override { return m_series; }
+  const QVector<LogLine>& log() const override { return m_log; }
   const MetricsTail& tail() const { return m_tail; }
 
  signals:
-  // Every metrics-protocol record as parsed (docs/metrics-protocol.md), before the typed signals.
-  void recordReceived(const QJsonObject& record);
+  // recordReceived, logAppended, stateChanged and changed: see RunHandle.
   void stepReceived(qint64 step, double loss, double lr, double tokensPerSec, double mfu);
   void evalReceived(qint64 step, double valLoss);
   void checkpointReceived(qint64 step, const QString& dir);
   void eventReceived(const QString& level, const QString& message);
-  void logAppended(const QString& level, const QString& text);
-  void stateChanged(flotilla::ui::LocalRun::State state);
-  // At most once per tail poll: progress numbers changed.
-  void changed();
   void finished(int exitCode, QProcess::ExitStatus exitStatus, const QString& summary);
 
  private:

@@ -14,6 +14,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "ui/runs/localrun.h"
+#include "ui/runs/remoterun.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
@@ -290,7 +291,41 @@ int LocalRuns::reattachRunning() {
                      .toStdString();
     m_store->finish(stored.id, QDir(dir).filePath(QStringLiteral("metrics.jsonl")), end);
   }
+  // Runs on SSH nodes: watched again from the committed offset (like `flotilla runs attach`).
+  const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
+  for (RemoteRun* run : RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this)) {
+    bool known = false;
+    for (const RemoteRun* other : std::as_const(m_remote)) known = known || other->storeId() == run->storeId();
+    if (known) {
+      delete run;  // watched by this session already; leaves the run as it is
+      continue;
+    }
+    m_remote.append(run);
+    ++attached;
+  }
   return attached;
+}
+
+RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error) {
+  if (!m_store) {
+    if (error) *error = tr("Runs on SSH nodes need the run store; it could not be opened.");
+    return nullptr;
+  }
+  if (nodes.isEmpty()) {
+    if (error) *error = tr("Choose at least one node.");
+    return nullptr;
+  }
+  const QString worker = findWorker(error);
+  if (worker.isEmpty()) return nullptr;
+  const QString name = QString::fromStdString(config.run.name);
+  const QString mirror =
+      QDir(m_workspace)
+          .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
+                    QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
+  auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
+  m_remote.append(run);
+  run->start(config, nodes, worker);
+  return run;
 }
 
 LocalRun* LocalRuns::openStored(qint64 storeId) {

@@ -20,6 +20,7 @@
 namespace flotilla::ui {
 
 class LocalRun;
+class RemoteRun;
 class StoreService;
 
 class LocalRuns : public QObject {
@@ -61,6 +62,14 @@ class LocalRuns : public QObject {
   // and mark it failed as lost. Returns the number re-attached.
   int reattachRunning();
   LocalRun* runForStoreId(qint64 storeId) const;
+
+  // Starts `config` on stored SSH nodes (names, the master first) as a RemoteRun: the store row,
+  // deploy and start happen on its thread exactly as `flotilla run CONFIG --nodes` does them.
+  // nullptr with *error when there is no store or no worker to deploy.
+  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error = nullptr);
+  // Runs on SSH nodes of this session (started or re-attached), oldest first. reattachRunning()
+  // also re-attaches every stored run that is running on nodes (counted in its result).
+  const QList<RemoteRun*>& remoteRuns() const { return m_remote; }
   // The session's LocalRun of a stored run, or a read-only one made for it (LocalRun::review)
   // when the run is not active here. nullptr when the store has no such run.
   LocalRun* openStored(qint64 storeId);
@@ -92,6 +101,7 @@ class LocalRuns : public QObject {
   int m_demoSteps = 0;
   QStringList m_demoOverrides;
   QList<LocalRun*> m_runs;
+  QList<RemoteRun*> m_remote;
   StoreService* m_store = nullptr;
   int m_running = 0;
 };

@@ -15,6 +15,7 @@
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
+#include "ui/runs/remoterun.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
@@ -196,10 +197,13 @@ RunWizard* RunsPage::openNewRunWizard() {
   connect(wizard, &QDialog::accepted, this, [this, wizard] {
     const QStringList nodes = wizard->targetNodes();
     if (!nodes.isEmpty()) {
-      // The app cannot launch on SSH nodes yet (docs/remote.md, known gaps): never start it here.
-      showError(tr("Runs on SSH nodes start from the command line for now: save the config (Review page) and run "
-                   "flotilla run CONFIG.toml --nodes %1")
-                    .arg(nodes.join(QLatin1Char(','))));
+      // Deploy, start and watch happen on the run's own thread; its progress shows on the Live page.
+      QString error;
+      if (RemoteRun* run = m_runs->startOnNodes(wizard->config(), nodes, &error)) {
+        emit remoteRunStarted(run);
+      } else {
+        showError(error);
+      }
       return;
     }
     launchConfig(wizard->config(), wizard->ranks());

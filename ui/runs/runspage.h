@@ -17,6 +17,7 @@ class QTableView;
 namespace flotilla::ui {
 
 class LocalRun;
+class RunHandle;
 class LocalRuns;
 class LocalRunsModel;
 class MachineProbe;
@@ -50,6 +51,8 @@ class RunsPage : public QWidget {
  signals:
   // A run was started here or double-clicked in the table: show it live.
   void runOpened(flotilla::ui::LocalRun* run);
+  // The wizard started a run on SSH nodes: show it live (a RemoteRun, see ui/runs/remoterun.h).
+  void remoteRunStarted(flotilla::ui::RunHandle* run);
 
  private:
   void startDemo();

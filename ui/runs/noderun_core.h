@@ -1,0 +1,95 @@
+// A run on SSH nodes without any Qt: start it (connect, deploy, upload, start every node's ranks)
+// and watch it (tail rank 0's metrics into the store by committed offset until node 0's worker
+// exits), shared by `flotilla run --nodes` / `flotilla runs attach` and the app's RemoteRun.
+//
+// Decision: db/ and remote/ never include each other, and app/ is above ui/, so the glue that
+// needs both lives here, Qt-free; everything the two callers do differently (printing, the stop
+// request, leaving the run to a later watcher) comes in as plain callbacks polled on the watching
+// thread, so the CLI and the app write exactly the same rows in the same transactions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/ingest.h"
+#include "db/nodes.h"
+#include "db/run_store.h"
+#include "db/sql.h"
+#include "engine/config/run_config.h"
+#include "remote/session.h"
+
+namespace flotilla::ui::noderun {
+
+struct Node {
+  db::SshNode rec;
+  std::unique_ptr<remote::Session> session;
+  std::string worker;  // the deployed flotilla-worker path on the node
+};
+
+using SessionOptionsFor = std::function<remote::SessionOptions(const db::SshNode&)>;
+using Note = std::function<void(const std::string&)>;
+
+// Connects every node (strict host keys). On a HostKeyError calls `refused(node, error)` and
+// returns false before anything runs anywhere (S3).
+bool connectNodes(std::vector<Node>& nodes, const SessionOptionsFor& options,
+                  const std::function<void(const std::string&, const remote::HostKeyError&)>& refused);
+
+// What watching a started run needs besides its connected nodes (node 0 = the master).
+struct Watch {
+  int64_t runId = 0;
+  std::string name, rid;  // the store's run name; the remote run directory's name
+  int64_t totalSteps = 0;
+  std::optional<double> budgetUsd;
+  std::function<void(db::Database&)> onAttach;  // run on the writer before tailing
+};
+
+struct StartRequest {
+  RunConfig config;                    // run.name is replaced by `name`
+  std::string name;
+  std::optional<double> budgetUsd;
+  std::optional<int> nprocPerNode;     // default: dp*tp*pp / nodes
+  std::optional<int> masterPort;       // default: picked
+  bool noBind = false;
+  std::string workerPath;              // the local flotilla-worker to deploy
+  std::string version;                 // the bundle's version folder
+  std::string origin = "flotilla run --nodes";  // the status reason's prefix
+};
+
+// Splits dp*tp*pp over `nodes`; throws flotilla::Error (kConfig) naming the numbers when it cannot.
+int ranksPerNode(const RunConfig& config, int nodes, std::optional<int> requested);
+
+// Creates the store row (target "a,b", node attachments), deploys, uploads the config, makes the
+// synthetic corpus on every node, records run_dir "<node 0>:<dir>" and starts the ranks, last
+// node first. `nodes` must be connected. Returns the Watch for watchRun (its onAttach records the
+// run as running from node 0's own start time). `note` gets progress lines.
+Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& request, const Note& note);
+
+// Why `run` cannot be re-attached ("" when it can): not on nodes, ended, or a bad run dir.
+// On success fills `nodes` (unconnected, the master first) and `rid`.
+std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid);
+// The Watch for re-attaching `run` (its nodes connected): "" in `refusal` unless the run was never
+// started on node 0.
+Watch attachWatch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid, const std::string& origin,
+                  std::string& refusal, bool& stillRunning);
+
+struct WatchHooks {
+  Note note;                                            // connection losses, stops, node endings
+  std::function<void(const db::IngestEvent&)> onRecord;  // each parsed record (before commit)
+  // After each commit: the raw lines just stored and the byte offset they end at.
+  std::function<void(const std::vector<std::string>&, uint64_t)> onCommitted;
+  std::function<bool()> stopRequested;    // polled: true once -> stop every node, keep watching
+  std::function<bool()> leaveRequested;   // polled: true -> return kLeft, the run stays running
+};
+
+inline constexpr int kLeft = -2;  // watchRun gave the run up (left running, still 'running')
+
+// Watches until node 0's worker exits; records the final status (completed / stopped / preempted
+// / failed, ended at node 0's recorded exit) and returns node 0's exit status; ExitCode::kComm
+// when node 0 is lost for good (the run stays 'running'); kLeft when leaveRequested.
+int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w, const WatchHooks& hooks);
+
+}  // namespace flotilla::ui::noderun

@@ -1,0 +1,353 @@
+// One run on SSH nodes, driven from a worker thread (see remoterun.h).
+#include "ui/runs/remoterun.h"
+
+#include <QDir>
+#include <QJsonDocument>
+#include <QThread>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "db/errors.h"
+#include "db/ingest.h"
+#include "db/queries.h"
+#include "db/run_store.h"
+#include "engine/core/error.h"
+#include "flotilla/build_info.h"
+#include "remote/node_fields.h"
+#include "remote/remote_run.h"
+#include "ui/runs/localrun.h"
+
+namespace flotilla::ui {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNode& node) {
+  remote::SessionOptions o;
+  o.host = node.host;
+  o.port = node.port;
+  o.user = node.user;
+  o.identity_file = node.key_path;
+  o.known_hosts_path = remote::workspace_known_hosts_path(dbPath);
+  o.connect_timeout_s = 10;
+  o.read_timeout_s = 15;
+  o.keepalive_interval_s = 5;
+  return o;  // no passphrase prompt on a thread: ssh-agent or an unencrypted key
+}
+
+// The store status name of run `id` ("" when it cannot be read).
+std::string storedStatus(const std::string& dbPath, int64_t id) {
+  try {
+    db::Database reader(dbPath);
+    return db::to_string(db::get_run(reader, id).status);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+RemoteRun::RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent)
+    : RunHandle(parent), m_name(name), m_databasePath(databasePath), m_mirrorDir(mirrorDir), m_lastLoss(kNaN),
+      m_lastValLoss(kNaN) {}
+
+RemoteRun::~RemoteRun() {
+  if (m_thread) {
+    m_leave.store(true);
+    m_thread->wait();
+    delete m_thread;
+  }
+}
+
+bool RemoteRun::isFinished() const { return m_thread && m_thread->isFinished(); }
+
+QString RemoteRun::metricsPath() const { return QDir(m_mirrorDir).filePath(QStringLiteral("metrics.jsonl")); }
+
+void RemoteRun::launch(std::function<void()> body) {
+  Q_ASSERT(!m_thread);
+  QDir().mkpath(m_mirrorDir);
+  m_startedAt = QDateTime::currentDateTimeUtc();
+  setState(State::Running);
+  m_thread = QThread::create(std::move(body));
+  m_thread->start();
+}
+
+void RemoteRun::postLog(const QString& level, const std::string& text) {
+  QMetaObject::invokeMethod(
+      this, [this, level, t = QString::fromStdString(text)] { appendLog(level, t); }, Qt::QueuedConnection);
+}
+
+std::vector<noderun::Node> RemoteRun::connectOnThread(db::Database& db, const std::vector<std::string>& names) {
+  std::vector<noderun::Node> nodes;
+  for (const auto& n : names) nodes.push_back(noderun::Node{db::get_ssh_node(db, n), nullptr, ""});
+  const std::string dbPath = m_databasePath.toStdString();
+  std::string refused;
+  if (!noderun::connectNodes(
+          nodes, [&](const db::SshNode& rec) { return sessionOptions(dbPath, rec); },
+          [&](const std::string& node, const remote::HostKeyError& e) {
+            refused = "node " + node + ": " + e.what() + " (check the key and trust it on the Nodes page)";
+          }))
+    throw Error(ExitCode::kComm, refused);
+  return nodes;
+}
+
+void RemoteRun::watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo) {
+  const std::string dbPath = m_databasePath.toStdString();
+  std::FILE* out = std::fopen(metricsPath().toStdString().c_str(), "w");
+  const auto emitLines = [this, out](const std::vector<std::string>& lines) {
+    QStringList list;
+    for (const auto& l : lines) {
+      if (out) std::fprintf(out, "%s\n", l.c_str());
+      list << QString::fromStdString(l);
+    }
+    if (out) std::fflush(out);
+    QMetaObject::invokeMethod(this, [this, list] { deliver(list); }, Qt::QueuedConnection);
+  };
+  // History already in the store (a re-attach): shown, not stored again.
+  for (uint64_t at = 0; at < historyUpTo && !m_leave.load();) {
+    const remote::TailChunk t = remote::tail_run_file(*nodes[0].session, w.rid, at);
+    if (t.lines.empty()) break;
+    std::vector<std::string> take;
+    for (const auto& l : t.lines) {
+      if (at + l.size() + 1 > historyUpTo) break;
+      at += l.size() + 1;
+      take.push_back(l);
+    }
+    if (take.empty()) break;
+    emitLines(take);
+  }
+  noderun::WatchHooks hooks;
+  hooks.note = [this](const std::string& line) { postLog(QStringLiteral("warning"), line); };
+  hooks.onCommitted = [&](const std::vector<std::string>& lines, uint64_t) { emitLines(lines); };
+  hooks.stopRequested = [this] { return m_stopFlag.load(); };
+  hooks.leaveRequested = [this] { return m_leave.load(); };
+  int code = -1;
+  try {
+    code = noderun::watchRun(dbPath, nodes, w, hooks);
+  } catch (...) {
+    if (out) std::fclose(out);
+    throw;
+  }
+  if (out) std::fclose(out);
+  const QString status =
+      code == noderun::kLeft ? QStringLiteral("left") : QString::fromStdString(storedStatus(dbPath, w.runId));
+  QMetaObject::invokeMethod(this, [this, code, status] { onEnded(code, status, {}); }, Qt::QueuedConnection);
+}
+
+void RemoteRun::failOnThread(int64_t runId, const std::string& what) {
+  if (runId > 0) {
+    try {
+      db::Database db(m_databasePath.toStdString());
+      const db::Run run = db::get_run(db, runId);
+      if (db::transition_allowed(run.status, db::RunStatus::kFailed))
+        db::set_status(db, runId, db::RunStatus::kFailed, db::now_seconds(), "flotilla app: " + what, -1);
+    } catch (const std::exception&) {
+    }
+  }
+  QMetaObject::invokeMethod(
+      this, [this, e = QString::fromStdString(what)] { onEnded(-1, QStringLiteral("failed"), e); },
+      Qt::QueuedConnection);
+}
+
+void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const QString& workerPath) {
+  m_nodes = nodes;
+  appendLog(QStringLiteral("info"), tr("deploying and starting on %1").arg(nodes.join(QStringLiteral(", "))));
+  noderun::StartRequest req;
+  req.config = config;
+  req.name = m_name.toStdString();
+  req.workerPath = workerPath.toStdString();
+  req.version = FLOTILLA_VERSION_STRING;
+  req.origin = "flotilla app";
+  std::vector<std::string> names;
+  for (const QString& n : nodes) names.push_back(n.toStdString());
+  launch([this, req, names] {
+    int64_t runId = 0;
+    try {
+      db::Database db(m_databasePath.toStdString());
+      std::vector<noderun::Node> connected = connectOnThread(db, names);
+      const noderun::Watch w = noderun::startOnNodes(db, connected, req, [this](const std::string& line) {
+        postLog(QStringLiteral("info"), line);
+      });
+      runId = w.runId;
+      QMetaObject::invokeMethod(
+          this, [this, runId] { m_storeId = runId; emit storeIdKnown(runId); }, Qt::QueuedConnection);
+      watchOnThread(connected, w, 0);
+    } catch (const std::exception& e) {
+      failOnThread(runId, e.what());
+    }
+  });
+}
+
+void RemoteRun::reattach(qint64 storeId) {
+  m_storeId = storeId;
+  appendLog(QStringLiteral("info"), tr("re-attaching to the run on its nodes"));
+  launch([this, storeId] {
+    try {
+      const std::string dbPath = m_databasePath.toStdString();
+      db::Database db(dbPath);
+      const db::Run run = db::get_run(db, static_cast<int64_t>(storeId));
+      std::vector<noderun::Node> nodes;
+      std::string rid;
+      if (std::string why = noderun::attachTarget(db, run, nodes, rid); !why.empty()) throw Error(ExitCode::kConfig, why);
+      std::vector<std::string> names;
+      for (const auto& n : nodes) names.push_back(n.rec.name);
+      std::vector<noderun::Node> connected = connectOnThread(db, names);
+      std::string refusal;
+      bool running = false;
+      const noderun::Watch w = noderun::attachWatch(run, connected, rid, "flotilla app (re-attached)", refusal, running);
+      if (!refusal.empty()) throw Error(ExitCode::kConfig, refusal);
+      const uint64_t committed = static_cast<uint64_t>(
+          db::committed_offset(db, run.id, "ssh:" + connected[0].rec.name + ":metrics.jsonl"));
+      const double started = run.started_at.value_or(db::now_seconds());
+      QMetaObject::invokeMethod(
+          this,
+          [this, started, total = w.totalSteps, names] {
+            m_startedAt = QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(started * 1000.0), Qt::UTC);
+            if (m_plannedSteps == 0) m_plannedSteps = total;
+            m_nodes.clear();
+            for (const auto& n : names) m_nodes << QString::fromStdString(n);
+          },
+          Qt::QueuedConnection);
+      postLog(QStringLiteral("info"), running ? "re-attached: the run is still going" : "re-attached: the run already ended");
+      watchOnThread(connected, w, committed);
+    } catch (const std::exception& e) {
+      // A run that cannot be re-attached (untrusted host, never started) stays as the store has it.
+      QMetaObject::invokeMethod(
+          this, [this, e = QString::fromUtf8(e.what())] { onEnded(-1, QStringLiteral("failed"), e); },
+          Qt::QueuedConnection);
+    }
+  });
+}
+
+bool RemoteRun::isNodeRunDir(const QString& runDir) {
+  const qsizetype colon = runDir.indexOf(QLatin1Char(':'));
+  return colon > 0 && runDir.mid(colon + 1).startsWith(QLatin1Char('/')) && !runDir.startsWith(QLatin1Char('/'));
+}
+
+QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
+                                               QObject* parent) {
+  QVector<RemoteRun*> out;
+  std::vector<db::Run> runs;
+  try {
+    db::Database db(databasePath.toStdString());
+    db::RunFilter filter;
+    filter.statuses = {db::RunStatus::kRunning};
+    for (const db::RunListItem& item : db::list_runs(db, filter))
+      if (isNodeRunDir(QString::fromStdString(item.run.run_dir))) runs.push_back(item.run);
+  } catch (const std::exception&) {
+    return out;  // no store (yet): nothing to re-attach
+  }
+  for (const db::Run& r : runs) {
+    const QString name = QString::fromStdString(r.name);
+    auto* run = new RemoteRun(name, databasePath, QDir(mirrorRoot).filePath(name + QStringLiteral("-") +
+                                                                               QString::number(r.id)),
+                              parent);
+    run->reattach(r.id);
+    out.append(run);
+  }
+  return out;
+}
+
+void RemoteRun::deliver(const QStringList& lines) {
+  for (const QString& line : lines) {
+    m_delivered += line.toUtf8().size() + 1;
+    const QJsonDocument doc = QJsonDocument::fromJson(line.toUtf8());
+    if (doc.isObject()) handle(doc.object());
+  }
+  emit changed();
+}
+
+void RemoteRun::handle(const QJsonObject& r) {
+  emit recordReceived(r);
+  const QString type = r.value(QLatin1String("type")).toString();
+  const qint64 step = r.value(QLatin1String("step")).toInteger();
+  if (type == QLatin1String("step")) {
+    m_lastStep = step;
+    m_lastLoss = r.value(QLatin1String("loss")).toDouble(kNaN);
+    m_tokensPerSec = r.value(QLatin1String("tokens_per_s")).toDouble();
+    m_mfu = r.value(QLatin1String("mfu")).toDouble();
+    m_series.append(QLatin1String(kSeriesLoss), double(step), m_lastLoss);
+    m_series.append(QLatin1String(kSeriesLr), double(step), r.value(QLatin1String("lr")).toDouble());
+    m_series.append(QLatin1String(kSeriesTokensPerSec), double(step), m_tokensPerSec);
+    m_series.append(QLatin1String(kSeriesMfu), double(step), m_mfu);
+  } else if (type == QLatin1String("eval")) {
+    m_lastValLoss = r.value(QLatin1String("val_loss")).toDouble(kNaN);
+    m_series.append(QLatin1String(kSeriesValLoss), double(step), m_lastValLoss);
+    appendLog(QStringLiteral("info"), tr("eval at step %1: validation loss %2").arg(step).arg(m_lastValLoss, 0, 'f', 4));
+  } else if (type == QLatin1String("checkpoint")) {
+    appendLog(QStringLiteral("info"),
+              tr("checkpoint at step %1: %2").arg(step).arg(r.value(QLatin1String("dir")).toString()));
+  } else if (type == QLatin1String("event")) {
+    appendLog(r.value(QLatin1String("level")).toString(QStringLiteral("info")),
+              r.value(QLatin1String("message")).toString());
+  } else if (type == QLatin1String("run_start")) {
+    const QJsonObject train = r.value(QLatin1String("config")).toObject().value(QLatin1String("train")).toObject();
+    m_plannedSteps = train.value(QLatin1String("steps")).toInteger(m_plannedSteps);
+  }
+}
+
+void RemoteRun::onEnded(int exitCode, const QString& status, const QString& error) {
+  m_exitCode = exitCode;
+  m_error = error;
+  m_endedAt = QDateTime::currentDateTimeUtc();
+  State next = State::Failed;
+  if (status == QLatin1String("completed")) next = State::Completed;
+  else if (status == QLatin1String("stopped") || status == QLatin1String("preempted")) next = State::Stopped;
+  else if (status == QLatin1String("left") || status == QLatin1String("running")) next = State::Detached;
+  if (!error.isEmpty()) appendLog(QStringLiteral("error"), error);
+  else appendLog(QStringLiteral("info"), tr("run on nodes ended: %1").arg(status));
+  setState(next);
+  emit finished(exitCode);
+}
+
+void RemoteRun::stop() {
+  if (m_state != State::Running) return;
+  m_stopFlag.store(true);
+  appendLog(QStringLiteral("info"), tr("stopping the run on every node (checkpoint, then exit)"));
+  setState(State::Stopping);
+}
+
+void RemoteRun::kill() { stop(); }
+
+void RemoteRun::checkpointNow() { appendLog(QStringLiteral("warning"), checkpointUnsupportedReason()); }
+
+QString RemoteRun::checkpointUnsupportedReason() const {
+  return tr("Checkpoint now is not available for runs on SSH nodes yet; Stop saves a checkpoint before the "
+            "ranks exit");
+}
+
+qint64 RemoteRun::elapsedMs() const {
+  if (!m_startedAt.isValid()) return 0;
+  return m_startedAt.msecsTo(m_endedAt.isValid() ? m_endedAt : QDateTime::currentDateTimeUtc());
+}
+
+QString RemoteRun::stateText() const {
+  const QString where = m_nodes.isEmpty() ? QString() : tr(" on %1").arg(m_nodes.join(QStringLiteral(", ")));
+  switch (m_state) {
+    case State::NotStarted: return tr("not started");
+    case State::Running: return tr("running%1").arg(where);
+    case State::Stopping: return tr("stopping%1…").arg(where);
+    case State::Completed: return tr("completed");
+    case State::Stopped: return tr("stopped (exit %1)").arg(m_exitCode);
+    case State::Killed: return tr("killed");
+    case State::Detached: return tr("left running%1").arg(where);
+    case State::Failed:
+      return m_error.isEmpty() ? tr("failed: exit %1").arg(m_exitCode) : tr("failed: %1").arg(m_error);
+  }
+  return {};
+}
+
+void RemoteRun::appendLog(const QString& level, const QString& text) {
+  m_log.append({level, text});
+  emit logAppended(level, text);
+}
+
+void RemoteRun::setState(State state) {
+  if (state == m_state) return;
+  m_state = state;
+  emit stateChanged(state);
+}
+
+}  // namespace flotilla::ui

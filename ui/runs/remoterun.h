@@ -1,0 +1,118 @@
+// One run on SSH nodes, as the app drives it: started (or re-attached) and watched on a worker
+// thread by the same code as `flotilla run --nodes` (noderun_core.h), every stored metrics
+// record posted to the UI thread so the Live page follows it like a LocalRun.
+//
+// Decision: libssh and the store writes never run on the UI thread; the thread appends each
+// committed line to a local mirror file (<mirrorDir>/metrics.jsonl) before posting it, so the Live
+// page's late-follow replay reads exactly the bytes already delivered. Destroying a RemoteRun
+// leaves the run going on the nodes and 'running' in the store (like an app exit): the watcher
+// only gives up watching, and a later reattach() continues from the committed offset.
+#pragma once
+
+#include <QDateTime>
+#include <QJsonObject>
+#include <QStringList>
+#include <QVector>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/config/run_config.h"
+#include "ui/runs/noderun_core.h"
+#include "ui/runs/runhandle.h"
+
+class QThread;
+
+namespace flotilla::ui {
+
+class RemoteRun : public RunHandle {
+  Q_OBJECT
+
+ public:
+  // `databasePath`: the workspace's run store (its known_hosts is the workspace's own);
+  // `mirrorDir`: a local folder for the mirror of rank 0's metrics.
+  RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent = nullptr);
+  ~RemoteRun() override;  // leaves the run running on the nodes (see above); joins the thread
+
+  // Creates the store row, deploys and starts `config` on `nodes` (stored node names, the master
+  // first), then watches it. `workerPath`: the local flotilla-worker to deploy.
+  void start(const RunConfig& config, const QStringList& nodes, const QString& workerPath);
+  // Re-attaches to stored run `storeId` (run_dir "<node>:<dir>", status running) and watches it.
+  void reattach(qint64 storeId);
+
+  // The app's start: one re-attached RemoteRun (parented to `parent`, mirrored under
+  // <mirrorRoot>/<run name>) per stored run that is 'running' on SSH nodes (run_dir "<node>:/...").
+  static QVector<RemoteRun*> reattachRunning(const QString& databasePath, const QString& mirrorRoot,
+                                             QObject* parent);
+  // Whether a stored run_dir names a directory on an SSH node ("<node>:/...").
+  static bool isNodeRunDir(const QString& runDir);
+
+  qint64 storeId() const { return m_storeId; }
+  QString errorText() const { return m_error; }
+  int exitCode() const { return m_exitCode; }
+  QStringList nodes() const { return m_nodes; }
+  bool isFinished() const;  // the watching thread has returned
+
+  QString name() const override { return m_name; }
+  State state() const override { return m_state; }
+  QString stateText() const override;
+  void stop() override;           // every node: TERM (checkpoint, exit 10), KILL after the grace
+  void checkpointNow() override;  // not supported on nodes: logs a warning
+  void kill() override;           // the same as stop(): the nodes' wrappers kill after the grace
+  bool canCheckpoint() const override { return false; }
+  QString checkpointUnsupportedReason() const override;
+
+  qint64 elapsedMs() const override;
+  qint64 plannedSteps() const override { return m_plannedSteps; }
+  qint64 lastStep() const override { return m_lastStep; }
+  double lastLoss() const override { return m_lastLoss; }
+  double lastValLoss() const override { return m_lastValLoss; }
+  double tokensPerSec() const override { return m_tokensPerSec; }
+  double mfu() const override { return m_mfu; }
+  const SeriesStore& series() const override { return m_series; }
+  const QVector<LogLine>& log() const override { return m_log; }
+  QString metricsPath() const override;
+  qint64 deliveredBytes() const override { return m_delivered; }
+
+ signals:
+  void storeIdKnown(qint64 storeId);
+  void finished(int exitCode);
+
+ private:
+  void launch(std::function<void()> body);
+  // Thread side: connects `names` (throws with the refusal on a host key problem).
+  std::vector<noderun::Node> connectOnThread(db::Database& db, const std::vector<std::string>& names);
+  // Thread side: mirrors and posts history (bytes [0, upTo) of rank 0's metrics), then watches.
+  void watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo);
+  void postLog(const QString& level, const std::string& text);
+  void failOnThread(int64_t runId, const std::string& what);
+  void deliver(const QStringList& lines);
+  void handle(const QJsonObject& record);
+  void appendLog(const QString& level, const QString& text);
+  void setState(State state);
+  void onEnded(int exitCode, const QString& status, const QString& error);
+
+  QString m_name, m_databasePath, m_mirrorDir, m_error;
+  QStringList m_nodes;
+  QThread* m_thread = nullptr;
+  std::atomic<bool> m_stopFlag{false};
+  std::atomic<bool> m_leave{false};
+  State m_state = State::NotStarted;
+  qint64 m_storeId = 0;
+  int m_exitCode = -1;
+  qint64 m_delivered = 0;
+  SeriesStore m_series;
+  QVector<LogLine> m_log;
+  QDateTime m_startedAt, m_endedAt;
+  qint64 m_plannedSteps = 0;
+  qint64 m_lastStep = 0;
+  double m_lastLoss;
+  double m_lastValLoss;
+  double m_tokensPerSec = 0;
+  double m_mfu = 0;
+};
+
+}  // namespace flotilla::ui

@@ -1,0 +1,77 @@
+// What the Live page needs from a run it follows, whichever process drives it: a LocalRun (a
+// worker child on this machine) or a RemoteRun (ranks on SSH nodes, watched from a thread).
+//
+// Decision: the shared state enum, log line and signals live here so both kinds emit the same
+// signals with the same types; the getters are virtual and each kind keeps its own fields. A run
+// that cannot honour "Checkpoint now" says so (canCheckpoint() false with a reason) instead of
+// silently ignoring the button.
+#pragma once
+
+#include <QJsonObject>
+#include <QObject>
+#include <QString>
+#include <QVector>
+
+#include "ui/plot/seriesstore.h"
+
+namespace flotilla::ui {
+
+class RunHandle : public QObject {
+  Q_OBJECT
+
+ public:
+  enum class State {
+    NotStarted,
+    Running,
+    Stopping,   // stop requested; the worker checkpoints at its next step and exits with 10
+    Completed,  // exit 0
+    Stopped,    // exit 10 (preempted): stopped on request, resumable
+    Failed,     // any other exit code, a crash, or the worker could not start
+    Killed,     // SIGKILL on request
+    Detached,   // left running when the app closed; no longer supervised
+  };
+  Q_ENUM(State)
+
+  struct LogLine {
+    QString level;  // "info", "warning", "error"
+    QString text;
+  };
+
+  using QObject::QObject;
+
+  virtual QString name() const = 0;
+  virtual State state() const = 0;
+  bool isActive() const { return state() == State::Running || state() == State::Stopping; }
+  virtual QString stateText() const = 0;
+
+  virtual void stop() = 0;
+  virtual void checkpointNow() = 0;
+  virtual void kill() = 0;
+  virtual bool canCheckpoint() const { return true; }
+  virtual QString checkpointUnsupportedReason() const { return {}; }
+
+  virtual qint64 elapsedMs() const = 0;
+  virtual qint64 plannedSteps() const = 0;
+  virtual qint64 lastStep() const = 0;
+  virtual double lastLoss() const = 0;
+  virtual double lastValLoss() const = 0;
+  virtual double tokensPerSec() const = 0;
+  virtual double mfu() const = 0;
+
+  virtual const SeriesStore& series() const = 0;
+  virtual const QVector<LogLine>& log() const = 0;
+  // A local file holding the metrics records already delivered by recordReceived, and how many of
+  // its bytes they cover (what a page that starts following late replays).
+  virtual QString metricsPath() const = 0;
+  virtual qint64 deliveredBytes() const = 0;
+
+ signals:
+  // Every metrics-protocol record as parsed (docs/metrics-protocol.md), before the typed signals.
+  void recordReceived(const QJsonObject& record);
+  void logAppended(const QString& level, const QString& text);
+  void stateChanged(flotilla::ui::RunHandle::State state);
+  // At most once per poll: progress numbers changed.
+  void changed();
+};
+
+}  // namespace flotilla::ui
