@@ -137,6 +137,16 @@ void PlotPanel::setYRange(double lo, double hi, double minPositive) {
 }
 
 void PlotPanel::replotNow() {
+  // An empty legend (a plot with no series yet) must leave the layout: QCPLayoutGrid caps a
+  // column at the smallest maximum width of its elements, and a legend without columns reports
+  // only its margins, which squeezes the whole plot into its minimum width.
+  QCPLayoutGrid* layout = m_plot->plotLayout();
+  const bool placed = layout->hasElement(1, 0) && layout->element(1, 0) == m_plot->legend;
+  if (m_plot->legend->itemCount() == 0 && placed) {
+    layout->take(m_plot->legend);
+  } else if (m_plot->legend->itemCount() > 0 && !placed && !layout->hasElement(1, 0)) {
+    layout->addElement(1, 0, m_plot->legend);
+  }
   m_plot->replot(QCustomPlot::rpImmediateRefresh);
   ++m_replots;
 }
