@@ -46,6 +46,13 @@ class Backend {
   virtual int threads() const = 0;
   virtual void set_threads(int n) = 0;
 
+  // Deterministic mode (train.deterministic): results bit-identical run to run. cpu: matmuls
+  // in fixed chunks independent of the thread count, OpenMP teams of exactly threads() (no
+  // dynamic adjustment); cuda: cuBLASLt algorithms without split-K reductions, one algorithm per
+  // shape for the whole run. Off: whatever is fastest (cpu: bit-identical for one thread count).
+  virtual void set_deterministic(bool on) = 0;
+  virtual bool deterministic() const = 0;
+
   // Zero-filled buffer of `floats` floats, aligned for SIMD; release() frees it.
   virtual float* allocate(size_t floats) = 0;
   virtual void release(float* p) = 0;

@@ -4,6 +4,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/launch/gpu_pinning.h"
 #include "engine/launch/launcher.h"
 
 namespace flotilla::cli {
@@ -30,7 +31,10 @@ int cmd_launch(const CommandArgs& argv) {
         "  --init-timeout S      seconds until every rank reports its first step (default 300)\n"
         "  --step-timeout S      seconds without progress before a rank is declared stalled (default 100)\n"
         "  --term-grace S        seconds between SIGTERM and SIGKILL when ending the group (default 10)\n"
-        "  --no-bind             do not pin ranks to cores\n");
+        "  --no-bind             do not pin ranks to cores\n"
+        "  --gpus LIST           CUDA ordinals for local ranks 0, 1, ... (e.g. 0,2); default: rank l uses\n"
+        "                        GPU l. Ranks of a run.device = \"cuda\" config (or with --gpus) get\n"
+        "                        FLOTILLA_CUDA_DEVICE; fewer GPUs than ranks is refused before any starts\n");
     return 0;
   }
   LaunchOptions o;
@@ -44,7 +48,9 @@ int cmd_launch(const CommandArgs& argv) {
   o.step_timeout_s = args.double_or("--step-timeout", 100);
   o.term_grace_s = args.double_or("--term-grace", 10);
   o.bind_cores = !args.flag("--no-bind");
+  o.gpus = parse_gpu_list(args.value_or("--gpus", ""), "--gpus");
   o.worker_args = args.rest_after_dashdash();
+  o.device = worker_run_device(o.worker_args);
   args.finish("launch");
   return run_launch(o);
 }

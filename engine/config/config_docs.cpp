@@ -101,6 +101,21 @@ const char* kDerived = R"(## Derived values
 - **Config hash** (stored in checkpoints): FNV-1a over `model.arch`, `model.n_layer`,
   `model.n_head`, `model.n_embd`, `model.vocab_size` and `model.max_seq_len`, the fields that
   shape the parameters and the AdamW state. A checkpoint with another hash is refused on resume.
+- **Recomputation** (`train.recompute = true`): each block keeps only its input; backward re-runs
+  the block's forward (up to its GELU) just before the block's backward, in one block-sized region.
+  Losses and parameters are bitwise those without it; activation memory drops by
+  (L − 1) × one block less its input, compute grows by one block forward up to the GELU per block
+  (docs/planner.md).
+- **Deterministic mode** (`train.deterministic`, default `true`): two runs of one config on the
+  same kind of machine give bit-identical losses, metrics values and checkpoints. On the CPU the
+  kernels already sum in a fixed order (LayerNorm, bias, embedding and norm reductions,
+  attention with disjoint outputs, ring collectives); deterministic mode adds what is not
+  otherwise guaranteed: matmuls in fixed chunks whatever the thread count (so `run.threads` and
+  the core count do not change a bit), and OpenMP teams never shrunk (`OMP_DYNAMIC` ignored). On
+  CUDA: cuBLASLt algorithms without split-K reductions, the algorithm chosen once per shape and
+  kept for the run; the embedding, LayerNorm, bias and attention backward use no float atomics in
+  either mode. `false` lets the CPU split matmuls one slice per thread (fewer, larger BLAS calls;
+  bit-identical only for one thread count) and CUDA use any cuBLASLt algorithm.
 
 ## Validation rules
 

@@ -84,6 +84,7 @@ std::vector<ConfigKey> build_keys() {
                    "tokens per optimizer step; 0 = micro_batch*seq_len*dp (no accumulation)"),
       FLOTILLA_KEY(train, dtype, "fp32 | bf16 (bf16 on cuda only)", "fp32", "bf16"),
       FLOTILLA_KEY(train, recompute, "recompute activations in backward to save memory"),
+      FLOTILLA_KEY(train, deterministic, "bit-identical repeat runs (CPU: any thread count; CUDA: no split-K)"),
       FLOTILLA_KEY(train, grad_clip, "global gradient-norm clip; 0 disables"),
       FLOTILLA_KEY(train, log_every, "write a step record every N steps"),
       FLOTILLA_KEY(train, spike_factor, "skip a step whose loss exceeds spike_factor x running mean; 0 off"),

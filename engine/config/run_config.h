@@ -46,6 +46,7 @@ struct TrainSection {
   int64_t global_batch_tokens = 0;  // tokens per optimizer step; 0 = micro_batch*seq_len*dp (no accumulation)
   std::string dtype = "fp32";       // fp32 | bf16 (bf16 on cuda only)
   bool recompute = false;           // recompute activations in backward to save memory
+  bool deterministic = true;        // bit-identical repeat runs (CPU: any thread count; CUDA: no split-K)
   double grad_clip = 1.0;           // global gradient-norm clip; 0 disables
   int log_every = 1;                // write a step record every N steps
   double spike_factor = 0.0;        // skip a step whose loss exceeds spike_factor x running mean; 0 off

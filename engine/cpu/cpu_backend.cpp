@@ -65,6 +65,16 @@ bool CpuBackend::supports(BackendFeature feature) const {
   return false;
 }
 
+void CpuBackend::set_deterministic(bool on) {
+  set_thread_independent_gemm(on);
+  if (on == deterministic_) return;
+  deterministic_ = on;
+  // OMP_DYNAMIC=true would let the runtime shrink a team below threads_; the kernels' own
+  // reductions do not depend on the team size, but their speed and the off-mode matmul split do.
+  if (on) initial_dynamic_ = omp_get_dynamic();
+  omp_set_dynamic(on ? 0 : initial_dynamic_);
+}
+
 void CpuBackend::set_threads(int n) {
   // "All cores" honours OMP_NUM_THREADS when the user set it (e.g. to share a machine).
   static const int default_threads =

@@ -18,6 +18,8 @@ class CpuBackend final : public Backend {
   bool supports(BackendFeature feature) const override;
   int threads() const override { return threads_; }
   void set_threads(int n) override;
+  void set_deterministic(bool on) override;
+  bool deterministic() const override { return deterministic_; }
 
   float* allocate(size_t floats) override;
   void release(float* p) override;
@@ -71,6 +73,8 @@ class CpuBackend final : public Backend {
   class Timer;
 
   int threads_ = 1;
+  bool deterministic_ = false;
+  int initial_dynamic_ = 0;  // omp_get_dynamic() before set_deterministic(true)
   bool profiling_ = false;
   std::array<double, kCount> seconds_{};
   std::array<long, kCount> calls_{};

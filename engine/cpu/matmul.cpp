@@ -5,13 +5,16 @@
 // 2-core Zen 4 with OpenBLAS 0.3.21 (pthread build) this runs the model's shapes at 190-205 GFLOP/s
 // against 170-200 for OpenBLAS's own threading, and it avoids two thread pools (OpenMP's and
 // OpenBLAS's) spinning against each other on the same cores. The split is a pure function of the
-// shape and the thread count, so results are bit-identical run to run for a given thread count.
+// shape and the thread count, so results are bit-identical run to run for a given thread count;
+// in deterministic mode it is a pure function of the shape alone (fixed chunks), so they are
+// bit-identical for any thread count.
 #include "engine/cpu/matmul.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <vector>
@@ -38,6 +41,19 @@ Slice gemm_slice(int M, int N, int t, int nt) {
   return {static_cast<int>(b), static_cast<int>(e), 0, N};
 }
 
+// Deterministic mode's chunks: chunk i of chunk_count(M, N) for any thread count.
+constexpr int kRowChunk = 64, kColChunk = 512;
+std::atomic<bool> g_fixed_chunks{false};
+
+bool by_columns(int M, int N) { return N >= 8L * M; }
+int chunk_count(int M, int N) {
+  return by_columns(M, N) ? (N + kColChunk - 1) / kColChunk : (M + kRowChunk - 1) / kRowChunk;
+}
+Slice chunk_slice(int M, int N, int i) {
+  if (by_columns(M, N)) return {0, M, i * kColChunk, std::min(N, (i + 1) * kColChunk)};
+  return {i * kRowChunk, std::min(M, (i + 1) * kRowChunk), 0, N};
+}
+
 void gemm_slice_call(const Slice& s, bool ta, bool tb, int K, float alpha, const float* A, int lda,
                      const float* B, int ldb, float beta, float* C, int ldc) {
   if (s.m1 <= s.m0 || s.n1 <= s.n0) return;
@@ -60,9 +76,19 @@ void gemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
   cblas_sgemm(CblasRowMajor, tr(trans_a), tr(trans_b), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void set_thread_independent_gemm(bool on) { g_fixed_chunks = on; }
+bool thread_independent_gemm() { return g_fixed_chunks; }
+
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
   blas_single_thread();
+  if (g_fixed_chunks) {
+    const int chunks = chunk_count(M, N);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < chunks; ++i)
+      gemm_slice_call(chunk_slice(M, N, i), trans_a, trans_b, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
 #pragma omp parallel
   {
     const Slice s = gemm_slice(M, N, omp_get_thread_num(), omp_get_num_threads());
@@ -74,18 +100,23 @@ FLOTILLA_SIMD_CLONES
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                     int OC) {
   blas_single_thread();
-#pragma omp parallel
-  {
-    const Slice s = gemm_slice(N, OC, omp_get_thread_num(), omp_get_num_threads());
+  // Adds the bias to a slice while it is still in cache.
+  auto slice = [&](const Slice& s) {
     gemm_slice_call(s, false, true, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
-    if (bias != nullptr) {
-      // Add the bias to this thread's slice while it is still in cache.
-      for (int r = s.m0; r < s.m1; ++r) {
-        float* o = out + static_cast<size_t>(r) * OC;
-        for (int c = s.n0; c < s.n1; ++c) o[c] += bias[c];
-      }
+    if (bias == nullptr) return;
+    for (int r = s.m0; r < s.m1; ++r) {
+      float* o = out + static_cast<size_t>(r) * OC;
+      for (int c = s.n0; c < s.n1; ++c) o[c] += bias[c];
     }
+  };
+  if (g_fixed_chunks) {
+    const int chunks = chunk_count(N, OC);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < chunks; ++i) slice(chunk_slice(N, OC, i));
+    return;
   }
+#pragma omp parallel
+  slice(gemm_slice(N, OC, omp_get_thread_num(), omp_get_num_threads()));
 }
 
 FLOTILLA_SIMD_CLONES

@@ -17,6 +17,13 @@ void gemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 // Makes BLAS run single-threaded (all parallelism comes from OpenMP); idempotent and cheap.
 void blas_single_thread();
 
+// Deterministic mode (train.deterministic): gemm() and the linear layers cut C into fixed chunks
+// (64 rows, or 512 columns for wide outputs) that depend only on the shape, one sgemm call per
+// chunk, so every call and so every bit is the same for any thread count. Off: one slice per
+// thread (fewer, larger calls; bit-identical only for the same thread count). Process-wide.
+void set_thread_independent_gemm(bool on);
+bool thread_independent_gemm();
+
 // out (N, OC) = inp (N, IC) @ weight (OC, IC)^T + bias (OC); bias may be null.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                     int OC);

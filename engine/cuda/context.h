@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
+#include <tuple>
 
 namespace flotilla::cuda {
 
@@ -38,6 +40,17 @@ class Context {
 
   // Deterministic mode: cuBLASLt algorithms without split-K atomics reductions (default on).
   bool deterministic = true;
+
+  // cuBLASLt algorithm per matmul shape, chosen by the heuristic on first use and kept for the
+  // context's life (matmul.cu): a shape always runs the same algorithm, whatever the heuristic
+  // might answer later, and the per-call heuristic query is skipped. Key: data type, m, n, k,
+  // transposes, epilogue, bias/aux presence, deterministic; value: found + algorithm.
+  using LtKey = std::tuple<int, int, int, int, bool, bool, int, bool, int, bool>;
+  struct LtChoice {
+    bool found = false;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<LtKey, LtChoice> lt_algos;
 
  private:
   static constexpr size_t kLtWorkspaceBytes = 32u << 20;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "engine/core/error.h"
 #include "engine/cuda/adamw.h"
@@ -20,6 +21,7 @@
 #include "engine/cuda/matmul.h"
 #include "engine/cuda/residual.h"
 #include "engine/cuda/softmax_crossentropy.h"
+#include "engine/launch/gpu_pinning.h"
 
 namespace flotilla::cuda {
 
@@ -50,9 +52,17 @@ class CudaBackend::Timer {
 CudaBackend::CudaBackend() {
   std::string reason;
   if (!cuda_device_present(&reason)) throw_config("run.device = cuda but no CUDA device: " + reason);
-  check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
+  // One GPU per rank (engine/launch/gpu_pinning.h): selected before the first allocation.
+  int count = 0;
+  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  const char* local = std::getenv("LOCAL_RANK");
+  device_ = rank_cuda_device(std::getenv(kCudaDeviceEnv), local != nullptr ? std::atoi(local) : 0, count);
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
   ctx_ = std::make_unique<Context>();
 }
+
+void CudaBackend::set_deterministic(bool on) { ctx_->deterministic = on; }
+bool CudaBackend::deterministic() const { return ctx_->deterministic; }
 
 CudaBackend::~CudaBackend() = default;
 

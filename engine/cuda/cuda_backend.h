@@ -31,6 +31,8 @@ class CudaBackend final : public Backend {
   bool supports(BackendFeature feature) const override;
   int threads() const override { return 1; }
   void set_threads(int) override {}
+  void set_deterministic(bool on) override;
+  bool deterministic() const override;
 
   // Device memory (cudaMalloc, zero-filled): the caller must not dereference it on the host.
   float* allocate(size_t floats) override;

@@ -152,6 +152,10 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.opt = options;
   s.n = param_count(dims);
   if (T > dims.max_seq_len) throw_config("CudaGpt: T " + std::to_string(T) + " exceeds max_seq_len");
+  if (options.recompute)
+    throw_config("train.recompute = true is not implemented on CUDA yet (CudaGpt keeps every block's "
+                 "activations): set train.recompute = false, or lower train.micro_batch to fit");
+  s.ctx->deterministic = options.deterministic;
   const auto sizes = param_sizes(dims);
   size_t off = 0;
   for (int i = 0; i < kNumParamTensors; ++i) {

@@ -26,6 +26,10 @@ struct CudaGptOptions {
   bool bf16 = false;                 // bf16 parameters, gradients and activations
   bool fuse_gelu = true;             // GELU in the cuBLASLt epilogue of the MLP-up matmul
   uint32_t stochastic_rounding = 0;  // bf16 AdamW write-back: 0 = round to nearest, else a seed
+  bool deterministic = true;         // train.deterministic: cuBLASLt without split-K (Context)
+  // train.recompute: not implemented here yet (GptModel has it on the CPU); true is refused with
+  // a config error rather than silently keeping every activation.
+  bool recompute = false;
 };
 
 struct AdamWHyper {

@@ -8,6 +8,8 @@
 // - In deterministic mode the heuristic is restricted to reduction schemes without split-K
 //   accumulation in a library-chosen order (CUBLASLT_REDUCTION_SCHEME_NONE); if no algorithm
 //   qualifies, the unrestricted query is used and the results stay reproducible on one GPU model.
+// - The heuristic runs once per shape (Context::lt_algos); every later call of that shape runs the
+//   same algorithm, so a run never switches algorithms (and bits) midway.
 #include <string>
 #include <type_traits>
 
@@ -73,9 +75,17 @@ bool lt_matmul(Context& ctx, T* D, const T* A, const T* B, const T* bias, int m,
   const size_t ws = ctx.lt_workspace_bytes();
   check_cublas(cublasLtMatmulPreferenceSetAttribute(s.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                "set MAX_WORKSPACE_BYTES");
+  const Context::LtKey key{static_cast<int>(type), m, n, k, trans_a, trans_b, static_cast<int>(epilogue),
+                           bias != nullptr, aux != nullptr ? ld_aux : -1, ctx.deterministic};
+  const auto cached = ctx.lt_algos.find(key);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  if (ctx.deterministic) {
+  if (cached != ctx.lt_algos.end()) {
+    if (!cached->second.found) return false;  // known: no algorithm for this epilogue
+    heuristic.algo = cached->second.algo;
+    found = 1;
+  }
+  if (found == 0 && ctx.deterministic) {
     const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
     check_cublas(
         cublasLtMatmulPreferenceSetAttribute(s.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)),
@@ -94,6 +104,7 @@ bool lt_matmul(Context& ctx, T* D, const T* A, const T* B, const T* bias, int m,
       cublasLtMatmulAlgoGetHeuristic(ctx.lt(), s.op, s.a, s.b, s.d, s.d, s.pref, 1, &heuristic, &found) !=
           CUBLAS_STATUS_SUCCESS)
     found = 0;
+  if (cached == ctx.lt_algos.end()) ctx.lt_algos[key] = Context::LtChoice{found != 0, heuristic.algo};
   if (found == 0) {
     if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS) return false;
     throw Error(ExitCode::kInternal, "cuBLASLt: no matmul algorithm for m=" + std::to_string(m) + " n=" +

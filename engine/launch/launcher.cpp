@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/launch/gpu_pinning.h"
 
 namespace flotilla {
 namespace {
@@ -90,7 +92,8 @@ void bind_to_share(int local, int n) {
 
 class Attempt {
  public:
-  Attempt(const LaunchOptions& o, int restart, int port) : opt_(o), restart_(restart), port_(port) {}
+  Attempt(const LaunchOptions& o, int restart, int port, const std::vector<int>& devices)
+      : opt_(o), restart_(restart), port_(port), devices_(devices) {}
 
   AttemptResult run() {
     spawn_all();
@@ -183,6 +186,7 @@ class Attempt {
         env("MASTER_PORT", std::to_string(port_));
         env("FLOTILLA_HEARTBEAT_FD", "3");
         env("FLOTILLA_RESTART_COUNT", std::to_string(restart_));
+        if (!devices_.empty()) env(kCudaDeviceEnv, std::to_string(devices_[static_cast<size_t>(local)]));
         if (opt_.bind_cores) {
           bind_to_share(local, opt_.nproc_per_node);
           if (!getenv("OMP_NUM_THREADS")) {
@@ -415,6 +419,7 @@ class Attempt {
   const LaunchOptions& opt_;
   int restart_;
   int port_;
+  std::vector<int> devices_;  // CUDA ordinal per local rank; empty = no GPU pinning
   std::vector<Rank> ranks_;
   bool forwarded_ = false;
   // SIGUSR1s already passed on; those received before this attempt started are not replayed.
@@ -443,6 +448,22 @@ int run_launch(const LaunchOptions& options) {
     throw_usage("launch: --node-rank must be in [0, --nnodes)");
   if (options.worker_args.empty())
     throw_usage("launch: give the worker command after --, e.g. -- train --config run.toml");
+  // One GPU per rank, decided (and refused) before any rank starts.
+  std::vector<int> devices;
+  if (options.device == "cuda" || !options.gpus.empty()) {
+    std::string why;
+    const int count = options.gpu_count >= 0 ? options.gpu_count : visible_gpu_count(&why);
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    const std::string note = cvd != nullptr ? "CUDA_VISIBLE_DEVICES=" + std::string(cvd) : count == 0 ? why : "";
+    devices = assign_gpus(options.nproc_per_node, count, options.gpus, note);
+    if (options.log) {
+      std::string text;
+      for (size_t l = 0; l < devices.size(); ++l)
+        text += (l ? ", " : "") + std::string("local rank ") + std::to_string(l) + " -> GPU " +
+                std::to_string(devices[l]);
+      std::fprintf(options.log, "launch: %s\n", text.c_str());
+    }
+  }
   struct sigaction sa {};
   sa.sa_handler = on_supervisor_signal;
   sigemptyset(&sa.sa_mask);
@@ -457,7 +478,7 @@ int run_launch(const LaunchOptions& options) {
   int crashes = 0;
   for (int attempt = 0;; ++attempt) {
     const int port = options.master_port == 0 ? pick_free_port() : options.master_port;
-    Attempt a(options, attempt, port);
+    Attempt a(options, attempt, port, devices);
     const AttemptResult r = a.run();
     if (r.exit_code == 0) return 0;
     if (options.log) std::fprintf(options.log, "launch: %s\n", r.reason.c_str());
@@ -478,6 +499,15 @@ int run_launch(const LaunchOptions& options) {
     std::fflush(stdout);
     if (g_supervisor_signal != 0) return static_cast<int>(ExitCode::kPreempted);
     if (r.preempted) {
+      // Over several nodes the stop was agreed by every rank, so it came from another node's
+      // preemption: restarting here alone would wait for ranks that will not come back. The
+      // node ends preempted and whoever started the run (noderun::superviseRun) decides.
+      if (options.nnodes > 1) {
+        if (options.log)
+          std::fprintf(options.log, "launch: rank preempted with %d nodes; ending this node as preempted\n",
+                       options.nnodes);
+        return static_cast<int>(ExitCode::kPreempted);
+      }
       if (options.log)
         std::fprintf(options.log,
                      "launch: rank preempted; restarting (does not count against --max-restarts)\n");

@@ -27,6 +27,12 @@ struct LaunchOptions {
   double step_timeout_s = 100;           // later steps: no progress for this long = stalled
   double term_grace_s = 10;              // SIGTERM -> this long -> SIGKILL
   bool bind_cores = true;                // pin each local rank to its share of the cores
+  // GPU pinning (gpu_pinning.h): with device "cuda" or a non-empty gpus list, local rank l gets
+  // FLOTILLA_CUDA_DEVICE = gpus[l] (or l), and the launch is refused before any rank starts when
+  // the node has fewer GPUs than ranks.
+  std::string device;     // the run's device, e.g. from worker_run_device(); "" = unknown
+  std::vector<int> gpus;  // --gpus: one CUDA ordinal per local rank
+  int gpu_count = -1;     // GPUs visible here; -1 = ask (visible_gpu_count)
   std::vector<std::string> worker_args;  // the subcommand and its arguments, e.g. {"train", "--config", ...}
   std::string worker_binary;             // default: this executable (/proc/self/exe)
   std::FILE* log = stderr;               // merged rank output and supervisor messages

@@ -163,14 +163,28 @@ void GptModel::set_tensor_parallel_group(parallel::ProcessGroup* tp) { impl_->tp
 const float* GptModel::logits() const { return impl_->last_forward ? impl_->last_forward->logits : nullptr; }
 
 size_t GptModel::activation_bytes() const {
-  size_t floats = 0;
+  size_t floats = impl_->block.size();
   for (const auto& sl : impl_->slots) floats += sl.arena.size();
   return floats * sizeof(float);
 }
 
+void GptModel::set_recompute(bool on) {
+  Impl& m = *impl_;
+  if (m.recompute == on) return;
+  m.recompute = on;
+  for (auto& sl : m.slots) sl = Impl::Slot{};
+  m.block.reset();
+  m.block_slot = m.block_layer = -1;
+  m.last_forward = nullptr;
+  m.last_backward_slot = -1;
+}
+
+bool GptModel::recompute() const { return impl_->recompute; }
+
 void GptModel::set_activation_slots(int slots) {
   if (slots < 1) throw Error(ExitCode::kInternal, "GptModel: at least one activation slot");
   impl_->slots.resize(static_cast<size_t>(slots));
+  impl_->block_slot = impl_->block_layer = -1;
   impl_->last_forward = nullptr;
   impl_->last_backward_slot = -1;
 }

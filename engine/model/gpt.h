@@ -76,9 +76,13 @@ size_t num_parameters_unpadded(const GptDims& d);  // as reported to users (real
 //     dlogits in backward), per-row losses and log-sum-exp (N)x2, input and target ids (N)x2
 //   scratch: gelu output (N,4C; recomputed in backward instead of stored per layer), projection
 //     output / d atty (N,C), d residual (N,C), d ln (N,C), d fch / d qkv (N,4C)
+// With recompute (GptModel::set_recompute), only residual3 (N,C) stays per layer (it is the next
+// block's input; `encoded` is the first block's); ln1 .. fch keep one layer's worth, in a block
+// region rebuilt by backward, so the kept-per-layer part drops from L*(N*12C + 4N + B*NH*T) to
+// L*N*C + (N*11C + 4N + B*NH*T).
 // Not included: per-thread attention scratch (2*64*T + T floats per thread, at most ~0.5 MiB)
 // and BLAS's internal packing buffers.
-size_t activation_floats(const GptDims& d, int B, int T);
+size_t activation_floats(const GptDims& d, int B, int T, bool recompute = false);
 
 class GptModel {
  public:
@@ -163,8 +167,20 @@ class GptModel {
   // shard: this rank's (B, T, Vp/tp) vocabulary columns.
   const float* logits() const;
 
-  // Bytes held in activation buffers after the last forward (for the planner check).
+  // Bytes held in activation buffers after the last forward (for the planner check): every
+  // slot's arena plus the recompute block region.
   size_t activation_bytes() const;
+
+  // Activation recomputation (train.recompute). Forward keeps only each block's output (the next
+  // block's input); backward re-runs block l's forward from its input into one block region
+  // shared by all slots, just before block l's backward, up to the GELU output (the MLP-down
+  // projection and the last residual add are not needed by backward and are skipped). The
+  // kernels and their order are those of the forward, so losses and gradients are bitwise
+  // those without recomputation. Costs one extra forward of every block but the one still in
+  // place (the last block, when backward follows its own forward), and under TP one more
+  // all-reduce per recomputed block. Drops any forward not yet consumed by backward.
+  void set_recompute(bool on);
+  bool recompute() const;
 
  private:
   struct Impl;

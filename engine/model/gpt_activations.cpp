@@ -21,7 +21,10 @@ class Carver {
   size_t used_ = 0;
 };
 
-size_t carve(const GptDims& d, const GptShard& s, int B, int T, float* base, GptActivations* a) {
+// Walks the tensor list; the eleven recomputable per-layer tensors go to `blk` with one layer when
+// recompute is on, to the arena `c` with L layers otherwise.
+ActivationSizes carve(const GptDims& d, const GptShard& s, int B, int T, bool recompute, float* base,
+                      float* block_base, GptActivations* a) {
   const size_t L = static_cast<size_t>(s.local_layers()), C = static_cast<size_t>(d.n_embd);
   const size_t tp = static_cast<size_t>(s.tp);
   const size_t Ca = C / tp, F = 4 * C / tp, NH = static_cast<size_t>(d.n_head) / tp;
@@ -29,18 +32,20 @@ size_t carve(const GptDims& d, const GptShard& s, int B, int T, float* base, Gpt
   const size_t head = s.last_stage() ? 1 : 0;
   const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
   const size_t lse = static_cast<size_t>(B) * NH * static_cast<size_t>(T);
-  Carver c(base);
-  a->ln1_ = c.take(L * N * C);
-  a->ln1_mean_ = c.take(L * N);
-  a->ln1_rstd_ = c.take(L * N);
-  a->qkv_ = c.take(L * N * 3 * Ca);
-  a->atty_ = c.take(L * N * Ca);
-  a->att_lse_ = c.take(L * lse);
-  a->residual2_ = c.take(L * N * C);
-  a->ln2_ = c.take(L * N * C);
-  a->ln2_mean_ = c.take(L * N);
-  a->ln2_rstd_ = c.take(L * N);
-  a->fch_ = c.take(L * N * F);
+  Carver c(base), block(block_base);
+  Carver& r = recompute ? block : c;  // where the recomputable tensors live
+  const size_t Lr = recompute ? 1 : L;  // how many layers of them
+  a->ln1_ = r.take(Lr * N * C);
+  a->ln1_mean_ = r.take(Lr * N);
+  a->ln1_rstd_ = r.take(Lr * N);
+  a->qkv_ = r.take(Lr * N * 3 * Ca);
+  a->atty_ = r.take(Lr * N * Ca);
+  a->att_lse_ = r.take(Lr * lse);
+  a->residual2_ = r.take(Lr * N * C);
+  a->ln2_ = r.take(Lr * N * C);
+  a->ln2_mean_ = r.take(Lr * N);
+  a->ln2_rstd_ = r.take(Lr * N);
+  a->fch_ = r.take(Lr * N * F);
   a->residual3_ = c.take(L * N * C);
   a->encoded = c.take(N * C);
   a->lnf = c.take(head * N * C);
@@ -62,26 +67,34 @@ size_t carve(const GptDims& d, const GptShard& s, int B, int T, float* base, Gpt
   a->lse_per_layer = lse;
   a->nca = N * Ca;
   a->nf = N * F;
-  return c.used();
+  a->ks = recompute ? 0 : 1;
+  return {c.used(), recompute ? block.used() : 0};
 }
 
 }  // namespace
 
-size_t activation_arena_floats(const GptDims& d, const GptShard& s, int B, int T) {
+ActivationSizes activation_sizes(const GptDims& d, const GptShard& s, int B, int T, bool recompute) {
   GptActivations unused;
-  return carve(d, s, B, T, nullptr, &unused);
+  return carve(d, s, B, T, recompute, nullptr, nullptr, &unused);
+}
+
+size_t activation_arena_floats(const GptDims& d, const GptShard& s, int B, int T) {
+  return activation_sizes(d, s, B, T, false).arena;
 }
 
 size_t activation_arena_floats(const GptDims& d, int B, int T) {
   return activation_arena_floats(d, resolve_shard(d, GptShard{}), B, T);
 }
 
-GptActivations layout_activations(const GptDims& d, const GptShard& s, int B, int T, float* base) {
+GptActivations layout_activations(const GptDims& d, const GptShard& s, int B, int T, float* base,
+                                  bool recompute, float* block_base) {
   GptActivations a;
-  carve(d, s, B, T, base, &a);
+  carve(d, s, B, T, recompute, base, block_base, &a);
   return a;
 }
 
-size_t activation_floats(const GptDims& d, int B, int T) { return activation_arena_floats(d, B, T); }
+size_t activation_floats(const GptDims& d, int B, int T, bool recompute) {
+  return activation_sizes(d, resolve_shard(d, GptShard{}), B, T, recompute).total();
+}
 
 }  // namespace flotilla

@@ -4,6 +4,8 @@
 // Non-obvious decision: every activation slot owns a whole arena (kept tensors and scratch), so
 // a slot's GELU cache and backward scratch can never be clobbered by another micro-batch in
 // flight; a whole model has exactly one slot and so the same memory as before pipelining existed.
+// The one exception is the recompute block region: it holds nothing a slot needs between calls
+// (backward rebuilds it first), so all slots share it.
 #pragma once
 
 #include <array>
@@ -46,6 +48,11 @@ struct GptModel::Impl {
   std::array<size_t, kNumParamTensors> goffsets{};
   std::array<size_t, kNumParamTensors> layer_goff{};
   std::vector<Slot> slots;
+  // Recomputation (GptModel::set_recompute): the block region every slot's ln1 .. fch point into,
+  // and which slot's forward and which of its layers it currently holds (-1: nothing valid).
+  bool recompute = false;
+  BackendBuffer block;
+  int block_slot = -1, block_layer = -1;
   int last_backward_slot = -1;
   const GptActivations* last_forward = nullptr;  // for logits()
   std::function<void(int)> layer_hook;           // data-parallel overlap (set_layer_backward_hook)
@@ -94,6 +101,10 @@ struct GptModel::Impl {
                   "GptModel: activation slot " + std::to_string(k) + " of " + std::to_string(slots.size()));
     return slots[static_cast<size_t>(k)];
   }
+
+  // Block l's forward into the activations `a` from `residual` (its input), up to the GELU output
+  // (`full`: also the MLP-down projection, its all-reduce and residual3). gpt_pass.cpp.
+  void block_forward(const GptActivations& a, int l, const float* residual, int B, int T, bool full);
 
   // Tensor-parallel pieces (gpt_vocab_parallel.cpp); B*T = N rows.
   void vp_embed_forward(const GptActivations& a, int B, int T);

@@ -15,6 +15,34 @@
 
 namespace flotilla {
 
+void GptModel::Impl::block_forward(const GptActivations& a, int l, const float* residual, int B, int T,
+                                   bool full) {
+  Backend& b = *be;
+  const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
+  const int n = static_cast<int>(N);
+  const int C_i = C(), Ca_i = Ca(), F_i = F();
+  const size_t ul = static_cast<size_t>(l), C_ = static_cast<size_t>(C_i), Ca_ = static_cast<size_t>(Ca_i),
+               F_ = static_cast<size_t>(F_i), NC = N * C_;
+  const bool bias_here = s.tp_rank == 0;  // row-parallel biases are added once
+  b.layernorm_forward(a.ln1(l), a.ln1_mean(l), a.ln1_rstd(l), residual, p(kLn1w) + ul * C_, p(kLn1b) + ul * C_,
+                      static_cast<long>(N), C_i);
+  b.matmul_forward(a.qkv(l), a.ln1(l), p(kQkvw) + ul * 3 * Ca_ * C_, p(kQkvb) + ul * 3 * Ca_, n, C_i, 3 * Ca_i);
+  b.attention_forward(a.atty(l), a.att_lse(l), a.qkv(l), B, T, Ca_i, NHl());
+  b.matmul_forward(a.proj, a.atty(l), p(kAttprojw) + ul * C_ * Ca_, bias_here ? p(kAttprojb) + ul * C_ : nullptr,
+                   n, Ca_i, C_i);
+  tp_all_reduce(a.proj, NC);  // g
+  b.residual_forward(a.residual2(l), residual, a.proj, NC);
+  b.layernorm_forward(a.ln2(l), a.ln2_mean(l), a.ln2_rstd(l), a.residual2(l), p(kLn2w) + ul * C_,
+                      p(kLn2b) + ul * C_, static_cast<long>(N), C_i);
+  b.matmul_forward(a.fch(l), a.ln2(l), p(kFcw) + ul * F_ * C_, p(kFcb) + ul * F_, n, C_i, F_i);
+  b.gelu_forward(a.gelu, a.fch(l), N * F_);
+  if (!full) return;
+  b.matmul_forward(a.proj, a.gelu, p(kFcprojw) + ul * C_ * F_, bias_here ? p(kFcprojb) + ul * C_ : nullptr, n,
+                   F_i, C_i);
+  tp_all_reduce(a.proj, NC);  // g
+  b.residual_forward(a.residual3(l), a.residual2(l), a.proj, NC);
+}
+
 float GptModel::forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
                               int B, int T) {
   Impl& m = *impl_;
@@ -42,12 +70,17 @@ float GptModel::forward_stage(int slot, const int32_t* inputs, const float* stag
   if (with_targets) m.check_tokens(targets, N, "target");
 
   Impl::Slot& sl = m.slot(slot);
-  const size_t need = activation_arena_floats(d, s, B, T);
-  if (sl.arena.size() < need) {
+  const ActivationSizes need = activation_sizes(d, s, B, T, m.recompute);
+  if (sl.arena.size() < need.arena) {
     sl.arena.reset();
-    sl.arena = BackendBuffer(*m.be, need);
+    sl.arena = BackendBuffer(*m.be, need.arena);
   }
-  sl.acts = layout_activations(d, s, B, T, sl.arena.data());
+  if (m.block.size() < need.block) {  // other slots re-point at the new region in their backward
+    m.block.reset();
+    m.block = BackendBuffer(*m.be, need.block);
+  }
+  m.block_slot = m.block_layer = -1;
+  sl.acts = layout_activations(d, s, B, T, sl.arena.data(), m.recompute, m.block.data());
   sl.B = B;
   sl.T = T;
   sl.forwarded = true;
@@ -59,10 +92,8 @@ float GptModel::forward_stage(int slot, const int32_t* inputs, const float* stag
   if (with_targets) std::memcpy(a.target_ids, targets, N * sizeof(int32_t));
 
   Backend& be = *m.be;
-  const int C = m.C(), Ca = m.Ca(), F = m.F(), NHl = m.NHl(), L = s.local_layers();
+  const int C = m.C(), L = s.local_layers();
   const int n = static_cast<int>(N);
-  const size_t Ca_ = static_cast<size_t>(Ca), F_ = static_cast<size_t>(F);
-  const bool bias_here = s.tp_rank == 0;  // row-parallel biases are added once
 
   if (!s.first_stage())
     std::memcpy(a.encoded, stage_in, NC * sizeof(float));
@@ -70,28 +101,12 @@ float GptModel::forward_stage(int slot, const int32_t* inputs, const float* stag
     be.encoder_forward(a.encoded, a.input_ids, m.p(kWte), m.p(kWpe), B, T, C);
   else
     m.vp_embed_forward(a, B, T);
-  for (int l = 0; l < L; ++l) {
-    const size_t ul = static_cast<size_t>(l);
-    const float* residual = l == 0 ? a.encoded : a.residual3(l - 1);
-    be.layernorm_forward(a.ln1(l), a.ln1_mean(l), a.ln1_rstd(l), residual, m.p(kLn1w) + ul * C_,
-                         m.p(kLn1b) + ul * C_, static_cast<long>(N), C);
-    be.matmul_forward(a.qkv(l), a.ln1(l), m.p(kQkvw) + ul * 3 * Ca_ * C_, m.p(kQkvb) + ul * 3 * Ca_, n, C,
-                      3 * Ca);
-    be.attention_forward(a.atty(l), a.att_lse(l), a.qkv(l), B, T, Ca, NHl);
-    be.matmul_forward(a.proj, a.atty(l), m.p(kAttprojw) + ul * C_ * Ca_,
-                      bias_here ? m.p(kAttprojb) + ul * C_ : nullptr, n, Ca, C);
-    m.tp_all_reduce(a.proj, NC);  // g
-    be.residual_forward(a.residual2(l), residual, a.proj, NC);
-    be.layernorm_forward(a.ln2(l), a.ln2_mean(l), a.ln2_rstd(l), a.residual2(l), m.p(kLn2w) + ul * C_,
-                         m.p(kLn2b) + ul * C_, static_cast<long>(N), C);
-    be.matmul_forward(a.fch(l), a.ln2(l), m.p(kFcw) + ul * F_ * C_, m.p(kFcb) + ul * F_, n, C, F);
-    be.gelu_forward(a.gelu, a.fch(l), N * F_);
-    be.matmul_forward(a.proj, a.gelu, m.p(kFcprojw) + ul * C_ * F_,
-                      bias_here ? m.p(kFcprojb) + ul * C_ : nullptr, n, F, C);
-    m.tp_all_reduce(a.proj, NC);  // g
-    be.residual_forward(a.residual3(l), a.residual2(l), a.proj, NC);
-  }
+  for (int l = 0; l < L; ++l) m.block_forward(a, l, l == 0 ? a.encoded : a.residual3(l - 1), B, T, true);
   sl.gelu_layer = L - 1;
+  if (m.recompute) {  // the block region holds this forward's last block
+    m.block_slot = slot;
+    m.block_layer = L - 1;
+  }
   if (!s.last_stage()) {
     be.synchronize();
     return -1.0f;
@@ -140,6 +155,10 @@ void GptModel::backward_stage(int slot, const float* dout, float loss_scale) {
     throw Error(ExitCode::kInternal, "GptModel: stage " + std::to_string(s.stage) + " needs d(output)");
   const GptDims& d = m.d;
   Backend& be = *m.be;
+  // Under recomputation the block region may have moved since this slot's forward (another
+  // slot's larger forward regrew it): point the slot's block tensors at it again.
+  if (m.recompute)
+    sl.acts = layout_activations(d, s, sl.B, sl.T, sl.arena.data(), true, m.block.data());
   const GptActivations& a = sl.acts;
   const int B = sl.B, T = sl.T, C = m.C(), Ca = m.Ca(), F = m.F(), NHl = m.NHl(), L = s.local_layers();
   const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
@@ -173,6 +192,13 @@ void GptModel::backward_stage(int slot, const float* dout, float loss_scale) {
   for (int l = L - 1; l >= 0; --l) {
     const size_t ul = static_cast<size_t>(l);
     const float* residual = l == 0 ? a.encoded : a.residual3(l - 1);
+    if (m.recompute && (m.block_slot != slot || m.block_layer != l)) {
+      // Rebuild block l from its input with the forward's own kernels: the same bits.
+      m.block_forward(a, l, residual, B, T, false);
+      m.block_slot = slot;
+      m.block_layer = l;
+      sl.gelu_layer = l;
+    }
     // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))).
     if (sl.gelu_layer != l) be.gelu_forward(a.gelu, a.fch(l), N * F_);
     sl.gelu_layer = -1;
@@ -206,6 +232,7 @@ void GptModel::backward_stage(int slot, const float* dout, float loss_scale) {
   }
   be.synchronize();
   sl.forwarded = false;
+  if (m.block_slot == slot) m.block_slot = m.block_layer = -1;  // its forward is consumed
   m.last_backward_slot = slot;
 }
 

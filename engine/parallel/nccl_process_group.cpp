@@ -17,11 +17,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/launch/gpu_pinning.h"
 #include "engine/parallel/backends.h"
 #include "engine/parallel/tcp_store.h"
 
@@ -314,7 +316,7 @@ std::unique_ptr<ProcessGroup> make_nccl_world(std::shared_ptr<Rendezvous> rv, Mi
                                        ": use gloo, or check CUDA_VISIBLE_DEVICES");
   }
   auto shared = std::make_shared<NcclShared>();
-  shared->device = rv->local_rank % count;
+  shared->device = rank_cuda_device(std::getenv(kCudaDeviceEnv), rv->local_rank, count);  // as CudaBackend
   shared->rv = std::move(rv);
   std::vector<int> world(static_cast<size_t>(shared->rv->world_size));
   for (int i = 0; i < shared->rv->world_size; ++i) world[static_cast<size_t>(i)] = i;

@@ -43,6 +43,12 @@ uint64_t block_params(const GptDims& d) { return block_params_tp(d, 1); }
 
 }  // namespace
 
+double recompute_flops_per_token(const GptDims& d, int seq_len) {
+  const double C = d.n_embd;
+  const double fcproj = 4.0 * C * C + C;  // MLP-down weight and bias: not re-run
+  return 2.0 * (static_cast<double>(block_params(d)) - fcproj) + 4.0 * C * seq_len;
+}
+
 uint64_t MemoryBreakdown::total() const {
   return weights + master_weights + gradients + adam_m + adam_v + activations + workspace + runtime;
 }
@@ -117,7 +123,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     mem.adam_m = mem.adam_v = ceil_div(st.params, zero.optimizer) * 4;
     const double kept_per_block = plan.recompute ? act.layer_input : block_act;
     double act_floats = st.n_layers * kept_per_block * st.in_flight;
-    if (plan.recompute) act_floats += block_act;  // one block rebuilt during its backward
+    // The rest of one block, rebuilt during its backward in a region all micro-batches share.
+    if (plan.recompute) act_floats += block_act - act.layer_input;
     if (st.embedding) act_floats += act.embedding * st.in_flight;
     if (st.head) act_floats += act.head;
     mem.activations = bytes_of(act_floats, act_bytes);
@@ -135,11 +142,14 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     mem.runtime = runtime;
 
     // FLOPs of one rank of this stage per step: 6 x its parameters used in matmuls + attention,
-    // the LM head on the last stage; blocks cost a second forward (+1/3) under recomputation.
+    // the LM head on the last stage. Recomputation re-runs a block's forward up to its GELU
+    // (2 x its parameters but the MLP-down projection's, plus the attention forward 4*C*T), for
+    // every block but the last stage's last one (still in place when its backward starts).
     const double tokens = static_cast<double>(plan.tokens_per_step) / dp;
     double block_flops =
         st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.n_embd * plan.T);
-    if (plan.recompute) block_flops *= 4.0 / 3.0;
+    const int rebuilt = plan.recompute ? st.n_layers - (st.head ? 1 : 0) : 0;
+    block_flops += rebuilt * recompute_flops_per_token(d, plan.T);
     const double head_flops =
         st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + 2.0 * d.n_embd) : 0.0;
     st.flops = (block_flops + head_flops) * tokens / tp;
@@ -152,8 +162,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       st.comm_dp_bytes = reduce_scatter_bytes(grad_total, dp) +
                          reduce_scatter_bytes(static_cast<double>(st.params) * weight_bytes, dp);
     if (tp > 1) {
-      double reduces =
-          st.n_layers * (plan.recompute ? 6.0 : 4.0) + (st.embedding ? 1 : 0) + (st.head ? 1 : 0);
+      double reduces = st.n_layers * 4.0 + rebuilt + (st.embedding ? 1 : 0) + (st.head ? 1 : 0);
       double per_mb = allreduce_bytes(reduces * btc * act_bytes, tp);
       if (st.head) per_mb += allreduce_bytes(3.0 * plan.B * plan.T * 4, tp);  // vocab-parallel cross-entropy
       st.comm_tp_bytes = per_mb * accum;

@@ -51,6 +51,10 @@ struct FlopsPerToken {
 };
 FlopsPerToken flops_per_token(const GptDims& dims, int seq_len);
 
+// FLOPs per token of re-running one block's forward under recomputation (GptModel::set_recompute):
+// up to the GELU output, i.e. 2 x (block parameters - MLP-down weight and bias) + 4*C*T attention.
+double recompute_flops_per_token(const GptDims& dims, int seq_len);
+
 // ---- layout formulas ---------------------------------------------------------------------------
 
 // Pipeline bubble fraction of a step: (p-1)/(m+p-1) for p stages and m micro-batches per flush.
@@ -77,6 +81,7 @@ struct ActivationFloats {
   double per_layer = 0;        // one transformer block kept for backward
   double per_layer_shard = 0;  // of which split across tensor-parallel ranks (attention, MLP inner)
   double layer_input = 0;      // one block's input (B*T*C): what recomputation keeps per block
+                               // (the rest of one block, per_layer - layer_input, is rebuilt)
   double embedding = 0;        // embedding output and friends (first pipeline stage)
   double head = 0;             // final LayerNorm and loss buffers (last stage)
   double logits = 0;           // logits, then their gradient in place (last stage; vocab-split by TP)

@@ -61,18 +61,19 @@ ZeroDivisors zero_divisors(int stage, int dp) {
 // are split across tensor-parallel ranks, LayerNorm outputs and residuals are not; of the rest,
 // encoded (N,C) belongs to the first pipeline stage, lnf (N,C) and the (N) loss vectors to the
 // last, and the remainder is backward scratch shared by every block.
+// Under recomputation a block keeps f_rc(L=2) - f_rc(L=1): its output, the next block's input.
 ActivationFloats activation_account(const GptDims& d, int B, int T) {
-  const auto f = [&](int n_layer, int padded_vocab) {
+  const auto f = [&](int n_layer, int padded_vocab, bool recompute = false) {
     GptDims x = d;
     x.n_layer = n_layer;
     x.padded_vocab = padded_vocab;
-    return static_cast<double>(activation_floats(x, B, T));
+    return static_cast<double>(activation_floats(x, B, T, recompute));
   };
   const double n = static_cast<double>(B) * T, nc = n * d.n_embd, lse = static_cast<double>(B) * d.n_head * T;
   ActivationFloats a;
   a.per_layer = f(2, d.padded_vocab) - f(1, d.padded_vocab);
   a.per_layer_shard = std::min(a.per_layer, 8 * nc + lse);
-  a.layer_input = nc;
+  a.layer_input = f(2, d.padded_vocab, true) - f(1, d.padded_vocab, true);
   a.logits = (f(1, d.padded_vocab + 128) - f(1, d.padded_vocab)) / 128.0 * d.padded_vocab;
   const double rest = f(d.n_layer, d.padded_vocab) - d.n_layer * a.per_layer - a.logits;
   a.embedding = std::min(nc, rest);

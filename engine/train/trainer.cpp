@@ -169,6 +169,7 @@ void Loop::setup_data() {
 }
 
 void Loop::setup_model() {
+  model.set_recompute(cfg.train.recompute);
   model.init_random(cfg.run.seed);
   if (!cfg.model.init_from.empty()) {
     std::vector<float> p = interop::import_weights(cfg.model.init_from, dims);
@@ -355,6 +356,7 @@ int run_training(const TrainOptions& options) {
   }
   Loop loop(options, cfg, out_dir, env, std::move(world));
   loop.backend.set_threads(local_threads(cfg));
+  loop.backend.set_deterministic(cfg.train.deterministic);
   loop.setup_groups();
   loop.setup_data();
   loop.setup_model();
@@ -412,8 +414,17 @@ int run_training(const TrainOptions& options) {
   const char* abort_env = std::getenv("FLOTILLA_TEST_ABORT_AT_STEP");
   const int64_t abort_at_step = abort_env ? std::atoll(abort_env) : -1;
 
+  bool reported_activations = false;
   while (loop.step < last_step) {
     StepRecord r = loop.train_step();
+    if (!reported_activations) {  // arenas are sized by the first step (tests/engine/test_model_recompute.cpp)
+      reported_activations = true;
+      loop.metrics.event("info",
+                         "activation memory: " + std::to_string(loop.model.activation_bytes()) + " bytes" +
+                             (cfg.train.recompute ? " (recompute on)" : ""),
+                         {{"activation_bytes", std::to_string(loop.model.activation_bytes())},
+                          {"recompute", cfg.train.recompute ? "true" : "false"}});
+    }
     const auto [stop_now, checkpoint_now] = loop.exchange(r, stop_requested(), take_checkpoint_request());
     loop.heartbeat.set_step(loop.step);
     if (loop.step == abort_at_step) std::abort();  // test hook: a crash at a known step (R2)

@@ -169,9 +169,16 @@ void test_recompute_and_time() {
   r.train.recompute = true;
   const Plan p = make_plan(c, device(2e12, 1e10)), pr = make_plan(r, device(2e12, 1e10));
   CHECK(pr.peak().activations < p.peak().activations / 4);
-  // Blocks cost a second forward (+1/3), the LM head does not. Per token at T = 1024:
-  // blocks 12 x (6 x 7,087,872 + 12 x 768 x 1024) = 623,572,992 of the 855,166,464 total.
-  CHECK_NEAR(pr.compute_s / p.compute_s, 1.0 + 623572992.0 / (3 * 855166464.0), 1e-12);
+  // Every block but the last (still in place) re-runs its forward up to the GELU: 2 x (7,087,872
+  // block parameters - 2,360,064 of the MLP-down weight and bias) + 4 x 768 x 1024 attention =
+  // 12,601,344 FLOPs per token; the LM head is not recomputed. Of the 855,166,464 total:
+  CHECK(recompute_flops_per_token(dims_from_config(c.model), 1024) == 12601344.0);
+  CHECK_NEAR(pr.compute_s / p.compute_s, 1.0 + 11 * 12601344.0 / 855166464.0, 1e-12);
+  // Memory: each block keeps its input (B*T*C), plus one rebuilt block less that input.
+  const ActivationFloats a = activation_account(dims_from_config(c.model), 4, 1024);
+  CHECK(a.layer_input == 4.0 * 1024 * 768);
+  CHECK(p.peak().activations - pr.peak().activations ==
+        static_cast<uint64_t>(4 * 11 * (a.per_layer - a.layer_input)));
   // time = FLOPs / (peak x efficiency) + bytes / link; tokens/s = tokens / time.
   CHECK_NEAR(p.compute_s, p.flops_per_step / (2e12 * 0.5), 1e-12);
   CHECK(p.comm_s == 0 && p.bubble_s == 0);
