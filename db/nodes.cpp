@@ -153,6 +153,16 @@ std::vector<SshNode> run_ssh_nodes(const Database& db, int64_t run_id) {
   return out;
 }
 
+std::vector<RunNodeRef> list_run_nodes(const Database& db, int64_t run_id) {
+  std::vector<RunNodeRef> out;
+  Stmt st(db,
+          "SELECT n.id, n.name, n.kind, rn.devices FROM run_nodes rn JOIN nodes n ON n.id = rn.node_id "
+          "WHERE rn.run_id = ?1 ORDER BY n.id");
+  st.bind(1, run_id);
+  while (st.step()) out.push_back(RunNodeRef{st.i64(0), st.text(1), st.text(2), st.i64(3)});
+  return out;
+}
+
 void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, int64_t gpu_count) {
   write_tx(db, [&] {
     Stmt st(db, "UPDATE nodes SET gpu_type = ?2, gpu_count = ?3 WHERE id = ?1");
@@ -192,6 +202,48 @@ std::vector<SystemSample> latest_system_samples(const Database& db, int64_t node
           "system_samples t WHERE t.node_id = s.node_id AND t.device = s.device) ORDER BY s.device");
   st.bind(1, node_id);
   while (st.step()) out.push_back(read_sample(st));
+  return out;
+}
+
+void upsert_node_latency(Database& db, const std::vector<NodeLatency>& rows) {
+  for (const auto& r : rows)
+    if ((!r.rtt_ms && r.error.empty()) || (r.rtt_ms && *r.rtt_ms < 0))
+      throw DbError(DbErrorKind::kInvalid, "latency from node " + std::to_string(r.from_node) + " to node " +
+                                               std::to_string(r.to_node) + " has neither a time >= 0 nor an error");
+  if (rows.empty()) return;
+  write_tx(db, [&] {
+    Stmt st(db,
+            "INSERT OR REPLACE INTO node_latency(from_node, to_node, rtt_ms, error, measured_at) "
+            "VALUES (?1, ?2, ?3, ?4, ?5)");
+    for (const auto& r : rows) {
+      st.bind(1, r.from_node).bind(2, r.to_node).bind(3, r.rtt_ms);
+      if (r.error.empty()) st.bind_null(4);
+      else st.bind(4, r.error);
+      st.bind(5, r.measured_at > 0 ? r.measured_at : now_seconds()).run();
+      st.reset();
+    }
+  });
+}
+
+std::vector<NodeLatency> node_latency_matrix(const Database& db, const std::vector<int64_t>& node_ids) {
+  std::vector<NodeLatency> out;
+  Stmt st(db, "SELECT from_node, to_node, rtt_ms, error, measured_at FROM node_latency ORDER BY from_node, to_node");
+  auto wanted = [&](int64_t id) {
+    if (node_ids.empty()) return true;
+    for (int64_t n : node_ids)
+      if (n == id) return true;
+    return false;
+  };
+  while (st.step()) {
+    NodeLatency r;
+    r.from_node = st.i64(0);
+    r.to_node = st.i64(1);
+    if (!wanted(r.from_node) || !wanted(r.to_node)) continue;
+    r.rtt_ms = st.opt_f64(2);
+    r.error = st.text(3);
+    r.measured_at = st.f64(4);
+    out.push_back(r);
+  }
   return out;
 }
 

@@ -45,6 +45,13 @@ SshNode get_ssh_node(const Database& db, const std::string& name);
 std::vector<SshNode> list_ssh_nodes(const Database& db);
 // The ssh nodes attached to run `run_id` (run_nodes), by node id.
 std::vector<SshNode> run_ssh_nodes(const Database& db, int64_t run_id);
+// Every node attached to run `run_id` (run_nodes), of any kind ("local" included), by node id.
+struct RunNodeRef {
+  int64_t node_id = 0;
+  std::string name, kind;
+  int64_t devices = 1;
+};
+std::vector<RunNodeRef> list_run_nodes(const Database& db, int64_t run_id);
 // Records what a probe found (GPU type and count; they scale the node's price per device).
 void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, int64_t gpu_count);
 
@@ -67,5 +74,20 @@ std::vector<SystemSample> latest_system_samples(const Database& db, int64_t node
 // Labels are stored as one comma-separated text; exposed for tests.
 std::string join_labels(const std::vector<std::string>& labels);
 std::vector<std::string> split_labels(const std::string& text);
+
+// One link of the latency matrix (node_latency): the median TCP connect time from one node to
+// another, or why it could not be measured. The store's local node stands for this machine.
+struct NodeLatency {
+  int64_t from_node = 0;
+  int64_t to_node = 0;
+  std::optional<double> rtt_ms;  // median ms; empty when `error` is set
+  std::string error;             // "" when measured
+  double measured_at = 0;
+};
+// Inserts or replaces each (from, to) link in one transaction (the latest measurement wins).
+// DbError(kInvalid) for a row with neither a time nor an error, or a negative time.
+void upsert_node_latency(Database& db, const std::vector<NodeLatency>& rows);
+// The stored links, ordered by from and to; only those between `node_ids` when it is not empty.
+std::vector<NodeLatency> node_latency_matrix(const Database& db, const std::vector<int64_t>& node_ids = {});
 
 }  // namespace flotilla::db

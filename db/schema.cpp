@@ -188,6 +188,21 @@ ALTER TABLE nodes ADD COLUMN key_path TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN labels TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v6: the latency matrix: the latest TCP connect round trip (median ms) or the error, per ordered
+// pair of nodes; "this machine" is the store's local node.
+constexpr const char* kV6 = R"sql(
+CREATE TABLE node_latency (
+  from_node   INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  to_node     INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  rtt_ms      REAL CHECK (rtt_ms >= 0),
+  error       TEXT,
+  measured_at REAL NOT NULL,
+  PRIMARY KEY (from_node, to_node),
+  CHECK (rtt_ms IS NOT NULL OR error IS NOT NULL)
+) WITHOUT ROWID;
+CREATE INDEX node_latency_by_to ON node_latency(to_node);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -205,6 +220,7 @@ const std::vector<Migration>& builtin_migrations() {
       {3, "nodes, clusters, system samples", kV3},
       {4, "pricing, cost accruals, budgets", kV4},
       {5, "ssh node fields: port, user, key path, labels", kV5},
+      {6, "node latency matrix", kV6},
   };
   return steps;
 }

@@ -1,4 +1,4 @@
-// `flotilla nodes add|edit|list|probe|trust|remove`: SSH nodes in the store, checked over SSH.
+// `flotilla nodes add|edit|list|probe|latency|trust|remove`: SSH nodes in the store, checked over SSH.
 //
 // Decision: every field is validated as a whole node before anything is stored or any
 // connection is made (remote/node_fields.h), and every problem is printed at once; nothing the
@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +20,11 @@
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/nodes.h"
+#include "db/run_store.h"
 #include "db/sql.h"
+#include "engine/core/probe.h"
+#include "flotilla/build_info.h"
+#include "remote/deploy.h"
 #include "remote/node_fields.h"
 #include "remote/probe.h"
 #include "remote/validate.h"
@@ -36,12 +43,16 @@ void print_help() {
       "                          [--price-per-hour USD] [--spot|--on-demand] [--label L]...\n"
       "       flotilla nodes list [--json]\n"
       "       flotilla nodes probe NAME [--json]\n"
+      "       flotilla nodes latency NAME,NAME[,...] [--count N] [--json]\n"
       "       flotilla nodes trust NAME --fingerprint SHA256:...\n"
       "       flotilla nodes remove NAME\n\n"
       "SSH nodes that runs can use (flotilla run CONFIG --nodes a,b). Host keys are kept in the\n"
       "workspace's own known_hosts file; an unknown node is refused until you verify its fingerprint\n"
       "and run `nodes trust`. No password or passphrase is ever stored: use ssh-agent, or type the\n"
-      "key's passphrase when asked.\n");
+      "key's passphrase when asked.\n\n"
+      "nodes latency deploys the worker to each node (reused when present) and measures the median\n"
+      "TCP connect time to each node's sshd from this machine and from every other node (N connects\n"
+      "per link, default 5); the matrix is stored and shown on the Nodes page.\n");
 }
 
 // Reads the options of `nodes add` into `f`.
@@ -213,6 +224,137 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
   return kExitOk;
 }
 
+// flotilla-worker next to this program (the bundle deployed to the nodes).
+std::string worker_beside_me() {
+  std::error_code ec;
+  const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "flotilla-worker";
+  if (!ec && fs::exists(beside)) return beside.string();
+  throw db::DbError(db::DbErrorKind::kNotFound, "flotilla-worker was not found next to flotilla (" +
+                                                    beside.string() + "): reinstall Flotilla");
+}
+
+// "refused", "timed out", ... : the part of an error before its first ':' (at most 14 characters).
+std::string short_error(const std::string& e) {
+  std::string s = e.substr(0, e.find(':'));
+  if (s.size() > 14) s = s.substr(0, 13) + "~";
+  return s;
+}
+
+int nodes_latency(const Context& ctx, ArgReader& args) {
+  const bool json = args.flag("--json");
+  const auto count_v = args.number("--count");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("nodes latency needs the nodes as one list: NAME,NAME[,...]");
+  int count = 5;
+  if (count_v) {
+    if (*count_v != std::floor(*count_v) || *count_v < 1 || *count_v > kMaxConnectCount)
+      throw UsageError("nodes latency: --count must be a whole number 1-" + std::to_string(kMaxConnectCount));
+    count = static_cast<int>(*count_v);
+  }
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (size_t start = 0;;) {
+    const size_t comma = pos[0].find(',', start);
+    const std::string name = pos[0].substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) throw UsageError("nodes latency: an empty node name in '" + remote::printable(pos[0]) + "'");
+    if (!seen.insert(name).second) throw UsageError("nodes latency: node '" + remote::printable(name) + "' is listed twice");
+    names.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  db::Database db = open_store(ctx);
+  std::vector<db::SshNode> recs;
+  for (const auto& name : names) recs.push_back(db::get_ssh_node(db, name));
+  // Every stored address is checked again before any connection (S7: the store is a file).
+  bool bad = false;
+  for (const auto& n : recs)
+    for (const std::string& why : {remote::validate_host(n.host), remote::validate_port_number(n.port)})
+      if (!why.empty()) {
+        std::fprintf(stderr, "flotilla: nodes latency: node %s: %s\n", n.name.c_str(), why.c_str());
+        bad = true;
+      }
+  if (bad) return kExitUsage;
+
+  // Connect all first: a host key problem refuses the command before anything runs anywhere (S3).
+  std::vector<std::unique_ptr<remote::Session>> sessions;
+  std::vector<ui::LatencyNode> nodes;
+  for (const auto& rec : recs) {
+    auto session = std::make_unique<remote::Session>(node_session_options(ctx, rec));
+    ui::LatencyNode n;
+    n.node = rec;
+    try {
+      session->connect();
+      n.session = session.get();
+    } catch (const remote::HostKeyError& e) {
+      std::fprintf(stderr, "flotilla: %s\n", host_key_message(rec.name, e).c_str());
+      return kExitRefused;
+    } catch (const std::exception& e) {
+      n.unavailable = std::string("unreachable: ") + e.what();
+    }
+    sessions.push_back(std::move(session));
+    nodes.push_back(n);
+  }
+  remote::DeployOptions deploy;
+  deploy.worker_path = worker_beside_me();
+  deploy.version = FLOTILLA_VERSION_STRING;
+  for (auto& n : nodes) {
+    if (!n.session) continue;
+    try {
+      const remote::DeployResult d = remote::deploy_worker(*n.session, deploy);
+      n.worker = d.worker;
+      std::fprintf(stderr, "node %s: worker %s (%s)\n", n.node.name.c_str(), d.dir.c_str(), d.reused ? "reused" : "uploaded");
+    } catch (const std::exception& e) {
+      n.unavailable = std::string("the worker could not be deployed: ") + e.what();
+    }
+  }
+  const std::vector<db::NodeLatency> rows = ui::measureLatencyMatrix(db, nodes, count);
+
+  std::map<int64_t, std::string> name_of;
+  const int64_t here = db::ensure_node(db, "local", "local");
+  name_of[here] = "this machine";
+  for (const auto& r : recs) name_of[r.id] = r.name;
+  if (json) {
+    nlohmann::json out = {{"nodes", names}, {"count", count}, {"links", nlohmann::json::array()}};
+    for (const auto& r : rows)
+      out["links"].push_back({{"from", name_of[r.from_node]},
+                              {"to", name_of[r.to_node]},
+                              {"rtt_ms", r.rtt_ms ? nlohmann::json(*r.rtt_ms) : nlohmann::json(nullptr)},
+                              {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                              {"measured_at", r.measured_at}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::map<std::pair<int64_t, int64_t>, const db::NodeLatency*> cell;
+  for (const auto& r : rows) cell[{r.from_node, r.to_node}] = &r;
+  std::printf("latency: median TCP connect to each node's sshd, ms (%d per link, %s)\n", count,
+              format_time(rows.empty() ? db::now_seconds() : rows.front().measured_at).c_str());
+  std::printf("%-16s", "from \\ to");
+  for (const auto& r : recs) std::printf(" %14s", r.name.c_str());
+  std::printf("\n");
+  std::vector<int64_t> froms = {here};
+  for (const auto& r : recs) froms.push_back(r.id);
+  std::vector<std::string> errors;
+  for (int64_t from : froms) {
+    std::printf("%-16s", name_of[from].c_str());
+    for (const auto& to : recs) {
+      const auto it = cell.find({from, to.id});
+      std::string text = "-";
+      if (it != cell.end() && it->second->rtt_ms) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", *it->second->rtt_ms);
+        text = *it->second->rtt_ms < 0.05 ? "<0.1" : buf;  // not "0.0", which reads as unmeasured
+      } else if (it != cell.end()) {
+        text = short_error(it->second->error);
+        errors.push_back(name_of[from] + " -> " + to.name + ": " + it->second->error);
+      }
+      std::printf(" %14s", text.c_str());
+    }
+    std::printf("\n");
+  }
+  for (const auto& e : errors) std::printf("  %s\n", e.c_str());
+  return kExitOk;
+}
+
 int nodes_trust(const Context& ctx, ArgReader& args) {
   const auto fp = args.value("--fingerprint");
   const auto pos = args.positionals();
@@ -264,9 +406,10 @@ int cmd_nodes(const Context& ctx) {
   if (verb == "edit") return nodes_edit(ctx, sub);
   if (verb == "list") return nodes_list(ctx, sub);
   if (verb == "probe") return nodes_probe(ctx, sub);
+  if (verb == "latency") return nodes_latency(ctx, sub);
   if (verb == "trust") return nodes_trust(ctx, sub);
   if (verb == "remove") return nodes_remove(ctx, sub);
-  throw UsageError("unknown nodes command '" + verb + "' (add, edit, list, probe, trust, remove)");
+  throw UsageError("unknown nodes command '" + verb + "' (add, edit, list, probe, latency, trust, remove)");
 }
 
 }  // namespace flotilla::cli

@@ -1,16 +1,28 @@
-// Machine probe: /proc, uname, cpuid and (when built with CUDA) the CUDA runtime.
+// Machine probe: /proc, uname, cpuid and (when built with CUDA) the CUDA runtime; timed TCP
+// connects for probe --connect (see probe.h).
 #include "engine/core/probe.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/error.h"
 #include "flotilla/build_info.h"
 
 #ifdef FLOTILLA_HAVE_CUDA
@@ -161,6 +173,98 @@ void probe_gpus(ProbeResult& p) {
 #endif
 }
 
+
+// `v` safe to show in a message: control bytes escaped, at most 60 characters.
+std::string shown(const std::string& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i == 60) {
+      out += "...";
+      break;
+    }
+    const auto u = static_cast<unsigned char>(v[i]);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += v[i];
+    }
+  }
+  return out;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Dotted quad, four numbers 0-255, no leading zeros (0127.0.0.1 reads as octal elsewhere).
+bool is_ipv4(const std::string& v) {
+  int parts = 0;
+  size_t i = 0;
+  while (true) {
+    const size_t dot = v.find('.', i);
+    const std::string part = v.substr(i, dot == std::string::npos ? std::string::npos : dot - i);
+    if (part.empty() || part.size() > 3 || (part.size() > 1 && part[0] == '0')) return false;
+    for (char c : part)
+      if (!is_digit(c)) return false;
+    if (std::stoi(part) > 255 || ++parts > 4) return false;
+    if (dot == std::string::npos) break;
+    i = dot + 1;
+  }
+  return parts == 4;
+}
+
+// "" for an acceptable port text (plain digits, no leading zero, 1-65535), else why not.
+std::string port_problem(const std::string& p) {
+  if (p.empty()) return "has no port";
+  for (char c : p)
+    if (!is_digit(c)) return "has port '" + shown(p) + "', which is not plain digits";
+  if (p.size() > 1 && p[0] == '0') return "has port '" + p + "' with a leading zero";
+  if (p.size() > 5 || std::stol(p) < 1 || std::stol(p) > 65535) return "has port " + p + ", outside 1-65535";
+  return "";
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One non-blocking connect to `ai`: the milliseconds it took, or -1 with `error` set.
+double timed_connect(const addrinfo& ai, double timeout_s, std::string& error) {
+  const int fd = ::socket(ai.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol);
+  if (fd < 0) {
+    error = "unreachable: socket: " + errno_string(errno);
+    return -1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int rc = ::connect(fd, ai.ai_addr, ai.ai_addrlen);
+  int err = rc == 0 ? 0 : errno;
+  if (rc != 0 && err == EINPROGRESS) {
+    err = ETIMEDOUT;
+    while (true) {
+      const double left_ms = timeout_s * 1000.0 - ms_since(t0);
+      if (left_ms <= 0) break;
+      pollfd pfd{fd, POLLOUT, 0};
+      rc = ::poll(&pfd, 1, std::max(1, static_cast<int>(left_ms)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0) break;
+      socklen_t len = sizeof err;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      break;
+    }
+  }
+  const double ms = ms_since(t0);
+  if (err == 0) {
+    const linger reset{1, 0};  // close with RST: nothing lingers in TIME_WAIT on either side
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  }
+  ::close(fd);
+  if (err == 0) return ms;
+  if (err == ECONNREFUSED) error = "refused";
+  else if (err == ETIMEDOUT) error = "timed out";
+  else error = "unreachable: " + errno_string(err);
+  return -1;
+}
+
 }  // namespace
 
 ProbeResult probe_machine() {
@@ -183,6 +287,108 @@ ProbeResult probe_machine() {
   p.worker_version = FLOTILLA_VERSION_STRING;
   p.compiler = FLOTILLA_CXX_COMPILER;
   return p;
+}
+
+std::string connect_host_problem(const std::string& host) {
+  if (host.empty()) return "the host is empty";
+  const std::string name = "host '" + shown(host) + "'";
+  if (host.size() > 253) return name + " is longer than 253 characters";
+  if (host.front() == '[') {
+    in6_addr addr{};
+    if (host.size() < 3 || host.back() != ']') return name + " opens '[' for an IPv6 address but does not close it";
+    if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &addr) != 1)
+      return name + " is not a valid bracketed IPv6 address";
+    return "";
+  }
+  bool digits_and_dots = true;
+  for (char c : host) {
+    if (c == ':') return name + " contains ':'; write an IPv6 address in brackets, e.g. [fd00::5]:22";
+    if (!is_alnum(c) && c != '-' && c != '.')
+      return name + " contains '" + shown(std::string(1, c)) + "' (a host has letters, digits, '-' and '.')";
+    if (!is_digit(c) && c != '.') digits_and_dots = false;
+  }
+  if (digits_and_dots) return is_ipv4(host) ? "" : name + " is not a valid IPv4 address (four numbers 0-255)";
+  size_t i = 0;
+  while (true) {
+    const size_t dot = host.find('.', i);
+    const std::string label = host.substr(i, dot == std::string::npos ? std::string::npos : dot - i);
+    if (label.empty()) return name + " has an empty label (two dots in a row, or a dot at an end)";
+    if (label.size() > 63) return name + " has a label longer than 63 characters";
+    if (label.front() == '-' || label.back() == '-') return name + " has a label that starts or ends with '-'";
+    if (dot == std::string::npos) break;
+    i = dot + 1;
+  }
+  return "";
+}
+
+std::vector<ConnectTarget> parse_connect_targets(const std::string& list, const std::string& option) {
+  const std::string hint = "; write HOST:PORT[,HOST:PORT...], e.g. 10.0.0.5:22,[fd00::5]:2222";
+  if (list.empty()) throw_usage(option + " is empty" + hint);
+  std::vector<ConnectTarget> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string what = option + ": target '" + shown(item) + "' ";
+    if (item.empty()) throw_usage(option + " has an empty target (two commas in a row, or one at an end)" + hint);
+    size_t colon = std::string::npos;
+    if (item.front() == '[') {
+      const size_t close = item.find(']');
+      if (close != std::string::npos && close + 1 < item.size() && item[close + 1] == ':') colon = close + 1;
+    } else {
+      colon = item.rfind(':');
+    }
+    if (colon == std::string::npos || colon == 0) throw_usage(what + "needs a port after ':'" + hint);
+    ConnectTarget t;
+    t.host = item.substr(0, colon);
+    const std::string port = item.substr(colon + 1);
+    if (const std::string why = connect_host_problem(t.host); !why.empty()) throw_usage(what + "is refused: " + why + hint);
+    if (const std::string why = port_problem(port); !why.empty()) throw_usage(what + why + hint);
+    t.port = static_cast<int>(std::stol(port));
+    out.push_back(t);
+    if (static_cast<int>(out.size()) > kMaxConnectTargets)
+      throw_usage(option + " lists more than " + std::to_string(kMaxConnectTargets) + " targets");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+ConnectProbe probe_connect(const ConnectTarget& target, int count, double timeout_s) {
+  ConnectProbe r;
+  r.target = target;
+  r.attempts = std::clamp(count, 1, kMaxConnectCount);
+  std::string host = target.host;
+  const bool v6 = !host.empty() && host.front() == '[';
+  if (v6) host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_family = v6 ? AF_INET6 : AF_UNSPEC;
+  hints.ai_flags = AI_NUMERICSERV | (v6 ? AI_NUMERICHOST : 0);
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), std::to_string(target.port).c_str(), &hints, &res);
+  if (gai != 0 || !res) {
+    r.error = std::string("unresolvable: ") + (gai == EAI_SYSTEM ? errno_string(errno) : gai_strerror(gai));
+    if (res) ::freeaddrinfo(res);
+    return r;
+  }
+  std::vector<double> ms;
+  std::string error;
+  for (int i = 0; i < r.attempts; ++i) {
+    const double t = timed_connect(*res, timeout_s, error);
+    if (t >= 0) ms.push_back(t);
+  }
+  ::freeaddrinfo(res);
+  r.answered = static_cast<int>(ms.size());
+  if (ms.empty()) {
+    r.error = error;
+    return r;
+  }
+  std::sort(ms.begin(), ms.end());
+  r.min_ms = ms.front();
+  const size_t n = ms.size();
+  r.median_ms = n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  return r;
 }
 
 std::string probe_to_json(const ProbeResult& p) {
@@ -224,6 +430,21 @@ std::string probe_to_json(const ProbeResult& p) {
         {"blas_core", opt(p.blas_core)},
         {"compiler", p.compiler}}},
   };
+  if (!p.connect.empty()) {
+    json targets = json::array();
+    for (const auto& c : p.connect) {
+      auto ms = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+      targets.push_back({{"target", c.target.text()},
+                         {"host", c.target.host},
+                         {"port", c.target.port},
+                         {"attempts", c.attempts},
+                         {"answered", c.answered},
+                         {"min_ms", ms(c.min_ms)},
+                         {"median_ms", ms(c.median_ms)},
+                         {"error", c.error.empty() ? json(nullptr) : json(c.error)}});
+    }
+    j["connect"] = targets;
+  }
   return j.dump(2);
 }
 
@@ -258,6 +479,17 @@ std::string probe_to_text(const ProbeResult& p) {
   o << "BLAS      " << or_none(p.blas) << (p.blas_core.empty() ? "" : " (kernel " + p.blas_core + ")")
     << "\n";
   o << "Worker    " << p.worker_version << " (" << p.compiler << ")\n";
+  for (const auto& c : p.connect) {
+    o << "Connect   " << c.target.text() << "  ";
+    if (!c.error.empty()) {
+      o << c.error << "\n";
+      continue;
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "min %.2f ms, median %.2f ms (%d of %d connects)", c.min_ms, c.median_ms,
+                  c.answered, c.attempts);
+    o << buf << "\n";
+  }
   return o.str();
 }
 

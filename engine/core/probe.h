@@ -1,5 +1,11 @@
 // Machine probe: what this host can train with (flotilla-worker probe, the wizard's target page,
-// remote node probes). Pure data gathering; formatting lives in cmd_probe.cpp.
+// remote node probes), and how fast it reaches other hosts (probe --connect HOST:PORT,...: the
+// latency matrix between a run's nodes, remote/latency.h).
+//
+// Decision: latency is the time of a TCP connect (SYN to SYN-ACK, one round trip through the
+// kernel), not an ICMP ping: it needs no privilege, measures the path a run's own TCP traffic
+// takes, and a refused or filtered port shows up as exactly that. Targets are validated with
+// allow-lists here (engine/ cannot see remote/validate.h) before anything is resolved.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +23,24 @@ struct GpuInfo {
   int cc_minor = 0;
   int multiprocessors = 0;
   std::string pci_bus_id;
+};
+
+// One `--connect` target: a host name, dotted IPv4 or [IPv6] address, and a port.
+struct ConnectTarget {
+  std::string host;  // as written; IPv6 keeps its brackets
+  int port = 0;
+  std::string text() const { return host + ":" + std::to_string(port); }
+};
+
+// `count` timed TCP connects to one target: min and median over the connects that succeeded.
+struct ConnectProbe {
+  ConnectTarget target;
+  int attempts = 0;
+  int answered = 0;        // connects that completed
+  double min_ms = -1;      // -1 when none completed
+  double median_ms = -1;
+  std::string error;       // "" when at least one connect completed; else "refused", "timed out",
+                           // "unresolvable: ..." or "unreachable: ..." (the last failure)
 };
 
 struct ProbeResult {
@@ -41,7 +65,22 @@ struct ProbeResult {
   std::string blas_core;     // OpenBLAS kernel in use, e.g. "Haswell"
   std::string worker_version;
   std::string compiler;
+  std::vector<ConnectProbe> connect;  // probe --connect; empty (and absent from JSON) otherwise
 };
+
+inline constexpr int kMaxConnectTargets = 256;
+inline constexpr int kMaxConnectCount = 100;
+
+// Parses "HOST:PORT[,HOST:PORT...]" (the value of `option`, named in every message). Throws
+// Error(kUsage) for an empty item, a host that is not a DNS name / dotted IPv4 / [IPv6], a port
+// outside 1-65535 or not in plain digits, or more than kMaxConnectTargets targets.
+std::vector<ConnectTarget> parse_connect_targets(const std::string& list, const std::string& option = "--connect");
+// "" when `host` is acceptable (the rules above), else why not.
+std::string connect_host_problem(const std::string& host);
+
+// Resolves the target once, then times `count` non-blocking connects, each given `timeout_s` and
+// closed at once (with a reset: no TIME_WAIT left behind). Never throws for network failures.
+ConnectProbe probe_connect(const ConnectTarget& target, int count = 5, double timeout_s = 2.0);
 
 ProbeResult probe_machine();
 

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <string>
 
+#include "db/run_store.h"
+#include "db/sql.h"
+
 namespace flotilla::ui {
 
 db::SshNode nodeFromFields(const remote::NodeFields& f) {
@@ -57,6 +60,43 @@ std::vector<db::SystemSample> samplesFromGpus(int64_t nodeId, const std::vector<
     samples.push_back(s);
   }
   return samples;
+}
+
+std::vector<db::NodeLatency> measureLatencyMatrix(db::Database& db, const std::vector<LatencyNode>& nodes, int count) {
+  std::vector<remote::LatencyEndpoint> endpoints;
+  for (const auto& n : nodes) {
+    remote::LatencyEndpoint e;
+    e.name = n.node.name;
+    e.session = n.session;
+    e.worker = n.worker;
+    if (!n.session) {  // measured TO at its stored address
+      e.host = n.node.host;
+      e.port = n.node.port;
+    }
+    e.unavailable = n.unavailable;
+    endpoints.push_back(e);
+  }
+  remote::LatencyOptions options;
+  options.count = count;
+  const remote::LatencyMatrix m = remote::measure_latency_matrix(endpoints, options);
+  const double now = db::now_seconds();
+  auto row = [now](int64_t from, int64_t to, const remote::LatencyCell& c) {
+    db::NodeLatency r;
+    r.from_node = from;
+    r.to_node = to;
+    if (c.error.empty() && c.median_ms >= 0) r.rtt_ms = c.median_ms;
+    else r.error = c.error.empty() ? "not measured" : c.error;
+    r.measured_at = now;
+    return r;
+  };
+  std::vector<db::NodeLatency> rows;
+  const int64_t here = db::ensure_node(db, "local", "local");
+  for (size_t j = 0; j < nodes.size(); ++j) rows.push_back(row(here, nodes[j].node.id, m.from_here[j]));
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (size_t j = 0; j < nodes.size(); ++j)
+      if (i != j) rows.push_back(row(nodes[i].node.id, nodes[j].node.id, m.at(i, j)));
+  db::upsert_node_latency(db, rows);
+  return rows;
 }
 
 }  // namespace flotilla::ui

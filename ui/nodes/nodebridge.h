@@ -6,11 +6,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "db/database.h"
 #include "db/nodes.h"
+#include "remote/latency.h"
 #include "remote/node_fields.h"
 #include "remote/probe.h"
+#include "remote/session.h"
 
 namespace flotilla::ui {
 
@@ -20,5 +24,21 @@ db::SshNode nodeFromFields(const remote::NodeFields& fields);
 remote::NodeFields fieldsFromNode(const db::SshNode& node);
 // One system sample per probed GPU of `nodeId`, all stamped `now` (unknown readings left empty).
 std::vector<db::SystemSample> samplesFromGpus(int64_t nodeId, const std::vector<remote::GpuInfo>& gpus, double now);
+
+// A node taking part in a latency measurement.
+struct LatencyNode {
+  db::SshNode node;                    // as stored (its id keys the rows)
+  remote::Session* session = nullptr;  // connected; nullptr: it could not be reached (see unavailable)
+  std::string worker;                  // its deployed flotilla-worker (remote::DeployResult::worker)
+  std::string unavailable;             // why it cannot measure ("" = it can); shown in its row
+};
+
+// Measures this machine -> every node and every node -> every other node (TCP connects to the
+// sshd address the app uses, remote/latency.h), stores the links (db::upsert_node_latency; this
+// machine is the store's "local" node) and returns them as stored. Blocking, for a worker thread;
+// the sessions must not be used elsewhere meanwhile. Throws flotilla::Error(kUsage) for a bad
+// address or worker path before anything runs, db::DbError when the store refuses.
+std::vector<db::NodeLatency> measureLatencyMatrix(db::Database& db, const std::vector<LatencyNode>& nodes,
+                                                  int count = 5);
 
 }  // namespace flotilla::ui

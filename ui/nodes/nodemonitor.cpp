@@ -8,6 +8,7 @@
 #include "db/sql.h"
 #include "remote/node_fields.h"
 #include "remote/session.h"
+#include "ui/nodes/latencyjob.h"
 #include "ui/nodes/nodebridge.h"
 
 namespace flotilla::ui {
@@ -33,6 +34,20 @@ struct NodeMonitor::Slot {
 };
 
 namespace {
+
+// How the app reaches a stored node: the workspace's known_hosts, no passphrase prompt.
+remote::SessionOptions sessionOptionsFor(const db::SshNode& n, const std::string& databasePath) {
+  remote::SessionOptions o;
+  o.host = n.host;
+  o.port = n.port;
+  o.user = n.user;
+  o.identity_file = n.key_path;
+  o.known_hosts_path = remote::workspace_known_hosts_path(databasePath);
+  o.connect_timeout_s = 8;
+  o.read_timeout_s = 10;
+  o.keepalive_interval_s = 5;
+  return o;
+}
 
 bool sameTarget(const db::SshNode& a, const db::SshNode& b) {
   return a.host == b.host && a.port == b.port && a.user == b.user && a.key_path == b.key_path;
@@ -103,6 +118,7 @@ NodeMonitor::NodeMonitor(QObject* parent) : QObject(parent) {
 }
 
 NodeMonitor::~NodeMonitor() {
+  m_cancel->store(true);  // a latency measurement stops between nodes
   m_timer.stop();
   m_pool.clear();
   for (auto& slot : m_slots) retire(std::move(slot));
@@ -136,14 +152,7 @@ void NodeMonitor::setNodes(const std::vector<db::SshNode>& nodes) {
     auto slot = std::make_shared<Slot>();
     slot->serial = ++m_slotSerial;
     slot->node = n;
-    slot->options.host = n.host;
-    slot->options.port = n.port;
-    slot->options.user = n.user;
-    slot->options.identity_file = n.key_path;
-    slot->options.known_hosts_path = remote::workspace_known_hosts_path(m_databasePath.toStdString());
-    slot->options.connect_timeout_s = 8;
-    slot->options.read_timeout_s = 10;
-    slot->options.keepalive_interval_s = 5;
+    slot->options = sessionOptionsFor(n, m_databasePath.toStdString());
     next.insert(name, std::move(slot));
   }
   for (auto& gone : m_slots) retire(std::move(gone));
@@ -210,6 +219,26 @@ void NodeMonitor::finished(const QString& name, quint64 serial, const NodeStatus
   emit statusChanged(name, status);
   if (wroteSamples) emit samplesWritten(name);
   if (m_pendingTrust.contains(name)) dispatch(name, m_pendingTrust.take(name));
+}
+
+bool NodeMonitor::measureLatency(const std::vector<db::SshNode>& nodes, const QString& workerPath) {
+  if (m_measuring || m_databasePath.isEmpty()) return false;
+  m_measuring = true;
+  m_pool.start([this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(),
+                cancel = m_cancel] {
+    const LatencyJobResult r = runLatencyJob(
+        dbPath, nodes, worker, [&](const db::SshNode& n) { return sessionOptionsFor(n, dbPath); }, *cancel);
+    QStringList problems;
+    for (const auto& p : r.problems) problems << QString::fromStdString(p);
+    QMetaObject::invokeMethod(
+        this,
+        [this, stored = static_cast<int>(r.rows.size()), text = problems.join(QLatin1Char('\n'))] {
+          m_measuring = false;
+          emit latencyMeasured(stored, text);
+        },
+        Qt::QueuedConnection);
+  });
+  return true;
 }
 
 }  // namespace flotilla::ui

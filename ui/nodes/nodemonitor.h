@@ -50,6 +50,12 @@ class NodeMonitor : public QObject {
   // Probes in flight (tests wait for 0).
   int busy() const { return static_cast<int>(m_inFlight.size()); }
 
+  // Measures the latency matrix of `nodes` on this monitor's pool (latencyjob.h: connect, deploy
+  // `workerPath`, measure, store) with sessions of its own; reports latencyMeasured. False (and
+  // nothing started) while a measurement is in flight or without a database.
+  bool measureLatency(const std::vector<db::SshNode>& nodes, const QString& workerPath);
+  bool measuringLatency() const { return m_measuring; }
+
   struct Slot;  // one node's session (defined in the .cpp)
 
  signals:
@@ -57,6 +63,8 @@ class NodeMonitor : public QObject {
   void trustFinished(const QString& name, bool ok, const QString& message);
   // A probe wrote GPU samples for `name` to the store.
   void samplesWritten(const QString& name);
+  // A latency measurement ended: `stored` links were written; `problems` says what failed ("" if none).
+  void latencyMeasured(int stored, const QString& problems);
 
  private:
   void probeAll();
@@ -70,6 +78,8 @@ class NodeMonitor : public QObject {
   QHash<QString, bool> m_inFlight;
   QHash<QString, QString> m_pendingTrust;
   quint64 m_slotSerial = 0;
+  bool m_measuring = false;
+  std::shared_ptr<std::atomic<bool>> m_cancel = std::make_shared<std::atomic<bool>>(false);
   QTimer m_timer;
   QThreadPool m_pool;
 };

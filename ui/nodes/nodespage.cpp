@@ -1,6 +1,9 @@
 // Nodes page (see nodespage.h). Store jobs run on the global thread pool, SSH on the monitor's.
 #include "ui/nodes/nodespage.h"
 
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QFutureWatcher>
 #include <QGroupBox>
@@ -10,6 +13,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QStandardPaths>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -18,6 +22,7 @@
 #include "ui/common/pageheader.h"
 #include "ui/nodes/gpubardelegate.h"
 #include "ui/nodes/hostkeydialog.h"
+#include "ui/nodes/latencyview.h"
 #include "ui/nodes/machinefacts.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodedialog.h"
@@ -30,6 +35,7 @@ namespace {
 
 struct Loaded {
   std::vector<NodeEntry> entries;
+  StoredLatency latency;
   QString error;
 };
 
@@ -41,6 +47,7 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
       m_model(new NodesModel(this)),
       m_monitor(new NodeMonitor(this)),
       m_table(new QTableView(this)),
+      m_latency(new LatencyView(this)),
       m_facts(new QFormLayout),
       m_status(new QLabel(this)),
       m_message(new QLabel(this)),
@@ -76,7 +83,7 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
   m_table->setModel(m_model);
   m_table->setItemDelegate(new GpuBarDelegate(m_table));
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);  // several nodes for Measure latency
   m_table->verticalHeader()->hide();
   m_table->verticalHeader()->setDefaultSectionSize(30);
   m_table->setShowGrid(false);
@@ -123,6 +130,7 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
   layout->addWidget(m_table, 1);
   layout->addWidget(m_emptyHint);
   layout->addWidget(m_message);
+  layout->addWidget(m_latency);
   layout->addWidget(local);
 
   connect(m_refresh, &QPushButton::clicked, this, [this] {
@@ -144,6 +152,14 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
   connect(m_model, &QAbstractItemModel::dataChanged, this, &NodesPage::updateActions);
   connect(m_model, &QAbstractItemModel::modelReset, this, &NodesPage::updateActions);
   connect(m_monitor, &NodeMonitor::statusChanged, this, &NodesPage::onStatus);
+  connect(m_latency, &LatencyView::measureRequested, this, &NodesPage::measureLatency);
+  connect(m_monitor, &NodeMonitor::latencyMeasured, this, [this](int stored, const QString& problems) {
+    m_latency->setBusy(false);
+    QString text = stored > 0 ? tr("Measured %n link(s).", nullptr, stored) : QString();
+    if (!problems.isEmpty()) text += (text.isEmpty() ? QString() : QStringLiteral("\n")) + problems;
+    m_latency->setMessage(text);
+    reload();
+  });
   connect(m_monitor, &NodeMonitor::trustFinished, this, [this](const QString& name, bool ok, const QString& why) {
     setMessage(ok ? tr("Trusted the host key of %1.").arg(name)
                   : tr("The host key of %1 was not trusted: %2").arg(name, why));
@@ -162,6 +178,7 @@ void NodesPage::reload() {
   updateActions();
   if (m_databasePath.isEmpty()) {
     m_model->setEntries({});
+    m_latency->setMatrix({}, 0, {});
     m_monitor->setNodes({});
     emit nodesReloaded();
     return;
@@ -176,6 +193,7 @@ void NodesPage::reload() {
     std::vector<db::SshNode> nodes;
     for (const auto& e : loaded.entries) nodes.push_back(e.node);
     m_model->setEntries(std::move(loaded.entries));
+    m_latency->setMatrix(nodes, loaded.latency.localId, loaded.latency.rows);
     m_monitor->setNodes(nodes);
     if (isVisible()) m_monitor->start();
     emit nodesReloaded();
@@ -184,6 +202,7 @@ void NodesPage::reload() {
     Loaded out;
     try {
       out.entries = loadNodeEntries(path);
+      out.latency = loadLatency(path);
     } catch (const std::exception& e) {
       out.error = QString::fromUtf8(e.what());
     }
@@ -232,6 +251,41 @@ void NodesPage::trustSelected() {
   if (st.state == NodeState::UnknownHostKey && !st.fingerprint.isEmpty()) promptHostKey(name, st.fingerprint);
 }
 
+QStringList NodesPage::selectedNames() const {
+  QStringList names;
+  for (const QModelIndex& i : m_table->selectionModel()->selectedRows()) {
+    const QString name = i.data(NodesModel::NodeNameRole).toString();
+    if (!name.isEmpty()) names << name;
+  }
+  return names;
+}
+
+QString NodesPage::workerPath() const {
+  if (!m_workerPath.isEmpty()) return m_workerPath;
+  const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("flotilla-worker"));
+  if (QFileInfo(beside).isExecutable()) return beside;
+  return QStandardPaths::findExecutable(QStringLiteral("flotilla-worker"));
+}
+
+void NodesPage::measureLatency() {
+  if (m_databasePath.isEmpty() || m_model->nodeCount() == 0 || m_monitor->measuringLatency()) return;
+  const QString worker = workerPath();
+  if (worker.isEmpty() || !QFileInfo(worker).isExecutable()) {
+    m_latency->setMessage(tr("flotilla-worker was not found next to Flotilla or on PATH; it is deployed to the "
+                             "nodes to measure the latency between them."));
+    return;
+  }
+  const QStringList selected = selectedNames();
+  std::vector<db::SshNode> nodes;
+  for (int row = 1; row <= m_model->nodeCount(); ++row) {
+    const db::SshNode& n = m_model->entry(row)->node;
+    if (selected.size() < 2 || selected.contains(QString::fromStdString(n.name))) nodes.push_back(n);
+  }
+  if (!m_monitor->measureLatency(nodes, worker)) return;
+  m_latency->setBusy(true);
+  m_latency->setMessage(tr("Measuring the latency of %n node(s)…", nullptr, static_cast<int>(nodes.size())));
+}
+
 QString NodesPage::selectedName() const {
   const QModelIndexList rows = m_table->selectionModel()->selectedRows();
   return rows.isEmpty() ? QString() : rows.first().data(NodesModel::NodeNameRole).toString();
@@ -245,6 +299,8 @@ void NodesPage::updateActions() {
   m_edit->setEnabled(store && !name.isEmpty());
   m_remove->setEnabled(store && !name.isEmpty());
   m_probeNow->setEnabled(store && !name.isEmpty());
+  m_latency->setMeasureEnabled(store && m_model->nodeCount() > 0,
+                               store ? tr("Add nodes first") : tr("This workspace has no run database"));
   m_trust->setEnabled(!name.isEmpty() && m_model->status(name).state == NodeState::UnknownHostKey);
   m_emptyHint->setText(m_model->nodeCount() == 0
                            ? tr("No remote nodes yet. Add a machine you can reach with SSH (key or agent "

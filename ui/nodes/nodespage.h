@@ -1,6 +1,7 @@
 // The Nodes page: the machines runs can use. A table with "This machine" first and then every
 // SSH node of the workspace's store, with live status, GPU bars and latency; Add/Edit/Remove;
-// the host key prompt for unknown nodes; and the details of this machine's own probe below.
+// the host key prompt for unknown nodes; the latency matrix between the nodes (latencyview.h); and
+// the details of this machine's own probe below.
 //
 // Decision: the page watches nodes only while it is visible (showEvent starts the NodeMonitor,
 // hideEvent stops it), and it does no I/O itself: the store is read and written by QtConcurrent
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <QSet>
+#include <QStringList>
 #include <functional>
 #include <QWidget>
 
@@ -20,6 +22,7 @@ class QTableView;
 namespace flotilla::ui {
 
 class HostKeyDialog;
+class LatencyView;
 class MachineProbe;
 class NodeMonitor;
 class NodesModel;
@@ -45,12 +48,18 @@ class NodesPage : public QWidget {
   // The host key prompt now open (nullptr when none).
   HostKeyDialog* hostKeyDialog() const { return m_hostKeyDialog; }
   QString messageText() const;
+  LatencyView* latencyView() const { return m_latency; }
+  // The local flotilla-worker that "Measure latency" deploys (default: beside the app, or on PATH).
+  void setWorkerPath(const QString& path) { m_workerPath = path; }
 
   // Opens the dialogs (also wired to the buttons); public for tests.
   void addNode();
   void editSelected();
   void removeSelected();
   void trustSelected();
+  // Measures the latency matrix of the selected nodes (two or more), else of every node, on the
+  // monitor's pool; the matrix is re-read from the store when it ends.
+  void measureLatency();
   // Re-reads the nodes from the store (asynchronously); emits nodesReloaded.
   void reload();
 
@@ -66,6 +75,8 @@ class NodesPage : public QWidget {
   void onStatus(const QString& name, const NodeStatus& status);
   void promptHostKey(const QString& name, const QString& fingerprint);
   QString selectedName() const;
+  QStringList selectedNames() const;
+  QString workerPath() const;
   void updateActions();
   void setMessage(const QString& text);
   // Runs `job` (a store write) on the thread pool, then shows `done` or the error, and reloads.
@@ -76,6 +87,8 @@ class NodesPage : public QWidget {
   NodeMonitor* m_monitor;
   QString m_databasePath;
   QTableView* m_table;
+  LatencyView* m_latency;
+  QString m_workerPath;
   QFormLayout* m_facts;
   QLabel* m_status;
   QLabel* m_message;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "db/database.h"
+#include "db/run_store.h"
 #include "remote/session.h"
 
 namespace flotilla::ui {
@@ -29,6 +30,14 @@ std::vector<NodeEntry> loadNodeEntries(const QString& databasePath) {
     e.node = std::move(node);
     out.push_back(std::move(e));
   }
+  return out;
+}
+
+StoredLatency loadLatency(const QString& databasePath) {
+  const db::Database db(databasePath.toStdString(), existingStore());
+  StoredLatency out;
+  if (const auto local = db::find_node(db, "local")) out.localId = local->id;
+  out.rows = db::node_latency_matrix(db);
   return out;
 }
 

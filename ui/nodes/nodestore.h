@@ -24,6 +24,13 @@ struct NodeEntry {
 
 std::vector<NodeEntry> loadNodeEntries(const QString& databasePath);
 
+// The stored latency matrix (db::node_latency_matrix) and the local node standing for this machine.
+struct StoredLatency {
+  int64_t localId = 0;  // 0: the store has no local node (then there is no "this machine" row data)
+  std::vector<db::NodeLatency> rows;
+};
+StoredLatency loadLatency(const QString& databasePath);
+
 // Store writes; each throws db::DbError (e.g. kConstraint: name taken, node used by runs).
 void addNode(const QString& databasePath, const remote::NodeFields& fields);
 void updateNode(const QString& databasePath, const std::string& oldName, const remote::NodeFields& fields);

@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -51,6 +51,11 @@ INSERT INTO pricing(id, provider, item, gpu_type, gpus, on_demand_usd_per_hour, 
 INSERT INTO node_pricing(node_id, pricing_id, spot, usd_per_hour) VALUES (2, NULL, 0, 1.5);
 INSERT INTO cost_accruals(run_id, node_id, status, start_time, end_time, devices, usd_per_hour, rate_source)
   VALUES (1, 2, 'running', 1735689601, 1735689700, 2, 1.5, 'flat $1.50/h');
+""",
+    5: """
+UPDATE nodes SET port = 2222, user = 'ana', key_path = '/home/ana/.ssh/id_ed25519', labels = 'zone:eu,a100' WHERE id = 2;
+INSERT INTO nodes(id, name, kind, host, port, user, labels, created_at)
+  VALUES (3, 'spot-b', 'ssh', '10.0.0.7', 22, '', 'spot', 1735689900);
 """,
 }
 

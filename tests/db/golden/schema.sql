@@ -4,6 +4,8 @@ index cost_accruals_by_run
 CREATE INDEX cost_accruals_by_run ON cost_accruals(run_id, start_time);
 index events_by_run
 CREATE INDEX events_by_run ON events(run_id, time);
+index node_latency_by_to
+CREATE INDEX node_latency_by_to ON node_latency(to_node);
 index run_tags_by_tag
 CREATE INDEX run_tags_by_tag ON run_tags(tag);
 index runs_by_created
@@ -87,6 +89,16 @@ CREATE TABLE metrics (
   value  REAL NOT NULL,
   time   REAL NOT NULL,
   PRIMARY KEY (run_id, name, step)
+) WITHOUT ROWID;
+table node_latency
+CREATE TABLE node_latency (
+  from_node   INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  to_node     INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  rtt_ms      REAL CHECK (rtt_ms >= 0),
+  error       TEXT,
+  measured_at REAL NOT NULL,
+  PRIMARY KEY (from_node, to_node),
+  CHECK (rtt_ms IS NOT NULL OR error IS NOT NULL)
 ) WITHOUT ROWID;
 table node_pricing
 CREATE TABLE node_pricing (
