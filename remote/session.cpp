@@ -290,6 +290,29 @@ void Session::connect() {
   auth_or_throw(m);
   set_timeout(m.ssh, m.opt.read_timeout_s);
   m.alive = true;
+  if (!m.shell_checked) check_login_shell();
+}
+
+// Every command reaches the node through the login shell, quoted for POSIX sh (S8). A shell that
+// parses differently (csh, fish, ...) could give quoted text another meaning, so the first
+// connect asks the shell to do something only a POSIX shell does (an assignment, then an
+// expansion) and refuses the node before anything else runs when the answer is wrong (S9).
+void Session::check_login_shell() {
+  Impl& m = *impl_;
+  const ExecResult r = exec("flotilla_sh=posix; printf 'flotilla-shell:%s\\n' \"$flotilla_sh\"", 30);
+  if (r.exit_status == 0 && r.out == "flotilla-shell:posix\n") {
+    m.shell_checked = true;
+    return;
+  }
+  std::string said = r.err.empty() ? r.out : r.err;
+  if (const auto nl = said.find('\n'); nl != std::string::npos) said.resize(nl);
+  if (said.size() > 160) said.resize(160);
+  const std::string who = m.where();
+  m.close();
+  throw Error(ExitCode::kConfig,
+              "unsupported login shell on " + who + ": it is not a POSIX shell (a test assignment gave '" +
+                  printable(said) + "'); Flotilla quotes commands for POSIX sh. Give the account a POSIX login shell "
+                  "(chsh -s /bin/bash on the node) or use another account");
 }
 
 void Session::trust(const std::string& fingerprint) {

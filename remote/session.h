@@ -149,6 +149,8 @@ class Session {
   Impl& impl() { return *impl_; }  // for sftp.cpp and friends; opaque outside remote/
 
  private:
+  void check_login_shell();  // from connect(): refuses a non-POSIX login shell (S9)
+
   std::unique_ptr<Impl> impl_;
 };
 

@@ -225,5 +225,31 @@ int main() {
     CHECK(s.exec("echo again").out == "again\n");
   }
   CHECK(!std::filesystem::exists(canary));
+
+  // S9: a non-POSIX login shell (csh: sshd hands every command to it, as a login shell would) is
+  // refused at connect with "unsupported login shell", before any other command runs.
+  if (access("/bin/csh", X_OK) == 0) {
+    fx.stop(0);
+    CHECK(fx.start(0, "ecdsa", "", "ForceCommand exec /bin/csh -c \"$SSH_ORIGINAL_COMMAND\"\n"));
+    Session s(fx.options(0));
+    std::string msg;
+    try {
+      s.connect();
+    } catch (const flotilla::Error& e) {
+      msg = e.what();
+    }
+    CHECK_MSG(msg.find("unsupported login shell") != std::string::npos && msg.find("chsh") != std::string::npos,
+              "%s", msg.c_str());
+    CHECK(!s.connected());
+    CHECK_THROWS(s.exec("touch '" + canary + "'"), "not connected");
+    fx.stop(0);
+    CHECK(fx.start(0, "ecdsa"));
+    Session ok(fx.options(0));
+    ok.connect();  // the same node with a POSIX shell passes the check
+    CHECK(ok.exec("echo posix").out == "posix\n");
+  } else {
+    std::printf("note: /bin/csh is not installed (apt-get install csh): the S9 login-shell check is not exercised\n");
+  }
+  CHECK(!std::filesystem::exists(canary));
   return summary("remote_session");
 }
