@@ -311,4 +311,18 @@ void attach_node(Database& db, int64_t run_id, int64_t node_id, int64_t devices)
   });
 }
 
+void detach_node(Database& db, int64_t run_id, int64_t node_id) {
+  write_tx(db, [&] {
+    Stmt st(db, "DELETE FROM run_nodes WHERE run_id = ?1 AND node_id = ?2");
+    st.bind(1, run_id).bind(2, node_id).run();
+  });
+}
+
+void set_run_target(Database& db, int64_t run_id, const std::string& target) {
+  write_tx(db, [&] {
+    Stmt st(db, "UPDATE runs SET target = ?2 WHERE id = ?1");
+    st.bind(1, run_id).bind(2, target).run();
+  });
+}
+
 }  // namespace flotilla::db

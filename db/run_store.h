@@ -104,5 +104,10 @@ std::optional<Node> find_node(const Database& db, const std::string& name);
 std::vector<Node> list_nodes(const Database& db);
 // Declares that `run_id` uses `devices` devices of node `node_id` (accruals start at the next running).
 void attach_node(Database& db, int64_t run_id, int64_t node_id, int64_t devices);
+// The run no longer uses the node (e.g. preempted and replaced): no accrual opens for it again;
+// what it already accrued stays with the run.
+void detach_node(Database& db, int64_t run_id, int64_t node_id);
+// Where the run executes ("local", or its SSH nodes "a,b" with the master first).
+void set_run_target(Database& db, int64_t run_id, const std::string& target);
 
 }  // namespace flotilla::db

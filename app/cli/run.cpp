@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -261,7 +262,8 @@ int cmd_run(const Context& ctx) {
   if (args.flag("--help")) {
     std::printf(
         "Usage: flotilla run CONFIG.toml [--name NAME] [--set KEY=VALUE]... [--budget USD] [--quiet]\n"
-        "                    [--nodes A,B,... [--nproc-per-node N] [--master-port P] [--no-bind]]\n\n"
+        "                    [--nodes A,B,... [--nproc-per-node N] [--master-port P] [--no-bind]\n"
+        "                     [--auto-recover [--spare C,D,...] [--max-recoveries K] [--recover-after S]]]\n\n"
         "Starts the training worker on this machine (flotilla-worker launch when parallel.dp*tp*pp > 1),\n"
         "stores its metrics in the run database as they arrive, prints progress, and exits with the\n"
         "worker's exit status. Ctrl-C stops the worker at the next step with a checkpoint (exit 10);\n"
@@ -269,7 +271,11 @@ int cmd_run(const Context& ctx) {
         "With --nodes, the run spans those SSH nodes (flotilla nodes list), N ranks each (default\n"
         "parallel.dp*tp*pp / nodes): the worker is deployed to each node, started detached there, and rank\n"
         "0's metrics are tailed into the store; a dropped connection reconnects and re-attaches, Ctrl-C\n"
-        "stops every node. The first node is the master.\n");
+        "stops every node. The first node is the master.\n\n"
+        "With --auto-recover, a preempted run (a node's worker stopped by SIGTERM: exit 10) is started\n"
+        "again by itself, after S seconds (default 20), from its newest checkpoint: nodes that no longer\n"
+        "answer are replaced by the --spare nodes, or their ranks go to the nodes that remain (the\n"
+        "number of ranks stays dp*tp*pp). At most K recoveries (default 3); the master must remain.\n");
     return kExitOk;
   }
   std::optional<std::string> name = args.value("--name");
@@ -280,8 +286,19 @@ int cmd_run(const Context& ctx) {
   const std::optional<double> nproc_opt = args.number("--nproc-per-node");
   const std::optional<double> master_port = args.number("--master-port");
   const bool no_bind = args.flag("--no-bind");
-  if (!node_list && (nproc_opt || master_port || no_bind))
-    throw UsageError("--nproc-per-node, --master-port and --no-bind go with --nodes");
+  const bool auto_recover = args.flag("--auto-recover");
+  const std::optional<std::string> spare_list = args.value("--spare");
+  const std::optional<double> max_recoveries = args.number("--max-recoveries");
+  const std::optional<double> recover_after = args.number("--recover-after");
+  if (!node_list && (nproc_opt || master_port || no_bind || auto_recover))
+    throw UsageError("--nproc-per-node, --master-port, --no-bind and --auto-recover go with --nodes");
+  if (!auto_recover && (spare_list || max_recoveries || recover_after))
+    throw UsageError("--spare, --max-recoveries and --recover-after go with --auto-recover");
+  if (max_recoveries && (*max_recoveries < 1 || *max_recoveries > 100 ||
+                         *max_recoveries != static_cast<double>(static_cast<int>(*max_recoveries))))
+    throw UsageError("--max-recoveries needs a whole number from 1 to 100");
+  if (recover_after && !(*recover_after >= 0 && *recover_after <= 3600))
+    throw UsageError("--recover-after needs seconds from 0 to 3600");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("run needs exactly one CONFIG.toml (flotilla run --help)");
   const std::string config_path = fs::absolute(pos[0]).string();
@@ -326,6 +343,13 @@ int cmd_run(const Context& ctx) {
     }
     req.no_bind = no_bind;
     req.quiet = quiet;
+    req.auto_recover = auto_recover;
+    if (spare_list) req.spares = parse_node_list(*spare_list, "--spare");
+    for (const auto& spare : req.spares)
+      if (std::find(req.nodes.begin(), req.nodes.end(), spare) != req.nodes.end())
+        throw UsageError("--spare names node '" + spare + "', which is already in --nodes");
+    if (max_recoveries) req.max_recoveries = static_cast<int>(*max_recoveries);
+    if (recover_after) req.recover_after_s = *recover_after;
     return run_on_nodes(ctx, req);
   }
   const std::string run_dir = fs::absolute(resolved_out_dir(config)).lexically_normal().string();

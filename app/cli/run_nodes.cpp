@@ -91,15 +91,17 @@ bool connect_all(const Context& ctx, std::vector<Node>& nodes) {
       });
 }
 
-// Watches until node 0's worker exits (the caller holds a StopSignals) and prints the summary.
-int watch(const Context& ctx, std::vector<Node>& nodes, const ui::noderun::Watch& w, bool quiet) {
+// Watches until node 0's worker exits (the caller holds a StopSignals), recovering from
+// preemptions as `recovery` allows, and prints the summary.
+int watch(const Context& ctx, std::vector<Node>& nodes, const ui::noderun::Watch& w, bool quiet,
+          const ui::noderun::Recovery& recovery = {}) {
   Clock::time_point last_print{};
   ui::noderun::WatchHooks hooks;
   hooks.note = note_stderr;
   if (!quiet) hooks.onRecord = [&](const db::IngestEvent& e) { print_step(e, w.totalSteps, last_print); };
   hooks.stopRequested = [] { return g_stop_signal.load() != 0; };
   const std::string path = database_path(ctx);
-  const int exit_code = ui::noderun::watchRun(path, nodes, w, hooks);
+  const int exit_code = ui::noderun::superviseRun(path, nodes, w, hooks, recovery);
   if (exit_code == static_cast<int>(ExitCode::kComm)) return exit_code;
   if (!quiet) {
     db::Database reader(path);
@@ -113,15 +115,16 @@ int watch(const Context& ctx, std::vector<Node>& nodes, const ui::noderun::Watch
 
 }  // namespace
 
-std::vector<std::string> parse_node_list(const std::string& text) {
+std::vector<std::string> parse_node_list(const std::string& text, const std::string& option) {
   std::vector<std::string> out;
   size_t start = 0;
   for (;;) {
     const size_t comma = text.find(',', start);
     const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty()) throw UsageError("--nodes needs node names separated by commas, e.g. --nodes a,b");
+    if (name.empty())
+      throw UsageError(option + " needs node names separated by commas, e.g. " + option + " a,b");
     for (const auto& seen : out)
-      if (seen == name) throw UsageError("--nodes names node '" + name + "' twice");
+      if (seen == name) throw UsageError(option + " names node '" + name + "' twice");
     out.push_back(name);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -161,8 +164,17 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& req) {
                 static_cast<long long>(w.runId), m, n, w.rid.c_str());
     std::fflush(stdout);
   }
+  ui::noderun::Recovery recovery;
+  recovery.enabled = req.auto_recover;
+  recovery.maxRecoveries = req.max_recoveries;
+  recovery.settleSeconds = req.recover_after_s;
+  for (const auto& name : req.spares) recovery.spares.push_back(db::get_ssh_node(db, name));
+  recovery.options = [&](const db::SshNode& rec) { return node_session_options(ctx, rec); };
+  recovery.workerPath = start.workerPath;
+  recovery.version = start.version;
+  recovery.noBind = req.no_bind;
   const StopSignals signals;
-  return watch(ctx, nodes, w, req.quiet);
+  return watch(ctx, nodes, w, req.quiet, recovery);
 }
 
 int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet) {

@@ -19,6 +19,10 @@ struct NodesRunRequest {
   std::optional<int> master_port;    // default: picked
   bool no_bind = false;              // launch --no-bind (ranks not pinned to cores)
   bool quiet = false;
+  bool auto_recover = false;         // restart a preempted run by itself (noderun::Recovery)
+  std::vector<std::string> spares;   // replacement nodes for --auto-recover
+  int max_recoveries = 3;
+  double recover_after_s = 20;
 };
 
 // Connects (strict host keys), deploys, starts, tails rank 0's metrics into the store, returns
@@ -32,7 +36,7 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& request);
 // for a run that is not on nodes, already ended, or on an untrusted host).
 int attach_nodes_run(const Context& ctx, const std::string& run, bool quiet);
 
-// "a,b" -> {"a","b"}; UsageError for an empty or repeated name.
-std::vector<std::string> parse_node_list(const std::string& text);
+// "a,b" -> {"a","b"}; UsageError (naming `option`) for an empty or repeated name.
+std::vector<std::string> parse_node_list(const std::string& text, const std::string& option = "--nodes");
 
 }  // namespace flotilla::cli

@@ -10,6 +10,7 @@
 #include "ui/runs/noderun_core.h"
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -21,13 +22,21 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "remote/deploy.h"
+#include "remote/probe.h"
 #include "remote/remote_run.h"
 #include "remote/validate.h"
+#include "ui/nodes/nodebridge.h"
 
 namespace flotilla::ui::noderun {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One line per GPU, the columns remote::parse_nvidia_smi_csv reads; a marker when there is none.
+constexpr const char* kGpuQuery =
+    "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=index,name,memory.total,memory.used,"
+    "utilization.gpu,temperature.gpu,power.draw,driver_version --format=csv,noheader,nounits; "
+    "else echo flotilla:no-nvidia-smi; fi";
 
 // The remote run directory name: the run name made safe, plus the store id (unique per workspace).
 std::string remoteId(const std::string& name, int64_t id) {
@@ -85,6 +94,60 @@ int ranksPerNode(const RunConfig& config, int nodes, std::optional<int> requeste
   return n;
 }
 
+// Measures the links between the run's nodes (stored for the Nodes page's matrix) and notes the
+// slowest one; a failed measurement never stops the run.
+static void noteLatency(db::Database& db, std::vector<Node>& nodes, const Note& note) {
+  std::vector<LatencyNode> refs;
+  for (auto& n : nodes) refs.push_back({n.rec, n.session.get(), n.worker, ""});
+  try {
+    const std::vector<db::NodeLatency> rows = measureLatencyMatrix(db, refs, 3);
+    const auto nameOf = [&](int64_t id) {
+      for (const auto& n : nodes)
+        if (n.rec.id == id) return n.rec.name;
+      return std::string("this machine");
+    };
+    const db::NodeLatency* worst = nullptr;
+    std::string errors;
+    for (const auto& r : rows) {
+      if (nameOf(r.from_node) == "this machine" || nameOf(r.to_node) == "this machine" || r.from_node == r.to_node)
+        continue;
+      if (!r.error.empty()) errors += "; " + nameOf(r.from_node) + " -> " + nameOf(r.to_node) + ": " + r.error;
+      else if (r.rtt_ms && (!worst || *r.rtt_ms > *worst->rtt_ms)) worst = &r;
+    }
+    if (!note) return;
+    if (worst) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.2f", *worst->rtt_ms);
+      note("latency between nodes: slowest link " + nameOf(worst->from_node) + " -> " + nameOf(worst->to_node) + " " +
+           ms + " ms (TCP connect to sshd)");
+    }
+    if (!errors.empty()) note("latency between nodes: " + errors.substr(2) + " (the ranks may not reach each other)");
+  } catch (const std::exception& e) {
+    if (note) note(std::string("latency between nodes not measured: ") + e.what());
+  }
+}
+
+void prepareNode(Node& node, const std::string& rid, const RunConfig& config, const remote::DeployOptions& deploy,
+                 const Note& note) {
+  remote::Session& s = *node.session;
+  const remote::DeployResult d = remote::deploy_worker(s, deploy);
+  node.worker = d.worker;
+  if (note) note("node " + node.rec.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
+  remote::upload_run_config(s, rid, config_to_toml(config));
+  if (config.data.source != "synthetic") return;
+  // The worker makes the synthetic corpus on global rank 0 only: one per node, made here.
+  const auto& c = config;
+  const std::string dir = remote::remote_run_dir(s, rid) + "/data/synthetic-v" + std::to_string(c.model.vocab_size) +
+                          "-s" + std::to_string(c.run.seed) + "-n" + std::to_string(c.data.synthetic_tokens);
+  const remote::ExecResult r = s.exec_argv(
+      {d.worker, "data", "synth", "--out", dir, "--vocab", std::to_string(c.model.vocab_size), "--tokens",
+       std::to_string(c.data.synthetic_tokens), "--val-tokens",
+       std::to_string(std::max<int64_t>(c.data.synthetic_tokens / 10, 1)), "--seed", std::to_string(c.run.seed)},
+      600);
+  if (r.exit_status != 0)
+    throw Error(ExitCode::kComm, "node " + node.rec.name + ": generating the synthetic corpus failed: " + r.err);
+}
+
 Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& req, const Note& note) {
   const int m = static_cast<int>(nodes.size());
   const int n = ranksPerNode(req.config, m, req.nprocPerNode);
@@ -117,26 +180,8 @@ Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartReques
   remote::DeployOptions deploy;
   deploy.worker_path = req.workerPath;
   deploy.version = req.version;
-  const std::string toml = config_to_toml(config);
-  for (auto& node : nodes) {
-    remote::Session& s = *node.session;
-    const remote::DeployResult d = remote::deploy_worker(s, deploy);
-    node.worker = d.worker;
-    if (note) note("node " + node.rec.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
-    remote::upload_run_config(s, rid, toml);
-    if (config.data.source == "synthetic") {  // the worker makes it on global rank 0 only: one per node
-      const auto& c = config;
-      const std::string dir = remote::remote_run_dir(s, rid) + "/data/synthetic-v" + std::to_string(c.model.vocab_size) +
-                              "-s" + std::to_string(c.run.seed) + "-n" + std::to_string(c.data.synthetic_tokens);
-      const remote::ExecResult r = s.exec_argv(
-          {d.worker, "data", "synth", "--out", dir, "--vocab", std::to_string(c.model.vocab_size), "--tokens",
-           std::to_string(c.data.synthetic_tokens), "--val-tokens",
-           std::to_string(std::max<int64_t>(c.data.synthetic_tokens / 10, 1)), "--seed", std::to_string(c.run.seed)},
-          600);
-      if (r.exit_status != 0)
-        throw Error(ExitCode::kComm, "node " + node.rec.name + ": generating the synthetic corpus failed: " + r.err);
-    }
-  }
+  for (auto& node : nodes) prepareNode(node, rid, config, deploy, note);
+  if (m > 1) noteLatency(db, nodes, note);
   db::set_run_dir(db, runId, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
 
   remote::RemoteRunStatus started;
@@ -263,6 +308,29 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
     }
   };
 
+  // Every few seconds, each node's GPUs into system_samples (the Live page's per-node GPU plot).
+  // A node without nvidia-smi is not asked again; a failed reading never disturbs the watch.
+  std::vector<bool> sampleGpus(nodes.size(), w.gpuSampleSeconds > 0);
+  auto lastGpus = Clock::now() - std::chrono::hours(1);
+  const auto sampleAll = [&] {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!sampleGpus[i] || !nodes[i].session || !nodes[i].session->connected()) continue;
+      try {
+        const remote::ExecResult r = nodes[i].session->exec(kGpuQuery, 10);
+        if (r.exit_status == 127 || r.out.find("flotilla:no-nvidia-smi") != std::string::npos) {
+          sampleGpus[i] = false;
+          continue;
+        }
+        if (r.exit_status != 0) continue;
+        const std::vector<db::SystemSample> samples =
+            samplesFromGpus(nodes[i].rec.id, remote::parse_nvidia_smi_csv(r.out), db::now_seconds());
+        if (!samples.empty()) writer.run([samples](db::Database& wdb) { db::insert_system_samples(wdb, samples); });
+      } catch (const Error&) {
+        // a lost link is the tail's business (it reconnects); the next sample simply comes later
+      }
+    }
+  };
+
   remote::RemoteRunStatus final0;
   bool userStop = false, budgetStop = false;
   auto lastStatus = Clock::now() - std::chrono::seconds(10);
@@ -280,6 +348,10 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
       }
       const bool got = pull();
       const auto now = Clock::now();
+      if (w.gpuSampleSeconds > 0 && now - lastGpus >= std::chrono::duration<double>(w.gpuSampleSeconds)) {
+        lastGpus = now;
+        sampleAll();
+      }
       if (now - lastStatus >= std::chrono::seconds(1)) {
         lastStatus = now;
         final0 = withReconnect(nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
@@ -302,18 +374,32 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
     }
     exitCode = final0.exit_code >= 0 ? final0.exit_code : 1;
     // The other nodes end with node 0; record how they ended (a stuck one is stopped).
+    // A node that no longer answers (a preempted spot node) is reported, not waited for.
     for (size_t i = 1; i < nodes.size(); ++i) {
+      Node& node = nodes[i];
       remote::RemoteRunStatus st;
-      const auto until = Clock::now() + std::chrono::seconds(30);
-      do {
-        st = withReconnect(nodes[i], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
-        if (st.state != remote::RunState::kRunning) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      } while (Clock::now() < until);
-      if (st.state == remote::RunState::kRunning)
-        st = withReconnect(nodes[i], note, [&](remote::Session& s) { return remote::stop_remote_run(s, rid, 10); });
+      try {
+        const auto status = [&] {
+          try {
+            return remote::remote_run_status(*node.session, rid);
+          } catch (const remote::ConnectionLost&) {
+            node.session->reconnect({0.5, 2, 2, 2});
+            return remote::remote_run_status(*node.session, rid);
+          }
+        };
+        const auto until = Clock::now() + std::chrono::seconds(30);
+        do {
+          st = status();
+          if (st.state != remote::RunState::kRunning) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        } while (Clock::now() < until);
+        if (st.state == remote::RunState::kRunning) st = remote::stop_remote_run(*node.session, rid, 10);
+      } catch (const Error& e) {
+        if (note) note("node " + node.rec.name + " no longer answers: " + e.what());
+        continue;
+      }
       if (st.exit_code != 0 && note)
-        note("node " + nodes[i].rec.name + " ended with exit " + std::to_string(st.exit_code) + " (~/.flotilla/runs/" +
+        note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) + " (~/.flotilla/runs/" +
              rid + "/stdout.log there)");
     }
   } catch (const remote::ConnectionLost& e) {

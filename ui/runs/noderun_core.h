@@ -20,6 +20,7 @@
 #include "db/run_store.h"
 #include "db/sql.h"
 #include "engine/config/run_config.h"
+#include "remote/deploy.h"
 #include "remote/session.h"
 
 namespace flotilla::ui::noderun {
@@ -45,6 +46,7 @@ struct Watch {
   int64_t totalSteps = 0;
   std::optional<double> budgetUsd;
   std::function<void(db::Database&)> onAttach;  // run on the writer before tailing
+  double gpuSampleSeconds = 5;  // every node's GPUs into system_samples this often (0: never)
 };
 
 struct StartRequest {
@@ -61,6 +63,11 @@ struct StartRequest {
 
 // Splits dp*tp*pp over `nodes`; throws flotilla::Error (kConfig) naming the numbers when it cannot.
 int ranksPerNode(const RunConfig& config, int nodes, std::optional<int> requested);
+
+// Deploys the worker on a connected node (reused when present), uploads the run config as
+// <run dir>/run.toml and makes the synthetic corpus there when the config uses it.
+void prepareNode(Node& node, const std::string& rid, const RunConfig& config, const remote::DeployOptions& deploy,
+                 const Note& note);
 
 // Creates the store row (target "a,b", node attachments), deploys, uploads the config, makes the
 // synthetic corpus on every node, records run_dir "<node 0>:<dir>" and starts the ranks, last
@@ -91,5 +98,26 @@ inline constexpr int kLeft = -2;  // watchRun gave the run up (left running, sti
 // / failed, ended at node 0's recorded exit) and returns node 0's exit status; ExitCode::kComm
 // when node 0 is lost for good (the run stays 'running'); kLeft when leaveRequested.
 int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w, const WatchHooks& hooks);
+
+// Automatic recovery after a preemption: what the watcher may do on its own (off by default).
+struct Recovery {
+  bool enabled = false;
+  int maxRecoveries = 3;             // preemptions recovered at most (user stops never count)
+  double settleSeconds = 20;         // wait after the preemption before asking which nodes remain
+  std::vector<db::SshNode> spares;   // replacement nodes, in order of preference
+  SessionOptionsFor options;         // connects the spares
+  std::string workerPath, version;   // the bundle deployed on a replacement
+  bool noBind = false;
+};
+
+// watchRun, then, while the run ends 'preempted' (its worker exited with the preempted code and
+// nobody asked it to stop) and `recovery` allows: waits settleSeconds, drops the nodes that no
+// longer answer, puts spares in their place or spreads their ranks over the remaining nodes
+// (dp*tp*pp is kept, so the checkpoint's layout still fits), and starts every rank again, which
+// resumes from the newest verified checkpoint in the master's run dir. The same store row goes
+// preempted -> running, with an event per recovery; costs stop for dropped nodes and start for
+// replacements. The master must remain: it holds the checkpoints. Returns like watchRun.
+int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, const WatchHooks& hooks,
+                 const Recovery& recovery);
 
 }  // namespace flotilla::ui::noderun

@@ -1,0 +1,217 @@
+// Automatic recovery of a run on SSH nodes after a preemption, end to end with real sshd "nodes"
+// on 127.0.0.1 and the real `flotilla run CONFIG --nodes a,b --auto-recover`:
+//  1. with a spare: node b is "preempted" mid-run (SIGTERM to every process of its run, as a spot
+//     shutdown does, then its sshd goes away); the run checkpoints, the watcher finds b gone,
+//     deploys to the spare c and resumes on a,c; the run completes.
+//  2. without a spare: the same preemption; b's rank moves to a (1 node x 2 ranks, same world).
+// Both times the store has every step exactly once, the per-step losses equal the same config run
+// locally with 2 ranks and no interruption, the recovery is recorded as an event, the run's
+// target and nodes are the new ones, and b accrues no cost after the preemption.
+#include <signal.h>
+
+#include <cmath>
+#include <map>
+
+#include "check.h"
+#include "db/database.h"
+#include "db/sql.h"
+#include "sshd_fixture.h"
+
+using namespace flotilla_test;
+
+namespace {
+
+constexpr int kSteps = 30;
+
+std::string g_db, g_home, g_log_dir;
+int g_calls = 0;
+
+ProcResult cli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log = g_log_dir + "/cli" + std::to_string(++g_calls) + ".log";
+  const pid_t pid = spawn(argv, {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}, log);
+  ProcResult r;
+  r.exit_code = wait_exit(pid);
+  r.output = read_file(log);
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+std::string config_text() {
+  return "[run]\nname = \"rec\"\nseed = 7\nthreads = 1\n"
+         "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nvocab_size = 128\nmax_seq_len = 32\n"
+         "[data]\nsynthetic_tokens = 30000\n"
+         "[train]\nsteps = " + std::to_string(kSteps) + "\nmicro_batch = 2\nseq_len = 16\n"
+         "[parallel]\ndp = 2\ntimeout_s = 60\n"
+         "[checkpoint]\nevery = 100\nkeep_last = 2\n";
+}
+
+void add_and_trust(const SshdFixture& fx, int i, const std::string& name, const std::string& price) {
+  const ProcResult add = cli({"nodes", "add", name, "--host", "127.0.0.1", "--port", std::to_string(fx.node(i).port),
+                              "--user", local_user_name(), "--key", fx.client_key(), "--price-per-hour", price});
+  CHECK_MSG(add.exit_code == 0, "%s", add.output.c_str());
+  const ProcResult refused = cli({"nodes", "probe", name});
+  const auto at = refused.output.find("--fingerprint SHA256:");
+  CHECK_MSG(at != std::string::npos, "%s", refused.output.c_str());
+  if (at == std::string::npos) return;
+  const auto start = at + std::string("--fingerprint ").size();
+  const std::string fp = refused.output.substr(start, refused.output.find_first_of(" \n`)", start) - start);
+  CHECK(cli({"nodes", "trust", name, "--fingerprint", fp}).exit_code == 0);
+}
+
+// step -> loss of a stored run.
+std::string query_text(const std::string& sql) {
+  flotilla::db::Database db(g_db);
+  flotilla::db::Stmt st(db, sql);
+  return st.step() ? st.text(0) : "";
+}
+
+std::map<int64_t, double> stored_losses(const std::string& run) {
+  std::map<int64_t, double> out;
+  flotilla::db::Database db(g_db);
+  flotilla::db::Stmt st(db, "SELECT m.step, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+                            "WHERE r.name = ?1 AND m.name = 'loss' ORDER BY m.step");
+  st.bind(1, run);
+  while (st.step()) out[st.i64(0)] = st.f64(1);
+  return out;
+}
+
+// SIGTERM to every process of node i's detached run (a spot shutdown notice), then node i's sshd
+// goes away for good.
+void preempt(SshdFixture& fx, int i, const std::string& rid) {
+  const std::string pid = read_file(fx.node(i).home + "/.flotilla/runs/" + rid + "/pid");
+  const pid_t sid = static_cast<pid_t>(std::atol(pid.c_str()));
+  CHECK_MSG(sid > 1, "no pid file for run %s on node %d", rid.c_str(), i);
+  for (pid_t p : all_pids())
+    if (sid > 1 && proc_stat_field(p, 4) == sid) kill(p, SIGTERM);
+  fx.stop(i);
+}
+
+// Runs `args` (flotilla run ... --auto-recover), preempting node 1 once 8 steps are stored.
+// Returns the command's exit status; `out` gets its output.
+int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, const std::string& rid,
+                        std::string& out) {
+  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log = g_log_dir + "/run-" + rid + ".log";
+  const pid_t run = spawn(argv, {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}, log);
+  bool preempted = false, reaped = false;
+  int status = 0;
+  wait_until(
+      [&] {
+        const std::string m = read_file(fx.node(0).home + "/.flotilla/runs/" + rid + "/metrics.jsonl");
+        if (std::count(m.begin(), m.end(), '\n') >= 8) {
+          preempt(fx, 1, rid);
+          preempted = true;
+          return true;
+        }
+        reaped = waitpid(run, &status, WNOHANG) == run;
+        return reaped;
+      },
+      90);
+  const int code = reaped ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128) : wait_exit(run);
+  out = read_file(log);
+  CHECK_MSG(preempted, "node b was never preempted: %s", out.c_str());
+  return code;
+}
+
+void check_run(const std::string& name, const std::map<int64_t, double>& reference, const std::string& target,
+               int64_t b_id) {
+  const std::map<int64_t, double> losses = stored_losses(name);
+  CHECK_MSG(static_cast<int>(losses.size()) == kSteps, "run %s: %zu steps stored", name.c_str(), losses.size());
+  double worst = 0;
+  for (const auto& [step, loss] : reference) {
+    const auto it = losses.find(step);
+    if (it == losses.end()) {
+      worst = INFINITY;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(it->second - loss) / std::max(1e-6, std::fabs(loss)));
+  }
+  CHECK_MSG(worst < 1e-5, "run %s: losses differ from the local 2-rank run by %.3g (relative)", name.c_str(), worst);
+  flotilla::db::Database db(g_db);
+  const int64_t id = flotilla::db::query_int(db, "SELECT id FROM runs WHERE name = '" + name + "'");
+  CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM metrics WHERE run_id = " + std::to_string(id) +
+                                        " AND name = 'loss'") == kSteps);
+  CHECK(query_text("SELECT status FROM runs WHERE id = " + std::to_string(id)) == "completed");
+  CHECK_MSG(query_text("SELECT target FROM runs WHERE id = " + std::to_string(id)) == target,
+            "target %s", query_text("SELECT target FROM runs WHERE id = " + std::to_string(id)).c_str());
+  CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM events WHERE run_id = " + std::to_string(id) +
+                                        " AND kind = 'recovery' AND message LIKE 'automatic recovery 1/3 (lost b)%'") == 1);
+  CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM run_nodes WHERE run_id = " + std::to_string(id) +
+                                        " AND node_id = " + std::to_string(b_id)) == 0);
+  // b accrued while it ran, and nothing is left open for it.
+  CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM cost_accruals WHERE run_id = " + std::to_string(id) +
+                                        " AND node_id = " + std::to_string(b_id)) >= 1);
+  CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM cost_accruals WHERE run_id = " + std::to_string(id) +
+                                        " AND end_time IS NULL") == 0);
+}
+
+}  // namespace
+
+int main() {
+  if (const std::string why = SshdFixture::unavailable(); !why.empty()) {
+    std::printf("SKIP: %s\n", why.c_str());
+    return 0;
+  }
+  SshdFixture fx("cli_recover");
+  if (!fx.start(0) || !fx.start(1) || !fx.start(2)) {
+    std::printf("SKIP: sshd cannot run as this user here: %s\n", fx.last_error().c_str());
+    return 0;
+  }
+  const std::string ws = fx.root() + "/ws";
+  std::filesystem::create_directories(ws);
+  g_db = ws + "/flotilla.db";
+  g_home = fx.root() + "/client-home";
+  g_log_dir = fx.root();
+  std::filesystem::create_directories(g_home);
+  add_and_trust(fx, 0, "a", "3.6");
+  add_and_trust(fx, 1, "b", "1.8");
+  add_and_trust(fx, 2, "c", "1.2");
+  const int64_t b_id = [] {
+    flotilla::db::Database db(g_db);
+    return flotilla::db::query_int(db, "SELECT id FROM nodes WHERE name = 'b'");
+  }();
+
+  const std::string cfg = fx.root() + "/tiny.toml";
+  write_text(cfg, config_text());
+  // The reference: the same config on this machine, 2 ranks, never interrupted.
+  const std::string local_dir = fx.root() + "/local";
+  const ProcResult local = run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0", "--no-bind", "--",
+                                       "train", "--config", cfg, "--out-dir", local_dir},
+                                      {"OMP_NUM_THREADS=1"});
+  CHECK_MSG(local.exit_code == 0, "%s", local.output.c_str());
+  std::map<int64_t, double> reference;
+  for (const auto& [step, loss] : step_losses(local_dir)) reference[step] = loss;
+  CHECK(static_cast<int>(reference.size()) == kSteps);
+
+  // 1. b preempted, the spare c takes its place. Run ids: 1 ("rec-1"), then 2.
+  std::string out;
+  int code = run_with_preemption(fx,
+                                 {"run", cfg, "--nodes", "a,b", "--no-bind", "--name", "rec", "--auto-recover",
+                                  "--spare", "c", "--recover-after", "1"},
+                                 "rec-1", out);
+  CHECK_MSG(code == 0, "exit %d: %s", code, out.c_str());
+  CHECK_MSG(contains(out, "automatic recovery 1/3 (lost b): 2 node(s) x 1 rank(s) on a,c, from the checkpoint at step"),
+            "%s", out.c_str());
+  check_run("rec", reference, "a,c", b_id);
+  CHECK(std::filesystem::exists(fx.node(2).home + "/.flotilla/runs/rec-1/metrics.jsonl") ||
+        std::filesystem::exists(fx.node(2).home + "/.flotilla/runs/rec-1/run.toml"));
+
+  // 2. b (back up) preempted again in a new run, no spare: its rank moves to a.
+  CHECK(fx.start(1));
+  code = run_with_preemption(fx,
+                             {"run", cfg, "--nodes", "a,b", "--no-bind", "--name", "rec2", "--auto-recover",
+                              "--recover-after", "1"},
+                             "rec2-2", out);
+  CHECK_MSG(code == 0, "exit %d: %s", code, out.c_str());
+  CHECK_MSG(contains(out, "automatic recovery 1/3 (lost b): 1 node(s) x 2 rank(s) on a"), "%s", out.c_str());
+  check_run("rec2", reference, "a", b_id);
+
+  // Without --auto-recover the flags that need it are refused.
+  CHECK(cli({"run", cfg, "--nodes", "a", "--spare", "c"}).exit_code == 2);
+  CHECK(cli({"run", cfg, "--nodes", "a,b", "--auto-recover", "--spare", "b"}).exit_code == 2);
+  return flotilla_test::summary("test_cli_recover");
+}
