@@ -115,6 +115,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   spendLayout->addWidget(m_spendLabel);
 
   auto* grid = new QGridLayout;
+  m_grid = grid;
   grid->setContentsMargins(0, 0, 0, 0);
   grid->setSpacing(8);
   grid->addWidget(m_loss, 0, 0, 1, 2);
@@ -166,6 +167,8 @@ void LiveDashboard::dataChanged() {
 
 void LiveDashboard::reset() {
   m_data.clear();
+  m_runNodes.clear();
+  if (m_gpuFromNodes) rebuildGpuPlot(false);
   m_drawnRanks = 0;
   m_ranks->setRanks({}, -1, 0);
   updateDerived();
@@ -176,6 +179,12 @@ void LiveDashboard::setEmptyMessage(const QString& message) {
   m_emptyMessage = message;
   for (PlotPanel* p : m_plots)
     if (p != m_gpu && p != m_spend) p->setMessage(message);
+  updateDerived();
+}
+
+void LiveDashboard::setRunNodes(const QStringList& nodes) {
+  if (nodes == m_runNodes) return;
+  m_runNodes = nodes;
   updateDerived();
 }
 
@@ -200,9 +209,58 @@ void LiveDashboard::addGpuSeries() {
   while (m_gpuSeries < m_data.gpuCount()) {
     const int i = m_gpuSeries++;
     const QColor c = kGpuColors[i % 8];
-    m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
+    if (!m_gpuFromNodes) m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
     m_memory->addSeries(S{live_col::gpuMem(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
   }
+}
+
+void LiveDashboard::addNodeSeries() {
+  if (!m_gpuFromNodes) {
+    if (m_data.nodeDevices().isEmpty()) return;
+    rebuildGpuPlot(true);
+  }
+  using S = ChartPlot::Series;
+  const QStringList& devices = m_data.nodeDevices();
+  // Memory lines double the legend: only while it stays short (decided on the first readings).
+  if (m_nodeSeries == 0) m_nodeMemory = devices.size() <= kMaxMemoryLines;
+  while (m_nodeSeries < devices.size()) {
+    const int i = m_nodeSeries++;
+    const QString& label = devices[i];
+    const QColor c = kGpuColors[i % 8];
+    m_gpu->addSeries(S{live_col::nodeUtil(label), label, c, ChartPlot::Style::Line, false, {}});
+    if (m_nodeMemory && m_data.nodeDeviceHasMemory(i)) {
+      QColor light = c;
+      light.setAlphaF(0.45);
+      m_gpu->addSeries(S{live_col::nodeMem(label), tr("%1 memory").arg(label), light, ChartPlot::Style::Line, false, {}});
+    }
+  }
+}
+
+void LiveDashboard::rebuildGpuPlot(bool nodes) {
+  auto* fresh = new ChartPlot(QStringLiteral("gpuPlot"),
+                              nodes ? tr("GPU utilisation by node") : tr("GPU utilisation"),
+                              nodes && m_data.nodeDevices().size() <= kMaxMemoryLines ? tr("% (memory: % of total)")
+                                                                                       : tr("%"),
+                              this);
+  fresh->setFixedYRange(0, 105);
+  fresh->setTable(nodes ? &m_data.nodeGpus() : &m_data.steps());
+  fresh->setXAxisKind(m_xKind);
+  ChartPlot* old = m_gpu;
+  m_grid->replaceWidget(old, fresh);
+  m_plots[m_plots.indexOf(old)] = fresh;
+  m_gpu = fresh;
+  // Not deleted here: a menu of the old plot (export) may be open in a nested event loop.
+  old->hide();
+  old->plotWidget()->setObjectName(QString());
+  old->deleteLater();
+  m_gpuFromNodes = nodes;
+  m_nodeSeries = 0;
+  if (!nodes) {
+    using S = ChartPlot::Series;
+    for (int i = 0; i < m_gpuSeries; ++i)
+      m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), kGpuColors[i % 8], ChartPlot::Style::Line, false, {}});
+  }
+  if (isVisible()) fresh->show();
 }
 
 void LiveDashboard::updateDerived() {
@@ -211,7 +269,15 @@ void LiveDashboard::updateDerived() {
     m_ranks->setRanks(m_data.rankWindow(), m_data.slowestRank(), m_data.rankWindowSize());
   }
   addGpuSeries();
-  if (m_data.gpuCount() == 0)
+  addNodeSeries();
+  const QString nodes = m_runNodes.isEmpty() ? tr("the run's nodes") : m_runNodes.join(QStringLiteral(", "));
+  if (m_gpuFromNodes)
+    m_gpu->setMessage(tr("No GPU readings from %1 yet").arg(nodes));
+  else if (m_data.gpuCount() == 0 && !m_runNodes.isEmpty())
+    m_gpu->setMessage(m_data.steps().rows() > 0
+                          ? tr("No GPU readings from %1:\nno GPU there, or none sampled yet").arg(nodes)
+                          : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
+  else if (m_data.gpuCount() == 0)
     m_gpu->setMessage(m_data.steps().rows() > 0
                           ? tr("No GPU in this run:\nits records carry no GPU fields (a CPU run)")
                           : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));

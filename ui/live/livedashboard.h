@@ -9,6 +9,12 @@
 // has spent its budget; the rest stay dirty for the next tick. So replots are bounded by the
 // timer (≤ 25/s per plot) and one tick never blocks the event loop for nine 1M-point plots at
 // once, only for about one budget.
+//
+// The GPU plot has two sources. Worker records that carry a `gpus` field give one point per
+// step (local GPU runs). Readings of the run's nodes from the store (LiveData::nodeGpus(), fed by
+// the page) give one line per node and GPU ("node-a/0"), plus its memory in per cent of the
+// device's total while there are at most kMaxMemoryLines devices; once the first node reading
+// arrives, the plot is rebuilt over that table and the records' GPU lines stay in the memory plot.
 #pragma once
 
 #include <QJsonObject>
@@ -19,6 +25,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QGridLayout;
 class QLabel;
 class QSlider;
 class QToolButton;
@@ -35,6 +42,7 @@ class LiveDashboard : public QWidget {
 
  public:
   static constexpr int kRefreshBudgetMs = 20;
+  static constexpr int kMaxMemoryLines = 4;
 
   explicit LiveDashboard(QWidget* parent = nullptr);
   ~LiveDashboard() override;
@@ -47,6 +55,10 @@ class LiveDashboard : public QWidget {
   void reset();
   // Shown in every plot while there is no data ("No run selected").
   void setEmptyMessage(const QString& message);
+  // The followed run's nodes (named in the GPU plot's empty state; empty: not known).
+  void setRunNodes(const QStringList& nodes);
+  // Whether the GPU plot draws the nodes' readings (else the records' `gpus` field).
+  bool gpuFromNodes() const { return m_gpuFromNodes; }
 
   void setXAxisKind(XAxisKind kind);
   XAxisKind xAxisKind() const { return m_xKind; }
@@ -73,6 +85,9 @@ class LiveDashboard : public QWidget {
  private:
   void updateDerived();
   void addGpuSeries();
+  void addNodeSeries();
+  // Replaces the GPU plot by a fresh one over the node readings (`nodes`) or the step records.
+  void rebuildGpuPlot(bool nodes);
 
   LiveData m_data;
   XAxisKind m_xKind = XAxisKind::Step;
@@ -94,6 +109,11 @@ class LiveDashboard : public QWidget {
   qsizetype m_next = 0;  // round-robin start of the next refresh
   quint64 m_drawnRanks = 0;
   int m_gpuSeries = 0;
+  int m_nodeSeries = 0;
+  bool m_gpuFromNodes = false;
+  bool m_nodeMemory = false;
+  QStringList m_runNodes;
+  QGridLayout* m_grid = nullptr;
   QString m_emptyMessage;
 };
 

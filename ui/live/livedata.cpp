@@ -15,6 +15,8 @@ namespace live_col {
 QString stackSum(int level) { return QStringLiteral("slowest_stack_%1").arg(level); }
 QString gpuUtil(int device) { return QStringLiteral("gpu%1_util_pct").arg(device); }
 QString gpuMem(int device) { return QStringLiteral("gpu%1_mem_mib").arg(device); }
+QString nodeUtil(const QString& device) { return device + QStringLiteral(" util_pct"); }
+QString nodeMem(const QString& device) { return device + QStringLiteral(" mem_pct"); }
 }  // namespace live_col
 
 namespace {
@@ -64,6 +66,82 @@ void LiveData::clear() {
   m_gpuMemTotal = 0;
   m_usdPerHour = m_maxUsd = 0;
   m_priceSource.clear();
+  clearNodeSamples();
+}
+
+void LiveData::clearNodeSamples() {
+  m_nodeGpus.clear();
+  for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall}) m_nodeGpus.column(n);
+  m_nodeDevices.clear();
+  m_nodeHasMem.clear();
+  m_nodeState.clear();
+  m_nodeRowTime = 0;
+}
+
+double LiveData::stepAtWall(double wall, const QString& column) const {
+  const QVector<double>& xs = m_steps.values(m_cols[cWall]);
+  const QVector<double>& ys = m_steps.values(column);
+  const qsizetype n = std::min(xs.size(), ys.size());
+  if (n == 0) return column == live_col::kStep ? double(m_startStep) : 0.0;
+  // The last step row at or before `wall`; between two rows, linear; outside, the nearest row.
+  const qsizetype i = std::upper_bound(xs.begin(), xs.begin() + n, wall) - xs.begin() - 1;
+  if (i < 0) return ys[0];
+  if (i >= n - 1) return ys[n - 1];
+  const double span = xs[i + 1] - xs[i];
+  return span > 0 ? ys[i] + (ys[i + 1] - ys[i]) * (wall - xs[i]) / span : ys[i];
+}
+
+void LiveData::nodeRow(double time) {
+  m_nodeGpus.beginRow();
+  m_nodeRowTime = time;
+  for (NodeDeviceState& st : m_nodeState) {
+    st.inRow = false;
+    if (st.lastTime >= 0 && time - st.lastTime <= kNodeHoldSeconds) {
+      m_nodeGpus.set(st.utilCol, st.lastUtil);
+      m_nodeGpus.set(st.memCol, st.lastMem);
+    }
+  }
+}
+
+void LiveData::appendNodeSamples(const QVector<NodeGpuSample>& samples, double fallbackT0) {
+  const double t0 = m_t0 > 0 ? m_t0 : fallbackT0;
+  QVector<NodeGpuSample> sorted = samples;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const NodeGpuSample& a, const NodeGpuSample& b) { return a.time < b.time; });
+  for (const NodeGpuSample& s : std::as_const(sorted)) {
+    if (!(s.time > 0) || s.device < 0) continue;
+    const QString label = s.node + QLatin1Char('/') + QString::number(s.device);
+    qsizetype d = m_nodeDevices.indexOf(label);
+    if (d < 0) {
+      d = m_nodeDevices.size();
+      m_nodeDevices.append(label);
+      m_nodeHasMem.append(false);
+      NodeDeviceState st;
+      st.utilCol = m_nodeGpus.column(live_col::nodeUtil(label));
+      st.memCol = m_nodeGpus.column(live_col::nodeMem(label));
+      m_nodeState.append(st);
+    }
+    NodeDeviceState& st = m_nodeState[d];
+    // Into the current row when it is recent and has no reading of this device yet; a reading
+    // older than a row it is already in would break the ascending x, so it is dropped.
+    const bool fits = m_nodeRowTime > 0 && !st.inRow && s.time < m_nodeRowTime + kNodeMergeSeconds;
+    if (!fits) {
+      if (m_nodeRowTime > 0 && s.time < m_nodeRowTime) continue;
+      nodeRow(s.time);
+      const double wall = s.time - t0;
+      m_nodeGpus.set(live_col::kWall, wall);
+      m_nodeGpus.set(live_col::kStep, stepAtWall(wall, live_col::kStep));
+      m_nodeGpus.set(live_col::kTokens, stepAtWall(wall, live_col::kTokens));
+    }
+    const double mem = std::isfinite(s.memUsed) && s.memTotal > 0 ? 100.0 * s.memUsed / s.memTotal : kNaN;
+    if (std::isfinite(mem)) m_nodeHasMem[d] = true;
+    m_nodeGpus.set(st.utilCol, s.utilPct);
+    m_nodeGpus.set(st.memCol, mem);
+    st.inRow = true;
+    st.lastTime = s.time;
+    st.lastUtil = s.utilPct;
+    st.lastMem = mem;
+  }
 }
 
 void LiveData::ingest(const QJsonObject& r) {

@@ -8,8 +8,11 @@
 // spend = the run's $/h x wall time. The price comes from the run config's [budget] section in
 // run_start (usd_per_hour; price_source named); a run without one says so instead of drawing
 // a made-up $0 curve. Wall time is `time` minus the first record's `time`; records without a
-// wall clock (time 0, as in test streams) fall back to the sum of step_ms. Not a QObject:
-// the page owns one and replays a run's file into a fresh one without touching the widgets.
+// wall clock (time 0, as in test streams) fall back to the sum of step_ms. GPU readings of the
+// run's nodes (the store's system samples, sampled on their own clock every few seconds) go into
+// a table of their own, placed by time: their step and tokens are interpolated from the step
+// rows, so they share every x axis with the records. Not a QObject: the page owns one and
+// replays a run's file into a fresh one without touching the widgets.
 #pragma once
 
 #include <QJsonObject>
@@ -42,11 +45,29 @@ inline const QString kSlowData = QStringLiteral("slowest_data_ms");
 QString stackSum(int level);  // "slowest_stack_1" .. "slowest_stack_4"
 QString gpuUtil(int device);  // "gpu0_util_pct"
 QString gpuMem(int device);   // "gpu0_mem_mib"
+// Columns of LiveData::nodeGpus() (besides step, tokens, wall_s) for device label "node-a/0".
+QString nodeUtil(const QString& device);  // "node-a/0 util_pct"
+QString nodeMem(const QString& device);   // "node-a/0 mem_pct"
 }  // namespace live_col
+
+// One reading of one GPU of a run's node from the store's system_samples (nodesamples.h).
+struct NodeGpuSample {
+  QString node;
+  int device = 0;
+  double time = 0;      // Unix seconds
+  double utilPct = 0;   // NaN when not reported
+  double memUsed = 0;   // bytes, NaN when not reported
+  double memTotal = 0;  // bytes, NaN or 0 when not reported
+};
 
 class LiveData {
  public:
   static constexpr int kRankWindow = 20;
+  // Node readings this close in time share a row; a device missing from a row keeps its last
+  // reading when that is at most kNodeHoldSeconds old (nodes are sampled one after another, so
+  // their clocks never line up exactly), else it is a gap.
+  static constexpr double kNodeMergeSeconds = 2.0;
+  static constexpr double kNodeHoldSeconds = 15.0;
 
   struct GpuSample {
     int device = 0;
@@ -71,10 +92,24 @@ class LiveData {
   void ingest(const QJsonObject& record);
   void appendStep(const StepSample& sample);
   void appendEval(qint64 step, double tokens, double time, double valLoss);
+  // Readings of the run's nodes' GPUs (oldest first per node), placed on the same wall clock as
+  // the step records (time - timeOrigin(), or - `fallbackT0` while no record had a time) and at
+  // the step and tokens interpolated from the step rows at that time.
+  void appendNodeSamples(const QVector<NodeGpuSample>& samples, double fallbackT0);
+  // Drops the node readings only (a replay replaced the steps they were placed against).
+  void clearNodeSamples();
   void clear();
 
   const ColumnTable& steps() const { return m_steps; }
   const ColumnTable& evals() const { return m_evals; }
+  // Node GPU readings: one row per sampling instant (readings within kNodeMergeSeconds of the
+  // row's first one share it), columns step, tokens, wall_s and two per device (nodeDevices()).
+  const ColumnTable& nodeGpus() const { return m_nodeGpus; }
+  // Device labels "node/gpu" in order of first appearance, and whether each reports memory.
+  const QStringList& nodeDevices() const { return m_nodeDevices; }
+  bool nodeDeviceHasMemory(int index) const { return m_nodeHasMem.value(index); }
+  // The Unix time wall_s counts from (the first record's time; 0 while unknown).
+  double timeOrigin() const { return m_t0; }
   // Reserves room for `rows` steps (the 1M-point tests and benchmark).
   void reserve(qsizetype rows) { m_steps.reserve(rows); }
 
@@ -105,7 +140,19 @@ class LiveData {
   double projectedEnd(XAxisKind kind) const;
 
  private:
-  ColumnTable m_steps, m_evals;
+  struct NodeDeviceState {
+    int utilCol = -1, memCol = -1;
+    double lastTime = -1, lastUtil = 0, lastMem = 0;
+    bool inRow = false;  // has its own reading in the current (last) row
+  };
+  void nodeRow(double time);
+  double stepAtWall(double wall, const QString& column) const;
+
+  ColumnTable m_steps, m_evals, m_nodeGpus;
+  QStringList m_nodeDevices;
+  QVector<bool> m_nodeHasMem;
+  QVector<NodeDeviceState> m_nodeState;
+  double m_nodeRowTime = 0;  // Unix time of the current node row (0: none yet)
   int m_cols[32] = {};
   QVector<QVector<RankTimes>> m_window;  // ring of the latest step records' ranks
   qsizetype m_windowNext = 0;

@@ -1,6 +1,7 @@
 // Live page (see livepage.h).
 #include "ui/live/livepage.h"
 
+#include <QComboBox>
 #include <QFile>
 #include <QFontDatabase>
 #include <QFutureWatcher>
@@ -20,8 +21,12 @@
 
 #include "ui/common/pageheader.h"
 #include "ui/live/livedashboard.h"
+#include "ui/live/nodesamples.h"
 #include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
+#include "ui/runs/remoterun.h"
+#include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
 namespace {
@@ -43,6 +48,13 @@ LiveData parseMetrics(const QString& path, qint64 upTo) {
   return data;
 }
 
+// The run store's id of `run` (0: not stored, or not known yet).
+qint64 storeIdOf(const RunHandle* run) {
+  if (const auto* local = qobject_cast<const LocalRun*>(run)) return local->storeId();
+  if (const auto* remote = qobject_cast<const RemoteRun*>(run)) return remote->storeId();
+  return 0;
+}
+
 }  // namespace
 
 LivePage::LivePage(QWidget* parent)
@@ -55,7 +67,10 @@ LivePage::LivePage(QWidget* parent)
       m_kill(new QPushButton(tr("Kill…"), this)),
       m_dashboard(new LiveDashboard(this)),
       m_log(new QPlainTextEdit(this)),
-      m_timer(new QTimer(this)) {
+      m_timer(new QTimer(this)),
+      m_picker(new QComboBox(this)),
+      m_samples(new NodeSamplesPoller(this)),
+      m_samplesTimer(new QTimer(this)) {
   auto* header = new PageHeader(
       tr("Live"),
       tr("A run as it trains: loss, throughput, where each rank's time goes, memory, GPUs, spend. "
@@ -83,8 +98,14 @@ LivePage::LivePage(QWidget* parent)
   m_kill->setToolTip(tr("End the worker at once (SIGKILL), after a confirmation: progress since the last "
                         "checkpoint is lost"));
 
+  m_picker->setObjectName(QStringLiteral("liveRunPicker"));
+  m_picker->setToolTip(tr("The run this page follows: this session's runs, including those re-attached at start"));
+  m_picker->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  m_picker->hide();  // shown once there is a choice
+
   auto* titleRow = new QHBoxLayout;
   titleRow->addWidget(m_title);
+  titleRow->addWidget(m_picker);
   titleRow->addSpacing(12);
   titleRow->addWidget(m_state);
   titleRow->addStretch(1);
@@ -126,6 +147,21 @@ LivePage::LivePage(QWidget* parent)
   connect(m_kill, &QPushButton::clicked, this, &LivePage::confirmKill);
   m_timer->setInterval(kRefreshMs);
   connect(m_timer, &QTimer::timeout, this, &LivePage::refresh);
+  connect(m_picker, &QComboBox::activated, this, [this](int index) {
+    if (index >= 0 && index < m_entries.size() && m_entries[index] && m_entries[index] != m_run)
+      setRun(m_entries[index]);
+  });
+  m_samplesTimer->setInterval(kSamplesMs);
+  connect(m_samplesTimer, &QTimer::timeout, this, [this] {
+    if (!m_run) return;
+    if (m_samples->runId() == 0) followSamples(false);  // a run on nodes learns its store id late
+    if (m_run->isActive()) {
+      if (isVisible()) pollSamples();
+    } else if (m_samples->runId() > 0) {
+      m_samplesTimer->stop();  // ended: its readings were read when it ended (or when followed)
+    }
+  });
+  connect(m_samples, &NodeSamplesPoller::samplesRead, this, &LivePage::onSamples);
   setRun(nullptr);
 }
 
@@ -145,6 +181,7 @@ void LivePage::setRun(RunHandle* run) {
     m_dashboard->setEmptyMessage(tr("Waiting for the first step…"));
     for (const RunHandle::LogLine& line : run->log()) appendLog(line.level, line.text);
     replayHistory();
+    addPickerEntry(run);
     connect(run, &RunHandle::recordReceived, this, &LivePage::onRecord);
     connect(run, &RunHandle::logAppended, this, &LivePage::appendLog);
     connect(run, &RunHandle::stateChanged, this, [this] {
@@ -152,11 +189,88 @@ void LivePage::setRun(RunHandle* run) {
       // Rare and final-ish (the last records were drained just before): draw everything.
       updateStatus();
       if (isVisible()) m_dashboard->refreshAll();
+      pollSamples();  // the readings up to the end
     });
     connect(run, &QObject::destroyed, this, [this] { setRun(nullptr); });
   }
+  syncPicker();
+  followSamples(true);
   updateControls();
   refresh();
+}
+
+void LivePage::setRuns(LocalRuns* runs) {
+  if (runs->store()) setDatabasePath(runs->store()->databasePath());
+  for (int i = 0; i < runs->count(); ++i) addPickerEntry(runs->at(i));
+  for (RemoteRun* r : runs->remoteRuns()) addPickerEntry(r);
+  connect(runs, &LocalRuns::runAdded, this, [this, runs](int index) { addPickerEntry(runs->at(index)); });
+  connect(runs, &LocalRuns::remoteRunAdded, this, [this](RemoteRun* run) { addPickerEntry(run); });
+  connect(runs, &LocalRuns::runReattached, this, &LivePage::offerRun);
+}
+
+void LivePage::offerRun(RunHandle* run) {
+  if (!run) return;
+  addPickerEntry(run);
+  if (!m_run || !m_run->isActive()) setRun(run);
+}
+
+void LivePage::setDatabasePath(const QString& path) {
+  m_samples->setDatabasePath(path);
+  followSamples(true);
+}
+
+void LivePage::addPickerEntry(RunHandle* run) {
+  if (!run || m_entries.contains(run)) return;
+  m_entries.append(run);
+  const bool remote = qobject_cast<RemoteRun*>(run) != nullptr;
+  m_picker->addItem(remote ? tr("%1 (SSH nodes)").arg(run->name()) : run->name());
+  // By the time destroyed() is emitted the run's QPointer reads null: drop every null entry.
+  connect(run, &QObject::destroyed, this, [this] {
+    for (qsizetype i = m_entries.size() - 1; i >= 0; --i) {
+      if (m_entries[i]) continue;
+      m_entries.remove(i);
+      m_picker->removeItem(static_cast<int>(i));
+    }
+    syncPicker();
+  });
+  syncPicker();
+}
+
+void LivePage::syncPicker() {
+  // QPointers of destroyed runs read null; their rows go in the destroyed handler above.
+  const QSignalBlocker block(m_picker);
+  m_picker->setCurrentIndex(m_run ? static_cast<int>(m_entries.indexOf(m_run.data())) : -1);
+  m_picker->setVisible(m_entries.size() > 1);
+}
+
+void LivePage::followSamples(bool restart) {
+  const qint64 id = m_run ? storeIdOf(m_run) : 0;
+  if (restart || id != m_samples->runId()) {
+    m_samples->follow(id);
+    m_dashboard->data().clearNodeSamples();
+    m_dashboard->setRunNodes({});
+  }
+  if (!m_run || m_samples->databasePath().isEmpty()) {
+    m_samplesTimer->stop();
+    return;
+  }
+  if (!m_samplesTimer->isActive()) m_samplesTimer->start();  // also: a run on nodes learns its id late
+  if (id > 0) pollSamples();
+}
+
+void LivePage::pollSamples() {
+  if (!m_run || m_replaying) return;
+  // Readings are placed on the records' clock: wait for the first record of an active run.
+  if (m_run->isActive() && m_dashboard->data().timeOrigin() <= 0) return;
+  m_samples->poll();
+}
+
+void LivePage::onSamples(const NodeSampleBatch& batch) {
+  if (!batch.error.isEmpty() || batch.runId != storeIdOf(m_run)) return;
+  m_dashboard->setRunNodes(batch.sshNodes);
+  if (batch.samples.isEmpty()) return;
+  m_dashboard->data().appendNodeSamples(batch.samples, batch.startedAt);
+  if (isVisible() && !m_timer->isActive()) m_dashboard->refreshAll();  // an ended run: no timer
 }
 
 void LivePage::onRecord(const QJsonObject& record) {
@@ -186,6 +300,8 @@ void LivePage::replayHistory() {
     m_held.clear();
     m_replaying = false;
     m_dashboard->dataChanged();
+    // The replayed data replaced the node readings placed so far: read them again.
+    followSamples(true);
     refresh();
   });
   watcher->setFuture(QtConcurrent::run(parseMetrics, path, upTo));
@@ -268,6 +384,7 @@ bool LivePage::refresh() {
 
 void LivePage::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
+  pollSamples();  // catch up on readings skipped while hidden
   m_dashboard->refreshAll();
 }
 

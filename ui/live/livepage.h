@@ -8,6 +8,12 @@
 // hidden page does not redraw at all. Following a run that already has records replays its
 // metrics file up to the tail's offset (on a worker thread when the file is large); records
 // that arrive meanwhile are held and applied after the replay, so none is lost or doubled.
+//
+// A run picker lists this session's runs (LocalRuns: local ones, runs on SSH nodes, those
+// re-attached at start). A re-attached run is offered, not imposed: the page follows it only
+// when it follows no active run, and never switches the window to itself. GPU readings of the
+// followed run's nodes come from the store (nodesamples.h), polled every kSamplesMs while the
+// run is active and the page visible, and drawn by the same 40 ms refresh.
 #pragma once
 
 #include <QJsonObject>
@@ -15,6 +21,7 @@
 #include <QVector>
 #include <QWidget>
 
+class QComboBox;
 class QLabel;
 class QMessageBox;
 class QPlainTextEdit;
@@ -26,6 +33,9 @@ namespace flotilla::ui {
 
 class LiveDashboard;
 class LocalRun;
+class LocalRuns;
+class NodeSamplesPoller;
+struct NodeSampleBatch;
 class RunHandle;
 class LossPlot;
 class SeriesStore;
@@ -37,11 +47,21 @@ class LivePage : public QWidget {
   static constexpr int kRefreshMs = 40;
   // Metrics files up to this size are replayed on the UI thread (a few ms), larger ones on a thread.
   static constexpr qint64 kSyncReplayBytes = 4 << 20;
+  static constexpr int kSamplesMs = 2000;
 
   explicit LivePage(QWidget* parent = nullptr);
 
   // Follows `run` (nullptr: none). The page never owns the run.
   void setRun(RunHandle* run);
+  // The session's runs: listed in the run picker as they are added; re-attached ones are offered
+  // (offerRun); the store's database (if any) is where node GPU readings are read.
+  void setRuns(LocalRuns* runs);
+  // Lists `run` in the picker and follows it when the page follows no active run.
+  void offerRun(RunHandle* run);
+  // The run store to read node GPU readings from ("" = none).
+  void setDatabasePath(const QString& path);
+  QComboBox* runPicker() const { return m_picker; }
+  NodeSamplesPoller* nodeSamples() const { return m_samples; }
   // The followed run when it is a LocalRun (nullptr otherwise); followed(): whichever kind.
   LocalRun* run() const;
   RunHandle* followed() const;
@@ -69,6 +89,12 @@ class LivePage : public QWidget {
 
  private:
   void appendLog(const QString& level, const QString& text);
+  void addPickerEntry(RunHandle* run);
+  void syncPicker();
+  void pollSamples();
+  // Points the poller at the followed run (restart: read its readings again from the start).
+  void followSamples(bool restart);
+  void onSamples(const NodeSampleBatch& batch);
   void onRecord(const QJsonObject& record);
   void replayHistory();
   void confirmKill();
@@ -85,6 +111,10 @@ class LivePage : public QWidget {
   LiveDashboard* m_dashboard;
   QPlainTextEdit* m_log;
   QTimer* m_timer;
+  QComboBox* m_picker;
+  QVector<QPointer<RunHandle>> m_entries;  // the picker's runs, in its order
+  NodeSamplesPoller* m_samples;
+  QTimer* m_samplesTimer;
   QPointer<QMessageBox> m_confirm;
   bool m_replaying = false;
   quint64 m_followId = 0;  // which setRun() a finished replay belongs to

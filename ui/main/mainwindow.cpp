@@ -221,6 +221,9 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
 void MainWindow::connectRuns() {
   auto* runsPage = static_cast<RunsPage*>(page(Runs));
   auto* livePage = static_cast<LivePage*>(page(Live));
+  // The Live page's run picker lists the session's runs and follows a re-attached one when it
+  // follows no active run, without switching pages (unlike a run the user starts or opens).
+  livePage->setRuns(m_runs);
   connect(runsPage, &RunsPage::runOpened, this, [this, livePage](LocalRun* run) {
     livePage->setRun(run);
     showPage(Live);

@@ -280,6 +280,7 @@ int LocalRuns::reattachRunning() {
     if (pid > 0 && run->attach(pid)) {
       add(run);
       ++attached;
+      emit runReattached(run);
       continue;
     }
     delete run;
@@ -293,7 +294,7 @@ int LocalRuns::reattachRunning() {
   }
   // Runs on SSH nodes: watched again from the committed offset (like `flotilla runs attach`).
   const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
-  for (RemoteRun* run : RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this)) {
+  for (RemoteRun* run : RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this, m_prompt)) {
     bool known = false;
     for (const RemoteRun* other : std::as_const(m_remote)) known = known || other->storeId() == run->storeId();
     if (known) {
@@ -302,6 +303,8 @@ int LocalRuns::reattachRunning() {
     }
     m_remote.append(run);
     ++attached;
+    emit remoteRunAdded(run);
+    emit runReattached(run);
   }
   return attached;
 }
@@ -323,8 +326,10 @@ RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStr
           .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
                     QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
   auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
+  run->setPassphrasePrompt(m_prompt);
   m_remote.append(run);
   run->start(config, nodes, worker);
+  emit remoteRunAdded(run);
   return run;
 }
 
@@ -340,6 +345,12 @@ LocalRun* LocalRuns::openStored(qint64 storeId) {
                                               : LocalRun::State::Stopped);
   add(run);
   return run;
+}
+
+RemoteRun* LocalRuns::remoteRunForStoreId(qint64 storeId) const {
+  for (qsizetype i = m_remote.size() - 1; i >= 0; --i)
+    if (m_remote[i]->storeId() == storeId) return m_remote[i];
+  return nullptr;
 }
 
 LocalRun* LocalRuns::runForStoreId(qint64 storeId) const {

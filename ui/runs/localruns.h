@@ -16,11 +16,13 @@
 #include <QStringList>
 
 #include "engine/config/run_config.h"
+#include "ui/runs/passphraseprompt.h"
 
 namespace flotilla::ui {
 
 class LocalRun;
 class RemoteRun;
+class RunHandle;
 class StoreService;
 
 class LocalRuns : public QObject {
@@ -42,6 +44,9 @@ class LocalRuns : public QObject {
   // The run store (may be nullptr: runs are then only kept in memory for this session).
   void setStore(StoreService* store) { m_store = store; }
   StoreService* store() const { return m_store; }
+  // How the runs on SSH nodes it starts or re-attaches ask for a key's passphrase (default: the
+  // dialog; tests answer it).
+  void setPassphrasePrompt(PassphrasePrompt prompt) { m_prompt = std::move(prompt); }
 
   // Starts `flotilla-worker demo` in a new run folder. nullptr with *error when the worker is
   // missing or the folder cannot be made; a run that fails later reports through its state.
@@ -70,6 +75,8 @@ class LocalRuns : public QObject {
   // Runs on SSH nodes of this session (started or re-attached), oldest first. reattachRunning()
   // also re-attaches every stored run that is running on nodes (counted in its result).
   const QList<RemoteRun*>& remoteRuns() const { return m_remote; }
+  // This session's RemoteRun of stored run `storeId` (the newest), or nullptr.
+  RemoteRun* remoteRunForStoreId(qint64 storeId) const;
   // The session's LocalRun of a stored run, or a read-only one made for it (LocalRun::review)
   // when the run is not active here. nullptr when the store has no such run.
   LocalRun* openStored(qint64 storeId);
@@ -86,6 +93,10 @@ class LocalRuns : public QObject {
   void runAdded(int index);
   void runChanged(int index);  // progress or state of the run at index changed
   void runningCountChanged(int count);
+  // A run on SSH nodes joined this session (started or re-attached).
+  void remoteRunAdded(flotilla::ui::RemoteRun* run);
+  // reattachRunning() re-attached `run` (a LocalRun or a RemoteRun), after runAdded/remoteRunAdded.
+  void runReattached(flotilla::ui::RunHandle* run);
 
  private:
   QString newRunDir(const QString& prefix, QString* name) const;
@@ -104,6 +115,7 @@ class LocalRuns : public QObject {
   QList<RemoteRun*> m_remote;
   StoreService* m_store = nullptr;
   int m_running = 0;
+  PassphrasePrompt m_prompt = askPassphraseDialog;
 };
 
 }  // namespace flotilla::ui

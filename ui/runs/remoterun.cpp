@@ -2,8 +2,12 @@
 #include "ui/runs/remoterun.h"
 
 #include <QDir>
+#include <QCoreApplication>
+#include <QDeadlineTimer>
 #include <QJsonDocument>
+#include <QMutex>
 #include <QThread>
+#include <QWaitCondition>
 
 #include <cmath>
 #include <cstdio>
@@ -24,7 +28,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNode& node) {
+remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNode& node, remote::PassphraseFn ask) {
   remote::SessionOptions o;
   o.host = node.host;
   o.port = node.port;
@@ -34,8 +38,21 @@ remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNo
   o.connect_timeout_s = 10;
   o.read_timeout_s = 15;
   o.keepalive_interval_s = 5;
-  return o;  // no passphrase prompt on a thread: ssh-agent or an unencrypted key
+  o.passphrase = std::move(ask);
+  return o;
 }
+
+// One question to the UI thread and its answer; the answer is wiped when the last owner lets go.
+struct PassphraseAsk {
+  QMutex mutex;
+  QWaitCondition answered;
+  bool done = false;
+  bool abandoned = false;  // the thread stopped waiting (the run is being left): do not ask
+  std::optional<std::string> answer;
+  ~PassphraseAsk() {
+    if (answer) wipeSecret(*answer);
+  }
+};
 
 // The store status name of run `id` ("" when it cannot be read).
 std::string storedStatus(const std::string& dbPath, int64_t id) {
@@ -74,6 +91,40 @@ void RemoteRun::launch(std::function<void()> body) {
   m_thread->start();
 }
 
+std::optional<std::string> RemoteRun::askPassphrase(const std::string& node, const std::string& keyPath) {
+  std::optional<std::string> out;
+  if (!m_prompt || m_leave.load()) return out;
+  auto ask = std::make_shared<PassphraseAsk>();
+  // Posted to the application, not to this object, with a copy of the prompt: the dialog runs
+  // in a nested event loop, during which this object may go away; the call touches only `ask`.
+  QMetaObject::invokeMethod(
+      QCoreApplication::instance(),
+      [ask, prompt = m_prompt, n = QString::fromStdString(node), k = QString::fromStdString(keyPath)] {
+        {
+          QMutexLocker lock(&ask->mutex);
+          if (ask->abandoned) return;
+        }
+        std::optional<std::string> typed = prompt(n, k);
+        QMutexLocker lock(&ask->mutex);
+        if (typed) {
+          ask->answer.emplace(*typed);
+          wipeSecret(*typed);
+        }
+        ask->done = true;
+        ask->answered.wakeAll();
+      },
+      Qt::QueuedConnection);
+  QMutexLocker lock(&ask->mutex);
+  while (!ask->done && !m_leave.load()) ask->answered.wait(&ask->mutex, QDeadlineTimer(200));
+  ask->abandoned = true;
+  if (ask->done && ask->answer) {
+    out.emplace(*ask->answer);
+    wipeSecret(*ask->answer);
+    ask->answer.reset();
+  }
+  return out;  // the session wipes it after one use
+}
+
 void RemoteRun::postLog(const QString& level, const std::string& text) {
   QMetaObject::invokeMethod(
       this, [this, level, t = QString::fromStdString(text)] { appendLog(level, t); }, Qt::QueuedConnection);
@@ -85,7 +136,12 @@ std::vector<noderun::Node> RemoteRun::connectOnThread(db::Database& db, const st
   const std::string dbPath = m_databasePath.toStdString();
   std::string refused;
   if (!noderun::connectNodes(
-          nodes, [&](const db::SshNode& rec) { return sessionOptions(dbPath, rec); },
+          nodes,
+          [&](const db::SshNode& rec) {
+            return sessionOptions(dbPath, rec, [this, name = rec.name](const std::string& key) {
+              return askPassphrase(name, key);
+            });
+          },
           [&](const std::string& node, const remote::HostKeyError& e) {
             refused = "node " + node + ": " + e.what() + " (check the key and trust it on the Nodes page)";
           }))
@@ -227,7 +283,7 @@ bool RemoteRun::isNodeRunDir(const QString& runDir) {
 }
 
 QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
-                                               QObject* parent) {
+                                               QObject* parent, const PassphrasePrompt& prompt) {
   QVector<RemoteRun*> out;
   std::vector<db::Run> runs;
   try {
@@ -244,6 +300,7 @@ QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, cons
     auto* run = new RemoteRun(name, databasePath, QDir(mirrorRoot).filePath(name + QStringLiteral("-") +
                                                                                QString::number(r.id)),
                               parent);
+    run->setPassphrasePrompt(prompt);
     run->reattach(r.id);
     out.append(run);
   }

@@ -7,6 +7,9 @@
 // page's late-follow replay reads exactly the bytes already delivered. Destroying a RemoteRun
 // leaves the run going on the nodes and 'running' in the store (like an app exit): the watcher
 // only gives up watching, and a later reattach() continues from the committed offset.
+// An encrypted key file's passphrase is asked on the UI thread (passphraseprompt.h) while the
+// worker thread waits; the wait gives up when the run is being left, so destroying a RemoteRun
+// whose thread waits for an answer never deadlocks.
 #pragma once
 
 #include <QDateTime>
@@ -22,6 +25,7 @@
 
 #include "engine/config/run_config.h"
 #include "ui/runs/noderun_core.h"
+#include "ui/runs/passphraseprompt.h"
 #include "ui/runs/runhandle.h"
 
 class QThread;
@@ -37,6 +41,10 @@ class RemoteRun : public RunHandle {
   RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent = nullptr);
   ~RemoteRun() override;  // leaves the run running on the nodes (see above); joins the thread
 
+  // How an encrypted key's passphrase is asked (default: askPassphraseDialog; empty: never, the
+  // key is then skipped). Set before start() or reattach().
+  void setPassphrasePrompt(PassphrasePrompt prompt) { m_prompt = std::move(prompt); }
+
   // Creates the store row, deploys and starts `config` on `nodes` (stored node names, the master
   // first), then watches it. `workerPath`: the local flotilla-worker to deploy.
   void start(const RunConfig& config, const QStringList& nodes, const QString& workerPath);
@@ -46,7 +54,7 @@ class RemoteRun : public RunHandle {
   // The app's start: one re-attached RemoteRun (parented to `parent`, mirrored under
   // <mirrorRoot>/<run name>) per stored run that is 'running' on SSH nodes (run_dir "<node>:/...").
   static QVector<RemoteRun*> reattachRunning(const QString& databasePath, const QString& mirrorRoot,
-                                             QObject* parent);
+                                             QObject* parent, const PassphrasePrompt& prompt = askPassphraseDialog);
   // Whether a stored run_dir names a directory on an SSH node ("<node>:/...").
   static bool isNodeRunDir(const QString& runDir);
 
@@ -87,6 +95,8 @@ class RemoteRun : public RunHandle {
   std::vector<noderun::Node> connectOnThread(db::Database& db, const std::vector<std::string>& names);
   // Thread side: mirrors and posts history (bytes [0, upTo) of rank 0's metrics), then watches.
   void watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo);
+  // Thread side: asks the UI thread for a key's passphrase and waits (nullopt: no answer).
+  std::optional<std::string> askPassphrase(const std::string& node, const std::string& keyPath);
   void postLog(const QString& level, const std::string& text);
   void failOnThread(int64_t runId, const std::string& what);
   void deliver(const QStringList& lines);
@@ -98,6 +108,7 @@ class RemoteRun : public RunHandle {
   QString m_name, m_databasePath, m_mirrorDir, m_error;
   QStringList m_nodes;
   QThread* m_thread = nullptr;
+  PassphrasePrompt m_prompt = askPassphraseDialog;
   std::atomic<bool> m_stopFlag{false};
   std::atomic<bool> m_leave{false};
   State m_state = State::NotStarted;

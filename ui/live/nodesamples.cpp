@@ -1,0 +1,101 @@
+// Node GPU readings for the Live page (see nodesamples.h).
+#include "ui/live/nodesamples.h"
+
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <cmath>
+#include <exception>
+#include <limits>
+
+#include "db/database.h"
+#include "db/nodes.h"
+#include "db/sql.h"
+
+namespace flotilla::ui {
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId, QHash<qint64, NodeSampleCursor> cursors) {
+  NodeSampleBatch out;
+  out.runId = runId;
+  try {
+    db::OpenOptions options;
+    options.create = false;
+    options.quick_check = false;
+    const db::Database db(databasePath.toStdString(), options);
+    {
+      db::Stmt st(db, "SELECT COALESCE(started_at, created_at) FROM runs WHERE id = ?1");
+      st.bind(1, static_cast<int64_t>(runId));
+      if (st.step()) out.startedAt = st.f64(0);
+    }
+    for (const db::RunNodeRef& node : db::list_run_nodes(db, runId)) {
+      const QString name = QString::fromStdString(node.name);
+      out.nodes << name;
+      if (node.kind == "ssh") out.sshNodes << name;
+      NodeSampleCursor& cursor = cursors[node.node_id];
+      const double since = cursor.time > 0 ? cursor.time : out.startedAt;
+      for (const db::SystemSample& s : db::system_samples(db, node.node_id, since)) {
+        if (s.time == cursor.time && cursor.devices.contains(s.device)) continue;  // delivered before
+        if (s.time > cursor.time) {
+          cursor.time = s.time;
+          cursor.devices.clear();
+        }
+        cursor.devices.insert(s.device);
+        NodeGpuSample g;
+        g.node = name;
+        g.device = s.device;
+        g.time = s.time;
+        g.utilPct = s.utilization.value_or(kNaN);
+        g.memUsed = s.memory_used ? double(*s.memory_used) : kNaN;
+        g.memTotal = s.memory_total ? double(*s.memory_total) : kNaN;
+        out.samples.append(g);
+      }
+    }
+  } catch (const std::exception& e) {
+    out.error = QString::fromUtf8(e.what());
+  }
+  out.cursors = std::move(cursors);
+  return out;
+}
+
+NodeSamplesPoller::NodeSamplesPoller(QObject* parent) : QObject(parent) {
+  connect(&m_watcher, &QFutureWatcher<NodeSampleBatch>::finished, this, &NodeSamplesPoller::finished);
+}
+
+NodeSamplesPoller::~NodeSamplesPoller() { m_watcher.waitForFinished(); }
+
+void NodeSamplesPoller::follow(qint64 runId) {
+  m_runId = runId;
+  ++m_generation;
+  m_cursors.clear();
+  m_nodes.clear();
+}
+
+bool NodeSamplesPoller::poll() {
+  if (m_busy || m_runId <= 0 || m_path.isEmpty()) return false;
+  m_busy = true;
+  const quint64 generation = m_generation;
+  m_watcher.setFuture(QtConcurrent::run([path = m_path, id = m_runId, cursors = m_cursors, generation] {
+    NodeSampleBatch batch = readNodeSamples(path, id, cursors);
+    batch.generation = generation;
+    return batch;
+  }));
+  return true;
+}
+
+void NodeSamplesPoller::finished() {
+  m_busy = false;
+  const NodeSampleBatch batch = m_watcher.result();
+  if (batch.generation != m_generation) {  // read for a run no longer followed: read for this one
+    poll();
+    return;
+  }
+  if (batch.error.isEmpty()) {
+    m_cursors = batch.cursors;
+    m_nodes = batch.nodes;
+  }
+  emit samplesRead(batch);
+}
+
+}  // namespace flotilla::ui
