@@ -151,9 +151,10 @@ class SshdFixture {
 
   // Starts node `i` (0, 1, ...) with a host key of `type`; same port on restart. False when sshd
   // did not come up within 10 s (its log is in last_error()).
-  // `extra` is appended to the node's sshd_config (e.g. a ForceCommand).
+  // `extra` is appended to the node's sshd_config (e.g. a ForceCommand); `env` ("NAME=value ...")
+  // joins HOME on the one SetEnv line (sshd uses only the first SetEnv line).
   bool start(int i, const std::string& key_type = "ed25519", const std::string& key_file = "",
-             const std::string& extra = "") {
+             const std::string& extra = "", const std::string& env = "") {
     if (static_cast<size_t>(i) >= nodes_.size()) nodes_.resize(static_cast<size_t>(i) + 1);
     Node& n = nodes_[static_cast<size_t>(i)];
     if (n.port == 0) n.port = free_port();
@@ -168,7 +169,7 @@ class SshdFixture {
                              "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                              "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
                              "Subsystem sftp internal-sftp\nSetEnv HOME=" +
-                             n.home + "\nMaxStartups 50\nLogLevel ERROR\n" + extra);
+                             n.home + (env.empty() ? "" : " " + env) + "\nMaxStartups 50\nLogLevel ERROR\n" + extra);
     n.pid = fork();
     if (n.pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -6,8 +6,10 @@
 //  2. without a spare: the same preemption; b's rank moves to a (1 node x 2 ranks, same world).
 // Both times the store has every step exactly once, the per-step losses equal the same config run
 // locally with 2 ranks and no interruption, the recovery is recorded as an event, the run's
-// target and nodes are the new ones, and b accrues no cost after the preemption.
+// target and nodes are the new ones, and b accrues no cost after the preemption. Node a's GPU (a
+// stand-in nvidia-smi) is sampled into system_samples while the run is watched.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <map>
@@ -157,7 +159,14 @@ int main() {
     return 0;
   }
   SshdFixture fx("cli_recover");
-  if (!fx.start(0) || !fx.start(1) || !fx.start(2)) {
+  // Node a has a GPU as far as its login shell can tell: a stand-in nvidia-smi on its PATH
+  // answers the query the watcher samples every few seconds.
+  const std::string fake_bin = fx.root() + "/node0-bin";
+  std::filesystem::create_directories(fake_bin);
+  write_text(fake_bin + "/nvidia-smi", "#!/bin/sh\necho '0, NVIDIA H200, 143771, 20480, 87, 45, 301.5, 560.35'\n");
+  ::chmod((fake_bin + "/nvidia-smi").c_str(), 0755);
+  if (!fx.start(0, "ed25519", "", "", "PATH=" + fake_bin + ":/usr/local/bin:/usr/bin:/bin") || !fx.start(1) ||
+      !fx.start(2)) {
     std::printf("SKIP: sshd cannot run as this user here: %s\n", fx.last_error().c_str());
     return 0;
   }
@@ -199,6 +208,18 @@ int main() {
   check_run("rec", reference, "a,c", b_id);
   CHECK(std::filesystem::exists(fx.node(2).home + "/.flotilla/runs/rec-1/metrics.jsonl") ||
         std::filesystem::exists(fx.node(2).home + "/.flotilla/runs/rec-1/run.toml"));
+
+  {
+    // GPU samples of node a, written while the run was watched (87 % at 20480 MiB used).
+    flotilla::db::Database db(g_db);
+    const std::string a = "(SELECT id FROM nodes WHERE name = 'a')";
+    CHECK_MSG(flotilla::db::query_int(db, "SELECT COUNT(*) FROM system_samples WHERE node_id = " + a +
+                                              " AND device = 0 AND utilization = 87 AND memory_used = " +
+                                              std::to_string(20480LL << 20)) >= 1,
+              "no GPU sample of node a");
+    CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM system_samples WHERE node_id = (SELECT id FROM nodes "
+                                      "WHERE name = 'c')") == 0);  // no nvidia-smi there
+  }
 
   // 2. b (back up) preempted again in a new run, no spare: its rank moves to a.
   CHECK(fx.start(1));
