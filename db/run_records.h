@@ -1,5 +1,5 @@
 // What a run left behind besides metrics: its checkpoints and its events (status changes, worker
-// events, samples), newest first, and system samples of the nodes it ran on.
+// events, samples), newest first. System samples of the nodes are in db/nodes.h.
 #pragma once
 
 #include <cstdint>
@@ -27,17 +27,5 @@ struct EventInfo {
 };
 // The `limit` most recent events (0: all), oldest first.
 std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit = 0);
-
-struct SystemSample {
-  int64_t node_id = 0;
-  int device = 0;
-  double time = 0;
-  std::optional<double> utilization, power_w, temperature_c;
-  std::optional<int64_t> memory_used, memory_total;
-};
-// Inserts samples (replacing one at the same node, device and time). Call through the Writer.
-void add_system_samples(Database& db, const std::vector<SystemSample>& samples);
-// Samples of a node in [from, to], time order.
-std::vector<SystemSample> system_samples(const Database& db, int64_t node_id, double from, double to);
 
 }  // namespace flotilla::db

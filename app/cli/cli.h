@@ -70,7 +70,4 @@ int cmd_costs(const Context& ctx);
 int cmd_pricing(const Context& ctx);
 int cmd_nodes(const Context& ctx);  // nodes.cpp
 
-// `runs resume`: shared with `run` (run.cpp).
-int resume_run(const Context& ctx, const std::string& run);
-
 }  // namespace flotilla::cli

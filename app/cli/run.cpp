@@ -286,19 +286,9 @@ int cmd_run(const Context& ctx) {
   const std::optional<double> nproc_opt = args.number("--nproc-per-node");
   const std::optional<double> master_port = args.number("--master-port");
   const bool no_bind = args.flag("--no-bind");
-  const bool auto_recover = args.flag("--auto-recover");
-  const std::optional<std::string> spare_list = args.value("--spare");
-  const std::optional<double> max_recoveries = args.number("--max-recoveries");
-  const std::optional<double> recover_after = args.number("--recover-after");
-  if (!node_list && (nproc_opt || master_port || no_bind || auto_recover))
+  const RecoveryRequest recovery = read_recovery_options(args);
+  if (!node_list && (nproc_opt || master_port || no_bind || recovery.auto_recover))
     throw UsageError("--nproc-per-node, --master-port, --no-bind and --auto-recover go with --nodes");
-  if (!auto_recover && (spare_list || max_recoveries || recover_after))
-    throw UsageError("--spare, --max-recoveries and --recover-after go with --auto-recover");
-  if (max_recoveries && (*max_recoveries < 1 || *max_recoveries > 100 ||
-                         *max_recoveries != static_cast<double>(static_cast<int>(*max_recoveries))))
-    throw UsageError("--max-recoveries needs a whole number from 1 to 100");
-  if (recover_after && !(*recover_after >= 0 && *recover_after <= 3600))
-    throw UsageError("--recover-after needs seconds from 0 to 3600");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("run needs exactly one CONFIG.toml (flotilla run --help)");
   const std::string config_path = fs::absolute(pos[0]).string();
@@ -343,13 +333,10 @@ int cmd_run(const Context& ctx) {
     }
     req.no_bind = no_bind;
     req.quiet = quiet;
-    req.auto_recover = auto_recover;
-    if (spare_list) req.spares = parse_node_list(*spare_list, "--spare");
-    for (const auto& spare : req.spares)
+    req.recovery = recovery;
+    for (const auto& spare : req.recovery.spares)
       if (std::find(req.nodes.begin(), req.nodes.end(), spare) != req.nodes.end())
         throw UsageError("--spare names node '" + spare + "', which is already in --nodes");
-    if (max_recoveries) req.max_recoveries = static_cast<int>(*max_recoveries);
-    if (recover_after) req.recover_after_s = *recover_after;
     return run_on_nodes(ctx, req);
   }
   const std::string run_dir = fs::absolute(resolved_out_dir(config)).lexically_normal().string();
@@ -383,9 +370,14 @@ int cmd_run(const Context& ctx) {
   return supervise(ctx, run_id, worker_argv(nproc, train), config.train.steps, quiet);
 }
 
-int resume_run(const Context& ctx, const std::string& name) {
+int resume_run(const Context& ctx, const std::string& name, const RecoveryRequest& recovery, bool quiet) {
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, name);
+  // A run on SSH nodes has run_dir "<master node>:/<dir there>".
+  if (const auto colon = run.run_dir.find(':');
+      colon != std::string::npos && colon > 0 && run.run_dir.find('/', colon) == colon + 1)
+    return resume_nodes_run(ctx, name, recovery, quiet);
+  if (recovery.auto_recover) throw UsageError("--auto-recover is for runs on SSH nodes; run " + run.name + " is local");
   if (!db::transition_allowed(run.status, db::RunStatus::kRunning) || run.status == db::RunStatus::kRunning) {
     std::fprintf(stderr, "flotilla: run %s is %s and cannot be resumed%s\n", run.name.c_str(),
                  db::to_string(run.status),
@@ -408,7 +400,7 @@ int resume_run(const Context& ctx, const std::string& name) {
   }
   const std::vector<std::string> train = {
       "--config", config_file, "--resume", "auto", "--quiet", "--set", "run.out_dir=" + run.run_dir};
-  return supervise(ctx, run.id, worker_argv(nproc_of(config), train), config.train.steps, false);
+  return supervise(ctx, run.id, worker_argv(nproc_of(config), train), config.train.steps, quiet);
 }
 
 }  // namespace flotilla::cli

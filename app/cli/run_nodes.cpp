@@ -9,18 +9,25 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "app/cli/node_session.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "engine/core/error.h"
 #include "flotilla/build_info.h"
+#include "remote/remote_run.h"
+#include "remote/session.h"
 #include "ui/runs/noderun_core.h"
 
 namespace flotilla::cli {
@@ -113,7 +120,139 @@ int watch(const Context& ctx, std::vector<Node>& nodes, const ui::noderun::Watch
   return exit_code;
 }
 
+ui::noderun::Recovery make_recovery(const Context& ctx, db::Database& db, const RecoveryRequest& req) {
+  ui::noderun::Recovery recovery;
+  recovery.enabled = req.auto_recover;
+  recovery.maxRecoveries = req.max_recoveries;
+  recovery.settleSeconds = req.recover_after_s;
+  for (const auto& name : req.spares) recovery.spares.push_back(db::get_ssh_node(db, name));
+  recovery.options = [&ctx](const db::SshNode& rec) { return node_session_options(ctx, rec); };
+  recovery.workerPath = local_worker();
+  recovery.version = FLOTILLA_VERSION_STRING;
+  recovery.noBind = req.no_bind;
+  return recovery;
+}
+
 }  // namespace
+
+RecoveryRequest read_recovery_options(ArgReader& args) {
+  RecoveryRequest r;
+  r.auto_recover = args.flag("--auto-recover");
+  const std::optional<std::string> spare_list = args.value("--spare");
+  const std::optional<double> max_recoveries = args.number("--max-recoveries");
+  const std::optional<double> recover_after = args.number("--recover-after");
+  if (!r.auto_recover && (spare_list || max_recoveries || recover_after))
+    throw UsageError("--spare, --max-recoveries and --recover-after go with --auto-recover");
+  if (max_recoveries) {
+    if (*max_recoveries < 1 || *max_recoveries > 100 ||
+        *max_recoveries != static_cast<double>(static_cast<int>(*max_recoveries)))
+      throw UsageError("--max-recoveries needs a whole number from 1 to 100");
+    r.max_recoveries = static_cast<int>(*max_recoveries);
+  }
+  if (recover_after) {
+    if (!(*recover_after >= 0 && *recover_after <= 3600))
+      throw UsageError("--recover-after needs seconds from 0 to 3600");
+    r.recover_after_s = *recover_after;
+  }
+  if (spare_list) r.spares = parse_node_list(*spare_list, "--spare");
+  return r;
+}
+
+namespace {
+
+// The master node of a run on nodes, connected, and its remote run id; nullopt (after printing
+// why) when the run is not on nodes or the master is not trusted.
+struct Master {
+  Node node;
+  std::string rid;
+};
+std::optional<Master> connect_master(const Context& ctx, db::Database& db, const db::Run& run) {
+  std::vector<Node> nodes;
+  std::string rid;
+  if (const std::string why = ui::noderun::attachTarget(db, run, nodes, rid, true); !why.empty() &&
+      why.find("already ended") == std::string::npos) {
+    note_stderr(why);
+    return std::nullopt;
+  }
+  if (nodes.empty()) {  // completed: attachTarget stops before listing the nodes
+    const auto colon = run.run_dir.find(':');
+    nodes.push_back(Node{db::get_ssh_node(db, run.run_dir.substr(0, colon)), nullptr, ""});
+    rid = run.run_dir.substr(run.run_dir.rfind('/') + 1);
+  }
+  std::vector<Node> master;
+  master.push_back(std::move(nodes[0]));
+  if (!connect_all(ctx, master)) return std::nullopt;
+  return Master{std::move(master[0]), rid};
+}
+
+bool on_nodes(const db::Run& run) {
+  const auto colon = run.run_dir.find(':');
+  return colon != std::string::npos && colon > 0 && run.run_dir.find('/', colon) == colon + 1;
+}
+
+}  // namespace
+
+int list_run_checkpoints(const Context& ctx, const std::string& run_name, bool as_json) {
+  db::Database db = open_store(ctx);
+  const db::Run run = db::get_run(db, run_name);
+  nlohmann::json out = nlohmann::json::array();
+  if (on_nodes(run)) {
+    std::optional<Master> m = connect_master(ctx, db, run);
+    if (!m) return kExitRefused;
+    for (const auto& c : remote::list_remote_checkpoints(*m->node.session, m->rid))
+      out.push_back({{"step", c.step}, {"where", m->node.rec.name + ":" + run.run_dir.substr(run.run_dir.find(':') + 1) +
+                                                     "/checkpoints/" + c.name}});
+  } else {
+    for (const auto& c : db::list_checkpoints(db, run.id))
+      out.push_back({{"step", c.step}, {"where", c.dir}, {"bytes", c.bytes}, {"reason", c.reason}});
+  }
+  if (as_json) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else if (out.empty()) {
+    std::printf("run %s has no checkpoint\n", run.name.c_str());
+  } else {
+    for (const auto& c : out)
+      std::printf("step %8lld  %s\n", static_cast<long long>(c["step"].get<int64_t>()),
+                  c["where"].get<std::string>().c_str());
+  }
+  return kExitOk;
+}
+
+int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::optional<int64_t> step,
+                         const std::string& out_dir) {
+  db::Database db = open_store(ctx);
+  const db::Run run = db::get_run(db, run_name);
+  if (!on_nodes(run)) {
+    note_stderr("run " + run.name + " ran on this machine: its checkpoints are already in " + run.run_dir +
+                "/checkpoints (flotilla runs checkpoints " + run.name + ")");
+    return kExitRefused;
+  }
+  std::optional<Master> m = connect_master(ctx, db, run);
+  if (!m) return kExitRefused;
+  const auto all = remote::list_remote_checkpoints(*m->node.session, m->rid);
+  if (all.empty()) {
+    note_stderr("run " + run.name + " has no committed checkpoint on node " + m->node.rec.name);
+    return kExitRefused;
+  }
+  int64_t want = all.back().step;
+  if (step) {
+    const bool found = std::any_of(all.begin(), all.end(), [&](const auto& c) { return c.step == *step; });
+    if (!found) {
+      std::string steps;
+      for (const auto& c : all) steps += (steps.empty() ? "" : ", ") + std::to_string(c.step);
+      throw UsageError("run " + run.name + " has no checkpoint at step " + std::to_string(*step) + " (it has " +
+                       steps + ")");
+    }
+    want = *step;
+  }
+  const std::string dir = out_dir.empty()
+                              ? (fs::path(database_path(ctx)).parent_path() / "checkpoints" / run.name).string()
+                              : fs::absolute(out_dir).string();
+  fs::create_directories(dir);
+  const std::string local = remote::fetch_remote_checkpoint(*m->node.session, m->rid, want, dir);
+  std::printf("%s\n", local.c_str());
+  return kExitOk;
+}
 
 std::vector<std::string> parse_node_list(const std::string& text, const std::string& option) {
   std::vector<std::string> out;
@@ -164,20 +303,14 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& req) {
                 static_cast<long long>(w.runId), m, n, w.rid.c_str());
     std::fflush(stdout);
   }
-  ui::noderun::Recovery recovery;
-  recovery.enabled = req.auto_recover;
-  recovery.maxRecoveries = req.max_recoveries;
-  recovery.settleSeconds = req.recover_after_s;
-  for (const auto& name : req.spares) recovery.spares.push_back(db::get_ssh_node(db, name));
-  recovery.options = [&](const db::SshNode& rec) { return node_session_options(ctx, rec); };
-  recovery.workerPath = start.workerPath;
-  recovery.version = start.version;
-  recovery.noBind = req.no_bind;
+  RecoveryRequest rr = req.recovery;
+  rr.no_bind = req.no_bind;
+  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr);
   const StopSignals signals;
   return watch(ctx, nodes, w, req.quiet, recovery);
 }
 
-int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet) {
+int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet, const RecoveryRequest& rr) {
   const StopSignals signals;  // from here on, Ctrl-C stops the run on every node once attached
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, run_name);
@@ -201,7 +334,60 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
                 running ? "running" : "already exited");
     std::fflush(stdout);
   }
-  return watch(ctx, nodes, w, quiet);
+  for (const auto& spare : rr.spares)
+    for (const auto& n : nodes)
+      if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
+  return watch(ctx, nodes, w, quiet, make_recovery(ctx, db, rr));
+}
+
+int resume_nodes_run(const Context& ctx, const std::string& run_name, const RecoveryRequest& rr, bool quiet) {
+  const StopSignals signals;
+  db::Database db = open_store(ctx);
+  const db::Run run = db::get_run(db, run_name);
+  std::vector<Node> nodes;
+  std::string rid;
+  if (const std::string why = ui::noderun::attachTarget(db, run, nodes, rid, true); !why.empty()) {
+    note_stderr(why);
+    return kExitRefused;
+  }
+  if (run.status == db::RunStatus::kRunning) {
+    note_stderr("run " + run.name + " is running already; to watch it: flotilla runs attach " + run.name);
+    return kExitRefused;
+  }
+  for (const auto& spare : rr.spares)
+    for (const auto& n : nodes)
+      if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
+  // Host-key problems refuse the resume; a node that does not answer is left to restartOnNodes.
+  for (auto& n : nodes) {
+    n.session = std::make_unique<remote::Session>(node_session_options(ctx, n.rec));
+    try {
+      n.session->connect();
+    } catch (const remote::HostKeyError& e) {
+      std::fprintf(stderr, "flotilla: %s\n", host_key_message(n.rec.name, e).c_str());
+      return kExitRefused;
+    } catch (const Error& e) {
+      note_stderr("node " + n.rec.name + " does not answer: " + e.what());
+    }
+  }
+  ui::noderun::Watch w;
+  w.runId = run.id;
+  w.name = run.name;
+  w.rid = rid;
+  w.budgetUsd = run.budget_usd;
+  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr);
+  std::vector<db::SshNode> spares = recovery.spares;
+  const std::string why = ui::noderun::restartOnNodes(database_path(ctx), nodes, w, recovery, spares,
+                                                      "resumed by flotilla runs resume", false, note_stderr);
+  if (!why.empty()) {
+    note_stderr(why);
+    return kExitRefused;
+  }
+  if (!quiet) {
+    std::printf("resumed run %s (id %lld) on %s, remote dir ~/.flotilla/runs/%s\n", run.name.c_str(),
+                static_cast<long long>(run.id), db::get_run(db, run.id).target.c_str(), rid.c_str());
+    std::fflush(stdout);
+  }
+  return watch(ctx, nodes, w, quiet, recovery);
 }
 
 }  // namespace flotilla::cli

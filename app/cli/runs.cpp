@@ -1,4 +1,4 @@
-// `flotilla runs list|show|export|resume|attach|delete` over the run store.
+// `flotilla runs list|show|export|resume|attach|checkpoints|fetch|delete` over the run store.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -235,8 +235,11 @@ void usage() {
       "                          [--asc] [--limit N]\n"
       "       flotilla runs show RUN [--json]\n"
       "       flotilla runs export RUN [--csv|--jsonl] [--metric NAME]\n"
-      "       flotilla runs resume RUN\n"
-      "       flotilla runs attach RUN [--quiet]\n"
+      "       flotilla runs resume RUN [--quiet] [--no-bind] [--auto-recover [--spare C,...]\n"
+      "                            [--max-recoveries K] [--recover-after S]]\n"
+      "       flotilla runs attach RUN [--quiet] [--auto-recover ...]\n"
+      "       flotilla runs checkpoints RUN [--json]\n"
+      "       flotilla runs fetch RUN [--step N] [--out DIR]\n"
       "       flotilla runs delete RUN [--force]\n"
       "RUN is a run's name or id. See docs/cli.md.\n");
 }
@@ -254,18 +257,32 @@ int cmd_runs(const Context& ctx) {
   if (sub == "show") return show(ctx, args);
   if (sub == "export") return export_run(ctx, args);
   if (sub == "delete") return remove(ctx, args);
-  if (sub == "resume") {
+  if (sub == "checkpoints") {
+    const bool as_json = args.flag("--json");
     const auto pos = args.positionals();
-    if (pos.size() != 1) throw UsageError("runs resume needs one RUN (a name or an id)");
-    return resume_run(ctx, pos[0]);
+    if (pos.size() != 1) throw UsageError("runs checkpoints needs one RUN (a name or an id)");
+    return list_run_checkpoints(ctx, pos[0], as_json);
   }
-  if (sub == "attach") {
+  if (sub == "fetch") {
+    const std::optional<double> step = args.number("--step");
+    const std::string out = args.value("--out").value_or("");
+    const auto pos = args.positionals();
+    if (pos.size() != 1) throw UsageError("runs fetch needs one RUN (a name or an id)");
+    if (step && (*step < 0 || *step != static_cast<double>(static_cast<int64_t>(*step))))
+      throw UsageError("--step needs a step number (flotilla runs checkpoints RUN lists them)");
+    return fetch_run_checkpoint(ctx, pos[0], step ? std::optional<int64_t>(static_cast<int64_t>(*step)) : std::nullopt,
+                                out);
+  }
+  if (sub == "resume" || sub == "attach") {
     const bool quiet = args.flag("--quiet");
+    RecoveryRequest recovery = read_recovery_options(args);
+    recovery.no_bind = args.flag("--no-bind");
     const auto pos = args.positionals();
-    if (pos.size() != 1) throw UsageError("runs attach needs one RUN (a name or an id)");
-    return attach_nodes_run(ctx, pos[0], quiet);
+    if (pos.size() != 1) throw UsageError("runs " + sub + " needs one RUN (a name or an id)");
+    return sub == "resume" ? resume_run(ctx, pos[0], recovery, quiet) : attach_nodes_run(ctx, pos[0], quiet, recovery);
   }
-  throw UsageError("runs: unknown subcommand '" + sub + "' (list, show, export, resume, attach, delete)");
+  throw UsageError("runs: unknown subcommand '" + sub +
+                   "' (list, show, export, resume, attach, checkpoints, fetch, delete)");
 }
 
 }  // namespace flotilla::cli

@@ -4,6 +4,7 @@
 //     shutdown does, then its sshd goes away); the run checkpoints, the watcher finds b gone,
 //     deploys to the spare c and resumes on a,c; the run completes.
 //  2. without a spare: the same preemption; b's rank moves to a (1 node x 2 ranks, same world).
+//  3. without --auto-recover: the run ends preempted; `flotilla runs resume` restarts it on a.
 // Both times the store has every step exactly once, the per-step losses equal the same config run
 // locally with 2 ranks and no interruption, the recovery is recorded as an event, the run's
 // target and nodes are the new ones, and b accrues no cost after the preemption. Node a's GPU (a
@@ -221,6 +222,29 @@ int main() {
                                       "WHERE name = 'c')") == 0);  // no nvidia-smi there
   }
 
+  {
+    // The run's checkpoints are listed from the master and the newest is fetched whole.
+    const ProcResult list = cli({"runs", "checkpoints", "rec", "--json"});
+    const auto j = nlohmann::json::parse(list.output, nullptr, false);
+    CHECK_MSG(list.exit_code == 0 && j.is_array() && !j.empty(), "%s", list.output.c_str());
+    const int64_t newest = (j.is_array() && !j.empty()) ? j.back()["step"].get<int64_t>() : -1;
+    CHECK(newest == kSteps);
+    const ProcResult fetched = cli({"runs", "fetch", "rec", "--out", fx.root() + "/fetched"});
+    CHECK_MSG(fetched.exit_code == 0, "%s", fetched.output.c_str());
+    char leaf[32];
+    std::snprintf(leaf, sizeof leaf, "step-%08lld", static_cast<long long>(newest));
+    const std::string dir = fx.root() + "/fetched/" + leaf;
+    CHECK_MSG(fetched.output.find(dir) != std::string::npos, "%s", fetched.output.c_str());
+    CHECK(std::filesystem::exists(dir + "/MANIFEST") && std::filesystem::exists(dir + "/trainer.json"));
+    CHECK(!std::filesystem::exists(dir + ".part"));
+    // The fetched checkpoint is a complete one: the worker exports it on this machine.
+    const ProcResult exported = run_worker(
+        {"export", "--checkpoint", dir, "--format", "safetensors", "--out", fx.root() + "/exported.safetensors"},
+        {"OMP_NUM_THREADS=1"});
+    CHECK_MSG(exported.exit_code == 0, "%s", exported.output.c_str());
+    CHECK(cli({"runs", "fetch", "rec", "--step", "12345"}).exit_code == 2);
+  }
+
   // 2. b (back up) preempted again in a new run, no spare: its rank moves to a.
   CHECK(fx.start(1));
   code = run_with_preemption(fx,
@@ -230,6 +254,31 @@ int main() {
   CHECK_MSG(code == 0, "exit %d: %s", code, out.c_str());
   CHECK_MSG(contains(out, "automatic recovery 1/3 (lost b): 1 node(s) x 2 rank(s) on a"), "%s", out.c_str());
   check_run("rec2", reference, "a", b_id);
+
+  // 3. Without --auto-recover the preempted run stays preempted (exit 10); `runs resume` then
+  //    restarts it on what remains (b is gone again: its rank goes to a) and it completes.
+  CHECK(fx.start(1));
+  code = run_with_preemption(fx, {"run", cfg, "--nodes", "a,b", "--no-bind", "--name", "rec3"}, "rec3-3", out);
+  CHECK_MSG(code == 10, "exit %d: %s", code, out.c_str());
+  CHECK(query_text("SELECT status FROM runs WHERE name = 'rec3'") == "preempted");
+  const ProcResult resumed = cli({"runs", "resume", "rec3", "--no-bind"});
+  CHECK_MSG(resumed.exit_code == 0, "exit %d: %s", resumed.exit_code, resumed.output.c_str());
+  CHECK_MSG(contains(resumed.output, "resumed by flotilla runs resume (lost b): 1 node(s) x 2 rank(s) on a"), "%s",
+            resumed.output.c_str());
+  {
+    flotilla::db::Database db(g_db);
+    const int64_t id = flotilla::db::query_int(db, "SELECT id FROM runs WHERE name = 'rec3'");
+    const std::map<int64_t, double> losses = stored_losses("rec3");
+    CHECK_MSG(static_cast<int>(losses.size()) == kSteps, "%zu steps", losses.size());
+    bool same = static_cast<int>(losses.size()) == kSteps;
+    for (const auto& [step, loss] : reference)
+      same = same && losses.count(step) && std::fabs(losses.at(step) - loss) <= 1e-5 * std::fabs(loss);
+    CHECK(same);
+    CHECK(query_text("SELECT status FROM runs WHERE id = " + std::to_string(id)) == "completed");
+    CHECK(query_text("SELECT target FROM runs WHERE id = " + std::to_string(id)) == "a");
+  }
+  // A completed run is not resumed; a running one would be (exit 9).
+  CHECK(cli({"runs", "resume", "rec3"}).exit_code == 9);
 
   // Without --auto-recover the flags that need it are refused.
   CHECK(cli({"run", cfg, "--nodes", "a", "--spare", "c"}).exit_code == 2);

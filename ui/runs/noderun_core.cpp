@@ -204,7 +204,8 @@ Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartReques
   return w;
 }
 
-std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid) {
+std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid,
+                         bool resuming) {
   // run_dir is "<master node>:<absolute dir on it>" (set before any rank starts).
   const auto colon = run.run_dir.find(':');
   if (colon == std::string::npos || colon == 0 || run.run_dir.find('/', colon) != colon + 1)
@@ -214,8 +215,8 @@ std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>
   if (const std::string why = remote::validate_run_id(rid); !why.empty())
     throw db::DbError(db::DbErrorKind::kInvalid, "run " + run.name + ": the stored run dir '" + run.run_dir +
                                                      "' does not name a remote run directory: " + why);
-  const bool terminal = run.status == db::RunStatus::kCompleted || run.status == db::RunStatus::kFailed ||
-                        run.status == db::RunStatus::kStopped;
+  const bool terminal = run.status == db::RunStatus::kCompleted ||
+                        (!resuming && (run.status == db::RunStatus::kFailed || run.status == db::RunStatus::kStopped));
   if (terminal)
     return "run " + run.name + " already ended (" + db::to_string(run.status) + "); nothing to attach to";
   nodes.clear();

@@ -77,7 +77,9 @@ Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartReques
 
 // Why `run` cannot be re-attached ("" when it can): not on nodes, ended, or a bad run dir.
 // On success fills `nodes` (unconnected, the master first) and `rid`.
-std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid);
+// With `resuming`, a run that ended stopped, failed or preempted is accepted too (not completed).
+std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid,
+                         bool resuming = false);
 // The Watch for re-attaching `run` (its nodes connected): "" in `refusal` unless the run was never
 // started on node 0.
 Watch attachWatch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid, const std::string& origin,
@@ -119,5 +121,16 @@ struct Recovery {
 // replacements. The master must remain: it holds the checkpoints. Returns like watchRun.
 int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, const WatchHooks& hooks,
                  const Recovery& recovery);
+
+// One restart of a halted run (preempted, stopped, failed) on its nodes: the step superviseRun
+// repeats, and `flotilla runs resume` of a run on nodes. `nodes` (the master first) may hold
+// unconnected sessions: nodes that do not answer are dropped and replaced from `spares` (consumed)
+// or their ranks spread over the rest. `label` starts the recorded event ("automatic recovery
+// 1/3"); with requireLoss it refuses when every node still answers. Returns "" and sets
+// `nodes` to the run's new nodes and `w` (totalSteps, onAttach: running from the new start),
+// else why not (nothing was started).
+std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, Watch& w, const Recovery& recovery,
+                           std::vector<db::SshNode>& spares, const std::string& label, bool requireLoss,
+                           const Note& note);
 
 }  // namespace flotilla::ui::noderun

@@ -66,6 +66,127 @@ int usableNodes(int world, int available) {
 
 }  // namespace
 
+std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, Watch& w, const Recovery& recovery,
+                           std::vector<db::SshNode>& spares, const std::string& label, bool requireLoss,
+                           const Note& note) {
+  db::Database db(dbPath);
+  const db::Run run = db::get_run(db, w.runId);
+  // Which nodes remain. The master holds the checkpoints: without it there is nothing to resume.
+  std::vector<bool> alive(nodes.size());
+  std::vector<std::string> lost;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    alive[i] = nodes[i].session && answers(nodes[i]);
+    if (!alive[i]) lost.push_back(nodes[i].rec.name);
+  }
+  if (requireLoss && lost.empty()) return "every node still answers: the run failed for another reason";
+  if (!alive[0])
+    return "run " + w.name + ": the master node " + nodes[0].rec.name +
+           " does not answer and it holds the run's checkpoints; resume the run with `flotilla runs resume " +
+           w.name + "` once it is back";
+  const std::vector<int64_t> before = [&] {
+    std::vector<int64_t> ids;
+    for (const auto& n : nodes) ids.push_back(n.rec.id);
+    return ids;
+  }();
+  std::vector<Node> kept;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (alive[i]) kept.push_back(std::move(nodes[i]));
+  const RunConfig config = parse_config_toml(run.config_toml, "run " + w.name);
+  int world = config.parallel.dp * config.parallel.tp * config.parallel.pp;
+  if (world < 1) world = 1;
+
+  // Replacements for the lost nodes, as far as spares allow (an unusable spare is skipped).
+  std::vector<Node> added;
+  while (kept.size() + added.size() < before.size() && !spares.empty()) {
+    Node spare{spares.front(), nullptr, ""};
+    spares.erase(spares.begin());
+    if (!recovery.options) break;
+    spare.session = std::make_unique<remote::Session>(recovery.options(spare.rec));
+    try {
+      spare.session->connect();
+      added.push_back(std::move(spare));
+    } catch (const Error& e) {
+      if (note) note("spare node " + spare.rec.name + " cannot be used: " + e.what());
+    }
+  }
+  const int available = static_cast<int>(kept.size() + added.size());
+  const int count = usableNodes(world, available);
+  std::vector<Node> next;
+  for (auto& n : kept)
+    if (static_cast<int>(next.size()) < count) next.push_back(std::move(n));
+  for (auto& n : added)
+    if (static_cast<int>(next.size()) < count) next.push_back(std::move(n));
+  const int perNode = world / count;
+  // Whatever happens next, `nodes` holds the connected nodes this function still has.
+  const auto keep = [&] { nodes = std::move(next); };
+
+  // The newest committed checkpoint the workers will resume from (none: from the start).
+  std::string from;
+  try {
+    const std::vector<remote::RemoteCheckpoint> ckpts = remote::list_remote_checkpoints(*next[0].session, w.rid);
+    from = ckpts.empty() ? std::string("from the start (no checkpoint was written)")
+                         : "from the checkpoint at step " + std::to_string(ckpts.back().step);
+  } catch (const Error& e) {
+    keep();
+    return "run " + w.name + ": listing the checkpoints on " + nodes[0].rec.name + " failed: " + e.what();
+  }
+  remote::DeployOptions deploy;
+  deploy.worker_path = recovery.workerPath;
+  deploy.version = recovery.version;
+  try {
+    // A re-attached watcher knows no worker path yet: the master only needs its bundle (its run
+    // dir is complete), any other node the whole preparation (reused where present).
+    if (next[0].worker.empty()) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
+    for (size_t i = 1; i < next.size(); ++i)
+      if (next[i].worker.empty()) prepareNode(next[i], w.rid, config, deploy, note);
+  } catch (const Error& e) {
+    keep();
+    return "run " + w.name + ": preparing a node failed: " + e.what();
+  }
+
+  // The store: dropped nodes stop accruing, the new layout is recorded before anything starts.
+  for (const int64_t id : before)
+    if (std::none_of(next.begin(), next.end(), [&](const Node& n) { return n.rec.id == id; }))
+      db::detach_node(db, w.runId, id);
+  for (const auto& n : next) db::attach_node(db, w.runId, n.rec.id, perNode);
+  db::set_run_target(db, w.runId, names(next));
+  std::string lostText = lost.empty() ? "no node lost" : "lost";
+  for (size_t i = 0; i < lost.size(); ++i) lostText += (i ? "," : " ") + lost[i];
+  const std::string why = label + " (" + lostText + "): " + std::to_string(count) + " node(s) x " +
+                          std::to_string(perNode) + " rank(s) on " + names(next) + ", " + from;
+  db::add_event(db, w.runId, db::now_seconds(), "recovery", "warning", why);
+  if (note) note(why);
+
+  remote::RemoteRunSpec spec;
+  spec.run_id = w.rid;
+  spec.nnodes = count;
+  spec.nproc_per_node = perNode;
+  spec.master_addr = next[0].rec.host;
+  std::random_device rd;
+  spec.master_port = 20000 + static_cast<int>(rd() % 20000);  // the old rendezvous may linger
+  spec.allow_restart = true;
+  if (recovery.noBind) spec.launch_args = {"--no-bind"};
+  remote::RemoteRunStatus started;
+  try {
+    for (int r = count - 1; r >= 0; --r) {
+      spec.worker = next[static_cast<size_t>(r)].worker;
+      spec.node_rank = r;
+      started = remote::start_remote_run(*next[static_cast<size_t>(r)].session, spec);
+    }
+  } catch (const Error& e) {
+    keep();
+    return "run " + w.name + ": starting the ranks again failed: " + e.what();
+  }
+  keep();
+  const double startTime = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
+  const int64_t runId = w.runId;
+  w.totalSteps = config.train.steps;
+  w.onAttach = [runId, startTime, why](db::Database& wdb) {
+    db::set_status(wdb, runId, db::RunStatus::kRunning, startTime, why);
+  };
+  return "";
+}
+
 int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, const WatchHooks& hooks,
                  const Recovery& recovery) {
   const Note& note = hooks.note;
@@ -77,7 +198,7 @@ int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, c
     const db::Run run = db::get_run(db, w.runId);
     // Preempted (not stopped by request or by the budget), or failed on a communication error,
     // which is what a node that vanished without notice leaves behind (recovered only when a node
-    // turns out to be gone, below).
+    // turns out to be gone).
     const bool preempted = code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
     const bool commFailure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
     if (!preempted && !commFailure) return code;
@@ -89,119 +210,18 @@ int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, c
     if (recovered >= recovery.maxRecoveries)
       return give_up("run " + w.name + " was preempted again after " + std::to_string(recovered) +
                      " automatic recoveries (the limit); resume it with `flotilla runs resume " + w.name + "`");
-
     if (note)
       note("run " + w.name + (preempted ? " was preempted" : " lost a rank's connection") +
-           "; recovering automatically in " +
-           std::to_string(static_cast<int>(recovery.settleSeconds)) + " s (which nodes remain is checked then)");
+           "; recovering automatically in " + std::to_string(static_cast<int>(recovery.settleSeconds)) +
+           " s (which nodes remain is checked then)");
     if (!settle(recovery.settleSeconds, hooks)) return code;
-
-    // Which nodes remain. The master holds the checkpoints: without it there is nothing to resume.
-    std::vector<bool> alive(nodes.size());
-    std::vector<std::string> lost;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      alive[i] = answers(nodes[i]);
-      if (!alive[i]) lost.push_back(nodes[i].rec.name);
+    const std::string label = "automatic recovery " + std::to_string(recovered + 1) + "/" +
+                              std::to_string(recovery.maxRecoveries);
+    const std::string why = restartOnNodes(dbPath, nodes, w, recovery, spares, label, !preempted, note);
+    if (!why.empty()) {
+      if (!preempted && why.rfind("every node still answers", 0) == 0) return code;
+      return give_up(why);
     }
-    if (!preempted && lost.empty()) return code;  // every node answers: a real failure, not a lost node
-    if (!alive[0])
-      return give_up("run " + w.name + ": the master node " + nodes[0].rec.name +
-                     " no longer answers and it holds the run's checkpoints; resume the run by hand with "
-                     "`flotilla runs resume " + w.name + "` once it is back");
-    const std::vector<int64_t> before = [&] {
-      std::vector<int64_t> ids;
-      for (const auto& n : nodes) ids.push_back(n.rec.id);
-      return ids;
-    }();
-    std::vector<Node> kept;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (alive[i]) kept.push_back(std::move(nodes[i]));
-    const RunConfig config = parse_config_toml(run.config_toml, "run " + w.name);
-    int world = config.parallel.dp * config.parallel.tp * config.parallel.pp;
-    if (world < 1) world = 1;
-
-    // Replacements for the lost nodes, as far as spares allow (an unusable spare is skipped).
-    std::vector<Node> added;
-    while (kept.size() + added.size() < before.size() && !spares.empty()) {
-      Node spare{spares.front(), nullptr, ""};
-      spares.erase(spares.begin());
-      if (!recovery.options) break;
-      spare.session = std::make_unique<remote::Session>(recovery.options(spare.rec));
-      try {
-        spare.session->connect();
-        added.push_back(std::move(spare));
-      } catch (const Error& e) {
-        if (note) note("spare node " + spare.rec.name + " cannot be used: " + e.what());
-      }
-    }
-    const int available = static_cast<int>(kept.size() + added.size());
-    const int count = usableNodes(world, available);
-    std::vector<Node> next;
-    for (auto& n : kept)
-      if (static_cast<int>(next.size()) < count) next.push_back(std::move(n));
-    for (auto& n : added)
-      if (static_cast<int>(next.size()) < count) next.push_back(std::move(n));
-    const int perNode = world / count;
-
-    // The newest committed checkpoint the workers will resume from (none: from the start).
-    const std::vector<remote::RemoteCheckpoint> ckpts = remote::list_remote_checkpoints(*next[0].session, w.rid);
-    const std::string from =
-        ckpts.empty() ? std::string("from the start (no checkpoint was written)")
-                      : "from the checkpoint at step " + std::to_string(ckpts.back().step);
-
-    remote::DeployOptions deploy;
-    deploy.worker_path = recovery.workerPath;
-    deploy.version = recovery.version;
-    try {
-      // A re-attached watcher knows no worker path yet: the master only needs its bundle (its run
-      // dir is complete), any other node the whole preparation (reused where present).
-      if (next[0].worker.empty()) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
-      for (size_t i = 1; i < next.size(); ++i)
-        if (next[i].worker.empty()) prepareNode(next[i], w.rid, config, deploy, note);
-    } catch (const Error& e) {
-      return give_up("run " + w.name + ": preparing a replacement node failed: " + e.what());
-    }
-
-    // The store: dropped nodes stop accruing, the new layout is recorded before anything starts.
-    for (const int64_t id : before)
-      if (std::none_of(next.begin(), next.end(), [&](const Node& n) { return n.rec.id == id; }))
-        db::detach_node(db, w.runId, id);
-    for (const auto& n : next) db::attach_node(db, w.runId, n.rec.id, perNode);
-    db::set_run_target(db, w.runId, names(next));
-    std::string lostText = lost.empty() ? "no node lost" : "lost";
-    for (size_t i = 0; i < lost.size(); ++i) lostText += (i ? "," : " ") + lost[i];
-    const std::string why = "automatic recovery " + std::to_string(recovered + 1) + "/" +
-                            std::to_string(recovery.maxRecoveries) + " (" + lostText + "): " +
-                            std::to_string(count) + " node(s) x " + std::to_string(perNode) + " rank(s) on " +
-                            names(next) + ", " + from;
-    db::add_event(db, w.runId, db::now_seconds(), "recovery", "warning", why);
-    if (note) note(why);
-
-    remote::RemoteRunSpec spec;
-    spec.run_id = w.rid;
-    spec.nnodes = count;
-    spec.nproc_per_node = perNode;
-    spec.master_addr = next[0].rec.host;
-    std::random_device rd;
-    spec.master_port = 20000 + static_cast<int>(rd() % 20000);  // the old rendezvous may linger
-    spec.allow_restart = true;
-    if (recovery.noBind) spec.launch_args = {"--no-bind"};
-    remote::RemoteRunStatus started;
-    try {
-      for (int r = count - 1; r >= 0; --r) {
-        spec.worker = next[static_cast<size_t>(r)].worker;
-        spec.node_rank = r;
-        started = remote::start_remote_run(*next[static_cast<size_t>(r)].session, spec);
-      }
-    } catch (const Error& e) {
-      return give_up("run " + w.name + ": restarting after the preemption failed: " + e.what());
-    }
-    nodes = std::move(next);
-    const double startTime = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
-    const int64_t runId = w.runId;
-    w.onAttach = [runId, startTime, why](db::Database& wdb) {
-      db::set_status(wdb, runId, db::RunStatus::kRunning, startTime, why);
-    };
   }
 }
 
