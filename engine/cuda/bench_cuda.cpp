@@ -26,7 +26,13 @@
 namespace flotilla::cuda {
 namespace {
 
-// Best TFLOP/s of an n^3 GEMM in `bf16` or fp32 over `reps` timed calls.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
 double gemm_peak_tflops(Context& ctx, int n, bool bf16_type, int reps) {
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
   const size_t es = bf16_type ? 2 : 4;
@@ -61,13 +67,6 @@ double gemm_peak_tflops(Context& ctx, int n, bool bf16_type, int reps) {
   cudaFree(buf);
   return best;
 }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 int cmd_bench_cuda(const std::vector<std::string>& argv) {
   cli::Args args(argv);

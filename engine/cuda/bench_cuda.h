@@ -6,6 +6,12 @@
 
 namespace flotilla::cuda {
 
+class Context;
+
+// Best TFLOP/s of an n^3 cuBLASLt GEMM in bf16 (else fp32) over `reps` timed calls (CUDA events);
+// allocates 3 n^2 elements for the duration of the call. Also `train`'s MFU peak.
+double gemm_peak_tflops(Context& ctx, int n, bool bf16_type, int reps);
+
 // Runs the benchmark with the bench command's arguments; returns the exit status.
 int cmd_bench_cuda(const std::vector<std::string>& args);
 

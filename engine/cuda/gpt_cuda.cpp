@@ -118,8 +118,11 @@ struct CudaGpt::Impl {
   Acts<float> af{};
   Acts<bf16> ab{};
 
+  // backward = false: forward and loss only (evaluation; gradients untouched). accumulate: add
+  // to the gradients instead of zeroing them first. dloss = loss_scale / N per row.
   template <typename S>
-  float run_forward_backward(Acts<S>& a, const int32_t* inputs, const int32_t* targets);
+  float run(Acts<S>& a, const int32_t* inputs, const int32_t* targets, bool backward, bool accumulate,
+            float loss_scale);
   template <typename S>
   S* P(int i) {
     return static_cast<S*>(p) + offsets[static_cast<size_t>(i)];
@@ -214,7 +217,8 @@ void CudaGpt::get_params(float* host) const {
 }
 
 template <typename S>
-float CudaGpt::Impl::run_forward_backward(Acts<S>& a, const int32_t* inputs, const int32_t* targets) {
+float CudaGpt::Impl::run(Acts<S>& a, const int32_t* inputs, const int32_t* targets, bool backward, bool accumulate,
+                         float loss_scale) {
   Context& c = *ctx;
   const int L = d.n_layer, C = d.n_embd, NH = d.n_head, Vp = d.padded_vocab, V = d.vocab_size;
   const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
@@ -228,7 +232,8 @@ float CudaGpt::Impl::run_forward_backward(Acts<S>& a, const int32_t* inputs, con
              "cudaMemcpyAsync (inputs)");
   check_cuda(cudaMemcpyAsync(a.targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, c.stream()),
              "cudaMemcpyAsync (targets)");
-  check_cuda(cudaMemsetAsync(g, 0, n * sizeof(S), c.stream()), "cudaMemsetAsync (zero_grad)");
+  if (backward && !accumulate)
+    check_cuda(cudaMemsetAsync(g, 0, n * sizeof(S), c.stream()), "cudaMemsetAsync (zero_grad)");
 
   auto lp = [&](int i, int l, size_t per) { return P<S>(i) + static_cast<size_t>(l) * per; };
   auto lg = [&](int i, int l, size_t per) { return G<S>(i) + static_cast<size_t>(l) * per; };
@@ -268,10 +273,12 @@ float CudaGpt::Impl::run_forward_backward(Acts<S>& a, const int32_t* inputs, con
   matmul_forward<S>(c, a.logits, a.lnf, P<S>(kWte), static_cast<const S*>(nullptr), n_, C, Vp);
   softmax_crossentropy_forward<S>(c, a.losses, a.loss_lse, a.logits, a.targets, Nl, V, Vp);
   const double loss_sum = sum_losses(c, a.losses, Nl);
+  const float mean_loss = static_cast<float>(loss_sum / static_cast<double>(N));
+  if (!backward) return mean_loss;
 
-  // Backward (dloss = 1/N per row, as GptModel::backward(1.0f)).
-  softmax_crossentropy_backward<S>(c, a.logits, a.logits, a.loss_lse, a.targets, 1.0f / static_cast<float>(N), Nl, V,
-                                   Vp);
+  // Backward (dloss = loss_scale/N per row, as GptModel::backward(loss_scale)).
+  softmax_crossentropy_backward<S>(c, a.logits, a.logits, a.loss_lse, a.targets, loss_scale / static_cast<float>(N),
+                                   Nl, V, Vp);
   matmul_backward<S>(c, a.dln, G<S>(kWte), static_cast<S*>(nullptr), a.logits, a.lnf, P<S>(kWte), n_, C, Vp);
   check_cuda(cudaMemsetAsync(a.dresidual, 0, NC * sizeof(S), c.stream()), "cudaMemsetAsync (dresidual)");
   layernorm_backward<S>(c, a.dresidual, G<S>(kLnfw), G<S>(kLnfb), a.dln, at(a.residual3, L - 1, NC), P<S>(kLnfw),
@@ -295,22 +302,43 @@ float CudaGpt::Impl::run_forward_backward(Acts<S>& a, const int32_t* inputs, con
                           atf(a.ln1_mean, l, N), atf(a.ln1_rstd, l, N), Nl, C);
   }
   encoder_backward<S>(c, G<S>(kWte), G<S>(kWpe), a.dresidual, a.inputs, B, T, C);
-  return static_cast<float>(loss_sum / static_cast<double>(N));
+  return mean_loss;
 }
 
 float CudaGpt::forward_backward(const int32_t* inputs, const int32_t* targets) {
+  return forward_backward(inputs, targets, 1.0f, false);
+}
+
+float CudaGpt::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate) {
   Impl& s = *impl_;
-  return s.opt.bf16 ? s.run_forward_backward<bf16>(s.ab, inputs, targets)
-                    : s.run_forward_backward<float>(s.af, inputs, targets);
+  return s.opt.bf16 ? s.run<bf16>(s.ab, inputs, targets, true, accumulate, loss_scale)
+                    : s.run<float>(s.af, inputs, targets, true, accumulate, loss_scale);
+}
+
+float CudaGpt::forward(const int32_t* inputs, const int32_t* targets) {
+  Impl& s = *impl_;
+  return s.opt.bf16 ? s.run<bf16>(s.ab, inputs, targets, false, false, 1.0f)
+                    : s.run<float>(s.af, inputs, targets, false, false, 1.0f);
 }
 
 float CudaGpt::step(float lr, const AdamWHyper& h, float clip, int64_t t) {
+  const float norm = grad_norm();
+  update(lr, h, clip > 0.0f && norm > clip ? clip / norm : 1.0f, t);
+  return norm;
+}
+
+float CudaGpt::grad_norm() {
   Impl& s = *impl_;
   Context& c = *s.ctx;
   const double sq = s.opt.bf16 ? sum_squares<bf16>(c, static_cast<const bf16*>(s.g), s.n)
                                : sum_squares<float>(c, static_cast<const float*>(s.g), s.n);
-  const float norm = static_cast<float>(std::sqrt(sq));
-  const float scale = clip > 0.0f && norm > clip ? clip / norm : 1.0f;
+  return static_cast<float>(std::sqrt(sq));
+}
+
+void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
+  Impl& s = *impl_;
+  Context& c = *s.ctx;
+  if (t < 1) throw Error(ExitCode::kInternal, "CudaGpt::update: step " + std::to_string(t) + " must be >= 1");
   if (!s.opt.bf16 && scale != 1.0f) scale_values(c, static_cast<float*>(s.g), s.n, scale);
   for (const DecayRange& r : gpt_decay_ranges(s.d)) {
     const float wd = r.decay ? h.weight_decay : 0.0f;
@@ -322,7 +350,29 @@ float CudaGpt::step(float lr, const AdamWHyper& h, float clip, int64_t t) {
       adamw_update(c, static_cast<float*>(s.p) + r.offset, static_cast<const float*>(s.g) + r.offset, s.m + r.offset,
                    s.v + r.offset, r.size, lr, h.beta1, h.beta2, h.eps, wd, t);
   }
-  return norm;
 }
+
+void CudaGpt::set_moments(const float* m, const float* v) {
+  Impl& s = *impl_;
+  check_cuda(cudaMemcpyAsync(s.m, m, s.n * sizeof(float), cudaMemcpyHostToDevice, s.ctx->stream()),
+             "cudaMemcpyAsync (AdamW m to device)");
+  check_cuda(cudaMemcpyAsync(s.v, v, s.n * sizeof(float), cudaMemcpyHostToDevice, s.ctx->stream()),
+             "cudaMemcpyAsync (AdamW v to device)");
+  s.ctx->synchronize();
+}
+
+void CudaGpt::get_moments(float* m, float* v) const {
+  const Impl& s = *impl_;
+  check_cuda(cudaMemcpyAsync(m, s.m, s.n * sizeof(float), cudaMemcpyDeviceToHost, s.ctx->stream()),
+             "cudaMemcpyAsync (AdamW m to host)");
+  check_cuda(cudaMemcpyAsync(v, s.v, s.n * sizeof(float), cudaMemcpyDeviceToHost, s.ctx->stream()),
+             "cudaMemcpyAsync (AdamW v to host)");
+  s.ctx->synchronize();
+}
+
+void* CudaGpt::grads() { return impl_->g; }
+size_t CudaGpt::num_params() const { return impl_->n; }
+bool CudaGpt::bf16_storage() const { return impl_->opt.bf16; }
+Context& CudaGpt::context() { return *impl_->ctx; }
 
 }  // namespace flotilla::cuda

@@ -21,6 +21,7 @@
 namespace flotilla::cuda {
 
 class CudaBackend;
+class Context;
 
 struct CudaGptOptions {
   bool bf16 = false;                 // bf16 parameters, gradients and activations
@@ -54,8 +55,29 @@ class CudaGpt {
 
   // zero_grad + forward + backward on host token ids (B*T each); returns the mean loss.
   float forward_backward(const int32_t* inputs, const int32_t* targets);
+  // Gradient accumulation: dloss = loss_scale/N per row (GptModel::backward(loss_scale)), and with
+  // `accumulate` the gradients are added to instead of zeroed first.
+  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate);
+  // Forward and mean loss only (evaluation): gradients are left as they are.
+  float forward(const int32_t* inputs, const int32_t* targets);
   // Global gradient norm (deterministic), then clipping to `clip` (0: none) and one AdamW step t.
   float step(float lr, const AdamWHyper& h, float clip, int64_t t);
+  // The two halves of step(): the deterministic global norm of the gradient buffer, and one
+  // AdamW step t >= 1 with the gradients multiplied by `scale` (clipping) as they are used.
+  float grad_norm();
+  void update(float lr, const AdamWHyper& h, float scale, int64_t t);
+
+  // Host fp32 AdamW moments (num_params() floats each), for checkpoints and exact resume. The
+  // step count t is the caller's (update's argument), as in the CPU optimizer.
+  void set_moments(const float* m, const float* v);
+  void get_moments(float* m, float* v) const;
+
+  // The contiguous device gradient buffer: num_params() values of float, or of bf16 when
+  // bf16_storage(); ordered on context().stream() (e.g. for an NCCL all-reduce).
+  void* grads();
+  size_t num_params() const;
+  bool bf16_storage() const;
+  Context& context();
 
   size_t parameter_bytes() const;
   size_t optimizer_bytes() const;

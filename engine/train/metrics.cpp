@@ -95,6 +95,12 @@ void MetricsWriter::step(const StepRecord& r) {
                   {"bubble", r.bubble_ms}};
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   if (r.skipped) j["skipped"] = true;
+  if (!r.gpus.empty()) {
+    json gpus = json::array();
+    for (const GpuRecord& g : r.gpus)
+      gpus.push_back({{"device", g.device}, {"mem_bytes", g.mem_bytes}, {"mem_total_bytes", g.mem_total_bytes}});
+    j["gpus"] = gpus;
+  }
   if (!r.ranks.empty()) {
     json ranks = json::array();
     size_t slowest = 0;

@@ -12,6 +12,14 @@
 
 namespace flotilla {
 
+// One GPU in a step record's "gpus" array (ui/live/livedata.cpp). Utilisation is not measured
+// (no NVML), so the record has no "util" member.
+struct GpuRecord {
+  int device = 0;
+  uint64_t mem_bytes = 0;        // used on the device (cudaMemGetInfo total - free; every process)
+  uint64_t mem_total_bytes = 0;
+};
+
 struct StepRecord {
   int64_t step = 0;
   int64_t tokens = 0;  // tokens consumed so far (all ranks)
@@ -28,6 +36,7 @@ struct StepRecord {
   // Per rank (multi-rank runs): data, forward, backward, optimizer, comm, step, bubble (ms).
   // forward/backward include the TP all-reduces inside them, which comm also counts.
   std::vector<std::vector<float>> ranks;
+  std::vector<GpuRecord> gpus;  // this rank's GPUs (empty on the CPU: no "gpus" member)
 };
 
 struct EvalRecord {

@@ -188,6 +188,9 @@ void Loop::setup_model() {
   if (cfg.parallel.pp > 1)
     pipeline = std::make_unique<PipelineRunner>(model, *groups.pp, cfg.parallel.schedule,
                                                 cfg.parallel.micro_batches, cfg.train.micro_batch, cfg.train.seq_len);
+  // The device starts from the host's initialisation, bit for bit (resume overwrites both).
+  device = make_device_model(cfg, dims);
+  if (device) push_to_device();
 }
 
 float Loop::evaluate() {
@@ -198,6 +201,8 @@ float Loop::evaluate() {
     sum = pipeline->forward_only([this](int32_t* in, int32_t* tg) { val_loader->next_batch(in, tg); },
                                  cfg.eval.batches);
     groups.pp->broadcast(&sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss
+  } else if (device) {
+    sum = device_eval_sum();
   } else {
     for (int b = 0; b < cfg.eval.batches; ++b) {
       val_loader->next_batch(inputs.data(), targets.data());
@@ -216,12 +221,18 @@ void Loop::sample() {
   SampleOptions so;
   so.tokens = cfg.eval.sample_tokens;
   std::vector<int32_t> prompt = {0};
+  if (device) device->get_params(model.params());  // the host mirror samples
   const auto ids = sample_tokens(model, prompt, so, rng);  // every rank: keeps RNG streams equal
   metrics.sample(step, ids, "");
 }
 
 // One optimizer step; returns the step record.
 StepRecord Loop::train_step() {
+  if (device) {
+    StepRecord r = device_train_step();
+    r.peak_rss_bytes = peak_rss_bytes();
+    return r;
+  }
   const auto t_step = Clock::now();
   dp->reset_comm_ms();
   const double tp_wait0 = tp_wait_ms();
@@ -341,6 +352,7 @@ int run_training(const TrainOptions& options) {
   RunConfig cfg = options.config;
   const parallel::DistEnv env = parallel::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
+  refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
   const std::string out_dir = resolved_out_dir(cfg);
   if (env.rank == 0) {
     make_dirs(out_dir);
@@ -356,6 +368,8 @@ int run_training(const TrainOptions& options) {
   }
   Loop loop(options, cfg, out_dir, env, std::move(world));
   loop.backend.set_threads(local_threads(cfg));
+  if (&loop.backend != &get_backend("cpu"))  // the host mirror (sampling) runs on the CPU backend
+    get_backend("cpu").set_threads(local_threads(cfg));
   loop.backend.set_deterministic(cfg.train.deterministic);
   loop.setup_groups();
   loop.setup_data();
@@ -371,7 +385,9 @@ int run_training(const TrainOptions& options) {
   const std::string resumed_from = loop.resume();
   loop.heartbeat.set_step(loop.step);
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len).palm;
+  const double device_peak = loop.device ? loop.device->peak_flops() : 0.0;
   loop.peak_flops = options.peak_flops > 0 ? options.peak_flops
+                    : device_peak > 0      ? device_peak
                                            : cpu_profile_measured(loop.backend.threads(), 0.15).flops_per_s;
   if (loop.world) {  // MFU against the same peak on every rank: rank 0's measurement
     double peak = loop.peak_flops;
@@ -390,6 +406,15 @@ int run_training(const TrainOptions& options) {
         "gradient memory: " + std::to_string(loop.model.grad_bytes() + loop.dp->grad_bytes()) + " bytes",
         {{"grad_bytes_model", std::to_string(loop.model.grad_bytes())},
          {"grad_bytes_dp", std::to_string(loop.dp->grad_bytes())}});
+  if (loop.device) {
+    auto fields = loop.device->memory_report();
+    std::string msg = "training on " + loop.device->describe();
+    if (fields.count("predicted_bytes"))
+      msg += "; device memory predicted " + fields["predicted_bytes"] + " bytes, measured " +
+             fields["measured_bytes"] + " bytes (cudaMemGetInfo delta over the allocation)";
+    loop.metrics.event("info", msg, fields);
+    loop.progress.line("%s", msg.c_str());
+  }
   if (!resumed_from.empty())
     loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(),
                        static_cast<long long>(loop.step));
@@ -419,10 +444,11 @@ int run_training(const TrainOptions& options) {
     StepRecord r = loop.train_step();
     if (!reported_activations) {  // arenas are sized by the first step (tests/engine/test_model_recompute.cpp)
       reported_activations = true;
+      const size_t act = loop.device ? loop.device->activation_bytes() : loop.model.activation_bytes();
       loop.metrics.event("info",
-                         "activation memory: " + std::to_string(loop.model.activation_bytes()) + " bytes" +
+                         "activation memory: " + std::to_string(act) + " bytes" +
                              (cfg.train.recompute ? " (recompute on)" : ""),
-                         {{"activation_bytes", std::to_string(loop.model.activation_bytes())},
+                         {{"activation_bytes", std::to_string(act)},
                           {"recompute", cfg.train.recompute ? "true" : "false"}});
     }
     const auto [stop_now, checkpoint_now] = loop.exchange(r, stop_requested(), take_checkpoint_request());

@@ -101,6 +101,7 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
   if (opt.skip_restore != "rng") rng.set_state(st.rng);
   if (opt.skip_restore != "cursor") train_loader->set_cursor(st.train_cursor);
   if (opt.skip_restore == "lr") lr_offset = 1;
+  if (device) push_to_device();
 }
 
 TrainerState Loop::current_state() const {
@@ -124,6 +125,7 @@ TrainerState Loop::current_state() const {
 
 void Loop::save(const std::string& reason) {
   const auto t0 = Clock::now();
+  if (device) pull_from_device();  // the checkpoint is written from the host mirror, CPU format
   CheckpointSaveRequest req;
   req.step = step;
   req.rank = rank;

@@ -24,6 +24,7 @@
 #include "engine/parallel/rank_grid.h"
 #include "engine/parallel/rendezvous.h"
 #include "engine/train/data_parallel.h"
+#include "engine/train/device_model.h"
 #include "engine/train/heartbeat.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/metrics.h"
@@ -87,6 +88,9 @@ struct Loop {
   GptModel model;  // this rank's shard
   std::unique_ptr<DataParallel> dp;
   std::unique_ptr<PipelineRunner> pipeline;  // pp > 1
+  // run.device = "cuda" (device_model.h): the steps run there; `model` and dp's moments are its
+  // host mirror, refreshed before checkpoints and samples. Null on the CPU path.
+  std::unique_ptr<DeviceModel> device;
   std::unique_ptr<DataLoader> train_loader;
   std::unique_ptr<DataLoader> val_loader;
   CheckpointStore store;
@@ -129,6 +133,12 @@ struct Loop {
   float evaluate();
   void sample();
   StepRecord train_step();
+
+  // trainer_device.cpp: the device branch of the step, evaluation and the host mirror.
+  StepRecord device_train_step();
+  double device_eval_sum();
+  void push_to_device();    // host mirror (params, moments) -> device (start, resume)
+  void pull_from_device();  // device -> host mirror (checkpoint, sample)
   std::pair<bool, bool> exchange(StepRecord& r, bool stop, bool ckpt);
   double tp_wait_ms() const;  // time blocked in TP collectives since the group was made
 };

@@ -54,7 +54,7 @@ std::vector<std::string> metric_values(const std::string& run_dir) {
     if (r["type"] == "step")
       out.push_back("step " + r["step"].dump() + " loss " + r["loss"].dump() + " norm " + r["grad_norm"].dump() +
                     " lr " + r["lr"].dump());
-    if (r["type"] == "eval") out.push_back("eval " + r["step"].dump() + " loss " + r["loss"].dump());
+    if (r["type"] == "eval") out.push_back("eval " + r["step"].dump() + " val_loss " + r["val_loss"].dump());
     if (r["type"] == "run_start") out.push_back("deterministic " + r["config"]["train"]["deterministic"].dump());
   }
   return out;

@@ -1,0 +1,151 @@
+// The device-model factory and the host reference implementation of the seam (device_model.h).
+// Non-obvious decision: the reference uses the same calls the CPU trainer path makes, in the same
+// order (zero_grad, forward, backward(scale); sum of squares over [0, n); scale_values when
+// clipping; AdamW per tensor), so any bitwise difference in a test is a trainer-branch bug.
+#include "engine/train/device_model.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/config/config_validate.h"
+#include "engine/core/error.h"
+#include "engine/parallel/process_group.h"
+#include "engine/train/adamw.h"
+#if defined(FLOTILLA_HAVE_CUDA)
+#include "engine/cuda/train_model_cuda.h"
+#endif
+
+namespace flotilla {
+namespace {
+
+class HostReferenceModel final : public DeviceModel {
+ public:
+  HostReferenceModel(const RunConfig& cfg, const GptDims& dims)
+      : model_(dims),
+        opt_(model_.num_params()),
+        ranges_(gpt_decay_ranges(dims)),
+        B_(cfg.train.micro_batch),
+        T_(cfg.train.seq_len) {
+    model_.set_recompute(cfg.train.recompute);
+  }
+
+  std::string describe() const override { return "host reference (CPU, GptModel behind the device seam)"; }
+  void set_params(const float* host) override {
+    std::memcpy(model_.params(), host, model_.num_params() * sizeof(float));
+  }
+  void get_params(float* host) override {
+    std::memcpy(host, model_.params(), model_.num_params() * sizeof(float));
+  }
+  void set_moments(const float* m, const float* v) override {
+    std::memcpy(opt_.m().data(), m, opt_.size() * sizeof(float));
+    std::memcpy(opt_.v().data(), v, opt_.size() * sizeof(float));
+  }
+  void get_moments(float* m, float* v) override {
+    std::memcpy(m, opt_.m().data(), opt_.size() * sizeof(float));
+    std::memcpy(v, opt_.v().data(), opt_.size() * sizeof(float));
+  }
+  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
+                         bool accumulate) override {
+    if (!accumulate) model_.zero_grad();
+    const float loss = model_.forward(inputs, targets, B_, T_);
+    model_.backward(loss_scale);
+    return loss;
+  }
+  float forward(const int32_t* inputs, const int32_t* targets) override {
+    return model_.forward(inputs, targets, B_, T_);
+  }
+  void average_grads(parallel::ProcessGroup& dp) override {
+    dp.all_reduce(model_.grads(), model_.num_params());
+    const float inv = 1.0f / static_cast<float>(dp.size());
+    float* g = model_.grads();
+    for (size_t i = 0; i < model_.num_params(); ++i) g[i] *= inv;
+  }
+  float grad_norm() override { return global_grad_norm(model_.grads(), model_.num_params()); }
+  void update(const AdamHyper& h, float grad_scale, int64_t t) override {
+    if (grad_scale != 1.0f) scale_grads(model_.grads(), model_.num_params(), grad_scale);
+    OptimHyper oh;
+    oh.beta1 = h.beta1;
+    oh.beta2 = h.beta2;
+    oh.eps = h.eps;
+    oh.weight_decay = h.weight_decay;
+    opt_.step(model_.params(), model_.grads(), ranges_, h.lr, oh, t);
+  }
+  size_t activation_bytes() const override { return model_.activation_bytes(); }
+
+ private:
+  GptModel model_;
+  AdamW opt_;
+  std::vector<DecayRange> ranges_;
+  int B_, T_;
+};
+
+}  // namespace
+
+std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
+  std::vector<ConfigProblem> out;
+  if (c.run.device != "cuda") return out;
+  auto add = [&out](const std::string& path, const std::string& message) { out.push_back({path, message}); };
+  const auto& par = c.parallel;
+  const std::string tail =
+      " with run.device = \"cuda\": training on GPUs runs the whole model on one GPU "
+      "per rank (CudaGpt); set it to 1, or train on run.device = \"cpu\"";
+  if (par.tp > 1)
+    add("parallel.tp",
+        "parallel.tp=" + std::to_string(par.tp) + " (tensor parallelism) is not available" + tail);
+  if (par.pp > 1)
+    add("parallel.pp",
+        "parallel.pp=" + std::to_string(par.pp) + " (pipeline parallelism) is not available" + tail);
+  if (par.dp > 1)
+    add("parallel.dp",
+        "parallel.dp=" + std::to_string(par.dp) +
+            " is not available with run.device = \"cuda\" yet: the trainer's host-side "
+            "collectives (loss mean, checkpoint broadcast, timing exchange) need the NCCL group to "
+            "take host buffers; train on one GPU (parallel.dp = 1, gradient accumulation through "
+            "train.global_batch_tokens keeps the batch) or on run.device = \"cpu\"");
+  if (par.zero > 0)
+    add("parallel.zero", "ZeRO-" + std::to_string(par.zero) +
+                             " is not available with run.device = \"cuda\" (the GPU optimizer state is not "
+                             "sharded); set parallel.zero = 0");
+  if (c.train.recompute)
+    add("train.recompute",
+        "activation recomputation is not implemented on CUDA yet (CudaGpt keeps every "
+        "block's activations); set train.recompute = false, or lower train.micro_batch to fit");
+  if (c.model.n_head >= 1 && c.model.n_embd >= 1 && c.model.n_embd % c.model.n_head == 0) {
+    const int hs = c.model.n_embd / c.model.n_head;
+    if (hs != 32 && hs != 64 && hs != 128)
+      add("model.n_head", "head size model.n_embd / model.n_head = " + std::to_string(c.model.n_embd) +
+                              " / " + std::to_string(c.model.n_head) + " = " + std::to_string(hs) +
+                              "; the CUDA attention kernel takes head sizes 32, 64 or 128");
+  }
+  return out;
+}
+
+void refuse_unsupported_device_training(const RunConfig& cfg) {
+  const auto problems = device_training_problems(cfg);
+  if (problems.empty()) return;
+  std::string msg = "the run config has " + std::to_string(problems.size()) +
+                    (problems.size() == 1 ? " problem" : " problems") +
+                    " for training on run.device = " + cfg.run.device + ":";
+  for (const auto& p : problems) msg += "\n  " + to_string(p);
+  throw_config(msg);
+}
+
+std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, const GptDims& dims) {
+  return std::make_unique<HostReferenceModel>(cfg, dims);
+}
+
+std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims) {
+  if (cfg.run.device == "cpu") {
+    const char* test = std::getenv("FLOTILLA_TEST_DEVICE_MODEL");
+    if (test != nullptr && std::string(test) == "host") return make_host_reference_model(cfg, dims);
+    return nullptr;
+  }
+#if defined(FLOTILLA_HAVE_CUDA)
+  if (cfg.run.device == "cuda") return cuda::make_cuda_train_model(cfg, dims);
+#endif
+  throw_config("run.device = " + cfg.run.device +
+               " cannot train in this build (this worker was built without CUDA): use run.device = \"cpu\", "
+               "or a flotilla-worker built with FLOTILLA_CUDA=ON");
+}
+
+}  // namespace flotilla

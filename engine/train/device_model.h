@@ -1,0 +1,92 @@
+// The trainer's seam to a model that keeps its parameters, gradients and optimizer state off the
+// host (run.device = "cuda": engine/cuda/train_model_cuda.cpp over CudaGpt).
+//
+// Non-obvious decision: the trainer keeps its host GptModel and DataParallel moments as the
+// *host mirror* of a device run. Initialisation (init_random / model.init_from) happens there, so a
+// device run starts from bit-identical parameters; before a checkpoint, a sample or the end of a
+// run the device state is copied back into the mirror (get_params / get_moments), and after a
+// resume it is copied out (set_params / set_moments). Checkpoints, export, sample and resume
+// therefore see the CPU format unchanged and work across devices. The CPU path itself does not go
+// through this interface (it keeps DataParallel's overlap, ZeRO, TP and PP); the host reference
+// implementation (make_host_reference_model, selected with FLOTILLA_TEST_DEVICE_MODEL=host) runs
+// the same seam on the CPU so the trainer's device branch is tested bit for bit against the CPU
+// path on machines without a GPU (tests/engine/test_train_device_seam.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/config/config_validate.h"
+#include "engine/config/run_config.h"
+#include "engine/model/gpt.h"
+#include "engine/train/data_parallel.h"
+
+namespace flotilla {
+
+namespace parallel {
+class ProcessGroup;
+}
+
+// One GPU's memory for the metrics `gpus` array (ui/live/livedata.cpp reads these names).
+struct DeviceMemory {
+  int device = 0;
+  uint64_t used_bytes = 0;  // total - free (cudaMemGetInfo): the whole device, every process
+  uint64_t total_bytes = 0;
+};
+
+class DeviceModel {
+ public:
+  virtual ~DeviceModel() = default;
+
+  virtual std::string describe() const = 0;  // "cuda device 0: ..., bf16"
+
+  // Full fp32 llm.c-layout parameters (num_parameters(dims) floats; master weights under bf16).
+  virtual void set_params(const float* host) = 0;
+  virtual void get_params(float* host) = 0;
+  // AdamW first and second moments, same layout and size.
+  virtual void set_moments(const float* m, const float* v) = 0;
+  virtual void get_moments(float* m, float* v) = 0;
+
+  // Forward + backward of one micro-batch (host token ids, B*T each); returns its mean loss.
+  // dloss = loss_scale / (B*T) per row; accumulate = false zeroes the gradients first.
+  virtual float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
+                                 bool accumulate) = 0;
+  // Forward and mean loss only (evaluation); gradients untouched.
+  virtual float forward(const int32_t* inputs, const int32_t* targets) = 0;
+  // Gradients summed over `dp` then divided by its size (call only when dp.size() > 1).
+  virtual void average_grads(parallel::ProcessGroup& dp) = 0;
+  // Deterministic global L2 norm of the gradients.
+  virtual float grad_norm() = 0;
+  // One AdamW step t >= 1 at h.lr, gradients multiplied by grad_scale (clipping; 1 = none).
+  virtual void update(const AdamHyper& h, float grad_scale, int64_t t) = 0;
+
+  virtual size_t activation_bytes() const = 0;
+  // Per-GPU memory for the step records (empty: no GPU).
+  virtual std::vector<DeviceMemory> memory() const { return {}; }
+  // Peak FLOP/s for MFU measured at start (0: unknown).
+  virtual double peak_flops() const { return 0; }
+  // The start-up memory report: the planner's prediction next to the measured allocation.
+  virtual std::map<std::string, std::string> memory_report() const { return {}; }
+};
+
+// What `train` cannot run on cfg.run.device yet (cuda: tp, pp, dp > 1, ZeRO, recompute, head
+// sizes other than 32/64/128), each naming its key. Kept out of validate(): the planner, `plan`
+// and the wizard validate multi-GPU layouts with it, which are valid configs for those.
+std::vector<ConfigProblem> device_training_problems(const RunConfig& cfg);
+// Throws Error(kConfig) listing device_training_problems(cfg), if any (run_training, first thing).
+void refuse_unsupported_device_training(const RunConfig& cfg);
+
+// The device model for cfg.run.device, or nullptr when the trainer's own CPU path runs it
+// ("cpu", unless FLOTILLA_TEST_DEVICE_MODEL=host asks for the host reference). Throws
+// Error(kConfig) for a device this build or machine does not have.
+std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims);
+
+// GptModel + AdamW on the CPU behind the seam: the reference the trainer's device branch is
+// tested against (bitwise equal to the CPU path for dp = 1).
+std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, const GptDims& dims);
+
+}  // namespace flotilla

@@ -1,0 +1,92 @@
+// The trainer's device branch (run.device = "cuda", or the host reference in tests): one optimizer
+// step, evaluation and the host mirror, over the DeviceModel seam (device_model.h).
+//
+// Non-obvious decision: the step keeps the CPU path's order and arithmetic exactly where the host
+// decides anything (loss mean over accumulation steps, the clip test `norm > clip` and the scale
+// clip / norm computed in double then rounded to float, the spike guard, the lr schedule), so a
+// device run differs from a CPU run only by what the kernels compute, and the host reference
+// implementation reproduces the CPU path bit for bit (tests/engine/test_train_device_seam.cpp).
+#include <cmath>
+#include <string>
+
+#include "engine/train/trainer_loop.h"
+
+namespace flotilla::train_detail {
+
+void Loop::push_to_device() {
+  device->set_params(model.params());
+  device->set_moments(dp->m().data(), dp->v().data());
+}
+
+void Loop::pull_from_device() {
+  device->get_params(model.params());
+  device->get_moments(dp->m().data(), dp->v().data());
+}
+
+double Loop::device_eval_sum() {
+  double sum = 0;
+  for (int b = 0; b < cfg.eval.batches; ++b) {
+    val_loader->next_batch(inputs.data(), targets.data());
+    sum += device->forward(inputs.data(), targets.data());
+  }
+  return sum;
+}
+
+StepRecord Loop::device_train_step() {
+  const auto t_step = Clock::now();
+  StepRecord r;
+  r.step = step + 1;
+  double loss_sum = 0;
+  const float loss_scale = 1.0f / static_cast<float>(accum);
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    auto t0 = Clock::now();
+    train_loader->next_batch(inputs.data(), targets.data());
+    r.data_ms += ms_since(t0);
+    t0 = Clock::now();
+    // Forward and backward are one device call; the time is reported as forward.
+    loss_sum += device->forward_backward(inputs.data(), targets.data(), loss_scale, micro > 0);
+    r.forward_ms += ms_since(t0);
+  }
+  double comm_ms = 0;
+  if (groups.dp->size() > 1) {
+    const auto t0 = Clock::now();
+    device->average_grads(*groups.dp);
+    comm_ms = ms_since(t0);
+  }
+  r.loss = static_cast<float>(dp->mean(loss_sum / static_cast<double>(accum)));
+  const auto t_opt = Clock::now();
+  r.grad_norm = device->grad_norm();
+  float scale = 1.0f;
+  if (cfg.train.grad_clip > 0 && r.grad_norm > cfg.train.grad_clip)
+    scale = static_cast<float>(cfg.train.grad_clip / r.grad_norm);
+  r.lr = schedule.at(r.step + lr_offset);
+  const bool spike = cfg.train.spike_factor > 0 && loss_ema > 0 && r.loss > cfg.train.spike_factor * loss_ema;
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm) || spike) {
+    r.skipped = true;
+    metrics.event("warning", "step " + std::to_string(r.step) + ": skipped the update (loss " +
+                                 std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) + ")");
+  } else {
+    AdamHyper h;
+    h.lr = static_cast<float>(r.lr);
+    h.beta1 = static_cast<float>(cfg.optim.beta1);
+    h.beta2 = static_cast<float>(cfg.optim.beta2);
+    h.eps = static_cast<float>(cfg.optim.eps);
+    h.weight_decay = static_cast<float>(cfg.optim.weight_decay);
+    device->update(h, scale, r.step);
+    loss_ema = loss_ema <= 0 ? r.loss : 0.95 * loss_ema + 0.05 * r.loss;
+  }
+  r.comm_ms = comm_ms + dp->comm_ms();
+  dp->reset_comm_ms();
+  r.optimizer_ms = ms_since(t_opt);
+  step = r.step;
+  tokens += tokens_per_step;
+  r.tokens = tokens;
+  r.step_ms = ms_since(t_step);
+  r.tokens_per_s = static_cast<double>(tokens_per_step) / (r.step_ms / 1000.0);
+  r.mfu = peak_flops > 0 ? flops_per_token * r.tokens_per_s / (peak_flops * world_size) : 0.0;
+  r.peak_rss_bytes = 0;  // filled by the caller's common code
+  for (const DeviceMemory& m : device->memory()) r.gpus.push_back({m.device, m.used_bytes, m.total_bytes});
+  return r;
+}
+
+}  // namespace flotilla::train_detail
