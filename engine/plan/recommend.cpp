@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/config/config_validate.h"
+#include "engine/train/device_model.h"
 
 namespace flotilla {
 namespace {
@@ -55,9 +56,10 @@ std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world,
           cand.config = c;
           cand.plan = make_plan(c, device, options);
           if (!cand.plan.fits) continue;
-          if ((tp > 1 || pp > 1) && c.run.device == "cuda") {
+          // What `train` itself refuses on this device (tp/pp/dp>1/ZeRO on CUDA in this build).
+          if (const auto problems = device_training_problems(c); !problems.empty()) {
             cand.runnable = false;
-            cand.note = "tensor/pipeline parallelism runs on the CPU backend only in this build";
+            cand.note = problems.front().message;
           }
           out.push_back(std::move(cand));
         }
