@@ -15,7 +15,7 @@
 #include "check.h"
 #include "db/database.h"
 #include "db/sql.h"
-#include "sshd_fixture.h"
+#include "cli_fixture.h"
 
 using namespace flotilla_test;
 
@@ -23,33 +23,11 @@ namespace {
 
 constexpr int kSteps = 2000;  // a few seconds of training: it outlives the killed watcher
 
-std::string g_db, g_home, g_log_dir;
-int g_calls = 0;
+CliWorkspace* g_ws = nullptr;
+std::string g_db;
 
-std::vector<std::string> env() { return {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}; }
-
-pid_t cli_spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return spawn(argv, env(), log);
-}
-
-ProcResult cli(const std::vector<std::string>& args) {
-  const std::string log = g_log_dir + "/cli" + std::to_string(++g_calls) + ".log";
-  ProcResult r;
-  r.exit_code = wait_exit(cli_spawn(args, log));
-  r.output = read_file(log);
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
-
-std::string fingerprint_in(const std::string& text) {
-  const auto at = text.find("--fingerprint SHA256:");
-  if (at == std::string::npos) return "";
-  const auto start = at + std::string("--fingerprint ").size();
-  return text.substr(start, text.find_first_of(" \n`)", start) - start);
-}
+pid_t cli_spawn(const std::vector<std::string>& args, const std::string& log) { return g_ws->spawn(args, log); }
+ProcResult cli(const std::vector<std::string>& args) { return g_ws->run(args); }
 
 double query_double(const flotilla::db::Database& db, const std::string& sql) {
   flotilla::db::Stmt st(db, sql);
@@ -80,23 +58,11 @@ int main() {
     std::printf("SKIP: sshd cannot run as this user here: %s\n", fx.last_error().c_str());
     return 0;
   }
-  const std::string ws = fx.root() + "/ws";
-  std::filesystem::create_directories(ws);
-  g_db = ws + "/flotilla.db";
-  g_home = fx.root() + "/client-home";
-  g_log_dir = fx.root();
-  std::filesystem::create_directories(g_home);
-  const std::string user = local_user_name();
-
-  for (int i = 0; i < 2; ++i) {
-    const std::string name = i == 0 ? "a" : "b";
-    const ProcResult add =
-        cli({"nodes", "add", name, "--host", "127.0.0.1", "--port", std::to_string(fx.node(i).port), "--user",
-             user, "--key", fx.client_key(), "--price-per-hour", i == 0 ? "3.6" : "1.8"});
-    CHECK_MSG(add.exit_code == 0, "%s", add.output.c_str());
-    const std::string fp = fingerprint_in(cli({"nodes", "probe", name}).output);
-    CHECK_MSG(cli({"nodes", "trust", name, "--fingerprint", fp}).exit_code == 0, "trust %s", name.c_str());
-  }
+  CliWorkspace ws(fx.root());
+  g_ws = &ws;
+  g_db = ws.db();
+  CHECK_MSG(ws.add_trusted_node(fx, 0, "a", {"--price-per-hour", "3.6"}), "node a");
+  CHECK_MSG(ws.add_trusted_node(fx, 1, "b", {"--price-per-hour", "1.8"}), "node b");
   const std::string cfg = fx.root() + "/tiny.toml";
   write_text(cfg,
              "[run]\nname = \"att\"\nseed = 7\nthreads = 1\n"

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "db/database.h"
 #include "db/sql.h"
-#include "sshd_fixture.h"
+#include "cli_fixture.h"
 
 using namespace flotilla_test;
 
@@ -19,30 +19,10 @@ namespace {
 
 constexpr int kSteps = 40;
 
-std::string g_db, g_home, g_log_dir;
-int g_calls = 0;
+CliWorkspace* g_ws = nullptr;
+std::string g_db;
 
-ProcResult cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string log = g_log_dir + "/cli" + std::to_string(++g_calls) + ".log";
-  const pid_t pid = spawn(argv, {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}, log);
-  ProcResult r;
-  r.exit_code = wait_exit(pid);
-  r.output = read_file(log);
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
-
-// "SHA256:..." following "presented the ... key" in a refusal; "" when absent.
-std::string fingerprint_in(const std::string& text) {
-  const auto at = text.find("--fingerprint SHA256:");
-  if (at == std::string::npos) return "";
-  const auto start = at + std::string("--fingerprint ").size();
-  const auto end = text.find_first_of(" \n`)", start);
-  return text.substr(start, end - start);
-}
+ProcResult cli(const std::vector<std::string>& args) { return g_ws->run(args); }
 
 std::string config_text() {
   return "[run]\nname = \"cli2\"\nseed = 5\nthreads = 1\n"
@@ -97,12 +77,10 @@ int main() {
     std::printf("SKIP: sshd cannot run as this user here: %s\n", fx.last_error().c_str());
     return 0;
   }
+  CliWorkspace workspace(fx.root());  // its HOME has no ~/.ssh/config, no default keys, no agent
+  g_ws = &workspace;
+  g_db = workspace.db();
   const std::string ws = fx.root() + "/ws";
-  std::filesystem::create_directories(ws);
-  g_db = ws + "/flotilla.db";
-  g_home = fx.root() + "/client-home";  // no ~/.ssh/config, no default keys, no agent
-  g_log_dir = fx.root();
-  std::filesystem::create_directories(g_home);
   const std::string kh = ws + "/known_hosts";
   const std::string user = local_user_name();
 
@@ -166,9 +144,8 @@ int main() {
   CHECK(!pj.is_discarded() && pj["cpus"].get<int>() >= 1 && pj["fingerprint"] == fp_a);
 
   // The run over both nodes, with node a's sshd session killed once steps arrive (S4).
-  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db, "run", cfg, "--nodes", "a,b", "--no-bind"};
   const std::string run_log = fx.root() + "/run.log";
-  const pid_t run = spawn(argv, {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}, run_log);
+  const pid_t run = g_ws->spawn({"run", cfg, "--nodes", "a,b", "--no-bind"}, run_log);
   bool killed = false;
   int early_status = 0;
   bool reaped = false;

@@ -18,7 +18,7 @@
 #include "check.h"
 #include "db/database.h"
 #include "db/sql.h"
-#include "sshd_fixture.h"
+#include "cli_fixture.h"
 
 using namespace flotilla_test;
 
@@ -26,21 +26,10 @@ namespace {
 
 constexpr int kSteps = 30;
 
-std::string g_db, g_home, g_log_dir;
-int g_calls = 0;
+CliWorkspace* g_ws = nullptr;
+std::string g_db;
 
-ProcResult cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string log = g_log_dir + "/cli" + std::to_string(++g_calls) + ".log";
-  const pid_t pid = spawn(argv, {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}, log);
-  ProcResult r;
-  r.exit_code = wait_exit(pid);
-  r.output = read_file(log);
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+ProcResult cli(const std::vector<std::string>& args) { return g_ws->run(args); }
 
 std::string config_text() {
   return "[run]\nname = \"rec\"\nseed = 7\nthreads = 1\n"
@@ -51,20 +40,6 @@ std::string config_text() {
          "[checkpoint]\nevery = 100\nkeep_last = 2\n";
 }
 
-void add_and_trust(const SshdFixture& fx, int i, const std::string& name, const std::string& price) {
-  const ProcResult add = cli({"nodes", "add", name, "--host", "127.0.0.1", "--port", std::to_string(fx.node(i).port),
-                              "--user", local_user_name(), "--key", fx.client_key(), "--price-per-hour", price});
-  CHECK_MSG(add.exit_code == 0, "%s", add.output.c_str());
-  const ProcResult refused = cli({"nodes", "probe", name});
-  const auto at = refused.output.find("--fingerprint SHA256:");
-  CHECK_MSG(at != std::string::npos, "%s", refused.output.c_str());
-  if (at == std::string::npos) return;
-  const auto start = at + std::string("--fingerprint ").size();
-  const std::string fp = refused.output.substr(start, refused.output.find_first_of(" \n`)", start) - start);
-  CHECK(cli({"nodes", "trust", name, "--fingerprint", fp}).exit_code == 0);
-}
-
-// step -> loss of a stored run.
 std::string query_text(const std::string& sql) {
   flotilla::db::Database db(g_db);
   flotilla::db::Stmt st(db, sql);
@@ -96,10 +71,8 @@ void preempt(SshdFixture& fx, int i, const std::string& rid) {
 // Returns the command's exit status; `out` gets its output.
 int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, const std::string& rid,
                         std::string& out) {
-  std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_db};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string log = g_log_dir + "/run-" + rid + ".log";
-  const pid_t run = spawn(argv, {"HOME=" + g_home, "SSH_AUTH_SOCK=", "OMP_NUM_THREADS=1"}, log);
+  const std::string log = g_ws->log_dir() + "/run-" + rid + ".log";
+  const pid_t run = g_ws->spawn(args, log);
   bool preempted = false, reaped = false;
   int status = 0;
   wait_until(
@@ -171,15 +144,12 @@ int main() {
     std::printf("SKIP: sshd cannot run as this user here: %s\n", fx.last_error().c_str());
     return 0;
   }
-  const std::string ws = fx.root() + "/ws";
-  std::filesystem::create_directories(ws);
-  g_db = ws + "/flotilla.db";
-  g_home = fx.root() + "/client-home";
-  g_log_dir = fx.root();
-  std::filesystem::create_directories(g_home);
-  add_and_trust(fx, 0, "a", "3.6");
-  add_and_trust(fx, 1, "b", "1.8");
-  add_and_trust(fx, 2, "c", "1.2");
+  CliWorkspace ws(fx.root());
+  g_ws = &ws;
+  g_db = ws.db();
+  CHECK(ws.add_trusted_node(fx, 0, "a", {"--price-per-hour", "3.6"}));
+  CHECK(ws.add_trusted_node(fx, 1, "b", {"--price-per-hour", "1.8"}));
+  CHECK(ws.add_trusted_node(fx, 2, "c", {"--price-per-hour", "1.2"}));
   const int64_t b_id = [] {
     flotilla::db::Database db(g_db);
     return flotilla::db::query_int(db, "SELECT id FROM nodes WHERE name = 'b'");
