@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/cuda/adamw.h"
@@ -117,6 +118,7 @@ struct CudaGpt::Impl {
   float *master = nullptr, *m = nullptr, *v = nullptr;
   Acts<float> af{};
   Acts<bf16> ab{};
+  CudaGpt::BackwardHook hook;  // set_backward_hook
 
   // backward = false: forward and loss only (evaluation; gradients untouched). accumulate: add
   // to the gradients instead of zeroing them first. dloss = loss_scale / N per row.
@@ -300,8 +302,10 @@ float CudaGpt::Impl::run(Acts<S>& a, const int32_t* inputs, const int32_t* targe
                        lp(kQkvw, l, 3 * C_ * C_), n_, C, 3 * C);
     layernorm_backward<S>(c, a.dresidual, lg(kLn1w, l, C_), lg(kLn1b, l, C_), a.dln, residual, lp(kLn1w, l, C_),
                           atf(a.ln1_mean, l, N), atf(a.ln1_rstd, l, N), Nl, C);
+    if (hook) hook(l);  // layer l's gradients are final on the stream
   }
   encoder_backward<S>(c, G<S>(kWte), G<S>(kWpe), a.dresidual, a.inputs, B, T, C);
+  if (hook) hook(-1);
   return mean_loss;
 }
 
@@ -370,6 +374,7 @@ void CudaGpt::get_moments(float* m, float* v) const {
   s.ctx->synchronize();
 }
 
+void CudaGpt::set_backward_hook(BackwardHook hook) { impl_->hook = std::move(hook); }
 void* CudaGpt::grads() { return impl_->g; }
 size_t CudaGpt::num_params() const { return impl_->n; }
 bool CudaGpt::bf16_storage() const { return impl_->opt.bf16; }

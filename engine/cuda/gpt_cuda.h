@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -71,6 +72,14 @@ class CudaGpt {
   // step count t is the caller's (update's argument), as in the CPU optimizer.
   void set_moments(const float* m, const float* v);
   void get_moments(float* m, float* v) const;
+
+  // Called during the backward of forward_backward, in the caller's thread, right after the
+  // kernels that finish a group of gradients are queued on context().stream(): layer =
+  // n_layer-1 .. 0 (that layer's slices of the per-layer tensors), then -1 (wte, wpe, lnfw, lnfb,
+  // final after the encoder backward). Lets the trainer start the data-parallel all-reduce of
+  // layer l while layer l-1's backward runs. Empty (the default): no calls.
+  using BackwardHook = std::function<void(int layer)>;
+  void set_backward_hook(BackwardHook hook);
 
   // The contiguous device gradient buffer: num_params() values of float, or of bf16 when
   // bf16_storage(); ordered on context().stream() (e.g. for an NCCL all-reduce).

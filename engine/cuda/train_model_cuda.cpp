@@ -1,18 +1,28 @@
 // The trainer's CUDA model: CudaGpt behind the DeviceModel seam (engine/train/device_model.h).
 //
 // Non-obvious decisions:
-// - Data-parallel gradients are averaged by ONE all-reduce of CudaGpt's contiguous gradient buffer
-//   after the last micro-step's backward, through the DP ProcessGroup (NCCL). The group runs it on
-//   its own stream, fenced by an event recorded on the compute stream at submission
-//   (ProcessGroup::set_device_stream), and the call returns once the sum is in device memory; the
-//   1/dp scaling then runs on the compute stream. There is no per-layer overlap with the backward
-//   yet. The ProcessGroup has no bf16 type, so bf16 gradients are widened into an fp32 buffer,
-//   summed in fp32 and rounded back once.
+// - Data-parallel gradients are summed while the backward runs: during the last micro-step's
+//   backward, CudaGpt's backward hook packs each finished layer's gradient slices into its bucket
+//   of an fp32 buffer (grad_buckets(), train_model_cuda.h; bf16 widened on the way, since the
+//   ProcessGroup has no bf16 type) on the compute stream and submits an asynchronous all-reduce of
+//   that bucket. The NCCL group's stream waits for an event recorded on the compute stream at
+//   submission (set_device_stream), so layer l's sum runs on the NCCL stream while layer l-1's
+//   backward runs on the compute stream; the host never waits during the backward. average_grads
+//   (just before the optimizer needs the norm) waits for the buckets, scales by 1/dp once and
+//   unpacks them into the gradient buffer.
+// - The seam's forward_backward does not say which micro-step is the last one, so the model
+//   learns it: the number of forward_backward calls between two average_grads calls. The first
+//   step (and any step where the guess would be wrong) takes the plain path: pack everything after
+//   the backward, one all-reduce per bucket. A wrong guess is harmless: the buckets are copies, so
+//   the still-accumulating gradients are untouched; the early sums are waited for and discarded
+//   (every rank guesses alike, so the collectives still match across ranks).
 // - The GEMM peak for MFU is measured before the model is allocated, so the cudaMemGetInfo delta
 //   around the allocation is the model's alone (the planner's prediction is checked against it).
 #include "engine/cuda/train_model_cuda.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/backend/registry.h"
 #include "engine/core/error.h"
@@ -51,11 +61,14 @@ class CudaTrainModel final : public DeviceModel {
                       std::to_string(device_) + ", which has " + std::to_string(free_before >> 20) +
                       " MiB free: lower train.micro_batch (gradient accumulation keeps the global batch)");
     gpt_ = std::make_unique<CudaGpt>(backend_, dims, B, T, o);
+    buckets_ = grad_buckets(dims);
     check_cuda(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo");
     measured_ = free_before > free_after ? free_before - free_after : 0;
   }
   ~CudaTrainModel() override {
-    if (fp32_grads_) cudaFree(fp32_grads_);
+    gpt_->set_backward_hook(nullptr);
+    works_.clear();  // waits for any in-flight bucket before its buffer goes
+    if (packed_) cudaFree(packed_);
   }
   CudaTrainModel(const CudaTrainModel&) = delete;
   CudaTrainModel& operator=(const CudaTrainModel&) = delete;
@@ -67,34 +80,42 @@ class CudaTrainModel final : public DeviceModel {
   void get_moments(float* m, float* v) override { gpt_->get_moments(m, v); }
   float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
                          bool accumulate) override {
-    return gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
+    micro_ = accumulate ? micro_ + 1 : 0;
+    discard_buckets();  // a guess that was not the last micro-step after all
+    const bool overlap = dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1;
+    if (!overlap) return gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
+    struct Unhook {
+      CudaGpt& g;
+      ~Unhook() { g.set_backward_hook(nullptr); }
+    } unhook{*gpt_};
+    gpt_->set_backward_hook([this](int layer) { reduce_bucket(layer); });
+    const float loss = gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
+    overlapped_ = works_.size() == buckets_.size();
+    return loss;
   }
   float forward(const int32_t* inputs, const int32_t* targets) override {
     return gpt_->forward(inputs, targets);
   }
 
   void average_grads(parallel::ProcessGroup& dp) override {
-    if (dp.size() == 1) return;
+    // The trainer calls this only for dp > 1; a one-rank NCCL group still runs the bucket path
+    // (an identity: the GPU test checks it against a model that skips the call).
+    if (dp.size() == 1 && std::string(dp.backend()) != "nccl") return;
     if (std::string(dp.backend()) != "nccl")
       throw_config("run.device = cuda with parallel.dp = " + std::to_string(dp.size()) +
                    " needs parallel.backend = \"nccl\" (or \"auto\"), not \"" + dp.backend() + "\"");
-    Context& c = gpt_->context();
-    const size_t n = gpt_->num_params();
-    const float inv = 1.0f / static_cast<float>(dp.size());
-    dp.set_device_stream(c.stream());
-    if (!bf16_) {
-      auto* g = static_cast<float*>(gpt_->grads());
-      dp.all_reduce(g, n);
-      scale_values(c, g, n, inv);
-      return;
+    learned_accum_ = micro_ + 1;
+    if (!overlapped_ || dp_ != &dp) {
+      // The plain path: the backward is done; pack and reduce every bucket now.
+      discard_buckets();
+      dp_ = &dp;
+      dp.set_device_stream(gpt_->context().stream());
+      for (const GradBucket& b : buckets_) reduce_bucket(b.layer);
     }
-    if (!fp32_grads_)
-      check_cuda(cudaMalloc(&fp32_grads_, n * sizeof(float)), "cudaMalloc (fp32 gradient sum)");
-    auto* g = static_cast<bf16*>(gpt_->grads());
-    convert(c, fp32_grads_, g, n);
-    dp.all_reduce(fp32_grads_, n);
-    scale_values(c, fp32_grads_, n, inv);
-    convert(c, g, fp32_grads_, n);
+    overlapped_ = false;
+    for (auto& w : works_) w->wait();
+    works_.clear();
+    unpack(1.0f / static_cast<float>(dp.size()));
   }
 
   float grad_norm() override { return gpt_->grad_norm(); }
@@ -134,8 +155,67 @@ class CudaTrainModel final : public DeviceModel {
   int device_ = 0;
   double peak_tflops_ = 0;
   size_t predicted_ = 0, measured_ = 0;
+  // The bucket finished by the backward at `layer`: packs it on the compute stream and submits
+  // its all-reduce (the NCCL stream waits for the packing through the submission event).
+  void reduce_bucket(int layer) {
+    Context& c = gpt_->context();
+    if (!packed_)
+      check_cuda(cudaMalloc(&packed_, packed_grad_count(buckets_) * sizeof(float)),
+                 "cudaMalloc (packed fp32 gradient buckets for the data-parallel all-reduce)");
+    const GradBucket& b = bucket(layer);
+    float* dst = packed_ + b.packed_offset;
+    for (const GradSlice& sl : b.slices) {
+      if (bf16_) {
+        convert(c, dst, static_cast<const bf16*>(gpt_->grads()) + sl.offset, sl.count);
+      } else {
+        check_cuda(cudaMemcpyAsync(dst, static_cast<const float*>(gpt_->grads()) + sl.offset,
+                                   sl.count * sizeof(float), cudaMemcpyDeviceToDevice, c.stream()),
+                   "cudaMemcpyAsync (packing a gradient bucket)");
+      }
+      dst += sl.count;
+    }
+    works_.push_back(dp_->all_reduce_async(packed_ + b.packed_offset, b.count));
+  }
+
+  // After every bucket's sum is in device memory: grads = sum / dp, slice by slice.
+  void unpack(float inv) {
+    Context& c = gpt_->context();
+    scale_values(c, packed_, packed_grad_count(buckets_), inv);
+    for (const GradBucket& b : buckets_) {
+      const float* src = packed_ + b.packed_offset;
+      for (const GradSlice& sl : b.slices) {
+        if (bf16_) {
+          convert(c, static_cast<bf16*>(gpt_->grads()) + sl.offset, src, sl.count);
+        } else {
+          check_cuda(cudaMemcpyAsync(static_cast<float*>(gpt_->grads()) + sl.offset, src, sl.count * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, c.stream()),
+                     "cudaMemcpyAsync (unpacking a gradient bucket)");
+        }
+        src += sl.count;
+      }
+    }
+  }
+
+  void discard_buckets() {
+    for (auto& w : works_) w->wait();
+    works_.clear();
+    overlapped_ = false;
+  }
+
+  const GradBucket& bucket(int layer) const {
+    // buckets_ runs layer n_layer-1 .. 0, then -1.
+    const size_t i = layer < 0 ? buckets_.size() - 1 : buckets_.size() - 2 - static_cast<size_t>(layer);
+    return buckets_.at(i);
+  }
+
   std::unique_ptr<CudaGpt> gpt_;
-  float* fp32_grads_ = nullptr;
+  std::vector<GradBucket> buckets_;
+  float* packed_ = nullptr;  // packed_grad_count(buckets_) floats, allocated at the first dp step
+  parallel::ProcessGroup* dp_ = nullptr;  // the DP group, known from the first average_grads
+  std::vector<std::unique_ptr<parallel::Work>> works_;
+  int64_t micro_ = 0;          // micro-step of the current optimizer step (0-based)
+  int64_t learned_accum_ = 0;  // forward_backward calls per step, as seen at the last average_grads
+  bool overlapped_ = false;    // the latest backward submitted every bucket
 };
 
 }  // namespace

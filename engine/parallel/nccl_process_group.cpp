@@ -1,7 +1,14 @@
-// The NCCL backend: device buffers, one non-blocking communicator and one CUDA stream per group,
-// the unique id carried by the rendezvous store. Compiled only where CUDA and NCCL are present.
+// The NCCL backend: one non-blocking communicator and one CUDA stream per group, the unique id
+// carried by the rendezvous store. Compiled only where CUDA and NCCL are present.
 //
 // Non-obvious decisions:
+// - Every operation takes host or device buffers. Device (and managed) buffers go to NCCL as they
+//   are (zero copy); host buffers (the trainer's loss mean, stop flags, string and checkpoint
+//   broadcasts) are staged through a per-group device scratch buffer: copied in on the group's
+//   stream, the collective runs there, and the result is copied out once the collective has
+//   completed (polled, so the timeout still holds; a D2H copy into pageable memory blocks the
+//   host, so it is issued only after completion). Only the group's stream is waited on. Which
+//   buffers are staged, their layout and the scratch size are decided in nccl_staging.h.
 // - Communicators are non-blocking (config.blocking = 0): every NCCL call returns at once, and
 //   this thread polls ncclCommGetAsyncError and a completion event against the operation's
 //   deadline. A blocking communicator would sit inside NCCL with no way to time out, which is how
@@ -25,6 +32,7 @@
 #include "engine/core/error.h"
 #include "engine/launch/gpu_pinning.h"
 #include "engine/parallel/backends.h"
+#include "engine/parallel/nccl_staging.h"
 #include "engine/parallel/tcp_store.h"
 
 namespace flotilla::parallel {
@@ -56,6 +64,29 @@ std::string seconds_text(Millis ms) {
 void check_cuda(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) throw Error(ExitCode::kComm, what + ": CUDA error: " + cudaGetErrorString(e));
 }
+
+namespace staging = nccl_staging;
+
+// Where `p` lives. A pointer CUDA does not know fails the query on older runtimes; that error is
+// cleared so it does not surface in an unrelated later check.
+staging::PointerKind pointer_kind(const void* p) {
+  cudaPointerAttributes a{};
+  const cudaError_t e = cudaPointerGetAttributes(&a, p);
+  if (e != cudaSuccess) cudaGetLastError();
+  return staging::classify(e == cudaSuccess, static_cast<int>(a.type));
+}
+
+bool is_host(const void* p, size_t bytes) {
+  return p != nullptr && bytes > 0 && staging::needs_staging(pointer_kind(p));
+}
+
+// The pointers NCCL is given: the caller's, or their regions of the scratch.
+struct Buffers {
+  void* data = nullptr;
+  const void* input = nullptr;
+  const void* send = nullptr;
+  void* recv = nullptr;
+};
 
 struct NcclShared {
   std::shared_ptr<Rendezvous> rv;
@@ -140,6 +171,7 @@ class NcclProcessGroup final : public ProcessGroup {
       }
     }
     if (barrier_buf_) cudaFree(barrier_buf_);
+    if (scratch_) cudaFree(scratch_);
     if (done_) cudaEventDestroy(done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -166,11 +198,14 @@ class NcclProcessGroup final : public ProcessGroup {
       check_cuda(cudaStreamWaitEvent(stream_, static_cast<SubmitEvent*>(op.backend_token.get())->event, 0),
                  op.label);
     }
+    const staging::Plan plan = plan_for(op);
+    Buffers buf{op.data, op.input, op.send_data, op.recv_data};
+    if (plan.any()) stage_in(op, plan, buf);
     {
       std::lock_guard<std::mutex> lock(nccl_mutex_);
       if (aborted_)
         throw Error(ExitCode::kComm, op.label + ": the NCCL communicator was aborted after a failure");
-      const ncclResult_t r = launch(op);
+      const ncclResult_t r = launch(op, buf);
       if (r != ncclSuccess && r != ncclInProgress) {
         throw Error(ExitCode::kComm, op.label + ": NCCL refused the operation: " + ncclGetErrorString(r) +
                                          ": " + ncclGetLastError(comm_));
@@ -181,6 +216,7 @@ class NcclProcessGroup final : public ProcessGroup {
       check_cuda(cudaEventRecord(done_, stream_), op.label);
       error = wait_done(op);
     }
+    if (error.empty() && plan.any()) error = stage_out(op, plan);
     if (!error.empty()) {
       abort_connections();
       throw Error(ExitCode::kComm, op.label + ": " + error);
@@ -214,17 +250,94 @@ class NcclProcessGroup final : public ProcessGroup {
   }
 
  private:
-  ncclResult_t launch(const Op& op) {
+  // Which of op's buffers are host memory, and their regions of the scratch.
+  staging::Plan plan_for(const Op& op) const {
+    const size_t es = dtype_size(op.dtype);
+    const size_t one = op.count * es, all = one * static_cast<size_t>(size());
+    staging::HostFlags host;
+    switch (op.kind) {
+      case OpKind::kAllReduce:
+      case OpKind::kBroadcast:
+        host.data = is_host(op.data, one);
+        break;
+      case OpKind::kReduceScatter:
+        host.input = is_host(op.input, all);
+        host.data = is_host(op.data, one);
+        break;
+      case OpKind::kAllGather:
+        host.input = is_host(op.input, one);
+        host.data = is_host(op.data, all);
+        break;
+      case OpKind::kSendRecv:
+        host.send = op.send_peer >= 0 && is_host(op.send_data, op.send_bytes);
+        host.recv = op.recv_peer >= 0 && is_host(op.recv_data, op.recv_bytes);
+        break;
+      case OpKind::kBarrier:
+        break;
+    }
+    return staging::plan(op.kind, es, op.count, size(), op.send_bytes, op.recv_bytes, host);
+  }
+
+  // Grows the scratch to the plan, points `buf` at its regions and queues the host-to-device
+  // copies on the group's stream (behind the submission fence already waited on).
+  void stage_in(const Op& op, const staging::Plan& plan, Buffers& buf) {
+    if (plan.total > scratch_bytes_) {
+      const size_t cap = staging::grown_capacity(scratch_bytes_, plan.total);
+      // The stream is idle here: every earlier operation waited for its completion.
+      if (scratch_) cudaFree(scratch_);
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      check_cuda(cudaMalloc(&scratch_, cap), op.label + ": cudaMalloc of " + std::to_string(cap) +
+                                                 " bytes of device scratch for host buffers");
+      scratch_bytes_ = cap;
+    }
+    auto at = [this](const staging::Region& r) { return static_cast<char*>(scratch_) + r.offset; };
+    auto in = [&](const staging::Region& r, const void* host) {
+      if (r.bytes > 0 && r.copy_in)
+        check_cuda(cudaMemcpyAsync(at(r), host, r.bytes, cudaMemcpyHostToDevice, stream_),
+                   op.label + ": copying a host buffer to the device");
+    };
+    in(plan.data, op.data);
+    in(plan.input, op.input);
+    in(plan.send, op.send_data);
+    if (plan.data.bytes > 0) buf.data = at(plan.data);
+    if (plan.input.bytes > 0) buf.input = at(plan.input);
+    if (plan.send.bytes > 0) buf.send = at(plan.send);
+    if (plan.recv.bytes > 0) buf.recv = at(plan.recv);
+  }
+
+  // After the collective completed: copies the staged outputs back to the host buffers and waits
+  // for this stream only. Frees a scratch larger than the retention limit. Empty on success.
+  std::string stage_out(const Op& op, const staging::Plan& plan) {
+    auto out = [&](const staging::Region& r, void* host) {
+      if (r.bytes > 0 && r.copy_out)
+        check_cuda(cudaMemcpyAsync(host, static_cast<char*>(scratch_) + r.offset, r.bytes, cudaMemcpyDeviceToHost,
+                                   stream_),
+                   op.label + ": copying the result back to a host buffer");
+    };
+    out(plan.data, op.data);
+    out(plan.recv, op.recv_data);
+    check_cuda(cudaEventRecord(done_, stream_), op.label);
+    std::string error = wait_done(op);
+    if (error.empty() && !staging::retain(scratch_bytes_)) {
+      cudaFree(scratch_);
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+    }
+    return error;
+  }
+
+  ncclResult_t launch(const Op& op, const Buffers& b) {
     const ncclDataType_t type = nccl_type(op.dtype);
     switch (op.kind) {
       case OpKind::kAllReduce:
-        return ncclAllReduce(op.data, op.data, op.count, type, ncclSum, comm_, stream_);
+        return ncclAllReduce(b.data, b.data, op.count, type, ncclSum, comm_, stream_);
       case OpKind::kReduceScatter:
-        return ncclReduceScatter(op.input, op.data, op.count, type, ncclSum, comm_, stream_);
+        return ncclReduceScatter(b.input, b.data, op.count, type, ncclSum, comm_, stream_);
       case OpKind::kAllGather:
-        return ncclAllGather(op.input, op.data, op.count, type, comm_, stream_);
+        return ncclAllGather(b.input, b.data, op.count, type, comm_, stream_);
       case OpKind::kBroadcast:
-        return ncclBroadcast(op.data, op.data, op.count, type, op.root, comm_, stream_);
+        return ncclBroadcast(b.data, b.data, op.count, type, op.root, comm_, stream_);
       case OpKind::kBarrier:
         // NCCL has no barrier: a one-element all-reduce every rank must join.
         return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, comm_, stream_);
@@ -232,10 +345,10 @@ class NcclProcessGroup final : public ProcessGroup {
         ncclResult_t r = ncclGroupStart();
         if (r != ncclSuccess) return r;
         if (op.send_peer >= 0 && op.send_bytes > 0) {
-          r = ncclSend(op.send_data, op.send_bytes, ncclUint8, op.send_peer, comm_, stream_);
+          r = ncclSend(b.send, op.send_bytes, ncclUint8, op.send_peer, comm_, stream_);
         }
         if ((r == ncclSuccess || r == ncclInProgress) && op.recv_peer >= 0 && op.recv_bytes > 0) {
-          r = ncclRecv(op.recv_data, op.recv_bytes, ncclUint8, op.recv_peer, comm_, stream_);
+          r = ncclRecv(b.recv, op.recv_bytes, ncclUint8, op.recv_peer, comm_, stream_);
         }
         const ncclResult_t end = ncclGroupEnd();
         return r != ncclSuccess && r != ncclInProgress ? r : end;
@@ -299,6 +412,8 @@ class NcclProcessGroup final : public ProcessGroup {
   cudaStream_t user_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   void* barrier_buf_ = nullptr;
+  void* scratch_ = nullptr;  // host-buffer staging (nccl_staging.h); used only inside run()
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace

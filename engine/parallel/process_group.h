@@ -1,6 +1,6 @@
 // ProcessGroup: collectives and point-to-point transfers among the ranks of one group (the world,
 // or a DP / TP / PP group of the rank grid), each with a timeout, implemented on Gloo (CPU
-// buffers, TCP) and NCCL (device buffers).
+// buffers, TCP) and NCCL (device buffers; host buffers are staged).
 //
 // Non-obvious decisions:
 // - The public operations are non-virtual and live here: sequence numbers, the queue, timeouts,
@@ -118,8 +118,9 @@ class ProcessGroup {
   void set_timeout(Millis timeout) { timeout_ = timeout; }
   // Device backends (NCCL): the cudaStream_t on which the caller produces and consumes buffers.
   // Each operation first waits for the work queued on it at submission; completion is host-side
-  // (wait() returns when the result is in device memory). Default: the legacy default stream.
-  // Host backends ignore it.
+  // (wait() returns when the result is in place). Default: the legacy default stream. NCCL also
+  // takes host buffers: they are staged through a device scratch buffer (nccl_staging.h), copied
+  // back when the collective is done. Host backends ignore the stream.
   virtual void set_device_stream(void* cuda_stream) {}
 
   // --- Collectives (every rank of the group calls them, in the same order, with the same sizes).

@@ -95,13 +95,6 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   if (par.pp > 1)
     add("parallel.pp",
         "parallel.pp=" + std::to_string(par.pp) + " (pipeline parallelism) is not available" + tail);
-  if (par.dp > 1)
-    add("parallel.dp",
-        "parallel.dp=" + std::to_string(par.dp) +
-            " is not available with run.device = \"cuda\" yet: the trainer's host-side "
-            "collectives (loss mean, checkpoint broadcast, timing exchange) need the NCCL group to "
-            "take host buffers; train on one GPU (parallel.dp = 1, gradient accumulation through "
-            "train.global_batch_tokens keeps the batch) or on run.device = \"cpu\"");
   if (par.zero > 0)
     add("parallel.zero", "ZeRO-" + std::to_string(par.zero) +
                              " is not available with run.device = \"cuda\" (the GPU optimizer state is not "

@@ -57,7 +57,8 @@ class DeviceModel {
                                  bool accumulate) = 0;
   // Forward and mean loss only (evaluation); gradients untouched.
   virtual float forward(const int32_t* inputs, const int32_t* targets) = 0;
-  // Gradients summed over `dp` then divided by its size (call only when dp.size() > 1).
+  // Gradients summed over `dp` then divided by its size (the trainer calls it when dp > 1; a
+  // one-rank NCCL group is allowed, for the GPU test of the bucket path).
   virtual void average_grads(parallel::ProcessGroup& dp) = 0;
   // Deterministic global L2 norm of the gradients.
   virtual float grad_norm() = 0;
@@ -73,7 +74,7 @@ class DeviceModel {
   virtual std::map<std::string, std::string> memory_report() const { return {}; }
 };
 
-// What `train` cannot run on cfg.run.device yet (cuda: tp, pp, dp > 1, ZeRO, recompute, head
+// What `train` cannot run on cfg.run.device yet (cuda: tp, pp, ZeRO, recompute, head
 // sizes other than 32/64/128), each naming its key. Kept out of validate(): the planner, `plan`
 // and the wizard validate multi-GPU layouts with it, which are valid configs for those.
 std::vector<ConfigProblem> device_training_problems(const RunConfig& cfg);

@@ -1,6 +1,6 @@
 // The trainer's device seam (engine/train/device_model.h) on a machine without a GPU:
-// - config refusals for what run.device = "cuda" cannot do yet (tp, pp, dp, ZeRO, recompute, head
-//   size), each naming its key;
+// - config refusals for what run.device = "cuda" cannot do yet (tp, pp, ZeRO, recompute, head
+//   size), each naming its key; data parallelism (dp > 1, NCCL) is accepted;
 // - `train` with run.device = "cuda" here exits 3 (config) with a clear reason and writes no step;
 // - the device branch of the trainer, driven through the host reference model
 //   (FLOTILLA_TEST_DEVICE_MODEL=host: GptModel + AdamW behind the seam), reproduces the CPU path
@@ -48,7 +48,6 @@ void test_cuda_refusals() {
   const std::map<std::string, std::vector<std::string>> cases = {
       {"parallel.tp=2", {"parallel.tp: ", "run.device = \"cuda\""}},
       {"parallel.pp=2", {"parallel.pp: ", "run.device = \"cuda\""}},
-      {"parallel.dp=2", {"parallel.dp: ", "parallel.dp = 1"}},
       {"parallel.zero=1", {"parallel.zero: ", "parallel.zero = 0"}},
       {"train.recompute=true", {"train.recompute: ", "train.recompute = false"}},
       {"model.n_embd=240", {"model.n_head: ", "= 60", "32, 64 or 128"}},
@@ -58,6 +57,7 @@ void test_cuda_refusals() {
     for (const auto& piece : pieces)
       CHECK_MSG(has(text, piece), "%s: missing [%s] in:\n%s", set.c_str(), piece.c_str(), text.c_str());
   }
+  CHECK_MSG(problems_text(with({"parallel.dp=2"})).empty(), "%s", problems_text(with({"parallel.dp=2"})).c_str());
   // The same settings stay valid on the CPU.
   RunConfig cpu;
   flotilla::apply_overrides(cpu, {"parallel.tp=2", "parallel.dp=1", "parallel.zero=1"});
