@@ -306,6 +306,13 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& req) {
   RecoveryRequest rr = req.recovery;
   rr.no_bind = req.no_bind;
   const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr);
+  // The choice goes with the run: `runs attach` and the app follow it when they re-attach.
+  ui::noderun::RecoveryPolicy policy;
+  policy.enabled = rr.auto_recover;
+  policy.spares = rr.spares;
+  policy.maxRecoveries = rr.max_recoveries;
+  policy.settleSeconds = rr.recover_after_s;
+  ui::noderun::recordRecoveryPolicy(db, w.runId, policy);
   const StopSignals signals;
   return watch(ctx, nodes, w, req.quiet, recovery);
 }
@@ -334,10 +341,24 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
                 running ? "running" : "already exited");
     std::fflush(stdout);
   }
-  for (const auto& spare : rr.spares)
+  RecoveryRequest effective = rr;
+  if (!rr.auto_recover) {  // without options: what the run's starter chose, less recoveries done
+    const ui::noderun::RecoveryPolicy p = ui::noderun::storedRecoveryPolicy(db, run.id);
+    if (p.enabled) {
+      effective.auto_recover = true;
+      for (const auto& spare : p.spares)  // a spare that has replaced a node since is no longer one
+        if (std::none_of(nodes.begin(), nodes.end(), [&](const Node& n) { return n.rec.name == spare; }))
+          effective.spares.push_back(spare);
+      effective.max_recoveries = p.maxRecoveries;
+      effective.recover_after_s = p.settleSeconds;
+      if (!quiet)
+        std::printf("automatic recovery after a preemption: on, as the run was started (%d left)\n", p.maxRecoveries);
+    }
+  }
+  for (const auto& spare : effective.spares)
     for (const auto& n : nodes)
       if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
-  return watch(ctx, nodes, w, quiet, make_recovery(ctx, db, rr));
+  return watch(ctx, nodes, w, quiet, make_recovery(ctx, db, effective));
 }
 
 int resume_nodes_run(const Context& ctx, const std::string& run_name, const RecoveryRequest& rr, bool quiet) {

@@ -116,6 +116,9 @@ void check_run(const std::string& name, const std::map<int64_t, double>& referen
             "target %s", query_text("SELECT target FROM runs WHERE id = " + std::to_string(id)).c_str());
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM events WHERE run_id = " + std::to_string(id) +
                                         " AND kind = 'recovery' AND message LIKE 'automatic recovery 1/3 (lost b)%'") == 1);
+  // The starter's choice is recorded with the run, for whoever re-attaches (runs attach, the app).
+  CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM events WHERE run_id = " + std::to_string(id) +
+                                        " AND kind = 'recovery-policy' AND fields LIKE '%\"auto\":true%'") == 1);
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM run_nodes WHERE run_id = " + std::to_string(id) +
                                         " AND node_id = " + std::to_string(b_id)) == 0);
   // b accrued while it ran, and nothing is left open for it.

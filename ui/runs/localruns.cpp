@@ -208,6 +208,12 @@ LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
     return nullptr;
   }
   const QString name = QString::fromStdString(stored->name);
+  if (RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
+    if (error)
+      *error = tr("Run %1 ran on SSH nodes (%2); resume it from a terminal with: flotilla runs resume %1")
+                   .arg(name, QString::fromStdString(stored->target));
+    return nullptr;
+  }
   if (stored->status == flotilla::db::RunStatus::kRunning || stored->status == flotilla::db::RunStatus::kCompleted ||
       stored->run_dir.empty()) {
     if (error)
@@ -294,7 +300,7 @@ int LocalRuns::reattachRunning() {
   }
   // Runs on SSH nodes: watched again from the committed offset (like `flotilla runs attach`).
   const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
-  for (RemoteRun* run : RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this, m_prompt)) {
+  for (RemoteRun* run : RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this, m_prompt, findWorker())) {
     bool known = false;
     for (const RemoteRun* other : std::as_const(m_remote)) known = known || other->storeId() == run->storeId();
     if (known) {
@@ -309,7 +315,23 @@ int LocalRuns::reattachRunning() {
   return attached;
 }
 
-RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error) {
+RemoteRun* LocalRuns::attachRemote(qint64 storeId, QString* error) {
+  if (RemoteRun* run = remoteRunForStoreId(storeId); run && run->isActive()) return run;
+  if (!m_store) {
+    if (error) *error = tr("Runs on SSH nodes need the run store; it could not be opened.");
+    return nullptr;
+  }
+  const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
+  RemoteRun* run =
+      RemoteRun::reattachOne(m_store->databasePath(), mirrors, storeId, this, m_prompt, findWorker(), error);
+  if (!run) return nullptr;
+  m_remote.append(run);
+  emit remoteRunAdded(run);
+  return run;
+}
+
+RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
+                                   const RecoveryChoice& recovery, QString* error) {
   if (!m_store) {
     if (error) *error = tr("Runs on SSH nodes need the run store; it could not be opened.");
     return nullptr;
@@ -328,7 +350,7 @@ RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStr
   auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
   run->setPassphrasePrompt(m_prompt);
   m_remote.append(run);
-  run->start(config, nodes, worker);
+  run->start(config, nodes, worker, recovery);
   emit remoteRunAdded(run);
   return run;
 }

@@ -17,6 +17,7 @@
 
 #include "engine/config/run_config.h"
 #include "ui/runs/passphraseprompt.h"
+#include "ui/runs/remoterun.h"
 
 namespace flotilla::ui {
 
@@ -71,7 +72,16 @@ class LocalRuns : public QObject {
   // Starts `config` on stored SSH nodes (names, the master first) as a RemoteRun: the store row,
   // deploy and start happen on its thread exactly as `flotilla run CONFIG --nodes` does them.
   // nullptr with *error when there is no store or no worker to deploy.
-  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error = nullptr);
+  // `recovery`: the user's choice about preemptions (recorded with the run, see remoterun.h).
+  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
+                          const RecoveryChoice& recovery, QString* error = nullptr);
+  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error = nullptr) {
+    return startOnNodes(config, nodes, RecoveryChoice{}, error);
+  }
+  // Watches stored run `storeId`, running on SSH nodes and not watched by this session, from its
+  // committed offset (as reattachRunning() does at start). nullptr with *error when it is not
+  // running on nodes; this session's RemoteRun when it watches the run already.
+  RemoteRun* attachRemote(qint64 storeId, QString* error = nullptr);
   // Runs on SSH nodes of this session (started or re-attached), oldest first. reattachRunning()
   // also re-attaches every stored run that is running on nodes (counted in its result).
   const QList<RemoteRun*>& remoteRuns() const { return m_remote; }

@@ -112,6 +112,23 @@ struct Recovery {
   bool noBind = false;
 };
 
+// A run's choice about preemptions as recorded in the store, so whoever re-attaches (the app, or
+// `flotilla runs attach`) recovers as the starter asked: an event of kind "recovery-policy" with
+// fields {"auto": bool, "spares": [names], "max": int, "after": seconds}.
+inline constexpr const char* kRecoveryPolicyEvent = "recovery-policy";
+struct RecoveryPolicy {
+  bool enabled = false;
+  std::vector<std::string> spares;
+  int maxRecoveries = 3;
+  double settleSeconds = 20;
+};
+std::string recoveryPolicyJson(const RecoveryPolicy& policy);
+// Missing or malformed fields keep their defaults; negative numbers become 0.
+RecoveryPolicy recoveryPolicyFromJson(const std::string& fieldsJson);
+void recordRecoveryPolicy(db::Database& db, int64_t runId, const RecoveryPolicy& policy);
+// The newest recorded policy less the automatic recoveries already done; off when none recorded.
+RecoveryPolicy storedRecoveryPolicy(const db::Database& db, int64_t runId);
+
 // watchRun, then, while the run ends 'preempted' (its worker exited with the preempted code and
 // nobody asked it to stop) and `recovery` allows: waits settleSeconds, drops the nodes that no
 // longer answer, puts spares in their place or spreads their ranks over the remaining nodes

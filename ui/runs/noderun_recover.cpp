@@ -14,7 +14,10 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "db/errors.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
@@ -65,6 +68,48 @@ int usableNodes(int world, int available) {
 }
 
 }  // namespace
+
+std::string recoveryPolicyJson(const RecoveryPolicy& policy) {
+  return nlohmann::json{{"auto", policy.enabled},
+                        {"spares", policy.spares},
+                        {"max", policy.maxRecoveries},
+                        {"after", policy.settleSeconds}}
+      .dump();
+}
+
+RecoveryPolicy recoveryPolicyFromJson(const std::string& fieldsJson) {
+  RecoveryPolicy p;
+  const nlohmann::json j = nlohmann::json::parse(fieldsJson, nullptr, false);
+  if (!j.is_object()) return p;
+  if (j.contains("auto") && j["auto"].is_boolean()) p.enabled = j["auto"].get<bool>();
+  if (j.contains("spares") && j["spares"].is_array())
+    for (const auto& v : j["spares"])
+      if (v.is_string() && !v.get<std::string>().empty()) p.spares.push_back(v.get<std::string>());
+  if (j.contains("max") && j["max"].is_number()) p.maxRecoveries = std::max(0, j["max"].get<int>());
+  if (j.contains("after") && j["after"].is_number()) p.settleSeconds = std::max(0.0, j["after"].get<double>());
+  return p;
+}
+
+void recordRecoveryPolicy(db::Database& db, int64_t runId, const RecoveryPolicy& policy) {
+  std::string text = policy.enabled ? "automatic recovery on" : "automatic recovery off";
+  if (policy.enabled && !policy.spares.empty()) text += " (spares " + [&] {
+    std::string s;
+    for (const auto& n : policy.spares) s += (s.empty() ? "" : ",") + n;
+    return s;
+  }() + ")";
+  db::add_event(db, runId, db::now_seconds(), kRecoveryPolicyEvent, "info", text, recoveryPolicyJson(policy));
+}
+
+RecoveryPolicy storedRecoveryPolicy(const db::Database& db, int64_t runId) {
+  RecoveryPolicy policy;
+  int done = 0;
+  for (const db::EventInfo& e : db::list_events(db, runId)) {
+    if (e.kind == kRecoveryPolicyEvent) policy = recoveryPolicyFromJson(e.fields_json);
+    if (e.kind == "recovery" && e.level == "warning" && e.message.rfind("automatic recovery", 0) == 0) ++done;
+  }
+  policy.maxRecoveries = std::max(0, policy.maxRecoveries - done);
+  return policy;
+}
 
 std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, Watch& w, const Recovery& recovery,
                            std::vector<db::SshNode>& spares, const std::string& label, bool requireLoss,

@@ -9,6 +9,7 @@
 #include <QThread>
 #include <QWaitCondition>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -16,6 +17,7 @@
 #include "db/errors.h"
 #include "db/ingest.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "engine/core/error.h"
 #include "flotilla/build_info.h"
@@ -64,7 +66,37 @@ std::string storedStatus(const std::string& dbPath, int64_t id) {
   }
 }
 
+// The run's recorded RecoveryChoice, less the automatic recoveries already done (off when none
+// was recorded: a run started by `flotilla run --nodes` without --auto-recover, say).
+RecoveryChoice storedRecoveryChoice(const db::Database& db, int64_t runId) {
+  return recoveryChoiceFromJson(QString::fromStdString(
+      noderun::recoveryPolicyJson(noderun::storedRecoveryPolicy(db, runId))));
+}
+
+QStringList splitTarget(const std::string& target) {
+  return QString::fromStdString(target).split(QLatin1Char(','), Qt::SkipEmptyParts);
+}
+
 }  // namespace
+
+QString recoveryPolicyJson(const RecoveryChoice& choice) {
+  noderun::RecoveryPolicy p;
+  p.enabled = choice.enabled;
+  for (const QString& n : choice.spares) p.spares.push_back(n.toStdString());
+  p.maxRecoveries = choice.maxRecoveries;
+  p.settleSeconds = choice.settleSeconds;
+  return QString::fromStdString(noderun::recoveryPolicyJson(p));
+}
+
+RecoveryChoice recoveryChoiceFromJson(const QString& fieldsJson) {
+  const noderun::RecoveryPolicy p = noderun::recoveryPolicyFromJson(fieldsJson.toStdString());
+  RecoveryChoice c;
+  c.enabled = p.enabled;
+  for (const auto& n : p.spares) c.spares << QString::fromStdString(n);
+  c.maxRecoveries = p.maxRecoveries;
+  c.settleSeconds = p.settleSeconds;
+  return c;
+}
 
 RemoteRun::RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent)
     : RunHandle(parent), m_name(name), m_databasePath(databasePath), m_mirrorDir(mirrorDir), m_lastLoss(kNaN),
@@ -130,18 +162,49 @@ void RemoteRun::postLog(const QString& level, const std::string& text) {
       this, [this, level, t = QString::fromStdString(text)] { appendLog(level, t); }, Qt::QueuedConnection);
 }
 
+remote::SessionOptions RemoteRun::sessionOptionsFor(const db::SshNode& node) {
+  return sessionOptions(m_databasePath.toStdString(), node,
+                        [this, name = node.name](const std::string& key) { return askPassphrase(name, key); });
+}
+
+noderun::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
+                                              const std::vector<std::string>& skip) {
+  noderun::Recovery r;
+  r.enabled = choice.enabled;
+  r.maxRecoveries = choice.maxRecoveries;
+  r.settleSeconds = choice.settleSeconds;
+  for (const QString& spare : choice.spares) {
+    const std::string name = spare.toStdString();
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;  // in the run already
+    try {
+      r.spares.push_back(db::get_ssh_node(db, name));
+    } catch (const db::DbError&) {
+      postLog(QStringLiteral("warning"), "spare node " + name + " is no longer stored: it will not be used");
+    }
+  }
+  r.options = [this](const db::SshNode& rec) { return sessionOptionsFor(rec); };
+  r.workerPath = m_workerPath.toStdString();
+  r.version = FLOTILLA_VERSION_STRING;
+  return r;
+}
+
+void RemoteRun::postNodes(int64_t runId) {
+  try {
+    db::Database reader(m_databasePath.toStdString());
+    const QStringList names = splitTarget(db::get_run(reader, runId).target);
+    if (names.isEmpty()) return;
+    QMetaObject::invokeMethod(this, [this, names] { m_nodes = names; emit changed(); }, Qt::QueuedConnection);
+  } catch (const std::exception&) {
+    // The node list shown stays as it was; the store has the truth.
+  }
+}
+
 std::vector<noderun::Node> RemoteRun::connectOnThread(db::Database& db, const std::vector<std::string>& names) {
   std::vector<noderun::Node> nodes;
   for (const auto& n : names) nodes.push_back(noderun::Node{db::get_ssh_node(db, n), nullptr, ""});
-  const std::string dbPath = m_databasePath.toStdString();
   std::string refused;
   if (!noderun::connectNodes(
-          nodes,
-          [&](const db::SshNode& rec) {
-            return sessionOptions(dbPath, rec, [this, name = rec.name](const std::string& key) {
-              return askPassphrase(name, key);
-            });
-          },
+          nodes, [&](const db::SshNode& rec) { return sessionOptionsFor(rec); },
           [&](const std::string& node, const remote::HostKeyError& e) {
             refused = "node " + node + ": " + e.what() + " (check the key and trust it on the Nodes page)";
           }))
@@ -149,7 +212,8 @@ std::vector<noderun::Node> RemoteRun::connectOnThread(db::Database& db, const st
   return nodes;
 }
 
-void RemoteRun::watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo) {
+void RemoteRun::watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo,
+                              const noderun::Recovery& recovery) {
   const std::string dbPath = m_databasePath.toStdString();
   std::FILE* out = std::fopen(metricsPath().toStdString().c_str(), "w");
   const auto emitLines = [this, out](const std::vector<std::string>& lines) {
@@ -175,13 +239,19 @@ void RemoteRun::watchOnThread(std::vector<noderun::Node>& nodes, const noderun::
     emitLines(take);
   }
   noderun::WatchHooks hooks;
-  hooks.note = [this](const std::string& line) { postLog(QStringLiteral("warning"), line); };
+  hooks.note = [this, runId = w.runId](const std::string& line) {
+    postLog(QStringLiteral("warning"), line);
+    QMetaObject::invokeMethod(
+        this, [this, n = QString::fromStdString(line)] { m_note = n; emit changed(); }, Qt::QueuedConnection);
+    // A recovery has just recorded the run's new nodes: show them.
+    if (line.rfind("automatic recovery ", 0) == 0) postNodes(runId);
+  };
   hooks.onCommitted = [&](const std::vector<std::string>& lines, uint64_t) { emitLines(lines); };
   hooks.stopRequested = [this] { return m_stopFlag.load(); };
   hooks.leaveRequested = [this] { return m_leave.load(); };
   int code = -1;
   try {
-    code = noderun::watchRun(dbPath, nodes, w, hooks);
+    code = noderun::superviseRun(dbPath, nodes, w, hooks, recovery);
   } catch (...) {
     if (out) std::fclose(out);
     throw;
@@ -207,9 +277,21 @@ void RemoteRun::failOnThread(int64_t runId, const std::string& what) {
       Qt::QueuedConnection);
 }
 
-void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const QString& workerPath) {
+void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const QString& workerPath,
+                      const RecoveryChoice& recovery) {
   m_nodes = nodes;
+  m_workerPath = workerPath;
+  m_recovery = recovery;
   appendLog(QStringLiteral("info"), tr("deploying and starting on %1").arg(nodes.join(QStringLiteral(", "))));
+  if (recovery.enabled)
+    appendLog(QStringLiteral("info"),
+              recovery.spares.isEmpty()
+                  ? tr("automatic recovery after a preemption: on (at most %1 times; no spare node: a lost "
+                       "node's ranks move to the nodes that remain)")
+                        .arg(recovery.maxRecoveries)
+                  : tr("automatic recovery after a preemption: on (at most %1 times; spare nodes %2)")
+                        .arg(recovery.maxRecoveries)
+                        .arg(recovery.spares.join(QStringLiteral(", "))));
   noderun::StartRequest req;
   req.config = config;
   req.name = m_name.toStdString();
@@ -218,7 +300,7 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
   req.origin = "flotilla app";
   std::vector<std::string> names;
   for (const QString& n : nodes) names.push_back(n.toStdString());
-  launch([this, req, names] {
+  launch([this, req, names, recovery] {
     int64_t runId = 0;
     try {
       db::Database db(m_databasePath.toStdString());
@@ -227,9 +309,12 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
         postLog(QStringLiteral("info"), line);
       });
       runId = w.runId;
+      // The choice goes with the run: a watcher that re-attaches later follows it too.
+      noderun::recordRecoveryPolicy(db, runId,
+                                    noderun::recoveryPolicyFromJson(recoveryPolicyJson(recovery).toStdString()));
       QMetaObject::invokeMethod(
           this, [this, runId] { m_storeId = runId; emit storeIdKnown(runId); }, Qt::QueuedConnection);
-      watchOnThread(connected, w, 0);
+      watchOnThread(connected, w, 0, recoveryOnThread(db, recovery, names));
     } catch (const std::exception& e) {
       failOnThread(runId, e.what());
     }
@@ -244,6 +329,9 @@ void RemoteRun::reattach(qint64 storeId) {
       const std::string dbPath = m_databasePath.toStdString();
       db::Database db(dbPath);
       const db::Run run = db::get_run(db, static_cast<int64_t>(storeId));
+      // The launch's choice about preemptions, less the recoveries already done.
+      const RecoveryChoice choice = storedRecoveryChoice(db, run.id);
+      QMetaObject::invokeMethod(this, [this, choice] { m_recovery = choice; }, Qt::QueuedConnection);
       std::vector<noderun::Node> nodes;
       std::string rid;
       if (std::string why = noderun::attachTarget(db, run, nodes, rid); !why.empty()) throw Error(ExitCode::kConfig, why);
@@ -267,7 +355,10 @@ void RemoteRun::reattach(qint64 storeId) {
           },
           Qt::QueuedConnection);
       postLog(QStringLiteral("info"), running ? "re-attached: the run is still going" : "re-attached: the run already ended");
-      watchOnThread(connected, w, committed);
+      if (choice.enabled)
+        postLog(QStringLiteral("info"), "automatic recovery after a preemption: on, as chosen at launch (" +
+                                            std::to_string(choice.maxRecoveries) + " more at most)");
+      watchOnThread(connected, w, committed, recoveryOnThread(db, choice, names));
     } catch (const std::exception& e) {
       // A run that cannot be re-attached (untrusted host, never started) stays as the store has it.
       QMetaObject::invokeMethod(
@@ -283,7 +374,8 @@ bool RemoteRun::isNodeRunDir(const QString& runDir) {
 }
 
 QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
-                                               QObject* parent, const PassphrasePrompt& prompt) {
+                                               QObject* parent, const PassphrasePrompt& prompt,
+                                               const QString& workerPath) {
   QVector<RemoteRun*> out;
   std::vector<db::Run> runs;
   try {
@@ -295,16 +387,38 @@ QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, cons
   } catch (const std::exception&) {
     return out;  // no store (yet): nothing to re-attach
   }
-  for (const db::Run& r : runs) {
-    const QString name = QString::fromStdString(r.name);
-    auto* run = new RemoteRun(name, databasePath, QDir(mirrorRoot).filePath(name + QStringLiteral("-") +
-                                                                               QString::number(r.id)),
-                              parent);
-    run->setPassphrasePrompt(prompt);
-    run->reattach(r.id);
-    out.append(run);
-  }
+  for (const db::Run& r : runs)
+    if (RemoteRun* run = reattachOne(databasePath, mirrorRoot, r.id, parent, prompt, workerPath)) out.append(run);
   return out;
+}
+
+RemoteRun* RemoteRun::reattachOne(const QString& databasePath, const QString& mirrorRoot, qint64 storeId,
+                                  QObject* parent, const PassphrasePrompt& prompt, const QString& workerPath,
+                                  QString* error) {
+  db::Run r;
+  try {
+    db::OpenOptions options;
+    options.create = false;
+    const db::Database db(databasePath.toStdString(), options);
+    r = db::get_run(db, static_cast<int64_t>(storeId));
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromUtf8(e.what());
+    return nullptr;
+  }
+  const QString name = QString::fromStdString(r.name);
+  if (!isNodeRunDir(QString::fromStdString(r.run_dir)) || r.status != db::RunStatus::kRunning) {
+    if (error)
+      *error = tr("Run %1 is %2%3: there is nothing to attach to.")
+                   .arg(name, QString::fromLatin1(db::to_string(r.status)),
+                        isNodeRunDir(QString::fromStdString(r.run_dir)) ? QString() : tr(" and not on SSH nodes"));
+    return nullptr;
+  }
+  auto* run = new RemoteRun(name, databasePath,
+                            QDir(mirrorRoot).filePath(name + QStringLiteral("-") + QString::number(r.id)), parent);
+  run->setPassphrasePrompt(prompt);
+  run->setWorkerPath(workerPath);
+  run->reattach(r.id);
+  return run;
 }
 
 void RemoteRun::deliver(const QStringList& lines) {
@@ -321,6 +435,7 @@ void RemoteRun::handle(const QJsonObject& r) {
   const QString type = r.value(QLatin1String("type")).toString();
   const qint64 step = r.value(QLatin1String("step")).toInteger();
   if (type == QLatin1String("step")) {
+    m_note.clear();  // training goes on: whatever the watcher noted is over
     m_lastStep = step;
     m_lastLoss = r.value(QLatin1String("loss")).toDouble(kNaN);
     m_tokensPerSec = r.value(QLatin1String("tokens_per_s")).toDouble();
@@ -384,7 +499,8 @@ QString RemoteRun::stateText() const {
   const QString where = m_nodes.isEmpty() ? QString() : tr(" on %1").arg(m_nodes.join(QStringLiteral(", ")));
   switch (m_state) {
     case State::NotStarted: return tr("not started");
-    case State::Running: return tr("running%1").arg(where);
+    case State::Running:
+      return m_note.isEmpty() ? tr("running%1").arg(where) : tr("running%1 · %2").arg(where, m_note);
     case State::Stopping: return tr("stopping%1…").arg(where);
     case State::Completed: return tr("completed");
     case State::Stopped: return tr("stopped (exit %1)").arg(m_exitCode);

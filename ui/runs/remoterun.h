@@ -7,6 +7,9 @@
 // page's late-follow replay reads exactly the bytes already delivered. Destroying a RemoteRun
 // leaves the run going on the nodes and 'running' in the store (like an app exit): the watcher
 // only gives up watching, and a later reattach() continues from the committed offset.
+// Automatic recovery after a preemption (noderun::superviseRun) is the user's launch choice; it is
+// recorded with the run as an event of kind "recovery-policy" (fields {"auto", "spares", "max",
+// "after"}) so a watcher that re-attaches after an app restart follows the same choice.
 // An encrypted key file's passphrase is asked on the UI thread (passphraseprompt.h) while the
 // worker thread waits; the wait gives up when the run is being left, so destroying a RemoteRun
 // whose thread waits for an answer never deadlocks.
@@ -32,6 +35,19 @@ class QThread;
 
 namespace flotilla::ui {
 
+// The launch choice about preemptions (the wizard's "Recover automatically" and "Spare nodes").
+struct RecoveryChoice {
+  bool enabled = false;
+  QStringList spares;         // stored node names, in order of preference
+  int maxRecoveries = 3;      // preemptions recovered at most
+  double settleSeconds = 20;  // wait after a preemption before asking which nodes remain
+};
+
+// The event kind that records a run's RecoveryChoice, and reading it back ("" fields: off).
+inline constexpr const char* kRecoveryPolicyEvent = noderun::kRecoveryPolicyEvent;
+QString recoveryPolicyJson(const RecoveryChoice& choice);
+RecoveryChoice recoveryChoiceFromJson(const QString& fieldsJson);
+
 class RemoteRun : public RunHandle {
   Q_OBJECT
 
@@ -46,15 +62,28 @@ class RemoteRun : public RunHandle {
   void setPassphrasePrompt(PassphrasePrompt prompt) { m_prompt = std::move(prompt); }
 
   // Creates the store row, deploys and starts `config` on `nodes` (stored node names, the master
-  // first), then watches it. `workerPath`: the local flotilla-worker to deploy.
-  void start(const RunConfig& config, const QStringList& nodes, const QString& workerPath);
-  // Re-attaches to stored run `storeId` (run_dir "<node>:<dir>", status running) and watches it.
+  // first), records `recovery` with it, then watches it, recovering from preemptions as `recovery`
+  // allows. `workerPath`: the local flotilla-worker to deploy.
+  void start(const RunConfig& config, const QStringList& nodes, const QString& workerPath,
+             const RecoveryChoice& recovery = {});
+  // The local flotilla-worker a re-attached run deploys on a replacement node (set before reattach()).
+  void setWorkerPath(const QString& path) { m_workerPath = path; }
+  // Re-attaches to stored run `storeId` (run_dir "<node>:<dir>", status running) and watches it,
+  // recovering as its stored "recovery-policy" says (less the recoveries already done).
   void reattach(qint64 storeId);
 
   // The app's start: one re-attached RemoteRun (parented to `parent`, mirrored under
   // <mirrorRoot>/<run name>) per stored run that is 'running' on SSH nodes (run_dir "<node>:/...").
+  // `workerPath`: the local flotilla-worker for replacement nodes (empty: a recovery that needs
+  // one gives up with the reason).
   static QVector<RemoteRun*> reattachRunning(const QString& databasePath, const QString& mirrorRoot,
-                                             QObject* parent, const PassphrasePrompt& prompt = askPassphraseDialog);
+                                             QObject* parent, const PassphrasePrompt& prompt = askPassphraseDialog,
+                                             const QString& workerPath = QString());
+  // One re-attached RemoteRun for stored run `storeId` when it is running on SSH nodes, else
+  // nullptr with *error saying why (not on nodes, not running, not in the store).
+  static RemoteRun* reattachOne(const QString& databasePath, const QString& mirrorRoot, qint64 storeId,
+                                QObject* parent, const PassphrasePrompt& prompt, const QString& workerPath,
+                                QString* error = nullptr);
   // Whether a stored run_dir names a directory on an SSH node ("<node>:/...").
   static bool isNodeRunDir(const QString& runDir);
 
@@ -62,6 +91,10 @@ class RemoteRun : public RunHandle {
   QString errorText() const { return m_error; }
   int exitCode() const { return m_exitCode; }
   QStringList nodes() const { return m_nodes; }
+  RecoveryChoice recovery() const { return m_recovery; }
+  // The newest note of the watcher (a lost connection, a recovery), shown with the state while
+  // running; cleared when steps arrive again.
+  QString note() const { return m_note; }
   bool isFinished() const;  // the watching thread has returned
 
   QString name() const override { return m_name; }
@@ -93,8 +126,17 @@ class RemoteRun : public RunHandle {
   void launch(std::function<void()> body);
   // Thread side: connects `names` (throws with the refusal on a host key problem).
   std::vector<noderun::Node> connectOnThread(db::Database& db, const std::vector<std::string>& names);
-  // Thread side: mirrors and posts history (bytes [0, upTo) of rank 0's metrics), then watches.
-  void watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo);
+  // Thread side: mirrors and posts history (bytes [0, upTo) of rank 0's metrics), then watches
+  // (noderun::superviseRun with `recovery`).
+  void watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo,
+                     const noderun::Recovery& recovery);
+  // Thread side: the core's Recovery for `choice` (spares read from the store; `skip`: names
+  // never used as spares, the run's nodes).
+  noderun::Recovery recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
+                                     const std::vector<std::string>& skip);
+  remote::SessionOptions sessionOptionsFor(const db::SshNode& node);
+  // Thread side: the run's nodes as the store has them now (after a recovery), posted.
+  void postNodes(int64_t runId);
   // Thread side: asks the UI thread for a key's passphrase and waits (nullopt: no answer).
   std::optional<std::string> askPassphrase(const std::string& node, const std::string& keyPath);
   void postLog(const QString& level, const std::string& text);
@@ -105,8 +147,9 @@ class RemoteRun : public RunHandle {
   void setState(State state);
   void onEnded(int exitCode, const QString& status, const QString& error);
 
-  QString m_name, m_databasePath, m_mirrorDir, m_error;
+  QString m_name, m_databasePath, m_mirrorDir, m_error, m_workerPath, m_note;
   QStringList m_nodes;
+  RecoveryChoice m_recovery;
   QThread* m_thread = nullptr;
   PassphrasePrompt m_prompt = askPassphraseDialog;
   std::atomic<bool> m_stopFlag{false};

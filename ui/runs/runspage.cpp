@@ -113,7 +113,9 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
     listLayout->addWidget(m_storeView, 1);
     m_table->hide();
     connect(m_storeView, &StoreRunsView::runOpened, this, &RunsPage::runOpened);
+    connect(m_storeView, &StoreRunsView::remoteRunOpened, this, &RunsPage::remoteRunStarted);
     connect(m_storeView, &StoreRunsView::errorRaised, this, &RunsPage::showError);
+    connect(m_storeView, &StoreRunsView::message, this, [this](const QString& text) { showMessage(text, false); });
     connect(m_storeView, &StoreRunsView::duplicateRequested, this, [this](const flotilla::RunConfig& config) {
       if (RunWizard* wizard = openNewRunWizard()) {
         wizard->setConfig(config);
@@ -131,9 +133,6 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
   m_error->setObjectName(QStringLiteral("runsError"));
   m_error->setWordWrap(true);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  QPalette pal = m_error->palette();
-  pal.setColor(QPalette::WindowText, QColor(0xc6, 0x28, 0x28));
-  m_error->setPalette(pal);
   m_error->hide();
 
   auto* layout = new QVBoxLayout(this);
@@ -198,8 +197,11 @@ RunWizard* RunsPage::openNewRunWizard() {
     const QStringList nodes = wizard->targetNodes();
     if (!nodes.isEmpty()) {
       // Deploy, start and watch happen on the run's own thread; its progress shows on the Live page.
+      RecoveryChoice recovery;
+      recovery.enabled = wizard->autoRecover();
+      recovery.spares = wizard->spareNodes();
       QString error;
-      if (RemoteRun* run = m_runs->startOnNodes(wizard->config(), nodes, &error)) {
+      if (RemoteRun* run = m_runs->startOnNodes(wizard->config(), nodes, recovery, &error)) {
         emit remoteRunStarted(run);
       } else {
         showError(error);
@@ -234,7 +236,12 @@ void RunsPage::selectRun(const LocalRun* run) {
   }
 }
 
-void RunsPage::showError(const QString& text) {
+void RunsPage::showError(const QString& text) { showMessage(text, true); }
+
+void RunsPage::showMessage(const QString& text, bool error) {
+  QPalette pal = palette();
+  if (error) pal.setColor(QPalette::WindowText, QColor(0xc6, 0x28, 0x28));
+  m_error->setPalette(pal);
   m_error->setText(text);
   m_error->setVisible(!text.isEmpty());
 }

@@ -51,12 +51,15 @@ class RunsPage : public QWidget {
  signals:
   // A run was started here or double-clicked in the table: show it live.
   void runOpened(flotilla::ui::LocalRun* run);
-  // The wizard started a run on SSH nodes: show it live (a RemoteRun, see ui/runs/remoterun.h).
+  // A run on SSH nodes was started by the wizard or opened from the table: show it live (a
+  // RemoteRun, see ui/runs/remoterun.h).
   void remoteRunStarted(flotilla::ui::RunHandle* run);
 
  private:
   void startDemo();
   void showError(const QString& text);
+  // The line under the header: red for errors, plain for information (empty text hides it).
+  void showMessage(const QString& text, bool error);
   void updateBody();
   void selectRun(const LocalRun* run);
 

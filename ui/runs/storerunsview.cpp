@@ -25,6 +25,7 @@
 #include "engine/core/error.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/remoterun.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storeservice.h"
 
@@ -160,6 +161,42 @@ void StoreRunsView::showMenu(const QPoint& pos) {
 }
 
 void StoreRunsView::openLive(qint64 id) {
+  const std::optional<db::Run> stored = m_store->run(id);
+  const bool running = stored && stored->status == db::RunStatus::kRunning;
+  // A run on nodes this session watches (or watched to its end): follow that RemoteRun.
+  if (RemoteRun* remote = m_runs->remoteRunForStoreId(id); remote && (remote->isActive() || !running)) {
+    emit remoteRunOpened(remote);
+    return;
+  }
+  if (stored && RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
+    const QString name = QString::fromStdString(stored->name);
+    const QString nodes = QString::fromStdString(stored->target).replace(QLatin1Char(','), QStringLiteral(", "));
+    if (!running) {
+      emit errorRaised(tr("Run %1 ran on SSH nodes (%2) and is %3; its files stay on the nodes. Its metrics are "
+                          "in the run database: compare it with other runs or export them as CSV.")
+                           .arg(name, nodes, QString::fromLatin1(db::to_string(stored->status))));
+      return;
+    }
+    const bool yes = confirmAttach
+                         ? confirmAttach(name, nodes)
+                         : QMessageBox::question(
+                               this, tr("Watch run on nodes"),
+                               tr("Run %1 is running on SSH nodes (%2) and this window does not watch it.\n\n"
+                                  "Watch it here now? Its metrics continue from where the run database stopped. "
+                                  "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
+                                   .arg(name, nodes)) == QMessageBox::Yes;
+    if (!yes) {
+      emit message(tr("Not attached. To watch it from a terminal: flotilla runs attach %1").arg(name));
+      return;
+    }
+    QString error;
+    if (RemoteRun* run = m_runs->attachRemote(id, &error)) {
+      emit remoteRunOpened(run);
+    } else {
+      emit errorRaised(tr("Cannot attach to %1: %2 (from a terminal: flotilla runs attach %1)").arg(name, error));
+    }
+    return;
+  }
   if (LocalRun* run = m_runs->openStored(id)) {
     emit runOpened(run);
   } else {

@@ -5,6 +5,8 @@
 // Decision: each action is a public method taking the run id, and the context menu only calls
 // them, so tests drive exactly what a click does without menus or modal dialogs. The questions
 // the actions ask (which checkpoint, where to save, are you sure) go through replaceable hooks.
+// A run on SSH nodes opens as the session's RemoteRun that watches it (its folder is not on this
+// machine); one nobody here watches is offered for attaching, never shown as an empty folder.
 #pragma once
 
 #include <QWidget>
@@ -21,6 +23,7 @@ namespace flotilla::ui {
 
 class LocalRun;
 class LocalRuns;
+class RunHandle;
 class RunsFilterModel;
 class StoreRunsModel;
 class StoreService;
@@ -53,9 +56,13 @@ class StoreRunsView : public QWidget {
   std::function<QString(const QStringList& checkpoints)> chooseCheckpoint;
   std::function<QString(const QString& suggested)> chooseCsvPath;
   std::function<bool(const QString& runName)> confirmDelete;
+  // Whether to watch a run on SSH nodes that this session does not watch (default: a question box).
+  std::function<bool(const QString& runName, const QString& nodes)> confirmAttach;
 
  signals:
   void runOpened(flotilla::ui::LocalRun* run);
+  // A run on SSH nodes was opened: the RemoteRun that watches it (show it live).
+  void remoteRunOpened(flotilla::ui::RunHandle* run);
   void duplicateRequested(const flotilla::RunConfig& config);
   void errorRaised(const QString& text);
   void message(const QString& text);

@@ -74,6 +74,7 @@ QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes) {
     t.maxRanks = t.ranksPerNode;
     t.nodes = {n.name};
     t.usdPerHour = n.usdPerHour;
+    t.spot = n.spot;
     t.label = ConfigDraft::tr("Node %1 (%2%3)").arg(n.name, devices(n), price(n.usdPerHour, n.spot));
     out.append(t);
   }
@@ -91,6 +92,7 @@ QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes) {
         anySpot = anySpot || nodes[j].spot;
       }
     if (t.nodes.size() < 2) continue;
+    t.spot = anySpot;
     t.maxRanks = static_cast<int>(t.nodes.size()) * t.ranksPerNode;
     t.label = ConfigDraft::tr("Nodes %1 (%2 × %3%4)")
                   .arg(t.nodes.join(QStringLiteral(", ")))
@@ -173,13 +175,47 @@ void ConfigDraft::rebuildTargets(const QList<HardwareTarget>& machine, const QLi
 void ConfigDraft::setMachine(const flotilla::ProbeResult& probe) {
   rebuildTargets(hardwareTargets(probe), m_nodeTargets);
   m_config.run.device = deviceOf(target());
+  syncLaunchOptions();
   emit changed();
 }
 
 void ConfigDraft::setNodes(const QList<StoredNode>& nodes) {
+  m_storedNodes = nodes;
   rebuildTargets(m_machineTargets, nodeTargets(nodes));
   m_config.run.device = deviceOf(target());
+  syncLaunchOptions();
   emit changed();
+}
+
+void ConfigDraft::syncLaunchOptions() {
+  if (!m_autoRecoverChosen) m_autoRecover = target().kind == HardwareTarget::Kind::Nodes && target().spot;
+  const QStringList candidates = spareCandidates();
+  QStringList kept;
+  for (const QString& s : std::as_const(m_spares))
+    if (candidates.contains(s)) kept << s;
+  m_spares = kept;
+}
+
+void ConfigDraft::setAutoRecover(bool on) {
+  m_autoRecoverChosen = true;
+  m_autoRecover = on;
+  emit changed();
+}
+
+void ConfigDraft::setSpareNodes(const QStringList& names) {
+  const QStringList candidates = spareCandidates();
+  m_spares.clear();
+  for (const QString& c : candidates)  // in store order, once each
+    if (names.contains(c)) m_spares << c;
+  emit changed();
+}
+
+QStringList ConfigDraft::spareCandidates() const {
+  QStringList out;
+  const QStringList chosen = targetNodes();
+  for (const StoredNode& n : m_storedNodes)
+    if (!chosen.contains(n.name)) out << n.name;
+  return out;
 }
 
 void ConfigDraft::setTargetIndex(int index) {
@@ -191,6 +227,7 @@ void ConfigDraft::setTargetIndex(int index) {
     const int split = std::max(1, m_config.parallel.tp) * std::max(1, m_config.parallel.pp);
     if (m_ranks % split == 0) m_config.parallel.dp = m_ranks / split;
   }
+  syncLaunchOptions();
   emit changed();
 }
 

@@ -35,6 +35,7 @@ struct HardwareTarget {
   QStringList nodes;      // Nodes: the node names, the master first
   int ranksPerNode = 1;   // Nodes: a node's GPUs (1 for a node without GPUs)
   double usdPerHour = 0;  // Nodes: all of them together (0 = no price set)
+  bool spot = false;      // Nodes: any of them is a spot (preemptible) node
 };
 
 // The targets a probe offers: the CPU first, then one entry for the GPUs when there are any.
@@ -85,6 +86,16 @@ class ConfigDraft : public QObject {
   QStringList targetNodes() const {
     return target().kind == HardwareTarget::Kind::Nodes ? target().nodes : QStringList();
   }
+  // Launch options for node targets (not RunConfig keys; the caller hands them to the launch):
+  // recover automatically after a preemption (default: on when a chosen node is spot, until the
+  // user sets it), and spare nodes to replace lost ones (stored nodes not chosen as targets).
+  bool autoRecover() const { return m_autoRecover; }
+  void setAutoRecover(bool on);
+  QStringList spareNodes() const { return m_spares; }
+  void setSpareNodes(const QStringList& names);  // names that are no candidates are dropped
+  // The stored nodes that may serve as spares now (not among the target's nodes), store order.
+  QStringList spareCandidates() const;
+  const QList<StoredNode>& storedNodes() const { return m_storedNodes; }
   // Ranks (processes) the run starts: dp x tp x pp must equal it (validate's world size).
   int ranks() const { return m_ranks; }
   void setRanks(int ranks);
@@ -106,6 +117,12 @@ class ConfigDraft : public QObject {
   void rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes);
   QList<HardwareTarget> m_targets;
   QList<HardwareTarget> m_machineTargets, m_nodeTargets;
+  // After the target changed: the default recovery choice and spares that are still candidates.
+  void syncLaunchOptions();
+  QList<StoredNode> m_storedNodes;
+  bool m_autoRecover = false;
+  bool m_autoRecoverChosen = false;  // the user set it: the spot default no longer applies
+  QStringList m_spares;
   int m_target = 0;
   int m_ranks = 1;
 };

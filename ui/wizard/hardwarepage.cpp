@@ -6,6 +6,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QListWidget>
 #include <QLocale>
 #include <QPushButton>
 #include <QSpinBox>
@@ -25,6 +26,8 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
                       QStringLiteral("train.dtype"), QStringLiteral("train.recompute")},
                      parent),
       m_target(new QComboBox(this)),
+      m_autoRecover(new QCheckBox(tr("Recover automatically after a preemption"), this)),
+      m_spares(new QListWidget(this)),
       m_ranks(new QSpinBox(this)),
       m_dp(new QSpinBox(this)),
       m_tp(new QSpinBox(this)),
@@ -54,6 +57,14 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
     s.box->setRange(s.min, s.max);
   }
   m_target->setObjectName(QStringLiteral("target"));
+  m_autoRecover->setObjectName(QStringLiteral("autoRecover"));
+  m_autoRecover->setToolTip(
+      tr("When a node is preempted (a spot node taken back), resume the run from its newest checkpoint on "
+         "the nodes that remain, or on a spare node, without asking. At most 3 times per run."));
+  m_spares->setObjectName(QStringLiteral("spareNodes"));
+  m_spares->setToolTip(tr("Optional: stored nodes that replace a lost node, in this order. Without a spare, "
+                          "the lost node's ranks move to the nodes that remain."));
+  m_spares->setMaximumHeight(m_spares->fontMetrics().height() * 4 + 8);
   m_schedule->setObjectName(QStringLiteral("pipelineSchedule"));
   m_dtype->setObjectName(QStringLiteral("dtype"));
   m_recompute->setObjectName(QStringLiteral("recompute"));
@@ -76,7 +87,10 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   m_breakdown->setPalette(faint);
 
   QFormLayout* form = addForm();
+  m_form = form;
   form->addRow(tr("Target"), m_target);
+  form->addRow(tr("Preemption"), m_autoRecover);
+  form->addRow(tr("Spare nodes"), m_spares);
   form->addRow(tr("Ranks (processes)"), m_ranks);
   auto* layoutRow = new QHBoxLayout;
   const struct {
@@ -114,6 +128,10 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
     draft()->setTargetIndex(i);
     if (draft()->target().kind == HardwareTarget::Kind::Nodes) reload();  // it set the ranks and dp
   });
+  connect(m_autoRecover, &QCheckBox::toggled, this, [this](bool on) {
+    if (!loading()) draft()->setAutoRecover(on);
+  });
+  connect(m_spares, &QListWidget::itemChanged, this, &HardwarePage::editSpares);
   connect(m_ranks, &QSpinBox::valueChanged, this, [this](int n) {
     if (!loading()) draft()->setRanks(n);
   });
@@ -153,9 +171,49 @@ void HardwarePage::syncTargets() {
   m_target->setCurrentIndex(draft()->targetIndex());
 }
 
+void HardwarePage::syncRecovery() {
+  const bool nodes = draft()->target().kind == HardwareTarget::Kind::Nodes;
+  const QSignalBlocker blockCheck(m_autoRecover);
+  const QSignalBlocker blockList(m_spares);
+  m_autoRecover->setChecked(draft()->autoRecover());
+  const QStringList candidates = draft()->spareCandidates();
+  const QStringList chosen = draft()->spareNodes();
+  QStringList shown;
+  for (int i = 0; i < m_spares->count(); ++i) shown << m_spares->item(i)->data(Qt::UserRole).toString();
+  if (shown != candidates) {
+    m_spares->clear();
+    for (const StoredNode& n : draft()->storedNodes()) {
+      if (!candidates.contains(n.name)) continue;
+      QStringList facts;
+      facts << (n.gpuCount > 0 ? tr("%1 × %2").arg(n.gpuCount).arg(n.gpuType) : tr("no GPU probed"));
+      if (n.usdPerHour > 0) facts << tr("$%1/h").arg(n.usdPerHour, 0, 'f', 2);
+      if (n.spot) facts << tr("spot");
+      auto* item = new QListWidgetItem(tr("%1 (%2)").arg(n.name, facts.join(QStringLiteral(", "))), m_spares);
+      item->setData(Qt::UserRole, n.name);
+      item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable);
+    }
+  }
+  for (int i = 0; i < m_spares->count(); ++i) {
+    QListWidgetItem* item = m_spares->item(i);
+    item->setCheckState(chosen.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked : Qt::Unchecked);
+  }
+  m_spares->setEnabled(draft()->autoRecover() && !candidates.isEmpty());
+  m_form->setRowVisible(m_autoRecover, nodes);
+  m_form->setRowVisible(m_spares, nodes);
+}
+
+void HardwarePage::editSpares() {
+  if (loading()) return;
+  QStringList names;
+  for (int i = 0; i < m_spares->count(); ++i)
+    if (m_spares->item(i)->checkState() == Qt::Checked) names << m_spares->item(i)->data(Qt::UserRole).toString();
+  draft()->setSpareNodes(names);
+}
+
 void HardwarePage::load() {
   const RunConfig& c = draft()->config();
   syncTargets();
+  syncRecovery();
   m_ranks->setValue(draft()->ranks());
   m_dp->setValue(c.parallel.dp);
   m_tp->setValue(c.parallel.tp);
@@ -171,6 +229,7 @@ void HardwarePage::refreshDerived() {
   ++m_revision;
   // The probe or the store's nodes may have arrived since the last load: keep the list current.
   syncTargets();
+  syncRecovery();
   const std::optional<Plan> plan = draft()->plan();
   if (!plan) {
     m_memory->setUsage(0, 0);

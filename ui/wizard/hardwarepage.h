@@ -1,6 +1,8 @@
 // Wizard page 3, Hardware & parallelism: where the run trains (this machine's CPU or GPUs, from
-// the probe), its layout (dp, tp, pp, ZeRO, pipeline micro-batches, dtype, recomputation), the
-// planner's memory per device against the device's capacity, and the fastest layout that fits.
+// the probe, or stored SSH nodes with their launch options: automatic recovery after a
+// preemption and spare nodes, shown only for node targets), its layout (dp, tp, pp, ZeRO,
+// pipeline micro-batches, dtype, recomputation), the planner's memory per device against the
+// device's capacity, and the fastest layout that fits.
 //
 // Decision: the layout search (the engine's recommend_layouts, a few hundred plans) runs on a
 // worker thread; results carry the draft's revision and stale ones are dropped, so typing into
@@ -14,7 +16,9 @@
 
 class QCheckBox;
 class QComboBox;
+class QFormLayout;
 class QLabel;
+class QListWidget;
 class QPushButton;
 class QSpinBox;
 class QTimer;
@@ -52,9 +56,14 @@ class HardwarePage : public WizardPageBase {
   void startSearch(bool apply);
   void onSearched();
   void editLayout();
-  void syncTargets();  // the target list and choice as the draft has them (no edit signals)
+  void syncTargets();   // the target list and choice as the draft has them (no edit signals)
+  void syncRecovery();  // the recovery rows as the draft has them (no edit signals), shown for nodes
+  void editSpares();
 
+  QFormLayout* m_form = nullptr;
   QComboBox* m_target;
+  QCheckBox* m_autoRecover;
+  QListWidget* m_spares;
   QSpinBox* m_ranks;
   QSpinBox* m_dp;
   QSpinBox* m_tp;

@@ -83,6 +83,8 @@ void RunWizard::loadNodes(const QString& databasePath) {
 
 void RunWizard::setNodes(const QList<StoredNode>& nodes) { m_draft->setNodes(nodes); }
 QStringList RunWizard::targetNodes() const { return m_draft->targetNodes(); }
+bool RunWizard::autoRecover() const { return !targetNodes().isEmpty() && m_draft->autoRecover(); }
+QStringList RunWizard::spareNodes() const { return autoRecover() ? m_draft->spareNodes() : QStringList(); }
 
 const flotilla::RunConfig& RunWizard::config() const { return m_draft->config(); }
 int RunWizard::ranks() const { return m_draft->ranks(); }

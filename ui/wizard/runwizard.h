@@ -53,6 +53,10 @@ class RunWizard : public QWizard {
   void setNodes(const QList<StoredNode>& nodes);
   // The chosen SSH nodes (the master first); empty when the run trains on this machine.
   QStringList targetNodes() const;
+  // Launch options for a run on nodes (false / empty when the run trains on this machine):
+  // recover automatically after a preemption, and the spare nodes for it (in order).
+  bool autoRecover() const;
+  QStringList spareNodes() const;
 
  signals:
   void nodesLoaded();
