@@ -41,17 +41,28 @@ Slice gemm_slice(int M, int N, int t, int nt) {
   return {static_cast<int>(b), static_cast<int>(e), 0, N};
 }
 
-// Deterministic mode's chunks: chunk i of chunk_count(M, N) for any thread count.
-constexpr int kRowChunk = 64, kColChunk = 512;
+// Deterministic mode's chunks: chunk i of chunk_count(M, N) for any thread count. Every chunk is
+// one sgemm call that packs the shared operand again, so few large chunks are cheapest: four,
+// 16-aligned (even work for 1, 2 and 4 threads; 5 to 8 threads leave some idle).
+constexpr int kChunks = 4, kAlign = 16;
 std::atomic<bool> g_fixed_chunks{false};
 
 bool by_columns(int M, int N) { return N >= 8L * M; }
+int chunk_size(int extent) {
+  const int per = (extent + kChunks - 1) / kChunks;
+  return (per + kAlign - 1) / kAlign * kAlign;
+}
 int chunk_count(int M, int N) {
-  return by_columns(M, N) ? (N + kColChunk - 1) / kColChunk : (M + kRowChunk - 1) / kRowChunk;
+  const int extent = by_columns(M, N) ? N : M;
+  return (extent + chunk_size(extent) - 1) / chunk_size(extent);
 }
 Slice chunk_slice(int M, int N, int i) {
-  if (by_columns(M, N)) return {0, M, i * kColChunk, std::min(N, (i + 1) * kColChunk)};
-  return {i * kRowChunk, std::min(M, (i + 1) * kRowChunk), 0, N};
+  if (by_columns(M, N)) {
+    const int c = chunk_size(N);
+    return {0, M, i * c, std::min(N, (i + 1) * c)};
+  }
+  const int c = chunk_size(M);
+  return {i * c, std::min(M, (i + 1) * c), 0, N};
 }
 
 void gemm_slice_call(const Slice& s, bool ta, bool tb, int K, float alpha, const float* A, int lda,
