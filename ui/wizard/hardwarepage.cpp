@@ -36,7 +36,7 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
       m_microBatches(new QSpinBox(this)),
       m_schedule(new QComboBox(this)),
       m_dtype(new QComboBox(this)),
-      m_recompute(new QCheckBox(tr("Recompute activations in backward (less memory, about a third more compute)"), this)),
+      m_recompute(new QCheckBox(tr("Recompute activations in backward (less memory, more compute: the planner shows both)"), this)),
       m_memory(new MemoryBar(this)),
       m_breakdown(new QLabel(this)),
       m_plan(new QLabel(this)),
