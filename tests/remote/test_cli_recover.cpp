@@ -24,7 +24,7 @@ using namespace flotilla_test;
 
 namespace {
 
-constexpr int kSteps = 30;
+constexpr int kSteps = 300;  // ~1 ms a step: long enough that the preemption lands mid-run
 
 CliWorkspace* g_ws = nullptr;
 std::string g_db;

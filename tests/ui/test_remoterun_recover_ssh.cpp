@@ -32,7 +32,7 @@ using State = flotilla::ui::RunHandle::State;
 
 namespace {
 
-constexpr int kSteps = 200;
+constexpr int kSteps = 600;  // ~1 ms a step: the preemption must land mid-run, also on a fast machine
 
 int64_t queryInt(const std::string& dbPath, const std::string& sql) {
   db::Database d(dbPath);
