@@ -238,6 +238,21 @@ RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, dou
   return remote_run_status(session, run_id);
 }
 
+bool request_remote_checkpoint(Session& session, const std::string& run_id) {
+  session.connect();
+  // The lock says whether the run lives (a stale worker.pid of an ended run is never signalled).
+  const std::string script = with_dir(session, run_id) +
+                             "cd \"$d\" 2>/dev/null && [ -f worker.pid ] || exit 3\n"
+                             "exec 8>>run.lock\n"
+                             "flock -n 8 && exit 3\n"
+                             "kill -USR1 \"$(cat worker.pid)\" 2>/dev/null || exit 4\n";
+  const ExecResult r = session.exec(script, 30);
+  if (r.exit_status == 0) return true;
+  if (r.exit_status == 3) return false;
+  throw Error(ExitCode::kComm, "cannot ask run " + run_id + " on " + session.target().host +
+                                   " for a checkpoint (exit " + std::to_string(r.exit_status) + "): " + printable(r.err));
+}
+
 std::vector<RemoteCheckpoint> list_remote_checkpoints(Session& session, const std::string& run_id) {
   session.connect();
   const std::string dir = remote_run_dir(session, run_id) + "/checkpoints";

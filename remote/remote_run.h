@@ -92,6 +92,11 @@ TailChunk tail_run_file(Session& session, const std::string& run_id, uint64_t of
 // grace_s, then SIGKILL to every process of the run's session. Returns the final status.
 RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, double grace_s = 30);
 
+// SIGUSR1 to the node's `launch` (which forwards it to its ranks; every rank agrees at the next
+// step boundary, so asking node 0 is enough): a checkpoint now, training goes on. False when the
+// run is not running there.
+bool request_remote_checkpoint(Session& session, const std::string& run_id);
+
 // Committed checkpoints in <run dir>/checkpoints, oldest first.
 std::vector<RemoteCheckpoint> list_remote_checkpoints(Session& session, const std::string& run_id);
 

@@ -254,6 +254,21 @@ int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::o
   return kExitOk;
 }
 
+int checkpoint_nodes_run(const Context& ctx, const std::string& run_name) {
+  db::Database db = open_store(ctx);
+  const db::Run run = db::get_run(db, run_name);
+  std::optional<Master> m = connect_master(ctx, db, run);
+  if (!m) return kExitRefused;
+  if (!remote::request_remote_checkpoint(*m->node.session, m->rid)) {
+    note_stderr("run " + run.name + " is not running on node " + m->node.rec.name + "; nothing to checkpoint");
+    return kExitRefused;
+  }
+  std::printf("asked run %s for a checkpoint at its next step (node %s); it appears in "
+              "flotilla runs checkpoints %s\n",
+              run.name.c_str(), m->node.rec.name.c_str(), run.name.c_str());
+  return kExitOk;
+}
+
 std::vector<std::string> parse_node_list(const std::string& text, const std::string& option) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -65,6 +65,10 @@ int list_run_checkpoints(const Context& ctx, const std::string& run, bool json);
 int fetch_run_checkpoint(const Context& ctx, const std::string& run, std::optional<int64_t> step,
                          const std::string& out_dir);
 
+// `flotilla runs checkpoint RUN` for a run on nodes: SIGUSR1 to the master's launch (every rank
+// agrees at the next step, so one node is enough): a checkpoint now, training goes on.
+int checkpoint_nodes_run(const Context& ctx, const std::string& run);
+
 // "a,b" -> {"a","b"}; UsageError (naming `option`) for an empty or repeated name.
 std::vector<std::string> parse_node_list(const std::string& text, const std::string& option = "--nodes");
 

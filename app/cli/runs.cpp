@@ -1,8 +1,16 @@
-// `flotilla runs list|show|export|resume|attach|checkpoints|fetch|delete` over the run store.
+// `flotilla runs list|show|export|resume|attach|checkpoint|checkpoints|fetch|delete` over the run
+// store.
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -228,6 +236,51 @@ int remove(const Context& ctx, ArgReader& args) {
   return kExitOk;
 }
 
+// The live worker of a local run from its worker.pid ("PID STARTTIME", written by the app), or 0:
+// the start time (field 22 of /proc/PID/stat) must match, so a recycled pid is never signalled.
+long live_worker_pid(const std::string& run_dir) {
+  std::ifstream f(run_dir + "/worker.pid");
+  long pid = 0;
+  std::string start;
+  if (!(f >> pid) || pid <= 0) return 0;
+  f >> start;
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return 0;
+    if (i == 22) return start.empty() || field == start ? pid : 0;
+  }
+  return 0;
+}
+
+int checkpoint_run(const Context& ctx, const std::string& name) {
+  db::Database db = open_store(ctx);
+  const db::Run r = db::get_run(db, name);
+  const auto colon = r.run_dir.find(':');
+  if (colon != std::string::npos && colon > 0 && r.run_dir.find('/', colon) == colon + 1)
+    return checkpoint_nodes_run(ctx, name);
+  const long pid = r.run_dir.empty() ? 0 : live_worker_pid(r.run_dir);
+  if (pid == 0) {
+    std::fprintf(stderr,
+                 "flotilla: run %s has no live worker this command can find (started from the app, its "
+                 "worker.pid in %s names it); a run started with `flotilla run` takes Ctrl-C to stop, and its "
+                 "worker takes SIGUSR1 for a checkpoint\n",
+                 r.name.c_str(), r.run_dir.empty() ? "its run dir" : r.run_dir.c_str());
+    return kExitRefused;
+  }
+  if (::kill(static_cast<pid_t>(pid), SIGUSR1) != 0) {
+    std::fprintf(stderr, "flotilla: cannot signal the worker of run %s (pid %ld): %s\n", r.name.c_str(), pid,
+                 std::strerror(errno));
+    return kExitRefused;
+  }
+  std::printf("asked run %s for a checkpoint at its next step (worker pid %ld)\n", r.name.c_str(), pid);
+  return kExitOk;
+}
+
 void usage() {
   std::printf(
       "Usage: flotilla runs list [--json] [--status S]... [--tag T] [--name TEXT] [--sort "
@@ -238,6 +291,7 @@ void usage() {
       "       flotilla runs resume RUN [--quiet] [--no-bind] [--auto-recover [--spare C,...]\n"
       "                            [--max-recoveries K] [--recover-after S]]\n"
       "       flotilla runs attach RUN [--quiet] [--auto-recover ...]\n"
+      "       flotilla runs checkpoint RUN\n"
       "       flotilla runs checkpoints RUN [--json]\n"
       "       flotilla runs fetch RUN [--step N] [--out DIR]\n"
       "       flotilla runs delete RUN [--force]\n"
@@ -263,6 +317,11 @@ int cmd_runs(const Context& ctx) {
     if (pos.size() != 1) throw UsageError("runs checkpoints needs one RUN (a name or an id)");
     return list_run_checkpoints(ctx, pos[0], as_json);
   }
+  if (sub == "checkpoint") {
+    const auto pos = args.positionals();
+    if (pos.size() != 1) throw UsageError("runs checkpoint needs one RUN (a name or an id)");
+    return checkpoint_run(ctx, pos[0]);
+  }
   if (sub == "fetch") {
     const std::optional<double> step = args.number("--step");
     const std::string out = args.value("--out").value_or("");
@@ -282,7 +341,7 @@ int cmd_runs(const Context& ctx) {
     return sub == "resume" ? resume_run(ctx, pos[0], recovery, quiet) : attach_nodes_run(ctx, pos[0], quiet, recovery);
   }
   throw UsageError("runs: unknown subcommand '" + sub +
-                   "' (list, show, export, resume, attach, checkpoints, fetch, delete)");
+                   "' (list, show, export, resume, attach, checkpoint, checkpoints, fetch, delete)");
 }
 
 }  // namespace flotilla::cli

@@ -179,6 +179,19 @@ int main() {
   CHECK(wait_until(
       [&] { return contains(read_file(log2), "attached to run att2") && lines_of(metrics2) > seen + 2; },
       60));
+  // Checkpoint now, from another terminal: the master's launch gets SIGUSR1, every rank agrees at
+  // the next step and training goes on; the checkpoint arrives in the store with reason "request".
+  const ProcResult asked = cli({"runs", "checkpoint", "att2"});
+  CHECK_MSG(asked.exit_code == 0 && contains(asked.output, "asked run att2 for a checkpoint"), "exit %d: %s",
+            asked.exit_code, asked.output.c_str());
+  CHECK_MSG(wait_until(
+                [&] {
+                  flotilla::db::Database db(g_db);
+                  return flotilla::db::query_int(db, "SELECT COUNT(*) FROM checkpoints WHERE run_id = 2 AND "
+                                                     "reason = 'request'") >= 1;
+                },
+                60),
+            "no requested checkpoint reached the store: %s", read_file(log2).c_str());
   ::kill(watcher, SIGINT);
   const int stop_exit = wait_exit(watcher);
   CHECK_MSG(stop_exit == 10, "attach after SIGINT exit %d: %s", stop_exit, read_file(log2).c_str());
@@ -195,5 +208,7 @@ int main() {
     CHECK(flotilla::db::query_int(
               db, "SELECT COUNT(*) FROM cost_accruals WHERE run_id = 2 AND end_time IS NULL") == 0);
   }
+  // A run that has ended takes no checkpoint request.
+  CHECK(cli({"runs", "checkpoint", "att2"}).exit_code == 9);
   return flotilla_test::summary("test_cli_attach");
 }
