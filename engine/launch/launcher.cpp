@@ -51,6 +51,7 @@ struct Rank {
   Clock::time_point last_progress;  // when `step` last advanced (or start)
   Clock::time_point last_beat;      // last heartbeat line of any kind
   bool beating = false;
+  double slowest_step_s = 0;        // longest time between two advances after the first step
 };
 
 int pick_free_port() {
@@ -240,6 +241,9 @@ class Attempt {
       r.beating = true;
       long long step = 0;
       if (std::sscanf(line.c_str(), "step=%lld", &step) == 1 && step > r.step) {
+        // Per step, so a heartbeat that skipped some (several steps in one second) is not slow.
+        if (r.step > 0) r.slowest_step_s = std::max(r.slowest_step_s, seconds_since(r.last_progress) /
+                                                                          static_cast<double>(step - r.step));
         r.step = step;
         r.last_progress = Clock::now();
       }
@@ -346,7 +350,7 @@ class Attempt {
   bool check_stall(AttemptResult& res, Clock::time_point start) {
     for (auto& r : ranks_) {
       if (r.exited) continue;
-      const double limit = r.step == 0 ? opt_.init_timeout_s : opt_.step_timeout_s;
+      const double limit = stall_limit_s(opt_, r.step, r.slowest_step_s);
       const double idle = seconds_since(r.step == 0 ? start : r.last_progress);
       if (limit <= 0 || idle < limit) continue;
       // Root cause: a silent rank (no heartbeat: stopped or hung outside any thread we run) over
@@ -440,6 +444,12 @@ bool exit_code_retryable(int code) {
     default:
       return code != 0 && code != 127;  // 127: the worker binary could not be executed
   }
+}
+
+double stall_limit_s(const LaunchOptions& options, int64_t step, double slowest_step_s) {
+  if (step == 0) return options.init_timeout_s;
+  if (options.step_timeout_s <= 0) return 0;
+  return std::max(options.step_timeout_s, 3 * slowest_step_s);
 }
 
 int run_launch(const LaunchOptions& options) {

@@ -24,7 +24,8 @@ struct LaunchOptions {
   int master_port = 29500;               // 0 = pick a free port (single node only)
   int max_restarts = 0;                  // crash restarts; preemptions do not count
   double init_timeout_s = 300;           // first step must arrive within this (torchtitan's init 300 s)
-  double step_timeout_s = 100;           // later steps: no progress for this long = stalled
+  double step_timeout_s = 100;           // later steps: no progress for this long = stalled (at
+                                         // least 3x the slowest step seen: see stall_limit_s)
   double term_grace_s = 10;              // SIGTERM -> this long -> SIGKILL
   bool bind_cores = true;                // pin each local rank to its share of the cores
   // GPU pinning (gpu_pinning.h): with device "cuda" or a non-empty gpus list, local rank l gets
@@ -53,6 +54,11 @@ struct AttemptResult {
 
 // Runs the group with restarts; returns the final exit code.
 int run_launch(const LaunchOptions& options);
+
+// Seconds without progress after which a rank at `step` is stalled: init_timeout_s before the
+// first step; after it step_timeout_s, raised to 3x the slowest step the rank has taken, so a
+// model whose steps take minutes (a large model on CPUs) is not taken for a hung one. 0: never.
+double stall_limit_s(const LaunchOptions& options, int64_t step, double slowest_step_s);
 
 // Classification of a rank's exit code: retry after a crash? (config/data/usage errors never).
 bool exit_code_retryable(int code);
