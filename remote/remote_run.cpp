@@ -302,4 +302,29 @@ std::string fetch_remote_checkpoint(Session& session, const std::string& run_id,
   return dest;
 }
 
+std::string upload_checkpoint(Session& session, const std::string& run_id, const std::string& local_step_dir) {
+  session.connect();
+  const std::string leaf = std::filesystem::path(local_step_dir).filename().string();
+  if (leaf.size() != 13 || leaf.rfind("step-", 0) != 0 || leaf.find_first_not_of("0123456789", 5) != std::string::npos)
+    throw Error(ExitCode::kUsage, "upload_checkpoint: '" + local_step_dir + "' is not a step-NNNNNNNN folder");
+  const std::string root = remote_run_dir(session, run_id) + "/checkpoints";
+  const std::string dest = root + "/" + leaf, part = dest + ".upload";
+  Sftp sftp(session);
+  sftp.mkdir_p(root);
+  session.exec("rm -rf -- " + q(part), 60);
+  sftp.mkdir_p(part);
+  const std::filesystem::path base(local_step_dir);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(base)) {
+    const std::string rel = std::filesystem::relative(e.path(), base).string();
+    if (e.is_directory()) sftp.mkdir_p(part + "/" + rel);
+    else if (e.is_regular_file()) sftp.upload_file(e.path().string(), part + "/" + rel);  // checksum-verified
+  }
+  // Published whole or not at all: the worker only takes committed step-NNNNNNNN folders.
+  const ExecResult r = session.exec("rm -rf -- " + q(dest) + " && mv -- " + q(part) + " " + q(dest), 60);
+  if (r.exit_status != 0)
+    throw Error(ExitCode::kComm, "cannot publish checkpoint " + leaf + " of run " + run_id + " on " +
+                                     session.target().host + ": " + printable(r.err));
+  return dest;
+}
+
 }  // namespace flotilla::remote

@@ -105,4 +105,9 @@ std::vector<RemoteCheckpoint> list_remote_checkpoints(Session& session, const st
 std::string fetch_remote_checkpoint(Session& session, const std::string& run_id, int64_t step,
                                     const std::string& local_dir);
 
+// Uploads a local checkpoint folder (<...>/step-NNNNNNNN, e.g. one fetch_remote_checkpoint wrote)
+// into <run dir>/checkpoints/ on the node: every file checksum-verified into a side folder, then
+// renamed into place, so a resume there sees it whole or not at all. Returns the remote path.
+std::string upload_checkpoint(Session& session, const std::string& run_id, const std::string& local_step_dir);
+
 }  // namespace flotilla::remote

@@ -263,7 +263,8 @@ int cmd_run(const Context& ctx) {
     std::printf(
         "Usage: flotilla run CONFIG.toml [--name NAME] [--set KEY=VALUE]... [--budget USD] [--quiet]\n"
         "                    [--nodes A,B,... [--nproc-per-node N] [--master-port P] [--no-bind]\n"
-        "                     [--auto-recover [--spare C,D,...] [--max-recoveries K] [--recover-after S]]]\n\n"
+        "                     [--auto-recover [--spare C,D,...] [--max-recoveries K] [--recover-after S]\n"
+        "                                     [--mirror-checkpoints]]]\n\n"
         "Starts the training worker on this machine (flotilla-worker launch when parallel.dp*tp*pp > 1),\n"
         "stores its metrics in the run database as they arrive, prints progress, and exits with the\n"
         "worker's exit status. Ctrl-C stops the worker at the next step with a checkpoint (exit 10);\n"
@@ -275,7 +276,9 @@ int cmd_run(const Context& ctx) {
         "With --auto-recover, a preempted run (a node's worker stopped by SIGTERM: exit 10) is started\n"
         "again by itself, after S seconds (default 20), from its newest checkpoint: nodes that no longer\n"
         "answer are replaced by the --spare nodes, or their ranks go to the nodes that remain (the\n"
-        "number of ranks stays dp*tp*pp). At most K recoveries (default 3); the master must remain.\n");
+        "number of ranks stays dp*tp*pp). At most K recoveries (default 3). The master must remain,\n"
+        "unless --mirror-checkpoints copies each checkpoint to the workspace as it is written: then a\n"
+        "lost master is replaced too and the newest copy is uploaded to the new one.\n");
     return kExitOk;
   }
   std::optional<std::string> name = args.value("--name");

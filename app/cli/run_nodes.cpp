@@ -120,7 +120,14 @@ int watch(const Context& ctx, std::vector<Node>& nodes, const ui::noderun::Watch
   return exit_code;
 }
 
-ui::noderun::Recovery make_recovery(const Context& ctx, db::Database& db, const RecoveryRequest& req) {
+// Where the checkpoints of run `name` are mirrored (--mirror-checkpoints) and fetched by default.
+std::string checkpoints_dir_of(const Context& ctx, const std::string& name) {
+  return (fs::path(database_path(ctx)).parent_path() / "checkpoints" / name).string();
+}
+
+// `mirror_dir`: where the run's checkpoints are mirrored with --mirror-checkpoints.
+ui::noderun::Recovery make_recovery(const Context& ctx, db::Database& db, const RecoveryRequest& req,
+                                    const std::string& mirror_dir) {
   ui::noderun::Recovery recovery;
   recovery.enabled = req.auto_recover;
   recovery.maxRecoveries = req.max_recoveries;
@@ -130,6 +137,7 @@ ui::noderun::Recovery make_recovery(const Context& ctx, db::Database& db, const 
   recovery.workerPath = local_worker();
   recovery.version = FLOTILLA_VERSION_STRING;
   recovery.noBind = req.no_bind;
+  if (req.mirror) recovery.mirrorDir = mirror_dir;
   return recovery;
 }
 
@@ -141,8 +149,9 @@ RecoveryRequest read_recovery_options(ArgReader& args) {
   const std::optional<std::string> spare_list = args.value("--spare");
   const std::optional<double> max_recoveries = args.number("--max-recoveries");
   const std::optional<double> recover_after = args.number("--recover-after");
-  if (!r.auto_recover && (spare_list || max_recoveries || recover_after))
-    throw UsageError("--spare, --max-recoveries and --recover-after go with --auto-recover");
+  r.mirror = args.flag("--mirror-checkpoints");
+  if (!r.auto_recover && (spare_list || max_recoveries || recover_after || r.mirror))
+    throw UsageError("--spare, --max-recoveries, --recover-after and --mirror-checkpoints go with --auto-recover");
   if (max_recoveries) {
     if (*max_recoveries < 1 || *max_recoveries > 100 ||
         *max_recoveries != static_cast<double>(static_cast<int>(*max_recoveries)))
@@ -245,9 +254,7 @@ int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::o
     }
     want = *step;
   }
-  const std::string dir = out_dir.empty()
-                              ? (fs::path(database_path(ctx)).parent_path() / "checkpoints" / run.name).string()
-                              : fs::absolute(out_dir).string();
+  const std::string dir = out_dir.empty() ? checkpoints_dir_of(ctx, run.name) : fs::absolute(out_dir).string();
   fs::create_directories(dir);
   const std::string local = remote::fetch_remote_checkpoint(*m->node.session, m->rid, want, dir);
   std::printf("%s\n", local.c_str());
@@ -320,13 +327,14 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& req) {
   }
   RecoveryRequest rr = req.recovery;
   rr.no_bind = req.no_bind;
-  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr);
+  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, req.name));
   // The choice goes with the run: `runs attach` and the app follow it when they re-attach.
   ui::noderun::RecoveryPolicy policy;
   policy.enabled = rr.auto_recover;
   policy.spares = rr.spares;
   policy.maxRecoveries = rr.max_recoveries;
   policy.settleSeconds = rr.recover_after_s;
+  policy.mirror = rr.mirror;
   ui::noderun::recordRecoveryPolicy(db, w.runId, policy);
   const StopSignals signals;
   return watch(ctx, nodes, w, req.quiet, recovery);
@@ -366,6 +374,7 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
           effective.spares.push_back(spare);
       effective.max_recoveries = p.maxRecoveries;
       effective.recover_after_s = p.settleSeconds;
+      effective.mirror = p.mirror;
       if (!quiet)
         std::printf("automatic recovery after a preemption: on, as the run was started (%d left)\n", p.maxRecoveries);
     }
@@ -373,7 +382,7 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
   for (const auto& spare : effective.spares)
     for (const auto& n : nodes)
       if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
-  return watch(ctx, nodes, w, quiet, make_recovery(ctx, db, effective));
+  return watch(ctx, nodes, w, quiet, make_recovery(ctx, db, effective, checkpoints_dir_of(ctx, run.name)));
 }
 
 int resume_nodes_run(const Context& ctx, const std::string& run_name, const RecoveryRequest& rr, bool quiet) {
@@ -410,7 +419,7 @@ int resume_nodes_run(const Context& ctx, const std::string& run_name, const Reco
   w.name = run.name;
   w.rid = rid;
   w.budgetUsd = run.budget_usd;
-  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr);
+  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, run.name));
   std::vector<db::SshNode> spares = recovery.spares;
   const std::string why = ui::noderun::restartOnNodes(database_path(ctx), nodes, w, recovery, spares,
                                                       "resumed by flotilla runs resume", false, note_stderr);

@@ -16,6 +16,7 @@ struct RecoveryRequest {
   std::vector<std::string> spares;  // node names
   int max_recoveries = 3;
   double recover_after_s = 20;
+  bool mirror = false;              // --mirror-checkpoints: survive the loss of the master
   bool no_bind = false;             // restarts pass launch --no-bind
 };
 

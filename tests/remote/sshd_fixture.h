@@ -185,12 +185,14 @@ class SshdFixture {
     return up;
   }
 
-  // Stops node i's listener and every session process under it.
+  // Stops node i's listener and every session process under it. The listener is frozen first, so
+  // a client reconnecting meanwhile cannot get a fresh session that outlives the node.
   void stop(int i) {
     Node& n = nodes_[static_cast<size_t>(i)];
     if (n.pid <= 0) return;
+    kill(n.pid, SIGSTOP);
     kill_sessions(i, SIGKILL);
-    kill(n.pid, SIGTERM);
+    kill(n.pid, SIGKILL);
     waitpid(n.pid, nullptr, 0);
     n.pid = -1;
     wait_until([&] { return !port_open(n.port); }, 5);

@@ -5,6 +5,8 @@
 //     deploys to the spare c and resumes on a,c; the run completes.
 //  2. without a spare: the same preemption; b's rank moves to a (1 node x 2 ranks, same world).
 //  3. without --auto-recover: the run ends preempted; `flotilla runs resume` restarts it on a.
+//  4. the master a preempted, with --mirror-checkpoints: b becomes the master, c joins, the run
+//     resumes from the mirrored checkpoint uploaded to b.
 // Both times the store has every step exactly once, the per-step losses equal the same config run
 // locally with 2 ranks and no interruption, the recovery is recorded as an event, the run's
 // target and nodes are the new ones, and b accrues no cost after the preemption. Node a's GPU (a
@@ -70,7 +72,7 @@ void preempt(SshdFixture& fx, int i, const std::string& rid) {
 // Runs `args` (flotilla run ... --auto-recover), preempting node 1 once 8 steps are stored.
 // Returns the command's exit status; `out` gets its output.
 int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, const std::string& rid,
-                        std::string& out) {
+                        std::string& out, int victim = 1, const std::string& ready_path = "") {
   const std::string log = g_ws->log_dir() + "/run-" + rid + ".log";
   const pid_t run = g_ws->spawn(args, log);
   bool preempted = false, reaped = false;
@@ -78,8 +80,10 @@ int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, c
   wait_until(
       [&] {
         const std::string m = read_file(fx.node(0).home + "/.flotilla/runs/" + rid + "/metrics.jsonl");
-        if (std::count(m.begin(), m.end(), '\n') >= 8) {
-          preempt(fx, 1, rid);
+        const bool ready = ready_path.empty() ? std::count(m.begin(), m.end(), '\n') >= 8
+                                              : std::filesystem::exists(ready_path);
+        if (ready) {
+          preempt(fx, victim, rid);
           preempted = true;
           return true;
         }
@@ -89,12 +93,12 @@ int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, c
       90);
   const int code = reaped ? (WIFEXITED(status) ? WEXITSTATUS(status) : 128) : wait_exit(run);
   out = read_file(log);
-  CHECK_MSG(preempted, "node b was never preempted: %s", out.c_str());
+  CHECK_MSG(preempted, "node %d was never preempted: %s", victim, out.c_str());
   return code;
 }
 
 void check_run(const std::string& name, const std::map<int64_t, double>& reference, const std::string& target,
-               int64_t b_id) {
+               int64_t lost_id, const std::string& lost = "b") {
   const std::map<int64_t, double> losses = stored_losses(name);
   CHECK_MSG(static_cast<int>(losses.size()) == kSteps, "run %s: %zu steps stored", name.c_str(), losses.size());
   double worst = 0;
@@ -115,15 +119,15 @@ void check_run(const std::string& name, const std::map<int64_t, double>& referen
   CHECK_MSG(query_text("SELECT target FROM runs WHERE id = " + std::to_string(id)) == target,
             "target %s", query_text("SELECT target FROM runs WHERE id = " + std::to_string(id)).c_str());
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM events WHERE run_id = " + std::to_string(id) +
-                                        " AND kind = 'recovery' AND message LIKE 'automatic recovery 1/3 (lost b)%'") == 1);
+                                        " AND kind = 'recovery' AND message LIKE 'automatic recovery 1/3 (lost " + lost + ")%'") == 1);
   // The starter's choice is recorded with the run, for whoever re-attaches (runs attach, the app).
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM events WHERE run_id = " + std::to_string(id) +
                                         " AND kind = 'recovery-policy' AND fields LIKE '%\"auto\":true%'") == 1);
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM run_nodes WHERE run_id = " + std::to_string(id) +
-                                        " AND node_id = " + std::to_string(b_id)) == 0);
+                                        " AND node_id = " + std::to_string(lost_id)) == 0);
   // b accrued while it ran, and nothing is left open for it.
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM cost_accruals WHERE run_id = " + std::to_string(id) +
-                                        " AND node_id = " + std::to_string(b_id)) >= 1);
+                                        " AND node_id = " + std::to_string(lost_id)) >= 1);
   CHECK(flotilla::db::query_int(db, "SELECT COUNT(*) FROM cost_accruals WHERE run_id = " + std::to_string(id) +
                                         " AND end_time IS NULL") == 0);
 }
@@ -252,6 +256,27 @@ int main() {
   }
   // A completed run is not resumed; a running one would be (exit 9).
   CHECK(cli({"runs", "resume", "rec3"}).exit_code == 9);
+
+  // 4. The master itself is preempted. With --mirror-checkpoints each checkpoint was copied to the
+  //    workspace as it was written, so b becomes the master, the spare c takes the second place,
+  //    and the run resumes from the mirrored copy uploaded to b.
+  CHECK(fx.start(1));
+  const int64_t a_id = [] {
+    flotilla::db::Database db(g_db);
+    return flotilla::db::query_int(db, "SELECT id FROM nodes WHERE name = 'a'");
+  }();
+  const std::string mirrored = fx.root() + "/ws/checkpoints/rec4/step-00000040";
+  code = run_with_preemption(fx,
+                             {"run", cfg, "--nodes", "a,b", "--no-bind", "--name", "rec4", "--set",
+                              "checkpoint.every=20", "--auto-recover", "--spare", "c", "--mirror-checkpoints",
+                              "--recover-after", "1"},
+                             "rec4-4", out, 0, mirrored);
+  CHECK_MSG(code == 0, "exit %d: %s", code, out.c_str());
+  CHECK_MSG(contains(out, "automatic recovery 1/3 (lost a): 2 node(s) x 1 rank(s) on b,c, from the mirrored "
+                          "checkpoint at step"),
+            "%s", out.c_str());
+  check_run("rec4", reference, "b,c", a_id, "a");
+  CHECK(query_text("SELECT run_dir FROM runs WHERE name = 'rec4'").rfind("b:/", 0) == 0);
 
   // Without --auto-recover the flags that need it are refused.
   CHECK(cli({"run", cfg, "--nodes", "a", "--spare", "c"}).exit_code == 2);

@@ -9,8 +9,10 @@
 // lost or doubled (RELIABILITY S4/S6). The run is recorded as running from node 0's own start time.
 #include "ui/runs/noderun_core.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -53,14 +55,15 @@ std::string remoteId(const std::string& name, int64_t id) {
 
 // Runs `fn` on the node's session; on a dropped link reconnects with backoff and tries again.
 template <typename F>
-auto withReconnect(Node& n, const Note& note, F&& fn) -> decltype(fn(*n.session)) {
+auto withReconnect(Node& n, const Note& note, F&& fn, const remote::Backoff& backoff = {0.5, 2, 10, 8})
+    -> decltype(fn(*n.session)) {
   for (int attempt = 0;; ++attempt) {
     try {
       return fn(*n.session);
     } catch (const remote::ConnectionLost& e) {
       if (attempt >= 3) throw;
       if (note) note("connection to node " + n.rec.name + " lost (" + e.what() + "); the run keeps going there; reconnecting...");
-      n.session->reconnect({0.5, 2, 10, 8});
+      n.session->reconnect(backoff);
       if (note) note("reconnected to node " + n.rec.name + "; re-attached");
     }
   }
@@ -273,12 +276,38 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
   const std::string source = "ssh:" + nodes[0].rec.name + ":metrics.jsonl";
   uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, runId, source));
   db::Ingestor ingestor(writer, runId);
-  if (hooks.onRecord) ingestor.on_record = hooks.onRecord;
+  int64_t newestCheckpoint = 0, mirrored = 0;
+  ingestor.on_record = [&](const db::IngestEvent& e) {
+    if (e.type == "checkpoint") newestCheckpoint = std::max(newestCheckpoint, e.step);
+    if (hooks.onRecord) hooks.onRecord(e);
+  };
+  // With a mirror dir, each new checkpoint of the master is copied here once committed in the
+  // store, so a run can resume elsewhere when the master itself is lost (superviseRun).
+  const auto mirror = [&] {
+    if (w.mirrorDir.empty() || newestCheckpoint <= mirrored) return;
+    const int64_t step = newestCheckpoint;
+    try {
+      std::filesystem::create_directories(w.mirrorDir);
+      remote::fetch_remote_checkpoint(*nodes[0].session, rid, step, w.mirrorDir);
+      mirrored = step;
+      std::vector<std::filesystem::path> kept;
+      for (const auto& e : std::filesystem::directory_iterator(w.mirrorDir))
+        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
+            e.path().filename().string().find('.') == std::string::npos)
+          kept.push_back(e.path());
+      std::sort(kept.begin(), kept.end());
+      for (size_t i = 0; i + 2 < kept.size(); ++i) std::filesystem::remove_all(kept[i]);  // the newest two stay
+    } catch (const std::exception& e) {
+      if (note) note("mirroring the checkpoint at step " + std::to_string(step) + " failed: " + e.what());
+      mirrored = step;  // not retried: the next checkpoint is
+    }
+  };
 
   // Reads new complete lines of rank 0's metrics and commits them with their offset.
   const auto pull = [&]() -> bool {
     const remote::TailChunk t =
-        withReconnect(nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); });
+        withReconnect(nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); },
+                      w.reconnect);
     if (t.lines.empty()) return false;
     std::string text;
     for (const auto& l : t.lines) (text += l) += '\n';
@@ -296,6 +325,7 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
                                                     std::to_string(offset) + " failed: " + writer.stats().last_error);
     offset = t.offset;
     if (hooks.onCommitted) hooks.onCommitted(t.lines, offset);
+    mirror();
     return true;
   };
   const auto stopAll = [&](const std::string& why) {
@@ -355,7 +385,8 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
       }
       if (now - lastStatus >= std::chrono::seconds(1)) {
         lastStatus = now;
-        final0 = withReconnect(nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
+        final0 = withReconnect(
+            nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); }, w.reconnect);
         if (final0.state == remote::RunState::kExited) {
           while (pull()) {
           }

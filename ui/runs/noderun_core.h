@@ -47,6 +47,8 @@ struct Watch {
   std::optional<double> budgetUsd;
   std::function<void(db::Database&)> onAttach;  // run on the writer before tailing
   double gpuSampleSeconds = 5;  // every node's GPUs into system_samples this often (0: never)
+  remote::Backoff reconnect{0.5, 2, 10, 8};  // how long a lost master is tried again
+  std::string mirrorDir;  // "": off; else each new checkpoint of the master is copied here
 };
 
 struct StartRequest {
@@ -110,17 +112,21 @@ struct Recovery {
   SessionOptionsFor options;         // connects the spares
   std::string workerPath, version;   // the bundle deployed on a replacement
   bool noBind = false;
+  // "": the master must survive. Else checkpoints are mirrored here while watching, and a lost
+  // master is replaced: the newest mirrored checkpoint is uploaded to the new master.
+  std::string mirrorDir;
 };
 
 // A run's choice about preemptions as recorded in the store, so whoever re-attaches (the app, or
 // `flotilla runs attach`) recovers as the starter asked: an event of kind "recovery-policy" with
-// fields {"auto": bool, "spares": [names], "max": int, "after": seconds}.
+// fields {"auto": bool, "spares": [names], "max": int, "after": seconds, "mirror": bool}.
 inline constexpr const char* kRecoveryPolicyEvent = "recovery-policy";
 struct RecoveryPolicy {
   bool enabled = false;
   std::vector<std::string> spares;
   int maxRecoveries = 3;
   double settleSeconds = 20;
+  bool mirror = false;  // checkpoints mirrored to the workspace (a lost master is survivable)
 };
 std::string recoveryPolicyJson(const RecoveryPolicy& policy);
 // Missing or malformed fields keep their defaults; negative numbers become 0.

@@ -11,6 +11,8 @@
 // and the healthy ones' alike.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -60,6 +62,20 @@ std::string names(const std::vector<Node>& nodes) {
   return out;
 }
 
+// The newest complete step-NNNNNNNN folder in `dir` ("" when none, or no dir).
+std::string newestMirrored(const std::string& dir) {
+  std::string best;
+  std::error_code ec;
+  if (dir.empty()) return best;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string leaf = e.path().filename().string();
+    if (e.is_directory() && leaf.size() == 13 && leaf.rfind("step-", 0) == 0 &&
+        leaf.find_first_not_of("0123456789", 5) == std::string::npos && e.path().string() > best)
+      best = e.path().string();
+  }
+  return best;
+}
+
 // The largest node count <= available that splits `world` ranks evenly.
 int usableNodes(int world, int available) {
   for (int k = std::min(world, available); k > 1; --k)
@@ -73,7 +89,8 @@ std::string recoveryPolicyJson(const RecoveryPolicy& policy) {
   return nlohmann::json{{"auto", policy.enabled},
                         {"spares", policy.spares},
                         {"max", policy.maxRecoveries},
-                        {"after", policy.settleSeconds}}
+                        {"after", policy.settleSeconds},
+                        {"mirror", policy.mirror}}
       .dump();
 }
 
@@ -87,6 +104,7 @@ RecoveryPolicy recoveryPolicyFromJson(const std::string& fieldsJson) {
       if (v.is_string() && !v.get<std::string>().empty()) p.spares.push_back(v.get<std::string>());
   if (j.contains("max") && j["max"].is_number()) p.maxRecoveries = std::max(0, j["max"].get<int>());
   if (j.contains("after") && j["after"].is_number()) p.settleSeconds = std::max(0.0, j["after"].get<double>());
+  if (j.contains("mirror") && j["mirror"].is_boolean()) p.mirror = j["mirror"].get<bool>();
   return p;
 }
 
@@ -124,10 +142,15 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
     if (!alive[i]) lost.push_back(nodes[i].rec.name);
   }
   if (requireLoss && lost.empty()) return "every node still answers: the run failed for another reason";
-  if (!alive[0])
+  // The master holds the checkpoints; without it only a mirrored copy lets the run go on.
+  const std::string mirrored = newestMirrored(recovery.mirrorDir);
+  if (!alive[0] && mirrored.empty())
     return "run " + w.name + ": the master node " + nodes[0].rec.name +
-           " does not answer and it holds the run's checkpoints; resume the run with `flotilla runs resume " +
-           w.name + "` once it is back";
+           " does not answer and it holds the run's checkpoints" +
+           (recovery.mirrorDir.empty() ? std::string(" (start runs with --mirror-checkpoints to survive this)")
+                                       : std::string(" (none was mirrored yet)")) +
+           "; resume the run with `flotilla runs resume " + w.name + "` once it is back";
+  const bool newMaster = !alive[0];
   const std::vector<int64_t> before = [&] {
     std::vector<int64_t> ids;
     for (const auto& n : nodes) ids.push_back(n.rec.id);
@@ -165,28 +188,37 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
   // Whatever happens next, `nodes` holds the connected nodes this function still has.
   const auto keep = [&] { nodes = std::move(next); };
 
-  // The newest committed checkpoint the workers will resume from (none: from the start).
-  std::string from;
-  try {
-    const std::vector<remote::RemoteCheckpoint> ckpts = remote::list_remote_checkpoints(*next[0].session, w.rid);
-    from = ckpts.empty() ? std::string("from the start (no checkpoint was written)")
-                         : "from the checkpoint at step " + std::to_string(ckpts.back().step);
-  } catch (const Error& e) {
-    keep();
-    return "run " + w.name + ": listing the checkpoints on " + nodes[0].rec.name + " failed: " + e.what();
-  }
   remote::DeployOptions deploy;
   deploy.worker_path = recovery.workerPath;
   deploy.version = recovery.version;
   try {
-    // A re-attached watcher knows no worker path yet: the master only needs its bundle (its run
-    // dir is complete), any other node the whole preparation (reused where present).
-    if (next[0].worker.empty()) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
-    for (size_t i = 1; i < next.size(); ++i)
+    // A re-attached watcher knows no worker path yet: the old master only needs its bundle (its
+    // run dir is complete), any other node the whole preparation (reused where present).
+    if (next[0].worker.empty() && !newMaster) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
+    for (size_t i = 0; i < next.size(); ++i)
       if (next[i].worker.empty()) prepareNode(next[i], w.rid, config, deploy, note);
   } catch (const Error& e) {
     keep();
     return "run " + w.name + ": preparing a node failed: " + e.what();
+  }
+  // The newest committed checkpoint the workers will resume from (none: from the start); a new
+  // master gets the mirrored one first.
+  std::string from;
+  try {
+    if (newMaster) {
+      const std::string dest = remote::upload_checkpoint(*next[0].session, w.rid, mirrored);
+      from = "from the mirrored checkpoint at step " + std::to_string(std::atoll(mirrored.c_str() +
+                                                                                mirrored.rfind("step-") + 5));
+      db::set_run_dir(db, w.runId, next[0].rec.name + ":" + remote::remote_run_dir(*next[0].session, w.rid));
+      if (note) note("node " + next[0].rec.name + " is the new master; the mirrored checkpoint is at " + dest);
+    } else {
+      const std::vector<remote::RemoteCheckpoint> ckpts = remote::list_remote_checkpoints(*next[0].session, w.rid);
+      from = ckpts.empty() ? std::string("from the start (no checkpoint was written)")
+                           : "from the checkpoint at step " + std::to_string(ckpts.back().step);
+    }
+  } catch (const Error& e) {
+    keep();
+    return "run " + w.name + ": preparing the checkpoint on " + next[0].rec.name + " failed: " + e.what();
   }
 
   // The store: dropped nodes stop accruing, the new layout is recorded before anything starts.
@@ -236,6 +268,12 @@ int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, c
                  const Recovery& recovery) {
   const Note& note = hooks.note;
   std::vector<db::SshNode> spares = recovery.spares;
+  if (recovery.enabled) {
+    // A lost master is given up after about the settle time (then the nodes are asked), not
+    // after the minute of backoff a plain watcher allows.
+    w.reconnect = {0.5, 2, std::max(1.0, recovery.settleSeconds / 3), 4};
+    w.mirrorDir = recovery.mirrorDir;
+  }
   for (int recovered = 0;; ++recovered) {
     const int code = watchRun(dbPath, nodes, w, hooks);
     if (!recovery.enabled) return code;
@@ -246,7 +284,12 @@ int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, c
     // turns out to be gone).
     const bool preempted = code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
     const bool commFailure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
-    if (!preempted && !commFailure) return code;
+    // watchRun lost the master for good (the run stays 'running' in the store).
+    const bool masterLost = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
+    if (!preempted && !commFailure && !masterLost) return code;
+    if (masterLost)
+      db::set_status(db, w.runId, db::RunStatus::kPreempted, db::now_seconds(),
+                     "master node " + nodes[0].rec.name + " lost");
     const auto give_up = [&](const std::string& why) {
       db::add_event(db, w.runId, db::now_seconds(), "recovery", "error", why);
       if (note) note(why);
@@ -256,13 +299,14 @@ int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, c
       return give_up("run " + w.name + " was preempted again after " + std::to_string(recovered) +
                      " automatic recoveries (the limit); resume it with `flotilla runs resume " + w.name + "`");
     if (note)
-      note("run " + w.name + (preempted ? " was preempted" : " lost a rank's connection") +
+      note("run " + w.name +
+           (preempted ? " was preempted" : masterLost ? " lost its master node" : " lost a rank's connection") +
            "; recovering automatically in " + std::to_string(static_cast<int>(recovery.settleSeconds)) +
            " s (which nodes remain is checked then)");
     if (!settle(recovery.settleSeconds, hooks)) return code;
     const std::string label = "automatic recovery " + std::to_string(recovered + 1) + "/" +
                               std::to_string(recovery.maxRecoveries);
-    const std::string why = restartOnNodes(dbPath, nodes, w, recovery, spares, label, !preempted, note);
+    const std::string why = restartOnNodes(dbPath, nodes, w, recovery, spares, label, commFailure, note);
     if (!why.empty()) {
       if (!preempted && why.rfind("every node still answers", 0) == 0) return code;
       return give_up(why);
