@@ -4,6 +4,8 @@
 //     milliseconds; Finish launches it; the Live page draws steps with falling loss; Stop
 //     (SIGTERM) ends it gracefully; the store then says stopped (or completed), holds a loss row
 //     for every step the worker wrote, exactly once, and the checkpoint is on disk and recorded.
+//     Every run goes through `flotilla-worker launch` (one rank too): Checkpoint now (SIGUSR1)
+//     reaches the rank through it, and Kill ends the rank with the launcher (no orphan).
 //  2. Restart: a run started, the window closed with "Leave it running", a new MainWindow on
 //     the same workspace re-attaches (the worker is still alive), the run is stopped from there,
 //     and the store ends with every step exactly once (ingest resumed at the committed offset).
@@ -91,8 +93,34 @@ std::vector<db::Point> lossRows(const QString& path, qint64 id) {
   return db::metric_points(d, id, "loss");
 }
 
+// Processes whose parent is `pid` (the ranks of a `launch`), from /proc/*/stat.
+QList<qint64> childPids(qint64 pid) {
+  QList<qint64> out;
+  for (const QString& e : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(e));
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QByteArray text = stat.readAll();
+    const QList<QByteArray> f = text.mid(text.lastIndexOf(')') + 2).split(' ');
+    if (f.size() > 1 && f[1].toLongLong() == pid) out << e.toLongLong();
+  }
+  return out;
+}
+
+// Gone, or a zombie nobody reaped yet (a container's pid 1 may not).
+bool processGone(qint64 pid) {
+  QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+  if (!stat.open(QIODevice::ReadOnly)) return true;
+  const QByteArray text = stat.readAll();
+  const QByteArray state = text.mid(text.lastIndexOf(')') + 2, 1);
+  return state == "Z" || state == "X";
+}
+
 void killLeftover(const QString& runDir) {
-  if (const qint64 pid = LocalRun::liveWorkerPid(runDir); pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (const qint64 pid = LocalRun::liveWorkerPid(runDir); pid > 0) {
+    const QList<qint64> ranks = childPids(pid);
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    for (qint64 r : ranks) ::kill(-static_cast<pid_t>(r), SIGKILL);
+  }
 }
 
 }  // namespace
@@ -160,6 +188,16 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   const QVector<double>& y = live->series()->series(loss).y;
   QVERIFY2(y.last() < y.first(), qPrintable(QStringLiteral("loss %1 -> %2").arg(y.first()).arg(y.last())));
   QCOMPARE(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kRunning);
+  // One rank, under launch like any other run: its one rank is the launcher's child.
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 -- train --config ")),
+           qPrintable(run->commandLine()));
+  QCOMPARE(childPids(run->pid()).size(), 1);
+
+  // Checkpoint now: SIGUSR1 to the launcher reaches the rank, which saves one and goes on.
+  QSignalSpy saved(run, &LocalRun::checkpointReceived);
+  run->checkpointNow();
+  QTRY_VERIFY_WITH_TIMEOUT(saved.count() >= 1 || !run->isActive(), 30000);
+  QVERIFY2(run->isActive(), qPrintable(run->stateText()));
 
   QSignalSpy finished(run, &LocalRun::finished);
   run->stop();
@@ -287,15 +325,20 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   QCOMPARE(forkRow.parent_id.value_or(0), stoppedId);
   QCOMPARE(forkRow.parent_kind, std::string("fork"));
   QSignalSpy forkDone(fork, &LocalRun::finished);
+  const QList<qint64> forkRanks = childPids(fork->pid());
+  QCOMPARE(forkRanks.size(), 1);
   fork->kill();
   QVERIFY(forkDone.count() || forkDone.wait(30000));
+  QCOMPARE(fork->state(), LocalRun::State::Killed);
+  QTRY_VERIFY_WITH_TIMEOUT(processGone(forkRanks[0]), 5000);  // the rank ended with its launcher
   QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, fork->storeId()).status, db::RunStatus::kStopped,
                             10000);
 
-  // Duplicate: the wizard opens with the run's config.
+  // Duplicate: the wizard opens on Review with the run's config.
   view->duplicate(stoppedId);
   QVERIFY(runsPage->wizard());
   QCOMPARE(runsPage->wizard()->config().model.n_embd, 32);
+  QTRY_COMPARE(runsPage->wizard()->currentId(), int(flotilla::ui::RunWizard::Review));
   runsPage->wizard()->reject();
 
   // Delete a finished run (confirmed): gone from the store and the table.

@@ -169,7 +169,7 @@ void TestRemoteRunRecoverSsh::preemptedNodeRecoversOnTheOther() {
            int64_t(1));
   QCOMPARE(
       queryText(dbPath, "SELECT fields FROM events WHERE run_id = " + id + " AND kind = 'recovery-policy'"),
-      std::string(R"({"after":1.0,"auto":true,"max":3,"spares":[]})"));
+      std::string(R"({"after":1.0,"auto":true,"max":3,"mirror":false,"spares":[]})"));
   QCOMPARE(queryInt(dbPath, "SELECT COUNT(*) FROM metrics WHERE run_id = " + id + " AND name = 'loss'"),
            int64_t(kSteps));
   QCOMPARE(queryInt(dbPath,

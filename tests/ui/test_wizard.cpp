@@ -511,7 +511,9 @@ void TestWizard::finishOnTheRunsPageLaunchesTheConfig() {
   const RunConfig written = flotilla::load_config_file((run->runDir() + QStringLiteral("/run.toml")).toStdString());
   QCOMPARE(QString::fromStdString(written.run.out_dir), run->runDir());
   QCOMPARE(written.train.steps, 3);
-  QVERIFY2(run->commandLine().contains(QStringLiteral(" train --config ")), qPrintable(run->commandLine()));
+  // One rank goes through launch too (GPU pinning, supervision, signal forwarding).
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 -- train --config ")),
+           qPrintable(run->commandLine()));
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
   QVERIFY2(run->state() == flotilla::ui::LocalRun::State::Completed, qPrintable(run->stateText()));
   QCOMPARE(run->lastStep(), 3);

@@ -215,7 +215,7 @@ void TestWizardRecovery::policyJsonRoundTrips() {
   c.maxRecoveries = 5;
   c.settleSeconds = 1.5;
   const QString json = flotilla::ui::recoveryPolicyJson(c);
-  QCOMPARE(json, QStringLiteral(R"({"after":1.5,"auto":true,"max":5,"spares":["c","d"]})"));
+  QCOMPARE(json, QStringLiteral(R"({"after":1.5,"auto":true,"max":5,"mirror":false,"spares":["c","d"]})"));
   const RecoveryChoice back = flotilla::ui::recoveryChoiceFromJson(json);
   QVERIFY(back.enabled);
   QCOMPARE(back.spares, c.spares);

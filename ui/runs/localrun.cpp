@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -34,6 +35,36 @@ QString quoted(const QString& arg) {
   return QLatin1Char('\'') + escaped + QLatin1Char('\'');
 }
 
+// The fields of /proc/PID/stat from field 3 (state) on; empty when the process is gone.
+QList<QByteArray> procStat(qint64 pid) {
+  QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+  if (!stat.open(QIODevice::ReadOnly)) return {};
+  const QByteArray text = stat.readAll();
+  const qsizetype close = text.lastIndexOf(')');  // the name may hold spaces and parentheses
+  if (close < 0) return {};
+  return text.mid(close + 2).split(' ');
+}
+
+// The processes whose parent is `pid`: the ranks of a `launch` supervisor.
+QList<qint64> childPids(qint64 pid) {
+  QList<qint64> out;
+  if (pid <= 0) return out;
+  const QByteArray parent = QByteArray::number(pid);
+  for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool numeric = false;
+    const qint64 child = entry.toLongLong(&numeric);
+    if (!numeric) continue;
+    const QList<QByteArray> fields = procStat(child);
+    if (fields.size() > 1 && fields[1] == parent) out << child;
+  }
+  return out;
+}
+
+// SIGKILL to the process groups led by `leaders` (a rank's group holds whatever it started).
+void killGroups(const QList<qint64>& leaders) {
+  for (qint64 leader : leaders) ::kill(-static_cast<pid_t>(leader), SIGKILL);
+}
+
 }  // namespace
 
 LocalRun::LocalRun(const QString& name, const QString& runDir, QObject* parent)
@@ -48,7 +79,9 @@ LocalRun::~LocalRun() {
   if (m_process && m_process->state() != QProcess::NotRunning) {
     // Not detached and still running at teardown: end it rather than orphan it unsupervised.
     m_process->disconnect(this);
+    const QList<qint64> ranks = childPids(m_process->processId());
     m_process->kill();
+    killGroups(ranks);
     m_process->waitForFinished(5000);
   }
 }
@@ -63,11 +96,9 @@ QStringList LocalRun::demoArguments(const QString& runDir, int steps) {
 }
 
 QStringList LocalRun::trainArguments(const QString& configPath, int ranks) {
-  const QStringList train = {QStringLiteral("train"), QStringLiteral("--config"), configPath};
-  if (ranks <= 1) return train;
-  return QStringList{QStringLiteral("launch"), QStringLiteral("--nproc-per-node"), QString::number(ranks),
-                     QStringLiteral("--master-port"), QStringLiteral("0"), QStringLiteral("--")} +
-         train;
+  return {QStringLiteral("launch"), QStringLiteral("--nproc-per-node"), QString::number(std::max(1, ranks)),
+          QStringLiteral("--master-port"), QStringLiteral("0"), QStringLiteral("--"),
+          QStringLiteral("train"), QStringLiteral("--config"), configPath};
 }
 
 bool LocalRun::start(const QString& workerPath, const QStringList& arguments) {
@@ -139,7 +170,11 @@ void LocalRun::kill() {
   m_killRequested = true;
   appendLog(QStringLiteral("warning"),
             tr("kill requested (SIGKILL): progress since the last checkpoint is lost"));
+  // `launch` cannot pass SIGKILL on: its ranks (each in a process group of its own) are found
+  // before it dies, and ended with it.
+  const QList<qint64> ranks = childPids(m_process && m_process->processId() > 0 ? m_process->processId() : m_pid);
   signalWorker(SIGKILL);
+  killGroups(ranks);
 }
 
 void LocalRun::detach() {
@@ -168,12 +203,7 @@ QString LocalRun::pidFilePath() const { return QDir(m_runDir).filePath(QStringLi
 namespace {
 // Field 22 of /proc/PID/stat (start time in clock ticks since boot), and whether it is a zombie.
 QByteArray procStartTime(qint64 pid, bool* zombie = nullptr) {
-  QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-  if (!stat.open(QIODevice::ReadOnly)) return {};
-  const QByteArray text = stat.readAll();
-  const qsizetype close = text.lastIndexOf(')');
-  if (close < 0) return {};
-  const QList<QByteArray> fields = text.mid(close + 2).split(' ');  // fields from 3 (state) on
+  const QList<QByteArray> fields = procStat(pid);  // fields from 3 (state) on
   if (fields.size() < 20) return {};
   if (zombie) *zombie = fields[0] == "Z" || fields[0] == "X";
   return fields[19];

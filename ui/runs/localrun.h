@@ -47,8 +47,10 @@ class LocalRun : public RunHandle {
   bool start(const QString& workerPath, const QStringList& arguments);
   // `flotilla-worker demo --out-dir runDir [--steps N]` (steps <= 0: the demo's own length).
   static QStringList demoArguments(const QString& runDir, int steps);
-  // `flotilla-worker train --config configPath`, or with ranks > 1 the same under
-  // `launch --nproc-per-node ranks --master-port 0 --` (a free rendezvous port per run).
+  // `flotilla-worker launch --nproc-per-node ranks --master-port 0 -- train --config configPath`,
+  // one rank too: every run gets the launcher's GPU pinning (FLOTILLA_CUDA_DEVICE, refused before
+  // it starts when GPUs are missing), stall detection and root-cause report, and signal forwarding
+  // (SIGTERM, SIGINT, SIGUSR1); kill() ends its ranks with it. A free rendezvous port per run.
   static QStringList trainArguments(const QString& configPath, int ranks);
 
   // Re-attaches to a worker left running by an earlier session (`pid`, not our child): tails

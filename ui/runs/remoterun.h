@@ -41,6 +41,7 @@ struct RecoveryChoice {
   QStringList spares;         // stored node names, in order of preference
   int maxRecoveries = 3;      // preemptions recovered at most
   double settleSeconds = 20;  // wait after a preemption before asking which nodes remain
+  bool mirrorCheckpoints = false;  // copy each checkpoint to this machine (a lost master is survivable)
 };
 
 // The event kind that records a run's RecoveryChoice, and reading it back ("" fields: off).

@@ -117,8 +117,10 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
     connect(m_storeView, &StoreRunsView::errorRaised, this, &RunsPage::showError);
     connect(m_storeView, &StoreRunsView::message, this, [this](const QString& text) { showMessage(text, false); });
     connect(m_storeView, &StoreRunsView::duplicateRequested, this, [this](const flotilla::RunConfig& config) {
+      // The copy opens on Review with the run's values; Back shows them page by page.
       if (RunWizard* wizard = openNewRunWizard()) {
         wizard->setConfig(config);
+        wizard->advanceTo(RunWizard::Review);
       }
     });
     connect(m_storeView->model(), &QAbstractItemModel::rowsInserted, this, &RunsPage::updateBody);
@@ -200,6 +202,7 @@ RunWizard* RunsPage::openNewRunWizard() {
       RecoveryChoice recovery;
       recovery.enabled = wizard->autoRecover();
       recovery.spares = wizard->spareNodes();
+      recovery.mirrorCheckpoints = recovery.enabled;  // so that losing the master is recoverable too
       QString error;
       if (RemoteRun* run = m_runs->startOnNodes(wizard->config(), nodes, recovery, &error)) {
         emit remoteRunStarted(run);

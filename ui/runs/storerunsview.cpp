@@ -4,6 +4,8 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
@@ -11,11 +13,15 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMessageBox>
+#include <QProgressBar>
+#include <QRegularExpression>
 #include <QSaveFile>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include <map>
+#include <type_traits>
 
 #include "db/database.h"
 #include "db/errors.h"
@@ -30,6 +36,50 @@
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
+namespace {
+
+// Runs `work` on the thread pool, then `done(result)` on `context`'s thread; `done` is dropped
+// when `context` is gone by then (the work holds copies of everything it reads).
+template <typename Work, typename Done>
+void runInBackground(QObject* context, Work work, Done done) {
+  using Result = std::invoke_result_t<Work>;
+  auto* watcher = new QFutureWatcher<Result>(context);
+  QObject::connect(watcher, &QFutureWatcherBase::finished, context, [watcher, done] {
+    done(watcher->result());
+    watcher->deleteLater();
+  });
+  watcher->setFuture(QtConcurrent::run(std::move(work)));
+}
+
+struct CheckpointList {
+  QStringList dirs;  // newest first, only those still on disk
+  QString error;
+};
+
+CheckpointList checkpointsOnDisk(const QString& databasePath, qint64 runId) {
+  CheckpointList out;
+  try {
+    db::OpenOptions options;
+    options.create = false;
+    options.quick_check = false;
+    const db::Database db(databasePath.toStdString(), options);
+    for (const db::CheckpointInfo& c : db::list_checkpoints(db, runId))
+      if (QDir(QString::fromStdString(c.dir)).exists()) out.dirs.prepend(QString::fromStdString(c.dir));
+  } catch (const std::exception& e) {
+    out.error = QString::fromUtf8(e.what());
+  }
+  return out;
+}
+
+// A run's name without the "-yyyyMMdd-HHmmss[-N]" its launch appended (LocalRuns::newRunDir).
+QString launchBaseName(const QString& name) {
+  static const QRegularExpression stamp(QStringLiteral("-\\d{8}-\\d{6}(-\\d+)?$"));
+  QString base = name;
+  base.remove(stamp);
+  return base.isEmpty() ? name : base;
+}
+
+}  // namespace
 
 bool exportRunCsv(const QString& databasePath, qint64 runId, const QString& path, QString* error) {
   try {
@@ -76,8 +126,17 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
       m_table(new QTableView(this)),
       m_status(new QComboBox(this)),
       m_text(new QLineEdit(this)),
-      m_tag(new QLineEdit(this)) {
+      m_tag(new QLineEdit(this)),
+      m_busyText(new QLabel(this)),
+      m_busyBar(new QProgressBar(this)) {
   m_filter->setSourceModel(m_model);
+  m_busyText->setObjectName(QStringLiteral("runsBusyText"));
+  m_busyText->hide();
+  m_busyBar->setObjectName(QStringLiteral("runsBusyBar"));
+  m_busyBar->setRange(0, 0);  // busy: no known end
+  m_busyBar->setTextVisible(false);
+  m_busyBar->setMaximumWidth(120);
+  m_busyBar->hide();
   m_status->setObjectName(QStringLiteral("runsStatusFilter"));
   m_status->addItem(tr("All statuses"), QString());
   for (const char* s : {"running", "completed", "stopped", "preempted", "failed", "created"})
@@ -122,6 +181,8 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
   filters->addWidget(m_status);
   filters->addWidget(m_text, 1);
   filters->addWidget(m_tag);
+  filters->addWidget(m_busyText);
+  filters->addWidget(m_busyBar);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addLayout(filters);
@@ -216,41 +277,46 @@ LocalRun* StoreRunsView::resume(qint64 id) {
 }
 
 LocalRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
-  QString dir = checkpointDir;
-  if (dir.isEmpty()) {
-    QStringList dirs;
-    try {
-      db::OpenOptions options;
-      options.create = false;
-      options.quick_check = false;
-      const db::Database db(m_store->databasePath().toStdString(), options);
-      for (const db::CheckpointInfo& c : db::list_checkpoints(db, id))
-        if (QDir(QString::fromStdString(c.dir)).exists()) dirs.prepend(QString::fromStdString(c.dir));
-    } catch (const db::DbError& e) {
-      emit errorRaised(QString::fromUtf8(e.what()));
-      return nullptr;
-    }
-    if (dirs.isEmpty()) {
-      emit errorRaised(tr("This run has no checkpoint on disk to fork from."));
-      return nullptr;
-    }
-    if (chooseCheckpoint) {
-      dir = chooseCheckpoint(dirs);
-    } else {
-      bool ok = false;
-      dir = QInputDialog::getItem(this, tr("Fork from a checkpoint"), tr("Checkpoint"), dirs, 0, false, &ok);
-      if (!ok) dir.clear();
-    }
-    if (dir.isEmpty()) return nullptr;
+  if (checkpointDir.isEmpty()) {
+    const QString database = m_store->databasePath();
+    beginBusy(tr("Reading the checkpoints…"));
+    runInBackground(
+        this, [database, id] { return checkpointsOnDisk(database, id); },
+        [this, id](const CheckpointList& list) {
+          endBusy();
+          forkFromList(id, list.dirs, list.error);
+          emit forkListed();
+        });
+    return nullptr;
   }
   QString error;
-  LocalRun* run = m_runs->forkRun(id, dir, &error);
+  LocalRun* run = m_runs->forkRun(id, checkpointDir, &error);
   if (!run) {
     emit errorRaised(tr("Cannot fork: %1").arg(error));
     return nullptr;
   }
   emit runOpened(run);
   return run;
+}
+
+void StoreRunsView::forkFromList(qint64 id, const QStringList& dirs, const QString& error) {
+  if (!error.isEmpty()) {
+    emit errorRaised(error);
+    return;
+  }
+  if (dirs.isEmpty()) {
+    emit errorRaised(tr("This run has no checkpoint on disk to fork from."));
+    return;
+  }
+  QString dir;
+  if (chooseCheckpoint) {
+    dir = chooseCheckpoint(dirs);
+  } else {
+    bool ok = false;
+    dir = QInputDialog::getItem(this, tr("Fork from a checkpoint"), tr("Checkpoint"), dirs, 0, false, &ok);
+    if (!ok) dir.clear();
+  }
+  if (!dir.isEmpty()) fork(id, dir);
 }
 
 void StoreRunsView::duplicate(qint64 id) {
@@ -264,6 +330,8 @@ void StoreRunsView::duplicate(qint64 id) {
       config = flotilla::load_config_file(run->run_dir + "/config.toml");
     }
     config.run.out_dir.clear();
+    config.run.name = launchBaseName(QString::fromStdString(config.run.name.empty() ? run->name : config.run.name))
+                          .toStdString();
     config.checkpoint.resume = "auto";
     emit duplicateRequested(config);
   } catch (const flotilla::Error& e) {
@@ -282,13 +350,48 @@ bool StoreRunsView::exportCsv(qint64 id, const QString& path) {
                            : QFileDialog::getSaveFileName(this, tr("Export metrics"), suggested, tr("CSV (*.csv)"));
     if (target.isEmpty()) return false;
   }
-  QString error;
-  if (!exportRunCsv(m_store->databasePath(), id, target, &error)) {
-    emit errorRaised(tr("Export failed: %1").arg(error));
-    return false;
-  }
-  emit message(tr("Exported to %1").arg(target));
+  const QString database = m_store->databasePath();
+  beginBusy(tr("Exporting %1…").arg(QFileInfo(target).fileName()));
+  runInBackground(
+      this,
+      [database, id, target] {
+        QString error;
+        try {
+          if (exportRunCsv(database, id, target, &error)) return QString();
+        } catch (const std::exception& e) {
+          error = QString::fromUtf8(e.what());
+        }
+        return error.isEmpty() ? QObject::tr("unknown error") : error;
+      },
+      [this, target](const QString& error) {
+        endBusy();
+        if (error.isEmpty()) {
+          emit message(tr("Exported to %1").arg(target));
+        } else {
+          emit errorRaised(tr("Export failed: %1").arg(error));
+        }
+        emit exportFinished(error.isEmpty());
+      });
   return true;
+}
+
+void StoreRunsView::beginBusy(const QString& what) {
+  m_busyText->setText(what);
+  m_busyText->show();
+  m_busyBar->show();
+  if (++m_busy == 1) {
+    setCursor(Qt::BusyCursor);
+    emit busyChanged(true);
+  }
+}
+
+void StoreRunsView::endBusy() {
+  if (--m_busy > 0) return;
+  m_busy = 0;
+  m_busyText->hide();
+  m_busyBar->hide();
+  unsetCursor();
+  emit busyChanged(false);
 }
 
 bool StoreRunsView::remove(qint64 id) {

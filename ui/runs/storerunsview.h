@@ -5,6 +5,8 @@
 // Decision: each action is a public method taking the run id, and the context menu only calls
 // them, so tests drive exactly what a click does without menus or modal dialogs. The questions
 // the actions ask (which checkpoint, where to save, are you sure) go through replaceable hooks.
+// What reads the database or the disk at length (the CSV export, the fork's checkpoint list) runs
+// on the thread pool; the view shows a busy bar meanwhile and reports as the other actions do.
 // A run on SSH nodes opens as the session's RemoteRun that watches it (its folder is not on this
 // machine); one nobody here watches is offered for attaching, never shown as an empty folder.
 #pragma once
@@ -16,7 +18,9 @@
 #include "engine/config/run_config.h"
 
 class QComboBox;
+class QLabel;
 class QLineEdit;
+class QProgressBar;
 class QTableView;
 
 namespace flotilla::ui {
@@ -47,10 +51,19 @@ class StoreRunsView : public QWidget {
   // The actions (the context menu calls these). Each reports problems through errorRaised.
   void openLive(qint64 id);
   LocalRun* resume(qint64 id);
-  LocalRun* fork(qint64 id, const QString& checkpointDir);  // empty dir: ask which checkpoint
+  // With a checkpoint directory: forks now and returns the run. With none: lists the run's
+  // checkpoints on disk off the UI thread and returns nullptr; the question and the fork follow
+  // when the list arrives (runOpened on success, errorRaised otherwise, then forkListed()).
+  LocalRun* fork(qint64 id, const QString& checkpointDir);
+  // Emits duplicateRequested with the run's config (its launch's timestamp dropped from the name,
+  // since the new launch adds its own).
   void duplicate(qint64 id);
+  // Writes the CSV off the UI thread: true once started (false when no path was chosen). Ends
+  // with message() or errorRaised(), then exportFinished(ok).
   bool exportCsv(qint64 id, const QString& path);  // empty path: ask where
   bool remove(qint64 id);                           // asks for confirmation
+  // Background work (an export, a checkpoint list) is running; the busy bar shows meanwhile.
+  bool isBusy() const { return m_busy > 0; }
 
   // Hooks for the questions (tests answer them without dialogs).
   std::function<QString(const QStringList& checkpoints)> chooseCheckpoint;
@@ -66,9 +79,15 @@ class StoreRunsView : public QWidget {
   void duplicateRequested(const flotilla::RunConfig& config);
   void errorRaised(const QString& text);
   void message(const QString& text);
+  void exportFinished(bool ok);
+  void forkListed();
+  void busyChanged(bool busy);
 
  private:
   void showMenu(const QPoint& pos);
+  void forkFromList(qint64 id, const QStringList& dirs, const QString& error);
+  void beginBusy(const QString& what);
+  void endBusy();
 
   StoreService* m_store;
   LocalRuns* m_runs;
@@ -78,6 +97,9 @@ class StoreRunsView : public QWidget {
   QComboBox* m_status;
   QLineEdit* m_text;
   QLineEdit* m_tag;
+  QLabel* m_busyText;
+  QProgressBar* m_busyBar;
+  int m_busy = 0;
 };
 
 }  // namespace flotilla::ui

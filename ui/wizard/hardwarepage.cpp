@@ -60,7 +60,8 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   m_autoRecover->setObjectName(QStringLiteral("autoRecover"));
   m_autoRecover->setToolTip(
       tr("When a node is preempted (a spot node taken back), resume the run from its newest checkpoint on "
-         "the nodes that remain, or on a spare node, without asking. At most 3 times per run."));
+         "the nodes that remain, or on a spare node, without asking. At most 3 times per run. Each checkpoint "
+         "is also copied to this machine as it is written, so even losing the master node is recoverable."));
   m_spares->setObjectName(QStringLiteral("spareNodes"));
   m_spares->setToolTip(tr("Optional: stored nodes that replace a lost node, in this order. Without a spare, "
                           "the lost node's ranks move to the nodes that remain."));

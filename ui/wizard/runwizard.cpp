@@ -2,6 +2,7 @@
 #include "ui/wizard/runwizard.h"
 
 #include <QFileInfo>
+#include <QScopedValueRollback>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "db/database.h"
@@ -46,6 +47,26 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   setPage(Review, m_review);
   setButtonText(QWizard::FinishButton, tr("Launch"));
   connect(m_review, &ReviewPage::templateSaved, m_model, &ModelPage::reloadTemplates);
+  // advanceTo() waiting on a page: go on once its check passes, unless the user moved or edited.
+  connect(m_draft, &ConfigDraft::changed, this, [this] {
+    if (!m_machineUpdate) ++m_draftChanges;
+  });
+  connect(this, &QWizard::currentIdChanged, this, [this] {
+    if (!m_advancing) m_advanceTarget = -1;
+  });
+  for (int id = Model; id < PageCount; ++id) {
+    connect(page(id), &QWizardPage::completeChanged, this, [this, id] {
+      if (m_advanceTarget < 0 || currentId() != id) return;
+      if (m_draftChanges != m_changesAtStop) {
+        m_advanceTarget = -1;
+        return;
+      }
+      // Not from inside the page's own signal: the next page initialises on a clean stack.
+      QMetaObject::invokeMethod(this, [this, id] {
+        if (m_advanceTarget >= 0 && currentId() == id && currentPage()->isComplete()) continueAdvance();
+      }, Qt::QueuedConnection);
+    });
+  }
   resize(860, 680);
 
   connect(&m_nodesWatcher, &QFutureWatcher<QList<StoredNode>>::finished, this, [this] {
@@ -81,7 +102,10 @@ void RunWizard::loadNodes(const QString& databasePath) {
   }));
 }
 
-void RunWizard::setNodes(const QList<StoredNode>& nodes) { m_draft->setNodes(nodes); }
+void RunWizard::setNodes(const QList<StoredNode>& nodes) {
+  const QScopedValueRollback<bool> machine(m_machineUpdate, true);
+  m_draft->setNodes(nodes);
+}
 QStringList RunWizard::targetNodes() const { return m_draft->targetNodes(); }
 bool RunWizard::autoRecover() const { return !targetNodes().isEmpty() && m_draft->autoRecover(); }
 QStringList RunWizard::spareNodes() const { return autoRecover() ? m_draft->spareNodes() : QStringList(); }
@@ -90,13 +114,36 @@ const flotilla::RunConfig& RunWizard::config() const { return m_draft->config();
 int RunWizard::ranks() const { return m_draft->ranks(); }
 void RunWizard::setConfig(const flotilla::RunConfig& config) { m_draft->replace(config); }
 
+int RunWizard::advanceTo(PageId page) {
+  m_advanceTarget = page;
+  m_advancing = true;
+  restart();
+  m_advancing = false;
+  continueAdvance();
+  return currentId();
+}
+
+void RunWizard::continueAdvance() {
+  m_advancing = true;
+  while (currentId() != m_advanceTarget) {
+    const int before = currentId();
+    next();  // refused (no move) while the page has problems
+    if (currentId() == before) break;
+  }
+  m_advancing = false;
+  m_changesAtStop = m_draftChanges;
+  if (currentId() == m_advanceTarget) m_advanceTarget = -1;
+}
+
 void RunWizard::setMachine(const flotilla::ProbeResult& probe) {
   m_machineSet = true;
+  const QScopedValueRollback<bool> machine(m_machineUpdate, true);
   m_draft->setMachine(probe);
 }
 
 void RunWizard::useProbe() {
   if (m_machineSet || !m_probe->hasResult()) return;
+  const QScopedValueRollback<bool> machine(m_machineUpdate, true);
   m_draft->setMachine(m_probe->result());
 }
 

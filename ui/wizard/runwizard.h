@@ -41,10 +41,16 @@ class RunWizard : public QWizard {
 
   // The config as the pages show it (the result after accept()).
   const flotilla::RunConfig& config() const;
-  // Ranks to start (dp x tp x pp): 1 runs `train`, more run `launch --nproc-per-node`.
+  // Ranks to start (dp x tp x pp), each a `train` under `launch --nproc-per-node ranks`.
   int ranks() const;
   // Starts over from a config (a template, a run to duplicate).
   void setConfig(const flotilla::RunConfig& config);
+  // Goes to `page` the way Next does, from the first page: every page on the way is initialised
+  // from the config and stays in the history, so Back shows each of them. Stops on a page whose
+  // values block Next (its problems shown there); one that is only busy checking (the shards being
+  // read) is left for `page` once its check passes, unless the user edits or moves first.
+  // Returns the page it stopped on.
+  int advanceTo(PageId page);
   // Uses this machine description instead of the probe's (tests).
   void setMachine(const flotilla::ProbeResult& probe);
   // Offers the store's SSH nodes as targets: read on a worker thread from the database at
@@ -76,6 +82,13 @@ class RunWizard : public QWizard {
 
  private:
   void useProbe();
+  void continueAdvance();
+
+  int m_advanceTarget = -1;  // advanceTo()'s page while it waits on a page's check; -1: none
+  bool m_advancing = false;
+  quint64 m_draftChanges = 0;  // ConfigDraft::changed count: an edit since the stop cancels the wait
+  bool m_machineUpdate = false;  // the probe's or the store's targets changed it: not an edit
+  quint64 m_changesAtStop = 0;
 
   TemplateStore* m_templates;
   ConfigDraft* m_draft;

@@ -1,0 +1,176 @@
+// Re-attaching a RemoteRun to a run already going on its nodes (this session's start, or the app
+// restarted), and the recovery policy the launch recorded, which a re-attached run keeps (see
+// remoterun.h).
+//
+// Decision: the app's RecoveryChoice converts to and from noderun's RecoveryPolicy (the store's
+// "recovery-policy" event), never a format of its own, so the app and `flotilla runs attach` recover
+// a re-attached run alike; the recoveries already done count against its maximum.
+#include "ui/runs/remoterun.h"
+
+#include <QDir>
+
+#include <algorithm>
+
+#include "db/errors.h"
+#include "db/queries.h"
+#include "db/run_records.h"
+#include "db/run_store.h"
+#include "engine/core/error.h"
+#include "flotilla/build_info.h"
+
+namespace flotilla::ui {
+namespace {
+
+// The run's recorded RecoveryChoice, less the automatic recoveries already done (off when none
+// was recorded: a run started by `flotilla run --nodes` without --auto-recover, say).
+RecoveryChoice storedRecoveryChoice(const db::Database& db, int64_t runId) {
+  return recoveryChoiceFromJson(QString::fromStdString(
+      noderun::recoveryPolicyJson(noderun::storedRecoveryPolicy(db, runId))));
+}
+
+}  // namespace
+
+QString recoveryPolicyJson(const RecoveryChoice& choice) {
+  noderun::RecoveryPolicy p;
+  p.enabled = choice.enabled;
+  for (const QString& n : choice.spares) p.spares.push_back(n.toStdString());
+  p.maxRecoveries = choice.maxRecoveries;
+  p.settleSeconds = choice.settleSeconds;
+  p.mirror = choice.mirrorCheckpoints;
+  return QString::fromStdString(noderun::recoveryPolicyJson(p));
+}
+
+RecoveryChoice recoveryChoiceFromJson(const QString& fieldsJson) {
+  const noderun::RecoveryPolicy p = noderun::recoveryPolicyFromJson(fieldsJson.toStdString());
+  RecoveryChoice c;
+  c.enabled = p.enabled;
+  for (const auto& n : p.spares) c.spares << QString::fromStdString(n);
+  c.maxRecoveries = p.maxRecoveries;
+  c.settleSeconds = p.settleSeconds;
+  c.mirrorCheckpoints = p.mirror;
+  return c;
+}
+
+noderun::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
+                                              const std::vector<std::string>& skip) {
+  noderun::Recovery r;
+  r.enabled = choice.enabled;
+  r.maxRecoveries = choice.maxRecoveries;
+  r.settleSeconds = choice.settleSeconds;
+  for (const QString& spare : choice.spares) {
+    const std::string name = spare.toStdString();
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;  // in the run already
+    try {
+      r.spares.push_back(db::get_ssh_node(db, name));
+    } catch (const db::DbError&) {
+      postLog(QStringLiteral("warning"), "spare node " + name + " is no longer stored: it will not be used");
+    }
+  }
+  r.options = [this](const db::SshNode& rec) { return sessionOptionsFor(rec); };
+  r.workerPath = m_workerPath.toStdString();
+  r.version = FLOTILLA_VERSION_STRING;
+  if (choice.mirrorCheckpoints) r.mirrorDir = QDir(m_mirrorDir).filePath(QStringLiteral("checkpoints")).toStdString();
+  return r;
+}
+
+void RemoteRun::reattach(qint64 storeId) {
+  m_storeId = storeId;
+  appendLog(QStringLiteral("info"), tr("re-attaching to the run on its nodes"));
+  launch([this, storeId] {
+    try {
+      const std::string dbPath = m_databasePath.toStdString();
+      db::Database db(dbPath);
+      const db::Run run = db::get_run(db, static_cast<int64_t>(storeId));
+      // The launch's choice about preemptions, less the recoveries already done.
+      const RecoveryChoice choice = storedRecoveryChoice(db, run.id);
+      QMetaObject::invokeMethod(this, [this, choice] { m_recovery = choice; }, Qt::QueuedConnection);
+      std::vector<noderun::Node> nodes;
+      std::string rid;
+      if (std::string why = noderun::attachTarget(db, run, nodes, rid); !why.empty()) throw Error(ExitCode::kConfig, why);
+      std::vector<std::string> names;
+      for (const auto& n : nodes) names.push_back(n.rec.name);
+      std::vector<noderun::Node> connected = connectOnThread(db, names);
+      std::string refusal;
+      bool running = false;
+      const noderun::Watch w = noderun::attachWatch(run, connected, rid, "flotilla app (re-attached)", refusal, running);
+      if (!refusal.empty()) throw Error(ExitCode::kConfig, refusal);
+      const uint64_t committed = static_cast<uint64_t>(
+          db::committed_offset(db, run.id, "ssh:" + connected[0].rec.name + ":metrics.jsonl"));
+      const double started = run.started_at.value_or(db::now_seconds());
+      QMetaObject::invokeMethod(
+          this,
+          [this, started, total = w.totalSteps, names] {
+            m_startedAt = QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(started * 1000.0), Qt::UTC);
+            if (m_plannedSteps == 0) m_plannedSteps = total;
+            m_nodes.clear();
+            for (const auto& n : names) m_nodes << QString::fromStdString(n);
+          },
+          Qt::QueuedConnection);
+      postLog(QStringLiteral("info"), running ? "re-attached: the run is still going" : "re-attached: the run already ended");
+      if (choice.enabled)
+        postLog(QStringLiteral("info"), "automatic recovery after a preemption: on, as chosen at launch (" +
+                                            std::to_string(choice.maxRecoveries) + " more at most)");
+      watchOnThread(connected, w, committed, recoveryOnThread(db, choice, names));
+    } catch (const std::exception& e) {
+      // A run that cannot be re-attached (untrusted host, never started) stays as the store has it.
+      QMetaObject::invokeMethod(
+          this, [this, e = QString::fromUtf8(e.what())] { onEnded(-1, QStringLiteral("failed"), e); },
+          Qt::QueuedConnection);
+    }
+  });
+}
+
+bool RemoteRun::isNodeRunDir(const QString& runDir) {
+  const qsizetype colon = runDir.indexOf(QLatin1Char(':'));
+  return colon > 0 && runDir.mid(colon + 1).startsWith(QLatin1Char('/')) && !runDir.startsWith(QLatin1Char('/'));
+}
+
+QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
+                                               QObject* parent, const PassphrasePrompt& prompt,
+                                               const QString& workerPath) {
+  QVector<RemoteRun*> out;
+  std::vector<db::Run> runs;
+  try {
+    db::Database db(databasePath.toStdString());
+    db::RunFilter filter;
+    filter.statuses = {db::RunStatus::kRunning};
+    for (const db::RunListItem& item : db::list_runs(db, filter))
+      if (isNodeRunDir(QString::fromStdString(item.run.run_dir))) runs.push_back(item.run);
+  } catch (const std::exception&) {
+    return out;  // no store (yet): nothing to re-attach
+  }
+  for (const db::Run& r : runs)
+    if (RemoteRun* run = reattachOne(databasePath, mirrorRoot, r.id, parent, prompt, workerPath)) out.append(run);
+  return out;
+}
+
+RemoteRun* RemoteRun::reattachOne(const QString& databasePath, const QString& mirrorRoot, qint64 storeId,
+                                  QObject* parent, const PassphrasePrompt& prompt, const QString& workerPath,
+                                  QString* error) {
+  db::Run r;
+  try {
+    db::OpenOptions options;
+    options.create = false;
+    const db::Database db(databasePath.toStdString(), options);
+    r = db::get_run(db, static_cast<int64_t>(storeId));
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromUtf8(e.what());
+    return nullptr;
+  }
+  const QString name = QString::fromStdString(r.name);
+  if (!isNodeRunDir(QString::fromStdString(r.run_dir)) || r.status != db::RunStatus::kRunning) {
+    if (error)
+      *error = tr("Run %1 is %2%3: there is nothing to attach to.")
+                   .arg(name, QString::fromLatin1(db::to_string(r.status)),
+                        isNodeRunDir(QString::fromStdString(r.run_dir)) ? QString() : tr(" and not on SSH nodes"));
+    return nullptr;
+  }
+  auto* run = new RemoteRun(name, databasePath,
+                            QDir(mirrorRoot).filePath(name + QStringLiteral("-") + QString::number(r.id)), parent);
+  run->setPassphrasePrompt(prompt);
+  run->setWorkerPath(workerPath);
+  run->reattach(r.id);
+  return run;
+}
+
+}  // namespace flotilla::ui
