@@ -235,6 +235,17 @@ void TestLiveRemoteSsh::passphraseAskedAndRunFollowedWithNodeGpus() {
   // Per-rank timing: rank 0's records carry both ranks.
   QTRY_VERIFY_WITH_TIMEOUT(dash->data().rankWindow().size() == 2, 30000);
   QCOMPARE(dash->data().worldSize(), 2);
+  // Checkpoint now, on a run on nodes: the master's launch gets SIGUSR1, training goes on, and the
+  // checkpoint reaches the store with reason "request".
+  QVERIFY(run->canCheckpoint());
+  run->checkpointNow();
+  QTRY_VERIFY_WITH_TIMEOUT(
+      [&] {
+        db::Database d(dbPath);
+        return db::query_int(d, "SELECT COUNT(*) FROM checkpoints WHERE run_id = " + std::to_string(run->storeId()) +
+                                    " AND reason = 'request'") >= 1;
+      }(),
+      60000);
   QSignalSpy finished(run, &RemoteRun::finished);
   QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 180000);
   QVERIFY2(run->state() == State::Completed, qPrintable(run->stateText()));

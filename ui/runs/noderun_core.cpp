@@ -377,6 +377,20 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
         userStop = true;
         stopAll("stop requested");
       }
+      if (!userStop && hooks.checkpointRequested && hooks.checkpointRequested()) {
+        try {
+          const bool asked = withReconnect(
+              nodes[0], note, [&](remote::Session& s) { return remote::request_remote_checkpoint(s, rid); },
+              w.reconnect);
+          if (note)
+            note(asked ? "checkpoint requested on node " + nodes[0].rec.name + ": it is written at the next step"
+                       : "no checkpoint: the run is not running on node " + nodes[0].rec.name);
+        } catch (const remote::ConnectionLost&) {
+          throw;
+        } catch (const Error& e) {
+          if (note) note(std::string("asking for a checkpoint failed: ") + e.what());
+        }
+      }
       const bool got = pull();
       const auto now = Clock::now();
       if (w.gpuSampleSeconds > 0 && now - lastGpus >= std::chrono::duration<double>(w.gpuSampleSeconds)) {

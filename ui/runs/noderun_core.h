@@ -93,6 +93,7 @@ struct WatchHooks {
   // After each commit: the raw lines just stored and the byte offset they end at.
   std::function<void(const std::vector<std::string>&, uint64_t)> onCommitted;
   std::function<bool()> stopRequested;    // polled: true once -> stop every node, keep watching
+  std::function<bool()> checkpointRequested;  // polled: true -> a checkpoint now (SIGUSR1 to node 0)
   std::function<bool()> leaveRequested;   // polled: true -> return kLeft, the run stays running
 };
 

@@ -200,6 +200,7 @@ void RemoteRun::watchOnThread(std::vector<noderun::Node>& nodes, const noderun::
   };
   hooks.onCommitted = [&](const std::vector<std::string>& lines, uint64_t) { emitLines(lines); };
   hooks.stopRequested = [this] { return m_stopFlag.load(); };
+  hooks.checkpointRequested = [this] { return m_checkpointFlag.exchange(false); };
   hooks.leaveRequested = [this] { return m_leave.load(); };
   int code = -1;
   try {
@@ -335,11 +336,10 @@ void RemoteRun::stop() {
 
 void RemoteRun::kill() { stop(); }
 
-void RemoteRun::checkpointNow() { appendLog(QStringLiteral("warning"), checkpointUnsupportedReason()); }
-
-QString RemoteRun::checkpointUnsupportedReason() const {
-  return tr("Checkpoint now is not available for runs on SSH nodes yet; Stop saves a checkpoint before the "
-            "ranks exit");
+void RemoteRun::checkpointNow() {
+  if (m_state != State::Running) return;
+  m_checkpointFlag.store(true);
+  appendLog(QStringLiteral("info"), tr("asking the master node for a checkpoint at the next step"));
 }
 
 qint64 RemoteRun::elapsedMs() const {

@@ -102,10 +102,8 @@ class RemoteRun : public RunHandle {
   State state() const override { return m_state; }
   QString stateText() const override;
   void stop() override;           // every node: TERM (checkpoint, exit 10), KILL after the grace
-  void checkpointNow() override;  // not supported on nodes: logs a warning
+  void checkpointNow() override;  // SIGUSR1 to the master's launch, from the run's thread
   void kill() override;           // the same as stop(): the nodes' wrappers kill after the grace
-  bool canCheckpoint() const override { return false; }
-  QString checkpointUnsupportedReason() const override;
 
   qint64 elapsedMs() const override;
   qint64 plannedSteps() const override { return m_plannedSteps; }
@@ -154,6 +152,7 @@ class RemoteRun : public RunHandle {
   QThread* m_thread = nullptr;
   PassphrasePrompt m_prompt = askPassphraseDialog;
   std::atomic<bool> m_stopFlag{false};
+  std::atomic<bool> m_checkpointFlag{false};
   std::atomic<bool> m_leave{false};
   State m_state = State::NotStarted;
   qint64 m_storeId = 0;
