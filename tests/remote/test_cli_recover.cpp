@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "check.h"
@@ -72,7 +73,7 @@ void preempt(SshdFixture& fx, int i, const std::string& rid) {
 // Runs `args` (flotilla run ... --auto-recover), preempting node 1 once 8 steps are stored.
 // Returns the command's exit status; `out` gets its output.
 int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, const std::string& rid,
-                        std::string& out, int victim = 1, const std::string& ready_path = "") {
+                        std::string& out, int victim = 1, std::function<bool()> ready_when = nullptr) {
   const std::string log = g_ws->log_dir() + "/run-" + rid + ".log";
   const pid_t run = g_ws->spawn(args, log);
   bool preempted = false, reaped = false;
@@ -80,8 +81,7 @@ int run_with_preemption(SshdFixture& fx, const std::vector<std::string>& args, c
   wait_until(
       [&] {
         const std::string m = read_file(fx.node(0).home + "/.flotilla/runs/" + rid + "/metrics.jsonl");
-        const bool ready = ready_path.empty() ? std::count(m.begin(), m.end(), '\n') >= 8
-                                              : std::filesystem::exists(ready_path);
+        const bool ready = ready_when ? ready_when() : std::count(m.begin(), m.end(), '\n') >= 8;
         if (ready) {
           preempt(fx, victim, rid);
           preempted = true;
@@ -265,7 +265,16 @@ int main() {
     flotilla::db::Database db(g_db);
     return flotilla::db::query_int(db, "SELECT id FROM nodes WHERE name = 'a'");
   }();
-  const std::string mirrored = fx.root() + "/ws/checkpoints/rec4/step-00000040";
+  // Preempted once a checkpoint has been mirrored (any: the mirror keeps the newest two).
+  const std::string mirror = fx.root() + "/ws/checkpoints/rec4";
+  const auto mirrored = [&] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(mirror, ec)) {
+      const std::string leaf = e.path().filename().string();
+      if (leaf.size() == 13 && leaf.rfind("step-", 0) == 0) return true;
+    }
+    return false;
+  };
   code = run_with_preemption(fx,
                              {"run", cfg, "--nodes", "a,b", "--no-bind", "--name", "rec4", "--set",
                               "checkpoint.every=20", "--auto-recover", "--spare", "c", "--mirror-checkpoints",
