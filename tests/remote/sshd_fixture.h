@@ -256,4 +256,18 @@ class SshdFixture {
   std::vector<Node> nodes_;
 };
 
+// For tests of the app against fixture nodes: starts nodes 0..count-1 and gives this process a
+// fresh HOME (no ~/.ssh config or keys), no agent and one OpenMP thread per rank. "" when ready,
+// else why the test should skip.
+inline std::string start_app_nodes(SshdFixture& fx, int count, const std::string& client_home) {
+  if (std::string why = SshdFixture::unavailable(); !why.empty()) return why;
+  for (int i = 0; i < count; ++i)
+    if (!fx.start(i)) return "sshd cannot run as this user here: " + fx.last_error();
+  std::filesystem::create_directories(client_home);
+  setenv("HOME", client_home.c_str(), 1);
+  unsetenv("SSH_AUTH_SOCK");
+  setenv("OMP_NUM_THREADS", "1", 1);
+  return "";
+}
+
 }  // namespace flotilla_test

@@ -103,21 +103,12 @@ class TestLiveRemoteSsh : public QObject {
 };
 
 void TestLiveRemoteSsh::passphraseAskedAndRunFollowedWithNodeGpus() {
-  using flotilla_test::SshdFixture;
-  if (const std::string why = SshdFixture::unavailable(); !why.empty()) {
+  flotilla_test::SshdFixture fx("ui_live_remote_ssh");
+  const std::string clientHome = fx.root() + "/client-home";
+  if (const std::string why = flotilla_test::start_app_nodes(fx, 2, clientHome); !why.empty()) {
     std::printf("SKIP: %s\n", why.c_str());
     return;
   }
-  SshdFixture fx("ui_live_remote_ssh");
-  if (!fx.start(0) || !fx.start(1)) {
-    std::printf("SKIP: sshd cannot run as this user here: %s\n", fx.last_error().c_str());
-    return;
-  }
-  const std::string clientHome = fx.root() + "/client-home";
-  std::filesystem::create_directories(clientHome);
-  qputenv("HOME", QByteArray::fromStdString(clientHome));
-  qunsetenv("SSH_AUTH_SOCK");
-  qputenv("OMP_NUM_THREADS", "1");
 
   // The app's key for the nodes: passphrase-protected, authorized on both.
   const std::string locked = fx.root() + "/keys/locked";
