@@ -189,7 +189,7 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QVERIFY2(y.last() < y.first(), qPrintable(QStringLiteral("loss %1 -> %2").arg(y.first()).arg(y.last())));
   QCOMPARE(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kRunning);
   // One rank, under launch like any other run: its one rank is the launcher's child.
-  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 -- train --config ")),
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout 3600 -- train --config ")),
            qPrintable(run->commandLine()));
   QCOMPARE(childPids(run->pid()).size(), 1);
 

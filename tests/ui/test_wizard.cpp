@@ -512,7 +512,7 @@ void TestWizard::finishOnTheRunsPageLaunchesTheConfig() {
   QCOMPARE(QString::fromStdString(written.run.out_dir), run->runDir());
   QCOMPARE(written.train.steps, 3);
   // One rank goes through launch too (GPU pinning, supervision, signal forwarding).
-  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 -- train --config ")),
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout 3600 -- train --config ")),
            qPrintable(run->commandLine()));
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
   QVERIFY2(run->state() == flotilla::ui::LocalRun::State::Completed, qPrintable(run->stateText()));

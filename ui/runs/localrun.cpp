@@ -96,9 +96,12 @@ QStringList LocalRun::demoArguments(const QString& runDir, int steps) {
 }
 
 QStringList LocalRun::trainArguments(const QString& configPath, int ranks) {
+  // An hour for start-up and the first step (a large model on CPUs takes minutes a step); later
+  // steps are held to launch's adaptive limit (at least 3x the slowest step seen).
   return {QStringLiteral("launch"), QStringLiteral("--nproc-per-node"), QString::number(std::max(1, ranks)),
-          QStringLiteral("--master-port"), QStringLiteral("0"), QStringLiteral("--"),
-          QStringLiteral("train"), QStringLiteral("--config"), configPath};
+          QStringLiteral("--master-port"), QStringLiteral("0"), QStringLiteral("--init-timeout"),
+          QStringLiteral("3600"), QStringLiteral("--"), QStringLiteral("train"), QStringLiteral("--config"),
+          configPath};
 }
 
 bool LocalRun::start(const QString& workerPath, const QStringList& arguments) {
