@@ -35,6 +35,7 @@
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "ui/runs/noderun_core.h"
 
 namespace flotilla::cli {
 namespace {
@@ -376,10 +377,7 @@ int cmd_run(const Context& ctx) {
 int resume_run(const Context& ctx, const std::string& name, const RecoveryRequest& recovery, bool quiet) {
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, name);
-  // A run on SSH nodes has run_dir "<master node>:/<dir there>".
-  if (const auto colon = run.run_dir.find(':');
-      colon != std::string::npos && colon > 0 && run.run_dir.find('/', colon) == colon + 1)
-    return resume_nodes_run(ctx, name, recovery, quiet);
+  if (ui::noderun::isNodeRunDir(run.run_dir)) return resume_nodes_run(ctx, name, recovery, quiet);
   if (recovery.auto_recover) throw UsageError("--auto-recover is for runs on SSH nodes; run " + run.name + " is local");
   if (!db::transition_allowed(run.status, db::RunStatus::kRunning) || run.status == db::RunStatus::kRunning) {
     std::fprintf(stderr, "flotilla: run %s is %s and cannot be resumed%s\n", run.name.c_str(),

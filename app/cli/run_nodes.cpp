@@ -194,18 +194,13 @@ std::optional<Master> connect_master(const Context& ctx, db::Database& db, const
   return Master{std::move(master[0]), rid};
 }
 
-bool on_nodes(const db::Run& run) {
-  const auto colon = run.run_dir.find(':');
-  return colon != std::string::npos && colon > 0 && run.run_dir.find('/', colon) == colon + 1;
-}
-
 }  // namespace
 
 int list_run_checkpoints(const Context& ctx, const std::string& run_name, bool as_json) {
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, run_name);
   nlohmann::json out = nlohmann::json::array();
-  if (on_nodes(run)) {
+  if (ui::noderun::isNodeRunDir(run.run_dir)) {
     std::optional<Master> m = connect_master(ctx, db, run);
     if (!m) return kExitRefused;
     for (const auto& c : remote::list_remote_checkpoints(*m->node.session, m->rid))
@@ -231,7 +226,7 @@ int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::o
                          const std::string& out_dir) {
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, run_name);
-  if (!on_nodes(run)) {
+  if (!ui::noderun::isNodeRunDir(run.run_dir)) {
     note_stderr("run " + run.name + " ran on this machine: its checkpoints are already in " + run.run_dir +
                 "/checkpoints (flotilla runs checkpoints " + run.name + ")");
     return kExitRefused;

@@ -21,6 +21,7 @@
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "db/run_store.h"
+#include "ui/runs/noderun_core.h"
 
 namespace flotilla::cli {
 namespace {
@@ -260,9 +261,7 @@ long live_worker_pid(const std::string& run_dir) {
 int checkpoint_run(const Context& ctx, const std::string& name) {
   db::Database db = open_store(ctx);
   const db::Run r = db::get_run(db, name);
-  const auto colon = r.run_dir.find(':');
-  if (colon != std::string::npos && colon > 0 && r.run_dir.find('/', colon) == colon + 1)
-    return checkpoint_nodes_run(ctx, name);
+  if (ui::noderun::isNodeRunDir(r.run_dir)) return checkpoint_nodes_run(ctx, name);
   const long pid = r.run_dir.empty() ? 0 : live_worker_pid(r.run_dir);
   if (pid == 0) {
     std::fprintf(stderr,

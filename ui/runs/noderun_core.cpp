@@ -207,11 +207,16 @@ Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartReques
   return w;
 }
 
+bool isNodeRunDir(const std::string& runDir) {
+  const auto colon = runDir.find(':');
+  return colon != std::string::npos && colon > 0 && runDir.find('/') == colon + 1;
+}
+
 std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid,
                          bool resuming) {
   // run_dir is "<master node>:<absolute dir on it>" (set before any rank starts).
   const auto colon = run.run_dir.find(':');
-  if (colon == std::string::npos || colon == 0 || run.run_dir.find('/', colon) != colon + 1)
+  if (!isNodeRunDir(run.run_dir))
     return "run " + run.name + " is not a run on SSH nodes (run dir '" + run.run_dir + "'); nothing to attach to";
   const std::string master = run.run_dir.substr(0, colon);
   rid = run.run_dir.substr(run.run_dir.rfind('/') + 1);

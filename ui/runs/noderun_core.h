@@ -77,6 +77,10 @@ void prepareNode(Node& node, const std::string& rid, const RunConfig& config, co
 // run as running from node 0's own start time). `note` gets progress lines.
 Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& request, const Note& note);
 
+// True when a stored run dir is "<master node>:/<absolute dir there>", i.e. the run is on SSH nodes
+// (a local run dir is an absolute path and never has a ':' before its first '/').
+bool isNodeRunDir(const std::string& runDir);
+
 // Why `run` cannot be re-attached ("" when it can): not on nodes, ended, or a bad run dir.
 // On success fills `nodes` (unconnected, the master first) and `rid`.
 // With `resuming`, a run that ended stopped, failed or preempted is accepted too (not completed).

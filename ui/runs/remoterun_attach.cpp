@@ -120,10 +120,7 @@ void RemoteRun::reattach(qint64 storeId) {
   });
 }
 
-bool RemoteRun::isNodeRunDir(const QString& runDir) {
-  const qsizetype colon = runDir.indexOf(QLatin1Char(':'));
-  return colon > 0 && runDir.mid(colon + 1).startsWith(QLatin1Char('/')) && !runDir.startsWith(QLatin1Char('/'));
-}
+bool RemoteRun::isNodeRunDir(const QString& runDir) { return noderun::isNodeRunDir(runDir.toStdString()); }
 
 QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
                                                QObject* parent, const PassphrasePrompt& prompt,
