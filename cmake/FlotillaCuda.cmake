@@ -1,7 +1,14 @@
-# Decides FLOTILLA_CUDA_ENABLED from FLOTILLA_CUDA (AUTO/ON/OFF) and sets up the CUDA language.
+# Decides FLOTILLA_CUDA_ENABLED from FLOTILLA_CUDA (AUTO/ON/OFF/SIM) and sets up the CUDA language.
 # CMake 3.25 cannot ask nvcc for C++20: .cu files are C++17, host code stays C++20.
+# SIM compiles the same CUDA sources with the host compiler against tests/cudasim (a CPU
+# simulator of the CUDA runtime, cuBLASLt and NCCL), so the gpu tests run on machines without one.
 set(FLOTILLA_CUDA_ENABLED OFF)
-if(NOT FLOTILLA_CUDA STREQUAL "OFF")
+set(FLOTILLA_CUDA_SIM OFF)
+if(FLOTILLA_CUDA STREQUAL "SIM")
+  set(FLOTILLA_CUDA_ENABLED ON)
+  set(FLOTILLA_CUDA_SIM ON)
+  add_subdirectory(${CMAKE_SOURCE_DIR}/tests/cudasim ${CMAKE_BINARY_DIR}/cudasim)
+elseif(NOT FLOTILLA_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()

@@ -95,8 +95,8 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   d.padded_vocab = pad_vocab(d.vocab_size);
   d.max_seq_len = std::max(1024, T);
 
-  if (!json) std::fprintf(stderr, "measuring the %s GEMM peak (8192^3)...\n", use_bf16 ? "bf16" : "fp32");
-  const double peak_tflops = gemm_peak_tflops(ctx, 8192, use_bf16, 5);
+  if (!json) std::fprintf(stderr, "measuring the %s GEMM peak (%d^3)...\n", use_bf16 ? "bf16" : "fp32", kPeakGemmN);
+  const double peak_tflops = gemm_peak_tflops(ctx, kPeakGemmN, use_bf16, 5);
 
   size_t free_b = 0, total_b = 0;
   check_cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -173,7 +173,7 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   std::printf("bench: preset %s, %s, B=%d T=%d on %s\n", preset_name.c_str(), dtype.c_str(), B, T, be.describe().c_str());
   std::printf("step: %.1f ms median of %d, loss %.3f -> %.3f\n", step_s * 1e3, steps, first_loss, last_loss);
   std::printf("throughput: %.0f tokens/s, %.1f TFLOP/s model (PaLM 6N+12LCT)\n", tokens_per_s, model_tflops);
-  std::printf("peak: %.1f TFLOP/s measured cuBLASLt %s GEMM 8192^3\n", peak_tflops, dtype.c_str());
+  std::printf("peak: %.1f TFLOP/s measured cuBLASLt %s GEMM %d^3\n", peak_tflops, dtype.c_str(), kPeakGemmN);
   std::printf("MFU: %.1f%%\n", mfu * 100);
   std::printf("memory: %.2f GiB allocated by the model (predicted %.2f GiB), %.1f GiB free before\n", used_gib,
               predicted_gib, static_cast<double>(free_b) / (1024.0 * 1024.0 * 1024.0));

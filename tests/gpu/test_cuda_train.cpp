@@ -5,6 +5,8 @@
 //     (train.deterministic); the step records carry gpus[{device, mem_bytes, mem_total_bytes}] and
 //     an MFU > 0; the start event reports the predicted and the measured device memory.
 //   - bf16: the same 20 steps within kBf16Rel of the CPU losses.
+//   - train.recompute = true (fp32 and bf16): the same loss bits and final parameters as without,
+//     with a smaller measured activation footprint.
 //   - resume: stop after step 10 (checkpoint), a new process resumes on the GPU: steps 11..20 have
 //     the straight GPU run's loss bits.
 //   - cross-device: the CUDA step-10 checkpoint resumes on the CPU (losses within kFp32Rel of the
@@ -58,8 +60,6 @@ sample_tokens = 4
 )";
 }
 
-bool has(const std::string& s, const std::string& piece) { return s.find(piece) != std::string::npos; }
-
 void train(const std::string& cfg, const std::string& out, std::vector<std::string> extra) {
   std::vector<std::string> args = {"train",   "--config",           cfg, "--out-dir", out,
                                    "--quiet", "--no-stdout-metrics"};
@@ -87,6 +87,14 @@ void compare_losses(const char* what, const std::map<int64_t, float>& got,
   CHECK_MSG(n > 0, "%s: no steps compared", what);
   std::printf("  %-34s %lld steps, worst relative loss difference %.3g (bound %.3g)\n", what,
               static_cast<long long>(n), worst, rel);
+}
+
+// The device memory the model measured at start (the predicted/measured event), in bytes.
+double measured_bytes(const std::string& run) {
+  for (const auto& r : read_metrics(run))
+    if (r["type"] == "event" && r.contains("measured_bytes"))
+      return std::atof(r["measured_bytes"].get<std::string>().c_str());
+  return -1;
 }
 
 void check_gpu_records(const std::string& run) {
@@ -140,6 +148,20 @@ int main() {
 
   train(cfg, dir + "/bf16", {"--set", "run.device=cuda", "--set", "train.dtype=bf16"});
   compare_losses("cuda bf16 vs cpu", step_losses(dir + "/bf16"), cpu, kBf16Rel);
+
+  // Recomputation rebuilds each block's activations before its backward: the same bits, less memory.
+  train(cfg, dir + "/fp32-recompute", {"--set", "run.device=cuda", "--set", "train.recompute=true"});
+  CHECK_MSG(step_losses(dir + "/fp32-recompute") == fp32, "fp32 with recompute: losses differ from without");
+  CHECK(checkpoint_section(dir + "/fp32-recompute", 20, "params") == checkpoint_section(dir + "/fp32", 20, "params"));
+  CHECK_MSG(measured_bytes(dir + "/fp32-recompute") < measured_bytes(dir + "/fp32"),
+            "recompute measured %.0f bytes, without %.0f", measured_bytes(dir + "/fp32-recompute"),
+            measured_bytes(dir + "/fp32"));
+  std::printf("  device memory with recompute: %.1f MiB (without: %.1f MiB)\n",
+              measured_bytes(dir + "/fp32-recompute") / 1048576, measured_bytes(dir + "/fp32") / 1048576);
+  train(cfg, dir + "/bf16-recompute",
+        {"--set", "run.device=cuda", "--set", "train.dtype=bf16", "--set", "train.recompute=true"});
+  CHECK_MSG(step_losses(dir + "/bf16-recompute") == step_losses(dir + "/bf16"),
+            "bf16 with recompute: losses differ from without");
 
   // Resume on the GPU: a new process from the step-10 checkpoint.
   train(cfg, dir + "/resume", {"--set", "run.device=cuda", "--stop-after", "10"});
