@@ -66,8 +66,11 @@ struct Acts {
 };
 
 template <typename T>
-Acts<T> carve_acts(Arena& a, const GptDims& d, int B, int T_) {
-  const size_t L = static_cast<size_t>(d.n_layer), C = static_cast<size_t>(d.n_embd);
+Acts<T> carve_acts(Arena& a, const GptDims& d, int B, int T_, bool recompute) {
+  // With recompute, the per-block activations exist once (slot 0, rebuilt before each block's
+  // backward); only the residual stream (residual3: every block's output) is kept per layer.
+  const size_t Lall = static_cast<size_t>(d.n_layer), C = static_cast<size_t>(d.n_embd);
+  const size_t L = recompute ? 1 : Lall;
   const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T_), NH = static_cast<size_t>(d.n_head);
   const size_t Vp = static_cast<size_t>(d.padded_vocab);
   Acts<T> x{};
@@ -78,7 +81,7 @@ Acts<T> carve_acts(Arena& a, const GptDims& d, int B, int T_) {
   x.ln2 = a.take<T>(L * N * C);
   x.fch = a.take<T>(L * N * 4 * C);
   x.fch_gelu = a.take<T>(L * N * 4 * C);
-  x.residual3 = a.take<T>(L * N * C);
+  x.residual3 = a.take<T>(Lall * N * C);
   x.ln1_mean = a.take<float>(L * N);
   x.ln1_rstd = a.take<float>(L * N);
   x.ln2_mean = a.take<float>(L * N);
@@ -135,14 +138,14 @@ struct CudaGpt::Impl {
   }
 };
 
-size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16) {
+size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute) {
   const size_t n = param_count(dims);
   const size_t es = use_bf16 ? 2 : 4;
   Arena count;
   if (use_bf16)
-    carve_acts<bf16>(count, dims, B, T);
+    carve_acts<bf16>(count, dims, B, T, recompute);
   else
-    carve_acts<float>(count, dims, B, T);
+    carve_acts<float>(count, dims, B, T, recompute);
   return 2 * ((n * es + 255) / 256 * 256) + (use_bf16 ? 3 : 2) * ((n * 4 + 255) / 256 * 256) + count.used();
 }
 
@@ -157,9 +160,6 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.opt = options;
   s.n = param_count(dims);
   if (T > dims.max_seq_len) throw_config("CudaGpt: T " + std::to_string(T) + " exceeds max_seq_len");
-  if (options.recompute)
-    throw_config("train.recompute = true is not implemented on CUDA yet (CudaGpt keeps every block's "
-                 "activations): set train.recompute = false, or lower train.micro_batch to fit");
   s.ctx->deterministic = options.deterministic;
   const auto sizes = param_sizes(dims);
   size_t off = 0;
@@ -179,14 +179,14 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.v = s.optim->take<float>(s.n);
   Arena count;
   if (options.bf16)
-    carve_acts<bf16>(count, dims, B, T);
+    carve_acts<bf16>(count, dims, B, T, options.recompute);
   else
-    carve_acts<float>(count, dims, B, T);
+    carve_acts<float>(count, dims, B, T, options.recompute);
   s.acts = std::make_unique<Arena>(count.used());
   if (options.bf16)
-    s.ab = carve_acts<bf16>(*s.acts, dims, B, T);
+    s.ab = carve_acts<bf16>(*s.acts, dims, B, T, options.recompute);
   else
-    s.af = carve_acts<float>(*s.acts, dims, B, T);
+    s.af = carve_acts<float>(*s.acts, dims, B, T, options.recompute);
   check_cuda(cudaMemsetAsync(s.params->base(), 0, 2 * pbytes, s.ctx->stream()), "cudaMemsetAsync (params)");
   check_cuda(cudaMemsetAsync(s.optim->base(), 0, (options.bf16 ? 3 : 2) * fbytes, s.ctx->stream()),
              "cudaMemsetAsync (optimizer)");
@@ -239,14 +239,20 @@ float CudaGpt::Impl::run(Acts<S>& a, const int32_t* inputs, const int32_t* targe
 
   auto lp = [&](int i, int l, size_t per) { return P<S>(i) + static_cast<size_t>(l) * per; };
   auto lg = [&](int i, int l, size_t per) { return G<S>(i) + static_cast<size_t>(l) * per; };
-  auto at = [&](S* base, int l, size_t per) { return base + static_cast<size_t>(l) * per; };
-  auto atf = [&](float* base, int l, size_t per) { return base + static_cast<size_t>(l) * per; };
+  // Block activations of layer l live in slot k(l): l, or 0 with recompute. The residual stream
+  // (residual3) is indexed by l directly: it is kept for every layer either way.
+  const auto k = [&](int l) { return opt.recompute ? 0 : l; };
+  auto at = [&](S* base, int l, size_t per) { return base + static_cast<size_t>(k(l)) * per; };
+  auto atf = [&](float* base, int l, size_t per) { return base + static_cast<size_t>(k(l)) * per; };
+  auto res3 = [&](int l) { return a.residual3 + static_cast<size_t>(l) * NC; };
   const size_t lse_per = static_cast<size_t>(NH) * N;
 
   encoder_forward<S>(c, a.encoded, a.inputs, P<S>(kWte), P<S>(kWpe), B, T, C);
   layernorm_forward<S>(c, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, P<S>(kLn1w), P<S>(kLn1b), Nl, C);
-  for (int l = 0; l < L; ++l) {
-    const S* residual = l == 0 ? a.encoded : at(a.residual3, l - 1, NC);
+  // The block's forward from ln1 (already computed) up to the MLP activation; shared by the
+  // forward pass and the rebuild before the backward under recompute.
+  auto block_up_to_mlp = [&](int l) {
+    const S* residual = l == 0 ? a.encoded : res3(l - 1);
     matmul_forward<S>(c, at(a.qkv, l, 3 * NC), at(a.ln1, l, NC), lp(kQkvw, l, 3 * C_ * C_), lp(kQkvb, l, 3 * C_), n_,
                       C, 3 * C);
     attention_forward<S>(c, at(a.atty, l, NC), atf(a.att_lse, l, lse_per), at(a.qkv, l, 3 * NC), B, T, C, NH);
@@ -261,15 +267,18 @@ float CudaGpt::Impl::run(Acts<S>& a, const int32_t* inputs, const int32_t* targe
                         C, 4 * C);
       gelu_forward<S>(c, at(a.fch_gelu, l, 4 * NC), at(a.fch, l, 4 * NC), 4 * NC);
     }
+  };
+  for (int l = 0; l < L; ++l) {
+    block_up_to_mlp(l);
     matmul_forward<S>(c, a.proj, at(a.fch_gelu, l, 4 * NC), lp(kFcprojw, l, 4 * C_ * C_), lp(kFcprojb, l, C_), n_,
                       4 * C, C);
     // residual3 = residual2 + proj, fused with the next LayerNorm (the next layer's ln1, or lnf).
     if (l + 1 < L)
-      residual_layernorm_forward<S>(c, at(a.residual3, l, NC), at(a.ln1, l + 1, NC), atf(a.ln1_mean, l + 1, N),
+      residual_layernorm_forward<S>(c, res3(l), at(a.ln1, l + 1, NC), atf(a.ln1_mean, l + 1, N),
                                     atf(a.ln1_rstd, l + 1, N), at(a.residual2, l, NC), a.proj, lp(kLn1w, l + 1, C_),
                                     lp(kLn1b, l + 1, C_), Nl, C);
     else
-      residual_layernorm_forward<S>(c, at(a.residual3, l, NC), a.lnf, a.lnf_mean, a.lnf_rstd, at(a.residual2, l, NC),
+      residual_layernorm_forward<S>(c, res3(l), a.lnf, a.lnf_mean, a.lnf_rstd, at(a.residual2, l, NC),
                                     a.proj, P<S>(kLnfw), P<S>(kLnfb), Nl, C);
   }
   matmul_forward<S>(c, a.logits, a.lnf, P<S>(kWte), static_cast<const S*>(nullptr), n_, C, Vp);
@@ -283,10 +292,18 @@ float CudaGpt::Impl::run(Acts<S>& a, const int32_t* inputs, const int32_t* targe
                                    Nl, V, Vp);
   matmul_backward<S>(c, a.dln, G<S>(kWte), static_cast<S*>(nullptr), a.logits, a.lnf, P<S>(kWte), n_, C, Vp);
   check_cuda(cudaMemsetAsync(a.dresidual, 0, NC * sizeof(S), c.stream()), "cudaMemsetAsync (dresidual)");
-  layernorm_backward<S>(c, a.dresidual, G<S>(kLnfw), G<S>(kLnfb), a.dln, at(a.residual3, L - 1, NC), P<S>(kLnfw),
+  layernorm_backward<S>(c, a.dresidual, G<S>(kLnfw), G<S>(kLnfb), a.dln, res3(L - 1), P<S>(kLnfw),
                         a.lnf_mean, a.lnf_rstd, Nl, C);
   for (int l = L - 1; l >= 0; --l) {
-    const S* residual = l == 0 ? a.encoded : at(a.residual3, l - 1, NC);
+    const S* residual = l == 0 ? a.encoded : res3(l - 1);
+    if (opt.recompute) {
+      // Rebuild the block's activations from its stored input. LayerNorm of the stored residual
+      // gives the bits the fused residual+LayerNorm kernel produced in the forward (it normalises
+      // the residual after rounding it to S), so recompute on and off train identically.
+      layernorm_forward<S>(c, at(a.ln1, l, NC), atf(a.ln1_mean, l, N), atf(a.ln1_rstd, l, N), residual,
+                           lp(kLn1w, l, C_), lp(kLn1b, l, C_), Nl, C);
+      block_up_to_mlp(l);
+    }
     matmul_backward<S>(c, a.dbig, lg(kFcprojw, l, 4 * C_ * C_), lg(kFcprojb, l, C_), a.dresidual,
                        at(a.fch_gelu, l, 4 * NC), lp(kFcprojw, l, 4 * C_ * C_), n_, 4 * C, C);
     gelu_backward<S>(c, a.dbig, at(a.fch, l, 4 * NC), a.dbig, 4 * NC);

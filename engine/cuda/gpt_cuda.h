@@ -29,8 +29,8 @@ struct CudaGptOptions {
   bool fuse_gelu = true;             // GELU in the cuBLASLt epilogue of the MLP-up matmul
   uint32_t stochastic_rounding = 0;  // bf16 AdamW write-back: 0 = round to nearest, else a seed
   bool deterministic = true;         // train.deterministic: cuBLASLt without split-K (Context)
-  // train.recompute: not implemented here yet (GptModel has it on the CPU); true is refused with
-  // a config error rather than silently keeping every activation.
+  // train.recompute: keep only each block's input (the residual stream) and rebuild the block's
+  // activations, in one shared slot, just before its backward. Bitwise the same training.
   bool recompute = false;
 };
 
@@ -48,7 +48,7 @@ class CudaGpt {
 
   // Bytes the three arenas need for (dims, B, T, bf16): the memory prediction checked against
   // cudaMemGetInfo before allocating.
-  static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16);
+  static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false);
 
   // Host fp32 llm.c-layout parameters (num_parameters(dims) floats) in / out (master weights).
   void set_params(const float* host);

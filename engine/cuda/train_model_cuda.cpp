@@ -43,14 +43,14 @@ class CudaTrainModel final : public DeviceModel {
       : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))), bf16_(cfg.train.dtype == "bf16") {
     backend_.set_deterministic(cfg.train.deterministic);
     check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
-    peak_tflops_ = gemm_peak_tflops(backend_.context(), 8192, bf16_, 3);
+    peak_tflops_ = gemm_peak_tflops(backend_.context(), kPeakGemmN, bf16_, 3);
     CudaGptOptions o;
     o.bf16 = bf16_;
     o.fuse_gelu = bf16_;  // fp32: the separate GELU kernel, the CPU model's sequence
     o.deterministic = cfg.train.deterministic;
     o.recompute = cfg.train.recompute;
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_);
+    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute);
     size_t free_before = 0, free_after = 0, total = 0;
     backend_.synchronize();
     check_cuda(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo");

@@ -99,10 +99,6 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
     add("parallel.zero", "ZeRO-" + std::to_string(par.zero) +
                              " is not available with run.device = \"cuda\" (the GPU optimizer state is not "
                              "sharded); set parallel.zero = 0");
-  if (c.train.recompute)
-    add("train.recompute",
-        "activation recomputation is not implemented on CUDA yet (CudaGpt keeps every "
-        "block's activations); set train.recompute = false, or lower train.micro_batch to fit");
   if (c.model.n_head >= 1 && c.model.n_embd >= 1 && c.model.n_embd % c.model.n_head == 0) {
     const int hs = c.model.n_embd / c.model.n_head;
     if (hs != 32 && hs != 64 && hs != 128)

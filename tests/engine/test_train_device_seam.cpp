@@ -1,6 +1,6 @@
 // The trainer's device seam (engine/train/device_model.h) on a machine without a GPU:
-// - config refusals for what run.device = "cuda" cannot do yet (tp, pp, ZeRO, recompute, head
-//   size), each naming its key; data parallelism (dp > 1, NCCL) is accepted;
+// - config refusals for what run.device = "cuda" cannot do yet (tp, pp, ZeRO, head size), each
+//   naming its key; data parallelism (dp > 1, NCCL) and train.recompute are accepted;
 // - `train` with run.device = "cuda" here exits 3 (config) with a clear reason and writes no step;
 // - the device branch of the trainer, driven through the host reference model
 //   (FLOTILLA_TEST_DEVICE_MODEL=host: GptModel + AdamW behind the seam), reproduces the CPU path
@@ -49,7 +49,6 @@ void test_cuda_refusals() {
       {"parallel.tp=2", {"parallel.tp: ", "run.device = \"cuda\""}},
       {"parallel.pp=2", {"parallel.pp: ", "run.device = \"cuda\""}},
       {"parallel.zero=1", {"parallel.zero: ", "parallel.zero = 0"}},
-      {"train.recompute=true", {"train.recompute: ", "train.recompute = false"}},
       {"model.n_embd=240", {"model.n_head: ", "= 60", "32, 64 or 128"}},
   };
   for (const auto& [set, pieces] : cases) {
@@ -58,6 +57,8 @@ void test_cuda_refusals() {
       CHECK_MSG(has(text, piece), "%s: missing [%s] in:\n%s", set.c_str(), piece.c_str(), text.c_str());
   }
   CHECK_MSG(problems_text(with({"parallel.dp=2"})).empty(), "%s", problems_text(with({"parallel.dp=2"})).c_str());
+  CHECK_MSG(problems_text(with({"train.recompute=true"})).empty(), "%s",
+            problems_text(with({"train.recompute=true"})).c_str());
   // The same settings stay valid on the CPU.
   RunConfig cpu;
   flotilla::apply_overrides(cpu, {"parallel.tp=2", "parallel.dp=1", "parallel.zero=1"});
@@ -200,10 +201,10 @@ void test_cuda_train_refused_here(const std::string& dir) {
   // A layout CUDA cannot run is refused by validation, naming the key.
   // (checked before any device is touched, so the same message with or without a GPU).
   const auto t = run_worker({"train", "--config", dir + "/run.toml", "--out-dir", dir + "/cuda-rc", "--set",
-                             "run.device=cuda", "--set", "train.recompute=true", "--quiet"},
+                             "run.device=cuda", "--set", "parallel.zero=1", "--quiet"},
                             kEnv);
   CHECK_MSG(t.exit_code == static_cast<int>(flotilla::ExitCode::kConfig) &&
-                has(t.output, "for training on run.device = cuda") && has(t.output, "train.recompute:"),
+                has(t.output, "for training on run.device = cuda") && has(t.output, "parallel.zero:"),
             "exit %d\n%s", t.exit_code, t.output.c_str());
 }
 
