@@ -119,6 +119,9 @@ struct CudaGpt::Impl {
   void* p = nullptr;  // T* parameters
   void* g = nullptr;  // T* gradients
   float *master = nullptr, *m = nullptr, *v = nullptr;
+  // ZeRO-1: m and v cover [shard_begin, shard_begin + shard_count) only; the vector update()
+  // writes in fp32 (master or p) has `padded` >= n values for the in-place all-gather.
+  size_t shard_begin = 0, shard_count = 0, padded = 0;
   Acts<float> af{};
   Acts<bf16> ab{};
   CudaGpt::BackwardHook hook;  // set_backward_hook
@@ -138,15 +141,26 @@ struct CudaGpt::Impl {
   }
 };
 
-size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute) {
-  const size_t n = param_count(dims);
+// Bytes of the parameter+gradient arena and of the optimizer arena (Impl allocates exactly these).
+size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+size_t param_arena_bytes(size_t n, size_t padded, bool use_bf16) {
   const size_t es = use_bf16 ? 2 : 4;
+  return round256((use_bf16 ? n : padded) * es) + round256(n * es);
+}
+size_t optim_arena_bytes(size_t padded, size_t shard, bool use_bf16) {
+  return (use_bf16 ? round256(padded * 4) : 0) + 2 * round256(shard * 4);
+}
+
+size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute, size_t shard_count,
+                                size_t padded_params) {
+  const size_t n = param_count(dims);
+  const size_t padded = padded_params > n ? padded_params : n, shard = shard_count > 0 ? shard_count : n;
   Arena count;
   if (use_bf16)
     carve_acts<bf16>(count, dims, B, T, recompute);
   else
     carve_acts<float>(count, dims, B, T, recompute);
-  return 2 * ((n * es + 255) / 256 * 256) + (use_bf16 ? 3 : 2) * ((n * 4 + 255) / 256 * 256) + count.used();
+  return param_arena_bytes(n, padded, use_bf16) + optim_arena_bytes(padded, shard, use_bf16) + count.used();
 }
 
 CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const CudaGptOptions& options)
@@ -168,15 +182,21 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
     off += sizes[static_cast<size_t>(i)];
   }
   const size_t es = options.bf16 ? 2 : 4;
-  const size_t pbytes = (s.n * es + 255) / 256 * 256;
-  s.params = std::make_unique<Arena>(2 * pbytes);
-  s.p = s.params->take<char>(s.n * es);
+  s.padded = options.padded_params > s.n ? options.padded_params : s.n;
+  s.shard_begin = options.shard_begin;
+  s.shard_count = options.shard_count > 0 ? options.shard_count : s.n;
+  if (options.shard_count > 0 && options.stochastic_rounding != 0)
+    throw Error(ExitCode::kInternal, "CudaGpt: a ZeRO shard with stochastic rounding would round differently on "
+                                     "each rank");
+  const size_t pbytes = param_arena_bytes(s.n, s.padded, options.bf16);
+  s.params = std::make_unique<Arena>(pbytes);
+  s.p = s.params->take<char>((options.bf16 ? s.n : s.padded) * es);
   s.g = s.params->take<char>(s.n * es);
-  const size_t fbytes = (s.n * 4 + 255) / 256 * 256;
-  s.optim = std::make_unique<Arena>((options.bf16 ? 3 : 2) * fbytes);
-  if (options.bf16) s.master = s.optim->take<float>(s.n);
-  s.m = s.optim->take<float>(s.n);
-  s.v = s.optim->take<float>(s.n);
+  const size_t obytes = optim_arena_bytes(s.padded, s.shard_count, options.bf16);
+  s.optim = std::make_unique<Arena>(obytes);
+  if (options.bf16) s.master = s.optim->take<float>(s.padded);
+  s.m = s.optim->take<float>(s.shard_count);
+  s.v = s.optim->take<float>(s.shard_count);
   Arena count;
   if (options.bf16)
     carve_acts<bf16>(count, dims, B, T, options.recompute);
@@ -187,8 +207,8 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
     s.ab = carve_acts<bf16>(*s.acts, dims, B, T, options.recompute);
   else
     s.af = carve_acts<float>(*s.acts, dims, B, T, options.recompute);
-  check_cuda(cudaMemsetAsync(s.params->base(), 0, 2 * pbytes, s.ctx->stream()), "cudaMemsetAsync (params)");
-  check_cuda(cudaMemsetAsync(s.optim->base(), 0, (options.bf16 ? 3 : 2) * fbytes, s.ctx->stream()),
+  check_cuda(cudaMemsetAsync(s.params->base(), 0, pbytes, s.ctx->stream()), "cudaMemsetAsync (params)");
+  check_cuda(cudaMemsetAsync(s.optim->base(), 0, obytes, s.ctx->stream()),
              "cudaMemsetAsync (optimizer)");
   s.ctx->synchronize();
 }
@@ -361,32 +381,46 @@ void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
   Context& c = *s.ctx;
   if (t < 1) throw Error(ExitCode::kInternal, "CudaGpt::update: step " + std::to_string(t) + " must be >= 1");
   if (!s.opt.bf16 && scale != 1.0f) scale_values(c, static_cast<float*>(s.g), s.n, scale);
+  const size_t lo = s.shard_begin, hi = s.shard_begin + s.shard_count;
   for (const DecayRange& r : gpt_decay_ranges(s.d)) {
+    // This rank's part of the range (all of it without ZeRO); m and v are indexed from lo.
+    const size_t a = r.offset > lo ? r.offset : lo, b = r.offset + r.size < hi ? r.offset + r.size : hi;
+    if (a >= b) continue;
     const float wd = r.decay ? h.weight_decay : 0.0f;
     if (s.opt.bf16)
-      adamw_update_mixed<bf16>(c, static_cast<bf16*>(s.p) + r.offset, s.master + r.offset,
-                               static_cast<const bf16*>(s.g) + r.offset, s.m + r.offset, s.v + r.offset, r.size, scale,
-                               lr, h.beta1, h.beta2, h.eps, wd, t, s.opt.stochastic_rounding);
+      adamw_update_mixed<bf16>(c, static_cast<bf16*>(s.p) + a, s.master + a, static_cast<const bf16*>(s.g) + a,
+                               s.m + (a - lo), s.v + (a - lo), b - a, scale, lr, h.beta1, h.beta2, h.eps, wd, t,
+                               s.opt.stochastic_rounding);
     else
-      adamw_update(c, static_cast<float*>(s.p) + r.offset, static_cast<const float*>(s.g) + r.offset, s.m + r.offset,
-                   s.v + r.offset, r.size, lr, h.beta1, h.beta2, h.eps, wd, t);
+      adamw_update(c, static_cast<float*>(s.p) + a, static_cast<const float*>(s.g) + a, s.m + (a - lo),
+                   s.v + (a - lo), b - a, lr, h.beta1, h.beta2, h.eps, wd, t);
   }
+}
+
+float* CudaGpt::updated_params() {
+  Impl& s = *impl_;
+  return s.opt.bf16 ? s.master : static_cast<float*>(s.p);
+}
+
+void CudaGpt::params_from_master() {
+  Impl& s = *impl_;
+  if (s.opt.bf16) convert(*s.ctx, static_cast<bf16*>(s.p), s.master, s.n);
 }
 
 void CudaGpt::set_moments(const float* m, const float* v) {
   Impl& s = *impl_;
-  check_cuda(cudaMemcpyAsync(s.m, m, s.n * sizeof(float), cudaMemcpyHostToDevice, s.ctx->stream()),
+  check_cuda(cudaMemcpyAsync(s.m, m, s.shard_count * sizeof(float), cudaMemcpyHostToDevice, s.ctx->stream()),
              "cudaMemcpyAsync (AdamW m to device)");
-  check_cuda(cudaMemcpyAsync(s.v, v, s.n * sizeof(float), cudaMemcpyHostToDevice, s.ctx->stream()),
+  check_cuda(cudaMemcpyAsync(s.v, v, s.shard_count * sizeof(float), cudaMemcpyHostToDevice, s.ctx->stream()),
              "cudaMemcpyAsync (AdamW v to device)");
   s.ctx->synchronize();
 }
 
 void CudaGpt::get_moments(float* m, float* v) const {
   const Impl& s = *impl_;
-  check_cuda(cudaMemcpyAsync(m, s.m, s.n * sizeof(float), cudaMemcpyDeviceToHost, s.ctx->stream()),
+  check_cuda(cudaMemcpyAsync(m, s.m, s.shard_count * sizeof(float), cudaMemcpyDeviceToHost, s.ctx->stream()),
              "cudaMemcpyAsync (AdamW m to host)");
-  check_cuda(cudaMemcpyAsync(v, s.v, s.n * sizeof(float), cudaMemcpyDeviceToHost, s.ctx->stream()),
+  check_cuda(cudaMemcpyAsync(v, s.v, s.shard_count * sizeof(float), cudaMemcpyDeviceToHost, s.ctx->stream()),
              "cudaMemcpyAsync (AdamW v to host)");
   s.ctx->synchronize();
 }

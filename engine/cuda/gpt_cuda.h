@@ -32,6 +32,11 @@ struct CudaGptOptions {
   // train.recompute: keep only each block's input (the residual stream) and rebuild the block's
   // activations, in one shared slot, just before its backward. Bitwise the same training.
   bool recompute = false;
+  // ZeRO-1 (parallel.zero = 1): AdamW m and v exist only for the flat range [shard_begin,
+  // shard_begin + shard_count), and update() writes only that range (shard_count = 0: every
+  // parameter). The fp32 vector update() writes (updated_params()) has room for padded_params
+  // values (>= the parameter count), so the caller's in-place all-gather can fill it.
+  size_t shard_begin = 0, shard_count = 0, padded_params = 0;
 };
 
 struct AdamWHyper {
@@ -48,7 +53,8 @@ class CudaGpt {
 
   // Bytes the three arenas need for (dims, B, T, bf16): the memory prediction checked against
   // cudaMemGetInfo before allocating.
-  static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false);
+  static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false,
+                                size_t shard_count = 0, size_t padded_params = 0);
 
   // Host fp32 llm.c-layout parameters (num_parameters(dims) floats) in / out (master weights).
   void set_params(const float* host);
@@ -68,8 +74,13 @@ class CudaGpt {
   float grad_norm();
   void update(float lr, const AdamWHyper& h, float scale, int64_t t);
 
-  // Host fp32 AdamW moments (num_params() floats each), for checkpoints and exact resume. The
-  // step count t is the caller's (update's argument), as in the CPU optimizer.
+  // The fp32 vector update() writes: the master weights (bf16) or the parameters (fp32), with
+  // padded_params values. After the ZeRO all-gather into it, params_from_master() re-rounds the
+  // bf16 working copy from the master weights (fp32: nothing to do).
+  float* updated_params();
+  void params_from_master();
+  // Host fp32 AdamW moments (num_params() floats each, or shard_count under ZeRO), for checkpoints
+  // and exact resume. The step count t is the caller's (update's argument), as in the CPU optimizer.
   void set_moments(const float* m, const float* v);
   void get_moments(float* m, float* v) const;
 

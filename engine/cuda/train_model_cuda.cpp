@@ -39,8 +39,8 @@ namespace {
 
 class CudaTrainModel final : public DeviceModel {
  public:
-  CudaTrainModel(const RunConfig& cfg, const GptDims& dims)
-      : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))), bf16_(cfg.train.dtype == "bf16") {
+  CudaTrainModel(const RunConfig& cfg, const GptDims& dims, const OptimizerShard& shard)
+      : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))), bf16_(cfg.train.dtype == "bf16"), shard_(shard) {
     backend_.set_deterministic(cfg.train.deterministic);
     check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
     peak_tflops_ = gemm_peak_tflops(backend_.context(), kPeakGemmN, bf16_, 3);
@@ -49,8 +49,13 @@ class CudaTrainModel final : public DeviceModel {
     o.fuse_gelu = bf16_;  // fp32: the separate GELU kernel, the CPU model's sequence
     o.deterministic = cfg.train.deterministic;
     o.recompute = cfg.train.recompute;
+    if (shard_.group != nullptr) {
+      o.shard_begin = shard_.begin;
+      o.shard_count = shard_.count;
+      o.padded_params = shard_.count * static_cast<size_t>(shard_.group->size());
+    }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute);
+    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params);
     size_t free_before = 0, free_after = 0, total = 0;
     backend_.synchronize();
     check_cuda(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo");
@@ -126,6 +131,13 @@ class CudaTrainModel final : public DeviceModel {
     a.eps = h.eps;
     a.weight_decay = h.weight_decay;
     gpt_->update(h.lr, a, grad_scale, t);
+    if (shard_.group == nullptr) return;
+    // ZeRO-1: every rank updated its shard of the fp32 vector (master weights under bf16); an
+    // in-place all-gather (rank r's input is its own slice of the output) completes it everywhere.
+    float* full = gpt_->updated_params();
+    shard_.group->set_device_stream(gpt_->context().stream());
+    shard_.group->all_gather(full + shard_.begin, full, shard_.count);
+    gpt_->params_from_master();
   }
   size_t activation_bytes() const override { return gpt_->activation_bytes(); }
 
@@ -152,6 +164,7 @@ class CudaTrainModel final : public DeviceModel {
  private:
   CudaBackend& backend_;
   bool bf16_;
+  OptimizerShard shard_;
   int device_ = 0;
   double peak_tflops_ = 0;
   size_t predicted_ = 0, measured_ = 0;
@@ -220,8 +233,9 @@ class CudaTrainModel final : public DeviceModel {
 
 }  // namespace
 
-std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims) {
-  return std::make_unique<CudaTrainModel>(cfg, dims);
+std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
+                                                   const OptimizerShard& shard) {
+  return std::make_unique<CudaTrainModel>(cfg, dims, shard);
 }
 
 }  // namespace flotilla::cuda

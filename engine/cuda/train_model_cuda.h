@@ -20,8 +20,10 @@ namespace flotilla::cuda {
 
 // Binds the pinned GPU (FLOTILLA_CUDA_DEVICE, else LOCAL_RANK mod count) through the registry's
 // CudaBackend, measures the GEMM peak for train.dtype, then allocates CudaGpt for
-// train.micro_batch x train.seq_len and records the predicted and measured memory.
-std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims);
+// train.micro_batch x train.seq_len and records the predicted and measured memory. With a shard
+// (parallel.zero = 1, dp > 1) the AdamW moments are allocated for the shard only.
+std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
+                                                   const OptimizerShard& shard = {});
 
 // A range of the llm.c-layout gradient buffer (elements).
 struct GradSlice {

@@ -95,10 +95,10 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   if (par.pp > 1)
     add("parallel.pp",
         "parallel.pp=" + std::to_string(par.pp) + " (pipeline parallelism) is not available" + tail);
-  if (par.zero > 0)
+  if (par.zero > 1)
     add("parallel.zero", "ZeRO-" + std::to_string(par.zero) +
-                             " is not available with run.device = \"cuda\" (the GPU optimizer state is not "
-                             "sharded); set parallel.zero = 0");
+                             " is not available with run.device = \"cuda\" (the GPUs shard the optimizer state, "
+                             "not the gradients); set parallel.zero = 1");
   if (c.model.n_head >= 1 && c.model.n_embd >= 1 && c.model.n_embd % c.model.n_head == 0) {
     const int hs = c.model.n_embd / c.model.n_head;
     if (hs != 32 && hs != 64 && hs != 128)
@@ -123,14 +123,18 @@ std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, con
   return std::make_unique<HostReferenceModel>(cfg, dims);
 }
 
-std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims) {
+std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
+                                               const OptimizerShard& shard) {
   if (cfg.run.device == "cpu") {
     const char* test = std::getenv("FLOTILLA_TEST_DEVICE_MODEL");
-    if (test != nullptr && std::string(test) == "host") return make_host_reference_model(cfg, dims);
+    if (test != nullptr && std::string(test) == "host") {
+      if (shard.group != nullptr) throw_config("the host reference model does not shard the optimizer (parallel.zero)");
+      return make_host_reference_model(cfg, dims);
+    }
     return nullptr;
   }
 #if defined(FLOTILLA_HAVE_CUDA)
-  if (cfg.run.device == "cuda") return cuda::make_cuda_train_model(cfg, dims);
+  if (cfg.run.device == "cuda") return cuda::make_cuda_train_model(cfg, dims, shard);
 #endif
   throw_config("run.device = " + cfg.run.device +
                " cannot train in this build (this worker was built without CUDA): use run.device = \"cpu\", "

@@ -38,6 +38,14 @@ struct DeviceMemory {
   uint64_t total_bytes = 0;
 };
 
+// ZeRO-1 on a device: this rank's AdamW shard [begin, begin + count) of the flat parameter vector
+// (DataParallel's state_begin/state_size; every rank's count is `count`, the last one padded), and
+// the DP group that all-gathers the updated shards. group == nullptr: no sharding.
+struct OptimizerShard {
+  parallel::ProcessGroup* group = nullptr;
+  size_t begin = 0, count = 0;
+};
+
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
@@ -47,7 +55,7 @@ class DeviceModel {
   // Full fp32 llm.c-layout parameters (num_parameters(dims) floats; master weights under bf16).
   virtual void set_params(const float* host) = 0;
   virtual void get_params(float* host) = 0;
-  // AdamW first and second moments, same layout and size.
+  // AdamW first and second moments: all parameters, or this rank's OptimizerShard.
   virtual void set_moments(const float* m, const float* v) = 0;
   virtual void get_moments(float* m, float* v) = 0;
 
@@ -62,7 +70,8 @@ class DeviceModel {
   virtual void average_grads(parallel::ProcessGroup& dp) = 0;
   // Deterministic global L2 norm of the gradients.
   virtual float grad_norm() = 0;
-  // One AdamW step t >= 1 at h.lr, gradients multiplied by grad_scale (clipping; 1 = none).
+  // One AdamW step t >= 1 at h.lr, gradients multiplied by grad_scale (clipping; 1 = none). With
+  // an OptimizerShard: this rank's range only, then an all-gather over its group (collective).
   virtual void update(const AdamHyper& h, float grad_scale, int64_t t) = 0;
 
   virtual size_t activation_bytes() const = 0;
@@ -74,8 +83,8 @@ class DeviceModel {
   virtual std::map<std::string, std::string> memory_report() const { return {}; }
 };
 
-// What `train` cannot run on cfg.run.device yet (cuda: tp, pp, ZeRO, recompute, head
-// sizes other than 32/64/128), each naming its key. Kept out of validate(): the planner, `plan`
+// What `train` cannot run on cfg.run.device yet (cuda: tp, pp, ZeRO-2, head sizes other than
+// 32/64/128), each naming its key. Kept out of validate(): the planner, `plan`
 // and the wizard validate multi-GPU layouts with it, which are valid configs for those.
 std::vector<ConfigProblem> device_training_problems(const RunConfig& cfg);
 // Throws Error(kConfig) listing device_training_problems(cfg), if any (run_training, first thing).
@@ -84,7 +93,8 @@ void refuse_unsupported_device_training(const RunConfig& cfg);
 // The device model for cfg.run.device, or nullptr when the trainer's own CPU path runs it
 // ("cpu", unless FLOTILLA_TEST_DEVICE_MODEL=host asks for the host reference). Throws
 // Error(kConfig) for a device this build or machine does not have.
-std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims);
+std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
+                                               const OptimizerShard& shard = {});
 
 // GptModel + AdamW on the CPU behind the seam: the reference the trainer's device branch is
 // tested against (bitwise equal to the CPU path for dp = 1).

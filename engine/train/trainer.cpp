@@ -189,7 +189,10 @@ void Loop::setup_model() {
     pipeline = std::make_unique<PipelineRunner>(model, *groups.pp, cfg.parallel.schedule,
                                                 cfg.parallel.micro_batches, cfg.train.micro_batch, cfg.train.seq_len);
   // The device starts from the host's initialisation, bit for bit (resume overwrites both).
-  device = make_device_model(cfg, dims);
+  OptimizerShard shard;
+  if (cfg.parallel.zero > 0 && groups.dp->size() > 1)
+    shard = OptimizerShard{groups.dp.get(), dp->state_begin(), dp->state_size()};
+  device = make_device_model(cfg, dims, shard);
   if (device) push_to_device();
 }
 

@@ -1,6 +1,6 @@
 // The trainer's device seam (engine/train/device_model.h) on a machine without a GPU:
-// - config refusals for what run.device = "cuda" cannot do yet (tp, pp, ZeRO, head size), each
-//   naming its key; data parallelism (dp > 1, NCCL) and train.recompute are accepted;
+// - config refusals for what run.device = "cuda" cannot do yet (tp, pp, ZeRO-2, head size), each
+//   naming its key; data parallelism (dp > 1, NCCL), ZeRO-1 and train.recompute are accepted;
 // - `train` with run.device = "cuda" here exits 3 (config) with a clear reason and writes no step;
 // - the device branch of the trainer, driven through the host reference model
 //   (FLOTILLA_TEST_DEVICE_MODEL=host: GptModel + AdamW behind the seam), reproduces the CPU path
@@ -48,7 +48,7 @@ void test_cuda_refusals() {
   const std::map<std::string, std::vector<std::string>> cases = {
       {"parallel.tp=2", {"parallel.tp: ", "run.device = \"cuda\""}},
       {"parallel.pp=2", {"parallel.pp: ", "run.device = \"cuda\""}},
-      {"parallel.zero=1", {"parallel.zero: ", "parallel.zero = 0"}},
+      {"parallel.zero=2", {"parallel.zero: ", "parallel.zero = 1"}},
       {"model.n_embd=240", {"model.n_head: ", "= 60", "32, 64 or 128"}},
   };
   for (const auto& [set, pieces] : cases) {
@@ -57,6 +57,8 @@ void test_cuda_refusals() {
       CHECK_MSG(has(text, piece), "%s: missing [%s] in:\n%s", set.c_str(), piece.c_str(), text.c_str());
   }
   CHECK_MSG(problems_text(with({"parallel.dp=2"})).empty(), "%s", problems_text(with({"parallel.dp=2"})).c_str());
+  CHECK_MSG(problems_text(with({"parallel.dp=2", "parallel.zero=1"})).empty(), "%s",
+            problems_text(with({"parallel.dp=2", "parallel.zero=1"})).c_str());
   CHECK_MSG(problems_text(with({"train.recompute=true"})).empty(), "%s",
             problems_text(with({"train.recompute=true"})).c_str());
   // The same settings stay valid on the CPU.
@@ -201,7 +203,7 @@ void test_cuda_train_refused_here(const std::string& dir) {
   // A layout CUDA cannot run is refused by validation, naming the key.
   // (checked before any device is touched, so the same message with or without a GPU).
   const auto t = run_worker({"train", "--config", dir + "/run.toml", "--out-dir", dir + "/cuda-rc", "--set",
-                             "run.device=cuda", "--set", "parallel.zero=1", "--quiet"},
+                             "run.device=cuda", "--set", "parallel.zero=2", "--quiet"},
                             kEnv);
   CHECK_MSG(t.exit_code == static_cast<int>(flotilla::ExitCode::kConfig) &&
                 has(t.output, "for training on run.device = cuda") && has(t.output, "parallel.zero:"),
