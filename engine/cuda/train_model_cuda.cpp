@@ -33,9 +33,21 @@
 #include "engine/cuda/gpt_cuda.h"
 #include "engine/cuda/residual.h"
 #include "engine/parallel/process_group.h"
+#include "engine/plan/planner.h"
 
 namespace flotilla::cuda {
 namespace {
+
+// The planner's per-device memory for this config without the process baseline (CUDA context,
+// libraries): the part the model allocates, comparable with the cudaMemGetInfo delta. The GPU
+// profile only sets the capacity, which this figure does not depend on.
+size_t planner_model_bytes(const RunConfig& cfg) {
+  DeviceProfile gpu;
+  if (!find_gpu_profile("h100-sxm", cfg.train.dtype, &gpu)) return 0;
+  const Plan plan = make_plan(cfg, gpu);
+  const MemoryBreakdown& m = plan.peak();
+  return static_cast<size_t>(m.total() - m.runtime);
+}
 
 class CudaTrainModel final : public DeviceModel {
  public:
@@ -56,6 +68,11 @@ class CudaTrainModel final : public DeviceModel {
     }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
     predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params);
+    buckets_ = grad_buckets(dims);
+    // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint.
+    const bool data_parallel = cfg.parallel.dp > 1;
+    if (data_parallel) predicted_ += packed_grad_count(buckets_) * sizeof(float);
+    planned_ = planner_model_bytes(cfg);
     size_t free_before = 0, free_after = 0, total = 0;
     backend_.synchronize();
     check_cuda(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo");
@@ -66,7 +83,7 @@ class CudaTrainModel final : public DeviceModel {
                       std::to_string(device_) + ", which has " + std::to_string(free_before >> 20) +
                       " MiB free: lower train.micro_batch (gradient accumulation keeps the global batch)");
     gpt_ = std::make_unique<CudaGpt>(backend_, dims, B, T, o);
-    buckets_ = grad_buckets(dims);
+    if (data_parallel) allocate_packed();
     check_cuda(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo");
     measured_ = free_before > free_after ? free_before - free_after : 0;
   }
@@ -154,6 +171,7 @@ class CudaTrainModel final : public DeviceModel {
   std::map<std::string, std::string> memory_report() const override {
     return {{"device", std::to_string(device_)},
             {"predicted_bytes", std::to_string(predicted_)},
+            {"planner_bytes", std::to_string(planned_)},
             {"measured_bytes", std::to_string(measured_)},
             {"parameter_bytes", std::to_string(gpt_->parameter_bytes())},
             {"optimizer_bytes", std::to_string(gpt_->optimizer_bytes())},
@@ -167,14 +185,18 @@ class CudaTrainModel final : public DeviceModel {
   OptimizerShard shard_;
   int device_ = 0;
   double peak_tflops_ = 0;
-  size_t predicted_ = 0, measured_ = 0;
+  size_t predicted_ = 0, measured_ = 0, planned_ = 0;
+  void allocate_packed() {
+    if (!packed_)
+      check_cuda(cudaMalloc(&packed_, packed_grad_count(buckets_) * sizeof(float)),
+                 "cudaMalloc (packed fp32 gradient buckets for the data-parallel all-reduce)");
+  }
+
   // The bucket finished by the backward at `layer`: packs it on the compute stream and submits
   // its all-reduce (the NCCL stream waits for the packing through the submission event).
   void reduce_bucket(int layer) {
     Context& c = gpt_->context();
-    if (!packed_)
-      check_cuda(cudaMalloc(&packed_, packed_grad_count(buckets_) * sizeof(float)),
-                 "cudaMalloc (packed fp32 gradient buckets for the data-parallel all-reduce)");
+    allocate_packed();
     const GradBucket& b = bucket(layer);
     float* dst = packed_ + b.packed_offset;
     for (const GradSlice& sl : b.slices) {
@@ -223,7 +245,7 @@ class CudaTrainModel final : public DeviceModel {
 
   std::unique_ptr<CudaGpt> gpt_;
   std::vector<GradBucket> buckets_;
-  float* packed_ = nullptr;  // packed_grad_count(buckets_) floats, allocated at the first dp step
+  float* packed_ = nullptr;  // packed_grad_count(buckets_) floats: at start for dp > 1, else on first use
   parallel::ProcessGroup* dp_ = nullptr;  // the DP group, known from the first average_grads
   std::vector<std::unique_ptr<parallel::Work>> works_;
   int64_t micro_ = 0;          // micro-step of the current optimizer step (0-based)

@@ -413,8 +413,9 @@ int run_training(const TrainOptions& options) {
     auto fields = loop.device->memory_report();
     std::string msg = "training on " + loop.device->describe();
     if (fields.count("predicted_bytes"))
-      msg += "; device memory predicted " + fields["predicted_bytes"] + " bytes, measured " +
-             fields["measured_bytes"] + " bytes (cudaMemGetInfo delta over the allocation)";
+      msg += "; device memory predicted " + fields["predicted_bytes"] + " bytes (planner: " +
+             fields["planner_bytes"] + "), measured " + fields["measured_bytes"] +
+             " bytes (cudaMemGetInfo delta over the allocation)";
     loop.metrics.event("info", msg, fields);
     loop.progress.line("%s", msg.c_str());
   }

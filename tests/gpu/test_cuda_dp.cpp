@@ -95,11 +95,10 @@ void compare(const char* what, const std::map<int64_t, float>& got, const std::m
   std::printf("  %-30s %d steps, worst relative loss difference %.3g (bound %.3g)\n", what, kSteps, worst, rel);
 }
 
-// The device memory the model measured at start (rank 0's predicted/measured event), in bytes.
-double measured_bytes(const std::string& run) {
+// A field of rank 0's start-up memory event (measured_bytes, planner_bytes), in bytes.
+double memory_field(const std::string& run, const char* field = "measured_bytes") {
   for (const auto& r : read_metrics(run))
-    if (r["type"] == "event" && r.contains("measured_bytes"))
-      return std::atof(r["measured_bytes"].get<std::string>().c_str());
+    if (r["type"] == "event" && r.contains(field)) return std::atof(r[field].get<std::string>().c_str());
   return -1;
 }
 
@@ -139,10 +138,13 @@ int main() {
   two_ranks(cfg, dir + "/zero1", {"--set", "parallel.zero=1"});
   CHECK_MSG(step_losses(dir + "/zero1") == dp2, "ZeRO-1 on 2 GPUs: losses differ from plain data parallelism");
   CHECK(checkpoint_section(dir + "/zero1", kSteps, "params") == checkpoint_section(dir + "/dp2", kSteps, "params"));
-  const double plain_mem = measured_bytes(dir + "/dp2"), zero_mem = measured_bytes(dir + "/zero1");
+  const double plain_mem = memory_field(dir + "/dp2"), zero_mem = memory_field(dir + "/zero1");
+  const double zero_planned = memory_field(dir + "/zero1", "planner_bytes");
   CHECK_MSG(zero_mem > 0 && zero_mem < plain_mem, "ZeRO-1 measured %.0f bytes, plain %.0f", zero_mem, plain_mem);
-  std::printf("  device memory per rank: %.2f MiB plain, %.2f MiB with ZeRO-1\n", plain_mem / 1048576,
-              zero_mem / 1048576);
+  CHECK_MSG(std::fabs(zero_planned - zero_mem) <= 0.15 * zero_mem, "ZeRO-1: planner %.0f vs measured %.0f bytes",
+            zero_planned, zero_mem);
+  std::printf("  device memory per rank: %.2f MiB plain, %.2f MiB with ZeRO-1 (planner %.2f MiB)\n",
+              plain_mem / 1048576, zero_mem / 1048576, zero_planned / 1048576);
   two_ranks(cfg, dir + "/zero1-bf16", {"--set", "parallel.zero=1", "--set", "train.dtype=bf16"});
   CHECK_MSG(step_losses(dir + "/zero1-bf16") == step_losses(dir + "/dp2-bf16"),
             "ZeRO-1 bf16 on 2 GPUs: losses differ from plain data parallelism");

@@ -6,7 +6,8 @@
 //     an MFU > 0; the start event reports the predicted and the measured device memory.
 //   - bf16: the same 20 steps within kBf16Rel of the CPU losses.
 //   - train.recompute = true (fp32 and bf16): the same loss bits and final parameters as without,
-//     with a smaller measured activation footprint.
+//     with a smaller measured activation footprint;
+//   - the planner's memory figure within 15% of the measured allocation, for all four.
 //   - resume: stop after step 10 (checkpoint), a new process resumes on the GPU: steps 11..20 have
 //     the straight GPU run's loss bits.
 //   - cross-device: the CUDA step-10 checkpoint resumes on the CPU (losses within kFp32Rel of the
@@ -89,12 +90,19 @@ void compare_losses(const char* what, const std::map<int64_t, float>& got,
               static_cast<long long>(n), worst, rel);
 }
 
-// The device memory the model measured at start (the predicted/measured event), in bytes.
-double measured_bytes(const std::string& run) {
+// A field of the start-up memory event (measured_bytes, planner_bytes), in bytes.
+double memory_field(const std::string& run, const char* field = "measured_bytes") {
   for (const auto& r : read_metrics(run))
-    if (r["type"] == "event" && r.contains("measured_bytes"))
-      return std::atof(r["measured_bytes"].get<std::string>().c_str());
+    if (r["type"] == "event" && r.contains(field)) return std::atof(r[field].get<std::string>().c_str());
   return -1;
+}
+double measured_bytes(const std::string& run) { return memory_field(run); }
+
+// The planner (plan, the wizard's memory bars) models the same allocation from formulas.
+void check_planner(const std::string& run) {
+  const double planner = memory_field(run, "planner_bytes"), measured = memory_field(run);
+  CHECK_MSG(measured > 0 && std::fabs(planner - measured) <= 0.15 * measured, "%s: planner %.0f vs measured %.0f bytes",
+            run.c_str(), planner, measured);
 }
 
 void check_gpu_records(const std::string& run) {
@@ -116,8 +124,9 @@ void check_gpu_records(const std::string& run) {
       memory_event = true;
       const double predicted = std::atof(r["predicted_bytes"].get<std::string>().c_str());
       const double measured = std::atof(r["measured_bytes"].get<std::string>().c_str());
-      std::printf("  device memory: predicted %.1f MiB, measured %.1f MiB\n", predicted / 1048576,
-                  measured / 1048576);
+      const double planner = std::atof(r["planner_bytes"].get<std::string>().c_str());
+      std::printf("  device memory: predicted %.1f MiB (planner %.1f MiB), measured %.1f MiB\n",
+                  predicted / 1048576, planner / 1048576, measured / 1048576);
       CHECK_MSG(predicted > 0 && measured >= 0.9 * predicted && measured <= predicted + 256.0 * 1048576,
                 "predicted %.0f vs measured %.0f bytes", predicted, measured);
     }
@@ -162,6 +171,7 @@ int main() {
         {"--set", "run.device=cuda", "--set", "train.dtype=bf16", "--set", "train.recompute=true"});
   CHECK_MSG(step_losses(dir + "/bf16-recompute") == step_losses(dir + "/bf16"),
             "bf16 with recompute: losses differ from without");
+  for (const char* run : {"/fp32", "/bf16", "/fp32-recompute", "/bf16-recompute"}) check_planner(dir + run);
 
   // Resume on the GPU: a new process from the step-10 checkpoint.
   train(cfg, dir + "/resume", {"--set", "run.device=cuda", "--stop-after", "10"});
