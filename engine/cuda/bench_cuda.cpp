@@ -162,6 +162,7 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     j["tokens_per_s"] = tokens_per_s;
     j["model_tflops"] = model_tflops;
     j["peak_tflops"] = peak_tflops;
+    j["peak_gemm_n"] = kPeakGemmN;
     j["mfu"] = mfu;
     j["memory_gib"] = used_gib;
     j["predicted_memory_gib"] = predicted_gib;
