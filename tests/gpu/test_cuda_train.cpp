@@ -90,17 +90,9 @@ void compare_losses(const char* what, const std::map<int64_t, float>& got,
               static_cast<long long>(n), worst, rel);
 }
 
-// A field of the start-up memory event (measured_bytes, planner_bytes), in bytes.
-double memory_field(const std::string& run, const char* field = "measured_bytes") {
-  for (const auto& r : read_metrics(run))
-    if (r["type"] == "event" && r.contains(field)) return std::atof(r[field].get<std::string>().c_str());
-  return -1;
-}
-double measured_bytes(const std::string& run) { return memory_field(run); }
-
 // The planner (plan, the wizard's memory bars) models the same allocation from formulas.
 void check_planner(const std::string& run) {
-  const double planner = memory_field(run, "planner_bytes"), measured = memory_field(run);
+  const double planner = memory_event_bytes(run, "planner_bytes"), measured = memory_event_bytes(run);
   CHECK_MSG(measured > 0 && std::fabs(planner - measured) <= 0.15 * measured, "%s: planner %.0f vs measured %.0f bytes",
             run.c_str(), planner, measured);
 }
@@ -162,11 +154,11 @@ int main() {
   train(cfg, dir + "/fp32-recompute", {"--set", "run.device=cuda", "--set", "train.recompute=true"});
   CHECK_MSG(step_losses(dir + "/fp32-recompute") == fp32, "fp32 with recompute: losses differ from without");
   CHECK(checkpoint_section(dir + "/fp32-recompute", 20, "params") == checkpoint_section(dir + "/fp32", 20, "params"));
-  CHECK_MSG(measured_bytes(dir + "/fp32-recompute") < measured_bytes(dir + "/fp32"),
-            "recompute measured %.0f bytes, without %.0f", measured_bytes(dir + "/fp32-recompute"),
-            measured_bytes(dir + "/fp32"));
+  CHECK_MSG(memory_event_bytes(dir + "/fp32-recompute") < memory_event_bytes(dir + "/fp32"),
+            "recompute measured %.0f bytes, without %.0f", memory_event_bytes(dir + "/fp32-recompute"),
+            memory_event_bytes(dir + "/fp32"));
   std::printf("  device memory with recompute: %.1f MiB (without: %.1f MiB)\n",
-              measured_bytes(dir + "/fp32-recompute") / 1048576, measured_bytes(dir + "/fp32") / 1048576);
+              memory_event_bytes(dir + "/fp32-recompute") / 1048576, memory_event_bytes(dir + "/fp32") / 1048576);
   train(cfg, dir + "/bf16-recompute",
         {"--set", "run.device=cuda", "--set", "train.dtype=bf16", "--set", "train.recompute=true"});
   CHECK_MSG(step_losses(dir + "/bf16-recompute") == step_losses(dir + "/bf16"),

@@ -91,6 +91,14 @@ inline std::map<int64_t, float> step_losses(const std::string& run_dir) {
   return out;
 }
 
+// A byte count of the device model's start-up memory event (measured_bytes, predicted_bytes,
+// planner_bytes; written as strings), or -1 when the run has no such event.
+inline double memory_event_bytes(const std::string& run_dir, const char* field = "measured_bytes") {
+  for (const auto& r : read_metrics(run_dir))
+    if (r["type"] == "event" && r.contains(field)) return std::atof(r[field].get<std::string>().c_str());
+  return -1;
+}
+
 // Last step with a step record in a run's metrics (0 when none).
 inline int64_t last_step(const std::string& run_dir) {
   const auto l = step_losses(run_dir);
