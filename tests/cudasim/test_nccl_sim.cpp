@@ -123,7 +123,10 @@ void finish(ncclComm_t c) {
   CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
 
-float fval(int rank, size_t i) { return static_cast<float>(std::sin(rank * 1.37 + static_cast<double>(i) * 0.011)) * static_cast<float>(rank + 1); }
+float fval(int rank, size_t i) {
+  return static_cast<float>(std::sin(rank * 1.37 + static_cast<double>(i) * 0.011)) *
+         static_cast<float>(rank + 1);
+}
 
 std::vector<float> fvec(int rank, size_t count, size_t first = 0) {
   std::vector<float> v(count);
@@ -176,8 +179,10 @@ void suite(ncclComm_t c, int n, int r) {
     const std::vector<float> x = fvec(r, count);
     std::vector<float> y(count, -1.0f), want(count);
     for (size_t i = 0; i < count; ++i) want[i] = fsum(n, i);
-    CHECK(settle(c, ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, c, nullptr)) == ncclSuccess);
-    CHECK_MSG(same_bits(y.data(), want.data(), count * 4), "all_reduce float count %zu n %d%s", count, n, mode);
+    CHECK(settle(c, ncclAllReduce(x.data(), y.data(), count, ncclFloat32, ncclSum, c, nullptr)) ==
+          ncclSuccess);
+    CHECK_MSG(same_bits(y.data(), want.data(), count * 4), "all_reduce float count %zu n %d%s", count, n,
+              mode);
     uint64_t h = fnv(y.data(), count * 4);
     std::vector<uint64_t> all(static_cast<size_t>(n));
     CHECK(settle(c, ncclAllGather(&h, all.data(), 1, ncclUint64, c, nullptr)) == ncclSuccess);
@@ -185,7 +190,8 @@ void suite(ncclComm_t c, int n, int r) {
   }
   {  // in place, float avg
     std::vector<float> x = fvec(r, 1001);
-    CHECK(settle(c, ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat32, ncclAvg, c, nullptr)) == ncclSuccess);
+    CHECK(settle(c, ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat32, ncclAvg, c, nullptr)) ==
+          ncclSuccess);
     bool ok = true;
     for (size_t i = 0; i < x.size(); ++i) ok = ok && x[i] == fsum(n, i) / static_cast<float>(n);
     CHECK_MSG(ok, "all_reduce avg in place n %d", n);
@@ -197,7 +203,8 @@ void suite(ncclComm_t c, int n, int r) {
       want[i] = 0;
       for (int q = 0; q < n; ++q) want[i] += std::cos(static_cast<double>(i) * 0.3 + q) * 1e10;
     }
-    CHECK(settle(c, ncclAllReduce(d.data(), d.data(), kBig, ncclFloat64, ncclSum, c, nullptr)) == ncclSuccess);
+    CHECK(settle(c, ncclAllReduce(d.data(), d.data(), kBig, ncclFloat64, ncclSum, c, nullptr)) ==
+          ncclSuccess);
     CHECK_MSG(same_bits(d.data(), want.data(), kBig * 8), "all_reduce double n %d", n);
   }
   {  // int64 beyond 32 bits; int32 max
@@ -207,8 +214,10 @@ void suite(ncclComm_t c, int n, int r) {
       v[i] = (int64_t(1) << 40) * (r + 1) - static_cast<int64_t>(i);
       m[i] = static_cast<int32_t>((static_cast<int>(i) * 7 + r * 13) % 50) - 25;
     }
-    CHECK(settle(c, ncclAllReduce(v.data(), v.data(), v.size(), ncclInt64, ncclSum, c, nullptr)) == ncclSuccess);
-    CHECK(settle(c, ncclAllReduce(m.data(), m.data(), m.size(), ncclInt32, ncclMax, c, nullptr)) == ncclSuccess);
+    CHECK(settle(c, ncclAllReduce(v.data(), v.data(), v.size(), ncclInt64, ncclSum, c, nullptr)) ==
+          ncclSuccess);
+    CHECK(settle(c, ncclAllReduce(m.data(), m.data(), m.size(), ncclInt32, ncclMax, c, nullptr)) ==
+          ncclSuccess);
     bool ok = true;
     for (size_t i = 0; i < v.size(); ++i) {
       int64_t want = 0;
@@ -229,12 +238,14 @@ void suite(ncclComm_t c, int n, int r) {
       for (int q = 1; q < n; ++q) acc += bf16_float(bf16_round(fval(q, i)));
       want[i] = bf16_round(acc);
     }
-    CHECK(settle(c, ncclAllReduce(b.data(), b.data(), b.size(), ncclBfloat16, ncclSum, c, nullptr)) == ncclSuccess);
+    CHECK(settle(c, ncclAllReduce(b.data(), b.data(), b.size(), ncclBfloat16, ncclSum, c, nullptr)) ==
+          ncclSuccess);
     CHECK_MSG(same_bits(b.data(), want.data(), b.size() * 2), "all_reduce bf16 n %d", n);
   }
   {  // float16 conversions: exact sums, subnormals, overflow to infinity
     std::vector<uint16_t> h = {0x3c00, 0x0001, 0x7bff, 0xb800};  // 1, 2^-24, 65504, -0.5
-    CHECK(settle(c, ncclAllReduce(h.data(), h.data(), h.size(), ncclFloat16, ncclSum, c, nullptr)) == ncclSuccess);
+    CHECK(settle(c, ncclAllReduce(h.data(), h.data(), h.size(), ncclFloat16, ncclSum, c, nullptr)) ==
+          ncclSuccess);
     const uint16_t one_n[] = {0x3c00, 0x4000, 0x4200, 0x4400}, half_n[] = {0xb800, 0xbc00, 0xbe00, 0xc000};
     const size_t k = static_cast<size_t>(n - 1);
     CHECK(h[0] == one_n[k] && h[1] == static_cast<uint16_t>(n) && h[3] == half_n[k]);
@@ -246,7 +257,8 @@ void suite(ncclComm_t c, int n, int r) {
     std::vector<float> in = fvec(r, count * static_cast<size_t>(n));
     std::vector<float> out(count, -1.0f);
     float* dst = in_place ? in.data() + static_cast<size_t>(r) * count : out.data();
-    CHECK(settle(c, ncclReduceScatter(in.data(), dst, count, ncclFloat32, ncclSum, c, nullptr)) == ncclSuccess);
+    CHECK(settle(c, ncclReduceScatter(in.data(), dst, count, ncclFloat32, ncclSum, c, nullptr)) ==
+          ncclSuccess);
     bool ok = true;
     for (size_t i = 0; i < count; ++i) ok = ok && dst[i] == fsum(n, static_cast<size_t>(r) * count + i);
     CHECK_MSG(ok, "reduce_scatter count %zu in_place %d n %d", count, in_place, n);
@@ -268,8 +280,8 @@ void suite(ncclComm_t c, int n, int r) {
     const int root = n - 1;
     const std::vector<float> x = fvec(root, kBig);
     std::vector<float> y(kBig, -1.0f);
-    CHECK(settle(c, ncclBroadcast(r == root ? x.data() : nullptr, y.data(), kBig, ncclFloat32, root, c, nullptr)) ==
-          ncclSuccess);
+    CHECK(settle(c, ncclBroadcast(r == root ? x.data() : nullptr, y.data(), kBig, ncclFloat32, root, c,
+                                  nullptr)) == ncclSuccess);
     CHECK_MSG(same_bits(x.data(), y.data(), kBig * 4), "broadcast out of place n %d", n);
     std::string s = r == root ? "checkpoint step 40 of run nccl" : std::string(30, '?');
     CHECK(settle(c, ncclBroadcast(s.data(), s.data(), s.size(), ncclUint8, root, c, nullptr)) == ncclSuccess);
@@ -307,7 +319,8 @@ void test_collectives(int n) {
   });
   for (int s : st) CHECK(exited_ok(s));
   CHECK(leftover_segments() == 0);
-  std::printf("  %d rank(s): collectives and send/recv, blocking and non-blocking, %.2f s\n", n, seconds_since(start));
+  std::printf("  %d rank(s): collectives and send/recv, blocking and non-blocking, %.2f s\n", n,
+              seconds_since(start));
 }
 
 bool has(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
@@ -426,7 +439,7 @@ int main() {
   test_abort(false);
   test_timeout_and_mismatch();
   flotilla_test::checks() += child_totals()[0].load();
-  std::printf("  total %.2f s; %d checks in the ranks, %d failed\n", seconds_since(start), child_totals()[0].load(),
-              child_totals()[1].load());
+  std::printf("  total %.2f s; %d checks in the ranks, %d failed\n", seconds_since(start),
+              child_totals()[0].load(), child_totals()[1].load());
   return flotilla_test::summary("cudasim_nccl");
 }

@@ -72,9 +72,10 @@ void single(const std::string& cfg, const std::string& out, const std::vector<st
 }
 
 void two_ranks(const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"launch", "--nproc-per-node", "2", "--master-port", "0", "--no-bind", "--",
-                                "train",  "--config",         cfg, "--out-dir",     out, "--quiet",
-                                "--no-stdout-metrics", "--set", "parallel.dp=2", "--set", "train.micro_batch=2"};
+  std::vector<std::string> a = {
+      "launch", "--nproc-per-node", "2",     "--master-port",      "0", "--no-bind", "--",
+      "train",  "--config",         cfg,     "--out-dir",          out, "--quiet",   "--no-stdout-metrics",
+      "--set",  "parallel.dp=2",    "--set", "train.micro_batch=2"};
   a.insert(a.end(), extra.begin(), extra.end());
   run(a, out);
 }
@@ -92,14 +93,8 @@ void compare(const char* what, const std::map<int64_t, float>& got, const std::m
     CHECK_MSG(err <= rel, "%s: step %lld loss %.7g vs %.7g", what, static_cast<long long>(step),
               static_cast<double>(it->second), static_cast<double>(w));
   }
-  std::printf("  %-30s %d steps, worst relative loss difference %.3g (bound %.3g)\n", what, kSteps, worst, rel);
-}
-
-// A field of rank 0's start-up memory event (measured_bytes, planner_bytes), in bytes.
-double memory_field(const std::string& run, const char* field = "measured_bytes") {
-  for (const auto& r : read_metrics(run))
-    if (r["type"] == "event" && r.contains(field)) return std::atof(r[field].get<std::string>().c_str());
-  return -1;
+  std::printf("  %-30s %d steps, worst relative loss difference %.3g (bound %.3g)\n", what, kSteps, worst,
+              rel);
 }
 
 }  // namespace
@@ -128,7 +123,8 @@ int main() {
 
   two_ranks(cfg, dir + "/dp2-again", {});
   CHECK_MSG(step_losses(dir + "/dp2-again") == dp2, "two deterministic 2-GPU runs differ");
-  CHECK(checkpoint_section(dir + "/dp2", kSteps, "params") == checkpoint_section(dir + "/dp2-again", kSteps, "params"));
+  CHECK(checkpoint_section(dir + "/dp2", kSteps, "params") ==
+        checkpoint_section(dir + "/dp2-again", kSteps, "params"));
 
   single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   two_ranks(cfg, dir + "/dp2-bf16", {"--set", "train.dtype=bf16"});
@@ -136,13 +132,16 @@ int main() {
 
   // ZeRO-1: each rank keeps AdamW moments for half the parameters; the result must not change.
   two_ranks(cfg, dir + "/zero1", {"--set", "parallel.zero=1"});
-  CHECK_MSG(step_losses(dir + "/zero1") == dp2, "ZeRO-1 on 2 GPUs: losses differ from plain data parallelism");
-  CHECK(checkpoint_section(dir + "/zero1", kSteps, "params") == checkpoint_section(dir + "/dp2", kSteps, "params"));
-  const double plain_mem = memory_field(dir + "/dp2"), zero_mem = memory_field(dir + "/zero1");
-  const double zero_planned = memory_field(dir + "/zero1", "planner_bytes");
-  CHECK_MSG(zero_mem > 0 && zero_mem < plain_mem, "ZeRO-1 measured %.0f bytes, plain %.0f", zero_mem, plain_mem);
-  CHECK_MSG(std::fabs(zero_planned - zero_mem) <= 0.15 * zero_mem, "ZeRO-1: planner %.0f vs measured %.0f bytes",
-            zero_planned, zero_mem);
+  CHECK_MSG(step_losses(dir + "/zero1") == dp2,
+            "ZeRO-1 on 2 GPUs: losses differ from plain data parallelism");
+  CHECK(checkpoint_section(dir + "/zero1", kSteps, "params") ==
+        checkpoint_section(dir + "/dp2", kSteps, "params"));
+  const double plain_mem = memory_event_bytes(dir + "/dp2"), zero_mem = memory_event_bytes(dir + "/zero1");
+  const double zero_planned = memory_event_bytes(dir + "/zero1", "planner_bytes");
+  CHECK_MSG(zero_mem > 0 && zero_mem < plain_mem, "ZeRO-1 measured %.0f bytes, plain %.0f", zero_mem,
+            plain_mem);
+  CHECK_MSG(std::fabs(zero_planned - zero_mem) <= 0.15 * zero_mem,
+            "ZeRO-1: planner %.0f vs measured %.0f bytes", zero_planned, zero_mem);
   std::printf("  device memory per rank: %.2f MiB plain, %.2f MiB with ZeRO-1 (planner %.2f MiB)\n",
               plain_mem / 1048576, zero_mem / 1048576, zero_planned / 1048576);
   two_ranks(cfg, dir + "/zero1-bf16", {"--set", "parallel.zero=1", "--set", "train.dtype=bf16"});

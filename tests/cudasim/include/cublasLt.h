@@ -79,24 +79,26 @@ size_t cublasLtGetVersion();
 const char* cublasLtGetStatusName(cublasStatus_t s);
 cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value);
 
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale);
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute,
+                                        cudaDataType_t scale);
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d);
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
                                               const void* buf, size_t size);
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols,
-                                          int64_t ld);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld);
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l);
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p);
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p);
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
-                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
-                                                    size_t size);
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
-                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
-                                              int requested, cublasLtMatmulHeuristicResult_t* results, int* found);
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void* buf, size_t size);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t* results, int* found);
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha, const void* A,
-                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
-                              const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                              const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
-                              cudaStream_t stream);
+                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b,
+                              const void* beta, const void* C, cublasLtMatrixLayout_t c, void* D,
+                              cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream);

@@ -9,10 +9,10 @@
 struct __nv_bfloat16 {
   uint16_t __x = 0;
   __nv_bfloat16() = default;
-  __nv_bfloat16(float f) : __x(from_float(f)) {}                            // NOLINT: implicit, as CUDA
-  __nv_bfloat16(double d) : __x(from_float(static_cast<float>(d))) {}       // NOLINT
-  __nv_bfloat16(int i) : __x(from_float(static_cast<float>(i))) {}          // NOLINT
-  operator float() const {                                                   // NOLINT
+  __nv_bfloat16(float f) : __x(from_float(f)) {}                       // NOLINT: implicit, as CUDA
+  __nv_bfloat16(double d) : __x(from_float(static_cast<float>(d))) {}  // NOLINT
+  __nv_bfloat16(int i) : __x(from_float(static_cast<float>(i))) {}     // NOLINT
+  operator float() const {                                             // NOLINT
     const uint32_t u = static_cast<uint32_t>(__x) << 16;
     float f;
     std::memcpy(&f, &u, 4);
@@ -21,7 +21,8 @@ struct __nv_bfloat16 {
   static uint16_t from_float(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
-    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0) return static_cast<uint16_t>((u >> 16) | 0x40u);
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0)
+      return static_cast<uint16_t>((u >> 16) | 0x40u);
     u += 0x7FFFu + ((u >> 16) & 1u);
     return static_cast<uint16_t>(u >> 16);
   }

@@ -13,10 +13,10 @@
 //   a missing barrier change the result.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <cmath>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -123,7 +123,8 @@ inline cudaError_t cudaMalloc(T** p, size_t bytes) {
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s = nullptr);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s = nullptr);
 cudaError_t cudaMemset(void* p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr);
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p);
@@ -173,9 +174,9 @@ extern thread_local uint3 g_block_idx;
 extern thread_local dim3 g_block_dim;
 extern thread_local dim3 g_grid_dim;
 
-void sync_block();                 // __syncthreads
-void sync_warp();                  // __syncwarp and the halves of a shuffle
-uint64_t* warp_slots(int phase);   // a row of 32 exchange slots of the calling thread's warp
+void sync_block();                  // __syncthreads
+void sync_warp();                   // __syncwarp and the halves of a shuffle
+uint64_t* warp_slots(int phase);    // a row of 32 exchange slots of the calling thread's warp
 void fail_kernel(const char* why);  // records an error for the running kernel and ends its thread
 
 // Runs `body` once per CUDA thread of every block; returns the launch's error.
@@ -221,12 +222,13 @@ struct Launch {
       void (*k)(P...);
       std::tuple<std::decay_t<P>...>* args;
     } c{kernel, &bound};
-    run_kernel(name, grid, block,
-               [](void* p) {
-                 auto* cl = static_cast<Closure*>(p);
-                 std::apply(cl->k, *cl->args);
-               },
-               &c);
+    run_kernel(
+        name, grid, block,
+        [](void* p) {
+          auto* cl = static_cast<Closure*>(p);
+          std::apply(cl->k, *cl->args);
+        },
+        &c);
   }
   template <typename V>
   static bool points_to_host(const V& v) {
@@ -271,7 +273,7 @@ inline T __shfl_sync(unsigned /*mask*/, T v, int src, int width = 32) {
   return ::cudasim::shuffle_from(v, (lane & ~(width - 1)) + (src & (width - 1)));
 }
 
-#define CUDASIM_MINMAX(T)                       \
+#define CUDASIM_MINMAX(T)                          \
   inline T min(T a, T b) { return b < a ? b : a; } \
   inline T max(T a, T b) { return a < b ? b : a; }
 CUDASIM_MINMAX(int)

@@ -14,8 +14,8 @@
 #include <cublasLt.h>
 
 // OpenBLAS's sgemm, declared here so the simulator needs no cblas.h.
-extern "C" void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
-                            int lda, const float* b, int ldb, float beta, float* c, int ldc);
+extern "C" void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
 constexpr int kColMajor = 102, kNoTrans = 111, kTrans = 112;
 
 namespace cudasim {
@@ -67,7 +67,8 @@ float gelu_tanh(float x) {
 }
 
 bool has_bias(cublasLtEpilogue_t e) {
-  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 bool has_gelu(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
@@ -84,12 +85,16 @@ cublasStatus_t shapes(const cublasLtMatmulDescOpaque* op, const cublasLtMatrixLa
   if (op == nullptr || a == nullptr || b == nullptr || d == nullptr) return invalid("null descriptor");
   *m = d->rows;
   *n = d->cols;
-  const uint64_t am = op->ta == CUBLAS_OP_N ? a->rows : a->cols, ak = op->ta == CUBLAS_OP_N ? a->cols : a->rows;
-  const uint64_t bk = op->tb == CUBLAS_OP_N ? b->rows : b->cols, bn = op->tb == CUBLAS_OP_N ? b->cols : b->rows;
+  const uint64_t am = op->ta == CUBLAS_OP_N ? a->rows : a->cols,
+                 ak = op->ta == CUBLAS_OP_N ? a->cols : a->rows;
+  const uint64_t bk = op->tb == CUBLAS_OP_N ? b->rows : b->cols,
+                 bn = op->tb == CUBLAS_OP_N ? b->cols : b->rows;
   *k = ak;
   if (am != *m) return invalid("op(A) has " + std::to_string(am) + " rows but D has " + std::to_string(*m));
-  if (bn != *n) return invalid("op(B) has " + std::to_string(bn) + " columns but D has " + std::to_string(*n));
-  if (bk != ak) return invalid("op(A) is ?x" + std::to_string(ak) + " but op(B) is " + std::to_string(bk) + "x?");
+  if (bn != *n)
+    return invalid("op(B) has " + std::to_string(bn) + " columns but D has " + std::to_string(*n));
+  if (bk != ak)
+    return invalid("op(A) is ?x" + std::to_string(ak) + " but op(B) is " + std::to_string(bk) + "x?");
   for (const auto* l : {a, b, d})
     if (l->ld < static_cast<int64_t>(l->rows)) return invalid("leading dimension below the row count");
   if (a->type != b->type || a->type != d->type) return invalid("mixed data types");
@@ -112,11 +117,16 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 size_t cublasLtGetVersion() { return 130000; }
 const char* cublasLtGetStatusName(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
   }
 }
 cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
@@ -124,7 +134,8 @@ cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute,
+                                        cudaDataType_t scale) {
   if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return invalid("only fp32 compute is simulated");
   *d = new cublasLtMatmulDescOpaque;
   return CUBLAS_STATUS_SUCCESS;
@@ -160,8 +171,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
   }
   return invalid("attribute not simulated");
 }
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols,
-                                          int64_t ld) {
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
   *l = new cublasLtMatrixLayoutOpaque{type, rows, cols, ld};
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -178,8 +189,8 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
-                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
-                                                    size_t size) {
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void* buf, size_t size) {
   if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && size == sizeof(size_t)) {
     std::memcpy(&p->workspace, buf, size);
     return CUBLAS_STATUS_SUCCESS;
@@ -191,10 +202,11 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   return invalid("preference attribute or size not simulated");
 }
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
-                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
-                                              int requested, cublasLtMatmulHeuristicResult_t* results, int* found) {
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t* results, int* found) {
   *found = 0;
   if (h == nullptr || pref == nullptr || c == nullptr || requested < 1) return invalid("heuristic arguments");
   uint64_t m, n, k;
@@ -210,10 +222,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha, const void* A,
-                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
-                              const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                              const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
-                              cudaStream_t) {
+                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b,
+                              const void* beta, const void* C, cublasLtMatrixLayout_t c, void* D,
+                              cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspace_bytes, cudaStream_t) {
   if (h == nullptr || algo == nullptr || c == nullptr) return invalid("matmul arguments");
   uint64_t m, n, k;
   const cublasStatus_t s = shapes(op, a, b, d, &m, &n, &k);
@@ -221,11 +233,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   if (c->rows != d->rows || c->cols != d->cols) return invalid("C and D layouts differ");
   for (const void* p : {A, B, C, static_cast<const void*>(D)})
     if (!cudasim::is_device_pointer(p)) return invalid("A, B, C or D is not device memory");
-  if (workspace_bytes > 0 && !cudasim::is_device_pointer(workspace)) return invalid("workspace is not device memory");
+  if (workspace_bytes > 0 && !cudasim::is_device_pointer(workspace))
+    return invalid("workspace is not device memory");
   if (has_bias(op->epilogue) && (op->bias == nullptr || !cudasim::is_device_pointer(op->bias)))
     return invalid("a BIAS epilogue without a device bias pointer");
-  if (has_aux(op->epilogue) && (op->aux == nullptr || !cudasim::is_device_pointer(op->aux) ||
-                                op->aux_ld < static_cast<int64_t>(m)))
+  if (has_aux(op->epilogue) &&
+      (op->aux == nullptr || !cudasim::is_device_pointer(op->aux) || op->aux_ld < static_cast<int64_t>(m)))
     return invalid("a GELU_AUX epilogue without a device aux pointer and ld >= m");
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const cudaDataType t = d->type;
@@ -239,8 +252,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   const std::vector<float> fa = as_float(A, a), fb = as_float(B, b);
   std::vector<float> prod(static_cast<size_t>(m) * n);
   cblas_sgemm(kColMajor, op->ta == CUBLAS_OP_N ? kNoTrans : kTrans, op->tb == CUBLAS_OP_N ? kNoTrans : kTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), al, fa.data(), static_cast<int>(a->ld),
-              fb.data(), static_cast<int>(b->ld), 0.0f, prod.data(), static_cast<int>(m));
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), al, fa.data(),
+              static_cast<int>(a->ld), fb.data(), static_cast<int>(b->ld), 0.0f, prod.data(),
+              static_cast<int>(m));
   for (uint64_t j = 0; j < n; ++j) {
     for (uint64_t i = 0; i < m; ++i) {
       float v = prod[i + j * m];

@@ -117,8 +117,8 @@ char* stack_of(size_t i) {
   thread_local std::vector<char*> stacks;
   while (stacks.size() <= i) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    void* m = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* m = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return nullptr;
     mprotect(m, page, PROT_NONE);
     stacks.push_back(static_cast<char*>(m) + page);
@@ -197,15 +197,17 @@ void yield(State st) {
   Fiber* f = run->cur;
   Thread& t = run->threads[static_cast<size_t>(f->thread)];
   t.st = st;
-  if (st == State::kWarpWait) ++run->warp_wait[t.ts.warp];
-  else ++run->block_wait;
+  if (st == State::kWarpWait)
+    ++run->warp_wait[t.ts.warp];
+  else
+    ++run->block_wait;
   to_scheduler(run, f);
 }
 
 std::string where(const ThreadState& ts) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "block (%u,%u,%u) thread (%u,%u,%u)", g_block_idx.x, g_block_idx.y, g_block_idx.z,
-                ts.tid.x, ts.tid.y, ts.tid.z);
+  std::snprintf(buf, sizeof buf, "block (%u,%u,%u) thread (%u,%u,%u)", g_block_idx.x, g_block_idx.y,
+                g_block_idx.z, ts.tid.x, ts.tid.y, ts.tid.z);
   return buf;
 }
 
@@ -245,7 +247,8 @@ bool run_block(BlockRun& run) {
       const int lo = w * 32, size = (lo + 32 < n ? lo + 32 : n) - lo, w_live = size - run.warp_done[w];
       if (run.warp_wait[w] < w_live) continue;  // some lanes still wait at __syncthreads
       if (w_live < size) {
-        run.error = "warp " + std::to_string(w) + " shuffles or syncs with a full mask after some of its lanes exited (" +
+        run.error = "warp " + std::to_string(w) +
+                    " shuffles or syncs with a full mask after some of its lanes exited (" +
                     std::to_string(w_live) + " of " + std::to_string(size) + " lanes) at " +
                     where(run.threads[static_cast<size_t>(lo)].ts);
         return false;
@@ -289,11 +292,16 @@ void fail_kernel(const char* why) {
 cudaError_t run_kernel(const char* name, dim3 grid, dim3 block, KernelBody body, void* closure) {
   const size_t threads = static_cast<size_t>(block.x) * block.y * block.z;
   const char* bad = nullptr;
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0) bad = "a grid or block dimension is 0";
-  else if (threads > 1024) bad = "more than 1024 threads per block";
-  else if (block.z > 64) bad = "block.z > 64";
-  else if (grid.y > 65535 || grid.z > 65535) bad = "grid.y or grid.z > 65535";
-  else if (grid.x > 2147483647u) bad = "grid.x > 2^31-1";
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0)
+    bad = "a grid or block dimension is 0";
+  else if (threads > 1024)
+    bad = "more than 1024 threads per block";
+  else if (block.z > 64)
+    bad = "block.z > 64";
+  else if (grid.y > 65535 || grid.z > 65535)
+    bad = "grid.y or grid.z > 65535";
+  else if (grid.x > 2147483647u)
+    bad = "grid.x > 2^31-1";
   if (bad != nullptr) {
     set_launch_error(cudaErrorInvalidConfiguration, name, bad);
     return cudaErrorInvalidConfiguration;

@@ -120,7 +120,8 @@ void reduce_16(char* dst, const std::vector<const char*>& srcs, size_t len, nccl
 
 }  // namespace
 
-void reduce_into(char* dst, const std::vector<const char*>& srcs, size_t len, ncclDataType_t t, ncclRedOp_t op) {
+void reduce_into(char* dst, const std::vector<const char*>& srcs, size_t len, ncclDataType_t t,
+                 ncclRedOp_t op) {
   switch (t) {
     case ncclInt8:
       return reduce_typed<int8_t>(dst, srcs, len, op);

@@ -11,6 +11,7 @@
 namespace cudasim_nccl {
 
 // dst[0, len) = op over q of srcs[q][0, len) (elements of t), reduced in the order of srcs.
-void reduce_into(char* dst, const std::vector<const char*>& srcs, size_t len, ncclDataType_t t, ncclRedOp_t op);
+void reduce_into(char* dst, const std::vector<const char*>& srcs, size_t len, ncclDataType_t t,
+                 ncclRedOp_t op);
 
 }  // namespace cudasim_nccl

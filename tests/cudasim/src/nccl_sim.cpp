@@ -191,7 +191,8 @@ size_t type_size(ncclDataType_t t) {
 }
 
 const char* type_name(uint32_t t) {
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16"};
+  static const char* names[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
+                                "uint64", "float16", "float32", "float64", "bfloat16"};
   return t < 10 ? names[t] : "?";
 }
 
@@ -239,7 +240,7 @@ struct P2p {
 struct ncclComm {
   int rank = 0, nranks = 1;
   bool blocking = true;
-  std::string label;     // "comm 'name' rank r of n", the prefix of messages
+  std::string label;  // "comm 'name' rank r of n", the prefix of messages
   std::string shm_name;
   uint32_t chunk = kDefaultChunk;  // bytes per collective slot
   size_t p2p_chunk = kDefaultChunk;
@@ -317,7 +318,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::string peer_gone(ncclComm* c, int q) {
   if (q == c->rank) return {};
   RankHeader& r = rank_header(c, q);
-  if (load(r.departed)) return "rank " + std::to_string(q) + " left the communicator (destroyed or aborted it)";
+  if (load(r.departed))
+    return "rank " + std::to_string(q) + " left the communicator (destroyed or aborted it)";
   const int pid = load(r.pid);
   if (pid > 0 && !process_alive(pid))
     return "rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") exited or was killed";
@@ -375,23 +377,27 @@ ncclResult_t barrier(ncclComm* c, const std::string& what) {
       if (load(rank_header(c, q).arrive) < k) v.push_back(q);
     return v;
   };
-  return wait_for(c, what, [c, k] {
-    for (int q = 0; q < c->nranks; ++q)
-      if (load(rank_header(c, q).arrive) < k) return false;
-    return true;
-  }, awaited);
+  return wait_for(
+      c, what,
+      [c, k] {
+        for (int q = 0; q < c->nranks; ++q)
+          if (load(rank_header(c, q).arrive) < k) return false;
+        return true;
+      },
+      awaited);
 }
 
 std::string describe(const OpDesc& d) {
   return std::string(kind_name(static_cast<Kind>(d.kind))) + "(count " + std::to_string(d.count) + ", " +
-         type_name(d.dtype) + ", " + op_name(d.op) + ", root " + std::to_string(d.root) + ") as collective #" +
-         std::to_string(d.seq);
+         type_name(d.dtype) + ", " + op_name(d.op) + ", root " + std::to_string(d.root) +
+         ") as collective #" + std::to_string(d.seq);
 }
 
 ncclResult_t run_coll(ncclComm* c, const Coll& op) {
   const size_t es = type_size(op.type), n = uz(c->nranks);
   const int me = c->rank;
-  const std::string what = std::string(kind_name(op.kind)) + " (collective #" + std::to_string(++c->coll_seq) + ")";
+  const std::string what =
+      std::string(kind_name(op.kind)) + " (collective #" + std::to_string(++c->coll_seq) + ")";
   if (load(header(c).failed) == 1u)
     return fail(c, ncclRemoteError, what + ": a peer failed: " + std::string(header(c).fail_text), false);
   if (op.count == 0) return ncclSuccess;
@@ -417,12 +423,17 @@ ncclResult_t run_coll(ncclComm* c, const Coll& op) {
         if (me == op.root) std::memcpy(mine, op.send + off * es, len * es);
         break;
       case Kind::kReduceScatter:
-        for (size_t d = 0; d < n; ++d) std::memcpy(mine + d * per * es, op.send + (d * op.count + off) * es, len * es);
+        for (size_t d = 0; d < n; ++d)
+          std::memcpy(mine + d * per * es, op.send + (d * op.count + off) * es, len * es);
         break;
     }
     if (w == 0) {
-      rank_header(c, me).desc[parity] = OpDesc{c->coll_seq, op.count, static_cast<uint32_t>(op.kind),
-                                               static_cast<uint32_t>(op.type), static_cast<uint32_t>(op.op), op.root};
+      rank_header(c, me).desc[parity] = OpDesc{c->coll_seq,
+                                               op.count,
+                                               static_cast<uint32_t>(op.kind),
+                                               static_cast<uint32_t>(op.type),
+                                               static_cast<uint32_t>(op.op),
+                                               op.root};
     }
     ncclResult_t r = barrier(c, what);
     if (r != ncclSuccess) return r;
@@ -432,8 +443,8 @@ ncclResult_t run_coll(ncclComm* c, const Coll& op) {
         const OpDesc& b = rank_header(c, q).desc[parity];
         if (std::memcmp(&a, &b, sizeof(OpDesc)) != 0) {
           return fail(c, ncclInvalidUsage,
-                      what + ": ranks called different collectives: rank " + std::to_string(me) + " " + describe(a) +
-                          ", rank " + std::to_string(q) + " " + describe(b),
+                      what + ": ranks called different collectives: rank " + std::to_string(me) + " " +
+                          describe(a) + ", rank " + std::to_string(q) + " " + describe(b),
                       false);
         }
       }
@@ -447,13 +458,15 @@ ncclResult_t run_coll(ncclComm* c, const Coll& op) {
         break;
       case Kind::kAllGather:
         for (size_t q = 0; q < n; ++q)
-          std::memmove(op.recv + (q * op.count + off) * es, coll_slot(c, static_cast<int>(q), parity), len * es);
+          std::memmove(op.recv + (q * op.count + off) * es, coll_slot(c, static_cast<int>(q), parity),
+                       len * es);
         break;
       case Kind::kBroadcast:
         std::memmove(op.recv + off * es, coll_slot(c, op.root, parity), len * es);
         break;
       case Kind::kReduceScatter:
-        for (size_t q = 0; q < n; ++q) srcs[q] = coll_slot(c, static_cast<int>(q), parity) + uz(me) * per * es;
+        for (size_t q = 0; q < n; ++q)
+          srcs[q] = coll_slot(c, static_cast<int>(q), parity) + uz(me) * per * es;
         cudasim_nccl::reduce_into(op.recv + off * es, srcs, len, op.type, op.op);
         break;
     }
@@ -471,7 +484,8 @@ ncclResult_t run_p2p(ncclComm* c, std::vector<P2p>& ops) {
   // heads: for every op still open, whether it is the first open one of its kind and peer.
   auto is_head = [&ops](size_t i) {
     for (size_t j = 0; j < i; ++j)
-      if (ops[j].is_send == ops[i].is_send && ops[j].peer == ops[i].peer && ops[j].done < ops[j].bytes) return false;
+      if (ops[j].is_send == ops[i].is_send && ops[j].peer == ops[i].peer && ops[j].done < ops[j].bytes)
+        return false;
     return true;
   };
   auto can_move = [&](size_t i) {
@@ -501,7 +515,8 @@ ncclResult_t run_p2p(ncclComm* c, std::vector<P2p>& ops) {
         if (ch.total != o.bytes || ch.offset != o.done) {
           return fail(c, ncclInvalidUsage,
                       what + ": rank " + std::to_string(o.peer) + " sent " + std::to_string(ch.total) +
-                          " bytes but rank " + std::to_string(me) + " posted a receive of " + std::to_string(o.bytes),
+                          " bytes but rank " + std::to_string(me) + " posted a receive of " +
+                          std::to_string(o.bytes),
                       true);
         }
         std::memcpy(o.ptr + o.done, p2p_slot(c, o.peer, me), ch.len);
@@ -535,11 +550,13 @@ ncclResult_t do_init(ncclComm* c) {
   c->off_ranks = (sizeof(ShmHeader) + 63) / 64 * 64;
   c->off_channels = c->off_ranks + n * sizeof(RankHeader);
   c->off_coll = (c->off_channels + n * n * sizeof(Channel) + kShmAlign - 1) / kShmAlign * kShmAlign;
-  c->p2p_chunk = std::max(kShmAlign, std::min<size_t>(c->chunk, kP2pBudget / (n * n)) / kShmAlign * kShmAlign);
+  c->p2p_chunk =
+      std::max(kShmAlign, std::min<size_t>(c->chunk, kP2pBudget / (n * n)) / kShmAlign * kShmAlign);
   c->off_p2p = c->off_coll + n * 2 * c->chunk;
   c->map_bytes = c->off_p2p + n * n * c->p2p_chunk;
   const int fd = shm_open(c->shm_name.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd < 0) return fail(c, ncclSystemError, "shm_open(" + c->shm_name + "): " + std::strerror(errno), false);
+  if (fd < 0)
+    return fail(c, ncclSystemError, "shm_open(" + c->shm_name + "): " + std::strerror(errno), false);
   void* p = MAP_FAILED;
   if (ftruncate(fd, static_cast<off_t>(c->map_bytes)) == 0)
     p = mmap(nullptr, c->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -548,7 +565,8 @@ ncclResult_t do_init(ncclComm* c) {
   if (p == MAP_FAILED) {
     shm_unlink(c->shm_name.c_str());
     return fail(c, ncclSystemError,
-                "mapping " + std::to_string(c->map_bytes) + " bytes of /dev/shm" + c->shm_name + ": " + std::strerror(err),
+                "mapping " + std::to_string(c->map_bytes) + " bytes of /dev/shm" + c->shm_name + ": " +
+                    std::strerror(err),
                 false);
   }
   c->base = static_cast<char*>(p);
@@ -661,7 +679,8 @@ ncclResult_t run_group(ncclComm* c, std::vector<Coll> colls, std::vector<P2p> p2
 ncclResult_t add_coll(ncclComm* c, const Coll& op) {
   if (!c) return arg_error(std::string(kind_name(op.kind)) + ": comm is NULL");
   if (type_size(op.type) == 0) return arg_error(std::string(kind_name(op.kind)) + ": unknown data type");
-  if (static_cast<int>(op.op) < 0 || op.op >= ncclNumOps) return arg_error(std::string(kind_name(op.kind)) + ": unknown reduction");
+  if (static_cast<int>(op.op) < 0 || op.op >= ncclNumOps)
+    return arg_error(std::string(kind_name(op.kind)) + ": unknown reduction");
   const bool needs_root = op.kind == Kind::kBroadcast || op.kind == Kind::kReduce;
   if (needs_root && (op.root < 0 || op.root >= c->nranks))
     return arg_error(std::string(kind_name(op.kind)) + ": root " + std::to_string(op.root) + " out of range");
@@ -681,7 +700,8 @@ ncclResult_t add_p2p(ncclComm* c, const P2p& op, size_t count, ncclDataType_t ty
   const char* name = op.is_send ? "ncclSend" : "ncclRecv";
   if (!c) return arg_error(std::string(name) + ": comm is NULL");
   if (type_size(type) == 0) return arg_error(std::string(name) + ": unknown data type");
-  if (op.peer < 0 || op.peer >= c->nranks) return arg_error(std::string(name) + ": peer " + std::to_string(op.peer) + " out of range");
+  if (op.peer < 0 || op.peer >= c->nranks)
+    return arg_error(std::string(name) + ": peer " + std::to_string(op.peer) + " out of range");
   if (count > 0 && !op.ptr) return arg_error(std::string(name) + ": NULL buffer");
   P2p p = op;
   p.bytes = count * type_size(type);
@@ -718,11 +738,14 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank, ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
+                                    ncclConfig_t* config) {
   if (!comm) return arg_error("ncclCommInitRank: comm is NULL");
   *comm = nullptr;
-  if (nranks < 1 || nranks > kMaxRanks) return arg_error("ncclCommInitRank: nranks " + std::to_string(nranks) + " out of range");
-  if (rank < 0 || rank >= nranks) return arg_error("ncclCommInitRank: rank " + std::to_string(rank) + " out of range");
+  if (nranks < 1 || nranks > kMaxRanks)
+    return arg_error("ncclCommInitRank: nranks " + std::to_string(nranks) + " out of range");
+  if (rank < 0 || rank >= nranks)
+    return arg_error("ncclCommInitRank: rank " + std::to_string(rank) + " out of range");
   IdPayload id;
   std::memcpy(&id, comm_id.internal, sizeof(id));
   id.name[sizeof(id.name) - 1] = '\0';
@@ -777,7 +800,9 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (!comm || !async_error) return arg_error("ncclCommGetAsyncError: NULL argument");
   const int e = comm->error.load();
-  *async_error = e != 0 ? static_cast<ncclResult_t>(e) : comm->pending.load() > 0 ? ncclInProgress : ncclSuccess;
+  *async_error = e != 0                     ? static_cast<ncclResult_t>(e)
+                 : comm->pending.load() > 0 ? ncclInProgress
+                                            : ncclSuccess;
   return ncclSuccess;
 }
 
@@ -830,8 +855,8 @@ const char* ncclGetLastError(ncclComm_t comm) {
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
-  return add_coll(comm, Coll{Kind::kAllReduce, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff),
-                             count, datatype, op, -1});
+  return add_coll(comm, Coll{Kind::kAllReduce, static_cast<const char*>(sendbuff),
+                             static_cast<char*>(recvbuff), count, datatype, op, -1});
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -840,22 +865,22 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
                              count, datatype, op, root});
 }
 
-ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-                           ncclComm_t comm, cudaStream_t) {
-  return add_coll(comm, Coll{Kind::kBroadcast, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff),
-                             count, datatype, ncclSum, root});
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           int root, ncclComm_t comm, cudaStream_t) {
+  return add_coll(comm, Coll{Kind::kBroadcast, static_cast<const char*>(sendbuff),
+                             static_cast<char*>(recvbuff), count, datatype, ncclSum, root});
 }
 
-ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
   return add_coll(comm, Coll{Kind::kReduceScatter, static_cast<const char*>(sendbuff),
                              static_cast<char*>(recvbuff), recvcount, datatype, op, -1});
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t) {
-  return add_coll(comm, Coll{Kind::kAllGather, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff),
-                             sendcount, datatype, ncclSum, -1});
+  return add_coll(comm, Coll{Kind::kAllGather, static_cast<const char*>(sendbuff),
+                             static_cast<char*>(recvbuff), sendcount, datatype, ncclSum, -1});
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,

@@ -98,12 +98,15 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   const bool want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (kind == cudaMemcpyDefault || kind == cudaMemcpyHostToHost) return cudaSuccess;
   if (want_dst && !dst_dev)
-    return fail(cudaErrorInvalidValue, "cudaMemcpy: destination is not " + std::to_string(bytes) +
-                                           " bytes of device memory");
+    return fail(cudaErrorInvalidValue,
+                "cudaMemcpy: destination is not " + std::to_string(bytes) + " bytes of device memory");
   if (want_src && !src_dev)
-    return fail(cudaErrorInvalidValue, "cudaMemcpy: source is not " + std::to_string(bytes) + " bytes of device memory");
-  if (!want_dst && dst_dev) return fail(cudaErrorInvalidValue, "cudaMemcpy: destination is device memory but the kind says host");
-  if (!want_src && src_dev) return fail(cudaErrorInvalidValue, "cudaMemcpy: source is device memory but the kind says host");
+    return fail(cudaErrorInvalidValue,
+                "cudaMemcpy: source is not " + std::to_string(bytes) + " bytes of device memory");
+  if (!want_dst && dst_dev)
+    return fail(cudaErrorInvalidValue, "cudaMemcpy: destination is device memory but the kind says host");
+  if (!want_src && src_dev)
+    return fail(cudaErrorInvalidValue, "cudaMemcpy: source is device memory but the kind says host");
   return cudaSuccess;
 }
 
@@ -125,8 +128,8 @@ void check_red_zones(const char* after) {
     const auto* p = reinterpret_cast<const unsigned char*>(addr);
     const bool before = red_zone_ok(p - kRed), past = red_zone_ok(p + a.bytes);
     if (before && past) continue;
-    std::string why = std::string(after) + " wrote " + (past ? "before the start" : "past the end") + " of a " +
-                      std::to_string(a.bytes) + "-byte allocation";
+    std::string why = std::string(after) + " wrote " + (past ? "before the start" : "past the end") +
+                      " of a " + std::to_string(a.bytes) + "-byte allocation";
     fail(cudaErrorIllegalAddress, why);
     std::memset(const_cast<unsigned char*>(p) - kRed, kPattern, kRed);  // report once
     std::memset(const_cast<unsigned char*>(p) + a.bytes, kPattern, kRed);
@@ -192,32 +195,54 @@ cudaError_t cudaPeekAtLastError() { return g_last; }
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInitializationError: return "cudaErrorInitializationError";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError:
+      return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer:
+      return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection:
+      return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorMisalignedAddress:
+      return "cudaErrorMisalignedAddress";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorMemoryAllocation: return "out of memory (cudasim)";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument (cudasim)";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected (cudasim)";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered (cudasim)";
-    case cudaErrorLaunchFailure: return "unspecified launch failure (cudasim)";
-    default: return "error (cudasim; the reason is on stderr)";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorMemoryAllocation:
+      return "out of memory (cudasim)";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument (cudasim)";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected (cudasim)";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered (cudasim)";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure (cudasim)";
+    default:
+      return "error (cudasim; the reason is on stderr)";
   }
 }
 
@@ -244,7 +269,8 @@ cudaError_t cudaFree(void* p) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   const auto it = s.allocs.find(reinterpret_cast<uintptr_t>(p));
-  if (it == s.allocs.end()) return fail(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not return");
+  if (it == s.allocs.end())
+    return fail(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not return");
   s.used[it->second.device] -= it->second.bytes;
   std::free(it->second.base);
   s.allocs.erase(it);
@@ -268,11 +294,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   if (bytes > 0 && !is_device_range(p, bytes))
-    return fail(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes outside device memory");
+    return fail(cudaErrorInvalidValue,
+                "cudaMemset of " + std::to_string(bytes) + " bytes outside device memory");
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  return cudaMemset(p, value, bytes);
+}
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   std::memset(a, 0, sizeof *a);
   State& s = state();
