@@ -3,6 +3,10 @@
 // token ids (B*T ints) are copied to the host, grouped by token in position order there, and one
 // block per distinct token sums its rows in that fixed order. The copy costs one stream sync per
 // backward, which is small next to the step.
+// Tensor parallelism (vocab-parallel wte, gpt_cuda.cpp): a negative id is a token another rank's
+// rows hold, so its wte term is 0 and its wte gradient is someone else's; wpe may be null (the
+// positional term is added on one rank only, before the all-reduce). x + 0 is exact, so the sum
+// over ranks equals the one-GPU lookup bit for bit.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -22,8 +26,10 @@ __global__ void encoder_forward_kernel(T* out, const int32_t* inp, const T* wte,
     const size_t bt = idx / static_cast<size_t>(C);
     const int c = static_cast<int>(idx % static_cast<size_t>(C));
     const int t = static_cast<int>(bt % static_cast<size_t>(Tn));
-    const size_t tok = static_cast<size_t>(inp[bt]);
-    out[idx] = from_f<T>(to_f(wte[tok * C + c]) + to_f(wpe[static_cast<size_t>(t) * C + c]));
+    const int32_t id = inp[bt];
+    const float w = id >= 0 ? to_f(wte[static_cast<size_t>(id) * C + c]) : 0.0f;
+    const float p = wpe != nullptr ? to_f(wpe[static_cast<size_t>(t) * C + c]) : 0.0f;
+    out[idx] = from_f<T>(w + p);
   }
 }
 
@@ -39,11 +45,14 @@ __global__ void encoder_forward_packed(T* out, const int32_t* inp, const T* wte,
     const size_t bt = idx / static_cast<size_t>(cp);
     const int c = static_cast<int>(idx % static_cast<size_t>(cp)) * K;
     const int t = static_cast<int>(bt % static_cast<size_t>(Tn));
-    const size_t tok = static_cast<size_t>(inp[bt]);
-    const Pack<T> a = load_pack(wte + tok * C + c), b = load_pack(wpe + static_cast<size_t>(t) * C + c);
+    const int32_t id = inp[bt];
+    Pack<T> a{}, b{};
+    if (id >= 0) a = load_pack(wte + static_cast<size_t>(id) * C + c);
+    if (wpe != nullptr) b = load_pack(wpe + static_cast<size_t>(t) * C + c);
     Pack<T> r;
 #pragma unroll
-    for (int k = 0; k < K; ++k) r.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
+    for (int k = 0; k < K; ++k)
+      r.v[k] = from_f<T>((id >= 0 ? to_f(a.v[k]) : 0.0f) + (wpe != nullptr ? to_f(b.v[k]) : 0.0f));
     store_pack(out + bt * C + c, r);
   }
 }
@@ -92,28 +101,34 @@ void encoder_backward(Context& ctx, T* dwte, T* dwpe, const T* dout, const int32
   const size_t N = static_cast<size_t>(B) * Tn;
   if (N == 0) return;
   const size_t TC = static_cast<size_t>(Tn) * C;
-  wpe_backward_kernel<T><<<grid_for(TC, 256, TC), 256, 0, ctx.stream()>>>(dwpe, dout, B, Tn, C);
-  check_launch("encoder_backward (wpe)");
+  if (dwpe != nullptr) {
+    wpe_backward_kernel<T><<<grid_for(TC, 256, TC), 256, 0, ctx.stream()>>>(dwpe, dout, B, Tn, C);
+    check_launch("encoder_backward (wpe)");
+  }
 
   // Group positions by token on the host (stable: positions ascend within a token).
   std::vector<int32_t> ids(N);
   check_cuda(cudaMemcpyAsync(ids.data(), inp, N * sizeof(int32_t), cudaMemcpyDeviceToHost, ctx.stream()),
              "cudaMemcpyAsync (token ids to host)");
   ctx.synchronize();
-  std::vector<std::pair<int32_t, int32_t>> order(N);
-  for (size_t i = 0; i < N; ++i) order[i] = {ids[i], static_cast<int32_t>(i)};
+  std::vector<std::pair<int32_t, int32_t>> order;  // (token, position), tokens held here only
+  order.reserve(N);
+  for (size_t i = 0; i < N; ++i)
+    if (ids[i] >= 0) order.push_back({ids[i], static_cast<int32_t>(i)});
   std::sort(order.begin(), order.end());
+  const size_t Nk = order.size();
+  if (Nk == 0) return;
   std::vector<int32_t> host;  // [tokens (U) | offsets (U+1) | positions (N)]
-  host.reserve(3 * N + 1);
+  host.reserve(3 * Nk + 1);
   std::vector<int32_t> offsets;
-  for (size_t i = 0; i < N; ++i) {
+  for (size_t i = 0; i < Nk; ++i) {
     if (i == 0 || order[i].first != order[i - 1].first) {
       host.push_back(order[i].first);
       offsets.push_back(static_cast<int32_t>(i));
     }
   }
   const size_t U = host.size();
-  offsets.push_back(static_cast<int32_t>(N));
+  offsets.push_back(static_cast<int32_t>(Nk));
   host.insert(host.end(), offsets.begin(), offsets.end());
   for (const auto& p : order) host.push_back(p.second);
   auto* dev = static_cast<int32_t*>(ctx.scratch(host.size() * sizeof(int32_t)));

@@ -1,145 +1,47 @@
-// CudaGpt: GptModel's kernel sequence (engine/model/gpt_pass.cpp) over device arenas, templated on
-// the storage type. Non-obvious decisions: the GELU output is kept per layer (GPU memory is
-// plentiful next to the CPU case, and it saves a recompute), the residual add is fused into the
-// following LayerNorm (residual_layernorm_forward), and the logits buffer is reused in place for
-// d(logits) as in the CPU model.
+// CudaGpt: construction, parameters and the optimizer (gpt_cuda_pass.cpp has the forward and
+// backward, gpt_cuda_impl.h the state). Three device arenas: parameters+gradients, optimizer state
+// (fp32 master weights under bf16, AdamW moments), activations (one set per pipeline slot).
 #include "engine/cuda/gpt_cuda.h"
 
-#include <array>
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
 
 #include "engine/core/error.h"
 #include "engine/cuda/adamw.h"
-#include "engine/cuda/attention.h"
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
-#include "engine/cuda/encoder.h"
-#include "engine/cuda/gelu.h"
 #include "engine/cuda/global_norm.h"
-#include "engine/cuda/layernorm.h"
-#include "engine/cuda/matmul.h"
+#include "engine/cuda/gpt_cuda_impl.h"
 #include "engine/cuda/residual.h"
-#include "engine/cuda/softmax_crossentropy.h"
-#include "engine/train/adamw.h"
+#include "engine/parallel/process_group.h"
 
 namespace flotilla::cuda {
 namespace {
 
-// One cudaMalloc, carved in 256-byte aligned pieces; counts bytes when base is null.
-class Arena {
- public:
-  explicit Arena(size_t bytes = 0) {
-    if (bytes > 0) check_cuda(cudaMalloc(&base_, bytes), "cudaMalloc (CudaGpt arena)");
-    cap_ = bytes;
-  }
-  ~Arena() {
-    if (base_) cudaFree(base_);
-  }
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-  template <typename T>
-  T* take(size_t count) {
-    const size_t at = used_;
-    used_ += (count * sizeof(T) + 255) / 256 * 256;
-    if (base_ == nullptr) return nullptr;
-    if (used_ > cap_) throw Error(ExitCode::kInternal, "CudaGpt: arena layout overflow");
-    return reinterpret_cast<T*>(static_cast<char*>(base_) + at);
-  }
-  size_t used() const { return used_; }
-  void* base() const { return base_; }
+using detail::Arena;
+using detail::carve_acts;
+using detail::carve_stage_buffers;
 
- private:
-  void* base_ = nullptr;
-  size_t cap_ = 0, used_ = 0;
-};
+GptShard checked_shard(const GptDims& d, const GptShard& s) { return resolve_shard(d, s); }
 
-template <typename T>
-struct Acts {
-  T *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
-  float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *att_lse;
-  T *encoded, *lnf, *logits, *proj, *dresidual, *dln, *dbig;
-  float *lnf_mean, *lnf_rstd, *losses, *loss_lse;
-  int32_t *inputs, *targets;
-};
-
-template <typename T>
-Acts<T> carve_acts(Arena& a, const GptDims& d, int B, int T_, bool recompute) {
-  // With recompute, the per-block activations exist once (slot 0, rebuilt before each block's
-  // backward); only the residual stream (residual3: every block's output) is kept per layer.
-  const size_t Lall = static_cast<size_t>(d.n_layer), C = static_cast<size_t>(d.n_embd);
-  const size_t L = recompute ? 1 : Lall;
-  const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T_), NH = static_cast<size_t>(d.n_head);
-  const size_t Vp = static_cast<size_t>(d.padded_vocab);
-  Acts<T> x{};
-  x.ln1 = a.take<T>(L * N * C);
-  x.qkv = a.take<T>(L * N * 3 * C);
-  x.atty = a.take<T>(L * N * C);
-  x.residual2 = a.take<T>(L * N * C);
-  x.ln2 = a.take<T>(L * N * C);
-  x.fch = a.take<T>(L * N * 4 * C);
-  x.fch_gelu = a.take<T>(L * N * 4 * C);
-  x.residual3 = a.take<T>(Lall * N * C);
-  x.ln1_mean = a.take<float>(L * N);
-  x.ln1_rstd = a.take<float>(L * N);
-  x.ln2_mean = a.take<float>(L * N);
-  x.ln2_rstd = a.take<float>(L * N);
-  x.att_lse = a.take<float>(L * NH * N);
-  x.encoded = a.take<T>(N * C);
-  x.lnf = a.take<T>(N * C);
-  x.logits = a.take<T>(N * Vp);
-  x.proj = a.take<T>(N * C);
-  x.dresidual = a.take<T>(N * C);
-  x.dln = a.take<T>(N * C);
-  x.dbig = a.take<T>(N * 4 * C);
-  x.lnf_mean = a.take<float>(N);
-  x.lnf_rstd = a.take<float>(N);
-  x.losses = a.take<float>(N);
-  x.loss_lse = a.take<float>(N);
-  x.inputs = a.take<int32_t>(N);
-  x.targets = a.take<int32_t>(N);
-  return x;
+size_t param_count(const GptDims& d, const GptShard& s) {
+  size_t n = 0;
+  for (size_t k : local_param_sizes(d, s)) n += k;
+  return n;
 }
 
-size_t param_count(const GptDims& d) { return num_parameters(d); }
-
-}  // namespace
-
-struct CudaGpt::Impl {
-  CudaBackend* be = nullptr;
-  Context* ctx = nullptr;
-  GptDims d;
-  int B = 0, T = 0;
-  CudaGptOptions opt;
-  size_t n = 0;
-  std::array<size_t, kNumParamTensors> offsets{};
-  std::unique_ptr<Arena> params, optim, acts;
-  void* p = nullptr;  // T* parameters
-  void* g = nullptr;  // T* gradients
-  float *master = nullptr, *m = nullptr, *v = nullptr;
-  // ZeRO-1: m and v cover [shard_begin, shard_begin + shard_count) only; the vector update()
-  // writes in fp32 (master or p) has `padded` >= n values for the in-place all-gather.
-  size_t shard_begin = 0, shard_count = 0, padded = 0;
-  Acts<float> af{};
-  Acts<bf16> ab{};
-  CudaGpt::BackwardHook hook;  // set_backward_hook
-
-  // backward = false: forward and loss only (evaluation; gradients untouched). accumulate: add
-  // to the gradients instead of zeroing them first. dloss = loss_scale / N per row.
-  template <typename S>
-  float run(Acts<S>& a, const int32_t* inputs, const int32_t* targets, bool backward, bool accumulate,
-            float loss_scale);
-  template <typename S>
-  S* P(int i) {
-    return static_cast<S*>(p) + offsets[static_cast<size_t>(i)];
-  }
-  template <typename S>
-  S* G(int i) {
-    return static_cast<S*>(g) + offsets[static_cast<size_t>(i)];
-  }
-};
+// Every slot's activations plus the stage buffers, carved from `a` (counting when it has no base).
+template <typename S>
+std::vector<detail::Acts<S>> carve_all(Arena& a, const GptDims& d, const GptShard& sh, int B, int T, bool recompute,
+                                       int slots, detail::StageBuffers* stage) {
+  std::vector<detail::Acts<S>> out;
+  for (int k = 0; k < slots; ++k) out.push_back(carve_acts<S>(a, d, sh, B, T, recompute));
+  *stage = carve_stage_buffers(a, d, sh, B, T, sizeof(S) != sizeof(float), local_param_sizes(d, sh)[kWte]);
+  return out;
+}
 
 // Bytes of the parameter+gradient arena and of the optimizer arena (Impl allocates exactly these).
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
@@ -151,15 +53,19 @@ size_t optim_arena_bytes(size_t padded, size_t shard, bool use_bf16) {
   return (use_bf16 ? round256(padded * 4) : 0) + 2 * round256(shard * 4);
 }
 
+}  // namespace
+
 size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute, size_t shard_count,
-                                size_t padded_params) {
-  const size_t n = param_count(dims);
+                                size_t padded_params, const GptShard& model_shard, int slots) {
+  const GptShard sh = checked_shard(dims, model_shard);
+  const size_t n = param_count(dims, sh);
   const size_t padded = padded_params > n ? padded_params : n, shard = shard_count > 0 ? shard_count : n;
   Arena count;
+  detail::StageBuffers stage;
   if (use_bf16)
-    carve_acts<bf16>(count, dims, B, T, recompute);
+    carve_all<bf16>(count, dims, sh, B, T, recompute, std::max(slots, 1), &stage);
   else
-    carve_acts<float>(count, dims, B, T, recompute);
+    carve_all<float>(count, dims, sh, B, T, recompute, std::max(slots, 1), &stage);
   return param_arena_bytes(n, padded, use_bf16) + optim_arena_bytes(padded, shard, use_bf16) + count.used();
 }
 
@@ -172,14 +78,20 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.B = B;
   s.T = T;
   s.opt = options;
-  s.n = param_count(dims);
+  s.sh = checked_shard(dims, options.shard);
+  s.n = param_count(dims, s.sh);
   if (T > dims.max_seq_len) throw_config("CudaGpt: T " + std::to_string(T) + " exceeds max_seq_len");
+  if (s.sh.tp > 1 && (options.tp == nullptr || options.tp->size() != s.sh.tp))
+    throw Error(ExitCode::kInternal, "CudaGpt: a tp = " + std::to_string(s.sh.tp) + " shard needs its TP group");
+  if (s.sh.pp > 1 && (options.pp == nullptr || options.pp->size() != s.sh.pp))
+    throw Error(ExitCode::kInternal, "CudaGpt: a pp = " + std::to_string(s.sh.pp) + " shard needs its PP group");
+  const int slots = std::max(options.slots, 1);
   s.ctx->deterministic = options.deterministic;
-  const auto sizes = param_sizes(dims);
+  s.sizes = local_param_sizes(dims, s.sh);
   size_t off = 0;
   for (int i = 0; i < kNumParamTensors; ++i) {
     s.offsets[static_cast<size_t>(i)] = off;
-    off += sizes[static_cast<size_t>(i)];
+    off += s.sizes[static_cast<size_t>(i)];
   }
   const size_t es = options.bf16 ? 2 : 4;
   s.padded = options.padded_params > s.n ? options.padded_params : s.n;
@@ -199,14 +111,15 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.v = s.optim->take<float>(s.shard_count);
   Arena count;
   if (options.bf16)
-    carve_acts<bf16>(count, dims, B, T, options.recompute);
+    carve_all<bf16>(count, dims, s.sh, B, T, options.recompute, slots, &s.stage);
   else
-    carve_acts<float>(count, dims, B, T, options.recompute);
+    carve_all<float>(count, dims, s.sh, B, T, options.recompute, slots, &s.stage);
   s.acts = std::make_unique<Arena>(count.used());
   if (options.bf16)
-    s.ab = carve_acts<bf16>(*s.acts, dims, B, T, options.recompute);
+    s.ab = carve_all<bf16>(*s.acts, dims, s.sh, B, T, options.recompute, slots, &s.stage);
   else
-    s.af = carve_acts<float>(*s.acts, dims, B, T, options.recompute);
+    s.af = carve_all<float>(*s.acts, dims, s.sh, B, T, options.recompute, slots, &s.stage);
+  if (options.pp) options.pp->set_device_stream(s.ctx->stream());  // sends wait for their producers
   check_cuda(cudaMemsetAsync(s.params->base(), 0, pbytes, s.ctx->stream()), "cudaMemsetAsync (params)");
   check_cuda(cudaMemsetAsync(s.optim->base(), 0, obytes, s.ctx->stream()),
              "cudaMemsetAsync (optimizer)");
@@ -238,128 +151,76 @@ void CudaGpt::get_params(float* host) const {
   s.ctx->synchronize();
 }
 
-template <typename S>
-float CudaGpt::Impl::run(Acts<S>& a, const int32_t* inputs, const int32_t* targets, bool backward, bool accumulate,
-                         float loss_scale) {
-  Context& c = *ctx;
-  const int L = d.n_layer, C = d.n_embd, NH = d.n_head, Vp = d.padded_vocab, V = d.vocab_size;
-  const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
-  const int n_ = static_cast<int>(N);
-  const long Nl = static_cast<long>(N);
-  const size_t C_ = static_cast<size_t>(C), NC = N * C_;
-  for (size_t i = 0; i < N; ++i)
-    if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
-      throw_data("token id outside the vocabulary at position " + std::to_string(i));
-  check_cuda(cudaMemcpyAsync(a.inputs, inputs, N * sizeof(int32_t), cudaMemcpyHostToDevice, c.stream()),
-             "cudaMemcpyAsync (inputs)");
-  check_cuda(cudaMemcpyAsync(a.targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, c.stream()),
-             "cudaMemcpyAsync (targets)");
-  if (backward && !accumulate)
-    check_cuda(cudaMemsetAsync(g, 0, n * sizeof(S), c.stream()), "cudaMemsetAsync (zero_grad)");
-
-  auto lp = [&](int i, int l, size_t per) { return P<S>(i) + static_cast<size_t>(l) * per; };
-  auto lg = [&](int i, int l, size_t per) { return G<S>(i) + static_cast<size_t>(l) * per; };
-  // Block activations of layer l live in slot k(l): l, or 0 with recompute. The residual stream
-  // (residual3) is indexed by l directly: it is kept for every layer either way.
-  const auto k = [&](int l) { return opt.recompute ? 0 : l; };
-  auto at = [&](S* base, int l, size_t per) { return base + static_cast<size_t>(k(l)) * per; };
-  auto atf = [&](float* base, int l, size_t per) { return base + static_cast<size_t>(k(l)) * per; };
-  auto res3 = [&](int l) { return a.residual3 + static_cast<size_t>(l) * NC; };
-  const size_t lse_per = static_cast<size_t>(NH) * N;
-
-  encoder_forward<S>(c, a.encoded, a.inputs, P<S>(kWte), P<S>(kWpe), B, T, C);
-  layernorm_forward<S>(c, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, P<S>(kLn1w), P<S>(kLn1b), Nl, C);
-  // The block's forward from ln1 (already computed) up to the MLP activation; shared by the
-  // forward pass and the rebuild before the backward under recompute.
-  auto block_up_to_mlp = [&](int l) {
-    const S* residual = l == 0 ? a.encoded : res3(l - 1);
-    matmul_forward<S>(c, at(a.qkv, l, 3 * NC), at(a.ln1, l, NC), lp(kQkvw, l, 3 * C_ * C_), lp(kQkvb, l, 3 * C_), n_,
-                      C, 3 * C);
-    attention_forward<S>(c, at(a.atty, l, NC), atf(a.att_lse, l, lse_per), at(a.qkv, l, 3 * NC), B, T, C, NH);
-    matmul_forward<S>(c, a.proj, at(a.atty, l, NC), lp(kAttprojw, l, C_ * C_), lp(kAttprojb, l, C_), n_, C, C);
-    residual_layernorm_forward<S>(c, at(a.residual2, l, NC), at(a.ln2, l, NC), atf(a.ln2_mean, l, N),
-                                  atf(a.ln2_rstd, l, N), residual, a.proj, lp(kLn2w, l, C_), lp(kLn2b, l, C_), Nl, C);
-    if (opt.fuse_gelu) {
-      matmul_forward<S>(c, at(a.fch, l, 4 * NC), at(a.ln2, l, NC), lp(kFcw, l, 4 * C_ * C_), lp(kFcb, l, 4 * C_), n_,
-                        C, 4 * C, at(a.fch_gelu, l, 4 * NC));
-    } else {
-      matmul_forward<S>(c, at(a.fch, l, 4 * NC), at(a.ln2, l, NC), lp(kFcw, l, 4 * C_ * C_), lp(kFcb, l, 4 * C_), n_,
-                        C, 4 * C);
-      gelu_forward<S>(c, at(a.fch_gelu, l, 4 * NC), at(a.fch, l, 4 * NC), 4 * NC);
-    }
-  };
-  for (int l = 0; l < L; ++l) {
-    block_up_to_mlp(l);
-    matmul_forward<S>(c, a.proj, at(a.fch_gelu, l, 4 * NC), lp(kFcprojw, l, 4 * C_ * C_), lp(kFcprojb, l, C_), n_,
-                      4 * C, C);
-    // residual3 = residual2 + proj, fused with the next LayerNorm (the next layer's ln1, or lnf).
-    if (l + 1 < L)
-      residual_layernorm_forward<S>(c, res3(l), at(a.ln1, l + 1, NC), atf(a.ln1_mean, l + 1, N),
-                                    atf(a.ln1_rstd, l + 1, N), at(a.residual2, l, NC), a.proj, lp(kLn1w, l + 1, C_),
-                                    lp(kLn1b, l + 1, C_), Nl, C);
-    else
-      residual_layernorm_forward<S>(c, res3(l), a.lnf, a.lnf_mean, a.lnf_rstd, at(a.residual2, l, NC),
-                                    a.proj, P<S>(kLnfw), P<S>(kLnfb), Nl, C);
-  }
-  matmul_forward<S>(c, a.logits, a.lnf, P<S>(kWte), static_cast<const S*>(nullptr), n_, C, Vp);
-  softmax_crossentropy_forward<S>(c, a.losses, a.loss_lse, a.logits, a.targets, Nl, V, Vp);
-  const double loss_sum = sum_losses(c, a.losses, Nl);
-  const float mean_loss = static_cast<float>(loss_sum / static_cast<double>(N));
-  if (!backward) return mean_loss;
-
-  // Backward (dloss = loss_scale/N per row, as GptModel::backward(loss_scale)).
-  softmax_crossentropy_backward<S>(c, a.logits, a.logits, a.loss_lse, a.targets, loss_scale / static_cast<float>(N),
-                                   Nl, V, Vp);
-  matmul_backward<S>(c, a.dln, G<S>(kWte), static_cast<S*>(nullptr), a.logits, a.lnf, P<S>(kWte), n_, C, Vp);
-  check_cuda(cudaMemsetAsync(a.dresidual, 0, NC * sizeof(S), c.stream()), "cudaMemsetAsync (dresidual)");
-  layernorm_backward<S>(c, a.dresidual, G<S>(kLnfw), G<S>(kLnfb), a.dln, res3(L - 1), P<S>(kLnfw),
-                        a.lnf_mean, a.lnf_rstd, Nl, C);
-  for (int l = L - 1; l >= 0; --l) {
-    const S* residual = l == 0 ? a.encoded : res3(l - 1);
-    if (opt.recompute) {
-      // Rebuild the block's activations from its stored input. LayerNorm of the stored residual
-      // gives the bits the fused residual+LayerNorm kernel produced in the forward (it normalises
-      // the residual after rounding it to S), so recompute on and off train identically.
-      layernorm_forward<S>(c, at(a.ln1, l, NC), atf(a.ln1_mean, l, N), atf(a.ln1_rstd, l, N), residual,
-                           lp(kLn1w, l, C_), lp(kLn1b, l, C_), Nl, C);
-      block_up_to_mlp(l);
-    }
-    matmul_backward<S>(c, a.dbig, lg(kFcprojw, l, 4 * C_ * C_), lg(kFcprojb, l, C_), a.dresidual,
-                       at(a.fch_gelu, l, 4 * NC), lp(kFcprojw, l, 4 * C_ * C_), n_, 4 * C, C);
-    gelu_backward<S>(c, a.dbig, at(a.fch, l, 4 * NC), a.dbig, 4 * NC);
-    matmul_backward<S>(c, a.dln, lg(kFcw, l, 4 * C_ * C_), lg(kFcb, l, 4 * C_), a.dbig, at(a.ln2, l, NC),
-                       lp(kFcw, l, 4 * C_ * C_), n_, C, 4 * C);
-    layernorm_backward<S>(c, a.dresidual, lg(kLn2w, l, C_), lg(kLn2b, l, C_), a.dln, at(a.residual2, l, NC),
-                          lp(kLn2w, l, C_), atf(a.ln2_mean, l, N), atf(a.ln2_rstd, l, N), Nl, C);
-    matmul_backward<S>(c, a.proj, lg(kAttprojw, l, C_ * C_), lg(kAttprojb, l, C_), a.dresidual, at(a.atty, l, NC),
-                       lp(kAttprojw, l, C_ * C_), n_, C, C);
-    attention_backward<S>(c, a.dbig, a.proj, at(a.qkv, l, 3 * NC), at(a.atty, l, NC), atf(a.att_lse, l, lse_per), B,
-                          T, C, NH);
-    matmul_backward<S>(c, a.dln, lg(kQkvw, l, 3 * C_ * C_), lg(kQkvb, l, 3 * C_), a.dbig, at(a.ln1, l, NC),
-                       lp(kQkvw, l, 3 * C_ * C_), n_, C, 3 * C);
-    layernorm_backward<S>(c, a.dresidual, lg(kLn1w, l, C_), lg(kLn1b, l, C_), a.dln, residual, lp(kLn1w, l, C_),
-                          atf(a.ln1_mean, l, N), atf(a.ln1_rstd, l, N), Nl, C);
-    if (hook) hook(l);  // layer l's gradients are final on the stream
-  }
-  encoder_backward<S>(c, G<S>(kWte), G<S>(kWpe), a.dresidual, a.inputs, B, T, C);
-  if (hook) hook(-1);
-  return mean_loss;
-}
-
 float CudaGpt::forward_backward(const int32_t* inputs, const int32_t* targets) {
   return forward_backward(inputs, targets, 1.0f, false);
 }
 
 float CudaGpt::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate) {
   Impl& s = *impl_;
-  return s.opt.bf16 ? s.run<bf16>(s.ab, inputs, targets, true, accumulate, loss_scale)
-                    : s.run<float>(s.af, inputs, targets, true, accumulate, loss_scale);
+  if (s.sh.pp > 1) throw Error(ExitCode::kInternal, "CudaGpt::forward_backward on a pipeline stage");
+  if (!accumulate) zero_grad();
+  const float loss = forward_stage(0, inputs, nullptr, targets);
+  backward_stage(0, nullptr, loss_scale);
+  return loss;
 }
 
 float CudaGpt::forward(const int32_t* inputs, const int32_t* targets) {
+  if (impl_->sh.pp > 1) throw Error(ExitCode::kInternal, "CudaGpt::forward on a pipeline stage");
+  return forward_stage(0, inputs, nullptr, targets);
+}
+
+void CudaGpt::zero_grad() {
   Impl& s = *impl_;
-  return s.opt.bf16 ? s.run<bf16>(s.ab, inputs, targets, false, false, 1.0f)
-                    : s.run<float>(s.af, inputs, targets, false, false, 1.0f);
+  check_cuda(cudaMemsetAsync(s.g, 0, s.n * (s.opt.bf16 ? 2 : 4), s.ctx->stream()), "cudaMemsetAsync (zero_grad)");
+}
+
+float CudaGpt::forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) {
+  Impl& s = *impl_;
+  return s.opt.bf16 ? s.forward<bf16>(slot, inputs, stage_in, targets)
+                    : s.forward<float>(slot, inputs, stage_in, targets);
+}
+
+void CudaGpt::backward_stage(int slot, const float* dout, float loss_scale) {
+  Impl& s = *impl_;
+  if (s.opt.bf16)
+    s.backward<bf16>(slot, dout, loss_scale);
+  else
+    s.backward<float>(slot, dout, loss_scale);
+}
+
+const float* CudaGpt::stage_output(int slot) {
+  Impl& s = *impl_;
+  const auto k = static_cast<size_t>(slot);
+  const size_t last = static_cast<size_t>(s.sh.local_layers() - 1) * static_cast<size_t>(s.B) *
+                      static_cast<size_t>(s.T) * static_cast<size_t>(s.d.n_embd);
+  return s.opt.bf16 ? s.ab.at(k).out_f32 : s.af.at(k).residual3 + last;
+}
+
+const float* CudaGpt::stage_input_grad() {
+  Impl& s = *impl_;
+  const auto k = static_cast<size_t>(s.last_backward_slot);
+  return s.opt.bf16 ? s.ab.at(k).dinput_f32 : s.af.at(k).dresidual;
+}
+
+float* CudaGpt::stage_recv_buffer(bool grad) { return grad ? impl_->stage.recv_grad : impl_->stage.recv_act; }
+
+int CudaGpt::activation_slots() const {
+  return static_cast<int>(impl_->opt.bf16 ? impl_->ab.size() : impl_->af.size());
+}
+
+void CudaGpt::all_reduce_wte_grad(parallel::ProcessGroup& group) {
+  Impl& s = *impl_;
+  Context& c = *s.ctx;
+  const size_t count = s.sizes[kWte];
+  if (count == 0) throw Error(ExitCode::kInternal, "CudaGpt::all_reduce_wte_grad on a stage without wte");
+  group.set_device_stream(c.stream());
+  if (!s.opt.bf16) {
+    group.all_reduce(s.G<float>(kWte), count);
+    return;
+  }
+  convert(c, s.stage.tied_f32, s.G<bf16>(kWte), count);
+  group.all_reduce(s.stage.tied_f32, count);
+  convert(c, s.G<bf16>(kWte), s.stage.tied_f32, count);
 }
 
 float CudaGpt::step(float lr, const AdamWHyper& h, float clip, int64_t t) {
@@ -371,8 +232,21 @@ float CudaGpt::step(float lr, const AdamWHyper& h, float clip, int64_t t) {
 float CudaGpt::grad_norm() {
   Impl& s = *impl_;
   Context& c = *s.ctx;
-  const double sq = s.opt.bf16 ? sum_squares<bf16>(c, static_cast<const bf16*>(s.g), s.n)
-                               : sum_squares<float>(c, static_cast<const float*>(s.g), s.n);
+  auto squares = [&](size_t offset, size_t count) {
+    return s.opt.bf16 ? sum_squares<bf16>(c, static_cast<const bf16*>(s.g) + offset, count)
+                      : sum_squares<float>(c, static_cast<const float*>(s.g) + offset, count);
+  };
+  if (s.sh.whole()) return static_cast<float>(std::sqrt(squares(0, s.n)));
+  // Tensor and pipeline parallelism: this rank's tensors, the replicated ones on TP rank 0 only
+  // and the tied wte on the first stage only (counts_once, as the CPU trainer's
+  // DataParallel::set_norm_reduction), summed over the TP group, then over the PP group.
+  double sq = 0;
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    const auto k = static_cast<size_t>(i);
+    if (s.sizes[k] > 0 && counts_once(s.sh, i)) sq += squares(s.offsets[k], s.sizes[k]);
+  }
+  for (parallel::ProcessGroup* group : {s.opt.tp, s.opt.pp})
+    if (group != nullptr && group->size() > 1) group->all_reduce(&sq, 1);
   return static_cast<float>(std::sqrt(sq));
 }
 
@@ -382,11 +256,12 @@ void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
   if (t < 1) throw Error(ExitCode::kInternal, "CudaGpt::update: step " + std::to_string(t) + " must be >= 1");
   if (!s.opt.bf16 && scale != 1.0f) scale_values(c, static_cast<float*>(s.g), s.n, scale);
   const size_t lo = s.shard_begin, hi = s.shard_begin + s.shard_count;
-  for (const DecayRange& r : gpt_decay_ranges(s.d)) {
-    // This rank's part of the range (all of it without ZeRO); m and v are indexed from lo.
-    const size_t a = r.offset > lo ? r.offset : lo, b = r.offset + r.size < hi ? r.offset + r.size : hi;
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    // This rank's part of tensor i (all of it without ZeRO); m and v are indexed from lo.
+    const size_t off = s.offsets[static_cast<size_t>(i)], size = s.sizes[static_cast<size_t>(i)];
+    const size_t a = off > lo ? off : lo, b = off + size < hi ? off + size : hi;
     if (a >= b) continue;
-    const float wd = r.decay ? h.weight_decay : 0.0f;
+    const float wd = param_decays(i) ? h.weight_decay : 0.0f;
     if (s.opt.bf16)
       adamw_update_mixed<bf16>(c, static_cast<bf16*>(s.p) + a, s.master + a, static_cast<const bf16*>(s.g) + a,
                                s.m + (a - lo), s.v + (a - lo), b - a, scale, lr, h.beta1, h.beta2, h.eps, wd, t,

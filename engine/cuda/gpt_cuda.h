@@ -18,6 +18,11 @@
 #include <vector>
 
 #include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
+
+namespace flotilla::parallel {
+class ProcessGroup;
+}
 
 namespace flotilla::cuda {
 
@@ -37,6 +42,17 @@ struct CudaGptOptions {
   // parameter). The fp32 vector update() writes (updated_params()) has room for padded_params
   // values (>= the parameter count), so the caller's in-place all-gather can fill it.
   size_t shard_begin = 0, shard_count = 0, padded_params = 0;
+  // Tensor parallelism (parallel.tp > 1): this rank's part of the model in GptModel's shard layout
+  // (engine/model/gpt_shard.h: column/row-parallel matmuls, vocab-parallel wte; pp must be 1), and
+  // the TP group (NCCL) that all-reduces device activations: the row-parallel outputs in the
+  // forward (g), d(LayerNorm output) in the backward (f), the embedding, and the cross-entropy's
+  // per-row statistics. The default shard is the whole model.
+  GptShard shard;
+  parallel::ProcessGroup* tp = nullptr;
+  // Pipeline parallelism (shard.pp > 1): activation sets kept at once (pipeline_slots of the
+  // schedule), and the PP group, over which the gradient norm is summed.
+  int slots = 1;
+  parallel::ProcessGroup* pp = nullptr;
 };
 
 struct AdamWHyper {
@@ -54,9 +70,11 @@ class CudaGpt {
   // Bytes the three arenas need for (dims, B, T, bf16): the memory prediction checked against
   // cudaMemGetInfo before allocating.
   static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false,
-                                size_t shard_count = 0, size_t padded_params = 0);
+                                size_t shard_count = 0, size_t padded_params = 0, const GptShard& shard = {},
+                                int slots = 1);
 
-  // Host fp32 llm.c-layout parameters (num_parameters(dims) floats) in / out (master weights).
+  // Host fp32 parameters in / out (master weights): the llm.c layout (num_parameters(dims) floats),
+  // or this rank's shard of it (full_to_shard's layout, num_params() floats) under TP.
   void set_params(const float* host);
   void get_params(float* host) const;
 
@@ -67,7 +85,8 @@ class CudaGpt {
   float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate);
   // Forward and mean loss only (evaluation): gradients are left as they are.
   float forward(const int32_t* inputs, const int32_t* targets);
-  // Global gradient norm (deterministic), then clipping to `clip` (0: none) and one AdamW step t.
+  // Global gradient norm (deterministic; under TP over every rank's shard, replicated tensors
+  // counted once), then clipping to `clip` (0: none) and one AdamW step t.
   float step(float lr, const AdamWHyper& h, float clip, int64_t t);
   // The two halves of step(): the deterministic global norm of the gradient buffer, and one
   // AdamW step t >= 1 with the gradients multiplied by `scale` (clipping) as they are used.
@@ -83,6 +102,24 @@ class CudaGpt {
   // and exact resume. The step count t is the caller's (update's argument), as in the CPU optimizer.
   void set_moments(const float* m, const float* v);
   void get_moments(float* m, float* v) const;
+
+  // Pipeline stages (options.shard.pp > 1), GptModel's stage API on the device: the forward of one
+  // micro-batch in `slot` (token ids on the host; stage_in: the previous stage's output, fp32
+  // (B*T, C) on the device, for non-first stages) returns the mean loss on the last stage, else -1;
+  // stage_output(slot) is the (B*T, C) fp32 device output of a non-last stage. backward_stage
+  // accumulates gradients (dout: d(stage output), fp32 on the device, for non-last stages; call
+  // zero_grad() first); then stage_input_grad() holds d(stage input) of that slot (non-first
+  // stages). stage_recv_buffer(false / true) are device buffers to receive stage_in / dout into.
+  void zero_grad();
+  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets);
+  const float* stage_output(int slot);
+  void backward_stage(int slot, const float* dout, float loss_scale);
+  const float* stage_input_grad();
+  float* stage_recv_buffer(bool grad);
+  int activation_slots() const;
+  // Sums the wte gradient over `group` in place: the tied embedding of the first and the last
+  // stage (bf16 gradients are summed in fp32).
+  void all_reduce_wte_grad(parallel::ProcessGroup& group);
 
   // Called during the backward of forward_backward, in the caller's thread, right after the
   // kernels that finish a group of gradients are queued on context().stream(): layer =
@@ -103,8 +140,9 @@ class CudaGpt {
   size_t optimizer_bytes() const;
   size_t activation_bytes() const;
 
+  struct Impl;  // gpt_cuda_impl.h (named here so the pass code there can take it; opaque elsewhere)
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -34,7 +34,8 @@ __global__ void ce_forward_kernel(float* losses, float* lse, const T* logits, co
   if (threadIdx.x == 0) {
     const float l = M + logf(S);
     lse[row] = l;
-    losses[row] = l - to_f(x[targets[row]]);
+    const int target = targets[row];
+    losses[row] = target >= 0 ? l - to_f(x[target]) : l;
   }
 }
 
@@ -53,7 +54,24 @@ __global__ void ce_backward_kernel(T* dlogits, const T* logits, const float* lse
   }
 }
 
+// out[row] = logits[row, targets[row]], or 0 for a negative target.
+template <typename T>
+__global__ void target_logit_kernel(float* out, const T* logits, const int32_t* targets, long N, int Vp) {
+  const long row = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (row >= N) return;
+  const int target = targets[row];
+  out[row] = target >= 0 ? to_f(logits[row * static_cast<long>(Vp) + target]) : 0.0f;
+}
+
 }  // namespace
+
+template <typename T>
+void gather_target_logits(Context& ctx, float* out, const T* logits, const int32_t* targets, long N, int Vp) {
+  if (N == 0) return;
+  target_logit_kernel<T><<<grid_for(static_cast<size_t>(N), 256), 256, 0, ctx.stream()>>>(out, logits, targets, N,
+                                                                                         Vp);
+  check_launch("gather_target_logits");
+}
 
 template <typename T>
 void softmax_crossentropy_forward(Context& ctx, float* losses, float* lse, const T* logits, const int32_t* targets,
@@ -80,6 +98,8 @@ template void softmax_crossentropy_forward<float>(Context&, float*, float*, cons
                                                   int);
 template void softmax_crossentropy_forward<bf16>(Context&, float*, float*, const bf16*, const int32_t*, long, int,
                                                  int);
+template void gather_target_logits<float>(Context&, float*, const float*, const int32_t*, long, int);
+template void gather_target_logits<bf16>(Context&, float*, const bf16*, const int32_t*, long, int);
 template void softmax_crossentropy_backward<float>(Context&, float*, const float*, const float*, const int32_t*,
                                                    float, long, int, int);
 template void softmax_crossentropy_backward<bf16>(Context&, bf16*, const bf16*, const float*, const int32_t*, float,

@@ -8,7 +8,9 @@
 
 namespace flotilla::cuda {
 
-// lse[r] = log sum_{j<V} exp(logits[r, j]); losses[r] = lse[r] - logits[r, targets[r]].
+// lse[r] = log sum_{j<V} exp(logits[r, j]); losses[r] = lse[r] - logits[r, targets[r]]. Tensor
+// parallelism (a slice of the vocabulary): targets[r] < 0 means another rank holds the target
+// column; losses[r] = lse[r] then, and the backward subtracts no one-hot on that row.
 template <typename T>
 void softmax_crossentropy_forward(Context& ctx, float* losses, float* lse, const T* logits, const int32_t* targets,
                                   long N, int V, int Vp);
@@ -18,6 +20,10 @@ template <typename T>
 void softmax_crossentropy_backward(Context& ctx, T* dlogits, const T* logits, const float* lse,
                                    const int32_t* targets, float dloss, long N, int V, int Vp);
 
+// out[r] = logits[r, targets[r]] (fp32), 0 where targets[r] < 0: the target logit of a
+// vocab-parallel cross-entropy, summed over the TP ranks.
+template <typename T>
+void gather_target_logits(Context& ctx, float* out, const T* logits, const int32_t* targets, long N, int Vp);
 // sum of losses (N) in double, deterministic, copied to the host (synchronises the stream).
 double sum_losses(Context& ctx, const float* losses, long N);
 

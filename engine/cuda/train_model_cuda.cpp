@@ -16,6 +16,11 @@
 //   the backward, one all-reduce per bucket. A wrong guess is harmless: the buckets are copies, so
 //   the still-accumulating gradients are untouched; the early sums are waited for and discarded
 //   (every rank guesses alike, so the collectives still match across ranks).
+// - Under tensor or pipeline parallelism the data-parallel buckets are reduced after the backward
+//   (after the whole schedule), not during it: the backward's TP all-reduces and the stages' sends
+//   run on other NCCL communicators, and two communicators
+//   whose kernels are launched in different orders on different ranks can deadlock on the GPU
+//   (NCCL's documentation); the DP stream would be launched from the group's own thread.
 // - The GEMM peak for MFU is measured before the model is allocated, so the cudaMemGetInfo delta
 //   around the allocation is the model's alone (the planner's prediction is checked against it).
 #include "engine/cuda/train_model_cuda.h"
@@ -34,6 +39,7 @@
 #include "engine/cuda/residual.h"
 #include "engine/parallel/process_group.h"
 #include "engine/plan/planner.h"
+#include "engine/train/pipeline.h"
 
 namespace flotilla::cuda {
 namespace {
@@ -51,8 +57,22 @@ size_t planner_model_bytes(const RunConfig& cfg) {
 
 class CudaTrainModel final : public DeviceModel {
  public:
-  CudaTrainModel(const RunConfig& cfg, const GptDims& dims, const OptimizerShard& shard)
+  CudaTrainModel(const RunConfig& cfg, const GptDims& dims, const OptimizerShard& shard, const ModelParallel& model)
       : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))), bf16_(cfg.train.dtype == "bf16"), shard_(shard) {
+    const GptShard sh = resolve_shard(dims, model.shard);
+    tensor_parallel_ = sh.tp > 1;
+    int slots = 1;
+    auto need_nccl = [](parallel::ProcessGroup* g, const char* key, int degree) {
+      if (g != nullptr && std::string(g->backend()) == "nccl") return;
+      throw_config(std::string("run.device = cuda with ") + key + " = " + std::to_string(degree) +
+                   " needs parallel.backend = \"nccl\" (or \"auto\")" +
+                   (g ? std::string(", not \"") + g->backend() + "\"" : std::string()));
+    };
+    if (tensor_parallel_) need_nccl(model.tp, "parallel.tp", sh.tp);
+    if (sh.pp > 1) {
+      need_nccl(model.pp, "parallel.pp", sh.pp);
+      slots = pipeline_slots(cfg.parallel.schedule, sh.pp, sh.stage, cfg.parallel.micro_batches);
+    }
     backend_.set_deterministic(cfg.train.deterministic);
     check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
     peak_tflops_ = gemm_peak_tflops(backend_.context(), kPeakGemmN, bf16_, 3);
@@ -61,14 +81,19 @@ class CudaTrainModel final : public DeviceModel {
     o.fuse_gelu = bf16_;  // fp32: the separate GELU kernel, the CPU model's sequence
     o.deterministic = cfg.train.deterministic;
     o.recompute = cfg.train.recompute;
+    o.shard = sh;
+    o.tp = model.tp;
+    o.pp = model.pp;
+    o.slots = slots;
     if (shard_.group != nullptr) {
       o.shard_begin = shard_.begin;
       o.shard_count = shard_.count;
       o.padded_params = shard_.count * static_cast<size_t>(shard_.group->size());
     }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params);
-    buckets_ = grad_buckets(dims);
+    predicted_ =
+        CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params, sh, slots);
+    buckets_ = grad_buckets(local_param_sizes(dims, sh), sh.local_layers());
     // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint.
     const bool data_parallel = cfg.parallel.dp > 1;
     if (data_parallel) predicted_ += packed_grad_count(buckets_) * sizeof(float);
@@ -83,6 +108,7 @@ class CudaTrainModel final : public DeviceModel {
                       std::to_string(device_) + ", which has " + std::to_string(free_before >> 20) +
                       " MiB free: lower train.micro_batch (gradient accumulation keeps the global batch)");
     gpt_ = std::make_unique<CudaGpt>(backend_, dims, B, T, o);
+    if (sh.pp > 1) stage_ = std::make_unique<Stage>(*gpt_, dims, sh);
     if (data_parallel) allocate_packed();
     check_cuda(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo");
     measured_ = free_before > free_after ? free_before - free_after : 0;
@@ -104,7 +130,7 @@ class CudaTrainModel final : public DeviceModel {
                          bool accumulate) override {
     micro_ = accumulate ? micro_ + 1 : 0;
     discard_buckets();  // a guess that was not the last micro-step after all
-    const bool overlap = dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1;
+    const bool overlap = dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1 && !tensor_parallel_;
     if (!overlap) return gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
     struct Unhook {
       CudaGpt& g;
@@ -158,6 +184,10 @@ class CudaTrainModel final : public DeviceModel {
   }
   size_t activation_bytes() const override { return gpt_->activation_bytes(); }
 
+  PipelineStage* pipeline_stage() override { return stage_.get(); }
+  void zero_grad() override { gpt_->zero_grad(); }
+  void all_reduce_tied_grad(parallel::ProcessGroup& group) override { gpt_->all_reduce_wte_grad(group); }
+
   std::vector<DeviceMemory> memory() const override {
     size_t free_b = 0, total = 0;
     if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) return {};
@@ -182,6 +212,7 @@ class CudaTrainModel final : public DeviceModel {
  private:
   CudaBackend& backend_;
   bool bf16_;
+  bool tensor_parallel_ = false;
   OptimizerShard shard_;
   int device_ = 0;
   double peak_tflops_ = 0;
@@ -243,7 +274,35 @@ class CudaTrainModel final : public DeviceModel {
     return buckets_.at(i);
   }
 
+  // CudaGpt's stage API behind the PipelineRunner's interface (device boundary buffers).
+  class Stage final : public PipelineStage {
+   public:
+    Stage(CudaGpt& gpt, const GptDims& dims, const GptShard& shard) : gpt_(gpt), dims_(dims), shard_(shard) {}
+    const GptDims& dims() const override { return dims_; }
+    const GptShard& shard() const override { return shard_; }
+    void set_activation_slots(int slots) override {
+      if (slots > gpt_.activation_slots())
+        throw Error(ExitCode::kInternal, "CudaGpt has " + std::to_string(gpt_.activation_slots()) +
+                                             " activation slots, the schedule needs " + std::to_string(slots));
+    }
+    float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) override {
+      return gpt_.forward_stage(slot, inputs, stage_in, targets);
+    }
+    const float* stage_output(int slot) override { return gpt_.stage_output(slot); }
+    void backward_stage(int slot, const float* dout, float loss_scale) override {
+      gpt_.backward_stage(slot, dout, loss_scale);
+    }
+    const float* stage_input_grad() override { return gpt_.stage_input_grad(); }
+    float* receive_buffer(bool grad) override { return gpt_.stage_recv_buffer(grad); }
+
+   private:
+    CudaGpt& gpt_;
+    GptDims dims_;
+    GptShard shard_;
+  };
+
   std::unique_ptr<CudaGpt> gpt_;
+  std::unique_ptr<Stage> stage_;  // pp > 1
   std::vector<GradBucket> buckets_;
   float* packed_ = nullptr;  // packed_grad_count(buckets_) floats: at start for dp > 1, else on first use
   parallel::ProcessGroup* dp_ = nullptr;  // the DP group, known from the first average_grads
@@ -256,8 +315,8 @@ class CudaTrainModel final : public DeviceModel {
 }  // namespace
 
 std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
-                                                   const OptimizerShard& shard) {
-  return std::make_unique<CudaTrainModel>(cfg, dims, shard);
+                                                   const OptimizerShard& shard, const ModelParallel& model) {
+  return std::make_unique<CudaTrainModel>(cfg, dims, shard, model);
 }
 
 }  // namespace flotilla::cuda

@@ -8,12 +8,14 @@
 // the way), in the order the backward finishes them, and unpacked after the sum.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <vector>
 
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
 #include "engine/train/device_model.h"
 
 namespace flotilla::cuda {
@@ -22,8 +24,11 @@ namespace flotilla::cuda {
 // CudaBackend, measures the GEMM peak for train.dtype, then allocates CudaGpt for
 // train.micro_batch x train.seq_len and records the predicted and measured memory. With a shard
 // (parallel.zero = 1, dp > 1) the AdamW moments are allocated for the shard only.
+// With a model shard (parallel.tp or parallel.pp > 1) CudaGpt holds this rank's part of the model
+// and sums activations over model.tp, the gradient norm over model.tp and model.pp (NCCL groups);
+// a pipeline stage allocates one activation set per micro-batch its schedule keeps in flight.
 std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
-                                                   const OptimizerShard& shard = {});
+                                                   const OptimizerShard& shard = {}, const ModelParallel& model = {});
 
 // A range of the llm.c-layout gradient buffer (elements).
 struct GradSlice {
@@ -40,17 +45,17 @@ struct GradBucket {
 
 constexpr size_t kBucketAlign = 64;  // elements: 256-byte aligned bucket starts for NCCL
 
-// The buckets in the order CudaGpt's backward completes them: layer n_layer-1 .. 0, then -1.
-// Together the slices cover every parameter exactly once.
-inline std::vector<GradBucket> grad_buckets(const GptDims& dims) {
-  const auto sizes = param_sizes(dims);
+// The buckets in the order CudaGpt's backward completes them: layer n_layer-1 .. 0, then -1, for
+// a parameter vector of tensors with these sizes (param_sizes, or local_param_sizes of a TP
+// shard) over n_layer layers. Together the slices cover every parameter exactly once.
+inline std::vector<GradBucket> grad_buckets(const std::array<size_t, kNumParamTensors>& sizes, int n_layer) {
   std::vector<size_t> offsets(kNumParamTensors);
   size_t off = 0;
   for (int i = 0; i < kNumParamTensors; ++i) {
     offsets[static_cast<size_t>(i)] = off;
     off += sizes[static_cast<size_t>(i)];
   }
-  const size_t L = static_cast<size_t>(dims.n_layer);
+  const size_t L = static_cast<size_t>(n_layer);
   std::vector<GradBucket> out;
   size_t packed = 0;
   auto finish = [&](GradBucket& b) {
@@ -74,6 +79,10 @@ inline std::vector<GradBucket> grad_buckets(const GptDims& dims) {
     if (!is_layer_param(i)) last.slices.push_back({offsets[static_cast<size_t>(i)], sizes[static_cast<size_t>(i)]});
   finish(last);
   return out;
+}
+
+inline std::vector<GradBucket> grad_buckets(const GptDims& dims) {
+  return grad_buckets(param_sizes(dims), dims.n_layer);
 }
 
 // Elements of the packed buffer the buckets need (their aligned sizes added up).

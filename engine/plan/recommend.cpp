@@ -56,7 +56,7 @@ std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world,
           cand.config = c;
           cand.plan = make_plan(c, device, options);
           if (!cand.plan.fits) continue;
-          // What `train` itself refuses on this device (tp/pp/dp>1/ZeRO on CUDA in this build).
+          // What `train` itself refuses on this device (on CUDA: pp > 1, ZeRO-2, odd head sizes).
           if (const auto problems = device_training_problems(c); !problems.empty()) {
             cand.runnable = false;
             cand.note = problems.front().message;

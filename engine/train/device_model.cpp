@@ -86,15 +86,6 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   if (c.run.device != "cuda") return out;
   auto add = [&out](const std::string& path, const std::string& message) { out.push_back({path, message}); };
   const auto& par = c.parallel;
-  const std::string tail =
-      " with run.device = \"cuda\": training on GPUs runs the whole model on one GPU "
-      "per rank (CudaGpt); set it to 1, or train on run.device = \"cpu\"";
-  if (par.tp > 1)
-    add("parallel.tp",
-        "parallel.tp=" + std::to_string(par.tp) + " (tensor parallelism) is not available" + tail);
-  if (par.pp > 1)
-    add("parallel.pp",
-        "parallel.pp=" + std::to_string(par.pp) + " (pipeline parallelism) is not available" + tail);
   if (par.zero > 1)
     add("parallel.zero", "ZeRO-" + std::to_string(par.zero) +
                              " is not available with run.device = \"cuda\" (the GPUs shard the optimizer state, "
@@ -124,17 +115,21 @@ std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, con
 }
 
 std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
-                                               const OptimizerShard& shard) {
+                                               const OptimizerShard& shard, const ModelParallel& model) {
   if (cfg.run.device == "cpu") {
     const char* test = std::getenv("FLOTILLA_TEST_DEVICE_MODEL");
     if (test != nullptr && std::string(test) == "host") {
       if (shard.group != nullptr) throw_config("the host reference model does not shard the optimizer (parallel.zero)");
+      if (!model.shard.whole())
+        throw_config("the host reference model does not shard the model (parallel.tp, parallel.pp)");
       return make_host_reference_model(cfg, dims);
     }
     return nullptr;
   }
 #if defined(FLOTILLA_HAVE_CUDA)
-  if (cfg.run.device == "cuda") return cuda::make_cuda_train_model(cfg, dims, shard);
+  if (cfg.run.device == "cuda") return cuda::make_cuda_train_model(cfg, dims, shard, model);
+#else
+  (void)model;
 #endif
   throw_config("run.device = " + cfg.run.device +
                " cannot train in this build (this worker was built without CUDA): use run.device = \"cpu\", "

@@ -23,6 +23,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
 #include "engine/train/data_parallel.h"
 
 namespace flotilla {
@@ -30,6 +31,7 @@ namespace flotilla {
 namespace parallel {
 class ProcessGroup;
 }
+class PipelineStage;  // engine/train/pipeline.h
 
 // One GPU's memory for the metrics `gpus` array (ui/live/livedata.cpp reads these names).
 struct DeviceMemory {
@@ -46,13 +48,23 @@ struct OptimizerShard {
   size_t begin = 0, count = 0;
 };
 
+// Tensor and pipeline parallelism on a device: this rank's part of the model (GptModel's shard
+// layout) and the groups its activations and gradient norm are summed over. Default: the whole
+// model.
+struct ModelParallel {
+  GptShard shard;
+  parallel::ProcessGroup* tp = nullptr;
+  parallel::ProcessGroup* pp = nullptr;
+};
+
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
 
   virtual std::string describe() const = 0;  // "cuda device 0: ..., bf16"
 
-  // Full fp32 llm.c-layout parameters (num_parameters(dims) floats; master weights under bf16).
+  // This rank's fp32 parameters (master weights under bf16): the full llm.c layout, or under
+  // tensor parallelism its shard (GptModel's local layout, engine/model/gpt_shard.h).
   virtual void set_params(const float* host) = 0;
   virtual void get_params(float* host) = 0;
   // AdamW first and second moments: all parameters, or this rank's OptimizerShard.
@@ -74,6 +86,14 @@ class DeviceModel {
   // an OptimizerShard: this rank's range only, then an all-gather over its group (collective).
   virtual void update(const AdamHyper& h, float grad_scale, int64_t t) = 0;
 
+  // Pipeline parallelism (parallel.pp > 1): this rank's stage for the PipelineRunner (nullptr
+  // without stages; its forward/backward replace forward_backward and forward), the gradient
+  // zeroing before a step's schedule, and the sum of the tied wte gradient between the first and
+  // the last stage.
+  virtual PipelineStage* pipeline_stage() { return nullptr; }
+  virtual void zero_grad() {}
+  virtual void all_reduce_tied_grad(parallel::ProcessGroup& group) {}
+
   virtual size_t activation_bytes() const = 0;
   // Per-GPU memory for the step records (empty: no GPU).
   virtual std::vector<DeviceMemory> memory() const { return {}; }
@@ -83,7 +103,7 @@ class DeviceModel {
   virtual std::map<std::string, std::string> memory_report() const { return {}; }
 };
 
-// What `train` cannot run on cfg.run.device yet (cuda: tp, pp, ZeRO-2, head sizes other than
+// What `train` cannot run on cfg.run.device yet (cuda: ZeRO-2, head sizes other than
 // 32/64/128), each naming its key. Kept out of validate(): the planner, `plan`
 // and the wizard validate multi-GPU layouts with it, which are valid configs for those.
 std::vector<ConfigProblem> device_training_problems(const RunConfig& cfg);
@@ -94,7 +114,7 @@ void refuse_unsupported_device_training(const RunConfig& cfg);
 // ("cpu", unless FLOTILLA_TEST_DEVICE_MODEL=host asks for the host reference). Throws
 // Error(kConfig) for a device this build or machine does not have.
 std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
-                                               const OptimizerShard& shard = {});
+                                               const OptimizerShard& shard = {}, const ModelParallel& model = {});
 
 // GptModel + AdamW on the CPU behind the seam: the reference the trainer's device branch is
 // tested against (bitwise equal to the CPU path for dp = 1).

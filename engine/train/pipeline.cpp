@@ -13,6 +13,34 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
+
+// GptModel behind PipelineStage, with host receive buffers.
+class HostStage final : public PipelineStage {
+ public:
+  HostStage(GptModel& model, int B, int T)
+      : model_(model),
+        B_(B),
+        T_(T),
+        act_in_(static_cast<size_t>(B) * static_cast<size_t>(T) * static_cast<size_t>(model.dims().n_embd)),
+        grad_in_(act_in_.size()) {}
+  const GptDims& dims() const override { return model_.dims(); }
+  const GptShard& shard() const override { return model_.shard(); }
+  void set_activation_slots(int slots) override { model_.set_activation_slots(slots); }
+  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) override {
+    return model_.forward_stage(slot, inputs, stage_in, targets, B_, T_);
+  }
+  const float* stage_output(int slot) override { return model_.stage_output(slot); }
+  void backward_stage(int slot, const float* dout, float loss_scale) override {
+    model_.backward_stage(slot, dout, loss_scale);
+  }
+  const float* stage_input_grad() override { return model_.stage_input_grad(); }
+  float* receive_buffer(bool grad) override { return grad ? grad_in_.data() : act_in_.data(); }
+
+ private:
+  GptModel& model_;
+  int B_, T_;
+  std::vector<float> act_in_, grad_in_;
+};
 }  // namespace
 
 std::vector<PipeAction> pipeline_schedule(const std::string& kind, int stages, int stage, int micro) {
@@ -58,6 +86,12 @@ std::string describe_schedule(const std::vector<PipeAction>& actions) {
 
 PipelineRunner::PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule,
                                int micro_batches, int B, int T)
+    : PipelineRunner(*new HostStage(model, B, T), pp, std::move(schedule), micro_batches, B, T) {
+  host_.reset(&model_);
+}
+
+PipelineRunner::PipelineRunner(PipelineStage& model, parallel::ProcessGroup& pp, std::string schedule,
+                               int micro_batches, int B, int T)
     : model_(model),
       pp_(pp),
       schedule_(std::move(schedule)),
@@ -74,8 +108,6 @@ PipelineRunner::PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std:
   nc_ = n * static_cast<size_t>(model.dims().n_embd);
   inputs_.resize(n);
   targets_.resize(n);
-  act_in_.resize(nc_);
-  grad_in_.resize(nc_);
   const int slots = pipeline_slots(schedule_, stages_, stage_, micro_);
   model_.set_activation_slots(slots);
   pending_.resize(static_cast<size_t>(slots));
@@ -116,12 +148,12 @@ double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_b
       timing.data_ms += ms_since(t0);
       if (!first) {
         t0 = Clock::now();
-        pp_.recv(act_in_.data(), nc_, stage_ - 1);
+        pp_.recv(model_.receive_buffer(false), nc_, stage_ - 1);
         timing.bubble_ms += ms_since(t0);
       }
       t0 = Clock::now();
-      const float loss = model_.forward_stage(slot, inputs_.data(), first ? nullptr : act_in_.data(),
-                                              targets_.data(), B_, T_);
+      const float loss = model_.forward_stage(slot, inputs_.data(), first ? nullptr : model_.receive_buffer(false),
+                                              targets_.data());
       timing.forward_ms += ms_since(t0);
       if (last)
         loss_sum += loss;
@@ -131,12 +163,12 @@ double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_b
     } else {
       auto t0 = Clock::now();
       if (!last) {
-        pp_.recv(grad_in_.data(), nc_, stage_ + 1);
+        pp_.recv(model_.receive_buffer(true), nc_, stage_ + 1);
         timing.bubble_ms += ms_since(t0);
       }
       if (--backwards_left == 0 && before_last_backward) before_last_backward();
       t0 = Clock::now();
-      model_.backward_stage(slot, last ? nullptr : grad_in_.data(), loss_scale);
+      model_.backward_stage(slot, last ? nullptr : model_.receive_buffer(true), loss_scale);
       timing.backward_ms += ms_since(t0);
       if (!first)
         pending_[static_cast<size_t>(slot)].push_back(
@@ -152,9 +184,9 @@ double PipelineRunner::forward_only(const std::function<void(int32_t*, int32_t*)
   double loss_sum = 0;
   for (int b = 0; b < batches; ++b) {
     next_batch(inputs_.data(), targets_.data());
-    if (!first) pp_.recv(act_in_.data(), nc_, stage_ - 1);
+    if (!first) pp_.recv(model_.receive_buffer(false), nc_, stage_ - 1);
     const float loss =
-        model_.forward_stage(0, inputs_.data(), first ? nullptr : act_in_.data(), targets_.data(), B_, T_);
+        model_.forward_stage(0, inputs_.data(), first ? nullptr : model_.receive_buffer(false), targets_.data());
     if (last)
       loss_sum += loss;
     else

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
 #include "engine/parallel/process_group.h"
 
 namespace flotilla {
@@ -40,10 +41,32 @@ int pipeline_slots(const std::string& kind, int stages, int stage, int micro);
 // "F0 F1 B0 F2 B1 B2": for tests and logs.
 std::string describe_schedule(const std::vector<PipeAction>& actions);
 
+// What the runner drives: one stage's model, on the host (GptModel) or a device (CudaGpt through
+// the trainer's DeviceModel). Boundary buffers are (B*T, C) floats in the stage's own memory; the
+// ProcessGroup sends and receives host or device buffers alike.
+class PipelineStage {
+ public:
+  virtual ~PipelineStage() = default;
+  virtual const GptDims& dims() const = 0;
+  virtual const GptShard& shard() const = 0;
+  // Activation sets the schedule keeps at once (called once, before the first forward).
+  virtual void set_activation_slots(int slots) = 0;
+  // GptModel::forward_stage / stage_output / backward_stage / stage_input_grad, for B x T.
+  virtual float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) = 0;
+  virtual const float* stage_output(int slot) = 0;
+  virtual void backward_stage(int slot, const float* dout, float loss_scale) = 0;
+  virtual const float* stage_input_grad() = 0;
+  // Where to receive the previous stage's output / the next stage's d(input).
+  virtual float* receive_buffer(bool grad) = 0;
+};
+
 class PipelineRunner {
  public:
   // pp: the PP group (stage = pp.rank()); the model must be that stage's shard. B x T per micro-batch.
   PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
+                 int T);
+  // The same over any stage (not owned; run.device = "cuda": the device model's stage).
+  PipelineRunner(PipelineStage& stage, parallel::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
                  int T);
   ~PipelineRunner();
   PipelineRunner(const PipelineRunner&) = delete;
@@ -68,7 +91,8 @@ class PipelineRunner {
  private:
   void wait_slot(int slot, Timing& timing);
 
-  GptModel& model_;
+  std::unique_ptr<PipelineStage> host_;  // the GptModel adapter, when constructed from a GptModel
+  PipelineStage& model_;
   parallel::ProcessGroup& pp_;
   std::string schedule_;
   int micro_;
@@ -76,7 +100,6 @@ class PipelineRunner {
   int stage_, stages_;
   size_t nc_;
   std::vector<int32_t> inputs_, targets_;
-  std::vector<float> act_in_, grad_in_;
   std::vector<std::vector<std::unique_ptr<parallel::Work>>> pending_;  // per slot: sends in flight
 };
 

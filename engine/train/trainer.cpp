@@ -185,22 +185,29 @@ void Loop::setup_model() {
         counted.push_back({model.param_offset(i), model.param_size(i)});
     dp->set_norm_reduction(counted, {groups.tp.get(), groups.pp.get()});
   }
-  if (cfg.parallel.pp > 1)
-    pipeline = std::make_unique<PipelineRunner>(model, *groups.pp, cfg.parallel.schedule,
-                                                cfg.parallel.micro_batches, cfg.train.micro_batch, cfg.train.seq_len);
   // The device starts from the host's initialisation, bit for bit (resume overwrites both).
   OptimizerShard shard;
   if (cfg.parallel.zero > 0 && groups.dp->size() > 1)
     shard = OptimizerShard{groups.dp.get(), dp->state_begin(), dp->state_size()};
-  device = make_device_model(cfg, dims, shard);
+  device = make_device_model(cfg, dims, shard, ModelParallel{model.shard(), groups.tp.get(), groups.pp.get()});
   if (device) push_to_device();
+  if (cfg.parallel.pp > 1) {
+    if (device)  // the stages run on the device; the host model stays a mirror
+      pipeline = std::make_unique<PipelineRunner>(*device->pipeline_stage(), *groups.pp, cfg.parallel.schedule,
+                                                  cfg.parallel.micro_batches, cfg.train.micro_batch,
+                                                  cfg.train.seq_len);
+    else
+      pipeline = std::make_unique<PipelineRunner>(model, *groups.pp, cfg.parallel.schedule,
+                                                  cfg.parallel.micro_batches, cfg.train.micro_batch,
+                                                  cfg.train.seq_len);
+  }
 }
 
 float Loop::evaluate() {
   if (!val_loader) return -1;
   val_loader->reset();
   double sum = 0;
-  if (pipeline) {
+  if (pipeline) {  // on the host model or the device's stage alike
     sum = pipeline->forward_only([this](int32_t* in, int32_t* tg) { val_loader->next_batch(in, tg); },
                                  cfg.eval.batches);
     groups.pp->broadcast(&sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss

@@ -23,7 +23,7 @@ void Loop::pull_from_device() {
   device->get_moments(dp->m().data(), dp->v().data());
 }
 
-double Loop::device_eval_sum() {
+double Loop::device_eval_sum() {  // without pipeline stages (evaluate() runs those)
   double sum = 0;
   for (int b = 0; b < cfg.eval.batches; ++b) {
     val_loader->next_batch(inputs.data(), targets.data());
@@ -34,24 +34,46 @@ double Loop::device_eval_sum() {
 
 StepRecord Loop::device_train_step() {
   const auto t_step = Clock::now();
+  const double tp_wait0 = tp_wait_ms();  // the TP all-reduces inside forward_backward and grad_norm
   StepRecord r;
   r.step = step + 1;
   double loss_sum = 0;
   const float loss_scale = 1.0f / static_cast<float>(accum);
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    auto t0 = Clock::now();
-    train_loader->next_batch(inputs.data(), targets.data());
-    r.data_ms += ms_since(t0);
-    t0 = Clock::now();
-    // Forward and backward are one device call; the time is reported as forward.
-    loss_sum += device->forward_backward(inputs.data(), targets.data(), loss_scale, micro > 0);
-    r.forward_ms += ms_since(t0);
-  }
   double comm_ms = 0;
+  if (pipeline) {
+    // The CPU path's pipeline branch over the device's stage: accum / micro_batches rounds of the
+    // schedule, then the tied wte gradient summed between the first and the last stage.
+    device->zero_grad();
+    const int64_t rounds = accum / cfg.parallel.micro_batches;
+    PipelineRunner::Timing timing;
+    for (int64_t round = 0; round < rounds; ++round)
+      loss_sum += pipeline->run([this](int32_t* in, int32_t* tg) { train_loader->next_batch(in, tg); }, nullptr,
+                                loss_scale, timing);
+    r.data_ms = timing.data_ms;
+    r.forward_ms = timing.forward_ms;
+    r.backward_ms = timing.backward_ms;
+    r.bubble_ms = timing.bubble_ms;
+    if (parallel::ProcessGroup* tied = tied_group()) {
+      const auto t0 = Clock::now();
+      device->all_reduce_tied_grad(*tied);
+      comm_ms += ms_since(t0);
+    }
+    groups.pp->broadcast(&loss_sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss
+  } else {
+    for (int64_t micro = 0; micro < accum; ++micro) {
+      auto t0 = Clock::now();
+      train_loader->next_batch(inputs.data(), targets.data());
+      r.data_ms += ms_since(t0);
+      t0 = Clock::now();
+      // Forward and backward are one device call; the time is reported as forward.
+      loss_sum += device->forward_backward(inputs.data(), targets.data(), loss_scale, micro > 0);
+      r.forward_ms += ms_since(t0);
+    }
+  }
   if (groups.dp->size() > 1) {
     const auto t0 = Clock::now();
     device->average_grads(*groups.dp);
-    comm_ms = ms_since(t0);
+    comm_ms += ms_since(t0);
   }
   r.loss = static_cast<float>(dp->mean(loss_sum / static_cast<double>(accum)));
   const auto t_opt = Clock::now();
@@ -75,7 +97,7 @@ StepRecord Loop::device_train_step() {
     device->update(h, scale, r.step);
     loss_ema = loss_ema <= 0 ? r.loss : 0.95 * loss_ema + 0.05 * r.loss;
   }
-  r.comm_ms = comm_ms + dp->comm_ms();
+  r.comm_ms = comm_ms + dp->comm_ms() + (tp_wait_ms() - tp_wait0);
   dp->reset_comm_ms();
   r.optimizer_ms = ms_since(t_opt);
   step = r.step;

@@ -3,20 +3,26 @@
 // in the order CudaGpt's backward completes them (layers n_layer-1 .. 0, then the final -1 bucket
 // of wte, wpe, lnfw, lnfb); their slices cover every parameter exactly once; each layer bucket
 // holds exactly that layer's slices of the 12 per-layer tensors; packed ranges are 256-byte
-// aligned, disjoint and inside packed_grad_count.
+// aligned, disjoint and inside packed_grad_count. The same for a tensor-parallel shard's local
+// layout (local_param_sizes), which the CUDA trainer uses under parallel.tp > 1.
 #include <vector>
 
 #include "check.h"
 #include "engine/cuda/train_model_cuda.h"
+#include "engine/model/gpt_shard.h"
 
 using namespace flotilla;
 using namespace flotilla::cuda;
 
 namespace {
 
-void check_dims(const GptDims& d) {
-  const auto buckets = grad_buckets(d);
-  const size_t n = num_parameters(d);
+void check_dims(const GptDims& d, const GptShard& shard = {}) {
+  const GptShard s = resolve_shard(d, shard);
+  const auto sizes = local_param_sizes(d, s);
+  const auto buckets = s.whole() ? grad_buckets(d) : grad_buckets(sizes, d.n_layer);
+  size_t n = 0;
+  for (size_t k : sizes) n += k;
+  CHECK(!s.whole() || n == num_parameters(d));
   CHECK(buckets.size() == static_cast<size_t>(d.n_layer) + 1);
   std::vector<int> seen(n, 0);
   size_t prev_end = 0;
@@ -41,7 +47,6 @@ void check_dims(const GptDims& d) {
   CHECK_MSG(bad == 0, "%d parameters covered other than once", bad);
 
   // A layer bucket's first slice is ln1w of that layer: offset of ln1w + l * C.
-  const auto sizes = param_sizes(d);
   const size_t ln1w = sizes[kWte] + sizes[kWpe];
   for (const GradBucket& b : buckets)
     if (b.layer >= 0)
@@ -64,5 +69,7 @@ int main() {
   check_dims(odd);
   GptDims one{1, 1, 32, 10, 128, 8};
   check_dims(one);
+  check_dims(gpt2, make_shard(gpt2, 2, 1, 1, 0));  // tp = 2, second rank: local sizes
+  check_dims(odd, make_shard(odd, 2, 0, 1, 0));
   return flotilla_test::summary("nccl_buckets");
 }

@@ -31,7 +31,7 @@ int main() {
     CHECK(c.plan.fits && c.plan.peak().total() <= h100.mem_bytes);
     CHECK(tokens_per_step(c.config) == global);
     CHECK(c.config.parallel.dp * c.config.parallel.tp * c.config.parallel.pp == 4);
-    // Marked exactly as `train` would refuse it on this device (on CUDA: one GPU per run for now).
+    // Marked exactly as `train` would refuse it on this device (on CUDA: pipeline stages, ZeRO-2).
     CHECK(c.runnable == device_training_problems(c.config).empty());
     CHECK(c.runnable || !c.note.empty());
     if (i > 0) CHECK(layouts[i - 1].plan.step_s <= c.plan.step_s);

@@ -46,8 +46,6 @@ void test_cuda_refusals() {
   CHECK_MSG(problems_text(with({"train.dtype=bf16", "model.preset=gpt2-124m"})).empty(), "%s",
             problems_text(with({"train.dtype=bf16", "model.preset=gpt2-124m"})).c_str());
   const std::map<std::string, std::vector<std::string>> cases = {
-      {"parallel.tp=2", {"parallel.tp: ", "run.device = \"cuda\""}},
-      {"parallel.pp=2", {"parallel.pp: ", "run.device = \"cuda\""}},
       {"parallel.zero=2", {"parallel.zero: ", "parallel.zero = 1"}},
       {"model.n_embd=240", {"model.n_head: ", "= 60", "32, 64 or 128"}},
   };
@@ -57,6 +55,10 @@ void test_cuda_refusals() {
       CHECK_MSG(has(text, piece), "%s: missing [%s] in:\n%s", set.c_str(), piece.c_str(), text.c_str());
   }
   CHECK_MSG(problems_text(with({"parallel.dp=2"})).empty(), "%s", problems_text(with({"parallel.dp=2"})).c_str());
+  // Tensor and pipeline parallelism train on GPUs (CudaGpt on a GptShard; tests/gpu/test_cuda_tp.cpp,
+  // tests/gpu/test_cuda_pp.cpp).
+  for (const char* set : {"parallel.tp=2", "parallel.pp=2"})
+    CHECK_MSG(problems_text(with({set})).empty(), "%s: %s", set, problems_text(with({set})).c_str());
   CHECK_MSG(problems_text(with({"parallel.dp=2", "parallel.zero=1"})).empty(), "%s",
             problems_text(with({"parallel.dp=2", "parallel.zero=1"})).c_str());
   CHECK_MSG(problems_text(with({"train.recompute=true"})).empty(), "%s",

@@ -2,6 +2,8 @@
 // and bf16 storage, with the per-dtype tolerances of gpu_test_util.h. bf16 inputs are rounded to
 // bf16 on the host first, so the CPU reference sees exactly what the GPU sees; accumulating
 // outputs start from random values, so "+=" is checked too. Skips without a device.
+#include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "engine/cpu/adamw.h"
@@ -182,6 +184,90 @@ void test_crossentropy(fc::Context& ctx) {
   CHECK_NEAR(fc::sum_losses(ctx, d_losses.get(), N), sum, 1e-4 * sum);
 }
 
+// Tensor parallelism's vocabulary slices (gpt_cuda.cpp): the vocabulary split in two halves, each
+// half's kernels on its own rows or columns with ids local to it (-1 where the other half holds
+// them), recombined on the host, against the CPU kernels over the whole vocabulary.
+template <typename T>
+void test_vocab_slices(fc::Context& ctx) {
+  const int B = 2, Tn = 33, C = 64, Vp = 256, V = 200, H = Vp / 2;
+  const size_t N = static_cast<size_t>(B) * Tn, Cs = static_cast<size_t>(C);
+  std::vector<int32_t> ids(N);
+  flotilla::Rng rng(81);
+  for (auto& t : ids) t = static_cast<int32_t>(rng.below(V));
+  auto wte = random_vec(static_cast<size_t>(Vp) * Cs, 82, 1, kBf16<T>), wpe = random_vec(Tn * Cs, 83, 1, kBf16<T>);
+  auto dout = random_vec(N * Cs, 84, 1, kBf16<T>);
+  std::vector<float> out(N * Cs), dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
+  cpu::encoder_forward(out.data(), ids.data(), wte.data(), wpe.data(), B, Tn, C);
+  cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), ids.data(), B, Tn, C);
+  std::vector<float> sum(N * Cs, 0.0f), dwte_got;
+  for (int h = 0; h < 2; ++h) {
+    std::vector<int32_t> local(N);
+    for (size_t i = 0; i < N; ++i) local[i] = ids[i] >= h * H && ids[i] < (h + 1) * H ? ids[i] - h * H : -1;
+    std::unique_ptr<DeviceBuf<int32_t>> d_ids(gpu_test::new_ids(local));
+    const std::vector<float> half(wte.begin() + h * H * C, wte.begin() + (h + 1) * H * C);
+    DeviceBuf<T> d_wte(half), d_wpe(wpe), d_out(N * Cs), d_dout(dout), d_dwte(half.size()), d_dwpe(wpe.size());
+    // wpe on the first half only (as TP rank 0); the second half's dwpe is not asked for.
+    fc::encoder_forward<T>(ctx, d_out.get(), d_ids->get(), d_wte.get(), h == 0 ? d_wpe.get() : nullptr, B, Tn, C);
+    fc::encoder_backward<T>(ctx, d_dwte.get(), h == 0 ? d_dwpe.get() : nullptr, d_dout.get(), d_ids->get(), B, Tn,
+                            C);
+    const auto o = d_out.download();
+    for (size_t i = 0; i < o.size(); ++i) sum[i] += o[i];
+    const auto g = d_dwte.download();
+    dwte_got.insert(dwte_got.end(), g.begin(), g.end());
+    if (h == 0) compare<T>("vocab slices: encoder dwpe", d_dwpe.download(), dwpe);
+  }
+  compare<T>("vocab slices: encoder_forward (sum)", sum, out);
+  compare<T>("vocab slices: encoder_backward dwte", dwte_got, dwte);
+
+  // Cross-entropy: per-half lse and target logit, combined; backward with the global lse.
+  auto logits = random_vec(N * Vp, 85, 3, kBf16<T>);
+  std::vector<float> losses(N), lse(N), dlogits(logits.size());
+  cpu::softmax_crossentropy_forward(losses.data(), lse.data(), logits.data(), ids.data(), static_cast<long>(N), V, Vp);
+  cpu::softmax_crossentropy_backward(dlogits.data(), logits.data(), lse.data(), ids.data(), 0.5f,
+                                     static_cast<long>(N), V, Vp);
+  std::vector<std::vector<float>> part_lse(2), part_logits(2);
+  std::vector<float> target_logit(N, 0.0f);
+  std::vector<std::vector<int32_t>> local(2, std::vector<int32_t>(N));
+  for (int h = 0; h < 2; ++h) {
+    const int real = std::max(0, std::min(V - h * H, H));
+    for (size_t r = 0; r < N; ++r) {
+      local[h][r] = ids[r] >= h * H && ids[r] < h * H + real ? ids[r] - h * H : -1;
+      const auto row = logits.begin() + static_cast<long>(r * Vp);
+      part_logits[h].insert(part_logits[h].end(), row + h * H, row + (h + 1) * H);
+    }
+    std::unique_ptr<DeviceBuf<int32_t>> d_t(gpu_test::new_ids(local[h]));
+    DeviceBuf<T> d_logits(part_logits[h]);
+    DeviceBuf<float> d_losses(N), d_lse(N), d_tl(N);
+    fc::softmax_crossentropy_forward<T>(ctx, d_losses.get(), d_lse.get(), d_logits.get(), d_t->get(),
+                                        static_cast<long>(N), real, H);
+    fc::gather_target_logits<T>(ctx, d_tl.get(), d_logits.get(), d_t->get(), static_cast<long>(N), H);
+    part_lse[h] = d_lse.download();
+    const auto tl = d_tl.download();
+    for (size_t r = 0; r < N; ++r) target_logit[r] += tl[r];
+  }
+  std::vector<float> lse_got(N), losses_got(N);
+  for (size_t r = 0; r < N; ++r) {
+    const float mx = std::max(part_lse[0][r], part_lse[1][r]);
+    lse_got[r] = mx + std::log(std::exp(part_lse[0][r] - mx) + std::exp(part_lse[1][r] - mx));
+    losses_got[r] = lse_got[r] - target_logit[r];
+  }
+  compare<float>("vocab slices: cross-entropy lse", lse_got, lse);
+  compare<float>("vocab slices: cross-entropy losses", losses_got, losses);
+  std::vector<float> dgot(logits.size());
+  for (int h = 0; h < 2; ++h) {
+    const int real = std::max(0, std::min(V - h * H, H));
+    std::unique_ptr<DeviceBuf<int32_t>> d_t(gpu_test::new_ids(local[h]));
+    DeviceBuf<T> d_logits(part_logits[h]);
+    DeviceBuf<float> d_lse(lse_got);
+    fc::softmax_crossentropy_backward<T>(ctx, d_logits.get(), d_logits.get(), d_lse.get(), d_t->get(), 0.5f,
+                                         static_cast<long>(N), real, H);
+    const auto d = d_logits.download();
+    for (size_t r = 0; r < N; ++r)
+      std::copy(d.begin() + r * H, d.begin() + (r + 1) * H, dgot.begin() + r * Vp + h * H);
+  }
+  compare<T>("vocab slices: cross-entropy backward", dgot, dlogits);
+}
+
 void test_adamw(fc::Context& ctx) {
   const size_t n = 5000;
   auto p = random_vec(n, 61), g = random_vec(n, 62, 0.01f), m = random_vec(n, 63, 0.001f);
@@ -230,6 +316,7 @@ void all_families(fc::Context& ctx) {
   test_attention<T>(ctx, 256, 2);  // hs 128
   test_elementwise<T>(ctx);
   test_crossentropy<T>(ctx);
+  test_vocab_slices<T>(ctx);
 }
 
 }  // namespace

@@ -334,7 +334,6 @@ bool HardwarePage::isSearching() const { return m_searching || m_searchDelay->is
 
 QStringList HardwarePage::extraProblems() const {
   QStringList out;
-  const RunConfig& c = draft()->config();
   const HardwareTarget& t = draft()->target();
   if (t.kind == HardwareTarget::Kind::Nodes) {
     const int nodes = static_cast<int>(t.nodes.size());
@@ -349,11 +348,6 @@ QStringList HardwarePage::extraProblems() const {
                .arg(t.maxRanks)
                .arg(t.kind == HardwareTarget::Kind::Gpu ? tr("GPUs") : tr("cores"));
   }
-  if ((c.parallel.tp > 1 || c.parallel.pp > 1) && c.run.device == "cuda")
-    out << tr("parallel.tp = %1, parallel.pp = %2: tensor and pipeline parallelism run on the CPU backend "
-              "only in this build; on GPUs use parallel.dp (with zero) for now")
-               .arg(c.parallel.tp)
-               .arg(c.parallel.pp);
   if (const auto plan = draft()->plan(); plan && !plan->fits)
     out << tr("Memory: %1 per device needed, the device has %2.")
                .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes));
