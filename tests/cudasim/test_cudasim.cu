@@ -9,7 +9,11 @@
 //   - a write one element past a cudaMalloc buffer: cudaErrorIllegalAddress;
 //   - a host pointer as a kernel argument: cudaErrorInvalidDevicePointer, the kernel not run;
 //   - 2048 threads per block: cudaErrorInvalidConfiguration;
-//   - cudaMemcpy with the kind backwards, and more than CUDASIM_MEM_GB: errors, nothing copied.
+//   - cudaMemcpy with the kind backwards, and more than CUDASIM_MEM_GB: errors, nothing copied;
+//   - streams: a stream that reads what another stream writes, without cudaStreamWaitEvent, reads
+//     the old value (the producer's work is still queued); with the wait it reads the value
+//     written before the event, not the one written after it; an error inside queued work is
+//     returned by the next synchronisation.
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -62,6 +66,28 @@ __global__ void past_the_end_kernel(float* out, int n) {
 
 __global__ void fill_kernel(float* out, float v) { out[threadIdx.x] = v; }
 
+// Stream `consumer` copies x to y after `producer` filled x with 1 (and, after `event`, with 2).
+// Returns y[0] once only the consumer has been synchronised.
+float copy_across_streams(float* x, float* y, bool wait) {
+  cudaStream_t producer = nullptr, consumer = nullptr;
+  cudaEvent_t event = nullptr;
+  CHECK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess);
+  fill_kernel<<<1, 32, 0, producer>>>(x, 1.0f);
+  CHECK(cudaEventRecord(event, producer) == cudaSuccess);
+  fill_kernel<<<1, 32, 0, producer>>>(x, 2.0f);
+  if (wait) CHECK(cudaStreamWaitEvent(consumer, event, 0) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(y, x, 32 * sizeof(float), cudaMemcpyDeviceToDevice, consumer) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(consumer) == cudaSuccess);
+  float got = -1.0f;
+  CHECK(cudaMemcpyAsync(&got, y, sizeof got, cudaMemcpyDeviceToHost, consumer) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(producer) == cudaSuccess);
+  CHECK(cudaEventDestroy(event) == cudaSuccess && cudaStreamDestroy(producer) == cudaSuccess &&
+        cudaStreamDestroy(consumer) == cudaSuccess);
+  return got;
+}
+
 }  // namespace
 
 int main() {
@@ -70,7 +96,8 @@ int main() {
   std::vector<float> host(n);
   for (int i = 0; i < n; ++i) host[static_cast<size_t>(i)] = static_cast<float>(i % 17);
   float *in = nullptr, *out = nullptr;
-  CHECK(cudaMalloc(&in, n * sizeof(float)) == cudaSuccess && cudaMalloc(&out, 1024 * sizeof(float)) == cudaSuccess);
+  CHECK(cudaMalloc(&in, n * sizeof(float)) == cudaSuccess &&
+        cudaMalloc(&out, 1024 * sizeof(float)) == cudaSuccess);
   CHECK(cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
 
   block_sum_kernel<<<2, 256>>>(out, in, n);
@@ -112,12 +139,33 @@ int main() {
   fill_kernel<<<1, 2048>>>(out, 2.0f);
   CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
 
+  // Streams run their work when something waits for it (streams.cpp), so a missing wait shows.
+  float *x = nullptr, *y = nullptr;
+  CHECK(cudaMalloc(&x, 32 * sizeof(float)) == cudaSuccess &&
+        cudaMalloc(&y, 32 * sizeof(float)) == cudaSuccess);
+  CHECK(cudaMemset(x, 0, 32 * sizeof(float)) == cudaSuccess &&
+        cudaMemset(y, 0, 32 * sizeof(float)) == cudaSuccess);
+  const float unordered = copy_across_streams(x, y, false);
+  CHECK_MSG(unordered == 0.0f, "without cudaStreamWaitEvent the consumer read %g, want the old 0",
+            static_cast<double>(unordered));
+  const float ordered = copy_across_streams(x, y, true);
+  CHECK_MSG(ordered == 1.0f,
+            "with cudaStreamWaitEvent the consumer read %g, want 1 (written before the event)",
+            static_cast<double>(ordered));
+  cudaStream_t s = nullptr;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  past_the_end_kernel<<<1, 128, 0, s>>>(small, 100);
+  CHECK(cudaGetLastError() == cudaSuccess);  // queued, not run yet
+  CHECK(cudaStreamSynchronize(s) == cudaErrorIllegalAddress);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess && cudaFree(x) == cudaSuccess && cudaFree(y) == cudaSuccess);
+
   CHECK(cudaMemcpy(host.data(), in, 8, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
   CHECK(host[1] == 1.0f);
   void* huge = nullptr;
   CHECK(cudaMalloc(&huge, size_t{1} << 50) == cudaErrorMemoryAllocation && huge == nullptr);
   size_t free_b = 0, total_b = 0;
-  CHECK(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b - free_b == 1000 * 4 + 1024 * 4 + 64 * 4 + 400);
+  CHECK(cudaMemGetInfo(&free_b, &total_b) == cudaSuccess &&
+        total_b - free_b == 1000 * 4 + 1024 * 4 + 64 * 4 + 400);
   CHECK(cudaFree(in) == cudaSuccess && cudaFree(out) == cudaSuccess && cudaFree(iout) == cudaSuccess &&
         cudaFree(small) == cudaSuccess);
   CHECK(cudaFree(in) == cudaErrorInvalidDevicePointer);

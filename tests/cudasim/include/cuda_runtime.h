@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -185,6 +186,11 @@ cudaError_t run_kernel(const char* name, dim3 grid, dim3 block, KernelBody body,
 // True when p lies inside a live cudaMalloc allocation (kernels may only take device pointers).
 bool is_device_pointer(const void* p);
 void set_launch_error(cudaError_t e, const char* name, const char* why);
+// Streams (streams.cpp): queue device work on a stream (it runs when something waits for it; the
+// null stream runs it at once, after all queued work), and run a stream's or every queued piece.
+void enqueue(cudaStream_t stream, std::function<void()> work);
+void flush_stream(cudaStream_t stream);
+void flush_all();
 
 template <typename T>
 inline T shuffle_from(T v, int src_lane_of) {
@@ -208,6 +214,7 @@ struct Launch {
   void (*kernel)(P...);
   const char* name;
   dim3 grid, block;
+  cudaStream_t stream;
   template <typename... A>
   void operator()(A&&... args) const {
     static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
@@ -218,17 +225,20 @@ struct Launch {
       set_launch_error(cudaErrorInvalidDevicePointer, name, "a pointer argument is not device memory");
       return;
     }
-    struct Closure {
-      void (*k)(P...);
-      std::tuple<std::decay_t<P>...>* args;
-    } c{kernel, &bound};
-    run_kernel(
-        name, grid, block,
-        [](void* p) {
-          auto* cl = static_cast<Closure*>(p);
-          std::apply(cl->k, *cl->args);
-        },
-        &c);
+    // Queued on the stream with its arguments by value; runs when the stream is drained.
+    enqueue(stream, [k = kernel, n = name, g = grid, b = block, bound]() mutable {
+      struct Closure {
+        void (*k)(P...);
+        std::tuple<std::decay_t<P>...>* args;
+      } c{k, &bound};
+      run_kernel(
+          n, g, b,
+          [](void* p) {
+            auto* cl = static_cast<Closure*>(p);
+            std::apply(cl->k, *cl->args);
+          },
+          &c);
+    });
   }
   template <typename V>
   static bool points_to_host(const V& v) {
@@ -241,8 +251,8 @@ struct Launch {
 
 template <typename... P>
 Launch<P...> launch(void (*kernel)(P...), const char* name, dim3 grid, dim3 block, size_t /*shared*/ = 0,
-                    cudaStream_t /*stream*/ = nullptr) {
-  return Launch<P...>{kernel, name, grid, block};
+                    cudaStream_t stream = nullptr) {
+  return Launch<P...>{kernel, name, grid, block, stream};
 }
 
 }  // namespace cudasim

@@ -22,6 +22,7 @@ namespace cudasim {
 bool is_device_pointer(const void* p);
 void check_red_zones(const char* after);
 }  // namespace cudasim
+// (cudasim::enqueue is declared in the simulator's cuda_runtime.h.)
 
 struct cublasLtContext {
   int unused = 0;
@@ -225,7 +226,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b,
                               const void* beta, const void* C, cublasLtMatrixLayout_t c, void* D,
                               cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo, void* workspace,
-                              size_t workspace_bytes, cudaStream_t) {
+                              size_t workspace_bytes, cudaStream_t stream) {
   if (h == nullptr || algo == nullptr || c == nullptr) return invalid("matmul arguments");
   uint64_t m, n, k;
   const cublasStatus_t s = shapes(op, a, b, d, &m, &n, &k);
@@ -241,32 +242,38 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
       (op->aux == nullptr || !cudasim::is_device_pointer(op->aux) || op->aux_ld < static_cast<int64_t>(m)))
     return invalid("a GELU_AUX epilogue without a device aux pointer and ld >= m");
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-  const cudaDataType t = d->type;
-  // fp32 copies of the stored operands, multiplied by OpenBLAS in the same column-major layout.
-  auto as_float = [t](const void* p, const cublasLtMatrixLayoutOpaque* l) {
-    const size_t n_el = static_cast<size_t>(l->ld) * (l->cols - 1) + l->rows;
-    std::vector<float> f(n_el);
-    for (size_t i = 0; i < n_el; ++i) f[i] = load(t, p, i);
-    return f;
-  };
-  const std::vector<float> fa = as_float(A, a), fb = as_float(B, b);
-  std::vector<float> prod(static_cast<size_t>(m) * n);
-  cblas_sgemm(kColMajor, op->ta == CUBLAS_OP_N ? kNoTrans : kTrans, op->tb == CUBLAS_OP_N ? kNoTrans : kTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), al, fa.data(),
-              static_cast<int>(a->ld), fb.data(), static_cast<int>(b->ld), 0.0f, prod.data(),
-              static_cast<int>(m));
-  for (uint64_t j = 0; j < n; ++j) {
-    for (uint64_t i = 0; i < m; ++i) {
-      float v = prod[i + j * m];
-      if (be != 0.0f) v += be * load(t, C, i + j * static_cast<uint64_t>(c->ld));
-      if (has_bias(op->epilogue)) v += load(t, op->bias, i);
-      if (has_aux(op->epilogue)) store(t, op->aux, i + j * static_cast<uint64_t>(op->aux_ld), v);
-      if (has_gelu(op->epilogue)) v = gelu_tanh(v);
-      prod[i + j * m] = v;
+  // Queued on the stream like a kernel, with the descriptors and scalars copied now (the caller
+  // may change or destroy them once the call returns, as cuBLASLt allows).
+  cudasim::enqueue(stream, [opd = *op, ad = *a, bd = *b, cd = *c, dd = *d, m, n, k, al, be, A, B, C, D] {
+    const cublasLtMatmulDescOpaque* op = &opd;
+    const cublasLtMatrixLayoutOpaque *a = &ad, *b = &bd, *c = &cd, *d = &dd;
+    const cudaDataType t = d->type;
+    // fp32 copies of the stored operands, multiplied by OpenBLAS in the same column-major layout.
+    auto as_float = [t](const void* p, const cublasLtMatrixLayoutOpaque* l) {
+      const size_t n_el = static_cast<size_t>(l->ld) * (l->cols - 1) + l->rows;
+      std::vector<float> f(n_el);
+      for (size_t i = 0; i < n_el; ++i) f[i] = load(t, p, i);
+      return f;
+    };
+    const std::vector<float> fa = as_float(A, a), fb = as_float(B, b);
+    std::vector<float> prod(static_cast<size_t>(m) * n);
+    cblas_sgemm(kColMajor, op->ta == CUBLAS_OP_N ? kNoTrans : kTrans,
+                op->tb == CUBLAS_OP_N ? kNoTrans : kTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), al, fa.data(), static_cast<int>(a->ld), fb.data(),
+                static_cast<int>(b->ld), 0.0f, prod.data(), static_cast<int>(m));
+    for (uint64_t j = 0; j < n; ++j) {
+      for (uint64_t i = 0; i < m; ++i) {
+        float v = prod[i + j * m];
+        if (be != 0.0f) v += be * load(t, C, i + j * static_cast<uint64_t>(c->ld));
+        if (has_bias(op->epilogue)) v += load(t, op->bias, i);
+        if (has_aux(op->epilogue)) store(t, op->aux, i + j * static_cast<uint64_t>(op->aux_ld), v);
+        if (has_gelu(op->epilogue)) v = gelu_tanh(v);
+        prod[i + j * m] = v;
+      }
     }
-  }
-  for (uint64_t j = 0; j < n; ++j)
-    for (uint64_t i = 0; i < m; ++i) store(t, D, i + j * static_cast<uint64_t>(d->ld), prod[i + j * m]);
-  cudasim::check_red_zones("cublasLtMatmul");
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i) store(t, D, i + j * static_cast<uint64_t>(d->ld), prod[i + j * m]);
+    cudasim::check_red_zones("cublasLtMatmul");
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -23,9 +23,13 @@
 //   recorded in the segment, and every ~50 ms the liveness of the ranks still awaited (pid gone or
 //   a zombie, or the rank destroyed its communicator) and CUDASIM_NCCL_TIMEOUT_S. A rank that
 //   fails records why in the segment, so its peers fail at once with a message naming it.
+// - An operation first runs the work queued on its stream (streams.cpp), which includes running a
+//   producer stream up to an event the stream waits for; so the data an operation reads is what a
+//   GPU would have written by then, and a missing cudaStreamWaitEvent shows as stale data.
 // - Non-blocking communicators run their operations on a thread of their own, in call order;
 //   ncclCommGetAsyncError says ncclInProgress until they have completed, so the engine's polling
 //   (and its own deadline and abort) work as with real NCCL.
+#include <cuda_runtime.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <nccl.h>
@@ -854,42 +858,50 @@ const char* ncclGetLastError(ncclComm_t comm) {
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_coll(comm, Coll{Kind::kAllReduce, static_cast<const char*>(sendbuff),
                              static_cast<char*>(recvbuff), count, datatype, op, -1});
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_coll(comm, Coll{Kind::kReduce, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff),
                              count, datatype, op, root});
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           int root, ncclComm_t comm, cudaStream_t) {
+                           int root, ncclComm_t comm, cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_coll(comm, Coll{Kind::kBroadcast, static_cast<const char*>(sendbuff),
                              static_cast<char*>(recvbuff), count, datatype, ncclSum, root});
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_coll(comm, Coll{Kind::kReduceScatter, static_cast<const char*>(sendbuff),
                              static_cast<char*>(recvbuff), recvcount, datatype, op, -1});
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_coll(comm, Coll{Kind::kAllGather, static_cast<const char*>(sendbuff),
                              static_cast<char*>(recvbuff), sendcount, datatype, ncclSum, -1});
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                      cudaStream_t) {
+                      cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_p2p(comm, P2p{true, peer, static_cast<char*>(const_cast<void*>(sendbuff)), 0}, count, datatype);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                      cudaStream_t) {
+                      cudaStream_t stream) {
+  cudasim::flush_stream(stream);  // the op reads what the stream's queued work wrote
   return add_p2p(comm, P2p{false, peer, static_cast<char*>(recvbuff), 0}, count, datatype);
 }
 

@@ -1,5 +1,5 @@
-// cudasim: the host side of the CUDA runtime: devices, memory with red zones, copies, streams and
-// events, and the sticky last error.
+// cudasim: the host side of the CUDA runtime: devices, memory with red zones, copies, and the
+// sticky last error (streams and events: streams.cpp).
 //
 // Non-obvious decisions:
 // - Every allocation carries 64-byte red zones filled with a pattern; they are checked after each
@@ -9,9 +9,12 @@
 //   accounted per process, so cudaMemGetInfo answers what this process has allocated.
 // - A copy whose pointers disagree with its kind (a host pointer given as device memory) fails with
 //   cudaErrorInvalidValue, which a real GPU would report as an illegal address or worse.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -42,7 +45,8 @@ State& state() {
 }
 
 thread_local int g_device = 0;
-thread_local cudaError_t g_last = cudaSuccess;
+// Process-wide, as a GPU context's sticky error: deferred work may fail on any host thread.
+std::atomic<int> g_last{cudaSuccess};
 
 int device_count() {
   static const int n = [] {
@@ -64,7 +68,7 @@ size_t device_memory() {
 
 cudaError_t fail(cudaError_t e, const std::string& why) {
   std::fprintf(stderr, "cudasim: %s: %s\n", cudaGetErrorName(e), why.c_str());
-  g_last = e;
+  g_last = static_cast<int>(e);
   return e;
 }
 
@@ -111,6 +115,9 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 }
 
 }  // namespace
+
+cudaError_t take_sticky_error() { return static_cast<cudaError_t>(g_last.exchange(cudaSuccess)); }
+cudaError_t record_error(cudaError_t e, const std::string& why) { return fail(e, why); }
 
 bool is_device_pointer(const void* p) {
   std::lock_guard<std::mutex> lock(state().mu);
@@ -177,7 +184,6 @@ cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
   std::snprintf(bus, static_cast<size_t>(len), "0000:%02x:00.0", device);
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int* v) {
   *v = CUDART_VERSION;
   return cudaSuccess;
@@ -186,12 +192,8 @@ cudaError_t cudaDriverGetVersion(int* v) {
   *v = CUDART_VERSION;
   return cudaSuccess;
 }
-cudaError_t cudaGetLastError() {
-  const cudaError_t e = g_last;
-  g_last = cudaSuccess;
-  return e;
-}
-cudaError_t cudaPeekAtLastError() { return g_last; }
+cudaError_t cudaGetLastError() { return take_sticky_error(); }
+cudaError_t cudaPeekAtLastError() { return static_cast<cudaError_t>(g_last.load()); }
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
@@ -265,6 +267,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {
+  flush_all();  // cudaFree synchronises the device
   if (p == nullptr) return cudaSuccess;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -284,23 +287,29 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+// Device-to-device copies are queued like kernels; a copy that touches host memory first runs the
+// stream's queued work, then copies at once (pageable host memory: the call returns after the copy).
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
   const cudaError_t e = check_copy(dst, src, bytes, kind);
-  if (e != cudaSuccess) return e;
-  if (bytes > 0) std::memmove(dst, src, bytes);
+  if (e != cudaSuccess || bytes == 0) return e;
+  if (is_device_range(dst, bytes) && is_device_range(src, bytes)) {
+    enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+    return cudaSuccess;
+  }
+  flush_stream(stream);
+  std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
-}
-cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   if (bytes > 0 && !is_device_range(p, bytes))
     return fail(cudaErrorInvalidValue,
                 "cudaMemset of " + std::to_string(bytes) + " bytes outside device memory");
-  std::memset(p, value, bytes);
+  enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); });
   return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  return cudaMemset(p, value, bytes);
 }
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
   std::memset(a, 0, sizeof *a);
@@ -315,52 +324,5 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
     a->type = cudaMemoryTypeUnregistered;
     a->hostPointer = const_cast<void*>(p);
   }
-  return cudaSuccess;
-}
-
-// Streams and events: everything already ran when the call returned.
-struct CUstream_st {
-  unsigned flags;
-};
-struct CUevent_st {
-  std::chrono::steady_clock::time_point at;
-  bool recorded = false;
-};
-cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
-  *s = new CUstream_st{flags};
-  return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete s;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) {
-  return e == nullptr ? fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent(null)") : cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-  *e = new CUevent_st{};
-  return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete e;
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-  if (e == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord(null)");
-  e->at = std::chrono::steady_clock::now();
-  e->recorded = true;
-  return cudaSuccess;
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) {
-  return e == nullptr ? fail(cudaErrorInvalidResourceHandle, "cudaEventQuery(null)") : cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaEventQuery(e); }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (start == nullptr || end == nullptr || !start->recorded || !end->recorded)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime of an unrecorded event");
-  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
   return cudaSuccess;
 }
