@@ -151,6 +151,11 @@ void prepareNode(Node& node, const std::string& rid, const RunConfig& config, co
     throw Error(ExitCode::kComm, "node " + node.rec.name + ": generating the synthetic corpus failed: " + r.err);
 }
 
+int randomMasterPort() {
+  std::random_device rd;
+  return 20000 + static_cast<int>(rd() % 12768);
+}
+
 Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& req, const Note& note) {
   const int m = static_cast<int>(nodes.size());
   const int n = ranksPerNode(req.config, m, req.nprocPerNode);
@@ -168,10 +173,7 @@ Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartReques
   for (const auto& node : nodes) db::attach_node(db, runId, node.rec.id, n);
 
   int masterPort = req.masterPort.value_or(0);
-  if (masterPort == 0) {
-    std::random_device rd;
-    masterPort = 20000 + static_cast<int>(rd() % 20000);
-  }
+  if (masterPort == 0) masterPort = randomMasterPort();
   remote::RemoteRunSpec spec;
   spec.run_id = rid;
   spec.nnodes = m;

@@ -76,6 +76,11 @@ void prepareNode(Node& node, const std::string& rid, const RunConfig& config, co
 // node first. `nodes` must be connected. Returns the Watch for watchRun (its onAttach records the
 // run as running from node 0's own start time). `note` gets progress lines.
 Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& request, const Note& note);
+// A random rendezvous port for the master node, 20000-32767: below Linux's ephemeral range
+// (32768-60999 by default), where any outgoing connection of the master, even one closed a minute
+// ago (TIME_WAIT), holds a port the store then cannot bind (the master exits 7, "port ... already
+// in use"). Used at the first start and at every recovery restart (the old rendezvous may linger).
+int randomMasterPort();
 
 // True when a stored run dir is "<master node>:/<absolute dir there>", i.e. the run is on SSH nodes
 // (a local run dir is an absolute path and never has a ':' before its first '/').

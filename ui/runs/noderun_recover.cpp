@@ -239,8 +239,7 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
   spec.nnodes = count;
   spec.nproc_per_node = perNode;
   spec.master_addr = next[0].rec.host;
-  std::random_device rd;
-  spec.master_port = 20000 + static_cast<int>(rd() % 20000);  // the old rendezvous may linger
+  spec.master_port = randomMasterPort();  // a fresh one: the old rendezvous may linger
   spec.allow_restart = true;
   if (recovery.noBind) spec.launch_args = {"--no-bind"};
   remote::RemoteRunStatus started;
