@@ -236,6 +236,20 @@ void Loop::sample() {
   metrics.sample(step, ids, "");
 }
 
+double Loop::pipeline_rounds(float loss_scale, const std::function<void()>& before_last_backward, StepRecord& r) {
+  const int64_t rounds = accum / cfg.parallel.micro_batches;
+  PipelineRunner::Timing timing;
+  double loss_sum = 0;
+  for (int64_t round = 0; round < rounds; ++round)
+    loss_sum += pipeline->run([this](int32_t* in, int32_t* tg) { train_loader->next_batch(in, tg); },
+                              round == rounds - 1 ? before_last_backward : nullptr, loss_scale, timing);
+  r.data_ms = timing.data_ms;
+  r.forward_ms = timing.forward_ms;
+  r.backward_ms = timing.backward_ms;
+  r.bubble_ms = timing.bubble_ms;
+  return loss_sum;
+}
+
 // One optimizer step; returns the step record.
 StepRecord Loop::train_step() {
   if (device) {
@@ -258,17 +272,8 @@ StepRecord Loop::train_step() {
     model.set_layer_backward_hook([this](int layer) { dp->layer_done(layer); });
   };
   if (pipeline) {
-    const int64_t rounds = accum / cfg.parallel.micro_batches;
-    PipelineRunner::Timing timing;
-    for (int64_t round = 0; round < rounds; ++round)
-      loss_sum += pipeline->run([this](int32_t* in, int32_t* tg) { train_loader->next_batch(in, tg); },
-                                round == rounds - 1 ? std::function<void()>(start_sync) : nullptr, loss_scale,
-                                timing);
+    loss_sum = pipeline_rounds(loss_scale, start_sync, r);
     model.set_layer_backward_hook(nullptr);
-    r.data_ms = timing.data_ms;
-    r.forward_ms = timing.forward_ms;
-    r.backward_ms = timing.backward_ms;
-    r.bubble_ms = timing.bubble_ms;
   } else {
     for (int64_t micro = 0; micro < accum; ++micro) {
       auto t0 = Clock::now();

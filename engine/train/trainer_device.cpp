@@ -44,15 +44,7 @@ StepRecord Loop::device_train_step() {
     // The CPU path's pipeline branch over the device's stage: accum / micro_batches rounds of the
     // schedule, then the tied wte gradient summed between the first and the last stage.
     device->zero_grad();
-    const int64_t rounds = accum / cfg.parallel.micro_batches;
-    PipelineRunner::Timing timing;
-    for (int64_t round = 0; round < rounds; ++round)
-      loss_sum += pipeline->run([this](int32_t* in, int32_t* tg) { train_loader->next_batch(in, tg); }, nullptr,
-                                loss_scale, timing);
-    r.data_ms = timing.data_ms;
-    r.forward_ms = timing.forward_ms;
-    r.backward_ms = timing.backward_ms;
-    r.bubble_ms = timing.bubble_ms;
+    loss_sum = pipeline_rounds(loss_scale, nullptr, r);
     if (parallel::ProcessGroup* tied = tied_group()) {
       const auto t0 = Clock::now();
       device->all_reduce_tied_grad(*tied);

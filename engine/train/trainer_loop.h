@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,6 +134,10 @@ struct Loop {
   float evaluate();
   void sample();
   StepRecord train_step();
+  // accum / micro_batches rounds of the pipeline schedule (host model or device stage alike):
+  // returns the summed loss (last stage), fills r's data/forward/backward/bubble times.
+  // before_last_backward runs before the step's last backward (data-parallel overlap).
+  double pipeline_rounds(float loss_scale, const std::function<void()>& before_last_backward, StepRecord& r);
 
   // trainer_device.cpp: the device branch of the step, evaluation and the host mirror.
   StepRecord device_train_step();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "gpu_train_runs.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -60,41 +61,10 @@ keep_last = 2
 )";
 }
 
-void run(const std::vector<std::string>& args, const std::string& what) {
-  const auto r = run_worker(args);
-  CHECK_MSG(r.exit_code == 0, "%s: exit %d\n%s", what.c_str(), r.exit_code, r.output.c_str());
-}
-
-void single(const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"train", "--config", cfg, "--out-dir", out, "--quiet", "--no-stdout-metrics"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  run(a, out);
-}
-
 void two_ranks(const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {
-      "launch", "--nproc-per-node", "2",     "--master-port",      "0", "--no-bind", "--",
-      "train",  "--config",         cfg,     "--out-dir",          out, "--quiet",   "--no-stdout-metrics",
-      "--set",  "parallel.dp=2",    "--set", "train.micro_batch=2"};
+  std::vector<std::string> a = {"--set", "parallel.dp=2", "--set", "train.micro_batch=2"};
   a.insert(a.end(), extra.begin(), extra.end());
-  run(a, out);
-}
-
-void compare(const char* what, const std::map<int64_t, float>& got, const std::map<int64_t, float>& want,
-             double rel) {
-  CHECK_MSG(got.size() == static_cast<size_t>(kSteps) && want.size() == static_cast<size_t>(kSteps),
-            "%s: %zu and %zu steps", what, got.size(), want.size());
-  double worst = 0;
-  for (const auto& [step, w] : want) {
-    const auto it = got.find(step);
-    if (it == got.end()) continue;
-    const double err = std::fabs(static_cast<double>(it->second) - w) / std::fabs(static_cast<double>(w));
-    worst = std::fmax(worst, err);
-    CHECK_MSG(err <= rel, "%s: step %lld loss %.7g vs %.7g", what, static_cast<long long>(step),
-              static_cast<double>(it->second), static_cast<double>(w));
-  }
-  std::printf("  %-30s %d steps, worst relative loss difference %.3g (bound %.3g)\n", what, kSteps, worst,
-              rel);
+  gpu_test::train_ranks(2, cfg, out, a);
 }
 
 }  // namespace
@@ -111,10 +81,10 @@ int main() {
   const std::string cfg = dir + "/run.toml";
   write_text(cfg, config_text());
 
-  single(cfg, dir + "/one", {});
+  gpu_test::train_single(cfg, dir + "/one", {});
   two_ranks(cfg, dir + "/dp2", {});
   const auto one = step_losses(dir + "/one"), dp2 = step_losses(dir + "/dp2");
-  compare("fp32: 2 GPUs vs 1 GPU", dp2, one, kFp32Rel);
+  gpu_test::compare_losses("fp32: 2 GPUs vs 1 GPU", dp2, one, kFp32Rel, kSteps);
 
   int with_comm = 0;
   for (const auto& r : read_metrics(dir + "/dp2"))
@@ -126,9 +96,10 @@ int main() {
   CHECK(checkpoint_section(dir + "/dp2", kSteps, "params") ==
         checkpoint_section(dir + "/dp2-again", kSteps, "params"));
 
-  single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
+  gpu_test::train_single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   two_ranks(cfg, dir + "/dp2-bf16", {"--set", "train.dtype=bf16"});
-  compare("bf16: 2 GPUs vs 1 GPU", step_losses(dir + "/dp2-bf16"), step_losses(dir + "/one-bf16"), kBf16Rel);
+  gpu_test::compare_losses("bf16: 2 GPUs vs 1 GPU", step_losses(dir + "/dp2-bf16"),
+                           step_losses(dir + "/one-bf16"), kBf16Rel, kSteps);
 
   // ZeRO-1: each rank keeps AdamW moments for half the parameters; the result must not change.
   two_ranks(cfg, dir + "/zero1", {"--set", "parallel.zero=1"});

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "gpu_train_runs.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -63,60 +64,9 @@ keep_last = 2
 )";
 }
 
-void run(const std::vector<std::string>& args, const std::string& what) {
-  const auto r = run_worker(args);
-  CHECK_MSG(r.exit_code == 0, "%s: exit %d\n%s", what.c_str(), r.exit_code, r.output.c_str());
-}
-
-void single(const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"train", "--config", cfg, "--out-dir", out, "--quiet", "--no-stdout-metrics"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  run(a, out);
-}
-
-void ranks(int n, const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"launch",
-                                "--nproc-per-node",
-                                std::to_string(n),
-                                "--master-port",
-                                "0",
-                                "--no-bind",
-                                "--",
-                                "train",
-                                "--config",
-                                cfg,
-                                "--out-dir",
-                                out,
-                                "--quiet",
-                                "--no-stdout-metrics"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  run(a, out);
-}
-
 void pp2(const std::string& cfg, const std::string& out, std::vector<std::string> extra) {
   extra.insert(extra.begin(), {"--set", "parallel.pp=2", "--set", "parallel.micro_batches=2"});
-  ranks(2, cfg, out, extra);
-}
-
-// Steps [from, kSteps] of `got` against `want`.
-void compare(const char* what, const std::map<int64_t, float>& got, const std::map<int64_t, float>& want,
-             double rel, int64_t from = 1) {
-  const size_t expect = static_cast<size_t>(kSteps - from + 1);
-  double worst = 0;
-  size_t seen = 0;
-  for (const auto& [step, w] : want) {
-    if (step < from) continue;
-    const auto it = got.find(step);
-    if (it == got.end()) continue;
-    ++seen;
-    const double err = std::fabs(static_cast<double>(it->second) - w) / std::fabs(static_cast<double>(w));
-    worst = std::fmax(worst, err);
-    CHECK_MSG(err <= rel, "%s: step %lld loss %.7g vs %.7g", what, static_cast<long long>(step),
-              static_cast<double>(it->second), static_cast<double>(w));
-  }
-  CHECK_MSG(seen == expect, "%s: compared %zu steps, expected %zu", what, seen, expect);
-  std::printf("  %-36s %zu steps, worst relative loss difference %.3g (bound %.3g)\n", what, seen, worst,
-              rel);
+  gpu_test::train_ranks(2, cfg, out, extra);
 }
 
 }  // namespace
@@ -133,12 +83,13 @@ int main() {
   const std::string cfg = dir + "/run.toml";
   write_text(cfg, config_text());
 
-  single(cfg, dir + "/one", {});
+  gpu_test::train_single(cfg, dir + "/one", {});
   pp2(cfg, dir + "/pp2", {});
   const auto one = step_losses(dir + "/one"), pp = step_losses(dir + "/pp2");
-  compare("fp32: pp=2 (1f1b) vs 1 GPU", pp, one, kFp32Rel);
+  gpu_test::compare_losses("fp32: pp=2 (1f1b) vs 1 GPU", pp, one, kFp32Rel, kSteps);
   pp2(cfg, dir + "/pp2-gpipe", {"--set", "parallel.schedule=gpipe"});
-  compare("fp32: pp=2 (gpipe) vs 1 GPU", step_losses(dir + "/pp2-gpipe"), one, kFp32Rel);
+  gpu_test::compare_losses("fp32: pp=2 (gpipe) vs 1 GPU", step_losses(dir + "/pp2-gpipe"), one, kFp32Rel,
+                           kSteps);
 
   int with_bubble = 0;
   for (const auto& r : read_metrics(dir + "/pp2"))
@@ -158,9 +109,10 @@ int main() {
   CHECK(checkpoint_section(dir + "/pp2", kSteps, "params") ==
         checkpoint_section(dir + "/pp2-again", kSteps, "params"));
 
-  single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
+  gpu_test::train_single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   pp2(cfg, dir + "/pp2-bf16", {"--set", "train.dtype=bf16"});
-  compare("bf16: pp=2 vs 1 GPU", step_losses(dir + "/pp2-bf16"), step_losses(dir + "/one-bf16"), kBf16Rel);
+  gpu_test::compare_losses("bf16: pp=2 vs 1 GPU", step_losses(dir + "/pp2-bf16"),
+                           step_losses(dir + "/one-bf16"), kBf16Rel, kSteps);
 
   // Stop after step 4; resume on the GPUs, and (from a copy) on the CPU with the same layout.
   pp2(cfg, dir + "/pp2-resume", {"--stop-after", "4"});
@@ -170,18 +122,22 @@ int main() {
   pp2(cfg, dir + "/pp2-resume", {});
   CHECK_MSG(step_losses(dir + "/pp2-resume") == pp, "pp=2 resumed at step 4: losses differ");
   pp2(cfg, dir + "/pp2-cpu", {"--set", "run.device=cpu", "--set", "parallel.backend=gloo"});
-  compare("pp=2 GPU checkpoint resumed on CPUs", step_losses(dir + "/pp2-cpu"), pp, kFp32Rel, 5);
+  gpu_test::compare_losses("pp=2 GPU checkpoint resumed on CPUs", step_losses(dir + "/pp2-cpu"), pp, kFp32Rel,
+                           kSteps, 5);
 
   if (devices < 4) {
     std::printf("  SKIP tp=2 x pp=2 and dp=2 x pp=2: need four devices (%d visible)\n", devices);
   } else {
-    ranks(4, cfg, dir + "/tp2pp2",
-          {"--set", "parallel.tp=2", "--set", "parallel.pp=2", "--set", "parallel.micro_batches=2"});
-    compare("tp=2 x pp=2, 4 GPUs vs 1", step_losses(dir + "/tp2pp2"), one, kFp32Rel);
-    ranks(4, cfg, dir + "/dp2pp2",
-          {"--set", "parallel.dp=2", "--set", "parallel.pp=2", "--set", "parallel.micro_batches=2", "--set",
-           "train.micro_batch=1", "--set", "parallel.zero=1"});
-    compare("dp=2 x pp=2, ZeRO-1, 4 GPUs vs 1", step_losses(dir + "/dp2pp2"), one, kFp32Rel);
+    gpu_test::train_ranks(
+        4, cfg, dir + "/tp2pp2",
+        {"--set", "parallel.tp=2", "--set", "parallel.pp=2", "--set", "parallel.micro_batches=2"});
+    gpu_test::compare_losses("tp=2 x pp=2, 4 GPUs vs 1", step_losses(dir + "/tp2pp2"), one, kFp32Rel, kSteps);
+    gpu_test::train_ranks(
+        4, cfg, dir + "/dp2pp2",
+        {"--set", "parallel.dp=2", "--set", "parallel.pp=2", "--set", "parallel.micro_batches=2", "--set",
+         "train.micro_batch=1", "--set", "parallel.zero=1"});
+    gpu_test::compare_losses("dp=2 x pp=2, ZeRO-1, 4 GPUs vs 1", step_losses(dir + "/dp2pp2"), one, kFp32Rel,
+                             kSteps);
   }
   return flotilla_test::summary("gpu_cuda_pp");
 }

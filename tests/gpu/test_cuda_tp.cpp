@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "gpu_train_runs.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -62,60 +63,9 @@ keep_last = 2
 )";
 }
 
-void run(const std::vector<std::string>& args, const std::string& what) {
-  const auto r = run_worker(args);
-  CHECK_MSG(r.exit_code == 0, "%s: exit %d\n%s", what.c_str(), r.exit_code, r.output.c_str());
-}
-
-void single(const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"train", "--config", cfg, "--out-dir", out, "--quiet", "--no-stdout-metrics"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  run(a, out);
-}
-
-void ranks(int n, const std::string& cfg, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"launch",
-                                "--nproc-per-node",
-                                std::to_string(n),
-                                "--master-port",
-                                "0",
-                                "--no-bind",
-                                "--",
-                                "train",
-                                "--config",
-                                cfg,
-                                "--out-dir",
-                                out,
-                                "--quiet",
-                                "--no-stdout-metrics"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  run(a, out);
-}
-
 void tp2(const std::string& cfg, const std::string& out, std::vector<std::string> extra) {
   extra.insert(extra.begin(), {"--set", "parallel.tp=2"});
-  ranks(2, cfg, out, extra);
-}
-
-// Steps [from, kSteps] of `got` against `want`.
-void compare(const char* what, const std::map<int64_t, float>& got, const std::map<int64_t, float>& want,
-             double rel, int64_t from = 1) {
-  const size_t expect = static_cast<size_t>(kSteps - from + 1);
-  double worst = 0;
-  size_t seen = 0;
-  for (const auto& [step, w] : want) {
-    if (step < from) continue;
-    const auto it = got.find(step);
-    if (it == got.end()) continue;
-    ++seen;
-    const double err = std::fabs(static_cast<double>(it->second) - w) / std::fabs(static_cast<double>(w));
-    worst = std::fmax(worst, err);
-    CHECK_MSG(err <= rel, "%s: step %lld loss %.7g vs %.7g", what, static_cast<long long>(step),
-              static_cast<double>(it->second), static_cast<double>(w));
-  }
-  CHECK_MSG(seen == expect, "%s: compared %zu steps, expected %zu", what, seen, expect);
-  std::printf("  %-36s %zu steps, worst relative loss difference %.3g (bound %.3g)\n", what, seen, worst,
-              rel);
+  gpu_test::train_ranks(2, cfg, out, extra);
 }
 
 }  // namespace
@@ -132,10 +82,10 @@ int main() {
   const std::string cfg = dir + "/run.toml";
   write_text(cfg, config_text());
 
-  single(cfg, dir + "/one", {});
+  gpu_test::train_single(cfg, dir + "/one", {});
   tp2(cfg, dir + "/tp2", {});
   const auto one = step_losses(dir + "/one"), tp = step_losses(dir + "/tp2");
-  compare("fp32: tp=2 on 2 GPUs vs 1 GPU", tp, one, kFp32Rel);
+  gpu_test::compare_losses("fp32: tp=2 on 2 GPUs vs 1 GPU", tp, one, kFp32Rel, kSteps);
 
   int with_comm = 0;
   for (const auto& r : read_metrics(dir + "/tp2"))
@@ -156,10 +106,10 @@ int main() {
   CHECK(checkpoint_section(dir + "/tp2", kSteps, "params") ==
         checkpoint_section(dir + "/tp2-again", kSteps, "params"));
 
-  single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
+  gpu_test::train_single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   tp2(cfg, dir + "/tp2-bf16", {"--set", "train.dtype=bf16"});
-  compare("bf16: tp=2 on 2 GPUs vs 1 GPU", step_losses(dir + "/tp2-bf16"), step_losses(dir + "/one-bf16"),
-          kBf16Rel);
+  gpu_test::compare_losses("bf16: tp=2 on 2 GPUs vs 1 GPU", step_losses(dir + "/tp2-bf16"),
+                           step_losses(dir + "/one-bf16"), kBf16Rel, kSteps);
 
   // Stop after step 4; resume on the GPUs, and (from a copy) on the CPU with the same layout.
   tp2(cfg, dir + "/tp2-resume", {"--stop-after", "4"});
@@ -169,15 +119,17 @@ int main() {
   tp2(cfg, dir + "/tp2-resume", {});
   CHECK_MSG(step_losses(dir + "/tp2-resume") == tp, "tp=2 resumed at step 4: losses differ");
   tp2(cfg, dir + "/tp2-cpu", {"--set", "run.device=cpu", "--set", "parallel.backend=gloo"});
-  compare("tp=2 GPU checkpoint resumed on CPUs", step_losses(dir + "/tp2-cpu"), tp, kFp32Rel, 5);
+  gpu_test::compare_losses("tp=2 GPU checkpoint resumed on CPUs", step_losses(dir + "/tp2-cpu"), tp, kFp32Rel,
+                           kSteps, 5);
 
   if (devices < 4) {
     std::printf("  SKIP dp=2 x tp=2: needs four devices (%d visible)\n", devices);
   } else {
-    ranks(4, cfg, dir + "/dp2tp2",
-          {"--set", "parallel.tp=2", "--set", "parallel.dp=2", "--set", "train.micro_batch=2", "--set",
-           "parallel.zero=1"});
-    compare("dp=2 x tp=2, ZeRO-1, 4 GPUs vs 1", step_losses(dir + "/dp2tp2"), one, kFp32Rel);
+    gpu_test::train_ranks(4, cfg, dir + "/dp2tp2",
+                          {"--set", "parallel.tp=2", "--set", "parallel.dp=2", "--set", "train.micro_batch=2",
+                           "--set", "parallel.zero=1"});
+    gpu_test::compare_losses("dp=2 x tp=2, ZeRO-1, 4 GPUs vs 1", step_losses(dir + "/dp2tp2"), one, kFp32Rel,
+                             kSteps);
   }
   return flotilla_test::summary("gpu_cuda_tp");
 }
