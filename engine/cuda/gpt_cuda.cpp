@@ -4,6 +4,7 @@
 #include "engine/cuda/gpt_cuda.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -43,11 +44,34 @@ std::vector<detail::Acts<S>> carve_all(Arena& a, const GptDims& d, const GptShar
   return out;
 }
 
+// Where gradients live (Impl::goffsets, layer_goff): without ZeRO-2 the parameter layout; with it
+// the non-layer tensors compactly, then two staging slots of one layer each. Returns the count.
+size_t grad_layout(const std::array<size_t, kNumParamTensors>& sizes, int layers, bool zero2,
+                   std::array<size_t, kNumParamTensors>* goff, std::array<size_t, kNumParamTensors>* lgoff,
+                   size_t* layer_floats, size_t* staging_at) {
+  size_t off = 0;
+  *layer_floats = 0;
+  for (int i = 0; i < kNumParamTensors; ++i) {
+    const auto k = static_cast<size_t>(i);
+    if (zero2 && is_layer_param(i)) {
+      (*lgoff)[k] = *layer_floats;
+      *layer_floats += sizes[k] / static_cast<size_t>(layers);
+    } else {
+      (*goff)[k] = off;
+      off += sizes[k];
+    }
+  }
+  *staging_at = off;
+  return off + (zero2 ? 2 * *layer_floats : 0);
+}
+
 // Bytes of the parameter+gradient arena and of the optimizer arena (Impl allocates exactly these).
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
-size_t param_arena_bytes(size_t n, size_t padded, bool use_bf16) {
+size_t param_arena_bytes(size_t n, size_t padded, bool use_bf16, size_t g_count, size_t layer_floats, size_t shard,
+                         bool zero2) {
   const size_t es = use_bf16 ? 2 : 4;
-  return round256((use_bf16 ? n : padded) * es) + round256(n * es);
+  const size_t zero2_bytes = zero2 ? (use_bf16 ? round256(2 * layer_floats * 4) : 0) + round256(shard * 4) : 0;
+  return round256((use_bf16 ? n : padded) * es) + round256(g_count * es) + zero2_bytes;
 }
 size_t optim_arena_bytes(size_t padded, size_t shard, bool use_bf16) {
   return (use_bf16 ? round256(padded * 4) : 0) + 2 * round256(shard * 4);
@@ -56,17 +80,22 @@ size_t optim_arena_bytes(size_t padded, size_t shard, bool use_bf16) {
 }  // namespace
 
 size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute, size_t shard_count,
-                                size_t padded_params, const GptShard& model_shard, int slots) {
+                                size_t padded_params, const GptShard& model_shard, int slots, bool zero2) {
   const GptShard sh = checked_shard(dims, model_shard);
   const size_t n = param_count(dims, sh);
   const size_t padded = padded_params > n ? padded_params : n, shard = shard_count > 0 ? shard_count : n;
+  std::array<size_t, kNumParamTensors> goff{}, lgoff{};
+  size_t layer_floats = 0, staging_at = 0;
+  const size_t g_count = grad_layout(local_param_sizes(dims, sh), sh.local_layers(), zero2, &goff, &lgoff,
+                                     &layer_floats, &staging_at);
   Arena count;
   detail::StageBuffers stage;
   if (use_bf16)
     carve_all<bf16>(count, dims, sh, B, T, recompute, std::max(slots, 1), &stage);
   else
     carve_all<float>(count, dims, sh, B, T, recompute, std::max(slots, 1), &stage);
-  return param_arena_bytes(n, padded, use_bf16) + optim_arena_bytes(padded, shard, use_bf16) + count.used();
+  return param_arena_bytes(n, padded, use_bf16, g_count, layer_floats, shard, zero2) +
+         optim_arena_bytes(padded, shard, use_bf16) + count.used();
 }
 
 CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const CudaGptOptions& options)
@@ -100,10 +129,20 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   if (options.shard_count > 0 && options.stochastic_rounding != 0)
     throw Error(ExitCode::kInternal, "CudaGpt: a ZeRO shard with stochastic rounding would round differently on "
                                      "each rank");
-  const size_t pbytes = param_arena_bytes(s.n, s.padded, options.bf16);
+  s.zero2 = options.zero2 != nullptr;
+  if (s.zero2 && options.shard_count == 0)
+    throw Error(ExitCode::kInternal, "CudaGpt: ZeRO-2 needs the rank's optimizer shard");
+  s.g_count = grad_layout(s.sizes, s.sh.local_layers(), s.zero2, &s.goffsets, &s.layer_goff, &s.layer_floats,
+                          &s.staging_at);
+  const size_t pbytes =
+      param_arena_bytes(s.n, s.padded, options.bf16, s.g_count, s.layer_floats, s.shard_count, s.zero2);
   s.params = std::make_unique<Arena>(pbytes);
   s.p = s.params->take<char>((options.bf16 ? s.n : s.padded) * es);
-  s.g = s.params->take<char>(s.n * es);
+  s.g = s.params->take<char>(s.g_count * es);
+  if (s.zero2) {
+    if (options.bf16) s.comm = s.params->take<float>(2 * s.layer_floats);
+    s.shard_grad = s.params->take<float>(s.shard_count);
+  }
   const size_t obytes = optim_arena_bytes(s.padded, s.shard_count, options.bf16);
   s.optim = std::make_unique<Arena>(obytes);
   if (options.bf16) s.master = s.optim->take<float>(s.padded);
@@ -171,7 +210,11 @@ float CudaGpt::forward(const int32_t* inputs, const int32_t* targets) {
 
 void CudaGpt::zero_grad() {
   Impl& s = *impl_;
-  check_cuda(cudaMemsetAsync(s.g, 0, s.n * (s.opt.bf16 ? 2 : 4), s.ctx->stream()), "cudaMemsetAsync (zero_grad)");
+  check_cuda(cudaMemsetAsync(s.g, 0, s.g_count * (s.opt.bf16 ? 2 : 4), s.ctx->stream()),
+             "cudaMemsetAsync (zero_grad)");
+  if (s.zero2)
+    check_cuda(cudaMemsetAsync(s.shard_grad, 0, s.shard_count * sizeof(float), s.ctx->stream()),
+               "cudaMemsetAsync (zero_grad, ZeRO-2 shard)");
 }
 
 float CudaGpt::forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) {
@@ -236,6 +279,20 @@ float CudaGpt::grad_norm() {
     return s.opt.bf16 ? sum_squares<bf16>(c, static_cast<const bf16*>(s.g) + offset, count)
                       : sum_squares<float>(c, static_cast<const float*>(s.g) + offset, count);
   };
+  if (s.zero2) {
+    // This rank's gradient shard: its part of every counted tensor, summed over DP, then TP, PP.
+    const size_t lo = s.shard_begin, hi = s.shard_begin + s.shard_count;
+    double sq = 0;
+    for (int i = 0; i < kNumParamTensors; ++i) {
+      const auto k = static_cast<size_t>(i);
+      if (s.sizes[k] == 0 || !counts_once(s.sh, i)) continue;
+      const size_t a = std::max(s.offsets[k], lo), b = std::min(s.offsets[k] + s.sizes[k], hi);
+      if (a < b) sq += sum_squares<float>(c, s.shard_grad + (a - lo), b - a);
+    }
+    for (parallel::ProcessGroup* group : {s.opt.zero2, s.opt.tp, s.opt.pp})
+      if (group != nullptr && group->size() > 1) group->all_reduce(&sq, 1);
+    return static_cast<float>(std::sqrt(sq));
+  }
   if (s.sh.whole()) return static_cast<float>(std::sqrt(squares(0, s.n)));
   // Tensor and pipeline parallelism: this rank's tensors, the replicated ones on TP rank 0 only
   // and the tied wte on the first stage only (counts_once, as the CPU trainer's
@@ -254,7 +311,12 @@ void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
   Impl& s = *impl_;
   Context& c = *s.ctx;
   if (t < 1) throw Error(ExitCode::kInternal, "CudaGpt::update: step " + std::to_string(t) + " must be >= 1");
-  if (!s.opt.bf16 && scale != 1.0f) scale_values(c, static_cast<float*>(s.g), s.n, scale);
+  if (!s.opt.bf16 && scale != 1.0f) {
+    if (s.zero2)
+      scale_values(c, s.shard_grad, s.shard_count, scale);
+    else
+      scale_values(c, static_cast<float*>(s.g), s.n, scale);
+  }
   const size_t lo = s.shard_begin, hi = s.shard_begin + s.shard_count;
   for (int i = 0; i < kNumParamTensors; ++i) {
     // This rank's part of tensor i (all of it without ZeRO); m and v are indexed from lo.
@@ -262,7 +324,14 @@ void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
     const size_t a = off > lo ? off : lo, b = off + size < hi ? off + size : hi;
     if (a >= b) continue;
     const float wd = param_decays(i) ? h.weight_decay : 0.0f;
-    if (s.opt.bf16)
+    if (s.zero2 && s.opt.bf16)  // the fp32 gradient shard, indexed from lo like m and v
+      adamw_update_mixed<float>(c, static_cast<bf16*>(s.p) + a, s.master + a, s.shard_grad + (a - lo),
+                                s.m + (a - lo), s.v + (a - lo), b - a, scale, lr, h.beta1, h.beta2, h.eps, wd, t,
+                                s.opt.stochastic_rounding);
+    else if (s.zero2)
+      adamw_update(c, static_cast<float*>(s.p) + a, s.shard_grad + (a - lo), s.m + (a - lo), s.v + (a - lo), b - a,
+                   lr, h.beta1, h.beta2, h.eps, wd, t);
+    else if (s.opt.bf16)
       adamw_update_mixed<bf16>(c, static_cast<bf16*>(s.p) + a, s.master + a, static_cast<const bf16*>(s.g) + a,
                                s.m + (a - lo), s.v + (a - lo), b - a, scale, lr, h.beta1, h.beta2, h.eps, wd, t,
                                s.opt.stochastic_rounding);
@@ -270,6 +339,15 @@ void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
       adamw_update(c, static_cast<float*>(s.p) + a, static_cast<const float*>(s.g) + a, s.m + (a - lo),
                    s.v + (a - lo), b - a, lr, h.beta1, h.beta2, h.eps, wd, t);
   }
+}
+
+void CudaGpt::finish_gradients() {
+  Impl& s = *impl_;
+  if (!s.zero2) return;
+  if (s.opt.bf16)
+    s.zero2_finish<bf16>();
+  else
+    s.zero2_finish<float>();
 }
 
 float* CudaGpt::updated_params() {

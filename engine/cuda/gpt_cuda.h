@@ -53,6 +53,11 @@ struct CudaGptOptions {
   // schedule), and the PP group, over which the gradient norm is summed.
   int slots = 1;
   parallel::ProcessGroup* pp = nullptr;
+  // ZeRO-2 (parallel.zero = 2; needs the shard above): the DP group. No full gradient buffer
+  // exists: each layer's gradients go to one of two staging slots, are all-reduced (in fp32) while
+  // the next layer's backward runs, and this rank adds its shard's part to an fp32 gradient shard;
+  // wte, wpe and the final LayerNorm accumulate locally and are reduced by finish_gradients().
+  parallel::ProcessGroup* zero2 = nullptr;
 };
 
 struct AdamWHyper {
@@ -71,7 +76,7 @@ class CudaGpt {
   // cudaMemGetInfo before allocating.
   static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false,
                                 size_t shard_count = 0, size_t padded_params = 0, const GptShard& shard = {},
-                                int slots = 1);
+                                int slots = 1, bool zero2 = false);
 
   // Host fp32 parameters in / out (master weights): the llm.c layout (num_parameters(dims) floats),
   // or this rank's shard of it (full_to_shard's layout, num_params() floats) under TP.
@@ -120,6 +125,10 @@ class CudaGpt {
   // Sums the wte gradient over `group` in place: the tied embedding of the first and the last
   // stage (bf16 gradients are summed in fp32).
   void all_reduce_wte_grad(parallel::ProcessGroup& group);
+  // ZeRO-2: after a step's last backward (and the tied wte sum), the DP average of the
+  // non-layer tensors' gradients into this rank's gradient shard; the layers' were averaged during
+  // the backwards. grad_norm() and update() then read the shard.
+  void finish_gradients();
 
   // Called during the backward of forward_backward, in the caller's thread, right after the
   // kernels that finish a group of gradients are queued on context().stream(): layer =

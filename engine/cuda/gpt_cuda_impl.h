@@ -18,6 +18,7 @@
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/gpt_cuda.h"
+#include "engine/parallel/process_group.h"
 
 namespace flotilla::cuda::detail {
 
@@ -139,6 +140,11 @@ struct CudaGpt::Impl {
   CudaGptOptions opt;
   size_t n = 0;
   std::array<size_t, kNumParamTensors> offsets{}, sizes{};
+  // Where the gradients live: goffsets (= offsets, or under ZeRO-2 a compact buffer of the
+  // non-layer tensors), and under ZeRO-2 each layer tensor's slice at layer_goff inside a staging
+  // slot of layer_floats values; slot k starts at g + staging_at + k * layer_floats.
+  std::array<size_t, kNumParamTensors> goffsets{}, layer_goff{};
+  size_t g_count = 0, layer_floats = 0, staging_at = 0;
   std::vector<float> vp_host;            // TP cross-entropy: the gathered statistics on the host
   std::vector<int32_t> ids_in, ids_out;  // TP: token ids local to this rank's vocabulary rows
   std::unique_ptr<detail::Arena> params, optim, acts;
@@ -148,6 +154,14 @@ struct CudaGpt::Impl {
   // ZeRO-1: m and v cover [shard_begin, shard_begin + shard_count) only; the vector update()
   // writes in fp32 (master or p) has `padded` >= n values for the in-place all-gather.
   size_t shard_begin = 0, shard_count = 0, padded = 0;
+  // ZeRO-2 (opt.zero2): two fp32 slots the layer sums run in under bf16 (fp32 sums run in the
+  // staging slots), the fp32 gradient shard, and the all-reduce in flight on each slot.
+  bool zero2 = false;
+  float *comm = nullptr, *shard_grad = nullptr;
+  struct InFlight {
+    int layer = -1;
+    std::unique_ptr<parallel::Work> work;
+  } in_flight[2];
   std::vector<Acts<float>> af;  // one per slot (fp32 storage)
   std::vector<Acts<bf16>> ab;   // one per slot (bf16 storage)
   detail::StageBuffers stage;
@@ -176,10 +190,32 @@ struct CudaGpt::Impl {
   S* P(int i) {
     return static_cast<S*>(p) + offsets[static_cast<size_t>(i)];
   }
+  // Gradient of non-layer tensor i (or of any tensor without ZeRO-2), and local layer l's slice
+  // of layer tensor i (per: the slice size).
   template <typename S>
   S* G(int i) {
-    return static_cast<S*>(g) + offsets[static_cast<size_t>(i)];
+    return static_cast<S*>(g) + goffsets[static_cast<size_t>(i)];
   }
+  template <typename S>
+  S* LG(int i, int l, size_t per) {
+    if (!zero2) return G<S>(i) + static_cast<size_t>(l) * per;
+    return static_cast<S*>(g) + staging_at + static_cast<size_t>(l % 2) * layer_floats +
+           layer_goff[static_cast<size_t>(i)];
+  }
+  // gpt_cuda_zero2.cpp. After local layer l's backward: its staging slot to fp32, all-reduced
+  // asynchronously; then the other slot (layer l+1) drained into the shard. backward_done drains
+  // both; finish reduces the non-layer tensors.
+  template <typename S>
+  void zero2_layer_done(int l);
+  void zero2_drain(int k);
+  float* zero2_sum_slot(int k);  // where slot k's fp32 sum runs: comm (bf16), or the slot itself
+  void zero2_backward_done();
+  template <typename S>
+  void zero2_finish();
+  // Adds comm values of local layer l's slices ([layer_goff[i], +per) of `src`), or of non-layer
+  // tensor i's range [from, from + count), intersected with this rank's shard, into shard_grad.
+  void add_layer_to_shard(const float* src, int l);
+  void add_range_to_shard(const float* src, int i, size_t from, size_t count);
 };
 
 template <>

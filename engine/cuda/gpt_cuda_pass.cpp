@@ -94,7 +94,7 @@ struct Pass {
         fc_w(F_ * C_) {}
 
   S* lp(int i, int l, size_t per) { return m.P<S>(i) + static_cast<size_t>(l) * per; }
-  S* lg(int i, int l, size_t per) { return m.G<S>(i) + static_cast<size_t>(l) * per; }
+  S* lg(int i, int l, size_t per) { return m.LG<S>(i, l, per); }
   // Row-parallel biases are added on TP rank 0 only (the all-reduce adds the other ranks' parts).
   S* row_bias(int i, int l) { return rank0 ? lp(i, l, C_) : nullptr; }
   // Block activations of local layer l live in slot k(l): l, or 0 with recompute. The residual
@@ -253,8 +253,10 @@ struct Pass {
       reduce(a.dln);
       layernorm_backward<S>(c, a.dresidual, lg(kLn1w, l, C_), lg(kLn1b, l, C_), a.dln, block_input(l),
                             lp(kLn1w, l, C_), atf(a.ln1_mean, l, N), atf(a.ln1_rstd, l, N), Nl, C);
+      if (m.zero2) m.zero2_layer_done<S>(l);
       if (m.hook) m.hook(l);  // local layer l's gradients are final on the stream
     }
+    if (m.zero2) m.zero2_backward_done();
     if (first) {
       encoder_backward<S>(c, m.G<S>(kWte), m.G<S>(kWpe), a.dresidual, a.inputs, m.B, m.T, C);
     } else if constexpr (sizeof(S) != sizeof(float)) {

@@ -89,13 +89,20 @@ class CudaTrainModel final : public DeviceModel {
       o.shard_begin = shard_.begin;
       o.shard_count = shard_.count;
       o.padded_params = shard_.count * static_cast<size_t>(shard_.group->size());
+      if (cfg.parallel.zero >= 2) {
+        need_nccl(shard_.group, "parallel.zero", cfg.parallel.zero);
+        o.zero2 = shard_.group;
+        zero2_ = true;
+      }
     }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
     predicted_ =
-        CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params, sh, slots);
+        CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params, sh, slots,
+                                 zero2_);
     buckets_ = grad_buckets(local_param_sizes(dims, sh), sh.local_layers());
-    // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint.
-    const bool data_parallel = cfg.parallel.dp > 1;
+    // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint
+    // (not under ZeRO-2, which sums each layer in its own staging slots).
+    const bool data_parallel = cfg.parallel.dp > 1 && !zero2_;
     if (data_parallel) predicted_ += packed_grad_count(buckets_) * sizeof(float);
     planned_ = planner_model_bytes(cfg);
     size_t free_before = 0, free_after = 0, total = 0;
@@ -130,7 +137,8 @@ class CudaTrainModel final : public DeviceModel {
                          bool accumulate) override {
     micro_ = accumulate ? micro_ + 1 : 0;
     discard_buckets();  // a guess that was not the last micro-step after all
-    const bool overlap = dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1 && !tensor_parallel_;
+    const bool overlap =
+        dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1 && !tensor_parallel_ && !zero2_;
     if (!overlap) return gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
     struct Unhook {
       CudaGpt& g;
@@ -152,6 +160,10 @@ class CudaTrainModel final : public DeviceModel {
     if (std::string(dp.backend()) != "nccl")
       throw_config("run.device = cuda with parallel.dp = " + std::to_string(dp.size()) +
                    " needs parallel.backend = \"nccl\" (or \"auto\"), not \"" + dp.backend() + "\"");
+    if (zero2_) {  // the layers were averaged during the backwards; the embeddings and lnf now
+      gpt_->finish_gradients();
+      return;
+    }
     learned_accum_ = micro_ + 1;
     if (!overlapped_ || dp_ != &dp) {
       // The plain path: the backward is done; pack and reduce every bucket now.
@@ -213,6 +225,7 @@ class CudaTrainModel final : public DeviceModel {
   CudaBackend& backend_;
   bool bf16_;
   bool tensor_parallel_ = false;
+  bool zero2_ = false;  // parallel.zero = 2: CudaGpt reduces the gradients itself
   OptimizerShard shard_;
   int device_ = 0;
   double peak_tflops_ = 0;

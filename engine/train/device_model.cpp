@@ -85,11 +85,6 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   std::vector<ConfigProblem> out;
   if (c.run.device != "cuda") return out;
   auto add = [&out](const std::string& path, const std::string& message) { out.push_back({path, message}); };
-  const auto& par = c.parallel;
-  if (par.zero > 1)
-    add("parallel.zero", "ZeRO-" + std::to_string(par.zero) +
-                             " is not available with run.device = \"cuda\" (the GPUs shard the optimizer state, "
-                             "not the gradients); set parallel.zero = 1");
   if (c.model.n_head >= 1 && c.model.n_embd >= 1 && c.model.n_embd % c.model.n_head == 0) {
     const int hs = c.model.n_embd / c.model.n_head;
     if (hs != 32 && hs != 64 && hs != 128)

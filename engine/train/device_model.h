@@ -103,7 +103,7 @@ class DeviceModel {
   virtual std::map<std::string, std::string> memory_report() const { return {}; }
 };
 
-// What `train` cannot run on cfg.run.device yet (cuda: ZeRO-2, head sizes other than
+// What `train` cannot run on cfg.run.device yet (cuda: head sizes other than
 // 32/64/128), each naming its key. Kept out of validate(): the planner, `plan`
 // and the wizard validate multi-GPU layouts with it, which are valid configs for those.
 std::vector<ConfigProblem> device_training_problems(const RunConfig& cfg);

@@ -46,7 +46,6 @@ void test_cuda_refusals() {
   CHECK_MSG(problems_text(with({"train.dtype=bf16", "model.preset=gpt2-124m"})).empty(), "%s",
             problems_text(with({"train.dtype=bf16", "model.preset=gpt2-124m"})).c_str());
   const std::map<std::string, std::vector<std::string>> cases = {
-      {"parallel.zero=2", {"parallel.zero: ", "parallel.zero = 1"}},
       {"model.n_embd=240", {"model.n_head: ", "= 60", "32, 64 or 128"}},
   };
   for (const auto& [set, pieces] : cases) {
@@ -55,9 +54,9 @@ void test_cuda_refusals() {
       CHECK_MSG(has(text, piece), "%s: missing [%s] in:\n%s", set.c_str(), piece.c_str(), text.c_str());
   }
   CHECK_MSG(problems_text(with({"parallel.dp=2"})).empty(), "%s", problems_text(with({"parallel.dp=2"})).c_str());
-  // Tensor and pipeline parallelism train on GPUs (CudaGpt on a GptShard; tests/gpu/test_cuda_tp.cpp,
-  // tests/gpu/test_cuda_pp.cpp).
-  for (const char* set : {"parallel.tp=2", "parallel.pp=2"})
+  // Tensor and pipeline parallelism and ZeRO-2 train on GPUs (tests/gpu/test_cuda_tp.cpp,
+  // test_cuda_pp.cpp, test_cuda_dp.cpp).
+  for (const char* set : {"parallel.tp=2", "parallel.pp=2", "parallel.zero=2"})
     CHECK_MSG(problems_text(with({set})).empty(), "%s: %s", set, problems_text(with({set})).c_str());
   CHECK_MSG(problems_text(with({"parallel.dp=2", "parallel.zero=1"})).empty(), "%s",
             problems_text(with({"parallel.dp=2", "parallel.zero=1"})).c_str());
@@ -205,10 +204,10 @@ void test_cuda_train_refused_here(const std::string& dir) {
   // A layout CUDA cannot run is refused by validation, naming the key.
   // (checked before any device is touched, so the same message with or without a GPU).
   const auto t = run_worker({"train", "--config", dir + "/run.toml", "--out-dir", dir + "/cuda-rc", "--set",
-                             "run.device=cuda", "--set", "parallel.zero=2", "--quiet"},
+                             "run.device=cuda", "--set", "model.n_embd=240", "--set", "model.n_head=4", "--quiet"},
                             kEnv);
   CHECK_MSG(t.exit_code == static_cast<int>(flotilla::ExitCode::kConfig) &&
-                has(t.output, "for training on run.device = cuda") && has(t.output, "parallel.zero:"),
+                has(t.output, "for training on run.device = cuda") && has(t.output, "model.n_head:"),
             "exit %d\n%s", t.exit_code, t.output.c_str());
 }
 

@@ -11,7 +11,8 @@
 //   - stopped at step 4 and resumed on the GPUs: the same losses as the uninterrupted run;
 //     resumed instead on the CPU (tp = 2 over Gloo): the same checkpoint layout, the same losses
 //     within 1e-4 (the CUDA shard layout is the CPU one);
-//   - dp = 2 x tp = 2 with ZeRO-1 on four GPUs against one GPU with the same global batch.
+//   - dp = 2 x tp = 2 with ZeRO-1, and with ZeRO-2 and two micro-steps, on four GPUs against one
+//     GPU with the same global batch.
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -130,6 +131,13 @@ int main() {
                            "--set", "parallel.zero=1"});
     gpu_test::compare_losses("dp=2 x tp=2, ZeRO-1, 4 GPUs vs 1", step_losses(dir + "/dp2tp2"), one, kFp32Rel,
                              kSteps);
+    // ZeRO-2 with two micro-steps: each rank's gradient shard of its TP shard, layers summed per
+    // micro-step, the norm over DP then TP.
+    gpu_test::train_ranks(4, cfg, dir + "/dp2tp2-zero2",
+                          {"--set", "parallel.tp=2", "--set", "parallel.dp=2", "--set", "train.micro_batch=1",
+                           "--set", "parallel.zero=2"});
+    gpu_test::compare_losses("dp=2 x tp=2, ZeRO-2, 4 GPUs vs 1", step_losses(dir + "/dp2tp2-zero2"), one,
+                             kFp32Rel, kSteps);
   }
   return flotilla_test::summary("gpu_cuda_tp");
 }
