@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -64,6 +66,31 @@ inline void compare_losses(const char* what, const std::map<int64_t, float>& got
             expect);
   std::printf("  %-36s %zu steps, worst relative loss difference %.3g (bound %.3g)\n", what, seen, worst,
               rel);
+}
+
+// A layout's run `name` under dir (its losses `full`, kSteps = steps) against itself: run again,
+// the same loss and final parameter bits; stopped after step 4 and resumed on the GPUs, the same
+// losses; the step-4 checkpoint resumed on the CPU (same layout over Gloo), within `rel`. `run`
+// starts the layout's `launch` into an out dir with extra arguments.
+using LayoutRun = std::function<void(const std::string& out, const std::vector<std::string>& extra)>;
+inline void check_repeat_and_resume(const std::string& dir, const std::string& name, const LayoutRun& run,
+                                    const std::map<int64_t, float>& full, double rel, int64_t steps) {
+  using flotilla_test::checkpoint_section;
+  using flotilla_test::last_step;
+  using flotilla_test::step_losses;
+  const std::string base = dir + "/" + name;
+  run(base + "-again", {});
+  CHECK_MSG(step_losses(base + "-again") == full, "%s: two deterministic runs differ", name.c_str());
+  CHECK(checkpoint_section(base, steps, "params") == checkpoint_section(base + "-again", steps, "params"));
+  run(base + "-resume", {"--stop-after", "4"});
+  CHECK(last_step(base + "-resume") == 4);
+  const std::string copy = "cp -a '" + base + "-resume' '" + base + "-cpu'";
+  CHECK(std::system(copy.c_str()) == 0);
+  run(base + "-resume", {});
+  CHECK_MSG(step_losses(base + "-resume") == full, "%s resumed at step 4: losses differ", name.c_str());
+  run(base + "-cpu", {"--set", "run.device=cpu", "--set", "parallel.backend=gloo"});
+  compare_losses((name + " GPU checkpoint resumed on CPUs").c_str(), step_losses(base + "-cpu"), full, rel,
+                 steps, 5);
 }
 
 }  // namespace gpu_test

@@ -104,26 +104,16 @@ int main() {
   std::printf("  device memory: %.2f MiB on one GPU, %.2f MiB on stage 0 with pp=2 (planner %.2f MiB)\n",
               one_mem / 1048576, pp_mem / 1048576, pp_planned / 1048576);
 
-  pp2(cfg, dir + "/pp2-again", {});
-  CHECK_MSG(step_losses(dir + "/pp2-again") == pp, "two deterministic pp=2 runs differ");
-  CHECK(checkpoint_section(dir + "/pp2", kSteps, "params") ==
-        checkpoint_section(dir + "/pp2-again", kSteps, "params"));
-
   gpu_test::train_single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   pp2(cfg, dir + "/pp2-bf16", {"--set", "train.dtype=bf16"});
   gpu_test::compare_losses("bf16: pp=2 vs 1 GPU", step_losses(dir + "/pp2-bf16"),
                            step_losses(dir + "/one-bf16"), kBf16Rel, kSteps);
 
-  // Stop after step 4; resume on the GPUs, and (from a copy) on the CPU with the same layout.
-  pp2(cfg, dir + "/pp2-resume", {"--stop-after", "4"});
-  CHECK(last_step(dir + "/pp2-resume") == 4);
-  const std::string copy = "cp -a '" + dir + "/pp2-resume' '" + dir + "/pp2-cpu'";
-  CHECK(std::system(copy.c_str()) == 0);
-  pp2(cfg, dir + "/pp2-resume", {});
-  CHECK_MSG(step_losses(dir + "/pp2-resume") == pp, "pp=2 resumed at step 4: losses differ");
-  pp2(cfg, dir + "/pp2-cpu", {"--set", "run.device=cpu", "--set", "parallel.backend=gloo"});
-  gpu_test::compare_losses("pp=2 GPU checkpoint resumed on CPUs", step_losses(dir + "/pp2-cpu"), pp, kFp32Rel,
-                           kSteps, 5);
+  // Repeat, stop after step 4 and resume on the GPUs, and (from a copy) on the CPU.
+  gpu_test::check_repeat_and_resume(
+      dir, "pp2",
+      [&](const std::string& out, const std::vector<std::string>& extra) { pp2(cfg, out, extra); }, pp,
+      kFp32Rel, kSteps);
 
   if (devices < 4) {
     std::printf("  SKIP tp=2 x pp=2 and dp=2 x pp=2: need four devices (%d visible)\n", devices);

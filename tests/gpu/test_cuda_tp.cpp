@@ -102,26 +102,16 @@ int main() {
   std::printf("  device memory: %.2f MiB on one GPU, %.2f MiB per rank with tp=2 (planner %.2f MiB)\n",
               one_mem / 1048576, tp_mem / 1048576, tp_planned / 1048576);
 
-  tp2(cfg, dir + "/tp2-again", {});
-  CHECK_MSG(step_losses(dir + "/tp2-again") == tp, "two deterministic tp=2 runs differ");
-  CHECK(checkpoint_section(dir + "/tp2", kSteps, "params") ==
-        checkpoint_section(dir + "/tp2-again", kSteps, "params"));
-
   gpu_test::train_single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   tp2(cfg, dir + "/tp2-bf16", {"--set", "train.dtype=bf16"});
   gpu_test::compare_losses("bf16: tp=2 on 2 GPUs vs 1 GPU", step_losses(dir + "/tp2-bf16"),
                            step_losses(dir + "/one-bf16"), kBf16Rel, kSteps);
 
-  // Stop after step 4; resume on the GPUs, and (from a copy) on the CPU with the same layout.
-  tp2(cfg, dir + "/tp2-resume", {"--stop-after", "4"});
-  CHECK(last_step(dir + "/tp2-resume") == 4);
-  const std::string copy = "cp -a '" + dir + "/tp2-resume' '" + dir + "/tp2-cpu'";
-  CHECK(std::system(copy.c_str()) == 0);
-  tp2(cfg, dir + "/tp2-resume", {});
-  CHECK_MSG(step_losses(dir + "/tp2-resume") == tp, "tp=2 resumed at step 4: losses differ");
-  tp2(cfg, dir + "/tp2-cpu", {"--set", "run.device=cpu", "--set", "parallel.backend=gloo"});
-  gpu_test::compare_losses("tp=2 GPU checkpoint resumed on CPUs", step_losses(dir + "/tp2-cpu"), tp, kFp32Rel,
-                           kSteps, 5);
+  // Repeat, stop after step 4 and resume on the GPUs, and (from a copy) on the CPU.
+  gpu_test::check_repeat_and_resume(
+      dir, "tp2",
+      [&](const std::string& out, const std::vector<std::string>& extra) { tp2(cfg, out, extra); }, tp,
+      kFp32Rel, kSteps);
 
   if (devices < 4) {
     std::printf("  SKIP dp=2 x tp=2: needs four devices (%d visible)\n", devices);
