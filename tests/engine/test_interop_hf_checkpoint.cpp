@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -167,6 +168,7 @@ static void test_dtype_exactness() {
     for (size_t i = 0; i < kLong; ++i) wrong += lv[i] != static_cast<float>(bf16_value(long_codes[i]));
     CHECK_MSG(wrong == 0, "pad %zu: %d of the long tensor's elements wrong", pad, wrong);
     CHECK(ck.unread().empty());
+    std::filesystem::remove_all(dir);  // 17 MB
   }
 }
 
@@ -378,6 +380,7 @@ static void test_mapped_reads() {
   CHECK_MSG(grown < 16 * 1024, "RssFile grew by %ld KiB while converting a 64 MiB tensor", grown);
   std::printf("unread tensor resident: %zu KiB of 65536; RssFile growth over a 64 MiB read: %ld KiB\n",
               big_resident_kib, grown);
+  std::filesystem::remove_all(dir);
 }
 
 int main() {
