@@ -373,6 +373,11 @@ HfConfig parse_hf_config(const std::string& text, const std::string& label) {
   c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
   c.max_position_embeddings = f.size("max_position_embeddings", t->max_position_embeddings);
   read_rope(f, &c);
+  if (c.model_type == "mistral" && c.rope.type != "default")  // MistralRotaryEmbedding of 4.4x has no scaling
+    f.problem(
+        "RoPE scaling (" + c.rope.type +
+        ") on model_type mistral is not supported: transformers 4.4x ignores it for Mistral, so an export "
+        "would not load the same everywhere; remove rope_scaling or use model_type llama");
   if (const json* p = f.find("partial_rotary_factor");
       p != nullptr && !(p->is_number() && p->get<double>() == 1.0))
     f.problem("partial_rotary_factor = " + show(*p) +

@@ -56,6 +56,8 @@ void check_expressible(const HfConfig& c) {
     if (!c.qk_norm) refuse("Qwen3 always has q/k norms");
   } else {  // mistral
     if (c.qkv_bias || c.o_bias) refuse("Mistral has no attention biases");
+    if (c.rope.type != "default")
+      refuse("transformers 4.4x ignores RoPE scaling for Mistral (use model_type llama)");
     if (c.qk_norm) refuse("it has no q/k norms (use model_type qwen3)");
   }
 }

@@ -302,6 +302,10 @@ static void test_refusals() {
   REFUSED(q3, "layer_types holds \"chunked_attention\"");
   REFUSED(with(mistral_v03(), "sliding_window", 4096),
           "sliding_window 4096 is smaller than max_position_embeddings 32768");
+  json mistral_rope = mistral_v03();
+  mistral_rope["rope_scaling"] = {{"rope_type", "linear"},
+                                  {"factor", 2.0}};  // 4.46 ignores it (checked by hand)
+  REFUSED(mistral_rope, "RoPE scaling (linear) on model_type mistral is not supported");
 
   REFUSED(with(l, "mlp_bias", true), "mlp_bias: true is not supported");
   REFUSED(with(l, "hidden_act", "gelu"), "hidden_act \"gelu\" is not supported");
@@ -439,6 +443,9 @@ static void test_write() {
   bad = parse(llama32_1b());
   bad.rope.type = "yarn";
   CHECK_THROWS(hf_config_json(bad, "bf16"), "RoPE type yarn");
+  bad = parse(mistral_v03());
+  bad.rope.type = "linear";
+  CHECK_THROWS(hf_config_json(bad, "bf16"), "ignores RoPE scaling for Mistral");
   CHECK_THROWS(hf_config_json(parse(llama32_1b()), "int8"), "dtype \"int8\"");
 
   // generation_config.json: the ids as in config.json, a list kept a list.
