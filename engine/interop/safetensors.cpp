@@ -2,6 +2,7 @@
 #include "engine/interop/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ using nlohmann::json;
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;  // the reference implementation's limit
+constexpr size_t kConvertChunkBytes = size_t{8} << 20;     // source bytes converted per step
 
 [[noreturn]] void bad(const std::string& label, const std::string& what) { throw_data(label + ": " + what); }
 
@@ -50,7 +52,50 @@ void pread_exact(int fd, void* dst, size_t n, uint64_t offset, const std::string
   }
 }
 
+// n elements of `dtype` at src (any alignment) to fp32 at dst.
+void convert_to_f32(const std::string& dtype, const uint8_t* src, size_t n, float* dst) {
+  if (dtype == "F32") {
+    std::memcpy(dst, src, n * 4);
+  } else if (dtype == "BF16") {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      dst[i] = bf16_to_f32(v);
+    }
+  } else if (dtype == "F16") {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      dst[i] = f16_to_f32(v);
+    }
+  } else {  // F64
+    for (size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, src + 8 * i, 8);
+      dst[i] = static_cast<float>(v);
+    }
+  }
+}
+
+// madvise(advice) on the pages overlapping [p, p + n), clamped to the map. With MADV_DONTNEED the
+// process drops its mapping of them: they stay in the page cache and fault back in from the file if
+// touched again (the map is read-only and private, so nothing is lost).
+void advise_pages(const uint8_t* map, uint64_t map_bytes, const uint8_t* p, uint64_t n, int advice) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end =
+      std::min<uintptr_t>(reinterpret_cast<uintptr_t>(p) + n, reinterpret_cast<uintptr_t>(map) + map_bytes);
+  if (end > lo) ::madvise(reinterpret_cast<void*>(lo), end - lo, advice);
+}
+
 }  // namespace
+
+uint16_t f32_to_bf16(float f) {
+  if (std::isnan(f)) return 0x7FC0;
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const uint32_t bias = 0x7FFFu + ((bits >> 16) & 1u);  // ties go to the even upper half
+  return static_cast<uint16_t>((bits + bias) >> 16);
+}
 
 size_t safetensors_dtype_size(const std::string& dtype) {
   if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
@@ -156,6 +201,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     pread_exact(fd_, header.data(), header.size(), 8, path);
     data_start_ = 8 + n;
     parse_safetensors_header(header, size - data_start_, path, &entries_, &metadata_);
+    void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (m != MAP_FAILED) {  // else the pread fallback serves every read
+      map_ = static_cast<const uint8_t*>(m);
+      map_bytes_ = size;
+    }
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -164,6 +214,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 }
 
 SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), static_cast<size_t>(map_bytes_));
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -181,64 +232,77 @@ std::vector<uint8_t> SafetensorsFile::read_raw(const SafetensorsEntry& e) const 
 
 std::vector<float> SafetensorsFile::read_f32(const SafetensorsEntry& e) const {
   const size_t esize = safetensors_dtype_size(e.dtype);
-  const size_t n = static_cast<size_t>((e.end - e.begin) / esize);
-  std::vector<float> out(n);
-  if (e.dtype == "F32") {
-    pread_exact(fd_, out.data(), n * 4, data_start_ + e.begin, path_ + " tensor " + e.name);
-    return out;
-  }
-  const std::vector<uint8_t> raw = read_raw(e);
-  if (e.dtype == "F16" || e.dtype == "BF16") {
-    const bool half = e.dtype == "F16";
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t v;
-      std::memcpy(&v, raw.data() + 2 * i, 2);
-      out[i] = half ? f16_to_f32(v) : bf16_to_f32(v);
-    }
-  } else if (e.dtype == "F64") {
-    for (size_t i = 0; i < n; ++i) {
-      double v;
-      std::memcpy(&v, raw.data() + 8 * i, 8);
-      out[i] = static_cast<float>(v);
-    }
-  } else {
-    throw_data(path_ + ": tensor " + e.name + " has dtype " + e.dtype +
-               "; only F32, F16, BF16 and F64 weights can be imported");
-  }
+  std::vector<float> out(static_cast<size_t>((e.end - e.begin) / esize));
+  read_f32_into(e, out.data());
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsOutTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+void SafetensorsFile::read_f32_into(const SafetensorsEntry& e, float* dst) const {
+  if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16" && e.dtype != "F64")
+    throw_data(path_ + ": tensor " + e.name + " has dtype " + e.dtype +
+               "; only F32, F16, BF16 and F64 weights can be imported");
+  const size_t esize = safetensors_dtype_size(e.dtype);
+  const uint64_t total = e.end - e.begin;  // validated against the file size by the header parser
+  const size_t chunk_elems = kConvertChunkBytes / esize;
+  std::vector<uint8_t> bounce;
+  for (uint64_t done = 0; done < total;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_elems, (total - done) / esize));
+    const uint64_t at = data_start_ + e.begin + done;
+    if (map_ != nullptr) {
+      const uint8_t* src = map_ + at;
+      const uint64_t rest = total - done - n * esize;
+      if (rest > 0)  // have the kernel read the next span while this one converts
+        advise_pages(map_, map_bytes_, src + n * esize, std::min<uint64_t>(rest, kConvertChunkBytes),
+                     MADV_WILLNEED);
+      convert_to_f32(e.dtype, src, n, dst + done / esize);
+      advise_pages(map_, map_bytes_, src, n * esize, MADV_DONTNEED);
+    } else {
+      bounce.resize(n * esize);
+      pread_exact(fd_, bounce.data(), bounce.size(), at, path_ + " tensor " + e.name);
+      convert_to_f32(e.dtype, bounce.data(), n, dst + done / esize);
+    }
+    done += n * esize;
+  }
+}
+
+std::string safetensors_header_block(const std::vector<SafetensorsOutTensor>& tensors,
+                                     const std::map<std::string, std::string>& metadata,
+                                     uint64_t* data_bytes) {
   json header = json::object();
-  std::vector<uint64_t> sizes;
   uint64_t offset = 0;
   for (const SafetensorsOutTensor& t : tensors) {
     uint64_t n = 0;
     const size_t esize = safetensors_dtype_size(t.dtype);
     if (esize == 0 || !numel_checked(t.shape, &n) || header.contains(t.name) || t.name == "__metadata__")
       throw Error(ExitCode::kInternal, "write_safetensors: bad tensor " + t.name);
-    sizes.push_back(n * esize);
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * esize}}};
     offset += n * esize;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts at a multiple of 8
-  const uint64_t total = 8 + text.size() + offset;
+  const uint64_t len = text.size();
+  *data_bytes = offset;
+  return std::string(reinterpret_cast<const char*>(&len), 8) + text;
+}
 
-  ckpt::replace_file_durably(path, total, [&](ckpt::DurableWriter& w) {
-    const uint64_t n = text.size();
-    w.write(&n, 8);
-    w.write(text.data(), text.size());
+void write_safetensors(const std::string& path, const std::vector<SafetensorsOutTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  uint64_t data_bytes = 0;
+  const std::string head = safetensors_header_block(tensors, metadata, &data_bytes);
+  ckpt::replace_file_durably(path, head.size() + data_bytes, [&](ckpt::DurableWriter& w) {
+    w.write(head.data(), head.size());
     std::vector<uint8_t> buf;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (sizes[i] == 0) continue;
-      if (tensors[i].data != nullptr) {
-        w.write(tensors[i].data, sizes[i]);
+    for (const SafetensorsOutTensor& t : tensors) {
+      uint64_t n = 0;
+      numel_checked(t.shape, &n);  // checked by safetensors_header_block
+      const size_t bytes = static_cast<size_t>(n * safetensors_dtype_size(t.dtype));
+      if (bytes == 0) continue;
+      if (t.data != nullptr) {
+        w.write(t.data, bytes);
       } else {
-        buf.resize(sizes[i]);
-        tensors[i].fill(buf.data());
+        buf.resize(bytes);
+        t.fill(buf.data());
         w.write(buf.data(), buf.size());
       }
     }
