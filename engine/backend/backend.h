@@ -1,18 +1,24 @@
 // The compute backend interface: one interface, one implementation per device (STYLE.md §4).
 //
 // One non-obvious decision: the interface is the list of kernel families themselves (encoder,
-// layernorm, matmul, attention, gelu, residual, softmax_crossentropy, adamw, global_norm), each
-// with the CPU kernel's shapes and semantics, rather than a generic tensor-op graph. The model
-// calls them in order, like llm.c; a CUDA backend implements the same families (its kernels are
-// tested against the CPU ones op by op) and says through supports() what else it can do (bf16
-// storage, non-host memory). Pointers passed to a backend point into memory it allocated.
-// Only engine/backend/registry.cpp knows the concrete backends.
+// layernorm, rmsnorm, matmul, attention, rope, qk_norm, gelu, swiglu, residual,
+// softmax_crossentropy, adamw, global_norm), each with the CPU kernel's shapes and semantics,
+// rather than a generic tensor-op graph. Each architecture's model (engine/model/*_pass.cpp) calls
+// them in order, like llm.c, once, for every backend: the families that hold activations come in
+// two storage types, float and bf16_t (arithmetic and statistics are fp32 in both), so the same
+// pass code runs in fp32 on the CPU and in bf16 or fp32 on a GPU. A backend says through
+// supports() what it can do (bf16 storage, host memory); a family it lacks for a type throws
+// Error(kConfig) naming it. Pointers passed to a backend point into memory it allocated, except
+// the *host* arguments of upload/download. Only engine/backend/registry.cpp knows the concrete
+// backends.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "engine/core/bf16.h"
 
 namespace flotilla {
 
@@ -30,6 +36,10 @@ struct KernelTime {
   double seconds = 0;
   long calls = 0;
 };
+
+// A target id with no loss (masked prompt tokens, padding): the cross-entropy kernels give it
+// loss 0 and gradient 0, and it is not counted in the mean (docs/data.md).
+inline constexpr int32_t kIgnoreTarget = -100;
 
 class Backend {
  public:
@@ -53,46 +63,158 @@ class Backend {
   virtual void set_deterministic(bool on) = 0;
   virtual bool deterministic() const = 0;
 
+  // --- memory ---
   // Zero-filled buffer of `floats` floats, aligned for SIMD; release() frees it.
   virtual float* allocate(size_t floats) = 0;
   virtual void release(float* p) = 0;
   // p[0..n) = 0.
   virtual void fill_zero(float* p, size_t n) = 0;
+  void* allocate_bytes(size_t bytes) { return allocate((bytes + 3) / 4); }
+  void release_bytes(void* p) { release(static_cast<float*>(p)); }
+  virtual void fill_zero_bytes(void* p, size_t bytes) = 0;
+  // Alignment (bytes) the model's arenas give every tensor they carve.
+  virtual size_t alignment() const { return 64; }
+  // dst = src, both backend memory (may not overlap).
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Host -> backend memory; the host buffer may be reused as soon as this returns.
+  virtual void upload(void* dst, const void* host, size_t bytes) = 0;
+  // Backend -> host memory, after every queued kernel (synchronises).
+  virtual void download(void* host, const void* src, size_t bytes) = 0;
   // Waits for queued work (the CPU runs synchronously; CUDA streams will not).
   virtual void synchronize() = 0;
+  // The stream a device backend queues on (cudaStream_t), for the collectives that must order
+  // after its kernels (ProcessGroup::set_device_stream); nullptr on the CPU.
+  virtual void* stream() { return nullptr; }
 
   // --- kernel families; shapes and semantics as documented in engine/cpu/<family>.h ---
+  // S is float or bf16_t: the storage of activations, weights and gradients.
 
-  // out (B,T,C) = wte[inp] + wpe[t]  /  dwte, dwpe += scatter of dout.
-  virtual void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
-                               int T, int C) = 0;
-  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
-                                int C) = 0;
-  // LayerNorm over C with eps 1e-5; backward accumulates into dinp, dweight, dbias.
+  // out (B,T,C) = wte[ids] + wpe[pos]; pos == nullptr: position t of each row; wpe == nullptr: no
+  // position term; ids < 0 contribute 0 (a row another TP rank holds). Backward: dwte, dwpe +=
+  // scatter of dout (ids < 0 skipped; dwpe may be null).
+  virtual void encoder_forward(float* out, const int32_t* ids, const float* wte, const float* wpe,
+                               const int32_t* pos, int B, int T, int C) = 0;
+  virtual void encoder_forward(bf16_t* out, const int32_t* ids, const bf16_t* wte, const bf16_t* wpe,
+                               const int32_t* pos, int B, int T, int C);
+  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids,
+                                const int32_t* pos, int B, int T, int C) = 0;
+  virtual void encoder_backward(bf16_t* dwte, bf16_t* dwpe, const bf16_t* dout, const int32_t* ids,
+                                const int32_t* pos, int B, int T, int C);
+  // LayerNorm over C with eps 1e-5 (mean, rstd fp32); backward accumulates into dinp, dweight,
+  // dbias. residual_layernorm_forward: residual = a + b, then out = layernorm(residual).
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                                  const float* bias, long N, int C) = 0;
+  virtual void layernorm_forward(bf16_t* out, float* mean, float* rstd, const bf16_t* inp,
+                                 const bf16_t* weight, const bf16_t* bias, long N, int C);
+  virtual void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
+                                          const float* a, const float* b, const float* weight,
+                                          const float* bias, long N, int C);
+  virtual void residual_layernorm_forward(bf16_t* residual, bf16_t* out, float* mean, float* rstd,
+                                          const bf16_t* a, const bf16_t* b, const bf16_t* weight,
+                                          const bf16_t* bias, long N, int C);
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean, const float* rstd,
                                   long N, int C) = 0;
-  // out (N,OC) = inp (N,IC) @ weight (OC,IC)^T + bias  /  dinp overwritten, dweight and dbias accumulate.
+  virtual void layernorm_backward(bf16_t* dinp, bf16_t* dweight, bf16_t* dbias, const bf16_t* dout,
+                                  const bf16_t* inp, const bf16_t* weight, const float* mean,
+                                  const float* rstd, long N, int C);
+  // RMSNorm over C: out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps) in fp32 (kept for
+  // backward); backward accumulates into dinp and dweight. residual_rmsnorm_forward: residual = a
+  // + b, then out = rmsnorm(residual).
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C,
+                               float eps);
+  virtual void rmsnorm_forward(bf16_t* out, float* rstd, const bf16_t* inp, const bf16_t* weight, long N,
+                               int C, float eps);
+  virtual void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a,
+                                        const float* b, const float* weight, long N, int C, float eps);
+  virtual void residual_rmsnorm_forward(bf16_t* residual, bf16_t* out, float* rstd, const bf16_t* a,
+                                        const bf16_t* b, const bf16_t* weight, long N, int C, float eps);
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, long N, int C);
+  virtual void rmsnorm_backward(bf16_t* dinp, bf16_t* dweight, const bf16_t* dout, const bf16_t* inp,
+                                const bf16_t* weight, const float* rstd, long N, int C);
+  // out (N,OC) = inp (N,IC) @ weight (OC,IC)^T + bias (bias may be null); gelu_out != nullptr also
+  // writes gelu(out) (fused where the backend can). Backward: dinp overwritten (skipped when
+  // null), dweight and dbias accumulate (dbias skipped when null).
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
-                              int IC, int OC) = 0;
+                              int IC, int OC, float* gelu_out) = 0;
+  virtual void matmul_forward(bf16_t* out, const bf16_t* inp, const bf16_t* weight, const bf16_t* bias, int N,
+                              int IC, int OC, bf16_t* gelu_out);
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                const float* weight, int N, int IC, int OC) = 0;
-  // Causal attention on qkv (B,T,3C) with NH heads; lse (B,NH,T); backward overwrites dqkv.
-  virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) = 0;
+  virtual void matmul_backward(bf16_t* dinp, bf16_t* dweight, bf16_t* dbias, const bf16_t* dout,
+                               const bf16_t* inp, const bf16_t* weight, int N, int IC, int OC);
+  // Causal grouped-query attention. qkv (B,T,(NH+2*NKV)*HD): per token [q heads | k heads | v
+  // heads]; query head h reads K/V head h / (NH/NKV); out (B,T,NH*HD); lse (B,NH,T) fp32. pos ==
+  // nullptr: query t sees keys 0..t; else keys t - pos[t] .. t of its row (packed documents).
+  // Backward overwrites dqkv; the K/V gradient is summed over each group's query heads.
+  virtual void attention_forward(float* out, float* lse, const float* qkv, const int32_t* pos, int B, int T,
+                                 int NH, int NKV, int HD) = 0;
+  virtual void attention_forward(bf16_t* out, float* lse, const bf16_t* qkv, const int32_t* pos, int B, int T,
+                                 int NH, int NKV, int HD);
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                  const float* lse, int B, int T, int C, int NH) = 0;
+                                  const float* lse, const int32_t* pos, int B, int T, int NH, int NKV,
+                                  int HD) = 0;
+  virtual void attention_backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
+                                  const float* lse, const int32_t* pos, int B, int T, int NH, int NKV,
+                                  int HD);
+  // Rotate-half RoPE in place on the q and k heads of qkv (layout as attention): element j of a head
+  // pairs with j + HD/2, angle = pos * inv_freq[j mod HD/2] (pos null: t); inv_freq (HD/2) fp32 in
+  // backend memory. Backward rotates d(q), d(k) by the negative angle, in place.
+  virtual void rope_forward(float* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
+                            int NKV, int HD);
+  virtual void rope_forward(bf16_t* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
+                            int NKV, int HD);
+  virtual void rope_backward(float* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
+                             int NKV, int HD);
+  virtual void rope_backward(bf16_t* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
+                             int NKV, int HD);
+  // Per-head RMSNorm of q and k (Qwen 3): out = inp with every q head normalised and scaled by
+  // qw (HD), every k head by kw, v copied; rstd (N, NH+NKV) fp32. Backward overwrites dinp (v
+  // copied through) and accumulates dqw, dkw.
+  virtual void qk_norm_forward(float* out, float* rstd, const float* inp, const float* qw, const float* kw,
+                               long N, int NH, int NKV, int HD, float eps);
+  virtual void qk_norm_forward(bf16_t* out, float* rstd, const bf16_t* inp, const bf16_t* qw,
+                               const bf16_t* kw, long N, int NH, int NKV, int HD, float eps);
+  virtual void qk_norm_backward(float* dinp, float* dqw, float* dkw, const float* dout, const float* inp,
+                                const float* qw, const float* kw, const float* rstd, long N, int NH, int NKV,
+                                int HD);
+  virtual void qk_norm_backward(bf16_t* dinp, bf16_t* dqw, bf16_t* dkw, const bf16_t* dout, const bf16_t* inp,
+                                const bf16_t* qw, const bf16_t* kw, const float* rstd, long N, int NH,
+                                int NKV, int HD);
   // GELU (tanh approximation); backward may run in place (dinp == dout).
   virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
+  virtual void gelu_forward(bf16_t* out, const bf16_t* inp, size_t n);
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
-  // out = a + b.
+  virtual void gelu_backward(bf16_t* dinp, const bf16_t* inp, const bf16_t* dout, size_t n);
+  // SwiGLU: out (N,F) = silu(gate) * up with inp (N,2F) = [gate | up] per row; backward writes
+  // dinp (N,2F) from dout (N,F).
+  virtual void swiglu_forward(float* out, const float* inp, long N, int F);
+  virtual void swiglu_forward(bf16_t* out, const bf16_t* inp, long N, int F);
+  virtual void swiglu_backward(float* dinp, const float* dout, const float* inp, long N, int F);
+  virtual void swiglu_backward(bf16_t* dinp, const bf16_t* dout, const bf16_t* inp, long N, int F);
+  // out = a + b (out may alias a or b).
   virtual void residual_forward(float* out, const float* a, const float* b, size_t n) = 0;
-  // Per-row cross-entropy over the first V of Vp columns; backward writes dloss * (p - onehot).
+  virtual void residual_forward(bf16_t* out, const bf16_t* a, const bf16_t* b, size_t n);
+  // Per-row cross-entropy over the first V of Vp columns (losses, lse fp32). targets[r] ==
+  // kIgnoreTarget: loss 0, gradient 0; other targets[r] < 0: the target column is on another TP
+  // rank (loss = lse, no one-hot in backward). Backward writes dloss * (p - onehot), in place
+  // when dlogits == logits; gather_target_logits: out[r] = logits[r, targets[r]] (0 when < 0).
   virtual void softmax_crossentropy_forward(float* losses, float* lse, const float* logits,
                                             const int32_t* targets, long N, int V, int Vp) = 0;
+  virtual void softmax_crossentropy_forward(float* losses, float* lse, const bf16_t* logits,
+                                            const int32_t* targets, long N, int V, int Vp);
   virtual void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                                              const int32_t* targets, float dloss, long N, int V, int Vp) = 0;
+  virtual void softmax_crossentropy_backward(bf16_t* dlogits, const bf16_t* logits, const float* lse,
+                                             const int32_t* targets, float dloss, long N, int V, int Vp);
+  virtual void gather_target_logits(float* out, const float* logits, const int32_t* targets, long N, int Vp);
+  virtual void gather_target_logits(float* out, const bf16_t* logits, const int32_t* targets, long N, int Vp);
+  // fp32 <-> bf16 (round to nearest even).
+  virtual void convert(bf16_t* out, const float* in, size_t n);
+  virtual void convert(float* out, const bf16_t* in, size_t n);
+  // sum of x in double, in a fixed order (the same result for any thread count); synchronises.
+  virtual double sum_values(const float* x, size_t n);
   // One AdamW step (PyTorch semantics) on n parameters; weight_decay 0 for non-decaying tensors.
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                             float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
@@ -100,10 +222,36 @@ class Backend {
   virtual double sum_squares(const float* g, size_t n) = 0;
   virtual void scale_values(float* g, size_t n, float s) = 0;
 
+  // --- the original GPT-2-shaped entry points (callers and tests of the fp32 kernels) ---
+  void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T,
+                       int C) {
+    encoder_forward(out, inp, wte, wpe, nullptr, B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
+                        int C) {
+    encoder_backward(dwte, dwpe, dout, inp, nullptr, B, T, C);
+  }
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
+                      int OC) {
+    matmul_forward(out, inp, weight, bias, N, IC, OC, static_cast<float*>(nullptr));
+  }
+  // qkv (B,T,3C), NH heads of C/NH.
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+    attention_forward(out, lse, qkv, nullptr, B, T, NH, NH, C / NH);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int B, int T, int C, int NH) {
+    attention_backward(dqkv, dout, qkv, out, lse, nullptr, B, T, NH, NH, C / NH);
+  }
+
   // --- profiling (when supports(kProfile)) ---
   virtual void set_profiling(bool on) = 0;
   virtual std::vector<KernelTime> profile() const = 0;
   virtual void reset_profile() = 0;
+
+ protected:
+  // Throws Error(kConfig): this backend has no `family` kernel for `type` storage.
+  [[noreturn]] void unsupported(const char* family, const char* type) const;
 };
 
 // A buffer owned by a backend, released when it goes out of scope.
@@ -137,7 +285,11 @@ class BackendBuffer {
   }
   float* data() { return data_; }
   const float* data() const { return data_; }
-  size_t size() const { return size_; }
+  size_t size() const { return size_; }  // floats (4-byte units)
+  template <typename T>
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
 
  private:
   Backend* backend_ = nullptr;

@@ -118,13 +118,10 @@ int cmd_bench(const CommandArgs& argv) {
   Backend& backend = get_backend(device);
   backend.set_threads(threads);
 
-  GptDims d;
-  d.n_layer = preset->n_layer;
-  d.n_head = preset->n_head;
-  d.n_embd = preset->n_embd;
-  d.vocab_size = 50257;
-  d.padded_vocab = pad_vocab(d.vocab_size);
-  d.max_seq_len = std::max(1024, T);
+  ModelSection shape = preset->shape;
+  if (!preset->sets_vocab) shape.vocab_size = 50257;  // GPT-2's tokenizer
+  shape.max_seq_len = std::max(preset->sets_vocab ? shape.max_seq_len : 1024, T);
+  const ModelDims d = dims_from_config(shape);
 
   // First peak measurement on small matrices (48 MB, below any model's footprint so it cannot
   // set the peak RSS); the second, after the steps, on 4096^3. The larger of the two is the peak.

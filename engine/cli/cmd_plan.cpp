@@ -10,6 +10,7 @@
 #include "engine/cli/args.h"
 #include "engine/plan/recommend.h"
 #include "engine/cli/commands.h"
+#include "engine/interop/hf_model.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_schema.h"
 #include "engine/config/config_validate.h"
@@ -94,6 +95,7 @@ int cmd_plan(const CommandArgs& argv) {
   const auto config_path = args.value("--config");
   RunConfig config = config_path ? load_config_file(*config_path) : RunConfig{};
   apply_overrides(config, args.values("--set"));
+  interop::apply_hf_init_from(config);  // a Hugging Face folder decides the model's shape
   const bool json = args.flag("--json");
   if (args.flag("--show-config")) {
     args.finish("plan");

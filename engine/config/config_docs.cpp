@@ -80,11 +80,15 @@ reading it back gives the identical config.
 )";
 
 const char* kPresetsNote = R"(
-`model.preset` sets `n_layer`, `n_head` and `n_embd` unless the file gives them explicitly; any
-of them can be overridden (`preset = "gpt2-124m"` with `n_layer = 6` is a 6-layer GPT-2 small).
-`custom` applies no preset: the dimensions are the ones given (or the defaults).
-Parameter counts use the real vocabulary (50257) and 1024 positions; the engine allocates the
-token embedding padded to a multiple of 128 rows (50304), which adds rows that never see a target.
+`model.preset` sets `arch`, `n_layer`, `n_head` and `n_embd` unless the file gives them explicitly;
+a Llama-family preset also sets the `llama:` keys, and a released model's shape (`smollm2-135m`,
+`qwen2.5-0.5b`, `qwen3-0.6b`, `llama3.2-1b`) its `vocab_size` and `max_seq_len` too. Any of them
+can be overridden (`preset = "gpt2-124m"` with `n_layer = 6` is a 6-layer GPT-2 small). `custom`
+applies no preset: the dimensions are the ones given (or the defaults). `model.init_from` naming
+a Hugging Face folder takes every shape key from its config.json instead (docs/checkpoints.md).
+Parameter counts of the GPT-2-sized presets use GPT-2's vocabulary (50257) and 1024 positions;
+the engine allocates the token embedding padded to a multiple of 128 rows (50304), which adds rows
+that never see a target.
 
 )";
 
@@ -99,8 +103,9 @@ const char* kDerived = R"(## Derived values
   `parallel.micro_batches` at a time.
 - **Run directory** = `run.out_dir`, or `runs/<run.name>` under the working directory when empty.
 - **Config hash** (stored in checkpoints): FNV-1a over `model.arch`, `model.n_layer`,
-  `model.n_head`, `model.n_embd`, `model.vocab_size` and `model.max_seq_len`, the fields that
-  shape the parameters and the AdamW state. A checkpoint with another hash is refused on resume.
+  `model.n_head`, `model.n_embd`, `model.vocab_size` and `model.max_seq_len` (and, for
+  `arch = "llama"`, every `llama:` key), the fields that shape the parameters and the AdamW state.
+  A checkpoint with another hash is refused on resume.
 - **Recomputation** (`train.recompute = true`): each block keeps only its input; backward re-runs
   the block's forward (up to its GELU) just before the block's backward, in one block-sized region.
   Losses and parameters are bitwise those without it; activation memory drops by
@@ -190,18 +195,23 @@ std::string config_docs_markdown() {
   std::string out = kIntro;
 
   out += "\n## Model presets\n\n";
-  out += "| preset | n_layer | n_head | n_embd | parameters | description |\n";
-  out += "|---|---|---|---|---|---|\n";
+  out +=
+      "| preset | arch | n_layer | n_head | n_kv_head | n_embd | ffn_dim | vocab_size | parameters | "
+      "description |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& p : model_presets()) {
-    GptDims d;
-    d.n_layer = p.n_layer;
-    d.n_head = p.n_head;
-    d.n_embd = p.n_embd;
-    d.vocab_size = 50257;
-    d.padded_vocab = pad_vocab(d.vocab_size);
-    d.max_seq_len = 1024;
-    out += std::string("| `") + p.name + "` | " + std::to_string(p.n_layer) + " | " +
-           std::to_string(p.n_head) + " | " + std::to_string(p.n_embd) + " | " +
+    ModelSection shape = p.shape;
+    if (!p.sets_vocab) {  // parameter counts with GPT-2's vocabulary and 1024 positions
+      shape.vocab_size = 50257;
+      shape.max_seq_len = 1024;
+    }
+    const ModelDims d = dims_from_config(shape);
+    const bool llama = d.llama();
+    out += std::string("| `") + p.name + "` | " + arch_name(d.arch) + " | " + std::to_string(d.n_layer) +
+           " | " + std::to_string(d.n_head) + " | " +
+           (llama ? std::to_string(d.kv_heads()) : std::string("-")) + " | " + std::to_string(d.n_embd) +
+           " | " + std::to_string(d.ffn()) + " | " +
+           (p.sets_vocab ? std::to_string(d.vocab_size) : std::string("(yours)")) + " | " +
            with_commas(num_parameters_unpadded(d)) + " | " + cell(p.description) + " |\n";
   }
   out += kPresetsNote;

@@ -121,15 +121,42 @@ std::string assign(const ConfigKey& key, RunConfig& config, const toml::node& no
   return key.path() + ": unsupported field";
 }
 
-// Sets n_layer/n_head/n_embd from the preset for every dimension not in `explicit_paths`.
+// Copies the value of `key` from one config to another (same field, any storage).
+void copy_field(const ConfigKey& key, const RunConfig& from, RunConfig& to) {
+  const void* src = field_ptr(key, from);
+  void* dst = field_ptr(key, to);
+  switch (key.storage) {
+    case FieldStorage::kString:
+      *static_cast<std::string*>(dst) = *static_cast<const std::string*>(src);
+      break;
+    case FieldStorage::kInt32:
+      *static_cast<int*>(dst) = *static_cast<const int*>(src);
+      break;
+    case FieldStorage::kInt64:
+      *static_cast<int64_t*>(dst) = *static_cast<const int64_t*>(src);
+      break;
+    case FieldStorage::kUint64:
+      *static_cast<uint64_t*>(dst) = *static_cast<const uint64_t*>(src);
+      break;
+    case FieldStorage::kDouble:
+      *static_cast<double*>(dst) = *static_cast<const double*>(src);
+      break;
+    case FieldStorage::kBool:
+      *static_cast<bool*>(dst) = *static_cast<const bool*>(src);
+      break;
+  }
+}
+
+// Sets every shape key the preset lists (presets.h) that is not in `explicit_paths`.
 // Returns "" or the problem.
 std::string apply_preset(RunConfig& config, const std::set<std::string>& explicit_paths) {
   if (config.model.preset == "custom") return "";
   auto preset = find_model_preset(config.model.preset);
   if (!preset) return check_choice(*find_config_key("model.preset"), config.model.preset);
-  if (!explicit_paths.count("model.n_layer")) config.model.n_layer = preset->n_layer;
-  if (!explicit_paths.count("model.n_head")) config.model.n_head = preset->n_head;
-  if (!explicit_paths.count("model.n_embd")) config.model.n_embd = preset->n_embd;
+  RunConfig shaped;
+  shaped.model = preset->shape;
+  for (const std::string& path : preset_keys(*preset))
+    if (!explicit_paths.count(path)) copy_field(*find_config_key(path), shaped, config);
   return "";
 }
 
@@ -348,18 +375,41 @@ std::string config_to_json(const RunConfig& config, int indent) {
 }
 
 uint64_t config_hash(const RunConfig& config) {
+  // GPT-2's six shape keys (the hash of every GPT-2 checkpoint written so far), plus the llama
+  // architecture keys when model.arch = "llama".
   static const char* kShapeKeys[] = {"model.arch",   "model.n_layer",    "model.n_head",
                                      "model.n_embd", "model.vocab_size", "model.max_seq_len"};
+  static const char* kLlamaKeys[] = {"model.n_kv_head",
+                                     "model.head_dim",
+                                     "model.ffn_dim",
+                                     "model.norm_eps",
+                                     "model.tie_embeddings",
+                                     "model.qkv_bias",
+                                     "model.qk_norm",
+                                     "model.rope_theta",
+                                     "model.rope_scaling",
+                                     "model.rope_factor",
+                                     "model.rope_low_freq_factor",
+                                     "model.rope_high_freq_factor",
+                                     "model.rope_original_max_position"};
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a offset basis
-  for (const char* path : kShapeKeys) {
+  auto mix = [&](const char* path) {
     const std::string line =
         std::string(path) + "=" + format_toml_value(*find_config_key(path), config) + "\n";
     for (unsigned char ch : line) {
       h ^= ch;
       h *= 0x100000001b3ull;  // FNV prime
     }
-  }
+  };
+  for (const char* path : kShapeKeys) mix(path);
+  if (config.model.arch == "llama")
+    for (const char* path : kLlamaKeys) mix(path);
   return h;
+}
+
+void apply_model_preset(RunConfig& config, const std::string& name) {
+  config.model.preset = name;
+  if (const std::string problem = apply_preset(config, {}); !problem.empty()) throw_config(problem);
 }
 
 }  // namespace flotilla

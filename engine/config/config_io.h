@@ -49,4 +49,9 @@ std::string config_to_json(const RunConfig& config, int indent = 2);
 // and layout themselves and refuse a change with their own message.
 uint64_t config_hash(const RunConfig& config);
 
+// Sets config.model.preset = name and every shape key that preset sets (presets.h), as a config
+// file naming the preset would; "custom" only changes the name. Throws Error(kConfig) with the
+// list of presets for an unknown name.
+void apply_model_preset(RunConfig& config, const std::string& name);
+
 }  // namespace flotilla

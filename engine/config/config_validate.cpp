@@ -74,10 +74,56 @@ void check_model(const RunConfig& c, Problems& p) {
   at_least(p, "model.n_layer", m.n_layer, 1);
   at_least(p, "model.n_head", m.n_head, 1);
   at_least(p, "model.n_embd", m.n_embd, 1);
-  if (m.n_head >= 1 && m.n_embd >= 1 && m.n_embd % m.n_head != 0)
+  const bool llama = m.arch == "llama";
+  if (m.n_head >= 1 && m.n_embd >= 1 && m.n_embd % m.n_head != 0 && !(llama && m.head_dim > 0))
     p.add("model.n_head", std::to_string(m.n_head) + " does not divide model.n_embd " +
                               std::to_string(m.n_embd) + " (head size " + std::to_string(m.n_embd) + "/" +
-                              std::to_string(m.n_head) + " is not whole)");
+                              std::to_string(m.n_head) + " is not whole" +
+                              (llama ? "; or set model.head_dim" : "") + ")");
+  if (llama) {
+    at_least(p, "model.n_kv_head", m.n_kv_head, 0, " (0 = model.n_head)");
+    at_least(p, "model.head_dim", m.head_dim, 0, " (0 = model.n_embd / model.n_head)");
+    at_least(p, "model.ffn_dim", m.ffn_dim, 0, " (0 = 4 x model.n_embd)");
+    const int kv = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+    if (m.n_head >= 1 && kv >= 1 && m.n_head % kv != 0)
+      p.add("model.n_kv_head", std::to_string(kv) + " does not divide model.n_head " +
+                                   std::to_string(m.n_head) +
+                                   " (each K/V head serves n_head / n_kv_head query heads)");
+    const int hd = m.head_dim > 0 ? m.head_dim : (m.n_head >= 1 ? m.n_embd / m.n_head : 0);
+    if (hd > 0 && hd % 2 != 0)
+      p.add("model.head_dim",
+            std::to_string(hd) + " is odd; RoPE rotates pairs of dimensions, use an even width");
+    if (!(m.norm_eps > 0) || !std::isfinite(m.norm_eps))
+      p.add("model.norm_eps", num(m.norm_eps) + " must be finite and > 0");
+    if (!(m.rope_theta > 1) || !std::isfinite(m.rope_theta))
+      p.add("model.rope_theta", num(m.rope_theta) + " must be finite and > 1");
+    if (m.rope_scaling != "default" && !(m.rope_factor >= 1))
+      p.add("model.rope_factor",
+            num(m.rope_factor) + " must be >= 1 with model.rope_scaling = " + q(m.rope_scaling));
+    if (m.rope_scaling == "llama3") {
+      if (!(m.rope_high_freq_factor > m.rope_low_freq_factor) || !(m.rope_low_freq_factor > 0))
+        p.add("model.rope_high_freq_factor",
+              "llama3 RoPE scaling needs 0 < model.rope_low_freq_factor < model.rope_high_freq_factor (got " +
+                  num(m.rope_low_freq_factor) + " and " + num(m.rope_high_freq_factor) + ")");
+      at_least(p, "model.rope_original_max_position", m.rope_original_max_position, 1);
+    }
+  } else {
+    const RunConfig defaults;
+    const auto& dm = defaults.model;
+    const bool llama_keys =
+        m.n_kv_head != dm.n_kv_head || m.head_dim != dm.head_dim || m.ffn_dim != dm.ffn_dim ||
+        m.norm_eps != dm.norm_eps || m.tie_embeddings != dm.tie_embeddings || m.qkv_bias != dm.qkv_bias ||
+        m.qk_norm != dm.qk_norm || m.rope_theta != dm.rope_theta || m.rope_scaling != dm.rope_scaling ||
+        m.rope_factor != dm.rope_factor || m.rope_low_freq_factor != dm.rope_low_freq_factor ||
+        m.rope_high_freq_factor != dm.rope_high_freq_factor ||
+        m.rope_original_max_position != dm.rope_original_max_position;
+    if (llama_keys)
+      p.add("model.arch",
+            q(m.arch) +
+                " has no use for the llama: keys set in [model] (n_kv_head, head_dim, ffn_dim, "
+                "norm_eps, tie_embeddings, qkv_bias, qk_norm, rope_*); set model.arch = \"llama\" or "
+                "remove them");
+  }
   if (m.vocab_size < 2 || m.vocab_size > (1 << 30))
     p.add("model.vocab_size", std::to_string(m.vocab_size) + " must be between 2 and 1073741824");
   at_least(p, "model.max_seq_len", m.max_seq_len, 1);
@@ -85,8 +131,12 @@ void check_model(const RunConfig& c, Problems& p) {
     return m.init_from.size() >= s.size() &&
            m.init_from.compare(m.init_from.size() - s.size(), s.size(), s) == 0;
   };
-  if (!m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin"))
-    p.add("model.init_from", q(m.init_from) + " is neither a .safetensors file nor an llm.c .bin model");
+  // Anything else names a Hugging Face folder (config.json + safetensors), read at start.
+  if (m.arch == "gpt2" && !m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin"))
+    p.add("model.init_from",
+          q(m.init_from) +
+              " is neither a .safetensors file nor an llm.c .bin model (a Hugging Face folder "
+              "of a Llama-family model sets model.arch = \"llama\" itself)");
 }
 
 void check_data(const RunConfig& c, Problems& p) {
@@ -168,6 +218,20 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
     p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) +
                              " does not divide model.n_head=" + std::to_string(c.model.n_head) +
                              " (heads are split across tensor-parallel ranks)");
+  if (c.model.arch == "llama" && par.tp >= 1) {
+    const int kv = c.model.n_kv_head > 0 ? c.model.n_kv_head : c.model.n_head;
+    if (kv >= 1 && c.model.n_head >= 1 && c.model.n_head % par.tp == 0 && kv % par.tp != 0)
+      p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) +
+                               " does not divide model.n_kv_head=" + std::to_string(kv) +
+                               " (each tensor-parallel rank holds whole K/V heads; use a tp "
+                               "that divides " +
+                               std::to_string(kv) + ")");
+    const int ffn = c.model.ffn_dim > 0 ? c.model.ffn_dim : 4 * c.model.n_embd;
+    if (ffn >= 1 && ffn % par.tp != 0)
+      p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) +
+                               " does not divide model.ffn_dim=" + std::to_string(ffn) +
+                               " (the MLP's columns are split across tensor-parallel ranks)");
+  }
   if (par.tp >= 1 && c.model.vocab_size >= 2 && pad_vocab(c.model.vocab_size) % par.tp != 0)
     p.add("parallel.tp", "parallel.tp=" + std::to_string(par.tp) + " does not divide the padded vocabulary " +
                              std::to_string(pad_vocab(c.model.vocab_size)) + " (model.vocab_size " +
@@ -191,10 +255,12 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
                                         " has no effect with parallel.pp=1; set it to 1 and use "
                                         "train.global_batch_tokens for gradient accumulation");
   if ((par.tp > 1 || par.pp > 1) && c.eval.sample_every > 0)
-    p.add("eval.sample_every", num(c.eval.sample_every) + " asks for text samples, which need the whole model on one rank; "
-                               "parallel.tp=" + std::to_string(par.tp) + " x parallel.pp=" + std::to_string(par.pp) +
-                               " splits it: set eval.sample_every = 0 and sample from a checkpoint "
-                               "(flotilla-worker sample gathers the shards)");
+    p.add("eval.sample_every", num(c.eval.sample_every) +
+                                   " asks for text samples, which need the whole model on one rank; "
+                                   "parallel.tp=" +
+                                   std::to_string(par.tp) + " x parallel.pp=" + std::to_string(par.pp) +
+                                   " splits it: set eval.sample_every = 0 and sample from a checkpoint "
+                                   "(flotilla-worker sample gathers the shards)");
   finite_at_least(p, "parallel.timeout_s", par.timeout_s, 0, true);
   if (par.backend == "nccl" && c.run.device != "cuda")
     p.add("parallel.backend",

@@ -20,14 +20,27 @@ struct RunSection {
 };
 
 struct ModelSection {
-  std::string preset = "tiny";  // tiny | small | gpt2-124m | gpt2-350m | gpt2-774m | gpt2-1.5b | custom
-  std::string arch = "gpt2";    // model family (gpt2)
+  std::string preset = "tiny";  // a named shape (docs/config.md lists them) or custom
+  std::string arch = "gpt2";    // model family: gpt2 | llama (Llama 3, Qwen 2/3, SmolLM2, Mistral-style)
   int n_layer = 4;              // transformer blocks (set by the preset unless overridden)
   int n_head = 4;               // attention heads (set by the preset unless overridden)
   int n_embd = 256;             // model width (set by the preset unless overridden)
   int vocab_size = 50257;       // tokenizer vocabulary; padded internally to a multiple of 128
-  int max_seq_len = 1024;       // positions in the learned position table
-  std::string init_from = "";   // initial weights: "" (random), a .safetensors (HF GPT-2 names) or llm.c .bin
+  int max_seq_len = 1024;       // longest sequence (gpt2: rows of the learned position table)
+  int n_kv_head = 0;            // llama: key/value heads (grouped-query attention); 0 = n_head
+  int head_dim = 0;             // llama: width of one head; 0 = n_embd / n_head
+  int ffn_dim = 0;              // llama: SwiGLU hidden width; 0 = 4 * n_embd
+  double norm_eps = 1e-5;       // llama: RMSNorm epsilon
+  bool tie_embeddings = true;   // llama: the LM head shares the token embedding
+  bool qkv_bias = false;        // llama: biases on the q, k and v projections (Qwen 2)
+  bool qk_norm = false;         // llama: per-head RMSNorm of q and k before RoPE (Qwen 3)
+  double rope_theta = 10000.0;  // llama: RoPE base frequency
+  std::string rope_scaling = "default";  // llama: RoPE frequency scaling: default | linear | llama3
+  double rope_factor = 1.0;              // llama: RoPE scaling factor (linear, llama3)
+  double rope_low_freq_factor = 1.0;     // llama: llama3 scaling, low-frequency factor
+  double rope_high_freq_factor = 4.0;    // llama: llama3 scaling, high-frequency factor
+  int rope_original_max_position = 8192;  // llama: llama3 scaling, original context length
+  std::string init_from = "";   // initial weights: "" (random), a Hugging Face folder, a .safetensors or llm.c .bin
 };
 
 struct DataSection {

@@ -1,18 +1,23 @@
-// Causal multi-head self-attention (the attention core: softmax(Q K^T / sqrt(hs)) V).
+// Causal grouped-query self-attention (the attention core: softmax(Q K^T / sqrt(HD)) V).
 #pragma once
+
+#include <cstdint>
 
 namespace flotilla::cpu {
 
-// qkv (B, T, 3C): per token [q | k | v], head h at columns h*hs within each part (hs = C / NH).
-// out (B, T, C): heads concatenated. lse (B, NH, T): log-sum-exp of each query's scaled scores,
-// the only per-row state backward needs (no (B, NH, T, T) attention matrix is stored).
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH);
-
-// dqkv (B, T, 3C) is overwritten with the gradient for dout (B, T, C), given the forward's qkv,
-// out and lse. Scores and probabilities are recomputed block by block.
+// qkv (B, T, (NH + 2*NKV) * HD): per token [q heads | k heads | v heads], head h at columns h*HD
+// of its part; query head h attends with K/V head h / (NH / NKV) (GPT-2: NKV = NH).
+// out (B, T, NH*HD): heads concatenated. lse (B, NH, T): log-sum-exp of each query's scaled
+// scores, the only per-row state backward needs (no (B, NH, T, T) attention matrix is stored).
+// pos (B, T) or nullptr: query t of a row sees keys t - pos[t] .. t (documents packed in a row,
+// pos counting from each document's start); nullptr sees keys 0 .. t.
+void attention_forward(float* out, float* lse, const float* qkv, const int32_t* pos, int B, int T, int NH,
+                       int NKV, int HD);
+// dqkv is overwritten with the gradient for dout, given the forward's qkv, out and lse. Scores
+// and probabilities are recomputed block by block; each K/V head's gradient sums its group's
+// query heads in head order (deterministic).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int B, int T, int C, int NH);
-
+                        const int32_t* pos, int B, int T, int NH, int NKV, int HD);
 // Query rows per block: the scratch per thread is 2 * kAttentionQueryBlock * T floats.
 constexpr int kAttentionQueryBlock = 64;
 

@@ -22,8 +22,11 @@
 #include "engine/cpu/layernorm.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/residual.h"
+#include "engine/cpu/rmsnorm.h"
+#include "engine/cpu/rope.h"
 #include "engine/cpu/simd.h"
 #include "engine/cpu/softmax_crossentropy.h"
+#include "engine/cpu/swiglu.h"
 
 namespace flotilla::cpu {
 
@@ -113,15 +116,24 @@ void CpuBackend::fill_zero(float* p, size_t n) {
   }
 }
 
-void CpuBackend::encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
-                                 int T, int C) {
-  Timer t(this, kEncoder);
-  cpu::encoder_forward(out, inp, wte, wpe, B, T, C);
+void CpuBackend::fill_zero_bytes(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::upload(void* dst, const void* host, size_t bytes) {
+  if (dst != host) std::memcpy(dst, host, bytes);
 }
-void CpuBackend::encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
-                                  int T, int C) {
+void CpuBackend::download(void* host, const void* src, size_t bytes) {
+  if (host != src) std::memcpy(host, src, bytes);
+}
+
+void CpuBackend::encoder_forward(float* out, const int32_t* ids, const float* wte, const float* wpe,
+                                 const int32_t* pos, int B, int T, int C) {
   Timer t(this, kEncoder);
-  cpu::encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+  cpu::encoder_forward(out, ids, wte, wpe, pos, B, T, C);
+}
+void CpuBackend::encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids,
+                                  const int32_t* pos, int B, int T, int C) {
+  Timer t(this, kEncoder);
+  cpu::encoder_backward(dwte, dwpe, dout, ids, pos, B, T, C);
 }
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                    const float* weight, const float* bias, long N, int C) {
@@ -134,24 +146,60 @@ void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, c
   Timer t(this, kLayernorm);
   cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
+void CpuBackend::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N,
+                                 int C, float eps) {
+  Timer t(this, kRmsnorm);
+  cpu::rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+}
+void CpuBackend::rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                  const float* weight, const float* rstd, long N, int C) {
+  Timer t(this, kRmsnorm);
+  cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
-                                int IC, int OC) {
-  Timer t(this, kMatmul);
-  cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
+                                int IC, int OC, float* gelu_out) {
+  {
+    Timer t(this, kMatmul);
+    cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
+  }
+  if (gelu_out != nullptr) gelu_forward(gelu_out, out, static_cast<size_t>(N) * static_cast<size_t>(OC));
 }
 void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                  const float* inp, const float* weight, int N, int IC, int OC) {
   Timer t(this, kMatmul);
   cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
-void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, const int32_t* pos, int B, int T,
+                                   int NH, int NKV, int HD) {
   Timer t(this, kAttention);
-  cpu::attention_forward(out, lse, qkv, B, T, C, NH);
+  cpu::attention_forward(out, lse, qkv, pos, B, T, NH, NKV, HD);
 }
 void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                    const float* lse, int B, int T, int C, int NH) {
+                                    const float* lse, const int32_t* pos, int B, int T, int NH, int NKV,
+                                    int HD) {
   Timer t(this, kAttention);
-  cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+  cpu::attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, NH, NKV, HD);
+}
+void CpuBackend::rope_forward(float* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
+                              int NKV, int HD) {
+  Timer t(this, kRope);
+  cpu::rope_forward(qkv, pos, inv_freq, B, T, NH, NKV, HD);
+}
+void CpuBackend::rope_backward(float* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
+                               int NKV, int HD) {
+  Timer t(this, kRope);
+  cpu::rope_backward(dqkv, pos, inv_freq, B, T, NH, NKV, HD);
+}
+void CpuBackend::qk_norm_forward(float* out, float* rstd, const float* inp, const float* qw, const float* kw,
+                                 long N, int NH, int NKV, int HD, float eps) {
+  Timer t(this, kRmsnorm);
+  cpu::qk_norm_forward(out, rstd, inp, qw, kw, N, NH, NKV, HD, eps);
+}
+void CpuBackend::qk_norm_backward(float* dinp, float* dqw, float* dkw, const float* dout, const float* inp,
+                                  const float* qw, const float* kw, const float* rstd, long N, int NH,
+                                  int NKV, int HD) {
+  Timer t(this, kRmsnorm);
+  cpu::qk_norm_backward(dinp, dqw, dkw, dout, inp, qw, kw, rstd, N, NH, NKV, HD);
 }
 void CpuBackend::gelu_forward(float* out, const float* inp, size_t n) {
   Timer t(this, kGelu);
@@ -160,6 +208,14 @@ void CpuBackend::gelu_forward(float* out, const float* inp, size_t n) {
 void CpuBackend::gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
   Timer t(this, kGelu);
   cpu::gelu_backward(dinp, inp, dout, n);
+}
+void CpuBackend::swiglu_forward(float* out, const float* inp, long N, int F) {
+  Timer t(this, kSwiglu);
+  cpu::swiglu_forward(out, inp, N, F);
+}
+void CpuBackend::swiglu_backward(float* dinp, const float* dout, const float* inp, long N, int F) {
+  Timer t(this, kSwiglu);
+  cpu::swiglu_backward(dinp, dout, inp, N, F);
 }
 void CpuBackend::residual_forward(float* out, const float* a, const float* b, size_t n) {
   Timer t(this, kResidual);
@@ -174,6 +230,15 @@ void CpuBackend::softmax_crossentropy_backward(float* dlogits, const float* logi
                                                const int32_t* targets, float dloss, long N, int V, int Vp) {
   Timer t(this, kSoftmaxCe);
   cpu::softmax_crossentropy_backward(dlogits, logits, lse, targets, dloss, N, V, Vp);
+}
+void CpuBackend::gather_target_logits(float* out, const float* logits, const int32_t* targets, long N,
+                                      int Vp) {
+  cpu::gather_target_logits(out, logits, targets, N, Vp);
+}
+double CpuBackend::sum_values(const float* x, size_t n) {
+  double sum = 0.0;  // in index order: the mean loss is the same bits for any thread count
+  for (size_t i = 0; i < n; ++i) sum += x[i];
+  return sum;
 }
 void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
                               float beta1, float beta2, float eps, float weight_decay, int64_t step) {
@@ -191,8 +256,8 @@ void CpuBackend::scale_values(float* g, size_t n, float s) {
 
 std::vector<KernelTime> CpuBackend::profile() const {
   static const char* names[kCount] = {
-      "encoder", "layernorm",  "matmul", "attention", "gelu", "residual", "softmax_crossentropy",
-      "adamw",   "global_norm"};
+      "encoder", "layernorm", "matmul", "attention", "gelu",       "residual", "softmax_crossentropy",
+      "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm"};
   std::vector<KernelTime> out;
   for (int f = 0; f < kCount; ++f) out.push_back(KernelTime{names[f], seconds_[f], calls_[f]});
   return out;

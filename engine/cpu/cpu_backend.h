@@ -24,30 +24,76 @@ class CpuBackend final : public Backend {
   float* allocate(size_t floats) override;
   void release(float* p) override;
   void fill_zero(float* p, size_t n) override;
+  void fill_zero_bytes(void* p, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void upload(void* dst, const void* host, size_t bytes) override;
+  void download(void* host, const void* src, size_t bytes) override;
   void synchronize() override {}
 
-  void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T,
-                       int C) override;
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
-                        int C) override;
+  // The fp32 kernel families (the bf16 overloads are Backend's: unsupported on the CPU).
+  using Backend::attention_backward;
+  using Backend::attention_forward;
+  using Backend::encoder_backward;
+  using Backend::encoder_forward;
+  using Backend::gather_target_logits;
+  using Backend::gelu_backward;
+  using Backend::gelu_forward;
+  using Backend::layernorm_backward;
+  using Backend::layernorm_forward;
+  using Backend::matmul_backward;
+  using Backend::matmul_forward;
+  using Backend::qk_norm_backward;
+  using Backend::qk_norm_forward;
+  using Backend::residual_forward;
+  using Backend::rmsnorm_backward;
+  using Backend::rmsnorm_forward;
+  using Backend::rope_backward;
+  using Backend::rope_forward;
+  using Backend::softmax_crossentropy_backward;
+  using Backend::softmax_crossentropy_forward;
+  using Backend::swiglu_backward;
+  using Backend::swiglu_forward;
+  void encoder_forward(float* out, const int32_t* ids, const float* wte, const float* wpe, const int32_t* pos,
+                       int B, int T, int C) override;
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids, const int32_t* pos,
+                        int B, int T, int C) override;
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                          const float* bias, long N, int C) override;
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, const float* mean, const float* rstd, long N, int C) override;
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C,
+                       float eps) override;
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                        const float* rstd, long N, int C) override;
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
-                      int OC) override;
+                      int OC, float* gelu_out) override;
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, int N, int IC, int OC) override;
-  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) override;
+  void attention_forward(float* out, float* lse, const float* qkv, const int32_t* pos, int B, int T, int NH,
+                         int NKV, int HD) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int B, int T, int C, int NH) override;
+                          const float* lse, const int32_t* pos, int B, int T, int NH, int NKV,
+                          int HD) override;
+  void rope_forward(float* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,
+                    int HD) override;
+  void rope_backward(float* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,
+                     int HD) override;
+  void qk_norm_forward(float* out, float* rstd, const float* inp, const float* qw, const float* kw, long N,
+                       int NH, int NKV, int HD, float eps) override;
+  void qk_norm_backward(float* dinp, float* dqw, float* dkw, const float* dout, const float* inp,
+                        const float* qw, const float* kw, const float* rstd, long N, int NH, int NKV,
+                        int HD) override;
   void gelu_forward(float* out, const float* inp, size_t n) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+  void swiglu_forward(float* out, const float* inp, long N, int F) override;
+  void swiglu_backward(float* dinp, const float* dout, const float* inp, long N, int F) override;
   void residual_forward(float* out, const float* a, const float* b, size_t n) override;
   void softmax_crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
                                     long N, int V, int Vp) override;
   void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                                      const int32_t* targets, float dloss, long N, int V, int Vp) override;
+  void gather_target_logits(float* out, const float* logits, const int32_t* targets, long N, int Vp) override;
+  double sum_values(const float* x, size_t n) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t t) override;
   double sum_squares(const float* g, size_t n) override;
@@ -66,6 +112,9 @@ class CpuBackend final : public Backend {
     kGelu,
     kResidual,
     kSoftmaxCe,
+    kRmsnorm,
+    kRope,
+    kSwiglu,
     kAdamw,
     kGlobalNorm,
     kCount

@@ -12,21 +12,29 @@
 namespace flotilla::cpu {
 
 FLOTILLA_SIMD_CLONES
-void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T,
-                     int C) {
+void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, const int32_t* pos,
+                     int B, int T, int C) {
   const long rows = static_cast<long>(B) * T;
 #pragma omp parallel for schedule(static)
   for (long r = 0; r < rows; ++r) {
-    const int t = static_cast<int>(r % T);
-    const float* we = wte + static_cast<size_t>(inp[r]) * C;
-    const float* pe = wpe + static_cast<size_t>(t) * C;
     float* o = out + static_cast<size_t>(r) * C;
-    for (int c = 0; c < C; ++c) o[c] = we[c] + pe[c];
+    const int t = pos != nullptr ? pos[r] : static_cast<int>(r % T);
+    const float* pe = wpe != nullptr ? wpe + static_cast<size_t>(t) * C : nullptr;
+    if (inp[r] < 0) {
+      for (int c = 0; c < C; ++c) o[c] = pe != nullptr ? pe[c] : 0.0f;
+      continue;
+    }
+    const float* we = wte + static_cast<size_t>(inp[r]) * C;
+    if (pe != nullptr)
+      for (int c = 0; c < C; ++c) o[c] = we[c] + pe[c];
+    else
+      for (int c = 0; c < C; ++c) o[c] = we[c];
   }
 }
 
 FLOTILLA_SIMD_CLONES
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C) {
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, const int32_t* pos,
+                      int B, int T, int C) {
   constexpr int kBlock = 32;  // channels per task
   const int blocks = (C + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
@@ -36,12 +44,13 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
       for (int t = 0; t < T; ++t) {
         const size_t r = static_cast<size_t>(b) * T + t;
         const float* d = dout + r * C;
-        float* we = dwte + static_cast<size_t>(inp[r]) * C;
-        float* pe = dwpe + static_cast<size_t>(t) * C;
-        for (int c = c0; c < c1; ++c) {
-          we[c] += d[c];
-          pe[c] += d[c];
+        if (dwpe != nullptr) {
+          float* pe = dwpe + static_cast<size_t>(pos != nullptr ? pos[r] : t) * C;
+          for (int c = c0; c < c1; ++c) pe[c] += d[c];
         }
+        if (inp[r] < 0) continue;
+        float* we = dwte + static_cast<size_t>(inp[r]) * C;
+        for (int c = c0; c < c1; ++c) we[c] += d[c];
       }
     }
   }

@@ -14,6 +14,9 @@
 #include "engine/cpu/simd.h"
 
 namespace flotilla::cpu {
+namespace {
+constexpr int32_t kIgnore = -100;  // engine/backend/backend.h kIgnoreTarget
+}
 
 FLOTILLA_SIMD_CLONES
 void softmax_crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
@@ -29,7 +32,8 @@ void softmax_crossentropy_forward(float* losses, float* lse, const float* logits
     for (int j = 0; j < V; ++j) sum += exp_approx(x[j] - mx);
     const float l = mx + std::log(sum);
     lse[r] = l;
-    losses[r] = l - x[targets[r]];
+    const int32_t t = targets[r];
+    losses[r] = t >= 0 ? l - x[t] : (t == kIgnore ? 0.0f : l);
   }
 }
 
@@ -40,11 +44,23 @@ void softmax_crossentropy_backward(float* dlogits, const float* logits, const fl
   for (long r = 0; r < N; ++r) {
     const float* x = logits + static_cast<size_t>(r) * Vp;
     float* d = dlogits + static_cast<size_t>(r) * Vp;
+    const int32_t t = targets[r];
+    if (t == kIgnore) {
+      for (int j = 0; j < Vp; ++j) d[j] = 0.0f;
+      continue;
+    }
     const float l = lse[r];
     for (int j = 0; j < V; ++j) d[j] = dloss * exp_approx(x[j] - l);
     for (int j = V; j < Vp; ++j) d[j] = 0.0f;
-    d[targets[r]] -= dloss;
+    if (t >= 0) d[t] -= dloss;
   }
+}
+
+void gather_target_logits(float* out, const float* logits, const int32_t* targets, long N, int Vp) {
+  for (long r = 0; r < N; ++r)
+    out[r] = targets[r] >= 0
+                 ? logits[static_cast<size_t>(r) * static_cast<size_t>(Vp) + static_cast<size_t>(targets[r])]
+                 : 0.0f;
 }
 
 }  // namespace flotilla::cpu

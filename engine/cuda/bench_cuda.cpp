@@ -87,13 +87,10 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
 
   auto& be = dynamic_cast<CudaBackend&>(get_backend("cuda"));
   Context& ctx = be.context();
-  GptDims d;
-  d.n_layer = preset->n_layer;
-  d.n_head = preset->n_head;
-  d.n_embd = preset->n_embd;
-  d.vocab_size = 50257;
-  d.padded_vocab = pad_vocab(d.vocab_size);
-  d.max_seq_len = std::max(1024, T);
+  ModelSection shape = preset->shape;
+  if (!preset->sets_vocab) shape.vocab_size = 50257;  // GPT-2's tokenizer
+  shape.max_seq_len = std::max(preset->sets_vocab ? shape.max_seq_len : 1024, T);
+  const GptDims d = dims_from_config(shape);
 
   if (!json) std::fprintf(stderr, "measuring the %s GEMM peak (%d^3)...\n", use_bf16 ? "bf16" : "fp32", kPeakGemmN);
   const double peak_tflops = gemm_peak_tflops(ctx, kPeakGemmN, use_bf16, 5);

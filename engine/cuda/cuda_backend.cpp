@@ -20,7 +20,10 @@
 #include "engine/cuda/layernorm.h"
 #include "engine/cuda/matmul.h"
 #include "engine/cuda/residual.h"
+#include "engine/cuda/rmsnorm.h"
+#include "engine/cuda/rope.h"
 #include "engine/cuda/softmax_crossentropy.h"
+#include "engine/cuda/swiglu.h"
 #include "engine/launch/gpu_pinning.h"
 
 namespace flotilla::cuda {
@@ -73,20 +76,22 @@ std::string CudaBackend::describe() const {
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "cuda device %d: %s, sm_%d%d, %d SMs, %.1f GiB; CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu",
-                device_, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), runtime / 1000,
-                (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10, cublasLtGetVersion());
+  std::snprintf(
+      buf, sizeof(buf),
+      "cuda device %d: %s, sm_%d%d, %d SMs, %.1f GiB; CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu",
+      device_, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+      static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), runtime / 1000,
+      (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10, cublasLtGetVersion());
   return buf;
 }
 
 bool CudaBackend::supports(BackendFeature feature) const {
   switch (feature) {
     case BackendFeature::kFp32:
+    case BackendFeature::kBf16Storage:
     case BackendFeature::kDeterministic:
     case BackendFeature::kProfile:
       return true;
-    case BackendFeature::kBf16Storage:  // bf16 kernels exist (engine/cuda/*.h) but not behind this float* interface
     case BackendFeature::kHostMemory:
       return false;
   }
@@ -111,84 +116,174 @@ void CudaBackend::fill_zero(float* p, size_t n) {
   if (n > 0) check_cuda(cudaMemsetAsync(p, 0, n * sizeof(float), ctx_->stream()), "cudaMemsetAsync");
 }
 
+void CudaBackend::fill_zero_bytes(void* p, size_t bytes) {
+  if (bytes > 0) check_cuda(cudaMemsetAsync(p, 0, bytes, ctx_->stream()), "cudaMemsetAsync");
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0)
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_->stream()),
+               "cudaMemcpyAsync (device)");
+}
+
+void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
+  // From pageable memory the call returns once the bytes are staged, so `host` may be reused.
+  if (bytes > 0)
+    check_cuda(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, ctx_->stream()),
+               "cudaMemcpyAsync (to device)");
+}
+
+void CudaBackend::download(void* host, const void* src, size_t bytes) {
+  if (bytes > 0)
+    check_cuda(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, ctx_->stream()),
+               "cudaMemcpyAsync (to host)");
+  ctx_->synchronize();
+}
+
 void CudaBackend::synchronize() { ctx_->synchronize(); }
+void* CudaBackend::stream() { return ctx_->stream(); }
 
-void CudaBackend::encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T,
-                                  int C) {
-  Timer t(this, kEncoder);
-  cuda::encoder_forward<float>(*ctx_, out, inp, wte, wpe, B, T, C);
-}
+namespace {
+// The engine's host bf16 and CUDA's __nv_bfloat16 have one layout.
+inline float* dev(float* p) { return p; }
+inline const float* dev(const float* p) { return p; }
+inline bf16* dev(bf16_t* p) { return reinterpret_cast<bf16*>(p); }
+inline const bf16* dev(const bf16_t* p) { return reinterpret_cast<const bf16*>(p); }
+}  // namespace
 
-void CudaBackend::encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
-                                   int C) {
-  Timer t(this, kEncoder);
-  cuda::encoder_backward<float>(*ctx_, dwte, dwpe, dout, inp, B, T, C);
-}
+#define FLOTILLA_CUDA_FAMILIES(S)                                                                            \
+  void CudaBackend::encoder_forward(S* out, const int32_t* ids, const S* wte, const S* wpe,                  \
+                                    const int32_t* pos, int B, int T, int C) {                               \
+    Timer t(this, kEncoder);                                                                                 \
+    cuda::encoder_forward(*ctx_, dev(out), ids, dev(wte), dev(wpe), pos, B, T, C);                           \
+  }                                                                                                          \
+  void CudaBackend::encoder_backward(S* dwte, S* dwpe, const S* dout, const int32_t* ids,                    \
+                                     const int32_t* pos, int B, int T, int C) {                              \
+    Timer t(this, kEncoder);                                                                                 \
+    cuda::encoder_backward(*ctx_, dev(dwte), dev(dwpe), dev(dout), ids, pos, B, T, C);                       \
+  }                                                                                                          \
+  void CudaBackend::layernorm_forward(S* out, float* mean, float* rstd, const S* inp, const S* weight,       \
+                                      const S* bias, long N, int C) {                                        \
+    Timer t(this, kLayernorm);                                                                               \
+    cuda::layernorm_forward(*ctx_, dev(out), mean, rstd, dev(inp), dev(weight), dev(bias), N, C);            \
+  }                                                                                                          \
+  void CudaBackend::residual_layernorm_forward(S* residual, S* out, float* mean, float* rstd, const S* a,    \
+                                               const S* b, const S* weight, const S* bias, long N, int C) {  \
+    Timer t(this, kLayernorm);                                                                               \
+    cuda::residual_layernorm_forward(*ctx_, dev(residual), dev(out), mean, rstd, dev(a), dev(b),             \
+                                     dev(weight), dev(bias), N, C);                                          \
+  }                                                                                                          \
+  void CudaBackend::layernorm_backward(S* dinp, S* dweight, S* dbias, const S* dout, const S* inp,           \
+                                       const S* weight, const float* mean, const float* rstd, long N,        \
+                                       int C) {                                                              \
+    Timer t(this, kLayernorm);                                                                               \
+    cuda::layernorm_backward(*ctx_, dev(dinp), dev(dweight), dev(dbias), dev(dout), dev(inp), dev(weight),   \
+                             mean, rstd, N, C);                                                              \
+  }                                                                                                          \
+  void CudaBackend::rmsnorm_forward(S* out, float* rstd, const S* inp, const S* weight, long N, int C,       \
+                                    float eps) {                                                             \
+    Timer t(this, kRmsnorm);                                                                                 \
+    cuda::rmsnorm_forward(*ctx_, dev(out), rstd, dev(inp), dev(weight), N, C, eps);                          \
+  }                                                                                                          \
+  void CudaBackend::residual_rmsnorm_forward(S* residual, S* out, float* rstd, const S* a, const S* b,       \
+                                             const S* weight, long N, int C, float eps) {                    \
+    Timer t(this, kRmsnorm);                                                                                 \
+    cuda::residual_rmsnorm_forward(*ctx_, dev(residual), dev(out), rstd, dev(a), dev(b), dev(weight), N, C,  \
+                                   eps);                                                                     \
+  }                                                                                                          \
+  void CudaBackend::rmsnorm_backward(S* dinp, S* dweight, const S* dout, const S* inp, const S* weight,      \
+                                     const float* rstd, long N, int C) {                                     \
+    Timer t(this, kRmsnorm);                                                                                 \
+    cuda::rmsnorm_backward(*ctx_, dev(dinp), dev(dweight), dev(dout), dev(inp), dev(weight), rstd, N, C);    \
+  }                                                                                                          \
+  void CudaBackend::matmul_forward(S* out, const S* inp, const S* weight, const S* bias, int N, int IC,      \
+                                   int OC, S* gelu_out) {                                                    \
+    Timer t(this, kMatmul);                                                                                  \
+    cuda::matmul_forward(*ctx_, dev(out), dev(inp), dev(weight), dev(bias), N, IC, OC, dev(gelu_out));       \
+  }                                                                                                          \
+  void CudaBackend::matmul_backward(S* dinp, S* dweight, S* dbias, const S* dout, const S* inp,              \
+                                    const S* weight, int N, int IC, int OC) {                                \
+    Timer t(this, kMatmul);                                                                                  \
+    cuda::matmul_backward(*ctx_, dev(dinp), dev(dweight), dev(dbias), dev(dout), dev(inp), dev(weight), N,   \
+                          IC, OC);                                                                           \
+  }                                                                                                          \
+  void CudaBackend::attention_forward(S* out, float* lse, const S* qkv, const int32_t* pos, int B, int T,    \
+                                      int NH, int NKV, int HD) {                                             \
+    Timer t(this, kAttention);                                                                               \
+    cuda::attention_forward(*ctx_, dev(out), lse, dev(qkv), pos, B, T, NH, NKV, HD);                         \
+  }                                                                                                          \
+  void CudaBackend::attention_backward(S* dqkv, const S* dout, const S* qkv, const S* out, const float* lse, \
+                                       const int32_t* pos, int B, int T, int NH, int NKV, int HD) {          \
+    Timer t(this, kAttention);                                                                               \
+    cuda::attention_backward(*ctx_, dev(dqkv), dev(dout), dev(qkv), dev(out), lse, pos, B, T, NH, NKV, HD);  \
+  }                                                                                                          \
+  void CudaBackend::rope_forward(S* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,    \
+                                 int NKV, int HD) {                                                          \
+    Timer t(this, kRope);                                                                                    \
+    cuda::rope_forward(*ctx_, dev(qkv), pos, inv_freq, B, T, NH, NKV, HD);                                   \
+  }                                                                                                          \
+  void CudaBackend::rope_backward(S* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,  \
+                                  int NKV, int HD) {                                                         \
+    Timer t(this, kRope);                                                                                    \
+    cuda::rope_backward(*ctx_, dev(dqkv), pos, inv_freq, B, T, NH, NKV, HD);                                 \
+  }                                                                                                          \
+  void CudaBackend::qk_norm_forward(S* out, float* rstd, const S* inp, const S* qw, const S* kw, long N,     \
+                                    int NH, int NKV, int HD, float eps) {                                    \
+    Timer t(this, kRmsnorm);                                                                                 \
+    cuda::qk_norm_forward(*ctx_, dev(out), rstd, dev(inp), dev(qw), dev(kw), N, NH, NKV, HD, eps);           \
+  }                                                                                                          \
+  void CudaBackend::qk_norm_backward(S* dinp, S* dqw, S* dkw, const S* dout, const S* inp, const S* qw,      \
+                                     const S* kw, const float* rstd, long N, int NH, int NKV, int HD) {      \
+    Timer t(this, kRmsnorm);                                                                                 \
+    cuda::qk_norm_backward(*ctx_, dev(dinp), dev(dqw), dev(dkw), dev(dout), dev(inp), dev(qw), dev(kw),      \
+                           rstd, N, NH, NKV, HD);                                                            \
+  }                                                                                                          \
+  void CudaBackend::gelu_forward(S* out, const S* inp, size_t n) {                                           \
+    Timer t(this, kGelu);                                                                                    \
+    cuda::gelu_forward(*ctx_, dev(out), dev(inp), n);                                                        \
+  }                                                                                                          \
+  void CudaBackend::gelu_backward(S* dinp, const S* inp, const S* dout, size_t n) {                          \
+    Timer t(this, kGelu);                                                                                    \
+    cuda::gelu_backward(*ctx_, dev(dinp), dev(inp), dev(dout), n);                                           \
+  }                                                                                                          \
+  void CudaBackend::swiglu_forward(S* out, const S* inp, long N, int F) {                                    \
+    Timer t(this, kSwiglu);                                                                                  \
+    cuda::swiglu_forward(*ctx_, dev(out), dev(inp), N, F);                                                   \
+  }                                                                                                          \
+  void CudaBackend::swiglu_backward(S* dinp, const S* dout, const S* inp, long N, int F) {                   \
+    Timer t(this, kSwiglu);                                                                                  \
+    cuda::swiglu_backward(*ctx_, dev(dinp), dev(dout), dev(inp), N, F);                                      \
+  }                                                                                                          \
+  void CudaBackend::residual_forward(S* out, const S* a, const S* b, size_t n) {                             \
+    Timer t(this, kResidual);                                                                                \
+    cuda::residual_forward(*ctx_, dev(out), dev(a), dev(b), n);                                              \
+  }                                                                                                          \
+  void CudaBackend::softmax_crossentropy_forward(float* losses, float* lse, const S* logits,                 \
+                                                 const int32_t* targets, long N, int V, int Vp) {            \
+    Timer t(this, kSoftmaxCe);                                                                               \
+    cuda::softmax_crossentropy_forward(*ctx_, losses, lse, dev(logits), targets, N, V, Vp);                  \
+  }                                                                                                          \
+  void CudaBackend::softmax_crossentropy_backward(S* dlogits, const S* logits, const float* lse,             \
+                                                  const int32_t* targets, float dloss, long N, int V,        \
+                                                  int Vp) {                                                  \
+    Timer t(this, kSoftmaxCe);                                                                               \
+    cuda::softmax_crossentropy_backward(*ctx_, dev(dlogits), dev(logits), lse, targets, dloss, N, V, Vp);    \
+  }                                                                                                          \
+  void CudaBackend::gather_target_logits(float* out, const S* logits, const int32_t* targets, long N,        \
+                                         int Vp) {                                                           \
+    Timer t(this, kSoftmaxCe);                                                                               \
+    cuda::gather_target_logits(*ctx_, out, dev(logits), targets, N, Vp);                                     \
+  }
+FLOTILLA_CUDA_FAMILIES(float)
+FLOTILLA_CUDA_FAMILIES(bf16_t)
+#undef FLOTILLA_CUDA_FAMILIES
 
-void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                    const float* bias, long N, int C) {
-  Timer t(this, kLayernorm);
-  cuda::layernorm_forward<float>(*ctx_, out, mean, rstd, inp, weight, bias, N, C);
-}
+void CudaBackend::convert(bf16_t* out, const float* in, size_t n) { cuda::convert(*ctx_, dev(out), in, n); }
+void CudaBackend::convert(float* out, const bf16_t* in, size_t n) { cuda::convert(*ctx_, out, dev(in), n); }
+double CudaBackend::sum_values(const float* x, size_t n) { return cuda::sum_values(*ctx_, x, n); }
 
-void CudaBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                     const float* weight, const float* mean, const float* rstd, long N, int C) {
-  Timer t(this, kLayernorm);
-  cuda::layernorm_backward<float>(*ctx_, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-}
-
-void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
-                                 int OC) {
-  Timer t(this, kMatmul);
-  cuda::matmul_forward<float>(*ctx_, out, inp, weight, bias, N, IC, OC);
-}
-
-void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                                  const float* weight, int N, int IC, int OC) {
-  Timer t(this, kMatmul);
-  cuda::matmul_backward<float>(*ctx_, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
-}
-
-void CudaBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
-  Timer t(this, kAttention);
-  cuda::attention_forward<float>(*ctx_, out, lse, qkv, B, T, C, NH);
-}
-
-void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                     const float* lse, int B, int T, int C, int NH) {
-  Timer t(this, kAttention);
-  cuda::attention_backward<float>(*ctx_, dqkv, dout, qkv, out, lse, B, T, C, NH);
-}
-
-void CudaBackend::gelu_forward(float* out, const float* inp, size_t n) {
-  Timer t(this, kGelu);
-  cuda::gelu_forward<float>(*ctx_, out, inp, n);
-}
-
-void CudaBackend::gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-  Timer t(this, kGelu);
-  cuda::gelu_backward<float>(*ctx_, dinp, inp, dout, n);
-}
-
-void CudaBackend::residual_forward(float* out, const float* a, const float* b, size_t n) {
-  Timer t(this, kResidual);
-  cuda::residual_forward<float>(*ctx_, out, a, b, n);
-}
-
-void CudaBackend::softmax_crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
-                                               long N, int V, int Vp) {
-  Timer t(this, kSoftmaxCe);
-  cuda::softmax_crossentropy_forward<float>(*ctx_, losses, lse, logits, targets, N, V, Vp);
-}
-
-void CudaBackend::softmax_crossentropy_backward(float* dlogits, const float* logits, const float* lse,
-                                                const int32_t* targets, float dloss, long N, int V, int Vp) {
-  Timer t(this, kSoftmaxCe);
-  cuda::softmax_crossentropy_backward<float>(*ctx_, dlogits, logits, lse, targets, dloss, N, V, Vp);
-}
-
-void CudaBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                               float beta2, float eps, float weight_decay, int64_t t) {
+void CudaBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                               float beta1, float beta2, float eps, float weight_decay, int64_t t) {
   Timer tm(this, kAdamw);
   cuda::adamw_update(*ctx_, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
 }
@@ -204,8 +299,9 @@ void CudaBackend::scale_values(float* g, size_t n, float s) {
 }
 
 std::vector<KernelTime> CudaBackend::profile() const {
-  static const char* const kNames[kCount] = {"encoder", "layernorm", "matmul", "attention", "gelu",
-                                             "residual", "softmax_crossentropy", "adamw", "global_norm"};
+  static const char* const kNames[kCount] = {
+      "encoder", "layernorm", "matmul", "attention", "gelu",       "residual", "softmax_crossentropy",
+      "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm"};
   std::vector<KernelTime> out;
   for (int f = 0; f < kCount; ++f)
     if (calls_[static_cast<size_t>(f)] > 0)

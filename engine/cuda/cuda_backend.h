@@ -38,30 +38,70 @@ class CudaBackend final : public Backend {
   float* allocate(size_t floats) override;
   void release(float* p) override;
   void fill_zero(float* p, size_t n) override;
+  void fill_zero_bytes(void* p, size_t bytes) override;
+  size_t alignment() const override { return 256; }
+  void copy(void* dst, const void* src, size_t bytes) override;
+  // Asynchronous on the stream; a pageable host buffer has been staged when this returns.
+  void upload(void* dst, const void* host, size_t bytes) override;
+  void download(void* host, const void* src, size_t bytes) override;
   void synchronize() override;
+  void* stream() override;
 
-  void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T,
-                       int C) override;
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
-                        int C) override;
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                         const float* bias, long N, int C) override;
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                          const float* weight, const float* mean, const float* rstd, long N, int C) override;
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
-                      int OC) override;
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, int N, int IC, int OC) override;
-  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) override;
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int B, int T, int C, int NH) override;
-  void gelu_forward(float* out, const float* inp, size_t n) override;
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
-  void residual_forward(float* out, const float* a, const float* b, size_t n) override;
-  void softmax_crossentropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
-                                    long N, int V, int Vp) override;
-  void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* lse,
-                                     const int32_t* targets, float dloss, long N, int V, int Vp) override;
+  // Every kernel family in fp32 and bf16 storage (engine/cuda/<family>.h).
+#define FLOTILLA_CUDA_FAMILIES(S)                                                                            \
+  void encoder_forward(S* out, const int32_t* ids, const S* wte, const S* wpe, const int32_t* pos, int B,    \
+                       int T, int C) override;                                                               \
+  void encoder_backward(S* dwte, S* dwpe, const S* dout, const int32_t* ids, const int32_t* pos, int B,      \
+                        int T, int C) override;                                                              \
+  void layernorm_forward(S* out, float* mean, float* rstd, const S* inp, const S* weight, const S* bias,     \
+                         long N, int C) override;                                                            \
+  void residual_layernorm_forward(S* residual, S* out, float* mean, float* rstd, const S* a, const S* b,     \
+                                  const S* weight, const S* bias, long N, int C) override;                   \
+  void layernorm_backward(S* dinp, S* dweight, S* dbias, const S* dout, const S* inp, const S* weight,       \
+                          const float* mean, const float* rstd, long N, int C) override;                     \
+  void rmsnorm_forward(S* out, float* rstd, const S* inp, const S* weight, long N, int C, float eps)         \
+      override;                                                                                              \
+  void residual_rmsnorm_forward(S* residual, S* out, float* rstd, const S* a, const S* b, const S* weight,   \
+                                long N, int C, float eps) override;                                          \
+  void rmsnorm_backward(S* dinp, S* dweight, const S* dout, const S* inp, const S* weight,                   \
+                        const float* rstd, long N, int C) override;                                          \
+  void matmul_forward(S* out, const S* inp, const S* weight, const S* bias, int N, int IC, int OC,           \
+                      S* gelu_out) override;                                                                 \
+  void matmul_backward(S* dinp, S* dweight, S* dbias, const S* dout, const S* inp, const S* weight, int N,   \
+                       int IC, int OC) override;                                                             \
+  void attention_forward(S* out, float* lse, const S* qkv, const int32_t* pos, int B, int T, int NH,         \
+                         int NKV, int HD) override;                                                          \
+  void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* out, const float* lse,              \
+                          const int32_t* pos, int B, int T, int NH, int NKV, int HD) override;               \
+  void rope_forward(S* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,        \
+                    int HD) override;                                                                        \
+  void rope_backward(S* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,      \
+                     int HD) override;                                                                       \
+  void qk_norm_forward(S* out, float* rstd, const S* inp, const S* qw, const S* kw, long N, int NH, int NKV, \
+                       int HD, float eps) override;                                                          \
+  void qk_norm_backward(S* dinp, S* dqw, S* dkw, const S* dout, const S* inp, const S* qw, const S* kw,      \
+                        const float* rstd, long N, int NH, int NKV, int HD) override;                        \
+  void gelu_forward(S* out, const S* inp, size_t n) override;                                                \
+  void gelu_backward(S* dinp, const S* inp, const S* dout, size_t n) override;                               \
+  void swiglu_forward(S* out, const S* inp, long N, int F) override;                                         \
+  void swiglu_backward(S* dinp, const S* dout, const S* inp, long N, int F) override;                        \
+  void residual_forward(S* out, const S* a, const S* b, size_t n) override;                                  \
+  void softmax_crossentropy_forward(float* losses, float* lse, const S* logits, const int32_t* targets,      \
+                                    long N, int V, int Vp) override;                                         \
+  void softmax_crossentropy_backward(S* dlogits, const S* logits, const float* lse, const int32_t* targets,  \
+                                     float dloss, long N, int V, int Vp) override;                           \
+  void gather_target_logits(float* out, const S* logits, const int32_t* targets, long N, int Vp) override;
+  FLOTILLA_CUDA_FAMILIES(float)
+  FLOTILLA_CUDA_FAMILIES(bf16_t)
+#undef FLOTILLA_CUDA_FAMILIES
+  using Backend::attention_backward;
+  using Backend::attention_forward;
+  using Backend::encoder_backward;
+  using Backend::encoder_forward;
+  using Backend::matmul_forward;
+  void convert(bf16_t* out, const float* in, size_t n) override;
+  void convert(float* out, const bf16_t* in, size_t n) override;
+  double sum_values(const float* x, size_t n) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t t) override;
   double sum_squares(const float* g, size_t n) override;
@@ -75,7 +115,21 @@ class CudaBackend final : public Backend {
   Context& context() { return *ctx_; }
 
  private:
-  enum Family { kEncoder, kLayernorm, kMatmul, kAttention, kGelu, kResidual, kSoftmaxCe, kAdamw, kGlobalNorm, kCount };
+  enum Family {
+    kEncoder,
+    kLayernorm,
+    kMatmul,
+    kAttention,
+    kGelu,
+    kResidual,
+    kSoftmaxCe,
+    kRmsnorm,
+    kRope,
+    kSwiglu,
+    kAdamw,
+    kGlobalNorm,
+    kCount
+  };
   class Timer;
 
   std::unique_ptr<Context> ctx_;

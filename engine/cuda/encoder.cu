@@ -3,8 +3,10 @@
 // token ids (B*T ints) are copied to the host, grouped by token in position order there, and one
 // block per distinct token sums its rows in that fixed order. The copy costs one stream sync per
 // backward, which is small next to the step.
-// Tensor parallelism (vocab-parallel wte, gpt_cuda.cpp): a negative id is a token another rank's
-// rows hold, so its wte term is 0 and its wte gradient is someone else's; wpe may be null (the
+// Packed documents (pos != null): the position of each row comes from pos, and the wpe gradient
+// is a scatter-add like wte's (positions repeat within a row).
+// Tensor parallelism (vocab-parallel wte, engine/model/vocab_parallel.cpp): a negative id is a token another
+// rank's rows hold, so its wte term is 0 and its wte gradient is someone else's; wpe may be null (the
 // positional term is added on one rank only, before the all-reduce). x + 0 is exact, so the sum
 // over ranks equals the one-GPU lookup bit for bit.
 #include <algorithm>
@@ -19,13 +21,13 @@ namespace flotilla::cuda {
 namespace {
 
 template <typename T>
-__global__ void encoder_forward_kernel(T* out, const int32_t* inp, const T* wte, const T* wpe, int Tn, int C,
-                                       size_t total) {
+__global__ void encoder_forward_kernel(T* out, const int32_t* inp, const T* wte, const T* wpe,
+                                       const int32_t* pos, int Tn, int C, size_t total) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; idx < total; idx += stride) {
     const size_t bt = idx / static_cast<size_t>(C);
     const int c = static_cast<int>(idx % static_cast<size_t>(C));
-    const int t = static_cast<int>(bt % static_cast<size_t>(Tn));
+    const int t = pos != nullptr ? pos[bt] : static_cast<int>(bt % static_cast<size_t>(Tn));
     const int32_t id = inp[bt];
     const float w = id >= 0 ? to_f(wte[static_cast<size_t>(id) * C + c]) : 0.0f;
     const float p = wpe != nullptr ? to_f(wpe[static_cast<size_t>(t) * C + c]) : 0.0f;
@@ -35,8 +37,8 @@ __global__ void encoder_forward_kernel(T* out, const int32_t* inp, const T* wte,
 
 // 16-byte packs along C (C a multiple of the pack width, pointers aligned).
 template <typename T>
-__global__ void encoder_forward_packed(T* out, const int32_t* inp, const T* wte, const T* wpe, int Tn, int C,
-                                       size_t total_packs) {
+__global__ void encoder_forward_packed(T* out, const int32_t* inp, const T* wte, const T* wpe,
+                                       const int32_t* pos, int Tn, int C, size_t total_packs) {
   constexpr int K = Pack<T>::kN;
   const int cp = C / K;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -44,7 +46,7 @@ __global__ void encoder_forward_packed(T* out, const int32_t* inp, const T* wte,
        idx += stride) {
     const size_t bt = idx / static_cast<size_t>(cp);
     const int c = static_cast<int>(idx % static_cast<size_t>(cp)) * K;
-    const int t = static_cast<int>(bt % static_cast<size_t>(Tn));
+    const int t = pos != nullptr ? pos[bt] : static_cast<int>(bt % static_cast<size_t>(Tn));
     const int32_t id = inp[bt];
     Pack<T> a{}, b{};
     if (id >= 0) a = load_pack(wte + static_cast<size_t>(id) * C + c);
@@ -68,7 +70,8 @@ __global__ void wpe_backward_kernel(T* dwpe, const T* dout, int B, int Tn, int C
   dwpe[tc] = from_f<T>(to_f(dwpe[tc]) + acc);
 }
 
-// One block row per distinct token u: dwte[tokens[u], c] += sum of dout[positions[offsets[u]..offsets[u+1]), c].
+// One block row per distinct token u: dwte[tokens[u], c] += sum of dout[positions[offsets[u]..offsets[u+1]),
+// c].
 template <typename T>
 __global__ void wte_backward_kernel(T* dwte, const T* dout, const int32_t* tokens, const int32_t* offsets,
                                     const int32_t* positions, int C) {
@@ -76,7 +79,8 @@ __global__ void wte_backward_kernel(T* dwte, const T* dout, const int32_t* token
   const int c = blockIdx.y * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float acc = 0.0f;
-  for (int k = offsets[u]; k < offsets[u + 1]; ++k) acc += to_f(dout[static_cast<size_t>(positions[k]) * C + c]);
+  for (int k = offsets[u]; k < offsets[u + 1]; ++k)
+    acc += to_f(dout[static_cast<size_t>(positions[k]) * C + c]);
   T* row = dwte + static_cast<size_t>(tokens[u]) * C;
   row[c] = from_f<T>(to_f(row[c]) + acc);
 }
@@ -84,41 +88,39 @@ __global__ void wte_backward_kernel(T* dwte, const T* dout, const int32_t* token
 }  // namespace
 
 template <typename T>
-void encoder_forward(Context& ctx, T* out, const int32_t* inp, const T* wte, const T* wpe, int B, int Tn, int C) {
+void encoder_forward(Context& ctx, T* out, const int32_t* inp, const T* wte, const T* wpe, const int32_t* pos,
+                     int B, int Tn, int C) {
   const size_t total = static_cast<size_t>(B) * Tn * C;
   if (total == 0) return;
   constexpr int K = Pack<T>::kN;
   if (C % K == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
-    encoder_forward_packed<T><<<grid_for(total / K, 256), 256, 0, ctx.stream()>>>(out, inp, wte, wpe, Tn, C,
-                                                                                   total / K);
+    encoder_forward_packed<T>
+        <<<grid_for(total / K, 256), 256, 0, ctx.stream()>>>(out, inp, wte, wpe, pos, Tn, C, total / K);
   else
-    encoder_forward_kernel<T><<<grid_for(total, 256), 256, 0, ctx.stream()>>>(out, inp, wte, wpe, Tn, C, total);
+    encoder_forward_kernel<T>
+        <<<grid_for(total, 256), 256, 0, ctx.stream()>>>(out, inp, wte, wpe, pos, Tn, C, total);
   check_launch("encoder_forward");
 }
 
-template <typename T>
-void encoder_backward(Context& ctx, T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int Tn, int C) {
-  const size_t N = static_cast<size_t>(B) * Tn;
-  if (N == 0) return;
-  const size_t TC = static_cast<size_t>(Tn) * C;
-  if (dwpe != nullptr) {
-    wpe_backward_kernel<T><<<grid_for(TC, 256, TC), 256, 0, ctx.stream()>>>(dwpe, dout, B, Tn, C);
-    check_launch("encoder_backward (wpe)");
-  }
+namespace {
 
-  // Group positions by token on the host (stable: positions ascend within a token).
+// dst[keys[r], c] += dout[r, c] over rows r with keys[r] >= 0 (device keys, N of them), grouped
+// by key on the host in row order and summed by one block row per distinct key: deterministic.
+template <typename T>
+void scatter_rows(Context& ctx, T* dst, const T* dout, const int32_t* keys, size_t N, int C,
+                  const char* what) {
   std::vector<int32_t> ids(N);
-  check_cuda(cudaMemcpyAsync(ids.data(), inp, N * sizeof(int32_t), cudaMemcpyDeviceToHost, ctx.stream()),
-             "cudaMemcpyAsync (token ids to host)");
+  check_cuda(cudaMemcpyAsync(ids.data(), keys, N * sizeof(int32_t), cudaMemcpyDeviceToHost, ctx.stream()),
+             "cudaMemcpyAsync (embedding ids to host)");
   ctx.synchronize();
-  std::vector<std::pair<int32_t, int32_t>> order;  // (token, position), tokens held here only
+  std::vector<std::pair<int32_t, int32_t>> order;  // (key, row), keys held here only
   order.reserve(N);
   for (size_t i = 0; i < N; ++i)
     if (ids[i] >= 0) order.push_back({ids[i], static_cast<int32_t>(i)});
   std::sort(order.begin(), order.end());
   const size_t Nk = order.size();
   if (Nk == 0) return;
-  std::vector<int32_t> host;  // [tokens (U) | offsets (U+1) | positions (N)]
+  std::vector<int32_t> host;  // [keys (U) | offsets (U+1) | rows (N)]
   host.reserve(3 * Nk + 1);
   std::vector<int32_t> offsets;
   for (size_t i = 0; i < Nk; ++i) {
@@ -132,17 +134,39 @@ void encoder_backward(Context& ctx, T* dwte, T* dwpe, const T* dout, const int32
   host.insert(host.end(), offsets.begin(), offsets.end());
   for (const auto& p : order) host.push_back(p.second);
   auto* dev = static_cast<int32_t*>(ctx.scratch(host.size() * sizeof(int32_t)));
-  check_cuda(cudaMemcpyAsync(dev, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx.stream()),
-             "cudaMemcpyAsync (token buckets to device)");
+  check_cuda(
+      cudaMemcpyAsync(dev, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx.stream()),
+      "cudaMemcpyAsync (embedding buckets to device)");
   const dim3 grid(static_cast<unsigned>(U), static_cast<unsigned>((C + 127) / 128));
-  wte_backward_kernel<T><<<grid, 128, 0, ctx.stream()>>>(dwte, dout, dev, dev + U, dev + 2 * U + 1, C);
-  check_launch("encoder_backward (wte)");
+  wte_backward_kernel<T><<<grid, 128, 0, ctx.stream()>>>(dst, dout, dev, dev + U, dev + 2 * U + 1, C);
+  check_launch(what);
   ctx.synchronize();  // `host` must outlive the copy
 }
 
-template void encoder_forward<float>(Context&, float*, const int32_t*, const float*, const float*, int, int, int);
-template void encoder_forward<bf16>(Context&, bf16*, const int32_t*, const bf16*, const bf16*, int, int, int);
-template void encoder_backward<float>(Context&, float*, float*, const float*, const int32_t*, int, int, int);
-template void encoder_backward<bf16>(Context&, bf16*, bf16*, const bf16*, const int32_t*, int, int, int);
+}  // namespace
+
+template <typename T>
+void encoder_backward(Context& ctx, T* dwte, T* dwpe, const T* dout, const int32_t* inp, const int32_t* pos,
+                      int B, int Tn, int C) {
+  const size_t N = static_cast<size_t>(B) * Tn;
+  if (N == 0) return;
+  const size_t TC = static_cast<size_t>(Tn) * C;
+  if (dwpe != nullptr && pos == nullptr) {
+    wpe_backward_kernel<T><<<grid_for(TC, 256, TC), 256, 0, ctx.stream()>>>(dwpe, dout, B, Tn, C);
+    check_launch("encoder_backward (wpe)");
+  } else if (dwpe != nullptr) {  // packed documents: positions repeat within a row
+    scatter_rows<T>(ctx, dwpe, dout, pos, N, C, "encoder_backward (wpe)");
+  }
+  scatter_rows<T>(ctx, dwte, dout, inp, N, C, "encoder_backward (wte)");
+}
+
+template void encoder_forward<float>(Context&, float*, const int32_t*, const float*, const float*,
+                                     const int32_t*, int, int, int);
+template void encoder_forward<bf16>(Context&, bf16*, const int32_t*, const bf16*, const bf16*, const int32_t*,
+                                    int, int, int);
+template void encoder_backward<float>(Context&, float*, float*, const float*, const int32_t*, const int32_t*,
+                                      int, int, int);
+template void encoder_backward<bf16>(Context&, bf16*, bf16*, const bf16*, const int32_t*, const int32_t*, int,
+                                     int, int);
 
 }  // namespace flotilla::cuda

@@ -1,14 +1,14 @@
-// A device-resident GPT-2 training step on the CUDA kernels, in fp32 or bf16 storage (fp32 master
-// weights and AdamW moments), for `bench --device cuda` and the GPU tests.
+// The device side of a training step on one GPU: a flotilla::Model on the CUDA backend (the
+// architecture's own forward and backward, engine/model/*_pass.cpp, in fp32 or bf16 storage) plus
+// what lives only on the device: fp32 master weights under bf16, the AdamW moments (all of them,
+// or this rank's ZeRO shard), and ZeRO-2's gradient shard fed from the model's staging slots. Used
+// by the trainer's DeviceModel (train_model_cuda.cpp), `bench --device cuda` and the GPU tests.
 //
-// Non-obvious decision: engine/model/GptModel assumes host memory (memcpy of token ids and stage
-// activations, the loss summed on the host, token-id checks) and binds the "cpu" backend, so it
-// cannot run on device buffers today. Rather than change the model (owned elsewhere), this driver
-// replays exactly GptModel's kernel sequence (gpt_pass.cpp) over the same parameter layout
-// (param_sizes / gpt_decay_ranges), with three device arenas: parameters+gradients, optimizer
-// state, activations. The GPU tests compare it step by step with GptModel on the CPU, which is
-// what keeps the two sequences from drifting apart. docs/cuda.md lists the model changes needed
-// to retire it.
+// Non-obvious decision: the model's step is not written here. CudaGpt used to replay GptModel's
+// kernel sequence for GPT-2 on device arenas; now the one Model runs it on the CUDA backend, and
+// this class keeps only the optimizer and the device memory plan, which do not depend on the
+// architecture (they read the model's parameter layout). The GPU tests still compare it step by
+// step with the CPU model.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,7 @@
 
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
+#include "engine/model/model.h"
 
 namespace flotilla::parallel {
 class ProcessGroup;
@@ -31,7 +32,7 @@ class Context;
 
 struct CudaGptOptions {
   bool bf16 = false;                 // bf16 parameters, gradients and activations
-  bool fuse_gelu = true;             // GELU in the cuBLASLt epilogue of the MLP-up matmul
+  bool fuse_gelu = true;             // GPT-2: GELU in the cuBLASLt epilogue of the MLP-up matmul
   uint32_t stochastic_rounding = 0;  // bf16 AdamW write-back: 0 = round to nearest, else a seed
   bool deterministic = true;         // train.deterministic: cuBLASLt without split-K (Context)
   // train.recompute: keep only each block's input (the residual stream) and rebuild the block's
@@ -72,24 +73,25 @@ class CudaGpt {
   CudaGpt(const CudaGpt&) = delete;
   CudaGpt& operator=(const CudaGpt&) = delete;
 
-  // Bytes the three arenas need for (dims, B, T, bf16): the memory prediction checked against
-  // cudaMemGetInfo before allocating.
+  // Bytes the model and the optimizer state need for (dims, B, T, bf16): the memory prediction
+  // checked against cudaMemGetInfo before allocating.
   static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false,
                                 size_t shard_count = 0, size_t padded_params = 0, const GptShard& shard = {},
                                 int slots = 1, bool zero2 = false);
 
-  // Host fp32 parameters in / out (master weights): the llm.c layout (num_parameters(dims) floats),
-  // or this rank's shard of it (full_to_shard's layout, num_params() floats) under TP.
+  // Host fp32 parameters in / out (master weights): the full layout (num_parameters(dims) floats),
+  // or this rank's shard of it (full_to_shard's layout, num_params() floats) under TP or PP.
   void set_params(const float* host);
   void get_params(float* host) const;
 
   // zero_grad + forward + backward on host token ids (B*T each); returns the mean loss.
   float forward_backward(const int32_t* inputs, const int32_t* targets);
-  // Gradient accumulation: dloss = loss_scale/N per row (GptModel::backward(loss_scale)), and with
-  // `accumulate` the gradients are added to instead of zeroed first.
-  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate);
+  // Gradient accumulation: dloss = loss_scale / counted targets per target (Model::backward), and
+  // with `accumulate` the gradients are added to instead of zeroed first. positions: Model's.
+  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate,
+                         const int32_t* positions = nullptr);
   // Forward and mean loss only (evaluation): gradients are left as they are.
-  float forward(const int32_t* inputs, const int32_t* targets);
+  float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions = nullptr);
   // Global gradient norm (deterministic; under TP over every rank's shard, replicated tensors
   // counted once), then clipping to `clip` (0: none) and one AdamW step t.
   float step(float lr, const AdamWHyper& h, float clip, int64_t t);
@@ -116,14 +118,15 @@ class CudaGpt {
   // zero_grad() first); then stage_input_grad() holds d(stage input) of that slot (non-first
   // stages). stage_recv_buffer(false / true) are device buffers to receive stage_in / dout into.
   void zero_grad();
-  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets);
+  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
+                      const int32_t* positions = nullptr);
   const float* stage_output(int slot);
   void backward_stage(int slot, const float* dout, float loss_scale);
   const float* stage_input_grad();
   float* stage_recv_buffer(bool grad);
   int activation_slots() const;
-  // Sums the wte gradient over `group` in place: the tied embedding of the first and the last
-  // stage (bf16 gradients are summed in fp32).
+  // Sums the tied embedding's gradient over `group` in place (the first and the last stage;
+  // bf16 gradients are summed in fp32).
   void all_reduce_wte_grad(parallel::ProcessGroup& group);
   // ZeRO-2: after a step's last backward (and the tied wte sum), the DP average of the
   // non-layer tensors' gradients into this rank's gradient shard; the layers' were averaged during
@@ -132,8 +135,8 @@ class CudaGpt {
 
   // Called during the backward of forward_backward, in the caller's thread, right after the
   // kernels that finish a group of gradients are queued on context().stream(): layer =
-  // n_layer-1 .. 0 (that layer's slices of the per-layer tensors), then -1 (wte, wpe, lnfw, lnfb,
-  // final after the encoder backward). Lets the trainer start the data-parallel all-reduce of
+  // n_layer-1 .. 0 (that layer's slices of the per-layer tensors), then -1 (the non-layer
+  // tensors, final after the embedding's backward). Lets the trainer start the data-parallel all-reduce of
   // layer l while layer l-1's backward runs. Empty (the default): no calls.
   using BackwardHook = std::function<void(int layer)>;
   void set_backward_hook(BackwardHook hook);
@@ -148,8 +151,9 @@ class CudaGpt {
   size_t parameter_bytes() const;
   size_t optimizer_bytes() const;
   size_t activation_bytes() const;
+  Model& model();  // the architecture's model on the CUDA backend
 
-  struct Impl;  // gpt_cuda_impl.h (named here so the pass code there can take it; opaque elsewhere)
+  struct Impl;  // gpt_cuda_impl.h
 
  private:
   std::unique_ptr<Impl> impl_;

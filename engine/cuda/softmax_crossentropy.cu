@@ -11,6 +11,7 @@ namespace flotilla::cuda {
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kIgnore = -100;  // engine/backend/backend.h kIgnoreTarget: no loss, no gradient
 
 template <typename T>
 __global__ void ce_forward_kernel(float* losses, float* lse, const T* logits, const int32_t* targets, int V,
@@ -35,7 +36,7 @@ __global__ void ce_forward_kernel(float* losses, float* lse, const T* logits, co
     const float l = M + logf(S);
     lse[row] = l;
     const int target = targets[row];
-    losses[row] = target >= 0 ? l - to_f(x[target]) : l;
+    losses[row] = target >= 0 ? l - to_f(x[target]) : (target == kIgnore ? 0.0f : l);
   }
 }
 
@@ -49,7 +50,7 @@ __global__ void ce_backward_kernel(T* dlogits, const T* logits, const float* lse
   const int target = targets[row];
   for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
     float g = 0.0f;
-    if (j < V) g = dloss * (__expf(to_f(x[j]) - l) - (j == target ? 1.0f : 0.0f));
+    if (j < V && target != kIgnore) g = dloss * (__expf(to_f(x[j]) - l) - (j == target ? 1.0f : 0.0f));
     d[j] = from_f<T>(g);
   }
 }

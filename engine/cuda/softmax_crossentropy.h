@@ -8,9 +8,10 @@
 
 namespace flotilla::cuda {
 
-// lse[r] = log sum_{j<V} exp(logits[r, j]); losses[r] = lse[r] - logits[r, targets[r]]. Tensor
-// parallelism (a slice of the vocabulary): targets[r] < 0 means another rank holds the target
-// column; losses[r] = lse[r] then, and the backward subtracts no one-hot on that row.
+// lse[r] = log sum_{j<V} exp(logits[r, j]); losses[r] = lse[r] - logits[r, targets[r]].
+// targets[r] == -100 (kIgnoreTarget): losses[r] = 0 and the backward row is 0. Tensor parallelism
+// (a slice of the vocabulary): other targets[r] < 0 mean another rank holds the target column;
+// losses[r] = lse[r] then, and the backward subtracts no one-hot on that row.
 template <typename T>
 void softmax_crossentropy_forward(Context& ctx, float* losses, float* lse, const T* logits, const int32_t* targets,
                                   long N, int V, int Vp);

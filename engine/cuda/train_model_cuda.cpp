@@ -99,7 +99,7 @@ class CudaTrainModel final : public DeviceModel {
     predicted_ =
         CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params, sh, slots,
                                  zero2_);
-    buckets_ = grad_buckets(local_param_sizes(dims, sh), sh.local_layers());
+    buckets_ = grad_buckets(ParamLayout(dims), local_param_sizes(dims, sh), sh.local_layers());
     // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint
     // (not under ZeRO-2, which sums each layer in its own staging slots).
     const bool data_parallel = cfg.parallel.dp > 1 && !zero2_;

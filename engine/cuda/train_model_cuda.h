@@ -8,7 +8,6 @@
 // the way), in the order the backward finishes them, and unpacked after the sum.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/train/device_model.h"
 
 namespace flotilla::cuda {
@@ -28,7 +28,8 @@ namespace flotilla::cuda {
 // and sums activations over model.tp, the gradient norm over model.tp and model.pp (NCCL groups);
 // a pipeline stage allocates one activation set per micro-batch its schedule keeps in flight.
 std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
-                                                   const OptimizerShard& shard = {}, const ModelParallel& model = {});
+                                                   const OptimizerShard& shard = {},
+                                                   const ModelParallel& model = {});
 
 // A range of the llm.c-layout gradient buffer (elements).
 struct GradSlice {
@@ -45,15 +46,16 @@ struct GradBucket {
 
 constexpr size_t kBucketAlign = 64;  // elements: 256-byte aligned bucket starts for NCCL
 
-// The buckets in the order CudaGpt's backward completes them: layer n_layer-1 .. 0, then -1, for
-// a parameter vector of tensors with these sizes (param_sizes, or local_param_sizes of a TP
-// shard) over n_layer layers. Together the slices cover every parameter exactly once.
-inline std::vector<GradBucket> grad_buckets(const std::array<size_t, kNumParamTensors>& sizes, int n_layer) {
-  std::vector<size_t> offsets(kNumParamTensors);
+// The buckets in the order the model's backward completes them: layer n_layer-1 .. 0, then -1 (the
+// non-layer tensors), for a parameter vector of `layout`'s tensors with these (local) sizes over
+// n_layer layers. Together the slices cover every parameter exactly once.
+inline std::vector<GradBucket> grad_buckets(const ParamLayout& layout, const std::vector<size_t>& sizes,
+                                            int n_layer) {
+  std::vector<size_t> offsets(sizes.size());
   size_t off = 0;
-  for (int i = 0; i < kNumParamTensors; ++i) {
-    offsets[static_cast<size_t>(i)] = off;
-    off += sizes[static_cast<size_t>(i)];
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = off;
+    off += sizes[i];
   }
   const size_t L = static_cast<size_t>(n_layer);
   std::vector<GradBucket> out;
@@ -67,22 +69,28 @@ inline std::vector<GradBucket> grad_buckets(const std::array<size_t, kNumParamTe
   for (size_t l = L; l-- > 0;) {
     GradBucket b;
     b.layer = static_cast<int>(l);
-    for (int i = 0; i < kNumParamTensors; ++i) {
-      if (!is_layer_param(i)) continue;
+    for (int i = 0; i < layout.size(); ++i) {
+      if (!layout[i].per_layer() || sizes[static_cast<size_t>(i)] == 0) continue;
       const size_t per = sizes[static_cast<size_t>(i)] / L;
       b.slices.push_back({offsets[static_cast<size_t>(i)] + l * per, per});
     }
     finish(b);
   }
   GradBucket last;
-  for (int i = 0; i < kNumParamTensors; ++i)
-    if (!is_layer_param(i)) last.slices.push_back({offsets[static_cast<size_t>(i)], sizes[static_cast<size_t>(i)]});
+  for (int i = 0; i < layout.size(); ++i)
+    if (!layout[i].per_layer() && sizes[static_cast<size_t>(i)] > 0)
+      last.slices.push_back({offsets[static_cast<size_t>(i)], sizes[static_cast<size_t>(i)]});
   finish(last);
   return out;
 }
 
+// GPT-2 (the tensors of gpt.h's ParamIndex).
+inline std::vector<GradBucket> grad_buckets(const std::vector<size_t>& sizes, int n_layer) {
+  return grad_buckets(ParamLayout(GptDims{}), sizes, n_layer);
+}
+
 inline std::vector<GradBucket> grad_buckets(const GptDims& dims) {
-  return grad_buckets(param_sizes(dims), dims.n_layer);
+  return grad_buckets(ParamLayout(dims), param_sizes(dims), dims.n_layer);
 }
 
 // Elements of the packed buffer the buckets need (their aligned sizes added up).

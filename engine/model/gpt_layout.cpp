@@ -1,23 +1,12 @@
-// Parameter layout of the GPT-2 model: names, shapes, decay groups (shared by the model,
-// checkpoints, the safetensors/llm.c converters and the planner).
+// GPT-2's tensor names and decay groups, and the dims-taking helpers of gpt.h / gpt_shard.h over
+// ParamLayout (so every caller, whatever the architecture, reads one table).
 #include <cassert>
 
 #include "engine/model/gpt.h"
+#include "engine/model/gpt_shard.h"
+#include "engine/model/model_impl.h"
 
 namespace flotilla {
-
-int pad_vocab(int vocab_size) { return (vocab_size + 127) / 128 * 128; }
-
-GptDims dims_from_config(const ModelSection& m) {
-  GptDims d;
-  d.n_layer = m.n_layer;
-  d.n_head = m.n_head;
-  d.n_embd = m.n_embd;
-  d.vocab_size = m.vocab_size;
-  d.padded_vocab = pad_vocab(m.vocab_size);
-  d.max_seq_len = m.max_seq_len;
-  return d;
-}
 
 const char* param_name(int index) {
   static const char* names[kNumParamTensors] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
@@ -43,22 +32,34 @@ bool param_decays(int index) {
   }
 }
 
-std::array<size_t, kNumParamTensors> param_sizes(const GptDims& d) {
-  const size_t Vp = static_cast<size_t>(d.padded_vocab), C = static_cast<size_t>(d.n_embd);
-  const size_t L = static_cast<size_t>(d.n_layer), maxT = static_cast<size_t>(d.max_seq_len);
-  return {Vp * C, maxT * C, L * C,         L * C,     L * 3 * C * C, L * 3 * C, L * C * C, L * C,
-          L * C,  L * C,    L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C,     C,         C};
+std::vector<size_t> param_sizes(const ModelDims& d) {
+  const ParamLayout layout(d);
+  std::vector<size_t> out;
+  for (int i = 0; i < layout.size(); ++i) out.push_back(layout.full_size(i));
+  return out;
 }
 
-size_t num_parameters(const GptDims& d) {
-  size_t n = 0;
-  for (size_t s : param_sizes(d)) n += s;
-  return n;
+size_t num_parameters(const ModelDims& d) { return ParamLayout(d).full_params(); }
+size_t num_parameters_unpadded(const ModelDims& d) { return ParamLayout(d).full_params_unpadded(); }
+
+size_t activation_floats(const ModelDims& d, int B, int T, bool recompute) {
+  return activation_bytes_for(d, ModelShard{}, B, T, recompute, ModelOptions{}, 64, 1) / sizeof(float);
 }
 
-size_t num_parameters_unpadded(const GptDims& d) {
-  return num_parameters(d) -
-         static_cast<size_t>(d.padded_vocab - d.vocab_size) * static_cast<size_t>(d.n_embd);
+std::vector<ShardRun> shard_runs(const ModelDims& d, const ModelShard& s, int tensor) {
+  return shard_runs(ParamLayout(d), s, tensor);
+}
+std::vector<size_t> local_param_sizes(const ModelDims& d, const ModelShard& s) {
+  return local_param_sizes(ParamLayout(d), s);
+}
+void full_to_shard(const ModelDims& d, const ModelShard& s, const float* full, float* local) {
+  full_to_shard(ParamLayout(d), s, full, local);
+}
+void shard_to_full(const ModelDims& d, const ModelShard& s, const float* local, float* full) {
+  shard_to_full(ParamLayout(d), s, local, full);
+}
+bool counts_once(const ModelDims& d, const ModelShard& s, int tensor) {
+  return counts_once(ParamLayout(d), s, tensor);
 }
 
 }  // namespace flotilla

@@ -23,11 +23,11 @@ OptimHyper optim_hyper(const OptimSection& o) {
 
 std::vector<DecayRange> gpt_decay_ranges(const GptDims& d) {
   std::vector<DecayRange> ranges;
-  const auto sizes = param_sizes(d);
+  const ParamLayout layout(d);
   size_t off = 0;
-  for (int i = 0; i < kNumParamTensors; ++i) {
-    const size_t n = sizes[static_cast<size_t>(i)];
-    ranges.push_back(DecayRange{off, n, param_decays(i)});
+  for (int i = 0; i < layout.size(); ++i) {
+    const size_t n = layout.full_size(i);
+    ranges.push_back(DecayRange{off, n, layout[i].decays});
     off += n;
   }
   return ranges;

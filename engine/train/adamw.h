@@ -26,7 +26,7 @@ struct DecayRange {
   bool decay = false;
 };
 
-// The GPT-2 parameter buffer as ranges, one per tensor, decay per param_decays().
+// The whole model's parameter buffer as ranges, one per tensor of its layout, decay as the table says.
 std::vector<DecayRange> gpt_decay_ranges(const GptDims& d);
 
 class AdamW {

@@ -35,12 +35,13 @@ DataParallel::DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero
     if (ranks > 1) {
       // Bucket l holds (local) layer l's slice of every per-layer tensor; the last bucket the rest.
       const int layers = model.shard().local_layers();
+      const ParamLayout& layout = model.layout();
       auto offset = [&](int i) { return model.param_offset(i); };
       for (int l = 0; l < layers; ++l) {
         auto b = std::make_unique<Bucket>();
         size_t total = 0;
-        for (int i = 0; i < kNumParamTensors; ++i) {
-          if (!is_layer_param(i)) continue;
+        for (int i = 0; i < layout.size(); ++i) {
+          if (!layout[i].per_layer() || model.param_size(i) == 0) continue;
           const size_t per = model.param_size(i) / static_cast<size_t>(layers);
           b->slices.push_back({offset(i) + static_cast<size_t>(l) * per, per});
           total += per;
@@ -50,8 +51,8 @@ DataParallel::DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero
       }
       auto rest = std::make_unique<Bucket>();
       size_t total = 0;
-      for (int i : {kWte, kWpe, kLnfw, kLnfb}) {
-        if (model.param_size(i) == 0) continue;  // held by another pipeline stage
+      for (int i = 0; i < layout.size(); ++i) {
+        if (layout[i].per_layer() || model.param_size(i) == 0) continue;  // or held by another stage
         rest->slices.push_back({offset(i), model.param_size(i)});
         total += model.param_size(i);
       }
@@ -116,8 +117,9 @@ void DataParallel::drain_slot(int slot) {
   float* data = model_.layer_grad_slot(slot);
   const int layers = model_.shard().local_layers();
   size_t pos = 0;
-  for (int i = 0; i < kNumParamTensors; ++i) {
-    if (!is_layer_param(i)) continue;
+  const ParamLayout& layout = model_.layout();
+  for (int i = 0; i < layout.size(); ++i) {
+    if (!layout[i].per_layer()) continue;
     const size_t per = model_.param_size(i) / static_cast<size_t>(layers);
     add_to_shard(data + pos, model_.param_offset(i) + static_cast<size_t>(p.layer) * per, per);
     pos += per;
@@ -187,17 +189,19 @@ void DataParallel::finish_sync() {
   }
   if (zero_ == 2) {
     end_micro_step();
-    // wte, wpe, lnfw, lnfb: one contiguous compact buffer, accumulated over the micro-steps.
-    float* rest = model_.grad_tensor(kWte);
+    // The non-layer tensors (GPT-2: wte, wpe, lnfw, lnfb): one contiguous compact buffer,
+    // accumulated over the micro-steps.
+    const ParamLayout& layout = model_.layout();
+    float* rest = static_cast<float*>(model_.grad_data());
     size_t total = 0;
-    for (int i = 0; i < kNumParamTensors; ++i)
-      if (!is_layer_param(i)) total += model_.param_size(i);
+    for (int i = 0; i < layout.size(); ++i)
+      if (!layout[i].per_layer()) total += model_.param_size(i);
     const auto t0 = Clock::now();
     dp_->all_reduce(rest, total);
     comm_ms_ += ms_since(t0);
     size_t pos = 0;
-    for (int i = 0; i < kNumParamTensors; ++i) {
-      if (is_layer_param(i)) continue;
+    for (int i = 0; i < layout.size(); ++i) {
+      if (layout[i].per_layer()) continue;
       add_to_shard(rest + pos, model_.param_offset(i), model_.param_size(i));
       pos += model_.param_size(i);
     }
@@ -260,11 +264,11 @@ void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyp
   const size_t end = zero_ == 0 ? n_ : std::min(n_, state_begin_ + chunk_);
   const float* grads = zero_ == 0 ? grads_ : shard_grad_.data();
   // AdamW tensor by tensor over the intersection with [begin, end): weight decay is per tensor.
-  for (int i = 0; i < kNumParamTensors; ++i) {
+  for (int i = 0; i < model.layout().size(); ++i) {
     const size_t t0 = model.param_offset(i), t1 = t0 + model.param_size(i);
     const size_t a = std::max(t0, begin), b = std::min(t1, end);
     if (a >= b) continue;
-    const float wd = param_decays(i) ? h.weight_decay : 0.0f;
+    const float wd = model.layout()[i].decays ? h.weight_decay : 0.0f;
     backend.adamw_update(params + a, grads + (a - begin), m_.data() + (a - begin), v_.data() + (a - begin),
                          b - a, h.lr, h.beta1, h.beta2, h.eps, wd, step);
   }

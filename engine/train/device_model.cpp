@@ -85,13 +85,16 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   std::vector<ConfigProblem> out;
   if (c.run.device != "cuda") return out;
   auto add = [&out](const std::string& path, const std::string& message) { out.push_back({path, message}); };
-  if (c.model.n_head >= 1 && c.model.n_embd >= 1 && c.model.n_embd % c.model.n_head == 0) {
-    const int hs = c.model.n_embd / c.model.n_head;
-    if (hs != 32 && hs != 64 && hs != 128)
-      add("model.n_head", "head size model.n_embd / model.n_head = " + std::to_string(c.model.n_embd) +
-                              " / " + std::to_string(c.model.n_head) + " = " + std::to_string(hs) +
-                              "; the CUDA attention kernel takes head sizes 32, 64 or 128");
-  }
+  const bool llama = c.model.arch == "llama";
+  const int hs = llama && c.model.head_dim > 0 ? c.model.head_dim
+                 : c.model.n_head >= 1 && c.model.n_embd % c.model.n_head == 0
+                     ? c.model.n_embd / c.model.n_head
+                     : 0;
+  if (hs > 0 && hs != 8 && hs != 16 && hs != 32 && hs != 64 && hs != 128)
+    add(llama && c.model.head_dim > 0 ? "model.head_dim" : "model.n_head",
+        "head size " + std::to_string(hs) + " (model.n_embd / model.n_head" +
+            (llama ? " or model.head_dim" : "") +
+            "); the CUDA attention kernel takes head sizes 8, 16, 32, 64 or 128");
   return out;
 }
 
@@ -114,7 +117,8 @@ std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDi
   if (cfg.run.device == "cpu") {
     const char* test = std::getenv("FLOTILLA_TEST_DEVICE_MODEL");
     if (test != nullptr && std::string(test) == "host") {
-      if (shard.group != nullptr) throw_config("the host reference model does not shard the optimizer (parallel.zero)");
+      if (shard.group != nullptr)
+        throw_config("the host reference model does not shard the optimizer (parallel.zero)");
       if (!model.shard.whole())
         throw_config("the host reference model does not shard the model (parallel.tp, parallel.pp)");
       return make_host_reference_model(cfg, dims);

@@ -25,6 +25,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/data/synthetic.h"
+#include "engine/interop/hf_model.h"
 #include "engine/interop/weights.h"
 #include "engine/plan/planner.h"
 #include "engine/train/sampler.h"
@@ -120,7 +121,7 @@ std::string Loop::broadcast_string(const std::string& s) {
 }
 
 parallel::ProcessGroup* Loop::tied_group() const {
-  if (cfg.parallel.pp == 1 || !model.shard().has_wte()) return nullptr;
+  if (cfg.parallel.pp == 1 || !model.shard().has_wte() || model.tied_tensor() < 0) return nullptr;
   return cfg.parallel.pp == 2 ? groups.pp.get() : embed.get();
 }
 
@@ -129,7 +130,7 @@ void Loop::setup_groups() {
   if (world) {
     groups = parallel::make_parallel_groups(*world, grid);
     // pp > 2: the tied embedding's gradient is summed between the first and the last stage.
-    if (cfg.parallel.pp > 2 && model.shard().has_wte())
+    if (cfg.parallel.pp > 2 && model.shard().has_wte() && model.tied_tensor() >= 0)
       embed = groups.pp->new_group({0, cfg.parallel.pp - 1}, "embed");
   } else {
     groups.dp = parallel::make_solo_group("dp", 0, timeout);
@@ -172,7 +173,9 @@ void Loop::setup_model() {
   model.set_recompute(cfg.train.recompute);
   model.init_random(cfg.run.seed);
   if (!cfg.model.init_from.empty()) {
-    std::vector<float> p = interop::import_weights(cfg.model.init_from, dims);
+    std::vector<float> p = interop::is_hf_folder(cfg.model.init_from)
+                               ? interop::import_hf_weights(cfg.model.init_from, dims)
+                               : interop::import_weights(cfg.model.init_from, dims);
     model.set_params_from_full(p.data());
     metrics.event("info", "initialised weights from " + cfg.model.init_from);
   }
@@ -180,8 +183,8 @@ void Loop::setup_model() {
   if (sharded()) {
     // Count each replicated tensor once in the gradient norm, then sum over TP and PP.
     std::vector<std::pair<size_t, size_t>> counted;
-    for (int i = 0; i < kNumParamTensors; ++i)
-      if (model.param_size(i) > 0 && counts_once(model.shard(), i))
+    for (int i = 0; i < model.layout().size(); ++i)
+      if (model.param_size(i) > 0 && counts_once(model.layout(), model.shard(), i))
         counted.push_back({model.param_offset(i), model.param_size(i)});
     dp->set_norm_reduction(counted, {groups.tp.get(), groups.pp.get()});
   }
@@ -189,13 +192,14 @@ void Loop::setup_model() {
   OptimizerShard shard;
   if (cfg.parallel.zero > 0 && groups.dp->size() > 1)
     shard = OptimizerShard{groups.dp.get(), dp->state_begin(), dp->state_size()};
-  device = make_device_model(cfg, dims, shard, ModelParallel{model.shard(), groups.tp.get(), groups.pp.get()});
+  device =
+      make_device_model(cfg, dims, shard, ModelParallel{model.shard(), groups.tp.get(), groups.pp.get()});
   if (device) push_to_device();
   if (cfg.parallel.pp > 1) {
     if (device)  // the stages run on the device; the host model stays a mirror
-      pipeline = std::make_unique<PipelineRunner>(*device->pipeline_stage(), *groups.pp, cfg.parallel.schedule,
-                                                  cfg.parallel.micro_batches, cfg.train.micro_batch,
-                                                  cfg.train.seq_len);
+      pipeline = std::make_unique<PipelineRunner>(*device->pipeline_stage(), *groups.pp,
+                                                  cfg.parallel.schedule, cfg.parallel.micro_batches,
+                                                  cfg.train.micro_batch, cfg.train.seq_len);
     else
       pipeline = std::make_unique<PipelineRunner>(model, *groups.pp, cfg.parallel.schedule,
                                                   cfg.parallel.micro_batches, cfg.train.micro_batch,
@@ -231,12 +235,13 @@ void Loop::sample() {
   SampleOptions so;
   so.tokens = cfg.eval.sample_tokens;
   std::vector<int32_t> prompt = {0};
-  if (device) device->get_params(model.params());  // the host mirror samples
+  if (device) device->get_params(model.params());          // the host mirror samples
   const auto ids = sample_tokens(model, prompt, so, rng);  // every rank: keeps RNG streams equal
   metrics.sample(step, ids, "");
 }
 
-double Loop::pipeline_rounds(float loss_scale, const std::function<void()>& before_last_backward, StepRecord& r) {
+double Loop::pipeline_rounds(float loss_scale, const std::function<void()>& before_last_backward,
+                             StepRecord& r) {
   const int64_t rounds = accum / cfg.parallel.micro_batches;
   PipelineRunner::Timing timing;
   double loss_sum = 0;
@@ -269,7 +274,9 @@ StepRecord Loop::train_step() {
   const bool every = dp->syncs_every_micro_step();  // ZeRO-2: layer gradients are only staged
   auto start_sync = [this, every] {  // before the step's last backward: overlap the DP all-reduce
     dp->begin_sync(every ? nullptr : model.grads());
-    model.set_layer_backward_hook([this](int layer) { dp->layer_done(layer); });
+    model.set_layer_backward_hook([this](int layer) {
+      if (layer >= 0) dp->layer_done(layer);  // -1: the embedding, reduced in finish_sync
+    });
   };
   if (pipeline) {
     loss_sum = pipeline_rounds(loss_scale, start_sync, r);
@@ -294,9 +301,9 @@ StepRecord Loop::train_step() {
   }
   const double tp_ms = tp_wait_ms() - tp_wait0;  // the f/g all-reduces inside forward and backward
   double tied_ms = 0;
-  if (parallel::ProcessGroup* tied = tied_group()) {  // wte: embedding grads + LM-head grads
+  if (parallel::ProcessGroup* tied = tied_group()) {  // the tied embedding: embedding + LM-head grads
     const auto t0 = Clock::now();
-    tied->all_reduce(model.grad_tensor(kWte), model.param_size(kWte));
+    tied->all_reduce(model.grad_tensor(model.tied_tensor()), model.param_size(model.tied_tensor()));
     tied_ms = ms_since(t0);
   }
   dp->finish_sync();
@@ -365,6 +372,7 @@ std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, bool ckpt) {
 int run_training(const TrainOptions& options) {
   const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
+  interop::apply_hf_init_from(cfg);  // a Hugging Face folder decides the model's shape
   const parallel::DistEnv env = parallel::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
@@ -395,7 +403,8 @@ int run_training(const TrainOptions& options) {
                              cfg.optim.warmup_steps, cfg.train.steps, cfg.optim.decay_fraction};
   loop.heartbeat.set_collective_provider([] {
     const auto records = parallel::collective_records();
-    return !records.empty() && records[0].started && !records[0].finished ? records[0].describe() : std::string();
+    return !records.empty() && records[0].started && !records[0].finished ? records[0].describe()
+                                                                          : std::string();
   });
   const std::string resumed_from = loop.resume();
   loop.heartbeat.set_step(loop.step);
@@ -425,8 +434,8 @@ int run_training(const TrainOptions& options) {
     auto fields = loop.device->memory_report();
     std::string msg = "training on " + loop.device->describe();
     if (fields.count("predicted_bytes"))
-      msg += "; device memory predicted " + fields["predicted_bytes"] + " bytes (planner: " +
-             fields["planner_bytes"] + "), measured " + fields["measured_bytes"] +
+      msg += "; device memory predicted " + fields["predicted_bytes"] +
+             " bytes (planner: " + fields["planner_bytes"] + "), measured " + fields["measured_bytes"] +
              " bytes (cudaMemGetInfo delta over the allocation)";
     loop.metrics.event("info", msg, fields);
     loop.progress.line("%s", msg.c_str());
@@ -441,7 +450,8 @@ int run_training(const TrainOptions& options) {
       static_cast<long long>(cfg.train.steps), static_cast<long long>(loop.tokens_per_step),
       static_cast<long long>(loop.accum), loop.world_size, loop.backend.threads(),
       train_detail::layout_text(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp).c_str(),
-      cfg.parallel.pp > 1 ? (" (" + cfg.parallel.schedule + ")").c_str() : "", loop.dp->zero(), out_dir.c_str());
+      cfg.parallel.pp > 1 ? (" (" + cfg.parallel.schedule + ")").c_str() : "", loop.dp->zero(),
+      out_dir.c_str());
 
   const auto t_run = Clock::now();
   double tps_sum = 0, mfu_sum = 0;
@@ -458,14 +468,15 @@ int run_training(const TrainOptions& options) {
   bool reported_activations = false;
   while (loop.step < last_step) {
     StepRecord r = loop.train_step();
-    if (!reported_activations) {  // arenas are sized by the first step (tests/engine/test_model_recompute.cpp)
+    if (!reported_activations) {  // arenas are sized by the first step
+                                  // (tests/engine/test_model_recompute.cpp)
       reported_activations = true;
       const size_t act = loop.device ? loop.device->activation_bytes() : loop.model.activation_bytes();
-      loop.metrics.event("info",
-                         "activation memory: " + std::to_string(act) + " bytes" +
-                             (cfg.train.recompute ? " (recompute on)" : ""),
-                         {{"activation_bytes", std::to_string(act)},
-                          {"recompute", cfg.train.recompute ? "true" : "false"}});
+      loop.metrics.event(
+          "info",
+          "activation memory: " + std::to_string(act) + " bytes" +
+              (cfg.train.recompute ? " (recompute on)" : ""),
+          {{"activation_bytes", std::to_string(act)}, {"recompute", cfg.train.recompute ? "true" : "false"}});
     }
     const auto [stop_now, checkpoint_now] = loop.exchange(r, stop_requested(), take_checkpoint_request());
     loop.heartbeat.set_step(loop.step);

@@ -115,7 +115,7 @@ void test_presets() {
       config_error([] { parse_config_toml("[model]\npreset = \"gpt2-125m\"\n", "p.toml"); });
   CHECK_MSG(contains(e, "p.toml:2: model.preset: unknown value \"gpt2-125m\" (did you mean \"gpt2-124m\"?)"),
             "%s", e.c_str());
-  CHECK_MSG(contains(e, "tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, custom"), "%s", e.c_str());
+  CHECK_MSG(contains(e, "tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, llama-tiny, smollm2-135m, qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, custom"), "%s", e.c_str());
 }
 
 void test_unknown_keys_and_sections() {

@@ -72,7 +72,7 @@ void test_model_rules() {
   expect_problem(with({"model.vocab_size=1"}), "model.vocab_size", {"model.vocab_size: 1", "between 2"});
   expect_problem(with({"model.init_from=weights.pt"}), "model.init_from",
                  {"\"weights.pt\"", ".safetensors", ".bin"});
-  expect_problem(raw("model.arch", "llama"), "model.arch", {"unknown value \"llama\"", "gpt2"});
+  expect_problem(raw("model.arch", "mamba"), "model.arch", {"unknown value \"mamba\"", "gpt2", "llama"});
   RunConfig bad_preset;
   bad_preset.model.preset = "gpt2-125m";  // a struct built in code, not through the reader
   expect_problem(bad_preset, "model.preset", {"\"gpt2-125m\"", "did you mean \"gpt2-124m\"?"});

@@ -49,11 +49,11 @@ void test_encoder(fc::Context& ctx) {
   auto dwte = random_vec(wte.size(), 4, 1, kBf16<T>), dwpe = random_vec(wpe.size(), 5, 1, kBf16<T>);
   std::unique_ptr<DeviceBuf<int32_t>> d_ids(gpu_test::new_ids(ids));
   DeviceBuf<T> d_wte(wte), d_wpe(wpe), d_out(ids.size() * C), d_dout(dout), d_dwte(dwte), d_dwpe(dwpe);
-  fc::encoder_forward<T>(ctx, d_out.get(), d_ids->get(), d_wte.get(), d_wpe.get(), B, Tn, C);
-  fc::encoder_backward<T>(ctx, d_dwte.get(), d_dwpe.get(), d_dout.get(), d_ids->get(), B, Tn, C);
+  fc::encoder_forward<T>(ctx, d_out.get(), d_ids->get(), d_wte.get(), d_wpe.get(), nullptr, B, Tn, C);
+  fc::encoder_backward<T>(ctx, d_dwte.get(), d_dwpe.get(), d_dout.get(), d_ids->get(), nullptr, B, Tn, C);
   std::vector<float> out(ids.size() * C);
-  cpu::encoder_forward(out.data(), ids.data(), wte.data(), wpe.data(), B, Tn, C);
-  cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), ids.data(), B, Tn, C);
+  cpu::encoder_forward(out.data(), ids.data(), wte.data(), wpe.data(), nullptr, B, Tn, C);
+  cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), ids.data(), nullptr, B, Tn, C);
   compare<T>("encoder_forward", d_out.download(), out);
   compare<T>("encoder_backward dwte", d_dwte.download(), dwte);
   compare<T>("encoder_backward dwpe", d_dwpe.download(), dwpe);
@@ -126,16 +126,18 @@ void test_attention(fc::Context& ctx, int C, int NH) {
   const size_t N = static_cast<size_t>(B) * Tn;
   auto qkv = random_vec(N * 3 * C, 31, 1, kBf16<T>), dout = random_vec(N * C, 32, 1, kBf16<T>);
   std::vector<float> out(N * C), lse(static_cast<size_t>(B) * NH * Tn), dqkv(qkv.size());
-  cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, Tn, C, NH);
+  cpu::attention_forward(out.data(), lse.data(), qkv.data(), nullptr, B, Tn, NH, NH, C / NH);
   DeviceBuf<T> d_qkv(qkv), d_out(out.size()), d_dout(dout), d_dqkv(qkv.size()), d_outref(out);
   DeviceBuf<float> d_lse(lse.size()), d_lseref(lse);
-  fc::attention_forward<T>(ctx, d_out.get(), d_lse.get(), d_qkv.get(), B, Tn, C, NH);
+  fc::attention_forward<T>(ctx, d_out.get(), d_lse.get(), d_qkv.get(), nullptr, B, Tn, NH, NH, C / NH);
   const std::string hs = " hs=" + std::to_string(C / NH);
   compare<T>(("attention_forward out" + hs).c_str(), d_out.download(), out);
   compare<float>(("attention_forward lse" + hs).c_str(), d_lse.download(), lse);
   // Backward from the CPU forward's out/lse, so only the backward is compared here.
-  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, Tn, C, NH);
-  fc::attention_backward<T>(ctx, d_dqkv.get(), d_dout.get(), d_qkv.get(), d_outref.get(), d_lseref.get(), B, Tn, C, NH);
+  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), nullptr, B, Tn, NH, NH,
+                          C / NH);
+  fc::attention_backward<T>(ctx, d_dqkv.get(), d_dout.get(), d_qkv.get(), d_outref.get(), d_lseref.get(), nullptr, B,
+                           Tn, NH, NH, C / NH);
   compare<T>(("attention_backward dqkv" + hs).c_str(), d_dqkv.download(), dqkv);
 }
 
@@ -197,8 +199,8 @@ void test_vocab_slices(fc::Context& ctx) {
   auto wte = random_vec(static_cast<size_t>(Vp) * Cs, 82, 1, kBf16<T>), wpe = random_vec(Tn * Cs, 83, 1, kBf16<T>);
   auto dout = random_vec(N * Cs, 84, 1, kBf16<T>);
   std::vector<float> out(N * Cs), dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
-  cpu::encoder_forward(out.data(), ids.data(), wte.data(), wpe.data(), B, Tn, C);
-  cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), ids.data(), B, Tn, C);
+  cpu::encoder_forward(out.data(), ids.data(), wte.data(), wpe.data(), nullptr, B, Tn, C);
+  cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), ids.data(), nullptr, B, Tn, C);
   std::vector<float> sum(N * Cs, 0.0f), dwte_got;
   for (int h = 0; h < 2; ++h) {
     std::vector<int32_t> local(N);
@@ -207,9 +209,10 @@ void test_vocab_slices(fc::Context& ctx) {
     const std::vector<float> half(wte.begin() + h * H * C, wte.begin() + (h + 1) * H * C);
     DeviceBuf<T> d_wte(half), d_wpe(wpe), d_out(N * Cs), d_dout(dout), d_dwte(half.size()), d_dwpe(wpe.size());
     // wpe on the first half only (as TP rank 0); the second half's dwpe is not asked for.
-    fc::encoder_forward<T>(ctx, d_out.get(), d_ids->get(), d_wte.get(), h == 0 ? d_wpe.get() : nullptr, B, Tn, C);
-    fc::encoder_backward<T>(ctx, d_dwte.get(), h == 0 ? d_dwpe.get() : nullptr, d_dout.get(), d_ids->get(), B, Tn,
-                            C);
+    fc::encoder_forward<T>(ctx, d_out.get(), d_ids->get(), d_wte.get(), h == 0 ? d_wpe.get() : nullptr, nullptr, B,
+                           Tn, C);
+    fc::encoder_backward<T>(ctx, d_dwte.get(), h == 0 ? d_dwpe.get() : nullptr, d_dout.get(), d_ids->get(), nullptr, B,
+                            Tn, C);
     const auto o = d_out.download();
     for (size_t i = 0; i < o.size(); ++i) sum[i] += o[i];
     const auto g = d_dwte.download();

@@ -8,6 +8,7 @@
 #include <QLocale>
 #include <QSpinBox>
 
+#include "engine/config/config_io.h"
 #include "engine/config/presets.h"
 #include "engine/model/gpt.h"
 #include "engine/plan/planner.h"
@@ -76,14 +77,7 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   connect(m_preset, &QComboBox::currentIndexChanged, this, [this] {
     if (loading()) return;
     const std::string name = m_preset->currentData().toString().toStdString();
-    draft()->edit([&](RunConfig& c) {
-      c.model.preset = name;
-      if (const auto p = flotilla::find_model_preset(name)) {
-        c.model.n_layer = p->n_layer;
-        c.model.n_head = p->n_head;
-        c.model.n_embd = p->n_embd;
-      }
-    });
+    draft()->edit([&](RunConfig& c) { flotilla::apply_model_preset(c, name); });
     reload();
   });
   for (QSpinBox* box : {m_layers, m_heads, m_width})
@@ -126,7 +120,8 @@ void ModelPage::editDims() {
     c.model.n_embd = m_width->value();
     // Dimensions that differ from the preset make the model custom (as the config file reads).
     const auto p = flotilla::find_model_preset(c.model.preset);
-    if (p && (p->n_layer != c.model.n_layer || p->n_head != c.model.n_head || p->n_embd != c.model.n_embd))
+    if (p && (p->shape.n_layer != c.model.n_layer || p->shape.n_head != c.model.n_head ||
+              p->shape.n_embd != c.model.n_embd))
       c.model.preset = "custom";
   });
   const QSignalBlocker block(m_preset);

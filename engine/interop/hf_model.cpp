@@ -1,0 +1,216 @@
+// Llama-family tensors between a Hugging Face folder and the engine's layout (see hf_model.h).
+#include "engine/interop/hf_model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/interop/hf_checkpoint.h"
+#include "engine/interop/hf_writer.h"
+#include "engine/model/llama.h"
+#include "engine/model/param_layout.h"
+
+namespace flotilla::interop {
+namespace {
+
+namespace fs = std::filesystem;
+using I64 = std::vector<int64_t>;
+
+// One HF tensor as a run of rows inside one of our tensors: rows [row0, row0 + rows) of layer l's
+// slice of `tensor`, each `cols` wide (l = -1 for a non-layer tensor).
+struct Piece {
+  std::string name;
+  int tensor = 0;
+  int layer = -1;
+  size_t row0 = 0, rows = 0, cols = 1;
+  I64 shape;  // as HF stores it
+};
+
+std::vector<Piece> pieces(const ModelDims& d) {
+  const size_t C = static_cast<size_t>(d.n_embd), Q = static_cast<size_t>(d.q_dim());
+  const size_t KV = static_cast<size_t>(d.kv_dim()), F = static_cast<size_t>(d.ffn());
+  const size_t V = static_cast<size_t>(d.vocab_size), hd = static_cast<size_t>(d.hd());
+  auto i64 = [](size_t v) { return static_cast<int64_t>(v); };
+  std::vector<Piece> out;
+  out.push_back({"model.embed_tokens.weight", llama::kEmbed, -1, 0, V, C, {i64(V), i64(C)}});
+  for (int l = 0; l < d.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    out.push_back({p + "input_layernorm.weight", llama::kAttnNorm, l, 0, C, 1, {i64(C)}});
+    out.push_back({p + "self_attn.q_proj.weight", llama::kQkv, l, 0, Q, C, {i64(Q), i64(C)}});
+    out.push_back({p + "self_attn.k_proj.weight", llama::kQkv, l, Q, KV, C, {i64(KV), i64(C)}});
+    out.push_back({p + "self_attn.v_proj.weight", llama::kQkv, l, Q + KV, KV, C, {i64(KV), i64(C)}});
+    if (d.qkv_bias) {
+      out.push_back({p + "self_attn.q_proj.bias", llama::kQkvBias, l, 0, Q, 1, {i64(Q)}});
+      out.push_back({p + "self_attn.k_proj.bias", llama::kQkvBias, l, Q, KV, 1, {i64(KV)}});
+      out.push_back({p + "self_attn.v_proj.bias", llama::kQkvBias, l, Q + KV, KV, 1, {i64(KV)}});
+    }
+    if (d.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", llama::kQNorm, l, 0, hd, 1, {i64(hd)}});
+      out.push_back({p + "self_attn.k_norm.weight", llama::kKNorm, l, 0, hd, 1, {i64(hd)}});
+    }
+    out.push_back({p + "self_attn.o_proj.weight", llama::kAttnOut, l, 0, C, Q, {i64(C), i64(Q)}});
+    out.push_back({p + "post_attention_layernorm.weight", llama::kMlpNorm, l, 0, C, 1, {i64(C)}});
+    out.push_back({p + "mlp.gate_proj.weight", llama::kGateUp, l, 0, F, C, {i64(F), i64(C)}});
+    out.push_back({p + "mlp.up_proj.weight", llama::kGateUp, l, F, F, C, {i64(F), i64(C)}});
+    out.push_back({p + "mlp.down_proj.weight", llama::kDown, l, 0, C, F, {i64(C), i64(F)}});
+  }
+  out.push_back({"model.norm.weight", llama::kFinalNorm, -1, 0, C, 1, {i64(C)}});
+  if (!d.tied_embeddings) out.push_back({"lm_head.weight", llama::kLmHead, -1, 0, V, C, {i64(V), i64(C)}});
+  return out;
+}
+
+// Where a piece lives in the full parameter vector.
+size_t piece_offset(const ParamLayout& layout, const Piece& p) {
+  size_t base = 0;
+  for (int i = 0; i < p.tensor; ++i) base += layout.full_size(i);
+  const TensorSpec& t = layout[p.tensor];
+  if (p.layer >= 0) base += static_cast<size_t>(p.layer) * t.rows * t.cols;
+  return base + p.row0 * p.cols;
+}
+
+// config.json's model_type, or "" (read_hf_config refuses the types it does not know).
+std::string read_hf_model_type(const std::string& folder) {
+  std::ifstream in(fs::path(folder) / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_object() && j.contains("model_type") && j["model_type"].is_string())
+    return j["model_type"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+std::vector<HfTensorSpan> hf_tensor_spans(const ModelDims& d) {
+  const ParamLayout layout(d);
+  std::vector<HfTensorSpan> out;
+  for (const Piece& p : pieces(d)) out.push_back({p.name, p.shape, piece_offset(layout, p), p.rows * p.cols});
+  return out;
+}
+
+bool is_hf_folder(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && fs::is_directory(path, ec) &&
+         fs::is_regular_file(fs::path(path) / "config.json", ec);
+}
+
+ModelSection hf_model_section(const HfConfig& c) {
+  if (c.o_bias)
+    throw_config(c.model_type +
+                 " config.json: attention_bias = true puts a bias on o_proj, which the engine's "
+                 "llama architecture does not have (only q/k/v biases, as Qwen 2)");
+  ModelSection m;
+  m.preset = "custom";
+  m.arch = "llama";
+  m.n_layer = static_cast<int>(c.num_hidden_layers);
+  m.n_head = static_cast<int>(c.num_attention_heads);
+  m.n_kv_head = static_cast<int>(c.num_key_value_heads);
+  m.head_dim = static_cast<int>(c.head_dim);
+  m.n_embd = static_cast<int>(c.hidden_size);
+  m.ffn_dim = static_cast<int>(c.intermediate_size);
+  m.vocab_size = static_cast<int>(c.vocab_size);
+  m.max_seq_len = static_cast<int>(c.max_position_embeddings > 0 ? c.max_position_embeddings : 2048);
+  m.norm_eps = c.rms_norm_eps;
+  m.tie_embeddings = c.tie_word_embeddings;
+  m.qkv_bias = c.qkv_bias;
+  m.qk_norm = c.qk_norm;
+  m.rope_theta = c.rope.theta;
+  m.rope_scaling = c.rope.type;
+  m.rope_factor = c.rope.factor;
+  m.rope_low_freq_factor = c.rope.low_freq_factor;
+  m.rope_high_freq_factor = c.rope.high_freq_factor;
+  if (c.rope.original_max_position_embeddings > 0)
+    m.rope_original_max_position = static_cast<int>(c.rope.original_max_position_embeddings);
+  return m;
+}
+
+bool apply_hf_init_from(RunConfig& cfg) {
+  if (!is_hf_folder(cfg.model.init_from)) return false;
+  const std::string init_from = cfg.model.init_from;
+  if (read_hf_model_type(init_from) == "gpt2")
+    throw_config("model.init_from = \"" + init_from +
+                 "\" is a GPT-2 folder; GPT-2 weights load by file: set " + "model.init_from = \"" +
+                 (fs::path(init_from) / "model.safetensors").string() + "\"");
+  cfg.model = hf_model_section(read_hf_config(init_from));
+  cfg.model.init_from = init_from;
+  return true;
+}
+
+std::vector<float> import_hf_weights(const std::string& folder, const ModelDims& d) {
+  if (!d.llama())
+    throw_config(folder + ": Hugging Face folders load into model.arch = \"llama\" (this config has \"" +
+                 arch_name(d.arch) + "\"); for GPT-2 give the folder's model.safetensors as model.init_from");
+  const ParamLayout layout(d);
+  std::vector<float> full(layout.full_params(), 0.0f);
+  const HfCheckpoint ck(folder);
+  for (const Piece& p : pieces(d)) ck.read_f32(p.name, full.data() + piece_offset(layout, p), p.shape);
+  if (d.tied_embeddings && ck.find("lm_head.weight") != nullptr) ck.mark_read("lm_head.weight");
+  const std::vector<std::string> extra = ck.unread();
+  if (!extra.empty()) {
+    std::string names;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
+    if (extra.size() > 8) names += ", ... (" + std::to_string(extra.size()) + " in all)";
+    throw_data(folder + ": tensors the model described by its config.json does not have: " + names +
+               "; check config.json (architecture, tie_word_embeddings, attention_bias) against the weights");
+  }
+  return full;
+}
+
+HfConfig hf_config_for(const ModelDims& d, const HfConfig* source) {
+  HfConfig c;
+  if (source != nullptr) c = *source;
+  if (c.model_type.empty()) c.model_type = d.qk_norm ? "qwen3" : (d.qkv_bias ? "qwen2" : "llama");
+  c.architecture = hf_architecture(c.model_type);
+  c.vocab_size = d.vocab_size;
+  c.hidden_size = d.n_embd;
+  c.intermediate_size = d.ffn();
+  c.num_hidden_layers = d.n_layer;
+  c.num_attention_heads = d.n_head;
+  c.num_key_value_heads = d.kv_heads();
+  c.head_dim = d.hd();
+  c.hidden_act = "silu";
+  c.rms_norm_eps = d.norm_eps;
+  c.rope.type = d.rope.type;
+  c.rope.theta = d.rope_theta;
+  c.rope.factor = d.rope.factor;
+  c.rope.low_freq_factor = d.rope.low_freq_factor;
+  c.rope.high_freq_factor = d.rope.high_freq_factor;
+  c.rope.original_max_position_embeddings = d.rope.type == "llama3" ? d.rope.original_max_position : 0;
+  if (c.max_position_embeddings <= 0) c.max_position_embeddings = d.max_seq_len;
+  c.tie_word_embeddings = d.tied_embeddings;
+  c.qkv_bias = d.qkv_bias;
+  c.o_bias = false;
+  c.qk_norm = d.qk_norm;
+  return c;
+}
+
+std::vector<std::string> export_hf_folder(const std::string& dir, const ModelDims& d, const float* full,
+                                          const HfExportOptions& options) {
+  if (!d.llama())
+    throw_usage("export --format hf writes Llama-family models; for GPT-2 use --format safetensors");
+  HfConfig source;
+  const bool have_source = is_hf_folder(options.source_folder);
+  if (have_source) source = read_hf_config(options.source_folder);
+  const HfConfig c = hf_config_for(d, have_source ? &source : nullptr);
+  const ParamLayout layout(d);
+  std::vector<HfOutTensor> tensors;
+  for (const Piece& p : pieces(d)) {
+    const float* src = full + piece_offset(layout, p);
+    const size_t count = p.rows * p.cols;
+    tensors.push_back(
+        {p.name, p.shape, [src, count](float* dst) { std::memcpy(dst, src, count * sizeof(float)); }});
+  }
+  HfWriteOptions w;
+  w.dtype = options.dtype;
+  w.text_files["config.json"] = hf_config_json(c, options.dtype);
+  w.text_files["generation_config.json"] = hf_generation_config_json(c);
+  if (have_source) w.tokenizer_dir = options.source_folder;
+  return write_hf_checkpoint(dir, tensors, w).files;
+}
+
+}  // namespace flotilla::interop

@@ -1,0 +1,447 @@
+// The Llama family's training step (Llama 3, Qwen 2/3, SmolLM2, Mistral-style) as an explicit
+// sequence of backend kernels, for the whole model or one tensor/pipeline shard, fp32 or bf16.
+//
+// Per block, pre-norm: h = x + o(attn(rope(qk_norm(qkv(rms1(x)))))), out = h +
+// down(swiglu(gate_up(rms2(h)))). Tensor parallelism as for GPT-2 (gpt2_pass.cpp): q/k/v heads (whole K/V
+// groups per rank) and gate/up columns are column-parallel with f in front; o and down are row-parallel with
+// g behind. Non-obvious decisions:
+// - q, k and v come from one fused matmul and RoPE rotates q and k in place in its output, so
+//   attention reads the rotated values the backward needs and nothing else is stored; the
+//   backward un-rotates d(q), d(k) in place before the matmul's backward.
+// - Qwen 3's q/k RMSNorm weights are replicated over TP but each rank normalises only its own
+//   heads, so their gradient (unlike every other replicated tensor's) differs between TP ranks:
+//   each micro-batch's contribution is summed over the TP group before it is accumulated.
+// - The SwiGLU output follows GPT-2's GELU policy (ModelOptions::keep_gelu): kept per layer, or
+//   one scratch buffer recomputed in backward for every layer but the last.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/model/llama.h"
+#include "engine/model/model_impl.h"
+
+namespace flotilla::llama {
+namespace {
+
+// Local widths of one shard: Hl, KVl heads of hd, Ql = Hl*hd, Dl = (Hl + 2 KVl) * hd, Fl = F/tp.
+struct Widths {
+  int C, hd, Hl, KVl, Ql, Dl, Fl, Vl;
+  explicit Widths(const ModelDims& d, const ModelShard& s)
+      : C(d.n_embd),
+        hd(d.hd()),
+        Hl(d.n_head / s.tp),
+        KVl(d.kv_heads() / s.tp),
+        Ql(Hl * d.hd()),
+        Dl((Hl + 2 * KVl) * d.hd()),
+        Fl(d.ffn() / s.tp),
+        Vl(d.padded_vocab / s.tp) {}
+};
+
+template <typename S>
+struct Acts {
+  SlotHead h;
+  // Per layer (recomputable; one layer in the block region under recomputation).
+  S* ln1_ = nullptr;          // (L, N, C)    rms1 output
+  float* rstd1_ = nullptr;    // (L, N)
+  S* qkv_raw_ = nullptr;      // (L, N, Dl)   matmul output before the q/k norm (qk_norm only)
+  float* qk_rstd_ = nullptr;  // (L, N, Hl + KVl)  (qk_norm only)
+  S* qkv_ = nullptr;          // (L, N, Dl)   attention input: normed and rotated q, k; v
+  S* atty_ = nullptr;         // (L, N, Ql)
+  float* lse_ = nullptr;      // (L, B, Hl, T)
+  S* residual2_ = nullptr;    // (L, N, C)
+  S* ln2_ = nullptr;          // (L, N, C)
+  float* rstd2_ = nullptr;    // (L, N)
+  S* gate_up_ = nullptr;      // (L, N, 2Fl)
+  S* act_ = nullptr;          // (L, N, Fl)   swiglu output (keep_gelu only)
+  S* residual3_ = nullptr;    // (L, N, C)    block outputs, always per layer
+  // Once.
+  S* encoded = nullptr;       // (N, C)
+  S* lnf = nullptr;           // (N, C)
+  float* lnf_rstd = nullptr;  // (N)
+  S* logits = nullptr;        // (N, Vl)
+  float* losses = nullptr;    // (N)
+  float* loss_lse = nullptr;  // (N)
+  // Scratch.
+  S* act = nullptr;        // (N, Fl)  swiglu output of one layer (without keep_gelu)
+  S* dact = nullptr;       // (N, Fl)
+  S* proj = nullptr;       // (N, max(C, Ql)): o / down output; d atty in backward
+  S* dresidual = nullptr;  // (N, C)
+  S* dln = nullptr;        // (N, C)
+  S* dbig = nullptr;       // (N, max(2Fl, Dl)): d gate_up, or d qkv
+  S* dqk_norm = nullptr;   // (2 hd): one micro-batch's q/k norm weight gradient (qk_norm, tp > 1)
+  size_t n = 0, nc = 0, nd = 0, nq = 0, nf2 = 0, nf = 0, nr = 0, lse_per = 0, ks = 1;
+
+  S* ln1(int l) const { return ln1_ + ks * l * nc; }
+  float* rstd1(int l) const { return rstd1_ + ks * l * n; }
+  S* qkv_raw(int l) const { return qkv_raw_ + ks * l * nd; }
+  float* qk_rstd(int l) const { return qk_rstd_ + ks * l * nr; }
+  S* qkv(int l) const { return qkv_ + ks * l * nd; }
+  S* atty(int l) const { return atty_ + ks * l * nq; }
+  float* lse(int l) const { return lse_ + ks * l * lse_per; }
+  S* residual2(int l) const { return residual2_ + ks * l * nc; }
+  S* ln2(int l) const { return ln2_ + ks * l * nc; }
+  float* rstd2(int l) const { return rstd2_ + ks * l * n; }
+  S* gate_up(int l) const { return gate_up_ + ks * l * nf2; }
+  S* act_kept(int l) const { return act_ + ks * l * nf; }
+  S* residual3(int l) const { return residual3_ + l * nc; }
+};
+
+template <typename S>
+ActivationSizes carve(const ActivationPlan& p, void* base, void* block_base, Acts<S>* a) {
+  const ModelDims& d = p.d;
+  const ModelShard& s = p.s;
+  const Widths w(d, s);
+  const size_t L = static_cast<size_t>(s.local_layers()), N = p.N(), C = static_cast<size_t>(w.C);
+  const size_t Dl = static_cast<size_t>(w.Dl), Ql = static_cast<size_t>(w.Ql), Fl = static_cast<size_t>(w.Fl);
+  const size_t heads = static_cast<size_t>(w.Hl + w.KVl);
+  const size_t Vl = s.last_stage() ? static_cast<size_t>(w.Vl) : 0, head = s.last_stage() ? 1 : 0;
+  const size_t lse = static_cast<size_t>(p.B) * static_cast<size_t>(w.Hl) * static_cast<size_t>(p.T);
+  const size_t qk = d.qk_norm ? 1 : 0;
+  Carver c(base, p.align), block(block_base, p.align);
+  a->h = carve_head(p, c);
+  Carver& r = p.recompute ? block : c;
+  const size_t Lr = p.recompute ? 1 : L;
+  a->ln1_ = r.take<S>(Lr * N * C);
+  a->rstd1_ = r.take<float>(Lr * N);
+  a->qkv_raw_ = r.take<S>(qk * Lr * N * Dl);
+  a->qk_rstd_ = r.take<float>(qk * Lr * N * heads);
+  a->qkv_ = r.take<S>(Lr * N * Dl);
+  a->atty_ = r.take<S>(Lr * N * Ql);
+  a->lse_ = r.take<float>(Lr * lse);
+  a->residual2_ = r.take<S>(Lr * N * C);
+  a->ln2_ = r.take<S>(Lr * N * C);
+  a->rstd2_ = r.take<float>(Lr * N);
+  a->gate_up_ = r.take<S>(Lr * N * 2 * Fl);
+  if (p.opt.keep_gelu) a->act_ = r.take<S>(Lr * N * Fl);
+  a->residual3_ = c.take<S>(L * N * C);
+  a->encoded = c.take<S>(N * C);
+  a->lnf = c.take<S>(head * N * C);
+  a->lnf_rstd = c.take<float>(head * N);
+  a->logits = c.take<S>(N * Vl);
+  a->losses = c.take<float>(head * N);
+  a->loss_lse = c.take<float>(head * N);
+  if (!p.opt.keep_gelu) a->act = c.take<S>(N * Fl);
+  a->dact = c.take<S>(N * Fl);
+  a->proj = c.take<S>(N * std::max(C, Ql));
+  a->dresidual = c.take<S>(N * C);
+  a->dln = c.take<S>(N * C);
+  a->dbig = c.take<S>(N * std::max(2 * Fl, Dl));
+  a->dqk_norm = c.take<S>(qk * (s.tp > 1 ? 2 : 0) * static_cast<size_t>(w.hd));
+  a->n = N;
+  a->nc = N * C;
+  a->nd = N * Dl;
+  a->nq = N * Ql;
+  a->nf2 = N * 2 * Fl;
+  a->nf = N * Fl;
+  a->nr = N * heads;
+  a->lse_per = lse;
+  a->ks = p.recompute ? 0 : 1;
+  return {c.used(), p.recompute ? block.used() : 0};
+}
+
+template <typename S>
+Acts<S> slot_acts(Model::Impl& m, int slot) {
+  Model::Impl::Slot& sl = m.slot(slot);
+  Acts<S> a;
+  carve<S>(m.plan(sl.B, sl.T), sl.arena.data(), m.block.data(), &a);
+  return a;
+}
+
+template <typename S>
+struct Pass {
+  Model::Impl& m;
+  Model::Impl::Slot& sl;
+  Backend& be;
+  const Acts<S> a;
+  const Widths w;
+  const int B, T, L, C;
+  const size_t N, NC;
+  const int n_;
+  const long Nl;
+  const float eps;
+  const bool first, last, qk_norm;
+  const int32_t* pos;
+  const float* inv_freq;
+
+  Pass(Model::Impl& impl, int slot)
+      : m(impl),
+        sl(impl.slot(slot)),
+        be(*impl.be),
+        a(slot_acts<S>(impl, slot)),
+        w(impl.d, impl.s),
+        B(sl.B),
+        T(sl.T),
+        L(impl.s.local_layers()),
+        C(impl.d.n_embd),
+        N(static_cast<size_t>(sl.B) * static_cast<size_t>(sl.T)),
+        NC(N * static_cast<size_t>(impl.d.n_embd)),
+        n_(static_cast<int>(N)),
+        Nl(static_cast<long>(N)),
+        eps(impl.d.norm_eps),
+        first(impl.s.first_stage()),
+        last(impl.s.last_stage()),
+        qk_norm(impl.d.qk_norm),
+        pos(sl.has_positions ? a.h.positions : nullptr),
+        inv_freq(impl.rope.data()) {}
+
+  S* W(int i, int l) { return m.LP<S>(i, l); }
+  S* dW(int i, int l) { return m.LG<S>(i, l); }
+  S* bias(int l) { return m.sizes[kQkvBias] > 0 ? W(kQkvBias, l) : nullptr; }
+  S* dbias(int l) { return m.sizes[kQkvBias] > 0 ? dW(kQkvBias, l) : nullptr; }
+  const S* block_input(int l) const { return l == 0 ? a.encoded : a.residual3(l - 1); }
+  S* act(int l) const { return m.opt.keep_gelu ? a.act_kept(l) : a.act; }
+  void reduce(S* x) {
+    if (m.s.tp > 1) m.tp_reduce<S>(x, NC, a.h.tp_sum);
+  }
+  void from_f32(S* dst, const float* src) {
+    if constexpr (sizeof(S) == sizeof(float))
+      be.copy(dst, src, NC * sizeof(float));
+    else
+      be.convert(dst, src, NC);
+  }
+
+  // Block l from ln1 (already computed) up to the SwiGLU output.
+  void block_up_to_mlp(int l) {
+    S* qkv_out = qk_norm ? a.qkv_raw(l) : a.qkv(l);
+    be.matmul_forward(qkv_out, a.ln1(l), W(kQkv, l), bias(l), n_, C, w.Dl, static_cast<S*>(nullptr));
+    if (qk_norm)
+      be.qk_norm_forward(a.qkv(l), a.qk_rstd(l), a.qkv_raw(l), W(kQNorm, l), W(kKNorm, l), Nl, w.Hl, w.KVl,
+                         w.hd, eps);
+    be.rope_forward(a.qkv(l), pos, inv_freq, B, T, w.Hl, w.KVl, w.hd);
+    be.attention_forward(a.atty(l), a.lse(l), a.qkv(l), pos, B, T, w.Hl, w.KVl, w.hd);
+    be.matmul_forward(a.proj, a.atty(l), W(kAttnOut, l), static_cast<const S*>(nullptr), n_, w.Ql, C,
+                      static_cast<S*>(nullptr));
+    reduce(a.proj);  // g
+    be.residual_rmsnorm_forward(a.residual2(l), a.ln2(l), a.rstd2(l), block_input(l), a.proj, W(kMlpNorm, l),
+                                Nl, C, eps);
+    be.matmul_forward(a.gate_up(l), a.ln2(l), W(kGateUp, l), static_cast<const S*>(nullptr), n_, C, 2 * w.Fl,
+                      static_cast<S*>(nullptr));
+    be.swiglu_forward(act(l), a.gate_up(l), Nl, w.Fl);
+    if (!m.opt.keep_gelu) sl.gelu_layer = l;
+  }
+
+  float forward(const float* stage_in, const int32_t* host_targets) {
+    if (first)
+      m.embed_forward<S>(a.h, a.encoded, m.P<S>(kEmbed), static_cast<const S*>(nullptr), pos, B, T,
+                         a.h.tp_sum);
+    else
+      from_f32(a.encoded, stage_in);
+    be.rmsnorm_forward(a.ln1(0), a.rstd1(0), a.encoded, W(kAttnNorm, 0), Nl, C, eps);
+    for (int l = 0; l < L; ++l) {
+      block_up_to_mlp(l);
+      be.matmul_forward(a.proj, act(l), W(kDown, l), static_cast<const S*>(nullptr), n_, w.Fl, C,
+                        static_cast<S*>(nullptr));
+      reduce(a.proj);  // g
+      if (l + 1 < L)
+        be.residual_rmsnorm_forward(a.residual3(l), a.ln1(l + 1), a.rstd1(l + 1), a.residual2(l), a.proj,
+                                    W(kAttnNorm, l + 1), Nl, C, eps);
+      else if (last)
+        be.residual_rmsnorm_forward(a.residual3(l), a.lnf, a.lnf_rstd, a.residual2(l), a.proj,
+                                    m.P<S>(kFinalNorm), Nl, C, eps);
+      else
+        be.residual_forward(a.residual3(l), a.residual2(l), a.proj, NC);
+    }
+    if (m.recompute) {
+      m.block_slot = static_cast<int>(&sl - m.slots.data());
+      m.block_layer = L - 1;
+    }
+    if (!last) {
+      if constexpr (sizeof(S) != sizeof(float)) be.convert(a.h.out_f32, a.residual3(L - 1), NC);
+      be.synchronize();
+      return -1.0f;
+    }
+    be.matmul_forward(a.logits, a.lnf, m.P<S>(m.layout.head()), static_cast<const S*>(nullptr), n_, C, w.Vl,
+                      static_cast<S*>(nullptr));
+    sl.logits_valid = true;
+    if (!sl.have_targets) {
+      be.synchronize();
+      return -1.0f;
+    }
+    const double sum = m.crossentropy_forward<S>(sl, a.h, a.logits, a.losses, a.loss_lse, host_targets);
+    return sl.counted > 0 ? static_cast<float>(sum / static_cast<double>(sl.counted)) : 0.0f;
+  }
+
+  void backward(const float* dout, float loss_scale) {
+    const int slot = static_cast<int>(&sl - m.slots.data());
+    const int head = m.layout.head();
+    if (last) {
+      m.crossentropy_backward<S>(sl, a.h, a.logits, a.loss_lse, loss_scale);
+      sl.logits_valid = false;
+      be.matmul_backward(a.dln, m.G<S>(head), static_cast<S*>(nullptr), a.logits, a.lnf, m.P<S>(head), n_, C,
+                         w.Vl);
+      reduce(a.dln);  // f of the vocab-parallel head
+      be.fill_zero_bytes(a.dresidual, NC * sizeof(S));
+      be.rmsnorm_backward(a.dresidual, m.G<S>(kFinalNorm), a.dln, a.residual3(L - 1), m.P<S>(kFinalNorm),
+                          a.lnf_rstd, Nl, C);
+    } else {
+      from_f32(a.dresidual, dout);
+    }
+    const size_t hd = static_cast<size_t>(w.hd);
+    for (int l = L - 1; l >= 0; --l) {
+      if (m.recompute && (m.block_slot != slot || m.block_layer != l)) {
+        be.rmsnorm_forward(a.ln1(l), a.rstd1(l), block_input(l), W(kAttnNorm, l), Nl, C, eps);
+        block_up_to_mlp(l);
+        m.block_slot = slot;
+        m.block_layer = l;
+      }
+      // MLP: residual3 = residual2 + down(swiglu(gate_up(rms2(residual2)))).
+      if (!m.opt.keep_gelu && sl.gelu_layer != l) be.swiglu_forward(a.act, a.gate_up(l), Nl, w.Fl);
+      sl.gelu_layer = -1;
+      be.matmul_backward(a.dact, dW(kDown, l), static_cast<S*>(nullptr), a.dresidual, act(l), W(kDown, l), n_,
+                         w.Fl, C);
+      be.swiglu_backward(a.dbig, a.dact, a.gate_up(l), Nl, w.Fl);
+      be.matmul_backward(a.dln, dW(kGateUp, l), static_cast<S*>(nullptr), a.dbig, a.ln2(l), W(kGateUp, l), n_,
+                         C, 2 * w.Fl);
+      reduce(a.dln);  // f
+      be.rmsnorm_backward(a.dresidual, dW(kMlpNorm, l), a.dln, a.residual2(l), W(kMlpNorm, l), a.rstd2(l), Nl,
+                          C);
+      // Attention: residual2 = residual + o(attention(rope(qk_norm(qkv(rms1(residual)))))).
+      be.matmul_backward(a.proj, dW(kAttnOut, l), static_cast<S*>(nullptr), a.dresidual, a.atty(l),
+                         W(kAttnOut, l), n_, w.Ql, C);
+      be.attention_backward(a.dbig, a.proj, a.qkv(l), a.atty(l), a.lse(l), pos, B, T, w.Hl, w.KVl, w.hd);
+      be.rope_backward(a.dbig, pos, inv_freq, B, T, w.Hl, w.KVl, w.hd);
+      if (qk_norm) {
+        if (m.s.tp == 1) {
+          be.qk_norm_backward(a.dbig, dW(kQNorm, l), dW(kKNorm, l), a.dbig, a.qkv_raw(l), W(kQNorm, l),
+                              W(kKNorm, l), a.qk_rstd(l), Nl, w.Hl, w.KVl, w.hd);
+        } else {
+          // Each rank normalised its own heads: sum this micro-batch's norm-weight gradient over TP.
+          be.fill_zero_bytes(a.dqk_norm, 2 * hd * sizeof(S));
+          be.qk_norm_backward(a.dbig, a.dqk_norm, a.dqk_norm + hd, a.dbig, a.qkv_raw(l), W(kQNorm, l),
+                              W(kKNorm, l), a.qk_rstd(l), Nl, w.Hl, w.KVl, w.hd);
+          m.tp_reduce<S>(a.dqk_norm, 2 * hd, a.h.tp_sum);
+          be.residual_forward(dW(kQNorm, l), dW(kQNorm, l), a.dqk_norm, hd);
+          be.residual_forward(dW(kKNorm, l), dW(kKNorm, l), a.dqk_norm + hd, hd);
+        }
+      }
+      be.matmul_backward(a.dln, dW(kQkv, l), dbias(l), a.dbig, a.ln1(l), W(kQkv, l), n_, C, w.Dl);
+      reduce(a.dln);  // f
+      be.rmsnorm_backward(a.dresidual, dW(kAttnNorm, l), a.dln, block_input(l), W(kAttnNorm, l), a.rstd1(l),
+                          Nl, C);
+      if (m.layer_hook) m.layer_hook(l);
+    }
+    if (first)
+      m.embed_backward<S>(a.h, m.G<S>(kEmbed), static_cast<S*>(nullptr), a.dresidual, pos, B, T);
+    else if constexpr (sizeof(S) != sizeof(float))
+      be.convert(a.h.dinput_f32, a.dresidual, NC);
+    if (m.layer_hook) m.layer_hook(-1);
+    be.synchronize();
+  }
+};
+
+}  // namespace
+
+ActivationSizes activation_sizes(const ActivationPlan& p) {
+  if (p.bf16()) {
+    Acts<bf16_t> unused;
+    return carve<bf16_t>(p, nullptr, nullptr, &unused);
+  }
+  Acts<float> unused;
+  return carve<float>(p, nullptr, nullptr, &unused);
+}
+
+template <typename S>
+float forward(Model::Impl& m, int slot, const float* stage_in, const int32_t* host_targets) {
+  return Pass<S>(m, slot).forward(stage_in, host_targets);
+}
+
+template <typename S>
+void backward(Model::Impl& m, int slot, const float* dout, float loss_scale) {
+  Pass<S>(m, slot).backward(dout, loss_scale);
+}
+
+template <typename S>
+float* stage_output(Model::Impl& m, int slot) {
+  const Acts<S> a = slot_acts<S>(m, slot);
+  if constexpr (sizeof(S) == sizeof(float))
+    return a.residual3(m.s.local_layers() - 1);
+  else
+    return a.h.out_f32;
+}
+
+template <typename S>
+float* stage_input_grad(Model::Impl& m, int slot) {
+  const Acts<S> a = slot_acts<S>(m, slot);
+  if constexpr (sizeof(S) == sizeof(float))
+    return a.dresidual;
+  else
+    return a.h.dinput_f32;
+}
+
+template <typename S>
+S* logits(Model::Impl& m, int slot) {
+  return slot_acts<S>(m, slot).logits;
+}
+
+void init_tensor(const ModelDims& d, int i, float* t, size_t n, uint64_t seed) {
+  const float kStd = 0.02f;  // transformers' initializer_range default
+  const auto tensor = static_cast<uint64_t>(i);
+  switch (i) {
+    case kEmbed:
+    case kLmHead: {  // real vocabulary rows only; padding rows stay zero
+      const size_t real = static_cast<size_t>(d.vocab_size) * static_cast<size_t>(d.n_embd);
+      fill_normal(t, real, kStd, seed, tensor);
+      std::fill(t + real, t + n, 0.0f);
+      break;
+    }
+    case kQkv:
+    case kAttnOut:
+    case kGateUp:
+    case kDown:
+      fill_normal(t, n, kStd, seed, tensor);
+      break;
+    case kAttnNorm:
+    case kMlpNorm:
+    case kFinalNorm:
+    case kQNorm:
+    case kKNorm:
+      std::fill(t, t + n, 1.0f);
+      break;
+    default:  // biases
+      std::fill(t, t + n, 0.0f);
+      break;
+  }
+}
+
+std::vector<float> rope_inv_freq(const ModelDims& d) {
+  // In fp32 as transformers computes it: 1 / theta^(2i / head_dim), then the scaling rule.
+  const int D = d.hd(), half = D / 2;
+  const float theta = static_cast<float>(d.rope_theta);
+  std::vector<float> f(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    f[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(D));
+  const RopeScaling& r = d.rope;
+  if (r.type == "linear") {
+    for (float& x : f) x = x / static_cast<float>(r.factor);
+  } else if (r.type == "llama3") {
+    // Wavelengths shorter than original/high_freq_factor keep their frequency, longer than
+    // original/low_freq_factor are divided by factor, and those between blend the two.
+    const float factor = static_cast<float>(r.factor), low = static_cast<float>(r.low_freq_factor);
+    const float high = static_cast<float>(r.high_freq_factor);
+    const float old_len = static_cast<float>(r.original_max_position);
+    const float low_wavelen = old_len / low, high_wavelen = old_len / high;
+    const float two_pi = 6.283185307179586f;
+    for (float& x : f) {
+      const float wavelen = two_pi / x;
+      if (wavelen > low_wavelen) {
+        x = x / factor;
+      } else if (!(wavelen < high_wavelen)) {
+        const float smooth = (old_len / wavelen - low) / (high - low);
+        x = (1.0f - smooth) * x / factor + smooth * x;
+      }
+    }
+  }
+  return f;
+}
+
+#define FLOTILLA_INSTANTIATE(S)                                               \
+  template float forward<S>(Model::Impl&, int, const float*, const int32_t*); \
+  template void backward<S>(Model::Impl&, int, const float*, float);          \
+  template float* stage_output<S>(Model::Impl&, int);                         \
+  template float* stage_input_grad<S>(Model::Impl&, int);                     \
+  template S* logits<S>(Model::Impl&, int);
+FLOTILLA_INSTANTIATE(float)
+FLOTILLA_INSTANTIATE(bf16_t)
+#undef FLOTILLA_INSTANTIATE
+
+}  // namespace flotilla::llama

@@ -1,0 +1,565 @@
+// Model: parameters, gradients, slots and the stage API, for every architecture and backend
+// (the forward and backward themselves are the architecture's: gpt2_pass.cpp, llama_pass.cpp).
+//
+// Non-obvious decision: the activation arena's layout is a pure function of (dims, shard, B, T,
+// options) shared with activation_bytes_for(), so the planner's memory prediction and what the
+// model holds cannot drift apart. Host-side work that must see the whole micro-batch (token-id
+// checks, the tensor-parallel id mapping, counting the targets with a loss) happens here, once,
+// before the ids are uploaded; a pass only ever touches backend memory.
+#include "engine/model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/backend/registry.h"
+#include "engine/core/rng.h"
+#include "engine/model/model_impl.h"
+
+namespace flotilla {
+namespace {
+
+// Per-chunk RNG streams make initialisation parallel and independent of the thread count.
+uint64_t mix_seed(uint64_t seed, uint64_t tensor, uint64_t chunk) {
+  uint64_t z = seed ^ (tensor * 0x9E3779B97F4A7C15ull) ^ (chunk * 0xD1B54A32D192ED03ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <typename F>
+decltype(auto) by_dtype(const Model::Impl& m, F&& f) {
+  if (m.bf16()) return f(bf16_t{});
+  return f(float{});
+}
+
+}  // namespace
+
+void fill_normal(float* out, size_t n, float stddev, uint64_t seed, uint64_t tensor) {
+  constexpr size_t kChunk = 65536;
+  const long chunks = static_cast<long>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (long c = 0; c < chunks; ++c) {
+    Rng rng(mix_seed(seed, tensor, static_cast<uint64_t>(c)));
+    const size_t i0 = static_cast<size_t>(c) * kChunk;
+    const size_t i1 = i0 + kChunk < n ? i0 + kChunk : n;
+    for (size_t i = i0; i < i1; ++i) out[i] = static_cast<float>(rng.normal() * stddev);
+  }
+}
+
+SlotHead carve_head(const ActivationPlan& p, Carver& c) {
+  const size_t N = p.N(), NC = N * static_cast<size_t>(p.d.n_embd);
+  const size_t tpn = static_cast<size_t>(p.s.tp);
+  SlotHead h;
+  h.inputs = c.take<int32_t>(N);
+  h.targets = c.take<int32_t>(N);
+  h.positions = c.take<int32_t>(N);
+  if (p.s.tp > 1 && p.bf16()) h.tp_sum = c.take<float>(NC);
+  if (p.s.tp > 1 && p.s.last_stage()) h.vp_stats = c.take<float>((tpn + 1) * N);
+  if (p.bf16() && !p.s.last_stage()) h.out_f32 = c.take<float>(NC);
+  if (p.bf16() && !p.s.first_stage()) h.dinput_f32 = c.take<float>(NC);
+  return h;
+}
+
+ActivationPlan Model::Impl::plan(int B, int T) const {
+  ActivationPlan p;
+  p.d = d;
+  p.s = s;
+  p.B = B;
+  p.T = T;
+  p.recompute = recompute;
+  p.opt = opt;
+  p.align = be->alignment();
+  return p;
+}
+
+ActivationSizes Model::Impl::activation_sizes(int B, int T) const {
+  const ActivationPlan p = plan(B, T);
+  return d.llama() ? llama::activation_sizes(p) : gpt2::activation_sizes(p);
+}
+
+size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int B, int T, bool recompute,
+                            const ModelOptions& options, size_t alignment, int slots) {
+  ActivationPlan p;
+  p.d = dims;
+  p.s = resolve_shard(dims, shard);
+  p.B = B;
+  p.T = T;
+  p.recompute = recompute;
+  p.opt = options;
+  p.align = alignment;
+  const ActivationSizes a = dims.llama() ? llama::activation_sizes(p) : gpt2::activation_sizes(p);
+  const size_t NC = p.N() * static_cast<size_t>(dims.n_embd);
+  const size_t stage = p.s.pp > 1 && options.stage_buffers ? 2 * ((NC + 15) / 16 * 16) * 4 : 0;
+  return static_cast<size_t>(std::max(slots, 1)) * ((a.arena + 3) / 4 * 4) + (a.block + 3) / 4 * 4 + stage;
+}
+
+Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, const ModelOptions& options)
+    : impl_(std::make_unique<Impl>(dims)) {
+  Impl& m = *impl_;
+  if (const std::string p = dims_problem(dims); !p.empty()) throw_config("invalid model dimensions: " + p);
+  m.s = resolve_shard(dims, shard);
+  m.opt = options;
+  m.be = backend != nullptr ? backend : &get_backend("cpu");
+  if (m.bf16() && !m.be->supports(BackendFeature::kBf16Storage))
+    throw_config(std::string("train.dtype = \"bf16\" needs a backend with bf16 storage; the ") +
+                 m.be->name() + " backend has none (use fp32)");
+  m.sizes = local_param_sizes(m.layout, m.s);
+  m.offsets.assign(m.sizes.size(), 0);
+  size_t off = 0;
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    m.offsets[i] = off;
+    off += m.sizes[i];
+  }
+  m.n_params = off;
+  m.goffsets = m.offsets;
+  m.layer_goff.assign(m.sizes.size(), 0);
+  const size_t capacity = std::max(off, options.param_capacity);
+  m.params = BackendBuffer(*m.be, (capacity * m.es() + 3) / 4);
+  m.grads = BackendBuffer(*m.be, (off * m.es() + 3) / 4);
+  m.slots.resize(1);
+  if (dims.llama()) {
+    const std::vector<float> f = llama::rope_inv_freq(dims);
+    m.rope = BackendBuffer(*m.be, f.size());
+    m.be->upload(m.rope.data(), f.data(), f.size() * sizeof(float));
+  }
+}
+
+Model::~Model() {
+  if (impl_ && impl_->be) impl_->be->synchronize();
+}
+
+const ModelDims& Model::dims() const { return impl_->d; }
+const ModelShard& Model::shard() const { return impl_->s; }
+const ParamLayout& Model::layout() const { return impl_->layout; }
+const ModelOptions& Model::options() const { return impl_->opt; }
+Backend& Model::backend() { return *impl_->be; }
+DType Model::dtype() const { return impl_->opt.dtype; }
+
+namespace {
+void require_host_f32(const Model::Impl& m, const char* what) {
+  if (!m.be->supports(BackendFeature::kHostMemory) || m.bf16())
+    throw Error(ExitCode::kInternal, std::string("Model::") + what + ": host fp32 view of a " + m.be->name() +
+                                         " " + dtype_name(m.opt.dtype) + " model; use get_params/set_params");
+}
+}  // namespace
+
+float* Model::params() {
+  require_host_f32(*impl_, "params");
+  return impl_->params.data();
+}
+const float* Model::params() const {
+  require_host_f32(*impl_, "params");
+  return impl_->params.data();
+}
+float* Model::grads() {
+  require_host_f32(*impl_, "grads");
+  if (impl_->staged)
+    throw Error(ExitCode::kInternal,
+                "Model::grads(): the layer gradients are staged (ZeRO-2); "
+                "use grad_tensor() for the non-layer tensors and layer_grad_slot()");
+  return impl_->grads.data();
+}
+float* Model::param_tensor(int index) {
+  require_host_f32(*impl_, "param_tensor");
+  return impl_->P<float>(index);
+}
+float* Model::grad_tensor(int index) {
+  require_host_f32(*impl_, "grad_tensor");
+  if (impl_->staged && impl_->layout[index].per_layer())
+    throw Error(ExitCode::kInternal, "Model::grad_tensor(" + impl_->layout[index].name +
+                                         "): per-layer gradients are staged (ZeRO-2)");
+  return impl_->G<float>(index);
+}
+void* Model::param_data() { return impl_->params.data(); }
+void* Model::grad_data() { return impl_->grads.data(); }
+size_t Model::num_params() const { return impl_->n_params; }
+size_t Model::param_offset(int index) const { return impl_->offsets[static_cast<size_t>(index)]; }
+size_t Model::param_size(int index) const { return impl_->sizes[static_cast<size_t>(index)]; }
+size_t Model::grad_offset(int index) const { return impl_->goffsets[static_cast<size_t>(index)]; }
+int Model::tied_tensor() const { return impl_->layout.tied() ? impl_->layout.embedding() : -1; }
+
+void Model::zero_grad() {
+  Impl& m = *impl_;
+  m.be->fill_zero_bytes(m.grads.data(), (m.staged ? m.grads.size() * 4 : m.n_params * m.es()));
+  if (m.staged) m.be->fill_zero_bytes(m.staging.data(), 2 * m.layer_floats * m.es());
+}
+
+void Model::enable_layer_grad_staging() {
+  Impl& m = *impl_;
+  if (m.staged) return;
+  size_t compact = 0, layer = 0;
+  for (int i = 0; i < m.layout.size(); ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (m.layout[i].per_layer()) {
+      m.layer_goff[u] = layer;
+      layer += m.sizes[u] / static_cast<size_t>(m.s.local_layers());
+    } else {
+      m.goffsets[u] = compact;
+      compact += m.sizes[u];
+    }
+  }
+  m.grads = BackendBuffer(*m.be, (compact * m.es() + 3) / 4);
+  m.staging = BackendBuffer(*m.be, (2 * layer * m.es() + 3) / 4);
+  m.layer_floats = layer;
+  m.staged = true;
+  zero_grad();
+}
+
+bool Model::layer_grad_staged() const { return impl_->staged; }
+size_t Model::layer_grad_floats() const {
+  const Impl& m = *impl_;
+  if (m.staged) return m.layer_floats;
+  size_t layer = 0;
+  for (int i = 0; i < m.layout.size(); ++i)
+    if (m.layout[i].per_layer()) layer += m.per_layer(i);
+  return layer;
+}
+size_t Model::layer_grad_offset(int index) const { return impl_->layer_goff[static_cast<size_t>(index)]; }
+void* Model::layer_grad_slot_data(int slot) {
+  if (!impl_->staged || slot < 0 || slot > 1)
+    throw Error(ExitCode::kInternal, "Model::layer_grad_slot: no staging slot " + std::to_string(slot));
+  return static_cast<char*>(static_cast<void*>(impl_->staging.data())) +
+         static_cast<size_t>(slot) * impl_->layer_floats * impl_->es();
+}
+float* Model::layer_grad_slot(int slot) {
+  require_host_f32(*impl_, "layer_grad_slot");
+  return static_cast<float*>(layer_grad_slot_data(slot));
+}
+size_t Model::grad_bytes() const { return (impl_->grads.size() + impl_->staging.size()) * sizeof(float); }
+void Model::set_tensor_parallel_group(parallel::ProcessGroup* tp) { impl_->tp = tp; }
+
+const float* Model::logits() const {
+  const Impl& m = *impl_;
+  if (m.last_forward_slot < 0 || !m.be->supports(BackendFeature::kHostMemory) || m.bf16()) return nullptr;
+  Impl& mm = const_cast<Impl&>(m);
+  return by_dtype(m, [&](auto t) -> const float* {
+    using S = decltype(t);
+    if constexpr (sizeof(S) == sizeof(float))
+      return m.d.llama() ? llama::logits<float>(mm, m.last_forward_slot)
+                         : gpt2::logits<float>(mm, m.last_forward_slot);
+    return nullptr;
+  });
+}
+
+void Model::copy_logits(float* host) const {
+  Impl& m = const_cast<Impl&>(*impl_);
+  if (m.last_forward_slot < 0) throw Error(ExitCode::kInternal, "Model::copy_logits before a forward");
+  const Impl::Slot& sl = m.slot(m.last_forward_slot);
+  const size_t count = static_cast<size_t>(sl.B) * static_cast<size_t>(sl.T) * static_cast<size_t>(m.Vl());
+  by_dtype(m, [&](auto t) {
+    using S = decltype(t);
+    S* lg = m.d.llama() ? llama::logits<S>(m, m.last_forward_slot) : gpt2::logits<S>(m, m.last_forward_slot);
+    if constexpr (sizeof(S) == sizeof(float)) {
+      m.be->download(host, lg, count * sizeof(float));
+    } else {
+      std::vector<bf16_t> raw(count);
+      m.be->download(raw.data(), lg, count * sizeof(bf16_t));
+      for (size_t i = 0; i < count; ++i) host[i] = from_bf16(raw[i]);
+    }
+  });
+}
+
+size_t Model::activation_bytes() const {
+  size_t bytes = impl_->block.size() * 4 + impl_->stage_bufs.size() * 4;
+  for (const auto& sl : impl_->slots) bytes += sl.arena.size() * 4;
+  return bytes;
+}
+
+size_t Model::activation_bytes_for(int B, int T) const {
+  const Impl& m = *impl_;
+  return flotilla::activation_bytes_for(m.d, m.s, B, T, m.recompute, m.opt, m.be->alignment(),
+                                        static_cast<int>(m.slots.size()));
+}
+
+void Model::reserve(int B, int T) {
+  Impl& m = *impl_;
+  const ActivationSizes need = m.activation_sizes(B, T);
+  for (auto& sl : m.slots)
+    if (sl.arena.size() * 4 < need.arena) {
+      sl.arena.reset();
+      sl.arena = BackendBuffer(*m.be, (need.arena + 3) / 4);
+    }
+  if (m.block.size() * 4 < need.block) {
+    m.block.reset();
+    m.block = BackendBuffer(*m.be, (need.block + 3) / 4);
+  }
+  if (m.s.pp > 1 && m.opt.stage_buffers) {
+    m.stage_N = B * T;
+    stage_recv_buffer(false);
+  }
+}
+
+float* Model::stage_recv_buffer(bool grad) {
+  Impl& m = *impl_;
+  size_t N = 0;
+  for (const auto& sl : m.slots) N = std::max(N, static_cast<size_t>(sl.B) * static_cast<size_t>(sl.T));
+  N = std::max(N, static_cast<size_t>(m.stage_N));
+  const size_t NC = N * static_cast<size_t>(m.d.n_embd), half = (NC + 15) / 16 * 16;
+  if (m.stage_bufs.size() < 2 * half) {
+    m.stage_bufs.reset();
+    m.stage_bufs = BackendBuffer(*m.be, 2 * half);
+  }
+  return m.stage_bufs.data() + (grad ? half : 0);
+}
+
+void Model::set_recompute(bool on) {
+  Impl& m = *impl_;
+  if (m.recompute == on) return;
+  m.recompute = on;
+  for (auto& sl : m.slots) sl = Impl::Slot{};
+  m.block.reset();
+  m.block_slot = m.block_layer = -1;
+  m.last_forward_slot = -1;
+  m.last_backward_slot = -1;
+}
+
+bool Model::recompute() const { return impl_->recompute; }
+
+void Model::set_activation_slots(int slots) {
+  if (slots < 1) throw Error(ExitCode::kInternal, "Model: at least one activation slot");
+  impl_->slots.resize(static_cast<size_t>(slots));
+  impl_->block_slot = impl_->block_layer = -1;
+  impl_->last_forward_slot = -1;
+  impl_->last_backward_slot = -1;
+}
+
+int Model::activation_slots() const { return static_cast<int>(impl_->slots.size()); }
+
+void Model::init_random(uint64_t seed) {
+  Impl& m = *impl_;
+  std::vector<float> full, local;
+  const bool host_f32 = m.be->supports(BackendFeature::kHostMemory) && !m.bf16();
+  if (!host_f32) local.assign(m.n_params, 0.0f);
+  float* dst = host_f32 ? m.params.data() : local.data();
+  for (int i = 0; i < m.layout.size(); ++i) {
+    const size_t n = m.layout.full_size(i);
+    if (n == 0 || m.sizes[static_cast<size_t>(i)] == 0) continue;
+    float* out = dst + m.offsets[static_cast<size_t>(i)];
+    auto init = [&](float* t) {
+      if (m.d.llama())
+        llama::init_tensor(m.d, i, t, n, seed);
+      else
+        gpt2::init_tensor(m.d, i, t, n, seed);
+    };
+    if (m.s.whole()) {
+      init(out);
+      continue;
+    }
+    full.resize(n);  // one tensor at a time: the shard takes its slice
+    init(full.data());
+    for (const ShardRun& r : shard_runs(m.layout, m.s, i))
+      std::memcpy(out + r.local, full.data() + r.full, r.count * sizeof(float));
+  }
+  if (!host_f32) set_params(local.data());
+}
+
+void Model::set_params_from_full(const float* full) {
+  Impl& m = *impl_;
+  if (m.be->supports(BackendFeature::kHostMemory) && !m.bf16()) {
+    full_to_shard(m.layout, m.s, full, m.params.data());
+    return;
+  }
+  std::vector<float> local(m.n_params);
+  full_to_shard(m.layout, m.s, full, local.data());
+  set_params(local.data());
+}
+
+void Model::params_to_full(float* full) const {
+  const Impl& m = *impl_;
+  if (m.be->supports(BackendFeature::kHostMemory) && !m.bf16()) {
+    shard_to_full(m.layout, m.s, m.params.data(), full);
+    return;
+  }
+  std::vector<float> local(m.n_params);
+  get_params(local.data());
+  shard_to_full(m.layout, m.s, local.data(), full);
+}
+
+void Model::get_params(float* host) const {
+  const Impl& m = *impl_;
+  if (!m.bf16()) {
+    m.be->download(host, m.params.data(), m.n_params * sizeof(float));
+    return;
+  }
+  std::vector<bf16_t> raw(m.n_params);
+  m.be->download(raw.data(), m.params.data(), m.n_params * sizeof(bf16_t));
+  for (size_t i = 0; i < m.n_params; ++i) host[i] = from_bf16(raw[i]);
+}
+
+void Model::set_params(const float* host) {
+  Impl& m = *impl_;
+  if (!m.bf16()) {
+    m.be->upload(m.params.data(), host, m.n_params * sizeof(float));
+    return;
+  }
+  std::vector<bf16_t> raw(m.n_params);
+  for (size_t i = 0; i < m.n_params; ++i) raw[i] = to_bf16(host[i]);
+  m.be->upload(m.params.data(), raw.data(), m.n_params * sizeof(bf16_t));
+}
+
+float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T, const int32_t* positions) {
+  if (impl_->s.pp != 1)
+    throw Error(ExitCode::kInternal, "Model::forward() on a pipeline stage; use forward_stage()");
+  return forward_stage(0, inputs, nullptr, targets, B, T, positions);
+}
+
+void Model::backward(float loss_scale) {
+  if (impl_->s.pp != 1)
+    throw Error(ExitCode::kInternal, "Model::backward() on a pipeline stage; use backward_stage()");
+  backward_stage(0, nullptr, loss_scale);
+}
+
+int64_t Model::counted_targets(int slot) const { return const_cast<Impl&>(*impl_).slot(slot).counted; }
+
+void Model::set_layer_backward_hook(std::function<void(int layer)> hook) {
+  impl_->layer_hook = std::move(hook);
+}
+
+namespace {
+
+void check_tokens(const Model::Impl& m, const int32_t* tokens, size_t n, const char* what, bool targets) {
+  for (size_t i = 0; i < n; ++i) {
+    if (targets && tokens[i] == kIgnoreTarget) continue;
+    if (tokens[i] < 0 || tokens[i] >= m.d.vocab_size)
+      throw_data(std::string(what) + " token id " + std::to_string(tokens[i]) + " at position " +
+                 std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(m.d.vocab_size) +
+                 "); check that the data was tokenized for model.vocab_size");
+  }
+}
+
+void check_positions(const int32_t* pos, int B, int T) {
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const int32_t p = pos[static_cast<size_t>(b) * static_cast<size_t>(T) + static_cast<size_t>(t)];
+      if (p < 0 || p > t)
+        throw_data("position " + std::to_string(p) + " of token " + std::to_string(t) + " in row " +
+                   std::to_string(b) + " is outside [0, " + std::to_string(t) +
+                   "] (a document cannot start before its row); re-run data prepare");
+    }
+}
+
+}  // namespace
+
+float Model::forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
+                           int B, int T, const int32_t* positions) {
+  Impl& m = *impl_;
+  const ModelDims& d = m.d;
+  const ModelShard& s = m.s;
+  if (B < 1 || T < 1)
+    throw_config("batch " + std::to_string(B) + " x sequence " + std::to_string(T) + " is empty");
+  if (T > d.max_seq_len)
+    throw_config("sequence length " + std::to_string(T) + " exceeds model.max_seq_len " +
+                 std::to_string(d.max_seq_len) + "; lower train.seq_len or raise model.max_seq_len");
+  if (s.tp > 1 && (m.tp == nullptr || m.tp->size() != s.tp))
+    throw Error(ExitCode::kInternal, "Model (" + s.describe() + "): no tensor-parallel group of size " +
+                                         std::to_string(s.tp) + " was set");
+  const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
+  if (s.first_stage()) {
+    if (inputs == nullptr) throw Error(ExitCode::kInternal, "Model: the first stage needs input tokens");
+    check_tokens(m, inputs, N, "input", false);
+  } else if (stage_in == nullptr) {
+    throw Error(ExitCode::kInternal,
+                "Model: stage " + std::to_string(s.stage) + " needs an input activation");
+  }
+  const bool with_targets = s.last_stage() && targets != nullptr;
+  if (with_targets) check_tokens(m, targets, N, "target", true);
+  if (positions != nullptr) check_positions(positions, B, T);
+
+  Impl::Slot& sl = m.slot(slot);
+  const ActivationSizes need = m.activation_sizes(B, T);
+  if (sl.arena.size() * 4 < need.arena) {
+    sl.arena.reset();
+    sl.arena = BackendBuffer(*m.be, (need.arena + 3) / 4);
+  }
+  if (m.block.size() * 4 < need.block) {  // other slots re-point at the new region in their backward
+    m.block.reset();
+    m.block = BackendBuffer(*m.be, (need.block + 3) / 4);
+  }
+  m.block_slot = m.block_layer = -1;
+  sl.B = B;
+  sl.T = T;
+  sl.forwarded = true;
+  sl.have_targets = with_targets;
+  sl.logits_valid = false;
+  sl.has_positions = positions != nullptr;
+  sl.counted = 0;
+  m.last_forward_slot = slot;
+  Carver c(sl.arena.data(), m.be->alignment());
+  const SlotHead h = carve_head(m.plan(B, T), c);
+  // Ids to backend memory; under TP as rows of this rank's vocabulary slice (-1 where another rank
+  // holds the row or the target column; kIgnoreTarget stays).
+  auto upload_ids = [&](int32_t* dst, const int32_t* ids, int real) {
+    const int32_t* src = ids;
+    if (s.tp > 1) {
+      const int lo = m.v0();
+      m.host_ids.resize(N);
+      for (size_t i = 0; i < N; ++i)
+        m.host_ids[i] = ids[i] == kIgnoreTarget              ? kIgnoreTarget
+                        : ids[i] >= lo && ids[i] < lo + real ? ids[i] - lo
+                                                             : -1;
+      src = m.host_ids.data();
+    }
+    m.be->upload(dst, src, N * sizeof(int32_t));
+  };
+  if (s.first_stage()) upload_ids(h.inputs, inputs, m.Vl());
+  if (with_targets) {
+    upload_ids(h.targets, targets, m.v_real());
+    for (size_t i = 0; i < N; ++i) sl.counted += targets[i] != kIgnoreTarget ? 1 : 0;
+  }
+  if (positions != nullptr) m.be->upload(h.positions, positions, N * sizeof(int32_t));
+  return by_dtype(m, [&](auto t) {
+    using S = decltype(t);
+    return d.llama() ? llama::forward<S>(m, slot, stage_in, targets)
+                     : gpt2::forward<S>(m, slot, stage_in, targets);
+  });
+}
+
+const float* Model::stage_output(int slot) {
+  Impl& m = *impl_;
+  if (!m.slot(slot).forwarded) throw Error(ExitCode::kInternal, "Model::stage_output: slot has no forward");
+  return by_dtype(m, [&](auto t) {
+    using S = decltype(t);
+    return m.d.llama() ? llama::stage_output<S>(m, slot) : gpt2::stage_output<S>(m, slot);
+  });
+}
+
+const float* Model::stage_input_grad() {
+  Impl& m = *impl_;
+  if (m.last_backward_slot < 0) throw Error(ExitCode::kInternal, "Model::stage_input_grad before backward");
+  return by_dtype(m, [&](auto t) {
+    using S = decltype(t);
+    return m.d.llama() ? llama::stage_input_grad<S>(m, m.last_backward_slot)
+                       : gpt2::stage_input_grad<S>(m, m.last_backward_slot);
+  });
+}
+
+void Model::backward_stage(int slot, const float* dout, float loss_scale) {
+  Impl& m = *impl_;
+  const ModelShard& s = m.s;
+  Impl::Slot& sl = m.slot(slot);
+  if (!sl.forwarded || (s.last_stage() && (!sl.have_targets || !sl.logits_valid)))
+    throw Error(ExitCode::kInternal,
+                "Model::backward() needs a preceding forward() with targets, once per forward");
+  if (!s.last_stage() && dout == nullptr)
+    throw Error(ExitCode::kInternal, "Model: stage " + std::to_string(s.stage) + " needs d(output)");
+  if (m.staged && !m.layer_hook)
+    throw Error(
+        ExitCode::kInternal,
+        "Model::backward: layer-gradient staging (ZeRO-2) needs a layer backward hook to drain each layer's "
+        "staging slot");
+  by_dtype(m, [&](auto t) {
+    using S = decltype(t);
+    if (m.d.llama())
+      llama::backward<S>(m, slot, dout, loss_scale);
+    else
+      gpt2::backward<S>(m, slot, dout, loss_scale);
+  });
+  sl.forwarded = false;
+  if (m.block_slot == slot) m.block_slot = m.block_layer = -1;  // its forward is consumed
+  m.last_backward_slot = slot;
+}
+
+}  // namespace flotilla

@@ -1,0 +1,194 @@
+// A transformer on any backend: parameters, gradients, activations and the training step's
+// forward and backward for one architecture (DESIGN.md §3; docs/architecture.md "The model seam").
+//
+// Non-obvious decision: there is one Model for every architecture and backend. What a step does
+// (which kernels, on which buffers, with which tensor-parallel collectives) is written once per
+// architecture (gpt2_pass.cpp, llama_pass.cpp), templated on the storage type (float or bf16_t),
+// over the Backend interface; the buffers come from the backend's allocator, so the same code runs
+// in fp32 on the CPU and in fp32 or bf16 on a GPU. Everything around the pass is generic: the
+// parameter layout (param_layout.h), tensor and pipeline shards, activation slots for pipelining,
+// recomputation, ZeRO-2 gradient staging and the data-parallel layer hook.
+//
+// Parameters live in one contiguous buffer in the architecture's table order (for GPT-2 llm.c's:
+// wte, wpe, then per-layer stacks, then lnf), each per-layer tensor stored for all local layers
+// together; gradients mirror the layout. Under tensor/pipeline parallelism a Model holds one
+// shard (model_shard.h). A pipeline stage keeps one activation set per in-flight micro-batch
+// ("slot") and exchanges fp32 (B*T, C) activations and gradients at its boundaries.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "engine/backend/backend.h"
+#include "engine/model/model_dims.h"
+#include "engine/model/model_shard.h"
+#include "engine/model/param_layout.h"
+
+namespace flotilla {
+
+namespace parallel {
+class ProcessGroup;
+}
+
+struct ModelOptions {
+  DType dtype = DType::kF32;  // storage of parameters, gradients and activations
+  // GPT-2's GELU output: kept per layer (saves recomputing it in backward; what a GPU can afford)
+  // or one scratch buffer recomputed in backward (the CPU's choice: a third less activation memory).
+  bool keep_gelu = false;
+  bool fuse_gelu = false;  // with keep_gelu: GELU in the MLP-up matmul's epilogue where the backend has it
+  // Parameter buffer capacity in elements when larger than the parameter count (ZeRO-1's in-place
+  // all-gather on a device writes a padded vector); 0 = exactly num_params().
+  size_t param_capacity = 0;
+  // Pipeline stages on a device: allocate the fp32 receive buffers (stage_recv_buffer) with the
+  // activations in reserve() and count them in activation_bytes() (the host runner keeps its own).
+  bool stage_buffers = false;
+};
+
+// Bytes a Model of these dims would allocate for activations at B x T (activation_bytes_for
+// without a Model): `slots` arenas, the recompute region and, with options.stage_buffers, the
+// pipeline receive buffers; `alignment` is the backend's (Backend::alignment()).
+size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int B, int T, bool recompute,
+                            const ModelOptions& options, size_t alignment = 64, int slots = 1);
+
+class Model {
+ public:
+  // On `backend` (nullptr: the CPU backend).
+  explicit Model(const ModelDims& dims, const ModelShard& shard = {}, Backend* backend = nullptr,
+                 const ModelOptions& options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelDims& dims() const;      // the full model's dimensions
+  const ModelShard& shard() const;    // which part this instance holds (resolved)
+  const ParamLayout& layout() const;  // the architecture's tensor table
+  const ModelOptions& options() const;
+  Backend& backend();
+  DType dtype() const;
+
+  // The architecture's initialisation (GPT-2: N(0, 0.02), residual projections scaled by
+  // 1/sqrt(2L), biases 0, norms 1; llama: N(0, 0.02) for every matrix, biases 0, norms 1), padded
+  // vocab rows zero. Deterministic for a seed, and a shard gets exactly its slice of the whole
+  // model's initialisation.
+  void init_random(uint64_t seed);
+  // This shard's slice of / into a full fp32 parameter vector of layout().full_params() floats.
+  void set_params_from_full(const float* full);
+  void params_to_full(float* full) const;  // writes only the floats this shard holds
+  // This shard's parameters as host fp32 in the local layout (num_params() floats), any backend
+  // and storage type (bf16 is widened / rounded to nearest even).
+  void get_params(float* host) const;
+  void set_params(const float* host);
+
+  // Host fp32 views (only on a host-memory backend with fp32 storage; throws otherwise).
+  float* params();  // num_params() floats
+  const float* params() const;
+  float* grads();                  // same layout (throws once layer-gradient staging is enabled)
+  float* param_tensor(int index);  // start of tensor `index` inside params()
+  float* grad_tensor(int index);   // staged: only the non-layer tensors
+  // The raw buffers in the backend's memory, dtype() elements.
+  void* param_data();
+  void* grad_data();  // gradients: the full layout, or under staging the non-layer tensors compactly
+  size_t num_params() const;
+  size_t param_offset(int index) const;  // elements, into the parameter buffer
+  size_t param_size(int index) const;    // elements of tensor `index` in this shard (0: not held)
+  size_t grad_offset(int index) const;   // elements, into grad_data() (non-layer tensors when staged)
+  int tied_tensor()
+      const;  // the embedding when the LM head shares it (its gradient is summed between stages), else -1
+
+  // ZeRO-2 layer-gradient staging: the per-layer tensors' gradients no longer get a full-size
+  // buffer. Layer l's slices are written to staging slot l % 2 (layer_grad_floats() elements,
+  // tensors in table order, each its layer-l slice at layer_grad_offset(i)), so the backward of
+  // layer l-1 can run while slot l % 2 is being reduced. The layer backward hook must drain
+  // (reduce, then zero) slot (l+1) % 2 before it returns from layer l, and every slot must be zero
+  // at the start of a backward; backward() refuses to run without a hook. Non-layer tensors keep a
+  // compact gradient buffer. Irreversible; frees the full-size buffer.
+  void enable_layer_grad_staging();
+  bool layer_grad_staged() const;
+  size_t layer_grad_floats() const;           // one layer's gradient elements
+  size_t layer_grad_offset(int index) const;  // tensor `index`'s slice within a slot
+  float* layer_grad_slot(int slot);           // slot 0 or 1 (host fp32 view)
+  void* layer_grad_slot_data(int slot);       // slot 0 or 1 (backend memory, dtype() elements)
+  size_t grad_bytes() const;                  // bytes allocated for gradients (buffer + staging)
+
+  // Tensor parallelism: the TP group (size shard().tp) the forward and backward all-reduce over.
+  // Must be set before the first forward when shard().tp > 1; not owned.
+  void set_tensor_parallel_group(parallel::ProcessGroup* tp);
+
+  // Allocates the activations for micro-batches up to B x T now (a device checks its memory up
+  // front); otherwise buffers grow on first use of a larger B*T.
+  void reserve(int B, int T);
+  // Bytes reserve(B, T) would allocate for activations (every slot, the recompute region and
+  // the stage buffers), without allocating: the planner's and the device's memory prediction.
+  size_t activation_bytes_for(int B, int T) const;
+
+  // Forward pass on B sequences of T tokens (host token ids; T <= max_seq_len). positions (B*T,
+  // host) or nullptr: each token's position within its document (attention stays inside the
+  // document and positions restart; docs/data.md); nullptr = 0..T-1 in every row. Targets equal
+  // to kIgnoreTarget carry no loss. Returns the mean cross-entropy over the counted targets when
+  // targets != nullptr (0 when none counts), else -1 (logits only). Activations are kept for backward.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T,
+                const int32_t* positions = nullptr);
+
+  // Backward of the last forward (which must have had targets). Gradients are ACCUMULATED into
+  // grads() (call zero_grad() first); d(loss) per counted target is loss_scale / counted targets
+  // of that forward (loss_scale = 1/accumulation steps for unmasked data).
+  void backward(float loss_scale = 1.0f);
+  // Targets counted by the last forward of `slot` (not kIgnoreTarget).
+  int64_t counted_targets(int slot = 0) const;
+
+  void zero_grad();
+
+  // Called during backward() right after layer `layer`'s parameter gradient kernels are queued
+  // (layers arrive from the last to the first; `layer` is the index among this shard's layers),
+  // then once with -1 after the embedding's, so data parallelism can start reducing them while
+  // the remaining layers compute. On a device the kernels may still be running: a hook that
+  // reads the gradients on the host synchronises first, one that launches collectives orders
+  // them after the backend's stream(). nullptr removes the hook.
+  void set_layer_backward_hook(std::function<void(int layer)> hook);
+
+  // --- Pipeline stages. forward()/backward() above are forward_stage(0, ...)/backward_stage(0, ...)
+  // of a single-stage model. A stage keeps `slots` activation sets (in-flight micro-batches).
+  void set_activation_slots(int slots);
+  int activation_slots() const;
+  // inputs: token ids (read on the first stage; others may pass nullptr); stage_in: the previous
+  // stage's output, fp32 (B*T, C) in backend memory (non-first stages); targets: read on the last
+  // stage. Returns the mean loss on the last stage with targets, else -1.
+  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets, int B,
+                      int T, const int32_t* positions = nullptr);
+  // fp32 (B*T, C) output of this stage's last block for the slot's forward (non-last stages).
+  const float* stage_output(int slot);
+  // dout: d(stage output), fp32 (B*T, C), on non-last stages (the last starts from its loss).
+  // Accumulates gradients like backward(); afterwards stage_input_grad() holds d(stage input).
+  void backward_stage(int slot, const float* dout, float loss_scale);
+  const float* stage_input_grad();  // valid until the next backward_stage
+  // fp32 (B*T, C) buffers in backend memory to receive the previous stage's output (grad = false)
+  // or the next stage's d(input) (grad = true) into, for B x T of the last reserve()/forward.
+  float* stage_recv_buffer(bool grad);
+
+  // Logits of the last forward as host fp32: (B, T, Vp); only the first V columns are meaningful.
+  // On a TP shard: this rank's (B, T, Vp/tp) vocabulary columns. Host fp32 models only (else
+  // nullptr; copy_logits works everywhere).
+  const float* logits() const;
+  void copy_logits(float* host) const;  // the last forward's local logits, widened to fp32
+
+  // Bytes held in activation buffers after the last forward (for the planner check): every
+  // slot's arena plus the recompute block region and the stage buffers.
+  size_t activation_bytes() const;
+
+  // Activation recomputation (train.recompute). Forward keeps only each block's output (the next
+  // block's input); backward re-runs block l's forward from its input into one block region
+  // shared by all slots, just before block l's backward. The kernels and their order are those of
+  // the forward, so losses and gradients are bitwise those without recomputation. Drops any
+  // forward not yet consumed by backward.
+  void set_recompute(bool on);
+  bool recompute() const;
+
+  struct Impl;  // model_impl.h (named here so the architecture passes can take it)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flotilla

@@ -1,0 +1,221 @@
+// Model's private state, shared by model.cpp (buffers, slots, the stage API), vocab_parallel.cpp
+// (the tensor-parallel embedding and cross-entropy both architectures use) and each
+// architecture's pass (gpt2_pass.cpp, llama_pass.cpp). Internal header.
+//
+// Non-obvious decision: every activation slot owns a whole arena (kept tensors and scratch), so
+// a slot's backward scratch can never be clobbered by another micro-batch in flight; a whole
+// model has exactly one slot and so the same memory as before pipelining existed. The one
+// exception is the recompute block region: it holds nothing a slot needs between calls (backward
+// rebuilds it first), so all slots share it. Each arena starts with a generic head (token ids,
+// targets, positions, and the fp32 scratch tensor parallelism and bf16 pipeline boundaries need),
+// then the architecture's own tensors.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/model/model.h"
+#include "engine/parallel/process_group.h"
+
+namespace flotilla {
+
+// Hands out aligned pieces of one buffer; counts bytes when its base is null (layout and size
+// come from the same lines).
+class Carver {
+ public:
+  Carver(void* base, size_t align) : base_(static_cast<char*>(base)), align_(align) {}
+  template <typename T>
+  T* take(size_t count) {
+    T* p = base_ != nullptr ? reinterpret_cast<T*>(base_ + used_) : nullptr;
+    used_ += (count * sizeof(T) + align_ - 1) / align_ * align_;
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  size_t align_;
+  size_t used_ = 0;
+};
+
+// Bytes of one slot's arena and of the shared recompute region.
+struct ActivationSizes {
+  size_t arena = 0;
+  size_t block = 0;
+};
+
+// Everything an activation layout depends on.
+struct ActivationPlan {
+  ModelDims d;
+  ModelShard s;  // resolved
+  int B = 0, T = 0;
+  bool recompute = false;
+  ModelOptions opt;
+  size_t align = 64;
+  size_t N() const { return static_cast<size_t>(B) * static_cast<size_t>(T); }
+  bool bf16() const { return opt.dtype == DType::kBF16; }
+};
+
+// The generic head of a slot's arena (defined below).
+struct SlotHead;
+SlotHead carve_head(const ActivationPlan& p, Carver& c);
+
+// The generic head of a slot's arena (N = B*T).
+struct SlotHead {
+  int32_t* inputs = nullptr;     // (N) ids (under TP: rows of this rank's embedding slice, -1 elsewhere)
+  int32_t* targets = nullptr;    // (N) ids (under TP: this rank's columns, -1 elsewhere; kIgnoreTarget kept)
+  int32_t* positions = nullptr;  // (N) position of each token in its document
+  float* tp_sum = nullptr;       // (N, C) fp32: a bf16 activation widened for its TP all-reduce
+  float* vp_stats = nullptr;     // ((tp + 1) * N) fp32: every rank's log-sum-exp, then the target logits
+  float* out_f32 = nullptr;      // (N, C) fp32: a bf16 non-last stage's output, sent on
+  float* dinput_f32 = nullptr;   // (N, C) fp32: a bf16 non-first stage's d(input), sent back
+};
+
+struct Model::Impl {
+  struct Slot {
+    BackendBuffer arena;
+    int B = 0, T = 0;
+    bool forwarded = false;      // holds a forward not yet consumed by backward
+    bool have_targets = false;   // last stage: the forward computed a loss
+    bool logits_valid = false;   // false once backward has overwritten them with dlogits
+    bool has_positions = false;  // the forward was given document positions
+    int gelu_layer = -1;         // GPT-2 without keep_gelu: the layer whose GELU output the scratch holds
+    int64_t counted = 0;         // targets with a loss (not kIgnoreTarget)
+  };
+
+  explicit Impl(const ModelDims& dims) : d(dims), layout(dims) {}
+
+  ModelDims d;
+  ModelShard s;
+  ParamLayout layout;
+  ModelOptions opt;
+  Backend* be = nullptr;
+  std::vector<size_t> offsets, sizes;  // per tensor, elements in the parameter buffer
+  size_t n_params = 0;
+  BackendBuffer params;
+  BackendBuffer grads;  // every tensor (offsets), or only the non-layer ones (goffsets) when staged
+  bool staged = false;
+  BackendBuffer staging;  // two slots of layer_floats elements
+  size_t layer_floats = 0;
+  std::vector<size_t> goffsets, layer_goff;
+  std::vector<Slot> slots;
+  bool recompute = false;
+  BackendBuffer block;  // the recompute block region
+  int block_slot = -1, block_layer = -1;
+  int last_backward_slot = -1;
+  int last_forward_slot = -1;
+  std::function<void(int)> layer_hook;
+  parallel::ProcessGroup* tp = nullptr;
+  BackendBuffer stage_bufs;  // pipeline receive buffers: recv_act then recv_grad, fp32 (N, C) each
+  int stage_N = 0;
+  BackendBuffer rope;  // llama: inv_freq (head_dim / 2) fp32 in backend memory
+  std::vector<float> host_stats;
+  std::vector<int32_t> host_ids;
+  std::vector<float> host_logits;  // logits() on a device or bf16 model
+
+  size_t es() const { return dtype_bytes(opt.dtype); }
+  bool bf16() const { return opt.dtype == DType::kBF16; }
+  template <typename S>
+  S* P(int i) {
+    return params.as<S>() + offsets[static_cast<size_t>(i)];
+  }
+  template <typename S>
+  S* G(int i) {  // a non-layer tensor's gradient (any tensor's without staging)
+    return grads.as<S>() + goffsets[static_cast<size_t>(i)];
+  }
+  size_t per_layer(int i) const {
+    return sizes[static_cast<size_t>(i)] / static_cast<size_t>(s.local_layers());
+  }
+  // Local layer l of per-layer tensor i: its parameters, and its gradient (in grads or its staging slot).
+  template <typename S>
+  S* LP(int i, int l) {
+    return P<S>(i) + static_cast<size_t>(l) * per_layer(i);
+  }
+  template <typename S>
+  S* LG(int i, int l) {
+    if (staged)
+      return staging.as<S>() + static_cast<size_t>(l % 2) * layer_floats + layer_goff[static_cast<size_t>(i)];
+    return G<S>(i) + static_cast<size_t>(l) * per_layer(i);
+  }
+
+  // Vocabulary rows of the embedding/head this rank holds, the first of them, and how many are real.
+  int Vl() const { return d.padded_vocab / s.tp; }
+  int v0() const { return s.tp_rank * Vl(); }
+  int v_real() const {
+    const int n = d.vocab_size - v0();
+    return n < 0 ? 0 : (n > Vl() ? Vl() : n);
+  }
+
+  Slot& slot(int k) {
+    if (k < 0 || static_cast<size_t>(k) >= slots.size())
+      throw Error(ExitCode::kInternal,
+                  "Model: activation slot " + std::to_string(k) + " of " + std::to_string(slots.size()));
+    return slots[static_cast<size_t>(k)];
+  }
+
+  ActivationPlan plan(int B, int T) const;
+  // Activation sizes for B x T of this model's architecture (the head included).
+  ActivationSizes activation_sizes(int B, int T) const;
+
+  // Sums x (n values of S, backend memory) over the TP group in place; bf16 is summed in fp32
+  // through `f32` (n floats). Blocks until the sum is there.
+  template <typename S>
+  void tp_reduce(S* x, size_t n, float* f32);
+  // The token embedding of the first stage: out (N, C) = embed[ids] (+ wpe[pos] on TP rank 0; wpe
+  // may be null), summed over the TP group when the vocabulary is split (vocab_parallel.cpp).
+  template <typename S>
+  void embed_forward(const SlotHead& h, S* out, const S* wte, const S* wpe, const int32_t* pos, int B, int T,
+                     float* f32);
+  template <typename S>
+  void embed_backward(const SlotHead& h, S* dwte, S* dwpe, const S* dout, const int32_t* pos, int B, int T);
+  // The loss head of the last stage: per-row losses and log-sum-exp from the (N, Vl) logits
+  // (vocab-parallel under TP), and the mean over the counted targets; then its backward in place.
+  template <typename S>
+  double crossentropy_forward(Slot& sl, const SlotHead& h, S* logits, float* losses, float* lse,
+                              const int32_t* host_targets);
+  template <typename S>
+  void crossentropy_backward(Slot& sl, const SlotHead& h, S* logits, const float* lse, float loss_scale);
+};
+
+// out[0..n) ~ N(0, stddev), from per-chunk RNG streams of (seed, tensor): parallel and the same
+// for any thread count (model.cpp).
+void fill_normal(float* out, size_t n, float stddev, uint64_t seed, uint64_t tensor);
+
+// The architectures' passes (gpt2_pass.cpp, llama_pass.cpp), for S = float or bf16_t.
+namespace gpt2 {
+ActivationSizes activation_sizes(const ActivationPlan& p);
+template <typename S>
+float forward(Model::Impl& m, int slot, const float* stage_in, const int32_t* host_targets);
+template <typename S>
+void backward(Model::Impl& m, int slot, const float* dout, float loss_scale);
+template <typename S>
+float* stage_output(Model::Impl& m, int slot);  // fp32 (N, C)
+template <typename S>
+float* stage_input_grad(Model::Impl& m, int slot);
+template <typename S>
+S* logits(Model::Impl& m, int slot);
+// Tensor i of the whole model (n floats) as GPT-2 initialises it.
+void init_tensor(const ModelDims& d, int i, float* t, size_t n, uint64_t seed);
+}  // namespace gpt2
+
+namespace llama {
+ActivationSizes activation_sizes(const ActivationPlan& p);
+template <typename S>
+float forward(Model::Impl& m, int slot, const float* stage_in, const int32_t* host_targets);
+template <typename S>
+void backward(Model::Impl& m, int slot, const float* dout, float loss_scale);
+template <typename S>
+float* stage_output(Model::Impl& m, int slot);
+template <typename S>
+float* stage_input_grad(Model::Impl& m, int slot);
+template <typename S>
+S* logits(Model::Impl& m, int slot);
+void init_tensor(const ModelDims& d, int i, float* t, size_t n, uint64_t seed);
+// inv_freq[j] = theta^(-2j/head_dim) with the configured scaling (docs/planner.md), fp32.
+std::vector<float> rope_inv_freq(const ModelDims& d);
+}  // namespace llama
+
+}  // namespace flotilla
