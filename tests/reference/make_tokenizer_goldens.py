@@ -110,6 +110,9 @@ CONVERSATIONS = [
      {"role": "assistant", "content": "ok"}],
     [{"role": "user", "content": "Empty answer please"},
      {"role": "assistant", "content": ""}],
+    [{"role": "user", "content": "Two answers?"},
+     {"role": "assistant", "content": "<think>\nfirst thoughts\n\n</think>\n\nOne."},
+     {"role": "assistant", "content": "<think></think>Two."}],
 ]
 
 PROMPT_COMPLETIONS = [
@@ -353,8 +356,8 @@ def main():
                                              return_assistant_tokens_mask=True)
                 golden["chat"].append({"tokenizer": name, "format": fmt, "conversation": ci, "text": text,
                                        "ids": out["input_ids"], "targets": out["assistant_masks"]})
-        # Prompt/completion ("plain"): tokenizer(prompt + completion) then EOS; the loss is on the
-        # tokens overlapping the completion, and on EOS.
+        # Prompt/completion ("plain"): tokenizer(prompt + completion) then EOS (unless already last);
+        # the loss is on the tokens overlapping the completion, and on EOS.
         for pi, rec in enumerate(PROMPT_COMPLETIONS):
             full = rec["prompt"] + rec["completion"]
             enc = hf(full, return_offsets_mapping=True)
@@ -362,9 +365,10 @@ def main():
             specials = set(hf.all_special_ids)
             mask = [0 if i in specials and e == s else m for m, i, (s, e) in
                     zip(mask, enc["input_ids"], enc["offset_mapping"])]
-            golden["completions"].append({"tokenizer": name, "record": pi,
-                                          "ids": enc["input_ids"] + [hf.eos_token_id],
-                                          "targets": mask + [1]})
+            ids = enc["input_ids"]
+            if not ids or ids[-1] != hf.eos_token_id:  # EOS last, once
+                ids, mask = ids + [hf.eos_token_id], mask + [0]
+            golden["completions"].append({"tokenizer": name, "record": pi, "ids": ids, "targets": mask[:-1] + [1]})
     golden["regex"] = regex_cases()
     golden["conversations"] = CONVERSATIONS
     golden["prompt_completions"] = PROMPT_COMPLETIONS
