@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "check.h"
+#include "engine/data/chat_format.h"
 #include "engine/data/loader.h"
 #include "engine/data/prepare.h"
 #include "engine/data/shard_map.h"
@@ -171,6 +172,29 @@ int main() {
   const PrepareResult docs_r = prepare_shards(qwen, text);
   CHECK(docs_r.labeled && docs_r.train_documents == 2 && docs_r.train_tokens == plain.train_tokens);
   CHECK(docs_r.train_targets == docs_r.train_tokens - 2);  // everything but the two document starts
+
+  // Text files with a tokenizer.json, read in 1,000-byte blocks cut at safe newlines (or whole,
+  // for a tokenizer whose added tokens strip white space): the ids of append_text_document on the
+  // whole file, i.e. tokenizer(text) + EOS.
+  std::string long_text;
+  for (const json& t : golden.at("texts")) long_text += t.at("text").get<std::string>() + "\n";
+  data_test::write_bytes(dir + "/long.txt", long_text);
+  for (const char* name : {"gpt2", "llama3", "qwen", "smollm2"}) {
+    const Tokenizer tok = Tokenizer::load(gold + "/" + name);
+    PrepareOptions lo;
+    lo.inputs = {dir + "/long.txt"};
+    lo.out_dir = dir + "/long_" + name;
+    lo.val_fraction = 0;
+    lo.block_bytes = 1000;
+    const PrepareResult lr = prepare_shards(tok, lo);
+    std::vector<uint32_t> want, got;
+    append_text_document(tok, long_text, want);
+    const MappedShard m(lr.train_files.front());
+    for (int64_t i = 0; i < m.size(); ++i) got.push_back(m.token(i));
+    CHECK_MSG(got == want, "%s: streamed text ids == whole-text ids (%zu vs %zu; cut in blocks: %d)", name,
+              got.size(), want.size(), tok.can_cut_at_newlines() ? 1 : 0);
+    CHECK(got.back() == tok.eot_id());
+  }
 
   // data inspect on a labeled shard.
   CHECK(run(w + " data inspect " + r.train_files.front() + " --seq-len 48 --check-vocab " +
