@@ -362,6 +362,20 @@ void apply_config(const Source& src, const json& cfg, Tokenizer::Impl& d) {
   if (auto v = named("bos_token")) d.hf->bos = v;
   if (auto v = named("eos_token")) d.hf->eos = v;
   if (auto v = named("pad_token")) d.hf->pad = v;
+  // transformers adds the config's added_tokens_decoder entries that tokenizer.json lacks; such a
+  // pair of files would encode differently here, so it is refused.
+  if (const json* dec = member(cfg, "added_tokens_decoder"); dec && dec->is_object())
+    for (const auto& [key, value] : dec->items()) {
+      const json* content = member(value, "content");
+      if (!content || !content->is_string()) continue;
+      const auto id = find_token(d, content->get<std::string>());
+      if (!id || std::to_string(*id) != key)
+        src.fail(
+            "added_tokens_decoder[\"" + key + "\"]",
+            content->dump() +
+                (id ? " has id " + std::to_string(*id) + " in tokenizer.json" : " is not in tokenizer.json") +
+                " (transformers would add it); make the two files agree");
+    }
   // add_bos_token / add_eos_token are not read: transformers drops them when a tokenizer.json is
   // present, so its post-processor alone decides which tokens a sequence gets.
 }

@@ -92,6 +92,14 @@ void test_errors() {
   CHECK_THROWS(Tokenizer::from_hf_json(base.dump(), "/x/tokenizer.json", "{\"eos_token\": \"<|nope|>\"}",
                                        "/x/tokenizer_config.json"),
                "tokenizer_config.json /x/tokenizer_config.json: eos_token \"<|nope|>\" is not a token");
+  CHECK_THROWS(
+      Tokenizer::from_hf_json(base.dump(), "/x/tokenizer.json",
+                              R"({"added_tokens_decoder": {"916": {"content": "<|extra|>"}}})", "/x/c.json"),
+      "added_tokens_decoder[\"916\"] \"<|extra|>\" is not in tokenizer.json (transformers would add it)");
+  CHECK(Tokenizer::from_hf_json(base.dump(), "/x/tokenizer.json",
+                                R"({"added_tokens_decoder": {"915": {"content": "<|eot_id|>"}}})",
+                                "/x/c.json")
+            .vocab_size() == 916);
   // A tokenizer.json cannot be written in our format.
   CHECK_THROWS(from(base).to_json(), "cannot be written in Flotilla's format");
 }

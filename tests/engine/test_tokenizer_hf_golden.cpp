@@ -3,7 +3,8 @@
 // and the ids it and transformers gave on the golden texts, recorded in
 // tests/engine/golden/tokenizers/golden.json. Checks every id of every text (specials matched, as
 // transformers' tokenizer(text) with its post-processor, and with specials as plain text), the
-// decoded text, each token's byte offset, and the named BOS/EOS/PAD ids.
+// decoded text, each token's byte offset, and the named BOS/EOS/PAD ids; then three edited files
+// for options the families leave fixed (add_prefix_space, MergedWithNext, contiguous Digits).
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -134,5 +135,28 @@ int main() {
     total += static_cast<int>(texts.size());
   }
   std::printf("all tokenizers: %d/%d texts exact\n", total_exact, total);
+
+  // Options the four families leave at one value, by editing their files as the script did.
+  for (const json& v : golden.at("variants")) {
+    const std::string base = v.at("tokenizer").get<std::string>(), edit = v.at("edit").get<std::string>();
+    json file = json::parse(data_test::read_bytes(root + "/" + base + "/tokenizer.json"));
+    if (edit == "add_prefix_space")
+      file["pre_tokenizer"]["add_prefix_space"] = true;
+    else if (edit == "merged_with_next")
+      file["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithNext";
+    else if (edit == "contiguous_digits")
+      file["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = false;
+    else
+      CHECK_MSG(false, "unknown variant %s", edit.c_str());
+    const Tokenizer tok = Tokenizer::from_hf_json(file.dump(), base + "+" + edit);
+    int exact = 0, n = 0;
+    for (size_t k = 0; k < v.at("texts").size(); ++k) {
+      const size_t i = v.at("texts")[k].get<size_t>();
+      exact += same_ids("variant", base + "+" + edit, texts[i].at("name").get<std::string>(),
+                        tok.encode(texts[i].at("text").get<std::string>(), true), v.at("ids")[k]);
+      ++n;
+    }
+    std::printf("%s + %s: %d/%d texts exact\n", base.c_str(), edit.c_str(), exact, n);
+  }
   return flotilla_test::summary("tokenizer_hf_golden");
 }

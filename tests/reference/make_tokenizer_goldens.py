@@ -264,6 +264,30 @@ def offsets_mask(enc, spans):
     return mask
 
 
+# Edits of the golden tokenizer.json files for options the four families leave at one value; the
+# C++ test applies the same edit to the same file.
+VARIANTS = [
+    ("gpt2", "add_prefix_space", lambda d: d["pre_tokenizer"].__setitem__("add_prefix_space", True)),
+    ("llama3", "merged_with_next", lambda d: d["pre_tokenizer"]["pretokenizers"][0].__setitem__(
+        "behavior", "MergedWithNext")),
+    ("smollm2", "contiguous_digits", lambda d: d["pre_tokenizer"]["pretokenizers"][0].__setitem__(
+        "individual_digits", False)),
+]
+
+
+def variants(texts):
+    out = []
+    subset = [i for i, (n, _) in enumerate(texts) if not n.startswith("repeat_")][:90]
+    for base, edit, fn in VARIANTS:
+        with open(os.path.join(OUT, base, "tokenizer.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        fn(data)
+        tok = Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+        out.append({"tokenizer": base, "edit": edit, "texts": subset,
+                    "ids": [tok.encode(texts[i][1], add_special_tokens=False).ids for i in subset]})
+    return out
+
+
 def regex_cases():
     """Pieces of the library's Split pre-tokenizer, for the regex dialect and the behaviours."""
     out = []
@@ -370,6 +394,7 @@ def main():
                 ids, mask = ids + [hf.eos_token_id], mask + [0]
             golden["completions"].append({"tokenizer": name, "record": pi, "ids": ids, "targets": mask[:-1] + [1]})
     golden["regex"] = regex_cases()
+    golden["variants"] = variants(texts)
     golden["conversations"] = CONVERSATIONS
     golden["prompt_completions"] = PROMPT_COMPLETIONS
     path = os.path.join(OUT, "golden.json")
