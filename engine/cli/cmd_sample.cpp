@@ -19,8 +19,10 @@ int cmd_sample(const CommandArgs& argv) {
         "Usage: flotilla-worker sample --checkpoint DIR [--prompt TEXT --tokenizer TOK | --prompt-ids IDS]\n"
         "                              [--tokens N] [--temperature T] [--top-k K] [--seed S]\n\n"
         "Generates text from a checkpoint (a step-N directory, a checkpoints directory or a run\n"
-        "directory: the newest verified checkpoint). With --tokenizer (our tokenizer JSON, or a\n"
-        "folder with GPT-2's vocab.json + merges.txt) the prompt is text and the output is decoded;\n"
+        "directory: the newest verified checkpoint). With --tokenizer (the folder or file the data\n"
+        "was prepared with: tokenizer.json, GPT-2's vocab.json + merges.txt, or our tokenizer JSON)\n"
+        "the prompt is text (encoded as transformers' tokenizer(text), e.g. with Llama 3's BOS) and\n"
+        "the output is decoded;\n"
         "without one, give --prompt-ids and the output is token ids. Defaults: 64 tokens,\n"
         "temperature 1.0, no top-k, seed 1.\n");
     return 0;
@@ -51,9 +53,12 @@ int cmd_sample(const CommandArgs& argv) {
     while (in >> word) context.push_back(static_cast<int32_t>(parse_int(word, "--prompt-ids")));
   } else if (prompt) {
     if (!tok) throw_usage("--prompt is text: give --tokenizer too, or use --prompt-ids");
-    for (uint32_t id : tok->encode(*prompt)) context.push_back(static_cast<int32_t>(id));
+    const std::vector<uint32_t> ids =
+        tok->origin() == "tokenizer.json" ? tok->encode_model_input(*prompt) : tok->encode(*prompt);
+    for (uint32_t id : ids) context.push_back(static_cast<int32_t>(id));
   }
-  if (context.empty()) context.push_back(tok ? static_cast<int32_t>(tok->eot_id()) : 0);
+  if (context.empty())  // start of a document: BOS where the tokenizer has one, else end-of-text
+    context.push_back(tok ? static_cast<int32_t>(tok->bos_id().value_or(tok->eot_id())) : 0);
   for (int32_t id : context)
     if (id < 0 || id >= ck.dims.vocab_size)
       throw_usage("prompt token " + std::to_string(id) + " is outside the model's vocabulary of " +
@@ -70,7 +75,9 @@ int cmd_sample(const CommandArgs& argv) {
     std::vector<uint32_t> all;
     for (int32_t id : context) all.push_back(static_cast<uint32_t>(id));
     for (int32_t id : ids) all.push_back(static_cast<uint32_t>(id));
-    std::printf("%s\n", tok->decode(all).c_str());
+    const std::string text = tok->decode(all);  // bytes, written as they are
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::printf("\n");
   } else {
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
     std::printf("\n");

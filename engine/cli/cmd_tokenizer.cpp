@@ -25,8 +25,9 @@ void print_tokenizer_help() {
       "  train   train a byte-level BPE tokenizer on text files\n"
       "  encode  print the token ids of a text\n"
       "  decode  print the text of token ids\n\n"
-      "A tokenizer is a JSON file from 'tokenizer train' or a directory holding GPT-2's\n"
-      "vocab.json + merges.txt. Run 'flotilla-worker tokenizer <subcommand> --help' for options.\n");
+      "A tokenizer is a folder holding a Hugging Face tokenizer.json (byte-level BPE: GPT-2, Llama 3,\n"
+      "Qwen, SmolLM2), or GPT-2's vocab.json + merges.txt, or a JSON file from 'tokenizer train'.\n"
+      "Run 'flotilla-worker tokenizer <subcommand> --help' for options.\n");
 }
 
 std::string read_all(const std::string& path) {
@@ -86,10 +87,12 @@ int tok_encode(Args& args) {
         "Usage: flotilla-worker tokenizer encode --tokenizer TOK (--text T | --input FILE) "
         "[--allow-special]\n\n"
         "Prints the token ids, space-separated, on one line.\n\n"
-        "  --tokenizer TOK   tokenizer JSON or GPT-2 directory\n"
+        "  --tokenizer TOK   tokenizer.json folder, GPT-2 folder or tokenizer JSON\n"
         "  --text T          the text to encode\n"
         "  --input FILE      encode a file's bytes instead\n"
-        "  --allow-special   turn \"<|endoftext|>\" in the text into its id (otherwise it is plain text)\n");
+        "  --allow-special   turn special tokens in the text (\"<|endoftext|>\") into their ids (otherwise\n"
+        "                    they are plain text; a tokenizer.json's non-special added tokens always "
+        "match)\n");
     return 0;
   }
   const auto tok_path = args.value("--tokenizer");
@@ -117,7 +120,7 @@ int tok_decode(Args& args) {
         "Usage: flotilla-worker tokenizer decode --tokenizer TOK (--ids \"1 2 3\" | --input FILE)\n\n"
         "Writes the decoded bytes to stdout exactly (no newline added). Ids may be separated by\n"
         "spaces, commas or newlines.\n\n"
-        "  --tokenizer TOK   tokenizer JSON or GPT-2 directory\n"
+        "  --tokenizer TOK   tokenizer.json folder, GPT-2 folder or tokenizer JSON\n"
         "  --ids LIST        the ids\n"
         "  --input FILE      read the ids from a file (e.g. the output of encode)\n");
     return 0;

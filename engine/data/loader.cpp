@@ -1,18 +1,21 @@
-// DataLoader: llm.c's batch layout over memory-mapped shards, with rank slicing, seeded shuffling
-// and a resumable cursor.
+// DataLoader: llm.c's batch layout over memory-mapped shards, packed rows of labeled shards, rank
+// slicing, seeded shuffling and a resumable cursor.
 //
 // One non-obvious decision: the shuffle permutations are pure functions of (seed, epoch, shard),
 // not draws from one running RNG as in llm.c. The cursor is then just (epoch, shard position,
 // sample position) — no RNG state to save — and set_cursor() rebuilds the permutations exactly.
 // A "sample" is one *global* micro-batch of world x B x T tokens (+1 for the shifted target), so
 // every rank agrees on sample boundaries, shard changes and epochs, and W ranks with B rows each
-// read exactly what one process with W x B rows reads (docs/data.md "Loader order").
+// read exactly what one process with W x B rows reads (docs/data.md "Loader order"). For a labeled
+// shard the packing plan is rebuilt from its flags at start-up (a pure function of the document
+// lengths and T), a sample is W x B consecutive rows of it, and shuffling permutes rows.
 #include <algorithm>
 #include <numeric>
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
+#include "engine/data/packing.h"
 #include "engine/data/shard_map.h"
 
 namespace flotilla {
@@ -45,8 +48,11 @@ struct DataLoader::Impl {
   LoaderOptions opt;
   std::vector<ShardInfo> shards;
   std::vector<int64_t> samples;  // per shard (file order): global micro-batches it holds
-  int64_t local_tokens = 0;      // B*T
-  int64_t global_tokens = 0;     // world*B*T
+  std::vector<PackPlan> plans;   // per shard: the rows of a labeled shard (empty for llm.c shards)
+  bool any_labeled = false;
+  int64_t labeled_rows = 0;
+  int64_t local_tokens = 0;   // B*T
+  int64_t global_tokens = 0;  // world*B*T
   int64_t total = 0;
   int64_t per_epoch = 0;  // sum of samples
 
@@ -54,8 +60,9 @@ struct DataLoader::Impl {
   int64_t epoch = 0;
   int64_t shard_pos = 0;
   int64_t sample_pos = 0;
-  std::vector<int> shard_order;       // epoch's shard order (file indices)
-  std::vector<int64_t> sample_order;  // current shard's sample order (shuffle only)
+  std::vector<int> shard_order;  // epoch's shard order (file indices)
+  std::vector<int64_t>
+      sample_order;  // current shard's sample order (llm.c) or row order (labeled); shuffle only
   MappedShard mapped;
   int mapped_index = -1;
 
@@ -73,7 +80,8 @@ struct DataLoader::Impl {
     sample_order.clear();
     if (!opt.shuffle) return;
     const int shard = shard_order[static_cast<size_t>(shard_pos)];
-    sample_order.resize(static_cast<size_t>(samples[static_cast<size_t>(shard)]));
+    const auto s = static_cast<size_t>(shard);
+    sample_order.resize(static_cast<size_t>(shards[s].labeled ? plans[s].rows() : samples[s]));
     std::iota(sample_order.begin(), sample_order.end(), int64_t{0});
     Rng rng(mix_seed(opt.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(shard) + 1));
     fisher_yates(sample_order, rng);
@@ -93,7 +101,91 @@ struct DataLoader::Impl {
       build_sample_order();
     }
   }
+
+  void map_current() {
+    const int shard = shard_order[static_cast<size_t>(shard_pos)];
+    if (mapped_index == shard) return;
+    mapped = MappedShard();  // unmap the old shard before mapping the next
+    mapped = MappedShard(shards[static_cast<size_t>(shard)].path);
+    if (mapped.size() != shards[static_cast<size_t>(shard)].num_tokens)
+      throw_data("shard " + mapped.info().path + ": changed since it was validated (" +
+                 group_digits(shards[static_cast<size_t>(shard)].num_tokens) + " tokens then, " +
+                 group_digits(mapped.size()) + " now); restart the run");
+    mapped_index = shard;
+  }
+
+  void check_range(int64_t start, int64_t count) const {
+    if (!opt.checked || opt.vocab_size <= 0) return;
+    const int64_t bad = mapped.find_out_of_range(start, count, opt.vocab_size);
+    if (bad >= 0) throw_token_out_of_range(mapped.info(), bad, mapped.token(bad), opt.vocab_size);
+  }
+
+  // One row of a labeled shard: its segments, then padding (a run of pad tokens positioned 0, 1, ...).
+  void fill_row(const PackPlan& plan, int64_t row, int32_t* inputs, int32_t* targets, int32_t* positions) {
+    const int T = opt.T;
+    row_tokens.resize(static_cast<size_t>(T) + 1);
+    row_target.resize(static_cast<size_t>(T) + 1);
+    row_pos.resize(static_cast<size_t>(T) + 1);
+    size_t slot = 0;
+    for (int64_t s = plan.row_begin[static_cast<size_t>(row)];
+         s < plan.row_begin[static_cast<size_t>(row) + 1]; ++s) {
+      const PackedSegment& seg = plan.segments[static_cast<size_t>(s)];
+      check_range(seg.begin, seg.length);
+      for (int32_t k = 0; k < seg.length; ++k, ++slot) {
+        row_tokens[slot] = static_cast<int32_t>(mapped.token(seg.begin + k));
+        row_pos[slot] = k;
+        row_target[slot] = k > 0 && (mapped.flag(seg.begin + k) & kFlagTarget);
+      }
+    }
+    const ShardInfo& info = mapped.info();
+    if (slot <= static_cast<size_t>(T) && opt.checked && opt.vocab_size > 0 &&
+        info.pad_id >= static_cast<uint32_t>(opt.vocab_size))
+      throw_data("shard " + info.path + ": pad id " + group_digits(info.pad_id) + " >= vocab size " +
+                 group_digits(opt.vocab_size) + ": the shard was made with a different tokenizer");
+    for (int32_t k = 0; slot <= static_cast<size_t>(T); ++k, ++slot) {
+      row_tokens[slot] = static_cast<int32_t>(info.pad_id);
+      row_pos[slot] = k;
+      row_target[slot] = 0;
+    }
+    // inputs = slots [0, T), targets = slots [1, T] where they are loss targets (each 1 x T).
+    for (int t = 0; t < T; ++t) {
+      inputs[t] = row_tokens[static_cast<size_t>(t)];
+      positions[t] = row_pos[static_cast<size_t>(t)];
+      targets[t] =
+          row_target[static_cast<size_t>(t) + 1] ? row_tokens[static_cast<size_t>(t) + 1] : kIgnoreTarget;
+    }
+  }
+
+  std::vector<int32_t> row_tokens, row_pos;
+  std::vector<uint8_t> row_target;
 };
+
+namespace {
+
+// Document starts of a labeled shard from its flags, checked against the header's counts.
+std::vector<int64_t> document_starts(const ShardInfo& info) {
+  const MappedShard shard(info.path);
+  std::vector<int64_t> starts;
+  int64_t targets = 0;
+  for (int64_t i = 0; i < shard.size(); ++i) {
+    const uint8_t f = shard.flag(i);
+    if (f & ~(kFlagTarget | kFlagDocStart))
+      throw_data("shard " + info.path + ": token " + group_digits(i) + " has unknown flag bits " +
+                 std::to_string(f) + ": damaged or from a newer flotilla-worker; re-run data prepare");
+    if (f & kFlagDocStart) starts.push_back(i);
+    targets += (f & kFlagTarget) != 0;
+  }
+  if (shard.size() > 0 && (starts.empty() || starts[0] != 0))
+    throw_data("shard " + info.path + ": its first token starts no document: damaged; re-run data prepare");
+  if (static_cast<int64_t>(starts.size()) != info.documents || targets != info.targets)
+    throw_data("shard " + info.path + ": the header counts " + group_digits(info.documents) +
+               " documents and " + group_digits(info.targets) + " targets but the flags mark " +
+               group_digits(static_cast<int64_t>(starts.size())) + " and " + group_digits(targets) +
+               ": damaged; re-run data prepare");
+  return starts;
+}
+
+}  // namespace
 
 DataLoader::DataLoader(const LoaderOptions& options) : impl_(new Impl) {
   Impl& d = *impl_;
@@ -108,18 +200,35 @@ DataLoader::DataLoader(const LoaderOptions& options) : impl_(new Impl) {
     d.local_tokens = static_cast<int64_t>(options.B) * options.T;
     d.global_tokens = d.local_tokens * options.world;
     const bool scan = options.checked && options.vocab_size > 0;
+    const int64_t global_rows = static_cast<int64_t>(options.world) * options.B;
     for (const std::string& path : expand_shards(options.pattern)) {
       ShardInfo info = inspect_shard(path, options.vocab_size, scan);
-      const int64_t n = (info.num_tokens - 1) / d.global_tokens;
-      if (info.num_tokens < d.global_tokens + 1)
-        throw_data("shard " + path + ": " + group_digits(info.num_tokens) +
-                   " tokens are too few for one batch, which reads world x B x T + 1 = " +
-                   std::to_string(options.world) + " x " + std::to_string(options.B) + " x " +
-                   std::to_string(options.T) + " + 1 = " + group_digits(d.global_tokens + 1) +
-                   " tokens; lower train.micro_batch or train.seq_len, or use larger shards");
+      PackPlan plan;
+      int64_t n = 0;
+      if (info.labeled) {
+        plan = plan_rows(document_starts(info), info.num_tokens, options.T, info.pack);
+        n = plan.rows() / global_rows;
+        if (n == 0)
+          throw_data("shard " + path + ": its " + group_digits(info.documents) + " documents fill " +
+                     group_digits(plan.rows()) + " rows of T + 1 = " + group_digits(options.T + 1) +
+                     " tokens, fewer than one batch of world x B = " + std::to_string(options.world) + " x " +
+                     std::to_string(options.B) + " = " + group_digits(global_rows) +
+                     " rows; lower train.micro_batch, or prepare more data into fewer shards");
+        d.any_labeled = true;
+        d.labeled_rows += plan.rows();
+      } else {
+        n = (info.num_tokens - 1) / d.global_tokens;
+        if (info.num_tokens < d.global_tokens + 1)
+          throw_data("shard " + path + ": " + group_digits(info.num_tokens) +
+                     " tokens are too few for one batch, which reads world x B x T + 1 = " +
+                     std::to_string(options.world) + " x " + std::to_string(options.B) + " x " +
+                     std::to_string(options.T) + " + 1 = " + group_digits(d.global_tokens + 1) +
+                     " tokens; lower train.micro_batch or train.seq_len, or use larger shards");
+      }
       d.total += info.num_tokens;
       d.per_epoch += n;
       d.samples.push_back(n);
+      d.plans.push_back(std::move(plan));
       d.shards.push_back(std::move(info));
     }
     d.build_orders();
@@ -133,25 +242,41 @@ DataLoader::~DataLoader() { delete impl_; }
 
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
   Impl& d = *impl_;
-  const int shard = d.shard_order[static_cast<size_t>(d.shard_pos)];
-  if (d.mapped_index != shard) {
-    d.mapped = MappedShard();  // unmap the old shard before mapping the next
-    d.mapped = MappedShard(d.shards[static_cast<size_t>(shard)].path);
-    if (d.mapped.size() != d.shards[static_cast<size_t>(shard)].num_tokens)
-      throw_data("shard " + d.mapped.info().path + ": changed since it was validated (" +
-                 group_digits(d.shards[static_cast<size_t>(shard)].num_tokens) + " tokens then, " +
-                 group_digits(d.mapped.size()) + " now); restart the run");
-    d.mapped_index = shard;
-  }
+  if (d.any_labeled)
+    throw_data("the data has labeled shards (loss masks and document boundaries, e.g. " + d.shards[0].path +
+               "); they must be read with next_batch(inputs, targets, positions)");
+  d.map_current();
   const int64_t sample = d.opt.shuffle ? d.sample_order[static_cast<size_t>(d.sample_pos)] : d.sample_pos;
   const int64_t start = sample * d.global_tokens + d.opt.rank * d.local_tokens;
   // inputs = tokens[start, start+BT), targets = tokens[start+1, start+BT+1)  (each B x T, row-major)
-  if (d.opt.checked && d.opt.vocab_size > 0) {
-    const int64_t bad = d.mapped.find_out_of_range(start, d.local_tokens + 1, d.opt.vocab_size);
-    if (bad >= 0) throw_token_out_of_range(d.mapped.info(), bad, d.mapped.token(bad), d.opt.vocab_size);
-  }
+  d.check_range(start, d.local_tokens + 1);
   d.mapped.read(start, d.local_tokens, inputs);
   d.mapped.read(start + 1, d.local_tokens, targets);
+  d.advance();
+}
+
+void DataLoader::next_batch(int32_t* inputs, int32_t* targets, int32_t* positions) {
+  Impl& d = *impl_;
+  d.map_current();
+  const auto shard = static_cast<size_t>(d.shard_order[static_cast<size_t>(d.shard_pos)]);
+  if (!d.shards[shard].labeled) {
+    const int64_t sample = d.opt.shuffle ? d.sample_order[static_cast<size_t>(d.sample_pos)] : d.sample_pos;
+    const int64_t start = sample * d.global_tokens + d.opt.rank * d.local_tokens;
+    d.check_range(start, d.local_tokens + 1);
+    d.mapped.read(start, d.local_tokens, inputs);
+    d.mapped.read(start + 1, d.local_tokens, targets);
+    for (int64_t i = 0; i < d.local_tokens; ++i) positions[i] = static_cast<int32_t>(i % d.opt.T);
+    d.advance();
+    return;
+  }
+  // Rows [sample x W x B + rank x B, + B) of this shard's (shuffled) row order, each B x T.
+  const int64_t first = d.sample_pos * d.opt.world * d.opt.B + static_cast<int64_t>(d.opt.rank) * d.opt.B;
+  for (int j = 0; j < d.opt.B; ++j) {
+    const int64_t slot = first + j;
+    const int64_t row = d.opt.shuffle ? d.sample_order[static_cast<size_t>(slot)] : slot;
+    const size_t at = static_cast<size_t>(j) * static_cast<size_t>(d.opt.T);
+    d.fill_row(d.plans[shard], row, inputs + at, targets + at, positions + at);
+  }
   d.advance();
 }
 
@@ -217,6 +342,8 @@ void DataLoader::set_cursor(const std::vector<int64_t>& c) {
 int64_t DataLoader::total_tokens() const { return impl_->total; }
 const std::vector<ShardInfo>& DataLoader::shards() const { return impl_->shards; }
 int64_t DataLoader::batches_per_epoch() const { return impl_->per_epoch; }
+int64_t DataLoader::labeled_rows() const { return impl_->labeled_rows; }
+bool DataLoader::has_labels() const { return impl_->any_labeled; }
 int64_t DataLoader::epoch() const { return impl_->epoch; }
 
 }  // namespace flotilla

@@ -1,4 +1,5 @@
-// llm.c token shards: header validation, memory mapping, glob expansion and durable writing.
+// Token shards (llm.c's and the labeled variant): header validation, memory mapping, glob
+// expansion and durable writing.
 //
 // One non-obvious decision: every validation error names the file and gives the arithmetic
 // ("size 1,000,002 != 1,024 + 2 x 499,489 tokens = 999,002 bytes"), because the user's fix depends
@@ -78,21 +79,42 @@ void check_header(const std::string& path, int fd, int64_t file_size, ShardInfo&
       throw_data(where + "unknown version " + std::to_string(info.version) + " for magic " +
                  std::to_string(kShardMagicU32) + " (expected 7, uint32 tokens); re-run data prepare");
     info.token_bytes = 4;
+  } else if (info.magic == kShardMagicLabeled) {
+    if (info.version != kShardVersionLabeled)
+      throw_data(where + "labeled shard version " + std::to_string(info.version) +
+                 " is not supported (expected 1); upgrade flotilla-worker or re-run data prepare");
+    if (header[3] != 2 && header[3] != 4)
+      throw_data(where + "labeled shard token width " + std::to_string(header[3]) +
+                 " (header[3]) must be 2 or 4: damaged header; re-run data prepare");
+    if (header[4] != 0 && header[4] != 1)
+      throw_data(where + "labeled shard packing flag " + std::to_string(header[4]) +
+                 " (header[4]) must be 0 or 1: damaged header; re-run data prepare");
+    info.labeled = true;
+    info.token_bytes = header[3];
+    info.pack = header[4] == 1;
+    info.pad_id = static_cast<uint32_t>(header[5]);
+    info.documents = header[6];
+    info.targets = header[7];
+    if (info.documents < 0 || info.targets < 0 || info.documents > header[2] || info.targets > header[2])
+      throw_data(where + "labeled shard counts (" + group_digits(info.documents) + " documents, " +
+                 group_digits(info.targets) + " targets) do not fit its " + group_digits(header[2]) +
+                 " tokens: damaged header; re-run data prepare");
   } else {
     throw_data(where + "bad magic " + std::to_string(info.magic) +
-               " (expected 20240520 for uint16 tokens or " +
-               "20240801 for uint32 tokens): not an llm.c token shard; re-run data prepare");
+               " (expected 20240520 for uint16 tokens, 20240801 for uint32 tokens or 20251201 for a "
+               "labeled shard): not a token shard; re-run data prepare");
   }
   const int64_t count = header[2];
   if (count < 0)
     throw_data(where + "header token count " + group_digits(count) +
                " is negative: damaged header; re-run data prepare");
   info.num_tokens = count;
-  const int64_t expected = kShardHeaderBytes + info.token_bytes * count;
+  const int per_token = info.token_bytes + (info.labeled ? 1 : 0);  // a labeled shard adds a flag byte
+  const int64_t expected = kShardHeaderBytes + per_token * count;
   if (file_size != expected)
     throw_data(
-        where + "size " + group_digits(file_size) + " != 1,024 + " + std::to_string(info.token_bytes) +
-        " x " + group_digits(count) + " tokens = " + group_digits(expected) + " bytes: " +
+        where + "size " + group_digits(file_size) + " != 1,024 + " + std::to_string(per_token) + " x " +
+        group_digits(count) + " tokens = " + group_digits(expected) + " bytes: " +
         (file_size < expected ? "truncated or not a token shard" : "trailing data or a wrong token count") +
         "; re-run data prepare");
 }
@@ -146,22 +168,12 @@ std::vector<std::string> expand_shards(const std::string& pattern) {
   return out;
 }
 
-void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32) {
-  if (tokens.size() > static_cast<size_t>(INT32_MAX))
-    throw_data("shard " + path + ": " + group_digits(static_cast<int64_t>(tokens.size())) +
-               " tokens do not fit one shard's int32 count; use a smaller --shard-tokens");
-  bool wide = force_uint32;
-  if (!wide)
-    for (uint32_t t : tokens)
-      if (t > 0xFFFFu) {
-        wide = true;
-        break;
-      }
-  int32_t header[kShardHeaderInts] = {};
-  header[0] = wide ? kShardMagicU32 : kShardMagicU16;
-  header[1] = wide ? kShardVersionU32 : kShardVersionU16;
-  header[2] = static_cast<int32_t>(tokens.size());
+namespace {
 
+// Writes header, tokens at the given width and the optional flag bytes to a temporary file, fsyncs
+// it, renames it over `path` and fsyncs the directory.
+void write_shard_file(const std::string& path, const int32_t (&header)[kShardHeaderInts],
+                      const std::vector<uint32_t>& tokens, bool wide, const std::vector<uint8_t>* flags) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   Fd f;
   f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -193,6 +205,7 @@ void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, b
       write_all(chunk.data(), n * sizeof(uint16_t));
     }
   }
+  if (flags) write_all(flags->data(), flags->size());
   if (::fsync(f.fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -213,6 +226,63 @@ void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, b
   if (d.fd >= 0) ::fsync(d.fd);
 }
 
+bool needs_uint32(const std::vector<uint32_t>& tokens, bool force_uint32) {
+  if (force_uint32) return true;
+  for (uint32_t t : tokens)
+    if (t > 0xFFFFu) return true;
+  return false;
+}
+
+void check_count(const std::string& path, size_t n) {
+  if (n > static_cast<size_t>(INT32_MAX))
+    throw_data("shard " + path + ": " + group_digits(static_cast<int64_t>(n)) +
+               " tokens do not fit one shard's int32 count; use a smaller --shard-tokens");
+}
+
+}  // namespace
+
+void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, bool force_uint32) {
+  check_count(path, tokens.size());
+  const bool wide = needs_uint32(tokens, force_uint32);
+  int32_t header[kShardHeaderInts] = {};
+  header[0] = wide ? kShardMagicU32 : kShardMagicU16;
+  header[1] = wide ? kShardVersionU32 : kShardVersionU16;
+  header[2] = static_cast<int32_t>(tokens.size());
+  write_shard_file(path, header, tokens, wide, nullptr);
+}
+
+void write_labeled_shard(const std::string& path, const std::vector<uint32_t>& tokens,
+                         const std::vector<uint8_t>& flags_in, bool pack, uint32_t pad_id,
+                         bool force_uint32) {
+  check_count(path, tokens.size());
+  if (flags_in.size() != tokens.size())
+    throw_data("shard " + path + ": " + group_digits(static_cast<int64_t>(flags_in.size())) + " flags for " +
+               group_digits(static_cast<int64_t>(tokens.size())) + " tokens");
+  if (!tokens.empty() && !(flags_in[0] & kFlagDocStart))
+    throw_data("shard " + path + ": the first token must start a document");
+  std::vector<uint8_t> flags(flags_in);
+  int64_t documents = 0, targets = 0;
+  for (uint8_t& f : flags) {
+    f &= kFlagTarget | kFlagDocStart;
+    if (f & kFlagDocStart) {
+      f = kFlagDocStart;  // a document's first token is never predicted
+      ++documents;
+    }
+    targets += f & kFlagTarget;
+  }
+  const bool wide = needs_uint32(tokens, force_uint32) || pad_id > 0xFFFFu;
+  int32_t header[kShardHeaderInts] = {};
+  header[0] = kShardMagicLabeled;
+  header[1] = kShardVersionLabeled;
+  header[2] = static_cast<int32_t>(tokens.size());
+  header[3] = wide ? 4 : 2;
+  header[4] = pack ? 1 : 0;
+  header[5] = static_cast<int32_t>(pad_id);
+  header[6] = static_cast<int32_t>(documents);
+  header[7] = static_cast<int32_t>(targets);
+  write_shard_file(path, header, tokens, wide, &flags);
+}
+
 // ---- MappedShard ----
 
 MappedShard::MappedShard(const std::string& path) {
@@ -228,6 +298,8 @@ MappedShard::MappedShard(const std::string& path) {
   if (p == MAP_FAILED) throw_data("shard " + path + ": cannot memory-map: " + errno_string(errno));
   map_ = p;
   tokens_ = static_cast<const char*>(p) + kShardHeaderBytes;
+  if (info_.labeled)
+    flags_ = static_cast<const uint8_t*>(tokens_) + static_cast<size_t>(info_.num_tokens) * info_.token_bytes;
 }
 
 MappedShard::~MappedShard() { release(); }
@@ -236,13 +308,19 @@ void MappedShard::release() {
   if (map_) ::munmap(map_, map_bytes_);
   map_ = nullptr;
   tokens_ = nullptr;
+  flags_ = nullptr;
   map_bytes_ = 0;
 }
 
 MappedShard::MappedShard(MappedShard&& other) noexcept
-    : info_(std::move(other.info_)), map_(other.map_), map_bytes_(other.map_bytes_), tokens_(other.tokens_) {
+    : info_(std::move(other.info_)),
+      map_(other.map_),
+      map_bytes_(other.map_bytes_),
+      tokens_(other.tokens_),
+      flags_(other.flags_) {
   other.map_ = nullptr;
   other.tokens_ = nullptr;
+  other.flags_ = nullptr;
   other.map_bytes_ = 0;
 }
 
@@ -253,8 +331,10 @@ MappedShard& MappedShard::operator=(MappedShard&& other) noexcept {
     map_ = other.map_;
     map_bytes_ = other.map_bytes_;
     tokens_ = other.tokens_;
+    flags_ = other.flags_;
     other.map_ = nullptr;
     other.tokens_ = nullptr;
+    other.flags_ = nullptr;
     other.map_bytes_ = 0;
   }
   return *this;

@@ -18,6 +18,8 @@ constexpr int32_t kShardMagicU16 = 20240520;  // llm.c GPT-2 shards: version 1, 
 constexpr int32_t kShardVersionU16 = 1;
 constexpr int32_t kShardMagicU32 = 20240801;  // llm.c Llama-3 shards: version 7, uint32 tokens
 constexpr int32_t kShardVersionU32 = 7;
+constexpr int32_t kShardMagicLabeled = 20251201;  // Flotilla labeled shards: tokens + per-token flags
+constexpr int32_t kShardVersionLabeled = 1;
 
 // 1000002 -> "1,000,002" (error messages and `data inspect`).
 std::string group_digits(int64_t value);
@@ -38,6 +40,9 @@ class MappedShard {
     return info_.token_bytes == 2 ? static_cast<const uint16_t*>(tokens_)[i]
                                   : static_cast<const uint32_t*>(tokens_)[i];
   }
+  // Labeled shards: the flag byte of token i (kFlagTarget | kFlagDocStart); 0 for llm.c shards.
+  uint8_t flag(int64_t i) const { return flags_ ? flags_[i] : 0; }
+  const uint8_t* flags() const { return flags_; }
   // Copies tokens [start, start + count) widened to int32 into out.
   void read(int64_t start, int64_t count, int32_t* out) const;
   // Index of the first token >= vocab_size in [start, start + count), or -1.
@@ -49,7 +54,8 @@ class MappedShard {
   ShardInfo info_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
-  const void* tokens_ = nullptr;  // map_ + 1024
+  const void* tokens_ = nullptr;    // map_ + 1024
+  const uint8_t* flags_ = nullptr;  // labeled: after the tokens
 };
 
 // "shard P: token V at token offset I >= vocab size N ..." (shared by preflight and checked reads).

@@ -1,17 +1,19 @@
 // BPE encoding and decoding.
 //
-// One non-obvious decision: a pre-token is merged by GPT-2's own algorithm (repeatedly take the
-// lowest-ranked adjacent pair and merge all its non-overlapping occurrences left to right), which
-// is quadratic in the piece length; pieces longer than kLongPiece bytes (long runs of letters or
-// spaces) switch to an equivalent heap over a linked list. The two agree whenever every merge's
-// rank is above the ranks of the merges that made its parts — true of every trained tokenizer and
-// of GPT-2's merges.txt — and a test checks them against each other.
+// One non-obvious decision: a pre-token of a trained or GPT-2 tokenizer is merged by GPT-2's own algorithm
+// (repeatedly take the lowest-ranked adjacent pair and merge all its non-overlapping occurrences left to
+// right), which is quadratic in the piece length; pieces longer than kLongPiece bytes (long runs of letters
+// or spaces) switch to an equivalent heap over a linked list. The two agree whenever every merge's rank is
+// above the ranks of the merges that made its parts — true of every trained tokenizer and of GPT-2's
+// merges.txt — and a test checks them against each other. A tokenizer.json always uses the tokenizers
+// library's heap order (merge_hf), whatever its merges' ranks.
 #include <functional>
 #include <queue>
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/bpe_impl.h"
 #include "engine/tokenizer/pretokenize.h"
+#include "engine/tokenizer/unicode_text.h"
 
 namespace flotilla {
 
@@ -28,11 +30,58 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 int Tokenizer::vocab_size() const { return static_cast<int>(impl_->tokens.size()); }
-uint32_t Tokenizer::eot_id() const { return impl_->eot; }
+uint32_t Tokenizer::eot_id() const {
+  if (impl_->eot == UINT32_MAX)
+    throw_data(
+        "the tokenizer has no end-of-text token (<|endoftext|>, <|end_of_text|> or an eos_token in "
+        "tokenizer_config.json); name one with eos_token in tokenizer_config.json");
+  return impl_->eot;
+}
+std::optional<uint32_t> Tokenizer::bos_id() const { return impl_->hf ? impl_->hf->bos : std::nullopt; }
+std::optional<uint32_t> Tokenizer::eos_id() const {
+  if (impl_->hf) return impl_->hf->eos;
+  return impl_->eot;
+}
+std::optional<uint32_t> Tokenizer::pad_id() const { return impl_->hf ? impl_->hf->pad : std::nullopt; }
+bool Tokenizer::is_special(uint32_t id) const { return id < impl_->special.size() && impl_->special[id]; }
+std::optional<uint32_t> Tokenizer::token_id(std::string_view content) const {
+  const Impl& d = *impl_;
+  if (d.hf)
+    for (const HfAddedToken& a : d.hf->added)
+      if (a.content == content) return a.id;
+  for (const Special& s : d.specials)
+    if (s.text == content) return s.id;
+  std::string bytes;
+  if (gpt2_text_to_bytes(content, &bytes)) {
+    if (d.hf) {
+      const auto it = d.hf->whole_tokens.find(bytes);
+      if (it != d.hf->whole_tokens.end()) return it->second;
+    } else {
+      for (uint32_t id = 0; id < d.tokens.size(); ++id)
+        if (!d.special[id] && d.tokens[id] == bytes) return id;
+    }
+  }
+  return std::nullopt;
+}
+const std::vector<uint32_t>& Tokenizer::template_prefix() const {
+  static const std::vector<uint32_t> kNone;
+  return impl_->hf ? impl_->hf->prefix : kNone;
+}
+const std::vector<uint32_t>& Tokenizer::template_suffix() const {
+  static const std::vector<uint32_t> kNone;
+  return impl_->hf ? impl_->hf->suffix : kNone;
+}
+bool Tokenizer::has_normalizer() const { return impl_->hf && impl_->hf->nfc; }
+std::string Tokenizer::normalize(std::string_view text) const {
+  return has_normalizer() ? nfc(text) : std::string(text);
+}
+bool Tokenizer::can_cut_at_newlines() const { return !impl_->hf || impl_->hf->cut_safe; }
 const std::string& Tokenizer::token_bytes(uint32_t id) const {
   if (id >= impl_->tokens.size())
     throw_data("token id " + std::to_string(id) + " is outside the tokenizer's vocabulary of " +
                std::to_string(impl_->tokens.size()));
+  if (!impl_->defined.empty() && !impl_->defined[id])
+    throw_data("token id " + std::to_string(id) + " has no token in the tokenizer (an unused id)");
   return impl_->tokens[id];
 }
 const std::vector<Tokenizer::Merge>& Tokenizer::merges() const { return impl_->merges; }
@@ -170,9 +219,23 @@ void Tokenizer::Impl::encode_piece(std::string_view piece, std::vector<uint32_t>
       return;
     }
   }
+  if (hf && hf->ignore_merges) {  // the whole piece is a token: taken as is, no merging
+    const auto it = hf->whole_tokens.find(std::string(piece));
+    if (it != hf->whole_tokens.end()) {
+      out.push_back(it->second);
+      if (cacheable) {
+        std::lock_guard<std::mutex> lock(cache_mutex);
+        if (cache.size() >= kCacheEntries) cache.clear();
+        cache.emplace(std::string(piece), std::vector<uint32_t>{it->second});
+      }
+      return;
+    }
+  }
   std::vector<uint32_t> syms(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) syms[i] = byte_id[static_cast<uint8_t>(piece[i])];
-  if (piece.size() > kLongPiece)
+  if (hf)
+    merge_hf(syms);
+  else if (piece.size() > kLongPiece)
     merge_heap(syms);
   else
     merge_simple(syms);
@@ -195,38 +258,67 @@ std::vector<uint32_t> Tokenizer::encode_piece_for_test(std::string_view piece, b
 }
 
 void Tokenizer::encode_append(std::string_view text, std::vector<uint32_t>& out) const {
+  encode_append(text, false, out, nullptr);
+}
+
+void Tokenizer::encode_append(std::string_view text, bool allow_special, std::vector<uint32_t>& out,
+                              std::vector<uint32_t>* starts) const {
+  if (impl_->hf) {
+    impl_->encode_hf(text, allow_special, out, starts);
+    return;
+  }
+  if (allow_special && !impl_->specials.empty()) {  // split at special tokens, then encode the text between
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t best = std::string_view::npos;
+      const Special* hit = nullptr;
+      for (const Special& s : impl_->specials) {
+        const size_t at = text.find(s.text, pos);
+        if (at < best || (at == best && hit && s.text.size() > hit->text.size())) {
+          best = at;
+          hit = &s;
+        }
+      }
+      const size_t end = hit ? best : text.size();
+      if (end > pos) {
+        const size_t before = starts ? starts->size() : 0;
+        encode_append(text.substr(pos, end - pos), false, out, starts);
+        if (starts)  // offsets of the part -> offsets of the text
+          for (size_t i = before; i < starts->size(); ++i) (*starts)[i] += static_cast<uint32_t>(pos);
+      }
+      if (!hit) break;
+      out.push_back(hit->id);
+      if (starts) starts->push_back(static_cast<uint32_t>(best));
+      pos = best + hit->text.size();
+    }
+    return;
+  }
   thread_local std::vector<std::string_view> pieces;
   pieces.clear();
   pretokenize(text, pieces);
-  for (std::string_view p : pieces) impl_->encode_piece(p, out);
+  for (std::string_view p : pieces) {
+    const size_t before = out.size();
+    impl_->encode_piece(p, out);
+    if (!starts) continue;
+    uint32_t at = static_cast<uint32_t>(p.data() - text.data());
+    for (size_t i = before; i < out.size(); ++i) {
+      starts->push_back(at);
+      at += static_cast<uint32_t>(impl_->tokens[out[i]].size());
+    }
+  }
+}
+
+std::vector<uint32_t> Tokenizer::encode_model_input(std::string_view text) const {
+  std::vector<uint32_t> out = template_prefix();
+  encode_append(text, true, out, nullptr);
+  out.insert(out.end(), template_suffix().begin(), template_suffix().end());
+  return out;
 }
 
 std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   std::vector<uint32_t> out;
   out.reserve(text.size() / 3 + 1);
-  if (!allow_special || impl_->specials.empty()) {
-    encode_append(text, out);
-    return out;
-  }
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t best = std::string_view::npos;
-    const Special* hit = nullptr;
-    for (const Special& s : impl_->specials) {
-      const size_t at = text.find(s.text, pos);
-      if (at < best || (at == best && hit && s.text.size() > hit->text.size())) {
-        best = at;
-        hit = &s;
-      }
-    }
-    if (!hit) {
-      encode_append(text.substr(pos), out);
-      break;
-    }
-    encode_append(text.substr(pos, best - pos), out);
-    out.push_back(hit->id);
-    pos = best + hit->text.size();
-  }
+  encode_append(text, allow_special, out, nullptr);
   return out;
 }
 

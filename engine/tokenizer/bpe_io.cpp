@@ -24,6 +24,7 @@ namespace {
 
 constexpr const char* kFormatName = "flotilla-bpe";
 constexpr int kFormatVersion = 1;
+constexpr const char* kFolderFileName = "tokenizer.flotilla.json";  // our format inside a tokenizer folder
 
 struct ByteMap {
   std::array<uint32_t, 256> to_cp{};
@@ -176,6 +177,10 @@ Tokenizer Tokenizer::load_gpt2(const std::string& vocab_json_path, const std::st
 
 std::string Tokenizer::to_json() const {
   const Impl& d = *impl_;
+  if (d.hf)
+    throw_usage(
+        "a tokenizer loaded from tokenizer.json cannot be written in Flotilla's format (its "
+        "normalizer, regexes and added tokens have no place there); use its tokenizer.json folder");
   std::string out = "{\n";
   out += "  \"format\": \"" + std::string(kFormatName) + "\",\n";
   out += "  \"version\": " + std::to_string(kFormatVersion) + ",\n";
@@ -251,24 +256,45 @@ Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     const fs::path dir(path);
-    return load_gpt2((dir / "vocab.json").string(), (dir / "merges.txt").string());
+    if (fs::exists(dir / "tokenizer.json", ec)) {
+      const fs::path config = dir / "tokenizer_config.json";
+      return load_hf((dir / "tokenizer.json").string(),
+                     fs::exists(config, ec) ? config.string() : std::string());
+    }
+    if (fs::exists(dir / "vocab.json", ec))
+      return load_gpt2((dir / "vocab.json").string(), (dir / "merges.txt").string());
+    if (fs::exists(dir / kFolderFileName, ec)) {
+      const std::string file = (dir / kFolderFileName).string();
+      return from_json(read_file(file, "tokenizer"), file);
+    }
+    throw_data("tokenizer folder " + path + ": holds no tokenizer.json (Hugging Face), no vocab.json + " +
+               "merges.txt (GPT-2) and no " + kFolderFileName + " (from 'tokenizer train')");
   }
   const std::string text = read_file(path, "tokenizer");
-  bool ours = false, vocab_like = false;
+  bool ours = false, vocab_like = false, hf = false;
   try {
     const nlohmann::json doc = nlohmann::json::parse(text);
     ours = doc.is_object() && doc.contains("format");
-    vocab_like = doc.is_object() && !ours && !doc.empty() && doc.begin().value().is_number_integer();
+    hf = doc.is_object() && !ours && doc.contains("model");
+    vocab_like = doc.is_object() && !ours && !hf && !doc.empty() && doc.begin().value().is_number_integer();
   } catch (const nlohmann::json::exception& e) {
     throw_data("tokenizer " + path + ": not valid JSON (" + std::string(e.what()) + ")");
   }
   if (ours) return from_json(text, path);
+  if (hf) {
+    const fs::path config = fs::path(path).parent_path() / "tokenizer_config.json";
+    std::string config_text;
+    if (fs::path(path).filename() == "tokenizer.json" && fs::exists(config, ec))
+      config_text = read_file(config.string(), "tokenizer_config.json");
+    return from_hf_json(text, path, config_text, config.string());
+  }
   if (vocab_like) {
     fs::path merges = fs::path(path).parent_path() / "merges.txt";
     return load_gpt2(path, merges.string());
   }
-  throw_data("tokenizer " + path + ": neither a Flotilla tokenizer JSON nor a GPT-2 vocab.json; " +
-             "give a file from 'tokenizer train' or a directory with vocab.json + merges.txt");
+  throw_data("tokenizer " + path +
+             ": neither a Flotilla tokenizer JSON, a Hugging Face tokenizer.json nor a " +
+             "GPT-2 vocab.json; give a folder with tokenizer.json, or a file from 'tokenizer train'");
 }
 
 }  // namespace flotilla

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "check.h"
+#include "engine/core/checksum.h"
 #include "engine/core/error.h"
 #include "engine/data/loader.h"
 #include "test_data_util.h"
@@ -235,6 +236,34 @@ void test_widths_agree(const std::string& dir) {
   CHECK(same);
 }
 
+// CRC-32C of 60 consecutive batches (inputs and targets) of a fixed dataset.
+uint32_t batches_crc(const LoaderOptions& o) {
+  DataLoader l(o);
+  uint32_t crc = 0;
+  for (int i = 0; i < 60; ++i) {
+    const Batch b = next(l, o);
+    crc = crc32c(b.x.data(), b.x.size() * 4, crc);
+    crc = crc32c(b.y.data(), b.y.size() * 4, crc);
+  }
+  return crc;
+}
+
+void test_frozen_batches(const std::string& dir) {
+  // Regression for the labeled-shard work (issue 15): llm.c shards must give bit for bit the batches
+  // they gave before it. The CRCs were printed by this test built on the loader before that change.
+  const std::string d = dir + "/frozen";
+  std::filesystem::create_directories(d);
+  make_shards(d, {700, 333, 512});
+  const std::string glob = d + "/train_*.bin";
+  const uint32_t got[] = {batches_crc(options(glob, 3, 16)), batches_crc(options(glob, 2, 8, true)),
+                          batches_crc(options(glob, 2, 8, true, 1, 2)),
+                          batches_crc(options(glob, 1, 50, false, 2, 3))};
+  const uint32_t want[] = {0xe4f00229u, 0x4436fa13u, 0x2a8aaf33u, 0x8d672ca7u};
+  for (int i = 0; i < 4; ++i)
+    CHECK_MSG(got[i] == want[i], "frozen batches %d: crc %s, expected %s", i, crc32c_hex(got[i]).c_str(),
+              crc32c_hex(want[i]).c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -247,6 +276,7 @@ int main() {
   test_cursor(dir, false);
   test_cursor(dir, true);
   test_widths_agree(dir);
+  test_frozen_batches(dir);
   CHECK_THROWS(DataLoader(options(dir + "/layout/train_000.bin", 2, 8, false, 2, 2)),
                "outside the data-parallel world");
   std::filesystem::remove_all(dir);

@@ -96,7 +96,7 @@ static void test_c9_faults(const std::string& dir) {
   data_test::write_raw_shard(magic, 12345, 1, 1000, tokens, 2);
   msg = fault(magic);
   CHECK_MSG(
-      contains(msg, "shard " + magic + ": bad magic 12345") && contains(msg, "not an llm.c token shard"),
+      contains(msg, "shard " + magic + ": bad magic 12345") && contains(msg, "not a token shard"),
       "%s", msg.c_str());
 
   // Unknown version for each magic.
