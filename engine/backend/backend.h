@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/core/bf16.h"
+#include "engine/core/targets.h"
 
 namespace flotilla {
 
@@ -36,10 +37,6 @@ struct KernelTime {
   double seconds = 0;
   long calls = 0;
 };
-
-// A target id with no loss (masked prompt tokens, padding): the cross-entropy kernels give it
-// loss 0 and gradient 0, and it is not counted in the mean (docs/data.md).
-inline constexpr int32_t kIgnoreTarget = -100;
 
 class Backend {
  public:

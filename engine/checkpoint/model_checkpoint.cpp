@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/config/config_schema.h"
 #include "engine/core/error.h"
 #include "engine/model/gpt_shard.h"
 #include "engine/parallel/rank_grid.h"
@@ -63,13 +64,46 @@ GptDims dims_from_trainer_json(const LoadedCheckpoint& c) {
       throw_checkpoint(where + ": config.model." + key + " is missing or not a positive integer");
     return m[key].get<int>();
   };
-  GptDims d;
-  d.n_layer = get("n_layer");
-  d.n_head = get("n_head");
-  d.n_embd = get("n_embd");
-  d.vocab_size = get("vocab_size");
-  d.max_seq_len = get("max_seq_len");
-  d.padded_vocab = pad_vocab(d.vocab_size);
+  get("n_layer");
+  get("n_head");
+  get("n_embd");
+  get("vocab_size");
+  get("max_seq_len");
+  // Every [model] key the checkpoint's config has (older checkpoints: GPT-2's only; the rest keep
+  // their defaults, which describe GPT-2).
+  RunConfig rc;
+  for (const ConfigKey& key : config_keys()) {
+    if (key.section != "model" || !m.contains(key.name)) continue;
+    const auto& v = m[key.name];
+    void* field = field_ptr(key, rc);
+    const bool ok = key.storage == FieldStorage::kString   ? v.is_string()
+                    : key.storage == FieldStorage::kBool   ? v.is_boolean()
+                    : key.storage == FieldStorage::kDouble ? v.is_number()
+                                                           : v.is_number_integer();
+    if (!ok) throw_checkpoint(where + ": config.model." + key.name + " has the wrong type");
+    switch (key.storage) {
+      case FieldStorage::kString:
+        *static_cast<std::string*>(field) = v.get<std::string>();
+        break;
+      case FieldStorage::kBool:
+        *static_cast<bool*>(field) = v.get<bool>();
+        break;
+      case FieldStorage::kDouble:
+        *static_cast<double*>(field) = v.get<double>();
+        break;
+      case FieldStorage::kInt32:
+        *static_cast<int*>(field) = v.get<int>();
+        break;
+      case FieldStorage::kInt64:
+        *static_cast<int64_t*>(field) = v.get<int64_t>();
+        break;
+      case FieldStorage::kUint64:
+        *static_cast<uint64_t*>(field) = v.get<uint64_t>();
+        break;
+    }
+  }
+  const GptDims d = dims_from_config(rc.model);
+  if (const std::string problem = dims_problem(d); !problem.empty()) throw_checkpoint(where + ": " + problem);
   return d;
 }
 
@@ -93,7 +127,8 @@ SavedLayout layout_from_trainer_json(const LoadedCheckpoint& c) {
 
 // Tensor/pipeline-parallel checkpoints: every shard's "params" lives in the file of its first DP
 // replica; gather them into the full llm.c layout.
-void gather_shards(const LoadedCheckpoint& rank0, const GptDims& d, const SavedLayout& l, std::vector<float>& full) {
+void gather_shards(const LoadedCheckpoint& rank0, const GptDims& d, const SavedLayout& l,
+                   std::vector<float>& full) {
   const parallel::RankGrid grid(l.world, l.dp, l.tp, l.pp);
   const fs::path dir = fs::path(rank0.dir).lexically_normal();
   const std::string parent = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
@@ -110,9 +145,9 @@ void gather_shards(const LoadedCheckpoint& rank0, const GptDims& d, const SavedL
       for (const LoadedTensor& tensor : c.tensors) {
         if (tensor.name != "params") continue;
         if (tensor.data.size() != expect * sizeof(float))
-          throw_checkpoint(rank0.dir + ": rank " + std::to_string(rank) + " (" + shard.describe() + ") holds " +
-                           std::to_string(tensor.data.size() / 4) + " parameters, its shard needs " +
-                           std::to_string(expect));
+          throw_checkpoint(rank0.dir + ": rank " + std::to_string(rank) + " (" + shard.describe() +
+                           ") holds " + std::to_string(tensor.data.size() / 4) +
+                           " parameters, its shard needs " + std::to_string(expect));
         shard_to_full(d, shard, reinterpret_cast<const float*>(tensor.data.data()), full.data());
         found = true;
       }

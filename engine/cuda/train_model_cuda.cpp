@@ -57,8 +57,11 @@ size_t planner_model_bytes(const RunConfig& cfg) {
 
 class CudaTrainModel final : public DeviceModel {
  public:
-  CudaTrainModel(const RunConfig& cfg, const GptDims& dims, const OptimizerShard& shard, const ModelParallel& model)
-      : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))), bf16_(cfg.train.dtype == "bf16"), shard_(shard) {
+  CudaTrainModel(const RunConfig& cfg, const GptDims& dims, const OptimizerShard& shard,
+                 const ModelParallel& model)
+      : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))),
+        bf16_(cfg.train.dtype == "bf16"),
+        shard_(shard) {
     const GptShard sh = resolve_shard(dims, model.shard);
     tensor_parallel_ = sh.tp > 1;
     int slots = 1;
@@ -96,9 +99,8 @@ class CudaTrainModel final : public DeviceModel {
       }
     }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    predicted_ =
-        CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count, o.padded_params, sh, slots,
-                                 zero2_);
+    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count,
+                                          o.padded_params, sh, slots, zero2_);
     buckets_ = grad_buckets(ParamLayout(dims), local_param_sizes(dims, sh), sh.local_layers());
     // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint
     // (not under ZeRO-2, which sums each layer in its own staging slots).
@@ -133,24 +135,24 @@ class CudaTrainModel final : public DeviceModel {
   void get_params(float* host) override { gpt_->get_params(host); }
   void set_moments(const float* m, const float* v) override { gpt_->set_moments(m, v); }
   void get_moments(float* m, float* v) override { gpt_->get_moments(m, v); }
-  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
-                         bool accumulate) override {
+  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate,
+                         const int32_t* positions) override {
     micro_ = accumulate ? micro_ + 1 : 0;
     discard_buckets();  // a guess that was not the last micro-step after all
     const bool overlap =
         dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1 && !tensor_parallel_ && !zero2_;
-    if (!overlap) return gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
+    if (!overlap) return gpt_->forward_backward(inputs, targets, loss_scale, accumulate, positions);
     struct Unhook {
       CudaGpt& g;
       ~Unhook() { g.set_backward_hook(nullptr); }
     } unhook{*gpt_};
     gpt_->set_backward_hook([this](int layer) { reduce_bucket(layer); });
-    const float loss = gpt_->forward_backward(inputs, targets, loss_scale, accumulate);
+    const float loss = gpt_->forward_backward(inputs, targets, loss_scale, accumulate, positions);
     overlapped_ = works_.size() == buckets_.size();
     return loss;
   }
-  float forward(const int32_t* inputs, const int32_t* targets) override {
-    return gpt_->forward(inputs, targets);
+  float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) override {
+    return gpt_->forward(inputs, targets, positions);
   }
 
   void average_grads(parallel::ProcessGroup& dp) override {
@@ -266,8 +268,8 @@ class CudaTrainModel final : public DeviceModel {
         if (bf16_) {
           convert(c, static_cast<bf16*>(gpt_->grads()) + sl.offset, src, sl.count);
         } else {
-          check_cuda(cudaMemcpyAsync(static_cast<float*>(gpt_->grads()) + sl.offset, src, sl.count * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, c.stream()),
+          check_cuda(cudaMemcpyAsync(static_cast<float*>(gpt_->grads()) + sl.offset, src,
+                                     sl.count * sizeof(float), cudaMemcpyDeviceToDevice, c.stream()),
                      "cudaMemcpyAsync (unpacking a gradient bucket)");
         }
         src += sl.count;
@@ -296,10 +298,12 @@ class CudaTrainModel final : public DeviceModel {
     void set_activation_slots(int slots) override {
       if (slots > gpt_.activation_slots())
         throw Error(ExitCode::kInternal, "CudaGpt has " + std::to_string(gpt_.activation_slots()) +
-                                             " activation slots, the schedule needs " + std::to_string(slots));
+                                             " activation slots, the schedule needs " +
+                                             std::to_string(slots));
     }
-    float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) override {
-      return gpt_.forward_stage(slot, inputs, stage_in, targets);
+    float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
+                        const int32_t* positions) override {
+      return gpt_.forward_stage(slot, inputs, stage_in, targets, positions);
     }
     const float* stage_output(int slot) override { return gpt_.stage_output(slot); }
     void backward_stage(int slot, const float* dout, float loss_scale) override {

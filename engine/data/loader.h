@@ -11,10 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace flotilla {
+#include "engine/core/targets.h"
 
-// targets[i] == kIgnoreTarget: no loss at position i (prompt tokens, padding, a document boundary).
-constexpr int32_t kIgnoreTarget = -100;
+namespace flotilla {
 
 struct ShardInfo {
   std::string path;

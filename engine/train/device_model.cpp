@@ -44,15 +44,15 @@ class HostReferenceModel final : public DeviceModel {
     std::memcpy(m, opt_.m().data(), opt_.size() * sizeof(float));
     std::memcpy(v, opt_.v().data(), opt_.size() * sizeof(float));
   }
-  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
-                         bool accumulate) override {
+  float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate,
+                         const int32_t* positions) override {
     if (!accumulate) model_.zero_grad();
-    const float loss = model_.forward(inputs, targets, B_, T_);
+    const float loss = model_.forward(inputs, targets, B_, T_, positions);
     model_.backward(loss_scale);
     return loss;
   }
-  float forward(const int32_t* inputs, const int32_t* targets) override {
-    return model_.forward(inputs, targets, B_, T_);
+  float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) override {
+    return model_.forward(inputs, targets, B_, T_, positions);
   }
   void average_grads(parallel::ProcessGroup& dp) override {
     dp.all_reduce(model_.grads(), model_.num_params());
@@ -85,16 +85,17 @@ std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   std::vector<ConfigProblem> out;
   if (c.run.device != "cuda") return out;
   auto add = [&out](const std::string& path, const std::string& message) { out.push_back({path, message}); };
-  const bool llama = c.model.arch == "llama";
-  const int hs = llama && c.model.head_dim > 0 ? c.model.head_dim
-                 : c.model.n_head >= 1 && c.model.n_embd % c.model.n_head == 0
-                     ? c.model.n_embd / c.model.n_head
-                     : 0;
-  if (hs > 0 && hs != 8 && hs != 16 && hs != 32 && hs != 64 && hs != 128)
-    add(llama && c.model.head_dim > 0 ? "model.head_dim" : "model.n_head",
-        "head size " + std::to_string(hs) + " (model.n_embd / model.n_head" +
-            (llama ? " or model.head_dim" : "") +
-            "); the CUDA attention kernel takes head sizes 8, 16, 32, 64 or 128");
+  const bool explicit_hd = c.model.arch == "llama" && c.model.head_dim > 0;
+  const bool whole = c.model.n_head >= 1 && c.model.n_embd >= 1 && c.model.n_embd % c.model.n_head == 0;
+  const int hs = explicit_hd ? c.model.head_dim : whole ? c.model.n_embd / c.model.n_head : 0;
+  if (hs > 0 && hs != 8 && hs != 16 && hs != 32 && hs != 64 && hs != 128) {
+    const std::string what =
+        explicit_hd ? "model.head_dim = " + std::to_string(hs)
+                    : "head size model.n_embd / model.n_head = " + std::to_string(c.model.n_embd) + " / " +
+                          std::to_string(c.model.n_head) + " = " + std::to_string(hs);
+    add(explicit_hd ? "model.head_dim" : "model.n_head",
+        what + "; the CUDA attention kernel takes head sizes 8, 16, 32, 64 or 128");
+  }
   return out;
 }
 

@@ -71,12 +71,13 @@ class DeviceModel {
   virtual void set_moments(const float* m, const float* v) = 0;
   virtual void get_moments(float* m, float* v) = 0;
 
-  // Forward + backward of one micro-batch (host token ids, B*T each); returns its mean loss.
-  // dloss = loss_scale / (B*T) per row; accumulate = false zeroes the gradients first.
+  // Forward + backward of one micro-batch (host token ids and document positions or null, B*T
+  // each); returns its mean loss. dloss = loss_scale / counted targets per target
+  // (Model::backward); accumulate = false zeroes the gradients first.
   virtual float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
-                                 bool accumulate) = 0;
+                                 bool accumulate, const int32_t* positions) = 0;
   // Forward and mean loss only (evaluation); gradients untouched.
-  virtual float forward(const int32_t* inputs, const int32_t* targets) = 0;
+  virtual float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) = 0;
   // Gradients summed over `dp` then divided by its size (the trainer calls it when dp > 1; a
   // one-rank NCCL group is allowed, for the GPU test of the bucket path).
   virtual void average_grads(parallel::ProcessGroup& dp) = 0;
@@ -114,7 +115,8 @@ void refuse_unsupported_device_training(const RunConfig& cfg);
 // ("cpu", unless FLOTILLA_TEST_DEVICE_MODEL=host asks for the host reference). Throws
 // Error(kConfig) for a device this build or machine does not have.
 std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
-                                               const OptimizerShard& shard = {}, const ModelParallel& model = {});
+                                               const OptimizerShard& shard = {},
+                                               const ModelParallel& model = {});
 
 // GptModel + AdamW on the CPU behind the seam: the reference the trainer's device branch is
 // tested against (bitwise equal to the CPU path for dp = 1).

@@ -26,8 +26,9 @@ class HostStage final : public PipelineStage {
   const GptDims& dims() const override { return model_.dims(); }
   const GptShard& shard() const override { return model_.shard(); }
   void set_activation_slots(int slots) override { model_.set_activation_slots(slots); }
-  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) override {
-    return model_.forward_stage(slot, inputs, stage_in, targets, B_, T_);
+  float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
+                      const int32_t* positions) override {
+    return model_.forward_stage(slot, inputs, stage_in, targets, B_, T_, positions);
   }
   const float* stage_output(int slot) override { return model_.stage_output(slot); }
   void backward_stage(int slot, const float* dout, float loss_scale) override {
@@ -106,8 +107,6 @@ PipelineRunner::PipelineRunner(PipelineStage& model, parallel::ProcessGroup& pp,
                                          std::to_string(stages_));
   const size_t n = static_cast<size_t>(B) * static_cast<size_t>(T);
   nc_ = n * static_cast<size_t>(model.dims().n_embd);
-  inputs_.resize(n);
-  targets_.resize(n);
   const int slots = pipeline_slots(schedule_, stages_, stage_, micro_);
   model_.set_activation_slots(slots);
   pending_.resize(static_cast<size_t>(slots));
@@ -132,8 +131,7 @@ void PipelineRunner::wait_slot(int slot, Timing& timing) {
   timing.bubble_ms += ms_since(t0);
 }
 
-double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_batch,
-                           const std::function<void()>& before_last_backward, float loss_scale,
+double PipelineRunner::run(const MicroBatch* batches, const std::function<void()>& before_last_backward,
                            Timing& timing) {
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   const int slots = static_cast<int>(pending_.size());
@@ -141,22 +139,21 @@ double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_b
   int backwards_left = micro_;
   for (const PipeAction& a : pipeline_schedule(schedule_, stages_, stage_, micro_)) {
     const int slot = a.micro % slots;
+    const MicroBatch& mb = batches[a.micro];
     if (a.forward) {
       wait_slot(slot, timing);
       auto t0 = Clock::now();
-      next_batch(inputs_.data(), targets_.data());
-      timing.data_ms += ms_since(t0);
       if (!first) {
-        t0 = Clock::now();
         pp_.recv(model_.receive_buffer(false), nc_, stage_ - 1);
         timing.bubble_ms += ms_since(t0);
       }
       t0 = Clock::now();
-      const float loss = model_.forward_stage(slot, inputs_.data(), first ? nullptr : model_.receive_buffer(false),
-                                              targets_.data());
+      const float loss =
+          model_.forward_stage(slot, mb.inputs.data(), first ? nullptr : model_.receive_buffer(false),
+                               mb.targets.data(), mb.pos());
       timing.forward_ms += ms_since(t0);
       if (last)
-        loss_sum += loss;
+        loss_sum += loss * mb.loss_weight;
       else
         pending_[static_cast<size_t>(slot)].push_back(
             pp_.send_async(model_.stage_output(slot), nc_, stage_ + 1));
@@ -168,7 +165,7 @@ double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_b
       }
       if (--backwards_left == 0 && before_last_backward) before_last_backward();
       t0 = Clock::now();
-      model_.backward_stage(slot, last ? nullptr : model_.receive_buffer(true), loss_scale);
+      model_.backward_stage(slot, last ? nullptr : model_.receive_buffer(true), mb.loss_scale);
       timing.backward_ms += ms_since(t0);
       if (!first)
         pending_[static_cast<size_t>(slot)].push_back(
@@ -179,16 +176,16 @@ double PipelineRunner::run(const std::function<void(int32_t*, int32_t*)>& next_b
   return loss_sum;
 }
 
-double PipelineRunner::forward_only(const std::function<void(int32_t*, int32_t*)>& next_batch, int batches) {
+double PipelineRunner::forward_only(const MicroBatch* batches, int count) {
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   double loss_sum = 0;
-  for (int b = 0; b < batches; ++b) {
-    next_batch(inputs_.data(), targets_.data());
+  for (int b = 0; b < count; ++b) {
+    const MicroBatch& mb = batches[b];
     if (!first) pp_.recv(model_.receive_buffer(false), nc_, stage_ - 1);
-    const float loss =
-        model_.forward_stage(0, inputs_.data(), first ? nullptr : model_.receive_buffer(false), targets_.data());
+    const float loss = model_.forward_stage(
+        0, mb.inputs.data(), first ? nullptr : model_.receive_buffer(false), mb.targets.data(), mb.pos());
     if (last)
-      loss_sum += loss;
+      loss_sum += loss * mb.loss_weight;
     else
       pp_.send(model_.stage_output(0), nc_, stage_ + 1);
   }

@@ -24,6 +24,7 @@
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
 #include "engine/parallel/process_group.h"
+#include "engine/train/micro_batch.h"
 
 namespace flotilla {
 
@@ -51,8 +52,10 @@ class PipelineStage {
   virtual const GptShard& shard() const = 0;
   // Activation sets the schedule keeps at once (called once, before the first forward).
   virtual void set_activation_slots(int slots) = 0;
-  // GptModel::forward_stage / stage_output / backward_stage / stage_input_grad, for B x T.
-  virtual float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets) = 0;
+  // Model::forward_stage / stage_output / backward_stage / stage_input_grad, for B x T
+  // (positions: Model's, or null).
+  virtual float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
+                              const int32_t* positions) = 0;
   virtual const float* stage_output(int slot) = 0;
   virtual void backward_stage(int slot, const float* dout, float loss_scale) = 0;
   virtual const float* stage_input_grad() = 0;
@@ -66,8 +69,8 @@ class PipelineRunner {
   PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
                  int T);
   // The same over any stage (not owned; run.device = "cuda": the device model's stage).
-  PipelineRunner(PipelineStage& stage, parallel::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
-                 int T);
+  PipelineRunner(PipelineStage& stage, parallel::ProcessGroup& pp, std::string schedule, int micro_batches,
+                 int B, int T);
   ~PipelineRunner();
   PipelineRunner(const PipelineRunner&) = delete;
   PipelineRunner& operator=(const PipelineRunner&) = delete;
@@ -76,17 +79,16 @@ class PipelineRunner {
     double data_ms = 0, forward_ms = 0, backward_ms = 0, bubble_ms = 0;
   };
 
-  // One schedule over micro_batches micro-batches. next_batch fills inputs and targets (B*T each)
-  // and is called on every stage in forward order (so every rank's loader advances alike);
-  // before_last_backward runs right before this stage's last backward (data-parallel overlap).
-  // Gradients accumulate with loss_scale. Returns the sum of the micro-batch losses on the last
-  // stage, 0 elsewhere.
-  double run(const std::function<void(int32_t*, int32_t*)>& next_batch,
-             const std::function<void()>& before_last_backward, float loss_scale, Timing& timing);
+  // One schedule over micro_batches micro-batches: batches[0 .. micro_batches) (every stage holds
+  // the same ones: the trainer reads them on every rank); before_last_backward runs right before
+  // this stage's last backward (data-parallel overlap). Gradients accumulate with each batch's
+  // loss_scale. Returns the sum of loss x loss_weight over the micro-batches on the last stage,
+  // 0 elsewhere.
+  double run(const MicroBatch* batches, const std::function<void()>& before_last_backward, Timing& timing);
 
-  // Forward only, `batches` micro-batches one after another (evaluation). Returns the sum of the
-  // losses on the last stage, 0 elsewhere.
-  double forward_only(const std::function<void(int32_t*, int32_t*)>& next_batch, int batches);
+  // Forward only over `count` batches one after another (evaluation). Returns the sum of
+  // loss x loss_weight on the last stage, 0 elsewhere.
+  double forward_only(const MicroBatch* batches, int count);
 
  private:
   void wait_slot(int slot, Timing& timing);
@@ -99,7 +101,6 @@ class PipelineRunner {
   int B_, T_;
   int stage_, stages_;
   size_t nc_;
-  std::vector<int32_t> inputs_, targets_;
   std::vector<std::vector<std::unique_ptr<parallel::Work>>> pending_;  // per slot: sends in flight
 };
 

@@ -165,8 +165,43 @@ void Loop::setup_data() {
     vo.shuffle = false;
     val_loader = std::make_unique<DataLoader>(vo);
   }
-  inputs.resize(static_cast<size_t>(lo.B) * static_cast<size_t>(lo.T));
-  targets.resize(inputs.size());
+  labeled = train_loader->has_labels() || (val_loader && val_loader->has_labels());
+}
+
+LossMean Loop::read_batches(DataLoader& loader, int64_t count, std::vector<MicroBatch>& out) {
+  const size_t N = static_cast<size_t>(cfg.train.micro_batch) * static_cast<size_t>(cfg.train.seq_len);
+  out.resize(static_cast<size_t>(count));
+  double counted = 0;
+  for (MicroBatch& mb : out) {
+    mb.inputs.resize(N);
+    mb.targets.resize(N);
+    mb.positions.resize(N);
+    loader.next_batch(mb.inputs.data(), mb.targets.data(), mb.positions.data());
+    if (!loader.has_labels()) mb.positions.clear();  // 0..T-1 in every row: the model's default
+    mb.counted = 0;
+    for (int32_t t : mb.targets) mb.counted += t != kIgnoreTarget ? 1 : 0;
+    counted += static_cast<double>(mb.counted);
+  }
+  // The whole global batch's counted targets (every DP rank reads different rows).
+  double global = counted;
+  if (groups.dp->size() > 1 && labeled) groups.dp->all_reduce(&global, 1);
+  const double dps = static_cast<double>(groups.dp->size());
+  const double full = dps * static_cast<double>(count) * static_cast<double>(N);
+  step_counted = global;
+  if (!labeled || global == full) {  // nothing ignored: the mean of the micro-batch means
+    for (MicroBatch& mb : out) {
+      mb.loss_scale = 1.0f / static_cast<float>(count);
+      mb.loss_weight = 1.0;
+    }
+    return LossMean{};
+  }
+  // d(loss) per counted target = dp / global (the DP average divides by dp): the mean over every
+  // counted target of the global batch.
+  for (MicroBatch& mb : out) {
+    mb.loss_scale = global > 0 ? static_cast<float>(static_cast<double>(mb.counted) * dps / global) : 0.0f;
+    mb.loss_weight = static_cast<double>(mb.counted);
+  }
+  return LossMean{true, global > 0 ? dps / global : 0.0};
 }
 
 void Loop::setup_model() {
@@ -210,20 +245,21 @@ void Loop::setup_model() {
 float Loop::evaluate() {
   if (!val_loader) return -1;
   val_loader->reset();
+  std::vector<MicroBatch> batches;
+  const LossMean mean = read_batches(*val_loader, cfg.eval.batches, batches);
   double sum = 0;
   if (pipeline) {  // on the host model or the device's stage alike
-    sum = pipeline->forward_only([this](int32_t* in, int32_t* tg) { val_loader->next_batch(in, tg); },
-                                 cfg.eval.batches);
+    sum = pipeline->forward_only(batches.data(), cfg.eval.batches);
     groups.pp->broadcast(&sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss
   } else if (device) {
-    sum = device_eval_sum();
+    sum = device_eval_sum(batches);
   } else {
-    for (int b = 0; b < cfg.eval.batches; ++b) {
-      val_loader->next_batch(inputs.data(), targets.data());
-      sum += model.forward(inputs.data(), targets.data(), cfg.train.micro_batch, cfg.train.seq_len);
-    }
+    for (const MicroBatch& mb : batches)
+      sum += model.forward(mb.inputs.data(), mb.targets.data(), cfg.train.micro_batch, cfg.train.seq_len,
+                           mb.pos()) *
+             mb.loss_weight;
   }
-  const float loss = static_cast<float>(dp->mean(sum / cfg.eval.batches));
+  const float loss = static_cast<float>(dp->mean(mean.of(sum, cfg.eval.batches)));
   if (best_val <= 0 || loss < best_val) best_val = loss;
   metrics.eval({step, tokens, loss, cfg.eval.batches});
   progress.line("eval  step %lld | val loss %.4f", static_cast<long long>(step), loss);
@@ -240,15 +276,13 @@ void Loop::sample() {
   metrics.sample(step, ids, "");
 }
 
-double Loop::pipeline_rounds(float loss_scale, const std::function<void()>& before_last_backward,
-                             StepRecord& r) {
+double Loop::pipeline_rounds(const std::function<void()>& before_last_backward, StepRecord& r) {
   const int64_t rounds = accum / cfg.parallel.micro_batches;
   PipelineRunner::Timing timing;
   double loss_sum = 0;
   for (int64_t round = 0; round < rounds; ++round)
-    loss_sum += pipeline->run([this](int32_t* in, int32_t* tg) { train_loader->next_batch(in, tg); },
-                              round == rounds - 1 ? before_last_backward : nullptr, loss_scale, timing);
-  r.data_ms = timing.data_ms;
+    loss_sum += pipeline->run(micro.data() + round * cfg.parallel.micro_batches,
+                              round == rounds - 1 ? before_last_backward : nullptr, timing);
   r.forward_ms = timing.forward_ms;
   r.backward_ms = timing.backward_ms;
   r.bubble_ms = timing.bubble_ms;
@@ -270,7 +304,9 @@ StepRecord Loop::train_step() {
   model.zero_grad();
   dp->begin_step();
   double loss_sum = 0;
-  const float loss_scale = 1.0f / static_cast<float>(accum);
+  auto t_data = Clock::now();
+  const LossMean loss_mean = read_batches(*train_loader, accum, micro);
+  r.data_ms = ms_since(t_data);
   const bool every = dp->syncs_every_micro_step();  // ZeRO-2: layer gradients are only staged
   auto start_sync = [this, every] {  // before the step's last backward: overlap the DP all-reduce
     dp->begin_sync(every ? nullptr : model.grads());
@@ -279,21 +315,21 @@ StepRecord Loop::train_step() {
     });
   };
   if (pipeline) {
-    loss_sum = pipeline_rounds(loss_scale, start_sync, r);
+    loss_sum = pipeline_rounds(start_sync, r);
     model.set_layer_backward_hook(nullptr);
   } else {
-    for (int64_t micro = 0; micro < accum; ++micro) {
+    for (int64_t k = 0; k < accum; ++k) {
+      const MicroBatch& mb = micro[static_cast<size_t>(k)];
       auto t0 = Clock::now();
-      train_loader->next_batch(inputs.data(), targets.data());
-      r.data_ms += ms_since(t0);
-      t0 = Clock::now();
-      loss_sum += model.forward(inputs.data(), targets.data(), cfg.train.micro_batch, cfg.train.seq_len);
+      loss_sum += model.forward(mb.inputs.data(), mb.targets.data(), cfg.train.micro_batch, cfg.train.seq_len,
+                                mb.pos()) *
+                  mb.loss_weight;
       r.forward_ms += ms_since(t0);
       t0 = Clock::now();
       // Gradient accumulation communicates only on the last micro-step (ZeRO-2: on every one).
-      const bool sync = every || micro == accum - 1;
+      const bool sync = every || k == accum - 1;
       if (sync) start_sync();
-      model.backward(loss_scale);
+      model.backward(mb.loss_scale);
       if (sync) model.set_layer_backward_hook(nullptr);
       if (every) dp->end_micro_step();
       r.backward_ms += ms_since(t0);
@@ -308,7 +344,7 @@ StepRecord Loop::train_step() {
   }
   dp->finish_sync();
   if (pipeline) groups.pp->broadcast(&loss_sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss
-  r.loss = static_cast<float>(dp->mean(loss_sum / static_cast<double>(accum)));
+  r.loss = static_cast<float>(dp->mean(loss_mean.of(loss_sum, accum)));
   const auto t_opt = Clock::now();
   r.grad_norm = static_cast<float>(dp->grad_norm(backend));
   if (cfg.train.grad_clip > 0 && r.grad_norm > cfg.train.grad_clip)

@@ -23,12 +23,10 @@ void Loop::pull_from_device() {
   device->get_moments(dp->m().data(), dp->v().data());
 }
 
-double Loop::device_eval_sum() {  // without pipeline stages (evaluate() runs those)
+double Loop::device_eval_sum(const std::vector<MicroBatch>& batches) {  // without pipeline stages
   double sum = 0;
-  for (int b = 0; b < cfg.eval.batches; ++b) {
-    val_loader->next_batch(inputs.data(), targets.data());
-    sum += device->forward(inputs.data(), targets.data());
-  }
+  for (const MicroBatch& mb : batches)
+    sum += device->forward(mb.inputs.data(), mb.targets.data(), mb.pos()) * mb.loss_weight;
   return sum;
 }
 
@@ -38,13 +36,15 @@ StepRecord Loop::device_train_step() {
   StepRecord r;
   r.step = step + 1;
   double loss_sum = 0;
-  const float loss_scale = 1.0f / static_cast<float>(accum);
+  const auto t_data = Clock::now();
+  const LossMean loss_mean = read_batches(*train_loader, accum, micro);
+  r.data_ms = ms_since(t_data);
   double comm_ms = 0;
   if (pipeline) {
     // The CPU path's pipeline branch over the device's stage: accum / micro_batches rounds of the
     // schedule, then the tied wte gradient summed between the first and the last stage.
     device->zero_grad();
-    loss_sum = pipeline_rounds(loss_scale, nullptr, r);
+    loss_sum = pipeline_rounds(nullptr, r);
     if (parallel::ProcessGroup* tied = tied_group()) {
       const auto t0 = Clock::now();
       device->all_reduce_tied_grad(*tied);
@@ -52,13 +52,13 @@ StepRecord Loop::device_train_step() {
     }
     groups.pp->broadcast(&loss_sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss
   } else {
-    for (int64_t micro = 0; micro < accum; ++micro) {
-      auto t0 = Clock::now();
-      train_loader->next_batch(inputs.data(), targets.data());
-      r.data_ms += ms_since(t0);
-      t0 = Clock::now();
+    for (int64_t k = 0; k < accum; ++k) {
+      const MicroBatch& mb = micro[static_cast<size_t>(k)];
+      const auto t0 = Clock::now();
       // Forward and backward are one device call; the time is reported as forward.
-      loss_sum += device->forward_backward(inputs.data(), targets.data(), loss_scale, micro > 0);
+      loss_sum +=
+          device->forward_backward(mb.inputs.data(), mb.targets.data(), mb.loss_scale, k > 0, mb.pos()) *
+          mb.loss_weight;
       r.forward_ms += ms_since(t0);
     }
   }
@@ -67,7 +67,7 @@ StepRecord Loop::device_train_step() {
     device->average_grads(*groups.dp);
     comm_ms += ms_since(t0);
   }
-  r.loss = static_cast<float>(dp->mean(loss_sum / static_cast<double>(accum)));
+  r.loss = static_cast<float>(dp->mean(loss_mean.of(loss_sum, accum)));
   const auto t_opt = Clock::now();
   r.grad_norm = device->grad_norm();
   float scale = 1.0f;

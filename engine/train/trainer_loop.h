@@ -29,6 +29,7 @@
 #include "engine/train/heartbeat.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/metrics.h"
+#include "engine/train/micro_batch.h"
 #include "engine/train/pipeline.h"
 #include "engine/train/trainer.h"
 #include "engine/train/trainer_state.h"
@@ -110,7 +111,11 @@ struct Loop {
   double flops_per_token = 0;
   double loss_ema = 0;
   int64_t lr_offset = 0;  // negative control "lr": schedule off by one step after resume
-  std::vector<int32_t> inputs, targets;
+  // This step's micro-batches (accum of them, read before the first forward: micro_batch.h), and
+  // whether the data has ignored targets (labeled fine-tuning shards) and document positions.
+  std::vector<MicroBatch> micro;
+  bool labeled = false;
+  double step_counted = 0;  // targets with a loss in the whole global batch of this step
 
   Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const parallel::DistEnv& e,
        std::unique_ptr<parallel::ProcessGroup> w);
@@ -133,15 +138,19 @@ struct Loop {
 
   float evaluate();
   void sample();
+  // Reads `count` micro-batches from `loader` into `out`, sets each batch's loss_scale and
+  // loss_weight (micro_batch.h; normalised over the DP group when targets are ignored) and returns
+  // how the weighted loss sum becomes the mean loss on this rank (before the mean over DP ranks).
+  LossMean read_batches(DataLoader& loader, int64_t count, std::vector<MicroBatch>& out);
   StepRecord train_step();
   // accum / micro_batches rounds of the pipeline schedule (host model or device stage alike):
   // returns the summed loss (last stage), fills r's data/forward/backward/bubble times.
   // before_last_backward runs before the step's last backward (data-parallel overlap).
-  double pipeline_rounds(float loss_scale, const std::function<void()>& before_last_backward, StepRecord& r);
+  double pipeline_rounds(const std::function<void()>& before_last_backward, StepRecord& r);
 
   // trainer_device.cpp: the device branch of the step, evaluation and the host mirror.
   StepRecord device_train_step();
-  double device_eval_sum();
+  double device_eval_sum(const std::vector<MicroBatch>& batches);  // sum of loss x loss_weight
   void push_to_device();    // host mirror (params, moments) -> device (start, resume)
   void pull_from_device();  // device -> host mirror (checkpoint, sample)
   std::pair<bool, bool> exchange(StepRecord& r, bool stop, bool ckpt);
