@@ -78,16 +78,24 @@ std::string plan_to_text(const Plan& p) {
   const GptDims& d = p.dims;
   std::string out;
   out += "model\n";
-  out += row("preset", p.preset + ": " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
-                           " heads, width " + std::to_string(d.n_embd) + ", vocab " + commas(d.vocab_size) +
-                           " (padded " + commas(d.padded_vocab) + "), " + std::to_string(d.max_seq_len) +
-                           " positions");
+  if (d.llama())
+    out += row("preset", p.preset + ": llama, " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
+                             " heads (" + std::to_string(d.kv_heads()) + " KV, head_dim " + std::to_string(d.hd()) +
+                             "), width " + std::to_string(d.n_embd) + ", FFN " + std::to_string(d.ffn()) + ", vocab " +
+                             commas(d.vocab_size) + " (padded " + commas(d.padded_vocab) + "), " +
+                             (d.tied() ? "tied" : "untied") + " head, up to " + commas(d.max_seq_len) + " tokens");
+  else
+    out += row("preset", p.preset + ": " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
+                             " heads, width " + std::to_string(d.n_embd) + ", vocab " + commas(d.vocab_size) +
+                             " (padded " + commas(d.padded_vocab) + "), " + std::to_string(d.max_seq_len) +
+                             " positions");
   out += row("parameters", commas(p.params.total) + " (non-embedding " + commas(p.params.non_embedding) +
                                ", embeddings " + commas(p.params.embedding) + "; allocated " +
                                commas(p.params.allocated) + ")");
   out +=
       row("FLOPs/token", human_si(p.flops.palm, "FLOP") + "  PaLM 6N+12LCT, N = " + commas(p.flops.n_palm) +
-                             " (all but the position table)");
+                             (d.llama() ? (d.tied() ? " (every parameter)" : " (all but the token embedding)")
+                                        : " (all but the position table)"));
   out += row("", human_si(p.flops.llmc, "FLOP") + "  llm.c 6N+6LCT, N = " + commas(p.flops.n_llmc) +
                      " (every allocated parameter)");
   out += "\nbatch and layout\n";
@@ -155,6 +163,7 @@ std::string plan_to_text(const Plan& p) {
 std::string plan_to_json(const Plan& p, int indent) {
   nlohmann::ordered_json j;
   j["model"] = {{"preset", p.preset},
+                {"arch", arch_name(p.dims.arch)},
                 {"n_layer", p.dims.n_layer},
                 {"n_head", p.dims.n_head},
                 {"n_embd", p.dims.n_embd},

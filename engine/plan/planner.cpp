@@ -9,6 +9,8 @@
 #include <cmath>
 
 #include "engine/config/config_validate.h"
+#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/plan/planner.h"
 
 namespace flotilla {
@@ -29,24 +31,41 @@ uint64_t bytes_of(double floats, int element_bytes) {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// Parameters of one block held by one tensor-parallel rank: matrices and the biases of
-// column-parallel layers are split; LayerNorms and the biases of row-parallel layers are replicated.
+// Parameters of one block held by one tensor-parallel rank, from the architecture's layout
+// (column-parallel matrices and their biases split; norms and row-parallel biases replicated).
 uint64_t block_params_tp(const GptDims& d, int tp) {
-  const uint64_t C = static_cast<uint64_t>(d.n_embd), t = static_cast<uint64_t>(tp);
-  const uint64_t split =
-      3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C;  // qkv, attproj, fc, fcproj
-  const uint64_t replicated = 4 * C + C + C;  // ln1 w/b, ln2 w/b, attproj bias, fcproj bias
-  return split / t + replicated;
+  GptDims one = d;
+  one.n_layer = 1;
+  const ParamLayout layout(one);
+  const std::vector<size_t> sizes = local_param_sizes(layout, make_shard(one, tp, 0, 1, 0));
+  uint64_t n = 0;
+  for (int i = 0; i < layout.size(); ++i)
+    if (layout[i].per_layer()) n += sizes[static_cast<size_t>(i)];
+  return n;
 }
 
 uint64_t block_params(const GptDims& d) { return block_params_tp(d, 1); }
+
+// Parameters of the non-layer tensors a rank of `stage` holds (embedding tables on the first
+// stage; the final norm, the LM head or the tied embedding's copy on the last).
+uint64_t edge_params(const GptDims& d, int tp, int pp, int stage) {
+  GptDims one = d;
+  one.n_layer = std::max(d.n_layer, pp);
+  const ParamLayout layout(one);
+  const std::vector<size_t> sizes = local_param_sizes(layout, make_shard(one, tp, 0, pp, stage));
+  uint64_t n = 0;
+  for (int i = 0; i < layout.size(); ++i)
+    if (!layout[i].per_layer()) n += sizes[static_cast<size_t>(i)];
+  return n;
+}
 
 }  // namespace
 
 double recompute_flops_per_token(const GptDims& d, int seq_len) {
   const double C = d.n_embd;
-  const double fcproj = 4.0 * C * C + C;  // MLP-down weight and bias: not re-run
-  return 2.0 * (static_cast<double>(block_params(d)) - fcproj) + 4.0 * C * seq_len;
+  // The MLP-down projection is not re-run: GPT-2 its weight and bias, llama its weight.
+  const double down = d.llama() ? C * d.ffn() : 4.0 * C * C + C;
+  return 2.0 * (static_cast<double>(block_params(d)) - down) + 4.0 * d.q_dim() * seq_len;
 }
 
 uint64_t MemoryBreakdown::total() const {
@@ -111,9 +130,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     layer += st.n_layers;
     st.embedding = s == 0;
     st.head = s == pp - 1;
-    st.params = static_cast<uint64_t>(st.n_layers) * block_params_tp(d, tp);
-    if (st.embedding) st.params += wte_local + static_cast<uint64_t>(d.max_seq_len) * C;
-    if (st.head) st.params += 2 * C + (pp > 1 ? wte_local : 0);  // lnf, and the tied head's copy
+    st.params = static_cast<uint64_t>(st.n_layers) * block_params_tp(d, tp) + edge_params(d, tp, pp, s);
     st.in_flight = pp == 1 ? 1 : (config.parallel.schedule == "gpipe" ? m : std::min(pp - s, m));
 
     MemoryBreakdown& mem = st.memory;
@@ -147,11 +164,11 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     // every block but the last stage's last one (still in place when its backward starts).
     const double tokens = static_cast<double>(plan.tokens_per_step) / dp;
     double block_flops =
-        st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.n_embd * plan.T);
+        st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.q_dim() * plan.T);
     const int rebuilt = plan.recompute ? st.n_layers - (st.head ? 1 : 0) : 0;
     block_flops += rebuilt * recompute_flops_per_token(d, plan.T);
     const double head_flops =
-        st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + 2.0 * d.n_embd) : 0.0;
+        st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + (d.llama() ? 1.0 : 2.0) * d.n_embd) : 0.0;
     st.flops = (block_flops + head_flops) * tokens / tp;
 
     // Communication per rank per step.
@@ -170,7 +187,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     if (pp > 1) {
       const double sends = (st.head ? 0 : 1) + (st.embedding ? 0 : 1);  // activations fwd, gradients bwd
       st.comm_pp_bytes = sends * btc * act_bytes * accum;
-      if (st.embedding || st.head)
+      if ((st.embedding || st.head) && d.tied())  // the tied embedding's gradient between first and last
         st.comm_pp_bytes += allreduce_bytes(static_cast<double>(wte_local) * grad_bytes, 2);
     }
     st.compute_s = device.flops_per_s > 0 ? st.flops / (device.flops_per_s * options.efficiency) : 0.0;

@@ -15,19 +15,25 @@ ParamCounts count_parameters(const GptDims& d) {
   p.allocated = num_parameters(d);
   p.total = num_parameters_unpadded(d);
   const auto C = static_cast<uint64_t>(d.n_embd);
-  p.embedding = static_cast<uint64_t>(d.vocab_size) * C + static_cast<uint64_t>(d.max_seq_len) * C;
+  // GPT-2: the token and position tables; llama: the token embedding (an untied LM head is a
+  // linear layer, counted with the rest, as transformers' num_parameters(exclude_embeddings)).
+  p.embedding = static_cast<uint64_t>(d.vocab_size) * C + (d.llama() ? 0 : static_cast<uint64_t>(d.max_seq_len) * C);
   p.non_embedding = p.total - p.embedding;
   return p;
 }
 
 FlopsPerToken flops_per_token(const GptDims& d, int seq_len) {
   FlopsPerToken f;
-  const double L = d.n_layer, C = d.n_embd, T = seq_len;
-  f.n_palm =
-      num_parameters_unpadded(d) - static_cast<uint64_t>(d.max_seq_len) * static_cast<uint64_t>(d.n_embd);
+  // Attention scores and their weighted sum run over the query width H x head_dim (C for GPT-2).
+  const double L = d.n_layer, Q = d.q_dim(), T = seq_len;
+  const uint64_t C = static_cast<uint64_t>(d.n_embd), V = static_cast<uint64_t>(d.vocab_size);
+  // N = the parameters that do matmul work: GPT-2 all but the position table (the tied wte is the
+  // LM head); llama all but an untied token embedding (a lookup; its LM head counts).
+  f.n_palm = num_parameters_unpadded(d) -
+             (d.llama() ? (d.tied() ? 0 : V * C) : static_cast<uint64_t>(d.max_seq_len) * C);
   f.n_llmc = num_parameters(d);
-  f.palm = 6.0 * static_cast<double>(f.n_palm) + 12.0 * L * C * T;
-  f.llmc = 6.0 * static_cast<double>(f.n_llmc) + 6.0 * L * C * T;
+  f.palm = 6.0 * static_cast<double>(f.n_palm) + 12.0 * L * Q * T;
+  f.llmc = 6.0 * static_cast<double>(f.n_llmc) + 6.0 * L * Q * T;
   return f;
 }
 
@@ -72,14 +78,19 @@ ActivationFloats activation_account(const GptDims& d, int B, int T) {
   const double n = static_cast<double>(B) * T, nc = n * d.n_embd, lse = static_cast<double>(B) * d.n_head * T;
   ActivationFloats a;
   a.per_layer = f(2, d.padded_vocab) - f(1, d.padded_vocab);
-  a.per_layer_shard = std::min(a.per_layer, 8 * nc + lse);
+  // Split over TP: GPT-2 qkv (3C), atty (C), fch (4C); llama the q/k/v projection (and its pre-norm
+  // copy and norm statistics under qk_norm), atty, gate/up (2F).
+  const double D = d.qkv_dim(), Qd = d.q_dim(), F = d.ffn(), qk = d.qk_norm ? 1 : 0;
+  const double shard = d.llama() ? n * (D + qk * (D + d.n_head + d.kv_heads()) + Qd + 2 * F) + lse : 8 * nc + lse;
+  a.per_layer_shard = std::min(a.per_layer, shard);
   a.layer_input = f(2, d.padded_vocab, true) - f(1, d.padded_vocab, true);
   a.logits = (f(1, d.padded_vocab + 128) - f(1, d.padded_vocab)) / 128.0 * d.padded_vocab;
   const double rest = f(d.n_layer, d.padded_vocab) - d.n_layer * a.per_layer - a.logits;
   a.embedding = std::min(nc, rest);
   a.head = std::min(nc + 6 * n, rest - a.embedding);
   a.scratch = rest - a.embedding - a.head;
-  a.scratch_shard = std::min(a.scratch, 8 * nc);  // gelu output and d fch / d qkv
+  // GPT-2: the GELU output and d fch / d qkv; llama: the SwiGLU output, its gradient and d gate_up / d qkv.
+  a.scratch_shard = std::min(a.scratch, d.llama() ? n * (2 * F + std::max(2 * F, D)) : 8 * nc);
   return a;
 }
 

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
+#include "engine/model/gpt_shard.h"
 #include "engine/plan/planner.h"
 
 using namespace flotilla;
@@ -201,8 +202,48 @@ void test_recompute_and_time() {
 
 }  // namespace
 
+// The Llama-family presets against the released models' published totals (their config.json shapes):
+// the parameter layout (fused q/k/v and gate/up, GQA widths, head_dim, biases, q/k norms, tied or
+// untied head) counts exactly what the checkpoints hold.
+void test_llama_counts() {
+  const struct {
+    const char* preset;
+    uint64_t total;
+  } released[] = {{"smollm2-135m", 134515008ull},
+                  {"qwen2.5-0.5b", 494032768ull},
+                  {"qwen3-0.6b", 596049920ull},
+                  {"llama3.2-1b", 1235814400ull}};
+  for (const auto& r : released) {
+    const GptDims d = dims_from_config(cfg({std::string("model.preset=") + r.preset}).model);
+    const ParamCounts p = count_parameters(d);
+    CHECK_MSG(p.total == r.total, "%s: %llu parameters, the released model has %llu", r.preset,
+              static_cast<unsigned long long>(p.total), static_cast<unsigned long long>(r.total));
+    CHECK(p.embedding == static_cast<uint64_t>(d.vocab_size) * d.n_embd);  // no position table
+    // Tied: every parameter does matmul work (the embedding is the LM head); attention over H x head_dim.
+    const FlopsPerToken f = flops_per_token(d, 2048);
+    CHECK(f.n_palm == p.total);
+    CHECK(f.palm == 6.0 * static_cast<double>(p.total) + 12.0 * d.n_layer * d.q_dim() * 2048);
+  }
+  // Qwen3-0.6B: 0.44B non-embedding, as Qwen reports.
+  const GptDims q3 = dims_from_config(cfg({"model.preset=qwen3-0.6b"}).model);
+  CHECK(count_parameters(q3).non_embedding == 596049920ull - 151936ull * 1024);
+  // Untied: the token embedding is a lookup, the LM head a matmul (its V x C counts once).
+  RunConfig c = cfg({"model.preset=smollm2-135m", "model.tie_embeddings=false"});
+  const GptDims u = dims_from_config(c.model);
+  CHECK(count_parameters(u).total == 134515008ull + 49152ull * 576);
+  CHECK(flops_per_token(u, 2048).n_palm == 134515008ull);
+  // The planner's per-rank parameters are the model's own shards: tp = 3 splits SmolLM2's 3 K/V heads.
+  c = cfg({"model.preset=smollm2-135m", "parallel.tp=3"});
+  const Plan p = make_plan(c, device(1e12, 1e10));
+  size_t shard0 = 0;
+  for (size_t n : local_param_sizes(dims_from_config(c.model), make_shard(dims_from_config(c.model), 3, 0, 1, 0)))
+    shard0 += n;
+  CHECK(p.stages[0].params == shard0);
+}
+
 int main() {
   test_gpt2_124m_counts();
+  test_llama_counts();
   test_layout_formulas();
   test_single_rank_memory();
   test_zero_and_dp();
