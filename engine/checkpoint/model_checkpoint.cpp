@@ -167,6 +167,12 @@ ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::
   out.step = c.step;
   out.dims = dims_from_trainer_json(c);
   out.trainer_state_json = c.trainer_state_json;
+  if (const auto j = nlohmann::json::parse(c.trainer_state_json, nullptr, false); j.is_object()) {
+    const auto cfg = j.find("config");
+    if (cfg != j.end() && cfg->is_object() && cfg->contains("model") && (*cfg)["model"].is_object() &&
+        (*cfg)["model"].contains("init_from") && (*cfg)["model"]["init_from"].is_string())
+      out.init_from = (*cfg)["model"]["init_from"].get<std::string>();
+  }
   const SavedLayout layout = layout_from_trainer_json(c);
   if (layout.tp > 1 || layout.pp > 1) {
     gather_shards(c, out.dims, layout, out.params);

@@ -19,6 +19,7 @@ struct ModelCheckpoint {
   GptDims dims;
   std::vector<float> params;  // num_parameters(dims) floats, our layout
   std::string trainer_state_json;
+  std::string init_from;  // the run's model.init_from ("" when it started from random weights)
 };
 
 // Throws Error(kCheckpoint) naming the directory and what is missing. Damaged newer checkpoints

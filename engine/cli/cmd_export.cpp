@@ -15,6 +15,7 @@
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/interop/gpt2_safetensors.h"
+#include "engine/interop/hf_model.h"
 #include "engine/interop/llmc.h"
 #include "engine/model/gpt.h"
 #include "flotilla/build_info.h"
@@ -41,8 +42,15 @@ int cmd_export(const CommandArgs& argv) {
   Args args(argv);
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla-worker export --checkpoint DIR --format safetensors|llmc --out PATH\n\n"
+        "Usage: flotilla-worker export --checkpoint DIR --format hf|safetensors|llmc --out PATH\n"
+        "                              [--dtype bf16|fp32] [--tokenizer DIR]\n\n"
         "Writes the model of a checkpoint for other tools:\n"
+        "  hf           a Hugging Face folder of a Llama-family model (model.arch = \"llama\"):\n"
+        "               config.json, generation_config.json, safetensors in --dtype (bf16 by default;\n"
+        "               sharded above 5 GB, with model.safetensors.index.json; no lm_head when the\n"
+        "               embedding is tied) and the tokenizer files of --tokenizer DIR, or of the\n"
+        "               run's model.init_from folder. AutoModelForCausalLM.from_pretrained(PATH)\n"
+        "               loads it. PATH is replaced as a whole, only once the new folder is complete.\n"
         "  safetensors  Hugging Face GPT-2 names and layouts (as the `gpt2` model's model.safetensors),\n"
         "               fp32. If PATH is a directory (existing, or ending in '/'), writes\n"
         "               PATH/model.safetensors and PATH/config.json: a folder transformers loads with\n"
@@ -56,11 +64,14 @@ int cmd_export(const CommandArgs& argv) {
   const auto dir = args.value("--checkpoint");
   const std::string format = args.value_or("--format", "safetensors");
   const auto out = args.value("--out");
+  const std::string dtype = args.value_or("--dtype", "bf16");
+  const auto tokenizer = args.value("--tokenizer");
   args.finish("export");
   if (!dir) throw_usage("export needs --checkpoint DIR");
   if (!out) throw_usage("export needs --out PATH");
-  if (format != "safetensors" && format != "llmc")
-    throw_usage("--format " + format + " is not supported; use safetensors or llmc");
+  if (format != "safetensors" && format != "llmc" && format != "hf")
+    throw_usage("--format " + format + " is not supported; use hf, safetensors or llmc");
+  if (dtype != "bf16" && dtype != "fp32") throw_usage("--dtype " + dtype + " is not supported; use bf16 or fp32");
 
   std::vector<std::string> warnings;
   const ModelCheckpoint c = load_model_checkpoint(*dir, &warnings);
@@ -70,6 +81,27 @@ int cmd_export(const CommandArgs& argv) {
 
   std::string path = *out;
   std::vector<std::string> written;
+  if (format == "hf" && !d.llama()) {  // GPT-2: the safetensors folder (config.json + model.safetensors)
+    if (path.empty() || path.back() != '/') path += '/';
+  } else if (format == "hf") {
+    interop::HfExportOptions o;
+    o.dtype = dtype;
+    o.source_folder = interop::is_hf_folder(c.init_from) ? c.init_from : "";
+    if (tokenizer) o.tokenizer_folder = *tokenizer;
+    const std::vector<std::string> files = interop::export_hf_folder(path, d, params, o);
+    uint64_t bytes = 0;
+    for (const std::string& f : files) {
+      std::error_code ec;
+      bytes += fs::file_size(fs::path(path) / f, ec);
+    }
+    std::printf("exported %s (step %lld) as a Hugging Face folder (%s): %s (%s)\n", c.dir.c_str(),
+                static_cast<long long>(c.step), dtype.c_str(), path.c_str(), mib(bytes).c_str());
+    for (const std::string& f : files) std::printf("  %s\n", f.c_str());
+    if (o.source_folder.empty() && o.tokenizer_folder.empty())
+      std::printf("  (no tokenizer files: the run did not start from a Hugging Face folder; pass --tokenizer DIR)\n");
+    std::printf("  model: %s, %zu parameters\n", describe_dims(d).c_str(), num_parameters_unpadded(d));
+    return 0;
+  }
   if (format == "llmc") {
     interop::export_llmc(path, d, params);
   } else {

@@ -1,6 +1,8 @@
 // Llama-family tensors between a Hugging Face folder and the engine's layout (see hf_model.h).
 #include "engine/interop/hf_model.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -174,7 +176,18 @@ HfConfig hf_config_for(const ModelDims& d, const HfConfig* source) {
   c.num_key_value_heads = d.kv_heads();
   c.head_dim = d.hd();
   c.hidden_act = "silu";
-  c.rms_norm_eps = d.norm_eps;
+  // The float the engine uses, written as its shortest decimal (1e-06, not 9.99999997e-07), or
+  // the source's own value when that is the same float.
+  if (source != nullptr && static_cast<float>(source->rms_norm_eps) == d.norm_eps) {
+    c.rms_norm_eps = source->rms_norm_eps;
+  } else {
+    for (int digits = 1; digits <= 9; ++digits) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(d.norm_eps));
+      c.rms_norm_eps = std::strtod(buf, nullptr);
+      if (static_cast<float>(c.rms_norm_eps) == d.norm_eps) break;
+    }
+  }
   c.rope.type = d.rope.type;
   c.rope.theta = d.rope_theta;
   c.rope.factor = d.rope.factor;
@@ -209,7 +222,10 @@ std::vector<std::string> export_hf_folder(const std::string& dir, const ModelDim
   w.dtype = options.dtype;
   w.text_files["config.json"] = hf_config_json(c, options.dtype);
   w.text_files["generation_config.json"] = hf_generation_config_json(c);
-  if (have_source) w.tokenizer_dir = options.source_folder;
+  if (!options.tokenizer_folder.empty())
+    w.tokenizer_dir = options.tokenizer_folder;
+  else if (have_source)
+    w.tokenizer_dir = options.source_folder;
   return write_hf_checkpoint(dir, tensors, w).files;
 }
 

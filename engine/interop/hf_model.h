@@ -50,6 +50,7 @@ HfConfig hf_config_for(const ModelDims& d, const HfConfig* source);
 struct HfExportOptions {
   std::string dtype = "bf16";  // "bf16" or "fp32"
   std::string source_folder;   // init_from folder: its config.json keys and tokenizer files are carried over
+  std::string tokenizer_folder;  // tokenizer files from here instead (e.g. a data prepare --tokenizer folder)
 };
 // Writes DIR as a Hugging Face folder (config.json, generation_config.json, safetensors, the source's
 // tokenizer files) that AutoModelForCausalLM.from_pretrained(DIR) loads; `full` holds the whole
