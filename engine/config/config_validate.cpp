@@ -6,6 +6,7 @@
 #include "engine/config/config_validate.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "engine/config/config_schema.h"
@@ -132,11 +133,21 @@ void check_model(const RunConfig& c, Problems& p) {
            m.init_from.compare(m.init_from.size() - s.size(), s.size(), s) == 0;
   };
   // Anything else names a Hugging Face folder (config.json + safetensors), read at start.
-  if (m.arch == "gpt2" && !m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin"))
-    p.add("model.init_from",
-          q(m.init_from) +
-              " is neither a .safetensors file nor an llm.c .bin model (a Hugging Face folder "
-              "of a Llama-family model sets model.arch = \"llama\" itself)");
+  if (!m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin")) {
+    std::error_code ec;
+    const bool dir = std::filesystem::is_directory(m.init_from, ec);
+    if (!dir)
+      p.add("model.init_from",
+            q(m.init_from) +
+                " is not a folder, a .safetensors file or an llm.c .bin model; give a Hugging Face "
+                "model folder (config.json + safetensors weights) or a weights file");
+    else if (!std::filesystem::is_regular_file(std::filesystem::path(m.init_from) / "config.json", ec))
+      p.add("model.init_from", q(m.init_from) + " has no config.json; a Hugging Face model folder needs one");
+    else if (m.arch == "gpt2")
+      p.add("model.init_from", q(m.init_from) +
+                                   " is a Hugging Face folder; its config.json sets model.arch "
+                                   "(run the worker's train or plan, which read it)");
+  }
 }
 
 void check_data(const RunConfig& c, Problems& p) {
