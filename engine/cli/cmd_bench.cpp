@@ -29,6 +29,7 @@
 #include "engine/core/rng.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/simd.h"
+#include "engine/plan/planner.h"
 #if defined(FLOTILLA_HAVE_CUDA)
 #include "engine/cuda/bench_cuda.h"
 #endif
@@ -93,7 +94,8 @@ int cmd_bench(const CommandArgs& argv) {
     return 0;
   }
 #if defined(FLOTILLA_HAVE_CUDA)
-  if (Args(argv).value_or("--device", "cpu") == "cuda") return cuda::cmd_bench_cuda(argv);  // engine/cuda/bench_cuda.cpp
+  if (Args(argv).value_or("--device", "cpu") == "cuda")
+    return cuda::cmd_bench_cuda(argv);  // engine/cuda/bench_cuda.cpp
 #endif
   const std::string preset_name = args.value_or("--preset", "small");
   const std::string device = args.value_or("--device", "cpu");
@@ -192,11 +194,10 @@ int cmd_bench(const CommandArgs& argv) {
   if (!json) std::fprintf(stderr, "measuring the sgemm peak (4096^3, %d threads)...\n", backend.threads());
   const double peak_gflops = std::max(peak_before, cpu::sgemm_peak_gflops(4096, 3, backend.threads()));
 
-  const double L = d.n_layer, C = d.n_embd;
-  const double n_flop =
-      static_cast<double>(num_parameters_unpadded(d)) - static_cast<double>(d.max_seq_len) * C;
-  const double flops_palm = 6.0 * n_flop + 12.0 * L * C * T;
-  const double flops_causal = 6.0 * n_flop + 6.0 * L * C * T;
+  // One truth for the model's FLOPs: the planner's formulas (docs/planner.md).
+  const FlopsPerToken fpt = flops_per_token(d, T);
+  const double flops_palm = fpt.palm;
+  const double flops_causal = fpt.llmc;
   const double step_s = median(times.total);
   const double tokens_per_s = static_cast<double>(N) / step_s;
   const double model_gflops = flops_palm * tokens_per_s / 1e9;
@@ -206,6 +207,7 @@ int cmd_bench(const CommandArgs& argv) {
     nlohmann::json j;
     j["preset"] = preset_name;
     j["device"] = device;
+    j["arch"] = arch_name(d.arch);
     j["n_layer"] = d.n_layer;
     j["n_head"] = d.n_head;
     j["n_embd"] = d.n_embd;
@@ -219,7 +221,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["steps"] = steps;
     j["warmup"] = warmup;
     j["parameters"] = num_parameters_unpadded(d);
-    j["flops_parameters"] = n_flop;
+    j["flops_parameters"] = static_cast<double>(fpt.n_palm);
     j["flops_per_token_palm"] = flops_palm;
     j["flops_per_token_6n_6lct"] = flops_causal;
     j["step_ms_median"] = step_s * 1e3;
@@ -245,8 +247,8 @@ int cmd_bench(const CommandArgs& argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("bench: preset %s (L%d H%d C%d, %.1fM parameters), B=%d T=%d, vocab %d\n", preset_name.c_str(),
-              d.n_layer, d.n_head, d.n_embd, static_cast<double>(num_parameters_unpadded(d)) / 1e6, B, T,
+  std::printf("bench: preset %s (%s, %.1fM parameters), B=%d T=%d, vocab %d\n", preset_name.c_str(),
+              describe_dims(d).c_str(), static_cast<double>(num_parameters_unpadded(d)) / 1e6, B, T,
               d.vocab_size);
   std::printf("backend: %s\n", backend.describe().c_str());
   std::printf(

@@ -5,6 +5,7 @@
 // descending list whose predicted footprint (CudaGpt::predicted_bytes) fits in cudaMemGetInfo's
 // free memory with a 10% margin, and the prediction is printed next to the measured use.
 #include "engine/cuda/bench_cuda.h"
+#include "engine/plan/planner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -92,7 +93,8 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   shape.max_seq_len = std::max(preset->sets_vocab ? shape.max_seq_len : 1024, T);
   const GptDims d = dims_from_config(shape);
 
-  if (!json) std::fprintf(stderr, "measuring the %s GEMM peak (%d^3)...\n", use_bf16 ? "bf16" : "fp32", kPeakGemmN);
+  if (!json)
+    std::fprintf(stderr, "measuring the %s GEMM peak (%d^3)...\n", use_bf16 ? "bf16" : "fp32", kPeakGemmN);
   const double peak_tflops = gemm_peak_tflops(ctx, kPeakGemmN, use_bf16, 5);
 
   size_t free_b = 0, total_b = 0;
@@ -100,7 +102,8 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   int B = batch_arg;
   if (B == 0) {
     for (int cand : {64, 48, 32, 24, 16, 12, 8, 4, 2, 1}) {
-      if (static_cast<double>(CudaGpt::predicted_bytes(d, cand, T, use_bf16)) < 0.9 * static_cast<double>(free_b)) {
+      if (static_cast<double>(CudaGpt::predicted_bytes(d, cand, T, use_bf16)) <
+          0.9 * static_cast<double>(free_b)) {
         B = cand;
         break;
       }
@@ -135,11 +138,11 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     if (s == 0) first_loss = loss;
     last_loss = loss;
     if (s >= warmup) times.push_back(dt);
-    if (!json) std::fprintf(stderr, "%s step %d: %.1f ms, loss %.4f\n", s < warmup ? "warm-up" : "bench", s + 1, dt * 1e3, loss);
+    if (!json)
+      std::fprintf(stderr, "%s step %d: %.1f ms, loss %.4f\n", s < warmup ? "warm-up" : "bench", s + 1,
+                   dt * 1e3, loss);
   }
-  const double L = d.n_layer, C = d.n_embd;
-  const double n_flop = static_cast<double>(num_parameters_unpadded(d)) - static_cast<double>(d.max_seq_len) * C;
-  const double flops_palm = 6.0 * n_flop + 12.0 * L * C * T;
+  const double flops_palm = flops_per_token(d, T).palm;  // the planner's formula (docs/planner.md)
   const double step_s = median(times);
   const double tokens_per_s = static_cast<double>(N) / step_s;
   const double model_tflops = flops_palm * tokens_per_s / 1e12;
@@ -168,13 +171,15 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("bench: preset %s, %s, B=%d T=%d on %s\n", preset_name.c_str(), dtype.c_str(), B, T, be.describe().c_str());
+  std::printf("bench: preset %s (%s, %.1fM parameters), %s, B=%d T=%d on %s\n", preset_name.c_str(),
+              describe_dims(d).c_str(), static_cast<double>(num_parameters_unpadded(d)) / 1e6, dtype.c_str(),
+              B, T, be.describe().c_str());
   std::printf("step: %.1f ms median of %d, loss %.3f -> %.3f\n", step_s * 1e3, steps, first_loss, last_loss);
   std::printf("throughput: %.0f tokens/s, %.1f TFLOP/s model (PaLM 6N+12LCT)\n", tokens_per_s, model_tflops);
   std::printf("peak: %.1f TFLOP/s measured cuBLASLt %s GEMM %d^3\n", peak_tflops, dtype.c_str(), kPeakGemmN);
   std::printf("MFU: %.1f%%\n", mfu * 100);
-  std::printf("memory: %.2f GiB allocated by the model (predicted %.2f GiB), %.1f GiB free before\n", used_gib,
-              predicted_gib, static_cast<double>(free_b) / (1024.0 * 1024.0 * 1024.0));
+  std::printf("memory: %.2f GiB allocated by the model (predicted %.2f GiB), %.1f GiB free before\n",
+              used_gib, predicted_gib, static_cast<double>(free_b) / (1024.0 * 1024.0 * 1024.0));
   return 0;
 }
 
