@@ -130,6 +130,9 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, resume, "auto (newest verified), none, or a checkpoint directory"),
       FLOTILLA_KEY(checkpoint, preempt_grace_s, "on SIGTERM, save only if the last save took less than this"),
       FLOTILLA_KEY(checkpoint, save_final, "save a checkpoint after the last step"),
+      FLOTILLA_KEY(checkpoint, export_hf,
+                   "after the last step, also write a Hugging Face folder here (llama); \"\" off"),
+      FLOTILLA_KEY(checkpoint, export_dtype, "dtype of that folder's weights: bf16 | fp32", "bf16", "fp32"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
       FLOTILLA_KEY(eval, batches, "validation micro-batches per evaluation"),

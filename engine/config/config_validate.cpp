@@ -132,6 +132,13 @@ void check_model(const RunConfig& c, Problems& p) {
     return m.init_from.size() >= s.size() &&
            m.init_from.compare(m.init_from.size() - s.size(), s.size(), s) == 0;
   };
+  if (!c.checkpoint.export_hf.empty() && m.arch != "llama")
+    p.add("checkpoint.export_hf",
+          "Hugging Face export at the end is for model.arch = \"llama\"; for GPT-2 run "
+          "`flotilla-worker export --format safetensors` on the final checkpoint");
+  if (!c.checkpoint.export_hf.empty() && !c.checkpoint.save_final)
+    p.add("checkpoint.export_hf",
+          "needs checkpoint.save_final = true (the folder is written from the final checkpoint)");
   // Anything else names a Hugging Face folder (config.json + safetensors), read at start.
   if (!m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin")) {
     std::error_code ec;

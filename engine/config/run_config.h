@@ -94,6 +94,8 @@ struct CheckpointSection {
   std::string resume = "auto";  // auto (newest verified), none, or a checkpoint directory
   double preempt_grace_s = 30;  // on SIGTERM, save only if the last save took less than this
   bool save_final = true;       // save a checkpoint after the last step
+  std::string export_hf = "";   // after the last step, also write a Hugging Face folder here (llama); "" off
+  std::string export_dtype = "bf16";  // dtype of that folder's weights: bf16 | fp32
 };
 
 struct EvalSection {

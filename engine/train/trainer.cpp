@@ -21,6 +21,7 @@
 
 #include "engine/backend/registry.h"
 #include "engine/checkpoint/durable_io.h"
+#include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
@@ -405,6 +406,38 @@ std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, bool ckpt) {
 }
 }  // namespace train_detail
 
+// checkpoint.export_hf: the final checkpoint (gathered from every shard's rank file) as a Hugging
+// Face folder, written by rank 0 once every rank has saved. A failed export leaves the checkpoint
+// intact and says how to retry; it is the run's exit status (kIo), since the folder was asked for.
+static int export_at_end(train_detail::Loop& loop) {
+  loop.barrier();
+  const RunConfig& cfg = loop.cfg;
+  int code = static_cast<int>(ExitCode::kOk);
+  if (loop.rank == 0) {
+    const std::string ckpt = loop.out_dir + "/checkpoints";
+    try {
+      const ModelCheckpoint c = load_model_checkpoint(ckpt, nullptr);
+      interop::HfExportOptions o;
+      o.dtype = cfg.checkpoint.export_dtype;
+      o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
+      interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, c.params.data(), o);
+      loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
+                                     o.dtype + ") to " + cfg.checkpoint.export_hf);
+      loop.progress.line("exported step %lld -> %s", static_cast<long long>(c.step),
+                         cfg.checkpoint.export_hf.c_str());
+    } catch (const std::exception& e) {
+      loop.metrics.event("error",
+                         std::string("checkpoint.export_hf failed: ") + e.what() +
+                             "; the final checkpoint is intact: flotilla-worker export --checkpoint " + ckpt +
+                             " --format hf --out " + cfg.checkpoint.export_hf);
+      code = static_cast<int>(ExitCode::kIo);
+    }
+  }
+  int64_t shared = code;
+  if (loop.world) loop.world->broadcast(&shared, 1, 0);
+  return static_cast<int>(shared);
+}
+
 int run_training(const TrainOptions& options) {
   const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
@@ -564,6 +597,9 @@ int run_training(const TrainOptions& options) {
   }
   (void)saved_at_end;
   if (exit_code == static_cast<int>(ExitCode::kOk) && loop.step < cfg.train.steps) exit_reason = "stopped";
+  if (exit_code == static_cast<int>(ExitCode::kOk) && loop.step == cfg.train.steps &&
+      !cfg.checkpoint.export_hf.empty())
+    exit_code = export_at_end(loop);
   const double wall = ms_since(t_run) / 1000.0;
   loop.metrics.summary(loop.step, loop.tokens, last_loss, loop.best_val, wall,
                        timed_steps ? tps_sum / static_cast<double>(timed_steps) : 0,

@@ -2,8 +2,8 @@
 // Qwen2 model plus tokenizer files) as model.init_from decides the model (`plan` shows it), trains
 // on two data-parallel ranks, and `export --format hf` writes a folder whose fp32 weights are the
 // checkpoint's bit for bit (bf16: their rounding), with config.json and the tokenizer files carried
-// over and no lm_head for the tied head; then the errors: a folder without weights, a GPT-2 folder,
-// a tensor the config does not account for.
+// over and no lm_head for the tied head, as checkpoint.export_hf writes it at the end of the run; then the
+// errors: a folder without weights, a GPT-2 folder, a tensor the config does not account for.
 #include <filesystem>
 #include <string>
 
@@ -37,7 +37,8 @@ int main() {
             "%s", plan.output.c_str());
   const auto run = flotilla_test::run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0",
                                               "--no-bind", "--", "train", "--config", cfg, "--out-dir",
-                                              root + "/run", "--quiet", "--no-stdout-metrics"});
+                                              root + "/run", "--quiet", "--no-stdout-metrics", "--set",
+                                              "checkpoint.export_hf=" + root + "/auto"});
   CHECK_MSG(run.exit_code == 0, "%s", run.output.c_str());
   const flotilla::ModelCheckpoint ck = flotilla::load_model_checkpoint(root + "/run", nullptr);
   CHECK(ck.dims.llama() && ck.dims.qkv_bias && ck.dims.tied() && ck.init_from == model);
@@ -60,6 +61,9 @@ int main() {
   for (size_t i = 0; i < half.size(); ++i)
     wrong += half[i] != flotilla::from_bf16(flotilla::to_bf16(ck.params[i])) ? 1 : 0;
   CHECK_MSG(wrong == 0, "%zu bf16 values differ from the rounded checkpoint", wrong);
+  // checkpoint.export_hf wrote the same folder at the end of the run.
+  CHECK(flotilla::interop::import_hf_weights(root + "/auto", ck.dims) == half);
+  CHECK(fs::exists(root + "/auto/tokenizer.json"));
 
   // Errors name the folder, the key or the tensor, and say what to do.
   const std::string empty = root + "/no-weights";
