@@ -126,8 +126,12 @@ const char* kDerived = R"(## Derived values
 
 - `run.name`: non-empty, at most 100 characters of letters, digits, `-`, `_`, `.`; not starting
   with `.`. `run.seed` < 2^63. `run.threads` >= 0.
-- `model`: `n_layer`, `n_head`, `n_embd`, `max_seq_len` >= 1; `n_head` divides `n_embd`;
-  `vocab_size` in [2, 2^30]; `init_from` empty, `*.safetensors` or `*.bin`.
+- `model`: `n_layer`, `n_head`, `n_embd`, `max_seq_len` >= 1; `n_head` divides `n_embd` (for
+  llama unless `head_dim` is set); `vocab_size` in [2, 2^30]; `init_from` empty, `*.safetensors`,
+  `*.bin` or a Hugging Face folder with a `config.json`. llama: `n_kv_head` divides `n_head`,
+  `norm_eps` > 0, `rope_theta` > 1, `rope_factor` >= 1 when scaled, llama3 scaling needs
+  0 < `rope_low_freq_factor` < `rope_high_freq_factor`; the llama-only keys are refused for gpt2.
+- `checkpoint.export_hf` only for llama and with `checkpoint.save_final = true`.
 - `data.source = "shards"` needs `data.train`; `eval.every > 0` with shards needs `data.val`.
   With the synthetic source, `data.synthetic_tokens` must hold one micro-batch per rank
   (`micro_batch x seq_len x dp + 1`) and its validation tenth one micro-batch (`micro_batch x seq_len + 1`).
