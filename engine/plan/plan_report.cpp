@@ -89,6 +89,7 @@ std::string plan_to_text(const Plan& p) {
                              " heads, width " + std::to_string(d.n_embd) + ", vocab " + commas(d.vocab_size) +
                              " (padded " + commas(d.padded_vocab) + "), " + std::to_string(d.max_seq_len) +
                              " positions");
+  if (!p.init_from.empty()) out += row("weights from", p.init_from);
   out += row("parameters", commas(p.params.total) + " (non-embedding " + commas(p.params.non_embedding) +
                                ", embeddings " + commas(p.params.embedding) + "; allocated " +
                                commas(p.params.allocated) + ")");
@@ -163,6 +164,7 @@ std::string plan_to_text(const Plan& p) {
 std::string plan_to_json(const Plan& p, int indent) {
   nlohmann::ordered_json j;
   j["model"] = {{"preset", p.preset},
+                {"init_from", p.init_from},
                 {"arch", arch_name(p.dims.arch)},
                 {"n_layer", p.dims.n_layer},
                 {"n_head", p.dims.n_head},

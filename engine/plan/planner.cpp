@@ -81,6 +81,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   const GptDims d = dims_from_config(config.model);
   plan.dims = d;
   plan.preset = config.model.preset;
+  plan.init_from = config.model.init_from;
   plan.dtype = config.train.dtype;
   plan.B = config.train.micro_batch;
   plan.T = config.train.seq_len;

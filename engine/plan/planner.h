@@ -130,6 +130,7 @@ struct PlanOptions {
 struct Plan {
   GptDims dims;
   std::string preset;
+  std::string init_from;  // model.init_from: the Hugging Face folder (or weights file) the run starts from
   std::string dtype;
   int B = 0, T = 0;
   int dp = 1, tp = 1, pp = 1, zero = 0, ranks = 1;

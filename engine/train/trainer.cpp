@@ -512,10 +512,13 @@ int run_training(const TrainOptions& options) {
   if (!resumed_from.empty())
     loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(),
                        static_cast<long long>(loop.step));
+  // The model as the user chose it: a preset, or the architecture and the folder it came from.
+  std::string model_label = cfg.model.preset == "custom" ? "custom " + cfg.model.arch : cfg.model.preset;
+  if (!cfg.model.init_from.empty()) model_label += " from " + cfg.model.init_from;
   loop.progress.line(
       "run %s: %s, %.2fM parameters, %lld steps of %lld tokens (%lld micro-batches), %d rank(s) x %d "
       "threads, %s%s, ZeRO-%d, out %s",
-      cfg.run.name.c_str(), cfg.model.preset.c_str(), num_parameters_unpadded(loop.dims) / 1e6,
+      cfg.run.name.c_str(), model_label.c_str(), num_parameters_unpadded(loop.dims) / 1e6,
       static_cast<long long>(cfg.train.steps), static_cast<long long>(loop.tokens_per_step),
       static_cast<long long>(loop.accum), loop.world_size, loop.backend.threads(),
       train_detail::layout_text(cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp).c_str(),
