@@ -1,15 +1,11 @@
 // flotilla: the desktop app, plus a headless command line.
 //
-// Decision: argv is parsed before any QApplication exists. `--version`, `--help` and the
-// subcommands run with plain stdout and need no display (they work over SSH, in CI and with
+// Decision: argv is parsed before any QApplication exists, and this file includes no Qt: the
+// window is app_window.h's run_window() (window_main.cpp, or no_window.cpp in a headless build). `--version`,
+// `--help` and the subcommands run with plain stdout and need no display (they work over SSH, in CI and with
 // QT_QPA_PLATFORM unset); only the window path creates a QApplication. Single-dash options are
 // Qt's own (-platform, -style, ...) and are handed to QApplication untouched. The run-store
 // commands (run, runs, compare, costs, pricing) live in app/cli/, one file per group.
-#include <QApplication>
-#include <QEvent>
-#include <QMessageBox>
-#include <QTimer>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,23 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "app/app_window.h"
 #include "app/cli/cli.h"
 #include "db/database.h"
 #include "db/errors.h"
 #include "db/workspace.h"
 #include "engine/core/error.h"
-#include "ui/common/icons.h"
-#include "ui/main/instancelock.h"
-#include "ui/main/mainwindow.h"
-#include "ui/main/refusedworkspace.h"
-#include "ui/settings/preferences.h"
-#include "ui/main/versions.h"
 
 namespace {
 
 // Exit codes of `flotilla` (listed by --help).
 constexpr int kExitOk = 0;
-constexpr int kExitNoDisplay = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitWorkspace = 6;  // same number as flotilla-worker's I/O error
 
@@ -69,6 +59,7 @@ int runStoreCommand(const Invocation& inv, int (*command)(const flotilla::cli::C
   ctx.workspace = inv.workspace;
   ctx.db_path = inv.db;
   ctx.args = inv.commandArgs;
+  ctx.command = inv.command;
   try {
     return command(ctx);
   } catch (const flotilla::cli::UsageError& e) {
@@ -103,17 +94,17 @@ int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli:
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"info", "print versions and open (or create) the workspace database, without a window", cmdInfo},
-      {"run", "CONFIG.toml [--name N] [--set K=V]... [--budget USD]: train on this machine, storing metrics",
-       cmdRun},
+      {"run", "CONFIG.toml [--name N] [--set K=V]... [--budget USD]: train on this machine, storing metrics", cmdRun},
       {"runs",
        "list [--json] | show RUN [--json] | export RUN [--csv|--jsonl] [--metric NAME] |\n"
        "                    resume RUN | delete RUN",
        cmdRuns},
       {"compare", "RUN RUN... [--csv|--json]: summaries side by side and config differences", cmdCompare},
       {"costs", "[--json]: accrued cost and GPU-hours by run, node and day", cmdCosts},
-      {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...",
-       cmdPricing},
-      {"nodes", "add NAME --host H ... | edit | list [--json] | probe NAME | trust NAME --fingerprint FP | remove NAME",
+      {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...", cmdPricing},
+      {"nodes",
+       "add NAME --host H ... | edit | list [--json] | probe NAME | trust NAME --fingerprint FP | remove "
+       "NAME",
        cmdNodes},
   };
   return table;
@@ -219,7 +210,7 @@ flotilla::db::Database openWorkspace(const std::string& dir) {
 
 int cmdInfo(const Invocation& inv) {
   if (!inv.commandArgs.empty()) throw UsageError("info takes no arguments, got '" + inv.commandArgs[0] + "'");
-  std::fputs(flotilla::ui::versionsText(flotilla::ui::collectVersions()).toUtf8().constData(), stdout);
+  std::fputs(flotilla::app::versions_text().c_str(), stdout);
   const std::string dir = workspaceDir(inv);
   std::printf("workspace   %s\n", dir.c_str());
   try {
@@ -234,107 +225,6 @@ int cmdInfo(const Invocation& inv) {
   return kExitOk;
 }
 
-bool haveDisplay(const Invocation& inv) {
-  const auto set = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v;
-  };
-  return inv.platformGiven || set("QT_QPA_PLATFORM") || set("DISPLAY") || set("WAYLAND_DISPLAY");
-}
-
-// FLOTILLA_REPORT_FIRST_PAINT=1 prints the time from process start to the main window's first
-// paint on stderr (=exit also quits then): scripts/bench-startup measures issue 6's 1.5 s target.
-const auto kProcessStart = std::chrono::steady_clock::now();
-
-class FirstPaintReporter : public QObject {
- public:
-  explicit FirstPaintReporter(QWidget* window) : m_window(window) {
-    const char* mode = std::getenv("FLOTILLA_REPORT_FIRST_PAINT");
-    if (mode == nullptr || *mode == '\0') return;
-    m_quit = std::strcmp(mode, "exit") == 0;
-    window->installEventFilter(this);
-  }
-
- protected:
-  bool eventFilter(QObject* watched, QEvent* event) override {
-    if (watched == m_window && event->type() == QEvent::Paint && !m_reported) {
-      m_reported = true;
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - kProcessStart).count();
-      std::fprintf(stderr, "flotilla: first paint after %.0f ms\n", ms);
-      if (m_quit) QTimer::singleShot(0, qApp, &QCoreApplication::quit);
-    }
-    return QObject::eventFilter(watched, event);
-  }
-
- private:
-  QWidget* m_window;
-  bool m_quit = false;
-  bool m_reported = false;
-};
-
-int runWindow(Invocation& inv) {
-  if (!haveDisplay(inv)) {
-    std::fprintf(stderr,
-                 "flotilla: no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset).\n"
-                 "Start it from a desktop session, or under a virtual display: xvfb-run -a flotilla.\n"
-                 "Commands that need no window are listed by flotilla --help.\n");
-    return kExitNoDisplay;
-  }
-  int qtArgc = static_cast<int>(inv.qtArgs.size()) - 1;
-  QApplication app(qtArgc, inv.qtArgs.data());
-  QApplication::setOrganizationName(QStringLiteral("Flotilla"));
-  QApplication::setApplicationName(QStringLiteral("Flotilla"));
-  QApplication::setApplicationVersion(flotilla::ui::collectVersions().flotilla);
-  QApplication::setDesktopFileName(QStringLiteral("flotilla"));
-  QApplication::setWindowIcon(flotilla::ui::appIcon());
-
-  // Without --workspace the window opens the folder chosen in Settings (effective at this start).
-  if (inv.workspace.empty()) inv.workspace = flotilla::ui::Preferences::load().workspaceDir.toStdString();
-  const std::string dir = workspaceDir(inv);
-  // One window per workspace (RELIABILITY.md D2), decided before the database is touched.
-  try {
-    flotilla::db::ensure_workspace_dir(dir);
-  } catch (const flotilla::db::DbError& e) {
-    std::fprintf(stderr, "flotilla: %s\n", e.what());
-    QMessageBox::critical(nullptr, QStringLiteral("Flotilla"), QString::fromUtf8(e.what()));
-    return kExitWorkspace;
-  }
-  flotilla::ui::InstanceLock lock(QString::fromStdString(dir));
-  if (QString why; !lock.tryLock(&why)) {
-    std::fprintf(stderr, "flotilla: %s\n", qPrintable(why));
-    QMessageBox::warning(nullptr, QStringLiteral("Flotilla"), why);
-    return kExitWorkspace;
-  }
-  std::optional<flotilla::db::Database> db;
-  while (!db) {
-    try {
-      db.emplace(openWorkspace(dir));
-    } catch (const flotilla::db::DbError& e) {
-      std::fprintf(stderr, "flotilla: %s\n", e.what());  // for logs and terminals, before the modal box
-      QString movedTo, moveError;
-      const QString path = QString::fromStdString(flotilla::db::workspace_database_path(dir));
-      if (!flotilla::ui::offerToMoveAside(e, path, &movedTo, &moveError)) {
-        if (!moveError.isEmpty()) std::fprintf(stderr, "flotilla: %s\n", qPrintable(moveError));
-        return kExitWorkspace;
-      }
-      std::fprintf(stderr, "flotilla: moved the damaged database to %s\n", qPrintable(movedTo));
-    }
-  }
-
-  flotilla::ui::WorkspaceInfo info;
-  info.directory = QString::fromStdString(dir);
-  info.databasePath = QString::fromStdString(db->path());
-  info.schemaVersion = db->schema_version();
-  info.created = db->created();
-  db.reset();  // the window opens its own writer and reader connections
-  // The window re-attaches to runs an earlier session left running (LocalRuns::reattachRunning).
-  flotilla::ui::MainWindow window(info);
-  FirstPaintReporter firstPaint(&window);
-  window.show();
-  return app.exec();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -346,7 +236,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (inv.version) {
-      std::fputs(flotilla::ui::versionsText(flotilla::ui::collectVersions()).toUtf8().constData(), stdout);
+      std::fputs(flotilla::app::versions_text().c_str(), stdout);
       return kExitOk;
     }
     if (!inv.command.empty()) {
@@ -358,5 +248,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flotilla: %s (see flotilla --help)\n", e.what());
     return kExitUsage;
   }
-  return runWindow(inv);
+  flotilla::app::WindowRequest window;
+  window.workspace = inv.workspace;
+  window.qt_args = inv.qtArgs;
+  window.platform_given = inv.platformGiven;
+  window.workspace_dir = [](const std::string& w) {
+    Invocation i;
+    i.workspace = w;
+    return workspaceDir(i);
+  };
+  return flotilla::app::run_window(window);
 }

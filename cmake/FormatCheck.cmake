@@ -4,7 +4,7 @@ if(NOT CLANG_FORMAT)
   message(FATAL_ERROR "clang-format not found: apt-get install clang-format")
 endif()
 file(GLOB_RECURSE files ${SOURCE_DIR}/engine/*.cpp ${SOURCE_DIR}/engine/*.h ${SOURCE_DIR}/db/*.cpp ${SOURCE_DIR}/db/*.h
-     ${SOURCE_DIR}/remote/*.cpp ${SOURCE_DIR}/remote/*.h ${SOURCE_DIR}/ui/*.cpp ${SOURCE_DIR}/ui/*.h ${SOURCE_DIR}/app/*.cpp)
+     ${SOURCE_DIR}/remote/*.cpp ${SOURCE_DIR}/remote/*.h ${SOURCE_DIR}/runs/*.cpp ${SOURCE_DIR}/runs/*.h ${SOURCE_DIR}/ui/*.cpp ${SOURCE_DIR}/ui/*.h ${SOURCE_DIR}/app/*.cpp)
 if(FIX)
   execute_process(COMMAND ${CLANG_FORMAT} -i ${files} RESULT_VARIABLE rc)
 else()

@@ -61,8 +61,25 @@ struct Rate {
 // rate × devices / gpu_count (the whole node when gpu_count is 0).
 Rate node_rate(const Database& db, int64_t node_id, int64_t devices);
 
+// A node a run uses, with its share of the run's price as stored when the run started
+// (nullopt: none stored; accruals then use node_rate() at the time they open).
+struct RunNodeShare {
+  int64_t node_id = 0;
+  std::string node_name;
+  int64_t devices = 0;
+  std::optional<double> usd_per_hour;
+  std::string rate_source;
+};
+std::vector<RunNodeShare> run_node_shares(const Database& db, int64_t run_id);
+
+// Stores the run's price: the total $/hour and its source on the run, and one share per attached
+// node (by node id; a node not listed keeps what it had). Accruals opened from now on are charged
+// at these shares, so a later price edit changes runs started afterwards, never a running one.
+void set_run_price(Database& db, int64_t run_id, double usd_per_hour, const std::string& source,
+                   const std::vector<RunNodeShare>& shares);
+
 // Called by set_status(): closes the run's open accruals at `at`; opens one per attached node
-// when `to` is running.
+// when `to` is running, at the node's stored share (else its node_rate() now).
 void split_accruals(Database& db, int64_t run_id, RunStatus to, double at);
 
 struct Accrual {
@@ -93,18 +110,32 @@ std::vector<CostLine> costs_by_run(const Database& db, double now = 0);
 std::vector<CostLine> costs_by_node(const Database& db, double now = 0);
 std::vector<CostLine> costs_by_day(const Database& db, double now = 0);
 double run_cost_usd(const Database& db, int64_t run_id, double now = 0);
+// Seconds the run has been running up to `now` (the union of its accrual intervals, so several
+// nodes' intervals count once): what budget.max_hours caps.
+double run_running_seconds(const Database& db, int64_t run_id, double now = 0);
 
 enum class BudgetAction { kNone, kWarn, kStop };
 struct BudgetStatus {
   std::optional<double> cap_usd;
   double warn_at_usd = 0;
   double spent_usd = 0;
+  std::optional<double> max_hours;
+  double running_hours = 0;
   BudgetAction action = BudgetAction::kNone;
   std::string message;  // for the user, "" when kNone
+  // For the run's status: "budget reached: $0.0201 of $0.02" or "time limit reached: 0.0021 h of
+  // 0.002 h" when kStop, else "".
+  std::string note;
 };
-// What the app should do now: warn once spent ≥ cap × warn fraction; stop (with a checkpoint) at
-// the cap. kNone without a cap.
+// What the watcher should do now: warn once spent ≥ cap × warn fraction; stop (with a checkpoint)
+// at the cap or once the run has been running max_hours. kNone without a cap or a limit.
 BudgetStatus budget_status(const Database& db, int64_t run_id, double now = 0);
+
+// Deletes a catalogue entry the user added or edited (list prices stay): DbError(kInvalid) otherwise.
+void delete_user_price(Database& db, int64_t price_id);
+// Puts every edited catalogue entry back to the built-in seed's values (entries the seed does not
+// know keep the user's values and flag). Returns how many entries were reset.
+int reset_user_prices(Database& db);
 
 }  // namespace flotilla::db
 

@@ -1,4 +1,4 @@
-// One connection to the workspace database, opened safely (DESIGN.md §5, RELIABILITY.md D4).
+// One connection to the workspace database, opened safely (DESIGN.md §5, docs/reliability.md D4).
 //
 // Decision: opening never repairs or recreates. The file is created 0600 by us before SQLite sees
 // it; an existing file must pass PRAGMA quick_check and carry a schema version this build knows,
@@ -77,5 +77,14 @@ class Database {
   std::string path_;
   bool created_ = false;
 };
+
+// Unix time now, in seconds (the store's clock for every timestamp it writes).
+double now_seconds();
+
+// Runs `body` as one atomic write: BEGIN IMMEDIATE ... COMMIT on a connection outside a
+// transaction, or a SAVEPOINT inside one (so store functions compose inside a writer batch).
+// Rolls back and rethrows when `body` throws. (Declared here, not in sql.h, so the layers above
+// db/ can group store calls without seeing any SQL.)
+void write_tx(Database& db, const std::function<void()>& body);
 
 }  // namespace flotilla::db

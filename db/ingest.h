@@ -8,6 +8,10 @@
 // covers, so a restart resumes exactly after the last committed line: nothing lost, nothing
 // doubled. In both, a line is complete only with its '\n' (a torn last line waits or is dropped at
 // end of stream), bad lines are counted and skipped, and re-ingested steps replace their values.
+// Lines are parsed by the engine's typed reader (engine/train/metrics_reader.h), the protocol's
+// only parser. Ingest records what the worker said (metrics, checkpoints, events, the summary,
+// facts from run_start) and never changes a run's status: that is the runs layer's decision
+// (runs/run_status.h), which has the exit code and knows who asked for a stop.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "db/writer.h"
+#include "engine/train/metrics_reader.h"
 
 namespace flotilla::db {
 
@@ -28,14 +33,6 @@ struct IngestStats {
   uint64_t skipped = 0;     // another protocol version, or a type this build does not store
   uint64_t torn_bytes = 0;  // bytes of an incomplete last line dropped at end of stream
   std::string last_bad;     // the first 120 bytes of the most recent bad line
-};
-
-// What a record said, for progress output (the CLI prints it; the UI may ignore it).
-struct IngestEvent {
-  std::string type;  // run_start, step, eval, checkpoint, event, summary, ...
-  int64_t step = 0;
-  double loss = 0, tokens = 0, tokens_per_s = 0, mfu = 0, val_loss = 0;
-  std::string level, message;  // events; checkpoint dir; summary exit
 };
 
 class Ingestor {
@@ -55,15 +52,15 @@ class Ingestor {
   Ticket submit_with(WriteJob also);
 
   const IngestStats& stats() const { return stats_; }
-  // Called on the feeding thread for every record applied.
-  std::function<void(const IngestEvent&)> on_record;
+  // Called on the feeding thread for every record applied (parsed, queued, not yet committed).
+  std::function<void(const MetricsRecord&)> on_record;
   size_t batch_rows = 5000;  // queue a batch once this many rows are pending
 
  private:
   void parse_line(std::string_view line);
   Writer& writer_;
   int64_t run_id_;
-  std::string partial_;
+  LineSplitter split_;
   std::vector<MetricRow> rows_;
   std::vector<WriteJob> ops_;
   Ticket last_ticket_ = 0;
@@ -72,6 +69,9 @@ class Ingestor {
 
 // The committed byte offset of (run, source), 0 when none.
 int64_t committed_offset(const Database& db, int64_t run_id, const std::string& source);
+// Records `offset` as the committed position of (run, source); call it inside the transaction
+// that stores the rows the offset covers (Ingestor::submit_with), so both commit or neither.
+void set_committed_offset(Database& db, int64_t run_id, const std::string& source, int64_t offset);
 
 class FileIngestor {
  public:

@@ -96,7 +96,8 @@ void update_ssh_node(Database& db, const std::string& name, const SshNode& node)
   write_tx(db, [&] {
     const SshNode old = get_ssh_node(db, name);
     Stmt st(db,
-            "UPDATE nodes SET name = ?2, host = ?3, port = ?4, user = ?5, key_path = ?6, labels = ?7 WHERE id = ?1");
+            "UPDATE nodes SET name = ?2, host = ?3, port = ?4, user = ?5, key_path = ?6, labels = ?7 WHERE "
+            "id = ?1");
     st.bind(1, old.id).bind(2, node.name).bind(3, node.host).bind(4, node.port).bind(5, node.user);
     st.bind(6, node.key_path).bind(7, join_labels(node.labels)).run();
     write_pricing(db, old.id, node);
@@ -170,11 +171,19 @@ void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, i
   });
 }
 
+void set_node_gpu_count(Database& db, int64_t node_id, int64_t gpu_count) {
+  write_tx(db, [&] {
+    Stmt st(db, "UPDATE nodes SET gpu_count = ?2 WHERE id = ?1");
+    st.bind(1, node_id).bind(2, gpu_count).run();
+  });
+}
+
 void insert_system_samples(Database& db, const std::vector<SystemSample>& samples) {
   if (samples.empty()) return;
   write_tx(db, [&] {
     Stmt st(db,
-            "INSERT OR REPLACE INTO system_samples(node_id, device, time, utilization, memory_used, memory_total, "
+            "INSERT OR REPLACE INTO system_samples(node_id, device, time, utilization, memory_used, "
+            "memory_total, "
             "power_w, temperature_c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     for (const auto& s : samples) {
       st.bind(1, s.node_id).bind(2, s.device).bind(3, s.time).bind(4, s.utilization).bind(5, s.memory_used);

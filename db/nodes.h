@@ -54,6 +54,8 @@ struct RunNodeRef {
 std::vector<RunNodeRef> list_run_nodes(const Database& db, int64_t run_id);
 // Records what a probe found (GPU type and count; they scale the node's price per device).
 void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, int64_t gpu_count);
+// The node's GPU count only (the type stays), e.g. `flotilla pricing node NAME --gpus N`.
+void set_node_gpu_count(Database& db, int64_t node_id, int64_t gpu_count);
 
 // One device's reading at one time (system_samples).
 struct SystemSample {

@@ -2,6 +2,7 @@
 #include "db/queries.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -134,6 +135,46 @@ std::vector<std::string> metric_names(const Database& db, int64_t run_id) {
   Stmt st(db, "SELECT DISTINCT name FROM metric_blocks WHERE run_id = ?1 ORDER BY name");
   st.bind(1, run_id);
   while (st.step()) out.push_back(st.text(0));
+  return out;
+}
+
+bool any_run_in(const Database& db, const std::vector<RunStatus>& statuses) {
+  Stmt st(db, "SELECT 1 FROM runs WHERE status = ?1 LIMIT 1");
+  for (RunStatus s : statuses) {
+    st.reset();
+    st.bind(1, to_string(s));
+    if (st.step()) return true;
+  }
+  return false;
+}
+
+std::optional<double> last_metric_value(const Database& db, int64_t run_id, const std::string& name) {
+  Stmt st(db, "SELECT value FROM metrics WHERE run_id = ?1 AND name = ?2 ORDER BY step DESC LIMIT 1");
+  st.bind(1, run_id).bind(2, name);
+  if (!st.step()) return std::nullopt;
+  return st.f64(0);
+}
+
+std::vector<StepRow> step_rows(const Database& db, int64_t run_id, const std::vector<std::string>& names,
+                               int64_t up_to_step) {
+  std::map<int64_t, StepRow> rows;
+  Stmt st(db, "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step <= ?3 ORDER BY step");
+  for (size_t k = 0; k < names.size(); ++k) {
+    st.reset();
+    st.bind(1, run_id).bind(2, names[k]).bind(3, up_to_step);
+    while (st.step()) {
+      StepRow& row = rows[st.i64(0)];
+      if (row.values.empty()) {
+        row.step = st.i64(0);
+        row.values.assign(names.size(), std::numeric_limits<double>::quiet_NaN());
+      }
+      row.values[k] = st.f64(1);
+      row.time = std::max(row.time, st.f64(2));
+    }
+  }
+  std::vector<StepRow> out;
+  out.reserve(rows.size());
+  for (auto& [step, row] : rows) out.push_back(std::move(row));
   return out;
 }
 

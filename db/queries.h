@@ -34,9 +34,24 @@ struct RunListItem {
   std::optional<double> last_loss;  // loss at last_step
 };
 std::vector<RunListItem> list_runs(const Database& db, const RunFilter& filter = {});
+// Whether any run has one of `statuses` (a cheap check before looking closer).
+bool any_run_in(const Database& db, const std::vector<RunStatus>& statuses);
 
 // Metric names stored for a run, sorted.
 std::vector<std::string> metric_names(const Database& db, int64_t run_id);
+// The value of (run, name) at its highest step, nullopt when there is none (an indexed lookup).
+std::optional<double> last_metric_value(const Database& db, int64_t run_id, const std::string& name);
+
+// A run's stored steps as rows (step order), each with the values of `names` at that step (NaN
+// where a metric has no value there) and the step's wall time (the latest of its values' times):
+// what a page that starts following a run late replays instead of re-reading the worker's file.
+struct StepRow {
+  int64_t step = 0;
+  double time = 0;
+  std::vector<double> values;  // one per requested name
+};
+std::vector<StepRow> step_rows(const Database& db, int64_t run_id, const std::vector<std::string>& names,
+                               int64_t up_to_step = INT64_MAX);
 
 struct Bucket {
   int64_t first_step = 0, last_step = 0;  // steps present in the bucket

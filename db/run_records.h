@@ -19,6 +19,9 @@ struct CheckpointInfo {
 };
 // Step order.
 std::vector<CheckpointInfo> list_checkpoints(const Database& db, int64_t run_id);
+// Records a committed checkpoint (a step written again after a resume replaces its row).
+void upsert_checkpoint(Database& db, int64_t run_id, int64_t step, const std::string& dir, int64_t bytes,
+                       double seconds, const std::string& reason, double time);
 
 struct EventInfo {
   double time = 0;

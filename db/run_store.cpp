@@ -17,7 +17,7 @@ constexpr const char* kStatusNames[] = {"created",   "queued",  "running", "paus
 constexpr const char* kRunColumns =
     "id, name, status, config_toml, config_json, target, run_dir, parent_id, parent_kind, notes, created_at, "
     "started_at, ended_at, exit_code, world_size, parameters, flops_per_token, summary_json, budget_usd, "
-    "budget_warn_fraction";
+    "budget_warn_fraction, usd_per_hour, price_source, max_hours, status_note";
 
 Run read_run(const Stmt& st) {
   Run r;
@@ -41,6 +41,10 @@ Run read_run(const Stmt& st) {
   r.summary_json = st.text(17);
   r.budget_usd = st.opt_f64(18);
   r.budget_warn_fraction = st.f64(19);
+  r.usd_per_hour = st.opt_f64(20);
+  r.price_source = st.text(21);
+  r.max_hours = st.opt_f64(22);
+  r.status_note = st.text(23);
   return r;
 }
 
@@ -50,8 +54,7 @@ void load_tags(const Database& db, Run& r) {
   while (st.step()) r.tags.push_back(st.text(0));
 }
 
-std::optional<Run> run_where(const Database& db, const std::string& where, const std::string& arg,
-                             int64_t id) {
+std::optional<Run> run_where(const Database& db, const std::string& where, const std::string& arg, int64_t id) {
   Stmt st(db, std::string("SELECT ") + kRunColumns + " FROM runs WHERE " + where);
   if (where.find("?1") != std::string::npos) {
     if (arg.empty())
@@ -97,8 +100,7 @@ bool transition_allowed(RunStatus from, RunStatus to) {
     case S::kQueued:
       return to == S::kRunning || to == S::kStopped || to == S::kFailed;
     case S::kRunning:
-      return to == S::kPaused || to == S::kPreempted || to == S::kStopped || to == S::kFailed ||
-             to == S::kCompleted;
+      return to == S::kPaused || to == S::kPreempted || to == S::kStopped || to == S::kFailed || to == S::kCompleted;
     case S::kPaused:
     case S::kPreempted:
     case S::kStopped:
@@ -113,18 +115,22 @@ bool transition_allowed(RunStatus from, RunStatus to) {
 
 int64_t create_run(Database& db, const NewRun& run) {
   if (run.name.empty()) throw DbError(DbErrorKind::kInvalid, "a run needs a name");
+  if (run.budget_warn_fraction <= 0 || run.budget_warn_fraction > 1)
+    throw DbError(DbErrorKind::kInvalid,
+                  "budget warning fraction must be in (0, 1], got " + std::to_string(run.budget_warn_fraction));
+  if (run.max_hours && !(*run.max_hours > 0)) throw DbError(DbErrorKind::kInvalid, "a run's max_hours must be > 0");
   int64_t id = 0;
   write_tx(db, [&] {
     if (find_run(db, run.name))
       throw DbError(DbErrorKind::kConstraint,
                     "a run named '" + run.name + "' already exists: choose another name (or resume it)");
-    Stmt st(
-        db,
-        "INSERT INTO runs(name, config_toml, config_json, target, run_dir, notes, created_at, budget_usd) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    Stmt st(db,
+            "INSERT INTO runs(name, config_toml, config_json, target, run_dir, notes, created_at, budget_usd, "
+            "budget_warn_fraction, max_hours) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     st.bind(1, run.name).bind(2, run.config_toml).bind(3, run.config_json.empty() ? "{}" : run.config_json);
     st.bind(4, run.target).bind(5, run.run_dir).bind(6, run.notes);
     st.bind(7, run.created_at > 0 ? run.created_at : now_seconds()).bind(8, run.budget_usd);
+    st.bind(9, run.budget_warn_fraction).bind(10, run.max_hours);
     st.run();
     id = last_insert_id(db);
     if (!run.tags.empty()) set_tags(db, id, run.tags);
@@ -143,8 +149,7 @@ std::string unique_run_name(const Database& db, const std::string& base) {
 
 std::optional<Run> find_run(const Database& db, const std::string& name_or_id) {
   if (auto r = run_where(db, "name = ?1", name_or_id, 0)) return r;
-  if (all_digits(name_or_id) && name_or_id.size() < 18)
-    return run_where(db, "id = ?1", "", std::stoll(name_or_id));
+  if (all_digits(name_or_id) && name_or_id.size() < 18) return run_where(db, "id = ?1", "", std::stoll(name_or_id));
   return std::nullopt;
 }
 
@@ -160,7 +165,7 @@ Run get_run(const Database& db, int64_t id) {
 }
 
 RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at, const std::string& reason,
-                     std::optional<int64_t> exit_code) {
+                     std::optional<int64_t> exit_code, const std::string& note) {
   if (at <= 0) at = now_seconds();
   RunStatus from = to;
   write_tx(db, [&] {
@@ -173,14 +178,20 @@ RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at, cons
       Stmt st(db, "UPDATE runs SET exit_code = ?2 WHERE id = ?1");
       st.bind(1, run_id).bind(2, *exit_code).run();
     }
-    if (from == to) return;
+    if (from == to) {
+      if (!note.empty()) {
+        Stmt n(db, "UPDATE runs SET status_note = ?2 WHERE id = ?1");
+        n.bind(1, run_id).bind(2, note).run();
+      }
+      return;
+    }
     Stmt st(db,
             "UPDATE runs SET status = ?2, "
             "started_at = CASE WHEN ?2 = 'running' AND started_at IS NULL THEN ?3 ELSE started_at END, "
             "ended_at = CASE WHEN ?2 = 'running' THEN NULL "
             "                WHEN ?2 IN ('paused','preempted','stopped','failed','completed') THEN ?3 "
-            "                ELSE ended_at END WHERE id = ?1");
-    st.bind(1, run_id).bind(2, to_string(to)).bind(3, at).run();
+            "                ELSE ended_at END, status_note = ?4 WHERE id = ?1");
+    st.bind(1, run_id).bind(2, to_string(to)).bind(3, at).bind(4, note).run();
     split_accruals(db, run_id, to, at);
     std::string message = std::string(to_string(from)) + " -> " + to_string(to);
     if (!reason.empty()) message += ": " + reason;
@@ -221,6 +232,43 @@ void set_budget(Database& db, int64_t run_id, std::optional<double> cap_usd, dou
   });
 }
 
+void set_max_hours(Database& db, int64_t run_id, std::optional<double> max_hours) {
+  if (max_hours && !(*max_hours > 0))
+    throw DbError(DbErrorKind::kInvalid, "a run's max_hours must be > 0, got " + std::to_string(*max_hours));
+  write_tx(db, [&] {
+    Stmt st(db, "UPDATE runs SET max_hours = ?2 WHERE id = ?1");
+    st.bind(1, run_id).bind(2, max_hours).run();
+    check_changed(db, run_id);
+  });
+}
+
+void set_run_config(Database& db, int64_t run_id, const std::string& config_toml, const std::string& config_json) {
+  write_tx(db, [&] {
+    Stmt st(db, "UPDATE runs SET config_toml = ?2, config_json = ?3 WHERE id = ?1");
+    st.bind(1, run_id).bind(2, config_toml).bind(3, config_json.empty() ? "{}" : config_json).run();
+    check_changed(db, run_id);
+  });
+}
+
+void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t parameters, double flops_per_token,
+                      const std::string& config_json) {
+  Stmt st(db,
+          "UPDATE runs SET world_size = ?2, parameters = ?3, flops_per_token = ?4, "
+          "config_json = CASE WHEN ?5 <> '' AND config_json IN ('', '{}') THEN ?5 ELSE config_json END "
+          "WHERE id = ?1");
+  st.bind(1, run_id).bind(2, world_size).bind(3, parameters).bind(4, flops_per_token).bind(5, config_json).run();
+}
+
+void set_run_summary(Database& db, int64_t run_id, const std::string& summary_json) {
+  Stmt st(db, "UPDATE runs SET summary_json = ?2 WHERE id = ?1");
+  st.bind(1, run_id).bind(2, summary_json).run();
+}
+
+std::optional<Run> find_run_by_dir(const Database& db, const std::string& run_dir) {
+  if (run_dir.empty()) return std::nullopt;
+  return run_where(db, "run_dir = ?1", run_dir, 0);
+}
+
 void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir) {
   write_tx(db, [&] {
     Stmt st(db, "UPDATE runs SET run_dir = ?2 WHERE id = ?1");
@@ -240,6 +288,8 @@ int64_t fork_run(Database& db, int64_t parent_id, const std::string& name) {
     n.target = parent.target;
     n.tags = parent.tags;
     n.budget_usd = parent.budget_usd;
+    n.budget_warn_fraction = parent.budget_warn_fraction;
+    n.max_hours = parent.max_hours;
     id = create_run(db, n);
     Stmt st(db, "UPDATE runs SET parent_id = ?2, parent_kind = 'fork' WHERE id = ?1");
     st.bind(1, id).bind(2, parent_id).run();
@@ -262,8 +312,7 @@ int64_t delete_run(Database& db, int64_t run_id) {
 }
 
 void add_event(Database& db, std::optional<int64_t> run_id, double time, const std::string& kind,
-               const std::string& level, const std::string& message, const std::string& fields_json,
-               int rank) {
+               const std::string& level, const std::string& message, const std::string& fields_json, int rank) {
   const std::string lvl = (level == "warning" || level == "error") ? level : "info";
   Stmt st(db,
           "INSERT OR IGNORE INTO events(run_id, time, kind, level, rank, message, fields) "
@@ -272,8 +321,8 @@ void add_event(Database& db, std::optional<int64_t> run_id, double time, const s
   st.bind(7, fields_json.empty() ? "{}" : fields_json).run();
 }
 
-int64_t ensure_node(Database& db, const std::string& name, const std::string& kind,
-                    const std::string& gpu_type, int64_t gpu_count, const std::string& host) {
+int64_t ensure_node(Database& db, const std::string& name, const std::string& kind, const std::string& gpu_type,
+                    int64_t gpu_count, const std::string& host) {
   if (auto n = find_node(db, name)) return n->id;
   int64_t id = 0;
   write_tx(db, [&] {

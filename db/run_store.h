@@ -45,6 +45,13 @@ struct Run {
   std::string summary_json;  // the worker's last summary record ("" until one arrives)
   std::optional<double> budget_usd;
   double budget_warn_fraction = 0.8;
+  // The run's price, resolved when it last started (config, then node or machine price, then the
+  // catalogue: runs/pricing.h) and stored with each node's share (costs.h set_run_price); every
+  // accrual it opens uses that share. nullopt: never resolved (a run stored before schema v7).
+  std::optional<double> usd_per_hour;
+  std::string price_source;         // where the price came from, in words
+  std::optional<double> max_hours;  // stop (with a checkpoint) after this much running time
+  std::string status_note;          // why the latest status ("budget reached: $0.0201 of $0.02"); "" none
 };
 
 struct NewRun {
@@ -55,6 +62,8 @@ struct NewRun {
   std::vector<std::string> tags;
   std::string notes;
   std::optional<double> budget_usd;
+  double budget_warn_fraction = 0.8;
+  std::optional<double> max_hours;
   double created_at = 0;  // 0: now
 };
 
@@ -70,13 +79,27 @@ Run get_run(const Database& db, int64_t id);
 
 // Moves a run to `to` at time `at` (0: now). Checks the state machine (DbError kInvalid names both
 // statuses), sets started_at on the first running, ended_at on a terminal or halted status, records
-// an event with `reason`, and splits cost accruals. Returns the previous status.
-RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at = 0,
-                     const std::string& reason = "", std::optional<int64_t> exit_code = std::nullopt);
+// an event with `reason`, and splits cost accruals. A change of status also sets the run's
+// status_note to `note` (the short why shown next to the status; "" clears it). Returns the
+// previous status. Outside db/, only the runs layer calls it (runs/run_status.h).
+RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at = 0, const std::string& reason = "",
+                     std::optional<int64_t> exit_code = std::nullopt, const std::string& note = "");
 
 void set_notes(Database& db, int64_t run_id, const std::string& notes);
 void set_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);
 void set_budget(Database& db, int64_t run_id, std::optional<double> cap_usd, double warn_fraction = 0.8);
+// The wall-time cap (nullopt: none); DbError(kInvalid) unless > 0.
+void set_max_hours(Database& db, int64_t run_id, std::optional<double> max_hours);
+// Replaces the stored config (a fork started from another checkpoint, a resumed run's resolved file).
+void set_run_config(Database& db, int64_t run_id, const std::string& config_toml, const std::string& config_json);
+// What the worker's run_start said about the run: world size, parameters, FLOPs per token, and
+// its config JSON when the row has none yet.
+void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t parameters, double flops_per_token,
+                      const std::string& config_json);
+// The worker's summary record (the line as written).
+void set_run_summary(Database& db, int64_t run_id, const std::string& summary_json);
+// The run whose run_dir is exactly `run_dir`, if any.
+std::optional<Run> find_run_by_dir(const Database& db, const std::string& run_dir);
 void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir);
 // A new run (status created) that starts from `parent`'s config, recorded as its fork.
 int64_t fork_run(Database& db, int64_t parent_id, const std::string& name);

@@ -203,6 +203,18 @@ CREATE TABLE node_latency (
 CREATE INDEX node_latency_by_to ON node_latency(to_node);
 )sql";
 
+// v7: one price per run, resolved when it starts (issue 16): the run's total $/hour and where it
+// came from, each attached node's share of it (the accruals' rate), the wall-time cap, and a
+// short note on the latest status (why it stopped: "budget reached: $0.0201 of $0.02").
+constexpr const char* kV7 = R"sql(
+ALTER TABLE runs ADD COLUMN usd_per_hour REAL CHECK (usd_per_hour >= 0);
+ALTER TABLE runs ADD COLUMN price_source TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN max_hours REAL CHECK (max_hours > 0);
+ALTER TABLE runs ADD COLUMN status_note TEXT NOT NULL DEFAULT '';
+ALTER TABLE run_nodes ADD COLUMN usd_per_hour REAL CHECK (usd_per_hour >= 0);
+ALTER TABLE run_nodes ADD COLUMN rate_source TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -221,6 +233,7 @@ const std::vector<Migration>& builtin_migrations() {
       {4, "pricing, cost accruals, budgets", kV4},
       {5, "ssh node fields: port, user, key path, labels", kV5},
       {6, "node latency matrix", kV6},
+      {7, "run prices, node shares, wall-time caps, status notes", kV7},
   };
   return steps;
 }

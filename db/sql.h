@@ -1,7 +1,7 @@
 // A prepared SQLite statement for db/ code: prepare once, bind, step, read columns, reset.
 //
 // Decision: every failure becomes a DbError whose kind says what the caller can do about it:
-// SQLITE_FULL and I/O errors map to kFull ("storage full or unwritable", RELIABILITY.md D3) so the
+// SQLITE_FULL and I/O errors map to kFull ("storage full or unwritable", docs/reliability.md D3) so the
 // writer can drop a batch and keep training unblocked, BUSY/LOCKED map to kBusy, damage to kDamaged.
 // Column readers are total: NULL reads as 0, 0.0 or "" (use is_null() where NULL matters).
 #pragma once
@@ -68,20 +68,8 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// Current Unix time in seconds (wall clock), the unit of every time column.
-double now_seconds();
-
 // Runs one query that returns a single integer (0 when no row).
 int64_t query_int(const Database& db, std::string_view sql);
-
-}  // namespace flotilla::db
-
-namespace flotilla::db {
-
-// Runs `body` as one atomic write: BEGIN IMMEDIATE ... COMMIT on a connection outside a
-// transaction, or a SAVEPOINT inside one (so store functions compose inside a writer batch).
-// Rolls back and rethrows when `body` throws.
-void write_tx(Database& db, const std::function<void()>& body);
 
 }  // namespace flotilla::db
 

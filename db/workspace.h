@@ -25,7 +25,7 @@ void ensure_workspace_dir(const std::string& dir);
 // Renames a refused database (and its -wal/-shm/-journal companions, so they stay a pair) to
 // "<path>.damaged-YYYYMMDD-HHMMSS[-N]" in the same folder and returns the new path. Nothing is
 // deleted; the caller then opens `path` afresh. This is the explicit, user-confirmed way out of
-// RELIABILITY.md D4: a damaged store is never recreated silently. Throws DbError(kOpen).
+// docs/reliability.md D4: a damaged store is never recreated silently. Throws DbError(kOpen).
 std::string move_aside(const std::string& path);
 
 // The SQLite library version in use at run time, e.g. "3.40.1".

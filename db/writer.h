@@ -4,12 +4,12 @@
 // once; the writer thread takes everything queued (up to max_batch_rows metric rows), runs it in
 // one BEGIN IMMEDIATE transaction and marks the tickets done after COMMIT returns. A batch that
 // fails is rolled back and its jobs retried one per transaction, so one bad job (or a full disk,
-// RELIABILITY.md D3) fails only itself: its ticket reports failure, stats() counts the dropped
+// docs/reliability.md D3) fails only itself: its ticket reports failure, stats() counts the dropped
 // rows and keeps the last error, and the training that produced the rows is never blocked. When
 // the queue already holds max_queued_rows, new rows are dropped and counted the same way.
 //
 // Durability: a ticket reported committed survives the app being killed (WAL, synchronous=NORMAL;
-// RELIABILITY.md D1). flush() additionally commits a marker with synchronous=FULL, which fsyncs
+// docs/reliability.md D1). flush() additionally commits a marker with synchronous=FULL, which fsyncs
 // the WAL, so everything acknowledged before it also survives an OS crash or power loss.
 #pragma once
 

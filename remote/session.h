@@ -6,7 +6,7 @@
 // /dev/null, ProxyCommand ...) can weaken the policy or run a program. ~/.ssh/config is read by
 // our own small parser (ssh_config.h) for Host/HostName/Port/User/IdentityFile and nothing else.
 //
-// Host key policy (RELIABILITY.md S1-S3): OK -> authenticate; UNKNOWN (or no known_hosts file) ->
+// Host key policy (docs/reliability.md S1-S3): OK -> authenticate; UNKNOWN (or no known_hosts file) ->
 // HostKeyError carrying the SHA256 fingerprint, so the caller can ask the user and call trust();
 // CHANGED or OTHER (another key type on record) -> HostKeyError before any authentication, with
 // both fingerprints and the remedy; the known_hosts file is never touched by a refusal.

@@ -1,5 +1,5 @@
 // Validation and quoting of everything that reaches a remote shell or an ssh command line
-// (RELIABILITY.md, "Remote commands"; fault row S7).
+// (docs/reliability.md, "Remote commands"; fault row S7).
 //
 // Decision: allow-lists, not deny-lists. A host is a DNS name, a dotted IPv4 address or a
 // bracketed IPv6 address and nothing else; a user is a portable POSIX user name; a port is 1-65535

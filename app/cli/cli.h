@@ -1,7 +1,9 @@
 // The headless commands of `flotilla` (docs/cli.md): shared context, argument helpers, commands.
 //
 // Decision: each command group is one file (run.cpp, runs.cpp, compare.cpp, costs.cpp) over the
-// Qt-free db/ API, so a command is what a script or the UI would do with the store, printed. The
+// Qt-free db/ and runs/ APIs, so a command is what a script or the UI would do with the store,
+// printed; a run's lifecycle is the runs layer's, never the command's. This library links no
+// widget code (the layer guard forbids including ui/ here). The
 // store is opened per command (--db PATH, else the workspace database) and every problem reaches
 // the user once, through cli_main's handler, with its exit code (listed by flotilla --help).
 #pragma once
@@ -31,12 +33,15 @@ struct Context {
   std::string workspace;          // "" = the default workspace
   std::string db_path;            // --db PATH ("" = <workspace>/flotilla.db)
   std::vector<std::string> args;  // arguments after the command name
+  std::string command;            // the command's name ("runs", "run", ...), for messages
 };
 
 // The database path this invocation uses.
 std::string database_path(const Context& ctx);
-// Opens (creating and migrating) the store and seeds the pricing catalogue when it changed.
-db::Database open_store(const Context& ctx);
+// Opens (creating and migrating) the store and seeds the pricing catalogue when it changed; then
+// settles the store's stale local runs (running with their worker gone: runs/stale_runs.h),
+// saying so on stderr, with `origin` ("flotilla runs list") as who settled them.
+db::Database open_store(const Context& ctx, const std::string& origin = "flotilla");
 
 // Small argument reader: flags, options with a value, positionals; unknown options are errors.
 class ArgReader {

@@ -8,7 +8,11 @@
 
 #include "app/cli/cli.h"
 #include "db/costs.h"
+#include "db/queries.h"
 #include "db/workspace.h"
+#include "db/writer.h"
+#include "runs/run_status.h"
+#include "runs/stale_runs.h"
 
 namespace flotilla::cli {
 
@@ -21,11 +25,18 @@ std::string database_path(const Context& ctx) {
   return db::workspace_database_path(dir);
 }
 
-db::Database open_store(const Context& ctx) {
+db::Database open_store(const Context& ctx, const std::string& origin) {
   const std::string path = database_path(ctx);
   if (ctx.db_path.empty()) db::ensure_workspace_dir(std::filesystem::path(path).parent_path().string());
   db::Database db(path);
   db::ensure_pricing_seeded(db);
+  if (db::any_run_in(db, {db::RunStatus::kRunning, db::RunStatus::kCreated})) {
+    db::Writer writer(path);
+    const std::string who = origin != "flotilla" || ctx.command.empty() ? origin : "flotilla " + ctx.command;
+    for (const runs::SettledRun& s : runs::settle_stale_local_runs(writer, who))
+      std::fprintf(stderr, "flotilla: run %s had no live worker left: recorded %s from its files\n", s.name.c_str(),
+                   runs::status_text(s.status, s.note).c_str());
+  }
   return db;
 }
 

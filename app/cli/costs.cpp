@@ -6,8 +6,8 @@
 #include "app/cli/cli.h"
 #include "db/costs.h"
 #include "db/errors.h"
+#include "db/nodes.h"
 #include "db/run_store.h"
-#include "db/sql.h"
 
 namespace flotilla::cli {
 namespace {
@@ -115,8 +115,7 @@ int pricing_node(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   const int64_t node = db::ensure_node(db, pos[0], pos[0] == "local" ? "local" : "ssh");
   if (gpus) {
-    db::Stmt st(db, "UPDATE nodes SET gpu_count = ?2 WHERE id = ?1");
-    st.bind(1, node).bind(2, static_cast<int64_t>(*gpus)).run();
+    db::set_node_gpu_count(db, node, static_cast<int64_t>(*gpus));
   }
   db::NodePricing np;
   if (catalog) {

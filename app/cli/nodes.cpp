@@ -21,14 +21,14 @@
 #include "db/errors.h"
 #include "db/nodes.h"
 #include "db/run_store.h"
-#include "db/sql.h"
 #include "engine/core/probe.h"
 #include "flotilla/build_info.h"
 #include "remote/deploy.h"
 #include "remote/node_fields.h"
 #include "remote/probe.h"
 #include "remote/validate.h"
-#include "ui/nodes/nodebridge.h"
+#include "runs/node_bridge.h"
+#include "runs/worker_command.h"
 
 namespace flotilla::cli {
 namespace {
@@ -87,7 +87,7 @@ int nodes_add(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   if (db::find_node(db, f.name)) throw UsageError("a node named '" + f.name + "' exists: nodes edit changes it");
   f.spot = spot;
-  db::add_ssh_node(db, ui::nodeFromFields(f));
+  db::add_ssh_node(db, runs::node_from_fields(f));
   std::printf("added node %s (%s@%s:%s); next: flotilla nodes probe %s\n", f.name.c_str(),
               f.user.empty() ? "(local user)" : f.user.c_str(), f.host.c_str(), f.port.c_str(), f.name.c_str());
   return kExitOk;
@@ -110,7 +110,7 @@ int nodes_edit(const Context& ctx, ArgReader& args) {
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("nodes edit needs exactly one NAME");
   const db::SshNode old = db::get_ssh_node(db, pos[0]);
-  remote::NodeFields f = ui::fieldsFromNode(old);
+  remote::NodeFields f = runs::fields_from_node(old);
   bool spot = old.spot;
   if (new_name) f.name = *new_name;
   if (!given.host.empty()) f.host = given.host;
@@ -123,7 +123,7 @@ int nodes_edit(const Context& ctx, ArgReader& args) {
   if (on_demand_given) spot = false;
   if (!check_fields(f)) return kExitUsage;
   f.spot = spot;
-  db::update_ssh_node(db, old.name, ui::nodeFromFields(f));
+  db::update_ssh_node(db, old.name, runs::node_from_fields(f));
   std::printf("updated node %s\n", f.name.c_str());
   return kExitOk;
 }
@@ -136,9 +136,9 @@ int nodes_list(const Context& ctx, ArgReader& args) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& n : nodes) {
-      nlohmann::json j = {{"name", n.name},         {"host", n.host},       {"port", n.port},
-                          {"user", n.user},         {"key", n.key_path},    {"spot", n.spot},
-                          {"labels", n.labels},     {"gpu_type", n.gpu_type}, {"gpu_count", n.gpu_count}};
+      nlohmann::json j = {{"name", n.name},     {"host", n.host},         {"port", n.port},
+                          {"user", n.user},     {"key", n.key_path},      {"spot", n.spot},
+                          {"labels", n.labels}, {"gpu_type", n.gpu_type}, {"gpu_count", n.gpu_count}};
       j["price_per_hour"] = n.usd_per_hour ? nlohmann::json(*n.usd_per_hour) : nlohmann::json(nullptr);
       out.push_back(j);
     }
@@ -183,18 +183,23 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
   const remote::NodeProbe p = remote::probe_node(session);
   const double latency = remote::measure_latency(session, 3);
   const double now = db::now_seconds();
-  const std::vector<db::SystemSample> samples = ui::samplesFromGpus(node.id, p.gpus, now);
+  const std::vector<db::SystemSample> samples = runs::samples_from_gpus(node.id, p.gpus, now);
   db::insert_system_samples(db, samples);
   db::set_node_gpus(db, node.id, p.gpus.empty() ? "" : p.gpus[0].name, static_cast<int64_t>(p.gpus.size()));
   if (json) {
-    nlohmann::json j = {{"name", node.name},          {"reachable", true},
+    nlohmann::json j = {{"name", node.name},
+                        {"reachable", true},
                         {"fingerprint", session.host_fingerprint()},
-                        {"os", p.os},                 {"kernel", p.kernel},
-                        {"arch", p.arch},             {"glibc", p.glibc},
-                        {"cpus", p.cpus},             {"memory_total_bytes", p.memory_total_bytes},
+                        {"os", p.os},
+                        {"kernel", p.kernel},
+                        {"arch", p.arch},
+                        {"glibc", p.glibc},
+                        {"cpus", p.cpus},
+                        {"memory_total_bytes", p.memory_total_bytes},
                         {"memory_available_bytes", p.memory_available_bytes},
                         {"disk_free_bytes", p.disk_free_bytes},
-                        {"gpu_status", p.gpu_status}, {"latency_ms", latency * 1000}};
+                        {"gpu_status", p.gpu_status},
+                        {"latency_ms", latency * 1000}};
     j["gpus"] = nlohmann::json::array();
     for (const auto& g : p.gpus)
       j["gpus"].push_back({{"index", g.index},
@@ -213,24 +218,14 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
   std::printf("os          %s, kernel %s, %s, glibc %s\n", p.os.c_str(), p.kernel.c_str(), p.arch.c_str(),
               p.glibc.empty() ? "-" : p.glibc.c_str());
   std::printf("cpus        %d\nmemory      %s total, %s available\ndisk free   %s (home)\n", p.cpus,
-              gib(p.memory_total_bytes).c_str(), gib(p.memory_available_bytes).c_str(),
-              gib(p.disk_free_bytes).c_str());
+              gib(p.memory_total_bytes).c_str(), gib(p.memory_available_bytes).c_str(), gib(p.disk_free_bytes).c_str());
   if (p.gpus.empty()) std::printf("gpus        none (%s)\n", p.gpu_status.c_str());
   for (const auto& g : p.gpus)
     std::printf("gpu %-7d %s, %s / %s, %.0f%% busy, %.0f C, %.0f W, driver %s\n", g.index, g.name.c_str(),
-                gib(g.memory_used_bytes).c_str(), gib(g.memory_total_bytes).c_str(), g.utilization_pct,
-                g.temperature_c, g.power_w, g.driver.c_str());
+                gib(g.memory_used_bytes).c_str(), gib(g.memory_total_bytes).c_str(), g.utilization_pct, g.temperature_c,
+                g.power_w, g.driver.c_str());
   std::printf("latency     %.1f ms (median round trip)\n", latency * 1000);
   return kExitOk;
-}
-
-// flotilla-worker next to this program (the bundle deployed to the nodes).
-std::string worker_beside_me() {
-  std::error_code ec;
-  const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "flotilla-worker";
-  if (!ec && fs::exists(beside)) return beside.string();
-  throw db::DbError(db::DbErrorKind::kNotFound, "flotilla-worker was not found next to flotilla (" +
-                                                    beside.string() + "): reinstall Flotilla");
 }
 
 // "refused", "timed out", ... : the part of an error before its first ':' (at most 14 characters).
@@ -257,7 +252,8 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
     const size_t comma = pos[0].find(',', start);
     const std::string name = pos[0].substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (name.empty()) throw UsageError("nodes latency: an empty node name in '" + remote::printable(pos[0]) + "'");
-    if (!seen.insert(name).second) throw UsageError("nodes latency: node '" + remote::printable(name) + "' is listed twice");
+    if (!seen.insert(name).second)
+      throw UsageError("nodes latency: node '" + remote::printable(name) + "' is listed twice");
     names.push_back(name);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -277,10 +273,10 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
 
   // Connect all first: a host key problem refuses the command before anything runs anywhere (S3).
   std::vector<std::unique_ptr<remote::Session>> sessions;
-  std::vector<ui::LatencyNode> nodes;
+  std::vector<runs::LatencyNode> nodes;
   for (const auto& rec : recs) {
     auto session = std::make_unique<remote::Session>(node_session_options(ctx, rec));
-    ui::LatencyNode n;
+    runs::LatencyNode n;
     n.node = rec;
     try {
       session->connect();
@@ -295,19 +291,20 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
     nodes.push_back(n);
   }
   remote::DeployOptions deploy;
-  deploy.worker_path = worker_beside_me();
+  deploy.worker_path = runs::find_worker();
   deploy.version = FLOTILLA_VERSION_STRING;
   for (auto& n : nodes) {
     if (!n.session) continue;
     try {
       const remote::DeployResult d = remote::deploy_worker(*n.session, deploy);
       n.worker = d.worker;
-      std::fprintf(stderr, "node %s: worker %s (%s)\n", n.node.name.c_str(), d.dir.c_str(), d.reused ? "reused" : "uploaded");
+      std::fprintf(stderr, "node %s: worker %s (%s)\n", n.node.name.c_str(), d.dir.c_str(),
+                   d.reused ? "reused" : "uploaded");
     } catch (const std::exception& e) {
       n.unavailable = std::string("the worker could not be deployed: ") + e.what();
     }
   }
-  const std::vector<db::NodeLatency> rows = ui::measureLatencyMatrix(db, nodes, count);
+  const std::vector<db::NodeLatency> rows = runs::measure_and_store_latency(db, nodes, count);
 
   std::map<int64_t, std::string> name_of;
   const int64_t here = db::ensure_node(db, "local", "local");

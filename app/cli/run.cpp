@@ -1,259 +1,141 @@
-// `flotilla run CONFIG.toml` and `flotilla runs resume RUN`: start the local worker as a child,
-// ingest its metrics live into the store, print progress, return the worker's exit status.
+// `flotilla run CONFIG.toml`, `flotilla runs resume RUN` and `flotilla runs attach RUN` for runs on
+// this machine: the terminal around the runs layer's lifecycle (runs/local_run.h).
 //
-// Decision: the child's stdout (the metrics protocol) is read continuously on this thread and
-// handed to the Ingestor, which only queues rows for the writer thread; a slow or full database
-// therefore never stalls the pipe, so it never stalls training (RELIABILITY.md D3). Rows the writer
-// had to drop are recovered at the end from the run's metrics.jsonl by a file ingest (same rows,
-// replaced, never doubled). The child runs in its own process group and gets SIGTERM if we die;
-// SIGINT/SIGTERM sent to us are forwarded once, so the worker checkpoints and exits 10.
-#include <fcntl.h>
-#include <poll.h>
+// Decision: this file only parses, prints and turns signals into requests. Creating, naming,
+// pricing and storing the run, starting the worker, storing its metrics by byte offset, the
+// budget, and how the run ends are the runs layer's, exactly as for a run started from the app.
+// SIGINT, SIGTERM and SIGHUP (the terminal closed) are each a stop request: the worker checkpoints
+// and exits 10 and the run is recorded stopped; if this process is killed outright, the worker gets
+// SIGTERM from its parent-death signal and stops the same way, and the next command settles the
+// run from its files. SIGPIPE is ignored: a terminal or pipe that went away must not kill the
+// command that is recording the run.
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "app/cli/cli.h"
 #include "app/cli/run_nodes.h"
 #include "db/costs.h"
 #include "db/errors.h"
-#include "db/ingest.h"
 #include "db/queries.h"
 #include "db/run_store.h"
-#include "db/sql.h"
 #include "db/writer.h"
 #include "engine/config/config_io.h"
-#include "engine/config/config_validate.h"
 #include "engine/core/error.h"
-#include "ui/runs/noderun_core.h"
+#include "runs/local_run.h"
+#include "runs/node_run.h"
+#include "runs/run_setup.h"
+#include "runs/worker_command.h"
 
 namespace flotilla::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::atomic<pid_t> g_child{0};
 std::atomic<int> g_signal{0};
+void on_stop_signal(int sig) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig);
+}
 
-void forward_signal(int sig) {
-  if (g_signal.exchange(sig) == 0) {
-    const pid_t child = g_child.load();
-    if (child > 0) ::kill(child, SIGTERM);
+// While alive: SIGINT, SIGTERM, SIGHUP only set g_signal (the watch turns it into one stop
+// request); SIGPIPE is ignored.
+class TerminalSignals {
+ public:
+  TerminalSignals() {
+    g_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_[0]);
+    ::sigaction(SIGTERM, &sa, &old_[1]);
+    ::sigaction(SIGHUP, &sa, &old_[2]);
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ign, &old_[3]);
   }
-}
+  ~TerminalSignals() {
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &old_[i], nullptr);
+  }
+  TerminalSignals(const TerminalSignals&) = delete;
+  TerminalSignals& operator=(const TerminalSignals&) = delete;
 
-std::string worker_path() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  const fs::path beside = self.parent_path() / "flotilla-worker";
-  if (!ec && fs::exists(beside)) return beside.string();
-  throw db::DbError(db::DbErrorKind::kNotFound,
-                    "flotilla-worker was not found next to flotilla (" + beside.string() +
-                        "): reinstall Flotilla, or build the flotilla-worker target");
-}
-
-struct Supervised {
-  int exit_code = 1;
-  bool user_stop = false;
-  bool budget_stop = false;
+ private:
+  struct sigaction old_[4]{};
 };
 
-pid_t spawn_worker(const std::vector<std::string>& argv, int* out_fd) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw db::DbError(db::DbErrorKind::kOpen, std::string("cannot create a pipe: ") + std::strerror(errno));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);  // terminal Ctrl-C reaches only us; we forward it once
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) _exit(127);
-    ::dup2(fds[1], 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "flotilla: cannot start %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  ::close(fds[1]);
-  if (pid < 0) {
-    ::close(fds[0]);
-    throw db::DbError(db::DbErrorKind::kOpen,
-                      std::string("cannot start the worker: ") + std::strerror(errno));
-  }
-  *out_fd = fds[0];
-  return pid;
-}
-
-void print_progress(const db::IngestEvent& e, int64_t total_steps, bool force) {
+void print_progress(const MetricsRecord& e, int64_t total_steps) {
   static auto last = std::chrono::steady_clock::time_point{};
   const auto now = std::chrono::steady_clock::now();
-  if (e.type == "step") {
-    if (!force && now - last < std::chrono::seconds(1) && e.step != total_steps) return;
+  if (e.type == MetricsRecordType::kStep) {
+    if (e.rank != 0) return;
+    const StepRecord& s = e.step();
+    if (now - last < std::chrono::seconds(1) && s.step != total_steps) return;
     last = now;
-    std::printf("step %lld/%lld  loss %.4f  %s tok/s  mfu %.1f%%\n", static_cast<long long>(e.step),
-                static_cast<long long>(total_steps), e.loss, format_number(e.tokens_per_s).c_str(),
-                e.mfu * 100);
-  } else if (e.type == "eval") {
-    std::printf("eval at step %lld  val_loss %.4f\n", static_cast<long long>(e.step), e.val_loss);
-  } else if (e.type == "checkpoint") {
-    std::printf("checkpoint at step %lld  %s\n", static_cast<long long>(e.step), e.message.c_str());
-  } else if (e.type == "event" && (e.level == "warning" || e.level == "error")) {
-    std::printf("%s: %s\n", e.level.c_str(), e.message.c_str());
-  } else if (e.type == "run_start") {
-    std::printf("worker %s\n", e.message.c_str());
+    std::printf("step %lld/%lld  loss %.4f  %s tok/s  mfu %.1f%%\n", static_cast<long long>(s.step),
+                static_cast<long long>(total_steps), static_cast<double>(s.loss), format_number(s.tokens_per_s).c_str(),
+                s.mfu * 100);
+  } else if (e.type == MetricsRecordType::kEval) {
+    std::printf("eval at step %lld  val_loss %.4f\n", static_cast<long long>(e.eval().step),
+                static_cast<double>(e.eval().val_loss));
+  } else if (e.type == MetricsRecordType::kCheckpoint) {
+    std::printf("checkpoint at step %lld  %s\n", static_cast<long long>(e.checkpoint().step),
+                e.checkpoint().dir.c_str());
+  } else if (e.type == MetricsRecordType::kEvent && (e.event().level == "warning" || e.event().level == "error")) {
+    std::printf("%s: %s\n", e.event().level.c_str(), e.event().message.c_str());
+  } else if (e.type == MetricsRecordType::kRunStart) {
+    std::printf("worker started at step %lld\n", static_cast<long long>(e.run_start().start_step));
   } else {
     return;
   }
   std::fflush(stdout);
 }
 
-// Runs the worker for `run_id`, ingesting live; sets the final status; returns the exit status.
-int supervise(const Context& ctx, int64_t run_id, const std::vector<std::string>& argv, int64_t total_steps,
-              bool quiet) {
-  const std::string path = database_path(ctx);
-  db::Writer writer(path);
-  db::Database reader(path);
-  const db::Run run = db::get_run(reader, run_id);
-
-  struct sigaction sa {};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-
-  int fd = -1;
-  const pid_t pid = spawn_worker(argv, &fd);
-  g_child = pid;
-  writer.run([&](db::Database& db) {
-    db::set_status(db, run_id, db::RunStatus::kRunning, 0, "flotilla run: worker pid " + std::to_string(pid));
-  });
-  if (!quiet) {
-    std::printf("run %s (id %lld): %s\n", run.name.c_str(), static_cast<long long>(run_id),
-                run.run_dir.c_str());
-    std::fflush(stdout);
-  }
-
-  db::Ingestor ingestor(writer, run_id);
-  if (!quiet) ingestor.on_record = [&](const db::IngestEvent& e) { print_progress(e, total_steps, false); };
-  Supervised result;
-  auto last_budget = std::chrono::steady_clock::now();
-  bool budget_warned = false;
-  char buf[65536];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, 500);
-    if (ready > 0) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n == 0) break;
-      if (n > 0)
-        ingestor.feed(std::string_view(buf, static_cast<size_t>(n)));
-      else if (errno != EINTR && errno != EAGAIN)
-        break;
-    }
-    ingestor.submit_pending();
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_budget >= std::chrono::seconds(2) && run.budget_usd) {
-      last_budget = now;
-      const db::BudgetStatus b = db::budget_status(reader, run_id);
-      if (b.action == db::BudgetAction::kStop && !result.budget_stop) {
-        result.budget_stop = true;
-        std::fprintf(stderr, "flotilla: %s\n", b.message.c_str());
-        ::kill(pid, SIGTERM);
-      } else if (b.action == db::BudgetAction::kWarn && !budget_warned) {
-        budget_warned = true;
-        std::fprintf(stderr, "flotilla: %s\n", b.message.c_str());
-      }
-    }
-  }
-  ::close(fd);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  g_child = 0;
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  result.user_stop = g_signal.load() != 0;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  ingestor.finish();
-
-  bool stored_all = writer.flush();
-  if (!stored_all && !run.run_dir.empty()) {  // recover dropped rows from the run's own file
-    try {
-      db::FileIngestor file(writer, run_id, run.run_dir + "/metrics.jsonl", "recovery");
-      file.poll();
-      stored_all = writer.flush();
-    } catch (const db::DbError& e) {
-      std::fprintf(stderr, "flotilla: %s\n", e.what());
-    }
-  }
-
-  db::RunStatus final_status = db::RunStatus::kFailed;
-  std::string reason = "worker exit " + std::to_string(result.exit_code);
-  if (result.exit_code == 0) {
-    final_status = db::RunStatus::kCompleted;
-  } else if (result.exit_code == static_cast<int>(ExitCode::kPreempted)) {
-    final_status =
-        (result.user_stop || result.budget_stop) ? db::RunStatus::kStopped : db::RunStatus::kPreempted;
-    if (result.budget_stop) reason += " (budget reached)";
-    if (result.user_stop) reason += " (stopped by signal)";
-  }
-  try {
-    writer.run([&](db::Database& db) {
-      const db::Run now = db::get_run(db, run_id);
-      const db::RunStatus to = db::transition_allowed(now.status, final_status) ? final_status : now.status;
-      db::set_status(db, run_id, to, 0, reason, result.exit_code);
-    });
-    writer.flush();
-  } catch (const db::DbError& e) {
-    std::fprintf(stderr, "flotilla: recording the end of run %s failed: %s\n", run.name.c_str(), e.what());
-  }
+// Watches `w` until its worker ends (the caller holds a TerminalSignals) and prints the summary.
+int watch(const Context& ctx, db::Writer& writer, const runs::LocalWatch& w, bool quiet) {
+  runs::WatchHooks hooks;
+  hooks.note = [](const std::string& text) { std::fprintf(stderr, "flotilla: %s\n", text.c_str()); };
+  if (!quiet) hooks.on_record = [&](const MetricsRecord& e) { print_progress(e, w.total_steps); };
+  hooks.stop_requested = [] { return g_signal.load() != 0; };
+  const runs::LocalOutcome out = runs::watch_local_run(&writer, w, hooks);
   const db::WriterStats ws = writer.stats();
-  const db::IngestStats& is = ingestor.stats();
   if (!quiet) {
-    const db::RunSummary s = db::run_summary(reader, run_id);
-    std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored\n", run.name.c_str(),
-                s.status.c_str(), static_cast<long long>(s.steps),
+    const db::Database reader(database_path(ctx));
+    const db::RunSummary s = db::run_summary(reader, w.run_id);
+    const db::Run r = db::get_run(reader, w.run_id);
+    std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored, $%.4f\n", w.name.c_str(),
+                out.recorded ? runs::status_text(r).c_str() : "(end not recorded)", static_cast<long long>(s.steps),
                 s.final_loss ? format_number(*s.final_loss).c_str() : "-", format_duration(s.wall_s).c_str(),
-                static_cast<unsigned long long>(ws.committed_rows));
+                static_cast<unsigned long long>(ws.committed_rows), db::run_cost_usd(reader, w.run_id));
   }
-  if (is.bad_lines > 0)
-    std::fprintf(stderr, "flotilla: skipped %llu malformed metrics line(s), e.g. %s\n",
-                 static_cast<unsigned long long>(is.bad_lines), is.last_bad.c_str());
-  if (!stored_all)
-    std::fprintf(stderr, "flotilla: the run database could not store %llu metric rows: %s\n",
-                 static_cast<unsigned long long>(ws.dropped_rows), ws.last_error.c_str());
-  return result.exit_code;
+  if (out.end.status == db::RunStatus::kFailed) {
+    // What the worker said last: the reason is usually there (a missing shard, a bad value).
+    for (const std::string& line : runs::worker_log_tail(w.run_dir, 6))
+      std::fprintf(stderr, "flotilla: worker.log: %s\n", line.c_str());
+  }
+  if (!out.stored_all || !out.recorded) {
+    std::fprintf(stderr,
+                 "flotilla: the run database could not store everything (%s); metrics.jsonl in %s has every "
+                 "record: once the database has space again, any `flotilla runs` command stores the rest and "
+                 "the run's end\n",
+                 out.store_error.c_str(), w.run_dir.c_str());
+    return out.exit_code == 0 ? kExitStore : out.exit_code;
+  }
+  return out.exit_code;
 }
 
-int64_t nproc_of(const RunConfig& c) {
-  const int64_t n = static_cast<int64_t>(c.parallel.dp) * c.parallel.tp * c.parallel.pp;
-  return n > 0 ? n : 1;
-}
-
-std::vector<std::string> worker_argv(int64_t nproc, std::vector<std::string> train_args) {
-  std::vector<std::string> argv = {worker_path()};
-  if (nproc > 1) {
-    for (const char* a : {"launch", "--nproc-per-node"}) argv.push_back(a);
-    argv.push_back(std::to_string(nproc));
-    for (const char* a : {"--master-port", "0", "--"}) argv.push_back(a);
-  }
-  argv.push_back("train");
-  argv.insert(argv.end(), train_args.begin(), train_args.end());
-  return argv;
+int read_restarts(ArgReader& args) {
+  const std::optional<double> v = args.number("--max-restarts");
+  if (!v) return -1;
+  if (*v < 0 || *v > 100 || *v != static_cast<double>(static_cast<int>(*v)))
+    throw UsageError("--max-restarts needs a whole number from 0 to 100");
+  return static_cast<int>(*v);
 }
 
 }  // namespace
@@ -262,14 +144,22 @@ int cmd_run(const Context& ctx) {
   ArgReader args(ctx.args, "run");
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla run CONFIG.toml [--name NAME] [--set KEY=VALUE]... [--budget USD] [--quiet]\n"
+        "Usage: flotilla run CONFIG.toml [--name NAME] [--set KEY=VALUE]... [--budget USD] [--max-restarts "
+        "K]\n"
+        "                    [--quiet]\n"
         "                    [--nodes A,B,... [--nproc-per-node N] [--master-port P] [--no-bind]\n"
         "                     [--auto-recover [--spare C,D,...] [--max-recoveries K] [--recover-after S]\n"
         "                                     [--mirror-checkpoints]]]\n\n"
-        "Starts the training worker on this machine (flotilla-worker launch when parallel.dp*tp*pp > 1),\n"
+        "Starts the training worker on this machine (flotilla-worker launch with parallel.dp*tp*pp ranks),\n"
         "stores its metrics in the run database as they arrive, prints progress, and exits with the\n"
-        "worker's exit status. Ctrl-C stops the worker at the next step with a checkpoint (exit 10);\n"
-        "flotilla runs resume NAME continues it.\n\n"
+        "worker's exit status. Ctrl-C (or a closed terminal) stops the worker at the next step with a\n"
+        "checkpoint (exit 10); flotilla runs resume NAME continues it. The config is checked first: an\n"
+        "invalid one starts nothing.\n\n"
+        "--budget USD caps the run's spend (it overrides budget.max_usd): at the cap the worker stops\n"
+        "with a checkpoint. The run is priced by budget.usd_per_hour, else the machine's price\n"
+        "(flotilla pricing node local ...); a budget on an unpriced machine is refused.\n"
+        "--max-restarts K: crash restarts from the last verified checkpoint (run.max_restarts, default "
+        "2).\n\n"
         "With --nodes, the run spans those SSH nodes (flotilla nodes list), N ranks each (default\n"
         "parallel.dp*tp*pp / nodes): the worker is deployed to each node, started detached there, and rank\n"
         "0's metrics are tailed into the store; a dropped connection reconnects and re-attaches, Ctrl-C\n"
@@ -285,6 +175,7 @@ int cmd_run(const Context& ctx) {
   std::optional<std::string> name = args.value("--name");
   std::vector<std::string> sets = args.values("--set");
   const std::optional<double> budget = args.number("--budget");
+  const int max_restarts = read_restarts(args);
   const bool quiet = args.flag("--quiet");
   const std::optional<std::string> node_list = args.value("--nodes");
   const std::optional<double> nproc_opt = args.number("--nproc-per-node");
@@ -293,6 +184,7 @@ int cmd_run(const Context& ctx) {
   const RecoveryRequest recovery = read_recovery_options(args);
   if (!node_list && (nproc_opt || master_port || no_bind || recovery.auto_recover))
     throw UsageError("--nproc-per-node, --master-port, --no-bind and --auto-recover go with --nodes");
+  if (budget && !(*budget > 0)) throw UsageError("--budget needs a positive number of dollars");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("run needs exactly one CONFIG.toml (flotilla run --help)");
   const std::string config_path = fs::absolute(pos[0]).string();
@@ -300,25 +192,24 @@ int cmd_run(const Context& ctx) {
   RunConfig config;
   try {
     config = load_config(config_path, sets);
+    if (max_restarts >= 0) config.run.max_restarts = max_restarts;
+    // Validated before anything is created or started: an invalid run starts no process.
+    if (!node_list) runs::validate_run_config(config, runs::ranks_of(config));
   } catch (const Error& e) {
     std::fprintf(stderr, "flotilla: %s\n", e.what());
     return static_cast<int>(e.code());
   }
-  db::Database db = open_store(ctx);
-  if (name) {
-    if (db::find_run(db, *name))
-      throw UsageError("a run named '" + *name +
-                       "' already exists: choose another --name, or continue it with "
-                       "flotilla runs resume " +
-                       *name);
-  } else {
-    name = db::unique_run_name(db, config.run.name);
-    if (*name != config.run.name)
-      std::printf("a run named %s exists; this run is %s\n", config.run.name.c_str(), name->c_str());
-  }
-  sets.push_back("run.name=" + *name);
-  config.run.name = *name;
+  db::Database db = open_store(ctx, "flotilla run");
+  if (name && db::find_run(db, *name))
+    throw UsageError("a run named '" + *name + "' already exists: choose another --name, or continue it with " +
+                     "flotilla runs resume " + *name);
   if (node_list) {
+    if (!name) {
+      name = db::unique_run_name(db, config.run.name);
+      if (*name != config.run.name)
+        std::printf("a run named %s exists; this run is %s\n", config.run.name.c_str(), name->c_str());
+    }
+    config.run.name = *name;
     NodesRunRequest req;
     req.nodes = parse_node_list(*node_list);
     req.config = config;
@@ -343,65 +234,118 @@ int cmd_run(const Context& ctx) {
         throw UsageError("--spare names node '" + spare + "', which is already in --nodes");
     return run_on_nodes(ctx, req);
   }
-  const std::string run_dir = fs::absolute(resolved_out_dir(config)).lexically_normal().string();
-  {
-    db::Stmt same_dir(db, "SELECT name FROM runs WHERE run_dir = ?1");
-    same_dir.bind(1, run_dir);
-    if (same_dir.step())
-      throw UsageError("run directory " + run_dir + " belongs to run '" + same_dir.text(0) +
-                       "': continue it with flotilla runs resume " + same_dir.text(0) +
-                       ", or set another run.out_dir");
-  }
-  config.run.out_dir = run_dir;
-  sets.push_back("run.out_dir=" + run_dir);
 
-  const int64_t nproc = nproc_of(config);
-  db::NewRun nr;
-  nr.name = *name;
-  nr.config_toml = config_to_toml(config);
-  nr.config_json = config_to_json(config, -1);
-  nr.run_dir = run_dir;
-  nr.budget_usd = budget;
-  const int64_t run_id = db::create_run(db, nr);
-  const int64_t node = db::ensure_node(db, "local", "local");
-  db::attach_node(db, run_id, node, nproc);
+  const std::string worker = runs::find_worker();
+  db::Writer writer(database_path(ctx));
+  runs::NewRunRequest req;
+  req.config = config;
+  req.name = name.value_or("");
+  req.explicit_name = name.has_value();
+  req.runs_root = (fs::current_path() / "runs").string();
+  req.budget_usd = budget;
+  const runs::NewRun nr = runs::create_local_run(writer, req);
+  if (!name && nr.name != config.run.name)
+    std::printf("a run named %s exists; this run is %s\n", config.run.name.c_str(), nr.name.c_str());
 
-  std::vector<std::string> train = {"--config", config_path, "--quiet"};
-  for (const auto& s : sets) {
-    train.push_back("--set");
-    train.push_back(s);
+  runs::TrainCommand command;
+  command.worker = worker;
+  command.config_path = nr.config_path;
+  command.ranks = runs::ranks_of(nr.config);
+  command.max_restarts = nr.config.run.max_restarts;
+  runs::SpawnOptions spawn;
+  spawn.argv = runs::train_argv(command);
+  spawn.run_dir = nr.run_dir;
+  spawn.working_dir = fs::current_path().string();  // relative paths in the config mean what they meant here
+  spawn.stop_with_parent = true;
+  const TerminalSignals signals;  // before the start: a Ctrl-C from now on stops the run cleanly
+  const runs::LocalWatch w =
+      runs::start_local_run(&writer, nr.run_id, nr.name, spawn, "flotilla run", nr.config.train.steps);
+  if (!quiet) {
+    std::printf("run %s (id %lld): %s\n", nr.name.c_str(), static_cast<long long>(nr.run_id), nr.run_dir.c_str());
+    if (nr.price.priced())
+      std::printf("price $%.4g/h (%s)%s\n", nr.price.usd_per_hour, nr.price.source.c_str(),
+                  nr.limits.max_usd ? ("; budget $" + format_number(*nr.limits.max_usd)).c_str() : "");
+    std::fflush(stdout);
   }
-  return supervise(ctx, run_id, worker_argv(nproc, train), config.train.steps, quiet);
+  return watch(ctx, writer, w, quiet);
 }
 
 int resume_run(const Context& ctx, const std::string& name, const RecoveryRequest& recovery, bool quiet) {
-  db::Database db = open_store(ctx);
+  db::Database db = open_store(ctx, "flotilla runs resume");
   const db::Run run = db::get_run(db, name);
-  if (ui::noderun::isNodeRunDir(run.run_dir)) return resume_nodes_run(ctx, name, recovery, quiet);
+  if (runs::is_node_run_dir(run.run_dir)) return resume_nodes_run(ctx, name, recovery, quiet);
   if (recovery.auto_recover) throw UsageError("--auto-recover is for runs on SSH nodes; run " + run.name + " is local");
-  if (!db::transition_allowed(run.status, db::RunStatus::kRunning) || run.status == db::RunStatus::kRunning) {
-    std::fprintf(stderr, "flotilla: run %s is %s and cannot be resumed%s\n", run.name.c_str(),
-                 db::to_string(run.status),
-                 run.status == db::RunStatus::kRunning ? " (it is running already)" : "");
+  if (run.status == db::RunStatus::kRunning) {
+    const pid_t pid = run.run_dir.empty() ? 0 : runs::live_worker_pid(run.run_dir);
+    std::fprintf(stderr,
+                 "flotilla: run %s is running (its worker, pid %d, is alive); watch it with flotilla runs attach %s, "
+                 "or stop it from the command or app that watches it\n",
+                 run.name.c_str(), static_cast<int>(pid), run.name.c_str());
+    return kExitRefused;
+  }
+  if (!db::transition_allowed(run.status, db::RunStatus::kRunning)) {
+    std::fprintf(stderr, "flotilla: run %s is %s and cannot be resumed\n", run.name.c_str(),
+                 runs::status_text(run).c_str());
     return kExitRefused;
   }
   if (run.run_dir.empty()) throw UsageError("run " + run.name + " has no run directory to resume from");
-  std::string config_file = run.run_dir + "/config.toml";
-  if (!fs::exists(config_file)) {  // the worker never started: use the stored config
-    fs::create_directories(run.run_dir);
-    config_file = run.run_dir + "/flotilla-config.toml";
-    std::ofstream(config_file) << run.config_toml;
-  }
+  const std::string config_file = runs::stored_config_file(run);
   RunConfig config;
   try {
     config = load_config(config_file, {});
+    runs::validate_run_config(config, runs::ranks_of(config));
   } catch (const Error& e) {
     std::fprintf(stderr, "flotilla: %s\n", e.what());
     return static_cast<int>(e.code());
   }
-  const std::vector<std::string> train = {
-      "--config", config_file, "--resume", "auto", "--quiet", "--set", "run.out_dir=" + run.run_dir};
-  return supervise(ctx, run.id, worker_argv(nproc_of(config), train), config.train.steps, quiet);
+  db::Writer writer(database_path(ctx));
+  runs::reprice_for_start(writer, run.id, config);
+  runs::TrainCommand command;
+  command.worker = runs::find_worker();
+  command.config_path = config_file;
+  command.ranks = runs::ranks_of(config);
+  command.max_restarts = config.run.max_restarts;
+  command.resume = true;
+  command.sets = {"run.out_dir=" + run.run_dir};
+  runs::SpawnOptions spawn;
+  spawn.argv = runs::train_argv(command);
+  spawn.run_dir = run.run_dir;
+  spawn.working_dir = fs::current_path().string();
+  spawn.stop_with_parent = true;
+  const TerminalSignals signals;
+  const runs::LocalWatch w =
+      runs::start_local_run(&writer, run.id, run.name, spawn, "flotilla runs resume", config.train.steps);
+  if (!quiet) {
+    std::printf("run %s (id %lld): %s\n", run.name.c_str(), static_cast<long long>(run.id), run.run_dir.c_str());
+    std::fflush(stdout);
+  }
+  return watch(ctx, writer, w, quiet);
+}
+
+int attach_local_run(const Context& ctx, const std::string& name, bool quiet) {
+  db::Database db = open_store(ctx, "flotilla runs attach");
+  const db::Run run = db::get_run(db, name);
+  const runs::LocalWatch w = runs::attach_local_run(run.id, run.name, run.run_dir, "flotilla runs attach", [&] {
+    try {
+      return parse_config_toml(run.config_toml, run.name).train.steps;
+    } catch (const Error&) {
+      return int64_t{0};
+    }
+  }());
+  if (run.status != db::RunStatus::kRunning || w.pid <= 0) {
+    std::fprintf(stderr, "flotilla: run %s is %s: no live worker to attach to%s\n", run.name.c_str(),
+                 runs::status_text(run).c_str(),
+                 run.status == db::RunStatus::kRunning ? "" : " (flotilla runs resume continues it)");
+    return kExitRefused;
+  }
+  const TerminalSignals signals;
+  db::Writer writer(database_path(ctx));
+  if (!quiet) {
+    std::printf("attached to run %s (id %lld), worker pid %d: %s\n", run.name.c_str(), static_cast<long long>(run.id),
+                static_cast<int>(w.pid), run.run_dir.c_str());
+    std::fflush(stdout);
+  }
+  return watch(ctx, writer, w, quiet);
 }
 
 }  // namespace flotilla::cli

@@ -1,7 +1,7 @@
 // `flotilla run CONFIG --nodes a,b`: deploy, start every node's ranks detached, tail, stop; and
 // `flotilla runs attach RUN`: the same tail and stop for a run whose watching process died.
 //
-// Decision: this file is only the terminal around ui/runs/noderun_core.h (shared with the app's
+// Decision: this file is only the terminal around runs/node_run.h (shared with the app's
 // RemoteRun): it prints progress, turns SIGINT/SIGTERM into the core's stop request and formats
 // host-key refusals with the trust command. The nodes own the run; the core tails rank 0's
 // metrics by committed offset, so `runs attach` continues exactly where the store stopped.
@@ -24,23 +24,25 @@
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "db/run_store.h"
+#include "db/writer.h"
 #include "engine/core/error.h"
 #include "flotilla/build_info.h"
 #include "remote/remote_run.h"
 #include "remote/session.h"
-#include "ui/runs/noderun_core.h"
+#include "runs/node_run.h"
+#include "runs/worker_command.h"
 
 namespace flotilla::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using ui::noderun::Node;
+using runs::Node;
 
 std::atomic<int> g_stop_signal{0};
 void on_stop_signal(int sig) { g_stop_signal = sig; }
 
-// While alive, SIGINT/SIGTERM only set g_stop_signal (acted on by the watch: stop every node).
+// While alive, SIGINT/SIGTERM/SIGHUP only set g_stop_signal (acted on by the watch: stop every node).
 class StopSignals {
  public:
   StopSignals() {
@@ -49,39 +51,41 @@ class StopSignals {
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, &old_int_);
     ::sigaction(SIGTERM, &sa, &old_term_);
+    ::sigaction(SIGHUP, &sa, &old_hup_);  // the terminal closed: stop the nodes, as Ctrl-C would
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ign, &old_pipe_);
   }
   ~StopSignals() {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGHUP, &old_hup_, nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  struct sigaction old_int_ {}, old_term_{};
+  struct sigaction old_int_ {
+  }, old_term_{}, old_hup_{}, old_pipe_{};
 };
 
-std::string local_worker() {
-  std::error_code ec;
-  const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path() / "flotilla-worker";
-  if (!ec && fs::exists(beside)) return beside.string();
-  throw db::DbError(db::DbErrorKind::kNotFound, "flotilla-worker was not found next to flotilla (" +
-                                                    beside.string() + "): reinstall Flotilla");
-}
-
-void print_step(const db::IngestEvent& e, int64_t total, Clock::time_point& last) {
+void print_step(const MetricsRecord& e, int64_t total, Clock::time_point& last) {
   const auto now = Clock::now();
-  if (e.type == "step") {
-    if (now - last < std::chrono::seconds(1) && e.step != total) return;
+  if (e.type == MetricsRecordType::kStep) {
+    if (e.rank != 0) return;
+    if (now - last < std::chrono::seconds(1) && e.step().step != total) return;
     last = now;
-    std::printf("step %lld/%lld  loss %.4f  %s tok/s\n", static_cast<long long>(e.step),
-                static_cast<long long>(total), e.loss, format_number(e.tokens_per_s).c_str());
-  } else if (e.type == "eval") {
-    std::printf("eval at step %lld  val_loss %.4f\n", static_cast<long long>(e.step), e.val_loss);
-  } else if (e.type == "checkpoint") {
-    std::printf("checkpoint at step %lld\n", static_cast<long long>(e.step));
-  } else if (e.type == "event" && (e.level == "warning" || e.level == "error")) {
-    std::printf("%s: %s\n", e.level.c_str(), e.message.c_str());
+    std::printf("step %lld/%lld  loss %.4f  %s tok/s\n", static_cast<long long>(e.step().step),
+                static_cast<long long>(total), static_cast<double>(e.step().loss),
+                format_number(e.step().tokens_per_s).c_str());
+  } else if (e.type == MetricsRecordType::kEval) {
+    std::printf("eval at step %lld  val_loss %.4f\n", static_cast<long long>(e.eval().step),
+                static_cast<double>(e.eval().val_loss));
+  } else if (e.type == MetricsRecordType::kCheckpoint) {
+    std::printf("checkpoint at step %lld\n", static_cast<long long>(e.checkpoint().step));
+  } else if (e.type == MetricsRecordType::kEvent && (e.event().level == "warning" || e.event().level == "error")) {
+    std::printf("%s: %s\n", e.event().level.c_str(), e.event().message.c_str());
   } else {
     return;
   }
@@ -91,7 +95,7 @@ void print_step(const db::IngestEvent& e, int64_t total, Clock::time_point& last
 void note_stderr(const std::string& text) { std::fprintf(stderr, "flotilla: %s\n", text.c_str()); }
 
 bool connect_all(const Context& ctx, std::vector<Node>& nodes) {
-  return ui::noderun::connectNodes(
+  return runs::connect_nodes(
       nodes, [&](const db::SshNode& rec) { return node_session_options(ctx, rec); },
       [](const std::string& name, const remote::HostKeyError& e) {
         std::fprintf(stderr, "flotilla: %s\n", host_key_message(name, e).c_str());
@@ -100,22 +104,23 @@ bool connect_all(const Context& ctx, std::vector<Node>& nodes) {
 
 // Watches until node 0's worker exits (the caller holds a StopSignals), recovering from
 // preemptions as `recovery` allows, and prints the summary.
-int watch(const Context& ctx, std::vector<Node>& nodes, const ui::noderun::Watch& w, bool quiet,
-          const ui::noderun::Recovery& recovery = {}) {
+int watch(const Context& ctx, std::vector<Node>& nodes, const runs::Watch& w, bool quiet,
+          const runs::Recovery& recovery = {}) {
   Clock::time_point last_print{};
-  ui::noderun::WatchHooks hooks;
+  runs::WatchHooks hooks;
   hooks.note = note_stderr;
-  if (!quiet) hooks.onRecord = [&](const db::IngestEvent& e) { print_step(e, w.totalSteps, last_print); };
-  hooks.stopRequested = [] { return g_stop_signal.load() != 0; };
+  if (!quiet) hooks.on_record = [&](const MetricsRecord& e) { print_step(e, w.total_steps, last_print); };
+  hooks.stop_requested = [] { return g_stop_signal.load() != 0; };
   const std::string path = database_path(ctx);
-  const int exit_code = ui::noderun::superviseRun(path, nodes, w, hooks, recovery);
+  db::Writer writer(path);
+  const int exit_code = runs::supervise_node_run(writer, nodes, w, hooks, recovery);
   if (exit_code == static_cast<int>(ExitCode::kComm)) return exit_code;
   if (!quiet) {
     db::Database reader(path);
-    const db::RunSummary s = db::run_summary(reader, w.runId);
+    const db::RunSummary s = db::run_summary(reader, w.run_id);
     std::printf("run %s %s: %lld steps, final loss %s, %s, $%.4f\n", w.name.c_str(), s.status.c_str(),
                 static_cast<long long>(s.steps), s.final_loss ? format_number(*s.final_loss).c_str() : "-",
-                format_duration(s.wall_s).c_str(), db::run_cost_usd(reader, w.runId));
+                format_duration(s.wall_s).c_str(), db::run_cost_usd(reader, w.run_id));
   }
   return exit_code;
 }
@@ -126,18 +131,18 @@ std::string checkpoints_dir_of(const Context& ctx, const std::string& name) {
 }
 
 // `mirror_dir`: where the run's checkpoints are mirrored with --mirror-checkpoints.
-ui::noderun::Recovery make_recovery(const Context& ctx, db::Database& db, const RecoveryRequest& req,
-                                    const std::string& mirror_dir) {
-  ui::noderun::Recovery recovery;
+runs::Recovery make_recovery(const Context& ctx, db::Database& db, const RecoveryRequest& req,
+                             const std::string& mirror_dir) {
+  runs::Recovery recovery;
   recovery.enabled = req.auto_recover;
-  recovery.maxRecoveries = req.max_recoveries;
-  recovery.settleSeconds = req.recover_after_s;
+  recovery.max_recoveries = req.max_recoveries;
+  recovery.settle_seconds = req.recover_after_s;
   for (const auto& name : req.spares) recovery.spares.push_back(db::get_ssh_node(db, name));
   recovery.options = [&ctx](const db::SshNode& rec) { return node_session_options(ctx, rec); };
-  recovery.workerPath = local_worker();
+  recovery.worker_path = runs::find_worker();
   recovery.version = FLOTILLA_VERSION_STRING;
-  recovery.noBind = req.no_bind;
-  if (req.mirror) recovery.mirrorDir = mirror_dir;
+  recovery.no_bind = req.no_bind;
+  if (req.mirror) recovery.mirror_dir = mirror_dir;
   return recovery;
 }
 
@@ -178,12 +183,12 @@ struct Master {
 std::optional<Master> connect_master(const Context& ctx, db::Database& db, const db::Run& run) {
   std::vector<Node> nodes;
   std::string rid;
-  if (const std::string why = ui::noderun::attachTarget(db, run, nodes, rid, true); !why.empty() &&
-      why.find("already ended") == std::string::npos) {
+  if (const std::string why = runs::attach_target(db, run, nodes, rid, true);
+      !why.empty() && why.find("already ended") == std::string::npos) {
     note_stderr(why);
     return std::nullopt;
   }
-  if (nodes.empty()) {  // completed: attachTarget stops before listing the nodes
+  if (nodes.empty()) {  // completed: attach_target stops before listing the nodes
     const auto colon = run.run_dir.find(':');
     nodes.push_back(Node{db::get_ssh_node(db, run.run_dir.substr(0, colon)), nullptr, ""});
     rid = run.run_dir.substr(run.run_dir.rfind('/') + 1);
@@ -200,20 +205,31 @@ int list_run_checkpoints(const Context& ctx, const std::string& run_name, bool a
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, run_name);
   nlohmann::json out = nlohmann::json::array();
-  if (ui::noderun::isNodeRunDir(run.run_dir)) {
+  int purged = 0;
+  if (runs::is_node_run_dir(run.run_dir)) {
     std::optional<Master> m = connect_master(ctx, db, run);
     if (!m) return kExitRefused;
     for (const auto& c : remote::list_remote_checkpoints(*m->node.session, m->rid))
-      out.push_back({{"step", c.step}, {"where", m->node.rec.name + ":" + run.run_dir.substr(run.run_dir.find(':') + 1) +
-                                                     "/checkpoints/" + c.name}});
+      out.push_back({{"step", c.step},
+                     {"where", m->node.rec.name + ":" + run.run_dir.substr(run.run_dir.find(':') + 1) +
+                                   "/checkpoints/" + c.name}});
   } else {
-    for (const auto& c : db::list_checkpoints(db, run.id))
+    // Only what is still on disk: a checkpoint the worker has purged since (checkpoint.keep_last)
+    // is not offered, though the store remembers it was written.
+    for (const auto& c : db::list_checkpoints(db, run.id)) {
+      std::error_code ec;
+      if (!fs::exists(fs::path(c.dir) / "MANIFEST", ec)) {
+        ++purged;
+        continue;
+      }
       out.push_back({{"step", c.step}, {"where", c.dir}, {"bytes", c.bytes}, {"reason", c.reason}});
+    }
   }
   if (as_json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else if (out.empty()) {
-    std::printf("run %s has no checkpoint\n", run.name.c_str());
+    std::printf("run %s has no checkpoint%s\n", run.name.c_str(),
+                purged ? (" on disk (" + std::to_string(purged) + " written earlier were purged)").c_str() : "");
   } else {
     for (const auto& c : out)
       std::printf("step %8lld  %s\n", static_cast<long long>(c["step"].get<int64_t>()),
@@ -226,7 +242,7 @@ int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::o
                          const std::string& out_dir) {
   db::Database db = open_store(ctx);
   const db::Run run = db::get_run(db, run_name);
-  if (!ui::noderun::isNodeRunDir(run.run_dir)) {
+  if (!runs::is_node_run_dir(run.run_dir)) {
     note_stderr("run " + run.name + " ran on this machine: its checkpoints are already in " + run.run_dir +
                 "/checkpoints (flotilla runs checkpoints " + run.name + ")");
     return kExitRefused;
@@ -244,8 +260,8 @@ int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::o
     if (!found) {
       std::string steps;
       for (const auto& c : all) steps += (steps.empty() ? "" : ", ") + std::to_string(c.step);
-      throw UsageError("run " + run.name + " has no checkpoint at step " + std::to_string(*step) + " (it has " +
-                       steps + ")");
+      throw UsageError("run " + run.name + " has no checkpoint at step " + std::to_string(*step) + " (it has " + steps +
+                       ")");
     }
     want = *step;
   }
@@ -265,9 +281,10 @@ int checkpoint_nodes_run(const Context& ctx, const std::string& run_name) {
     note_stderr("run " + run.name + " is not running on node " + m->node.rec.name + "; nothing to checkpoint");
     return kExitRefused;
   }
-  std::printf("asked run %s for a checkpoint at its next step (node %s); it appears in "
-              "flotilla runs checkpoints %s\n",
-              run.name.c_str(), m->node.rec.name.c_str(), run.name.c_str());
+  std::printf(
+      "asked run %s for a checkpoint at its next step (node %s); it appears in "
+      "flotilla runs checkpoints %s\n",
+      run.name.c_str(), m->node.rec.name.c_str(), run.name.c_str());
   return kExitOk;
 }
 
@@ -277,8 +294,7 @@ std::vector<std::string> parse_node_list(const std::string& text, const std::str
   for (;;) {
     const size_t comma = text.find(',', start);
     const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty())
-      throw UsageError(option + " needs node names separated by commas, e.g. " + option + " a,b");
+    if (name.empty()) throw UsageError(option + " needs node names separated by commas, e.g. " + option + " a,b");
     for (const auto& seen : out)
       if (seen == name) throw UsageError(option + " names node '" + name + "' twice");
     out.push_back(name);
@@ -295,42 +311,42 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& req) {
   const int m = static_cast<int>(nodes.size());
   int n = 0;
   try {
-    n = ui::noderun::ranksPerNode(req.config, m, req.nproc_per_node);
+    n = runs::ranks_per_node(req.config, m, req.nproc_per_node);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
   // Connect everything first: an untrusted host refuses the run before anything starts (S3).
   if (!connect_all(ctx, nodes)) return kExitRefused;
 
-  ui::noderun::StartRequest start;
+  runs::StartRequest start;
   start.config = req.config;
   start.name = req.name;
-  start.budgetUsd = req.budget_usd;
-  start.nprocPerNode = n;
-  start.masterPort = req.master_port;
-  start.noBind = req.no_bind;
-  start.workerPath = local_worker();
+  start.budget_usd = req.budget_usd;
+  start.nproc_per_node = n;
+  start.master_port = req.master_port;
+  start.no_bind = req.no_bind;
+  start.worker_path = runs::find_worker();
   start.version = FLOTILLA_VERSION_STRING;
   const auto progress = [&](const std::string& line) {
     if (!req.quiet) std::printf("%s\n", line.c_str());
   };
-  const ui::noderun::Watch w = ui::noderun::startOnNodes(db, nodes, start, progress);
+  const runs::Watch w = runs::start_on_nodes(db, nodes, start, progress);
   if (!req.quiet) {
     std::printf("run %s (id %lld): %d node(s) x %d rank(s), remote dir ~/.flotilla/runs/%s\n", req.name.c_str(),
-                static_cast<long long>(w.runId), m, n, w.rid.c_str());
+                static_cast<long long>(w.run_id), m, n, w.rid.c_str());
     std::fflush(stdout);
   }
   RecoveryRequest rr = req.recovery;
   rr.no_bind = req.no_bind;
-  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, req.name));
+  const runs::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, req.name));
   // The choice goes with the run: `runs attach` and the app follow it when they re-attach.
-  ui::noderun::RecoveryPolicy policy;
+  runs::RecoveryPolicy policy;
   policy.enabled = rr.auto_recover;
   policy.spares = rr.spares;
-  policy.maxRecoveries = rr.max_recoveries;
-  policy.settleSeconds = rr.recover_after_s;
+  policy.max_recoveries = rr.max_recoveries;
+  policy.settle_seconds = rr.recover_after_s;
   policy.mirror = rr.mirror;
-  ui::noderun::recordRecoveryPolicy(db, w.runId, policy);
+  runs::record_recovery_policy(db, w.run_id, policy);
   const StopSignals signals;
   return watch(ctx, nodes, w, req.quiet, recovery);
 }
@@ -341,37 +357,36 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
   const db::Run run = db::get_run(db, run_name);
   std::vector<Node> nodes;
   std::string rid;
-  if (const std::string why = ui::noderun::attachTarget(db, run, nodes, rid); !why.empty()) {
+  if (const std::string why = runs::attach_target(db, run, nodes, rid); !why.empty()) {
     note_stderr(why);
     return kExitRefused;
   }
   if (!connect_all(ctx, nodes)) return kExitRefused;
   std::string refusal;
   bool running = false;
-  const ui::noderun::Watch w = ui::noderun::attachWatch(run, nodes, rid, "flotilla runs attach", refusal, running);
+  const runs::Watch w = runs::attach_watch(run, nodes, rid, "flotilla runs attach", refusal, running);
   if (!refusal.empty()) {
     note_stderr(refusal);
     return kExitRefused;
   }
   if (!quiet) {
-    std::printf("attached to run %s (id %lld) on %zu node(s), remote dir ~/.flotilla/runs/%s, %s\n",
-                run.name.c_str(), static_cast<long long>(run.id), nodes.size(), rid.c_str(),
-                running ? "running" : "already exited");
+    std::printf("attached to run %s (id %lld) on %zu node(s), remote dir ~/.flotilla/runs/%s, %s\n", run.name.c_str(),
+                static_cast<long long>(run.id), nodes.size(), rid.c_str(), running ? "running" : "already exited");
     std::fflush(stdout);
   }
   RecoveryRequest effective = rr;
   if (!rr.auto_recover) {  // without options: what the run's starter chose, less recoveries done
-    const ui::noderun::RecoveryPolicy p = ui::noderun::storedRecoveryPolicy(db, run.id);
+    const runs::RecoveryPolicy p = runs::stored_recovery_policy(db, run.id);
     if (p.enabled) {
       effective.auto_recover = true;
       for (const auto& spare : p.spares)  // a spare that has replaced a node since is no longer one
         if (std::none_of(nodes.begin(), nodes.end(), [&](const Node& n) { return n.rec.name == spare; }))
           effective.spares.push_back(spare);
-      effective.max_recoveries = p.maxRecoveries;
-      effective.recover_after_s = p.settleSeconds;
+      effective.max_recoveries = p.max_recoveries;
+      effective.recover_after_s = p.settle_seconds;
       effective.mirror = p.mirror;
       if (!quiet)
-        std::printf("automatic recovery after a preemption: on, as the run was started (%d left)\n", p.maxRecoveries);
+        std::printf("automatic recovery after a preemption: on, as the run was started (%d left)\n", p.max_recoveries);
     }
   }
   for (const auto& spare : effective.spares)
@@ -386,7 +401,7 @@ int resume_nodes_run(const Context& ctx, const std::string& run_name, const Reco
   const db::Run run = db::get_run(db, run_name);
   std::vector<Node> nodes;
   std::string rid;
-  if (const std::string why = ui::noderun::attachTarget(db, run, nodes, rid, true); !why.empty()) {
+  if (const std::string why = runs::attach_target(db, run, nodes, rid, true); !why.empty()) {
     note_stderr(why);
     return kExitRefused;
   }
@@ -397,7 +412,7 @@ int resume_nodes_run(const Context& ctx, const std::string& run_name, const Reco
   for (const auto& spare : rr.spares)
     for (const auto& n : nodes)
       if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
-  // Host-key problems refuse the resume; a node that does not answer is left to restartOnNodes.
+  // Host-key problems refuse the resume; a node that does not answer is left to restart_on_nodes.
   for (auto& n : nodes) {
     n.session = std::make_unique<remote::Session>(node_session_options(ctx, n.rec));
     try {
@@ -409,15 +424,15 @@ int resume_nodes_run(const Context& ctx, const std::string& run_name, const Reco
       note_stderr("node " + n.rec.name + " does not answer: " + e.what());
     }
   }
-  ui::noderun::Watch w;
-  w.runId = run.id;
+  runs::Watch w;
+  w.run_id = run.id;
   w.name = run.name;
   w.rid = rid;
-  w.budgetUsd = run.budget_usd;
-  const ui::noderun::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, run.name));
+  const runs::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, run.name));
   std::vector<db::SshNode> spares = recovery.spares;
-  const std::string why = ui::noderun::restartOnNodes(database_path(ctx), nodes, w, recovery, spares,
-                                                      "resumed by flotilla runs resume", false, note_stderr);
+  db::Writer writer(database_path(ctx));
+  const std::string why =
+      runs::restart_on_nodes(writer, nodes, w, recovery, spares, "resumed by flotilla runs resume", false, note_stderr);
   if (!why.empty()) {
     note_stderr(why);
     return kExitRefused;

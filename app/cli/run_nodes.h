@@ -57,6 +57,11 @@ int resume_nodes_run(const Context& ctx, const std::string& run, const RecoveryR
 // on nodes goes to resume_nodes_run. `recovery` (--auto-recover ...) is for runs on nodes only.
 int resume_run(const Context& ctx, const std::string& run, const RecoveryRequest& recovery = {}, bool quiet = false);
 
+// `flotilla runs attach RUN` for a run on this machine whose watching process died while its worker
+// lives on: watches it from the committed offset until it ends (run.cpp). kExitRefused when the
+// run has no live worker.
+int attach_local_run(const Context& ctx, const std::string& run, bool quiet);
+
 // `flotilla runs checkpoints RUN [--json]`: the committed checkpoints of a run, read from its
 // master node for a run on nodes, else from the store (with the dirs on this machine).
 int list_run_checkpoints(const Context& ctx, const std::string& run, bool json);

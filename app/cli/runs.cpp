@@ -21,7 +21,10 @@
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "db/run_store.h"
-#include "ui/runs/noderun_core.h"
+#include "runs/node_run.h"
+#include "runs/process.h"
+#include "runs/run_status.h"
+#include "runs/stale_runs.h"
 
 namespace flotilla::cli {
 namespace {
@@ -44,7 +47,12 @@ json run_json(const db::Run& r) {
               {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
               {"parent_id", r.parent_id ? json(*r.parent_id) : json(nullptr)},
               {"parent_kind", r.parent_kind},
-              {"budget_usd", opt(r.budget_usd)}};
+              {"budget_usd", opt(r.budget_usd)},
+              {"budget_warn_fraction", r.budget_warn_fraction},
+              {"max_hours", opt(r.max_hours)},
+              {"usd_per_hour", opt(r.usd_per_hour)},
+              {"price_source", r.price_source},
+              {"status_note", r.status_note}};
 }
 
 json summary_json(const db::RunSummary& s) {
@@ -137,7 +145,7 @@ int show(const Context& ctx, ArgReader& args) {
     return kExitOk;
   }
   std::printf("run        %s (id %lld)\n", r.name.c_str(), static_cast<long long>(r.id));
-  std::printf("status     %s%s\n", db::to_string(r.status),
+  std::printf("status     %s%s\n", runs::status_text(r).c_str(),
               r.exit_code ? (" (exit " + std::to_string(*r.exit_code) + ")").c_str() : "");
   std::printf("run dir    %s\n", r.run_dir.c_str());
   std::printf("created    %s   started %s   ended %s\n", format_time(r.created_at).c_str(),
@@ -156,8 +164,11 @@ int show(const Context& ctx, ArgReader& args) {
               s.best_val_loss ? format_number(*s.best_val_loss).c_str() : "-");
   std::printf("speed      %s tok/s   mfu %s\n", s.tokens_per_s ? format_number(*s.tokens_per_s).c_str() : "-",
               s.mfu ? (format_number(*s.mfu * 100) + "%").c_str() : "-");
-  std::printf("cost       $%.2f   %.3f GPU-hours%s\n", s.cost_usd, s.gpu_hours,
-              r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "");
+  std::printf("cost       $%.4f   %.3f GPU-hours%s%s\n", s.cost_usd, s.gpu_hours,
+              r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
+              r.max_hours ? ("   time limit " + format_number(*r.max_hours) + " h").c_str() : "");
+  if (r.usd_per_hour)
+    std::printf("price      $%.4g/h (%s)\n", *r.usd_per_hour, r.price_source.empty() ? "-" : r.price_source.c_str());
   std::string m;
   for (const auto& n : names) m += (m.empty() ? "" : " ") + n;
   std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
@@ -237,37 +248,15 @@ int remove(const Context& ctx, ArgReader& args) {
   return kExitOk;
 }
 
-// The live worker of a local run from its worker.pid ("PID STARTTIME", written by the app), or 0:
-// the start time (field 22 of /proc/PID/stat) must match, so a recycled pid is never signalled.
-long live_worker_pid(const std::string& run_dir) {
-  std::ifstream f(run_dir + "/worker.pid");
-  long pid = 0;
-  std::string start;
-  if (!(f >> pid) || pid <= 0) return 0;
-  f >> start;
-  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
-  const auto close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 3 && (field == "Z" || field == "X")) return 0;
-    if (i == 22) return start.empty() || field == start ? pid : 0;
-  }
-  return 0;
-}
-
 int checkpoint_run(const Context& ctx, const std::string& name) {
   db::Database db = open_store(ctx);
   const db::Run r = db::get_run(db, name);
-  if (ui::noderun::isNodeRunDir(r.run_dir)) return checkpoint_nodes_run(ctx, name);
-  const long pid = r.run_dir.empty() ? 0 : live_worker_pid(r.run_dir);
+  if (runs::is_node_run_dir(r.run_dir)) return checkpoint_nodes_run(ctx, name);
+  const long pid = r.run_dir.empty() ? 0 : runs::live_worker_pid(r.run_dir);
   if (pid == 0) {
     std::fprintf(stderr,
-                 "flotilla: run %s has no live worker this command can find (started from the app, its "
-                 "worker.pid in %s names it); a run started with `flotilla run` takes Ctrl-C to stop, and its "
-                 "worker takes SIGUSR1 for a checkpoint\n",
+                 "flotilla: run %s has no live worker (its worker.pid in %s names none that is alive); only a "
+                 "running run can take a checkpoint\n",
                  r.name.c_str(), r.run_dir.empty() ? "its run dir" : r.run_dir.c_str());
     return kExitRefused;
   }
@@ -337,7 +326,17 @@ int cmd_runs(const Context& ctx) {
     recovery.no_bind = args.flag("--no-bind");
     const auto pos = args.positionals();
     if (pos.size() != 1) throw UsageError("runs " + sub + " needs one RUN (a name or an id)");
-    return sub == "resume" ? resume_run(ctx, pos[0], recovery, quiet) : attach_nodes_run(ctx, pos[0], quiet, recovery);
+    if (sub == "resume") return resume_run(ctx, pos[0], recovery, quiet);
+    {
+      const db::Database db = open_store(ctx, "flotilla runs attach");
+      const db::Run r = db::get_run(db, pos[0]);
+      if (runs::is_local_run(r)) {
+        if (recovery.auto_recover)
+          throw UsageError("--auto-recover is for runs on SSH nodes; run " + r.name + " is local");
+        return attach_local_run(ctx, pos[0], quiet);
+      }
+    }
+    return attach_nodes_run(ctx, pos[0], quiet, recovery);
   }
   throw UsageError("runs: unknown subcommand '" + sub +
                    "' (list, show, export, resume, attach, checkpoint, checkpoints, fetch, delete)");

@@ -1,5 +1,12 @@
 // flotilla-worker launch --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
 //                        [--max-restarts K] [...] -- train --config run.toml ...
+//
+// SIGHUP (the terminal that started launch closed) becomes the SIGTERM that launch forwards to its
+// ranks, so they checkpoint and stop instead of running on unsupervised (unless SIGHUP was ignored
+// when launch started, as under nohup: then it stays ignored).
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "engine/cli/args.h"
@@ -8,6 +15,9 @@
 #include "engine/launch/launcher.h"
 
 namespace flotilla::cli {
+namespace {
+void hangup_as_term(int) { ::kill(::getpid(), SIGTERM); }  // async-signal-safe
+}  // namespace
 
 int cmd_launch(const CommandArgs& argv) {
   Args args(argv);
@@ -53,6 +63,12 @@ int cmd_launch(const CommandArgs& argv) {
   o.worker_args = args.rest_after_dashdash();
   o.device = worker_run_device(o.worker_args);
   args.finish("launch");
+  struct sigaction hup {
+  }, old{};
+  hup.sa_handler = hangup_as_term;
+  sigemptyset(&hup.sa_mask);
+  // Unless ignored on entry (nohup, a detached run on a node): then the hang-up stays ignored.
+  if (sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGHUP, &hup, nullptr);
   return run_launch(o);
 }
 

@@ -1,4 +1,13 @@
 // flotilla-worker: dispatch to subcommands; the one place where engine errors reach the user.
+//
+// Decision: SIGPIPE is ignored for every command, before anything runs. The worker's stdout and
+// stderr are often pipes to whoever started it (`flotilla run`, a shell pipeline); when that
+// process goes away the next write would kill the worker by SIGPIPE, mid-step, with no emergency
+// checkpoint. Ignored, a write to a closed pipe only fails (EPIPE); metrics.jsonl stays the record,
+// and a stop arrives as a signal (SIGTERM from the parent's death signal, SIGHUP from a closed
+// terminal), which the trainer turns into a checkpoint and exit 10. Ignored signals stay ignored
+// across exec, so launch's ranks inherit it.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -54,6 +63,7 @@ static void print_help() {
 }
 
 int worker_main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     print_help();
     return static_cast<int>(ExitCode::kUsage);

@@ -125,7 +125,7 @@ const char* kDerived = R"(## Derived values
 ## Validation rules
 
 - `run.name`: non-empty, at most 100 characters of letters, digits, `-`, `_`, `.`; not starting
-  with `.`. `run.seed` < 2^63. `run.threads` >= 0.
+  with `.`. `run.seed` < 2^63. `run.threads` >= 0. `run.max_restarts` >= 0.
 - `model`: `n_layer`, `n_head`, `n_embd`, `max_seq_len` >= 1; `n_head` divides `n_embd` (for
   llama unless `head_dim` is set); `vocab_size` in [2, 2^30]; `init_from` empty, `*.safetensors`,
   `*.bin` or a Hugging Face folder with a `config.json`. llama: `n_kv_head` divides `n_head`,

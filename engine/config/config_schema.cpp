@@ -57,6 +57,7 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(run, seed, "seed for initialisation, shuffling and sampling"),
       FLOTILLA_KEY(run, device, "\"cpu\" or \"cuda\"", "cpu", "cuda"),
       FLOTILLA_KEY(run, threads, "CPU threads per rank; 0 = all cores (divided among local ranks)"),
+      FLOTILLA_KEY(run, max_restarts, "crash restarts from the last verified checkpoint; preemptions do not count"),
 
       FLOTILLA_KEY(model, preset, "a named shape (docs/config.md lists them) or custom"),
       FLOTILLA_KEY(model, arch, "model family: gpt2 | llama (Llama 3, Qwen 2/3, SmolLM2, Mistral-style)",
@@ -182,7 +183,7 @@ KeyType ConfigKey::type() const {
 
 const std::vector<ConfigSectionInfo>& config_sections() {
   static const std::vector<ConfigSectionInfo> sections = {
-      {"run", "identity of the run: name, directory, seed, device and threads"},
+      {"run", "identity of the run: name, directory, seed, device, threads and crash restarts"},
       {"model", "the GPT-2 architecture: a preset plus any dimension overridden"},
       {"data", "where tokens come from: the synthetic demo corpus or llm.c token shards"},
       {"train", "batch geometry, step count, precision and the gradient guards"},

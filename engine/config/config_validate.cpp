@@ -66,6 +66,7 @@ void check_run(const RunConfig& c, Problems& p) {
   if (!name.empty() && name[0] == '.') p.add("run.name", q(name) + " must not start with '.'");
   if (name.size() > 100) p.add("run.name", "is " + std::to_string(name.size()) + " characters; at most 100");
   at_least(p, "run.threads", c.run.threads, 0, " (0 = all cores)");
+  at_least(p, "run.max_restarts", c.run.max_restarts, 0, " (0 = a crash fails the run)");
   if (c.run.seed > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     p.add("run.seed", std::to_string(c.run.seed) + " exceeds 2^63-1 (TOML integers are signed 64-bit)");
 }

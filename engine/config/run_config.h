@@ -17,6 +17,7 @@ struct RunSection {
   uint64_t seed = 1337;        // seed for initialisation, shuffling and sampling
   std::string device = "cpu";  // "cpu" or "cuda"
   int threads = 0;             // CPU threads per rank; 0 = all cores (divided among local ranks)
+  int max_restarts = 2;        // crash restarts from the last verified checkpoint; preemptions do not count
 };
 
 struct ModelSection {

@@ -18,6 +18,10 @@ void install_stop_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  // A hang-up stops the run too, unless it was ignored on entry (nohup, a detached remote run):
+  // then it stays ignored.
+  struct sigaction hup {};
+  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, nullptr);
   struct sigaction sc {};
   sc.sa_handler = on_checkpoint;
   sigemptyset(&sc.sa_mask);

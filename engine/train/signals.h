@@ -1,11 +1,14 @@
-// Stop requests from signals: SIGTERM/SIGINT set a flag that the trainer polls at step
-// boundaries (never acting inside the handler), so a preemption notice becomes a clean
-// checkpoint-and-exit. The grace-period policy lives in the trainer.
+// Stop requests from signals: SIGTERM/SIGINT/SIGHUP set a flag that the trainer polls at step
+// boundaries (never acting inside the handler), so a preemption notice, or the terminal that
+// started the worker closing, becomes a clean checkpoint-and-exit. The grace-period policy lives
+// in the trainer.
 #pragma once
 
 namespace flotilla {
 
-void install_stop_signal_handlers();  // SIGTERM, SIGINT -> stop requested; SIGUSR1 -> checkpoint now
+// SIGTERM, SIGINT, SIGHUP (unless ignored on entry, as under nohup) -> stop requested; SIGUSR1 ->
+// checkpoint now.
+void install_stop_signal_handlers();
 bool stop_requested();
 int stop_signal();               // the signal that requested the stop (0 if none)
 bool take_checkpoint_request();  // true once after each SIGUSR1

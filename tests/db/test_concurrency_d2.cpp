@@ -1,4 +1,4 @@
-// RELIABILITY.md D2: two processes write the same database through their own Writers while this
+// docs/reliability.md D2: two processes write the same database through their own Writers while this
 // process reads on its own connection, holds read transactions across their commits, and writes
 // too. No "database is locked" (DbError kBusy) reaches any caller, and every row arrives.
 #include <sys/wait.h>

@@ -125,6 +125,61 @@ void test_budget(Database& db) {
   CHECK_THROWS(set_budget(db, run, 10.0, 1.5), "fraction");
 }
 
+// Issue 16: one price per run. The price stored when the run starts is what every accrual it
+// opens charges, on every node at its share; editing the node's price afterwards changes runs
+// started afterwards, not this one; a small budget is reported to the digit it needs.
+void test_run_price(Database& db) {
+  const int64_t a = ensure_node(db, "share-a", "ssh");
+  const int64_t b = ensure_node(db, "share-b", "ssh");
+  set_node_pricing(db, a, NodePricing{{}, false, 1.0, {}, {}});
+  const int64_t run = make_run(db, "one-price");
+  attach_node(db, run, a, 1);
+  attach_node(db, run, b, 3);
+  set_run_price(db, run, 36.0, "run config ([budget] usd_per_hour)",
+                {{a, "", 1, 9.0, "config share 1/4"}, {b, "", 3, 27.0, "config share 3/4"}});
+  const Run r = get_run(db, run);
+  CHECK(r.usd_per_hour && *r.usd_per_hour == 36.0 && r.price_source == "run config ([budget] usd_per_hour)");
+  const auto shares = run_node_shares(db, run);
+  CHECK(shares.size() == 2 && shares[0].usd_per_hour == 9.0 && shares[1].usd_per_hour == 27.0);
+  const double t = 1767225600;
+  set_status(db, run, RunStatus::kRunning, t);
+  set_node_pricing(db, a, NodePricing{{}, false, 100.0, {}, {}});  // edited while it runs
+  set_status(db, run, RunStatus::kPaused, t + 1);
+  set_status(db, run, RunStatus::kRunning, t + 10);
+  // 1 s + 1 s of running at $36/h, whatever node a costs now: a cent a second.
+  CHECK_NEAR(run_cost_usd(db, run, t + 11), 0.02, 1e-12);
+  for (const Accrual& acc : run_accruals(db, run)) CHECK(acc.usd_per_hour == (acc.node_id == a ? 9.0 : 27.0));
+  // Running time counts once however many nodes accrue: 2 s, not 4.
+  CHECK_NEAR(run_running_seconds(db, run, t + 11), 2.0, 1e-9);
+  set_budget(db, run, 0.02, 0.8);
+  const BudgetStatus at = budget_status(db, run, t + 11.01);
+  CHECK(at.action == BudgetAction::kStop);
+  CHECK_MSG(at.note == "budget reached: $0.0201 of $0.02", "note: %s", at.note.c_str());
+  CHECK_THROWS(set_run_price(db, run, -1, "x", {}), "price");
+  // A run whose price was never stored (before schema v7) still accrues at the node's rate now.
+  const int64_t old = make_run(db, "unresolved");
+  attach_node(db, old, a, 1);
+  set_status(db, old, RunStatus::kRunning, t);
+  CHECK_NEAR(run_cost_usd(db, old, t + 36), 1.0, 1e-9);  // $100/h for 36 s
+}
+
+void test_time_limit(Database& db) {
+  const int64_t run = make_run(db, "timed");
+  attach_node(db, run, ensure_node(db, "local", "local"), 1);
+  set_max_hours(db, run, 0.002);  // 7.2 s
+  const double t = 1767225600;
+  set_status(db, run, RunStatus::kRunning, t);
+  CHECK(budget_status(db, run, t + 7).action == BudgetAction::kNone);
+  const BudgetStatus stop = budget_status(db, run, t + 7.3);
+  CHECK(stop.action == BudgetAction::kStop);
+  CHECK_MSG(stop.note == "time limit reached: 0.002028 h of 0.002 h", "note: %s", stop.note.c_str());
+  CHECK_THROWS(set_max_hours(db, run, 0.0), "max_hours");
+  set_status(db, run, RunStatus::kStopped, t + 8, "flotilla run: time limit", 10, stop.note);
+  CHECK(get_run(db, run).status_note == stop.note);
+  set_status(db, run, RunStatus::kRunning, t + 20);  // resumed: the note is cleared
+  CHECK(get_run(db, run).status_note.empty());
+}
+
 }  // namespace
 
 int main() {
@@ -134,5 +189,7 @@ int main() {
   test_accruals(db);
   test_local_and_days(db);
   test_budget(db);
+  test_run_price(db);
+  test_time_limit(db);
   return flotilla_test::summary("test_costs");
 }

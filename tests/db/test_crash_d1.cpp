@@ -1,4 +1,4 @@
-// RELIABILITY.md D1: a process writing metrics at full rate through the Writer is SIGKILLed at
+// docs/reliability.md D1: a process writing metrics at full rate through the Writer is SIGKILLed at
 // random points. After every kill: PRAGMA integrity_check is ok, every step the child reported as
 // acknowledged (written to a pipe after its ticket committed) is present, and no transaction is
 // half there (each step's 14 rows and the block summaries agree). FLOTILLA_D1_ROUNDS overrides

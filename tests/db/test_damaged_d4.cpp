@@ -1,4 +1,4 @@
-// RELIABILITY.md D4 for the run store: garbage, truncated and foreign files are refused with a
+// docs/reliability.md D4 for the run store: garbage, truncated and foreign files are refused with a
 // clear message and left untouched, on both integrity paths (the full quick_check of small files
 // and the header check of big ones), and a store with runs is never recreated over.
 #include <sqlite3.h>

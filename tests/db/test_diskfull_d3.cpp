@@ -1,4 +1,4 @@
-// RELIABILITY.md D3: the database's storage fills up (injected with PRAGMA max_page_count on the
+// docs/reliability.md D3: the database's storage fills up (injected with PRAGMA max_page_count on the
 // writer's connection, which makes SQLite return SQLITE_FULL exactly as a full disk does).
 // The writer reports a clear "full" error and drops rows with a counter; the producer (training)
 // is never blocked; a file ingest keeps its offset and resumes once space is back; afterwards

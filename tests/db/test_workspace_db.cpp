@@ -1,4 +1,4 @@
-// The workspace database opens safely (DESIGN.md §5, RELIABILITY.md D4): created 0600 with WAL
+// The workspace database opens safely (DESIGN.md §5, docs/reliability.md D4): created 0600 with WAL
 // and foreign keys, reopened without change, and a damaged or newer file is refused with a clear
 // message and left byte-for-byte untouched. Migrations apply step by step, each atomically.
 #include <sqlite3.h>

@@ -1,4 +1,4 @@
-// Token shards: uint16/uint32 round trips, durable writes, globbing, and every RELIABILITY.md C9
+// Token shards: uint16/uint32 round trips, durable writes, globbing, and every docs/reliability.md C9
 // fault (truncated, bad magic, bad version, count != size, token >= vocab in checked mode, too few
 // tokens for one batch) failing with a message that names the file and the fault.
 #include <algorithm>

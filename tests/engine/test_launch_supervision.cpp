@@ -1,4 +1,4 @@
-// The launch supervisor with real processes (RELIABILITY.md C1, C5, R2).
+// The launch supervisor with real processes (docs/reliability.md C1, C5, R2).
 //
 // C1: a rank SIGKILLed mid-run -> the group is ended, the root cause ("rank 0 killed by signal 9
 //     at step k") is reported, the group restarts from the last verified checkpoint, and the final

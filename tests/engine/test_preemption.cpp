@@ -1,4 +1,4 @@
-// Preemption (RELIABILITY.md C3): SIGTERM makes the worker stop at the next step boundary.
+// Preemption (docs/reliability.md C3): SIGTERM makes the worker stop at the next step boundary.
 // With a generous grace period it writes an emergency checkpoint and exits with code 10
 // ("preempted"), and a resume starts at exactly that step. With a grace period shorter than the
 // measured save time it saves nothing, still exits 10, and a resume falls back to the last

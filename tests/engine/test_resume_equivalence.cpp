@@ -1,4 +1,4 @@
-// Resume equivalence (RELIABILITY.md C10) and its negative controls (C11), with real processes.
+// Resume equivalence (docs/reliability.md C10) and its negative controls (C11), with real processes.
 //
 // Run A trains 2N steps straight. Run B trains N steps (--stop-after N, checkpoint), exits, and a
 // NEW process resumes and trains to 2N. Run B' is killed with SIGKILL after step N and auto-resumes.

@@ -1,4 +1,4 @@
-// Hostile input against a real sshd (RELIABILITY.md S7, S8), plus the start guard (S5) and stop,
+// Hostile input against a real sshd (docs/reliability.md S7, S8), plus the start guard (S5) and stop,
 // using a fake worker script that records its argv: names, users and run ids with shell
 // metacharacters are rejected before anything reaches libssh or a shell; paths and arguments
 // reach the node byte for byte; a canary file is never created.

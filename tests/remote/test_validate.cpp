@@ -1,4 +1,4 @@
-// Remote argument validation and quoting (RELIABILITY.md "Remote commands", fault row S7): every
+// Remote argument validation and quoting (docs/reliability.md "Remote commands", fault row S7): every
 // hostile host/user/port is refused with a message naming the field, ordinary values pass, and
 // shell_quote() survives a real /bin/sh with the input unchanged and no command executed.
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 # `flotilla info --workspace WORK`, headless. CASE=fresh: creates WORK/flotilla.db at schema 1.
 # CASE=damaged: WORK/flotilla.db holds garbage; info must fail with exit 6, say "damaged", and
-# leave the file byte-for-byte unchanged (RELIABILITY.md D4: never recreate a damaged store).
+# leave the file byte-for-byte unchanged (docs/reliability.md D4: never recreate a damaged store).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 set(db ${WORK}/flotilla.db)

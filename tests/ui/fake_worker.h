@@ -21,6 +21,10 @@
 
 #include <cmath>
 
+#include "db/costs.h"
+#include "engine/train/metrics_reader.h"
+#include "ui/live/livedata.h"
+
 namespace fake_worker {
 
 inline constexpr char kScript[] = R"SH(#!/bin/sh
@@ -159,6 +163,36 @@ inline QList<QJsonObject> syntheticRun(const Synthetic& s) {
     if (i % 50 == 0) out.append(eval(s, i));
   }
   return out;
+}
+
+// A record as the app receives it: the JSON object as a protocol line, through the engine's reader.
+inline flotilla::MetricsRecord record(QJsonObject o) {
+  if (!o.contains(QStringLiteral("v"))) o.insert(QStringLiteral("v"), 1);
+  flotilla::MetricsRecord r;
+  flotilla::parse_metrics_line(QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString(), r);
+  return r;
+}
+
+inline QList<flotilla::MetricsRecord> records(const QList<QJsonObject>& objects) {
+  QList<flotilla::MetricsRecord> out;
+  for (const QJsonObject& o : objects) out.append(record(o));
+  return out;
+}
+
+// What the store would say the synthetic run costs: its price stored when it started, its cap,
+// one accrual open from t0.
+inline flotilla::ui::RunCost cost(const Synthetic& s) {
+  flotilla::ui::RunCost c;
+  c.known = true;
+  c.usdPerHour = s.usdPerHour;
+  c.source = QStringLiteral("catalogue lambda/gpu_2x_h100 on-demand, 2/2 GPUs");
+  c.maxUsd = s.maxUsd;
+  flotilla::db::Accrual a;
+  a.start = s.t0;
+  a.devices = 2;
+  a.usd_per_hour = s.usdPerHour;
+  c.accruals = {a};
+  return c;
 }
 
 inline QByteArray toJsonLines(const QList<QJsonObject>& records) {

@@ -189,7 +189,8 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QVERIFY2(y.last() < y.first(), qPrintable(QStringLiteral("loss %1 -> %2").arg(y.first()).arg(y.last())));
   QCOMPARE(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kRunning);
   // One rank, under launch like any other run: its one rank is the launcher's child.
-  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout 3600 -- train --config ")),
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout "
+                                                      "3600 --max-restarts 2 -- train --config ")),
            qPrintable(run->commandLine()));
   QCOMPARE(childPids(run->pid()).size(), 1);
 
@@ -204,8 +205,7 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QVERIFY(finished.count() || finished.wait(60000));
   QCOMPARE(run->exitCode(), 10);
   // The store: final status after the ingestor drained the file; every step exactly once.
-  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kStopped,
-                            10000);
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kStopped, 10000);
   int duplicates = 0;
   const std::set<qint64> steps = fileSteps(dir, &duplicates);
   QCOMPARE(duplicates, 0);
@@ -266,8 +266,8 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
   QCOMPARE(rows.size(), steps.size());
   QCOMPARE(rows.back().step, static_cast<int64_t>(steps.size()));
   QVERIFY(LocalRun::liveWorkerPid(dir) == 0);
-  qInfo("re-attached run stopped at step %lld: %zu loss rows, each step once",
-        static_cast<long long>(rows.back().step), rows.size());
+  qInfo("re-attached run stopped at step %lld: %zu loss rows, each step once", static_cast<long long>(rows.back().step),
+        rows.size());
 }
 
 // The stopped run of the first test, from the Runs view's actions: resume continues it in place

@@ -88,7 +88,7 @@ void TestCloseWithRuns::runTheDemoOpensTheLivePageAndCountsIt() {
   auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
   QCOMPARE(live->run(), run);
   QCOMPARE(runningText(w.get()), QStringLiteral("1 run running"));
-  QVERIFY(run->runDir().startsWith(m_workspace.directory + QStringLiteral("/runs/demo-")));
+  QVERIFY(run->runDir().startsWith(m_workspace.directory + QStringLiteral("/runs/demo")));
   LocalRun* second = startDemo(w.get());
   QVERIFY(second && second != run);
   QCOMPARE(runningText(w.get()), QStringLiteral("2 runs running"));

@@ -139,7 +139,7 @@ void TestLiveE2e::demoTrainsLiveAndStopsWithACheckpoint() {
   QCOMPARE(run->exitStatus(), QProcess::NormalExit);
   if (run->exitCode() == 10) {
     QCOMPARE(run->state(), LocalRun::State::Stopped);
-    QCOMPARE(run->summary().value(QStringLiteral("exit")).toString(), QStringLiteral("preempted"));
+    QCOMPARE(run->summaryExit(), QStringLiteral("preempted"));
     QVERIFY2(runLog(run).contains(QStringLiteral("(preempt)")), qPrintable(runLog(run)));
   }
   const QDir checkpoints(run->runDir() + QStringLiteral("/checkpoints"));
@@ -152,7 +152,7 @@ void TestLiveE2e::demoTrainsLiveAndStopsWithACheckpoint() {
   QCOMPARE(QFileInfo(run->lastCheckpoint()).canonicalFilePath(),
            QFileInfo(checkpoints.filePath(steps.last())).canonicalFilePath());
   QCOMPARE(w.findChild<QLabel*>(QStringLiteral("statusRunning"))->text(), QStringLiteral("0 runs running"));
-  QCOMPARE(run->tail().skippedLines(), 0);
+  QVERIFY(run->deliveredRecords() > 0);
 
   QTest::qWait(2 * flotilla::ui::LivePage::kRefreshMs);
   const QString stopped = shots + QStringLiteral("/page-live-stopped.png");

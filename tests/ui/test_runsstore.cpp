@@ -1,13 +1,14 @@
 // The Runs view over a real run store: StoreRunsModel under QAbstractItemModelTester fed by the
 // StoreService's off-thread snapshots, its live columns (progress, loss, tokens/s, MFU, cost), the
 // filters, tag and note edits written to the store, delete refused while running, CSV export,
-// the app's file ingestor (offsets committed with rows: a second ingestor continues without
-// doubling), and the single-instance lock.
+// the settling of a run whose worker is gone, and the single-instance lock. (Ingesting by the
+// committed offset, across a watcher that left and one that re-attached, is the runs layer's:
+// tests/runs/test_local_lifecycle.cpp.)
 #include <QAbstractItemModelTester>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QProcess>
-#include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -18,13 +19,13 @@
 #include "db/database.h"
 #include "db/ingest.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "db/sql.h"
 #include "db/workspace.h"
 #include "db/writer.h"
+#include "runs/run_status.h"
 #include "ui/main/instancelock.h"
-#include "db/run_records.h"
-#include "ui/runs/ingestthread.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/storerunsmodel.h"
@@ -67,7 +68,6 @@ class TestRunsStore : public QObject {
   void init();
   void modelShowsStoredRunsLive();
   void filtersTagsNotesAndDelete();
-  void ingestThreadContinuesFromTheCommittedOffset();
   void exportsCsv();
   void secondInstanceIsRefused();
   void goneWorkerIsMarkedLostAfterItsFileIsStored();
@@ -114,14 +114,15 @@ void TestRunsStore::modelShowsStoredRunsLive() {
   QCOMPARE(model.index(row, StoreRunsModel::Layout).data().toString(), QStringLiteral("dp2 × tp1 × pp1"));
   QVERIFY(model.index(row, StoreRunsModel::Loss).data().toString().isEmpty());
 
-  // Metrics arrive through the app's ingestor; the model follows without a reset.
+  // Metrics arrive as a run's watcher stores them (runs/local_run.h: by offset, through the
+  // service's writer); the model follows without a reset.
   const QString metrics = m_tmp.filePath(QStringLiteral("alpha-metrics.jsonl"));
   QFile f(metrics);
   QVERIFY(f.open(QIODevice::WriteOnly));
   for (int s = 1; s <= 40; ++s) f.write(stepLine(s, 5.0 - s * 0.05));
   f.close();
   QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
-  store.track(running, metrics);
+  db::FileIngestor(store.writer(), running, metrics.toStdString(), "metrics.jsonl").poll();
   QTRY_COMPARE(model.index(model.rowOfId(running), StoreRunsModel::Progress).data().toString(),
                QStringLiteral("40 / 100 (40%)"));
   const int r = model.rowOfId(running);
@@ -134,15 +135,13 @@ void TestRunsStore::modelShowsStoredRunsLive() {
   QCOMPARE(store.spendPerHour(), 3.6);
   QCOMPARE(reset.count(), 0);
 
-  // The end: the ingestor drains, then writes the final status.
-  QSignalSpy ended(&store, &StoreService::runEnded);
-  flotilla::ui::RunEnd end;
+  // The end, as the watcher records it (the runs layer is the one place that writes a status).
+  flotilla::runs::RunEnd end;
   end.status = db::RunStatus::kCompleted;
   end.reason = "test: done";
   end.exit_code = 0;
-  store.finish(running, metrics, end);
-  QVERIFY(ended.wait(5000));
-  QCOMPARE(ended.first().at(1).toString(), QStringLiteral("completed"));
+  store.writer().run([&](db::Database& wdb) { flotilla::runs::record_end(wdb, running, end); });
+  store.refresh();
   QTRY_COMPARE(model.index(model.rowOfId(running), StoreRunsModel::Status).data().toString(),
                QStringLiteral("completed"));
   QCOMPARE(countRows(m_db, running, "loss"), int64_t{40});
@@ -206,50 +205,6 @@ void TestRunsStore::filtersTagsNotesAndDelete() {
   QVERIFY(store.deleteRun(keep, &error));
   QTRY_COMPARE(model.rowCount(), 2);
   QCOMPARE(model.rowOfId(keep), -1);
-}
-
-void TestRunsStore::ingestThreadContinuesFromTheCommittedOffset() {
-  int64_t id = 0;
-  {
-    db::Database d(m_db.toStdString());
-    db::NewRun r;
-    r.name = "ingest";
-    id = db::create_run(d, r);
-    db::set_status(d, id, db::RunStatus::kRunning);
-  }
-  const QString metrics = m_tmp.filePath(QStringLiteral("ingest-metrics.jsonl"));
-  QFile f(metrics);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  for (int s = 1; s <= 10; ++s) f.write(stepLine(s, 4.0));
-  f.write(R"({"v":1,"type":"step","rank":0,"step":11,"lo)");  // torn: the worker is mid-write
-  f.flush();
-  {
-    db::Writer writer(m_db.toStdString());
-    flotilla::ui::IngestThread ingest(writer, 50);
-    ingest.track(id, metrics.toStdString());
-    QTRY_COMPARE(countRows(m_db, id, "loss"), int64_t{10});
-    ingest.sync();
-  }  // the app closes ("leave it running"); the worker writes on
-  f.write(R"(ss":3.5,"tokens_per_s":1.0,"mfu":0.1})" "\n");
-  for (int s = 12; s <= 20; ++s) f.write(stepLine(s, 3.0));
-  f.close();
-  {
-    db::Writer writer(m_db.toStdString());
-    flotilla::ui::IngestThread ingest(writer, 50);
-    std::atomic<int> finished{0};
-    ingest.on_finished = [&](int64_t, db::RunStatus) { ++finished; };
-    flotilla::ui::RunEnd end;
-    end.status = db::RunStatus::kFailed;
-    end.reason = "lost: test";
-    end.only_if_running = true;
-    ingest.finish(id, metrics.toStdString(), end);
-    QTRY_COMPARE(finished.load(), 1);
-  }
-  QCOMPARE(countRows(m_db, id, "loss"), int64_t{20});  // every step exactly once
-  const db::Database d(m_db.toStdString());
-  QCOMPARE(db::metric_points(d, id, "loss")[10].value, 3.5);  // step 11, the torn-then-completed line
-  QCOMPARE(db::get_run(d, id).status, db::RunStatus::kFailed);
-  QCOMPARE(db::committed_offset(d, id, flotilla::ui::kMetricsSource), QFileInfo(metrics).size());
 }
 
 void TestRunsStore::exportsCsv() {

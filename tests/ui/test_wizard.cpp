@@ -6,13 +6,13 @@
 // Saves a PNG of every page into the build tree's screenshots folder.
 #include <QAbstractButton>
 #include <QComboBox>
-#include <QFile>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
-#include <QPlainTextEdit>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -231,7 +231,8 @@ void TestWizard::dataPageReadsShardsAndBlocksMissingOnes() {
   emit val->textEdited(val->text());
   QCOMPARE(QString::fromStdString(w->config().data.train), dir + QStringLiteral("/train_*.bin"));
   QTRY_VERIFY(!page->isScanning());
-  QVERIFY2(page->trainSummary().contains(QStringLiteral("2 shard")) && page->trainSummary().contains(QStringLiteral("8.00 k")),
+  QVERIFY2(page->trainSummary().contains(QStringLiteral("2 shard")) &&
+               page->trainSummary().contains(QStringLiteral("8.00 k")),
            qPrintable(page->trainSummary()));
   QVERIFY2(page->valSummary().contains(QStringLiteral("1 shard")) && page->valSummary().contains(QStringLiteral("700")),
            qPrintable(page->valSummary()));
@@ -280,7 +281,8 @@ void TestWizard::hardwarePageShowsTheEngineMessages() {
   QVERIFY(page->isComplete());
   QVERIFY(!w->hardwarePage()->memoryBar()->overCapacity());
   QVERIFY(w->hardwarePage()->memoryBar()->used() > 0);
-  QVERIFY2(w->hardwarePage()->planText().contains(QStringLiteral("tokens/s")), qPrintable(w->hardwarePage()->planText()));
+  QVERIFY2(w->hardwarePage()->planText().contains(QStringLiteral("tokens/s")),
+           qPrintable(w->hardwarePage()->planText()));
 
   setSpin(page, "dp", 2);  // two data-parallel ranks, but one rank chosen
   QVERIFY(!page->isComplete());
@@ -353,7 +355,10 @@ void TestWizard::aLayoutThatDoesNotFitIsAdvisedAndRecommendFixesIt() {
   page->recommend();
   QTRY_VERIFY_WITH_TIMEOUT(!page->isSearching(), 10000);
   QVERIFY2(page->isComplete(), qPrintable(shownProblems(page) + QStringLiteral(" | ") + page->recommendationText() +
-                                          QStringLiteral(" | ranks %1 dp %2 B %3").arg(w->ranks()).arg(w->config().parallel.dp).arg(w->config().train.micro_batch)));
+                                          QStringLiteral(" | ranks %1 dp %2 B %3")
+                                              .arg(w->ranks())
+                                              .arg(w->config().parallel.dp)
+                                              .arg(w->config().train.micro_batch)));
   QVERIFY(!page->memoryBar()->overCapacity());
   QCOMPARE(w->config().train.micro_batch, best->config.train.micro_batch);
   QCOMPARE(w->config().parallel.dp, best->config.parallel.dp);
@@ -374,10 +379,12 @@ void TestWizard::batchPageDerivesAccumulationAndDrawsTheSchedule() {
   QCOMPARE(global->value(), 8 * 128);  // the demo: no accumulation
   global->setValue(4 * 8 * 128);
   QCOMPARE(w->config().train.global_batch_tokens, 4 * 8 * 128);
-  QVERIFY2(w->batchPage()->accumulationText().startsWith(QStringLiteral("4 ")), qPrintable(w->batchPage()->accumulationText()));
+  QVERIFY2(w->batchPage()->accumulationText().startsWith(QStringLiteral("4 ")),
+           qPrintable(w->batchPage()->accumulationText()));
   global->setValue(1000);  // not a multiple of 8 x 128
   QVERIFY(!page->isComplete());
-  QVERIFY2(shownProblems(page).contains(engineMessages(w->config(), 1, "train.global_batch_tokens").value(0, QStringLiteral("?"))),
+  QVERIFY2(shownProblems(page).contains(
+               engineMessages(w->config(), 1, "train.global_batch_tokens").value(0, QStringLiteral("?"))),
            qPrintable(shownProblems(page)));
   global->setValue(8 * 128);
   QCOMPARE(w->config().train.global_batch_tokens, 0);  // back to "no accumulation"
@@ -507,12 +514,13 @@ void TestWizard::finishOnTheRunsPageLaunchesTheConfig() {
   QCOMPARE(opened.count(), 1);
   QCOMPARE(runs.count(), 1);
   flotilla::ui::LocalRun* run = runs.at(0);
-  QVERIFY(run->name().startsWith(QStringLiteral("wizard-e2e-")));
+  QVERIFY(run->name().startsWith(QStringLiteral("wizard-e2e")));
   const RunConfig written = flotilla::load_config_file((run->runDir() + QStringLiteral("/run.toml")).toStdString());
   QCOMPARE(QString::fromStdString(written.run.out_dir), run->runDir());
   QCOMPARE(written.train.steps, 3);
   // One rank goes through launch too (GPU pinning, supervision, signal forwarding).
-  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout 3600 -- train --config ")),
+  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout "
+                                                      "3600 --max-restarts 2 -- train --config ")),
            qPrintable(run->commandLine()));
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
   QVERIFY2(run->state() == flotilla::ui::LocalRun::State::Completed, qPrintable(run->stateText()));

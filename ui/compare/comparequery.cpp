@@ -6,7 +6,6 @@
 #include <set>
 
 #include "db/costs.h"
-#include "db/sql.h"
 #include "ui/plot/smoothing.h"
 
 namespace flotilla::ui {
@@ -17,18 +16,6 @@ db::OpenOptions readerOptions() {
   o.create = false;
   o.quick_check = false;  // the app checked the file when it opened the workspace
   return o;
-}
-
-// Dollars or GPU-hours accrued up to time t. db::accrued_until() charges a closed interval in full
-// whatever t is (Accrual::seconds ignores `now` once `end` is set), so it is computed here.
-double accruedAt(const std::vector<db::Accrual>& accruals, double t, bool dollars) {
-  double total = 0;
-  for (const auto& a : accruals) {
-    const double stop = std::min(a.end ? *a.end : t, t);
-    const double seconds = std::max(0.0, stop - a.start);
-    total += (dollars ? a.usd_per_hour : static_cast<double>(a.devices)) * seconds / 3600.0;
-  }
-  return total;
 }
 
 }  // namespace
@@ -57,8 +44,8 @@ TargetHit costToReach(const db::Database& db, const db::Run& run, double target,
       if (accruals.empty()) {
         hit.gpuHours = static_cast<double>(run.world_size.value_or(1)) * hit.wallSeconds / 3600.0;
       } else {
-        hit.usd = accruedAt(accruals, p.time, true);
-        hit.gpuHours = accruedAt(accruals, p.time, false);
+        hit.usd = db::accrued_until(accruals, p.time, true);
+        hit.gpuHours = db::accrued_until(accruals, p.time, false);
       }
       break;
     }

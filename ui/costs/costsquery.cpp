@@ -2,12 +2,11 @@
 #include "ui/costs/costsquery.h"
 
 #include <cstdlib>
-#include <map>
 
+#include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
 #include "db/run_store.h"
-#include "db/sql.h"
 
 namespace flotilla::ui {
 namespace {
@@ -63,35 +62,12 @@ int64_t savePrice(const QString& databasePath, const db::PriceEntry& entry) {
 
 void deletePrice(const QString& databasePath, int64_t priceId) {
   db::Database db(databasePath.toStdString(), existingStore());
-  db::write_tx(db, [&] {
-    db::Stmt st(db, "DELETE FROM pricing WHERE id = ?1 AND user_edited = 1");
-    st.bind(1, priceId).run();
-    if (db::changes_count(db) != 1)
-      throw db::DbError(db::DbErrorKind::kInvalid,
-                        "only entries you added or edited can be deleted; list prices stay (price id " +
-                            std::to_string(priceId) + ")");
-  });
+  db::delete_user_price(db, priceId);
 }
 
 int resetPrices(const QString& databasePath) {
   db::Database db(databasePath.toStdString(), existingStore());
-  int reset = 0;
-  db::write_tx(db, [&] {
-    std::map<int64_t, std::string> edited;  // id -> as_of before the reset
-    for (const auto& p : db::list_pricing(db))
-      if (p.user_edited) edited[p.id] = p.as_of;
-    // An impossible as_of makes the seed refresh every listed row; rows it does not know keep it.
-    db::Stmt clear(db, "UPDATE pricing SET user_edited = 0, as_of = '\x01reset' WHERE user_edited = 1");
-    clear.run();
-    db::seed_pricing(db);
-    db::Stmt restore(db, "UPDATE pricing SET user_edited = 1, as_of = ?2 WHERE id = ?1 AND as_of = '\x01reset'");
-    for (const auto& [id, asOf] : edited) {
-      restore.bind(1, id).bind(2, asOf).run();
-      if (db::changes_count(db) == 0) ++reset;
-      restore.reset();
-    }
-  });
-  return reset;
+  return db::reset_user_prices(db);
 }
 
 void saveBudget(const QString& databasePath, int64_t runId, std::optional<double> capUsd, double warnFraction) {

@@ -159,7 +159,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
 
 LiveDashboard::~LiveDashboard() = default;
 
-void LiveDashboard::ingest(const QJsonObject& record) { m_data.ingest(record); }
+void LiveDashboard::ingest(const flotilla::MetricsRecord& record) { m_data.ingest(record); }
 
 void LiveDashboard::dataChanged() {
   for (PlotPanel* p : m_plots) p->markDirty();
@@ -281,6 +281,12 @@ void LiveDashboard::updateDerived() {
     m_gpu->setMessage(m_data.steps().rows() > 0
                           ? tr("No GPU in this run:\nits records carry no GPU fields (a CPU run)")
                           : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
+  else
+    // The worker reports its GPUs' memory, not their utilisation (engine/train/metrics.h): the
+    // memory is on the Memory plot; utilisation comes from the machine's sampled readings.
+    m_gpu->setMessage(tr("GPU utilisation is not in the worker's records:\nits %1 GPU(s)' memory is on the "
+                         "Memory plot; utilisation comes from the machine's sampled readings")
+                          .arg(m_data.gpuCount()));
   const double planned = m_data.plannedSteps() > 0 ? double(m_data.plannedSteps()) : 0.0;
   m_loss->setPlannedSteps(planned);
   const double end = m_xKind == XAxisKind::WallTime ? NAN : m_data.projectedEnd(m_xKind);
@@ -290,15 +296,14 @@ void LiveDashboard::updateDerived() {
 
   // Spend: the budget line and the projection from now to the planned end.
   if (m_data.hasPrice()) {
-    m_spend->setReferenceLine(m_data.maxUsd() > 0 ? m_data.maxUsd() : NAN,
-                              tr("budget $%1").arg(m_data.maxUsd(), 0, 'f', 2));
+    m_spend->setReferenceLine(m_data.maxUsd() > 0 ? m_data.maxUsd() : NAN, tr("budget %1").arg(money(m_data.maxUsd())));
     const QString xCol = m_xKind == XAxisKind::Step     ? live_col::kStep
                          : m_xKind == XAxisKind::Tokens ? live_col::kTokens
                                                         : live_col::kWall;
     const double x0 = m_data.steps().last(xCol);
     const double projected = m_data.projectedUsd();
     m_spend->setProjection(x0, m_data.spentUsd(), m_data.projectedEnd(m_xKind), projected,
-                           tr("projected $%1").arg(projected, 0, 'f', 2));
+                           tr("projected %1").arg(money(projected)));
   } else {
     m_spend->setReferenceLine(NAN, {});
     m_spend->setProjection(NAN, NAN, NAN, NAN, {});
@@ -311,11 +316,16 @@ void LiveDashboard::updateDerived() {
 
 QString LiveDashboard::spendText() const {
   if (!m_data.hasPrice()) return m_data.rateText();
-  QString text = tr("$%1 spent").arg(m_data.spentUsd(), 0, 'f', 2);
+  QString text = tr("%1 spent").arg(money(m_data.spentUsd()));
   const double projected = m_data.projectedUsd();
-  if (std::isfinite(projected)) text += tr(", projected $%1").arg(projected, 0, 'f', 2);
-  if (m_data.maxUsd() > 0) text += tr(" of a $%1 budget").arg(m_data.maxUsd(), 0, 'f', 2);
+  if (std::isfinite(projected)) text += tr(", projected %1").arg(money(projected));
+  if (m_data.maxUsd() > 0) text += tr(" of a %1 budget").arg(money(m_data.maxUsd()));
   return text + QStringLiteral(" · ") + m_data.rateText();
+}
+
+QString LiveDashboard::money(double usd) {
+  // Small budgets need the digits: a cent-a-second run is at $0.0201, not $0.02.
+  return QStringLiteral("$%1").arg(usd, 0, 'f', std::fabs(usd) < 0.1 && usd != 0 ? 4 : 2);
 }
 
 int LiveDashboard::refresh(int budgetMs) {

@@ -17,7 +17,6 @@
 // arrives, the plot is rebuilt over that table and the records' GPU lines stay in the memory plot.
 #pragma once
 
-#include <QJsonObject>
 #include <QList>
 #include <QWidget>
 
@@ -47,7 +46,7 @@ class LiveDashboard : public QWidget {
   explicit LiveDashboard(QWidget* parent = nullptr);
   ~LiveDashboard() override;
 
-  void ingest(const QJsonObject& record);
+  void ingest(const flotilla::MetricsRecord& record);
   // Direct access (replay, tests, the benchmark); call dataChanged() after changing it.
   LiveData& data() { return m_data; }
   const LiveData& data() const { return m_data; }
@@ -81,6 +80,8 @@ class LiveDashboard : public QWidget {
   QCheckBox* logBox() const { return m_logBox; }
   QToolButton* exportButton() const { return m_export; }
   QString spendText() const;
+  // Dollars with the digits a small amount needs ("$0.0201", "$1.74").
+  static QString money(double usd);
 
  private:
   void updateDerived();

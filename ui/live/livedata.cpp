@@ -2,7 +2,6 @@
 #include "ui/live/livedata.h"
 
 #include <QCoreApplication>
-#include <QJsonArray>
 
 #include <algorithm>
 
@@ -24,18 +23,36 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMib = 1024.0 * 1024.0;
 
 enum Col {
-  cStep, cTokens, cWall, cLoss, cLr, cTps, cMfu, cRss, cSpend,
-  cSlowCompute, cSlowComm, cSlowBubble, cSlowData, cStack1, cStack2, cStack3, cStack4, cCount
+  cStep,
+  cTokens,
+  cWall,
+  cLoss,
+  cLr,
+  cTps,
+  cMfu,
+  cRss,
+  cSpend,
+  cSlowCompute,
+  cSlowComm,
+  cSlowBubble,
+  cSlowData,
+  cStack1,
+  cStack2,
+  cStack3,
+  cStack4,
+  cCount
 };
 
-RankTimes rankTimesOf(const QJsonObject& o, int rank) {
+// A rank's step split from the record's per-rank array (data, forward, backward, optimizer,
+// comm, step, bubble: metrics.h).
+RankTimes rankTimesOf(const std::vector<float>& f, int rank) {
   RankTimes r;
   r.rank = rank;
-  r.compute = o.value(QLatin1String("forward")).toDouble() + o.value(QLatin1String("backward")).toDouble() +
-              o.value(QLatin1String("optimizer")).toDouble();
-  r.comm = o.value(QLatin1String("comm")).toDouble();
-  r.bubble = o.value(QLatin1String("bubble")).toDouble();
-  r.data = o.value(QLatin1String("data")).toDouble();
+  const auto at = [&](size_t i) { return i < f.size() ? static_cast<double>(f[i]) : 0.0; };
+  r.compute = at(1) + at(2) + at(3);
+  r.comm = at(4);
+  r.bubble = at(6);
+  r.data = at(0);
   return r;
 }
 
@@ -47,12 +64,12 @@ LiveData::LiveData() { clear(); }
 void LiveData::clear() {
   m_steps.clear();
   m_evals.clear();
-  const QString names[cCount] = {live_col::kStep,       live_col::kTokens,     live_col::kWall,
-                                 live_col::kLoss,       live_col::kLr,         live_col::kTokensPerSec,
-                                 live_col::kMfuPct,     live_col::kRssMib,     live_col::kSpend,
-                                 live_col::kSlowCompute, live_col::kSlowComm,  live_col::kSlowBubble,
-                                 live_col::kSlowData,   live_col::stackSum(1), live_col::stackSum(2),
-                                 live_col::stackSum(3), live_col::stackSum(4)};
+  const QString names[cCount] = {live_col::kStep,        live_col::kTokens,     live_col::kWall,
+                                 live_col::kLoss,        live_col::kLr,         live_col::kTokensPerSec,
+                                 live_col::kMfuPct,      live_col::kRssMib,     live_col::kSpend,
+                                 live_col::kSlowCompute, live_col::kSlowComm,   live_col::kSlowBubble,
+                                 live_col::kSlowData,    live_col::stackSum(1), live_col::stackSum(2),
+                                 live_col::stackSum(3),  live_col::stackSum(4)};
   for (int i = 0; i < cCount; ++i) m_cols[i] = m_steps.column(names[i]);
   for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall, live_col::kValLoss}) m_evals.column(n);
   m_window.clear();
@@ -64,8 +81,7 @@ void LiveData::clear() {
   m_baselineRss = 0;
   m_gpuCount = 0;
   m_gpuMemTotal = 0;
-  m_usdPerHour = m_maxUsd = 0;
-  m_priceSource.clear();
+  m_cost = RunCost{};
   clearNodeSamples();
 }
 
@@ -144,54 +160,79 @@ void LiveData::appendNodeSamples(const QVector<NodeGpuSample>& samples, double f
   }
 }
 
-void LiveData::ingest(const QJsonObject& r) {
-  const QString type = r.value(QLatin1String("type")).toString();
-  const double time = r.value(QLatin1String("time")).toDouble();
-  if (type == QLatin1String("step")) {
-    StepSample s;
-    s.step = r.value(QLatin1String("step")).toInteger();
-    s.time = time;
-    s.tokens = r.contains(QLatin1String("tokens")) ? r.value(QLatin1String("tokens")).toDouble() : -1;
-    s.loss = r.value(QLatin1String("loss")).toDouble(kNaN);
-    s.lr = r.value(QLatin1String("lr")).toDouble(kNaN);
-    s.tokensPerSec = r.value(QLatin1String("tokens_per_s")).toDouble(kNaN);
-    s.mfu = r.value(QLatin1String("mfu")).toDouble(kNaN);
-    s.stepMs = r.value(QLatin1String("step_ms")).toDouble();
-    s.total = rankTimesOf(r.value(QLatin1String("time_ms")).toObject(), 0);
-    const QJsonArray ranks = r.value(QLatin1String("ranks")).toArray();
-    for (const QJsonValue& v : ranks) {
-      const QJsonObject o = v.toObject();
-      s.ranks.append(rankTimesOf(o, o.value(QLatin1String("rank")).toInt()));
+void LiveData::ingest(const flotilla::MetricsRecord& r) {
+  const double time = r.time;
+  switch (r.type) {
+    case flotilla::MetricsRecordType::kStep: {
+      if (r.rank != 0) return;  // run-level records come from rank 0
+      const flotilla::StepRecord& rec = r.step();
+      StepSample s;
+      s.step = rec.step;
+      s.time = time;
+      s.tokens = static_cast<double>(rec.tokens);
+      s.loss = static_cast<double>(rec.loss);
+      s.lr = rec.lr;
+      s.tokensPerSec = rec.tokens_per_s;
+      s.mfu = rec.mfu;
+      s.stepMs = rec.step_ms;
+      s.total.rank = 0;
+      s.total.compute = rec.forward_ms + rec.backward_ms + rec.optimizer_ms;
+      s.total.comm = rec.comm_ms;
+      s.total.bubble = rec.bubble_ms;
+      s.total.data = rec.data_ms;
+      for (size_t q = 0; q < rec.ranks.size(); ++q) s.ranks.append(rankTimesOf(rec.ranks[q], static_cast<int>(q)));
+      s.slowestRank = r.slowest_rank;
+      s.peakRssBytes = rec.peak_rss_bytes > 0 ? static_cast<double>(rec.peak_rss_bytes) : kNaN;
+      for (const flotilla::GpuRecord& g : rec.gpus) {
+        GpuSample out;
+        out.device = g.device;
+        out.utilPct = kNaN;  // the worker does not measure utilisation (metrics.h)
+        out.memBytes = static_cast<double>(g.mem_bytes);
+        m_gpuMemTotal = std::max(m_gpuMemTotal, static_cast<double>(g.mem_total_bytes));
+        s.gpus.append(out);
+      }
+      appendStep(s);
+      break;
     }
-    s.slowestRank = r.value(QLatin1String("slowest_rank")).toInt(-1);
-    s.peakRssBytes = r.value(QLatin1String("peak_rss_bytes")).toDouble(kNaN);
-    for (const QJsonValue& v : r.value(QLatin1String("gpus")).toArray()) {
-      const QJsonObject o = v.toObject();
-      GpuSample g;
-      g.device = o.value(QLatin1String("device")).toInt();
-      const double util = o.value(QLatin1String("util")).toDouble(kNaN);
-      g.utilPct = util <= 1.0 ? util * 100.0 : util;  // a fraction, or already per cent
-      g.memBytes = o.value(QLatin1String("mem_bytes")).toDouble(kNaN);
-      m_gpuMemTotal = std::max(m_gpuMemTotal, o.value(QLatin1String("mem_total_bytes")).toDouble());
-      s.gpus.append(g);
+    case flotilla::MetricsRecordType::kEval:
+      appendEval(r.eval().step, static_cast<double>(r.eval().tokens), time, static_cast<double>(r.eval().val_loss));
+      break;
+    case flotilla::MetricsRecordType::kRunStart: {
+      const flotilla::RunStartRecord& s = r.run_start();
+      if (m_t0 <= 0 && time > 0) m_t0 = time;
+      m_plannedSteps = s.planned_steps;
+      m_worldSize = std::max(1, s.world_size);
+      m_baselineRss = static_cast<double>(s.baseline_rss_bytes);
+      if (m_steps.rows() == 0) m_startStep = s.start_step;
+      break;
     }
-    appendStep(s);
-  } else if (type == QLatin1String("eval")) {
-    appendEval(r.value(QLatin1String("step")).toInteger(),
-               r.contains(QLatin1String("tokens")) ? r.value(QLatin1String("tokens")).toDouble() : -1, time,
-               r.value(QLatin1String("val_loss")).toDouble(kNaN));
-  } else if (type == QLatin1String("run_start")) {
-    if (m_t0 <= 0 && time > 0) m_t0 = time;
-    const QJsonObject config = r.value(QLatin1String("config")).toObject();
-    const QJsonObject budget = config.value(QLatin1String("budget")).toObject();
-    m_usdPerHour = budget.value(QLatin1String("usd_per_hour")).toDouble();
-    m_maxUsd = budget.value(QLatin1String("max_usd")).toDouble();
-    m_priceSource = budget.value(QLatin1String("price_source")).toString();
-    m_plannedSteps = config.value(QLatin1String("train")).toObject().value(QLatin1String("steps")).toInteger();
-    m_worldSize = std::max(1, r.value(QLatin1String("world_size")).toInt(1));
-    m_baselineRss = r.value(QLatin1String("baseline_rss_bytes")).toDouble();
-    if (m_steps.rows() == 0) m_startStep = r.value(QLatin1String("start_step")).toInteger();
+    default:
+      break;
   }
+}
+
+void LiveData::setCost(const RunCost& cost) {
+  // Past spend changes only when the price or the intervals do (an open interval only grows):
+  // then the whole column follows the stored accruals, what every other page shows.
+  const auto same = [](const RunCost& a, const RunCost& b) {
+    if (a.known != b.known || a.usdPerHour != b.usdPerHour || a.accruals.size() != b.accruals.size()) return false;
+    for (size_t i = 0; i < a.accruals.size(); ++i)
+      if (a.accruals[i].start != b.accruals[i].start || a.accruals[i].end != b.accruals[i].end ||
+          a.accruals[i].usd_per_hour != b.accruals[i].usd_per_hour)
+        return false;
+    return true;
+  };
+  const bool changed = !same(m_cost, cost);
+  m_cost = cost;
+  if (!changed) return;
+  const QVector<double> wall = m_steps.values(m_cols[cWall]);
+  m_steps.rewrite(m_cols[cSpend], [&](qsizetype i) { return i < wall.size() ? spendAtWall(wall[i]) : kNaN; });
+}
+
+double LiveData::spendAtWall(double wall) const {
+  if (!hasPrice()) return kNaN;
+  if (!m_cost.accruals.empty() && m_t0 > 0) return flotilla::db::accrued_until(m_cost.accruals, m_t0 + wall, true);
+  return m_cost.usdPerHour * wall / 3600.0;
 }
 
 void LiveData::appendStep(const StepSample& s) {
@@ -219,7 +260,7 @@ void LiveData::appendStep(const StepSample& s) {
   m_steps.set(c[cTps], s.tokensPerSec);
   m_steps.set(c[cMfu], std::isfinite(s.mfu) && s.mfu > 0 ? s.mfu * 100.0 : kNaN);
   m_steps.set(c[cRss], s.peakRssBytes / kMib);
-  if (hasPrice()) m_steps.set(c[cSpend], m_usdPerHour * wall / 3600.0);
+  m_steps.set(c[cSpend], spendAtWall(wall));
 
   // The slowest rank's split (the run's own when single-rank) and its running sums.
   QVector<RankTimes> ranks = s.ranks;
@@ -307,22 +348,27 @@ int LiveData::slowestRank() const {
 }
 
 QString LiveData::rateText() const {
+  if (!m_cost.known) return trText("the run's price is read from the run store");
   if (hasPrice()) {
-    QString text = trText("rate $%1/h from the run config ([budget] usd_per_hour)").arg(m_usdPerHour, 0, 'f', 2);
-    if (!m_priceSource.isEmpty()) text += trText(", price source '%1'").arg(m_priceSource);
+    QString text = trText("rate $%1/h, stored with the run when it started").arg(m_cost.usdPerHour, 0, 'f', 2);
+    if (!m_cost.source.isEmpty()) text += trText(" (%1)").arg(m_cost.source);
     return text;
   }
-  if (!m_priceSource.isEmpty())
-    return trText("price source '%1' without a rate in the run config: spend is not tracked here")
-        .arg(m_priceSource);
-  return trText("no price in the run config ([budget] usd_per_hour is 0): this run costs nothing here");
+  return trText(
+      "this run is unpriced (no [budget] usd_per_hour or price_source in its config, and no price for "
+      "its machine or nodes: Settings, or flotilla pricing node): it costs nothing here");
 }
 
-double LiveData::spentUsd() const { return hasPrice() ? m_usdPerHour * m_lastWall / 3600.0 : 0.0; }
+double LiveData::spentUsd() const {
+  if (!hasPrice()) return 0.0;
+  if (m_cost.spentKnown) return m_cost.spentUsd;
+  return spendAtWall(m_lastWall);
+}
 
 double LiveData::projectedUsd() const {
   const double end = projectedEnd(XAxisKind::WallTime);
-  return hasPrice() && std::isfinite(end) ? m_usdPerHour * end / 3600.0 : kNaN;
+  if (!hasPrice() || !std::isfinite(end)) return kNaN;
+  return spentUsd() + m_cost.usdPerHour * std::max(0.0, end - m_lastWall) / 3600.0;
 }
 
 double LiveData::projectedEnd(XAxisKind kind) const {
@@ -330,9 +376,12 @@ double LiveData::projectedEnd(XAxisKind kind) const {
   if (m_plannedSteps <= 0 || done <= 0 || m_lastStep <= 0) return kNaN;
   const double fraction = double(m_plannedSteps - m_startStep) / double(done);
   switch (kind) {
-    case XAxisKind::Step: return double(m_plannedSteps);
-    case XAxisKind::Tokens: return m_lastTokens * double(m_plannedSteps) / double(m_lastStep);
-    case XAxisKind::WallTime: return m_lastWall * fraction;
+    case XAxisKind::Step:
+      return double(m_plannedSteps);
+    case XAxisKind::Tokens:
+      return m_lastTokens * double(m_plannedSteps) / double(m_lastStep);
+    case XAxisKind::WallTime:
+      return m_lastWall * fraction;
   }
   return kNaN;
 }

@@ -5,19 +5,24 @@
 // Decision: one row per step record with every x kind in it (step, tokens, wall_s), so a plot
 // switches its x axis by reading another column. Derived numbers are computed once, at ingest:
 // compute = forward + backward + optimizer, the slowest rank's stacked sums for the area plot,
-// spend = the run's $/h x wall time. The price comes from the run config's [budget] section in
-// run_start (usd_per_hour; price_source named); a run without one says so instead of drawing
-// a made-up $0 curve. Wall time is `time` minus the first record's `time`; records without a
-// wall clock (time 0, as in test streams) fall back to the sum of step_ms. GPU readings of the
+// spend = the store's accruals at each record's time. The price and the spend are the run
+// store's (the price resolved and stored when the run started, its accruals: setCost), never
+// the config's, so the Live page shows the figure every other page shows; a run without a price
+// says so instead of drawing a made-up $0 curve. Wall time is `time` minus the first record's `time`; records
+// without a wall clock (time 0, as in test streams) fall back to the sum of step_ms. GPU readings of the
 // run's nodes (the store's system samples, sampled on their own clock every few seconds) go into
 // a table of their own, placed by time: their step and tokens are interpolated from the step
 // rows, so they share every x axis with the records. Not a QObject: the page owns one and
 // replays a run's file into a fresh one without touching the widgets.
 #pragma once
 
-#include <QJsonObject>
 #include <QString>
 #include <QVector>
+
+#include <vector>
+
+#include "db/costs.h"
+#include "engine/train/metrics_reader.h"
 
 #include "ui/plot/columntable.h"
 #include "ui/plot/plotpanel.h"
@@ -51,6 +56,17 @@ QString nodeMem(const QString& device);   // "node-a/0 mem_pct"
 }  // namespace live_col
 
 // One reading of one GPU of a run's node from the store's system_samples (nodesamples.h).
+// What the run store says a run costs: its stored price, its cap and its accruals so far.
+struct RunCost {
+  bool known = false;     // read from the store (false: not yet)
+  double usdPerHour = 0;  // the run's stored price (0: unpriced)
+  QString source;         // where the price came from
+  double maxUsd = 0;      // the run's cap (0: none)
+  std::vector<flotilla::db::Accrual> accruals;
+  bool spentKnown = false;
+  double spentUsd = 0;  // accrued up to the moment it was read
+};
+
 struct NodeGpuSample {
   QString node;
   int device = 0;
@@ -88,8 +104,11 @@ class LiveData {
 
   LiveData();
 
-  // Any protocol record; unknown types and fields are ignored.
-  void ingest(const QJsonObject& record);
+  // Any protocol record (rank 0's run-level ones; others are ignored).
+  void ingest(const flotilla::MetricsRecord& record);
+  // The run's price, cap and accruals as the store has them (the spend column follows them).
+  void setCost(const RunCost& cost);
+  const RunCost& cost() const { return m_cost; }
   void appendStep(const StepSample& sample);
   void appendEval(qint64 step, double tokens, double time, double valLoss);
   // Readings of the run's nodes' GPUs (oldest first per node), placed on the same wall clock as
@@ -126,11 +145,11 @@ class LiveData {
   int gpuCount() const { return m_gpuCount; }
   double gpuMemTotalMib() const { return m_gpuMemTotal / (1024.0 * 1024.0); }
 
-  // Price and budget from the run config's [budget] section.
-  double usdPerHour() const { return m_usdPerHour; }
-  double maxUsd() const { return m_maxUsd; }
-  QString priceSource() const { return m_priceSource; }
-  bool hasPrice() const { return m_usdPerHour > 0; }
+  // Price and budget as the store has them (setCost).
+  double usdPerHour() const { return m_cost.usdPerHour; }
+  double maxUsd() const { return m_cost.maxUsd; }
+  QString priceSource() const { return m_cost.source; }
+  bool hasPrice() const { return m_cost.usdPerHour > 0; }
   // Where the rate comes from, in words for the UI.
   QString rateText() const;
   double spentUsd() const;
@@ -147,6 +166,7 @@ class LiveData {
   };
   void nodeRow(double time);
   double stepAtWall(double wall, const QString& column) const;
+  double spendAtWall(double wall) const;
 
   ColumnTable m_steps, m_evals, m_nodeGpus;
   QStringList m_nodeDevices;
@@ -167,9 +187,7 @@ class LiveData {
   double m_baselineRss = 0;
   int m_gpuCount = 0;
   double m_gpuMemTotal = 0;
-  double m_usdPerHour = 0;
-  double m_maxUsd = 0;
-  QString m_priceSource;
+  RunCost m_cost;
 };
 
 }  // namespace flotilla::ui

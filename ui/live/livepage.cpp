@@ -2,11 +2,9 @@
 #include "ui/live/livepage.h"
 
 #include <QComboBox>
-#include <QFile>
 #include <QFontDatabase>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
-#include <QJsonDocument>
 #include <QLabel>
 #include <QLocale>
 #include <QMessageBox>
@@ -31,29 +29,16 @@
 namespace flotilla::ui {
 namespace {
 
-// The records of `path` up to byte `upTo` (complete lines only), folded into a fresh LiveData.
-LiveData parseMetrics(const QString& path, qint64 upTo) {
+// The first `upTo` records of `feed`, folded into a fresh LiveData.
+LiveData replayFeed(std::shared_ptr<const runs::RecordFeed> feed, qint64 upTo) {
   LiveData data;
-  QFile file(path);
-  if (!file.open(QIODevice::ReadOnly)) return data;
-  const QByteArray bytes = file.read(upTo);
-  qsizetype start = 0;
-  while (start < bytes.size()) {
-    const qsizetype end = bytes.indexOf('\n', start);
-    if (end < 0) break;
-    const QJsonDocument doc = QJsonDocument::fromJson(bytes.mid(start, end - start));
-    if (doc.isObject()) data.ingest(doc.object());
-    start = end + 1;
-  }
+  if (!feed) return data;
+  for (const MetricsRecord& r : feed->copy(0, static_cast<size_t>(upTo))) data.ingest(r);
   return data;
 }
 
 // The run store's id of `run` (0: not stored, or not known yet).
-qint64 storeIdOf(const RunHandle* run) {
-  if (const auto* local = qobject_cast<const LocalRun*>(run)) return local->storeId();
-  if (const auto* remote = qobject_cast<const RemoteRun*>(run)) return remote->storeId();
-  return 0;
-}
+qint64 storeIdOf(const RunHandle* run) { return run ? run->storeId() : 0; }
 
 }  // namespace
 
@@ -267,25 +252,42 @@ void LivePage::pollSamples() {
 
 void LivePage::onSamples(const NodeSampleBatch& batch) {
   if (!batch.error.isEmpty() || batch.runId != storeIdOf(m_run)) return;
+  m_dashboard->data().setCost(batch.cost);  // the store's price and spend: one figure everywhere
+  updateStatus();
   m_dashboard->setRunNodes(batch.sshNodes);
-  if (batch.samples.isEmpty()) return;
+  if (batch.samples.isEmpty()) {
+    if (isVisible() && !m_timer->isActive()) m_dashboard->refreshAll();
+    return;
+  }
   m_dashboard->data().appendNodeSamples(batch.samples, batch.startedAt);
   if (isVisible() && !m_timer->isActive()) m_dashboard->refreshAll();  // an ended run: no timer
 }
 
-void LivePage::onRecord(const QJsonObject& record) {
-  if (m_replaying)
+void LivePage::onRecord(const flotilla::MetricsRecord& record) {
+  if (m_replaying) {
     m_held.append(record);
-  else
-    m_dashboard->ingest(record);
+    return;
+  }
+  m_dashboard->ingest(record);
+  // A stored run's history arrives after the page started following it (read from the store off
+  // the UI thread): node readings placed before its steps are placed again, once.
+  if (m_run && !m_run->isActive() && !m_resampleQueued && m_dashboard->data().nodeGpus().rows() > 0) {
+    m_resampleQueued = true;
+    QTimer::singleShot(0, this, [this] {
+      m_resampleQueued = false;
+      followSamples(true);
+    });
+  }
 }
 
 void LivePage::replayHistory() {
-  const qint64 upTo = m_run->deliveredBytes();
+  const qint64 upTo = m_run->deliveredRecords();
   if (upTo <= 0) return;
-  const QString path = m_run->metricsPath();
-  if (upTo <= kSyncReplayBytes) {
-    m_dashboard->data() = parseMetrics(path, upTo);
+  const std::shared_ptr<const runs::RecordFeed> feed = m_run->feed();
+  const RunCost cost = m_dashboard->data().cost();
+  if (upTo <= kSyncReplayRecords) {
+    m_dashboard->data() = replayFeed(feed, upTo);
+    m_dashboard->data().setCost(cost);
     m_dashboard->dataChanged();
     return;
   }
@@ -295,8 +297,10 @@ void LivePage::replayHistory() {
   connect(watcher, &QFutureWatcher<LiveData>::finished, this, [this, watcher, id] {
     watcher->deleteLater();
     if (id != m_followId) return;  // the page follows another run by now
+    const RunCost cost = m_dashboard->data().cost();
     m_dashboard->data() = watcher->result();
-    for (const QJsonObject& record : std::as_const(m_held)) m_dashboard->ingest(record);
+    m_dashboard->data().setCost(cost);
+    for (const MetricsRecord& record : std::as_const(m_held)) m_dashboard->ingest(record);
     m_held.clear();
     m_replaying = false;
     m_dashboard->dataChanged();
@@ -304,7 +308,7 @@ void LivePage::replayHistory() {
     followSamples(true);
     refresh();
   });
-  watcher->setFuture(QtConcurrent::run(parseMetrics, path, upTo));
+  watcher->setFuture(QtConcurrent::run(replayFeed, feed, upTo));
 }
 
 void LivePage::confirmKill() {
@@ -368,7 +372,8 @@ void LivePage::updateStatus() {
                                                 : QStringLiteral("–"));
     parts << (m_run->mfu() > 0 ? tr("MFU %1%").arg(100.0 * m_run->mfu(), 0, 'f', 1) : tr("MFU n/a"));
     parts << tr("%1 elapsed").arg(formatDuration(m_run->elapsedMs()));
-    if (m_dashboard->data().hasPrice()) parts << tr("$%1 spent").arg(m_dashboard->data().spentUsd(), 0, 'f', 2);
+    if (m_dashboard->data().hasPrice())
+      parts << tr("%1 spent").arg(LiveDashboard::money(m_dashboard->data().spentUsd()));
     text = parts.join(QStringLiteral("  ·  "));
   }
   if (text != m_status->text()) m_status->setText(text);

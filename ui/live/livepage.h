@@ -5,9 +5,11 @@
 // Decision: nothing here redraws in reaction to a record. Records go into the dashboard's
 // LiveData; one 40 ms timer refreshes the dirty plots (within a time budget) and the status
 // line, so the page redraws at most 25 times a second however fast a worker reports, and a
-// hidden page does not redraw at all. Following a run that already has records replays its
-// metrics file up to the tail's offset (on a worker thread when the file is large); records
-// that arrive meanwhile are held and applied after the replay, so none is lost or doubled.
+// hidden page does not redraw at all. Following a run that already has records replays the
+// records its watcher has delivered (the runs layer's in-memory feed of what the store
+// committed: never the worker's file a second time; on a worker thread when it is long); records
+// that arrive meanwhile are held and applied after the replay, so none is lost or doubled. The
+// spend is the store's: the run's stored price and accruals, read with the node readings.
 //
 // A run picker lists this session's runs (LocalRuns: local ones, runs on SSH nodes, those
 // re-attached at start). A re-attached run is offered, not imposed: the page follows it only
@@ -16,10 +18,11 @@
 // run is active and the page visible, and drawn by the same 40 ms refresh.
 #pragma once
 
-#include <QJsonObject>
 #include <QPointer>
 #include <QVector>
+
 #include <QWidget>
+#include "engine/train/metrics_reader.h"
 
 class QComboBox;
 class QLabel;
@@ -45,8 +48,9 @@ class LivePage : public QWidget {
 
  public:
   static constexpr int kRefreshMs = 40;
-  // Metrics files up to this size are replayed on the UI thread (a few ms), larger ones on a thread.
-  static constexpr qint64 kSyncReplayBytes = 4 << 20;
+  // Histories up to this many records are replayed on the UI thread (a few ms), longer ones on a
+  // thread.
+  static constexpr qint64 kSyncReplayRecords = 10000;
   static constexpr int kSamplesMs = 2000;
 
   explicit LivePage(QWidget* parent = nullptr);
@@ -95,7 +99,7 @@ class LivePage : public QWidget {
   // Points the poller at the followed run (restart: read its readings again from the start).
   void followSamples(bool restart);
   void onSamples(const NodeSampleBatch& batch);
-  void onRecord(const QJsonObject& record);
+  void onRecord(const flotilla::MetricsRecord& record);
   void replayHistory();
   void confirmKill();
   void updateControls();
@@ -117,8 +121,9 @@ class LivePage : public QWidget {
   QTimer* m_samplesTimer;
   QPointer<QMessageBox> m_confirm;
   bool m_replaying = false;
-  quint64 m_followId = 0;  // which setRun() a finished replay belongs to
-  QVector<QJsonObject> m_held;  // records that arrived during a replay
+  bool m_resampleQueued = false;  // node readings to be placed again after late history
+  quint64 m_followId = 0;                   // which setRun() a finished replay belongs to
+  QVector<flotilla::MetricsRecord> m_held;  // records that arrived during a replay
 };
 
 }  // namespace flotilla::ui

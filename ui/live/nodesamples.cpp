@@ -7,9 +7,10 @@
 #include <exception>
 #include <limits>
 
+#include "db/costs.h"
 #include "db/database.h"
 #include "db/nodes.h"
-#include "db/sql.h"
+#include "db/run_store.h"
 
 namespace flotilla::ui {
 namespace {
@@ -25,9 +26,19 @@ NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId, QHash
     options.quick_check = false;
     const db::Database db(databasePath.toStdString(), options);
     {
-      db::Stmt st(db, "SELECT COALESCE(started_at, created_at) FROM runs WHERE id = ?1");
-      st.bind(1, static_cast<int64_t>(runId));
-      if (st.step()) out.startedAt = st.f64(0);
+      const db::Run run = db::get_run(db, static_cast<int64_t>(runId));
+      out.startedAt = run.started_at.value_or(run.created_at);
+      out.cost.known = true;
+      out.cost.usdPerHour = run.usd_per_hour.value_or(0);
+      out.cost.source = QString::fromStdString(run.price_source);
+      out.cost.maxUsd = run.budget_usd.value_or(0);
+      out.cost.accruals = db::run_accruals(db, run.id);
+      // A run stored before prices were (schema < 7) is priced by its accruals' rates.
+      if (!run.usd_per_hour)
+        for (const auto& a : out.cost.accruals)
+          if (!a.end) out.cost.usdPerHour += a.usd_per_hour;
+      out.cost.spentKnown = true;
+      out.cost.spentUsd = db::accrued_until(out.cost.accruals, db::now_seconds(), true);
     }
     for (const db::RunNodeRef& node : db::list_run_nodes(db, runId)) {
       const QString name = QString::fromStdString(node.name);

@@ -1,5 +1,6 @@
 // GPU readings of a followed run's nodes, read from the run store's system_samples (which the
-// node monitor fills every few seconds while a run is watched) for the Live page's GPU plot.
+// node monitor fills every few seconds while a run is watched) for the Live page's GPU plot, and
+// the run's stored price, cap and accruals for its spend.
 //
 // Decision: the page asks, the store answers off the UI thread. poll() starts one read on the
 // thread pool (a short-lived read-only connection: a few indexed queries), never two at once;
@@ -34,6 +35,7 @@ struct NodeSampleBatch {
   QStringList nodes;       // the run's nodes (run_nodes), by id
   QStringList sshNodes;    // those of them reached over SSH
   QVector<NodeGpuSample> samples;
+  RunCost cost;                             // the run's stored price, cap and accruals (what it has spent)
   QHash<qint64, NodeSampleCursor> cursors;  // after this batch
   QString error;           // the store could not be read (the page keeps what it has)
 };

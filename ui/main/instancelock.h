@@ -1,4 +1,4 @@
-// One app instance per workspace (RELIABILITY.md D2): a lock file next to the run database.
+// One app instance per workspace (docs/reliability.md D2): a lock file next to the run database.
 //
 // Decision: QLockFile, not a database lock. It records the holder's pid and host, so a second
 // instance can say who holds the workspace, and a lock left by a crashed instance (its pid gone

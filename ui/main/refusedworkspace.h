@@ -1,4 +1,4 @@
-// The dialog shown when the workspace database is refused at start (RELIABILITY.md D4).
+// The dialog shown when the workspace database is refused at start (docs/reliability.md D4).
 //
 // Decision: a damaged file is never recreated silently. The dialog explains the refusal in the
 // database layer's own words and, for a damaged file only, offers one explicit way on: move the

@@ -5,22 +5,27 @@
 
 #include "db/database.h"
 #include "db/errors.h"
-#include "db/sql.h"
 #include "remote/node_fields.h"
 #include "remote/session.h"
-#include "ui/nodes/latencyjob.h"
-#include "ui/nodes/nodebridge.h"
+#include "runs/latency_job.h"
+#include "runs/node_bridge.h"
 
 namespace flotilla::ui {
 
 QString stateText(NodeState state) {
   switch (state) {
-    case NodeState::Unknown: return QCoreApplication::translate("NodeMonitor", "not probed");
-    case NodeState::Reachable: return QCoreApplication::translate("NodeMonitor", "reachable");
-    case NodeState::Unreachable: return QCoreApplication::translate("NodeMonitor", "unreachable");
-    case NodeState::UnknownHostKey: return QCoreApplication::translate("NodeMonitor", "unknown host key");
-    case NodeState::HostKeyChanged: return QCoreApplication::translate("NodeMonitor", "host key changed");
-    case NodeState::AuthFailed: return QCoreApplication::translate("NodeMonitor", "authentication failed");
+    case NodeState::Unknown:
+      return QCoreApplication::translate("NodeMonitor", "not probed");
+    case NodeState::Reachable:
+      return QCoreApplication::translate("NodeMonitor", "reachable");
+    case NodeState::Unreachable:
+      return QCoreApplication::translate("NodeMonitor", "unreachable");
+    case NodeState::UnknownHostKey:
+      return QCoreApplication::translate("NodeMonitor", "unknown host key");
+    case NodeState::HostKeyChanged:
+      return QCoreApplication::translate("NodeMonitor", "host key changed");
+    case NodeState::AuthFailed:
+      return QCoreApplication::translate("NodeMonitor", "authentication failed");
   }
   return {};
 }
@@ -65,7 +70,7 @@ bool writeSamples(const std::string& dbPath, const db::SshNode& node, const std:
   try {
     db::Database db(dbPath, existingStore());
     const double now = db::now_seconds();
-    const std::vector<db::SystemSample> samples = samplesFromGpus(node.id, gpus, now);
+    const std::vector<db::SystemSample> samples = runs::samples_from_gpus(node.id, gpus, now);
     if (!samples.empty()) db::insert_system_samples(db, samples);
     const std::string type = gpus.empty() ? "" : gpus[0].name;
     if (type != node.gpu_type || static_cast<int64_t>(gpus.size()) != node.gpu_count)
@@ -196,8 +201,8 @@ void NodeMonitor::dispatch(const QString& name, const QString& trustFingerprint)
       // Trusted once the key check passed (authentication may still fail: another problem).
       const bool ok = st.state == NodeState::Reachable || st.state == NodeState::AuthFailed;
       const QString msg = ok ? QString() : st.message;
-      QMetaObject::invokeMethod(this, [this, name, ok, msg] { emit trustFinished(name, ok, msg); },
-                                Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this, [this, name, ok, msg] { emit trustFinished(name, ok, msg); }, Qt::QueuedConnection);
     }
     // The slot's serial, not the slot: the last reference must die here, on the pool.
     QMetaObject::invokeMethod(
@@ -224,20 +229,20 @@ void NodeMonitor::finished(const QString& name, quint64 serial, const NodeStatus
 bool NodeMonitor::measureLatency(const std::vector<db::SshNode>& nodes, const QString& workerPath) {
   if (m_measuring || m_databasePath.isEmpty()) return false;
   m_measuring = true;
-  m_pool.start([this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(),
-                cancel = m_cancel] {
-    const LatencyJobResult r = runLatencyJob(
-        dbPath, nodes, worker, [&](const db::SshNode& n) { return sessionOptionsFor(n, dbPath); }, *cancel);
-    QStringList problems;
-    for (const auto& p : r.problems) problems << QString::fromStdString(p);
-    QMetaObject::invokeMethod(
-        this,
-        [this, stored = static_cast<int>(r.rows.size()), text = problems.join(QLatin1Char('\n'))] {
-          m_measuring = false;
-          emit latencyMeasured(stored, text);
-        },
-        Qt::QueuedConnection);
-  });
+  m_pool.start(
+      [this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(), cancel = m_cancel] {
+        const runs::LatencyJobResult r = runs::run_latency_job(
+            dbPath, nodes, worker, [&](const db::SshNode& n) { return sessionOptionsFor(n, dbPath); }, *cancel);
+        QStringList problems;
+        for (const auto& p : r.problems) problems << QString::fromStdString(p);
+        QMetaObject::invokeMethod(
+            this,
+            [this, stored = static_cast<int>(r.rows.size()), text = problems.join(QLatin1Char('\n'))] {
+              m_measuring = false;
+              emit latencyMeasured(stored, text);
+            },
+            Qt::QueuedConnection);
+      });
   return true;
 }
 

@@ -50,7 +50,7 @@ class NodeMonitor : public QObject {
   // Probes in flight (tests wait for 0).
   int busy() const { return static_cast<int>(m_inFlight.size()); }
 
-  // Measures the latency matrix of `nodes` on this monitor's pool (latencyjob.h: connect, deploy
+  // Measures the latency matrix of `nodes` on this monitor's pool (runs/latency_job.h: connect, deploy
   // `workerPath`, measure, store) with sessions of its own; reports latencyMeasured. False (and
   // nothing started) while a measurement is in flight or without a database.
   bool measureLatency(const std::vector<db::SshNode>& nodes, const QString& workerPath);

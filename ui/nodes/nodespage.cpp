@@ -19,6 +19,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "db/errors.h"
+#include "runs/worker_command.h"
 #include "ui/common/pageheader.h"
 #include "ui/nodes/gpubardelegate.h"
 #include "ui/nodes/hostkeydialog.h"
@@ -90,7 +91,8 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
   m_table->setAlternatingRowColors(true);
   m_table->horizontalHeader()->setStretchLastSection(true);
   m_table->setMinimumHeight(150);
-  m_table->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);  // the header and card keep their height
+  m_table->setSizePolicy(QSizePolicy::Expanding,
+                         QSizePolicy::Ignored);  // the header and card keep their height
   m_emptyHint->setObjectName(QStringLiteral("nodesEmptyHint"));
   m_emptyHint->setWordWrap(true);
   m_emptyHint->setForegroundRole(QPalette::PlaceholderText);
@@ -261,10 +263,11 @@ QStringList NodesPage::selectedNames() const {
 }
 
 QString NodesPage::workerPath() const {
-  if (!m_workerPath.isEmpty()) return m_workerPath;
-  const QString beside = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("flotilla-worker"));
-  if (QFileInfo(beside).isExecutable()) return beside;
-  return QStandardPaths::findExecutable(QStringLiteral("flotilla-worker"));
+  try {
+    return QString::fromStdString(runs::find_worker(m_workerPath.toStdString()));  // one policy for every caller
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 void NodesPage::measureLatency() {
@@ -353,7 +356,7 @@ void NodesPage::editSelected() {
   QStringList taken;
   for (int r = 1; r <= m_model->nodeCount(); ++r)
     if (r != row) taken << QString::fromStdString(m_model->entry(r)->node.name);
-  const remote::NodeFields initial = fieldsFromNode(e->node);
+  const remote::NodeFields initial = runs::fields_from_node(e->node);
   auto* dialog = new NodeDialog(taken, &initial, this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this, [this, dialog, oldName = e->node.name] {

@@ -43,13 +43,13 @@ StoredLatency loadLatency(const QString& databasePath) {
 
 void addNode(const QString& databasePath, const remote::NodeFields& fields) {
   db::Database db(databasePath.toStdString(), existingStore());
-  db::add_ssh_node(db, nodeFromFields(fields));
+  db::add_ssh_node(db, runs::node_from_fields(fields));
 }
 
 void updateNode(const QString& databasePath, const std::string& oldName, const remote::NodeFields& fields) {
   db::Database db(databasePath.toStdString(), existingStore());
   const db::SshNode old = db::get_ssh_node(db, oldName);
-  db::SshNode n = nodeFromFields(fields);
+  db::SshNode n = runs::node_from_fields(fields);
   n.gpu_type = old.gpu_type;
   n.gpu_count = old.gpu_count;
   db::update_ssh_node(db, oldName, n);

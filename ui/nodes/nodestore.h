@@ -12,7 +12,7 @@
 
 #include "db/nodes.h"
 #include "remote/node_fields.h"
-#include "ui/nodes/nodebridge.h"
+#include "runs/node_bridge.h"
 
 namespace flotilla::ui {
 

@@ -29,6 +29,17 @@ class ColumnTable {
   void set(int column, double value);
   void set(const QString& name, double value) { set(column(name), value); }
 
+  // Rewrites every row of `column` with value(row) (e.g. a spend column once the store's
+  // accruals are known); incremental readers start over, as after clear().
+  template <typename F>
+  void rewrite(int column, F value) {
+    if (column < 0 || column >= m_columns.size()) return;
+    QVector<double>& c = m_columns[column];
+    for (qsizetype i = 0; i < c.size(); ++i) c[i] = value(i);
+    ++m_revision;
+    ++m_generation;
+  }
+
   qsizetype rows() const { return m_rows; }
   // The values of a column (rows() long), or an empty vector for an unknown name.
   const QVector<double>& values(int column) const;

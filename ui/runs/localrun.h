@@ -1,29 +1,39 @@
-// One training run on this machine: a flotilla-worker child process and the metrics it writes.
+// One training run on this machine as the app shows it: a view of the runs layer's lifecycle
+// (runs/local_run.h), which starts the worker, stores its metrics by byte offset, enforces the
+// budget and records how the run ended, exactly as `flotilla run` does.
 //
-// Decision: the app learns about the run only from <runDir>/metrics.jsonl, tailed by byte offset
-// every 100 ms, never from the worker's pipes. The worker's stdout and stderr go to
-// <runDir>/worker.log, stdin is /dev/null and the worker starts in its own session (setsid), so
-// nothing ties its life to the app: no SIGPIPE on a closed pipe, no Ctrl+C from the app's
-// terminal. That is what makes "leave it running" honest: detach() gives up supervision (the
-// QProcess handle is deliberately leaked, since destroying it would kill the worker) and the run
-// folder keeps growing after the app exits; a later start can re-attach by tailing the same file.
-// While the app supervises, QProcess supplies the real exit code and crash status.
+// Decision: the watcher runs on a thread of its own and everything it learns comes back to the UI
+// thread as queued calls: the stored records (for the Live page, with the typed signals below),
+// its notes (for the log), and the end. The worker runs in a session of its own with its output in
+// <runDir>/worker.log, so nothing ties its life to the app: detach() only stops watching, and a
+// later start re-attaches by worker.pid (pid and start time). Buttons become requests the watcher
+// polls: stop (SIGTERM: checkpoint, exit 10), checkpoint now (SIGUSR1), kill (SIGKILL of the
+// worker and its ranks).
 #pragma once
 
 #include <QDateTime>
 #include <QElapsedTimer>
-#include <QJsonObject>
 #include <QObject>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
 #include <QVector>
 
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "engine/train/metrics_reader.h"
+#include "runs/local_run.h"
+#include "runs/record_feed.h"
 #include "ui/plot/seriesstore.h"
-#include "ui/runs/metricstail.h"
 #include "ui/runs/runhandle.h"
 
-class QTimer;
+class QThread;
+
+namespace flotilla::db {
+class Writer;
+}
 
 namespace flotilla::ui {
 
@@ -39,57 +49,63 @@ class LocalRun : public RunHandle {
 
  public:
   LocalRun(const QString& name, const QString& runDir, QObject* parent = nullptr);
-  ~LocalRun() override;  // kills a worker that is still supervised
+  ~LocalRun() override;  // kills a worker that is still watched (not detached); joins the watcher
 
-  // Starts `workerPath arguments...` in runDir. False (state Failed, errorText() set) when the
-  // process cannot be started. Every started run ends with exactly one finished(); one that
-  // could not start reports exit code -1 there.
+  // The run store the watcher writes to (nullptr: nothing is stored; records are still shown).
+  // Set before start() or attach(), together with setStoreId().
+  void setWriter(flotilla::db::Writer* writer) { m_writer = writer; }
+
+  // Starts `workerPath arguments...` in runDir and watches it. False (state Failed, errorText()
+  // set) when the process cannot be started. Every started run ends with exactly one finished();
+  // one that could not start reports exit code -1 there.
   bool start(const QString& workerPath, const QStringList& arguments);
   // `flotilla-worker demo --out-dir runDir [--steps N]` (steps <= 0: the demo's own length).
   static QStringList demoArguments(const QString& runDir, int steps);
-  // `flotilla-worker launch --nproc-per-node ranks --master-port 0 -- train --config configPath`,
-  // one rank too: every run gets the launcher's GPU pinning (FLOTILLA_CUDA_DEVICE, refused before
-  // it starts when GPUs are missing), stall detection and root-cause report, and signal forwarding
-  // (SIGTERM, SIGINT, SIGUSR1); kill() ends its ranks with it. A free rendezvous port per run.
-  static QStringList trainArguments(const QString& configPath, int ranks);
+  // The training command line of runs/worker_command.h (launch with `ranks` ranks, crash restarts,
+  // an hour for start-up) for `configPath`, without the worker binary.
+  static QStringList trainArguments(const QString& configPath, int ranks, int maxRestarts = 2);
 
-  // Re-attaches to a worker left running by an earlier session (`pid`, not our child): tails
-  // the metrics file from its start and watches the pid; the run ends when the process is gone,
-  // with the state its summary record gives (Failed when there is none). False when pid is dead.
+  // Re-attaches to a worker left running by an earlier session (`pid`, not our child): watches
+  // it from the store's committed offset; the run ends with the state its summary record gives
+  // (Failed when there is none). False when pid is dead.
   bool attach(qint64 pid);
   bool isAttached() const { return m_attached; }
-  // Shows a run that is not running (an earlier session's): reads its metrics file in bounded
-  // chunks on the poll timer and stays in `state` (Completed, Stopped or Failed).
-  void review(State state);
-  // <runDir>/worker.pid: "PID STARTTIME" (the start time from /proc/PID/stat, so a recycled pid
-  // is never mistaken for the worker). Written when the worker starts.
+  // Shows a stored run that is not running (an earlier session's), from the store's rows, and
+  // stays in `state` (Completed, Stopped or Failed).
+  void review(State state, const QString& databasePath);
+  // <runDir>/worker.pid: "PID STARTTIME" (runs/process.h).
   QString pidFilePath() const;
-  // The pid recorded in runDir's worker.pid when that process is still alive (and not a
-  // zombie) with the recorded start time; 0 otherwise.
+  // The pid recorded in runDir's worker.pid when that process is still alive (and not a zombie)
+  // with the recorded start time; 0 otherwise.
   static qint64 liveWorkerPid(const QString& runDir);
 
   // The run's id in the store (0: not stored).
-  qint64 storeId() const { return m_storeId; }
+  qint64 storeId() const override { return m_storeId; }
   void setStoreId(qint64 id) { m_storeId = id; }
   bool stopRequested() const { return m_stopRequested; }
 
-  void stop() override;    // graceful: SIGTERM
+  void stop() override;           // graceful: SIGTERM
   void checkpointNow() override;  // SIGUSR1: a checkpoint at the next step boundary; the run goes on
-  void kill() override;    // SIGKILL
-  void detach();  // stop supervising and tailing; the worker keeps running
+  void kill() override;           // SIGKILL, ranks included
+  void detach();                  // stop watching; the worker keeps running
 
   State state() const override { return m_state; }
-  QString stateText() const override;  // "running", "stopped (exit 10: preempted)", "failed: exit 4 (data error)"
+  // "running", "stopped (exit 10: preempted)", "stopped (budget reached: $0.0201 of $0.02)",
+  // "failed: exit 4 (data error)"
+  QString stateText() const override;
   QString errorText() const { return m_error; }
   QString name() const override { return m_name; }
   QString runDir() const { return m_runDir; }
-  QString metricsPath() const override;
-  qint64 deliveredBytes() const override { return m_tail.offset(); }
+  QString metricsPath() const;
   QString workerLogPath() const;
   QString commandLine() const { return m_commandLine; }
   qint64 pid() const { return m_pid; }
   int exitCode() const { return m_exitCode; }
   QProcess::ExitStatus exitStatus() const { return m_exitStatus; }
+  // The note the store keeps with the end ("budget reached: ..."), "" before the end.
+  QString endNote() const { return m_endNote; }
+  // The status the watcher recorded at the end (kRunning until then).
+  flotilla::db::RunStatus endStatus() const { return m_endStatus; }
 
   QDateTime startedAt() const { return m_startedAt; }
   qint64 elapsedMs() const override;
@@ -100,11 +116,14 @@ class LocalRun : public RunHandle {
   double tokensPerSec() const override { return m_tokensPerSec; }
   double mfu() const override { return m_mfu; }
   QString lastCheckpoint() const { return m_lastCheckpoint; }
-  QJsonObject summary() const { return m_summary; }  // the summary record, empty before it
+  // The summary record's exit ("completed", "preempted", ...), "" before it.
+  QString summaryExit() const { return m_summary ? QString::fromStdString(m_summary->exit) : QString(); }
+  const std::optional<flotilla::SummaryRecord>& summary() const { return m_summary; }
 
   const SeriesStore& series() const override { return m_series; }
   const QVector<LogLine>& log() const override { return m_log; }
-  const MetricsTail& tail() const { return m_tail; }
+  std::shared_ptr<const runs::RecordFeed> feed() const override { return m_feed; }
+  qint64 deliveredRecords() const override { return m_delivered; }
 
  signals:
   // recordReceived, logAppended, stateChanged and changed: see RunHandle.
@@ -115,13 +134,11 @@ class LocalRun : public RunHandle {
   void finished(int exitCode, QProcess::ExitStatus exitStatus, const QString& summary);
 
  private:
-  void pollMetrics();
-  void handle(const QJsonObject& record);
-  void onFinished(int exitCode, QProcess::ExitStatus status);
-  void checkAttached();
-  void signalWorker(int signal);
-  void writePidFile();
-  void onError(QProcess::ProcessError error);
+  void watch(const runs::LocalWatch& w);
+  void deliver(qint64 upTo);
+  void handle(const flotilla::MetricsRecord& record);
+  void onEnded(const runs::LocalOutcome& outcome);
+  void fail(const QString& why);
   void setState(State state);
   void appendLog(const QString& level, const QString& text);
   QString summaryText() const;
@@ -130,14 +147,17 @@ class LocalRun : public RunHandle {
   QString m_name;
   QString m_runDir;
   QString m_commandLine;
-  QProcess* m_process = nullptr;
-  QTimer* m_poll = nullptr;
-  MetricsTail m_tail;
+  flotilla::db::Writer* m_writer = nullptr;
+  QThread* m_thread = nullptr;
+  std::shared_ptr<runs::RecordFeed> m_feed = std::make_shared<runs::RecordFeed>();
+  std::atomic<bool> m_stopFlag{false}, m_checkpointFlag{false}, m_killFlag{false}, m_leave{false};
   SeriesStore m_series;
   QVector<LogLine> m_log;
+  qint64 m_delivered = 0;
 
   State m_state = State::NotStarted;
-  QString m_error;
+  QString m_error, m_endNote;
+  flotilla::db::RunStatus m_endStatus = flotilla::db::RunStatus::kRunning;
   qint64 m_pid = 0;
   int m_exitCode = -1;
   QProcess::ExitStatus m_exitStatus = QProcess::NormalExit;
@@ -156,7 +176,7 @@ class LocalRun : public RunHandle {
   double m_tokensPerSec = 0;
   double m_mfu = 0;
   QString m_lastCheckpoint;
-  QJsonObject m_summary;
+  std::optional<flotilla::SummaryRecord> m_summary;
 };
 
 }  // namespace flotilla::ui

@@ -1,19 +1,21 @@
 // The runs launched on this machine in this session: the service the Runs table, the Live page,
 // the status bar and the close question watch (STYLE.md principle 9).
 //
-// Decision: the worker is found next to the app (the build and the packages put flotilla and
-// flotilla-worker in the same bin/ folder), then on PATH; an explicit path overrides both. Run
-// folders are <workspace>/runs/<name>-<yyyyMMdd-HHmmss>, so two runs never share a metrics file.
-// With a StoreService set, every launch goes through the run store: the run row is created first
-// (config, name, target, parent), the status follows the worker (running, then completed /
-// stopped / preempted / failed once the ingestor has drained its metrics file), and runs the
-// store says are running are re-attached at start (reattachRunning()).
+// Decision: this is a Qt model over the runs layer, which owns the lifecycle: which worker
+// (runs::find_worker: an explicit path, else next to the app, else on PATH), the run's name and
+// folder (runs/run_setup.h: <workspace>/runs/<name>, NAME-2 when taken), its price and limits, the
+// worker's command line, the watcher that stores its metrics and records how it ended, and the
+// settling of runs whose worker is gone. With a StoreService set, every launch goes through the
+// run store (the row is created, validated and priced before anything starts); without one,
+// runs are kept in memory for this session only.
 #pragma once
 
 #include <QList>
 #include <QObject>
 #include <QString>
 #include <QStringList>
+
+#include <optional>
 
 #include "engine/config/run_config.h"
 #include "ui/runs/passphraseprompt.h"
@@ -64,8 +66,9 @@ class LocalRuns : public QObject {
   // `checkpointDir` (checkpoint.resume = that directory) with the parent's config.
   LocalRun* forkRun(qint64 storeId, const QString& checkpointDir, QString* error = nullptr);
   // For every run the store says is running on this machine: re-attach when its worker is still
-  // alive (the store ingests on from the committed offset), else ingest what is left of its file
-  // and mark it failed as lost. Returns the number re-attached.
+  // alive (watched on from the committed offset), else settle it (runs/stale_runs.h: what is left
+  // of its file is stored, then it ends as its summary says, or failed as lost), off the UI
+  // thread, each settled run reported by StoreService::runEnded. Returns the number re-attached.
   int reattachRunning();
   LocalRun* runForStoreId(qint64 storeId) const;
 
@@ -73,8 +76,10 @@ class LocalRuns : public QObject {
   // deploy and start happen on its thread exactly as `flotilla run CONFIG --nodes` does them.
   // nullptr with *error when there is no store or no worker to deploy.
   // `recovery`: the user's choice about preemptions (recorded with the run, see remoterun.h).
-  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
-                          const RecoveryChoice& recovery, QString* error = nullptr);
+  // A budget on nodes nothing prices is refused on the run's thread before anything starts; the
+  // RemoteRun then ends failed with the fix named.
+  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, const RecoveryChoice& recovery,
+                          QString* error = nullptr);
   RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error = nullptr) {
     return startOnNodes(config, nodes, RecoveryChoice{}, error);
   }
@@ -109,12 +114,9 @@ class LocalRuns : public QObject {
   void runReattached(flotilla::ui::RunHandle* run);
 
  private:
-  QString newRunDir(const QString& prefix, QString* name) const;
   void add(LocalRun* run);
-  // Creates the store row for a run about to start; false with *error when the store refused.
-  bool storeRun(LocalRun* run, const std::string& configToml, const std::string& configJson, int ranks,
-                QString* error);
-  void connectStore(LocalRun* run);
+  // Creates (through the runs layer) and starts a run; nullptr with *error when it was refused.
+  LocalRun* createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf, QString* error);
   LocalRun* launch(const QString& name, const QString& dir, const QStringList& args, qint64 storeId);
 
   QString m_workspace;

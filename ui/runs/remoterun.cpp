@@ -2,10 +2,9 @@
 // records it shows. Re-attaching and the recovery policy are in remoterun_attach.cpp.
 #include "ui/runs/remoterun.h"
 
-#include <QDir>
 #include <QCoreApplication>
 #include <QDeadlineTimer>
-#include <QJsonDocument>
+#include <QDir>
 #include <QMutex>
 #include <QThread>
 #include <QWaitCondition>
@@ -72,7 +71,11 @@ QStringList splitTarget(const std::string& target) {
 }  // namespace
 
 RemoteRun::RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent)
-    : RunHandle(parent), m_name(name), m_databasePath(databasePath), m_mirrorDir(mirrorDir), m_lastLoss(kNaN),
+    : RunHandle(parent),
+      m_name(name),
+      m_databasePath(databasePath),
+      m_mirrorDir(mirrorDir),
+      m_lastLoss(kNaN),
       m_lastValLoss(kNaN) {}
 
 RemoteRun::~RemoteRun() {
@@ -84,8 +87,6 @@ RemoteRun::~RemoteRun() {
 }
 
 bool RemoteRun::isFinished() const { return m_thread && m_thread->isFinished(); }
-
-QString RemoteRun::metricsPath() const { return QDir(m_mirrorDir).filePath(QStringLiteral("metrics.jsonl")); }
 
 void RemoteRun::launch(std::function<void()> body) {
   Q_ASSERT(!m_thread);
@@ -145,17 +146,23 @@ void RemoteRun::postNodes(int64_t runId) {
     db::Database reader(m_databasePath.toStdString());
     const QStringList names = splitTarget(db::get_run(reader, runId).target);
     if (names.isEmpty()) return;
-    QMetaObject::invokeMethod(this, [this, names] { m_nodes = names; emit changed(); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this,
+        [this, names] {
+          m_nodes = names;
+          emit changed();
+        },
+        Qt::QueuedConnection);
   } catch (const std::exception&) {
     // The node list shown stays as it was; the store has the truth.
   }
 }
 
-std::vector<noderun::Node> RemoteRun::connectOnThread(db::Database& db, const std::vector<std::string>& names) {
-  std::vector<noderun::Node> nodes;
-  for (const auto& n : names) nodes.push_back(noderun::Node{db::get_ssh_node(db, n), nullptr, ""});
+std::vector<runs::Node> RemoteRun::connectOnThread(db::Database& db, const std::vector<std::string>& names) {
+  std::vector<runs::Node> nodes;
+  for (const auto& n : names) nodes.push_back(runs::Node{db::get_ssh_node(db, n), nullptr, ""});
   std::string refused;
-  if (!noderun::connectNodes(
+  if (!runs::connect_nodes(
           nodes, [&](const db::SshNode& rec) { return sessionOptionsFor(rec); },
           [&](const std::string& node, const remote::HostKeyError& e) {
             refused = "node " + node + ": " + e.what() + " (check the key and trust it on the Nodes page)";
@@ -164,64 +171,68 @@ std::vector<noderun::Node> RemoteRun::connectOnThread(db::Database& db, const st
   return nodes;
 }
 
-void RemoteRun::watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo,
-                              const noderun::Recovery& recovery) {
+void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch& w, uint64_t historyUpTo,
+                              const runs::Recovery& recovery) {
   const std::string dbPath = m_databasePath.toStdString();
-  std::FILE* out = std::fopen(metricsPath().toStdString().c_str(), "w");
-  const auto emitLines = [this, out](const std::vector<std::string>& lines) {
-    QStringList list;
-    for (const auto& l : lines) {
-      if (out) std::fprintf(out, "%s\n", l.c_str());
-      list << QString::fromStdString(l);
-    }
-    if (out) std::fflush(out);
-    QMetaObject::invokeMethod(this, [this, list] { deliver(list); }, Qt::QueuedConnection);
+  const auto emitRecords = [this](const std::vector<MetricsRecord>& records) {
+    m_feed->append(records);
+    const qint64 upTo = static_cast<qint64>(m_feed->size());
+    QMetaObject::invokeMethod(
+        this, [this, upTo] { deliver(upTo); }, Qt::QueuedConnection);
   };
   // History already in the store (a re-attach): shown, not stored again.
   for (uint64_t at = 0; at < historyUpTo && !m_leave.load();) {
     const remote::TailChunk t = remote::tail_run_file(*nodes[0].session, w.rid, at);
     if (t.lines.empty()) break;
-    std::vector<std::string> take;
+    std::vector<MetricsRecord> take;
+    bool past = false;
     for (const auto& l : t.lines) {
-      if (at + l.size() + 1 > historyUpTo) break;
+      if (at + l.size() + 1 > historyUpTo) {
+        past = true;
+        break;
+      }
       at += l.size() + 1;
-      take.push_back(l);
+      MetricsRecord r;
+      if (parse_metrics_line(l, r) == ParseStatus::kRecord) take.push_back(std::move(r));
     }
-    if (take.empty()) break;
-    emitLines(take);
+    emitRecords(take);
+    if (past || t.lines.empty()) break;
   }
-  noderun::WatchHooks hooks;
-  hooks.note = [this, runId = w.runId](const std::string& line) {
+  runs::WatchHooks hooks;
+  hooks.note = [this, runId = w.run_id](const std::string& line) {
     postLog(QStringLiteral("warning"), line);
     QMetaObject::invokeMethod(
-        this, [this, n = QString::fromStdString(line)] { m_note = n; emit changed(); }, Qt::QueuedConnection);
+        this,
+        [this, n = QString::fromStdString(line)] {
+          m_note = n;
+          emit changed();
+        },
+        Qt::QueuedConnection);
     // A recovery has just recorded the run's new nodes: show them.
     if (line.rfind("automatic recovery ", 0) == 0) postNodes(runId);
   };
-  hooks.onCommitted = [&](const std::vector<std::string>& lines, uint64_t) { emitLines(lines); };
-  hooks.stopRequested = [this] { return m_stopFlag.load(); };
-  hooks.checkpointRequested = [this] { return m_checkpointFlag.exchange(false); };
-  hooks.leaveRequested = [this] { return m_leave.load(); };
-  int code = -1;
-  try {
-    code = noderun::superviseRun(dbPath, nodes, w, hooks, recovery);
-  } catch (...) {
-    if (out) std::fclose(out);
-    throw;
-  }
-  if (out) std::fclose(out);
+  hooks.on_committed = [&](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
+  hooks.stop_requested = [this] { return m_stopFlag.load(); };
+  hooks.checkpoint_requested = [this] { return m_checkpointFlag.exchange(false); };
+  hooks.leave_requested = [this] { return m_leave.load(); };
+  db::Writer writer(dbPath);
+  const int code = runs::supervise_node_run(writer, nodes, w, hooks, recovery);
   const QString status =
-      code == noderun::kLeft ? QStringLiteral("left") : QString::fromStdString(storedStatus(dbPath, w.runId));
-  QMetaObject::invokeMethod(this, [this, code, status] { onEnded(code, status, {}); }, Qt::QueuedConnection);
+      code == runs::kLeft ? QStringLiteral("left") : QString::fromStdString(storedStatus(dbPath, w.run_id));
+  QMetaObject::invokeMethod(
+      this, [this, code, status] { onEnded(code, status, {}); }, Qt::QueuedConnection);
 }
 
 void RemoteRun::failOnThread(int64_t runId, const std::string& what) {
   if (runId > 0) {
     try {
       db::Database db(m_databasePath.toStdString());
-      const db::Run run = db::get_run(db, runId);
-      if (db::transition_allowed(run.status, db::RunStatus::kFailed))
-        db::set_status(db, runId, db::RunStatus::kFailed, db::now_seconds(), "flotilla app: " + what, -1);
+      runs::RunEnd end;
+      end.status = db::RunStatus::kFailed;
+      end.note = what;
+      end.reason = "flotilla app: " + what;
+      end.exit_code = -1;
+      runs::record_end(db, runId, end);
     } catch (const std::exception&) {
     }
   }
@@ -245,10 +256,10 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
                   : tr("automatic recovery after a preemption: on (at most %1 times; spare nodes %2)")
                         .arg(recovery.maxRecoveries)
                         .arg(recovery.spares.join(QStringLiteral(", "))));
-  noderun::StartRequest req;
+  runs::StartRequest req;
   req.config = config;
   req.name = m_name.toStdString();
-  req.workerPath = workerPath.toStdString();
+  req.worker_path = workerPath.toStdString();
   req.version = FLOTILLA_VERSION_STRING;
   req.origin = "flotilla app";
   std::vector<std::string> names;
@@ -257,16 +268,20 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
     int64_t runId = 0;
     try {
       db::Database db(m_databasePath.toStdString());
-      std::vector<noderun::Node> connected = connectOnThread(db, names);
-      const noderun::Watch w = noderun::startOnNodes(db, connected, req, [this](const std::string& line) {
-        postLog(QStringLiteral("info"), line);
-      });
-      runId = w.runId;
+      std::vector<runs::Node> connected = connectOnThread(db, names);
+      const runs::Watch w = runs::start_on_nodes(
+          db, connected, req, [this](const std::string& line) { postLog(QStringLiteral("info"), line); });
+      runId = w.run_id;
       // The choice goes with the run: a watcher that re-attaches later follows it too.
-      noderun::recordRecoveryPolicy(db, runId,
-                                    noderun::recoveryPolicyFromJson(recoveryPolicyJson(recovery).toStdString()));
+      runs::record_recovery_policy(db, runId,
+                                   runs::recovery_policy_from_json(recoveryPolicyJson(recovery).toStdString()));
       QMetaObject::invokeMethod(
-          this, [this, runId] { m_storeId = runId; emit storeIdKnown(runId); }, Qt::QueuedConnection);
+          this,
+          [this, runId] {
+            m_storeId = runId;
+            emit storeIdKnown(runId);
+          },
+          Qt::QueuedConnection);
       watchOnThread(connected, w, 0, recoveryOnThread(db, recovery, names));
     } catch (const std::exception& e) {
       failOnThread(runId, e.what());
@@ -274,42 +289,50 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
   });
 }
 
-void RemoteRun::deliver(const QStringList& lines) {
-  for (const QString& line : lines) {
-    m_delivered += line.toUtf8().size() + 1;
-    const QJsonDocument doc = QJsonDocument::fromJson(line.toUtf8());
-    if (doc.isObject()) handle(doc.object());
-  }
+void RemoteRun::deliver(qint64 upTo) {
+  if (upTo <= m_delivered) return;
+  const std::vector<MetricsRecord> records = m_feed->copy(static_cast<size_t>(m_delivered), static_cast<size_t>(upTo));
+  m_delivered = upTo;
+  for (const MetricsRecord& r : records) handle(r);
   emit changed();
 }
 
-void RemoteRun::handle(const QJsonObject& r) {
+void RemoteRun::handle(const MetricsRecord& r) {
   emit recordReceived(r);
-  const QString type = r.value(QLatin1String("type")).toString();
-  const qint64 step = r.value(QLatin1String("step")).toInteger();
-  if (type == QLatin1String("step")) {
-    m_note.clear();  // training goes on: whatever the watcher noted is over
-    m_lastStep = step;
-    m_lastLoss = r.value(QLatin1String("loss")).toDouble(kNaN);
-    m_tokensPerSec = r.value(QLatin1String("tokens_per_s")).toDouble();
-    m_mfu = r.value(QLatin1String("mfu")).toDouble();
-    m_series.append(QLatin1String(kSeriesLoss), double(step), m_lastLoss);
-    m_series.append(QLatin1String(kSeriesLr), double(step), r.value(QLatin1String("lr")).toDouble());
-    m_series.append(QLatin1String(kSeriesTokensPerSec), double(step), m_tokensPerSec);
-    m_series.append(QLatin1String(kSeriesMfu), double(step), m_mfu);
-  } else if (type == QLatin1String("eval")) {
-    m_lastValLoss = r.value(QLatin1String("val_loss")).toDouble(kNaN);
-    m_series.append(QLatin1String(kSeriesValLoss), double(step), m_lastValLoss);
-    appendLog(QStringLiteral("info"), tr("eval at step %1: validation loss %2").arg(step).arg(m_lastValLoss, 0, 'f', 4));
-  } else if (type == QLatin1String("checkpoint")) {
-    appendLog(QStringLiteral("info"),
-              tr("checkpoint at step %1: %2").arg(step).arg(r.value(QLatin1String("dir")).toString()));
-  } else if (type == QLatin1String("event")) {
-    appendLog(r.value(QLatin1String("level")).toString(QStringLiteral("info")),
-              r.value(QLatin1String("message")).toString());
-  } else if (type == QLatin1String("run_start")) {
-    const QJsonObject train = r.value(QLatin1String("config")).toObject().value(QLatin1String("train")).toObject();
-    m_plannedSteps = train.value(QLatin1String("steps")).toInteger(m_plannedSteps);
+  switch (r.type) {
+    case MetricsRecordType::kStep: {
+      if (r.rank != 0) return;
+      const StepRecord& s = r.step();
+      m_note.clear();  // training goes on: whatever the watcher noted is over
+      m_lastStep = s.step;
+      m_lastLoss = static_cast<double>(s.loss);
+      m_tokensPerSec = s.tokens_per_s;
+      m_mfu = s.mfu;
+      m_series.append(QLatin1String(kSeriesLoss), double(s.step), m_lastLoss);
+      m_series.append(QLatin1String(kSeriesLr), double(s.step), s.lr);
+      m_series.append(QLatin1String(kSeriesTokensPerSec), double(s.step), m_tokensPerSec);
+      m_series.append(QLatin1String(kSeriesMfu), double(s.step), m_mfu);
+      break;
+    }
+    case MetricsRecordType::kEval:
+      m_lastValLoss = static_cast<double>(r.eval().val_loss);
+      m_series.append(QLatin1String(kSeriesValLoss), double(r.eval().step), m_lastValLoss);
+      appendLog(QStringLiteral("info"),
+                tr("eval at step %1: validation loss %2").arg(r.eval().step).arg(m_lastValLoss, 0, 'f', 4));
+      break;
+    case MetricsRecordType::kCheckpoint:
+      appendLog(
+          QStringLiteral("info"),
+          tr("checkpoint at step %1: %2").arg(r.checkpoint().step).arg(QString::fromStdString(r.checkpoint().dir)));
+      break;
+    case MetricsRecordType::kEvent:
+      appendLog(QString::fromStdString(r.event().level), QString::fromStdString(r.event().message));
+      break;
+    case MetricsRecordType::kRunStart:
+      if (r.run_start().planned_steps > 0) m_plannedSteps = r.run_start().planned_steps;
+      break;
+    default:
+      break;
   }
 }
 
@@ -318,11 +341,16 @@ void RemoteRun::onEnded(int exitCode, const QString& status, const QString& erro
   m_error = error;
   m_endedAt = QDateTime::currentDateTimeUtc();
   State next = State::Failed;
-  if (status == QLatin1String("completed")) next = State::Completed;
-  else if (status == QLatin1String("stopped") || status == QLatin1String("preempted")) next = State::Stopped;
-  else if (status == QLatin1String("left") || status == QLatin1String("running")) next = State::Detached;
-  if (!error.isEmpty()) appendLog(QStringLiteral("error"), error);
-  else appendLog(QStringLiteral("info"), tr("run on nodes ended: %1").arg(status));
+  if (status == QLatin1String("completed"))
+    next = State::Completed;
+  else if (status == QLatin1String("stopped") || status == QLatin1String("preempted"))
+    next = State::Stopped;
+  else if (status == QLatin1String("left") || status == QLatin1String("running"))
+    next = State::Detached;
+  if (!error.isEmpty())
+    appendLog(QStringLiteral("error"), error);
+  else
+    appendLog(QStringLiteral("info"), tr("run on nodes ended: %1").arg(status));
   setState(next);
   emit finished(exitCode);
 }
@@ -350,14 +378,20 @@ qint64 RemoteRun::elapsedMs() const {
 QString RemoteRun::stateText() const {
   const QString where = m_nodes.isEmpty() ? QString() : tr(" on %1").arg(m_nodes.join(QStringLiteral(", ")));
   switch (m_state) {
-    case State::NotStarted: return tr("not started");
+    case State::NotStarted:
+      return tr("not started");
     case State::Running:
       return m_note.isEmpty() ? tr("running%1").arg(where) : tr("running%1 · %2").arg(where, m_note);
-    case State::Stopping: return tr("stopping%1…").arg(where);
-    case State::Completed: return tr("completed");
-    case State::Stopped: return tr("stopped (exit %1)").arg(m_exitCode);
-    case State::Killed: return tr("killed");
-    case State::Detached: return tr("left running%1").arg(where);
+    case State::Stopping:
+      return tr("stopping%1…").arg(where);
+    case State::Completed:
+      return tr("completed");
+    case State::Stopped:
+      return tr("stopped (exit %1)").arg(m_exitCode);
+    case State::Killed:
+      return tr("killed");
+    case State::Detached:
+      return tr("left running%1").arg(where);
     case State::Failed:
       return m_error.isEmpty() ? tr("failed: exit %1").arg(m_exitCode) : tr("failed: %1").arg(m_error);
   }

@@ -1,13 +1,13 @@
 // One run on SSH nodes, as the app drives it: started (or re-attached) and watched on a worker
-// thread by the same code as `flotilla run --nodes` (noderun_core.h), every stored metrics
+// thread by the same code as `flotilla run --nodes` (runs/node_run.h), every stored metrics
 // record posted to the UI thread so the Live page follows it like a LocalRun.
 //
 // Decision: libssh and the store writes never run on the UI thread; the thread appends each
-// committed line to a local mirror file (<mirrorDir>/metrics.jsonl) before posting it, so the Live
-// page's late-follow replay reads exactly the bytes already delivered. Destroying a RemoteRun
+// committed record to the run's in-memory feed (runs/record_feed.h) before posting it, so the Live
+// page's late-follow replay gets exactly the records already delivered. Destroying a RemoteRun
 // leaves the run going on the nodes and 'running' in the store (like an app exit): the watcher
 // only gives up watching, and a later reattach() continues from the committed offset.
-// Automatic recovery after a preemption (noderun::superviseRun) is the user's launch choice; it is
+// Automatic recovery after a preemption (runs::supervise_node_run) is the user's launch choice; it is
 // recorded with the run as an event of kind "recovery-policy" (fields {"auto", "spares", "max",
 // "after"}) so a watcher that re-attaches after an app restart follows the same choice.
 // An encrypted key file's passphrase is asked on the UI thread (passphraseprompt.h) while the
@@ -16,7 +16,6 @@
 #pragma once
 
 #include <QDateTime>
-#include <QJsonObject>
 #include <QStringList>
 #include <QVector>
 
@@ -27,7 +26,7 @@
 #include <vector>
 
 #include "engine/config/run_config.h"
-#include "ui/runs/noderun_core.h"
+#include "runs/node_run.h"
 #include "ui/runs/passphraseprompt.h"
 #include "ui/runs/runhandle.h"
 
@@ -45,7 +44,7 @@ struct RecoveryChoice {
 };
 
 // The event kind that records a run's RecoveryChoice, and reading it back ("" fields: off).
-inline constexpr const char* kRecoveryPolicyEvent = noderun::kRecoveryPolicyEvent;
+inline constexpr const char* kRecoveryPolicyEvent = runs::kRecoveryPolicyEvent;
 QString recoveryPolicyJson(const RecoveryChoice& choice);
 RecoveryChoice recoveryChoiceFromJson(const QString& fieldsJson);
 
@@ -54,7 +53,7 @@ class RemoteRun : public RunHandle {
 
  public:
   // `databasePath`: the workspace's run store (its known_hosts is the workspace's own);
-  // `mirrorDir`: a local folder for the mirror of rank 0's metrics.
+  // `mirrorDir`: a local folder for this run's mirrored checkpoints (--mirror-checkpoints).
   RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent = nullptr);
   ~RemoteRun() override;  // leaves the run running on the nodes (see above); joins the thread
 
@@ -88,7 +87,7 @@ class RemoteRun : public RunHandle {
   // Whether a stored run_dir names a directory on an SSH node ("<node>:/...").
   static bool isNodeRunDir(const QString& runDir);
 
-  qint64 storeId() const { return m_storeId; }
+  qint64 storeId() const override { return m_storeId; }
   QString errorText() const { return m_error; }
   int exitCode() const { return m_exitCode; }
   QStringList nodes() const { return m_nodes; }
@@ -114,8 +113,8 @@ class RemoteRun : public RunHandle {
   double mfu() const override { return m_mfu; }
   const SeriesStore& series() const override { return m_series; }
   const QVector<LogLine>& log() const override { return m_log; }
-  QString metricsPath() const override;
-  qint64 deliveredBytes() const override { return m_delivered; }
+  std::shared_ptr<const runs::RecordFeed> feed() const override { return m_feed; }
+  qint64 deliveredRecords() const override { return m_delivered; }
 
  signals:
   void storeIdKnown(qint64 storeId);
@@ -124,15 +123,14 @@ class RemoteRun : public RunHandle {
  private:
   void launch(std::function<void()> body);
   // Thread side: connects `names` (throws with the refusal on a host key problem).
-  std::vector<noderun::Node> connectOnThread(db::Database& db, const std::vector<std::string>& names);
+  std::vector<runs::Node> connectOnThread(db::Database& db, const std::vector<std::string>& names);
   // Thread side: mirrors and posts history (bytes [0, upTo) of rank 0's metrics), then watches
-  // (noderun::superviseRun with `recovery`).
-  void watchOnThread(std::vector<noderun::Node>& nodes, const noderun::Watch& w, uint64_t historyUpTo,
-                     const noderun::Recovery& recovery);
+  // (runs::supervise_node_run with `recovery`).
+  void watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch& w, uint64_t historyUpTo,
+                     const runs::Recovery& recovery);
   // Thread side: the core's Recovery for `choice` (spares read from the store; `skip`: names
   // never used as spares, the run's nodes).
-  noderun::Recovery recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
-                                     const std::vector<std::string>& skip);
+  runs::Recovery recoveryOnThread(db::Database& db, const RecoveryChoice& choice, const std::vector<std::string>& skip);
   remote::SessionOptions sessionOptionsFor(const db::SshNode& node);
   // Thread side: the run's nodes as the store has them now (after a recovery), posted.
   void postNodes(int64_t runId);
@@ -140,8 +138,8 @@ class RemoteRun : public RunHandle {
   std::optional<std::string> askPassphrase(const std::string& node, const std::string& keyPath);
   void postLog(const QString& level, const std::string& text);
   void failOnThread(int64_t runId, const std::string& what);
-  void deliver(const QStringList& lines);
-  void handle(const QJsonObject& record);
+  void deliver(qint64 upTo);
+  void handle(const flotilla::MetricsRecord& record);
   void appendLog(const QString& level, const QString& text);
   void setState(State state);
   void onEnded(int exitCode, const QString& status, const QString& error);
@@ -158,6 +156,7 @@ class RemoteRun : public RunHandle {
   qint64 m_storeId = 0;
   int m_exitCode = -1;
   qint64 m_delivered = 0;
+  std::shared_ptr<runs::RecordFeed> m_feed = std::make_shared<runs::RecordFeed>();
   SeriesStore m_series;
   QVector<LogLine> m_log;
   QDateTime m_startedAt, m_endedAt;

@@ -2,7 +2,7 @@
 // restarted), and the recovery policy the launch recorded, which a re-attached run keeps (see
 // remoterun.h).
 //
-// Decision: the app's RecoveryChoice converts to and from noderun's RecoveryPolicy (the store's
+// Decision: the app's RecoveryChoice converts to and from the runs layer's RecoveryPolicy (the store's
 // "recovery-policy" event), never a format of its own, so the app and `flotilla runs attach` recover
 // a re-attached run alike; the recoveries already done count against its maximum.
 #include "ui/runs/remoterun.h"
@@ -24,39 +24,39 @@ namespace {
 // The run's recorded RecoveryChoice, less the automatic recoveries already done (off when none
 // was recorded: a run started by `flotilla run --nodes` without --auto-recover, say).
 RecoveryChoice storedRecoveryChoice(const db::Database& db, int64_t runId) {
-  return recoveryChoiceFromJson(QString::fromStdString(
-      noderun::recoveryPolicyJson(noderun::storedRecoveryPolicy(db, runId))));
+  return recoveryChoiceFromJson(
+      QString::fromStdString(runs::recovery_policy_json(runs::stored_recovery_policy(db, runId))));
 }
 
 }  // namespace
 
 QString recoveryPolicyJson(const RecoveryChoice& choice) {
-  noderun::RecoveryPolicy p;
+  runs::RecoveryPolicy p;
   p.enabled = choice.enabled;
   for (const QString& n : choice.spares) p.spares.push_back(n.toStdString());
-  p.maxRecoveries = choice.maxRecoveries;
-  p.settleSeconds = choice.settleSeconds;
+  p.max_recoveries = choice.maxRecoveries;
+  p.settle_seconds = choice.settleSeconds;
   p.mirror = choice.mirrorCheckpoints;
-  return QString::fromStdString(noderun::recoveryPolicyJson(p));
+  return QString::fromStdString(runs::recovery_policy_json(p));
 }
 
 RecoveryChoice recoveryChoiceFromJson(const QString& fieldsJson) {
-  const noderun::RecoveryPolicy p = noderun::recoveryPolicyFromJson(fieldsJson.toStdString());
+  const runs::RecoveryPolicy p = runs::recovery_policy_from_json(fieldsJson.toStdString());
   RecoveryChoice c;
   c.enabled = p.enabled;
   for (const auto& n : p.spares) c.spares << QString::fromStdString(n);
-  c.maxRecoveries = p.maxRecoveries;
-  c.settleSeconds = p.settleSeconds;
+  c.maxRecoveries = p.max_recoveries;
+  c.settleSeconds = p.settle_seconds;
   c.mirrorCheckpoints = p.mirror;
   return c;
 }
 
-noderun::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
-                                              const std::vector<std::string>& skip) {
-  noderun::Recovery r;
+runs::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
+                                           const std::vector<std::string>& skip) {
+  runs::Recovery r;
   r.enabled = choice.enabled;
-  r.maxRecoveries = choice.maxRecoveries;
-  r.settleSeconds = choice.settleSeconds;
+  r.max_recoveries = choice.maxRecoveries;
+  r.settle_seconds = choice.settleSeconds;
   for (const QString& spare : choice.spares) {
     const std::string name = spare.toStdString();
     if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;  // in the run already
@@ -67,9 +67,9 @@ noderun::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryCh
     }
   }
   r.options = [this](const db::SshNode& rec) { return sessionOptionsFor(rec); };
-  r.workerPath = m_workerPath.toStdString();
+  r.worker_path = m_workerPath.toStdString();
   r.version = FLOTILLA_VERSION_STRING;
-  if (choice.mirrorCheckpoints) r.mirrorDir = QDir(m_mirrorDir).filePath(QStringLiteral("checkpoints")).toStdString();
+  if (choice.mirrorCheckpoints) r.mirror_dir = QDir(m_mirrorDir).filePath(QStringLiteral("checkpoints")).toStdString();
   return r;
 }
 
@@ -83,30 +83,32 @@ void RemoteRun::reattach(qint64 storeId) {
       const db::Run run = db::get_run(db, static_cast<int64_t>(storeId));
       // The launch's choice about preemptions, less the recoveries already done.
       const RecoveryChoice choice = storedRecoveryChoice(db, run.id);
-      QMetaObject::invokeMethod(this, [this, choice] { m_recovery = choice; }, Qt::QueuedConnection);
-      std::vector<noderun::Node> nodes;
+      QMetaObject::invokeMethod(
+          this, [this, choice] { m_recovery = choice; }, Qt::QueuedConnection);
+      std::vector<runs::Node> nodes;
       std::string rid;
-      if (std::string why = noderun::attachTarget(db, run, nodes, rid); !why.empty()) throw Error(ExitCode::kConfig, why);
+      if (std::string why = runs::attach_target(db, run, nodes, rid); !why.empty()) throw Error(ExitCode::kConfig, why);
       std::vector<std::string> names;
       for (const auto& n : nodes) names.push_back(n.rec.name);
-      std::vector<noderun::Node> connected = connectOnThread(db, names);
+      std::vector<runs::Node> connected = connectOnThread(db, names);
       std::string refusal;
       bool running = false;
-      const noderun::Watch w = noderun::attachWatch(run, connected, rid, "flotilla app (re-attached)", refusal, running);
+      const runs::Watch w = runs::attach_watch(run, connected, rid, "flotilla app (re-attached)", refusal, running);
       if (!refusal.empty()) throw Error(ExitCode::kConfig, refusal);
-      const uint64_t committed = static_cast<uint64_t>(
-          db::committed_offset(db, run.id, "ssh:" + connected[0].rec.name + ":metrics.jsonl"));
+      const uint64_t committed =
+          static_cast<uint64_t>(db::committed_offset(db, run.id, "ssh:" + connected[0].rec.name + ":metrics.jsonl"));
       const double started = run.started_at.value_or(db::now_seconds());
       QMetaObject::invokeMethod(
           this,
-          [this, started, total = w.totalSteps, names] {
+          [this, started, total = w.total_steps, names] {
             m_startedAt = QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(started * 1000.0), Qt::UTC);
             if (m_plannedSteps == 0) m_plannedSteps = total;
             m_nodes.clear();
             for (const auto& n : names) m_nodes << QString::fromStdString(n);
           },
           Qt::QueuedConnection);
-      postLog(QStringLiteral("info"), running ? "re-attached: the run is still going" : "re-attached: the run already ended");
+      postLog(QStringLiteral("info"),
+              running ? "re-attached: the run is still going" : "re-attached: the run already ended");
       if (choice.enabled)
         postLog(QStringLiteral("info"), "automatic recovery after a preemption: on, as chosen at launch (" +
                                             std::to_string(choice.maxRecoveries) + " more at most)");
@@ -120,11 +122,10 @@ void RemoteRun::reattach(qint64 storeId) {
   });
 }
 
-bool RemoteRun::isNodeRunDir(const QString& runDir) { return noderun::isNodeRunDir(runDir.toStdString()); }
+bool RemoteRun::isNodeRunDir(const QString& runDir) { return runs::is_node_run_dir(runDir.toStdString()); }
 
-QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
-                                               QObject* parent, const PassphrasePrompt& prompt,
-                                               const QString& workerPath) {
+QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot, QObject* parent,
+                                               const PassphrasePrompt& prompt, const QString& workerPath) {
   QVector<RemoteRun*> out;
   std::vector<db::Run> runs;
   try {

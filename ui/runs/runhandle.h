@@ -2,16 +2,22 @@
 // worker child on this machine) or a RemoteRun (ranks on SSH nodes, watched from a thread).
 //
 // Decision: the shared state enum, log line and signals live here so both kinds emit the same
-// signals with the same types; the getters are virtual and each kind keeps its own fields. A run
-// that cannot honour "Checkpoint now" says so (canCheckpoint() false with a reason) instead of
-// silently ignoring the button.
+// signals with the same types; the getters are virtual and each kind keeps its own fields. Both
+// are views of the runs layer's watcher (runs/local_run.h, runs/node_run.h): records arrive as the
+// engine's typed metrics records after the store committed them, and the history a late follower
+// replays is the watcher's in-memory feed of those records (runs/record_feed.h), never the
+// worker's file read again. A run that cannot honour "Checkpoint now" says so (canCheckpoint()
+// false with a reason) instead of silently ignoring the button.
 #pragma once
 
-#include <QJsonObject>
+#include <QMetaType>
 #include <QObject>
 #include <QString>
 #include <QVector>
 
+#include <memory>
+
+#include "runs/record_feed.h"
 #include "ui/plot/seriesstore.h"
 
 namespace flotilla::ui {
@@ -60,14 +66,16 @@ class RunHandle : public QObject {
 
   virtual const SeriesStore& series() const = 0;
   virtual const QVector<LogLine>& log() const = 0;
-  // A local file holding the metrics records already delivered by recordReceived, and how many of
-  // its bytes they cover (what a page that starts following late replays).
-  virtual QString metricsPath() const = 0;
-  virtual qint64 deliveredBytes() const = 0;
+  // The records already delivered by recordReceived, in order (the first deliveredRecords() of
+  // the feed), which a page that starts following late replays; nullptr when there are none.
+  virtual std::shared_ptr<const runs::RecordFeed> feed() const = 0;
+  virtual qint64 deliveredRecords() const = 0;
+  // The run's id in the store (0: not stored, or not known yet).
+  virtual qint64 storeId() const { return 0; }
 
  signals:
-  // Every metrics-protocol record as parsed (docs/metrics-protocol.md), before the typed signals.
-  void recordReceived(const QJsonObject& record);
+  // Every metrics-protocol record once stored (docs/metrics-protocol.md), before the typed signals.
+  void recordReceived(const flotilla::MetricsRecord& record);
   void logAppended(const QString& level, const QString& text);
   void stateChanged(flotilla::ui::RunHandle::State state);
   // At most once per poll: progress numbers changed.
@@ -75,3 +83,5 @@ class RunHandle : public QObject {
 };
 
 }  // namespace flotilla::ui
+
+Q_DECLARE_METATYPE(flotilla::MetricsRecord)

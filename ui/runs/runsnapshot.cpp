@@ -10,7 +10,6 @@
 #include "db/database.h"
 #include "db/errors.h"
 #include "db/queries.h"
-#include "db/sql.h"
 
 namespace flotilla::ui {
 namespace {
@@ -34,18 +33,17 @@ void configFacts(const std::string& json, RunRow& row) {
 
 QVector<RunRow> readRunRows(const db::Database& db, double now) {
   QVector<RunRow> rows;
-  db::Stmt last(db, "SELECT value FROM metrics WHERE run_id = ?1 AND name = ?2 ORDER BY step DESC LIMIT 1");
-  auto lastValue = [&](int64_t id, const char* name) {
-    last.reset();
-    last.bind(1, id).bind(2, name);
-    return last.step() ? last.f64(0) : 0.0;
-  };
+  auto lastValue = [&](int64_t id, const char* name) { return db::last_metric_value(db, id, name).value_or(0.0); };
   for (const db::RunListItem& item : db::list_runs(db)) {
     const db::Run& r = item.run;
     RunRow row;
     row.id = r.id;
     row.name = q(r.name);
     row.status = QString::fromLatin1(db::to_string(r.status));
+    row.statusNote = q(r.status_note);
+    row.priceUsdPerHour = r.usd_per_hour.value_or(0);
+    row.priceSource = q(r.price_source);
+    row.budgetUsd = r.budget_usd.value_or(0);
     row.target = q(r.target);
     row.runDir = q(r.run_dir);
     for (const std::string& tag : r.tags) row.tags << q(tag);

@@ -27,7 +27,8 @@ namespace flotilla::ui {
 struct RunRow {
   qint64 id = 0;
   QString name;
-  QString status;  // the store's status name ("running", "stopped", ...)
+  QString status;      // the store's status name ("running", "stopped", ...)
+  QString statusNote;  // why ("budget reached: $0.0201 of $0.02"), "" when nothing to say
   QString target;
   QString runDir;
   QStringList tags;
@@ -41,7 +42,10 @@ struct RunRow {
   double tokensPerSec = 0, mfu = 0;
   double createdAt = 0, startedAt = 0, endedAt = 0;  // Unix seconds; 0: not set
   double costUsd = 0;
-  double usdPerHour = 0;  // open accruals' rate (running runs only)
+  double usdPerHour = 0;       // open accruals' rate (running runs only)
+  double priceUsdPerHour = 0;  // the run's price stored when it started (0: unpriced or not resolved)
+  QString priceSource;
+  double budgetUsd = 0;  // its cap (0: none)
   qint64 parentId = 0;
   QString parentKind;
 };

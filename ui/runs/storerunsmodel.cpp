@@ -3,8 +3,8 @@
 
 #include <QDateTime>
 #include <QHash>
-#include <QSet>
 #include <QLocale>
+#include <QSet>
 
 #include <algorithm>
 
@@ -15,11 +15,10 @@ namespace flotilla::ui {
 namespace {
 
 bool sameRow(const RunRow& a, const RunRow& b) {
-  return a.name == b.name && a.status == b.status && a.target == b.target && a.tags == b.tags &&
-         a.notes == b.notes && a.parameters == b.parameters && a.layout == b.layout &&
-         a.plannedSteps == b.plannedSteps && a.lastStep == b.lastStep && a.loss == b.loss &&
-         a.hasLoss == b.hasLoss && a.tokensPerSec == b.tokensPerSec && a.mfu == b.mfu &&
-         a.startedAt == b.startedAt && a.endedAt == b.endedAt && a.costUsd == b.costUsd &&
+  return a.name == b.name && a.status == b.status && a.target == b.target && a.tags == b.tags && a.notes == b.notes &&
+         a.parameters == b.parameters && a.layout == b.layout && a.plannedSteps == b.plannedSteps &&
+         a.lastStep == b.lastStep && a.loss == b.loss && a.hasLoss == b.hasLoss && a.tokensPerSec == b.tokensPerSec &&
+         a.mfu == b.mfu && a.startedAt == b.startedAt && a.endedAt == b.endedAt && a.costUsd == b.costUsd &&
          a.usdPerHour == b.usdPerHour;
 }
 
@@ -48,9 +47,7 @@ double StoreRunsModel::now() const {
   return m_now > 0 ? m_now : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
 }
 
-const RunRow* StoreRunsModel::rowAt(int row) const {
-  return row >= 0 && row < m_rows.size() ? &m_rows[row] : nullptr;
-}
+const RunRow* StoreRunsModel::rowAt(int row) const { return row >= 0 && row < m_rows.size() ? &m_rows[row] : nullptr; }
 
 int StoreRunsModel::rowOfId(qint64 id) const {
   for (int i = 0; i < m_rows.size(); ++i)
@@ -96,9 +93,13 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
     case Name:
       return r.name;
     case Status:
-      return r.parentKind == QLatin1String("fork") && r.status == QLatin1String("created")
-                 ? tr("created (fork)")
-                 : r.status;
+      if (r.parentKind == QLatin1String("fork") && r.status == QLatin1String("created")) return tr("created (fork)");
+      // A run the budget or its time limit stopped says so where the status is read; every other
+      // note is the status's tooltip.
+      if (r.statusNote.startsWith(QLatin1String("budget reached")) ||
+          r.statusNote.startsWith(QLatin1String("time limit reached")))
+        return tr("%1 (%2)").arg(r.status, r.statusNote);
+      return r.status;
     case Target:
       return r.target == QLatin1String("local") ? tr("this machine") : r.target;
     case ModelSize:
@@ -123,7 +124,8 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return formatDuration(static_cast<qint64>((end - r.startedAt) * 1000));
     }
     case Cost:
-      return QStringLiteral("$%1").arg(r.costUsd, 0, 'f', 2);
+      // Small budgets need the digits: a cent-a-second run is $0.0201, not $0.02.
+      return QStringLiteral("$%1").arg(r.costUsd, 0, 'f', r.costUsd < 1 && r.costUsd > 0 ? 4 : 2);
     case Tags:
       return r.tags.join(QStringLiteral(", "));
     case Notes:
@@ -146,6 +148,9 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
     case Qt::ToolTipRole:
       if (index.column() == Name) return r.runDir;
       if (index.column() == Notes) return r.notes;
+      if (index.column() == Status && !r.statusNote.isEmpty()) return tr("%1 (%2)").arg(r.status, r.statusNote);
+      if (index.column() == Cost && r.priceUsdPerHour > 0)
+        return tr("$%1/h: %2").arg(r.priceUsdPerHour, 0, 'f', 4).arg(r.priceSource);
       return {};
     case Qt::TextAlignmentRole:
       if (index.column() >= ModelSize && index.column() <= Cost && index.column() != Layout)
@@ -185,9 +190,9 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
 
 QVariant StoreRunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* const kTitles[ColumnCount] = {"Name",  "Status", "Target",  "Model", "Layout",
-                                                   "Progress", "Loss", "Tokens/s", "MFU", "Elapsed",
-                                                   "Cost",  "Tags",   "Notes"};
+  static const char* const kTitles[ColumnCount] = {"Name",     "Status", "Target",   "Model", "Layout",
+                                                   "Progress", "Loss",   "Tokens/s", "MFU",   "Elapsed",
+                                                   "Cost",     "Tags",   "Notes"};
   return section >= 0 && section < ColumnCount ? tr(kTitles[section]) : QVariant();
 }
 
@@ -237,8 +242,7 @@ bool RunsFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceP
   const QAbstractItemModel* m = sourceModel();
   const QModelIndex first = m->index(sourceRow, 0, sourceParent);
   if (!m_status.isEmpty() && m->data(first, StoreRunsModel::StatusRole).toString() != m_status) return false;
-  if (!m_tag.isEmpty() &&
-      !m->data(first, StoreRunsModel::TagsRole).toStringList().contains(m_tag, Qt::CaseInsensitive))
+  if (!m_tag.isEmpty() && !m->data(first, StoreRunsModel::TagsRole).toStringList().contains(m_tag, Qt::CaseInsensitive))
     return false;
   if (m_text.isEmpty()) return true;
   for (int c : {StoreRunsModel::Name, StoreRunsModel::Target, StoreRunsModel::Notes, StoreRunsModel::Tags})

@@ -8,8 +8,8 @@
 
 #include "db/errors.h"
 #include "db/queries.h"
-#include "db/sql.h"
 #include "db/writer.h"
+#include "runs/stale_runs.h"
 
 namespace flotilla::ui {
 namespace {
@@ -23,22 +23,6 @@ StoreService::StoreService(const QString& databasePath, QObject* parent, int pol
   qRegisterMetaType<flotilla::ui::RunRow>();
   qRegisterMetaType<QVector<flotilla::ui::RunRow>>();
   m_writer = std::make_unique<db::Writer>(s(databasePath));
-  m_ingest = std::make_unique<IngestThread>(*m_writer);
-  // Callbacks run on the ingest thread: hop to this object's thread.
-  m_ingest->on_ingested = [this](int64_t id, int64_t offset) {
-    QMetaObject::invokeMethod(this, [this, id, offset] { emit ingested(id, offset); }, Qt::QueuedConnection);
-  };
-  m_ingest->on_finished = [this](int64_t id, db::RunStatus status) {
-    const QString name = QString::fromLatin1(db::to_string(status));
-    QMetaObject::invokeMethod(this, [this, id, name] {
-      emit runEnded(id, name);
-      refresh();
-    }, Qt::QueuedConnection);
-  };
-  m_ingest->on_error = [this](int64_t id, const std::string& message) {
-    const QString text = tr("Storing the metrics of run %1 failed: %2").arg(id).arg(QString::fromStdString(message));
-    QMetaObject::invokeMethod(this, [this, text] { emit storeError(text); }, Qt::QueuedConnection);
-  };
 
   m_poller = new StorePoller(databasePath, pollMs);
   m_poller->moveToThread(&m_pollThread);
@@ -57,48 +41,11 @@ StoreService::~StoreService() {
   QMetaObject::invokeMethod(m_poller, &StorePoller::stopPolling, Qt::BlockingQueuedConnection);
   m_pollThread.quit();
   m_pollThread.wait();
-  m_ingest.reset();  // drains tracked runs once, then joins
+  if (m_settle) {
+    m_settle->wait();
+    delete m_settle;
+  }
   m_writer.reset();  // drains the queue, then joins
-}
-
-qint64 StoreService::createRun(const db::NewRun& run, int devices, QString* error) {
-  int64_t id = 0;
-  try {
-    m_writer->run([&](db::Database& db) {
-      db::write_tx(db, [&] {
-        id = db::create_run(db, run);
-        const int64_t node = db::ensure_node(db, "local", "local");
-        db::attach_node(db, id, node, std::max(1, devices));
-      });
-    });
-  } catch (const db::DbError& e) {
-    if (error) *error = QString::fromUtf8(e.what());
-    return 0;
-  }
-  refresh();
-  return id;
-}
-
-qint64 StoreService::createFork(qint64 parentId, const QString& name, const std::string& configToml,
-                                const std::string& configJson, const QString& runDir, int devices,
-                                QString* error) {
-  int64_t id = 0;
-  try {
-    m_writer->run([&](db::Database& db) {
-      db::write_tx(db, [&] {
-        id = db::fork_run(db, parentId, db::unique_run_name(db, s(name)));
-        db::Stmt update(db, "UPDATE runs SET config_toml = ?2, config_json = ?3 WHERE id = ?1");
-        update.bind(1, id).bind(2, configToml).bind(3, configJson).run();
-        db::set_run_dir(db, id, s(runDir));
-        db::attach_node(db, id, db::ensure_node(db, "local", "local"), std::max(1, devices));
-      });
-    });
-  } catch (const db::DbError& e) {
-    if (error) *error = QString::fromUtf8(e.what());
-    return 0;
-  }
-  refresh();
-  return id;
 }
 
 QString StoreService::uniqueName(const QString& base) {
@@ -134,13 +81,26 @@ QVector<db::Run> StoreService::runningLocalRuns() {
   return out;
 }
 
-void StoreService::setStatus(qint64 id, db::RunStatus to, const QString& reason, std::optional<int> exitCode) {
-  const std::string why = s(reason);
-  const std::optional<int64_t> code = exitCode ? std::optional<int64_t>(*exitCode) : std::nullopt;
-  m_writer->submit([id, to, why, code](db::Database& db) {
-    const db::Run now = db::get_run(db, id);
-    if (now.status != to && db::transition_allowed(now.status, to)) db::set_status(db, id, to, 0, why, code);
+void StoreService::settleStaleRuns(const QString& origin) {
+  if (m_settle && !m_settle->isFinished()) return;  // one settling at a time; it covers every run
+  if (m_settle) {
+    m_settle->wait();
+    delete m_settle;
+  }
+  m_settle = QThread::create([this, who = s(origin)] {
+    for (const runs::SettledRun& r : runs::settle_stale_local_runs(*m_writer, who)) {
+      const qint64 id = r.run_id;
+      const QString status = QString::fromLatin1(db::to_string(r.status));
+      QMetaObject::invokeMethod(
+          this,
+          [this, id, status] {
+            emit runEnded(id, status);
+            refresh();
+          },
+          Qt::QueuedConnection);
+    }
   });
+  m_settle->start();
 }
 
 void StoreService::addEvent(qint64 id, const QString& level, const QString& message) {
@@ -179,8 +139,7 @@ bool StoreService::deleteRun(qint64 id, QString* error) {
     m_writer->run([&](db::Database& db) {
       const db::Run r = db::get_run(db, id);
       if (r.status == db::RunStatus::kRunning)
-        throw db::DbError(db::DbErrorKind::kInvalid,
-                          "run " + r.name + " is running: stop it before deleting it");
+        throw db::DbError(db::DbErrorKind::kInvalid, "run " + r.name + " is running: stop it before deleting it");
       db::delete_run(db, id);
     });
   } catch (const db::DbError& e) {
@@ -189,12 +148,6 @@ bool StoreService::deleteRun(qint64 id, QString* error) {
   }
   refresh();
   return true;
-}
-
-void StoreService::track(qint64 id, const QString& metricsPath) { m_ingest->track(id, s(metricsPath)); }
-void StoreService::untrack(qint64 id) { m_ingest->untrack(id); }
-void StoreService::finish(qint64 id, const QString& metricsPath, RunEnd end) {
-  m_ingest->finish(id, s(metricsPath), std::move(end));
 }
 
 void StoreService::refresh() { QMetaObject::invokeMethod(m_poller, &StorePoller::refresh, Qt::QueuedConnection); }

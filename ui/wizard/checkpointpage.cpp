@@ -8,6 +8,8 @@
 #include <QLabel>
 #include <QSpinBox>
 
+#include <algorithm>
+
 #include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
@@ -19,6 +21,7 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
       m_final(new QCheckBox(tr("Save a checkpoint after the last step"), this)),
       m_resume(new QComboBox(this)),
       m_grace(new QDoubleSpinBox(this)),
+      m_restarts(new QSpinBox(this)),
       m_evalEvery(new QSpinBox(this)),
       m_evalBatches(new QSpinBox(this)),
       m_sampleEvery(new QSpinBox(this)),
@@ -42,6 +45,12 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   m_sampleTokens->setRange(0, 100000);
   m_grace->setRange(0, 86400);
   m_grace->setSuffix(tr(" s"));
+  m_restarts->setObjectName(QStringLiteral("maxRestarts"));
+  m_restarts->setRange(0, 100);
+  m_restarts->setToolTip(
+      tr("When a rank crashes (killed, out of memory on one host, a lost peer), every rank restarts "
+         "from the newest verified checkpoint, at most this many times (run.max_restarts). "
+         "Preemptions do not count; config and data errors never restart."));
   m_resume->addItem(tr("from the newest verified checkpoint in the run folder (auto)"), QStringLiteral("auto"));
   m_resume->addItem(tr("never: always start fresh (none)"), QStringLiteral("none"));
 
@@ -51,13 +60,14 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(QString(), m_final);
   form->addRow(tr("On restart, resume"), m_resume);
   form->addRow(tr("Preemption grace"), m_grace);
+  form->addRow(tr("Crash restarts"), m_restarts);
   form->addRow(tr("Validation every (steps; 0 = at the end)"), m_evalEvery);
   form->addRow(tr("Validation micro-batches"), m_evalBatches);
   form->addRow(tr("Text sample every (steps; 0 = off)"), m_sampleEvery);
   form->addRow(tr("Sample length (tokens)"), m_sampleTokens);
   form->addRow(QString(), m_summary);
 
-  for (QSpinBox* b : {m_every, m_keep, m_evalEvery, m_evalBatches, m_sampleEvery, m_sampleTokens})
+  for (QSpinBox* b : {m_every, m_keep, m_restarts, m_evalEvery, m_evalBatches, m_sampleEvery, m_sampleTokens})
     connect(b, &QSpinBox::valueChanged, this, &CheckpointPage::editValues);
   connect(m_final, &QCheckBox::toggled, this, &CheckpointPage::editValues);
   connect(m_resume, &QComboBox::currentIndexChanged, this, &CheckpointPage::editValues);
@@ -74,6 +84,7 @@ void CheckpointPage::editValues() {
     if (!resume.isEmpty()) c.checkpoint.resume = resume.toStdString();
     if (m_grace->value() != QString::number(c.checkpoint.preempt_grace_s, 'f', m_grace->decimals()).toDouble())
       c.checkpoint.preempt_grace_s = m_grace->value();
+    c.run.max_restarts = m_restarts->value();
     c.eval.every = m_evalEvery->value();
     c.eval.batches = m_evalBatches->value();
     c.eval.sample_every = m_sampleEvery->value();
@@ -91,6 +102,7 @@ void CheckpointPage::load() {
   if (m_resume->findData(resume) < 0) m_resume->addItem(tr("from %1").arg(resume), resume);
   m_resume->setCurrentIndex(m_resume->findData(resume));
   m_grace->setValue(c.checkpoint.preempt_grace_s);
+  m_restarts->setValue(std::clamp(c.run.max_restarts, 0, 100));
   m_evalEvery->setValue(clamp(c.eval.every));
   m_evalBatches->setValue(c.eval.batches);
   m_sampleEvery->setValue(clamp(c.eval.sample_every));

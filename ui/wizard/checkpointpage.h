@@ -1,4 +1,5 @@
-// Wizard page 5, Checkpoints & evaluation: how often the run saves and measures itself.
+// Wizard page 5, Checkpoints & evaluation: how often the run saves and measures itself, and how
+// often a crashed run restarts from its newest checkpoint (run.max_restarts).
 #pragma once
 
 #include "ui/wizard/pagebase.h"
@@ -29,6 +30,7 @@ class CheckpointPage : public WizardPageBase {
   QCheckBox* m_final;
   QComboBox* m_resume;
   QDoubleSpinBox* m_grace;
+  QSpinBox* m_restarts;  // run.max_restarts
   QSpinBox* m_evalEvery;
   QSpinBox* m_evalBatches;
   QSpinBox* m_sampleEvery;

@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -56,6 +56,9 @@ INSERT INTO cost_accruals(run_id, node_id, status, start_time, end_time, devices
 UPDATE nodes SET port = 2222, user = 'ana', key_path = '/home/ana/.ssh/id_ed25519', labels = 'zone:eu,a100' WHERE id = 2;
 INSERT INTO nodes(id, name, kind, host, port, user, labels, created_at)
   VALUES (3, 'spot-b', 'ssh', '10.0.0.7', 22, '', 'spot', 1735689900);
+""",
+    6: """
+INSERT INTO node_latency VALUES (1, 2, 0.42, NULL, 1735690000), (2, 3, NULL, 'refused', 1735690000);
 """,
 }
 

@@ -138,7 +138,7 @@ table run_nodes
 CREATE TABLE run_nodes (
   run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE RESTRICT,
-  devices INTEGER NOT NULL DEFAULT 1,
+  devices INTEGER NOT NULL DEFAULT 1, usd_per_hour REAL CHECK (usd_per_hour >= 0), rate_source TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (run_id, node_id)
 ) WITHOUT ROWID;
 table run_tags
@@ -168,7 +168,7 @@ CREATE TABLE runs (
   parameters   INTEGER,
   flops_per_token REAL,
   summary_json TEXT
-, budget_usd REAL, budget_warn_fraction REAL NOT NULL DEFAULT 0.8);
+, budget_usd REAL, budget_warn_fraction REAL NOT NULL DEFAULT 0.8, usd_per_hour REAL CHECK (usd_per_hour >= 0), price_source TEXT NOT NULL DEFAULT '', max_hours REAL CHECK (max_hours > 0), status_note TEXT NOT NULL DEFAULT '');
 table system_samples
 CREATE TABLE system_samples (
   node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,

@@ -1,5 +1,5 @@
 // Implementation notes are in nodebridge.h.
-#include "ui/nodes/nodebridge.h"
+#include "runs/node_bridge.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -7,11 +7,10 @@
 #include <string>
 
 #include "db/run_store.h"
-#include "db/sql.h"
 
-namespace flotilla::ui {
+namespace flotilla::runs {
 
-db::SshNode nodeFromFields(const remote::NodeFields& f) {
+db::SshNode node_from_fields(const remote::NodeFields& f) {
   db::SshNode n;
   n.name = f.name;
   n.host = f.host;
@@ -24,7 +23,7 @@ db::SshNode nodeFromFields(const remote::NodeFields& f) {
   return n;
 }
 
-remote::NodeFields fieldsFromNode(const db::SshNode& n) {
+remote::NodeFields fields_from_node(const db::SshNode& n) {
   remote::NodeFields f;
   f.name = n.name;
   f.host = n.host;
@@ -45,11 +44,11 @@ remote::NodeFields fieldsFromNode(const db::SshNode& n) {
   return f;
 }
 
-std::vector<db::SystemSample> samplesFromGpus(int64_t nodeId, const std::vector<remote::GpuInfo>& gpus, double now) {
+std::vector<db::SystemSample> samples_from_gpus(int64_t node_id, const std::vector<remote::GpuInfo>& gpus, double now) {
   std::vector<db::SystemSample> samples;
   for (const auto& g : gpus) {
     db::SystemSample s;
-    s.node_id = nodeId;
+    s.node_id = node_id;
     s.device = g.index;
     s.time = now;
     if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
@@ -62,7 +61,8 @@ std::vector<db::SystemSample> samplesFromGpus(int64_t nodeId, const std::vector<
   return samples;
 }
 
-std::vector<db::NodeLatency> measureLatencyMatrix(db::Database& db, const std::vector<LatencyNode>& nodes, int count) {
+std::vector<db::NodeLatency> measure_and_store_latency(db::Database& db, const std::vector<LatencyNode>& nodes,
+                                                       int count) {
   std::vector<remote::LatencyEndpoint> endpoints;
   for (const auto& n : nodes) {
     remote::LatencyEndpoint e;
@@ -84,8 +84,10 @@ std::vector<db::NodeLatency> measureLatencyMatrix(db::Database& db, const std::v
     db::NodeLatency r;
     r.from_node = from;
     r.to_node = to;
-    if (c.error.empty() && c.median_ms >= 0) r.rtt_ms = c.median_ms;
-    else r.error = c.error.empty() ? "not measured" : c.error;
+    if (c.error.empty() && c.median_ms >= 0)
+      r.rtt_ms = c.median_ms;
+    else
+      r.error = c.error.empty() ? "not measured" : c.error;
     r.measured_at = now;
     return r;
   };
@@ -99,4 +101,4 @@ std::vector<db::NodeLatency> measureLatencyMatrix(db::Database& db, const std::v
   return rows;
 }
 
-}  // namespace flotilla::ui
+}  // namespace flotilla::runs

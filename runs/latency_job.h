@@ -1,5 +1,5 @@
 // The app's "Measure latency": connect to the chosen nodes, deploy the worker (reused when
-// present), measure the matrix and store it (nodebridge.h's measureLatencyMatrix), all on one
+// present), measure the matrix and store it (nodebridge.h's measure_and_store_latency), all on one
 // worker thread; the Nodes page shows the stored matrix afterwards.
 //
 // Decision: a node whose host key is unknown or changed is never logged into, but it is not a
@@ -16,7 +16,7 @@
 #include "db/nodes.h"
 #include "remote/session.h"
 
-namespace flotilla::ui {
+namespace flotilla::runs {
 
 struct LatencyJobResult {
   std::vector<db::NodeLatency> rows;  // as stored; empty when nothing was measured
@@ -25,9 +25,9 @@ struct LatencyJobResult {
 
 // Blocking; for a worker thread. `cancel` is polled between nodes (the measurement itself is
 // bounded by the sessions' timeouts). Never throws: failures come back in `problems`.
-LatencyJobResult runLatencyJob(const std::string& databasePath, const std::vector<db::SshNode>& nodes,
-                               const std::string& workerPath,
-                               const std::function<remote::SessionOptions(const db::SshNode&)>& options,
-                               const std::atomic<bool>& cancel, int count = 5);
+LatencyJobResult run_latency_job(const std::string& database_path, const std::vector<db::SshNode>& nodes,
+                                 const std::string& worker_path,
+                                 const std::function<remote::SessionOptions(const db::SshNode&)>& options,
+                                 const std::atomic<bool>& cancel, int count = 5);
 
-}  // namespace flotilla::ui
+}  // namespace flotilla::runs

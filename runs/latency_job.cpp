@@ -1,25 +1,25 @@
 // The Nodes page's latency measurement on a worker thread (see latencyjob.h).
-#include "ui/nodes/latencyjob.h"
+#include "runs/latency_job.h"
 
 #include <memory>
 
 #include "db/database.h"
 #include "flotilla/build_info.h"
 #include "remote/deploy.h"
-#include "ui/nodes/nodebridge.h"
+#include "runs/node_bridge.h"
 
-namespace flotilla::ui {
+namespace flotilla::runs {
 
-LatencyJobResult runLatencyJob(const std::string& databasePath, const std::vector<db::SshNode>& nodes,
-                               const std::string& workerPath,
-                               const std::function<remote::SessionOptions(const db::SshNode&)>& options,
-                               const std::atomic<bool>& cancel, int count) {
+LatencyJobResult run_latency_job(const std::string& database_path, const std::vector<db::SshNode>& nodes,
+                                 const std::string& worker_path,
+                                 const std::function<remote::SessionOptions(const db::SshNode&)>& options,
+                                 const std::atomic<bool>& cancel, int count) {
   LatencyJobResult out;
   std::vector<std::unique_ptr<remote::Session>> sessions;
   std::vector<LatencyNode> refs;
   try {
     remote::DeployOptions deploy;
-    deploy.worker_path = workerPath;
+    deploy.worker_path = worker_path;
     deploy.version = FLOTILLA_VERSION_STRING;
     for (const auto& rec : nodes) {
       if (cancel) return out;
@@ -52,12 +52,12 @@ LatencyJobResult runLatencyJob(const std::string& databasePath, const std::vecto
     db::OpenOptions o;
     o.create = false;
     o.quick_check = false;
-    db::Database db(databasePath, o);
-    out.rows = measureLatencyMatrix(db, refs, count);
+    db::Database db(database_path, o);
+    out.rows = measure_and_store_latency(db, refs, count);
   } catch (const std::exception& e) {
     out.problems.push_back(std::string("The latency could not be measured: ") + e.what());
   }
   return out;  // the sessions disconnect here, on this thread
 }
 
-}  // namespace flotilla::ui
+}  // namespace flotilla::runs

@@ -2,12 +2,12 @@
 // two nodes measure each other through their deployed workers (2x2, finite small RTTs off the
 // diagonal, and from this machine); a third node whose sshd was stopped gives error cells
 // ("refused" towards it, "not measured from" in its row) within seconds, not a hang; the store
-// holds every link (nodebridge's measureLatencyMatrix); `flotilla nodes latency a,b` prints the
+// holds every link (runs/node_bridge.h's measure_and_store_latency); `flotilla nodes latency a,b` prints the
 // matrix and stores it; hostile hosts and worker paths are refused before anything runs, and a
 // canary is never created.
 //
-// Decision: no Qt here (the Nodes page's matrix is test_latencyview.cpp); this file lives in
-// tests/ui only because that is where a test links ui/nodes/nodebridge.cpp and gets label ssh.
+// Decision: no Qt here (the Nodes page's matrix is tests/ui/test_latencyview.cpp): the glue
+// between db/ and remote/ is the runs layer's, so its test is too (moved from tests/ui).
 #include <sys/stat.h>
 
 #include <chrono>
@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../remote/sshd_fixture.h"
 #include "check.h"
 #include "db/database.h"
 #include "db/nodes.h"
@@ -24,7 +23,8 @@
 #include "flotilla/build_info.h"
 #include "remote/deploy.h"
 #include "remote/latency.h"
-#include "ui/nodes/nodebridge.h"
+#include "runs/node_bridge.h"
+#include "sshd_fixture.h"
 
 using namespace flotilla;
 using namespace flotilla_test;
@@ -99,8 +99,9 @@ int main() {
 
   // --- hostile input: refused before anything runs anywhere ---
   const std::string canary = fx.root() + "/canary";
-  for (const std::string& host : std::vector<std::string>{"a;touch " + canary, "$(touch " + canary + ")", "-oProxyCommand=touch",
-                                  "`touch " + canary + "`", "a\nb", "a b", "::1"}) {
+  for (const std::string& host :
+       std::vector<std::string>{"a;touch " + canary, "$(touch " + canary + ")", "-oProxyCommand=touch",
+                                "`touch " + canary + "`", "a\nb", "a b", "::1"}) {
     auto bad = two;
     bad.push_back({"evil", nullptr, "", host, 22, "not connected"});
     bool refused = false;
@@ -140,8 +141,9 @@ int main() {
       n.id = db::add_ssh_node(d, n);
       recs.push_back(n);
     }
-    std::vector<ui::LatencyNode> nodes = {{recs[0], &a, wa, ""}, {recs[1], &b, wb, ""}, {recs[2], nullptr, "", "sshd stopped"}};
-    const auto rows = ui::measureLatencyMatrix(d, nodes, 3);
+    std::vector<runs::LatencyNode> nodes = {
+        {recs[0], &a, wa, ""}, {recs[1], &b, wb, ""}, {recs[2], nullptr, "", "sshd stopped"}};
+    const auto rows = runs::measure_and_store_latency(d, nodes, 3);
     CHECK(rows.size() == 3 + 6);
     const auto stored = db::node_latency_matrix(d);
     CHECK(stored.size() == 9);
@@ -200,9 +202,12 @@ int main() {
   }
   r = run_cli({"nodes", "latency", "a;touch " + canary});
   CHECK(r.exit_code == 4 && r.output.find("no ssh node") != std::string::npos);
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"nodes", "latency", "a,,b"}, {"nodes", "latency", "a,a"}, {"nodes", "latency", "a,b", "--count", "0"},
-           {"nodes", "latency", "a,b", "--count", "1.5"}, {"nodes", "latency"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"nodes", "latency", "a,,b"},
+                                             {"nodes", "latency", "a,a"},
+                                             {"nodes", "latency", "a,b", "--count", "0"},
+                                             {"nodes", "latency", "a,b", "--count", "1.5"},
+                                             {"nodes", "latency"}}) {
     r = run_cli(args);
     CHECK_MSG(r.exit_code == 2, "exit %d for %s", r.exit_code, args.back().c_str());
   }

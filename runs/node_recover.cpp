@@ -1,4 +1,4 @@
-// Automatic recovery of a run on SSH nodes after a preemption (see noderun_core.h, superviseRun).
+// Automatic recovery of a run on SSH nodes after a preemption (see noderun_core.h, supervise_run).
 //
 // Decision: recovery keeps the world size. A preempted spot node takes its ranks with it, but the
 // checkpoint on the master was written by dp*tp*pp ranks and only loads into the same layout, so
@@ -24,9 +24,11 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "remote/remote_run.h"
-#include "ui/runs/noderun_core.h"
+#include "runs/node_run.h"
+#include "runs/pricing.h"
+#include "runs/run_status.h"
 
-namespace flotilla::ui::noderun {
+namespace flotilla::runs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -49,7 +51,7 @@ bool answers(Node& n) {
 bool settle(double seconds, const WatchHooks& hooks) {
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
   while (Clock::now() < until) {
-    if ((hooks.stopRequested && hooks.stopRequested()) || (hooks.leaveRequested && hooks.leaveRequested()))
+    if ((hooks.stop_requested && hooks.stop_requested()) || (hooks.leave_requested && hooks.leave_requested()))
       return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -63,7 +65,7 @@ std::string names(const std::vector<Node>& nodes) {
 }
 
 // The newest complete step-NNNNNNNN folder in `dir` ("" when none, or no dir).
-std::string newestMirrored(const std::string& dir) {
+std::string newest_mirrored(const std::string& dir) {
   std::string best;
   std::error_code ec;
   if (dir.empty()) return best;
@@ -77,7 +79,7 @@ std::string newestMirrored(const std::string& dir) {
 }
 
 // The largest node count <= available that splits `world` ranks evenly.
-int usableNodes(int world, int available) {
+int usable_nodes(int world, int available) {
   for (int k = std::min(world, available); k > 1; --k)
     if (world % k == 0) return k;
   return 1;
@@ -85,55 +87,56 @@ int usableNodes(int world, int available) {
 
 }  // namespace
 
-std::string recoveryPolicyJson(const RecoveryPolicy& policy) {
+std::string recovery_policy_json(const RecoveryPolicy& policy) {
   return nlohmann::json{{"auto", policy.enabled},
                         {"spares", policy.spares},
-                        {"max", policy.maxRecoveries},
-                        {"after", policy.settleSeconds},
+                        {"max", policy.max_recoveries},
+                        {"after", policy.settle_seconds},
                         {"mirror", policy.mirror}}
       .dump();
 }
 
-RecoveryPolicy recoveryPolicyFromJson(const std::string& fieldsJson) {
+RecoveryPolicy recovery_policy_from_json(const std::string& fields_json) {
   RecoveryPolicy p;
-  const nlohmann::json j = nlohmann::json::parse(fieldsJson, nullptr, false);
+  const nlohmann::json j = nlohmann::json::parse(fields_json, nullptr, false);
   if (!j.is_object()) return p;
   if (j.contains("auto") && j["auto"].is_boolean()) p.enabled = j["auto"].get<bool>();
   if (j.contains("spares") && j["spares"].is_array())
     for (const auto& v : j["spares"])
       if (v.is_string() && !v.get<std::string>().empty()) p.spares.push_back(v.get<std::string>());
-  if (j.contains("max") && j["max"].is_number()) p.maxRecoveries = std::max(0, j["max"].get<int>());
-  if (j.contains("after") && j["after"].is_number()) p.settleSeconds = std::max(0.0, j["after"].get<double>());
+  if (j.contains("max") && j["max"].is_number()) p.max_recoveries = std::max(0, j["max"].get<int>());
+  if (j.contains("after") && j["after"].is_number()) p.settle_seconds = std::max(0.0, j["after"].get<double>());
   if (j.contains("mirror") && j["mirror"].is_boolean()) p.mirror = j["mirror"].get<bool>();
   return p;
 }
 
-void recordRecoveryPolicy(db::Database& db, int64_t runId, const RecoveryPolicy& policy) {
+void record_recovery_policy(db::Database& db, int64_t run_id, const RecoveryPolicy& policy) {
   std::string text = policy.enabled ? "automatic recovery on" : "automatic recovery off";
-  if (policy.enabled && !policy.spares.empty()) text += " (spares " + [&] {
-    std::string s;
-    for (const auto& n : policy.spares) s += (s.empty() ? "" : ",") + n;
-    return s;
-  }() + ")";
-  db::add_event(db, runId, db::now_seconds(), kRecoveryPolicyEvent, "info", text, recoveryPolicyJson(policy));
+  if (policy.enabled && !policy.spares.empty())
+    text += " (spares " + [&] {
+      std::string s;
+      for (const auto& n : policy.spares) s += (s.empty() ? "" : ",") + n;
+      return s;
+    }() + ")";
+  db::add_event(db, run_id, db::now_seconds(), kRecoveryPolicyEvent, "info", text, recovery_policy_json(policy));
 }
 
-RecoveryPolicy storedRecoveryPolicy(const db::Database& db, int64_t runId) {
+RecoveryPolicy stored_recovery_policy(const db::Database& db, int64_t run_id) {
   RecoveryPolicy policy;
   int done = 0;
-  for (const db::EventInfo& e : db::list_events(db, runId)) {
-    if (e.kind == kRecoveryPolicyEvent) policy = recoveryPolicyFromJson(e.fields_json);
+  for (const db::EventInfo& e : db::list_events(db, run_id)) {
+    if (e.kind == kRecoveryPolicyEvent) policy = recovery_policy_from_json(e.fields_json);
     if (e.kind == "recovery" && e.level == "warning" && e.message.rfind("automatic recovery", 0) == 0) ++done;
   }
-  policy.maxRecoveries = std::max(0, policy.maxRecoveries - done);
+  policy.max_recoveries = std::max(0, policy.max_recoveries - done);
   return policy;
 }
 
-std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, Watch& w, const Recovery& recovery,
-                           std::vector<db::SshNode>& spares, const std::string& label, bool requireLoss,
-                           const Note& note) {
-  db::Database db(dbPath);
-  const db::Run run = db::get_run(db, w.runId);
+std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch& w, const Recovery& recovery,
+                             std::vector<db::SshNode>& spares, const std::string& label, bool require_loss,
+                             const Note& note) {
+  db::Database db(writer.path());
+  const db::Run run = db::get_run(db, w.run_id);
   // Which nodes remain. The master holds the checkpoints: without it there is nothing to resume.
   std::vector<bool> alive(nodes.size());
   std::vector<std::string> lost;
@@ -141,16 +144,16 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
     alive[i] = nodes[i].session && answers(nodes[i]);
     if (!alive[i]) lost.push_back(nodes[i].rec.name);
   }
-  if (requireLoss && lost.empty()) return "every node still answers: the run failed for another reason";
+  if (require_loss && lost.empty()) return "every node still answers: the run failed for another reason";
   // The master holds the checkpoints; without it only a mirrored copy lets the run go on.
-  const std::string mirrored = newestMirrored(recovery.mirrorDir);
+  const std::string mirrored = newest_mirrored(recovery.mirror_dir);
   if (!alive[0] && mirrored.empty())
     return "run " + w.name + ": the master node " + nodes[0].rec.name +
            " does not answer and it holds the run's checkpoints" +
-           (recovery.mirrorDir.empty() ? std::string(" (start runs with --mirror-checkpoints to survive this)")
-                                       : std::string(" (none was mirrored yet)")) +
+           (recovery.mirror_dir.empty() ? std::string(" (start runs with --mirror-checkpoints to survive this)")
+                                        : std::string(" (none was mirrored yet)")) +
            "; resume the run with `flotilla runs resume " + w.name + "` once it is back";
-  const bool newMaster = !alive[0];
+  const bool new_master = !alive[0];
   const std::vector<int64_t> before = [&] {
     std::vector<int64_t> ids;
     for (const auto& n : nodes) ids.push_back(n.rec.id);
@@ -178,25 +181,25 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
     }
   }
   const int available = static_cast<int>(kept.size() + added.size());
-  const int count = usableNodes(world, available);
+  const int count = usable_nodes(world, available);
   std::vector<Node> next;
   for (auto& n : kept)
     if (static_cast<int>(next.size()) < count) next.push_back(std::move(n));
   for (auto& n : added)
     if (static_cast<int>(next.size()) < count) next.push_back(std::move(n));
-  const int perNode = world / count;
+  const int per_node = world / count;
   // Whatever happens next, `nodes` holds the connected nodes this function still has.
   const auto keep = [&] { nodes = std::move(next); };
 
   remote::DeployOptions deploy;
-  deploy.worker_path = recovery.workerPath;
+  deploy.worker_path = recovery.worker_path;
   deploy.version = recovery.version;
   try {
     // A re-attached watcher knows no worker path yet: the old master only needs its bundle (its
     // run dir is complete), any other node the whole preparation (reused where present).
-    if (next[0].worker.empty() && !newMaster) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
+    if (next[0].worker.empty() && !new_master) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
     for (size_t i = 0; i < next.size(); ++i)
-      if (next[i].worker.empty()) prepareNode(next[i], w.rid, config, deploy, note);
+      if (next[i].worker.empty()) prepare_node(next[i], w.rid, config, deploy, note);
   } catch (const Error& e) {
     keep();
     return "run " + w.name + ": preparing a node failed: " + e.what();
@@ -205,11 +208,11 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
   // master gets the mirrored one first.
   std::string from;
   try {
-    if (newMaster) {
+    if (new_master) {
       const std::string dest = remote::upload_checkpoint(*next[0].session, w.rid, mirrored);
-      from = "from the mirrored checkpoint at step " + std::to_string(std::atoll(mirrored.c_str() +
-                                                                                mirrored.rfind("step-") + 5));
-      db::set_run_dir(db, w.runId, next[0].rec.name + ":" + remote::remote_run_dir(*next[0].session, w.rid));
+      from = "from the mirrored checkpoint at step " +
+             std::to_string(std::atoll(mirrored.c_str() + mirrored.rfind("step-") + 5));
+      db::set_run_dir(db, w.run_id, next[0].rec.name + ":" + remote::remote_run_dir(*next[0].session, w.rid));
       if (note) note("node " + next[0].rec.name + " is the new master; the mirrored checkpoint is at " + dest);
     } else {
       const std::vector<remote::RemoteCheckpoint> ckpts = remote::list_remote_checkpoints(*next[0].session, w.rid);
@@ -224,24 +227,26 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
   // The store: dropped nodes stop accruing, the new layout is recorded before anything starts.
   for (const int64_t id : before)
     if (std::none_of(next.begin(), next.end(), [&](const Node& n) { return n.rec.id == id; }))
-      db::detach_node(db, w.runId, id);
-  for (const auto& n : next) db::attach_node(db, w.runId, n.rec.id, perNode);
-  db::set_run_target(db, w.runId, names(next));
-  std::string lostText = lost.empty() ? "no node lost" : "lost";
-  for (size_t i = 0; i < lost.size(); ++i) lostText += (i ? "," : " ") + lost[i];
-  const std::string why = label + " (" + lostText + "): " + std::to_string(count) + " node(s) x " +
-                          std::to_string(perNode) + " rank(s) on " + names(next) + ", " + from;
-  db::add_event(db, w.runId, db::now_seconds(), "recovery", "warning", why);
+      db::detach_node(db, w.run_id, id);
+  for (const auto& n : next) db::attach_node(db, w.run_id, n.rec.id, per_node);
+  db::set_run_target(db, w.run_id, names(next));
+  price_run(db, w.run_id, config);  // the run's price on its new nodes, charged from the restart
+  std::string lost_text = lost.empty() ? "no node lost" : "lost";
+  for (size_t i = 0; i < lost.size(); ++i) lost_text += (i ? "," : " ") + lost[i];
+  const std::string why = label + " (" + lost_text + "): " + std::to_string(count) + " node(s) x " +
+                          std::to_string(per_node) + " rank(s) on " + names(next) + ", " + from;
+  db::add_event(db, w.run_id, db::now_seconds(), "recovery", "warning", why);
   if (note) note(why);
 
   remote::RemoteRunSpec spec;
   spec.run_id = w.rid;
   spec.nnodes = count;
-  spec.nproc_per_node = perNode;
+  spec.nproc_per_node = per_node;
   spec.master_addr = next[0].rec.host;
-  spec.master_port = randomMasterPort();  // a fresh one: the old rendezvous may linger
+  spec.master_port = random_master_port();  // a fresh one: the old rendezvous may linger
   spec.allow_restart = true;
-  if (recovery.noBind) spec.launch_args = {"--no-bind"};
+  spec.launch_args = {"--max-restarts", std::to_string(config.run.max_restarts)};
+  if (recovery.no_bind) spec.launch_args.push_back("--no-bind");
   remote::RemoteRunStatus started;
   try {
     for (int r = count - 1; r >= 0; --r) {
@@ -254,58 +259,62 @@ std::string restartOnNodes(const std::string& dbPath, std::vector<Node>& nodes, 
     return "run " + w.name + ": starting the ranks again failed: " + e.what();
   }
   keep();
-  const double startTime = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
-  const int64_t runId = w.runId;
-  w.totalSteps = config.train.steps;
-  w.onAttach = [runId, startTime, why](db::Database& wdb) {
-    db::set_status(wdb, runId, db::RunStatus::kRunning, startTime, why);
-  };
+  const double start_time = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
+  const int64_t run_id = w.run_id;
+  w.total_steps = config.train.steps;
+  w.on_attach = [run_id, start_time, why](db::Database& wdb) { record_running(wdb, run_id, start_time, why); };
   return "";
 }
 
-int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, const WatchHooks& hooks,
-                 const Recovery& recovery) {
+int supervise_node_run(db::Writer& writer, std::vector<Node>& nodes, Watch w, const WatchHooks& hooks,
+                       const Recovery& recovery) {
   const Note& note = hooks.note;
   std::vector<db::SshNode> spares = recovery.spares;
   if (recovery.enabled) {
     // A lost master is given up after about the settle time (then the nodes are asked), not
     // after the minute of backoff a plain watcher allows.
-    w.reconnect = {0.5, 2, std::max(1.0, recovery.settleSeconds / 3), 4};
-    w.mirrorDir = recovery.mirrorDir;
+    w.reconnect = {0.5, 2, std::max(1.0, recovery.settle_seconds / 3), 4};
+    w.mirror_dir = recovery.mirror_dir;
   }
   for (int recovered = 0;; ++recovered) {
-    const int code = watchRun(dbPath, nodes, w, hooks);
+    const int code = watch_node_run(writer, nodes, w, hooks);
     if (!recovery.enabled) return code;
-    db::Database db(dbPath);
-    const db::Run run = db::get_run(db, w.runId);
+    db::Database db(writer.path());
+    const db::Run run = db::get_run(db, w.run_id);
     // Preempted (not stopped by request or by the budget), or failed on a communication error,
     // which is what a node that vanished without notice leaves behind (recovered only when a node
     // turns out to be gone).
     const bool preempted = code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
-    const bool commFailure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
-    // watchRun lost the master for good (the run stays 'running' in the store).
-    const bool masterLost = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
-    if (!preempted && !commFailure && !masterLost) return code;
-    if (masterLost)
-      db::set_status(db, w.runId, db::RunStatus::kPreempted, db::now_seconds(),
-                     "master node " + nodes[0].rec.name + " lost");
+    const bool comm_failure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
+    // watch_node_run lost the master for good (the run stays 'running' in the store).
+    const bool master_lost = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
+    if (!preempted && !comm_failure && !master_lost) return code;
+    if (master_lost) {
+      RunEnd lost;
+      lost.status = db::RunStatus::kPreempted;
+      lost.note = "master node " + nodes[0].rec.name + " lost";
+      lost.reason = "node watcher: " + lost.note;
+      record_end(db, w.run_id, lost);
+    }
     const auto give_up = [&](const std::string& why) {
-      db::add_event(db, w.runId, db::now_seconds(), "recovery", "error", why);
+      db::add_event(db, w.run_id, db::now_seconds(), "recovery", "error", why);
       if (note) note(why);
       return code;
     };
-    if (recovered >= recovery.maxRecoveries)
+    if (recovered >= recovery.max_recoveries)
       return give_up("run " + w.name + " was preempted again after " + std::to_string(recovered) +
                      " automatic recoveries (the limit); resume it with `flotilla runs resume " + w.name + "`");
     if (note)
       note("run " + w.name +
-           (preempted ? " was preempted" : masterLost ? " lost its master node" : " lost a rank's connection") +
-           "; recovering automatically in " + std::to_string(static_cast<int>(recovery.settleSeconds)) +
+           (preempted     ? " was preempted"
+            : master_lost ? " lost its master node"
+                          : " lost a rank's connection") +
+           "; recovering automatically in " + std::to_string(static_cast<int>(recovery.settle_seconds)) +
            " s (which nodes remain is checked then)");
-    if (!settle(recovery.settleSeconds, hooks)) return code;
-    const std::string label = "automatic recovery " + std::to_string(recovered + 1) + "/" +
-                              std::to_string(recovery.maxRecoveries);
-    const std::string why = restartOnNodes(dbPath, nodes, w, recovery, spares, label, commFailure, note);
+    if (!settle(recovery.settle_seconds, hooks)) return code;
+    const std::string label =
+        "automatic recovery " + std::to_string(recovered + 1) + "/" + std::to_string(recovery.max_recoveries);
+    const std::string why = restart_on_nodes(writer, nodes, w, recovery, spares, label, comm_failure, note);
     if (!why.empty()) {
       if (!preempted && why.rfind("every node still answers", 0) == 0) return code;
       return give_up(why);
@@ -313,4 +322,4 @@ int superviseRun(const std::string& dbPath, std::vector<Node>& nodes, Watch w, c
   }
 }
 
-}  // namespace flotilla::ui::noderun
+}  // namespace flotilla::runs

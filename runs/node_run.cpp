@@ -1,5 +1,4 @@
-// A run on SSH nodes without any Qt (see noderun_core.h). Moved out of app/cli/run_nodes.cpp so
-// the CLI and the app share one implementation.
+// A run on SSH nodes (see node_run.h): start, re-attach and watch. Recovery is in node_recover.cpp.
 //
 // Decision: the nodes own the run, the caller only watches it. Every node's ranks are started
 // detached (remote_run.h: setsid, flock, pid), so a dropped SSH connection, or the watcher going
@@ -7,7 +6,7 @@
 // committed in the same transaction as the rows it covers (ingest_offsets, source
 // "ssh:<node>:metrics.jsonl"), so reconnecting resumes exactly after the last stored line: no step
 // lost or doubled (RELIABILITY S4/S6). The run is recorded as running from node 0's own start time.
-#include "ui/runs/noderun_core.h"
+#include "runs/node_run.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,25 +26,29 @@
 #include "remote/probe.h"
 #include "remote/remote_run.h"
 #include "remote/validate.h"
-#include "ui/nodes/nodebridge.h"
+#include "runs/node_bridge.h"
+#include "runs/pricing.h"
+#include "runs/run_setup.h"
+#include "runs/run_status.h"
 
-namespace flotilla::ui::noderun {
+namespace flotilla::runs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 // One line per GPU, the columns remote::parse_nvidia_smi_csv reads; a marker when there is none.
 constexpr const char* kGpuQuery =
-    "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=index,name,memory.total,memory.used,"
+    "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi "
+    "--query-gpu=index,name,memory.total,memory.used,"
     "utilization.gpu,temperature.gpu,power.draw,driver_version --format=csv,noheader,nounits; "
     "else echo flotilla:no-nvidia-smi; fi";
 
 // The remote run directory name: the run name made safe, plus the store id (unique per workspace).
-std::string remoteId(const std::string& name, int64_t id) {
+std::string remote_id(const std::string& name, int64_t id) {
   std::string out;
   for (char c : name) {
-    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' || c == '-';
     out.push_back(ok ? c : '_');
   }
   while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(out.begin());
@@ -55,14 +58,16 @@ std::string remoteId(const std::string& name, int64_t id) {
 
 // Runs `fn` on the node's session; on a dropped link reconnects with backoff and tries again.
 template <typename F>
-auto withReconnect(Node& n, const Note& note, F&& fn, const remote::Backoff& backoff = {0.5, 2, 10, 8})
+auto with_reconnect(Node& n, const Note& note, F&& fn, const remote::Backoff& backoff = {0.5, 2, 10, 8})
     -> decltype(fn(*n.session)) {
   for (int attempt = 0;; ++attempt) {
     try {
       return fn(*n.session);
     } catch (const remote::ConnectionLost& e) {
       if (attempt >= 3) throw;
-      if (note) note("connection to node " + n.rec.name + " lost (" + e.what() + "); the run keeps going there; reconnecting...");
+      if (note)
+        note("connection to node " + n.rec.name + " lost (" + e.what() +
+             "); the run keeps going there; reconnecting...");
       n.session->reconnect(backoff);
       if (note) note("reconnected to node " + n.rec.name + "; re-attached");
     }
@@ -71,8 +76,8 @@ auto withReconnect(Node& n, const Note& note, F&& fn, const remote::Backoff& bac
 
 }  // namespace
 
-bool connectNodes(std::vector<Node>& nodes, const SessionOptionsFor& options,
-                  const std::function<void(const std::string&, const remote::HostKeyError&)>& refused) {
+bool connect_nodes(std::vector<Node>& nodes, const SessionOptionsFor& options,
+                   const std::function<void(const std::string&, const remote::HostKeyError&)>& refused) {
   for (auto& node : nodes) {
     node.session = std::make_unique<remote::Session>(options(node.rec));
     try {
@@ -85,7 +90,7 @@ bool connectNodes(std::vector<Node>& nodes, const SessionOptionsFor& options,
   return true;
 }
 
-int ranksPerNode(const RunConfig& config, int nodes, std::optional<int> requested) {
+int ranks_per_node(const RunConfig& config, int nodes, std::optional<int> requested) {
   int world = config.parallel.dp * config.parallel.tp * config.parallel.pp;
   if (world <= 0) world = 1;
   const int n = requested.value_or(world / nodes);
@@ -99,12 +104,12 @@ int ranksPerNode(const RunConfig& config, int nodes, std::optional<int> requeste
 
 // Measures the links between the run's nodes (stored for the Nodes page's matrix) and notes the
 // slowest one; a failed measurement never stops the run.
-static void noteLatency(db::Database& db, std::vector<Node>& nodes, const Note& note) {
+static void note_latency(db::Database& db, std::vector<Node>& nodes, const Note& note) {
   std::vector<LatencyNode> refs;
   for (auto& n : nodes) refs.push_back({n.rec, n.session.get(), n.worker, ""});
   try {
-    const std::vector<db::NodeLatency> rows = measureLatencyMatrix(db, refs, 3);
-    const auto nameOf = [&](int64_t id) {
+    const std::vector<db::NodeLatency> rows = measure_and_store_latency(db, refs, 3);
+    const auto name_of = [&](int64_t id) {
       for (const auto& n : nodes)
         if (n.rec.id == id) return n.rec.name;
       return std::string("this machine");
@@ -112,16 +117,18 @@ static void noteLatency(db::Database& db, std::vector<Node>& nodes, const Note& 
     const db::NodeLatency* worst = nullptr;
     std::string errors;
     for (const auto& r : rows) {
-      if (nameOf(r.from_node) == "this machine" || nameOf(r.to_node) == "this machine" || r.from_node == r.to_node)
+      if (name_of(r.from_node) == "this machine" || name_of(r.to_node) == "this machine" || r.from_node == r.to_node)
         continue;
-      if (!r.error.empty()) errors += "; " + nameOf(r.from_node) + " -> " + nameOf(r.to_node) + ": " + r.error;
-      else if (r.rtt_ms && (!worst || *r.rtt_ms > *worst->rtt_ms)) worst = &r;
+      if (!r.error.empty())
+        errors += "; " + name_of(r.from_node) + " -> " + name_of(r.to_node) + ": " + r.error;
+      else if (r.rtt_ms && (!worst || *r.rtt_ms > *worst->rtt_ms))
+        worst = &r;
     }
     if (!note) return;
     if (worst) {
       char ms[32];
       std::snprintf(ms, sizeof ms, "%.2f", *worst->rtt_ms);
-      note("latency between nodes: slowest link " + nameOf(worst->from_node) + " -> " + nameOf(worst->to_node) + " " +
+      note("latency between nodes: slowest link " + name_of(worst->from_node) + " -> " + name_of(worst->to_node) + " " +
            ms + " ms (TCP connect to sshd)");
     }
     if (!errors.empty()) note("latency between nodes: " + errors.substr(2) + " (the ranks may not reach each other)");
@@ -130,8 +137,8 @@ static void noteLatency(db::Database& db, std::vector<Node>& nodes, const Note& 
   }
 }
 
-void prepareNode(Node& node, const std::string& rid, const RunConfig& config, const remote::DeployOptions& deploy,
-                 const Note& note) {
+void prepare_node(Node& node, const std::string& rid, const RunConfig& config, const remote::DeployOptions& deploy,
+                  const Note& note) {
   remote::Session& s = *node.session;
   const remote::DeployResult d = remote::deploy_worker(s, deploy);
   node.worker = d.worker;
@@ -151,43 +158,59 @@ void prepareNode(Node& node, const std::string& rid, const RunConfig& config, co
     throw Error(ExitCode::kComm, "node " + node.rec.name + ": generating the synthetic corpus failed: " + r.err);
 }
 
-int randomMasterPort() {
+int random_master_port() {
   std::random_device rd;
   return 20000 + static_cast<int>(rd() % 12768);
 }
 
-Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& req, const Note& note) {
+Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& req, const Note& note) {
   const int m = static_cast<int>(nodes.size());
-  const int n = ranksPerNode(req.config, m, req.nprocPerNode);
+  const int n = ranks_per_node(req.config, m, req.nproc_per_node);
   RunConfig config = req.config;
   config.run.name = req.name;
+  if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
+  const RunLimits limits = limits_of(config, req.budget_usd);
   db::NewRun nr;
   nr.name = req.name;
   nr.config_toml = config_to_toml(config);
   nr.config_json = config_to_json(config, -1);
-  nr.budget_usd = req.budgetUsd;
+  nr.budget_usd = limits.max_usd;
+  nr.budget_warn_fraction = limits.warn_fraction;
+  nr.max_hours = limits.max_hours;
   nr.target.clear();  // "a,b": the nodes, the master first
-  for (const auto& node : nodes) nr.target += (nr.target.empty() ? "" : ",") + node.rec.name;
-  const int64_t runId = db::create_run(db, nr);
-  const std::string rid = remoteId(req.name, runId);
-  for (const auto& node : nodes) db::attach_node(db, runId, node.rec.id, n);
+  std::vector<std::string> names;
+  for (const auto& node : nodes) {
+    nr.target += (nr.target.empty() ? "" : ",") + node.rec.name;
+    names.push_back(node.rec.name);
+  }
+  int64_t run_id = 0;
+  db::write_tx(db, [&] {
+    run_id = db::create_run(db, nr);
+    for (const auto& node : nodes) db::attach_node(db, run_id, node.rec.id, n);
+    const RunPrice price = resolve_run_price(db, run_id, config);
+    check_budget_is_priced(price, limits, req.name, names);  // throws: the whole row is rolled back
+    db::set_run_price(db, run_id, price.usd_per_hour, price.source, price.shares);
+  });
+  const std::string rid = remote_id(req.name, run_id);
 
-  int masterPort = req.masterPort.value_or(0);
-  if (masterPort == 0) masterPort = randomMasterPort();
+  int master_port = req.master_port.value_or(0);
+  if (master_port == 0) master_port = random_master_port();
   remote::RemoteRunSpec spec;
   spec.run_id = rid;
   spec.nnodes = m;
   spec.nproc_per_node = n;
   spec.master_addr = nodes[0].rec.host;
-  spec.master_port = masterPort;
-  if (req.noBind) spec.launch_args = {"--no-bind"};
+  spec.master_port = master_port;
+  spec.launch_args = {"--max-restarts", std::to_string(config.run.max_restarts)};
+  if (req.no_bind) spec.launch_args.push_back("--no-bind");
 
   remote::DeployOptions deploy;
-  deploy.worker_path = req.workerPath;
+  deploy.worker_path = req.worker_path;
   deploy.version = req.version;
-  for (auto& node : nodes) prepareNode(node, rid, config, deploy, note);
-  if (m > 1) noteLatency(db, nodes, note);
-  db::set_run_dir(db, runId, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
+  for (auto& node : nodes) prepare_node(node, rid, config, deploy, note);
+  if (m > 1) note_latency(db, nodes, note);
+  db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
 
   remote::RemoteRunStatus started;
   for (int r = m - 1; r >= 0; --r) {
@@ -195,30 +218,29 @@ Watch startOnNodes(db::Database& db, std::vector<Node>& nodes, const StartReques
     spec.node_rank = r;
     started = remote::start_remote_run(*nodes[static_cast<size_t>(r)].session, spec);
   }
-  const double startTime = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
+  const double start_time = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
 
   Watch w;
-  w.runId = runId;
+  w.run_id = run_id;
   w.name = req.name;
   w.rid = rid;
-  w.totalSteps = config.train.steps;
-  w.budgetUsd = req.budgetUsd;
+  w.total_steps = config.train.steps;
   const std::string why = req.origin + ": " + std::to_string(m) + " node(s) x " + std::to_string(n) +
-                          " rank(s), master " + spec.master_addr + ":" + std::to_string(masterPort);
-  w.onAttach = [=](db::Database& wdb) { db::set_status(wdb, runId, db::RunStatus::kRunning, startTime, why); };
+                          " rank(s), master " + spec.master_addr + ":" + std::to_string(master_port);
+  w.on_attach = [=](db::Database& wdb) { record_running(wdb, run_id, start_time, why); };
   return w;
 }
 
-bool isNodeRunDir(const std::string& runDir) {
-  const auto colon = runDir.find(':');
-  return colon != std::string::npos && colon > 0 && runDir.find('/') == colon + 1;
+bool is_node_run_dir(const std::string& run_dir) {
+  const auto colon = run_dir.find(':');
+  return colon != std::string::npos && colon > 0 && run_dir.find('/') == colon + 1;
 }
 
-std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid,
-                         bool resuming) {
+std::string attach_target(db::Database& db, const db::Run& run, std::vector<Node>& nodes, std::string& rid,
+                          bool resuming) {
   // run_dir is "<master node>:<absolute dir on it>" (set before any rank starts).
   const auto colon = run.run_dir.find(':');
-  if (!isNodeRunDir(run.run_dir))
+  if (!is_node_run_dir(run.run_dir))
     return "run " + run.name + " is not a run on SSH nodes (run dir '" + run.run_dir + "'); nothing to attach to";
   const std::string master = run.run_dir.substr(0, colon);
   rid = run.run_dir.substr(run.run_dir.rfind('/') + 1);
@@ -227,8 +249,7 @@ std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>
                                                      "' does not name a remote run directory: " + why);
   const bool terminal = run.status == db::RunStatus::kCompleted ||
                         (!resuming && (run.status == db::RunStatus::kFailed || run.status == db::RunStatus::kStopped));
-  if (terminal)
-    return "run " + run.name + " already ended (" + db::to_string(run.status) + "); nothing to attach to";
+  if (terminal) return "run " + run.name + " already ended (" + db::to_string(run.status) + "); nothing to attach to";
   nodes.clear();
   nodes.push_back(Node{db::get_ssh_node(db, master), nullptr, ""});
   for (db::SshNode& rec : db::run_ssh_nodes(db, run.id))
@@ -236,26 +257,25 @@ std::string attachTarget(db::Database& db, const db::Run& run, std::vector<Node>
   return "";
 }
 
-Watch attachWatch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid, const std::string& origin,
-                  std::string& refusal, bool& stillRunning) {
+Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid, const std::string& origin,
+                   std::string& refusal, bool& still_running) {
   const remote::RemoteRunStatus st =
-      withReconnect(nodes[0], nullptr, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
+      with_reconnect(nodes[0], nullptr, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
   refusal.clear();
-  stillRunning = st.state == remote::RunState::kRunning;
+  still_running = st.state == remote::RunState::kRunning;
   Watch w;
   if (st.state == remote::RunState::kNotStarted) {
     refusal = "run " + run.name + " was never started on node " + nodes[0].rec.name + " (~/.flotilla/runs/" + rid +
               "); nothing to attach to";
     return w;
   }
-  w.runId = run.id;
+  w.run_id = run.id;
   w.name = run.name;
   w.rid = rid;
-  w.budgetUsd = run.budget_usd;
   try {
-    w.totalSteps = parse_config_toml(run.config_toml, "run " + run.name).train.steps;
+    w.total_steps = parse_config_toml(run.config_toml, "run " + run.name).train.steps;
   } catch (const Error&) {
-    w.totalSteps = 0;  // progress then shows step N/0; the run is watched all the same
+    w.total_steps = 0;  // progress then shows step N/0; the run is watched all the same
   }
   // Costs: a run the store still has as running keeps its open accruals (opened at the real start
   // on the node), so the time nobody watched is charged once, with no gap. A run halted in the
@@ -263,42 +283,43 @@ Watch attachWatch(const db::Run& run, std::vector<Node>& nodes, const std::strin
   // halted, never from now.
   if (run.status != db::RunStatus::kRunning) {
     const double since = run.ended_at.value_or(run.started_at.value_or(static_cast<double>(st.started_at)));
-    w.onAttach = [id = run.id, since, origin](db::Database& wdb) {
+    w.on_attach = [id = run.id, since, origin](db::Database& wdb) {
       const db::Run now = db::get_run(wdb, id);
-      if (now.status != db::RunStatus::kRunning && db::transition_allowed(now.status, db::RunStatus::kRunning))
-        db::set_status(wdb, id, db::RunStatus::kRunning, since, origin + ": the run is still going");
+      if (db::transition_allowed(now.status, db::RunStatus::kRunning))
+        record_running(wdb, id, since, origin + ": the run is still going");
     };
   }
   return w;
 }
 
-int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w, const WatchHooks& hooks) {
-  const int64_t runId = w.runId;
+int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w, const WatchHooks& hooks) {
+  const int64_t run_id = w.run_id;
   const std::string& rid = w.rid;
   const Note& note = hooks.note;
-  db::Writer writer(dbPath);
-  db::Database reader(dbPath);
-  if (w.onAttach) writer.run(w.onAttach);
+  db::Database reader(writer.path());
+  if (w.on_attach) writer.run(w.on_attach);
 
   const std::string source = "ssh:" + nodes[0].rec.name + ":metrics.jsonl";
-  uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, runId, source));
-  db::Ingestor ingestor(writer, runId);
-  int64_t newestCheckpoint = 0, mirrored = 0;
-  ingestor.on_record = [&](const db::IngestEvent& e) {
-    if (e.type == "checkpoint") newestCheckpoint = std::max(newestCheckpoint, e.step);
-    if (hooks.onRecord) hooks.onRecord(e);
+  uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, run_id, source));
+  db::Ingestor ingestor(writer, run_id);
+  int64_t newest_checkpoint = 0, mirrored = 0;
+  std::vector<MetricsRecord> parsed;  // the records of the chunk being stored
+  ingestor.on_record = [&](const MetricsRecord& e) {
+    if (e.type == MetricsRecordType::kCheckpoint) newest_checkpoint = std::max(newest_checkpoint, e.checkpoint().step);
+    if (hooks.on_record) hooks.on_record(e);
+    if (hooks.on_committed) parsed.push_back(e);
   };
   // With a mirror dir, each new checkpoint of the master is copied here once committed in the
-  // store, so a run can resume elsewhere when the master itself is lost (superviseRun).
+  // store, so a run can resume elsewhere when the master itself is lost (supervise_run).
   const auto mirror = [&] {
-    if (w.mirrorDir.empty() || newestCheckpoint <= mirrored) return;
-    const int64_t step = newestCheckpoint;
+    if (w.mirror_dir.empty() || newest_checkpoint <= mirrored) return;
+    const int64_t step = newest_checkpoint;
     try {
-      std::filesystem::create_directories(w.mirrorDir);
-      remote::fetch_remote_checkpoint(*nodes[0].session, rid, step, w.mirrorDir);
+      std::filesystem::create_directories(w.mirror_dir);
+      remote::fetch_remote_checkpoint(*nodes[0].session, rid, step, w.mirror_dir);
       mirrored = step;
       std::vector<std::filesystem::path> kept;
-      for (const auto& e : std::filesystem::directory_iterator(w.mirrorDir))
+      for (const auto& e : std::filesystem::directory_iterator(w.mirror_dir))
         if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
             e.path().filename().string().find('.') == std::string::npos)
           kept.push_back(e.path());
@@ -312,34 +333,29 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
 
   // Reads new complete lines of rank 0's metrics and commits them with their offset.
   const auto pull = [&]() -> bool {
-    const remote::TailChunk t =
-        withReconnect(nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); },
-                      w.reconnect);
+    const remote::TailChunk t = with_reconnect(
+        nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); }, w.reconnect);
     if (t.lines.empty()) return false;
     std::string text;
     for (const auto& l : t.lines) (text += l) += '\n';
+    parsed.clear();
     ingestor.parse_lines(text);
-    const int64_t newOffset = static_cast<int64_t>(t.offset);
-    const db::Ticket ticket = ingestor.submit_with([=](db::Database& wdb) {
-      db::Stmt up(wdb,
-                  "INSERT INTO ingest_offsets(run_id, source, byte_offset, updated_at) VALUES (?1, ?2, ?3, ?4) "
-                  "ON CONFLICT(run_id, source) DO UPDATE SET byte_offset = excluded.byte_offset, "
-                  "updated_at = excluded.updated_at");
-      up.bind(1, runId).bind(2, source).bind(3, newOffset).bind(4, db::now_seconds()).run();
-    });
+    const int64_t new_offset = static_cast<int64_t>(t.offset);
+    const db::Ticket ticket =
+        ingestor.submit_with([=](db::Database& wdb) { db::set_committed_offset(wdb, run_id, source, new_offset); });
     if (!writer.wait(ticket))
       throw db::DbError(db::DbErrorKind::kFull, "storing metrics of run " + w.name + " at byte " +
                                                     std::to_string(offset) + " failed: " + writer.stats().last_error);
     offset = t.offset;
-    if (hooks.onCommitted) hooks.onCommitted(t.lines, offset);
+    if (hooks.on_committed) hooks.on_committed(parsed, offset);
     mirror();
     return true;
   };
-  const auto stopAll = [&](const std::string& why) {
+  const auto stop_all = [&](const std::string& why) {
     if (note) note(why + ": stopping the run on every node (checkpoint, then exit)");
     for (auto& node : nodes) {
       try {
-        withReconnect(node, note, [&](remote::Session& s) { return remote::stop_remote_run(s, rid, 30); });
+        with_reconnect(node, note, [&](remote::Session& s) { return remote::stop_remote_run(s, rid, 30); });
       } catch (const Error& e) {
         if (note) note("stopping node " + node.rec.name + " failed: " + e.what());
       }
@@ -348,20 +364,20 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
 
   // Every few seconds, each node's GPUs into system_samples (the Live page's per-node GPU plot).
   // A node without nvidia-smi is not asked again; a failed reading never disturbs the watch.
-  std::vector<bool> sampleGpus(nodes.size(), w.gpuSampleSeconds > 0);
-  auto lastGpus = Clock::now() - std::chrono::hours(1);
-  const auto sampleAll = [&] {
+  std::vector<bool> sample_gpus(nodes.size(), w.gpu_sample_seconds > 0);
+  auto last_gpus = Clock::now() - std::chrono::hours(1);
+  const auto sample_all = [&] {
     for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!sampleGpus[i] || !nodes[i].session || !nodes[i].session->connected()) continue;
+      if (!sample_gpus[i] || !nodes[i].session || !nodes[i].session->connected()) continue;
       try {
         const remote::ExecResult r = nodes[i].session->exec(kGpuQuery, 10);
         if (r.exit_status == 127 || r.out.find("flotilla:no-nvidia-smi") != std::string::npos) {
-          sampleGpus[i] = false;
+          sample_gpus[i] = false;
           continue;
         }
         if (r.exit_status != 0) continue;
         const std::vector<db::SystemSample> samples =
-            samplesFromGpus(nodes[i].rec.id, remote::parse_nvidia_smi_csv(r.out), db::now_seconds());
+            samples_from_gpus(nodes[i].rec.id, remote::parse_nvidia_smi_csv(r.out), db::now_seconds());
         if (!samples.empty()) writer.run([samples](db::Database& wdb) { db::insert_system_samples(wdb, samples); });
       } catch (const Error&) {
         // a lost link is the tail's business (it reconnects); the next sample simply comes later
@@ -370,23 +386,24 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
   };
 
   remote::RemoteRunStatus final0;
-  bool userStop = false, budgetStop = false;
-  auto lastStatus = Clock::now() - std::chrono::seconds(10);
-  auto lastBudget = Clock::now();
-  int exitCode = 1;
+  bool user_stop = false, budget_stop = false;
+  std::string stop_note;
+  BudgetGuard guard(run_id, 1.0);
+  auto last_status = Clock::now() - std::chrono::seconds(10);
+  int exit_code = 1;
   try {
     for (;;) {
-      if (hooks.leaveRequested && hooks.leaveRequested()) {
+      if (hooks.leave_requested && hooks.leave_requested()) {
         writer.flush();
         return kLeft;
       }
-      if (!userStop && hooks.stopRequested && hooks.stopRequested()) {
-        userStop = true;
-        stopAll("stop requested");
+      if (!user_stop && hooks.stop_requested && hooks.stop_requested()) {
+        user_stop = true;
+        stop_all("stop requested");
       }
-      if (!userStop && hooks.checkpointRequested && hooks.checkpointRequested()) {
+      if (!user_stop && hooks.checkpoint_requested && hooks.checkpoint_requested()) {
         try {
-          const bool asked = withReconnect(
+          const bool asked = with_reconnect(
               nodes[0], note, [&](remote::Session& s) { return remote::request_remote_checkpoint(s, rid); },
               w.reconnect);
           if (note)
@@ -400,13 +417,13 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
       }
       const bool got = pull();
       const auto now = Clock::now();
-      if (w.gpuSampleSeconds > 0 && now - lastGpus >= std::chrono::duration<double>(w.gpuSampleSeconds)) {
-        lastGpus = now;
-        sampleAll();
+      if (w.gpu_sample_seconds > 0 && now - last_gpus >= std::chrono::duration<double>(w.gpu_sample_seconds)) {
+        last_gpus = now;
+        sample_all();
       }
-      if (now - lastStatus >= std::chrono::seconds(1)) {
-        lastStatus = now;
-        final0 = withReconnect(
+      if (now - last_status >= std::chrono::seconds(1)) {
+        last_status = now;
+        final0 = with_reconnect(
             nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); }, w.reconnect);
         if (final0.state == remote::RunState::kExited) {
           while (pull()) {
@@ -414,18 +431,23 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
           break;
         }
       }
-      if (w.budgetUsd && now - lastBudget >= std::chrono::seconds(2) && !budgetStop) {
-        lastBudget = now;
-        const db::BudgetStatus b = db::budget_status(reader, runId);
-        if (b.action == db::BudgetAction::kStop) {
-          budgetStop = true;
+      if (!budget_stop && !user_stop) {
+        const db::BudgetStatus b = guard.poll(reader);
+        if (b.action != db::BudgetAction::kNone) {
           if (note) note(b.message);
-          stopAll("budget reached");
+          writer.submit([run_id, m = b.message](db::Database& wdb) {
+            db::add_event(wdb, run_id, db::now_seconds(), "budget", "warning", m);
+          });
+        }
+        if (b.action == db::BudgetAction::kStop) {
+          budget_stop = true;
+          stop_note = b.note;
+          stop_all(b.note);
         }
       }
       if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
-    exitCode = final0.exit_code >= 0 ? final0.exit_code : 1;
+    exit_code = final0.exit_code >= 0 ? final0.exit_code : 1;
     // The other nodes end with node 0; record how they ended (a stuck one is stopped).
     // A node that no longer answers (a preempted spot node) is reported, not waited for.
     for (size_t i = 1; i < nodes.size(); ++i) {
@@ -465,22 +487,12 @@ int watchRun(const std::string& dbPath, std::vector<Node>& nodes, const Watch& w
   ingestor.finish();
   writer.flush();
 
-  db::RunStatus finalStatus = db::RunStatus::kFailed;
-  std::string reason = "node " + nodes[0].rec.name + " worker exit " + std::to_string(exitCode);
-  if (exitCode == 0) {
-    finalStatus = db::RunStatus::kCompleted;
-  } else if (exitCode == static_cast<int>(ExitCode::kPreempted)) {
-    finalStatus = (userStop || budgetStop) ? db::RunStatus::kStopped : db::RunStatus::kPreempted;
-    if (userStop) reason += " (stopped by request)";
-    if (budgetStop) reason += " (budget reached)";
-  }
-  writer.run([&](db::Database& wdb) {
-    const db::Run now = db::get_run(wdb, runId);
-    const db::RunStatus to = db::transition_allowed(now.status, finalStatus) ? finalStatus : now.status;
-    db::set_status(wdb, runId, to, static_cast<double>(final0.ended_at), reason, exitCode);
-  });
+  const StopCause cause = budget_stop ? StopCause::kBudget : user_stop ? StopCause::kUser : StopCause::kNone;
+  RunEnd end = end_for_exit(exit_code, 0, cause, "node " + nodes[0].rec.name, stop_note);
+  end.at = static_cast<double>(final0.ended_at);
+  writer.run([&](db::Database& wdb) { record_end(wdb, run_id, end); });
   writer.flush();
-  return exitCode;
+  return exit_code;
 }
 
-}  // namespace flotilla::ui::noderun
+}  // namespace flotilla::runs

@@ -1,0 +1,130 @@
+// Status transitions of every run kind (see run_status.h for the mapping).
+#include "runs/run_status.h"
+
+#include <signal.h>
+
+#include <cstring>
+
+#include "db/errors.h"
+#include "engine/core/error.h"
+
+namespace flotilla::runs {
+
+std::string exit_name(int exit_code) {
+  if (exit_code < 0) return "unknown";
+  return exit_code_name(static_cast<ExitCode>(exit_code));
+}
+
+RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::string& origin, const std::string& stop_note,
+                    const std::string& root_cause) {
+  RunEnd e;
+  e.exit_code = exit_code;
+  const std::string code = "exit " + std::to_string(exit_code) + ": " + exit_name(exit_code);
+  if (signal > 0) {
+    e.exit_code = 128 + signal;
+    if (cause == StopCause::kKill || cause == StopCause::kUser || cause == StopCause::kBudget) {
+      e.status = db::RunStatus::kStopped;
+      e.note = cause == StopCause::kKill ? "killed on request" : "on request";
+      e.reason = origin + ": the worker was killed (signal " + std::to_string(signal) + ") as asked";
+    } else {
+      e.status = db::RunStatus::kFailed;
+      e.note = std::string("killed by signal ") + std::to_string(signal) + " (" + strsignal(signal) + ")";
+      e.reason = origin + ": the worker was " + e.note;
+    }
+    return e;
+  }
+  if (exit_code == 0) {
+    e.status = db::RunStatus::kCompleted;
+    e.reason = origin + ": worker exit 0";
+    return e;
+  }
+  if (exit_code == static_cast<int>(ExitCode::kPreempted)) {
+    switch (cause) {
+      case StopCause::kUser:
+        e.status = db::RunStatus::kStopped;
+        e.note = "on request";
+        break;
+      case StopCause::kBudget:
+        e.status = db::RunStatus::kStopped;
+        e.note = stop_note.empty() ? std::string("budget reached") : stop_note;
+        break;
+      case StopCause::kKill:
+        e.status = db::RunStatus::kStopped;
+        e.note = "killed on request";
+        break;
+      case StopCause::kParentGone:
+        e.status = db::RunStatus::kStopped;
+        e.note = "its supervisor went away";
+        break;
+      case StopCause::kNone:
+        e.status = db::RunStatus::kPreempted;
+        e.note = "by a signal from outside";
+        break;
+    }
+    e.reason = origin + ": worker " + code + "; " + e.note;
+    return e;
+  }
+  if (cause == StopCause::kKill) {
+    e.status = db::RunStatus::kStopped;
+    e.note = "killed on request";
+    e.reason = origin + ": worker " + code + " after a kill";
+    return e;
+  }
+  e.status = db::RunStatus::kFailed;
+  e.note = root_cause.empty() ? code : code + ": " + root_cause;
+  e.reason = origin + ": worker " + e.note;
+  return e;
+}
+
+RunEnd end_for_summary(const std::string& summary_exit, const std::string& origin, const std::string& why,
+                       StopCause cause) {
+  RunEnd e;
+  e.only_if_running = true;
+  if (summary_exit == "completed") {
+    e.status = db::RunStatus::kCompleted;
+    e.exit_code = 0;
+  } else if (summary_exit == "preempted" || summary_exit == "stopped") {
+    const bool ours = cause != StopCause::kNone || summary_exit == "stopped";
+    e.status = ours ? db::RunStatus::kStopped : db::RunStatus::kPreempted;
+    e.note = ours ? "on request" : "by a signal from outside";
+    if (!why.empty()) e.note += "; " + why;
+    e.exit_code = static_cast<int>(ExitCode::kPreempted);
+  } else {
+    e.status = db::RunStatus::kFailed;
+    e.note = why.empty() ? std::string("lost: the worker ended without a summary record") : why;
+  }
+  e.reason = origin + ": " + (summary_exit.empty() ? e.note : "the worker's summary says " + summary_exit) +
+             (why.empty() || summary_exit.empty() ? "" : " (" + why + ")");
+  return e;
+}
+
+void record_running(db::Database& db, int64_t run_id, double at, const std::string& reason) {
+  const db::Run now = db::get_run(db, run_id);
+  if (now.status == db::RunStatus::kRunning) return;
+  db::set_status(db, run_id, db::RunStatus::kRunning, at, reason);
+}
+
+db::RunStatus record_end(db::Database& db, int64_t run_id, const RunEnd& end) {
+  const db::Run now = db::get_run(db, run_id);
+  if (end.only_if_running && now.status != db::RunStatus::kRunning) {
+    db::add_event(db, run_id, db::now_seconds(), "event", "warning", end.reason);
+    return now.status;
+  }
+  if (!db::transition_allowed(now.status, end.status)) {
+    db::add_event(db, run_id, db::now_seconds(), "event", "warning",
+                  end.reason + " (left " + db::to_string(now.status) + ")");
+    return now.status;
+  }
+  db::set_status(db, run_id, end.status, end.at, end.reason, end.exit_code, end.note);
+  return end.status;
+}
+
+std::string status_text(db::RunStatus status, const std::string& note) {
+  std::string out = db::to_string(status);
+  if (!note.empty()) out += " (" + note + ")";
+  return out;
+}
+
+std::string status_text(const db::Run& run) { return status_text(run.status, run.status_note); }
+
+}  // namespace flotilla::runs

@@ -1,0 +1,100 @@
+// Settling stale local runs (see stale_runs.h).
+#include "runs/stale_runs.h"
+
+#include <sys/stat.h>
+
+#include "db/errors.h"
+#include "db/ingest.h"
+#include "db/queries.h"
+#include "engine/train/metrics_reader.h"
+#include "runs/node_run.h"
+#include "runs/process.h"
+#include "runs/run_status.h"
+
+namespace flotilla::runs {
+namespace {
+
+double file_mtime(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+bool is_local_run(const db::Run& run) { return !run.run_dir.empty() && !is_node_run_dir(run.run_dir); }
+
+std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::string& origin, double created_grace_s) {
+  std::vector<SettledRun> out;
+  std::vector<db::Run> candidates;
+  try {
+    writer.run([&](db::Database& db) {
+      db::RunFilter f;
+      f.statuses = {db::RunStatus::kRunning, db::RunStatus::kCreated};
+      for (const db::RunListItem& item : db::list_runs(db, f))
+        if (is_local_run(item.run) || (item.run.run_dir.empty() && item.run.status == db::RunStatus::kCreated))
+          candidates.push_back(item.run);
+    });
+  } catch (const db::DbError&) {
+    return out;
+  }
+  const double now = db::now_seconds();
+  for (const db::Run& run : candidates) {
+    if (!run.run_dir.empty() && live_worker_pid(run.run_dir) > 0) continue;  // alive: somebody's, or unwatched
+    const std::string metrics = run.run_dir + "/" + kMetricsFile;
+    if (run.status == db::RunStatus::kCreated) {
+      if (now - run.created_at < created_grace_s || exists(run.run_dir + "/" + kWorkerPidFile)) continue;
+      RunEnd end;
+      end.status = db::RunStatus::kFailed;
+      end.note = "never started (its start was interrupted: the worker did not run)";
+      end.reason = origin + ": " + end.note;
+      try {
+        writer.run([&](db::Database& db) { record_end(db, run.id, end); });
+        out.push_back({run.id, run.name, end.status, end.note});
+      } catch (const db::DbError&) {
+      }
+      continue;
+    }
+    try {
+      // What it wrote while nobody stored it, from the committed offset.
+      if (exists(metrics)) {
+        db::FileIngestor file(writer, run.id, metrics, kMetricsFile);
+        while (file.poll() > 0) {
+        }
+      }
+      std::string exit;
+      double at = 0;
+      writer.run([&](db::Database& db) {
+        const db::Run now_run = db::get_run(db, run.id);
+        MetricsRecord rec;
+        if (!now_run.summary_json.empty() && parse_metrics_line(now_run.summary_json, rec) == ParseStatus::kRecord &&
+            rec.type == MetricsRecordType::kSummary) {
+          exit = rec.summary().exit;
+          at = rec.time;
+        }
+      });
+      const std::string why =
+          exists(run.run_dir + "/" + kWorkerPidFile)
+              ? "lost: its worker is no longer running and left no summary record (what it wrote was stored)"
+              : "lost: no worker.pid in " + run.run_dir + " (nothing is running for it)";
+      RunEnd end = end_for_summary(exit, origin, exit.empty() ? why : "", StopCause::kNone);
+      if (!exit.empty() && end.status != db::RunStatus::kCompleted) end.note += "; it ended while nobody watched it";
+      end.at = at > 0 ? at : file_mtime(metrics);
+      if (end.at <= 0) end.at = run.started_at.value_or(now);
+      db::RunStatus written = end.status;
+      writer.run([&](db::Database& db) { written = record_end(db, run.id, end); });
+      writer.flush();
+      out.push_back({run.id, run.name, written, end.note});
+    } catch (const db::DbError&) {
+      // Still full or busy: the next command tries again.
+    }
+  }
+  return out;
+}
+
+}  // namespace flotilla::runs
