@@ -32,7 +32,8 @@ std::string chats() {
       std::string s;
       for (int k = 0; k < n; ++k) {
         x = x * 1664525u + 1013904223u;
-        s += (k ? " " : "") + std::string(words[(x >> 10) % 10]);
+        if (k) s += ' ';
+        s += words[(x >> 10) % 10];
       }
       return s;
     };

@@ -4,6 +4,7 @@
 // `launch --nproc-per-node 2`. Mid-run, node 0's sshd session is killed (S4): the run keeps going,
 // the session reconnects, and tailing from the saved offset yields every step exactly once. A
 // second start is refused (S5). The final checkpoint is listed and fetched, and matches.
+#include <cstdlib>
 #include <map>
 
 #include "check.h"
@@ -79,6 +80,10 @@ int main() {
   spec.master_port = master_port;
   spec.launch_args = {"--no-bind"};
   spec.env = {"OMP_NUM_THREADS=1", "FLOTILLA_PEAK_FLOPS=1e11"};
+  // The losses are compared bit for bit, so the remote ranks must pick the same BLAS kernels as
+  // the local reference; sshd sessions do not inherit this process's OpenBLAS overrides.
+  for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
+    if (const char* value = std::getenv(name)) spec.env.push_back(std::string(name) + "=" + value);
   RemoteRunStatus started[2];
   for (int r = 1; r >= 0; --r) {
     Session& s = *nodes[r];
