@@ -4,7 +4,8 @@
 // planner's parameter count and what fits; folders the engine refuses (no config.json, an
 // unsupported model_type, an o_proj bias) block Next with the engine's message after
 // model.init_from; custom Llama dimensions go through the Review page's TOML and back; the "what
-// fits" line names only the changes the planner confirms.
+// fits" line names only the changes the planner confirms; the Checkpoints page's Hugging Face
+// export writes checkpoint.export_hf / export_dtype, for Llama-family models only.
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
@@ -20,6 +21,7 @@
 #include "engine/interop/hf_model.h"
 #include "engine/plan/planner.h"
 #include "ui/nodes/machinefacts.h"
+#include "ui/wizard/checkpointpage.h"
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/modelpage.h"
 #include "ui/wizard/reviewpage.h"
@@ -41,6 +43,7 @@ class TestWizardModels : public QObject {
   void customLlamaDimensionsRoundTripThroughTheToml();
   void llamaPresetsShowTheirArchitecture();
   void theFitLineNamesOnlyWhatThePlannerConfirms();
+  void theHuggingFaceExportIsForLlamaModelsOnly();
 
  private:
   std::unique_ptr<RunWizard> makeWizard(const flotilla::ProbeResult& machine = cpuMachine());
@@ -350,6 +353,81 @@ void TestWizardModels::theFitLineNamesOnlyWhatThePlannerConfirms() {
   QCOMPARE(fit.contains(QStringLiteral("micro-batch 1 with accumulation (")), microBatch);
   QCOMPARE(fit.contains(QStringLiteral("bf16 (")), bf16);
   QVERIFY2(fit.contains(QStringLiteral("4 × NVIDIA L4")), qPrintable(fit));
+}
+
+void TestWizardModels::theHuggingFaceExportIsForLlamaModelsOnly() {
+  auto w = makeWizard();
+  // The demo is GPT-2: the option is disabled, and says why.
+  QCOMPARE(w->advanceTo(RunWizard::Checkpoints), int(RunWizard::Checkpoints));
+  QWizardPage* page = w->checkpointPage();
+  auto* exportHf = child<QCheckBox>(page, "exportHf");
+  QVERIFY(!exportHf->isEnabled());
+  QVERIFY2(child<QLabel>(page, "exportNote")->text().contains(QStringLiteral("Only for Llama-family models")),
+           qPrintable(child<QLabel>(page, "exportNote")->text()));
+
+  // A Hugging Face model: on, into the run's folder by default, bf16 unless fp32 is chosen.
+  while (w->currentId() != RunWizard::Model) w->back();
+  w->modelPage()->chooseHfFolder(qwen2Folder(QStringLiteral("qwen2-export")));
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder(), 10000);
+  QCOMPARE(w->advanceTo(RunWizard::Checkpoints), int(RunWizard::Checkpoints));
+  QVERIFY(exportHf->isEnabled());
+  QVERIFY(w->config().checkpoint.export_hf.empty());
+  exportHf->setChecked(true);
+  QCOMPARE(QString::fromStdString(w->config().checkpoint.export_hf), QStringLiteral("hf"));
+  QCOMPARE(QString::fromStdString(w->config().checkpoint.export_dtype), QStringLiteral("bf16"));
+  auto* dir = child<QLineEdit>(page, "exportHfDir");
+  const QString target = m_tmp.filePath(QStringLiteral("exported"));
+  dir->setText(target);
+  emit dir->textEdited(target);
+  auto* dtype = child<QComboBox>(page, "exportDtype");
+  dtype->setCurrentIndex(dtype->findData(QStringLiteral("fp32")));
+  QCOMPARE(QString::fromStdString(w->config().checkpoint.export_hf), target);
+  QCOMPARE(QString::fromStdString(w->config().checkpoint.export_dtype), QStringLiteral("fp32"));
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  QVERIFY2(child<QLabel>(page, "exportNote")->text().contains(QStringLiteral("tokenizer files")),
+           qPrintable(child<QLabel>(page, "exportNote")->text()));
+
+  // The engine's rule: the folder is written from the final checkpoint.
+  for (QCheckBox* box : page->findChildren<QCheckBox*>())
+    if (box->text().startsWith(QStringLiteral("Save a checkpoint after the last step")))
+      box->setChecked(false);
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(
+               QStringLiteral("checkpoint.export_hf: needs checkpoint.save_final = true")),
+           qPrintable(shownProblems(page)));
+  for (QCheckBox* box : page->findChildren<QCheckBox*>())
+    if (box->text().startsWith(QStringLiteral("Save a checkpoint after the last step")))
+      box->setChecked(true);
+  // Checked with no folder: blocked until one is given.
+  dir->clear();
+  emit dir->textEdited(QString());
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("checkpoint.export_hf: choose the folder")),
+           qPrintable(shownProblems(page)));
+  dir->setText(target);
+  emit dir->textEdited(target);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+
+  // The keys reach the TOML the worker reads.
+  QCOMPARE(w->advanceTo(RunWizard::Review), int(RunWizard::Review));
+  const QString toml = w->reviewPage()->editor()->toPlainText();
+  QVERIFY(toml.contains(QStringLiteral("export_hf = \"%1\"").arg(target)));
+  QVERIFY(toml.contains(QStringLiteral("export_dtype = \"fp32\"")));
+
+  // Back to a GPT-2 model with the export still on: the engine's message, and the box can be unticked.
+  while (w->currentId() != RunWizard::Model) w->back();
+  child<QAbstractButton>(w->modelPage(), "modelSource-preset")->click();
+  QCOMPARE(QString::fromStdString(w->config().model.arch), QStringLiteral("gpt2"));
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(
+               QStringLiteral("checkpoint.export_hf: Hugging Face export at the end is for "
+                              "model.arch = \"llama\"")),
+           qPrintable(shownProblems(page)));
+  QVERIFY(exportHf->isEnabled());
+  exportHf->setChecked(false);
+  QVERIFY(!exportHf->isEnabled());
+  QVERIFY(w->config().checkpoint.export_hf.empty());
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
 }
 
 QTEST_MAIN(TestWizardModels)
