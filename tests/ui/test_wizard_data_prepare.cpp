@@ -208,14 +208,15 @@ void TestWizardDataPrepare::chatRecordsGiveLabeledPackedShards() {
   // The page's message counts them.
   const QString status = page->prepareStatus();
   const QLocale locale;
-  for (const QString& part : {QStringLiteral("7 documents: 2 prompt/completion, 5 chat (llama3 format)"),
-                              QStringLiteral("Loss targets: %1 train, %2 validation")
-                                  .arg(locale.toString(r.train_targets), locale.toString(r.val_targets)),
-                              QStringLiteral("Sequences at the run's length: %1 train, %2 validation")
-                                  .arg(locale.toString(r.train_rows), locale.toString(r.val_rows)),
-                              QStringLiteral("documents packed"),
-                              split == 1 ? QStringLiteral("1 document is longer than a row")
-                                         : QStringLiteral("%1 documents are longer than a row").arg(split)})
+  for (const QString& part :
+       {QStringLiteral("7 documents: 2 prompt/completion, 5 chat (llama3 format)"),
+        QStringLiteral("Loss targets: %1 train, %2 validation")
+            .arg(locale.toString(r.train_targets), locale.toString(r.val_targets)),
+        QStringLiteral("Sequences of 128 tokens (train.seq_len): %1 train, %2 validation")
+            .arg(locale.toString(r.train_rows), locale.toString(r.val_rows)),
+        QStringLiteral("documents packed"),
+        split == 1 ? QStringLiteral("1 document is longer than a row")
+                   : QStringLiteral("%1 documents are longer than a row").arg(split)})
     QVERIFY2(status.contains(part), qPrintable(part + QStringLiteral("\nnot in\n") + status));
   QTRY_VERIFY(!page->isScanning());
   QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));

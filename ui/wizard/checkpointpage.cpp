@@ -49,9 +49,11 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   m_exportDtype->setObjectName(QStringLiteral("exportDtype"));
   m_exportNote->setObjectName(QStringLiteral("exportNote"));
   m_exportNote->setWordWrap(true);
-  m_exportDir->setPlaceholderText(tr("the folder to write (relative: inside the run's folder)"));
-  m_exportDtype->addItem(tr("bf16 (half the size, as models are usually shared)"), QStringLiteral("bf16"));
-  m_exportDtype->addItem(tr("fp32 (the master weights exactly)"), QStringLiteral("fp32"));
+  m_exportDir->setPlaceholderText(tr("a folder (a relative one is inside the run's folder)"));
+  m_exportDtype->addItem(tr("bf16 weights"), QStringLiteral("bf16"));
+  m_exportDtype->addItem(tr("fp32 weights"), QStringLiteral("fp32"));
+  m_exportDtype->setToolTip(
+      tr("bf16: half the size, as models are usually shared; fp32: the master weights exactly"));
   auto* chooseExport = new QPushButton(tr("Folder…"), this);
   auto* exportLayout = new QHBoxLayout(m_exportRow);
   exportLayout->setContentsMargins(0, 0, 0, 0);

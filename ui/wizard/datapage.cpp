@@ -69,8 +69,8 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
       m_scanDelay(new QTimer(this)) {
   setTitle(tr("Data"));
   setSubTitle(
-      tr("What the model reads: a synthetic demo corpus, token shards you already have, or text "
-         "files to tokenize now."));
+      tr("What the model reads: a synthetic demo corpus, token shards you already have, or text, "
+         "prompt/completion and chat files to tokenize now (with loss masks and packing for fine-tuning)."));
   const char* names[] = {"synthetic", "shards", "prepare"};
   const QString labels[] = {tr("Synthetic demo corpus (deterministic; the loss has a known floor)"),
                             tr("Existing token shards (llm.c .bin files)"),
@@ -377,7 +377,6 @@ void DataPage::startPrepare() {
                          : tr("Tokenizing %n file(s)…", nullptr, static_cast<int>(request.inputs.size()));
   m_prepared = false;
   m_preparing = true;
-  m_packed = request.pack;
   m_prepareWatcher.setFuture(QtConcurrent::run([request] { return runPrepare(request); }));
   updateVisibility();
   recheck();
@@ -396,7 +395,7 @@ void DataPage::onPrepared() {
   const QString trainGlob = QDir(m_summary.outDir).filePath(QStringLiteral("train_*.bin"));
   const QString valGlob =
       r.val_tokens > 0 ? QDir(m_summary.outDir).filePath(QStringLiteral("val_*.bin")) : QString();
-  m_prepareMessage = describePrepared(m_summary, m_packed).join(QLatin1Char('\n'));
+  m_prepareMessage = describePrepared(m_summary).join(QLatin1Char('\n'));
   m_prepared = true;
   m_preparedTrain = trainGlob;
   const int vocab = m_summary.tokenizerVocab;

@@ -100,7 +100,6 @@ class DataPage : public WizardPageBase {
   QString m_preparedTrain;  // data.train as the preparation set it
   bool m_prepared = false;
   bool m_preparing = false;
-  bool m_packed = true;
   bool m_tokSourceChosen = false;  // the user picked the tokenizer's source: no automatic default
 };
 

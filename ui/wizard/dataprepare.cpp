@@ -57,6 +57,8 @@ std::vector<std::string> trainingTexts(const QStringList& inputs) {
 PrepareSummary runPrepare(const PrepareRequest& request) {
   PrepareSummary summary;
   summary.outDir = request.outDir;
+  summary.seqLen = request.seqLen;
+  summary.pack = request.pack;
   try {
     flotilla::Tokenizer tokenizer;
     if (request.source == TokenizerSource::Train) {
@@ -87,7 +89,7 @@ PrepareSummary runPrepare(const PrepareRequest& request) {
   return summary;
 }
 
-QStringList describePrepared(const PrepareSummary& s, bool packed) {
+QStringList describePrepared(const PrepareSummary& s) {
   const flotilla::PrepareResult& r = s.result;
   QStringList kinds;
   if (r.text_records > 0) kinds << tr("%1 text").arg(count(r.text_records));
@@ -111,10 +113,10 @@ QStringList describePrepared(const PrepareSummary& s, bool packed) {
     lines << tr("Loss targets: %1 train, %2 validation (every token after the first)")
                  .arg(count(r.train_targets), count(r.val_targets));
   if (r.train_rows > 0 || r.val_rows > 0) {
-    QString rows = tr("Sequences at the run's length: %1 train, %2 validation")
-                       .arg(count(r.train_rows), count(r.val_rows));
+    QString rows = tr("Sequences of %1 tokens (train.seq_len): %2 train, %3 validation")
+                       .arg(count(s.seqLen), count(r.train_rows), count(r.val_rows));
     if (r.labeled)
-      rows += packed ? tr(" (documents packed, attention kept within each)") : tr(" (one document per row)");
+      rows += s.pack ? tr(" (documents packed, attention kept within each)") : tr(" (one document per row)");
     lines << rows;
     if (r.split_documents == 1)
       lines << tr("1 document is longer than a row and is split into pieces");

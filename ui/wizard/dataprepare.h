@@ -37,6 +37,8 @@ struct PrepareSummary {
   int tokenizerVocab = 0;
   QString tokenizerOrigin;  // "trained", "gpt2" or "tokenizer.json"
   QString savedTokenizer;   // Train: where the trained tokenizer was written
+  int seqLen = 0;           // the T rows were counted for
+  bool pack = true;
 };
 
 // The name a trained tokenizer is saved under in the output folder.
@@ -46,6 +48,6 @@ inline constexpr const char* kTrainedTokenizerName = "tokenizer.flotilla.json";
 PrepareSummary runPrepare(const PrepareRequest& request);
 
 // The page's lines: documents and records by kind, tokens, loss targets, rows, split documents.
-QStringList describePrepared(const PrepareSummary& summary, bool packed);
+QStringList describePrepared(const PrepareSummary& summary);
 
 }  // namespace flotilla::ui

@@ -55,37 +55,39 @@ HfFolderInfo readHfFolder(const QString& folder) {
   return info;
 }
 
-QStringList describeHfFolder(const HfFolderInfo& info) {
+QList<QPair<QString, QString>> describeHfFolder(const HfFolderInfo& info) {
   const flotilla::ModelSection& m = info.model;
   const QLocale locale;
-  QStringList lines;
-  lines << tr("Architecture: %1 (model_type %2), trained as model.arch = llama")
-               .arg(info.architecture, info.modelType);
-  QString attention = tr("%1 layers, %2 heads, %3 K/V heads, head_dim %4, width %5, FFN %6")
-                          .arg(m.n_layer)
-                          .arg(m.n_head)
-                          .arg(m.n_kv_head > 0 ? m.n_kv_head : m.n_head)
-                          .arg(m.head_dim > 0 ? m.head_dim : (m.n_head > 0 ? m.n_embd / m.n_head : 0))
-                          .arg(m.n_embd)
-                          .arg(m.ffn_dim);
-  if (m.qkv_bias) attention += tr(", q/k/v biases");
-  if (m.qk_norm) attention += tr(", q/k RMSNorm");
-  lines << attention;
-  lines << tr("Vocabulary %1, context %2 tokens, %3")
-               .arg(locale.toString(m.vocab_size), locale.toString(m.max_seq_len),
-                    m.tie_embeddings ? tr("LM head tied to the embedding") : tr("separate (untied) LM head"));
-  QString rope = tr("RoPE %1, theta %2").arg(QString::fromStdString(m.rope_scaling), number(m.rope_theta));
+  QList<QPair<QString, QString>> rows;
+  rows.append(
+      {tr("Architecture"),
+       tr("%1 (model_type %2), trained as model.arch = llama").arg(info.architecture, info.modelType)});
+  QString shape = tr("%1 layers, %2 heads, %3 K/V heads, head_dim %4, width %5, FFN %6")
+                      .arg(m.n_layer)
+                      .arg(m.n_head)
+                      .arg(m.n_kv_head > 0 ? m.n_kv_head : m.n_head)
+                      .arg(m.head_dim > 0 ? m.head_dim : (m.n_head > 0 ? m.n_embd / m.n_head : 0))
+                      .arg(m.n_embd)
+                      .arg(m.ffn_dim);
+  if (m.qkv_bias) shape += tr(", q/k/v biases");
+  if (m.qk_norm) shape += tr(", q/k RMSNorm");
+  rows.append({tr("Shape"), shape});
+  rows.append({tr("Vocabulary"), tr("%1 tokens, context %2, %3")
+                                     .arg(locale.toString(m.vocab_size), locale.toString(m.max_seq_len),
+                                          m.tie_embeddings ? tr("LM head tied to the embedding")
+                                                           : tr("separate (untied) LM head"))});
+  QString rope = tr("%1, theta %2").arg(QString::fromStdString(m.rope_scaling), number(m.rope_theta));
   if (m.rope_scaling == "llama3")
     rope += tr(" (factor %1, low/high frequency factors %2/%3, original context %4)")
                 .arg(number(m.rope_factor), number(m.rope_low_freq_factor), number(m.rope_high_freq_factor))
                 .arg(locale.toString(m.rope_original_max_position));
   else if (m.rope_scaling == "linear")
     rope += tr(" (factor %1)").arg(number(m.rope_factor));
-  lines << rope + tr("; RMSNorm eps %1").arg(number(m.norm_eps));
-  lines << tr("Weights: %1").arg(info.weights);
-  lines << (info.hasTokenizer ? tr("Tokenizer: in the folder (the Data page uses it)")
-                              : tr("Tokenizer: none in the folder (choose one on the Data page)"));
-  return lines;
+  rows.append({tr("RoPE"), rope + tr("; RMSNorm eps %1").arg(number(m.norm_eps))});
+  rows.append({tr("Weights"), info.weights});
+  rows.append({tr("Tokenizer"), info.hasTokenizer ? tr("in the folder (the Data page uses it)")
+                                                  : tr("none in the folder (choose one on the Data page)")});
+  return rows;
 }
 
 }  // namespace flotilla::ui

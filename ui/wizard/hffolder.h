@@ -7,8 +7,9 @@
 // message unchanged so the page can show it after "model.init_from: ".
 #pragma once
 
+#include <QList>
+#include <QPair>
 #include <QString>
-#include <QStringList>
 
 #include "engine/config/run_config.h"
 
@@ -32,7 +33,8 @@ HfFolderInfo readHfFolder(const QString& folder);
 // rule validate() uses.
 bool initFromIsFolder(const std::string& initFrom);
 
-// The read-only summary lines the Model page shows for a folder that was read.
-QStringList describeHfFolder(const HfFolderInfo& info);
+// The read-only summary the Model page shows for a folder that was read: (heading, text) rows
+// (Architecture, Shape, Vocabulary, RoPE, Weights, Tokenizer).
+QList<QPair<QString, QString>> describeHfFolder(const HfFolderInfo& info);
 
 }  // namespace flotilla::ui

@@ -3,6 +3,7 @@
 
 #include <QButtonGroup>
 #include <QCheckBox>
+#include <QColor>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -12,6 +13,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
+#include <QPalette>
 #include <QPushButton>
 #include <QRadioButton>
 #include <QSpinBox>
@@ -39,6 +41,21 @@ bool sameShape(const flotilla::ModelSection& a, const flotilla::ModelSection& b)
          a.rope_factor == b.rope_factor && a.rope_low_freq_factor == b.rope_low_freq_factor &&
          a.rope_high_freq_factor == b.rope_high_freq_factor &&
          a.rope_original_max_position == b.rope_original_max_position;
+}
+
+// Half way between the text and the background: headings that recede.
+QColor faintText(const QPalette& palette) {
+  const QColor a = palette.color(QPalette::WindowText), b = palette.color(QPalette::Window);
+  return QColor((a.red() + b.red()) / 2, (a.green() + b.green()) / 2, (a.blue() + b.blue()) / 2);
+}
+
+// The folder's summary as a two-column table, headings faint (rich text for the info label).
+QString summaryTable(const QList<QPair<QString, QString>>& rows, const QColor& faint) {
+  QString html = QStringLiteral("<table cellspacing=\"0\" cellpadding=\"1\">");
+  for (const auto& [heading, text] : rows)
+    html += QStringLiteral("<tr><td style=\"color:%1; padding-right:10px\">%2</td><td>%3</td></tr>")
+                .arg(faint.name(), heading.toHtmlEscaped(), text.toHtmlEscaped());
+  return html + QStringLiteral("</table>");
 }
 
 QString archLabel(const std::string& arch) {
@@ -123,11 +140,16 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   }
   sourceLayout->addStretch();
 
-  for (const auto& p : flotilla::model_presets())
+  for (const auto& p : flotilla::model_presets()) {
+    // The architecture, unless the description already names it ("GPT-2 small", "Llama architecture").
+    const QString description = QString::fromUtf8(p.description);
+    const bool named =
+        description.contains(QLatin1String("GPT-2")) || description.contains(QLatin1String("Llama"));
     m_preset->addItem(
-        tr("%1 (%2) — %3")
-            .arg(QLatin1String(p.name), archLabel(p.shape.arch), QString::fromUtf8(p.description)),
+        tr("%1 — %2").arg(QLatin1String(p.name),
+                          named ? description : archLabel(p.shape.arch) + tr(": ") + description),
         QString::fromLatin1(p.name));
+  }
   m_preset->addItem(tr("custom — your own layers, heads and width"), QStringLiteral("custom"));
   m_arch->addItem(tr("GPT-2 (learned positions, LayerNorm, GELU MLP, tied head)"), QStringLiteral("gpt2"));
   m_arch->addItem(tr("Llama family (RoPE, RMSNorm, SwiGLU MLP, grouped-query attention)"),
@@ -415,7 +437,11 @@ void ModelPage::load() {
 QString ModelPage::parameterText() const { return m_params->text(); }
 QString ModelPage::fitText() const { return m_fit->text(); }
 QString ModelPage::hfSummary() const {
-  return m_info.ok ? describeHfFolder(m_info).join(QLatin1Char('\n')) : QString();
+  QStringList lines;
+  if (m_info.ok)
+    for (const auto& [heading, text] : describeHfFolder(m_info))
+      lines << heading + QStringLiteral(": ") + text;
+  return lines.join(QLatin1Char('\n'));
 }
 
 QStringList ModelPage::extraProblems() const {
@@ -446,7 +472,7 @@ void ModelPage::refreshDerived() {
           tr("Choose a model folder as downloaded from the Hugging Face Hub (config.json, "
              "safetensors weights, tokenizer.json): Llama 3.x, Qwen 2 / 2.5 / 3, SmolLM2, Mistral."));
     else if (folderKnown)
-      m_hfInfo->setText(describeHfFolder(m_info).join(QLatin1Char('\n')));
+      m_hfInfo->setText(summaryTable(describeHfFolder(m_info), faintText(palette())));
     else if (m_reading)
       m_hfInfo->setText(tr("Reading %1…").arg(folder));
     else
@@ -466,7 +492,7 @@ void ModelPage::refreshDerived() {
   const FitCheck fit = checkFit(c, draft()->target(), draft()->ranks());
   const int ranks = draft()->ranks();
   m_fit->setText(fit.text + QLatin1Char('\n') +
-                 tr("On %1 with %2 in %3 (the Hardware page changes them).")
+                 tr("Planned for: %1, %2, %3 (the Hardware page changes them).")
                      .arg(draft()->target().label, ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(ranks),
                           QString::fromStdString(c.train.dtype)));
 }
