@@ -5,19 +5,23 @@
 // unsupported model_type, an o_proj bias) block Next with the engine's message after
 // model.init_from; custom Llama dimensions go through the Review page's TOML and back; the "what
 // fits" line names only the changes the planner confirms; the Checkpoints page's Hugging Face
-// export writes checkpoint.export_hf / export_dtype, for Llama-family models only.
+// export writes checkpoint.export_hf / export_dtype, for Llama-family models only; and the config
+// the wizard makes of a folder trains with the real worker and exports a Hugging Face folder.
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
+#include "engine/interop/hf_checkpoint.h"
+#include "engine/interop/hf_config.h"
 #include "engine/interop/hf_model.h"
 #include "engine/plan/planner.h"
 #include "ui/nodes/machinefacts.h"
@@ -44,6 +48,7 @@ class TestWizardModels : public QObject {
   void llamaPresetsShowTheirArchitecture();
   void theFitLineNamesOnlyWhatThePlannerConfirms();
   void theHuggingFaceExportIsForLlamaModelsOnly();
+  void aRunFromAFolderTrainsAndExportsWithTheWorker();
 
  private:
   std::unique_ptr<RunWizard> makeWizard(const flotilla::ProbeResult& machine = cpuMachine());
@@ -431,6 +436,55 @@ void TestWizardModels::theHuggingFaceExportIsForLlamaModelsOnly() {
   QVERIFY(!exportHf->isEnabled());
   QVERIFY(w->config().checkpoint.export_hf.empty());
   QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+}
+
+void TestWizardModels::aRunFromAFolderTrainsAndExportsWithTheWorker() {
+  const QString folder = qwen2Folder(QStringLiteral("qwen2-train"));
+  auto w = makeWizard();
+  w->modelPage()->chooseHfFolder(folder);
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder(), 10000);
+  QCOMPARE(w->advanceTo(RunWizard::Checkpoints), int(RunWizard::Checkpoints));
+  const QString exported = m_tmp.filePath(QStringLiteral("train-export"));
+  child<QCheckBox>(w->checkpointPage(), "exportHf")->setChecked(true);
+  auto* dir = child<QLineEdit>(w->checkpointPage(), "exportHfDir");
+  dir->setText(exported);
+  emit dir->textEdited(exported);
+  auto* dtype = child<QComboBox>(w->checkpointPage(), "exportDtype");
+  dtype->setCurrentIndex(dtype->findData(QStringLiteral("fp32")));
+  QCOMPARE(w->advanceTo(RunWizard::Review), int(RunWizard::Review));
+  // A short run: three steps of the synthetic corpus over the folder's 128-token vocabulary.
+  RunConfig c = w->config();
+  c.run.out_dir = m_tmp.filePath(QStringLiteral("train-run")).toStdString();
+  c.train.steps = 3;
+  c.data.synthetic_tokens = 20000;
+  c.eval.every = 0;
+  c.eval.batches = 1;
+  c.checkpoint.every = 0;
+  QVERIFY(flotilla::validate(c, 1).empty());
+  const QString toml = m_tmp.filePath(QStringLiteral("train-run.toml"));
+  QVERIFY(writeFile(toml, QByteArray::fromStdString(flotilla::config_to_toml(c))));
+
+  QProcess worker;
+  worker.setProcessChannelMode(QProcess::MergedChannels);
+  worker.start(QStringLiteral(FLOTILLA_WORKER_PATH),
+               {QStringLiteral("train"), QStringLiteral("--config"), toml, QStringLiteral("--quiet"),
+                QStringLiteral("--no-stdout-metrics")});
+  QVERIFY(worker.waitForFinished(120000));
+  const QString log = QString::fromUtf8(worker.readAll());
+  QVERIFY2(worker.exitStatus() == QProcess::NormalExit && worker.exitCode() == 0, qPrintable(log));
+
+  // The export: the folder's architecture back, fp32 weights of the same tensors (tied: no lm_head).
+  const flotilla::interop::HfConfig out = flotilla::interop::read_hf_config(exported.toStdString());
+  QCOMPARE(QString::fromStdString(out.architecture), QStringLiteral("Qwen2ForCausalLM"));
+  QCOMPARE(out.num_hidden_layers, 2);
+  const flotilla::interop::HfCheckpoint weights(exported.toStdString());
+  const flotilla::interop::HfCheckpoint source(folder.toStdString());
+  QCOMPARE(weights.tensors().size(), source.tensors().size());
+  for (const auto& t : weights.tensors()) {
+    QCOMPARE(QString::fromStdString(t.dtype), QStringLiteral("F32"));
+    const auto* s = source.find(t.name);
+    QVERIFY2(s && s->shape == t.shape, t.name.c_str());
+  }
 }
 
 QTEST_MAIN(TestWizardModels)
