@@ -1,10 +1,17 @@
 // Screenshots of every view at 1280×800 over a realistic workspace (tests/ui/store_workspace.h:
 // four runs with metrics and costs, one still running), saved as PNGs into FLOTILLA_SCREENSHOT_DIR
 // for docs/screenshots/ (scripts/refresh-screenshots). Asserts that each image is real (big, many
-// colours) and that the Compare and Costs plots hold data when grabbed.
+// colours) and that the Compare and Costs plots hold data when grabbed. The wizard is also shot
+// fine-tuning a Hugging Face model: the Model page with a SmolLM2-135M-shaped folder chosen (its
+// config.json and a sparse model.safetensors whose header lists the real tensors: only headers are
+// read) and the Data page after preparing chat records with the folder's tokenizer.
 #include <QApplication>
 #include <QDir>
+#include <QFile>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSet>
 #include <QSettings>
 #include <QSignalSpy>
@@ -21,6 +28,8 @@
 #include "ui/main/mainwindow.h"
 #include "ui/plot/compareplot.h"
 #include "ui/plot/costplot.h"
+#include "ui/wizard/datapage.h"
+#include "ui/wizard/modelpage.h"
 #include "ui/wizard/runwizard.h"
 
 using namespace flotilla;
@@ -43,6 +52,99 @@ void save(QWidget* w, const QString& name) {
   qInfo("screenshot: %s", qPrintable(path));
 }
 
+// A SmolLM2-135M-shaped Hugging Face folder: its config.json values, and a model.safetensors whose
+// header lists every tensor in BF16 with the data left as a hole in a sparse file (270 MB that take
+// no disk), which is all HfCheckpoint reads.
+bool writeSmolLm2Folder(const QString& dir) {
+  if (!QDir().mkpath(dir)) return false;
+  const int C = 576, F = 1536, KV = 192, V = 49152, L = 30;
+  const QJsonObject config{{QStringLiteral("architectures"), QJsonArray{QStringLiteral("LlamaForCausalLM")}},
+                           {QStringLiteral("model_type"), QStringLiteral("llama")},
+                           {QStringLiteral("hidden_size"), C},
+                           {QStringLiteral("intermediate_size"), F},
+                           {QStringLiteral("num_hidden_layers"), L},
+                           {QStringLiteral("num_attention_heads"), 9},
+                           {QStringLiteral("num_key_value_heads"), 3},
+                           {QStringLiteral("hidden_act"), QStringLiteral("silu")},
+                           {QStringLiteral("max_position_embeddings"), 8192},
+                           {QStringLiteral("rms_norm_eps"), 1e-5},
+                           {QStringLiteral("rope_theta"), 100000.0},
+                           {QStringLiteral("tie_word_embeddings"), true},
+                           {QStringLiteral("attention_bias"), false},
+                           {QStringLiteral("bos_token_id"), 0},
+                           {QStringLiteral("eos_token_id"), 0},
+                           {QStringLiteral("vocab_size"), V},
+                           {QStringLiteral("torch_dtype"), QStringLiteral("bfloat16")}};
+  QFile cfg(dir + QStringLiteral("/config.json"));
+  if (!cfg.open(QIODevice::WriteOnly) || cfg.write(QJsonDocument(config).toJson()) <= 0) return false;
+  cfg.close();
+  QJsonObject header;
+  qint64 offset = 0;
+  const auto add = [&](const QString& name, qint64 rows, qint64 cols) {
+    const qint64 bytes = rows * (cols > 0 ? cols : 1) * 2;
+    const QJsonArray shape = cols > 0 ? QJsonArray{rows, cols} : QJsonArray{rows};
+    header[name] = QJsonObject{{QStringLiteral("dtype"), QStringLiteral("BF16")},
+                               {QStringLiteral("shape"), shape},
+                               {QStringLiteral("data_offsets"), QJsonArray{offset, offset + bytes}}};
+    offset += bytes;
+  };
+  add(QStringLiteral("model.embed_tokens.weight"), V, C);
+  for (int l = 0; l < L; ++l) {
+    const QString p = QStringLiteral("model.layers.%1.").arg(l);
+    add(p + QStringLiteral("input_layernorm.weight"), C, 0);
+    add(p + QStringLiteral("self_attn.q_proj.weight"), C, C);
+    add(p + QStringLiteral("self_attn.k_proj.weight"), KV, C);
+    add(p + QStringLiteral("self_attn.v_proj.weight"), KV, C);
+    add(p + QStringLiteral("self_attn.o_proj.weight"), C, C);
+    add(p + QStringLiteral("post_attention_layernorm.weight"), C, 0);
+    add(p + QStringLiteral("mlp.gate_proj.weight"), F, C);
+    add(p + QStringLiteral("mlp.up_proj.weight"), F, C);
+    add(p + QStringLiteral("mlp.down_proj.weight"), C, F);
+  }
+  add(QStringLiteral("model.norm.weight"), C, 0);
+  QByteArray json = QJsonDocument(header).toJson(QJsonDocument::Compact);
+  while (json.size() % 8 != 0) json += ' ';
+  QFile st(dir + QStringLiteral("/model.safetensors"));
+  if (!st.open(QIODevice::WriteOnly)) return false;
+  const quint64 n = static_cast<quint64>(json.size());
+  QByteArray prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  if (st.write(prefix) != 8 || st.write(json) != json.size()) return false;
+  return st.resize(8 + json.size() + offset);  // the tensor data: a hole
+}
+
+// A few chat records in the SmolLM2 (ChatML) style.
+QByteArray chatRecords() {
+  const char* turns[][3] = {
+      {"You are a helpful assistant.", "What is the capital of France?", "Paris."},
+      {"", "Translate 'good morning' into German.", "Guten Morgen."},
+      {"You answer in one sentence.", "Why is the sky blue?",
+       "Air scatters blue sunlight more than red light, so the sky looks blue from every direction."},
+      {"", "Give me a prime number above 100.", "101 is prime."},
+      {"", "Write a haiku about boats.",
+       "Sails lean on the wind,\nharbour lights fade into fog,\nthe sea keeps our wake."},
+  };
+  QByteArray out;
+  for (const auto& t : turns) {
+    QJsonArray messages;
+    if (*t[0])
+      messages.append(QJsonObject{{QStringLiteral("role"), QStringLiteral("system")},
+                                  {QStringLiteral("content"), QLatin1String(t[0])}});
+    messages.append(QJsonObject{{QStringLiteral("role"), QStringLiteral("user")},
+                                {QStringLiteral("content"), QLatin1String(t[1])}});
+    messages.append(QJsonObject{{QStringLiteral("role"), QStringLiteral("assistant")},
+                                {QStringLiteral("content"), QLatin1String(t[2])}});
+    out += QJsonDocument(QJsonObject{{QStringLiteral("messages"), messages}}).toJson(QJsonDocument::Compact) +
+           '\n';
+  }
+  out +=
+      QJsonDocument(QJsonObject{{QStringLiteral("prompt"), QStringLiteral("The three primary colours are")},
+                                {QStringLiteral("completion"), QStringLiteral(" red, yellow and blue.")}})
+          .toJson(QJsonDocument::Compact) +
+      '\n';
+  return out;
+}
+
 }  // namespace
 
 class TestScreenshots : public QObject {
@@ -50,6 +152,7 @@ class TestScreenshots : public QObject {
 
  private slots:
   void everyView();
+  void wizardFineTuningAHuggingFaceModel();
 };
 
 void TestScreenshots::everyView() {
@@ -100,6 +203,44 @@ void TestScreenshots::everyView() {
     save(&wizard, QStringLiteral("wizard-%1").arg(page + 1));
     if (page + 1 < RunWizard::PageCount) wizard.next();
   }
+  wizard.reject();
+}
+
+void TestScreenshots::wizardFineTuningAHuggingFaceModel() {
+  QTemporaryDir tmp;
+  const QString model = tmp.filePath(QStringLiteral("SmolLM2-135M-Instruct"));
+  QVERIFY(writeSmolLm2Folder(model));
+  const QString tokenizers = QStringLiteral(FLOTILLA_SOURCE_DIR "/tests/engine/golden/tokenizers/smollm2/");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    QVERIFY(QFile::copy(tokenizers + QLatin1String(f), model + QLatin1Char('/') + QLatin1String(f)));
+  const QString chats = tmp.filePath(QStringLiteral("chats.jsonl"));
+  QFile f(chats);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(chatRecords());
+  f.close();
+
+  RunWizard wizard;
+  wizard.resize(900, 700);
+  wizard.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&wizard));
+  wizard.modelPage()->chooseHfFolder(model);
+  QTRY_VERIFY_WITH_TIMEOUT(!wizard.modelPage()->isReadingFolder(), 10000);
+  QTRY_VERIFY_WITH_TIMEOUT(wizard.modelPage()->isComplete(), 10000);
+  QVERIFY2(wizard.modelPage()->parameterText().contains(QLocale().toString(134515008)),
+           qPrintable(wizard.modelPage()->parameterText()));
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-1-hf-folder"));
+
+  wizard.next();
+  DataPage* data = wizard.dataPage();
+  data->setMode(DataPage::Prepare);
+  data->setPrepareInputs({chats}, QString(), tmp.filePath(QStringLiteral("data/sft")));
+  data->startPrepare();
+  QTRY_VERIFY_WITH_TIMEOUT(!data->isPreparing(), 30000);
+  QVERIFY2(data->prepared().ok, qPrintable(data->prepareStatus()));
+  QTRY_VERIFY_WITH_TIMEOUT(!data->isScanning() && data->isComplete(), 10000);
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-2-chat-data"));
   wizard.reject();
 }
 

@@ -4,8 +4,12 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 
 #include <algorithm>
@@ -26,15 +30,37 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
       m_evalBatches(new QSpinBox(this)),
       m_sampleEvery(new QSpinBox(this)),
       m_sampleTokens(new QSpinBox(this)),
-      m_summary(new QLabel(this)) {
+      m_summary(new QLabel(this)),
+      m_export(new QCheckBox(tr("Export a Hugging Face folder at the end"), this)),
+      m_exportRow(new QWidget(this)),
+      m_exportDir(new QLineEdit(this)),
+      m_exportDtype(new QComboBox(this)),
+      m_exportNote(new QLabel(this)) {
   setTitle(tr("Checkpoints & evaluation"));
-  setSubTitle(tr("When the run saves its state (to resume, fork or export it) and measures validation loss."));
+  setSubTitle(
+      tr("When the run saves its state (to resume, fork or export it) and measures validation loss."));
   m_every->setObjectName(QStringLiteral("checkpointEvery"));
   m_keep->setObjectName(QStringLiteral("keepLast"));
   m_evalEvery->setObjectName(QStringLiteral("evalEvery"));
   m_evalBatches->setObjectName(QStringLiteral("evalBatches"));
   m_summary->setObjectName(QStringLiteral("checkpointSummary"));
   m_summary->setWordWrap(true);
+  m_export->setObjectName(QStringLiteral("exportHf"));
+  m_exportDir->setObjectName(QStringLiteral("exportHfDir"));
+  m_exportDtype->setObjectName(QStringLiteral("exportDtype"));
+  m_exportNote->setObjectName(QStringLiteral("exportNote"));
+  m_exportNote->setWordWrap(true);
+  m_exportDir->setPlaceholderText(tr("a folder (a relative one is inside the run's folder)"));
+  m_exportDtype->addItem(tr("bf16 weights"), QStringLiteral("bf16"));
+  m_exportDtype->addItem(tr("fp32 weights"), QStringLiteral("fp32"));
+  m_exportDtype->setToolTip(
+      tr("bf16: half the size, as models are usually shared; fp32: the master weights exactly"));
+  auto* chooseExport = new QPushButton(tr("Folder…"), this);
+  auto* exportLayout = new QHBoxLayout(m_exportRow);
+  exportLayout->setContentsMargins(0, 0, 0, 0);
+  exportLayout->addWidget(m_exportDir, 1);
+  exportLayout->addWidget(chooseExport);
+  exportLayout->addWidget(m_exportDtype);
   for (QSpinBox* b : {m_every, m_evalEvery, m_sampleEvery}) {
     b->setRange(-1, 2'000'000'000);
     b->setGroupSeparatorShown(true);
@@ -66,12 +92,44 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(tr("Text sample every (steps; 0 = off)"), m_sampleEvery);
   form->addRow(tr("Sample length (tokens)"), m_sampleTokens);
   form->addRow(QString(), m_summary);
+  form->addRow(QString(), m_export);
+  form->addRow(tr("Hugging Face folder"), m_exportRow);
+  form->addRow(QString(), m_exportNote);
 
   for (QSpinBox* b : {m_every, m_keep, m_restarts, m_evalEvery, m_evalBatches, m_sampleEvery, m_sampleTokens})
     connect(b, &QSpinBox::valueChanged, this, &CheckpointPage::editValues);
   connect(m_final, &QCheckBox::toggled, this, &CheckpointPage::editValues);
   connect(m_resume, &QComboBox::currentIndexChanged, this, &CheckpointPage::editValues);
   connect(m_grace, &QDoubleSpinBox::valueChanged, this, &CheckpointPage::editValues);
+  connect(m_export, &QCheckBox::toggled, this, [this](bool on) {
+    if (loading()) return;
+    // The run's own folder is where the worker runs: a relative path lands inside it.
+    if (on && m_exportDir->text().trimmed().isEmpty()) m_exportDir->setText(QStringLiteral("hf"));
+    editExport();
+  });
+  connect(m_exportDir, &QLineEdit::textEdited, this, &CheckpointPage::editExport);
+  connect(m_exportDtype, &QComboBox::currentIndexChanged, this, &CheckpointPage::editExport);
+  connect(chooseExport, &QPushButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, tr("Export the model to"), m_exportDir->text());
+    if (d.isEmpty()) return;
+    m_exportDir->setText(d);
+    editExport();
+  });
+}
+
+void CheckpointPage::editExport() {
+  if (loading()) return;
+  draft()->edit([this](RunConfig& c) {
+    c.checkpoint.export_hf =
+        m_export->isChecked() ? m_exportDir->text().trimmed().toStdString() : std::string();
+    c.checkpoint.export_dtype = m_exportDtype->currentData().toString().toStdString();
+  });
+}
+
+QStringList CheckpointPage::extraProblems() const {
+  if (m_export->isChecked() && m_exportDir->text().trimmed().isEmpty())
+    return {tr("checkpoint.export_hf: choose the folder the Hugging Face model is written to.")};
+  return {};
 }
 
 void CheckpointPage::editValues() {
@@ -82,7 +140,8 @@ void CheckpointPage::editValues() {
     c.checkpoint.save_final = m_final->isChecked();
     const QString resume = m_resume->currentData().toString();
     if (!resume.isEmpty()) c.checkpoint.resume = resume.toStdString();
-    if (m_grace->value() != QString::number(c.checkpoint.preempt_grace_s, 'f', m_grace->decimals()).toDouble())
+    if (m_grace->value() !=
+        QString::number(c.checkpoint.preempt_grace_s, 'f', m_grace->decimals()).toDouble())
       c.checkpoint.preempt_grace_s = m_grace->value();
     c.run.max_restarts = m_restarts->value();
     c.eval.every = m_evalEvery->value();
@@ -107,21 +166,51 @@ void CheckpointPage::load() {
   m_evalBatches->setValue(c.eval.batches);
   m_sampleEvery->setValue(clamp(c.eval.sample_every));
   m_sampleTokens->setValue(c.eval.sample_tokens);
+  m_export->setChecked(!c.checkpoint.export_hf.empty());
+  if (!c.checkpoint.export_hf.empty()) m_exportDir->setText(QString::fromStdString(c.checkpoint.export_hf));
+  m_exportDtype->setCurrentIndex(
+      std::max(0, m_exportDtype->findData(QString::fromStdString(c.checkpoint.export_dtype))));
 }
 
 void CheckpointPage::refreshDerived() {
   const RunConfig& c = draft()->config();
+  const bool llama = c.model.arch == "llama";
+  // Still checked on a GPT-2 model (the model changed since): left enabled so it can be unticked.
+  m_export->setEnabled(llama || m_export->isChecked());
+  m_exportRow->setEnabled(llama && m_export->isChecked());
+  if (!llama)
+    m_exportNote->setText(
+        tr("Only for Llama-family models (model.arch = \"llama\"): the folder is what transformers "
+           "loads as LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM. For this GPT-2 model, "
+           "run flotilla-worker export --format safetensors on the final checkpoint."));
+  else if (m_export->isChecked())
+    m_exportNote->setText(
+        c.model.init_from.empty()
+            ? tr("After the last step the final checkpoint is written there as config.json and safetensors, "
+                 "for "
+                 "AutoModelForCausalLM.from_pretrained. The model has no Hugging Face folder, so no "
+                 "tokenizer files "
+                 "are copied: add your tokenizer's to the folder.")
+            : tr("After the last step the final checkpoint is written there as config.json, safetensors and "
+                 "the "
+                 "model folder's tokenizer files, for AutoModelForCausalLM.from_pretrained."));
+  else
+    m_exportNote->setText(
+        tr("Writes config.json, safetensors and the tokenizer files after the last step, for "
+           "transformers' from_pretrained."));
   if (c.train.steps < 1 || c.checkpoint.every < 0) {
     m_summary->clear();
     return;
   }
-  const int64_t saves = (c.checkpoint.every > 0 ? c.train.steps / c.checkpoint.every : 0) + (c.checkpoint.save_final ? 1 : 0);
+  const int64_t saves =
+      (c.checkpoint.every > 0 ? c.train.steps / c.checkpoint.every : 0) + (c.checkpoint.save_final ? 1 : 0);
   const int64_t evals = c.eval.every > 0 ? c.train.steps / c.eval.every : 1;
-  m_summary->setText(tr("Over %1 steps: about %2 checkpoint(s) saved, the newest %3 kept; %4 validation measurement(s).")
-                         .arg(c.train.steps)
-                         .arg(saves)
-                         .arg(c.checkpoint.keep_last)
-                         .arg(evals));
+  m_summary->setText(
+      tr("Over %1 steps: about %2 checkpoint(s) saved, the newest %3 kept; %4 validation measurement(s).")
+          .arg(c.train.steps)
+          .arg(saves)
+          .arg(c.checkpoint.keep_last)
+          .arg(evals));
 }
 
 }  // namespace flotilla::ui

@@ -1,5 +1,7 @@
-// Wizard page 5, Checkpoints & evaluation: how often the run saves and measures itself, and how
-// often a crashed run restarts from its newest checkpoint (run.max_restarts).
+// Wizard page 5, Checkpoints & evaluation: how often the run saves and measures itself, how often
+// a crashed run restarts from its newest checkpoint (run.max_restarts), and whether it also writes a
+// Hugging Face folder at the end (checkpoint.export_hf, Llama family only: the option is disabled
+// with the reason for GPT-2).
 #pragma once
 
 #include "ui/wizard/pagebase.h"
@@ -8,6 +10,7 @@ class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QLineEdit;
 class QSpinBox;
 
 namespace flotilla::ui {
@@ -21,9 +24,11 @@ class CheckpointPage : public WizardPageBase {
  protected:
   void load() override;
   void refreshDerived() override;
+  QStringList extraProblems() const override;
 
  private:
   void editValues();
+  void editExport();
 
   QSpinBox* m_every;
   QSpinBox* m_keep;
@@ -36,6 +41,11 @@ class CheckpointPage : public WizardPageBase {
   QSpinBox* m_sampleEvery;
   QSpinBox* m_sampleTokens;
   QLabel* m_summary;
+  QCheckBox* m_export;
+  QWidget* m_exportRow;
+  QLineEdit* m_exportDir;
+  QComboBox* m_exportDtype;
+  QLabel* m_exportNote;
 };
 
 }  // namespace flotilla::ui

@@ -2,22 +2,25 @@
 #include "ui/wizard/datapage.h"
 
 #include <QButtonGroup>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPushButton>
 #include <QRadioButton>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <exception>
 
-#include "engine/data/prepare.h"
-#include "engine/tokenizer/bpe.h"
+#include "engine/interop/hf_model.h"
 #include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
@@ -54,14 +57,20 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
       m_trainInfo(new QLabel(this)),
       m_valInfo(new QLabel(this)),
       m_inputs(new QLineEdit(this)),
+      m_tokSource(new QComboBox(this)),
       m_tokenizer(new QLineEdit(this)),
+      m_trainVocab(new QSpinBox(this)),
+      m_chatFormat(new QComboBox(this)),
+      m_pack(new QCheckBox(
+          tr("Pack documents: several per sequence, attention and positions kept within each"), this)),
       m_outDir(new QLineEdit(this)),
       m_prepare(new QPushButton(tr("Prepare shards"), this)),
       m_prepareInfo(new QLabel(this)),
       m_scanDelay(new QTimer(this)) {
   setTitle(tr("Data"));
-  setSubTitle(tr("What the model reads: a synthetic demo corpus, token shards you already have, or text "
-                 "files to tokenize now."));
+  setSubTitle(
+      tr("What the model reads: a synthetic demo corpus, token shards you already have, or text, "
+         "prompt/completion and chat files to tokenize now (with loss masks and packing for fine-tuning)."));
   const char* names[] = {"synthetic", "shards", "prepare"};
   const QString labels[] = {tr("Synthetic demo corpus (deterministic; the loss has a known floor)"),
                             tr("Existing token shards (llm.c .bin files)"),
@@ -104,14 +113,46 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
   m_prepare->setObjectName(QStringLiteral("prepareButton"));
   m_prepareInfo->setObjectName(QStringLiteral("prepareInfo"));
   m_prepareInfo->setWordWrap(true);
-  m_inputs->setPlaceholderText(tr("files separated by ';' (.txt: one document each; .jsonl: one per line)"));
-  m_tokenizer->setPlaceholderText(tr("tokenizer JSON, or a folder with GPT-2's vocab.json + merges.txt"));
+  m_tokSource->setObjectName(QStringLiteral("tokenizerSource"));
+  m_trainVocab->setObjectName(QStringLiteral("trainVocabSize"));
+  m_chatFormat->setObjectName(QStringLiteral("chatFormat"));
+  m_pack->setObjectName(QStringLiteral("packDocuments"));
+  m_inputs->setPlaceholderText(tr(
+      "files separated by ';' (.txt: one document each; .jsonl: text, prompt/completion or chat records)"));
+  m_tokenizer->setPlaceholderText(
+      tr("a folder with tokenizer.json or GPT-2's vocab.json + merges.txt, or a tokenizer file"));
+  m_tokSource->addItem(tr("the model's Hugging Face folder"), static_cast<int>(TokenizerSource::Model));
+  m_tokSource->addItem(tr("a tokenizer folder or file"), static_cast<int>(TokenizerSource::File));
+  m_tokSource->addItem(tr("train one here on the input text"), static_cast<int>(TokenizerSource::Train));
+  m_tokSource->setCurrentIndex(1);
+  m_trainVocab->setRange(257, 1 << 20);
+  m_trainVocab->setValue(8192);
+  m_trainVocab->setGroupSeparatorShown(true);
+  m_trainVocab->setSuffix(tr(" tokens"));
+  m_trainVocab->setToolTip(
+      tr("The 256 bytes, the merges learned from the input text, and <|endoftext|>. The "
+         "tokenizer is saved into the output folder."));
+  m_chatFormat->addItem(tr("automatic (the tokenizer's own for chat, plain for prompt/completion)"),
+                        QString());
+  m_chatFormat->addItem(tr("llama3 (Llama 3.x)"), QStringLiteral("llama3"));
+  m_chatFormat->addItem(tr("chatml (Qwen 2 / 2.5, SmolLM2)"), QStringLiteral("chatml"));
+  m_chatFormat->addItem(tr("qwen3 (ChatML with think blocks)"), QStringLiteral("qwen3"));
+  m_chatFormat->addItem(tr("plain (prompt + completion, no chat tokens)"), QStringLiteral("plain"));
+  m_pack->setChecked(true);
   auto* addInputs = new QPushButton(tr("Add…"), this);
-  auto* chooseTok = new QPushButton(tr("Choose…"), this);
+  auto* chooseTokDir = new QPushButton(tr("Folder…"), this);
+  auto* chooseTok = new QPushButton(tr("File…"), this);
   auto* chooseOut = new QPushButton(tr("Folder…"), this);
   auto* prep = new QFormLayout(m_prepareBox);
+  m_prepForm = prep;
+  m_tokenizerRow = withButton(m_tokenizer, chooseTokDir, m_prepareBox);
+  m_tokenizerRow->layout()->addWidget(chooseTok);
   prep->addRow(tr("Input files"), withButton(m_inputs, addInputs, m_prepareBox));
-  prep->addRow(tr("Tokenizer"), withButton(m_tokenizer, chooseTok, m_prepareBox));
+  prep->addRow(tr("Tokenizer from"), m_tokSource);
+  prep->addRow(tr("Tokenizer"), m_tokenizerRow);
+  prep->addRow(tr("Vocabulary to train"), m_trainVocab);
+  prep->addRow(tr("Chat format"), m_chatFormat);
+  prep->addRow(QString(), m_pack);
   prep->addRow(tr("Output folder"), withButton(m_outDir, chooseOut, m_prepareBox));
   prep->addRow(m_prepare, m_prepareInfo);
   for (QWidget* box : boxes) box->setContentsMargins(24, 0, 0, 0);
@@ -120,16 +161,23 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
   m_scanDelay->setInterval(250);
   connect(m_scanDelay, &QTimer::timeout, this, &DataPage::startScan);
   connect(&m_scanWatcher, &QFutureWatcher<QList<ShardScan>>::finished, this, &DataPage::onScanned);
-  connect(&m_prepareWatcher, &QFutureWatcher<Prepared>::finished, this, &DataPage::onPrepared);
+  connect(&m_prepareWatcher, &QFutureWatcher<PrepareSummary>::finished, this, &DataPage::onPrepared);
+  connect(m_tokSource, &QComboBox::activated, this, [this] {
+    m_tokSourceChosen = true;
+    updateVisibility();
+  });
   connect(m_modes, &QButtonGroup::idClicked, this, [this](int id) { setMode(static_cast<Mode>(id)); });
   connect(m_tokens, &QSpinBox::valueChanged, this, [this](int v) {
     if (!loading()) draft()->edit([&](RunConfig& c) { c.data.synthetic_tokens = v; });
   });
   connect(m_train, &QLineEdit::textEdited, this, [this](const QString& t) {
-    draft()->edit([&](RunConfig& c) { c.data.train = shardPattern(t.trimmed(), QStringLiteral("train")).toStdString(); });
+    draft()->edit([&](RunConfig& c) {
+      c.data.train = shardPattern(t.trimmed(), QStringLiteral("train")).toStdString();
+    });
   });
   connect(m_val, &QLineEdit::textEdited, this, [this](const QString& t) {
-    draft()->edit([&](RunConfig& c) { c.data.val = shardPattern(t.trimmed(), QStringLiteral("val")).toStdString(); });
+    draft()->edit(
+        [&](RunConfig& c) { c.data.val = shardPattern(t.trimmed(), QStringLiteral("val")).toStdString(); });
   });
   auto chooseFolder = [this](QLineEdit* edit, const char* role) {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Choose a folder"), edit->text());
@@ -141,10 +189,15 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
   connect(chooseVal, &QPushButton::clicked, this, [this, chooseFolder] { chooseFolder(m_val, "val"); });
   connect(addInputs, &QPushButton::clicked, this, [this] {
     const QStringList files = QFileDialog::getOpenFileNames(this, tr("Text or JSONL files"));
-    if (!files.isEmpty()) m_inputs->setText((splitInputs(m_inputs->text()) + files).join(QStringLiteral("; ")));
+    if (!files.isEmpty())
+      m_inputs->setText((splitInputs(m_inputs->text()) + files).join(QStringLiteral("; ")));
+  });
+  connect(chooseTokDir, &QPushButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, tr("Tokenizer folder"), m_tokenizer->text());
+    if (!d.isEmpty()) m_tokenizer->setText(d);
   });
   connect(chooseTok, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Tokenizer"), m_tokenizer->text());
+    const QString f = QFileDialog::getOpenFileName(this, tr("Tokenizer file"), m_tokenizer->text());
     if (!f.isEmpty()) m_tokenizer->setText(f);
   });
   connect(chooseOut, &QPushButton::clicked, this, [this] {
@@ -170,16 +223,43 @@ void DataPage::updateVisibility() {
   m_syntheticBox->setEnabled(m_mode == Synthetic);
   m_shardsBox->setEnabled(m_mode == Shards);
   m_prepareBox->setEnabled(m_mode == Prepare && !isPreparing());
+  const TokenizerSource source = tokenizerSource();
+  m_prepForm->setRowVisible(m_tokenizerRow, source == TokenizerSource::File);
+  m_prepForm->setRowVisible(m_trainVocab, source == TokenizerSource::Train);
+}
+
+void DataPage::syncTokenizerSource() {
+  const bool hf = flotilla::interop::is_hf_folder(draft()->config().model.init_from);
+  if (auto* model = qobject_cast<QStandardItemModel*>(m_tokSource->model()))
+    if (QStandardItem* item = model->item(0)) {
+      item->setEnabled(hf);
+      item->setToolTip(hf ? QString() : tr("The model is not from a Hugging Face folder (Model page)."));
+    }
+  // The model's own tokenizer is the default for a Hugging Face model, until the user picks one.
+  if (hf && !m_tokSourceChosen) setTokenizerSource(TokenizerSource::Model);
+  if (!hf && tokenizerSource() == TokenizerSource::Model) setTokenizerSource(TokenizerSource::File);
+}
+
+TokenizerSource DataPage::tokenizerSource() const {
+  return static_cast<TokenizerSource>(m_tokSource->currentData().toInt());
+}
+
+void DataPage::setTokenizerSource(TokenizerSource source) {
+  m_tokSource->setCurrentIndex(m_tokSource->findData(static_cast<int>(source)));
+  updateVisibility();
 }
 
 void DataPage::load() {
   const RunConfig& c = draft()->config();
-  if (c.data.source == "synthetic") m_mode = Synthetic;
-  else if (m_mode == Synthetic) m_mode = Shards;
+  if (c.data.source == "synthetic")
+    m_mode = Synthetic;
+  else if (m_mode == Synthetic)
+    m_mode = Shards;
   if (QAbstractButton* b = m_modes->button(m_mode)) b->setChecked(true);
   m_tokens->setValue(static_cast<int>(std::min<int64_t>(c.data.synthetic_tokens, m_tokens->maximum())));
   m_train->setText(QString::fromStdString(c.data.train));
   m_val->setText(QString::fromStdString(c.data.val));
+  syncTokenizerSource();
   updateVisibility();
 }
 
@@ -193,7 +273,8 @@ void DataPage::refreshDerived() {
     m_valInfo->setText(val.isEmpty() ? QString() : tr("reading…"));
   } else {
     m_trainInfo->setText(describeScan(m_scans[0]));
-    m_valInfo->setText(val.isEmpty() ? tr("none: validation loss will not be measured") : describeScan(m_scans[1]));
+    m_valInfo->setText(val.isEmpty() ? tr("none: validation loss will not be measured")
+                                     : describeScan(m_scans[1]));
   }
   m_prepareInfo->setText(m_prepareMessage);
 }
@@ -211,7 +292,9 @@ void DataPage::startScan() {
   const QString train = QString::fromStdString(draft()->config().data.train);
   const QString val = QString::fromStdString(draft()->config().data.val);
   m_scanning = true;
-  m_scanWatcher.setFuture(QtConcurrent::run([train, val] { return QList<ShardScan>{scanShards(train), scanShards(val)}; }));
+  m_scanWatcher.setFuture(QtConcurrent::run([train, val] {
+    return QList<ShardScan>{scanShards(train), scanShards(val)};
+  }));
 }
 
 void DataPage::onScanned() {
@@ -229,16 +312,26 @@ QString DataPage::prepareStatus() const { return m_prepareMessage; }
 
 QStringList DataPage::extraProblems() const {
   const RunConfig& c = draft()->config();
+  // A Hugging Face model's vocabulary is its checkpoint's: the shards' ids must fit in it.
+  if (m_prepared && c.data.train == m_preparedTrain.toStdString() &&
+      m_summary.tokenizerVocab > c.model.vocab_size)
+    return {tr("The tokenizer has %1 tokens but the model's vocabulary (model.vocab_size) is %2: ids past it "
+               "have "
+               "no embedding row. Use the model's own tokenizer, or a model with a larger vocabulary.")
+                .arg(QLocale().toString(m_summary.tokenizerVocab), QLocale().toString(c.model.vocab_size))};
   if (m_mode == Prepare) {
     if (isPreparing()) return {tr("Preparing the shards…")};
-    if (!m_prepared) return {tr("Prepare the shards first: input files, a tokenizer and an output folder, then "
-                                "Prepare shards.")};
+    if (!m_prepared)
+      return {
+          tr("Prepare the shards first: input files, a tokenizer and an output folder, then "
+             "Prepare shards.")};
   }
   if (c.data.source != "shards" || c.data.train.empty()) return {};
   if (m_scanPending || m_scans.size() != 2) return {tr("Reading the shards…")};
   QStringList out;
   if (!m_scans[0].error.isEmpty()) out << QStringLiteral("data.train: ") + m_scans[0].error;
-  if (!c.data.val.empty() && !m_scans[1].error.isEmpty()) out << QStringLiteral("data.val: ") + m_scans[1].error;
+  if (!c.data.val.empty() && !m_scans[1].error.isEmpty())
+    out << QStringLiteral("data.val: ") + m_scans[1].error;
   return out;
 }
 
@@ -246,69 +339,74 @@ void DataPage::setPrepareInputs(const QStringList& inputs, const QString& tokeni
   m_inputs->setText(inputs.join(QStringLiteral("; ")));
   m_tokenizer->setText(tokenizer);
   m_outDir->setText(outDir);
+  if (!tokenizer.isEmpty()) {
+    m_tokSourceChosen = true;
+    setTokenizerSource(TokenizerSource::File);
+  }
 }
 
 void DataPage::startPrepare() {
   if (isPreparing()) return;
-  const QStringList inputs = splitInputs(m_inputs->text());
-  const QString tok = m_tokenizer->text().trimmed(), out = m_outDir->text().trimmed();
-  if (inputs.isEmpty() || tok.isEmpty() || out.isEmpty()) {
+  PrepareRequest request;
+  request.inputs = splitInputs(m_inputs->text());
+  request.source = tokenizerSource();
+  request.tokenizer = request.source == TokenizerSource::Model
+                          ? QString::fromStdString(draft()->config().model.init_from)
+                          : m_tokenizer->text().trimmed();
+  request.trainVocab = m_trainVocab->value();
+  request.chatFormat = m_chatFormat->currentData().toString();
+  request.pack = m_pack->isChecked();
+  request.seqLen = draft()->config().train.seq_len;
+  request.outDir = m_outDir->text().trimmed();
+  if (request.inputs.isEmpty() || request.outDir.isEmpty() ||
+      (request.source != TokenizerSource::Train && request.tokenizer.isEmpty())) {
     m_prepareMessage = tr("Choose the input files, a tokenizer and an output folder.");
     recheck();
     return;
   }
-  m_prepareMessage = tr("Tokenizing %n file(s)…", nullptr, static_cast<int>(inputs.size()));
+  if (request.source == TokenizerSource::Model &&
+      !flotilla::interop::is_hf_folder(request.tokenizer.toStdString())) {
+    m_prepareMessage = tr("The model does not come from a Hugging Face folder: choose a tokenizer.");
+    recheck();
+    return;
+  }
+  m_prepareMessage = request.source == TokenizerSource::Train
+                         ? tr("Training a %1-token tokenizer, then tokenizing %n file(s)…", nullptr,
+                              static_cast<int>(request.inputs.size()))
+                               .arg(QLocale().toString(request.trainVocab))
+                         : tr("Tokenizing %n file(s)…", nullptr, static_cast<int>(request.inputs.size()));
   m_prepared = false;
   m_preparing = true;
-  m_prepareWatcher.setFuture(QtConcurrent::run([inputs, tok, out]() -> Prepared {
-    Prepared result;
-    result.outDir = out;
-    try {
-      const flotilla::Tokenizer tokenizer = flotilla::Tokenizer::load(tok.toStdString());
-      flotilla::PrepareOptions options;
-      for (const QString& in : inputs) options.inputs.push_back(in.toStdString());
-      options.out_dir = out.toStdString();
-      options.force = true;
-      const flotilla::PrepareResult r = flotilla::prepare_shards(tokenizer, options);
-      result.ok = true;
-      result.message = QStringLiteral("%1|%2|%3|%4")
-                           .arg(r.documents)
-                           .arg(r.train_tokens)
-                           .arg(r.val_tokens)
-                           .arg(tokenizer.vocab_size());
-    } catch (const std::exception& e) {
-      result.message = QString::fromUtf8(e.what());
-    }
-    return result;
-  }));
+  m_prepareWatcher.setFuture(QtConcurrent::run([request] { return runPrepare(request); }));
   updateVisibility();
   recheck();
 }
 
 void DataPage::onPrepared() {
-  const Prepared r = m_prepareWatcher.result();
+  m_summary = m_prepareWatcher.result();
   m_preparing = false;
-  if (!r.ok) {
-    m_prepareMessage = tr("Preparing failed: %1").arg(r.message);
+  if (!m_summary.ok) {
+    m_prepareMessage = tr("Preparing failed: %1").arg(m_summary.error);
     updateVisibility();
     recheck();
     return;
   }
-  const QStringList f = r.message.split(QLatin1Char('|'));
-  const int vocab = f.value(3).toInt();
-  m_prepareMessage = tr("%1 documents: %2 train and %3 validation tokens in %4.")
-                         .arg(f.value(0), f.value(1), f.value(2), r.outDir);
+  const flotilla::PrepareResult& r = m_summary.result;
+  const QString trainGlob = QDir(m_summary.outDir).filePath(QStringLiteral("train_*.bin"));
+  const QString valGlob =
+      r.val_tokens > 0 ? QDir(m_summary.outDir).filePath(QStringLiteral("val_*.bin")) : QString();
+  m_prepareMessage = describePrepared(m_summary).join(QLatin1Char('\n'));
   m_prepared = true;
-  const QString trainGlob = QDir(r.outDir).filePath(QStringLiteral("train_*.bin"));
-  const QString valGlob = f.value(2).toLongLong() > 0 ? QDir(r.outDir).filePath(QStringLiteral("val_*.bin")) : QString();
+  m_preparedTrain = trainGlob;
+  const int vocab = m_summary.tokenizerVocab;
   draft()->edit([&](RunConfig& c) {
     c.data.source = "shards";
     c.data.train = trainGlob.toStdString();
     c.data.val = valGlob.toStdString();
-    // The model must cover every id the tokenizer produces.
-    if (vocab > 0) c.model.vocab_size = vocab;
+    // The model must cover every id the tokenizer produces; a Hugging Face model keeps its own
+    // vocabulary (extraProblems() reports a tokenizer larger than it).
+    if (vocab > 0 && !flotilla::interop::is_hf_folder(c.model.init_from)) c.model.vocab_size = vocab;
   });
-  m_mode = Shards;
   reload();
 }
 

@@ -1,17 +1,26 @@
 // Wizard page 2, Data: the deterministic synthetic corpus, existing llm.c shards (with the files
-// and tokens they hold), or text/JSONL files to tokenize into shards here.
+// and tokens they hold), or text/JSONL files (raw text, prompt/completion and chat records) to
+// tokenize into shards here, with the model's Hugging Face tokenizer, a tokenizer folder or file,
+// or one trained on the input; a chat format and packing; the result in records, tokens, loss
+// targets and sequences at the run's train.seq_len.
 //
 // Decision: shard folders are read (headers only) and text files tokenized on worker threads;
 // the page shows "reading…" meanwhile and blocks Next until the data it points at is known, so a
-// run is never launched on a pattern that matches nothing.
+// run is never launched on a pattern that matches nothing. The prepared tokenizer sets
+// model.vocab_size unless the model comes from a Hugging Face folder: that vocabulary is the
+// checkpoint's, so a larger tokenizer is a problem on this page instead.
 #pragma once
 
 #include <QFutureWatcher>
 
+#include "ui/wizard/dataprepare.h"
 #include "ui/wizard/pagebase.h"
 #include "ui/wizard/shardscan.h"
 
 class QButtonGroup;
+class QCheckBox;
+class QComboBox;
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -35,10 +44,15 @@ class DataPage : public WizardPageBase {
   QString valSummary() const;
   bool isScanning() const;
   bool isPreparing() const;
-  // Prepare mode: tokenizes the inputs into the output folder on a worker thread.
+  // Prepare mode: tokenizes the inputs into the output folder on a worker thread. A tokenizer
+  // path given here chooses TokenizerSource::File.
   void setPrepareInputs(const QStringList& inputs, const QString& tokenizer, const QString& outDir);
+  TokenizerSource tokenizerSource() const;
+  void setTokenizerSource(TokenizerSource source);
   void startPrepare();
   QString prepareStatus() const;
+  // The last preparation's figures (valid once prepareStatus() reports them).
+  const PrepareSummary& prepared() const { return m_summary; }
 
  protected:
   void load() override;
@@ -46,16 +60,12 @@ class DataPage : public WizardPageBase {
   QStringList extraProblems() const override;
 
  private:
-  struct Prepared {
-    QString outDir;
-    QString message;
-    bool ok = false;
-  };
   void scheduleScan();
   void startScan();
   void onScanned();
   void onPrepared();
   void updateVisibility();
+  void syncTokenizerSource();  // the Model entry offered exactly when the model has a HF folder
 
   Mode m_mode = Synthetic;
   QButtonGroup* m_modes;
@@ -68,20 +78,29 @@ class DataPage : public WizardPageBase {
   QLabel* m_trainInfo;
   QLabel* m_valInfo;
   QLineEdit* m_inputs;
+  QFormLayout* m_prepForm = nullptr;
+  QComboBox* m_tokSource;
   QLineEdit* m_tokenizer;
+  QWidget* m_tokenizerRow = nullptr;
+  QSpinBox* m_trainVocab;
+  QComboBox* m_chatFormat;
+  QCheckBox* m_pack;
   QLineEdit* m_outDir;
   QPushButton* m_prepare;
   QLabel* m_prepareInfo;
   QTimer* m_scanDelay;
 
   QFutureWatcher<QList<ShardScan>> m_scanWatcher;
-  QList<ShardScan> m_scans;  // [train, val] for the patterns scanned last
+  QList<ShardScan> m_scans;    // [train, val] for the patterns scanned last
   bool m_scanPending = false;  // patterns changed and their scan result not handled yet
   bool m_scanning = false;     // a scan runs (its finished signal not handled yet)
-  QFutureWatcher<Prepared> m_prepareWatcher;
+  QFutureWatcher<PrepareSummary> m_prepareWatcher;
   QString m_prepareMessage;
+  PrepareSummary m_summary;
+  QString m_preparedTrain;  // data.train as the preparation set it
   bool m_prepared = false;
   bool m_preparing = false;
+  bool m_tokSourceChosen = false;  // the user picked the tokenizer's source: no automatic default
 };
 
 }  // namespace flotilla::ui

@@ -1,75 +1,221 @@
 // Model page (see modelpage.h).
 #include "ui/wizard/modelpage.h"
 
+#include <QButtonGroup>
+#include <QCheckBox>
+#include <QColor>
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
+#include <QPalette>
+#include <QPushButton>
+#include <QRadioButton>
 #include <QSpinBox>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "engine/config/config_io.h"
 #include "engine/config/presets.h"
+#include "engine/interop/hf_model.h"
 #include "engine/model/gpt.h"
 #include "engine/plan/planner.h"
 #include "ui/wizard/configdraft.h"
+#include "ui/wizard/modelfit.h"
 #include "ui/wizard/templates.h"
 #include "ui/wizard/wizardformat.h"
 
 namespace flotilla::ui {
+namespace {
+
+// The shape keys of two model sections agree (vocabulary, context, init_from and the name aside).
+bool sameShape(const flotilla::ModelSection& a, const flotilla::ModelSection& b) {
+  return a.arch == b.arch && a.n_layer == b.n_layer && a.n_head == b.n_head && a.n_embd == b.n_embd &&
+         a.n_kv_head == b.n_kv_head && a.head_dim == b.head_dim && a.ffn_dim == b.ffn_dim &&
+         a.norm_eps == b.norm_eps && a.tie_embeddings == b.tie_embeddings && a.qkv_bias == b.qkv_bias &&
+         a.qk_norm == b.qk_norm && a.rope_theta == b.rope_theta && a.rope_scaling == b.rope_scaling &&
+         a.rope_factor == b.rope_factor && a.rope_low_freq_factor == b.rope_low_freq_factor &&
+         a.rope_high_freq_factor == b.rope_high_freq_factor &&
+         a.rope_original_max_position == b.rope_original_max_position;
+}
+
+// Half way between the text and the background: headings that recede.
+QColor faintText(const QPalette& palette) {
+  const QColor a = palette.color(QPalette::WindowText), b = palette.color(QPalette::Window);
+  return QColor((a.red() + b.red()) / 2, (a.green() + b.green()) / 2, (a.blue() + b.blue()) / 2);
+}
+
+// The folder's summary as a two-column table, headings faint (rich text for the info label).
+QString summaryTable(const QList<QPair<QString, QString>>& rows, const QColor& faint) {
+  QString html = QStringLiteral("<table cellspacing=\"0\" cellpadding=\"1\">");
+  for (const auto& [heading, text] : rows)
+    html += QStringLiteral("<tr><td style=\"color:%1; padding-right:10px\">%2</td><td>%3</td></tr>")
+                .arg(faint.name(), heading.toHtmlEscaped(), text.toHtmlEscaped());
+  return html + QStringLiteral("</table>");
+}
+
+QString archLabel(const std::string& arch) {
+  return arch == "llama" ? ModelPage::tr("Llama family") : ModelPage::tr("GPT-2");
+}
+
+// A line edit with a button beside it.
+QWidget* withButton(QLineEdit* edit, QPushButton* button, QWidget* parent) {
+  auto* row = new QWidget(parent);
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(edit, 1);
+  layout->addWidget(button);
+  return row;
+}
+
+}  // namespace
 
 ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget* parent)
-    : WizardPageBase(configDraft, {QStringLiteral("run.name"), QStringLiteral("run.seed"), QStringLiteral("model")}, parent),
+    : WizardPageBase(configDraft,
+                     {QStringLiteral("run.name"), QStringLiteral("run.seed"), QStringLiteral("model")},
+                     parent),
       m_templates(templates),
+      m_sources(new QButtonGroup(this)),
       m_template(new QComboBox(this)),
       m_name(new QLineEdit(this)),
       m_preset(new QComboBox(this)),
+      m_arch(new QComboBox(this)),
       m_layers(new QSpinBox(this)),
       m_heads(new QSpinBox(this)),
       m_width(new QSpinBox(this)),
+      m_kvHeads(new QSpinBox(this)),
+      m_headDim(new QSpinBox(this)),
+      m_ffn(new QSpinBox(this)),
+      m_llamaFlags(new QWidget(this)),
+      m_tied(new QCheckBox(tr("LM head tied to the embedding"), this)),
+      m_qkvBias(new QCheckBox(tr("q/k/v biases (Qwen 2)"), this)),
+      m_qkNorm(new QCheckBox(tr("q/k RMSNorm (Qwen 3)"), this)),
+      m_ropeTheta(new QDoubleSpinBox(this)),
       m_vocab(new QSpinBox(this)),
       m_maxSeq(new QSpinBox(this)),
-      m_params(new QLabel(this)) {
+      m_hfRow(nullptr),
+      m_hfPath(new QLineEdit(this)),
+      m_hfInfo(new QLabel(this)),
+      m_params(new QLabel(this)),
+      m_fit(new QLabel(this)) {
   setTitle(tr("Model"));
-  setSubTitle(tr("Start from a template, name the run and choose the model's size."));
+  setSubTitle(
+      tr("Start from a template, name the run and choose the model: a named size, your own dimensions, "
+         "or a Hugging Face model folder to continue training."));
   m_template->setObjectName(QStringLiteral("template"));
   m_name->setObjectName(QStringLiteral("runName"));
   m_preset->setObjectName(QStringLiteral("preset"));
+  m_arch->setObjectName(QStringLiteral("arch"));
   m_layers->setObjectName(QStringLiteral("nLayer"));
   m_heads->setObjectName(QStringLiteral("nHead"));
   m_width->setObjectName(QStringLiteral("nEmbd"));
+  m_kvHeads->setObjectName(QStringLiteral("nKvHead"));
+  m_headDim->setObjectName(QStringLiteral("headDim"));
+  m_ffn->setObjectName(QStringLiteral("ffnDim"));
+  m_tied->setObjectName(QStringLiteral("tieEmbeddings"));
+  m_qkvBias->setObjectName(QStringLiteral("qkvBias"));
+  m_qkNorm->setObjectName(QStringLiteral("qkNorm"));
+  m_ropeTheta->setObjectName(QStringLiteral("ropeTheta"));
   m_vocab->setObjectName(QStringLiteral("vocabSize"));
   m_maxSeq->setObjectName(QStringLiteral("maxSeqLen"));
+  m_hfPath->setObjectName(QStringLiteral("hfFolder"));
+  m_hfInfo->setObjectName(QStringLiteral("hfInfo"));
   m_params->setObjectName(QStringLiteral("parameterCount"));
+  m_fit->setObjectName(QStringLiteral("fitText"));
 
-  for (const auto& p : flotilla::model_presets())
-    m_preset->addItem(tr("%1 — %2").arg(QLatin1String(p.name), QString::fromUtf8(p.description)),
-                      QString::fromLatin1(p.name));
+  auto* sourceRow = new QWidget(this);
+  auto* sourceLayout = new QHBoxLayout(sourceRow);
+  sourceLayout->setContentsMargins(0, 0, 0, 0);
+  const char* sourceNames[] = {"preset", "custom", "hf"};
+  const QString sourceLabels[] = {tr("A named size"), tr("Custom dimensions"), tr("Hugging Face folder")};
+  for (int i = 0; i < 3; ++i) {
+    auto* radio = new QRadioButton(sourceLabels[i], sourceRow);
+    radio->setObjectName(QStringLiteral("modelSource-%1").arg(QLatin1String(sourceNames[i])));
+    m_sources->addButton(radio, i);
+    sourceLayout->addWidget(radio);
+  }
+  sourceLayout->addStretch();
+
+  for (const auto& p : flotilla::model_presets()) {
+    // The architecture, unless the description already names it ("GPT-2 small", "Llama architecture").
+    const QString description = QString::fromUtf8(p.description);
+    const bool named =
+        description.contains(QLatin1String("GPT-2")) || description.contains(QLatin1String("Llama"));
+    m_preset->addItem(
+        tr("%1 — %2").arg(QLatin1String(p.name),
+                          named ? description : archLabel(p.shape.arch) + tr(": ") + description),
+        QString::fromLatin1(p.name));
+  }
   m_preset->addItem(tr("custom — your own layers, heads and width"), QStringLiteral("custom"));
+  m_arch->addItem(tr("GPT-2 (learned positions, LayerNorm, GELU MLP, tied head)"), QStringLiteral("gpt2"));
+  m_arch->addItem(tr("Llama family (RoPE, RMSNorm, SwiGLU MLP, grouped-query attention)"),
+                  QStringLiteral("llama"));
   // Ranges admit invalid values on purpose: validate() explains them better than a clamp would.
   m_layers->setRange(0, 256);
   m_heads->setRange(0, 256);
   m_width->setRange(0, 32768);
   m_width->setSingleStep(64);
+  m_kvHeads->setRange(0, 256);
+  m_kvHeads->setSpecialValueText(tr("as many as the heads"));
+  m_headDim->setRange(0, 4096);
+  m_headDim->setSpecialValueText(tr("width / heads"));
+  m_ffn->setRange(0, 1 << 20);
+  m_ffn->setSingleStep(64);
+  m_ffn->setSpecialValueText(tr("4 × width"));
+  m_ffn->setGroupSeparatorShown(true);
+  m_ropeTheta->setRange(0, 1e9);
+  m_ropeTheta->setDecimals(1);
+  m_ropeTheta->setSingleStep(10000);
+  m_ropeTheta->setGroupSeparatorShown(true);
   m_vocab->setRange(0, 1 << 20);
-  m_maxSeq->setRange(0, 1 << 17);
+  m_maxSeq->setRange(0, 1 << 20);
   m_vocab->setGroupSeparatorShown(true);
+  m_maxSeq->setGroupSeparatorShown(true);
+  auto* flags = new QHBoxLayout(m_llamaFlags);
+  flags->setContentsMargins(0, 0, 0, 0);
+  for (QCheckBox* box : {m_tied, m_qkvBias, m_qkNorm}) flags->addWidget(box);
+  flags->addStretch();
+  m_hfPath->setPlaceholderText(tr("a folder with config.json and safetensors weights"));
+  auto* browse = new QPushButton(tr("Browse…"), this);
+  browse->setObjectName(QStringLiteral("hfBrowse"));
+  m_hfRow = withButton(m_hfPath, browse, this);
+  for (QLabel* l : {m_hfInfo, m_fit}) {
+    l->setWordWrap(true);
+    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  }
   QFont big = m_params->font();
   big.setBold(true);
   m_params->setFont(big);
 
   QFormLayout* form = addForm();
+  m_form = form;
   form->addRow(tr("Start from"), m_template);
   form->addRow(tr("Run name"), m_name);
+  form->addRow(tr("Model"), sourceRow);
   form->addRow(tr("Size"), m_preset);
+  form->addRow(tr("Architecture"), m_arch);
   form->addRow(tr("Layers"), m_layers);
   form->addRow(tr("Attention heads"), m_heads);
   form->addRow(tr("Width (n_embd)"), m_width);
+  form->addRow(tr("K/V heads"), m_kvHeads);
+  form->addRow(tr("Head width (head_dim)"), m_headDim);
+  form->addRow(tr("FFN width"), m_ffn);
+  form->addRow(QString(), m_llamaFlags);
+  form->addRow(tr("RoPE theta"), m_ropeTheta);
   form->addRow(tr("Vocabulary"), m_vocab);
   form->addRow(tr("Context (max_seq_len)"), m_maxSeq);
+  form->addRow(tr("Folder"), m_hfRow);
+  form->addRow(QString(), m_hfInfo);
   form->addRow(tr("Parameters"), m_params);
+  form->addRow(tr("What fits"), m_fit);
   reloadTemplates();
 
+  connect(&m_watcher, &QFutureWatcher<HfFolderInfo>::finished, this, &ModelPage::onRead);
+  connect(m_sources, &QButtonGroup::idClicked, this, [this](int id) { setSource(static_cast<Source>(id)); });
   connect(m_template, &QComboBox::activated, this, &ModelPage::applyTemplate);
   connect(m_name, &QLineEdit::textEdited, this, [this](const QString& text) {
     draft()->edit([&](RunConfig& c) { c.run.name = text.toStdString(); });
@@ -80,15 +226,30 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
     draft()->edit([&](RunConfig& c) { flotilla::apply_model_preset(c, name); });
     reload();
   });
-  for (QSpinBox* box : {m_layers, m_heads, m_width})
+  connect(m_arch, &QComboBox::currentIndexChanged, this, &ModelPage::editArch);
+  for (QSpinBox* box : {m_layers, m_heads, m_width, m_kvHeads, m_headDim, m_ffn})
     connect(box, &QSpinBox::valueChanged, this, &ModelPage::editDims);
+  for (QCheckBox* box : {m_tied, m_qkvBias, m_qkNorm})
+    connect(box, &QCheckBox::toggled, this, &ModelPage::editDims);
+  connect(m_ropeTheta, &QDoubleSpinBox::valueChanged, this, &ModelPage::editDims);
   connect(m_vocab, &QSpinBox::valueChanged, this, [this](int v) {
     if (!loading()) draft()->edit([&](RunConfig& c) { c.model.vocab_size = v; });
   });
   connect(m_maxSeq, &QSpinBox::valueChanged, this, [this](int v) {
     if (!loading()) draft()->edit([&](RunConfig& c) { c.model.max_seq_len = v; });
   });
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder"), m_hfPath->text());
+    if (!dir.isEmpty()) chooseHfFolder(dir);
+  });
+  connect(m_hfPath, &QLineEdit::editingFinished, this, [this] {
+    const QString text = m_hfPath->text().trimmed();
+    if (text != QString::fromStdString(draft()->config().model.init_from)) chooseHfFolder(text);
+  });
 }
+
+ModelPage::~ModelPage() { m_watcher.waitForFinished(); }
 
 void ModelPage::reloadTemplates() {
   const QString current = m_template->currentData().toString();
@@ -109,7 +270,95 @@ void ModelPage::applyTemplate(int index) {
     return;
   }
   m_templateError.clear();
+  m_source = Named;  // load() decides from the template's model
   draft()->replace(config);
+}
+
+void ModelPage::setSource(Source source) {
+  m_source = source;
+  if (source == HfFolder) {
+    const QString path = m_hfPath->text().trimmed();
+    if (!path.isEmpty()) {
+      chooseHfFolder(path);
+      return;
+    }
+  } else {
+    draft()->edit([&](RunConfig& c) {
+      if (initFromIsFolder(c.model.init_from)) c.model.init_from.clear();
+      if (source == Custom) {
+        c.model.preset = "custom";
+      } else if (c.model.preset == "custom") {
+        const QString shown = m_preset->currentData().toString();
+        flotilla::apply_model_preset(c, shown == QLatin1String("custom") ? "tiny" : shown.toStdString());
+      }
+    });
+  }
+  reload();
+}
+
+void ModelPage::chooseHfFolder(const QString& folder) {
+  m_source = HfFolder;
+  const QString path =
+      folder.trimmed().isEmpty() ? QString() : QFileInfo(folder.trimmed()).absoluteFilePath();
+  m_hfPath->setText(path);
+  draft()->edit([&](RunConfig& c) {
+    c.model.init_from = path.toStdString();
+    if (!path.isEmpty()) {
+      // A folder holds a Llama-family model (or is refused): the worker reads its shape from config.json.
+      c.model.arch = "llama";
+      c.model.preset = "custom";
+    }
+  });
+  startRead();
+  reload();
+}
+
+void ModelPage::startRead() {
+  const std::string path = draft()->config().model.init_from;
+  if (m_reading || !flotilla::interop::is_hf_folder(path)) return;  // onRead() reads again when it is stale
+  m_reading = true;
+  const QString folder = QString::fromStdString(path);
+  m_watcher.setFuture(QtConcurrent::run([folder] { return readHfFolder(folder); }));
+}
+
+void ModelPage::onRead() {
+  m_reading = false;
+  const HfFolderInfo info = m_watcher.result();
+  const QString now = QString::fromStdString(draft()->config().model.init_from);
+  if (m_source != HfFolder || info.folder != now) {  // the choice moved on while it was read
+    startRead();
+    recheck();
+    return;
+  }
+  m_info = info;
+  if (!info.ok) {
+    recheck();
+    return;
+  }
+  draft()->edit([&](RunConfig& c) { c.model = info.model; });
+  reload();
+}
+
+void ModelPage::editArch() {
+  if (loading()) return;
+  const std::string arch = m_arch->currentData().toString().toStdString();
+  draft()->edit([&](RunConfig& c) {
+    if (c.model.arch == arch) return;
+    flotilla::ModelSection fresh;  // GPT-2 has no use for the Llama keys: back to their defaults
+    if (arch == "gpt2") {
+      fresh.n_layer = c.model.n_layer;
+      fresh.n_head = c.model.n_head;
+      fresh.n_embd = c.model.n_embd;
+      fresh.vocab_size = c.model.vocab_size;
+      fresh.max_seq_len = c.model.max_seq_len;
+      fresh.init_from = c.model.init_from;
+      c.model = fresh;
+    }
+    c.model.arch = arch;
+    c.model.preset = "custom";
+  });
+  m_source = Custom;
+  reload();
 }
 
 void ModelPage::editDims() {
@@ -118,41 +367,134 @@ void ModelPage::editDims() {
     c.model.n_layer = m_layers->value();
     c.model.n_head = m_heads->value();
     c.model.n_embd = m_width->value();
+    if (c.model.arch == "llama") {
+      c.model.n_kv_head = m_kvHeads->value();
+      c.model.head_dim = m_headDim->value();
+      c.model.ffn_dim = m_ffn->value();
+      c.model.tie_embeddings = m_tied->isChecked();
+      c.model.qkv_bias = m_qkvBias->isChecked();
+      c.model.qk_norm = m_qkNorm->isChecked();
+      c.model.rope_theta = m_ropeTheta->value();
+    }
     // Dimensions that differ from the preset make the model custom (as the config file reads).
-    const auto p = flotilla::find_model_preset(c.model.preset);
-    if (p && (p->shape.n_layer != c.model.n_layer || p->shape.n_head != c.model.n_head ||
-              p->shape.n_embd != c.model.n_embd))
-      c.model.preset = "custom";
+    if (c.model.preset != "custom") {
+      RunConfig preset = c;
+      flotilla::apply_model_preset(preset, c.model.preset);
+      if (!sameShape(preset.model, c.model)) c.model.preset = "custom";
+    }
   });
+  if (draft()->config().model.preset == "custom" && m_source == Named) {
+    m_source = Custom;
+    if (QAbstractButton* b = m_sources->button(m_source)) b->setChecked(true);
+    updateRows();
+  }
   const QSignalBlocker block(m_preset);
   m_preset->setCurrentIndex(m_preset->findData(QString::fromStdString(draft()->config().model.preset)));
 }
 
+void ModelPage::updateRows() {
+  const bool hf = m_source == HfFolder;
+  const bool llama = draft()->config().model.arch == "llama";
+  m_form->setRowVisible(m_preset, m_source == Named);
+  for (QWidget* w : std::initializer_list<QWidget*>{m_arch, m_layers, m_heads, m_width, m_vocab, m_maxSeq})
+    m_form->setRowVisible(w, !hf);
+  for (QWidget* w : std::initializer_list<QWidget*>{m_kvHeads, m_headDim, m_ffn, m_llamaFlags, m_ropeTheta})
+    m_form->setRowVisible(w, !hf && llama);
+  m_form->setRowVisible(m_hfRow, hf);
+  m_form->setRowVisible(m_hfInfo, hf);
+}
+
 void ModelPage::load() {
   const RunConfig& c = draft()->config();
+  const flotilla::ModelSection& m = c.model;
   m_name->setText(QString::fromStdString(c.run.name));
-  const int preset = m_preset->findData(QString::fromStdString(c.model.preset));
+  if (initFromIsFolder(m.init_from)) {
+    m_source = HfFolder;
+    m_hfPath->setText(QString::fromStdString(m.init_from));
+    if (m_info.folder != m_hfPath->text()) startRead();
+  } else if (!(m_source == HfFolder && m.init_from.empty() && m_hfPath->text().isEmpty())) {
+    m_source = m.preset == "custom" ? Custom : Named;
+  }
+  if (QAbstractButton* b = m_sources->button(m_source)) b->setChecked(true);
+  const int preset = m_preset->findData(QString::fromStdString(m.preset));
   m_preset->setCurrentIndex(preset >= 0 ? preset : m_preset->count() - 1);
-  m_layers->setValue(c.model.n_layer);
-  m_heads->setValue(c.model.n_head);
-  m_width->setValue(c.model.n_embd);
-  m_vocab->setValue(c.model.vocab_size);
-  m_maxSeq->setValue(c.model.max_seq_len);
+  m_arch->setCurrentIndex(std::max(0, m_arch->findData(QString::fromStdString(m.arch))));
+  m_layers->setValue(m.n_layer);
+  m_heads->setValue(m.n_head);
+  m_width->setValue(m.n_embd);
+  m_kvHeads->setValue(m.n_kv_head);
+  m_headDim->setValue(m.head_dim);
+  m_ffn->setValue(m.ffn_dim);
+  m_tied->setChecked(m.tie_embeddings);
+  m_qkvBias->setChecked(m.qkv_bias);
+  m_qkNorm->setChecked(m.qk_norm);
+  m_ropeTheta->setValue(m.rope_theta);
+  m_vocab->setValue(m.vocab_size);
+  m_maxSeq->setValue(m.max_seq_len);
+  updateRows();
 }
 
 QString ModelPage::parameterText() const { return m_params->text(); }
+QString ModelPage::fitText() const { return m_fit->text(); }
+QString ModelPage::hfSummary() const {
+  QStringList lines;
+  if (m_info.ok)
+    for (const auto& [heading, text] : describeHfFolder(m_info))
+      lines << heading + QStringLiteral(": ") + text;
+  return lines.join(QLatin1Char('\n'));
+}
+
+QStringList ModelPage::extraProblems() const {
+  QStringList out;
+  if (!m_templateError.isEmpty()) out << m_templateError;
+  if (m_source != HfFolder) return out;
+  const std::string& path = draft()->config().model.init_from;
+  const QString folder = QString::fromStdString(path);
+  if (path.empty())
+    out << tr(
+        "model.init_from: choose a Hugging Face model folder (config.json and safetensors weights), or "
+        "another way to choose the model.");
+  else if (m_reading || (flotilla::interop::is_hf_folder(path) && m_info.folder != folder))
+    out << tr("Reading the Hugging Face folder…");
+  else if (m_info.folder == folder && !m_info.ok)
+    out << QStringLiteral("model.init_from: ") + m_info.error;
+  return out;
+}
 
 void ModelPage::refreshDerived() {
-  if (!draft()->problemsUnder({QStringLiteral("model")}).isEmpty() || draft()->config().model.n_layer < 1 ||
-      draft()->config().model.n_embd < 1) {
-    m_params->setText(tr("— (fix the model's numbers below)"));
+  const RunConfig& c = draft()->config();
+  const QString folder = QString::fromStdString(c.model.init_from);
+  const bool hf = m_source == HfFolder;
+  const bool folderKnown = m_info.ok && m_info.folder == folder && !m_reading;
+  if (hf) {
+    if (folder.isEmpty())
+      m_hfInfo->setText(
+          tr("Choose a model folder as downloaded from the Hugging Face Hub (config.json, "
+             "safetensors weights, tokenizer.json): Llama 3.x, Qwen 2 / 2.5 / 3, SmolLM2, Mistral."));
+    else if (folderKnown)
+      m_hfInfo->setText(summaryTable(describeHfFolder(m_info), faintText(palette())));
+    else if (m_reading)
+      m_hfInfo->setText(tr("Reading %1…").arg(folder));
+    else
+      m_hfInfo->clear();  // the problem below says why
+  }
+  if ((hf && !folderKnown) || !draft()->problemsUnder({QStringLiteral("model")}).isEmpty() ||
+      c.model.n_layer < 1 || c.model.n_embd < 1) {
+    m_params->setText(hf ? tr("—") : tr("— (fix the model's numbers below)"));
+    m_fit->setText(tr("—"));
     return;
   }
-  const flotilla::ParamCounts n = flotilla::count_parameters(flotilla::dims_from_config(draft()->config().model));
+  const flotilla::ParamCounts n = flotilla::count_parameters(flotilla::dims_from_config(c.model));
   m_params->setText(tr("%1 (%2 parameters; %3 in the embeddings)")
                         .arg(formatCount(static_cast<double>(n.total)),
                              QLocale().toString(static_cast<qulonglong>(n.total)),
                              formatCount(static_cast<double>(n.embedding))));
+  const FitCheck fit = checkFit(c, draft()->target(), draft()->ranks());
+  const int ranks = draft()->ranks();
+  m_fit->setText(fit.text + QLatin1Char('\n') +
+                 tr("Planned for: %1, %2, %3 (the Hardware page changes them).")
+                     .arg(draft()->target().label, ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(ranks),
+                          QString::fromStdString(c.train.dtype)));
 }
 
 }  // namespace flotilla::ui
