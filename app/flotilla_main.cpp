@@ -94,14 +94,16 @@ int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli:
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"info", "print versions and open (or create) the workspace database, without a window", cmdInfo},
-      {"run", "CONFIG.toml [--name N] [--set K=V]... [--budget USD]: train on this machine, storing metrics", cmdRun},
+      {"run", "CONFIG.toml [--name N] [--set K=V]... [--budget USD]: train on this machine, storing metrics",
+       cmdRun},
       {"runs",
        "list [--json] | show RUN [--json] | export RUN [--csv|--jsonl] [--metric NAME] |\n"
        "                    resume RUN | delete RUN",
        cmdRuns},
       {"compare", "RUN RUN... [--csv|--json]: summaries side by side and config differences", cmdCompare},
       {"costs", "[--json]: accrued cost and GPU-hours by run, node and day", cmdCosts},
-      {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...", cmdPricing},
+      {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...",
+       cmdPricing},
       {"nodes",
        "add NAME --host H ... | edit | list [--json] | probe NAME | trust NAME --fingerprint FP | remove "
        "NAME",

@@ -17,9 +17,9 @@ int run_window(WindowRequest&) {
 }
 
 std::string versions_text() {
-  return std::string("flotilla ") + FLOTILLA_VERSION_STRING + " (no window)\n" + "SQLite      " + db::sqlite_version() +
-         "\n" + "libssh      " + remote::libssh_version() + "\n" + "compiler    " + FLOTILLA_CXX_COMPILER + " (" +
-         FLOTILLA_BUILD_TYPE + " build)\n";
+  return std::string("flotilla ") + FLOTILLA_VERSION_STRING + " (no window)\n" + "SQLite      " +
+         db::sqlite_version() + "\n" + "libssh      " + remote::libssh_version() + "\n" + "compiler    " +
+         FLOTILLA_CXX_COMPILER + " (" + FLOTILLA_BUILD_TYPE + " build)\n";
 }
 
 }  // namespace flotilla::app

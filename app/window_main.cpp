@@ -135,6 +135,8 @@ int run_window(WindowRequest& inv) {
   return app.exec();
 }
 
-std::string versions_text() { return flotilla::ui::versionsText(flotilla::ui::collectVersions()).toStdString(); }
+std::string versions_text() {
+  return flotilla::ui::versionsText(flotilla::ui::collectVersions()).toStdString();
+}
 
 }  // namespace flotilla::app

@@ -81,7 +81,8 @@ std::vector<AccrualRow> all_accruals(const Database& db) {
           "JOIN nodes n ON n.id = a.node_id ORDER BY a.start_time");
   while (st.step()) {
     AccrualRow row;
-    row.a = Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6), st.text(7)};
+    row.a =
+        Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6), st.text(7)};
     row.run_name = st.text(8);
     row.node_name = st.text(9);
     out.push_back(std::move(row));
@@ -138,21 +139,22 @@ int seed_pricing(Database& db, const std::string& toml_text, const std::string& 
       p.source = (*t)["source"].value_or(std::string());
       if (p.provider.empty() || p.item.empty() || !od || *od < 0 || p.gpus < 1 ||
           (p.spot_usd_per_hour && *p.spot_usd_per_hour < 0))
-        throw DbError(DbErrorKind::kInvalid,
-                      where + " needs provider, item, gpus >= 1 and on_demand >= 0 (" + "spot, when given, >= 0)");
+        throw DbError(DbErrorKind::kInvalid, where + " needs provider, item, gpus >= 1 and on_demand >= 0 (" +
+                                                 "spot, when given, >= 0)");
       p.on_demand_usd_per_hour = *od;
       entries.push_back(p);
     }
   }
   int changed = 0;
   write_tx(db, [&] {
-    Stmt ins(db,
-             "INSERT INTO pricing(provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, "
-             "as_of, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-             "ON CONFLICT(provider, item) DO UPDATE SET gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
-             "on_demand_usd_per_hour = excluded.on_demand_usd_per_hour, "
-             "spot_usd_per_hour = excluded.spot_usd_per_hour, as_of = excluded.as_of, source = excluded.source "
-             "WHERE pricing.user_edited = 0 AND pricing.as_of <> excluded.as_of");
+    Stmt ins(
+        db,
+        "INSERT INTO pricing(provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, "
+        "as_of, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+        "ON CONFLICT(provider, item) DO UPDATE SET gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
+        "on_demand_usd_per_hour = excluded.on_demand_usd_per_hour, "
+        "spot_usd_per_hour = excluded.spot_usd_per_hour, as_of = excluded.as_of, source = excluded.source "
+        "WHERE pricing.user_edited = 0 AND pricing.as_of <> excluded.as_of");
     for (const PriceEntry& p : entries) {
       ins.bind(1, p.provider).bind(2, p.item).bind(3, p.gpu_type).bind(4, p.gpus);
       ins.bind(5, p.on_demand_usd_per_hour).bind(6, p.spot_usd_per_hour).bind(7, p.as_of).bind(8, p.source);
@@ -171,7 +173,8 @@ std::vector<PriceEntry> list_pricing(const Database& db) {
   return out;
 }
 
-std::optional<PriceEntry> find_price(const Database& db, const std::string& provider, const std::string& item) {
+std::optional<PriceEntry> find_price(const Database& db, const std::string& provider,
+                                     const std::string& item) {
   Stmt st(db, std::string("SELECT ") + kPriceColumns + " FROM pricing WHERE provider = ?1 AND item = ?2");
   st.bind(1, provider).bind(2, item);
   if (!st.step()) return std::nullopt;
@@ -185,15 +188,20 @@ int64_t set_price(Database& db, const PriceEntry& p) {
                   "a price needs a provider, an item, gpus >= 1 and non-negative $/hour figures");
   int64_t id = 0;
   write_tx(db, [&] {
-    Stmt st(db,
-            "INSERT INTO pricing(provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, "
-            "as_of, "
-            "source, user_edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1) "
-            "ON CONFLICT(provider, item) DO UPDATE SET gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
-            "on_demand_usd_per_hour = excluded.on_demand_usd_per_hour, "
-            "spot_usd_per_hour = excluded.spot_usd_per_hour, as_of = excluded.as_of, source = excluded.source, "
-            "user_edited = 1");
-    st.bind(1, p.provider).bind(2, p.item).bind(3, p.gpu_type).bind(4, p.gpus).bind(5, p.on_demand_usd_per_hour);
+    Stmt st(
+        db,
+        "INSERT INTO pricing(provider, item, gpu_type, gpus, on_demand_usd_per_hour, spot_usd_per_hour, "
+        "as_of, "
+        "source, user_edited) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1) "
+        "ON CONFLICT(provider, item) DO UPDATE SET gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
+        "on_demand_usd_per_hour = excluded.on_demand_usd_per_hour, "
+        "spot_usd_per_hour = excluded.spot_usd_per_hour, as_of = excluded.as_of, source = excluded.source, "
+        "user_edited = 1");
+    st.bind(1, p.provider)
+        .bind(2, p.item)
+        .bind(3, p.gpu_type)
+        .bind(4, p.gpus)
+        .bind(5, p.on_demand_usd_per_hour);
     st.bind(6, p.spot_usd_per_hour).bind(7, p.as_of).bind(8, p.source.empty() ? "user" : p.source).run();
     id = find_price(db, p.provider, p.item)->id;
   });
@@ -237,14 +245,15 @@ Rate node_rate(const Database& db, int64_t node_id, int64_t devices) {
       const double per_gpu = instance / static_cast<double>(p.gpus);
       const double n_dev = static_cast<double>(std::max<int64_t>(devices, 1));
       return {per_gpu * n_dev, p.provider + "/" + p.item + (spot ? " spot" : " on-demand") + " " +
-                                   std::to_string(std::max<int64_t>(devices, 1)) + "/" + std::to_string(p.gpus) +
-                                   " GPUs"};
+                                   std::to_string(std::max<int64_t>(devices, 1)) + "/" +
+                                   std::to_string(p.gpus) + " GPUs"};
     }
   }
   if (np->usd_per_hour) return {*np->usd_per_hour * share, "flat " + money(*np->usd_per_hour) + "/h"};
   if (np->power_w && np->tariff_usd_per_kwh)
     return {*np->power_w / 1000.0 * *np->tariff_usd_per_kwh * share,
-            std::to_string(static_cast<int64_t>(*np->power_w)) + " W x " + money(*np->tariff_usd_per_kwh) + "/kWh"};
+            std::to_string(static_cast<int64_t>(*np->power_w)) + " W x " + money(*np->tariff_usd_per_kwh) +
+                "/kWh"};
   return {0, "unpriced"};
 }
 
@@ -267,23 +276,31 @@ void set_run_price(Database& db, int64_t run_id, double usd_per_hour, const std:
     run.bind(1, run_id).bind(2, usd_per_hour).bind(3, source).run();
     if (changes_count(db) == 0)
       throw DbError(DbErrorKind::kNotFound, "run " + std::to_string(run_id) + " does not exist");
-    Stmt share(db, "UPDATE run_nodes SET usd_per_hour = ?3, rate_source = ?4 WHERE run_id = ?1 AND node_id = ?2");
+    Stmt share(db,
+               "UPDATE run_nodes SET usd_per_hour = ?3, rate_source = ?4 WHERE run_id = ?1 AND node_id = ?2");
     for (const RunNodeShare& s : shares) {
-      share.bind(1, run_id).bind(2, s.node_id).bind(3, s.usd_per_hour.value_or(0)).bind(4, s.rate_source).run();
+      share.bind(1, run_id)
+          .bind(2, s.node_id)
+          .bind(3, s.usd_per_hour.value_or(0))
+          .bind(4, s.rate_source)
+          .run();
       share.reset();
     }
   });
 }
 
 void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
-  Stmt close(db, "UPDATE cost_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
+  Stmt close(
+      db, "UPDATE cost_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
   close.bind(1, run_id).bind(2, at).run();
   if (to != RunStatus::kRunning) return;
-  Stmt open(db,
-            "INSERT INTO cost_accruals(run_id, node_id, status, start_time, devices, usd_per_hour, rate_source) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  Stmt open(
+      db,
+      "INSERT INTO cost_accruals(run_id, node_id, status, start_time, devices, usd_per_hour, rate_source) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   for (const RunNodeShare& n : run_node_shares(db, run_id)) {
-    const Rate r = n.usd_per_hour ? Rate{*n.usd_per_hour, n.rate_source} : node_rate(db, n.node_id, n.devices);
+    const Rate r =
+        n.usd_per_hour ? Rate{*n.usd_per_hour, n.rate_source} : node_rate(db, n.node_id, n.devices);
     open.bind(1, run_id).bind(2, n.node_id).bind(3, to_string(to)).bind(4, at).bind(5, n.devices);
     open.bind(6, r.usd_per_hour).bind(7, r.source).run();
     open.reset();
@@ -302,8 +319,8 @@ std::vector<Accrual> run_accruals(const Database& db, int64_t run_id) {
           "FROM cost_accruals WHERE run_id = ?1 ORDER BY start_time, node_id");
   st.bind(1, run_id);
   while (st.step())
-    out.push_back(
-        Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6), st.text(7)});
+    out.push_back(Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6),
+                          st.text(7)});
   return out;
 }
 
@@ -338,8 +355,8 @@ std::vector<CostLine> costs_by_day(const Database& db, double now) {
     while (t < stop) {
       const double day_end = (std::floor(t / 86400.0) + 1) * 86400.0;  // UTC midnight
       const double piece = std::min(stop, day_end) - t;
-      add_to(m, utc_day(t), r.a.usd_per_hour * piece / 3600.0, static_cast<double>(r.a.devices) * piece / 3600.0,
-             piece / 3600.0);
+      add_to(m, utc_day(t), r.a.usd_per_hour * piece / 3600.0,
+             static_cast<double>(r.a.devices) * piece / 3600.0, piece / 3600.0);
       t = std::min(stop, day_end);
     }
   }
@@ -354,7 +371,8 @@ double run_cost_usd(const Database& db, int64_t run_id, double now) {
 double run_running_seconds(const Database& db, int64_t run_id, double now) {
   if (now <= 0) now = now_seconds();
   std::vector<std::pair<double, double>> spans;
-  for (const Accrual& a : run_accruals(db, run_id)) spans.emplace_back(a.start, std::min(a.end.value_or(now), now));
+  for (const Accrual& a : run_accruals(db, run_id))
+    spans.emplace_back(a.start, std::min(a.end.value_or(now), now));
   std::sort(spans.begin(), spans.end());
   double total = 0, open_start = 0, open_end = -1;
   for (const auto& [start, end] : spans) {
@@ -397,8 +415,8 @@ BudgetStatus budget_status(const Database& db, int64_t run_id, double now) {
                 money_exact(*r.budget_usd) + "; stop it with a checkpoint";
   } else if (b.spent_usd >= b.warn_at_usd) {
     b.action = BudgetAction::kWarn;
-    b.message = "run '" + r.name + "' has spent " + money_exact(b.spent_usd) + " of its " + money_exact(*r.budget_usd) +
-                " budget";
+    b.message = "run '" + r.name + "' has spent " + money_exact(b.spent_usd) + " of its " +
+                money_exact(*r.budget_usd) + " budget";
   }
   return b;
 }

@@ -115,14 +115,16 @@ void Ingestor::parse_line(std::string_view line) {
     case MetricsRecordType::kCheckpoint: {
       const CheckpointRecord c = rec.checkpoint();
       ops_.push_back([=](Database& db) {
-        upsert_checkpoint(db, run_id, c.step, c.dir, static_cast<int64_t>(c.bytes), c.seconds, c.reason, time);
+        upsert_checkpoint(db, run_id, c.step, c.dir, static_cast<int64_t>(c.bytes), c.seconds, c.reason,
+                          time);
       });
       break;
     }
     case MetricsRecordType::kEvent: {
       const EventRecord e = rec.event();
-      ops_.push_back(
-          [=](Database& db) { add_event(db, run_id, time, "worker", e.level, e.message, e.fields_json, rank); });
+      ops_.push_back([=](Database& db) {
+        add_event(db, run_id, time, "worker", e.level, e.message, e.fields_json, rank);
+      });
       break;
     }
     case MetricsRecordType::kSample: {
@@ -131,7 +133,8 @@ void Ingestor::parse_line(std::string_view line) {
       for (size_t i = 0; i < s.tokens.size(); ++i) fields += (i ? "," : "") + std::to_string(s.tokens[i]);
       fields += "]}";
       const std::string text = s.text;
-      ops_.push_back([=](Database& db) { add_event(db, run_id, time, "sample", "info", text, fields, rank); });
+      ops_.push_back(
+          [=](Database& db) { add_event(db, run_id, time, "sample", "info", text, fields, rank); });
       break;
     }
     case MetricsRecordType::kSummary: {
@@ -193,7 +196,8 @@ int64_t FileIngestor::poll() {
     const int64_t new_offset = offset_ + static_cast<int64_t>(complete.size());
     const int64_t run_id = run_id_;
     const std::string source = source_;
-    const Ticket t = ingestor_.submit_with([=](Database& db) { set_committed_offset(db, run_id, source, new_offset); });
+    const Ticket t =
+        ingestor_.submit_with([=](Database& db) { set_committed_offset(db, run_id, source, new_offset); });
     if (!writer_.wait(t))
       throw DbError(DbErrorKind::kFull, "ingesting " + path_ + " at byte " + std::to_string(offset_) +
                                             " failed: " + writer_.stats().last_error);

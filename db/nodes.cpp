@@ -68,7 +68,8 @@ std::vector<std::string> split_labels(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!part.empty()) out.push_back(part);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -79,9 +80,10 @@ std::vector<std::string> split_labels(const std::string& text) {
 int64_t add_ssh_node(Database& db, const SshNode& node) {
   int64_t id = 0;
   write_tx(db, [&] {
-    Stmt st(db,
-            "INSERT INTO nodes(name, kind, host, port, user, key_path, labels, gpu_type, gpu_count, created_at) "
-            "VALUES (?1, 'ssh', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    Stmt st(
+        db,
+        "INSERT INTO nodes(name, kind, host, port, user, key_path, labels, gpu_type, gpu_count, created_at) "
+        "VALUES (?1, 'ssh', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
     st.bind(1, node.name).bind(2, node.host).bind(3, node.port).bind(4, node.user).bind(5, node.key_path);
     st.bind(6, join_labels(node.labels)).bind(7, node.gpu_type).bind(8, node.gpu_count);
     st.bind(9, node.created_at > 0 ? node.created_at : now_seconds());
@@ -111,9 +113,10 @@ void remove_node(Database& db, const std::string& name) {
     if (!find.step())
       throw DbError(DbErrorKind::kNotFound, "no node named '" + name + "' (flotilla nodes list shows them)");
     const int64_t id = find.i64(0);
-    Stmt used(db,
-              "SELECT r.name FROM runs r WHERE r.id IN (SELECT run_id FROM run_nodes WHERE node_id = ?1 UNION "
-              "SELECT run_id FROM cost_accruals WHERE node_id = ?1) ORDER BY r.id LIMIT 3");
+    Stmt used(
+        db,
+        "SELECT r.name FROM runs r WHERE r.id IN (SELECT run_id FROM run_nodes WHERE node_id = ?1 UNION "
+        "SELECT run_id FROM cost_accruals WHERE node_id = ?1) ORDER BY r.id LIMIT 3");
     used.bind(1, id);
     std::string runs;
     while (used.step()) runs += (runs.empty() ? "" : ", ") + used.text(0);
@@ -134,8 +137,9 @@ std::optional<SshNode> find_ssh_node(const Database& db, const std::string& name
 
 SshNode get_ssh_node(const Database& db, const std::string& name) {
   if (auto n = find_ssh_node(db, name)) return *n;
-  throw DbError(DbErrorKind::kNotFound,
-                "no ssh node named '" + name + "': flotilla nodes list shows them, flotilla nodes add NAME adds one");
+  throw DbError(
+      DbErrorKind::kNotFound,
+      "no ssh node named '" + name + "': flotilla nodes list shows them, flotilla nodes add NAME adds one");
 }
 
 std::vector<SshNode> list_ssh_nodes(const Database& db) {
@@ -218,7 +222,8 @@ void upsert_node_latency(Database& db, const std::vector<NodeLatency>& rows) {
   for (const auto& r : rows)
     if ((!r.rtt_ms && r.error.empty()) || (r.rtt_ms && *r.rtt_ms < 0))
       throw DbError(DbErrorKind::kInvalid, "latency from node " + std::to_string(r.from_node) + " to node " +
-                                               std::to_string(r.to_node) + " has neither a time >= 0 nor an error");
+                                               std::to_string(r.to_node) +
+                                               " has neither a time >= 0 nor an error");
   if (rows.empty()) return;
   write_tx(db, [&] {
     Stmt st(db,
@@ -226,8 +231,10 @@ void upsert_node_latency(Database& db, const std::vector<NodeLatency>& rows) {
             "VALUES (?1, ?2, ?3, ?4, ?5)");
     for (const auto& r : rows) {
       st.bind(1, r.from_node).bind(2, r.to_node).bind(3, r.rtt_ms);
-      if (r.error.empty()) st.bind_null(4);
-      else st.bind(4, r.error);
+      if (r.error.empty())
+        st.bind_null(4);
+      else
+        st.bind(4, r.error);
       st.bind(5, r.measured_at > 0 ? r.measured_at : now_seconds()).run();
       st.reset();
     }
@@ -236,7 +243,9 @@ void upsert_node_latency(Database& db, const std::vector<NodeLatency>& rows) {
 
 std::vector<NodeLatency> node_latency_matrix(const Database& db, const std::vector<int64_t>& node_ids) {
   std::vector<NodeLatency> out;
-  Stmt st(db, "SELECT from_node, to_node, rtt_ms, error, measured_at FROM node_latency ORDER BY from_node, to_node");
+  Stmt st(
+      db,
+      "SELECT from_node, to_node, rtt_ms, error, measured_at FROM node_latency ORDER BY from_node, to_node");
   auto wanted = [&](int64_t id) {
     if (node_ids.empty()) return true;
     for (int64_t n : node_ids)

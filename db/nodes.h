@@ -22,8 +22,8 @@ struct SshNode {
   std::string name;
   std::string host;
   int port = 22;
-  std::string user;      // "": the local user (or ~/.ssh/config)
-  std::string key_path;  // "": ssh-agent, then the default key files
+  std::string user;                    // "": the local user (or ~/.ssh/config)
+  std::string key_path;                // "": ssh-agent, then the default key files
   std::optional<double> usd_per_hour;  // flat price of the whole node
   bool spot = false;
   std::vector<std::string> labels;
@@ -62,7 +62,7 @@ struct SystemSample {
   int64_t node_id = 0;
   int device = 0;
   double time = 0;
-  std::optional<double> utilization;  // percent
+  std::optional<double> utilization;                 // percent
   std::optional<int64_t> memory_used, memory_total;  // bytes
   std::optional<double> power_w, temperature_c;
 };

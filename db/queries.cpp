@@ -158,7 +158,9 @@ std::optional<double> last_metric_value(const Database& db, int64_t run_id, cons
 std::vector<StepRow> step_rows(const Database& db, int64_t run_id, const std::vector<std::string>& names,
                                int64_t up_to_step) {
   std::map<int64_t, StepRow> rows;
-  Stmt st(db, "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step <= ?3 ORDER BY step");
+  Stmt st(
+      db,
+      "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step <= ?3 ORDER BY step");
   for (size_t k = 0; k < names.size(); ++k) {
     st.reset();
     st.bind(1, run_id).bind(2, names[k]).bind(3, up_to_step);

@@ -21,7 +21,14 @@ void upsert_checkpoint(Database& db, int64_t run_id, int64_t step, const std::st
   Stmt st(db,
           "INSERT OR REPLACE INTO checkpoints(run_id, step, dir, bytes, seconds, reason, time) "
           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  st.bind(1, run_id).bind(2, step).bind(3, dir).bind(4, bytes).bind(5, seconds).bind(6, reason).bind(7, time).run();
+  st.bind(1, run_id)
+      .bind(2, step)
+      .bind(3, dir)
+      .bind(4, bytes)
+      .bind(5, seconds)
+      .bind(6, reason)
+      .bind(7, time)
+      .run();
 }
 
 std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit) {

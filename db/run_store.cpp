@@ -54,7 +54,8 @@ void load_tags(const Database& db, Run& r) {
   while (st.step()) r.tags.push_back(st.text(0));
 }
 
-std::optional<Run> run_where(const Database& db, const std::string& where, const std::string& arg, int64_t id) {
+std::optional<Run> run_where(const Database& db, const std::string& where, const std::string& arg,
+                             int64_t id) {
   Stmt st(db, std::string("SELECT ") + kRunColumns + " FROM runs WHERE " + where);
   if (where.find("?1") != std::string::npos) {
     if (arg.empty())
@@ -100,7 +101,8 @@ bool transition_allowed(RunStatus from, RunStatus to) {
     case S::kQueued:
       return to == S::kRunning || to == S::kStopped || to == S::kFailed;
     case S::kRunning:
-      return to == S::kPaused || to == S::kPreempted || to == S::kStopped || to == S::kFailed || to == S::kCompleted;
+      return to == S::kPaused || to == S::kPreempted || to == S::kStopped || to == S::kFailed ||
+             to == S::kCompleted;
     case S::kPaused:
     case S::kPreempted:
     case S::kStopped:
@@ -116,17 +118,19 @@ bool transition_allowed(RunStatus from, RunStatus to) {
 int64_t create_run(Database& db, const NewRun& run) {
   if (run.name.empty()) throw DbError(DbErrorKind::kInvalid, "a run needs a name");
   if (run.budget_warn_fraction <= 0 || run.budget_warn_fraction > 1)
-    throw DbError(DbErrorKind::kInvalid,
-                  "budget warning fraction must be in (0, 1], got " + std::to_string(run.budget_warn_fraction));
-  if (run.max_hours && !(*run.max_hours > 0)) throw DbError(DbErrorKind::kInvalid, "a run's max_hours must be > 0");
+    throw DbError(DbErrorKind::kInvalid, "budget warning fraction must be in (0, 1], got " +
+                                             std::to_string(run.budget_warn_fraction));
+  if (run.max_hours && !(*run.max_hours > 0))
+    throw DbError(DbErrorKind::kInvalid, "a run's max_hours must be > 0");
   int64_t id = 0;
   write_tx(db, [&] {
     if (find_run(db, run.name))
       throw DbError(DbErrorKind::kConstraint,
                     "a run named '" + run.name + "' already exists: choose another name (or resume it)");
-    Stmt st(db,
-            "INSERT INTO runs(name, config_toml, config_json, target, run_dir, notes, created_at, budget_usd, "
-            "budget_warn_fraction, max_hours) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    Stmt st(
+        db,
+        "INSERT INTO runs(name, config_toml, config_json, target, run_dir, notes, created_at, budget_usd, "
+        "budget_warn_fraction, max_hours) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     st.bind(1, run.name).bind(2, run.config_toml).bind(3, run.config_json.empty() ? "{}" : run.config_json);
     st.bind(4, run.target).bind(5, run.run_dir).bind(6, run.notes);
     st.bind(7, run.created_at > 0 ? run.created_at : now_seconds()).bind(8, run.budget_usd);
@@ -149,7 +153,8 @@ std::string unique_run_name(const Database& db, const std::string& base) {
 
 std::optional<Run> find_run(const Database& db, const std::string& name_or_id) {
   if (auto r = run_where(db, "name = ?1", name_or_id, 0)) return r;
-  if (all_digits(name_or_id) && name_or_id.size() < 18) return run_where(db, "id = ?1", "", std::stoll(name_or_id));
+  if (all_digits(name_or_id) && name_or_id.size() < 18)
+    return run_where(db, "id = ?1", "", std::stoll(name_or_id));
   return std::nullopt;
 }
 
@@ -242,7 +247,8 @@ void set_max_hours(Database& db, int64_t run_id, std::optional<double> max_hours
   });
 }
 
-void set_run_config(Database& db, int64_t run_id, const std::string& config_toml, const std::string& config_json) {
+void set_run_config(Database& db, int64_t run_id, const std::string& config_toml,
+                    const std::string& config_json) {
   write_tx(db, [&] {
     Stmt st(db, "UPDATE runs SET config_toml = ?2, config_json = ?3 WHERE id = ?1");
     st.bind(1, run_id).bind(2, config_toml).bind(3, config_json.empty() ? "{}" : config_json).run();
@@ -250,13 +256,18 @@ void set_run_config(Database& db, int64_t run_id, const std::string& config_toml
   });
 }
 
-void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t parameters, double flops_per_token,
-                      const std::string& config_json) {
+void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t parameters,
+                      double flops_per_token, const std::string& config_json) {
   Stmt st(db,
           "UPDATE runs SET world_size = ?2, parameters = ?3, flops_per_token = ?4, "
           "config_json = CASE WHEN ?5 <> '' AND config_json IN ('', '{}') THEN ?5 ELSE config_json END "
           "WHERE id = ?1");
-  st.bind(1, run_id).bind(2, world_size).bind(3, parameters).bind(4, flops_per_token).bind(5, config_json).run();
+  st.bind(1, run_id)
+      .bind(2, world_size)
+      .bind(3, parameters)
+      .bind(4, flops_per_token)
+      .bind(5, config_json)
+      .run();
 }
 
 void set_run_summary(Database& db, int64_t run_id, const std::string& summary_json) {
@@ -312,7 +323,8 @@ int64_t delete_run(Database& db, int64_t run_id) {
 }
 
 void add_event(Database& db, std::optional<int64_t> run_id, double time, const std::string& kind,
-               const std::string& level, const std::string& message, const std::string& fields_json, int rank) {
+               const std::string& level, const std::string& message, const std::string& fields_json,
+               int rank) {
   const std::string lvl = (level == "warning" || level == "error") ? level : "info";
   Stmt st(db,
           "INSERT OR IGNORE INTO events(run_id, time, kind, level, rank, message, fields) "
@@ -321,8 +333,8 @@ void add_event(Database& db, std::optional<int64_t> run_id, double time, const s
   st.bind(7, fields_json.empty() ? "{}" : fields_json).run();
 }
 
-int64_t ensure_node(Database& db, const std::string& name, const std::string& kind, const std::string& gpu_type,
-                    int64_t gpu_count, const std::string& host) {
+int64_t ensure_node(Database& db, const std::string& name, const std::string& kind,
+                    const std::string& gpu_type, int64_t gpu_count, const std::string& host) {
   if (auto n = find_node(db, name)) return n->id;
   int64_t id = 0;
   write_tx(db, [&] {

@@ -82,8 +82,9 @@ Run get_run(const Database& db, int64_t id);
 // an event with `reason`, and splits cost accruals. A change of status also sets the run's
 // status_note to `note` (the short why shown next to the status; "" clears it). Returns the
 // previous status. Outside db/, only the runs layer calls it (runs/run_status.h).
-RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at = 0, const std::string& reason = "",
-                     std::optional<int64_t> exit_code = std::nullopt, const std::string& note = "");
+RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at = 0,
+                     const std::string& reason = "", std::optional<int64_t> exit_code = std::nullopt,
+                     const std::string& note = "");
 
 void set_notes(Database& db, int64_t run_id, const std::string& notes);
 void set_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);
@@ -91,11 +92,12 @@ void set_budget(Database& db, int64_t run_id, std::optional<double> cap_usd, dou
 // The wall-time cap (nullopt: none); DbError(kInvalid) unless > 0.
 void set_max_hours(Database& db, int64_t run_id, std::optional<double> max_hours);
 // Replaces the stored config (a fork started from another checkpoint, a resumed run's resolved file).
-void set_run_config(Database& db, int64_t run_id, const std::string& config_toml, const std::string& config_json);
+void set_run_config(Database& db, int64_t run_id, const std::string& config_toml,
+                    const std::string& config_json);
 // What the worker's run_start said about the run: world size, parameters, FLOPs per token, and
 // its config JSON when the row has none yet.
-void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t parameters, double flops_per_token,
-                      const std::string& config_json);
+void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t parameters,
+                      double flops_per_token, const std::string& config_json);
 // The worker's summary record (the line as written).
 void set_run_summary(Database& db, int64_t run_id, const std::string& summary_json);
 // The run whose run_dir is exactly `run_dir`, if any.

@@ -26,15 +26,16 @@ constexpr const char* kWrapper =
 
 // Provided by every node's C library; bundling them would break the node's dynamic loader.
 bool is_system_lib(const std::string& soname) {
-  for (const char* p : {"linux-vdso", "linux-gate", "ld-linux", "libc.so", "libm.so", "libpthread.so", "libdl.so",
-                        "librt.so", "libresolv.so", "libutil.so", "libanl.so", "libmvec.so"})
+  for (const char* p : {"linux-vdso", "linux-gate", "ld-linux", "libc.so", "libm.so", "libpthread.so",
+                        "libdl.so", "librt.so", "libresolv.so", "libutil.so", "libanl.so", "libmvec.so"})
     if (soname.rfind(p, 0) == 0) return true;
   return false;
 }
 
 bool plain_name(const std::string& s) {
   return !s.empty() && s[0] != '-' && s[0] != '.' &&
-         s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-") == std::string::npos;
+         s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-") ==
+             std::string::npos;
 }
 
 std::string run_local(const std::string& command) {
@@ -71,18 +72,29 @@ BinaryNeeds binary_needs(const std::string& path) {
   if (bytes.size() < sizeof(Elf64_Ehdr) || bytes.compare(0, 4, ELFMAG) != 0)
     throw_usage(path + " is not an ELF binary");
   uint16_t machine = 0;
-  std::copy_n(bytes.data() + offsetof(Elf64_Ehdr, e_machine), sizeof machine, reinterpret_cast<char*>(&machine));
+  std::copy_n(bytes.data() + offsetof(Elf64_Ehdr, e_machine), sizeof machine,
+              reinterpret_cast<char*>(&machine));
   switch (machine) {
-    case EM_X86_64: n.arch = "x86_64"; break;
-    case EM_AARCH64: n.arch = "aarch64"; break;
-    case EM_386: n.arch = "i686"; break;
-    case EM_PPC64: n.arch = "ppc64le"; break;
-    default: n.arch = "elf-machine-" + std::to_string(machine);
+    case EM_X86_64:
+      n.arch = "x86_64";
+      break;
+    case EM_AARCH64:
+      n.arch = "aarch64";
+      break;
+    case EM_386:
+      n.arch = "i686";
+      break;
+    case EM_PPC64:
+      n.arch = "ppc64le";
+      break;
+    default:
+      n.arch = "elf-machine-" + std::to_string(machine);
   }
   // Symbol version names (GLIBC_2.34) sit in .dynstr as plain strings.
   for (size_t pos = bytes.find("GLIBC_2."); pos != std::string::npos; pos = bytes.find("GLIBC_2.", pos + 1)) {
     size_t end = pos + 6;
-    while (end < bytes.size() && (std::isdigit(static_cast<unsigned char>(bytes[end])) || bytes[end] == '.')) ++end;
+    while (end < bytes.size() && (std::isdigit(static_cast<unsigned char>(bytes[end])) || bytes[end] == '.'))
+      ++end;
     const std::string v = bytes.substr(pos + 6, end - pos - 6);
     if (end < bytes.size() && bytes[end] == '\0' && (n.glibc.empty() || compare_versions(v, n.glibc) > 0))
       n.glibc = v;
@@ -141,7 +153,8 @@ std::vector<std::string> missing_sonames(const std::string& ldd_output) {
 }
 
 DeployResult deploy_worker(Session& session, const DeployOptions& o) {
-  if (!plain_name(o.version)) throw_usage("worker version '" + printable(o.version) + "' is not a plain name");
+  if (!plain_name(o.version))
+    throw_usage("worker version '" + printable(o.version) + "' is not a plain name");
   session.connect();
   const std::string node = session.target().host;
   // 1. Can the node run this binary at all?
@@ -150,8 +163,10 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
   std::string arch, glibc;
   std::getline(fl, arch);
   std::getline(fl, glibc);
-  if (glibc.rfind("glibc ", 0) == 0) glibc = glibc.substr(6);
-  else glibc.clear();
+  if (glibc.rfind("glibc ", 0) == 0)
+    glibc = glibc.substr(6);
+  else
+    glibc.clear();
   const BinaryNeeds needs = binary_needs(o.worker_path);
   if (std::string p = compatibility_problem(needs, arch, glibc); !p.empty())
     throw Error(ExitCode::kConfig, "cannot deploy the worker to " + node + ": " + p + ".");
@@ -162,7 +177,8 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
   res.dir = session.remote_home() + "/.flotilla/bin/" + o.version + "-" + sha.substr(0, 12);
   res.worker = res.dir + "/flotilla-worker";
   const std::string qdir = shell_quote(res.dir);
-  const std::string verify = "cd " + qdir + " 2>/dev/null && test -f MANIFEST && sha256sum -c --quiet --strict MANIFEST";
+  const std::string verify =
+      "cd " + qdir + " 2>/dev/null && test -f MANIFEST && sha256sum -c --quiet --strict MANIFEST";
   if (session.exec(verify + " >/dev/null 2>&1", 300).exit_status == 0) {
     res.reused = true;
     return res;
@@ -187,11 +203,14 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
     }
     bool uploaded = false;
     for (const std::string& soname : wanted) {
-      if (std::find(res.bundled_libs.begin(), res.bundled_libs.end(), soname) != res.bundled_libs.end()) continue;
-      const auto it = std::find_if(local.begin(), local.end(), [&](const LocalLib& l) { return l.soname == soname; });
+      if (std::find(res.bundled_libs.begin(), res.bundled_libs.end(), soname) != res.bundled_libs.end())
+        continue;
+      const auto it =
+          std::find_if(local.begin(), local.end(), [&](const LocalLib& l) { return l.soname == soname; });
       if (it == local.end())
         throw Error(ExitCode::kConfig, "cannot deploy the worker to " + node + ": the node lacks " +
-                                           printable(soname) + ", which cannot be bundled (not found locally, or "
+                                           printable(soname) +
+                                           ", which cannot be bundled (not found locally, or "
                                            "part of the C library); install it on the node");
       const BinaryNeeds lib_needs = binary_needs(it->path);
       if (std::string p = compatibility_problem(lib_needs, arch, glibc); !p.empty())
@@ -207,8 +226,8 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
   sftp.upload_bytes(manifest, res.dir + "/MANIFEST", 0644);
   const ExecResult check = session.exec(verify + " 2>&1 && " + shell_quote(res.worker) + " --version", 120);
   if (check.exit_status != 0)
-    throw Error(ExitCode::kComm, "the worker bundle on " + node + " (" + res.dir + ") does not verify or run: " +
-                                     printable(check.out + check.err));
+    throw Error(ExitCode::kComm, "the worker bundle on " + node + " (" + res.dir +
+                                     ") does not verify or run: " + printable(check.out + check.err));
   return res;
 }
 

@@ -30,7 +30,8 @@ bool names_host(const std::string& field, const std::string& name) {
   size_t start = 0;
   while (start <= field.size()) {
     const size_t comma = field.find(',', start);
-    if (field.substr(start, comma == std::string::npos ? std::string::npos : comma - start) == name) return true;
+    if (field.substr(start, comma == std::string::npos ? std::string::npos : comma - start) == name)
+      return true;
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

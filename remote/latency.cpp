@@ -28,7 +28,8 @@ std::vector<ConnectTarget> validated_targets(const std::vector<LatencyEndpoint>&
     const std::string who = "node " + printable(n.name) + ": ";
     if (t.host.empty()) throw Error(ExitCode::kUsage, who + "no address to measure the latency to");
     if (const std::string why = validate_host(t.host); !why.empty()) throw Error(ExitCode::kUsage, who + why);
-    if (const std::string why = validate_port_number(t.port); !why.empty()) throw Error(ExitCode::kUsage, who + why);
+    if (const std::string why = validate_port_number(t.port); !why.empty())
+      throw Error(ExitCode::kUsage, who + why);
     if (n.session && n.unavailable.empty()) {
       const bool path_ok = !n.worker.empty() && (n.worker.front() == '/' || n.worker.rfind("~/", 0) == 0) &&
                            n.worker.find('\0') == std::string::npos;
@@ -42,17 +43,21 @@ std::vector<ConnectTarget> validated_targets(const std::vector<LatencyEndpoint>&
 }
 
 // Row `from`: `<worker> probe --json --connect <the others>` on that node.
-void measure_row(const LatencyEndpoint& node, const std::vector<ConnectTarget>& targets, size_t from, int count,
-                 std::vector<LatencyCell>& row) {
+void measure_row(const LatencyEndpoint& node, const std::vector<ConnectTarget>& targets, size_t from,
+                 int count, std::vector<LatencyCell>& row) {
   std::vector<std::string> expected;
   for (size_t j = 0; j < targets.size(); ++j)
     if (j != from) expected.push_back(targets[j].text());
   std::vector<LatencyCell> got;
   try {
     Session& s = *node.session;
-    const std::vector<std::string> argv = {s.expand_home(node.worker), "probe",           "--json",
-                                           "--connect",                connect_list(targets, from),
-                                           "--connect-count",          std::to_string(count)};
+    const std::vector<std::string> argv = {s.expand_home(node.worker),
+                                           "probe",
+                                           "--json",
+                                           "--connect",
+                                           connect_list(targets, from),
+                                           "--connect-count",
+                                           std::to_string(count)};
     // Each connect gives up after 2 s: the probe is bounded by its targets, plus its machine probe.
     const double timeout = 60 + static_cast<double>(expected.size()) * count * 2.5;
     const ExecResult r = s.exec_argv(argv, timeout);
@@ -63,7 +68,8 @@ void measure_row(const LatencyEndpoint& node, const std::vector<ConnectTarget>& 
     }
     got = parse_connect_json(r.out, expected);
   } catch (const std::exception& e) {
-    got.assign(expected.size(), LatencyCell{-1, -1, std::string("not measured from ") + node.name + ": " + e.what()});
+    got.assign(expected.size(),
+               LatencyCell{-1, -1, std::string("not measured from ") + node.name + ": " + e.what()});
   }
   for (size_t j = 0, k = 0; j < targets.size(); ++j)
     if (j != from) row[j] = got[k++];
@@ -81,7 +87,8 @@ std::string connect_list(const std::vector<ConnectTarget>& targets, size_t excep
   return out;
 }
 
-std::vector<LatencyCell> parse_connect_json(const std::string& json, const std::vector<std::string>& expected) {
+std::vector<LatencyCell> parse_connect_json(const std::string& json,
+                                            const std::vector<std::string>& expected) {
   std::vector<LatencyCell> out(expected.size());
   const auto doc = nlohmann::json::parse(json, nullptr, false);
   const bool has = doc.is_object() && doc.contains("connect") && doc["connect"].is_array();
@@ -108,7 +115,8 @@ std::vector<LatencyCell> parse_connect_json(const std::string& json, const std::
   return out;
 }
 
-LatencyMatrix measure_latency_matrix(const std::vector<LatencyEndpoint>& nodes, const LatencyOptions& options) {
+LatencyMatrix measure_latency_matrix(const std::vector<LatencyEndpoint>& nodes,
+                                     const LatencyOptions& options) {
   if (options.count < 1 || options.count > kMaxConnectCount)
     throw Error(ExitCode::kUsage, "latency: count " + std::to_string(options.count) + " is outside 1-" +
                                       std::to_string(kMaxConnectCount));

@@ -20,18 +20,18 @@
 namespace flotilla::remote {
 
 struct LatencyEndpoint {
-  std::string name;             // for messages ("node a: ...")
-  Session* session = nullptr;   // connected; nullptr: this node cannot measure (see `unavailable`)
-  std::string worker;           // the deployed flotilla-worker on it (absolute or ~/...)
-  std::string host;             // where the others reach it; "": session->target().host
-  int port = 0;                 // 0: session->target().port
-  std::string unavailable;      // why it cannot measure ("" = it can); fills its row
+  std::string name;            // for messages ("node a: ...")
+  Session* session = nullptr;  // connected; nullptr: this node cannot measure (see `unavailable`)
+  std::string worker;          // the deployed flotilla-worker on it (absolute or ~/...)
+  std::string host;            // where the others reach it; "": session->target().host
+  int port = 0;                // 0: session->target().port
+  std::string unavailable;     // why it cannot measure ("" = it can); fills its row
 };
 
 struct LatencyCell {
-  double min_ms = -1;     // -1 when not measured
+  double min_ms = -1;  // -1 when not measured
   double median_ms = -1;
-  std::string error;      // "" when measured
+  std::string error;  // "" when measured
 };
 
 struct LatencyMatrix {
@@ -50,13 +50,15 @@ struct LatencyOptions {
 // before anything runs), then measures: every node's probe runs on its own thread, so the sessions
 // must not be used elsewhere meanwhile. Network failures become cells' errors; it never throws
 // for them, and nothing waits longer than the sessions' timeouts and the probes' own bound.
-LatencyMatrix measure_latency_matrix(const std::vector<LatencyEndpoint>& nodes, const LatencyOptions& options = {});
+LatencyMatrix measure_latency_matrix(const std::vector<LatencyEndpoint>& nodes,
+                                     const LatencyOptions& options = {});
 
 // --- pieces, exposed for tests ---
 // The `--connect` value for node `except`: every other node's HOST:PORT, in order.
 std::string connect_list(const std::vector<ConnectTarget>& targets, size_t except);
 // The "connect" array of a `probe --json` document as cells, one per expected target (a target the
 // document does not mention gets an error).
-std::vector<LatencyCell> parse_connect_json(const std::string& json, const std::vector<std::string>& expected);
+std::vector<LatencyCell> parse_connect_json(const std::string& json,
+                                            const std::vector<std::string>& expected);
 
 }  // namespace flotilla::remote

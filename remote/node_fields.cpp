@@ -58,7 +58,8 @@ std::string validate_price(std::string_view price) {
       return "price " + shown(price) + " must be a non-negative number of dollars per hour, e.g. 2.50";
     }
   }
-  if (!digit || price.size() > 12) return "price " + shown(price) + " must be a number of dollars per hour, e.g. 2.50";
+  if (!digit || price.size() > 12)
+    return "price " + shown(price) + " must be a number of dollars per hour, e.g. 2.50";
   return "";
 }
 

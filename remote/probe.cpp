@@ -21,7 +21,8 @@ constexpr const char* kProbeScript =
     "os=$(. /etc/os-release 2>/dev/null && echo \"$PRETTY_NAME\"); echo \"os=${os:-$(uname -s)}\"\n"
     "echo \"glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null)\"\n"
     "echo \"cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc)\"\n"
-    "awk '/^MemTotal:/{print \"mem_total_kb=\" $2} /^MemAvailable:/{print \"mem_avail_kb=\" $2}' /proc/meminfo\n"
+    "awk '/^MemTotal:/{print \"mem_total_kb=\" $2} /^MemAvailable:/{print \"mem_avail_kb=\" $2}' "
+    "/proc/meminfo\n"
     "df -Pk \"$HOME\" 2>/dev/null | awk 'NR==2{print \"disk_free_kb=\" $4}'\n"
     "if command -v nvidia-smi >/dev/null 2>&1; then\n"
     "  nvidia-smi --query-gpu=index,name,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,"
@@ -87,22 +88,36 @@ NodeProbe parse_probe_output(const std::string& text) {
     const auto eq = line.find('=');
     if (eq == std::string::npos) continue;
     const std::string k = line.substr(0, eq), v = trim(line.substr(eq + 1));
-    if (k == "arch") p.arch = v;
-    else if (k == "kernel") p.kernel = v;
-    else if (k == "os") p.os = v;
-    else if (k == "glibc") p.glibc = v.rfind("glibc ", 0) == 0 ? v.substr(6) : "";
-    else if (k == "cpus") p.cpus = static_cast<int>(number_or(v, 0));
-    else if (k == "mem_total_kb") p.memory_total_bytes = u64(v) * 1024;
-    else if (k == "mem_avail_kb") p.memory_available_bytes = u64(v) * 1024;
-    else if (k == "disk_free_kb") p.disk_free_bytes = u64(v) * 1024;
-    else if (k == "nvidia_smi") smi_absent = true;
-    else if (k == "nvidia_smi_status") smi_status = static_cast<int>(number_or(v, 1));
+    if (k == "arch")
+      p.arch = v;
+    else if (k == "kernel")
+      p.kernel = v;
+    else if (k == "os")
+      p.os = v;
+    else if (k == "glibc")
+      p.glibc = v.rfind("glibc ", 0) == 0 ? v.substr(6) : "";
+    else if (k == "cpus")
+      p.cpus = static_cast<int>(number_or(v, 0));
+    else if (k == "mem_total_kb")
+      p.memory_total_bytes = u64(v) * 1024;
+    else if (k == "mem_avail_kb")
+      p.memory_available_bytes = u64(v) * 1024;
+    else if (k == "disk_free_kb")
+      p.disk_free_bytes = u64(v) * 1024;
+    else if (k == "nvidia_smi")
+      smi_absent = true;
+    else if (k == "nvidia_smi_status")
+      smi_status = static_cast<int>(number_or(v, 1));
   }
   p.gpus = parse_nvidia_smi_csv(gpu_csv);
-  if (smi_absent) p.gpu_status = "no GPU: nvidia-smi is not installed on the node";
-  else if (smi_status != 0 && p.gpus.empty()) p.gpu_status = "no GPU: nvidia-smi failed: " + printable(trim(gpu_csv));
-  else if (p.gpus.empty()) p.gpu_status = "no GPU: nvidia-smi lists none";
-  else p.gpu_status = "ok";
+  if (smi_absent)
+    p.gpu_status = "no GPU: nvidia-smi is not installed on the node";
+  else if (smi_status != 0 && p.gpus.empty())
+    p.gpu_status = "no GPU: nvidia-smi failed: " + printable(trim(gpu_csv));
+  else if (p.gpus.empty())
+    p.gpu_status = "no GPU: nvidia-smi lists none";
+  else
+    p.gpu_status = "ok";
   return p;
 }
 
@@ -120,8 +135,9 @@ NodeProbe probe_worker(Session& session, const std::string& worker_path) {
   const ExecResult r = session.exec(shell_quote(session.expand_home(worker_path)) + " probe --json", 60);
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   if (r.exit_status != 0 || j.is_discarded() || !j.is_object())
-    throw Error(ExitCode::kComm, "`flotilla-worker probe --json` on " + session.target().host + " failed (exit " +
-                                     std::to_string(r.exit_status) + "): " + printable(r.err));
+    throw Error(ExitCode::kComm, "`flotilla-worker probe --json` on " + session.target().host +
+                                     " failed (exit " + std::to_string(r.exit_status) +
+                                     "): " + printable(r.err));
   NodeProbe p;
   auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); };
   const auto& host = j.value("host", nlohmann::json::object());
@@ -139,7 +155,8 @@ NodeProbe probe_worker(Session& session, const std::string& worker_path) {
     g.index = d.value("index", 0);
     g.name = d.value("name", "");
     g.memory_total_bytes = d.value("memory_total_bytes", uint64_t{0});
-    g.memory_used_bytes = g.memory_total_bytes - std::min(g.memory_total_bytes, d.value("memory_free_bytes", uint64_t{0}));
+    g.memory_used_bytes =
+        g.memory_total_bytes - std::min(g.memory_total_bytes, d.value("memory_free_bytes", uint64_t{0}));
     p.gpus.push_back(g);
   }
   const auto& ver = j.value("versions", nlohmann::json::object());

@@ -27,11 +27,11 @@ struct GpuInfo {
 };
 
 struct NodeProbe {
-  std::string os;       // PRETTY_NAME of /etc/os-release
-  std::string kernel;   // uname -r
-  std::string arch;     // uname -m
-  std::string glibc;    // e.g. "2.36" ("" when not glibc)
-  int cpus = 0;         // online logical CPUs
+  std::string os;      // PRETTY_NAME of /etc/os-release
+  std::string kernel;  // uname -r
+  std::string arch;    // uname -m
+  std::string glibc;   // e.g. "2.36" ("" when not glibc)
+  int cpus = 0;        // online logical CPUs
   uint64_t memory_total_bytes = 0;
   uint64_t memory_available_bytes = 0;
   uint64_t disk_free_bytes = 0;  // on the file system of the remote home

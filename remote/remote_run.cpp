@@ -37,11 +37,18 @@ RemoteRunStatus parse_status(const std::string& out) {
     const auto eq = line.find('=');
     if (eq == std::string::npos) continue;
     const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    if (k == "state") st.state = v == "running" ? RunState::kRunning : v == "exited" ? RunState::kExited : RunState::kNotStarted;
-    else if (k == "pid") st.pid = std::atol(v.c_str());
-    else if (k == "started_at") st.started_at = std::atoll(v.c_str());
-    else if (k == "exit_code" && !v.empty()) st.exit_code = std::atoi(v.c_str());
-    else if (k == "ended_at" && !v.empty()) st.ended_at = std::atoll(v.c_str());
+    if (k == "state")
+      st.state = v == "running"  ? RunState::kRunning
+                 : v == "exited" ? RunState::kExited
+                                 : RunState::kNotStarted;
+    else if (k == "pid")
+      st.pid = std::atol(v.c_str());
+    else if (k == "started_at")
+      st.started_at = std::atoll(v.c_str());
+    else if (k == "exit_code" && !v.empty())
+      st.exit_code = std::atoi(v.c_str());
+    else if (k == "ended_at" && !v.empty())
+      st.ended_at = std::atoll(v.c_str());
   }
   return st;
 }
@@ -67,10 +74,12 @@ void check_spec(const RemoteRunSpec& spec) {
   if (std::string p = validate_host(spec.master_addr); !p.empty()) throw_usage("master address: " + p);
   if (std::string p = validate_port_number(spec.master_port); !p.empty()) throw_usage("master " + p);
   if (spec.nnodes < 1 || spec.node_rank < 0 || spec.node_rank >= spec.nnodes)
-    throw_usage("node rank " + std::to_string(spec.node_rank) + " is not in 0.." + std::to_string(spec.nnodes - 1));
+    throw_usage("node rank " + std::to_string(spec.node_rank) + " is not in 0.." +
+                std::to_string(spec.nnodes - 1));
   if (spec.nproc_per_node < 1) throw_usage("nproc per node must be at least 1");
   if (spec.worker.empty() || spec.worker[0] != '/')
-    throw_usage("the remote worker path '" + printable(spec.worker) + "' must be absolute (DeployResult::worker)");
+    throw_usage("the remote worker path '" + printable(spec.worker) +
+                "' must be absolute (DeployResult::worker)");
   check_remote_path(spec.worker);
   if (!spec.config_path.empty()) check_remote_path(spec.config_path);
   for (const auto& a : spec.launch_args) check_remote_path(a.empty() ? std::string("x") : a);
@@ -119,15 +128,15 @@ RemoteRunStatus start_remote_run(Session& session, const RemoteRunSpec& spec) {
     argv.insert(argv.end(), spec.env.begin(), spec.env.end());
   }
   for (const std::string& a :
-       {spec.worker, std::string("launch"), std::string("--nproc-per-node"), std::to_string(spec.nproc_per_node),
-        std::string("--nnodes"), std::to_string(spec.nnodes), std::string("--node-rank"),
-        std::to_string(spec.node_rank), std::string("--master-addr"), spec.master_addr,
-        std::string("--master-port"), std::to_string(spec.master_port)})
+       {spec.worker, std::string("launch"), std::string("--nproc-per-node"),
+        std::to_string(spec.nproc_per_node), std::string("--nnodes"), std::to_string(spec.nnodes),
+        std::string("--node-rank"), std::to_string(spec.node_rank), std::string("--master-addr"),
+        spec.master_addr, std::string("--master-port"), std::to_string(spec.master_port)})
     argv.push_back(a);
   argv.insert(argv.end(), spec.launch_args.begin(), spec.launch_args.end());
-  for (const std::string& a : {std::string("--"), std::string("train"), std::string("--config"),
-                               spec.config_path.empty() ? dir + "/run.toml" : spec.config_path,
-                               std::string("--out-dir"), dir})
+  for (const std::string& a :
+       {std::string("--"), std::string("train"), std::string("--config"),
+        spec.config_path.empty() ? dir + "/run.toml" : spec.config_path, std::string("--out-dir"), dir})
     argv.push_back(a);
   argv.insert(argv.end(), spec.train_args.begin(), spec.train_args.end());
   std::string words;
@@ -141,16 +150,21 @@ RemoteRunStatus start_remote_run(Session& session, const RemoteRunSpec& spec) {
   script += q(dir);
   script +=
       "\n"
-      "command -v flock >/dev/null 2>&1 || { echo 'FLOTILLA_ERROR flock (util-linux) is not installed on the node'; "
+      "command -v flock >/dev/null 2>&1 || { echo 'FLOTILLA_ERROR flock (util-linux) is not installed on the "
+      "node'; "
       "exit 77; }\n"
-      "command -v setsid >/dev/null 2>&1 || { echo 'FLOTILLA_ERROR setsid (util-linux) is not installed on the node'; "
+      "command -v setsid >/dev/null 2>&1 || { echo 'FLOTILLA_ERROR setsid (util-linux) is not installed on "
+      "the node'; "
       "exit 77; }\n"
       "mkdir -p \"$d\" && cd \"$d\" || { echo 'FLOTILLA_ERROR cannot create the run directory'; exit 77; }\n"
       "exec 9>>run.lock\n"
-      "flock -n 9 || { echo \"FLOTILLA_BUSY pid=$(cat pid 2>/dev/null) since=$(cat started_at 2>/dev/null)\"; "
+      "flock -n 9 || { echo \"FLOTILLA_BUSY pid=$(cat pid 2>/dev/null) since=$(cat started_at "
+      "2>/dev/null)\"; "
       "exit 75; }\n";
   if (!spec.allow_restart)
-    script += "[ -f pid ] && { echo \"FLOTILLA_DONE pid=$(cat pid) exit=$(cat exit_code 2>/dev/null)\"; exit 76; }\n";
+    script +=
+        "[ -f pid ] && { echo \"FLOTILLA_DONE pid=$(cat pid) exit=$(cat exit_code 2>/dev/null)\"; exit 76; "
+        "}\n";
   script +=
       "rm -f exit_code exit_code.tmp worker.pid\n"
       "date +%s > started_at\n"
@@ -183,8 +197,8 @@ RemoteRunStatus remote_run_status(Session& session, const std::string& run_id) {
   session.connect();
   const ExecResult r = session.exec(with_dir(session, run_id) + kStatusScript, 30);
   if (r.exit_status != 0)
-    throw Error(ExitCode::kComm, "cannot read the status of run " + run_id + " on " + session.target().host + ": " +
-                                     printable(r.err));
+    throw Error(ExitCode::kComm, "cannot read the status of run " + run_id + " on " + session.target().host +
+                                     ": " + printable(r.err));
   return parse_status(r.out);
 }
 
@@ -203,9 +217,9 @@ TailChunk tail_run_file(Session& session, const std::string& run_id, uint64_t of
     return t;
   }
   if (st.size < offset)
-    throw Error(ExitCode::kComm, path + " on " + session.target().host + " is shorter (" + std::to_string(st.size) +
-                                     " bytes) than the saved offset " + std::to_string(offset) +
-                                     "; it was replaced, not appended to");
+    throw Error(ExitCode::kComm, path + " on " + session.target().host + " is shorter (" +
+                                     std::to_string(st.size) + " bytes) than the saved offset " +
+                                     std::to_string(offset) + "; it was replaced, not appended to");
   if (st.size == offset) return t;
   const std::string data = sftp.read_range(path, offset, max_bytes);
   size_t start = 0;
@@ -222,19 +236,21 @@ TailChunk tail_run_file(Session& session, const std::string& run_id, uint64_t of
 RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, double grace_s) {
   session.connect();
   const int ticks = std::max(1, static_cast<int>(grace_s * 10));
-  const std::string script =
-      with_dir(session, run_id) +
-      "cd \"$d\" 2>/dev/null && [ -f pid ] || exit 0\n"
-      "p=$(cat pid)\n"
-      "exec 8>>run.lock\n"
-      "flock -n 8 && exit 0\n"
-      "kill -TERM \"$p\" 2>/dev/null\n"
-      "i=0; while [ \"$i\" -lt " + std::to_string(ticks) + " ]; do flock -n 8 && exit 0; sleep 0.1; i=$((i+1)); done\n"
-      "pkill -KILL -s \"$p\" 2>/dev/null || kill -KILL -- \"-$p\" 2>/dev/null\n"
-      "flock -w 10 8; [ -f exit_code ] || echo 137 > exit_code\n";
+  const std::string script = with_dir(session, run_id) +
+                             "cd \"$d\" 2>/dev/null && [ -f pid ] || exit 0\n"
+                             "p=$(cat pid)\n"
+                             "exec 8>>run.lock\n"
+                             "flock -n 8 && exit 0\n"
+                             "kill -TERM \"$p\" 2>/dev/null\n"
+                             "i=0; while [ \"$i\" -lt " +
+                             std::to_string(ticks) +
+                             " ]; do flock -n 8 && exit 0; sleep 0.1; i=$((i+1)); done\n"
+                             "pkill -KILL -s \"$p\" 2>/dev/null || kill -KILL -- \"-$p\" 2>/dev/null\n"
+                             "flock -w 10 8; [ -f exit_code ] || echo 137 > exit_code\n";
   const ExecResult r = session.exec(script, grace_s + 60);
   if (r.exit_status != 0)
-    throw Error(ExitCode::kComm, "cannot stop run " + run_id + " on " + session.target().host + ": " + printable(r.err));
+    throw Error(ExitCode::kComm,
+                "cannot stop run " + run_id + " on " + session.target().host + ": " + printable(r.err));
   return remote_run_status(session, run_id);
 }
 
@@ -250,7 +266,8 @@ bool request_remote_checkpoint(Session& session, const std::string& run_id) {
   if (r.exit_status == 0) return true;
   if (r.exit_status == 3) return false;
   throw Error(ExitCode::kComm, "cannot ask run " + run_id + " on " + session.target().host +
-                                   " for a checkpoint (exit " + std::to_string(r.exit_status) + "): " + printable(r.err));
+                                   " for a checkpoint (exit " + std::to_string(r.exit_status) +
+                                   "): " + printable(r.err));
 }
 
 std::vector<RemoteCheckpoint> list_remote_checkpoints(Session& session, const std::string& run_id) {
@@ -278,8 +295,8 @@ std::string fetch_remote_checkpoint(Session& session, const std::string& run_id,
   const std::string dest = local_dir + "/" + leaf, part = dest + ".part";
   Sftp sftp(session);
   if (!sftp.stat(src).is_dir)
-    throw Error(ExitCode::kCheckpoint, "checkpoint " + std::string(leaf) + " of run " + run_id + " is not on " +
-                                           session.target().host);
+    throw Error(ExitCode::kCheckpoint, "checkpoint " + std::string(leaf) + " of run " + run_id +
+                                           " is not on " + session.target().host);
   std::filesystem::remove_all(part);
   std::filesystem::create_directories(part);
   // Depth-first copy of the folder.
@@ -302,11 +319,14 @@ std::string fetch_remote_checkpoint(Session& session, const std::string& run_id,
   return dest;
 }
 
-std::string upload_checkpoint(Session& session, const std::string& run_id, const std::string& local_step_dir) {
+std::string upload_checkpoint(Session& session, const std::string& run_id,
+                              const std::string& local_step_dir) {
   session.connect();
   const std::string leaf = std::filesystem::path(local_step_dir).filename().string();
-  if (leaf.size() != 13 || leaf.rfind("step-", 0) != 0 || leaf.find_first_not_of("0123456789", 5) != std::string::npos)
-    throw Error(ExitCode::kUsage, "upload_checkpoint: '" + local_step_dir + "' is not a step-NNNNNNNN folder");
+  if (leaf.size() != 13 || leaf.rfind("step-", 0) != 0 ||
+      leaf.find_first_not_of("0123456789", 5) != std::string::npos)
+    throw Error(ExitCode::kUsage,
+                "upload_checkpoint: '" + local_step_dir + "' is not a step-NNNNNNNN folder");
   const std::string root = remote_run_dir(session, run_id) + "/checkpoints";
   const std::string dest = root + "/" + leaf, part = dest + ".upload";
   Sftp sftp(session);
@@ -316,8 +336,10 @@ std::string upload_checkpoint(Session& session, const std::string& run_id, const
   const std::filesystem::path base(local_step_dir);
   for (const auto& e : std::filesystem::recursive_directory_iterator(base)) {
     const std::string rel = std::filesystem::relative(e.path(), base).string();
-    if (e.is_directory()) sftp.mkdir_p(part + "/" + rel);
-    else if (e.is_regular_file()) sftp.upload_file(e.path().string(), part + "/" + rel);  // checksum-verified
+    if (e.is_directory())
+      sftp.mkdir_p(part + "/" + rel);
+    else if (e.is_regular_file())
+      sftp.upload_file(e.path().string(), part + "/" + rel);  // checksum-verified
   }
   // Published whole or not at all: the worker only takes committed step-NNNNNNNN folders.
   const ExecResult r = session.exec("rm -rf -- " + q(dest) + " && mv -- " + q(part) + " " + q(dest), 60);

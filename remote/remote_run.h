@@ -31,10 +31,10 @@ struct RemoteRunSpec {
   int nproc_per_node = 1;
   std::string master_addr = "127.0.0.1";  // validate_host()
   int master_port = 29500;
-  std::vector<std::string> launch_args;   // extra `launch` flags, e.g. {"--max-restarts", "2"}
-  std::vector<std::string> train_args;    // extra `train` flags, e.g. {"--set", "train.steps=10"}
-  std::vector<std::string> env;           // "NAME=value" for the run; NAME is [A-Za-z_][A-Za-z0-9_]*
-  bool allow_restart = false;  // start again in a run dir whose previous start has exited (resume)
+  std::vector<std::string> launch_args;  // extra `launch` flags, e.g. {"--max-restarts", "2"}
+  std::vector<std::string> train_args;   // extra `train` flags, e.g. {"--set", "train.steps=10"}
+  std::vector<std::string> env;          // "NAME=value" for the run; NAME is [A-Za-z_][A-Za-z0-9_]*
+  bool allow_restart = false;            // start again in a run dir whose previous start has exited (resume)
 };
 
 enum class RunState { kNotStarted, kRunning, kExited };
@@ -50,7 +50,8 @@ struct RemoteRunStatus {
 // Refused by start_remote_run (S5): the run is alive, or was started before and allow_restart is off.
 class RunAlreadyStarted : public Error {
  public:
-  RunAlreadyStarted(const std::string& m, RemoteRunStatus status) : Error(ExitCode::kUsage, m), status_(status) {}
+  RunAlreadyStarted(const std::string& m, RemoteRunStatus status)
+      : Error(ExitCode::kUsage, m), status_(status) {}
   const RemoteRunStatus& status() const { return status_; }
 
  private:

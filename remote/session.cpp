@@ -100,7 +100,8 @@ ResolvedTarget resolve(const SessionOptions& o) {
   t.user = !o.user.empty() ? o.user : cfg.user.value_or(local_user());
   if (std::string p = validate_user(t.user); !p.empty()) throw_usage(p);
   auto add = [&](const std::string& f) {
-    if (!f.empty() && std::find(t.identity_files.begin(), t.identity_files.end(), f) == t.identity_files.end())
+    if (!f.empty() &&
+        std::find(t.identity_files.begin(), t.identity_files.end(), f) == t.identity_files.end())
       t.identity_files.push_back(f);
   };
   add(o.identity_file);
@@ -127,7 +128,8 @@ void Session::Impl::require_alive(const char* doing) const {
 void Session::Impl::lost(const std::string& doing) {
   const std::string detail = ssh ? ssh_get_error(ssh) : "";
   alive = false;
-  throw ConnectionLost("connection to " + where() + " lost while " + doing + (detail.empty() ? "" : ": " + detail) +
+  throw ConnectionLost("connection to " + where() + " lost while " + doing +
+                       (detail.empty() ? "" : ": " + detail) +
                        ". Runs started detached keep going on the node; reconnect to re-attach.");
 }
 
@@ -200,13 +202,15 @@ ssh_known_hosts_e open_transport(Session::Impl& m) {
     const bool other = state == SSH_KNOWN_HOSTS_OTHER;
     throw HostKeyError(
         other ? HostKeyProblem::kOtherType : HostKeyProblem::kChanged, name, m.fingerprint, known,
-        "REFUSED: the host key of " + name + (other ? " is of another type than the one on record" : " has CHANGED") +
+        "REFUSED: the host key of " + name +
+            (other ? " is of another type than the one on record" : " has CHANGED") +
             ". The server presented " + presented + "; the app's known_hosts (" + file + ") records " +
             (known.empty() ? std::string("a different key") : join(known, ", ")) +
             ". This is what a man-in-the-middle attack looks like, or the node was reinstalled. Nothing was "
             "sent to it (no authentication, no command). Remedy: ask the node's administrator for its "
             "fingerprint (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on the node); only if it matches " +
-            m.fingerprint + ", forget the old key of " + name + " (Nodes > Forget host key) and trust the new one.");
+            m.fingerprint + ", forget the old key of " + name +
+            " (Nodes > Forget host key) and trust the new one.");
   }
   if (state == SSH_KNOWN_HOSTS_ERROR)
     throw HostKeyError(HostKeyProblem::kUnknown, name, m.fingerprint, known,
@@ -267,10 +271,11 @@ std::string auth_or_throw(Session::Impl& m) {
   }
   const std::string who = m.where();
   m.close();
-  throw AuthError("authentication to " + who + " failed; tried: " +
-                  (tried.empty() ? std::string("no agent and no key file found") : join(tried, ", ")) +
-                  ". Add your public key to the node's ~/.ssh/authorized_keys, load it into ssh-agent, or choose "
-                  "the key file in the node's settings.");
+  throw AuthError(
+      "authentication to " + who + " failed; tried: " +
+      (tried.empty() ? std::string("no agent and no key file found") : join(tried, ", ")) +
+      ". Add your public key to the node's ~/.ssh/authorized_keys, load it into ssh-agent, or choose "
+      "the key file in the node's settings.");
 }
 
 }  // namespace
@@ -311,7 +316,8 @@ void Session::check_login_shell() {
   m.close();
   throw Error(ExitCode::kConfig,
               "unsupported login shell on " + who + ": it is not a POSIX shell (a test assignment gave '" +
-                  printable(said) + "'); Flotilla quotes commands for POSIX sh. Give the account a POSIX login shell "
+                  printable(said) +
+                  "'); Flotilla quotes commands for POSIX sh. Give the account a POSIX login shell "
                   "(chsh -s /bin/bash on the node) or use another account");
 }
 
@@ -324,10 +330,10 @@ void Session::trust(const std::string& fingerprint) {
   if (fingerprint != m.fingerprint) {
     const std::string presented = m.fingerprint;
     m.close();
-    throw HostKeyError(HostKeyProblem::kUnknown, name, presented, known_fingerprints(m.opt.known_hosts_path, name),
-                       "not trusted: " + name + " presented the key " + presented + ", not the " +
-                           printable(fingerprint) +
-                           " you confirmed. Nothing was written. Check the fingerprint with the node's administrator.");
+    throw HostKeyError(
+        HostKeyProblem::kUnknown, name, presented, known_fingerprints(m.opt.known_hosts_path, name),
+        "not trusted: " + name + " presented the key " + presented + ", not the " + printable(fingerprint) +
+            " you confirmed. Nothing was written. Check the fingerprint with the node's administrator.");
   }
   if (state != SSH_KNOWN_HOSTS_OK) {
     char* entry = nullptr;

@@ -60,17 +60,19 @@ enum class HostKeyProblem { kUnknown, kChanged, kOtherType };
 // fingerprints and the remedy); the fields let a dialog show them separately.
 class HostKeyError : public Error {
  public:
-  HostKeyError(HostKeyProblem problem, std::string host, std::string presented, std::vector<std::string> known,
-               const std::string& message)
+  HostKeyError(HostKeyProblem problem, std::string host, std::string presented,
+               std::vector<std::string> known, const std::string& message)
       : Error(ExitCode::kComm, message),
         problem_(problem),
         host_(std::move(host)),
         presented_(std::move(presented)),
         known_(std::move(known)) {}
   HostKeyProblem problem() const { return problem_; }
-  const std::string& host() const { return host_; }                 // known_hosts name, e.g. [10.0.0.5]:2222
-  const std::string& presented() const { return presented_; }       // "SHA256:..." of the server's key
-  const std::vector<std::string>& known() const { return known_; }  // fingerprints on record (type: SHA256:...)
+  const std::string& host() const { return host_; }            // known_hosts name, e.g. [10.0.0.5]:2222
+  const std::string& presented() const { return presented_; }  // "SHA256:..." of the server's key
+  const std::vector<std::string>& known() const {
+    return known_;
+  }  // fingerprints on record (type: SHA256:...)
 
  private:
   HostKeyProblem problem_;

@@ -86,7 +86,8 @@ ExecResult Session::exec(const std::string& command, double timeout_s, std::stri
       ssh_channel_request_send_signal(c.ch, "TERM");
       const std::string prefix = printable(command);
       throw Error(ExitCode::kComm, "command on " + m.where() + " did not finish within " +
-                                       std::to_string(static_cast<int>(timeout_s)) + " s (sent TERM): " + prefix);
+                                       std::to_string(static_cast<int>(timeout_s)) +
+                                       " s (sent TERM): " + prefix);
     }
     if (seconds_since(last_heard) > m.opt.keepalive_interval_s) {
       ping();
@@ -113,8 +114,8 @@ const std::string& Session::remote_home() {
   if (!m.home.empty()) return m.home;
   const ExecResult r = exec("printf '%s' \"$HOME\"", m.opt.read_timeout_s);
   if (r.exit_status != 0 || r.out.empty() || r.out[0] != '/' || r.out.find('\n') != std::string::npos)
-    throw Error(ExitCode::kComm, "cannot read the home directory of " + m.where() + " (got '" + printable(r.out) +
-                                     "', exit " + std::to_string(r.exit_status) +
+    throw Error(ExitCode::kComm, "cannot read the home directory of " + m.where() + " (got '" +
+                                     printable(r.out) + "', exit " + std::to_string(r.exit_status) +
                                      "); is the login shell a POSIX shell?");
   m.home = r.out;
   return m.home;

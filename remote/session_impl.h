@@ -17,10 +17,10 @@ struct Session::Impl {
   SessionOptions opt;
   ResolvedTarget target;
   ssh_session ssh = nullptr;
-  bool alive = false;       // connected, host key verified and authenticated
-  std::string fingerprint;  // SHA256 of the host key seen by the last connect
-  std::string key_type;     // e.g. ssh-ed25519
-  std::string home;         // remote $HOME, cached per connection
+  bool alive = false;          // connected, host key verified and authenticated
+  std::string fingerprint;     // SHA256 of the host key seen by the last connect
+  std::string key_type;        // e.g. ssh-ed25519
+  std::string home;            // remote $HOME, cached per connection
   bool shell_checked = false;  // the login shell was found to be POSIX (once per Session)
   // SFTP sessions open on this connection (the `sftp` member of each live Sftp): close() frees
   // them before the libssh session they belong to, and nulls them so a stale Sftp reports a lost

@@ -63,14 +63,22 @@ std::string base_of(const std::string& path) {
 
 const char* sftp_error_name(int code) {
   switch (code) {
-    case SSH_FX_NO_SUCH_FILE: return "no such file";
-    case SSH_FX_PERMISSION_DENIED: return "permission denied";
-    case SSH_FX_FAILURE: return "failure (disk full, or the target exists?)";
-    case SSH_FX_FILE_ALREADY_EXISTS: return "already exists";
-    case SSH_FX_NO_SUCH_PATH: return "no such path";
-    case SSH_FX_WRITE_PROTECT: return "write protected";
-    case SSH_FX_NO_MEDIA: return "no media";
-    default: return "error";
+    case SSH_FX_NO_SUCH_FILE:
+      return "no such file";
+    case SSH_FX_PERMISSION_DENIED:
+      return "permission denied";
+    case SSH_FX_FAILURE:
+      return "failure (disk full, or the target exists?)";
+    case SSH_FX_FILE_ALREADY_EXISTS:
+      return "already exists";
+    case SSH_FX_NO_SUCH_PATH:
+      return "no such path";
+    case SSH_FX_WRITE_PROTECT:
+      return "write protected";
+    case SSH_FX_NO_MEDIA:
+      return "no media";
+    default:
+      return "error";
   }
 }
 
@@ -123,7 +131,8 @@ void check_remote_path(const std::string& path) {
   if (path.empty()) throw_usage("remote path is empty");
   for (char c : path)
     if (c == '\0' || c == '\n' || c == '\r')
-      throw_usage("remote path '" + printable(path) + "' contains a NUL byte or a line break; choose another name");
+      throw_usage("remote path '" + printable(path) +
+                  "' contains a NUL byte or a line break; choose another name");
 }
 
 Sftp::Sftp(Session& session) : impl_(std::make_unique<Impl>()) {
@@ -177,7 +186,8 @@ void Sftp::mkdir_p(const std::string& p, uint32_t mode) {
     if (prefix.empty() || prefix == "/") continue;
     const RemoteStat st = stat(prefix);
     if (st.exists && st.is_dir) continue;
-    if (st.exists) throw Error(ExitCode::kIo, "remote path " + printable(prefix) + " exists and is not a directory");
+    if (st.exists)
+      throw Error(ExitCode::kIo, "remote path " + printable(prefix) + " exists and is not a directory");
     if (sftp_mkdir(impl_->sftp, prefix.c_str(), static_cast<mode_t>(mode)) != SSH_OK && !stat(prefix).is_dir)
       impl_->fail("create directory", prefix);
   }
@@ -191,16 +201,17 @@ void publish(Sftp& sftp, Session& session, Sftp::Impl& m, const std::string& tmp
   const std::string remote_sha = sftp.remote_sha256(tmp);
   if (remote_sha != sha) {
     sftp_unlink(m.sftp, tmp.c_str());
-    throw Error(ExitCode::kIo, "upload of " + printable(dest) + " to " + m.s->where() +
-                                   " is damaged (sha256 " + remote_sha + " on the node, " + sha +
-                                   " sent); the destination was left untouched. Retry; check the node's disk.");
+    throw Error(ExitCode::kIo,
+                "upload of " + printable(dest) + " to " + m.s->where() + " is damaged (sha256 " + remote_sha +
+                    " on the node, " + sha +
+                    " sent); the destination was left untouched. Retry; check the node's disk.");
   }
   if (sftp_chmod(m.sftp, tmp.c_str(), static_cast<mode_t>(mode)) != SSH_OK) m.fail("chmod", tmp);
   const ExecResult r = session.exec("mv -f -- " + shell_quote(tmp) + " " + shell_quote(dest));
   if (r.exit_status != 0) {
     sftp_unlink(m.sftp, tmp.c_str());
-    throw Error(ExitCode::kIo, "cannot move the upload into place at " + printable(dest) + " on " + m.s->where() +
-                                   ": " + printable(r.err));
+    throw Error(ExitCode::kIo, "cannot move the upload into place at " + printable(dest) + " on " +
+                                   m.s->where() + ": " + printable(r.err));
   }
 }
 
@@ -305,7 +316,8 @@ std::vector<RemoteEntry> Sftp::list(const std::string& remote_dir) {
   const bool complete = sftp_dir_eof(d) != 0;
   sftp_closedir(d);
   if (!complete) impl_->fail("list", dir);
-  std::sort(out.begin(), out.end(), [](const RemoteEntry& a, const RemoteEntry& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const RemoteEntry& a, const RemoteEntry& b) { return a.name < b.name; });
   return out;
 }
 

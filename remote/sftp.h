@@ -47,7 +47,8 @@ class Sftp {
   void mkdir_p(const std::string& path, uint32_t mode = 0700);
   // Uploads a local file atomically (see above); returns its SHA-256 (hex). Throws Error(kIo)
   // when the checksum of the uploaded bytes differs; the destination is then left untouched.
-  std::string upload_file(const std::string& local_path, const std::string& remote_path, uint32_t mode = 0644);
+  std::string upload_file(const std::string& local_path, const std::string& remote_path,
+                          uint32_t mode = 0644);
   // Same for bytes in memory (a config file).
   std::string upload_bytes(const std::string& data, const std::string& remote_path, uint32_t mode = 0644);
   // Downloads to `local_path` (temporary name, fsync, rename); returns the SHA-256 of the bytes.

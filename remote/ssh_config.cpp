@@ -23,7 +23,8 @@ std::vector<std::string> words_of(std::string_view line) {
     std::string word;
     if (line[i] == '"') {
       const size_t end = line.find('"', i + 1);
-      word = std::string(line.substr(i + 1, end == std::string_view::npos ? std::string_view::npos : end - i - 1));
+      word = std::string(
+          line.substr(i + 1, end == std::string_view::npos ? std::string_view::npos : end - i - 1));
       i = end == std::string_view::npos ? line.size() : end + 1;
     } else {
       while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) word += line[i++];
@@ -38,8 +39,10 @@ std::vector<std::string> words_of(std::string_view line) {
       out[0].resize(eq);
       if (!rest.empty()) out.insert(out.begin() + 1, rest);
     }
-    if (out.size() > 1 && out[1] == "=") out.erase(out.begin() + 1);
-    else if (out.size() > 1 && out[1].front() == '=') out[1].erase(0, 1);
+    if (out.size() > 1 && out[1] == "=")
+      out.erase(out.begin() + 1);
+    else if (out.size() > 1 && out[1].front() == '=')
+      out[1].erase(0, 1);
   }
   return out;
 }
@@ -62,8 +65,10 @@ bool host_line_matches(const std::vector<std::string>& words, const std::string&
 std::string expand(const std::string& value, const std::string& home, const std::string& user,
                    const std::string& host) {
   std::string v = value;
-  if (v == "~") v = home;
-  else if (v.rfind("~/", 0) == 0) v = home + v.substr(1);
+  if (v == "~")
+    v = home;
+  else if (v.rfind("~/", 0) == 0)
+    v = home + v.substr(1);
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i] != '%' || i + 1 == v.size()) {
@@ -71,11 +76,16 @@ std::string expand(const std::string& value, const std::string& home, const std:
       continue;
     }
     const char t = v[++i];
-    if (t == 'd') out += home;
-    else if (t == 'u') out += user;
-    else if (t == 'h') out += host;
-    else if (t == '%') out += '%';
-    else out += std::string("%") + t;  // left as is; the key file will simply not be found
+    if (t == 'd')
+      out += home;
+    else if (t == 'u')
+      out += user;
+    else if (t == 'h')
+      out += host;
+    else if (t == '%')
+      out += '%';
+    else
+      out += std::string("%") + t;  // left as is; the key file will simply not be found
   }
   return out;
 }
@@ -114,7 +124,8 @@ SshConfigEntry parse_ssh_config(std::string_view text, const std::string& host, 
   int line_no = 0;
   while (start <= text.size()) {
     const size_t nl = text.find('\n', start);
-    std::string_view line = text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    std::string_view line =
+        text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
     start = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -140,8 +151,10 @@ SshConfigEntry parse_ssh_config(std::string_view text, const std::string& host, 
       bool digits = !value.empty() && value.size() <= 5;
       for (char c : value) digits = digits && std::isdigit(static_cast<unsigned char>(c));
       const long n = digits ? std::stol(value) : 0;
-      if (n >= 1 && n <= 65535) e.port = static_cast<int>(n);
-      else e.problems.push_back(where + "Port '" + value + "' is not a port number 1-65535");
+      if (n >= 1 && n <= 65535)
+        e.port = static_cast<int>(n);
+      else
+        e.problems.push_back(where + "Port '" + value + "' is not a port number 1-65535");
     } else if (key == "identityfile") {
       e.identity_files.push_back(expand(value, home, local_user, host));
     }

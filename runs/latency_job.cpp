@@ -34,10 +34,11 @@ LatencyJobResult run_latency_job(const std::string& database_path, const std::ve
       } catch (const remote::HostKeyError& e) {
         const bool unknown = e.problem() == remote::HostKeyProblem::kUnknown;
         n.unavailable = unknown ? "host key not trusted yet" : "host key refused";
-        out.problems.push_back(unknown ? "Node " + rec.name +
-                                             ": its host key is not trusted yet, so it was not logged into; select "
-                                             "it and use Verify host key…"
-                                       : "Node " + rec.name + ": " + e.what());
+        out.problems.push_back(
+            unknown ? "Node " + rec.name +
+                          ": its host key is not trusted yet, so it was not logged into; select "
+                          "it and use Verify host key…"
+                    : "Node " + rec.name + ": " + e.what());
       } catch (const remote::AuthError& e) {
         n.unavailable = "authentication failed";
         out.problems.push_back("Node " + rec.name + ": " + e.what());

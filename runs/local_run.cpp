@@ -86,8 +86,8 @@ struct LaunchReports {
 
 }  // namespace
 
-LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string& name, const SpawnOptions& spawn,
-                           const std::string& origin, int64_t total_steps) {
+LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string& name,
+                           const SpawnOptions& spawn, const std::string& origin, int64_t total_steps) {
   LocalWatch w;
   w.run_id = run_id;
   w.name = name;
@@ -115,7 +115,8 @@ LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string
   }
   w.start_time = process_start_time(w.pid);
   if (writer && run_id > 0) {
-    const std::string why = origin + ": worker pid " + std::to_string(w.pid) + ": " + command_line(spawn.argv);
+    const std::string why =
+        origin + ": worker pid " + std::to_string(w.pid) + ": " + command_line(spawn.argv);
     try {
       writer->run([&](db::Database& db) { record_running(db, run_id, 0, why); });
     } catch (const db::DbError&) {
@@ -138,7 +139,8 @@ LocalWatch attach_local_run(int64_t run_id, const std::string& name, const std::
   w.pid = live_worker_pid(run_dir);
   w.start_time = w.pid > 0 ? process_start_time(w.pid) : "";
   struct stat st {};
-  if (::stat((run_dir + "/" + kWorkerLogFile).c_str(), &st) == 0) w.log_offset = static_cast<uint64_t>(st.st_size);
+  if (::stat((run_dir + "/" + kWorkerLogFile).c_str(), &st) == 0)
+    w.log_offset = static_cast<uint64_t>(st.st_size);
   return w;
 }
 
@@ -203,8 +205,9 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
       if (stored) {
         const int64_t id = w.run_id;
         const std::string message = "launch: " + e.message, fields = e.fields_json;
-        writer->submit(
-            [=](db::Database& db) { db::add_event(db, id, db::now_seconds(), "launch", level, message, fields); });
+        writer->submit([=](db::Database& db) {
+          db::add_event(db, id, db::now_seconds(), "launch", level, message, fields);
+        });
       }
       if (!requested && note) note((level == "info" ? std::string() : level + ": ") + "launch: " + e.message);
     }
@@ -280,8 +283,8 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
   if (w.own_child) {
     out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + out.signal;
-    out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin, stop_note,
-                           out.root_cause);
+    out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin,
+                           stop_note, out.root_cause);
     out.end.at = ended_at;
   } else {
     if (summary_exit.empty() && stored) {
@@ -306,8 +309,9 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     writer->flush();
     out.stored_all = !store_failing;
     if (store_failed_once && out.stored_all)
-      out.end.note += std::string(out.end.note.empty() ? "" : "; ") +
-                      "the store was full for a while: its rows were stored from metrics.jsonl once it had space";
+      out.end.note +=
+          std::string(out.end.note.empty() ? "" : "; ") +
+          "the store was full for a while: its rows were stored from metrics.jsonl once it had space";
     try {
       // The accruals close when the worker ended, not when its last rows finally got stored.
       if (out.end.at <= 0) out.end.at = db::now_seconds();

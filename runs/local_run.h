@@ -50,8 +50,8 @@ struct LocalOutcome {
 // Starts the worker for stored run `run_id` (`writer` null: no store) and records the run
 // running with the command line as the reason. A worker that cannot start is recorded failed
 // with why, and the error is rethrown (flotilla::Error).
-LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string& name, const SpawnOptions& spawn,
-                           const std::string& origin, int64_t total_steps);
+LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string& name,
+                           const SpawnOptions& spawn, const std::string& origin, int64_t total_steps);
 
 // A LocalWatch for re-attaching to the live worker of `run_dir` (worker.pid); pid 0 when none.
 LocalWatch attach_local_run(int64_t run_id, const std::string& name, const std::string& run_dir,

@@ -44,7 +44,8 @@ remote::NodeFields fields_from_node(const db::SshNode& n) {
   return f;
 }
 
-std::vector<db::SystemSample> samples_from_gpus(int64_t node_id, const std::vector<remote::GpuInfo>& gpus, double now) {
+std::vector<db::SystemSample> samples_from_gpus(int64_t node_id, const std::vector<remote::GpuInfo>& gpus,
+                                                double now) {
   std::vector<db::SystemSample> samples;
   for (const auto& g : gpus) {
     db::SystemSample s;
@@ -61,8 +62,8 @@ std::vector<db::SystemSample> samples_from_gpus(int64_t node_id, const std::vect
   return samples;
 }
 
-std::vector<db::NodeLatency> measure_and_store_latency(db::Database& db, const std::vector<LatencyNode>& nodes,
-                                                       int count) {
+std::vector<db::NodeLatency> measure_and_store_latency(db::Database& db,
+                                                       const std::vector<LatencyNode>& nodes, int count) {
   std::vector<remote::LatencyEndpoint> endpoints;
   for (const auto& n : nodes) {
     remote::LatencyEndpoint e;

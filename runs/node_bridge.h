@@ -23,7 +23,8 @@ db::SshNode node_from_fields(const remote::NodeFields& fields);
 // A stored node as form text: the price in fixed notation without trailing zeros (3.6, not 3.6000).
 remote::NodeFields fields_from_node(const db::SshNode& node);
 // One system sample per probed GPU of `node_id`, all stamped `now` (unknown readings left empty).
-std::vector<db::SystemSample> samples_from_gpus(int64_t node_id, const std::vector<remote::GpuInfo>& gpus, double now);
+std::vector<db::SystemSample> samples_from_gpus(int64_t node_id, const std::vector<remote::GpuInfo>& gpus,
+                                                double now);
 
 // A node taking part in a latency measurement.
 struct LatencyNode {
@@ -38,7 +39,7 @@ struct LatencyNode {
 // machine is the store's "local" node) and returns them as stored. Blocking, for a worker thread;
 // the sessions must not be used elsewhere meanwhile. Throws flotilla::Error(kUsage) for a bad
 // address or worker path before anything runs, db::DbError when the store refuses.
-std::vector<db::NodeLatency> measure_and_store_latency(db::Database& db, const std::vector<LatencyNode>& nodes,
-                                                       int count = 5);
+std::vector<db::NodeLatency> measure_and_store_latency(db::Database& db,
+                                                       const std::vector<LatencyNode>& nodes, int count = 5);
 
 }  // namespace flotilla::runs

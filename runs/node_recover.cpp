@@ -51,7 +51,8 @@ bool answers(Node& n) {
 bool settle(double seconds, const WatchHooks& hooks) {
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
   while (Clock::now() < until) {
-    if ((hooks.stop_requested && hooks.stop_requested()) || (hooks.leave_requested && hooks.leave_requested()))
+    if ((hooks.stop_requested && hooks.stop_requested()) ||
+        (hooks.leave_requested && hooks.leave_requested()))
       return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -105,7 +106,8 @@ RecoveryPolicy recovery_policy_from_json(const std::string& fields_json) {
     for (const auto& v : j["spares"])
       if (v.is_string() && !v.get<std::string>().empty()) p.spares.push_back(v.get<std::string>());
   if (j.contains("max") && j["max"].is_number()) p.max_recoveries = std::max(0, j["max"].get<int>());
-  if (j.contains("after") && j["after"].is_number()) p.settle_seconds = std::max(0.0, j["after"].get<double>());
+  if (j.contains("after") && j["after"].is_number())
+    p.settle_seconds = std::max(0.0, j["after"].get<double>());
   if (j.contains("mirror") && j["mirror"].is_boolean()) p.mirror = j["mirror"].get<bool>();
   return p;
 }
@@ -118,7 +120,8 @@ void record_recovery_policy(db::Database& db, int64_t run_id, const RecoveryPoli
       for (const auto& n : policy.spares) s += (s.empty() ? "" : ",") + n;
       return s;
     }() + ")";
-  db::add_event(db, run_id, db::now_seconds(), kRecoveryPolicyEvent, "info", text, recovery_policy_json(policy));
+  db::add_event(db, run_id, db::now_seconds(), kRecoveryPolicyEvent, "info", text,
+                recovery_policy_json(policy));
 }
 
 RecoveryPolicy stored_recovery_policy(const db::Database& db, int64_t run_id) {
@@ -150,8 +153,9 @@ std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch
   if (!alive[0] && mirrored.empty())
     return "run " + w.name + ": the master node " + nodes[0].rec.name +
            " does not answer and it holds the run's checkpoints" +
-           (recovery.mirror_dir.empty() ? std::string(" (start runs with --mirror-checkpoints to survive this)")
-                                        : std::string(" (none was mirrored yet)")) +
+           (recovery.mirror_dir.empty()
+                ? std::string(" (start runs with --mirror-checkpoints to survive this)")
+                : std::string(" (none was mirrored yet)")) +
            "; resume the run with `flotilla runs resume " + w.name + "` once it is back";
   const bool new_master = !alive[0];
   const std::vector<int64_t> before = [&] {
@@ -197,7 +201,8 @@ std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch
   try {
     // A re-attached watcher knows no worker path yet: the old master only needs its bundle (its
     // run dir is complete), any other node the whole preparation (reused where present).
-    if (next[0].worker.empty() && !new_master) next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
+    if (next[0].worker.empty() && !new_master)
+      next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
     for (size_t i = 0; i < next.size(); ++i)
       if (next[i].worker.empty()) prepare_node(next[i], w.rid, config, deploy, note);
   } catch (const Error& e) {
@@ -213,9 +218,11 @@ std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch
       from = "from the mirrored checkpoint at step " +
              std::to_string(std::atoll(mirrored.c_str() + mirrored.rfind("step-") + 5));
       db::set_run_dir(db, w.run_id, next[0].rec.name + ":" + remote::remote_run_dir(*next[0].session, w.rid));
-      if (note) note("node " + next[0].rec.name + " is the new master; the mirrored checkpoint is at " + dest);
+      if (note)
+        note("node " + next[0].rec.name + " is the new master; the mirrored checkpoint is at " + dest);
     } else {
-      const std::vector<remote::RemoteCheckpoint> ckpts = remote::list_remote_checkpoints(*next[0].session, w.rid);
+      const std::vector<remote::RemoteCheckpoint> ckpts =
+          remote::list_remote_checkpoints(*next[0].session, w.rid);
       from = ckpts.empty() ? std::string("from the start (no checkpoint was written)")
                            : "from the checkpoint at step " + std::to_string(ckpts.back().step);
     }
@@ -259,10 +266,13 @@ std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch
     return "run " + w.name + ": starting the ranks again failed: " + e.what();
   }
   keep();
-  const double start_time = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
+  const double start_time =
+      started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
   const int64_t run_id = w.run_id;
   w.total_steps = config.train.steps;
-  w.on_attach = [run_id, start_time, why](db::Database& wdb) { record_running(wdb, run_id, start_time, why); };
+  w.on_attach = [run_id, start_time, why](db::Database& wdb) {
+    record_running(wdb, run_id, start_time, why);
+  };
   return "";
 }
 
@@ -284,10 +294,13 @@ int supervise_node_run(db::Writer& writer, std::vector<Node>& nodes, Watch w, co
     // Preempted (not stopped by request or by the budget), or failed on a communication error,
     // which is what a node that vanished without notice leaves behind (recovered only when a node
     // turns out to be gone).
-    const bool preempted = code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
-    const bool comm_failure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
+    const bool preempted =
+        code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
+    const bool comm_failure =
+        code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
     // watch_node_run lost the master for good (the run stays 'running' in the store).
-    const bool master_lost = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
+    const bool master_lost =
+        code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
     if (!preempted && !comm_failure && !master_lost) return code;
     if (master_lost) {
       RunEnd lost;
@@ -303,7 +316,8 @@ int supervise_node_run(db::Writer& writer, std::vector<Node>& nodes, Watch w, co
     };
     if (recovered >= recovery.max_recoveries)
       return give_up("run " + w.name + " was preempted again after " + std::to_string(recovered) +
-                     " automatic recoveries (the limit); resume it with `flotilla runs resume " + w.name + "`");
+                     " automatic recoveries (the limit); resume it with `flotilla runs resume " + w.name +
+                     "`");
     if (note)
       note("run " + w.name +
            (preempted     ? " was preempted"

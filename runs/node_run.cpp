@@ -47,8 +47,8 @@ constexpr const char* kGpuQuery =
 std::string remote_id(const std::string& name, int64_t id) {
   std::string out;
   for (char c : name) {
-    const bool ok =
-        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' || c == '-';
+    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                    c == '_' || c == '-';
     out.push_back(ok ? c : '_');
   }
   while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(out.begin());
@@ -95,10 +95,11 @@ int ranks_per_node(const RunConfig& config, int nodes, std::optional<int> reques
   if (world <= 0) world = 1;
   const int n = requested.value_or(world / nodes);
   if (n < 1 || n * nodes != world)
-    throw Error(ExitCode::kConfig, "parallel.dp*tp*pp = " + std::to_string(world) + " ranks cannot be split as " +
-                                       std::to_string(nodes) + " node(s) x " + std::to_string(n) +
-                                       " rank(s): set parallel.dp (or --nproc-per-node) so that nodes x ranks per "
-                                       "node = world");
+    throw Error(ExitCode::kConfig,
+                "parallel.dp*tp*pp = " + std::to_string(world) + " ranks cannot be split as " +
+                    std::to_string(nodes) + " node(s) x " + std::to_string(n) +
+                    " rank(s): set parallel.dp (or --nproc-per-node) so that nodes x ranks per "
+                    "node = world");
   return n;
 }
 
@@ -117,7 +118,8 @@ static void note_latency(db::Database& db, std::vector<Node>& nodes, const Note&
     const db::NodeLatency* worst = nullptr;
     std::string errors;
     for (const auto& r : rows) {
-      if (name_of(r.from_node) == "this machine" || name_of(r.to_node) == "this machine" || r.from_node == r.to_node)
+      if (name_of(r.from_node) == "this machine" || name_of(r.to_node) == "this machine" ||
+          r.from_node == r.to_node)
         continue;
       if (!r.error.empty())
         errors += "; " + name_of(r.from_node) + " -> " + name_of(r.to_node) + ": " + r.error;
@@ -128,34 +130,39 @@ static void note_latency(db::Database& db, std::vector<Node>& nodes, const Note&
     if (worst) {
       char ms[32];
       std::snprintf(ms, sizeof ms, "%.2f", *worst->rtt_ms);
-      note("latency between nodes: slowest link " + name_of(worst->from_node) + " -> " + name_of(worst->to_node) + " " +
-           ms + " ms (TCP connect to sshd)");
+      note("latency between nodes: slowest link " + name_of(worst->from_node) + " -> " +
+           name_of(worst->to_node) + " " + ms + " ms (TCP connect to sshd)");
     }
-    if (!errors.empty()) note("latency between nodes: " + errors.substr(2) + " (the ranks may not reach each other)");
+    if (!errors.empty())
+      note("latency between nodes: " + errors.substr(2) + " (the ranks may not reach each other)");
   } catch (const std::exception& e) {
     if (note) note(std::string("latency between nodes not measured: ") + e.what());
   }
 }
 
-void prepare_node(Node& node, const std::string& rid, const RunConfig& config, const remote::DeployOptions& deploy,
-                  const Note& note) {
+void prepare_node(Node& node, const std::string& rid, const RunConfig& config,
+                  const remote::DeployOptions& deploy, const Note& note) {
   remote::Session& s = *node.session;
   const remote::DeployResult d = remote::deploy_worker(s, deploy);
   node.worker = d.worker;
-  if (note) note("node " + node.rec.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
+  if (note)
+    note("node " + node.rec.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
   remote::upload_run_config(s, rid, config_to_toml(config));
   if (config.data.source != "synthetic") return;
   // The worker makes the synthetic corpus on global rank 0 only: one per node, made here.
   const auto& c = config;
-  const std::string dir = remote::remote_run_dir(s, rid) + "/data/synthetic-v" + std::to_string(c.model.vocab_size) +
-                          "-s" + std::to_string(c.run.seed) + "-n" + std::to_string(c.data.synthetic_tokens);
-  const remote::ExecResult r = s.exec_argv(
-      {d.worker, "data", "synth", "--out", dir, "--vocab", std::to_string(c.model.vocab_size), "--tokens",
-       std::to_string(c.data.synthetic_tokens), "--val-tokens",
-       std::to_string(std::max<int64_t>(c.data.synthetic_tokens / 10, 1)), "--seed", std::to_string(c.run.seed)},
-      600);
+  const std::string dir = remote::remote_run_dir(s, rid) + "/data/synthetic-v" +
+                          std::to_string(c.model.vocab_size) + "-s" + std::to_string(c.run.seed) + "-n" +
+                          std::to_string(c.data.synthetic_tokens);
+  const remote::ExecResult r =
+      s.exec_argv({d.worker, "data", "synth", "--out", dir, "--vocab", std::to_string(c.model.vocab_size),
+                   "--tokens", std::to_string(c.data.synthetic_tokens), "--val-tokens",
+                   std::to_string(std::max<int64_t>(c.data.synthetic_tokens / 10, 1)), "--seed",
+                   std::to_string(c.run.seed)},
+                  600);
   if (r.exit_status != 0)
-    throw Error(ExitCode::kComm, "node " + node.rec.name + ": generating the synthetic corpus failed: " + r.err);
+    throw Error(ExitCode::kComm,
+                "node " + node.rec.name + ": generating the synthetic corpus failed: " + r.err);
 }
 
 int random_master_port() {
@@ -218,7 +225,8 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
     spec.node_rank = r;
     started = remote::start_remote_run(*nodes[static_cast<size_t>(r)].session, spec);
   }
-  const double start_time = started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
+  const double start_time =
+      started.started_at > 0 ? static_cast<double>(started.started_at) : db::now_seconds();
 
   Watch w;
   w.run_id = run_id;
@@ -241,15 +249,18 @@ std::string attach_target(db::Database& db, const db::Run& run, std::vector<Node
   // run_dir is "<master node>:<absolute dir on it>" (set before any rank starts).
   const auto colon = run.run_dir.find(':');
   if (!is_node_run_dir(run.run_dir))
-    return "run " + run.name + " is not a run on SSH nodes (run dir '" + run.run_dir + "'); nothing to attach to";
+    return "run " + run.name + " is not a run on SSH nodes (run dir '" + run.run_dir +
+           "'); nothing to attach to";
   const std::string master = run.run_dir.substr(0, colon);
   rid = run.run_dir.substr(run.run_dir.rfind('/') + 1);
   if (const std::string why = remote::validate_run_id(rid); !why.empty())
     throw db::DbError(db::DbErrorKind::kInvalid, "run " + run.name + ": the stored run dir '" + run.run_dir +
                                                      "' does not name a remote run directory: " + why);
-  const bool terminal = run.status == db::RunStatus::kCompleted ||
-                        (!resuming && (run.status == db::RunStatus::kFailed || run.status == db::RunStatus::kStopped));
-  if (terminal) return "run " + run.name + " already ended (" + db::to_string(run.status) + "); nothing to attach to";
+  const bool terminal =
+      run.status == db::RunStatus::kCompleted ||
+      (!resuming && (run.status == db::RunStatus::kFailed || run.status == db::RunStatus::kStopped));
+  if (terminal)
+    return "run " + run.name + " already ended (" + db::to_string(run.status) + "); nothing to attach to";
   nodes.clear();
   nodes.push_back(Node{db::get_ssh_node(db, master), nullptr, ""});
   for (db::SshNode& rec : db::run_ssh_nodes(db, run.id))
@@ -257,16 +268,16 @@ std::string attach_target(db::Database& db, const db::Run& run, std::vector<Node
   return "";
 }
 
-Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid, const std::string& origin,
-                   std::string& refusal, bool& still_running) {
-  const remote::RemoteRunStatus st =
-      with_reconnect(nodes[0], nullptr, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
+Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid,
+                   const std::string& origin, std::string& refusal, bool& still_running) {
+  const remote::RemoteRunStatus st = with_reconnect(
+      nodes[0], nullptr, [&](remote::Session& s) { return remote::remote_run_status(s, rid); });
   refusal.clear();
   still_running = st.state == remote::RunState::kRunning;
   Watch w;
   if (st.state == remote::RunState::kNotStarted) {
-    refusal = "run " + run.name + " was never started on node " + nodes[0].rec.name + " (~/.flotilla/runs/" + rid +
-              "); nothing to attach to";
+    refusal = "run " + run.name + " was never started on node " + nodes[0].rec.name + " (~/.flotilla/runs/" +
+              rid + "); nothing to attach to";
     return w;
   }
   w.run_id = run.id;
@@ -305,7 +316,8 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
   int64_t newest_checkpoint = 0, mirrored = 0;
   std::vector<MetricsRecord> parsed;  // the records of the chunk being stored
   ingestor.on_record = [&](const MetricsRecord& e) {
-    if (e.type == MetricsRecordType::kCheckpoint) newest_checkpoint = std::max(newest_checkpoint, e.checkpoint().step);
+    if (e.type == MetricsRecordType::kCheckpoint)
+      newest_checkpoint = std::max(newest_checkpoint, e.checkpoint().step);
     if (hooks.on_record) hooks.on_record(e);
     if (hooks.on_committed) parsed.push_back(e);
   };
@@ -324,7 +336,8 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
             e.path().filename().string().find('.') == std::string::npos)
           kept.push_back(e.path());
       std::sort(kept.begin(), kept.end());
-      for (size_t i = 0; i + 2 < kept.size(); ++i) std::filesystem::remove_all(kept[i]);  // the newest two stay
+      for (size_t i = 0; i + 2 < kept.size(); ++i)
+        std::filesystem::remove_all(kept[i]);  // the newest two stay
     } catch (const std::exception& e) {
       if (note) note("mirroring the checkpoint at step " + std::to_string(step) + " failed: " + e.what());
       mirrored = step;  // not retried: the next checkpoint is
@@ -334,18 +347,20 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
   // Reads new complete lines of rank 0's metrics and commits them with their offset.
   const auto pull = [&]() -> bool {
     const remote::TailChunk t = with_reconnect(
-        nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); }, w.reconnect);
+        nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); },
+        w.reconnect);
     if (t.lines.empty()) return false;
     std::string text;
     for (const auto& l : t.lines) (text += l) += '\n';
     parsed.clear();
     ingestor.parse_lines(text);
     const int64_t new_offset = static_cast<int64_t>(t.offset);
-    const db::Ticket ticket =
-        ingestor.submit_with([=](db::Database& wdb) { db::set_committed_offset(wdb, run_id, source, new_offset); });
+    const db::Ticket ticket = ingestor.submit_with(
+        [=](db::Database& wdb) { db::set_committed_offset(wdb, run_id, source, new_offset); });
     if (!writer.wait(ticket))
       throw db::DbError(db::DbErrorKind::kFull, "storing metrics of run " + w.name + " at byte " +
-                                                    std::to_string(offset) + " failed: " + writer.stats().last_error);
+                                                    std::to_string(offset) +
+                                                    " failed: " + writer.stats().last_error);
     offset = t.offset;
     if (hooks.on_committed) hooks.on_committed(parsed, offset);
     mirror();
@@ -378,7 +393,8 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
         if (r.exit_status != 0) continue;
         const std::vector<db::SystemSample> samples =
             samples_from_gpus(nodes[i].rec.id, remote::parse_nvidia_smi_csv(r.out), db::now_seconds());
-        if (!samples.empty()) writer.run([samples](db::Database& wdb) { db::insert_system_samples(wdb, samples); });
+        if (!samples.empty())
+          writer.run([samples](db::Database& wdb) { db::insert_system_samples(wdb, samples); });
       } catch (const Error&) {
         // a lost link is the tail's business (it reconnects); the next sample simply comes later
       }
@@ -407,7 +423,8 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
               nodes[0], note, [&](remote::Session& s) { return remote::request_remote_checkpoint(s, rid); },
               w.reconnect);
           if (note)
-            note(asked ? "checkpoint requested on node " + nodes[0].rec.name + ": it is written at the next step"
+            note(asked ? "checkpoint requested on node " + nodes[0].rec.name +
+                             ": it is written at the next step"
                        : "no checkpoint: the run is not running on node " + nodes[0].rec.name);
         } catch (const remote::ConnectionLost&) {
           throw;
@@ -417,14 +434,16 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
       }
       const bool got = pull();
       const auto now = Clock::now();
-      if (w.gpu_sample_seconds > 0 && now - last_gpus >= std::chrono::duration<double>(w.gpu_sample_seconds)) {
+      if (w.gpu_sample_seconds > 0 &&
+          now - last_gpus >= std::chrono::duration<double>(w.gpu_sample_seconds)) {
         last_gpus = now;
         sample_all();
       }
       if (now - last_status >= std::chrono::seconds(1)) {
         last_status = now;
         final0 = with_reconnect(
-            nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); }, w.reconnect);
+            nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); },
+            w.reconnect);
         if (final0.state == remote::RunState::kExited) {
           while (pull()) {
           }
@@ -474,8 +493,8 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
         continue;
       }
       if (st.exit_code != 0 && note)
-        note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) + " (~/.flotilla/runs/" +
-             rid + "/stdout.log there)");
+        note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) +
+             " (~/.flotilla/runs/" + rid + "/stdout.log there)");
     }
   } catch (const remote::ConnectionLost& e) {
     writer.flush();

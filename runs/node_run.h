@@ -48,9 +48,9 @@ struct Watch {
   std::string name, rid;  // the store's run name; the remote run directory's name
   int64_t total_steps = 0;
   std::function<void(db::Database&)> on_attach;  // run on the writer before tailing
-  double gpu_sample_seconds = 5;                 // every node's GPUs into system_samples this often (0: never)
-  remote::Backoff reconnect{0.5, 2, 10, 8};      // how long a lost master is tried again
-  std::string mirror_dir;                        // "": off; else each new checkpoint of the master is copied here
+  double gpu_sample_seconds = 5;             // every node's GPUs into system_samples this often (0: never)
+  remote::Backoff reconnect{0.5, 2, 10, 8};  // how long a lost master is tried again
+  std::string mirror_dir;                    // "": off; else each new checkpoint of the master is copied here
 };
 
 struct StartRequest {
@@ -71,8 +71,8 @@ int ranks_per_node(const RunConfig& config, int nodes, std::optional<int> reques
 
 // Deploys the worker on a connected node (reused when present), uploads the run config as
 // <run dir>/run.toml and makes the synthetic corpus there when the config uses it.
-void prepare_node(Node& node, const std::string& rid, const RunConfig& config, const remote::DeployOptions& deploy,
-                  const Note& note);
+void prepare_node(Node& node, const std::string& rid, const RunConfig& config,
+                  const remote::DeployOptions& deploy, const Note& note);
 
 // Validates the config (flotilla::Error kConfig, nothing created), creates the store row (target
 // "a,b", node attachments, its price and limits: a budget on unpriced nodes is refused before
@@ -81,7 +81,8 @@ void prepare_node(Node& node, const std::string& rid, const RunConfig& config, c
 // first, with launch --max-restarts from run.max_restarts. `nodes` must be connected. Returns the
 // Watch for watch_node_run (its on_attach records the run as running from node 0's own start
 // time). `note` gets progress lines.
-Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& request, const Note& note);
+Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& request,
+                     const Note& note);
 // A random rendezvous port for the master node, 20000-32767: below Linux's ephemeral range
 // (32768-60999 by default), where any outgoing connection of the master, even one closed a minute
 // ago (TIME_WAIT), holds a port the store then cannot bind (the master exits 7, "port ... already
@@ -99,8 +100,8 @@ std::string attach_target(db::Database& db, const db::Run& run, std::vector<Node
                           bool resuming = false);
 // The Watch for re-attaching `run` (its nodes connected): "" in `refusal` unless the run was never
 // started on node 0.
-Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid, const std::string& origin,
-                   std::string& refusal, bool& still_running);
+Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::string& rid,
+                   const std::string& origin, std::string& refusal, bool& still_running);
 
 // Watches until node 0's worker exits (hooks: watch.h; a stop or a reached budget stops every
 // node); records the final status (completed / stopped / preempted / failed, ended at node 0's

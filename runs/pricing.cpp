@@ -29,12 +29,13 @@ void split_total(RunPrice& p, double total, const std::string& why) {
   p.usd_per_hour = total;
   p.source = why;
   for (auto& s : p.shares) {
-    const double part =
-        devices > 0 ? total * static_cast<double>(std::max<int64_t>(1, s.devices)) / static_cast<double>(devices) : 0;
+    const double part = devices > 0 ? total * static_cast<double>(std::max<int64_t>(1, s.devices)) /
+                                          static_cast<double>(devices)
+                                    : 0;
     s.usd_per_hour = part;
-    s.rate_source =
-        why + (p.shares.size() > 1 ? ", " + std::to_string(s.devices) + " of " + std::to_string(devices) + " devices"
-                                   : std::string());
+    s.rate_source = why + (p.shares.size() > 1 ? ", " + std::to_string(s.devices) + " of " +
+                                                     std::to_string(devices) + " devices"
+                                               : std::string());
   }
 }
 
@@ -66,15 +67,17 @@ RunPrice resolve_run_price(const db::Database& db, int64_t run_id, const RunConf
       int64_t devices = 0;
       for (const auto& s : p.shares) devices += std::max<int64_t>(1, s.devices);
       const db::Rate r = db::node_rate(db, node->id, std::max<int64_t>(1, devices));
-      split_total(p, r.usd_per_hour, "run config ([budget] price_source = \"" + source + "\": " + r.source + ")");
+      split_total(p, r.usd_per_hour,
+                  "run config ([budget] price_source = \"" + source + "\": " + r.source + ")");
       return p;
     }
     if (const auto entry = catalogue_entry(db, source)) {
       int64_t devices = 0;
       for (const auto& s : p.shares) devices += std::max<int64_t>(1, s.devices);
       split_total(p, catalogue_rate(*entry, devices),
-                  "run config ([budget] price_source = \"" + source + "\": " + entry->provider + "/" + entry->item +
-                      " on-demand, " + std::to_string(devices) + "/" + std::to_string(entry->gpus) + " GPUs)");
+                  "run config ([budget] price_source = \"" + source + "\": " + entry->provider + "/" +
+                      entry->item + " on-demand, " + std::to_string(devices) + "/" +
+                      std::to_string(entry->gpus) + " GPUs)");
       return p;
     }
     throw db::DbError(db::DbErrorKind::kNotFound,
@@ -94,11 +97,13 @@ RunPrice resolve_run_price(const db::Database& db, int64_t run_id, const RunConf
         if (n.id == s.node_id) gpu = lower(n.gpu_type);
       const db::PriceEntry* best = nullptr;
       for (const auto& e : catalogue)
-        if (!gpu.empty() && lower(e.gpu_type) == gpu && (!best || catalogue_rate(e, 1) < catalogue_rate(*best, 1)))
+        if (!gpu.empty() && lower(e.gpu_type) == gpu &&
+            (!best || catalogue_rate(e, 1) < catalogue_rate(*best, 1)))
           best = &e;
       if (best)
-        r = {catalogue_rate(*best, s.devices), "catalogue " + best->provider + "/" + best->item + " on-demand for " +
-                                                   std::to_string(s.devices) + " " + gpu + " GPU(s)"};
+        r = {catalogue_rate(*best, s.devices), "catalogue " + best->provider + "/" + best->item +
+                                                   " on-demand for " + std::to_string(s.devices) + " " + gpu +
+                                                   " GPU(s)"};
     }
     s.usd_per_hour = r.usd_per_hour;
     s.rate_source = r.source;
@@ -145,15 +150,16 @@ void check_budget_is_priced(const RunPrice& price, const RunLimits& limits, cons
   const std::string first = node_names.empty() ? std::string("local") : node_names.front();
   char cap[32];
   std::snprintf(cap, sizeof cap, "$%g", *limits.max_usd);
-  throw db::DbError(db::DbErrorKind::kInvalid,
-                    "run " + run_name + " has a budget of " + cap + " but nothing prices it (" +
-                        (nodes.empty() ? std::string("this machine") : nodes) +
-                        " unpriced), so the cap could never be reached. Price it first: set "
-                        "budget.usd_per_hour (or budget.price_source) in the run config, or price the node with "
-                        "`flotilla pricing node " +
-                        first + " --usd-per-hour USD`" +
-                        (first == "local" ? std::string(" (in the app: Settings, this machine's price)")
-                                          : " (or `flotilla nodes edit " + first + " --price-per-hour USD`)"));
+  throw db::DbError(
+      db::DbErrorKind::kInvalid,
+      "run " + run_name + " has a budget of " + cap + " but nothing prices it (" +
+          (nodes.empty() ? std::string("this machine") : nodes) +
+          " unpriced), so the cap could never be reached. Price it first: set "
+          "budget.usd_per_hour (or budget.price_source) in the run config, or price the node with "
+          "`flotilla pricing node " +
+          first + " --usd-per-hour USD`" +
+          (first == "local" ? std::string(" (in the app: Settings, this machine's price)")
+                            : " (or `flotilla nodes edit " + first + " --price-per-hour USD`)"));
 }
 
 }  // namespace flotilla::runs

@@ -56,7 +56,8 @@ void write_pid_file(const std::string& run_dir, pid_t pid) {
     f << pid << ' ' << process_start_time(pid) << '\n';
     if (!f) throw_io("cannot write " + tmp + ": " + errno_string(errno));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw_io("cannot write " + path + ": " + errno_string(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw_io("cannot write " + path + ": " + errno_string(errno));
 }
 
 pid_t live_worker_pid(const std::string& run_dir) {

@@ -67,14 +67,16 @@ NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
       } else {
         // The name, else NAME-2, NAME-3, ...: free in the store, and (for a default folder) not a
         // folder that already holds another run's files.
-        for (int n = 2; db::find_run(db, name) || (config.run.out_dir.empty() && holds_files(dir_of(name))); ++n)
+        for (int n = 2; db::find_run(db, name) || (config.run.out_dir.empty() && holds_files(dir_of(name)));
+             ++n)
           name = base + "-" + std::to_string(n);
       }
       const std::string dir = dir_of(name);
       if (const auto owner = db::find_run_by_dir(db, dir))
-        throw db::DbError(db::DbErrorKind::kConstraint, "run directory " + dir + " belongs to run '" + owner->name +
-                                                            "': continue it with flotilla runs resume " + owner->name +
-                                                            ", or set another run.out_dir");
+        throw db::DbError(db::DbErrorKind::kConstraint, "run directory " + dir + " belongs to run '" +
+                                                            owner->name +
+                                                            "': continue it with flotilla runs resume " +
+                                                            owner->name + ", or set another run.out_dir");
       config.run.name = name;
       config.run.out_dir = dir;
       db::NewRun row;
@@ -124,7 +126,8 @@ NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
   return out;
 }
 
-std::pair<std::string, std::string> place_unstored_run(const std::string& runs_root, const std::string& base) {
+std::pair<std::string, std::string> place_unstored_run(const std::string& runs_root,
+                                                       const std::string& base) {
   const std::string root = absolute(runs_root);
   std::string name = base;
   for (int n = 2; holds_files((fs::path(root) / name).string()); ++n) name = base + "-" + std::to_string(n);

@@ -15,8 +15,8 @@ std::string exit_name(int exit_code) {
   return exit_code_name(static_cast<ExitCode>(exit_code));
 }
 
-RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::string& origin, const std::string& stop_note,
-                    const std::string& root_cause) {
+RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::string& origin,
+                    const std::string& stop_note, const std::string& root_cause) {
   RunEnd e;
   e.exit_code = exit_code;
   const std::string code = "exit " + std::to_string(exit_code) + ": " + exit_name(exit_code);

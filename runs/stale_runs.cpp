@@ -29,7 +29,8 @@ bool exists(const std::string& path) {
 
 bool is_local_run(const db::Run& run) { return !run.run_dir.empty() && !is_node_run_dir(run.run_dir); }
 
-std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::string& origin, double created_grace_s) {
+std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::string& origin,
+                                                double created_grace_s) {
   std::vector<SettledRun> out;
   std::vector<db::Run> candidates;
   try {
@@ -37,7 +38,8 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
       db::RunFilter f;
       f.statuses = {db::RunStatus::kRunning, db::RunStatus::kCreated};
       for (const db::RunListItem& item : db::list_runs(db, f))
-        if (is_local_run(item.run) || (item.run.run_dir.empty() && item.run.status == db::RunStatus::kCreated))
+        if (is_local_run(item.run) ||
+            (item.run.run_dir.empty() && item.run.status == db::RunStatus::kCreated))
           candidates.push_back(item.run);
     });
   } catch (const db::DbError&) {
@@ -45,7 +47,8 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
   }
   const double now = db::now_seconds();
   for (const db::Run& run : candidates) {
-    if (!run.run_dir.empty() && live_worker_pid(run.run_dir) > 0) continue;  // alive: somebody's, or unwatched
+    if (!run.run_dir.empty() && live_worker_pid(run.run_dir) > 0)
+      continue;  // alive: somebody's, or unwatched
     const std::string metrics = run.run_dir + "/" + kMetricsFile;
     if (run.status == db::RunStatus::kCreated) {
       if (now - run.created_at < created_grace_s || exists(run.run_dir + "/" + kWorkerPidFile)) continue;
@@ -72,7 +75,8 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
       writer.run([&](db::Database& db) {
         const db::Run now_run = db::get_run(db, run.id);
         MetricsRecord rec;
-        if (!now_run.summary_json.empty() && parse_metrics_line(now_run.summary_json, rec) == ParseStatus::kRecord &&
+        if (!now_run.summary_json.empty() &&
+            parse_metrics_line(now_run.summary_json, rec) == ParseStatus::kRecord &&
             rec.type == MetricsRecordType::kSummary) {
           exit = rec.summary().exit;
           at = rec.time;
@@ -83,7 +87,8 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
               ? "lost: its worker is no longer running and left no summary record (what it wrote was stored)"
               : "lost: no worker.pid in " + run.run_dir + " (nothing is running for it)";
       RunEnd end = end_for_summary(exit, origin, exit.empty() ? why : "", StopCause::kNone);
-      if (!exit.empty() && end.status != db::RunStatus::kCompleted) end.note += "; it ended while nobody watched it";
+      if (!exit.empty() && end.status != db::RunStatus::kCompleted)
+        end.note += "; it ended while nobody watched it";
       end.at = at > 0 ? at : file_mtime(metrics);
       if (end.at <= 0) end.at = run.started_at.value_or(now);
       db::RunStatus written = end.status;

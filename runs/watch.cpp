@@ -7,7 +7,8 @@ db::BudgetStatus BudgetGuard::poll(const db::Database& reader) {
   db::BudgetStatus none;
   if (stopped_) return none;
   const auto now = std::chrono::steady_clock::now();
-  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < std::chrono::duration<double>(period_))
+  if (last_ != std::chrono::steady_clock::time_point{} &&
+      now - last_ < std::chrono::duration<double>(period_))
     return none;
   last_ = now;
   db::BudgetStatus b = db::budget_status(reader, run_id_);

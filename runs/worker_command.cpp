@@ -37,7 +37,8 @@ std::string find_worker(const std::string& explicit_path) {
     size_t start = 0;
     while (start <= dirs.size()) {
       const size_t colon = dirs.find(':', start);
-      const std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      const std::string dir =
+          dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
       if (!dir.empty() && executable_file(fs::path(dir) / kWorkerName))
         return (fs::absolute(fs::path(dir) / kWorkerName)).lexically_normal().string();
       if (colon == std::string::npos) break;

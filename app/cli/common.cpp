@@ -34,8 +34,8 @@ db::Database open_store(const Context& ctx, const std::string& origin) {
     db::Writer writer(path);
     const std::string who = origin != "flotilla" || ctx.command.empty() ? origin : "flotilla " + ctx.command;
     for (const runs::SettledRun& s : runs::settle_stale_local_runs(writer, who))
-      std::fprintf(stderr, "flotilla: run %s had no live worker left: recorded %s from its files\n", s.name.c_str(),
-                   runs::status_text(s.status, s.note).c_str());
+      std::fprintf(stderr, "flotilla: run %s had no live worker left: recorded %s from its files\n",
+                   s.name.c_str(), runs::status_text(s.status, s.note).c_str());
   }
   return db;
 }

@@ -60,9 +60,8 @@ int pricing_list(const Context& ctx, ArgReader& args) {
   for (const auto& p : prices) {
     const std::string spot = p.spot_usd_per_hour ? dollars(*p.spot_usd_per_hour) : "-";
     std::printf("%-8s %-20s %-16s %4lld %10s %10s  %-8s %s%s\n", p.provider.c_str(), p.item.c_str(),
-                p.gpu_type.c_str(), static_cast<long long>(p.gpus),
-                dollars(p.on_demand_usd_per_hour).c_str(), spot.c_str(), p.as_of.c_str(),
-                p.source.c_str(), p.user_edited ? " (edited)" : "");
+                p.gpu_type.c_str(), static_cast<long long>(p.gpus), dollars(p.on_demand_usd_per_hour).c_str(),
+                spot.c_str(), p.as_of.c_str(), p.source.c_str(), p.user_edited ? " (edited)" : "");
   }
   return kExitOk;
 }

@@ -85,11 +85,13 @@ int nodes_add(const Context& ctx, ArgReader& args) {
   if (f.host.empty()) throw UsageError("nodes add needs --host HOST");
   if (!check_fields(f)) return kExitUsage;
   db::Database db = open_store(ctx);
-  if (db::find_node(db, f.name)) throw UsageError("a node named '" + f.name + "' exists: nodes edit changes it");
+  if (db::find_node(db, f.name))
+    throw UsageError("a node named '" + f.name + "' exists: nodes edit changes it");
   f.spot = spot;
   db::add_ssh_node(db, runs::node_from_fields(f));
   std::printf("added node %s (%s@%s:%s); next: flotilla nodes probe %s\n", f.name.c_str(),
-              f.user.empty() ? "(local user)" : f.user.c_str(), f.host.c_str(), f.port.c_str(), f.name.c_str());
+              f.user.empty() ? "(local user)" : f.user.c_str(), f.host.c_str(), f.port.c_str(),
+              f.name.c_str());
   return kExitOk;
 }
 
@@ -156,7 +158,8 @@ int nodes_list(const Context& ctx, ArgReader& args) {
     if (n.usd_per_hour) std::snprintf(price, sizeof price, "%.2f%s", *n.usd_per_hour, n.spot ? " spot" : "");
     const std::string gpus = n.gpu_count > 0 ? std::to_string(n.gpu_count) + "x " + n.gpu_type : "-";
     std::printf("%-16s %-28s %-10s %-10s %-14s %s\n", n.name.c_str(), addr.c_str(),
-                n.user.empty() ? "-" : n.user.c_str(), price, gpus.c_str(), db::join_labels(n.labels).c_str());
+                n.user.empty() ? "-" : n.user.c_str(), price, gpus.c_str(),
+                db::join_labels(n.labels).c_str());
   }
   return kExitOk;
 }
@@ -213,17 +216,18 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("node        %s (%s, host key %s)\n", node.name.c_str(), session.target().known_hosts_name().c_str(),
-              session.host_fingerprint().c_str());
+  std::printf("node        %s (%s, host key %s)\n", node.name.c_str(),
+              session.target().known_hosts_name().c_str(), session.host_fingerprint().c_str());
   std::printf("os          %s, kernel %s, %s, glibc %s\n", p.os.c_str(), p.kernel.c_str(), p.arch.c_str(),
               p.glibc.empty() ? "-" : p.glibc.c_str());
   std::printf("cpus        %d\nmemory      %s total, %s available\ndisk free   %s (home)\n", p.cpus,
-              gib(p.memory_total_bytes).c_str(), gib(p.memory_available_bytes).c_str(), gib(p.disk_free_bytes).c_str());
+              gib(p.memory_total_bytes).c_str(), gib(p.memory_available_bytes).c_str(),
+              gib(p.disk_free_bytes).c_str());
   if (p.gpus.empty()) std::printf("gpus        none (%s)\n", p.gpu_status.c_str());
   for (const auto& g : p.gpus)
     std::printf("gpu %-7d %s, %s / %s, %.0f%% busy, %.0f C, %.0f W, driver %s\n", g.index, g.name.c_str(),
-                gib(g.memory_used_bytes).c_str(), gib(g.memory_total_bytes).c_str(), g.utilization_pct, g.temperature_c,
-                g.power_w, g.driver.c_str());
+                gib(g.memory_used_bytes).c_str(), gib(g.memory_total_bytes).c_str(), g.utilization_pct,
+                g.temperature_c, g.power_w, g.driver.c_str());
   std::printf("latency     %.1f ms (median round trip)\n", latency * 1000);
   return kExitOk;
 }
@@ -250,8 +254,10 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
   std::set<std::string> seen;
   for (size_t start = 0;;) {
     const size_t comma = pos[0].find(',', start);
-    const std::string name = pos[0].substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty()) throw UsageError("nodes latency: an empty node name in '" + remote::printable(pos[0]) + "'");
+    const std::string name =
+        pos[0].substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty())
+      throw UsageError("nodes latency: an empty node name in '" + remote::printable(pos[0]) + "'");
     if (!seen.insert(name).second)
       throw UsageError("nodes latency: node '" + remote::printable(name) + "' is listed twice");
     names.push_back(name);
@@ -381,8 +387,10 @@ int nodes_remove(const Context& ctx, ArgReader& args) {
   for (const auto& n : db::list_ssh_nodes(db)) shared |= n.host == node.host && n.port == node.port;
   int forgotten = 0;
   if (!shared) {
-    const std::string kh_name = node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
-    if (fs::exists(known_hosts_path(ctx))) forgotten = remote::forget_host_key(known_hosts_path(ctx), kh_name);
+    const std::string kh_name =
+        node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
+    if (fs::exists(known_hosts_path(ctx)))
+      forgotten = remote::forget_host_key(known_hosts_path(ctx), kh_name);
   }
   std::printf("removed node %s%s\n", node.name.c_str(), forgotten > 0 ? " and its host key" : "");
   return kExitOk;

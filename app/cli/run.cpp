@@ -79,15 +79,16 @@ void print_progress(const MetricsRecord& e, int64_t total_steps) {
     if (now - last < std::chrono::seconds(1) && s.step != total_steps) return;
     last = now;
     std::printf("step %lld/%lld  loss %.4f  %s tok/s  mfu %.1f%%\n", static_cast<long long>(s.step),
-                static_cast<long long>(total_steps), static_cast<double>(s.loss), format_number(s.tokens_per_s).c_str(),
-                s.mfu * 100);
+                static_cast<long long>(total_steps), static_cast<double>(s.loss),
+                format_number(s.tokens_per_s).c_str(), s.mfu * 100);
   } else if (e.type == MetricsRecordType::kEval) {
     std::printf("eval at step %lld  val_loss %.4f\n", static_cast<long long>(e.eval().step),
                 static_cast<double>(e.eval().val_loss));
   } else if (e.type == MetricsRecordType::kCheckpoint) {
     std::printf("checkpoint at step %lld  %s\n", static_cast<long long>(e.checkpoint().step),
                 e.checkpoint().dir.c_str());
-  } else if (e.type == MetricsRecordType::kEvent && (e.event().level == "warning" || e.event().level == "error")) {
+  } else if (e.type == MetricsRecordType::kEvent &&
+             (e.event().level == "warning" || e.event().level == "error")) {
     std::printf("%s: %s\n", e.event().level.c_str(), e.event().message.c_str());
   } else if (e.type == MetricsRecordType::kRunStart) {
     std::printf("worker started at step %lld\n", static_cast<long long>(e.run_start().start_step));
@@ -110,9 +111,10 @@ int watch(const Context& ctx, db::Writer& writer, const runs::LocalWatch& w, boo
     const db::RunSummary s = db::run_summary(reader, w.run_id);
     const db::Run r = db::get_run(reader, w.run_id);
     std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored, $%.4f\n", w.name.c_str(),
-                out.recorded ? runs::status_text(r).c_str() : "(end not recorded)", static_cast<long long>(s.steps),
-                s.final_loss ? format_number(*s.final_loss).c_str() : "-", format_duration(s.wall_s).c_str(),
-                static_cast<unsigned long long>(ws.committed_rows), db::run_cost_usd(reader, w.run_id));
+                out.recorded ? runs::status_text(r).c_str() : "(end not recorded)",
+                static_cast<long long>(s.steps), s.final_loss ? format_number(*s.final_loss).c_str() : "-",
+                format_duration(s.wall_s).c_str(), static_cast<unsigned long long>(ws.committed_rows),
+                db::run_cost_usd(reader, w.run_id));
   }
   if (out.end.status == db::RunStatus::kFailed) {
     // What the worker said last: the reason is usually there (a missing shard, a bad value).
@@ -201,7 +203,8 @@ int cmd_run(const Context& ctx) {
   }
   db::Database db = open_store(ctx, "flotilla run");
   if (name && db::find_run(db, *name))
-    throw UsageError("a run named '" + *name + "' already exists: choose another --name, or continue it with " +
+    throw UsageError("a run named '" + *name +
+                     "' already exists: choose another --name, or continue it with " +
                      "flotilla runs resume " + *name);
   if (node_list) {
     if (!name) {
@@ -216,7 +219,8 @@ int cmd_run(const Context& ctx) {
     req.name = *name;
     req.budget_usd = budget;
     if (nproc_opt) {
-      if (*nproc_opt < 1 || *nproc_opt > 1024 || *nproc_opt != static_cast<double>(static_cast<int>(*nproc_opt)))
+      if (*nproc_opt < 1 || *nproc_opt > 1024 ||
+          *nproc_opt != static_cast<double>(static_cast<int>(*nproc_opt)))
         throw UsageError("--nproc-per-node needs a whole number from 1 to 1024");
       req.nproc_per_node = static_cast<int>(*nproc_opt);
     }
@@ -261,7 +265,8 @@ int cmd_run(const Context& ctx) {
   const runs::LocalWatch w =
       runs::start_local_run(&writer, nr.run_id, nr.name, spawn, "flotilla run", nr.config.train.steps);
   if (!quiet) {
-    std::printf("run %s (id %lld): %s\n", nr.name.c_str(), static_cast<long long>(nr.run_id), nr.run_dir.c_str());
+    std::printf("run %s (id %lld): %s\n", nr.name.c_str(), static_cast<long long>(nr.run_id),
+                nr.run_dir.c_str());
     if (nr.price.priced())
       std::printf("price $%.4g/h (%s)%s\n", nr.price.usd_per_hour, nr.price.source.c_str(),
                   nr.limits.max_usd ? ("; budget $" + format_number(*nr.limits.max_usd)).c_str() : "");
@@ -274,13 +279,15 @@ int resume_run(const Context& ctx, const std::string& name, const RecoveryReques
   db::Database db = open_store(ctx, "flotilla runs resume");
   const db::Run run = db::get_run(db, name);
   if (runs::is_node_run_dir(run.run_dir)) return resume_nodes_run(ctx, name, recovery, quiet);
-  if (recovery.auto_recover) throw UsageError("--auto-recover is for runs on SSH nodes; run " + run.name + " is local");
+  if (recovery.auto_recover)
+    throw UsageError("--auto-recover is for runs on SSH nodes; run " + run.name + " is local");
   if (run.status == db::RunStatus::kRunning) {
     const pid_t pid = run.run_dir.empty() ? 0 : runs::live_worker_pid(run.run_dir);
-    std::fprintf(stderr,
-                 "flotilla: run %s is running (its worker, pid %d, is alive); watch it with flotilla runs attach %s, "
-                 "or stop it from the command or app that watches it\n",
-                 run.name.c_str(), static_cast<int>(pid), run.name.c_str());
+    std::fprintf(
+        stderr,
+        "flotilla: run %s is running (its worker, pid %d, is alive); watch it with flotilla runs attach %s, "
+        "or stop it from the command or app that watches it\n",
+        run.name.c_str(), static_cast<int>(pid), run.name.c_str());
     return kExitRefused;
   }
   if (!db::transition_allowed(run.status, db::RunStatus::kRunning)) {
@@ -316,7 +323,8 @@ int resume_run(const Context& ctx, const std::string& name, const RecoveryReques
   const runs::LocalWatch w =
       runs::start_local_run(&writer, run.id, run.name, spawn, "flotilla runs resume", config.train.steps);
   if (!quiet) {
-    std::printf("run %s (id %lld): %s\n", run.name.c_str(), static_cast<long long>(run.id), run.run_dir.c_str());
+    std::printf("run %s (id %lld): %s\n", run.name.c_str(), static_cast<long long>(run.id),
+                run.run_dir.c_str());
     std::fflush(stdout);
   }
   return watch(ctx, writer, w, quiet);
@@ -325,13 +333,14 @@ int resume_run(const Context& ctx, const std::string& name, const RecoveryReques
 int attach_local_run(const Context& ctx, const std::string& name, bool quiet) {
   db::Database db = open_store(ctx, "flotilla runs attach");
   const db::Run run = db::get_run(db, name);
-  const runs::LocalWatch w = runs::attach_local_run(run.id, run.name, run.run_dir, "flotilla runs attach", [&] {
-    try {
-      return parse_config_toml(run.config_toml, run.name).train.steps;
-    } catch (const Error&) {
-      return int64_t{0};
-    }
-  }());
+  const runs::LocalWatch w =
+      runs::attach_local_run(run.id, run.name, run.run_dir, "flotilla runs attach", [&] {
+        try {
+          return parse_config_toml(run.config_toml, run.name).train.steps;
+        } catch (const Error&) {
+          return int64_t{0};
+        }
+      }());
   if (run.status != db::RunStatus::kRunning || w.pid <= 0) {
     std::fprintf(stderr, "flotilla: run %s is %s: no live worker to attach to%s\n", run.name.c_str(),
                  runs::status_text(run).c_str(),
@@ -341,8 +350,8 @@ int attach_local_run(const Context& ctx, const std::string& name, bool quiet) {
   const TerminalSignals signals;
   db::Writer writer(database_path(ctx));
   if (!quiet) {
-    std::printf("attached to run %s (id %lld), worker pid %d: %s\n", run.name.c_str(), static_cast<long long>(run.id),
-                static_cast<int>(w.pid), run.run_dir.c_str());
+    std::printf("attached to run %s (id %lld), worker pid %d: %s\n", run.name.c_str(),
+                static_cast<long long>(run.id), static_cast<int>(w.pid), run.run_dir.c_str());
     std::fflush(stdout);
   }
   return watch(ctx, writer, w, quiet);

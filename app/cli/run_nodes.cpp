@@ -84,7 +84,8 @@ void print_step(const MetricsRecord& e, int64_t total, Clock::time_point& last) 
                 static_cast<double>(e.eval().val_loss));
   } else if (e.type == MetricsRecordType::kCheckpoint) {
     std::printf("checkpoint at step %lld\n", static_cast<long long>(e.checkpoint().step));
-  } else if (e.type == MetricsRecordType::kEvent && (e.event().level == "warning" || e.event().level == "error")) {
+  } else if (e.type == MetricsRecordType::kEvent &&
+             (e.event().level == "warning" || e.event().level == "error")) {
     std::printf("%s: %s\n", e.event().level.c_str(), e.event().message.c_str());
   } else {
     return;
@@ -156,7 +157,8 @@ RecoveryRequest read_recovery_options(ArgReader& args) {
   const std::optional<double> recover_after = args.number("--recover-after");
   r.mirror = args.flag("--mirror-checkpoints");
   if (!r.auto_recover && (spare_list || max_recoveries || recover_after || r.mirror))
-    throw UsageError("--spare, --max-recoveries, --recover-after and --mirror-checkpoints go with --auto-recover");
+    throw UsageError(
+        "--spare, --max-recoveries, --recover-after and --mirror-checkpoints go with --auto-recover");
   if (max_recoveries) {
     if (*max_recoveries < 1 || *max_recoveries > 100 ||
         *max_recoveries != static_cast<double>(static_cast<int>(*max_recoveries)))
@@ -228,8 +230,9 @@ int list_run_checkpoints(const Context& ctx, const std::string& run_name, bool a
   if (as_json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else if (out.empty()) {
-    std::printf("run %s has no checkpoint%s\n", run.name.c_str(),
-                purged ? (" on disk (" + std::to_string(purged) + " written earlier were purged)").c_str() : "");
+    std::printf(
+        "run %s has no checkpoint%s\n", run.name.c_str(),
+        purged ? (" on disk (" + std::to_string(purged) + " written earlier were purged)").c_str() : "");
   } else {
     for (const auto& c : out)
       std::printf("step %8lld  %s\n", static_cast<long long>(c["step"].get<int64_t>()),
@@ -260,12 +263,13 @@ int fetch_run_checkpoint(const Context& ctx, const std::string& run_name, std::o
     if (!found) {
       std::string steps;
       for (const auto& c : all) steps += (steps.empty() ? "" : ", ") + std::to_string(c.step);
-      throw UsageError("run " + run.name + " has no checkpoint at step " + std::to_string(*step) + " (it has " + steps +
-                       ")");
+      throw UsageError("run " + run.name + " has no checkpoint at step " + std::to_string(*step) +
+                       " (it has " + steps + ")");
     }
     want = *step;
   }
-  const std::string dir = out_dir.empty() ? checkpoints_dir_of(ctx, run.name) : fs::absolute(out_dir).string();
+  const std::string dir =
+      out_dir.empty() ? checkpoints_dir_of(ctx, run.name) : fs::absolute(out_dir).string();
   fs::create_directories(dir);
   const std::string local = remote::fetch_remote_checkpoint(*m->node.session, m->rid, want, dir);
   std::printf("%s\n", local.c_str());
@@ -278,7 +282,8 @@ int checkpoint_nodes_run(const Context& ctx, const std::string& run_name) {
   std::optional<Master> m = connect_master(ctx, db, run);
   if (!m) return kExitRefused;
   if (!remote::request_remote_checkpoint(*m->node.session, m->rid)) {
-    note_stderr("run " + run.name + " is not running on node " + m->node.rec.name + "; nothing to checkpoint");
+    note_stderr("run " + run.name + " is not running on node " + m->node.rec.name +
+                "; nothing to checkpoint");
     return kExitRefused;
   }
   std::printf(
@@ -293,8 +298,10 @@ std::vector<std::string> parse_node_list(const std::string& text, const std::str
   size_t start = 0;
   for (;;) {
     const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty()) throw UsageError(option + " needs node names separated by commas, e.g. " + option + " a,b");
+    const std::string name =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty())
+      throw UsageError(option + " needs node names separated by commas, e.g. " + option + " a,b");
     for (const auto& seen : out)
       if (seen == name) throw UsageError(option + " names node '" + name + "' twice");
     out.push_back(name);
@@ -332,8 +339,8 @@ int run_on_nodes(const Context& ctx, const NodesRunRequest& req) {
   };
   const runs::Watch w = runs::start_on_nodes(db, nodes, start, progress);
   if (!req.quiet) {
-    std::printf("run %s (id %lld): %d node(s) x %d rank(s), remote dir ~/.flotilla/runs/%s\n", req.name.c_str(),
-                static_cast<long long>(w.run_id), m, n, w.rid.c_str());
+    std::printf("run %s (id %lld): %d node(s) x %d rank(s), remote dir ~/.flotilla/runs/%s\n",
+                req.name.c_str(), static_cast<long long>(w.run_id), m, n, w.rid.c_str());
     std::fflush(stdout);
   }
   RecoveryRequest rr = req.recovery;
@@ -370,8 +377,9 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
     return kExitRefused;
   }
   if (!quiet) {
-    std::printf("attached to run %s (id %lld) on %zu node(s), remote dir ~/.flotilla/runs/%s, %s\n", run.name.c_str(),
-                static_cast<long long>(run.id), nodes.size(), rid.c_str(), running ? "running" : "already exited");
+    std::printf("attached to run %s (id %lld) on %zu node(s), remote dir ~/.flotilla/runs/%s, %s\n",
+                run.name.c_str(), static_cast<long long>(run.id), nodes.size(), rid.c_str(),
+                running ? "running" : "already exited");
     std::fflush(stdout);
   }
   RecoveryRequest effective = rr;
@@ -386,12 +394,14 @@ int attach_nodes_run(const Context& ctx, const std::string& run_name, bool quiet
       effective.recover_after_s = p.settle_seconds;
       effective.mirror = p.mirror;
       if (!quiet)
-        std::printf("automatic recovery after a preemption: on, as the run was started (%d left)\n", p.max_recoveries);
+        std::printf("automatic recovery after a preemption: on, as the run was started (%d left)\n",
+                    p.max_recoveries);
     }
   }
   for (const auto& spare : effective.spares)
     for (const auto& n : nodes)
-      if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
+      if (n.rec.name == spare)
+        throw UsageError("--spare names node '" + spare + "', which the run already uses");
   return watch(ctx, nodes, w, quiet, make_recovery(ctx, db, effective, checkpoints_dir_of(ctx, run.name)));
 }
 
@@ -411,7 +421,8 @@ int resume_nodes_run(const Context& ctx, const std::string& run_name, const Reco
   }
   for (const auto& spare : rr.spares)
     for (const auto& n : nodes)
-      if (n.rec.name == spare) throw UsageError("--spare names node '" + spare + "', which the run already uses");
+      if (n.rec.name == spare)
+        throw UsageError("--spare names node '" + spare + "', which the run already uses");
   // Host-key problems refuse the resume; a node that does not answer is left to restart_on_nodes.
   for (auto& n : nodes) {
     n.session = std::make_unique<remote::Session>(node_session_options(ctx, n.rec));
@@ -431,8 +442,8 @@ int resume_nodes_run(const Context& ctx, const std::string& run_name, const Reco
   const runs::Recovery recovery = make_recovery(ctx, db, rr, checkpoints_dir_of(ctx, run.name));
   std::vector<db::SshNode> spares = recovery.spares;
   db::Writer writer(database_path(ctx));
-  const std::string why =
-      runs::restart_on_nodes(writer, nodes, w, recovery, spares, "resumed by flotilla runs resume", false, note_stderr);
+  const std::string why = runs::restart_on_nodes(writer, nodes, w, recovery, spares,
+                                                 "resumed by flotilla runs resume", false, note_stderr);
   if (!why.empty()) {
     note_stderr(why);
     return kExitRefused;

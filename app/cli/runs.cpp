@@ -168,7 +168,8 @@ int show(const Context& ctx, ArgReader& args) {
               r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
               r.max_hours ? ("   time limit " + format_number(*r.max_hours) + " h").c_str() : "");
   if (r.usd_per_hour)
-    std::printf("price      $%.4g/h (%s)\n", *r.usd_per_hour, r.price_source.empty() ? "-" : r.price_source.c_str());
+    std::printf("price      $%.4g/h (%s)\n", *r.usd_per_hour,
+                r.price_source.empty() ? "-" : r.price_source.c_str());
   std::string m;
   for (const auto& n : names) m += (m.empty() ? "" : " ") + n;
   std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
@@ -254,10 +255,11 @@ int checkpoint_run(const Context& ctx, const std::string& name) {
   if (runs::is_node_run_dir(r.run_dir)) return checkpoint_nodes_run(ctx, name);
   const long pid = r.run_dir.empty() ? 0 : runs::live_worker_pid(r.run_dir);
   if (pid == 0) {
-    std::fprintf(stderr,
-                 "flotilla: run %s has no live worker (its worker.pid in %s names none that is alive); only a "
-                 "running run can take a checkpoint\n",
-                 r.name.c_str(), r.run_dir.empty() ? "its run dir" : r.run_dir.c_str());
+    std::fprintf(
+        stderr,
+        "flotilla: run %s has no live worker (its worker.pid in %s names none that is alive); only a "
+        "running run can take a checkpoint\n",
+        r.name.c_str(), r.run_dir.empty() ? "its run dir" : r.run_dir.c_str());
     return kExitRefused;
   }
   if (::kill(static_cast<pid_t>(pid), SIGUSR1) != 0) {
@@ -317,8 +319,8 @@ int cmd_runs(const Context& ctx) {
     if (pos.size() != 1) throw UsageError("runs fetch needs one RUN (a name or an id)");
     if (step && (*step < 0 || *step != static_cast<double>(static_cast<int64_t>(*step))))
       throw UsageError("--step needs a step number (flotilla runs checkpoints RUN lists them)");
-    return fetch_run_checkpoint(ctx, pos[0], step ? std::optional<int64_t>(static_cast<int64_t>(*step)) : std::nullopt,
-                                out);
+    return fetch_run_checkpoint(
+        ctx, pos[0], step ? std::optional<int64_t>(static_cast<int64_t>(*step)) : std::nullopt, out);
   }
   if (sub == "resume" || sub == "attach") {
     const bool quiet = args.flag("--quiet");

@@ -71,7 +71,8 @@ int cmd_export(const CommandArgs& argv) {
   if (!out) throw_usage("export needs --out PATH");
   if (format != "safetensors" && format != "llmc" && format != "hf")
     throw_usage("--format " + format + " is not supported; use hf, safetensors or llmc");
-  if (dtype != "bf16" && dtype != "fp32") throw_usage("--dtype " + dtype + " is not supported; use bf16 or fp32");
+  if (dtype != "bf16" && dtype != "fp32")
+    throw_usage("--dtype " + dtype + " is not supported; use bf16 or fp32");
 
   std::vector<std::string> warnings;
   const ModelCheckpoint c = load_model_checkpoint(*dir, &warnings);
@@ -98,7 +99,8 @@ int cmd_export(const CommandArgs& argv) {
                 static_cast<long long>(c.step), dtype.c_str(), path.c_str(), mib(bytes).c_str());
     for (const std::string& f : files) std::printf("  %s\n", f.c_str());
     if (o.source_folder.empty() && o.tokenizer_folder.empty())
-      std::printf("  (no tokenizer files: the run did not start from a Hugging Face folder; pass --tokenizer DIR)\n");
+      std::printf(
+          "  (no tokenizer files: the run did not start from a Hugging Face folder; pass --tokenizer DIR)\n");
     std::printf("  model: %s, %zu parameters\n", describe_dims(d).c_str(), num_parameters_unpadded(d));
     return 0;
   }

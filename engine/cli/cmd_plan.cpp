@@ -8,14 +8,14 @@
 #include <string>
 
 #include "engine/cli/args.h"
-#include "engine/plan/recommend.h"
 #include "engine/cli/commands.h"
-#include "engine/interop/hf_model.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_schema.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/interop/hf_model.h"
 #include "engine/plan/planner.h"
+#include "engine/plan/recommend.h"
 
 namespace flotilla::cli {
 namespace {
@@ -105,7 +105,8 @@ int cmd_plan(const CommandArgs& argv) {
   const double efficiency = args.double_or("--efficiency", 0.5);
   if (!(efficiency > 0 && efficiency <= 1)) throw_usage("--efficiency must be in (0, 1]");
   const bool recommend = args.flag("--recommend");
-  const int world = static_cast<int>(args.int_or("--world", config.parallel.dp * config.parallel.tp * config.parallel.pp));
+  const int world =
+      static_cast<int>(args.int_or("--world", config.parallel.dp * config.parallel.tp * config.parallel.pp));
   const size_t top = static_cast<size_t>(args.int_or("--top", 10));
   if (world < 1 || world > 4096) throw_usage("--world must be between 1 and 4096");
   if (!recommend) validate_or_throw(config);

@@ -32,7 +32,8 @@ int cmd_probe(const CommandArgs& argv) {
   const auto count_text = args.value("--connect-count");
   const long long count = count_text ? parse_int(*count_text, "--connect-count") : 5;
   if (count < 1 || count > kMaxConnectCount)
-    throw_usage("--connect-count " + std::to_string(count) + " is outside 1-" + std::to_string(kMaxConnectCount));
+    throw_usage("--connect-count " + std::to_string(count) + " is outside 1-" +
+                std::to_string(kMaxConnectCount));
   if (count_text && targets.empty()) throw_usage("--connect-count needs --connect HOST:PORT");
   args.finish("probe");
   ProbeResult p = probe_machine();

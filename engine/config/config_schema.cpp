@@ -57,7 +57,8 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(run, seed, "seed for initialisation, shuffling and sampling"),
       FLOTILLA_KEY(run, device, "\"cpu\" or \"cuda\"", "cpu", "cuda"),
       FLOTILLA_KEY(run, threads, "CPU threads per rank; 0 = all cores (divided among local ranks)"),
-      FLOTILLA_KEY(run, max_restarts, "crash restarts from the last verified checkpoint; preemptions do not count"),
+      FLOTILLA_KEY(run, max_restarts,
+                   "crash restarts from the last verified checkpoint; preemptions do not count"),
 
       FLOTILLA_KEY(model, preset, "a named shape (docs/config.md lists them) or custom"),
       FLOTILLA_KEY(model, arch, "model family: gpt2 | llama (Llama 3, Qwen 2/3, SmolLM2, Mistral-style)",
@@ -82,7 +83,7 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(model, rope_high_freq_factor, "llama: llama3 scaling, high-frequency factor"),
       FLOTILLA_KEY(model, rope_original_max_position, "llama: llama3 scaling, original context length"),
       FLOTILLA_KEY(model, init_from,
-                   "initial weights: \"\" (random), a Hugging Face folder, a .safetensors or llm.c .bin"),
+                   "weights to start from: a Hugging Face folder, .safetensors, llm.c .bin"),
 
       FLOTILLA_KEY(data, source, "\"synthetic\" (deterministic demo corpus) or \"shards\"", "synthetic",
                    "shards"),

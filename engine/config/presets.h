@@ -14,8 +14,8 @@ namespace flotilla {
 struct ModelPreset {
   const char* name;
   const char* description;
-  ModelSection shape;          // arch, dims and (llama) the architecture keys
-  bool sets_vocab = false;     // also vocab_size and max_seq_len (a released model's tokenizer)
+  ModelSection shape;       // arch, dims and (llama) the architecture keys
+  bool sets_vocab = false;  // also vocab_size and max_seq_len (a released model's tokenizer)
 };
 
 const std::vector<ModelPreset>& model_presets();

@@ -36,12 +36,12 @@ struct ModelSection {
   bool qkv_bias = false;        // llama: biases on the q, k and v projections (Qwen 2)
   bool qk_norm = false;         // llama: per-head RMSNorm of q and k before RoPE (Qwen 3)
   double rope_theta = 10000.0;  // llama: RoPE base frequency
-  std::string rope_scaling = "default";  // llama: RoPE frequency scaling: default | linear | llama3
-  double rope_factor = 1.0;              // llama: RoPE scaling factor (linear, llama3)
-  double rope_low_freq_factor = 1.0;     // llama: llama3 scaling, low-frequency factor
-  double rope_high_freq_factor = 4.0;    // llama: llama3 scaling, high-frequency factor
+  std::string rope_scaling = "default";   // llama: RoPE frequency scaling: default | linear | llama3
+  double rope_factor = 1.0;               // llama: RoPE scaling factor (linear, llama3)
+  double rope_low_freq_factor = 1.0;      // llama: llama3 scaling, low-frequency factor
+  double rope_high_freq_factor = 4.0;     // llama: llama3 scaling, high-frequency factor
   int rope_original_max_position = 8192;  // llama: llama3 scaling, original context length
-  std::string init_from = "";   // initial weights: "" (random), a Hugging Face folder, a .safetensors or llm.c .bin
+  std::string init_from = "";  // weights to start from: a Hugging Face folder, .safetensors, llm.c .bin
 };
 
 struct DataSection {

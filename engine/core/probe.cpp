@@ -173,7 +173,6 @@ void probe_gpus(ProbeResult& p) {
 #endif
 }
 
-
 // `v` safe to show in a message: control bytes escaped, at most 60 characters.
 std::string shown(const std::string& v) {
   std::string out;
@@ -259,9 +258,12 @@ double timed_connect(const addrinfo& ai, double timeout_s, std::string& error) {
   }
   ::close(fd);
   if (err == 0) return ms;
-  if (err == ECONNREFUSED) error = "refused";
-  else if (err == ETIMEDOUT) error = "timed out";
-  else error = "unreachable: " + errno_string(err);
+  if (err == ECONNREFUSED)
+    error = "refused";
+  else if (err == ETIMEDOUT)
+    error = "timed out";
+  else
+    error = "unreachable: " + errno_string(err);
   return -1;
 }
 
@@ -295,7 +297,8 @@ std::string connect_host_problem(const std::string& host) {
   if (host.size() > 253) return name + " is longer than 253 characters";
   if (host.front() == '[') {
     in6_addr addr{};
-    if (host.size() < 3 || host.back() != ']') return name + " opens '[' for an IPv6 address but does not close it";
+    if (host.size() < 3 || host.back() != ']')
+      return name + " opens '[' for an IPv6 address but does not close it";
     if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &addr) != 1)
       return name + " is not a valid bracketed IPv6 address";
     return "";
@@ -314,7 +317,8 @@ std::string connect_host_problem(const std::string& host) {
     const std::string label = host.substr(i, dot == std::string::npos ? std::string::npos : dot - i);
     if (label.empty()) return name + " has an empty label (two dots in a row, or a dot at an end)";
     if (label.size() > 63) return name + " has a label longer than 63 characters";
-    if (label.front() == '-' || label.back() == '-') return name + " has a label that starts or ends with '-'";
+    if (label.front() == '-' || label.back() == '-')
+      return name + " has a label that starts or ends with '-'";
     if (dot == std::string::npos) break;
     i = dot + 1;
   }
@@ -328,9 +332,11 @@ std::vector<ConnectTarget> parse_connect_targets(const std::string& list, const 
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const std::string what = option + ": target '" + shown(item) + "' ";
-    if (item.empty()) throw_usage(option + " has an empty target (two commas in a row, or one at an end)" + hint);
+    if (item.empty())
+      throw_usage(option + " has an empty target (two commas in a row, or one at an end)" + hint);
     size_t colon = std::string::npos;
     if (item.front() == '[') {
       const size_t close = item.find(']');
@@ -342,7 +348,8 @@ std::vector<ConnectTarget> parse_connect_targets(const std::string& list, const 
     ConnectTarget t;
     t.host = item.substr(0, colon);
     const std::string port = item.substr(colon + 1);
-    if (const std::string why = connect_host_problem(t.host); !why.empty()) throw_usage(what + "is refused: " + why + hint);
+    if (const std::string why = connect_host_problem(t.host); !why.empty())
+      throw_usage(what + "is refused: " + why + hint);
     if (const std::string why = port_problem(port); !why.empty()) throw_usage(what + why + hint);
     t.port = static_cast<int>(std::stol(port));
     out.push_back(t);

@@ -36,11 +36,11 @@ struct ConnectTarget {
 struct ConnectProbe {
   ConnectTarget target;
   int attempts = 0;
-  int answered = 0;        // connects that completed
-  double min_ms = -1;      // -1 when none completed
+  int answered = 0;    // connects that completed
+  double min_ms = -1;  // -1 when none completed
   double median_ms = -1;
-  std::string error;       // "" when at least one connect completed; else "refused", "timed out",
-                           // "unresolvable: ..." or "unreachable: ..." (the last failure)
+  std::string error;  // "" when at least one connect completed; else "refused", "timed out",
+                      // "unresolvable: ..." or "unreachable: ..." (the last failure)
 };
 
 struct ProbeResult {
@@ -74,7 +74,8 @@ inline constexpr int kMaxConnectCount = 100;
 // Parses "HOST:PORT[,HOST:PORT...]" (the value of `option`, named in every message). Throws
 // Error(kUsage) for an empty item, a host that is not a DNS name / dotted IPv4 / [IPv6], a port
 // outside 1-65535 or not in plain digits, or more than kMaxConnectTargets targets.
-std::vector<ConnectTarget> parse_connect_targets(const std::string& list, const std::string& option = "--connect");
+std::vector<ConnectTarget> parse_connect_targets(const std::string& list,
+                                                 const std::string& option = "--connect");
 // "" when `host` is acceptable (the rules above), else why not.
 std::string connect_host_problem(const std::string& host);
 

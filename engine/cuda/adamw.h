@@ -17,8 +17,8 @@ void adamw_update(Context& ctx, float* params, const float* grads, float* m, flo
 // working copy params = round(master) written in the same pass. With seed != 0 the rounding is
 // stochastic (unbiased; the random bits are a hash of (seed, t, index), so a run repeats exactly).
 template <typename G>
-void adamw_update_mixed(Context& ctx, bf16* params, float* master, const G* grads, float* m, float* v, size_t n,
-                        float grad_scale, float lr, float beta1, float beta2, float eps, float weight_decay,
-                        int64_t t, uint32_t seed);
+void adamw_update_mixed(Context& ctx, bf16* params, float* master, const G* grads, float* m, float* v,
+                        size_t n, float grad_scale, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int64_t t, uint32_t seed);
 
 }  // namespace flotilla::cuda

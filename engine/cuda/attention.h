@@ -12,8 +12,8 @@ namespace flotilla::cuda {
 
 // out = softmax(Q K^T / sqrt(HD), causal) V, without ever storing the (T, T) scores.
 template <typename T>
-void attention_forward(Context& ctx, T* out, float* lse, const T* qkv, const int32_t* pos, int B, int Tn, int NH,
-                       int NKV, int HD);
+void attention_forward(Context& ctx, T* out, float* lse, const T* qkv, const int32_t* pos, int B, int Tn,
+                       int NH, int NKV, int HD);
 // dqkv overwritten with the gradient for dout; scores are recomputed tile by tile. Deterministic:
 // dQ and dK/dV are each produced by the one thread that owns the row (no atomics); a K/V row's
 // gradient sums its group's query heads in head order.

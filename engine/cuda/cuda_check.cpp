@@ -19,8 +19,8 @@ void check_cuda(cudaError_t e, const char* what) {
 void check_cublas(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const ExitCode code = s == CUBLAS_STATUS_ALLOC_FAILED ? ExitCode::kOutOfMemory : ExitCode::kInternal;
-  throw Error(code, std::string("cuBLASLt: ") + what + " failed with status " + std::to_string(static_cast<int>(s)) +
-                        " (" + cublasLtGetStatusName(s) + ")");
+  throw Error(code, std::string("cuBLASLt: ") + what + " failed with status " +
+                        std::to_string(static_cast<int>(s)) + " (" + cublasLtGetStatusName(s) + ")");
 }
 
 void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }

@@ -11,13 +11,13 @@ namespace flotilla::cuda {
 // Tensor parallelism: an id < 0 contributes 0 for wte (another rank holds the row), and
 // wpe == nullptr contributes 0 (also llama, which has no position table).
 template <typename T>
-void encoder_forward(Context& ctx, T* out, const int32_t* inp, const T* wte, const T* wpe, const int32_t* pos, int B,
-                     int Tn, int C);
+void encoder_forward(Context& ctx, T* out, const int32_t* inp, const T* wte, const T* wpe, const int32_t* pos,
+                     int B, int Tn, int C);
 // dwte (Vp, C) += scatter of dout rows by token; dwpe (maxT, C) += sum of the rows at each
 // position. Deterministic: no float atomics (see encoder.cu). Ids < 0 are skipped for dwte; dwpe
 // may be null.
 template <typename T>
-void encoder_backward(Context& ctx, T* dwte, T* dwpe, const T* dout, const int32_t* inp, const int32_t* pos, int B,
-                      int Tn, int C);
+void encoder_backward(Context& ctx, T* dwte, T* dwpe, const T* dout, const int32_t* inp, const int32_t* pos,
+                      int B, int Tn, int C);
 
 }  // namespace flotilla::cuda

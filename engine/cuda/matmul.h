@@ -16,12 +16,13 @@ void matmul_forward(Context& ctx, T* out, const T* inp, const T* weight, const T
 // dinp (N, IC) = dout @ weight (overwritten; skipped when null); dweight (OC, IC) += dout^T @ inp;
 // dbias (OC) += column sums of dout (deterministic, skipped when null).
 template <typename T>
-void matmul_backward(Context& ctx, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int IC, int OC);
+void matmul_backward(Context& ctx, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+                     const T* weight, int N, int IC, int OC);
 
 // Column-major D (m, n) = op(A) (m, k) @ op(B) (k, n) + beta * D, the raw cuBLASLt call used above
 // (exposed for the bf16 peak measurement of bench --device cuda).
 template <typename T>
-void gemm(Context& ctx, T* D, const T* A, const T* B, int m, int n, int k, bool trans_a, bool trans_b, float beta);
+void gemm(Context& ctx, T* D, const T* A, const T* B, int m, int n, int k, bool trans_a, bool trans_b,
+          float beta);
 
 }  // namespace flotilla::cuda

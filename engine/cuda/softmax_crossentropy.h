@@ -13,8 +13,8 @@ namespace flotilla::cuda {
 // (a slice of the vocabulary): other targets[r] < 0 mean another rank holds the target column;
 // losses[r] = lse[r] then, and the backward subtracts no one-hot on that row.
 template <typename T>
-void softmax_crossentropy_forward(Context& ctx, float* losses, float* lse, const T* logits, const int32_t* targets,
-                                  long N, int V, int Vp);
+void softmax_crossentropy_forward(Context& ctx, float* losses, float* lse, const T* logits,
+                                  const int32_t* targets, long N, int V, int Vp);
 
 // dlogits (N, Vp) = dloss * (softmax - onehot) on columns < V, 0 on padding; may alias logits.
 template <typename T>

@@ -37,7 +37,8 @@ std::vector<int> parse_gpu_list(const std::string& text, const std::string& opti
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const int v = parse_ordinal(item);
     if (v < 0)
       throw_usage(option + " '" + text + "': '" + item +
@@ -61,9 +62,10 @@ std::vector<int> assign_gpus(int nproc, int visible, const std::vector<int>& gpu
   if (nproc > visible)
     throw_config("launch: --nproc-per-node " + std::to_string(nproc) + " starts one rank per GPU, but " +
                  (visible == 0 ? shown : "only " + shown) + ": " +
-                 (visible == 0 ? std::string("train with run.device = \"cpu\", or run on a machine with GPUs")
-                               : "lower --nproc-per-node to " + std::to_string(visible) +
-                                     ", or make more GPUs visible (check CUDA_VISIBLE_DEVICES and nvidia-smi)"));
+                 (visible == 0
+                      ? std::string("train with run.device = \"cpu\", or run on a machine with GPUs")
+                      : "lower --nproc-per-node to " + std::to_string(visible) +
+                            ", or make more GPUs visible (check CUDA_VISIBLE_DEVICES and nvidia-smi)"));
   std::vector<int> out;
   for (int l = 0; l < nproc; ++l) {
     const int g = gpus.empty() ? l : gpus[static_cast<size_t>(l)];

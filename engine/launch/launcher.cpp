@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -51,7 +51,7 @@ struct Rank {
   Clock::time_point last_progress;  // when `step` last advanced (or start)
   Clock::time_point last_beat;      // last heartbeat line of any kind
   bool beating = false;
-  double slowest_step_s = 0;        // longest time between two advances after the first step
+  double slowest_step_s = 0;  // longest time between two advances after the first step
 };
 
 int pick_free_port() {
@@ -242,8 +242,9 @@ class Attempt {
       long long step = 0;
       if (std::sscanf(line.c_str(), "step=%lld", &step) == 1 && step > r.step) {
         // Per step, so a heartbeat that skipped some (several steps in one second) is not slow.
-        if (r.step > 0) r.slowest_step_s = std::max(r.slowest_step_s, seconds_since(r.last_progress) /
-                                                                          static_cast<double>(step - r.step));
+        if (r.step > 0)
+          r.slowest_step_s =
+              std::max(r.slowest_step_s, seconds_since(r.last_progress) / static_cast<double>(step - r.step));
         r.step = step;
         r.last_progress = Clock::now();
       }
@@ -464,7 +465,9 @@ int run_launch(const LaunchOptions& options) {
     std::string why;
     const int count = options.gpu_count >= 0 ? options.gpu_count : visible_gpu_count(&why);
     const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-    const std::string note = cvd != nullptr ? "CUDA_VISIBLE_DEVICES=" + std::string(cvd) : count == 0 ? why : "";
+    const std::string note = cvd != nullptr ? "CUDA_VISIBLE_DEVICES=" + std::string(cvd)
+                             : count == 0   ? why
+                                            : "";
     devices = assign_gpus(options.nproc_per_node, count, options.gpus, note);
     if (options.log) {
       std::string text;

@@ -21,19 +21,19 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;               // 0 = pick a free port (single node only)
-  int max_restarts = 0;                  // crash restarts; preemptions do not count
-  double init_timeout_s = 300;           // first step must arrive within this (torchtitan's init 300 s)
-  double step_timeout_s = 100;           // later steps: no progress for this long = stalled (at
-                                         // least 3x the slowest step seen: see stall_limit_s)
-  double term_grace_s = 10;              // SIGTERM -> this long -> SIGKILL
-  bool bind_cores = true;                // pin each local rank to its share of the cores
+  int master_port = 29500;      // 0 = pick a free port (single node only)
+  int max_restarts = 0;         // crash restarts; preemptions do not count
+  double init_timeout_s = 300;  // first step must arrive within this (torchtitan's init 300 s)
+  double step_timeout_s = 100;  // later steps: no progress for this long = stalled (at
+                                // least 3x the slowest step seen: see stall_limit_s)
+  double term_grace_s = 10;     // SIGTERM -> this long -> SIGKILL
+  bool bind_cores = true;       // pin each local rank to its share of the cores
   // GPU pinning (gpu_pinning.h): with device "cuda" or a non-empty gpus list, local rank l gets
   // FLOTILLA_CUDA_DEVICE = gpus[l] (or l), and the launch is refused before any rank starts when
   // the node has fewer GPUs than ranks.
-  std::string device;     // the run's device, e.g. from worker_run_device(); "" = unknown
-  std::vector<int> gpus;  // --gpus: one CUDA ordinal per local rank
-  int gpu_count = -1;     // GPUs visible here; -1 = ask (visible_gpu_count)
+  std::string device;                    // the run's device, e.g. from worker_run_device(); "" = unknown
+  std::vector<int> gpus;                 // --gpus: one CUDA ordinal per local rank
+  int gpu_count = -1;                    // GPUs visible here; -1 = ask (visible_gpu_count)
   std::vector<std::string> worker_args;  // the subcommand and its arguments, e.g. {"train", "--config", ...}
   std::string worker_binary;             // default: this executable (/proc/self/exe)
   std::FILE* log = stderr;               // merged rank output and supervisor messages

@@ -1,5 +1,5 @@
 // A transformer on any backend: parameters, gradients, activations and the training step's
-// forward and backward for one architecture (DESIGN.md §3; docs/architecture.md "The model seam").
+// forward and backward for one architecture (DESIGN.md §3; docs/models.md "The model seam").
 //
 // Non-obvious decision: there is one Model for every architecture and backend. What a step does
 // (which kernels, on which buffers, with which tensor-parallel collectives) is written once per

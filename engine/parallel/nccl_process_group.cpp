@@ -311,8 +311,8 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string stage_out(const Op& op, const staging::Plan& plan) {
     auto out = [&](const staging::Region& r, void* host) {
       if (r.bytes > 0 && r.copy_out)
-        check_cuda(cudaMemcpyAsync(host, static_cast<char*>(scratch_) + r.offset, r.bytes, cudaMemcpyDeviceToHost,
-                                   stream_),
+        check_cuda(cudaMemcpyAsync(host, static_cast<char*>(scratch_) + r.offset, r.bytes,
+                                   cudaMemcpyDeviceToHost, stream_),
                    op.label + ": copying the result back to a host buffer");
     };
     out(plan.data, op.data);

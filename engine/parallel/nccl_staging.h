@@ -26,7 +26,13 @@ namespace flotilla::parallel::nccl_staging {
 
 // cudaPointerGetAttributes' memory type, mirrored without CUDA headers (same order as
 // cudaMemoryType: Unregistered = 0, Host = 1, Device = 2, Managed = 3), plus a failed query.
-enum class PointerKind : uint8_t { kUnregistered = 0, kHost = 1, kDevice = 2, kManaged = 3, kQueryFailed = 4 };
+enum class PointerKind : uint8_t {
+  kUnregistered = 0,
+  kHost = 1,
+  kDevice = 2,
+  kManaged = 3,
+  kQueryFailed = 4
+};
 
 // query_ok: cudaPointerGetAttributes returned cudaSuccess; memory_type: its attributes.type.
 inline PointerKind classify(bool query_ok, int memory_type) {
@@ -46,7 +52,7 @@ inline PointerKind classify(bool query_ok, int memory_type) {
 // True when NCCL cannot take the pointer directly and it goes through the scratch.
 inline bool needs_staging(PointerKind k) { return k != PointerKind::kDevice && k != PointerKind::kManaged; }
 
-constexpr size_t kStagingAlign = 256;               // region alignment inside the scratch
+constexpr size_t kStagingAlign = 256;                // region alignment inside the scratch
 constexpr size_t kStagingGranule = size_t(1) << 20;  // growth step
 constexpr size_t kStagingRetainBytes = size_t(64) << 20;
 

@@ -79,16 +79,17 @@ std::string plan_to_text(const Plan& p) {
   std::string out;
   out += "model\n";
   if (d.llama())
-    out += row("preset", p.preset + ": llama, " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
-                             " heads (" + std::to_string(d.kv_heads()) + " KV, head_dim " + std::to_string(d.hd()) +
-                             "), width " + std::to_string(d.n_embd) + ", FFN " + std::to_string(d.ffn()) + ", vocab " +
-                             commas(d.vocab_size) + " (padded " + commas(d.padded_vocab) + "), " +
-                             (d.tied() ? "tied" : "untied") + " head, up to " + commas(d.max_seq_len) + " tokens");
+    out += row("preset",
+               p.preset + ": llama, " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
+                   " heads (" + std::to_string(d.kv_heads()) + " KV, head_dim " + std::to_string(d.hd()) +
+                   "), width " + std::to_string(d.n_embd) + ", FFN " + std::to_string(d.ffn()) + ", vocab " +
+                   commas(d.vocab_size) + " (padded " + commas(d.padded_vocab) + "), " +
+                   (d.tied() ? "tied" : "untied") + " head, up to " + commas(d.max_seq_len) + " tokens");
   else
-    out += row("preset", p.preset + ": " + std::to_string(d.n_layer) + " layers, " + std::to_string(d.n_head) +
-                             " heads, width " + std::to_string(d.n_embd) + ", vocab " + commas(d.vocab_size) +
-                             " (padded " + commas(d.padded_vocab) + "), " + std::to_string(d.max_seq_len) +
-                             " positions");
+    out += row("preset", p.preset + ": " + std::to_string(d.n_layer) + " layers, " +
+                             std::to_string(d.n_head) + " heads, width " + std::to_string(d.n_embd) +
+                             ", vocab " + commas(d.vocab_size) + " (padded " + commas(d.padded_vocab) +
+                             "), " + std::to_string(d.max_seq_len) + " positions");
   if (!p.init_from.empty()) out += row("weights from", p.init_from);
   out += row("parameters", commas(p.params.total) + " (non-embedding " + commas(p.params.non_embedding) +
                                ", embeddings " + commas(p.params.embedding) + "; allocated " +

@@ -169,7 +169,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     const int rebuilt = plan.recompute ? st.n_layers - (st.head ? 1 : 0) : 0;
     block_flops += rebuilt * recompute_flops_per_token(d, plan.T);
     const double head_flops =
-        st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + (d.llama() ? 1.0 : 2.0) * d.n_embd) : 0.0;
+        st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + (d.llama() ? 1.0 : 2.0) * d.n_embd)
+                : 0.0;
     st.flops = (block_flops + head_flops) * tokens / tp;
 
     // Communication per rank per step.

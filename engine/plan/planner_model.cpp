@@ -17,7 +17,8 @@ ParamCounts count_parameters(const GptDims& d) {
   const auto C = static_cast<uint64_t>(d.n_embd);
   // GPT-2: the token and position tables; llama: the token embedding (an untied LM head is a
   // linear layer, counted with the rest, as transformers' num_parameters(exclude_embeddings)).
-  p.embedding = static_cast<uint64_t>(d.vocab_size) * C + (d.llama() ? 0 : static_cast<uint64_t>(d.max_seq_len) * C);
+  p.embedding =
+      static_cast<uint64_t>(d.vocab_size) * C + (d.llama() ? 0 : static_cast<uint64_t>(d.max_seq_len) * C);
   p.non_embedding = p.total - p.embedding;
   return p;
 }
@@ -81,7 +82,8 @@ ActivationFloats activation_account(const GptDims& d, int B, int T) {
   // Split over TP: GPT-2 qkv (3C), atty (C), fch (4C); llama the q/k/v projection (and its pre-norm
   // copy and norm statistics under qk_norm), atty, gate/up (2F).
   const double D = d.qkv_dim(), Qd = d.q_dim(), F = d.ffn(), qk = d.qk_norm ? 1 : 0;
-  const double shard = d.llama() ? n * (D + qk * (D + d.n_head + d.kv_heads()) + Qd + 2 * F) + lse : 8 * nc + lse;
+  const double shard =
+      d.llama() ? n * (D + qk * (D + d.n_head + d.kv_heads()) + Qd + 2 * F) + lse : 8 * nc + lse;
   a.per_layer_shard = std::min(a.per_layer, shard);
   a.layer_input = f(2, d.padded_vocab, true) - f(1, d.padded_vocab, true);
   a.logits = (f(1, d.padded_vocab + 128) - f(1, d.padded_vocab)) / 128.0 * d.padded_vocab;

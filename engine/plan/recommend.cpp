@@ -73,8 +73,8 @@ std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world,
   return out;
 }
 
-std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int world, const DeviceProfile& device,
-                                    size_t top) {
+std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int world,
+                                    const DeviceProfile& device, size_t top) {
   std::string s;
   char line[512];
   std::snprintf(line, sizeof line, "Layouts for %d rank(s) of %s (%s each), fastest first:\n\n", world,
@@ -85,14 +85,15 @@ std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int w
          "  or use devices with more memory.\n";
     return s;
   }
-  std::snprintf(line, sizeof line, "  %-4s %-4s %-4s %-4s %-5s %-6s %-6s %12s %10s %12s  %s\n", "#", "dp", "tp", "pp",
-                "zero", "micro", "accum", "mem/device", "step", "tokens/s", "");
+  std::snprintf(line, sizeof line, "  %-4s %-4s %-4s %-4s %-5s %-6s %-6s %12s %10s %12s  %s\n", "#", "dp",
+                "tp", "pp", "zero", "micro", "accum", "mem/device", "step", "tokens/s", "");
   s += line;
   for (size_t i = 0; i < c.size() && i < top; ++i) {
     const Plan& p = c[i].plan;
-    std::snprintf(line, sizeof line, "  %-4zu %-4d %-4d %-4d %-5d %-6d %-6lld %12s %8.3f s %12.0f  %s\n", i + 1, p.dp,
-                  p.tp, p.pp, p.zero, p.B, static_cast<long long>(p.grad_accum_steps), gib(p.peak().total()).c_str(),
-                  p.step_s, p.tokens_per_s, c[i].runnable ? "" : ("(" + c[i].note + ")").c_str());
+    std::snprintf(line, sizeof line, "  %-4zu %-4d %-4d %-4d %-5d %-6d %-6lld %12s %8.3f s %12.0f  %s\n",
+                  i + 1, p.dp, p.tp, p.pp, p.zero, p.B, static_cast<long long>(p.grad_accum_steps),
+                  gib(p.peak().total()).c_str(), p.step_s, p.tokens_per_s,
+                  c[i].runnable ? "" : ("(" + c[i].note + ")").c_str());
     s += line;
   }
   if (c.size() > top) {

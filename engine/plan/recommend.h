@@ -17,10 +17,10 @@
 namespace flotilla {
 
 struct LayoutCandidate {
-  RunConfig config;       // the base config with the layout applied
+  RunConfig config;  // the base config with the layout applied
   Plan plan;
-  bool runnable = true;   // this build trains it (tp and pp > 1 run on the CPU backend only)
-  std::string note;       // why not runnable, or ""
+  bool runnable = true;  // this build trains it (tp and pp > 1 run on the CPU backend only)
+  std::string note;      // why not runnable, or ""
 };
 
 // Every valid layout for `world` ranks that fits the device memory, fastest first. `base` supplies
@@ -28,8 +28,8 @@ struct LayoutCandidate {
 std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world, const DeviceProfile& device,
                                                const PlanOptions& options = {});
 
-std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int world, const DeviceProfile& device,
-                                    size_t top);
+std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int world,
+                                    const DeviceProfile& device, size_t top);
 std::string recommendations_to_json(const std::vector<LayoutCandidate>& c, size_t top);
 
 }  // namespace flotilla

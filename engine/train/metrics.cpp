@@ -87,18 +87,15 @@ void MetricsWriter::step(const StepRecord& r) {
   j["tokens_per_s"] = r.tokens_per_s;
   j["mfu"] = r.mfu;
   j["step_ms"] = r.step_ms;
-  j["time_ms"] = {{"data", r.data_ms},
-                  {"forward", r.forward_ms},
-                  {"backward", r.backward_ms},
-                  {"optimizer", r.optimizer_ms},
-                  {"comm", r.comm_ms},
-                  {"bubble", r.bubble_ms}};
+  j["time_ms"] = {{"data", r.data_ms},           {"forward", r.forward_ms}, {"backward", r.backward_ms},
+                  {"optimizer", r.optimizer_ms}, {"comm", r.comm_ms},       {"bubble", r.bubble_ms}};
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   if (r.skipped) j["skipped"] = true;
   if (!r.gpus.empty()) {
     json gpus = json::array();
     for (const GpuRecord& g : r.gpus)
-      gpus.push_back({{"device", g.device}, {"mem_bytes", g.mem_bytes}, {"mem_total_bytes", g.mem_total_bytes}});
+      gpus.push_back(
+          {{"device", g.device}, {"mem_bytes", g.mem_bytes}, {"mem_total_bytes", g.mem_total_bytes}});
     j["gpus"] = gpus;
   }
   if (!r.ranks.empty()) {

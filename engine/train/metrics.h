@@ -16,7 +16,7 @@ namespace flotilla {
 // (no NVML), so the record has no "util" member.
 struct GpuRecord {
   int device = 0;
-  uint64_t mem_bytes = 0;        // used on the device (cudaMemGetInfo total - free; every process)
+  uint64_t mem_bytes = 0;  // used on the device (cudaMemGetInfo total - free; every process)
   uint64_t mem_total_bytes = 0;
 };
 

@@ -195,8 +195,8 @@ ParseStatus parse_metrics_line(std::string_view line, MetricsRecord& out, const 
     e.message = str(j, "message");
     json fields = json::object();
     for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "v" && it.key() != "type" && it.key() != "time" && it.key() != "rank" && it.key() != "message" &&
-          it.key() != "level")
+      if (it.key() != "v" && it.key() != "type" && it.key() != "time" && it.key() != "rank" &&
+          it.key() != "message" && it.key() != "level")
         fields[it.key()] = *it;
     e.fields_json = fields.dump(-1, ' ', false, json::error_handler_t::replace);
     r.body = std::move(e);
@@ -223,7 +223,8 @@ ParseStatus parse_metrics_line(std::string_view line, MetricsRecord& out, const 
     s.steps = inum(j, "steps");
     s.tokens = inum(j, "tokens");
     s.final_loss = num(j, "final_loss");
-    if (const auto b = j.find("best_val_loss"); b != j.end() && b->is_number()) s.best_val_loss = b->get<double>();
+    if (const auto b = j.find("best_val_loss"); b != j.end() && b->is_number())
+      s.best_val_loss = b->get<double>();
     s.wall_s = num(j, "wall_s");
     s.mean_tokens_per_s = num(j, "mean_tokens_per_s");
     s.mean_mfu = num(j, "mean_mfu");

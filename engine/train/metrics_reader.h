@@ -68,7 +68,9 @@ struct MetricsRecord {
   MetricsRecordType type = MetricsRecordType::kEvent;
   double time = 0;  // Unix seconds; 0 when the line has none
   int rank = 0;
-  std::variant<RunStartRecord, StepRecord, EvalRecord, CheckpointRecord, SampleRecord, EventRecord, SummaryRecord> body;
+  std::variant<RunStartRecord, StepRecord, EvalRecord, CheckpointRecord, SampleRecord, EventRecord,
+               SummaryRecord>
+      body;
   int slowest_rank = -1;  // step records of multi-rank runs
   // Filled only with ParseOptions::flatten: a step record's numbers (booleans as 0/1) by name,
   // except the protocol's own v, time, rank and step; an eval record's val_loss.

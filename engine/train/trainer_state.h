@@ -21,8 +21,8 @@ struct TrainerState {
   int world_size = 1;
   int dp = 0, tp = 1, pp = 1;  // rank grid the shards were saved under (dp 0 = world_size: older files)
   int zero = 0;                // ZeRO stage the optimizer state was saved under
-  std::string config_json;  // resolved config (JSON object text)
-  std::string config_toml;  // resolved config (TOML text)
+  std::string config_json;     // resolved config (JSON object text)
+  std::string config_toml;     // resolved config (TOML text)
   std::string engine_version;
 };
 

@@ -47,40 +47,68 @@ QVariant SummaryModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   const db::RunSummary& s = m_rows[static_cast<size_t>(index.row())];
   switch (index.column()) {
-    case Run: return QString::fromStdString(s.name);
-    case Status: return QString::fromStdString(s.status);
-    case Steps: return QVariant::fromValue<qint64>(s.steps);
-    case FinalLoss: return opt(s.final_loss, 4);
-    case BestLoss: return opt(s.best_loss, 4);
-    case BestValLoss: return opt(s.best_val_loss, 4);
-    case Tokens: return m_prefs.formatTokens(s.tokens);
-    case TokensPerS: return opt(s.tokens_per_s, 0);
-    case Mfu: return s.mfu ? QStringLiteral("%1%").arg(*s.mfu * 100, 0, 'f', 1) : QString();
-    case WallTime: return m_prefs.formatDuration(s.wall_s);
-    case GpuHours: return QString::number(s.gpu_hours, 'f', 3);
-    case Cost: return m_prefs.formatMoney(s.cost_usd);
-    case CostPerMTokens: return s.usd_per_million_tokens ? m_prefs.formatMoney(*s.usd_per_million_tokens) : QString();
-    default: return {};
+    case Run:
+      return QString::fromStdString(s.name);
+    case Status:
+      return QString::fromStdString(s.status);
+    case Steps:
+      return QVariant::fromValue<qint64>(s.steps);
+    case FinalLoss:
+      return opt(s.final_loss, 4);
+    case BestLoss:
+      return opt(s.best_loss, 4);
+    case BestValLoss:
+      return opt(s.best_val_loss, 4);
+    case Tokens:
+      return m_prefs.formatTokens(s.tokens);
+    case TokensPerS:
+      return opt(s.tokens_per_s, 0);
+    case Mfu:
+      return s.mfu ? QStringLiteral("%1%").arg(*s.mfu * 100, 0, 'f', 1) : QString();
+    case WallTime:
+      return m_prefs.formatDuration(s.wall_s);
+    case GpuHours:
+      return QString::number(s.gpu_hours, 'f', 3);
+    case Cost:
+      return m_prefs.formatMoney(s.cost_usd);
+    case CostPerMTokens:
+      return s.usd_per_million_tokens ? m_prefs.formatMoney(*s.usd_per_million_tokens) : QString();
+    default:
+      return {};
   }
 }
 
 QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Run: return tr("Run");
-    case Status: return tr("Status");
-    case Steps: return tr("Steps");
-    case FinalLoss: return tr("Final loss");
-    case BestLoss: return tr("Best loss");
-    case BestValLoss: return tr("Best val");
-    case Tokens: return tr("Tokens (%1)").arg(m_prefs.tokenUnitLabel());
-    case TokensPerS: return tr("Tokens/s");
-    case Mfu: return tr("MFU");
-    case WallTime: return tr("Wall time");
-    case GpuHours: return tr("GPU-h");
-    case Cost: return tr("Cost");
-    case CostPerMTokens: return tr("Cost/M tok");
-    default: return {};
+    case Run:
+      return tr("Run");
+    case Status:
+      return tr("Status");
+    case Steps:
+      return tr("Steps");
+    case FinalLoss:
+      return tr("Final loss");
+    case BestLoss:
+      return tr("Best loss");
+    case BestValLoss:
+      return tr("Best val");
+    case Tokens:
+      return tr("Tokens (%1)").arg(m_prefs.tokenUnitLabel());
+    case TokensPerS:
+      return tr("Tokens/s");
+    case Mfu:
+      return tr("MFU");
+    case WallTime:
+      return tr("Wall time");
+    case GpuHours:
+      return tr("GPU-h");
+    case Cost:
+      return tr("Cost");
+    case CostPerMTokens:
+      return tr("Cost/M tok");
+    default:
+      return {};
   }
 }
 
@@ -118,7 +146,8 @@ QVariant ConfigDiffModel::data(const QModelIndex& index, int role) const {
   const auto col = static_cast<size_t>(index.column() - 1);
   const std::string& v = col < d.values.size() ? d.values[col] : std::string();
   if (role == Qt::DisplayRole) return v.empty() ? tr("(absent)") : QString::fromStdString(v);
-  if (role == Qt::ForegroundRole && v.empty()) return QVariant::fromValue(QPalette().color(QPalette::PlaceholderText));
+  if (role == Qt::ForegroundRole && v.empty())
+    return QVariant::fromValue(QPalette().color(QPalette::PlaceholderText));
   if (role == Qt::FontRole && m_showAll) {
     // In "all keys" mode, keys that differ are bold.
     bool differs = false;
@@ -168,25 +197,38 @@ QVariant TargetModel::data(const QModelIndex& index, int role) const {
   if (index.column() == Run) return m_names.value(index.row());
   if (!h.reached) return index.column() == Step ? tr("not reached") : QString();
   switch (index.column()) {
-    case Step: return QVariant::fromValue<qint64>(h.step);
-    case Loss: return QString::number(h.lossAtStep, 'f', 4);
-    case Cost: return m_prefs.formatMoney(h.usd);
-    case GpuHours: return QString::number(h.gpuHours, 'f', 3);
-    case WallTime: return m_prefs.formatDuration(h.wallSeconds);
-    default: return {};
+    case Step:
+      return QVariant::fromValue<qint64>(h.step);
+    case Loss:
+      return QString::number(h.lossAtStep, 'f', 4);
+    case Cost:
+      return m_prefs.formatMoney(h.usd);
+    case GpuHours:
+      return QString::number(h.gpuHours, 'f', 3);
+    case WallTime:
+      return m_prefs.formatDuration(h.wallSeconds);
+    default:
+      return {};
   }
 }
 
 QVariant TargetModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Run: return tr("Run");
-    case Step: return tr("First step");
-    case Loss: return tr("Loss there");
-    case Cost: return tr("Cost");
-    case GpuHours: return tr("GPU-h");
-    case WallTime: return tr("Wall time");
-    default: return {};
+    case Run:
+      return tr("Run");
+    case Step:
+      return tr("First step");
+    case Loss:
+      return tr("Loss there");
+    case Cost:
+      return tr("Cost");
+    case GpuHours:
+      return tr("GPU-h");
+    case WallTime:
+      return tr("Wall time");
+    default:
+      return {};
   }
 }
 

@@ -17,8 +17,20 @@ class SummaryModel : public QAbstractTableModel {
 
  public:
   enum Column {
-    Run, Status, Steps, FinalLoss, BestLoss, BestValLoss, Tokens, TokensPerS, Mfu, WallTime, GpuHours,
-    Cost, CostPerMTokens, ColumnCount
+    Run,
+    Status,
+    Steps,
+    FinalLoss,
+    BestLoss,
+    BestValLoss,
+    Tokens,
+    TokensPerS,
+    Mfu,
+    WallTime,
+    GpuHours,
+    Cost,
+    CostPerMTokens,
+    ColumnCount
   };
   explicit SummaryModel(QObject* parent = nullptr);
   void setResult(const CompareResult& result);

@@ -42,11 +42,16 @@ QTableView* newTable(QAbstractItemModel* model, const QString& name) {
 
 QString axisLabel(db::XAxis x, const Preferences& prefs) {
   switch (x) {
-    case db::XAxis::kStep: return QObject::tr("step");
-    case db::XAxis::kTokens: return QObject::tr("tokens");
-    case db::XAxis::kWallTime: return QObject::tr("wall time (%1)").arg(prefs.timeUnitLabel());
-    case db::XAxis::kGpuHours: return QObject::tr("GPU-hours");
-    case db::XAxis::kDollars: return QObject::tr("spend (%1)").arg(prefs.currency);
+    case db::XAxis::kStep:
+      return QObject::tr("step");
+    case db::XAxis::kTokens:
+      return QObject::tr("tokens");
+    case db::XAxis::kWallTime:
+      return QObject::tr("wall time (%1)").arg(prefs.timeUnitLabel());
+    case db::XAxis::kGpuHours:
+      return QObject::tr("GPU-hours");
+    case db::XAxis::kDollars:
+      return QObject::tr("spend (%1)").arg(prefs.currency);
   }
   return {};
 }
@@ -197,8 +202,9 @@ void ComparePage::build() {
   connect(m_smoothed, &QCheckBox::toggled, this, &ComparePage::requestComparison);
   connect(m_logY, &QCheckBox::toggled, m_plot, &CompareOverlayPlot::setLogY);
   connect(m_showAll, &QCheckBox::toggled, m_config, &ConfigDiffModel::setShowAll);
-  m_plot->setCurves({}, tr("step"), QStringLiteral("loss"),
-                    m_databasePath.isEmpty() ? tr("No workspace database") : tr("Tick runs on the left to compare them"));
+  m_plot->setCurves(
+      {}, tr("step"), QStringLiteral("loss"),
+      m_databasePath.isEmpty() ? tr("No workspace database") : tr("Tick runs on the left to compare them"));
 }
 
 void ComparePage::setDatabasePath(const QString& path) {
@@ -287,7 +293,8 @@ void ComparePage::applyResult(CompareResult result) {
   }
 
   const auto x = static_cast<db::XAxis>(m_xAxis->currentData().toInt());
-  const double xScale = x == db::XAxis::kWallTime && m_prefs.time == Preferences::TimeUnit::Hours ? 1.0 / 3600 : 1.0;
+  const double xScale =
+      x == db::XAxis::kWallTime && m_prefs.time == Preferences::TimeUnit::Hours ? 1.0 / 3600 : 1.0;
   QVector<CompareOverlayPlot::Curve> curves;
   for (const auto& s : m_result.series) {
     CompareOverlayPlot::Curve c;

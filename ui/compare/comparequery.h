@@ -31,9 +31,9 @@ struct CompareRequest {
   std::string metric = "loss";
   db::XAxis x = db::XAxis::kStep;
   int buckets = 800;
-  double targetLoss = 0;      // the cost-to-reach target
-  double smoothing = 0.6;     // EMA weight for the target search; 0 = raw loss
-  double now = 0;             // 0: the current time (open accruals run up to it)
+  double targetLoss = 0;   // the cost-to-reach target
+  double smoothing = 0.6;  // EMA weight for the target search; 0 = raw loss
+  double now = 0;          // 0: the current time (open accruals run up to it)
 };
 
 struct TargetHit {

@@ -37,7 +37,9 @@ int RunPickerModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(m_runs.size());
 }
 
-int RunPickerModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int RunPickerModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant RunPickerModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
@@ -49,22 +51,32 @@ QVariant RunPickerModel::data(const QModelIndex& index, int role) const {
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
   switch (index.column()) {
-    case Name: return QString::fromStdString(item.run.name);
-    case Status: return QString::fromLatin1(db::to_string(item.run.status));
-    case Steps: return QVariant::fromValue<qint64>(item.last_step);
-    case LastLoss: return item.last_loss ? QString::number(*item.last_loss, 'f', 4) : QString();
-    default: return {};
+    case Name:
+      return QString::fromStdString(item.run.name);
+    case Status:
+      return QString::fromLatin1(db::to_string(item.run.status));
+    case Steps:
+      return QVariant::fromValue<qint64>(item.last_step);
+    case LastLoss:
+      return item.last_loss ? QString::number(*item.last_loss, 'f', 4) : QString();
+    default:
+      return {};
   }
 }
 
 QVariant RunPickerModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Name: return tr("Run");
-    case Status: return tr("Status");
-    case Steps: return tr("Steps");
-    case LastLoss: return tr("Loss");
-    default: return {};
+    case Name:
+      return tr("Run");
+    case Status:
+      return tr("Status");
+    case Steps:
+      return tr("Steps");
+    case LastLoss:
+      return tr("Loss");
+    default:
+      return {};
   }
 }
 

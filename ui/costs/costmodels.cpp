@@ -46,7 +46,9 @@ void CostLinesModel::setLines(std::vector<db::CostLine> lines) {
 int CostLinesModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(m_lines.size());
 }
-int CostLinesModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int CostLinesModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant CostLinesModel::data(const QModelIndex& index, int role) const {
   if (!valid(this, index)) return {};
@@ -54,22 +56,32 @@ QVariant CostLinesModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   const db::CostLine& l = m_lines[static_cast<size_t>(index.row())];
   switch (index.column()) {
-    case Key: return QString::fromStdString(l.key);
-    case Usd: return money(l.usd);
-    case GpuHours: return QString::number(l.gpu_hours, 'f', 3);
-    case Hours: return QString::number(l.hours, 'f', 2);
-    default: return {};
+    case Key:
+      return QString::fromStdString(l.key);
+    case Usd:
+      return money(l.usd);
+    case GpuHours:
+      return QString::number(l.gpu_hours, 'f', 3);
+    case Hours:
+      return QString::number(l.hours, 'f', 2);
+    default:
+      return {};
   }
 }
 
 QVariant CostLinesModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Key: return m_keyTitle;
-    case Usd: return tr("Spend");
-    case GpuHours: return tr("GPU-h");
-    case Hours: return tr("Hours");
-    default: return {};
+    case Key:
+      return m_keyTitle;
+    case Usd:
+      return tr("Spend");
+    case GpuHours:
+      return tr("GPU-h");
+    case Hours:
+      return tr("Hours");
+    default:
+      return {};
   }
 }
 
@@ -93,37 +105,55 @@ QVariant PricingModel::data(const QModelIndex& index, int role) const {
   const db::PriceEntry& p = m_prices[static_cast<size_t>(index.row())];
   if (role == PriceIdRole) return QVariant::fromValue<qint64>(p.id);
   if (role == Qt::TextAlignmentRole)
-    return index.column() == Gpus || index.column() == OnDemand || index.column() == Spot ? kRight : QVariant();
+    return index.column() == Gpus || index.column() == OnDemand || index.column() == Spot ? kRight
+                                                                                          : QVariant();
   if (role == Qt::ToolTipRole) return QString::fromStdString(p.source);
   if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
   const bool edit = role == Qt::EditRole;
   switch (index.column()) {
-    case Provider: return QString::fromStdString(p.provider);
-    case Item: return QString::fromStdString(p.item);
-    case GpuType: return QString::fromStdString(p.gpu_type);
-    case Gpus: return QVariant::fromValue<qint64>(p.gpus);
-    case OnDemand: return edit ? QVariant(p.on_demand_usd_per_hour) : QVariant(money(p.on_demand_usd_per_hour));
+    case Provider:
+      return QString::fromStdString(p.provider);
+    case Item:
+      return QString::fromStdString(p.item);
+    case GpuType:
+      return QString::fromStdString(p.gpu_type);
+    case Gpus:
+      return QVariant::fromValue<qint64>(p.gpus);
+    case OnDemand:
+      return edit ? QVariant(p.on_demand_usd_per_hour) : QVariant(money(p.on_demand_usd_per_hour));
     case Spot:
       if (!p.spot_usd_per_hour) return QString();
       return edit ? QVariant(*p.spot_usd_per_hour) : QVariant(money(*p.spot_usd_per_hour));
-    case AsOf: return QString::fromStdString(p.as_of);
-    case Edited: return p.user_edited ? tr("yes") : QString();
-    default: return {};
+    case AsOf:
+      return QString::fromStdString(p.as_of);
+    case Edited:
+      return p.user_edited ? tr("yes") : QString();
+    default:
+      return {};
   }
 }
 
 QVariant PricingModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Provider: return tr("Provider");
-    case Item: return tr("Instance");
-    case GpuType: return tr("GPU");
-    case Gpus: return tr("GPUs");
-    case OnDemand: return tr("On-demand $/h");
-    case Spot: return tr("Spot $/h");
-    case AsOf: return tr("As of");
-    case Edited: return tr("Edited");
-    default: return {};
+    case Provider:
+      return tr("Provider");
+    case Item:
+      return tr("Instance");
+    case GpuType:
+      return tr("GPU");
+    case Gpus:
+      return tr("GPUs");
+    case OnDemand:
+      return tr("On-demand $/h");
+    case Spot:
+      return tr("Spot $/h");
+    case AsOf:
+      return tr("As of");
+    case Edited:
+      return tr("Edited");
+    default:
+      return {};
   }
 }
 
@@ -153,14 +183,17 @@ bool PricingModel::setData(const QModelIndex& index, const QVariant& value, int 
       p.spot_usd_per_hour = v;
       break;
     }
-    case GpuType: p.gpu_type = value.toString().trimmed().toStdString(); break;
+    case GpuType:
+      p.gpu_type = value.toString().trimmed().toStdString();
+      break;
     case Gpus: {
       const qint64 n = value.toLongLong(&ok);
       if (!ok || n < 1) return false;
       p.gpus = n;
       break;
     }
-    default: return false;
+    default:
+      return false;
   }
   p.user_edited = true;
   m_prices[static_cast<size_t>(index.row())] = p;
@@ -193,29 +226,42 @@ QVariant BudgetModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
   const bool edit = role == Qt::EditRole;
   switch (index.column()) {
-    case Run: return QString::fromStdString(b.name);
-    case Status: return QString::fromStdString(b.status);
-    case Spent: return m_prefs.formatMoney(b.spentUsd);
-    case Projected: return m_prefs.formatMoney(b.projectedUsd);
+    case Run:
+      return QString::fromStdString(b.name);
+    case Status:
+      return QString::fromStdString(b.status);
+    case Spent:
+      return m_prefs.formatMoney(b.spentUsd);
+    case Projected:
+      return m_prefs.formatMoney(b.projectedUsd);
     case Cap:
       if (!b.capUsd) return edit ? QVariant(QString()) : QVariant(tr("no cap"));
       return edit ? QVariant(*b.capUsd) : QVariant(m_prefs.formatMoney(*b.capUsd));
     case WarnAt:
-      return edit ? QVariant(b.warnFraction * 100) : QVariant(QStringLiteral("%1%").arg(b.warnFraction * 100, 0, 'f', 0));
-    default: return {};
+      return edit ? QVariant(b.warnFraction * 100)
+                  : QVariant(QStringLiteral("%1%").arg(b.warnFraction * 100, 0, 'f', 0));
+    default:
+      return {};
   }
 }
 
 QVariant BudgetModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Run: return tr("Run");
-    case Status: return tr("Status");
-    case Spent: return tr("Spent");
-    case Projected: return tr("Projected total");
-    case Cap: return tr("Max spend");
-    case WarnAt: return tr("Warn at");
-    default: return {};
+    case Run:
+      return tr("Run");
+    case Status:
+      return tr("Status");
+    case Spent:
+      return tr("Spent");
+    case Projected:
+      return tr("Projected total");
+    case Cap:
+      return tr("Max spend");
+    case WarnAt:
+      return tr("Warn at");
+    default:
+      return {};
   }
 }
 

@@ -125,8 +125,9 @@ void CostsPage::build() {
   addRow->addStretch(1);
   addRow->addWidget(del);
   addRow->addWidget(reset);
-  auto* pricingHint = new QLabel(tr("Double-click a rate to edit it. Edited entries are kept when the built-in "
-                                    "list is updated; only entries you added or edited can be deleted."));
+  auto* pricingHint =
+      new QLabel(tr("Double-click a rate to edit it. Edited entries are kept when the built-in "
+                    "list is updated; only entries you added or edited can be deleted."));
   pricingHint->setWordWrap(true);
   auto* pricing = new QWidget;
   auto* pl = new QVBoxLayout(pricing);
@@ -139,9 +140,10 @@ void CostsPage::build() {
   auto* budgetView = newTable(m_budgets, QStringLiteral("budgetTable"));
   budgetView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed |
                               QAbstractItemView::AnyKeyPressed);
-  auto* budgetHint = new QLabel(tr("Double-click Max spend or Warn at to edit. A run warns once its spend "
-                                   "passes the threshold and stops with a checkpoint at the cap. The "
-                                   "projection scales a running run's spend to its planned steps."));
+  auto* budgetHint =
+      new QLabel(tr("Double-click Max spend or Warn at to edit. A run warns once its spend "
+                    "passes the threshold and stops with a checkpoint at the cap. The "
+                    "projection scales a running run's spend to its planned steps."));
   budgetHint->setWordWrap(true);
   auto* budgets = new QWidget;
   auto* bl = new QVBoxLayout(budgets);
@@ -181,7 +183,8 @@ void CostsPage::build() {
   connect(m_pricing, &PricingModel::priceEdited, this, [this](const db::PriceEntry& entry) {
     write([path = m_databasePath, entry] {
       savePrice(path, entry);
-      return tr("Saved %1/%2").arg(QString::fromStdString(entry.provider), QString::fromStdString(entry.item));
+      return tr("Saved %1/%2")
+          .arg(QString::fromStdString(entry.provider), QString::fromStdString(entry.item));
     });
   });
   connect(m_budgets, &BudgetModel::budgetEdited, this,
@@ -253,14 +256,16 @@ void CostsPage::write(std::function<QString()> work) {
     QString message;
   };
   ++m_writes;
-  runAsync<Done>(this, [work = std::move(work)] { return Done{work()}; }, [this](Outcome<Done> r) {
-    --m_writes;
-    const bool ok = r.index() == 0;
-    const QString message = ok ? std::get<0>(r).message : std::get<1>(r);
-    m_status->setText(ok ? message : tr("Not saved: %1").arg(message));
-    reload();
-    emit writeFinished(ok, message);
-  });
+  runAsync<Done>(
+      this, [work = std::move(work)] { return Done{work()}; },
+      [this](Outcome<Done> r) {
+        --m_writes;
+        const bool ok = r.index() == 0;
+        const QString message = ok ? std::get<0>(r).message : std::get<1>(r);
+        m_status->setText(ok ? message : tr("Not saved: %1").arg(message));
+        reload();
+        emit writeFinished(ok, message);
+      });
 }
 
 void CostsPage::addPrice(const QString& provider, const QString& item, double onDemandUsdPerHour) {

@@ -70,7 +70,8 @@ int resetPrices(const QString& databasePath) {
   return db::reset_user_prices(db);
 }
 
-void saveBudget(const QString& databasePath, int64_t runId, std::optional<double> capUsd, double warnFraction) {
+void saveBudget(const QString& databasePath, int64_t runId, std::optional<double> capUsd,
+                double warnFraction) {
   db::Database db(databasePath.toStdString(), existingStore());
   db::set_budget(db, runId, capUsd, warnFraction);
 }

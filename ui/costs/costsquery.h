@@ -40,6 +40,7 @@ int64_t savePrice(const QString& databasePath, const db::PriceEntry& entry);
 void deletePrice(const QString& databasePath, int64_t priceId);
 // See the decision above. Returns the number of entries reset.
 int resetPrices(const QString& databasePath);
-void saveBudget(const QString& databasePath, int64_t runId, std::optional<double> capUsd, double warnFraction);
+void saveBudget(const QString& databasePath, int64_t runId, std::optional<double> capUsd,
+                double warnFraction);
 
 }  // namespace flotilla::ui

@@ -23,7 +23,8 @@ namespace flotilla::ui {
 namespace {
 constexpr double kDefaultSmoothing = 0.6;
 // The bars' hues (rankbarsplot.cpp), so the area over steps reads as the same breakdown.
-const QColor kCompute(0x3b, 0x7d, 0xd8), kComm(0xe0, 0x4f, 0x2a), kBubble(0x93, 0x6c, 0xc8), kData(0x3a, 0xa6, 0x5c);
+const QColor kCompute(0x3b, 0x7d, 0xd8), kComm(0xe0, 0x4f, 0x2a), kBubble(0x93, 0x6c, 0xc8),
+    kData(0x3a, 0xa6, 0x5c);
 const QColor kGpuColors[] = {QColor(0x3b, 0x7d, 0xd8), QColor(0xe8, 0x71, 0x0a), QColor(0x3a, 0xa6, 0x5c),
                              QColor(0x93, 0x6c, 0xc8), QColor(0xc2, 0x3b, 0x6e), QColor(0x2a, 0x9d, 0xa8),
                              QColor(0x8a, 0x6d, 0x3b), QColor(0x55, 0x55, 0x55)};
@@ -35,7 +36,8 @@ LiveDashboard::LiveDashboard(QWidget* parent)
       m_lr(new ChartPlot(QStringLiteral("lrPlot"), tr("Learning rate"), tr("lr"), this)),
       m_throughput(new ChartPlot(QStringLiteral("throughputPlot"), tr("Throughput"), tr("tokens/s"), this)),
       m_ranks(new RankBarsPlot(this)),
-      m_stepArea(new ChartPlot(QStringLiteral("stepAreaPlot"), tr("Slowest rank: step time"), tr("ms"), this)),
+      m_stepArea(
+          new ChartPlot(QStringLiteral("stepAreaPlot"), tr("Slowest rank: step time"), tr("ms"), this)),
       m_memory(new ChartPlot(QStringLiteral("memoryPlot"), tr("Memory"), tr("MiB"), this)),
       m_gpu(new ChartPlot(QStringLiteral("gpuPlot"), tr("GPU utilisation"), tr("%"), this)),
       m_spend(new ChartPlot(QStringLiteral("spendPlot"), tr("Spend"), tr("US$"), this)),
@@ -52,13 +54,18 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   m_throughput->addSeries(
       S{live_col::kMfuPct, tr("MFU (%, right)"), QColor(0xe8, 0x71, 0x0a), ChartPlot::Style::Line, true, {}});
   m_throughput->setRightAxisLabel(tr("MFU %"));
-  m_stepArea->addSeries(S{live_col::stackSum(1), tr("compute"), kCompute, ChartPlot::Style::Area, false, live_col::kSlowCompute});
-  m_stepArea->addSeries(S{live_col::stackSum(2), tr("comm. wait"), kComm, ChartPlot::Style::Area, false, live_col::kSlowComm});
-  m_stepArea->addSeries(S{live_col::stackSum(3), tr("bubble"), kBubble, ChartPlot::Style::Area, false, live_col::kSlowBubble});
-  m_stepArea->addSeries(S{live_col::stackSum(4), tr("data"), kData, ChartPlot::Style::Area, false, live_col::kSlowData});
+  m_stepArea->addSeries(S{live_col::stackSum(1), tr("compute"), kCompute, ChartPlot::Style::Area, false,
+                          live_col::kSlowCompute});
+  m_stepArea->addSeries(
+      S{live_col::stackSum(2), tr("comm. wait"), kComm, ChartPlot::Style::Area, false, live_col::kSlowComm});
+  m_stepArea->addSeries(
+      S{live_col::stackSum(3), tr("bubble"), kBubble, ChartPlot::Style::Area, false, live_col::kSlowBubble});
+  m_stepArea->addSeries(
+      S{live_col::stackSum(4), tr("data"), kData, ChartPlot::Style::Area, false, live_col::kSlowData});
   m_memory->addSeries(S{live_col::kRssMib, tr("RSS (peak)"), {}, ChartPlot::Style::Line, false, {}});
   m_spend->addSeries(S{live_col::kSpend, tr("spent"), {}, ChartPlot::Style::Line, false, {}});
-  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend}) p->setTable(&m_data.steps());
+  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend})
+    p->setTable(&m_data.steps());
   for (ChartPlot* p : {m_throughput, m_stepArea, m_memory, m_spend}) p->setYFromZero(true);
   m_gpu->setFixedYRange(0, 105);
   m_loss->setTables(&m_data.steps(), live_col::kLoss, &m_data.evals(), live_col::kValLoss);
@@ -77,12 +84,14 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   m_smoothing->setRange(0, 99);
   m_smoothing->setValue(static_cast<int>(std::lround(kDefaultSmoothing * 100)));
   m_smoothing->setMaximumWidth(180);
-  m_smoothing->setToolTip(tr("Exponential moving average of the training loss (TensorBoard's debiased "
-                             "formula, computed on the raw values)"));
+  m_smoothing->setToolTip(
+      tr("Exponential moving average of the training loss (TensorBoard's debiased "
+         "formula, computed on the raw values)"));
   m_smoothingValue->setText(QString::number(kDefaultSmoothing, 'f', 2));
   m_export->setObjectName(QStringLiteral("exportButton"));
   m_export->setText(tr("Export"));
-  m_export->setToolTip(tr("Save any plot as PNG, SVG or PDF, or its data as CSV (also on each plot's context menu)"));
+  m_export->setToolTip(
+      tr("Save any plot as PNG, SVG or PDF, or its data as CSV (also on each plot's context menu)"));
   m_export->setPopupMode(QToolButton::InstantPopup);
   auto* exportMenu = new QMenu(m_export);
   connect(exportMenu, &QMenu::aboutToShow, this, [this, exportMenu] {
@@ -197,9 +206,9 @@ void LiveDashboard::setXAxisKind(XAxisKind kind) {
 }
 
 void LiveDashboard::setLogY(bool log) {
-  for (PlotPanel* p : {static_cast<PlotPanel*>(m_loss), static_cast<PlotPanel*>(m_lr),
-                       static_cast<PlotPanel*>(m_throughput), static_cast<PlotPanel*>(m_memory),
-                       static_cast<PlotPanel*>(m_spend)})
+  for (PlotPanel* p :
+       {static_cast<PlotPanel*>(m_loss), static_cast<PlotPanel*>(m_lr), static_cast<PlotPanel*>(m_throughput),
+        static_cast<PlotPanel*>(m_memory), static_cast<PlotPanel*>(m_spend)})
     p->setLogY(log);
   if (m_logBox->isChecked() != log) m_logBox->setChecked(log);
 }
@@ -209,7 +218,8 @@ void LiveDashboard::addGpuSeries() {
   while (m_gpuSeries < m_data.gpuCount()) {
     const int i = m_gpuSeries++;
     const QColor c = kGpuColors[i % 8];
-    if (!m_gpuFromNodes) m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
+    if (!m_gpuFromNodes)
+      m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
     m_memory->addSeries(S{live_col::gpuMem(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
   }
 }
@@ -231,17 +241,16 @@ void LiveDashboard::addNodeSeries() {
     if (m_nodeMemory && m_data.nodeDeviceHasMemory(i)) {
       QColor light = c;
       light.setAlphaF(0.45);
-      m_gpu->addSeries(S{live_col::nodeMem(label), tr("%1 memory").arg(label), light, ChartPlot::Style::Line, false, {}});
+      m_gpu->addSeries(
+          S{live_col::nodeMem(label), tr("%1 memory").arg(label), light, ChartPlot::Style::Line, false, {}});
     }
   }
 }
 
 void LiveDashboard::rebuildGpuPlot(bool nodes) {
-  auto* fresh = new ChartPlot(QStringLiteral("gpuPlot"),
-                              nodes ? tr("GPU utilisation by node") : tr("GPU utilisation"),
-                              nodes && m_data.nodeDevices().size() <= kMaxMemoryLines ? tr("% (memory: % of total)")
-                                                                                       : tr("%"),
-                              this);
+  auto* fresh = new ChartPlot(
+      QStringLiteral("gpuPlot"), nodes ? tr("GPU utilisation by node") : tr("GPU utilisation"),
+      nodes && m_data.nodeDevices().size() <= kMaxMemoryLines ? tr("% (memory: % of total)") : tr("%"), this);
   fresh->setFixedYRange(0, 105);
   fresh->setTable(nodes ? &m_data.nodeGpus() : &m_data.steps());
   fresh->setXAxisKind(m_xKind);
@@ -258,7 +267,8 @@ void LiveDashboard::rebuildGpuPlot(bool nodes) {
   if (!nodes) {
     using S = ChartPlot::Series;
     for (int i = 0; i < m_gpuSeries; ++i)
-      m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), kGpuColors[i % 8], ChartPlot::Style::Line, false, {}});
+      m_gpu->addSeries(
+          S{live_col::gpuUtil(i), tr("GPU %1").arg(i), kGpuColors[i % 8], ChartPlot::Style::Line, false, {}});
   }
   if (isVisible()) fresh->show();
 }
@@ -296,7 +306,8 @@ void LiveDashboard::updateDerived() {
 
   // Spend: the budget line and the projection from now to the planned end.
   if (m_data.hasPrice()) {
-    m_spend->setReferenceLine(m_data.maxUsd() > 0 ? m_data.maxUsd() : NAN, tr("budget %1").arg(money(m_data.maxUsd())));
+    m_spend->setReferenceLine(m_data.maxUsd() > 0 ? m_data.maxUsd() : NAN,
+                              tr("budget %1").arg(money(m_data.maxUsd())));
     const QString xCol = m_xKind == XAxisKind::Step     ? live_col::kStep
                          : m_xKind == XAxisKind::Tokens ? live_col::kTokens
                                                         : live_col::kWall;
@@ -307,8 +318,9 @@ void LiveDashboard::updateDerived() {
   } else {
     m_spend->setReferenceLine(NAN, {});
     m_spend->setProjection(NAN, NAN, NAN, NAN, {});
-    m_spend->setMessage(m_data.steps().rows() > 0 || m_data.plannedSteps() > 0 ? tr("No price for this run")
-                                                   : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
+    m_spend->setMessage(m_data.steps().rows() > 0 || m_data.plannedSteps() > 0
+                            ? tr("No price for this run")
+                            : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
   }
   const QString text = spendText();
   if (text != m_spendLabel->text()) m_spendLabel->setText(text);

@@ -71,7 +71,8 @@ void LiveData::clear() {
                                  live_col::kSlowData,    live_col::stackSum(1), live_col::stackSum(2),
                                  live_col::stackSum(3),  live_col::stackSum(4)};
   for (int i = 0; i < cCount; ++i) m_cols[i] = m_steps.column(names[i]);
-  for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall, live_col::kValLoss}) m_evals.column(n);
+  for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall, live_col::kValLoss})
+    m_evals.column(n);
   m_window.clear();
   m_windowNext = 0;
   ++m_rankRevision;
@@ -180,7 +181,8 @@ void LiveData::ingest(const flotilla::MetricsRecord& r) {
       s.total.comm = rec.comm_ms;
       s.total.bubble = rec.bubble_ms;
       s.total.data = rec.data_ms;
-      for (size_t q = 0; q < rec.ranks.size(); ++q) s.ranks.append(rankTimesOf(rec.ranks[q], static_cast<int>(q)));
+      for (size_t q = 0; q < rec.ranks.size(); ++q)
+        s.ranks.append(rankTimesOf(rec.ranks[q], static_cast<int>(q)));
       s.slowestRank = r.slowest_rank;
       s.peakRssBytes = rec.peak_rss_bytes > 0 ? static_cast<double>(rec.peak_rss_bytes) : kNaN;
       for (const flotilla::GpuRecord& g : rec.gpus) {
@@ -195,7 +197,8 @@ void LiveData::ingest(const flotilla::MetricsRecord& r) {
       break;
     }
     case flotilla::MetricsRecordType::kEval:
-      appendEval(r.eval().step, static_cast<double>(r.eval().tokens), time, static_cast<double>(r.eval().val_loss));
+      appendEval(r.eval().step, static_cast<double>(r.eval().tokens), time,
+                 static_cast<double>(r.eval().val_loss));
       break;
     case flotilla::MetricsRecordType::kRunStart: {
       const flotilla::RunStartRecord& s = r.run_start();
@@ -215,7 +218,8 @@ void LiveData::setCost(const RunCost& cost) {
   // Past spend changes only when the price or the intervals do (an open interval only grows):
   // then the whole column follows the stored accruals, what every other page shows.
   const auto same = [](const RunCost& a, const RunCost& b) {
-    if (a.known != b.known || a.usdPerHour != b.usdPerHour || a.accruals.size() != b.accruals.size()) return false;
+    if (a.known != b.known || a.usdPerHour != b.usdPerHour || a.accruals.size() != b.accruals.size())
+      return false;
     for (size_t i = 0; i < a.accruals.size(); ++i)
       if (a.accruals[i].start != b.accruals[i].start || a.accruals[i].end != b.accruals[i].end ||
           a.accruals[i].usd_per_hour != b.accruals[i].usd_per_hour)
@@ -231,7 +235,8 @@ void LiveData::setCost(const RunCost& cost) {
 
 double LiveData::spendAtWall(double wall) const {
   if (!hasPrice()) return kNaN;
-  if (!m_cost.accruals.empty() && m_t0 > 0) return flotilla::db::accrued_until(m_cost.accruals, m_t0 + wall, true);
+  if (!m_cost.accruals.empty() && m_t0 > 0)
+    return flotilla::db::accrued_until(m_cost.accruals, m_t0 + wall, true);
   return m_cost.usdPerHour * wall / 3600.0;
 }
 
@@ -350,7 +355,8 @@ int LiveData::slowestRank() const {
 QString LiveData::rateText() const {
   if (!m_cost.known) return trText("the run's price is read from the run store");
   if (hasPrice()) {
-    QString text = trText("rate $%1/h, stored with the run when it started").arg(m_cost.usdPerHour, 0, 'f', 2);
+    QString text =
+        trText("rate $%1/h, stored with the run when it started").arg(m_cost.usdPerHour, 0, 'f', 2);
     if (!m_cost.source.isEmpty()) text += trText(" (%1)").arg(m_cost.source);
     return text;
   }

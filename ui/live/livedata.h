@@ -92,10 +92,10 @@ class LiveData {
   };
   struct StepSample {
     qint64 step = 0;
-    double time = 0;  // Unix seconds, 0 when unknown
+    double time = 0;     // Unix seconds, 0 when unknown
     double tokens = -1;  // < 0: unknown
     double loss = 0, lr = 0, tokensPerSec = 0, mfu = 0, stepMs = 0;
-    RankTimes total;          // the run's own time_ms split (rank 0 / single rank)
+    RankTimes total;           // the run's own time_ms split (rank 0 / single rank)
     QVector<RankTimes> ranks;  // multi-rank runs
     int slowestRank = -1;
     double peakRssBytes = 0;

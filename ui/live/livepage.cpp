@@ -80,11 +80,13 @@ LivePage::LivePage(QWidget* parent)
   m_checkpoint->setObjectName(QStringLiteral("checkpointButton"));
   m_checkpoint->setToolTip(tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setObjectName(QStringLiteral("killButton"));
-  m_kill->setToolTip(tr("End the worker at once (SIGKILL), after a confirmation: progress since the last "
-                        "checkpoint is lost"));
+  m_kill->setToolTip(
+      tr("End the worker at once (SIGKILL), after a confirmation: progress since the last "
+         "checkpoint is lost"));
 
   m_picker->setObjectName(QStringLiteral("liveRunPicker"));
-  m_picker->setToolTip(tr("The run this page follows: this session's runs, including those re-attached at start"));
+  m_picker->setToolTip(
+      tr("The run this page follows: this session's runs, including those re-attached at start"));
   m_picker->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   m_picker->hide();  // shown once there is a choice
 
@@ -314,11 +316,12 @@ void LivePage::replayHistory() {
 void LivePage::confirmKill() {
   if (!m_run || m_confirm) return;
   // Not exec(): the dashboard keeps drawing while the question is open.
-  auto* box = new QMessageBox(QMessageBox::Warning, tr("Kill %1?").arg(m_run->name()),
-                              tr("Kill the worker of %1 at once?\n\nProgress since the last checkpoint is lost. "
-                                 "Stop ends it gracefully with a checkpoint instead.")
-                                  .arg(m_run->name()),
-                              QMessageBox::Yes | QMessageBox::Cancel, this);
+  auto* box =
+      new QMessageBox(QMessageBox::Warning, tr("Kill %1?").arg(m_run->name()),
+                      tr("Kill the worker of %1 at once?\n\nProgress since the last checkpoint is lost. "
+                         "Stop ends it gracefully with a checkpoint instead.")
+                          .arg(m_run->name()),
+                      QMessageBox::Yes | QMessageBox::Cancel, this);
   box->setObjectName(QStringLiteral("killConfirmation"));
   box->button(QMessageBox::Yes)->setText(tr("Kill"));
   box->setDefaultButton(QMessageBox::Cancel);
@@ -343,17 +346,19 @@ void LivePage::updateControls() {
   const bool running = m_run && m_run->state() == RunHandle::State::Running;
   m_stop->setEnabled(running);
   m_checkpoint->setEnabled(running && m_run->canCheckpoint());
-  m_checkpoint->setToolTip(m_run && !m_run->canCheckpoint()
-                               ? m_run->checkpointUnsupportedReason()
-                               : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
+  m_checkpoint->setToolTip(
+      m_run && !m_run->canCheckpoint()
+          ? m_run->checkpointUnsupportedReason()
+          : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   m_state->setText(m_run ? m_run->stateText() : QString());
   if (active && !m_timer->isActive()) m_timer->start();
   if (!active) m_timer->stop();
   if (m_run && !active && m_run->lastStep() == 0)
-    m_dashboard->setEmptyMessage(m_run->state() == RunHandle::State::Failed ? tr("The run failed before its first step")
-                                                                           : tr("No steps recorded"));
+    m_dashboard->setEmptyMessage(m_run->state() == RunHandle::State::Failed
+                                     ? tr("The run failed before its first step")
+                                     : tr("No steps recorded"));
 }
 
 void LivePage::updateStatus() {

@@ -121,7 +121,7 @@ class LivePage : public QWidget {
   QTimer* m_samplesTimer;
   QPointer<QMessageBox> m_confirm;
   bool m_replaying = false;
-  bool m_resampleQueued = false;  // node readings to be placed again after late history
+  bool m_resampleQueued = false;            // node readings to be placed again after late history
   quint64 m_followId = 0;                   // which setRun() a finished replay belongs to
   QVector<flotilla::MetricsRecord> m_held;  // records that arrived during a replay
 };

@@ -17,7 +17,8 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
-NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId, QHash<qint64, NodeSampleCursor> cursors) {
+NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
+                                QHash<qint64, NodeSampleCursor> cursors) {
   NodeSampleBatch out;
   out.runId = runId;
   try {

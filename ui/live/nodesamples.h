@@ -24,25 +24,26 @@
 namespace flotilla::ui {
 
 struct NodeSampleCursor {
-  double time = 0;   // newest reading delivered
+  double time = 0;    // newest reading delivered
   QSet<int> devices;  // devices delivered at `time`
 };
 
 struct NodeSampleBatch {
   quint64 generation = 0;
   qint64 runId = 0;
-  double startedAt = 0;    // the run's start (or creation) time, Unix seconds
-  QStringList nodes;       // the run's nodes (run_nodes), by id
-  QStringList sshNodes;    // those of them reached over SSH
+  double startedAt = 0;  // the run's start (or creation) time, Unix seconds
+  QStringList nodes;     // the run's nodes (run_nodes), by id
+  QStringList sshNodes;  // those of them reached over SSH
   QVector<NodeGpuSample> samples;
   RunCost cost;                             // the run's stored price, cap and accruals (what it has spent)
   QHash<qint64, NodeSampleCursor> cursors;  // after this batch
-  QString error;           // the store could not be read (the page keeps what it has)
+  QString error;                            // the store could not be read (the page keeps what it has)
 };
 
 // The readings of run `runId`'s nodes after `cursors` (all since the run started when a node
 // has none). Runs on any thread; never throws.
-NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId, QHash<qint64, NodeSampleCursor> cursors);
+NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
+                                QHash<qint64, NodeSampleCursor> cursors);
 
 class NodeSamplesPoller : public QObject {
   Q_OBJECT

@@ -27,8 +27,8 @@
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
 #include "ui/runs/localrun.h"
-#include "ui/runs/runhandle.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/runhandle.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storeservice.h"
 #include "ui/settings/settingspage.h"
@@ -98,8 +98,9 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
     // Workers an earlier session left running: watch them again, or record that they are gone.
     m_reattached = m_runs->reattachRunning();
     if (m_reattached > 0)
-      statusBar()->showMessage(m_reattached == 1 ? tr("Re-attached to 1 run left running")
-                                                 : tr("Re-attached to %1 runs left running").arg(m_reattached),
+      statusBar()->showMessage(m_reattached == 1
+                                   ? tr("Re-attached to 1 run left running")
+                                   : tr("Re-attached to %1 runs left running").arg(m_reattached),
                                10000);
   }
 }
@@ -182,7 +183,8 @@ void MainWindow::buildRunMenu() {
   } entries[] = {
       {"checkpointNowAction", tr("&Checkpoint now"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S),
        &RunHandle::checkpointNow},
-      {"stopRunAction", tr("&Stop (with checkpoint)"), QKeySequence(Qt::CTRL | Qt::Key_Period), &RunHandle::stop},
+      {"stopRunAction", tr("&Stop (with checkpoint)"), QKeySequence(Qt::CTRL | Qt::Key_Period),
+       &RunHandle::stop},
       {"killRunAction", tr("&Kill"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K), &RunHandle::kill},
   };
   for (const auto& e : entries) {

@@ -9,7 +9,8 @@
 
 namespace flotilla::ui {
 
-void GpuBarDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const {
+void GpuBarDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
+                           const QModelIndex& index) const {
   const QVariant bar = index.data(NodesModel::BarRole);
   if (!bar.isValid()) {
     QStyledItemDelegate::paint(painter, option, index);
@@ -39,7 +40,7 @@ void GpuBarDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option
   filled.setWidth(static_cast<int>(track.width() * fraction));
   if (filled.width() > 0) painter->drawRoundedRect(filled, 3, 3);
   painter->setPen(option.palette.color(option.state & QStyle::State_Selected ? QPalette::HighlightedText
-                                                                              : QPalette::Text));
+                                                                             : QPalette::Text));
   painter->drawText(track.adjusted(6, 0, -6, 0), Qt::AlignVCenter | Qt::AlignLeft, text);
   painter->restore();
 }

@@ -15,7 +15,8 @@ class HostKeyDialog : public QDialog {
   Q_OBJECT
 
  public:
-  HostKeyDialog(const QString& node, const QString& address, const QString& fingerprint, QWidget* parent = nullptr);
+  HostKeyDialog(const QString& node, const QString& address, const QString& fingerprint,
+                QWidget* parent = nullptr);
 
   QString node() const { return m_node; }
   QString fingerprint() const { return m_fingerprint; }

@@ -20,9 +20,10 @@ LatencyView::LatencyView(QWidget* parent)
       m_measure(new QPushButton(tr("Measure latency"), this)) {
   m_table->setObjectName(QStringLiteral("latencyMatrix"));
   m_measure->setObjectName(QStringLiteral("measureLatencyButton"));
-  m_measureTip = tr("Measures the TCP connect time to each node's SSH port from this machine and from "
-                           "every other node (the selected nodes, or all). The worker is deployed to each node "
-                           "first if it is not there yet.");
+  m_measureTip =
+      tr("Measures the TCP connect time to each node's SSH port from this machine and from "
+         "every other node (the selected nodes, or all). The worker is deployed to each node "
+         "first if it is not there yet.");
   m_measure->setToolTip(m_measureTip);
   m_when->setObjectName(QStringLiteral("latencyMeasured"));
   m_when->setForegroundRole(QPalette::PlaceholderText);
@@ -80,7 +81,8 @@ void LatencyView::setMatrix(const std::vector<db::SshNode>& nodes, int64_t local
       auto* item = new QTableWidgetItem;
       item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       const int64_t to = nodes[static_cast<size_t>(c)].id;
-      const db::NodeLatency* link = from[static_cast<size_t>(r)] == to ? nullptr : links.value({from[static_cast<size_t>(r)], to});
+      const db::NodeLatency* link =
+          from[static_cast<size_t>(r)] == to ? nullptr : links.value({from[static_cast<size_t>(r)], to});
       if (from[static_cast<size_t>(r)] == to) {
         item->setText(QStringLiteral("—"));
         item->setForeground(palette().color(QPalette::PlaceholderText));
@@ -89,12 +91,13 @@ void LatencyView::setMatrix(const std::vector<db::SshNode>& nodes, int64_t local
         item->setForeground(palette().color(QPalette::PlaceholderText));
         item->setToolTip(tr("Not measured yet"));
       } else {
-        const QString when = QDateTime::fromSecsSinceEpoch(static_cast<qint64>(link->measured_at)).toString(
-            QStringLiteral("yyyy-MM-dd HH:mm:ss"));
+        const QString when = QDateTime::fromSecsSinceEpoch(static_cast<qint64>(link->measured_at))
+                                 .toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"));
         newest = std::max(newest, link->measured_at);
         if (link->rtt_ms) {
           // One decimal; a loopback or same-rack link below 0.05 ms would read "0.0", as if unmeasured.
-          item->setText(*link->rtt_ms < 0.05 ? QStringLiteral("<0.1") : QString::number(*link->rtt_ms, 'f', 1));
+          item->setText(*link->rtt_ms < 0.05 ? QStringLiteral("<0.1")
+                                             : QString::number(*link->rtt_ms, 'f', 1));
           item->setToolTip(tr("%1 → %2: %3 ms median TCP connect (measured %4)")
                                .arg(rowNames[r], columns[c], QString::number(*link->rtt_ms, 'f', 3), when));
         } else {
@@ -111,8 +114,9 @@ void LatencyView::setMatrix(const std::vector<db::SshNode>& nodes, int64_t local
   if (n == 0)
     m_when->setText(tr("No remote nodes: add nodes to measure the latency between them."));
   else if (newest > 0)
-    m_when->setText(tr("Measured %1").arg(QDateTime::fromSecsSinceEpoch(static_cast<qint64>(newest))
-                                              .toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"))));
+    m_when->setText(tr("Measured %1")
+                        .arg(QDateTime::fromSecsSinceEpoch(static_cast<qint64>(newest))
+                                 .toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"))));
   else
     m_when->setText(tr("Not measured yet: use Measure latency."));
 }

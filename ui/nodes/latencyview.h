@@ -26,7 +26,8 @@ class LatencyView : public QWidget {
   explicit LatencyView(QWidget* parent = nullptr);
 
   // `localId`: the store's local node (this machine's row; 0 when it has none).
-  void setMatrix(const std::vector<db::SshNode>& nodes, int64_t localId, const std::vector<db::NodeLatency>& rows);
+  void setMatrix(const std::vector<db::SshNode>& nodes, int64_t localId,
+                 const std::vector<db::NodeLatency>& rows);
   void setBusy(bool busy);
   void setMessage(const QString& text);
   void setMeasureEnabled(bool enabled, const QString& whyNot = {});

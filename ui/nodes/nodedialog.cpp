@@ -127,7 +127,8 @@ int NodeDialog::revalidate() {
   for (const auto& p : remote::validate_node_fields(f))
     problems[editorFor(p.field)] << QString::fromStdString(p.message);
   if (m_taken.contains(QString::fromStdString(f.name)))
-    problems[QStringLiteral("name")] << tr("name '%1' is taken by another node").arg(QString::fromStdString(f.name));
+    problems[QStringLiteral("name")]
+        << tr("name '%1' is taken by another node").arg(QString::fromStdString(f.name));
   int count = 0;
   for (auto it = m_problems.begin(); it != m_problems.end(); ++it) {
     const QStringList list = problems.value(it.key());

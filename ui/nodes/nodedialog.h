@@ -23,7 +23,8 @@ class NodeDialog : public QDialog {
 
  public:
   // `taken`: names of other nodes (refused for this one). `initial`: the node being edited.
-  NodeDialog(const QStringList& taken, const remote::NodeFields* initial = nullptr, QWidget* parent = nullptr);
+  NodeDialog(const QStringList& taken, const remote::NodeFields* initial = nullptr,
+             QWidget* parent = nullptr);
 
   remote::NodeFields fields() const;
   // The field editors ("name", "host", "port", "user", "key", "price", "labels") and the problem

@@ -66,7 +66,8 @@ db::OpenOptions existingStore() {
 }
 
 // Writes one reading per GPU and the node's GPU type/count; false when the store refused.
-bool writeSamples(const std::string& dbPath, const db::SshNode& node, const std::vector<remote::GpuInfo>& gpus) {
+bool writeSamples(const std::string& dbPath, const db::SshNode& node,
+                  const std::vector<remote::GpuInfo>& gpus) {
   try {
     db::Database db(dbPath, existingStore());
     const double now = db::now_seconds();
@@ -97,7 +98,8 @@ NodeStatus probeSlot(NodeMonitor::Slot& slot, const std::string& trustFingerprin
     st.probed = true;
     st.message = QString::fromStdString(p.os + ", " + std::to_string(p.cpus) + " CPUs");
   } catch (const remote::HostKeyError& e) {
-    st.state = e.problem() == remote::HostKeyProblem::kUnknown ? NodeState::UnknownHostKey : NodeState::HostKeyChanged;
+    st.state = e.problem() == remote::HostKeyProblem::kUnknown ? NodeState::UnknownHostKey
+                                                               : NodeState::HostKeyChanged;
     st.fingerprint = QString::fromStdString(e.presented());
     st.message = QString::fromStdString(e.what());
     slot.session.reset();
@@ -229,20 +231,20 @@ void NodeMonitor::finished(const QString& name, quint64 serial, const NodeStatus
 bool NodeMonitor::measureLatency(const std::vector<db::SshNode>& nodes, const QString& workerPath) {
   if (m_measuring || m_databasePath.isEmpty()) return false;
   m_measuring = true;
-  m_pool.start(
-      [this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(), cancel = m_cancel] {
-        const runs::LatencyJobResult r = runs::run_latency_job(
-            dbPath, nodes, worker, [&](const db::SshNode& n) { return sessionOptionsFor(n, dbPath); }, *cancel);
-        QStringList problems;
-        for (const auto& p : r.problems) problems << QString::fromStdString(p);
-        QMetaObject::invokeMethod(
-            this,
-            [this, stored = static_cast<int>(r.rows.size()), text = problems.join(QLatin1Char('\n'))] {
-              m_measuring = false;
-              emit latencyMeasured(stored, text);
-            },
-            Qt::QueuedConnection);
-      });
+  m_pool.start([this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(),
+                cancel = m_cancel] {
+    const runs::LatencyJobResult r = runs::run_latency_job(
+        dbPath, nodes, worker, [&](const db::SshNode& n) { return sessionOptionsFor(n, dbPath); }, *cancel);
+    QStringList problems;
+    for (const auto& p : r.problems) problems << QString::fromStdString(p);
+    QMetaObject::invokeMethod(
+        this,
+        [this, stored = static_cast<int>(r.rows.size()), text = problems.join(QLatin1Char('\n'))] {
+          m_measuring = false;
+          emit latencyMeasured(stored, text);
+        },
+        Qt::QueuedConnection);
+  });
   return true;
 }
 

@@ -35,10 +35,12 @@ GpuSummary summarize(const std::vector<remote::GpuInfo>& gpus) {
     s.perGpu << QStringLiteral("GPU %1 %2: %3 busy, %4 / %5, %6 °C, %7 W")
                     .arg(g.index)
                     .arg(QString::fromStdString(g.name))
-                    .arg(g.utilization_pct >= 0 ? QString::number(g.utilization_pct, 'f', 0) + QStringLiteral(" %")
-                                                : QStringLiteral("?"))
+                    .arg(g.utilization_pct >= 0
+                             ? QString::number(g.utilization_pct, 'f', 0) + QStringLiteral(" %")
+                             : QStringLiteral("?"))
                     .arg(formatBytes(g.memory_used_bytes), formatBytes(g.memory_total_bytes))
-                    .arg(g.temperature_c >= 0 ? QString::number(g.temperature_c, 'f', 0) : QStringLiteral("?"))
+                    .arg(g.temperature_c >= 0 ? QString::number(g.temperature_c, 'f', 0)
+                                              : QStringLiteral("?"))
                     .arg(g.power_w >= 0 ? QString::number(g.power_w, 'f', 0) : QStringLiteral("?"));
   }
   if (withUtil > 0) s.utilization = util / withUtil;
@@ -46,7 +48,8 @@ GpuSummary summarize(const std::vector<remote::GpuInfo>& gpus) {
 }
 
 // Stored readings as GpuInfo, so both sources share one summary.
-std::vector<remote::GpuInfo> fromSamples(const std::vector<db::SystemSample>& samples, const std::string& type) {
+std::vector<remote::GpuInfo> fromSamples(const std::vector<db::SystemSample>& samples,
+                                         const std::string& type) {
   std::vector<remote::GpuInfo> out;
   for (const auto& s : samples) {
     remote::GpuInfo g;
@@ -64,10 +67,14 @@ std::vector<remote::GpuInfo> fromSamples(const std::vector<db::SystemSample>& sa
 
 QColor stateColor(NodeState s) {
   switch (s) {
-    case NodeState::Reachable: return QColor(0x2e, 0x9e, 0x5b);
-    case NodeState::Unknown: return {};
-    case NodeState::UnknownHostKey: return QColor(0xc7, 0x8a, 0x10);
-    default: return QColor(0xd0, 0x45, 0x3a);
+    case NodeState::Reachable:
+      return QColor(0x2e, 0x9e, 0x5b);
+    case NodeState::Unknown:
+      return {};
+    case NodeState::UnknownHostKey:
+      return QColor(0xc7, 0x8a, 0x10);
+    default:
+      return QColor(0xd0, 0x45, 0x3a);
   }
 }
 
@@ -117,15 +124,24 @@ int NodesModel::columnCount(const QModelIndex& parent) const { return parent.isV
 QVariant NodesModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Name: return tr("Node");
-    case Address: return tr("Address");
-    case Status: return tr("Status");
-    case Gpus: return tr("GPUs");
-    case GpuUse: return tr("GPU use");
-    case GpuMemory: return tr("GPU memory");
-    case Latency: return tr("Latency");
-    case Price: return tr("Price");
-    default: return {};
+    case Name:
+      return tr("Node");
+    case Address:
+      return tr("Address");
+    case Status:
+      return tr("Status");
+    case Gpus:
+      return tr("GPUs");
+    case GpuUse:
+      return tr("GPU use");
+    case GpuMemory:
+      return tr("GPU memory");
+    case Latency:
+      return tr("Latency");
+    case Price:
+      return tr("Price");
+    default:
+      return {};
   }
 }
 
@@ -146,12 +162,16 @@ QVariant NodesModel::localData(int column, int role) const {
       return has && !m_local->hostname.empty()
                  ? tr("This machine (%1)").arg(QString::fromStdString(m_local->hostname))
                  : tr("This machine");
-    case Address: return role == Qt::DisplayRole ? tr("local") : QVariant();
-    case Status: return role == Qt::DisplayRole ? (has ? tr("local") : tr("probing…")) : QVariant();
+    case Address:
+      return role == Qt::DisplayRole ? tr("local") : QVariant();
+    case Status:
+      return role == Qt::DisplayRole ? (has ? tr("local") : tr("probing…")) : QVariant();
     case Gpus:
       if (role != Qt::DisplayRole || !has) return {};
       if (m_local->gpus.empty()) return tr("none");
-      return QStringLiteral("%1 × %2").arg(m_local->gpus.size()).arg(QString::fromStdString(m_local->gpus[0].name));
+      return QStringLiteral("%1 × %2")
+          .arg(m_local->gpus.size())
+          .arg(QString::fromStdString(m_local->gpus[0].name));
     case GpuMemory: {
       if (!has || m_local->gpus.empty()) return {};
       double used = 0, total = 0;
@@ -160,9 +180,11 @@ QVariant NodesModel::localData(int column, int role) const {
         used += static_cast<double>(g.memory_total_bytes - g.memory_free_bytes);
       }
       if (role == BarRole) return total > 0 ? QVariant(used / total) : QVariant();
-      return tr("%1 / %2").arg(formatBytes(static_cast<quint64>(used)), formatBytes(static_cast<quint64>(total)));
+      return tr("%1 / %2").arg(formatBytes(static_cast<quint64>(used)),
+                               formatBytes(static_cast<quint64>(total)));
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -185,7 +207,8 @@ QVariant NodesModel::nodeData(const NodeEntry& e, int column, int role) const {
     case Address: {
       if (role != Qt::DisplayRole) return {};
       const QString host = QString::fromStdString(e.node.host);
-      const QString user = e.node.user.empty() ? QString() : QString::fromStdString(e.node.user) + QLatin1Char('@');
+      const QString user =
+          e.node.user.empty() ? QString() : QString::fromStdString(e.node.user) + QLatin1Char('@');
       return e.node.port == 22 ? user + host : QStringLiteral("%1%2:%3").arg(user, host).arg(e.node.port);
     }
     case Status:
@@ -214,12 +237,14 @@ QVariant NodesModel::nodeData(const NodeEntry& e, int column, int role) const {
       return {};
     case Latency:
       if (role != Qt::DisplayRole || st.latencyMs < 0 || st.state != NodeState::Reachable) return {};
-      return st.latencyMs < 10 ? tr("%1 ms").arg(st.latencyMs, 0, 'f', 1) : tr("%1 ms").arg(st.latencyMs, 0, 'f', 0);
+      return st.latencyMs < 10 ? tr("%1 ms").arg(st.latencyMs, 0, 'f', 1)
+                               : tr("%1 ms").arg(st.latencyMs, 0, 'f', 0);
     case Price:
       if (role != Qt::DisplayRole || !e.node.usd_per_hour) return {};
       return e.node.spot ? tr("$%1/h spot").arg(*e.node.usd_per_hour, 0, 'f', 2)
                          : tr("$%1/h").arg(*e.node.usd_per_hour, 0, 'f', 2);
-    default: return {};
+    default:
+      return {};
   }
 }
 

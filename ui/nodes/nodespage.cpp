@@ -162,10 +162,11 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
     m_latency->setMessage(text);
     reload();
   });
-  connect(m_monitor, &NodeMonitor::trustFinished, this, [this](const QString& name, bool ok, const QString& why) {
-    setMessage(ok ? tr("Trusted the host key of %1.").arg(name)
-                  : tr("The host key of %1 was not trusted: %2").arg(name, why));
-  });
+  connect(m_monitor, &NodeMonitor::trustFinished, this,
+          [this](const QString& name, bool ok, const QString& why) {
+            setMessage(ok ? tr("Trusted the host key of %1.").arg(name)
+                          : tr("The host key of %1 was not trusted: %2").arg(name, why));
+          });
   showProbe();
   updateActions();
 }
@@ -264,7 +265,8 @@ QStringList NodesPage::selectedNames() const {
 
 QString NodesPage::workerPath() const {
   try {
-    return QString::fromStdString(runs::find_worker(m_workerPath.toStdString()));  // one policy for every caller
+    return QString::fromStdString(
+        runs::find_worker(m_workerPath.toStdString()));  // one policy for every caller
   } catch (const std::exception&) {
     return {};
   }
@@ -274,8 +276,9 @@ void NodesPage::measureLatency() {
   if (m_databasePath.isEmpty() || m_model->nodeCount() == 0 || m_monitor->measuringLatency()) return;
   const QString worker = workerPath();
   if (worker.isEmpty() || !QFileInfo(worker).isExecutable()) {
-    m_latency->setMessage(tr("flotilla-worker was not found next to Flotilla or on PATH; it is deployed to the "
-                             "nodes to measure the latency between them."));
+    m_latency->setMessage(
+        tr("flotilla-worker was not found next to Flotilla or on PATH; it is deployed to the "
+           "nodes to measure the latency between them."));
     return;
   }
   const QStringList selected = selectedNames();
@@ -305,10 +308,11 @@ void NodesPage::updateActions() {
   m_latency->setMeasureEnabled(store && m_model->nodeCount() > 0,
                                store ? tr("Add nodes first") : tr("This workspace has no run database"));
   m_trust->setEnabled(!name.isEmpty() && m_model->status(name).state == NodeState::UnknownHostKey);
-  m_emptyHint->setText(m_model->nodeCount() == 0
-                           ? tr("No remote nodes yet. Add a machine you can reach with SSH (key or agent "
-                                "authentication) to train on it; Flotilla checks its host key and probes its GPUs.")
-                           : QString());
+  m_emptyHint->setText(
+      m_model->nodeCount() == 0
+          ? tr("No remote nodes yet. Add a machine you can reach with SSH (key or agent "
+               "authentication) to train on it; Flotilla checks its host key and probes its GPUs.")
+          : QString());
   m_emptyHint->setVisible(m_model->nodeCount() == 0);
 }
 

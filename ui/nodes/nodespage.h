@@ -11,8 +11,8 @@
 
 #include <QSet>
 #include <QStringList>
-#include <functional>
 #include <QWidget>
+#include <functional>
 
 class QFormLayout;
 class QLabel;

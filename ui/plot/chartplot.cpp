@@ -193,7 +193,8 @@ bool ChartPlot::refresh() {
   if (!std::isfinite(xLo) || !std::isfinite(xHi)) xLo = 0, xHi = 1;
   if (xHi <= xLo) xHi = xLo + 1;
   const bool showRef = std::isfinite(d->referenceY);
-  const bool showProj = std::isfinite(d->px0) && std::isfinite(d->py0) && std::isfinite(d->px1) && std::isfinite(d->py1);
+  const bool showProj =
+      std::isfinite(d->px0) && std::isfinite(d->py0) && std::isfinite(d->px1) && std::isfinite(d->py1);
   if (showRef) left.add(d->referenceY);
   if (showProj) {
     left.add(d->py1);
@@ -204,7 +205,8 @@ bool ChartPlot::refresh() {
     plot->yAxis->setRange(d->fixedLo, d->fixedHi);
   else
     setYRange(d->fromZero && left.lo > 0 ? 0.0 : left.lo, left.hi, left.minPositive);
-  if (right.lo <= right.hi) plot->yAxis2->setRange(right.lo >= 0 ? 0 : right.lo, right.hi > 0 ? right.hi * 1.08 : 1);
+  if (right.lo <= right.hi)
+    plot->yAxis2->setRange(right.lo >= 0 ? 0 : right.lo, right.hi > 0 ? right.hi * 1.08 : 1);
 
   const int columns = std::max(64, plot->axisRect()->width() > 0 ? plot->axisRect()->width() : width());
   for (qsizetype s = 0; s < d->series.size(); ++s) {
@@ -212,7 +214,8 @@ bool ChartPlot::refresh() {
     const qsizetype n = std::min(xs.size(), ys.size());
     decimateIndices(xs.constData(), ys.constData(), n, xLo, xHi, columns, &d->picks);
     d->buffer.resize(d->picks.size());
-    for (qsizetype i = 0; i < d->picks.size(); ++i) d->buffer[i] = QCPGraphData(xs[d->picks[i]], ys[d->picks[i]]);
+    for (qsizetype i = 0; i < d->picks.size(); ++i)
+      d->buffer[i] = QCPGraphData(xs[d->picks[i]], ys[d->picks[i]]);
     d->graphs[s]->data()->set(d->buffer, true);
   }
   d->reference->setVisible(showRef);
@@ -236,7 +239,9 @@ bool ChartPlot::refresh() {
   return true;
 }
 
-int ChartPlot::drawnPointCount(int series) const { return d->graphs.value(series) ? d->graphs[series]->dataCount() : 0; }
+int ChartPlot::drawnPointCount(int series) const {
+  return d->graphs.value(series) ? d->graphs[series]->dataCount() : 0;
+}
 
 double ChartPlot::drawnLastValue(int series) const {
   QCPGraph* g = d->graphs.value(series);

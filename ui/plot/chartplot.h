@@ -26,15 +26,16 @@ class ChartPlot : public PlotPanel {
  public:
   enum class Style { Line, Area };
   struct Series {
-    QString column;     // y values drawn (for Area: the cumulative column)
-    QString name;       // legend and CSV header
-    QColor color;       // invalid: the palette's highlight colour
+    QString column;  // y values drawn (for Area: the cumulative column)
+    QString name;    // legend and CSV header
+    QColor color;    // invalid: the palette's highlight colour
     Style style = Style::Line;
     bool rightAxis = false;
     QString csvColumn;  // the column exported (empty: `column`)
   };
 
-  ChartPlot(const QString& objectName, const QString& title, const QString& yLabel, QWidget* parent = nullptr);
+  ChartPlot(const QString& objectName, const QString& title, const QString& yLabel,
+            QWidget* parent = nullptr);
   ~ChartPlot() override;
 
   // The table must outlive the attachment; nullptr detaches.

@@ -4,9 +4,9 @@
 
 #include <qcustomplot.h>
 
-#include "ui/plot/plotstyle.h"
 #include <QEvent>
 #include <QVBoxLayout>
+#include "ui/plot/plotstyle.h"
 
 #include <algorithm>
 #include <cmath>
@@ -79,9 +79,9 @@ CompareOverlayPlot::CompareOverlayPlot(QWidget* parent) : QWidget(parent), d(std
 CompareOverlayPlot::~CompareOverlayPlot() = default;
 
 QColor CompareOverlayPlot::curveColor(int curve) {
-  static const QColor colors[] = {QColor(0x2f, 0x7e, 0xd8), QColor(0xe0, 0x6c, 0x1f), QColor(0x2e, 0xa0, 0x4f),
-                                  QColor(0xc2, 0x3b, 0x8a), QColor(0x8a, 0x63, 0xd2), QColor(0x1f, 0xa5, 0xa5),
-                                  QColor(0xb8, 0x8a, 0x00), QColor(0xd6, 0x3a, 0x3a)};
+  static const QColor colors[] = {
+      QColor(0x2f, 0x7e, 0xd8), QColor(0xe0, 0x6c, 0x1f), QColor(0x2e, 0xa0, 0x4f), QColor(0xc2, 0x3b, 0x8a),
+      QColor(0x8a, 0x63, 0xd2), QColor(0x1f, 0xa5, 0xa5), QColor(0xb8, 0x8a, 0x00), QColor(0xd6, 0x3a, 0x3a)};
   return colors[curve % static_cast<int>(std::size(colors))];
 }
 

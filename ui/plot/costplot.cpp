@@ -3,9 +3,9 @@
 
 #include <qcustomplot.h>
 
-#include "ui/plot/plotstyle.h"
 #include <QEvent>
 #include <QVBoxLayout>
+#include "ui/plot/plotstyle.h"
 
 #include <algorithm>
 

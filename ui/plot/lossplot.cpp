@@ -135,7 +135,8 @@ struct LossPlot::Private {
       val->data()->clear();
       return;
     }
-    const int columns = std::max(64, plot->axisRect()->width() > 0 ? plot->axisRect()->width() : plot->width());
+    const int columns =
+        std::max(64, plot->axisRect()->width() > 0 ? plot->axisRect()->width() : plot->width());
     const QCPRange range = plot->xAxis->range();
     const View t = train();
     feed(raw, t.x, t.y, trainCount, range, columns);
@@ -146,7 +147,8 @@ struct LossPlot::Private {
     val->setScatterStyle(valCount <= kMaxValMarkers ? valMarker : QCPScatterStyle(QCPScatterStyle::ssNone));
   }
 
-  void feed(QCPGraph* graph, const double* xs, const double* ys, qsizetype n, const QCPRange& range, int columns) {
+  void feed(QCPGraph* graph, const double* xs, const double* ys, qsizetype n, const QCPRange& range,
+            int columns) {
     decimateIndices(xs, ys, n, range.lower, range.upper, columns, &picks);
     drawBuffer.resize(picks.size());
     for (qsizetype i = 0; i < picks.size(); ++i) drawBuffer[i] = QCPGraphData(xs[picks[i]], ys[picks[i]]);
@@ -306,7 +308,7 @@ void LossPlot::applySeriesPalette(const QPalette& pal) {
   d->val->setPen(QPen(valColor, 1.5));
   d->valMarker = QCPScatterStyle(QCPScatterStyle::ssDisc, valColor, valColor, 7);
   d->val->setScatterStyle(d->valCount <= Private::kMaxValMarkers ? d->valMarker
-                                                                  : QCPScatterStyle(QCPScatterStyle::ssNone));
+                                                                 : QCPScatterStyle(QCPScatterStyle::ssNone));
 }
 
 }  // namespace flotilla::ui

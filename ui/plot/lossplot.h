@@ -35,7 +35,8 @@ class LossPlot : public PlotPanel {
   void setSource(const SeriesStore* store, const QString& trainKey, const QString& valKey);
   // Draws column `loss` of `steps` and column `valLoss` of `evals`, x from the columns named
   // by setXColumns for the current axis kind. Both tables must outlive the attachment.
-  void setTables(const ColumnTable* steps, const QString& loss, const ColumnTable* evals, const QString& valLoss);
+  void setTables(const ColumnTable* steps, const QString& loss, const ColumnTable* evals,
+                 const QString& valLoss);
   // x columns per axis kind (defaults "step", "tokens", "wall_s"), the same in both tables.
   void setXColumns(const QString& step, const QString& tokens, const QString& wallTime);
   void setXAxisKind(XAxisKind kind) override;

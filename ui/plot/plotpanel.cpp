@@ -3,7 +3,6 @@
 
 #include <qcustomplot.h>
 
-#include "ui/plot/plotstyle.h"
 #include <QEvent>
 #include <QFile>
 #include <QFileDialog>
@@ -12,6 +11,7 @@
 #include <QSvgGenerator>
 #include <QTextStream>
 #include <QVBoxLayout>
+#include "ui/plot/plotstyle.h"
 
 #include <algorithm>
 #include <cmath>
@@ -81,9 +81,12 @@ bool PlotPanel::messageVisible() const { return m_message->visible(); }
 
 QString PlotPanel::xLabel(XAxisKind kind) {
   switch (kind) {
-    case XAxisKind::Step: return tr("step");
-    case XAxisKind::Tokens: return tr("tokens");
-    case XAxisKind::WallTime: return tr("wall time (h:mm:ss)");
+    case XAxisKind::Step:
+      return tr("step");
+    case XAxisKind::Tokens:
+      return tr("tokens");
+    case XAxisKind::WallTime:
+      return tr("wall time (h:mm:ss)");
   }
   return {};
 }
@@ -240,7 +243,8 @@ void PlotPanel::applyPalette() {
   const QPalette pal = palette();
   const QColor text = pal.color(QPalette::WindowText);
   plotstyle::styleAxes(m_plot, pal, {m_plot->xAxis, m_plot->yAxis, m_plot->yAxis2});
-  if (auto* heading = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0))) heading->setTextColor(text);
+  if (auto* heading = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0)))
+    heading->setTextColor(text);
   m_message->setColor(pal.color(QPalette::PlaceholderText));
   m_plot->legend->setBrush(Qt::NoBrush);
   m_plot->legend->setBorderPen(Qt::NoPen);

@@ -4,8 +4,8 @@
 
 #include <qcustomplot.h>
 
-#include "ui/plot/plotstyle.h"
 #include <QEvent>
+#include "ui/plot/plotstyle.h"
 
 namespace flotilla::ui {
 namespace {

@@ -18,7 +18,8 @@ struct RankBarsPlot::Private {
 };
 
 RankBarsPlot::RankBarsPlot(QWidget* parent)
-    : PlotPanel(QStringLiteral("rankBarsPlot"), tr("Step time per rank"), parent), d(std::make_unique<Private>()) {
+    : PlotPanel(QStringLiteral("rankBarsPlot"), tr("Step time per rank"), parent),
+      d(std::make_unique<Private>()) {
   QCustomPlot* plot = customPlot();
   const QString names[4] = {tr("compute"), tr("comm. wait"), tr("bubble"), tr("data")};
   for (int i = 0; i < 4; ++i) {
@@ -91,7 +92,8 @@ bool RankBarsPlot::writeCsv(QTextStream& out) const {
   out << "rank,compute_ms,comm_ms,bubble_ms,data_ms,total_ms\n";
   out.setRealNumberPrecision(12);
   for (const RankTimes& r : d->ranks)
-    out << r.rank << ',' << r.compute << ',' << r.comm << ',' << r.bubble << ',' << r.data << ',' << r.total() << '\n';
+    out << r.rank << ',' << r.compute << ',' << r.comm << ',' << r.bubble << ',' << r.data << ',' << r.total()
+        << '\n';
   return true;
 }
 

@@ -44,9 +44,15 @@ LocalRun::~LocalRun() {
   }
 }
 
-QString LocalRun::metricsPath() const { return QDir(m_runDir).filePath(QString::fromLatin1(runs::kMetricsFile)); }
-QString LocalRun::workerLogPath() const { return QDir(m_runDir).filePath(QString::fromLatin1(runs::kWorkerLogFile)); }
-QString LocalRun::pidFilePath() const { return QDir(m_runDir).filePath(QString::fromLatin1(runs::kWorkerPidFile)); }
+QString LocalRun::metricsPath() const {
+  return QDir(m_runDir).filePath(QString::fromLatin1(runs::kMetricsFile));
+}
+QString LocalRun::workerLogPath() const {
+  return QDir(m_runDir).filePath(QString::fromLatin1(runs::kWorkerLogFile));
+}
+QString LocalRun::pidFilePath() const {
+  return QDir(m_runDir).filePath(QString::fromLatin1(runs::kWorkerPidFile));
+}
 
 qint64 LocalRun::liveWorkerPid(const QString& runDir) { return runs::live_worker_pid(runDir.toStdString()); }
 
@@ -96,8 +102,8 @@ bool LocalRun::start(const QString& workerPath, const QStringList& arguments) {
 
 bool LocalRun::attach(qint64 pid) {
   Q_ASSERT(m_state == State::NotStarted);
-  runs::LocalWatch w =
-      runs::attach_local_run(m_storeId, m_name.toStdString(), m_runDir.toStdString(), "flotilla app (re-attached)", 0);
+  runs::LocalWatch w = runs::attach_local_run(m_storeId, m_name.toStdString(), m_runDir.toStdString(),
+                                              "flotilla app (re-attached)", 0);
   if (pid <= 0 || !runs::process_alive(static_cast<pid_t>(pid))) return false;
   if (w.pid != pid) {  // attach to the pid asked for (a test, or worker.pid rewritten meanwhile)
     w.pid = static_cast<pid_t>(pid);
@@ -185,7 +191,8 @@ void LocalRun::review(State state, const QString& databasePath) {
         start.body = rs;
         records.push_back(std::move(start));
       }
-      const std::vector<std::string> names = {"loss", "lr", "tokens_per_s", "mfu", "val_loss", "tokens", "step_ms"};
+      const std::vector<std::string> names = {"loss",     "lr",     "tokens_per_s", "mfu",
+                                              "val_loss", "tokens", "step_ms"};
       for (const db::StepRow& row : db::step_rows(reader, id, names)) {
         if (!std::isnan(row.values[0])) {
           MetricsRecord r;
@@ -232,7 +239,8 @@ void LocalRun::review(State state, const QString& databasePath) {
 
 void LocalRun::deliver(qint64 upTo) {
   if (upTo <= m_delivered) return;
-  const std::vector<MetricsRecord> records = m_feed->copy(static_cast<size_t>(m_delivered), static_cast<size_t>(upTo));
+  const std::vector<MetricsRecord> records =
+      m_feed->copy(static_cast<size_t>(m_delivered), static_cast<size_t>(upTo));
   m_delivered = upTo;
   for (const MetricsRecord& r : records) handle(r);
   emit changed();
@@ -240,8 +248,9 @@ void LocalRun::deliver(qint64 upTo) {
 
 void LocalRun::stop() {
   if (m_state != State::Running) return;
-  appendLog(QStringLiteral("info"),
-            tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
+  appendLog(
+      QStringLiteral("info"),
+      tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
   m_stopRequested = true;
   setState(State::Stopping);
   m_stopFlag.store(true);
@@ -257,7 +266,8 @@ void LocalRun::checkpointNow() {
 void LocalRun::kill() {
   if (!isActive()) return;
   m_killRequested = true;
-  appendLog(QStringLiteral("warning"), tr("kill requested (SIGKILL): progress since the last checkpoint is lost"));
+  appendLog(QStringLiteral("warning"),
+            tr("kill requested (SIGKILL): progress since the last checkpoint is lost"));
   m_killFlag.store(true);
 }
 
@@ -358,7 +368,8 @@ void LocalRun::handle(const MetricsRecord& r) {
                          .arg(static_cast<double>(s.parameters) / 1e6, 0, 'f', 2)
                          .arg(m_plannedSteps)
                          .arg(s.world_size);
-      if (!s.resumed_from.empty()) text += tr(", resumed from %1").arg(QString::fromStdString(s.resumed_from));
+      if (!s.resumed_from.empty())
+        text += tr(", resumed from %1").arg(QString::fromStdString(s.resumed_from));
       appendLog(QStringLiteral("info"), text);
       break;
     }

@@ -23,7 +23,8 @@
 
 namespace flotilla::ui {
 
-LocalRuns::LocalRuns(const QString& workspaceDir, QObject* parent) : QObject(parent), m_workspace(workspaceDir) {}
+LocalRuns::LocalRuns(const QString& workspaceDir, QObject* parent)
+    : QObject(parent), m_workspace(workspaceDir) {}
 
 QString LocalRuns::findWorker(QString* error) const {
   try {
@@ -34,8 +35,8 @@ QString LocalRuns::findWorker(QString* error) const {
   }
 }
 
-LocalRun* LocalRuns::createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf,
-                                    QString* error) {
+LocalRun* LocalRuns::createAndStart(const flotilla::RunConfig& config, bool demo,
+                                    std::optional<qint64> forkOf, QString* error) {
   const QString worker = findWorker(error);
   if (worker.isEmpty()) return nullptr;
   const std::string root = QDir(m_workspace).filePath(QStringLiteral("runs")).toStdString();
@@ -68,7 +69,8 @@ LocalRun* LocalRuns::createAndStart(const flotilla::RunConfig& config, bool demo
       name = QString::fromStdString(n);
       dir = QString::fromStdString(d);
       if (!QDir().mkpath(dir)) {
-        if (error) *error = tr("Cannot create the run folder %1: check that the workspace is writable.").arg(dir);
+        if (error)
+          *error = tr("Cannot create the run folder %1: check that the workspace is writable.").arg(dir);
         return nullptr;
       }
       if (!demo) {
@@ -105,11 +107,13 @@ LocalRun* LocalRuns::startDemo(QString* error) {
   return createAndStart(config, true, std::nullopt, error);
 }
 
-LocalRun* LocalRuns::startConfig(const flotilla::RunConfig& config, int /*ranks: dp*tp*pp of config*/, QString* error) {
+LocalRun* LocalRuns::startConfig(const flotilla::RunConfig& config, int /*ranks: dp*tp*pp of config*/,
+                                 QString* error) {
   return createAndStart(config, false, std::nullopt, error);
 }
 
-LocalRun* LocalRuns::launch(const QString& name, const QString& dir, const QStringList& args, qint64 storeId) {
+LocalRun* LocalRuns::launch(const QString& name, const QString& dir, const QStringList& args,
+                            qint64 storeId) {
   auto* run = new LocalRun(name, dir, this);
   run->setStoreId(storeId);
   if (m_store) run->setWriter(&m_store->writer());
@@ -137,12 +141,13 @@ LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
                    .arg(name, QString::fromStdString(stored->target));
     return nullptr;
   }
-  if (stored->status == flotilla::db::RunStatus::kRunning || stored->status == flotilla::db::RunStatus::kCompleted ||
-      stored->run_dir.empty()) {
+  if (stored->status == flotilla::db::RunStatus::kRunning ||
+      stored->status == flotilla::db::RunStatus::kCompleted || stored->run_dir.empty()) {
     if (error)
       *error = tr("Run %1 is %2 and cannot be resumed%3.")
                    .arg(name, QString::fromLatin1(flotilla::db::to_string(stored->status)),
-                        stored->status == flotilla::db::RunStatus::kCompleted ? tr(" (fork it instead)") : QString());
+                        stored->status == flotilla::db::RunStatus::kCompleted ? tr(" (fork it instead)")
+                                                                              : QString());
     return nullptr;
   }
   const QString dir = QString::fromStdString(stored->run_dir);
@@ -211,9 +216,11 @@ int LocalRuns::reattachRunning() {
   if (stale) m_store->settleStaleRuns(QStringLiteral("flotilla app at start"));
   // Runs on SSH nodes: watched again from the committed offset (like `flotilla runs attach`).
   const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
-  for (RemoteRun* run : RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this, m_prompt, findWorker())) {
+  for (RemoteRun* run :
+       RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this, m_prompt, findWorker())) {
     bool known = false;
-    for (const RemoteRun* other : std::as_const(m_remote)) known = known || other->storeId() == run->storeId();
+    for (const RemoteRun* other : std::as_const(m_remote))
+      known = known || other->storeId() == run->storeId();
     if (known) {
       delete run;  // watched by this session already; leaves the run as it is
       continue;
@@ -254,9 +261,10 @@ RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStr
   const QString worker = findWorker(error);
   if (worker.isEmpty()) return nullptr;
   const QString name = m_store->uniqueName(QString::fromStdString(config.run.name));
-  const QString mirror = QDir(m_workspace)
-                             .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
-                                       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
+  const QString mirror =
+      QDir(m_workspace)
+          .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
+                    QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
   auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
   run->setPassphrasePrompt(m_prompt);
   m_remote.append(run);
@@ -269,7 +277,8 @@ LocalRun* LocalRuns::openStored(qint64 storeId) {
   if (LocalRun* run = runForStoreId(storeId)) return run;
   const std::optional<flotilla::db::Run> stored = m_store ? m_store->run(storeId) : std::nullopt;
   if (!stored || stored->run_dir.empty()) return nullptr;
-  auto* run = new LocalRun(QString::fromStdString(stored->name), QString::fromStdString(stored->run_dir), this);
+  auto* run =
+      new LocalRun(QString::fromStdString(stored->name), QString::fromStdString(stored->run_dir), this);
   run->setStoreId(storeId);
   using S = flotilla::db::RunStatus;
   run->review(stored->status == S::kCompleted ? LocalRun::State::Completed

@@ -78,9 +78,10 @@ class LocalRuns : public QObject {
   // `recovery`: the user's choice about preemptions (recorded with the run, see remoterun.h).
   // A budget on nodes nothing prices is refused on the run's thread before anything starts; the
   // RemoteRun then ends failed with the fix named.
-  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, const RecoveryChoice& recovery,
-                          QString* error = nullptr);
-  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes, QString* error = nullptr) {
+  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
+                          const RecoveryChoice& recovery, QString* error = nullptr);
+  RemoteRun* startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
+                          QString* error = nullptr) {
     return startOnNodes(config, nodes, RecoveryChoice{}, error);
   }
   // Watches stored run `storeId`, running on SSH nodes and not watched by this session, from its
@@ -116,7 +117,8 @@ class LocalRuns : public QObject {
  private:
   void add(LocalRun* run);
   // Creates (through the runs layer) and starts a run; nullptr with *error when it was refused.
-  LocalRun* createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf, QString* error);
+  LocalRun* createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf,
+                           QString* error);
   LocalRun* launch(const QString& name, const QString& dir, const QStringList& args, qint64 storeId);
 
   QString m_workspace;

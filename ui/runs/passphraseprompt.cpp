@@ -39,11 +39,13 @@ PassphraseDialog::PassphraseDialog(const QString& node, const QString& keyPath, 
   m_prompt->setObjectName(QStringLiteral("passphrasePrompt"));
   m_prompt->setWordWrap(true);
   m_prompt->setTextFormat(Qt::PlainText);
-  m_prompt->setText(tr("Node %1: the key file %2 is protected by a passphrase. Type it to connect.").arg(node, keyPath));
+  m_prompt->setText(
+      tr("Node %1: the key file %2 is protected by a passphrase. Type it to connect.").arg(node, keyPath));
   m_edit->setObjectName(QStringLiteral("passphraseEdit"));
   m_edit->setEchoMode(QLineEdit::Password);
   m_edit->setMinimumWidth(320);
-  auto* note = new QLabel(tr("Used for this connection only and never stored. ssh-agent avoids the question."), this);
+  auto* note =
+      new QLabel(tr("Used for this connection only and never stored. ssh-agent avoids the question."), this);
   note->setWordWrap(true);
   note->setForegroundRole(QPalette::PlaceholderText);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);

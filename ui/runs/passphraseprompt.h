@@ -22,7 +22,8 @@ namespace flotilla::ui {
 
 // Called on the UI thread: the passphrase of key file `keyPath`, needed to reach node `node`;
 // nullopt when the user cancels (the key is then skipped and the connection fails with that).
-using PassphrasePrompt = std::function<std::optional<std::string>(const QString& node, const QString& keyPath)>;
+using PassphrasePrompt =
+    std::function<std::optional<std::string>(const QString& node, const QString& keyPath)>;
 
 // Overwrites the bytes of a secret, then empties it.
 void wipeSecret(std::string& secret);

@@ -28,7 +28,8 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNode& node, remote::PassphraseFn ask) {
+remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNode& node,
+                                      remote::PassphraseFn ask) {
   remote::SessionOptions o;
   o.host = node.host;
   o.port = node.port;
@@ -70,7 +71,8 @@ QStringList splitTarget(const std::string& target) {
 
 }  // namespace
 
-RemoteRun::RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent)
+RemoteRun::RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir,
+                     QObject* parent)
     : RunHandle(parent),
       m_name(name),
       m_databasePath(databasePath),
@@ -137,8 +139,9 @@ void RemoteRun::postLog(const QString& level, const std::string& text) {
 }
 
 remote::SessionOptions RemoteRun::sessionOptionsFor(const db::SshNode& node) {
-  return sessionOptions(m_databasePath.toStdString(), node,
-                        [this, name = node.name](const std::string& key) { return askPassphrase(name, key); });
+  return sessionOptions(m_databasePath.toStdString(), node, [this, name = node.name](const std::string& key) {
+    return askPassphrase(name, key);
+  });
 }
 
 void RemoteRun::postNodes(int64_t runId) {
@@ -273,8 +276,8 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
           db, connected, req, [this](const std::string& line) { postLog(QStringLiteral("info"), line); });
       runId = w.run_id;
       // The choice goes with the run: a watcher that re-attaches later follows it too.
-      runs::record_recovery_policy(db, runId,
-                                   runs::recovery_policy_from_json(recoveryPolicyJson(recovery).toStdString()));
+      runs::record_recovery_policy(
+          db, runId, runs::recovery_policy_from_json(recoveryPolicyJson(recovery).toStdString()));
       QMetaObject::invokeMethod(
           this,
           [this, runId] {
@@ -291,7 +294,8 @@ void RemoteRun::start(const RunConfig& config, const QStringList& nodes, const Q
 
 void RemoteRun::deliver(qint64 upTo) {
   if (upTo <= m_delivered) return;
-  const std::vector<MetricsRecord> records = m_feed->copy(static_cast<size_t>(m_delivered), static_cast<size_t>(upTo));
+  const std::vector<MetricsRecord> records =
+      m_feed->copy(static_cast<size_t>(m_delivered), static_cast<size_t>(upTo));
   m_delivered = upTo;
   for (const MetricsRecord& r : records) handle(r);
   emit changed();
@@ -321,9 +325,9 @@ void RemoteRun::handle(const MetricsRecord& r) {
                 tr("eval at step %1: validation loss %2").arg(r.eval().step).arg(m_lastValLoss, 0, 'f', 4));
       break;
     case MetricsRecordType::kCheckpoint:
-      appendLog(
-          QStringLiteral("info"),
-          tr("checkpoint at step %1: %2").arg(r.checkpoint().step).arg(QString::fromStdString(r.checkpoint().dir)));
+      appendLog(QStringLiteral("info"), tr("checkpoint at step %1: %2")
+                                            .arg(r.checkpoint().step)
+                                            .arg(QString::fromStdString(r.checkpoint().dir)));
       break;
     case MetricsRecordType::kEvent:
       appendLog(QString::fromStdString(r.event().level), QString::fromStdString(r.event().message));

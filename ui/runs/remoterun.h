@@ -37,9 +37,9 @@ namespace flotilla::ui {
 // The launch choice about preemptions (the wizard's "Recover automatically" and "Spare nodes").
 struct RecoveryChoice {
   bool enabled = false;
-  QStringList spares;         // stored node names, in order of preference
-  int maxRecoveries = 3;      // preemptions recovered at most
-  double settleSeconds = 20;  // wait after a preemption before asking which nodes remain
+  QStringList spares;              // stored node names, in order of preference
+  int maxRecoveries = 3;           // preemptions recovered at most
+  double settleSeconds = 20;       // wait after a preemption before asking which nodes remain
   bool mirrorCheckpoints = false;  // copy each checkpoint to this machine (a lost master is survivable)
 };
 
@@ -54,7 +54,8 @@ class RemoteRun : public RunHandle {
  public:
   // `databasePath`: the workspace's run store (its known_hosts is the workspace's own);
   // `mirrorDir`: a local folder for this run's mirrored checkpoints (--mirror-checkpoints).
-  RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir, QObject* parent = nullptr);
+  RemoteRun(const QString& name, const QString& databasePath, const QString& mirrorDir,
+            QObject* parent = nullptr);
   ~RemoteRun() override;  // leaves the run running on the nodes (see above); joins the thread
 
   // How an encrypted key's passphrase is asked (default: askPassphraseDialog; empty: never, the
@@ -77,7 +78,8 @@ class RemoteRun : public RunHandle {
   // `workerPath`: the local flotilla-worker for replacement nodes (empty: a recovery that needs
   // one gives up with the reason).
   static QVector<RemoteRun*> reattachRunning(const QString& databasePath, const QString& mirrorRoot,
-                                             QObject* parent, const PassphrasePrompt& prompt = askPassphraseDialog,
+                                             QObject* parent,
+                                             const PassphrasePrompt& prompt = askPassphraseDialog,
                                              const QString& workerPath = QString());
   // One re-attached RemoteRun for stored run `storeId` when it is running on SSH nodes, else
   // nullptr with *error saying why (not on nodes, not running, not in the store).
@@ -130,7 +132,8 @@ class RemoteRun : public RunHandle {
                      const runs::Recovery& recovery);
   // Thread side: the core's Recovery for `choice` (spares read from the store; `skip`: names
   // never used as spares, the run's nodes).
-  runs::Recovery recoveryOnThread(db::Database& db, const RecoveryChoice& choice, const std::vector<std::string>& skip);
+  runs::Recovery recoveryOnThread(db::Database& db, const RecoveryChoice& choice,
+                                  const std::vector<std::string>& skip);
   remote::SessionOptions sessionOptionsFor(const db::SshNode& node);
   // Thread side: the run's nodes as the store has them now (after a recovery), posted.
   void postNodes(int64_t runId);

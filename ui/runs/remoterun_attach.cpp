@@ -69,7 +69,8 @@ runs::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryChoic
   r.options = [this](const db::SshNode& rec) { return sessionOptionsFor(rec); };
   r.worker_path = m_workerPath.toStdString();
   r.version = FLOTILLA_VERSION_STRING;
-  if (choice.mirrorCheckpoints) r.mirror_dir = QDir(m_mirrorDir).filePath(QStringLiteral("checkpoints")).toStdString();
+  if (choice.mirrorCheckpoints)
+    r.mirror_dir = QDir(m_mirrorDir).filePath(QStringLiteral("checkpoints")).toStdString();
   return r;
 }
 
@@ -87,16 +88,18 @@ void RemoteRun::reattach(qint64 storeId) {
           this, [this, choice] { m_recovery = choice; }, Qt::QueuedConnection);
       std::vector<runs::Node> nodes;
       std::string rid;
-      if (std::string why = runs::attach_target(db, run, nodes, rid); !why.empty()) throw Error(ExitCode::kConfig, why);
+      if (std::string why = runs::attach_target(db, run, nodes, rid); !why.empty())
+        throw Error(ExitCode::kConfig, why);
       std::vector<std::string> names;
       for (const auto& n : nodes) names.push_back(n.rec.name);
       std::vector<runs::Node> connected = connectOnThread(db, names);
       std::string refusal;
       bool running = false;
-      const runs::Watch w = runs::attach_watch(run, connected, rid, "flotilla app (re-attached)", refusal, running);
+      const runs::Watch w =
+          runs::attach_watch(run, connected, rid, "flotilla app (re-attached)", refusal, running);
       if (!refusal.empty()) throw Error(ExitCode::kConfig, refusal);
-      const uint64_t committed =
-          static_cast<uint64_t>(db::committed_offset(db, run.id, "ssh:" + connected[0].rec.name + ":metrics.jsonl"));
+      const uint64_t committed = static_cast<uint64_t>(
+          db::committed_offset(db, run.id, "ssh:" + connected[0].rec.name + ":metrics.jsonl"));
       const double started = run.started_at.value_or(db::now_seconds());
       QMetaObject::invokeMethod(
           this,
@@ -124,8 +127,9 @@ void RemoteRun::reattach(qint64 storeId) {
 
 bool RemoteRun::isNodeRunDir(const QString& runDir) { return runs::is_node_run_dir(runDir.toStdString()); }
 
-QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot, QObject* parent,
-                                               const PassphrasePrompt& prompt, const QString& workerPath) {
+QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, const QString& mirrorRoot,
+                                               QObject* parent, const PassphrasePrompt& prompt,
+                                               const QString& workerPath) {
   QVector<RemoteRun*> out;
   std::vector<db::Run> runs;
   try {
@@ -138,7 +142,8 @@ QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, cons
     return out;  // no store (yet): nothing to re-attach
   }
   for (const db::Run& r : runs)
-    if (RemoteRun* run = reattachOne(databasePath, mirrorRoot, r.id, parent, prompt, workerPath)) out.append(run);
+    if (RemoteRun* run = reattachOne(databasePath, mirrorRoot, r.id, parent, prompt, workerPath))
+      out.append(run);
   return out;
 }
 
@@ -158,13 +163,15 @@ RemoteRun* RemoteRun::reattachOne(const QString& databasePath, const QString& mi
   const QString name = QString::fromStdString(r.name);
   if (!isNodeRunDir(QString::fromStdString(r.run_dir)) || r.status != db::RunStatus::kRunning) {
     if (error)
-      *error = tr("Run %1 is %2%3: there is nothing to attach to.")
-                   .arg(name, QString::fromLatin1(db::to_string(r.status)),
-                        isNodeRunDir(QString::fromStdString(r.run_dir)) ? QString() : tr(" and not on SSH nodes"));
+      *error =
+          tr("Run %1 is %2%3: there is nothing to attach to.")
+              .arg(name, QString::fromLatin1(db::to_string(r.status)),
+                   isNodeRunDir(QString::fromStdString(r.run_dir)) ? QString() : tr(" and not on SSH nodes"));
     return nullptr;
   }
-  auto* run = new RemoteRun(name, databasePath,
-                            QDir(mirrorRoot).filePath(name + QStringLiteral("-") + QString::number(r.id)), parent);
+  auto* run =
+      new RemoteRun(name, databasePath,
+                    QDir(mirrorRoot).filePath(name + QStringLiteral("-") + QString::number(r.id)), parent);
   run->setPassphrasePrompt(prompt);
   run->setWorkerPath(workerPath);
   run->reattach(r.id);

@@ -33,7 +33,9 @@ void configFacts(const std::string& json, RunRow& row) {
 
 QVector<RunRow> readRunRows(const db::Database& db, double now) {
   QVector<RunRow> rows;
-  auto lastValue = [&](int64_t id, const char* name) { return db::last_metric_value(db, id, name).value_or(0.0); };
+  auto lastValue = [&](int64_t id, const char* name) {
+    return db::last_metric_value(db, id, name).value_or(0.0);
+  };
   for (const db::RunListItem& item : db::list_runs(db)) {
     const db::Run& r = item.run;
     RunRow row;

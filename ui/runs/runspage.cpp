@@ -115,7 +115,8 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
     connect(m_storeView, &StoreRunsView::runOpened, this, &RunsPage::runOpened);
     connect(m_storeView, &StoreRunsView::remoteRunOpened, this, &RunsPage::remoteRunStarted);
     connect(m_storeView, &StoreRunsView::errorRaised, this, &RunsPage::showError);
-    connect(m_storeView, &StoreRunsView::message, this, [this](const QString& text) { showMessage(text, false); });
+    connect(m_storeView, &StoreRunsView::message, this,
+            [this](const QString& text) { showMessage(text, false); });
     connect(m_storeView, &StoreRunsView::duplicateRequested, this, [this](const flotilla::RunConfig& config) {
       // The copy opens on Review with the run's values; Back shows them page by page.
       if (RunWizard* wizard = openNewRunWizard()) {
@@ -225,7 +226,8 @@ LocalRun* RunsPage::launchConfig(const flotilla::RunConfig& config, int ranks) {
     showError(tr("Cannot start the run. %1").arg(error));
     return nullptr;
   }
-  showError(run->state() == LocalRun::State::Failed ? tr("Cannot start the run: %1").arg(run->errorText()) : QString());
+  showError(run->state() == LocalRun::State::Failed ? tr("Cannot start the run: %1").arg(run->errorText())
+                                                    : QString());
   selectRun(run);
   emit runOpened(run);
   return run;

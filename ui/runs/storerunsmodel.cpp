@@ -15,10 +15,11 @@ namespace flotilla::ui {
 namespace {
 
 bool sameRow(const RunRow& a, const RunRow& b) {
-  return a.name == b.name && a.status == b.status && a.target == b.target && a.tags == b.tags && a.notes == b.notes &&
-         a.parameters == b.parameters && a.layout == b.layout && a.plannedSteps == b.plannedSteps &&
-         a.lastStep == b.lastStep && a.loss == b.loss && a.hasLoss == b.hasLoss && a.tokensPerSec == b.tokensPerSec &&
-         a.mfu == b.mfu && a.startedAt == b.startedAt && a.endedAt == b.endedAt && a.costUsd == b.costUsd &&
+  return a.name == b.name && a.status == b.status && a.target == b.target && a.tags == b.tags &&
+         a.notes == b.notes && a.parameters == b.parameters && a.layout == b.layout &&
+         a.plannedSteps == b.plannedSteps && a.lastStep == b.lastStep && a.loss == b.loss &&
+         a.hasLoss == b.hasLoss && a.tokensPerSec == b.tokensPerSec && a.mfu == b.mfu &&
+         a.startedAt == b.startedAt && a.endedAt == b.endedAt && a.costUsd == b.costUsd &&
          a.usdPerHour == b.usdPerHour;
 }
 
@@ -31,7 +32,8 @@ QString paramsText(qint64 n) {
 
 }  // namespace
 
-StoreRunsModel::StoreRunsModel(StoreService* store, QObject* parent) : QAbstractTableModel(parent), m_store(store) {
+StoreRunsModel::StoreRunsModel(StoreService* store, QObject* parent)
+    : QAbstractTableModel(parent), m_store(store) {
   if (m_store) {
     connect(m_store, &StoreService::snapshotReady, this, &StoreRunsModel::setRows);
     setRows(m_store->lastSnapshot());
@@ -41,13 +43,17 @@ StoreRunsModel::StoreRunsModel(StoreService* store, QObject* parent) : QAbstract
 int StoreRunsModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
 }
-int StoreRunsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int StoreRunsModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 double StoreRunsModel::now() const {
   return m_now > 0 ? m_now : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
 }
 
-const RunRow* StoreRunsModel::rowAt(int row) const { return row >= 0 && row < m_rows.size() ? &m_rows[row] : nullptr; }
+const RunRow* StoreRunsModel::rowAt(int row) const {
+  return row >= 0 && row < m_rows.size() ? &m_rows[row] : nullptr;
+}
 
 int StoreRunsModel::rowOfId(qint64 id) const {
   for (int i = 0; i < m_rows.size(); ++i)
@@ -81,7 +87,8 @@ void StoreRunsModel::setRows(const QVector<RunRow>& rows) {
       m_rows.insert(pos, rows[i]);
       endInsertRows();
       reindex();  // new runs are rare: one per launch
-    } else if (const int at = *found; !sameRow(m_rows[at], rows[i]) || m_rows[at].status == QLatin1String("running")) {
+    } else if (const int at = *found;
+               !sameRow(m_rows[at], rows[i]) || m_rows[at].status == QLatin1String("running")) {
       m_rows[at] = rows[i];
       emit dataChanged(index(at, 0), index(at, ColumnCount - 1));
     }
@@ -93,7 +100,8 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
     case Name:
       return r.name;
     case Status:
-      if (r.parentKind == QLatin1String("fork") && r.status == QLatin1String("created")) return tr("created (fork)");
+      if (r.parentKind == QLatin1String("fork") && r.status == QLatin1String("created"))
+        return tr("created (fork)");
       // A run the budget or its time limit stopped says so where the status is read; every other
       // note is the status's tooltip.
       if (r.statusNote.startsWith(QLatin1String("budget reached")) ||
@@ -120,7 +128,8 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return r.mfu > 0 ? QStringLiteral("%1%").arg(r.mfu * 100, 0, 'f', 1) : QString();
     case Elapsed: {
       if (r.startedAt <= 0) return QString();
-      const double end = r.status == QLatin1String("running") ? now() : (r.endedAt > 0 ? r.endedAt : r.startedAt);
+      const double end =
+          r.status == QLatin1String("running") ? now() : (r.endedAt > 0 ? r.endedAt : r.startedAt);
       return formatDuration(static_cast<qint64>((end - r.startedAt) * 1000));
     }
     case Cost:
@@ -148,7 +157,8 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
     case Qt::ToolTipRole:
       if (index.column() == Name) return r.runDir;
       if (index.column() == Notes) return r.notes;
-      if (index.column() == Status && !r.statusNote.isEmpty()) return tr("%1 (%2)").arg(r.status, r.statusNote);
+      if (index.column() == Status && !r.statusNote.isEmpty())
+        return tr("%1 (%2)").arg(r.status, r.statusNote);
       if (index.column() == Cost && r.priceUsdPerHour > 0)
         return tr("$%1/h: %2").arg(r.priceUsdPerHour, 0, 'f', 4).arg(r.priceSource);
       return {};
@@ -198,7 +208,8 @@ QVariant StoreRunsModel::headerData(int section, Qt::Orientation orientation, in
 
 Qt::ItemFlags StoreRunsModel::flags(const QModelIndex& index) const {
   Qt::ItemFlags f = QAbstractTableModel::flags(index);
-  if (index.isValid() && m_store && (index.column() == Tags || index.column() == Notes)) f |= Qt::ItemIsEditable;
+  if (index.isValid() && m_store && (index.column() == Tags || index.column() == Notes))
+    f |= Qt::ItemIsEditable;
   return f;
 }
 
@@ -242,11 +253,13 @@ bool RunsFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceP
   const QAbstractItemModel* m = sourceModel();
   const QModelIndex first = m->index(sourceRow, 0, sourceParent);
   if (!m_status.isEmpty() && m->data(first, StoreRunsModel::StatusRole).toString() != m_status) return false;
-  if (!m_tag.isEmpty() && !m->data(first, StoreRunsModel::TagsRole).toStringList().contains(m_tag, Qt::CaseInsensitive))
+  if (!m_tag.isEmpty() &&
+      !m->data(first, StoreRunsModel::TagsRole).toStringList().contains(m_tag, Qt::CaseInsensitive))
     return false;
   if (m_text.isEmpty()) return true;
   for (int c : {StoreRunsModel::Name, StoreRunsModel::Target, StoreRunsModel::Notes, StoreRunsModel::Tags})
-    if (m->data(m->index(sourceRow, c, sourceParent)).toString().contains(m_text, Qt::CaseInsensitive)) return true;
+    if (m->data(m->index(sourceRow, c, sourceParent)).toString().contains(m_text, Qt::CaseInsensitive))
+      return true;
   return false;
 }
 

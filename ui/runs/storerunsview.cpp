@@ -167,8 +167,9 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
   m_table->setContextMenuPolicy(Qt::CustomContextMenu);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_table->horizontalHeader()->setStretchLastSection(true);
-  m_table->setToolTip(tr("Double-click a run to watch it on the Live page; tags and notes are edited in "
-                         "place (F2); right-click for resume, fork, duplicate, export and delete"));
+  m_table->setToolTip(
+      tr("Double-click a run to watch it on the Live page; tags and notes are edited in "
+         "place (F2); right-click for resume, fork, duplicate, export and delete"));
   connect(m_table, &QWidget::customContextMenuRequested, this, &StoreRunsView::showMenu);
   connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
     const int column = index.column();
@@ -209,7 +210,8 @@ void StoreRunsView::showMenu(const QPoint& pos) {
   const bool running = status == QLatin1String("running");
   QMenu menu(this);
   menu.addAction(tr("Open live"), this, [this, id] { openLive(id); });
-  QAction* resumeAction = menu.addAction(tr("Resume from the last checkpoint"), this, [this, id] { resume(id); });
+  QAction* resumeAction =
+      menu.addAction(tr("Resume from the last checkpoint"), this, [this, id] { resume(id); });
   resumeAction->setEnabled(!running && status != QLatin1String("completed"));
   menu.addAction(tr("Fork from a checkpoint…"), this, [this, id] { fork(id, QString()); });
   menu.addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
@@ -231,21 +233,23 @@ void StoreRunsView::openLive(qint64 id) {
   }
   if (stored && RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
     const QString name = QString::fromStdString(stored->name);
-    const QString nodes = QString::fromStdString(stored->target).replace(QLatin1Char(','), QStringLiteral(", "));
+    const QString nodes =
+        QString::fromStdString(stored->target).replace(QLatin1Char(','), QStringLiteral(", "));
     if (!running) {
-      emit errorRaised(tr("Run %1 ran on SSH nodes (%2) and is %3; its files stay on the nodes. Its metrics are "
-                          "in the run database: compare it with other runs or export them as CSV.")
-                           .arg(name, nodes, QString::fromLatin1(db::to_string(stored->status))));
+      emit errorRaised(
+          tr("Run %1 ran on SSH nodes (%2) and is %3; its files stay on the nodes. Its metrics are "
+             "in the run database: compare it with other runs or export them as CSV.")
+              .arg(name, nodes, QString::fromLatin1(db::to_string(stored->status))));
       return;
     }
-    const bool yes = confirmAttach
-                         ? confirmAttach(name, nodes)
-                         : QMessageBox::question(
-                               this, tr("Watch run on nodes"),
-                               tr("Run %1 is running on SSH nodes (%2) and this window does not watch it.\n\n"
-                                  "Watch it here now? Its metrics continue from where the run database stopped. "
-                                  "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
-                                   .arg(name, nodes)) == QMessageBox::Yes;
+    const bool yes =
+        confirmAttach ? confirmAttach(name, nodes)
+                      : QMessageBox::question(
+                            this, tr("Watch run on nodes"),
+                            tr("Run %1 is running on SSH nodes (%2) and this window does not watch it.\n\n"
+                               "Watch it here now? Its metrics continue from where the run database stopped. "
+                               "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
+                                .arg(name, nodes)) == QMessageBox::Yes;
     if (!yes) {
       emit message(tr("Not attached. To watch it from a terminal: flotilla runs attach %1").arg(name));
       return;
@@ -254,7 +258,8 @@ void StoreRunsView::openLive(qint64 id) {
     if (RemoteRun* run = m_runs->attachRemote(id, &error)) {
       emit remoteRunOpened(run);
     } else {
-      emit errorRaised(tr("Cannot attach to %1: %2 (from a terminal: flotilla runs attach %1)").arg(name, error));
+      emit errorRaised(
+          tr("Cannot attach to %1: %2 (from a terminal: flotilla runs attach %1)").arg(name, error));
     }
     return;
   }
@@ -330,8 +335,9 @@ void StoreRunsView::duplicate(qint64 id) {
       config = flotilla::load_config_file(run->run_dir + "/config.toml");
     }
     config.run.out_dir.clear();
-    config.run.name = launchBaseName(QString::fromStdString(config.run.name.empty() ? run->name : config.run.name))
-                          .toStdString();
+    config.run.name =
+        launchBaseName(QString::fromStdString(config.run.name.empty() ? run->name : config.run.name))
+            .toStdString();
     config.checkpoint.resume = "auto";
     emit duplicateRequested(config);
   } catch (const flotilla::Error& e) {
@@ -344,10 +350,11 @@ bool StoreRunsView::exportCsv(qint64 id, const QString& path) {
   QString target = path;
   if (target.isEmpty()) {
     const int row = m_model->rowOfId(id);
-    const QString suggested =
-        QDir::home().filePath((row >= 0 ? m_model->rowAt(row)->name : QStringLiteral("run")) + QStringLiteral(".csv"));
-    target = chooseCsvPath ? chooseCsvPath(suggested)
-                           : QFileDialog::getSaveFileName(this, tr("Export metrics"), suggested, tr("CSV (*.csv)"));
+    const QString suggested = QDir::home().filePath(
+        (row >= 0 ? m_model->rowAt(row)->name : QStringLiteral("run")) + QStringLiteral(".csv"));
+    target = chooseCsvPath
+                 ? chooseCsvPath(suggested)
+                 : QFileDialog::getSaveFileName(this, tr("Export metrics"), suggested, tr("CSV (*.csv)"));
     if (target.isEmpty()) return false;
   }
   const QString database = m_store->databasePath();

@@ -61,7 +61,7 @@ class StoreRunsView : public QWidget {
   // Writes the CSV off the UI thread: true once started (false when no path was chosen). Ends
   // with message() or errorRaised(), then exportFinished(ok).
   bool exportCsv(qint64 id, const QString& path);  // empty path: ask where
-  bool remove(qint64 id);                           // asks for confirmation
+  bool remove(qint64 id);                          // asks for confirmation
   // Background work (an export, a checkpoint list) is running; the busy bar shows meanwhile.
   bool isBusy() const { return m_busy > 0; }
 

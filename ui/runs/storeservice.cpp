@@ -139,7 +139,8 @@ bool StoreService::deleteRun(qint64 id, QString* error) {
     m_writer->run([&](db::Database& db) {
       const db::Run r = db::get_run(db, id);
       if (r.status == db::RunStatus::kRunning)
-        throw db::DbError(db::DbErrorKind::kInvalid, "run " + r.name + " is running: stop it before deleting it");
+        throw db::DbError(db::DbErrorKind::kInvalid,
+                          "run " + r.name + " is running: stop it before deleting it");
       db::delete_run(db, id);
     });
   } catch (const db::DbError& e) {
@@ -150,7 +151,9 @@ bool StoreService::deleteRun(qint64 id, QString* error) {
   return true;
 }
 
-void StoreService::refresh() { QMetaObject::invokeMethod(m_poller, &StorePoller::refresh, Qt::QueuedConnection); }
+void StoreService::refresh() {
+  QMetaObject::invokeMethod(m_poller, &StorePoller::refresh, Qt::QueuedConnection);
+}
 
 double StoreService::spendPerHour() const {
   double sum = 0;

@@ -53,13 +53,15 @@ void LocalPricing::save(const QString& databasePath) const {
 
 QString LocalPricing::describe() const {
   switch (kind) {
-    case Kind::Flat: return QStringLiteral("$%1/h").arg(usdPerHour, 0, 'f', 2);
+    case Kind::Flat:
+      return QStringLiteral("$%1/h").arg(usdPerHour, 0, 'f', 2);
     case Kind::Power:
       return QStringLiteral("%1 W × $%2/kWh = $%3/h")
           .arg(powerW, 0, 'f', 0)
           .arg(tariffUsdPerKwh, 0, 'f', 2)
           .arg(powerW / 1000.0 * tariffUsdPerKwh, 0, 'f', 3);
-    case Kind::None: break;
+    case Kind::None:
+      break;
   }
   return QObject::tr("free (no price set)");
 }

@@ -104,10 +104,13 @@ QString Preferences::tokenUnitLabel() const {
 }
 
 QString Preferences::formatDuration(double seconds) const {
-  if (time == TimeUnit::Seconds) return QString::number(seconds, 'f', seconds < 100 ? 1 : 0) + QStringLiteral(" s");
+  if (time == TimeUnit::Seconds)
+    return QString::number(seconds, 'f', seconds < 100 ? 1 : 0) + QStringLiteral(" s");
   return QString::number(seconds / 3600.0, 'f', seconds < 36 ? 4 : 2) + QStringLiteral(" h");
 }
-QString Preferences::timeUnitLabel() const { return time == TimeUnit::Seconds ? QStringLiteral("s") : QStringLiteral("h"); }
+QString Preferences::timeUnitLabel() const {
+  return time == TimeUnit::Seconds ? QStringLiteral("s") : QStringLiteral("h");
+}
 
 QString Preferences::formatMoney(double usd) const {
   const int decimals = usd != 0 && usd < 0.1 ? 4 : 2;
@@ -116,9 +119,12 @@ QString Preferences::formatMoney(double usd) const {
 
 QString themeName(Preferences::Theme theme) {
   switch (theme) {
-    case Preferences::Theme::Light: return QObject::tr("Light");
-    case Preferences::Theme::Dark: return QObject::tr("Dark");
-    case Preferences::Theme::System: break;
+    case Preferences::Theme::Light:
+      return QObject::tr("Light");
+    case Preferences::Theme::Dark:
+      return QObject::tr("Dark");
+    case Preferences::Theme::System:
+      break;
   }
   return QObject::tr("Follow the system");
 }
@@ -126,9 +132,15 @@ QString themeName(Preferences::Theme theme) {
 void applyTheme(Preferences::Theme theme) {
   if (!systemPalette()) systemPalette() = QApplication::palette();
   switch (theme) {
-    case Preferences::Theme::Light: QApplication::setPalette(lightPalette()); break;
-    case Preferences::Theme::Dark: QApplication::setPalette(darkPalette()); break;
-    case Preferences::Theme::System: QApplication::setPalette(*systemPalette()); break;
+    case Preferences::Theme::Light:
+      QApplication::setPalette(lightPalette());
+      break;
+    case Preferences::Theme::Dark:
+      QApplication::setPalette(darkPalette());
+      break;
+    case Preferences::Theme::System:
+      QApplication::setPalette(*systemPalette());
+      break;
   }
 }
 

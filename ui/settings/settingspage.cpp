@@ -103,8 +103,8 @@ QWidget* SettingsPage::buildWorkspaceBox(const WorkspaceInfo& workspace, const Q
   m_nextWorkspace->setClearButtonEnabled(true);
   auto* browse = new QPushButton(tr("Choose…"), box);
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Workspace for the next start"),
-                                                          m_nextWorkspace->text());
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Workspace for the next start"), m_nextWorkspace->text());
     if (!dir.isEmpty()) {
       m_nextWorkspace->setText(dir);
       storePreferences();
@@ -115,8 +115,8 @@ QWidget* SettingsPage::buildWorkspaceBox(const WorkspaceInfo& workspace, const Q
   row->addWidget(m_nextWorkspace, 1);
   row->addWidget(browse);
   m_form->addRow(tr("Open at next start"), row);
-  auto* note = new QLabel(tr("Takes effect at the next start (--workspace DIR still wins); empty: the default."),
-                          box);
+  auto* note =
+      new QLabel(tr("Takes effect at the next start (--workspace DIR still wins); empty: the default."), box);
   note->setForegroundRole(QPalette::PlaceholderText);
   m_form->addRow(QString(), note);
 

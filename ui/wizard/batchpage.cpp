@@ -23,7 +23,8 @@ flotilla::LrSchedule lrScheduleOf(const flotilla::RunConfig& c) {
                               c.optim.warmup_steps, c.train.steps, c.optim.decay_fraction};
 }
 
-void sampleSchedule(const flotilla::LrSchedule& s, int maxPoints, QVector<double>* steps, QVector<double>* lrs) {
+void sampleSchedule(const flotilla::LrSchedule& s, int maxPoints, QVector<double>* steps,
+                    QVector<double>* lrs) {
   steps->clear();
   lrs->clear();
   const int64_t total = std::max<int64_t>(1, s.total_steps);
@@ -40,9 +41,9 @@ void sampleSchedule(const flotilla::LrSchedule& s, int maxPoints, QVector<double
 
 BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
     : WizardPageBase(configDraft,
-                     {QStringLiteral("train.steps"), QStringLiteral("train.micro_batch"), QStringLiteral("train.seq_len"),
-                      QStringLiteral("train.global_batch_tokens"), QStringLiteral("train.grad_clip"),
-                      QStringLiteral("optim")},
+                     {QStringLiteral("train.steps"), QStringLiteral("train.micro_batch"),
+                      QStringLiteral("train.seq_len"), QStringLiteral("train.global_batch_tokens"),
+                      QStringLiteral("train.grad_clip"), QStringLiteral("optim")},
                      parent),
       m_steps(new QSpinBox(this)),
       m_microBatch(new QSpinBox(this)),
@@ -92,9 +93,11 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   m_clip->setDecimals(2);
   m_clip->setRange(0, 1000);
   m_clip->setSpecialValueText(tr("off"));
-  for (const char* kind : {"cosine", "linear", "wsd", "constant"}) m_schedule->addItem(QLatin1String(kind), QLatin1String(kind));
-  m_globalTokens->setToolTip(tr("Tokens per optimizer step. Larger than micro-batch × sequence × data-parallel "
-                                "ranks means gradient accumulation."));
+  for (const char* kind : {"cosine", "linear", "wsd", "constant"})
+    m_schedule->addItem(QLatin1String(kind), QLatin1String(kind));
+  m_globalTokens->setToolTip(
+      tr("Tokens per optimizer step. Larger than micro-batch × sequence × data-parallel "
+         "ranks means gradient accumulation."));
 
   QFormLayout* form = addForm();
   form->addRow(tr("Optimizer steps"), m_steps);
@@ -184,18 +187,21 @@ void BatchPage::refreshDerived() {
   const RunConfig& c = draft()->config();
   {
     const QSignalBlocker block(m_globalTokens);
-    m_globalTokens->setValue(static_cast<int>(std::min<int64_t>(flotilla::tokens_per_step(c), m_globalTokens->maximum())));
+    m_globalTokens->setValue(
+        static_cast<int>(std::min<int64_t>(flotilla::tokens_per_step(c), m_globalTokens->maximum())));
   }
   m_decay->setEnabled(c.optim.schedule == "wsd");
   m_minRatio->setEnabled(c.optim.schedule != "constant");
-  const bool geometryOk = draft()->problemsUnder({QStringLiteral("train"), QStringLiteral("parallel")}).isEmpty();
+  const bool geometryOk =
+      draft()->problemsUnder({QStringLiteral("train"), QStringLiteral("parallel")}).isEmpty();
   if (geometryOk) {
     const int64_t accum = flotilla::grad_accum_steps(c);
     const int64_t perStep = flotilla::tokens_per_step(c);
-    m_accum->setText(tr("%1 micro-batch(es) per rank per step; %2 tokens per step, %3 tokens in the run")
-                         .arg(accum)
-                         .arg(QLocale().toString(static_cast<qlonglong>(perStep)))
-                         .arg(formatCount(static_cast<double>(perStep) * static_cast<double>(c.train.steps))));
+    m_accum->setText(
+        tr("%1 micro-batch(es) per rank per step; %2 tokens per step, %3 tokens in the run")
+            .arg(accum)
+            .arg(QLocale().toString(static_cast<qlonglong>(perStep)))
+            .arg(formatCount(static_cast<double>(perStep) * static_cast<double>(c.train.steps))));
   } else {
     m_accum->setText(tr("— (fix the problems listed below)"));
   }

@@ -21,7 +21,8 @@ class LinePlot;
 // The schedule training builds from a config (engine/train/trainer.cpp does the same).
 flotilla::LrSchedule lrScheduleOf(const flotilla::RunConfig& config);
 // Up to maxPoints (step, lr) samples over [1, steps], always including both ends.
-void sampleSchedule(const flotilla::LrSchedule& s, int maxPoints, QVector<double>* steps, QVector<double>* lrs);
+void sampleSchedule(const flotilla::LrSchedule& s, int maxPoints, QVector<double>* steps,
+                    QVector<double>* lrs);
 
 class BatchPage : public WizardPageBase {
   Q_OBJECT

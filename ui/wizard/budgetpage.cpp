@@ -24,8 +24,9 @@ BudgetPage::BudgetPage(ConfigDraft* configDraft, QWidget* parent)
       m_maxHours(new QDoubleSpinBox(this)),
       m_estimate(new QLabel(this)) {
   setTitle(tr("Budget"));
-  setSubTitle(tr("What an hour of this hardware costs, and where the run must stop. The run checkpoints and "
-                 "stops itself at a limit."));
+  setSubTitle(
+      tr("What an hour of this hardware costs, and where the run must stop. The run checkpoints and "
+         "stops itself at a limit."));
   m_source->setObjectName(QStringLiteral("priceSource"));
   m_price->setObjectName(QStringLiteral("usdPerHour"));
   m_catalogue->setObjectName(QStringLiteral("catalogueEntry"));
@@ -83,7 +84,8 @@ void BudgetPage::editValues() {
       c.budget.price_source.clear();
     } else {
       keep(c.budget.usd_per_hour, m_price);
-      c.budget.price_source = source == Catalogue ? m_catalogue->text().trimmed().toStdString() : std::string();
+      c.budget.price_source =
+          source == Catalogue ? m_catalogue->text().trimmed().toStdString() : std::string();
     }
     keep(c.budget.max_usd, m_maxUsd);
     keep(c.budget.warn_fraction, m_warn);
@@ -95,7 +97,9 @@ void BudgetPage::editValues() {
 
 void BudgetPage::load() {
   const RunConfig& c = draft()->config();
-  m_source->setCurrentIndex(!c.budget.price_source.empty() ? Catalogue : c.budget.usd_per_hour != 0 ? HourlyPrice : NoPrice);
+  m_source->setCurrentIndex(!c.budget.price_source.empty() ? Catalogue
+                            : c.budget.usd_per_hour != 0   ? HourlyPrice
+                                                           : NoPrice);
   m_price->setValue(c.budget.usd_per_hour);
   m_catalogue->setText(QString::fromStdString(c.budget.price_source));
   m_maxUsd->setValue(c.budget.max_usd);
@@ -114,23 +118,32 @@ void BudgetPage::refreshDerived() {
     return;
   }
   const RunConfig& c = draft()->config();
-  QString text = tr("%1 steps × %2 s ≈ %3").arg(plan->steps).arg(plan->step_s, 0, 'g', 3).arg(formatDuration(plan->run_s));
+  QString text = tr("%1 steps × %2 s ≈ %3")
+                     .arg(plan->steps)
+                     .arg(plan->step_s, 0, 'g', 3)
+                     .arg(formatDuration(plan->run_s));
   const double usdPerHour = c.budget.usd_per_hour;
   if (usdPerHour > 0) {
     const double cost = plan->run_s / 3600.0 * usdPerHour;
     text += tr(", %1 at %2 per hour").arg(formatUsd(cost), formatUsd(usdPerHour));
     if (c.budget.max_usd > 0 && cost > c.budget.max_usd) {
       const double steps = c.budget.max_usd / usdPerHour * 3600.0 / plan->step_s;
-      text += tr(". The spend limit %1 stops it after about %2 steps").arg(formatUsd(c.budget.max_usd)).arg(std::floor(steps));
+      text += tr(". The spend limit %1 stops it after about %2 steps")
+                  .arg(formatUsd(c.budget.max_usd))
+                  .arg(std::floor(steps));
     }
   } else if (!c.budget.price_source.empty()) {
-    text += tr(", priced from the catalogue entry \"%1\" when the run starts").arg(QString::fromStdString(c.budget.price_source));
+    text += tr(", priced from the catalogue entry \"%1\" when the run starts")
+                .arg(QString::fromStdString(c.budget.price_source));
   } else {
     text += tr(", no cost (no price set)");
   }
   if (c.budget.max_hours > 0 && plan->run_s > c.budget.max_hours * 3600)
-    text += tr(". The time limit stops it after about %1 steps").arg(std::floor(c.budget.max_hours * 3600 / plan->step_s));
-  m_estimate->setText(text + tr(". Predicted by the planner at %1% of the device's peak.").arg(plan->efficiency * 100, 0, 'f', 0));
+    text += tr(". The time limit stops it after about %1 steps")
+                .arg(std::floor(c.budget.max_hours * 3600 / plan->step_s));
+  m_estimate->setText(
+      text +
+      tr(". Predicted by the planner at %1% of the device's peak.").arg(plan->efficiency * 100, 0, 'f', 0));
 }
 
 }  // namespace flotilla::ui

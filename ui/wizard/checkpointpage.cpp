@@ -77,7 +77,8 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
       tr("When a rank crashes (killed, out of memory on one host, a lost peer), every rank restarts "
          "from the newest verified checkpoint, at most this many times (run.max_restarts). "
          "Preemptions do not count; config and data errors never restart."));
-  m_resume->addItem(tr("from the newest verified checkpoint in the run folder (auto)"), QStringLiteral("auto"));
+  m_resume->addItem(tr("from the newest verified checkpoint in the run folder (auto)"),
+                    QStringLiteral("auto"));
   m_resume->addItem(tr("never: always start fresh (none)"), QStringLiteral("none"));
 
   QFormLayout* form = addForm();

@@ -136,7 +136,8 @@ qint64 naturalBatchTokens(const flotilla::RunConfig& config) {
   return flotilla::tokens_per_step(c);
 }
 
-ConfigDraft::ConfigDraft(const flotilla::RunConfig& start, QObject* parent) : QObject(parent), m_config(start) {
+ConfigDraft::ConfigDraft(const flotilla::RunConfig& start, QObject* parent)
+    : QObject(parent), m_config(start) {
   flotilla::ProbeResult none;
   m_targets = m_machineTargets = hardwareTargets(none);
   m_ranks = std::max(1, start.parallel.dp * start.parallel.tp * start.parallel.pp);
@@ -236,7 +237,9 @@ void ConfigDraft::setRanks(int ranks) {
   emit changed();
 }
 
-std::vector<flotilla::ConfigProblem> ConfigDraft::problems() const { return flotilla::validate(m_config, m_ranks); }
+std::vector<flotilla::ConfigProblem> ConfigDraft::problems() const {
+  return flotilla::validate(m_config, m_ranks);
+}
 
 QStringList ConfigDraft::problemsUnder(const QStringList& prefixes) const {
   QStringList out;

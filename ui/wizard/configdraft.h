@@ -54,7 +54,8 @@ QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes);
 
 // The planner's device for one rank of `target` when `ranks` ranks run: a GPU's data-sheet profile
 // (memory from the probe), or the CPU's nominal profile with its cores and memory shared by the ranks.
-flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flotilla::RunConfig& config, int ranks);
+flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flotilla::RunConfig& config,
+                                         int ranks);
 
 // Tokens per step when train.global_batch_tokens is 0 (no accumulation) for this layout.
 qint64 naturalBatchTokens(const flotilla::RunConfig& config);

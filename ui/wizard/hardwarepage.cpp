@@ -36,7 +36,8 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
       m_microBatches(new QSpinBox(this)),
       m_schedule(new QComboBox(this)),
       m_dtype(new QComboBox(this)),
-      m_recompute(new QCheckBox(tr("Recompute activations in backward (less memory, more compute: the planner shows both)"), this)),
+      m_recompute(new QCheckBox(
+          tr("Recompute activations in backward (less memory, more compute: the planner shows both)"), this)),
       m_memory(new MemoryBar(this)),
       m_breakdown(new QLabel(this)),
       m_plan(new QLabel(this)),
@@ -44,27 +45,30 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
       m_recommend(new QPushButton(tr("Recommend"), this)),
       m_searchDelay(new QTimer(this)) {
   setTitle(tr("Hardware & parallelism"));
-  setSubTitle(tr("Where the run trains and how the work is split. The planner predicts memory per device and "
-                 "the time per step before anything starts."));
+  setSubTitle(
+      tr("Where the run trains and how the work is split. The planner predicts memory per device and "
+         "the time per step before anything starts."));
   const struct {
     QSpinBox* box;
     const char* name;
     int min, max;
-  } spins[] = {{m_ranks, "ranks", 0, 4096}, {m_dp, "dp", 0, 4096},           {m_tp, "tp", 0, 64},
-               {m_pp, "pp", 0, 256},        {m_zero, "zero", 0, 3},           {m_microBatches, "microBatches", 0, 1024}};
+  } spins[] = {{m_ranks, "ranks", 0, 4096}, {m_dp, "dp", 0, 4096},
+               {m_tp, "tp", 0, 64},         {m_pp, "pp", 0, 256},
+               {m_zero, "zero", 0, 3},      {m_microBatches, "microBatches", 0, 1024}};
   for (const auto& s : spins) {
     s.box->setObjectName(QLatin1String(s.name));
     s.box->setRange(s.min, s.max);
   }
   m_target->setObjectName(QStringLiteral("target"));
   m_autoRecover->setObjectName(QStringLiteral("autoRecover"));
-  m_autoRecover->setToolTip(
-      tr("When a node is preempted (a spot node taken back), resume the run from its newest checkpoint on "
-         "the nodes that remain, or on a spare node, without asking. At most 3 times per run. Each checkpoint "
-         "is also copied to this machine as it is written, so even losing the master node is recoverable."));
+  m_autoRecover->setToolTip(tr(
+      "When a node is preempted (a spot node taken back), resume the run from its newest checkpoint on "
+      "the nodes that remain, or on a spare node, without asking. At most 3 times per run. Each checkpoint "
+      "is also copied to this machine as it is written, so even losing the master node is recoverable."));
   m_spares->setObjectName(QStringLiteral("spareNodes"));
-  m_spares->setToolTip(tr("Optional: stored nodes that replace a lost node, in this order. Without a spare, "
-                          "the lost node's ranks move to the nodes that remain."));
+  m_spares->setToolTip(
+      tr("Optional: stored nodes that replace a lost node, in this order. Without a spare, "
+         "the lost node's ranks move to the nodes that remain."));
   m_spares->setMaximumHeight(m_spares->fontMetrics().height() * 4 + 8);
   m_schedule->setObjectName(QStringLiteral("pipelineSchedule"));
   m_dtype->setObjectName(QStringLiteral("dtype"));
@@ -73,8 +77,9 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   m_plan->setObjectName(QStringLiteral("planText"));
   m_advice->setObjectName(QStringLiteral("recommendation"));
   m_recommend->setObjectName(QStringLiteral("recommendButton"));
-  m_recommend->setToolTip(tr("Fill in the fastest layout the planner finds that fits the devices' memory "
-                             "(the global batch stays as it is)"));
+  m_recommend->setToolTip(
+      tr("Fill in the fastest layout the planner finds that fits the devices' memory "
+         "(the global batch stays as it is)"));
   m_schedule->addItem(tr("1F1B (less activation memory)"), QStringLiteral("1f1b"));
   m_schedule->addItem(tr("GPipe"), QStringLiteral("gpipe"));
   m_dtype->addItem(tr("fp32"), QStringLiteral("fp32"));
@@ -207,7 +212,8 @@ void HardwarePage::editSpares() {
   if (loading()) return;
   QStringList names;
   for (int i = 0; i < m_spares->count(); ++i)
-    if (m_spares->item(i)->checkState() == Qt::Checked) names << m_spares->item(i)->data(Qt::UserRole).toString();
+    if (m_spares->item(i)->checkState() == Qt::Checked)
+      names << m_spares->item(i)->data(Qt::UserRole).toString();
   draft()->setSpareNodes(names);
 }
 
@@ -246,9 +252,12 @@ void HardwarePage::refreshDerived() {
   const struct {
     const char* name;
     uint64_t bytes;
-  } items[] = {{"weights", m.weights + m.master_weights}, {"gradients", m.gradients},
-               {"AdamW state", m.adam_m + m.adam_v},       {"activations", m.activations},
-               {"workspace", m.workspace},                  {"runtime", m.runtime}};
+  } items[] = {{"weights", m.weights + m.master_weights},
+               {"gradients", m.gradients},
+               {"AdamW state", m.adam_m + m.adam_v},
+               {"activations", m.activations},
+               {"workspace", m.workspace},
+               {"runtime", m.runtime}};
   for (const auto& item : items)
     if (item.bytes) parts << tr("%1 %2").arg(tr(item.name), formatBytes(item.bytes));
   m_breakdown->setText(parts.join(QStringLiteral(" · ")) +
@@ -319,10 +328,12 @@ void HardwarePage::onSearched() {
   } else {
     const std::optional<Plan> plan = draft()->plan();
     if (!apply && plan && plan->fits) return;  // fits by now: the advice is moot
-    const QString head = plan && !plan->fits ? tr("Does not fit: %1 per device needed, %2 available. ")
-                                                   .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes))
-                                             : QString();
-    m_adviceText = head + s.advice.text + (s.advice.config && !apply ? tr(" Press Recommend to use it.") : QString());
+    const QString head =
+        plan && !plan->fits ? tr("Does not fit: %1 per device needed, %2 available. ")
+                                  .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes))
+                            : QString();
+    m_adviceText =
+        head + s.advice.text + (s.advice.config && !apply ? tr(" Press Recommend to use it.") : QString());
   }
   m_advice->setText(m_adviceText);
 }
@@ -338,8 +349,8 @@ QStringList HardwarePage::extraProblems() const {
   if (t.kind == HardwareTarget::Kind::Nodes) {
     const int nodes = static_cast<int>(t.nodes.size());
     if (draft()->ranks() > t.maxRanks || draft()->ranks() % nodes != 0)
-      out << tr("%n rank(s) chosen, but %1 node(s) run %2 rank(s) each: choose a multiple of %1 up to %3.", nullptr,
-                draft()->ranks())
+      out << tr("%n rank(s) chosen, but %1 node(s) run %2 rank(s) each: choose a multiple of %1 up to %3.",
+                nullptr, draft()->ranks())
                  .arg(nodes)
                  .arg(t.ranksPerNode)
                  .arg(t.maxRanks);

@@ -12,7 +12,9 @@
 
 namespace flotilla::ui {
 namespace {
-QString tr(const char* text, int n = -1) { return QCoreApplication::translate("LayoutAdvice", text, nullptr, n); }
+QString tr(const char* text, int n = -1) {
+  return QCoreApplication::translate("LayoutAdvice", text, nullptr, n);
+}
 }  // namespace
 
 QString layoutText(const flotilla::Plan& p) {
@@ -63,10 +65,11 @@ LayoutAdvice adviseLayout(const flotilla::RunConfig& base, const HardwareTarget&
                          .arg(QString::fromStdString(layouts.front().note));
   }
   if (advice.config) return advice;
-  advice.text = tr("No layout of %n rank(s) fits this device's memory: choose a smaller model, "
-                                 "micro-batch or sequence length, turn on recomputation or bf16, or use devices "
-                                 "with more memory.",
-                                 worlds.back());
+  advice.text =
+      tr("No layout of %n rank(s) fits this device's memory: choose a smaller model, "
+         "micro-batch or sequence length, turn on recomputation or bf16, or use devices "
+         "with more memory.",
+         worlds.back());
   return advice;
 }
 

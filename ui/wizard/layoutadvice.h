@@ -17,10 +17,10 @@
 namespace flotilla::ui {
 
 struct LayoutAdvice {
-  int ranks = 0;                             // world size of the advised layout
-  std::optional<flotilla::RunConfig> config; // the base config with the layout applied
+  int ranks = 0;                              // world size of the advised layout
+  std::optional<flotilla::RunConfig> config;  // the base config with the layout applied
   std::optional<flotilla::Plan> plan;
-  QString text;                              // one paragraph for the page
+  QString text;  // one paragraph for the page
 };
 
 // Pure and thread-safe: run it off the UI thread.

@@ -24,11 +24,15 @@ void MemoryBar::setUsage(quint64 used, quint64 capacity) {
 QString MemoryBar::text() const {
   if (m_capacity == 0) return tr("—");
   const double pct = 100.0 * static_cast<double>(m_used) / static_cast<double>(m_capacity);
-  return tr("%1 of %2 per device (%3%)").arg(formatBytes(m_used), formatBytes(m_capacity)).arg(pct, 0, 'f', 0);
+  return tr("%1 of %2 per device (%3%)")
+      .arg(formatBytes(m_used), formatBytes(m_capacity))
+      .arg(pct, 0, 'f', 0);
 }
 
 QSize MemoryBar::sizeHint() const { return {360, fontMetrics().height() + 12}; }
-QSize MemoryBar::minimumSizeHint() const { return {fontMetrics().horizontalAdvance(text()) + 16, sizeHint().height()}; }
+QSize MemoryBar::minimumSizeHint() const {
+  return {fontMetrics().horizontalAdvance(text()) + 16, sizeHint().height()};
+}
 
 void MemoryBar::paintEvent(QPaintEvent*) {
   QPainter p(this);

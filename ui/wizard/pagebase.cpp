@@ -10,7 +10,10 @@
 namespace flotilla::ui {
 
 WizardPageBase::WizardPageBase(ConfigDraft* draft, const QStringList& fieldPrefixes, QWidget* parent)
-    : QWizardPage(parent), m_draft(draft), m_prefixes(fieldPrefixes), m_layout(new QVBoxLayout(this)),
+    : QWizardPage(parent),
+      m_draft(draft),
+      m_prefixes(fieldPrefixes),
+      m_layout(new QVBoxLayout(this)),
       m_problems(new QLabel(this)) {
   m_problems->setObjectName(QStringLiteral("problems"));
   m_problems->setWordWrap(true);

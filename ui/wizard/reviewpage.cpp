@@ -25,8 +25,9 @@ ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidg
       m_status(new QLabel(this)),
       m_parseDelay(new QTimer(this)) {
   setTitle(tr("Review"));
-  setSubTitle(tr("The run's configuration file, exactly as the worker will read it. Edit it here if you like: "
-                 "it is checked as you type."));
+  setSubTitle(
+      tr("The run's configuration file, exactly as the worker will read it. Edit it here if you like: "
+         "it is checked as you type."));
   m_editor->setObjectName(QStringLiteral("tomlEditor"));
   m_editor->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_editor->setLineWrapMode(QPlainTextEdit::NoWrap);
@@ -47,8 +48,9 @@ ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidg
   });
   connect(m_save, &QPushButton::clicked, this, [this] {
     bool ok = false;
-    const QString name = QInputDialog::getText(this, tr("Save as template"), tr("Template name:"), QLineEdit::Normal,
-                                               QString::fromStdString(this->draft()->config().run.name), &ok);
+    const QString name =
+        QInputDialog::getText(this, tr("Save as template"), tr("Template name:"), QLineEdit::Normal,
+                              QString::fromStdString(this->draft()->config().run.name), &ok);
     if (ok) saveTemplate(name.trimmed());
   });
 }
@@ -90,7 +92,8 @@ bool ReviewPage::validatePage() {
 bool ReviewPage::saveTemplate(const QString& name) {
   if (m_parseDelay->isActive()) applyText();
   QString error;
-  if (!m_parseError.isEmpty()) error = tr("Fix the file first: %1").arg(m_parseError);
+  if (!m_parseError.isEmpty())
+    error = tr("Fix the file first: %1").arg(m_parseError);
   else if (!m_templates->save(name, draft()->config(), &error)) {
   } else {
     m_status->setText(tr("Saved as template \"%1\" in %2.").arg(name, m_templates->directory()));

@@ -62,9 +62,12 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
         return;
       }
       // Not from inside the page's own signal: the next page initialises on a clean stack.
-      QMetaObject::invokeMethod(this, [this, id] {
-        if (m_advanceTarget >= 0 && currentId() == id && currentPage()->isComplete()) continueAdvance();
-      }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this,
+          [this, id] {
+            if (m_advanceTarget >= 0 && currentId() == id && currentPage()->isComplete()) continueAdvance();
+          },
+          Qt::QueuedConnection);
     });
   }
   resize(860, 680);
@@ -75,8 +78,10 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   });
   if (!m_probe) m_probe = new MachineProbe(this);
   connect(m_probe, &MachineProbe::finished, this, &RunWizard::useProbe);
-  if (m_probe->hasResult()) useProbe();
-  else m_probe->start();
+  if (m_probe->hasResult())
+    useProbe();
+  else
+    m_probe->start();
 }
 
 RunWizard::~RunWizard() {

@@ -36,7 +36,8 @@ class RunWizard : public QWizard {
 
   // probe: the app's machine probe (may be nullptr: the wizard probes by itself).
   // templatesDir: where user templates live (empty: the user's data folder).
-  explicit RunWizard(MachineProbe* probe = nullptr, const QString& templatesDir = QString(), QWidget* parent = nullptr);
+  explicit RunWizard(MachineProbe* probe = nullptr, const QString& templatesDir = QString(),
+                     QWidget* parent = nullptr);
   ~RunWizard() override;
 
   // The config as the pages show it (the result after accept()).
@@ -68,8 +69,6 @@ class RunWizard : public QWizard {
   void nodesLoaded();
 
  public:
-
-
   ConfigDraft* draft() const { return m_draft; }
   TemplateStore* templates() const { return m_templates; }
   ModelPage* modelPage() const { return m_model; }
@@ -86,7 +85,7 @@ class RunWizard : public QWizard {
 
   int m_advanceTarget = -1;  // advanceTo()'s page while it waits on a page's check; -1: none
   bool m_advancing = false;
-  quint64 m_draftChanges = 0;  // ConfigDraft::changed count: an edit since the stop cancels the wait
+  quint64 m_draftChanges = 0;    // ConfigDraft::changed count: an edit since the stop cancels the wait
   bool m_machineUpdate = false;  // the probe's or the store's targets changed it: not an edit
   quint64 m_changesAtStop = 0;
 

@@ -13,7 +13,8 @@ namespace flotilla::ui {
 
 QString shardPattern(const QString& pathOrGlob, const QString& role) {
   const QFileInfo info(pathOrGlob);
-  if (!pathOrGlob.isEmpty() && info.isDir()) return QDir(pathOrGlob).filePath(role + QStringLiteral("_*.bin"));
+  if (!pathOrGlob.isEmpty() && info.isDir())
+    return QDir(pathOrGlob).filePath(role + QStringLiteral("_*.bin"));
   return pathOrGlob;
 }
 

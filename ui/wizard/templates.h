@@ -15,10 +15,10 @@
 namespace flotilla::ui {
 
 struct RunTemplate {
-  QString name;        // "demo", or the file's base name
-  QString description; // one line for the picker
-  QString toml;        // the file's text
-  QString path;        // empty for built-ins
+  QString name;         // "demo", or the file's base name
+  QString description;  // one line for the picker
+  QString toml;         // the file's text
+  QString path;         // empty for built-ins
   bool builtIn = false;
 };
 

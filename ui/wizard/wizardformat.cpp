@@ -25,7 +25,8 @@ QString formatCount(double n) {
 QString formatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return QStringLiteral("—");
   const auto s = static_cast<qint64>(std::llround(seconds));
-  if (s < 60) return QStringLiteral("%1 s").arg(seconds < 10 ? QString::number(seconds, 'f', 1) : QString::number(s));
+  if (s < 60)
+    return QStringLiteral("%1 s").arg(seconds < 10 ? QString::number(seconds, 'f', 1) : QString::number(s));
   if (s < 3600) return QStringLiteral("%1 min %2 s").arg(s / 60).arg(s % 60);
   if (s < 86400) return QStringLiteral("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60);
   return QStringLiteral("%1 d %2 h").arg(s / 86400).arg((s % 86400) / 3600);
