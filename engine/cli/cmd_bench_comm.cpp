@@ -20,9 +20,9 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/comm/process_group.h"
+#include "engine/comm/rendezvous.h"
 #include "engine/core/error.h"
-#include "engine/parallel/process_group.h"
-#include "engine/parallel/rendezvous.h"
 
 #if defined(FLOTILLA_HAVE_NCCL)
 #include <cuda_runtime.h>
@@ -31,7 +31,7 @@
 namespace flotilla::cli {
 namespace {
 
-using parallel::Millis;
+using comm::Millis;
 using Clock = std::chrono::steady_clock;
 
 const char* kHelp =
@@ -142,7 +142,7 @@ class Buffers {
 };
 
 // Runs `op` of `bytes` `iters` times after a warm-up; returns the slowest rank's mean seconds.
-double time_op(parallel::ProcessGroup& pg, Buffers& buf, const std::string& op, size_t bytes, int iters) {
+double time_op(comm::ProcessGroup& pg, Buffers& buf, const std::string& op, size_t bytes, int iters) {
   const int n = pg.size();
   const size_t count = bytes / sizeof(float);
   const size_t chunk = count / static_cast<size_t>(n);
@@ -215,7 +215,7 @@ int cmd_bench_comm(const CommandArgs& argv) {
   }
   if (sizes.back() != hi) sizes.push_back(hi);
 
-  const parallel::DistEnv env = parallel::dist_env_from_environment();
+  const comm::DistEnv env = comm::dist_env_from_environment();
   if (env.world_size < 2) {
     throw_usage(
         "bench-comm measures communication between ranks: run it with several, e.g. "
@@ -224,7 +224,7 @@ int cmd_bench_comm(const CommandArgs& argv) {
         "MASTER_ADDR and MASTER_PORT set");
   }
   const auto timeout = Millis(static_cast<long long>(timeout_s * 1000));
-  auto pg = parallel::init_process_group(backend_arg, env, timeout);
+  auto pg = comm::init_process_group(backend_arg, env, timeout);
   const std::string backend = pg->backend();
   const bool device = backend == "nccl";
   const int n = pg->size();

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/comm/process_group.h"
 #include "engine/core/error.h"
 #include "engine/cuda/adamw.h"
 #include "engine/cuda/context.h"
@@ -18,7 +19,6 @@
 #include "engine/cuda/gpt_cuda_impl.h"
 #include "engine/cuda/residual.h"
 #include "engine/model/model_shard.h"
-#include "engine/parallel/process_group.h"
 
 namespace flotilla::cuda {
 namespace {
@@ -248,7 +248,7 @@ const float* CudaGpt::stage_input_grad() { return impl_->model->stage_input_grad
 float* CudaGpt::stage_recv_buffer(bool grad) { return impl_->model->stage_recv_buffer(grad); }
 int CudaGpt::activation_slots() const { return impl_->model->activation_slots(); }
 
-void CudaGpt::all_reduce_wte_grad(parallel::ProcessGroup& group) {
+void CudaGpt::all_reduce_wte_grad(comm::ProcessGroup& group) {
   Impl& s = *impl_;
   Context& c = *s.ctx;
   const int tied = s.model->tied_tensor();
@@ -286,7 +286,7 @@ float CudaGpt::grad_norm() {
       const size_t a = std::max(s.offset(i), lo), b = std::min(s.offset(i) + s.size(i), hi);
       if (a < b) sq += sum_squares<float>(c, s.shard_grad + (a - lo), b - a);
     }
-    for (parallel::ProcessGroup* group : {s.opt.zero2, s.opt.tp, s.opt.pp})
+    for (comm::ProcessGroup* group : {s.opt.zero2, s.opt.tp, s.opt.pp})
       if (group != nullptr && group->size() > 1) group->all_reduce(&sq, 1);
     return static_cast<float>(std::sqrt(sq));
   }
@@ -302,7 +302,7 @@ float CudaGpt::grad_norm() {
   double sq = 0;
   for (int i = 0; i < layout.size(); ++i)
     if (s.size(i) > 0 && counts_once(layout, sh, i)) sq += squares(s.offset(i), s.size(i));
-  for (parallel::ProcessGroup* group : {s.opt.tp, s.opt.pp})
+  for (comm::ProcessGroup* group : {s.opt.tp, s.opt.pp})
     if (group != nullptr && group->size() > 1) group->all_reduce(&sq, 1);
   return static_cast<float>(std::sqrt(sq));
 }

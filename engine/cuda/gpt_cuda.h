@@ -21,7 +21,7 @@
 #include "engine/model/gpt_shard.h"
 #include "engine/model/model.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 class ProcessGroup;
 }
 
@@ -49,16 +49,16 @@ struct CudaGptOptions {
   // forward (g), d(LayerNorm output) in the backward (f), the embedding, and the cross-entropy's
   // per-row statistics. The default shard is the whole model.
   GptShard shard;
-  parallel::ProcessGroup* tp = nullptr;
+  comm::ProcessGroup* tp = nullptr;
   // Pipeline parallelism (shard.pp > 1): activation sets kept at once (pipeline_slots of the
   // schedule), and the PP group, over which the gradient norm is summed.
   int slots = 1;
-  parallel::ProcessGroup* pp = nullptr;
+  comm::ProcessGroup* pp = nullptr;
   // ZeRO-2 (parallel.zero = 2; needs the shard above): the DP group. No full gradient buffer
   // exists: each layer's gradients go to one of two staging slots, are all-reduced (in fp32) while
   // the next layer's backward runs, and this rank adds its shard's part to an fp32 gradient shard;
   // wte, wpe and the final LayerNorm accumulate locally and are reduced by finish_gradients().
-  parallel::ProcessGroup* zero2 = nullptr;
+  comm::ProcessGroup* zero2 = nullptr;
 };
 
 struct AdamWHyper {
@@ -127,7 +127,7 @@ class CudaGpt {
   int activation_slots() const;
   // Sums the tied embedding's gradient over `group` in place (the first and the last stage;
   // bf16 gradients are summed in fp32).
-  void all_reduce_wte_grad(parallel::ProcessGroup& group);
+  void all_reduce_wte_grad(comm::ProcessGroup& group);
   // ZeRO-2: after a step's last backward (and the tied wte sum), the DP average of the
   // non-layer tensors' gradients into this rank's gradient shard; the layers' were averaged during
   // the backwards. grad_norm() and update() then read the shard.

@@ -7,12 +7,12 @@
 #include <memory>
 #include <vector>
 
+#include "engine/comm/process_group.h"
 #include "engine/core/error.h"
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/gpt_cuda.h"
 #include "engine/model/model.h"
-#include "engine/parallel/process_group.h"
 
 namespace flotilla::cuda::detail {
 
@@ -68,7 +68,7 @@ struct CudaGpt::Impl {
   float *comm = nullptr, *shard_grad = nullptr, *tied_f32 = nullptr;
   struct InFlight {
     int layer = -1;
-    std::unique_ptr<parallel::Work> work;
+    std::unique_ptr<comm::Work> work;
   } in_flight[2];
   CudaGpt::BackwardHook hook;  // set_backward_hook
 

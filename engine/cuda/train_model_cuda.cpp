@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "engine/backend/registry.h"
+#include "engine/comm/process_group.h"
 #include "engine/core/error.h"
 #include "engine/cuda/bench_cuda.h"
 #include "engine/cuda/context.h"
@@ -37,9 +38,8 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/gpt_cuda.h"
 #include "engine/cuda/residual.h"
-#include "engine/parallel/process_group.h"
+#include "engine/parallel/pipeline.h"
 #include "engine/plan/planner.h"
-#include "engine/train/pipeline.h"
 
 namespace flotilla::cuda {
 namespace {
@@ -65,7 +65,7 @@ class CudaTrainModel final : public DeviceModel {
     const GptShard sh = resolve_shard(dims, model.shard);
     tensor_parallel_ = sh.tp > 1;
     int slots = 1;
-    auto need_nccl = [](parallel::ProcessGroup* g, const char* key, int degree) {
+    auto need_nccl = [](comm::ProcessGroup* g, const char* key, int degree) {
       if (g != nullptr && std::string(g->backend()) == "nccl") return;
       throw_config(std::string("run.device = cuda with ") + key + " = " + std::to_string(degree) +
                    " needs parallel.backend = \"nccl\" (or \"auto\")" +
@@ -155,7 +155,7 @@ class CudaTrainModel final : public DeviceModel {
     return gpt_->forward(inputs, targets, positions);
   }
 
-  void average_grads(parallel::ProcessGroup& dp) override {
+  void average_grads(comm::ProcessGroup& dp) override {
     // The trainer calls this only for dp > 1; a one-rank NCCL group still runs the bucket path
     // (an identity: the GPU test checks it against a model that skips the call).
     if (dp.size() == 1 && std::string(dp.backend()) != "nccl") return;
@@ -200,7 +200,7 @@ class CudaTrainModel final : public DeviceModel {
 
   PipelineStage* pipeline_stage() override { return stage_.get(); }
   void zero_grad() override { gpt_->zero_grad(); }
-  void all_reduce_tied_grad(parallel::ProcessGroup& group) override { gpt_->all_reduce_wte_grad(group); }
+  void all_reduce_tied_grad(comm::ProcessGroup& group) override { gpt_->all_reduce_wte_grad(group); }
 
   std::vector<DeviceMemory> memory() const override {
     size_t free_b = 0, total = 0;
@@ -322,8 +322,8 @@ class CudaTrainModel final : public DeviceModel {
   std::unique_ptr<Stage> stage_;  // pp > 1
   std::vector<GradBucket> buckets_;
   float* packed_ = nullptr;  // packed_grad_count(buckets_) floats: at start for dp > 1, else on first use
-  parallel::ProcessGroup* dp_ = nullptr;  // the DP group, known from the first average_grads
-  std::vector<std::unique_ptr<parallel::Work>> works_;
+  comm::ProcessGroup* dp_ = nullptr;  // the DP group, known from the first average_grads
+  std::vector<std::unique_ptr<comm::Work>> works_;
   int64_t micro_ = 0;          // micro-step of the current optimizer step (0-based)
   int64_t learned_accum_ = 0;  // forward_backward calls per step, as seen at the last average_grads
   bool overlapped_ = false;    // the latest backward submitted every bucket

@@ -229,7 +229,7 @@ float* Model::layer_grad_slot(int slot) {
   return static_cast<float*>(layer_grad_slot_data(slot));
 }
 size_t Model::grad_bytes() const { return (impl_->grads.size() + impl_->staging.size()) * sizeof(float); }
-void Model::set_tensor_parallel_group(parallel::ProcessGroup* tp) { impl_->tp = tp; }
+void Model::set_tensor_parallel_group(comm::ProcessGroup* tp) { impl_->tp = tp; }
 
 const float* Model::logits() const {
   const Impl& m = *impl_;

@@ -28,7 +28,7 @@
 
 namespace flotilla {
 
-namespace parallel {
+namespace comm {
 class ProcessGroup;
 }
 
@@ -114,7 +114,7 @@ class Model {
 
   // Tensor parallelism: the TP group (size shard().tp) the forward and backward all-reduce over.
   // Must be set before the first forward when shard().tp > 1; not owned.
-  void set_tensor_parallel_group(parallel::ProcessGroup* tp);
+  void set_tensor_parallel_group(comm::ProcessGroup* tp);
 
   // Allocates the activations for micro-batches up to B x T now (a device checks its memory up
   // front); otherwise buffers grow on first use of a larger B*T.

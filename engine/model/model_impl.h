@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/comm/process_group.h"
 #include "engine/core/error.h"
 #include "engine/model/model.h"
-#include "engine/parallel/process_group.h"
 
 namespace flotilla {
 
@@ -108,7 +108,7 @@ struct Model::Impl {
   int last_backward_slot = -1;
   int last_forward_slot = -1;
   std::function<void(int)> layer_hook;
-  parallel::ProcessGroup* tp = nullptr;
+  comm::ProcessGroup* tp = nullptr;
   BackendBuffer stage_bufs;  // pipeline receive buffers: recv_act then recv_grad, fp32 (N, C) each
   int stage_N = 0;
   BackendBuffer rope;  // llama: inv_freq (head_dim / 2) fp32 in backend memory

@@ -81,7 +81,7 @@ std::string RankGrid::describe() const {
          " (TP innermost, then DP, PP outermost)";
 }
 
-ParallelGroups make_parallel_groups(ProcessGroup& world, const RankGrid& grid) {
+ParallelGroups make_parallel_groups(comm::ProcessGroup& world, const RankGrid& grid) {
   if (grid.world_size() != world.size()) {
     throw Error(ExitCode::kConfig, "parallel layout " + grid.describe() + " needs " +
                                        std::to_string(grid.world_size()) + " ranks, but the world has " +

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
 namespace flotilla::parallel {
 
@@ -51,11 +51,11 @@ class RankGrid {
 
 // The three groups of one rank. A degree of 1 gives a one-rank group (collectives are no-ops).
 struct ParallelGroups {
-  std::unique_ptr<ProcessGroup> dp, tp, pp;
+  std::unique_ptr<comm::ProcessGroup> dp, tp, pp;
 };
 
 // Creates this rank's DP, TP and PP groups from the world group (every rank calls it; order:
 // tp, dp, pp). Throws Error(kConfig) if the grid does not match the world size.
-ParallelGroups make_parallel_groups(ProcessGroup& world, const RankGrid& grid);
+ParallelGroups make_parallel_groups(comm::ProcessGroup& world, const RankGrid& grid);
 
 }  // namespace flotilla::parallel

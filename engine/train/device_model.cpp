@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/comm/process_group.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
-#include "engine/parallel/process_group.h"
 #include "engine/train/adamw.h"
 #if defined(FLOTILLA_HAVE_CUDA)
 #include "engine/cuda/train_model_cuda.h"
@@ -54,7 +54,7 @@ class HostReferenceModel final : public DeviceModel {
   float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) override {
     return model_.forward(inputs, targets, B_, T_, positions);
   }
-  void average_grads(parallel::ProcessGroup& dp) override {
+  void average_grads(comm::ProcessGroup& dp) override {
     dp.all_reduce(model_.grads(), model_.num_params());
     const float inv = 1.0f / static_cast<float>(dp.size());
     float* g = model_.grads();

@@ -24,14 +24,14 @@
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
-#include "engine/train/data_parallel.h"
+#include "engine/parallel/data_parallel.h"
 
 namespace flotilla {
 
-namespace parallel {
+namespace comm {
 class ProcessGroup;
 }
-class PipelineStage;  // engine/train/pipeline.h
+class PipelineStage;  // engine/parallel/pipeline.h
 
 // One GPU's memory for the metrics `gpus` array (ui/live/livedata.cpp reads these names).
 struct DeviceMemory {
@@ -44,7 +44,7 @@ struct DeviceMemory {
 // (DataParallel's state_begin/state_size; every rank's count is `count`, the last one padded), and
 // the DP group that all-gathers the updated shards. group == nullptr: no sharding.
 struct OptimizerShard {
-  parallel::ProcessGroup* group = nullptr;
+  comm::ProcessGroup* group = nullptr;
   size_t begin = 0, count = 0;
 };
 
@@ -53,8 +53,8 @@ struct OptimizerShard {
 // model.
 struct ModelParallel {
   GptShard shard;
-  parallel::ProcessGroup* tp = nullptr;
-  parallel::ProcessGroup* pp = nullptr;
+  comm::ProcessGroup* tp = nullptr;
+  comm::ProcessGroup* pp = nullptr;
 };
 
 class DeviceModel {
@@ -80,7 +80,7 @@ class DeviceModel {
   virtual float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) = 0;
   // Gradients summed over `dp` then divided by its size (the trainer calls it when dp > 1; a
   // one-rank NCCL group is allowed, for the GPU test of the bucket path).
-  virtual void average_grads(parallel::ProcessGroup& dp) = 0;
+  virtual void average_grads(comm::ProcessGroup& dp) = 0;
   // Deterministic global L2 norm of the gradients.
   virtual float grad_norm() = 0;
   // One AdamW step t >= 1 at h.lr, gradients multiplied by grad_scale (clipping; 1 = none). With
@@ -93,7 +93,7 @@ class DeviceModel {
   // the last stage.
   virtual PipelineStage* pipeline_stage() { return nullptr; }
   virtual void zero_grad() {}
-  virtual void all_reduce_tied_grad(parallel::ProcessGroup& group) {}
+  virtual void all_reduce_tied_grad(comm::ProcessGroup& group) {}
 
   virtual size_t activation_bytes() const = 0;
   // Per-GPU memory for the step records (empty: no GPU).

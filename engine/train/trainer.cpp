@@ -89,8 +89,8 @@ int local_threads(const RunConfig& cfg) {
 
 namespace train_detail {
 
-Loop::Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const parallel::DistEnv& e,
-           std::unique_ptr<parallel::ProcessGroup> w)
+Loop::Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const comm::DistEnv& e,
+           std::unique_ptr<comm::ProcessGroup> w)
     : opt(o),
       cfg(c),
       out_dir(dir),
@@ -121,22 +121,22 @@ std::string Loop::broadcast_string(const std::string& s) {
   return out;
 }
 
-parallel::ProcessGroup* Loop::tied_group() const {
+comm::ProcessGroup* Loop::tied_group() const {
   if (cfg.parallel.pp == 1 || !model.shard().has_wte() || model.tied_tensor() < 0) return nullptr;
   return cfg.parallel.pp == 2 ? groups.pp.get() : embed.get();
 }
 
 void Loop::setup_groups() {
-  const parallel::Millis timeout(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
+  const comm::Millis timeout(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0));
   if (world) {
     groups = parallel::make_parallel_groups(*world, grid);
     // pp > 2: the tied embedding's gradient is summed between the first and the last stage.
     if (cfg.parallel.pp > 2 && model.shard().has_wte() && model.tied_tensor() >= 0)
       embed = groups.pp->new_group({0, cfg.parallel.pp - 1}, "embed");
   } else {
-    groups.dp = parallel::make_solo_group("dp", 0, timeout);
-    groups.tp = parallel::make_solo_group("tp", 0, timeout);
-    groups.pp = parallel::make_solo_group("pp", 0, timeout);
+    groups.dp = comm::make_solo_group("dp", 0, timeout);
+    groups.tp = comm::make_solo_group("tp", 0, timeout);
+    groups.pp = comm::make_solo_group("pp", 0, timeout);
   }
   model.set_tensor_parallel_group(groups.tp.get());
 }
@@ -338,7 +338,7 @@ StepRecord Loop::train_step() {
   }
   const double tp_ms = tp_wait_ms() - tp_wait0;  // the f/g all-reduces inside forward and backward
   double tied_ms = 0;
-  if (parallel::ProcessGroup* tied = tied_group()) {  // the tied embedding: embedding + LM-head grads
+  if (comm::ProcessGroup* tied = tied_group()) {  // the tied embedding: embedding + LM-head grads
     const auto t0 = Clock::now();
     tied->all_reduce(model.grad_tensor(model.tied_tensor()), model.param_size(model.tied_tensor()));
     tied_ms = ms_since(t0);
@@ -442,7 +442,7 @@ int run_training(const TrainOptions& options) {
   const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
   interop::apply_hf_init_from(cfg);  // a Hugging Face folder decides the model's shape
-  const parallel::DistEnv env = parallel::dist_env_from_environment();
+  const comm::DistEnv env = comm::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
   const std::string out_dir = resolved_out_dir(cfg);
@@ -451,12 +451,12 @@ int run_training(const TrainOptions& options) {
     ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config",
                             "fsync run dir");
   }
-  std::unique_ptr<parallel::ProcessGroup> world;
+  std::unique_ptr<comm::ProcessGroup> world;
   if (env.world_size > 1) {
     const std::string backend =
         cfg.parallel.backend == "auto" ? (cfg.run.device == "cuda" ? "nccl" : "gloo") : cfg.parallel.backend;
-    world = parallel::init_process_group(
-        backend, env, parallel::Millis(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0)));
+    world = comm::init_process_group(backend, env,
+                                     comm::Millis(static_cast<int64_t>(cfg.parallel.timeout_s * 1000.0)));
   }
   Loop loop(options, cfg, out_dir, env, std::move(world));
   loop.backend.set_threads(local_threads(cfg));
@@ -471,7 +471,7 @@ int run_training(const TrainOptions& options) {
   loop.schedule = LrSchedule{cfg.optim.schedule,     cfg.optim.lr,    cfg.optim.min_lr_ratio,
                              cfg.optim.warmup_steps, cfg.train.steps, cfg.optim.decay_fraction};
   loop.heartbeat.set_collective_provider([] {
-    const auto records = parallel::collective_records();
+    const auto records = comm::collective_records();
     return !records.empty() && records[0].started && !records[0].finished ? records[0].describe()
                                                                           : std::string();
   });

@@ -45,7 +45,7 @@ StepRecord Loop::device_train_step() {
     // schedule, then the tied wte gradient summed between the first and the last stage.
     device->zero_grad();
     loss_sum = pipeline_rounds(nullptr, r);
-    if (parallel::ProcessGroup* tied = tied_group()) {
+    if (comm::ProcessGroup* tied = tied_group()) {
       const auto t0 = Clock::now();
       device->all_reduce_tied_grad(*tied);
       comm_ms += ms_since(t0);

@@ -17,20 +17,20 @@
 
 #include "engine/backend/backend.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/comm/rendezvous.h"
 #include "engine/config/run_config.h"
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
+#include "engine/parallel/data_parallel.h"
+#include "engine/parallel/pipeline.h"
 #include "engine/parallel/rank_grid.h"
-#include "engine/parallel/rendezvous.h"
-#include "engine/train/data_parallel.h"
 #include "engine/train/device_model.h"
 #include "engine/train/heartbeat.h"
 #include "engine/train/lr_schedule.h"
 #include "engine/train/metrics.h"
 #include "engine/train/micro_batch.h"
-#include "engine/train/pipeline.h"
 #include "engine/train/trainer.h"
 #include "engine/train/trainer_state.h"
 
@@ -77,14 +77,14 @@ struct Loop {
   const TrainOptions& opt;
   RunConfig cfg;
   std::string out_dir;
-  parallel::DistEnv env;
-  std::unique_ptr<parallel::ProcessGroup> world;  // null for a single process
+  comm::DistEnv env;
+  std::unique_ptr<comm::ProcessGroup> world;  // null for a single process
   int rank = 0;
   int world_size = 1;
   parallel::RankGrid grid;
   parallel::RankCoord coord;
-  parallel::ParallelGroups groups;                // one-rank groups where a degree is 1
-  std::unique_ptr<parallel::ProcessGroup> embed;  // pp > 2: first and last stage (tied wte)
+  parallel::ParallelGroups groups;            // one-rank groups where a degree is 1
+  std::unique_ptr<comm::ProcessGroup> embed;  // pp > 2: first and last stage (tied wte)
   GptDims dims;
   Backend& backend;
   GptModel model;  // this rank's shard
@@ -117,11 +117,11 @@ struct Loop {
   bool labeled = false;
   double step_counted = 0;  // targets with a loss in the whole global batch of this step
 
-  Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const parallel::DistEnv& e,
-       std::unique_ptr<parallel::ProcessGroup> w);
+  Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const comm::DistEnv& e,
+       std::unique_ptr<comm::ProcessGroup> w);
 
   bool sharded() const { return cfg.parallel.tp > 1 || cfg.parallel.pp > 1; }
-  parallel::ProcessGroup* tied_group() const;  // first+last stage group (pp > 1, those stages)
+  comm::ProcessGroup* tied_group() const;  // first+last stage group (pp > 1, those stages)
 
   void barrier();
   std::string broadcast_string(const std::string& s);  // every rank gets rank 0's string

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/parallel/socket_io.h"
+#include "engine/comm/socket_io.h"
 #include "tests/tools/check.h"
 
 namespace {
@@ -53,7 +53,7 @@ std::string slurp(int fd) {
 
 // Starts `ranks` workers with the same arguments; returns each one's result.
 std::vector<Run> run_workers(int ranks, const std::vector<std::string>& args) {
-  const int port = flotilla::parallel::find_free_port();
+  const int port = flotilla::comm::find_free_port();
   std::vector<Run> runs(static_cast<size_t>(ranks));
   std::vector<pid_t> pids;
   std::vector<std::pair<int, int>> fds;

@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/parallel/process_group.h"
-#include "engine/parallel/rendezvous.h"
+#include "engine/comm/process_group.h"
+#include "engine/comm/rendezvous.h"
 #include "tests/engine/test_comm_util.h"
 
-using namespace flotilla::parallel;
+using namespace flotilla::comm;
 using flotilla::Error;
 using flotilla::ExitCode;
 

@@ -13,14 +13,14 @@
 #include <thread>
 #include <vector>
 
-#include "engine/parallel/process_group.h"
-#include "engine/parallel/rendezvous.h"
-#include "engine/parallel/socket_io.h"
-#include "engine/parallel/tcp_store.h"
-#include "engine/parallel/tcp_store_wire.h"
+#include "engine/comm/process_group.h"
+#include "engine/comm/rendezvous.h"
+#include "engine/comm/socket_io.h"
+#include "engine/comm/tcp_store.h"
+#include "engine/comm/tcp_store_wire.h"
 #include "tests/engine/test_comm_util.h"
 
-using namespace flotilla::parallel;
+using namespace flotilla::comm;
 using comm_test::contains;
 using flotilla::Error;
 
@@ -95,9 +95,10 @@ void multi_process() {
       // A waiting rank reports the missing rank, unless rank 0 (the store's host) timed out and
       // exited first: then the store connection closes under it, which its message says. Both are
       // correct under load; what matters is that no rank hangs and the duplicate is named once.
-      CHECK_MSG(contains(e.what(), "waiting for rank 2 of 3") ||
-                    (rank != 0 && contains(e.what(), "connection closed by the peer (rank 0 exited or crashed?)")),
-                "%s", e.what());
+      CHECK_MSG(
+          contains(e.what(), "waiting for rank 2 of 3") ||
+              (rank != 0 && contains(e.what(), "connection closed by the peer (rank 0 exited or crashed?)")),
+          "%s", e.what());
     }
   });
   int twice = 0;

@@ -4,11 +4,12 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
+#include "engine/comm/rendezvous.h"
 #include "engine/parallel/rank_grid.h"
-#include "engine/parallel/rendezvous.h"
 #include "tests/engine/test_comm_util.h"
 
+using namespace flotilla::comm;
 using namespace flotilla::parallel;
 
 namespace {

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/socket_io.h"
 #include "engine/core/error.h"
-#include "engine/parallel/socket_io.h"
 #include "tests/tools/check.h"
 
 namespace comm_test {
@@ -43,7 +43,7 @@ inline std::vector<ChildResult> run_ranks(
     const std::vector<int>& ranks, const std::function<void(int rank, int port)>& body,
     double deadline_s = 30,
     const std::function<void(int rank, const std::vector<pid_t>&)>& on_exit = nullptr) {
-  const int port = flotilla::parallel::find_free_port("127.0.0.1");
+  const int port = flotilla::comm::find_free_port("127.0.0.1");
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<ChildResult> results;

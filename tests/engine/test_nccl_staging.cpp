@@ -1,4 +1,4 @@
-// The NCCL group's host-buffer staging decisions (engine/parallel/nccl_staging.h), without CUDA:
+// The NCCL group's host-buffer staging decisions (engine/comm/nccl_staging.h), without CUDA:
 // - pointer classification: device and managed memory go to NCCL as they are; pageable
 //   (unregistered), pinned host memory and pointers CUDA does not know are staged;
 // - the layout of each operation kind: which buffers are copied in / out, sizes (group_size x
@@ -9,10 +9,10 @@
 #include <cstdint>
 
 #include "check.h"
-#include "engine/parallel/nccl_staging.h"
+#include "engine/comm/nccl_staging.h"
 
-using namespace flotilla::parallel;
-using namespace flotilla::parallel::nccl_staging;
+using namespace flotilla::comm;
+using namespace flotilla::comm::nccl_staging;
 
 namespace {
 
@@ -85,9 +85,9 @@ void test_growth() {
   const size_t MiB = size_t(1) << 20;
   CHECK(grown_capacity(0, 0) == 0);
   CHECK(grown_capacity(0, 1) == MiB);
-  CHECK(grown_capacity(MiB, 1000) == MiB);          // fits: unchanged
-  CHECK(grown_capacity(4 * MiB, MiB) == 4 * MiB);   // never shrinks for a small operation
-  CHECK(grown_capacity(MiB, MiB + 1) == 2 * MiB);   // doubles
+  CHECK(grown_capacity(MiB, 1000) == MiB);             // fits: unchanged
+  CHECK(grown_capacity(4 * MiB, MiB) == 4 * MiB);      // never shrinks for a small operation
+  CHECK(grown_capacity(MiB, MiB + 1) == 2 * MiB);      // doubles
   CHECK(grown_capacity(MiB, 5 * MiB + 3) == 6 * MiB);  // or the need, rounded to a granule
   size_t cap = 0;
   int grows = 0;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/model/gpt_shard.h"
-#include "engine/train/pipeline.h"
+#include "engine/parallel/pipeline.h"
 #include "tests/engine/test_hybrid_util.h"
 
 using namespace hybrid_test;

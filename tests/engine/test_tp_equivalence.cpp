@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "engine/backend/registry.h"
+#include "engine/comm/rendezvous.h"
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
-#include "engine/parallel/rendezvous.h"
 #include "tests/engine/test_comm_util.h"
 #include "tests/engine/test_hybrid_util.h"
 
@@ -58,8 +58,8 @@ void tp_rank(int rank, int port, int tp, int vocab) {
   const float loss_whole = whole.forward(in.data(), tg.data(), B, T);
   whole.backward(0.5f);
 
-  auto world = flotilla::parallel::init_process_group("gloo", rank, tp, "127.0.0.1", port,
-                                                      flotilla::parallel::Millis(20000));
+  auto world =
+      flotilla::comm::init_process_group("gloo", rank, tp, "127.0.0.1", port, flotilla::comm::Millis(20000));
   const flotilla::GptShard shard = flotilla::make_shard(d, tp, rank, 1, 0);
   flotilla::GptModel part(d, shard);
   part.set_tensor_parallel_group(world.get());

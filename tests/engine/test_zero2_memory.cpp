@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "engine/model/gpt.h"
-#include "engine/train/data_parallel.h"
+#include "engine/parallel/data_parallel.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/rendezvous.h"
+#include "engine/comm/socket_io.h"
 #include "engine/config/config_io.h"
 #include "engine/cuda/train_model_cuda.h"
-#include "engine/parallel/rendezvous.h"
-#include "engine/parallel/socket_io.h"
 #include "gpu_test_util.h"
 
 namespace fp = flotilla::parallel;

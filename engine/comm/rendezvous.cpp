@@ -4,7 +4,7 @@
 // Gloo writes to sockets with writev(), and a peer that died turns the next write into SIGPIPE,
 // which would kill this rank silently instead of letting it report "peer rank 1 closed the
 // connection". Python ignores SIGPIPE at start-up, which is why PyTorch never has to.
-#include "engine/parallel/rendezvous.h"
+#include "engine/comm/rendezvous.h"
 
 #include <unistd.h>
 
@@ -14,11 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/comm/backends.h"
+#include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
-#include "engine/parallel/backends.h"
-#include "engine/parallel/tcp_store.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -214,4 +214,4 @@ std::unique_ptr<ProcessGroup> init_process_group(const std::string& backend, con
 bool nccl_usable() { return false; }
 #endif
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

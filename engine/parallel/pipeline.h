@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/process_group.h"
 #include "engine/model/gpt.h"
 #include "engine/model/gpt_shard.h"
-#include "engine/parallel/process_group.h"
 #include "engine/train/micro_batch.h"
 
 namespace flotilla {
@@ -66,11 +66,11 @@ class PipelineStage {
 class PipelineRunner {
  public:
   // pp: the PP group (stage = pp.rank()); the model must be that stage's shard. B x T per micro-batch.
-  PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
+  PipelineRunner(GptModel& model, comm::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
                  int T);
   // The same over any stage (not owned; run.device = "cuda": the device model's stage).
-  PipelineRunner(PipelineStage& stage, parallel::ProcessGroup& pp, std::string schedule, int micro_batches,
-                 int B, int T);
+  PipelineRunner(PipelineStage& stage, comm::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
+                 int T);
   ~PipelineRunner();
   PipelineRunner(const PipelineRunner&) = delete;
   PipelineRunner& operator=(const PipelineRunner&) = delete;
@@ -95,13 +95,13 @@ class PipelineRunner {
 
   std::unique_ptr<PipelineStage> host_;  // the GptModel adapter, when constructed from a GptModel
   PipelineStage& model_;
-  parallel::ProcessGroup& pp_;
+  comm::ProcessGroup& pp_;
   std::string schedule_;
   int micro_;
   int B_, T_;
   int stage_, stages_;
   size_t nc_;
-  std::vector<std::vector<std::unique_ptr<parallel::Work>>> pending_;  // per slot: sends in flight
+  std::vector<std::vector<std::unique_ptr<comm::Work>>> pending_;  // per slot: sends in flight
 };
 
 }  // namespace flotilla

@@ -9,12 +9,12 @@
 #include <cstdio>
 #include <thread>
 
+#include "engine/comm/socket_io.h"
+#include "engine/comm/tcp_store.h"
+#include "engine/comm/tcp_store_wire.h"
 #include "engine/core/error.h"
-#include "engine/parallel/socket_io.h"
-#include "engine/parallel/tcp_store.h"
-#include "engine/parallel/tcp_store_wire.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 // Extra time a client gives the server beyond a WAIT's own timeout before calling it dead.
@@ -190,4 +190,4 @@ void TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   }
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -29,13 +29,13 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/comm/backends.h"
+#include "engine/comm/nccl_staging.h"
+#include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
 #include "engine/launch/gpu_pinning.h"
-#include "engine/parallel/backends.h"
-#include "engine/parallel/nccl_staging.h"
-#include "engine/parallel/tcp_store.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -439,4 +439,4 @@ std::unique_ptr<ProcessGroup> make_nccl_world(std::shared_ptr<Rendezvous> rv, Mi
   return std::make_unique<NcclProcessGroup>(shared, "world", rank, world, timeout, "group/world/1");
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

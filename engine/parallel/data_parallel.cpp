@@ -1,5 +1,5 @@
 // Data parallelism (see data_parallel.h for the bucket and shard layouts).
-#include "engine/train/data_parallel.h"
+#include "engine/parallel/data_parallel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,10 +21,10 @@ double ms_since(Clock::time_point t) {
 struct DataParallel::Bucket {
   std::vector<std::pair<size_t, size_t>> slices;  // (flat offset, floats), packed in this order
   std::vector<float> data;
-  std::unique_ptr<parallel::Work> work;
+  std::unique_ptr<comm::Work> work;
 };
 
-DataParallel::DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero)
+DataParallel::DataParallel(comm::ProcessGroup* dp, GptModel& model, int zero)
     : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0) {
   n_ = model.num_params();
   counted_ = {{0, n_}};
@@ -77,7 +77,7 @@ DataParallel::DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero
 }
 
 DataParallel::~DataParallel() {
-  auto quiet_wait = [](std::unique_ptr<parallel::Work>& w) {
+  auto quiet_wait = [](std::unique_ptr<comm::Work>& w) {
     if (!w) return;
     try {
       w->wait();
@@ -217,7 +217,7 @@ void DataParallel::finish_sync() {
 }
 
 void DataParallel::set_norm_reduction(std::vector<std::pair<size_t, size_t>> counted,
-                                      std::vector<parallel::ProcessGroup*> groups) {
+                                      std::vector<comm::ProcessGroup*> groups) {
   counted_ = std::move(counted);
   norm_groups_ = std::move(groups);
 }
@@ -242,7 +242,7 @@ double DataParallel::grad_norm(Backend& backend) {
     dp_->all_reduce(&sumsq, 1);
     comm_ms_ += ms_since(t0);
   }
-  for (parallel::ProcessGroup* g : norm_groups_) {
+  for (comm::ProcessGroup* g : norm_groups_) {
     if (g == nullptr || g->size() == 1) continue;
     const auto t0 = Clock::now();
     g->all_reduce(&sumsq, 1);

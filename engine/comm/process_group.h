@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 
 using Millis = std::chrono::milliseconds;
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -289,4 +289,4 @@ class ProcessGroup {
 // copies or no-ops, transfers are errors.
 std::unique_ptr<ProcessGroup> make_solo_group(const std::string& name, int world_rank, Millis timeout);
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -21,9 +21,9 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
-namespace flotilla::parallel::gloo_ring {
+namespace flotilla::comm::gloo_ring {
 
 class PeerWatch {
  public:
@@ -71,4 +71,4 @@ class PeerWatch {
   std::thread thread_;
 };
 
-}  // namespace flotilla::parallel::gloo_ring
+}  // namespace flotilla::comm::gloo_ring

@@ -1,5 +1,5 @@
 // Blocking-with-deadline TCP helpers: poll() + non-blocking sockets; see socket_io.h.
-#include "engine/parallel/socket_io.h"
+#include "engine/comm/socket_io.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 
 #include "engine/core/error.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 bool set_nonblocking(int fd) {
@@ -231,4 +231,4 @@ int find_free_port(const std::string& host) {
   return port;
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

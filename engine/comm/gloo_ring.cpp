@@ -10,7 +10,7 @@
 // (aligned vector loops; the same chunks as reduce_scatter when count = n * 16k), so each rank
 // sends 2(n-1)/n of the buffer. At kSmallBytes or less in all, all_reduce and reduce_scatter
 // instead exchange directly and sum in rank order (one round trip instead of 2(n-1) steps).
-#include "engine/parallel/gloo_ring.h"
+#include "engine/comm/gloo_ring.h"
 
 #include <gloo/common/error.h>
 
@@ -19,10 +19,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/comm/gloo_peer_watch.h"
 #include "engine/core/error.h"
-#include "engine/parallel/gloo_peer_watch.h"
 
-namespace flotilla::parallel::gloo_ring {
+namespace flotilla::comm::gloo_ring {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -390,4 +390,4 @@ void wait_send(gloo::transport::UnboundBuffer& buf, int peer, const ProcessGroup
   wait_one(buf, false, peer, group, op, watch);
 }
 
-}  // namespace flotilla::parallel::gloo_ring
+}  // namespace flotilla::comm::gloo_ring

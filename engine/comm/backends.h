@@ -1,4 +1,4 @@
-// Factories of the concrete backends (internal to engine/parallel: only rendezvous.cpp calls them).
+// Factories of the concrete backends (internal to engine/comm: only rendezvous.cpp calls them).
 // Declared without backend headers so that this builds where Gloo or NCCL is absent; each factory
 // is defined in its backend's file, which compiles only where that library is present
 // (FLOTILLA_HAVE_GLOO, FLOTILLA_HAVE_NCCL).
@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 
 class TcpStore;
 class TcpStoreServer;
@@ -31,4 +31,4 @@ std::unique_ptr<ProcessGroup> make_nccl_world(std::shared_ptr<Rendezvous> rv, Mi
 // True when the NCCL backend can run here (a CUDA device is visible).
 bool nccl_usable();
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 
 // The torchrun-style environment set by `flotilla-worker launch` (or by hand).
 struct DistEnv {
@@ -45,4 +45,4 @@ std::unique_ptr<ProcessGroup> init_process_group(const std::string& backend, con
 // Which backends this build has: "gloo", "nccl" (compiled in; NCCL also needs a GPU at run time).
 bool backend_available(const std::string& backend);
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -20,9 +20,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
-namespace flotilla::parallel::nccl_staging {
+namespace flotilla::comm::nccl_staging {
 
 // cudaPointerGetAttributes' memory type, mirrored without CUDA headers (same order as
 // cudaMemoryType: Unregistered = 0, Host = 1, Device = 2, Managed = 3), plus a failed query.
@@ -130,4 +130,4 @@ inline size_t grown_capacity(size_t current, size_t needed) {
 // Whether a scratch of `capacity` bytes is kept after its operation (else freed at once).
 inline bool retain(size_t capacity) { return capacity <= kStagingRetainBytes; }
 
-}  // namespace flotilla::parallel::nccl_staging
+}  // namespace flotilla::comm::nccl_staging

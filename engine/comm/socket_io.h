@@ -1,4 +1,4 @@
-// Blocking TCP helpers with deadlines, for the rendezvous store (engine/parallel/tcp_store.*).
+// Blocking TCP helpers with deadlines, for the rendezvous store (engine/comm/tcp_store.*).
 //
 // Non-obvious decision: every call takes an absolute deadline and waits with poll() on a
 // non-blocking socket, never with SO_RCVTIMEO, so a partial read or write, EINTR and EAGAIN all
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 
 using Clock = std::chrono::steady_clock;
 
@@ -46,4 +46,4 @@ int find_free_port(const std::string& host = "127.0.0.1");
 // Milliseconds left until deadline, clamped to [0, INT_MAX] for poll().
 int ms_until(Clock::time_point deadline);
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -19,9 +19,9 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
-namespace flotilla::parallel::gloo_ring {
+namespace flotilla::comm::gloo_ring {
 
 // Transfer size of one pipelined piece; kDepth pieces are in flight per ring step.
 constexpr size_t kSegmentBytes = 1u << 20;
@@ -55,4 +55,4 @@ void wait_recv(gloo::transport::UnboundBuffer& buf, int peer, const ProcessGroup
 void wait_send(gloo::transport::UnboundBuffer& buf, int peer, const ProcessGroup& group,
                const ProcessGroup::Op& op, PeerWatch& registry);
 
-}  // namespace flotilla::parallel::gloo_ring
+}  // namespace flotilla::comm::gloo_ring

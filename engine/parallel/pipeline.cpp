@@ -1,5 +1,5 @@
 // Pipeline schedules and the stage runner (see pipeline.h for the send/receive decision).
-#include "engine/train/pipeline.h"
+#include "engine/parallel/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -85,13 +85,13 @@ std::string describe_schedule(const std::vector<PipeAction>& actions) {
   return out;
 }
 
-PipelineRunner::PipelineRunner(GptModel& model, parallel::ProcessGroup& pp, std::string schedule,
+PipelineRunner::PipelineRunner(GptModel& model, comm::ProcessGroup& pp, std::string schedule,
                                int micro_batches, int B, int T)
     : PipelineRunner(*new HostStage(model, B, T), pp, std::move(schedule), micro_batches, B, T) {
   host_.reset(&model_);
 }
 
-PipelineRunner::PipelineRunner(PipelineStage& model, parallel::ProcessGroup& pp, std::string schedule,
+PipelineRunner::PipelineRunner(PipelineStage& model, comm::ProcessGroup& pp, std::string schedule,
                                int micro_batches, int B, int T)
     : model_(model),
       pp_(pp),

@@ -8,10 +8,10 @@
 #include <map>
 #include <mutex>
 
+#include "engine/comm/process_group.h"
 #include "engine/core/error.h"
-#include "engine/parallel/process_group.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 std::mutex g_prefix_mutex;
@@ -194,4 +194,4 @@ std::unique_ptr<ProcessGroup> make_solo_group(const std::string& name, int world
   return std::make_unique<SoloProcessGroup>(name, world_rank, timeout);
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -1,11 +1,11 @@
 // PeerWatch: probe receives and the watch thread (see gloo_peer_watch.h).
-#include "engine/parallel/gloo_peer_watch.h"
+#include "engine/comm/gloo_peer_watch.h"
 
 #include <chrono>
 
 #include "engine/core/error.h"
 
-namespace flotilla::parallel::gloo_ring {
+namespace flotilla::comm::gloo_ring {
 namespace {
 
 // Reserved slot: phase 7 of the collective slot layout is never used by an operation.
@@ -117,4 +117,4 @@ PeerWatch::Scope::~Scope() {
   watch_.waiting_.erase(&buf_);
 }
 
-}  // namespace flotilla::parallel::gloo_ring
+}  // namespace flotilla::comm::gloo_ring

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/socket_io.h"
+#include "engine/comm/tcp_store.h"
+#include "engine/comm/tcp_store_wire.h"
 #include "engine/core/error.h"
-#include "engine/parallel/socket_io.h"
-#include "engine/parallel/tcp_store.h"
-#include "engine/parallel/tcp_store_wire.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 struct Conn {
@@ -308,4 +308,4 @@ void TcpStoreServer::serve() {
   for (auto& [id, c] : conns) ::close(c.fd);
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 
 using Millis = std::chrono::milliseconds;
 
@@ -84,4 +84,4 @@ class TcpStore {
   bool broken_ = false;
 };
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

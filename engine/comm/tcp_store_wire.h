@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace flotilla::parallel::wire {
+namespace flotilla::comm::wire {
 
 constexpr uint32_t kMaxFrame = 64u << 20;         // a larger frame is garbage: drop the client
 constexpr const char* kMagic = "flotilla-store";  // first request of every connection
@@ -94,4 +94,4 @@ inline uint32_t read_u32_le(const char* p) {
   return v;
 }
 
-}  // namespace flotilla::parallel::wire
+}  // namespace flotilla::comm::wire

@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/comm/process_group.h"
 #include "engine/model/gpt.h"
-#include "engine/parallel/process_group.h"
 
 namespace flotilla {
 
@@ -48,7 +48,7 @@ class DataParallel {
  public:
   // dp may be null (one rank: no communication).
   // zero = 2 with more than one DP rank switches the model to layer-gradient staging.
-  DataParallel(parallel::ProcessGroup* dp, GptModel& model, int zero);
+  DataParallel(comm::ProcessGroup* dp, GptModel& model, int zero);
   ~DataParallel();
 
   int zero() const { return zero_; }
@@ -81,7 +81,7 @@ class DataParallel {
   // the groups (beyond DP) whose ranks hold the other parts of the model: the partial sums of
   // squares are all-reduced over each, in order. Default: everything, no groups.
   void set_norm_reduction(std::vector<std::pair<size_t, size_t>> counted,
-                          std::vector<parallel::ProcessGroup*> groups);
+                          std::vector<comm::ProcessGroup*> groups);
 
   // Global gradient L2 norm (every rank gets the same value) and clipping by `scale`.
   double grad_norm(Backend& backend);
@@ -103,7 +103,7 @@ class DataParallel {
   void add_to_shard(const float* src, size_t flat, size_t count);  // shard += src * (1/dp) on overlap
   void gather_params(float* params);  // zero 2: all-gather in kGatherPiece pieces
 
-  parallel::ProcessGroup* dp_;
+  comm::ProcessGroup* dp_;
   GptModel& model_;
   int zero_;
   size_t n_ = 0;      // real parameter count
@@ -116,13 +116,13 @@ class DataParallel {
   float* grads_ = nullptr;
   struct Pending {
     int layer = -1;
-    std::unique_ptr<parallel::Work> work;
+    std::unique_ptr<comm::Work> work;
   };
   Pending pending_[2];                            // zero 2: in-flight staging slots
   std::vector<float> gather_send_, gather_recv_;  // zero 2: kGatherPiece and dp * kGatherPiece
   double comm_ms_ = 0;
-  std::vector<std::pair<size_t, size_t>> counted_;    // norm ranges (local flat offsets)
-  std::vector<parallel::ProcessGroup*> norm_groups_;  // TP, PP
+  std::vector<std::pair<size_t, size_t>> counted_;  // norm ranges (local flat offsets)
+  std::vector<comm::ProcessGroup*> norm_groups_;    // TP, PP
   double sum_squares_counted(Backend& backend, const float* g, size_t begin, size_t end) const;
 };
 

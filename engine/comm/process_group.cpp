@@ -5,7 +5,7 @@
 // most timeout + slack after the operation started, then declares the backend hung, poisons the
 // group and throws, so a stuck transport (or an ncclCommAbort that never returns) can delay a
 // rank's error report by the slack but never hide it.
-#include "engine/parallel/process_group.h"
+#include "engine/comm/process_group.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,7 +14,7 @@
 
 #include "engine/core/error.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 
 namespace detail {
 struct OpState {
@@ -434,4 +434,4 @@ std::string ProcessGroup::members_text() const {
   return s;
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm

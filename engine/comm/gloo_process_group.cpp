@@ -20,14 +20,14 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "engine/comm/backends.h"
+#include "engine/comm/gloo_peer_watch.h"
+#include "engine/comm/gloo_ring.h"
+#include "engine/comm/socket_io.h"
+#include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
-#include "engine/parallel/backends.h"
-#include "engine/parallel/gloo_peer_watch.h"
-#include "engine/parallel/gloo_ring.h"
-#include "engine/parallel/socket_io.h"
-#include "engine/parallel/tcp_store.h"
 
-namespace flotilla::parallel {
+namespace flotilla::comm {
 namespace {
 
 // Gloo's rendezvous store interface on top of our TcpStore.
@@ -181,4 +181,4 @@ std::unique_ptr<ProcessGroup> make_gloo_world(std::shared_ptr<Rendezvous> rv, Mi
   return std::make_unique<GlooProcessGroup>(shared, "world", rank, world, timeout, "group/world/1");
 }
 
-}  // namespace flotilla::parallel
+}  // namespace flotilla::comm
