@@ -176,6 +176,7 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   RunConfig config = req.config;
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  resolve_model_source(config);
   validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
   const RunLimits limits = limits_of(config, req.budget_usd);
   db::NewRun nr;

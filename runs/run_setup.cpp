@@ -9,6 +9,7 @@
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/interop/hf_model.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::runs {
@@ -38,11 +39,18 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void validate_run_config(const RunConfig& config, int ranks) { validate_or_throw(config, ranks); }
+void resolve_model_source(RunConfig& config) { interop::apply_hf_init_from(config); }
+
+void validate_run_config(const RunConfig& config, int ranks) {
+  RunConfig resolved = config;
+  resolve_model_source(resolved);
+  validate_or_throw(resolved, ranks);
+}
 
 NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
   RunConfig config = req.config;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  resolve_model_source(config);
   const int ranks = ranks_of(config);
   validate_run_config(config, ranks);
   const RunLimits limits = limits_of(config, req.budget_usd);

@@ -46,7 +46,13 @@ struct NewRun {
   RunLimits limits;
 };
 
-// Throws flotilla::Error (kConfig) listing every problem of `config` for `ranks` ranks.
+// When model.init_from names a Hugging Face folder, sets the model's architecture and shape from
+// its config.json, as the worker does at start (so what is validated, stored and shown is the
+// model that trains). Throws flotilla::Error (kConfig) naming the key the engine cannot run.
+void resolve_model_source(RunConfig& config);
+
+// Throws flotilla::Error (kConfig) listing every problem of `config` (its model resolved as above)
+// for `ranks` ranks.
 void validate_run_config(const RunConfig& config, int ranks);
 
 // Validates, names, places, prices and stores a local run (status created, this machine's node

@@ -25,7 +25,7 @@
 #include "engine/cuda/train_model_cuda.h"
 #include "gpu_test_util.h"
 
-namespace fp = flotilla::parallel;
+namespace fp = flotilla::comm;
 using gpu_test::DeviceBuf;
 
 namespace {

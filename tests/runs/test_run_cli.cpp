@@ -10,7 +10,9 @@
 // - budgets from the config stop the run (max_usd, max_hours) with the reason shown; a --budget
 //   on an unpriced machine is refused with the fix named;
 // - `runs checkpoints` lists only what is still on disk;
-// - --max-restarts reaches the worker's command line; `runs checkpoint` reaches a CLI run's worker.
+// - --max-restarts reaches the worker's command line; `runs checkpoint` reaches a CLI run's worker;
+// - a run from a Hugging Face folder (model.init_from) validates, trains and is stored as the model
+//   the folder describes, and writes its folder back at the end.
 #include <signal.h>
 
 #include <fstream>
@@ -215,6 +217,26 @@ void restarts_and_checkpoint_requests_reach_the_worker(const std::string& cfg) {
   CHECK(restarts);
 }
 
+void a_hugging_face_folder_runs_from_the_cli() {
+  const std::string folder = g_root + "/qwen2";
+  fs::copy(std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/hf/qwen2", folder);
+  fs::remove(folder + "/reference.safetensors");
+  const std::string path = g_root + "/hf.toml";
+  write_text(path, "[run]\nname = \"hf\"\nthreads = 1\n[model]\ninit_from = \"" + folder +
+                       "\"\n[data]\nsynthetic_tokens = 30000\n[train]\nsteps = 3\nmicro_batch = 2\nseq_len = 16\n"
+                       "[checkpoint]\nexport_hf = \"hf-out\"\n");
+  const ProcResult r = cli({"run", path, "--quiet"});
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  const db::Run run = run_named("hf");
+  CHECK_MSG(run.status == db::RunStatus::kCompleted, "%s", db::to_string(run.status));
+  CHECK_MSG(has(run.config_toml, "arch = \"llama\"") && has(run.config_toml, "n_kv_head = 2") &&
+                has(run.config_toml, "qkv_bias = true"),
+            "stored config:\n%s", run.config_toml.c_str());
+  CHECK(steps_of("hf") == 3);
+  // A relative path means what it meant where `flotilla run` was started (SpawnOptions::working_dir).
+  CHECK(fs::exists(g_root + "/hf-out/model.safetensors") && fs::exists(g_root + "/hf-out/config.json"));
+}
+
 }  // namespace
 
 int main() {
@@ -228,5 +250,6 @@ int main() {
   budgets_from_the_config_stop_the_run();
   purged_checkpoints_are_not_listed();
   restarts_and_checkpoint_requests_reach_the_worker(config("asked", 1000000));
+  a_hugging_face_folder_runs_from_the_cli();
   return summary("test_run_cli");
 }
