@@ -58,7 +58,7 @@ RunPrice resolve_run_price(const db::Database& db, int64_t run_id, const RunConf
   p.shares = db::run_node_shares(db, run_id);
   const std::string source = config.budget.price_source;
   if (config.budget.usd_per_hour > 0) {
-    std::string why = "run config ([budget] usd_per_hour = " + dollars(config.budget.usd_per_hour) + ")";
+    std::string why = "run config: [budget] usd_per_hour = " + dollars(config.budget.usd_per_hour);
     split_total(p, config.budget.usd_per_hour, why);
     return p;
   }
@@ -68,16 +68,16 @@ RunPrice resolve_run_price(const db::Database& db, int64_t run_id, const RunConf
       for (const auto& s : p.shares) devices += std::max<int64_t>(1, s.devices);
       const db::Rate r = db::node_rate(db, node->id, std::max<int64_t>(1, devices));
       split_total(p, r.usd_per_hour,
-                  "run config ([budget] price_source = \"" + source + "\": " + r.source + ")");
+                  "run config: [budget] price_source = \"" + source + "\", " + r.source);
       return p;
     }
     if (const auto entry = catalogue_entry(db, source)) {
       int64_t devices = 0;
       for (const auto& s : p.shares) devices += std::max<int64_t>(1, s.devices);
       split_total(p, catalogue_rate(*entry, devices),
-                  "run config ([budget] price_source = \"" + source + "\": " + entry->provider + "/" +
+                  "run config: [budget] price_source = \"" + source + "\", " + entry->provider + "/" +
                       entry->item + " on-demand, " + std::to_string(devices) + "/" +
-                      std::to_string(entry->gpus) + " GPUs)");
+                      std::to_string(entry->gpus) + " GPUs");
       return p;
     }
     throw db::DbError(db::DbErrorKind::kNotFound,

@@ -22,7 +22,7 @@ namespace flotilla::runs {
 
 struct RunPrice {
   double usd_per_hour = 0;
-  std::string source;                    // in words: "run config ([budget] usd_per_hour)", ...
+  std::string source;                    // in words: "run config: [budget] usd_per_hour = $36/h", ...
   std::vector<db::RunNodeShare> shares;  // one per attached node
   bool priced() const { return usd_per_hour > 0; }
 };
