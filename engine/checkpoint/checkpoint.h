@@ -1,4 +1,4 @@
-// Crash-safe checkpoints (RELIABILITY.md §1 rules 1-9).
+// Crash-safe checkpoints (docs/reliability.md §1 rules 1-9).
 //
 // Layout under a run's checkpoint root:
 //   step-00000100/            one committed checkpoint

@@ -1,4 +1,4 @@
-// CRC-32C (Castagnoli), the checksum of checkpoint manifests (RELIABILITY.md §1 rule 4).
+// CRC-32C (Castagnoli), the checksum of checkpoint manifests (docs/reliability.md §1 rule 4).
 //
 // Decision: CRC-32C rather than a 64-bit hash, because it is a standard (iSCSI, ext4, Btrfs, GCS
 // object checksums), `crc32c` tools exist to check a file by hand, and the SSE4.2 instruction makes

@@ -1,4 +1,4 @@
-// The launch supervisor: torchrun's job for Flotilla (DESIGN.md §2.4, RELIABILITY.md §1
+// The launch supervisor: torchrun's job for Flotilla (DESIGN.md §2.4, docs/reliability.md §1
 // "Supervision").
 //
 // It starts one rank per device (or CPU slot) as a child process with the torchrun environment,

@@ -20,7 +20,7 @@ struct TrainOptions {
   bool metrics_to_stdout = true;  // mirror the metrics protocol on stdout (the app reads it)
   std::FILE* progress = stderr;   // human-readable progress (nullptr: none)
   int64_t stop_after = 0;         // stop with a checkpoint after this step (0: run to train.steps)
-  // Test-only negative controls (RELIABILITY.md C11): skip restoring one piece of state on
+  // Test-only negative controls (docs/reliability.md C11): skip restoring one piece of state on
   // resume: "rng", "cursor", "moments", "lr". Set through FLOTILLA_TEST_SKIP_RESTORE.
   std::string skip_restore;
   double peak_flops = 0;  // peak FLOP/s for MFU; 0 = measure a BLAS sgemm briefly at start
