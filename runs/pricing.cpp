@@ -67,8 +67,7 @@ RunPrice resolve_run_price(const db::Database& db, int64_t run_id, const RunConf
       int64_t devices = 0;
       for (const auto& s : p.shares) devices += std::max<int64_t>(1, s.devices);
       const db::Rate r = db::node_rate(db, node->id, std::max<int64_t>(1, devices));
-      split_total(p, r.usd_per_hour,
-                  "run config: [budget] price_source = \"" + source + "\", " + r.source);
+      split_total(p, r.usd_per_hour, "run config: [budget] price_source = \"" + source + "\", " + r.source);
       return p;
     }
     if (const auto entry = catalogue_entry(db, source)) {
@@ -110,7 +109,15 @@ RunPrice resolve_run_price(const db::Database& db, int64_t run_id, const RunConf
     p.usd_per_hour += r.usd_per_hour;
     why += (why.empty() ? "" : "; ") + s.node_name + ": " + r.source;
   }
-  p.source = p.usd_per_hour > 0 ? why : "unpriced (" + (why.empty() ? std::string("no node") : why) + ")";
+  if (p.usd_per_hour > 0) {
+    p.source = why;
+  } else {
+    std::string names;
+    for (const auto& s : p.shares) names += (names.empty() ? "" : ", ") + s.node_name;
+    p.source = "no price for " + (names.empty() ? std::string("this run's machines") : names) +
+               " (set [budget] usd_per_hour in the run config, or flotilla pricing node " +
+               (p.shares.size() == 1 ? p.shares[0].node_name : std::string("NAME")) + " --usd-per-hour X)";
+  }
   return p;
 }
 

@@ -119,6 +119,12 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+std::string format_usd(double usd) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "$%.4f", usd);
+  return buf;
+}
+
 std::string format_number(double v) {
   char buf[32];
   const double a = std::fabs(v);

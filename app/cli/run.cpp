@@ -110,11 +110,12 @@ int watch(const Context& ctx, db::Writer& writer, const runs::LocalWatch& w, boo
     const db::Database reader(database_path(ctx));
     const db::RunSummary s = db::run_summary(reader, w.run_id);
     const db::Run r = db::get_run(reader, w.run_id);
-    std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored, $%.4f\n", w.name.c_str(),
+    const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;
+    std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored, %s\n", w.name.c_str(),
                 out.recorded ? runs::status_text(r).c_str() : "(end not recorded)",
                 static_cast<long long>(s.steps), s.final_loss ? format_number(*s.final_loss).c_str() : "-",
                 format_duration(s.wall_s).c_str(), static_cast<unsigned long long>(ws.committed_rows),
-                db::run_cost_usd(reader, w.run_id));
+                priced ? format_usd(db::run_cost_usd(reader, w.run_id)).c_str() : "unpriced");
   }
   if (out.end.status == db::RunStatus::kFailed) {
     // What the worker said last: the reason is usually there (a missing shard, a bad value).

@@ -164,12 +164,15 @@ int show(const Context& ctx, ArgReader& args) {
               s.best_val_loss ? format_number(*s.best_val_loss).c_str() : "-");
   std::printf("speed      %s tok/s   mfu %s\n", s.tokens_per_s ? format_number(*s.tokens_per_s).c_str() : "-",
               s.mfu ? (format_number(*s.mfu * 100) + "%").c_str() : "-");
-  std::printf("cost       $%.4f   %.3f GPU-hours%s%s\n", s.cost_usd, s.gpu_hours,
-              r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
+  const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;
+  std::printf("cost       %s   %.3f GPU-hours%s%s\n", priced ? format_usd(s.cost_usd).c_str() : "unpriced",
+              s.gpu_hours, r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
               r.max_hours ? ("   time limit " + format_number(*r.max_hours) + " h").c_str() : "");
-  if (r.usd_per_hour)
+  if (priced)
     std::printf("price      $%.4g/h (%s)\n", *r.usd_per_hour,
                 r.price_source.empty() ? "-" : r.price_source.c_str());
+  else if (r.usd_per_hour)
+    std::printf("price      none: %s\n", r.price_source.c_str());
   std::string m;
   for (const auto& n : names) m += (m.empty() ? "" : " ") + n;
   std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
