@@ -78,12 +78,12 @@ void print_progress(const MetricsRecord& e, int64_t total_steps) {
     const StepRecord& s = e.step();
     if (now - last < std::chrono::seconds(1) && s.step != total_steps) return;
     last = now;
-    std::printf("step %lld/%lld  loss %.4f  %s tok/s  mfu %.1f%%\n", static_cast<long long>(s.step),
-                static_cast<long long>(total_steps), static_cast<double>(s.loss),
+    std::printf("step %lld/%lld  loss %s  %s tok/s  mfu %.1f%%\n", static_cast<long long>(s.step),
+                static_cast<long long>(total_steps), format_number(s.loss).c_str(),
                 format_number(s.tokens_per_s).c_str(), s.mfu * 100);
   } else if (e.type == MetricsRecordType::kEval) {
-    std::printf("eval at step %lld  val_loss %.4f\n", static_cast<long long>(e.eval().step),
-                static_cast<double>(e.eval().val_loss));
+    std::printf("eval at step %lld  val_loss %s\n", static_cast<long long>(e.eval().step),
+                format_number(e.eval().val_loss).c_str());
   } else if (e.type == MetricsRecordType::kCheckpoint) {
     std::printf("checkpoint at step %lld  %s\n", static_cast<long long>(e.checkpoint().step),
                 e.checkpoint().dir.c_str());
