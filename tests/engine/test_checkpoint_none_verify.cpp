@@ -86,6 +86,17 @@ void test_every_checkpoint_damaged(const std::string& root) {
   // A second refused start is still a refusal (nothing was purged or replaced in between).
   CHECK(run_worker({"train", "--config", cfg, "--out-dir", out, "--quiet"}, kEnv).exit_code == 5);
 
+  // export of the run: nothing verifies, so it fails and lists every checkpoint with its fault (it
+  // said "see the warnings" and printed none).
+  const ProcResult ex = run_worker(
+      {"export", "--checkpoint", out, "--format", "safetensors", "--out", root + "/model.safetensors"}, kEnv);
+  CHECK_MSG(ex.exit_code == 5, "export exited %d: %s", ex.exit_code, ex.output.c_str());
+  CHECK_MSG(contains(ex.output, "step-00000030: rank-0.bin crc32c mismatch") &&
+                contains(ex.output, "step-00000025: rank-0.bin crc32c mismatch") &&
+                !contains(ex.output, "see the warnings"),
+            "%s", ex.output.c_str());
+  CHECK(snapshot(ck) == before);
+
   // Starting fresh on purpose: both damaged checkpoints end up in trash/, byte for byte.
   const ProcResult fresh = run_worker(
       {"train", "--config", cfg, "--out-dir", out, "--resume", "none", "--quiet", "--no-stdout-metrics"},
