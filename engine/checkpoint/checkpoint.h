@@ -8,7 +8,8 @@
 //     MANIFEST                JSON: every file's name, size and crc32c; written last, via rename
 //   LATEST                    hint only; loading scans step-* and verifies
 // A save writes step-N.tmp-<uuid>/, fsyncs every file and the directory, renames to step-N,
-// fsyncs the root, then rewrites LATEST and purges beyond keep_last (MANIFEST removed first).
+// fsyncs the root, then rewrites LATEST and purges verified checkpoints beyond keep_last (MANIFEST
+// removed first). A checkpoint that does not verify is never deleted: the purge moves it to trash/.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,19 @@ struct LoadedCheckpoint {
   std::string trainer_state_json;
 };
 
+// A checkpoint directory that did not verify, and why (newest first in load_faults()).
+struct CheckpointFault {
+  std::string name;    // "step-00000030"
+  std::string reason;  // "rank-0.bin crc32c mismatch (expected …, got …)"
+};
+
+// A check beyond the files' sizes and checksums, run on a checkpoint that verified (e.g. the trainer
+// parses trainer.json). Throws Error(kCheckpoint) to reject it; load_latest then falls back.
+using CheckpointValidator = std::function<void(const LoadedCheckpoint&)>;
+
+// "  step-00000030: <reason>\n  step-00000025: <reason>\n": one line per fault, for error messages.
+std::string describe_faults(const std::vector<CheckpointFault>& faults);
+
 // Fault injection for tests (RELIABILITY C2/C7): called before each I/O operation of a save with
 // a label ("write rank-0.bin", "fsync", "rename manifest", "rename dir", "latest", "purge").
 // Return false to make that operation fail with the given errno; may also abort() to simulate a kill.
@@ -82,6 +96,11 @@ class CheckpointStore {
   // Newest checkpoint whose MANIFEST parses and whose files verify; damaged newer ones are
   // skipped with a warning appended to `warnings`. Loads `rank`'s tensors. nullopt when none.
   std::optional<LoadedCheckpoint> load_latest(int rank, std::vector<std::string>* warnings);
+  // The directories the last load_latest() rejected, newest first, with the reason of each.
+  const std::vector<CheckpointFault>& load_faults() const { return load_faults_; }
+  // Run on every candidate load_latest()/load_dir() verified, before it is returned.
+  void set_validator(CheckpointValidator validator) { validator_ = std::move(validator); }
+
   // Loads a specific directory (verifies it); throws Error(kCheckpoint) when it does not verify.
   LoadedCheckpoint load_dir(const std::string& dir, int rank);
 
@@ -113,6 +132,10 @@ class CheckpointStore {
   std::string root_;
   CheckpointFaultHook hook_;
   std::vector<std::string> save_warnings_;
+  std::vector<CheckpointFault> load_faults_;
+  CheckpointValidator validator_;
+  std::vector<std::string>
+      known_good_;  // step dirs this store committed or verified (purge skips re-reading)
 };
 
 }  // namespace flotilla

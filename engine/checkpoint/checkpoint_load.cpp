@@ -124,14 +124,17 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_latest(int rank, std::vect
   std::vector<std::string> notes;
   for (const std::string& tmp : ckpt::scan_tmp_dirs(root_))
     notes.push_back(tmp + ": incomplete save (never committed), ignored; it is removed at the next start");
-  std::vector<std::string> faults;
+  load_faults_.clear();
   std::optional<LoadedCheckpoint> found;
   const auto dirs = ckpt::scan_step_dirs(root_);
   for (auto it = dirs.rbegin(); it != dirs.rend() && !found; ++it) {
     try {
-      found = ckpt::verify_checkpoint_dir(root_ + "/" + it->name, rank, filter_for(sections));
+      LoadedCheckpoint c = ckpt::verify_checkpoint_dir(root_ + "/" + it->name, rank, filter_for(sections));
+      if (validator_) validator_(c);
+      found = std::move(c);
+      known_good_.push_back(it->name);
     } catch (const Error& e) {
-      faults.push_back(it->name + ": " + e.what());
+      load_faults_.push_back({it->name, e.what()});
     }
   }
   if (warnings != nullptr) {
@@ -139,9 +142,15 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_latest(int rank, std::vect
     const std::string then = found
                                  ? "; falling back to " + found->dir.substr(found->dir.find_last_of('/') + 1)
                                  : "; no older checkpoint verifies";
-    for (const std::string& f : faults) warnings->push_back(f + then);
+    for (const CheckpointFault& f : load_faults_) warnings->push_back(f.name + ": " + f.reason + then);
   }
   return found;
+}
+
+std::string describe_faults(const std::vector<CheckpointFault>& faults) {
+  std::string out;
+  for (const CheckpointFault& f : faults) out += "  " + f.name + ": " + f.reason + "\n";
+  return out;
 }
 
 LoadedCheckpoint CheckpointStore::load_dir(const std::string& dir, int rank) {
@@ -154,7 +163,9 @@ LoadedCheckpoint CheckpointStore::load_dir(const std::string& dir, int rank,
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw_checkpoint("checkpoint directory " + dir + " does not exist; pass an existing step-N directory");
   try {
-    return ckpt::verify_checkpoint_dir(dir, rank, filter_for(sections));
+    LoadedCheckpoint c = ckpt::verify_checkpoint_dir(dir, rank, filter_for(sections));
+    if (validator_) validator_(c);
+    return c;
   } catch (const Error& e) {
     throw_checkpoint(
         "checkpoint " + dir + " does not verify: " + e.what() +

@@ -76,20 +76,47 @@ ManifestFile describe_rank_file(const std::string& tmp_dir, int rank, const Chec
   return f;
 }
 
-// Deletes committed checkpoints beyond keep_last, never `keep_name` (the one just committed).
+// True when root/name verifies (every file's size and CRC, headers); names already known good skip
+// the re-read. A directory that cannot be read counts as not verified.
+bool verifies(const std::string& root, const std::string& name, std::vector<std::string>* known_good) {
+  if (std::find(known_good->begin(), known_good->end(), name) != known_good->end()) return true;
+  try {
+    verify_checkpoint_dir(root + "/" + name, 0, [](const std::string&) { return false; });
+  } catch (const Error&) {
+    return false;
+  }
+  known_good->push_back(name);
+  return true;
+}
+
+// Keeps the newest keep_last checkpoints that verify (`keep_name`, the one just committed, is one)
+// and deletes the older verified ones. One that does not verify is never deleted and never counts
+// as kept: it is moved to trash/ (RELIABILITY C4, KempnerForge#102: a purge must not leave only
+// damaged checkpoints behind, nor destroy what could still be inspected).
 void purge(const std::string& root, int keep_last, const std::string& keep_name,
-           const CheckpointFaultHook* hook, std::vector<std::string>* warnings) {
+           const CheckpointFaultHook* hook, std::vector<std::string>* known_good,
+           std::vector<std::string>* warnings) {
   auto dirs = scan_step_dirs(root);
   std::reverse(dirs.begin(), dirs.end());  // newest first
   int kept = 1;                            // keep_name
   for (const StepDirEntry& e : dirs) {
     if (e.name == keep_name) continue;
+    if (!verifies(root, e.name, known_good)) {
+      try {
+        const std::string moved = move_to_trash(root, e.name, ".damaged");
+        warnings->push_back(e.name + " does not verify; moved to " + moved + " (not deleted)");
+      } catch (const Error& ex) {
+        warnings->push_back(std::string("could not move a damaged checkpoint to trash: ") + ex.what());
+      }
+      continue;
+    }
     if (kept < std::max(keep_last, 1)) {
       ++kept;
       continue;
     }
     try {
       delete_checkpoint_dir(root + "/" + e.name, hook);
+      known_good->erase(std::remove(known_good->begin(), known_good->end(), e.name), known_good->end());
     } catch (const Error& ex) {
       warnings->push_back(std::string("could not purge old checkpoint: ") + ex.what());
     }
@@ -98,7 +125,8 @@ void purge(const std::string& root, int keep_last, const std::string& keep_name,
 
 std::string commit_impl(const std::string& root, const std::string& tmp_dir, const CheckpointSaveRequest& req,
                         int world_size, int keep_last, const CheckpointFaultHook* hook,
-                        const std::map<int, ManifestFile>& known, std::vector<std::string>* warnings) {
+                        const std::map<int, ManifestFile>& known, std::vector<std::string>* known_good,
+                        std::vector<std::string>* warnings) {
   const int64_t step = step_of_tmp(tmp_dir);
   if (step != req.step)
     throw Error(ExitCode::kInternal,
@@ -139,7 +167,8 @@ std::string commit_impl(const std::string& root, const std::string& tmp_dir, con
   } catch (const Error& e) {
     warnings->push_back(std::string("checkpoint committed but LATEST was not updated: ") + e.what());
   }
-  purge(root, keep_last, final_name, hook, warnings);
+  known_good->push_back(final_name);
+  purge(root, keep_last, final_name, hook, known_good, warnings);
   return final_dir;
 }
 
@@ -184,7 +213,7 @@ std::string CheckpointStore::commit(const std::string& tmp_dir, const Checkpoint
                                     int world_size, int keep_last) {
   save_warnings_.clear();
   try {
-    return ckpt::commit_impl(root_, tmp_dir, rank0_request, world_size, keep_last, &hook_, {},
+    return ckpt::commit_impl(root_, tmp_dir, rank0_request, world_size, keep_last, &hook_, {}, &known_good_,
                              &save_warnings_);
   } catch (...) {
     if (ckpt::exists(tmp_dir)) ckpt::remove_tree_quietly(tmp_dir);
@@ -206,7 +235,7 @@ std::string CheckpointStore::save(const CheckpointSaveRequest& request, int keep
   try {
     std::map<int, ckpt::ManifestFile> known;
     known[0] = ckpt::write_rank_impl(tmp, request, &hook_);
-    return ckpt::commit_impl(root_, tmp, request, 1, keep_last, &hook_, known, &save_warnings_);
+    return ckpt::commit_impl(root_, tmp, request, 1, keep_last, &hook_, known, &known_good_, &save_warnings_);
   } catch (...) {
     if (ckpt::exists(tmp)) ckpt::remove_tree_quietly(tmp);
     throw;

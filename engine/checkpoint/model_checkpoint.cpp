@@ -44,8 +44,11 @@ LoadedCheckpoint load_params_section(const std::string& dir, std::vector<std::st
         "no checkpoint in " + dir +
         ": pass a step-N directory (with a MANIFEST), a checkpoints directory or a run directory");
   std::vector<std::string> local;
-  auto loaded = CheckpointStore(root).load_latest(0, warnings ? warnings : &local, {"params"});
-  if (!loaded) throw_checkpoint("no checkpoint in " + root + " verifies (see the warnings)");
+  CheckpointStore store(root);
+  auto loaded = store.load_latest(0, warnings ? warnings : &local, {"params"});
+  if (!loaded)
+    throw_checkpoint("no checkpoint in " + root + " verifies:\n" + describe_faults(store.load_faults()) +
+                     "pass an older step-N directory that verifies, or restore the damaged files");
   return *loaded;
 }
 

@@ -42,6 +42,8 @@ void print_help() {
       "  --efficiency E       fraction of peak the kernels reach (default 0.5)\n"
       "  --measure            measure this CPU's sgemm peak (about 1 s) instead of its nominal peak\n"
       "  --show-config        print the resolved config (TOML, every key) and exit\n\n"
+      "Exit status: 0 when the run fits, 8 when it does not (or no --recommend layout fits),\n"
+      "3 for an invalid config, 2 for a bad command line.\n\n"
       "Maintainer options:\n"
       "  --print-config-docs  print docs/config.md generated from the config schema\n"
       "  --print-config-keys  print the key list (tests/engine/golden/config_keys.txt)\n");
@@ -66,8 +68,10 @@ DeviceProfile choose_device(Args& args, const RunConfig& config) {
     device.flops_per_s = parse_double(*v, "--device-flops");
     device.name += " (peak set by --device-flops)";
   }
-  if (auto v = args.value("--device-mem-gib"))
+  if (auto v = args.value("--device-mem-gib")) {
     device.mem_bytes = static_cast<uint64_t>(parse_double(*v, "--device-mem-gib") * (1ull << 30));
+    device.mem_note = "set by --device-mem-gib";
+  }
   if (auto v = args.value("--link-bw")) device.link_bytes_per_s = parse_double(*v, "--link-bw");
   if (device.flops_per_s <= 0) throw_usage("--device-flops must be > 0");
   return device;
@@ -121,7 +125,7 @@ int cmd_plan(const CommandArgs& argv) {
       std::printf("%s\n", recommendations_to_json(layouts, top).c_str());
     else
       std::fputs(recommendations_to_text(layouts, world, device, top).c_str(), stdout);
-    return 0;
+    return layouts.empty() ? static_cast<int>(ExitCode::kOutOfMemory) : 0;
   }
   const Plan plan = make_plan(config, device, options);
   if (json) {
@@ -130,6 +134,12 @@ int cmd_plan(const CommandArgs& argv) {
     std::printf("plan for run '%s'%s\n\n%s", config.run.name.c_str(),
                 config_path ? (" (" + *config_path + ")").c_str() : " (default config)",
                 plan_to_text(plan).c_str());
+  }
+  // A plan that does not fit is a failure a script must see (the same exit code train refuses with).
+  if (!plan.fits) {
+    std::fprintf(stderr, "plan: the run does not fit: it needs %.2f GiB, %s\n",
+                 static_cast<double>(plan.needed_bytes()) / (1ull << 30), device.mem_note.c_str());
+    return static_cast<int>(ExitCode::kOutOfMemory);
   }
   return 0;
 }

@@ -1,6 +1,11 @@
 // flotilla-worker probe [--json] [--connect HOST:PORT,...]: describe this machine and, when asked,
 // how fast it reaches other hosts (timed TCP connects; the latency matrix of remote/latency.h).
 #include <cstdio>
+#include <string>
+
+#if defined(FLOTILLA_HAVE_GLOO)
+#include <gloo/config.h>
+#endif
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
@@ -37,6 +42,11 @@ int cmd_probe(const CommandArgs& argv) {
   if (count_text && targets.empty()) throw_usage("--connect-count needs --connect HOST:PORT");
   args.finish("probe");
   ProbeResult p = probe_machine();
+#if defined(FLOTILLA_HAVE_GLOO)
+  // The Gloo this worker is linked with (its CPU collectives; issue 19: it was always "not available").
+  p.gloo = std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
+           std::to_string(GLOO_VERSION_PATCH);
+#endif
   for (const auto& t : targets) p.connect.push_back(probe_connect(t, static_cast<int>(count)));
   const std::string out = json ? probe_to_json(p) + "\n" : probe_to_text(p);
   std::fwrite(out.data(), 1, out.size(), stdout);

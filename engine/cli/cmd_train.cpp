@@ -1,6 +1,7 @@
 // flotilla-worker train --config run.toml [--resume auto|none|DIR] [--set key=value]... [--stop-after N]
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
@@ -24,6 +25,9 @@ int cmd_train(const CommandArgs& argv) {
         "  --out-dir DIR        same as --set run.out_dir=DIR\n"
         "  --stop-after N       stop after step N with a checkpoint (the schedule still spans train.steps)\n"
         "  --quiet              no progress on stderr\n"
+        "  --ignore-memory-limit  start even when the planner says the run does not fit in the memory\n"
+        "                       this process can use (otherwise exit 8; also "
+        "FLOTILLA_IGNORE_MEMORY_LIMIT=1)\n"
         "  --no-stdout-metrics  do not mirror metrics on stdout (metrics.jsonl is still written)\n\n"
         "Signals: SIGTERM/SIGINT stop at the next step (checkpoint when the grace period allows,\n"
         "exit code 10); SIGUSR1 checkpoints at the next step and continues.\n");
@@ -36,6 +40,8 @@ int cmd_train(const CommandArgs& argv) {
   TrainOptions opt;
   opt.stop_after = args.int_or("--stop-after", 0);
   if (args.flag("--quiet")) opt.progress = nullptr;
+  const char* ignore_env = std::getenv("FLOTILLA_IGNORE_MEMORY_LIMIT");
+  opt.check_memory = !args.flag("--ignore-memory-limit") && !(ignore_env && std::string(ignore_env) == "1");
   opt.metrics_to_stdout = !args.flag("--no-stdout-metrics");
   args.finish("train");
   if (!config_path) throw_usage("train needs --config FILE (see flotilla-worker train --help)");

@@ -5,6 +5,8 @@
 // nothing the user typed can be silently ignored.
 #include "engine/config/config_io.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/config/config_schema.h"
+#include "engine/config/config_validate.h"
 #include "engine/config/presets.h"
 #include "engine/core/error.h"
 
@@ -194,7 +197,12 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-RunConfig parse_config_toml(const std::string& text, const std::string& source_name) {
+namespace {
+
+// The parse with every problem collected: (line, "file:line: message") and the key paths at fault.
+RunConfig parse_collect(const std::string& text, const std::string& source_name,
+                        std::vector<std::pair<uint32_t, std::string>>& problems,
+                        std::set<std::string>& bad_paths) {
   toml::table root;
   try {
     root = toml::parse(text, source_name);
@@ -205,7 +213,6 @@ RunConfig parse_config_toml(const std::string& text, const std::string& source_n
   }
 
   RunConfig config;
-  std::vector<std::pair<uint32_t, std::string>> problems;  // (line, "file:line: message")
   std::set<std::string> given;
   toml::source_region preset_location{};
   auto add = [&](const toml::source_region& src, const std::string& msg) {
@@ -241,6 +248,7 @@ RunConfig parse_config_toml(const std::string& text, const std::string& source_n
       }
       if (auto bad = assign(*row, config, node); !bad.empty()) {
         add(kloc, bad);
+        bad_paths.insert(path);
         continue;
       }
       given.insert(path);
@@ -248,23 +256,49 @@ RunConfig parse_config_toml(const std::string& text, const std::string& source_n
     }
   }
 
-  if (auto bad = apply_preset(config, given); !bad.empty()) add(preset_location, bad);
-  if (problems.empty()) return config;
+  if (auto bad = apply_preset(config, given); !bad.empty()) {
+    add(preset_location, bad);
+    bad_paths.insert("model.preset");
+  }
   // toml++ iterates tables in key order; report in file order instead.
   std::stable_sort(problems.begin(), problems.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  return config;
+}
+
+std::string read_config_text(const std::string& path) {
+  // A directory opens and reads as empty on Linux: it would train the defaults. Refuse anything that
+  // is not a regular file (a symlink to one is fine; stat follows it).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw_config("cannot read run config '" + path + "': " + errno_string(errno));
+  if (!S_ISREG(st.st_mode))
+    throw_config("run config '" + path + "' is " +
+                 (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+                 ", not a TOML file: pass the config file itself (e.g. " +
+                 (S_ISDIR(st.st_mode) ? path + "/config.toml" : std::string("run.toml")) + ")");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_config("cannot read run config '" + path + "': " + errno_string(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw_config("cannot read run config '" + path + "': " + errno_string(errno));
+  return text.str();
+}
+
+}  // namespace
+
+RunConfig parse_config_toml(const std::string& text, const std::string& source_name) {
+  std::vector<std::pair<uint32_t, std::string>> problems;
+  std::set<std::string> bad_paths;
+  RunConfig config = parse_collect(text, source_name, problems, bad_paths);
+  if (problems.empty()) return config;
   std::vector<std::string> messages;
   for (const auto& p : problems) messages.push_back(p.second);
   throw_problems(source_name, messages);
 }
 
 RunConfig load_config_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_config("cannot read run config '" + path + "': " + errno_string(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw_config("cannot read run config '" + path + "': " + errno_string(errno));
-  return parse_config_toml(text.str(), path);
+  return parse_config_toml(read_config_text(path), path);
 }
 
 void apply_override(RunConfig& config, const std::string& assignment) {
@@ -325,9 +359,31 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& assignme
 }
 
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  RunConfig config = load_config_file(path);
-  apply_overrides(config, overrides);
-  return config;
+  std::vector<std::pair<uint32_t, std::string>> found;
+  std::set<std::string> bad_paths;
+  RunConfig config = parse_collect(read_config_text(path), path, found, bad_paths);
+  std::vector<std::string> problems;
+  for (const auto& p : found) problems.push_back(p.second);
+  try {
+    apply_overrides(config, overrides);
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+    for (const auto& a : overrides) bad_paths.insert(trim(a.substr(0, a.find('='))));
+  }
+  if (problems.empty()) return config;
+  // A type error must not hide the value errors of the keys that did parse: report them all at once
+  // (the keys at fault keep their defaults, so problems that mention them are left out). A
+  // model.init_from folder decides the shape later, so its run is not validated here.
+  if (config.model.init_from.empty()) {
+    for (const ConfigProblem& pr : validate(config, 0)) {
+      const std::string line = to_string(pr);
+      const bool about_bad = std::any_of(bad_paths.begin(), bad_paths.end(), [&](const std::string& b) {
+        return line.find(b) != std::string::npos;
+      });
+      if (!about_bad) problems.push_back(line);
+    }
+  }
+  throw_problems(path, problems);
 }
 
 std::string config_to_toml(const RunConfig& config) {

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/data/loader.h"
@@ -155,7 +157,15 @@ std::vector<std::string> expand_shards(const std::string& pattern) {
     return {pattern};
   }
   glob_t g{};
-  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  // glob() reports the directory it could not open through this callback (a C function pointer,
+  // hence the thread_local); ENOENT there means the folder does not exist, not that it is unreadable.
+  static thread_local std::pair<std::string, int> failed;
+  failed = {"", 0};
+  const auto on_error = [](const char* path, int err) {
+    failed = {path, err};
+    return 1;
+  };
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, on_error, &g);
   std::vector<std::string> out;
   if (rc == 0)
     for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
@@ -163,7 +173,13 @@ std::vector<std::string> expand_shards(const std::string& pattern) {
   if (rc == GLOB_NOMATCH || (rc == 0 && out.empty()))
     throw_data("no files match the shard pattern '" + pattern +
                "'; check the path (data prepare writes train_NNN.bin)");
-  if (rc != 0) throw_data("cannot expand the shard pattern '" + pattern + "': a directory is unreadable");
+  if (rc != 0 && (failed.second == ENOENT || failed.second == ENOTDIR))
+    throw_data("no files match the shard pattern '" + pattern + "': the folder " + failed.first +
+               " does not exist; check the path (data prepare writes train_NNN.bin)");
+  if (rc != 0)
+    throw_data("cannot expand the shard pattern '" + pattern + "': cannot read the folder " +
+               (failed.first.empty() ? std::string("(unknown)") : failed.first) + ": " +
+               errno_string(failed.second));
   std::sort(out.begin(), out.end());  // byte order, independent of the locale's collation
   return out;
 }

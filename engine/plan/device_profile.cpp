@@ -18,6 +18,7 @@
 
 #include <cblas.h>
 
+#include "engine/plan/memory_limit.h"
 #include "engine/plan/planner.h"
 
 namespace flotilla {
@@ -118,7 +119,10 @@ DeviceProfile cpu_profile_nominal(int threads) {
   const int cores = threads > 0 ? std::min(threads, spec.physical_cores) : spec.physical_cores;
   DeviceProfile p;
   p.flops_per_s = cores * spec.mhz * 1e6 * spec.flops_per_cycle;
-  p.mem_bytes = physical_memory_bytes();
+  const MemoryLimit limit = usable_memory();
+  p.mem_bytes = limit.usable > 0 ? limit.usable : physical_memory_bytes();
+  p.mem_note = limit.usable > 0 ? limit.describe() : "physical memory (no limit could be read)";
+  p.mem_shared_by_ranks = true;
   p.link_bytes_per_s = kCpuLoopbackBytesPerS;
   char buf[256];
   std::snprintf(buf, sizeof buf, "cpu: %d core%s x %.2f GHz x %d FP32 FLOP/cycle (%s), nominal", cores,

@@ -74,6 +74,33 @@ nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
 
 }  // namespace
 
+std::string plan_memory_text(const Plan& p) {
+  std::string out;
+  const MemoryBreakdown& m = p.peak();
+  out += "memory per device" +
+         (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) + "\n";
+  const std::pair<const char*, uint64_t> parts[] = {
+      {"weights", m.weights},     {"master weights", m.master_weights},
+      {"gradients", m.gradients}, {"AdamW m", m.adam_m},
+      {"AdamW v", m.adam_v},      {"activations", m.activations},
+      {"workspace", m.workspace}, {"runtime", m.runtime}};
+  for (const auto& [name, bytes] : parts)
+    if (bytes > 0 || std::string(name) != "master weights")
+      out += row(name, human_bytes(static_cast<double>(bytes)));
+  const std::string verdict = p.fits ? " (fits)" : " (DOES NOT FIT)";
+  const std::string of = " of " + human_bytes(static_cast<double>(p.device.mem_bytes));
+  if (p.device.mem_shared_by_ranks && p.ranks > 1) {
+    out += row("total", human_bytes(static_cast<double>(m.total())) + " per rank");
+    out +=
+        row("this host", std::to_string(p.ranks) + " ranks x " + human_bytes(static_cast<double>(m.total())) +
+                             " = " + human_bytes(static_cast<double>(p.needed_bytes())) + of + verdict);
+  } else {
+    out += row("total", human_bytes(static_cast<double>(m.total())) + of + verdict);
+  }
+  if (!p.device.mem_note.empty()) out += row("memory limit", p.device.mem_note);
+  return out;
+}
+
 std::string plan_to_text(const Plan& p) {
   const GptDims& d = p.dims;
   std::string out;
@@ -114,20 +141,8 @@ std::string plan_to_text(const Plan& p) {
     out += row("pipeline", std::to_string(p.pipeline_micro_batches) + " micro-batches per flush, bubble " +
                                fmt("%.1f%%", p.bubble * 100) + " = (p-1)/(m+p-1)");
 
-  const MemoryBreakdown& m = p.peak();
-  out += "\nmemory per device" +
-         (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) + "\n";
-  const std::pair<const char*, uint64_t> parts[] = {
-      {"weights", m.weights},     {"master weights", m.master_weights},
-      {"gradients", m.gradients}, {"AdamW m", m.adam_m},
-      {"AdamW v", m.adam_v},      {"activations", m.activations},
-      {"workspace", m.workspace}, {"runtime", m.runtime}};
-  for (const auto& [name, bytes] : parts)
-    if (bytes > 0 || std::string(name) != "master weights")
-      out += row(name, human_bytes(static_cast<double>(bytes)));
-  out += row("total", human_bytes(static_cast<double>(m.total())) + " of " +
-                          human_bytes(static_cast<double>(p.device.mem_bytes)) +
-                          (p.fits ? " (fits)" : " (DOES NOT FIT)"));
+  out += '\n';
+  out += plan_memory_text(p);
   if (p.pp > 1) {
     out += "\n  stage  layers  params        total       compute     comm\n";
     for (const auto& s : p.stages) {
@@ -215,6 +230,8 @@ std::string plan_to_json(const Plan& p, int indent) {
   j["device"] = {{"name", p.device.name},
                  {"flops_per_s", p.device.flops_per_s},
                  {"mem_bytes", p.device.mem_bytes},
+                 {"mem_note", p.device.mem_note},
+                 {"mem_shared_by_ranks", p.device.mem_shared_by_ranks},
                  {"link_bytes_per_s", p.device.link_bytes_per_s},
                  {"efficiency", p.efficiency}};
   j["time"] = {{"compute_s", p.compute_s}, {"bubble_s", p.bubble_s},         {"comm_s", p.comm_s},
@@ -222,6 +239,7 @@ std::string plan_to_json(const Plan& p, int indent) {
                {"run_s", p.run_s}};
   j["cost"] = {{"usd_per_hour", p.usd_per_hour}, {"usd", p.cost_usd}};
   j["fits"] = p.fits;
+  j["needed_bytes"] = p.needed_bytes();
   return j.dump(indent);
 }
 

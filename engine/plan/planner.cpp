@@ -72,6 +72,10 @@ uint64_t MemoryBreakdown::total() const {
   return weights + master_weights + gradients + adam_m + adam_v + activations + workspace + runtime;
 }
 
+uint64_t Plan::needed_bytes() const {
+  return peak().total() * static_cast<uint64_t>(device.mem_shared_by_ranks ? ranks : 1);
+}
+
 int stage_layers(int n_layer, int stages, int stage) {
   return n_layer / stages + (stage < n_layer % stages ? 1 : 0);
 }
@@ -211,7 +215,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   plan.run_s = plan.step_s * static_cast<double>(plan.steps);
   plan.usd_per_hour = config.budget.usd_per_hour;
   plan.cost_usd = plan.run_s / 3600.0 * plan.usd_per_hour;
-  plan.fits = device.mem_bytes == 0 || plan.peak().total() <= device.mem_bytes;
+  plan.fits = device.mem_bytes == 0 || plan.needed_bytes() <= device.mem_bytes;
   return plan;
 }
 

@@ -25,6 +25,8 @@ struct DeviceProfile {
   double flops_per_s = 0;
   uint64_t mem_bytes = 0;
   double link_bytes_per_s = 0;
+  std::string mem_note = {};         // where mem_bytes comes from, e.g. the binding limit (memory_limit.h)
+  bool mem_shared_by_ranks = false;  // host memory: every rank of the run on this machine shares it
 };
 
 // ---- parameters and FLOPs ----------------------------------------------------------------------
@@ -149,10 +151,11 @@ struct Plan {
   double efficiency = 0.5;
   double compute_s = 0, comm_s = 0, bubble_s = 0, step_s = 0;
   double tokens_per_s = 0;
-  double run_s = 0;         // steps * step_s
-  double usd_per_hour = 0;  // budget.usd_per_hour (the whole run's hardware)
-  double cost_usd = 0;      // run_s / 3600 * usd_per_hour; 0 when no price is set
-  bool fits = true;         // peak memory <= device memory
+  double run_s = 0;               // steps * step_s
+  double usd_per_hour = 0;        // budget.usd_per_hour (the whole run's hardware)
+  double cost_usd = 0;            // run_s / 3600 * usd_per_hour; 0 when no price is set
+  bool fits = true;               // peak memory (x ranks, for host memory) <= device memory
+  uint64_t needed_bytes() const;  // what `fits` compares: the peak stage, times ranks when memory is shared
   const MemoryBreakdown& peak() const { return stages[static_cast<size_t>(peak_stage)].memory; }
 };
 
@@ -165,7 +168,8 @@ int stage_layers(int n_layer, int stages, int stage);
 // ---- device profiles (device_profile.cpp) ------------------------------------------------------
 
 // This CPU from its specification: cores x clock x FP32 FLOP per cycle (AVX2/AVX-512 FMA units),
-// memory from /proc/meminfo, link = a loopback figure. Fast; no benchmark.
+// memory = what this process can use (usable_memory(): MemAvailable, cgroup, RLIMIT_AS), link = a loopback
+// figure. Fast; no benchmark.
 DeviceProfile cpu_profile_nominal(int threads);
 // The same with flops_per_s measured by a BLAS sgemm for about `seconds` (plan --measure).
 DeviceProfile cpu_profile_measured(int threads, double seconds);
@@ -177,6 +181,9 @@ bool find_gpu_profile(const std::string& name, const std::string& dtype, DeviceP
 // ---- reports (plan_report.cpp) -----------------------------------------------------------------
 
 std::string plan_to_text(const Plan& plan);
+// The "memory per device" section of plan_to_text: every component, the total against the device's
+// memory (with the limit that binds) and the verdict.
+std::string plan_memory_text(const Plan& plan);
 std::string plan_to_json(const Plan& plan, int indent = 2);
 
 }  // namespace flotilla

@@ -28,6 +28,7 @@
 #include "engine/data/synthetic.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/weights.h"
+#include "engine/plan/memory_check.h"
 #include "engine/plan/planner.h"
 #include "engine/train/sampler.h"
 #include "engine/train/signals.h"
@@ -445,6 +446,7 @@ int run_training(const TrainOptions& options) {
   const comm::DistEnv env = comm::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
+  if (options.check_memory) check_run_fits_memory(cfg, env.local_world_size);  // before any allocation
   const std::string out_dir = resolved_out_dir(cfg);
   if (env.rank == 0) {
     make_dirs(out_dir);

@@ -27,20 +27,33 @@ std::string Loop::resume() {
   std::string chosen;
   std::optional<LoadedCheckpoint> ck;
   if (rank == 0) {
-    store.cleanup_tmp();
+    // A checkpoint whose trainer.json does not parse is damaged like one with a bad checksum: skip it.
+    store.set_validator([](const LoadedCheckpoint& c) { parse_trainer_state(c.trainer_state_json, c.dir); });
     if (mode == "none") {
-      const auto moved = store.set_aside_newer(0);
+      store.cleanup_tmp();
+      const auto moved = store.set_aside_newer(-1);
       if (!moved.empty())
         metrics.event("warning", "checkpoint.resume = none: moved " + std::to_string(moved.size()) +
                                      " earlier checkpoint(s) to " + store.root() + "/trash");
     } else if (mode == "auto") {
       std::vector<std::string> warnings;
       ck = store.load_latest(0, &warnings);
+      // Checkpoints exist and none verifies: starting from step 0 would silently discard the run and
+      // its purge would later delete them. Refuse and touch nothing (RELIABILITY C8).
+      if (!ck && !store.load_faults().empty())
+        throw_checkpoint(
+            "checkpoint.resume = auto: none of the " + std::to_string(store.load_faults().size()) +
+            " checkpoint(s) in " + store.root() + " verifies:\n" + describe_faults(store.load_faults()) +
+            "Nothing was changed. To start this run from step 0 instead, train with --resume none "
+            "(checkpoint.resume = \"none\"), which moves them to " +
+            store.root() + "/trash/; to resume from one anyway, pass its directory to --resume.");
+      store.cleanup_tmp();
       for (const auto& w : warnings) {
         metrics.event("warning", w);
         progress.line("warning: %s", w.c_str());
       }
     } else {
+      store.cleanup_tmp();
       ck = store.load_dir(mode, 0);
     }
     if (ck) chosen = ck->dir;

@@ -57,8 +57,16 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     s.config_toml = j.value("config_toml", "");
     s.engine_version = j.value("engine_version", "");
   } catch (const nlohmann::json::exception& e) {
-    throw_checkpoint(source + "/trainer.json: " + e.what() +
-                     "; the checkpoint is damaged or from another version");
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, ...": keep the detail only.
+    std::string detail = e.what();
+    if (const auto close = detail.find("] ");
+        detail.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+      detail = detail.substr(close + 2);
+    const char* what = dynamic_cast<const nlohmann::json::parse_error*>(&e)
+                           ? "is not valid JSON"
+                           : "lacks a field or has a wrong type";
+    throw_checkpoint(source + "/trainer.json " + what + " (" + detail +
+                     "); the checkpoint is damaged or from another version");
   }
   return s;
 }

@@ -115,7 +115,10 @@ void test_presets() {
       config_error([] { parse_config_toml("[model]\npreset = \"gpt2-125m\"\n", "p.toml"); });
   CHECK_MSG(contains(e, "p.toml:2: model.preset: unknown value \"gpt2-125m\" (did you mean \"gpt2-124m\"?)"),
             "%s", e.c_str());
-  CHECK_MSG(contains(e, "tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, llama-tiny, smollm2-135m, qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, custom"), "%s", e.c_str());
+  CHECK_MSG(contains(e,
+                     "tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, llama-tiny, smollm2-135m, "
+                     "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, custom"),
+            "%s", e.c_str());
 }
 
 void test_unknown_keys_and_sections() {
@@ -376,6 +379,40 @@ void test_load_file() {
   CHECK_MSG(contains(e2, path + ":2: train.steps"), "%s", e2.c_str());
 }
 
+// Issue 19 defect 3: a directory (or a FIFO, a device) is not a config. A directory used to read
+// as an empty config and train the defaults.
+void test_not_a_regular_file() {
+  const std::string dir = std::string(FLOTILLA_TEST_TMP) + "/test_config_parse_dir";
+  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "/sub' && mkfifo '" + dir + "/fifo'").c_str());
+  for (auto load : {+[](const std::string& p) { load_config_file(p); },
+                    +[](const std::string& p) { load_config(p, {"train.steps=3"}); }}) {
+    const std::string e = config_error([&] { load(dir + "/sub"); });
+    CHECK_MSG(contains(e, dir + "/sub' is a directory") && contains(e, "pass the config file itself"), "%s",
+              e.c_str());
+    const std::string f = config_error([&] { load(dir + "/fifo"); });  // would block on open if read
+    CHECK_MSG(contains(f, "fifo' is not a regular file"), "%s", f.c_str());
+  }
+}
+
+// Issue 19 defect 4: type errors and value errors of one config come out in one message (a type
+// error used to stop before validation, hiding the rest).
+void test_type_and_value_errors_at_once() {
+  const std::string dir = std::string(FLOTILLA_TEST_TMP) + "/test_config_parse_both";
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  const std::string path = dir + "/run.toml";
+  std::ofstream(path) << "[train]\nsteps = \"fifty\"\nmicro_batch = 0\n[optim]\nlr = -1.0\n";
+  const std::string e = config_error([&] { load_config(path, {"checkpoint.keep_last=0"}); });
+  CHECK_MSG(contains(e, path + ":2: train.steps: expected an integer"), "%s", e.c_str());
+  CHECK_MSG(
+      contains(e, "train.micro_batch") && contains(e, "optim.lr") && contains(e, "checkpoint.keep_last"),
+      "%s", e.c_str());
+  CHECK_MSG(contains(e, "4 errors"), "%s", e.c_str());
+  // A bad --set and a bad file value together.
+  std::ofstream(path) << "[optim]\nlr = -1.0\n";
+  const std::string e2 = config_error([&] { load_config(path, {"train.steps=x"}); });
+  CHECK_MSG(contains(e2, "train.steps") && contains(e2, "optim.lr"), "%s", e2.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -387,5 +424,7 @@ int main() {
   test_round_trip_fixed_point();
   test_json_and_hash();
   test_load_file();
+  test_not_a_regular_file();
+  test_type_and_value_errors_at_once();
   return flotilla_test::summary("test_config_parse");
 }

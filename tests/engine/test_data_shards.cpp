@@ -95,9 +95,8 @@ static void test_c9_faults(const std::string& dir) {
   const std::string magic = dir + "/magic.bin";
   data_test::write_raw_shard(magic, 12345, 1, 1000, tokens, 2);
   msg = fault(magic);
-  CHECK_MSG(
-      contains(msg, "shard " + magic + ": bad magic 12345") && contains(msg, "not a token shard"),
-      "%s", msg.c_str());
+  CHECK_MSG(contains(msg, "shard " + magic + ": bad magic 12345") && contains(msg, "not a token shard"), "%s",
+            msg.c_str());
 
   // Unknown version for each magic.
   const std::string ver = dir + "/version.bin";
@@ -188,6 +187,10 @@ static void test_glob(const std::string& dir) {
   CHECK(expand_shards(g + "/val_000.bin").size() == 1);
   CHECK_THROWS(expand_shards(g + "/test_*.bin"), "no files match the shard pattern");
   CHECK_THROWS(expand_shards(g + "/missing.bin"), "missing.bin: no such file");
+  // Issue 19: a glob in a folder that does not exist names the folder (it blamed "a directory is
+  // unreadable").
+  CHECK_THROWS(expand_shards(g + "/no-such-folder/train_*.bin"),
+               ("the folder " + g + "/no-such-folder does not exist").c_str());
 }
 
 int main() {
