@@ -13,10 +13,14 @@ int cmd_probe(const CommandArgs& argv) {
   Args args(argv);
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla-worker probe [--json] [--connect HOST:PORT[,HOST:PORT...]] [--connect-count N]\n\n"
+        "Usage: flotilla-worker probe [--json] [--no-peak] [--connect HOST:PORT[,HOST:PORT...]]\n"
+        "                             [--connect-count N]\n\n"
         "Reports OS, CPU model, cores, SIMD features, memory, GPUs (through the CUDA runtime when\n"
         "built with CUDA and a driver is present) and the versions of CUDA, cuBLAS, NCCL, Gloo and\n"
-        "the BLAS in use. --json prints the document described by docs/probe-schema.json.\n\n"
+        "the BLAS in use, the kernel path the CPU's features select, and (unless --no-peak) the\n"
+        "physical ceilings on all cores: register-only fp32 FMA, bf16 dot product where present, and\n"
+        "the sgemm (about 1 s). A quiet measurement is kept as this machine's peak for `train`\n"
+        "(docs/worker.md). --json prints the document described by docs/probe-schema.json.\n\n"
         "--connect times N (--connect-count, default 5, at most 100) TCP connects to each target\n"
         "(2 s timeout each, closed at once) and reports the min and median in ms, or why none\n"
         "completed: refused, timed out, unresolvable, unreachable. A target is a host name, a dotted\n"
@@ -24,6 +28,7 @@ int cmd_probe(const CommandArgs& argv) {
     return 0;
   }
   const bool json = args.flag("--json");
+  const bool peak = !args.flag("--no-peak");
   std::vector<ConnectTarget> targets;
   for (const auto& list : args.values("--connect"))
     for (auto& t : parse_connect_targets(list, "--connect")) targets.push_back(std::move(t));
@@ -36,7 +41,7 @@ int cmd_probe(const CommandArgs& argv) {
                 std::to_string(kMaxConnectCount));
   if (count_text && targets.empty()) throw_usage("--connect-count needs --connect HOST:PORT");
   args.finish("probe");
-  ProbeResult p = probe_machine();
+  ProbeResult p = probe_machine(peak);
   for (const auto& t : targets) p.connect.push_back(probe_connect(t, static_cast<int>(count)));
   const std::string out = json ? probe_to_json(p) + "\n" : probe_to_text(p);
   std::fwrite(out.data(), 1, out.size(), stdout);
