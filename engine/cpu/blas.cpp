@@ -25,7 +25,10 @@ struct Api {
   BlasInfo info;
 };
 
-constexpr const char* kLibraries[] = {"libopenblas.so.0", "libopenblas.so"};
+#ifndef FLOTILLA_OPENBLAS_FILE
+#define FLOTILLA_OPENBLAS_FILE "libopenblas.so"
+#endif
+constexpr const char* kLibraries[] = {"libopenblas.so.0", "libopenblas.so", FLOTILLA_OPENBLAS_FILE};
 
 void* symbol(void* lib, const char* name, const std::string& file) {
   void* p = dlsym(lib, name);
