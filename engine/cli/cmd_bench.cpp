@@ -33,6 +33,7 @@
 #include "engine/cpu/blas.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/peak.h"
+#include "engine/cpu/peak_cache.h"
 #include "engine/cpu/simd.h"
 #include "engine/plan/planner.h"
 #if defined(FLOTILLA_HAVE_CUDA)
@@ -121,6 +122,7 @@ int cmd_bench(const CommandArgs& argv) {
     std::fprintf(stderr, "measuring the FMA ceilings and the sgemm peak (2048^3, %d threads)...\n",
                  backend.threads());
   const cpu::CpuPeak ceiling = cpu::measure_cpu_peak(backend.threads(), 0.4, false);
+  cpu::store_peak(cpu::peak_cache_path(), ceiling);  // kept for `train` only when quiet
   const double peak_before = cpu::sgemm_peak_gflops(2048, 4, backend.threads());
 
   GptModel model(d);
@@ -285,7 +287,7 @@ int cmd_bench(const CommandArgs& argv) {
           ? (std::to_string(static_cast<int>(ceiling.bf16_dot_gflops)) + " GFLOP/s").c_str()
           : "none",
       peak_gflops, fma_gflops > 0 ? peak_gflops / fma_gflops * 100 : 0.0, backend.threads(),
-      ceiling.quiet() ? "" : " (measured under load: low)");
+      ceiling.quiet() ? "" : ", other processes meanwhile: the sgemm reads low; not kept as a peak");
   std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the fp32 FMA ceiling; %.1f%% of the sgemm\n",
               mfu * 100, mfu_causal * 100, of_sgemm * 100);
   std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB\n", peak_rss_mib, activation_mib);
