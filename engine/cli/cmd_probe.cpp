@@ -19,8 +19,9 @@ int cmd_probe(const CommandArgs& argv) {
         "built with CUDA and a driver is present) and the versions of CUDA, cuBLAS, NCCL, Gloo and\n"
         "the BLAS in use, the kernel path the CPU's features select, and (unless --no-peak) the\n"
         "physical ceilings on all cores: register-only fp32 FMA, bf16 dot product where present, and\n"
-        "the sgemm (about 1 s). A quiet measurement is kept as this machine's peak for `train`\n"
-        "(docs/worker.md). --json prints the document described by docs/probe-schema.json.\n\n"
+        "the sgemm (about 1 s; skipped with --connect). A quiet measurement is kept as this\n"
+        "machine's peak for `train` (docs/worker.md). --json prints the document described by\n"
+        "docs/probe-schema.json.\n\n"
         "--connect times N (--connect-count, default 5, at most 100) TCP connects to each target\n"
         "(2 s timeout each, closed at once) and reports the min and median in ms, or why none\n"
         "completed: refused, timed out, unresolvable, unreachable. A target is a host name, a dotted\n"
@@ -41,7 +42,9 @@ int cmd_probe(const CommandArgs& argv) {
                 std::to_string(kMaxConnectCount));
   if (count_text && targets.empty()) throw_usage("--connect-count needs --connect HOST:PORT");
   args.finish("probe");
-  ProbeResult p = probe_machine(peak);
+  // A latency probe (--connect) skips the ceilings: their busy cores would skew the connect times
+  // of other probes running on the same machine.
+  ProbeResult p = probe_machine(peak && targets.empty());
   for (const auto& t : targets) p.connect.push_back(probe_connect(t, static_cast<int>(count)));
   const std::string out = json ? probe_to_json(p) + "\n" : probe_to_text(p);
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -4,7 +4,8 @@
 // matches an fp64 reference within fp32 rounding, and deterministic mode gives the same bits on
 // 1, 2 and 3 threads. The default path is the CPU's widest whatever OPENBLAS_CORETYPE says (the
 // child runs with OPENBLAS_CORETYPE=Prescott, the SSE3 kernel the CPU fell back to), and the
-// register-only FMA ceiling is not below the sgemm it bounds.
+// register-only FMA ceiling is not below the sgemm it bounds. `bench` names the kernel path and
+// warns when it is narrower than the CPU (FLOTILLA_CPU_PATH=avx2 on an AVX-512 CPU), and only then.
 #include <omp.h>
 
 #include <cmath>
@@ -131,6 +132,26 @@ int main(int argc, char** argv) {
   }
   const auto bad = run_worker({"probe", "--no-peak"}, {"FLOTILLA_CPU_PATH=avx9"});
   CHECK(bad.exit_code != 0 && bad.output.find("FLOTILLA_CPU_PATH='avx9'") != std::string::npos);
+
+  // bench names the path each matmul runs and warns when it is narrower than the CPU.
+  if (widest.fp32 == cpu::KernelPath::kAvx512) {
+    const auto b = run_worker(
+        {"bench", "--preset", "tiny", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "0"},
+        {"FLOTILLA_CPU_PATH=avx2"});
+    CHECK_MSG(b.exit_code == 0, "%s", b.output.c_str());
+    CHECK_MSG(b.output.find("OpenBLAS sgemm, core Haswell (avx2)") != std::string::npos, "%s",
+              b.output.c_str());
+    CHECK_MSG(
+        b.output.find("warning: the matmuls run avx2, narrower than this CPU's avx512") != std::string::npos,
+        "%s", b.output.c_str());
+    CHECK(b.output.find("cpu: " + cpu::cpu_features().brand) != std::string::npos);
+  }
+  const auto full = run_worker(
+      {"bench", "--preset", "tiny", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "0"},
+      {"OPENBLAS_CORETYPE=Prescott"});
+  CHECK_MSG(full.exit_code == 0, "%s", full.output.c_str());
+  CHECK_MSG(full.output.find("warning: the matmuls run") == std::string::npos, "%s", full.output.c_str());
+  CHECK(full.output.find("core Prescott") == std::string::npos || widest.fp32 == cpu::KernelPath::kSse);
 
   // The FMA ceiling bounds the sgemm (10% allowance for timer noise), on 1 and 2 threads.
   for (int threads : {1, 2}) {
