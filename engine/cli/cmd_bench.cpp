@@ -1,13 +1,15 @@
-// flotilla-worker bench: training speed and MFU of a preset against this machine's measured peak.
+// flotilla-worker bench: training speed and MFU of a preset against this machine's physical peak.
 //
-// Non-obvious decision: the peak is measured in the same run with the same thread count (the
-// best of OpenBLAS's own threading and our OpenMP split, on 2048^3 before the steps and 4096^3
-// after them), so MFU is a ratio of two numbers taken on the same machine state, not a datasheet
-// figure; taking the best of both measurements keeps MFU conservative on a noisy machine. Model FLOPs use
-// PaLM's 6N + 12*L*C*T per token (N = all parameters except the position table, the LM head
-// counted through the tied wte); the 6N + 6*L*C*T variant (causal attention counted once) is
-// reported alongside. The big peak measurement runs after the peak RSS is read, so its 200 MB of
-// matrices do not show up in the model's peak RSS.
+// Non-obvious decision: MFU divides by the register-only FMA ceiling of the CPU's widest fp32
+// width (engine/cpu/peak.h), measured in the same run with the same threads, not by the library's
+// sgemm: an sgemm on a narrow kernel made a crippled machine read "MFU 88%" (issue 17). The sgemm
+// (best of OpenBLAS's own threading and our OpenMP split, on 2048^3 before the steps and 4096^3
+// after them) is reported beside it, as is MFU against it. MFU is capped at 100%; the steps and the
+// peak carry the other processes' CPU share, and a loaded peak is flagged. Model FLOPs use PaLM's
+// 6N + 12*L*C*T per token (N = all parameters except the position table, the LM head counted
+// through the tied wte); the 6N + 6*L*C*T variant (causal attention counted once) is reported
+// alongside. The big sgemm runs after the peak RSS is read, so its 200 MB of matrices do not show
+// up in the model's peak RSS.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,7 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,9 +27,13 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/config/presets.h"
+#include "engine/core/cpu_load.h"
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "engine/cpu/blas.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/peak.h"
+#include "engine/cpu/peak_cache.h"
 #include "engine/cpu/simd.h"
 #include "engine/plan/planner.h"
 #if defined(FLOTILLA_HAVE_CUDA)
@@ -51,24 +57,6 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// CPU seconds the whole machine spent busy (all processes), from /proc/stat; < 0 if unavailable.
-double machine_busy_seconds() {
-  std::ifstream in("/proc/stat");
-  std::string cpu;
-  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu")
-    return -1;
-  return static_cast<double>(user + nice + system + irq + softirq + steal) /
-         static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double own_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
 struct StepTimes {
   std::vector<double> total, forward, backward, optimizer;
 };
@@ -78,8 +66,11 @@ const char* kHelp =
     "                             [--batch B] [--seq T] [--steps S] [--warmup W] [--profile] [--json]\n\n"
     "Measures, in one run, training steps of a GPT-2 preset on the CPU (forward, backward, global\n"
     "norm clipping and AdamW on random tokens; median of S steps after W warm-up steps) and the\n"
-    "machine's fp32 matmul peak (best sgemm on 2048^3 and 4096^3 with the same threads), then prints\n"
-    "ms/step, tokens/s, model FLOP/s and MFU = model FLOP/s / measured peak.\n"
+    "machine's ceilings with the same threads (register-only fp32 FMA at the CPU's widest width, the\n"
+    "bf16 dot product where present, and the sgemm on 2048^3 and 4096^3), then prints ms/step,\n"
+    "tokens/s, model FLOP/s, MFU = model FLOP/s / fp32 FMA ceiling (capped at 100%) and the same\n"
+    "against the sgemm, the CPU model and the kernel path each matmul runs, with a warning when it\n"
+    "is narrower than the CPU or the machine was loaded.\n"
     "FLOPs per token: PaLM 6N + 12*L*C*T (used for MFU) and 6N + 6*L*C*T, N = parameters without\n"
     "the position embeddings (the tied LM head counted once through wte).\n"
     "Defaults: --preset small --batch 8 --seq 256 --steps 10 --warmup 2 --threads 0 (all cores),\n"
@@ -127,7 +118,11 @@ int cmd_bench(const CommandArgs& argv) {
 
   // First peak measurement on small matrices (48 MB, below any model's footprint so it cannot
   // set the peak RSS); the second, after the steps, on 4096^3. The larger of the two is the peak.
-  if (!json) std::fprintf(stderr, "measuring the sgemm peak (2048^3, %d threads)...\n", backend.threads());
+  if (!json)
+    std::fprintf(stderr, "measuring the FMA ceilings and the sgemm peak (2048^3, %d threads)...\n",
+                 backend.threads());
+  const cpu::CpuPeak ceiling = cpu::measure_cpu_peak(backend.threads(), 0.4, false);
+  cpu::store_peak(cpu::peak_cache_path(), ceiling);  // kept for `train` only when quiet
   const double peak_before = cpu::sgemm_peak_gflops(2048, 4, backend.threads());
 
   GptModel model(d);
@@ -143,14 +138,11 @@ int cmd_bench(const CommandArgs& argv) {
   StepTimes times;
   float first_loss = 0, last_loss = 0;
   // Other processes' CPU use during the timed steps: on a shared machine it explains a low figure.
-  double busy0 = 0, own0 = 0;
-  Clock::time_point timed0;
+  std::optional<LoadWindow> load;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {
       backend.reset_profile();
-      busy0 = machine_busy_seconds();
-      own0 = own_cpu_seconds();
-      timed0 = Clock::now();
+      load.emplace();
     }
     backend.set_profiling(profile && s >= warmup);
     const auto t0 = Clock::now();
@@ -177,13 +169,7 @@ int cmd_bench(const CommandArgs& argv) {
                    warmup + steps, t_all * 1e3, loss);
   }
   backend.set_profiling(false);
-  const double timed_wall = seconds_since(timed0);
-  const double busy1 = machine_busy_seconds();
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  const double other_load = busy0 < 0 || busy1 < 0 || cpus < 1
-                                ? 0.0
-                                : std::max(0.0, (busy1 - busy0 - (own_cpu_seconds() - own0)) /
-                                                    (timed_wall * static_cast<double>(cpus)));
+  const double other_load = load ? load->other_load() : 0.0;
   const auto kernel_times = backend.profile();
 
   rusage ru{};
@@ -201,7 +187,14 @@ int cmd_bench(const CommandArgs& argv) {
   const double step_s = median(times.total);
   const double tokens_per_s = static_cast<double>(N) / step_s;
   const double model_gflops = flops_palm * tokens_per_s / 1e9;
-  const double mfu = model_gflops / peak_gflops;
+  const double fma_gflops = ceiling.fp32_fma_gflops;
+  const double mfu = cpu::mfu_ratio(model_gflops, fma_gflops);
+  const double mfu_causal = cpu::mfu_ratio(flops_causal * tokens_per_s / 1e9, fma_gflops);
+  const double of_sgemm = cpu::mfu_ratio(model_gflops, peak_gflops);
+  const cpu::BlasInfo& blas = cpu::blas_info();
+  const cpu::CpuFeatures& features = cpu::cpu_features();
+  const cpu::KernelChoice cpu_choice = cpu::choose_kernel_path(features);  // the CPU's own widest paths
+  const bool narrow = static_cast<int>(blas.sgemm_path) < static_cast<int>(cpu_choice.fp32);
 
   if (json) {
     nlohmann::json j;
@@ -218,6 +211,15 @@ int cmd_bench(const CommandArgs& argv) {
     j["simd"] = cpu::simd_level();
     j["blas_core"] = cpu::blas_core_name();
     j["blas"] = cpu::blas_description();
+    j["cpu_model"] = features.brand;
+    j["cpu_features"] = cpu::describe_features(features);
+    j["kernel_path_widest"] = cpu::kernel_path_name(cpu_choice.widest);
+    j["matmul_path"] = cpu::kernel_path_name(blas.sgemm_path);
+    j["matmul_path_narrower_than_cpu"] = narrow;
+    j["fp32_fma_gflops"] = fma_gflops;
+    j["fp32_isa"] = ceiling.fp32_isa;
+    j["bf16_dot_gflops"] = ceiling.bf16_dot_gflops;
+    j["peak_other_cpu_load"] = ceiling.other_load;
     j["steps"] = steps;
     j["warmup"] = warmup;
     j["parameters"] = num_parameters_unpadded(d);
@@ -232,9 +234,10 @@ int cmd_bench(const CommandArgs& argv) {
     j["other_cpu_load"] = other_load;
     j["tokens_per_s"] = tokens_per_s;
     j["model_gflops"] = model_gflops;
-    j["peak_gflops"] = peak_gflops;
-    j["mfu"] = mfu;
-    j["mfu_6n_6lct"] = flops_causal * tokens_per_s / 1e9 / peak_gflops;
+    j["peak_gflops"] = peak_gflops;  // the sgemm
+    j["mfu"] = mfu;                  // against the fp32 FMA ceiling
+    j["mfu_6n_6lct"] = mfu_causal;
+    j["fraction_of_sgemm"] = of_sgemm;
     j["peak_rss_mib"] = peak_rss_mib;
     j["activation_mib"] = activation_mib;
     j["first_loss"] = first_loss;
@@ -261,10 +264,32 @@ int cmd_bench(const CommandArgs& argv) {
       "throughput: %.0f tokens/s, %.1f GFLOP/s model (PaLM 6N+12LCT = %.1f MFLOP/token; "
       "6N+6LCT = %.1f)\n",
       tokens_per_s, model_gflops, flops_palm / 1e6, flops_causal / 1e6);
-  std::printf("peak: %.1f GFLOP/s measured sgemm (best of 2048^3 and 4096^3), %d threads, BLAS kernel %s\n",
-              peak_gflops, backend.threads(), cpu::blas_core_name().c_str());
-  std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT)\n", mfu * 100,
-              flops_causal * tokens_per_s / 1e9 / peak_gflops * 100);
+  std::printf("cpu: %s, %s; widest path %s\n", features.brand.c_str(),
+              cpu::describe_features(features).c_str(), cpu::kernel_path_name(cpu_choice.widest));
+  std::printf(
+      "kernels: linear, attention and LM-head matmuls: OpenBLAS sgemm, core %s (%s)%s; other kernels: %s "
+      "clones\n",
+      blas.loaded_core.c_str(), cpu::kernel_path_name(blas.sgemm_path),
+      blas.env_coretype.empty() || blas.env_coretype == blas.loaded_core
+          ? ""
+          : (", chosen from cpuid over OPENBLAS_CORETYPE=" + blas.env_coretype).c_str(),
+      cpu::simd_level());
+  if (narrow)
+    std::printf("warning: the matmuls run %s, narrower than this CPU's %s%s\n",
+                cpu::kernel_path_name(blas.sgemm_path), cpu::kernel_path_name(cpu_choice.fp32),
+                blas.preloaded ? " (OpenBLAS was loaded before the engine could choose its core)"
+                               : " (FLOTILLA_CPU_PATH narrows it)");
+  std::printf(
+      "peak: fp32 FMA %.1f GFLOP/s (register-only, %s), bf16 dot %s, sgemm %.1f GFLOP/s (%.0f%% of FMA; "
+      "best of 2048^3 and 4096^3), %d threads%s\n",
+      fma_gflops, ceiling.fp32_isa.c_str(),
+      ceiling.bf16_dot_gflops > 0
+          ? (std::to_string(static_cast<int>(ceiling.bf16_dot_gflops)) + " GFLOP/s").c_str()
+          : "none",
+      peak_gflops, fma_gflops > 0 ? peak_gflops / fma_gflops * 100 : 0.0, backend.threads(),
+      ceiling.quiet() ? "" : ", other processes meanwhile: the sgemm reads low; not kept as a peak");
+  std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the fp32 FMA ceiling; %.1f%% of the sgemm\n",
+              mfu * 100, mfu_causal * 100, of_sgemm * 100);
   std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB\n", peak_rss_mib, activation_mib);
   std::printf("other processes used %.0f%% of the CPUs during the timed steps%s\n", other_load * 100,
               other_load > 0.05 ? ": the figures above understate this machine; rerun when it is idle" : "");

@@ -18,10 +18,15 @@ int cmd_probe(const CommandArgs& argv) {
   Args args(argv);
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla-worker probe [--json] [--connect HOST:PORT[,HOST:PORT...]] [--connect-count N]\n\n"
+        "Usage: flotilla-worker probe [--json] [--no-peak] [--connect HOST:PORT[,HOST:PORT...]]\n"
+        "                             [--connect-count N]\n\n"
         "Reports OS, CPU model, cores, SIMD features, memory, GPUs (through the CUDA runtime when\n"
         "built with CUDA and a driver is present) and the versions of CUDA, cuBLAS, NCCL, Gloo and\n"
-        "the BLAS in use. --json prints the document described by docs/probe-schema.json.\n\n"
+        "the BLAS in use, the kernel path the CPU's features select, and (unless --no-peak) the\n"
+        "physical ceilings on all cores: register-only fp32 FMA, bf16 dot product where present, and\n"
+        "the sgemm (about 1 s; skipped with --connect). A quiet measurement is kept as this\n"
+        "machine's peak for `train` (docs/worker.md). --json prints the document described by\n"
+        "docs/probe-schema.json.\n\n"
         "--connect times N (--connect-count, default 5, at most 100) TCP connects to each target\n"
         "(2 s timeout each, closed at once) and reports the min and median in ms, or why none\n"
         "completed: refused, timed out, unresolvable, unreachable. A target is a host name, a dotted\n"
@@ -29,6 +34,7 @@ int cmd_probe(const CommandArgs& argv) {
     return 0;
   }
   const bool json = args.flag("--json");
+  const bool peak = !args.flag("--no-peak");
   std::vector<ConnectTarget> targets;
   for (const auto& list : args.values("--connect"))
     for (auto& t : parse_connect_targets(list, "--connect")) targets.push_back(std::move(t));
@@ -41,7 +47,9 @@ int cmd_probe(const CommandArgs& argv) {
                 std::to_string(kMaxConnectCount));
   if (count_text && targets.empty()) throw_usage("--connect-count needs --connect HOST:PORT");
   args.finish("probe");
-  ProbeResult p = probe_machine();
+  // A latency probe (--connect) skips the ceilings: their busy cores would skew the connect times
+  // of other probes running on the same machine.
+  ProbeResult p = probe_machine(peak && targets.empty());
 #if defined(FLOTILLA_HAVE_GLOO)
   // The Gloo this worker is linked with (its CPU collectives; issue 19: it was always "not available").
   p.gloo = std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +

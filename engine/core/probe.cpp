@@ -23,6 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/cpu/blas.h"
+#include "engine/cpu/peak_cache.h"
 #include "flotilla/build_info.h"
 
 #ifdef FLOTILLA_HAVE_CUDA
@@ -32,12 +34,6 @@
 #ifdef FLOTILLA_HAVE_NCCL
 #include <nccl.h>
 #endif
-
-extern "C" {
-// OpenBLAS introspection (declared in its cblas.h, which we avoid pulling in here).
-char* openblas_get_config(void);
-char* openblas_get_corename(void);
-}
 
 namespace flotilla {
 namespace {
@@ -92,23 +88,19 @@ void read_meminfo(ProbeResult& p) {
   }
 }
 
+// The engine's own cpuid/xgetbv reading (cpu_features.h): what the kernels actually use.
 void probe_simd(ProbeResult& p) {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  p.avx2 = __builtin_cpu_supports("avx2");
-  p.fma = __builtin_cpu_supports("fma");
-  p.avx512f = __builtin_cpu_supports("avx512f");
-  p.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-  // AMX has no __builtin_cpu_supports name in GCC 12: read the kernel's flag list.
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("flags", 0) == 0) {
-      p.amx_bf16 = line.find(" amx_bf16") != std::string::npos;
-      break;
-    }
-  }
-#endif
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  p.avx2 = f.os_avx && f.avx2;
+  p.fma = f.os_avx && f.fma;
+  p.avx512f = f.os_avx512 && f.avx512f;
+  p.avx512bw = f.os_avx512 && f.avx512bw;
+  p.avx512vl = f.os_avx512 && f.avx512vl;
+  p.avx512bf16 = f.os_avx512 && f.avx512_bf16;
+  p.amx_tile = f.os_amx && f.amx_tile;
+  p.amx_bf16 = f.os_amx && f.amx_bf16;
+  p.amx_permitted = f.amx_permitted;
+  p.kernel_path = cpu::kernel_path_name(cpu::choose_kernel_path(f).widest);
 }
 
 [[maybe_unused]] std::string version_string(int v, int major_div, int minor_div, int minor_mod) {
@@ -269,7 +261,7 @@ double timed_connect(const addrinfo& ai, double timeout_s, std::string& error) {
 
 }  // namespace
 
-ProbeResult probe_machine() {
+ProbeResult probe_machine(bool measure_peak) {
   ProbeResult p;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -284,8 +276,20 @@ ProbeResult probe_machine() {
   read_meminfo(p);
   probe_simd(p);
   probe_gpus(p);
-  if (const char* cfg = openblas_get_config()) p.blas = trim(cfg);
-  if (const char* core = openblas_get_corename()) p.blas_core = core;
+  const cpu::BlasInfo& blas = cpu::blas_info();
+  p.blas = trim(blas.config);
+  p.blas_core = blas.loaded_core;
+  p.sgemm_path = cpu::kernel_path_name(blas.sgemm_path);
+  if (measure_peak) {
+    const int threads = p.physical_cores > 0 ? p.physical_cores : 1;
+    const cpu::CpuPeak peak = cpu::measure_cpu_peak(threads, 0.25, true);
+    p.peak_threads = threads;
+    p.fp32_fma_gflops = peak.fp32_fma_gflops;
+    p.bf16_dot_gflops = peak.bf16_dot_gflops;
+    p.sgemm_gflops = peak.sgemm_gflops;
+    p.peak_other_load = peak.other_load;
+    p.peak_kept = cpu::store_peak(cpu::peak_cache_path(), peak);
+  }
   p.worker_version = FLOTILLA_VERSION_STRING;
   p.compiler = FLOTILLA_CXX_COMPILER;
   return p;
@@ -424,7 +428,13 @@ std::string probe_to_json(const ProbeResult& p) {
           {"fma", p.fma},
           {"avx512f", p.avx512f},
           {"avx512_bf16", p.avx512bf16},
-          {"amx_bf16", p.amx_bf16}}}}},
+          {"avx512bw", p.avx512bw},
+          {"avx512vl", p.avx512vl},
+          {"amx_tile", p.amx_tile},
+          {"amx_bf16", p.amx_bf16},
+          {"amx_permitted", p.amx_permitted}}},
+        {"kernel_path", p.kernel_path},
+        {"sgemm_path", p.sgemm_path}}},
       {"memory", {{"total_bytes", p.memory_total_bytes}, {"available_bytes", p.memory_available_bytes}}},
       {"gpu", {{"status", p.gpu_status}, {"count", p.gpus.size()}, {"devices", gpus}}},
       {"versions",
@@ -437,6 +447,15 @@ std::string probe_to_json(const ProbeResult& p) {
         {"blas_core", opt(p.blas_core)},
         {"compiler", p.compiler}}},
   };
+  if (p.peak_threads > 0) {
+    auto gf = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+    j["cpu"]["peak"] = {{"threads", p.peak_threads},
+                        {"fp32_fma_gflops", gf(p.fp32_fma_gflops)},
+                        {"bf16_dot_gflops", gf(p.bf16_dot_gflops)},
+                        {"sgemm_gflops", gf(p.sgemm_gflops)},
+                        {"other_cpu_load", p.peak_other_load},
+                        {"kept", p.peak_kept}};
+  }
   if (!p.connect.empty()) {
     json targets = json::array();
     for (const auto& c : p.connect) {
@@ -468,7 +487,23 @@ std::string probe_to_text(const ProbeResult& p) {
     << " threads\n";
   o << "SIMD      AVX2 " << (p.avx2 ? "yes" : "no") << ", FMA " << (p.fma ? "yes" : "no") << ", AVX-512 "
     << (p.avx512f ? "yes" : "no") << ", AVX-512 BF16 " << (p.avx512bf16 ? "yes" : "no") << ", AMX-BF16 "
-    << (p.amx_bf16 ? "yes" : "no") << "\n";
+    << (p.amx_bf16 ? "yes" : "no") << (p.amx_bf16 && !p.amx_permitted ? " (not permitted by the kernel)" : "")
+    << "\n";
+  o << "Kernels   widest path " << p.kernel_path << "; fp32 sgemm runs " << p.sgemm_path << " (OpenBLAS core "
+    << p.blas_core << ")\n";
+  if (p.peak_threads > 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "Peak      %d threads: fp32 FMA %.1f GFLOP/s, bf16 dot %s, sgemm %.1f GFLOP/s "
+                  "(other processes %.0f%% of the CPUs%s)\n",
+                  p.peak_threads, p.fp32_fma_gflops,
+                  p.bf16_dot_gflops > 0
+                      ? (std::to_string(static_cast<int>(p.bf16_dot_gflops)) + " GFLOP/s").c_str()
+                      : "none",
+                  p.sgemm_gflops, p.peak_other_load * 100,
+                  p.peak_kept ? "; kept as this machine's peak" : ": loaded, not kept as a peak");
+    o << buf;
+  }
   o << "Memory    " << gib(p.memory_total_bytes) << " total, " << gib(p.memory_available_bytes)
     << " available\n";
   if (p.gpus.empty()) {

@@ -51,7 +51,15 @@ struct ProbeResult {
   std::string cpu_model;
   int logical_cpus = 0;
   int physical_cores = 0;
+  // Usable features (cpuid and enabled by the OS), read by the engine itself (cpu/cpu_features.h).
   bool avx2 = false, fma = false, avx512f = false, avx512bf16 = false, amx_bf16 = false;
+  bool avx512bw = false, avx512vl = false, amx_tile = false, amx_permitted = false;
+  std::string kernel_path;  // the widest kernel path: "avx512_bf16", "avx2", ...
+  std::string sgemm_path;   // the path the fp32 sgemm runs (from the OpenBLAS core it reports)
+  // Physical ceilings (probe measures them unless --no-peak): 0 when not measured / not present.
+  int peak_threads = 0;
+  double fp32_fma_gflops = 0, bf16_dot_gflops = 0, sgemm_gflops = 0, peak_other_load = 0;
+  bool peak_kept = false;  // quiet enough to be kept in the peak cache (cpu/peak_cache.h)
   uint64_t memory_total_bytes = 0;
   uint64_t memory_available_bytes = 0;
   std::vector<GpuInfo> gpus;
@@ -83,7 +91,8 @@ std::string connect_host_problem(const std::string& host);
 // closed at once (with a reset: no TIME_WAIT left behind). Never throws for network failures.
 ConnectProbe probe_connect(const ConnectTarget& target, int count = 5, double timeout_s = 2.0);
 
-ProbeResult probe_machine();
+// `measure_peak`: also measures the FMA / bf16 / sgemm ceilings (about 1 s) and keeps them when quiet.
+ProbeResult probe_machine(bool measure_peak = false);
 
 // The JSON document of `probe --json` (schema: docs/probe-schema.json, schema_version 1).
 std::string probe_to_json(const ProbeResult& p);

@@ -1,4 +1,5 @@
-// Linear layers on OpenBLAS's sgemm, threaded by OpenMP rather than by OpenBLAS.
+// Linear layers on OpenBLAS's sgemm (loaded with the CPU's own kernel path: blas.h), threaded by
+// OpenMP rather than by OpenBLAS.
 //
 // Non-obvious decision: OpenBLAS is set to one thread and each OpenMP thread multiplies its own
 // slice of the output (rows, or columns when N >= 8 M as in the LM head forward). Measured on a
@@ -10,7 +11,6 @@
 // bit-identical for any thread count.
 #include "engine/cpu/matmul.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -19,12 +19,11 @@
 #include <cstddef>
 #include <vector>
 
+#include "engine/cpu/blas.h"
 #include "engine/cpu/simd.h"
 
 namespace flotilla::cpu {
 namespace {
-
-CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
 // The slice of C that thread t of nt computes.
 struct Slice {
@@ -71,20 +70,19 @@ void gemm_slice_call(const Slice& s, bool ta, bool tb, int K, float alpha, const
   const float* a = ta ? A + s.m0 : A + static_cast<size_t>(s.m0) * lda;
   const float* b = tb ? B + static_cast<size_t>(s.n0) * ldb : B + s.n0;
   float* c = C + static_cast<size_t>(s.m0) * ldc + s.n0;
-  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), s.m1 - s.m0, s.n1 - s.n0, K, alpha, a, lda, b, ldb, beta, c,
-              ldc);
+  blas_sgemm(ta, tb, s.m1 - s.m0, s.n1 - s.n0, K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
 
 void blas_single_thread() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  if (blas_threads() != 1) blas_set_threads(1);
 }
 
 void gemm_serial(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                  const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  cblas_sgemm(CblasRowMajor, tr(trans_a), tr(trans_b), M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  blas_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void set_thread_independent_gemm(bool on) { g_fixed_chunks = on; }
@@ -170,12 +168,9 @@ double sgemm_peak_gflops(int n, int reps, int threads) {
       best = std::max(best, flops / s / 1e9);
     }
   };
-  openblas_set_num_threads(threads);
-  time_one([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                c.data(), n);
-  });
-  openblas_set_num_threads(1);
+  blas_set_threads(threads);
+  time_one([&] { blas_sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
+  blas_set_threads(1);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   time_one([&] { gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
@@ -183,14 +178,8 @@ double sgemm_peak_gflops(int n, int reps, int threads) {
   return best;
 }
 
-std::string blas_description() {
-  const char* cfg = openblas_get_config();
-  return cfg != nullptr ? std::string(cfg) : std::string("unknown BLAS");
-}
+std::string blas_description() { return blas_info().config; }
 
-std::string blas_core_name() {
-  const char* core = openblas_get_corename();
-  return core != nullptr ? std::string(core) : std::string("unknown");
-}
+std::string blas_core_name() { return blas_info().loaded_core; }
 
 }  // namespace flotilla::cpu

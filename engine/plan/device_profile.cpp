@@ -16,8 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <cblas.h>
-
+#include "engine/cpu/blas.h"
 #include "engine/plan/memory_limit.h"
 #include "engine/plan/planner.h"
 
@@ -133,7 +132,7 @@ DeviceProfile cpu_profile_nominal(int threads) {
 
 DeviceProfile cpu_profile_measured(int threads, double seconds) {
   DeviceProfile p = cpu_profile_nominal(threads);
-  if (threads > 0) openblas_set_num_threads(threads);
+  if (threads > 0) cpu::blas_set_threads(threads);
   const int n = 1024;
   std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size(), 0.0f);
   for (size_t i = 0; i < a.size(); ++i) {
@@ -141,8 +140,7 @@ DeviceProfile cpu_profile_measured(int threads, double seconds) {
     b[i] = static_cast<float>((i * 104729) % 1000) / 1000.0f - 0.5f;
   }
   const auto gemm = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                c.data(), n);
+    cpu::blas_sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   };
   gemm();  // warm-up: thread pool and caches
   using clock = std::chrono::steady_clock;

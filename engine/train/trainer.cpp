@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +26,8 @@
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/cpu/peak.h"
+#include "engine/cpu/peak_cache.h"
 #include "engine/data/synthetic.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/weights.h"
@@ -374,7 +377,7 @@ StepRecord Loop::train_step() {
   r.tokens = tokens;
   r.step_ms = ms_since(t_step);
   r.tokens_per_s = static_cast<double>(tokens_per_step) / (r.step_ms / 1000.0);
-  r.mfu = peak_flops > 0 ? flops_per_token * r.tokens_per_s / (peak_flops * world_size) : 0.0;
+  r.mfu = cpu::mfu_ratio(flops_per_token * r.tokens_per_s, peak_flops * world_size);
   r.peak_rss_bytes = peak_rss_bytes();
   return r;
 }
@@ -481,9 +484,18 @@ int run_training(const TrainOptions& options) {
   loop.heartbeat.set_step(loop.step);
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len).palm;
   const double device_peak = loop.device ? loop.device->peak_flops() : 0.0;
-  loop.peak_flops = options.peak_flops > 0 ? options.peak_flops
-                    : device_peak > 0      ? device_peak
-                                           : cpu_profile_measured(loop.backend.threads(), 0.15).flops_per_s;
+  std::string peak_source = options.peak_flops > 0 ? "given (FLOTILLA_PEAK_FLOPS)" : "device data sheet";
+  if (options.peak_flops > 0) {
+    loop.peak_flops = options.peak_flops;
+  } else if (device_peak > 0) {
+    loop.peak_flops = device_peak;
+  } else if (env.rank == 0 || !loop.world) {
+    // This machine's fp32 FMA ceiling for this thread count, kept from a quiet measurement
+    // (engine/cpu/peak_cache.h); only rank 0 measures, the others take its figure below.
+    const cpu::PeakForRun peak = cpu::peak_for_run(loop.backend.threads());
+    loop.peak_flops = cpu::ceiling_flops(peak.peak, "fp32");
+    peak_source = "fp32 FMA ceiling, " + peak.source;
+  }
   if (loop.world) {  // MFU against the same peak on every rank: rank 0's measurement
     double peak = loop.peak_flops;
     loop.world->broadcast(&peak, 1, 0);
@@ -494,6 +506,12 @@ int run_training(const TrainOptions& options) {
   loop.metrics.run_start(cfg.run.name, config_to_json(cfg, -1), loop.world_size,
                          num_parameters_unpadded(loop.dims), loop.flops_per_token, loop.step, resumed_from,
                          baseline_rss);
+  if (env.rank == 0) {
+    char peak_text[64];
+    std::snprintf(peak_text, sizeof peak_text, "%.1f GFLOP/s per rank", loop.peak_flops / 1e9);
+    loop.metrics.event("info", std::string("MFU ceiling: ") + peak_text + " (" + peak_source + ")",
+                       {{"peak_flops", std::to_string(loop.peak_flops)}, {"peak_source", peak_source}});
+  }
   // This rank's gradient-sized allocations (ZeRO-2 lowers them; tests/engine/test_zero2_memory.cpp).
   if (loop.dp->dp_size() > 1)
     loop.metrics.event(

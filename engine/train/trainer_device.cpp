@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/cpu/peak.h"
 #include "engine/train/trainer_loop.h"
 
 namespace flotilla::train_detail {
@@ -97,7 +98,7 @@ StepRecord Loop::device_train_step() {
   r.tokens = tokens;
   r.step_ms = ms_since(t_step);
   r.tokens_per_s = static_cast<double>(tokens_per_step) / (r.step_ms / 1000.0);
-  r.mfu = peak_flops > 0 ? flops_per_token * r.tokens_per_s / (peak_flops * world_size) : 0.0;
+  r.mfu = cpu::mfu_ratio(flops_per_token * r.tokens_per_s, peak_flops * world_size);
   r.peak_rss_bytes = 0;  // filled by the caller's common code
   for (const DeviceMemory& m : device->memory()) r.gpus.push_back({m.device, m.used_bytes, m.total_bytes});
   return r;

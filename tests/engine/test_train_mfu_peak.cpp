@@ -1,0 +1,104 @@
+// `train` divides by this machine's kept fp32 FMA ceiling (engine/cpu/peak_cache.h), not by a
+// short sample at start: with a cache entry for this CPU and thread count it uses that figure and
+// says so in a metrics event; a ceiling below what the run achieves still gives MFU <= 100%; with
+// no entry it measures and keeps the figure only if the machine was quiet.
+#include <filesystem>
+
+#include "check.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/peak_cache.h"
+#include "worker_run.h"
+
+using namespace flotilla_test;
+
+namespace {
+
+const char* kConfig = R"(
+[run]
+name = "mfu"
+threads = 1
+[model]
+preset = "custom"
+n_layer = 2
+n_head = 2
+n_embd = 32
+vocab_size = 128
+max_seq_len = 32
+[data]
+synthetic_tokens = 20000
+[train]
+steps = 6
+micro_batch = 2
+seq_len = 16
+)";
+
+struct Run {
+  std::vector<double> mfu;
+  std::string peak_message, peak_source;
+  double peak_flops = 0;
+};
+
+Run train(const std::string& root, const std::string& name, const std::string& cache_dir) {
+  const std::string cfg = root + "/" + name + ".toml", out = root + "/" + name;
+  write_text(cfg, kConfig);
+  const auto r = run_worker({"train", "--config", cfg, "--out-dir", out, "--quiet"},
+                            {"OMP_NUM_THREADS=1", "FLOTILLA_CACHE_DIR=" + cache_dir});
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  Run run;
+  for (const auto& rec : read_metrics(out)) {
+    if (rec["type"] == "step") run.mfu.push_back(rec["mfu"].get<double>());
+    if (rec["type"] == "event" && rec.contains("peak_source")) {
+      run.peak_message = rec["message"].get<std::string>();
+      run.peak_source = rec["peak_source"].get<std::string>();
+      run.peak_flops = std::stod(rec["peak_flops"].get<std::string>());
+    }
+  }
+  CHECK(run.mfu.size() == 6);
+  std::printf("%s: %s\n", name.c_str(), run.peak_message.c_str());
+  return run;
+}
+
+flotilla::cpu::CpuPeak entry(double gflops) {
+  flotilla::cpu::CpuPeak p;
+  p.cpu_model = flotilla::cpu::cpu_features().brand;
+  p.threads = 1;
+  p.fp32_isa = "avx512";
+  p.fp32_fma_gflops = gflops;
+  p.other_load = 0.01;
+  return p;
+}
+
+}  // namespace
+
+int main() {
+  const std::string root = fresh_dir("train-mfu-peak");
+
+  // A kept (huge) ceiling is the one used: MFU tiny, the event names the cache.
+  const std::string big = root + "/cache-big";
+  CHECK(flotilla::cpu::store_peak(big + "/cpu-peaks.json", entry(1e6)));
+  const Run a = train(root, "big", big);
+  CHECK_NEAR(a.peak_flops, 1e15, 1e6);
+  CHECK(a.peak_source.find("cache " + big) != std::string::npos);
+  for (double m : a.mfu) CHECK(m > 0 && m < 1e-3);
+
+  // A ceiling far below what the run reaches: MFU is capped at exactly 1, never above.
+  const std::string low = root + "/cache-low";
+  CHECK(flotilla::cpu::store_peak(low + "/cpu-peaks.json", entry(1e-3)));
+  const Run b = train(root, "low", low);
+  for (double m : b.mfu) CHECK(m == 1.0);
+
+  // No entry: measured now; kept only when quiet, and the event says which.
+  const std::string fresh = root + "/cache-fresh";
+  const Run c = train(root, "fresh", fresh);
+  CHECK(c.peak_flops > 1e9);  // any x86 core does more than 1 GFLOP/s of FMA
+  for (double m : c.mfu) CHECK(m > 0 && m <= 1.0);
+  const auto kept =
+      flotilla::cpu::load_cached_peak(fresh + "/cpu-peaks.json", flotilla::cpu::cpu_features().brand, 1);
+  if (c.peak_source.find("kept in") != std::string::npos) {
+    CHECK(kept && std::abs(kept->fp32_fma_gflops * 1e9 - c.peak_flops) < 1e3);
+  } else {
+    CHECK(c.peak_source.find("under load") != std::string::npos);
+    CHECK(!kept);
+  }
+  return summary("train_mfu_peak");
+}
