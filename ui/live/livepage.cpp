@@ -47,6 +47,7 @@ LivePage::LivePage(QWidget* parent)
       m_title(new QLabel(this)),
       m_state(new QLabel(this)),
       m_status(new QLabel(this)),
+      m_failure(new QLabel(this)),
       m_stop(new QPushButton(tr("Stop"), this)),
       m_checkpoint(new QPushButton(tr("Checkpoint now"), this)),
       m_kill(new QPushButton(tr("Kill…"), this)),
@@ -72,6 +73,15 @@ LivePage::LivePage(QWidget* parent)
   m_state->setForegroundRole(QPalette::PlaceholderText);
   m_status->setObjectName(QStringLiteral("liveStatus"));
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  // Why a failed run failed, first thing under its name, in the worker's words.
+  m_failure->setObjectName(QStringLiteral("liveFailure"));
+  m_failure->setWordWrap(true);
+  m_failure->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_failure->setStyleSheet(
+      QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; "
+                     "border-radius: 4px; padding: 6px 8px; }"));
+  m_failure->hide();
 
   m_stop->setObjectName(QStringLiteral("stopButton"));
   m_stop->setToolTip(
@@ -113,6 +123,7 @@ LivePage::LivePage(QWidget* parent)
   layout->setSpacing(8);
   layout->addWidget(header);
   layout->addLayout(titleRow);
+  layout->addWidget(m_failure);
   layout->addWidget(m_status);
   // Dashboard over the log, the split adjustable by the user.
   auto* split = new QSplitter(Qt::Vertical, this);
@@ -353,6 +364,10 @@ void LivePage::updateControls() {
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   m_state->setText(m_run ? m_run->stateText() : QString());
+  const QString why =
+      m_run && m_run->state() == RunHandle::State::Failed ? m_run->failureReason() : QString();
+  m_failure->setText(why.isEmpty() ? QString() : tr("Failed: %1").arg(why));
+  m_failure->setVisible(!why.isEmpty());
   if (active && !m_timer->isActive()) m_timer->start();
   if (!active) m_timer->stop();
   if (m_run && !active && m_run->lastStep() == 0)
@@ -405,6 +420,7 @@ void LivePage::appendLog(const QString& level, const QString& text) {
 
 QString LivePage::titleText() const { return m_title->text(); }
 QString LivePage::statusText() const { return m_status->text(); }
+QString LivePage::failureText() const { return m_failure->text(); }
 QString LivePage::logText() const { return m_log->toPlainText(); }
 
 }  // namespace flotilla::ui

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 
+#include "db/run_store.h"
 #include "engine/train/metrics_reader.h"
 #include "runs/local_run.h"
 #include "runs/record_feed.h"
@@ -79,6 +80,11 @@ class LocalRun : public RunHandle {
   // with the recorded start time; 0 otherwise.
   static qint64 liveWorkerPid(const QString& runDir);
 
+  // What the store has of the run: its start and end times (elapsed is the store's, so a run
+  // re-attached or reopened shows the time it has really run) and, for an ended run, its status
+  // and note (the runs layer's words: runs::status_text). Set after setStoreId().
+  void setStored(const flotilla::db::Run& run);
+
   // The run's id in the store (0: not stored).
   qint64 storeId() const override { return m_storeId; }
   void setStoreId(qint64 id) { m_storeId = id; }
@@ -90,9 +96,13 @@ class LocalRun : public RunHandle {
   void detach();                  // stop watching; the worker keeps running
 
   State state() const override { return m_state; }
-  // "running", "stopped (exit 10: preempted)", "stopped (budget reached: $0.0201 of $0.02)",
-  // "failed: exit 4 (data error)"
+  // "running", "stopping…", then the runs layer's words for the stored end, as the Runs page and
+  // the CLI show it: "stopped (on request)", "stopped (killed on request)", "stopped (budget
+  // reached: $0.0201 of $0.02)", "failed (exit 4: data error: ...)".
   QString stateText() const override;
+  // Why a failed run failed, in the worker's words (its last error event, else the end's note);
+  // "" unless the run failed.
+  QString failureReason() const override;
   QString errorText() const { return m_error; }
   QString name() const override { return m_name; }
   QString runDir() const { return m_runDir; }
@@ -168,6 +178,8 @@ class LocalRun : public RunHandle {
 
   QDateTime m_startedAt;
   QElapsedTimer m_clock;
+  double m_storedStart = 0, m_storedEnd = 0;  // Unix seconds from the store (0: not known)
+  QString m_lastError;                        // the last error event's message
   qint64 m_endMs = -1;
   qint64 m_plannedSteps = 0;
   qint64 m_lastStep = 0;

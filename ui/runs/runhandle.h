@@ -49,6 +49,8 @@ class RunHandle : public QObject {
   virtual State state() const = 0;
   bool isActive() const { return state() == State::Running || state() == State::Stopping; }
   virtual QString stateText() const = 0;
+  // Why the run failed, in plain words, for the top of the Live page ("" unless it failed).
+  virtual QString failureReason() const { return {}; }
 
   virtual void stop() = 0;
   virtual void checkpointNow() = 0;
