@@ -104,6 +104,7 @@ class TestWizard : public QObject {
   void hardwarePageShowsTheEngineMessages();
   void aLayoutThatDoesNotFitIsAdvisedAndRecommendFixesIt();
   void batchPageDerivesAccumulationAndDrawsTheSchedule();
+  void learningRateKeepsWhatIsTyped();
   void checkpointAndBudgetPagesValidate();
   void reviewEditsFlowBackAndTemplatesRoundTrip();
   void finishOnTheRunsPageLaunchesTheConfig();
@@ -446,6 +447,39 @@ void TestWizard::batchPageDerivesAccumulationAndDrawsTheSchedule() {
   auto* schedule = child<QComboBox>(page, "schedule");
   schedule->setCurrentIndex(schedule->findData(QStringLiteral("constant")));
   QCOMPARE(plot->lastValue(), 3e-3);
+}
+
+// Issue 18 item 2: "3e-4" became 3.0, "1000" was clamped to 10, "0.0000003" rounded to 0.
+void TestWizard::learningRateKeepsWhatIsTyped() {
+  auto w = makeWizard();
+  for (int i = 0; i < 3; ++i) w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Batch));
+  QWizardPage* page = w->currentPage();
+  auto* lr = child<QDoubleSpinBox>(page, "lr");
+  const auto type = [&](const QString& text) {
+    lr->selectAll();
+    QTest::keyClicks(lr, text);
+    QTest::keyClick(lr, Qt::Key_Return);
+  };
+  type(QStringLiteral("3e-4"));
+  QCOMPARE(w->config().optim.lr, 3e-4);
+  QCOMPARE(lr->text(), QStringLiteral("0.0003"));
+  QVERIFY2(w->batchPage()->lrWarning().isEmpty(), qPrintable(w->batchPage()->lrWarning()));
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+
+  type(QStringLiteral("1000"));
+  QCOMPARE(w->config().optim.lr, 1000.0);  // kept, not clamped; warned
+  QVERIFY2(w->batchPage()->lrWarning().contains(QStringLiteral("1000 is above the usual 1e-06 to 0.01")),
+           qPrintable(w->batchPage()->lrWarning()));
+
+  type(QStringLiteral("0.0000003"));
+  QCOMPARE(w->config().optim.lr, 3e-7);
+  QCOMPARE(lr->text(), QStringLiteral("3e-07"));
+  QVERIFY2(w->batchPage()->lrWarning().contains(QStringLiteral("below")),
+           qPrintable(w->batchPage()->lrWarning()));
+  type(QStringLiteral("6E-4"));
+  QCOMPARE(w->config().optim.lr, 6e-4);
+  QVERIFY(w->batchPage()->lrWarning().isEmpty());
 }
 
 void TestWizard::checkpointAndBudgetPagesValidate() {
