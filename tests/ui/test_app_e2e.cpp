@@ -10,11 +10,14 @@
 //     the same workspace re-attaches (the worker is still alive), the run is stopped from there,
 //     and the store ends with every step exactly once (ingest resumed at the committed offset).
 #include <QDir>
+#include <QHeaderView>
 #include <QLabel>
+#include <QLocale>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -31,6 +34,7 @@
 #include "db/workspace.h"
 #include "engine/config/config_validate.h"
 #include "engine/data/loader.h"
+#include "engine/train/metrics_reader.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
 #include "ui/plot/seriesstore.h"
@@ -237,6 +241,28 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QTRY_COMPARE(liveState(w.get()), QStringLiteral("stopped (on request)"));
   QTRY_COMPARE(tableStatus(w.get(), run->storeId()), QStringLiteral("stopped (on request)"));
   QCOMPARE(statusBarRunning(w.get()), QStringLiteral("0 runs running"));
+  // Issue 18 item 4: the ended run's speed is the run's (its summary's mean), on Live and in
+  // Runs alike, not the last step's; and the Runs header's arrow sits on the order the rows have.
+  {
+    const db::Run stored = storedRun(m_workspace.databasePath, run->storeId());
+    flotilla::MetricsRecord summary;
+    QCOMPARE(flotilla::parse_metrics_line(stored.summary_json, summary), flotilla::ParseStatus::kRecord);
+    const QString mean = QLocale().toString(summary.summary().mean_tokens_per_s, 'f', 0);
+    QVERIFY(summary.summary().mean_tokens_per_s > 0);
+    QCOMPARE(run->runTokensPerSec(), summary.summary().mean_tokens_per_s);
+    live->refresh();
+    QVERIFY2(live->statusText().contains(mean + QStringLiteral(" tokens/s (run mean)")),
+             qPrintable(live->statusText()));
+    auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
+    flotilla::ui::StoreRunsModel* model = runsPage->storeView()->model();
+    QTRY_COMPARE(model->index(model->rowOfId(run->storeId()), flotilla::ui::StoreRunsModel::TokensPerSec)
+                     .data()
+                     .toString(),
+                 mean);
+    QHeaderView* header = runsPage->storeView()->table()->horizontalHeader();
+    QCOMPARE(header->sortIndicatorSection(), int(flotilla::ui::StoreRunsModel::Created));
+    QCOMPARE(header->sortIndicatorOrder(), Qt::DescendingOrder);
+  }
   int duplicates = 0;
   const std::set<qint64> steps = fileSteps(dir, &duplicates);
   QCOMPARE(duplicates, 0);

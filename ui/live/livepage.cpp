@@ -387,10 +387,14 @@ void LivePage::updateStatus() {
                                         : tr("Step %1").arg(m_run->lastStep()));
     if (!std::isnan(m_run->lastLoss())) parts << tr("loss %1").arg(m_run->lastLoss(), 0, 'f', 4);
     if (!std::isnan(m_run->lastValLoss())) parts << tr("val. loss %1").arg(m_run->lastValLoss(), 0, 'f', 4);
-    parts << tr("%1 tokens/s")
-                 .arg(m_run->tokensPerSec() > 0 ? locale.toString(m_run->tokensPerSec(), 'f', 0)
-                                                : QStringLiteral("–"));
-    parts << (m_run->mfu() > 0 ? tr("MFU %1%").arg(100.0 * m_run->mfu(), 0, 'f', 1) : tr("MFU n/a"));
+    // Running: this step's speed; ended: the run's, as the Runs table shows it (runs/run_speed.h).
+    const bool ended = !m_run->isActive();
+    const double tps = ended ? m_run->runTokensPerSec() : m_run->tokensPerSec();
+    const double mfu = ended ? m_run->runMfu() : m_run->mfu();
+    parts << (ended ? tr("%1 tokens/s (run mean)") : tr("%1 tokens/s"))
+                 .arg(tps > 0 ? locale.toString(tps, 'f', 0) : QStringLiteral("–"));
+    parts << (mfu > 0 ? (ended ? tr("MFU %1% (run mean)") : tr("MFU %1%")).arg(100.0 * mfu, 0, 'f', 1)
+                      : tr("MFU n/a"));
     parts << tr("%1 elapsed").arg(formatDuration(m_run->elapsedMs()));
     if (m_dashboard->data().hasPrice())
       parts << tr("%1 spent").arg(LiveDashboard::money(m_dashboard->data().spentUsd()));

@@ -177,6 +177,9 @@ void LocalRun::review(State state, const QString& databasePath) {
       const db::Database reader(path, o);
       // The run's start on its own clock, as its run_start record said it.
       const db::Run run = db::get_run(reader, id);
+      const runs::RunSpeed speed = runs::run_speed(reader, run);
+      QMetaObject::invokeMethod(
+          this, [this, speed] { m_storedSpeed = speed; }, Qt::QueuedConnection);
       {
         MetricsRecord start;
         start.type = MetricsRecordType::kRunStart;
@@ -326,6 +329,18 @@ QString LocalRun::stateText() const {
   return QString::fromStdString(runs::status_text(m_endStatus, m_endNote.toStdString()));
 }
 
+runs::RunSpeed LocalRun::runSpeed() const {
+  if (m_summary && m_summary->mean_tokens_per_s > 0) {
+    runs::RunSpeed s;
+    s.tokens_per_s = m_summary->mean_tokens_per_s;
+    s.mfu = m_summary->mean_mfu;
+    s.from_summary = true;
+    return s;
+  }
+  if (m_storedSpeed) return *m_storedSpeed;
+  return m_speed.value();
+}
+
 QString LocalRun::failureReason() const {
   if (m_state != State::Failed) return {};
   if (!m_lastError.isEmpty()) return m_lastError;
@@ -343,6 +358,7 @@ void LocalRun::handle(const MetricsRecord& r) {
       m_lastLoss = static_cast<double>(s.loss);
       m_tokensPerSec = s.tokens_per_s;
       m_mfu = s.mfu;
+      m_speed.add(s.step, s.tokens_per_s, s.mfu);
       m_series.append(QLatin1String(kSeriesLoss), double(s.step), m_lastLoss);
       m_series.append(QLatin1String(kSeriesLr), double(s.step), s.lr);
       m_series.append(QLatin1String(kSeriesTokensPerSec), double(s.step), m_tokensPerSec);

@@ -27,6 +27,7 @@
 #include "engine/train/metrics_reader.h"
 #include "runs/local_run.h"
 #include "runs/record_feed.h"
+#include "runs/run_speed.h"
 #include "ui/plot/seriesstore.h"
 #include "ui/runs/runhandle.h"
 
@@ -125,6 +126,11 @@ class LocalRun : public RunHandle {
   double lastValLoss() const override { return m_lastValLoss; }  // NaN before the first eval
   double tokensPerSec() const override { return m_tokensPerSec; }
   double mfu() const override { return m_mfu; }
+  double runTokensPerSec() const override { return runSpeed().tokens_per_s; }
+  double runMfu() const override { return runSpeed().mfu; }
+  // The summary's figures when the run wrote one, else the mean of its steps so far (or, for a
+  // reviewed run, of its stored steps).
+  runs::RunSpeed runSpeed() const;
   QString lastCheckpoint() const { return m_lastCheckpoint; }
   // The summary record's exit ("completed", "preempted", ...), "" before it.
   QString summaryExit() const { return m_summary ? QString::fromStdString(m_summary->exit) : QString(); }
@@ -180,6 +186,8 @@ class LocalRun : public RunHandle {
   QElapsedTimer m_clock;
   double m_storedStart = 0, m_storedEnd = 0;  // Unix seconds from the store (0: not known)
   QString m_lastError;                        // the last error event's message
+  runs::SpeedMean m_speed;                    // over the steps delivered
+  std::optional<runs::RunSpeed> m_storedSpeed;
   qint64 m_endMs = -1;
   qint64 m_plannedSteps = 0;
   qint64 m_lastStep = 0;

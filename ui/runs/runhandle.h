@@ -65,6 +65,9 @@ class RunHandle : public QObject {
   virtual double lastValLoss() const = 0;
   virtual double tokensPerSec() const = 0;
   virtual double mfu() const = 0;
+  // Over the whole run (runs/run_speed.h: the worker's summary rule), for an ended run's header.
+  virtual double runTokensPerSec() const { return tokensPerSec(); }
+  virtual double runMfu() const { return mfu(); }
 
   virtual const SeriesStore& series() const = 0;
   virtual const QVector<LogLine>& log() const = 0;

@@ -138,6 +138,10 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return r.tags.join(QStringLiteral(", "));
     case Notes:
       return r.notes;
+    case Created:
+      return r.createdAt > 0 ? QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r.createdAt))
+                                   .toString(QStringLiteral("yyyy-MM-dd HH:mm"))
+                             : QString();
     default:
       return {};
   }
@@ -188,7 +192,9 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
         case Cost:
           return r.costUsd;
         case Name:
-          return r.createdAt;  // name sorts by creation
+          return r.name.toLower();  // the arrow on Name means names in order
+        case Created:
+          return r.createdAt;
         default:
           return display(r, index.column());
       }
@@ -199,9 +205,9 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
 
 QVariant StoreRunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* const kTitles[ColumnCount] = {"Name",     "Status", "Target",   "Model", "Layout",
-                                                   "Progress", "Loss",   "Tokens/s", "MFU",   "Elapsed",
-                                                   "Cost",     "Tags",   "Notes"};
+  static const char* const kTitles[ColumnCount] = {"Name",     "Status", "Target",   "Model",  "Layout",
+                                                   "Progress", "Loss",   "Tokens/s", "MFU",    "Elapsed",
+                                                   "Cost",     "Tags",   "Notes",    "Created"};
   return section >= 0 && section < ColumnCount ? tr(kTitles[section]) : QVariant();
 }
 
