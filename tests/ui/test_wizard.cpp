@@ -17,6 +17,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "db/costs.h"
+#include "db/database.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/data/loader.h"
@@ -26,7 +28,9 @@
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/storeservice.h"
 #include "ui/wizard/batchpage.h"
+#include "ui/wizard/budgetpage.h"
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/datapage.h"
 #include "ui/wizard/hardwarepage.h"
@@ -106,6 +110,7 @@ class TestWizard : public QObject {
   void batchPageDerivesAccumulationAndDrawsTheSchedule();
   void learningRateKeepsWhatIsTyped();
   void checkpointAndBudgetPagesValidate();
+  void budgetPricesAreCatalogueChoicesWithTheirPrice();
   void reviewEditsFlowBackAndTemplatesRoundTrip();
   void finishOnTheRunsPageLaunchesTheConfig();
 
@@ -515,6 +520,47 @@ void TestWizard::checkpointAndBudgetPagesValidate() {
   QVERIFY2(estimate.contains(QStringLiteral("$%1").arg(plan->run_s / 3600 * 3.6, 0, 'f', 2)),
            qPrintable(estimate));
   shoot(w.get(), QStringLiteral("budget-priced"));
+}
+
+// Issue 18 item 8: a workspace the app creates has the pricing catalogue (seeded as the CLI
+// seeds it), and "Catalogue entry" is a choice from it with its price, not free text.
+void TestWizard::budgetPricesAreCatalogueChoicesWithTheirPrice() {
+  const QString dbPath = m_tmp.filePath(QStringLiteral("priced-ws/flotilla.db"));
+  QVERIFY(QDir().mkpath(m_tmp.filePath(QStringLiteral("priced-ws"))));
+  { flotilla::ui::StoreService store(dbPath, nullptr, 100); }
+  size_t entries = 0;
+  {
+    const flotilla::db::Database d(dbPath.toStdString());
+    entries = flotilla::db::list_pricing(d).size();
+  }
+  QVERIFY(entries > 5);
+
+  auto w = makeWizard();
+  w->loadNodes(dbPath);
+  auto* box = w->budgetPage()->catalogueBox();
+  QTRY_COMPARE(box->count(), static_cast<int>(entries));
+  QCOMPARE(w->advanceTo(RunWizard::Budget), int(RunWizard::Budget));
+  QWizardPage* page = w->currentPage();
+  child<QComboBox>(page, "priceSource")->setCurrentIndex(flotilla::ui::BudgetPage::Catalogue);
+  QCOMPARE(QString::fromStdString(w->config().budget.price_source), box->itemData(0).toString());
+  QVERIFY2(
+      box->itemText(0).contains(QStringLiteral(" — $")) && box->itemText(0).contains(QStringLiteral("/h (")),
+      qPrintable(box->itemText(0)));
+  box->setCurrentIndex(1);
+  emit box->activated(1);
+  QCOMPARE(QString::fromStdString(w->config().budget.price_source), box->itemData(1).toString());
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  QVERIFY2(w->budgetPage()->estimateText().contains(box->itemData(1).toString()),
+           qPrintable(w->budgetPage()->estimateText()));
+
+  // A name the catalogue does not have (a template's): shown as such and refused, named.
+  RunConfig c = w->config();
+  c.budget.price_source = "aws:nope";
+  w->setConfig(c);
+  QCOMPARE(box->currentText(), QStringLiteral("aws:nope (not in this catalogue)"));
+  QTRY_VERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("budget.price_source: \"aws:nope\" is neither")),
+           qPrintable(shownProblems(page)));
 }
 
 void TestWizard::reviewEditsFlowBackAndTemplatesRoundTrip() {
