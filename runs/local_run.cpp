@@ -283,6 +283,11 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
   if (w.own_child) {
     out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + out.signal;
+    // A rank that failed said why on its stderr (worker.log): that is the cause a user can act on
+    // ("data.val: ... too few for one batch ..."), not only which rank exited with which code.
+    if (out.exit_code != 0 && out.exit_code != static_cast<int>(ExitCode::kPreempted) &&
+        cause == StopCause::kNone)
+      if (const std::string said = worker_error_message(w.run_dir); !said.empty()) out.root_cause = said;
     out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin,
                            stop_note, out.root_cause);
     out.end.at = ended_at;

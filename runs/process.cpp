@@ -192,4 +192,22 @@ std::vector<std::string> worker_log_tail(const std::string& run_dir, int max_lin
   return lines;
 }
 
+std::string worker_error_message(const std::string& run_dir) {
+  const std::vector<std::string> lines = worker_log_tail(run_dir, 40);
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const size_t at = it->find("flotilla-worker ");
+    if (at == std::string::npos) continue;
+    // "flotilla-worker CMD: NAME: message": NAME is an exit code's name (engine/cli/worker_main.cpp).
+    const size_t cmd_end = it->find(": ", at);
+    if (cmd_end == std::string::npos) continue;
+    std::string rest = it->substr(cmd_end + 2);
+    for (int code = 1; code <= static_cast<int>(ExitCode::kStalled); ++code) {
+      const std::string name = std::string(exit_code_name(static_cast<ExitCode>(code))) + ": ";
+      if (rest.rfind(name, 0) == 0) return rest.substr(name.size());
+    }
+    if (rest.rfind("internal error: ", 0) == 0) return rest.substr(16);
+  }
+  return {};
+}
+
 }  // namespace flotilla::runs

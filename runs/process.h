@@ -59,4 +59,9 @@ void kill_worker_tree(pid_t pid);
 // The last `max_lines` lines of <run_dir>/worker.log (at most 4 KiB read), oldest first.
 std::vector<std::string> worker_log_tail(const std::string& run_dir, int max_lines);
 
+// The worker's own last error in <run_dir>/worker.log, in its words without the program's prefix
+// ("data.val: shard ...: 930 tokens are too few for one batch ..."; the line the worker prints as
+// "flotilla-worker train: data error: ..." when a command fails); "" when there is none.
+std::string worker_error_message(const std::string& run_dir);
+
 }  // namespace flotilla::runs

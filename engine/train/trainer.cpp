@@ -33,6 +33,7 @@
 #include "engine/interop/weights.h"
 #include "engine/plan/memory_check.h"
 #include "engine/plan/planner.h"
+#include "engine/train/data_preflight.h"
 #include "engine/train/sampler.h"
 #include "engine/train/signals.h"
 #include "engine/train/trainer_loop.h"
@@ -150,26 +151,11 @@ double Loop::tp_wait_ms() const { return groups.tp->stats().total().wait_s * 100
 void Loop::setup_data() {
   auto [train_pattern, val_pattern] = data_patterns(cfg, out_dir, rank == 0);
   barrier();  // rank 0 wrote the synthetic corpus
-  LoaderOptions lo;
-  lo.pattern = train_pattern;
-  lo.B = cfg.train.micro_batch;
-  lo.T = cfg.train.seq_len;
-  lo.rank = coord.dp;  // every TP rank and pipeline stage of a replica reads the same batches
-  lo.world = cfg.parallel.dp;
-  lo.shuffle = cfg.data.shuffle;
-  lo.seed = cfg.run.seed;
-  lo.checked = cfg.data.checked;
-  lo.vocab_size = cfg.model.vocab_size;
-  // Preflight: every shard's header, size and (checked mode) tokens, before any compute.
-  for (const auto& path : expand_shards(train_pattern))
-    inspect_shard(path, cfg.model.vocab_size, cfg.data.checked);
-  train_loader = std::make_unique<DataLoader>(lo);
-  if (!val_pattern.empty()) {
-    LoaderOptions vo = lo;
-    vo.pattern = val_pattern;
-    vo.shuffle = false;
-    val_loader = std::make_unique<DataLoader>(vo);
-  }
+  // The preflight (every shard's header, size and, checked, tokens) and the loaders: the same code
+  // the app's wizard runs before it offers the start (engine/train/data_preflight.h).
+  RunData data = open_run_data(cfg, train_pattern, val_pattern, coord.dp);
+  train_loader = std::move(data.train);
+  val_loader = std::move(data.val);
   labeled = train_loader->has_labels() || (val_loader && val_loader->has_labels());
 }
 

@@ -10,9 +10,14 @@
 //     the same workspace re-attaches (the worker is still alive), the run is stopped from there,
 //     and the store ends with every step exactly once (ingest resumed at the committed offset).
 #include <QDir>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QStatusBar>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -27,6 +32,9 @@
 #include "db/run_store.h"
 #include "db/sql.h"
 #include "db/workspace.h"
+#include "engine/config/config_validate.h"
+#include "engine/data/loader.h"
+#include "engine/train/metrics_reader.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
 #include "ui/plot/seriesstore.h"
@@ -35,6 +43,7 @@
 #include "ui/runs/runspage.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
+#include "ui/wizard/configdraft.h"
 #include "ui/wizard/runwizard.h"
 
 using flotilla::ui::LocalRun;
@@ -123,6 +132,23 @@ void killLeftover(const QString& runDir) {
   }
 }
 
+// What the Runs table's Status column shows for stored run `id` ("" when it has no row yet).
+QString tableStatus(MainWindow* w, qint64 id) {
+  auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
+  flotilla::ui::StoreRunsModel* model = runsPage->storeView()->model();
+  const int row = model->rowOfId(id);
+  if (row < 0) return {};
+  return model->index(row, flotilla::ui::StoreRunsModel::Status).data().toString();
+}
+
+QString liveState(MainWindow* w) {
+  return w->page(MainWindow::Live)->findChild<QLabel*>(QStringLiteral("liveRunState"))->text();
+}
+
+QString statusBarRunning(MainWindow* w) {
+  return w->findChild<QLabel*>(QStringLiteral("statusRunning"))->text();
+}
+
 }  // namespace
 
 class TestAppE2e : public QObject {
@@ -133,6 +159,7 @@ class TestAppE2e : public QObject {
   void wizardRunIsStoredAndStopsWithACheckpoint();
   void leftRunningRunIsReattachedAfterRestart();
   void resumeForkDuplicateAndDeleteFromTheRunsView();
+  void aRunThatFailsAtPreflightSaysWhyAtTheTopOfLive();
 
  private:
   std::unique_ptr<MainWindow> makeWindow();
@@ -189,9 +216,10 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QVERIFY2(y.last() < y.first(), qPrintable(QStringLiteral("loss %1 -> %2").arg(y.first()).arg(y.last())));
   QCOMPARE(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kRunning);
   // One rank, under launch like any other run: its one rank is the launcher's child.
-  QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout "
-                                                      "3600 --max-restarts 2 -- train --config ")),
-           qPrintable(run->commandLine()));
+  QVERIFY2(
+      run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 1 --master-port 0 --init-timeout "
+                                                 "3600 --max-restarts 2 -- train --config ")),
+      qPrintable(run->commandLine()));
   QCOMPARE(childPids(run->pid()).size(), 1);
 
   // Checkpoint now: SIGUSR1 to the launcher reaches the rank, which saves one and goes on.
@@ -205,7 +233,36 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QVERIFY(finished.count() || finished.wait(60000));
   QCOMPARE(run->exitCode(), 10);
   // The store: final status after the ingestor drained the file; every step exactly once.
-  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, run->storeId()).status, db::RunStatus::kStopped, 10000);
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, run->storeId()).status,
+                            db::RunStatus::kStopped, 10000);
+  // Issue 18 item 3: Stop reads "stopped (on request)" alike on Live, in Runs and in the CLI's
+  // words (runs::status_text), never "exit 10: preempted".
+  QCOMPARE(run->stateText(), QStringLiteral("stopped (on request)"));
+  QTRY_COMPARE(liveState(w.get()), QStringLiteral("stopped (on request)"));
+  QTRY_COMPARE(tableStatus(w.get(), run->storeId()), QStringLiteral("stopped (on request)"));
+  QCOMPARE(statusBarRunning(w.get()), QStringLiteral("0 runs running"));
+  // Issue 18 item 4: the ended run's speed is the run's (its summary's mean), on Live and in
+  // Runs alike, not the last step's; and the Runs header's arrow sits on the order the rows have.
+  {
+    const db::Run stored = storedRun(m_workspace.databasePath, run->storeId());
+    flotilla::MetricsRecord summary;
+    QCOMPARE(flotilla::parse_metrics_line(stored.summary_json, summary), flotilla::ParseStatus::kRecord);
+    const QString mean = QLocale().toString(summary.summary().mean_tokens_per_s, 'f', 0);
+    QVERIFY(summary.summary().mean_tokens_per_s > 0);
+    QCOMPARE(run->runTokensPerSec(), summary.summary().mean_tokens_per_s);
+    live->refresh();
+    QVERIFY2(live->statusText().contains(mean + QStringLiteral(" tokens/s (run mean)")),
+             qPrintable(live->statusText()));
+    auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
+    flotilla::ui::StoreRunsModel* model = runsPage->storeView()->model();
+    QTRY_COMPARE(model->index(model->rowOfId(run->storeId()), flotilla::ui::StoreRunsModel::TokensPerSec)
+                     .data()
+                     .toString(),
+                 mean);
+    QHeaderView* header = runsPage->storeView()->table()->horizontalHeader();
+    QCOMPARE(header->sortIndicatorSection(), int(flotilla::ui::StoreRunsModel::Created));
+    QCOMPARE(header->sortIndicatorOrder(), Qt::DescendingOrder);
+  }
   int duplicates = 0;
   const std::set<qint64> steps = fileSteps(dir, &duplicates);
   QCOMPARE(duplicates, 0);
@@ -246,12 +303,22 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
   QCOMPARE(storedRun(m_workspace.databasePath, id).status, db::RunStatus::kRunning);
   QTest::qWait(500);
 
+  const double elapsedBefore = QDateTime::currentMSecsSinceEpoch() / 1000.0 -
+                               storedRun(m_workspace.databasePath, id).started_at.value_or(0);
   auto w = makeWindow();
   QCOMPARE(w->reattachedRuns(), 1);
   LocalRun* run = w->localRuns()->runForStoreId(id);
   QVERIFY(run);
   QVERIFY(run->isAttached());
   QVERIFY(run->isActive());
+  // Issue 18 item 3: the status bar counts the re-attached run, in one label (no message drawn
+  // over it), and elapsed is the store's: the time since the run started, not since re-attach.
+  QCOMPARE(statusBarRunning(w.get()), QStringLiteral("1 run running (1 re-attached)"));
+  QVERIFY(w->statusBar()->currentMessage().isEmpty());
+  QVERIFY2(
+      run->elapsedMs() >= static_cast<qint64>(elapsedBefore * 1000) - 100,
+      qPrintable(
+          QStringLiteral("%1 ms elapsed, %2 s before re-attach").arg(run->elapsedMs()).arg(elapsedBefore)));
   // The store catches up from the committed offset while the worker goes on.
   QTRY_VERIFY_WITH_TIMEOUT(lossRows(m_workspace.databasePath, id).size() > 10, 10000);
   QSignalSpy finished(run, &LocalRun::finished);
@@ -259,6 +326,11 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
   QVERIFY(finished.count() || finished.wait(60000));
   QCOMPARE(run->state(), LocalRun::State::Stopped);
   QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, id).status, db::RunStatus::kStopped, 10000);
+  // Not "exit -1: unknown": the end the store recorded, in the same words as the Runs table.
+  QCOMPARE(run->stateText(), QStringLiteral("stopped (on request)"));
+  QTRY_COMPARE(tableStatus(w.get(), id), run->stateText());
+  QVERIFY(run->elapsedMs() >= static_cast<qint64>(elapsedBefore * 1000));
+  QCOMPARE(statusBarRunning(w.get()), QStringLiteral("0 runs running"));
   int duplicates = 0;
   const std::set<qint64> steps = fileSteps(dir, &duplicates);
   QCOMPARE(duplicates, 0);
@@ -266,8 +338,8 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
   QCOMPARE(rows.size(), steps.size());
   QCOMPARE(rows.back().step, static_cast<int64_t>(steps.size()));
   QVERIFY(LocalRun::liveWorkerPid(dir) == 0);
-  qInfo("re-attached run stopped at step %lld: %zu loss rows, each step once", static_cast<long long>(rows.back().step),
-        rows.size());
+  qInfo("re-attached run stopped at step %lld: %zu loss rows, each step once",
+        static_cast<long long>(rows.back().step), rows.size());
 }
 
 // The stopped run of the first test, from the Runs view's actions: resume continues it in place
@@ -300,7 +372,8 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   QSignalSpy finished(resumed, &LocalRun::finished);
   resumed->stop();
   QVERIFY(finished.count() || finished.wait(60000));
-  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, stoppedId).status, db::RunStatus::kStopped, 10000);
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, stoppedId).status, db::RunStatus::kStopped,
+                            10000);
   int duplicates = 0;
   const std::set<qint64> steps = fileSteps(dir, &duplicates);
   QVERIFY(duplicates == 0);  // the worker resumed exactly after its checkpoint: no step recomputed
@@ -331,8 +404,11 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   QVERIFY(forkDone.count() || forkDone.wait(30000));
   QCOMPARE(fork->state(), LocalRun::State::Killed);
   QTRY_VERIFY_WITH_TIMEOUT(processGone(forkRanks[0]), 5000);  // the rank ended with its launcher
-  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, fork->storeId()).status, db::RunStatus::kStopped,
-                            10000);
+  QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, fork->storeId()).status,
+                            db::RunStatus::kStopped, 10000);
+  // Killed reads the same on the run (Live) and in the Runs table.
+  QCOMPARE(fork->stateText(), QStringLiteral("stopped (killed on request)"));
+  QTRY_COMPARE(tableStatus(w.get(), fork->storeId()), fork->stateText());
 
   // Duplicate: the wizard opens on Review with the run's config.
   view->duplicate(stoppedId);
@@ -346,6 +422,55 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   QVERIFY(view->remove(forkId));
   QTRY_COMPARE(view->model()->rowOfId(forkId), -1);
   QVERIFY(!db::find_run(d, forkRow.name));
+}
+
+// Issue 18 item 1: a validation split smaller than one batch (B x T + 1 tokens). The wizard's
+// draft refuses it naming data.val (the worker's preflight, the same code); started anyway (as
+// an edited run.toml would be), the real worker fails at step 0 with exit 4, and the Live page
+// says why at its top in the worker's words, as the Runs table does.
+void TestAppE2e::aRunThatFailsAtPreflightSaysWhyAtTheTopOfLive() {
+  const QString data = m_tmp.filePath(QStringLiteral("small-val"));
+  QVERIFY(QDir().mkpath(data));
+  std::vector<uint32_t> tokens(4000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i % 128);
+  flotilla::write_shard((data + QStringLiteral("/train_000.bin")).toStdString(), tokens);
+  tokens.resize(20);  // one batch reads 2 x 16 + 1 = 33 tokens
+  flotilla::write_shard((data + QStringLiteral("/val_000.bin")).toStdString(), tokens);
+  flotilla::RunConfig c = shrink(flotilla::RunConfig{});
+  c.run.name = "small-val";
+  c.data.source = "shards";
+  c.data.train = (data + QStringLiteral("/train_*.bin")).toStdString();
+  c.data.val = (data + QStringLiteral("/val_*.bin")).toStdString();
+  c.train.steps = 5;
+
+  flotilla::ui::ConfigDraft draft(c);
+  QStringList refused;
+  for (const auto& p : draft.problems()) refused << QString::fromStdString(flotilla::to_string(p));
+  QVERIFY2(refused.size() == 1 && refused[0].startsWith(QStringLiteral("data.val: shard ")) &&
+               refused[0].contains(QStringLiteral("20 tokens are too few for one batch")) &&
+               refused[0].contains(QStringLiteral("lower train.micro_batch or train.seq_len")),
+           qPrintable(refused.join(QLatin1Char('\n'))));
+
+  auto w = makeWindow();
+  QString error;
+  LocalRun* run = w->localRuns()->startConfig(c, 1, &error);
+  QVERIFY2(run, qPrintable(error));
+  auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
+  live->setRun(run);
+  QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
+  QCOMPARE(run->state(), LocalRun::State::Failed);
+  QCOMPARE(run->exitCode(), 4);
+  const QString why = live->failureText();
+  QVERIFY2(why.startsWith(QStringLiteral("Failed: exit 4: data error: data.val: shard ")) &&
+               why.contains(QStringLiteral("20 tokens are too few for one batch")),
+           qPrintable(why));
+  QVERIFY(live->findChild<QLabel*>(QStringLiteral("liveFailure"))->isVisible());
+  QVERIFY2(!why.contains(QLatin1Char('{')), qPrintable(why));  // words, not the launcher's JSON
+  // The wizard's message and the worker's are the same text.
+  QVERIFY2(why.contains(refused[0].mid(QStringLiteral("data.val: ").size())),
+           qPrintable(why + "\n" + refused[0]));
+  QCOMPARE(run->stateText(), QStringLiteral("failed (%1)").arg(why.mid(QStringLiteral("Failed: ").size())));
+  QTRY_COMPARE(tableStatus(w.get(), run->storeId()), run->stateText());
 }
 
 QTEST_MAIN(TestAppE2e)

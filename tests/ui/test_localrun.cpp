@@ -109,10 +109,12 @@ void TestLocalRun::aCompletedRunIsIngested() {
   QCOMPARE(loss.y, QVector<double>({99.5, 98.5, 97.5, 96.5, 95.5}));
   QCOMPARE(run->series().size(QLatin1String(flotilla::ui::kSeriesValLoss)), 1);
   QCOMPARE(run->summaryExit(), QStringLiteral("completed"));
-  QCOMPARE(run->deliveredRecords(), qint64{10});  // run_start, 5 steps, eval, event, checkpoint, summary: each once
+  QCOMPARE(run->deliveredRecords(),
+           qint64{10});  // run_start, 5 steps, eval, event, checkpoint, summary: each once
   // Where it ran and what it said.
   // One naming scheme (runs/run_setup.h): the name asked for, NAME-2 when taken.
-  QVERIFY2(QRegularExpression(QStringLiteral("^demo(-\\d+)?$")).match(run->name()).hasMatch(), qPrintable(run->name()));
+  QVERIFY2(QRegularExpression(QStringLiteral("^demo(-\\d+)?$")).match(run->name()).hasMatch(),
+           qPrintable(run->name()));
   QCOMPARE(QFileInfo(run->runDir()).absolutePath(),
            QDir(runs->workspaceDir()).filePath(QStringLiteral("runs")));
   QFile log(run->workerLogPath());
@@ -154,7 +156,7 @@ void TestLocalRun::aFailedRunNamesItsExitCode() {
   QVERIFY(finished.wait(10000));
   QCOMPARE(run->state(), State::Failed);
   QCOMPARE(run->exitCode(), 4);
-  QCOMPARE(run->stateText(), QStringLiteral("failed: exit 4 (data error)"));
+  QCOMPARE(run->stateText(), QStringLiteral("failed (exit 4: data error)"));
   const QString text = logOf(run);
   // The worker's own words (from worker.log) reach the run's log.
   QVERIFY2(text.contains(QStringLiteral("data shard /nowhere/train_000.bin is missing")), qPrintable(text));
@@ -179,7 +181,7 @@ void TestLocalRun::stopIsGracefulAndEndsWithExit10() {
   QCOMPARE(run->exitCode(), 10);
   QCOMPARE(run->exitStatus(), QProcess::NormalExit);
   QCOMPARE(run->state(), State::Stopped);
-  QCOMPARE(run->stateText(), QStringLiteral("stopped (exit 10: preempted)"));
+  QCOMPARE(run->stateText(), QStringLiteral("stopped (on request)"));
   QVERIFY(!run->lastCheckpoint().isEmpty());
   QVERIFY(QFileInfo::exists(run->lastCheckpoint() + QStringLiteral("/MANIFEST")));
   QCOMPARE(run->summaryExit(), QStringLiteral("preempted"));
@@ -197,7 +199,7 @@ void TestLocalRun::killEndsTheWorkerAtOnce() {
   QVERIFY(finished.wait(10000));
   QCOMPARE(run->state(), State::Killed);
   QCOMPARE(run->exitStatus(), QProcess::CrashExit);
-  QCOMPARE(run->stateText(), QStringLiteral("killed"));
+  QCOMPARE(run->stateText(), QStringLiteral("stopped (killed on request)"));  // as the Runs table says
   QVERIFY(!run->summary());
 }
 
@@ -214,7 +216,7 @@ void TestLocalRun::aWorkerThatCannotStartFails() {
   LocalRun* run = runs.startDemo();
   QVERIFY(run);
   QTRY_COMPARE_WITH_TIMEOUT(run->state(), State::Failed, 10000);
-  QVERIFY2(run->stateText().startsWith(QStringLiteral("failed: cannot start")), qPrintable(run->stateText()));
+  QVERIFY2(run->stateText().startsWith(QStringLiteral("failed (cannot start")), qPrintable(run->stateText()));
   QCOMPARE(runs.runningCount(), 0);
 }
 

@@ -82,7 +82,7 @@ void TestRunsPage::modelFollowsTheService() {
   QSignalSpy secondDone(second, &LocalRun::finished);
   QVERIFY(secondDone.wait(10000));
   QCOMPARE(model.index(1, LocalRunsModel::Status).data().toString(),
-           QStringLiteral("failed: exit 3 (config error)"));
+           QStringLiteral("failed (exit 3: config error)"));
   QCOMPARE(model.index(0, LocalRunsModel::Status).data().toString(), QStringLiteral("completed"));
   QVERIFY(!model.index(2, 0).isValid());
   QCOMPARE(model.runAt(5), nullptr);

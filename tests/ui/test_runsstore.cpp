@@ -128,7 +128,10 @@ void TestRunsStore::modelShowsStoredRunsLive() {
   const int r = model.rowOfId(running);
   QCOMPARE(model.index(r, StoreRunsModel::Loss).data().toString(), QStringLiteral("3.0000"));
   QCOMPARE(model.index(r, StoreRunsModel::Mfu).data().toString(), QStringLiteral("25.0%"));
-  QCOMPARE(model.index(r, StoreRunsModel::TokensPerSec).data(StoreRunsModel::SortRole).toDouble(), 1040.0);
+  // Issue 18 item 4: the run's speed (the mean of steps 2..40: 1002..1040), not the last step's 1040.
+  QCOMPARE(model.index(r, StoreRunsModel::TokensPerSec).data(StoreRunsModel::SortRole).toDouble(), 1021.0);
+  QCOMPARE(model.index(r, StoreRunsModel::TokensPerSec).data().toString(),
+           QLocale().toString(1021.0, 'f', 0));
   // Running since t=1000 (1970) at $3.60/h: the cost is large and still accruing.
   QVERIFY(model.rowAt(r)->costUsd > 1000.0);
   QCOMPARE(model.rowAt(r)->usdPerHour, 3.6);
@@ -183,7 +186,8 @@ void TestRunsStore::filtersTagsNotesAndDelete() {
   const QModelIndex tags = model.index(model.rowOfId(keep), StoreRunsModel::Tags);
   QVERIFY(model.flags(tags) & Qt::ItemIsEditable);
   QVERIFY(model.setData(tags, QStringLiteral("baseline, lr-sweep")));
-  QVERIFY(model.setData(model.index(model.rowOfId(keep), StoreRunsModel::Notes), QStringLiteral("the good one")));
+  QVERIFY(
+      model.setData(model.index(model.rowOfId(keep), StoreRunsModel::Notes), QStringLiteral("the good one")));
   {
     const db::Database d(m_db.toStdString());
     const db::Run r = db::get_run(d, keep);
@@ -217,7 +221,8 @@ void TestRunsStore::exportsCsv() {
   }
   {
     db::Writer writer(m_db.toStdString());
-    writer.wait(writer.append({{id, "loss", 1, 2.5, 10}, {id, "loss", 2, 2.25, 11}, {id, "val_loss", 2, 2.75, 11}}));
+    writer.wait(
+        writer.append({{id, "loss", 1, 2.5, 10}, {id, "loss", 2, 2.25, 11}, {id, "val_loss", 2, 2.75, 11}}));
   }
   const QString out = m_tmp.filePath(QStringLiteral("csv.csv"));
   QString error;

@@ -115,6 +115,14 @@ std::pair<int64_t, int64_t> shardTotals(const std::string& glob, bool* labeled, 
   return {documents, targets};
 }
 
+// One sequence per micro-batch, no accumulation: a batch reads a single row.
+void oneRowPerBatch(RunWizard* w) {
+  RunConfig c = w->config();
+  c.train.micro_batch = 1;
+  c.train.global_batch_tokens = 0;
+  w->setConfig(c);
+}
+
 }  // namespace
 
 class TestWizardDataPrepare : public QObject {
@@ -219,6 +227,12 @@ void TestWizardDataPrepare::chatRecordsGiveLabeledPackedShards() {
                    : QStringLiteral("%1 documents are longer than a row").arg(split)})
     QVERIFY2(status.contains(part), qPrintable(part + QStringLiteral("\nnot in\n") + status));
   QTRY_VERIFY(!page->isScanning());
+  // The validation split is one packed row: refused (the worker's preflight) until a batch reads
+  // one row (issue 18 item 1).
+  QTRY_VERIFY2(shownProblems(page).contains(QStringLiteral("data.val: ")) &&
+                   shownProblems(page).contains(QStringLiteral("fewer than one batch")),
+               qPrintable(shownProblems(page)));
+  oneRowPerBatch(w.get());
   QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
 
   // Packing off: one document (or piece) per row, as the shard header records.
@@ -279,6 +293,12 @@ void TestWizardDataPrepare::aHuggingFaceModelsTokenizerIsTheDefaultAndMustFitIts
   QCOMPARE(w->currentId(), int(RunWizard::Data));
   // A model vocabulary that covers the tokenizer clears it.
   w->draft()->edit([&](RunConfig& c) { c.model.vocab_size = tokens; });
+  // The validation split is one packed row: refused (the worker's preflight) until a batch reads
+  // one row (issue 18 item 1).
+  QTRY_VERIFY2(shownProblems(page).contains(QStringLiteral("data.val: ")) &&
+                   shownProblems(page).contains(QStringLiteral("fewer than one batch")),
+               qPrintable(shownProblems(page)));
+  oneRowPerBatch(w.get());
   QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
 }
 
@@ -338,6 +358,12 @@ void TestWizardDataPrepare::aTokenizerTrainedHereIsSavedBesideTheShards() {
   QVERIFY2(page->prepareStatus().contains(QStringLiteral("Tokenizer trained here, saved as ") + saved),
            qPrintable(page->prepareStatus()));
   QTRY_VERIFY(!page->isScanning());
+  // The validation split is one packed row: refused (the worker's preflight) until a batch reads
+  // one row (issue 18 item 1).
+  QTRY_VERIFY2(shownProblems(page).contains(QStringLiteral("data.val: ")) &&
+                   shownProblems(page).contains(QStringLiteral("fewer than one batch")),
+               qPrintable(shownProblems(page)));
+  oneRowPerBatch(w.get());
   QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
 }
 

@@ -47,6 +47,7 @@ LivePage::LivePage(QWidget* parent)
       m_title(new QLabel(this)),
       m_state(new QLabel(this)),
       m_status(new QLabel(this)),
+      m_failure(new QLabel(this)),
       m_stop(new QPushButton(tr("Stop"), this)),
       m_checkpoint(new QPushButton(tr("Checkpoint now"), this)),
       m_kill(new QPushButton(tr("Kill…"), this)),
@@ -72,6 +73,15 @@ LivePage::LivePage(QWidget* parent)
   m_state->setForegroundRole(QPalette::PlaceholderText);
   m_status->setObjectName(QStringLiteral("liveStatus"));
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  // Why a failed run failed, first thing under its name, in the worker's words.
+  m_failure->setObjectName(QStringLiteral("liveFailure"));
+  m_failure->setWordWrap(true);
+  m_failure->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_failure->setStyleSheet(
+      QStringLiteral("QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e0a0a0; "
+                     "border-radius: 4px; padding: 6px 8px; }"));
+  m_failure->hide();
 
   m_stop->setObjectName(QStringLiteral("stopButton"));
   m_stop->setToolTip(
@@ -113,6 +123,7 @@ LivePage::LivePage(QWidget* parent)
   layout->setSpacing(8);
   layout->addWidget(header);
   layout->addLayout(titleRow);
+  layout->addWidget(m_failure);
   layout->addWidget(m_status);
   // Dashboard over the log, the split adjustable by the user.
   auto* split = new QSplitter(Qt::Vertical, this);
@@ -353,6 +364,10 @@ void LivePage::updateControls() {
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   m_state->setText(m_run ? m_run->stateText() : QString());
+  const QString why =
+      m_run && m_run->state() == RunHandle::State::Failed ? m_run->failureReason() : QString();
+  m_failure->setText(why.isEmpty() ? QString() : tr("Failed: %1").arg(why));
+  m_failure->setVisible(!why.isEmpty());
   if (active && !m_timer->isActive()) m_timer->start();
   if (!active) m_timer->stop();
   if (m_run && !active && m_run->lastStep() == 0)
@@ -372,10 +387,14 @@ void LivePage::updateStatus() {
                                         : tr("Step %1").arg(m_run->lastStep()));
     if (!std::isnan(m_run->lastLoss())) parts << tr("loss %1").arg(m_run->lastLoss(), 0, 'f', 4);
     if (!std::isnan(m_run->lastValLoss())) parts << tr("val. loss %1").arg(m_run->lastValLoss(), 0, 'f', 4);
-    parts << tr("%1 tokens/s")
-                 .arg(m_run->tokensPerSec() > 0 ? locale.toString(m_run->tokensPerSec(), 'f', 0)
-                                                : QStringLiteral("–"));
-    parts << (m_run->mfu() > 0 ? tr("MFU %1%").arg(100.0 * m_run->mfu(), 0, 'f', 1) : tr("MFU n/a"));
+    // Running: this step's speed; ended: the run's, as the Runs table shows it (runs/run_speed.h).
+    const bool ended = !m_run->isActive();
+    const double tps = ended ? m_run->runTokensPerSec() : m_run->tokensPerSec();
+    const double mfu = ended ? m_run->runMfu() : m_run->mfu();
+    parts << (ended ? tr("%1 tokens/s (run mean)") : tr("%1 tokens/s"))
+                 .arg(tps > 0 ? locale.toString(tps, 'f', 0) : QStringLiteral("–"));
+    parts << (mfu > 0 ? (ended ? tr("MFU %1% (run mean)") : tr("MFU %1%")).arg(100.0 * mfu, 0, 'f', 1)
+                      : tr("MFU n/a"));
     parts << tr("%1 elapsed").arg(formatDuration(m_run->elapsedMs()));
     if (m_dashboard->data().hasPrice())
       parts << tr("%1 spent").arg(LiveDashboard::money(m_dashboard->data().spentUsd()));
@@ -405,6 +424,7 @@ void LivePage::appendLog(const QString& level, const QString& text) {
 
 QString LivePage::titleText() const { return m_title->text(); }
 QString LivePage::statusText() const { return m_status->text(); }
+QString LivePage::failureText() const { return m_failure->text(); }
 QString LivePage::logText() const { return m_log->toPlainText(); }
 
 }  // namespace flotilla::ui

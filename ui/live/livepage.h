@@ -82,6 +82,8 @@ class LivePage : public QWidget {
   QMessageBox* killConfirmation() const;
   QString titleText() const;
   QString statusText() const;
+  // "Failed: <why>" at the top of the page while the followed run is failed ("" otherwise).
+  QString failureText() const;
   QString logText() const;
   bool replaying() const { return m_replaying; }
 
@@ -109,6 +111,7 @@ class LivePage : public QWidget {
   QLabel* m_title;
   QLabel* m_state;
   QLabel* m_status;
+  QLabel* m_failure;
   QPushButton* m_stop;
   QPushButton* m_checkpoint;
   QPushButton* m_kill;

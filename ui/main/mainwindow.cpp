@@ -96,12 +96,9 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
   if (!storeError.isEmpty()) statusBar()->showMessage(storeError);
   if (m_store) {
     // Workers an earlier session left running: watch them again, or record that they are gone.
+    // Said in the running count's label, not as a temporary message drawn over the bar.
     m_reattached = m_runs->reattachRunning();
-    if (m_reattached > 0)
-      statusBar()->showMessage(m_reattached == 1
-                                   ? tr("Re-attached to 1 run left running")
-                                   : tr("Re-attached to %1 runs left running").arg(m_reattached),
-                               10000);
+    showRunning(m_runs->runningCount());
   }
 }
 
@@ -236,9 +233,15 @@ void MainWindow::connectRuns() {
     showPage(Live);
   });
   connect(m_runs, &LocalRuns::runningCountChanged, this, [this](int n) {
-    m_running->setText(n == 1 ? tr("1 run running") : tr("%1 runs running").arg(n));
+    showRunning(n);
     if (n == 0 && m_closeWhenStopped) QTimer::singleShot(0, this, [this] { close(); });
   });
+}
+
+void MainWindow::showRunning(int n) {
+  QString text = n == 1 ? tr("1 run running") : tr("%1 runs running").arg(n);
+  if (m_reattached > 0 && n > 0) text += tr(" (%n re-attached)", nullptr, m_reattached);
+  m_running->setText(text);
 }
 
 MainWindow::CloseChoice MainWindow::askAboutActiveRuns(int activeRuns) {

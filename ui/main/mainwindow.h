@@ -71,6 +71,7 @@ class MainWindow : public QMainWindow {
   void buildStatusBar(const WorkspaceInfo& workspace);
   void buildRunMenu();
   void connectRuns();
+  void showRunning(int runningRuns);  // the status bar's count of running runs
   CloseChoice askAboutActiveRuns(int activeRuns);
   void restoreLayout();
   void saveLayout() const;

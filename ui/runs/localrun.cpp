@@ -21,14 +21,13 @@
 #include "db/writer.h"
 #include "engine/core/error.h"
 #include "runs/process.h"
+#include "runs/run_status.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::ui {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-QString exitName(int code) { return QString::fromStdString(runs::exit_name(code)); }
 
 }  // namespace
 
@@ -178,6 +177,9 @@ void LocalRun::review(State state, const QString& databasePath) {
       const db::Database reader(path, o);
       // The run's start on its own clock, as its run_start record said it.
       const db::Run run = db::get_run(reader, id);
+      const runs::RunSpeed speed = runs::run_speed(reader, run);
+      QMetaObject::invokeMethod(
+          this, [this, speed] { m_storedSpeed = speed; }, Qt::QueuedConnection);
       {
         MetricsRecord start;
         start.type = MetricsRecordType::kRunStart;
@@ -282,7 +284,24 @@ void LocalRun::detach() {
   setState(State::Detached);
 }
 
+void LocalRun::setStored(const flotilla::db::Run& run) {
+  m_storedStart = run.started_at.value_or(0);
+  m_storedEnd = run.ended_at.value_or(0);
+  if (run.status != db::RunStatus::kRunning && run.status != db::RunStatus::kCreated) {
+    m_endStatus = run.status;
+    m_endNote = QString::fromStdString(run.status_note);
+    if (run.exit_code) m_exitCode = static_cast<int>(*run.exit_code);
+  }
+}
+
 qint64 LocalRun::elapsedMs() const {
+  if (m_storedStart > 0) {  // the store's clock: the whole run, across sessions
+    const bool ended = !isActive() && m_state != State::NotStarted && m_state != State::Detached;
+    const double end = ended && m_storedEnd > 0
+                           ? m_storedEnd
+                           : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+    return std::max<qint64>(0, static_cast<qint64>((end - m_storedStart) * 1000.0));
+  }
   if (!m_clock.isValid()) return 0;
   return m_endMs >= 0 ? m_endMs : m_clock.elapsed();
 }
@@ -295,24 +314,38 @@ QString LocalRun::stateText() const {
       return tr("running");
     case State::Stopping:
       return tr("stopping…");
-    case State::Completed:
-      return tr("completed");
-    case State::Stopped:
-      // A stop the budget or a time limit made says so; others name the exit code.
-      if (!m_endNote.isEmpty() && m_endNote != QLatin1String("on request") &&
-          !m_endNote.startsWith(QLatin1String("by a signal")))
-        return tr("stopped (%1)").arg(m_endNote);
-      return tr("stopped (exit %1: %2)").arg(m_exitCode).arg(exitName(m_exitCode));
-    case State::Killed:
-      return tr("killed");
     case State::Detached:
       return tr("left running");
     case State::Failed:
-      if (m_exitCode < 0 && !m_error.isEmpty()) return tr("failed: %1").arg(m_error);
-      if (m_exitStatus == QProcess::CrashExit) return tr("failed: the worker crashed");
-      return tr("failed: exit %1 (%2)").arg(m_exitCode).arg(exitName(m_exitCode));
+      if (m_endStatus == db::RunStatus::kRunning || (m_exitCode < 0 && !m_error.isEmpty()))
+        return tr("failed (%1)").arg(m_error.isEmpty() ? tr("the worker could not be watched") : m_error);
+      break;
+    case State::Completed:
+    case State::Stopped:
+    case State::Killed:
+      break;
   }
-  return {};
+  // Ended: the store's status and note in the runs layer's words, as the Runs page and the CLI say.
+  return QString::fromStdString(runs::status_text(m_endStatus, m_endNote.toStdString()));
+}
+
+runs::RunSpeed LocalRun::runSpeed() const {
+  if (m_summary && m_summary->mean_tokens_per_s > 0) {
+    runs::RunSpeed s;
+    s.tokens_per_s = m_summary->mean_tokens_per_s;
+    s.mfu = m_summary->mean_mfu;
+    s.from_summary = true;
+    return s;
+  }
+  if (m_storedSpeed) return *m_storedSpeed;
+  return m_speed.value();
+}
+
+QString LocalRun::failureReason() const {
+  if (m_state != State::Failed) return {};
+  if (!m_lastError.isEmpty()) return m_lastError;
+  if (!m_error.isEmpty()) return m_error;
+  return m_endNote;
 }
 
 void LocalRun::handle(const MetricsRecord& r) {
@@ -325,6 +358,7 @@ void LocalRun::handle(const MetricsRecord& r) {
       m_lastLoss = static_cast<double>(s.loss);
       m_tokensPerSec = s.tokens_per_s;
       m_mfu = s.mfu;
+      m_speed.add(s.step, s.tokens_per_s, s.mfu);
       m_series.append(QLatin1String(kSeriesLoss), double(s.step), m_lastLoss);
       m_series.append(QLatin1String(kSeriesLr), double(s.step), s.lr);
       m_series.append(QLatin1String(kSeriesTokensPerSec), double(s.step), m_tokensPerSec);
@@ -356,6 +390,7 @@ void LocalRun::handle(const MetricsRecord& r) {
     case MetricsRecordType::kEvent: {
       const QString level = QString::fromStdString(r.event().level);
       const QString message = QString::fromStdString(r.event().message);
+      if (level == QLatin1String("error")) m_lastError = message;
       appendLog(level, message);
       emit eventReceived(level, message);
       break;
@@ -387,6 +422,9 @@ void LocalRun::onEnded(const runs::LocalOutcome& out) {
   m_exitCode = out.exit_code;
   m_exitStatus = out.signal > 0 ? QProcess::CrashExit : QProcess::NormalExit;
   m_endMs = m_clock.elapsed();
+  if (m_storedStart > 0)
+    m_storedEnd =
+        out.end.at > 0 ? out.end.at : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
   m_endNote = QString::fromStdString(out.end.note);
   m_endStatus = out.end.status;
   State next = State::Failed;

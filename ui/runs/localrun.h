@@ -23,9 +23,11 @@
 #include <memory>
 #include <optional>
 
+#include "db/run_store.h"
 #include "engine/train/metrics_reader.h"
 #include "runs/local_run.h"
 #include "runs/record_feed.h"
+#include "runs/run_speed.h"
 #include "ui/plot/seriesstore.h"
 #include "ui/runs/runhandle.h"
 
@@ -79,6 +81,11 @@ class LocalRun : public RunHandle {
   // with the recorded start time; 0 otherwise.
   static qint64 liveWorkerPid(const QString& runDir);
 
+  // What the store has of the run: its start and end times (elapsed is the store's, so a run
+  // re-attached or reopened shows the time it has really run) and, for an ended run, its status
+  // and note (the runs layer's words: runs::status_text). Set after setStoreId().
+  void setStored(const flotilla::db::Run& run);
+
   // The run's id in the store (0: not stored).
   qint64 storeId() const override { return m_storeId; }
   void setStoreId(qint64 id) { m_storeId = id; }
@@ -90,9 +97,13 @@ class LocalRun : public RunHandle {
   void detach();                  // stop watching; the worker keeps running
 
   State state() const override { return m_state; }
-  // "running", "stopped (exit 10: preempted)", "stopped (budget reached: $0.0201 of $0.02)",
-  // "failed: exit 4 (data error)"
+  // "running", "stopping…", then the runs layer's words for the stored end, as the Runs page and
+  // the CLI show it: "stopped (on request)", "stopped (killed on request)", "stopped (budget
+  // reached: $0.0201 of $0.02)", "failed (exit 4: data error: ...)".
   QString stateText() const override;
+  // Why a failed run failed, in the worker's words (its last error event, else the end's note);
+  // "" unless the run failed.
+  QString failureReason() const override;
   QString errorText() const { return m_error; }
   QString name() const override { return m_name; }
   QString runDir() const { return m_runDir; }
@@ -115,6 +126,11 @@ class LocalRun : public RunHandle {
   double lastValLoss() const override { return m_lastValLoss; }  // NaN before the first eval
   double tokensPerSec() const override { return m_tokensPerSec; }
   double mfu() const override { return m_mfu; }
+  double runTokensPerSec() const override { return runSpeed().tokens_per_s; }
+  double runMfu() const override { return runSpeed().mfu; }
+  // The summary's figures when the run wrote one, else the mean of its steps so far (or, for a
+  // reviewed run, of its stored steps).
+  runs::RunSpeed runSpeed() const;
   QString lastCheckpoint() const { return m_lastCheckpoint; }
   // The summary record's exit ("completed", "preempted", ...), "" before it.
   QString summaryExit() const { return m_summary ? QString::fromStdString(m_summary->exit) : QString(); }
@@ -168,6 +184,10 @@ class LocalRun : public RunHandle {
 
   QDateTime m_startedAt;
   QElapsedTimer m_clock;
+  double m_storedStart = 0, m_storedEnd = 0;  // Unix seconds from the store (0: not known)
+  QString m_lastError;                        // the last error event's message
+  runs::SpeedMean m_speed;                    // over the steps delivered
+  std::optional<runs::RunSpeed> m_storedSpeed;
   qint64 m_endMs = -1;
   qint64 m_plannedSteps = 0;
   qint64 m_lastStep = 0;

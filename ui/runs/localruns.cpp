@@ -202,6 +202,7 @@ int LocalRuns::reattachRunning() {
     }
     auto* run = new LocalRun(QString::fromStdString(stored.name), dir, this);
     run->setStoreId(stored.id);
+    run->setStored(stored);
     run->setWriter(&m_store->writer());
     if (run->attach(pid)) {
       add(run);
@@ -225,7 +226,7 @@ int LocalRuns::reattachRunning() {
       delete run;  // watched by this session already; leaves the run as it is
       continue;
     }
-    m_remote.append(run);
+    addRemote(run);
     ++attached;
     emit remoteRunAdded(run);
     emit runReattached(run);
@@ -243,7 +244,7 @@ RemoteRun* LocalRuns::attachRemote(qint64 storeId, QString* error) {
   RemoteRun* run =
       RemoteRun::reattachOne(m_store->databasePath(), mirrors, storeId, this, m_prompt, findWorker(), error);
   if (!run) return nullptr;
-  m_remote.append(run);
+  addRemote(run);
   emit remoteRunAdded(run);
   return run;
 }
@@ -267,7 +268,7 @@ RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStr
                     QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
   auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
   run->setPassphrasePrompt(m_prompt);
-  m_remote.append(run);
+  addRemote(run);
   run->start(config, nodes, worker, recovery);
   emit remoteRunAdded(run);
   return run;
@@ -280,6 +281,7 @@ LocalRun* LocalRuns::openStored(qint64 storeId) {
   auto* run =
       new LocalRun(QString::fromStdString(stored->name), QString::fromStdString(stored->run_dir), this);
   run->setStoreId(storeId);
+  run->setStored(*stored);
   using S = flotilla::db::RunStatus;
   run->review(stored->status == S::kCompleted ? LocalRun::State::Completed
               : stored->status == S::kFailed  ? LocalRun::State::Failed
@@ -312,18 +314,13 @@ void LocalRuns::add(LocalRun* run) {
       store->refresh();
     });
   }
-  auto recount = [this] {
-    const int n = runningCount();
-    if (n == m_running) return;
-    m_running = n;
-    emit runningCountChanged(n);
-  };
-  connect(run, &LocalRun::stateChanged, this, [this, run, recount] {
+  connect(run, &LocalRun::stateChanged, this, [this, run] {
     recount();
     emit runChanged(indexOf(run));
   });
   connect(run, &LocalRun::changed, this, [this, run] { emit runChanged(indexOf(run)); });
   emit runAdded(count() - 1);
+  recount();  // a re-attached run is running before it is added
 }
 
 int LocalRuns::indexOf(const LocalRun* run) const {
@@ -335,7 +332,21 @@ int LocalRuns::indexOf(const LocalRun* run) const {
 int LocalRuns::runningCount() const {
   int n = 0;
   for (const LocalRun* run : m_runs) n += run->isActive() ? 1 : 0;
+  for (const RemoteRun* run : m_remote) n += run->isActive() ? 1 : 0;
   return n;
+}
+
+void LocalRuns::recount() {
+  const int n = runningCount();
+  if (n == m_running) return;
+  m_running = n;
+  emit runningCountChanged(n);
+}
+
+void LocalRuns::addRemote(RemoteRun* run) {
+  m_remote.append(run);
+  connect(run, &RunHandle::stateChanged, this, &LocalRuns::recount);
+  recount();
 }
 
 void LocalRuns::stopAll() {

@@ -116,6 +116,8 @@ class LocalRuns : public QObject {
 
  private:
   void add(LocalRun* run);
+  void addRemote(RemoteRun* run);
+  void recount();  // emits runningCountChanged when the number of active runs changed
   // Creates (through the runs layer) and starts a run; nullptr with *error when it was refused.
   LocalRun* createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf,
                            QString* error);

@@ -49,6 +49,8 @@ class RunHandle : public QObject {
   virtual State state() const = 0;
   bool isActive() const { return state() == State::Running || state() == State::Stopping; }
   virtual QString stateText() const = 0;
+  // Why the run failed, in plain words, for the top of the Live page ("" unless it failed).
+  virtual QString failureReason() const { return {}; }
 
   virtual void stop() = 0;
   virtual void checkpointNow() = 0;
@@ -63,6 +65,9 @@ class RunHandle : public QObject {
   virtual double lastValLoss() const = 0;
   virtual double tokensPerSec() const = 0;
   virtual double mfu() const = 0;
+  // Over the whole run (runs/run_speed.h: the worker's summary rule), for an ended run's header.
+  virtual double runTokensPerSec() const { return tokensPerSec(); }
+  virtual double runMfu() const { return mfu(); }
 
   virtual const SeriesStore& series() const = 0;
   virtual const QVector<LogLine>& log() const = 0;

@@ -10,6 +10,7 @@
 #include "db/database.h"
 #include "db/errors.h"
 #include "db/queries.h"
+#include "runs/run_speed.h"
 
 namespace flotilla::ui {
 namespace {
@@ -33,9 +34,6 @@ void configFacts(const std::string& json, RunRow& row) {
 
 QVector<RunRow> readRunRows(const db::Database& db, double now) {
   QVector<RunRow> rows;
-  auto lastValue = [&](int64_t id, const char* name) {
-    return db::last_metric_value(db, id, name).value_or(0.0);
-  };
   for (const db::RunListItem& item : db::list_runs(db)) {
     const db::Run& r = item.run;
     RunRow row;
@@ -56,8 +54,10 @@ QVector<RunRow> readRunRows(const db::Database& db, double now) {
     row.lastStep = item.last_step;
     row.hasLoss = item.last_loss.has_value();
     row.loss = item.last_loss.value_or(0);
-    row.tokensPerSec = lastValue(r.id, "tokens_per_s");
-    row.mfu = lastValue(r.id, "mfu");
+    // The run's figures over the whole run (runs/run_speed.h), never the last step's.
+    const runs::RunSpeed speed = runs::run_speed(db, r);
+    row.tokensPerSec = speed.tokens_per_s;
+    row.mfu = speed.mfu;
     row.createdAt = r.created_at;
     row.startedAt = r.started_at.value_or(0);
     row.endedAt = r.ended_at.value_or(0);

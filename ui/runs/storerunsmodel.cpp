@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "db/run_store.h"
+#include "runs/run_status.h"
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/storeservice.h"
 
@@ -102,12 +104,9 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
     case Status:
       if (r.parentKind == QLatin1String("fork") && r.status == QLatin1String("created"))
         return tr("created (fork)");
-      // A run the budget or its time limit stopped says so where the status is read; every other
-      // note is the status's tooltip.
-      if (r.statusNote.startsWith(QLatin1String("budget reached")) ||
-          r.statusNote.startsWith(QLatin1String("time limit reached")))
-        return tr("%1 (%2)").arg(r.status, r.statusNote);
-      return r.status;
+      // The runs layer's words, the same as the Live page, the status bar and the CLI say.
+      return QString::fromStdString(
+          runs::status_text(db::parse_run_status(r.status.toStdString()), r.statusNote.toStdString()));
     case Target:
       return r.target == QLatin1String("local") ? tr("this machine") : r.target;
     case ModelSize:
@@ -139,6 +138,10 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return r.tags.join(QStringLiteral(", "));
     case Notes:
       return r.notes;
+    case Created:
+      return r.createdAt > 0 ? QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r.createdAt))
+                                   .toString(QStringLiteral("yyyy-MM-dd HH:mm"))
+                             : QString();
     default:
       return {};
   }
@@ -189,7 +192,9 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
         case Cost:
           return r.costUsd;
         case Name:
-          return r.createdAt;  // name sorts by creation
+          return r.name.toLower();  // the arrow on Name means names in order
+        case Created:
+          return r.createdAt;
         default:
           return display(r, index.column());
       }
@@ -200,9 +205,9 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
 
 QVariant StoreRunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* const kTitles[ColumnCount] = {"Name",     "Status", "Target",   "Model", "Layout",
-                                                   "Progress", "Loss",   "Tokens/s", "MFU",   "Elapsed",
-                                                   "Cost",     "Tags",   "Notes"};
+  static const char* const kTitles[ColumnCount] = {"Name",     "Status", "Target",   "Model",  "Layout",
+                                                   "Progress", "Loss",   "Tokens/s", "MFU",    "Elapsed",
+                                                   "Cost",     "Tags",   "Notes",    "Created"};
   return section >= 0 && section < ColumnCount ? tr(kTitles[section]) : QVariant();
 }
 

@@ -34,6 +34,7 @@ class StoreRunsModel : public QAbstractTableModel {
     Cost,
     Tags,
     Notes,
+    Created,  // when the run was made; the table's default order (newest first)
     ColumnCount
   };
   static constexpr int IdRole = Qt::UserRole;          // qint64 run id

@@ -156,7 +156,8 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
   m_table->setObjectName(QStringLiteral("storeRunsTable"));
   m_table->setModel(m_filter);
   m_table->setSortingEnabled(true);
-  m_table->sortByColumn(StoreRunsModel::Name, Qt::DescendingOrder);  // newest first
+  // Newest first, and the header's arrow says so: it sits on Created, the order the rows are in.
+  m_table->sortByColumn(StoreRunsModel::Created, Qt::DescendingOrder);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
   m_table->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);

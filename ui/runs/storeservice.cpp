@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
 #include "db/writer.h"
@@ -23,6 +24,9 @@ StoreService::StoreService(const QString& databasePath, QObject* parent, int pol
   qRegisterMetaType<flotilla::ui::RunRow>();
   qRegisterMetaType<QVector<flotilla::ui::RunRow>>();
   m_writer = std::make_unique<db::Writer>(s(databasePath));
+  // The pricing catalogue, seeded as the CLI seeds it (db::ensure_pricing_seeded): a workspace the
+  // app creates prices runs and resets to list prices like one `flotilla` made.
+  m_writer->run([](db::Database& db) { db::ensure_pricing_seeded(db); });
 
   m_poller = new StorePoller(databasePath, pollMs);
   m_poller->moveToThread(&m_pollThread);

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "engine/config/config_validate.h"
+#include "ui/common/numberbox.h"
 #include "ui/plot/lineplot.h"
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/wizardformat.h"
@@ -50,13 +51,14 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
       m_seqLen(new QSpinBox(this)),
       m_globalTokens(new QSpinBox(this)),
       m_accum(new QLabel(this)),
-      m_lr(new QDoubleSpinBox(this)),
-      m_minRatio(new QDoubleSpinBox(this)),
+      m_lr(new NumberBox(this)),
+      m_minRatio(new NumberBox(this)),
       m_schedule(new QComboBox(this)),
       m_warmup(new QSpinBox(this)),
-      m_decay(new QDoubleSpinBox(this)),
-      m_weightDecay(new QDoubleSpinBox(this)),
-      m_clip(new QDoubleSpinBox(this)),
+      m_decay(new NumberBox(this)),
+      m_weightDecay(new NumberBox(this)),
+      m_clip(new NumberBox(this)),
+      m_lrWarning(new QLabel(this)),
       m_plot(new LinePlot(tr("step"), tr("learning rate"), this)) {
   setTitle(tr("Batch & optimizer"));
   setSubTitle(tr("How many tokens each optimizer step sees, and how the learning rate moves over the run."));
@@ -78,20 +80,19 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   m_globalTokens->setSingleStep(1024);
   m_warmup->setRange(-1, 2'000'000'000);
   for (QSpinBox* b : {m_steps, m_globalTokens, m_warmup}) b->setGroupSeparatorShown(true);
-  m_lr->setDecimals(6);
-  m_lr->setRange(0, 10);
+  // Numbers as typed (3e-4, 0.0000003), never clamped: validate() explains a bad one, and the
+  // learning rate warns outside the usual range (ui/common/numberbox.h).
+  for (NumberBox* b : {m_lr, m_minRatio, m_decay, m_weightDecay, m_clip}) b->setMinimum(0);
   m_lr->setSingleStep(1e-4);
-  m_minRatio->setDecimals(3);
-  m_minRatio->setRange(0, 1);
+  m_lr->setSaneRange(1e-6, 1e-2, tr("A peak learning rate"));
+  m_lr->setToolTip(tr("AdamW's peak learning rate: 3e-4 and 0.0003 are the same; usually 1e-5 to 1e-2"));
+  m_lrWarning->setObjectName(QStringLiteral("lrWarning"));
+  m_lrWarning->setWordWrap(true);
+  m_lrWarning->setStyleSheet(QStringLiteral("QLabel { color: #b26a00; }"));
+  m_lrWarning->hide();
   m_minRatio->setSingleStep(0.05);
-  m_decay->setDecimals(3);
-  m_decay->setRange(0, 1);
   m_decay->setSingleStep(0.05);
-  m_weightDecay->setDecimals(3);
-  m_weightDecay->setRange(0, 10);
   m_weightDecay->setSingleStep(0.01);
-  m_clip->setDecimals(2);
-  m_clip->setRange(0, 1000);
   m_clip->setSpecialValueText(tr("off"));
   for (const char* kind : {"cosine", "linear", "wsd", "constant"})
     m_schedule->addItem(QLatin1String(kind), QLatin1String(kind));
@@ -116,6 +117,7 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   lrRow->addWidget(m_minRatio);
   lrRow->addStretch();
   form->addRow(tr("Peak learning rate"), lrRow);
+  form->addRow(QString(), m_lrWarning);
   auto* schedRow = new QHBoxLayout;
   schedRow->addWidget(m_schedule);
   schedRow->addWidget(new QLabel(tr("warmup steps"), this));
@@ -134,7 +136,7 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
 
   for (QSpinBox* b : {m_steps, m_microBatch, m_seqLen, m_warmup})
     connect(b, &QSpinBox::valueChanged, this, &BatchPage::editNumbers);
-  for (QDoubleSpinBox* b : {m_lr, m_minRatio, m_decay, m_weightDecay, m_clip})
+  for (NumberBox* b : {m_lr, m_minRatio, m_decay, m_weightDecay, m_clip})
     connect(b, &QDoubleSpinBox::valueChanged, this, &BatchPage::editNumbers);
   connect(m_schedule, &QComboBox::currentIndexChanged, this, &BatchPage::editNumbers);
   connect(m_globalTokens, &QSpinBox::valueChanged, this, [this](int tokens) {
@@ -182,6 +184,7 @@ void BatchPage::load() {
 }
 
 QString BatchPage::accumulationText() const { return m_accum->text(); }
+QString BatchPage::lrWarning() const { return m_lrWarning->isHidden() ? QString() : m_lrWarning->text(); }
 
 void BatchPage::refreshDerived() {
   const RunConfig& c = draft()->config();
@@ -190,6 +193,8 @@ void BatchPage::refreshDerived() {
     m_globalTokens->setValue(
         static_cast<int>(std::min<int64_t>(flotilla::tokens_per_step(c), m_globalTokens->maximum())));
   }
+  m_lrWarning->setText(m_lr->saneWarning());
+  m_lrWarning->setVisible(!m_lrWarning->text().isEmpty());
   m_decay->setEnabled(c.optim.schedule == "wsd");
   m_minRatio->setEnabled(c.optim.schedule != "constant");
   const bool geometryOk =

@@ -17,6 +17,7 @@ class QSpinBox;
 namespace flotilla::ui {
 
 class LinePlot;
+class NumberBox;
 
 // The schedule training builds from a config (engine/train/trainer.cpp does the same).
 flotilla::LrSchedule lrScheduleOf(const flotilla::RunConfig& config);
@@ -31,6 +32,8 @@ class BatchPage : public WizardPageBase {
   explicit BatchPage(ConfigDraft* draft, QWidget* parent = nullptr);
   LinePlot* schedulePlot() const { return m_plot; }
   QString accumulationText() const;
+  // The learning rate's out-of-range warning ("" when it is in the usual range).
+  QString lrWarning() const;
 
  protected:
   void load() override;
@@ -44,13 +47,14 @@ class BatchPage : public WizardPageBase {
   QSpinBox* m_seqLen;
   QSpinBox* m_globalTokens;
   QLabel* m_accum;
-  QDoubleSpinBox* m_lr;
-  QDoubleSpinBox* m_minRatio;
+  NumberBox* m_lr;
+  NumberBox* m_minRatio;
   QComboBox* m_schedule;
   QSpinBox* m_warmup;
-  QDoubleSpinBox* m_decay;
-  QDoubleSpinBox* m_weightDecay;
-  QDoubleSpinBox* m_clip;
+  NumberBox* m_decay;
+  NumberBox* m_weightDecay;
+  NumberBox* m_clip;
+  QLabel* m_lrWarning;
   LinePlot* m_plot;
 };
 

@@ -18,7 +18,7 @@ BudgetPage::BudgetPage(ConfigDraft* configDraft, QWidget* parent)
     : WizardPageBase(configDraft, {QStringLiteral("budget")}, parent),
       m_source(new QComboBox(this)),
       m_price(new QDoubleSpinBox(this)),
-      m_catalogue(new QLineEdit(this)),
+      m_catalogue(new QComboBox(this)),
       m_maxUsd(new QDoubleSpinBox(this)),
       m_warn(new QDoubleSpinBox(this)),
       m_maxHours(new QDoubleSpinBox(this)),
@@ -41,7 +41,9 @@ BudgetPage::BudgetPage(ConfigDraft* configDraft, QWidget* parent)
   m_price->setDecimals(2);
   m_price->setPrefix(QStringLiteral("$"));
   m_price->setSuffix(tr(" per hour"));
-  m_catalogue->setPlaceholderText(tr("e.g. local or aws:p5.48xlarge"));
+  m_catalogue->setToolTip(
+      tr("An entry of the pricing catalogue (Costs page) or a priced node; its price per hour "
+         "is shown"));
   m_maxUsd->setRange(-1, 10'000'000);
   m_maxUsd->setDecimals(2);
   m_maxUsd->setPrefix(QStringLiteral("$"));
@@ -69,11 +71,13 @@ BudgetPage::BudgetPage(ConfigDraft* configDraft, QWidget* parent)
   connect(m_source, &QComboBox::currentIndexChanged, this, &BudgetPage::editValues);
   for (QDoubleSpinBox* b : {m_price, m_maxUsd, m_warn, m_maxHours})
     connect(b, &QDoubleSpinBox::valueChanged, this, &BudgetPage::editValues);
-  connect(m_catalogue, &QLineEdit::textEdited, this, &BudgetPage::editValues);
+  connect(m_catalogue, &QComboBox::activated, this, &BudgetPage::editValues);
 }
 
 void BudgetPage::editValues() {
   if (loading()) return;
+  if (m_source->currentIndex() == Catalogue && m_catalogue->currentIndex() < 0 && m_catalogue->count() > 0)
+    m_catalogue->setCurrentIndex(0);  // a catalogue price: the first entry until one is chosen
   draft()->edit([this](RunConfig& c) {
     const auto keep = [](double& field, const QDoubleSpinBox* box) {
       if (box->value() != QString::number(field, 'f', box->decimals()).toDouble()) field = box->value();
@@ -85,7 +89,7 @@ void BudgetPage::editValues() {
     } else {
       keep(c.budget.usd_per_hour, m_price);
       c.budget.price_source =
-          source == Catalogue ? m_catalogue->text().trimmed().toStdString() : std::string();
+          source == Catalogue ? m_catalogue->currentData().toString().toStdString() : std::string();
     }
     keep(c.budget.max_usd, m_maxUsd);
     keep(c.budget.warn_fraction, m_warn);
@@ -101,7 +105,7 @@ void BudgetPage::load() {
                             : c.budget.usd_per_hour != 0   ? HourlyPrice
                                                            : NoPrice);
   m_price->setValue(c.budget.usd_per_hour);
-  m_catalogue->setText(QString::fromStdString(c.budget.price_source));
+  syncCatalogue();
   m_maxUsd->setValue(c.budget.max_usd);
   m_warn->setValue(c.budget.warn_fraction);
   m_maxHours->setValue(c.budget.max_hours);
@@ -110,6 +114,35 @@ void BudgetPage::load() {
 }
 
 QString BudgetPage::estimateText() const { return m_estimate->text(); }
+
+void BudgetPage::setPriceChoices(const QList<PriceChoice>& choices) {
+  m_choices = choices;
+  m_choicesLoaded = true;
+  reload();
+}
+
+void BudgetPage::syncCatalogue() {
+  const QSignalBlocker block(m_catalogue);
+  m_catalogue->clear();
+  for (const PriceChoice& choice : std::as_const(m_choices)) m_catalogue->addItem(choice.label, choice.key);
+  const QString source = QString::fromStdString(draft()->config().budget.price_source);
+  int at = m_catalogue->findData(source);
+  if (at < 0 && !source.isEmpty()) {  // a template's or a duplicated run's entry: shown, and checked
+    m_catalogue->addItem(tr("%1 (not in this catalogue)").arg(source), source);
+    at = m_catalogue->count() - 1;
+  }
+  m_catalogue->setCurrentIndex(at);
+}
+
+QStringList BudgetPage::extraProblems() const {
+  const std::string& source = draft()->config().budget.price_source;
+  if (source.empty() || !m_choicesLoaded) return {};
+  for (const PriceChoice& choice : m_choices)
+    if (choice.key.toStdString() == source) return {};
+  return {tr("budget.price_source: \"%1\" is neither a pricing catalogue entry nor a priced node; choose one "
+             "from the Catalogue entry list (the Costs page edits the catalogue)")
+              .arg(QString::fromStdString(source))};
+}
 
 void BudgetPage::refreshDerived() {
   const std::optional<Plan> plan = draft()->plan();

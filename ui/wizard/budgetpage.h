@@ -8,8 +8,18 @@ class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
+#include <QList>
+#include <QString>
 
 namespace flotilla::ui {
+
+// One price a run can name as budget.price_source: a catalogue entry ("aws:p5.48xlarge") or a
+// stored node ("local"), with what it costs.
+struct PriceChoice {
+  QString key;    // the price_source value
+  QString label;  // "aws:p5.48xlarge — $98.32/h (8 × H100)"
+  double usdPerHour = 0;
+};
 
 class BudgetPage : public WizardPageBase {
   Q_OBJECT
@@ -18,6 +28,9 @@ class BudgetPage : public WizardPageBase {
   enum PriceSource { NoPrice = 0, HourlyPrice = 1, Catalogue = 2 };
   explicit BudgetPage(ConfigDraft* draft, QWidget* parent = nullptr);
   QString estimateText() const;
+  // The store's catalogue entries and priced nodes (RunWizard::loadNodes reads them).
+  void setPriceChoices(const QList<PriceChoice>& choices);
+  QComboBox* catalogueBox() const { return m_catalogue; }
 
  protected:
   void load() override;
@@ -25,10 +38,14 @@ class BudgetPage : public WizardPageBase {
 
  private:
   void editValues();
+  void syncCatalogue();
+  QStringList extraProblems() const override;
+  QList<PriceChoice> m_choices;
+  bool m_choicesLoaded = false;
 
   QComboBox* m_source;
   QDoubleSpinBox* m_price;
-  QLineEdit* m_catalogue;
+  QComboBox* m_catalogue;
   QDoubleSpinBox* m_maxUsd;
   QDoubleSpinBox* m_warn;
   QDoubleSpinBox* m_maxHours;

@@ -1,10 +1,14 @@
 // The wizard's shared draft (see configdraft.h).
 #include "ui/wizard/configdraft.h"
 
+#include <QDateTime>
+#include <QFileInfo>
 #include <QRegularExpression>
 
 #include <algorithm>
 
+#include "engine/data/loader.h"
+#include "engine/train/data_preflight.h"
 #include "ui/nodes/machinefacts.h"
 
 namespace flotilla::ui {
@@ -238,7 +242,61 @@ void ConfigDraft::setRanks(int ranks) {
 }
 
 std::vector<flotilla::ConfigProblem> ConfigDraft::problems() const {
-  return flotilla::validate(m_config, m_ranks);
+  // The layout against the ranks is the wizard's own check: its fix is a field of this form, not
+  // the worker's command line the engine's message names.
+  std::vector<flotilla::ConfigProblem> out = flotilla::validate(m_config, 0);
+  const auto& par = m_config.parallel;
+  if (par.dp >= 1 && par.tp >= 1 && par.pp >= 1) {
+    const qint64 layout = qint64{par.dp} * par.tp * par.pp;
+    if (layout != m_ranks)
+      out.push_back(
+          {"parallel", tr("dp × tp × pp = %1 × %2 × %3 = %4 ranks, but Ranks is %5: set Ranks to %4, "
+                          "or change dp, tp or pp so that they multiply to %5")
+                           .arg(par.dp)
+                           .arg(par.tp)
+                           .arg(par.pp)
+                           .arg(layout)
+                           .arg(m_ranks)
+                           .toStdString()});
+  }
+  // The worker's data preflight, the same code (engine/train/data_preflight.h), once the fields it
+  // reads are valid; cached on those fields and the shards' sizes and times.
+  const bool ready = std::none_of(out.begin(), out.end(), [](const flotilla::ConfigProblem& p) {
+    return p.path.rfind("data", 0) == 0 || p.path.rfind("train", 0) == 0 ||
+           p.path.rfind("parallel", 0) == 0 || p.path == "model.vocab_size";
+  });
+  if (ready) {
+    const std::vector<flotilla::ConfigProblem> data = preflight();
+    out.insert(out.end(), data.begin(), data.end());
+  }
+  return out;
+}
+
+std::vector<flotilla::ConfigProblem> ConfigDraft::preflight() const {
+  const auto& c = m_config;
+  if (c.data.source == "synthetic") return {};
+  QStringList key{QString::fromStdString(c.data.train), QString::fromStdString(c.data.val),
+                  QString::number(c.train.micro_batch), QString::number(c.train.seq_len),
+                  QString::number(c.parallel.dp),       QString::number(c.model.vocab_size),
+                  QString::number(c.data.checked),      QString::number(c.data.shuffle)};
+  for (const std::string& pattern : {c.data.train, c.data.val}) {
+    if (pattern.empty()) continue;
+    try {
+      for (const std::string& path : flotilla::expand_shards(pattern)) {
+        const QFileInfo info(QString::fromStdString(path));
+        key << info.filePath() << QString::number(info.size())
+            << QString::number(info.lastModified().toMSecsSinceEpoch());
+      }
+    } catch (const std::exception&) {
+      key << QStringLiteral("(none)");
+    }
+  }
+  const QString joined = key.join(QChar(0x1f));
+  if (joined != m_preflightKey) {
+    m_preflightKey = joined;
+    m_preflightProblems = flotilla::preflight_data(c);
+  }
+  return m_preflightProblems;
 }
 
 QStringList ConfigDraft::problemsUnder(const QStringList& prefixes) const {

@@ -101,7 +101,8 @@ class ConfigDraft : public QObject {
   int ranks() const { return m_ranks; }
   void setRanks(int ranks);
 
-  // Every problem validate() finds, with the ranks as world size.
+  // Every problem validate() finds, the layout against the ranks, and, once those fields are
+  // valid, the worker's data preflight (the same code: shard headers, sizes, one batch per split).
   std::vector<flotilla::ConfigProblem> problems() const;
   // "path: message" lines of the problems whose path starts with one of the prefixes ("" = all).
   QStringList problemsUnder(const QStringList& prefixes) const;
@@ -115,6 +116,9 @@ class ConfigDraft : public QObject {
 
  private:
   flotilla::RunConfig m_config;
+  std::vector<flotilla::ConfigProblem> preflight() const;
+  mutable QString m_preflightKey;
+  mutable std::vector<flotilla::ConfigProblem> m_preflightProblems;
   void rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes);
   QList<HardwareTarget> m_targets;
   QList<HardwareTarget> m_machineTargets, m_nodeTargets;

@@ -162,6 +162,16 @@ void HardwarePage::editLayout() {
     c.train.dtype = m_dtype->currentData().toString().toStdString();
     c.train.recompute = m_recompute->isChecked();
   });
+  // Ranks follow the layout on this machine (a node target's ranks are its GPUs: there the layout
+  // must follow them, and the problem says so).
+  if (draft()->target().kind != HardwareTarget::Kind::Nodes) {
+    const int layout = std::max(1, m_dp->value()) * std::max(1, m_tp->value()) * std::max(1, m_pp->value());
+    if (layout != draft()->ranks()) {
+      draft()->setRanks(layout);
+      const QSignalBlocker block(m_ranks);
+      m_ranks->setValue(layout);
+    }
+  }
 }
 
 void HardwarePage::syncTargets() {

@@ -5,6 +5,7 @@
 #include <QScopedValueRollback>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "db/costs.h"
 #include "db/database.h"
 #include "db/nodes.h"
 
@@ -72,6 +73,8 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   }
   resize(860, 680);
 
+  connect(&m_pricesWatcher, &QFutureWatcher<QList<PriceChoice>>::finished, this,
+          [this] { m_budget->setPriceChoices(m_pricesWatcher.result()); });
   connect(&m_nodesWatcher, &QFutureWatcher<QList<StoredNode>>::finished, this, [this] {
     setNodes(m_nodesWatcher.result());
     emit nodesLoaded();
@@ -86,11 +89,13 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
 
 RunWizard::~RunWizard() {
   m_nodesWatcher.waitForFinished();
+  m_pricesWatcher.waitForFinished();
   delete m_templates;
 }
 
 void RunWizard::loadNodes(const QString& databasePath) {
   // Never creates a store: without one there are no nodes to offer.
+  loadPriceChoices(databasePath);
   if (databasePath.isEmpty() || m_nodesWatcher.isRunning() || !QFileInfo::exists(databasePath)) return;
   const std::string path = databasePath.toStdString();
   m_nodesWatcher.setFuture(QtConcurrent::run([path] {
@@ -102,6 +107,41 @@ void RunWizard::loadNodes(const QString& databasePath) {
                               static_cast<int>(n.gpu_count), n.usd_per_hour.value_or(0.0), n.spot});
     } catch (const std::exception&) {
       // An unreadable store offers no nodes; the Runs page reports store problems itself.
+    }
+    return out;
+  }));
+}
+
+void RunWizard::loadPriceChoices(const QString& databasePath) {
+  if (databasePath.isEmpty() || m_pricesWatcher.isRunning() || !QFileInfo::exists(databasePath)) return;
+  const std::string path = databasePath.toStdString();
+  m_pricesWatcher.setFuture(QtConcurrent::run([path] {
+    QList<PriceChoice> out;
+    try {
+      const flotilla::db::Database db(path);
+      for (const flotilla::db::PriceEntry& p : flotilla::db::list_pricing(db)) {
+        const QString key = QString::fromStdString(p.provider + ":" + p.item);
+        out.append({key,
+                    tr("%1 — $%2/h (%3 × %4)")
+                        .arg(key)
+                        .arg(p.on_demand_usd_per_hour, 0, 'f', 2)
+                        .arg(p.gpus)
+                        .arg(QString::fromStdString(p.gpu_type)),
+                    p.on_demand_usd_per_hour});
+      }
+      // A stored node with a price of its own is a price source too ("local").
+      for (const flotilla::db::Node& n : flotilla::db::list_nodes(db)) {
+        const flotilla::db::Rate r = flotilla::db::node_rate(db, n.id, 1);
+        if (r.usd_per_hour <= 0) continue;
+        out.append({QString::fromStdString(n.name),
+                    tr("node %1 — $%2/h (%3)")
+                        .arg(QString::fromStdString(n.name))
+                        .arg(r.usd_per_hour, 0, 'f', 2)
+                        .arg(QString::fromStdString(r.source)),
+                    r.usd_per_hour});
+      }
+    } catch (const std::exception&) {
+      // An unreadable store offers no choices; the Runs page reports store problems itself.
     }
     return out;
   }));

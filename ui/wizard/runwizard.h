@@ -13,6 +13,7 @@
 
 #include "engine/config/run_config.h"
 #include "engine/core/probe.h"
+#include "ui/wizard/budgetpage.h"
 #include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
@@ -58,6 +59,9 @@ class RunWizard : public QWizard {
   // `databasePath` (nodesLoaded() when done; a store that cannot be read offers none).
   void loadNodes(const QString& databasePath);
   void setNodes(const QList<StoredNode>& nodes);
+  // Reads the same store's pricing catalogue and priced nodes for the Budget page's choice.
+  // (loadNodes() calls it.)
+  void loadPriceChoices(const QString& databasePath);
   // The chosen SSH nodes (the master first); empty when the run trains on this machine.
   QStringList targetNodes() const;
   // Launch options for a run on nodes (false / empty when the run trains on this machine):
@@ -101,6 +105,7 @@ class RunWizard : public QWizard {
   BudgetPage* m_budget;
   ReviewPage* m_review;
   QFutureWatcher<QList<StoredNode>> m_nodesWatcher;
+  QFutureWatcher<QList<PriceChoice>> m_pricesWatcher;
 };
 
 }  // namespace flotilla::ui

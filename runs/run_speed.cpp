@@ -1,0 +1,58 @@
+// A run's speed over the whole run (see run_speed.h).
+#include "runs/run_speed.h"
+
+#include <cmath>
+
+#include "db/queries.h"
+#include "engine/train/metrics_reader.h"
+
+namespace flotilla::runs {
+
+void SpeedMean::add(int64_t step, double tokens_per_s, double mfu) {
+  if (!std::isfinite(tokens_per_s)) tokens_per_s = 0;
+  if (!std::isfinite(mfu)) mfu = 0;
+  if (step <= 1 && !have_first_) {  // the warm-up step counts only when it is the only one
+    have_first_ = true;
+    first_tps_ = tokens_per_s;
+    first_mfu_ = mfu;
+    return;
+  }
+  tps_sum_ += tokens_per_s;
+  mfu_sum_ += mfu;
+  ++count_;
+}
+
+RunSpeed SpeedMean::value() const {
+  RunSpeed s;
+  if (count_ > 0) {
+    s.tokens_per_s = tps_sum_ / static_cast<double>(count_);
+    s.mfu = mfu_sum_ / static_cast<double>(count_);
+    s.steps = count_;
+  } else if (have_first_) {
+    s.tokens_per_s = first_tps_;
+    s.mfu = first_mfu_;
+    s.steps = 1;
+  }
+  return s;
+}
+
+RunSpeed run_speed(const db::Database& db, const db::Run& run) {
+  if (!run.summary_json.empty()) {
+    MetricsRecord r;
+    if (parse_metrics_line(run.summary_json, r) == ParseStatus::kRecord &&
+        r.type == MetricsRecordType::kSummary && r.summary().mean_tokens_per_s > 0) {
+      RunSpeed s;
+      s.tokens_per_s = r.summary().mean_tokens_per_s;
+      s.mfu = r.summary().mean_mfu;
+      s.from_summary = true;
+      return s;
+    }
+  }
+  SpeedMean mean;
+  for (const db::StepRow& row : db::step_rows(db, run.id, {"tokens_per_s", "mfu"}))
+    if (!std::isnan(row.values[0]))
+      mean.add(row.step, row.values[0], std::isnan(row.values[1]) ? 0 : row.values[1]);
+  return mean.value();
+}
+
+}  // namespace flotilla::runs
