@@ -174,8 +174,12 @@ inline Figures check_model(const Golden& g, Model& m) {
     const std::vector<float> want = ref.f32("adamw." + span.name);
     const std::vector<float> got(params.begin() + static_cast<long>(span.offset),
                                  params.begin() + static_cast<long>(span.offset + span.count));
+    // 3e-4 = 1% of the three updates of lr 1e-2: Adam divides by sqrt(v) + eps, so a gradient
+    // element near zero turns its fp32 rounding (which depends on the BLAS kernel's summation order)
+    // into a visible share of lr. The Haswell sgemm gave 6.7e-5 here, the AVX-512 one 1.1e-4;
+    // gradients themselves agree to < 1e-6 of scale above.
     const double d = max_abs_diff(got, want), scale = std::max(1.0, max_abs(want));
-    CHECK_MSG(d <= 1e-4 * scale, "%s: after 3 AdamW steps %s differs by %.3g", g.name.c_str(),
+    CHECK_MSG(d <= 3e-4 * scale, "%s: after 3 AdamW steps %s differs by %.3g", g.name.c_str(),
               span.name.c_str(), d);
     f.adam_params = std::max(f.adam_params, d / scale);
   }
