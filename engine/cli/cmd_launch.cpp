@@ -13,6 +13,7 @@
 #include "engine/cli/commands.h"
 #include "engine/launch/gpu_pinning.h"
 #include "engine/launch/launcher.h"
+#include "engine/launch/preflight.h"
 
 namespace flotilla::cli {
 namespace {
@@ -63,6 +64,7 @@ int cmd_launch(const CommandArgs& argv) {
   o.worker_args = args.rest_after_dashdash();
   o.device = worker_run_device(o.worker_args);
   args.finish("launch");
+  preflight_worker_data(o.worker_args);  // a damaged shard: exit 4 before any rank starts (C9)
   struct sigaction hup {
   }, old{};
   hup.sa_handler = hangup_as_term;
