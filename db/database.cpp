@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <system_error>
+#include <utility>
 
 #include "db/errors.h"
 #include "db/sql.h"
@@ -15,6 +17,10 @@
 
 namespace flotilla::db {
 namespace {
+
+// Less free space than this when an open fails with an I/O error: the disk is full (SQLite needs a
+// few pages for the -wal and -shm files to open a WAL database).
+constexpr int64_t kFullBelowBytes = int64_t{1} << 20;
 
 constexpr const char* kRefusedAdvice =
     " Flotilla did not change the file. Restore it from a backup, or move it aside to start a new empty "
@@ -95,9 +101,74 @@ int count_user_tables(sqlite3* db, const char* extra_condition, const std::strin
   return sqlite3_column_int(st.get(), 0);
 }
 
+std::string folder_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Opening writes (WAL mode, the -shm index, migrations), even for commands that only read. A file
+// or folder that cannot be written is refused up front with the reason, instead of SQLite's
+// "attempt to write a readonly database" at the first write.
+void refuse_unwritable(const std::string& path) {
+  const std::string dir = folder_of(path);
+  for (const std::string& p : {path, dir}) {
+    if (::access(p.c_str(), W_OK) == 0) continue;
+    const int err = errno;
+    if (err == ENOENT) continue;  // create_private_file reports a missing file or folder
+    throw DbError(
+        DbErrorKind::kOpen,
+        "workspace database " + path + ": " + (p == dir ? "its folder " + dir : std::string("the file")) +
+            " is not writable (" + std::generic_category().message(err) +
+            "). Flotilla writes to the database and its folder even to list runs (write-ahead log). "
+            "Make it writable, or copy the workspace to a writable place and pass --workspace DIR.");
+  }
+}
+
+// Bytes free for an unprivileged writer on the file system holding `dir` (-1 when unknown).
+int64_t free_bytes(const std::string& dir) {
+  struct statvfs vs {};
+  if (::statvfs(dir.c_str(), &vs) != 0) return -1;
+  return static_cast<int64_t>(vs.f_bavail) * static_cast<int64_t>(vs.f_frsize);
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
 }  // namespace
 
 Database::Database(const std::string& path, const OpenOptions& options) : path_(path) {
+  refuse_unwritable(path);
+  // Remembered so that an open failing on a full disk removes the side files it created itself.
+  const bool had_wal = exists(path + "-wal"), had_shm = exists(path + "-shm");
+  try {
+    open_checked(path, options);
+  } catch (const DbError& e) {
+    const int64_t free = free_bytes(folder_of(path));
+    if (e.kind() == DbErrorKind::kDamaged || e.kind() == DbErrorKind::kTooNew || free < 0 ||
+        free >= kFullBelowBytes)
+      throw;
+    close();
+    // A -wal/-shm this open created holds no data while the -wal is empty (the -shm is only an index
+    // of the -wal, and on a full disk SQLite could write just its first bytes): remove them.
+    struct stat wal_st {};
+    const bool wal_empty = ::stat((path + "-wal").c_str(), &wal_st) != 0 || wal_st.st_size == 0;
+    for (const auto& [side, had] : {std::pair{path + "-wal", had_wal}, std::pair{path + "-shm", had_shm}}) {
+      struct stat st {};
+      if (!had && wal_empty && ::stat(side.c_str(), &st) == 0 && st.st_size < 32768) ::unlink(side.c_str());
+    }
+    struct stat db_st {};
+    if (created_ && ::stat(path.c_str(), &db_st) == 0 && db_st.st_size == 0) ::unlink(path.c_str());
+    throw DbError(DbErrorKind::kFull, "cannot open workspace database " + path + ": the disk holding " +
+                                          folder_of(path) + " is full (" + std::to_string(free) +
+                                          " bytes free). Free some space and retry; the database was not "
+                                          "changed. (SQLite said: " +
+                                          e.what() + ")");
+  }
+}
+
+void Database::open_checked(const std::string& path, const OpenOptions& options) {
   const std::vector<Migration>& steps = options.migrations ? *options.migrations : builtin_migrations();
   const int supported = steps.empty() ? 0 : steps.back().version;
   created_ = create_private_file(path, options.create);

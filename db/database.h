@@ -67,6 +67,7 @@ class Database {
   void set_meta(const std::string& key, const std::string& value);
 
  private:
+  void open_checked(const std::string& path, const OpenOptions& options);
   void close() noexcept;
   void check_integrity();
   void check_header();

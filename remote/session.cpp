@@ -210,7 +210,9 @@ ssh_known_hosts_e open_transport(Session::Impl& m) {
             "sent to it (no authentication, no command). Remedy: ask the node's administrator for its "
             "fingerprint (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on the node); only if it matches " +
             m.fingerprint + ", forget the old key of " + name +
-            " (Nodes > Forget host key) and trust the new one.");
+            " (in a terminal: `flotilla nodes forget-key " +
+            (m.opt.node_name.empty() ? "NODE" : m.opt.node_name) +
+            "`; in the app: Nodes > Forget host key) and trust the new one.");
   }
   if (state == SSH_KNOWN_HOSTS_ERROR)
     throw HostKeyError(HostKeyProblem::kUnknown, name, m.fingerprint, known,

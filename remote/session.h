@@ -43,6 +43,7 @@ struct SessionOptions {
   double read_timeout_s = 15;       // any single wait for the server (also the keepalive deadline)
   double keepalive_interval_s = 5;  // a silent exec pings the server this often
   PassphraseFn passphrase;          // may be empty: encrypted keys are then skipped
+  std::string node_name;            // the stored node this session is for ("": none); named in remedies
 };
 
 // Where a session actually goes, after ~/.ssh/config (every field validated).

@@ -56,6 +56,7 @@ remote::SessionOptions node_session_options(const Context& ctx, const db::SshNod
   o.read_timeout_s = 15;
   o.keepalive_interval_s = 5;
   o.passphrase = ask_passphrase;
+  o.node_name = node.name;
   return o;
 }
 
@@ -67,6 +68,12 @@ std::string host_key_message(const std::string& node, const remote::HostKeyError
   std::string m = "node " + node + ": " + e.what();
   if (e.problem() == remote::HostKeyProblem::kUnknown && !e.presented().empty())
     m += "\nAfter verifying it, run:\n  " + trust_command(node, e.presented());
+  if ((e.problem() == remote::HostKeyProblem::kChanged ||
+       e.problem() == remote::HostKeyProblem::kOtherType) &&
+      !e.presented().empty())
+    m += "\nOnly after verifying the new fingerprint with the node's administrator, run:\n  flotilla nodes "
+         "forget-key " +
+         node + "\n  " + trust_command(node, e.presented());
   return m;
 }
 

@@ -45,11 +45,14 @@ void print_help() {
       "       flotilla nodes probe NAME [--json]\n"
       "       flotilla nodes latency NAME,NAME[,...] [--count N] [--json]\n"
       "       flotilla nodes trust NAME --fingerprint SHA256:...\n"
+      "       flotilla nodes forget-key NAME\n"
       "       flotilla nodes remove NAME\n\n"
       "SSH nodes that runs can use (flotilla run CONFIG --nodes a,b). Host keys are kept in the\n"
       "workspace's own known_hosts file; an unknown node is refused until you verify its fingerprint\n"
       "and run `nodes trust`. No password or passphrase is ever stored: use ssh-agent, or type the\n"
-      "key's passphrase when asked.\n\n"
+      "key's passphrase when asked. A node whose host key changed is refused; once its administrator\n"
+      "has confirmed the new fingerprint, `nodes forget-key NAME` removes the old key from that file and\n"
+      "`nodes trust` records the new one.\n\n"
       "nodes latency deploys the worker to each node (reused when present) and measures the median\n"
       "TCP connect time to each node's sshd from this machine and from every other node (N connects\n"
       "per link, default 5); the matrix is stored and shown on the Nodes page.\n");
@@ -377,6 +380,30 @@ int nodes_trust(const Context& ctx, ArgReader& args) {
   return kExitOk;
 }
 
+// The host-key remedy for a node that was reinstalled: drops its address's lines from the app's
+// known_hosts (no connection is made); `nodes trust` then records the new key.
+int nodes_forget_key(const Context& ctx, ArgReader& args) {
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("nodes forget-key needs exactly one NAME");
+  db::Database db = open_store(ctx);
+  const db::SshNode node = db::get_ssh_node(db, pos[0]);
+  const std::string kh_name =
+      node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
+  const std::string file = known_hosts_path(ctx);
+  const int forgotten = fs::exists(file) ? remote::forget_host_key(file, kh_name) : 0;
+  if (forgotten == 0) {
+    std::printf("no host key recorded for node %s (%s) in %s; nothing changed\n", node.name.c_str(),
+                kh_name.c_str(), file.c_str());
+    return kExitOk;
+  }
+  std::printf(
+      "forgot %d host key%s of node %s (%s) in %s\nnext: flotilla nodes probe %s, verify the fingerprint "
+      "it prints, then flotilla nodes trust %s --fingerprint SHA256:...\n",
+      forgotten, forgotten == 1 ? "" : "s", node.name.c_str(), kh_name.c_str(), file.c_str(),
+      node.name.c_str(), node.name.c_str());
+  return kExitOk;
+}
+
 int nodes_remove(const Context& ctx, ArgReader& args) {
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("nodes remove needs exactly one NAME");
@@ -413,8 +440,10 @@ int cmd_nodes(const Context& ctx) {
   if (verb == "probe") return nodes_probe(ctx, sub);
   if (verb == "latency") return nodes_latency(ctx, sub);
   if (verb == "trust") return nodes_trust(ctx, sub);
+  if (verb == "forget-key") return nodes_forget_key(ctx, sub);
   if (verb == "remove") return nodes_remove(ctx, sub);
-  throw UsageError("unknown nodes command '" + verb + "' (add, edit, list, probe, latency, trust, remove)");
+  throw UsageError("unknown nodes command '" + verb +
+                   "' (add, edit, list, probe, latency, trust, forget-key, remove)");
 }
 
 }  // namespace flotilla::cli

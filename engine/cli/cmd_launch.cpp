@@ -8,11 +8,16 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/core/error.h"
 #include "engine/launch/gpu_pinning.h"
 #include "engine/launch/launcher.h"
+#include "engine/launch/preflight.h"
 
 namespace flotilla::cli {
 namespace {
@@ -63,6 +68,22 @@ int cmd_launch(const CommandArgs& argv) {
   o.worker_args = args.rest_after_dashdash();
   o.device = worker_run_device(o.worker_args);
   args.finish("launch");
+  try {
+    preflight_worker_data(o.worker_args);  // a damaged shard: exit 4 before any rank starts (C9)
+  } catch (const Error& e) {
+    // The root cause also goes into the metrics stream (stdout), as launch reports a failed rank.
+    const nlohmann::ordered_json ev = {{"v", 1},
+                                       {"type", "event"},
+                                       {"rank", 0},
+                                       {"level", "error"},
+                                       {"message", e.what()},
+                                       {"failed_rank", -1},
+                                       {"exit_code", static_cast<int>(e.code())}};
+    const std::string line = ev.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+    throw;
+  }
   struct sigaction hup {
   }, old{};
   hup.sa_handler = hangup_as_term;

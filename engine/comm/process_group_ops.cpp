@@ -4,6 +4,9 @@
 // Non-obvious decision: sub-group store prefixes count creations per (name, world members) in a
 // process-wide table, so two groups with the same members and name (say, a re-created "dp" group)
 // never reuse a prefix, and every member computes the same prefix without talking to the others.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,6 +23,26 @@ std::map<std::string, int>& prefix_counts() {
   return counts;
 }
 
+// Test-only fault (RELIABILITY C6): FLOTILLA_TEST_FAIL_COLLECTIVE="R:N" makes the Nth all_reduce
+// (1-based, counted over every group of the process) on world rank R fail with Error(kComm), on a
+// first attempt only (FLOTILLA_RESTART_COUNT unset or 0), so a test sees the failure reported and
+// the restart succeed. Never set outside tests.
+void maybe_fail_injected(OpKind kind) {
+  static const char* spec = std::getenv("FLOTILLA_TEST_FAIL_COLLECTIVE");
+  if (spec == nullptr || kind != OpKind::kAllReduce) return;
+  static std::atomic<int64_t> seen{0};
+  const char* rank_env = std::getenv("RANK");
+  const char* restart_env = std::getenv("FLOTILLA_RESTART_COUNT");
+  const long rank = rank_env ? std::atol(rank_env) : 0;
+  long want_rank = -1, want_n = -1;
+  if (std::sscanf(spec, "%ld:%ld", &want_rank, &want_n) != 2) return;
+  if (rank != want_rank || (restart_env && std::atol(restart_env) != 0)) return;
+  if (++seen == want_n)
+    throw Error(ExitCode::kComm, "all_reduce #" + std::to_string(want_n) + " on rank " +
+                                     std::to_string(rank) +
+                                     ": injected collective failure (FLOTILLA_TEST_FAIL_COLLECTIVE)");
+}
+
 }  // namespace
 
 // --- public operations -------------------------------------------------------------------------
@@ -33,6 +56,7 @@ std::unique_ptr<Work> ProcessGroup::collective(OpKind kind, DType dtype, void* d
   op.count = count;
   op.root = root;
   op.timeout = timeout;
+  maybe_fail_injected(kind);
   if (kind == OpKind::kBroadcast && (root < 0 || root >= size())) {
     throw Error(ExitCode::kInternal, "broadcast on group " + name_ + ": root " + std::to_string(root) +
                                          " is not a rank of the group (size " + std::to_string(size()) + ")");
