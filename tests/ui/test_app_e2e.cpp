@@ -146,7 +146,7 @@ QString tableStatus(MainWindow* w, qint64 id) {
 }
 
 QString liveState(MainWindow* w) {
-  return w->page(MainWindow::Live)->findChild<QLabel*>(QStringLiteral("liveRunState"))->text();
+  return w->page(MainWindow::Live)->findChild<QLabel*>(QStringLiteral("liveRunState"))->toolTip();
 }
 
 QString statusBarRunning(MainWindow* w) {
@@ -476,6 +476,9 @@ void TestAppE2e::aRunThatFailsAtPreflightSaysWhyAtTheTopOfLive() {
            qPrintable(why + "\n" + refused[0]));
   QCOMPARE(run->stateText(), QStringLiteral("failed (%1)").arg(why.mid(QStringLiteral("Failed: ").size())));
   QTRY_COMPARE(tableStatus(w.get(), run->storeId()), run->stateText());
+  w->showPage(MainWindow::Live);
+  QCoreApplication::processEvents();
+  QVERIFY(w->grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/view-live-failed.png")));
 }
 
 // Issue 18 item 6: the worker writes its samples as ids (no tokenizer at hand); the Live page
@@ -530,6 +533,9 @@ void TestAppE2e::samplesAreDecodedWithTheRunsTokenizerOnLive() {
   QCOMPARE(expected.size(), 3);  // steps 2, 4, 6
   QTRY_COMPARE(live->samplesText(), expected.join(QLatin1Char('\n')));
   QVERIFY(!live->samplesText().contains(QStringLiteral("ids:")));
+  w->showPage(MainWindow::Live);
+  QCoreApplication::processEvents();
+  QVERIFY(w->grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/view-live-samples.png")));
 }
 
 QTEST_MAIN(TestAppE2e)

@@ -112,8 +112,12 @@ void TestThemeContrast::everyPageIsReadableInBothThemes() {
         w.showPage(page);
         QCoreApplication::processEvents();
         const QImage image = w.grab().toImage().convertToFormat(QImage::Format_RGB32);
-        if (page == 0 && theme == Preferences::Theme::Dark)
-          image.save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/theme-dark-runs.png"));
+        if (theme == Preferences::Theme::Dark && startTheme == Preferences::Theme::Light &&
+            (page == 0 || page == 1 || page == 5))
+          image.save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/view-dark-%1.png")
+                         .arg(QLatin1String(page == 0   ? "runs"
+                                            : page == 1 ? "live"
+                                                        : "settings")));
         const auto check = [&](QWidget* widget, const QRect& local, const QString& what) {
           if (!widget->isVisible() || local.width() < 4 || local.height() < 6) return;
           const QRect rect(widget->mapTo(&w, local.topLeft()), local.size());
@@ -138,8 +142,10 @@ void TestThemeContrast::everyPageIsReadableInBothThemes() {
         for (QListWidget* list : w.findChildren<QListWidget*>()) {
           if (list->objectName() != QLatin1String("sidebarList")) continue;
           for (int i = 0; i < list->count(); ++i) {
-            // Inside the row's rounded background (its style sheet's margins), past the icon.
-          const QRect item = list->visualItemRect(list->item(i)).adjusted(36, 8, -12, -8);
+            // Inside the row's rounded background (its style sheet's 10 px margin and padding),
+            // past the icon: the text alone.
+            const QRect item =
+                list->visualItemRect(list->item(i)).adjusted(20 + list->iconSize().width() + 6, 8, -12, -8);
             check(list->viewport(), item, QStringLiteral("sidebar row \"%1\"").arg(list->item(i)->text()));
           }
         }

@@ -381,7 +381,7 @@ void LivePage::updateControls() {
           : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
-  m_state->setText(m_run ? m_run->stateText() : QString());
+  setStateText(m_run ? m_run->stateText() : QString());
   const QString why =
       m_run && m_run->state() == RunHandle::State::Failed ? m_run->failureReason() : QString();
   m_failure->setText(why.isEmpty() ? QString() : tr("Failed: %1").arg(why));
@@ -419,8 +419,7 @@ void LivePage::updateStatus() {
     text = parts.join(QStringLiteral("  ·  "));
   }
   if (text != m_status->text()) m_status->setText(text);
-  const QString state = m_run ? m_run->stateText() : QString();
-  if (state != m_state->text()) m_state->setText(state);
+  setStateText(m_run ? m_run->stateText() : QString());
 }
 
 bool LivePage::refresh() {
@@ -438,6 +437,13 @@ void LivePage::showEvent(QShowEvent* event) {
 void LivePage::appendLog(const QString& level, const QString& text) {
   const QString prefix = level == QLatin1String("info") ? QString() : level.toUpper() + QStringLiteral(": ");
   m_log->appendPlainText(prefix + text);
+}
+
+void LivePage::setStateText(const QString& text) {
+  // Beside the name, short (a failure's whole reason is the banner below); the tooltip has it all.
+  if (text == m_state->toolTip() && !text.isEmpty()) return;
+  m_state->setToolTip(text);
+  m_state->setText(m_state->fontMetrics().elidedText(text, Qt::ElideRight, 360));
 }
 
 void LivePage::appendSample(qint64 step, const QString& text) {

@@ -98,6 +98,7 @@ class LivePage : public QWidget {
  private:
   void appendLog(const QString& level, const QString& text);
   void appendSample(qint64 step, const QString& text);
+  void setStateText(const QString& text);
   void addPickerEntry(RunHandle* run);
   void syncPicker();
   void pollSamples();
