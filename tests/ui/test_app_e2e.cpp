@@ -11,6 +11,9 @@
 //     and the store ends with every step exactly once (ingest resumed at the committed offset).
 #include <QDir>
 #include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLocale>
 #include <QSettings>
@@ -34,6 +37,7 @@
 #include "db/workspace.h"
 #include "engine/config/config_validate.h"
 #include "engine/data/loader.h"
+#include "engine/tokenizer/bpe.h"
 #include "engine/train/metrics_reader.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
@@ -142,7 +146,7 @@ QString tableStatus(MainWindow* w, qint64 id) {
 }
 
 QString liveState(MainWindow* w) {
-  return w->page(MainWindow::Live)->findChild<QLabel*>(QStringLiteral("liveRunState"))->text();
+  return w->page(MainWindow::Live)->findChild<QLabel*>(QStringLiteral("liveRunState"))->toolTip();
 }
 
 QString statusBarRunning(MainWindow* w) {
@@ -160,6 +164,7 @@ class TestAppE2e : public QObject {
   void leftRunningRunIsReattachedAfterRestart();
   void resumeForkDuplicateAndDeleteFromTheRunsView();
   void aRunThatFailsAtPreflightSaysWhyAtTheTopOfLive();
+  void samplesAreDecodedWithTheRunsTokenizerOnLive();
 
  private:
   std::unique_ptr<MainWindow> makeWindow();
@@ -471,6 +476,66 @@ void TestAppE2e::aRunThatFailsAtPreflightSaysWhyAtTheTopOfLive() {
            qPrintable(why + "\n" + refused[0]));
   QCOMPARE(run->stateText(), QStringLiteral("failed (%1)").arg(why.mid(QStringLiteral("Failed: ").size())));
   QTRY_COMPARE(tableStatus(w.get(), run->storeId()), run->stateText());
+  w->showPage(MainWindow::Live);
+  QCoreApplication::processEvents();
+  QVERIFY(w->grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/view-live-failed.png")));
+}
+
+// Issue 18 item 6: the worker writes its samples as ids (no tokenizer at hand); the Live page
+// shows them per step as text, decoded with the tokenizer that made the run's shards (found
+// beside them, as the Data page leaves it).
+void TestAppE2e::samplesAreDecodedWithTheRunsTokenizerOnLive() {
+  const QString data = m_tmp.filePath(QStringLiteral("sampled"));
+  QVERIFY(QDir().mkpath(data));
+  std::string corpus;
+  for (int i = 0; i < 60; ++i) corpus += "the small boat sails on the calm sea and the wind is kind. ";
+  const flotilla::Tokenizer tok = flotilla::Tokenizer::train({corpus}, 300);
+  tok.save((data + QStringLiteral("/tokenizer.flotilla.json")).toStdString());
+  const std::vector<uint32_t> ids = tok.encode(corpus);
+  QVERIFY(ids.size() > 200);
+  flotilla::write_shard((data + QStringLiteral("/train_000.bin")).toStdString(), ids);
+  flotilla::write_shard((data + QStringLiteral("/val_000.bin")).toStdString(),
+                        std::vector<uint32_t>(ids.begin(), ids.begin() + 100));
+  flotilla::RunConfig c = shrink(flotilla::RunConfig{});
+  c.run.name = "sampled";
+  c.model.vocab_size = tok.vocab_size();
+  c.data.source = "shards";
+  c.data.train = (data + QStringLiteral("/train_*.bin")).toStdString();
+  c.data.val = (data + QStringLiteral("/val_*.bin")).toStdString();
+  c.train.steps = 6;
+  c.eval.sample_every = 2;
+  c.eval.sample_tokens = 8;
+
+  auto w = makeWindow();
+  QString error;
+  LocalRun* run = w->localRuns()->startConfig(c, 1, &error);
+  QVERIFY2(run, qPrintable(error));
+  auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
+  live->setRun(run);
+  QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
+  QVERIFY2(run->state() == LocalRun::State::Completed, qPrintable(run->stateText()));
+  // The worker's sample records: ids, empty text.
+  QFile f(run->runDir() + QStringLiteral("/metrics.jsonl"));
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QStringList expected;
+  while (!f.atEnd()) {
+    const QJsonObject r = QJsonDocument::fromJson(f.readLine()).object();
+    if (r.value(QLatin1String("type")).toString() != QLatin1String("sample")) continue;
+    QVERIFY(r.value(QLatin1String("text")).toString().isEmpty());
+    std::vector<uint32_t> sample;
+    for (const QJsonValue& v : r.value(QLatin1String("tokens")).toArray())
+      sample.push_back(static_cast<uint32_t>(v.toInt()));
+    QCOMPARE(sample.size(), size_t{8});
+    expected << QStringLiteral("step %1: %2")
+                    .arg(r.value(QLatin1String("step")).toInteger())
+                    .arg(QString::fromStdString(tok.decode(sample)));
+  }
+  QCOMPARE(expected.size(), 3);  // steps 2, 4, 6
+  QTRY_COMPARE(live->samplesText(), expected.join(QLatin1Char('\n')));
+  QVERIFY(!live->samplesText().contains(QStringLiteral("ids:")));
+  w->showPage(MainWindow::Live);
+  QCoreApplication::processEvents();
+  QVERIFY(w->grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/view-live-samples.png")));
 }
 
 QTEST_MAIN(TestAppE2e)

@@ -253,6 +253,7 @@ void TestWizard::dataPageReadsShardsAndBlocksMissingOnes() {
                QStringLiteral("/val_000.bin: 700 tokens are too few for one batch, which "
                               "reads world x B x T + 1 = 1 x 8 x 128 + 1 = 1,025 tokens")),
            qPrintable(shownProblems(page)));
+  shoot(w.get(), QStringLiteral("data-val-too-small"));
   w->next();
   QCOMPARE(w->currentId(), int(RunWizard::Data));
   tokens.resize(1025);  // exactly one batch

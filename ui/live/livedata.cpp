@@ -361,8 +361,8 @@ QString LiveData::rateText() const {
     return text;
   }
   return trText(
-      "this run is unpriced (no [budget] usd_per_hour or price_source in its config, and no price for "
-      "its machine or nodes: Settings, or flotilla pricing node): it costs nothing here");
+      "this run is unpriced (no price on the wizard's Budget page, and none for its machine or nodes on "
+      "the Costs page): it costs nothing here");
 }
 
 double LiveData::spentUsd() const {

@@ -53,6 +53,7 @@ LivePage::LivePage(QWidget* parent)
       m_kill(new QPushButton(tr("Kill…"), this)),
       m_dashboard(new LiveDashboard(this)),
       m_log(new QPlainTextEdit(this)),
+      m_samplesView(new QPlainTextEdit(this)),
       m_timer(new QTimer(this)),
       m_picker(new QComboBox(this)),
       m_samples(new NodeSamplesPoller(this)),
@@ -118,6 +119,13 @@ LivePage::LivePage(QWidget* parent)
   m_log->setMinimumHeight(48);
   m_log->setPlaceholderText(tr("The worker's events and checkpoints appear here."));
 
+  m_samplesView->setObjectName(QStringLiteral("liveSamples"));
+  m_samplesView->setReadOnly(true);
+  m_samplesView->setMaximumBlockCount(2000);
+  m_samplesView->setMinimumHeight(48);
+  m_samplesView->setPlaceholderText(
+      tr("Text the model writes every eval.sample_every steps, decoded with the run's tokenizer."));
+
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(20, 16, 20, 12);
   layout->setSpacing(8);
@@ -130,7 +138,14 @@ LivePage::LivePage(QWidget* parent)
   split->setObjectName(QStringLiteral("liveSplit"));
   split->setChildrenCollapsible(false);
   split->addWidget(m_dashboard);
-  split->addWidget(m_log);
+  // The log beside the samples, each as wide as the user drags it.
+  auto* bottom = new QSplitter(Qt::Horizontal, this);
+  bottom->setObjectName(QStringLiteral("liveBottomSplit"));
+  bottom->setChildrenCollapsible(false);
+  bottom->addWidget(m_log);
+  bottom->addWidget(m_samplesView);
+  bottom->setSizes({600, 400});
+  split->addWidget(bottom);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 0);
   split->setSizes({620, 80});
@@ -171,6 +186,7 @@ void LivePage::setRun(RunHandle* run) {
   m_replaying = false;
   m_held.clear();
   m_log->clear();
+  m_samplesView->clear();
   m_dashboard->reset();
   if (!run) {
     m_dashboard->setEmptyMessage(tr("No run selected"));
@@ -178,6 +194,8 @@ void LivePage::setRun(RunHandle* run) {
   } else {
     m_dashboard->setEmptyMessage(tr("Waiting for the first step…"));
     for (const RunHandle::LogLine& line : run->log()) appendLog(line.level, line.text);
+    for (const RunHandle::TextSample& sample : run->samples()) appendSample(sample.step, sample.text);
+    connect(run, &RunHandle::sampleAppended, this, &LivePage::appendSample);
     replayHistory();
     addPickerEntry(run);
     connect(run, &RunHandle::recordReceived, this, &LivePage::onRecord);
@@ -363,7 +381,7 @@ void LivePage::updateControls() {
           : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setEnabled(active);
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
-  m_state->setText(m_run ? m_run->stateText() : QString());
+  setStateText(m_run ? m_run->stateText() : QString());
   const QString why =
       m_run && m_run->state() == RunHandle::State::Failed ? m_run->failureReason() : QString();
   m_failure->setText(why.isEmpty() ? QString() : tr("Failed: %1").arg(why));
@@ -401,8 +419,7 @@ void LivePage::updateStatus() {
     text = parts.join(QStringLiteral("  ·  "));
   }
   if (text != m_status->text()) m_status->setText(text);
-  const QString state = m_run ? m_run->stateText() : QString();
-  if (state != m_state->text()) m_state->setText(state);
+  setStateText(m_run ? m_run->stateText() : QString());
 }
 
 bool LivePage::refresh() {
@@ -422,6 +439,18 @@ void LivePage::appendLog(const QString& level, const QString& text) {
   m_log->appendPlainText(prefix + text);
 }
 
+void LivePage::setStateText(const QString& text) {
+  // Beside the name, short (a failure's whole reason is the banner below); the tooltip has it all.
+  if (text == m_state->toolTip() && !text.isEmpty()) return;
+  m_state->setToolTip(text);
+  m_state->setText(m_state->fontMetrics().elidedText(text, Qt::ElideRight, 360));
+}
+
+void LivePage::appendSample(qint64 step, const QString& text) {
+  m_samplesView->appendPlainText(tr("step %1: %2").arg(step).arg(text));
+}
+
+QString LivePage::samplesText() const { return m_samplesView->toPlainText(); }
 QString LivePage::titleText() const { return m_title->text(); }
 QString LivePage::statusText() const { return m_status->text(); }
 QString LivePage::failureText() const { return m_failure->text(); }

@@ -85,6 +85,8 @@ class LivePage : public QWidget {
   // "Failed: <why>" at the top of the page while the followed run is failed ("" otherwise).
   QString failureText() const;
   QString logText() const;
+  // The followed run's text samples, one "step N: text" paragraph each.
+  QString samplesText() const;
   bool replaying() const { return m_replaying; }
 
   // Refreshes now (what the timer does); returns whether any plot was redrawn.
@@ -95,6 +97,8 @@ class LivePage : public QWidget {
 
  private:
   void appendLog(const QString& level, const QString& text);
+  void appendSample(qint64 step, const QString& text);
+  void setStateText(const QString& text);
   void addPickerEntry(RunHandle* run);
   void syncPicker();
   void pollSamples();
@@ -117,6 +121,7 @@ class LivePage : public QWidget {
   QPushButton* m_kill;
   LiveDashboard* m_dashboard;
   QPlainTextEdit* m_log;
+  QPlainTextEdit* m_samplesView;
   QTimer* m_timer;
   QComboBox* m_picker;
   QVector<QPointer<RunHandle>> m_entries;  // the picker's runs, in its order

@@ -34,15 +34,7 @@ Sidebar::Sidebar(QWidget* parent) : QWidget(parent), m_list(new QListWidget(this
   m_list->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   m_list->setSelectionMode(QAbstractItemView::SingleSelection);
   m_list->setUniformItemSizes(true);
-  // Inset, rounded rows in palette colours: the window colour shows through (navigation, not a
-  // document) and every colour follows the active palette, light or dark.
-  m_list->setStyleSheet(QStringLiteral(
-      "QListWidget#sidebarList { background: transparent; border: none; outline: 0; }"
-      "QListWidget#sidebarList::item { margin: 1px 10px; padding-left: 10px; border-radius: 6px;"
-      "  color: palette(window-text); }"
-      "QListWidget#sidebarList::item:hover:!selected { background: palette(midlight); }"
-      "QListWidget#sidebarList::item:selected { background: palette(highlight);"
-      "  color: palette(highlighted-text); }"));
+  applyListStyle();
   QFont listFont = m_list->font();
   listFont.setPointSizeF(listFont.pointSizeF() * 1.08);
   m_list->setFont(listFont);
@@ -79,8 +71,28 @@ QStringList Sidebar::titles() const {
   return out;
 }
 
+void Sidebar::applyListStyle() {
+  // Inset, rounded rows in palette colours: the window colour shows through (navigation, not a
+  // document) and every colour follows the active palette, light or dark. A style sheet resolves
+  // palette(...) when it is set: it is set again on every palette change (a theme switch), or the
+  // rows keep the old theme's text colour (near-black on the dark window, 1.1:1).
+  m_list->setStyleSheet(QString());
+  m_list->setStyleSheet(QStringLiteral(
+      "QListWidget#sidebarList { background: transparent; border: none; outline: 0; }"
+      "QListWidget#sidebarList::item { margin: 1px 10px; padding-left: 10px; border-radius: 6px;"
+      "  color: palette(window-text); }"
+      "QListWidget#sidebarList::item:hover:!selected { background: palette(midlight); }"
+      "QListWidget#sidebarList::item:selected { background: palette(highlight);"
+      "  color: palette(highlighted-text); }"));
+}
+
 void Sidebar::changeEvent(QEvent* event) {
-  if (event->type() == QEvent::PaletteChange) retintIcons();
+  if (event->type() == QEvent::PaletteChange && !m_restyling) {
+    m_restyling = true;  // setting the style sheet sends palette changes of its own
+    applyListStyle();
+    retintIcons();
+    m_restyling = false;
+  }
   QWidget::changeEvent(event);
 }
 

@@ -33,6 +33,8 @@ class Sidebar : public QWidget {
 
  private:
   void retintIcons();
+  void applyListStyle();
+  bool m_restyling = false;
 
   QListWidget* m_list;
   QStringList m_iconNames;

@@ -19,6 +19,7 @@
 #include "db/errors.h"
 #include "db/queries.h"
 #include "db/writer.h"
+#include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/process.h"
 #include "runs/run_status.h"
@@ -412,8 +413,27 @@ void LocalRun::handle(const MetricsRecord& r) {
       m_summary = r.summary();
       appendLog(QStringLiteral("info"), tr("summary: %1").arg(summaryText()));
       break;
-    case MetricsRecordType::kSample:
-      break;  // not shown here
+    case MetricsRecordType::kSample: {
+      if (!m_decoder) {  // the run's tokenizer, found from its stored config
+        std::string path;
+        try {
+          path = runs::run_tokenizer_path(
+              flotilla::load_config_file(QDir(m_runDir).filePath(QStringLiteral("run.toml")).toStdString()));
+        } catch (const std::exception&) {
+          // No run.toml (the demo): the samples are shown as ids.
+        }
+        m_decoder = std::make_unique<runs::SampleDecoder>(path);
+        if (!m_decoder->error().empty())
+          appendLog(QStringLiteral("warning"),
+                    tr("the run's tokenizer at %1 did not load (%2): samples are shown as ids")
+                        .arg(QString::fromStdString(path), QString::fromStdString(m_decoder->error())));
+      }
+      const SampleRecord& s = r.sample();
+      const QString text = QString::fromStdString(m_decoder->text(s.tokens, s.text));
+      m_samples.append({s.step, text});
+      emit sampleAppended(s.step, text);
+      break;
+    }
   }
 }
 

@@ -28,6 +28,7 @@
 #include "runs/local_run.h"
 #include "runs/record_feed.h"
 #include "runs/run_speed.h"
+#include "runs/sample_text.h"
 #include "ui/plot/seriesstore.h"
 #include "ui/runs/runhandle.h"
 
@@ -138,6 +139,7 @@ class LocalRun : public RunHandle {
 
   const SeriesStore& series() const override { return m_series; }
   const QVector<LogLine>& log() const override { return m_log; }
+  QVector<TextSample> samples() const override { return m_samples; }
   std::shared_ptr<const runs::RecordFeed> feed() const override { return m_feed; }
   qint64 deliveredRecords() const override { return m_delivered; }
 
@@ -187,6 +189,8 @@ class LocalRun : public RunHandle {
   double m_storedStart = 0, m_storedEnd = 0;  // Unix seconds from the store (0: not known)
   QString m_lastError;                        // the last error event's message
   runs::SpeedMean m_speed;                    // over the steps delivered
+  QVector<TextSample> m_samples;
+  std::unique_ptr<runs::SampleDecoder> m_decoder;  // made at the first sample, from run.toml
   std::optional<runs::RunSpeed> m_storedSpeed;
   qint64 m_endMs = -1;
   qint64 m_plannedSteps = 0;

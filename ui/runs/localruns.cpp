@@ -137,8 +137,10 @@ LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
   const QString name = QString::fromStdString(stored->name);
   if (RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
     if (error)
-      *error = tr("Run %1 ran on SSH nodes (%2); resume it from a terminal with: flotilla runs resume %1")
-                   .arg(name, QString::fromStdString(stored->target));
+      *error =
+          tr("Run %1 ran on SSH nodes (%2), which Resume here does not reach yet: use Duplicate to start "
+             "its configuration on the nodes again, or Fork to continue from its checkpoint on this machine")
+              .arg(name, QString::fromStdString(stored->target));
     return nullptr;
   }
   if (stored->status == flotilla::db::RunStatus::kRunning ||

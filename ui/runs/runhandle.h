@@ -42,6 +42,11 @@ class RunHandle : public QObject {
     QString level;  // "info", "warning", "error"
     QString text;
   };
+  // A text sample the model wrote at a step, decoded with the run's tokenizer (runs/sample_text.h).
+  struct TextSample {
+    qint64 step = 0;
+    QString text;
+  };
 
   using QObject::QObject;
 
@@ -71,6 +76,8 @@ class RunHandle : public QObject {
 
   virtual const SeriesStore& series() const = 0;
   virtual const QVector<LogLine>& log() const = 0;
+  // The text samples so far, oldest first.
+  virtual QVector<TextSample> samples() const { return {}; }
   // The records already delivered by recordReceived, in order (the first deliveredRecords() of
   // the feed), which a page that starts following late replays; nullptr when there are none.
   virtual std::shared_ptr<const runs::RecordFeed> feed() const = 0;
@@ -82,6 +89,7 @@ class RunHandle : public QObject {
   // Every metrics-protocol record once stored (docs/metrics-protocol.md), before the typed signals.
   void recordReceived(const flotilla::MetricsRecord& record);
   void logAppended(const QString& level, const QString& text);
+  void sampleAppended(qint64 step, const QString& text);
   void stateChanged(flotilla::ui::RunHandle::State state);
   // At most once per poll: progress numbers changed.
   void changed();

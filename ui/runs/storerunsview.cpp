@@ -252,15 +252,16 @@ void StoreRunsView::openLive(qint64 id) {
                                "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
                                 .arg(name, nodes)) == QMessageBox::Yes;
     if (!yes) {
-      emit message(tr("Not attached. To watch it from a terminal: flotilla runs attach %1").arg(name));
+      emit message(tr("Not attached. Open %1 again to watch it here.").arg(name));
       return;
     }
     QString error;
     if (RemoteRun* run = m_runs->attachRemote(id, &error)) {
       emit remoteRunOpened(run);
     } else {
-      emit errorRaised(
-          tr("Cannot attach to %1: %2 (from a terminal: flotilla runs attach %1)").arg(name, error));
+      emit errorRaised(tr("Cannot attach to %1: %2. Check its nodes on the Nodes page (Test connection), "
+                          "then open it again.")
+                           .arg(name, error));
     }
     return;
   }

@@ -22,7 +22,7 @@ QPalette lightPalette() {
   p.setColor(QPalette::AlternateBase, QColor(0xee, 0xf0, 0xf3));
   p.setColor(QPalette::ToolTipBase, base);
   p.setColor(QPalette::ToolTipText, text);
-  p.setColor(QPalette::PlaceholderText, QColor(0x80, 0x86, 0x8e));
+  p.setColor(QPalette::PlaceholderText, QColor(0x62, 0x68, 0x70));  // >= 4.5:1 on Window and Base (WCAG AA)
   p.setColor(QPalette::Text, text);
   p.setColor(QPalette::Button, QColor(0xe9, 0xeb, 0xee));
   p.setColor(QPalette::ButtonText, text);
@@ -49,7 +49,7 @@ QPalette darkPalette() {
   p.setColor(QPalette::AlternateBase, QColor(0x2a, 0x2d, 0x31));
   p.setColor(QPalette::ToolTipBase, window);
   p.setColor(QPalette::ToolTipText, text);
-  p.setColor(QPalette::PlaceholderText, QColor(0x8a, 0x90, 0x98));
+  p.setColor(QPalette::PlaceholderText, QColor(0x9c, 0xa2, 0xaa));  // >= 4.5:1 on Window and Base (WCAG AA)
   p.setColor(QPalette::Text, text);
   p.setColor(QPalette::Button, QColor(0x33, 0x36, 0x3b));
   p.setColor(QPalette::ButtonText, text);
@@ -59,7 +59,7 @@ QPalette darkPalette() {
   p.setColor(QPalette::Mid, QColor(0x4a, 0x4e, 0x55));
   p.setColor(QPalette::Dark, QColor(0x16, 0x17, 0x19));
   p.setColor(QPalette::Shadow, Qt::black);
-  p.setColor(QPalette::Highlight, QColor(0x4c, 0x8d, 0xf6));
+  p.setColor(QPalette::Highlight, QColor(0x2f, 0x6f, 0xde));  // white on it: 4.9:1 (WCAG AA)
   p.setColor(QPalette::HighlightedText, Qt::white);
   p.setColor(QPalette::Link, QColor(0x7a, 0xaa, 0xff));
   for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})

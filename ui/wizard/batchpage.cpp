@@ -88,7 +88,10 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   m_lr->setToolTip(tr("AdamW's peak learning rate: 3e-4 and 0.0003 are the same; usually 1e-5 to 1e-2"));
   m_lrWarning->setObjectName(QStringLiteral("lrWarning"));
   m_lrWarning->setWordWrap(true);
-  m_lrWarning->setStyleSheet(QStringLiteral("QLabel { color: #b26a00; }"));
+  // Amber that reads at 4.5:1 on either theme's window (WCAG AA).
+  m_lrWarning->setStyleSheet(palette().color(QPalette::Window).lightness() < 128
+                                 ? QStringLiteral("QLabel { color: #f0b050; }")
+                                 : QStringLiteral("QLabel { color: #8a5300; }"));
   m_lrWarning->hide();
   m_minRatio->setSingleStep(0.05);
   m_decay->setSingleStep(0.05);

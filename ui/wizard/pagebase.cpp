@@ -18,8 +18,10 @@ WizardPageBase::WizardPageBase(ConfigDraft* draft, const QStringList& fieldPrefi
   m_problems->setObjectName(QStringLiteral("problems"));
   m_problems->setWordWrap(true);
   m_problems->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // Red that reads at 4.5:1 on either theme's window (WCAG AA).
   QPalette pal = m_problems->palette();
-  pal.setColor(QPalette::WindowText, QColor(0xc6, 0x28, 0x28));
+  const bool dark = pal.color(QPalette::Window).lightness() < 128;
+  pal.setColor(QPalette::WindowText, dark ? QColor(0xff, 0x8a, 0x80) : QColor(0xb7, 0x1c, 0x1c));
   m_problems->setPalette(pal);
   m_problems->hide();
   m_layout->addStretch(1);
