@@ -23,7 +23,7 @@ struct TrainOptions {
   // Test-only negative controls (docs/reliability.md C11): skip restoring one piece of state on
   // resume: "rng", "cursor", "moments", "lr". Set through FLOTILLA_TEST_SKIP_RESTORE.
   std::string skip_restore;
-  double peak_flops = 0;  // peak FLOP/s for MFU; 0 = the kept fp32 FMA ceiling (cpu/peak_cache.h)
+  double peak_flops = 0;     // peak FLOP/s for MFU; 0 = the kept fp32 FMA ceiling (cpu/peak_cache.h)
   bool check_memory = true;  // refuse (exit 8) a CPU run the planner says does not fit (memory_check.h)
 };
 

@@ -34,7 +34,9 @@ namespace {
 std::string g_root;
 int g_calls = 0;
 
-std::vector<std::string> env() { return {"OMP_NUM_THREADS=1", "DISPLAY=", "WAYLAND_DISPLAY=", "QT_QPA_PLATFORM="}; }
+std::vector<std::string> env() {
+  return {"OMP_NUM_THREADS=1", "DISPLAY=", "WAYLAND_DISPLAY=", "QT_QPA_PLATFORM="};
+}
 
 // `flotilla --db DB args...` in g_root, in the background; its output in *log.
 pid_t spawn_cli(const std::vector<std::string>& args, std::string* log) {
@@ -53,16 +55,19 @@ ProcResult cli(const std::vector<std::string>& args) {
   return r;
 }
 
-std::string config(const std::string& name, int64_t steps, const std::string& extra = "", int every = 1000000) {
+std::string config(const std::string& name, int64_t steps, const std::string& extra = "",
+                   int every = 1000000) {
   const std::string path = g_root + "/" + name + ".toml";
-  write_text(path, "[run]\nname = \"" + name +
-                       "\"\nthreads = 1\n[model]\npreset = \"custom\"\nn_layer = 2\n"
-                       "n_head = 2\nn_embd = 32\nvocab_size = 128\nmax_seq_len = 32\n[data]\nsynthetic_tokens = 30000\n"
-                       "[train]\nsteps = " +
-                       std::to_string(steps) +
-                       "\nmicro_batch = 2\nseq_len = 16\n[checkpoint]\n"
-                       "every = " +
-                       std::to_string(every) + "\n" + extra);
+  write_text(
+      path,
+      "[run]\nname = \"" + name +
+          "\"\nthreads = 1\n[model]\npreset = \"custom\"\nn_layer = 2\n"
+          "n_head = 2\nn_embd = 32\nvocab_size = 128\nmax_seq_len = 32\n[data]\nsynthetic_tokens = 30000\n"
+          "[train]\nsteps = " +
+          std::to_string(steps) +
+          "\nmicro_batch = 2\nseq_len = 16\n[checkpoint]\n"
+          "every = " +
+          std::to_string(every) + "\n" + extra);
   return path;
 }
 
@@ -169,10 +174,11 @@ void budgets_from_the_config_stop_the_run() {
   CHECK(r.exit_code == 10);
   CHECK_MSG(has(r.output, "run capped stopped (budget reached: $0.02"), "%s", r.output.c_str());
   const ProcResult show = cli({"runs", "show", "capped"});
-  CHECK_MSG(has(show.output, "status     stopped (budget reached: $0.02") && has(show.output, "budget $0.02") &&
-                has(show.output, "price      $36/h"),
+  CHECK_MSG(has(show.output, "status     stopped (budget reached: $0.02") &&
+                has(show.output, "budget $0.02") && has(show.output, "price      $36/h"),
             "%s", show.output.c_str());
-  std::printf("flotilla run (max_usd 0.02 at $36/h): %s", show.output.substr(0, show.output.find("created")).c_str());
+  std::printf("flotilla run (max_usd 0.02 at $36/h): %s",
+              show.output.substr(0, show.output.find("created")).c_str());
   const std::string hours = config("timed", 1000000, "[budget]\nmax_hours = 0.0005\n");
   r = cli({"run", hours});
   CHECK(r.exit_code == 10);
@@ -180,8 +186,9 @@ void budgets_from_the_config_stop_the_run() {
   const std::string unpriced = config("unpriced", 10);
   r = cli({"run", unpriced, "--budget", "5"});
   CHECK(r.exit_code == 9);
-  CHECK_MSG(has(r.output, "flotilla pricing node local --usd-per-hour") && has(r.output, "could never be reached"),
-            "%s", r.output.c_str());
+  CHECK_MSG(
+      has(r.output, "flotilla pricing node local --usd-per-hour") && has(r.output, "could never be reached"),
+      "%s", r.output.c_str());
   CHECK(!db::find_run(db::Database(g_root + "/store.db"), "unpriced"));
 }
 
@@ -222,9 +229,10 @@ void a_hugging_face_folder_runs_from_the_cli() {
   fs::copy(std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/hf/qwen2", folder);
   fs::remove(folder + "/reference.safetensors");
   const std::string path = g_root + "/hf.toml";
-  write_text(path, "[run]\nname = \"hf\"\nthreads = 1\n[model]\ninit_from = \"" + folder +
-                       "\"\n[data]\nsynthetic_tokens = 30000\n[train]\nsteps = 3\nmicro_batch = 2\nseq_len = 16\n"
-                       "[checkpoint]\nexport_hf = \"hf-out\"\n");
+  write_text(path,
+             "[run]\nname = \"hf\"\nthreads = 1\n[model]\ninit_from = \"" + folder +
+                 "\"\n[data]\nsynthetic_tokens = 30000\n[train]\nsteps = 3\nmicro_batch = 2\nseq_len = 16\n"
+                 "[checkpoint]\nexport_hf = \"hf-out\"\n");
   const ProcResult r = cli({"run", path, "--quiet"});
   CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   const db::Run run = run_named("hf");
