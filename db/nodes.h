@@ -1,7 +1,7 @@
 // SSH nodes in the store: how to reach them, what they cost, and what their GPUs reported.
 //
 // Decision: the store keeps only what is needed to connect (host, port, user, the PATH of a key
-// file) and never a secret: passphrases are asked when a key is used and forgotten (RELIABILITY
+// file) and never a secret: passphrases are asked when a key is used and forgotten (docs/reliability.md
 // S10). Field validation is the caller's (remote/validate.h, remote/node_fields.h): db/ does not
 // depend on remote/, and a row that reaches the store has been checked where the user typed it.
 // Price and spot/on-demand live in node_pricing (costs.h), so accruals use the same rate source

@@ -1,7 +1,7 @@
 // Validation of a node's record as the user types it: name, labels, key file path, price.
 //
 // Decision: one function checks a whole node and returns every problem at once, each naming its
-// field, so the CLI prints them all and a dialog shows each beside its field (RELIABILITY S7).
+// field, so the CLI prints them all and a dialog shows each beside its field (docs/reliability.md S7).
 // Host, user and port use validate.h's allow-lists; a node name is stricter than a run id (it
 // appears in commands the user copies: `flotilla nodes trust NAME ...`), and a key path is a local
 // file path with no control bytes and no leading '-'.

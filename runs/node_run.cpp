@@ -5,7 +5,7 @@
 // away, leaves training running; rank 0's metrics.jsonl is tailed by byte offset and the offset is
 // committed in the same transaction as the rows it covers (ingest_offsets, source
 // "ssh:<node>:metrics.jsonl"), so reconnecting resumes exactly after the last stored line: no step
-// lost or doubled (RELIABILITY S4/S6). The run is recorded as running from node 0's own start time.
+// lost or doubled (docs/reliability.md S4/S6). The run is recorded as running from node 0's own start time.
 #include "runs/node_run.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 //
 // Decision: the known_hosts file is the workspace's own (next to the run database), never
 // ~/.ssh/known_hosts; a key's passphrase is read from the controlling terminal with echo off,
-// used once by libssh and never written anywhere (RELIABILITY S10). Without a terminal, an
+// used once by libssh and never written anywhere (docs/reliability.md S10). Without a terminal, an
 // encrypted key is skipped (ssh-agent still works).
 #pragma once
 

@@ -5,7 +5,7 @@
 // user typed reaches a shell or an ssh command line (libssh takes the values as options, probe
 // scripts are constants). Host keys follow the library's strict policy: an unknown host is
 // refused with its SHA256 fingerprint and the exact `nodes trust` command, and `nodes trust`
-// accepts only the key the node presents now (RELIABILITY S1-S3).
+// accepts only the key the node presents now (docs/reliability.md S1-S3).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

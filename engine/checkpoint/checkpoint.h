@@ -65,7 +65,7 @@ using CheckpointValidator = std::function<void(const LoadedCheckpoint&)>;
 // "  step-00000030: <reason>\n  step-00000025: <reason>\n": one line per fault, for error messages.
 std::string describe_faults(const std::vector<CheckpointFault>& faults);
 
-// Fault injection for tests (RELIABILITY C2/C7): called before each I/O operation of a save with
+// Fault injection for tests (docs/reliability.md C2/C7): called before each I/O operation of a save with
 // a label ("write rank-0.bin", "fsync", "rename manifest", "rename dir", "latest", "purge").
 // Return false to make that operation fail with the given errno; may also abort() to simulate a kill.
 using CheckpointFaultHook = std::function<bool(const std::string& op, int* err)>;

@@ -1,4 +1,4 @@
-// Saving checkpoints: the tmp-dir, fsync, MANIFEST, rename, LATEST, purge protocol (RELIABILITY §1).
+// Saving checkpoints: the tmp-dir, fsync, MANIFEST, rename, LATEST, purge protocol (docs/reliability.md §1).
 //
 // Decision: the commit point is rename(step-N.tmp-<hex>, step-N) and nothing else. Before it, any
 // failure removes the tmp directory and throws; after it, the checkpoint is committed and verified
@@ -91,7 +91,7 @@ bool verifies(const std::string& root, const std::string& name, std::vector<std:
 
 // Keeps the newest keep_last checkpoints that verify (`keep_name`, the one just committed, is one)
 // and deletes the older verified ones. One that does not verify is never deleted and never counts
-// as kept: it is moved to trash/ (RELIABILITY C4, KempnerForge#102: a purge must not leave only
+// as kept: it is moved to trash/ (docs/reliability.md C4, KempnerForge#102: a purge must not leave only
 // damaged checkpoints behind, nor destroy what could still be inspected).
 void purge(const std::string& root, int keep_last, const std::string& keep_name,
            const CheckpointFaultHook* hook, std::vector<std::string>* known_good,

@@ -2,7 +2,7 @@
 //
 // Decision: every primitive (each write(2) call, fsync, close, rename, directory fsync) first asks
 // the CheckpointFaultHook with a stable label ("write rank-0.bin", "fsync MANIFEST.tmp", ...), so a
-// test can fail or kill the process at exactly the Nth operation (RELIABILITY C2/C7) without an
+// test can fail or kill the process at exactly the Nth operation (docs/reliability.md C2/C7) without an
 // LD_PRELOAD shim. The same helpers write the exported safetensors / llm.c files.
 #pragma once
 

@@ -2,7 +2,7 @@
 //
 // Decision: the manifest is strict JSON checked field by field (types, ranges, safe file names),
 // and the parser never throws anything but Error(kCheckpoint) with the field named, so a damaged or
-// hand-edited manifest only ever makes its checkpoint "not verified" (RELIABILITY C8/F2).
+// hand-edited manifest only ever makes its checkpoint "not verified" (docs/reliability.md C8/F2).
 //
 // {"format": "flotilla-checkpoint", "format_version": 1, "step": 40, "world_size": 1,
 //  "config_hash": "00000000deadbeef", "created": "2026-01-01T00:00:00Z", "created_unix": 1767225600,

@@ -9,7 +9,7 @@
 //     name bytes, i64 dims[ndim], u64 byte length, zero padding up to a multiple of 64, data.
 //
 // Decision: the reader never trusts a length it has not checked against the bytes left in the file,
-// so a corrupt or hostile header cannot make it allocate more than the file holds (RELIABILITY F2),
+// so a corrupt or hostile header cannot make it allocate more than the file holds (docs/reliability.md F2),
 // and it is written against a ByteSource so the same parser runs on a file or a fuzzer's buffer.
 #pragma once
 

@@ -12,7 +12,7 @@
 //   call finding the queue idle runs in the caller's thread (same order, two thread hand-offs
 //   fewer: small tensor-parallel all-reduces are latency-bound).
 // - A failure poisons the group: the backend closes/aborts its connections so that every peer's
-//   pending operation fails at once (no rank blocks in the next collective, RELIABILITY C6), and
+//   pending operation fails at once (no rank blocks in the next collective, docs/reliability.md C6), and
 //   every later operation on the group fails immediately with the original cause.
 // - Messages name the operation, its sequence number, the group, this rank and the peer:
 //   "all_reduce #412 on group dp (rank 1 of 2): peer rank 0 closed the connection ...".

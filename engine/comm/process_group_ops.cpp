@@ -23,7 +23,7 @@ std::map<std::string, int>& prefix_counts() {
   return counts;
 }
 
-// Test-only fault (RELIABILITY C6): FLOTILLA_TEST_FAIL_COLLECTIVE="R:N" makes the Nth all_reduce
+// Test-only fault (docs/reliability.md C6): FLOTILLA_TEST_FAIL_COLLECTIVE="R:N" makes the Nth all_reduce
 // (1-based, counted over every group of the process) on world rank R fail with Error(kComm), on a
 // first attempt only (FLOTILLA_RESTART_COUNT unset or 0), so a test sees the failure reported and
 // the restart succeed. Never set outside tests.

@@ -577,7 +577,7 @@ int run_training(const TrainOptions& options) {
     if (cfg.eval.sample_every > 0 && loop.step % cfg.eval.sample_every == 0) loop.sample();
 
     if (stop_now) {
-      // Preemption: save only when the last measured save fits the grace period (RELIABILITY C3).
+      // Preemption: save only when the last measured save fits the grace period (docs/reliability.md C3).
       const double grace = cfg.checkpoint.preempt_grace_s;
       const double expected = loop.last_save_seconds >= 0 ? loop.last_save_seconds : 0.0;
       if (expected < grace * 0.8) {

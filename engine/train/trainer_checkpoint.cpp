@@ -39,7 +39,7 @@ std::string Loop::resume() {
       std::vector<std::string> warnings;
       ck = store.load_latest(0, &warnings);
       // Checkpoints exist and none verifies: starting from step 0 would silently discard the run and
-      // its purge would later delete them. Refuse and touch nothing (RELIABILITY C8).
+      // its purge would later delete them. Refuse and touch nothing (docs/reliability.md C8).
       if (!ck && !store.load_faults().empty())
         throw_checkpoint(
             "checkpoint.resume = auto: none of the " + std::to_string(store.load_faults().size()) +

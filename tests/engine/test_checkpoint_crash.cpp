@@ -1,4 +1,4 @@
-// RELIABILITY C2: a kill at every I/O point of a save. A dry run records the labels of all fault-hook
+// docs/reliability.md C2: a kill at every I/O point of a save. A dry run records the labels of all fault-hook
 // calls of "save step 20 over an existing step 10 with keep_last 1" (writes, fsyncs, closes, MANIFEST
 // rename, directory fsyncs, the commit rename, LATEST, purge). Then for every N a forked child runs the
 // same save with a hook that _exit(9)s at the Nth call. The parent checks that loading gives exactly
@@ -44,7 +44,7 @@ int main() {
   for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] == "rename dir") commit_index = i + 1;
   CHECK(commit_index > 0);
-  // Every kind of point named in RELIABILITY C2 is enumerated.
+  // Every kind of point named in docs/reliability.md C2 is enumerated.
   for (const char* must : {"write rank-0.bin", "fsync rank-0.bin", "close rank-0.bin", "write trainer.json",
                            "write MANIFEST.tmp", "rename manifest", "fsync dir", "rename dir", "fsync root",
                            "latest", "rename LATEST", "purge", "purge files"}) {

@@ -1,4 +1,4 @@
-// RELIABILITY C8 and F2: damage at rest. Each fault is applied to the newest of two checkpoints; the
+// docs/reliability.md C8 and F2: damage at rest. Each fault is applied to the newest of two checkpoints; the
 // loader must fall back to the older one with a warning naming the directory and the fault, and
 // with nothing verifying it must return nullopt (load_dir: a clear error). Hostile headers and
 // mutated files must be rejected without oversized allocations or crashes.

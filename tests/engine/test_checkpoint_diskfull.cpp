@@ -1,4 +1,4 @@
-// RELIABILITY C7: the disk fills during a save. For every I/O point k of a save (enumerated by a
+// docs/reliability.md C7: the disk fills during a save. For every I/O point k of a save (enumerated by a
 // dry run), the fault hook fails operation k with ENOSPC. Before the commit rename the save must throw
 // Error(kIo) whose message says "No space left on device" and names the file and the statvfs figures,
 // the tmp directory must be gone and the previous checkpoint must still load; after the commit the

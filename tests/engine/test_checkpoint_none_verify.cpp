@@ -1,4 +1,4 @@
-// RELIABILITY C8, end to end with the real worker (issue 19, defect 1: data loss). A finished run
+// docs/reliability.md C8, end to end with the real worker (issue 19, defect 1: data loss). A finished run
 // holds step-25 and step-30; a byte flipped at offset 1000 of rank-0.bin in both. `train` with
 // checkpoint.resume = auto must refuse with exit 5, name each checkpoint and its fault, say how to
 // start fresh, and change nothing on disk; `--resume none` then starts from step 0 and moves both

@@ -1,4 +1,4 @@
-// RELIABILITY C7 on a real full disk (not a fault hook): the run directory is on a small tmpfs
+// docs/reliability.md C7 on a real full disk (not a fault hook): the run directory is on a small tmpfs
 // sized so the first checkpoint fits and the second does not. The worker must fail the save with
 // "No space left on device" naming the file, exit 6 (I/O), remove the tmp folder, and leave the
 // first checkpoint verifying; once the tmpfs is grown (remount), the same command resumes from it

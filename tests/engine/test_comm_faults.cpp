@@ -1,4 +1,4 @@
-// Peer failures at the ProcessGroup layer (RELIABILITY C5, C6), with real Gloo processes:
+// Peer failures at the ProcessGroup layer (docs/reliability.md C5, C6), with real Gloo processes:
 // - a peer that dies while the others are inside a collective, or in the middle of a message: the
 //   survivors get Error(kComm) naming the op, its sequence number and the peer, long before the
 //   timeout (no hang); with 3 ranks both survivors fail fast;

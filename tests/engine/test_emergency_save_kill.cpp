@@ -1,4 +1,4 @@
-// RELIABILITY C4 with the real worker: SIGKILL arrives during the emergency save that SIGTERM
+// docs/reliability.md C4 with the real worker: SIGKILL arrives during the emergency save that SIGTERM
 // started. keep_last = 1, so a purge that ran before the new commit (KempnerForge#102) would leave
 // nothing loadable. The worker gets SIGTERM after its periodic step-5 checkpoint; as soon as the
 // emergency save's step-N.tmp-* folder appears, it gets SIGKILL after a seeded delay (0 to 700 ms,

@@ -1,4 +1,4 @@
-// RELIABILITY C6 and C1 through `launch`, with a real 2-rank data-parallel run on Gloo.
+// docs/reliability.md C6 and C1 through `launch`, with a real 2-rank data-parallel run on Gloo.
 // C6: one all_reduce on rank 1 fails (FLOTILLA_TEST_FAIL_COLLECTIVE, first attempt only): every rank
 //     stops (nobody waits in the next collective: the whole fault-and-restart is bounded in time),
 //     launch names rank 1 as the root cause with the failing collective, restarts from the last

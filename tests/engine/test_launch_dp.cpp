@@ -1,4 +1,4 @@
-// The supervisor with a real 2-rank data-parallel run on Gloo (issue 4 faults, RELIABILITY C1, C5):
+// The supervisor with a real 2-rank data-parallel run on Gloo (issue 4 faults, docs/reliability.md C1, C5):
 // - kill -9 of rank 1 -> the group is ended (no process survives), the root cause names rank 1,
 //   the group restarts from the last verified checkpoint, and the final parameters are bitwise
 //   equal to the same run without the fault;
@@ -21,7 +21,8 @@ const std::vector<std::string> kEnv = {"OMP_NUM_THREADS=1", "FLOTILLA_PEAK_FLOPS
 
 std::string config_text() {
   return "[run]\nname = \"launchdp\"\nseed = 9\nthreads = 1\n"
-         "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nvocab_size = 128\nmax_seq_len = 32\n"
+         "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nvocab_size = 128\nmax_seq_len "
+         "= 32\n"
          "[data]\nsynthetic_tokens = 30000\n"
          "[train]\nsteps = 24\nmicro_batch = 2\nseq_len = 16\n"
          "[parallel]\ndp = 2\nzero = 1\ntimeout_s = 120\n"
@@ -57,8 +58,8 @@ std::vector<pid_t> ranks_of(pid_t launcher, int n) {
 }
 
 pid_t start(const std::string& cfg, const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "2", "--master-port", "0",
-                                   "--no-bind"};
+  std::vector<std::string> argv = {FLOTILLA_WORKER_PATH, "launch", "--nproc-per-node", "2",
+                                   "--master-port",      "0",      "--no-bind"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   for (const auto& a : {"--", "train", "--config"}) argv.push_back(a);
   argv.push_back(cfg);
@@ -99,7 +100,8 @@ int main() {
   // C5 with two ranks: rank 1 stopped; rank 0 waits in a collective.
   {
     const std::string out = root + "/stop";
-    const pid_t launcher = start(cfg, out, {"--max-restarts", "1", "--step-timeout", "3", "--term-grace", "1"});
+    const pid_t launcher =
+        start(cfg, out, {"--max-restarts", "1", "--step-timeout", "3", "--term-grace", "1"});
     CHECK(wait_until([&] { return last_step(out) >= 6; }, 90));
     const auto pids = ranks_of(launcher, 2);
     if (pids[1] > 0) kill(pids[1], SIGSTOP);
@@ -108,7 +110,8 @@ int main() {
     CHECK_MSG(code == 0, "exit %d: %s", code, log.c_str());
     CHECK_MSG(log.find("launch: rank 1 made no progress for") != std::string::npos, "%s", log.c_str());
     CHECK(log.find("no heartbeat for") != std::string::npos);
-    CHECK_MSG(log.find("rank 0 waiting in ") != std::string::npos, "%s", log.c_str());  // the stalled collective
+    CHECK_MSG(log.find("rank 0 waiting in ") != std::string::npos, "%s",
+              log.c_str());  // the stalled collective
     for (pid_t p : pids) CHECK(p > 0 && kill(-p, 0) != 0);
     CHECK(last_step(out) == 24);
   }

@@ -1,4 +1,4 @@
-// RELIABILITY C9 and R2 through `launch`, with real processes.
+// docs/reliability.md C9 and R2 through `launch`, with real processes.
 // C9: a damaged token shard (one byte truncated; a wrong magic) is refused by launch's preflight
 //     before any rank starts: exit 4 naming the shard, no run directory, no restart, even with
 //     --max-restarts 3.

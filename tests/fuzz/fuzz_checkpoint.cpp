@@ -1,4 +1,4 @@
-// libFuzzer target (RELIABILITY F2): the checkpoint MANIFEST parser and the rank-file reader. The
+// libFuzzer target (docs/reliability.md F2): the checkpoint MANIFEST parser and the rank-file reader. The
 // first byte picks the reader, the rest is its input. Any bytes are parsed or refused with
 // Error(kCheckpoint); the rank-file reader never allocates more than the input holds (ASan's
 // allocation limit turns a 2^62-byte request into a crash) and never reads past it.

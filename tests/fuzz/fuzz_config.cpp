@@ -1,4 +1,4 @@
-// libFuzzer target (RELIABILITY F1): the run-config parser. Any bytes either parse into a config or
+// libFuzzer target (docs/reliability.md F1): the run-config parser. Any bytes either parse into a config or
 // are refused with Error(kConfig); a parsed config validates without crashing, and
 // parse -> config_to_toml -> parse is a fixed point (the second text equals the first).
 #include <cstdint>

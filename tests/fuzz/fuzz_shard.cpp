@@ -1,4 +1,4 @@
-// libFuzzer target (RELIABILITY C9/F2): the token-shard header reader. The input is written as a
+// libFuzzer target (docs/reliability.md C9/F2): the token-shard header reader. The input is written as a
 // shard file (on /dev/shm when present) and inspected with token checking on: it is accepted, or
 // refused with Error(kData) naming the file; never a crash or an oversized read.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// `flotilla runs attach RUN` against two real sshd "nodes" on 127.0.0.1 (RELIABILITY R1, S6):
+// `flotilla runs attach RUN` against two real sshd "nodes" on 127.0.0.1 (docs/reliability.md R1, S6):
 // `flotilla run CONFIG --nodes a,b` is SIGKILLed mid-run while the ranks keep training; a new
 // `runs attach` reconnects, tails from the committed offset and ends with the run's status. The
 // store then has every step exactly once, the run is completed, and costs were charged from the
@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "check.h"
+#include "cli_fixture.h"
 #include "db/database.h"
 #include "db/sql.h"
-#include "cli_fixture.h"
 
 using namespace flotilla_test;
 
@@ -26,7 +26,9 @@ constexpr int kSteps = 2000;  // a few seconds of training: it outlives the kill
 CliWorkspace* g_ws = nullptr;
 std::string g_db;
 
-pid_t cli_spawn(const std::vector<std::string>& args, const std::string& log) { return g_ws->spawn(args, log); }
+pid_t cli_spawn(const std::vector<std::string>& args, const std::string& log) {
+  return g_ws->spawn(args, log);
+}
 ProcResult cli(const std::vector<std::string>& args) { return g_ws->run(args); }
 
 double query_double(const flotilla::db::Database& db, const std::string& sql) {
@@ -187,8 +189,9 @@ int main() {
   CHECK_MSG(wait_until(
                 [&] {
                   flotilla::db::Database db(g_db);
-                  return flotilla::db::query_int(db, "SELECT COUNT(*) FROM checkpoints WHERE run_id = 2 AND "
-                                                     "reason = 'request'") >= 1;
+                  return flotilla::db::query_int(db,
+                                                 "SELECT COUNT(*) FROM checkpoints WHERE run_id = 2 AND "
+                                                 "reason = 'request'") >= 1;
                 },
                 60),
             "no requested checkpoint reached the store: %s", read_file(log2).c_str());

@@ -1,4 +1,4 @@
-// The run store's disk fills (issue 16; RELIABILITY D3), injected with PRAGMA max_page_count on
+// The run store's disk fills (issue 16; docs/reliability.md D3), injected with PRAGMA max_page_count on
 // the writer's connection (SQLite then answers SQLITE_FULL exactly as for a full disk):
 // - mid-run: training goes on, nothing blocks; when space comes back the watcher stores the
 //   missing steps from metrics.jsonl by offset, and the status says what happened;
@@ -56,7 +56,8 @@ void full_for_a_while(db::Writer& writer, const std::string& dir) {
   CHECK(r.status == db::RunStatus::kStopped);
   CHECK_MSG(r.status_note.find("the store was full for a while") != std::string::npos, "note: %s",
             r.status_note.c_str());
-  CHECK(steps_stored(writer.path(), s.run.run_id) == step_lines(s.run.run_dir));  // none missing, none doubled
+  CHECK(steps_stored(writer.path(), s.run.run_id) ==
+        step_lines(s.run.run_dir));  // none missing, none doubled
 }
 
 void full_until_the_end(db::Writer& writer, const std::string& dir) {
@@ -81,8 +82,8 @@ void full_until_the_end(db::Writer& writer, const std::string& dir) {
   CHECK(steps_stored(writer.path(), s.run.run_id) == 3000);
   const db::Database d(writer.path());
   for (const db::Accrual& a : db::run_accruals(d, r.id))
-    CHECK_MSG(a.end && *a.end <= worker_end + 1.0, "accrual closed at %.2f, worker ended at %.2f", a.end.value_or(0),
-              worker_end);
+    CHECK_MSG(a.end && *a.end <= worker_end + 1.0, "accrual closed at %.2f, worker ended at %.2f",
+              a.end.value_or(0), worker_end);
 }
 
 void full_at_the_start(db::Writer& writer, const std::string& dir) {

@@ -1,7 +1,7 @@
 // Crash restarts are a run setting (issue 16): run.max_restarts (default 2) reaches launch for
 // every local run, so kill -9 of one rank of a 2-rank run restarts every rank from the last
 // verified checkpoint, and the run completes with per-step losses bitwise equal to a run that was
-// never interrupted (RELIABILITY C1). With run.max_restarts = 0 the same crash fails the run.
+// never interrupted (docs/reliability.md C1). With run.max_restarts = 0 the same crash fails the run.
 #include <signal.h>
 
 #include "runs/process.h"
@@ -26,7 +26,8 @@ std::vector<double> losses(const std::string& path, int64_t id) {
 db::Run run(db::Writer& writer, const std::string& dir, const std::string& name, int64_t kill_after,
             int max_restarts = 2) {
   std::string toml = tiny_config(120, kTwoRanks, 20);
-  toml.replace(toml.find("threads = 1\n"), 12, "threads = 1\nmax_restarts = " + std::to_string(max_restarts) + "\n");
+  toml.replace(toml.find("threads = 1\n"), 12,
+               "threads = 1\nmax_restarts = " + std::to_string(max_restarts) + "\n");
   Started s = create_and_start(writer, dir, toml, name);
   Watcher w(&writer, s.watch);
   if (kill_after > 0) {
@@ -58,7 +59,8 @@ int main() {
   for (const db::EventInfo& e : db::list_events(db::Database(writer.path()), crashed.id))
     restarted |= e.kind == "launch" && e.message.find("rank 1") != std::string::npos;
   CHECK(restarted);  // launch's root cause of the crash is recorded with the run
-  std::printf("kill -9 of rank 1 at step >= 50: restarted from the checkpoint, %d of 120 losses differ\n", differ);
+  std::printf("kill -9 of rank 1 at step >= 50: restarted from the checkpoint, %d of 120 losses differ\n",
+              differ);
 
   // No restarts allowed: the same crash fails the run, naming the rank.
   const db::Run failed = run(writer, dir, "no-restarts", 50, 0);

@@ -1,4 +1,4 @@
-// Asks the user to confirm an unknown node's host key by its SHA256 fingerprint (RELIABILITY S3).
+// Asks the user to confirm an unknown node's host key by its SHA256 fingerprint (docs/reliability.md S3).
 //
 // Decision: the dialog only shows and confirms; trusting is the monitor's Session::trust on a
 // pool thread, which accepts the key only if the node still presents this exact fingerprint.

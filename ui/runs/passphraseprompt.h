@@ -1,7 +1,7 @@
 // Asking for an SSH key's passphrase when a run on SSH nodes connects from its worker thread:
 // the prompt type RemoteRun calls (on the UI thread) and the app's small password dialog.
 //
-// Decision: a passphrase lives only as long as one connection attempt needs it (RELIABILITY
+// Decision: a passphrase lives only as long as one connection attempt needs it (docs/reliability.md
 // S10): the dialog hands it out once and forgets it, each copy we make is overwritten before
 // it is released, and nothing writes it anywhere (settings, store, log). A reconnection asks
 // again rather than keeping it in memory for the run's lifetime. The prompt is a plain
