@@ -2,6 +2,7 @@
 #include "runs/run_speed.h"
 
 #include <cmath>
+#include <optional>
 
 #include "db/queries.h"
 #include "engine/train/metrics_reader.h"
@@ -53,6 +54,14 @@ RunSpeed run_speed(const db::Database& db, const db::Run& run) {
     if (!std::isnan(row.values[0]))
       mean.add(row.step, row.values[0], std::isnan(row.values[1]) ? 0 : row.values[1]);
   return mean.value();
+}
+
+db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now) {
+  db::RunSummary s = db::run_summary(db, run_id, now);
+  const RunSpeed speed = run_speed(db, db::get_run(db, run_id));
+  s.tokens_per_s = speed.tokens_per_s > 0 ? std::optional<double>(speed.tokens_per_s) : std::nullopt;
+  s.mfu = speed.tokens_per_s > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
+  return s;
 }
 
 }  // namespace flotilla::runs

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "db/database.h"
+#include "db/queries.h"
 #include "db/run_store.h"
 
 namespace flotilla::runs {
@@ -36,5 +37,10 @@ class SpeedMean {
 
 // The run's speed from the store: its summary's means, else SpeedMean over its stored step rows.
 RunSpeed run_speed(const db::Database& db, const db::Run& run);
+
+// db::run_summary with tokens/s and MFU by run_speed's rule (db's own figures are plain means of
+// every stored step, warm-up included). Every page and command that shows a run's summary reads it
+// from here, so `runs show`, `compare`, the Compare page and the Runs table agree.
+db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now = 0);
 
 }  // namespace flotilla::runs

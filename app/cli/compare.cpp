@@ -7,6 +7,7 @@
 #include "app/cli/cli.h"
 #include "db/queries.h"
 #include "db/run_store.h"
+#include "runs/run_speed.h"
 
 namespace flotilla::cli {
 namespace {
@@ -44,7 +45,7 @@ int cmd_compare(const Context& ctx) {
   std::vector<db::RunSummary> sums;
   for (const auto& p : pos) {
     runs.push_back(db::get_run(db, p));
-    sums.push_back(db::run_summary(db, runs.back().id));
+    sums.push_back(runs::run_summary(db, runs.back().id));
   }
   const auto diffs = db::config_differences(runs);
 

@@ -30,6 +30,7 @@
 #include "runs/local_run.h"
 #include "runs/node_run.h"
 #include "runs/run_setup.h"
+#include "runs/run_speed.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::cli {
@@ -108,7 +109,7 @@ int watch(const Context& ctx, db::Writer& writer, const runs::LocalWatch& w, boo
   const db::WriterStats ws = writer.stats();
   if (!quiet) {
     const db::Database reader(database_path(ctx));
-    const db::RunSummary s = db::run_summary(reader, w.run_id);
+    const db::RunSummary s = runs::run_summary(reader, w.run_id);
     const db::Run r = db::get_run(reader, w.run_id);
     const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;
     std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored, %s\n", w.name.c_str(),

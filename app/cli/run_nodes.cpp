@@ -30,6 +30,7 @@
 #include "remote/remote_run.h"
 #include "remote/session.h"
 #include "runs/node_run.h"
+#include "runs/run_speed.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::cli {
@@ -118,7 +119,7 @@ int watch(const Context& ctx, std::vector<Node>& nodes, const runs::Watch& w, bo
   if (exit_code == static_cast<int>(ExitCode::kComm)) return exit_code;
   if (!quiet) {
     db::Database reader(path);
-    const db::RunSummary s = db::run_summary(reader, w.run_id);
+    const db::RunSummary s = runs::run_summary(reader, w.run_id);
     std::printf("run %s %s: %lld steps, final loss %s, %s, $%.4f\n", w.name.c_str(), s.status.c_str(),
                 static_cast<long long>(s.steps), s.final_loss ? format_number(*s.final_loss).c_str() : "-",
                 format_duration(s.wall_s).c_str(), db::run_cost_usd(reader, w.run_id));

@@ -23,6 +23,7 @@
 #include "db/run_store.h"
 #include "runs/node_run.h"
 #include "runs/process.h"
+#include "runs/run_speed.h"
 #include "runs/run_status.h"
 #include "runs/stale_runs.h"
 
@@ -123,7 +124,7 @@ int show(const Context& ctx, ArgReader& args) {
   if (pos.size() != 1) throw UsageError("runs show needs one RUN (a name or an id)");
   const db::Database db = open_store(ctx);
   const db::Run r = db::get_run(db, pos[0]);
-  const db::RunSummary s = db::run_summary(db, r.id);
+  const db::RunSummary s = runs::run_summary(db, r.id);
   const auto names = db::metric_names(db, r.id);
   const auto checkpoints = db::list_checkpoints(db, r.id);
   const auto events = db::list_events(db, r.id, 20);

@@ -33,7 +33,10 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
   }
   __m512 s = acc[0];
   for (int k = 1; k < kAcc; ++k) s = _mm512_add_ps(s, acc[k]);
-  return _mm512_reduce_add_ps(s);
+  // Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips its own -Wuninitialized.
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0] + out[15];
 }
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
@@ -77,7 +80,10 @@ __attribute__((target("avx512f,avx512bf16"))) float bf16_loop(long iters) {
   }
   __m512 s = acc[0];
   for (int k = 1; k < kAcc; ++k) s = _mm512_add_ps(s, acc[k]);
-  return _mm512_reduce_add_ps(s);
+  // Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips its own -Wuninitialized.
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0] + out[15];
 }
 #endif
 

@@ -15,7 +15,11 @@
 //   the folder describes, and writes its folder back at the end.
 #include <signal.h>
 
+#include <cmath>
+#include <cstdio>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "check.h"
 #include "db/database.h"
@@ -23,6 +27,7 @@
 #include "db/run_records.h"
 #include "db/run_store.h"
 #include "runs/process.h"
+#include "runs/run_speed.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -247,6 +252,32 @@ void a_hugging_face_folder_runs_from_the_cli() {
 
 }  // namespace
 
+// One speed per run: runs show and compare print the run's figure (the worker's summary rule,
+// runs::run_speed), the one the Runs table and Live show, not a plain mean of every stored step.
+// "orphan" was killed and resumed, so the two differ (the summary covers the resumed worker).
+void one_speed_per_run_in_show_and_compare() {
+  const db::Database db(g_root + "/store.db");
+  const flotilla::runs::RunSpeed speed = flotilla::runs::run_speed(db, run_named("orphan"));
+  CHECK(speed.from_summary && speed.tokens_per_s > 0);
+  const ProcResult show = cli({"runs", "show", "orphan", "--json"});
+  CHECK(show.exit_code == 0);
+  const auto j = nlohmann::json::parse(show.output, nullptr, false);
+  CHECK_MSG(!j.is_discarded() && j["summary"]["tokens_per_s"].is_number(), "%s", show.output.c_str());
+  if (!j.is_discarded() && j["summary"]["tokens_per_s"].is_number()) {
+    const double shown = j["summary"]["tokens_per_s"].get<double>();
+    CHECK_MSG(std::fabs(shown - speed.tokens_per_s) <= 1e-9 * speed.tokens_per_s, "show %.6f, run %.6f",
+              shown, speed.tokens_per_s);
+    CHECK(std::fabs(j["summary"]["mfu"].get<double>() - speed.mfu) <= 1e-12);
+  }
+  const ProcResult cmp = cli({"compare", "orphan", "hf", "--json"});
+  CHECK(cmp.exit_code == 0);
+  const auto c = nlohmann::json::parse(cmp.output, nullptr, false);
+  char want[64];
+  std::snprintf(want, sizeof want, "%.1f", speed.tokens_per_s);
+  CHECK_MSG(!c.is_discarded() && c["runs"][0]["tokens_per_s"] == want, "%s (want %s)", cmp.output.c_str(),
+            want);
+}
+
 int main() {
   g_root = fresh_dir("runs_cli");
   const std::string cfg = config("cli", 20000);
@@ -259,5 +290,6 @@ int main() {
   purged_checkpoints_are_not_listed();
   restarts_and_checkpoint_requests_reach_the_worker(config("asked", 1000000));
   a_hugging_face_folder_runs_from_the_cli();
+  one_speed_per_run_in_show_and_compare();
   return summary("test_run_cli");
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "db/costs.h"
+#include "runs/run_speed.h"
 #include "ui/plot/smoothing.h"
 
 namespace flotilla::ui {
@@ -60,7 +61,7 @@ CompareResult loadComparison(const CompareRequest& request) {
   std::set<std::string> names;
   for (int64_t id : request.runIds) {
     out.runs.push_back(db::get_run(db, id));
-    out.summaries.push_back(db::run_summary(db, id, now));
+    out.summaries.push_back(runs::run_summary(db, id, now));
     out.hits.push_back(costToReach(db, out.runs.back(), request.targetLoss, request.smoothing));
     for (auto& n : db::metric_names(db, id)) names.insert(std::move(n));
   }
