@@ -61,7 +61,10 @@ void full_for_a_while(db::Writer& writer, const std::string& dir) {
 }
 
 void full_until_the_end(db::Writer& writer, const std::string& dir) {
-  Started s = create_and_start(writer, dir, tiny_config(3000, "", 1000), "full-to-the-end");
+  // Long enough that the store is full before the worker ends: a tiny step takes well under a
+  // millisecond on a fast machine, and 3,000 of them once finished (and were stored) first.
+  constexpr int kSteps = 30000;
+  Started s = create_and_start(writer, dir, tiny_config(kSteps, "", 10000), "full-to-the-end");
   Watcher w(&writer, s.watch);
   CHECK(wait_until([&] { return steps_stored(writer.path(), s.run.run_id) >= 20; }, 60));
   fill(writer, true);
@@ -79,7 +82,7 @@ void full_until_the_end(db::Writer& writer, const std::string& dir) {
   CHECK(settled.size() == 1);
   const db::Run r = stored(writer.path(), s.run.run_id);
   CHECK_MSG(r.status == db::RunStatus::kCompleted, "%s (%s)", db::to_string(r.status), r.status_note.c_str());
-  CHECK(steps_stored(writer.path(), s.run.run_id) == 3000);
+  CHECK(steps_stored(writer.path(), s.run.run_id) == kSteps);
   const db::Database d(writer.path());
   for (const db::Accrual& a : db::run_accruals(d, r.id))
     CHECK_MSG(a.end && *a.end <= worker_end + 1.0, "accrual closed at %.2f, worker ended at %.2f",
