@@ -7,10 +7,10 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QMenu>
-#include <QSaveFile>
 #include <QSvgGenerator>
 #include <QTextStream>
 #include <QVBoxLayout>
+#include "ui/common/savefile.h"
 #include "ui/plot/plotstyle.h"
 
 #include <algorithm>
@@ -190,23 +190,14 @@ bool PlotPanel::exportImage(const QString& path) {
 bool PlotPanel::exportCsv(const QString& path) {
   m_error.clear();
   refresh();
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) {
-    m_error = tr("Could not write %1: %2").arg(path, file.errorString());
-    return false;
-  }
-  QTextStream out(&file);
+  QString text;
+  QTextStream out(&text);
   if (!writeCsv(out)) {
     m_error = tr("Nothing to export yet: the plot has no data");
-    file.cancelWriting();
     return false;
   }
   out.flush();
-  if (!file.commit()) {
-    m_error = tr("Could not write %1: %2").arg(path, file.errorString());
-    return false;
-  }
-  return true;
+  return saveFileAtomically(path, text.toUtf8(), &m_error);
 }
 
 void PlotPanel::addExportActions(QMenu* menu) {

@@ -15,7 +15,6 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QRegularExpression>
-#include <QSaveFile>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -29,6 +28,7 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "ui/common/savefile.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/remoterun.h"
@@ -105,12 +105,7 @@ bool exportRunCsv(const QString& databasePath, qint64 runId, const QString& path
       for (const QString& cell : cells) out += ',' + cell.toUtf8();
       out += '\n';
     }
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(out) != out.size() || !file.commit()) {
-      if (error) *error = QObject::tr("Cannot write %1: %2").arg(path, file.errorString());
-      return false;
-    }
-    return true;
+    return saveFileAtomically(path, out, error);
   } catch (const db::DbError& e) {
     if (error) *error = QString::fromUtf8(e.what());
     return false;

@@ -3,6 +3,7 @@
 
 #include <QApplication>
 #include <QPalette>
+#include <QObject>
 #include <QSettings>
 #include <QStyle>
 
@@ -84,7 +85,7 @@ Preferences Preferences::load() {
   return p;
 }
 
-void Preferences::save() const {
+QString Preferences::save() const {
   QSettings s = appSettings();
   if (workspaceDir.isEmpty())
     s.remove(QLatin1String(kWorkspaceKey));
@@ -93,6 +94,11 @@ void Preferences::save() const {
   s.setValue(QLatin1String(kThemeKey), static_cast<int>(theme));
   s.setValue(QLatin1String(kTokensKey), static_cast<int>(tokens));
   s.setValue(QLatin1String(kTimeKey), static_cast<int>(time));
+  s.sync();
+  if (s.status() == QSettings::NoError) return {};
+  return QObject::tr("Could not save the preferences to %1: the disk is full or the folder is not writable. "
+                     "The previous preferences are kept; free some space and change a setting again.")
+      .arg(s.fileName());
 }
 
 QString Preferences::formatTokens(double t) const {

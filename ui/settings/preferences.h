@@ -28,7 +28,10 @@ struct Preferences {
   static constexpr const char* kTimeKey = "preferences/timeUnit";
 
   static Preferences load();
-  void save() const;
+  // Writes the preferences and syncs the file (QSettings replaces it atomically: a crash leaves the
+  // old file or the new one, never a torn one; docs/reliability.md D5). Returns "" when it was
+  // written, else a sentence naming the file and saying the old settings are kept.
+  QString save() const;
 
   // "12.3M tokens" / "12,345k tokens" style numbers (no unit word).
   QString formatTokens(double tokens) const;

@@ -191,12 +191,19 @@ QWidget* SettingsPage::buildDisplayBox() {
   form->addRow(tr("Theme"), m_theme);
   for (QComboBox* c : {m_tokens, m_time, m_theme})
     connect(c, &QComboBox::currentIndexChanged, this, &SettingsPage::storePreferences);
+  m_prefsError = new QLabel(box);
+  m_prefsError->setObjectName(QStringLiteral("preferencesError"));
+  m_prefsError->setWordWrap(true);
+  m_prefsError->setVisible(false);
   auto* l = new QVBoxLayout(box);
   l->setContentsMargins(16, 16, 16, 12);
   l->addLayout(form);
+  l->addWidget(m_prefsError);
   l->addStretch(1);
   return box;
 }
+
+QString SettingsPage::preferencesError() const { return m_prefsError->isHidden() ? QString() : m_prefsError->text(); }
 
 void SettingsPage::storePreferences() {
   const Preferences::Theme before = m_prefs.theme;
@@ -204,7 +211,9 @@ void SettingsPage::storePreferences() {
   m_prefs.tokens = static_cast<Preferences::TokenUnit>(m_tokens->currentIndex());
   m_prefs.time = static_cast<Preferences::TimeUnit>(m_time->currentIndex());
   m_prefs.theme = static_cast<Preferences::Theme>(m_theme->currentIndex());
-  m_prefs.save();
+  const QString error = m_prefs.save();
+  m_prefsError->setText(error);
+  m_prefsError->setVisible(!error.isEmpty());
   if (m_prefs.theme != before) applyTheme(m_prefs.theme);
   emit preferencesChanged(m_prefs);
 }

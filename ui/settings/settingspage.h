@@ -41,6 +41,8 @@ class SettingsPage : public QWidget {
   QDoubleSpinBox* powerBox() const { return m_power; }
   QDoubleSpinBox* tariffBox() const { return m_tariff; }
   QString pricingStatus() const;
+  // The message of the last failed preferences save ("" when the last save worked).
+  QString preferencesError() const;
 
  public slots:
   // Writes the pricing controls to the store (asynchronously; pricingSaved() follows).
@@ -69,6 +71,7 @@ class SettingsPage : public QWidget {
   QDoubleSpinBox* m_power = nullptr;
   QDoubleSpinBox* m_tariff = nullptr;
   QLabel* m_pricingStatus = nullptr;
+  QLabel* m_prefsError = nullptr;  // hidden unless the last save of the preferences failed
   QComboBox* m_tokens = nullptr;
   QComboBox* m_time = nullptr;
   QComboBox* m_theme = nullptr;

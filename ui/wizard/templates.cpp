@@ -5,13 +5,13 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
-#include <QSaveFile>
 #include <QStandardPaths>
 
 #include <exception>
 
 #include "engine/config/config_io.h"
 #include "flotilla/demo_config.h"
+#include "ui/common/savefile.h"
 
 namespace flotilla::ui {
 
@@ -76,13 +76,8 @@ bool TemplateStore::save(const QString& name, const flotilla::RunConfig& config,
     if (error) *error = QObject::tr("Cannot create the templates folder %1.").arg(m_dir);
     return false;
   }
-  QSaveFile file(QDir(m_dir).filePath(name + QStringLiteral(".toml")));
-  const QByteArray text = QByteArray::fromStdString(flotilla::config_to_toml(config));
-  if (!file.open(QIODevice::WriteOnly) || file.write(text) != text.size() || !file.commit()) {
-    if (error) *error = QObject::tr("Cannot write %1: %2").arg(file.fileName(), file.errorString());
-    return false;
-  }
-  return true;
+  return saveFileAtomically(QDir(m_dir).filePath(name + QStringLiteral(".toml")),
+                            QByteArray::fromStdString(flotilla::config_to_toml(config)), error);
 }
 
 }  // namespace flotilla::ui
