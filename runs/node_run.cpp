@@ -178,6 +178,7 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
   resolve_model_source(config);
   validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
+  check_remote_write_paths(config, m == 1 ? "node " + nodes[0].rec.name : "nodes");
   const RunLimits limits = limits_of(config, req.budget_usd);
   db::NewRun nr;
   nr.name = req.name;

@@ -41,6 +41,19 @@ void write_file(const std::string& path, const std::string& text) {
 
 void resolve_model_source(RunConfig& config) { interop::apply_hf_init_from(config); }
 
+void check_remote_write_paths(const RunConfig& config, const std::string& where) {
+  const std::string& p = config.checkpoint.export_hf;
+  if (p.empty()) return;
+  const std::filesystem::path path(p);
+  bool outside = path.is_absolute() || p.front() == '~' || p.front() == '$';
+  for (const auto& part : path) outside = outside || part == "..";
+  if (outside)
+    throw Error(ExitCode::kConfig,
+                "checkpoint.export_hf = \"" + p + "\": on " + where +
+                    " the worker writes only inside its run folder (~/.flotilla/runs/<run>); "
+                    "give a relative path such as \"hf-export\" (it lands in the run folder)");
+}
+
 void validate_run_config(const RunConfig& config, int ranks) {
   RunConfig resolved = config;
   resolve_model_source(resolved);

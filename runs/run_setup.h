@@ -55,6 +55,12 @@ void resolve_model_source(RunConfig& config);
 // for `ranks` ranks.
 void validate_run_config(const RunConfig& config, int ranks);
 
+// A run on a node or a cluster writes only inside its run folder there (~/.flotilla/runs/<run>;
+// docs/reliability.md S8's allowed root): the config's paths the worker writes to
+// (checkpoint.export_hf) must be relative and stay inside it. Throws flotilla::Error (kConfig)
+// naming the key, the value and the fix; `where` names the target ("node gpu-box").
+void check_remote_write_paths(const RunConfig& config, const std::string& where);
+
 // Validates, names, places, prices and stores a local run (status created, this machine's node
 // attached with dp*tp*pp devices) and writes its config file; starts nothing. Throws
 // flotilla::Error (kConfig) for an invalid config, DbError (kConstraint) for a taken explicit name
