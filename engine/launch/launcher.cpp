@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,14 @@ struct Rank {
   Clock::time_point last_beat;      // last heartbeat line of any kind
   bool beating = false;
   double slowest_step_s = 0;  // longest time between two advances after the first step
+  // It reported that a peer closed its connection: its failure is a consequence of another rank's.
+  bool peer_closed = false;
 };
+
+// The comm layer's words for a failure caused by a peer (engine/comm/gloo_ring.cpp, gloo_peer_watch.cpp).
+bool says_peer_closed(const std::string& line) {
+  return line.find("closed the connection") != std::string::npos;
+}
 
 int pick_free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -118,14 +126,7 @@ class Attempt {
           if (!r.exited) kill(-r.pid, g_supervisor_signal == SIGINT ? SIGINT : SIGTERM);
         forward_time_ = Clock::now();
       }
-      // First failure is the root cause.
-      for (auto& r : ranks_) {
-        if (!r.exited || result.failed_rank >= 0) continue;
-        const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
-        if (ok) continue;
-        describe_failure(r, result);
-      }
-      if (result.failed_rank >= 0) break;
+      if (pick_root_cause(result)) break;
       if (std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; })) break;
       if (forwarded_) {
         if (seconds_since(forward_time_) > opt_.term_grace_s + 60) break;  // the ranks ignore us: kill below
@@ -225,6 +226,7 @@ class Attempt {
   // stdout lines: metrics-protocol JSON passes through verbatim (it names its rank); anything else
   // is prefixed. stderr lines are prefixed "[rank R]". Heartbeat lines update progress.
   void handle_line(Rank& r, int which, const std::string& line) {
+    if (which != 2 && says_peer_closed(line)) r.peer_closed = true;
     if (which == 0) {
       if (!line.empty() && line[0] == '{') {
         std::fwrite(line.data(), 1, line.size(), stdout);
@@ -324,6 +326,28 @@ class Attempt {
         pump(r, 2);
       }
     }
+  }
+
+  // Root cause: the first failed rank (in rank order) that failed on its own. A rank that failed because a
+  // peer closed its connection is a consequence: wait up to 3 s for the rank that caused it to exit (a killed
+  // or failing rank), and name the consequence only when no such rank shows up. True once a cause is named.
+  bool pick_root_cause(AttemptResult& result) {
+    const Rank* consequence = nullptr;
+    bool all_exited = true;
+    for (const auto& r : ranks_) {
+      all_exited = all_exited && r.exited;
+      if (!r.exited || (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)) continue;
+      if (!r.peer_closed) {
+        describe_failure(r, result);
+        return true;
+      }
+      if (!consequence) consequence = &r;
+    }
+    if (!consequence) return false;
+    if (!consequence_since_) consequence_since_ = Clock::now();
+    if (!all_exited && seconds_since(*consequence_since_) < 3.0) return false;
+    describe_failure(*consequence, result);
+    return true;
   }
 
   void describe_failure(const Rank& r, AttemptResult& res) {
@@ -430,6 +454,7 @@ class Attempt {
   // SIGUSR1s already passed on; those received before this attempt started are not replayed.
   sig_atomic_t checkpoints_forwarded_ = g_checkpoint_requests;
   Clock::time_point forward_time_;
+  std::optional<Clock::time_point> consequence_since_;  // when a peer-closed failure was first seen
 };
 
 }  // namespace
