@@ -1,7 +1,7 @@
 // docs/reliability.md C9 and R2 through `launch`, with real processes.
-// C9: a damaged token shard (one byte truncated; a wrong magic) is refused by launch's preflight
-//     before any rank starts: exit 4 naming the shard, no run directory, no restart, even with
-//     --max-restarts 3.
+// C9: a damaged token shard (one byte truncated; a wrong magic) or a split smaller than one batch is
+//     refused by launch's preflight before any rank starts: exit 4 naming the shard, no run
+//     directory, no restart, even with --max-restarts 3.
 // R2 by error class: a rank that fails with a checkpoint error (every checkpoint damaged, issue 19
 //     defect 1) is not retried either (exit 5, zero restarts), while the same launch over good
 //     data and checkpoints trains.
@@ -72,6 +72,17 @@ int main() {
   CHECK_MSG(r.exit_code == 4 && has(r, "train_001.bin") && !fs::exists(root + "/magic"),
             "bad magic: exit %d: %s", r.exit_code, r.output.c_str());
   write_text(shard, intact);
+  // A validation split smaller than one batch (2 x 16 + 1 tokens): the loader's rule, refused by
+  // launch with the trainer's own check (issue 18 item 1: the run used to die at step 0).
+  flotilla::write_shard(data + "/val_small.bin", std::vector<uint32_t>(tokens.begin(), tokens.begin() + 20));
+  const std::string small_cfg = root + "/small-val.toml";
+  std::string small_text = config_text(data);
+  small_text.replace(small_text.find("val_000.bin"), 11, "val_small.bin");
+  write_text(small_cfg, small_text);
+  r = launch(small_cfg, root + "/small");
+  CHECK_MSG(r.exit_code == 4 && has(r, "preflight refused") && has(r, "data.val") && has(r, "val_small.bin") &&
+                !fs::exists(root + "/small"),
+            "val smaller than a batch: exit %d: %s", r.exit_code, r.output.c_str());
 
   // R2: a checkpoint error on the rank is never retried. Damage both checkpoints of the good run.
   const std::string ck = root + "/good/checkpoints";
