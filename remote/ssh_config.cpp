@@ -129,6 +129,10 @@ SshConfigEntry parse_ssh_config(std::string_view text, const std::string& host, 
     start = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find('\0') != std::string_view::npos) {  // not a text line (found by fuzz_ssh_config)
+      e.problems.push_back("line " + std::to_string(line_no) + ": contains a NUL byte; ignored");
+      continue;
+    }
     const auto w = words_of(line);
     if (w.empty()) continue;
     const std::string key = lower(w[0]);

@@ -1,6 +1,8 @@
 // Metrics protocol v1 reader (see metrics_reader.h for the flattening decision).
 #include "engine/train/metrics_reader.h"
 
+#include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -18,13 +20,18 @@ double num(const json& j, const char* key, double fallback = 0) {
 int64_t inum(const json& j, const char* key, int64_t fallback = 0) {
   const auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return fallback;
-  if (it->is_number_float()) return static_cast<int64_t>(it->get<double>());
+  if (it->is_number_float()) {
+    // A float outside int64's range (1e126, found by fuzz_metrics) cannot be converted: the fallback.
+    const double v = it->get<double>();
+    return std::isfinite(v) && std::fabs(v) < 9.2e18 ? static_cast<int64_t>(v) : fallback;
+  }
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return fallback;
   return it->get<int64_t>();
 }
 
 uint64_t unum(const json& j, const char* key) {
   const double v = num(j, key, 0);
-  return v > 0 ? static_cast<uint64_t>(v) : 0;
+  return v > 0 && v < 1.8e19 ? static_cast<uint64_t>(v) : 0;
 }
 
 std::string str(const json& j, const char* key) {
