@@ -89,6 +89,7 @@ int cmdCompare(const Invocation& inv) { return runStoreCommand(inv, flotilla::cl
 int cmdCosts(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_costs); }
 int cmdPricing(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_pricing); }
 int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_nodes); }
+int cmdPlan(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_plan); }
 
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
@@ -101,6 +102,8 @@ const std::vector<Command>& commands() {
        "                    resume RUN | delete RUN",
        cmdRuns},
       {"compare", "RUN RUN... [--csv|--json]: summaries side by side and config differences", cmdCompare},
+      {"plan", "CONFIG.toml [--set K=V]... [--json]: memory and step time, calibrated by this machine's runs",
+       cmdPlan},
       {"costs", "[--json]: accrued cost and GPU-hours by run, node and day", cmdCosts},
       {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...",
        cmdPricing},

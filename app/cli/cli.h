@@ -75,5 +75,6 @@ int cmd_compare(const Context& ctx);
 int cmd_costs(const Context& ctx);
 int cmd_pricing(const Context& ctx);
 int cmd_nodes(const Context& ctx);  // nodes.cpp
+int cmd_plan(const Context& ctx);   // plan.cpp
 
 }  // namespace flotilla::cli

@@ -23,6 +23,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/core/error.h"
+#include "engine/plan/calibration.h"
 
 #if defined(FLOTILLA_HAVE_NCCL)
 #include <cuda_runtime.h>
@@ -291,6 +292,15 @@ int cmd_bench_comm(const CommandArgs& argv) {
   };
   const Row* copy_ref = nearest(copies, "memcpy");
 
+  // The planner's link figures (engine/plan/calibration.h): latency + bandwidth fitted to the
+  // all_reduce rows, kept for this backend and world size.
+  std::vector<LinkSample> samples;
+  for (const auto& r : rows)
+    if (r.op == "all_reduce") samples.push_back({static_cast<double>(r.bytes), r.time_s});
+  const LinkFigures link = fit_link_figures(samples, n);
+  const std::string link_path = link_cache_path();
+  const bool link_kept = store_link_figures(link_path, backend, n, link);
+
   if (json) {
     nlohmann::json out;
     out["backend"] = backend;
@@ -319,6 +329,9 @@ int cmd_bench_comm(const CommandArgs& argv) {
         ratio[op] = {{"busbw_gbps", r->busbw}, {"ratio_to_memcpy", r->busbw / copy_ref->algbw}};
     }
     out["at_64MiB"] = ratio;
+    out["planner_link"] = {{"bytes_per_s", link.bytes_per_s},
+                           {"latency_s", link.latency_s},
+                           {"kept_in", link_kept ? link_path : ""}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -349,6 +362,9 @@ int cmd_bench_comm(const CommandArgs& argv) {
     }
     std::printf("\n");
   }
+  if (link_kept)
+    std::printf("planner link figures: %.1f us per all_reduce + %.3f GB/s bus bandwidth, kept in %s\n",
+                link.latency_s * 1e6, link.bytes_per_s / 1e9, link_path.c_str());
   return 0;
 }
 

@@ -2,9 +2,10 @@
 // predicted step time.
 //
 // Decision: the step is priced as if nothing overlaps, compute + pipeline bubble + communication
-// (time = FLOPs / (peak x efficiency) + bytes / link bandwidth). Overlap of the gradient all-reduce
-// with backward only makes the real step faster, so the prediction is an upper bound whose error
-// is visible in the comm column, rather than a guess at how much overlap an implementation gets.
+// (time = FLOPs / (peak x efficiency) + bytes / link bandwidth + collectives x link latency).
+// Overlap of the gradient all-reduce with backward only makes the real step faster, so the
+// prediction is an upper bound whose error is visible in the comm column, rather than a guess at
+// how much overlap an implementation gets.
 #include <algorithm>
 #include <cmath>
 
@@ -196,9 +197,18 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       if ((st.embedding || st.head) && d.tied())  // the tied embedding's gradient between first and last
         st.comm_pp_bytes += allreduce_bytes(static_cast<double>(wte_local) * grad_bytes, 2);
     }
+    // Calls per step, each paying the link's latency: data parallel one all-reduce per layer bucket
+    // plus the rest (ZeRO 1: one reduce-scatter and one all-gather), plus the loss and gradient-norm
+    // scalars (data_parallel.cpp); tensor parallel each all-reduce above; pipeline each send.
+    if (dp > 1) st.collectives += (plan.zero == 1 ? 2 : st.n_layers + 1 + (plan.zero >= 2 ? 1 : 0)) + 2;
+    if (tp > 1)
+      st.collectives += static_cast<int>(
+          (st.n_layers * 4.0 + rebuilt + (st.embedding ? 1 : 0) + (st.head ? 2 : 0)) * accum);
+    if (pp > 1) st.collectives += static_cast<int>(((st.head ? 0 : 1) + (st.embedding ? 0 : 1)) * accum);
     st.compute_s = device.flops_per_s > 0 ? st.flops / (device.flops_per_s * options.efficiency) : 0.0;
     const double comm = st.comm_dp_bytes + st.comm_tp_bytes + st.comm_pp_bytes;
     st.comm_s = device.link_bytes_per_s > 0 ? comm / device.link_bytes_per_s : 0.0;
+    st.comm_s += st.collectives * device.link_latency_s;
     plan.stages.push_back(st);
   }
 

@@ -27,6 +27,7 @@ struct DeviceProfile {
   double link_bytes_per_s = 0;
   std::string mem_note = {};         // where mem_bytes comes from, e.g. the binding limit (memory_limit.h)
   bool mem_shared_by_ranks = false;  // host memory: every rank of the run on this machine shares it
+  double link_latency_s = 0;         // one collective's fixed cost (bench-comm's small-message time)
 };
 
 // ---- parameters and FLOPs ----------------------------------------------------------------------
@@ -119,6 +120,7 @@ struct StagePlan {
   double comm_dp_bytes = 0;  // bytes sent per step, per rank, by each kind of collective
   double comm_tp_bytes = 0;
   double comm_pp_bytes = 0;
+  int collectives = 0;  // collective calls (and point-to-point sends) per step, each paying the link latency
   double compute_s = 0;
   double comm_s = 0;
 };

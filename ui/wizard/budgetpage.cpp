@@ -174,9 +174,13 @@ void BudgetPage::refreshDerived() {
   if (c.budget.max_hours > 0 && plan->run_s > c.budget.max_hours * 3600)
     text += tr(". The time limit stops it after about %1 steps")
                 .arg(std::floor(c.budget.max_hours * 3600 / plan->step_s));
-  m_estimate->setText(
-      text +
-      tr(". Predicted by the planner at %1% of the device's peak.").arg(plan->efficiency * 100, 0, 'f', 0));
+  const std::optional<CalibratedPlan> calibrated = draft()->calibratedPlan();
+  text += calibrated->calibrated
+              ? tr(". Step time calibrated on this machine (%1% of its measured peak)")
+                    .arg(plan->efficiency * 100, 0, 'f', 1)
+              : tr(". Step time UNCALIBRATED (nominal peak at %1%)").arg(plan->efficiency * 100, 0, 'f', 0);
+  if (calibrated->last) text += QStringLiteral("; ") + QString::fromStdString(last_run_line(*calibrated));
+  m_estimate->setText(text + QLatin1Char('.'));
 }
 
 }  // namespace flotilla::ui

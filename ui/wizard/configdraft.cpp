@@ -312,8 +312,24 @@ QStringList ConfigDraft::problemsUnder(const QStringList& prefixes) const {
 }
 
 std::optional<flotilla::Plan> ConfigDraft::plan() const {
+  const std::optional<flotilla::CalibratedPlan> calibrated = calibratedPlan();
+  if (!calibrated) return std::nullopt;
+  return calibrated->plan;
+}
+
+std::optional<flotilla::CalibratedPlan> ConfigDraft::calibratedPlan() const {
   if (!problems().empty()) return std::nullopt;
-  return flotilla::make_plan(m_config, device());
+  flotilla::Calibration calibration;
+  if (target().kind == HardwareTarget::Kind::Cpu) {
+    calibration = flotilla::machine_calibration(m_config, false);  // reads the kept figures only
+    calibration.history = m_history;
+  }
+  return flotilla::plan_calibrated(m_config, device(), calibration);
+}
+
+void ConfigDraft::setPlanHistory(std::vector<flotilla::RunObservation> history) {
+  m_history = std::move(history);
+  emit changed();
 }
 
 }  // namespace flotilla::ui

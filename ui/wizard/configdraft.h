@@ -19,6 +19,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/config/run_config.h"
 #include "engine/core/probe.h"
+#include "engine/plan/calibration.h"
 #include "engine/plan/planner.h"
 
 namespace flotilla::ui {
@@ -106,8 +107,14 @@ class ConfigDraft : public QObject {
   std::vector<flotilla::ConfigProblem> problems() const;
   // "path: message" lines of the problems whose path starts with one of the prefixes ("" = all).
   QStringList problemsUnder(const QStringList& prefixes) const;
-  // The plan for the target; empty while the config is invalid.
+  // The plan for the target; empty while the config is invalid. Its speed is calibratedPlan()'s.
   std::optional<flotilla::Plan> plan() const;
+  // The plan with its speed calibrated (engine/plan/calibration.h): on this machine's CPU, the kept
+  // peak (never measured here: "uncalibrated" without one), the kept link figures and the earlier
+  // runs of setPlanHistory(); other targets use their data-sheet profile and the nominal efficiency.
+  std::optional<flotilla::CalibratedPlan> calibratedPlan() const;
+  // Earlier runs on this machine (runs::plan_history, read off the UI thread by the wizard).
+  void setPlanHistory(std::vector<flotilla::RunObservation> history);
   flotilla::DeviceProfile device() const { return deviceProfileFor(target(), m_config, m_ranks); }
 
  signals:
@@ -130,6 +137,7 @@ class ConfigDraft : public QObject {
   QStringList m_spares;
   int m_target = 0;
   int m_ranks = 1;
+  std::vector<flotilla::RunObservation> m_history;
 };
 
 }  // namespace flotilla::ui

@@ -272,13 +272,15 @@ void HardwarePage::refreshDerived() {
     if (item.bytes) parts << tr("%1 %2").arg(tr(item.name), formatBytes(item.bytes));
   m_breakdown->setText(parts.join(QStringLiteral(" · ")) +
                        (plan->pp > 1 ? tr(" (stage %1, the largest)").arg(plan->peak_stage) : QString()));
-  m_plan->setText(tr("%1 s per step, %2 tokens/s on %3 (planner: %4% of peak); %5 steps take about %6.")
-                      .arg(plan->step_s, 0, 'g', 3)
-                      .arg(QLocale().toString(plan->tokens_per_s, 'f', 0))
-                      .arg(QString::fromStdString(plan->device.name))
-                      .arg(plan->efficiency * 100, 0, 'f', 0)
+  // The engine's own lines (calibration.h), as `flotilla plan` prints them: one truth per number.
+  const std::optional<CalibratedPlan> calibrated = draft()->calibratedPlan();
+  QString speed = tr("%1; %2 steps take about %3.")
+                      .arg(QString::fromStdString(speed_line(*calibrated)))
                       .arg(plan->steps)
-                      .arg(formatDuration(plan->run_s)));
+                      .arg(formatDuration(plan->run_s));
+  speed += QLatin1Char('\n') + QString::fromStdString(calibration_line(*calibrated));
+  if (calibrated->last) speed += QLatin1Char('\n') + QString::fromStdString(last_run_line(*calibrated));
+  m_plan->setText(speed);
   if (plan->fits) {
     m_searchDelay->stop();
     m_adviceText.clear();

@@ -9,6 +9,7 @@
 #include "db/database.h"
 #include "db/nodes.h"
 
+#include "runs/plan_history.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/wizard/batchpage.h"
 #include "ui/wizard/budgetpage.h"
@@ -75,6 +76,13 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
 
   connect(&m_pricesWatcher, &QFutureWatcher<QList<PriceChoice>>::finished, this,
           [this] { m_budget->setPriceChoices(m_pricesWatcher.result()); });
+  connect(&m_historyWatcher, &QFutureWatcher<std::vector<flotilla::RunObservation>>::finished, this, [this] {
+    {
+      const QScopedValueRollback<bool> machine(m_machineUpdate, true);
+      m_draft->setPlanHistory(m_historyWatcher.result());
+    }
+    emit planHistoryLoaded();
+  });
   connect(&m_nodesWatcher, &QFutureWatcher<QList<StoredNode>>::finished, this, [this] {
     setNodes(m_nodesWatcher.result());
     emit nodesLoaded();
@@ -90,12 +98,14 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
 RunWizard::~RunWizard() {
   m_nodesWatcher.waitForFinished();
   m_pricesWatcher.waitForFinished();
+  m_historyWatcher.waitForFinished();
   delete m_templates;
 }
 
 void RunWizard::loadNodes(const QString& databasePath) {
   // Never creates a store: without one there are no nodes to offer.
   loadPriceChoices(databasePath);
+  loadPlanHistory(databasePath);
   if (databasePath.isEmpty() || m_nodesWatcher.isRunning() || !QFileInfo::exists(databasePath)) return;
   const std::string path = databasePath.toStdString();
   m_nodesWatcher.setFuture(QtConcurrent::run([path] {
@@ -109,6 +119,19 @@ void RunWizard::loadNodes(const QString& databasePath) {
       // An unreadable store offers no nodes; the Runs page reports store problems itself.
     }
     return out;
+  }));
+}
+
+void RunWizard::loadPlanHistory(const QString& databasePath) {
+  if (databasePath.isEmpty() || m_historyWatcher.isRunning() || !QFileInfo::exists(databasePath)) return;
+  const std::string path = databasePath.toStdString();
+  m_historyWatcher.setFuture(QtConcurrent::run([path] {
+    try {
+      const flotilla::db::Database db(path);
+      return flotilla::runs::plan_history(db);
+    } catch (const std::exception&) {
+      return std::vector<flotilla::RunObservation>();  // an unreadable store calibrates nothing
+    }
   }));
 }
 

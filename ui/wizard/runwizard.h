@@ -62,6 +62,9 @@ class RunWizard : public QWizard {
   // Reads the same store's pricing catalogue and priced nodes for the Budget page's choice.
   // (loadNodes() calls it.)
   void loadPriceChoices(const QString& databasePath);
+  // Reads the same store's earlier local runs for the speed line's calibration (loadNodes() calls
+  // it; planHistoryLoaded() when done).
+  void loadPlanHistory(const QString& databasePath);
   // The chosen SSH nodes (the master first); empty when the run trains on this machine.
   QStringList targetNodes() const;
   // Launch options for a run on nodes (false / empty when the run trains on this machine):
@@ -71,6 +74,7 @@ class RunWizard : public QWizard {
 
  signals:
   void nodesLoaded();
+  void planHistoryLoaded();
 
  public:
   ConfigDraft* draft() const { return m_draft; }
@@ -106,6 +110,7 @@ class RunWizard : public QWizard {
   ReviewPage* m_review;
   QFutureWatcher<QList<StoredNode>> m_nodesWatcher;
   QFutureWatcher<QList<PriceChoice>> m_pricesWatcher;
+  QFutureWatcher<std::vector<flotilla::RunObservation>> m_historyWatcher;
 };
 
 }  // namespace flotilla::ui
