@@ -1,6 +1,8 @@
 // Slurm over SSH: the fenced login-shell runner, probe, sbatch, squeue, sacct, scancel (slurm_cluster.h).
 #include "remote/slurm_cluster.h"
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/error.h"
 #include "remote/validate.h"
 
@@ -26,6 +28,88 @@ std::string trim(std::string s) {
 }
 
 }  // namespace
+
+std::string cluster_probe_json(const ClusterProbe& p) {
+  nlohmann::json j;
+  j["version"] = p.config.version;
+  j["cluster_name"] = p.config.cluster_name;
+  j["accounting"] = p.config.accounting;
+  j["requeue"] = p.config.requeue;
+  j["preempt_type"] = p.config.preempt_type;
+  j["preempt_mode"] = p.config.preempt_mode;
+  j["min_job_age_s"] = p.config.min_job_age_s;
+  j["squeue_json"] = p.squeue_json;
+  j["sacct"] = p.sacct;
+  j["sacct_note"] = p.sacct_note;
+  j["nodes"] = nlohmann::json::array();
+  for (const auto& n : p.nodes)
+    j["nodes"].push_back({{"name", n.name},
+                          {"state", n.state},
+                          {"cpus", n.cpus},
+                          {"memory_mb", n.memory_mb},
+                          {"gpus", n.gpus},
+                          {"gpu_type", n.gpu_type},
+                          {"partitions", n.partitions}});
+  j["partitions"] = nlohmann::json::array();
+  for (const auto& q : p.partitions)
+    j["partitions"].push_back({{"name", q.name},
+                               {"default", q.is_default},
+                               {"state", q.state},
+                               {"max_time", q.max_time},
+                               {"default_time", q.default_time},
+                               {"max_nodes", q.max_nodes},
+                               {"nodes", q.nodes},
+                               {"total_cpus", q.total_cpus},
+                               {"total_nodes", q.total_nodes},
+                               {"total_gpus", q.total_gpus}});
+  return j.dump();
+}
+
+ClusterProbe cluster_probe_from_json(const std::string& text) {
+  ClusterProbe p;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return p;
+  try {
+    p.config.version = j.value("version", "");
+    p.config.cluster_name = j.value("cluster_name", "");
+    p.config.accounting = j.value("accounting", false);
+    p.config.requeue = j.value("requeue", true);
+    p.config.preempt_type = j.value("preempt_type", "");
+    p.config.preempt_mode = j.value("preempt_mode", "");
+    p.config.min_job_age_s = j.value("min_job_age_s", int64_t{-1});
+    p.squeue_json = j.value("squeue_json", false);
+    p.sacct = j.value("sacct", false);
+    p.sacct_note = j.value("sacct_note", "");
+    for (const auto& n : j.value("nodes", nlohmann::json::array())) {
+      SlurmNode node;
+      node.name = n.value("name", "");
+      node.state = n.value("state", "");
+      node.cpus = n.value("cpus", 0);
+      node.memory_mb = n.value("memory_mb", int64_t{0});
+      node.gpus = n.value("gpus", 0);
+      node.gpu_type = n.value("gpu_type", "");
+      node.partitions = n.value("partitions", std::vector<std::string>{});
+      p.nodes.push_back(node);
+    }
+    for (const auto& q : j.value("partitions", nlohmann::json::array())) {
+      SlurmPartition part;
+      part.name = q.value("name", "");
+      part.is_default = q.value("default", false);
+      part.state = q.value("state", "");
+      part.max_time = q.value("max_time", "");
+      part.default_time = q.value("default_time", "");
+      part.max_nodes = q.value("max_nodes", "");
+      part.nodes = q.value("nodes", "");
+      part.total_cpus = q.value("total_cpus", 0);
+      part.total_nodes = q.value("total_nodes", 0);
+      part.total_gpus = q.value("total_gpus", 0);
+      p.partitions.push_back(part);
+    }
+  } catch (const nlohmann::json::exception&) {
+    return ClusterProbe{};  // a field of the wrong type: nothing is trusted
+  }
+  return p;
+}
 
 const std::string& cluster_probe_script() {
   static const std::string s =

@@ -27,6 +27,11 @@ struct ClusterProbe {
   std::string raw;           // the fenced output, for `clusters probe --raw` and test captures
 };
 
+// The probe as stored (clusters.probe_json) and read back; raw output is not kept. A malformed
+// text reads as an empty probe.
+std::string cluster_probe_json(const ClusterProbe& probe);
+ClusterProbe cluster_probe_from_json(const std::string& text);
+
 // The probe script (constant): the sections config, nodes, partitions, squeue-json, sacct.
 const std::string& cluster_probe_script();
 // Parses a probe's full output (banners and all).
