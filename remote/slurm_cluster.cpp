@@ -263,6 +263,27 @@ std::optional<SacctJob> sacct_job(Session& session, const std::string& job_id) {
   return parse_sacct(sections["sacct"].text, job_id);
 }
 
+std::map<std::string, std::string> show_job(Session& session, const std::string& job_id) {
+  if (!digits(job_id)) throw Error(ExitCode::kUsage, "job id '" + printable(job_id) + "' is not a number");
+  static const std::string script =
+      std::string("printf '%s\\n' '") + kProbeBegin +
+      "'\necho '@@section job'; scontrol show job -o \"$1\" 2>&1; echo \"@@rc $?\"\n"
+      "printf '%s\\n' '" +
+      kProbeEnd + "'\n";
+  auto sections = run_fenced(session, script, {job_id});
+  if (sections["job"].rc != 0) return {};
+  auto record = parse_scontrol_record(sections["job"].text);
+  if (record["JobId"] != job_id) return {};
+  return record;
+}
+
+void write_remote_file(Session& session, const std::string& path, const std::string& text) {
+  const ExecResult r = session.exec("cat > " + shell_quote(path + ".part") + " && mv -f " +
+                                        shell_quote(path + ".part") + " " + shell_quote(path),
+                                    60, text);
+  if (r.exit_status != 0) throw Error(ExitCode::kComm, "writing " + path + " failed: " + tail_of(r.err));
+}
+
 void cancel_job(Session& session, const std::string& job_id) {
   if (!digits(job_id)) throw Error(ExitCode::kUsage, "job id '" + printable(job_id) + "' is not a number");
   static const std::string script = std::string("printf '%s\\n' '") + kProbeBegin +

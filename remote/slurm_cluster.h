@@ -54,6 +54,13 @@ std::string submit_batch(Session& session, const std::string& script_path);
 // queue are absent from the result.
 std::vector<SqueueJob> poll_jobs(Session& session, const std::vector<std::string>& job_ids);
 
+// `scontrol show job -o ID` as key=value (JobState, ExitCode, Restarts, RunTime, TRES, ...); empty
+// once slurmctld has forgotten the job (MinJobAge after it ended).
+std::map<std::string, std::string> show_job(Session& session, const std::string& job_id);
+
+// Writes `text` to `path` on the cluster (through the login shell's stdin; the path quoted).
+void write_remote_file(Session& session, const std::string& path, const std::string& text);
+
 // What accounting says of a job that left the queue: nullopt when sacct is absent or does not know it.
 struct SacctJob {
   std::string state;  // COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED, ...

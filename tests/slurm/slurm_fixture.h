@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -35,8 +36,12 @@ inline std::string fixture_slurm_conf(std::string& why) {
 // Starts login node 0 for the fixture cluster; "" when ready, else why the test should skip.
 inline std::string start_login_node(SshdFixture& fx, const std::string& slurm_conf) {
   if (std::string why = SshdFixture::unavailable(); !why.empty()) return why;
-  if (!fx.start(0, "ed25519", "", "", "SLURM_CONF=" + slurm_conf + " OMP_NUM_THREADS=1"))
-    return "sshd cannot run here: " + fx.last_error();
+  // Jobs inherit the login session's environment (sbatch --export=ALL): the losses are compared bit
+  // for bit with local runs, so the tasks must pick this process's OpenBLAS kernels too.
+  std::string env = "SLURM_CONF=" + slurm_conf + " OMP_NUM_THREADS=1";
+  for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
+    if (const char* value = std::getenv(name)) env += std::string(" ") + name + "=" + value;
+  if (!fx.start(0, "ed25519", "", "", env)) return "sshd cannot run here: " + fx.last_error();
   std::ofstream(fx.node(0).home + "/.bash_profile")
       << "echo 'Welcome to the flotest login node. Scheduled maintenance: never.'\n"
          "echo '@@section nodes'\n"  // a hostile banner imitating the fence's own lines
