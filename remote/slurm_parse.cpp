@@ -290,8 +290,13 @@ std::string plain_reason(std::string_view reason) {
       {"BadConstraints", "the request can never be met on this cluster"},
       {"launch failed requeued held", "the launch failed; the job was requeued and held"},
   };
-  const auto it = kWords.find(reason);
-  return it == kWords.end() ? std::string(reason) : it->second;
+  // "ReqNodeNotAvail, UnavailableNodes:n[1-2]": the code, then details kept as they are.
+  const size_t comma = reason.find(',');
+  const auto it = kWords.find(reason.substr(0, comma));
+  if (it == kWords.end()) return std::string(reason);
+  return comma == std::string_view::npos
+             ? it->second
+             : it->second + " (" + std::string(trim(reason.substr(comma + 1))) + ")";
 }
 
 std::optional<ExitMarker> parse_exit_marker(std::string_view text) {

@@ -139,6 +139,9 @@ void test_squeue() {
   CHECK(plain_reason("Resources") == "waiting for free nodes");
   CHECK(plain_reason("JobHeldUser").find("held") != std::string::npos);
   CHECK(plain_reason("SomethingNew") == "SomethingNew");
+  CHECK_MSG(plain_reason("ReqNodeNotAvail, UnavailableNodes:n[1-2]") ==
+                "a requested node is not available (down, drained or reserved) (UnavailableNodes:n[1-2])",
+            "%s", plain_reason("ReqNodeNotAvail, UnavailableNodes:n[1-2]").c_str());
 }
 
 void test_markers_and_sacct() {
