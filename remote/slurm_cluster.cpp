@@ -284,13 +284,15 @@ void write_remote_file(Session& session, const std::string& path, const std::str
   if (r.exit_status != 0) throw Error(ExitCode::kComm, "writing " + path + " failed: " + tail_of(r.err));
 }
 
-void cancel_job(Session& session, const std::string& job_id) {
+void cancel_job(Session& session, const std::string& job_id, bool graceful) {
   if (!digits(job_id)) throw Error(ExitCode::kUsage, "job id '" + printable(job_id) + "' is not a number");
-  static const std::string script = std::string("printf '%s\\n' '") + kProbeBegin +
-                                    "'\necho '@@section scancel'; scancel \"$1\" 2>&1; echo \"@@rc $?\"\n"
-                                    "printf '%s\\n' '" +
-                                    kProbeEnd + "'\n";
-  auto sections = run_fenced(session, script, {job_id});
+  static const std::string script =
+      std::string("printf '%s\\n' '") + kProbeBegin +
+      "'\necho '@@section scancel'; if [ \"$2\" = graceful ]; then scancel "
+      "--signal=TERM \"$1\" 2>&1; else scancel \"$1\" 2>&1; fi; echo \"@@rc $?\"\n"
+      "printf '%s\\n' '" +
+      kProbeEnd + "'\n";
+  auto sections = run_fenced(session, script, {job_id, graceful ? "graceful" : "now"});
   if (sections["scancel"].rc != 0)
     throw Error(ExitCode::kComm, "scancel " + job_id + " failed: " + tail_of(trim(sections["scancel"].text)));
 }

@@ -72,8 +72,9 @@ std::optional<SacctJob> sacct_job(Session& session, const std::string& job_id);
 // Parses `sacct -n -X -P -o JobID,State,ExitCode,Elapsed,AllocTRES -j ID` (exposed for tests).
 std::optional<SacctJob> parse_sacct(const std::string& text, const std::string& job_id);
 
-// scancel: Slurm sends TERM to the batch shell and every task (the worker checkpoints and exits
-// 10), then KILL after the cluster's KillWait grace.
-void cancel_job(Session& session, const std::string& job_id);
+// graceful: `scancel --signal=TERM ID`: TERM to the job's steps (the tasks checkpoint and exit 10;
+// srun and the batch shell are not signalled, since srun would KILL its tasks) and the job ends on
+// its own. Not graceful (a pending job, or a job still there after the grace): plain `scancel ID`.
+void cancel_job(Session& session, const std::string& job_id, bool graceful = false);
 
 }  // namespace flotilla::remote

@@ -4,8 +4,10 @@
 // (partition, account, job name) and the time limit pass an allow-list before anything is
 // generated, so they can sit in #SBATCH lines as they are; every path is single-quoted in the
 // body and refused in a directive unless it is plain. The time-limit signal goes to the batch
-// shell (`--signal=B:USR1@LEAD`), whose trap turns it into a TERM for srun's tasks: the worker's
-// TERM is "checkpoint at the next step and exit 10", its USR1 would only checkpoint and go on.
+// shell (`--signal=B:USR1@LEAD`), whose trap turns it into a TERM for the tasks, sent through
+// Slurm to the job's steps (`scancel --signal=TERM JOBID`), never to srun: srun answers a TERM by
+// killing its tasks, which would lose the checkpoint. The worker's TERM is "checkpoint at the next
+// step and exit 10"; its USR1 would only checkpoint and go on.
 // When auto-resume is on, the script requeues the job itself once the tasks exited 10 after that
 // signal (`scontrol requeue`: the job keeps its id, SLURM_RESTART_COUNT rises, the worker resumes
 // from its newest verified checkpoint); otherwise the job is submitted --no-requeue. Every

@@ -222,17 +222,23 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
     reason = j->reason;
     restarts = j->restarts;
   }
-  bool user_stop = false, budget_stop = false, cancelled = false;
+  bool user_stop = false, budget_stop = false, cancelled = false, forced = false;
+  Clock::time_point cancelled_at{};
   std::string stop_note;
   BudgetGuard guard(run_id, 1.0);
   auto last_poll = Clock::now() - std::chrono::hours(1);
   const auto cancel = [&](const std::string& why) {
     if (cancelled) return;
     cancelled = true;
-    if (note) note(why + ": cancelling job " + w.job_id + " (TERM: checkpoint, then exit)");
+    cancelled_at = Clock::now();
+    const bool graceful = state == "RUNNING";  // a pending job has nothing to checkpoint
+    forced = !graceful;
+    if (note)
+      note(why + ": cancelling job " + w.job_id +
+           (graceful ? " (TERM to its tasks: checkpoint, then exit)" : " (not running yet)"));
     try {
       on_login(login, note, [&](remote::Session& s) {
-        remote::cancel_job(s, w.job_id);
+        remote::cancel_job(s, w.job_id, graceful);
         return 0;
       });
     } catch (const Error& e) {
@@ -253,6 +259,18 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
       }
       const bool got = pull();
       const auto now = Clock::now();
+      if (cancelled && !forced && now - cancelled_at > std::chrono::seconds(120)) {
+        forced = true;  // the tasks did not end after TERM: Slurm's own cancel (TERM, KillWait, KILL)
+        if (note) note("job " + w.job_id + " still there 120 s after TERM: scancel");
+        try {
+          on_login(login, note, [&](remote::Session& s) {
+            remote::cancel_job(s, w.job_id, false);
+            return 0;
+          });
+        } catch (const Error& e) {
+          if (note) note(std::string("scancel failed: ") + e.what());
+        }
+      }
       if (now - last_poll >= std::chrono::duration<double>(w.poll_seconds)) {
         last_poll = now;
         const auto jobs =

@@ -106,7 +106,7 @@ void test_time_limits() {
 // Runs the script with stand-in srun/scontrol; `signal` is sent to the script once srun runs.
 struct Outcome {
   int exit_code = -1;
-  std::string srun_args, scontrol_args, marker;
+  std::string srun_args, scontrol_args, scancel_args, marker;
 };
 Outcome run_script(const fs::path& dir, bool requeue, int signal) {
   fs::remove_all(dir);
@@ -115,11 +115,17 @@ Outcome run_script(const fs::path& dir, bool requeue, int signal) {
     std::ofstream(dir / "bin" / name) << body;
     fs::permissions(dir / "bin" / name, fs::perms::owner_all);
   };
-  // srun: records its argv one per line, then waits; TERM -> exit 10 (as the worker does).
+  // srun: records its argv one per line, then waits. A TERM to srun itself would be a KILL of the
+  // tasks on a real cluster: here it exits 137, so the test fails if the script signals srun
+  // instead of the job's steps. USR2 stands for the TERM that reaches the tasks (exit 10).
   write_exe("srun", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > " +
-                        (dir / "srun.args").string() + "\ntrap 'exit 10' TERM\ntouch " +
-                        (dir / "srun.up").string() +
-                        "\nif [ \"$FAKE_SRUN_WAIT\" = 1 ]; then while :; do sleep 0.05; done; fi\nexit 0\n");
+                        (dir / "srun.args").string() + "\necho $$ > " + (dir / "srun.pid").string() +
+                        "\ntrap 'exit 137' TERM\ntrap 'exit 10' USR2\ntouch " + (dir / "srun.up").string() +
+                        "\nif [ \"$FAKE_SRUN_WAIT\" = 1 ]; then i=0; while [ $i -lt 200 ]; do sleep 0.05; "
+                        "i=$((i+1)); done; exit 99; fi\nexit 0\n");
+  // scancel --signal=TERM JOBID (every step): the tasks get TERM.
+  write_exe("scancel", "#!/bin/sh\necho \"$@\" >> " + (dir / "scancel.args").string() +
+                           "\nkill -USR2 $(cat " + (dir / "srun.pid").string() + ")\n");
   write_exe("scontrol", "#!/bin/sh\necho \"$@\" >> " + (dir / "scontrol.args").string() + "\n");
   BatchSpec b = base_spec(dir.string());
   b.requeue = requeue;
@@ -142,6 +148,7 @@ Outcome run_script(const fs::path& dir, bool requeue, int signal) {
   o.srun_args = flotilla_test::read_file((dir / "srun.args").string());
   o.scontrol_args = flotilla_test::read_file((dir / "scontrol.args").string());
   o.marker = flotilla_test::read_file((dir / "slurm-exit").string());
+  o.scancel_args = flotilla_test::read_file((dir / "scancel.args").string());
   CHECK_MSG(!fs::exists(dir / "pwned"), "a train argument was executed by the shell");
   return o;
 }
@@ -165,6 +172,7 @@ void test_script_runs() {
   CHECK_MSG(contains(o.marker, "exit=10 restarts=3") && contains(o.marker, "reason=time-limit"), "marker: %s",
             o.marker.c_str());
   CHECK_MSG(o.scontrol_args == "requeue 42\n", "scontrol: '%s'", o.scontrol_args.c_str());
+  CHECK_MSG(o.scancel_args == "--signal=TERM 42\n", "scancel: '%s'", o.scancel_args.c_str());
   // Same without auto-resume: checkpoint and exit 10, no requeue.
   o = run_script(root / "lead-norequeue", false, SIGUSR1);
   CHECK(o.exit_code == kResumeExitCode);
