@@ -217,7 +217,8 @@ ALTER TABLE run_nodes ADD COLUMN rate_source TEXT NOT NULL DEFAULT '';
 
 // v8: Slurm clusters (issue 20): a cluster row of kind 'slurm' says how to reach its login node,
 // the submission defaults and what the last probe saw; a price per partition (per allocated GPU
-// and per allocated CPU hour); the Slurm job behind each Slurm run (it keeps its id when requeued).
+// and per allocated CPU hour); the Slurm job behind each Slurm run (it keeps its id when requeued);
+// cost accruals of Slurm runs, as cost_accruals but charged to the cluster (its nodes are Slurm's).
 constexpr const char* kV8 = R"sql(
 ALTER TABLE clusters ADD COLUMN kind TEXT NOT NULL DEFAULT '';
 ALTER TABLE clusters ADD COLUMN login_host TEXT NOT NULL DEFAULT '';
@@ -252,6 +253,18 @@ CREATE TABLE slurm_jobs (
   submitted_at   REAL NOT NULL
 );
 CREATE INDEX slurm_jobs_by_cluster ON slurm_jobs(cluster_id, job_id);
+CREATE TABLE cluster_accruals (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  cluster_id   INTEGER NOT NULL REFERENCES clusters(id) ON DELETE RESTRICT,
+  status       TEXT NOT NULL,
+  start_time   REAL NOT NULL,
+  end_time     REAL,
+  devices      INTEGER NOT NULL,
+  usd_per_hour REAL NOT NULL,
+  rate_source  TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX cluster_accruals_by_run ON cluster_accruals(run_id, start_time);
 )sql";
 
 }  // namespace
@@ -273,7 +286,7 @@ const std::vector<Migration>& builtin_migrations() {
       {5, "ssh node fields: port, user, key path, labels", kV5},
       {6, "node latency matrix", kV6},
       {7, "run prices, node shares, wall-time caps, status notes", kV7},
-      {8, "slurm clusters, partition prices, slurm jobs", kV8},
+      {8, "slurm clusters, partition prices, slurm jobs, cluster accruals", kV8},
   };
   return steps;
 }

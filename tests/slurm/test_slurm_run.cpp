@@ -4,7 +4,8 @@
 // session, equal the same run launched locally with two ranks, step for step and bit for bit; the
 // store records the run as queued then running then completed, its Slurm job (id, COMPLETED, the
 // batch script) and no duplicate step. Accounting is off on the fixture, so the end comes from the
-// job's exit marker and `scontrol show job`.
+// job's exit marker and `scontrol show job`. Priced per CPU task-hour on its partition, the run's
+// spend is that price x its running time, listed in costs by run and by cluster.
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "check.h"
 #include "db/clusters.h"
+#include "db/costs.h"
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "db/run_store.h"
@@ -99,6 +101,8 @@ int main() {
     CHECK(flotilla::db::list_runs(db).empty());
   }
 
+  // Priced per CPU task-hour: 2 tasks x $36/h = $72/h while the job runs.
+  CHECK(ws.run({"clusters", "price", "flo", "cpu", "--cpu-hour", "36"}).exit_code == 0);
   r = ws.run({"run", cfg, "--cluster", "flo", "--nodes", "2", "--time", "00:10:00", "--partition", "cpu"});
   CHECK_MSG(r.exit_code == 0, "run --cluster: exit %d: %s", r.exit_code, r.output.c_str());
   CHECK(contains(r.output, "slurm job "));
@@ -127,6 +131,23 @@ int main() {
     if (e.kind == "status") statuses += e.message + "\n";
   CHECK_MSG(contains(statuses, "queued") && contains(statuses, "running") && contains(statuses, "completed"),
             "%s", statuses.c_str());
+
+  // Costs: the run's price from the partition, spend = price x running time (not the pending time).
+  CHECK_MSG(run->usd_per_hour && *run->usd_per_hour == 72.0, "usd_per_hour %g",
+            run->usd_per_hour.value_or(-1));
+  const double running_s = flotilla::db::run_running_seconds(db, run->id);
+  const double spent = flotilla::db::run_cost_usd(db, run->id);
+  CHECK_MSG(running_s > 0 && spent > 0, "running %.3f s, spent $%.6f", running_s, spent);
+  CHECK_NEAR(spent, 72.0 * running_s / 3600.0, 1e-9);
+  bool listed = false;
+  for (const auto& line : flotilla::db::costs_by_run(db))
+    if (line.key == "slurm2" && line.usd > 0) listed = true;
+  CHECK_MSG(listed, "the Slurm run is not in costs by run");
+  bool by_cluster = false;
+  for (const auto& line : flotilla::db::costs_by_node(db))
+    if (line.key == "flo" && line.usd > 0) by_cluster = true;
+  CHECK(by_cluster);
+  std::printf("ran %.2f s, $%.5f at $72/h\n", running_s, spent);
 
   int rows = 0;
   const auto losses = stored_losses(ws.db(), run->id, rows);

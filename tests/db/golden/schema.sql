@@ -1,3 +1,5 @@
+index cluster_accruals_by_run
+CREATE INDEX cluster_accruals_by_run ON cluster_accruals(run_id, start_time);
 index cost_accruals_by_node
 CREATE INDEX cost_accruals_by_node ON cost_accruals(node_id, start_time);
 index cost_accruals_by_run
@@ -25,6 +27,18 @@ CREATE TABLE checkpoints (
   time    REAL NOT NULL,
   PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
+table cluster_accruals
+CREATE TABLE cluster_accruals (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  cluster_id   INTEGER NOT NULL REFERENCES clusters(id) ON DELETE RESTRICT,
+  status       TEXT NOT NULL,
+  start_time   REAL NOT NULL,
+  end_time     REAL,
+  devices      INTEGER NOT NULL,
+  usd_per_hour REAL NOT NULL,
+  rate_source  TEXT NOT NULL DEFAULT ''
+);
 table cluster_partitions
 CREATE TABLE cluster_partitions (
   cluster_id       INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
