@@ -1,6 +1,7 @@
 // Runs on Slurm clusters: submit and watch (see slurm_run.h for the folder and status design).
 #include "runs/slurm_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -302,8 +303,12 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
             if (j.state == "PENDING" && after == db::RunStatus::kPreempted)
               db::set_status(wdb, run_id, db::RunStatus::kQueued, 0,
                              "slurm job " + w.job_id + " pending: " + remote::plain_reason(j.reason));
+            // Running since squeue's elapsed time ago (no clock or time zone of the cluster involved),
+            // so the accrual starts when the job did, not when this poll saw it.
+            const double started =
+                db::now_seconds() - static_cast<double>(std::max<int64_t>(0, j.elapsed_s.value_or(0)));
             if ((j.state == "RUNNING" || j.state == "COMPLETING") && after != db::RunStatus::kRunning)
-              record_running(wdb, run_id, 0,
+              record_running(wdb, run_id, started,
                              "slurm job " + w.job_id + " running on " + j.nodelist + " (attempt " +
                                  std::to_string(seen_restarts + 1) + ")");
           });
