@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "db/errors.h"
 #include "db/ingest.h"
 #include "db/run_store.h"
@@ -181,6 +183,35 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   w.cluster = cluster.name;
   w.total_steps = config.train.steps;
   return w;
+}
+
+bool is_slurm_run(const db::Run& run) { return run.target.rfind("slurm:", 0) == 0; }
+
+std::string slurm_attach_target(const db::Database& db, const db::Run& run, SlurmWatch& w,
+                                db::SlurmCluster& cluster) {
+  if (!is_slurm_run(run)) return "run " + run.name + " is not a Slurm run";
+  const auto job = db::find_slurm_job(db, run.id);
+  if (!job) return "run " + run.name + " was never submitted (no Slurm job recorded)";
+  if (run.status != db::RunStatus::kQueued && run.status != db::RunStatus::kRunning &&
+      run.status != db::RunStatus::kPreempted)
+    return "run " + run.name + " has ended (" + db::to_string(run.status) + "): nothing to attach to";
+  bool found = false;
+  for (const auto& c : db::list_clusters(db))
+    if (c.id == job->cluster_id) {
+      cluster = c;
+      found = true;
+    }
+  if (!found) return "the cluster of run " + run.name + " is no longer stored";
+  w.run_id = run.id;
+  w.name = run.name;
+  w.rid = job->run_dir.substr(job->run_dir.find_last_of('/') + 1);
+  w.job_id = job->job_id;
+  w.run_dir = job->run_dir;
+  w.cluster = cluster.name;
+  const auto config = nlohmann::json::parse(run.config_json, nullptr, false);
+  if (config.is_object() && config.contains("train") && config["train"].is_object())
+    w.total_steps = config["train"].value("steps", int64_t{0});
+  return "";
 }
 
 int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch& w,

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "db/clusters.h"
+#include "db/run_store.h"
 #include "db/writer.h"
 #include "engine/config/run_config.h"
 #include "remote/session.h"
@@ -65,6 +66,14 @@ SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes
 // login session must be connected.
 SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::SlurmCluster& cluster,
                             const SlurmStartRequest& request, const Note& note);
+
+// Re-attaching a Slurm run whose watcher died (`flotilla runs attach`, an app restart): "" and `w`,
+// `cluster` filled when `run` is a Slurm run that has not ended, else why not. The watch resumes
+// at the committed byte offset, so nothing is lost or stored twice.
+std::string slurm_attach_target(const db::Database& db, const db::Run& run, SlurmWatch& w,
+                                db::SlurmCluster& cluster);
+// True when the run's target is a Slurm cluster ("slurm:NAME").
+bool is_slurm_run(const db::Run& run);
 
 // Watches until the job has left the queue for good; records the end and returns the worker's
 // exit code (the batch script's), kLeft when leave_requested, ExitCode::kComm when the login node

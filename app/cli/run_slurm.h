@@ -29,4 +29,8 @@ struct ClusterRunRequest {
 // returns the worker's exit status. Ctrl-C cancels the job (TERM: checkpoint, then exit).
 int run_on_cluster(const Context& ctx, const ClusterRunRequest& request);
 
+// `flotilla runs attach RUN` for a Slurm run: reconnects to the login node and watches the job from
+// the committed offset until it leaves the queue (kExitRefused when the run has ended).
+int attach_cluster_run(const Context& ctx, const std::string& run, bool quiet);
+
 }  // namespace flotilla::cli

@@ -5,10 +5,15 @@
 // resumes from its newest verified checkpoint, and the run completes with every loss equal to the
 // same run launched locally without any interruption. The store shows queued -> running ->
 // preempted -> queued -> running -> completed, a restart event, restarts = 1, and one loss row per
-// step (the steps re-run after the resume replace theirs). Slow: a requeue waits for the job's new
-// begin time (cred_expire=10 s on the fixture; about 2 minutes by default).
+// step (the steps re-run after the resume replace theirs). The first watcher is SIGKILLed right
+// after the signal and `flotilla runs attach` finishes the watch: nothing lost, nothing twice. Slow: a
+// requeue waits for the job's new begin time (cred_expire=10 s on the fixture; about 2 minutes by default).
+#include <signal.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "check.h"
 #include "db/clusters.h"
@@ -93,8 +98,16 @@ int main() {
   const std::string signal = "SLURM_CONF=" + conf + " scancel --signal=USR1 --batch " + job_id;
   CHECK(system(signal.c_str()) == 0);
 
-  const int exit_code = wait_exit(cli);
-  const std::string out = read_file(log);
+  // The watcher dies (as an app would on a crash) while the job checkpoints and requeues itself;
+  // `runs attach` picks it up again from the committed offset.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(cli, SIGKILL);
+  wait_exit(cli);
+  const ProcResult attached = ws.run({"runs", "attach", "requeue"});
+  const int exit_code = attached.exit_code;
+  const std::string out = read_file(log) + attached.output;
+  CHECK_MSG(contains(attached.output, "attached to run requeue: slurm job " + job_id), "%s",
+            attached.output.c_str());
   CHECK_MSG(exit_code == 0, "exit %d: %s", exit_code, out.c_str());
   flotilla::db::Database db(ws.db());
   const auto run = flotilla::db::find_run(db, "requeue");
