@@ -15,11 +15,11 @@ namespace flotilla::ui {
 ClustersPage::ClustersPage(const QString& databasePath, QWidget* parent)
     : QWidget(parent), m_databasePath(databasePath), m_model(new ClustersModel(this)) {
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(
-      new PageHeader(tr("Clusters"),
-                     tr("Slurm clusters: partitions, nodes and our jobs as last probed and watched. "
-                        "Add one with `flotilla clusters add NAME --login HOST`, then probe it."),
-                     this));
+  layout->addWidget(new PageHeader(
+      tr("Clusters"),
+      tr("Slurm clusters as last probed: partitions, nodes idle, allocated or down, prices, and our jobs "
+         "on them."),
+      this));
   m_view = new QTableView(this);
   m_view->setObjectName(QStringLiteral("clustersView"));
   m_view->setModel(m_model);
