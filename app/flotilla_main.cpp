@@ -90,6 +90,7 @@ int cmdCosts(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli:
 int cmdPricing(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_pricing); }
 int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_nodes); }
 int cmdPlan(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_plan); }
+int cmdClusters(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_clusters); }
 
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
@@ -111,6 +112,10 @@ const std::vector<Command>& commands() {
        "add NAME --host H ... | edit | list [--json] | probe NAME | trust NAME --fingerprint FP | remove "
        "NAME",
        cmdNodes},
+      {"clusters",
+       "add NAME --login HOST ... | list [--json] | probe NAME | trust NAME --fingerprint FP | price NAME "
+       "PARTITION ... | remove NAME: Slurm clusters",
+       cmdClusters},
   };
   return table;
 }

@@ -75,10 +75,15 @@ struct AccrualRow {
 
 std::vector<AccrualRow> all_accruals(const Database& db) {
   std::vector<AccrualRow> out;
-  Stmt st(db,
-          "SELECT a.run_id, a.node_id, a.status, a.start_time, a.end_time, a.devices, a.usd_per_hour, "
-          "a.rate_source, r.name, n.name FROM cost_accruals a JOIN runs r ON r.id = a.run_id "
-          "JOIN nodes n ON n.id = a.node_id ORDER BY a.start_time");
+  Stmt st(
+      db,
+      "SELECT a.run_id, a.node_id, a.status, a.start_time, a.end_time, a.devices, a.usd_per_hour, "
+      "a.rate_source, r.name, n.name FROM cost_accruals a JOIN runs r ON r.id = a.run_id "
+      "JOIN nodes n ON n.id = a.node_id UNION ALL "
+      "SELECT c.run_id, 0, c.status, c.start_time, c.end_time, c.devices, c.usd_per_hour, c.rate_source, "
+      "r.name, "
+      "k.name FROM cluster_accruals c JOIN runs r ON r.id = c.run_id JOIN clusters k ON k.id = c.cluster_id "
+      "ORDER BY 4");
   while (st.step()) {
     AccrualRow row;
     row.a =
@@ -293,7 +298,30 @@ void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
   Stmt close(
       db, "UPDATE cost_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
   close.bind(1, run_id).bind(2, at).run();
+  Stmt close_cluster(
+      db,
+      "UPDATE cluster_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
+  close_cluster.bind(1, run_id).bind(2, at).run();
   if (to != RunStatus::kRunning) return;
+  // A Slurm run (clusters.h): one accrual on its cluster at the run's stored price; its GPU-hours
+  // are the job's nodes x GPUs per node.
+  Stmt slurm(
+      db,
+      "SELECT j.cluster_id, j.nodes * j.gpus_per_node, COALESCE(r.usd_per_hour, 0), r.price_source FROM "
+      "slurm_jobs j JOIN runs r ON r.id = j.run_id WHERE j.run_id = ?1");
+  slurm.bind(1, run_id);
+  if (slurm.step()) {
+    Stmt open_cluster(
+        db,
+        "INSERT INTO cluster_accruals(run_id, cluster_id, status, start_time, devices, usd_per_hour, "
+        "rate_source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    open_cluster.bind(1, run_id)
+        .bind(2, slurm.i64(0))
+        .bind(3, to_string(to))
+        .bind(4, at)
+        .bind(5, slurm.i64(1));
+    open_cluster.bind(6, slurm.f64(2)).bind(7, slurm.text(3)).run();
+  }
   Stmt open(
       db,
       "INSERT INTO cost_accruals(run_id, node_id, status, start_time, devices, usd_per_hour, rate_source) "
@@ -316,7 +344,9 @@ std::vector<Accrual> run_accruals(const Database& db, int64_t run_id) {
   std::vector<Accrual> out;
   Stmt st(db,
           "SELECT run_id, node_id, status, start_time, end_time, devices, usd_per_hour, rate_source "
-          "FROM cost_accruals WHERE run_id = ?1 ORDER BY start_time, node_id");
+          "FROM cost_accruals WHERE run_id = ?1 UNION ALL "
+          "SELECT run_id, 0, status, start_time, end_time, devices, usd_per_hour, rate_source "
+          "FROM cluster_accruals WHERE run_id = ?1 ORDER BY 4, 2");
   st.bind(1, run_id);
   while (st.step())
     out.push_back(Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6),

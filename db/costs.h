@@ -83,7 +83,7 @@ void set_run_price(Database& db, int64_t run_id, double usd_per_hour, const std:
 void split_accruals(Database& db, int64_t run_id, RunStatus to, double at);
 
 struct Accrual {
-  int64_t run_id = 0, node_id = 0;
+  int64_t run_id = 0, node_id = 0;  // node_id 0: a Slurm run's accrual on its cluster (cluster_accruals)
   std::string status;
   double start = 0;
   std::optional<double> end;  // open while running

@@ -215,6 +215,58 @@ ALTER TABLE run_nodes ADD COLUMN usd_per_hour REAL CHECK (usd_per_hour >= 0);
 ALTER TABLE run_nodes ADD COLUMN rate_source TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v8: Slurm clusters (issue 20): a cluster row of kind 'slurm' says how to reach its login node,
+// the submission defaults and what the last probe saw; a price per partition (per allocated GPU
+// and per allocated CPU hour); the Slurm job behind each Slurm run (it keeps its id when requeued);
+// cost accruals of Slurm runs, as cost_accruals but charged to the cluster (its nodes are Slurm's).
+constexpr const char* kV8 = R"sql(
+ALTER TABLE clusters ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN login_host TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535);
+ALTER TABLE clusters ADD COLUMN user TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN key_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN partition_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN account TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN probe_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE clusters ADD COLUMN probed_at REAL;
+ALTER TABLE clusters ADD COLUMN created_at REAL NOT NULL DEFAULT 0;
+CREATE TABLE cluster_partitions (
+  cluster_id       INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+  partition_name   TEXT NOT NULL,
+  usd_per_gpu_hour REAL CHECK (usd_per_gpu_hour >= 0),
+  usd_per_cpu_hour REAL CHECK (usd_per_cpu_hour >= 0),
+  PRIMARY KEY (cluster_id, partition_name)
+) WITHOUT ROWID;
+CREATE TABLE slurm_jobs (
+  run_id         INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  cluster_id     INTEGER NOT NULL REFERENCES clusters(id) ON DELETE RESTRICT,
+  job_id         TEXT NOT NULL,
+  partition_name TEXT NOT NULL DEFAULT '',
+  run_dir        TEXT NOT NULL,
+  state          TEXT NOT NULL DEFAULT '',
+  reason         TEXT NOT NULL DEFAULT '',
+  restarts       INTEGER NOT NULL DEFAULT 0,
+  nodes          INTEGER NOT NULL DEFAULT 1,
+  gpus_per_node  INTEGER NOT NULL DEFAULT 0,
+  tasks_per_node INTEGER NOT NULL DEFAULT 1,
+  script         TEXT NOT NULL DEFAULT '',
+  submitted_at   REAL NOT NULL
+);
+CREATE INDEX slurm_jobs_by_cluster ON slurm_jobs(cluster_id, job_id);
+CREATE TABLE cluster_accruals (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  cluster_id   INTEGER NOT NULL REFERENCES clusters(id) ON DELETE RESTRICT,
+  status       TEXT NOT NULL,
+  start_time   REAL NOT NULL,
+  end_time     REAL,
+  devices      INTEGER NOT NULL,
+  usd_per_hour REAL NOT NULL,
+  rate_source  TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX cluster_accruals_by_run ON cluster_accruals(run_id, start_time);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -234,6 +286,7 @@ const std::vector<Migration>& builtin_migrations() {
       {5, "ssh node fields: port, user, key path, labels", kV5},
       {6, "node latency matrix", kV6},
       {7, "run prices, node shares, wall-time caps, status notes", kV7},
+      {8, "slurm clusters, partition prices, slurm jobs, cluster accruals", kV8},
   };
   return steps;
 }

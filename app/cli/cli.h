@@ -74,7 +74,8 @@ int cmd_runs(const Context& ctx);
 int cmd_compare(const Context& ctx);
 int cmd_costs(const Context& ctx);
 int cmd_pricing(const Context& ctx);
-int cmd_nodes(const Context& ctx);  // nodes.cpp
-int cmd_plan(const Context& ctx);   // plan.cpp
+int cmd_nodes(const Context& ctx);     // nodes.cpp
+int cmd_plan(const Context& ctx);      // plan.cpp
+int cmd_clusters(const Context& ctx);  // clusters.cpp: Slurm clusters
 
 }  // namespace flotilla::cli

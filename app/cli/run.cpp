@@ -16,10 +16,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "app/cli/cli.h"
 #include "app/cli/run_nodes.h"
+#include "app/cli/run_slurm.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -153,7 +155,10 @@ int cmd_run(const Context& ctx) {
         "                    [--quiet]\n"
         "                    [--nodes A,B,... [--nproc-per-node N] [--master-port P] [--no-bind]\n"
         "                     [--auto-recover [--spare C,D,...] [--max-recoveries K] [--recover-after S]\n"
-        "                                     [--mirror-checkpoints]]]\n\n"
+        "                                     [--mirror-checkpoints]]]\n"
+        "                    [--cluster NAME [--nodes N] [--tasks-per-node T] [--gpus-per-node G]\n"
+        "                     [--time HH:MM:SS] [--partition P] [--account A] [--signal-lead S]\n"
+        "                     [--auto-resume]]\n\n"
         "Starts the training worker on this machine (flotilla-worker launch with parallel.dp*tp*pp ranks),\n"
         "stores its metrics in the run database as they arrive, prints progress, and exits with the\n"
         "worker's exit status. Ctrl-C (or a closed terminal) stops the worker at the next step with a\n"
@@ -173,7 +178,12 @@ int cmd_run(const Context& ctx) {
         "answer are replaced by the --spare nodes, or their ranks go to the nodes that remain (the\n"
         "number of ranks stays dp*tp*pp). At most K recoveries (default 3). The master must remain,\n"
         "unless --mirror-checkpoints copies each checkpoint to the workspace as it is written: then a\n"
-        "lost master is replaced too and the newest copy is uploaded to the new one.\n");
+        "lost master is replaced too and the newest copy is uploaded to the new one.\n\n"
+        "With --cluster, the run is one Slurm job on that cluster (flotilla clusters list): N nodes\n"
+        "(default 1) x T tasks (default dp*tp*pp / N), one flotilla-worker per task started by srun, a\n"
+        "finite time limit (default 01:00:00). S seconds before it (default 300) the run checkpoints and\n"
+        "exits; with --auto-resume the job is then requeued and resumes from that checkpoint. Ctrl-C\n"
+        "cancels the job (the worker checkpoints first). docs/slurm.md.\n");
     return kExitOk;
   }
   std::optional<std::string> name = args.value("--name");
@@ -181,12 +191,25 @@ int cmd_run(const Context& ctx) {
   const std::optional<double> budget = args.number("--budget");
   const int max_restarts = read_restarts(args);
   const bool quiet = args.flag("--quiet");
+  const std::optional<std::string> cluster = args.value("--cluster");
   const std::optional<std::string> node_list = args.value("--nodes");
+  const std::optional<double> tasks_opt = args.number("--tasks-per-node");
+  const std::optional<double> gpus_opt = args.number("--gpus-per-node");
+  const std::optional<std::string> time_limit = args.value("--time");
+  const std::optional<std::string> partition = args.value("--partition");
+  const std::optional<std::string> account = args.value("--account");
+  const std::optional<double> lead_opt = args.number("--signal-lead");
+  const bool auto_resume = args.flag("--auto-resume");
+  if (!cluster && (tasks_opt || gpus_opt || time_limit || partition || account || lead_opt || auto_resume))
+    throw UsageError(
+        "--tasks-per-node, --gpus-per-node, --time, --partition, --account, --signal-lead and --auto-resume "
+        "go "
+        "with --cluster");
   const std::optional<double> nproc_opt = args.number("--nproc-per-node");
   const std::optional<double> master_port = args.number("--master-port");
   const bool no_bind = args.flag("--no-bind");
   const RecoveryRequest recovery = read_recovery_options(args);
-  if (!node_list && (nproc_opt || master_port || no_bind || recovery.auto_recover))
+  if ((!node_list || cluster) && (nproc_opt || master_port || no_bind || recovery.auto_recover))
     throw UsageError("--nproc-per-node, --master-port, --no-bind and --auto-recover go with --nodes");
   if (budget && !(*budget > 0)) throw UsageError("--budget needs a positive number of dollars");
   const auto pos = args.positionals();
@@ -198,7 +221,7 @@ int cmd_run(const Context& ctx) {
     config = load_config(config_path, sets);
     if (max_restarts >= 0) config.run.max_restarts = max_restarts;
     // Validated before anything is created or started: an invalid run starts no process.
-    if (!node_list) runs::validate_run_config(config, runs::ranks_of(config));
+    if (!node_list && !cluster) runs::validate_run_config(config, runs::ranks_of(config));
   } catch (const Error& e) {
     std::fprintf(stderr, "flotilla: %s\n", e.what());
     return static_cast<int>(e.code());
@@ -208,6 +231,43 @@ int cmd_run(const Context& ctx) {
     throw UsageError("a run named '" + *name +
                      "' already exists: choose another --name, or continue it with " +
                      "flotilla runs resume " + *name);
+  if (cluster) {
+    const auto whole = [](const std::optional<double>& v, const char* opt, int lo,
+                          int hi) -> std::optional<int> {
+      if (!v) return std::nullopt;
+      if (*v < lo || *v > hi || *v != static_cast<double>(static_cast<int>(*v)))
+        throw UsageError(std::string(opt) + " needs a whole number from " + std::to_string(lo) + " to " +
+                         std::to_string(hi));
+      return static_cast<int>(*v);
+    };
+    ClusterRunRequest req;
+    if (node_list) {
+      char* end = nullptr;
+      const long n = std::strtol(node_list->c_str(), &end, 10);
+      if (node_list->empty() || *end != '\0' || n < 1 || n > 100000)
+        throw UsageError("with --cluster, --nodes needs a number of nodes (is '" + *node_list + "')");
+      req.nodes = static_cast<int>(n);
+    }
+    req.tasks_per_node = whole(tasks_opt, "--tasks-per-node", 1, 1024);
+    req.gpus_per_node = whole(gpus_opt, "--gpus-per-node", 0, 1024).value_or(0);
+    req.signal_lead_s = whole(lead_opt, "--signal-lead", 0, 86400).value_or(300);
+    if (time_limit) req.time_limit = *time_limit;
+    if (partition) req.partition = *partition;
+    if (account) req.account = *account;
+    req.auto_resume = auto_resume;
+    if (!name) {
+      name = db::unique_run_name(db, config.run.name);
+      if (*name != config.run.name)
+        std::printf("a run named %s exists; this run is %s\n", config.run.name.c_str(), name->c_str());
+    }
+    config.run.name = *name;
+    req.config = config;
+    req.name = *name;
+    req.cluster = *cluster;
+    req.budget_usd = budget;
+    req.quiet = quiet;
+    return run_on_cluster(ctx, req);
+  }
   if (node_list) {
     if (!name) {
       name = db::unique_run_name(db, config.run.name);

@@ -16,6 +16,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/run_nodes.h"
+#include "app/cli/run_slurm.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -25,6 +26,7 @@
 #include "runs/process.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
+#include "runs/slurm_run.h"
 #include "runs/stale_runs.h"
 
 namespace flotilla::cli {
@@ -336,6 +338,12 @@ int cmd_runs(const Context& ctx) {
     {
       const db::Database db = open_store(ctx, "flotilla runs attach");
       const db::Run r = db::get_run(db, pos[0]);
+      if (runs::is_slurm_run(r)) {
+        if (recovery.auto_recover)
+          throw UsageError(
+              "--auto-recover is for runs on SSH nodes; a Slurm run requeues with --auto-resume");
+        return attach_cluster_run(ctx, pos[0], quiet);
+      }
       if (runs::is_local_run(r)) {
         if (recovery.auto_recover)
           throw UsageError("--auto-recover is for runs on SSH nodes; run " + r.name + " is local");

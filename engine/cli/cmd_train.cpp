@@ -5,6 +5,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/comm/slurm_env.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "engine/train/trainer.h"
@@ -30,7 +31,9 @@ int cmd_train(const CommandArgs& argv) {
         "FLOTILLA_IGNORE_MEMORY_LIMIT=1)\n"
         "  --no-stdout-metrics  do not mirror metrics on stdout (metrics.jsonl is still written)\n\n"
         "Signals: SIGTERM/SIGINT stop at the next step (checkpoint when the grace period allows,\n"
-        "exit code 10); SIGUSR1 checkpoints at the next step and continues.\n");
+        "exit code 10); SIGUSR1 checkpoints at the next step and continues.\n"
+        "Under srun (SLURM_PROCID set, RANK unset) the SLURM_* task variables become RANK, WORLD_SIZE,\n"
+        "LOCAL_RANK, MASTER_ADDR (first node of SLURM_JOB_NODELIST) and MASTER_PORT (docs/slurm.md).\n");
     return 0;
   }
   const auto config_path = args.value("--config");
@@ -45,6 +48,7 @@ int cmd_train(const CommandArgs& argv) {
   opt.metrics_to_stdout = !args.flag("--no-stdout-metrics");
   args.finish("train");
   if (!config_path) throw_usage("train needs --config FILE (see flotilla-worker train --help)");
+  comm::apply_slurm_env();  // a task started by srun: SLURM_* -> RANK, WORLD_SIZE, MASTER_ADDR, ...
   opt.config = load_config(*config_path, sets);
   if (const char* skip = std::getenv("FLOTILLA_TEST_SKIP_RESTORE")) opt.skip_restore = skip;
   if (const char* peak = std::getenv("FLOTILLA_PEAK_FLOPS")) opt.peak_flops = std::atof(peak);

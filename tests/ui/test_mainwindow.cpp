@@ -1,4 +1,4 @@
-// The main window under QT_QPA_PLATFORM=offscreen: six pages in sidebar order, keyboard page
+// The main window under QT_QPA_PLATFORM=offscreen: seven pages in sidebar order, keyboard page
 // switching, the demo as the one launchable run, an About box with real versions, the engine's
 // machine probe on the Nodes page, the layout remembered in QSettings, and screenshots (light and
 // dark) saved to the build tree.
@@ -19,8 +19,8 @@
 
 #include <optional>
 
-#include "db/database.h"
 #include "db/costs.h"
+#include "db/database.h"
 #include "db/run_store.h"
 #include "db/workspace.h"
 #include "engine/core/probe.h"
@@ -94,7 +94,7 @@ class TestMainWindow : public QObject {
 
  private slots:
   void initTestCase();
-  void sidebarHasTheSixPagesInOrder();
+  void sidebarHasTheSevenPagesInOrder();
   void ctrl3SwitchesToCompare();
   void aboutShowsVersions();
   void nodesPageShowsThisMachine();
@@ -136,17 +136,18 @@ void TestMainWindow::initTestCase() {
   m_workspace.created = true;
 }
 
-void TestMainWindow::sidebarHasTheSixPagesInOrder() {
+void TestMainWindow::sidebarHasTheSevenPagesInOrder() {
   auto w = makeWindow();
-  const QStringList expected = {QStringLiteral("Runs"),  QStringLiteral("Live"),  QStringLiteral("Compare"),
-                                QStringLiteral("Nodes"), QStringLiteral("Costs"), QStringLiteral("Settings")};
+  const QStringList expected = {
+      QStringLiteral("Runs"),  QStringLiteral("Live"),     QStringLiteral("Compare"), QStringLiteral("Nodes"),
+      QStringLiteral("Costs"), QStringLiteral("Clusters"), QStringLiteral("Settings")};
   QCOMPARE(w->pageTitles(), expected);
   auto* sidebar = w->findChild<flotilla::ui::Sidebar*>();
   QVERIFY(sidebar);
-  QCOMPARE(sidebar->count(), 6);
-  for (int i = 0; i < 6; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
+  QCOMPARE(sidebar->count(), 7);
+  for (int i = 0; i < 7; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
   auto* stack = w->findChild<QStackedWidget*>();
-  QCOMPARE(stack->count(), 6);
+  QCOMPARE(stack->count(), 7);
   QCOMPARE(w->currentPage(), int(MainWindow::Runs));
   // Clicking a sidebar row switches the page.
   sidebar->setCurrentIndex(MainWindow::Nodes);
@@ -161,7 +162,7 @@ void TestMainWindow::ctrl3SwitchesToCompare() {
   QTest::keyClick(w.get(), Qt::Key_3, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Compare));
   QCOMPARE(w->findChild<flotilla::ui::Sidebar*>()->currentIndex(), int(MainWindow::Compare));
-  QTest::keyClick(w.get(), Qt::Key_6, Qt::ControlModifier);
+  QTest::keyClick(w.get(), Qt::Key_7, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Settings));
   QTest::keyClick(w.get(), Qt::Key_1, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Runs));
@@ -339,7 +340,7 @@ void TestMainWindow::screenshots() {
   QVERIFY(QDir().mkpath(dir));
   auto w = makeWindow();
   QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
-  const char* names[] = {"runs", "live", "compare", "nodes", "costs", "settings"};
+  const char* names[] = {"runs", "live", "compare", "nodes", "costs", "clusters", "settings"};
   for (int i = 0; i < MainWindow::PageCount; ++i) {
     w->showPage(i);
     QCoreApplication::processEvents();

@@ -113,7 +113,7 @@ void TestThemeContrast::everyPageIsReadableInBothThemes() {
         QCoreApplication::processEvents();
         const QImage image = w.grab().toImage().convertToFormat(QImage::Format_RGB32);
         if (theme == Preferences::Theme::Dark && startTheme == Preferences::Theme::Light &&
-            (page == 0 || page == 1 || page == 5))
+            (page == 0 || page == 1 || page == MainWindow::Settings))
           image.save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/view-dark-%1.png")
                          .arg(QLatin1String(page == 0   ? "runs"
                                             : page == 1 ? "live"

@@ -18,6 +18,7 @@
 #include <QTimer>
 
 #include "db/errors.h"
+#include "ui/clusters/clusterspage.h"
 #include "ui/common/icons.h"
 #include "ui/compare/comparepage.h"
 #include "ui/costs/costspage.h"
@@ -117,6 +118,7 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
       {"compare", tr("Compare"), new ComparePage(workspace.databasePath, m_stack)},
       {"nodes", tr("Nodes"), new NodesPage(m_probe, m_stack)},
       {"costs", tr("Costs"), new CostsPage(workspace.databasePath, m_stack)},
+      {"clusters", tr("Clusters"), new ClustersPage(workspace.databasePath, m_stack)},
       {"settings", tr("Settings"), new SettingsPage(workspace, settingsFile, m_stack)},
   };
   static_cast<RunsPage*>(entries[0].widget)->setMachineProbe(m_probe);  // the wizard reuses the app's probe

@@ -29,7 +29,7 @@ class MainWindow : public QMainWindow {
 
  public:
   // Sidebar order; View > Ctrl+1..6 follow it.
-  enum Page { Runs, Live, Compare, Nodes, Costs, Settings, PageCount };
+  enum Page { Runs, Live, Compare, Nodes, Costs, Clusters, Settings, PageCount };
 
   explicit MainWindow(const WorkspaceInfo& workspace, QWidget* parent = nullptr);
   ~MainWindow() override;

@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -60,6 +60,10 @@ INSERT INTO nodes(id, name, kind, host, port, user, labels, created_at)
     6: """
 INSERT INTO node_latency VALUES (1, 2, 0.42, NULL, 1735690000), (2, 3, NULL, 'refused', 1735690000);
 """,
+    7: """
+UPDATE runs SET usd_per_hour = 1.5, price_source = 'flat $1.50/h', max_hours = 2.0, status_note = 'golden v7' WHERE id = 1;
+UPDATE run_nodes SET usd_per_hour = 1.5, rate_source = 'flat $1.50/h' WHERE run_id = 1;
+""",
 }
 
 
@@ -69,9 +73,11 @@ def main():
         path = os.path.join(tmp, "g.db")
         db = sqlite3.connect(path)
         db.executescript(V1)
+        db.executescript(DATA[1])
+        # Each step's rows right after the step, as a workspace of that version would hold them (a
+        # later step may add columns that an older row's positional INSERT does not list).
         for v in range(2, version + 1):
             db.executescript(sql[v])
-        for v in range(1, version + 1):
             db.executescript(DATA[v])
         db.commit()
         db.close()

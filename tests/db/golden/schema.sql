@@ -1,3 +1,5 @@
+index cluster_accruals_by_run
+CREATE INDEX cluster_accruals_by_run ON cluster_accruals(run_id, start_time);
 index cost_accruals_by_node
 CREATE INDEX cost_accruals_by_node ON cost_accruals(node_id, start_time);
 index cost_accruals_by_run
@@ -12,6 +14,8 @@ index runs_by_created
 CREATE INDEX runs_by_created ON runs(created_at);
 index runs_by_status
 CREATE INDEX runs_by_status ON runs(status, created_at);
+index slurm_jobs_by_cluster
+CREATE INDEX slurm_jobs_by_cluster ON slurm_jobs(cluster_id, job_id);
 table checkpoints
 CREATE TABLE checkpoints (
   run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -23,13 +27,33 @@ CREATE TABLE checkpoints (
   time    REAL NOT NULL,
   PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
+table cluster_accruals
+CREATE TABLE cluster_accruals (
+  id           INTEGER PRIMARY KEY,
+  run_id       INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  cluster_id   INTEGER NOT NULL REFERENCES clusters(id) ON DELETE RESTRICT,
+  status       TEXT NOT NULL,
+  start_time   REAL NOT NULL,
+  end_time     REAL,
+  devices      INTEGER NOT NULL,
+  usd_per_hour REAL NOT NULL,
+  rate_source  TEXT NOT NULL DEFAULT ''
+);
+table cluster_partitions
+CREATE TABLE cluster_partitions (
+  cluster_id       INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
+  partition_name   TEXT NOT NULL,
+  usd_per_gpu_hour REAL CHECK (usd_per_gpu_hour >= 0),
+  usd_per_cpu_hour REAL CHECK (usd_per_cpu_hour >= 0),
+  PRIMARY KEY (cluster_id, partition_name)
+) WITHOUT ROWID;
 table clusters
 CREATE TABLE clusters (
   id       INTEGER PRIMARY KEY,
   name     TEXT NOT NULL UNIQUE,
   provider TEXT NOT NULL DEFAULT '',
   notes    TEXT NOT NULL DEFAULT ''
-);
+, kind TEXT NOT NULL DEFAULT '', login_host TEXT NOT NULL DEFAULT '', port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535), user TEXT NOT NULL DEFAULT '', key_path TEXT NOT NULL DEFAULT '', partition_name TEXT NOT NULL DEFAULT '', account TEXT NOT NULL DEFAULT '', probe_json TEXT NOT NULL DEFAULT '', probed_at REAL, created_at REAL NOT NULL DEFAULT 0);
 table cost_accruals
 CREATE TABLE cost_accruals (
   id           INTEGER PRIMARY KEY,
@@ -169,6 +193,22 @@ CREATE TABLE runs (
   flops_per_token REAL,
   summary_json TEXT
 , budget_usd REAL, budget_warn_fraction REAL NOT NULL DEFAULT 0.8, usd_per_hour REAL CHECK (usd_per_hour >= 0), price_source TEXT NOT NULL DEFAULT '', max_hours REAL CHECK (max_hours > 0), status_note TEXT NOT NULL DEFAULT '');
+table slurm_jobs
+CREATE TABLE slurm_jobs (
+  run_id         INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  cluster_id     INTEGER NOT NULL REFERENCES clusters(id) ON DELETE RESTRICT,
+  job_id         TEXT NOT NULL,
+  partition_name TEXT NOT NULL DEFAULT '',
+  run_dir        TEXT NOT NULL,
+  state          TEXT NOT NULL DEFAULT '',
+  reason         TEXT NOT NULL DEFAULT '',
+  restarts       INTEGER NOT NULL DEFAULT 0,
+  nodes          INTEGER NOT NULL DEFAULT 1,
+  gpus_per_node  INTEGER NOT NULL DEFAULT 0,
+  tasks_per_node INTEGER NOT NULL DEFAULT 1,
+  script         TEXT NOT NULL DEFAULT '',
+  submitted_at   REAL NOT NULL
+);
 table system_samples
 CREATE TABLE system_samples (
   node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,

@@ -1,0 +1,429 @@
+// Runs on Slurm clusters: submit and watch (see slurm_run.h for the folder and status design).
+#include "runs/slurm_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "db/errors.h"
+#include "db/ingest.h"
+#include "db/run_store.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "remote/deploy.h"
+#include "remote/remote_run.h"
+#include "remote/slurm_cluster.h"
+#include "remote/slurm_script.h"
+#include "runs/node_run.h"
+#include "runs/pricing.h"
+#include "runs/run_setup.h"
+#include "runs/run_status.h"
+
+namespace flotilla::runs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The cluster folder's name and the job name: the run name made safe, plus the store id.
+std::string safe_id(const std::string& name, int64_t id) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                    c == '_' || c == '-';
+    out.push_back(ok ? c : '_');
+  }
+  while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(out.begin());
+  if (out.size() > 40) out.resize(40);
+  return (out.empty() ? std::string("run") : out) + "-" + std::to_string(id);
+}
+
+std::string usd(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "$%.4g", v);
+  return buf;
+}
+
+// Runs `fn` on the login session; on a dropped link reconnects with backoff and tries again.
+template <typename F>
+auto on_login(remote::Session& s, const Note& note, F&& fn) -> decltype(fn(s)) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return fn(s);
+    } catch (const remote::ConnectionLost& e) {
+      if (attempt >= 3) throw;
+      if (note)
+        note(std::string("connection to the login node lost (") + e.what() +
+             "); the job goes on; reconnecting...");
+      s.reconnect({0.5, 2, 10, 8});
+    }
+  }
+}
+
+}  // namespace
+
+SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes, int gpus_per_node,
+                       int tasks_per_node) {
+  SlurmPrice p;
+  if (!price) return p;
+  if (gpus_per_node > 0 && price->usd_per_gpu_hour) {
+    const int gpus = nodes * gpus_per_node;
+    p.usd_per_hour = gpus * *price->usd_per_gpu_hour;
+    p.source = "partition " + price->partition + ": " + std::to_string(gpus) + " GPU(s) x " +
+               usd(*price->usd_per_gpu_hour) + "/GPU-h";
+  } else if (gpus_per_node == 0 && price->usd_per_cpu_hour) {
+    const int cpus = nodes * tasks_per_node;
+    p.usd_per_hour = cpus * *price->usd_per_cpu_hour;
+    p.source = "partition " + price->partition + ": " + std::to_string(cpus) + " CPU task(s) x " +
+               usd(*price->usd_per_cpu_hour) + "/CPU-h";
+  }
+  return p;
+}
+
+SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::SlurmCluster& cluster,
+                            const SlurmStartRequest& req, const Note& note) {
+  const int tasks = ranks_per_node(req.config, req.nodes, req.tasks_per_node);
+  RunConfig config = req.config;
+  config.run.name = req.name;
+  if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  resolve_model_source(config);
+  validate_run_config(config, tasks * req.nodes);
+
+  remote::BatchSpec spec;
+  spec.partition = req.partition.empty() ? cluster.partition : req.partition;
+  spec.account = req.account.empty() ? cluster.account : req.account;
+  spec.nodes = req.nodes;
+  spec.tasks_per_node = tasks;
+  spec.gpus_per_node = req.gpus_per_node;
+  spec.time_limit = req.time_limit;
+  spec.signal_lead_s = req.signal_lead_s;
+  spec.requeue = req.auto_resume;
+  // Checked before the row exists (run dir and paths are placeholders of the same shape).
+  spec.job_name = "flotilla-run";
+  spec.run_dir = "/placeholder";
+  spec.worker = "/placeholder";
+  spec.config = "/placeholder";
+  if (const auto problems = remote::validate_batch_spec(spec); !problems.empty()) {
+    std::string m = "slurm run: ";
+    for (size_t i = 0; i < problems.size(); ++i) m += (i ? "; " : "") + problems[i];
+    throw Error(ExitCode::kUsage, m);
+  }
+
+  const RunLimits limits = limits_of(config, req.budget_usd);
+  const SlurmPrice price =
+      slurm_price(db::partition_price(db, cluster.id, spec.partition), req.nodes, req.gpus_per_node, tasks);
+  db::NewRun nr;
+  nr.name = req.name;
+  nr.config_toml = config_to_toml(config);
+  nr.config_json = config_to_json(config, -1);
+  nr.budget_usd = limits.max_usd;
+  nr.budget_warn_fraction = limits.warn_fraction;
+  nr.max_hours = limits.max_hours;
+  nr.target = "slurm:" + cluster.name;
+  int64_t run_id = 0;
+  db::write_tx(db, [&] {
+    run_id = db::create_run(db, nr);
+    if (limits.max_usd && price.usd_per_hour <= 0)
+      throw db::DbError(db::DbErrorKind::kInvalid,
+                        "run " + req.name + " has a budget but partition '" +
+                            (spec.partition.empty() ? std::string("(default)") : spec.partition) +
+                            "' of cluster " + cluster.name + " has no price: flotilla clusters price " +
+                            cluster.name + " " +
+                            (spec.partition.empty() ? std::string("PARTITION") : spec.partition) +
+                            " --gpu-hour USD (or --cpu-hour USD)");
+    db::set_run_price(db, run_id, price.usd_per_hour, price.source, {});
+  });
+  const std::string rid = safe_id(req.name, run_id);
+
+  remote::DeployOptions deploy;
+  deploy.worker_path = req.worker_path;
+  deploy.version = req.version;
+  const remote::DeployResult d = remote::deploy_worker(login, deploy);
+  if (note)
+    note("cluster " + cluster.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
+  const std::string config_path = remote::upload_run_config(login, rid, config_to_toml(config));
+  const std::string dir = remote::remote_run_dir(login, rid);
+  spec.job_name = "flotilla-" + rid;
+  if (spec.job_name.size() > 64) spec.job_name.resize(64);
+  spec.run_dir = dir;
+  spec.worker = d.worker;
+  spec.config = config_path;
+  const std::string script = remote::batch_script(spec);
+  remote::write_remote_file(login, dir + "/job.sh", script);
+  const std::string job_id = remote::submit_batch(login, dir + "/job.sh");
+  if (note)
+    note("cluster " + cluster.name + ": submitted job " + job_id + " (" + std::to_string(req.nodes) +
+         " node(s) x " + std::to_string(tasks) + " task(s), time limit " + req.time_limit + ")");
+
+  db::SlurmJob job;
+  job.run_id = run_id;
+  job.cluster_id = cluster.id;
+  job.job_id = job_id;
+  job.partition = spec.partition;
+  job.run_dir = dir;
+  job.state = "PENDING";
+  job.nodes = req.nodes;
+  job.gpus_per_node = req.gpus_per_node;
+  job.tasks_per_node = tasks;
+  job.script = script;
+  db::write_tx(db, [&] {
+    db::add_slurm_job(db, job);
+    db::set_status(db, run_id, db::RunStatus::kQueued, 0,
+                   req.origin + ": slurm job " + job_id + " on cluster " + cluster.name);
+  });
+
+  SlurmWatch w;
+  w.run_id = run_id;
+  w.name = req.name;
+  w.rid = rid;
+  w.job_id = job_id;
+  w.run_dir = dir;
+  w.cluster = cluster.name;
+  w.total_steps = config.train.steps;
+  return w;
+}
+
+bool is_slurm_run(const db::Run& run) { return run.target.rfind("slurm:", 0) == 0; }
+
+std::string slurm_attach_target(const db::Database& db, const db::Run& run, SlurmWatch& w,
+                                db::SlurmCluster& cluster) {
+  if (!is_slurm_run(run)) return "run " + run.name + " is not a Slurm run";
+  const auto job = db::find_slurm_job(db, run.id);
+  if (!job) return "run " + run.name + " was never submitted (no Slurm job recorded)";
+  if (run.status != db::RunStatus::kQueued && run.status != db::RunStatus::kRunning &&
+      run.status != db::RunStatus::kPreempted)
+    return "run " + run.name + " has ended (" + db::to_string(run.status) + "): nothing to attach to";
+  bool found = false;
+  for (const auto& c : db::list_clusters(db))
+    if (c.id == job->cluster_id) {
+      cluster = c;
+      found = true;
+    }
+  if (!found) return "the cluster of run " + run.name + " is no longer stored";
+  w.run_id = run.id;
+  w.name = run.name;
+  w.rid = job->run_dir.substr(job->run_dir.find_last_of('/') + 1);
+  w.job_id = job->job_id;
+  w.run_dir = job->run_dir;
+  w.cluster = cluster.name;
+  const auto config = nlohmann::json::parse(run.config_json, nullptr, false);
+  if (config.is_object() && config.contains("train") && config["train"].is_object())
+    w.total_steps = config["train"].value("steps", int64_t{0});
+  return "";
+}
+
+int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch& w,
+                    const WatchHooks& hooks) {
+  const int64_t run_id = w.run_id;
+  const Note& note = hooks.note;
+  db::Database reader(writer.path());
+  const std::string source = "slurm:" + w.cluster + ":metrics.jsonl";
+  uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, run_id, source));
+  db::Ingestor ingestor(writer, run_id);
+  std::vector<MetricsRecord> parsed;
+  ingestor.on_record = [&](const MetricsRecord& e) {
+    if (hooks.on_record) hooks.on_record(e);
+    if (hooks.on_committed) parsed.push_back(e);
+  };
+  const auto pull = [&]() -> bool {
+    const remote::TailChunk t =
+        on_login(login, note, [&](remote::Session& s) { return remote::tail_run_file(s, w.rid, offset); });
+    if (t.lines.empty()) return false;
+    std::string text;
+    for (const auto& l : t.lines) (text += l) += '\n';
+    parsed.clear();
+    ingestor.parse_lines(text);
+    const int64_t new_offset = static_cast<int64_t>(t.offset);
+    const db::Ticket ticket = ingestor.submit_with(
+        [=](db::Database& wdb) { db::set_committed_offset(wdb, run_id, source, new_offset); });
+    if (!writer.wait(ticket))
+      throw db::DbError(db::DbErrorKind::kFull, "storing metrics of run " + w.name + " at byte " +
+                                                    std::to_string(offset) +
+                                                    " failed: " + writer.stats().last_error);
+    offset = t.offset;
+    if (hooks.on_committed) hooks.on_committed(parsed, offset);
+    return true;
+  };
+
+  std::string state, reason;
+  int64_t restarts = 0;
+  if (auto j = db::find_slurm_job(reader, run_id)) {
+    state = j->state;
+    reason = j->reason;
+    restarts = j->restarts;
+  }
+  bool user_stop = false, budget_stop = false, cancelled = false, forced = false;
+  Clock::time_point cancelled_at{};
+  std::string stop_note;
+  BudgetGuard guard(run_id, 1.0);
+  auto last_poll = Clock::now() - std::chrono::hours(1);
+  const auto cancel = [&](const std::string& why) {
+    if (cancelled) return;
+    cancelled = true;
+    cancelled_at = Clock::now();
+    const bool graceful = state == "RUNNING";  // a pending job has nothing to checkpoint
+    forced = !graceful;
+    if (note)
+      note(why + ": cancelling job " + w.job_id +
+           (graceful ? " (TERM to its tasks: checkpoint, then exit)" : " (not running yet)"));
+    try {
+      on_login(login, note, [&](remote::Session& s) {
+        remote::cancel_job(s, w.job_id, graceful);
+        return 0;
+      });
+    } catch (const Error& e) {
+      if (note) note(std::string("scancel failed: ") + e.what());
+    }
+  };
+
+  std::map<std::string, std::string> last_record;
+  try {
+    for (;;) {
+      if (hooks.leave_requested && hooks.leave_requested()) {
+        writer.flush();
+        return kLeft;
+      }
+      if (!user_stop && hooks.stop_requested && hooks.stop_requested()) {
+        user_stop = true;
+        cancel("stop requested");
+      }
+      const bool got = pull();
+      const auto now = Clock::now();
+      if (cancelled && !forced && now - cancelled_at > std::chrono::seconds(120)) {
+        forced = true;  // the tasks did not end after TERM: Slurm's own cancel (TERM, KillWait, KILL)
+        if (note) note("job " + w.job_id + " still there 120 s after TERM: scancel");
+        try {
+          on_login(login, note, [&](remote::Session& s) {
+            remote::cancel_job(s, w.job_id, false);
+            return 0;
+          });
+        } catch (const Error& e) {
+          if (note) note(std::string("scancel failed: ") + e.what());
+        }
+      }
+      if (now - last_poll >= std::chrono::duration<double>(w.poll_seconds)) {
+        last_poll = now;
+        const auto jobs =
+            on_login(login, note, [&](remote::Session& s) { return remote::poll_jobs(s, {w.job_id}); });
+        if (jobs.empty()) break;  // left the queue
+        const remote::SqueueJob& j = jobs.front();
+        if (j.state != state || j.reason != reason) {
+          // On a change, the job's full record says what the poll cannot (restart count, start).
+          last_record =
+              on_login(login, note, [&](remote::Session& s) { return remote::show_job(s, w.job_id); });
+          const int64_t seen_restarts =
+              last_record.count("Restarts") ? std::atoll(last_record["Restarts"].c_str()) : restarts;
+          const std::string was = state;
+          const bool requeued = seen_restarts > restarts;
+          writer.run([=](db::Database& wdb) {
+            db::set_slurm_job_state(wdb, run_id, j.state, j.state == "PENDING" ? j.reason : "",
+                                    seen_restarts);
+            const db::RunStatus cur = db::get_run(wdb, run_id).status;
+            if (requeued && cur == db::RunStatus::kRunning)
+              db::set_status(
+                  wdb, run_id, db::RunStatus::kPreempted, 0,
+                  "slurm job " + w.job_id + " requeued (restart " + std::to_string(seen_restarts) + ")",
+                  std::nullopt, "requeued by Slurm");
+            if (requeued)
+              db::add_event(wdb, run_id, db::now_seconds(), "restart", "info",
+                            "slurm job " + w.job_id + " requeued: restart " + std::to_string(seen_restarts) +
+                                "; it resumes from its newest verified checkpoint");
+            const db::RunStatus after = db::get_run(wdb, run_id).status;
+            if (j.state == "PENDING" && after == db::RunStatus::kPreempted)
+              db::set_status(wdb, run_id, db::RunStatus::kQueued, 0,
+                             "slurm job " + w.job_id + " pending: " + remote::plain_reason(j.reason));
+            // Running since squeue's elapsed time ago (no clock or time zone of the cluster involved),
+            // so the accrual starts when the job did, not when this poll saw it.
+            const double started =
+                db::now_seconds() - static_cast<double>(std::max<int64_t>(0, j.elapsed_s.value_or(0)));
+            if ((j.state == "RUNNING" || j.state == "COMPLETING") && after != db::RunStatus::kRunning)
+              record_running(wdb, run_id, started,
+                             "slurm job " + w.job_id + " running on " + j.nodelist + " (attempt " +
+                                 std::to_string(seen_restarts + 1) + ")");
+          });
+          if (note) {
+            if (j.state == "PENDING")
+              note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason));
+            else
+              note("job " + w.job_id + " " + j.state + (j.nodelist.empty() ? "" : " on " + j.nodelist) +
+                   (was.empty() ? "" : " (was " + was + ")"));
+          }
+          state = j.state;
+          reason = j.reason;
+          restarts = seen_restarts;
+        }
+      }
+      if (!budget_stop && !user_stop && state == "RUNNING") {
+        const db::BudgetStatus b = guard.poll(reader);
+        if (b.action != db::BudgetAction::kNone) {
+          if (note) note(b.message);
+          writer.submit([run_id, m = b.message](db::Database& wdb) {
+            db::add_event(wdb, run_id, db::now_seconds(), "budget", "warning", m);
+          });
+        }
+        if (b.action == db::BudgetAction::kStop) {
+          budget_stop = true;
+          stop_note = b.note;
+          cancel(b.note);
+        }
+      }
+      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    while (pull()) {
+    }
+  } catch (const remote::ConnectionLost& e) {
+    writer.flush();
+    if (note)
+      note("lost the login node of cluster " + w.cluster + ": " + e.what() + "\nJob " + w.job_id +
+           " may still be running; the run stays as it is in the store.");
+    return static_cast<int>(ExitCode::kComm);
+  }
+
+  // The end: the batch script's marker for this attempt, else what slurmctld (or accounting) says.
+  const remote::TailChunk marker_file = on_login(login, note, [&](remote::Session& s) {
+    return remote::tail_run_file(s, w.rid, 0, "slurm-exit", 1 << 16);
+  });
+  std::string marker_text;
+  for (const auto& l : marker_file.lines) (marker_text += l) += '\n';
+  const auto marker = remote::parse_exit_marker(marker_text);
+  auto record = on_login(login, note, [&](remote::Session& s) { return remote::show_job(s, w.job_id); });
+  std::string final_state = record.count("JobState") ? record["JobState"] : "";
+  if (final_state.empty()) {
+    if (auto acct = on_login(login, note, [&](remote::Session& s) { return remote::sacct_job(s, w.job_id); }))
+      final_state = acct->state;
+  }
+  ingestor.finish();
+  writer.flush();
+
+  const StopCause cause = budget_stop ? StopCause::kBudget : user_stop ? StopCause::kUser : StopCause::kNone;
+  const std::string origin = "slurm job " + w.job_id + (final_state.empty() ? "" : " " + final_state);
+  RunEnd end;
+  int exit_code = 1;
+  if (marker && marker->restarts >= restarts) {
+    exit_code = marker->exit_code;
+    end = end_for_exit(exit_code, 0, cause, origin, stop_note);
+    if (marker->time > 0) end.at = static_cast<double>(marker->time);
+  } else {
+    // No marker for this attempt: the batch shell itself was killed (node failure, KillWait).
+    const bool asked = cause != StopCause::kNone;
+    end.status = asked ? db::RunStatus::kStopped : db::RunStatus::kFailed;
+    end.reason = origin + ": the batch script left no exit marker";
+    end.note = asked ? "cancelled on request"
+                     : (final_state.empty() ? std::string("job ended without a record")
+                                            : "job " + final_state + " (no exit recorded)");
+    if (final_state == "NODE_FAIL") end.note = "a node of the job failed (NODE_FAIL)";
+    if (final_state == "TIMEOUT") end.note = "time limit reached before a checkpoint";
+    exit_code = asked ? static_cast<int>(ExitCode::kPreempted) : 1;
+    end.exit_code = std::nullopt;
+  }
+  writer.run([&](db::Database& wdb) {
+    db::set_slurm_job_state(wdb, run_id, final_state.empty() ? "GONE" : final_state, "", restarts);
+    record_end(wdb, run_id, end);
+  });
+  writer.flush();
+  return exit_code;
+}
+
+}  // namespace flotilla::runs

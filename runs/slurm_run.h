@@ -1,0 +1,85 @@
+// A run on a Slurm cluster, the third kind of run beside local runs and runs on SSH nodes: submit
+// it (deploy the worker to the shared file system, upload the config, generate and sbatch the
+// batch script) and watch it (one squeue per poll, metrics tailed by committed byte offset, the
+// end from sacct, `scontrol show job` or the job's exit marker), with the same store rows, status
+// rules (run_status.h) and budget guard (watch.h) as the other kinds.
+//
+// Decision: the run's folder is ~/.flotilla/runs/<rid> on the login node, which must be on the
+// file system the compute nodes share (as on every Slurm cluster: $HOME), so the node layer's
+// deploy, config upload and byte-offset tail (remote/deploy.h, remote/remote_run.h) are reused
+// unchanged and only the start and the liveness question differ: Slurm, not a pid, says whether
+// the run lives. The store's run_dir stays empty (it names local or node folders only); the
+// cluster folder is in slurm_jobs. Status: queued while pending, running while the job runs,
+// preempted -> queued -> running across a requeue (an event per restart), then the end the
+// worker's exit gives. Blocking: call from a worker thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "db/clusters.h"
+#include "db/run_store.h"
+#include "db/writer.h"
+#include "engine/config/run_config.h"
+#include "remote/session.h"
+#include "runs/watch.h"
+
+namespace flotilla::runs {
+
+struct SlurmStartRequest {
+  RunConfig config;  // run.name is replaced by `name`
+  std::string name;
+  std::optional<double> budget_usd;
+  std::optional<int> max_restarts;
+  int nodes = 1;
+  std::optional<int> tasks_per_node;  // default: dp*tp*pp / nodes
+  int gpus_per_node = 0;
+  std::string time_limit = "01:00:00";
+  std::string partition;  // "": the cluster's default for Flotilla, else Slurm's default
+  std::string account;    // "": the cluster's default for Flotilla, else none
+  int signal_lead_s = 300;
+  bool auto_resume = false;  // requeue after the time-limit checkpoint
+  std::string worker_path, version;
+  std::string origin = "flotilla run --cluster";
+};
+
+struct SlurmWatch {
+  int64_t run_id = 0;
+  std::string name, rid, job_id, run_dir, cluster;
+  int64_t total_steps = 0;
+  double poll_seconds = 1;  // squeue at most this often
+};
+
+// The run's $/hour on `cluster`: nodes x GPUs per node x the partition's GPU-hour price, or for a
+// CPU job nodes x tasks per node x the CPU-hour price; 0 and "" when unpriced. Pure of the store.
+struct SlurmPrice {
+  double usd_per_hour = 0;
+  std::string source;
+};
+SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes, int gpus_per_node,
+                       int tasks_per_node);
+
+// Validates (flotilla::Error kConfig / kUsage naming the field; nothing is created), stores the
+// run (target "slurm:<cluster>", status created, its price and limits: a budget on an unpriced
+// partition is refused), deploys, uploads, submits (status queued) and returns the watch. The
+// login session must be connected.
+SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::SlurmCluster& cluster,
+                            const SlurmStartRequest& request, const Note& note);
+
+// Re-attaching a Slurm run whose watcher died (`flotilla runs attach`, an app restart): "" and `w`,
+// `cluster` filled when `run` is a Slurm run that has not ended, else why not. The watch resumes
+// at the committed byte offset, so nothing is lost or stored twice.
+std::string slurm_attach_target(const db::Database& db, const db::Run& run, SlurmWatch& w,
+                                db::SlurmCluster& cluster);
+// True when the run's target is a Slurm cluster ("slurm:NAME").
+bool is_slurm_run(const db::Run& run);
+
+// Watches until the job has left the queue for good; records the end and returns the worker's
+// exit code (the batch script's), kLeft when leave_requested, ExitCode::kComm when the login node
+// is lost for good (the run stays as it is). A stop request or a reached budget cancels the job
+// (TERM: the worker checkpoints and exits 10, recorded as stopped).
+int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch& watch,
+                    const WatchHooks& hooks);
+
+}  // namespace flotilla::runs
