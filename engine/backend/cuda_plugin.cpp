@@ -9,6 +9,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <sstream>
 
@@ -158,9 +159,9 @@ PluginStatus status() {
 }
 
 std::vector<std::string> plugin_candidates(const std::string& exe_path) {
-  const auto slash = exe_path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : exe_path.substr(0, slash);
-  return {dir + "/../lib/flotilla", dir + "/lib/flotilla"};
+  const std::filesystem::path dir = std::filesystem::path(exe_path).parent_path();
+  return {(dir / "../lib/flotilla").lexically_normal().string(),
+          (dir / "lib/flotilla").lexically_normal().string()};
 }
 
 std::string missing_library(const std::string& text) {
