@@ -23,6 +23,11 @@
 #define FLOTILLA_CUDA_PACKAGE_SUFFIX "13-0"  // NVIDIA's package names: cuda-cudart-<major>-<minor>
 #endif
 
+// Found with dlsym(RTLD_DEFAULT) only in a program that exports its symbols (flotilla-worker,
+// ENABLE_EXPORTS): the only kind that can resolve the plugin's references to the engine.
+extern "C" __attribute__((visibility("default"), used)) const int flotilla_cuda_plugin_host =
+    flotilla::cuda_plugin::kAbiVersion;
+
 namespace flotilla::cuda_plugin {
 namespace {
 
@@ -49,6 +54,12 @@ Loaded load_once() {
   }
   if (!built()) {
     out.error = "this worker was built without CUDA (FLOTILLA_CUDA=OFF, or no nvcc at build time)";
+    return out;
+  }
+  if (!host()) {
+    out.error =
+        "this program cannot load the CUDA plugin (only flotilla-worker exports the engine it needs); "
+        "run flotilla-worker probe";
     return out;
   }
   std::vector<std::string> tried;
@@ -115,6 +126,11 @@ bool built() {
 #endif
 }
 
+bool host() {
+  if (flotilla_cuda_plugin_api != nullptr) return true;
+  return dlsym(RTLD_DEFAULT, "flotilla_cuda_plugin_host") != nullptr;
+}
+
 const CudaApi* api(std::string* why) {
   const Loaded& l = loaded();
   if (l.table == nullptr && why != nullptr) *why = l.error;
@@ -131,6 +147,7 @@ const CudaApi& require(const std::string& what) {
 PluginStatus status() {
   PluginStatus s;
   s.built = built();
+  s.host = host();
   const Loaded& l = loaded();
   s.loaded = l.table != nullptr;
   s.path = l.path;

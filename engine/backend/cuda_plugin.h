@@ -71,6 +71,7 @@ struct LibraryStatus {
 };
 struct PluginStatus {
   bool built = false;   // this worker was built with a CUDA plugin (FLOTILLA_CUDA AUTO/ON/SIM)
+  bool host = false;    // this program can load it (see host())
   bool loaded = false;  // the table is usable
   std::string path;     // the plugin file tried (or loaded); "" when none was found
   std::string error;    // why it is not loaded, with what to install; "" when loaded
@@ -79,6 +80,9 @@ struct PluginStatus {
 
 // Whether this worker was built with a CUDA plugin at all.
 bool built();
+// Whether this program can load the plugin: it exports the engine's symbols (flotilla-worker) or
+// links the plugin's objects. The app and other tools cannot; they ask flotilla-worker (probe).
+bool host();
 // The table, loading the plugin on first call; nullptr (and *why, when given) when it cannot be
 // loaded. Never throws. Thread-safe; the outcome is cached for the life of the process.
 const CudaApi* api(std::string* why = nullptr);

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -96,7 +97,60 @@ void probe_simd(ProbeResult& p) {
   p.kernel_path = cpu::kernel_path_name(cpu::choose_kernel_path(f).widest);
 }
 
+// A program that cannot load the CUDA plugin (the app) asks the flotilla-worker beside it for the
+// GPU part of its probe. False when there is no such worker or its answer cannot be read.
+bool probe_gpus_through_worker(ProbeResult& p) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return false;
+  std::string worker(self, static_cast<size_t>(n));
+  worker = worker.substr(0, worker.rfind('/') + 1) + "flotilla-worker";
+  if (access(worker.c_str(), X_OK) != 0 || worker.find('\'') != std::string::npos) return false;
+  FILE* f = popen(("'" + worker + "' probe --json --no-peak 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return false;
+  std::string text;
+  char buf[4096];
+  for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
+  if (pclose(f) != 0) return false;
+  using nlohmann::json;
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.contains("gpu") || !j.contains("versions")) return false;
+  auto str = [](const json& o, const char* key) {
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  const json& gpu = j["gpu"];
+  p.gpu_status = str(gpu, "status");
+  for (const json& d : gpu.value("devices", json::array())) {
+    GpuInfo g;
+    g.index = d.value("index", 0);
+    g.name = str(d, "name");
+    g.memory_total_bytes = d.value("memory_total_bytes", uint64_t{0});
+    g.memory_free_bytes = d.value("memory_free_bytes", uint64_t{0});
+    const std::string cc = str(d, "compute_capability");
+    const auto dot = cc.find('.');
+    g.cc_major = std::atoi(cc.c_str());
+    g.cc_minor = dot == std::string::npos ? 0 : std::atoi(cc.c_str() + dot + 1);
+    g.multiprocessors = d.value("multiprocessors", 0);
+    g.pci_bus_id = str(d, "pci_bus_id");
+    p.gpus.push_back(g);
+  }
+  if (gpu.contains("plugin") && gpu["plugin"].is_object()) {
+    const json& pl = gpu["plugin"];
+    p.cuda_plugin = str(pl, "path");
+    p.cuda_plugin_error = str(pl, "error");
+    for (const json& l : pl.value("libraries", json::array()))
+      p.cuda_libraries.push_back({str(l, "soname"), str(l, "path"), str(l, "package")});
+  }
+  const json& v = j["versions"];
+  p.cuda_driver = str(v, "cuda_driver");
+  p.cuda_runtime = str(v, "cuda_runtime");
+  p.cublas = str(v, "cublas");
+  p.nccl = str(v, "nccl");
+  return true;
+}
+
 void probe_gpus(ProbeResult& p) {
+  if (cuda_plugin::built() && !cuda_plugin::host() && probe_gpus_through_worker(p)) return;
   const cuda_plugin::PluginStatus plugin = cuda_plugin::status();
   p.cuda_plugin = plugin.path;
   p.cuda_plugin_error = plugin.error;
