@@ -10,25 +10,23 @@
 #include <set>
 #include <sstream>
 
+#include "engine/backend/cuda_plugin.h"
+#include "flotilla/bundle_files.h"
 #include "remote/sftp.h"
 #include "remote/validate.h"
 
 namespace flotilla::remote {
 namespace {
 
-constexpr const char* kWrapper =
-    "#!/bin/sh\n"
-    "# Flotilla worker bundle: the binary plus the shared libraries this node lacks.\n"
-    "d=$(dirname \"$0\")\n"
-    "LD_LIBRARY_PATH=\"$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
-    "export LD_LIBRARY_PATH\n"
-    "exec \"$d/flotilla-worker.bin\" \"$@\"\n";
+// The wrapper and the system-library list are the worker bundle's own (packaging/bundle/), so a
+// deployed node and an unpacked bundle archive (packaging/MakeBundle.cmake) hold the same files.
+constexpr const char* kWrapper = kBundleWrapper;
 
 // Provided by every node's C library; bundling them would break the node's dynamic loader.
 bool is_system_lib(const std::string& soname) {
-  for (const char* p : {"linux-vdso", "linux-gate", "ld-linux", "libc.so", "libm.so", "libpthread.so",
-                        "libdl.so", "librt.so", "libresolv.so", "libutil.so", "libanl.so", "libmvec.so"})
-    if (soname.rfind(p, 0) == 0) return true;
+  std::istringstream list(kBundleSystemLibs);
+  for (std::string p; std::getline(list, p);)
+    if (!p.empty() && p[0] != '#' && soname.rfind(p, 0) == 0) return true;
   return false;
 }
 
@@ -189,6 +187,16 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
   sftp.mkdir_p(res.dir + "/lib", 0755);
   std::string manifest = sha + "  flotilla-worker.bin\n";
   sftp.upload_file(o.worker_path, res.dir + "/flotilla-worker.bin", 0755);
+  // The CUDA plugin beside the worker (engine/backend/cuda_plugin.h) goes to lib/flotilla/, where
+  // the deployed worker looks for it; CUDA, cuBLAS and NCCL themselves come from the node.
+  for (const std::string& dir : cuda_plugin::plugin_candidates(o.worker_path)) {
+    const std::string plugin = dir + "/" + cuda_plugin::kPluginFile;
+    if (!std::ifstream(plugin).good()) continue;
+    sftp.mkdir_p(res.dir + "/lib/flotilla", 0755);
+    manifest += sftp.upload_file(plugin, res.dir + "/lib/flotilla/" + cuda_plugin::kPluginFile, 0644) +
+                "  lib/flotilla/" + cuda_plugin::kPluginFile + "\n";
+    break;
+  }
   const std::vector<LocalLib> local = bundleable_libs(o.worker_path);
   const bool node_has_ldd = session.exec("command -v ldd >/dev/null 2>&1", 30).exit_status == 0;
   std::set<std::string> wanted(o.force_libs.begin(), o.force_libs.end());

@@ -7,7 +7,9 @@
 // the same build costs one command. The bundle holds the binary (flotilla-worker.bin), the shared
 // libraries it needs that the node cannot resolve (lib/, found by running `ldd` on the node
 // against the uploaded binary) and a tiny sh wrapper (flotilla-worker) that puts lib/ on
-// LD_LIBRARY_PATH; `launch` re-executes /proc/self/exe, so its ranks inherit that path.
+// LD_LIBRARY_PATH; `launch` re-executes /proc/self/exe, so its ranks inherit that path. The CUDA
+// plugin, when it is beside the local worker, goes to lib/flotilla/ (engine/backend/cuda_plugin.h).
+// packaging/MakeBundle.cmake writes the same layout as one archive (the worker bundle).
 // Blocking: call from a worker thread.
 #pragma once
 

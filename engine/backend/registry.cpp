@@ -1,25 +1,21 @@
-// Backend registry. Non-obvious decision: this is the only file that includes a concrete backend
-// header (engine/cpu/cpu_backend.h, engine/cuda/cuda_backend.h), so adding a device means adding
-// one branch here and nothing in the model, the trainer or the commands. "cuda" is listed
-// whenever the build has it, but created only where a device answers (a clear error otherwise).
+// Backend registry. Non-obvious decision: this is the only file that knows the concrete backends
+// (engine/cpu/cpu_backend.h; the CUDA backend comes from the CUDA plugin, engine/backend/cuda_plugin.h),
+// so adding a device means adding one branch here and nothing in the model, the trainer or the
+// commands. "cuda" is listed whenever the build has the plugin, but created only where the plugin
+// loads and a device answers (a clear error naming what is missing otherwise).
 #include "engine/backend/registry.h"
 
 #include <memory>
 
+#include "engine/backend/cuda_plugin.h"
 #include "engine/core/error.h"
 #include "engine/cpu/cpu_backend.h"
-#if defined(FLOTILLA_HAVE_CUDA)
-#include "engine/cuda/cuda_backend.h"
-#endif
 
 namespace flotilla {
 
 std::vector<std::string> backend_names() {
-#if defined(FLOTILLA_HAVE_CUDA)
-  return {"cpu", "cuda"};
-#else
+  if (cuda_plugin::built()) return {"cpu", "cuda"};
   return {"cpu"};
-#endif
 }
 
 Backend& get_backend(const std::string& name) {
@@ -27,14 +23,12 @@ Backend& get_backend(const std::string& name) {
     static cpu::CpuBackend backend;
     return backend;
   }
-#if defined(FLOTILLA_HAVE_CUDA)
-  if (name == "cuda") {
+  if (name == "cuda" && cuda_plugin::built()) {
+    const cuda_plugin::CudaApi& cuda = cuda_plugin::require("run.device = cuda");
     std::string reason;
-    if (!cuda::device_available(&reason)) throw_config("run.device = cuda but no CUDA device: " + reason);
-    static cuda::CudaBackend backend;
-    return backend;
+    if (!cuda.device_available(&reason)) throw_config("run.device = cuda but no CUDA device: " + reason);
+    return cuda.backend();
   }
-#endif
   std::string known;
   for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
   throw_config("device '" + name + "' is not available in this build (backends: " + known +

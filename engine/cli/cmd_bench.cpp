@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/cuda_plugin.h"
 #include "engine/backend/registry.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
@@ -35,11 +36,8 @@
 #include "engine/cpu/peak.h"
 #include "engine/cpu/peak_cache.h"
 #include "engine/cpu/simd.h"
-#include "engine/plan/planner.h"
-#if defined(FLOTILLA_HAVE_CUDA)
-#include "engine/cuda/bench_cuda.h"
-#endif
 #include "engine/model/gpt.h"
+#include "engine/plan/planner.h"
 #include "engine/train/adamw.h"
 
 namespace flotilla::cli {
@@ -84,10 +82,8 @@ int cmd_bench(const CommandArgs& argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-#if defined(FLOTILLA_HAVE_CUDA)
-  if (Args(argv).value_or("--device", "cpu") == "cuda")
-    return cuda::cmd_bench_cuda(argv);  // engine/cuda/bench_cuda.cpp
-#endif
+  if (Args(argv).value_or("--device", "cpu") == "cuda" && cuda_plugin::built())
+    return cuda_plugin::require("bench --device cuda").cmd_bench(argv);  // engine/cuda/bench_cuda.cpp
   const std::string preset_name = args.value_or("--preset", "small");
   const std::string device = args.value_or("--device", "cpu");
   const int threads = static_cast<int>(args.int_or("--threads", 0));

@@ -18,16 +18,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/cuda_plugin.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/core/error.h"
 #include "engine/plan/calibration.h"
-
-#if defined(FLOTILLA_HAVE_NCCL)
-#include <cuda_runtime.h>
-#endif
 
 namespace flotilla::cli {
 namespace {
@@ -98,14 +95,14 @@ class Buffers {
  public:
   Buffers(bool device, size_t a_bytes, size_t b_bytes) : device_(device) {
     if (device_) {
-#if defined(FLOTILLA_HAVE_NCCL)
-      if (cudaMalloc(&a_, a_bytes) != cudaSuccess || cudaMalloc(&b_, b_bytes) != cudaSuccess) {
+      cuda_ =
+          &cuda_plugin::require("bench-comm --backend nccl");  // device buffers: engine/cuda/plugin_api.cpp
+      a_ = cuda_->device_alloc(a_bytes);
+      b_ = a_ != nullptr ? cuda_->device_alloc(b_bytes) : nullptr;
+      if (b_ == nullptr) {
+        if (a_ != nullptr) cuda_->device_free(a_);
         throw Error(ExitCode::kOutOfMemory, "bench-comm: cudaMalloc of " + size_text(a_bytes) + " failed");
       }
-      cudaMemset(a_, 0, a_bytes);
-      cudaMemset(b_, 0, b_bytes);
-      cudaDeviceSynchronize();
-#endif
     } else {
       host_a_.assign(a_bytes / sizeof(float), 0.0f);  // zeros: repeated sums stay finite
       host_b_.assign(b_bytes / sizeof(float), 0.0f);
@@ -114,29 +111,25 @@ class Buffers {
     }
   }
   ~Buffers() {
-#if defined(FLOTILLA_HAVE_NCCL)
     if (device_) {
-      cudaFree(a_);
-      cudaFree(b_);
+      cuda_->device_free(a_);
+      cuda_->device_free(b_);
     }
-#endif
   }
   float* a() { return static_cast<float*>(a_); }
   float* b() { return static_cast<float*>(b_); }
   // One copy of `bytes` from b to a, completed.
   void copy(size_t bytes) {
-#if defined(FLOTILLA_HAVE_NCCL)
     if (device_) {
-      cudaMemcpy(a_, b_, bytes, cudaMemcpyDeviceToDevice);
-      cudaDeviceSynchronize();
+      cuda_->device_copy(a_, b_, bytes);
       return;
     }
-#endif
     std::memcpy(a_, b_, bytes);
   }
 
  private:
   bool device_;
+  const cuda_plugin::CudaApi* cuda_ = nullptr;
   void* a_ = nullptr;
   void* b_ = nullptr;
   std::vector<float> host_a_, host_b_;

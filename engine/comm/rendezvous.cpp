@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/backend/cuda_plugin.h"
 #include "engine/comm/backends.h"
 #include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
@@ -67,17 +68,26 @@ void ignore_sigpipe() {
   }
 }
 
+// NCCL through the CUDA plugin: loaded, built with NCCL, and a device visible.
+bool nccl_runs_here() {
+  const cuda_plugin::CudaApi* cuda = cuda_plugin::api();
+  return cuda != nullptr && cuda->nccl_usable != nullptr && cuda->nccl_usable();
+}
+
 std::string resolve_backend(const std::string& backend) {
-  if (backend == "auto") return backend_available("nccl") && nccl_usable() ? "nccl" : "gloo";
+  if (backend == "auto") return backend_available("nccl") && nccl_runs_here() ? "nccl" : "gloo";
   if (backend != "gloo" && backend != "nccl") {
     throw Error(ExitCode::kConfig, "parallel.backend = '" + backend + "': use auto, gloo or nccl");
   }
+  std::string plugin_problem;
+  if (backend == "nccl" && cuda_plugin::built() && cuda_plugin::api(&plugin_problem) == nullptr)
+    throw Error(ExitCode::kConfig, "parallel.backend = nccl: " + plugin_problem);
   if (!backend_available(backend)) {
     throw Error(ExitCode::kConfig, "parallel.backend = '" + backend + "': this build has no " + backend +
                                        (backend == "gloo" ? " (install libgloo-dev and rebuild)"
                                                           : " (build with CUDA and NCCL, or use gloo)"));
   }
-  if (backend == "nccl" && !nccl_usable()) {
+  if (backend == "nccl" && !nccl_runs_here()) {
     // Checked before the rendezvous, so that every rank reports the cause itself.
     throw Error(
         ExitCode::kConfig,
@@ -158,9 +168,10 @@ bool backend_available(const std::string& backend) {
 #if defined(FLOTILLA_HAVE_GLOO)
   if (backend == "gloo") return true;
 #endif
-#if defined(FLOTILLA_HAVE_NCCL)
-  if (backend == "nccl") return true;
-#endif
+  if (backend == "nccl") {
+    const cuda_plugin::CudaApi* cuda = cuda_plugin::api();
+    return cuda != nullptr && cuda->make_nccl_world != nullptr;
+  }
   return false;
 }
 
@@ -195,9 +206,8 @@ std::unique_ptr<ProcessGroup> init_process_group(const std::string& backend, int
   }
   check_in(*rv, deadline, timeout);
 
-#if defined(FLOTILLA_HAVE_NCCL)
-  if (chosen == "nccl") return make_nccl_world(rv, timeout);
-#endif
+  if (chosen == "nccl")
+    return cuda_plugin::api()->make_nccl_world(rv, timeout);  // resolve_backend checked it
 #if defined(FLOTILLA_HAVE_GLOO)
   if (chosen == "gloo") return make_gloo_world(rv, timeout);
 #endif
@@ -209,9 +219,5 @@ std::unique_ptr<ProcessGroup> init_process_group(const std::string& backend, con
   return init_process_group(backend, env.rank, env.world_size, env.master_addr, env.master_port, timeout,
                             env.local_rank);
 }
-
-#if !defined(FLOTILLA_HAVE_NCCL)
-bool nccl_usable() { return false; }
-#endif
 
 }  // namespace flotilla::comm

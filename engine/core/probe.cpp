@@ -1,4 +1,4 @@
-// Machine probe: /proc, uname, cpuid and (when built with CUDA) the CUDA runtime; timed TCP
+// Machine probe: /proc, uname, cpuid and (through the CUDA plugin) the CUDA runtime; timed TCP
 // connects for probe --connect (see probe.h).
 #include "engine/core/probe.h"
 
@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -22,18 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/cuda_plugin.h"
 #include "engine/core/error.h"
 #include "engine/cpu/blas.h"
 #include "engine/cpu/peak_cache.h"
 #include "flotilla/build_info.h"
-
-#ifdef FLOTILLA_HAVE_CUDA
-#include <cublas_api.h>
-#include <cuda_runtime_api.h>
-#endif
-#ifdef FLOTILLA_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 namespace flotilla {
 namespace {
@@ -103,66 +97,70 @@ void probe_simd(ProbeResult& p) {
   p.kernel_path = cpu::kernel_path_name(cpu::choose_kernel_path(f).widest);
 }
 
-[[maybe_unused]] std::string version_string(int v, int major_div, int minor_div, int minor_mod) {
-  std::ostringstream s;
-  s << v / major_div << "." << (v / minor_div) % minor_mod;
-  return s.str();
+// A program that cannot load the CUDA plugin (the app) asks the flotilla-worker beside it for the
+// GPU part of its probe. False when there is no such worker or its answer cannot be read.
+bool probe_gpus_through_worker(ProbeResult& p) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return false;
+  std::string worker(self, static_cast<size_t>(n));
+  worker = worker.substr(0, worker.rfind('/') + 1) + "flotilla-worker";
+  if (access(worker.c_str(), X_OK) != 0 || worker.find('\'') != std::string::npos) return false;
+  FILE* f = popen(("'" + worker + "' probe --json --no-peak 2>/dev/null").c_str(), "r");
+  if (f == nullptr) return false;
+  std::string text;
+  char buf[4096];
+  for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
+  if (pclose(f) != 0) return false;
+  using nlohmann::json;
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.contains("gpu") || !j.contains("versions")) return false;
+  auto str = [](const json& o, const char* key) {
+    return o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  const json& gpu = j["gpu"];
+  p.gpu_status = str(gpu, "status");
+  for (const json& d : gpu.value("devices", json::array())) {
+    GpuInfo g;
+    g.index = d.value("index", 0);
+    g.name = str(d, "name");
+    g.memory_total_bytes = d.value("memory_total_bytes", uint64_t{0});
+    g.memory_free_bytes = d.value("memory_free_bytes", uint64_t{0});
+    const std::string cc = str(d, "compute_capability");
+    const auto dot = cc.find('.');
+    g.cc_major = std::atoi(cc.c_str());
+    g.cc_minor = dot == std::string::npos ? 0 : std::atoi(cc.c_str() + dot + 1);
+    g.multiprocessors = d.value("multiprocessors", 0);
+    g.pci_bus_id = str(d, "pci_bus_id");
+    p.gpus.push_back(g);
+  }
+  if (gpu.contains("plugin") && gpu["plugin"].is_object()) {
+    const json& pl = gpu["plugin"];
+    p.cuda_plugin = str(pl, "path");
+    p.cuda_plugin_error = str(pl, "error");
+    for (const json& l : pl.value("libraries", json::array()))
+      p.cuda_libraries.push_back({str(l, "soname"), str(l, "path"), str(l, "package")});
+  }
+  const json& v = j["versions"];
+  p.cuda_driver = str(v, "cuda_driver");
+  p.cuda_runtime = str(v, "cuda_runtime");
+  p.cublas = str(v, "cublas");
+  p.nccl = str(v, "nccl");
+  return true;
 }
 
 void probe_gpus(ProbeResult& p) {
-#ifdef FLOTILLA_HAVE_CUDA
-  int runtime = 0;
-  cudaRuntimeGetVersion(&runtime);
-  p.cuda_runtime = version_string(runtime, 1000, 10, 100);
-  int cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
-  cublasGetProperty(MAJOR_VERSION, &cublas_major);
-  cublasGetProperty(MINOR_VERSION, &cublas_minor);
-  cublasGetProperty(PATCH_LEVEL, &cublas_patch);
-  p.cublas =
-      std::to_string(cublas_major) + "." + std::to_string(cublas_minor) + "." + std::to_string(cublas_patch);
-  int driver = 0;
-  cudaDriverGetVersion(&driver);
-  if (driver > 0) p.cuda_driver = version_string(driver, 1000, 10, 100);
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    p.gpu_status = std::string("no GPU: ") + cudaGetErrorString(err);
-    cudaGetLastError();
-    return;
+  if (cuda_plugin::built() && !cuda_plugin::host() && probe_gpus_through_worker(p)) return;
+  const cuda_plugin::PluginStatus plugin = cuda_plugin::status();
+  p.cuda_plugin = plugin.path;
+  p.cuda_plugin_error = plugin.error;
+  p.cuda_libraries = plugin.libraries;
+  std::string why;
+  if (const cuda_plugin::CudaApi* cuda = cuda_plugin::api(&why)) {
+    cuda->probe_gpus(p);  // engine/cuda/plugin_api.cpp
+  } else {
+    p.gpu_status = "no GPU: " + why;
   }
-  if (count == 0) {
-    p.gpu_status = "no GPU: the CUDA driver reports no devices";
-    return;
-  }
-  for (int i = 0; i < count; ++i) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    GpuInfo g;
-    g.index = i;
-    g.name = prop.name;
-    g.memory_total_bytes = prop.totalGlobalMem;
-    g.cc_major = prop.major;
-    g.cc_minor = prop.minor;
-    g.multiprocessors = prop.multiProcessorCount;
-    char bus[32] = {0};
-    if (cudaDeviceGetPCIBusId(bus, sizeof bus, i) == cudaSuccess) g.pci_bus_id = bus;
-    size_t free_b = 0, total_b = 0;
-    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-      g.memory_free_bytes = free_b;
-    p.gpus.push_back(g);
-  }
-  p.gpu_status = "ok";
-#else
-  p.gpu_status = "no GPU: this worker was built without CUDA (FLOTILLA_CUDA=OFF or no nvcc at build time)";
-#endif
-#ifdef FLOTILLA_HAVE_NCCL
-  int nv = 0;
-  if (ncclGetVersion(&nv) == ncclSuccess) {
-    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
-    p.nccl =
-        std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." + std::to_string(nv % 100);
-  }
-#endif
 }
 
 // `v` safe to show in a message: control bytes escaped, at most 60 characters.
@@ -447,6 +445,16 @@ std::string probe_to_json(const ProbeResult& p) {
         {"blas_core", opt(p.blas_core)},
         {"compiler", p.compiler}}},
   };
+  if (cuda_plugin::built()) {
+    json libs = json::array();
+    for (const auto& l : p.cuda_libraries)
+      libs.push_back(
+          {{"soname", l.soname}, {"found", !l.path.empty()}, {"path", opt(l.path)}, {"package", l.package}});
+    j["gpu"]["plugin"] = {{"path", opt(p.cuda_plugin)},
+                          {"loaded", p.cuda_plugin_error.empty()},
+                          {"error", opt(p.cuda_plugin_error)},
+                          {"libraries", libs}};
+  }
   if (p.peak_threads > 0) {
     auto gf = [](double v) { return v > 0 ? json(v) : json(nullptr); };
     j["cpu"]["peak"] = {{"threads", p.peak_threads},
@@ -512,6 +520,13 @@ std::string probe_to_text(const ProbeResult& p) {
     for (const auto& g : p.gpus)
       o << "GPU " << g.index << "     " << g.name << ", " << gib(g.memory_total_bytes) << ", compute "
         << g.cc_major << "." << g.cc_minor << ", " << g.multiprocessors << " SMs\n";
+  }
+  if (cuda_plugin::built()) {
+    o << "Plugin    " << (p.cuda_plugin.empty() ? std::string("not found") : p.cuda_plugin)
+      << (p.cuda_plugin_error.empty() ? " (loaded)" : "") << "\n";
+    for (const auto& l : p.cuda_libraries)
+      o << "  " << l.soname << "  "
+        << (l.path.empty() ? "missing: install " + l.package : "found (" + l.path + ")") << "\n";
   }
   o << "Driver    " << or_none(p.cuda_driver) << "\n";
   o << "CUDA      " << or_none(p.cuda_runtime) << "\n";

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda_plugin.h"
+
 namespace flotilla {
 
 struct GpuInfo {
@@ -68,9 +70,14 @@ struct ProbeResult {
   std::string cuda_runtime;  // "" when built without CUDA
   std::string cublas;        // ""
   std::string nccl;          // ""
-  std::string gloo;          // "" when not linked
-  std::string blas;          // e.g. "OpenBLAS 0.3.21 NO_AFFINITY Haswell MAX_THREADS=64"
-  std::string blas_core;     // OpenBLAS kernel in use, e.g. "Haswell"
+  // The CUDA plugin (engine/backend/cuda_plugin.h): the file tried, why it did not load ("" when
+  // loaded), and a lookup of each CUDA library it links.
+  std::string cuda_plugin;
+  std::string cuda_plugin_error;
+  std::vector<cuda_plugin::LibraryStatus> cuda_libraries;
+  std::string gloo;       // "" when not linked
+  std::string blas;       // e.g. "OpenBLAS 0.3.21 NO_AFFINITY Haswell MAX_THREADS=64"
+  std::string blas_core;  // OpenBLAS kernel in use, e.g. "Haswell"
   std::string worker_version;
   std::string compiler;
   std::vector<ConnectProbe> connect;  // probe --connect; empty (and absent from JSON) otherwise

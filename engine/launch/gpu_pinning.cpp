@@ -5,10 +5,7 @@
 #include <cstdlib>
 #include <set>
 
-#if defined(FLOTILLA_HAVE_CUDA)
-#include <cuda_runtime.h>
-#endif
-
+#include "engine/backend/cuda_plugin.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 
@@ -94,20 +91,17 @@ int visible_gpu_count(std::string* why) {
     if (why) *why = std::string(kTestGpuCountEnv) + " (test hook)";
     return std::max(0, parse_ordinal(fake));
   }
-#if defined(FLOTILLA_HAVE_CUDA)
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    if (why) *why = std::string("CUDA reports: ") + cudaGetErrorString(err);
-    cudaGetLastError();
+  if (!cuda_plugin::built()) {
+    if (why) *why = "this worker was built without CUDA";
     return 0;
   }
-  if (why) *why = "cudaGetDeviceCount";
-  return count;
-#else
-  if (why) *why = "this worker was built without CUDA";
-  return 0;
-#endif
+  std::string reason;
+  const cuda_plugin::CudaApi* cuda = cuda_plugin::api(&reason);
+  if (cuda == nullptr) {
+    if (why) *why = reason;
+    return 0;
+  }
+  return cuda->visible_gpu_count(why);  // engine/cuda/plugin_api.cpp
 }
 
 std::string worker_run_device(const std::vector<std::string>& args) {

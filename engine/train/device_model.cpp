@@ -7,13 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/backend/cuda_plugin.h"
 #include "engine/comm/process_group.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/train/adamw.h"
-#if defined(FLOTILLA_HAVE_CUDA)
-#include "engine/cuda/train_model_cuda.h"
-#endif
 
 namespace flotilla {
 namespace {
@@ -126,11 +124,8 @@ std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDi
     }
     return nullptr;
   }
-#if defined(FLOTILLA_HAVE_CUDA)
-  if (cfg.run.device == "cuda") return cuda::make_cuda_train_model(cfg, dims, shard, model);
-#else
-  (void)model;
-#endif
+  if (cfg.run.device == "cuda" && cuda_plugin::built())
+    return cuda_plugin::require("run.device = cuda").make_train_model(cfg, dims, shard, model);
   throw_config("run.device = " + cfg.run.device +
                " cannot train in this build (this worker was built without CUDA): use run.device = \"cpu\", "
                "or a flotilla-worker built with FLOTILLA_CUDA=ON");

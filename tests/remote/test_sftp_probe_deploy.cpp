@@ -86,15 +86,29 @@ int main() {
     CHECK(!d.reused);
     CHECK(d.dir.rfind(home + "/.flotilla/bin/0.1.0-", 0) == 0);
     CHECK(d.dir.substr(d.dir.size() - 12) == sha256_file(FLOTILLA_WORKER_PATH).substr(0, 12));
-    CHECK(std::find(d.bundled_libs.begin(), d.bundled_libs.end(), "libtomlplusplus.so.3") != d.bundled_libs.end());
+    CHECK(std::find(d.bundled_libs.begin(), d.bundled_libs.end(), "libtomlplusplus.so.3") !=
+          d.bundled_libs.end());
     CHECK(std::filesystem::exists(d.dir + "/lib/libtomlplusplus.so.3"));
     CHECK(read_file(d.dir + "/MANIFEST").find("lib/libtomlplusplus.so.3") != std::string::npos);
     const ExecResult v = s.exec(shell_quote(d.worker) + " --version");
-    CHECK_MSG(v.exit_status == 0 && v.out.find("0.1.0") != std::string::npos, "%s %s", v.out.c_str(), v.err.c_str());
+    CHECK_MSG(v.exit_status == 0 && v.out.find("0.1.0") != std::string::npos, "%s %s", v.out.c_str(),
+              v.err.c_str());
     // The bundled library is the one loaded.
-    const ExecResult maps = s.exec(shell_quote(d.worker) + " probe --json >/dev/null; LD_LIBRARY_PATH=" +
-                                   shell_quote(d.dir + "/lib") + " ldd " + shell_quote(d.dir + "/flotilla-worker.bin"));
+    const ExecResult maps = s.exec(
+        shell_quote(d.worker) + " probe --json >/dev/null; LD_LIBRARY_PATH=" + shell_quote(d.dir + "/lib") +
+        " ldd " + shell_quote(d.dir + "/flotilla-worker.bin"));
     CHECK(maps.out.find(d.dir + "/lib/libtomlplusplus.so.3") != std::string::npos);
+    // The CUDA plugin beside the local worker travels to lib/flotilla/, where the deployed worker
+    // finds it (engine/backend/cuda_plugin.h): probe names the deployed copy.
+    const std::string local_plugin = std::filesystem::path(FLOTILLA_WORKER_PATH).parent_path().string() +
+                                     "/../lib/flotilla/libflotilla-cuda.so";
+    if (std::filesystem::exists(local_plugin)) {
+      CHECK(std::filesystem::exists(d.dir + "/lib/flotilla/libflotilla-cuda.so"));
+      CHECK(read_file(d.dir + "/MANIFEST").find("  lib/flotilla/libflotilla-cuda.so\n") != std::string::npos);
+      const ExecResult pj = s.exec(shell_quote(d.worker) + " probe --no-peak");
+      CHECK_MSG(pj.out.find("Plugin    " + d.dir + "/lib/flotilla/libflotilla-cuda.so") != std::string::npos,
+                "%s", pj.out.c_str());
+    }
     const NodeProbe wp = probe_worker(s, d.worker);
     CHECK(wp.cpus == static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) && !wp.arch.empty());
 
