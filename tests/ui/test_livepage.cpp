@@ -13,6 +13,7 @@
 #include <QtTest>
 
 #include "fake_worker.h"
+#include "ui/common/numberformat.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
 #include "ui/plot/lossplot.h"
@@ -36,6 +37,7 @@ class TestLivePage : public QObject {
   void checkpointNowSendsTheRequest();
   void killAsksFirst();
   void followingLateReplaysTheFile();
+  void aTinyLossIsNotShownAsZero();
 
  private:
   QTemporaryDir m_tmp;
@@ -219,6 +221,33 @@ void TestLivePage::followingLateReplaysTheFile() {
   QCOMPARE(steps.size(), 60);
   for (int i = 0; i < 60; ++i) QCOMPARE(steps[i], double(i + 1));
   QCOMPARE(page.dashboard()->data().plannedSteps(), 60);
+}
+
+// Issue 18: a loss of 3.21e-5 read "loss 0.0000" on Live (four fixed decimals). It is shown with
+// its significant digits on Live and in the runs table.
+void TestLivePage::aTinyLossIsNotShownAsZero() {
+  qputenv("FAKE_LOSS", "0.0000321");
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-tiny")));
+  runs.setWorkerPath(m_fake);
+  runs.setDemoSteps(4);
+  LivePage page;
+  page.resize(1000, 700);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  LocalRun* run = runs.startDemo();
+  qunsetenv("FAKE_LOSS");
+  QVERIFY(run);
+  page.setRun(run);
+  QSignalSpy finished(run, &LocalRun::finished);
+  QVERIFY(finished.wait(10000));
+  QTRY_VERIFY_WITH_TIMEOUT(page.statusText().contains(QStringLiteral("Step 4")), 2000);
+  const QString status = page.statusText();
+  QVERIFY2(status.contains(QStringLiteral("loss 3.210e-05")), qPrintable(status));
+  QVERIFY2(!status.contains(QStringLiteral("0.0000")), qPrintable(status));
+  QCOMPARE(flotilla::ui::formatMetric(3.9650), QStringLiteral("3.9650"));
+  QCOMPARE(flotilla::ui::formatMetric(0.01234), QStringLiteral("0.01234"));
+  QCOMPARE(flotilla::ui::formatMetric(0.0001234), QStringLiteral("0.0001234"));
+  QCOMPARE(flotilla::ui::formatMetric(0.0), QStringLiteral("0"));
 }
 
 QTEST_MAIN(TestLivePage)

@@ -19,8 +19,8 @@
 
 #include <optional>
 
-#include "db/database.h"
 #include "db/costs.h"
+#include "db/database.h"
 #include "db/run_store.h"
 #include "db/workspace.h"
 #include "engine/core/probe.h"
@@ -32,6 +32,7 @@
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/storeservice.h"
 #include "ui/settings/settingspage.h"
 
 using flotilla::ui::MainWindow;
@@ -101,6 +102,7 @@ class TestMainWindow : public QObject {
   void pagesAreHonestAboutMissingFeatures();
   void statusBarShowsWorkspaceAndSpend();
   void spendShowsTheRunningRunsRate();
+  void runningCountIncludesRunsStartedByTheCli();
   void runMenuHasTheLiveRunShortcuts();
   void geometryIsRememberedInQSettings();
   void screenshots();
@@ -290,6 +292,36 @@ void TestMainWindow::spendShowsTheRunningRunsRate() {
     flotilla::db::set_status(d, id, flotilla::db::RunStatus::kStopped);
   }
   QTRY_COMPARE(w->findChild<QLabel*>(QStringLiteral("statusSpend"))->text(), QStringLiteral("$0.00/h"));
+  flotilla::db::Database d(m_workspace.databasePath.toStdString());
+  flotilla::db::delete_run(d, id);
+}
+
+// Issue 18: "N runs running" counted only this window's runs. A run `flotilla run` starts in a
+// terminal while the window is open is in the store as running: the status bar counts it.
+void TestMainWindow::runningCountIncludesRunsStartedByTheCli() {
+  auto w = makeWindow();
+  QVERIFY(w->store());
+  auto* running = w->findChild<QLabel*>(QStringLiteral("statusRunning"));
+  QCOMPARE(running->text(), QStringLiteral("0 runs running"));
+  int64_t id = 0;
+  {
+    // What the CLI writes when it starts a run on this machine (runs/local_run.cpp).
+    flotilla::db::Database d(m_workspace.databasePath.toStdString());
+    flotilla::db::NewRun r;
+    r.name = "from-the-terminal";
+    r.target = "local";
+    id = flotilla::db::create_run(d, r);
+    flotilla::db::set_status(d, id, flotilla::db::RunStatus::kRunning);
+  }
+  w->store()->refresh();
+  QTRY_COMPARE(running->text(), QStringLiteral("1 run running (1 started elsewhere)"));
+  QVERIFY2(running->toolTip().contains(QStringLiteral("flotilla run")), qPrintable(running->toolTip()));
+  {
+    flotilla::db::Database d(m_workspace.databasePath.toStdString());
+    flotilla::db::set_status(d, id, flotilla::db::RunStatus::kCompleted);
+  }
+  w->store()->refresh();
+  QTRY_COMPARE(running->text(), QStringLiteral("0 runs running"));
   flotilla::db::Database d(m_workspace.databasePath.toStdString());
   flotilla::db::delete_run(d, id);
 }

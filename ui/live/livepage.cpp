@@ -17,6 +17,7 @@
 
 #include <cmath>
 
+#include "ui/common/numberformat.h"
 #include "ui/common/pageheader.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/nodesamples.h"
@@ -403,8 +404,8 @@ void LivePage::updateStatus() {
     QStringList parts;
     parts << (m_run->plannedSteps() > 0 ? tr("Step %1 / %2").arg(m_run->lastStep()).arg(m_run->plannedSteps())
                                         : tr("Step %1").arg(m_run->lastStep()));
-    if (!std::isnan(m_run->lastLoss())) parts << tr("loss %1").arg(m_run->lastLoss(), 0, 'f', 4);
-    if (!std::isnan(m_run->lastValLoss())) parts << tr("val. loss %1").arg(m_run->lastValLoss(), 0, 'f', 4);
+    if (!std::isnan(m_run->lastLoss())) parts << tr("loss %1").arg(formatMetric(m_run->lastLoss()));
+    if (!std::isnan(m_run->lastValLoss())) parts << tr("val. loss %1").arg(formatMetric(m_run->lastValLoss()));
     // Running: this step's speed; ended: the run's, as the Runs table shows it (runs/run_speed.h).
     const bool ended = !m_run->isActive();
     const double tps = ended ? m_run->runTokensPerSec() : m_run->tokensPerSec();

@@ -28,6 +28,7 @@
 #include "ui/nodes/nodespage.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/remoterun.h"
 #include "ui/runs/runhandle.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storeservice.h"
@@ -209,8 +210,21 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
   spend->setToolTip(tr("Current spend rate of all running runs (node prices: Costs page)"));
   m_spend = spend;
   if (m_store)
-    connect(m_store, &StoreService::snapshotReady, this,
-            [this] { m_spend->setText(tr("$%1/h").arg(m_store->spendPerHour(), 0, 'f', 2)); });
+    connect(m_store, &StoreService::snapshotReady, this, [this](const QVector<RunRow>& rows) {
+      m_spend->setText(tr("$%1/h").arg(m_store->spendPerHour(), 0, 'f', 2));
+      // Runs this session does not watch (started by `flotilla run` in a terminal, or by another
+      // window) count too: the store says they are running.
+      int others = 0;
+      for (const RunRow& row : rows) {
+        if (row.status != QLatin1String("running")) continue;
+        // A run this session knows is counted (or not, once ended) by the session.
+        if (!m_runs->runForStoreId(row.id) && !m_runs->remoteRunForStoreId(row.id)) ++others;
+      }
+      if (others != m_othersRunning) {
+        m_othersRunning = others;
+        showRunning(m_runs->runningCount());
+      }
+    });
   for (QLabel* label : {where, running, spend}) label->setContentsMargins(8, 0, 8, 0);
   statusBar()->addWidget(where, 1);
   statusBar()->addPermanentWidget(running);
@@ -238,10 +252,19 @@ void MainWindow::connectRuns() {
   });
 }
 
-void MainWindow::showRunning(int n) {
+void MainWindow::showRunning(int sessionRuns) {
+  const int n = sessionRuns + m_othersRunning;
   QString text = n == 1 ? tr("1 run running") : tr("%1 runs running").arg(n);
-  if (m_reattached > 0 && n > 0) text += tr(" (%n re-attached)", nullptr, m_reattached);
+  QStringList notes;
+  if (m_reattached > 0 && sessionRuns > 0) notes << tr("%n re-attached", nullptr, m_reattached);
+  if (m_othersRunning > 0) notes << tr("%n started elsewhere", nullptr, m_othersRunning);
+  if (!notes.isEmpty()) text += QStringLiteral(" (%1)").arg(notes.join(QStringLiteral(", ")));
   m_running->setText(text);
+  m_running->setToolTip(m_othersRunning > 0
+                            ? tr("Runs the store records as running that this window does not "
+                                 "watch (started with `flotilla run` or by another window); "
+                                 "the Runs page lists them")
+                            : QString());
 }
 
 MainWindow::CloseChoice MainWindow::askAboutActiveRuns(int activeRuns) {

@@ -71,7 +71,7 @@ class MainWindow : public QMainWindow {
   void buildStatusBar(const WorkspaceInfo& workspace);
   void buildRunMenu();
   void connectRuns();
-  void showRunning(int runningRuns);  // the status bar's count of running runs
+  void showRunning(int sessionRuns);  // the status bar's count: this session's runs and the store's others
   CloseChoice askAboutActiveRuns(int activeRuns);
   void restoreLayout();
   void saveLayout() const;
@@ -87,6 +87,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_spend = nullptr;
   StoreService* m_store = nullptr;
   int m_reattached = 0;
+  int m_othersRunning = 0;  // runs the store says are running that this session does not watch
   std::function<CloseChoice(int)> m_closeQuestion;
   bool m_closeWhenStopped = false;  // "Stop the run" was chosen: close once no run is active
 };

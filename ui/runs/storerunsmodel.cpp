@@ -10,6 +10,7 @@
 
 #include "db/run_store.h"
 #include "runs/run_status.h"
+#include "ui/common/numberformat.h"
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/storeservice.h"
 
@@ -120,7 +121,7 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
           .arg(r.plannedSteps)
           .arg(100.0 * double(r.lastStep) / double(r.plannedSteps), 0, 'f', 0);
     case Loss:
-      return r.hasLoss ? QString::number(r.loss, 'f', 4) : QString();
+      return r.hasLoss ? formatMetric(r.loss) : QString();
     case TokensPerSec:
       return r.tokensPerSec > 0 ? QLocale().toString(r.tokensPerSec, 'f', 0) : QString();
     case Mfu:
