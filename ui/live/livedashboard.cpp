@@ -285,18 +285,18 @@ void LiveDashboard::updateDerived() {
     m_gpu->setMessage(tr("No GPU readings from %1 yet").arg(nodes));
   else if (m_data.gpuCount() == 0 && !m_runNodes.isEmpty())
     m_gpu->setMessage(m_data.steps().rows() > 0
-                          ? tr("No GPU readings from %1:\nno GPU there, or none sampled yet").arg(nodes)
+                          ? tr("No GPU readings from %1: no GPU there, or none sampled yet").arg(nodes)
                           : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
   else if (m_data.gpuCount() == 0)
     m_gpu->setMessage(m_data.steps().rows() > 0
-                          ? tr("No GPU in this run:\nits records carry no GPU fields (a CPU run)")
+                          ? tr("No GPU in this run: its records carry no GPU fields (a CPU run)")
                           : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
   else
     // The worker reports its GPUs' memory, not their utilisation (engine/train/metrics.h): the
     // memory is on the Memory plot; utilisation comes from the machine's sampled readings.
-    m_gpu->setMessage(tr("GPU utilisation is not in the worker's records:\nits %1 GPU(s)' memory is on the "
-                         "Memory plot; utilisation comes from the machine's sampled readings")
-                          .arg(m_data.gpuCount()));
+    m_gpu->setMessage(
+        tr("Utilisation is not in the worker's records: its %n GPU(s)' memory is on the Memory plot", nullptr,
+           m_data.gpuCount()));
   const double planned = m_data.plannedSteps() > 0 ? double(m_data.plannedSteps()) : 0.0;
   m_loss->setPlannedSteps(planned);
   const double end = m_xKind == XAxisKind::WallTime ? NAN : m_data.projectedEnd(m_xKind);

@@ -57,6 +57,7 @@ PlotPanel::PlotPanel(const QString& objectName, const QString& title, QWidget* p
   legendFont.setPointSizeF(legendFont.pointSizeF() * 0.9);
   m_plot->legend->setFont(legendFont);
   m_plot->xAxis->setLabel(xLabel(m_xKind));
+  installXTicker();
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(m_plot);
@@ -69,15 +70,40 @@ PlotPanel::~PlotPanel() = default;
 QWidget* PlotPanel::plotWidget() const { return m_plot; }
 
 void PlotPanel::setMessage(const QString& message) {
-  if (message == m_message->text()) return;
-  m_message->setText(message);
+  if (message == m_messageText) return;
+  m_messageText = message;
+  m_message->setText(message);  // wrapped to the plot area by the next replot
   m_dirty = true;
 }
 
 void PlotPanel::setMessageVisible(bool visible) { m_message->setVisible(visible); }
 
-QString PlotPanel::message() const { return m_message->text(); }
 bool PlotPanel::messageVisible() const { return m_message->visible(); }
+QString PlotPanel::drawnMessage() const { return m_message->text(); }
+
+QRect PlotPanel::messageRect() const {
+  return QRectF(m_message->topLeft->pixelPosition(), m_message->bottomRight->pixelPosition())
+      .normalized()
+      .toAlignedRect();
+}
+
+QRect PlotPanel::plotAreaRect() const { return m_plot->axisRect()->rect(); }
+
+QVector<QRectF> PlotPanel::xTickLabelRects() const {
+  QVector<QRectF> rects;
+  const QCPAxis* axis = m_plot->xAxis;
+  if (!axis->visible() || !axis->tickLabels()) return rects;
+  const QFontMetricsF fm(axis->tickLabelFont());
+  const QVector<double> ticks = axis->tickVector();
+  const QVector<QString> labels = axis->tickVectorLabels();
+  const double top = m_plot->axisRect()->rect().bottom() + axis->tickLabelPadding();
+  for (qsizetype i = 0; i < ticks.size() && i < labels.size(); ++i) {
+    if (!axis->range().contains(ticks[i])) continue;
+    const double w = fm.horizontalAdvance(labels[i]);
+    rects.append(QRectF(axis->coordToPixel(ticks[i]) - w / 2, top, w, fm.height()));
+  }
+  return rects;
+}
 
 QString PlotPanel::xLabel(XAxisKind kind) {
   switch (kind) {
@@ -95,19 +121,66 @@ void PlotPanel::setXAxisKind(XAxisKind kind) {
   if (kind == m_xKind) return;
   m_xKind = kind;
   m_plot->xAxis->setLabel(xLabel(kind));
-  if (kind == XAxisKind::WallTime) {
-    auto ticker = QSharedPointer<QCPAxisTickerTime>::create();
-    ticker->setTimeFormat(QStringLiteral("%h:%m:%s"));
-    ticker->setFieldWidth(QCPAxisTickerTime::tuHours, 1);  // "0:02:30": narrow plots fit 4 labels
-    ticker->setTickCount(4);
-    m_plot->xAxis->setTicker(ticker);
-  } else {
-    auto ticker = QSharedPointer<QCPAxisTicker>::create();
-    ticker->setTickCount(kind == XAxisKind::Tokens ? 4 : 5);
-    m_plot->xAxis->setTicker(ticker);
-  }
-  m_plot->xAxis->setNumberFormat(kind == XAxisKind::Tokens ? QStringLiteral("gb") : QStringLiteral("g"));
+  installXTicker();
   m_dirty = true;
+}
+
+void PlotPanel::installXTicker() {
+  m_xTicksWanted = m_xKind == XAxisKind::Step ? 5 : 4;
+  m_xTicks = m_xTicksWanted;
+  QSharedPointer<QCPAxisTicker> ticker;
+  if (m_xKind == XAxisKind::WallTime) {
+    auto time = QSharedPointer<QCPAxisTickerTime>::create();
+    time->setTimeFormat(QStringLiteral("%h:%m:%s"));
+    time->setFieldWidth(QCPAxisTickerTime::tuHours, 1);  // "0:02:30"
+    ticker = time;
+  } else {
+    ticker = QSharedPointer<QCPAxisTicker>::create();
+  }
+  ticker->setTickCount(m_xTicks);
+  m_xTicker = ticker.data();
+  m_plot->xAxis->setTicker(ticker);
+  m_plot->xAxis->setNumberFormat(m_xKind == XAxisKind::Tokens ? QStringLiteral("gb") : QStringLiteral("g"));
+}
+
+bool PlotPanel::fitToWidth() {
+  bool changed = false;
+  // The message, wrapped at words to the plot area (the item itself never wraps).
+  const int width = m_plot->axisRect()->width() - 12;
+  if (m_message->visible() && width > 40 && !m_messageText.isEmpty()) {
+    const QFontMetrics fm(m_message->font());
+    QStringList lines;
+    for (const QString& line : m_messageText.split(QLatin1Char('\n'))) {
+      QString current;
+      for (const QString& word : line.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+        const QString trial = current.isEmpty() ? word : current + QLatin1Char(' ') + word;
+        if (!current.isEmpty() && fm.horizontalAdvance(trial) > width) {
+          lines << current;
+          current = word;
+        } else {
+          current = trial;
+        }
+      }
+      lines << current;
+    }
+    const QString wrapped = lines.join(QLatin1Char('\n'));
+    if (wrapped != m_message->text()) {
+      m_message->setText(wrapped);
+      changed = true;
+    }
+  }
+  // Fewer x labels while two neighbours overlap (long token counts on a narrow plot).
+  if (m_plot->xAxis->ticker().data() == m_xTicker && m_xTicks > 2) {
+    const QVector<QRectF> rects = xTickLabelRects();
+    for (qsizetype i = 1; i < rects.size(); ++i) {
+      if (rects[i - 1].right() + 6 > rects[i].left()) {
+        m_xTicker->setTickCount(--m_xTicks);
+        changed = true;
+        break;
+      }
+    }
+  }
+  return changed;
 }
 
 void PlotPanel::setLogY(bool log) {
@@ -150,7 +223,11 @@ void PlotPanel::replotNow() {
   } else if (m_plot->legend->itemCount() > 0 && !placed && !layout->hasElement(1, 0)) {
     layout->addElement(1, 0, m_plot->legend);
   }
+  // The message and the x labels fit the layout of the last replot; a replot that moved it (the
+  // first one, a resize, longer labels) is followed by another, rarely.
+  fitToWidth();
   m_plot->replot(QCustomPlot::rpImmediateRefresh);
+  for (int pass = 0; pass < 3 && fitToWidth(); ++pass) m_plot->replot(QCustomPlot::rpImmediateRefresh);
   ++m_replots;
 }
 
@@ -264,6 +341,8 @@ void PlotPanel::changeEvent(QEvent* event) {
 void PlotPanel::resizeEvent(QResizeEvent* event) {
   QWidget::resizeEvent(event);
   m_dirty = true;  // another width: decimate again at the next refresh
+  if (m_plot->xAxis->ticker().data() == m_xTicker && m_xTicks != m_xTicksWanted)
+    m_xTicker->setTickCount(m_xTicks = m_xTicksWanted);  // room again, maybe: fitToWidth decides
 }
 
 }  // namespace flotilla::ui

@@ -10,9 +10,12 @@
 // Callers see QWidget API only: qcustomplot.h stays inside ui/plot/*.cpp.
 #pragma once
 
+#include <QRectF>
 #include <QString>
+#include <QVector>
 #include <QWidget>
 
+class QCPAxisTicker;
 class QCustomPlot;
 class QCPItemText;
 class QMenu;
@@ -32,10 +35,17 @@ class PlotPanel : public QWidget {
   QString title() const { return m_title; }
   QWidget* plotWidget() const;
 
-  // The centred message shown while there is nothing to draw ("No run selected").
+  // The centred message shown while there is nothing to draw ("No run selected"). It is wrapped
+  // at word boundaries to the width of the plot area when drawn (never cut at the edges).
   void setMessage(const QString& message);
-  QString message() const;
+  QString message() const { return m_messageText; }
   bool messageVisible() const;
+  // As drawn at the last replot (tests): the message's text with its wrapping, its box and the
+  // plot area's, in plot-widget pixels; the x axis' tick labels' boxes, left to right.
+  QString drawnMessage() const;
+  QRect messageRect() const;
+  QRect plotAreaRect() const;
+  QVector<QRectF> xTickLabelRects() const;
 
   virtual void setXAxisKind(XAxisKind kind);
   XAxisKind xAxisKind() const { return m_xKind; }
@@ -80,12 +90,21 @@ class PlotPanel : public QWidget {
 
  private:
   void applyPalette();
+  // The x ticker for m_xKind, asking for `ticks` labels.
+  void installXTicker();
+  // After a replot: wraps the message to the plot area, and asks for fewer x tick labels while
+  // neighbours overlap. True when something changed (the caller replots again).
+  bool fitToWidth();
   void showMenu(const QPoint& pos);
   void chooseAndExport(const QString& suffix);
 
   QString m_title;
   QCustomPlot* m_plot = nullptr;
   QCPItemText* m_message = nullptr;
+  QString m_messageText;               // as set; m_message holds it wrapped
+  QCPAxisTicker* m_xTicker = nullptr;  // the x ticker installed here (a subclass may replace it)
+  int m_xTicks = 5;                    // labels asked of it now
+  int m_xTicksWanted = 5;              // for this kind of axis, when there is room
   XAxisKind m_xKind = XAxisKind::Step;
   bool m_logY = false;
   bool m_dirty = true;
