@@ -18,6 +18,7 @@
 #include <QTimer>
 
 #include "db/errors.h"
+#include "ui/common/accessiblestyle.h"
 #include "ui/common/icons.h"
 #include "ui/compare/comparepage.h"
 #include "ui/costs/costspage.h"
@@ -57,6 +58,7 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
       m_sidebar(new Sidebar(this)),
       m_stack(new QStackedWidget(this)) {
   initResources();
+  installAccessibleStyle();  // before any page is built: every control draws 3:1 edges and focus rings
   setObjectName(QStringLiteral("mainWindow"));
   setWindowTitle(tr("Flotilla"));
   setWindowIcon(appIcon());

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ui/common/contrast.h"
 #include "ui/plot/columntable.h"
 #include "ui/plot/decimation.h"
 #include "ui/plot/seriesstore.h"
@@ -298,9 +299,10 @@ bool LossPlot::writeCsv(QTextStream& out) const {
 
 void LossPlot::applySeriesPalette(const QPalette& pal) {
   const QColor accent = pal.color(QPalette::Highlight);
-  QColor rawColor = accent;
-  rawColor.setAlphaF(0.3);
-  d->raw->setPen(QPen(rawColor, 1.2));
+  // The raw loss as the faintest tint of the accent that still reads at 3:1 on the plot (WCAG
+  // 1.4.11; its legend swatch is this pen), under the full-strength smoothed line.
+  const QColor base = pal.color(QPalette::Base);
+  d->raw->setPen(QPen(towardsContrast(blend(accent, base, 0.3), accent, {base}, 3.0), 1.2));
   d->smooth->setPen(QPen(accent, 2.0));
   // Orange reads against both light and dark bases and against the blue-ish highlight.
   const QColor valColor(0xe8, 0x71, 0x0a);
