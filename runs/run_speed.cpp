@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "db/queries.h"
+#include "db/sql.h"
 #include "engine/train/metrics_reader.h"
 
 namespace flotilla::runs {
@@ -62,6 +63,37 @@ db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now) {
   s.tokens_per_s = speed.tokens_per_s > 0 ? std::optional<double>(speed.tokens_per_s) : std::nullopt;
   s.mfu = speed.tokens_per_s > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
   return s;
+}
+
+double measured_seconds_per_step(const db::Database& db, int64_t run_id, int window) {
+  db::Stmt st(
+      db, "SELECT step, time FROM metrics WHERE run_id = ?1 AND name = 'loss' ORDER BY step DESC LIMIT ?2");
+  st.bind(1, run_id).bind(2, window);
+  int64_t newest_step = 0, oldest_step = 0;
+  double newest_time = 0, oldest_time = 0;
+  int n = 0;
+  while (st.step()) {
+    const int64_t step = st.i64(0);
+    const double time = st.f64(1);
+    if (n == 0) {
+      newest_step = oldest_step = step;
+      newest_time = oldest_time = time;
+    } else {
+      const double pace = n > 1 ? (newest_time - oldest_time) / double(newest_step - oldest_step) : 0;
+      const double gap = oldest_time - time;
+      if (gap > 30.0 && (pace <= 0 || gap > 10 * pace * double(oldest_step - step))) break;  // a pause
+      oldest_step = step;
+      oldest_time = time;
+    }
+    ++n;
+  }
+  if (newest_step <= oldest_step || newest_time <= oldest_time) return 0;
+  return (newest_time - oldest_time) / double(newest_step - oldest_step);
+}
+
+double remaining_seconds(int64_t planned, int64_t last, double seconds_per_step) {
+  if (planned <= 0 || !(seconds_per_step > 0)) return -1;
+  return last >= planned ? 0 : double(planned - last) * seconds_per_step;
 }
 
 }  // namespace flotilla::runs

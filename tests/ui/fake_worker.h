@@ -8,6 +8,7 @@
 //   FAKE_EXIT     exit code after the last step (default 0); non-zero also writes to stderr
 //   FAKE_TORN=1   write step 2 in two pieces 0.3 s apart (the tail must hold the torn line)
 //   FAKE_LOSS     every step's loss (default 99.5, 98.5, ...)
+//   FAKE_TIME=1   step records carry the wall-clock time (default 0)
 // SIGTERM: writes a preempt checkpoint and a summary, then exits 10, like the real worker.
 // SIGUSR1: appends a line to DIR/usr1-received and, at the next step, writes a checkpoint
 // record with reason "request" and goes on, like the real worker's "checkpoint now".
@@ -49,7 +50,9 @@ while [ "$i" -le "$steps" ]; do
     sleep 0.3
     printf '%s\n' '"loss":'"$loss"',"lr":0.001,"tokens_per_s":1234.0,"mfu":0.25,"step_ms":10}' >> "$m"
   else
-    emit '{"v":1,"type":"step","time":0,"rank":0,"step":'"$i"',"loss":'"$loss"',"lr":0.001,"tokens_per_s":1234.0,"mfu":0.25,"step_ms":10}'
+    ts=0
+    if [ "${FAKE_TIME:-0}" = 1 ]; then ts=$(date +%s.%N); fi
+    emit '{"v":1,"type":"step","time":'"$ts"',"rank":0,"step":'"$i"',"loss":'"$loss"',"lr":0.001,"tokens_per_s":1234.0,"mfu":0.25,"step_ms":10}'
   fi
   if [ "$stop" = 1 ]; then
     mkdir -p "$dir/checkpoints/step-$i" && echo '{}' > "$dir/checkpoints/step-$i/MANIFEST"
