@@ -104,6 +104,7 @@ class TestMainWindow : public QObject {
   void spendShowsTheRunningRunsRate();
   void runningCountIncludesRunsStartedByTheCli();
   void runMenuHasTheLiveRunShortcuts();
+  void f1OpensTheDocumentation();
   void geometryIsRememberedInQSettings();
   void screenshots();
   void iconsFollowADarkPalette();
@@ -340,6 +341,25 @@ void TestMainWindow::runMenuHasTheLiveRunShortcuts() {
     QCOMPARE(action->shortcut(), e.keys);
     action->trigger();  // no run on the Live page: nothing happens, nothing crashes
   }
+}
+
+// Issue 18: "F1 opens the docs". The Help menu's action has F1 and opens docs/README.md (the
+// source tree's in a build, share/doc/flotilla installed), a file that exists.
+void TestMainWindow::f1OpensTheDocumentation() {
+  auto w = makeWindow();
+  QUrl opened;
+  w->setUrlOpener([&opened](const QUrl& url) { opened = url; });
+  auto* help = w->findChild<QAction*>(QStringLiteral("helpAction"));
+  QVERIFY(help);
+  QCOMPARE(help->shortcut(), QKeySequence(Qt::Key_F1));
+  w->activateWindow();
+  QVERIFY(QTest::qWaitForWindowActive(w.get()));
+  QTest::keyClick(w.get(), Qt::Key_F1);
+  QVERIFY2(opened.isLocalFile(), qPrintable(opened.toString()));
+  QCOMPARE(QFileInfo(opened.toLocalFile()).fileName(), QStringLiteral("README.md"));
+  QFile index(opened.toLocalFile());
+  QVERIFY(index.open(QIODevice::ReadOnly));
+  QVERIFY(index.readAll().startsWith("# Flotilla documentation"));
 }
 
 void TestMainWindow::geometryIsRememberedInQSettings() {

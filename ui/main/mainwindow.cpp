@@ -5,7 +5,9 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDir>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
@@ -16,6 +18,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTimer>
+#include <QUrl>
 
 #include "db/errors.h"
 #include "ui/common/accessiblestyle.h"
@@ -165,6 +168,23 @@ void MainWindow::buildMenus() {
   buildRunMenu();
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* docs = help->addAction(tr("Flotilla &documentation"), this, [this] {
+    const QString index = documentationIndex();
+    if (index.isEmpty()) {
+      statusBar()->showMessage(tr("The documentation is not installed next to Flotilla (docs/README.md)"),
+                               8000);
+      return;
+    }
+    const QUrl url = QUrl::fromLocalFile(index);
+    if (m_openUrl)
+      m_openUrl(url);
+    else
+      QDesktopServices::openUrl(url);
+  });
+  docs->setObjectName(QStringLiteral("helpAction"));
+  docs->setShortcut(QKeySequence::HelpContents);  // F1
+  docs->setShortcutContext(Qt::ApplicationShortcut);
+  help->addSeparator();
   QAction* about = help->addAction(tr("&About Flotilla"), this, &MainWindow::showAbout);
   about->setObjectName(QStringLiteral("aboutAction"));
   about->setMenuRole(QAction::AboutRole);
@@ -299,6 +319,17 @@ void MainWindow::showPage(int page) {
   if (m_sidebar->currentIndex() != page) m_sidebar->setCurrentIndex(page);
   const QList<QAction*> actions = m_pageActions->actions();
   if (page < actions.size()) actions[page]->setChecked(true);
+}
+
+QString MainWindow::documentationIndex() {
+  // Installed (share/doc/flotilla next to bin/), then the source tree a developer build sits in.
+  const QDir bin(QCoreApplication::applicationDirPath());
+  for (const QString& candidate :
+       {bin.filePath(QStringLiteral("../share/doc/flotilla/README.md")),
+        bin.filePath(QStringLiteral("../docs/README.md")),
+        bin.filePath(QStringLiteral("../../docs/README.md")), QStringLiteral(FLOTILLA_DOCS_DIR "/README.md")})
+    if (QFileInfo::exists(candidate)) return QFileInfo(candidate).canonicalFilePath();
+  return {};
 }
 
 QString MainWindow::aboutText() const { return AboutDialog::versionsHtml(m_versions, m_probe); }
