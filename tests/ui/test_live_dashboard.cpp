@@ -14,6 +14,8 @@
 
 #include <cmath>
 
+#include <qcustomplot.h>
+
 #include "fake_worker.h"
 #include "ui/live/livedashboard.h"
 #include "ui/plot/chartplot.h"
@@ -342,6 +344,24 @@ void TestLiveDashboard::narrowPlotsNeitherOverlapNorClip() {
                                   .arg(int(kind))
                                   .arg(i - 1)
                                   .arg(i)));
+        // The y axes' labels too (a plot 140 px high has room for few).
+        auto* plot = qobject_cast<QCustomPlot*>(p->plotWidget());
+        QVERIFY(plot);
+        for (QCPAxis* axis : {plot->yAxis, plot->yAxis2}) {
+          if (!axis->visible()) continue;
+          const double height = QFontMetricsF(axis->tickLabelFont()).height();
+          double last = NAN;
+          for (const double tick : axis->tickVector()) {
+            if (!axis->range().contains(tick)) continue;
+            const double pixel = axis->coordToPixel(tick);
+            QVERIFY2(!(std::abs(pixel - last) < height),
+                     qPrintable(QStringLiteral("%1: y labels %2 px apart, %3 px high")
+                                    .arg(name)
+                                    .arg(std::abs(pixel - last))
+                                    .arg(height)));
+            last = pixel;
+          }
+        }
         if (!p->messageVisible()) continue;
         const QRect area = p->plotAreaRect(), text = p->messageRect();
         QVERIFY2(

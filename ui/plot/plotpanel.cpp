@@ -180,6 +180,23 @@ bool PlotPanel::fitToWidth() {
       }
     }
   }
+  // Fewer y labels while two neighbours overlap (a short plot on a small window).
+  for (QCPAxis* axis : {m_plot->yAxis, m_plot->yAxis2}) {
+    if (!axis->visible() || !axis->tickLabels()) continue;
+    const double height = QFontMetricsF(axis->tickLabelFont()).height();
+    double lastPixel = NAN;
+    for (const double tick : axis->tickVector()) {
+      if (!axis->range().contains(tick)) continue;
+      const double pixel = axis->coordToPixel(tick);
+      if (std::isfinite(lastPixel) && std::abs(pixel - lastPixel) < height &&
+          axis->ticker()->tickCount() > 2) {
+        axis->ticker()->setTickCount(axis->ticker()->tickCount() - 1);
+        changed = true;
+        break;
+      }
+      lastPixel = pixel;
+    }
+  }
   return changed;
 }
 
@@ -343,6 +360,8 @@ void PlotPanel::resizeEvent(QResizeEvent* event) {
   m_dirty = true;  // another width: decimate again at the next refresh
   if (m_plot->xAxis->ticker().data() == m_xTicker && m_xTicks != m_xTicksWanted)
     m_xTicker->setTickCount(m_xTicks = m_xTicksWanted);  // room again, maybe: fitToWidth decides
+  for (QCPAxis* axis : {m_plot->yAxis, m_plot->yAxis2})
+    axis->ticker()->setTickCount(5);  // QCustomPlot's default
 }
 
 }  // namespace flotilla::ui
