@@ -10,6 +10,7 @@
 #include <QMenu>
 #include <QTemporaryDir>
 #include <QToolButton>
+#include <QWheelEvent>
 #include <QtTest>
 
 #include <cmath>
@@ -67,6 +68,7 @@ class TestLiveDashboard : public QObject {
   void gpuPlotHasAnHonestEmptyState();
   void exportWritesPicturesAndData();
   void narrowPlotsNeitherOverlapNorClip();
+  void plotsCanBeExplored();
 };
 
 void TestLiveDashboard::perRankBreakdownShowsTheRecord() {
@@ -380,6 +382,66 @@ void TestLiveDashboard::narrowPlotsNeitherOverlapNorClip() {
     }
     QVERIFY(dash.gpuPlot()->messageVisible());  // the case the test is about: a message drawn
   }
+}
+
+// Issue 18 "explorable plots": the x axis follows the data (not the 2,000 planned steps, which left
+// 600 steps a sliver), Whole run spans the plan; the hover readout gives each series' value at
+// the cursor, equal to the data; the wheel zooms, new data leaves a zoomed view alone, and a
+// double-click goes back.
+void TestLiveDashboard::plotsCanBeExplored() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  fake_worker::Synthetic s;  // 600 of 2,000 planned steps
+  for (const QJsonObject& r : fake_worker::syntheticRun(s)) dash.ingest(fake_worker::record(r));
+  dash.refreshAll();
+  flotilla::ui::LossPlot* loss = dash.lossPlot();
+  auto* lossPlot = qobject_cast<QCustomPlot*>(loss->plotWidget());
+  auto* tput = qobject_cast<QCustomPlot*>(dash.plot(QStringLiteral("throughputPlot"))->plotWidget());
+  QVERIFY(lossPlot && tput);
+  QCOMPARE(lossPlot->xAxis->range().upper, 600.0);
+  QCOMPARE(tput->xAxis->range().upper, 600.0);
+  dash.wholeRunBox()->setChecked(true);
+  QCOMPARE(lossPlot->xAxis->range().upper, 2000.0);
+  QCOMPARE(tput->xAxis->range().upper, 2000.0);
+  dash.wholeRunBox()->setChecked(false);
+  QCOMPARE(lossPlot->xAxis->range().upper, 600.0);
+
+  // The readout at step 300: the loss the record had, and the throughput's tokens/s and MFU.
+  const QJsonObject rec = fake_worker::step(s, 300);
+  const QString lossText = loss->readoutAt(300.2);
+  QVERIFY2(lossText.startsWith(QStringLiteral("step 300 · train loss ") +
+                               QString::number(rec["loss"].toDouble(), 'g', 4)),
+           qPrintable(lossText));
+  QVERIFY2(lossText.contains(QStringLiteral("smoothed (0.60) ")), qPrintable(lossText));
+  const QString tputText = dash.plot(QStringLiteral("throughputPlot"))->readoutAt(299.9);
+  QVERIFY2(tputText.contains(QStringLiteral("tokens/s ") +
+                             QString::number(rec["tokens_per_s"].toDouble(), 'g', 4)) &&
+               tputText.contains(QStringLiteral("MFU (%, right) ") +
+                                 QString::number(100 * rec["mfu"].toDouble(), 'g', 4)),
+           qPrintable(tputText));
+  // Hovering shows it at the cursor.
+  const int px = static_cast<int>(lossPlot->xAxis->coordToPixel(300));
+  const int py = lossPlot->axisRect()->rect().center().y();
+  QTest::mouseMove(lossPlot, QPoint(px, py));
+  QTRY_VERIFY(loss->readoutText().startsWith(QStringLiteral("step 300 · ")));
+
+  // The wheel zooms in around the cursor; more data does not move the view; double-click resets.
+  QWheelEvent wheel(QPointF(px, py), lossPlot->mapToGlobal(QPointF(px, py)), QPoint(), QPoint(0, 240),
+                    Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+  QCoreApplication::sendEvent(lossPlot, &wheel);
+  QVERIFY(loss->zoomed());
+  const QCPRange zoomedRange = lossPlot->xAxis->range();
+  QVERIFY2(zoomedRange.size() < 0.8 * 600 && zoomedRange.contains(300),  // two wheel notches in
+           qPrintable(QStringLiteral("%1..%2").arg(zoomedRange.lower).arg(zoomedRange.upper)));
+  for (int i = 601; i <= 700; ++i) dash.ingest(fake_worker::record(fake_worker::step(s, i)));
+  dash.refreshAll();
+  QCOMPARE(lossPlot->xAxis->range().lower, zoomedRange.lower);
+  QCOMPARE(lossPlot->xAxis->range().upper, zoomedRange.upper);
+  QTest::mouseDClick(lossPlot, Qt::LeftButton, Qt::NoModifier, QPoint(px, py));
+  QVERIFY(!loss->zoomed());
+  QCOMPARE(lossPlot->xAxis->range().upper, 700.0);
 }
 
 QTEST_MAIN(TestLiveDashboard)

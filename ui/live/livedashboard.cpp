@@ -46,6 +46,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
       m_smoothingValue(new QLabel(this)),
       m_xBox(new QComboBox(this)),
       m_logBox(new QCheckBox(tr("Log y"), this)),
+      m_wholeRun(new QCheckBox(tr("Whole run"), this)),
       m_export(new QToolButton(this)) {
   using S = ChartPlot::Series;
   m_lr->addSeries(S{live_col::kLr, tr("learning rate"), {}, ChartPlot::Style::Line, false, {}});
@@ -78,6 +79,10 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   m_xBox->addItem(tr("Tokens"), int(XAxisKind::Tokens));
   m_xBox->addItem(tr("Wall time"), int(XAxisKind::WallTime));
   m_xBox->setToolTip(tr("What the x axis of the plots over time counts"));
+  m_wholeRun->setObjectName(QStringLiteral("wholeRunBox"));
+  m_wholeRun->setToolTip(
+      tr("The x axis spans the run's planned steps (off: it follows the data). Wheel or drag on a plot to "
+         "zoom and pan, double-click to go back"));
   m_logBox->setObjectName(QStringLiteral("logYBox"));
   m_logBox->setToolTip(tr("Logarithmic y axis for the loss, learning rate, throughput, memory and spend"));
   m_smoothing->setObjectName(QStringLiteral("smoothingSlider"));
@@ -106,6 +111,8 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   controls->addWidget(m_xBox);
   controls->addSpacing(12);
   controls->addWidget(m_logBox);
+  controls->addSpacing(12);
+  controls->addWidget(m_wholeRun);
   controls->addSpacing(12);
   controls->addWidget(new QLabel(tr("Smoothing"), this));
   controls->addWidget(m_smoothing);
@@ -158,6 +165,10 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   connect(m_xBox, &QComboBox::currentIndexChanged, this,
           [this](int) { setXAxisKind(static_cast<XAxisKind>(m_xBox->currentData().toInt())); });
   connect(m_logBox, &QCheckBox::toggled, this, &LiveDashboard::setLogY);
+  connect(m_wholeRun, &QCheckBox::toggled, this, [this](bool whole) {
+    for (PlotPanel* p : m_plots) p->setFollowData(!whole);
+    refreshAll();
+  });
   connect(m_smoothing, &QSlider::valueChanged, this, [this](int value) {
     m_loss->setSmoothing(value / 100.0);
     m_smoothingValue->setText(QString::number(value / 100.0, 'f', 2));
@@ -257,6 +268,7 @@ void LiveDashboard::rebuildGpuPlot(bool nodes) {
   ChartPlot* old = m_gpu;
   m_grid->replaceWidget(old, fresh);
   m_plots[m_plots.indexOf(old)] = fresh;
+  fresh->setFollowData(!m_wholeRun->isChecked());
   m_gpu = fresh;
   // Not deleted here: a menu of the old plot (export) may be open in a nested event loop.
   old->hide();

@@ -156,13 +156,13 @@ struct LossPlot::Private {
     graph->data()->set(drawBuffer, true);
   }
 
-  double xEnd() const {
+  double xEnd(bool withPlan) const {
     double end = 1.0;
     const View t = train();
     if (trainCount > 0 && trainCount <= t.n) end = std::max(end, t.x[trainCount - 1]);
     const View v = validation();
     if (valCount > 0 && valCount <= v.n) end = std::max(end, v.x[valCount - 1]);
-    if (xKind == XAxisKind::Step) end = std::max(end, planned);
+    if (withPlan && xKind == XAxisKind::Step) end = std::max(end, planned);
     return end;
   }
 
@@ -254,7 +254,7 @@ bool LossPlot::refresh() {
   const bool settings = takeDirty();
   if (!moved && !d->dirty && !settings) return false;
   d->pullNewPoints();
-  d->plot->xAxis->setRange(0, d->xEnd());
+  setXRange(0, d->xEnd(!followData()));
   setYRange(d->yMin, d->yMax, d->minPositive);
   const bool empty = d->trainCount == 0 && d->valCount == 0;
   setMessageVisible(empty);

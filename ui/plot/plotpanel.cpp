@@ -7,9 +7,11 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QMenu>
+#include <QMouseEvent>
 #include <QSaveFile>
 #include <QSvgGenerator>
 #include <QTextStream>
+#include <QTimer>
 #include <QVBoxLayout>
 #include "ui/plot/plotstyle.h"
 
@@ -58,6 +60,32 @@ PlotPanel::PlotPanel(const QString& objectName, const QString& title, QWidget* p
   m_plot->legend->setFont(legendFont);
   m_plot->xAxis->setLabel(xLabel(m_xKind));
   installXTicker();
+  // Exploring: wheel zoom and drag pan along x, double-click back; the readout follows the mouse.
+  m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  m_plot->axisRect()->setRangeDrag(Qt::Horizontal);
+  m_plot->axisRect()->setRangeZoom(Qt::Horizontal);
+  m_plot->setMouseTracking(true);
+  m_plot->installEventFilter(this);
+  connect(m_plot->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+    if (m_settingRange) return;
+    m_zoomed = true;  // the user's wheel or drag
+    m_dirty = true;   // decimate again over the new range
+    QTimer::singleShot(0, this, [this] { refresh(); });
+  });
+  connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this] { resetZoom(); });
+  connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { showReadout(e->pos()); });
+  m_cursorLine = new QCPItemStraightLine(m_plot);
+  m_cursorLine->setVisible(false);
+  m_cursorLine->setSelectable(false);
+  m_readout = new QCPItemText(m_plot);
+  m_readout->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_readout->position->setCoords(0.01, 0.02);
+  m_readout->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  m_readout->setTextAlignment(Qt::AlignLeft);
+  m_readout->setPadding(QMargins(4, 2, 4, 2));
+  m_readout->setClipToAxisRect(false);
+  m_readout->setVisible(false);
+  m_readout->setSelectable(false);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(m_plot);
@@ -211,6 +239,90 @@ void PlotPanel::setLogY(bool log) {
   m_dirty = true;
 }
 
+void PlotPanel::setXRange(double lo, double hi) {
+  if (m_zoomed) return;
+  m_settingRange = true;
+  m_plot->xAxis->setRange(lo, hi);
+  m_settingRange = false;
+}
+
+void PlotPanel::resetZoom() {
+  if (!m_zoomed) return;
+  m_zoomed = false;
+  m_dirty = true;
+  refresh();
+}
+
+void PlotPanel::setFollowData(bool follow) {
+  if (follow == m_followData) return;
+  m_followData = follow;
+  m_dirty = true;
+}
+
+QString PlotPanel::readoutAt(double x) const {
+  QStringList parts;
+  double shownX = NAN;
+  for (int i = 0; i < m_plot->graphCount(); ++i) {
+    QCPGraph* graph = m_plot->graph(i);
+    if (!graph->visible() || graph->name().isEmpty() || graph->data()->isEmpty()) continue;
+    // The drawn point nearest to x: the first at or after it, or the one before.
+    auto it = graph->data()->findBegin(x, false);
+    if (it == graph->data()->constEnd()) --it;
+    if (it != graph->data()->constBegin()) {
+      auto before = it - 1;
+      if (std::abs(before->key - x) < std::abs(it->key - x)) it = before;
+    }
+    if (!std::isfinite(it->value)) continue;
+    if (std::isnan(shownX)) shownX = it->key;
+    parts << QStringLiteral("%1 %2").arg(graph->name(), QString::number(it->value, 'g', 4));
+  }
+  if (parts.isEmpty()) return {};
+  QString where;
+  if (m_xKind == XAxisKind::WallTime) {
+    const qint64 s = static_cast<qint64>(std::llround(shownX));
+    where = QStringLiteral("%1:%2:%3")
+                .arg(s / 3600)
+                .arg((s / 60) % 60, 2, 10, QLatin1Char('0'))
+                .arg(s % 60, 2, 10, QLatin1Char('0'));
+  } else {
+    where = QStringLiteral("%1 %2").arg(xLabel(m_xKind), QString::number(shownX, 'g', 7));
+  }
+  return where + QStringLiteral(" · ") + parts.join(QStringLiteral(" · "));
+}
+
+QString PlotPanel::readoutText() const { return m_readout->visible() ? m_readout->text() : QString(); }
+
+void PlotPanel::showReadout(const QPoint& pos) {
+  if (!m_plot->axisRect()->rect().contains(pos)) {
+    hideReadout();
+    return;
+  }
+  const double x = m_plot->xAxis->pixelToCoord(pos.x());
+  const QString text = readoutAt(x);
+  if (text.isEmpty()) {
+    hideReadout();
+    return;
+  }
+  m_readout->setText(text);
+  m_readout->setVisible(true);
+  m_cursorLine->point1->setCoords(x, 0);
+  m_cursorLine->point2->setCoords(x, 1);
+  m_cursorLine->setVisible(true);
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void PlotPanel::hideReadout() {
+  if (!m_readout->visible()) return;
+  m_readout->setVisible(false);
+  m_cursorLine->setVisible(false);
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool PlotPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == m_plot && event->type() == QEvent::Leave) hideReadout();
+  return QWidget::eventFilter(watched, event);
+}
+
 void PlotPanel::setYRange(double lo, double hi, double minPositive) {
   if (m_logY) {
     if (!(minPositive > 0) || !std::isfinite(minPositive) || !(hi > 0)) {
@@ -340,6 +452,10 @@ void PlotPanel::applyPalette() {
   if (auto* heading = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0)))
     heading->setTextColor(text);
   m_message->setColor(pal.color(QPalette::PlaceholderText));
+  m_readout->setColor(text);
+  m_readout->setBrush(pal.brush(QPalette::ToolTipBase));
+  m_readout->setPen(QPen(pal.color(QPalette::Mid)));
+  m_cursorLine->setPen(QPen(pal.color(QPalette::PlaceholderText), 1, Qt::DashLine));
   m_plot->legend->setBrush(Qt::NoBrush);
   m_plot->legend->setBorderPen(Qt::NoPen);
   m_plot->legend->setTextColor(text);

@@ -17,6 +17,7 @@
 
 class QCPAxisTicker;
 class QCustomPlot;
+class QCPItemStraightLine;
 class QCPItemText;
 class QMenu;
 class QTextStream;
@@ -52,6 +53,19 @@ class PlotPanel : public QWidget {
   void setLogY(bool log);
   bool logY() const { return m_logY; }
 
+  // Exploring (issue 18): the mouse wheel zooms and a drag pans the x axis; a double-click goes
+  // back to the automatic range. While zoomed, new data does not move the view.
+  bool zoomed() const { return m_zoomed; }
+  void resetZoom();
+  // The x axis follows the data (true, the default) or spans the run's planned end as well.
+  void setFollowData(bool follow);
+  bool followData() const { return m_followData; }
+  // The hover readout at x (axis units): "step 120 · train loss 3.412 · smoothed 3.520", each
+  // series' drawn point nearest to x (a real data point: decimation keeps original points);
+  // "" when nothing is drawn. Hovering the plot shows it with a line at the cursor.
+  QString readoutAt(double x) const;
+  QString readoutText() const;  // what the hover shows now ("" when hidden)
+
   // Redraws when data or a setting changed since the last replot; returns whether it did.
   virtual bool refresh() = 0;
   int replotCount() const { return m_replots; }
@@ -76,6 +90,8 @@ class PlotPanel : public QWidget {
   virtual bool writeCsv(QTextStream& out) const = 0;
   // Colours of the series, called after the frame's own palette is applied.
   virtual void applySeriesPalette(const QPalette&) {}
+  // Sets the x range the data asks for, unless the user zoomed or panned (then the view stays).
+  void setXRange(double lo, double hi);
   // Sets the y range from the data extent, honouring log scale (only positive values count).
   void setYRange(double lo, double hi, double minPositive);
   void replotNow();
@@ -96,11 +112,19 @@ class PlotPanel : public QWidget {
   // neighbours overlap. True when something changed (the caller replots again).
   bool fitToWidth();
   void showMenu(const QPoint& pos);
+  void showReadout(const QPoint& pos);
+  void hideReadout();
+  bool eventFilter(QObject* watched, QEvent* event) override;
   void chooseAndExport(const QString& suffix);
 
   QString m_title;
   QCustomPlot* m_plot = nullptr;
   QCPItemText* m_message = nullptr;
+  QCPItemText* m_readout = nullptr;
+  QCPItemStraightLine* m_cursorLine = nullptr;
+  bool m_zoomed = false;
+  bool m_followData = true;
+  bool m_settingRange = false;         // setXRange is moving the axis (not the user)
   QString m_messageText;               // as set; m_message holds it wrapped
   QCPAxisTicker* m_xTicker = nullptr;  // the x ticker installed here (a subclass may replace it)
   int m_xTicks = 5;                    // labels asked of it now
