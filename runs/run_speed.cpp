@@ -3,9 +3,10 @@
 
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "db/queries.h"
-#include "db/sql.h"
+#include "db/step_times.h"
 #include "engine/train/metrics_reader.h"
 
 namespace flotilla::runs {
@@ -66,29 +67,19 @@ db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now) {
 }
 
 double measured_seconds_per_step(const db::Database& db, int64_t run_id, int window) {
-  db::Stmt st(
-      db, "SELECT step, time FROM metrics WHERE run_id = ?1 AND name = 'loss' ORDER BY step DESC LIMIT ?2");
-  st.bind(1, run_id).bind(2, window);
-  int64_t newest_step = 0, oldest_step = 0;
-  double newest_time = 0, oldest_time = 0;
-  int n = 0;
-  while (st.step()) {
-    const int64_t step = st.i64(0);
-    const double time = st.f64(1);
-    if (n == 0) {
-      newest_step = oldest_step = step;
-      newest_time = oldest_time = time;
-    } else {
-      const double pace = n > 1 ? (newest_time - oldest_time) / double(newest_step - oldest_step) : 0;
-      const double gap = oldest_time - time;
-      if (gap > 30.0 && (pace <= 0 || gap > 10 * pace * double(oldest_step - step))) break;  // a pause
-      oldest_step = step;
-      oldest_time = time;
-    }
-    ++n;
+  const std::vector<db::StepTime> rows = db::latest_step_times(db, run_id, window);  // newest first
+  if (rows.size() < 2) return 0;
+  const db::StepTime newest = rows.front();
+  db::StepTime oldest = newest;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const double pace =
+        oldest.step < newest.step ? (newest.time - oldest.time) / double(newest.step - oldest.step) : 0;
+    const double gap = oldest.time - rows[i].time;
+    if (gap > 30.0 && (pace <= 0 || gap > 10 * pace * double(oldest.step - rows[i].step))) break;  // a pause
+    oldest = rows[i];
   }
-  if (newest_step <= oldest_step || newest_time <= oldest_time) return 0;
-  return (newest_time - oldest_time) / double(newest_step - oldest_step);
+  if (newest.step <= oldest.step || newest.time <= oldest.time) return 0;
+  return (newest.time - oldest.time) / double(newest.step - oldest.step);
 }
 
 double remaining_seconds(int64_t planned, int64_t last, double seconds_per_step) {

@@ -9,7 +9,7 @@
 #include "check.h"
 #include "db/database.h"
 #include "db/run_store.h"
-#include "db/sql.h"
+#include "db/sql.h"  // the test writes metric rows as the ingestor does, by hand
 #include "runs/run_speed.h"
 
 namespace fs = std::filesystem;
