@@ -23,6 +23,9 @@ if(FLOTILLA_GUI)
           DESTINATION ${CMAKE_INSTALL_DATADIR}/applications)
   install(FILES ${CMAKE_SOURCE_DIR}/resources/icons/flotilla.svg
           DESTINATION ${CMAKE_INSTALL_DATADIR}/icons/hicolor/scalable/apps)
+  # What Help > Flotilla documentation (F1) opens: share/doc/flotilla/README.md.
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/flotilla
+          PATTERN "screenshots" EXCLUDE)
 endif()
 # The pricing catalogue and the example configs are built into the binaries (db/costs.h,
 # engine/cli/demo_config.h.in); these copies are the ones to read, copy and edit.

@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "db/queries.h"
+#include "db/step_times.h"
 #include "engine/train/metrics_reader.h"
 
 namespace flotilla::runs {
@@ -62,6 +64,27 @@ db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now) {
   s.tokens_per_s = speed.tokens_per_s > 0 ? std::optional<double>(speed.tokens_per_s) : std::nullopt;
   s.mfu = speed.tokens_per_s > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
   return s;
+}
+
+double measured_seconds_per_step(const db::Database& db, int64_t run_id, int window) {
+  const std::vector<db::StepTime> rows = db::latest_step_times(db, run_id, window);  // newest first
+  if (rows.size() < 2) return 0;
+  const db::StepTime newest = rows.front();
+  db::StepTime oldest = newest;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const double pace =
+        oldest.step < newest.step ? (newest.time - oldest.time) / double(newest.step - oldest.step) : 0;
+    const double gap = oldest.time - rows[i].time;
+    if (gap > 30.0 && (pace <= 0 || gap > 10 * pace * double(oldest.step - rows[i].step))) break;  // a pause
+    oldest = rows[i];
+  }
+  if (newest.step <= oldest.step || newest.time <= oldest.time) return 0;
+  return (newest.time - oldest.time) / double(newest.step - oldest.step);
+}
+
+double remaining_seconds(int64_t planned, int64_t last, double seconds_per_step) {
+  if (planned <= 0 || !(seconds_per_step > 0)) return -1;
+  return last >= planned ? 0 : double(planned - last) * seconds_per_step;
 }
 
 }  // namespace flotilla::runs

@@ -43,4 +43,14 @@ RunSpeed run_speed(const db::Database& db, const db::Run& run);
 // from here, so `runs show`, `compare`, the Compare page and the Runs table agree.
 db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now = 0);
 
+// The run's pace as measured, for "time left": wall-clock seconds per step over its last `window`
+// stored steps (the record times, so evals and checkpoints count as the user waits for them).
+// The window stops at a pause (a gap over 30 s and ten times the pace so far: the run was stopped
+// and resumed), so a resumed run is timed by its current session. 0 with fewer than two steps.
+double measured_seconds_per_step(const db::Database& db, int64_t run_id, int window = 50);
+
+// Seconds until step `planned` at `seconds_per_step` from step `last`; -1 when unknown (no pace,
+// no plan) and 0 once there.
+double remaining_seconds(int64_t planned, int64_t last, double seconds_per_step);
+
 }  // namespace flotilla::runs

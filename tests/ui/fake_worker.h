@@ -7,6 +7,8 @@
 //   FAKE_STEP_S   seconds to sleep after each step (default 0)
 //   FAKE_EXIT     exit code after the last step (default 0); non-zero also writes to stderr
 //   FAKE_TORN=1   write step 2 in two pieces 0.3 s apart (the tail must hold the torn line)
+//   FAKE_LOSS     every step's loss (default 99.5, 98.5, ...)
+//   FAKE_TIME=1   step records carry the wall-clock time (default 0)
 // SIGTERM: writes a preempt checkpoint and a summary, then exits 10, like the real worker.
 // SIGUSR1: appends a line to DIR/usr1-received and, at the next step, writes a checkpoint
 // record with reason "request" and goes on, like the real worker's "checkpoint now".
@@ -42,13 +44,15 @@ usr1=0
 trap 'usr1=1; echo usr1 >> "$dir/usr1-received"' USR1
 i=1
 while [ "$i" -le "$steps" ]; do
-  loss="$((100 - i)).5"
+  loss="${FAKE_LOSS:-$((100 - i)).5}"
   if [ "$i" = 2 ] && [ "${FAKE_TORN:-0}" = 1 ]; then
     printf '%s' '{"v":1,"type":"step","time":0,"rank":0,"step":2,' >> "$m"
     sleep 0.3
     printf '%s\n' '"loss":'"$loss"',"lr":0.001,"tokens_per_s":1234.0,"mfu":0.25,"step_ms":10}' >> "$m"
   else
-    emit '{"v":1,"type":"step","time":0,"rank":0,"step":'"$i"',"loss":'"$loss"',"lr":0.001,"tokens_per_s":1234.0,"mfu":0.25,"step_ms":10}'
+    ts=0
+    if [ "${FAKE_TIME:-0}" = 1 ]; then ts=$(date +%s.%N); fi
+    emit '{"v":1,"type":"step","time":'"$ts"',"rank":0,"step":'"$i"',"loss":'"$loss"',"lr":0.001,"tokens_per_s":1234.0,"mfu":0.25,"step_ms":10}'
   fi
   if [ "$stop" = 1 ]; then
     mkdir -p "$dir/checkpoints/step-$i" && echo '{}' > "$dir/checkpoints/step-$i/MANIFEST"

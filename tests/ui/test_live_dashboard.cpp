@@ -10,9 +10,12 @@
 #include <QMenu>
 #include <QTemporaryDir>
 #include <QToolButton>
+#include <QWheelEvent>
 #include <QtTest>
 
 #include <cmath>
+
+#include <qcustomplot.h>
 
 #include "fake_worker.h"
 #include "ui/live/livedashboard.h"
@@ -27,22 +30,24 @@ using flotilla::ui::XAxisKind;
 namespace {
 
 QJsonObject stepRecord(int step, double time, double tokens, double loss, double lr) {
-  return QJsonObject{
-      {"v", 1},
-      {"type", "step"},
-      {"time", time},
-      {"rank", 0},
-      {"step", step},
-      {"tokens", tokens},
-      {"loss", loss},
-      {"lr", lr},
-      {"tokens_per_s", 1000.0},
-      {"mfu", 0.25},
-      {"step_ms", 100.0},
-      {"time_ms",
-       QJsonObject{
-           {"data", 1.0}, {"forward", 30.0}, {"backward", 60.0}, {"optimizer", 5.0}, {"comm", 4.0}, {"bubble", 0.0}}},
-      {"peak_rss_bytes", 100.0 * 1024 * 1024}};
+  return QJsonObject{{"v", 1},
+                     {"type", "step"},
+                     {"time", time},
+                     {"rank", 0},
+                     {"step", step},
+                     {"tokens", tokens},
+                     {"loss", loss},
+                     {"lr", lr},
+                     {"tokens_per_s", 1000.0},
+                     {"mfu", 0.25},
+                     {"step_ms", 100.0},
+                     {"time_ms", QJsonObject{{"data", 1.0},
+                                             {"forward", 30.0},
+                                             {"backward", 60.0},
+                                             {"optimizer", 5.0},
+                                             {"comm", 4.0},
+                                             {"bubble", 0.0}}},
+                     {"peak_rss_bytes", 100.0 * 1024 * 1024}};
 }
 
 QByteArray readAll(const QString& path) {
@@ -62,6 +67,8 @@ class TestLiveDashboard : public QObject {
   void spendAgainstTheBudget();
   void gpuPlotHasAnHonestEmptyState();
   void exportWritesPicturesAndData();
+  void narrowPlotsNeitherOverlapNorClip();
+  void plotsCanBeExplored();
 };
 
 void TestLiveDashboard::perRankBreakdownShowsTheRecord() {
@@ -126,7 +133,8 @@ void TestLiveDashboard::axisSwitching() {
   dash.resize(1200, 700);
   dash.show();
   QVERIFY(QTest::qWaitForWindowExposed(&dash));
-  dash.ingest(fake_worker::record(QJsonObject{{"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{}}}));
+  dash.ingest(
+      fake_worker::record(QJsonObject{{"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{}}}));
   dash.ingest(fake_worker::record(stepRecord(10, 1010.0, 4096, 5.0, 1e-3)));
   dash.ingest(fake_worker::record(stepRecord(20, 1025.0, 8192, 4.0, 9e-4)));
   dash.ingest(fake_worker::record(stepRecord(30, 1040.0, 12288, 3.0, 8e-4)));
@@ -142,7 +150,8 @@ void TestLiveDashboard::axisSwitching() {
   for (auto* p : dash.plots())
     if (p != dash.rankBars()) QCOMPARE(p->xAxisKind(), XAxisKind::Tokens);
   QVERIFY(lr->exportCsv(csv));
-  QCOMPARE(QString::fromUtf8(readAll(csv)), QStringLiteral("tokens,lr\n4096,0.001\n8192,0.0009\n12288,0.0008\n"));
+  QCOMPARE(QString::fromUtf8(readAll(csv)),
+           QStringLiteral("tokens,lr\n4096,0.001\n8192,0.0009\n12288,0.0008\n"));
   dash.setXAxisKind(XAxisKind::WallTime);
   QCOMPARE(dash.xAxisBox()->currentData().toInt(), int(XAxisKind::WallTime));
   QVERIFY(dash.lossPlot()->exportCsv(csv));
@@ -174,8 +183,10 @@ void TestLiveDashboard::spendAgainstTheBudget() {
   dash.resize(1200, 700);
   dash.show();
   QVERIFY(QTest::qWaitForWindowExposed(&dash));
-  dash.ingest(fake_worker::record(QJsonObject{
-      {"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{{"train", QJsonObject{{"steps", 100}}}}}}));
+  dash.ingest(
+      fake_worker::record(QJsonObject{{"type", "run_start"},
+                                      {"time", 1000.0},
+                                      {"config", QJsonObject{{"train", QJsonObject{{"steps", 100}}}}}}));
   dash.ingest(fake_worker::record(stepRecord(10, 1100.0, 1000, 5.0, 1e-3)));
   // The price and the spend are the store's: $3.60/h stored when the run started at t=1000.
   flotilla::ui::RunCost cost;
@@ -206,7 +217,8 @@ void TestLiveDashboard::spendAgainstTheBudget() {
   LiveDashboard free;
   free.resize(1200, 700);
   free.show();
-  free.ingest(fake_worker::record(QJsonObject{{"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{}}}));
+  free.ingest(
+      fake_worker::record(QJsonObject{{"type", "run_start"}, {"time", 1000.0}, {"config", QJsonObject{}}}));
   flotilla::ui::RunCost none;
   none.known = true;  // the store says: no price
   free.data().setCost(none);
@@ -225,7 +237,8 @@ void TestLiveDashboard::gpuPlotHasAnHonestEmptyState() {
   dash.ingest(fake_worker::record(stepRecord(1, 0, 100, 5.0, 1e-3)));
   dash.refreshAll();
   QVERIFY(dash.gpuPlot()->messageVisible());
-  QVERIFY2(dash.gpuPlot()->message().contains(QStringLiteral("No GPU")), qPrintable(dash.gpuPlot()->message()));
+  QVERIFY2(dash.gpuPlot()->message().contains(QStringLiteral("No GPU")),
+           qPrintable(dash.gpuPlot()->message()));
 
   fake_worker::Synthetic s;
   LiveDashboard gpu;
@@ -241,7 +254,8 @@ void TestLiveDashboard::gpuPlotHasAnHonestEmptyState() {
   QVERIFY2(gpu.gpuPlot()->message().contains(QStringLiteral("not in the worker's records")),
            qPrintable(gpu.gpuPlot()->message()));
   const double mem0 =  // a whole number of bytes (uint64 in the protocol)
-      std::floor(fake_worker::step(s, 3)["gpus"].toArray()[0].toObject()["mem_bytes"].toDouble()) / (1024.0 * 1024.0);
+      std::floor(fake_worker::step(s, 3)["gpus"].toArray()[0].toObject()["mem_bytes"].toDouble()) /
+      (1024.0 * 1024.0);
   QCOMPARE(gpu.data().steps().last(flotilla::ui::live_col::gpuMem(0)), mem0);
   QVERIFY(std::isnan(gpu.data().steps().last(flotilla::ui::live_col::gpuUtil(0))));
 }
@@ -296,12 +310,138 @@ void TestLiveDashboard::exportWritesPicturesAndData() {
   QVERIFY(ranks[2].startsWith(QStringLiteral("1,")));
   const QStringList area = QString::fromUtf8(readAll(tmp.filePath(QStringLiteral("stepAreaPlot.csv"))))
                                .split(QLatin1Char('\n'), Qt::SkipEmptyParts);
-  QCOMPARE(area[0], QStringLiteral("step,slowest_compute_ms,slowest_comm_ms,slowest_bubble_ms,slowest_data_ms"));
+  QCOMPARE(area[0],
+           QStringLiteral("step,slowest_compute_ms,slowest_comm_ms,slowest_bubble_ms,slowest_data_ms"));
   const QJsonObject r1 = fake_worker::step(s, 1)["ranks"].toArray()[1].toObject();
   const QStringList first = area[1].split(QLatin1Char(','));
   QCOMPARE(first.value(0), QStringLiteral("1"));
   // Per-rank times travel as float32 (engine/train/metrics.h), so to float precision.
   QVERIFY(std::abs(first.value(2).toDouble() - r1["comm"].toDouble()) < 1e-4 * r1["comm"].toDouble());
+}
+
+// Issue 18: on a small window the tokens axis' labels ran into each other and the GPU plot's
+// "No GPU in this run" message was cut at both edges. At 1024x640 (the dashboard about 780 px
+// wide) every plot's x tick labels keep apart and every message stays inside its plot area, on
+// each kind of x axis.
+void TestLiveDashboard::narrowPlotsNeitherOverlapNorClip() {
+  for (const bool gpus : {false, true}) {
+    LiveDashboard dash;
+    dash.resize(780, 480);
+    dash.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dash));
+    fake_worker::Synthetic s;
+    s.gpus = gpus;
+    s.steps = 1700;
+    for (const QJsonObject& r : fake_worker::syntheticRun(s)) dash.ingest(fake_worker::record(r));
+    for (const XAxisKind kind : {XAxisKind::Tokens, XAxisKind::Step, XAxisKind::WallTime}) {
+      dash.setXAxisKind(kind);
+      dash.refreshAll();
+      for (flotilla::ui::PlotPanel* p : dash.plots()) {
+        const QString name = p->plotWidget()->objectName();
+        const QVector<QRectF> labels = p->xTickLabelRects();
+        for (qsizetype i = 1; i < labels.size(); ++i)
+          QVERIFY2(labels[i - 1].right() < labels[i].left(),
+                   qPrintable(QStringLiteral("%1 (x kind %2): tick labels %3 and %4 overlap")
+                                  .arg(name)
+                                  .arg(int(kind))
+                                  .arg(i - 1)
+                                  .arg(i)));
+        // The y axes' labels too (a plot 140 px high has room for few).
+        auto* plot = qobject_cast<QCustomPlot*>(p->plotWidget());
+        QVERIFY(plot);
+        for (QCPAxis* axis : {plot->yAxis, plot->yAxis2}) {
+          if (!axis->visible()) continue;
+          const double height = QFontMetricsF(axis->tickLabelFont()).height();
+          double last = NAN;
+          for (const double tick : axis->tickVector()) {
+            if (!axis->range().contains(tick)) continue;
+            const double pixel = axis->coordToPixel(tick);
+            QVERIFY2(!(std::abs(pixel - last) < height),
+                     qPrintable(QStringLiteral("%1: y labels %2 px apart, %3 px high")
+                                    .arg(name)
+                                    .arg(std::abs(pixel - last))
+                                    .arg(height)));
+            last = pixel;
+          }
+        }
+        if (!p->messageVisible()) continue;
+        const QRect area = p->plotAreaRect(), text = p->messageRect();
+        QVERIFY2(
+            area.contains(text),
+            qPrintable(QStringLiteral("%1: message \"%2\" (%3,%4 %5x%6) outside its plot area (%7,%8 %9x%10)")
+                           .arg(name, p->drawnMessage())
+                           .arg(text.x())
+                           .arg(text.y())
+                           .arg(text.width())
+                           .arg(text.height())
+                           .arg(area.x())
+                           .arg(area.y())
+                           .arg(area.width())
+                           .arg(area.height())));
+      }
+    }
+    QVERIFY(dash.gpuPlot()->messageVisible());  // the case the test is about: a message drawn
+  }
+}
+
+// Issue 18 "explorable plots": the x axis follows the data (not the 2,000 planned steps, which left
+// 600 steps a sliver), Whole run spans the plan; the hover readout gives each series' value at
+// the cursor, equal to the data; the wheel zooms, new data leaves a zoomed view alone, and a
+// double-click goes back.
+void TestLiveDashboard::plotsCanBeExplored() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  fake_worker::Synthetic s;  // 600 of 2,000 planned steps
+  for (const QJsonObject& r : fake_worker::syntheticRun(s)) dash.ingest(fake_worker::record(r));
+  dash.refreshAll();
+  flotilla::ui::LossPlot* loss = dash.lossPlot();
+  auto* lossPlot = qobject_cast<QCustomPlot*>(loss->plotWidget());
+  auto* tput = qobject_cast<QCustomPlot*>(dash.plot(QStringLiteral("throughputPlot"))->plotWidget());
+  QVERIFY(lossPlot && tput);
+  QCOMPARE(lossPlot->xAxis->range().upper, 600.0);
+  QCOMPARE(tput->xAxis->range().upper, 600.0);
+  dash.wholeRunBox()->setChecked(true);
+  QCOMPARE(lossPlot->xAxis->range().upper, 2000.0);
+  QCOMPARE(tput->xAxis->range().upper, 2000.0);
+  dash.wholeRunBox()->setChecked(false);
+  QCOMPARE(lossPlot->xAxis->range().upper, 600.0);
+
+  // The readout at step 300: the loss the record had, and the throughput's tokens/s and MFU.
+  const QJsonObject rec = fake_worker::step(s, 300);
+  const QString lossText = loss->readoutAt(300.2);
+  QVERIFY2(lossText.startsWith(QStringLiteral("step 300 · train loss ") +
+                               QString::number(rec["loss"].toDouble(), 'g', 4)),
+           qPrintable(lossText));
+  QVERIFY2(lossText.contains(QStringLiteral("smoothed (0.60) ")), qPrintable(lossText));
+  const QString tputText = dash.plot(QStringLiteral("throughputPlot"))->readoutAt(299.9);
+  QVERIFY2(tputText.contains(QStringLiteral("tokens/s ") +
+                             QString::number(rec["tokens_per_s"].toDouble(), 'g', 4)) &&
+               tputText.contains(QStringLiteral("MFU (%, right) ") +
+                                 QString::number(100 * rec["mfu"].toDouble(), 'g', 4)),
+           qPrintable(tputText));
+  // Hovering shows it at the cursor.
+  const int px = static_cast<int>(lossPlot->xAxis->coordToPixel(300));
+  const int py = lossPlot->axisRect()->rect().center().y();
+  QTest::mouseMove(lossPlot, QPoint(px, py));
+  QTRY_VERIFY(loss->readoutText().startsWith(QStringLiteral("step 300 · ")));
+
+  // The wheel zooms in around the cursor; more data does not move the view; double-click resets.
+  QWheelEvent wheel(QPointF(px, py), lossPlot->mapToGlobal(QPointF(px, py)), QPoint(), QPoint(0, 240),
+                    Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+  QCoreApplication::sendEvent(lossPlot, &wheel);
+  QVERIFY(loss->zoomed());
+  const QCPRange zoomedRange = lossPlot->xAxis->range();
+  QVERIFY2(zoomedRange.size() < 0.8 * 600 && zoomedRange.contains(300),  // two wheel notches in
+           qPrintable(QStringLiteral("%1..%2").arg(zoomedRange.lower).arg(zoomedRange.upper)));
+  for (int i = 601; i <= 700; ++i) dash.ingest(fake_worker::record(fake_worker::step(s, i)));
+  dash.refreshAll();
+  QCOMPARE(lossPlot->xAxis->range().lower, zoomedRange.lower);
+  QCOMPARE(lossPlot->xAxis->range().upper, zoomedRange.upper);
+  QTest::mouseDClick(lossPlot, Qt::LeftButton, Qt::NoModifier, QPoint(px, py));
+  QVERIFY(!loss->zoomed());
+  QCOMPARE(lossPlot->xAxis->range().upper, 700.0);
 }
 
 QTEST_MAIN(TestLiveDashboard)

@@ -7,12 +7,14 @@
 #include <QFile>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSlider>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "fake_worker.h"
+#include "ui/common/numberformat.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
 #include "ui/plot/lossplot.h"
@@ -36,6 +38,8 @@ class TestLivePage : public QObject {
   void checkpointNowSendsTheRequest();
   void killAsksFirst();
   void followingLateReplaysTheFile();
+  void aTinyLossIsNotShownAsZero();
+  void timeLeftFollowsTheRunsMeasuredPace();
 
  private:
   QTemporaryDir m_tmp;
@@ -219,6 +223,70 @@ void TestLivePage::followingLateReplaysTheFile() {
   QCOMPARE(steps.size(), 60);
   for (int i = 0; i < 60; ++i) QCOMPARE(steps[i], double(i + 1));
   QCOMPARE(page.dashboard()->data().plannedSteps(), 60);
+}
+
+// Issue 18: a loss of 3.21e-5 read "loss 0.0000" on Live (four fixed decimals). It is shown with
+// its significant digits on Live and in the runs table.
+void TestLivePage::aTinyLossIsNotShownAsZero() {
+  qputenv("FAKE_LOSS", "0.0000321");
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-tiny")));
+  runs.setWorkerPath(m_fake);
+  runs.setDemoSteps(4);
+  LivePage page;
+  page.resize(1000, 700);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  LocalRun* run = runs.startDemo();
+  qunsetenv("FAKE_LOSS");
+  QVERIFY(run);
+  page.setRun(run);
+  QSignalSpy finished(run, &LocalRun::finished);
+  QVERIFY(finished.wait(10000));
+  QTRY_VERIFY_WITH_TIMEOUT(page.statusText().contains(QStringLiteral("Step 4")), 2000);
+  const QString status = page.statusText();
+  QVERIFY2(status.contains(QStringLiteral("loss 3.210e-05")), qPrintable(status));
+  QVERIFY2(!status.contains(QStringLiteral("0.0000")), qPrintable(status));
+  QCOMPARE(flotilla::ui::formatMetric(3.9650), QStringLiteral("3.9650"));
+  QCOMPARE(flotilla::ui::formatMetric(0.01234), QStringLiteral("0.01234"));
+  QCOMPARE(flotilla::ui::formatMetric(0.0001234), QStringLiteral("0.0001234"));
+  QCOMPARE(flotilla::ui::formatMetric(0.0), QStringLiteral("0"));
+}
+
+// Issue 18: "ETA and time remaining on Live, from measured step times, not the plan". The fake
+// worker steps every 0.05 s (plus its own overhead); Live says the time left at that pace.
+void TestLivePage::timeLeftFollowsTheRunsMeasuredPace() {
+  qputenv("FAKE_STEP_S", "0.05");
+  qputenv("FAKE_TIME", "1");
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-eta")));
+  runs.setWorkerPath(m_fake);
+  runs.setDemoSteps(100000);
+  LivePage page;
+  page.resize(1100, 750);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  LocalRun* run = runs.startDemo();
+  qunsetenv("FAKE_STEP_S");
+  qunsetenv("FAKE_TIME");
+  QVERIFY(run);
+  page.setRun(run);
+  QTRY_VERIFY_WITH_TIMEOUT(page.series()->size(QLatin1String(flotilla::ui::kSeriesLoss)) >= 12, 10000);
+  page.refresh();
+  const QString status = page.statusText();
+  const QRegularExpression left(QStringLiteral("(\\d+):(\\d\\d):(\\d\\d) left \\(([0-9.]+) s/step\\)"));
+  const QRegularExpressionMatch m = left.match(status);
+  QVERIFY2(m.hasMatch(), qPrintable(status));
+  const double pace = m.captured(4).toDouble();
+  QVERIFY2(pace >= 0.05 && pace < 0.5, qPrintable(status));  // the sleep, plus the script's own time
+  // The time left is (planned - last step) at that pace, within the rounding of the pace shown.
+  const double seconds =
+      m.captured(1).toDouble() * 3600 + m.captured(2).toDouble() * 60 + m.captured(3).toDouble();
+  const double expected = double(100000 - run->lastStep()) * pace;
+  QVERIFY2(std::abs(seconds - expected) <= 0.01 * expected + 60, qPrintable(status));
+  run->kill();
+  QSignalSpy finished(run, &LocalRun::finished);
+  QVERIFY(finished.wait(10000));
+  page.refresh();
+  QVERIFY2(!page.statusText().contains(QStringLiteral(" left")), qPrintable(page.statusText()));  // ended
 }
 
 QTEST_MAIN(TestLivePage)

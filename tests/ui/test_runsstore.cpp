@@ -123,8 +123,9 @@ void TestRunsStore::modelShowsStoredRunsLive() {
   f.close();
   QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
   db::FileIngestor(store.writer(), running, metrics.toStdString(), "metrics.jsonl").poll();
+  // Issue 18: the time left at the run's measured pace (its steps are 1 s apart): 60 steps, 1:00.
   QTRY_COMPARE(model.index(model.rowOfId(running), StoreRunsModel::Progress).data().toString(),
-               QStringLiteral("40 / 100 (40%)"));
+               QStringLiteral("40 / 100 (40%), 1:00 left"));
   const int r = model.rowOfId(running);
   QCOMPARE(model.index(r, StoreRunsModel::Loss).data().toString(), QStringLiteral("3.0000"));
   QCOMPARE(model.index(r, StoreRunsModel::Mfu).data().toString(), QStringLiteral("25.0%"));

@@ -12,6 +12,7 @@
 #include <QProgressBar>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
@@ -54,6 +55,7 @@ class TestRunsViewActions : public QObject {
   void duplicateLandsOnReviewWithTheValues();
   void exportRunsOffTheUiThread();
   void forkListsCheckpointsOffTheUiThread();
+  void deleteKeyRemovesTheSelectedRun();
 
  private:
   int64_t addRun(const std::string& name, const std::string& configToml = {});
@@ -249,6 +251,37 @@ void TestRunsViewActions::forkListsCheckpointsOffTheUiThread() {
   QVERIFY(offered.isEmpty());
   QCOMPARE(errors.count(), 1);
   QCOMPARE(errors.at(0).at(0).toString(), QStringLiteral("This run has no checkpoint on disk to fork from."));
+}
+
+// Issue 18: "Delete on a selected run". The key asks (the same confirmation as the menu's
+// Delete…), deletes the stored run when confirmed, and leaves it when not.
+void TestRunsViewActions::deleteKeyRemovesTheSelectedRun() {
+  const int64_t keep = addRun("keep-me"), gone = addRun("delete-me");
+  flotilla::ui::StoreService store(m_db, nullptr, 100);
+  flotilla::ui::LocalRuns runs(m_ws);
+  runs.setStore(&store);
+  flotilla::ui::RunsPage page(&runs);
+  page.resize(1000, 700);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  StoreRunsView* view = page.storeView();
+  QTRY_VERIFY(view->model()->rowOfId(gone) >= 0 && view->model()->rowOfId(keep) >= 0);
+  QStringList asked;
+  bool answer = false;
+  view->confirmDelete = [&](const QString& name) {
+    asked << name;
+    return answer;
+  };
+  view->selectId(gone);
+  view->table()->setFocus();
+  QTest::keyClick(view->table(), Qt::Key_Delete);
+  QCOMPARE(asked, QStringList{QStringLiteral("delete-me")});
+  QVERIFY(store.run(gone).has_value());  // declined: still there
+  answer = true;
+  QTest::keyClick(view->table(), Qt::Key_Delete);
+  QCOMPARE(asked.size(), 2);
+  QVERIFY(!store.run(gone).has_value());
+  QVERIFY(store.run(keep).has_value());
 }
 
 QTEST_MAIN(TestRunsViewActions)

@@ -370,8 +370,15 @@ void TestWizardModels::theHuggingFaceExportIsForLlamaModelsOnly() {
   QWizardPage* page = w->checkpointPage();
   auto* exportHf = child<QCheckBox>(page, "exportHf");
   QVERIFY(!exportHf->isEnabled());
-  QVERIFY2(child<QLabel>(page, "exportNote")->text().contains(QStringLiteral("Only for Llama-family models")),
-           qPrintable(child<QLabel>(page, "exportNote")->text()));
+  const QString note = child<QLabel>(page, "exportNote")->text();
+  QVERIFY2(note.contains(QStringLiteral("Only for Llama-family models")), qPrintable(note));
+  // Issue 18 item 7's rule: the app's words first (where the weights are); a command only as an
+  // aside addressed to terminal users, never as the instruction ("run flotilla-worker export").
+  QVERIFY2(note.contains(QStringLiteral("kept in the run's checkpoints")), qPrintable(note));
+  QVERIFY2(!note.contains(QStringLiteral("run flotilla-worker")), qPrintable(note));
+  const qsizetype command = note.indexOf(QStringLiteral("flotilla-worker"));
+  QVERIFY2(command < 0 || note.lastIndexOf(QStringLiteral("For terminal users:"), command) >= 0,
+           qPrintable(note));
 
   // A Hugging Face model: on, into the run's folder by default, bf16 unless fp32 is chosen.
   while (w->currentId() != RunWizard::Model) w->back();

@@ -4,6 +4,8 @@
 #include <QFont>
 #include <QPalette>
 
+#include "ui/common/numberformat.h"
+
 namespace flotilla::ui {
 namespace {
 
@@ -200,7 +202,7 @@ QVariant TargetModel::data(const QModelIndex& index, int role) const {
     case Step:
       return QVariant::fromValue<qint64>(h.step);
     case Loss:
-      return QString::number(h.lossAtStep, 'f', 4);
+      return formatMetric(h.lossAtStep);
     case Cost:
       return m_prefs.formatMoney(h.usd);
     case GpuHours:

@@ -96,7 +96,7 @@ void ComparePage::build() {
   auto* refreshButton = new QPushButton(tr("Refresh"));
   connect(refreshButton, &QPushButton::clicked, this, &ComparePage::refresh);
   auto* left = new QWidget;
-  left->setMinimumWidth(370);  // name, status, steps and loss without clipping
+  left->setMinimumWidth(300);  // name, status, steps and loss (the table scrolls for more)
   auto* leftLayout = new QVBoxLayout(left);
   leftLayout->setContentsMargins(0, 0, 0, 0);
   auto* filterRow = new QHBoxLayout;
@@ -177,7 +177,7 @@ void ComparePage::build() {
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 3);
   split->setSizes({340, 860});
-  split->setMinimumSize(900, 480);
+  split->setMinimumSize(720, 480);  // fits a 1024x640 window beside the sidebar (test_small_window)
 
   // Small windows scroll the page rather than squeezing its tables (the window keeps no minimum).
   auto* scroll = new QScrollArea;

@@ -1,6 +1,8 @@
 // Checkable run list (see runpickermodel.h).
 #include "ui/compare/runpickermodel.h"
 
+#include "ui/common/numberformat.h"
+
 namespace flotilla::ui {
 
 RunPickerModel::RunPickerModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -58,7 +60,7 @@ QVariant RunPickerModel::data(const QModelIndex& index, int role) const {
     case Steps:
       return QVariant::fromValue<qint64>(item.last_step);
     case LastLoss:
-      return item.last_loss ? QString::number(*item.last_loss, 'f', 4) : QString();
+      return item.last_loss ? formatMetric(*item.last_loss) : QString();
     default:
       return {};
   }

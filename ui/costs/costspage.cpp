@@ -157,7 +157,7 @@ void CostsPage::build() {
   tabs->addTab(pricing, tr("Pricing catalogue"));
   tabs->addTab(budgets, tr("Budgets"));
 
-  tabs->setMinimumSize(760, 460);
+  tabs->setMinimumSize(700, 460);  // fits a 1024x640 window beside the sidebar (test_small_window)
   auto* scroll = new QScrollArea;
   scroll->setWidget(tabs);
   scroll->setWidgetResizable(true);

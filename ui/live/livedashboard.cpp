@@ -46,6 +46,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
       m_smoothingValue(new QLabel(this)),
       m_xBox(new QComboBox(this)),
       m_logBox(new QCheckBox(tr("Log y"), this)),
+      m_wholeRun(new QCheckBox(tr("Whole run"), this)),
       m_export(new QToolButton(this)) {
   using S = ChartPlot::Series;
   m_lr->addSeries(S{live_col::kLr, tr("learning rate"), {}, ChartPlot::Style::Line, false, {}});
@@ -78,6 +79,10 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   m_xBox->addItem(tr("Tokens"), int(XAxisKind::Tokens));
   m_xBox->addItem(tr("Wall time"), int(XAxisKind::WallTime));
   m_xBox->setToolTip(tr("What the x axis of the plots over time counts"));
+  m_wholeRun->setObjectName(QStringLiteral("wholeRunBox"));
+  m_wholeRun->setToolTip(
+      tr("The x axis spans the run's planned steps (off: it follows the data). Wheel or drag on a plot to "
+         "zoom and pan, double-click to go back"));
   m_logBox->setObjectName(QStringLiteral("logYBox"));
   m_logBox->setToolTip(tr("Logarithmic y axis for the loss, learning rate, throughput, memory and spend"));
   m_smoothing->setObjectName(QStringLiteral("smoothingSlider"));
@@ -106,6 +111,8 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   controls->addWidget(m_xBox);
   controls->addSpacing(12);
   controls->addWidget(m_logBox);
+  controls->addSpacing(12);
+  controls->addWidget(m_wholeRun);
   controls->addSpacing(12);
   controls->addWidget(new QLabel(tr("Smoothing"), this));
   controls->addWidget(m_smoothing);
@@ -158,6 +165,10 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   connect(m_xBox, &QComboBox::currentIndexChanged, this,
           [this](int) { setXAxisKind(static_cast<XAxisKind>(m_xBox->currentData().toInt())); });
   connect(m_logBox, &QCheckBox::toggled, this, &LiveDashboard::setLogY);
+  connect(m_wholeRun, &QCheckBox::toggled, this, [this](bool whole) {
+    for (PlotPanel* p : m_plots) p->setFollowData(!whole);
+    refreshAll();
+  });
   connect(m_smoothing, &QSlider::valueChanged, this, [this](int value) {
     m_loss->setSmoothing(value / 100.0);
     m_smoothingValue->setText(QString::number(value / 100.0, 'f', 2));
@@ -257,6 +268,7 @@ void LiveDashboard::rebuildGpuPlot(bool nodes) {
   ChartPlot* old = m_gpu;
   m_grid->replaceWidget(old, fresh);
   m_plots[m_plots.indexOf(old)] = fresh;
+  fresh->setFollowData(!m_wholeRun->isChecked());
   m_gpu = fresh;
   // Not deleted here: a menu of the old plot (export) may be open in a nested event loop.
   old->hide();
@@ -285,18 +297,18 @@ void LiveDashboard::updateDerived() {
     m_gpu->setMessage(tr("No GPU readings from %1 yet").arg(nodes));
   else if (m_data.gpuCount() == 0 && !m_runNodes.isEmpty())
     m_gpu->setMessage(m_data.steps().rows() > 0
-                          ? tr("No GPU readings from %1:\nno GPU there, or none sampled yet").arg(nodes)
+                          ? tr("No GPU readings from %1: no GPU there, or none sampled yet").arg(nodes)
                           : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
   else if (m_data.gpuCount() == 0)
     m_gpu->setMessage(m_data.steps().rows() > 0
-                          ? tr("No GPU in this run:\nits records carry no GPU fields (a CPU run)")
+                          ? tr("No GPU in this run: its records carry no GPU fields (a CPU run)")
                           : (m_emptyMessage.isEmpty() ? tr("Waiting for data…") : m_emptyMessage));
   else
     // The worker reports its GPUs' memory, not their utilisation (engine/train/metrics.h): the
     // memory is on the Memory plot; utilisation comes from the machine's sampled readings.
-    m_gpu->setMessage(tr("GPU utilisation is not in the worker's records:\nits %1 GPU(s)' memory is on the "
-                         "Memory plot; utilisation comes from the machine's sampled readings")
-                          .arg(m_data.gpuCount()));
+    m_gpu->setMessage(
+        tr("Utilisation is not in the worker's records: its %n GPU(s)' memory is on the Memory plot", nullptr,
+           m_data.gpuCount()));
   const double planned = m_data.plannedSteps() > 0 ? double(m_data.plannedSteps()) : 0.0;
   m_loss->setPlannedSteps(planned);
   const double end = m_xKind == XAxisKind::WallTime ? NAN : m_data.projectedEnd(m_xKind);

@@ -78,6 +78,7 @@ class LiveDashboard : public QWidget {
   QSlider* smoothingSlider() const { return m_smoothing; }
   QComboBox* xAxisBox() const { return m_xBox; }
   QCheckBox* logBox() const { return m_logBox; }
+  QCheckBox* wholeRunBox() const { return m_wholeRun; }
   QToolButton* exportButton() const { return m_export; }
   QString spendText() const;
   // Dollars with the digits a small amount needs ("$0.0201", "$1.74").
@@ -105,6 +106,7 @@ class LiveDashboard : public QWidget {
   QLabel* m_smoothingValue;
   QComboBox* m_xBox;
   QCheckBox* m_logBox;
+  QCheckBox* m_wholeRun;  // x axes span the planned steps (off: they follow the data)
   QToolButton* m_export;
   QList<PlotPanel*> m_plots;
   qsizetype m_next = 0;  // round-robin start of the next refresh

@@ -17,6 +17,8 @@
 
 #include <cmath>
 
+#include "runs/run_speed.h"
+#include "ui/common/numberformat.h"
 #include "ui/common/pageheader.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/nodesamples.h"
@@ -35,6 +37,25 @@ LiveData replayFeed(std::shared_ptr<const runs::RecordFeed> feed, qint64 upTo) {
   if (!feed) return data;
   for (const MetricsRecord& r : feed->copy(0, static_cast<size_t>(upTo))) data.ingest(r);
   return data;
+}
+
+// Wall-clock seconds per step over the last `window` steps the page holds, stopping at a pause
+// (runs::measured_seconds_per_step's rule, on the records' clock); 0 with fewer than two steps.
+double recentSecondsPerStep(const ColumnTable& steps, int window = 50) {
+  const int wall = steps.find(live_col::kWall), step = steps.find(live_col::kStep);
+  if (wall < 0 || step < 0 || steps.rows() < 2) return 0;
+  const QVector<double>& t = steps.values(wall);
+  const QVector<double>& s = steps.values(step);
+  const qsizetype newest = steps.rows() - 1;
+  qsizetype oldest = newest;
+  for (qsizetype i = newest - 1; i >= 0 && newest - i < window; --i) {
+    const double pace = oldest < newest ? (t[newest] - t[oldest]) / (s[newest] - s[oldest]) : 0;
+    const double gap = t[oldest] - t[i];
+    if (!std::isfinite(t[i]) || (gap > 30.0 && (pace <= 0 || gap > 10 * pace * (s[oldest] - s[i])))) break;
+    oldest = i;
+  }
+  if (oldest == newest || !(s[newest] > s[oldest]) || !(t[newest] > t[oldest])) return 0;
+  return (t[newest] - t[oldest]) / (s[newest] - s[oldest]);
 }
 
 // The run store's id of `run` (0: not stored, or not known yet).
@@ -403,8 +424,9 @@ void LivePage::updateStatus() {
     QStringList parts;
     parts << (m_run->plannedSteps() > 0 ? tr("Step %1 / %2").arg(m_run->lastStep()).arg(m_run->plannedSteps())
                                         : tr("Step %1").arg(m_run->lastStep()));
-    if (!std::isnan(m_run->lastLoss())) parts << tr("loss %1").arg(m_run->lastLoss(), 0, 'f', 4);
-    if (!std::isnan(m_run->lastValLoss())) parts << tr("val. loss %1").arg(m_run->lastValLoss(), 0, 'f', 4);
+    if (!std::isnan(m_run->lastLoss())) parts << tr("loss %1").arg(formatMetric(m_run->lastLoss()));
+    if (!std::isnan(m_run->lastValLoss()))
+      parts << tr("val. loss %1").arg(formatMetric(m_run->lastValLoss()));
     // Running: this step's speed; ended: the run's, as the Runs table shows it (runs/run_speed.h).
     const bool ended = !m_run->isActive();
     const double tps = ended ? m_run->runTokensPerSec() : m_run->tokensPerSec();
@@ -414,6 +436,14 @@ void LivePage::updateStatus() {
     parts << (mfu > 0 ? (ended ? tr("MFU %1% (run mean)") : tr("MFU %1%")).arg(100.0 * mfu, 0, 'f', 1)
                       : tr("MFU n/a"));
     parts << tr("%1 elapsed").arg(formatDuration(m_run->elapsedMs()));
+    // Time left at the pace the run keeps now (its own steps' clock), not the plan's estimate.
+    if (!ended) {
+      const double pace = recentSecondsPerStep(m_dashboard->data().steps());
+      const double left = runs::remaining_seconds(m_run->plannedSteps(), m_run->lastStep(), pace);
+      if (left >= 0)
+        parts << tr("%1 left").arg(formatDuration(static_cast<qint64>(left * 1000))) +
+                     QStringLiteral(" (%1 s/step)").arg(QString::number(pace, 'g', 3));
+    }
     if (m_dashboard->data().hasPrice())
       parts << tr("%1 spent").arg(LiveDashboard::money(m_dashboard->data().spentUsd()));
     text = parts.join(QStringLiteral("  ·  "));

@@ -5,7 +5,9 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDir>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
@@ -16,9 +18,11 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTimer>
+#include <QUrl>
 
 #include "db/errors.h"
 #include "ui/clusters/clusterspage.h"
+#include "ui/common/accessiblestyle.h"
 #include "ui/common/icons.h"
 #include "ui/compare/comparepage.h"
 #include "ui/costs/costspage.h"
@@ -29,6 +33,7 @@
 #include "ui/nodes/nodespage.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/remoterun.h"
 #include "ui/runs/runhandle.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storeservice.h"
@@ -57,6 +62,7 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
       m_sidebar(new Sidebar(this)),
       m_stack(new QStackedWidget(this)) {
   initResources();
+  installAccessibleStyle();  // before any page is built: every control draws 3:1 edges and focus rings
   setObjectName(QStringLiteral("mainWindow"));
   setWindowTitle(tr("Flotilla"));
   setWindowIcon(appIcon());
@@ -164,6 +170,23 @@ void MainWindow::buildMenus() {
   buildRunMenu();
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* docs = help->addAction(tr("Flotilla &documentation"), this, [this] {
+    const QString index = documentationIndex();
+    if (index.isEmpty()) {
+      statusBar()->showMessage(tr("The documentation is not installed next to Flotilla (docs/README.md)"),
+                               8000);
+      return;
+    }
+    const QUrl url = QUrl::fromLocalFile(index);
+    if (m_openUrl)
+      m_openUrl(url);
+    else
+      QDesktopServices::openUrl(url);
+  });
+  docs->setObjectName(QStringLiteral("helpAction"));
+  docs->setShortcut(QKeySequence::HelpContents);  // F1
+  docs->setShortcutContext(Qt::ApplicationShortcut);
+  help->addSeparator();
   QAction* about = help->addAction(tr("&About Flotilla"), this, &MainWindow::showAbout);
   about->setObjectName(QStringLiteral("aboutAction"));
   about->setMenuRole(QAction::AboutRole);
@@ -211,8 +234,21 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
   spend->setToolTip(tr("Current spend rate of all running runs (node prices: Costs page)"));
   m_spend = spend;
   if (m_store)
-    connect(m_store, &StoreService::snapshotReady, this,
-            [this] { m_spend->setText(tr("$%1/h").arg(m_store->spendPerHour(), 0, 'f', 2)); });
+    connect(m_store, &StoreService::snapshotReady, this, [this](const QVector<RunRow>& rows) {
+      m_spend->setText(tr("$%1/h").arg(m_store->spendPerHour(), 0, 'f', 2));
+      // Runs this session does not watch (started by `flotilla run` in a terminal, or by another
+      // window) count too: the store says they are running.
+      int others = 0;
+      for (const RunRow& row : rows) {
+        if (row.status != QLatin1String("running")) continue;
+        // A run this session knows is counted (or not, once ended) by the session.
+        if (!m_runs->runForStoreId(row.id) && !m_runs->remoteRunForStoreId(row.id)) ++others;
+      }
+      if (others != m_othersRunning) {
+        m_othersRunning = others;
+        showRunning(m_runs->runningCount());
+      }
+    });
   for (QLabel* label : {where, running, spend}) label->setContentsMargins(8, 0, 8, 0);
   statusBar()->addWidget(where, 1);
   statusBar()->addPermanentWidget(running);
@@ -240,10 +276,19 @@ void MainWindow::connectRuns() {
   });
 }
 
-void MainWindow::showRunning(int n) {
+void MainWindow::showRunning(int sessionRuns) {
+  const int n = sessionRuns + m_othersRunning;
   QString text = n == 1 ? tr("1 run running") : tr("%1 runs running").arg(n);
-  if (m_reattached > 0 && n > 0) text += tr(" (%n re-attached)", nullptr, m_reattached);
+  QStringList notes;
+  if (m_reattached > 0 && sessionRuns > 0) notes << tr("%n re-attached", nullptr, m_reattached);
+  if (m_othersRunning > 0) notes << tr("%n started elsewhere", nullptr, m_othersRunning);
+  if (!notes.isEmpty()) text += QStringLiteral(" (%1)").arg(notes.join(QStringLiteral(", ")));
   m_running->setText(text);
+  m_running->setToolTip(m_othersRunning > 0
+                            ? tr("Runs the store records as running that this window does not "
+                                 "watch (started with `flotilla run` or by another window); "
+                                 "the Runs page lists them")
+                            : QString());
 }
 
 MainWindow::CloseChoice MainWindow::askAboutActiveRuns(int activeRuns) {
@@ -276,6 +321,17 @@ void MainWindow::showPage(int page) {
   if (m_sidebar->currentIndex() != page) m_sidebar->setCurrentIndex(page);
   const QList<QAction*> actions = m_pageActions->actions();
   if (page < actions.size()) actions[page]->setChecked(true);
+}
+
+QString MainWindow::documentationIndex() {
+  // Installed (share/doc/flotilla next to bin/), then the source tree a developer build sits in.
+  const QDir bin(QCoreApplication::applicationDirPath());
+  for (const QString& candidate :
+       {bin.filePath(QStringLiteral("../share/doc/flotilla/README.md")),
+        bin.filePath(QStringLiteral("../docs/README.md")),
+        bin.filePath(QStringLiteral("../../docs/README.md")), QStringLiteral(FLOTILLA_DOCS_DIR "/README.md")})
+    if (QFileInfo::exists(candidate)) return QFileInfo(candidate).canonicalFilePath();
+  return {};
 }
 
 QString MainWindow::aboutText() const { return AboutDialog::versionsHtml(m_versions, m_probe); }

@@ -15,6 +15,7 @@
 class QActionGroup;
 class QLabel;
 class QStackedWidget;
+class QUrl;
 
 namespace flotilla::ui {
 
@@ -50,6 +51,10 @@ class MainWindow : public QMainWindow {
   void setCloseQuestion(std::function<CloseChoice(int activeRuns)> question) {
     m_closeQuestion = std::move(question);
   }
+  // Help > Flotilla documentation (F1) opens this file (docs/README.md; "" when not found): the
+  // installed share/doc/flotilla, else the source tree's docs/. Tests replace the opener.
+  static QString documentationIndex();
+  void setUrlOpener(std::function<void(const QUrl&)> open) { m_openUrl = std::move(open); }
   // The About box's version text (HTML), as the dialog would show it now.
   QString aboutText() const;
 
@@ -71,7 +76,7 @@ class MainWindow : public QMainWindow {
   void buildStatusBar(const WorkspaceInfo& workspace);
   void buildRunMenu();
   void connectRuns();
-  void showRunning(int runningRuns);  // the status bar's count of running runs
+  void showRunning(int sessionRuns);  // the status bar's count: this session's runs and the store's others
   CloseChoice askAboutActiveRuns(int activeRuns);
   void restoreLayout();
   void saveLayout() const;
@@ -87,7 +92,9 @@ class MainWindow : public QMainWindow {
   QLabel* m_spend = nullptr;
   StoreService* m_store = nullptr;
   int m_reattached = 0;
+  int m_othersRunning = 0;  // runs the store says are running that this session does not watch
   std::function<CloseChoice(int)> m_closeQuestion;
+  std::function<void(const QUrl&)> m_openUrl;
   bool m_closeWhenStopped = false;  // "Stop the run" was chosen: close once no run is active
 };
 

@@ -189,7 +189,7 @@ bool ChartPlot::refresh() {
     any = true;
     (d->series[s].rightAxis ? right : left).add(d->extents[s]);
   }
-  if (std::isfinite(d->xEnd) && d->xEnd > 0) xHi = std::max(xHi, d->xEnd);
+  if (!followData() && std::isfinite(d->xEnd) && d->xEnd > 0) xHi = std::max(xHi, d->xEnd);
   if (!std::isfinite(xLo) || !std::isfinite(xHi)) xLo = 0, xHi = 1;
   if (xHi <= xLo) xHi = xLo + 1;
   const bool showRef = std::isfinite(d->referenceY);
@@ -200,7 +200,11 @@ bool ChartPlot::refresh() {
     left.add(d->py1);
     xHi = std::max(xHi, d->px1);
   }
-  plot->xAxis->setRange(xLo, xHi);
+  setXRange(xLo, xHi);
+  if (zoomed()) {  // the user's view: decimate over what is shown
+    xLo = plot->xAxis->range().lower;
+    xHi = plot->xAxis->range().upper;
+  }
   if (!logY() && std::isfinite(d->fixedLo) && std::isfinite(d->fixedHi))
     plot->yAxis->setRange(d->fixedLo, d->fixedHi);
   else

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ui/common/contrast.h"
 #include "ui/plot/columntable.h"
 #include "ui/plot/decimation.h"
 #include "ui/plot/seriesstore.h"
@@ -155,13 +156,13 @@ struct LossPlot::Private {
     graph->data()->set(drawBuffer, true);
   }
 
-  double xEnd() const {
+  double xEnd(bool withPlan) const {
     double end = 1.0;
     const View t = train();
     if (trainCount > 0 && trainCount <= t.n) end = std::max(end, t.x[trainCount - 1]);
     const View v = validation();
     if (valCount > 0 && valCount <= v.n) end = std::max(end, v.x[valCount - 1]);
-    if (xKind == XAxisKind::Step) end = std::max(end, planned);
+    if (withPlan && xKind == XAxisKind::Step) end = std::max(end, planned);
     return end;
   }
 
@@ -253,7 +254,7 @@ bool LossPlot::refresh() {
   const bool settings = takeDirty();
   if (!moved && !d->dirty && !settings) return false;
   d->pullNewPoints();
-  d->plot->xAxis->setRange(0, d->xEnd());
+  setXRange(0, d->xEnd(!followData()));
   setYRange(d->yMin, d->yMax, d->minPositive);
   const bool empty = d->trainCount == 0 && d->valCount == 0;
   setMessageVisible(empty);
@@ -298,9 +299,10 @@ bool LossPlot::writeCsv(QTextStream& out) const {
 
 void LossPlot::applySeriesPalette(const QPalette& pal) {
   const QColor accent = pal.color(QPalette::Highlight);
-  QColor rawColor = accent;
-  rawColor.setAlphaF(0.3);
-  d->raw->setPen(QPen(rawColor, 1.2));
+  // The raw loss as the faintest tint of the accent that still reads at 3:1 on the plot (WCAG
+  // 1.4.11; its legend swatch is this pen), under the full-strength smoothed line.
+  const QColor base = pal.color(QPalette::Base);
+  d->raw->setPen(QPen(towardsContrast(blend(accent, base, 0.3), accent, {base}, 3.0), 1.2));
   d->smooth->setPen(QPen(accent, 2.0));
   // Orange reads against both light and dark bases and against the blue-ish highlight.
   const QColor valColor(0xe8, 0x71, 0x0a);

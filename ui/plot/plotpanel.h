@@ -10,10 +10,14 @@
 // Callers see QWidget API only: qcustomplot.h stays inside ui/plot/*.cpp.
 #pragma once
 
+#include <QRectF>
 #include <QString>
+#include <QVector>
 #include <QWidget>
 
+class QCPAxisTicker;
 class QCustomPlot;
+class QCPItemStraightLine;
 class QCPItemText;
 class QMenu;
 class QTextStream;
@@ -32,15 +36,35 @@ class PlotPanel : public QWidget {
   QString title() const { return m_title; }
   QWidget* plotWidget() const;
 
-  // The centred message shown while there is nothing to draw ("No run selected").
+  // The centred message shown while there is nothing to draw ("No run selected"). It is wrapped
+  // at word boundaries to the width of the plot area when drawn (never cut at the edges).
   void setMessage(const QString& message);
-  QString message() const;
+  QString message() const { return m_messageText; }
   bool messageVisible() const;
+  // As drawn at the last replot (tests): the message's text with its wrapping, its box and the
+  // plot area's, in plot-widget pixels; the x axis' tick labels' boxes, left to right.
+  QString drawnMessage() const;
+  QRect messageRect() const;
+  QRect plotAreaRect() const;
+  QVector<QRectF> xTickLabelRects() const;
 
   virtual void setXAxisKind(XAxisKind kind);
   XAxisKind xAxisKind() const { return m_xKind; }
   void setLogY(bool log);
   bool logY() const { return m_logY; }
+
+  // Exploring (issue 18): the mouse wheel zooms and a drag pans the x axis; a double-click goes
+  // back to the automatic range. While zoomed, new data does not move the view.
+  bool zoomed() const { return m_zoomed; }
+  void resetZoom();
+  // The x axis follows the data (true, the default) or spans the run's planned end as well.
+  void setFollowData(bool follow);
+  bool followData() const { return m_followData; }
+  // The hover readout at x (axis units): "step 120 · train loss 3.412 · smoothed 3.520", each
+  // series' drawn point nearest to x (a real data point: decimation keeps original points);
+  // "" when nothing is drawn. Hovering the plot shows it with a line at the cursor.
+  QString readoutAt(double x) const;
+  QString readoutText() const;  // what the hover shows now ("" when hidden)
 
   // Redraws when data or a setting changed since the last replot; returns whether it did.
   virtual bool refresh() = 0;
@@ -66,6 +90,8 @@ class PlotPanel : public QWidget {
   virtual bool writeCsv(QTextStream& out) const = 0;
   // Colours of the series, called after the frame's own palette is applied.
   virtual void applySeriesPalette(const QPalette&) {}
+  // Sets the x range the data asks for, unless the user zoomed or panned (then the view stays).
+  void setXRange(double lo, double hi);
   // Sets the y range from the data extent, honouring log scale (only positive values count).
   void setYRange(double lo, double hi, double minPositive);
   void replotNow();
@@ -80,12 +106,29 @@ class PlotPanel : public QWidget {
 
  private:
   void applyPalette();
+  // The x ticker for m_xKind, asking for `ticks` labels.
+  void installXTicker();
+  // After a replot: wraps the message to the plot area, and asks for fewer x tick labels while
+  // neighbours overlap. True when something changed (the caller replots again).
+  bool fitToWidth();
   void showMenu(const QPoint& pos);
+  void showReadout(const QPoint& pos);
+  void hideReadout();
+  bool eventFilter(QObject* watched, QEvent* event) override;
   void chooseAndExport(const QString& suffix);
 
   QString m_title;
   QCustomPlot* m_plot = nullptr;
   QCPItemText* m_message = nullptr;
+  QCPItemText* m_readout = nullptr;
+  QCPItemStraightLine* m_cursorLine = nullptr;
+  bool m_zoomed = false;
+  bool m_followData = true;
+  bool m_settingRange = false;         // setXRange is moving the axis (not the user)
+  QString m_messageText;               // as set; m_message holds it wrapped
+  QCPAxisTicker* m_xTicker = nullptr;  // the x ticker installed here (a subclass may replace it)
+  int m_xTicks = 5;                    // labels asked of it now
+  int m_xTicksWanted = 5;              // for this kind of axis, when there is room
   XAxisKind m_xKind = XAxisKind::Step;
   bool m_logY = false;
   bool m_dirty = true;

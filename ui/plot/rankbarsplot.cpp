@@ -29,6 +29,7 @@ RankBarsPlot::RankBarsPlot(QWidget* parent)
     if (i > 0) d->bars[i]->moveAbove(d->bars[i - 1]);
   }
   plot->xAxis->setTicker(d->ticker);
+  plot->setInteractions({});  // one bar per rank: nothing to zoom or pan
   plot->xAxis->setLabel(tr("rank"));
   plot->xAxis->grid()->setVisible(false);
   plot->yAxis->setLabel(tr("ms per step"));
@@ -71,7 +72,7 @@ bool RankBarsPlot::refresh() {
   for (int i = 0; i < 4; ++i) d->bars[i]->setData(keys, values[i], true);
   const bool any = !d->ranks.isEmpty();
   plot->xAxis->setLabel(d->window > 1 ? tr("rank (mean of the last %1 steps)").arg(d->window) : tr("rank"));
-  plot->xAxis->setRange(any ? keys.front() - 0.6 : -0.6, any ? keys.back() + 0.6 : 0.6);
+  setXRange(any ? keys.front() - 0.6 : -0.6, any ? keys.back() + 0.6 : 0.6);
   plot->yAxis->setRange(0, top > 0 ? top * 1.12 : 1);
   plot->legend->setVisible(any);
   setMessageVisible(!any);

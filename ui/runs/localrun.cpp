@@ -24,6 +24,7 @@
 #include "runs/process.h"
 #include "runs/run_status.h"
 #include "runs/worker_command.h"
+#include "ui/common/numberformat.h"
 
 namespace flotilla::ui {
 namespace {
@@ -372,7 +373,7 @@ void LocalRun::handle(const MetricsRecord& r) {
       m_lastValLoss = static_cast<double>(e.val_loss);
       m_series.append(QLatin1String(kSeriesValLoss), double(e.step), m_lastValLoss);
       appendLog(QStringLiteral("info"),
-                tr("eval at step %1: validation loss %2").arg(e.step).arg(m_lastValLoss, 0, 'f', 4));
+                tr("eval at step %1: validation loss %2").arg(e.step).arg(formatMetric(m_lastValLoss)));
       emit evalReceived(e.step, m_lastValLoss);
       break;
     }
@@ -503,8 +504,8 @@ QString LocalRun::summaryText() const {
   const SummaryRecord& s = *m_summary;
   return tr("%1 steps, final loss %2, best validation loss %3, %4 s, %5 tokens/s, exit %6")
       .arg(s.steps)
-      .arg(s.final_loss, 0, 'f', 4)
-      .arg(s.best_val_loss ? QString::number(*s.best_val_loss, 'f', 4) : tr("none"))
+      .arg(formatMetric(s.final_loss))
+      .arg(s.best_val_loss ? formatMetric(*s.best_val_loss) : tr("none"))
       .arg(s.wall_s, 0, 'f', 1)
       .arg(QLocale().toString(s.mean_tokens_per_s, 'f', 0))
       .arg(QString::fromStdString(s.exit));

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ui/common/numberformat.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 
@@ -81,9 +82,9 @@ QVariant LocalRunsModel::display(const LocalRun* run, int column) const {
       return run->plannedSteps() > 0 ? tr("%1 / %2").arg(run->lastStep()).arg(run->plannedSteps())
                                      : QString::number(run->lastStep());
     case Loss:
-      return std::isnan(run->lastLoss()) ? QString() : QString::number(run->lastLoss(), 'f', 4);
+      return std::isnan(run->lastLoss()) ? QString() : formatMetric(run->lastLoss());
     case ValLoss:
-      return std::isnan(run->lastValLoss()) ? QString() : QString::number(run->lastValLoss(), 'f', 4);
+      return std::isnan(run->lastValLoss()) ? QString() : formatMetric(run->lastValLoss());
     case TokensPerSec:
       return run->tokensPerSec() > 0 ? locale.toString(run->tokensPerSec(), 'f', 0) : QString();
     case Elapsed:

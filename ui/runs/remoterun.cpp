@@ -21,6 +21,7 @@
 #include "flotilla/build_info.h"
 #include "remote/node_fields.h"
 #include "remote/remote_run.h"
+#include "ui/common/numberformat.h"
 #include "ui/runs/localrun.h"
 
 namespace flotilla::ui {
@@ -322,7 +323,7 @@ void RemoteRun::handle(const MetricsRecord& r) {
       m_lastValLoss = static_cast<double>(r.eval().val_loss);
       m_series.append(QLatin1String(kSeriesValLoss), double(r.eval().step), m_lastValLoss);
       appendLog(QStringLiteral("info"),
-                tr("eval at step %1: validation loss %2").arg(r.eval().step).arg(m_lastValLoss, 0, 'f', 4));
+                tr("eval at step %1: validation loss %2").arg(r.eval().step).arg(formatMetric(m_lastValLoss)));
       break;
     case MetricsRecordType::kCheckpoint:
       appendLog(QStringLiteral("info"), tr("checkpoint at step %1: %2")

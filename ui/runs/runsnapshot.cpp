@@ -58,6 +58,7 @@ QVector<RunRow> readRunRows(const db::Database& db, double now) {
     const runs::RunSpeed speed = runs::run_speed(db, r);
     row.tokensPerSec = speed.tokens_per_s;
     row.mfu = speed.mfu;
+    if (r.status == db::RunStatus::kRunning) row.secondsPerStep = runs::measured_seconds_per_step(db, r.id);
     row.createdAt = r.created_at;
     row.startedAt = r.started_at.value_or(0);
     row.endedAt = r.ended_at.value_or(0);

@@ -40,6 +40,7 @@ struct RunRow {
   double loss = 0;
   bool hasLoss = false;
   double tokensPerSec = 0, mfu = 0;
+  double secondsPerStep = 0;  // running runs: the pace measured on its recent steps (0: not known)
   double createdAt = 0, startedAt = 0, endedAt = 0;  // Unix seconds; 0: not set
   double costUsd = 0;
   double usdPerHour = 0;       // open accruals' rate (running runs only)

@@ -9,7 +9,9 @@
 #include <algorithm>
 
 #include "db/run_store.h"
+#include "runs/run_speed.h"
 #include "runs/run_status.h"
+#include "ui/common/numberformat.h"
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/storeservice.h"
 
@@ -115,12 +117,19 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return r.layout;
     case Progress:
       if (r.plannedSteps <= 0) return r.lastStep > 0 ? QString::number(r.lastStep) : QString();
-      return QStringLiteral("%1 / %2 (%3%)")
-          .arg(r.lastStep)
-          .arg(r.plannedSteps)
-          .arg(100.0 * double(r.lastStep) / double(r.plannedSteps), 0, 'f', 0);
+      {
+        QString text = QStringLiteral("%1 / %2 (%3%)")
+                           .arg(r.lastStep)
+                           .arg(r.plannedSteps)
+                           .arg(100.0 * double(r.lastStep) / double(r.plannedSteps), 0, 'f', 0);
+        // Time left at the pace the run measures now (runs/run_speed.h), running runs only.
+        const double left = runs::remaining_seconds(r.plannedSteps, r.lastStep, r.secondsPerStep);
+        if (r.status == QLatin1String("running") && left >= 0)
+          text += tr(", %1 left").arg(formatDuration(static_cast<qint64>(left * 1000)));
+        return text;
+      }
     case Loss:
-      return r.hasLoss ? QString::number(r.loss, 'f', 4) : QString();
+      return r.hasLoss ? formatMetric(r.loss) : QString();
     case TokensPerSec:
       return r.tokensPerSec > 0 ? QLocale().toString(r.tokensPerSec, 'f', 0) : QString();
     case Mfu:

@@ -1,6 +1,7 @@
 // The stored runs view (see storerunsview.h).
 #include "ui/runs/storerunsview.h"
 
+#include <QAction>
 #include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
@@ -165,8 +166,26 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
   m_table->horizontalHeader()->setStretchLastSection(true);
   m_table->setToolTip(
       tr("Double-click a run to watch it on the Live page; tags and notes are edited in "
-         "place (F2); right-click for resume, fork, duplicate, export and delete"));
+         "place (F2); Delete removes the selected run; right-click for resume, fork, duplicate, export and "
+         "delete"));
   connect(m_table, &QWidget::customContextMenuRequested, this, &StoreRunsView::showMenu);
+  // Delete on the selected run (with the same confirmation as the menu's Delete…); not while a tag
+  // or note is being edited (the editor has the focus then, and the key is its own).
+  auto* deleteKey = new QAction(tr("Delete run"), m_table);
+  deleteKey->setObjectName(QStringLiteral("deleteRunAction"));
+  deleteKey->setShortcut(QKeySequence::Delete);
+  deleteKey->setShortcutContext(Qt::WidgetShortcut);
+  m_table->addAction(deleteKey);
+  connect(deleteKey, &QAction::triggered, this, [this] {
+    const qint64 id = selectedId();
+    const int row = id > 0 ? m_model->rowOfId(id) : -1;
+    if (row < 0) return;
+    if (m_model->rowAt(row)->status == QLatin1String("running")) {
+      emit message(tr("%1 is running: stop it first, then delete it").arg(m_model->rowAt(row)->name));
+      return;
+    }
+    remove(id);
+  });
   connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
     const int column = index.column();
     if (column == StoreRunsModel::Tags || column == StoreRunsModel::Notes) return;  // edits instead

@@ -9,6 +9,8 @@
 
 #include <optional>
 
+#include "ui/common/accessiblestyle.h"
+
 namespace flotilla::ui {
 namespace {
 
@@ -137,6 +139,7 @@ QString themeName(Preferences::Theme theme) {
 
 void applyTheme(Preferences::Theme theme) {
   if (!systemPalette()) systemPalette() = QApplication::palette();
+  installAccessibleStyle();  // edges and focus rings at 3:1 in every palette
   switch (theme) {
     case Preferences::Theme::Light:
       QApplication::setPalette(lightPalette());

@@ -182,8 +182,9 @@ void CheckpointPage::refreshDerived() {
   if (!llama)
     m_exportNote->setText(
         tr("Only for Llama-family models (model.arch = \"llama\"): the folder is what transformers "
-           "loads as LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM. For this GPT-2 model, "
-           "run flotilla-worker export --format safetensors on the final checkpoint."));
+           "loads as LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM. This GPT-2 model's weights "
+           "are kept in the run's checkpoints (on the Runs page: its checkpoints folder). For terminal "
+           "users: flotilla-worker export --format safetensors converts one."));
   else if (m_export->isChecked())
     m_exportNote->setText(
         c.model.init_from.empty()
