@@ -47,6 +47,23 @@ std::string run_local(const std::string& command) {
   return out;
 }
 
+// OpenBLAS is dlopen()ed by the worker (engine/cpu/blas.h), so `ldd` of the binary never lists it:
+// deploy resolves it like a linked library (the local copy is the one the dynamic loader's cache
+// names), and the node's own copy is used when its loader cache has one.
+constexpr const char* kBlasSoname = "libopenblas.so.0";
+const char* const kLdconfig = "{ /sbin/ldconfig -p 2>/dev/null || ldconfig -p 2>/dev/null; }";
+
+std::string local_library_path(const std::string& soname) {
+  std::istringstream in(run_local(std::string(kLdconfig)));
+  for (std::string line; std::getline(in, line);) {
+    const auto arrow = line.find(" => ");
+    std::string name = line.substr(0, line.find(" ("));
+    name.erase(0, name.find_first_not_of(" \t"));
+    if (arrow != std::string::npos && name == soname) return line.substr(arrow + 4);
+  }
+  return "";
+}
+
 }  // namespace
 
 int compare_versions(const std::string& a, const std::string& b) {
@@ -197,14 +214,27 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
                 "  lib/flotilla/" + cuda_plugin::kPluginFile + "\n";
     break;
   }
-  const std::vector<LocalLib> local = bundleable_libs(o.worker_path);
+  std::vector<LocalLib> local = bundleable_libs(o.worker_path);
+  if (const std::string blas = local_library_path(kBlasSoname); !blas.empty()) {
+    local.push_back({kBlasSoname, blas});
+    for (const LocalLib& dep : bundleable_libs(blas))  // libgfortran, libquadmath
+      if (std::none_of(local.begin(), local.end(), [&](const LocalLib& l) { return l.soname == dep.soname; }))
+        local.push_back(dep);
+  }
   const bool node_has_ldd = session.exec("command -v ldd >/dev/null 2>&1", 30).exit_status == 0;
   std::set<std::string> wanted(o.force_libs.begin(), o.force_libs.end());
+  const std::string has_blas =
+      std::string(kLdconfig) + " | grep -qF " + shell_quote(std::string(kBlasSoname) + " ");
+  if (session.exec(has_blas, 30).exit_status != 0) wanted.insert(kBlasSoname);
   for (int round = 0; round < 4; ++round) {
     if (node_has_ldd) {
-      const ExecResult l = session.exec("LD_LIBRARY_PATH=" + shell_quote(res.dir + "/lib") + " ldd " +
-                                            shell_quote(res.dir + "/flotilla-worker.bin") + " 2>&1",
-                                        60);
+      // The binary's libraries, and a bundled OpenBLAS's own (it is not linked, so not in the first list).
+      const std::string lib = shell_quote(res.dir + "/lib");
+      const std::string blas = shell_quote(res.dir + "/lib/" + kBlasSoname);
+      const ExecResult l = session.exec(
+          "LD_LIBRARY_PATH=" + lib + " ldd " + shell_quote(res.dir + "/flotilla-worker.bin") +
+              " 2>&1; if [ -f " + blas + " ]; then LD_LIBRARY_PATH=" + lib + " ldd " + blas + " 2>&1; fi",
+          60);
       for (const auto& s : missing_sonames(l.out)) wanted.insert(s);
     } else {
       for (const auto& lib : local) wanted.insert(lib.soname);  // cannot ask: bundle everything
@@ -216,10 +246,11 @@ DeployResult deploy_worker(Session& session, const DeployOptions& o) {
       const auto it =
           std::find_if(local.begin(), local.end(), [&](const LocalLib& l) { return l.soname == soname; });
       if (it == local.end())
-        throw Error(ExitCode::kConfig, "cannot deploy the worker to " + node + ": the node lacks " +
-                                           printable(soname) +
-                                           ", which cannot be bundled (not found locally, or "
-                                           "part of the C library); install it on the node");
+        throw Error(ExitCode::kConfig,
+                    "cannot deploy the worker to " + node + ": the node lacks " + printable(soname) +
+                        ", which cannot be bundled (not found locally, or "
+                        "part of the C library); install it on the node" +
+                        (soname == kBlasSoname ? std::string(" (Debian: libopenblas0)") : ""));
       const BinaryNeeds lib_needs = binary_needs(it->path);
       if (std::string p = compatibility_problem(lib_needs, arch, glibc); !p.empty())
         throw Error(ExitCode::kConfig, "cannot deploy " + soname + " to " + node + ": " + p + ".");

@@ -9,6 +9,8 @@
 // against the uploaded binary) and a tiny sh wrapper (flotilla-worker) that puts lib/ on
 // LD_LIBRARY_PATH; `launch` re-executes /proc/self/exe, so its ranks inherit that path. The CUDA
 // plugin, when it is beside the local worker, goes to lib/flotilla/ (engine/backend/cuda_plugin.h).
+// OpenBLAS, which the worker dlopen()s and so `ldd` never lists, is uploaded with its own
+// libraries when the node's loader cache has no libopenblas.so.0.
 // packaging/MakeBundle.cmake writes the same layout as one archive (the worker bundle).
 // Blocking: call from a worker thread.
 #pragma once

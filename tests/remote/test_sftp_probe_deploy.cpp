@@ -79,7 +79,7 @@ int main() {
     DeployOptions o;
     o.worker_path = FLOTILLA_WORKER_PATH;
     o.version = "0.1.0";
-    o.force_libs = {"libtomlplusplus.so.3"};
+    o.force_libs = {"libtomlplusplus.so.3", "libopenblas.so.0"};  // as for a node without them
     const auto t0 = std::chrono::steady_clock::now();
     const DeployResult d = deploy_worker(s, o);
     const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -98,6 +98,14 @@ int main() {
         shell_quote(d.worker) + " probe --json >/dev/null; LD_LIBRARY_PATH=" + shell_quote(d.dir + "/lib") +
         " ldd " + shell_quote(d.dir + "/flotilla-worker.bin"));
     CHECK(maps.out.find(d.dir + "/lib/libtomlplusplus.so.3") != std::string::npos);
+    // OpenBLAS (dlopen()ed, so no `ldd` lists it) travels too, and the deployed worker trains with that copy.
+    CHECK(std::find(d.bundled_libs.begin(), d.bundled_libs.end(), "libopenblas.so.0") !=
+          d.bundled_libs.end());
+    CHECK(read_file(d.dir + "/MANIFEST").find("  lib/libopenblas.so.0\n") != std::string::npos);
+    const ExecResult blas = s.exec("cd \"$(mktemp -d)\" && LD_DEBUG=libs " + shell_quote(d.worker) +
+                                   " demo --steps 1 2>&1 | grep -F 'calling init: '");
+    CHECK_MSG(blas.out.find("calling init: " + d.dir + "/lib/libopenblas.so.0") != std::string::npos, "%s",
+              blas.out.c_str());
     // The CUDA plugin beside the local worker travels to lib/flotilla/, where the deployed worker
     // finds it (engine/backend/cuda_plugin.h): probe names the deployed copy.
     const std::string local_plugin = std::filesystem::path(FLOTILLA_WORKER_PATH).parent_path().string() +
