@@ -11,6 +11,12 @@ void Backend::unsupported(const char* family, const char* type) const {
                " kernel; use train.dtype = \"fp32\" or another run.device");
 }
 
+void Backend::set_matmul_dtype(DType t) {
+  if (t != DType::kF32)
+    throw_config(std::string("train.dtype = \"") + dtype_name(t) + "\": the " + name() +
+                 " backend has no bf16 matmuls on fp32 storage; use train.dtype = \"fp32\"");
+}
+
 void Backend::residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
                                          const float* a, const float* b, const float* weight,
                                          const float* bias, long N, int C) {

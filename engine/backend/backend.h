@@ -60,6 +60,14 @@ class Backend {
   virtual void set_deterministic(bool on) = 0;
   virtual bool deterministic() const = 0;
 
+  // Mixed precision on fp32 storage (the CPU's train.dtype = "bf16"): with kBF16 the fp32
+  // matmul_forward / matmul_backward round their operands to bf16 and sum the products in fp32;
+  // parameters, gradients, activations and the optimizer stay fp32. Throws Error(kConfig), naming
+  // train.dtype and what is missing, where this backend or machine cannot (the default: kF32 only;
+  // a GPU gets bf16 through bf16 storage instead, kBf16Storage).
+  virtual void set_matmul_dtype(DType t);
+  virtual DType matmul_dtype() const { return DType::kF32; }
+
   // --- memory ---
   // Zero-filled buffer of `floats` floats, aligned for SIMD; release() frees it.
   virtual float* allocate(size_t floats) = 0;

@@ -9,7 +9,8 @@
 // 6N + 12*L*C*T per token (N = all parameters except the position table, the LM head counted
 // through the tied wte); the 6N + 6*L*C*T variant (causal attention counted once) is reported
 // alongside. The big sgemm runs after the peak RSS is read, so its 200 MB of matrices do not show
-// up in the model's peak RSS.
+// up in the model's peak RSS. --dtype bf16 runs the CPU's mixed precision (bf16 matmul operands,
+// engine/cpu/matmul_bf16.h) and divides by the bf16 dot-product ceiling instead.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@
 #include "engine/core/rng.h"
 #include "engine/cpu/blas.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_bf16.h"
 #include "engine/cpu/peak.h"
 #include "engine/cpu/peak_cache.h"
 #include "engine/cpu/simd.h"
@@ -61,18 +63,21 @@ struct StepTimes {
 
 const char* kHelp =
     "Usage: flotilla-worker bench [--preset tiny|small|gpt2-124m|...] [--device cpu] [--threads N]\n"
-    "                             [--batch B] [--seq T] [--steps S] [--warmup W] [--profile] [--json]\n\n"
+    "                             [--batch B] [--seq T] [--steps S] [--warmup W] [--dtype fp32|bf16]\n"
+    "                             [--profile] [--json]\n\n"
     "Measures, in one run, training steps of a GPT-2 preset on the CPU (forward, backward, global\n"
     "norm clipping and AdamW on random tokens; median of S steps after W warm-up steps) and the\n"
     "machine's ceilings with the same threads (register-only fp32 FMA at the CPU's widest width, the\n"
     "bf16 dot product where present, and the sgemm on 2048^3 and 4096^3), then prints ms/step,\n"
-    "tokens/s, model FLOP/s, MFU = model FLOP/s / fp32 FMA ceiling (capped at 100%) and the same\n"
+    "tokens/s, model FLOP/s, MFU = model FLOP/s / the dtype's ceiling (capped at 100%) and the same\n"
     "against the sgemm, the CPU model and the kernel path each matmul runs, with a warning when it\n"
     "is narrower than the CPU or the machine was loaded.\n"
     "FLOPs per token: PaLM 6N + 12*L*C*T (used for MFU) and 6N + 6*L*C*T, N = parameters without\n"
     "the position embeddings (the tied LM head counted once through wte).\n"
     "Defaults: --preset small --batch 8 --seq 256 --steps 10 --warmup 2 --threads 0 (all cores),\n"
-    "vocabulary 50257. --profile adds time per kernel family; --json prints one JSON object.\n";
+    "vocabulary 50257, --dtype fp32. --dtype bf16: CPU mixed precision (bf16 matmul operands on oneDNN,\n"
+    "fp32 storage and optimizer; needs AVX512_BF16 or AMX), MFU against the bf16 dot-product ceiling.\n"
+    "--profile adds time per kernel family; --json prints one JSON object.\n";
 
 }  // namespace
 
@@ -93,7 +98,11 @@ int cmd_bench(const CommandArgs& argv) {
   const int warmup = static_cast<int>(args.int_or("--warmup", 2));
   const bool profile = args.flag("--profile");
   const bool json = args.flag("--json");
+  const std::string dtype = args.value_or("--dtype", "fp32");
   args.finish("bench");
+  if (dtype != "fp32" && dtype != "bf16")
+    throw_usage("--dtype " + dtype + " is not supported; use fp32 or bf16");
+  const bool bf16 = dtype == "bf16";
 
   const auto preset = find_model_preset(preset_name);
   if (!preset) {
@@ -106,6 +115,7 @@ int cmd_bench(const CommandArgs& argv) {
 
   Backend& backend = get_backend(device);
   backend.set_threads(threads);
+  backend.set_matmul_dtype(bf16 ? DType::kBF16 : DType::kF32);  // refuses bf16 on a CPU without it
 
   ModelSection shape = preset->shape;
   if (!preset->sets_vocab) shape.vocab_size = 50257;  // GPT-2's tokenizer
@@ -184,8 +194,9 @@ int cmd_bench(const CommandArgs& argv) {
   const double tokens_per_s = static_cast<double>(N) / step_s;
   const double model_gflops = flops_palm * tokens_per_s / 1e9;
   const double fma_gflops = ceiling.fp32_fma_gflops;
-  const double mfu = cpu::mfu_ratio(model_gflops, fma_gflops);
-  const double mfu_causal = cpu::mfu_ratio(flops_causal * tokens_per_s / 1e9, fma_gflops);
+  const double ceiling_gflops = cpu::ceiling_flops(ceiling, dtype) / 1e9;  // the dtype's ceiling
+  const double mfu = cpu::mfu_ratio(model_gflops, ceiling_gflops);
+  const double mfu_causal = cpu::mfu_ratio(flops_causal * tokens_per_s / 1e9, ceiling_gflops);
   const double of_sgemm = cpu::mfu_ratio(model_gflops, peak_gflops);
   const cpu::BlasInfo& blas = cpu::blas_info();
   const cpu::CpuFeatures& features = cpu::cpu_features();
@@ -204,6 +215,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["batch"] = B;
     j["seq_len"] = T;
     j["threads"] = backend.threads();
+    j["dtype"] = dtype;
     j["simd"] = cpu::simd_level();
     j["blas_core"] = cpu::blas_core_name();
     j["blas"] = cpu::blas_description();
@@ -212,6 +224,8 @@ int cmd_bench(const CommandArgs& argv) {
     j["kernel_path_widest"] = cpu::kernel_path_name(cpu_choice.widest);
     j["matmul_path"] = cpu::kernel_path_name(blas.sgemm_path);
     j["matmul_path_narrower_than_cpu"] = narrow;
+    if (bf16) j["bf16_matmul_path"] = cpu::bf16_matmul_path();
+    j["mfu_ceiling_gflops"] = ceiling_gflops;
     j["fp32_fma_gflops"] = fma_gflops;
     j["fp32_isa"] = ceiling.fp32_isa;
     j["bf16_dot_gflops"] = ceiling.bf16_dot_gflops;
@@ -231,7 +245,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["tokens_per_s"] = tokens_per_s;
     j["model_gflops"] = model_gflops;
     j["peak_gflops"] = peak_gflops;  // the sgemm
-    j["mfu"] = mfu;                  // against the fp32 FMA ceiling
+    j["mfu"] = mfu;                  // against the dtype's ceiling (fp32 FMA or bf16 dot)
     j["mfu_6n_6lct"] = mfu_causal;
     j["fraction_of_sgemm"] = of_sgemm;
     j["peak_rss_mib"] = peak_rss_mib;
@@ -246,9 +260,9 @@ int cmd_bench(const CommandArgs& argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("bench: preset %s (%s, %.1fM parameters), B=%d T=%d, vocab %d\n", preset_name.c_str(),
+  std::printf("bench: preset %s (%s, %.1fM parameters), B=%d T=%d, vocab %d, %s\n", preset_name.c_str(),
               describe_dims(d).c_str(), static_cast<double>(num_parameters_unpadded(d)) / 1e6, B, T,
-              d.vocab_size);
+              d.vocab_size, bf16 ? "bf16 mixed precision (bf16 matmul operands, fp32 storage)" : "fp32");
   std::printf("backend: %s\n", backend.describe().c_str());
   std::printf(
       "step: %.1f ms median of %d, best %.1f (forward %.1f, backward %.1f, optimizer %.1f), loss %.3f -> "
@@ -262,10 +276,12 @@ int cmd_bench(const CommandArgs& argv) {
       tokens_per_s, model_gflops, flops_palm / 1e6, flops_causal / 1e6);
   std::printf("cpu: %s, %s; widest path %s\n", features.brand.c_str(),
               cpu::describe_features(features).c_str(), cpu::kernel_path_name(cpu_choice.widest));
+  if (bf16) std::printf("kernels: linear and LM-head matmuls: bf16 on %s\n", cpu::bf16_matmul_path().c_str());
   std::printf(
-      "kernels: linear, attention and LM-head matmuls: OpenBLAS sgemm, core %s (%s)%s; other kernels: %s "
+      "kernels: %s matmuls: OpenBLAS sgemm, core %s (%s)%s; other kernels: %s "
       "clones\n",
-      blas.loaded_core.c_str(), cpu::kernel_path_name(blas.sgemm_path),
+      bf16 ? "attention" : "linear, attention and LM-head", blas.loaded_core.c_str(),
+      cpu::kernel_path_name(blas.sgemm_path),
       blas.env_coretype.empty() || blas.env_coretype == blas.loaded_core
           ? ""
           : (", chosen from cpuid over OPENBLAS_CORETYPE=" + blas.env_coretype).c_str(),
@@ -284,8 +300,8 @@ int cmd_bench(const CommandArgs& argv) {
           : "none",
       peak_gflops, fma_gflops > 0 ? peak_gflops / fma_gflops * 100 : 0.0, backend.threads(),
       ceiling.quiet() ? "" : ", other processes meanwhile: the sgemm reads low; not kept as a peak");
-  std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the fp32 FMA ceiling; %.1f%% of the sgemm\n",
-              mfu * 100, mfu_causal * 100, of_sgemm * 100);
+  std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the %s ceiling (%.1f GFLOP/s); %.1f%% of the sgemm\n",
+              mfu * 100, mfu_causal * 100, bf16 ? "bf16 dot" : "fp32 FMA", ceiling_gflops, of_sgemm * 100);
   std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB\n", peak_rss_mib, activation_mib);
   std::printf("other processes used %.0f%% of the CPUs during the timed steps%s\n", other_load * 100,
               other_load > 0.05 ? ": the figures above understate this machine; rerun when it is idle" : "");

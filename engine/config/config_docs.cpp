@@ -137,7 +137,8 @@ const char* kDerived = R"(## Derived values
   (`micro_batch x seq_len x dp + 1`) and its validation tenth one micro-batch (`micro_batch x seq_len + 1`).
 - `train`: `steps`, `micro_batch`, `seq_len`, `log_every` >= 1; `seq_len` <= `model.max_seq_len`;
   `global_batch_tokens` is 0 or a multiple of `micro_batch x seq_len x parallel.dp`;
-  `dtype = "bf16"` only with `run.device = "cuda"`; `grad_clip` >= 0; `spike_factor` 0 or > 1.
+  `grad_clip` >= 0; `spike_factor` 0 or > 1. `dtype = "bf16"` on `run.device = "cpu"` is checked at
+  start: the CPU needs AVX512_BF16 or AMX-BF16 and the worker oneDNN (docs/models.md).
 - `optim`: `lr` and `eps` finite and > 0; `beta1`, `beta2` in [0, 1); `min_lr_ratio` and
   `decay_fraction` in [0, 1]; `weight_decay` >= 0; `warmup_steps` >= 0 (it may exceed
   `train.steps`: a shortened run then stays in warmup).

@@ -99,7 +99,7 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(train, seq_len, "tokens per sequence (T)"),
       FLOTILLA_KEY(train, global_batch_tokens,
                    "tokens per optimizer step; 0 = micro_batch*seq_len*dp (no accumulation)"),
-      FLOTILLA_KEY(train, dtype, "fp32 | bf16 (bf16 on cuda only)", "fp32", "bf16"),
+      FLOTILLA_KEY(train, dtype, "fp32 | bf16 (cpu: needs AVX512_BF16 or AMX-BF16)", "fp32", "bf16"),
       FLOTILLA_KEY(train, recompute, "recompute activations in backward to save memory"),
       FLOTILLA_KEY(train, deterministic,
                    "bit-identical repeat runs (CPU: any thread count; CUDA: no split-K)"),

@@ -200,9 +200,8 @@ void check_train(const RunConfig& c, Problems& p) {
                 num(int64_t{t.micro_batch}) + " x train.seq_len " + num(int64_t{t.seq_len}) +
                 " x parallel.dp " + num(int64_t{c.parallel.dp}) + " = " + num(unit));
   }
-  if (t.dtype == "bf16" && c.run.device != "cuda")
-    p.add("train.dtype",
-          "bf16 needs run.device = \"cuda\" (it is " + q(c.run.device) + "); the CPU backend is fp32");
+  // bf16 runs on both devices; whether this CPU has bf16 instructions is the backend's to say, at
+  // run time (CpuBackend::set_matmul_dtype): a config may be validated on another machine.
   finite_at_least(p, "train.grad_clip", t.grad_clip, 0, false, " (0 disables clipping)");
   at_least(p, "train.log_every", t.log_every, 1);
   if (!std::isfinite(t.spike_factor) || (t.spike_factor != 0 && t.spike_factor <= 1))

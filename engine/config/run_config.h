@@ -58,7 +58,7 @@ struct TrainSection {
   int micro_batch = 8;              // sequences per micro-batch per data-parallel rank (B)
   int seq_len = 256;                // tokens per sequence (T)
   int64_t global_batch_tokens = 0;  // tokens per optimizer step; 0 = micro_batch*seq_len*dp (no accumulation)
-  std::string dtype = "fp32";       // fp32 | bf16 (bf16 on cuda only)
+  std::string dtype = "fp32";       // fp32 | bf16 (cpu: needs AVX512_BF16 or AMX-BF16)
   bool recompute = false;           // recompute activations in backward to save memory
   bool deterministic = true;        // bit-identical repeat runs (CPU: any thread count; CUDA: no split-K)
   double grad_clip = 1.0;           // global gradient-norm clip; 0 disables

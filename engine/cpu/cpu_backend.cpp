@@ -21,6 +21,7 @@
 #include "engine/cpu/global_norm.h"
 #include "engine/cpu/layernorm.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_bf16.h"
 #include "engine/cpu/residual.h"
 #include "engine/cpu/rmsnorm.h"
 #include "engine/cpu/rope.h"
@@ -52,7 +53,18 @@ class CpuBackend::Timer {
 CpuBackend::CpuBackend() { set_threads(0); }
 
 std::string CpuBackend::describe() const {
-  return "cpu: " + std::to_string(threads_) + " threads, " + simd_level() + ", BLAS " + blas_core_name();
+  std::string s =
+      "cpu: " + std::to_string(threads_) + " threads, " + simd_level() + ", BLAS " + blas_core_name();
+  if (matmul_dtype_ == DType::kBF16) s += ", bf16 matmuls " + bf16_matmul_path();
+  return s;
+}
+
+void CpuBackend::set_matmul_dtype(DType t) {
+  if (t == DType::kBF16) {
+    const std::string why = bf16_matmul_refusal();
+    if (!why.empty()) throw_config(why);
+  }
+  matmul_dtype_ = t;
 }
 
 bool CpuBackend::supports(BackendFeature feature) const {
@@ -160,14 +172,20 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
                                 int IC, int OC, float* gelu_out) {
   {
     Timer t(this, kMatmul);
-    cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
+    if (matmul_dtype_ == DType::kBF16)
+      matmul_forward_bf16(out, inp, weight, bias, N, IC, OC);
+    else
+      cpu::matmul_forward(out, inp, weight, bias, N, IC, OC);
   }
   if (gelu_out != nullptr) gelu_forward(gelu_out, out, static_cast<size_t>(N) * static_cast<size_t>(OC));
 }
 void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                  const float* inp, const float* weight, int N, int IC, int OC) {
   Timer t(this, kMatmul);
-  cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  if (matmul_dtype_ == DType::kBF16)
+    matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  else
+    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, const int32_t* pos, int B, int T,
                                    int NH, int NKV, int HD) {

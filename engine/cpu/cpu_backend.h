@@ -1,5 +1,6 @@
 // The CPU backend: fp32 kernels vectorised for AVX-512/AVX2 (runtime dispatch), threaded with
-// OpenMP, matmuls on single-threaded OpenBLAS calls split across the OpenMP threads.
+// OpenMP, matmuls on single-threaded OpenBLAS calls split across the OpenMP threads (or, with
+// set_matmul_dtype(kBF16), on oneDNN's bf16 matmul split the same way: matmul_bf16.h).
 #pragma once
 
 #include <array>
@@ -20,6 +21,9 @@ class CpuBackend final : public Backend {
   void set_threads(int n) override;
   void set_deterministic(bool on) override;
   bool deterministic() const override { return deterministic_; }
+  // kBF16: the linear layers run matmul_bf16.h (oneDNN); refused per bf16_matmul_refusal().
+  void set_matmul_dtype(DType t) override;
+  DType matmul_dtype() const override { return matmul_dtype_; }
 
   float* allocate(size_t floats) override;
   void release(float* p) override;
@@ -123,6 +127,7 @@ class CpuBackend final : public Backend {
 
   int threads_ = 1;
   bool deterministic_ = false;
+  DType matmul_dtype_ = DType::kF32;
   int initial_dynamic_ = 0;  // omp_get_dynamic() before set_deterministic(true)
   bool profiling_ = false;
   std::array<double, kCount> seconds_{};

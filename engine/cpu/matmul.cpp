@@ -20,51 +20,15 @@
 #include <vector>
 
 #include "engine/cpu/blas.h"
+#include "engine/cpu/gemm_split.h"
 #include "engine/cpu/simd.h"
 
 namespace flotilla::cpu {
 namespace {
 
-// The slice of C that thread t of nt computes.
-struct Slice {
-  int m0, m1, n0, n1;
-};
-
-Slice gemm_slice(int M, int N, int t, int nt) {
-  long b = 0, e = 0;
-  if (N >= 8L * M) {
-    thread_range(N, t, nt, 64, &b, &e);
-    return {0, M, static_cast<int>(b), static_cast<int>(e)};
-  }
-  thread_range(M, t, nt, 16, &b, &e);
-  return {static_cast<int>(b), static_cast<int>(e), 0, N};
-}
-
-// Deterministic mode's chunks: chunk i of chunk_count(M, N) for any thread count. Every chunk is
-// one sgemm call that packs the shared operand again, so few large chunks are cheapest: four,
-// 16-aligned (even work for 1, 2 and 4 threads; 5 to 8 threads leave some idle).
-constexpr int kChunks = 4, kAlign = 16;
 std::atomic<bool> g_fixed_chunks{false};
 
-bool by_columns(int M, int N) { return N >= 8L * M; }
-int chunk_size(int extent) {
-  const int per = (extent + kChunks - 1) / kChunks;
-  return (per + kAlign - 1) / kAlign * kAlign;
-}
-int chunk_count(int M, int N) {
-  const int extent = by_columns(M, N) ? N : M;
-  return (extent + chunk_size(extent) - 1) / chunk_size(extent);
-}
-Slice chunk_slice(int M, int N, int i) {
-  if (by_columns(M, N)) {
-    const int c = chunk_size(N);
-    return {0, M, i * c, std::min(N, (i + 1) * c)};
-  }
-  const int c = chunk_size(M);
-  return {i * c, std::min(M, (i + 1) * c), 0, N};
-}
-
-void gemm_slice_call(const Slice& s, bool ta, bool tb, int K, float alpha, const float* A, int lda,
+void gemm_slice_call(const GemmSlice& s, bool ta, bool tb, int K, float alpha, const float* A, int lda,
                      const float* B, int ldb, float beta, float* C, int ldc) {
   if (s.m1 <= s.m0 || s.n1 <= s.n0) return;
   const float* a = ta ? A + s.m0 : A + static_cast<size_t>(s.m0) * lda;
@@ -74,6 +38,14 @@ void gemm_slice_call(const Slice& s, bool ta, bool tb, int K, float alpha, const
 }
 
 }  // namespace
+
+FLOTILLA_SIMD_CLONES
+void add_bias(float* out, const float* bias, const GemmSlice& s, int OC) {
+  for (int r = s.m0; r < s.m1; ++r) {
+    float* o = out + static_cast<size_t>(r) * OC;
+    for (int c = s.n0; c < s.n1; ++c) o[c] += bias[c];
+  }
+}
 
 void blas_single_thread() {
   if (blas_threads() != 1) blas_set_threads(1);
@@ -91,41 +63,19 @@ bool thread_independent_gemm() { return g_fixed_chunks; }
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
   blas_single_thread();
-  if (g_fixed_chunks) {
-    const int chunks = chunk_count(M, N);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < chunks; ++i)
-      gemm_slice_call(chunk_slice(M, N, i), trans_a, trans_b, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-#pragma omp parallel
-  {
-    const Slice s = gemm_slice(M, N, omp_get_thread_num(), omp_get_num_threads());
+  for_each_gemm_slice(M, N, [&](const GemmSlice& s) {
     gemm_slice_call(s, trans_a, trans_b, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  }
+  });
 }
 
-FLOTILLA_SIMD_CLONES
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                     int OC) {
   blas_single_thread();
   // Adds the bias to a slice while it is still in cache.
-  auto slice = [&](const Slice& s) {
+  for_each_gemm_slice(N, OC, [&](const GemmSlice& s) {
     gemm_slice_call(s, false, true, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
-    if (bias == nullptr) return;
-    for (int r = s.m0; r < s.m1; ++r) {
-      float* o = out + static_cast<size_t>(r) * OC;
-      for (int c = s.n0; c < s.n1; ++c) o[c] += bias[c];
-    }
-  };
-  if (g_fixed_chunks) {
-    const int chunks = chunk_count(N, OC);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < chunks; ++i) slice(chunk_slice(N, OC, i));
-    return;
-  }
-#pragma omp parallel
-  slice(gemm_slice(N, OC, omp_get_thread_num(), omp_get_num_threads()));
+    if (bias != nullptr) add_bias(out, bias, s, OC);
+  });
 }
 
 FLOTILLA_SIMD_CLONES

@@ -435,7 +435,13 @@ int run_training(const TrainOptions& options) {
   const comm::DistEnv env = comm::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
-  if (options.check_memory) check_run_fits_memory(cfg, env.local_world_size);  // before any allocation
+  const bool cpu_bf16 = cfg.run.device == "cpu" && cfg.train.dtype == "bf16";
+  if (options.check_memory) {  // before any allocation
+    // CPU bf16 keeps fp32 storage (matmul_bf16.h): its memory is the fp32 run's, not a bf16 GPU's.
+    RunConfig storage = cfg;
+    if (cpu_bf16) storage.train.dtype = "fp32";
+    check_run_fits_memory(storage, env.local_world_size);
+  }
   const std::string out_dir = resolved_out_dir(cfg);
   if (env.rank == 0) {
     make_dirs(out_dir);
@@ -454,6 +460,9 @@ int run_training(const TrainOptions& options) {
   if (&loop.backend != &get_backend("cpu"))  // the host mirror (sampling) runs on the CPU backend
     get_backend("cpu").set_threads(local_threads(cfg));
   loop.backend.set_deterministic(cfg.train.deterministic);
+  // CPU mixed precision: bf16 matmul operands on the fp32 model (refused, naming train.dtype and
+  // the missing CPU feature, where the CPU has no bf16 instructions).
+  if (cpu_bf16) loop.backend.set_matmul_dtype(DType::kBF16);
   loop.setup_groups();
   loop.setup_data();
   loop.setup_model();
@@ -476,11 +485,11 @@ int run_training(const TrainOptions& options) {
   } else if (device_peak > 0) {
     loop.peak_flops = device_peak;
   } else if (env.rank == 0 || !loop.world) {
-    // This machine's fp32 FMA ceiling for this thread count, kept from a quiet measurement
-    // (engine/cpu/peak_cache.h); only rank 0 measures, the others take its figure below.
+    // This machine's fp32 FMA (or, for bf16, dot-product) ceiling for this thread count, kept from a quiet
+    // measurement (engine/cpu/peak_cache.h); only rank 0 measures, the others take its figure below.
     const cpu::PeakForRun peak = cpu::peak_for_run(loop.backend.threads());
-    loop.peak_flops = cpu::ceiling_flops(peak.peak, "fp32");
-    peak_source = "fp32 FMA ceiling, " + peak.source;
+    loop.peak_flops = cpu::ceiling_flops(peak.peak, cpu_bf16 ? "bf16" : "fp32");
+    peak_source = std::string(cpu_bf16 ? "bf16 dot-product ceiling, " : "fp32 FMA ceiling, ") + peak.source;
   }
   if (loop.world) {  // MFU against the same peak on every rank: rank 0's measurement
     double peak = loop.peak_flops;

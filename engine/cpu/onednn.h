@@ -1,0 +1,41 @@
+// The engine's one handle on oneDNN: the bf16 matrix multiply behind CPU mixed precision
+// (train.dtype = "bf16" on run.device = "cpu"; matmul_bf16.h).
+//
+// Decision: oneDNN (Debian's libdnnl, the library PyTorch's CPU path uses) rather than a kernel of
+// our own: its matmul dispatches by instruction set (AVX512_BF16's vdpbf16ps, AMX tiles on CPUs
+// that have them) with bf16 sources and an fp32 destination, and it is kept up by its vendor. It
+// is loaded at run time like OpenBLAS (dlopen of libdnnl.so.2), so the worker and its fp32 path
+// start and run where it is absent; only bf16 on the CPU needs it, and says so. Every call runs on
+// the calling thread with a primitive created for ONE thread: the caller (matmul_bf16.cpp) splits
+// the output across OpenMP threads exactly as the fp32 path splits its sgemm calls, so a
+// primitive's blocking — and so every bit — depends on its shape alone, never on the thread count.
+#pragma once
+
+#include <string>
+
+#include "engine/core/bf16.h"
+
+namespace flotilla::cpu {
+
+struct OnednnInfo {
+  bool loaded = false;
+  std::string library;  // the file dlopen()ed
+  std::string version;  // "2.6.3"
+  std::string error;    // why it is not loaded (empty when loaded)
+};
+
+// Loads oneDNN once (thread-safe); never throws.
+const OnednnInfo& onednn_info();
+
+// C (M, N) = op(A) @ op(B) + beta * C, row-major, op(X) = X^T when the flag is set; A and B bf16,
+// products accumulated in fp32 into the fp32 C; beta is 0 or 1. Runs on the calling thread only
+// (call it from inside an OpenMP region for threading). Throws Error(kConfig) when oneDNN is not
+// loaded, Error(kInternal) when oneDNN rejects the shape.
+void onednn_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const bf16_t* A, int lda,
+                      const bf16_t* B, int ldb, float beta, float* C, int ldc);
+
+// The implementation oneDNN chose for the last shape created, e.g. "gemm:jit" or
+// "brg:avx512_core_bf16" (for bench's kernel-path line); "" before any call.
+std::string onednn_last_impl();
+
+}  // namespace flotilla::cpu
