@@ -120,10 +120,13 @@ string(CONCAT CPACK_DEBIAN_MAIN_DESCRIPTION "${PROJECT_DESCRIPTION}\n"
   "for NVIDIA GPUs.")
 # OpenBLAS is dlopen()ed (engine/cpu/blas.h); the Qt platform plugins (xcb, wayland, offscreen)
 # too. The SVG image and icon plugins come with libqt6svg6, which shlibdeps already pulls in.
+# oneDNN (libdnnl.so.2, engine/cpu/onednn.h) is dlopen()ed only for CPU bf16 training, so it is
+# recommended, not required: without it a bf16 CPU run is refused naming the package.
 set(FLOTILLA_MAIN_DEPENDS "libopenblas0")
+set(CPACK_DEBIAN_MAIN_PACKAGE_RECOMMENDS "libdnnl2")
 if(FLOTILLA_GUI)
   string(APPEND FLOTILLA_MAIN_DEPENDS ", qt6-qpa-plugins")
-  set(CPACK_DEBIAN_MAIN_PACKAGE_RECOMMENDS "fonts-dejavu-core")
+  set(CPACK_DEBIAN_MAIN_PACKAGE_RECOMMENDS "libdnnl2, fonts-dejavu-core")
 endif()
 set(CPACK_DEBIAN_MAIN_PACKAGE_DEPENDS "${FLOTILLA_MAIN_DEPENDS}")
 if(TARGET flotilla-cuda)
