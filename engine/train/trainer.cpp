@@ -436,11 +436,8 @@ int run_training(const TrainOptions& options) {
   validate_or_throw(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
   const bool cpu_bf16 = cfg.run.device == "cpu" && cfg.train.dtype == "bf16";
-  if (options.check_memory) {  // before any allocation
-    // CPU bf16 keeps fp32 storage (matmul_bf16.h): its memory is the fp32 run's, not a bf16 GPU's.
-    RunConfig storage = cfg;
-    if (cpu_bf16) storage.train.dtype = "fp32";
-    check_run_fits_memory(storage, env.local_world_size);
+  if (options.check_memory) {                          // before any allocation
+    check_run_fits_memory(cfg, env.local_world_size);  // the planner knows CPU bf16's fp32 storage
   }
   const std::string out_dir = resolved_out_dir(cfg);
   if (env.rank == 0) {

@@ -106,6 +106,20 @@ void test_zero_and_dp() {
   CHECK(z0.peak().workspace == one.peak().workspace + 2 * (25u << 20));
 }
 
+// CPU bf16 (engine/cpu/matmul_bf16.h) stores fp32 like an fp32 run and adds the bf16 copies of the
+// largest matmul's operands: the LM head's input, weight and output gradient (2 bytes each).
+void test_cpu_bf16_storage() {
+  const RunConfig f32 = cfg({"model.preset=gpt2-124m", "train.micro_batch=8", "train.seq_len=256"});
+  RunConfig b16 = f32;
+  b16.train.dtype = "bf16";
+  const MemoryBreakdown a = make_plan(f32, device()).peak(), b = make_plan(b16, device()).peak();
+  CHECK(b.weights == a.weights && b.gradients == a.gradients && b.activations == a.activations);
+  CHECK(b.master_weights == 0);
+  const GptDims d = dims_from_config(f32.model);
+  const uint64_t N = 8 * 256, C = static_cast<uint64_t>(d.n_embd), V = static_cast<uint64_t>(d.padded_vocab);
+  CHECK(b.workspace == a.workspace + 2 * (N * C + V * C + N * V));
+}
+
 void test_bf16_master_weights() {
   const RunConfig c = cfg({"run.device=cuda", "train.dtype=bf16", "parallel.dp=2", "parallel.zero=1"});
   const uint64_t P = num_parameters(dims_from_config(c.model));
@@ -236,7 +250,8 @@ void test_llama_counts() {
   c = cfg({"model.preset=smollm2-135m", "parallel.tp=3"});
   const Plan p = make_plan(c, device(1e12, 1e10));
   size_t shard0 = 0;
-  for (size_t n : local_param_sizes(dims_from_config(c.model), make_shard(dims_from_config(c.model), 3, 0, 1, 0)))
+  for (size_t n :
+       local_param_sizes(dims_from_config(c.model), make_shard(dims_from_config(c.model), 3, 0, 1, 0)))
     shard0 += n;
   CHECK(p.stages[0].params == shard0);
 }
@@ -248,6 +263,7 @@ int main() {
   test_single_rank_memory();
   test_zero_and_dp();
   test_bf16_master_weights();
+  test_cpu_bf16_storage();
   test_tensor_parallel();
   test_pipeline();
   test_recompute_and_time();
