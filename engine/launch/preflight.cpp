@@ -40,8 +40,9 @@ void preflight_worker_data(const std::vector<std::string>& args) {
   try {
     if (!cfg->data.train.empty()) open_run_data(*cfg, cfg->data.train, cfg->data.val, 0);
   } catch (const Error& e) {
+    // The reason first (the app shows it at the top of Live), then who refused it.
     throw Error(e.code(),
-                std::string("launch: preflight refused the run before starting any rank: ") + e.what());
+                std::string(e.what()) + " (launch's preflight refused the run before starting any rank)");
   }
 }
 
