@@ -130,9 +130,16 @@ void TestSettingsCrash::killDuringSavesLeavesWholeFiles() {
     }
     // Kill at a seeded point after the loop is running (a Qt process's start takes a while).
     const QString cue = tmp.filePath(QStringLiteral("saving"));
-    for (int w = 0; w < 5000 && !QFile::exists(cue); ++w)
+    int early = 0;
+    bool ended = false;
+    for (int w = 0; w < 30000 && !QFile::exists(cue) && !ended; ++w) {
+      ended = ::waitpid(pid, &early, WNOHANG) == pid;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    QVERIFY2(QFile::exists(cue), "the save loop did not start within 5 s");
+    }
+    QVERIFY2(!ended, qPrintable(QStringLiteral("round %1: the save loop ended by itself (wait status %2)")
+                                    .arg(round)
+                                    .arg(early)));
+    QVERIFY2(QFile::exists(cue), "the save loop did not start within 30 s");
     QFile::remove(cue);
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
     ::kill(pid, SIGKILL);
