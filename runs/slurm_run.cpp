@@ -90,6 +90,7 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
   resolve_model_source(config);
   validate_run_config(config, tasks * req.nodes);
+  check_remote_write_paths(config, "cluster " + cluster.name);
 
   remote::BatchSpec spec;
   spec.partition = req.partition.empty() ? cluster.partition : req.partition;
@@ -100,7 +101,9 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   spec.time_limit = req.time_limit;
   spec.signal_lead_s = req.signal_lead_s;
   spec.requeue = req.auto_resume;
-  // Checked before the row exists (run dir and paths are placeholders of the same shape).
+  // The user's fields (partition, account, time, lead) are checked before the row exists. The run
+  // dir, worker and config paths are only known after it, so valid stand-ins take their place
+  // here; the full spec is generated (and checked) once they are known.
   spec.job_name = "flotilla-run";
   spec.run_dir = "/placeholder";
   spec.worker = "/placeholder";
