@@ -83,9 +83,23 @@ int main() {
   trust_and_connect(s);
 
   // S8: arguments reach the remote program byte for byte.
-  const std::vector<std::string> args = {"a b",  "it's",  "\"dq\"",        "$HOME", "$(touch " + canary + ")",
-                                         "`touch " + canary + "`", "; touch " + canary, "-rf", "*", "../../x",
-                                         "new\nline", "\\", "tab\there", "!", "{a,b}", "~", "#"};
+  const std::vector<std::string> args = {"a b",
+                                         "it's",
+                                         "\"dq\"",
+                                         "$HOME",
+                                         "$(touch " + canary + ")",
+                                         "`touch " + canary + "`",
+                                         "; touch " + canary,
+                                         "-rf",
+                                         "*",
+                                         "../../x",
+                                         "new\nline",
+                                         "\\",
+                                         "tab\there",
+                                         "!",
+                                         "{a,b}",
+                                         "~",
+                                         "#"};
   std::vector<std::string> argv = {"printf", "%s\\0"};
   argv.insert(argv.end(), args.begin(), args.end());
   const ExecResult r = s.exec_argv(argv);
@@ -131,16 +145,39 @@ int main() {
     CHECK(st.state == RunState::kRunning && st.pid > 0 && st.started_at > 0);
     const std::string dir = fx.node(0).home + "/.flotilla/runs/hostile-1";
     CHECK(wait_until([&] { return !read_file(fx.node(0).home + "/argv.bin").empty(); }, 10));
-    const std::vector<std::string> expect = {"launch", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "1",
-                                             "--master-addr", "10.0.0.1", "--master-port", "29511", "--", "train",
-                                             "--config", spec.config_path, "--out-dir", dir, "--set",
-                                             "run.name=$(touch " + canary + ")", "--set", "data.path=a b;c `d`"};
+    const std::vector<std::string> expect = {"launch",
+                                             "--nproc-per-node",
+                                             "1",
+                                             "--nnodes",
+                                             "2",
+                                             "--node-rank",
+                                             "1",
+                                             "--master-addr",
+                                             "10.0.0.1",
+                                             "--master-port",
+                                             "29511",
+                                             "--",
+                                             "train",
+                                             "--config",
+                                             spec.config_path,
+                                             "--out-dir",
+                                             dir,
+                                             "--set",
+                                             "run.name=$(touch " + canary + ")",
+                                             "--set",
+                                             "data.path=a b;c `d`"};
     CHECK_MSG(read_file(fx.node(0).home + "/argv.bin") == joined0(expect), "%s",
               printable(read_file(fx.node(0).home + "/argv.bin")).c_str());
     // The environment entry arrived literally too.
-    const std::string wpid = read_file(dir + "/worker.pid");
-    CHECK(read_file("/proc/" + std::to_string(std::atol(wpid.c_str())) + "/environ")
-              .find("FLOTILLA_TEST_VALUE=$(touch " + canary + ") 'q'") != std::string::npos);
+    // (worker.pid is written by the wrapper after the stand-in worker starts: wait for it.)
+    CHECK(wait_until(
+        [&] {
+          const std::string wpid = read_file(dir + "/worker.pid");
+          return std::atol(wpid.c_str()) > 0 &&
+                 read_file("/proc/" + std::to_string(std::atol(wpid.c_str())) + "/environ")
+                         .find("FLOTILLA_TEST_VALUE=$(touch " + canary + ") 'q'") != std::string::npos;
+        },
+        10));
 
     // S5: a second start is refused while it runs, naming the pid; then also after it exited.
     try {
