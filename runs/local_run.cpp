@@ -318,6 +318,13 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
           std::string(out.end.note.empty() ? "" : "; ") +
           "the store was full for a while: its rows were stored from metrics.jsonl once it had space";
     try {
+      // The end is recorded only after every row: a run still missing rows stays 'running', so
+      // the next command's settle (stale_runs.cpp) stores the rest by offset and then its end.
+      // (An end's few bytes can fit a full store that the rows did not.)
+      if (!out.stored_all)
+        throw db::DbError(db::DbErrorKind::kFull, "storing the metrics of run " + w.name + " failed: " +
+                                                      (out.store_error.empty() ? "the store is full"
+                                                                               : out.store_error));
       // The accruals close when the worker ended, not when its last rows finally got stored.
       if (out.end.at <= 0) out.end.at = db::now_seconds();
       writer->run([&](db::Database& db) { record_end(db, w.run_id, out.end); });

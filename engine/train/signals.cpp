@@ -6,10 +6,10 @@
 namespace flotilla {
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
-volatile std::sig_atomic_t g_checkpoint_request = 0;
+volatile std::sig_atomic_t g_checkpoint_requests = 0;  // SIGUSR1s received, counted
 
 void on_stop(int sig) { g_stop_signal = sig; }
-void on_checkpoint(int) { g_checkpoint_request = 1; }
+void on_checkpoint(int) { g_checkpoint_requests = g_checkpoint_requests + 1; }
 }  // namespace
 
 void install_stop_signal_handlers() {
@@ -31,14 +31,10 @@ void install_stop_signal_handlers() {
 
 bool stop_requested() { return g_stop_signal != 0; }
 int stop_signal() { return g_stop_signal; }
-bool take_checkpoint_request() {
-  if (!g_checkpoint_request) return false;
-  g_checkpoint_request = 0;
-  return true;
-}
+int checkpoint_request_count() { return g_checkpoint_requests; }
 void reset_stop_request() {
   g_stop_signal = 0;
-  g_checkpoint_request = 0;
+  g_checkpoint_requests = 0;
 }
 
 }  // namespace flotilla

@@ -11,7 +11,9 @@ namespace flotilla {
 void install_stop_signal_handlers();
 bool stop_requested();
 int stop_signal();               // the signal that requested the stop (0 if none)
-bool take_checkpoint_request();  // true once after each SIGUSR1
+// SIGUSR1s received so far. A count, not a flag: a request forwarded to every rank (by launch, or
+// by Slurm) reaches them at different steps, and the group honours it once (Loop::exchange).
+int checkpoint_request_count();
 void reset_stop_request();       // for tests
 
 }  // namespace flotilla

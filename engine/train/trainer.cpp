@@ -12,12 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "engine/backend/registry.h"
@@ -370,8 +372,13 @@ StepRecord Loop::train_step() {
 
 // Per-rank timings to every rank, plus the stop and checkpoint flags every rank must agree on
 // (a signal may reach the ranks between different steps). Returns {stop, checkpoint}.
-std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, bool ckpt) {
-  if (!world) return {stop, ckpt};
+std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests) {
+  const auto take = [this](int most) {
+    if (most <= requests_honoured) return false;
+    requests_honoured = most;
+    return true;
+  };
+  if (!world) return {stop, take(requests)};
   constexpr size_t kFields = 9;
   const float mine[kFields] = {static_cast<float>(r.data_ms),
                                static_cast<float>(r.forward_ms),
@@ -381,18 +388,19 @@ std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, bool ckpt) {
                                static_cast<float>(r.step_ms),
                                static_cast<float>(r.bubble_ms),
                                stop ? 1.0f : 0.0f,
-                               ckpt ? 1.0f : 0.0f};
+                               static_cast<float>(requests)};  // exact below 2^24
   std::vector<float> all(kFields * static_cast<size_t>(world_size));
   world->all_gather(mine, all.data(), kFields);
-  bool any_stop = false, any_ckpt = false;
+  bool any_stop = false;
+  int most_requests = 0;
   r.ranks.clear();
   for (int q = 0; q < world_size; ++q) {
     const float* f = all.data() + kFields * static_cast<size_t>(q);
     r.ranks.push_back({f[0], f[1], f[2], f[3], f[4], f[5], f[6]});
     any_stop = any_stop || f[7] > 0;
-    any_ckpt = any_ckpt || f[8] > 0;
+    most_requests = std::max(most_requests, static_cast<int>(f[8]));
   }
-  return {any_stop, any_ckpt};
+  return {any_stop, take(most_requests)};
 }
 }  // namespace train_detail
 
@@ -429,6 +437,10 @@ static int export_at_end(train_detail::Loop& loop) {
 }
 
 int run_training(const TrainOptions& options) {
+  // First: a stop (a budget, a Slurm time limit, a user's Stop) or a checkpoint request (USR1,
+  // whose default action would kill us) that arrives while the run is still setting up is then
+  // honoured after step 1, with a checkpoint, instead of killing the worker with nothing saved.
+  install_stop_signal_handlers();
   const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
   interop::apply_hf_init_from(cfg);  // a Hugging Face folder decides the model's shape
@@ -494,7 +506,6 @@ int run_training(const TrainOptions& options) {
     loop.peak_flops = peak;
   }
 
-  install_stop_signal_handlers();
   loop.metrics.run_start(cfg.run.name, config_to_json(cfg, -1), loop.world_size,
                          num_parameters_unpadded(loop.dims), loop.flops_per_token, loop.step, resumed_from,
                          baseline_rss);
@@ -548,6 +559,10 @@ int run_training(const TrainOptions& options) {
   bool saved_at_end = false;
   const char* abort_env = std::getenv("FLOTILLA_TEST_ABORT_AT_STEP");
   const int64_t abort_at_step = abort_env ? std::atoll(abort_env) : -1;
+  // Test hook: a pause after each step, so a test's tiny run cannot end before the fault it
+  // injects mid-run (a fast machine runs thousands of such steps a second).
+  const char* pace_env = std::getenv("FLOTILLA_TEST_STEP_SLEEP_MS");
+  const int pace_ms = pace_env ? std::atoi(pace_env) : 0;
 
   bool reported_activations = false;
   while (loop.step < last_step) {
@@ -562,9 +577,10 @@ int run_training(const TrainOptions& options) {
               (cfg.train.recompute ? " (recompute on)" : ""),
           {{"activation_bytes", std::to_string(act)}, {"recompute", cfg.train.recompute ? "true" : "false"}});
     }
-    const auto [stop_now, checkpoint_now] = loop.exchange(r, stop_requested(), take_checkpoint_request());
+    const auto [stop_now, checkpoint_now] = loop.exchange(r, stop_requested(), checkpoint_request_count());
     loop.heartbeat.set_step(loop.step);
     if (loop.step == abort_at_step) std::abort();  // test hook: a crash at a known step (R2)
+    if (pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms));
     last_loss = r.loss;
     if (r.step > 1 || loop.step == 1) {
       tps_sum += r.tokens_per_s;

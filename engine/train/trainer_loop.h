@@ -153,7 +153,10 @@ struct Loop {
   double device_eval_sum(const std::vector<MicroBatch>& batches);  // sum of loss x loss_weight
   void push_to_device();    // host mirror (params, moments) -> device (start, resume)
   void pull_from_device();  // device -> host mirror (checkpoint, sample)
-  std::pair<bool, bool> exchange(StepRecord& r, bool stop, bool ckpt);
+  // {stop, checkpoint}: stop if any rank was asked to; checkpoint once per new request, however
+  // many ranks received it (requests = this rank's checkpoint_request_count()).
+  std::pair<bool, bool> exchange(StepRecord& r, bool stop, int requests);
+  int requests_honoured = 0;  // the highest request count any rank had at the last request checkpoint
   double tp_wait_ms() const;  // time blocked in TP collectives since the group was made
 };
 

@@ -5,6 +5,7 @@
 // - until the end: the end cannot be recorded; the run is settled once writing works again, with
 //   every step stored, the status its summary gives, and its accrual closed when the worker ended;
 // - at the start: nothing is left behind, not even a row in `created`.
+#include <cstdlib>
 #include <fstream>
 
 #include "db/errors.h"
@@ -61,17 +62,22 @@ void full_for_a_while(db::Writer& writer, const std::string& dir) {
 }
 
 void full_until_the_end(db::Writer& writer, const std::string& dir) {
-  // Long enough that the store is full before the worker ends: a tiny step takes well under a
-  // millisecond on a fast machine, and 3,000 of them once finished (and were stored) first.
-  constexpr int kSteps = 30000;
+  // Paced so the store is full before the worker ends: a tiny step takes well under a millisecond
+  // on a fast machine, and 30,000 unpaced ones once finished (and were stored) first. 3,000 steps
+  // of at least 2 ms last 6 s or more; the store fills after the first 20 are stored.
+  constexpr int kSteps = 3000;
+  ::setenv("FLOTILLA_TEST_STEP_SLEEP_MS", "2", 1);  // the worker inherits it (runs/process.cpp)
   Started s = create_and_start(writer, dir, tiny_config(kSteps, "", 10000), "full-to-the-end");
+  ::unsetenv("FLOTILLA_TEST_STEP_SLEEP_MS");
   Watcher w(&writer, s.watch);
   CHECK(wait_until([&] { return steps_stored(writer.path(), s.run.run_id) >= 20; }, 60));
   fill(writer, true);
   CHECK(w.wait(120));
   const runs::LocalOutcome& o = w.outcome();
   CHECK(o.exit_code == 0);              // the worker finished its run
-  CHECK(!o.stored_all && !o.recorded);  // but the store could take neither its rows nor its end
+  CHECK_MSG(!o.stored_all && !o.recorded, "stored_all %d recorded %d, %lld of %d steps stored, error '%s'",
+            o.stored_all, o.recorded, static_cast<long long>(steps_stored(writer.path(), s.run.run_id)), kSteps,
+            o.store_error.c_str());  // but the store could take neither its rows nor its end
   CHECK(o.store_error.find("full") != std::string::npos);
   const double worker_end = o.end.at;
   CHECK(stored(writer.path(), s.run.run_id).status == db::RunStatus::kRunning);
