@@ -110,5 +110,25 @@ int main() {
     CHECK(r.exit_code == 0);
     CHECK(records(out, "run_start").back()["start_step"].get<int64_t>() == last_periodic);
   }
+  // Signals while the run is still setting up (a budget stop or a Slurm USR1 right after the
+  // start): the handlers are installed before anything else, so USR1 is a checkpoint request (its
+  // default action would kill the worker) and TERM a stop, both honoured after step 1. The window
+  // is widened by measuring the FMA peak (no FLOTILLA_PEAK_FLOPS, an empty cache folder); the
+  // worker writes config.toml after installing them.
+  {
+    const std::string cfg = root + "/early.toml", out = root + "/early";
+    write_text(cfg, config_text(30));
+    const pid_t pid =
+        spawn({FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", out, "--quiet"},
+              {"OMP_NUM_THREADS=1", "FLOTILLA_CACHE_DIR=" + root + "/early-cache"}, out + ".log");
+    CHECK(wait_until([&] { return std::filesystem::exists(out + "/config.toml"); }, 60));
+    kill(pid, SIGUSR1);
+    kill(pid, SIGTERM);
+    const int code = wait_exit(pid);
+    CHECK_MSG(code == 10, "exit code %d: %s", code, read_file(out + ".log").c_str());
+    const auto cks = records(out, "checkpoint");
+    CHECK_MSG(!cks.empty() && cks.back()["reason"] == "preempt" && cks.back()["step"].get<int64_t>() >= 1,
+              "%zu checkpoints", cks.size());
+  }
   return summary("preemption");
 }
