@@ -421,8 +421,19 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
     exit_code = asked ? static_cast<int>(ExitCode::kPreempted) : 1;
     end.exit_code = std::nullopt;
   }
+  // A job that started and ended between two polls was never seen RUNNING: it ran for the record's
+  // RunTime before its end, which is when its spend accrued (a queued run cannot end completed).
+  const std::optional<int64_t> ran_s =
+      record.count("RunTime") ? remote::parse_slurm_duration(record["RunTime"]) : std::nullopt;
+  const bool ran = (marker && marker->restarts >= restarts) || ran_s.value_or(0) > 0;
   writer.run([&](db::Database& wdb) {
     db::set_slurm_job_state(wdb, run_id, final_state.empty() ? "GONE" : final_state, "", restarts);
+    if (ran && db::get_run(wdb, run_id).status == db::RunStatus::kQueued) {
+      const double ended = end.at > 0 ? end.at : db::now_seconds();
+      record_running(wdb, run_id, ended - static_cast<double>(std::max<int64_t>(0, ran_s.value_or(0))),
+                     "slurm job " + w.job_id + " ran between two polls (attempt " +
+                         std::to_string(restarts + 1) + ")");
+    }
     record_end(wdb, run_id, end);
   });
   writer.flush();
