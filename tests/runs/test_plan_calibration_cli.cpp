@@ -110,14 +110,11 @@ void check_layout(int dp, int steps) {
               100 * last["error"].get<double>());
   CHECK_MSG(std::fabs(last["error"].get<double>()) <= kTolerance, "dp=%d: last-run error %.3f", dp,
             last["error"].get<double>());
-  // The nominal planner is off by a wide margin for one rank whatever the load (-82% to -95% on a
-  // busy machine, above +100% on a quiet one). For dp = 2 its error crosses zero as the load varies
-  // (-52% at load 14, -21% at load 6): printed, not asserted.
+  // The nominal planner's error depends on the machine and its load (-82% to -95% on a busy 2-core
+  // Zen, above +100% on a quiet one, -4% on a quiet AVX2 EPYC once its FMA ceiling was measured right):
+  // printed for the record, not asserted. The learned figure above is what is held to kTolerance.
   const double nominal_error = rel(nominal, measured_step_s(b));
   std::printf("dp=%d nominal planner against run b: %+.0f%%\n", dp, 100 * nominal_error);
-  if (dp == 1)
-    CHECK_MSG(std::fabs(nominal_error) > kTolerance, "nominal %.3f s vs run b %.3f s", nominal,
-              measured_step_s(b));
   CHECK(after["calibration"]["learned_from"] == 2);
   // The text the user reads carries the same numbers.
   const ProcResult text = cli({"plan", kDemo, "--set", "parallel.dp=" + std::to_string(dp)});
