@@ -24,7 +24,7 @@ constexpr int kAcc = 16;  // AVX-512: 32 zmm registers hold 16 chains plus the o
 // AVX2 and SSE have 16 registers: 16 chains plus x and y spilled to the stack every iteration and
 // measured the ceiling at 2/3 of what the library's sgemm reached (AMD EPYC, AVX2: 52 against 63
 // GFLOP/s). 12 chains still cover FMA latency x ports (4-5 cycles x 2) and stay in registers.
-constexpr int kAcc16 = 12;
+constexpr int kAccNarrow = 12;
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
@@ -44,15 +44,15 @@ __attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
 }
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
-  __m256 acc[kAcc16];
-  for (int k = 0; k < kAcc16; ++k) acc[k] = _mm256_set1_ps(0.001f * static_cast<float>(k));
+  __m256 acc[kAccNarrow];
+  for (int k = 0; k < kAccNarrow; ++k) acc[k] = _mm256_set1_ps(0.001f * static_cast<float>(k));
   const __m256 x = _mm256_set1_ps(0.9999999f), y = _mm256_set1_ps(1e-7f);
   for (long i = 0; i < iters; ++i) {
 #pragma GCC unroll 12
-    for (int k = 0; k < kAcc16; ++k) acc[k] = _mm256_fmadd_ps(acc[k], x, y);
+    for (int k = 0; k < kAccNarrow; ++k) acc[k] = _mm256_fmadd_ps(acc[k], x, y);
   }
   __m256 s = acc[0];
-  for (int k = 1; k < kAcc16; ++k) s = _mm256_add_ps(s, acc[k]);
+  for (int k = 1; k < kAccNarrow; ++k) s = _mm256_add_ps(s, acc[k]);
   alignas(32) float out[8];
   _mm256_store_ps(out, s);
   return out[0] + out[7];
@@ -60,15 +60,15 @@ __attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
 
 // SSE has no FMA: one mul and one add per lane (2 FLOP), the same count as an FMA.
 float fma_loop_sse(long iters) {
-  __m128 acc[kAcc16];
-  for (int k = 0; k < kAcc16; ++k) acc[k] = _mm_set1_ps(0.001f * static_cast<float>(k));
+  __m128 acc[kAccNarrow];
+  for (int k = 0; k < kAccNarrow; ++k) acc[k] = _mm_set1_ps(0.001f * static_cast<float>(k));
   const __m128 x = _mm_set1_ps(0.9999999f), y = _mm_set1_ps(1e-7f);
   for (long i = 0; i < iters; ++i) {
 #pragma GCC unroll 12
-    for (int k = 0; k < kAcc16; ++k) acc[k] = _mm_add_ps(_mm_mul_ps(acc[k], x), y);
+    for (int k = 0; k < kAccNarrow; ++k) acc[k] = _mm_add_ps(_mm_mul_ps(acc[k], x), y);
   }
   __m128 s = acc[0];
-  for (int k = 1; k < kAcc16; ++k) s = _mm_add_ps(s, acc[k]);
+  for (int k = 1; k < kAccNarrow; ++k) s = _mm_add_ps(s, acc[k]);
   return _mm_cvtss_f32(s);
 }
 
@@ -142,8 +142,8 @@ double best_rate(Loop loop, double flops_per_iter, int threads, double seconds) 
 double fma_peak_gflops(KernelPath isa, int threads, double seconds) {
 #if defined(__x86_64__)
   if (isa >= KernelPath::kAvx512) return best_rate(fma_loop_avx512, kAcc * 16 * 2.0, threads, seconds);
-  if (isa == KernelPath::kAvx2) return best_rate(fma_loop_avx2, kAcc16 * 8 * 2.0, threads, seconds);
-  return best_rate(fma_loop_sse, kAcc16 * 4 * 2.0, threads, seconds);
+  if (isa == KernelPath::kAvx2) return best_rate(fma_loop_avx2, kAccNarrow * 8 * 2.0, threads, seconds);
+  return best_rate(fma_loop_sse, kAccNarrow * 4 * 2.0, threads, seconds);
 #else
   (void)isa, (void)threads, (void)seconds;
   return 0;
