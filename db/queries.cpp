@@ -104,6 +104,9 @@ std::vector<RunListItem> list_runs(const Database& db, const RunFilter& f) {
       item.last_step = lp->step;
       item.last_loss = lp->value;
     }
+    Stmt count(db, "SELECT COUNT(*) FROM checkpoints WHERE run_id = ?");  // the primary key's prefix
+    count.bind(1, item.run.id);
+    if (count.step()) item.checkpoints = count.i64(0);
     out.push_back(std::move(item));
   }
   using Sort = RunFilter::Sort;

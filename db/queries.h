@@ -32,6 +32,7 @@ struct RunListItem {
   Run run;
   int64_t last_step = 0;            // highest step with a loss
   std::optional<double> last_loss;  // loss at last_step
+  int64_t checkpoints = 0;          // committed checkpoints recorded (on disk or not)
 };
 std::vector<RunListItem> list_runs(const Database& db, const RunFilter& filter = {});
 // Whether any run has one of `statuses` (a cheap check before looking closer).

@@ -5,6 +5,9 @@
 // run followed late replayed from its metrics file.
 #include <QElapsedTimer>
 #include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -17,6 +20,7 @@
 #include "ui/common/numberformat.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
+#include "ui/live/logfind.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/seriesstore.h"
 #include "ui/plot/smoothing.h"
@@ -40,6 +44,7 @@ class TestLivePage : public QObject {
   void followingLateReplaysTheFile();
   void aTinyLossIsNotShownAsZero();
   void timeLeftFollowsTheRunsMeasuredPace();
+  void theLogCanBeSearched();
 
  private:
   QTemporaryDir m_tmp;
@@ -287,6 +292,51 @@ void TestLivePage::timeLeftFollowsTheRunsMeasuredPace() {
   QVERIFY(finished.wait(10000));
   page.refresh();
   QVERIFY2(!page.statusText().contains(QStringLiteral(" left")), qPrintable(page.statusText()));  // ended
+}
+
+// Issue 18: "a log pane that reads like a log": search. Every match counted and lit, Enter and
+// Shift+Enter step through them, lines arriving later are searched too, Ctrl+F reaches the field.
+void TestLivePage::theLogCanBeSearched() {
+  QPlainTextEdit log;
+  QLineEdit field;
+  QLabel count;
+  flotilla::ui::LogFind find(&log, &field, &count);
+  for (int i = 1; i <= 30; ++i)
+    log.appendPlainText(i % 10 == 0 ? QStringLiteral("step %1: Checkpoint saved").arg(i)
+                                    : QStringLiteral("step %1: loss 3.%2").arg(i).arg(i));
+  QTest::keyClicks(&field, QStringLiteral("checkpoint"));  // any case
+  QCOMPARE(find.matchCount(), 3);
+  QCOMPARE(find.currentIndex(), 2);  // the newest first
+  QCOMPARE(count.text(), QStringLiteral("3 of 3"));
+  QCOMPARE(find.currentLine(), QStringLiteral("step 30: Checkpoint saved"));
+  QCOMPARE(log.textCursor().selectedText(), QStringLiteral("Checkpoint"));
+  QCOMPARE(log.extraSelections().size(), 3);
+  QTest::keyClick(&field, Qt::Key_Return);  // wraps to the first
+  QCOMPARE(find.currentLine(), QStringLiteral("step 10: Checkpoint saved"));
+  QTest::keyClick(&field, Qt::Key_Return, Qt::ShiftModifier);
+  QCOMPARE(find.currentLine(), QStringLiteral("step 30: Checkpoint saved"));
+  log.appendPlainText(QStringLiteral("step 40: checkpoint saved"));
+  find.logChanged();
+  QTRY_COMPARE(find.matchCount(), 4);
+  QCOMPARE(find.currentLine(), QStringLiteral("step 30: Checkpoint saved"));  // the place is kept
+  QTest::keyClicks(&field, QStringLiteral("zzz"));
+  QCOMPARE(find.matchCount(), 0);
+  QCOMPARE(count.text(), QStringLiteral("no match"));
+  QVERIFY(log.extraSelections().isEmpty());
+  QTest::keyClick(&field, Qt::Key_Escape);
+  QVERIFY(field.text().isEmpty());
+  QVERIFY(count.text().isEmpty());
+
+  LivePage page;
+  page.resize(1100, 750);
+  page.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&page));
+  auto* pageField = page.findChild<QLineEdit*>(QStringLiteral("liveLogFind"));
+  QVERIFY(pageField);
+  QVERIFY(page.logFind());
+  page.findChild<QPlainTextEdit*>(QStringLiteral("liveLog"))->setFocus();
+  QTest::keySequence(&page, QKeySequence::Find);
+  QTRY_VERIFY(pageField->hasFocus());
 }
 
 QTEST_MAIN(TestLivePage)

@@ -7,6 +7,7 @@
 //  3. "Fork from a checkpoint" lists the checkpoints off the UI thread: fork() returns at once,
 //     the question comes later on the UI thread with only the checkpoints still on disk, newest
 //     first; a run without any reports so.
+#include <QDateTime>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QProgressBar>
@@ -212,22 +213,33 @@ void TestRunsViewActions::forkListsCheckpointsOffTheUiThread() {
   QVERIFY(QDir().mkpath(newer));
   {
     db::Database d(m_db.toStdString());
-    db::Stmt insert(d, "INSERT INTO checkpoints(run_id, step, dir, time) VALUES (?, ?, ?, 0)");
+    db::Stmt insert(d, "INSERT INTO checkpoints(run_id, step, dir, time, bytes, reason) VALUES (?, ?, ?, ?, ?, ?)");
     const std::vector<std::pair<int, QString>> rows = {
         {10, older}, {20, m_tmp.filePath(QStringLiteral("parent/ckpt-20-deleted"))}, {30, newer}};
     for (const auto& [step, dir] : rows) {
-      insert.bind(1, id).bind(2, step).bind(3, dir.toStdString()).run();
+      insert.bind(1, id).bind(2, step).bind(3, dir.toStdString()).bind(4, 1764680000.0 + step);
+      insert.bind(5, int64_t{3} << 20).bind(6, std::string("periodic")).run();
       insert.reset();
     }
+    // Losses every 4 steps: a checkpoint between two shows the one before it.
+    std::vector<db::MetricRow> metrics;
+    for (int s = 4; s <= 32; s += 4) metrics.push_back({id, "loss", s, 10.0 - 0.25 * s, 1000.0 + s});
+    metrics.push_back({id, "val_loss", 30, 2.75, 1030.0});
+    db::write_tx(d, [&] { db::MetricSink(d).insert(metrics); });
   }
   flotilla::ui::StoreService store(m_db, nullptr, 100);
   flotilla::ui::LocalRuns runs(m_ws);
   runs.setStore(&store);
   StoreRunsView view(&store, &runs);
-  QStringList offered;
+  QStringList offered, labels;
   QThread* askedOn = nullptr;
-  view.chooseCheckpoint = [&](const QStringList& dirs) {
-    offered = dirs;
+  view.chooseCheckpoint = [&](const QList<flotilla::ui::CheckpointChoice>& choices) {
+    offered.clear();
+    labels.clear();
+    for (const auto& c : choices) {
+      offered << c.dir;
+      labels << c.label;
+    }
     askedOn = QThread::currentThread();
     return QString();  // cancelled: nothing starts
   };
@@ -240,6 +252,10 @@ void TestRunsViewActions::forkListsCheckpointsOffTheUiThread() {
   QVERIFY(offered.isEmpty());  // not asked yet: the list is read elsewhere
   QVERIFY(listed.wait(30000));
   QCOMPARE(offered, (QStringList{newer, older}));
+  // Each by step, loss (the one logged at or before it), validation loss, time, size and reason.
+  const QString at30 = QDateTime::fromSecsSinceEpoch(1764680030).toString(QStringLiteral("yyyy-MM-dd HH:mm"));
+  QCOMPARE(labels.value(0), QStringLiteral("step 30 · loss 3.0000 · val 2.7500 · %1 · 3.0 MiB · periodic").arg(at30));
+  QVERIFY2(labels.value(1).startsWith(QStringLiteral("step 10 · loss 8.0000 · ")), qPrintable(labels.value(1)));
   QCOMPARE(askedOn, QThread::currentThread());
   QVERIFY(!view.isBusy());
   QCOMPARE(errors.count(), 0);

@@ -73,7 +73,15 @@ T* child(QWidget* page, const char* name) {
   return w;
 }
 
-QString shownProblems(QWizardPage* page) { return child<QLabel>(page, "problems")->text(); }
+// Every problem the page shows now: beside its fields (fieldProblem-*) and in its list ("problems").
+QString shownProblems(QWizardPage* page) {
+  QStringList out;
+  for (QLabel* l : page->findChildren<QLabel*>())
+    if ((l->objectName() == QLatin1String("problems") || l->objectName().startsWith(QLatin1String("fieldProblem-"))) &&
+        !l->isHidden() && !l->text().isEmpty())
+      out << l->text();
+  return out.join(QLatin1Char('\n'));
+}
 
 // The engine's own messages for the config under the given field prefix.
 QStringList engineMessages(const RunConfig& c, int ranks, const std::string& prefix) {
@@ -109,6 +117,9 @@ class TestWizard : public QObject {
   void aLayoutThatDoesNotFitIsAdvisedAndRecommendFixesIt();
   void batchPageDerivesAccumulationAndDrawsTheSchedule();
   void learningRateKeepsWhatIsTyped();
+  void problemsAreShownBesideTheirField();
+  void batchAndLayoutChangesKeepTheGlobalBatch();
+  void everyHardwareFieldExplainsItself();
   void checkpointAndBudgetPagesValidate();
   void budgetPricesAreCatalogueChoicesWithTheirPrice();
   void reviewEditsFlowBackAndTemplatesRoundTrip();
@@ -412,8 +423,14 @@ void TestWizard::aLayoutThatDoesNotFitIsAdvisedAndRecommendFixesIt() {
   QCOMPARE(w->ranks(), bestRanks);
   QCOMPARE(flotilla::tokens_per_step(w->config()), tokens);  // the global batch is kept
   QVERIFY(w->draft()->plan()->fits);
-  QVERIFY2(page->recommendationText().startsWith(QStringLiteral("Applied")),
-           qPrintable(page->recommendationText()));
+  // Recommend says what it changed, that the batch (the training) stayed, and what it bought.
+  const QString said = page->recommendationText();
+  QVERIFY2(said.startsWith(QStringLiteral("Recommend changed ")), qPrintable(said));
+  QVERIFY2(said.contains(QStringLiteral("micro-batch 64 → %1").arg(best->config.train.micro_batch)), qPrintable(said));
+  QVERIFY2(said.contains(QStringLiteral("The global batch stays %1 tokens").arg(QLocale().toString(qlonglong(tokens)))),
+           qPrintable(said));
+  QVERIFY2(said.contains(QStringLiteral("It did not fit before; it fits now.")), qPrintable(said));
+  QVERIFY2(said.contains(QStringLiteral(" s → ")), qPrintable(said));
   shoot(w.get(), QStringLiteral("hardware-recommended"));
 }
 
@@ -486,6 +503,103 @@ void TestWizard::learningRateKeepsWhatIsTyped() {
   type(QStringLiteral("6E-4"));
   QCOMPARE(w->config().optim.lr, 6e-4);
   QVERIFY(w->batchPage()->lrWarning().isEmpty());
+}
+
+// Issue 18: a wizard error sits under its field, the field is tinted and its tooltip names the
+// problem; a problem of a field the page does not bind stays in the list under the fields.
+void TestWizard::problemsAreShownBesideTheirField() {
+  auto w = makeWizard();
+  for (int i = 0; i < 3; ++i) w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Batch));
+  auto* page = w->batchPage();
+  auto* micro = child<QSpinBox>(page, "microBatch");
+  const QString tip = micro->toolTip();
+  const QColor base = micro->palette().color(QPalette::Base);
+  setSpin(page, "microBatch", 0);
+  QVERIFY(!page->isComplete());
+  const QString engine = engineMessages(w->config(), 1, "train.micro_batch").value(0, QStringLiteral("?"));
+  auto* beside = child<QLabel>(page, "fieldProblem-train.micro_batch");
+  QVERIFY2(!beside->isHidden() && beside->text().contains(engine), qPrintable(beside->text()));
+  QCOMPARE(page->problemBeside(QStringLiteral("train.micro_batch")), beside->text());
+  QVERIFY2(!child<QLabel>(page, "problems")->text().contains(engine), "shown twice");
+  QVERIFY2(micro->toolTip().contains(engine), qPrintable(micro->toolTip()));
+  QVERIFY(micro->palette().color(QPalette::Base) != base);
+  shoot(w.get(), QStringLiteral("field-problem"));
+  setSpin(page, "microBatch", 8);
+  QVERIFY(page->isComplete());
+  QVERIFY(beside->isHidden());
+  QCOMPARE(micro->toolTip(), tip);
+  QCOMPARE(micro->palette().color(QPalette::Base), base);
+
+  // The Hardware page: the ranks against the layout beside the degrees, ZeRO beside its box.
+  w->back();
+  QCOMPARE(w->currentId(), int(RunWizard::Hardware));
+  auto* hw = w->hardwarePage();
+  setSpin(hw, "zero", 3);
+  QVERIFY2(hw->problemBeside(QStringLiteral("parallel.zero"))
+               .contains(engineMessages(w->config(), 1, "parallel.zero").value(0, QStringLiteral("?"))),
+           qPrintable(shownProblems(hw)));
+  QVERIFY(child<QLabel>(hw, "problems")->isHidden());
+  setSpin(hw, "zero", 0);
+  QVERIFY(hw->isComplete());
+}
+
+// Issue 18: a micro-batch, sequence or layout change keeps the global batch (the training); the
+// accumulation (or, for a layout change, the micro-batch) adjusts and the pages say what moved.
+void TestWizard::batchAndLayoutChangesKeepTheGlobalBatch() {
+  auto w = makeWizard();
+  for (int i = 0; i < 3; ++i) w->next();
+  auto* page = w->batchPage();
+  QCOMPARE(flotilla::tokens_per_step(w->config()), 8 * 128);
+  child<QSpinBox>(page, "globalBatchTokens")->setValue(4 * 8 * 128);
+  setSpin(page, "microBatch", 4);  // the batch stays 4,096 tokens: 8 micro-batches of 4
+  QCOMPARE(flotilla::tokens_per_step(w->config()), 4 * 8 * 128);
+  QCOMPARE(flotilla::grad_accum_steps(w->config()), 8);
+  QCOMPARE(child<QLabel>(page, "batchNote")->text(),
+           QStringLiteral("The global batch stays 4,096 tokens: accumulation 4 → 8."));
+  setSpin(page, "seqLen", 64);  // shorter sequences, same tokens: twice the accumulation
+  QCOMPARE(flotilla::tokens_per_step(w->config()), 4096);
+  QCOMPARE(flotilla::grad_accum_steps(w->config()), 16);
+  setSpin(page, "seqLen", 128);
+  setSpin(page, "microBatch", 3);  // 3 x 128 does not divide 4,096: the nearest multiple
+  QCOMPARE(flotilla::tokens_per_step(w->config()), 11 * 3 * 128);
+  QVERIFY2(child<QLabel>(page, "batchNote")->text().contains(QStringLiteral("moved from 4,096 to 4,224 tokens")),
+           qPrintable(child<QLabel>(page, "batchNote")->text()));
+  QVERIFY(page->isComplete());
+  setSpin(page, "microBatch", 8);
+  child<QSpinBox>(page, "globalBatchTokens")->setValue(8 * 128);  // back to no accumulation
+  QVERIFY(child<QLabel>(page, "batchNote")->text().isEmpty());
+
+  // dp 1 → 2 with no accumulation: each rank takes half the micro-batch, the batch stays 1,024.
+  w->back();
+  auto* hw = w->hardwarePage();
+  setSpin(hw, "dp", 2);
+  QCOMPARE(w->config().train.micro_batch, 4);
+  QCOMPARE(flotilla::tokens_per_step(w->config()), 8 * 128);
+  QCOMPARE(child<QLabel>(hw, "batchNote")->text(),
+           QStringLiteral("The global batch stays 1,024 tokens: micro-batch 8 → 4, accumulation 1 → 1."));
+  QVERIFY2(hw->isComplete(), qPrintable(shownProblems(hw)));
+  setSpin(hw, "dp", 1);  // back: the micro-batch chosen on the Batch page returns
+  QCOMPARE(w->config().train.micro_batch, 8);
+  QCOMPARE(w->config().train.global_batch_tokens, 0);
+  w->next();
+  QCOMPARE(child<QSpinBox>(w->batchPage(), "microBatch")->value(), 8);
+}
+
+// Issue 18: every Hardware field has a tooltip that says what it does.
+void TestWizard::everyHardwareFieldExplainsItself() {
+  auto w = makeWizard();
+  for (int i = 0; i < 2; ++i) w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Hardware));
+  QWidget* page = w->hardwarePage();
+  for (const char* name : {"target", "ranks", "dp", "tp", "pp", "zero", "microBatches", "pipelineSchedule",
+                           "dtype", "recompute", "recommendButton"}) {
+    QWidget* field = page->findChild<QWidget*>(QLatin1String(name));
+    QVERIFY2(field, name);
+    QVERIFY2(field->toolTip().size() > 40, name);
+  }
+  QVERIFY(child<QWidget>(page, "zero")->toolTip().contains(QStringLiteral("ZeRO")));
+  QVERIFY(child<QWidget>(page, "pipelineSchedule")->toolTip().contains(QStringLiteral("1F1B")));
 }
 
 void TestWizard::checkpointAndBudgetPagesValidate() {

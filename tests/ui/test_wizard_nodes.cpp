@@ -127,7 +127,7 @@ void TestWizardNodes::nodesAreTargetsWithTheirGpusAndPrices() {
   // Three ranks cannot be split over two nodes: the page says so.
   page->findChild<QSpinBox*>(QStringLiteral("ranks"))->setValue(3);
   QVERIFY(!page->isComplete());
-  const QString problems = page->findChild<QLabel*>(QStringLiteral("problems"))->text();
+  const QString problems = page->findChild<QLabel*>(QStringLiteral("fieldProblem-ranks"))->text();
   QVERIFY2(problems.contains(QStringLiteral("2 node(s) run 8 rank(s) each")), qPrintable(problems));
 
   // The node without GPUs: one CPU rank.

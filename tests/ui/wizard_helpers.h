@@ -39,7 +39,15 @@ T* child(QWidget* page, const char* name) {
   return w;
 }
 
-inline QString shownProblems(QWizardPage* page) { return child<QLabel>(page, "problems")->text(); }
+// Every problem the page shows now: beside its fields (fieldProblem-*) and in its list ("problems").
+inline QString shownProblems(QWizardPage* page) {
+  QStringList out;
+  for (QLabel* l : page->findChildren<QLabel*>())
+    if ((l->objectName() == QLatin1String("problems") || l->objectName().startsWith(QLatin1String("fieldProblem-"))) &&
+        !l->isHidden() && !l->text().isEmpty())
+      out << l->text();
+  return out.join(QLatin1Char('\n'));
+}
 
 // Copies the named files of `from` into a new folder `to`; false when one does not copy.
 inline bool copyFiles(const QString& from, const QString& to, const QStringList& names) {

@@ -6,10 +6,12 @@
 #include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLocale>
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QShortcut>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -21,6 +23,7 @@
 #include "ui/common/numberformat.h"
 #include "ui/common/pageheader.h"
 #include "ui/live/livedashboard.h"
+#include "ui/live/logfind.h"
 #include "ui/live/nodesamples.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
@@ -163,7 +166,31 @@ LivePage::LivePage(QWidget* parent)
   auto* bottom = new QSplitter(Qt::Horizontal, this);
   bottom->setObjectName(QStringLiteral("liveBottomSplit"));
   bottom->setChildrenCollapsible(false);
-  bottom->addWidget(m_log);
+  // The log with its find row (Ctrl+F): every match lit, Enter / Shift+Enter step through them.
+  auto* logBox = new QWidget(this);
+  auto* logLayout = new QVBoxLayout(logBox);
+  logLayout->setContentsMargins(0, 0, 0, 0);
+  logLayout->setSpacing(2);
+  auto* findRow = new QHBoxLayout;
+  auto* findField = new QLineEdit(logBox);
+  findField->setObjectName(QStringLiteral("liveLogFind"));
+  findField->setPlaceholderText(tr("Find in the log (Ctrl+F; Enter: next, Shift+Enter: previous)"));
+  findField->setClearButtonEnabled(true);
+  auto* findCount = new QLabel(logBox);
+  findCount->setObjectName(QStringLiteral("liveLogFindCount"));
+  findCount->setForegroundRole(QPalette::PlaceholderText);
+  findRow->addWidget(findField, 1);
+  findRow->addWidget(findCount);
+  logLayout->addLayout(findRow);
+  logLayout->addWidget(m_log, 1);
+  m_logFind = new LogFind(m_log, findField, findCount, this);
+  auto* findKey = new QShortcut(QKeySequence::Find, this);
+  findKey->setContext(Qt::WidgetWithChildrenShortcut);
+  connect(findKey, &QShortcut::activated, findField, [findField] {
+    findField->setFocus(Qt::ShortcutFocusReason);
+    findField->selectAll();
+  });
+  bottom->addWidget(logBox);
   bottom->addWidget(m_samplesView);
   bottom->setSizes({600, 400});
   split->addWidget(bottom);
@@ -207,6 +234,7 @@ void LivePage::setRun(RunHandle* run) {
   m_replaying = false;
   m_held.clear();
   m_log->clear();
+  m_logFind->logChanged();
   m_samplesView->clear();
   m_dashboard->reset();
   if (!run) {
@@ -467,6 +495,7 @@ void LivePage::showEvent(QShowEvent* event) {
 void LivePage::appendLog(const QString& level, const QString& text) {
   const QString prefix = level == QLatin1String("info") ? QString() : level.toUpper() + QStringLiteral(": ");
   m_log->appendPlainText(prefix + text);
+  m_logFind->logChanged();
 }
 
 void LivePage::setStateText(const QString& text) {
@@ -485,5 +514,6 @@ QString LivePage::titleText() const { return m_title->text(); }
 QString LivePage::statusText() const { return m_status->text(); }
 QString LivePage::failureText() const { return m_failure->text(); }
 QString LivePage::logText() const { return m_log->toPlainText(); }
+LogFind* LivePage::logFind() const { return m_logFind; }
 
 }  // namespace flotilla::ui

@@ -28,6 +28,10 @@ class QComboBox;
 class QLabel;
 class QMessageBox;
 class QPlainTextEdit;
+
+namespace flotilla::ui {
+class LogFind;
+}
 class QPushButton;
 class QSlider;
 class QTimer;
@@ -85,6 +89,7 @@ class LivePage : public QWidget {
   // "Failed: <why>" at the top of the page while the followed run is failed ("" otherwise).
   QString failureText() const;
   QString logText() const;
+  LogFind* logFind() const;  // the log's find row
   // The followed run's text samples, one "step N: text" paragraph each.
   QString samplesText() const;
   bool replaying() const { return m_replaying; }
@@ -121,6 +126,7 @@ class LivePage : public QWidget {
   QPushButton* m_kill;
   LiveDashboard* m_dashboard;
   QPlainTextEdit* m_log;
+  LogFind* m_logFind = nullptr;
   QPlainTextEdit* m_samplesView;
   QTimer* m_timer;
   QComboBox* m_picker;

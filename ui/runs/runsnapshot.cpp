@@ -52,6 +52,7 @@ QVector<RunRow> readRunRows(const db::Database& db, double now) {
     configFacts(r.config_json, row);
     if (row.layout.isEmpty() && r.world_size) row.layout = QStringLiteral("%1 ranks").arg(*r.world_size);
     row.lastStep = item.last_step;
+    row.checkpoints = item.checkpoints;
     row.hasLoss = item.last_loss.has_value();
     row.loss = item.last_loss.value_or(0);
     // The run's figures over the whole run (runs/run_speed.h), never the last step's.

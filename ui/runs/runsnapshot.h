@@ -39,6 +39,7 @@ struct RunRow {
   qint64 lastStep = 0;
   double loss = 0;
   bool hasLoss = false;
+  qint64 checkpoints = 0;  // committed checkpoints the store records
   double tokensPerSec = 0, mfu = 0;
   double secondsPerStep = 0;  // running runs: the pace measured on its recent steps (0: not known)
   double createdAt = 0, startedAt = 0, endedAt = 0;  // Unix seconds; 0: not set

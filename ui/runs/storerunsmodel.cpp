@@ -24,7 +24,7 @@ bool sameRow(const RunRow& a, const RunRow& b) {
          a.plannedSteps == b.plannedSteps && a.lastStep == b.lastStep && a.loss == b.loss &&
          a.hasLoss == b.hasLoss && a.tokensPerSec == b.tokensPerSec && a.mfu == b.mfu &&
          a.startedAt == b.startedAt && a.endedAt == b.endedAt && a.costUsd == b.costUsd &&
-         a.usdPerHour == b.usdPerHour;
+         a.usdPerHour == b.usdPerHour && a.checkpoints == b.checkpoints;
 }
 
 QString paramsText(qint64 n) {
@@ -184,6 +184,8 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
       return r.status;
     case TagsRole:
       return r.tags;
+    case CheckpointsRole:
+      return r.checkpoints;
     case SortRole:
       switch (index.column()) {
         case ModelSize:

@@ -41,6 +41,7 @@ class StoreRunsModel : public QAbstractTableModel {
   static constexpr int StatusRole = Qt::UserRole + 1;  // the store's status name
   static constexpr int TagsRole = Qt::UserRole + 2;    // QStringList
   static constexpr int SortRole = Qt::UserRole + 3;    // a number or text to sort by
+  static constexpr int CheckpointsRole = Qt::UserRole + 4;  // qint64 committed checkpoints stored
 
   // store may be nullptr (tests feed setRows directly).
   explicit StoreRunsModel(StoreService* store, QObject* parent = nullptr);

@@ -3,6 +3,7 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -12,6 +13,7 @@
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenu>
 #include <QMessageBox>
 #include <QProgressBar>
@@ -20,7 +22,9 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <type_traits>
 
 #include "db/database.h"
@@ -29,7 +33,9 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "ui/common/numberformat.h"
 #include "ui/common/savefile.h"
+#include "ui/nodes/machinefacts.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/remoterun.h"
@@ -53,9 +59,18 @@ void runInBackground(QObject* context, Work work, Done done) {
 }
 
 struct CheckpointList {
-  QStringList dirs;  // newest first, only those still on disk
+  QList<CheckpointChoice> choices;  // newest first, only those still on disk
   QString error;
 };
+
+// The value of a stored series at `step`, or at the nearest step before it (a loss is logged every
+// train.log_every steps, a checkpoint may fall between).
+std::optional<double> valueAt(const std::vector<db::Point>& points, int64_t step) {
+  const auto after = std::upper_bound(points.begin(), points.end(), step,
+                                      [](int64_t s, const db::Point& p) { return s < p.step; });
+  if (after == points.begin()) return std::nullopt;
+  return std::prev(after)->value;
+}
 
 CheckpointList checkpointsOnDisk(const QString& databasePath, qint64 runId) {
   CheckpointList out;
@@ -64,8 +79,21 @@ CheckpointList checkpointsOnDisk(const QString& databasePath, qint64 runId) {
     options.create = false;
     options.quick_check = false;
     const db::Database db(databasePath.toStdString(), options);
-    for (const db::CheckpointInfo& c : db::list_checkpoints(db, runId))
-      if (QDir(QString::fromStdString(c.dir)).exists()) out.dirs.prepend(QString::fromStdString(c.dir));
+    const std::vector<db::Point> losses = db::metric_points(db, runId, "loss");
+    const std::vector<db::Point> valLosses = db::metric_points(db, runId, "val_loss");
+    for (const db::CheckpointInfo& c : db::list_checkpoints(db, runId)) {
+      const QString dir = QString::fromStdString(c.dir);
+      if (!QDir(dir).exists()) continue;
+      QStringList parts{QObject::tr("step %1").arg(QLocale().toString(static_cast<qlonglong>(c.step)))};
+      if (const auto loss = valueAt(losses, c.step)) parts << QObject::tr("loss %1").arg(formatMetric(*loss));
+      if (const auto val = valueAt(valLosses, c.step)) parts << QObject::tr("val %1").arg(formatMetric(*val));
+      if (c.time > 0)
+        parts << QDateTime::fromSecsSinceEpoch(static_cast<qint64>(c.time))
+                     .toString(QStringLiteral("yyyy-MM-dd HH:mm"));
+      if (c.bytes > 0) parts << formatBytes(static_cast<quint64>(c.bytes));
+      if (!c.reason.empty()) parts << QString::fromStdString(c.reason);
+      out.choices.prepend({dir, c.step, parts.join(QStringLiteral(" · "))});
+    }
   } catch (const std::exception& e) {
     out.error = QString::fromUtf8(e.what());
   }
@@ -223,12 +251,18 @@ void StoreRunsView::showMenu(const QPoint& pos) {
   const qint64 id = index.data(StoreRunsModel::IdRole).toLongLong();
   const QString status = index.data(StoreRunsModel::StatusRole).toString();
   const bool running = status == QLatin1String("running");
+  const bool checkpointed = index.data(StoreRunsModel::CheckpointsRole).toLongLong() > 0;
   QMenu menu(this);
   menu.addAction(tr("Open live"), this, [this, id] { openLive(id); });
-  QAction* resumeAction =
-      menu.addAction(tr("Resume from the last checkpoint"), this, [this, id] { resume(id); });
-  resumeAction->setEnabled(!running && status != QLatin1String("completed"));
-  menu.addAction(tr("Fork from a checkpoint…"), this, [this, id] { fork(id, QString()); });
+  // Resume and Fork need a checkpoint: without one they are shown off, saying why.
+  QAction* resumeAction = menu.addAction(
+      checkpointed ? tr("Resume from the last checkpoint") : tr("Resume (no checkpoint saved yet)"), this,
+      [this, id] { resume(id); });
+  resumeAction->setEnabled(checkpointed && !running && status != QLatin1String("completed"));
+  QAction* forkAction = menu.addAction(
+      checkpointed ? tr("Fork from a checkpoint…") : tr("Fork (no checkpoint saved yet)"), this,
+      [this, id] { fork(id, QString()); });
+  forkAction->setEnabled(checkpointed);
   menu.addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
   menu.addSeparator();
   menu.addAction(tr("Export metrics as CSV…"), this, [this, id] { exportCsv(id, QString()); });
@@ -305,7 +339,7 @@ LocalRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
         this, [database, id] { return checkpointsOnDisk(database, id); },
         [this, id](const CheckpointList& list) {
           endBusy();
-          forkFromList(id, list.dirs, list.error);
+          forkFromList(id, list.choices, list.error);
           emit forkListed();
         });
     return nullptr;
@@ -320,22 +354,26 @@ LocalRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
   return run;
 }
 
-void StoreRunsView::forkFromList(qint64 id, const QStringList& dirs, const QString& error) {
+void StoreRunsView::forkFromList(qint64 id, const QList<CheckpointChoice>& choices, const QString& error) {
   if (!error.isEmpty()) {
     emit errorRaised(error);
     return;
   }
-  if (dirs.isEmpty()) {
+  if (choices.isEmpty()) {
     emit errorRaised(tr("This run has no checkpoint on disk to fork from."));
     return;
   }
   QString dir;
   if (chooseCheckpoint) {
-    dir = chooseCheckpoint(dirs);
+    dir = chooseCheckpoint(choices);
   } else {
+    QStringList labels;
+    for (const CheckpointChoice& c : choices) labels << c.label;
     bool ok = false;
-    dir = QInputDialog::getItem(this, tr("Fork from a checkpoint"), tr("Checkpoint"), dirs, 0, false, &ok);
-    if (!ok) dir.clear();
+    const QString label = QInputDialog::getItem(
+        this, tr("Fork from a checkpoint"),
+        tr("The new run continues from the checkpoint chosen (newest first):"), labels, 0, false, &ok);
+    if (ok && labels.contains(label)) dir = choices[labels.indexOf(label)].dir;
   }
   if (!dir.isEmpty()) fork(id, dir);
 }

@@ -11,6 +11,8 @@
 // machine); one nobody here watches is offered for attaching, never shown as an empty folder.
 #pragma once
 
+#include <QList>
+#include <QString>
 #include <QWidget>
 
 #include <functional>
@@ -35,6 +37,14 @@ class StoreService;
 // Writes every metric of a stored run as CSV (step, then one column per metric name, sorted) from
 // a read connection of its own. False with *error on failure. Safe to call off the UI thread.
 bool exportRunCsv(const QString& databasePath, qint64 runId, const QString& path, QString* error);
+
+// A checkpoint Fork offers: its folder, and what a user picks by (step, loss, validation loss,
+// when it was written, its size and why).
+struct CheckpointChoice {
+  QString dir;
+  qint64 step = 0;
+  QString label;  // "step 30 · loss 3.21 · val 3.30 · 2026-12-02 14:03 · 12.4 MiB · periodic"
+};
 
 class StoreRunsView : public QWidget {
   Q_OBJECT
@@ -66,7 +76,8 @@ class StoreRunsView : public QWidget {
   bool isBusy() const { return m_busy > 0; }
 
   // Hooks for the questions (tests answer them without dialogs).
-  std::function<QString(const QStringList& checkpoints)> chooseCheckpoint;
+  // Returns the chosen checkpoint's dir ("" = cancelled).
+  std::function<QString(const QList<CheckpointChoice>& checkpoints)> chooseCheckpoint;
   std::function<QString(const QString& suggested)> chooseCsvPath;
   std::function<bool(const QString& runName)> confirmDelete;
   // Whether to watch a run on SSH nodes that this session does not watch (default: a question box).
@@ -85,7 +96,7 @@ class StoreRunsView : public QWidget {
 
  private:
   void showMenu(const QPoint& pos);
-  void forkFromList(qint64 id, const QStringList& dirs, const QString& error);
+  void forkFromList(qint64 id, const QList<CheckpointChoice>& choices, const QString& error);
   void beginBusy(const QString& what);
   void endBusy();
 

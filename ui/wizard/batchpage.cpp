@@ -51,6 +51,7 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
       m_seqLen(new QSpinBox(this)),
       m_globalTokens(new QSpinBox(this)),
       m_accum(new QLabel(this)),
+      m_batchNote(new QLabel(this)),
       m_lr(new NumberBox(this)),
       m_minRatio(new NumberBox(this)),
       m_schedule(new QComboBox(this)),
@@ -67,6 +68,8 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   m_seqLen->setObjectName(QStringLiteral("seqLen"));
   m_globalTokens->setObjectName(QStringLiteral("globalBatchTokens"));
   m_accum->setObjectName(QStringLiteral("accumulation"));
+  m_batchNote->setObjectName(QStringLiteral("batchNote"));
+  m_batchNote->setWordWrap(true);
   m_lr->setObjectName(QStringLiteral("lr"));
   m_minRatio->setObjectName(QStringLiteral("minLrRatio"));
   m_schedule->setObjectName(QStringLiteral("schedule"));
@@ -101,7 +104,8 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
     m_schedule->addItem(QLatin1String(kind), QLatin1String(kind));
   m_globalTokens->setToolTip(
       tr("Tokens per optimizer step. Larger than micro-batch × sequence × data-parallel "
-         "ranks means gradient accumulation."));
+         "ranks means gradient accumulation. It stays as it is when the micro-batch, the sequence "
+         "length or the layout changes: the accumulation adjusts."));
 
   QFormLayout* form = addForm();
   form->addRow(tr("Optimizer steps"), m_steps);
@@ -114,6 +118,7 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(tr("Micro-batch"), microRow);
   form->addRow(tr("Global batch (tokens)"), m_globalTokens);
   form->addRow(tr("Gradient accumulation"), m_accum);
+  form->addRow(QString(), m_batchNote);
   auto* lrRow = new QHBoxLayout;
   lrRow->addWidget(m_lr);
   lrRow->addWidget(new QLabel(tr("final ×"), this));
@@ -135,6 +140,17 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   regRow->addWidget(m_clip);
   regRow->addStretch();
   form->addRow(tr("Weight decay"), regRow);
+  bindField(QStringLiteral("train.steps"), m_steps);
+  bindField(QStringLiteral("train.micro_batch"), m_microBatch);
+  bindField(QStringLiteral("train.seq_len"), m_seqLen);
+  bindField(QStringLiteral("train.global_batch_tokens"), m_globalTokens);
+  bindField(QStringLiteral("optim.lr"), m_lr);
+  bindField(QStringLiteral("optim.min_lr_ratio"), m_minRatio);
+  bindField(QStringLiteral("optim.schedule"), m_schedule);
+  bindField(QStringLiteral("optim.warmup_steps"), m_warmup);
+  bindField(QStringLiteral("optim.decay_fraction"), m_decay);
+  bindField(QStringLiteral("optim.weight_decay"), m_weightDecay);
+  bindField(QStringLiteral("train.grad_clip"), m_clip);
   addBlock(m_plot, 1);
 
   for (QSpinBox* b : {m_steps, m_microBatch, m_seqLen, m_warmup})
@@ -144,6 +160,7 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
   connect(m_schedule, &QComboBox::currentIndexChanged, this, &BatchPage::editNumbers);
   connect(m_globalTokens, &QSpinBox::valueChanged, this, [this](int tokens) {
     if (loading()) return;
+    draft()->clearBatchNote();
     draft()->edit([tokens](RunConfig& c) {
       // The natural batch is written as 0 ("no accumulation"), so it follows later layout changes.
       c.train.global_batch_tokens = tokens == naturalBatchTokens(c) ? 0 : tokens;
@@ -153,7 +170,7 @@ BatchPage::BatchPage(ConfigDraft* configDraft, QWidget* parent)
 
 void BatchPage::editNumbers() {
   if (loading()) return;
-  draft()->edit([this](RunConfig& c) {
+  draft()->editKeepingBatch([this](RunConfig& c) {
     c.train.steps = m_steps->value();
     c.train.micro_batch = m_microBatch->value();
     c.train.seq_len = m_seqLen->value();
@@ -169,7 +186,7 @@ void BatchPage::editNumbers() {
     keep(c.optim.decay_fraction, m_decay);
     keep(c.optim.weight_decay, m_weightDecay);
     keep(c.train.grad_clip, m_clip);
-  });
+  }, ConfigDraft::BatchEdit::Batch);
 }
 
 void BatchPage::load() {
@@ -196,6 +213,8 @@ void BatchPage::refreshDerived() {
     m_globalTokens->setValue(
         static_cast<int>(std::min<int64_t>(flotilla::tokens_per_step(c), m_globalTokens->maximum())));
   }
+  m_batchNote->setText(draft()->batchNote());
+  m_batchNote->setVisible(!m_batchNote->text().isEmpty());
   m_lrWarning->setText(m_lr->saneWarning());
   m_lrWarning->setVisible(!m_lrWarning->text().isEmpty());
   m_decay->setEnabled(c.optim.schedule == "wsd");
@@ -211,7 +230,7 @@ void BatchPage::refreshDerived() {
             .arg(QLocale().toString(static_cast<qlonglong>(perStep)))
             .arg(formatCount(static_cast<double>(perStep) * static_cast<double>(c.train.steps))));
   } else {
-    m_accum->setText(tr("— (fix the problems listed below)"));
+    m_accum->setText(tr("— (fix the problems shown)"));
   }
   if (c.train.steps >= 1 && draft()->problemsUnder({QStringLiteral("optim")}).isEmpty()) {
     QVector<double> steps, lrs;

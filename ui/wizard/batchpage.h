@@ -47,6 +47,7 @@ class BatchPage : public WizardPageBase {
   QSpinBox* m_seqLen;
   QSpinBox* m_globalTokens;
   QLabel* m_accum;
+  QLabel* m_batchNote;  // what keeping the global batch did
   NumberBox* m_lr;
   NumberBox* m_minRatio;
   QComboBox* m_schedule;

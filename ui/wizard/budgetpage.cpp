@@ -67,6 +67,11 @@ BudgetPage::BudgetPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(tr("Warn at (fraction of it)"), m_warn);
   form->addRow(tr("Stop after"), m_maxHours);
   form->addRow(tr("Estimate"), m_estimate);
+  bindField(QStringLiteral("budget.usd_per_hour"), m_price);
+  bindField(QStringLiteral("budget.price_source"), m_catalogue);
+  bindField(QStringLiteral("budget.max_usd"), m_maxUsd);
+  bindField(QStringLiteral("budget.warn_fraction"), m_warn);
+  bindField(QStringLiteral("budget.max_hours"), m_maxHours);
 
   connect(m_source, &QComboBox::currentIndexChanged, this, &BudgetPage::editValues);
   for (QDoubleSpinBox* b : {m_price, m_maxUsd, m_warn, m_maxHours})

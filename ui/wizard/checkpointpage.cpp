@@ -96,6 +96,16 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(QString(), m_export);
   form->addRow(tr("Hugging Face folder"), m_exportRow);
   form->addRow(QString(), m_exportNote);
+  bindField(QStringLiteral("checkpoint.every"), m_every);
+  bindField(QStringLiteral("checkpoint.keep_last"), m_keep);
+  bindField(QStringLiteral("checkpoint.save_final"), m_final);
+  bindField(QStringLiteral("checkpoint.resume"), m_resume);
+  bindField(QStringLiteral("checkpoint.preempt_grace_s"), m_grace);
+  bindField(QStringLiteral("eval.every"), m_evalEvery);
+  bindField(QStringLiteral("eval.batches"), m_evalBatches);
+  bindField(QStringLiteral("eval.sample_every"), m_sampleEvery);
+  bindField(QStringLiteral("eval.sample_tokens"), m_sampleTokens);
+  bindField(QStringLiteral("checkpoint.export_hf"), m_exportRow);
 
   for (QSpinBox* b : {m_every, m_keep, m_restarts, m_evalEvery, m_evalBatches, m_sampleEvery, m_sampleTokens})
     connect(b, &QSpinBox::valueChanged, this, &CheckpointPage::editValues);

@@ -3,6 +3,7 @@
 
 #include <QDateTime>
 #include <QFileInfo>
+#include <QLocale>
 #include <QRegularExpression>
 
 #include <algorithm>
@@ -145,6 +146,7 @@ ConfigDraft::ConfigDraft(const flotilla::RunConfig& start, QObject* parent)
   flotilla::ProbeResult none;
   m_targets = m_machineTargets = hardwareTargets(none);
   m_ranks = std::max(1, start.parallel.dp * start.parallel.tp * start.parallel.pp);
+  m_chosenMicroBatch = start.train.micro_batch;
 }
 
 void ConfigDraft::edit(const std::function<void(flotilla::RunConfig&)>& change) {
@@ -152,8 +154,67 @@ void ConfigDraft::edit(const std::function<void(flotilla::RunConfig&)>& change) 
   emit changed();
 }
 
+void ConfigDraft::editKeepingBatch(const std::function<void(flotilla::RunConfig&)>& change, BatchEdit kind) {
+  const flotilla::RunConfig before = m_config;
+  change(m_config);
+  if (kind == BatchEdit::Batch && m_config.train.micro_batch != before.train.micro_batch)
+    m_chosenMicroBatch = m_config.train.micro_batch;
+  const QString note =
+      keepGlobalBatch(before, m_config, kind == BatchEdit::Layout ? std::max(1, m_chosenMicroBatch) : 0);
+  if (!note.isEmpty()) m_batchNote = note;
+  emit changed();
+}
+
+QString keepGlobalBatch(const flotilla::RunConfig& before, flotilla::RunConfig& after, int preferredMicroBatch) {
+  const auto& b = before;
+  auto& a = after;
+  const bool moved = b.train.micro_batch != a.train.micro_batch || b.train.seq_len != a.train.seq_len ||
+                     b.parallel.dp != a.parallel.dp || b.parallel.pp != a.parallel.pp ||
+                     (a.parallel.pp > 1 && b.parallel.micro_batches != a.parallel.micro_batches);
+  if (!moved) return {};
+  const qint64 tokens = flotilla::tokens_per_step(b);
+  // An edit through zero (a cleared field) or a batch that was not one: nothing to keep.
+  if (tokens <= 0 || naturalBatchTokens(a) <= 0 || b.train.micro_batch <= 0 || b.train.seq_len <= 0 ||
+      b.parallel.dp <= 0)
+    return {};
+  const qint64 accumBefore = flotilla::grad_accum_steps(b);
+  const QLocale locale;
+  const QString was = locale.toString(tokens);
+  QString micro;
+  if (preferredMicroBatch > 0) {
+    flotilla::RunConfig trial = a;
+    for (int m = preferredMicroBatch; m >= 1; --m) {
+      trial.train.micro_batch = m;
+      if (tokens % naturalBatchTokens(trial) == 0) {
+        if (m != a.train.micro_batch)
+          micro = ConfigDraft::tr("micro-batch %1 → %2, ").arg(b.train.micro_batch).arg(m);
+        a.train.micro_batch = m;
+        break;
+      }
+    }
+  }
+  const qint64 unit = naturalBatchTokens(a);  // micro-batch x sequence x dp (x micro_batches with pp)
+  qint64 kept = tokens;
+  if (tokens % unit != 0) kept = std::max<qint64>(1, (tokens + unit / 2) / unit) * unit;
+  a.train.global_batch_tokens = kept == unit ? 0 : kept;
+  const qint64 accumAfter = flotilla::grad_accum_steps(a);
+  if (kept != tokens)
+    return ConfigDraft::tr("The global batch moved from %1 to %2 tokens, the nearest multiple of micro-batch × "
+                           "sequence × data ranks%3 = %4; accumulation %5 → %6.")
+        .arg(was, locale.toString(kept), a.parallel.pp > 1 ? ConfigDraft::tr(" × micro-batches") : QString(),
+             locale.toString(unit))
+        .arg(accumBefore)
+        .arg(accumAfter);
+  return ConfigDraft::tr("The global batch stays %1 tokens: %2accumulation %3 → %4.")
+      .arg(was, micro)
+      .arg(accumBefore)
+      .arg(accumAfter);
+}
+
 void ConfigDraft::replace(const flotilla::RunConfig& config) {
   m_config = config;
+  m_batchNote.clear();
+  m_chosenMicroBatch = config.train.micro_batch;
   m_ranks = std::max(1, config.parallel.dp * config.parallel.tp * config.parallel.pp);
   const bool wantsGpu = config.run.device == "cuda";
   if (target().kind != HardwareTarget::Kind::Nodes)  // chosen nodes stay chosen
@@ -230,7 +291,12 @@ void ConfigDraft::setTargetIndex(int index) {
   if (target().kind == HardwareTarget::Kind::Nodes) {
     m_ranks = target().maxRanks;
     const int split = std::max(1, m_config.parallel.tp) * std::max(1, m_config.parallel.pp);
-    if (m_ranks % split == 0) m_config.parallel.dp = m_ranks / split;
+    if (m_ranks % split == 0) {
+      const flotilla::RunConfig before = m_config;
+      m_config.parallel.dp = m_ranks / split;
+      const QString note = keepGlobalBatch(before, m_config, std::max(1, m_chosenMicroBatch));
+      if (!note.isEmpty()) m_batchNote = note;
+    }
   }
   syncLaunchOptions();
   emit changed();

@@ -61,6 +61,17 @@ flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flo
 // Tokens per step when train.global_batch_tokens is 0 (no accumulation) for this layout.
 qint64 naturalBatchTokens(const flotilla::RunConfig& config);
 
+// After a change of the micro-batch, the sequence length or the layout (dp, pp, micro_batches), the
+// global batch of `before` is kept. With preferredMicroBatch > 0 (a layout change) the micro-batch
+// becomes the largest value up to it that cuts the batch evenly (dp 1 → 2 with no accumulation:
+// micro-batch 8 → 4); otherwise, or when none does, train.global_batch_tokens is set to the batch
+// when the new micro-batch × sequence × dp (× micro_batches with pp > 1) divides it, else to the
+// nearest multiple of that. It is written as 0 when it is the natural batch. Returns what happened in
+// words ("The global batch stays 16,384 tokens: accumulation 2 → 4"), empty when none of those
+// fields changed. A batch is a training choice (it sets the optimisation); how it is cut into
+// micro-batches and ranks is an execution choice that should not change the results.
+QString keepGlobalBatch(const flotilla::RunConfig& before, flotilla::RunConfig& after, int preferredMicroBatch = 0);
+
 class ConfigDraft : public QObject {
   Q_OBJECT
 
@@ -70,6 +81,13 @@ class ConfigDraft : public QObject {
   const flotilla::RunConfig& config() const { return m_config; }
   // Applies one change and emits changed() (pages call this from their widgets' edit signals).
   void edit(const std::function<void(flotilla::RunConfig&)>& change);
+  // edit() that keeps the global batch across a change of micro-batch, sequence or layout
+  // (keepGlobalBatch; a layout change may resize the micro-batch, up to the one last set on the
+  // Batch page); its words are batchNote() until the next such change or replace().
+  enum class BatchEdit { Batch, Layout };
+  void editKeepingBatch(const std::function<void(flotilla::RunConfig&)>& change, BatchEdit kind);
+  QString batchNote() const { return m_batchNote; }
+  void clearBatchNote() { m_batchNote.clear(); }  // the user set the global batch itself
   // Replaces the whole config (a template, the Review page's TOML) and emits replaced() then changed().
   void replace(const flotilla::RunConfig& config);
 
@@ -123,6 +141,8 @@ class ConfigDraft : public QObject {
 
  private:
   flotilla::RunConfig m_config;
+  QString m_batchNote;
+  int m_chosenMicroBatch = 0;  // the micro-batch last set on the Batch page (or by replace())
   std::vector<flotilla::ConfigProblem> preflight() const;
   mutable QString m_preflightKey;
   mutable std::vector<flotilla::ConfigProblem> m_preflightProblems;

@@ -91,6 +91,7 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
   m_tokens->setSuffix(tr(" tokens"));
   auto* synth = new QFormLayout(m_syntheticBox);
   synth->addRow(tr("Train tokens (validation gets a tenth)"), m_tokens);
+  bindField(QStringLiteral("data.synthetic_tokens"), m_tokens);
 
   m_train->setObjectName(QStringLiteral("trainShards"));
   m_val->setObjectName(QStringLiteral("valShards"));
@@ -106,6 +107,8 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
   shards->addRow(QString(), m_trainInfo);
   shards->addRow(tr("Validation shards"), withButton(m_val, chooseVal, m_shardsBox));
   shards->addRow(QString(), m_valInfo);
+  bindField(QStringLiteral("data.train"), m_train);
+  bindField(QStringLiteral("data.val"), m_val);
 
   m_inputs->setObjectName(QStringLiteral("prepareInputs"));
   m_tokenizer->setObjectName(QStringLiteral("prepareTokenizer"));

@@ -40,6 +40,7 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
           tr("Recompute activations in backward (less memory, more compute: the planner shows both)"), this)),
       m_memory(new MemoryBar(this)),
       m_breakdown(new QLabel(this)),
+      m_batchNote(new QLabel(this)),
       m_plan(new QLabel(this)),
       m_advice(new QLabel(this)),
       m_recommend(new QPushButton(tr("Recommend"), this)),
@@ -75,11 +76,51 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   m_recompute->setObjectName(QStringLiteral("recompute"));
   m_memory->setObjectName(QStringLiteral("memoryBar"));
   m_plan->setObjectName(QStringLiteral("planText"));
+  m_batchNote->setObjectName(QStringLiteral("batchNote"));
+  m_batchNote->setWordWrap(true);
   m_advice->setObjectName(QStringLiteral("recommendation"));
   m_recommend->setObjectName(QStringLiteral("recommendButton"));
   m_recommend->setToolTip(
       tr("Fill in the fastest layout the planner finds that fits the devices' memory "
          "(the global batch stays as it is)"));
+  // Every field says what it does and what it costs (a torchrun user knows the words, not our keys).
+  m_target->setToolTip(
+      tr("Where the ranks run: this machine's CPU cores, its GPUs (one process per GPU), or stored SSH "
+         "nodes (Nodes page). The planner's memory and speed use that hardware."));
+  m_ranks->setToolTip(
+      tr("Processes the run starts, one per GPU (or a share of the CPU cores each). It is data × tensor "
+         "× pipeline; on this machine it follows those three."));
+  m_dp->setToolTip(
+      tr("Data parallel: each rank holds a whole copy of the model (or its ZeRO share) and trains on "
+         "its own part of the batch; gradients are averaged with an all-reduce every step. The "
+         "global batch stays the same: accumulation adjusts."));
+  m_tp->setToolTip(
+      tr("Tensor parallel: each layer's matrices are split across this many ranks, which exchange "
+         "activations twice per layer. Cuts weight and activation memory; needs fast links (one "
+         "machine). Must divide the heads and the FFN width."));
+  m_pp->setToolTip(
+      tr("Pipeline parallel: the layers are cut into this many stages, one per rank; micro-batches "
+         "flow through them. Cuts memory per device; idle 'bubbles' cost time unless there are "
+         "many micro-batches."));
+  m_zero->setToolTip(
+      tr("ZeRO stage across the data-parallel ranks: 0 = everything replicated; 1 = AdamW state "
+         "sharded (each rank updates its share, then the weights are all-gathered); 2 = also the "
+         "gradients, reduce-scattered layer by layer (not with pipeline stages). The planner shows "
+         "the memory each saves."));
+  m_microBatches->setToolTip(
+      tr("With pipeline stages: how many micro-batches each step pushes through the pipeline at "
+         "once. More of them shrink the bubble (idle time ≈ (stages − 1) / (micro-batches + stages − 1))."));
+  m_schedule->setToolTip(
+      tr("Pipeline schedule. 1F1B runs one forward then one backward per micro-batch once the pipe is "
+         "full, so each stage keeps at most 'stages' micro-batches of activations. GPipe runs all "
+         "forwards, then all backwards: simpler, more activation memory."));
+  m_dtype->setToolTip(
+      tr("Matmul precision. bf16 (GPUs) multiplies in bfloat16 with fp32 accumulation and keeps fp32 "
+         "master weights and AdamW state: about twice the speed and half the activation memory."));
+  m_recompute->setToolTip(
+      tr("Keep only each block's input in forward and rebuild the block during backward: activation "
+         "memory falls to about one B×T×C tensor per block, for more compute (GPT-2 124M at 1,024 "
+         "tokens: +16% per step). The planner shows both."));
   m_schedule->addItem(tr("1F1B (less activation memory)"), QStringLiteral("1f1b"));
   m_schedule->addItem(tr("GPipe"), QStringLiteral("gpipe"));
   m_dtype->addItem(tr("fp32"), QStringLiteral("fp32"));
@@ -114,6 +155,7 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   pipeRow->addWidget(m_microBatches);
   pipeRow->addWidget(m_schedule, 1);
   form->addRow(tr("Pipeline micro-batches"), pipeRow);
+  form->addRow(QString(), m_batchNote);
   form->addRow(tr("Precision"), m_dtype);
   form->addRow(QString(), m_recompute);
   form->addRow(tr("Memory per device"), m_memory);
@@ -123,6 +165,18 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   adviceRow->addWidget(m_advice, 1);
   adviceRow->addWidget(m_recommend, 0, Qt::AlignTop);
   form->addRow(tr("Advice"), adviceRow);
+  bindField(QStringLiteral("ranks"), m_ranks);
+  bindField(QStringLiteral("parallel"), m_dp);
+  bindField(QStringLiteral("parallel.dp"), m_dp);
+  bindField(QStringLiteral("parallel.tp"), m_tp);
+  bindField(QStringLiteral("parallel.pp"), m_pp);
+  bindField(QStringLiteral("parallel.zero"), m_zero);
+  bindField(QStringLiteral("parallel.micro_batches"), m_microBatches);
+  bindField(QStringLiteral("parallel.schedule"), m_schedule);
+  bindField(QStringLiteral("train.dtype"), m_dtype);
+  bindField(QStringLiteral("train.recompute"), m_recompute);
+  bindField(QStringLiteral("run.threads"), m_ranks);
+  bindField(QStringLiteral("memory"), m_memory);
 
   m_searchDelay->setSingleShot(true);
   m_searchDelay->setInterval(150);
@@ -152,7 +206,7 @@ HardwarePage::~HardwarePage() { m_watcher.waitForFinished(); }
 
 void HardwarePage::editLayout() {
   if (loading()) return;
-  draft()->edit([this](RunConfig& c) {
+  draft()->editKeepingBatch([this](RunConfig& c) {
     c.parallel.dp = m_dp->value();
     c.parallel.tp = m_tp->value();
     c.parallel.pp = m_pp->value();
@@ -161,7 +215,7 @@ void HardwarePage::editLayout() {
     c.parallel.schedule = m_schedule->currentData().toString().toStdString();
     c.train.dtype = m_dtype->currentData().toString().toStdString();
     c.train.recompute = m_recompute->isChecked();
-  });
+  }, ConfigDraft::BatchEdit::Layout);
   // Ranks follow the layout on this machine (a node target's ranks are its GPUs: there the layout
   // must follow them, and the problem says so).
   if (draft()->target().kind != HardwareTarget::Kind::Nodes) {
@@ -244,6 +298,8 @@ void HardwarePage::load() {
 
 void HardwarePage::refreshDerived() {
   ++m_revision;
+  m_batchNote->setText(draft()->batchNote());
+  m_batchNote->setVisible(!m_batchNote->text().isEmpty());
   // The probe or the store's nodes may have arrived since the last load: keep the list current.
   syncTargets();
   syncRecovery();
@@ -251,7 +307,7 @@ void HardwarePage::refreshDerived() {
   if (!plan) {
     m_memory->setUsage(0, 0);
     m_breakdown->clear();
-    m_plan->setText(tr("— (fix the problems listed below)"));
+    m_plan->setText(tr("— (fix the problems shown)"));
     m_adviceText.clear();
     m_advice->setText(tr("Recommend fills in the fastest layout that fits."));
     return;
@@ -333,10 +389,14 @@ void HardwarePage::onSearched() {
   m_searchDelay->stop();
   if (apply && s.advice.config) {
     const RunConfig layout = *s.advice.config;
+    const RunConfig before = draft()->config();
+    const int ranksBefore = draft()->ranks();
+    const std::optional<Plan> planBefore = draft()->plan();
     draft()->setRanks(s.advice.ranks);
     draft()->edit([&](RunConfig& c) { applyLayout(layout, c); });
     reload();
-    m_adviceText = tr("Applied: %1").arg(s.advice.text);
+    m_adviceText = describeLayoutChange(before, ranksBefore, planBefore, draft()->config(), draft()->ranks(),
+                                        draft()->plan());
   } else {
     const std::optional<Plan> plan = draft()->plan();
     if (!apply && plan && plan->fits) return;  // fits by now: the advice is moot
@@ -355,25 +415,26 @@ QString HardwarePage::recommendationText() const { return m_adviceText; }
 // Until the result is handled, not merely computed (the finished signal is queued).
 bool HardwarePage::isSearching() const { return m_searching || m_searchDelay->isActive(); }
 
-QStringList HardwarePage::extraProblems() const {
-  QStringList out;
+QList<WizardPageBase::FieldProblem> HardwarePage::extraFieldProblems() const {
+  QList<FieldProblem> out;
+  const auto add = [&out](const char* path, const QString& text) { out.append({QLatin1String(path), text}); };
   const HardwareTarget& t = draft()->target();
   if (t.kind == HardwareTarget::Kind::Nodes) {
     const int nodes = static_cast<int>(t.nodes.size());
     if (draft()->ranks() > t.maxRanks || draft()->ranks() % nodes != 0)
-      out << tr("%n rank(s) chosen, but %1 node(s) run %2 rank(s) each: choose a multiple of %1 up to %3.",
+      add("ranks", tr("%n rank(s) chosen, but %1 node(s) run %2 rank(s) each: choose a multiple of %1 up to %3.",
                 nullptr, draft()->ranks())
                  .arg(nodes)
                  .arg(t.ranksPerNode)
-                 .arg(t.maxRanks);
+                 .arg(t.maxRanks));
   } else if (draft()->ranks() > t.maxRanks) {
-    out << tr("%n rank(s) chosen, but this target has %1 %2.", nullptr, draft()->ranks())
-               .arg(t.maxRanks)
-               .arg(t.kind == HardwareTarget::Kind::Gpu ? tr("GPUs") : tr("cores"));
+    add("ranks", tr("%n rank(s) chosen, but this target has %1 %2.", nullptr, draft()->ranks())
+                     .arg(t.maxRanks)
+                     .arg(t.kind == HardwareTarget::Kind::Gpu ? tr("GPUs") : tr("cores")));
   }
   if (const auto plan = draft()->plan(); plan && !plan->fits)
-    out << tr("Memory: %1 per device needed, the device has %2.")
-               .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes));
+    add("memory", tr("Memory: %1 per device needed, the device has %2.")
+                      .arg(formatBytes(plan->peak().total()), formatBytes(plan->device.mem_bytes)));
   return out;
 }
 

@@ -45,7 +45,7 @@ class HardwarePage : public WizardPageBase {
  protected:
   void load() override;
   void refreshDerived() override;
-  QStringList extraProblems() const override;
+  QList<FieldProblem> extraFieldProblems() const override;
 
  private:
   struct Search {
@@ -75,6 +75,7 @@ class HardwarePage : public WizardPageBase {
   QCheckBox* m_recompute;
   MemoryBar* m_memory;
   QLabel* m_breakdown;
+  QLabel* m_batchNote;  // what keeping the global batch did
   QLabel* m_plan;
   QLabel* m_advice;
   QPushButton* m_recommend;

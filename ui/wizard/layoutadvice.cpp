@@ -2,6 +2,7 @@
 #include "ui/wizard/layoutadvice.h"
 
 #include <QCoreApplication>
+#include <QLocale>
 #include <QStringList>
 
 #include <algorithm>
@@ -25,6 +26,47 @@ QString layoutText(const flotilla::Plan& p) {
   if (p.zero > 0) parts << QStringLiteral("ZeRO %1").arg(p.zero);
   QString text = parts.join(QStringLiteral(" × ")) + tr(", micro-batch %1").arg(p.B);
   if (p.grad_accum_steps > 1) text += tr(" (accumulation %1)").arg(p.grad_accum_steps);
+  return text;
+}
+
+QString describeLayoutChange(const flotilla::RunConfig& before, int ranksBefore,
+                             const std::optional<flotilla::Plan>& planBefore, const flotilla::RunConfig& after,
+                             int ranksAfter, const std::optional<flotilla::Plan>& planAfter) {
+  QStringList changed;
+  const auto field = [&changed](const QString& name, long long was, long long now) {
+    if (was != now) changed << QStringLiteral("%1 %2 → %3").arg(name).arg(was).arg(now);
+  };
+  field(tr("ranks"), ranksBefore, ranksAfter);
+  field(tr("data"), before.parallel.dp, after.parallel.dp);
+  field(tr("tensor"), before.parallel.tp, after.parallel.tp);
+  field(tr("pipeline"), before.parallel.pp, after.parallel.pp);
+  field(tr("ZeRO"), before.parallel.zero, after.parallel.zero);
+  if (after.parallel.pp > 1 || before.parallel.pp > 1)
+    field(tr("pipeline micro-batches"), before.parallel.micro_batches, after.parallel.micro_batches);
+  field(tr("micro-batch"), before.train.micro_batch, after.train.micro_batch);
+  field(tr("accumulation"), flotilla::grad_accum_steps(before), flotilla::grad_accum_steps(after));
+  const QLocale locale;
+  QString text;
+  if (changed.isEmpty()) {
+    text = tr("Nothing to change: this layout already is the fastest the planner finds that fits.");
+  } else {
+    text = tr("Recommend changed %1.").arg(changed.join(QStringLiteral(", ")));
+    const qint64 tokens = flotilla::tokens_per_step(after);
+    if (tokens == flotilla::tokens_per_step(before))
+      text += tr(" The global batch stays %1 tokens, so the training is the same.").arg(locale.toString(tokens));
+  }
+  if (planBefore && planAfter) {
+    text += tr(" Memory per device %1 → %2 (of %3); step %4 s → %5 s.")
+                .arg(formatBytes(planBefore->peak().total()), formatBytes(planAfter->peak().total()),
+                     formatBytes(planAfter->device.mem_bytes))
+                .arg(planBefore->step_s, 0, 'g', 3)
+                .arg(planAfter->step_s, 0, 'g', 3);
+    if (!planBefore->fits && planAfter->fits) text += tr(" It did not fit before; it fits now.");
+  } else if (planAfter) {
+    text += tr(" Memory per device %1 (of %2); step %3 s.")
+                .arg(formatBytes(planAfter->peak().total()), formatBytes(planAfter->device.mem_bytes))
+                .arg(planAfter->step_s, 0, 'g', 3);
+  }
   return text;
 }
 

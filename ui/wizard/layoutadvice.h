@@ -30,6 +30,13 @@ LayoutAdvice adviseLayout(const flotilla::RunConfig& base, const HardwareTarget&
 // is written as 0 when it equals the layout's natural micro_batch x seq_len x dp batch).
 void applyLayout(const flotilla::RunConfig& layout, flotilla::RunConfig& config);
 
+// What Recommend changed, in words: each field that moved (old → new), that the global batch stayed,
+// and the planner's memory per device and step time before and after ("Nothing to change" when the
+// layout already was the advice). A plan is empty while its config is invalid.
+QString describeLayoutChange(const flotilla::RunConfig& before, int ranksBefore,
+                             const std::optional<flotilla::Plan>& planBefore, const flotilla::RunConfig& after,
+                             int ranksAfter, const std::optional<flotilla::Plan>& planAfter);
+
 // "dp 4 × ZeRO 2, micro-batch 8 (accumulation 2)" for a plan.
 QString layoutText(const flotilla::Plan& plan);
 

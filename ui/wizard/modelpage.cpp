@@ -212,6 +212,18 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   form->addRow(QString(), m_hfInfo);
   form->addRow(tr("Parameters"), m_params);
   form->addRow(tr("What fits"), m_fit);
+  bindField(QStringLiteral("run.name"), m_name);
+  bindField(QStringLiteral("model.arch"), m_arch);
+  bindField(QStringLiteral("model.n_layer"), m_layers);
+  bindField(QStringLiteral("model.n_head"), m_heads);
+  bindField(QStringLiteral("model.n_embd"), m_width);
+  bindField(QStringLiteral("model.n_kv_head"), m_kvHeads);
+  bindField(QStringLiteral("model.head_dim"), m_headDim);
+  bindField(QStringLiteral("model.ffn_dim"), m_ffn);
+  bindField(QStringLiteral("model.rope_theta"), m_ropeTheta);
+  bindField(QStringLiteral("model.vocab_size"), m_vocab);
+  bindField(QStringLiteral("model.max_seq_len"), m_maxSeq);
+  bindField(QStringLiteral("model.init_from"), m_hfRow);
   reloadTemplates();
 
   connect(&m_watcher, &QFutureWatcher<HfFolderInfo>::finished, this, &ModelPage::onRead);

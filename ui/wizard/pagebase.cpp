@@ -1,13 +1,42 @@
 // Wizard page base (see pagebase.h).
 #include "ui/wizard/pagebase.h"
 
+#include <algorithm>
+
 #include <QFormLayout>
+#include <QHash>
 #include <QLabel>
 #include <QVBoxLayout>
 
 #include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
+namespace {
+
+bool darkWindow(const QWidget* w) { return w->palette().color(QPalette::Window).lightness() < 128; }
+
+// Red that reads at 4.5:1 on either theme's window (WCAG AA).
+void paintAsProblem(QLabel* label) {
+  QPalette pal = label->palette();
+  pal.setColor(QPalette::WindowText, darkWindow(label) ? QColor(0xff, 0x8a, 0x80) : QColor(0xb7, 0x1c, 0x1c));
+  label->setPalette(pal);
+}
+
+// Whether `item` (a form row's field) is, holds or lays out `widget`.
+bool holds(QLayoutItem* item, const QWidget* widget) {
+  if (!item) return false;
+  if (QWidget* w = item->widget()) return w == widget || w->isAncestorOf(widget);
+  if (QLayout* l = item->layout())
+    for (int i = 0; i < l->count(); ++i)
+      if (holds(l->itemAt(i), widget)) return true;
+  return false;
+}
+
+bool under(const QString& path, const QString& bound) {
+  return path == bound || path.startsWith(bound + QLatin1Char('.'));
+}
+
+}  // namespace
 
 WizardPageBase::WizardPageBase(ConfigDraft* draft, const QStringList& fieldPrefixes, QWidget* parent)
     : QWizardPage(parent),
@@ -18,11 +47,7 @@ WizardPageBase::WizardPageBase(ConfigDraft* draft, const QStringList& fieldPrefi
   m_problems->setObjectName(QStringLiteral("problems"));
   m_problems->setWordWrap(true);
   m_problems->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  // Red that reads at 4.5:1 on either theme's window (WCAG AA).
-  QPalette pal = m_problems->palette();
-  const bool dark = pal.color(QPalette::Window).lightness() < 128;
-  pal.setColor(QPalette::WindowText, dark ? QColor(0xff, 0x8a, 0x80) : QColor(0xb7, 0x1c, 0x1c));
-  m_problems->setPalette(pal);
+  paintAsProblem(m_problems);
   m_problems->hide();
   m_layout->addStretch(1);
   m_layout->addWidget(m_problems);
@@ -57,15 +82,102 @@ void WizardPageBase::reload() {
 
 void WizardPageBase::recheck() { onDraftChanged(); }
 
+void WizardPageBase::bindField(const QString& path, QWidget* widget) {
+  for (QFormLayout* form : findChildren<QFormLayout*>()) {
+    for (int row = 0; row < form->rowCount(); ++row) {
+      if (!holds(form->itemAt(row, QFormLayout::FieldRole), widget) &&
+          !holds(form->itemAt(row, QFormLayout::SpanningRole), widget))
+        continue;
+      // Widgets of one row (dp, tp and pp) share the message label under it.
+      QLabel* message = nullptr;
+      for (const Binding& b : m_bindings) {
+        int at = -1;
+        QFormLayout::ItemRole role;
+        if (b.form == form && (form->getWidgetPosition(b.message, &at, &role), at == row + 1)) message = b.message;
+      }
+      if (!message) {
+        message = new QLabel(this);
+        message->setObjectName(QStringLiteral("fieldProblem-") + path);
+        message->setWordWrap(true);
+        message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        paintAsProblem(message);
+        form->insertRow(row + 1, QString(), message);
+        form->setRowVisible(message, false);
+      }
+      m_bindings.append({path, widget, widget->toolTip(), message, form});
+      return;
+    }
+  }
+  qWarning("WizardPageBase::bindField: %s is in none of the page's forms", qPrintable(path));
+}
+
+QList<WizardPageBase::FieldProblem> WizardPageBase::allProblems() const {
+  QList<FieldProblem> out;
+  for (const auto& p : m_draft->problems()) {
+    const QString path = QString::fromStdString(p.path);
+    if (std::any_of(m_prefixes.begin(), m_prefixes.end(),
+                    [&](const QString& prefix) { return prefix.isEmpty() || under(path, prefix); }))
+      out.append({path, QString::fromStdString(flotilla::to_string(p))});
+  }
+  for (const QString& text : extraProblems()) out.append({QString(), text});
+  out += extraFieldProblems();
+  return out;
+}
+
 QStringList WizardPageBase::shownProblems() const {
-  return m_draft->problemsUnder(m_prefixes) + extraProblems();
+  QStringList out;
+  for (const FieldProblem& p : allProblems()) out << p.text;
+  return out;
+}
+
+QString WizardPageBase::problemBeside(const QString& path) const {
+  for (const Binding& b : m_bindings)
+    if (b.path == path) return b.message->isHidden() ? QString() : b.message->text();
+  return {};
 }
 
 void WizardPageBase::onDraftChanged() {
   refreshDerived();
-  const QStringList problems = shownProblems();
-  m_problems->setText(problems.join(QLatin1Char('\n')));
-  m_problems->setVisible(!problems.isEmpty());
+  const QList<FieldProblem> problems = allProblems();
+  QStringList listed;
+  QHash<QLabel*, QStringList> beside;
+  QHash<QWidget*, QStringList> atWidget;
+  for (const FieldProblem& p : problems) {
+    const Binding* best = nullptr;
+    if (!p.path.isEmpty())
+      for (const Binding& b : m_bindings)
+        if (under(p.path, b.path) && b.widget->isVisibleTo(this) &&  // a hidden field's problem is listed
+            (!best || b.path.size() > best->path.size()))
+          best = &b;
+    if (!best) {
+      listed << p.text;
+      continue;
+    }
+    if (!beside[best->message].contains(p.text)) beside[best->message] << p.text;
+    atWidget[best->widget] << p.text;
+  }
+  const bool dark = darkWindow(this);
+  for (const Binding& b : m_bindings) {
+    const QStringList& texts = beside[b.message];
+    b.message->setText(texts.join(QLatin1Char('\n')));
+    b.form->setRowVisible(b.message, !texts.isEmpty());
+    const QStringList& mine = atWidget[b.widget];
+    if (mine.isEmpty()) {
+      b.widget->setPalette(QPalette());  // back to the window's palette (follows a theme switch)
+      b.widget->setToolTip(b.tooltip);
+    } else {
+      // A tint behind the field's own text colour: both themes keep it readable.
+      QPalette tint;
+      const QColor bad = dark ? QColor(0x5a, 0x24, 0x24) : QColor(0xfd, 0xe4, 0xe4);
+      tint.setColor(QPalette::Base, bad);
+      tint.setColor(QPalette::Button, bad);
+      b.widget->setPalette(tint);
+      b.widget->setToolTip((b.tooltip.isEmpty() ? QString() : b.tooltip + QStringLiteral("\n\n")) +
+                           mine.join(QLatin1Char('\n')));
+    }
+  }
+  m_problems->setText(listed.join(QLatin1Char('\n')));
+  m_problems->setVisible(!listed.isEmpty());
   const bool complete = problems.isEmpty();
   if (complete != m_complete) {
     m_complete = complete;

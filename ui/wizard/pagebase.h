@@ -1,12 +1,15 @@
 // The base of every New Run wizard page: a view of the shared ConfigDraft whose Next button is
 // enabled exactly when the engine's validate() reports nothing under the page's field paths.
 //
-// Decision: the problems are shown on the page, in a list under its fields, in the engine's own
-// words ("train.micro_batch: 0 must be >= 1"); a page adds its own checks (a file not prepared
-// yet) through extraProblems(), shown the same way. Widgets are filled by load() inside a guard,
+// Decision: the problems are shown on the page in the engine's own words ("train.micro_batch: 0
+// must be >= 1"). A problem whose field path a page bound to a widget (bindField) is shown right
+// under that widget's form row, and the widget is tinted and carries the message as its tooltip;
+// the rest are listed under the page's fields. A page adds its own checks (a file not prepared yet)
+// through extraProblems() (the list) and extraFieldProblems() (beside a bound field). Widgets are filled by load() inside a guard,
 // so filling them never writes back into the draft: only a user's edit does.
 #pragma once
 
+#include <QList>
 #include <QStringList>
 #include <QWizardPage>
 
@@ -28,8 +31,15 @@ class WizardPageBase : public QWizardPage {
   // Next and Finish also refuse a page with problems when called from code (QWizard::next()).
   bool validatePage() override;
   void initializePage() override;
-  // The messages shown now under the page's fields (engine problems first, then the page's own).
+  // Every message shown now, beside a field or in the list (engine problems first, then the page's own).
   QStringList shownProblems() const;
+  // The messages shown beside the widget bound to `path` now (empty: none).
+  QString problemBeside(const QString& path) const;
+
+  struct FieldProblem {
+    QString path;  // a bound path, or one under it ("parallel.tp" goes beside "parallel")
+    QString text;  // shown as it is
+  };
 
  protected:
   // Fills the widgets from the draft (called inside the load guard).
@@ -38,6 +48,11 @@ class WizardPageBase : public QWizardPage {
   virtual void refreshDerived() {}
   // Page-specific problems that block Next, in plain words.
   virtual QStringList extraProblems() const { return {}; }
+  // Page-specific problems of one field, shown beside it when its path is bound.
+  virtual QList<FieldProblem> extraFieldProblems() const { return {}; }
+  // Shows the problems under `path` beside `widget` (call once the widget is in one of the page's
+  // forms; widgets sharing a form row share the message under it). The longest bound path wins.
+  void bindField(const QString& path, QWidget* widget);
   // True while load() runs: edit handlers return early.
   bool loading() const { return m_loading; }
   ConfigDraft* draft() const { return m_draft; }
@@ -54,6 +69,15 @@ class WizardPageBase : public QWizardPage {
 
  private:
   void onDraftChanged();
+  QList<FieldProblem> allProblems() const;
+  struct Binding {
+    QString path;
+    QWidget* widget;
+    QString tooltip;  // the widget's own tooltip, restored once the problem is gone
+    QLabel* message;  // under the widget's form row
+    QFormLayout* form;
+  };
+  QList<Binding> m_bindings;
 
   ConfigDraft* m_draft;
   QStringList m_prefixes;
