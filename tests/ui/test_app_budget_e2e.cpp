@@ -16,6 +16,7 @@
 #include "engine/config/config_io.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
+#include "ui/main/runnotifier.h"
 #include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/storerunsmodel.h"
@@ -79,6 +80,9 @@ void TestAppBudgetE2e::aConfigPricedRunStopsAtItsBudget() {
   live.setRuns(&runs);
   live.resize(1200, 800);
   live.show();
+  flotilla::ui::RunNotifier notifier(&runs);  // the user hears of the stop (issue 18)
+  notifier.setDesktopEnabled(false);
+  QSignalSpy notified(&notifier, &flotilla::ui::RunNotifier::notified);
   QString error;
   LocalRun* run = runs.startConfig(priced("capped", "max_usd = 0.02\n"), 1, &error);
   QVERIFY2(run, qPrintable(error));
@@ -102,6 +106,17 @@ void TestAppBudgetE2e::aConfigPricedRunStopsAtItsBudget() {
   const auto cps = db::list_checkpoints(d, r.id);
   QVERIFY(!cps.empty() && cps.back().reason == "preempt");
   qInfo("app: %s, cost $%.4f (stored), ran %.2f s", r.status_note.c_str(), cost, *r.ended_at - *r.started_at);
+  // Notified: "stopped" with the budget's reason; the warning at 80% when the guard saw it before
+  // the cap (its 1 s poll may see the cap first), in the runs layer's own words.
+  using Event = flotilla::ui::RunNotifier::Event;
+  QTRY_VERIFY_WITH_TIMEOUT(!notified.isEmpty() && notified.last().at(0).value<Event>() == Event::Stopped, 10000);
+  QVERIFY2(notified.last().at(2).toString().contains(QStringLiteral("budget reached: $0.02")),
+           qPrintable(notified.last().at(2).toString()));
+  bool warnedInLog = false;
+  for (const auto& line : run->log()) warnedInLog |= line.text.contains(QStringLiteral("has spent"));
+  int warnings = 0;
+  for (const auto& n : notified) warnings += n.at(0).value<Event>() == Event::BudgetWarning;
+  QCOMPARE(warnings, warnedInLog ? 1 : 0);
 
   // One figure everywhere: the Runs table, the Live page and the store.
   store.refresh();

@@ -28,6 +28,7 @@
 #include "ui/costs/costspage.h"
 #include "ui/live/livepage.h"
 #include "ui/main/aboutdialog.h"
+#include "ui/main/runnotifier.h"
 #include "ui/main/sidebar.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
@@ -270,6 +271,18 @@ void MainWindow::connectRuns() {
     livePage->setRun(run);
     showPage(Live);
   });
+  // Runs that finish, fail, stall or near their budget while the user looks elsewhere.
+  m_notifier = new RunNotifier(m_runs, this);
+  m_notifier->setDesktopEnabled(Preferences::load().notifyDesktop);
+  connect(m_notifier, &RunNotifier::notified, this,
+          [this](RunNotifier::Event, const QString& title, const QString& text) {
+            statusBar()->showMessage(title + QStringLiteral(": ") + text, 30000);
+          });
+  connect(m_notifier, &RunNotifier::webhookDelivered, this, [this](bool ok, const QString& error) {
+    if (!ok) statusBar()->showMessage(tr("Notification not delivered: %1").arg(error), 30000);
+  });
+  connect(static_cast<SettingsPage*>(page(Settings)), &SettingsPage::preferencesChanged, m_notifier,
+          [this](const Preferences& p) { m_notifier->setDesktopEnabled(p.notifyDesktop); });
   connect(m_runs, &LocalRuns::runningCountChanged, this, [this](int n) {
     showRunning(n);
     if (n == 0 && m_closeWhenStopped) QTimer::singleShot(0, this, [this] { close(); });

@@ -22,6 +22,7 @@ namespace flotilla::ui {
 class AboutDialog;
 class LocalRuns;
 class MachineProbe;
+class RunNotifier;
 class Sidebar;
 class StoreService;
 
@@ -84,6 +85,7 @@ class MainWindow : public QMainWindow {
   VersionInfo m_versions;
   MachineProbe* m_probe;
   LocalRuns* m_runs;
+  RunNotifier* m_notifier = nullptr;
   Sidebar* m_sidebar;
   QStackedWidget* m_stack;
   QActionGroup* m_pageActions = nullptr;

@@ -84,6 +84,7 @@ Preferences Preferences::load() {
   p.theme = static_cast<Theme>(qBound(0, s.value(QLatin1String(kThemeKey), 0).toInt(), 2));
   p.tokens = static_cast<TokenUnit>(qBound(0, s.value(QLatin1String(kTokensKey), 1).toInt(), 1));
   p.time = static_cast<TimeUnit>(qBound(0, s.value(QLatin1String(kTimeKey), 1).toInt(), 1));
+  p.notifyDesktop = s.value(QLatin1String(kNotifyKey), true).toBool();
   return p;
 }
 
@@ -96,6 +97,7 @@ QString Preferences::save() const {
   s.setValue(QLatin1String(kThemeKey), static_cast<int>(theme));
   s.setValue(QLatin1String(kTokensKey), static_cast<int>(tokens));
   s.setValue(QLatin1String(kTimeKey), static_cast<int>(time));
+  s.setValue(QLatin1String(kNotifyKey), notifyDesktop);
   s.sync();
   if (s.status() == QSettings::NoError) return {};
   return QObject::tr("Could not save the preferences to %1: the disk is full or the folder is not writable. "

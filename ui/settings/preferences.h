@@ -21,11 +21,13 @@ struct Preferences {
   TokenUnit tokens = TokenUnit::Millions;
   TimeUnit time = TimeUnit::Hours;
   QString currency = QStringLiteral("$");
+  bool notifyDesktop = true;  // a desktop notification when a run finishes, fails, stalls, ...
 
   static constexpr const char* kWorkspaceKey = "preferences/workspaceDir";
   static constexpr const char* kThemeKey = "preferences/theme";
   static constexpr const char* kTokensKey = "preferences/tokenUnit";
   static constexpr const char* kTimeKey = "preferences/timeUnit";
+  static constexpr const char* kNotifyKey = "preferences/notifyDesktop";
 
   static Preferences load();
   // Writes the preferences and syncs the file (QSettings replaces it atomically: a crash leaves the

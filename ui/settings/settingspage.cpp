@@ -1,6 +1,7 @@
 // Settings page (see settingspage.h). Paths are selectable so they can be copied into a terminal.
 #include "ui/settings/settingspage.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDesktopServices>
 #include <QDoubleSpinBox>
@@ -23,6 +24,7 @@
 
 #include "db/workspace.h"
 #include "ui/common/pageheader.h"
+#include "ui/main/runnotifier.h"
 
 namespace flotilla::ui {
 namespace {
@@ -189,6 +191,19 @@ QWidget* SettingsPage::buildDisplayBox() {
   form->addRow(tr("Time"), m_time);
   form->addRow(tr("Currency"), currency);
   form->addRow(tr("Theme"), m_theme);
+  m_notify = new QCheckBox(tr("On the desktop"), box);
+  m_notify->setToolTip(
+      tr("A desktop notification when a run finishes, fails, is stopped by its budget or a preemption, "
+         "stalls, or nears its budget (the status bar says it too)"));
+  m_notify->setObjectName(QStringLiteral("notifyDesktop"));
+  m_notify->setChecked(m_prefs.notifyDesktop);
+  form->addRow(tr("Notifications"), m_notify);
+  auto* webhook = new QLabel(RunNotifier::webhookDescription(), box);
+  webhook->setObjectName(QStringLiteral("webhookStatus"));
+  webhook->setWordWrap(true);
+  webhook->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  form->addRow(tr("Webhook"), webhook);
+  connect(m_notify, &QCheckBox::toggled, this, &SettingsPage::storePreferences);
   for (QComboBox* c : {m_tokens, m_time, m_theme})
     connect(c, &QComboBox::currentIndexChanged, this, &SettingsPage::storePreferences);
   m_prefsError = new QLabel(box);
@@ -211,6 +226,7 @@ void SettingsPage::storePreferences() {
   m_prefs.tokens = static_cast<Preferences::TokenUnit>(m_tokens->currentIndex());
   m_prefs.time = static_cast<Preferences::TimeUnit>(m_time->currentIndex());
   m_prefs.theme = static_cast<Preferences::Theme>(m_theme->currentIndex());
+  m_prefs.notifyDesktop = m_notify->isChecked();
   const QString error = m_prefs.save();
   m_prefsError->setText(error);
   m_prefsError->setVisible(!error.isEmpty());

@@ -12,6 +12,7 @@
 #include "ui/settings/localpricing.h"
 #include "ui/settings/preferences.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QFormLayout;
@@ -75,6 +76,7 @@ class SettingsPage : public QWidget {
   QComboBox* m_tokens = nullptr;
   QComboBox* m_time = nullptr;
   QComboBox* m_theme = nullptr;
+  QCheckBox* m_notify = nullptr;
 };
 
 }  // namespace flotilla::ui
