@@ -105,7 +105,7 @@ const std::vector<Command>& commands() {
       {"compare", "RUN RUN... [--csv|--json]: summaries side by side and config differences", cmdCompare},
       {"plan", "CONFIG.toml [--set K=V]... [--json]: memory and step time, calibrated by this machine's runs",
        cmdPlan},
-      {"costs", "[--json]: accrued cost and GPU-hours by run, node and day", cmdCosts},
+      {"costs", "[--json]: accrued cost and device-hours by run, node and day", cmdCosts},
       {"pricing", "list [--json] | set PROVIDER ITEM [--on-demand USD] [--spot USD] | node NAME ...",
        cmdPricing},
       {"nodes",

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "db/errors.h"
@@ -71,6 +72,7 @@ std::string utc_day(double t) {
 struct AccrualRow {
   Accrual a;
   std::string run_name, node_name;
+  bool on_gpus = false;
 };
 
 std::vector<AccrualRow> all_accruals(const Database& db) {
@@ -78,11 +80,11 @@ std::vector<AccrualRow> all_accruals(const Database& db) {
   Stmt st(
       db,
       "SELECT a.run_id, a.node_id, a.status, a.start_time, a.end_time, a.devices, a.usd_per_hour, "
-      "a.rate_source, r.name, n.name FROM cost_accruals a JOIN runs r ON r.id = a.run_id "
+      "a.rate_source, r.name, n.name, r.config_json FROM cost_accruals a JOIN runs r ON r.id = a.run_id "
       "JOIN nodes n ON n.id = a.node_id UNION ALL "
       "SELECT c.run_id, 0, c.status, c.start_time, c.end_time, c.devices, c.usd_per_hour, c.rate_source, "
       "r.name, "
-      "k.name FROM cluster_accruals c JOIN runs r ON r.id = c.run_id JOIN clusters k ON k.id = c.cluster_id "
+      "k.name, r.config_json FROM cluster_accruals c JOIN runs r ON r.id = c.run_id JOIN clusters k ON k.id = c.cluster_id "
       "ORDER BY 4");
   while (st.step()) {
     AccrualRow row;
@@ -90,6 +92,7 @@ std::vector<AccrualRow> all_accruals(const Database& db) {
         Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6), st.text(7)};
     row.run_name = st.text(8);
     row.node_name = st.text(9);
+    row.on_gpus = config_on_gpus(st.text(10));
     out.push_back(std::move(row));
   }
   return out;
@@ -101,9 +104,12 @@ std::vector<CostLine> to_lines(const std::map<std::string, CostLine>& m) {
   return out;
 }
 
-void add_to(std::map<std::string, CostLine>& m, const std::string& key, double usd, double gpu_h, double h) {
+void add_to(std::map<std::string, CostLine>& m, const std::string& key, double usd, double gpu_h, double h,
+            bool on_gpus) {
   CostLine& l = m[key];
   l.key = key;
+  const std::string unit = device_hours_unit(on_gpus);
+  l.unit = l.unit.empty() || l.unit == unit ? unit : "device-h";
   l.usd += usd;
   l.gpu_hours += gpu_h;
   l.hours += h;
@@ -360,11 +366,21 @@ double accrued_until(const std::vector<Accrual>& accruals, double t, bool dollar
   return total;
 }
 
+bool config_on_gpus(const std::string& config_json) {
+  if (config_json.empty()) return false;
+  const nlohmann::json j = nlohmann::json::parse(config_json, nullptr, false);
+  if (!j.is_object() || !j.contains("run") || !j["run"].is_object()) return false;
+  const auto& run = j["run"];
+  return run.contains("device") && run["device"].is_string() && run["device"].get<std::string>() == "cuda";
+}
+
+const char* device_hours_unit(bool on_gpus) { return on_gpus ? "GPU-h" : "CPU-h"; }
+
 std::vector<CostLine> costs_by_run(const Database& db, double now) {
   if (now <= 0) now = now_seconds();
   std::map<std::string, CostLine> m;
   for (const AccrualRow& r : all_accruals(db))
-    add_to(m, r.run_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0);
+    add_to(m, r.run_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0, r.on_gpus);
   return to_lines(m);
 }
 
@@ -372,7 +388,7 @@ std::vector<CostLine> costs_by_node(const Database& db, double now) {
   if (now <= 0) now = now_seconds();
   std::map<std::string, CostLine> m;
   for (const AccrualRow& r : all_accruals(db))
-    add_to(m, r.node_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0);
+    add_to(m, r.node_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0, r.on_gpus);
   return to_lines(m);
 }
 
@@ -386,7 +402,7 @@ std::vector<CostLine> costs_by_day(const Database& db, double now) {
       const double day_end = (std::floor(t / 86400.0) + 1) * 86400.0;  // UTC midnight
       const double piece = std::min(stop, day_end) - t;
       add_to(m, utc_day(t), r.a.usd_per_hour * piece / 3600.0,
-             static_cast<double>(r.a.devices) * piece / 3600.0, piece / 3600.0);
+             static_cast<double>(r.a.devices) * piece / 3600.0, piece / 3600.0, r.on_gpus);
       t = std::min(stop, day_end);
     }
   }

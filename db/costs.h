@@ -100,10 +100,17 @@ std::vector<Accrual> run_accruals(const Database& db, int64_t run_id);
 // Cumulative dollars (or GPU-hours) of these accruals from their start up to time t.
 double accrued_until(const std::vector<Accrual>& accruals, double t, bool dollars);
 
+// Whether a run's config (its stored JSON) trains on GPUs (run.device = "cuda"). Its device-hours
+// are then GPU-hours; a CPU run's count its ranks (a Slurm CPU job: its nodes) and read "CPU-h".
+bool config_on_gpus(const std::string& config_json);
+// "GPU-h" or "CPU-h".
+const char* device_hours_unit(bool on_gpus);
+
 struct CostLine {
   std::string key;  // run name, node name, or UTC day YYYY-MM-DD
   double usd = 0;
-  double gpu_hours = 0;
+  double gpu_hours = 0;  // device-hours: GPU-hours for GPU runs (see unit)
+  std::string unit;      // "GPU-h", "CPU-h", or "device-h" for a node or day with both kinds
   double hours = 0;  // wall hours accrued (sum over intervals)
 };
 std::vector<CostLine> costs_by_run(const Database& db, double now = 0);

@@ -338,6 +338,7 @@ RunSummary run_summary(const Database& db, int64_t run_id, double now) {
   s.gpu_hours = accruals.empty() ? static_cast<double>(run.world_size.value_or(1)) * s.wall_s / 3600.0
                                  : accrued_until(accruals, now, false);
   s.cost_usd = accrued_until(accruals, now, true);
+  s.on_gpus = config_on_gpus(run.config_json);
   if (s.tokens > 0 && !accruals.empty()) s.usd_per_million_tokens = s.cost_usd / s.tokens * 1e6;
   return s;
 }

@@ -100,7 +100,8 @@ struct RunSummary {
   double tokens = 0;
   std::optional<double> tokens_per_s, mfu;  // means over the run's step records
   double wall_s = 0;                        // first to last metric point (else started → ended/now)
-  double gpu_hours = 0, cost_usd = 0;
+  double gpu_hours = 0, cost_usd = 0;  // device-hours: GPU-hours when on_gpus, else CPU-h (costs.h)
+  bool on_gpus = false;
   std::optional<double> usd_per_million_tokens;
 };
 RunSummary run_summary(const Database& db, int64_t run_id, double now = 0);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
+#include "db/costs.h"
 #include "db/queries.h"
 #include "db/run_store.h"
 #include "runs/run_speed.h"
@@ -32,7 +33,7 @@ int cmd_compare(const Context& ctx) {
   if (args.flag("--help")) {
     std::printf(
         "Usage: flotilla compare RUN RUN... [--csv|--json]\n\n"
-        "Final and best loss, tokens, tokens/s, MFU, wall time, GPU-hours, cost and cost per\n"
+        "Final and best loss, tokens, tokens/s, MFU, wall time, device-hours (GPU-h or CPU-h), cost and cost per\n"
         "million tokens of each run, then the config keys whose values differ.\n");
     return kExitOk;
   }
@@ -65,7 +66,9 @@ int cmd_compare(const Context& ctx) {
   row("tokens_per_s", [](const db::RunSummary& s) { return opt_text(s.tokens_per_s, "%.1f"); });
   row("mfu", [](const db::RunSummary& s) { return opt_text(s.mfu, "%.4f"); });
   row("wall_s", [](const db::RunSummary& s) { return num_text(s.wall_s, "%.1f"); });
+  // Device-hours under their historical key; the unit row says GPU-h (GPU runs) or CPU-h.
   row("gpu_hours", [](const db::RunSummary& s) { return num_text(s.gpu_hours, "%.4f"); });
+  row("hours_unit", [](const db::RunSummary& s) { return std::string(db::device_hours_unit(s.on_gpus)); });
   row("cost_usd", [](const db::RunSummary& s) { return num_text(s.cost_usd, "%.2f"); });
   row("usd_per_million_tokens",
       [](const db::RunSummary& s) { return opt_text(s.usd_per_million_tokens, "%.4f"); });

@@ -24,7 +24,8 @@ using nlohmann::json;
 json lines_json(const std::vector<db::CostLine>& lines) {
   json out = json::array();
   for (const auto& l : lines)
-    out.push_back({{"key", l.key}, {"usd", l.usd}, {"gpu_hours", l.gpu_hours}, {"hours", l.hours}});
+    out.push_back(
+        {{"key", l.key}, {"usd", l.usd}, {"gpu_hours", l.gpu_hours}, {"unit", l.unit}, {"hours", l.hours}});
   return out;
 }
 
@@ -32,7 +33,7 @@ void print_lines(const char* title, const std::vector<db::CostLine>& lines) {
   std::printf("%s\n", title);
   if (lines.empty()) std::printf("  (none)\n");
   for (const auto& l : lines)
-    std::printf("  %-28s $%10.2f  %9.3f GPU-h  %8.2f h\n", l.key.c_str(), l.usd, l.gpu_hours, l.hours);
+    std::printf("  %-28s $%10.2f  %9.3f %-8s  %8.2f h\n", l.key.c_str(), l.usd, l.gpu_hours, l.unit.c_str(), l.hours);
 }
 
 int pricing_list(const Context& ctx, ArgReader& args) {
@@ -143,7 +144,7 @@ int cmd_costs(const Context& ctx) {
   ArgReader args(ctx.args, "costs");
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla costs [--json]\n\nAccrued cost and GPU-hours by run, by node and by UTC day.\n");
+        "Usage: flotilla costs [--json]\n\nAccrued cost and device-hours (GPU-h for GPU runs, CPU-h for CPU\nruns) by run, by node and by UTC day.\n");
     return kExitOk;
   }
   const bool as_json = args.flag("--json");

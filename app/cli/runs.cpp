@@ -68,6 +68,7 @@ json summary_json(const db::RunSummary& s) {
               {"mfu", opt(s.mfu)},
               {"wall_s", s.wall_s},
               {"gpu_hours", s.gpu_hours},
+              {"hours_unit", db::device_hours_unit(s.on_gpus)},
               {"cost_usd", s.cost_usd},
               {"usd_per_million_tokens", opt(s.usd_per_million_tokens)}};
 }
@@ -168,8 +169,8 @@ int show(const Context& ctx, ArgReader& args) {
   std::printf("speed      %s tok/s   mfu %s\n", s.tokens_per_s ? format_number(*s.tokens_per_s).c_str() : "-",
               s.mfu ? (format_number(*s.mfu * 100) + "%").c_str() : "-");
   const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;
-  std::printf("cost       %s   %.3f GPU-hours%s%s\n", priced ? format_usd(s.cost_usd).c_str() : "unpriced",
-              s.gpu_hours, r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
+  std::printf("cost       %s   %.3f %s%s%s\n", priced ? format_usd(s.cost_usd).c_str() : "unpriced",
+              s.gpu_hours, s.on_gpus ? "GPU-hours" : "CPU-hours", r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
               r.max_hours ? ("   time limit " + format_number(*r.max_hours) + " h").c_str() : "");
   if (priced)
     std::printf("price      $%.4g/h (%s)\n", *r.usd_per_hour,

@@ -51,7 +51,7 @@ void test_accruals(Database& db) {
   CHECK_NEAR(node_rate(db, cloud, 4).usd_per_hour, 8.0, 1e-12);  // 4 of 8 GPUs on demand: $2/GPU-h
   CHECK_NEAR(node_rate(db, spot, 8).usd_per_hour, 4.0, 1e-12);   // the whole box on spot
 
-  const int64_t run = make_run(db, "priced");
+  const int64_t run = make_run(db, "priced", R"({"run":{"device":"cuda","name":"priced"}})");
   attach_node(db, run, cloud, 4);
   attach_node(db, run, spot, 8);
   const double t0 = 1767225600;  // 2026-01-01T00:00:00Z
@@ -70,6 +70,7 @@ void test_accruals(Database& db) {
   CHECK(!accruals.back().end);
   const RunSummary s = run_summary(db, run, now);
   CHECK_NEAR(s.gpu_hours, 12 * 1.25, 1e-9);
+  CHECK(s.on_gpus && std::string(device_hours_unit(s.on_gpus)) == "GPU-h");
   CHECK(cents(s.cost_usd) == 15.00);
   // A later price change does not rewrite history: the open interval keeps its rate.
   gpu.on_demand_usd_per_hour = 1000;
@@ -86,6 +87,7 @@ void test_accruals(Database& db) {
   CHECK(cents(by_node_a) == 10.00 && cents(by_node_b) == 5.00);
   const auto by_run = costs_by_run(db, now);
   CHECK(by_run.size() == 1 && by_run[0].key == "priced" && cents(by_run[0].usd) == 15.00);
+  CHECK(by_run[0].unit == "GPU-h");
 }
 
 void test_local_and_days(Database& db) {
@@ -102,7 +104,18 @@ void test_local_and_days(Database& db) {
   set_status(db, run, RunStatus::kRunning, start);
   set_status(db, run, RunStatus::kCompleted, start + 3 * 3600);  // until 02:00 on the 2nd
   std::map<std::string, double> days;
-  for (const auto& l : costs_by_day(db, start + 10 * 3600)) days[l.key] = l.usd;
+  std::map<std::string, std::string> units;
+  for (const auto& l : costs_by_day(db, start + 10 * 3600)) {
+    days[l.key] = l.usd;
+    units[l.key] = l.unit;
+  }
+  // "GPU-hours" is not used for a CPU run (issue 18): its hours are CPU-h, a day with both device-h.
+  CHECK(!run_summary(db, run, start + 10 * 3600).on_gpus);
+  CHECK(units["2026-01-02"] == "CPU-h");
+  CHECK(units["2026-01-01"] == "device-h");
+  for (const auto& l : costs_by_run(db, start + 10 * 3600))
+    if (l.key == "overnight") CHECK(l.unit == "CPU-h");
+  CHECK(!config_on_gpus("{}") && !config_on_gpus("not json") && !config_on_gpus(R"({"run":{"device":"cpu"}})"));
   // 0.75 $/h: 1 h on Jan 1 (plus the other test's run), 2 h on Jan 2.
   CHECK(cents(days["2026-01-02"]) == 1.50);
   CHECK(cents(days["2026-01-01"]) == 15.75);

@@ -4,6 +4,7 @@
 #include <QFont>
 #include <QPalette>
 
+#include "db/costs.h"
 #include "ui/common/numberformat.h"
 
 namespace flotilla::ui {
@@ -70,7 +71,7 @@ QVariant SummaryModel::data(const QModelIndex& index, int role) const {
     case WallTime:
       return m_prefs.formatDuration(s.wall_s);
     case GpuHours:
-      return QString::number(s.gpu_hours, 'f', 3);
+      return QStringLiteral("%1 %2").arg(s.gpu_hours, 0, 'f', 3).arg(QLatin1String(db::device_hours_unit(s.on_gpus)));
     case Cost:
       return m_prefs.formatMoney(s.cost_usd);
     case CostPerMTokens:
@@ -104,7 +105,7 @@ QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int 
     case WallTime:
       return tr("Wall time");
     case GpuHours:
-      return tr("GPU-h");
+      return tr("Device-h");
     case Cost:
       return tr("Cost");
     case CostPerMTokens:
@@ -206,7 +207,7 @@ QVariant TargetModel::data(const QModelIndex& index, int role) const {
     case Cost:
       return m_prefs.formatMoney(h.usd);
     case GpuHours:
-      return QString::number(h.gpuHours, 'f', 3);
+      return QStringLiteral("%1 %2").arg(h.gpuHours, 0, 'f', 3).arg(QLatin1String(db::device_hours_unit(h.onGpus)));
     case WallTime:
       return m_prefs.formatDuration(h.wallSeconds);
     default:
@@ -226,7 +227,7 @@ QVariant TargetModel::headerData(int section, Qt::Orientation orientation, int r
     case Cost:
       return tr("Cost");
     case GpuHours:
-      return tr("GPU-h");
+      return tr("Device-h");
     case WallTime:
       return tr("Wall time");
     default:

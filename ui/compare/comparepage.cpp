@@ -49,7 +49,7 @@ QString axisLabel(db::XAxis x, const Preferences& prefs) {
     case db::XAxis::kWallTime:
       return QObject::tr("wall time (%1)").arg(prefs.timeUnitLabel());
     case db::XAxis::kGpuHours:
-      return QObject::tr("GPU-hours");
+      return QObject::tr("device-hours");
     case db::XAxis::kDollars:
       return QObject::tr("spend (%1)").arg(prefs.currency);
   }
@@ -77,7 +77,7 @@ ComparePage::ComparePage(const QString& databasePath, QWidget* parent)
 void ComparePage::build() {
   auto* header = new PageHeader(
       tr("Compare"),
-      tr("Put experiments side by side: any metric overlaid by step, tokens, wall time, GPU-hours or "
+      tr("Put experiments side by side: any metric overlaid by step, tokens, wall time, device-hours or "
          "dollars, with their losses, speed, cost per million tokens, differing config keys and the cost "
          "of reaching a chosen loss."),
       this);
@@ -115,7 +115,7 @@ void ComparePage::build() {
   m_xAxis->addItem(tr("Step"), static_cast<int>(db::XAxis::kStep));
   m_xAxis->addItem(tr("Tokens"), static_cast<int>(db::XAxis::kTokens));
   m_xAxis->addItem(tr("Wall time"), static_cast<int>(db::XAxis::kWallTime));
-  m_xAxis->addItem(tr("GPU-hours"), static_cast<int>(db::XAxis::kGpuHours));
+  m_xAxis->addItem(tr("Device-hours (GPU-h, CPU-h)"), static_cast<int>(db::XAxis::kGpuHours));
   m_xAxis->addItem(tr("Dollars"), static_cast<int>(db::XAxis::kDollars));
   m_logY = new QCheckBox(tr("Log scale"));
   m_plot = new CompareOverlayPlot;

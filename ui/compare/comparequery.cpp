@@ -31,6 +31,7 @@ std::vector<db::RunListItem> loadRunList(const RunListRequest& request) {
 TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing) {
   TargetHit hit;
   hit.runId = run.id;
+  hit.onGpus = db::config_on_gpus(run.config_json);
   const auto points = db::metric_points(db, run.id, "loss");
   if (points.empty()) return hit;
   EmaSmoother ema(smoothing);

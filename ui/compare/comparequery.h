@@ -41,7 +41,8 @@ struct TargetHit {
   bool reached = false;
   int64_t step = 0;
   double lossAtStep = 0;  // the (smoothed) value that crossed
-  double usd = 0, gpuHours = 0, wallSeconds = 0;
+  double usd = 0, gpuHours = 0, wallSeconds = 0;  // gpuHours: device-hours (CPU-h for a CPU run)
+  bool onGpus = false;
 };
 
 struct CompareResult {

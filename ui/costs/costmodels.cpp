@@ -61,7 +61,7 @@ QVariant CostLinesModel::data(const QModelIndex& index, int role) const {
     case Usd:
       return money(l.usd);
     case GpuHours:
-      return QString::number(l.gpu_hours, 'f', 3);
+      return QStringLiteral("%1 %2").arg(l.gpu_hours, 0, 'f', 3).arg(QString::fromStdString(l.unit));
     case Hours:
       return QString::number(l.hours, 'f', 2);
     default:
@@ -77,7 +77,7 @@ QVariant CostLinesModel::headerData(int section, Qt::Orientation orientation, in
     case Usd:
       return tr("Spend");
     case GpuHours:
-      return tr("GPU-h");
+      return tr("Device-h");
     case Hours:
       return tr("Hours");
     default:
