@@ -21,6 +21,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTableView>
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -414,6 +415,25 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   // Killed reads the same on the run (Live) and in the Runs table.
   QCOMPARE(fork->stateText(), QStringLiteral("stopped (killed on request)"));
   QTRY_COMPARE(tableStatus(w.get(), fork->storeId()), fork->stateText());
+
+  // Sample from the model and export its weights, from the run's menu (issue 18): the real worker
+  // on the run's newest verified checkpoint, in the background.
+  QString shown;
+  view->showSample = [&](const QString& text) { shown = text; };
+  QSignalSpy sampled(view, &flotilla::ui::StoreRunsView::sampled);
+  QVERIFY(view->sampleModel(stoppedId, QStringLiteral("Once upon")));
+  QVERIFY(view->isBusy());
+  QVERIFY(sampled.wait(60000));
+  QVERIFY2(sampled.at(0).at(0).toBool(), qPrintable(sampled.at(0).at(1).toString()));
+  QVERIFY2(shown.startsWith(QStringLiteral("Token ids (this run has no tokenizer")) && shown == sampled.at(0).at(1).toString(), qPrintable(shown));
+  qInfo("sample: %s", qPrintable(shown.left(120)));
+  QSignalSpy exported(view, &flotilla::ui::StoreRunsView::weightsExported);
+  const QString out = m_tmp.filePath(QStringLiteral("exported-weights"));
+  QVERIFY(view->exportWeights(stoppedId, out));
+  QVERIFY(exported.wait(60000));
+  QVERIFY2(exported.at(0).at(0).toBool(), qPrintable(exported.at(0).at(1).toString()));
+  QVERIFY(QFileInfo(out + QStringLiteral("/model.safetensors")).size() > 1000);
+  QVERIFY(QFile::exists(out + QStringLiteral("/config.json")));
 
   // Duplicate: the wizard opens on Review with the run's config.
   view->duplicate(stoppedId);

@@ -16,6 +16,7 @@
 #include <QWidget>
 
 #include <functional>
+#include <optional>
 
 #include "engine/config/run_config.h"
 
@@ -72,6 +73,15 @@ class StoreRunsView : public QWidget {
   // with message() or errorRaised(), then exportFinished(ok).
   bool exportCsv(qint64 id, const QString& path);  // empty path: ask where
   bool remove(qint64 id);                          // asks for confirmation
+  // The model of the run's newest verified checkpoint for other tools (flotilla-worker export): a
+  // Hugging Face folder for a Llama-family run (with the run's tokenizer), GPT-2 safetensors and
+  // config.json otherwise. Empty path: asks where. Runs the worker in the background: true once
+  // started; ends with weightsExported(ok, the folder or the worker's reason).
+  bool exportWeights(qint64 id, const QString& path);
+  // Text the run's newest verified checkpoint writes after `prompt` (flotilla-worker sample, decoded
+  // with the run's tokenizer: runs/sample_text.h). Empty prompt: asks. Ends with sampled(ok, the
+  // text or the reason), shown in a dialog unless showSample is set.
+  bool sampleModel(qint64 id, const QString& prompt);
   // Background work (an export, a checkpoint list) is running; the busy bar shows meanwhile.
   bool isBusy() const { return m_busy > 0; }
 
@@ -79,6 +89,9 @@ class StoreRunsView : public QWidget {
   // Returns the chosen checkpoint's dir ("" = cancelled).
   std::function<QString(const QList<CheckpointChoice>& checkpoints)> chooseCheckpoint;
   std::function<QString(const QString& suggested)> chooseCsvPath;
+  std::function<QString(const QString& suggested)> chooseExportFolder;
+  std::function<std::optional<QString>()> askPrompt;  // nullopt: cancelled
+  std::function<void(const QString& text)> showSample;
   std::function<bool(const QString& runName)> confirmDelete;
   // Whether to watch a run on SSH nodes that this session does not watch (default: a question box).
   std::function<bool(const QString& runName, const QString& nodes)> confirmAttach;
@@ -91,11 +104,20 @@ class StoreRunsView : public QWidget {
   void errorRaised(const QString& text);
   void message(const QString& text);
   void exportFinished(bool ok);
+  void weightsExported(bool ok, const QString& folderOrReason);
+  void sampled(bool ok, const QString& textOrReason);
   void forkListed();
   void busyChanged(bool busy);
 
  private:
   void showMenu(const QPoint& pos);
+  struct ModelSource {  // what export and sample need of a stored run
+    QString name, runDir, worker, tokenizer;
+    bool llama = false;
+  };
+  std::optional<ModelSource> modelSource(qint64 id);  // errorRaised and nullopt when it cannot be used
+  void runWorker(const QString& worker, const QStringList& args, const QString& busyText,
+                 std::function<void(bool ok, const QString& out, const QString& err)> done);
   void forkFromList(qint64 id, const QList<CheckpointChoice>& choices, const QString& error);
   void beginBusy(const QString& what);
   void endBusy();
