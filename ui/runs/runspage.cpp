@@ -43,8 +43,9 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
       m_error(new QLabel(this)) {
   auto* header = new PageHeader(
       tr("Runs"),
-      tr("Every training run in this workspace: its configuration, where it runs (this machine or SSH "
-         "nodes), its status, progress and spend. Select runs to watch one live or to compare several."),
+      tr("Every training run in this workspace: its configuration, where it runs (this machine, SSH "
+         "nodes or a Slurm cluster), its status, progress and spend. Select runs to watch one live or "
+         "to compare several."),
       this);
 
   auto* empty = new EmptyState(QStringLiteral("runs"), tr("No runs yet"),
