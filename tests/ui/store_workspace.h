@@ -34,7 +34,8 @@ inline constexpr double kStepSeconds = 2.0;
 inline constexpr double kUsdPerHour = 8.0;
 
 inline std::string configJson(const RunSpec& r) {
-  return "{\"model\":{\"d_model\":256,\"n_layers\":4},\"train\":{\"steps\":" + std::to_string(r.planned) +
+  // Trained on the node's GPUs: its device-hours are GPU-hours.
+  return "{\"run\":{\"device\":\"cuda\"},\"model\":{\"d_model\":256,\"n_layers\":4},\"train\":{\"steps\":" + std::to_string(r.planned) +
          ",\"micro_batch\":8},\"optimizer\":{\"lr\":" + std::to_string(r.lr) + "}}";
 }
 

@@ -209,6 +209,7 @@ void TestNotifier::theWebhookComesFromTheEnvironmentOnly() {
   qputenv("FLOTILLA_WEBHOOK_URL", "file:///etc/passwd");
   QVERIFY(RunNotifier(nullptr).webhook().isEmpty());
   QVERIFY(RunNotifier::webhookDescription().contains(QStringLiteral("not an http or https URL")));
+  QVERIFY(RunNotifier::webhookHelp().contains(QStringLiteral("never saved")));
   qunsetenv("FLOTILLA_WEBHOOK_URL");
 }
 

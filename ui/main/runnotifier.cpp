@@ -51,15 +51,16 @@ void RunNotifier::setCheckIntervalMs(int ms) { m_check->setInterval(ms); }
 
 QString RunNotifier::webhookDescription() {
   const QString raw = qEnvironmentVariable("FLOTILLA_WEBHOOK_URL").trimmed();
-  if (raw.isEmpty())
-    return tr("No webhook. To have finished, failed, stalled and over-budget runs posted to a chat or "
-              "a script, start the app with FLOTILLA_WEBHOOK_URL set to an http(s) URL (it is read "
-              "from the environment and never saved: such URLs are secrets).");
+  if (raw.isEmpty()) return tr("None (set FLOTILLA_WEBHOOK_URL)");
   const QUrl url = webhookFromEnvironment();
-  if (url.isEmpty())
-    return tr("FLOTILLA_WEBHOOK_URL is set but is not an http or https URL: no webhook is posted.");
-  return tr("Events are posted as JSON to %1 (from FLOTILLA_WEBHOOK_URL; its path is not shown).")
-      .arg(url.host());
+  if (url.isEmpty()) return tr("None: FLOTILLA_WEBHOOK_URL is not an http or https URL");
+  return tr("JSON to %1").arg(url.host());
+}
+
+QString RunNotifier::webhookHelp() {
+  return tr("Finished, failed, stopped, stalled and near-budget runs are posted as JSON (event, run, "
+            "state, step, loss, text) to the URL in FLOTILLA_WEBHOOK_URL, e.g. a Slack or Teams "
+            "incoming webhook. It is read from the environment and never saved: such URLs are secrets.");
 }
 
 QString RunNotifier::eventName(Event event) {

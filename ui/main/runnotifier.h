@@ -45,8 +45,9 @@ class RunNotifier : public QObject {
   // The webhook (empty: none). Defaults to FLOTILLA_WEBHOOK_URL; must be http or https.
   void setWebhook(const QUrl& url);
   QUrl webhook() const { return m_webhook; }
-  // "Webhook: hooks.slack.com (from FLOTILLA_WEBHOOK_URL)" or why there is none, for Settings.
+  // "JSON to hooks.slack.com" (never the URL's path) or why there is none, for Settings.
   static QString webhookDescription();
+  static QString webhookHelp();  // what is posted and how to set it (the Settings row's tooltip)
   void setDesktopEnabled(bool on) { m_desktop = on; }
   // The shortest stall that is reported (default 300 s) and how often runs are checked (15 s).
   void setStallSeconds(double seconds) { m_stallSeconds = seconds; }

@@ -200,8 +200,8 @@ QWidget* SettingsPage::buildDisplayBox() {
   form->addRow(tr("Notifications"), m_notify);
   auto* webhook = new QLabel(RunNotifier::webhookDescription(), box);
   webhook->setObjectName(QStringLiteral("webhookStatus"));
-  webhook->setWordWrap(true);
   webhook->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  webhook->setToolTip(RunNotifier::webhookHelp());
   form->addRow(tr("Webhook"), webhook);
   connect(m_notify, &QCheckBox::toggled, this, &SettingsPage::storePreferences);
   for (QComboBox* c : {m_tokens, m_time, m_theme})
