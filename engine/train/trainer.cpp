@@ -44,6 +44,24 @@ namespace flotilla {
 namespace {
 
 namespace fs = std::filesystem;
+
+// "63.2 MiB" for an event's words (the exact byte count stays in its fields for programs).
+std::string mib_text(double bytes) {
+  char buf[64];
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  }
+  return buf;
+}
+std::string mib_text(const std::string& bytes) {
+  try {
+    return mib_text(std::stod(bytes));
+  } catch (const std::exception&) {
+    return bytes + " bytes";
+  }
+}
 using train_detail::Clock;
 using train_detail::Loop;
 using train_detail::ms_since;
@@ -519,16 +537,16 @@ int run_training(const TrainOptions& options) {
   if (loop.dp->dp_size() > 1)
     loop.metrics.event(
         "info",
-        "gradient memory: " + std::to_string(loop.model.grad_bytes() + loop.dp->grad_bytes()) + " bytes",
+        "gradient memory: " + mib_text(static_cast<double>(loop.model.grad_bytes() + loop.dp->grad_bytes())),
         {{"grad_bytes_model", std::to_string(loop.model.grad_bytes())},
          {"grad_bytes_dp", std::to_string(loop.dp->grad_bytes())}});
   if (loop.device) {
     auto fields = loop.device->memory_report();
     std::string msg = "training on " + loop.device->describe();
     if (fields.count("predicted_bytes"))
-      msg += "; device memory predicted " + fields["predicted_bytes"] +
-             " bytes (planner: " + fields["planner_bytes"] + "), measured " + fields["measured_bytes"] +
-             " bytes (cudaMemGetInfo delta over the allocation)";
+      msg += "; device memory predicted " + mib_text(fields["predicted_bytes"]) + " (planner: " +
+             mib_text(fields["planner_bytes"]) + "), measured " + mib_text(fields["measured_bytes"]) +
+             " (cudaMemGetInfo delta over the allocation)";
     loop.metrics.event("info", msg, fields);
     loop.progress.line("%s", msg.c_str());
   }
@@ -573,7 +591,7 @@ int run_training(const TrainOptions& options) {
       const size_t act = loop.device ? loop.device->activation_bytes() : loop.model.activation_bytes();
       loop.metrics.event(
           "info",
-          "activation memory: " + std::to_string(act) + " bytes" +
+          "activation memory: " + mib_text(static_cast<double>(act)) +
               (cfg.train.recompute ? " (recompute on)" : ""),
           {{"activation_bytes", std::to_string(act)}, {"recompute", cfg.train.recompute ? "true" : "false"}});
     }
