@@ -353,6 +353,11 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
 // from that checkpoint with the parent recorded; duplicate opens the wizard with its config;
 // delete refuses while running and removes a finished run from the store.
 void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
+  // Steps of a millisecond outrun the window's view of them on a loaded machine: the resumed run
+  // reached step 18,634 of 20,000 before its Stop landed and the fork then finished before its Kill.
+  // A 5 ms pause per step (the trainer's test hook) keeps each run well inside its 20,000 steps.
+  qputenv("FLOTILLA_TEST_STEP_SLEEP_MS", "5");
+  auto unpace = qScopeGuard([] { qunsetenv("FLOTILLA_TEST_STEP_SLEEP_MS"); });
   auto w = makeWindow();
   auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
   flotilla::ui::StoreRunsView* view = runsPage->storeView();

@@ -150,7 +150,9 @@ void TestRunsStore::modelShowsStoredRunsLive() {
                QStringLiteral("completed"));
   QCOMPARE(countRows(m_db, running, "loss"), int64_t{40});
   QTRY_COMPARE(store.spendPerHour(), 0.0);
-  Q_UNUSED(done);
+  // A run with no price says so, as the CLI does: never "$0.00" (issue 18, one truth per number).
+  QCOMPARE(model.index(model.rowOfId(done), StoreRunsModel::Cost).data().toString(), QStringLiteral("unpriced"));
+  QVERIFY(model.index(model.rowOfId(running), StoreRunsModel::Cost).data().toString().startsWith(QLatin1Char('$')));
 }
 
 void TestRunsStore::filtersTagsNotesAndDelete() {

@@ -141,6 +141,8 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return formatDuration(static_cast<qint64>((end - r.startedAt) * 1000));
     }
     case Cost:
+      // A run with no price costs nothing known: "unpriced", as the CLI says, never a $0.00 figure.
+      if (r.priceUsdPerHour <= 0 && r.costUsd <= 0) return tr("unpriced");
       // Small budgets need the digits: a cent-a-second run is $0.0201, not $0.02.
       return QStringLiteral("$%1").arg(r.costUsd, 0, 'f', r.costUsd < 1 && r.costUsd > 0 ? 4 : 2);
     case Tags:
