@@ -39,49 +39,16 @@
 #include "ui/wizard/reviewpage.h"
 #include "ui/wizard/runwizard.h"
 #include "ui/wizard/templates.h"
+#include "wizard_helpers.h"
 
 using flotilla::RunConfig;
 using flotilla::ui::RunWizard;
+using wizard_helpers::child;
+using wizard_helpers::cpuMachine;
+using wizard_helpers::gpuMachine;
+using wizard_helpers::shownProblems;
 
 namespace {
-
-flotilla::ProbeResult cpuMachine() {
-  flotilla::ProbeResult p;
-  p.cpu_model = "Test CPU";
-  p.physical_cores = 8;
-  p.logical_cpus = 16;
-  p.memory_total_bytes = 32ull << 30;
-  return p;
-}
-
-flotilla::ProbeResult gpuMachine(int gpus, const char* name, quint64 memBytes) {
-  flotilla::ProbeResult p = cpuMachine();
-  for (int i = 0; i < gpus; ++i) {
-    flotilla::GpuInfo g;
-    g.index = i;
-    g.name = name;
-    g.memory_total_bytes = memBytes;
-    p.gpus.push_back(g);
-  }
-  return p;
-}
-
-template <typename T>
-T* child(QWidget* page, const char* name) {
-  T* w = page->findChild<T*>(QLatin1String(name));
-  if (!w) qFatal("no child %s", name);
-  return w;
-}
-
-// Every problem the page shows now: beside its fields (fieldProblem-*) and in its list ("problems").
-QString shownProblems(QWizardPage* page) {
-  QStringList out;
-  for (QLabel* l : page->findChildren<QLabel*>())
-    if ((l->objectName() == QLatin1String("problems") || l->objectName().startsWith(QLatin1String("fieldProblem-"))) &&
-        !l->isHidden() && !l->text().isEmpty())
-      out << l->text();
-  return out.join(QLatin1Char('\n'));
-}
 
 // The engine's own messages for the config under the given field prefix.
 QStringList engineMessages(const RunConfig& c, int ranks, const std::string& prefix) {
