@@ -77,10 +77,20 @@ int main() {
   std::printf("pending reason: %s\n", job.reason.c_str());
   CHECK_MSG(contains(read_file(log), "pending: "), "%s", read_file(log).c_str());
 
-  // The nodes come back: the job runs and metrics arrive.
+  // The nodes come back: the job runs and metrics arrive. The metrics tail can store steps before
+  // the next squeue poll records the state (seen in CI under load: 50 steps stored while the run
+  // still read queued), so wait for both.
   CHECK(system((scontrol + "update nodename=n[1-2] state=resume").c_str()) == 0);
-  const bool running = wait_until([&] { return loss_rows(ws.db()) >= 50; }, 60);
-  CHECK_MSG(running, "no steps stored: %s", read_file(log).c_str());
+  const bool running = wait_until(
+      [&] {
+        if (loss_rows(ws.db()) < 50) return false;
+        flotilla::db::Database db(ws.db());
+        const auto run = flotilla::db::find_run(db, "cancel-me");
+        const auto j = run ? flotilla::db::find_slurm_job(db, run->id) : std::nullopt;
+        return run && run->status == flotilla::db::RunStatus::kRunning && j && j->state == "RUNNING";
+      },
+      60);
+  CHECK_MSG(running, "no steps stored while running: %s", read_file(log).c_str());
   {
     flotilla::db::Database db(ws.db());
     const auto run = flotilla::db::find_run(db, "cancel-me");
