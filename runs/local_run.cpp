@@ -250,12 +250,14 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
           cause = StopCause::kBudget;
           stop_note = b.note;
           if (note) note(b.message);
+          if (hooks.on_budget) hooks.on_budget(b);
           writer->submit([id = w.run_id, m = b.message](db::Database& db) {
             db::add_event(db, id, db::now_seconds(), "budget", "warning", m);
           });
           signal_worker(SIGTERM);
         } else if (b.action == db::BudgetAction::kWarn) {
           if (note) note(b.message);
+          if (hooks.on_budget) hooks.on_budget(b);
           writer->submit([id = w.run_id, m = b.message](db::Database& db) {
             db::add_event(db, id, db::now_seconds(), "budget", "warning", m);
           });

@@ -456,6 +456,7 @@ int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w,
         const db::BudgetStatus b = guard.poll(reader);
         if (b.action != db::BudgetAction::kNone) {
           if (note) note(b.message);
+          if (hooks.on_budget) hooks.on_budget(b);
           writer.submit([run_id, m = b.message](db::Database& wdb) {
             db::add_event(wdb, run_id, db::now_seconds(), "budget", "warning", m);
           });

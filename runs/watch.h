@@ -33,6 +33,9 @@ struct WatchHooks {
   std::function<bool()> checkpoint_requested;  // polled: true -> a checkpoint now, training goes on
   std::function<bool()> kill_requested;        // polled (local runs): true once -> SIGKILL the worker
   std::function<bool()> leave_requested;       // polled: true -> return kLeft, the run stays running
+  // The budget guard's answer when it has one (kWarn once, then kStop once), after note(message):
+  // a typed signal for what a desktop tells its user (ui/main/runnotifier.h), not a parsed line.
+  std::function<void(const db::BudgetStatus&)> on_budget;
 };
 
 inline constexpr int kLeft = -2;  // the watcher gave the run up (left running, still 'running')

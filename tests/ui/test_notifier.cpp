@@ -166,10 +166,12 @@ void TestNotifier::theBudgetWarningIsNotifiedOnce() {
   LocalRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(run);
-  // The runs layer's budget guard speaks through the run's log in db::budget_status's words.
+  // The runs layer's budget guard (WatchHooks::on_budget, as LocalRun forwards it; the real guard in
+  // ui_test_app_budget_e2e): the warning once, the cap left to the stop that follows.
   const QString warning = QStringLiteral("run '%1' has spent $0.0801 of its $0.1000 budget").arg(run->name());
-  emit run->logAppended(QStringLiteral("warning"), warning);
-  emit run->logAppended(QStringLiteral("warning"), warning);
+  emit run->budgetCrossed(warning, false);
+  emit run->budgetCrossed(warning, false);
+  emit run->budgetCrossed(QStringLiteral("run 'x' reached its budget"), true);
   emit run->logAppended(QStringLiteral("warning"), QStringLiteral("disk is nearly full"));
   QCOMPARE(notified.count(), 1);
   QCOMPARE(notified.at(0).at(0).value<RunNotifier::Event>(), RunNotifier::Event::BudgetWarning);

@@ -90,8 +90,8 @@ void RunNotifier::watch(RunHandle* run) {
   w.elapsedAtStep = run->elapsedMs();
   m_watched.insert(run, w);
   connect(run, &RunHandle::stateChanged, this, [this, run](RunHandle::State s) { onState(run, s); });
-  connect(run, &RunHandle::logAppended, this,
-          [this, run](const QString& level, const QString& text) { onLog(run, level, text); });
+  connect(run, &RunHandle::budgetCrossed, this,
+          [this, run](const QString& message, bool stopping) { onBudget(run, message, stopping); });
   connect(run, &QObject::destroyed, this, [this, run] { m_watched.remove(run); });
 }
 
@@ -125,13 +125,12 @@ void RunNotifier::onState(RunHandle* run, RunHandle::State state) {
   }
 }
 
-void RunNotifier::onLog(RunHandle* run, const QString& level, const QString& text) {
+void RunNotifier::onBudget(RunHandle* run, const QString& message, bool stopping) {
   auto it = m_watched.find(run);
-  if (it == m_watched.end() || it->budgetReported || level != QLatin1String("warning")) return;
-  // The budget guard's warning (db::budget_status: "run 'x' has spent $a of its $b budget").
-  if (!text.contains(QLatin1String("' has spent ")) || !text.endsWith(QLatin1String(" budget"))) return;
+  // The cap itself is told by the stop that follows ("stopped (budget reached: ...)").
+  if (it == m_watched.end() || it->budgetReported || stopping) return;
   it->budgetReported = true;
-  notify(Event::BudgetWarning, run, tr("Run %1 is near its budget").arg(run->name()), text);
+  notify(Event::BudgetWarning, run, tr("Run %1 is near its budget").arg(run->name()), message);
 }
 
 void RunNotifier::checkStalls() {

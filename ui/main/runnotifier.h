@@ -74,7 +74,7 @@ class RunNotifier : public QObject {
     bool budgetReported = false;
   };
   void onState(RunHandle* run, RunHandle::State state);
-  void onLog(RunHandle* run, const QString& level, const QString& text);
+  void onBudget(RunHandle* run, const QString& message, bool stopping);
   void checkStalls();
   void notify(Event event, RunHandle* run, const QString& title, const QString& text);
   void post(Event event, RunHandle* run, const QString& title, const QString& text);

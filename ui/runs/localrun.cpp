@@ -131,6 +131,14 @@ void LocalRun::watch(const runs::LocalWatch& w) {
           this, [this, t = QString::fromStdString(text)] { appendLog(QStringLiteral("warning"), t); },
           Qt::QueuedConnection);
     };
+    hooks.on_budget = [this](const db::BudgetStatus& b) {
+      QMetaObject::invokeMethod(
+          this,
+          [this, m = QString::fromStdString(b.message), stop = b.action == db::BudgetAction::kStop] {
+            emit budgetCrossed(m, stop);
+          },
+          Qt::QueuedConnection);
+    };
     hooks.on_committed = [this](const std::vector<MetricsRecord>& records, uint64_t) {
       m_feed->append(records);
       const qint64 upTo = static_cast<qint64>(m_feed->size());

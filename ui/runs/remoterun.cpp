@@ -215,6 +215,14 @@ void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch&
     // A recovery has just recorded the run's new nodes: show them.
     if (line.rfind("automatic recovery ", 0) == 0) postNodes(runId);
   };
+  hooks.on_budget = [this](const db::BudgetStatus& b) {
+    QMetaObject::invokeMethod(
+        this,
+        [this, m = QString::fromStdString(b.message), stop = b.action == db::BudgetAction::kStop] {
+          emit budgetCrossed(m, stop);
+        },
+        Qt::QueuedConnection);
+  };
   hooks.on_committed = [&](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
   hooks.stop_requested = [this] { return m_stopFlag.load(); };
   hooks.checkpoint_requested = [this] { return m_checkpointFlag.exchange(false); };

@@ -91,6 +91,9 @@ class RunHandle : public QObject {
   void logAppended(const QString& level, const QString& text);
   void sampleAppended(qint64 step, const QString& text);
   void stateChanged(flotilla::ui::RunHandle::State state);
+  // The runs layer's budget guard crossed the warning (stopping false) or the cap or time limit
+  // (stopping true), in its words ("run 'x' has spent $0.08 of its $0.10 budget").
+  void budgetCrossed(const QString& message, bool stopping);
   // At most once per poll: progress numbers changed.
   void changed();
 };
