@@ -132,12 +132,7 @@ void LocalRun::watch(const runs::LocalWatch& w) {
           Qt::QueuedConnection);
     };
     hooks.on_budget = [this](const db::BudgetStatus& b) {
-      QMetaObject::invokeMethod(
-          this,
-          [this, m = QString::fromStdString(b.message), stop = b.action == db::BudgetAction::kStop] {
-            emit budgetCrossed(m, stop);
-          },
-          Qt::QueuedConnection);
+      postBudget(b.message, b.action == db::BudgetAction::kStop);
     };
     hooks.on_committed = [this](const std::vector<MetricsRecord>& records, uint64_t) {
       m_feed->append(records);

@@ -216,12 +216,7 @@ void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch&
     if (line.rfind("automatic recovery ", 0) == 0) postNodes(runId);
   };
   hooks.on_budget = [this](const db::BudgetStatus& b) {
-    QMetaObject::invokeMethod(
-        this,
-        [this, m = QString::fromStdString(b.message), stop = b.action == db::BudgetAction::kStop] {
-          emit budgetCrossed(m, stop);
-        },
-        Qt::QueuedConnection);
+    postBudget(b.message, b.action == db::BudgetAction::kStop);
   };
   hooks.on_committed = [&](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
   hooks.stop_requested = [this] { return m_stopFlag.load(); };

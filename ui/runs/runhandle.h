@@ -16,6 +16,7 @@
 #include <QVector>
 
 #include <memory>
+#include <string>
 
 #include "runs/record_feed.h"
 #include "ui/plot/seriesstore.h"
@@ -84,6 +85,14 @@ class RunHandle : public QObject {
   virtual qint64 deliveredRecords() const = 0;
   // The run's id in the store (0: not stored, or not known yet).
   virtual qint64 storeId() const { return 0; }
+
+ protected:
+  // For a watcher thread's runs::WatchHooks::on_budget: emits budgetCrossed on this object's thread.
+  void postBudget(const std::string& message, bool stopping) {
+    QMetaObject::invokeMethod(
+        this, [this, m = QString::fromStdString(message), stopping] { emit budgetCrossed(m, stopping); },
+        Qt::QueuedConnection);
+  }
 
  signals:
   // Every metrics-protocol record once stored (docs/metrics-protocol.md), before the typed signals.
