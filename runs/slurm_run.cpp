@@ -28,7 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The cluster folder's name and the job name: the run name made safe, plus the store id.
-std::string safe_id(const std::string& name, int64_t id) {
+std::string safe_id(const std::string& name, const std::string& id) {
   std::string out;
   for (char c : name) {
     const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
@@ -37,7 +37,27 @@ std::string safe_id(const std::string& name, int64_t id) {
   }
   while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(out.begin());
   if (out.size() > 40) out.resize(40);
-  return (out.empty() ? std::string("run") : out) + "-" + std::to_string(id);
+  return (out.empty() ? std::string("run") : out) + "-" + id;
+}
+
+std::string job_name_for(const std::string& rid) {
+  std::string name = "flotilla-" + rid;
+  if (name.size() > 64) name.resize(64);
+  return name;
+}
+
+// The spec of a request on `cluster` with `tasks` tasks per node; the paths are the caller's.
+remote::BatchSpec batch_spec_for(const db::SlurmCluster& cluster, const SlurmStartRequest& req, int tasks) {
+  remote::BatchSpec spec;
+  spec.partition = req.partition.empty() ? cluster.partition : req.partition;
+  spec.account = req.account.empty() ? cluster.account : req.account;
+  spec.nodes = req.nodes;
+  spec.tasks_per_node = tasks;
+  spec.gpus_per_node = req.gpus_per_node;
+  spec.time_limit = req.time_limit;
+  spec.signal_lead_s = req.signal_lead_s;
+  spec.requeue = req.auto_resume;
+  return spec;
 }
 
 std::string usd(double v) {
@@ -82,6 +102,41 @@ SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes
   return p;
 }
 
+SlurmPreview preview_slurm_script(const db::SlurmCluster& cluster, const SlurmStartRequest& req,
+                                  const std::optional<db::PartitionPrice>& price) {
+  SlurmPreview out;
+  int tasks = 0;
+  try {
+    tasks = ranks_per_node(req.config, req.nodes, req.tasks_per_node);
+  } catch (const Error& e) {
+    out.problems.push_back(e.what());
+    tasks = std::max(1, req.tasks_per_node.value_or(1));
+  }
+  remote::BatchSpec spec = batch_spec_for(cluster, req, tasks);
+  out.partition = spec.partition;
+  out.account = spec.account;
+  out.tasks_per_node = tasks;
+  out.price = slurm_price(price, req.nodes, req.gpus_per_node, tasks);
+  // Stand-ins the validator accepts, replaced by the words the user reads after generation.
+  const std::string home = "/flotilla-preview-home";
+  const std::string rid = safe_id(req.name, "ID");
+  spec.job_name = job_name_for(rid);
+  spec.run_dir = home + "/.flotilla/runs/" + rid;
+  spec.worker = home + "/.flotilla/bin/" + req.version + "-HASH/flotilla-worker";
+  spec.config = spec.run_dir + "/run.toml";
+  for (std::string& p : remote::validate_batch_spec(spec)) out.problems.push_back(std::move(p));
+  if (!out.problems.empty()) return out;
+  std::string script = remote::batch_script(spec);
+  for (size_t at = script.find(home); at != std::string::npos; at = script.find(home, at + 1))
+    script.replace(at, home.size(), "~");
+  if (const size_t eol = script.find('\n'); eol != std::string::npos)
+    script.insert(eol + 1,
+                  "# Preview: \"~\" is your home on the login node; ID (the run's number) and HASH (the\n"
+                  "# deployed worker's build) are known when the run is submitted.\n");
+  out.script = std::move(script);
+  return out;
+}
+
 SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::SlurmCluster& cluster,
                             const SlurmStartRequest& req, const Note& note) {
   const int tasks = ranks_per_node(req.config, req.nodes, req.tasks_per_node);
@@ -92,15 +147,7 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   validate_run_config(config, tasks * req.nodes);
   check_remote_write_paths(config, "cluster " + cluster.name);
 
-  remote::BatchSpec spec;
-  spec.partition = req.partition.empty() ? cluster.partition : req.partition;
-  spec.account = req.account.empty() ? cluster.account : req.account;
-  spec.nodes = req.nodes;
-  spec.tasks_per_node = tasks;
-  spec.gpus_per_node = req.gpus_per_node;
-  spec.time_limit = req.time_limit;
-  spec.signal_lead_s = req.signal_lead_s;
-  spec.requeue = req.auto_resume;
+  remote::BatchSpec spec = batch_spec_for(cluster, req, tasks);
   // The user's fields (partition, account, time, lead) are checked before the row exists. The run
   // dir, worker and config paths are only known after it, so valid stand-ins take their place
   // here; the full spec is generated (and checked) once they are known.
@@ -138,7 +185,7 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
                             " --gpu-hour USD (or --cpu-hour USD)");
     db::set_run_price(db, run_id, price.usd_per_hour, price.source, {});
   });
-  const std::string rid = safe_id(req.name, run_id);
+  const std::string rid = safe_id(req.name, std::to_string(run_id));
 
   remote::DeployOptions deploy;
   deploy.worker_path = req.worker_path;
@@ -148,8 +195,7 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
     note("cluster " + cluster.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
   const std::string config_path = remote::upload_run_config(login, rid, config_to_toml(config));
   const std::string dir = remote::remote_run_dir(login, rid);
-  spec.job_name = "flotilla-" + rid;
-  if (spec.job_name.size() > 64) spec.job_name.resize(64);
+  spec.job_name = job_name_for(rid);
   spec.run_dir = dir;
   spec.worker = d.worker;
   spec.config = config_path;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "db/clusters.h"
 #include "db/run_store.h"
@@ -59,6 +60,21 @@ struct SlurmPrice {
 };
 SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes, int gpus_per_node,
                        int tasks_per_node);
+
+// What a request would submit, before anything exists: the batch script as submit_slurm_run
+// generates it, except that the paths only the login node knows are written "~" (the user's home
+// there), "ID" (the run's number in the store) and "HASH" (the deployed worker's build), and every
+// problem that would refuse it (the layout over the nodes, partition, account, time limit, lead),
+// each naming its field. Pure: no store, no connection (the wizard's Review page shows it).
+struct SlurmPreview {
+  std::string script;                 // "" when a problem prevents it
+  std::vector<std::string> problems;  // each names its field
+  std::string partition, account;     // as submitted ("": the cluster's own default)
+  int tasks_per_node = 0;
+  SlurmPrice price;
+};
+SlurmPreview preview_slurm_script(const db::SlurmCluster& cluster, const SlurmStartRequest& request,
+                                  const std::optional<db::PartitionPrice>& price);
 
 // Validates (flotilla::Error kConfig / kUsage naming the field; nothing is created), stores the
 // run (target "slurm:<cluster>", status created, its price and limits: a budget on an unpriced
