@@ -102,6 +102,15 @@ SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes
   return p;
 }
 
+namespace {
+// "budget but partition ... has no price: <the command that prices it>".
+std::string unpriced_budget(const std::string& cluster, const std::string& partition) {
+  return "budget but partition '" + (partition.empty() ? std::string("(default)") : partition) + "' of cluster " +
+         cluster + " has no price: flotilla clusters price " + cluster + " " +
+         (partition.empty() ? std::string("PARTITION") : partition) + " --gpu-hour USD (or --cpu-hour USD)";
+}
+}  // namespace
+
 SlurmPreview preview_slurm_script(const db::SlurmCluster& cluster, const SlurmStartRequest& req,
                                   const std::optional<db::PartitionPrice>& price) {
   SlurmPreview out;
@@ -117,6 +126,8 @@ SlurmPreview preview_slurm_script(const db::SlurmCluster& cluster, const SlurmSt
   out.account = spec.account;
   out.tasks_per_node = tasks;
   out.price = slurm_price(price, req.nodes, req.gpus_per_node, tasks);
+  if (limits_of(req.config, req.budget_usd).max_usd && out.price.usd_per_hour <= 0)
+    out.problems.push_back("the run has a " + unpriced_budget(cluster.name, spec.partition));
   // Stand-ins the validator accepts, replaced by the words the user reads after generation.
   const std::string home = "/flotilla-preview-home";
   const std::string rid = safe_id(req.name, "ID");
@@ -177,51 +188,64 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
     run_id = db::create_run(db, nr);
     if (limits.max_usd && price.usd_per_hour <= 0)
       throw db::DbError(db::DbErrorKind::kInvalid,
-                        "run " + req.name + " has a budget but partition '" +
-                            (spec.partition.empty() ? std::string("(default)") : spec.partition) +
-                            "' of cluster " + cluster.name + " has no price: flotilla clusters price " +
-                            cluster.name + " " +
-                            (spec.partition.empty() ? std::string("PARTITION") : spec.partition) +
-                            " --gpu-hour USD (or --cpu-hour USD)");
+                        "run " + req.name + " has a " + unpriced_budget(cluster.name, spec.partition));
     db::set_run_price(db, run_id, price.usd_per_hour, price.source, {});
   });
   const std::string rid = safe_id(req.name, std::to_string(run_id));
+  // From here on the run is in the store: a failure before its job exists (a deploy, an upload or
+  // sbatch refused) ends it as failed with the reason, instead of leaving it 'created' for good.
+  std::string job_id, dir;
+  try {
+    remote::DeployOptions deploy;
+    deploy.worker_path = req.worker_path;
+    deploy.version = req.version;
+    const remote::DeployResult d = remote::deploy_worker(login, deploy);
+    if (note)
+      note("cluster " + cluster.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
+    const std::string config_path = remote::upload_run_config(login, rid, config_to_toml(config));
+    dir = remote::remote_run_dir(login, rid);
+    spec.job_name = job_name_for(rid);
+    spec.run_dir = dir;
+    spec.worker = d.worker;
+    spec.config = config_path;
+    const std::string script = remote::batch_script(spec);
+    remote::write_remote_file(login, dir + "/job.sh", script);
+    job_id = remote::submit_batch(login, dir + "/job.sh");
+    if (note)
+      note("cluster " + cluster.name + ": submitted job " + job_id + " (" + std::to_string(req.nodes) +
+           " node(s) x " + std::to_string(tasks) + " task(s), time limit " + req.time_limit + ")");
 
-  remote::DeployOptions deploy;
-  deploy.worker_path = req.worker_path;
-  deploy.version = req.version;
-  const remote::DeployResult d = remote::deploy_worker(login, deploy);
-  if (note)
-    note("cluster " + cluster.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
-  const std::string config_path = remote::upload_run_config(login, rid, config_to_toml(config));
-  const std::string dir = remote::remote_run_dir(login, rid);
-  spec.job_name = job_name_for(rid);
-  spec.run_dir = dir;
-  spec.worker = d.worker;
-  spec.config = config_path;
-  const std::string script = remote::batch_script(spec);
-  remote::write_remote_file(login, dir + "/job.sh", script);
-  const std::string job_id = remote::submit_batch(login, dir + "/job.sh");
-  if (note)
-    note("cluster " + cluster.name + ": submitted job " + job_id + " (" + std::to_string(req.nodes) +
-         " node(s) x " + std::to_string(tasks) + " task(s), time limit " + req.time_limit + ")");
-
-  db::SlurmJob job;
-  job.run_id = run_id;
-  job.cluster_id = cluster.id;
-  job.job_id = job_id;
-  job.partition = spec.partition;
-  job.run_dir = dir;
-  job.state = "PENDING";
-  job.nodes = req.nodes;
-  job.gpus_per_node = req.gpus_per_node;
-  job.tasks_per_node = tasks;
-  job.script = script;
-  db::write_tx(db, [&] {
-    db::add_slurm_job(db, job);
-    db::set_status(db, run_id, db::RunStatus::kQueued, 0,
-                   req.origin + ": slurm job " + job_id + " on cluster " + cluster.name);
-  });
+    db::SlurmJob job;
+    job.run_id = run_id;
+    job.cluster_id = cluster.id;
+    job.job_id = job_id;
+    job.partition = spec.partition;
+    job.run_dir = dir;
+    job.state = "PENDING";
+    job.nodes = req.nodes;
+    job.gpus_per_node = req.gpus_per_node;
+    job.tasks_per_node = tasks;
+    job.script = script;
+    db::write_tx(db, [&] {
+      db::add_slurm_job(db, job);
+      db::set_status(db, run_id, db::RunStatus::kQueued, 0,
+                     req.origin + ": slurm job " + job_id + " on cluster " + cluster.name);
+    });
+  } catch (const std::exception& e) {
+    if (job_id.empty()) {
+      RunEnd end;
+      end.status = db::RunStatus::kFailed;
+      end.note = std::string("submitting to cluster ") + cluster.name + " failed: " + e.what();
+      end.reason = req.origin + ": " + end.note;
+      end.exit_code = -1;
+      try {
+        record_end(db, run_id, end);
+      } catch (const std::exception&) {
+        // The original error says more than a second one would.
+      }
+    }
+    throw;
+  }
 
   SlurmWatch w;
   w.run_id = run_id;
@@ -232,6 +256,23 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   w.cluster = cluster.name;
   w.total_steps = config.train.steps;
   return w;
+}
+
+db::SshNode login_node(const db::SlurmCluster& c) {
+  db::SshNode n;
+  n.name = c.name;
+  n.host = c.login_host;
+  n.port = c.port;
+  n.user = c.user;
+  n.key_path = c.key_path;
+  return n;
+}
+
+std::string login_host_key_message(const std::string& cluster, const remote::HostKeyError& e) {
+  std::string m = "cluster " + cluster + ": login node: " + e.what();
+  if (e.problem() == remote::HostKeyProblem::kUnknown && !e.presented().empty())
+    m += "\nAfter verifying it, run:\n  flotilla clusters trust " + cluster + " --fingerprint " + e.presented();
+  return m;
 }
 
 bool is_slurm_run(const db::Run& run) { return run.target.rfind("slurm:", 0) == 0; }

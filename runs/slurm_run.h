@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "db/clusters.h"
+#include "db/nodes.h"
 #include "db/run_store.h"
 #include "db/writer.h"
 #include "engine/config/run_config.h"
@@ -88,6 +89,12 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
 // at the committed byte offset, so nothing is lost or stored twice.
 std::string slurm_attach_target(const db::Database& db, const db::Run& run, SlurmWatch& w,
                                 db::SlurmCluster& cluster);
+// The login node as an SSH node value (never stored as one): the session layer's input.
+db::SshNode login_node(const db::SlurmCluster& cluster);
+// A login node's host key refusal in words: the problem and, for an unknown key, the command that
+// trusts it once the user has checked the fingerprint (the CLI and the app say the same).
+std::string login_host_key_message(const std::string& cluster, const remote::HostKeyError& e);
+
 // True when the run's target is a Slurm cluster ("slurm:NAME").
 bool is_slurm_run(const db::Run& run);
 

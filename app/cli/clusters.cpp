@@ -18,6 +18,7 @@
 #include "remote/slurm_cluster.h"
 #include "remote/slurm_script.h"
 #include "remote/validate.h"
+#include "runs/slurm_run.h"
 
 namespace flotilla::cli {
 namespace {
@@ -37,24 +38,6 @@ void print_help() {
       "login shell, and deploys the worker to the shared file system under ~/.flotilla. A probe reads\n"
       "scontrol show config, sinfo per node and the partitions. A price per partition ($ per allocated\n"
       "GPU-hour, or per CPU-hour for CPU partitions) makes costs and budgets work (docs/slurm.md).\n");
-}
-
-// The login node as an SSH node value (never stored as one): the session layer's input.
-db::SshNode login_node(const db::SlurmCluster& c) {
-  db::SshNode n;
-  n.name = c.name;
-  n.host = c.login_host;
-  n.port = c.port;
-  n.user = c.user;
-  n.key_path = c.key_path;
-  return n;
-}
-
-std::string cluster_key_message(const std::string& name, const remote::HostKeyError& e) {
-  std::string m = "cluster " + name + ": login node: " + e.what();
-  if (e.problem() == remote::HostKeyProblem::kUnknown && !e.presented().empty())
-    m += "\nAfter verifying it, run:\n  flotilla clusters trust " + name + " --fingerprint " + e.presented();
-  return m;
 }
 
 int clusters_add(const Context& ctx, ArgReader& args) {
@@ -163,11 +146,11 @@ int clusters_probe(const Context& ctx, ArgReader& args) {
   if (pos.size() != 1) throw UsageError("clusters probe needs exactly one NAME");
   db::Database db = open_store(ctx);
   const db::SlurmCluster c = db::get_cluster(db, pos[0]);
-  remote::Session session(node_session_options(ctx, login_node(c)));
+  remote::Session session(node_session_options(ctx, runs::login_node(c)));
   try {
     session.connect();
   } catch (const remote::HostKeyError& e) {
-    std::fprintf(stderr, "flotilla: %s\n", cluster_key_message(c.name, e).c_str());
+    std::fprintf(stderr, "flotilla: %s\n", runs::login_host_key_message(c.name, e).c_str());
     return kExitRefused;
   }
   const remote::ClusterProbe p = remote::probe_cluster(session);
@@ -216,7 +199,7 @@ int clusters_trust(const Context& ctx, ArgReader& args) {
         "clusters trust: the fingerprint must be the SHA256:... text that clusters probe printed");
   db::Database db = open_store(ctx);
   const db::SlurmCluster c = db::get_cluster(db, pos[0]);
-  remote::Session session(node_session_options(ctx, login_node(c)));
+  remote::Session session(node_session_options(ctx, runs::login_node(c)));
   try {
     session.trust(*fp);
   } catch (const remote::HostKeyError& e) {

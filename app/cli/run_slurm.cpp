@@ -48,16 +48,6 @@ class StopSignals {
 
 void note_stderr(const std::string& text) { std::fprintf(stderr, "flotilla: %s\n", text.c_str()); }
 
-db::SshNode login_node(const db::SlurmCluster& c) {
-  db::SshNode n;
-  n.name = c.name;
-  n.host = c.login_host;
-  n.port = c.port;
-  n.user = c.user;
-  n.key_path = c.key_path;
-  return n;
-}
-
 // Watches `w` on the connected login session (Ctrl-C cancels), prints the summary, returns the exit code.
 int watch_and_report(const Context& ctx, remote::Session& login, const runs::SlurmWatch& w, bool quiet) {
   runs::WatchHooks hooks;
@@ -93,11 +83,7 @@ bool connect_login(remote::Session& login, const db::SlurmCluster& cluster) {
     login.connect();
     return true;
   } catch (const remote::HostKeyError& e) {
-    std::string m = "cluster " + cluster.name + ": login node: " + e.what();
-    if (e.problem() == remote::HostKeyProblem::kUnknown && !e.presented().empty())
-      m += "\nAfter verifying it, run:\n  flotilla clusters trust " + cluster.name + " --fingerprint " +
-           e.presented();
-    std::fprintf(stderr, "flotilla: %s\n", m.c_str());
+    std::fprintf(stderr, "flotilla: %s\n", runs::login_host_key_message(cluster.name, e).c_str());
     return false;
   }
 }
@@ -107,7 +93,7 @@ bool connect_login(remote::Session& login, const db::SlurmCluster& cluster) {
 int run_on_cluster(const Context& ctx, const ClusterRunRequest& r) {
   db::Database db = open_store(ctx, "flotilla run");
   const db::SlurmCluster cluster = db::get_cluster(db, r.cluster);
-  remote::Session login(node_session_options(ctx, login_node(cluster)));
+  remote::Session login(node_session_options(ctx, runs::login_node(cluster)));
   if (!connect_login(login, cluster)) return kExitRefused;
   runs::SlurmStartRequest req;
   req.config = r.config;
@@ -141,7 +127,7 @@ int attach_cluster_run(const Context& ctx, const std::string& run_name, bool qui
     note_stderr(why);
     return kExitRefused;
   }
-  remote::Session login(node_session_options(ctx, login_node(cluster)));
+  remote::Session login(node_session_options(ctx, runs::login_node(cluster)));
   if (!connect_login(login, cluster)) return kExitRefused;
   if (!quiet) {
     std::printf("attached to run %s: slurm job %s on cluster %s\n", w.name.c_str(), w.job_id.c_str(),

@@ -2,7 +2,8 @@
 // the script submit_slurm_run generates (the same spec builder), with the paths only the login node
 // knows written "~", ID and HASH; the time limit, the USR1 lead, requeue only with auto-resume, one
 // task per rank over the nodes; its price; and every problem that would refuse the submission,
-// each naming its field, with no script for a hostile partition or account.
+// each naming its field, with no script for a hostile partition or account or a budget on an
+// unpriced partition.
 #include <cstdio>
 #include <string>
 
@@ -101,6 +102,15 @@ int main() {
     const auto p = flotilla::runs::preview_slurm_script(cluster, r, price);
     expect(p.script.empty() && p.problems.size() == 1 && has(p.problems[0], "signal lead"),
            "a lead of 300 s in a 5-minute limit is refused");
+  }
+  {  // a budget on a partition nothing prices: refused with the command that prices it
+    auto r = request();
+    r.config.budget.max_usd = 5;
+    const auto p = flotilla::runs::preview_slurm_script(cluster, r, std::nullopt);
+    expect(p.script.empty() && p.problems.size() == 1 && has(p.problems[0], "budget") &&
+               has(p.problems[0], "flotilla clusters price hpc cpu"),
+           "a budget needs a price: " + (p.problems.empty() ? std::string() : p.problems[0]));
+    expect(flotilla::runs::preview_slurm_script(cluster, r, price).problems.empty(), "priced: accepted");
   }
   if (failures) return 1;
   std::printf("ok\n");

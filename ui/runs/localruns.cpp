@@ -15,6 +15,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/run_setup.h"
+#include "runs/slurm_run.h"
 #include "runs/stale_runs.h"
 #include "runs/worker_command.h"
 #include "ui/runs/localrun.h"
@@ -135,6 +136,14 @@ LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
     return nullptr;
   }
   const QString name = QString::fromStdString(stored->name);
+  if (runs::is_slurm_run(*stored)) {
+    if (error)
+      *error = tr("Run %1 ran on Slurm cluster %2, which Resume here does not reach yet: use Duplicate to "
+                  "submit its configuration to the cluster again, or Fork to continue from its checkpoint "
+                  "on this machine")
+                   .arg(name, QString::fromStdString(stored->target.substr(6)));
+    return nullptr;
+  }
   if (RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
     if (error)
       *error =
@@ -251,6 +260,18 @@ RemoteRun* LocalRuns::attachRemote(qint64 storeId, QString* error) {
   return run;
 }
 
+RemoteRun* LocalRuns::newRemoteRun(const flotilla::RunConfig& config) {
+  const QString name = m_store->uniqueName(QString::fromStdString(config.run.name));
+  const QString mirror =
+      QDir(m_workspace)
+          .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
+                    QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
+  auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
+  run->setPassphrasePrompt(m_prompt);
+  addRemote(run);
+  return run;
+}
+
 RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
                                    const RecoveryChoice& recovery, QString* error) {
   if (!m_store) {
@@ -263,15 +284,26 @@ RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStr
   }
   const QString worker = findWorker(error);
   if (worker.isEmpty()) return nullptr;
-  const QString name = m_store->uniqueName(QString::fromStdString(config.run.name));
-  const QString mirror =
-      QDir(m_workspace)
-          .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
-                    QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
-  auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
-  run->setPassphrasePrompt(m_prompt);
-  addRemote(run);
+  RemoteRun* run = newRemoteRun(config);
   run->start(config, nodes, worker, recovery);
+  emit remoteRunAdded(run);
+  return run;
+}
+
+RemoteRun* LocalRuns::startOnCluster(const flotilla::RunConfig& config, const ClusterLaunch& launch,
+                                     QString* error) {
+  if (!m_store) {
+    if (error) *error = tr("Runs on a Slurm cluster need the run store; it could not be opened.");
+    return nullptr;
+  }
+  if (launch.cluster.isEmpty()) {
+    if (error) *error = tr("Choose a stored Slurm cluster.");
+    return nullptr;
+  }
+  const QString worker = findWorker(error);
+  if (worker.isEmpty()) return nullptr;
+  RemoteRun* run = newRemoteRun(config);
+  run->startOnCluster(config, launch, worker);
   emit remoteRunAdded(run);
   return run;
 }

@@ -84,6 +84,11 @@ class LocalRuns : public QObject {
                           QString* error = nullptr) {
     return startOnNodes(config, nodes, RecoveryChoice{}, error);
   }
+  // Submits `config` to the stored Slurm cluster `launch.cluster` (the wizard's "Slurm cluster"
+  // target) and watches its job; a refusal (a field, the login node's key, a budget on an unpriced
+  // partition) ends the RemoteRun failed with it, before any job exists.
+  RemoteRun* startOnCluster(const flotilla::RunConfig& config, const ClusterLaunch& launch,
+                            QString* error = nullptr);
   // Watches stored run `storeId`, running on SSH nodes and not watched by this session, from its
   // committed offset (as reattachRunning() does at start). nullptr with *error when it is not
   // running on nodes; this session's RemoteRun when it watches the run already.
@@ -117,6 +122,8 @@ class LocalRuns : public QObject {
  private:
   void add(LocalRun* run);
   void addRemote(RemoteRun* run);
+  // A new RemoteRun for `config` (a unique name, its mirror folder, the passphrase prompt), added.
+  RemoteRun* newRemoteRun(const flotilla::RunConfig& config);
   void recount();  // emits runningCountChanged when the number of active runs changed
   // Creates (through the runs layer) and starts a run; nullptr with *error when it was refused.
   LocalRun* createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf,

@@ -175,18 +175,16 @@ std::vector<runs::Node> RemoteRun::connectOnThread(db::Database& db, const std::
   return nodes;
 }
 
-void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch& w, uint64_t historyUpTo,
-                              const runs::Recovery& recovery) {
-  const std::string dbPath = m_databasePath.toStdString();
-  const auto emitRecords = [this](const std::vector<MetricsRecord>& records) {
-    m_feed->append(records);
-    const qint64 upTo = static_cast<qint64>(m_feed->size());
-    QMetaObject::invokeMethod(
-        this, [this, upTo] { deliver(upTo); }, Qt::QueuedConnection);
-  };
-  // History already in the store (a re-attach): shown, not stored again.
+void RemoteRun::emitRecords(const std::vector<MetricsRecord>& records) {
+  m_feed->append(records);
+  const qint64 upTo = static_cast<qint64>(m_feed->size());
+  QMetaObject::invokeMethod(
+      this, [this, upTo] { deliver(upTo); }, Qt::QueuedConnection);
+}
+
+void RemoteRun::replayHistory(remote::Session& session, const std::string& rid, uint64_t historyUpTo) {
   for (uint64_t at = 0; at < historyUpTo && !m_leave.load();) {
-    const remote::TailChunk t = remote::tail_run_file(*nodes[0].session, w.rid, at);
+    const remote::TailChunk t = remote::tail_run_file(session, rid, at);
     if (t.lines.empty()) break;
     std::vector<MetricsRecord> take;
     bool past = false;
@@ -200,10 +198,13 @@ void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch&
       if (parse_metrics_line(l, r) == ParseStatus::kRecord) take.push_back(std::move(r));
     }
     emitRecords(take);
-    if (past || t.lines.empty()) break;
+    if (past) break;
   }
+}
+
+runs::WatchHooks RemoteRun::watchHooks(int64_t runId) {
   runs::WatchHooks hooks;
-  hooks.note = [this, runId = w.run_id](const std::string& line) {
+  hooks.note = [this, runId](const std::string& line) {
     postLog(QStringLiteral("warning"), line);
     QMetaObject::invokeMethod(
         this,
@@ -218,16 +219,29 @@ void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch&
   hooks.on_budget = [this](const db::BudgetStatus& b) {
     postBudget(b.message, b.action == db::BudgetAction::kStop);
   };
-  hooks.on_committed = [&](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
+  hooks.on_committed = [this](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
   hooks.stop_requested = [this] { return m_stopFlag.load(); };
   hooks.checkpoint_requested = [this] { return m_checkpointFlag.exchange(false); };
   hooks.leave_requested = [this] { return m_leave.load(); };
-  db::Writer writer(dbPath);
-  const int code = runs::supervise_node_run(writer, nodes, w, hooks, recovery);
-  const QString status =
-      code == runs::kLeft ? QStringLiteral("left") : QString::fromStdString(storedStatus(dbPath, w.run_id));
+  return hooks;
+}
+
+void RemoteRun::postEnded(int code, int64_t runId, bool slurm) {
+  QString status =
+      code == runs::kLeft ? QStringLiteral("left") : QString::fromStdString(storedStatus(m_databasePath.toStdString(), runId));
+  if (slurm && (status == QLatin1String("queued") || status == QLatin1String("running") ||
+                status == QLatin1String("preempted")))
+    status = QStringLiteral("left");
   QMetaObject::invokeMethod(
       this, [this, code, status] { onEnded(code, status, {}); }, Qt::QueuedConnection);
+}
+
+void RemoteRun::watchOnThread(std::vector<runs::Node>& nodes, const runs::Watch& w, uint64_t historyUpTo,
+                              const runs::Recovery& recovery) {
+  // History already in the store (a re-attach): shown, not stored again.
+  replayHistory(*nodes[0].session, w.rid, historyUpTo);
+  db::Writer writer(m_databasePath.toStdString());
+  postEnded(runs::supervise_node_run(writer, nodes, w, watchHooks(w.run_id), recovery), w.run_id);
 }
 
 void RemoteRun::failOnThread(int64_t runId, const std::string& what) {
@@ -358,7 +372,9 @@ void RemoteRun::onEnded(int exitCode, const QString& status, const QString& erro
   if (!error.isEmpty())
     appendLog(QStringLiteral("error"), error);
   else
-    appendLog(QStringLiteral("info"), tr("run on nodes ended: %1").arg(status));
+    appendLog(QStringLiteral("info"), m_cluster.isEmpty()
+                                          ? tr("run on nodes ended: %1").arg(status)
+                                          : tr("run on cluster %1 ended: %2").arg(m_cluster, status));
   setState(next);
   emit finished(exitCode);
 }
@@ -384,7 +400,11 @@ qint64 RemoteRun::elapsedMs() const {
 }
 
 QString RemoteRun::stateText() const {
-  const QString where = m_nodes.isEmpty() ? QString() : tr(" on %1").arg(m_nodes.join(QStringLiteral(", ")));
+  QString where;
+  if (!m_cluster.isEmpty())
+    where = m_jobId.isEmpty() ? tr(" on cluster %1").arg(m_cluster) : tr(" on cluster %1 (job %2)").arg(m_cluster, m_jobId);
+  else if (!m_nodes.isEmpty())
+    where = tr(" on %1").arg(m_nodes.join(QStringLiteral(", ")));
   switch (m_state) {
     case State::NotStarted:
       return tr("not started");

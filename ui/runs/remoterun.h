@@ -1,6 +1,8 @@
-// One run on SSH nodes, as the app drives it: started (or re-attached) and watched on a worker
-// thread by the same code as `flotilla run --nodes` (runs/node_run.h), every stored metrics
-// record posted to the UI thread so the Live page follows it like a LocalRun.
+// One run on SSH nodes or on a Slurm cluster, as the app drives it: started (or re-attached) and
+// watched on a worker thread by the same code as `flotilla run --nodes` (runs/node_run.h) or
+// `flotilla run --cluster` (runs/slurm_run.h), every stored metrics record posted to the UI thread
+// so the Live page follows it like a LocalRun. A Slurm run's state text carries the job's queue
+// state in words ("job 12 pending: waiting for free nodes") until its steps arrive.
 //
 // Decision: libssh and the store writes never run on the UI thread; the thread appends each
 // committed record to the run's in-memory feed (runs/record_feed.h) before posting it, so the Live
@@ -27,6 +29,7 @@
 
 #include "engine/config/run_config.h"
 #include "runs/node_run.h"
+#include "ui/runs/clusterlaunch.h"
 #include "ui/runs/passphraseprompt.h"
 #include "ui/runs/runhandle.h"
 
@@ -67,22 +70,29 @@ class RemoteRun : public RunHandle {
   // allows. `workerPath`: the local flotilla-worker to deploy.
   void start(const RunConfig& config, const QStringList& nodes, const QString& workerPath,
              const RecoveryChoice& recovery = {});
+  // Submits `config` to stored Slurm cluster `launch.cluster` (the store row, deploy, batch script
+  // and sbatch on its thread, as `flotilla run --cluster` does them), then watches the job until it
+  // leaves the queue. `workerPath`: the local flotilla-worker to deploy to the shared file system.
+  void startOnCluster(const RunConfig& config, const ClusterLaunch& launch, const QString& workerPath);
   // The local flotilla-worker a re-attached run deploys on a replacement node (set before reattach()).
   void setWorkerPath(const QString& path) { m_workerPath = path; }
   // Re-attaches to stored run `storeId` (run_dir "<node>:<dir>", status running) and watches it,
-  // recovering as its stored "recovery-policy" says (less the recoveries already done).
+  // recovering as its stored "recovery-policy" says (less the recoveries already done); a Slurm
+  // run (queued, running or requeued) is watched from its committed offset until its job ends.
   void reattach(qint64 storeId);
 
   // The app's start: one re-attached RemoteRun (parented to `parent`, mirrored under
-  // <mirrorRoot>/<run name>) per stored run that is 'running' on SSH nodes (run_dir "<node>:/...").
+  // <mirrorRoot>/<run name>) per stored run that is 'running' on SSH nodes (run_dir "<node>:/...")
+  // and per Slurm run whose job has not ended (queued, running or preempted: requeued).
   // `workerPath`: the local flotilla-worker for replacement nodes (empty: a recovery that needs
   // one gives up with the reason).
   static QVector<RemoteRun*> reattachRunning(const QString& databasePath, const QString& mirrorRoot,
                                              QObject* parent,
                                              const PassphrasePrompt& prompt = askPassphraseDialog,
                                              const QString& workerPath = QString());
-  // One re-attached RemoteRun for stored run `storeId` when it is running on SSH nodes, else
-  // nullptr with *error saying why (not on nodes, not running, not in the store).
+  // One re-attached RemoteRun for stored run `storeId` when it is running on SSH nodes or is a
+  // Slurm run that has not ended, else nullptr with *error saying why (not on nodes, not running,
+  // not in the store).
   static RemoteRun* reattachOne(const QString& databasePath, const QString& mirrorRoot, qint64 storeId,
                                 QObject* parent, const PassphrasePrompt& prompt, const QString& workerPath,
                                 QString* error = nullptr);
@@ -93,6 +103,9 @@ class RemoteRun : public RunHandle {
   QString errorText() const { return m_error; }
   int exitCode() const { return m_exitCode; }
   QStringList nodes() const { return m_nodes; }
+  // The Slurm cluster and job of a run on a cluster ("" for runs on SSH nodes; the job once submitted).
+  QString cluster() const { return m_cluster; }
+  QString jobId() const { return m_jobId; }
   RecoveryChoice recovery() const { return m_recovery; }
   // The newest note of the watcher (a lost connection, a recovery), shown with the state while
   // running; cleared when steps arrive again.
@@ -105,6 +118,9 @@ class RemoteRun : public RunHandle {
   void stop() override;           // every node: TERM (checkpoint, exit 10), KILL after the grace
   void checkpointNow() override;  // SIGUSR1 to the master's launch, from the run's thread
   void kill() override;           // the same as stop(): the nodes' wrappers kill after the grace
+  // A Slurm job checkpoints on its schedule and before its time limit, not on request.
+  bool canCheckpoint() const override { return m_cluster.isEmpty(); }
+  QString checkpointUnsupportedReason() const override;
 
   qint64 elapsedMs() const override;
   qint64 plannedSteps() const override { return m_plannedSteps; }
@@ -139,6 +155,21 @@ class RemoteRun : public RunHandle {
   void postNodes(int64_t runId);
   // Thread side: asks the UI thread for a key's passphrase and waits (nullopt: no answer).
   std::optional<std::string> askPassphrase(const std::string& node, const std::string& keyPath);
+  // Thread side: the hooks every watcher of this run gets (notes, budget, records, stop, leave).
+  runs::WatchHooks watchHooks(int64_t runId);
+  // Thread side: appends committed records to the feed and posts their delivery.
+  void emitRecords(const std::vector<MetricsRecord>& records);
+  // Thread side: shows (does not store again) bytes [0, upTo) of the run's metrics file.
+  void replayHistory(remote::Session& session, const std::string& rid, uint64_t upTo);
+  // Thread side: posts the end of the watch (`code` from the watcher; kLeft: left running). A Slurm
+  // run still queued, running or requeued in the store (its login node lost) reads as left.
+  void postEnded(int code, int64_t runId, bool slurm = false);
+  // Thread side: connects the cluster's login node (a host key problem: the refusal with the fix).
+  std::unique_ptr<remote::Session> connectLogin(const db::SlurmCluster& cluster);
+  // Thread side: watches a Slurm run until its job leaves the queue (history replayed up to `historyUpTo`).
+  void watchSlurmOnThread(remote::Session& login, const runs::SlurmWatch& w, uint64_t historyUpTo);
+  // Thread side: re-attaches Slurm run `run` at its committed offset and watches it.
+  void reattachSlurm(const db::Run& run);
   void postLog(const QString& level, const std::string& text);
   void failOnThread(int64_t runId, const std::string& what);
   void deliver(qint64 upTo);
@@ -148,6 +179,7 @@ class RemoteRun : public RunHandle {
   void onEnded(int exitCode, const QString& status, const QString& error);
 
   QString m_name, m_databasePath, m_mirrorDir, m_error, m_workerPath, m_note;
+  QString m_cluster, m_jobId;  // a Slurm run's cluster and job
   QStringList m_nodes;
   RecoveryChoice m_recovery;
   QThread* m_thread = nullptr;

@@ -17,6 +17,7 @@
 #include "db/run_store.h"
 #include "engine/core/error.h"
 #include "flotilla/build_info.h"
+#include "runs/slurm_run.h"
 
 namespace flotilla::ui {
 namespace {
@@ -76,12 +77,17 @@ runs::Recovery RemoteRun::recoveryOnThread(db::Database& db, const RecoveryChoic
 
 void RemoteRun::reattach(qint64 storeId) {
   m_storeId = storeId;
-  appendLog(QStringLiteral("info"), tr("re-attaching to the run on its nodes"));
+  appendLog(QStringLiteral("info"), m_cluster.isEmpty() ? tr("re-attaching to the run on its nodes")
+                                                        : tr("re-attaching to the Slurm job on cluster %1").arg(m_cluster));
   launch([this, storeId] {
     try {
       const std::string dbPath = m_databasePath.toStdString();
       db::Database db(dbPath);
       const db::Run run = db::get_run(db, static_cast<int64_t>(storeId));
+      if (runs::is_slurm_run(run)) {
+        reattachSlurm(run);
+        return;
+      }
       // The launch's choice about preemptions, less the recoveries already done.
       const RecoveryChoice choice = storedRecoveryChoice(db, run.id);
       QMetaObject::invokeMethod(
@@ -135,9 +141,11 @@ QVector<RemoteRun*> RemoteRun::reattachRunning(const QString& databasePath, cons
   try {
     db::Database db(databasePath.toStdString());
     db::RunFilter filter;
-    filter.statuses = {db::RunStatus::kRunning};
+    filter.statuses = {db::RunStatus::kRunning, db::RunStatus::kQueued, db::RunStatus::kPreempted};
     for (const db::RunListItem& item : db::list_runs(db, filter))
-      if (isNodeRunDir(QString::fromStdString(item.run.run_dir))) runs.push_back(item.run);
+      if (runs::is_slurm_run(item.run) ||
+          (item.run.status == db::RunStatus::kRunning && isNodeRunDir(QString::fromStdString(item.run.run_dir))))
+        runs.push_back(item.run);
   } catch (const std::exception&) {
     return out;  // no store (yet): nothing to re-attach
   }
@@ -161,7 +169,16 @@ RemoteRun* RemoteRun::reattachOne(const QString& databasePath, const QString& mi
     return nullptr;
   }
   const QString name = QString::fromStdString(r.name);
-  if (!isNodeRunDir(QString::fromStdString(r.run_dir)) || r.status != db::RunStatus::kRunning) {
+  const bool slurm = runs::is_slurm_run(r);
+  if (slurm) {
+    if (r.status != db::RunStatus::kQueued && r.status != db::RunStatus::kRunning &&
+        r.status != db::RunStatus::kPreempted) {
+      if (error)
+        *error = tr("Run %1 is %2: its Slurm job has ended, there is nothing to attach to.")
+                     .arg(name, QString::fromLatin1(db::to_string(r.status)));
+      return nullptr;
+    }
+  } else if (!isNodeRunDir(QString::fromStdString(r.run_dir)) || r.status != db::RunStatus::kRunning) {
     if (error)
       *error =
           tr("Run %1 is %2%3: there is nothing to attach to.")
@@ -174,6 +191,7 @@ RemoteRun* RemoteRun::reattachOne(const QString& databasePath, const QString& mi
                     QDir(mirrorRoot).filePath(name + QStringLiteral("-") + QString::number(r.id)), parent);
   run->setPassphrasePrompt(prompt);
   run->setWorkerPath(workerPath);
+  if (slurm) run->m_cluster = QString::fromStdString(r.target.substr(6));  // "slurm:NAME"
   run->reattach(r.id);
   return run;
 }

@@ -35,6 +35,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/sample_text.h"
+#include "runs/slurm_run.h"
 #include "ui/common/numberformat.h"
 #include "ui/common/savefile.h"
 #include "ui/nodes/machinefacts.h"
@@ -286,6 +287,10 @@ void StoreRunsView::openLive(qint64 id) {
     emit remoteRunOpened(remote);
     return;
   }
+  if (stored && runs::is_slurm_run(*stored)) {
+    openSlurmRun(*stored);
+    return;
+  }
   if (stored && RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
     const QString name = QString::fromStdString(stored->name);
     const QString nodes =
@@ -323,6 +328,41 @@ void StoreRunsView::openLive(qint64 id) {
     emit runOpened(run);
   } else {
     emit errorRaised(tr("This run has no run folder on this machine to show."));
+  }
+}
+
+void StoreRunsView::openSlurmRun(const db::Run& stored) {
+  const QString name = QString::fromStdString(stored.name);
+  const QString cluster = QString::fromStdString(stored.target.substr(6));  // "slurm:NAME"
+  const bool live = stored.status == db::RunStatus::kQueued || stored.status == db::RunStatus::kRunning ||
+                    stored.status == db::RunStatus::kPreempted;
+  if (!live) {
+    emit errorRaised(tr("Run %1 ran on Slurm cluster %2 and is %3; its files stay on the cluster. Its "
+                        "metrics are in the run database: compare it with other runs or export them as CSV.")
+                         .arg(name, cluster, QString::fromLatin1(db::to_string(stored.status))));
+    return;
+  }
+  const QString where = tr("Slurm cluster %1").arg(cluster);
+  const bool yes =
+      confirmAttach ? confirmAttach(name, where)
+                    : QMessageBox::question(
+                          this, tr("Watch run on the cluster"),
+                          tr("Run %1 is %2 on %3 and this window does not watch it.\n\n"
+                             "Watch it here now? Its metrics continue from where the run database stopped. "
+                             "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
+                              .arg(name, QString::fromLatin1(db::to_string(stored.status)), where)) ==
+                          QMessageBox::Yes;
+  if (!yes) {
+    emit message(tr("Not attached. Open %1 again to watch it here.").arg(name));
+    return;
+  }
+  QString error;
+  if (RemoteRun* run = m_runs->attachRemote(stored.id, &error)) {
+    emit remoteRunOpened(run);
+  } else {
+    emit errorRaised(tr("Cannot attach to %1: %2. Check the cluster's login node "
+                        "(`flotilla clusters probe %3`), then open it again.")
+                         .arg(name, error, cluster));
   }
 }
 

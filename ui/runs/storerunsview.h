@@ -26,6 +26,10 @@ class QLineEdit;
 class QProgressBar;
 class QTableView;
 
+namespace flotilla::db {
+struct Run;
+}
+
 namespace flotilla::ui {
 
 class LocalRun;
@@ -93,7 +97,8 @@ class StoreRunsView : public QWidget {
   std::function<std::optional<QString>()> askPrompt;  // nullopt: cancelled
   std::function<void(const QString& text)> showSample;
   std::function<bool(const QString& runName)> confirmDelete;
-  // Whether to watch a run on SSH nodes that this session does not watch (default: a question box).
+  // Whether to watch a run on SSH nodes or a Slurm cluster that this session does not watch (default:
+  // a question box). `nodes`: where it runs ("n1, n2" or "Slurm cluster NAME").
   std::function<bool(const QString& runName, const QString& nodes)> confirmAttach;
 
  signals:
@@ -111,6 +116,8 @@ class StoreRunsView : public QWidget {
 
  private:
   void showMenu(const QPoint& pos);
+  // Opening a Slurm run: watch its job (asked first) when it has not ended, else say where it ran.
+  void openSlurmRun(const db::Run& stored);
   struct ModelSource {  // what export and sample need of a stored run
     QString name, runDir, worker, tokenizer;
     bool llama = false;
