@@ -198,6 +198,15 @@ RunWizard* RunsPage::openNewRunWizard() {
   m_wizard->setAttribute(Qt::WA_DeleteOnClose);
   RunWizard* wizard = m_wizard;
   connect(wizard, &QDialog::accepted, this, [this, wizard] {
+    if (const std::optional<ClusterLaunch> launch = wizard->clusterLaunch()) {
+      // Deploy, sbatch and the watch happen on the run's own thread; the queue state shows live.
+      QString error;
+      if (RemoteRun* run = m_runs->startOnCluster(wizard->config(), *launch, &error))
+        emit remoteRunStarted(run);
+      else
+        showError(error);
+      return;
+    }
     const QStringList nodes = wizard->targetNodes();
     if (!nodes.isEmpty()) {
       // Deploy, start and watch happen on the run's own thread; its progress shows on the Live page.

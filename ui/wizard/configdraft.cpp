@@ -10,6 +10,7 @@
 
 #include "engine/data/loader.h"
 #include "engine/train/data_preflight.h"
+#include "remote/slurm_cluster.h"
 #include "ui/nodes/machinefacts.h"
 
 namespace flotilla::ui {
@@ -26,11 +27,16 @@ std::string gpuProfileName(const QString& gpuName) {
   return {};
 }
 
-// run.device for a target: GPUs here or on the nodes run on CUDA.
+// run.device for a target: GPUs here, on the nodes or asked of the cluster run on CUDA.
 std::string deviceOf(const HardwareTarget& t) {
   const bool gpu = t.kind == HardwareTarget::Kind::Gpu ||
-                   (t.kind == HardwareTarget::Kind::Nodes && !t.deviceName.isEmpty());
+                   (t.kind == HardwareTarget::Kind::Nodes && !t.deviceName.isEmpty()) ||
+                   (t.kind == HardwareTarget::Kind::Cluster && t.gpusPerNode > 0);
   return gpu ? "cuda" : "cpu";
+}
+
+bool sameTarget(const HardwareTarget& a, const HardwareTarget& b) {
+  return a.kind == b.kind && a.nodes == b.nodes && a.cluster == b.cluster;
 }
 
 }  // namespace
@@ -108,10 +114,74 @@ QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes) {
   return out;
 }
 
+StoredCluster storedCluster(const flotilla::db::SlurmCluster& record,
+                            const std::vector<flotilla::db::PartitionPrice>& prices) {
+  StoredCluster c;
+  c.record = record;
+  c.prices = prices;
+  if (record.probe_json.empty()) return c;
+  const remote::ClusterProbe probe = remote::cluster_probe_from_json(record.probe_json);
+  for (const remote::SlurmPartition& part : probe.partitions) {
+    ClusterPartitionInfo info;
+    info.name = QString::fromStdString(part.name);
+    info.state = QString::fromStdString(part.state);
+    info.maxTime = QString::fromStdString(part.max_time);
+    info.isDefault = part.is_default;
+    for (const remote::SlurmNode& n : probe.nodes) {
+      if (std::find(n.partitions.begin(), n.partitions.end(), part.name) == n.partitions.end()) continue;
+      const bool first = info.nodes++ == 0;
+      const quint64 mem = static_cast<quint64>(std::max<int64_t>(0, n.memory_mb)) << 20;
+      info.cpusPerNode = first ? n.cpus : std::min(info.cpusPerNode, n.cpus);
+      info.gpusPerNode = first ? n.gpus : std::min(info.gpusPerNode, n.gpus);
+      info.memBytesPerNode = first ? mem : std::min(info.memBytesPerNode, mem);
+      if (info.gpuType.isEmpty()) info.gpuType = QString::fromStdString(n.gpu_type);
+    }
+    if (info.nodes == 0) info.nodes = part.total_nodes;
+    for (const auto& pr : prices)
+      if (pr.partition == part.name) info.price = pr;
+    c.partitions.append(info);
+  }
+  return c;
+}
+
+QList<HardwareTarget> clusterTargets(const QList<StoredCluster>& clusters) {
+  QList<HardwareTarget> out;
+  for (const StoredCluster& c : clusters) {
+    HardwareTarget t;
+    t.kind = HardwareTarget::Kind::Cluster;
+    t.cluster = QString::fromStdString(c.record.name);
+    t.maxRanks = 4096;
+    if (c.partitions.isEmpty()) {
+      t.label = ConfigDraft::tr("Slurm cluster %1 (not probed yet: flotilla clusters probe %1)").arg(t.cluster);
+    } else {
+      int gpus = 0;
+      for (const ClusterPartitionInfo& p : c.partitions) gpus = std::max(gpus, p.gpusPerNode);
+      const remote::ClusterProbe probe = remote::cluster_probe_from_json(c.record.probe_json);
+      t.label = ConfigDraft::tr("Slurm cluster %1 (%n partition(s), %2 node(s)%3)", nullptr,
+                                static_cast<int>(c.partitions.size()))
+                    .arg(t.cluster)
+                    .arg(probe.nodes.size())
+                    .arg(gpus > 0 ? ConfigDraft::tr(", up to %1 GPU(s) per node").arg(gpus) : QString());
+    }
+    out.append(t);
+  }
+  return out;
+}
+
 flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flotilla::RunConfig& config,
                                          int ranks) {
   ranks = std::max(1, ranks);
   flotilla::DeviceProfile p;
+  if (target.kind == HardwareTarget::Kind::Cluster && target.gpusPerNode == 0) {
+    // A CPU job: the ranks on a node share its CPUs and memory (a nominal CPU: never measured here).
+    const int perNode = std::max(1, ranks / std::max(1, target.clusterNodes));
+    const int threads = config.run.threads > 0 ? config.run.threads
+                        : target.cpusPerNode > 0 ? std::max(1, target.cpusPerNode / perNode)
+                                                 : 4;
+    p = flotilla::cpu_profile_nominal(threads);
+    if (target.memBytes) p.mem_bytes = target.memBytes / static_cast<quint64>(perNode);
+    return p;
+  }
   if (target.kind == HardwareTarget::Kind::Nodes && target.deviceName.isEmpty()) {
     // A node without a probed GPU: one CPU rank per node, planned with a nominal CPU.
     p = flotilla::cpu_profile_nominal(config.run.threads > 0 ? config.run.threads : 4);
@@ -123,7 +193,9 @@ flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flo
     // An unknown GPU is planned with an A100's speed; its memory is always the probed one.
     if (!flotilla::find_gpu_profile(known.empty() ? "a100-80gb" : known, config.train.dtype, &p))
       flotilla::find_gpu_profile("a100-80gb", "fp32", &p);
-    if (known.empty()) p.name = target.deviceName.toStdString() + " (unknown GPU: planned at A100 speed)";
+    if (known.empty())
+      p.name = (target.deviceName.isEmpty() ? std::string("untyped GPU") : target.deviceName.toStdString()) +
+               " (unknown GPU: planned at A100 speed)";
     if (target.memBytes) p.mem_bytes = target.memBytes;
     return p;
   }
@@ -217,40 +289,164 @@ void ConfigDraft::replace(const flotilla::RunConfig& config) {
   m_chosenMicroBatch = config.train.micro_batch;
   m_ranks = std::max(1, config.parallel.dp * config.parallel.tp * config.parallel.pp);
   const bool wantsGpu = config.run.device == "cuda";
-  if (target().kind != HardwareTarget::Kind::Nodes)  // chosen nodes stay chosen
+  if (target().kind != HardwareTarget::Kind::Nodes &&
+      target().kind != HardwareTarget::Kind::Cluster)  // chosen nodes or a cluster stay chosen
     for (int i = 0; i < m_machineTargets.size(); ++i)
       if ((m_targets[i].kind == HardwareTarget::Kind::Gpu) == wantsGpu) m_target = i;
   emit replaced();
   emit changed();
 }
 
-void ConfigDraft::rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes) {
+void ConfigDraft::rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes,
+                                 const QList<HardwareTarget>& clusters) {
   const HardwareTarget was = target();
   m_machineTargets = machine;
   m_nodeTargets = nodes;
-  m_targets = machine + nodes;
+  m_clusterTargets = clusters;
+  m_targets = machine + nodes + clusters;
   m_target = 0;
   for (int i = 0; i < m_targets.size(); ++i)
-    if (m_targets[i].kind == was.kind && m_targets[i].nodes == was.nodes) m_target = i;
-  if (target().kind != was.kind) {  // the chosen nodes are gone: back to this machine
+    if (sameTarget(m_targets[i], was)) m_target = i;
+  if (target().kind != was.kind) {  // the chosen nodes or cluster are gone: back to this machine
     for (int i = 0; i < m_machineTargets.size(); ++i)
       if (m_targets[i].kind == HardwareTarget::Kind::Cpu) m_target = i;
   }
+  applyClusterLaunch();
 }
 
+void ConfigDraft::applyDevice() { m_config.run.device = deviceOf(target()); }
+
 void ConfigDraft::setMachine(const flotilla::ProbeResult& probe) {
-  rebuildTargets(hardwareTargets(probe), m_nodeTargets);
-  m_config.run.device = deviceOf(target());
+  rebuildTargets(hardwareTargets(probe), m_nodeTargets, m_clusterTargets);
+  applyDevice();
   syncLaunchOptions();
   emit changed();
 }
 
 void ConfigDraft::setNodes(const QList<StoredNode>& nodes) {
   m_storedNodes = nodes;
-  rebuildTargets(m_machineTargets, nodeTargets(nodes));
-  m_config.run.device = deviceOf(target());
+  rebuildTargets(m_machineTargets, nodeTargets(nodes), m_clusterTargets);
+  applyDevice();
   syncLaunchOptions();
   emit changed();
+}
+
+void ConfigDraft::setClusters(const QList<StoredCluster>& clusters) {
+  m_storedClusters = clusters;
+  rebuildTargets(m_machineTargets, m_nodeTargets, clusterTargets(clusters));
+  applyDevice();
+  syncLaunchOptions();
+  emit changed();
+}
+
+const StoredCluster* ConfigDraft::targetCluster() const {
+  if (target().kind != HardwareTarget::Kind::Cluster) return nullptr;
+  for (const StoredCluster& c : m_storedClusters)
+    if (QString::fromStdString(c.record.name) == target().cluster) return &c;
+  return nullptr;
+}
+
+namespace {
+// The partition a job of `launch` goes to: the launch's, else the cluster's default for Flotilla
+// ("": Slurm's own default, named by the probe when it ran).
+QString effectivePartition(const StoredCluster& c, const ClusterLaunch& launch) {
+  if (!launch.partition.isEmpty()) return launch.partition;
+  return QString::fromStdString(c.record.partition);
+}
+}  // namespace
+
+const ClusterPartitionInfo* ConfigDraft::targetPartition() const {
+  const StoredCluster* c = targetCluster();
+  if (!c) return nullptr;
+  const QString name = effectivePartition(*c, m_clusterLaunch);
+  for (const ClusterPartitionInfo& p : c->partitions)
+    if (name.isEmpty() ? p.isDefault : p.name == name) return &p;
+  return nullptr;
+}
+
+void ConfigDraft::fitDpToRanks() {
+  const int split = std::max(1, m_config.parallel.tp) * std::max(1, m_config.parallel.pp);
+  if (m_ranks % split != 0) return;  // the layout problem says what to change
+  const flotilla::RunConfig before = m_config;
+  m_config.parallel.dp = m_ranks / split;
+  const QString note = keepGlobalBatch(before, m_config, std::max(1, m_chosenMicroBatch));
+  if (!note.isEmpty()) m_batchNote = note;
+}
+
+void ConfigDraft::applyClusterLaunch() {
+  if (target().kind != HardwareTarget::Kind::Cluster) return;
+  HardwareTarget& t = m_targets[m_target];
+  const ClusterPartitionInfo* part = targetPartition();
+  t.clusterNodes = std::max(1, m_clusterLaunch.nodes);
+  t.gpusPerNode = std::max(0, m_clusterLaunch.gpusPerNode);
+  t.cpusPerNode = part ? part->cpusPerNode : 0;
+  t.deviceName = t.gpusPerNode > 0 ? (part ? part->gpuType : QString()) : QString();
+  t.memBytes = t.gpusPerNode > 0 || !part ? 0 : part->memBytesPerNode;
+  t.ranksPerNode = t.gpusPerNode > 0 ? t.gpusPerNode : std::max(1, t.cpusPerNode);
+  t.maxRanks = t.gpusPerNode > 0 || t.cpusPerNode > 0 ? t.clusterNodes * t.ranksPerNode : 4096;
+  t.usdPerHour = slurmPreview().price.usd_per_hour;
+}
+
+void ConfigDraft::setClusterLaunch(const ClusterLaunch& launch) {
+  m_clusterLaunch = launch;
+  if (target().kind == HardwareTarget::Kind::Cluster) {
+    m_clusterLaunch.cluster = target().cluster;
+    applyClusterLaunch();
+    applyDevice();
+    if (m_clusterLaunch.gpusPerNode > 0) {  // one rank per GPU
+      m_ranks = std::max(1, m_clusterLaunch.nodes) * m_clusterLaunch.gpusPerNode;
+      fitDpToRanks();
+    }
+  }
+  emit changed();
+}
+
+flotilla::runs::SlurmPreview ConfigDraft::slurmPreview() const {
+  const StoredCluster* c = targetCluster();
+  if (!c) return {};
+  const std::string partition = effectivePartition(*c, m_clusterLaunch).toStdString();
+  std::optional<flotilla::db::PartitionPrice> price;
+  for (const auto& p : c->prices)
+    if (p.partition == partition) price = p;
+  return flotilla::runs::preview_slurm_script(
+      c->record, slurmStartRequest(m_config, QString::fromStdString(m_config.run.name), m_clusterLaunch), price);
+}
+
+void ConfigDraft::addSlurmProblems(std::vector<flotilla::ConfigProblem>& out) const {
+  if (!targetCluster()) return;
+  const auto& par = m_config.parallel;
+  const int world = std::max(1, par.dp * par.tp * par.pp);
+  const int nodes = std::max(1, m_clusterLaunch.nodes);
+  if (world % nodes != 0)
+    out.push_back({"slurm.nodes", tr("%1 rank(s) cannot be split evenly over %2 node(s): choose a node count "
+                                     "that divides them, or change the ranks")
+                                      .arg(world)
+                                      .arg(nodes)
+                                      .toStdString()});
+  if (const ClusterPartitionInfo* part = targetPartition()) {
+    if (m_clusterLaunch.gpusPerNode > part->gpusPerNode)
+      out.push_back({"slurm.gpus", tr("partition %1 has %n GPU(s) per node: ask for at most that many", nullptr,
+                                      part->gpusPerNode)
+                                       .arg(part->name)
+                                       .toStdString()});
+    if (part->nodes > 0 && nodes > part->nodes)
+      out.push_back({"slurm.nodes", tr("partition %1 has %n node(s): the job would wait for ever", nullptr,
+                                       part->nodes)
+                                        .arg(part->name)
+                                        .toStdString()});
+  }
+  for (const std::string& p : slurmPreview().problems) {
+    if (p.rfind("parallel.", 0) == 0) continue;  // the split over the nodes, said above in the wizard's words
+    const auto starts = [&p](const char* word) { return p.rfind(word, 0) == 0; };
+    const char* path = starts("partition")       ? "slurm.partition"
+                       : starts("time limit")    ? "slurm.time"
+                       : starts("nodes")         ? "slurm.nodes"
+                       : starts("gpus per node") ? "slurm.gpus"
+                       : starts("signal lead")   ? "slurm.lead"
+                       : starts("the run has a budget") ? "budget.max_usd"
+                                                        : "slurm";
+    out.push_back({path, p});
+  }
 }
 
 void ConfigDraft::syncLaunchOptions() {
@@ -287,16 +483,22 @@ QStringList ConfigDraft::spareCandidates() const {
 void ConfigDraft::setTargetIndex(int index) {
   if (index < 0 || index >= m_targets.size()) return;
   m_target = index;
-  m_config.run.device = deviceOf(target());
-  if (target().kind == HardwareTarget::Kind::Nodes) {
-    m_ranks = target().maxRanks;
-    const int split = std::max(1, m_config.parallel.tp) * std::max(1, m_config.parallel.pp);
-    if (m_ranks % split == 0) {
-      const flotilla::RunConfig before = m_config;
-      m_config.parallel.dp = m_ranks / split;
-      const QString note = keepGlobalBatch(before, m_config, std::max(1, m_chosenMicroBatch));
-      if (!note.isEmpty()) m_batchNote = note;
-    }
+  if (target().kind == HardwareTarget::Kind::Cluster && m_clusterLaunch.cluster != target().cluster) {
+    // A new cluster: one node of its partition with all its GPUs (the user's time limit, lead and
+    // auto-resume stay as they were chosen).
+    m_clusterLaunch.cluster = target().cluster;
+    m_clusterLaunch.partition.clear();
+    m_clusterLaunch.nodes = 1;
+    const ClusterPartitionInfo* part = targetPartition();
+    m_clusterLaunch.gpusPerNode = part ? part->gpusPerNode : 0;
+  }
+  applyClusterLaunch();
+  applyDevice();
+  if (target().kind == HardwareTarget::Kind::Nodes ||
+      (target().kind == HardwareTarget::Kind::Cluster && m_clusterLaunch.gpusPerNode > 0)) {
+    m_ranks = target().kind == HardwareTarget::Kind::Nodes ? target().maxRanks
+                                                           : m_clusterLaunch.nodes * m_clusterLaunch.gpusPerNode;
+    fitDpToRanks();
   }
   syncLaunchOptions();
   emit changed();
@@ -325,6 +527,7 @@ std::vector<flotilla::ConfigProblem> ConfigDraft::problems() const {
                            .arg(m_ranks)
                            .toStdString()});
   }
+  addSlurmProblems(out);
   // The worker's data preflight, the same code (engine/train/data_preflight.h), once the fields it
   // reads are valid; cached on those fields and the shards' sizes and times.
   const bool ready = std::none_of(out.begin(), out.end(), [](const flotilla::ConfigProblem& p) {

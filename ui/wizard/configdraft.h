@@ -21,13 +21,18 @@
 #include "engine/core/probe.h"
 #include "engine/plan/calibration.h"
 #include "engine/plan/planner.h"
+#include "db/clusters.h"
+#include "runs/slurm_run.h"
+#include "ui/runs/clusterlaunch.h"
 
 namespace flotilla::ui {
 
 // Where the run trains: this machine's CPU, or its GPUs (all of one kind, as the probe lists them),
-// or stored SSH nodes (one run over nodes.size() nodes x ranksPerNode ranks each).
+// or stored SSH nodes (one run over nodes.size() nodes x ranksPerNode ranks each), or a stored
+// Slurm cluster (a batch job; its partition, nodes and GPUs per node are the draft's ClusterLaunch,
+// and the device facts below follow the chosen partition).
 struct HardwareTarget {
-  enum class Kind { Cpu, Gpu, Nodes };
+  enum class Kind { Cpu, Gpu, Nodes, Cluster };
   Kind kind = Kind::Cpu;
   QString label;          // "This machine's CPU (16 cores, 62.7 GiB)"
   QString deviceName;     // CPU model or GPU name ("" for nodes without a probed GPU)
@@ -37,6 +42,10 @@ struct HardwareTarget {
   int ranksPerNode = 1;   // Nodes: a node's GPUs (1 for a node without GPUs)
   double usdPerHour = 0;  // Nodes: all of them together (0 = no price set)
   bool spot = false;      // Nodes: any of them is a spot (preemptible) node
+  QString cluster;        // Cluster: the stored cluster's name
+  int clusterNodes = 1;   // Cluster: nodes the job asks for
+  int gpusPerNode = 0;    // Cluster: GPUs per node the job asks for (0: a CPU job)
+  int cpusPerNode = 0;    // Cluster: the partition's CPUs per node (0: not probed)
 };
 
 // The targets a probe offers: the CPU first, then one entry for the GPUs when there are any.
@@ -52,6 +61,28 @@ struct StoredNode {
 // One target per node, then "all N nodes" when there are several with the same GPU type and count
 // (a run's ranks must be alike).
 QList<HardwareTarget> nodeTargets(const QList<StoredNode>& nodes);
+
+// A partition of a stored Slurm cluster as its last probe saw it, with its price.
+struct ClusterPartitionInfo {
+  QString name, state, maxTime, gpuType;
+  bool isDefault = false;  // Slurm's default partition
+  int nodes = 0;           // nodes in it
+  int cpusPerNode = 0, gpusPerNode = 0;  // the smallest of its nodes
+  quint64 memBytesPerNode = 0;
+  std::optional<flotilla::db::PartitionPrice> price;
+};
+// A stored Slurm cluster as the wizard offers it: the store row (how to submit) and its partitions
+// (empty: never probed; `flotilla clusters probe NAME`).
+struct StoredCluster {
+  flotilla::db::SlurmCluster record;
+  QList<ClusterPartitionInfo> partitions;
+  std::vector<flotilla::db::PartitionPrice> prices;  // also of partitions the probe did not list
+};
+// The store row, its probe (clusters.probe_json) and its prices as the wizard's cluster.
+StoredCluster storedCluster(const flotilla::db::SlurmCluster& record,
+                            const std::vector<flotilla::db::PartitionPrice>& prices);
+// One target per stored cluster, after the node targets.
+QList<HardwareTarget> clusterTargets(const QList<StoredCluster>& clusters);
 
 // The planner's device for one rank of `target` when `ranks` ranks run: a GPU's data-sheet profile
 // (memory from the probe), or the CPU's nominal profile with its cores and memory shared by the ranks.
@@ -100,7 +131,8 @@ class ConfigDraft : public QObject {
   int targetIndex() const { return m_target; }
   const HardwareTarget& target() const { return m_targets[m_target]; }
   // Also sets run.device; a node target also sets the ranks (nodes x ranks per node) and, when
-  // tp x pp divides them, parallel.dp.
+  // tp x pp divides them, parallel.dp; a cluster target starts its launch on the partition's GPUs
+  // per node (one node) and does the same for a GPU job.
   void setTargetIndex(int index);
   // The chosen target's node names ("" entries never): empty unless the run goes to SSH nodes.
   QStringList targetNodes() const {
@@ -116,6 +148,20 @@ class ConfigDraft : public QObject {
   // The stored nodes that may serve as spares now (not among the target's nodes), store order.
   QStringList spareCandidates() const;
   const QList<StoredNode>& storedNodes() const { return m_storedNodes; }
+  // The store's Slurm clusters, offered after the nodes. Keeps a chosen cluster while offered.
+  void setClusters(const QList<StoredCluster>& clusters);
+  const QList<StoredCluster>& storedClusters() const { return m_storedClusters; }
+  // The chosen cluster (nullptr unless the target is one) and the partition the job goes to (the
+  // launch's, else the cluster's default for Flotilla, else Slurm's; nullptr when not probed).
+  const StoredCluster* targetCluster() const;
+  const ClusterPartitionInfo* targetPartition() const;
+  // The Slurm launch choices (not RunConfig keys; the caller hands them to the launch). Setting
+  // them with GPUs per node > 0 sets run.device cuda and the ranks to nodes x GPUs per node (and
+  // dp, when tp x pp divides them); a CPU job keeps the ranks, split evenly over the nodes.
+  const ClusterLaunch& clusterLaunch() const { return m_clusterLaunch; }
+  void setClusterLaunch(const ClusterLaunch& launch);
+  // The batch script the cluster target would submit, its price and its refusals (runs layer).
+  flotilla::runs::SlurmPreview slurmPreview() const;
   // Ranks (processes) the run starts: dp x tp x pp must equal it (validate's world size).
   int ranks() const { return m_ranks; }
   void setRanks(int ranks);
@@ -146,9 +192,20 @@ class ConfigDraft : public QObject {
   std::vector<flotilla::ConfigProblem> preflight() const;
   mutable QString m_preflightKey;
   mutable std::vector<flotilla::ConfigProblem> m_preflightProblems;
-  void rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes);
+  void rebuildTargets(const QList<HardwareTarget>& machine, const QList<HardwareTarget>& nodes,
+                      const QList<HardwareTarget>& clusters);
   QList<HardwareTarget> m_targets;
-  QList<HardwareTarget> m_machineTargets, m_nodeTargets;
+  QList<HardwareTarget> m_machineTargets, m_nodeTargets, m_clusterTargets;
+  // run.device for the target (and the launch's GPUs on a cluster).
+  void applyDevice();
+  // A cluster target: its facts from the chosen partition and launch, the ranks of a GPU job.
+  void applyClusterLaunch();
+  // dp = ranks / (tp x pp) when that divides, keeping the global batch (batchNote says how).
+  void fitDpToRanks();
+  // The Slurm refusals as problems on the wizard's fields (slurm.*, budget.max_usd, parallel).
+  void addSlurmProblems(std::vector<flotilla::ConfigProblem>& out) const;
+  QList<StoredCluster> m_storedClusters;
+  ClusterLaunch m_clusterLaunch;
   // After the target changed: the default recovery choice and spares that are still candidates.
   void syncLaunchOptions();
   QList<StoredNode> m_storedNodes;

@@ -6,6 +6,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QLocale>
 #include <QPushButton>
@@ -23,11 +24,18 @@ namespace flotilla::ui {
 HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
     : WizardPageBase(configDraft,
                      {QStringLiteral("parallel"), QStringLiteral("run.device"), QStringLiteral("run.threads"),
-                      QStringLiteral("train.dtype"), QStringLiteral("train.recompute")},
+                      QStringLiteral("train.dtype"), QStringLiteral("train.recompute"), QStringLiteral("slurm")},
                      parent),
       m_target(new QComboBox(this)),
       m_autoRecover(new QCheckBox(tr("Recover automatically after a preemption"), this)),
       m_spares(new QListWidget(this)),
+      m_slurmPartition(new QComboBox(this)),
+      m_slurmNodes(new QSpinBox(this)),
+      m_slurmGpus(new QSpinBox(this)),
+      m_slurmTime(new QLineEdit(this)),
+      m_slurmLead(new QSpinBox(this)),
+      m_slurmAutoResume(new QCheckBox(tr("Requeue after the time-limit checkpoint and resume from it"), this)),
+      m_slurmFacts(new QLabel(this)),
       m_ranks(new QSpinBox(this)),
       m_dp(new QSpinBox(this)),
       m_tp(new QSpinBox(this)),
@@ -71,6 +79,37 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
       tr("Optional: stored nodes that replace a lost node, in this order. Without a spare, "
          "the lost node's ranks move to the nodes that remain."));
   m_spares->setMaximumHeight(m_spares->fontMetrics().height() * 4 + 8);
+  m_slurmPartition->setObjectName(QStringLiteral("slurmPartition"));
+  m_slurmPartition->setEditable(true);  // a partition the probe did not list may still be named
+  m_slurmPartition->setToolTip(
+      tr("The Slurm partition (queue) the job goes to; empty: the cluster's default. Its nodes, GPUs and "
+         "price come from the cluster's last probe (Clusters page) and `flotilla clusters price`."));
+  m_slurmNodes->setObjectName(QStringLiteral("slurmNodes"));
+  m_slurmNodes->setRange(1, 4096);
+  m_slurmNodes->setToolTip(tr("Nodes the job asks for; the ranks are split evenly over them (#SBATCH --nodes)."));
+  m_slurmGpus->setObjectName(QStringLiteral("slurmGpus"));
+  m_slurmGpus->setRange(0, 64);
+  m_slurmGpus->setSpecialValueText(tr("none (a CPU job)"));
+  m_slurmGpus->setToolTip(
+      tr("GPUs per node (#SBATCH --gpus-per-node), one rank each: the ranks become nodes × GPUs. 0 runs "
+         "a CPU job whose ranks share each node's CPUs."));
+  m_slurmTime->setObjectName(QStringLiteral("slurmTime"));
+  m_slurmTime->setPlaceholderText(QStringLiteral("HH:MM:SS"));
+  m_slurmTime->setToolTip(
+      tr("The job's time limit, [D-]HH:MM:SS (#SBATCH --time). Slurm ends the job then: the run "
+         "checkpoints before it (the lead below) and, with auto-resume, continues in a requeued job."));
+  m_slurmLead->setObjectName(QStringLiteral("slurmLead"));
+  m_slurmLead->setRange(0, 86400);
+  m_slurmLead->setSuffix(tr(" s before the limit"));
+  m_slurmLead->setToolTip(
+      tr("Slurm sends the batch script USR1 this long before the time limit (#SBATCH --signal=B:USR1@N); "
+         "the run checkpoints then. Leave time for one step and the checkpoint write."));
+  m_slurmAutoResume->setObjectName(QStringLiteral("slurmAutoResume"));
+  m_slurmAutoResume->setToolTip(
+      tr("After the time-limit checkpoint the job requeues itself (#SBATCH --requeue, same job id) and "
+         "resumes from that checkpoint when Slurm runs it again. Without it the run ends as stopped."));
+  m_slurmFacts->setObjectName(QStringLiteral("slurmFacts"));
+  m_slurmFacts->setWordWrap(true);
   m_schedule->setObjectName(QStringLiteral("pipelineSchedule"));
   m_dtype->setObjectName(QStringLiteral("dtype"));
   m_recompute->setObjectName(QStringLiteral("recompute"));
@@ -138,6 +177,13 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(tr("Target"), m_target);
   form->addRow(tr("Preemption"), m_autoRecover);
   form->addRow(tr("Spare nodes"), m_spares);
+  form->addRow(tr("Partition"), m_slurmPartition);
+  form->addRow(QString(), m_slurmFacts);
+  form->addRow(tr("Nodes"), m_slurmNodes);
+  form->addRow(tr("GPUs per node"), m_slurmGpus);
+  form->addRow(tr("Time limit"), m_slurmTime);
+  form->addRow(tr("Checkpoint"), m_slurmLead);
+  form->addRow(tr("Auto-resume"), m_slurmAutoResume);
   form->addRow(tr("Ranks (processes)"), m_ranks);
   auto* layoutRow = new QHBoxLayout;
   const struct {
@@ -177,6 +223,12 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   bindField(QStringLiteral("train.recompute"), m_recompute);
   bindField(QStringLiteral("run.threads"), m_ranks);
   bindField(QStringLiteral("memory"), m_memory);
+  bindField(QStringLiteral("slurm.partition"), m_slurmPartition);
+  bindField(QStringLiteral("slurm.nodes"), m_slurmNodes);
+  bindField(QStringLiteral("slurm.gpus"), m_slurmGpus);
+  bindField(QStringLiteral("slurm.time"), m_slurmTime);
+  bindField(QStringLiteral("slurm.lead"), m_slurmLead);
+  bindField(QStringLiteral("slurm"), m_slurmFacts);
 
   m_searchDelay->setSingleShot(true);
   m_searchDelay->setInterval(150);
@@ -186,12 +238,20 @@ HardwarePage::HardwarePage(ConfigDraft* configDraft, QWidget* parent)
   connect(m_target, &QComboBox::currentIndexChanged, this, [this](int i) {
     if (loading()) return;
     draft()->setTargetIndex(i);
-    if (draft()->target().kind == HardwareTarget::Kind::Nodes) reload();  // it set the ranks and dp
+    if (draft()->target().kind == HardwareTarget::Kind::Nodes ||
+        draft()->target().kind == HardwareTarget::Kind::Cluster)
+      reload();  // it set the ranks and dp
   });
   connect(m_autoRecover, &QCheckBox::toggled, this, [this](bool on) {
     if (!loading()) draft()->setAutoRecover(on);
   });
   connect(m_spares, &QListWidget::itemChanged, this, &HardwarePage::editSpares);
+  connect(m_slurmPartition, &QComboBox::currentTextChanged, this, &HardwarePage::editCluster);
+  connect(m_slurmNodes, &QSpinBox::valueChanged, this, &HardwarePage::editCluster);
+  connect(m_slurmGpus, &QSpinBox::valueChanged, this, &HardwarePage::editCluster);
+  connect(m_slurmTime, &QLineEdit::textEdited, this, &HardwarePage::editCluster);
+  connect(m_slurmLead, &QSpinBox::valueChanged, this, &HardwarePage::editCluster);
+  connect(m_slurmAutoResume, &QCheckBox::toggled, this, &HardwarePage::editCluster);
   connect(m_ranks, &QSpinBox::valueChanged, this, [this](int n) {
     if (!loading()) draft()->setRanks(n);
   });
@@ -218,7 +278,8 @@ void HardwarePage::editLayout() {
   }, ConfigDraft::BatchEdit::Layout);
   // Ranks follow the layout on this machine (a node target's ranks are its GPUs: there the layout
   // must follow them, and the problem says so).
-  if (draft()->target().kind != HardwareTarget::Kind::Nodes) {
+  const HardwareTarget& t = draft()->target();
+  if (t.kind != HardwareTarget::Kind::Nodes && !(t.kind == HardwareTarget::Kind::Cluster && t.gpusPerNode > 0)) {
     const int layout = std::max(1, m_dp->value()) * std::max(1, m_tp->value()) * std::max(1, m_pp->value());
     if (layout != draft()->ranks()) {
       draft()->setRanks(layout);
@@ -272,6 +333,76 @@ void HardwarePage::syncRecovery() {
   m_form->setRowVisible(m_spares, nodes);
 }
 
+void HardwarePage::editCluster() {
+  if (loading()) return;
+  ClusterLaunch l = draft()->clusterLaunch();
+  const int gpusBefore = l.gpusPerNode, nodesBefore = l.nodes;
+  l.partition = m_slurmPartition->currentText().trimmed();
+  l.nodes = m_slurmNodes->value();
+  l.gpusPerNode = m_slurmGpus->value();
+  l.timeLimit = m_slurmTime->text().trimmed();
+  l.signalLeadSeconds = m_slurmLead->value();
+  l.autoResume = m_slurmAutoResume->isChecked();
+  draft()->setClusterLaunch(l);
+  // A GPU job's ranks are nodes x GPUs: the ranks and dp rows show what that set.
+  if (l.gpusPerNode > 0 && (l.gpusPerNode != gpusBefore || l.nodes != nodesBefore)) reload();
+}
+
+void HardwarePage::syncCluster() {
+  const bool cluster = draft()->target().kind == HardwareTarget::Kind::Cluster;
+  for (QWidget* w : std::initializer_list<QWidget*>{m_slurmPartition, m_slurmFacts, m_slurmNodes, m_slurmGpus,
+                                                    m_slurmTime, m_slurmLead, m_slurmAutoResume})
+    m_form->setRowVisible(w, cluster);
+  if (!cluster) return;
+  const ClusterLaunch& l = draft()->clusterLaunch();
+  const StoredCluster* c = draft()->targetCluster();
+  QStringList names{QString()};
+  if (c)
+    for (const ClusterPartitionInfo& p : c->partitions) names << p.name;
+  QStringList shown;
+  for (int i = 0; i < m_slurmPartition->count(); ++i) shown << m_slurmPartition->itemText(i);
+  {
+    const QSignalBlocker b1(m_slurmPartition), b2(m_slurmNodes), b3(m_slurmGpus), b4(m_slurmTime),
+        b5(m_slurmLead), b6(m_slurmAutoResume);
+    if (shown != names) {
+      m_slurmPartition->clear();
+      m_slurmPartition->addItems(names);
+    }
+    const QString defaultPartition = c ? QString::fromStdString(c->record.partition) : QString();
+    m_slurmPartition->lineEdit()->setPlaceholderText(
+        defaultPartition.isEmpty() ? tr("the cluster's default") : tr("%1 (the cluster's default)").arg(defaultPartition));
+    if (m_slurmPartition->currentText() != l.partition) m_slurmPartition->setCurrentText(l.partition);
+    m_slurmNodes->setValue(l.nodes);
+    m_slurmGpus->setValue(l.gpusPerNode);
+    if (m_slurmTime->text().trimmed() != l.timeLimit) m_slurmTime->setText(l.timeLimit);
+    m_slurmLead->setValue(l.signalLeadSeconds);
+    m_slurmAutoResume->setChecked(l.autoResume);
+  }
+  // What the chosen partition offers and what the job costs.
+  QStringList facts;
+  const ClusterPartitionInfo* p = draft()->targetPartition();
+  if (!c || c->partitions.isEmpty()) {
+    facts << tr("Not probed yet: run `flotilla clusters probe %1` to see its partitions, nodes and GPUs.")
+                 .arg(draft()->target().cluster);
+  } else if (!p) {
+    facts << tr("The last probe did not list this partition.");
+  } else {
+    facts << tr("%1: %n node(s)", nullptr, p->nodes).arg(p->name);
+    facts << (p->gpusPerNode > 0 ? tr("%1 × %2 GPU per node").arg(p->gpusPerNode).arg(p->gpuType.isEmpty() ? tr("untyped") : p->gpuType)
+                                 : tr("no GPUs"));
+    if (p->cpusPerNode > 0) facts << tr("%1 CPUs per node").arg(p->cpusPerNode);
+    if (!p->maxTime.isEmpty()) facts << tr("time limit at most %1").arg(p->maxTime);
+    if (!p->state.isEmpty() && p->state != QLatin1String("UP")) facts << tr("state %1: jobs stay pending").arg(p->state);
+  }
+  const runs::SlurmPreview preview = draft()->slurmPreview();
+  facts << (preview.price.usd_per_hour > 0
+                ? tr("$%1/h for this job (%2)")
+                      .arg(preview.price.usd_per_hour, 0, 'f', 2)
+                      .arg(QString::fromStdString(preview.price.source))
+                : tr("unpriced: set one with `flotilla clusters price` to see costs and use a budget"));
+  m_slurmFacts->setText(facts.join(QStringLiteral(" · ")));
+}
+
 void HardwarePage::editSpares() {
   if (loading()) return;
   QStringList names;
@@ -285,6 +416,7 @@ void HardwarePage::load() {
   const RunConfig& c = draft()->config();
   syncTargets();
   syncRecovery();
+  syncCluster();
   m_ranks->setValue(draft()->ranks());
   m_dp->setValue(c.parallel.dp);
   m_tp->setValue(c.parallel.tp);
@@ -303,6 +435,7 @@ void HardwarePage::refreshDerived() {
   // The probe or the store's nodes may have arrived since the last load: keep the list current.
   syncTargets();
   syncRecovery();
+  syncCluster();
   const std::optional<Plan> plan = draft()->plan();
   if (!plan) {
     m_memory->setUsage(0, 0);
@@ -427,6 +560,13 @@ QList<WizardPageBase::FieldProblem> HardwarePage::extraFieldProblems() const {
                  .arg(nodes)
                  .arg(t.ranksPerNode)
                  .arg(t.maxRanks));
+  } else if (t.kind == HardwareTarget::Kind::Cluster) {
+    if (draft()->ranks() > t.maxRanks)
+      add("ranks", tr("%n rank(s) chosen, but %1 node(s) × %2 %3 per node hold %4.", nullptr, draft()->ranks())
+                       .arg(t.clusterNodes)
+                       .arg(t.ranksPerNode)
+                       .arg(t.gpusPerNode > 0 ? tr("GPUs") : tr("CPUs"))
+                       .arg(t.maxRanks));
   } else if (draft()->ranks() > t.maxRanks) {
     add("ranks", tr("%n rank(s) chosen, but this target has %1 %2.", nullptr, draft()->ranks())
                      .arg(t.maxRanks)

@@ -1,6 +1,8 @@
 // Wizard page 3, Hardware & parallelism: where the run trains (this machine's CPU or GPUs, from
 // the probe, or stored SSH nodes with their launch options: automatic recovery after a
-// preemption and spare nodes, shown only for node targets), its layout (dp, tp, pp, ZeRO,
+// preemption and spare nodes, shown only for node targets, or a stored Slurm cluster with its
+// job's partition, nodes, GPUs per node, time limit, time-limit checkpoint and auto-resume, shown
+// only for cluster targets and refused beside their field as the runs layer would), its layout (dp, tp, pp, ZeRO,
 // pipeline micro-batches, dtype, recomputation), the planner's memory per device against the
 // device's capacity, and the fastest layout that fits.
 //
@@ -18,6 +20,7 @@ class QCheckBox;
 class QComboBox;
 class QFormLayout;
 class QLabel;
+class QLineEdit;
 class QListWidget;
 class QPushButton;
 class QSpinBox;
@@ -59,11 +62,20 @@ class HardwarePage : public WizardPageBase {
   void syncTargets();   // the target list and choice as the draft has them (no edit signals)
   void syncRecovery();  // the recovery rows as the draft has them (no edit signals), shown for nodes
   void editSpares();
+  void syncCluster();  // the Slurm rows as the draft has them (no edit signals), shown for clusters
+  void editCluster();
 
   QFormLayout* m_form = nullptr;
   QComboBox* m_target;
   QCheckBox* m_autoRecover;
   QListWidget* m_spares;
+  QComboBox* m_slurmPartition;
+  QSpinBox* m_slurmNodes;
+  QSpinBox* m_slurmGpus;
+  QLineEdit* m_slurmTime;
+  QSpinBox* m_slurmLead;
+  QCheckBox* m_slurmAutoResume;
+  QLabel* m_slurmFacts;
   QSpinBox* m_ranks;
   QSpinBox* m_dp;
   QSpinBox* m_tp;

@@ -21,6 +21,8 @@ ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidg
     : WizardPageBase(configDraft, {QString()}, parent),
       m_templates(templates),
       m_editor(new QPlainTextEdit(this)),
+      m_scriptTitle(new QLabel(this)),
+      m_script(new QPlainTextEdit(this)),
       m_save(new QPushButton(tr("Save as template…"), this)),
       m_status(new QLabel(this)),
       m_parseDelay(new QTimer(this)) {
@@ -31,10 +33,18 @@ ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidg
   m_editor->setObjectName(QStringLiteral("tomlEditor"));
   m_editor->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_editor->setLineWrapMode(QPlainTextEdit::NoWrap);
+  m_scriptTitle->setObjectName(QStringLiteral("batchScriptTitle"));
+  m_scriptTitle->setWordWrap(true);
+  m_script->setObjectName(QStringLiteral("batchScript"));
+  m_script->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  m_script->setLineWrapMode(QPlainTextEdit::NoWrap);
+  m_script->setReadOnly(true);
   m_save->setObjectName(QStringLiteral("saveTemplateButton"));
   m_status->setObjectName(QStringLiteral("reviewStatus"));
   m_status->setWordWrap(true);
-  addBlock(m_editor, 1);
+  addBlock(m_editor, 2);
+  addBlock(m_scriptTitle);
+  addBlock(m_script, 1);
   auto* row = new QHBoxLayout;
   row->addWidget(m_status, 1);
   row->addWidget(m_save);
@@ -64,6 +74,26 @@ void ReviewPage::load() {
 void ReviewPage::refreshDerived() {
   m_status->setText(shownProblems().isEmpty() ? tr("Valid: ready to launch.")
                                               : tr("Not valid yet: see the problems below."));
+  const StoredCluster* cluster = draft()->targetCluster();
+  m_scriptTitle->setVisible(cluster);
+  m_script->setVisible(cluster);
+  if (!cluster) return;
+  const runs::SlurmPreview preview = draft()->slurmPreview();
+  const QString name = QString::fromStdString(cluster->record.name);
+  m_scriptTitle->setText(
+      preview.script.empty()
+          ? tr("The batch script for cluster %1 appears here once the Slurm choices on the Hardware page are "
+               "valid.")
+                .arg(name)
+          : tr("The batch script submitted to cluster %1 with sbatch (%2 node(s) × %3 task(s)%4):")
+                .arg(name)
+                .arg(draft()->clusterLaunch().nodes)
+                .arg(preview.tasks_per_node)
+                .arg(preview.price.usd_per_hour > 0
+                         ? tr(", $%1/h").arg(preview.price.usd_per_hour, 0, 'f', 2)
+                         : tr(", unpriced")));
+  const QString text = QString::fromStdString(preview.script);
+  if (m_script->toPlainText() != text) m_script->setPlainText(text);
 }
 
 void ReviewPage::applyText() {

@@ -1,6 +1,7 @@
 // Wizard page 7, Review: the whole config as the TOML file the worker will read, editable, parsed
 // and validated as the user types (the engine's parser and validate(), every problem listed), and
-// savable as a template.
+// savable as a template. For a Slurm cluster target, also the batch script the launch submits
+// (runs::preview_slurm_script: the same generator as the submission), read-only.
 //
 // Decision: a parse that succeeds replaces the draft, so the other pages show the edit when the
 // user goes Back; the text itself is only rewritten when the page is entered, never while typing.
@@ -24,6 +25,7 @@ class ReviewPage : public WizardPageBase {
   ReviewPage(ConfigDraft* draft, TemplateStore* templates, QWidget* parent = nullptr);
 
   QPlainTextEdit* editor() const { return m_editor; }
+  QPlainTextEdit* batchScript() const { return m_script; }
   // Parses the editor's text now (instead of after the typing pause).
   void applyText();
   // Saves the draft as <templates>/<name>.toml; false with the reason shown on the page.
@@ -42,6 +44,8 @@ class ReviewPage : public WizardPageBase {
  private:
   TemplateStore* m_templates;
   QPlainTextEdit* m_editor;
+  QLabel* m_scriptTitle;
+  QPlainTextEdit* m_script;
   QPushButton* m_save;
   QLabel* m_status;
   QTimer* m_parseDelay;

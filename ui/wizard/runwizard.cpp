@@ -5,6 +5,7 @@
 #include <QScopedValueRollback>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "db/clusters.h"
 #include "db/costs.h"
 #include "db/database.h"
 #include "db/nodes.h"
@@ -83,8 +84,10 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
     }
     emit planHistoryLoaded();
   });
-  connect(&m_nodesWatcher, &QFutureWatcher<QList<StoredNode>>::finished, this, [this] {
-    setNodes(m_nodesWatcher.result());
+  connect(&m_nodesWatcher, &QFutureWatcher<StoreTargets>::finished, this, [this] {
+    const StoreTargets found = m_nodesWatcher.result();
+    setNodes(found.nodes);
+    setClusters(found.clusters);
     emit nodesLoaded();
   });
   if (!m_probe) m_probe = new MachineProbe(this);
@@ -109,12 +112,14 @@ void RunWizard::loadNodes(const QString& databasePath) {
   if (databasePath.isEmpty() || m_nodesWatcher.isRunning() || !QFileInfo::exists(databasePath)) return;
   const std::string path = databasePath.toStdString();
   m_nodesWatcher.setFuture(QtConcurrent::run([path] {
-    QList<StoredNode> out;
+    StoreTargets out;
     try {
       const flotilla::db::Database db(path);
       for (const flotilla::db::SshNode& n : flotilla::db::list_ssh_nodes(db))
-        out.append(StoredNode{QString::fromStdString(n.name), QString::fromStdString(n.gpu_type),
-                              static_cast<int>(n.gpu_count), n.usd_per_hour.value_or(0.0), n.spot});
+        out.nodes.append(StoredNode{QString::fromStdString(n.name), QString::fromStdString(n.gpu_type),
+                                    static_cast<int>(n.gpu_count), n.usd_per_hour.value_or(0.0), n.spot});
+      for (const flotilla::db::SlurmCluster& c : flotilla::db::list_clusters(db))
+        out.clusters.append(storedCluster(c, flotilla::db::partition_prices(db, c.id)));
     } catch (const std::exception&) {
       // An unreadable store offers no nodes; the Runs page reports store problems itself.
     }
@@ -173,6 +178,14 @@ void RunWizard::loadPriceChoices(const QString& databasePath) {
 void RunWizard::setNodes(const QList<StoredNode>& nodes) {
   const QScopedValueRollback<bool> machine(m_machineUpdate, true);
   m_draft->setNodes(nodes);
+}
+void RunWizard::setClusters(const QList<StoredCluster>& clusters) {
+  const QScopedValueRollback<bool> machine(m_machineUpdate, true);
+  m_draft->setClusters(clusters);
+}
+std::optional<ClusterLaunch> RunWizard::clusterLaunch() const {
+  if (!m_draft->targetCluster()) return std::nullopt;
+  return m_draft->clusterLaunch();
 }
 QStringList RunWizard::targetNodes() const { return m_draft->targetNodes(); }
 bool RunWizard::autoRecover() const { return !targetNodes().isEmpty() && m_draft->autoRecover(); }

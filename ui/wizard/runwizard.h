@@ -55,10 +55,11 @@ class RunWizard : public QWizard {
   int advanceTo(PageId page);
   // Uses this machine description instead of the probe's (tests).
   void setMachine(const flotilla::ProbeResult& probe);
-  // Offers the store's SSH nodes as targets: read on a worker thread from the database at
-  // `databasePath` (nodesLoaded() when done; a store that cannot be read offers none).
+  // Offers the store's SSH nodes and Slurm clusters as targets: read on a worker thread from the
+  // database at `databasePath` (nodesLoaded() when done; a store that cannot be read offers none).
   void loadNodes(const QString& databasePath);
   void setNodes(const QList<StoredNode>& nodes);
+  void setClusters(const QList<StoredCluster>& clusters);
   // Reads the same store's pricing catalogue and priced nodes for the Budget page's choice.
   // (loadNodes() calls it.)
   void loadPriceChoices(const QString& databasePath);
@@ -71,6 +72,8 @@ class RunWizard : public QWizard {
   // recover automatically after a preemption, and the spare nodes for it (in order).
   bool autoRecover() const;
   QStringList spareNodes() const;
+  // The Slurm launch when the target is a stored cluster (nullopt when it is not).
+  std::optional<ClusterLaunch> clusterLaunch() const;
 
  signals:
   void nodesLoaded();
@@ -108,7 +111,11 @@ class RunWizard : public QWizard {
   CheckpointPage* m_checkpoints;
   BudgetPage* m_budget;
   ReviewPage* m_review;
-  QFutureWatcher<QList<StoredNode>> m_nodesWatcher;
+  struct StoreTargets {
+    QList<StoredNode> nodes;
+    QList<StoredCluster> clusters;
+  };
+  QFutureWatcher<StoreTargets> m_nodesWatcher;
   QFutureWatcher<QList<PriceChoice>> m_pricesWatcher;
   QFutureWatcher<std::vector<flotilla::RunObservation>> m_historyWatcher;
 };
