@@ -393,7 +393,11 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
           if (note) note(std::string("scancel failed: ") + e.what());
         }
       }
-      if (now - last_poll >= std::chrono::duration<double>(w.poll_seconds)) {
+      // Steps arriving while the store still says queued: ask Slurm now, not at the next poll, so
+      // the run reads running (and accrues) from when its job did.
+      const bool outran = got && state != "RUNNING" && state != "COMPLETING" &&
+                          now - last_poll >= std::chrono::milliseconds(200);
+      if (outran || now - last_poll >= std::chrono::duration<double>(w.poll_seconds)) {
         last_poll = now;
         const auto jobs =
             on_login(login, note, [&](remote::Session& s) { return remote::poll_jobs(s, {w.job_id}); });

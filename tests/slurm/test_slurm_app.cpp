@@ -1,0 +1,206 @@
+// The desktop app trains on the real loopback Slurm (issue 20): the New Run wizard's "Slurm
+// cluster" target, Finish, and the RemoteRun that submits (deploy, batch script, sbatch) and
+// watches the job on its own thread, as a user does it. The run's state names the cluster and the
+// job, every step arrives in the app and in the store once, the run ends completed and priced.
+// Then a second run is left mid-way (the app closing: the job goes on under Slurm) and re-attached
+// as the next app start does it (RemoteRun::reattachOne): the history is replayed from the
+// cluster, the rest is tailed from the committed offset, and the store holds each step once.
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTest>
+
+#include <memory>
+
+#include "check.h"
+#include "db/clusters.h"
+#include "db/costs.h"
+#include "db/queries.h"
+#include "db/run_store.h"
+#include "db/sql.h"
+#include "engine/config/config_io.h"
+#include "slurm_fixture.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/remoterun.h"
+#include "ui/runs/runspage.h"
+#include "ui/runs/storeservice.h"
+#include "ui/wizard/configdraft.h"
+#include "ui/wizard/runwizard.h"
+
+using namespace flotilla_test;
+using flotilla::ui::RunHandle;
+
+namespace {
+
+std::string config_text(const std::string& name, int steps) {
+  return "[run]\nname = \"" + name +
+         "\"\nseed = 5\nthreads = 1\n"
+         "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nvocab_size = 128\nmax_seq_len "
+         "= 32\n"
+         "[data]\nsynthetic_tokens = 30000\n"
+         "[train]\nsteps = " +
+         std::to_string(steps) +
+         "\nmicro_batch = 2\nseq_len = 16\n"
+         "[parallel]\ndp = 2\nzero = 1\ntimeout_s = 60\n"
+         "[checkpoint]\nevery = 20\nkeep_last = 2\n";
+}
+
+// Loss rows of the run in the store, and how many distinct steps they cover.
+int lossRows(const std::string& dbPath, int64_t runId, int& distinct) {
+  flotilla::db::Database db(dbPath);
+  flotilla::db::Stmt st(db, "SELECT count(*), count(DISTINCT step) FROM metrics WHERE run_id = ?1 AND name = 'loss'");
+  st.bind(1, runId);
+  st.step();
+  distinct = static_cast<int>(st.i64(1));
+  return static_cast<int>(st.i64(0));
+}
+
+QString logOf(const RunHandle* run) {
+  QString out;
+  for (const auto& line : run->log()) out += line.text + QLatin1Char('\n');
+  return out;
+}
+
+template <typename T>
+T* child(QWidget* page, const char* name) {
+  T* w = page->findChild<T*>(QLatin1String(name));
+  if (!w) qFatal("no child %s", name);
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string why;
+  const std::string conf = fixture_slurm_conf(why);
+  if (conf.empty()) {
+    std::printf("SKIP: %s\n", why.c_str());
+    return kSkipExit;
+  }
+  SshdFixture fx("slurm_app");
+  if (const std::string w = start_login_node(fx, conf); !w.empty()) {
+    std::printf("SKIP: %s\n", w.c_str());
+    return kSkipExit;
+  }
+  qunsetenv("SSH_AUTH_SOCK");  // the cluster's key file, not an agent of the machine running the test
+  QApplication app(argc, argv);
+
+  CliWorkspace ws(fx.root());
+  ProcResult r =
+      ws.run({"clusters", "add", "flo", "--login", "127.0.0.1", "--port", std::to_string(fx.node(0).port),
+              "--user", local_user_name(), "--key", fx.client_key()});
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  const std::string fp = fingerprint_in(ws.run({"clusters", "probe", "flo"}).output);
+  CHECK(ws.run({"clusters", "trust", "flo", "--fingerprint", fp}).exit_code == 0);
+  CHECK(ws.run({"clusters", "price", "flo", "cpu", "--cpu-hour", "36"}).exit_code == 0);
+
+  const QString dbPath = QString::fromStdString(ws.db());
+  const QString workspace = QString::fromStdString(fx.root() + "/app-ws");
+  flotilla::ui::StoreService store(dbPath);
+  flotilla::ui::LocalRuns runs(workspace);
+  runs.setStore(&store);
+  runs.setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+  runs.setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
+  flotilla::ui::RunsPage page(&runs);
+  page.resize(1100, 750);
+  page.show();
+
+  // 1. The wizard: cluster flo, partition cpu, 2 nodes, a 10-minute limit; Finish.
+  constexpr int kSteps = 40;
+  page.newRunButton()->click();
+  flotilla::ui::RunWizard* wizard = page.wizard();
+  CHECK(wizard != nullptr);
+  if (!wizard) return summary("test_slurm_app");
+  CHECK(QTest::qWaitFor([&] { return wizard->draft()->targets().size() >= 2 && !wizard->draft()->storedClusters().isEmpty(); },
+                        15000));
+  wizard->setConfig(flotilla::parse_config_toml(config_text("app-slurm", kSteps), "test"));
+  while (wizard->currentId() != flotilla::ui::RunWizard::Hardware) wizard->next();
+  QWidget* hw = wizard->currentPage();
+  auto* target = child<QComboBox>(hw, "target");
+  target->setCurrentIndex(target->count() - 1);
+  CHECK(wizard->clusterLaunch().has_value());
+  child<QComboBox>(hw, "slurmPartition")->setCurrentText(QStringLiteral("cpu"));
+  child<QSpinBox>(hw, "slurmNodes")->setValue(2);
+  auto* time = child<QLineEdit>(hw, "slurmTime");
+  time->setText(QStringLiteral("00:10:00"));
+  emit time->textEdited(time->text());
+  CHECK_MSG(wizard->currentPage()->isComplete(), "hardware page: %s",
+            wizard->draft()->problemsUnder({QString()}).join(QStringLiteral("; ")).toStdString().c_str());
+  while (wizard->currentId() != flotilla::ui::RunWizard::Review) wizard->next();
+  CHECK(QTest::qWaitFor([&] { return wizard->currentPage()->isComplete(); }, 10000));
+  wizard->button(QWizard::FinishButton)->click();
+  CHECK(runs.remoteRuns().size() == 1);
+  if (runs.remoteRuns().size() != 1) return summary("test_slurm_app");
+  flotilla::ui::RemoteRun* run = runs.remoteRuns().front();
+  CHECK(QTest::qWaitFor([&] { return !run->jobId().isEmpty() || !run->isActive(); }, 60000));
+  CHECK_MSG(run->stateText().contains(QStringLiteral("on cluster flo (job ") + run->jobId() + QStringLiteral(")")),
+            "state: %s", run->stateText().toStdString().c_str());
+  CHECK(QTest::qWaitFor([&] { return !run->isActive(); }, 180000));
+  CHECK_MSG(run->state() == RunHandle::State::Completed, "state %s\n%s", run->stateText().toStdString().c_str(),
+            logOf(run).toStdString().c_str());
+  CHECK_MSG(run->lastStep() == kSteps, "last step %lld", static_cast<long long>(run->lastStep()));
+  CHECK_MSG(logOf(run).contains(QStringLiteral("submitted job")), "%s", logOf(run).toStdString().c_str());
+  {
+    flotilla::db::Database db(ws.db());
+    const flotilla::db::Run stored = flotilla::db::get_run(db, run->storeId());
+    CHECK(stored.status == flotilla::db::RunStatus::kCompleted);
+    CHECK(stored.target == "slurm:flo");
+    CHECK_MSG(stored.usd_per_hour && *stored.usd_per_hour == 72.0, "usd/h %g", stored.usd_per_hour.value_or(-1));
+    CHECK(flotilla::db::run_cost_usd(db, run->storeId()) > 0);
+    const auto job = flotilla::db::find_slurm_job(db, run->storeId());
+    CHECK(job && job->job_id == run->jobId().toStdString() && job->nodes == 2 && job->partition == "cpu");
+    int distinct = 0;
+    const int rows = lossRows(ws.db(), run->storeId(), distinct);
+    CHECK_MSG(rows == kSteps && distinct == kSteps, "%d loss rows over %d steps", rows, distinct);
+  }
+
+  // 2. Left mid-way (the app closing), then re-attached as the next start does it.
+  constexpr int kLong = 300;
+  flotilla::ui::ClusterLaunch launch;
+  launch.cluster = QStringLiteral("flo");
+  launch.partition = QStringLiteral("cpu");
+  launch.nodes = 2;
+  launch.timeLimit = QStringLiteral("00:10:00");
+  const QString mirrors = QDir(workspace).filePath(QStringLiteral("remote-runs"));
+  auto left = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-left"), dbPath,
+                                                        QDir(mirrors).filePath(QStringLiteral("left")));
+  left->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
+  left->startOnCluster(flotilla::parse_config_toml(config_text("app-left", kLong), "test"), launch,
+                       QStringLiteral(FLOTILLA_WORKER_PATH));
+  CHECK(QTest::qWaitFor([&] { return left->lastStep() >= 5 || !left->isActive(); }, 120000));
+  const qint64 leftId = left->storeId();
+  const qint64 seenBefore = left->lastStep();
+  CHECK_MSG(left->isActive() && leftId > 0, "state %s\n%s", left->stateText().toStdString().c_str(),
+            logOf(left.get()).toStdString().c_str());
+  left.reset();  // leaves the job running under Slurm and the run as the store has it
+  {
+    flotilla::db::Database db(ws.db());
+    // Steps arrived, so Slurm was asked at once: running, not queued.
+    const flotilla::db::RunStatus st = flotilla::db::get_run(db, leftId).status;
+    CHECK_MSG(st == flotilla::db::RunStatus::kRunning, "left as %s", flotilla::db::to_string(st));
+  }
+  QString error;
+  std::unique_ptr<flotilla::ui::RemoteRun> again(flotilla::ui::RemoteRun::reattachOne(
+      dbPath, mirrors, leftId, nullptr, [](const QString&, const QString&) { return std::optional<std::string>(); },
+      QStringLiteral(FLOTILLA_WORKER_PATH), &error));
+  CHECK_MSG(again != nullptr, "reattach: %s", error.toStdString().c_str());
+  if (!again) return summary("test_slurm_app");
+  CHECK(again->cluster() == QStringLiteral("flo"));
+  CHECK(!again->canCheckpoint());
+  CHECK(QTest::qWaitFor([&] { return !again->isActive(); }, 240000));
+  CHECK_MSG(again->state() == RunHandle::State::Completed, "state %s\n%s", again->stateText().toStdString().c_str(),
+            logOf(again.get()).toStdString().c_str());
+  CHECK_MSG(again->lastStep() == kLong, "last step %lld (seen %lld before leaving)",
+            static_cast<long long>(again->lastStep()), static_cast<long long>(seenBefore));
+  CHECK_MSG(logOf(again.get()).contains(QStringLiteral("re-attached to slurm job")), "%s",
+            logOf(again.get()).toStdString().c_str());
+  int distinct = 0;
+  const int rows = lossRows(ws.db(), leftId, distinct);
+  CHECK_MSG(rows == kLong && distinct == kLong, "%d loss rows over %d steps", rows, distinct);
+  std::printf("left at step %lld, re-attached, completed %d steps, each stored once\n",
+              static_cast<long long>(seenBefore), kLong);
+  return summary("test_slurm_app");
+}
