@@ -26,6 +26,8 @@
 #include "ui/runs/localruns.h"
 #include "ui/runs/remoterun.h"
 #include "ui/runs/runspage.h"
+#include "ui/live/livedashboard.h"
+#include "ui/live/livepage.h"
 #include "ui/runs/storeservice.h"
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/runwizard.h"
@@ -95,6 +97,8 @@ int main(int argc, char** argv) {
   CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   const std::string fp = fingerprint_in(ws.run({"clusters", "probe", "flo"}).output);
   CHECK(ws.run({"clusters", "trust", "flo", "--fingerprint", fp}).exit_code == 0);
+  r = ws.run({"clusters", "probe", "flo"});  // trusted now: partitions, nodes and CPUs stored for the wizard
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   CHECK(ws.run({"clusters", "price", "flo", "cpu", "--cpu-hour", "36"}).exit_code == 0);
 
   const QString dbPath = QString::fromStdString(ws.db());
@@ -122,6 +126,8 @@ int main(int argc, char** argv) {
   auto* target = child<QComboBox>(hw, "target");
   target->setCurrentIndex(target->count() - 1);
   CHECK(wizard->clusterLaunch().has_value());
+  CHECK_MSG(target->currentText().startsWith(QStringLiteral("Slurm cluster flo (2 partition(s), 2 node(s)")), "%s",
+            target->currentText().toStdString().c_str());
   child<QComboBox>(hw, "slurmPartition")->setCurrentText(QStringLiteral("cpu"));
   child<QSpinBox>(hw, "slurmNodes")->setValue(2);
   auto* time = child<QLineEdit>(hw, "slurmTime");
@@ -129,12 +135,22 @@ int main(int argc, char** argv) {
   emit time->textEdited(time->text());
   CHECK_MSG(wizard->currentPage()->isComplete(), "hardware page: %s",
             wizard->draft()->problemsUnder({QString()}).join(QStringLiteral("; ")).toStdString().c_str());
+  const QString shots = QStringLiteral(FLOTILLA_SCREENSHOT_DIR);
+  wizard->resize(1000, 860);
+  CHECK(wizard->grab().save(shots + QStringLiteral("/wizard-slurm-hardware.png")));
   while (wizard->currentId() != flotilla::ui::RunWizard::Review) wizard->next();
   CHECK(QTest::qWaitFor([&] { return wizard->currentPage()->isComplete(); }, 10000));
+  CHECK(wizard->grab().save(shots + QStringLiteral("/wizard-slurm-review.png")));
   wizard->button(QWizard::FinishButton)->click();
   CHECK(runs.remoteRuns().size() == 1);
   if (runs.remoteRuns().size() != 1) return summary("test_slurm_app");
   flotilla::ui::RemoteRun* run = runs.remoteRuns().front();
+  // The Live page follows it as any run.
+  flotilla::ui::LivePage live;
+  live.resize(1400, 900);
+  live.setDatabasePath(dbPath);
+  live.show();
+  live.setRun(run);
   CHECK(QTest::qWaitFor([&] { return !run->jobId().isEmpty() || !run->isActive(); }, 60000));
   CHECK_MSG(run->stateText().contains(QStringLiteral("on cluster flo (job ") + run->jobId() + QStringLiteral(")")),
             "state: %s", run->stateText().toStdString().c_str());
@@ -143,6 +159,10 @@ int main(int argc, char** argv) {
             logOf(run).toStdString().c_str());
   CHECK_MSG(run->lastStep() == kSteps, "last step %lld", static_cast<long long>(run->lastStep()));
   CHECK_MSG(logOf(run).contains(QStringLiteral("submitted job")), "%s", logOf(run).toStdString().c_str());
+  live.refresh();
+  live.dashboard()->refreshAll();
+  QTest::qWait(200);
+  CHECK(live.grab().save(shots + QStringLiteral("/live-slurm.png")));
   {
     flotilla::db::Database db(ws.db());
     const flotilla::db::Run stored = flotilla::db::get_run(db, run->storeId());
