@@ -12,6 +12,9 @@ namespace flotilla::runs {
 
 std::string exit_name(int exit_code) {
   if (exit_code < 0) return "unknown";
+  // A shell's status of a child a signal ended (srun's in a batch script, a wrapper's): 128 + N.
+  if (exit_code > 128 && exit_code < 128 + 65)
+    return "killed by signal " + std::to_string(exit_code - 128) + " (" + strsignal(exit_code - 128) + ")";
   return exit_code_name(static_cast<ExitCode>(exit_code));
 }
 

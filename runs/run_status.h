@@ -56,7 +56,8 @@ db::RunStatus record_end(db::Database& db, int64_t run_id, const RunEnd& end);
 std::string status_text(db::RunStatus status, const std::string& note);
 std::string status_text(const db::Run& run);
 
-// The exit code's name as docs/worker.md lists it ("data error", "preempted", ...).
+// The exit code's name as docs/worker.md lists it ("data error", "preempted", ...); 129-192, a shell's
+// status of a child ended by a signal, as "killed by signal 15 (Terminated)".
 std::string exit_name(int exit_code);
 
 }  // namespace flotilla::runs
