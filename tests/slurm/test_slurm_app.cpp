@@ -4,7 +4,8 @@
 // job, every step arrives in the app and in the store once, the run ends completed and priced.
 // Then a second run is left mid-way (the app closing: the job goes on under Slurm) and re-attached
 // as the next app start does it (RemoteRun::reattachOne): the history is replayed from the
-// cluster, the rest is tailed from the committed offset, and the store holds each step once.
+// cluster, the rest is tailed from the committed offset, and the store holds each step once. A
+// third run is stopped from the app: it checkpoints and is stored as stopped.
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
@@ -222,5 +223,26 @@ int main(int argc, char** argv) {
   CHECK_MSG(rows == kLong && distinct == kLong, "%d loss rows over %d steps", rows, distinct);
   std::printf("left at step %lld, re-attached, completed %d steps, each stored once\n",
               static_cast<long long>(seenBefore), kLong);
+
+  // 3. Stop from the app: TERM to the job's tasks, a checkpoint, the run stopped (not failed).
+  constexpr int kEndless = 200000;
+  auto stopped = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-stop"), dbPath,
+                                                           QDir(mirrors).filePath(QStringLiteral("stop")));
+  stopped->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
+  stopped->startOnCluster(flotilla::parse_config_toml(config_text("app-stop", kEndless), "test"), launch,
+                          QStringLiteral(FLOTILLA_WORKER_PATH));
+  CHECK(QTest::qWaitFor([&] { return stopped->lastStep() >= 5 || !stopped->isActive(); }, 120000));
+  stopped->stop();
+  CHECK(QTest::qWaitFor([&] { return !stopped->isActive(); }, 180000));
+  CHECK_MSG(stopped->state() == RunHandle::State::Stopped, "state %s\n%s", stopped->stateText().toStdString().c_str(),
+            logOf(stopped.get()).toStdString().c_str());
+  CHECK_MSG(logOf(stopped.get()).contains(QStringLiteral("checkpoint at step")), "%s",
+            logOf(stopped.get()).toStdString().c_str());
+  {
+    flotilla::db::Database db(ws.db());
+    const flotilla::db::Run stored = flotilla::db::get_run(db, stopped->storeId());
+    CHECK_MSG(stored.status == flotilla::db::RunStatus::kStopped, "stored as %s", flotilla::db::to_string(stored.status));
+    CHECK(stopped->lastStep() < kEndless);
+  }
   return summary("test_slurm_app");
 }
