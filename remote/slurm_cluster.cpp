@@ -226,6 +226,15 @@ std::vector<SqueueJob> poll_jobs(Session& session, const std::vector<std::string
   return parse_squeue(sections["squeue"].text);
 }
 
+std::optional<QueuePlace> queue_place(Session& session, const std::string& job_id) {
+  if (!digits(job_id)) throw Error(ExitCode::kUsage, "job id '" + printable(job_id) + "' is not a number");
+  static const std::string script = std::string("printf '%s\\n' '") + kProbeBegin +
+                                    "'\necho '@@section queue'; squeue -h -t PD -o '" + kQueueOrderFormat +
+                                    "' --sort=-p,i 2>&1; echo \"@@rc $?\"\nprintf '%s\\n' '" + kProbeEnd + "'\n";
+  auto sections = run_fenced(session, script, {});
+  return parse_queue_place(sections["queue"].text, job_id);
+}
+
 std::optional<SacctJob> parse_sacct(const std::string& text, const std::string& job_id) {
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);

@@ -53,6 +53,8 @@ std::string submit_batch(Session& session, const std::string& script_path);
 // One squeue call for all `job_ids` (digits only; Error(kUsage) otherwise). Jobs no longer in the
 // queue are absent from the result.
 std::vector<SqueueJob> poll_jobs(Session& session, const std::vector<std::string>& job_ids);
+// The place of pending job `job_id` in its partition's queue (nullopt: not pending any more).
+std::optional<QueuePlace> queue_place(Session& session, const std::string& job_id);
 
 // `scontrol show job -o ID` as key=value (JobState, ExitCode, Restarts, RunTime, TRES, ...); empty
 // once slurmctld has forgotten the job (MinJobAge after it ended).

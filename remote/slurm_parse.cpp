@@ -250,6 +250,30 @@ std::optional<int64_t> parse_slurm_duration(std::string_view text) {
   return days * 86400 + s;
 }
 
+std::optional<QueuePlace> parse_queue_place(std::string_view text, const std::string& job_id) {
+  std::vector<std::pair<std::string, std::string>> order;  // job id, partition, in Slurm's order
+  for (std::string_view line : lines_of(text)) {
+    const auto f = split(trim(line), '|');
+    if (f.size() != 2 || !to_int(f[0].substr(0, f[0].find('_')))) continue;
+    order.emplace_back(std::string(f[0]), std::string(f[1]));
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i].first != job_id) continue;
+    QueuePlace place;
+    place.partition = order[i].second;
+    for (size_t k = 0; k < i; ++k)
+      if (order[k].second == place.partition) ++place.ahead;
+    return place;
+  }
+  return std::nullopt;
+}
+
+std::string queue_place_text(const QueuePlace& place) {
+  if (place.ahead == 0) return "next in partition " + place.partition + "'s queue";
+  return std::to_string(place.ahead) + (place.ahead == 1 ? " job" : " jobs") + " ahead in partition " +
+         place.partition;
+}
+
 std::vector<SqueueJob> parse_squeue(std::string_view text) {
   std::vector<SqueueJob> out;
   for (std::string_view line : lines_of(text)) {

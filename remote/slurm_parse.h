@@ -93,6 +93,18 @@ struct SqueueJob {
 inline constexpr const char* kSqueueFormat = "%i|%T|%r|%M|%L|%S|%D|%R";
 std::vector<SqueueJob> parse_squeue(std::string_view text);
 
+// Where a pending job stands in its partition's queue: the pending jobs of the same partition that
+// Slurm orders before it (priority, then job id: `squeue -h -t PD -o '%i|%P' --sort=-p,i`).
+struct QueuePlace {
+  int ahead = 0;          // pending jobs of its partition before it
+  std::string partition;  // as squeue names it ("cpu", or "cpu,short" for a job given several)
+};
+inline constexpr const char* kQueueOrderFormat = "%i|%P";
+// nullopt when `job_id` is not among the pending jobs listed.
+std::optional<QueuePlace> parse_queue_place(std::string_view text, const std::string& job_id);
+// "next in partition cpu's queue" or "3 jobs ahead in partition cpu".
+std::string queue_place_text(const QueuePlace& place);
+
 // A pending reason in plain words ("Resources" -> "waiting for free nodes"); unknown codes are
 // returned as they are.
 std::string plain_reason(std::string_view reason);

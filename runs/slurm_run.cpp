@@ -369,6 +369,23 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
   };
 
   std::map<std::string, std::string> last_record;
+  // " · 2 jobs ahead in partition cpu · expected start 2026-12-03T10:00:00" for a pending job, or "".
+  std::string last_place;
+  Clock::time_point last_place_at{};
+  const auto pending_place = [&](const remote::SqueueJob& j) {
+    std::vector<std::string> parts;
+    try {
+      if (auto place = on_login(login, note, [&](remote::Session& s) { return remote::queue_place(s, w.job_id); }))
+        parts.push_back(remote::queue_place_text(*place));
+    } catch (const Error&) {
+      // The place is a courtesy: a failed squeue here never stops the watch.
+    }
+    if (!j.expected_start.empty() && j.expected_start != "N/A" && j.expected_start != "Unknown")
+      parts.push_back("expected start " + j.expected_start);
+    std::string out;
+    for (const std::string& p : parts) out += " · " + p;
+    return out;
+  };
   try {
     for (;;) {
       if (hooks.leave_requested && hooks.leave_requested()) {
@@ -438,8 +455,11 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
                                  std::to_string(seen_restarts + 1) + ")");
           });
           if (note) {
-            if (j.state == "PENDING")
-              note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason));
+            if (j.state == "PENDING") {
+              last_place = pending_place(j);
+              last_place_at = Clock::now();
+              note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason) + last_place);
+            }
             else
               note("job " + w.job_id + " " + j.state + (j.nodelist.empty() ? "" : " on " + j.nodelist) +
                    (was.empty() ? "" : " (was " + was + ")"));
@@ -447,6 +467,13 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
           state = j.state;
           reason = j.reason;
           restarts = seen_restarts;
+        } else if (j.state == "PENDING" && note && now - last_place_at >= std::chrono::seconds(30)) {
+          // Still waiting: say so again when its place in the queue moved.
+          last_place_at = now;
+          if (std::string place = pending_place(j); place != last_place) {
+            last_place = std::move(place);
+            note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason) + last_place);
+          }
         }
       }
       if (!budget_stop && !user_stop && state == "RUNNING") {

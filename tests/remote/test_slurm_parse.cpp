@@ -136,6 +136,15 @@ void test_squeue() {
           jobs[2].nodelist == "n1");
     CHECK(jobs[3].job_id == "12_3");  // an array task
   }
+  // The queue order of pending jobs: ours (9) behind 5 and 7 of its partition; 6 waits elsewhere.
+  const std::string order = "5|cpu\n6|gpu\n7|cpu\nbanner line\n9|cpu\n11|cpu\n";
+  const auto place = parse_queue_place(order, "9");
+  CHECK(place && place->ahead == 2 && place->partition == "cpu");
+  CHECK(place && queue_place_text(*place) == "2 jobs ahead in partition cpu");
+  const auto first = parse_queue_place(order, "6");
+  CHECK(first && first->ahead == 0 && queue_place_text(*first) == "next in partition gpu's queue");
+  CHECK(!parse_queue_place(order, "10"));  // not pending (any more)
+  CHECK(!parse_queue_place("", "9"));
   CHECK(plain_reason("Resources") == "waiting for free nodes");
   CHECK(plain_reason("JobHeldUser").find("held") != std::string::npos);
   CHECK(plain_reason("SomethingNew") == "SomethingNew");

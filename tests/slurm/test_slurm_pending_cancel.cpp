@@ -1,5 +1,6 @@
 // Monitoring and cancel on the real loopback Slurm: a run submitted while both nodes are drained
-// is stored as queued with its Slurm job PENDING and the scheduler's reason; once the nodes
+// is stored as queued with its Slurm job PENDING, the scheduler's reason and its place in the queue
+// (behind another job of the partition submitted first); once the nodes
 // return it runs; Ctrl-C of `flotilla run --cluster` sends TERM to the job's tasks, the worker
 // checkpoints and exits 10, and the store says stopped (on request) with the checkpoint recorded;
 // the batch script's exit marker records the worker's exit 10.
@@ -57,6 +58,8 @@ int main() {
 
   const std::string scontrol = "SLURM_CONF=" + conf + " scontrol ";
   CHECK(system((scontrol + "update nodename=n[1-2] state=drain reason=flotilla-test").c_str()) == 0);
+  // A job of someone else's, submitted first, waits ahead of ours in the same partition.
+  CHECK(system(("SLURM_CONF=" + conf + " sbatch -Q -N 2 -t 1 -o /dev/null -J other --wrap 'sleep 1'").c_str()) == 0);
   const std::string log = fx.root() + "/run.log";
   const pid_t cli = ws.spawn({"run", cfg, "--cluster", "flo", "--nodes", "2", "--time", "00:10:00"}, log);
 
@@ -75,7 +78,9 @@ int main() {
       30);
   CHECK_MSG(pending, "no pending job recorded: %s", read_file(log).c_str());
   std::printf("pending reason: %s\n", job.reason.c_str());
-  CHECK_MSG(contains(read_file(log), "pending: "), "%s", read_file(log).c_str());
+  // The note follows the store's row (it asks for the queue place first).
+  CHECK_MSG(wait_until([&] { return contains(read_file(log), "pending: "); }, 10), "%s", read_file(log).c_str());
+  CHECK_MSG(contains(read_file(log), "· 1 job ahead in partition cpu"), "%s", read_file(log).c_str());
 
   // The nodes come back: the job runs and metrics arrive. The metrics tail can store steps before
   // the next squeue poll records the state (seen in CI under load: 50 steps stored while the run
