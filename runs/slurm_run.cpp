@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -98,6 +100,45 @@ SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes
     p.usd_per_hour = cpus * *price->usd_per_cpu_hour;
     p.source = "partition " + price->partition + ": " + std::to_string(cpus) + " CPU task(s) x " +
                usd(*price->usd_per_cpu_hour) + "/CPU-h";
+  }
+  return p;
+}
+
+std::optional<SlurmPrice> slurm_price_allocated(const std::optional<db::PartitionPrice>& price,
+                                                const std::string& tres, bool gpu_job) {
+  if (!price) return std::nullopt;
+  int64_t cpus = 0, gpus = 0, typed_gpus = 0;
+  bool untyped = false;
+  for (size_t at = 0; at < tres.size();) {
+    size_t end = tres.find(',', at);
+    if (end == std::string::npos) end = tres.size();
+    const std::string item = tres.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 9) continue;
+    const int64_t n = std::atoll(value.c_str());
+    if (key == "cpu") cpus = n;
+    if (key == "gres/gpu") {
+      gpus = n;
+      untyped = true;
+    } else if (key.rfind("gres/gpu:", 0) == 0) {
+      typed_gpus += n;
+    }
+  }
+  if (!untyped) gpus = typed_gpus;  // "gres/gpu=8,gres/gpu:a100=8" counts 8, not 16
+  SlurmPrice p;
+  if (gpu_job && gpus > 0 && price->usd_per_gpu_hour) {
+    p.usd_per_hour = static_cast<double>(gpus) * *price->usd_per_gpu_hour;
+    p.source = "partition " + price->partition + ": " + std::to_string(gpus) + " allocated GPU(s) x " +
+               usd(*price->usd_per_gpu_hour) + "/GPU-h";
+  } else if (!gpu_job && cpus > 0 && price->usd_per_cpu_hour) {
+    p.usd_per_hour = static_cast<double>(cpus) * *price->usd_per_cpu_hour;
+    p.source = "partition " + price->partition + ": " + std::to_string(cpus) + " allocated CPU(s) x " +
+               usd(*price->usd_per_cpu_hour) + "/CPU-h";
+  } else {
+    return std::nullopt;
   }
   return p;
 }
@@ -369,6 +410,24 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
   };
 
   std::map<std::string, std::string> last_record;
+  // What Slurm allocated (the job record's AllocTRES, else TRES) prices the run from its start on:
+  // a whole-node partition gives every core, which the request did not say. Runs in the writer.
+  const auto reprice = [&w, run_id](db::Database& wdb, const std::map<std::string, std::string>& rec) {
+    const auto at = rec.find("AllocTRES");
+    const std::string tres = at != rec.end() && !at->second.empty()
+                                 ? at->second
+                                 : (rec.count("TRES") ? rec.at("TRES") : std::string());
+    const auto job = db::find_slurm_job(wdb, run_id);
+    if (!job || tres.empty()) return;
+    const auto alloc = slurm_price_allocated(db::partition_price(wdb, job->cluster_id, job->partition), tres,
+                                             job->gpus_per_node > 0);
+    const double was = db::get_run(wdb, run_id).usd_per_hour.value_or(0);
+    if (!alloc || std::abs(alloc->usd_per_hour - was) <= 1e-9) return;
+    db::set_run_price(wdb, run_id, alloc->usd_per_hour, alloc->source, {});
+    db::add_event(wdb, run_id, db::now_seconds(), "price", "info",
+                  "slurm job " + w.job_id + " allocated " + tres + ": " + usd(alloc->usd_per_hour) +
+                      "/h from its start (submitted at " + usd(was) + "/h)");
+  };
   // " · 2 jobs ahead in partition cpu · expected start 2026-12-03T10:00:00" for a pending job, or "".
   std::string last_place;
   Clock::time_point last_place_at{};
@@ -449,10 +508,12 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
             // so the accrual starts when the job did, not when this poll saw it.
             const double started =
                 db::now_seconds() - static_cast<double>(std::max<int64_t>(0, j.elapsed_s.value_or(0)));
-            if ((j.state == "RUNNING" || j.state == "COMPLETING") && after != db::RunStatus::kRunning)
+            if ((j.state == "RUNNING" || j.state == "COMPLETING") && after != db::RunStatus::kRunning) {
+              reprice(wdb, last_record);
               record_running(wdb, run_id, started,
                              "slurm job " + w.job_id + " running on " + j.nodelist + " (attempt " +
                                  std::to_string(seen_restarts + 1) + ")");
+            }
           });
           if (note) {
             if (j.state == "PENDING") {
@@ -548,6 +609,7 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
   writer.run([&](db::Database& wdb) {
     db::set_slurm_job_state(wdb, run_id, final_state.empty() ? "GONE" : final_state, "", restarts);
     if (ran && db::get_run(wdb, run_id).status == db::RunStatus::kQueued) {
+      reprice(wdb, record);
       const double ended = end.at > 0 ? end.at : db::now_seconds();
       record_running(wdb, run_id, ended - static_cast<double>(std::max<int64_t>(0, ran_s.value_or(0))),
                      "slurm job " + w.job_id + " ran between two polls (attempt " +

@@ -61,6 +61,12 @@ struct SlurmPrice {
 };
 SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes, int gpus_per_node,
                        int tasks_per_node);
+// The same from what Slurm allocated once the job runs (scontrol's AllocTRES or TRES, e.g.
+// "cpu=4,mem=2000M,node=2,billing=4,gres/gpu=8"): allocated GPUs x the GPU-hour price for a GPU
+// job, allocated CPUs x the CPU-hour price for a CPU job (a whole-node partition bills every core).
+// nullopt when the TRES or the price say nothing.
+std::optional<SlurmPrice> slurm_price_allocated(const std::optional<db::PartitionPrice>& price,
+                                                const std::string& tres, bool gpu_job);
 
 // What a request would submit, before anything exists: the batch script as submit_slurm_run
 // generates it, except that the paths only the login node knows are written "~" (the user's home

@@ -112,6 +112,24 @@ int main() {
            "a budget needs a price: " + (p.problems.empty() ? std::string() : p.problems[0]));
     expect(flotilla::runs::preview_slurm_script(cluster, r, price).problems.empty(), "priced: accepted");
   }
+  {  // the price from what Slurm allocated: every core of a whole node, the GPUs given
+    const auto whole = flotilla::runs::slurm_price_allocated(price, "cpu=64,mem=250G,node=2,billing=64", false);
+    expect(whole && whole->usd_per_hour > 3.199 && whole->usd_per_hour < 3.201 &&
+               has(whole->source, "64 allocated CPU(s)"),
+           "64 allocated CPUs x $0.05/CPU-h = $3.20/h");
+    flotilla::db::PartitionPrice gpu;
+    gpu.partition = "gpu";
+    gpu.usd_per_gpu_hour = 2.0;
+    const auto typed =
+        flotilla::runs::slurm_price_allocated(gpu, "cpu=8,node=1,gres/gpu=8,gres/gpu:a100=8", true);
+    expect(typed && typed->usd_per_hour == 16.0, "gres/gpu=8 with its typed twin counts 8 GPUs once");
+    const auto only_typed = flotilla::runs::slurm_price_allocated(gpu, "cpu=8,gres/gpu:a100=4,gres/gpu:v100=2", true);
+    expect(only_typed && only_typed->usd_per_hour == 12.0, "typed GPUs alone are summed");
+    expect(!flotilla::runs::slurm_price_allocated(gpu, "cpu=8,node=1", true), "a GPU job with no GPU in TRES: kept");
+    expect(!flotilla::runs::slurm_price_allocated(std::nullopt, "cpu=8", false), "an unpriced partition: kept");
+    expect(!flotilla::runs::slurm_price_allocated(price, "", false), "no TRES: kept");
+    expect(!flotilla::runs::slurm_price_allocated(price, "cpu=x;rm,node=1", false), "garbage: kept");
+  }
   if (failures) return 1;
   std::printf("ok\n");
   return 0;
