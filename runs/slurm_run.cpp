@@ -354,7 +354,14 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
   uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, run_id, source));
   db::Ingestor ingestor(writer, run_id);
   std::vector<MetricsRecord> parsed;
+  // The worker's own clock over the records this watch stored (Unix seconds): how long a job ran
+  // that started and ended between two polls, when Slurm's whole-second RunTime says 0.
+  double first_record_time = 0, last_record_time = 0;
   ingestor.on_record = [&](const MetricsRecord& e) {
+    if (e.time > 0) {
+      first_record_time = first_record_time > 0 ? std::min(first_record_time, e.time) : e.time;
+      last_record_time = std::max(last_record_time, e.time);
+    }
     if (hooks.on_record) hooks.on_record(e);
     if (hooks.on_committed) parsed.push_back(e);
   };
@@ -603,15 +610,19 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
   }
   // A job that started and ended between two polls was never seen RUNNING: it ran for the record's
   // RunTime before its end, which is when its spend accrued (a queued run cannot end completed).
+  // RunTime counts whole seconds, so a job shorter than one reads 0: then the span of its own
+  // records says how long it ran (it ran at least that long).
   const std::optional<int64_t> ran_s =
       record.count("RunTime") ? remote::parse_slurm_duration(record["RunTime"]) : std::nullopt;
-  const bool ran = (marker && marker->restarts >= restarts) || ran_s.value_or(0) > 0;
+  const double recorded_s = last_record_time > first_record_time ? last_record_time - first_record_time : 0;
+  const double ran_for = std::max(static_cast<double>(std::max<int64_t>(0, ran_s.value_or(0))), recorded_s);
+  const bool ran = (marker && marker->restarts >= restarts) || ran_for > 0;
   writer.run([&](db::Database& wdb) {
     db::set_slurm_job_state(wdb, run_id, final_state.empty() ? "GONE" : final_state, "", restarts);
     if (ran && db::get_run(wdb, run_id).status == db::RunStatus::kQueued) {
       reprice(wdb, record);
       const double ended = end.at > 0 ? end.at : db::now_seconds();
-      record_running(wdb, run_id, ended - static_cast<double>(std::max<int64_t>(0, ran_s.value_or(0))),
+      record_running(wdb, run_id, ended - ran_for,
                      "slurm job " + w.job_id + " ran between two polls (attempt " +
                          std::to_string(restarts + 1) + ")");
     }
