@@ -50,4 +50,16 @@ inline std::string start_login_node(SshdFixture& fx, const std::string& slurm_co
   return "";
 }
 
+// Stores fixture login node 0 as cluster `name` of `ws` (`clusters add`) and trusts the key its
+// first probe presents (`clusters trust`); "" when both worked, else what the failing step printed.
+inline std::string add_trusted_cluster(CliWorkspace& ws, SshdFixture& fx, const std::string& name) {
+  const ProcResult added =
+      ws.run({"clusters", "add", name, "--login", "127.0.0.1", "--port", std::to_string(fx.node(0).port), "--user",
+              local_user_name(), "--key", fx.client_key()});
+  if (added.exit_code != 0) return "clusters add: " + added.output;
+  const std::string fp = fingerprint_in(ws.run({"clusters", "probe", name}).output);
+  const ProcResult trusted = ws.run({"clusters", "trust", name, "--fingerprint", fp});
+  return trusted.exit_code == 0 ? "" : "clusters trust: " + trusted.output;
+}
+
 }  // namespace flotilla_test

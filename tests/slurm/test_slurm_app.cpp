@@ -92,13 +92,9 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
 
   CliWorkspace ws(fx.root());
-  ProcResult r =
-      ws.run({"clusters", "add", "flo", "--login", "127.0.0.1", "--port", std::to_string(fx.node(0).port),
-              "--user", local_user_name(), "--key", fx.client_key()});
-  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
-  const std::string fp = fingerprint_in(ws.run({"clusters", "probe", "flo"}).output);
-  CHECK(ws.run({"clusters", "trust", "flo", "--fingerprint", fp}).exit_code == 0);
-  r = ws.run({"clusters", "probe", "flo"});  // trusted now: partitions, nodes and CPUs stored for the wizard
+  const std::string added = add_trusted_cluster(ws, fx, "flo");
+  CHECK_MSG(added.empty(), "%s", added.c_str());
+  const ProcResult r = ws.run({"clusters", "probe", "flo"});  // trusted now: partitions, nodes and CPUs stored for the wizard
   CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   CHECK(ws.run({"clusters", "price", "flo", "cpu", "--cpu-hour", "36"}).exit_code == 0);
 

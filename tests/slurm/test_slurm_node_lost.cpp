@@ -103,12 +103,8 @@ int main() {
     return kSkipExit;
   }
   CliWorkspace ws(fx.root());
-  ProcResult r =
-      ws.run({"clusters", "add", "flo", "--login", "127.0.0.1", "--port", std::to_string(fx.node(0).port),
-              "--user", local_user_name(), "--key", fx.client_key()});
-  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
-  const std::string fp = fingerprint_in(ws.run({"clusters", "probe", "flo"}).output);
-  CHECK(ws.run({"clusters", "trust", "flo", "--fingerprint", fp}).exit_code == 0);
+  const std::string added = add_trusted_cluster(ws, fx, "flo");
+  CHECK_MSG(added.empty(), "%s", added.c_str());
 
   const std::string cfg = fx.root() + "/run.toml";
   write_text(cfg,

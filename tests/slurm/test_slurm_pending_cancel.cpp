@@ -50,11 +50,8 @@ int main() {
              "[parallel]\ndp = 2\nzero = 1\ntimeout_s = 60\n"
              "[checkpoint]\nevery = 100000\nkeep_last = 2\n");
   CliWorkspace ws(fx.root());
-  CHECK(ws.run({"clusters", "add", "flo", "--login", "127.0.0.1", "--port", std::to_string(fx.node(0).port),
-                "--user", local_user_name(), "--key", fx.client_key()})
-            .exit_code == 0);
-  const std::string fp = fingerprint_in(ws.run({"clusters", "probe", "flo"}).output);
-  CHECK(ws.run({"clusters", "trust", "flo", "--fingerprint", fp}).exit_code == 0);
+  const std::string added = add_trusted_cluster(ws, fx, "flo");
+  CHECK_MSG(added.empty(), "%s", added.c_str());
 
   const std::string scontrol = "SLURM_CONF=" + conf + " scontrol ";
   CHECK(system((scontrol + "update nodename=n[1-2] state=drain reason=flotilla-test").c_str()) == 0);
