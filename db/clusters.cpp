@@ -192,4 +192,51 @@ void set_slurm_job_state(Database& db, int64_t run_id, const std::string& state,
   });
 }
 
+void resubmit_slurm_job(Database& db, int64_t run_id, const std::string& job_id, double at) {
+  write_tx(db, [&] {
+    Stmt st(db,
+            "UPDATE slurm_jobs SET job_id = ?2, state = 'PENDING', reason = '', restarts = 0, submitted_at = ?3 "
+            "WHERE run_id = ?1");
+    st.bind(1, run_id).bind(2, job_id).bind(3, at).run();
+    if (changes_count(db) != 1)
+      throw DbError(DbErrorKind::kNotFound, "run " + std::to_string(run_id) + " has no Slurm job to resubmit");
+  });
+}
+
+void insert_job_samples(Database& db, const std::vector<JobGpuSample>& samples) {
+  if (samples.empty()) return;
+  write_tx(db, [&] {
+    Stmt st(db,
+            "INSERT OR REPLACE INTO slurm_job_samples(run_id, node, device, time, utilization, memory_used, "
+            "memory_total, power_w, temperature_c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    for (const JobGpuSample& s : samples) {
+      st.bind(1, s.run_id).bind(2, s.node).bind(3, s.device).bind(4, s.time).bind(5, s.utilization);
+      st.bind(6, s.memory_used).bind(7, s.memory_total).bind(8, s.power_w).bind(9, s.temperature_c).run();
+      st.reset();
+    }
+  });
+}
+
+std::vector<JobGpuSample> job_samples(const Database& db, int64_t run_id, double since) {
+  std::vector<JobGpuSample> out;
+  Stmt st(db,
+          "SELECT run_id, node, device, time, utilization, memory_used, memory_total, power_w, temperature_c "
+          "FROM slurm_job_samples WHERE run_id = ?1 AND time >= ?2 ORDER BY time, node, device");
+  st.bind(1, run_id).bind(2, since);
+  while (st.step()) {
+    JobGpuSample s;
+    s.run_id = st.i64(0);
+    s.node = st.text(1);
+    s.device = static_cast<int>(st.i64(2));
+    s.time = st.f64(3);
+    s.utilization = st.opt_f64(4);
+    s.memory_used = st.opt_i64(5);
+    s.memory_total = st.opt_i64(6);
+    s.power_w = st.opt_f64(7);
+    s.temperature_c = st.opt_f64(8);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace flotilla::db

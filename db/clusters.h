@@ -76,4 +76,24 @@ std::vector<SlurmJob> cluster_jobs(const Database& db, int64_t cluster_id);
 void set_slurm_job_state(Database& db, int64_t run_id, const std::string& state, const std::string& reason,
                          int64_t restarts);
 
+// The run submitted again as job `job_id` (`flotilla runs resume`): PENDING, no reason, no restarts
+// (SLURM_RESTART_COUNT starts over with a new job), submitted at `at`.
+void resubmit_slurm_job(Database& db, int64_t run_id, const std::string& job_id, double at);
+
+// One GPU's reading inside a Slurm job's allocation (slurm_job_samples). `node` is Slurm's node
+// name (SLURMD_NODENAME), `device` the index nvidia-smi gives inside the job step.
+struct JobGpuSample {
+  int64_t run_id = 0;
+  std::string node;
+  int device = 0;
+  double time = 0;
+  std::optional<double> utilization;                 // percent
+  std::optional<int64_t> memory_used, memory_total;  // bytes
+  std::optional<double> power_w, temperature_c;
+};
+// Inserts in one transaction; a repeated (run, node, device, time) replaces the old reading.
+void insert_job_samples(Database& db, const std::vector<JobGpuSample>& samples);
+// The run's readings with time >= since, oldest first (every node and device).
+std::vector<JobGpuSample> job_samples(const Database& db, int64_t run_id, double since = 0);
+
 }  // namespace flotilla::db

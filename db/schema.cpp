@@ -267,6 +267,24 @@ CREATE TABLE cluster_accruals (
 CREATE INDEX cluster_accruals_by_run ON cluster_accruals(run_id, start_time);
 )sql";
 
+// v9: GPU readings inside a Slurm job's allocation (issue 20), read by `srun --overlap` into the job:
+// keyed by the run and Slurm's node name, since a cluster's compute nodes are Slurm's, not rows of
+// `nodes` (those are SSH and local machines).
+constexpr const char* kV9 = R"sql(
+CREATE TABLE slurm_job_samples (
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node          TEXT NOT NULL,
+  device        INTEGER NOT NULL,
+  time          REAL NOT NULL,
+  utilization   REAL,
+  memory_used   INTEGER,
+  memory_total  INTEGER,
+  power_w       REAL,
+  temperature_c REAL,
+  PRIMARY KEY (run_id, node, device, time)
+) WITHOUT ROWID;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -287,6 +305,7 @@ const std::vector<Migration>& builtin_migrations() {
       {6, "node latency matrix", kV6},
       {7, "run prices, node shares, wall-time caps, status notes", kV7},
       {8, "slurm clusters, partition prices, slurm jobs, cluster accruals", kV8},
+      {9, "gpu readings of slurm jobs", kV9},
   };
   return steps;
 }

@@ -306,4 +306,28 @@ void cancel_job(Session& session, const std::string& job_id, bool graceful) {
     throw Error(ExitCode::kComm, "scancel " + job_id + " failed: " + tail_of(trim(sections["scancel"].text)));
 }
 
+std::vector<JobNodeGpus> sample_job_gpus(Session& session, const std::string& job_id, int nodes) {
+  if (!digits(job_id)) throw Error(ExitCode::kUsage, "job id '" + printable(job_id) + "' is not a number");
+  if (nodes < 1) throw Error(ExitCode::kUsage, "a job has at least one node, not " + std::to_string(nodes));
+  // The task's script: its node, then one CSV row per GPU it can see (the columns of
+  // parse_nvidia_smi_csv), or the marker of a node without nvidia-smi.
+  static const std::string task =
+      "echo \"@@node ${SLURMD_NODENAME:-$(hostname)}\"; if command -v nvidia-smi >/dev/null 2>&1; then "
+      "nvidia-smi --query-gpu=index,name,memory.total,memory.used,utilization.gpu,temperature.gpu,"
+      "power.draw,driver_version --format=csv,noheader,nounits; else echo flotilla:no-nvidia-smi; fi";
+  static const std::string script =
+      std::string("printf '%s\\n' '") + kProbeBegin +
+      "'\necho '@@section gpus'; timeout 20 srun --jobid=\"$1\" --overlap --nodes=\"$2\" --ntasks=\"$2\" "
+      "--ntasks-per-node=1 --label --quiet --job-name=flotilla-gpus sh -c \"$3\" 2>&1; echo \"@@rc $?\"\n"
+      "printf '%s\\n' '" +
+      kProbeEnd + "'\n";
+  auto sections = run_fenced(session, script, {job_id, std::to_string(nodes), task}, 30);
+  const ProbeSection& s = sections["gpus"];
+  std::vector<JobNodeGpus> out = parse_job_gpus(s.text);
+  if (s.rc != 0 && out.empty())
+    throw Error(ExitCode::kComm, "srun --overlap into job " + job_id + " failed (exit " + std::to_string(s.rc) +
+                                     "): " + tail_of(trim(s.text)));
+  return out;
+}
+
 }  // namespace flotilla::remote

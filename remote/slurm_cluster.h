@@ -79,4 +79,11 @@ std::optional<SacctJob> parse_sacct(const std::string& text, const std::string& 
 // its own. Not graceful (a pending job, or a job still there after the grace): plain `scancel ID`.
 void cancel_job(Session& session, const std::string& job_id, bool graceful = false);
 
+// The GPUs of running job `job_id`'s `nodes` nodes, read from inside its allocation: one
+// `srun --jobid=ID --overlap --ntasks-per-node=1 --label` step (it shares the job's CPUs, memory
+// and GPUs instead of waiting for free ones) running nvidia-smi on each node. Throws Error(kComm)
+// with srun's message when the step could not run (an srun without --overlap, before Slurm 20.11;
+// a site that forbids extra steps; a job that just ended).
+std::vector<JobNodeGpus> sample_job_gpus(Session& session, const std::string& job_id, int nodes);
+
 }  // namespace flotilla::remote

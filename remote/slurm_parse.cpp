@@ -349,4 +349,37 @@ std::optional<ExitMarker> parse_exit_marker(std::string_view text) {
   return out;
 }
 
+std::vector<JobNodeGpus> parse_job_gpus(std::string_view text) {
+  std::map<int, std::string> task_text;
+  for (std::string_view line : lines_of(text)) {
+    const std::string_view t = trim(line);
+    const size_t colon = t.find(':');
+    if (colon == 0 || colon == std::string_view::npos) continue;
+    const std::string_view label = t.substr(0, colon);
+    bool numeric = true;
+    for (char c : label) numeric = numeric && std::isdigit(static_cast<unsigned char>(c));
+    if (!numeric || label.size() > 6) continue;
+    std::string_view rest = t.substr(colon + 1);
+    if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    (task_text[std::atoi(std::string(label).c_str())] += rest) += '\n';
+  }
+  std::vector<JobNodeGpus> out;
+  for (const auto& [task, body] : task_text) {
+    JobNodeGpus n;
+    std::string csv;
+    for (std::string_view line : lines_of(body)) {
+      if (line.rfind("@@node ", 0) == 0)
+        n.node = std::string(trim(line.substr(7)));
+      else if (trim(line) == "flotilla:no-nvidia-smi")
+        n.nvidia_smi = false;
+      else
+        (csv += line) += '\n';
+    }
+    if (n.node.empty()) continue;  // not one of our tasks' outputs
+    n.gpus = parse_nvidia_smi_csv(csv);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
 }  // namespace flotilla::remote

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "remote/probe.h"
+
 namespace flotilla::remote {
 
 inline constexpr const char* kProbeBegin = "@@flotilla-slurm-begin@@";
@@ -116,5 +118,16 @@ struct ExitMarker {
   int64_t time = 0;
 };
 std::optional<ExitMarker> parse_exit_marker(std::string_view text);
+
+// One node's GPUs as a step inside the job's allocation sees them (`srun --overlap --label`: each
+// task prints "@@node NAME" first, then nvidia-smi's CSV rows, or "flotilla:no-nvidia-smi").
+struct JobNodeGpus {
+  std::string node;           // SLURMD_NODENAME
+  bool nvidia_smi = true;     // false: the node has no nvidia-smi
+  std::vector<GpuInfo> gpus;  // as remote::parse_nvidia_smi_csv reads them
+};
+// Groups srun's labelled lines ("0: text", the label padded with spaces) by task; lines without a
+// label (srun's own messages) are skipped. Nodes in the order of their task numbers.
+std::vector<JobNodeGpus> parse_job_gpus(std::string_view text);
 
 }  // namespace flotilla::remote

@@ -19,6 +19,7 @@
 #include "remote/remote_run.h"
 #include "remote/slurm_cluster.h"
 #include "remote/slurm_script.h"
+#include "remote/validate.h"
 #include "runs/node_run.h"
 #include "runs/pricing.h"
 #include "runs/run_setup.h"
@@ -345,6 +346,100 @@ std::string slurm_attach_target(const db::Database& db, const db::Run& run, Slur
   return "";
 }
 
+std::string slurm_resume_target(const db::Database& db, const db::Run& run, db::SlurmCluster& cluster) {
+  if (!is_slurm_run(run)) return "run " + run.name + " is not a Slurm run";
+  const auto job = db::find_slurm_job(db, run.id);
+  if (!job)
+    return "run " + run.name + " was never submitted (no Slurm job recorded): start its configuration again";
+  switch (run.status) {
+    case db::RunStatus::kQueued:
+    case db::RunStatus::kRunning:
+    case db::RunStatus::kPreempted:
+      return "run " + run.name + " is " + db::to_string(run.status) + " (slurm job " + job->job_id +
+             "): watch it with flotilla runs attach " + run.name;
+    case db::RunStatus::kCompleted:
+      return "run " + run.name + " has completed: there is nothing to resume";
+    case db::RunStatus::kCreated:
+      return "run " + run.name + " was never submitted: start its configuration again";
+    case db::RunStatus::kStopped:
+    case db::RunStatus::kFailed:
+    case db::RunStatus::kPaused:
+      break;
+  }
+  for (const auto& c : db::list_clusters(db))
+    if (c.id == job->cluster_id) {
+      cluster = c;
+      return "";
+    }
+  return "the cluster of run " + run.name + " is no longer stored";
+}
+
+namespace {
+
+// The value of `name='...'` in a generated batch script (remote::batch_script single-quotes it).
+std::string script_value(const std::string& script, const std::string& name) {
+  const std::string key = "\n" + name + "='";
+  const size_t at = script.find(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size(), to = script.find("'\n", from);
+  return to == std::string::npos ? "" : script.substr(from, to - from);
+}
+
+}  // namespace
+
+SlurmWatch resubmit_slurm_run(db::Database& db, remote::Session& login, const db::Run& run,
+                              const std::string& origin, const Note& note) {
+  db::SlurmCluster cluster;
+  if (const std::string why = slurm_resume_target(db, run, cluster); !why.empty()) throw Error(ExitCode::kUsage, why);
+  const db::SlurmJob job = *db::find_slurm_job(db, run.id);
+  const auto queued = on_login(login, note, [&](remote::Session& s) { return remote::poll_jobs(s, {job.job_id}); });
+  if (!queued.empty())
+    throw Error(ExitCode::kUsage, "slurm job " + job.job_id + " of run " + run.name + " is still in the queue (" +
+                                      queued.front().state + "): wait for it to leave, or watch it with flotilla "
+                                      "runs attach " + run.name);
+  const std::string worker = script_value(job.script, "worker"), config = script_value(job.script, "config");
+  const remote::ExecResult there = on_login(login, note, [&](remote::Session& s) {
+    return s.exec("test -x " + remote::shell_quote(worker) + " && test -f " + remote::shell_quote(config) +
+                      " && test -d " + remote::shell_quote(job.run_dir),
+                  30);
+  });
+  if (worker.empty() || config.empty() || there.exit_status != 0)
+    throw Error(ExitCode::kConfig, "run " + run.name + " cannot be resumed on cluster " + cluster.name +
+                                       ": the worker it ran (" + worker + "), its config or its folder " +
+                                       job.run_dir + " is no longer there; start its configuration again");
+  // The previous attempt's exit marker stays beside, under its job's id: the watch reads the new
+  // job's marker, or none.
+  on_login(login, note, [&](remote::Session& s) {
+    const std::string marker = job.run_dir + "/slurm-exit";
+    return s.exec("if [ -f " + remote::shell_quote(marker) + " ]; then mv -f " + remote::shell_quote(marker) + " " +
+                      remote::shell_quote(marker + "." + job.job_id) + "; fi",
+                  30);
+  });
+  on_login(login, note, [&](remote::Session& s) {
+    remote::write_remote_file(s, job.run_dir + "/job.sh", job.script);
+    return 0;
+  });
+  const std::string id =
+      on_login(login, note, [&](remote::Session& s) { return remote::submit_batch(s, job.run_dir + "/job.sh"); });
+  if (note)
+    note("cluster " + cluster.name + ": resubmitted run " + run.name + " as job " + id + " (was job " + job.job_id +
+         "); it resumes from its newest verified checkpoint");
+  const double now = db::now_seconds();
+  db::write_tx(db, [&] {
+    db::resubmit_slurm_job(db, run.id, id, now);
+    db::set_status(db, run.id, db::RunStatus::kQueued, now,
+                   origin + ": slurm job " + id + " on cluster " + cluster.name + " (resumed; was job " +
+                       job.job_id + ")");
+    db::add_event(db, run.id, now, "resume", "info",
+                  "resubmitted as slurm job " + id + " (was job " + job.job_id +
+                      "): it resumes from its newest verified checkpoint");
+  });
+  SlurmWatch w;
+  if (const std::string why = slurm_attach_target(db, db::get_run(db, run.id), w, cluster); !why.empty())
+    throw Error(ExitCode::kComm, why);
+  return w;
+}
+
 int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch& w,
                     const WatchHooks& hooks) {
   const int64_t run_id = w.run_id;
@@ -452,6 +547,66 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
     for (const std::string& p : parts) out += " · " + p;
     return out;
   };
+  // The GPUs of a running job, read from inside its allocation (the Live page's GPU plot). A
+  // reading is a courtesy: it stops, with one note saying why, when no node has nvidia-smi or when
+  // srun --overlap failed three times running; it never disturbs the watch.
+  const int job_nodes = [&] {
+    const auto job = db::find_slurm_job(reader, run_id);
+    return job ? static_cast<int>(std::max<int64_t>(1, job->nodes)) : 1;
+  }();
+  bool sample_gpus = w.gpu_sample_seconds > 0, told_gpus = false;
+  int gpu_failures = 0;
+  auto last_gpus = Clock::now() - std::chrono::hours(1);
+  const auto sample_all = [&] {
+    try {
+      const std::vector<remote::JobNodeGpus> nodes = on_login(
+          login, note, [&](remote::Session& s) { return remote::sample_job_gpus(s, w.job_id, job_nodes); });
+      gpu_failures = 0;
+      std::vector<db::JobGpuSample> samples;
+      std::string seen, absent;
+      const double at = db::now_seconds();
+      for (const remote::JobNodeGpus& n : nodes) {
+        if (!n.nvidia_smi) {
+          absent += (absent.empty() ? "" : ", ") + n.node;
+          continue;
+        }
+        seen += (seen.empty() ? "" : ", ") + n.node + ": " + std::to_string(n.gpus.size()) + " GPU(s)";
+        for (const remote::GpuInfo& g : n.gpus) {
+          db::JobGpuSample s;
+          s.run_id = run_id;
+          s.node = n.node;
+          s.device = g.index;
+          s.time = at;
+          if (g.utilization_pct >= 0) s.utilization = g.utilization_pct;
+          if (g.memory_total_bytes > 0) {
+            s.memory_total = static_cast<int64_t>(g.memory_total_bytes);
+            s.memory_used = static_cast<int64_t>(g.memory_used_bytes);
+          }
+          if (g.power_w >= 0) s.power_w = g.power_w;
+          if (g.temperature_c >= 0) s.temperature_c = g.temperature_c;
+          samples.push_back(std::move(s));
+        }
+      }
+      if (!nodes.empty() && seen.empty()) {
+        sample_gpus = false;
+        if (note) note("no GPU readings for job " + w.job_id + ": no nvidia-smi on " + absent);
+        return;
+      }
+      if (!told_gpus && !seen.empty()) {
+        told_gpus = true;
+        if (note) note("GPU readings of job " + w.job_id + " by srun --overlap: " + seen);
+      }
+      if (!samples.empty())
+        writer.submit([samples](db::Database& wdb) { db::insert_job_samples(wdb, samples); });
+    } catch (const remote::ConnectionLost&) {
+      throw;
+    } catch (const Error& e) {
+      if (++gpu_failures >= 3) {
+        sample_gpus = false;
+        if (note) note(std::string("no more GPU readings for job ") + w.job_id + ": " + e.what());
+      }
+    }
+  };
   try {
     for (;;) {
       if (hooks.leave_requested && hooks.leave_requested()) {
@@ -543,6 +698,11 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
             note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason) + last_place);
           }
         }
+      }
+      if (sample_gpus && !cancelled && state == "RUNNING" &&
+          Clock::now() - last_gpus >= std::chrono::duration<double>(w.gpu_sample_seconds)) {
+        last_gpus = Clock::now();
+        sample_all();
       }
       if (!budget_stop && !user_stop && state == "RUNNING") {
         const db::BudgetStatus b = guard.poll(reader);

@@ -51,6 +51,9 @@ struct SlurmWatch {
   std::string name, rid, job_id, run_dir, cluster;
   int64_t total_steps = 0;
   double poll_seconds = 1;  // squeue at most this often
+  // While the job runs, its nodes' GPUs (srun --overlap into the allocation, nvidia-smi) into
+  // slurm_job_samples this often; 0: never. Nodes without nvidia-smi are not asked again.
+  double gpu_sample_seconds = 5;
 };
 
 // The run's $/hour on `cluster`: nodes x GPUs per node x the partition's GPU-hour price, or for a
@@ -95,6 +98,19 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
 // at the committed byte offset, so nothing is lost or stored twice.
 std::string slurm_attach_target(const db::Database& db, const db::Run& run, SlurmWatch& w,
                                 db::SlurmCluster& cluster);
+// Whether a Slurm run can be resumed (`flotilla runs resume`, the app's Resume): "" with `cluster`
+// filled when it ended stopped or failed, else why not and what to do instead. Pure of the cluster.
+std::string slurm_resume_target(const db::Database& db, const db::Run& run, db::SlurmCluster& cluster);
+// Resumes an ended Slurm run: the batch script it was submitted with is submitted again from its
+// folder on the cluster, so the same worker build resumes from the newest verified checkpoint
+// there (the script's worker runs with --resume auto), and the run goes back to queued under the
+// new job id, with an event naming both jobs. The previous attempt's exit marker is kept aside, so
+// it never reads as the new job's end. Error kUsage when slurm_resume_target refuses or the old job
+// is still in Slurm's queue; kConfig when the worker or the run's folder is gone from the cluster.
+// The login session must be connected; returns the watch (watch_slurm_run).
+SlurmWatch resubmit_slurm_run(db::Database& db, remote::Session& login, const db::Run& run,
+                              const std::string& origin, const Note& note);
+
 // The login node as an SSH node value (never stored as one): the session layer's input.
 db::SshNode login_node(const db::SlurmCluster& cluster);
 // A login node's host key refusal in words: the problem and, for an unknown key, the command that

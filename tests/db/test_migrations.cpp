@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "db/clusters.h"
 #include "db/database.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -88,6 +89,17 @@ void test_migrate_from(int version, const fs::path& dir) {
     if (version >= 3) {
       const auto node = find_node(db, "gpu-box");
       CHECK(node && node->gpu_count == 2);
+    }
+    if (version >= 8) {
+      const Run slurm = get_run(db, "on-slurm");
+      const auto job = find_slurm_job(db, slurm.id);
+      CHECK(job && job->job_id == "41" && job->gpus_per_node == 4 && job->restarts == 1);
+      // v9: the run's GPU readings, and a resubmission of its job.
+      insert_job_samples(db, {{slurm.id, "n1", 0, 1735690350, 91.0, {}, {}, {}, {}}});
+      CHECK(job_samples(db, slurm.id).size() == 1);
+      resubmit_slurm_job(db, slurm.id, "42", 1735690500);
+      const auto again = find_slurm_job(db, slurm.id);
+      CHECK(again && again->job_id == "42" && again->state == "PENDING" && again->restarts == 0);
     }
     // The new tables work: write through them.
     const int64_t id = store_test::make_run(db, "after-migration");

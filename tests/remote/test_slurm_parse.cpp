@@ -170,6 +170,31 @@ void test_markers_and_sacct() {
   CHECK(!parse_sacct("Slurm accounting storage is disabled\n", "18"));
 }
 
+// `srun --overlap --label` output as Slurm 22.05 prints it for a 2-node job (labels padded to the
+// widest task number when there are 10 or more tasks), srun's own unlabelled messages among it.
+void test_job_gpus() {
+  const auto nodes = parse_job_gpus(
+      "srun: warning: can't run 1 processes on 2 nodes, setting nnodes to 1\n"
+      " 1: @@node n2\n"
+      " 0: @@node n1\n"
+      " 0: 0, NVIDIA H100 80GB HBM3, 81559, 2048, 37, 41, 120.5, 550.54\n"
+      " 1: flotilla:no-nvidia-smi\n"
+      " 0: 1, NVIDIA H100 80GB HBM3, 81559, 1024, [N/A], 40, [N/A], 550.54\n"
+      "10: 0, stray row of a task without its node line, 1, 1, 1, 1, 1, 1\n"
+      "srun: error: n3: task 2: Exited with exit code 1\n");
+  CHECK_MSG(nodes.size() == 2, "%zu nodes", nodes.size());
+  if (nodes.size() != 2) return;
+  CHECK(nodes[0].node == "n1" && nodes[0].nvidia_smi && nodes[0].gpus.size() == 2);
+  if (nodes[0].gpus.size() == 2) {
+    CHECK(nodes[0].gpus[0].index == 0 && nodes[0].gpus[0].utilization_pct == 37 &&
+          nodes[0].gpus[0].memory_used_bytes == (uint64_t{2048} << 20));
+    CHECK(nodes[0].gpus[1].index == 1 && nodes[0].gpus[1].utilization_pct < 0 && nodes[0].gpus[1].power_w < 0);
+  }
+  CHECK(nodes[1].node == "n2" && !nodes[1].nvidia_smi && nodes[1].gpus.empty());
+  CHECK(parse_job_gpus("").empty());
+  CHECK(parse_job_gpus("srun: error: Unable to create step for job 7: Job/step already completing\n").empty());
+}
+
 }  // namespace
 
 int main() {
@@ -180,5 +205,6 @@ int main() {
   test_durations();
   test_squeue();
   test_markers_and_sacct();
+  test_job_gpus();
   return flotilla_test::summary("test_slurm_parse");
 }

@@ -6,15 +6,22 @@
 // as the next app start does it (RemoteRun::reattachOne): the history is replayed from the
 // cluster, the rest is tailed from the committed offset, and the store holds each step once. A
 // third run is stopped from the app: it checkpoints and is stored as stopped.
+//
+// GPU readings come from inside each job's allocation (srun --overlap, nvidia-smi on every node).
+// The test machine has no GPU, so the login node's PATH puts a stand-in nvidia-smi first (the only
+// part that is not real): it prints one GPU per node in nvidia-smi's CSV, busier on n2.
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
+#include <QFile>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTest>
 
+#include <fstream>
 #include <memory>
+#include <set>
 
 #include "check.h"
 #include "db/clusters.h"
@@ -88,6 +95,17 @@ int main(int argc, char** argv) {
     std::printf("SKIP: %s\n", w.c_str());
     return kSkipExit;
   }
+  {
+    const std::string bin = fx.node(0).home + "/fakebin";
+    QDir().mkpath(QString::fromStdString(bin));
+    std::ofstream(bin + "/nvidia-smi")
+        << "#!/bin/sh\n# stand-in for nvidia-smi --query-gpu=... --format=csv,noheader,nounits\n"
+           "case \"$SLURMD_NODENAME\" in n2) u=64;; *) u=37;; esac\n"
+           "echo \"0, Stand-in GPU, 81559, 2048, $u, 41, 120.5, 550.54\"\n";
+    QFile::setPermissions(QString::fromStdString(bin + "/nvidia-smi"),
+                          QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
+    std::ofstream(fx.node(0).home + "/.bash_profile", std::ios::app) << "export PATH=\"$HOME/fakebin:$PATH\"\n";
+  }
   qunsetenv("SSH_AUTH_SOCK");  // the cluster's key file, not an agent of the machine running the test
   QApplication app(argc, argv);
 
@@ -156,6 +174,14 @@ int main(int argc, char** argv) {
             logOf(run).toStdString().c_str());
   CHECK_MSG(run->lastStep() == kSteps, "last step %lld", static_cast<long long>(run->lastStep()));
   CHECK_MSG(logOf(run).contains(QStringLiteral("submitted job")), "%s", logOf(run).toStdString().c_str());
+  // The GPU plot draws each node's GPU, read by srun --overlap while the job ran.
+  CHECK_MSG(logOf(run).contains(QStringLiteral("GPU readings of job ") + run->jobId() +
+                                QStringLiteral(" by srun --overlap: n1: 1 GPU(s), n2: 1 GPU(s)")),
+            "%s", logOf(run).toStdString().c_str());
+  CHECK(QTest::qWaitFor([&] { return live.dashboard()->data().nodeDevices().size() >= 2; }, 15000));
+  CHECK_MSG(live.dashboard()->data().nodeDevices() == (QStringList{"n1/0", "n2/0"}), "%s",
+            live.dashboard()->data().nodeDevices().join(QStringLiteral(", ")).toStdString().c_str());
+  CHECK(live.dashboard()->gpuFromNodes());
   live.refresh();
   live.dashboard()->refreshAll();
   QTest::qWait(200);
@@ -172,6 +198,12 @@ int main(int argc, char** argv) {
     int distinct = 0;
     const int rows = lossRows(ws.db(), run->storeId(), distinct);
     CHECK_MSG(rows == kSteps && distinct == kSteps, "%d loss rows over %d steps", rows, distinct);
+    bool n1 = false, n2 = false;
+    for (const auto& g : flotilla::db::job_samples(db, run->storeId())) {
+      n1 = n1 || (g.node == "n1" && g.device == 0 && g.utilization == 37.0 && g.memory_used == int64_t{2048} << 20);
+      n2 = n2 || (g.node == "n2" && g.device == 0 && g.utilization == 64.0 && g.power_w == 120.5);
+    }
+    CHECK_MSG(n1 && n2, "GPU readings stored: n1 %d, n2 %d", n1, n2);
   }
 
   // 2. Left mid-way (the app closing), then re-attached as the next start does it.
@@ -217,6 +249,14 @@ int main(int argc, char** argv) {
   int distinct = 0;
   const int rows = lossRows(ws.db(), leftId, distinct);
   CHECK_MSG(rows == kLong && distinct == kLong, "%d loss rows over %d steps", rows, distinct);
+  {
+    // The re-attached watch reads the GPUs again (5 s apart): more than one instant per node.
+    flotilla::db::Database db(ws.db());
+    std::set<double> instants;
+    for (const auto& g : flotilla::db::job_samples(db, leftId))
+      if (g.node == "n2") instants.insert(g.time);
+    CHECK_MSG(instants.size() >= 2, "%zu GPU reading instants of n2", instants.size());
+  }
   std::printf("left at step %lld, re-attached, completed %d steps, each stored once\n",
               static_cast<long long>(seenBefore), kLong);
 

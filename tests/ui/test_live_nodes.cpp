@@ -27,6 +27,7 @@
 #include "fake_worker.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
+#include "db/clusters.h"
 #include "ui/live/nodesamples.h"
 #include "ui/main/mainwindow.h"
 #include "ui/plot/chartplot.h"
@@ -139,6 +140,7 @@ class TestLiveNodes : public QObject {
   void initTestCase();
   void nodeSamplesOfAStoredRunBecomeGpuLines();
   void readerDeliversEachReadingOnce();
+  void readerDeliversASlurmJobsReadings();
   void reattachedRemoteRunIsOfferedWithItsNodesGpus();
   void reattachedRunDoesNotReplaceAnActiveOne();
   void mainWindowShowsARunReattachedAtStart();
@@ -267,6 +269,54 @@ void TestLiveNodes::readerDeliversEachReadingOnce() {
   // A missing store is an error, not an exception.
   b = ui::readNodeSamples(dir + QStringLiteral("/none.db"), s.runId, {});
   QVERIFY(!b.error.isEmpty());
+}
+
+// A Slurm run has no run_nodes: its readings (srun --overlap into the job) are its own, by Slurm's
+// node name, each delivered once.
+void TestLiveNodes::readerDeliversASlurmJobsReadings() {
+  const QString dir = scratch("reader-slurm");
+  const double t0 = 1764495000.0;
+  const std::string path = (dir + QStringLiteral("/flotilla.db")).toStdString();
+  int64_t runId = 0, other = 0;
+  {
+    db::Database d(path);
+    db::NewRun nr;
+    nr.name = "on-slurm";
+    nr.config_json = "{}";
+    nr.target = "slurm:flo";
+    nr.created_at = t0 - 10;
+    runId = db::create_run(d, nr);
+    nr.name = "another";
+    other = db::create_run(d, nr);
+    db::set_status(d, runId, db::RunStatus::kRunning, t0);
+    db::insert_job_samples(d, {{runId, "n1", 0, t0 - 5, 99.0, {}, {}, {}, {}},  // before its start
+                               {runId, "n1", 0, t0 + 5, 37.0, int64_t(2) << 30, int64_t(80) << 30, 120.5, 41.0},
+                               {runId, "n2", 0, t0 + 5, 64.0, {}, {}, {}, {}},
+                               {other, "n1", 0, t0 + 6, 1.0, {}, {}, {}, {}}});  // another run's
+  }
+  ui::NodeSampleBatch b = ui::readNodeSamples(QString::fromStdString(path), runId, {});
+  QVERIFY2(b.error.isEmpty(), qPrintable(b.error));
+  QCOMPARE(b.nodes, (QStringList{"n1", "n2"}));
+  QCOMPARE(b.sshNodes, b.nodes);
+  QCOMPARE(b.samples.size(), 2);
+  QCOMPARE(b.samples[0].node, QStringLiteral("n1"));
+  QCOMPARE(b.samples[0].utilPct, 37.0);
+  QCOMPARE(b.samples[0].memUsed, double(int64_t(2) << 30));
+  QCOMPARE(b.samples[1].node, QStringLiteral("n2"));
+  QVERIFY(std::isnan(b.samples[1].memTotal));
+  // n2's second GPU committed later at the same instant, and a newer n1 reading: each once.
+  {
+    db::Database d(path);
+    db::insert_job_samples(d, {{runId, "n2", 1, t0 + 5, 65.0, {}, {}, {}, {}},
+                               {runId, "n1", 0, t0 + 10, 38.0, {}, {}, {}, {}}});
+  }
+  b = ui::readNodeSamples(QString::fromStdString(path), runId, b.cursors, b.jobCursors);
+  QCOMPARE(b.samples.size(), 2);
+  QCOMPARE(b.samples[0].node, QStringLiteral("n2"));
+  QCOMPARE(b.samples[0].device, 1);
+  QCOMPARE(b.samples[1].utilPct, 38.0);
+  b = ui::readNodeSamples(QString::fromStdString(path), runId, b.cursors, b.jobCursors);
+  QCOMPARE(b.samples.size(), 0);
 }
 
 void TestLiveNodes::reattachedRemoteRunIsOfferedWithItsNodesGpus() {

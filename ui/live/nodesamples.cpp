@@ -3,10 +3,12 @@
 
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
 
+#include "db/clusters.h"
 #include "db/costs.h"
 #include "db/database.h"
 #include "db/nodes.h"
@@ -18,7 +20,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
 NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
-                                QHash<qint64, NodeSampleCursor> cursors) {
+                                QHash<qint64, NodeSampleCursor> cursors,
+                                QHash<QString, NodeSampleCursor> jobCursors) {
   NodeSampleBatch out;
   out.runId = runId;
   try {
@@ -64,10 +67,36 @@ NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
         out.samples.append(g);
       }
     }
+    // A Slurm run's nodes are Slurm's: their readings are the run's own, by node name.
+    double since = jobCursors.isEmpty() ? out.startedAt : std::numeric_limits<double>::infinity();
+    for (const NodeSampleCursor& c : std::as_const(jobCursors)) since = std::min(since, c.time);
+    for (const db::JobGpuSample& s : db::job_samples(db, runId, since)) {
+      const QString name = QString::fromStdString(s.node);
+      if (!out.nodes.contains(name)) {
+        out.nodes << name;
+        out.sshNodes << name;
+      }
+      NodeSampleCursor& cursor = jobCursors[name];
+      if (s.time < cursor.time || (s.time == cursor.time && cursor.devices.contains(s.device))) continue;
+      if (s.time > cursor.time) {
+        cursor.time = s.time;
+        cursor.devices.clear();
+      }
+      cursor.devices.insert(s.device);
+      NodeGpuSample g;
+      g.node = name;
+      g.device = s.device;
+      g.time = s.time;
+      g.utilPct = s.utilization.value_or(kNaN);
+      g.memUsed = s.memory_used ? double(*s.memory_used) : kNaN;
+      g.memTotal = s.memory_total ? double(*s.memory_total) : kNaN;
+      out.samples.append(g);
+    }
   } catch (const std::exception& e) {
     out.error = QString::fromUtf8(e.what());
   }
   out.cursors = std::move(cursors);
+  out.jobCursors = std::move(jobCursors);
   return out;
 }
 
@@ -81,6 +110,7 @@ void NodeSamplesPoller::follow(qint64 runId) {
   m_runId = runId;
   ++m_generation;
   m_cursors.clear();
+  m_jobCursors.clear();
   m_nodes.clear();
 }
 
@@ -88,8 +118,9 @@ bool NodeSamplesPoller::poll() {
   if (m_busy || m_runId <= 0 || m_path.isEmpty()) return false;
   m_busy = true;
   const quint64 generation = m_generation;
-  m_watcher.setFuture(QtConcurrent::run([path = m_path, id = m_runId, cursors = m_cursors, generation] {
-    NodeSampleBatch batch = readNodeSamples(path, id, cursors);
+  m_watcher.setFuture(QtConcurrent::run([path = m_path, id = m_runId, cursors = m_cursors,
+                                          jobCursors = m_jobCursors, generation] {
+    NodeSampleBatch batch = readNodeSamples(path, id, cursors, jobCursors);
     batch.generation = generation;
     return batch;
   }));
@@ -105,6 +136,7 @@ void NodeSamplesPoller::finished() {
   }
   if (batch.error.isEmpty()) {
     m_cursors = batch.cursors;
+    m_jobCursors = batch.jobCursors;
     m_nodes = batch.nodes;
   }
   emit samplesRead(batch);

@@ -1,5 +1,6 @@
 // GPU readings of a followed run's nodes, read from the run store's system_samples (which the
-// node monitor fills every few seconds while a run is watched) for the Live page's GPU plot, and
+// node monitor fills every few seconds while a run is watched) or, for a Slurm run, from
+// slurm_job_samples (srun --overlap into the job's allocation), for the Live page's GPU plot, and
 // the run's stored price, cap and accruals for its spend.
 //
 // Decision: the page asks, the store answers off the UI thread. poll() starts one read on the
@@ -32,18 +33,20 @@ struct NodeSampleBatch {
   quint64 generation = 0;
   qint64 runId = 0;
   double startedAt = 0;  // the run's start (or creation) time, Unix seconds
-  QStringList nodes;     // the run's nodes (run_nodes), by id
-  QStringList sshNodes;  // those of them reached over SSH
+  QStringList nodes;     // the run's nodes (run_nodes, by id; a Slurm run's: as its readings name them)
+  QStringList sshNodes;  // those of them reached over SSH, or a Slurm run's nodes
   QVector<NodeGpuSample> samples;
   RunCost cost;                             // the run's stored price, cap and accruals (what it has spent)
   QHash<qint64, NodeSampleCursor> cursors;  // after this batch
+  QHash<QString, NodeSampleCursor> jobCursors;  // a Slurm run's, by Slurm node name
   QString error;                            // the store could not be read (the page keeps what it has)
 };
 
 // The readings of run `runId`'s nodes after `cursors` (all since the run started when a node
 // has none). Runs on any thread; never throws.
 NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
-                                QHash<qint64, NodeSampleCursor> cursors);
+                                QHash<qint64, NodeSampleCursor> cursors,
+                                QHash<QString, NodeSampleCursor> jobCursors = {});
 
 class NodeSamplesPoller : public QObject {
   Q_OBJECT
@@ -75,6 +78,7 @@ class NodeSamplesPoller : public QObject {
   quint64 m_generation = 0;
   bool m_busy = false;
   QHash<qint64, NodeSampleCursor> m_cursors;
+  QHash<QString, NodeSampleCursor> m_jobCursors;
   QStringList m_nodes;
   QFutureWatcher<NodeSampleBatch> m_watcher;
 };

@@ -221,6 +221,11 @@ bool ChartPlot::refresh() {
     for (qsizetype i = 0; i < d->picks.size(); ++i)
       d->buffer[i] = QCPGraphData(xs[d->picks[i]], ys[d->picks[i]]);
     d->graphs[s]->data()->set(d->buffer, true);
+    // A line needs two points: a lone reading (one GPU sample so far) is drawn as a dot.
+    int finite = 0;
+    for (const QCPGraphData& p : std::as_const(d->buffer)) finite += std::isfinite(p.value) ? 1 : 0;
+    d->graphs[s]->setScatterStyle(finite == 1 ? QCPScatterStyle(QCPScatterStyle::ssDisc, 7)
+                                              : QCPScatterStyle(QCPScatterStyle::ssNone));
   }
   d->reference->setVisible(showRef);
   if (showRef) {

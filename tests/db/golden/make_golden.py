@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8", 9: "kV9"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -63,6 +63,17 @@ INSERT INTO node_latency VALUES (1, 2, 0.42, NULL, 1735690000), (2, 3, NULL, 're
     7: """
 UPDATE runs SET usd_per_hour = 1.5, price_source = 'flat $1.50/h', max_hours = 2.0, status_note = 'golden v7' WHERE id = 1;
 UPDATE run_nodes SET usd_per_hour = 1.5, rate_source = 'flat $1.50/h' WHERE run_id = 1;
+""",
+    8: """
+INSERT INTO clusters(id, name, provider, kind, login_host, port, user, key_path, partition_name, account, probe_json, probed_at, created_at)
+  VALUES (2, 'flo', '', 'slurm', 'login.lab', 22, 'ana', '', 'gpu', '', '{}', 1735690100, 1735690000);
+INSERT INTO cluster_partitions VALUES (2, 'gpu', 2.5, NULL);
+INSERT INTO runs(id, name, status, config_toml, config_json, target, created_at, started_at, ended_at, exit_code, usd_per_hour)
+  VALUES (3, 'on-slurm', 'stopped', '', '{}', 'slurm:flo', 1735690200, 1735690300, 1735690400, 10, 20.0);
+INSERT INTO slurm_jobs(run_id, cluster_id, job_id, partition_name, run_dir, state, reason, restarts, nodes, gpus_per_node, tasks_per_node, script, submitted_at)
+  VALUES (3, 2, '41', 'gpu', '/home/ana/.flotilla/runs/on-slurm-3', 'CANCELLED', '', 1, 2, 4, 4, '#!/bin/sh', 1735690200);
+INSERT INTO cluster_accruals(run_id, cluster_id, status, start_time, end_time, devices, usd_per_hour, rate_source)
+  VALUES (3, 2, 'running', 1735690300, 1735690400, 8, 20.0, 'partition gpu');
 """,
 }
 

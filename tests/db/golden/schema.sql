@@ -193,6 +193,19 @@ CREATE TABLE runs (
   flops_per_token REAL,
   summary_json TEXT
 , budget_usd REAL, budget_warn_fraction REAL NOT NULL DEFAULT 0.8, usd_per_hour REAL CHECK (usd_per_hour >= 0), price_source TEXT NOT NULL DEFAULT '', max_hours REAL CHECK (max_hours > 0), status_note TEXT NOT NULL DEFAULT '');
+table slurm_job_samples
+CREATE TABLE slurm_job_samples (
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node          TEXT NOT NULL,
+  device        INTEGER NOT NULL,
+  time          REAL NOT NULL,
+  utilization   REAL,
+  memory_used   INTEGER,
+  memory_total  INTEGER,
+  power_w       REAL,
+  temperature_c REAL,
+  PRIMARY KEY (run_id, node, device, time)
+) WITHOUT ROWID;
 table slurm_jobs
 CREATE TABLE slurm_jobs (
   run_id         INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
