@@ -22,6 +22,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/run_nodes.h"
 #include "app/cli/run_slurm.h"
+#include "runs/slurm_run.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -341,6 +342,11 @@ int resume_run(const Context& ctx, const std::string& name, const RecoveryReques
   db::Database db = open_store(ctx, "flotilla runs resume");
   const db::Run run = db::get_run(db, name);
   if (runs::is_node_run_dir(run.run_dir)) return resume_nodes_run(ctx, name, recovery, quiet);
+  if (runs::is_slurm_run(run)) {
+    if (recovery.auto_recover)
+      throw UsageError("--auto-recover is for runs on SSH nodes; a Slurm run requeues with --auto-resume");
+    return resume_cluster_run(ctx, name, quiet);
+  }
   if (recovery.auto_recover)
     throw UsageError("--auto-recover is for runs on SSH nodes; run " + run.name + " is local");
   if (run.status == db::RunStatus::kRunning) {

@@ -137,4 +137,29 @@ int attach_cluster_run(const Context& ctx, const std::string& run_name, bool qui
   return watch_and_report(ctx, login, w, quiet);
 }
 
+int resume_cluster_run(const Context& ctx, const std::string& run_name, bool quiet) {
+  StopSignals signals;
+  db::Database db = open_store(ctx, "flotilla runs resume");
+  const db::Run run = db::get_run(db, run_name);
+  db::SlurmCluster cluster;
+  if (const std::string why = runs::slurm_resume_target(db, run, cluster); !why.empty()) {
+    note_stderr(why);
+    return kExitRefused;
+  }
+  remote::Session login(node_session_options(ctx, runs::login_node(cluster)));
+  if (!connect_login(login, cluster)) return kExitRefused;
+  runs::SlurmWatch w;
+  try {
+    w = runs::resubmit_slurm_run(db, login, run, "flotilla runs resume", note_stderr);
+  } catch (const Error& e) {
+    if (e.code() != ExitCode::kUsage) throw;
+    note_stderr(e.what());  // the old job is still in the queue: nothing was changed
+    return kExitRefused;
+  }
+  std::printf("run %s: resumed as slurm job %s on cluster %s\n", w.name.c_str(), w.job_id.c_str(),
+              cluster.name.c_str());
+  std::fflush(stdout);
+  return watch_and_report(ctx, login, w, quiet);
+}
+
 }  // namespace flotilla::cli

@@ -33,4 +33,9 @@ int run_on_cluster(const Context& ctx, const ClusterRunRequest& request);
 // the committed offset until it leaves the queue (kExitRefused when the run has ended).
 int attach_cluster_run(const Context& ctx, const std::string& run, bool quiet);
 
+// `flotilla runs resume RUN` for a Slurm run that ended stopped or failed: submits its batch script
+// again (runs::resubmit_slurm_run), prints the new job id and watches it as `run --cluster` does.
+// kExitRefused, with what to do instead, when the run has not ended or its old job is still queued.
+int resume_cluster_run(const Context& ctx, const std::string& run, bool quiet);
+
 }  // namespace flotilla::cli

@@ -5,7 +5,8 @@
 // Then a second run is left mid-way (the app closing: the job goes on under Slurm) and re-attached
 // as the next app start does it (RemoteRun::reattachOne): the history is replayed from the
 // cluster, the rest is tailed from the committed offset, and the store holds each step once. A
-// third run is stopped from the app: it checkpoints and is stored as stopped.
+// third run is stopped from the app: it checkpoints and is stored as stopped; then it is resumed
+// (its job submitted again) and runs from that checkpoint to completion.
 //
 // GPU readings come from inside each job's allocation (srun --overlap, nvidia-smi on every node).
 // The test machine has no GPU, so the login node's PATH puts a stand-in nvidia-smi first (the only
@@ -261,7 +262,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(seenBefore), kLong);
 
   // 3. Stop from the app: TERM to the job's tasks, a checkpoint, the run stopped (not failed).
-  constexpr int kEndless = 200000;
+  constexpr int kEndless = 1500;  // far more than the steps before the stop arrives
   auto stopped = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-stop"), dbPath,
                                                            QDir(mirrors).filePath(QStringLiteral("stop")));
   stopped->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
@@ -280,5 +281,29 @@ int main(int argc, char** argv) {
     CHECK_MSG(stored.status == flotilla::db::RunStatus::kStopped, "stored as %s", flotilla::db::to_string(stored.status));
     CHECK(stopped->lastStep() < kEndless);
   }
+
+  // 4. Resume from the Runs page's store view: the job is submitted again on the cluster and
+  // continues from the stop's checkpoint to the end; each step is stored once.
+  const qint64 stoppedId = stopped->storeId();
+  const QString oldJob = stopped->jobId();
+  QString resumeError;
+  flotilla::ui::RemoteRun* resumed = runs.resumeOnCluster(stoppedId, &resumeError);
+  CHECK_MSG(resumed != nullptr, "resume: %s", resumeError.toStdString().c_str());
+  if (!resumed) return summary("test_slurm_app");
+  CHECK(QTest::qWaitFor([&] { return !resumed->isActive(); }, 240000));
+  CHECK_MSG(resumed->state() == RunHandle::State::Completed, "state %s\n%s", resumed->stateText().toStdString().c_str(),
+            logOf(resumed).toStdString().c_str());
+  CHECK_MSG(resumed->jobId() != oldJob && logOf(resumed).contains(QStringLiteral("(was job ") + oldJob + QLatin1Char(')')),
+            "%s", logOf(resumed).toStdString().c_str());
+  {
+    int distinct = 0;
+    const int rows = lossRows(ws.db(), stoppedId, distinct);
+    CHECK_MSG(rows == kEndless && distinct == kEndless, "%d loss rows over %d steps", rows, distinct);
+    flotilla::db::Database db(ws.db());
+    CHECK(flotilla::db::get_run(db, stoppedId).status == flotilla::db::RunStatus::kCompleted);
+  }
+  // A completed run is not resumed again: the reason, and no RemoteRun.
+  CHECK(runs.resumeOnCluster(stoppedId, &resumeError) == nullptr);
+  CHECK_MSG(resumeError.contains(QStringLiteral("has completed")), "%s", resumeError.toStdString().c_str());
   return summary("test_slurm_app");
 }

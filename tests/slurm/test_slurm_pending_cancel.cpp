@@ -3,8 +3,10 @@
 // (behind another job of the partition submitted first); once the nodes
 // return it runs; Ctrl-C of `flotilla run --cluster` sends TERM to the job's tasks, the worker
 // checkpoints and exits 10, and the store says stopped (on request) with the checkpoint recorded;
-// the batch script's exit marker records the worker's exit 10.
+// the batch script's exit marker records the worker's exit 10. `flotilla runs resume` then submits
+// the run again as a new job that continues from that checkpoint, and a second Ctrl-C stops it again.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -121,6 +123,55 @@ int main() {
     const std::string marker = read_file(j->run_dir + "/slurm-exit");
     CHECK_MSG(contains(marker, "exit=10 restarts=0"), "marker: %s", marker.c_str());
     std::printf("job %s ended %s\n", j->job_id.c_str(), j->state.c_str());
+  }
+  if (!j || checkpoints.empty()) return summary("test_slurm_pending_cancel");
+
+  // `flotilla runs resume`: the same batch script submitted again as a new job, which resumes from
+  // the stop's checkpoint; every step stays stored once, without a gap.
+  const std::string old_job = j->job_id;
+  const int64_t stopped_at = checkpoints.back().step;
+  const int64_t rows_before = loss_rows(ws.db());
+  const std::string log2 = fx.root() + "/resume.log";
+  const pid_t resumed = ws.spawn({"runs", "resume", "cancel-me"}, log2);
+  bool going = false;
+  for (int i = 0; i < 1200 && !going; ++i) {
+    usleep(100 * 1000);
+    flotilla::db::Database rdb(ws.db());
+    going = flotilla::db::get_run(rdb, run->id).status == flotilla::db::RunStatus::kRunning &&
+            loss_rows(ws.db()) > rows_before + 3;
+  }
+  CHECK_MSG(going, "resumed run not running with new steps: %s", read_file(log2).c_str());
+  // While it runs, another resume is refused with what to do instead; nothing changes.
+  const ProcResult twice = ws.run({"runs", "resume", "cancel-me"});
+  CHECK_MSG(twice.exit_code == 9 && contains(twice.output, "flotilla runs attach cancel-me"), "exit %d: %s",
+            twice.exit_code, twice.output.c_str());
+  kill(resumed, SIGINT);
+  const int resumed_exit = wait_exit(resumed);
+  const std::string out2 = read_file(log2);
+  CHECK_MSG(resumed_exit == 10, "exit %d: %s", resumed_exit, out2.c_str());
+  CHECK_MSG(contains(out2, "resumed as slurm job") && contains(out2, "(was job " + old_job + ")"), "%s", out2.c_str());
+  {
+    flotilla::db::Database rdb(ws.db());
+    const flotilla::db::Run after = flotilla::db::get_run(rdb, run->id);
+    CHECK_MSG(after.status == flotilla::db::RunStatus::kStopped, "status %s", flotilla::db::to_string(after.status));
+    const auto job = flotilla::db::find_slurm_job(rdb, run->id);
+    CHECK(job && job->job_id != old_job && job->restarts == 0);
+    flotilla::db::Stmt st(rdb,
+                          "SELECT COUNT(*), COUNT(DISTINCT step), MAX(step) FROM metrics WHERE run_id = ?1 AND "
+                          "name = 'loss'");
+    st.bind(1, run->id);
+    CHECK(st.step());
+    CHECK_MSG(st.i64(0) == st.i64(1) && st.i64(2) == st.i64(0) && st.i64(2) > stopped_at,
+              "%lld rows, %lld steps, last %lld (stopped at %lld)", static_cast<long long>(st.i64(0)),
+              static_cast<long long>(st.i64(1)), static_cast<long long>(st.i64(2)), static_cast<long long>(stopped_at));
+    flotilla::db::Stmt ev(rdb, "SELECT COUNT(*) FROM events WHERE run_id = ?1 AND kind = 'resume'");
+    ev.bind(1, run->id);
+    CHECK(ev.step() && ev.i64(0) == 1);
+    // The first attempt's marker is kept beside the new job's.
+    CHECK(contains(read_file(j->run_dir + "/slurm-exit." + old_job), "exit=10 restarts=0"));
+    const std::string marker = read_file(j->run_dir + "/slurm-exit");
+    CHECK_MSG(contains(marker, "exit=10 restarts=0") && marker.find('\n') == marker.size() - 1, "marker: %s",
+              marker.c_str());
   }
   return summary("test_slurm_pending_cancel");
 }

@@ -15,6 +15,8 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/run_setup.h"
+#include "db/clusters.h"
+#include "db/database.h"
 #include "runs/slurm_run.h"
 #include "runs/stale_runs.h"
 #include "runs/worker_command.h"
@@ -138,9 +140,8 @@ LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
   const QString name = QString::fromStdString(stored->name);
   if (runs::is_slurm_run(*stored)) {
     if (error)
-      *error = tr("Run %1 ran on Slurm cluster %2, which Resume here does not reach yet: use Duplicate to "
-                  "submit its configuration to the cluster again, or Fork to continue from its checkpoint "
-                  "on this machine")
+      *error = tr("Run %1 ran on Slurm cluster %2: it resumes there (LocalRuns::resumeOnCluster), not on "
+                  "this machine")
                    .arg(name, QString::fromStdString(stored->target.substr(6)));
     return nullptr;
   }
@@ -256,6 +257,42 @@ RemoteRun* LocalRuns::attachRemote(qint64 storeId, QString* error) {
       RemoteRun::reattachOne(m_store->databasePath(), mirrors, storeId, this, m_prompt, findWorker(), error);
   if (!run) return nullptr;
   addRemote(run);
+  emit remoteRunAdded(run);
+  return run;
+}
+
+RemoteRun* LocalRuns::resumeOnCluster(qint64 storeId, QString* error) {
+  if (RemoteRun* run = remoteRunForStoreId(storeId); run && run->isActive()) return run;
+  if (!m_store) {
+    if (error) *error = tr("Runs on a Slurm cluster need the run store; it could not be opened.");
+    return nullptr;
+  }
+  const std::optional<flotilla::db::Run> stored = m_store->run(storeId);
+  if (!stored) {
+    if (error) *error = tr("Run %1 is not in the run database.").arg(storeId);
+    return nullptr;
+  }
+  try {
+    flotilla::db::OpenOptions options;
+    options.create = false;
+    options.quick_check = false;
+    const flotilla::db::Database db(m_store->databasePath().toStdString(), options);
+    flotilla::db::SlurmCluster cluster;
+    if (const std::string why = runs::slurm_resume_target(db, *stored, cluster); !why.empty()) {
+      if (error) *error = QString::fromStdString(why);
+      return nullptr;
+    }
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromUtf8(e.what());
+    return nullptr;
+  }
+  const QString name = QString::fromStdString(stored->name);
+  const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
+  auto* run = new RemoteRun(name, m_store->databasePath(), QDir(mirrors).filePath(name), this);
+  run->setPassphrasePrompt(m_prompt);
+  run->setWorkerPath(findWorker());
+  addRemote(run);
+  run->resumeOnCluster(storeId);
   emit remoteRunAdded(run);
   return run;
 }

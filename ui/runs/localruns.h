@@ -89,6 +89,10 @@ class LocalRuns : public QObject {
   // partition) ends the RemoteRun failed with it, before any job exists.
   RemoteRun* startOnCluster(const flotilla::RunConfig& config, const ClusterLaunch& launch,
                             QString* error = nullptr);
+  // Resumes stored Slurm run `storeId` (ended stopped or failed) on its cluster: a RemoteRun that
+  // submits its batch script again and watches the new job. nullptr with *error (what to do
+  // instead) when the run has not ended, has completed, or is not a Slurm run.
+  RemoteRun* resumeOnCluster(qint64 storeId, QString* error = nullptr);
   // Watches stored run `storeId`, running on SSH nodes and not watched by this session, from its
   // committed offset (as reattachRunning() does at start). nullptr with *error when it is not
   // running on nodes; this session's RemoteRun when it watches the run already.

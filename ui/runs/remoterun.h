@@ -74,6 +74,12 @@ class RemoteRun : public RunHandle {
   // and sbatch on its thread, as `flotilla run --cluster` does them), then watches the job until it
   // leaves the queue. `workerPath`: the local flotilla-worker to deploy to the shared file system.
   void startOnCluster(const RunConfig& config, const ClusterLaunch& launch, const QString& workerPath);
+  // Resumes stored Slurm run `storeId`, ended stopped or failed: its batch script is submitted
+  // again (runs::resubmit_slurm_run, as `flotilla runs resume` does), the stored history is
+  // replayed and the new job is watched until it leaves the queue. A refusal (the run has not
+  // ended, its old job is still queued, the worker is gone) ends this RemoteRun failed with it;
+  // the stored run is then untouched.
+  void resumeOnCluster(qint64 storeId);
   // The local flotilla-worker a re-attached run deploys on a replacement node (set before reattach()).
   void setWorkerPath(const QString& path) { m_workerPath = path; }
   // Re-attaches to stored run `storeId` (run_dir "<node>:<dir>", status running) and watches it,

@@ -3,6 +3,7 @@
 // `flotilla runs attach` do it; only the hooks and the posting to the UI thread are the app's.
 #include "ui/runs/remoterun.h"
 
+#include <QDateTime>
 #include <QThread>
 
 #include "db/clusters.h"
@@ -106,6 +107,54 @@ void RemoteRun::reattachSlurm(const db::Run& run) {
   postLog(QStringLiteral("info"), "re-attached to slurm job " + w.job_id + " on cluster " + cluster.name + " (" +
                                       db::to_string(run.status) + ")");
   watchSlurmOnThread(*login, w, committed);
+}
+
+void RemoteRun::resumeOnCluster(qint64 storeId) {
+  m_storeId = storeId;
+  appendLog(QStringLiteral("info"), tr("resuming run %1 on its Slurm cluster").arg(m_name));
+  launch([this, storeId] {
+    bool submitted = false;
+    std::string job;
+    try {
+      db::Database db(m_databasePath.toStdString());
+      const db::Run run = db::get_run(db, static_cast<int64_t>(storeId));
+      db::SlurmCluster cluster;
+      if (const std::string why = runs::slurm_resume_target(db, run, cluster); !why.empty())
+        throw Error(ExitCode::kUsage, why);
+      const uint64_t committed =
+          static_cast<uint64_t>(db::committed_offset(db, run.id, "slurm:" + cluster.name + ":metrics.jsonl"));
+      const std::unique_ptr<remote::Session> login = connectLogin(cluster);
+      const runs::SlurmWatch w = runs::resubmit_slurm_run(
+          db, *login, run, "flotilla app (resumed)", [this](const std::string& line) { postLog(QStringLiteral("info"), line); });
+      submitted = true;
+      job = w.job_id;
+      const double started = run.started_at.value_or(db::now_seconds());
+      QMetaObject::invokeMethod(
+          this,
+          [this, started, total = w.total_steps, c = QString::fromStdString(cluster.name),
+           j = QString::fromStdString(w.job_id)] {
+            m_startedAt = QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(started * 1000.0), Qt::UTC);
+            if (m_plannedSteps == 0) m_plannedSteps = total;
+            m_cluster = c;
+            m_jobId = j;
+            emit storeIdKnown(m_storeId);
+            emit changed();
+          },
+          Qt::QueuedConnection);
+      watchSlurmOnThread(*login, w, committed);
+    } catch (const std::exception& e) {
+      QMetaObject::invokeMethod(
+          this,
+          [this, submitted, e = QString::fromUtf8(e.what()), jobId = QString::fromStdString(job)] {
+            if (submitted)
+              onEnded(-1, QStringLiteral("left"),
+                      tr("%1 (Slurm job %2 may still be running: re-attach it from the Runs page)").arg(e, jobId));
+            else
+              onEnded(-1, QStringLiteral("failed"), e);
+          },
+          Qt::QueuedConnection);
+    }
+  });
 }
 
 QString RemoteRun::checkpointUnsupportedReason() const {

@@ -368,6 +368,15 @@ void StoreRunsView::openSlurmRun(const db::Run& stored) {
 
 LocalRun* StoreRunsView::resume(qint64 id) {
   QString error;
+  // A Slurm run resumes on its cluster: its job is submitted again (opened as a remote run).
+  if (const std::optional<db::Run> stored = m_store ? m_store->run(id) : std::nullopt;
+      stored && runs::is_slurm_run(*stored)) {
+    if (RemoteRun* remote = m_runs->resumeOnCluster(id, &error))
+      emit remoteRunOpened(remote);
+    else
+      emit errorRaised(tr("Cannot resume: %1").arg(error));
+    return nullptr;
+  }
   LocalRun* run = m_runs->resumeRun(id, &error);
   if (!run) {
     emit errorRaised(tr("Cannot resume: %1").arg(error));
