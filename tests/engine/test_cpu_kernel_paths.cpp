@@ -6,6 +6,7 @@
 // child runs with OPENBLAS_CORETYPE=Prescott, the SSE3 kernel the CPU fell back to), and the
 // register-only FMA ceiling is not below the sgemm it bounds. `bench` names the kernel path and
 // warns when it is narrower than the CPU (FLOTILLA_CPU_PATH=avx2 on an AVX-512 CPU), and only then.
+#include <algorithm>
 #include <omp.h>
 
 #include <cmath>
@@ -153,10 +154,15 @@ int main(int argc, char** argv) {
   CHECK_MSG(full.output.find("warning: the matmuls run") == std::string::npos, "%s", full.output.c_str());
   CHECK(full.output.find("core Prescott") == std::string::npos || widest.fp32 == cpu::KernelPath::kSse);
 
-  // The FMA ceiling bounds the sgemm (10% allowance for timer noise), on 1 and 2 threads.
+  // The FMA ceiling bounds the sgemm (10% allowance for timer noise), on 1 and 2 threads. Other
+  // tests share the cores (ctest -j): load only slows a measurement down, so each figure is the
+  // best of three rounds taken in turn, and a load spike during one round cannot flip the check.
   for (int threads : {1, 2}) {
-    const double fma = cpu::fma_peak_gflops(widest.fp32, threads, 0.2);
-    const double sgemm = cpu::sgemm_peak_gflops(1024, 3, threads);
+    double fma = 0, sgemm = 0;
+    for (int round = 0; round < 3; ++round) {
+      fma = std::max(fma, cpu::fma_peak_gflops(widest.fp32, threads, 0.2));
+      sgemm = std::max(sgemm, cpu::sgemm_peak_gflops(1024, 3, threads));
+    }
     std::printf("%d threads: fp32 FMA ceiling %.1f GFLOP/s, sgemm %.1f GFLOP/s\n", threads, fma, sgemm);
     CHECK(fma > 0);
     CHECK_MSG(sgemm <= 1.10 * fma, "sgemm %.1f above the FMA ceiling %.1f", sgemm, fma);

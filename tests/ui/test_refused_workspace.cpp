@@ -100,8 +100,10 @@ class TestRefusedWorkspace : public QObject {
     const QString path = dir.filePath(QStringLiteral("flotilla.db"));
     sqlite3* raw = nullptr;
     QCOMPARE(sqlite3_open(path.toUtf8().constData(), &raw), SQLITE_OK);
-    QCOMPARE(sqlite3_exec(raw, "CREATE TABLE meta(k); PRAGMA user_version = 9;", nullptr, nullptr, nullptr),
-             SQLITE_OK);
+    // One step newer than this build knows (a file written by a later Flotilla).
+    const QByteArray sql = "CREATE TABLE meta(k); PRAGMA user_version = " +
+                           QByteArray::number(flotilla::db::current_schema_version() + 1) + ";";
+    QCOMPARE(sqlite3_exec(raw, sql.constData(), nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(raw);
     const QByteArray before = readAll(path);
     auto refused = refusal(path);
