@@ -31,7 +31,7 @@ SlurmCluster read_cluster(const Stmt& st) {
 constexpr const char* kJobSelect =
     "SELECT run_id, cluster_id, job_id, partition_name, run_dir, state, reason, restarts, nodes, "
     "gpus_per_node, "
-    "tasks_per_node, script, submitted_at FROM slurm_jobs";
+    "tasks_per_node, script, submitted_at, alloc_devices FROM slurm_jobs";
 
 SlurmJob read_job(const Stmt& st) {
   SlurmJob j;
@@ -48,6 +48,7 @@ SlurmJob read_job(const Stmt& st) {
   j.tasks_per_node = st.i64(10);
   j.script = st.text(11);
   j.submitted_at = st.f64(12);
+  j.alloc_devices = st.opt_i64(13);
   return j;
 }
 
@@ -192,11 +193,19 @@ void set_slurm_job_state(Database& db, int64_t run_id, const std::string& state,
   });
 }
 
+void set_slurm_job_devices(Database& db, int64_t run_id, int64_t devices) {
+  if (devices < 0) throw DbError(DbErrorKind::kInvalid, "a job's allocated devices cannot be negative");
+  write_tx(db, [&] {
+    Stmt st(db, "UPDATE slurm_jobs SET alloc_devices = ?2 WHERE run_id = ?1");
+    st.bind(1, run_id).bind(2, devices).run();
+  });
+}
+
 void resubmit_slurm_job(Database& db, int64_t run_id, const std::string& job_id, double at) {
   write_tx(db, [&] {
     Stmt st(db,
-            "UPDATE slurm_jobs SET job_id = ?2, state = 'PENDING', reason = '', restarts = 0, submitted_at = ?3 "
-            "WHERE run_id = ?1");
+            "UPDATE slurm_jobs SET job_id = ?2, state = 'PENDING', reason = '', restarts = 0, submitted_at = ?3, "
+            "alloc_devices = NULL WHERE run_id = ?1");
     st.bind(1, run_id).bind(2, job_id).bind(3, at).run();
     if (changes_count(db) != 1)
       throw DbError(DbErrorKind::kNotFound, "run " + std::to_string(run_id) + " has no Slurm job to resubmit");

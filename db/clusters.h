@@ -66,6 +66,7 @@ struct SlurmJob {
   int64_t nodes = 0, gpus_per_node = 0, tasks_per_node = 0;
   std::string script;  // the batch script as submitted
   double submitted_at = 0;
+  std::optional<int64_t> alloc_devices;  // what Slurm allocated (GPUs, or CPUs of a CPU job), once known
 };
 // Inserts the job row of a run. DbError(kConstraint) when the run already has one.
 void add_slurm_job(Database& db, const SlurmJob& job);
@@ -75,6 +76,10 @@ std::vector<SlurmJob> cluster_jobs(const Database& db, int64_t cluster_id);
 // Records the state, reason and restart count last seen (only the changed row is written).
 void set_slurm_job_state(Database& db, int64_t run_id, const std::string& state, const std::string& reason,
                          int64_t restarts);
+
+// The devices Slurm allocated to the run's job (GPUs of a GPU job, CPUs of a CPU job), read from
+// its TRES when it starts; the cost accruals opened from then on count them.
+void set_slurm_job_devices(Database& db, int64_t run_id, int64_t devices);
 
 // The run submitted again as job `job_id` (`flotilla runs resume`): PENDING, no reason, no restarts
 // (SLURM_RESTART_COUNT starts over with a new job), submitted at `at`.

@@ -309,11 +309,13 @@ void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
       "UPDATE cluster_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
   close_cluster.bind(1, run_id).bind(2, at).run();
   if (to != RunStatus::kRunning) return;
-  // A Slurm run (clusters.h): one accrual on its cluster at the run's stored price; its GPU-hours
-  // are the job's nodes x GPUs per node.
+  // A Slurm run (clusters.h): one accrual on its cluster at the run's stored price; its device-hours
+  // count what Slurm allocated once the job started (GPUs of a GPU job, CPUs of a CPU job), else
+  // what was requested (nodes x GPUs per node, or nodes x tasks per node).
   Stmt slurm(
       db,
-      "SELECT j.cluster_id, j.nodes * j.gpus_per_node, COALESCE(r.usd_per_hour, 0), r.price_source FROM "
+      "SELECT j.cluster_id, COALESCE(j.alloc_devices, CASE WHEN j.gpus_per_node > 0 THEN j.nodes * "
+      "j.gpus_per_node ELSE j.nodes * j.tasks_per_node END), COALESCE(r.usd_per_hour, 0), r.price_source FROM "
       "slurm_jobs j JOIN runs r ON r.id = j.run_id WHERE j.run_id = ?1");
   slurm.bind(1, run_id);
   if (slurm.step()) {

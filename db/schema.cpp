@@ -269,8 +269,10 @@ CREATE INDEX cluster_accruals_by_run ON cluster_accruals(run_id, start_time);
 
 // v9: GPU readings inside a Slurm job's allocation (issue 20), read by `srun --overlap` into the job:
 // keyed by the run and Slurm's node name, since a cluster's compute nodes are Slurm's, not rows of
-// `nodes` (those are SSH and local machines).
+// `nodes` (those are SSH and local machines). And the devices Slurm allocated to a job (GPUs of a
+// GPU job, CPUs of a CPU job, from its TRES once it starts): its device-hours count them.
 constexpr const char* kV9 = R"sql(
+ALTER TABLE slurm_jobs ADD COLUMN alloc_devices INTEGER CHECK (alloc_devices >= 0);
 CREATE TABLE slurm_job_samples (
   run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   node          TEXT NOT NULL,
@@ -305,7 +307,7 @@ const std::vector<Migration>& builtin_migrations() {
       {6, "node latency matrix", kV6},
       {7, "run prices, node shares, wall-time caps, status notes", kV7},
       {8, "slurm clusters, partition prices, slurm jobs, cluster accruals", kV8},
-      {9, "gpu readings of slurm jobs", kV9},
+      {9, "gpu readings of slurm jobs, devices allocated to a job", kV9},
   };
   return steps;
 }

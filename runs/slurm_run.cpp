@@ -105,9 +105,7 @@ SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes
   return p;
 }
 
-std::optional<SlurmPrice> slurm_price_allocated(const std::optional<db::PartitionPrice>& price,
-                                                const std::string& tres, bool gpu_job) {
-  if (!price) return std::nullopt;
+AllocatedTres parse_alloc_tres(const std::string& tres) {
   int64_t cpus = 0, gpus = 0, typed_gpus = 0;
   bool untyped = false;
   for (size_t at = 0; at < tres.size();) {
@@ -129,6 +127,13 @@ std::optional<SlurmPrice> slurm_price_allocated(const std::optional<db::Partitio
     }
   }
   if (!untyped) gpus = typed_gpus;  // "gres/gpu=8,gres/gpu:a100=8" counts 8, not 16
+  return {cpus, gpus};
+}
+
+std::optional<SlurmPrice> slurm_price_allocated(const std::optional<db::PartitionPrice>& price,
+                                                const std::string& tres, bool gpu_job) {
+  if (!price) return std::nullopt;
+  const auto [cpus, gpus] = parse_alloc_tres(tres);
   SlurmPrice p;
   if (gpu_job && gpus > 0 && price->usd_per_gpu_hour) {
     p.usd_per_hour = static_cast<double>(gpus) * *price->usd_per_gpu_hour;
@@ -521,6 +526,10 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
                                  : (rec.count("TRES") ? rec.at("TRES") : std::string());
     const auto job = db::find_slurm_job(wdb, run_id);
     if (!job || tres.empty()) return;
+    // Device-hours count what was allocated: the accrual opened next reads it.
+    const AllocatedTres got = parse_alloc_tres(tres);
+    if (const int64_t devices = job->gpus_per_node > 0 ? got.gpus : got.cpus; devices > 0)
+      db::set_slurm_job_devices(wdb, run_id, devices);
     const auto alloc = slurm_price_allocated(db::partition_price(wdb, job->cluster_id, job->partition), tres,
                                              job->gpus_per_node > 0);
     const double was = db::get_run(wdb, run_id).usd_per_hour.value_or(0);

@@ -68,6 +68,12 @@ SlurmPrice slurm_price(const std::optional<db::PartitionPrice>& price, int nodes
 // "cpu=4,mem=2000M,node=2,billing=4,gres/gpu=8"): allocated GPUs x the GPU-hour price for a GPU
 // job, allocated CPUs x the CPU-hour price for a CPU job (a whole-node partition bills every core).
 // nullopt when the TRES or the price say nothing.
+// What a TRES text says was allocated: CPUs, and GPUs (untyped "gres/gpu=N", else the sum of the
+// typed "gres/gpu:TYPE=N"). Unknown or malformed items are skipped.
+struct AllocatedTres {
+  int64_t cpus = 0, gpus = 0;
+};
+AllocatedTres parse_alloc_tres(const std::string& tres);
 std::optional<SlurmPrice> slurm_price_allocated(const std::optional<db::PartitionPrice>& price,
                                                 const std::string& tres, bool gpu_job);
 

@@ -129,6 +129,12 @@ int main() {
     expect(!flotilla::runs::slurm_price_allocated(std::nullopt, "cpu=8", false), "an unpriced partition: kept");
     expect(!flotilla::runs::slurm_price_allocated(price, "", false), "no TRES: kept");
     expect(!flotilla::runs::slurm_price_allocated(price, "cpu=x;rm,node=1", false), "garbage: kept");
+    // The same counts become the job's device-hours.
+    const auto a = flotilla::runs::parse_alloc_tres("cpu=8,mem=16G,node=1,gres/gpu=8,gres/gpu:a100=8");
+    expect(a.cpus == 8 && a.gpus == 8, "allocated: 8 CPUs, 8 GPUs");
+    const auto t = flotilla::runs::parse_alloc_tres("cpu=4,gres/gpu:a100=2,gres/gpu:v100=1,gres/gpu=x");
+    expect(t.cpus == 4 && t.gpus == 3, "typed GPUs summed, a malformed count skipped");
+    expect(flotilla::runs::parse_alloc_tres("").cpus == 0, "no TRES: nothing allocated");
   }
   if (failures) return 1;
   std::printf("ok\n");

@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
     CHECK(flotilla::db::run_cost_usd(db, run->storeId()) > 0);
     const auto job = flotilla::db::find_slurm_job(db, run->storeId());
     CHECK(job && job->job_id == run->jobId().toStdString() && job->nodes == 2 && job->partition == "cpu");
+    // Device-hours count what Slurm allocated (TRES cpu=2: one CPU per node's task).
+    CHECK_MSG(job && job->alloc_devices == 2, "allocated devices %lld",
+              static_cast<long long>(job ? job->alloc_devices.value_or(-1) : -2));
+    const auto accruals = flotilla::db::run_accruals(db, run->storeId());
+    CHECK(!accruals.empty());
+    for (const auto& a : accruals) CHECK_MSG(a.devices == 2, "accrual of %lld devices", static_cast<long long>(a.devices));
     int distinct = 0;
     const int rows = lossRows(ws.db(), run->storeId(), distinct);
     CHECK_MSG(rows == kSteps && distinct == kSteps, "%d loss rows over %d steps", rows, distinct);

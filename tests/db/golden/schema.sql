@@ -221,7 +221,7 @@ CREATE TABLE slurm_jobs (
   tasks_per_node INTEGER NOT NULL DEFAULT 1,
   script         TEXT NOT NULL DEFAULT '',
   submitted_at   REAL NOT NULL
-);
+, alloc_devices INTEGER CHECK (alloc_devices >= 0));
 table system_samples
 CREATE TABLE system_samples (
   node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
