@@ -6,6 +6,7 @@
 // batch script) and no duplicate step. Accounting is off on the fixture, so the end comes from the
 // job's exit marker and `scontrol show job`. Priced per CPU task-hour on its partition, the run's
 // spend is that price x its running time, listed in costs by run and by cluster.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -141,8 +142,14 @@ int main() {
   CHECK_NEAR(spent, 72.0 * running_s / 3600.0, 1e-9);
   bool listed = false;
   for (const auto& line : flotilla::db::costs_by_run(db))
-    if (line.key == "slurm2" && line.usd > 0) listed = true;
-  CHECK_MSG(listed, "the Slurm run is not in costs by run");
+    if (line.key == "slurm2" && line.usd > 0 && std::abs(line.gpu_hours - 2 * running_s / 3600.0) < 1e-9)
+      listed = true;
+  CHECK_MSG(listed, "the Slurm run is not in costs by run with 2 allocated CPUs' device-hours");
+  // Compare's figures are the same ones (run_summary): CPU-h of the 2 allocated CPUs, the spend.
+  const flotilla::db::RunSummary summary_row = flotilla::db::run_summary(db, run->id);
+  CHECK_NEAR(summary_row.gpu_hours, 2 * running_s / 3600.0, 1e-9);
+  CHECK_NEAR(summary_row.cost_usd, spent, 1e-9);
+  CHECK(!summary_row.on_gpus);
   bool by_cluster = false;
   for (const auto& line : flotilla::db::costs_by_node(db))
     if (line.key == "flo" && line.usd > 0) by_cluster = true;
