@@ -763,7 +763,13 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
   if (marker && marker->restarts >= restarts) {
     exit_code = marker->exit_code;
     end = end_for_exit(exit_code, 0, cause, origin, stop_note);
-    if (marker->time > 0) end.at = static_cast<double>(marker->time);
+    if (marker->time > 0) {
+      // The marker counts whole seconds (`date +%s`): the end lies in [T, T+1). A job that started
+      // and ended within one second would otherwise end before the running time the poll saw and
+      // accrue nothing. Now (the watch saw the end) and the last record bound it from below.
+      const double t = static_cast<double>(marker->time), now = db::now_seconds();
+      end.at = std::max(std::clamp(now, t, t + 1.0), std::min(last_record_time, now));
+    }
   } else {
     // No marker for this attempt: the batch shell itself was killed (node failure, KillWait).
     const bool asked = cause != StopCause::kNone;

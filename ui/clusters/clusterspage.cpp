@@ -1,16 +1,70 @@
 // The Clusters page (see clusterspage.h).
 #include "ui/clusters/clusterspage.h"
 
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "db/clusters.h"
+#include "db/database.h"
+#include "remote/node_fields.h"
+#include "remote/session.h"
+#include "remote/slurm_cluster.h"
+#include "runs/slurm_run.h"
 #include "ui/clusters/clustersmodel.h"
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
 
 namespace flotilla::ui {
+namespace {
+
+// What one probe (and, when asked, the trust before it) came to.
+struct ProbeOutcome {
+  QString summary;      // "cluster flo probed: Slurm 22.05.8, 2 node(s), 2 partition(s); ..."
+  QString error;        // why not
+  QString unknownKey;   // the login key's fingerprint when it is not known yet
+};
+
+ProbeOutcome probeOnThread(const std::string& dbPath, const std::string& name, const std::string& trust) {
+  ProbeOutcome out;
+  db::Database db(dbPath);
+  const db::SlurmCluster cluster = db::get_cluster(db, name);
+  const db::SshNode login = runs::login_node(cluster);
+  remote::SessionOptions o;
+  o.host = login.host;
+  o.port = login.port;
+  o.user = login.user;
+  o.identity_file = login.key_path;
+  o.known_hosts_path = remote::workspace_known_hosts_path(dbPath);
+  o.connect_timeout_s = 10;
+  o.read_timeout_s = 15;
+  o.node_name = cluster.name;  // an encrypted key is skipped here: the CLI asks for its passphrase
+  remote::Session session(o);
+  try {
+    if (!trust.empty()) session.trust(trust);
+    session.connect();
+  } catch (const remote::HostKeyError& e) {
+    if (e.problem() == remote::HostKeyProblem::kUnknown && trust.empty() && !e.presented().empty()) {
+      out.unknownKey = QString::fromStdString(e.presented());
+      return out;
+    }
+    out.error = QString::fromStdString(runs::login_host_key_message(cluster.name, e));
+    return out;
+  }
+  const remote::ClusterProbe p = remote::probe_cluster(session);
+  db::set_cluster_probe(db, cluster.id, remote::cluster_probe_json(p), db::now_seconds());
+  out.summary = QStringLiteral("cluster %1 probed: Slurm %2, %3 node(s), %4 partition(s); the table shows their states")
+                    .arg(QString::fromStdString(cluster.name), QString::fromStdString(p.config.version))
+                    .arg(p.nodes.size())
+                    .arg(p.partitions.size());
+  return out;
+}
+
+}  // namespace
 
 ClustersPage::ClustersPage(const QString& databasePath, QWidget* parent)
     : QWidget(parent), m_databasePath(databasePath), m_model(new ClustersModel(this)) {
@@ -28,9 +82,83 @@ ClustersPage::ClustersPage(const QString& databasePath, QWidget* parent)
   m_view->horizontalHeader()->setStretchLastSection(true);
   m_view->verticalHeader()->hide();
   layout->addWidget(m_view, 1);
+  auto* row = new QHBoxLayout;
   m_status = new QLabel(this);
   m_status->setObjectName(QStringLiteral("clustersStatus"));
-  layout->addWidget(m_status);
+  m_status->setWordWrap(true);
+  m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  row->addWidget(m_status, 1);
+  m_probe = new QPushButton(tr("Probe"), this);
+  m_probe->setObjectName(QStringLiteral("probeButton"));
+  m_probe->setToolTip(tr("Ask the selected cluster's login node for its nodes, partitions and settings now "
+                         "(as flotilla clusters probe)"));
+  connect(m_probe, &QPushButton::clicked, this, &ClustersPage::probeSelected);
+  row->addWidget(m_probe);
+  layout->addLayout(row);
+}
+
+QString ClustersPage::statusText() const { return m_status->text(); }
+
+void ClustersPage::probeSelected() {
+  if (m_probing) return;
+  const QModelIndexList picked = m_view->selectionModel()->selectedRows();
+  int r = picked.isEmpty() ? -1 : picked.front().row();
+  if (r < 0 && m_model->rowCount() == 1) r = 0;
+  if (r < 0) {
+    m_status->setText(m_model->rowCount() == 0 ? tr("No cluster to probe: flotilla clusters add NAME --login HOST")
+                                               : tr("Select the cluster to probe."));
+    return;
+  }
+  probe(m_model->row(r).name, QString());
+}
+
+void ClustersPage::probe(const QString& cluster, const QString& trustFingerprint) {
+  m_probing = true;
+  m_probe->setEnabled(false);
+  m_status->setText(tr("Probing cluster %1…").arg(cluster));
+  const std::string path = m_databasePath.toStdString(), name = cluster.toStdString(),
+                    trust = trustFingerprint.toStdString();
+  runAsync<ProbeOutcome>(
+      this, [path, name, trust] { return probeOnThread(path, name, trust); },
+      [this, cluster](Outcome<ProbeOutcome> result) {
+        m_probing = false;
+        m_probe->setEnabled(true);
+        if (auto* failed = std::get_if<QString>(&result)) {
+          m_status->setText(tr("Probing cluster %1 failed: %2").arg(cluster, *failed));
+          emit probed(false);
+          return;
+        }
+        const ProbeOutcome& o = std::get<ProbeOutcome>(result);
+        if (!o.unknownKey.isEmpty()) {
+          const bool yes =
+              m_confirmTrust
+                  ? m_confirmTrust(cluster, o.unknownKey)
+                  : QMessageBox::question(
+                        this, tr("Trust the login node of %1?").arg(cluster),
+                        tr("This workspace has never seen the login node key of cluster %1:\n\n%2\n\nTrust it "
+                           "only if it is the fingerprint your cluster's administrators publish (or that "
+                           "ssh-keyscan shows on a network you trust).")
+                            .arg(cluster, o.unknownKey)) == QMessageBox::Yes;
+          if (yes) {
+            probe(cluster, o.unknownKey);
+            return;
+          }
+          m_status->setText(tr("Cluster %1 not probed: its login key %2 is not trusted").arg(cluster, o.unknownKey));
+          emit probed(false);
+          return;
+        }
+        if (!o.error.isEmpty()) {
+          m_status->setText(o.error);
+          emit probed(false);
+          return;
+        }
+        m_status->setText(o.summary);
+        emit probed(true);
+        const QString summary = o.summary;
+        connect(this, &ClustersPage::loaded, this, [this, summary] { m_status->setText(summary); },
+                Qt::SingleShotConnection);
+        reload();
+      });
 }
 
 void ClustersPage::showEvent(QShowEvent* event) {
@@ -49,6 +177,9 @@ void ClustersPage::reload() {
         if (auto* rows = std::get_if<std::vector<ClusterRow>>(&result)) {
           const int count = static_cast<int>(rows->size());
           m_model->setRows(std::move(*rows));
+          // Whole values, not "2: 2 idle, 0 …": columns as wide as their text, rows as tall.
+          m_view->resizeColumnsToContents();
+          m_view->resizeRowsToContents();
           m_status->setText(count == 0 ? tr("No clusters yet: flotilla clusters add NAME --login HOST")
                                        : tr("%n cluster(s)", nullptr, count));
         } else {

@@ -1,14 +1,19 @@
 // The Clusters page: the Slurm clusters of the workspace (partitions, nodes idle / allocated /
 // down, GPUs, prices) and our jobs on them, as their last probe and the run watchers recorded.
 //
-// Decision: the page reads the store only, in one background task per reload (asyncquery.h); it
-// never connects to a cluster itself. Probing and submitting go through the runs layer
-// (`flotilla clusters probe`, `flotilla run --cluster`), which write what this page shows.
+// Decision: the page reads the store in one background task per reload (asyncquery.h). "Probe"
+// asks the selected cluster's login node again (remote::probe_cluster, as `flotilla clusters
+// probe` does, off the UI thread) and stores what it saw, so node states are current; an unknown
+// login key is shown with its fingerprint and trusted only when the user says so (as `flotilla
+// clusters trust`), a changed key never. Submitting goes through the runs layer (the wizard).
 #pragma once
 
 #include <QWidget>
 
+#include <functional>
+
 class QLabel;
+class QPushButton;
 class QTableView;
 
 namespace flotilla::ui {
@@ -23,13 +28,22 @@ class ClustersPage : public QWidget {
 
   ClustersModel* model() const { return m_model; }
   QTableView* view() const { return m_view; }
-  bool busy() const { return m_loading; }
+  bool busy() const { return m_loading || m_probing; }
+  QPushButton* probeButton() const { return m_probe; }
+  QString statusText() const;
+  // How an unknown login key is confirmed (cluster, "SHA256:..."); default: a question box.
+  void setConfirmTrust(std::function<bool(const QString&, const QString&)> confirm) {
+    m_confirmTrust = std::move(confirm);
+  }
 
  public slots:
   void reload();
+  // Probes the selected cluster (the only one, when one is stored and none is selected).
+  void probeSelected();
 
  signals:
   void loaded();
+  void probed(bool ok);
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -38,8 +52,12 @@ class ClustersPage : public QWidget {
   QString m_databasePath;
   ClustersModel* m_model;
   QTableView* m_view;
+  void probe(const QString& cluster, const QString& trustFingerprint);
+
   QLabel* m_status;
-  bool m_loading = false;
+  QPushButton* m_probe;
+  bool m_loading = false, m_probing = false;
+  std::function<bool(const QString&, const QString&)> m_confirmTrust;
 };
 
 }  // namespace flotilla::ui
