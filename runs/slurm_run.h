@@ -53,7 +53,7 @@ struct SlurmWatch {
   double poll_seconds = 1;  // squeue at most this often
   // While the job runs, its nodes' GPUs (srun --overlap into the allocation, nvidia-smi) into
   // slurm_job_samples this often; 0: never. Nodes without nvidia-smi are not asked again.
-  double gpu_sample_seconds = 5;
+  double gpu_sample_seconds = 10;  // one job step each time: kind to slurmctld
 };
 
 // The run's $/hour on `cluster`: nodes x GPUs per node x the partition's GPU-hour price, or for a

@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
   const int rows = lossRows(ws.db(), leftId, distinct);
   CHECK_MSG(rows == kLong && distinct == kLong, "%d loss rows over %d steps", rows, distinct);
   {
-    // The re-attached watch reads the GPUs again, at once (then every 5 s, which the rest of the
+    // The re-attached watch reads the GPUs again, at once (then every 10 s, which the rest of the
     // run may not last).
     flotilla::db::Database db(ws.db());
     std::set<double> instants;
