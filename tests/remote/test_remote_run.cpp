@@ -17,7 +17,7 @@ using namespace flotilla_test;
 
 namespace {
 
-constexpr int kSteps = 60;
+constexpr int kSteps = 600;  // long enough (seconds) that the session is killed mid-run on a fast CPU
 
 std::string config_text() {
   return "[run]\nname = \"remote2\"\nseed = 11\nthreads = 1\n"
@@ -25,7 +25,7 @@ std::string config_text() {
          "[data]\nsynthetic_tokens = 30000\n"
          "[train]\nsteps = " + std::to_string(kSteps) + "\nmicro_batch = 2\nseq_len = 16\n"
          "[parallel]\ndp = 2\nzero = 1\ntimeout_s = 60\n"
-         "[checkpoint]\nevery = 20\nkeep_last = 2\n";
+         "[checkpoint]\nevery = 200\nkeep_last = 2\n";
 }
 
 // Adds the step records of `lines` to `losses`, counting repeats.

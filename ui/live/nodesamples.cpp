@@ -17,6 +17,26 @@
 namespace flotilla::ui {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Appends reading `s` (a db::SystemSample or db::JobGpuSample) of `node` unless `cursor` says it
+// was delivered before; moves the cursor.
+template <typename Sample>
+void deliver(const QString& node, const Sample& s, NodeSampleCursor& cursor, QVector<NodeGpuSample>& out) {
+  if (s.time < cursor.time || (s.time == cursor.time && cursor.devices.contains(s.device))) return;
+  if (s.time > cursor.time) {
+    cursor.time = s.time;
+    cursor.devices.clear();
+  }
+  cursor.devices.insert(s.device);
+  NodeGpuSample g;
+  g.node = node;
+  g.device = s.device;
+  g.time = s.time;
+  g.utilPct = s.utilization.value_or(kNaN);
+  g.memUsed = s.memory_used ? double(*s.memory_used) : kNaN;
+  g.memTotal = s.memory_total ? double(*s.memory_total) : kNaN;
+  out.append(g);
+}
 }  // namespace
 
 NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
@@ -50,22 +70,8 @@ NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
       if (node.kind == "ssh") out.sshNodes << name;
       NodeSampleCursor& cursor = cursors[node.node_id];
       const double since = cursor.time > 0 ? cursor.time : out.startedAt;
-      for (const db::SystemSample& s : db::system_samples(db, node.node_id, since)) {
-        if (s.time == cursor.time && cursor.devices.contains(s.device)) continue;  // delivered before
-        if (s.time > cursor.time) {
-          cursor.time = s.time;
-          cursor.devices.clear();
-        }
-        cursor.devices.insert(s.device);
-        NodeGpuSample g;
-        g.node = name;
-        g.device = s.device;
-        g.time = s.time;
-        g.utilPct = s.utilization.value_or(kNaN);
-        g.memUsed = s.memory_used ? double(*s.memory_used) : kNaN;
-        g.memTotal = s.memory_total ? double(*s.memory_total) : kNaN;
-        out.samples.append(g);
-      }
+      for (const db::SystemSample& s : db::system_samples(db, node.node_id, since))
+        deliver(name, s, cursor, out.samples);
     }
     // A Slurm run's nodes are Slurm's: their readings are the run's own, by node name.
     double since = jobCursors.isEmpty() ? out.startedAt : std::numeric_limits<double>::infinity();
@@ -76,21 +82,7 @@ NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
         out.nodes << name;
         out.sshNodes << name;
       }
-      NodeSampleCursor& cursor = jobCursors[name];
-      if (s.time < cursor.time || (s.time == cursor.time && cursor.devices.contains(s.device))) continue;
-      if (s.time > cursor.time) {
-        cursor.time = s.time;
-        cursor.devices.clear();
-      }
-      cursor.devices.insert(s.device);
-      NodeGpuSample g;
-      g.node = name;
-      g.device = s.device;
-      g.time = s.time;
-      g.utilPct = s.utilization.value_or(kNaN);
-      g.memUsed = s.memory_used ? double(*s.memory_used) : kNaN;
-      g.memTotal = s.memory_total ? double(*s.memory_total) : kNaN;
-      out.samples.append(g);
+      deliver(name, s, jobCursors[name], out.samples);
     }
   } catch (const std::exception& e) {
     out.error = QString::fromUtf8(e.what());

@@ -176,6 +176,8 @@ class RemoteRun : public RunHandle {
   void watchSlurmOnThread(remote::Session& login, const runs::SlurmWatch& w, uint64_t historyUpTo);
   // Thread side: re-attaches Slurm run `run` at its committed offset and watches it.
   void reattachSlurm(const db::Run& run);
+  // A submission or resubmission that threw: "left" when its job exists (`submitted`), else failed.
+  void postSubmitEnded(bool submitted, const std::string& error, const std::string& job);
   void postLog(const QString& level, const std::string& text);
   void failOnThread(int64_t runId, const std::string& what);
   void deliver(qint64 upTo);

@@ -33,6 +33,22 @@ void RemoteRun::watchSlurmOnThread(remote::Session& login, const runs::SlurmWatc
   postEnded(code, w.run_id, true);
 }
 
+void RemoteRun::postSubmitEnded(bool submitted, const std::string& error, const std::string& job) {
+  // Before the job exists the runs layer has ended the run as failed (or never stored it, or left
+  // it as it was); after, the job goes on under Slurm whatever happened here: leave it to a
+  // re-attach.
+  QMetaObject::invokeMethod(
+      this,
+      [this, submitted, e = QString::fromStdString(error), jobId = QString::fromStdString(job)] {
+        if (submitted)
+          onEnded(-1, QStringLiteral("left"),
+                  tr("%1 (Slurm job %2 may still be running: re-attach it from the Runs page)").arg(e, jobId));
+        else
+          onEnded(-1, QStringLiteral("failed"), e);
+      },
+      Qt::QueuedConnection);
+}
+
 void RemoteRun::startOnCluster(const RunConfig& config, const ClusterLaunch& choice, const QString& workerPath) {
   m_cluster = choice.cluster;
   m_workerPath = workerPath;
@@ -67,18 +83,7 @@ void RemoteRun::startOnCluster(const RunConfig& config, const ClusterLaunch& cho
           Qt::QueuedConnection);
       watchSlurmOnThread(*login, w, 0);
     } catch (const std::exception& e) {
-      // Before the job exists the runs layer has ended the run as failed (or never stored it);
-      // after, the job goes on under Slurm whatever happened here: leave it to a re-attach.
-      QMetaObject::invokeMethod(
-          this,
-          [this, submitted, e = QString::fromUtf8(e.what()), jobId = QString::fromStdString(job)] {
-            if (submitted)
-              onEnded(-1, QStringLiteral("left"),
-                      tr("%1 (Slurm job %2 may still be running: re-attach it from the Runs page)").arg(e, jobId));
-            else
-              onEnded(-1, QStringLiteral("failed"), e);
-          },
-          Qt::QueuedConnection);
+      postSubmitEnded(submitted, e.what(), job);
     }
   });
 }
@@ -143,16 +148,7 @@ void RemoteRun::resumeOnCluster(qint64 storeId) {
           Qt::QueuedConnection);
       watchSlurmOnThread(*login, w, committed);
     } catch (const std::exception& e) {
-      QMetaObject::invokeMethod(
-          this,
-          [this, submitted, e = QString::fromUtf8(e.what()), jobId = QString::fromStdString(job)] {
-            if (submitted)
-              onEnded(-1, QStringLiteral("left"),
-                      tr("%1 (Slurm job %2 may still be running: re-attach it from the Runs page)").arg(e, jobId));
-            else
-              onEnded(-1, QStringLiteral("failed"), e);
-          },
-          Qt::QueuedConnection);
+      postSubmitEnded(submitted, e.what(), job);
     }
   });
 }
