@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   page.show();
 
   // 1. The wizard: cluster flo, partition cpu, 2 nodes, a 10-minute limit; Finish.
-  constexpr int kSteps = 40;
+  constexpr int kSteps = 300;  // seconds of running: the watcher sees the job RUNNING and reads its GPUs
   page.newRunButton()->click();
   flotilla::ui::RunWizard* wizard = page.wizard();
   CHECK(wizard != nullptr);

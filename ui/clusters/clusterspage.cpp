@@ -11,11 +11,11 @@
 
 #include "db/clusters.h"
 #include "db/database.h"
-#include "remote/node_fields.h"
 #include "remote/session.h"
 #include "remote/slurm_cluster.h"
 #include "runs/slurm_run.h"
 #include "ui/clusters/clustersmodel.h"
+#include "ui/runs/remoterun.h"
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
 
@@ -33,16 +33,9 @@ ProbeOutcome probeOnThread(const std::string& dbPath, const std::string& name, c
   ProbeOutcome out;
   db::Database db(dbPath);
   const db::SlurmCluster cluster = db::get_cluster(db, name);
-  const db::SshNode login = runs::login_node(cluster);
-  remote::SessionOptions o;
-  o.host = login.host;
-  o.port = login.port;
-  o.user = login.user;
-  o.identity_file = login.key_path;
-  o.known_hosts_path = remote::workspace_known_hosts_path(dbPath);
-  o.connect_timeout_s = 10;
-  o.read_timeout_s = 15;
-  o.node_name = cluster.name;  // an encrypted key is skipped here: the CLI asks for its passphrase
+  // An encrypted key is skipped here (no passphrase prompt): the CLI asks for its passphrase.
+  remote::SessionOptions o = RemoteRun::sessionOptions(dbPath, runs::login_node(cluster), {});
+  o.node_name = cluster.name;
   remote::Session session(o);
   try {
     if (!trust.empty()) session.trust(trust);

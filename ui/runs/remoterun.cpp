@@ -29,21 +29,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-remote::SessionOptions sessionOptions(const std::string& dbPath, const db::SshNode& node,
-                                      remote::PassphraseFn ask) {
-  remote::SessionOptions o;
-  o.host = node.host;
-  o.port = node.port;
-  o.user = node.user;
-  o.identity_file = node.key_path;
-  o.known_hosts_path = remote::workspace_known_hosts_path(dbPath);
-  o.connect_timeout_s = 10;
-  o.read_timeout_s = 15;
-  o.keepalive_interval_s = 5;
-  o.passphrase = std::move(ask);
-  return o;
-}
-
 // One question to the UI thread and its answer; the answer is wiped when the last owner lets go.
 struct PassphraseAsk {
   QMutex mutex;
@@ -137,6 +122,21 @@ std::optional<std::string> RemoteRun::askPassphrase(const std::string& node, con
 void RemoteRun::postLog(const QString& level, const std::string& text) {
   QMetaObject::invokeMethod(
       this, [this, level, t = QString::fromStdString(text)] { appendLog(level, t); }, Qt::QueuedConnection);
+}
+
+remote::SessionOptions RemoteRun::sessionOptions(const std::string& dbPath, const db::SshNode& node,
+                                                 remote::PassphraseFn ask) {
+  remote::SessionOptions o;
+  o.host = node.host;
+  o.port = node.port;
+  o.user = node.user;
+  o.identity_file = node.key_path;
+  o.known_hosts_path = remote::workspace_known_hosts_path(dbPath);
+  o.connect_timeout_s = 10;
+  o.read_timeout_s = 15;
+  o.keepalive_interval_s = 5;
+  o.passphrase = std::move(ask);
+  return o;
 }
 
 remote::SessionOptions RemoteRun::sessionOptionsFor(const db::SshNode& node) {

@@ -104,6 +104,10 @@ class RemoteRun : public RunHandle {
                                 QString* error = nullptr);
   // Whether a stored run_dir names a directory on an SSH node ("<node>:/...").
   static bool isNodeRunDir(const QString& runDir);
+  // How the app connects to `node` of the workspace at `databasePath`: the workspace's known_hosts,
+  // the app's timeouts and keepalive, `ask` for an encrypted key's passphrase (empty: skipped).
+  static remote::SessionOptions sessionOptions(const std::string& databasePath, const db::SshNode& node,
+                                               remote::PassphraseFn ask);
 
   qint64 storeId() const override { return m_storeId; }
   QString errorText() const { return m_error; }
