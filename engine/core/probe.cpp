@@ -286,6 +286,7 @@ ProbeResult probe_machine(bool measure_peak) {
     p.bf16_dot_gflops = peak.bf16_dot_gflops;
     p.sgemm_gflops = peak.sgemm_gflops;
     p.peak_other_load = peak.other_load;
+    p.peak_contended = peak.contended;
     p.peak_kept = cpu::store_peak(cpu::peak_cache_path(), peak);
   }
   p.worker_version = FLOTILLA_VERSION_STRING;
@@ -462,6 +463,7 @@ std::string probe_to_json(const ProbeResult& p) {
                         {"bf16_dot_gflops", gf(p.bf16_dot_gflops)},
                         {"sgemm_gflops", gf(p.sgemm_gflops)},
                         {"other_cpu_load", p.peak_other_load},
+                        {"contended", p.peak_contended},
                         {"kept", p.peak_kept}};
   }
   if (!p.connect.empty()) {
@@ -509,7 +511,9 @@ std::string probe_to_text(const ProbeResult& p) {
                       ? (std::to_string(static_cast<int>(p.bf16_dot_gflops)) + " GFLOP/s").c_str()
                       : "none",
                   p.sgemm_gflops, p.peak_other_load * 100,
-                  p.peak_kept ? "; kept as this machine's peak" : ": loaded, not kept as a peak");
+                  p.peak_kept        ? "; kept as this machine's peak (the highest trusted reading stays)"
+                  : p.peak_contended ? "; the FMA ceiling read below the sgemm: cores shared at the host, not kept"
+                                     : ": loaded, not kept as a peak");
     o << buf;
   }
   o << "Memory    " << gib(p.memory_total_bytes) << " total, " << gib(p.memory_available_bytes)

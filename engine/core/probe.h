@@ -61,7 +61,8 @@ struct ProbeResult {
   // Physical ceilings (probe measures them unless --no-peak): 0 when not measured / not present.
   int peak_threads = 0;
   double fp32_fma_gflops = 0, bf16_dot_gflops = 0, sgemm_gflops = 0, peak_other_load = 0;
-  bool peak_kept = false;  // quiet enough to be kept in the peak cache (cpu/peak_cache.h)
+  bool peak_kept = false;       // trusted enough to be kept in the peak cache (cpu/peak_cache.h)
+  bool peak_contended = false;  // the FMA ceiling stayed below its own sgemm (cores shared at the host)
   uint64_t memory_total_bytes = 0;
   uint64_t memory_available_bytes = 0;
   std::vector<GpuInfo> gpus;

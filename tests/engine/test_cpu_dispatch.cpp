@@ -146,6 +146,26 @@ void test_cache() {
   one.fp32_fma_gflops = 240;
   CHECK(store_peak(path, one));
   CHECK(load_cached_peak(path, "Test CPU 9000", 2) && load_cached_peak(path, "Test CPU 9000", 1));
+  // A ceiling does not fall on the same CPU: a lower trusted reading keeps the higher figures (a
+  // host sharing the cores reads low), a higher one raises them; a contended one is never kept.
+  CpuPeak lower = quiet;
+  lower.fp32_fma_gflops = 240;
+  lower.bf16_dot_gflops = 990;
+  CHECK(store_peak(path, lower));
+  auto merged = load_cached_peak(path, "Test CPU 9000", 2);
+  CHECK(merged && merged->fp32_fma_gflops == 480 && merged->bf16_dot_gflops == 990);
+  CpuPeak contended = quiet;
+  contended.fp32_fma_gflops = 900;
+  contended.contended = true;
+  CHECK(!contended.trusted() && contended.quiet());
+  CHECK(!store_peak(path, contended));
+  merged = load_cached_peak(path, "Test CPU 9000", 2);
+  CHECK(merged && merged->fp32_fma_gflops == 480);
+  // The key names this machine's cpuid family and model: another core sold under the same brand
+  // ("AMD EPYC") does not share its figures.
+  CHECK(peak_cache_key("Test CPU 9000", 2).find(" | family " + std::to_string(cpu_features().family) +
+                                                " model " + std::to_string(cpu_features().model) +
+                                                " | 2 threads") != std::string::npos);
   // An entry edited to look loaded is not trusted; a damaged file is ignored (remeasured).
   flotilla_test::write_text(dir + "/loaded.json",
                             R"({"Test CPU 9000 | 2 threads": {"fp32_isa": "avx512", "fp32_fma_gflops": 480,)"
