@@ -250,6 +250,8 @@ int cmd_bench(const CommandArgs& argv) {
     j["kernel_path_widest"] = cpu::kernel_path_name(cpu_choice.widest);
     j["matmul_path"] = cpu::kernel_path_name(blas.sgemm_path);
     j["matmul_path_narrower_than_cpu"] = narrow;
+    j["sgemm_library"] = blas.sgemm_library;
+    j["sgemm_choice"] = blas.sgemm_choice;
     if (bf16) j["bf16_matmul_path"] = cpu::bf16_matmul_path();
     j["mfu_ceiling_gflops"] = ceiling_gflops;
     j["fp32_fma_gflops"] = fma_gflops;
@@ -312,10 +314,10 @@ int cmd_bench(const CommandArgs& argv) {
               cpu::describe_features(features).c_str(), cpu::kernel_path_name(cpu_choice.widest));
   if (bf16) std::printf("kernels: linear and LM-head matmuls: bf16 on %s\n", cpu::bf16_matmul_path().c_str());
   std::printf(
-      "kernels: %s matmuls: OpenBLAS sgemm, core %s (%s)%s; other kernels: %s "
+      "kernels: %s matmuls: %s (%s; %s)%s; other kernels: %s "
       "clones\n",
-      bf16 ? "attention" : "linear, attention and LM-head", blas.loaded_core.c_str(),
-      cpu::kernel_path_name(blas.sgemm_path),
+      bf16 ? "attention" : "linear, attention and LM-head", blas.sgemm_library.c_str(),
+      cpu::kernel_path_name(blas.sgemm_path), blas.sgemm_choice.c_str(),
       blas.env_coretype.empty() || blas.env_coretype == blas.loaded_core
           ? ""
           : (", chosen from cpuid over OPENBLAS_CORETYPE=" + blas.env_coretype).c_str(),

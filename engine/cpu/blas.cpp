@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "engine/core/error.h"
+#include "engine/cpu/onednn.h"
 
 namespace flotilla::cpu {
 namespace {
@@ -99,6 +100,28 @@ Api load() {
   if (const char* c = config()) info.config = c;
   while (!info.config.empty() && info.config.back() == ' ') info.config.pop_back();
   info.sgemm_path = path_of_openblas_core(info.loaded_core);
+  info.sgemm_library = "OpenBLAS sgemm, core " + info.loaded_core;
+  const char* want = std::getenv("FLOTILLA_SGEMM");
+  const std::string want_lib = want != nullptr ? lower(want) : "";
+  if (!want_lib.empty() && want_lib != "openblas" && want_lib != "onednn")
+    throw Error(ExitCode::kUsage, "FLOTILLA_SGEMM='" + std::string(want) +
+                                      "' is not an sgemm library: use onednn or openblas, or unset it");
+  const bool capped = std::getenv("FLOTILLA_CPU_PATH") != nullptr && *std::getenv("FLOTILLA_CPU_PATH") != '\0';
+  if (want_lib != "onednn") {
+    info.sgemm_choice = want_lib == "openblas" ? "FLOTILLA_SGEMM=openblas" : "the default";
+  } else if (capped) {
+    throw Error(ExitCode::kUsage, "FLOTILLA_SGEMM=onednn and FLOTILLA_CPU_PATH cannot be combined: "
+                                  "the path sets OpenBLAS's core; unset one of them");
+  } else if (!onednn_info().loaded) {
+    info.sgemm_choice = "oneDNN not loaded: " + onednn_info().error;
+    if (want_lib == "onednn")
+      throw Error(ExitCode::kUsage, "FLOTILLA_SGEMM=onednn, but " + info.sgemm_choice);
+  } else {
+    info.onednn_sgemm = true;
+    info.sgemm_path = onednn_fp32_path();
+    info.sgemm_library = "oneDNN " + onednn_info().version + " sgemm, ISA " + onednn_isa_name();
+    info.sgemm_choice = "FLOTILLA_SGEMM=onednn";
+  }
   return api;
 }
 
@@ -120,6 +143,10 @@ KernelPath path_of_openblas_core(const std::string& core) {
 
 void blas_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const float* B, int ldb, float beta, float* C, int ldc) {
+  if (api().info.onednn_sgemm) {
+    onednn_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   api().sgemm(101, trans_a ? 112 : 111, trans_b ? 112 : 111, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -1,5 +1,5 @@
-// Linear layers on OpenBLAS's sgemm (loaded with the CPU's own kernel path: blas.h), threaded by
-// OpenMP rather than by OpenBLAS.
+// Linear layers on the engine's fp32 sgemm (oneDNN's, else OpenBLAS's loaded with the CPU's own
+// kernel path: blas.h), threaded by OpenMP rather than by the library.
 //
 // Non-obvious decision: OpenBLAS is set to one thread and each OpenMP thread multiplies its own
 // slice of the output (rows, or columns when N >= 8 M as in the LM head forward). Measured on a
@@ -118,9 +118,11 @@ double sgemm_peak_gflops(int n, int reps, int threads) {
       best = std::max(best, flops / s / 1e9);
     }
   };
-  blas_set_threads(threads);
-  time_one([&] { blas_sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
-  blas_set_threads(1);
+  if (!blas_info().onednn_sgemm) {  // OpenBLAS's own threading (oneDNN's sgemm runs one thread per call)
+    blas_set_threads(threads);
+    time_one([&] { blas_sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
+    blas_set_threads(1);
+  }
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   time_one([&] { gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });

@@ -29,6 +29,11 @@ void onednn_gemm_bf16(bool, bool, int, int, int, const bf16_t*, int, const bf16_
   throw_config("bf16 matmul on the CPU needs oneDNN: " + onednn_info().error);
 }
 std::string onednn_last_impl() { return ""; }
+bool onednn_sgemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) {
+  return false;
+}
+std::string onednn_isa_name() { return ""; }
+KernelPath onednn_fp32_path() { return KernelPath::kSse; }
 
 #else
 
@@ -43,7 +48,7 @@ namespace {
                   X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query) \
                       X(dnnl_primitive_desc_query_md) X(dnnl_memory_desc_get_size) X(dnnl_primitive_create) \
                           X(dnnl_memory_create) X(dnnl_memory_destroy) X(dnnl_primitive_execute)            \
-                              X(dnnl_stream_wait)
+                              X(dnnl_stream_wait) X(dnnl_sgemm) X(dnnl_get_effective_cpu_isa)
 
 struct Api {
 #define FLOTILLA_DNNL_POINTER(name) decltype(&::name) name = nullptr;
@@ -179,6 +184,42 @@ const OnednnInfo& onednn_info() { return api().info; }
 std::string onednn_last_impl() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_last_impl;
+}
+
+bool onednn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                  const float* B, int ldb, float beta, float* C, int ldc) {
+  Api& d = api();
+  if (!d.info.loaded) return false;
+  if (M <= 0 || N <= 0) return true;
+  dnnl_status_t s = dnnl_success;
+  on_one_thread([&] {
+    s = d.dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  });
+  check(s, "sgemm");
+  return true;
+}
+
+std::string onednn_isa_name() {
+  Api& d = api();
+  if (!d.info.loaded) return "";
+  switch (d.dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+KernelPath onednn_fp32_path() {
+  const std::string isa = onednn_isa_name();
+  if (isa.rfind("avx512_core", 0) == 0) return KernelPath::kAvx512;
+  if (isa.rfind("avx2", 0) == 0) return KernelPath::kAvx2;
+  return KernelPath::kSse;
 }
 
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const bf16_t* A, int lda,

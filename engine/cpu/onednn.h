@@ -1,5 +1,6 @@
 // The engine's one handle on oneDNN: the bf16 matrix multiply behind CPU mixed precision
-// (train.dtype = "bf16" on run.device = "cpu"; matmul_bf16.h).
+// (train.dtype = "bf16" on run.device = "cpu"; matmul_bf16.h), and the fp32 sgemm the engine
+// prefers to OpenBLAS's where oneDNN is present (blas.h says why).
 //
 // Decision: oneDNN (Debian's libdnnl, the library PyTorch's CPU path uses) rather than a kernel of
 // our own: its matmul dispatches by instruction set (AVX512_BF16's vdpbf16ps, AMX tiles on CPUs
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "engine/core/bf16.h"
+#include "engine/cpu/cpu_features.h"
 
 namespace flotilla::cpu {
 
@@ -33,6 +35,18 @@ const OnednnInfo& onednn_info();
 // loaded, Error(kInternal) when oneDNN rejects the shape.
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const bf16_t* A, int lda,
                       const bf16_t* B, int ldb, float beta, float* C, int ldc);
+
+// dnnl_sgemm (fp32, row-major): C = alpha op(A) op(B) + beta C on the calling thread only, like the
+// bf16 matmul. Returns false, doing nothing, when oneDNN is not loaded; throws Error(kInternal)
+// when oneDNN rejects the call.
+bool onednn_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                  const float* B, int ldb, float beta, float* C, int ldc);
+
+// The instruction set oneDNN dispatches to on this CPU (chosen by oneDNN from cpuid features, not
+// a model table), e.g. "avx512_core_bf16"; "" when oneDNN is not loaded.
+std::string onednn_isa_name();
+// The fp32 kernel path that ISA stands for (kAvx512 for avx512_core*, kAvx2 for avx2*, else kSse).
+KernelPath onednn_fp32_path();
 
 // The implementation oneDNN chose for the last shape created, e.g. "gemm:jit" or
 // "brg:avx512_core_bf16" (for bench's kernel-path line); "" before any call.

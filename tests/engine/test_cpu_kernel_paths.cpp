@@ -18,6 +18,7 @@
 #include "check.h"
 #include "engine/cpu/blas.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/onednn.h"
 #include "engine/cpu/peak.h"
 #include "worker_run.h"
 
@@ -67,8 +68,17 @@ double gemm_error(const Shape& s, int threads, bool fixed_chunks, std::vector<fl
 int child(const std::string& expect_path) {
   const cpu::BlasInfo& info = cpu::blas_info();
   const cpu::KernelPath sgemm_expected = cpu::choose_kernel_path(cpu::cpu_features()).blas_path;
-  std::printf("child: FLOTILLA_CPU_PATH=%s -> core %s (requested %s), sgemm path %s\n", expect_path.c_str(),
-              info.loaded_core.c_str(), info.requested_core.c_str(), cpu::kernel_path_name(info.sgemm_path));
+  std::printf("child: %s -> core %s (requested %s), sgemm %s, path %s (%s)\n", expect_path.c_str(),
+              info.loaded_core.c_str(), info.requested_core.c_str(), info.sgemm_library.c_str(),
+              cpu::kernel_path_name(info.sgemm_path), info.sgemm_choice.c_str());
+  // oneDNN's sgemm only under FLOTILLA_SGEMM=onednn; it picks its ISA itself: on an AVX-512 CPU it
+  // must be avx512.
+  const bool onednn_expected = expect_path == "onednn";
+  CHECK_MSG(info.onednn_sgemm == onednn_expected, "oneDNN sgemm %d, expected %d (%s)", info.onednn_sgemm,
+            onednn_expected, info.sgemm_choice.c_str());
+  if (onednn_expected)
+    CHECK(info.sgemm_path == cpu::onednn_fp32_path() &&
+          info.sgemm_path == cpu::choose_kernel_path(cpu::cpu_features()).fp32);
   if (info.preloaded) {
     // FLOTILLA_CUDA=SIM links OpenBLAS into the simulator, so it loads before the engine can choose.
     std::printf("child: OpenBLAS was linked by another library; only the numerics are checked\n");
@@ -76,9 +86,9 @@ int child(const std::string& expect_path) {
     CHECK_MSG(info.loaded_core == info.requested_core, "loaded %s, requested %s", info.loaded_core.c_str(),
               info.requested_core.c_str());
   }
-  if (!info.preloaded && expect_path.empty()) {
+  if (!info.preloaded && (expect_path.empty() || expect_path == "onednn")) {
     CHECK(info.choice.widest == cpu::choose_kernel_path(cpu::cpu_features()).widest);
-    CHECK(info.sgemm_path == sgemm_expected);
+    if (!info.onednn_sgemm) CHECK(info.sgemm_path == sgemm_expected);
   } else if (!info.preloaded) {
     cpu::KernelPath p;
     CHECK(cpu::parse_kernel_path(expect_path, &p));
@@ -114,14 +124,20 @@ int main(int argc, char** argv) {
   const cpu::KernelChoice widest = cpu::choose_kernel_path(cpu::cpu_features());
   std::printf("this CPU: %s; %s; widest path %s\n", cpu::cpu_features().brand.c_str(),
               cpu::describe_features(cpu::cpu_features()).c_str(), cpu::kernel_path_name(widest.widest));
-  std::vector<std::string> paths = {""};  // the default first
+  // The default first (OpenBLAS at the CPU's widest core), then oneDNN's sgemm where oneDNN is
+  // present (FLOTILLA_SGEMM=onednn), then each path's OpenBLAS core.
+  std::vector<std::string> paths = {""};
+  if (cpu::onednn_info().loaded) paths.push_back("onednn");
   for (int p = 0; p <= static_cast<int>(widest.widest) && p <= static_cast<int>(cpu::KernelPath::kAvx512Bf16);
        ++p)
     paths.push_back(cpu::kernel_path_name(static_cast<cpu::KernelPath>(p)));
   for (const auto& path : paths) {
     const std::string log = fresh_dir("cpu-kernel-paths") + "/" + (path.empty() ? "default" : path) + ".log";
     std::vector<std::string> env = {"OPENBLAS_CORETYPE=Prescott"};
-    if (!path.empty()) env.push_back("FLOTILLA_CPU_PATH=" + path);
+    if (path == "onednn")
+      env.push_back("FLOTILLA_SGEMM=onednn");
+    else if (!path.empty())
+      env.push_back("FLOTILLA_CPU_PATH=" + path);
     const int code = wait_exit(spawn({"/proc/self/exe", "--child", path}, env, log));
     std::fputs(read_file(log).c_str(), stdout);
     CHECK_MSG(code == 0, "path '%s': child exit %d", path.c_str(), code);
@@ -132,6 +148,10 @@ int main(int argc, char** argv) {
     CHECK(r.exit_code != 0);
     CHECK_MSG(r.output.find("wider than this CPU") != std::string::npos, "%s", r.output.c_str());
   }
+  const auto bad_lib = run_worker({"bench", "--preset", "tiny", "--steps", "1", "--warmup", "0"},
+                                  {"FLOTILLA_SGEMM=mkl"});
+  CHECK_MSG(bad_lib.exit_code != 0 && bad_lib.output.find("FLOTILLA_SGEMM='mkl'") != std::string::npos,
+            "%s", bad_lib.output.c_str());
   const auto bad = run_worker({"probe", "--no-peak"}, {"FLOTILLA_CPU_PATH=avx9"});
   CHECK(bad.exit_code != 0 && bad.output.find("FLOTILLA_CPU_PATH='avx9'") != std::string::npos);
 
@@ -141,7 +161,7 @@ int main(int argc, char** argv) {
         {"bench", "--preset", "tiny", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "0"},
         {"FLOTILLA_CPU_PATH=avx2"});
     CHECK_MSG(b.exit_code == 0, "%s", b.output.c_str());
-    CHECK_MSG(b.output.find("OpenBLAS sgemm, core Haswell (avx2)") != std::string::npos, "%s",
+    CHECK_MSG(b.output.find("OpenBLAS sgemm, core Haswell (avx2; the default)") != std::string::npos, "%s",
               b.output.c_str());
     CHECK_MSG(
         b.output.find("warning: the matmuls run avx2, narrower than this CPU's avx512") != std::string::npos,
