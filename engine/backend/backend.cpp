@@ -94,6 +94,16 @@ FLOTILLA_UNSUPPORTED(void, gather_target_logits, "bf16", float*, const bf16_t*, 
 FLOTILLA_UNSUPPORTED(void, convert, "bf16", bf16_t*, const float*, size_t)
 FLOTILLA_UNSUPPORTED(void, convert, "bf16", float*, const bf16_t*, size_t)
 FLOTILLA_UNSUPPORTED(double, sum_values, "fp32", const float*, size_t)
+FLOTILLA_UNSUPPORTED(void, add_scaled_cols, "fp32", float*, int, int, const float*, long, int, float)
+FLOTILLA_UNSUPPORTED(void, add_scaled_cols, "bf16", bf16_t*, int, int, const bf16_t*, long, int, float)
+FLOTILLA_UNSUPPORTED(void, scaled_cols, "fp32", float*, const float*, int, int, long, int, float)
+FLOTILLA_UNSUPPORTED(void, scaled_cols, "bf16", bf16_t*, const bf16_t*, int, int, long, int, float)
+FLOTILLA_UNSUPPORTED(void, dropout, "fp32", float*, const float*, long, int, float, uint64_t, int, int)
+FLOTILLA_UNSUPPORTED(void, dropout, "bf16", bf16_t*, const bf16_t*, long, int, float, uint64_t, int, int)
+FLOTILLA_UNSUPPORTED(void, adamw_update, "bf16", bf16_t*, float*, const float*, float*, float*, size_t,
+                     const AdamWArgs&)
+FLOTILLA_UNSUPPORTED(void, adamw_update, "bf16", bf16_t*, float*, const bf16_t*, float*, float*, size_t,
+                     const AdamWArgs&)
 
 #undef FLOTILLA_UNSUPPORTED
 

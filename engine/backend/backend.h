@@ -38,6 +38,14 @@ struct KernelTime {
   long calls = 0;
 };
 
+// The arguments of one AdamW update call (Backend::adamw_update).
+struct AdamWArgs {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
+  int64_t t = 1;               // step, >= 1: the bias corrections 1 - beta^t
+  float grad_scale = 1.0f;     // gradients are multiplied by this as they are read (clipping)
+  uint32_t rounding_seed = 0;  // bf16 working copy: 0 = round to nearest even, else stochastic
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -124,8 +132,8 @@ class Backend {
                                   const bf16_t* inp, const bf16_t* weight, const float* mean,
                                   const float* rstd, long N, int C);
   // RMSNorm over C: out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps) in fp32 (kept for
-  // backward); backward accumulates into dinp and dweight. residual_rmsnorm_forward: residual = a
-  // + b, then out = rmsnorm(residual).
+  // backward); backward accumulates into dinp and dweight (skipped when null). residual_rmsnorm_forward:
+  // residual = a + b, then out = rmsnorm(residual).
   virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C,
                                float eps);
   virtual void rmsnorm_forward(bf16_t* out, float* rstd, const bf16_t* inp, const bf16_t* weight, long N,
@@ -139,8 +147,8 @@ class Backend {
   virtual void rmsnorm_backward(bf16_t* dinp, bf16_t* dweight, const bf16_t* dout, const bf16_t* inp,
                                 const bf16_t* weight, const float* rstd, long N, int C);
   // out (N,OC) = inp (N,IC) @ weight (OC,IC)^T + bias (bias may be null); gelu_out != nullptr also
-  // writes gelu(out) (fused where the backend can). Backward: dinp overwritten (skipped when
-  // null), dweight and dbias accumulate (dbias skipped when null).
+  // writes gelu(out) (fused where the backend can). Backward: dinp overwritten, dweight and dbias
+  // accumulate; each is skipped when null (a frozen weight: LoRA's base).
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                               int IC, int OC, float* gelu_out) = 0;
   virtual void matmul_forward(bf16_t* out, const bf16_t* inp, const bf16_t* weight, const bf16_t* bias, int N,
@@ -176,7 +184,7 @@ class Backend {
                              int NKV, int HD);
   // Per-head RMSNorm of q and k (Qwen 3): out = inp with every q head normalised and scaled by
   // qw (HD), every k head by kw, v copied; rstd (N, NH+NKV) fp32. Backward overwrites dinp (v
-  // copied through) and accumulates dqw, dkw.
+  // copied through) and accumulates dqw, dkw (skipped when null).
   virtual void qk_norm_forward(float* out, float* rstd, const float* inp, const float* qw, const float* kw,
                                long N, int NH, int NKV, int HD, float eps);
   virtual void qk_norm_forward(bf16_t* out, float* rstd, const bf16_t* inp, const bf16_t* qw,
@@ -215,14 +223,37 @@ class Backend {
                                              const int32_t* targets, float dloss, long N, int V, int Vp);
   virtual void gather_target_logits(float* out, const float* logits, const int32_t* targets, long N, int Vp);
   virtual void gather_target_logits(float* out, const bf16_t* logits, const int32_t* targets, long N, int Vp);
+  // LoRA's adapter path (engine/model/lora.h). add_scaled_cols: y[r, col0 + j] += scale * x[r, j]
+  // for r < N, j < n, y rows ldy elements apart (an adapter's output into its columns of a fused
+  // projection). scaled_cols: out[r, j] = scale * y[r, col0 + j] (that slice of a gradient). dropout:
+  // out = in * keep / (1 - p), keep from engine/core/lora_mask.h (may run in
+  // place; the same call is its own backward). in and out are (N, n); element (r, j) draws mask
+  // index r * ld + col0 + j, so a tensor-parallel slice of columns draws the whole tensor's mask.
+  virtual void add_scaled_cols(float* y, int ldy, int col0, const float* x, long N, int n, float scale);
+  virtual void add_scaled_cols(bf16_t* y, int ldy, int col0, const bf16_t* x, long N, int n, float scale);
+  virtual void scaled_cols(float* out, const float* y, int ldy, int col0, long N, int n, float scale);
+  virtual void scaled_cols(bf16_t* out, const bf16_t* y, int ldy, int col0, long N, int n, float scale);
+  virtual void dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld, int col0);
+  virtual void dropout(bf16_t* out, const bf16_t* in, long N, int n, float p, uint64_t key, int ld, int col0);
   // fp32 <-> bf16 (round to nearest even).
   virtual void convert(bf16_t* out, const float* in, size_t n);
   virtual void convert(float* out, const bf16_t* in, size_t n);
   // sum of x in double, in a fixed order (the same result for any thread count); synchronises.
   virtual double sum_values(const float* x, size_t n);
-  // One AdamW step (PyTorch semantics) on n parameters; weight_decay 0 for non-decaying tensors.
-  virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
+  // One AdamW step (PyTorch semantics, engine/cpu/adamw.h) on n parameters, the gradients
+  // multiplied by a.grad_scale as they are read; weight_decay 0 for non-decaying tensors. The mixed
+  // forms update fp32 master weights from fp32 or bf16 gradients and write the bf16 working copy
+  // in the same pass (round to nearest, or stochastically with a.rounding_seed != 0).
+  virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                            const AdamWArgs& a) = 0;
+  virtual void adamw_update(bf16_t* params, float* master, const float* grads, float* m, float* v, size_t n,
+                            const AdamWArgs& a);
+  virtual void adamw_update(bf16_t* params, float* master, const bf16_t* grads, float* m, float* v, size_t n,
+                            const AdamWArgs& a);
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t t) {
+    adamw_update(params, grads, m, v, n, AdamWArgs{lr, beta1, beta2, eps, weight_decay, t});
+  }
   // sum of g^2 (double, independent of the thread count) / g *= s.
   virtual double sum_squares(const float* g, size_t n) = 0;
   virtual void scale_values(float* g, size_t n, float s) = 0;

@@ -22,7 +22,7 @@ namespace flotilla {
 class Backend;
 class DeviceModel;
 struct ModelDims;
-using GptDims = ModelDims;  // engine/model/gpt.h
+using ModelDims = ModelDims;  // engine/model/gpt.h
 struct ModelParallel;
 struct OptimizerShard;
 struct ProbeResult;
@@ -46,7 +46,7 @@ struct CudaApi {
   bool (*device_available)(std::string* reason) = nullptr;
   // The process-wide CudaBackend, created on first call; throws flotilla::Error without a device.
   Backend& (*backend)() = nullptr;
-  std::unique_ptr<DeviceModel> (*make_train_model)(const RunConfig&, const GptDims&, const OptimizerShard&,
+  std::unique_ptr<DeviceModel> (*make_train_model)(const RunConfig&, const ModelDims&, const OptimizerShard&,
                                                    const ModelParallel&) = nullptr;
   int (*cmd_bench)(const std::vector<std::string>& args) = nullptr;  // bench --device cuda
   // Fills gpu_status, gpus, cuda_driver, cuda_runtime, cublas, nccl.

@@ -9,7 +9,8 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/config/config_schema.h"
 #include "engine/core/error.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/lora.h"
+#include "engine/model/param_layout.h"
 #include "engine/parallel/rank_grid.h"
 
 namespace flotilla {
@@ -52,7 +53,9 @@ LoadedCheckpoint load_params_section(const std::string& dir, std::vector<std::st
   return *loaded;
 }
 
-GptDims dims_from_trainer_json(const LoadedCheckpoint& c) {
+// The checkpoint's resolved config: every [model] and [lora] key its trainer.json has (older
+// checkpoints: GPT-2's only; the rest keep their defaults, which describe GPT-2 without LoRA).
+RunConfig config_from_trainer_json(const LoadedCheckpoint& c) {
   const auto j = nlohmann::json::parse(c.trainer_state_json, nullptr, false);
   const std::string where = c.dir + "/trainer.json";
   if (j.is_discarded() || !j.is_object())
@@ -72,18 +75,19 @@ GptDims dims_from_trainer_json(const LoadedCheckpoint& c) {
   get("n_embd");
   get("vocab_size");
   get("max_seq_len");
-  // Every [model] key the checkpoint's config has (older checkpoints: GPT-2's only; the rest keep
-  // their defaults, which describe GPT-2).
   RunConfig rc;
   for (const ConfigKey& key : config_keys()) {
-    if (key.section != "model" || !m.contains(key.name)) continue;
-    const auto& v = m[key.name];
+    if (key.section != "model" && key.section != "lora") continue;
+    if (!cfg->contains(key.section) || !(*cfg)[key.section].is_object()) continue;
+    const auto& sec = (*cfg)[key.section];
+    if (!sec.contains(key.name)) continue;
+    const auto& v = sec[key.name];
     void* field = field_ptr(key, rc);
     const bool ok = key.storage == FieldStorage::kString   ? v.is_string()
                     : key.storage == FieldStorage::kBool   ? v.is_boolean()
                     : key.storage == FieldStorage::kDouble ? v.is_number()
                                                            : v.is_number_integer();
-    if (!ok) throw_checkpoint(where + ": config.model." + key.name + " has the wrong type");
+    if (!ok) throw_checkpoint(where + ": config." + key.path() + " has the wrong type");
     switch (key.storage) {
       case FieldStorage::kString:
         *static_cast<std::string*>(field) = v.get<std::string>();
@@ -105,9 +109,17 @@ GptDims dims_from_trainer_json(const LoadedCheckpoint& c) {
         break;
     }
   }
-  const GptDims d = dims_from_config(rc.model);
+  const ModelDims d = dims_from_config(rc.model);
   if (const std::string problem = dims_problem(d); !problem.empty()) throw_checkpoint(where + ": " + problem);
-  return d;
+  if (rc.lora.enabled) {
+    try {
+      if (rc.lora.rank < 1) throw_config("lora.rank " + std::to_string(rc.lora.rank) + " is below 1");
+      (void)parse_lora_targets(rc.lora.targets);
+    } catch (const Error& e) {
+      throw_checkpoint(where + ": config.lora is not valid: " + e.what());
+    }
+  }
+  return rc;
 }
 
 struct SavedLayout {
@@ -129,20 +141,20 @@ SavedLayout layout_from_trainer_json(const LoadedCheckpoint& c) {
 }
 
 // Tensor/pipeline-parallel checkpoints: every shard's "params" lives in the file of its first DP
-// replica; gather them into the full llm.c layout.
-void gather_shards(const LoadedCheckpoint& rank0, const GptDims& d, const SavedLayout& l,
-                   std::vector<float>& full) {
+// replica; gather them into the full layout of `table` (the architecture's, or LoRA's adapters).
+void gather_shards(const LoadedCheckpoint& rank0, const ModelDims& d, const ParamLayout& table,
+                   const SavedLayout& l, std::vector<float>& full) {
   const parallel::RankGrid grid(l.world, l.dp, l.tp, l.pp);
   const fs::path dir = fs::path(rank0.dir).lexically_normal();
   const std::string parent = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
   CheckpointStore store(parent.empty() ? "." : parent);
-  full.assign(num_parameters(d), 0.0f);
+  full.assign(table.full_params(), 0.0f);
   for (int stage = 0; stage < l.pp; ++stage) {
     for (int t = 0; t < l.tp; ++t) {
       const int rank = grid.rank_of({0, t, stage});
-      const GptShard shard = make_shard(d, l.tp, t, l.pp, stage);
+      const ModelShard shard = make_shard(d, l.tp, t, l.pp, stage);
       size_t expect = 0;
-      for (size_t n : local_param_sizes(d, shard)) expect += n;
+      for (size_t n : local_param_sizes(table, shard)) expect += n;
       const LoadedCheckpoint c = rank == 0 ? rank0 : store.load_dir(rank0.dir, rank, {"params"});
       bool found = false;
       for (const LoadedTensor& tensor : c.tensors) {
@@ -151,7 +163,7 @@ void gather_shards(const LoadedCheckpoint& rank0, const GptDims& d, const SavedL
           throw_checkpoint(rank0.dir + ": rank " + std::to_string(rank) + " (" + shard.describe() +
                            ") holds " + std::to_string(tensor.data.size() / 4) +
                            " parameters, its shard needs " + std::to_string(expect));
-        shard_to_full(d, shard, reinterpret_cast<const float*>(tensor.data.data()), full.data());
+        shard_to_full(table, shard, reinterpret_cast<const float*>(tensor.data.data()), full.data());
         found = true;
       }
       if (!found)
@@ -168,25 +180,30 @@ ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::
   ModelCheckpoint out;
   out.dir = c.dir;
   out.step = c.step;
-  out.dims = dims_from_trainer_json(c);
+  const RunConfig rc = config_from_trainer_json(c);
+  out.dims = dims_from_config(rc.model);
+  out.lora = lora_spec(rc);
+  out.init_from = rc.model.init_from;
   out.trainer_state_json = c.trainer_state_json;
   if (const auto j = nlohmann::json::parse(c.trainer_state_json, nullptr, false); j.is_object()) {
-    const auto cfg = j.find("config");
-    if (cfg != j.end() && cfg->is_object() && cfg->contains("model") && (*cfg)["model"].is_object() &&
-        (*cfg)["model"].contains("init_from") && (*cfg)["model"]["init_from"].is_string())
-      out.init_from = (*cfg)["model"]["init_from"].get<std::string>();
+    if (const auto base = j.find("lora_base");
+        base != j.end() && base->is_object() && base->contains("weights") && (*base)["weights"].is_string())
+      out.base_weights = (*base)["weights"].get<std::string>();
   }
+  const ParamLayout table = out.lora.enabled() ? ParamLayout(out.dims, out.lora) : ParamLayout(out.dims);
   const SavedLayout layout = layout_from_trainer_json(c);
   if (layout.tp > 1 || layout.pp > 1) {
-    gather_shards(c, out.dims, layout, out.params);
+    gather_shards(c, out.dims, table, layout, out.params);
     return out;
   }
+  const size_t n = table.full_params();
   for (const LoadedTensor& t : c.tensors) {
     if (t.name != "params") continue;
-    if (t.data.size() != num_parameters(out.dims) * sizeof(float))
-      throw_checkpoint(c.dir + ": the params section holds " + std::to_string(t.data.size() / 4) +
-                       " floats, but config.model needs " + std::to_string(num_parameters(out.dims)));
-    out.params.resize(num_parameters(out.dims));
+    if (t.data.size() != n * sizeof(float))
+      throw_checkpoint(
+          c.dir + ": the params section holds " + std::to_string(t.data.size() / 4) + " floats, but " +
+          (out.lora.enabled() ? "config.lora's adapters need " : "config.model needs ") + std::to_string(n));
+    out.params.resize(n);
     std::memcpy(out.params.data(), t.data.data(), t.data.size());
     return out;
   }

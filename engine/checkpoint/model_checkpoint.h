@@ -10,16 +10,21 @@
 #include <vector>
 
 #include "engine/model/gpt.h"
+#include "engine/model/lora.h"
 
 namespace flotilla {
 
 struct ModelCheckpoint {
   std::string dir;  // the verified step-N directory
   int64_t step = 0;
-  GptDims dims;
-  std::vector<float> params;  // num_parameters(dims) floats, our layout
+  ModelDims dims;
+  LoraSpec lora;  // a LoRA run's adapters (rank 0: full training)
+  // What trained: num_parameters(dims) floats in our layout, or under LoRA the whole adapter vector
+  // (ParamLayout(dims, lora)); the frozen base is model.init_from's (interop/peft.h merges them).
+  std::vector<float> params;
   std::string trainer_state_json;
-  std::string init_from;  // the run's model.init_from ("" when it started from random weights)
+  std::string init_from;     // the run's model.init_from ("" when it started from random weights)
+  std::string base_weights;  // LoRA: the fingerprint of init_from's weight files when it was trained
 };
 
 // Throws Error(kCheckpoint) naming the directory and what is missing. Damaged newer checkpoints

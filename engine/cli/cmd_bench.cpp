@@ -133,11 +133,11 @@ int cmd_bench(const CommandArgs& argv) {
   cpu::store_peak(cpu::peak_cache_path(), ceiling);  // kept for `train` only when trusted
   const double peak_before = ceiling.sgemm_gflops;
 
-  GptModel model(d);
+  Model model(d);
   model.init_random(1337);
-  AdamW opt(model.num_params());
-  const auto ranges = gpt_decay_ranges(d);
-  const OptimHyper hyper;
+  AdamW opt(model.backend(), param_groups(model), 0, model.num_params());
+  AdamWHyper hyper;
+  hyper.lr = 1e-4f;
   const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
   std::vector<int32_t> tokens(N + 1);
   Rng rng(42);
@@ -161,7 +161,7 @@ int cmd_bench(const CommandArgs& argv) {
     const double t_bwd = seconds_since(t0) - t_fwd;
     const float norm = global_grad_norm(model.grads(), model.num_params());
     if (norm > 1.0f) scale_grads(model.grads(), model.num_params(), 1.0f / norm);
-    opt.step(model.params(), model.grads(), ranges, 1e-4f, hyper, s + 1);
+    opt.step(model.params(), model.grads(), hyper, s + 1);
     backend.synchronize();
     const double t_all = seconds_since(t0);
     if (s == 0) first_loss = loss;

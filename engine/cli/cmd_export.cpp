@@ -77,7 +77,7 @@ int cmd_export(const CommandArgs& argv) {
   std::vector<std::string> warnings;
   const ModelCheckpoint c = load_model_checkpoint(*dir, &warnings);
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  const GptDims& d = c.dims;
+  const ModelDims& d = c.dims;
   const float* params = c.params.data();
 
   std::string path = *out;

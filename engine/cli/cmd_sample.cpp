@@ -67,7 +67,7 @@ int cmd_sample(const CommandArgs& argv) {
     throw_usage("the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the model only " +
                 std::to_string(ck.dims.vocab_size) + ": use the tokenizer the data was prepared with");
 
-  GptModel model(ck.dims);
+  Model model(ck.dims);
   std::copy(ck.params.begin(), ck.params.end(), model.params());
   Rng rng(seed);
   const auto ids = sample_tokens(model, context, so, rng);

@@ -460,6 +460,10 @@ uint64_t config_hash(const RunConfig& config) {
   for (const char* path : kShapeKeys) mix(path);
   if (config.model.arch == "llama")
     for (const char* path : kLlamaKeys) mix(path);
+  // LoRA's checkpoints hold the adapters: their shape keys (only when enabled, so the hash of every
+  // full-training checkpoint stays what it was).
+  if (config.lora.enabled)
+    for (const char* path : {"lora.enabled", "lora.rank", "lora.targets"}) mix(path);
   return h;
 }
 

@@ -85,6 +85,16 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(model, init_from,
                    "weights to start from: a Hugging Face folder, .safetensors, llm.c .bin"),
 
+      FLOTILLA_KEY(lora, enabled, "fine-tune LoRA adapters on the frozen model.init_from weights"),
+      FLOTILLA_KEY(lora, rank, "adapter rank r"),
+      FLOTILLA_KEY(lora, alpha,
+                   "scaling numerator: updates are alpha/r x B A (alpha/sqrt(r) with use_rslora)"),
+      FLOTILLA_KEY(lora, dropout, "dropout on the adapter input while training (seeded by run.seed)"),
+      FLOTILLA_KEY(lora, use_rslora, "rank-stabilised scaling alpha/sqrt(r) instead of alpha/r"),
+      FLOTILLA_KEY(lora, targets,
+                   "all-linear | attention | mlp | a comma list of q_proj, k_proj, ..., down_proj"),
+      FLOTILLA_KEY(lora, init_from, "a PEFT adapter folder to continue from (it sets r, alpha, targets)"),
+
       FLOTILLA_KEY(data, source, "\"synthetic\" (deterministic demo corpus) or \"shards\"", "synthetic",
                    "shards"),
       FLOTILLA_KEY(data, train, "train shards: path or glob of llm.c .bin files"),
@@ -135,6 +145,8 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, export_hf,
                    "after the last step, also write a Hugging Face folder here (llama); \"\" off"),
       FLOTILLA_KEY(checkpoint, export_dtype, "dtype of that folder's weights: bf16 | fp32", "bf16", "fp32"),
+      FLOTILLA_KEY(checkpoint, export_peft,
+                   "LoRA: after the last step, also write the adapter as a PEFT folder here; \"\" off"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
       FLOTILLA_KEY(eval, batches, "validation micro-batches per evaluation"),
@@ -185,7 +197,8 @@ KeyType ConfigKey::type() const {
 const std::vector<ConfigSectionInfo>& config_sections() {
   static const std::vector<ConfigSectionInfo> sections = {
       {"run", "identity of the run: name, directory, seed, device, threads and crash restarts"},
-      {"model", "the GPT-2 architecture: a preset plus any dimension overridden"},
+      {"model", "the architecture: a preset plus any dimension overridden, or a Hugging Face folder"},
+      {"lora", "LoRA fine-tuning: low-rank adapters trained on a frozen model.init_from"},
       {"data", "where tokens come from: the synthetic demo corpus or llm.c token shards"},
       {"train", "batch geometry, step count, precision and the gradient guards"},
       {"optim", "AdamW and the learning-rate schedule"},

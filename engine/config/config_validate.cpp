@@ -5,6 +5,7 @@
 // the docs and here), and numeric rules state the bound in the message rather than a code.
 #include "engine/config/config_validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "engine/config/config_schema.h"
 #include "engine/core/error.h"
 #include "engine/model/gpt.h"
+#include "engine/model/lora.h"
 
 namespace flotilla {
 namespace {
@@ -156,6 +158,58 @@ void check_model(const RunConfig& c, Problems& p) {
                                    " is a Hugging Face folder; its config.json sets model.arch "
                                    "(run the worker's train or plan, which read it)");
   }
+}
+
+// [lora]: each bad value by its key, before anything starts.
+void check_lora(const RunConfig& c, Problems& p) {
+  const LoraSection& l = c.lora;
+  if (!l.enabled) {
+    if (!l.init_from.empty())
+      p.add("lora.init_from", q(l.init_from) +
+                                  " is set but lora.enabled = false; set lora.enabled = true to "
+                                  "continue training that adapter, or clear lora.init_from");
+    if (!c.checkpoint.export_peft.empty())
+      p.add("checkpoint.export_peft",
+            "writes a LoRA adapter, but lora.enabled = false; set lora.enabled = true or clear it");
+    return;
+  }
+  if (c.model.arch != "llama")
+    p.add("lora.enabled",
+          "LoRA adapters train the Llama family (model.arch = \"llama\", e.g. a Hugging Face "
+          "folder as model.init_from), not " +
+              q(c.model.arch));
+  if (c.model.init_from.empty())
+    p.add("lora.enabled",
+          "LoRA trains adapters on frozen weights, so it needs model.init_from (a Hugging Face folder, "
+          "e.g. a Llama, Qwen or SmolLM2 model); without it the base would be random");
+  if (l.rank < 1) p.add("lora.rank", num(int64_t{l.rank}) + " must be at least 1 (typical: 8 to 64)");
+  const int widest = std::min(
+      {c.model.n_embd, c.model.arch == "llama" && c.model.ffn_dim > 0 ? c.model.ffn_dim : c.model.n_embd});
+  if (l.rank >= 1 && widest >= 1 && l.rank > widest)
+    p.add("lora.rank", num(int64_t{l.rank}) + " exceeds the model width " + num(int64_t{widest}) +
+                           "; a low-rank adapter needs rank < width");
+  finite_at_least(p, "lora.alpha", l.alpha, 0.0, true, " (the scaling is alpha / rank)");
+  if (!std::isfinite(l.dropout) || l.dropout < 0.0 || l.dropout >= 1.0)
+    p.add("lora.dropout", num(l.dropout) + " must be in [0, 1)");
+  try {
+    (void)parse_lora_targets(l.targets);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    const std::string prefix = "lora.targets";
+    if (msg.compare(0, prefix.size(), prefix) == 0) msg = msg.substr(prefix.size());
+    while (!msg.empty() && (msg[0] == ':' || msg[0] == ' ')) msg.erase(0, 1);
+    p.add("lora.targets", msg);
+  }
+  if (!l.init_from.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(std::filesystem::path(l.init_from) / "adapter_config.json", ec))
+      p.add("lora.init_from", q(l.init_from) +
+                                  " has no adapter_config.json; give a PEFT adapter folder "
+                                  "(adapter_config.json + adapter_model.safetensors)");
+  }
+  if (!c.checkpoint.export_peft.empty() && !c.checkpoint.save_final)
+    p.add("checkpoint.export_peft",
+          "needs checkpoint.save_final = true (the adapter is written from the final checkpoint)");
 }
 
 void check_data(const RunConfig& c, Problems& p) {
@@ -327,6 +381,7 @@ std::vector<ConfigProblem> validate(const RunConfig& config, int world_size) {
   check_choices(config, p);
   check_run(config, p);
   check_model(config, p);
+  check_lora(config, p);
   check_data(config, p);
   check_train(config, p);
   check_optim(config, p);

@@ -44,6 +44,17 @@ struct ModelSection {
   std::string init_from = "";  // weights to start from: a Hugging Face folder, .safetensors, llm.c .bin
 };
 
+struct LoraSection {
+  bool enabled = false;     // fine-tune LoRA adapters on the frozen model.init_from weights
+  int rank = 16;            // adapter rank r
+  double alpha = 32;        // scaling numerator: updates are alpha/r x B A (alpha/sqrt(r) with use_rslora)
+  double dropout = 0.0;     // dropout on the adapter input while training (seeded by run.seed)
+  bool use_rslora = false;  // rank-stabilised scaling alpha/sqrt(r) instead of alpha/r
+  std::string targets =
+      "all-linear";  // all-linear | attention | mlp | a comma list of q_proj, k_proj, ..., down_proj
+  std::string init_from = "";  // a PEFT adapter folder to continue from (it sets r, alpha, targets)
+};
+
 struct DataSection {
   std::string source = "synthetic";    // "synthetic" (deterministic demo corpus) or "shards"
   std::string train = "";              // train shards: path or glob of llm.c .bin files
@@ -97,6 +108,8 @@ struct CheckpointSection {
   bool save_final = true;       // save a checkpoint after the last step
   std::string export_hf = "";   // after the last step, also write a Hugging Face folder here (llama); "" off
   std::string export_dtype = "bf16";  // dtype of that folder's weights: bf16 | fp32
+  std::string export_peft =
+      "";  // LoRA: after the last step, also write the adapter as a PEFT folder here; "" off
 };
 
 struct EvalSection {
@@ -117,6 +130,7 @@ struct BudgetSection {
 struct RunConfig {
   RunSection run;
   ModelSection model;
+  LoraSection lora;
   DataSection data;
   TrainSection train;
   OptimSection optim;

@@ -11,7 +11,7 @@ namespace flotilla::cpu {
 
 FLOTILLA_SIMD_CLONES
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t t) {
+                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
   const float step_size = static_cast<float>(lr / bc1);
@@ -21,7 +21,7 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
   const long count = static_cast<long>(n);
 #pragma omp parallel for simd schedule(static)
   for (long i = 0; i < count; ++i) {
-    const float g = grads[i];
+    const float g = grads[i] * grad_scale;
     const float mi = beta1 * m[i] + one_minus_b1 * g;
     const float vi = beta2 * v[i] + one_minus_b2 * g * g;
     m[i] = mi;

@@ -20,6 +20,7 @@
 #include "engine/cpu/gelu.h"
 #include "engine/cpu/global_norm.h"
 #include "engine/cpu/layernorm.h"
+#include "engine/cpu/lora.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_bf16.h"
 #include "engine/cpu/residual.h"
@@ -258,10 +259,23 @@ double CpuBackend::sum_values(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) sum += x[i];
   return sum;
 }
-void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                              float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+void CpuBackend::add_scaled_cols(float* y, int ldy, int col0, const float* x, long N, int n, float scale) {
+  Timer t(this, kLora);
+  cpu::add_scaled_cols(y, ldy, col0, x, N, n, scale);
+}
+void CpuBackend::scaled_cols(float* out, const float* y, int ldy, int col0, long N, int n, float scale) {
+  Timer t(this, kLora);
+  cpu::scaled_cols(out, y, ldy, col0, N, n, scale);
+}
+void CpuBackend::dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld,
+                         int col0) {
+  Timer t(this, kLora);
+  cpu::dropout(out, in, N, n, p, key, ld, col0);
+}
+void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                              const AdamWArgs& a) {
   Timer t(this, kAdamw);
-  cpu::adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+  cpu::adamw_update(params, grads, m, v, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t, a.grad_scale);
 }
 double CpuBackend::sum_squares(const float* g, size_t n) {
   Timer t(this, kGlobalNorm);
@@ -274,8 +288,8 @@ void CpuBackend::scale_values(float* g, size_t n, float s) {
 
 std::vector<KernelTime> CpuBackend::profile() const {
   static const char* names[kCount] = {
-      "encoder", "layernorm", "matmul", "attention", "gelu",       "residual", "softmax_crossentropy",
-      "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm"};
+      "encoder", "layernorm", "matmul", "attention", "gelu",        "residual", "softmax_crossentropy",
+      "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm", "lora"};
   std::vector<KernelTime> out;
   for (int f = 0; f < kCount; ++f) out.push_back(KernelTime{names[f], seconds_[f], calls_[f]});
   return out;

@@ -90,8 +90,10 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
     const bf16_t* w = rounded(sc.weight, weight, static_cast<size_t>(OC) * IC);  // (OC, IC)
     gemm_bf16(false, false, N, IC, OC, d, OC, w, IC, 0.0f, dinp, IC);
   }
-  const bf16_t* x = rounded(sc.inp, inp, static_cast<size_t>(N) * IC);  // (N, IC)
-  gemm_bf16(true, false, OC, IC, N, d, OC, x, IC, 1.0f, dweight, IC);
+  if (dweight != nullptr) {
+    const bf16_t* x = rounded(sc.inp, inp, static_cast<size_t>(N) * IC);  // (N, IC)
+    gemm_bf16(true, false, OC, IC, N, d, OC, x, IC, 1.0f, dweight, IC);
+  }
   if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 

@@ -64,7 +64,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
       row_backward(dinp + off, dout + off, inp + off, weight, rstd[r], C, true);
     }
 #pragma omp for schedule(static)
-    for (int blk = 0; blk < blocks; ++blk) {
+    for (int blk = 0; blk < (dweight != nullptr ? blocks : 0); ++blk) {
       const int c0 = blk * kBlock, c1 = c0 + kBlock < C ? c0 + kBlock : C;
       float dw[kBlock] = {};
       for (long r = 0; r < N; ++r) {
@@ -107,7 +107,7 @@ void qk_norm_backward(float* dinp, float* dqw, float* dkw, const float* dout, co
     // Weight gradients first (dinp may alias dout): one task per (q or k) weight vector, rows and
     // heads in order.
 #pragma omp for schedule(static)
-    for (int which = 0; which < 2; ++which) {
+    for (int which = 0; which < (dqw != nullptr ? 2 : 0); ++which) {
       float* dw = which == 0 ? dqw : dkw;
       const int h0 = which == 0 ? 0 : NH, h1 = which == 0 ? NH : heads;
       for (long r = 0; r < N; ++r)

@@ -39,10 +39,11 @@ __device__ __forceinline__ float adamw_one(float p, float g, float* m, float* v,
   return p * c.decay - c.step_size * mi / denom;
 }
 
-__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, Coeffs c) {
+__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, float grad_scale,
+                             Coeffs c) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
-    params[i] = adamw_one(params[i], grads[i], m + i, v + i, c);
+    params[i] = adamw_one(params[i], grads[i] * grad_scale, m + i, v + i, c);
 }
 
 __device__ __forceinline__ uint32_t hash3(uint32_t a, uint32_t b, uint32_t c) {
@@ -76,9 +77,9 @@ __global__ void adamw_mixed_kernel(bf16* params, float* master, const G* grads, 
 }  // namespace
 
 void adamw_update(Context& ctx, float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+                  float beta1, float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
   if (n == 0) return;
-  adamw_kernel<<<grid_for(n, 256), 256, 0, ctx.stream()>>>(params, grads, m, v, n,
+  adamw_kernel<<<grid_for(n, 256), 256, 0, ctx.stream()>>>(params, grads, m, v, n, grad_scale,
                                                             coeffs(lr, beta1, beta2, eps, weight_decay, t));
   check_launch("adamw_update");
 }

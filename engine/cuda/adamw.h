@@ -8,9 +8,10 @@
 
 namespace flotilla::cuda {
 
-// All fp32, exactly the CPU kernel's operation order.
+// All fp32, exactly the CPU kernel's operation order (gradients multiplied by grad_scale as read).
 void adamw_update(Context& ctx, float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, int64_t t);
+                  float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                  float grad_scale = 1.0f);
 
 // Mixed precision: fp32 master weights and moments, gradients in G (float or bf16, multiplied by
 // grad_scale as they are read, e.g. for clipping), and the bf16

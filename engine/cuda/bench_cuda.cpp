@@ -2,7 +2,7 @@
 // same run. Non-obvious decisions: the peak is the best of cuBLASLt bf16 (or fp32) 8192^3 GEMMs
 // timed with CUDA events in this process (not a datasheet figure), so MFU is a ratio of two
 // numbers taken on the same GPU, clocks and driver; the micro-batch is the largest of a
-// descending list whose predicted footprint (CudaGpt::predicted_bytes) fits in cudaMemGetInfo's
+// descending list whose predicted footprint (GpuTrainer::predicted_bytes) fits in cudaMemGetInfo's
 // free memory with a 10% margin, and the prediction is printed next to the measured use.
 #include "engine/cuda/bench_cuda.h"
 #include "engine/plan/planner.h"
@@ -21,7 +21,7 @@
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
-#include "engine/cuda/gpt_cuda.h"
+#include "engine/cuda/gpu_trainer.h"
 #include "engine/cuda/matmul.h"
 
 namespace flotilla::cuda {
@@ -91,7 +91,7 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   ModelSection shape = preset->shape;
   if (!preset->sets_vocab) shape.vocab_size = 50257;  // GPT-2's tokenizer
   shape.max_seq_len = std::max(preset->sets_vocab ? shape.max_seq_len : 1024, T);
-  const GptDims d = dims_from_config(shape);
+  const ModelDims d = dims_from_config(shape);
 
   if (!json)
     std::fprintf(stderr, "measuring the %s GEMM peak (%d^3)...\n", use_bf16 ? "bf16" : "fp32", kPeakGemmN);
@@ -102,7 +102,7 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   int B = batch_arg;
   if (B == 0) {
     for (int cand : {64, 48, 32, 24, 16, 12, 8, 4, 2, 1}) {
-      if (static_cast<double>(CudaGpt::predicted_bytes(d, cand, T, use_bf16)) <
+      if (static_cast<double>(GpuTrainer::predicted_bytes(d, cand, T, use_bf16)) <
           0.9 * static_cast<double>(free_b)) {
         B = cand;
         break;
@@ -110,14 +110,14 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     }
     if (B == 0) throw Error(ExitCode::kOutOfMemory, "bench: not even micro-batch 1 fits in GPU memory");
   }
-  const size_t predicted = CudaGpt::predicted_bytes(d, B, T, use_bf16);
-  CudaGptOptions o;
+  const size_t predicted = GpuTrainer::predicted_bytes(d, B, T, use_bf16);
+  GpuTrainerOptions o;
   o.bf16 = use_bf16;
-  CudaGpt gpt(be, d, B, T, o);
+  GpuTrainer gpt(be, d, B, T, o);
   size_t free_after = 0;
   check_cuda(cudaMemGetInfo(&free_after, &total_b), "cudaMemGetInfo");
   {
-    GptModel init(d);
+    Model init(d);
     init.init_random(1337);
     gpt.set_params(init.params());
   }
@@ -128,11 +128,12 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
 
   std::vector<double> times;
   float first_loss = 0, last_loss = 0;
-  const AdamWHyper h;
+  AdamWHyper h;
+  h.lr = 1e-4f;
   for (int s = 0; s < warmup + steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     const float loss = gpt.forward_backward(tokens.data(), tokens.data() + 1);
-    gpt.step(1e-4f, h, 1.0f, s + 1);
+    gpt.step(h, 1.0f, s + 1);
     ctx.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s == 0) first_loss = loss;

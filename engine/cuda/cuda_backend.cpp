@@ -18,6 +18,7 @@
 #include "engine/cuda/gelu.h"
 #include "engine/cuda/global_norm.h"
 #include "engine/cuda/layernorm.h"
+#include "engine/cuda/lora.h"
 #include "engine/cuda/matmul.h"
 #include "engine/cuda/residual.h"
 #include "engine/cuda/rmsnorm.h"
@@ -273,6 +274,18 @@ inline const bf16* dev(const bf16_t* p) { return reinterpret_cast<const bf16*>(p
                                          int Vp) {                                                           \
     Timer t(this, kSoftmaxCe);                                                                               \
     cuda::gather_target_logits(*ctx_, out, dev(logits), targets, N, Vp);                                     \
+  }                                                                                                          \
+  void CudaBackend::add_scaled_cols(S* y, int ldy, int col0, const S* x, long N, int n, float scale) {       \
+    Timer t(this, kLora);                                                                                    \
+    cuda::add_scaled_cols(*ctx_, dev(y), ldy, col0, dev(x), N, n, scale);                                    \
+  }                                                                                                          \
+  void CudaBackend::scaled_cols(S* out, const S* y, int ldy, int col0, long N, int n, float scale) {         \
+    Timer t(this, kLora);                                                                                    \
+    cuda::scaled_cols(*ctx_, dev(out), dev(y), ldy, col0, N, n, scale);                                      \
+  }                                                                                                          \
+  void CudaBackend::dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) {   \
+    Timer t(this, kLora);                                                                                    \
+    cuda::dropout(*ctx_, dev(out), dev(in), N, n, p, key, ld, col0);                                         \
   }
 FLOTILLA_CUDA_FAMILIES(float)
 FLOTILLA_CUDA_FAMILIES(bf16_t)
@@ -282,10 +295,23 @@ void CudaBackend::convert(bf16_t* out, const float* in, size_t n) { cuda::conver
 void CudaBackend::convert(float* out, const bf16_t* in, size_t n) { cuda::convert(*ctx_, out, dev(in), n); }
 double CudaBackend::sum_values(const float* x, size_t n) { return cuda::sum_values(*ctx_, x, n); }
 
-void CudaBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                               float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+void CudaBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                               const AdamWArgs& a) {
   Timer tm(this, kAdamw);
-  cuda::adamw_update(*ctx_, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+  cuda::adamw_update(*ctx_, params, grads, m, v, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
+                     a.grad_scale);
+}
+void CudaBackend::adamw_update(bf16_t* params, float* master, const float* grads, float* m, float* v,
+                               size_t n, const AdamWArgs& a) {
+  Timer tm(this, kAdamw);
+  cuda::adamw_update_mixed<float>(*ctx_, dev(params), master, grads, m, v, n, a.grad_scale, a.lr, a.beta1,
+                                  a.beta2, a.eps, a.weight_decay, a.t, a.rounding_seed);
+}
+void CudaBackend::adamw_update(bf16_t* params, float* master, const bf16_t* grads, float* m, float* v,
+                               size_t n, const AdamWArgs& a) {
+  Timer tm(this, kAdamw);
+  cuda::adamw_update_mixed<bf16>(*ctx_, dev(params), master, dev(grads), m, v, n, a.grad_scale, a.lr, a.beta1,
+                                 a.beta2, a.eps, a.weight_decay, a.t, a.rounding_seed);
 }
 
 double CudaBackend::sum_squares(const float* g, size_t n) {
@@ -300,8 +326,8 @@ void CudaBackend::scale_values(float* g, size_t n, float s) {
 
 std::vector<KernelTime> CudaBackend::profile() const {
   static const char* const kNames[kCount] = {
-      "encoder", "layernorm", "matmul", "attention", "gelu",       "residual", "softmax_crossentropy",
-      "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm"};
+      "encoder", "layernorm", "matmul", "attention", "gelu",        "residual", "softmax_crossentropy",
+      "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm", "lora"};
   std::vector<KernelTime> out;
   for (int f = 0; f < kCount; ++f)
     if (calls_[static_cast<size_t>(f)] > 0)

@@ -90,7 +90,10 @@ class CudaBackend final : public Backend {
                                     long N, int V, int Vp) override;                                         \
   void softmax_crossentropy_backward(S* dlogits, const S* logits, const float* lse, const int32_t* targets,  \
                                      float dloss, long N, int V, int Vp) override;                           \
-  void gather_target_logits(float* out, const S* logits, const int32_t* targets, long N, int Vp) override;
+  void gather_target_logits(float* out, const S* logits, const int32_t* targets, long N, int Vp) override;   \
+  void add_scaled_cols(S* y, int ldy, int col0, const S* x, long N, int n, float scale) override;            \
+  void scaled_cols(S* out, const S* y, int ldy, int col0, long N, int n, float scale) override;              \
+  void dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) override;
   FLOTILLA_CUDA_FAMILIES(float)
   FLOTILLA_CUDA_FAMILIES(bf16_t)
 #undef FLOTILLA_CUDA_FAMILIES
@@ -102,8 +105,13 @@ class CudaBackend final : public Backend {
   void convert(bf16_t* out, const float* in, size_t n) override;
   void convert(float* out, const bf16_t* in, size_t n) override;
   double sum_values(const float* x, size_t n) override;
-  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, int64_t t) override;
+  using Backend::adamw_update;
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                    const AdamWArgs& a) override;
+  void adamw_update(bf16_t* params, float* master, const float* grads, float* m, float* v, size_t n,
+                    const AdamWArgs& a) override;
+  void adamw_update(bf16_t* params, float* master, const bf16_t* grads, float* m, float* v, size_t n,
+                    const AdamWArgs& a) override;
   double sum_squares(const float* g, size_t n) override;
   void scale_values(float* g, size_t n, float s) override;
 
@@ -128,6 +136,7 @@ class CudaBackend final : public Backend {
     kSwiglu,
     kAdamw,
     kGlobalNorm,
+    kLora,
     kCount
   };
   class Timer;

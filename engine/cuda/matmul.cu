@@ -182,7 +182,9 @@ void matmul_backward(Context& ctx, T* dinp, T* dweight, T* dbias, const T* dout,
     lt_matmul<T>(ctx, dinp, weight, dout, nullptr, IC, N, OC, false, false, 0.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
                  0);
   // dweight^T (IC, OC) += inp^T (stored (IC, N)) @ dout (stored (OC, N), transposed).
-  lt_matmul<T>(ctx, dweight, inp, dout, nullptr, IC, OC, N, false, true, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, 0);
+  if (dweight != nullptr)
+    lt_matmul<T>(ctx, dweight, inp, dout, nullptr, IC, OC, N, false, true, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
+                 0);
   if (dbias != nullptr) bias_backward<T>(ctx, dbias, dout, N, OC);
 }
 

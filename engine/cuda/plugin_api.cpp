@@ -35,7 +35,7 @@ Backend& process_backend() {
   return backend;
 }
 
-std::unique_ptr<DeviceModel> train_model(const RunConfig& cfg, const GptDims& dims,
+std::unique_ptr<DeviceModel> train_model(const RunConfig& cfg, const ModelDims& dims,
                                          const OptimizerShard& shard, const ModelParallel& model) {
   return make_cuda_train_model(cfg, dims, shard, model);
 }

@@ -193,7 +193,8 @@ template <typename T>
 void rmsnorm_backward(Context& ctx, T* dinp, T* dweight, const T* dout, const T* inp, const T* weight,
                       const float* rstd, long N, int C) {
   if (N == 0) return;
-  weight_grad<T>(ctx, dweight, dout, inp, rstd, N, C, 1, 0, static_cast<size_t>(C), 1);
+  if (dweight != nullptr)
+    weight_grad<T>(ctx, dweight, dout, inp, rstd, N, C, 1, 0, static_cast<size_t>(C), 1);
   rmsnorm_dinp_kernel<T>
       <<<warp_blocks(N), 32 * kWarpsPerBlock, 0, ctx.stream()>>>(dinp, dout, inp, weight, rstd, N, C);
   check_launch("rmsnorm_backward (dinp)");
@@ -220,8 +221,8 @@ void qk_norm_backward(Context& ctx, T* dinp, T* dqw, T* dkw, const T* dout, cons
   const int heads = NH + NKV;
   const size_t ld = static_cast<size_t>(NH + 2 * NKV) * HD;
   // Weight gradients first: the input gradient may overwrite dout.
-  weight_grad<T>(ctx, dqw, dout, inp, rstd, N * NH, HD, NH, 0, ld, heads);
-  weight_grad<T>(ctx, dkw, dout, inp, rstd, N * NKV, HD, NKV, NH, ld, heads);
+  if (dqw != nullptr) weight_grad<T>(ctx, dqw, dout, inp, rstd, N * NH, HD, NH, 0, ld, heads);
+  if (dkw != nullptr) weight_grad<T>(ctx, dkw, dout, inp, rstd, N * NKV, HD, NKV, NH, ld, heads);
   const long tasks = N * (heads + 1);
   qk_norm_dinp_kernel<T><<<warp_blocks(tasks), 32 * kWarpsPerBlock, 0, ctx.stream()>>>(
       dinp, dout, inp, qw, kw, rstd, N, NH, NKV, HD);

@@ -1,8 +1,8 @@
-// The trainer's CUDA model: CudaGpt behind the DeviceModel seam (engine/train/device_model.h).
+// The trainer's CUDA model: GpuTrainer behind the DeviceModel seam (engine/train/device_model.h).
 //
 // Non-obvious decisions:
 // - Data-parallel gradients are summed while the backward runs: during the last micro-step's
-//   backward, CudaGpt's backward hook packs each finished layer's gradient slices into its bucket
+//   backward, GpuTrainer's backward hook packs each finished layer's gradient slices into its bucket
 //   of an fp32 buffer (grad_buckets(), train_model_cuda.h; bf16 widened on the way, since the
 //   ProcessGroup has no bf16 type) on the compute stream and submits an asynchronous all-reduce of
 //   that bucket. The NCCL group's stream waits for an event recorded on the compute stream at
@@ -36,7 +36,7 @@
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
-#include "engine/cuda/gpt_cuda.h"
+#include "engine/cuda/gpu_trainer.h"
 #include "engine/cuda/residual.h"
 #include "engine/parallel/pipeline.h"
 #include "engine/plan/planner.h"
@@ -57,12 +57,12 @@ size_t planner_model_bytes(const RunConfig& cfg) {
 
 class CudaTrainModel final : public DeviceModel {
  public:
-  CudaTrainModel(const RunConfig& cfg, const GptDims& dims, const OptimizerShard& shard,
+  CudaTrainModel(const RunConfig& cfg, const ModelDims& dims, const OptimizerShard& shard,
                  const ModelParallel& model)
       : backend_(dynamic_cast<CudaBackend&>(get_backend("cuda"))),
         bf16_(cfg.train.dtype == "bf16"),
         shard_(shard) {
-    const GptShard sh = resolve_shard(dims, model.shard);
+    const ModelShard sh = resolve_shard(dims, model.shard);
     tensor_parallel_ = sh.tp > 1;
     int slots = 1;
     auto need_nccl = [](comm::ProcessGroup* g, const char* key, int degree) {
@@ -79,7 +79,7 @@ class CudaTrainModel final : public DeviceModel {
     backend_.set_deterministic(cfg.train.deterministic);
     check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
     peak_tflops_ = gemm_peak_tflops(backend_.context(), kPeakGemmN, bf16_, 3);
-    CudaGptOptions o;
+    GpuTrainerOptions o;
     o.bf16 = bf16_;
     o.fuse_gelu = bf16_;  // fp32: the separate GELU kernel, the CPU model's sequence
     o.deterministic = cfg.train.deterministic;
@@ -99,9 +99,11 @@ class CudaTrainModel final : public DeviceModel {
       }
     }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    predicted_ = CudaGpt::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count,
-                                          o.padded_params, sh, slots, zero2_);
-    buckets_ = grad_buckets(ParamLayout(dims), local_param_sizes(dims, sh), sh.local_layers());
+    o.lora = lora_spec(cfg);
+    predicted_ = GpuTrainer::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count,
+                                             o.padded_params, sh, slots, zero2_, o.lora);
+    const ParamLayout trained = o.lora.enabled() ? ParamLayout(dims, o.lora) : ParamLayout(dims);
+    buckets_ = grad_buckets(trained, local_param_sizes(trained, sh), sh.local_layers());
     // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint
     // (not under ZeRO-2, which sums each layer in its own staging slots).
     const bool data_parallel = cfg.parallel.dp > 1 && !zero2_;
@@ -116,7 +118,7 @@ class CudaTrainModel final : public DeviceModel {
                       cfg.train.dtype + ") needs " + std::to_string(predicted_ >> 20) + " MiB on GPU " +
                       std::to_string(device_) + ", which has " + std::to_string(free_before >> 20) +
                       " MiB free: lower train.micro_batch (gradient accumulation keeps the global batch)");
-    gpt_ = std::make_unique<CudaGpt>(backend_, dims, B, T, o);
+    gpt_ = std::make_unique<GpuTrainer>(backend_, dims, B, T, o);
     if (sh.pp > 1) stage_ = std::make_unique<Stage>(*gpt_, dims, sh);
     if (data_parallel) allocate_packed();
     check_cuda(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo");
@@ -143,7 +145,7 @@ class CudaTrainModel final : public DeviceModel {
         dp_ != nullptr && learned_accum_ > 0 && micro_ == learned_accum_ - 1 && !tensor_parallel_ && !zero2_;
     if (!overlap) return gpt_->forward_backward(inputs, targets, loss_scale, accumulate, positions);
     struct Unhook {
-      CudaGpt& g;
+      GpuTrainer& g;
       ~Unhook() { g.set_backward_hook(nullptr); }
     } unhook{*gpt_};
     gpt_->set_backward_hook([this](int layer) { reduce_bucket(layer); });
@@ -181,13 +183,8 @@ class CudaTrainModel final : public DeviceModel {
   }
 
   float grad_norm() override { return gpt_->grad_norm(); }
-  void update(const AdamHyper& h, float grad_scale, int64_t t) override {
-    AdamWHyper a;
-    a.beta1 = h.beta1;
-    a.beta2 = h.beta2;
-    a.eps = h.eps;
-    a.weight_decay = h.weight_decay;
-    gpt_->update(h.lr, a, grad_scale, t);
+  void update(const AdamWHyper& h, float grad_scale, int64_t t) override {
+    gpt_->update(h, grad_scale, t);
     if (shard_.group == nullptr) return;
     // ZeRO-1: every rank updated its shard of the fp32 vector (master weights under bf16); an
     // in-place all-gather (rank r's input is its own slice of the output) completes it everywhere.
@@ -196,6 +193,12 @@ class CudaTrainModel final : public DeviceModel {
     shard_.group->all_gather(full + shard_.begin, full, shard_.count);
     gpt_->params_from_master();
   }
+  void set_base_params(const float* full) override {
+    gpt_->model().set_base_from_full(full);
+    backend_.synchronize();
+  }
+  void set_training(bool on) override { gpt_->model().set_training(on); }
+  void begin_step(int64_t step, int stream) override { gpt_->model().set_dropout_step(step, stream); }
   size_t activation_bytes() const override { return gpt_->activation_bytes(); }
 
   PipelineStage* pipeline_stage() override { return stage_.get(); }
@@ -227,7 +230,7 @@ class CudaTrainModel final : public DeviceModel {
   CudaBackend& backend_;
   bool bf16_;
   bool tensor_parallel_ = false;
-  bool zero2_ = false;  // parallel.zero = 2: CudaGpt reduces the gradients itself
+  bool zero2_ = false;  // parallel.zero = 2: GpuTrainer reduces the gradients itself
   OptimizerShard shard_;
   int device_ = 0;
   double peak_tflops_ = 0;
@@ -289,15 +292,16 @@ class CudaTrainModel final : public DeviceModel {
     return buckets_.at(i);
   }
 
-  // CudaGpt's stage API behind the PipelineRunner's interface (device boundary buffers).
+  // GpuTrainer's stage API behind the PipelineRunner's interface (device boundary buffers).
   class Stage final : public PipelineStage {
    public:
-    Stage(CudaGpt& gpt, const GptDims& dims, const GptShard& shard) : gpt_(gpt), dims_(dims), shard_(shard) {}
-    const GptDims& dims() const override { return dims_; }
-    const GptShard& shard() const override { return shard_; }
+    Stage(GpuTrainer& gpt, const ModelDims& dims, const ModelShard& shard)
+        : gpt_(gpt), dims_(dims), shard_(shard) {}
+    const ModelDims& dims() const override { return dims_; }
+    const ModelShard& shard() const override { return shard_; }
     void set_activation_slots(int slots) override {
       if (slots > gpt_.activation_slots())
-        throw Error(ExitCode::kInternal, "CudaGpt has " + std::to_string(gpt_.activation_slots()) +
+        throw Error(ExitCode::kInternal, "GpuTrainer has " + std::to_string(gpt_.activation_slots()) +
                                              " activation slots, the schedule needs " +
                                              std::to_string(slots));
     }
@@ -313,12 +317,12 @@ class CudaTrainModel final : public DeviceModel {
     float* receive_buffer(bool grad) override { return gpt_.stage_recv_buffer(grad); }
 
    private:
-    CudaGpt& gpt_;
-    GptDims dims_;
-    GptShard shard_;
+    GpuTrainer& gpt_;
+    ModelDims dims_;
+    ModelShard shard_;
   };
 
-  std::unique_ptr<CudaGpt> gpt_;
+  std::unique_ptr<GpuTrainer> gpt_;
   std::unique_ptr<Stage> stage_;  // pp > 1
   std::vector<GradBucket> buckets_;
   float* packed_ = nullptr;  // packed_grad_count(buckets_) floats: at start for dp > 1, else on first use
@@ -331,7 +335,7 @@ class CudaTrainModel final : public DeviceModel {
 
 }  // namespace
 
-std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
+std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const ModelDims& dims,
                                                    const OptimizerShard& shard, const ModelParallel& model) {
   return std::make_unique<CudaTrainModel>(cfg, dims, shard, model);
 }

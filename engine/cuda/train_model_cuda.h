@@ -1,5 +1,5 @@
 // `train` with run.device = "cuda": the trainer's DeviceModel (engine/train/device_model.h) over
-// CudaGpt. Plain C++ header (no CUDA include) so engine/train can create it, and so the gradient
+// GpuTrainer. Plain C++ header (no CUDA include) so engine/train can create it, and so the gradient
 // bucket plan below is unit-tested without CUDA (tests/engine/test_nccl_buckets.cpp).
 //
 // Non-obvious decision: the llm.c parameter layout stores each tensor for all layers together, so
@@ -14,20 +14,19 @@
 
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
 #include "engine/model/param_layout.h"
 #include "engine/train/device_model.h"
 
 namespace flotilla::cuda {
 
 // Binds the pinned GPU (FLOTILLA_CUDA_DEVICE, else LOCAL_RANK mod count) through the registry's
-// CudaBackend, measures the GEMM peak for train.dtype, then allocates CudaGpt for
+// CudaBackend, measures the GEMM peak for train.dtype, then allocates GpuTrainer for
 // train.micro_batch x train.seq_len and records the predicted and measured memory. With a shard
 // (parallel.zero = 1, dp > 1) the AdamW moments are allocated for the shard only.
-// With a model shard (parallel.tp or parallel.pp > 1) CudaGpt holds this rank's part of the model
+// With a model shard (parallel.tp or parallel.pp > 1) GpuTrainer holds this rank's part of the model
 // and sums activations over model.tp, the gradient norm over model.tp and model.pp (NCCL groups);
 // a pipeline stage allocates one activation set per micro-batch its schedule keeps in flight.
-std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const GptDims& dims,
+std::unique_ptr<DeviceModel> make_cuda_train_model(const RunConfig& cfg, const ModelDims& dims,
                                                    const OptimizerShard& shard = {},
                                                    const ModelParallel& model = {});
 
@@ -38,7 +37,7 @@ struct GradSlice {
 
 // One all-reduce of the overlapped data-parallel gradient sum.
 struct GradBucket {
-  int layer = -1;            // CudaGpt::BackwardHook's layer; -1: wte, wpe, lnfw, lnfb
+  int layer = -1;            // GpuTrainer::BackwardHook's layer; -1: wte, wpe, lnfw, lnfb
   size_t packed_offset = 0;  // start in the packed fp32 buffer (a multiple of kBucketAlign)
   size_t count = 0;          // elements (sum of the slices)
   std::vector<GradSlice> slices;
@@ -86,10 +85,10 @@ inline std::vector<GradBucket> grad_buckets(const ParamLayout& layout, const std
 
 // GPT-2 (the tensors of gpt.h's ParamIndex).
 inline std::vector<GradBucket> grad_buckets(const std::vector<size_t>& sizes, int n_layer) {
-  return grad_buckets(ParamLayout(GptDims{}), sizes, n_layer);
+  return grad_buckets(ParamLayout(ModelDims{}), sizes, n_layer);
 }
 
-inline std::vector<GradBucket> grad_buckets(const GptDims& dims) {
+inline std::vector<GradBucket> grad_buckets(const ModelDims& dims) {
   return grad_buckets(ParamLayout(dims), param_sizes(dims), dims.n_layer);
 }
 

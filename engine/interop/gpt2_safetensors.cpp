@@ -23,7 +23,7 @@ struct HfTensor {
   bool transpose = false;
 };
 
-std::vector<HfTensor> hf_layout(const GptDims& d) {
+std::vector<HfTensor> hf_layout(const ModelDims& d) {
   const auto sizes = param_sizes(d);
   std::array<size_t, kNumParamTensors> base{};
   for (int p = 1; p < kNumParamTensors; ++p) base[p] = base[p - 1] + sizes[p - 1];
@@ -86,13 +86,13 @@ std::string dir_of(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> hf_gpt2_tensor_names(const GptDims& d) {
+std::vector<std::string> hf_gpt2_tensor_names(const ModelDims& d) {
   std::vector<std::string> names;
   for (const HfTensor& t : hf_layout(d)) names.push_back(t.name);
   return names;
 }
 
-void export_gpt2_safetensors(const std::string& path, const GptDims& d, const float* params,
+void export_gpt2_safetensors(const std::string& path, const ModelDims& d, const float* params,
                              const std::map<std::string, std::string>& extra_metadata) {
   std::vector<SafetensorsOutTensor> out;
   for (const HfTensor& t : hf_layout(d)) {
@@ -113,7 +113,7 @@ void export_gpt2_safetensors(const std::string& path, const GptDims& d, const fl
   write_safetensors(path, out, meta);
 }
 
-GptDims infer_dims_from_safetensors(const std::string& path, int n_head) {
+ModelDims infer_dims_from_safetensors(const std::string& path, int n_head) {
   SafetensorsFile f(path);
   auto get = [&](const std::string& name) {
     const SafetensorsEntry* e = f.find(name);
@@ -123,7 +123,7 @@ GptDims infer_dims_from_safetensors(const std::string& path, int n_head) {
   const SafetensorsEntry* wpe = get("wpe.weight");
   if (wte == nullptr || wpe == nullptr || wte->shape.size() != 2 || wpe->shape.size() != 2)
     throw_data(path + ": no 2-D wte.weight / wpe.weight tensors; is this a GPT-2 model.safetensors?");
-  GptDims d;
+  ModelDims d;
   d.vocab_size = static_cast<int>(wte->shape[0]);
   d.n_embd = static_cast<int>(wte->shape[1]);
   d.max_seq_len = static_cast<int>(wpe->shape[0]);
@@ -149,7 +149,7 @@ GptDims infer_dims_from_safetensors(const std::string& path, int n_head) {
   return d;
 }
 
-std::vector<float> import_gpt2_safetensors(const std::string& path, const GptDims& d, bool crop_positions) {
+std::vector<float> import_gpt2_safetensors(const std::string& path, const ModelDims& d, bool crop_positions) {
   SafetensorsFile f(path);
   std::vector<float> params(num_parameters(d), 0.0f);  // padded vocab rows stay zero
   std::set<std::string> used;
@@ -186,7 +186,7 @@ std::vector<float> import_gpt2_safetensors(const std::string& path, const GptDim
   return params;
 }
 
-std::string hf_gpt2_config_json(const GptDims& d) {
+std::string hf_gpt2_config_json(const ModelDims& d) {
   nlohmann::ordered_json j;
   j["architectures"] = {"GPT2LMHeadModel"};
   j["model_type"] = "gpt2";

@@ -28,24 +28,24 @@ namespace flotilla::interop {
 
 // Writes `params` (num_parameters(d) floats, our padded layout) as F32 safetensors with HF names.
 // Metadata always carries {"format": "pt"} (transformers requires it) plus `extra_metadata`.
-void export_gpt2_safetensors(const std::string& path, const GptDims& d, const float* params,
+void export_gpt2_safetensors(const std::string& path, const ModelDims& d, const float* params,
                              const std::map<std::string, std::string>& extra_metadata = {});
 
 // Dimensions from the tensor shapes. n_head is not stored in the weights: n_head > 0 is used as
 // given, else "n_head" from a config.json next to the file, else n_embd / 64 (GPT-2's head size).
-GptDims infer_dims_from_safetensors(const std::string& path, int n_head = 0);
+ModelDims infer_dims_from_safetensors(const std::string& path, int n_head = 0);
 
 // Reads the file into our padded layout for `d` (padded vocab rows zero). A missing or mis-shaped
 // tensor throws Error(kData) naming it with the expected and the actual shape. With crop_positions, a
 // file with more positions than d.max_seq_len loads its first d.max_seq_len rows of wpe.
-std::vector<float> import_gpt2_safetensors(const std::string& path, const GptDims& d,
+std::vector<float> import_gpt2_safetensors(const std::string& path, const ModelDims& d,
                                            bool crop_positions = false);
 
 // A transformers config.json for a GPT2LMHeadModel of dims `d` (activation gelu_new = tanh GELU,
 // layer_norm_epsilon 1e-5), so a folder with it and model.safetensors loads with from_pretrained.
-std::string hf_gpt2_config_json(const GptDims& d);
+std::string hf_gpt2_config_json(const ModelDims& d);
 
 // Names of the HF tensors in our parameter order, e.g. {"wte.weight", "wpe.weight", "h.0.ln_1.weight", ...}.
-std::vector<std::string> hf_gpt2_tensor_names(const GptDims& d);
+std::vector<std::string> hf_gpt2_tensor_names(const ModelDims& d);
 
 }  // namespace flotilla::interop

@@ -30,9 +30,9 @@ bool plain_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos;
 }
 
-// model-00001-of-00002.safetensors
-bool is_shard_name(const std::string& s) {
-  static const std::string kPattern = "model-#####-of-#####.safetensors";
+// model-00001-of-00002.safetensors (STEM-... for another stem)
+bool is_shard_name(const std::string& s, const std::string& stem) {
+  const std::string kPattern = stem + "-#####-of-#####.safetensors";
   if (s.size() != kPattern.size()) return false;
   for (size_t i = 0; i < s.size(); ++i)
     if (kPattern[i] == '#' ? (s[i] < '0' || s[i] > '9') : s[i] != kPattern[i]) return false;
@@ -40,16 +40,18 @@ bool is_shard_name(const std::string& s) {
 }
 
 // Names an export may leave in DIR (so replacing DIR as a whole loses nothing else).
-bool export_file_name(const std::string& name, const std::map<std::string, std::string>& text_files) {
-  if (name == "config.json" || name == "generation_config.json" || name == "model.safetensors" ||
-      name == "model.safetensors.index.json" || text_files.count(name) != 0 || is_shard_name(name))
+bool export_file_name(const std::string& name, const std::map<std::string, std::string>& text_files,
+                      const std::string& stem) {
+  if (name == "config.json" || name == "generation_config.json" || name == stem + ".safetensors" ||
+      name == stem + ".safetensors.index.json" || text_files.count(name) != 0 || is_shard_name(name, stem))
     return true;
   for (const char* t : kTokenizerFiles)
     if (name == t) return true;
   return false;
 }
 
-void check_existing_dir(const std::string& dir, const std::map<std::string, std::string>& text_files) {
+void check_existing_dir(const std::string& dir, const std::map<std::string, std::string>& text_files,
+                        const std::string& stem) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return;  // absent: fine
   if (S_ISLNK(st.st_mode))
@@ -59,7 +61,7 @@ void check_existing_dir(const std::string& dir, const std::map<std::string, std:
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_directory(ec) || !export_file_name(name, text_files))
+    if (e.is_directory(ec) || !export_file_name(name, text_files, stem))
       throw Error(ExitCode::kUsage,
                   dir + " holds " + name +
                       ", which is not part of a Hugging Face export, and the export replaces the "
@@ -188,18 +190,20 @@ HfWriteResult write_hf_checkpoint(const std::string& dir_in, const std::vector<H
   }
   std::vector<std::string> shard_names;
   if (shards.size() == 1) {
-    shard_names.push_back("model.safetensors");
+    shard_names.push_back(o.weights_stem + ".safetensors");
   } else {
     char buf[64];
     for (size_t s = 0; s < shards.size(); ++s) {
-      std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-      shard_names.push_back(buf);
+      std::snprintf(buf, sizeof buf, "-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+      shard_names.push_back(o.weights_stem + buf);
     }
   }
 
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  check_existing_dir(dir, o.text_files);
+  if (!plain_name(o.weights_stem))
+    throw Error(ExitCode::kUsage, "export: bad weights name " + o.weights_stem);
+  check_existing_dir(dir, o.text_files, o.weights_stem);
   const fs::path parent_path = fs::absolute(fs::path(dir)).parent_path();
   const std::string parent = parent_path.string();
   std::error_code ec;
@@ -222,7 +226,7 @@ HfWriteResult write_hf_checkpoint(const std::string& dir_in, const std::vector<H
       for (size_t s = 0; s < shards.size(); ++s)
         for (size_t i = shards[s].first; i < shards[s].second; ++i)
           index["weight_map"][tensors[i].name] = shard_names[s];
-      write_text(tmp, "model.safetensors.index.json", index.dump(2) + "\n", o.fault_hook);
+      write_text(tmp, o.weights_stem + ".safetensors.index.json", index.dump(2) + "\n", o.fault_hook);
     }
     for (const auto& [name, text] : o.text_files) write_text(tmp, name, text, o.fault_hook);
     if (!o.tokenizer_dir.empty()) copy_tokenizer_files(o.tokenizer_dir, tmp);

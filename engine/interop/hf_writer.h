@@ -32,7 +32,10 @@ struct HfOutTensor {
 constexpr uint64_t kHfDefaultMaxShardBytes = 5'000'000'000ull;
 
 struct HfWriteOptions {
-  std::string dtype = "bf16";                          // "bf16" (round to nearest even) or "fp32"
+  std::string dtype = "bf16";  // "bf16" (round to nearest even) or "fp32"
+  // The weight files' name: STEM.safetensors, or STEM-0000k-of-0000n.safetensors shards with
+  // STEM.safetensors.index.json ("adapter_model" for a PEFT adapter folder).
+  std::string weights_stem = "model";
   uint64_t max_shard_bytes = kHfDefaultMaxShardBytes;  // tensor bytes per shard; more in all -> sharded
   std::map<std::string, std::string> text_files;  // e.g. {"config.json", ...}: written beside the weights
   std::string tokenizer_dir;  // when set, copy_tokenizer_files(tokenizer_dir, <new folder>)

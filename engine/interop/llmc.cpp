@@ -66,7 +66,7 @@ void read_values(Fd& fd, bool bf16, float* dst, size_t n) {
   }
 }
 
-std::string dims_text(const GptDims& d) {
+std::string dims_text(const ModelDims& d) {
   return "maxT " + std::to_string(d.max_seq_len) + ", V " + std::to_string(d.vocab_size) + ", L " +
          std::to_string(d.n_layer) + ", NH " + std::to_string(d.n_head) + ", C " + std::to_string(d.n_embd);
 }
@@ -88,7 +88,7 @@ LlmcHeader read_llmc_header(const std::string& path) {
                " is not supported (3 = fp32, 5 = bf16)");
   LlmcHeader out;
   out.version = h[1];
-  GptDims& d = out.dims;
+  ModelDims& d = out.dims;
   d.max_seq_len = h[2];
   d.vocab_size = h[3];
   d.n_layer = h[4];
@@ -109,9 +109,9 @@ LlmcHeader read_llmc_header(const std::string& path) {
   return out;
 }
 
-std::vector<float> import_llmc(const std::string& path, const GptDims& d) {
+std::vector<float> import_llmc(const std::string& path, const ModelDims& d) {
   const LlmcHeader h = read_llmc_header(path);
-  const GptDims& f = h.dims;
+  const ModelDims& f = h.dims;
   if (f.max_seq_len != d.max_seq_len || f.vocab_size != d.vocab_size || f.n_layer != d.n_layer ||
       f.n_head != d.n_head || f.n_embd != d.n_embd)
     throw_data(path + ": the file's model (" + dims_text(f) + ") differs from the configured model (" +
@@ -128,7 +128,7 @@ std::vector<float> import_llmc(const std::string& path, const GptDims& d) {
   return params;
 }
 
-void export_llmc(const std::string& path, const GptDims& d, const float* params) {
+void export_llmc(const std::string& path, const ModelDims& d, const float* params) {
   int32_t h[kHeaderInts] = {};
   h[0] = kLlmcModelMagic;
   h[1] = kLlmcVersionF32;

@@ -25,16 +25,16 @@ inline constexpr int32_t kLlmcVersionBf16 = 5;
 
 struct LlmcHeader {
   int32_t version = kLlmcVersionF32;
-  GptDims dims;  // padded_vocab = the file's Vp
+  ModelDims dims;  // padded_vocab = the file's Vp
 };
 
 // Reads and checks the header and the file size. Throws Error(kData) naming the file and the fault.
 LlmcHeader read_llmc_header(const std::string& path);
 
 // Parameters in our padded layout for `d`; the file's dims must equal d's (Vp may differ).
-std::vector<float> import_llmc(const std::string& path, const GptDims& d);
+std::vector<float> import_llmc(const std::string& path, const ModelDims& d);
 
 // Writes version 3 (fp32) crash-safely (tmp file, fsync, rename).
-void export_llmc(const std::string& path, const GptDims& d, const float* params);
+void export_llmc(const std::string& path, const ModelDims& d, const float* params);
 
 }  // namespace flotilla::interop

@@ -26,16 +26,16 @@ WeightFormat detect_weight_format(const std::string& path) {
   throw_data(path + ": neither an llm.c model (.bin, magic 20240326) nor a safetensors file");
 }
 
-GptDims infer_weight_dims(const std::string& path, int n_head) {
+ModelDims infer_weight_dims(const std::string& path, int n_head) {
   if (detect_weight_format(path) == WeightFormat::kLlmc) {
-    GptDims d = read_llmc_header(path).dims;
+    ModelDims d = read_llmc_header(path).dims;
     d.padded_vocab = pad_vocab(d.vocab_size);  // our padding, whatever the file used
     return d;
   }
   return infer_dims_from_safetensors(path, n_head);
 }
 
-std::vector<float> import_weights(const std::string& path, const GptDims& d, bool crop_positions) {
+std::vector<float> import_weights(const std::string& path, const ModelDims& d, bool crop_positions) {
   if (detect_weight_format(path) == WeightFormat::kLlmc) return import_llmc(path, d);
   return import_gpt2_safetensors(path, d, crop_positions);
 }

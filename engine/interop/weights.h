@@ -21,9 +21,9 @@ WeightFormat detect_weight_format(const std::string& path);
 
 // The model dimensions stored in (or implied by) the file; n_head > 0 overrides for safetensors,
 // which does not record it.
-GptDims infer_weight_dims(const std::string& path, int n_head = 0);
+ModelDims infer_weight_dims(const std::string& path, int n_head = 0);
 
 // Parameters in our padded layout for `d`; errors name the mismatched tensor or header field.
-std::vector<float> import_weights(const std::string& path, const GptDims& d, bool crop_positions = false);
+std::vector<float> import_weights(const std::string& path, const ModelDims& d, bool crop_positions = false);
 
 }  // namespace flotilla::interop

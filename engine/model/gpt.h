@@ -2,7 +2,6 @@
 // the model-wide helpers written for GPT-2 that now serve every architecture (DESIGN.md §3).
 //
 // The model itself is flotilla::Model (model.h): one class for every architecture and backend.
-// GptModel and GptDims are its historical names, kept as aliases for the GPT-2 code and tests.
 #pragma once
 
 #include <cstddef>
@@ -12,9 +11,6 @@
 #include "engine/model/model_dims.h"
 
 namespace flotilla {
-
-using GptDims = ModelDims;
-using GptModel = Model;
 
 enum ParamIndex : int {
   kWte = 0,   // (Vp, C)

@@ -1,10 +1,10 @@
-// GPT-2's tensor names and decay groups, and the dims-taking helpers of gpt.h / gpt_shard.h over
+// GPT-2's tensor names and decay groups, and the dims-taking helpers of gpt.h and param_layout.h over
 // ParamLayout (so every caller, whatever the architecture, reads one table).
 #include <cassert>
 
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
 #include "engine/model/model_impl.h"
+#include "engine/model/param_layout.h"
 
 namespace flotilla {
 

@@ -13,10 +13,17 @@
 //   each micro-batch's contribution is summed over the TP group before it is accumulated.
 // - The SwiGLU output follows GPT-2's GELU policy (ModelOptions::keep_gelu): kept per layer, or
 //   one scratch buffer recomputed in backward for every layer but the last.
+// - LoRA (lora.h) adds s * (drop(x) A^T) B^T into the adapted projection's output columns right
+//   after the base matmul (before the qk-norm, RoPE or the row-parallel reduce), and its backward
+//   adds the adapter's input gradient into the base's right after the base matmul's backward
+//   (before the column-parallel reduce), so the tensor-parallel all-reduces carry both. The frozen
+//   base computes no weight gradient, and with a frozen embedding nothing is propagated below the
+//   first layer's attention input.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "engine/core/lora_mask.h"
 #include "engine/model/llama.h"
 #include "engine/model/model_impl.h"
 
@@ -69,7 +76,16 @@ struct Acts {
   S* dln = nullptr;        // (N, C)
   S* dbig = nullptr;       // (N, max(2Fl, Dl)): d gate_up, or d qkv
   S* dqk_norm = nullptr;   // (2 hd): one micro-batch's q/k norm weight gradient (qk_norm, tp > 1)
-  size_t n = 0, nc = 0, nd = 0, nq = 0, nf2 = 0, nf = 0, nr = 0, lse_per = 0, ks = 1;
+  // LoRA (nt targets of rank r).
+  S* lu_ = nullptr;          // (L, nt, N, r)  u = drop(x) A^T per target (a partial sum for o, down under TP)
+  S* lx = nullptr;           // (N, max in)    the dropped-out adapter input (dropout > 0)
+  S* ly = nullptr;           // (N, max out)   B's output; in backward the scaled output gradient
+  S* ldu = nullptr;          // (N, r)         d u
+  S* ldx = nullptr;          // (N, max in)    the adapter's input gradient
+  S* ltp = nullptr;          // one layer's TP-partial adapter gradients (tp > 1)
+  float* ltp_f32 = nullptr;  // their fp32 sum buffer (bf16, tp > 1)
+  size_t ltp_n = 0;
+  size_t n = 0, nc = 0, nd = 0, nq = 0, nf2 = 0, nf = 0, nr = 0, lse_per = 0, ks = 1, nu = 0, lnt = 0;
 
   S* ln1(int l) const { return ln1_ + ks * l * nc; }
   float* rstd1(int l) const { return rstd1_ + ks * l * n; }
@@ -84,7 +100,45 @@ struct Acts {
   S* gate_up(int l) const { return gate_up_ + ks * l * nf2; }
   S* act_kept(int l) const { return act_ + ks * l * nf; }
   S* residual3(int l) const { return residual3_ + l * nc; }
+  S* lu(int l, int k) const { return lu_ + ks * l * lnt * nu + static_cast<size_t>(k) * nu; }
 };
+
+// Where LoRA target t sits in this shard: its local input and output widths, and the columns of the
+// base projection's output it adds into (rows ld elements apart, starting at col0).
+struct LoraGeom {
+  int in = 0, out = 0, ld = 0, col0 = 0;
+};
+LoraGeom lora_geom(const Widths& w, int t) {
+  const int kv = (w.Dl - w.Ql) / 2;
+  switch (t) {
+    case kLoraQ:
+      return {w.C, w.Ql, w.Dl, 0};
+    case kLoraK:
+      return {w.C, kv, w.Dl, w.Ql};
+    case kLoraV:
+      return {w.C, kv, w.Dl, w.Ql + kv};
+    case kLoraO:
+      return {w.Ql, w.C, w.C, 0};
+    case kLoraGate:
+      return {w.C, w.Fl, 2 * w.Fl, 0};
+    case kLoraUp:
+      return {w.C, w.Fl, 2 * w.Fl, w.Fl};
+    default:
+      return {w.Fl, w.C, w.C, 0};
+  }
+}
+
+// Floats of one layer's TP-partial adapter gradients: A of each column-parallel target, B of each
+// row-parallel one (replicated tensors whose per-rank gradient is a partial sum).
+size_t lora_tp_partial_floats(const LoraSpec& lo, const Widths& w) {
+  size_t n = 0;
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (!lo.has(t)) continue;
+    const LoraGeom g = lora_geom(w, t);
+    n += static_cast<size_t>(lo.rank) * static_cast<size_t>(lora_column_parallel(t) ? g.in : g.out);
+  }
+  return n;
+}
 
 template <typename S>
 ActivationSizes carve(const ActivationPlan& p, void* base, void* block_base, Acts<S>* a) {
@@ -127,6 +181,27 @@ ActivationSizes carve(const ActivationPlan& p, void* base, void* block_base, Act
   a->dln = c.take<S>(N * C);
   a->dbig = c.take<S>(N * std::max(2 * Fl, Dl));
   a->dqk_norm = c.take<S>(qk * (s.tp > 1 ? 2 : 0) * static_cast<size_t>(w.hd));
+  const LoraSpec& lo = p.opt.lora;
+  if (lo.enabled()) {
+    const size_t rank = static_cast<size_t>(lo.rank), nt = static_cast<size_t>(lo.count());
+    size_t max_in = 0, max_out = 0;
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      if (!lo.has(t)) continue;
+      const LoraGeom g = lora_geom(w, t);
+      max_in = std::max(max_in, static_cast<size_t>(g.in));
+      max_out = std::max(max_out, static_cast<size_t>(g.out));
+    }
+    a->lu_ = r.take<S>(Lr * nt * N * rank);
+    a->lx = c.take<S>(lo.dropout > 0.0f ? N * max_in : 0);
+    a->ly = c.take<S>(N * max_out);
+    a->ldu = c.take<S>(N * rank);
+    a->ldx = c.take<S>(N * max_in);
+    a->ltp_n = s.tp > 1 ? lora_tp_partial_floats(lo, w) : 0;
+    a->ltp = c.take<S>(a->ltp_n);
+    if (p.bf16()) a->ltp_f32 = c.take<float>(a->ltp_n);
+    a->nu = N * rank;
+    a->lnt = nt;
+  }
   a->n = N;
   a->nc = N * C;
   a->nd = N * Dl;
@@ -162,6 +237,9 @@ struct Pass {
   const bool first, last, qk_norm;
   const int32_t* pos;
   const float* inv_freq;
+  const LoraSpec& lo;
+  const bool lora, frozen;
+  const float lscale;
 
   Pass(Model::Impl& impl, int slot)
       : m(impl),
@@ -182,12 +260,16 @@ struct Pass {
         last(impl.s.last_stage()),
         qk_norm(impl.d.qk_norm),
         pos(sl.has_positions ? a.h.positions : nullptr),
-        inv_freq(impl.rope.data()) {}
+        inv_freq(impl.rope.data()),
+        lo(impl.opt.lora),
+        lora(impl.opt.lora.enabled()),
+        frozen(impl.base.frozen),
+        lscale(impl.opt.lora.enabled() ? impl.opt.lora.scale() : 0.0f) {}
 
   S* W(int i, int l) { return m.LP<S>(i, l); }
   S* dW(int i, int l) { return m.LG<S>(i, l); }
-  S* bias(int l) { return m.sizes[kQkvBias] > 0 ? W(kQkvBias, l) : nullptr; }
-  S* dbias(int l) { return m.sizes[kQkvBias] > 0 ? dW(kQkvBias, l) : nullptr; }
+  S* bias(int l) { return m.base.sizes[kQkvBias] > 0 ? W(kQkvBias, l) : nullptr; }
+  S* dbias(int l) { return m.base.sizes[kQkvBias] > 0 ? dW(kQkvBias, l) : nullptr; }
   const S* block_input(int l) const { return l == 0 ? a.encoded : a.residual3(l - 1); }
   S* act(int l) const { return m.opt.keep_gelu ? a.act_kept(l) : a.act; }
   void reduce(S* x) {
@@ -200,10 +282,101 @@ struct Pass {
       be.convert(dst, src, NC);
   }
 
+  // --- LoRA (lora.h) ---
+  int lora_slot(int t) const {  // target t's index among the adapted targets
+    int k = 0;
+    for (int i = 0; i < t; ++i) k += lo.has(i) ? 1 : 0;
+    return k;
+  }
+  // Target t's dropout mask in layer l on (N, g.in): a row-parallel target's input is this rank's
+  // slice of columns, which draws its part of the whole input's mask.
+  void drop(S* out, const S* in, int t, int l, const LoraGeom& g) {
+    const bool sliced = !lora_column_parallel(t);
+    be.dropout(out, in, Nl, g.in, lo.dropout, lora_mask_key(sl.drop_key, m.s.layer_begin + l, t),
+               sliced ? g.in * m.s.tp : g.in, sliced ? g.in * m.s.tp_rank : 0);
+  }
+  // u = drop(x) A^T into its slot of layer l (x: the target's input, N rows of g.in); returns the
+  // input the adapter saw.
+  const S* lora_inner(int t, int l, const S* x, const LoraGeom& g) {
+    const S* xin = x;
+    if (sl.drop_key != 0) {
+      drop(a.lx, x, t, l, g);
+      xin = a.lx;
+    }
+    be.matmul_forward(a.lu(l, lora_slot(t)), xin, m.LA<S>(t, l), static_cast<const S*>(nullptr), n_, g.in,
+                      lo.rank, static_cast<S*>(nullptr));
+    return xin;
+  }
+  // y[:, col0 : col0 + out] += s * (drop(x) A^T) B^T: target t of layer l, right after the base matmul.
+  void lora_forward(int t, int l, const S* x, S* y) {
+    if (!lora || !lo.has(t)) return;
+    const LoraGeom g = lora_geom(w, t);
+    lora_inner(t, l, x, g);
+    be.matmul_forward(a.ly, a.lu(l, lora_slot(t)), m.LB<S>(t, l), static_cast<const S*>(nullptr), n_, lo.rank,
+                      g.out, static_cast<S*>(nullptr));
+    be.add_scaled_cols(y, g.ld, g.col0, a.ly, Nl, g.out, lscale);
+  }
+  // The TP-partial slot of target t's replicated adapter gradient within one layer (tp > 1).
+  S* lora_partial(int t) {
+    size_t off = 0;
+    for (int i = 0; i < t; ++i) {
+      if (!lo.has(i)) continue;
+      const LoraGeom g = lora_geom(w, i);
+      off += static_cast<size_t>(lo.rank) * static_cast<size_t>(lora_column_parallel(i) ? g.in : g.out);
+    }
+    return a.ltp + off;
+  }
+  // Backward of target t in layer l from dy (the base output's gradient, rows of g.ld): the
+  // adapters' gradients, and, when dx is not null, the adapter's input gradient added into dx (the
+  // base input's gradient, (N, g.in), already written by the base matmul's backward).
+  void lora_backward(int t, int l, const S* x, const S* dy, S* dx) {
+    if (!lora || !lo.has(t)) return;
+    const LoraGeom g = lora_geom(w, t);
+    const bool partial = m.s.tp > 1;  // this rank's A (column) or B (row) gradient is a partial sum
+    S* u = a.lu(l, lora_slot(t));
+    if (t == kLoraDown && m.recompute) lora_inner(t, l, x, g);  // not rebuilt with the block
+    be.scaled_cols(a.ly, dy, g.ld, g.col0, Nl, g.out, lscale);  // s * dy: every later product is scaled
+    S* dB = partial && !lora_column_parallel(t) ? lora_partial(t) : m.dLB<S>(t, l);
+    be.matmul_backward(a.ldu, dB, static_cast<S*>(nullptr), a.ly, u, m.LB<S>(t, l), n_, lo.rank, g.out);
+    const S* xin = x;
+    if (sl.drop_key != 0) {
+      drop(a.lx, x, t, l, g);
+      xin = a.lx;
+    }
+    S* dA = partial && lora_column_parallel(t) ? lora_partial(t) : m.dLA<S>(t, l);
+    be.matmul_backward(dx ? a.ldx : static_cast<S*>(nullptr), dA, static_cast<S*>(nullptr), a.ldu, xin,
+                       m.LA<S>(t, l), n_, g.in, lo.rank);
+    if (dx == nullptr) return;
+    const size_t nin = N * static_cast<size_t>(g.in);
+    if (sl.drop_key != 0) drop(a.ldx, a.ldx, t, l, g);
+    be.residual_forward(dx, dx, a.ldx, nin);
+  }
+  // Under TP: zero the layer's partial-gradient slots first; after the layer, sum them over the TP
+  // group once and add each into its adapter's gradient (the replicas stay bitwise equal).
+  void lora_partials_begin() {
+    if (lora && m.s.tp > 1) be.fill_zero_bytes(a.ltp, a.ltp_n * sizeof(S));
+  }
+  void lora_partials_end(int l) {
+    if (!lora || m.s.tp == 1) return;
+    float* f32 = a.ltp_f32 != nullptr ? a.ltp_f32 : reinterpret_cast<float*>(a.ltp);
+    m.tp_reduce<S>(a.ltp, a.ltp_n, f32);
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      if (!lo.has(t)) continue;
+      const LoraGeom g = lora_geom(w, t);
+      const bool column = lora_column_parallel(t);
+      S* grad = column ? m.dLA<S>(t, l) : m.dLB<S>(t, l);
+      const size_t count = static_cast<size_t>(lo.rank) * static_cast<size_t>(column ? g.in : g.out);
+      be.residual_forward(grad, grad, lora_partial(t), count);
+    }
+  }
+
   // Block l from ln1 (already computed) up to the SwiGLU output.
   void block_up_to_mlp(int l) {
     S* qkv_out = qk_norm ? a.qkv_raw(l) : a.qkv(l);
     be.matmul_forward(qkv_out, a.ln1(l), W(kQkv, l), bias(l), n_, C, w.Dl, static_cast<S*>(nullptr));
+    lora_forward(kLoraQ, l, a.ln1(l), qkv_out);
+    lora_forward(kLoraK, l, a.ln1(l), qkv_out);
+    lora_forward(kLoraV, l, a.ln1(l), qkv_out);
     if (qk_norm)
       be.qk_norm_forward(a.qkv(l), a.qk_rstd(l), a.qkv_raw(l), W(kQNorm, l), W(kKNorm, l), Nl, w.Hl, w.KVl,
                          w.hd, eps);
@@ -211,11 +384,14 @@ struct Pass {
     be.attention_forward(a.atty(l), a.lse(l), a.qkv(l), pos, B, T, w.Hl, w.KVl, w.hd);
     be.matmul_forward(a.proj, a.atty(l), W(kAttnOut, l), static_cast<const S*>(nullptr), n_, w.Ql, C,
                       static_cast<S*>(nullptr));
+    lora_forward(kLoraO, l, a.atty(l), a.proj);
     reduce(a.proj);  // g
     be.residual_rmsnorm_forward(a.residual2(l), a.ln2(l), a.rstd2(l), block_input(l), a.proj, W(kMlpNorm, l),
                                 Nl, C, eps);
     be.matmul_forward(a.gate_up(l), a.ln2(l), W(kGateUp, l), static_cast<const S*>(nullptr), n_, C, 2 * w.Fl,
                       static_cast<S*>(nullptr));
+    lora_forward(kLoraGate, l, a.ln2(l), a.gate_up(l));
+    lora_forward(kLoraUp, l, a.ln2(l), a.gate_up(l));
     be.swiglu_forward(act(l), a.gate_up(l), Nl, w.Fl);
     if (!m.opt.keep_gelu) sl.gelu_layer = l;
   }
@@ -231,6 +407,7 @@ struct Pass {
       block_up_to_mlp(l);
       be.matmul_forward(a.proj, act(l), W(kDown, l), static_cast<const S*>(nullptr), n_, w.Fl, C,
                         static_cast<S*>(nullptr));
+      lora_forward(kLoraDown, l, act(l), a.proj);
       reduce(a.proj);  // g
       if (l + 1 < L)
         be.residual_rmsnorm_forward(a.residual3(l), a.ln1(l + 1), a.rstd1(l + 1), a.residual2(l), a.proj,
@@ -250,8 +427,8 @@ struct Pass {
       be.synchronize();
       return -1.0f;
     }
-    be.matmul_forward(a.logits, a.lnf, m.P<S>(m.layout.head()), static_cast<const S*>(nullptr), n_, C, w.Vl,
-                      static_cast<S*>(nullptr));
+    be.matmul_forward(a.logits, a.lnf, m.P<S>(m.base.layout.head()), static_cast<const S*>(nullptr), n_, C,
+                      w.Vl, static_cast<S*>(nullptr));
     sl.logits_valid = true;
     if (!sl.have_targets) {
       be.synchronize();
@@ -263,7 +440,7 @@ struct Pass {
 
   void backward(const float* dout, float loss_scale) {
     const int slot = static_cast<int>(&sl - m.slots.data());
-    const int head = m.layout.head();
+    const int head = m.base.layout.head();
     if (last) {
       m.crossentropy_backward<S>(sl, a.h, a.logits, a.loss_lse, loss_scale);
       sl.logits_valid = false;
@@ -284,24 +461,29 @@ struct Pass {
         m.block_slot = slot;
         m.block_layer = l;
       }
+      lora_partials_begin();
       // MLP: residual3 = residual2 + down(swiglu(gate_up(rms2(residual2)))).
       if (!m.opt.keep_gelu && sl.gelu_layer != l) be.swiglu_forward(a.act, a.gate_up(l), Nl, w.Fl);
       sl.gelu_layer = -1;
       be.matmul_backward(a.dact, dW(kDown, l), static_cast<S*>(nullptr), a.dresidual, act(l), W(kDown, l), n_,
                          w.Fl, C);
+      lora_backward(kLoraDown, l, act(l), a.dresidual, a.dact);
       be.swiglu_backward(a.dbig, a.dact, a.gate_up(l), Nl, w.Fl);
       be.matmul_backward(a.dln, dW(kGateUp, l), static_cast<S*>(nullptr), a.dbig, a.ln2(l), W(kGateUp, l), n_,
                          C, 2 * w.Fl);
+      lora_backward(kLoraGate, l, a.ln2(l), a.dbig, a.dln);
+      lora_backward(kLoraUp, l, a.ln2(l), a.dbig, a.dln);
       reduce(a.dln);  // f
       be.rmsnorm_backward(a.dresidual, dW(kMlpNorm, l), a.dln, a.residual2(l), W(kMlpNorm, l), a.rstd2(l), Nl,
                           C);
       // Attention: residual2 = residual + o(attention(rope(qk_norm(qkv(rms1(residual)))))).
       be.matmul_backward(a.proj, dW(kAttnOut, l), static_cast<S*>(nullptr), a.dresidual, a.atty(l),
                          W(kAttnOut, l), n_, w.Ql, C);
+      lora_backward(kLoraO, l, a.atty(l), a.dresidual, a.proj);
       be.attention_backward(a.dbig, a.proj, a.qkv(l), a.atty(l), a.lse(l), pos, B, T, w.Hl, w.KVl, w.hd);
       be.rope_backward(a.dbig, pos, inv_freq, B, T, w.Hl, w.KVl, w.hd);
       if (qk_norm) {
-        if (m.s.tp == 1) {
+        if (m.s.tp == 1 || frozen) {  // frozen: no weight gradient, nothing to sum
           be.qk_norm_backward(a.dbig, dW(kQNorm, l), dW(kKNorm, l), a.dbig, a.qkv_raw(l), W(kQNorm, l),
                               W(kKNorm, l), a.qk_rstd(l), Nl, w.Hl, w.KVl, w.hd);
         } else {
@@ -314,13 +496,22 @@ struct Pass {
           be.residual_forward(dW(kKNorm, l), dW(kKNorm, l), a.dqk_norm + hd, hd);
         }
       }
-      be.matmul_backward(a.dln, dW(kQkv, l), dbias(l), a.dbig, a.ln1(l), W(kQkv, l), n_, C, w.Dl);
-      reduce(a.dln);  // f
-      be.rmsnorm_backward(a.dresidual, dW(kAttnNorm, l), a.dln, block_input(l), W(kAttnNorm, l), a.rstd1(l),
-                          Nl, C);
+      // A frozen embedding needs no gradient below the first layer: its input gradient is skipped.
+      const bool below = !(first && frozen && l == 0);
+      S* dln = below ? a.dln : static_cast<S*>(nullptr);
+      be.matmul_backward(dln, dW(kQkv, l), dbias(l), a.dbig, a.ln1(l), W(kQkv, l), n_, C, w.Dl);
+      lora_backward(kLoraQ, l, a.ln1(l), a.dbig, dln);
+      lora_backward(kLoraK, l, a.ln1(l), a.dbig, dln);
+      lora_backward(kLoraV, l, a.ln1(l), a.dbig, dln);
+      lora_partials_end(l);
+      if (below) {
+        reduce(a.dln);  // f
+        be.rmsnorm_backward(a.dresidual, dW(kAttnNorm, l), a.dln, block_input(l), W(kAttnNorm, l), a.rstd1(l),
+                            Nl, C);
+      }
       if (m.layer_hook) m.layer_hook(l);
     }
-    if (first)
+    if (first && !frozen)
       m.embed_backward<S>(a.h, m.G<S>(kEmbed), static_cast<S*>(nullptr), a.dresidual, pos, B, T);
     else if constexpr (sizeof(S) != sizeof(float))
       be.convert(a.h.dinput_f32, a.dresidual, NC);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/backend/registry.h"
+#include "engine/core/lora_mask.h"
 #include "engine/core/rng.h"
 #include "engine/model/model_impl.h"
 
@@ -96,6 +97,57 @@ size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int 
   return static_cast<size_t>(std::max(slots, 1)) * ((a.arena + 3) / 4 * 4) + (a.block + 3) / 4 * 4 + stage;
 }
 
+void ParamSet::allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set) {
+  sizes = local_param_sizes(layout, s);
+  offsets.assign(sizes.size(), 0);
+  size_t off = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = off;
+    off += sizes[i];
+  }
+  n = off;
+  layers = s.local_layers();
+  goffsets = offsets;
+  layer_goff.assign(sizes.size(), 0);
+  frozen = frozen_set;
+  params = BackendBuffer(be, (std::max(off, capacity) * es + 3) / 4);
+  if (!frozen) grads = BackendBuffer(be, (off * es + 3) / 4);
+}
+
+void ParamSet::enable_staging(Backend& be, size_t es) {
+  if (staged || frozen) return;
+  size_t compact = 0, layer = 0;
+  for (int i = 0; i < layout.size(); ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (layout[i].per_layer()) {
+      layer_goff[u] = layer;
+      layer += sizes[u] / static_cast<size_t>(layers);
+    } else {
+      goffsets[u] = compact;
+      compact += sizes[u];
+    }
+  }
+  grads = BackendBuffer(be, (compact * es + 3) / 4);
+  staging = BackendBuffer(be, (2 * layer * es + 3) / 4);
+  layer_floats = layer;
+  staged = true;
+  zero_grad(be, es);
+}
+
+void ParamSet::zero_grad(Backend& be, size_t es) {
+  if (frozen) return;
+  be.fill_zero_bytes(grads.data(), (staged ? grads.size() * 4 : n * es));
+  if (staged) be.fill_zero_bytes(staging.data(), 2 * layer_floats * es);
+}
+
+size_t ParamSet::layer_grad_floats() const {
+  if (staged) return layer_floats;
+  size_t layer = 0;
+  for (int i = 0; i < layout.size(); ++i)
+    if (layout[i].per_layer()) layer += per_layer(i);
+  return layer;
+}
+
 Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(dims)) {
   Impl& m = *impl_;
@@ -106,19 +158,16 @@ Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, c
   if (m.bf16() && !m.be->supports(BackendFeature::kBf16Storage))
     throw_config(std::string("train.dtype = \"bf16\" needs a backend with bf16 storage; the ") +
                  m.be->name() + " backend has none (use fp32)");
-  m.sizes = local_param_sizes(m.layout, m.s);
-  m.offsets.assign(m.sizes.size(), 0);
-  size_t off = 0;
-  for (size_t i = 0; i < m.sizes.size(); ++i) {
-    m.offsets[i] = off;
-    off += m.sizes[i];
+  const bool lora = options.lora.enabled();
+  if (lora && !dims.llama())
+    throw_config("lora.enabled: LoRA adapters train the Llama family (model.arch = \"llama\"), not " +
+                 std::string(arch_name(dims.arch)));
+  // The parameter capacity (ZeRO-1's padded all-gather) belongs to what trains.
+  m.base.allocate(*m.be, m.s, m.es(), lora ? 0 : options.param_capacity, lora);
+  if (lora) {
+    m.adapters = std::make_unique<ParamSet>(ParamLayout(dims, options.lora));
+    m.adapters->allocate(*m.be, m.s, m.es(), options.param_capacity, false);
   }
-  m.n_params = off;
-  m.goffsets = m.offsets;
-  m.layer_goff.assign(m.sizes.size(), 0);
-  const size_t capacity = std::max(off, options.param_capacity);
-  m.params = BackendBuffer(*m.be, (capacity * m.es() + 3) / 4);
-  m.grads = BackendBuffer(*m.be, (off * m.es() + 3) / 4);
   m.slots.resize(1);
   if (dims.llama()) {
     const std::vector<float> f = llama::rope_inv_freq(dims);
@@ -133,7 +182,9 @@ Model::~Model() {
 
 const ModelDims& Model::dims() const { return impl_->d; }
 const ModelShard& Model::shard() const { return impl_->s; }
-const ParamLayout& Model::layout() const { return impl_->layout; }
+const ParamLayout& Model::layout() const { return impl_->train().layout; }
+const ParamLayout& Model::base_layout() const { return impl_->base.layout; }
+const LoraSpec& Model::lora() const { return impl_->opt.lora; }
 const ModelOptions& Model::options() const { return impl_->opt; }
 Backend& Model::backend() { return *impl_->be; }
 DType Model::dtype() const { return impl_->opt.dtype; }
@@ -148,87 +199,75 @@ void require_host_f32(const Model::Impl& m, const char* what) {
 
 float* Model::params() {
   require_host_f32(*impl_, "params");
-  return impl_->params.data();
+  return impl_->train().params.data();
 }
 const float* Model::params() const {
   require_host_f32(*impl_, "params");
-  return impl_->params.data();
+  return impl_->train().params.data();
 }
 float* Model::grads() {
   require_host_f32(*impl_, "grads");
-  if (impl_->staged)
+  if (impl_->train().staged)
     throw Error(ExitCode::kInternal,
                 "Model::grads(): the layer gradients are staged (ZeRO-2); "
                 "use grad_tensor() for the non-layer tensors and layer_grad_slot()");
-  return impl_->grads.data();
+  return impl_->train().grads.data();
 }
 float* Model::param_tensor(int index) {
   require_host_f32(*impl_, "param_tensor");
-  return impl_->P<float>(index);
+  return impl_->train().P<float>(index);
 }
 float* Model::grad_tensor(int index) {
   require_host_f32(*impl_, "grad_tensor");
-  if (impl_->staged && impl_->layout[index].per_layer())
-    throw Error(ExitCode::kInternal, "Model::grad_tensor(" + impl_->layout[index].name +
-                                         "): per-layer gradients are staged (ZeRO-2)");
-  return impl_->G<float>(index);
+  ParamSet& t = impl_->train();
+  if (t.staged && t.layout[index].per_layer())
+    throw Error(ExitCode::kInternal,
+                "Model::grad_tensor(" + t.layout[index].name + "): per-layer gradients are staged (ZeRO-2)");
+  return t.G<float>(index);
 }
-void* Model::param_data() { return impl_->params.data(); }
-void* Model::grad_data() { return impl_->grads.data(); }
-size_t Model::num_params() const { return impl_->n_params; }
-size_t Model::param_offset(int index) const { return impl_->offsets[static_cast<size_t>(index)]; }
-size_t Model::param_size(int index) const { return impl_->sizes[static_cast<size_t>(index)]; }
-size_t Model::grad_offset(int index) const { return impl_->goffsets[static_cast<size_t>(index)]; }
-int Model::tied_tensor() const { return impl_->layout.tied() ? impl_->layout.embedding() : -1; }
-
-void Model::zero_grad() {
-  Impl& m = *impl_;
-  m.be->fill_zero_bytes(m.grads.data(), (m.staged ? m.grads.size() * 4 : m.n_params * m.es()));
-  if (m.staged) m.be->fill_zero_bytes(m.staging.data(), 2 * m.layer_floats * m.es());
+void* Model::param_data() { return impl_->train().params.data(); }
+void* Model::grad_data() { return impl_->train().grads.data(); }
+size_t Model::num_params() const { return impl_->train().n; }
+size_t Model::param_offset(int index) const { return impl_->train().offsets[static_cast<size_t>(index)]; }
+size_t Model::param_size(int index) const { return impl_->train().sizes[static_cast<size_t>(index)]; }
+size_t Model::grad_offset(int index) const { return impl_->train().goffsets[static_cast<size_t>(index)]; }
+int Model::tied_tensor() const {
+  const ParamLayout& l = impl_->train().layout;
+  return l.tied() ? l.embedding() : -1;
 }
-
-void Model::enable_layer_grad_staging() {
-  Impl& m = *impl_;
-  if (m.staged) return;
-  size_t compact = 0, layer = 0;
-  for (int i = 0; i < m.layout.size(); ++i) {
-    const auto u = static_cast<size_t>(i);
-    if (m.layout[i].per_layer()) {
-      m.layer_goff[u] = layer;
-      layer += m.sizes[u] / static_cast<size_t>(m.s.local_layers());
-    } else {
-      m.goffsets[u] = compact;
-      compact += m.sizes[u];
-    }
-  }
-  m.grads = BackendBuffer(*m.be, (compact * m.es() + 3) / 4);
-  m.staging = BackendBuffer(*m.be, (2 * layer * m.es() + 3) / 4);
-  m.layer_floats = layer;
-  m.staged = true;
-  zero_grad();
+size_t Model::num_base_params() const { return impl_->base.n; }
+void* Model::base_param_data() { return impl_->base.params.data(); }
+void Model::set_training(bool on) { impl_->training = on; }
+void Model::set_dropout_step(int64_t step, int stream) {
+  impl_->drop_step = step;
+  impl_->drop_stream = stream;
+  impl_->drop_micro = 0;
 }
 
-bool Model::layer_grad_staged() const { return impl_->staged; }
-size_t Model::layer_grad_floats() const {
-  const Impl& m = *impl_;
-  if (m.staged) return m.layer_floats;
-  size_t layer = 0;
-  for (int i = 0; i < m.layout.size(); ++i)
-    if (m.layout[i].per_layer()) layer += m.per_layer(i);
-  return layer;
+void Model::zero_grad() { impl_->train().zero_grad(*impl_->be, impl_->es()); }
+
+void Model::enable_layer_grad_staging() { impl_->train().enable_staging(*impl_->be, impl_->es()); }
+
+bool Model::layer_grad_staged() const { return impl_->train().staged; }
+size_t Model::layer_grad_floats() const { return impl_->train().layer_grad_floats(); }
+size_t Model::layer_grad_offset(int index) const {
+  return impl_->train().layer_goff[static_cast<size_t>(index)];
 }
-size_t Model::layer_grad_offset(int index) const { return impl_->layer_goff[static_cast<size_t>(index)]; }
 void* Model::layer_grad_slot_data(int slot) {
-  if (!impl_->staged || slot < 0 || slot > 1)
+  ParamSet& t = impl_->train();
+  if (!t.staged || slot < 0 || slot > 1)
     throw Error(ExitCode::kInternal, "Model::layer_grad_slot: no staging slot " + std::to_string(slot));
-  return static_cast<char*>(static_cast<void*>(impl_->staging.data())) +
-         static_cast<size_t>(slot) * impl_->layer_floats * impl_->es();
+  return static_cast<char*>(static_cast<void*>(t.staging.data())) +
+         static_cast<size_t>(slot) * t.layer_floats * impl_->es();
 }
 float* Model::layer_grad_slot(int slot) {
   require_host_f32(*impl_, "layer_grad_slot");
   return static_cast<float*>(layer_grad_slot_data(slot));
 }
-size_t Model::grad_bytes() const { return (impl_->grads.size() + impl_->staging.size()) * sizeof(float); }
+size_t Model::grad_bytes() const {
+  const ParamSet& t = impl_->train();
+  return (t.grads.size() + t.staging.size()) * sizeof(float);
+}
 void Model::set_tensor_parallel_group(comm::ProcessGroup* tp) { impl_->tp = tp; }
 
 const float* Model::logits() const {
@@ -328,77 +367,95 @@ void Model::set_activation_slots(int slots) {
 
 int Model::activation_slots() const { return static_cast<int>(impl_->slots.size()); }
 
-void Model::init_random(uint64_t seed) {
-  Impl& m = *impl_;
+namespace {
+
+// Host fp32 <-> a parameter set's buffer (this shard's local layout), any backend and storage.
+void get_set(const Model::Impl& m, const ParamSet& ps, float* host) {
+  if (!m.bf16()) {
+    m.be->download(host, ps.params.data(), ps.n * sizeof(float));
+    return;
+  }
+  std::vector<bf16_t> raw(ps.n);
+  m.be->download(raw.data(), ps.params.data(), ps.n * sizeof(bf16_t));
+  for (size_t i = 0; i < ps.n; ++i) host[i] = from_bf16(raw[i]);
+}
+
+void set_set(Model::Impl& m, ParamSet& ps, const float* host) {
+  if (!m.bf16()) {
+    m.be->upload(ps.params.data(), host, ps.n * sizeof(float));
+    return;
+  }
+  std::vector<bf16_t> raw(ps.n);
+  for (size_t i = 0; i < ps.n; ++i) raw[i] = to_bf16(host[i]);
+  m.be->upload(ps.params.data(), raw.data(), ps.n * sizeof(bf16_t));
+}
+
+bool host_f32(const Model::Impl& m) { return m.be->supports(BackendFeature::kHostMemory) && !m.bf16(); }
+
+// Every tensor of `ps` initialised by init(i, whole tensor, floats), this shard taking its slice.
+template <typename F>
+void init_set(Model::Impl& m, ParamSet& ps, F init) {
   std::vector<float> full, local;
-  const bool host_f32 = m.be->supports(BackendFeature::kHostMemory) && !m.bf16();
-  if (!host_f32) local.assign(m.n_params, 0.0f);
-  float* dst = host_f32 ? m.params.data() : local.data();
-  for (int i = 0; i < m.layout.size(); ++i) {
-    const size_t n = m.layout.full_size(i);
-    if (n == 0 || m.sizes[static_cast<size_t>(i)] == 0) continue;
-    float* out = dst + m.offsets[static_cast<size_t>(i)];
-    auto init = [&](float* t) {
-      if (m.d.llama())
-        llama::init_tensor(m.d, i, t, n, seed);
-      else
-        gpt2::init_tensor(m.d, i, t, n, seed);
-    };
+  const bool direct = host_f32(m);
+  if (!direct) local.assign(ps.n, 0.0f);
+  float* dst = direct ? ps.params.data() : local.data();
+  for (int i = 0; i < ps.layout.size(); ++i) {
+    const size_t n = ps.layout.full_size(i);
+    if (n == 0 || ps.sizes[static_cast<size_t>(i)] == 0) continue;
+    float* out = dst + ps.offsets[static_cast<size_t>(i)];
     if (m.s.whole()) {
-      init(out);
+      init(i, out, n);
       continue;
     }
     full.resize(n);  // one tensor at a time: the shard takes its slice
-    init(full.data());
-    for (const ShardRun& r : shard_runs(m.layout, m.s, i))
+    init(i, full.data(), n);
+    for (const ShardRun& r : shard_runs(ps.layout, m.s, i))
       std::memcpy(out + r.local, full.data() + r.full, r.count * sizeof(float));
   }
-  if (!host_f32) set_params(local.data());
+  if (!direct) set_set(m, ps, local.data());
 }
 
-void Model::set_params_from_full(const float* full) {
+void set_from_full(Model::Impl& m, ParamSet& ps, const float* full) {
+  if (host_f32(m)) {
+    full_to_shard(ps.layout, m.s, full, ps.params.data());
+    return;
+  }
+  std::vector<float> local(ps.n);
+  full_to_shard(ps.layout, m.s, full, local.data());
+  set_set(m, ps, local.data());
+}
+
+void to_full(const Model::Impl& m, const ParamSet& ps, float* full) {
+  if (host_f32(m)) {
+    shard_to_full(ps.layout, m.s, ps.params.data(), full);
+    return;
+  }
+  std::vector<float> local(ps.n);
+  get_set(m, ps, local.data());
+  shard_to_full(ps.layout, m.s, local.data(), full);
+}
+
+}  // namespace
+
+void Model::init_random(uint64_t seed) {
   Impl& m = *impl_;
-  if (m.be->supports(BackendFeature::kHostMemory) && !m.bf16()) {
-    full_to_shard(m.layout, m.s, full, m.params.data());
-    return;
-  }
-  std::vector<float> local(m.n_params);
-  full_to_shard(m.layout, m.s, full, local.data());
-  set_params(local.data());
+  init_set(m, m.base, [&](int i, float* t, size_t n) {
+    if (m.d.llama())
+      llama::init_tensor(m.d, i, t, n, seed);
+    else
+      gpt2::init_tensor(m.d, i, t, n, seed);
+  });
+  if (m.adapters)
+    init_set(m, *m.adapters,
+             [&](int i, float* t, size_t n) { lora_init_tensor(m.d, m.opt.lora, i, t, n, seed); });
 }
 
-void Model::params_to_full(float* full) const {
-  const Impl& m = *impl_;
-  if (m.be->supports(BackendFeature::kHostMemory) && !m.bf16()) {
-    shard_to_full(m.layout, m.s, m.params.data(), full);
-    return;
-  }
-  std::vector<float> local(m.n_params);
-  get_params(local.data());
-  shard_to_full(m.layout, m.s, local.data(), full);
-}
-
-void Model::get_params(float* host) const {
-  const Impl& m = *impl_;
-  if (!m.bf16()) {
-    m.be->download(host, m.params.data(), m.n_params * sizeof(float));
-    return;
-  }
-  std::vector<bf16_t> raw(m.n_params);
-  m.be->download(raw.data(), m.params.data(), m.n_params * sizeof(bf16_t));
-  for (size_t i = 0; i < m.n_params; ++i) host[i] = from_bf16(raw[i]);
-}
-
-void Model::set_params(const float* host) {
-  Impl& m = *impl_;
-  if (!m.bf16()) {
-    m.be->upload(m.params.data(), host, m.n_params * sizeof(float));
-    return;
-  }
-  std::vector<bf16_t> raw(m.n_params);
-  for (size_t i = 0; i < m.n_params; ++i) raw[i] = to_bf16(host[i]);
-  m.be->upload(m.params.data(), raw.data(), m.n_params * sizeof(bf16_t));
-}
+void Model::set_params_from_full(const float* full) { set_from_full(*impl_, impl_->train(), full); }
+void Model::params_to_full(float* full) const { to_full(*impl_, impl_->train(), full); }
+void Model::set_base_from_full(const float* full) { set_from_full(*impl_, impl_->base, full); }
+void Model::base_to_full(float* full) const { to_full(*impl_, impl_->base, full); }
+void Model::get_params(float* host) const { get_set(*impl_, impl_->train(), host); }
+void Model::set_params(const float* host) { set_set(*impl_, impl_->train(), host); }
 
 float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T, const int32_t* positions) {
   if (impl_->s.pp != 1)
@@ -486,6 +543,11 @@ float Model::forward_stage(int slot, const int32_t* inputs, const float* stage_i
   sl.logits_valid = false;
   sl.has_positions = positions != nullptr;
   sl.counted = 0;
+  sl.drop_key = 0;
+  if (m.adapters && m.training && m.opt.lora.dropout > 0.0f) {
+    sl.drop_key = lora_forward_key(m.opt.lora.seed, m.drop_step, m.drop_stream, m.drop_micro);
+    ++m.drop_micro;
+  }
   m.last_forward_slot = slot;
   Carver c(sl.arena.data(), m.be->alignment());
   const SlotHead h = carve_head(m.plan(B, T), c);
@@ -545,7 +607,7 @@ void Model::backward_stage(int slot, const float* dout, float loss_scale) {
                 "Model::backward() needs a preceding forward() with targets, once per forward");
   if (!s.last_stage() && dout == nullptr)
     throw Error(ExitCode::kInternal, "Model: stage " + std::to_string(s.stage) + " needs d(output)");
-  if (m.staged && !m.layer_hook)
+  if (m.train().staged && !m.layer_hook)
     throw Error(
         ExitCode::kInternal,
         "Model::backward: layer-gradient staging (ZeRO-2) needs a layer backward hook to drain each layer's "

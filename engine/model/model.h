@@ -11,7 +11,11 @@
 //
 // Parameters live in one contiguous buffer in the architecture's table order (for GPT-2 llm.c's:
 // wte, wpe, then per-layer stacks, then lnf), each per-layer tensor stored for all local layers
-// together; gradients mirror the layout. Under tensor/pipeline parallelism a Model holds one
+// together; gradients mirror the layout. Under LoRA (ModelOptions::lora) the *trainable* parameters
+// are the adapters, in their own table (lora.h): layout(), params(), grads() and every accessor
+// below that the optimizer, data parallelism and checkpoints use mean the adapters, so those work
+// unchanged; the frozen architecture weights are the "base" (base_layout(), set_base_from_full()),
+// which have no gradient buffer at all. Under tensor/pipeline parallelism a Model holds one
 // shard (model_shard.h). A pipeline stage keeps one activation set per in-flight micro-batch
 // ("slot") and exchanges fp32 (B*T, C) activations and gradients at its boundaries.
 #pragma once
@@ -22,6 +26,7 @@
 #include <memory>
 
 #include "engine/backend/backend.h"
+#include "engine/model/lora.h"
 #include "engine/model/model_dims.h"
 #include "engine/model/model_shard.h"
 #include "engine/model/param_layout.h"
@@ -44,6 +49,9 @@ struct ModelOptions {
   // Pipeline stages on a device: allocate the fp32 receive buffers (stage_recv_buffer) with the
   // activations in reserve() and count them in activation_bytes() (the host runner keeps its own).
   bool stage_buffers = false;
+  // LoRA (lora.h; rank 0: off): the architecture's weights are frozen (no gradient buffer, no weight
+  // gradient computed) and the adapters are the model's parameters (see "Parameters" below).
+  LoraSpec lora;
 };
 
 // Bytes a Model of these dims would allocate for activations at B x T (activation_bytes_for
@@ -61,23 +69,38 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  const ModelDims& dims() const;      // the full model's dimensions
-  const ModelShard& shard() const;    // which part this instance holds (resolved)
-  const ParamLayout& layout() const;  // the architecture's tensor table
+  const ModelDims& dims() const;           // the full model's dimensions
+  const ModelShard& shard() const;         // which part this instance holds (resolved)
+  const ParamLayout& layout() const;       // the trainable tensors' table: the architecture's, or LoRA's
+  const ParamLayout& base_layout() const;  // the architecture's table (= layout() without LoRA)
+  const LoraSpec& lora() const;            // rank 0 without LoRA
   const ModelOptions& options() const;
   Backend& backend();
   DType dtype() const;
 
   // The architecture's initialisation (GPT-2: N(0, 0.02), residual projections scaled by
   // 1/sqrt(2L), biases 0, norms 1; llama: N(0, 0.02) for every matrix, biases 0, norms 1), padded
-  // vocab rows zero. Deterministic for a seed, and a shard gets exactly its slice of the whole
-  // model's initialisation.
+  // vocab rows zero; under LoRA also the adapters' (lora_init_tensor: A uniform, B zero).
+  // Deterministic for a seed, and a shard gets exactly its slice of the whole model's initialisation.
   void init_random(uint64_t seed);
+  // The frozen base of a LoRA model (the whole parameter set otherwise): this shard's slice of /
+  // into a full fp32 vector of base_layout().full_params() floats, and its local element count.
+  void set_base_from_full(const float* full);
+  void base_to_full(float* full) const;
+  size_t num_base_params() const;
+  void* base_param_data();  // the base's raw buffer (dtype() elements)
+
+  // LoRA dropout: forwards draw masks only while training (evaluation and sampling set false), and
+  // the masks of a forward are keyed by the step and stream (the data-parallel rank) given here
+  // and the forward's index since (the trainer calls it once per optimizer step, so a resumed run
+  // draws the same masks; engine/core/lora_mask.h).
+  void set_training(bool on);
+  void set_dropout_step(int64_t step, int stream = 0);
   // This shard's slice of / into a full fp32 parameter vector of layout().full_params() floats.
   void set_params_from_full(const float* full);
   void params_to_full(float* full) const;  // writes only the floats this shard holds
-  // This shard's parameters as host fp32 in the local layout (num_params() floats), any backend
-  // and storage type (bf16 is widened / rounded to nearest even).
+  // This shard's (trainable) parameters as host fp32 in the local layout (num_params() floats), any
+  // backend and storage type (bf16 is widened / rounded to nearest even).
   void get_params(float* host) const;
   void set_params(const float* host);
 

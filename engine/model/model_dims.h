@@ -70,7 +70,7 @@ int pad_vocab(int vocab_size);  // multiple of 128
 std::string describe_dims(const ModelDims& d);
 
 // Problems with the dimensions themselves (empty when consistent), each naming the model.* key:
-// used by GptModel's constructor and validate().
+// used by Model's constructor and validate().
 std::string dims_problem(const ModelDims& d);
 
 }  // namespace flotilla

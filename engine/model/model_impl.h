@@ -12,12 +12,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/comm/process_group.h"
 #include "engine/core/error.h"
+#include "engine/model/lora.h"
 #include "engine/model/model.h"
 
 namespace flotilla {
@@ -74,6 +76,52 @@ struct SlotHead {
   float* dinput_f32 = nullptr;   // (N, C) fp32: a bf16 non-first stage's d(input), sent back
 };
 
+// One flat parameter vector with its gradients and its ZeRO-2 staging: the architecture's tensors,
+// or a LoRA model's adapters. Per-layer tensors hold `layers` slices each.
+struct ParamSet {
+  explicit ParamSet(ParamLayout l) : layout(std::move(l)) {}
+
+  ParamLayout layout;
+  std::vector<size_t> offsets, sizes;  // per tensor, elements in the parameter buffer
+  size_t n = 0;
+  int layers = 1;
+  BackendBuffer params;
+  BackendBuffer grads;  // every tensor (offsets), or only the non-layer ones (goffsets) when staged
+  bool frozen = false;  // no gradients at all (a LoRA model's base): G and LG are null
+  bool staged = false;
+  BackendBuffer staging;  // two slots of layer_floats elements
+  size_t layer_floats = 0;
+  std::vector<size_t> goffsets, layer_goff;
+
+  // Sizes and offsets of this shard's tensors; buffers of `es`-byte elements (params with room
+  // for `capacity`, gradients unless frozen).
+  void allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set);
+  void enable_staging(Backend& be, size_t es);
+  void zero_grad(Backend& be, size_t es);
+  size_t layer_grad_floats() const;
+
+  template <typename S>
+  S* P(int i) {
+    return params.as<S>() + offsets[static_cast<size_t>(i)];
+  }
+  template <typename S>
+  S* G(int i) {  // a non-layer tensor's gradient (any tensor's without staging); null when frozen
+    return frozen ? nullptr : grads.as<S>() + goffsets[static_cast<size_t>(i)];
+  }
+  size_t per_layer(int i) const { return sizes[static_cast<size_t>(i)] / static_cast<size_t>(layers); }
+  template <typename S>
+  S* LP(int i, int l) {
+    return P<S>(i) + static_cast<size_t>(l) * per_layer(i);
+  }
+  template <typename S>
+  S* LG(int i, int l) {
+    if (frozen) return nullptr;
+    if (staged)
+      return staging.as<S>() + static_cast<size_t>(l % 2) * layer_floats + layer_goff[static_cast<size_t>(i)];
+    return G<S>(i) + static_cast<size_t>(l) * per_layer(i);
+  }
+};
+
 struct Model::Impl {
   struct Slot {
     BackendBuffer arena;
@@ -84,23 +132,23 @@ struct Model::Impl {
     bool has_positions = false;  // the forward was given document positions
     int gelu_layer = -1;         // GPT-2 without keep_gelu: the layer whose GELU output the scratch holds
     int64_t counted = 0;         // targets with a loss (not kIgnoreTarget)
+    uint64_t drop_key = 0;       // LoRA dropout: this forward's masks (0: no dropout, e.g. evaluation)
   };
 
-  explicit Impl(const ModelDims& dims) : d(dims), layout(dims) {}
+  explicit Impl(const ModelDims& dims) : d(dims), base(ParamLayout(dims)) {}
 
   ModelDims d;
   ModelShard s;
-  ParamLayout layout;
   ModelOptions opt;
   Backend* be = nullptr;
-  std::vector<size_t> offsets, sizes;  // per tensor, elements in the parameter buffer
-  size_t n_params = 0;
-  BackendBuffer params;
-  BackendBuffer grads;  // every tensor (offsets), or only the non-layer ones (goffsets) when staged
-  bool staged = false;
-  BackendBuffer staging;  // two slots of layer_floats elements
-  size_t layer_floats = 0;
-  std::vector<size_t> goffsets, layer_goff;
+  ParamSet base;                       // the architecture's tensors (frozen under LoRA)
+  std::unique_ptr<ParamSet> adapters;  // LoRA: the adapters, what trains (opt.lora.enabled())
+  ParamSet& train() { return adapters ? *adapters : base; }
+  const ParamSet& train() const { return adapters ? *adapters : base; }
+  bool training = true;    // forwards draw LoRA dropout masks (set_training)
+  int64_t drop_step = 0;   // set_dropout_step: the optimizer step the next forwards belong to
+  int drop_stream = 0;     // ... and the data-parallel rank
+  int64_t drop_micro = 0;  // forwards since then
   std::vector<Slot> slots;
   bool recompute = false;
   BackendBuffer block;  // the recompute block region
@@ -118,27 +166,41 @@ struct Model::Impl {
 
   size_t es() const { return dtype_bytes(opt.dtype); }
   bool bf16() const { return opt.dtype == DType::kBF16; }
+  const LoraSpec& lora() const { return opt.lora; }
+  // The architecture's tensor i (the base under LoRA): parameters, and gradients (null when frozen).
   template <typename S>
   S* P(int i) {
-    return params.as<S>() + offsets[static_cast<size_t>(i)];
+    return base.P<S>(i);
   }
   template <typename S>
-  S* G(int i) {  // a non-layer tensor's gradient (any tensor's without staging)
-    return grads.as<S>() + goffsets[static_cast<size_t>(i)];
-  }
-  size_t per_layer(int i) const {
-    return sizes[static_cast<size_t>(i)] / static_cast<size_t>(s.local_layers());
+  S* G(int i) {
+    return base.G<S>(i);
   }
   // Local layer l of per-layer tensor i: its parameters, and its gradient (in grads or its staging slot).
   template <typename S>
   S* LP(int i, int l) {
-    return P<S>(i) + static_cast<size_t>(l) * per_layer(i);
+    return base.LP<S>(i, l);
   }
   template <typename S>
   S* LG(int i, int l) {
-    if (staged)
-      return staging.as<S>() + static_cast<size_t>(l % 2) * layer_floats + layer_goff[static_cast<size_t>(i)];
-    return G<S>(i) + static_cast<size_t>(l) * per_layer(i);
+    return base.LG<S>(i, l);
+  }
+  // LoRA target t's A and B in local layer l, and their gradients.
+  template <typename S>
+  S* LA(int t, int l) {
+    return adapters->LP<S>(lora().a_index(t), l);
+  }
+  template <typename S>
+  S* LB(int t, int l) {
+    return adapters->LP<S>(lora().b_index(t), l);
+  }
+  template <typename S>
+  S* dLA(int t, int l) {
+    return adapters->LG<S>(lora().a_index(t), l);
+  }
+  template <typename S>
+  S* dLB(int t, int l) {
+    return adapters->LG<S>(lora().b_index(t), l);
   }
 
   // Vocabulary rows of the embedding/head this rank holds, the first of them, and how many are real.

@@ -11,6 +11,7 @@
 #include "engine/core/error.h"
 #include "engine/model/gpt.h"
 #include "engine/model/llama.h"
+#include "engine/model/lora.h"
 #include "engine/model/model_shard.h"
 
 namespace flotilla {
@@ -93,6 +94,9 @@ ParamLayout::ParamLayout(const ModelDims& dims) : d_(dims) {
   }
 }
 
+ParamLayout::ParamLayout(const ModelDims& dims, const LoraSpec& lora)
+    : d_(dims), t_(lora_table(dims, lora)), head_(-1), adapters_(true) {}
+
 int ParamLayout::find(const std::string& name) const {
   for (size_t i = 0; i < t_.size(); ++i)
     if (t_[i].name == name) return static_cast<int>(i);
@@ -111,6 +115,7 @@ size_t ParamLayout::full_params() const {
 }
 
 size_t ParamLayout::full_params_unpadded() const {
+  if (adapters_) return full_params();
   const size_t pad_rows = static_cast<size_t>(d_.padded_vocab - d_.vocab_size);
   const size_t C = static_cast<size_t>(d_.n_embd);
   return full_params() - pad_rows * C * (tied() ? 1 : 2);

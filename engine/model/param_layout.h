@@ -19,6 +19,7 @@
 namespace flotilla {
 
 struct ModelShard;
+struct LoraSpec;
 
 // How tensor parallelism splits a tensor across the TP group.
 enum class TpSplit {
@@ -51,14 +52,19 @@ struct TensorSpec {
 class ParamLayout {
  public:
   explicit ParamLayout(const ModelDims& dims);  // the table of dims.arch
+  // The LoRA adapters' table of a model of dims `dims` (lora.h lora_table): what a LoRA model
+  // trains, with no embedding or head.
+  ParamLayout(const ModelDims& dims, const LoraSpec& lora);
 
   const ModelDims& dims() const { return d_; }
   int size() const { return static_cast<int>(t_.size()); }
   const TensorSpec& operator[](int i) const { return t_[static_cast<size_t>(i)]; }
   int find(const std::string& name) const;  // -1 when absent
-  int embedding() const { return 0; }       // the token embedding is tensor 0 in every table
-  int head() const { return head_; }        // the tensor the logits are projected with
+  // The token embedding is tensor 0 in every architecture's table; an adapter table has none (-1).
+  int embedding() const { return adapters_ ? -1 : 0; }
+  int head() const { return head_; }  // the tensor the logits are projected with (-1: adapters)
   bool tied() const { return head_ == 0; }
+  bool adapters() const { return adapters_; }  // a LoRA adapter table
 
   // The whole model's floats of tensor i / of all tensors (with the padded vocabulary).
   size_t full_size(int i) const;
@@ -70,6 +76,7 @@ class ParamLayout {
   ModelDims d_;
   std::vector<TensorSpec> t_;
   int head_ = 0;
+  bool adapters_ = false;
 };
 
 // A contiguous run of one tensor: `count` floats at `full` inside the whole tensor and at `local`
@@ -88,5 +95,12 @@ void shard_to_full(const ParamLayout& layout, const ModelShard& s, const float* 
 // parameter count): replicated-over-TP tensors on TP rank 0 only, the tied embedding on the
 // first stage only.
 bool counts_once(const ParamLayout& layout, const ModelShard& s, int tensor);
+
+// The same helpers for the architecture table of `d` (ParamLayout(d)), for callers that hold dims.
+std::vector<ShardRun> shard_runs(const ModelDims& d, const ModelShard& s, int tensor);
+std::vector<size_t> local_param_sizes(const ModelDims& d, const ModelShard& s);
+void full_to_shard(const ModelDims& d, const ModelShard& s, const float* full, float* local);
+void shard_to_full(const ModelDims& d, const ModelShard& s, const float* local, float* full);
+bool counts_once(const ModelDims& d, const ModelShard& s, int tensor);
 
 }  // namespace flotilla

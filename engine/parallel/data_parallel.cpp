@@ -6,7 +6,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/model/gpt_shard.h"
+#include "engine/backend/registry.h"
+#include "engine/model/param_layout.h"
 
 namespace flotilla {
 namespace {
@@ -24,14 +25,13 @@ struct DataParallel::Bucket {
   std::unique_ptr<comm::Work> work;
 };
 
-DataParallel::DataParallel(comm::ProcessGroup* dp, GptModel& model, int zero)
+DataParallel::DataParallel(comm::ProcessGroup* dp, Model& model, int zero)
     : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0) {
   n_ = model.num_params();
   counted_ = {{0, n_}};
   const int ranks = dp_size();
   if (zero_ == 0) {
-    m_.assign(n_, 0.0f);
-    v_.assign(n_, 0.0f);
+    opt_ = std::make_unique<AdamW>(get_backend("cpu"), param_groups(model), 0, n_);
     if (ranks > 1) {
       // Bucket l holds (local) layer l's slice of every per-layer tensor; the last bucket the rest.
       const int layers = model.shard().local_layers();
@@ -62,8 +62,7 @@ DataParallel::DataParallel(comm::ProcessGroup* dp, GptModel& model, int zero)
   } else {
     chunk_ = (n_ + static_cast<size_t>(ranks) - 1) / static_cast<size_t>(ranks);
     state_begin_ = chunk_ * static_cast<size_t>(dp_->rank());
-    m_.assign(chunk_, 0.0f);
-    v_.assign(chunk_, 0.0f);
+    opt_ = std::make_unique<AdamW>(get_backend("cpu"), param_groups(model), state_begin_, chunk_);
     shard_grad_.assign(chunk_, 0.0f);
     if (zero_ == 1) {
       padded_.assign(chunk_ * static_cast<size_t>(ranks), 0.0f);
@@ -251,27 +250,16 @@ double DataParallel::grad_norm(Backend& backend) {
   return std::sqrt(sumsq);
 }
 
-void DataParallel::scale_grads(Backend& backend, float scale) {
-  if (zero_ == 0)
-    backend.scale_values(grads_, n_, scale);
-  else
-    backend.scale_values(shard_grad_.data(), shard_grad_.size(), scale);
-}
-
-void DataParallel::optimizer_step(Backend& backend, float* params, const AdamHyper& h, int64_t step) {
-  const GptModel& model = model_;
+void DataParallel::optimizer_step(float* params, const AdamWHyper& h, float grad_scale, int64_t step) {
   const size_t begin = zero_ == 0 ? 0 : state_begin_;
   const size_t end = zero_ == 0 ? n_ : std::min(n_, state_begin_ + chunk_);
-  const float* grads = zero_ == 0 ? grads_ : shard_grad_.data();
-  // AdamW tensor by tensor over the intersection with [begin, end): weight decay is per tensor.
-  for (int i = 0; i < model.layout().size(); ++i) {
-    const size_t t0 = model.param_offset(i), t1 = t0 + model.param_size(i);
-    const size_t a = std::max(t0, begin), b = std::min(t1, end);
-    if (a >= b) continue;
-    const float wd = model.layout()[i].decays ? h.weight_decay : 0.0f;
-    backend.adamw_update(params + a, grads + (a - begin), m_.data() + (a - begin), v_.data() + (a - begin),
-                         b - a, h.lr, h.beta1, h.beta2, h.eps, wd, step);
-  }
+  // The optimizer's range is [begin, begin + chunk); the padding past n_ holds no parameter.
+  AdamW::Step s;
+  s.params = params;
+  s.grads = zero_ == 0 ? grads_ : shard_grad_.data();
+  s.grad_begin = begin;
+  s.grad_scale = grad_scale;
+  opt_->step(s, h, step);
   if (zero_ == 0) return;
   if (zero_ == 2) {
     gather_params(params);

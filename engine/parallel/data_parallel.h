@@ -10,7 +10,7 @@
 //             into the owner's shard, the owner updates its slice of the parameters, and an
 //             all-gather puts every slice back on every rank.
 //   zero = 2: as zero = 1, but no full-size gradient buffer exists: the model writes each layer's
-//             gradients into one of two staging slots (GptModel::enable_layer_grad_staging); the
+//             gradients into one of two staging slots (Model::enable_layer_grad_staging); the
 //             layer hook all-reduces slot l % 2 in place on the comm thread while layer l-1
 //             computes, then drains slot (l+1) % 2 by adding this rank's part (its intersection
 //             with [r*chunk, (r+1)*chunk)) into the persistent gradient shard and zeroing it. Every
@@ -22,7 +22,7 @@
 //             reduce-scatter takes equal counts; that keeps the staging at exactly two layers.
 // One non-obvious decision: bucket boundaries and the reduce order depend only on the model
 // shape and the dp degree, never on timing, so two runs of the same layout are bitwise equal.
-// Under tensor/pipeline parallelism the model is this rank's shard (gpt_shard.h): buckets,
+// Under tensor/pipeline parallelism the model is this rank's shard (param_layout.h): buckets,
 // shards and the optimizer cover the local parameter vector, the DP group holds the ranks with
 // the same shard, and the gradient norm is completed over the TP and PP groups
 // (set_norm_reduction) counting each replicated tensor once.
@@ -36,28 +36,25 @@
 
 #include "engine/backend/backend.h"
 #include "engine/comm/process_group.h"
-#include "engine/model/gpt.h"
+#include "engine/model/model.h"
+#include "engine/train/adamw.h"
 
 namespace flotilla {
-
-struct AdamHyper {
-  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
-};
 
 class DataParallel {
  public:
   // dp may be null (one rank: no communication).
   // zero = 2 with more than one DP rank switches the model to layer-gradient staging.
-  DataParallel(comm::ProcessGroup* dp, GptModel& model, int zero);
+  DataParallel(comm::ProcessGroup* dp, Model& model, int zero);
   ~DataParallel();
 
   int zero() const { return zero_; }
   int dp_size() const;
   // The optimizer state this rank holds: all parameters (zero 0) or its shard.
-  size_t state_begin() const { return state_begin_; }  // flat offset of m[0]
-  size_t state_size() const { return m_.size(); }
-  std::vector<float>& m() { return m_; }
-  std::vector<float>& v() { return v_; }
+  size_t state_begin() const { return opt_->begin(); }  // flat offset of m[0]
+  size_t state_size() const { return opt_->size(); }
+  float* m() { return opt_->m(); }  // state_size() floats, host memory
+  float* v() { return opt_->v(); }
 
   // Call before the backward of the last micro-step (overlap is only for that one), then
   // layer_done(l) from the model's hook as each layer's backward finishes, then finish() after
@@ -73,7 +70,7 @@ class DataParallel {
   void end_micro_step();
 
   // Bytes of gradient-sized buffers this object allocated (shard, scratch, buckets); the model's
-  // own are GptModel::grad_bytes().
+  // own are Model::grad_bytes().
   size_t grad_bytes() const;
   static constexpr size_t kGatherPiece = size_t{1} << 18;  // floats per ZeRO-2 all-gather piece
 
@@ -83,11 +80,11 @@ class DataParallel {
   void set_norm_reduction(std::vector<std::pair<size_t, size_t>> counted,
                           std::vector<comm::ProcessGroup*> groups);
 
-  // Global gradient L2 norm (every rank gets the same value) and clipping by `scale`.
+  // Global gradient L2 norm (every rank gets the same value).
   double grad_norm(Backend& backend);
-  void scale_grads(Backend& backend, float scale);
-  // AdamW on what this rank owns; with ZeRO also all-gathers the updated parameters.
-  void optimizer_step(Backend& backend, float* params, const AdamHyper& h, int64_t step);
+  // AdamW (engine/train/adamw.h) on what this rank owns, the gradients multiplied by grad_scale
+  // (clipping); with ZeRO also all-gathers the updated parameters.
+  void optimizer_step(float* params, const AdamWHyper& h, float grad_scale, int64_t step);
 
   // Mean of a per-rank scalar over the DP group (loss reporting).
   double mean(double value);
@@ -104,12 +101,12 @@ class DataParallel {
   void gather_params(float* params);  // zero 2: all-gather in kGatherPiece pieces
 
   comm::ProcessGroup* dp_;
-  GptModel& model_;
+  Model& model_;
   int zero_;
   size_t n_ = 0;      // real parameter count
   size_t chunk_ = 0;  // shard size (zero >= 1): ceil(n / dp)
   size_t state_begin_ = 0;
-  std::vector<float> m_, v_;
+  std::unique_ptr<AdamW> opt_;                    // m and v of what this rank owns, on the CPU backend
   std::vector<float> padded_;                     // dp * chunk scratch (zero >= 1)
   std::vector<float> shard_grad_;                 // chunk (zero >= 1)
   std::vector<std::unique_ptr<Bucket>> buckets_;  // per layer, then the rest (zero 0)

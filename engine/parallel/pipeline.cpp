@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "engine/core/error.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 
 namespace flotilla {
 namespace {
@@ -14,17 +14,17 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// GptModel behind PipelineStage, with host receive buffers.
+// Model behind PipelineStage, with host receive buffers.
 class HostStage final : public PipelineStage {
  public:
-  HostStage(GptModel& model, int B, int T)
+  HostStage(Model& model, int B, int T)
       : model_(model),
         B_(B),
         T_(T),
         act_in_(static_cast<size_t>(B) * static_cast<size_t>(T) * static_cast<size_t>(model.dims().n_embd)),
         grad_in_(act_in_.size()) {}
-  const GptDims& dims() const override { return model_.dims(); }
-  const GptShard& shard() const override { return model_.shard(); }
+  const ModelDims& dims() const override { return model_.dims(); }
+  const ModelShard& shard() const override { return model_.shard(); }
   void set_activation_slots(int slots) override { model_.set_activation_slots(slots); }
   float forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
                       const int32_t* positions) override {
@@ -38,7 +38,7 @@ class HostStage final : public PipelineStage {
   float* receive_buffer(bool grad) override { return grad ? grad_in_.data() : act_in_.data(); }
 
  private:
-  GptModel& model_;
+  Model& model_;
   int B_, T_;
   std::vector<float> act_in_, grad_in_;
 };
@@ -85,8 +85,8 @@ std::string describe_schedule(const std::vector<PipeAction>& actions) {
   return out;
 }
 
-PipelineRunner::PipelineRunner(GptModel& model, comm::ProcessGroup& pp, std::string schedule,
-                               int micro_batches, int B, int T)
+PipelineRunner::PipelineRunner(Model& model, comm::ProcessGroup& pp, std::string schedule, int micro_batches,
+                               int B, int T)
     : PipelineRunner(*new HostStage(model, B, T), pp, std::move(schedule), micro_batches, B, T) {
   host_.reset(&model_);
 }

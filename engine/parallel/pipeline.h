@@ -23,7 +23,7 @@
 
 #include "engine/comm/process_group.h"
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/train/micro_batch.h"
 
 namespace flotilla {
@@ -42,14 +42,14 @@ int pipeline_slots(const std::string& kind, int stages, int stage, int micro);
 // "F0 F1 B0 F2 B1 B2": for tests and logs.
 std::string describe_schedule(const std::vector<PipeAction>& actions);
 
-// What the runner drives: one stage's model, on the host (GptModel) or a device (CudaGpt through
+// What the runner drives: one stage's model, on the host (Model) or a device (GpuTrainer through
 // the trainer's DeviceModel). Boundary buffers are (B*T, C) floats in the stage's own memory; the
 // ProcessGroup sends and receives host or device buffers alike.
 class PipelineStage {
  public:
   virtual ~PipelineStage() = default;
-  virtual const GptDims& dims() const = 0;
-  virtual const GptShard& shard() const = 0;
+  virtual const ModelDims& dims() const = 0;
+  virtual const ModelShard& shard() const = 0;
   // Activation sets the schedule keeps at once (called once, before the first forward).
   virtual void set_activation_slots(int slots) = 0;
   // Model::forward_stage / stage_output / backward_stage / stage_input_grad, for B x T
@@ -66,8 +66,7 @@ class PipelineStage {
 class PipelineRunner {
  public:
   // pp: the PP group (stage = pp.rank()); the model must be that stage's shard. B x T per micro-batch.
-  PipelineRunner(GptModel& model, comm::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
-                 int T);
+  PipelineRunner(Model& model, comm::ProcessGroup& pp, std::string schedule, int micro_batches, int B, int T);
   // The same over any stage (not owned; run.device = "cuda": the device model's stage).
   PipelineRunner(PipelineStage& stage, comm::ProcessGroup& pp, std::string schedule, int micro_batches, int B,
                  int T);
@@ -93,7 +92,7 @@ class PipelineRunner {
  private:
   void wait_slot(int slot, Timing& timing);
 
-  std::unique_ptr<PipelineStage> host_;  // the GptModel adapter, when constructed from a GptModel
+  std::unique_ptr<PipelineStage> host_;  // the Model adapter, when constructed from a Model
   PipelineStage& model_;
   comm::ProcessGroup& pp_;
   std::string schedule_;

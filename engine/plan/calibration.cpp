@@ -41,7 +41,7 @@ std::string commas(double v) {
   return out;
 }
 
-bool same_dims(const GptDims& a, const GptDims& b) {
+bool same_dims(const ModelDims& a, const ModelDims& b) {
   return a.arch == b.arch && a.n_layer == b.n_layer && a.n_embd == b.n_embd && a.n_head == b.n_head &&
          a.kv_heads() == b.kv_heads() && a.hd() == b.hd() && a.ffn() == b.ffn() &&
          a.vocab_size == b.vocab_size && a.padded_vocab == b.padded_vocab && a.tied() == b.tied() &&

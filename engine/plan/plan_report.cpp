@@ -102,7 +102,7 @@ std::string plan_memory_text(const Plan& p) {
 }
 
 std::string plan_to_text(const Plan& p) {
-  const GptDims& d = p.dims;
+  const ModelDims& d = p.dims;
   std::string out;
   out += "model\n";
   if (d.llama())

@@ -10,7 +10,6 @@
 #include <cmath>
 
 #include "engine/config/config_validate.h"
-#include "engine/model/gpt_shard.h"
 #include "engine/model/param_layout.h"
 #include "engine/plan/planner.h"
 
@@ -34,8 +33,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // Parameters of one block held by one tensor-parallel rank, from the architecture's layout
 // (column-parallel matrices and their biases split; norms and row-parallel biases replicated).
-uint64_t block_params_tp(const GptDims& d, int tp) {
-  GptDims one = d;
+uint64_t block_params_tp(const ModelDims& d, int tp) {
+  ModelDims one = d;
   one.n_layer = 1;
   const ParamLayout layout(one);
   const std::vector<size_t> sizes = local_param_sizes(layout, make_shard(one, tp, 0, 1, 0));
@@ -45,12 +44,12 @@ uint64_t block_params_tp(const GptDims& d, int tp) {
   return n;
 }
 
-uint64_t block_params(const GptDims& d) { return block_params_tp(d, 1); }
+uint64_t block_params(const ModelDims& d) { return block_params_tp(d, 1); }
 
 // Parameters of the non-layer tensors a rank of `stage` holds (embedding tables on the first
 // stage; the final norm, the LM head or the tied embedding's copy on the last).
-uint64_t edge_params(const GptDims& d, int tp, int pp, int stage) {
-  GptDims one = d;
+uint64_t edge_params(const ModelDims& d, int tp, int pp, int stage) {
+  ModelDims one = d;
   one.n_layer = std::max(d.n_layer, pp);
   const ParamLayout layout(one);
   const std::vector<size_t> sizes = local_param_sizes(layout, make_shard(one, tp, 0, pp, stage));
@@ -62,7 +61,7 @@ uint64_t edge_params(const GptDims& d, int tp, int pp, int stage) {
 
 }  // namespace
 
-double recompute_flops_per_token(const GptDims& d, int seq_len) {
+double recompute_flops_per_token(const ModelDims& d, int seq_len) {
   const double C = d.n_embd;
   // The MLP-down projection is not re-run: GPT-2 its weight and bias, llama its weight.
   const double down = d.llama() ? C * d.ffn() : 4.0 * C * C + C;
@@ -83,7 +82,7 @@ int stage_layers(int n_layer, int stages, int stage) {
 
 Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanOptions& options) {
   Plan plan;
-  const GptDims d = dims_from_config(config.model);
+  const ModelDims d = dims_from_config(config.model);
   plan.dims = d;
   plan.preset = config.model.preset;
   plan.init_from = config.model.init_from;

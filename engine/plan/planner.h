@@ -15,6 +15,7 @@
 
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
+#include "engine/model/lora.h"
 
 namespace flotilla {
 
@@ -38,7 +39,7 @@ struct ParamCounts {
   uint64_t embedding = 0;      // token (real vocab) + position embeddings
   uint64_t non_embedding = 0;  // total - embedding: the transformer blocks and the final LayerNorm
 };
-ParamCounts count_parameters(const GptDims& dims);
+ParamCounts count_parameters(const ModelDims& dims);
 
 // Model FLOPs per trained token (forward + backward), both conventions, each with its own N:
 //   palm: 6N + 12*L*C*T, N = all parameters except the position table, real vocabulary (PaLM
@@ -52,11 +53,16 @@ struct FlopsPerToken {
   uint64_t n_palm = 0;
   uint64_t n_llmc = 0;
 };
-FlopsPerToken flops_per_token(const GptDims& dims, int seq_len);
+FlopsPerToken flops_per_token(const ModelDims& dims, int seq_len);
+// Under LoRA (lora.h; the plain form when !lora.enabled()): the frozen base does its forward (2N)
+// and the input-gradient half of its backward (2N) but no weight-gradient GEMMs, the adapters all
+// three (6 N_lora), and attention is unchanged: palm = 4 N + 6 N_lora + 12 L Q T (llmc: 4 N + 6
+// N_lora + 6 L Q T, with its own N). This is the model FLOPs figure LoRA runs report MFU against.
+FlopsPerToken flops_per_token(const ModelDims& dims, int seq_len, const LoraSpec& lora);
 
-// FLOPs per token of re-running one block's forward under recomputation (GptModel::set_recompute):
+// FLOPs per token of re-running one block's forward under recomputation (Model::set_recompute):
 // up to the GELU output, i.e. 2 x (block parameters - MLP-down weight and bias) + 4*C*T attention.
-double recompute_flops_per_token(const GptDims& dims, int seq_len);
+double recompute_flops_per_token(const ModelDims& dims, int seq_len);
 
 // ---- layout formulas ---------------------------------------------------------------------------
 
@@ -91,7 +97,7 @@ struct ActivationFloats {
   double scratch = 0;          // backward buffers reused by every block (one block's gradients)
   double scratch_shard = 0;    // of which split across tensor-parallel ranks (the (B,T,4C) ones)
 };
-ActivationFloats activation_account(const GptDims& dims, int B, int T);
+ActivationFloats activation_account(const ModelDims& dims, int B, int T);
 
 // ---- the plan ----------------------------------------------------------------------------------
 
@@ -132,7 +138,7 @@ struct PlanOptions {
 };
 
 struct Plan {
-  GptDims dims;
+  ModelDims dims;
   std::string preset;
   std::string init_from;  // model.init_from: the Hugging Face folder (or weights file) the run starts from
   std::string dtype;

@@ -10,7 +10,7 @@
 
 namespace flotilla {
 
-ParamCounts count_parameters(const GptDims& d) {
+ParamCounts count_parameters(const ModelDims& d) {
   ParamCounts p;
   p.allocated = num_parameters(d);
   p.total = num_parameters_unpadded(d);
@@ -23,7 +23,7 @@ ParamCounts count_parameters(const GptDims& d) {
   return p;
 }
 
-FlopsPerToken flops_per_token(const GptDims& d, int seq_len) {
+FlopsPerToken flops_per_token(const ModelDims& d, int seq_len) {
   FlopsPerToken f;
   // Attention scores and their weighted sum run over the query width H x head_dim (C for GPT-2).
   const double L = d.n_layer, Q = d.q_dim(), T = seq_len;
@@ -35,6 +35,15 @@ FlopsPerToken flops_per_token(const GptDims& d, int seq_len) {
   f.n_llmc = num_parameters(d);
   f.palm = 6.0 * static_cast<double>(f.n_palm) + 12.0 * L * Q * T;
   f.llmc = 6.0 * static_cast<double>(f.n_llmc) + 6.0 * L * Q * T;
+  return f;
+}
+
+FlopsPerToken flops_per_token(const ModelDims& d, int seq_len, const LoraSpec& lora) {
+  FlopsPerToken f = flops_per_token(d, seq_len);
+  if (!lora.enabled()) return f;
+  const double n_lora = static_cast<double>(lora_parameter_count(d, lora));
+  f.palm -= 2.0 * static_cast<double>(f.n_palm) - 6.0 * n_lora;
+  f.llmc -= 2.0 * static_cast<double>(f.n_llmc) - 6.0 * n_lora;
   return f;
 }
 
@@ -69,9 +78,9 @@ ZeroDivisors zero_divisors(int stage, int dp) {
 // encoded (N,C) belongs to the first pipeline stage, lnf (N,C) and the (N) loss vectors to the
 // last, and the remainder is backward scratch shared by every block.
 // Under recomputation a block keeps f_rc(L=2) - f_rc(L=1): its output, the next block's input.
-ActivationFloats activation_account(const GptDims& d, int B, int T) {
+ActivationFloats activation_account(const ModelDims& d, int B, int T) {
   const auto f = [&](int n_layer, int padded_vocab, bool recompute = false) {
-    GptDims x = d;
+    ModelDims x = d;
     x.n_layer = n_layer;
     x.padded_vocab = padded_vocab;
     return static_cast<double>(activation_floats(x, B, T, recompute));

@@ -11,6 +11,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/model/lora.h"
 #include "engine/train/adamw.h"
 
 namespace flotilla {
@@ -18,30 +19,23 @@ namespace {
 
 class HostReferenceModel final : public DeviceModel {
  public:
-  HostReferenceModel(const RunConfig& cfg, const GptDims& dims)
-      : model_(dims),
-        opt_(model_.num_params()),
-        ranges_(gpt_decay_ranges(dims)),
+  HostReferenceModel(const RunConfig& cfg, const ModelDims& dims)
+      : model_(dims, ModelShard{}, nullptr, host_model_options(cfg)),
+        opt_(model_.backend(), param_groups(model_), 0, model_.num_params()),
         B_(cfg.train.micro_batch),
         T_(cfg.train.seq_len) {
     model_.set_recompute(cfg.train.recompute);
   }
 
-  std::string describe() const override { return "host reference (CPU, GptModel behind the device seam)"; }
+  std::string describe() const override { return "host reference (CPU, Model behind the device seam)"; }
   void set_params(const float* host) override {
     std::memcpy(model_.params(), host, model_.num_params() * sizeof(float));
   }
   void get_params(float* host) override {
     std::memcpy(host, model_.params(), model_.num_params() * sizeof(float));
   }
-  void set_moments(const float* m, const float* v) override {
-    std::memcpy(opt_.m().data(), m, opt_.size() * sizeof(float));
-    std::memcpy(opt_.v().data(), v, opt_.size() * sizeof(float));
-  }
-  void get_moments(float* m, float* v) override {
-    std::memcpy(m, opt_.m().data(), opt_.size() * sizeof(float));
-    std::memcpy(v, opt_.v().data(), opt_.size() * sizeof(float));
-  }
+  void set_moments(const float* m, const float* v) override { opt_.set_moments(m, v); }
+  void get_moments(float* m, float* v) override { opt_.get_moments(m, v); }
   float forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale, bool accumulate,
                          const int32_t* positions) override {
     if (!accumulate) model_.zero_grad();
@@ -59,25 +53,31 @@ class HostReferenceModel final : public DeviceModel {
     for (size_t i = 0; i < model_.num_params(); ++i) g[i] *= inv;
   }
   float grad_norm() override { return global_grad_norm(model_.grads(), model_.num_params()); }
-  void update(const AdamHyper& h, float grad_scale, int64_t t) override {
-    if (grad_scale != 1.0f) scale_grads(model_.grads(), model_.num_params(), grad_scale);
-    OptimHyper oh;
-    oh.beta1 = h.beta1;
-    oh.beta2 = h.beta2;
-    oh.eps = h.eps;
-    oh.weight_decay = h.weight_decay;
-    opt_.step(model_.params(), model_.grads(), ranges_, h.lr, oh, t);
+  void update(const AdamWHyper& h, float grad_scale, int64_t t) override {
+    AdamW::Step s;
+    s.params = model_.params();
+    s.grads = model_.grads();
+    s.grad_scale = grad_scale;
+    opt_.step(s, h, t);
   }
+  void set_base_params(const float* full) override { model_.set_base_from_full(full); }
+  void set_training(bool on) override { model_.set_training(on); }
+  void begin_step(int64_t step, int stream) override { model_.set_dropout_step(step, stream); }
   size_t activation_bytes() const override { return model_.activation_bytes(); }
 
  private:
-  GptModel model_;
+  Model model_;
   AdamW opt_;
-  std::vector<DecayRange> ranges_;
   int B_, T_;
 };
 
 }  // namespace
+
+ModelOptions host_model_options(const RunConfig& cfg) {
+  ModelOptions o;
+  o.lora = lora_spec(cfg);
+  return o;
+}
 
 std::vector<ConfigProblem> device_training_problems(const RunConfig& c) {
   std::vector<ConfigProblem> out;
@@ -107,11 +107,11 @@ void refuse_unsupported_device_training(const RunConfig& cfg) {
   throw_config(msg);
 }
 
-std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, const GptDims& dims) {
+std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, const ModelDims& dims) {
   return std::make_unique<HostReferenceModel>(cfg, dims);
 }
 
-std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
+std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const ModelDims& dims,
                                                const OptimizerShard& shard, const ModelParallel& model) {
   if (cfg.run.device == "cpu") {
     const char* test = std::getenv("FLOTILLA_TEST_DEVICE_MODEL");

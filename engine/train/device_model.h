@@ -1,7 +1,7 @@
 // The trainer's seam to a model that keeps its parameters, gradients and optimizer state off the
-// host (run.device = "cuda": engine/cuda/train_model_cuda.cpp over CudaGpt).
+// host (run.device = "cuda": engine/cuda/train_model_cuda.cpp over GpuTrainer).
 //
-// Non-obvious decision: the trainer keeps its host GptModel and DataParallel moments as the
+// Non-obvious decision: the trainer keeps its host Model and DataParallel moments as the
 // *host mirror* of a device run. Initialisation (init_random / model.init_from) happens there, so a
 // device run starts from bit-identical parameters; before a checkpoint, a sample or the end of a
 // run the device state is copied back into the mirror (get_params / get_moments), and after a
@@ -23,7 +23,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/config/run_config.h"
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/parallel/data_parallel.h"
 
 namespace flotilla {
@@ -48,11 +48,11 @@ struct OptimizerShard {
   size_t begin = 0, count = 0;
 };
 
-// Tensor and pipeline parallelism on a device: this rank's part of the model (GptModel's shard
+// Tensor and pipeline parallelism on a device: this rank's part of the model (Model's shard
 // layout) and the groups its activations and gradient norm are summed over. Default: the whole
 // model.
 struct ModelParallel {
-  GptShard shard;
+  ModelShard shard;
   comm::ProcessGroup* tp = nullptr;
   comm::ProcessGroup* pp = nullptr;
 };
@@ -64,7 +64,7 @@ class DeviceModel {
   virtual std::string describe() const = 0;  // "cuda device 0: ..., bf16"
 
   // This rank's fp32 parameters (master weights under bf16): the full llm.c layout, or under
-  // tensor parallelism its shard (GptModel's local layout, engine/model/gpt_shard.h).
+  // tensor parallelism its shard (Model's local layout, engine/model/param_layout.h).
   virtual void set_params(const float* host) = 0;
   virtual void get_params(float* host) = 0;
   // AdamW first and second moments: all parameters, or this rank's OptimizerShard.
@@ -85,7 +85,7 @@ class DeviceModel {
   virtual float grad_norm() = 0;
   // One AdamW step t >= 1 at h.lr, gradients multiplied by grad_scale (clipping; 1 = none). With
   // an OptimizerShard: this rank's range only, then an all-gather over its group (collective).
-  virtual void update(const AdamHyper& h, float grad_scale, int64_t t) = 0;
+  virtual void update(const AdamWHyper& h, float grad_scale, int64_t t) = 0;
 
   // Pipeline parallelism (parallel.pp > 1): this rank's stage for the PipelineRunner (nullptr
   // without stages; its forward/backward replace forward_backward and forward), the gradient
@@ -94,6 +94,14 @@ class DeviceModel {
   virtual PipelineStage* pipeline_stage() { return nullptr; }
   virtual void zero_grad() {}
   virtual void all_reduce_tied_grad(comm::ProcessGroup& group) {}
+
+  // LoRA: the frozen base's fp32 parameters, the whole model's (ParamLayout(dims).full_params()
+  // floats; the device keeps its shard in its storage dtype). set_params/get_params and the moments
+  // above are then the adapters'. Evaluation and sampling forwards draw no dropout masks
+  // (set_training(false)); begin_step keys the masks of the step's forwards (Model::set_dropout_step).
+  virtual void set_base_params(const float* full) = 0;
+  virtual void set_training(bool on) = 0;
+  virtual void begin_step(int64_t step, int stream) = 0;
 
   virtual size_t activation_bytes() const = 0;
   // Per-GPU memory for the step records (empty: no GPU).
@@ -114,12 +122,16 @@ void refuse_unsupported_device_training(const RunConfig& cfg);
 // The device model for cfg.run.device, or nullptr when the trainer's own CPU path runs it
 // ("cpu", unless FLOTILLA_TEST_DEVICE_MODEL=host asks for the host reference). Throws
 // Error(kConfig) for a device this build or machine does not have.
-std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const GptDims& dims,
+std::unique_ptr<DeviceModel> make_device_model(const RunConfig& cfg, const ModelDims& dims,
                                                const OptimizerShard& shard = {},
                                                const ModelParallel& model = {});
 
-// GptModel + AdamW on the CPU behind the seam: the reference the trainer's device branch is
+// The options of the trainer's host model for a config (the CPU path's model and a device run's
+// host mirror): fp32 storage, LoRA from [lora].
+ModelOptions host_model_options(const RunConfig& cfg);
+
+// Model + AdamW on the CPU behind the seam: the reference the trainer's device branch is
 // tested against (bitwise equal to the CPU path for dp = 1).
-std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, const GptDims& dims);
+std::unique_ptr<DeviceModel> make_host_reference_model(const RunConfig& cfg, const ModelDims& dims);
 
 }  // namespace flotilla

@@ -7,9 +7,9 @@
 
 namespace flotilla {
 
-std::vector<int32_t> sample_tokens(GptModel& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> sample_tokens(Model& model, const std::vector<int32_t>& prompt,
                                    const SampleOptions& options, Rng& rng) {
-  const GptDims& d = model.dims();
+  const ModelDims& d = model.dims();
   std::vector<int32_t> context = prompt;
   std::vector<int32_t> generated;
   std::vector<double> probs(static_cast<size_t>(d.vocab_size));

@@ -18,7 +18,7 @@ struct SampleOptions {
 
 // Continues `prompt` (non-empty; ids < vocab) and returns only the generated ids. The context is
 // the last max_seq_len tokens. The model's activations are overwritten.
-std::vector<int32_t> sample_tokens(GptModel& model, const std::vector<int32_t>& prompt,
+std::vector<int32_t> sample_tokens(Model& model, const std::vector<int32_t>& prompt,
                                    const SampleOptions& options, Rng& rng);
 
 }  // namespace flotilla

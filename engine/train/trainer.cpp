@@ -32,6 +32,7 @@
 #include "engine/cpu/peak_cache.h"
 #include "engine/data/synthetic.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/peft.h"
 #include "engine/interop/weights.h"
 #include "engine/plan/memory_check.h"
 #include "engine/plan/planner.h"
@@ -127,7 +128,8 @@ Loop::Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, co
       coord(grid.coord(e.rank)),
       dims(dims_from_config(c.model)),
       backend(get_backend(c.run.device)),
-      model(dims, make_shard(dims, c.parallel.tp, coord.tp, c.parallel.pp, coord.pp)),
+      model(dims, make_shard(dims, c.parallel.tp, coord.tp, c.parallel.pp, coord.pp), nullptr,
+            host_model_options(c)),
       store(dir + "/checkpoints"),
       metrics(e.rank == 0 ? dir + "/metrics.jsonl" : "", e.rank == 0 && o.metrics_to_stdout, e.rank),
       progress(e.rank == 0 ? o.progress : nullptr, e.rank == 0 ? dir + "/train.log" : ""),
@@ -218,12 +220,34 @@ LossMean Loop::read_batches(DataLoader& loader, int64_t count, std::vector<Micro
 void Loop::setup_model() {
   model.set_recompute(cfg.train.recompute);
   model.init_random(cfg.run.seed);
+  const bool lora = model.lora().enabled();
+  std::vector<float> base;  // LoRA: the whole frozen base, for the device (below)
   if (!cfg.model.init_from.empty()) {
     std::vector<float> p = interop::is_hf_folder(cfg.model.init_from)
                                ? interop::import_hf_weights(cfg.model.init_from, dims)
                                : interop::import_weights(cfg.model.init_from, dims);
-    model.set_params_from_full(p.data());
-    metrics.event("info", "initialised weights from " + cfg.model.init_from);
+    if (lora) {
+      model.set_base_from_full(p.data());
+      base = std::move(p);
+    } else {
+      model.set_params_from_full(p.data());
+    }
+    metrics.event("info", std::string(lora ? "frozen base weights from " : "initialised weights from ") +
+                              cfg.model.init_from);
+  }
+  if (lora) {
+    // What the checkpoints record of the base, so a resume on changed weights is refused: rank 0
+    // reads the files once and every rank gets its fingerprint.
+    base_fingerprint = broadcast_string(rank == 0 ? interop::base_weights_fingerprint(cfg.model.init_from) : "");
+    if (!cfg.lora.init_from.empty()) {
+      const std::vector<float> a = interop::import_peft_adapter(cfg.lora.init_from, dims, model.lora());
+      model.set_params_from_full(a.data());
+      metrics.event("info", "LoRA adapters continued from " + cfg.lora.init_from);
+    }
+    if (base.empty()) {  // a weights file without a folder: the host model holds the base
+      base.assign(model.base_layout().full_params(), 0.0f);
+      model.base_to_full(base.data());
+    }
   }
   dp = std::make_unique<DataParallel>(groups.dp.get(), model, cfg.parallel.zero);
   if (sharded()) {
@@ -240,6 +264,7 @@ void Loop::setup_model() {
     shard = OptimizerShard{groups.dp.get(), dp->state_begin(), dp->state_size()};
   device =
       make_device_model(cfg, dims, shard, ModelParallel{model.shard(), groups.tp.get(), groups.pp.get()});
+  if (device && lora) device->set_base_params(base.data());
   if (device) push_to_device();
   if (cfg.parallel.pp > 1) {
     if (device)  // the stages run on the device; the host model stays a mirror
@@ -259,6 +284,16 @@ float Loop::evaluate() {
   std::vector<MicroBatch> batches;
   const LossMean mean = read_batches(*val_loader, cfg.eval.batches, batches);
   double sum = 0;
+  // Evaluation draws no LoRA dropout masks; back to training on return.
+  struct Training {
+    Loop& loop;
+    explicit Training(Loop& l) : loop(l) { set(false); }
+    ~Training() { set(true); }
+    void set(bool on) {
+      loop.model.set_training(on);
+      if (loop.device) loop.device->set_training(on);
+    }
+  } eval_mode(*this);
   if (pipeline) {  // on the host model or the device's stage alike
     sum = pipeline->forward_only(batches.data(), cfg.eval.batches);
     groups.pp->broadcast(&sum, 1, cfg.parallel.pp - 1);  // the last stage has the loss
@@ -282,8 +317,10 @@ void Loop::sample() {
   SampleOptions so;
   so.tokens = cfg.eval.sample_tokens;
   std::vector<int32_t> prompt = {0};
-  if (device) device->get_params(model.params());          // the host mirror samples
+  if (device) device->get_params(model.params());  // the host mirror samples
+  model.set_training(false);
   const auto ids = sample_tokens(model, prompt, so, rng);  // every rank: keeps RNG streams equal
+  model.set_training(true);
   metrics.sample(step, ids, "");
 }
 
@@ -313,6 +350,7 @@ StepRecord Loop::train_step() {
   StepRecord r;
   r.step = step + 1;
   model.zero_grad();
+  model.set_dropout_step(r.step, coord.dp);
   dp->begin_step();
   double loss_sum = 0;
   auto t_data = Clock::now();
@@ -358,23 +396,10 @@ StepRecord Loop::train_step() {
   r.loss = static_cast<float>(dp->mean(loss_mean.of(loss_sum, accum)));
   const auto t_opt = Clock::now();
   r.grad_norm = static_cast<float>(dp->grad_norm(backend));
-  if (cfg.train.grad_clip > 0 && r.grad_norm > cfg.train.grad_clip)
-    dp->scale_grads(backend, static_cast<float>(cfg.train.grad_clip / r.grad_norm));
-  r.lr = schedule.at(r.step + lr_offset);
-  const bool spike = cfg.train.spike_factor > 0 && loss_ema > 0 && r.loss > cfg.train.spike_factor * loss_ema;
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm) || spike) {
-    r.skipped = true;
-    metrics.event("warning", "step " + std::to_string(r.step) + ": skipped the update (loss " +
-                                 std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) + ")");
-  } else {
-    AdamHyper h;
-    h.lr = static_cast<float>(r.lr);
-    h.beta1 = static_cast<float>(cfg.optim.beta1);
-    h.beta2 = static_cast<float>(cfg.optim.beta2);
-    h.eps = static_cast<float>(cfg.optim.eps);
-    h.weight_decay = static_cast<float>(cfg.optim.weight_decay);
-    dp->optimizer_step(backend, model.params(), h, r.step);
-    loss_ema = loss_ema <= 0 ? r.loss : 0.95 * loss_ema + 0.05 * r.loss;
+  const StepDecision decision = decide(r);
+  if (!decision.skip) {
+    dp->optimizer_step(model.params(), adamw_hyper(cfg.optim, r.lr), decision.grad_scale, r.step);
+    loss_ema = next_loss_ema(loss_ema, r.loss);
   }
   r.comm_ms = dp->comm_ms() + tp_ms + tied_ms;
   r.optimizer_ms = ms_since(t_opt);
@@ -386,6 +411,16 @@ StepRecord Loop::train_step() {
   r.mfu = cpu::mfu_ratio(flops_per_token * r.tokens_per_s, peak_flops * world_size);
   r.peak_rss_bytes = peak_rss_bytes();
   return r;
+}
+
+StepDecision Loop::decide(StepRecord& r) {
+  r.lr = schedule.at(r.step + lr_offset);
+  StepDecision d = decide_step(cfg.train, r.step, r.loss, r.grad_norm, loss_ema);
+  if (d.skip) {
+    r.skipped = true;
+    metrics.event("warning", d.why);
+  }
+  return d;
 }
 
 // Per-rank timings to every rank, plus the stop and checkpoint flags every rank must agree on
@@ -422,30 +457,48 @@ std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests) {
 }
 }  // namespace train_detail
 
-// checkpoint.export_hf: the final checkpoint (gathered from every shard's rank file) as a Hugging
-// Face folder, written by rank 0 once every rank has saved. A failed export leaves the checkpoint
-// intact and says how to retry; it is the run's exit status (kIo), since the folder was asked for.
+// checkpoint.export_hf / export_peft: the final checkpoint (gathered from every shard's rank file) as
+// a Hugging Face folder (a LoRA run's merged into its base) and as a PEFT adapter folder, written by
+// rank 0 once every rank has saved. A failed export leaves the checkpoint intact and says how to
+// retry; it is the run's exit status (kIo), since the folder was asked for.
 static int export_at_end(train_detail::Loop& loop) {
   loop.barrier();
   const RunConfig& cfg = loop.cfg;
   int code = static_cast<int>(ExitCode::kOk);
   if (loop.rank == 0) {
     const std::string ckpt = loop.out_dir + "/checkpoints";
+    std::string what = "checkpoint.export_hf", retry = "--format hf --out " + cfg.checkpoint.export_hf;
     try {
       const ModelCheckpoint c = load_model_checkpoint(ckpt, nullptr);
-      interop::HfExportOptions o;
-      o.dtype = cfg.checkpoint.export_dtype;
-      o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
-      interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, c.params.data(), o);
-      loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
-                                     o.dtype + ") to " + cfg.checkpoint.export_hf);
-      loop.progress.line("exported step %lld -> %s", static_cast<long long>(c.step),
-                         cfg.checkpoint.export_hf.c_str());
+      if (!cfg.checkpoint.export_peft.empty()) {
+        what = "checkpoint.export_peft";
+        retry = "--format peft --out " + cfg.checkpoint.export_peft;
+        interop::PeftExportOptions o;
+        o.base_model_name_or_path = cfg.model.init_from;
+        interop::export_peft_adapter(cfg.checkpoint.export_peft, c.dims, c.lora, c.params.data(), o);
+        loop.metrics.event("info", "exported step " + std::to_string(c.step) + "'s LoRA adapter as a PEFT folder to " +
+                                       cfg.checkpoint.export_peft);
+        loop.progress.line("exported the adapter of step %lld -> %s", static_cast<long long>(c.step),
+                           cfg.checkpoint.export_peft.c_str());
+      }
+      if (!cfg.checkpoint.export_hf.empty()) {
+        what = "checkpoint.export_hf";
+        retry = "--format hf --out " + cfg.checkpoint.export_hf;
+        interop::HfExportOptions o;
+        o.dtype = cfg.checkpoint.export_dtype;
+        o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
+        const std::vector<float> merged = interop::merged_model_params(c);
+        interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, merged.data(), o);
+        loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
+                                       o.dtype + (c.lora.enabled() ? ", LoRA merged into the base" : "") +
+                                       ") to " + cfg.checkpoint.export_hf);
+        loop.progress.line("exported step %lld -> %s", static_cast<long long>(c.step),
+                           cfg.checkpoint.export_hf.c_str());
+      }
     } catch (const std::exception& e) {
-      loop.metrics.event("error",
-                         std::string("checkpoint.export_hf failed: ") + e.what() +
-                             "; the final checkpoint is intact: flotilla-worker export --checkpoint " + ckpt +
-                             " --format hf --out " + cfg.checkpoint.export_hf);
+      loop.metrics.event("error", what + " failed: " + e.what() +
+                                      "; the final checkpoint is intact: flotilla-worker export --checkpoint " +
+                                      ckpt + " " + retry);
       code = static_cast<int>(ExitCode::kIo);
     }
   }
@@ -461,7 +514,8 @@ int run_training(const TrainOptions& options) {
   install_stop_signal_handlers();
   const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
-  interop::apply_hf_init_from(cfg);  // a Hugging Face folder decides the model's shape
+  interop::apply_hf_init_from(cfg);    // a Hugging Face folder decides the model's shape
+  interop::apply_lora_init_from(cfg);  // a PEFT adapter folder decides the adapters' shape
   const comm::DistEnv env = comm::dist_env_from_environment();
   validate_or_throw(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
@@ -504,7 +558,7 @@ int run_training(const TrainOptions& options) {
   });
   const std::string resumed_from = loop.resume();
   loop.heartbeat.set_step(loop.step);
-  loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len).palm;
+  loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len, loop.model.lora()).palm;
   const double device_peak = loop.device ? loop.device->peak_flops() : 0.0;
   std::string peak_source = options.peak_flops > 0 ? "given (FLOTILLA_PEAK_FLOPS)" : "device data sheet";
   if (options.peak_flops > 0) {
@@ -553,6 +607,22 @@ int run_training(const TrainOptions& options) {
   if (!resumed_from.empty())
     loop.progress.line("resumed from %s at step %lld", resumed_from.c_str(),
                        static_cast<long long>(loop.step));
+  if (loop.model.lora().enabled()) {
+    const LoraSpec& lo = loop.model.lora();
+    const size_t trainable = lora_parameter_count(loop.dims, lo), all = num_parameters_unpadded(loop.dims);
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "LoRA r %d, alpha %g (scale %.4g%s), dropout %g on %s: %.2fM trainable parameters, %.3f%% of "
+                  "%.2fM (the base is frozen)",
+                  lo.rank, lo.alpha, static_cast<double>(lo.scale()), lo.rslora ? ", rsLoRA" : "",
+                  static_cast<double>(lo.dropout), lora_targets_text(lo.targets).c_str(), trainable / 1e6,
+                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), all / 1e6);
+    loop.metrics.event("info", text,
+                       {{"lora_trainable_params", std::to_string(trainable)},
+                        {"lora_rank", std::to_string(lo.rank)},
+                        {"lora_targets", lora_targets_text(lo.targets)}});
+    loop.progress.line("%s", text);
+  }
   // The model as the user chose it: a preset, or the architecture and the folder it came from.
   std::string model_label = cfg.model.preset == "custom" ? "custom " + cfg.model.arch : cfg.model.preset;
   if (!cfg.model.init_from.empty()) model_label += " from " + cfg.model.init_from;
@@ -647,7 +717,7 @@ int run_training(const TrainOptions& options) {
   (void)saved_at_end;
   if (exit_code == static_cast<int>(ExitCode::kOk) && loop.step < cfg.train.steps) exit_reason = "stopped";
   if (exit_code == static_cast<int>(ExitCode::kOk) && loop.step == cfg.train.steps &&
-      !cfg.checkpoint.export_hf.empty())
+      (!cfg.checkpoint.export_hf.empty() || !cfg.checkpoint.export_peft.empty()))
     exit_code = export_at_end(loop);
   const double wall = ms_since(t_run) / 1000.0;
   loop.metrics.summary(loop.step, loop.tokens, last_loss, loop.best_val, wall,

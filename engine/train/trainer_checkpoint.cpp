@@ -1,7 +1,7 @@
 // Saving and resuming a run (see trainer.h for what makes resume bitwise).
 //
 // Who writes what: the first DP replica of every shard (dp index 0; rank 0 alone for a plain
-// single-shard run) writes "params" (its shard, in the shard's local layout, gpt_shard.h) and,
+// single-shard run) writes "params" (its shard, in the shard's local layout, param_layout.h) and,
 // without ZeRO, "adam_m"/"adam_v"; with ZeRO every rank writes its own optimizer shard. On resume
 // every rank reads its own file and the DP group broadcasts what only its first replica read.
 // A checkpoint resumes only on the layout (dp x tp x pp, ZeRO stage) it was saved under.
@@ -11,6 +11,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "engine/interop/peft.h"
 #include "engine/train/trainer_loop.h"
 #include "flotilla/build_info.h"
 
@@ -81,6 +82,14 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
                      layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
                      layout_text(par.dp, par.tp, par.pp) +
                      ": resume with the saved layout (resharding is not supported)");
+  if (model.lora().enabled() && !st.base_weights.empty()) {
+    const std::string changed = interop::fingerprint_difference(st.base_weights, base_fingerprint);
+    if (!changed.empty())
+      throw_checkpoint("checkpoint " + ck.dir + " holds LoRA adapters trained on other base weights: " +
+                       changed + " in " + st.base_model +
+                       "; resume with the base it was trained on (restore the file), "
+                       "or start a new run (checkpoint.resume = \"none\" or a new run.out_dir)");
+  }
   if (st.zero != dp->zero())
     throw_checkpoint("checkpoint " + ck.dir + " holds ZeRO-" + std::to_string(st.zero) +
                      " optimizer state, this run uses ZeRO-" + std::to_string(dp->zero()) +
@@ -90,8 +99,8 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
     float* dst = nullptr;
     size_t expect = 0;
     if (t.name == "params") dst = model.params(), expect = model.num_params();
-    if (t.name == "adam_m" && !skip_moments) dst = dp->m().data(), expect = dp->state_size();
-    if (t.name == "adam_v" && !skip_moments) dst = dp->v().data(), expect = dp->state_size();
+    if (t.name == "adam_m" && !skip_moments) dst = dp->m(), expect = dp->state_size();
+    if (t.name == "adam_v" && !skip_moments) dst = dp->v(), expect = dp->state_size();
     if (!dst) continue;
     if (t.data.size() != expect * sizeof(float))
       throw_checkpoint("checkpoint " + ck.dir + ": section '" + t.name + "' of rank " + std::to_string(rank) +
@@ -103,8 +112,8 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
   if (groups.dp->size() > 1) {
     groups.dp->broadcast(model.params(), model.num_params(), 0);
     if (dp->zero() == 0 && !skip_moments) {
-      groups.dp->broadcast(dp->m().data(), dp->state_size(), 0);
-      groups.dp->broadcast(dp->v().data(), dp->state_size(), 0);
+      groups.dp->broadcast(dp->m(), dp->state_size(), 0);
+      groups.dp->broadcast(dp->v(), dp->state_size(), 0);
     }
   }
   step = st.step;
@@ -133,6 +142,10 @@ TrainerState Loop::current_state() const {
   st.pp = cfg.parallel.pp;
   st.zero = dp->zero();
   st.engine_version = FLOTILLA_VERSION_STRING;
+  if (model.lora().enabled()) {
+    st.base_model = cfg.model.init_from;
+    st.base_weights = base_fingerprint;
+  }
   return st;
 }
 
@@ -151,8 +164,8 @@ void Loop::save(const std::string& reason) {
     req.tensors.push_back({"params", {n}, model.params(), model.num_params() * sizeof(float)});
   // ZeRO: every rank's shard of m and v; otherwise the first replica's copy (all hold the same).
   if (first_replica || dp->zero() > 0) {
-    req.tensors.push_back({"adam_m", {ns}, dp->m().data(), dp->state_size() * sizeof(float)});
-    req.tensors.push_back({"adam_v", {ns}, dp->v().data(), dp->state_size() * sizeof(float)});
+    req.tensors.push_back({"adam_m", {ns}, dp->m(), dp->state_size() * sizeof(float)});
+    req.tensors.push_back({"adam_v", {ns}, dp->v(), dp->state_size() * sizeof(float)});
   }
   // last_save_seconds inside the state is the previous save's duration (known before writing).
   req.trainer_state_json = trainer_state_to_json(current_state());
@@ -171,7 +184,8 @@ void Loop::save(const std::string& reason) {
   CheckpointRecord rec;
   rec.step = step;
   rec.dir = dir;
-  rec.bytes = 3 * num_parameters(dims) * sizeof(float);  // parameters + m + v over all ranks
+  // parameters (the adapters under LoRA) + m + v over all ranks
+  rec.bytes = 3 * model.layout().full_params() * sizeof(float);
   rec.seconds = last_save_seconds;
   rec.reason = reason;
   metrics.checkpoint(rec);

@@ -16,12 +16,12 @@ namespace flotilla::train_detail {
 
 void Loop::push_to_device() {
   device->set_params(model.params());
-  device->set_moments(dp->m().data(), dp->v().data());
+  device->set_moments(dp->m(), dp->v());
 }
 
 void Loop::pull_from_device() {
   device->get_params(model.params());
-  device->get_moments(dp->m().data(), dp->v().data());
+  device->get_moments(dp->m(), dp->v());
 }
 
 double Loop::device_eval_sum(const std::vector<MicroBatch>& batches) {  // without pipeline stages
@@ -36,6 +36,7 @@ StepRecord Loop::device_train_step() {
   const double tp_wait0 = tp_wait_ms();  // the TP all-reduces inside forward_backward and grad_norm
   StepRecord r;
   r.step = step + 1;
+  device->begin_step(r.step, coord.dp);
   double loss_sum = 0;
   const auto t_data = Clock::now();
   const LossMean loss_mean = read_batches(*train_loader, accum, micro);
@@ -71,24 +72,10 @@ StepRecord Loop::device_train_step() {
   r.loss = static_cast<float>(dp->mean(loss_mean.of(loss_sum, accum)));
   const auto t_opt = Clock::now();
   r.grad_norm = device->grad_norm();
-  float scale = 1.0f;
-  if (cfg.train.grad_clip > 0 && r.grad_norm > cfg.train.grad_clip)
-    scale = static_cast<float>(cfg.train.grad_clip / r.grad_norm);
-  r.lr = schedule.at(r.step + lr_offset);
-  const bool spike = cfg.train.spike_factor > 0 && loss_ema > 0 && r.loss > cfg.train.spike_factor * loss_ema;
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm) || spike) {
-    r.skipped = true;
-    metrics.event("warning", "step " + std::to_string(r.step) + ": skipped the update (loss " +
-                                 std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) + ")");
-  } else {
-    AdamHyper h;
-    h.lr = static_cast<float>(r.lr);
-    h.beta1 = static_cast<float>(cfg.optim.beta1);
-    h.beta2 = static_cast<float>(cfg.optim.beta2);
-    h.eps = static_cast<float>(cfg.optim.eps);
-    h.weight_decay = static_cast<float>(cfg.optim.weight_decay);
-    device->update(h, scale, r.step);
-    loss_ema = loss_ema <= 0 ? r.loss : 0.95 * loss_ema + 0.05 * r.loss;
+  const StepDecision decision = decide(r);
+  if (!decision.skip) {
+    device->update(adamw_hyper(cfg.optim, r.lr), decision.grad_scale, r.step);
+    loss_ema = next_loss_ema(loss_ema, r.loss);
   }
   r.comm_ms = comm_ms + dp->comm_ms() + (tp_wait_ms() - tp_wait0);
   dp->reset_comm_ms();

@@ -22,7 +22,7 @@
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/pipeline.h"
 #include "engine/parallel/rank_grid.h"
@@ -85,9 +85,9 @@ struct Loop {
   parallel::RankCoord coord;
   parallel::ParallelGroups groups;            // one-rank groups where a degree is 1
   std::unique_ptr<comm::ProcessGroup> embed;  // pp > 2: first and last stage (tied wte)
-  GptDims dims;
+  ModelDims dims;
   Backend& backend;
-  GptModel model;  // this rank's shard
+  Model model;  // this rank's shard
   std::unique_ptr<DataParallel> dp;
   std::unique_ptr<PipelineRunner> pipeline;  // pp > 1
   // run.device = "cuda" (device_model.h): the steps run there; `model` and dp's moments are its
@@ -110,7 +110,8 @@ struct Loop {
   double peak_flops = 0;
   double flops_per_token = 0;
   double loss_ema = 0;
-  int64_t lr_offset = 0;  // negative control "lr": schedule off by one step after resume
+  std::string base_fingerprint;  // LoRA: the frozen base's weight files (checkpoints record it)
+  int64_t lr_offset = 0;         // negative control "lr": schedule off by one step after resume
   // This step's micro-batches (accum of them, read before the first forward: micro_batch.h), and
   // whether the data has ignored targets (labeled fine-tuning shards) and document positions.
   std::vector<MicroBatch> micro;
@@ -143,6 +144,9 @@ struct Loop {
   // how the weighted loss sum becomes the mean loss on this rank (before the mean over DP ranks).
   LossMean read_batches(DataLoader& loader, int64_t count, std::vector<MicroBatch>& out);
   StepRecord train_step();
+  // The step policy (adamw.h decide_step) at r's step, loss and norm: fills r.lr and r.skipped,
+  // logs a skipped step; both branches of the step call it.
+  StepDecision decide(StepRecord& r);
   // accum / micro_batches rounds of the pipeline schedule (host model or device stage alike):
   // returns the summed loss (last stage), fills r's data/forward/backward/bubble times.
   // before_last_backward runs before the step's last backward (data-parallel overlap).

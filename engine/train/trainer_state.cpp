@@ -28,6 +28,7 @@ std::string trainer_state_to_json(const TrainerState& s) {
   j["config"] = nlohmann::json::parse(s.config_json.empty() ? "{}" : s.config_json);
   j["config_toml"] = s.config_toml;
   j["engine_version"] = s.engine_version;
+  if (!s.base_weights.empty()) j["lora_base"] = {{"model", s.base_model}, {"weights", s.base_weights}};
   return j.dump(2);
 }
 
@@ -56,6 +57,10 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     s.config_json = j.at("config").dump();
     s.config_toml = j.value("config_toml", "");
     s.engine_version = j.value("engine_version", "");
+    if (const auto base = j.find("lora_base"); base != j.end()) {
+      s.base_model = base->at("model").get<std::string>();
+      s.base_weights = base->at("weights").get<std::string>();
+    }
   } catch (const nlohmann::json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, ...": keep the detail only.
     std::string detail = e.what();

@@ -24,6 +24,10 @@ struct TrainerState {
   std::string config_json;     // resolved config (JSON object text)
   std::string config_toml;     // resolved config (TOML text)
   std::string engine_version;
+  // LoRA: the frozen base the adapters were trained on (model.init_from) and the fingerprint of its
+  // weight files (interop::base_weights_fingerprint); empty for full training.
+  std::string base_model;
+  std::string base_weights;
 };
 
 std::string trainer_state_to_json(const TrainerState& state);

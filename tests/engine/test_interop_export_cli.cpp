@@ -34,8 +34,8 @@ Result run(const std::string& args, const std::string& scratch) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(log)};
 }
 
-GptDims dims() {
-  GptDims d;
+ModelDims dims() {
+  ModelDims d;
   d.n_layer = 2;
   d.n_head = 2;
   d.n_embd = 16;
@@ -45,7 +45,7 @@ GptDims dims() {
   return d;
 }
 
-std::string trainer_json(const GptDims& d, int64_t step) {
+std::string trainer_json(const ModelDims& d, int64_t step) {
   nlohmann::json j;
   j["step"] = step;
   j["config"]["model"] = {{"preset", "custom"}, {"n_layer", d.n_layer},       {"n_head", d.n_head},
@@ -53,7 +53,7 @@ std::string trainer_json(const GptDims& d, int64_t step) {
   return j.dump();
 }
 
-std::vector<float> params_for(const GptDims& d, float salt) {
+std::vector<float> params_for(const ModelDims& d, float salt) {
   std::vector<float> p(num_parameters(d), 0.0f);
   for (size_t i = 0; i < static_cast<size_t>(d.vocab_size) * d.n_embd; ++i)
     p[i] = salt + 1e-3f * static_cast<float>(i % 977);
@@ -62,7 +62,7 @@ std::vector<float> params_for(const GptDims& d, float salt) {
   return p;
 }
 
-void save(CheckpointStore& store, const GptDims& d, int64_t step, const std::vector<float>& p,
+void save(CheckpointStore& store, const ModelDims& d, int64_t step, const std::vector<float>& p,
           const std::string& tj) {
   CheckpointSaveRequest r;
   r.step = step;
@@ -82,7 +82,7 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
 static void run_all() {
   const std::string scratch = fresh_dir("export-cli");
   const std::string root = scratch + "/run/checkpoints";
-  const GptDims d = dims();
+  const ModelDims d = dims();
   const std::vector<float> p10 = params_for(d, 1.0f), p20 = params_for(d, 2.0f);
   CheckpointStore store(root);
   save(store, d, 10, p10, trainer_json(d, 10));

@@ -20,8 +20,8 @@ using ckpt_test::write_file;
 
 namespace {
 
-GptDims dims() {
-  GptDims d;
+ModelDims dims() {
+  ModelDims d;
   d.n_layer = 2;
   d.n_head = 2;
   d.n_embd = 8;
@@ -31,7 +31,7 @@ GptDims dims() {
   return d;
 }
 
-std::vector<float> params_for(const GptDims& d) {
+std::vector<float> params_for(const ModelDims& d) {
   std::vector<float> p(num_parameters(d));
   for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>((i * 2654435761u) % 100003) * 1e-3f - 50.0f;
   for (size_t i = static_cast<size_t>(d.vocab_size) * d.n_embd;
@@ -43,7 +43,7 @@ std::vector<float> params_for(const GptDims& d) {
 }  // namespace
 
 int main() {
-  const GptDims d = dims();
+  const ModelDims d = dims();
   const std::vector<float> p = params_for(d);
   const std::string dir = fresh_dir("interop-llmc");
   const std::string path = dir + "/model.bin";
@@ -66,7 +66,7 @@ int main() {
   const std::vector<float> back = import_llmc(path, d);
   CHECK(back.size() == p.size() && std::memcmp(back.data(), p.data(), p.size() * 4) == 0);
   CHECK(detect_weight_format(path) == WeightFormat::kLlmc);
-  const GptDims inferred = infer_weight_dims(path);
+  const ModelDims inferred = infer_weight_dims(path);
   CHECK(inferred.n_head == 2 && inferred.vocab_size == 200 && inferred.padded_vocab == 256);
   CHECK(import_weights(path, inferred) == back);
 
@@ -74,7 +74,7 @@ int main() {
   // order and with llm.c's own padding (Vp = 208 here, not our 256), loads each marker at the start
   // of our tensor; the file's padded rows are dropped and ours are zero.
   {
-    GptDims f = d;
+    ModelDims f = d;
     f.padded_vocab = 208;
     const auto sizes = param_sizes(f);
     std::vector<float> file_params(num_parameters(f), 0.25f);
@@ -130,7 +130,7 @@ int main() {
   CHECK_THROWS(import_llmc(bad, d), "version 4 is not supported");
   write_file(bad, bytes.substr(0, 100));
   CHECK_THROWS(import_llmc(bad, d), "too small for an llm.c model file");
-  GptDims other = d;
+  ModelDims other = d;
   other.n_layer = 3;
   CHECK_THROWS(import_llmc(path, other), "differs from the configured model");
   return flotilla_test::summary("test_interop_llmc");

@@ -23,8 +23,8 @@ using ckpt_test::write_file;
 
 namespace {
 
-GptDims tiny_dims() {
-  GptDims d;
+ModelDims tiny_dims() {
+  ModelDims d;
   d.n_layer = 2;
   d.n_head = 2;
   d.n_embd = 8;
@@ -35,7 +35,7 @@ GptDims tiny_dims() {
 }
 
 // Random non-zero params; padded vocab rows zero (as the model keeps them).
-std::vector<float> random_params(const GptDims& d, uint64_t seed) {
+std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
   std::vector<float> p(num_parameters(d));
   uint64_t x = seed;
   for (float& v : p) {
@@ -48,7 +48,7 @@ std::vector<float> random_params(const GptDims& d, uint64_t seed) {
   return p;
 }
 
-size_t offset_of(const GptDims& d, int index) {
+size_t offset_of(const ModelDims& d, int index) {
   const auto sizes = param_sizes(d);
   size_t off = 0;
   for (int i = 0; i < index; ++i) off += sizes[i];
@@ -89,7 +89,7 @@ float linear_at(const std::vector<float>& p, size_t base, int l, size_t out, siz
 }  // namespace
 
 static void test_round_trip() {
-  const GptDims d = tiny_dims();
+  const ModelDims d = tiny_dims();
   const std::vector<float> p = random_params(d, 7);
   const std::string dir = fresh_dir("interop-st");
   const std::string path = dir + "/model.safetensors";
@@ -129,7 +129,7 @@ static void test_round_trip() {
 
   // Dimensions inferred from the file (n_head from n_embd / 64 is impossible for C = 8: ask).
   CHECK_THROWS(infer_dims_from_safetensors(path), "set model.n_head");
-  const GptDims g = infer_dims_from_safetensors(path, 2);
+  const ModelDims g = infer_dims_from_safetensors(path, 2);
   CHECK(g.n_layer == 2 && g.n_embd == 8 && g.vocab_size == 13 && g.padded_vocab == 128 &&
         g.max_seq_len == 5 && g.n_head == 2);
   write_file(dir + "/config.json", "{\"n_head\": 4}");
@@ -139,7 +139,7 @@ static void test_round_trip() {
 // A file built byte by byte, as transformers' GPT2LMHeadModel.save_pretrained lays it out (with the
 // "transformer." prefix, masks and a tied lm_head), with F16 and BF16 tensors mixed in.
 static void test_hand_built_file() {
-  GptDims d = tiny_dims();
+  ModelDims d = tiny_dims();
   d.n_layer = 1;
   const size_t C = 8;
   HandFile h;
@@ -190,7 +190,7 @@ static void test_hand_built_file() {
   const std::string path = fresh_dir("interop-st-hand") + "/gpt2.safetensors";
   write_file(path, h.bytes());
 
-  const GptDims g = infer_dims_from_safetensors(path, 2);
+  const ModelDims g = infer_dims_from_safetensors(path, 2);
   CHECK(g.n_layer == 1 && g.vocab_size == 13 && g.max_seq_len == 5 && g.n_embd == 8);
   const std::vector<float> p = import_gpt2_safetensors(path, d);
   CHECK(p.size() == num_parameters(d));
@@ -222,7 +222,7 @@ static void test_hand_built_file() {
   CHECK(p[offset_of(d, kLnfb) + 7] == 7.0f * 8.0f);
 
   // Positions cropped on request (a 5-position file into a 3-position model), refused otherwise.
-  GptDims short_d = d;
+  ModelDims short_d = d;
   short_d.max_seq_len = 3;
   CHECK_THROWS(import_gpt2_safetensors(path, short_d), "wpe.weight has shape [5, 8], expected [3, 8]");
   const std::vector<float> cropped = import_gpt2_safetensors(path, short_d, true);
@@ -230,22 +230,22 @@ static void test_hand_built_file() {
 }
 
 static void test_errors() {
-  const GptDims d = tiny_dims();
+  const ModelDims d = tiny_dims();
   const std::vector<float> p = random_params(d, 3);
   const std::string dir = fresh_dir("interop-st-err");
   const std::string path = dir + "/m.safetensors";
   export_gpt2_safetensors(path, d, p.data());
   // Shape mismatch names the tensor, the file's shape and the expected one.
-  GptDims wider = d;
+  ModelDims wider = d;
   wider.n_embd = 16;
   wider.n_head = 2;
   CHECK_THROWS(import_gpt2_safetensors(path, wider),
                "tensor wte.weight has shape [13, 8], expected [13, 16]");
-  GptDims deeper = d;
+  ModelDims deeper = d;
   deeper.n_layer = 3;
   CHECK_THROWS(import_gpt2_safetensors(path, deeper),
                "tensor h.2.ln_1.weight is missing (expected shape [8])");
-  GptDims shallower = d;
+  ModelDims shallower = d;
   shallower.n_layer = 1;
   CHECK_THROWS(import_gpt2_safetensors(path, shallower), "unexpected tensor(s)");
 

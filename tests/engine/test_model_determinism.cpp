@@ -18,8 +18,8 @@ using namespace flotilla_test;
 
 namespace {
 
-GptDims small_dims() {
-  GptDims d;
+ModelDims small_dims() {
+  ModelDims d;
   d.n_layer = 2;
   d.n_head = 4;
   d.n_embd = 64;
@@ -35,12 +35,13 @@ struct RunResult {
 };
 
 RunResult train(uint64_t seed, int steps) {
-  const GptDims d = small_dims();
+  const ModelDims d = small_dims();
   const int B = 2, T = 80;  // T > 64: two attention query blocks
-  GptModel model(d);
+  Model model(d);
   model.init_random(seed);
-  AdamW opt(model.num_params());
-  const auto ranges = gpt_decay_ranges(d);
+  AdamW opt(model.backend(), param_groups(model), 0, model.num_params());
+  AdamWHyper h;
+  h.lr = 1e-3f;
   Rng data(4242);
   std::vector<int32_t> tok(B * T + 1);
   RunResult r;
@@ -51,7 +52,7 @@ RunResult train(uint64_t seed, int steps) {
     model.backward(1.0f);
     const float norm = global_grad_norm(model.grads(), model.num_params());
     if (norm > 1.0f) scale_grads(model.grads(), model.num_params(), 1.0f / norm);
-    opt.step(model.params(), model.grads(), ranges, 1e-3f, OptimHyper{}, s);
+    opt.step(model.params(), model.grads(), h, s);
   }
   r.params.assign(model.params(), model.params() + model.num_params());
   return r;

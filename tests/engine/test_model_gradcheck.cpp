@@ -24,7 +24,7 @@ namespace {
 constexpr int kB = 2, kT = 8;
 
 struct RefModel {
-  GptDims d;
+  ModelDims d;
   std::vector<size_t> off;  // tensor offsets in the flat parameter vector
   std::vector<int32_t> inputs, targets;
 
@@ -62,14 +62,14 @@ struct RefModel {
 };
 
 void test_gradients() {
-  GptDims d;
+  ModelDims d;
   d.n_layer = 2;
   d.n_head = 4;
   d.n_embd = 32;
   d.vocab_size = 100;
   d.padded_vocab = pad_vocab(d.vocab_size);
   d.max_seq_len = 8;
-  GptModel model(d);
+  Model model(d);
   model.init_random(5);
   Rng rng(99);
   const auto sizes = param_sizes(d);
@@ -131,14 +131,14 @@ void test_gradients() {
 // about 0.02 * sqrt(C), so the expected loss is ln V + (0.02^2 C) / 2 = ln V + 0.013 for C = 64.
 // The bound 0.05 leaves room for the sampling noise of 128 tokens and nothing for a broken init.
 void test_initial_loss() {
-  GptDims d;
+  ModelDims d;
   d.n_layer = 2;
   d.n_head = 4;
   d.n_embd = 64;
   d.vocab_size = 50257;
   d.padded_vocab = pad_vocab(d.vocab_size);
   d.max_seq_len = 64;
-  GptModel model(d);
+  Model model(d);
   model.init_random(1337);
   const int B = 2, T = 64;
   Rng rng(8);

@@ -1,7 +1,7 @@
 // Activation recomputation (train.recompute, issue 8): the same numbers with less memory.
 //  1. In process, the tiny model (4 layers, width 256): 3 AdamW steps with recompute on and off
 //     give bit-identical losses and parameters; the bytes the model allocates for activations
-//     (GptModel::activation_bytes) are exactly activation_floats(..., recompute) x 4, and drop by
+//     (Model::activation_bytes) are exactly activation_floats(..., recompute) x 4, and drop by
 //     exactly what the planner predicts (activations + workspace, recompute off minus on).
 //  2. Real ranks through `flotilla-worker launch` (4 layers, width 64, 3 steps): tp=2 and pp=2
 //     (1F1B, 2 micro-batches, so stage 0 holds 2 activation slots sharing one block region) with
@@ -45,13 +45,14 @@ struct Trained {
 };
 
 Trained train_in_process(bool recompute, int steps) {
-  const GptDims d = dims_from_config(tiny_config(recompute).model);
-  GptModel model(d);
+  const ModelDims d = dims_from_config(tiny_config(recompute).model);
+  Model model(d);
   model.set_recompute(recompute);
   CHECK(model.recompute() == recompute);
   model.init_random(11);
-  AdamW opt(model.num_params());
-  const auto ranges = gpt_decay_ranges(d);
+  AdamW opt(model.backend(), param_groups(model), 0, model.num_params());
+  AdamWHyper h;
+  h.lr = 1e-3f;
   Rng data(99);
   std::vector<int32_t> tok(kB * kT + 1);
   Trained r;
@@ -62,7 +63,7 @@ Trained train_in_process(bool recompute, int steps) {
     model.backward(1.0f);
     const float norm = global_grad_norm(model.grads(), model.num_params());
     if (norm > 1.0f) scale_grads(model.grads(), model.num_params(), 1.0f / norm);
-    opt.step(model.params(), model.grads(), ranges, 1e-3f, OptimHyper{}, s);
+    opt.step(model.params(), model.grads(), h, s);
   }
   r.params.assign(model.params(), model.params() + model.num_params());
   r.activation_bytes = model.activation_bytes();
@@ -88,7 +89,7 @@ void in_process() {
   CHECK_MSG(same_bits(off.params, on.params), "parameters differ bitwise after 3 steps with recompute");
   CHECK(off.losses.size() == 3 && off.losses[2] != off.losses[0]);  // it trained
 
-  const GptDims d = dims_from_config(tiny_config(false).model);
+  const ModelDims d = dims_from_config(tiny_config(false).model);
   CHECK(off.activation_bytes == 4 * activation_floats(d, kB, kT, false));
   CHECK(on.activation_bytes == 4 * activation_floats(d, kB, kT, true));
   const uint64_t plan_off = planned_act(tiny_config(false), 0), plan_on = planned_act(tiny_config(true), 0);

@@ -1,6 +1,6 @@
 // The data-parallel gradient buckets of the CUDA trainer (grad_buckets, engine/cuda/
 // train_model_cuda.h), without CUDA: for the tiny, GPT-2 124M-like and odd shapes the buckets come
-// in the order CudaGpt's backward completes them (layers n_layer-1 .. 0, then the final -1 bucket
+// in the order GpuTrainer's backward completes them (layers n_layer-1 .. 0, then the final -1 bucket
 // of wte, wpe, lnfw, lnfb); their slices cover every parameter exactly once; each layer bucket
 // holds exactly that layer's slices of the 12 per-layer tensors; packed ranges are 256-byte
 // aligned, disjoint and inside packed_grad_count. The same for a tensor-parallel shard's local
@@ -9,15 +9,15 @@
 
 #include "check.h"
 #include "engine/cuda/train_model_cuda.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 
 using namespace flotilla;
 using namespace flotilla::cuda;
 
 namespace {
 
-void check_dims(const GptDims& d, const GptShard& shard = {}) {
-  const GptShard s = resolve_shard(d, shard);
+void check_dims(const ModelDims& d, const ModelShard& shard = {}) {
+  const ModelShard s = resolve_shard(d, shard);
   const auto sizes = local_param_sizes(d, s);
   const auto buckets = s.whole() ? grad_buckets(d) : grad_buckets(sizes, d.n_layer);
   size_t n = 0;
@@ -59,15 +59,15 @@ void check_dims(const GptDims& d, const GptShard& shard = {}) {
 }  // namespace
 
 int main() {
-  check_dims(GptDims{});  // tiny: L4 H4 C256
-  GptDims gpt2;
+  check_dims(ModelDims{});  // tiny: L4 H4 C256
+  ModelDims gpt2;
   gpt2.n_layer = 12;
   gpt2.n_head = 12;
   gpt2.n_embd = 768;
   check_dims(gpt2);
-  GptDims odd{3, 2, 96, 500, 512, 37};
+  ModelDims odd{3, 2, 96, 500, 512, 37};
   check_dims(odd);
-  GptDims one{1, 1, 32, 10, 128, 8};
+  ModelDims one{1, 1, 32, 10, 128, 8};
   check_dims(one);
   check_dims(gpt2, make_shard(gpt2, 2, 1, 1, 0));  // tp = 2, second rank: local sizes
   check_dims(odd, make_shard(odd, 2, 0, 1, 0));

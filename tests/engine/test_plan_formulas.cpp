@@ -8,7 +8,7 @@
 #include "check.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/plan/planner.h"
 
 using namespace flotilla;
@@ -32,7 +32,7 @@ uint64_t sum(const MemoryBreakdown& m) {
 }
 
 void test_gpt2_124m_counts() {
-  const GptDims d = dims_from_config(cfg({"model.preset=gpt2-124m"}).model);
+  const ModelDims d = dims_from_config(cfg({"model.preset=gpt2-124m"}).model);
   const ParamCounts p = count_parameters(d);
   CHECK(p.total == 124439808ull);
   CHECK(p.allocated == 124475904ull);                                       // wte padded 50257 -> 50304 rows
@@ -71,7 +71,7 @@ void test_layout_formulas() {
 void test_single_rank_memory() {
   const RunConfig c = cfg({"model.vocab_size=512"});
   const Plan plan = make_plan(c, device());
-  const GptDims d = dims_from_config(c.model);
+  const ModelDims d = dims_from_config(c.model);
   const uint64_t P = num_parameters(d);
   CHECK(plan.stages.size() == 1);
   const MemoryBreakdown& m = plan.peak();
@@ -115,7 +115,7 @@ void test_cpu_bf16_storage() {
   const MemoryBreakdown a = make_plan(f32, device()).peak(), b = make_plan(b16, device()).peak();
   CHECK(b.weights == a.weights && b.gradients == a.gradients && b.activations == a.activations);
   CHECK(b.master_weights == 0);
-  const GptDims d = dims_from_config(f32.model);
+  const ModelDims d = dims_from_config(f32.model);
   const uint64_t N = 8 * 256, C = static_cast<uint64_t>(d.n_embd), V = static_cast<uint64_t>(d.padded_vocab);
   CHECK(b.workspace == a.workspace + 2 * (N * C + V * C + N * V));
 }
@@ -134,7 +134,7 @@ void test_bf16_master_weights() {
 void test_tensor_parallel() {
   const RunConfig c1 = cfg({"model.preset=gpt2-124m"});
   const RunConfig c2 = cfg({"model.preset=gpt2-124m", "parallel.tp=2"});
-  const GptDims d = dims_from_config(c1.model);
+  const ModelDims d = dims_from_config(c1.model);
   const Plan p1 = make_plan(c1, device()), p2 = make_plan(c2, device());
   const uint64_t C = 768, L = 12;
   // Split: qkv, attproj, fc, fcproj weights, the qkv and fc biases, and the token embedding.
@@ -152,7 +152,7 @@ void test_tensor_parallel() {
 
 void test_pipeline() {
   const RunConfig c = cfg({"parallel.pp=2", "parallel.micro_batches=4", "model.vocab_size=512"});
-  const GptDims d = dims_from_config(c.model);
+  const ModelDims d = dims_from_config(c.model);
   const Plan plan = make_plan(c, device());
   CHECK(plan.stages.size() == 2);
   const StagePlan &s0 = plan.stages[0], &s1 = plan.stages[1];
@@ -228,7 +228,7 @@ void test_llama_counts() {
                   {"qwen3-0.6b", 596049920ull},
                   {"llama3.2-1b", 1235814400ull}};
   for (const auto& r : released) {
-    const GptDims d = dims_from_config(cfg({std::string("model.preset=") + r.preset}).model);
+    const ModelDims d = dims_from_config(cfg({std::string("model.preset=") + r.preset}).model);
     const ParamCounts p = count_parameters(d);
     CHECK_MSG(p.total == r.total, "%s: %llu parameters, the released model has %llu", r.preset,
               static_cast<unsigned long long>(p.total), static_cast<unsigned long long>(r.total));
@@ -239,11 +239,11 @@ void test_llama_counts() {
     CHECK(f.palm == 6.0 * static_cast<double>(p.total) + 12.0 * d.n_layer * d.q_dim() * 2048);
   }
   // Qwen3-0.6B: 0.44B non-embedding, as Qwen reports.
-  const GptDims q3 = dims_from_config(cfg({"model.preset=qwen3-0.6b"}).model);
+  const ModelDims q3 = dims_from_config(cfg({"model.preset=qwen3-0.6b"}).model);
   CHECK(count_parameters(q3).non_embedding == 596049920ull - 151936ull * 1024);
   // Untied: the token embedding is a lookup, the LM head a matmul (its V x C counts once).
   RunConfig c = cfg({"model.preset=smollm2-135m", "model.tie_embeddings=false"});
-  const GptDims u = dims_from_config(c.model);
+  const ModelDims u = dims_from_config(c.model);
   CHECK(count_parameters(u).total == 134515008ull + 49152ull * 576);
   CHECK(flops_per_token(u, 2048).n_palm == 134515008ull);
   // The planner's per-rank parameters are the model's own shards: tp = 3 splits SmolLM2's 3 K/V heads.

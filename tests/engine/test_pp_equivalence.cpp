@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "engine/parallel/pipeline.h"
 #include "tests/engine/test_hybrid_util.h"
 

@@ -14,7 +14,7 @@
 #include "engine/backend/registry.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
+#include "engine/model/param_layout.h"
 #include "tests/engine/test_comm_util.h"
 #include "tests/engine/test_hybrid_util.h"
 
@@ -22,8 +22,8 @@ using namespace hybrid_test;
 
 namespace {
 
-flotilla::GptDims tiny_dims(int vocab) {
-  flotilla::GptDims d;
+flotilla::ModelDims tiny_dims(int vocab) {
+  flotilla::ModelDims d;
   d.n_layer = 2;
   d.n_head = 4;
   d.n_embd = 32;
@@ -47,12 +47,12 @@ void tokens(int vocab, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
 // One TP rank: compares its shard against the whole model computed on the same rank.
 void tp_rank(int rank, int port, int tp, int vocab) {
   flotilla::get_backend("cpu").set_threads(1);
-  const flotilla::GptDims d = tiny_dims(vocab);
+  const flotilla::ModelDims d = tiny_dims(vocab);
   const int B = 2, T = 8;
   std::vector<int32_t> in(B * T), tg(B * T);
   tokens(vocab, in, tg);
 
-  flotilla::GptModel whole(d);
+  flotilla::Model whole(d);
   whole.init_random(7);
   whole.zero_grad();
   const float loss_whole = whole.forward(in.data(), tg.data(), B, T);
@@ -60,8 +60,8 @@ void tp_rank(int rank, int port, int tp, int vocab) {
 
   auto world =
       flotilla::comm::init_process_group("gloo", rank, tp, "127.0.0.1", port, flotilla::comm::Millis(20000));
-  const flotilla::GptShard shard = flotilla::make_shard(d, tp, rank, 1, 0);
-  flotilla::GptModel part(d, shard);
+  const flotilla::ModelShard shard = flotilla::make_shard(d, tp, rank, 1, 0);
+  flotilla::Model part(d, shard);
   part.set_tensor_parallel_group(world.get());
   part.init_random(7);
   std::vector<float> expect(part.num_params());

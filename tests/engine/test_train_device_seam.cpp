@@ -3,7 +3,7 @@
 //   naming its key; data parallelism (dp > 1, NCCL), ZeRO-1 and train.recompute are accepted;
 // - `train` with run.device = "cuda" here exits 3 (config) with a clear reason and writes no step;
 // - the device branch of the trainer, driven through the host reference model
-//   (FLOTILLA_TEST_DEVICE_MODEL=host: GptModel + AdamW behind the seam), reproduces the CPU path
+//   (FLOTILLA_TEST_DEVICE_MODEL=host: Model + AdamW behind the seam), reproduces the CPU path
 //   bit for bit: every step's loss and grad norm, eval losses, the checkpointed parameters and
 //   AdamW moments, with gradient accumulation, clipping, eval and sampling on;
 // - resume through the seam (stop after 6, new process, continue to 12) equals the straight run,

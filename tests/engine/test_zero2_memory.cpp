@@ -1,6 +1,6 @@
 // ZeRO-2 lowers gradient memory (issue 4, "gradients sharded too"): dp=2 runs of a 6-layer model
 // under ZeRO-1 and ZeRO-2, two real Gloo ranks each. Asserted exactly: the gradient-sized bytes
-// each rank allocates, as the "gradient memory" event reports them (GptModel::grad_bytes() +
+// each rank allocates, as the "gradient memory" event reports them (Model::grad_bytes() +
 // DataParallel::grad_bytes()), against the formulas below. Asserted loosely: rank 0's measured peak
 // RSS drops by at least half of that accounted difference (RSS also holds the allocator's and
 // Gloo's buffers, so only the direction and rough size are checked).
@@ -68,7 +68,7 @@ Measured run(const std::string& root, int zero) {
 
 int main() {
   const std::string root = fresh_dir("zero2_memory");
-  flotilla::GptDims d;
+  flotilla::ModelDims d;
   d.n_layer = kLayers;
   d.n_head = 4;
   d.n_embd = kEmbd;

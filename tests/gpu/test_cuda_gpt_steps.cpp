@@ -1,4 +1,4 @@
-// 20 training steps of the tiny GPT on the GPU (CudaGpt, fp32 and bf16) against GptModel on the
+// 20 training steps of the tiny GPT on the GPU (GpuTrainer, fp32 and bf16) against Model on the
 // CPU from the same initial parameters and batches: losses step by step, and the final parameters
 // relative to how far the CPU run moved them. Then determinism: two fresh GPU runs must give the
 // same loss bits and parameter bits. Skips without a device.
@@ -8,21 +8,21 @@
 
 #include "engine/backend/registry.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/gpt_cuda.h"
+#include "engine/cuda/gpu_trainer.h"
 #include "engine/model/gpt.h"
 #include "engine/train/adamw.h"
 #include "gpu_test_util.h"
 
 namespace fc = flotilla::cuda;
-using flotilla::GptDims;
+using flotilla::ModelDims;
 
 namespace {
 
 constexpr int kSteps = 20, kB = 4, kT = 64;
 constexpr float kLr = 1e-3f, kClip = 1.0f;
 
-GptDims tiny() {
-  GptDims d;
+ModelDims tiny() {
+  ModelDims d;
   d.n_layer = 4;
   d.n_head = 4;
   d.n_embd = 256;
@@ -33,7 +33,7 @@ GptDims tiny() {
 }
 
 // Batch s: a fixed pseudo-random token stream with some structure to learn.
-std::vector<int32_t> batch(int s, const GptDims& d) {
+std::vector<int32_t> batch(int s, const ModelDims& d) {
   flotilla::Rng rng(1000 + static_cast<uint64_t>(s));
   std::vector<int32_t> t(static_cast<size_t>(kB) * kT + 1);
   for (size_t i = 0; i < t.size(); ++i)
@@ -45,13 +45,13 @@ struct Run {
   std::vector<float> losses, params;
 };
 
-Run run_cpu(const GptDims& d, const std::vector<float>& init) {
+Run run_cpu(const ModelDims& d, const std::vector<float>& init) {
   flotilla::get_backend("cpu").set_threads(0);
-  flotilla::GptModel model(d);
+  flotilla::Model model(d);
   std::memcpy(model.params(), init.data(), init.size() * sizeof(float));
-  flotilla::AdamW opt(model.num_params());
-  const auto ranges = flotilla::gpt_decay_ranges(d);
-  const flotilla::OptimHyper h;
+  flotilla::AdamW opt(model.backend(), flotilla::param_groups(model), 0, model.num_params());
+  flotilla::AdamWHyper h;
+  h.lr = kLr;
   Run r;
   for (int s = 0; s < kSteps; ++s) {
     const auto t = batch(s, d);
@@ -60,30 +60,26 @@ Run run_cpu(const GptDims& d, const std::vector<float>& init) {
     model.backward(1.0f);
     const float norm = flotilla::global_grad_norm(model.grads(), model.num_params());
     if (norm > kClip) flotilla::scale_grads(model.grads(), model.num_params(), kClip / norm);
-    opt.step(model.params(), model.grads(), ranges, kLr, h, s + 1);
+    opt.step(model.params(), model.grads(), h, s + 1);
   }
   r.params.assign(model.params(), model.params() + model.num_params());
   return r;
 }
 
-Run run_gpu(const GptDims& d, const std::vector<float>& init, bool bf16) {
+Run run_gpu(const ModelDims& d, const std::vector<float>& init, bool bf16) {
   auto& be = dynamic_cast<fc::CudaBackend&>(flotilla::get_backend("cuda"));
-  fc::CudaGptOptions o;
+  fc::GpuTrainerOptions o;
   o.bf16 = bf16;
   o.fuse_gelu = bf16;  // fp32: separate GELU kernel, closest to the CPU sequence
-  fc::CudaGpt gpt(be, d, kB, kT, o);
+  fc::GpuTrainer gpt(be, d, kB, kT, o);
   gpt.set_params(init.data());
-  const flotilla::OptimHyper oh;
-  fc::AdamWHyper h;
-  h.beta1 = oh.beta1;
-  h.beta2 = oh.beta2;
-  h.eps = oh.eps;
-  h.weight_decay = oh.weight_decay;
+  flotilla::AdamWHyper h;
+  h.lr = kLr;
   Run r;
   for (int s = 0; s < kSteps; ++s) {
     const auto t = batch(s, d);
     r.losses.push_back(gpt.forward_backward(t.data(), t.data() + 1));
-    gpt.step(kLr, h, kClip, s + 1);
+    gpt.step(h, kClip, s + 1);
   }
   r.params.resize(init.size());
   gpt.get_params(r.params.data());
@@ -113,10 +109,10 @@ void compare_runs(const char* what, const Run& gpu, const Run& cpu, const std::v
 
 int main() {
   if (gpu_test::skip_without_gpu()) return flotilla_test::summary("gpu_cuda_gpt_steps");
-  const GptDims d = tiny();
+  const ModelDims d = tiny();
   std::vector<float> init(flotilla::num_parameters(d));
   {
-    flotilla::GptModel model(d);
+    flotilla::Model model(d);
     model.init_random(1337);
     std::memcpy(init.data(), model.params(), init.size() * sizeof(float));
   }

@@ -186,7 +186,7 @@ void test_crossentropy(fc::Context& ctx) {
   CHECK_NEAR(fc::sum_losses(ctx, d_losses.get(), N), sum, 1e-4 * sum);
 }
 
-// Tensor parallelism's vocabulary slices (gpt_cuda.cpp): the vocabulary split in two halves, each
+// Tensor parallelism's vocabulary slices (gpu_trainer.cpp): the vocabulary split in two halves, each
 // half's kernels on its own rows or columns with ids local to it (-1 where the other half holds
 // them), recombined on the host, against the CPU kernels over the whole vocabulary.
 template <typename T>

@@ -1,4 +1,4 @@
-// `flotilla-worker train` with run.device = "cuda" (the trainer's device seam over CudaGpt),
+// `flotilla-worker train` with run.device = "cuda" (the trainer's device seam over GpuTrainer),
 // through the real worker binary, against the same run on the CPU. Skips without a device.
 //   - fp32: 20 steps of the tiny model (2 micro-batches per step, clipping, eval, sampling): every
 //     step's loss within kFp32Rel (relative) of the CPU run's; a repeat run is bitwise identical
@@ -26,7 +26,7 @@ using namespace flotilla_test;
 
 namespace {
 
-constexpr double kFp32Rel = 2e-3;  // same bound as the CudaGpt-vs-GptModel step test
+constexpr double kFp32Rel = 2e-3;  // same bound as the GpuTrainer-vs-Model step test
 constexpr double kBf16Rel = 3e-2;
 
 std::string config_text() {

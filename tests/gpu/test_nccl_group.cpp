@@ -125,7 +125,7 @@ void test_train_buckets(fp::ProcessGroup& g, const char* dtype) {
   flotilla::apply_overrides(cfg, {"run.device=cuda", "model.preset=tiny", "model.vocab_size=500",
                                   "model.max_seq_len=64", "train.micro_batch=4", "train.seq_len=64",
                                   "train.deterministic=true", std::string("train.dtype=") + dtype});
-  const flotilla::GptDims dims = flotilla::dims_from_config(cfg.model);
+  const flotilla::ModelDims dims = flotilla::dims_from_config(cfg.model);
   auto ref = flotilla::cuda::make_cuda_train_model(cfg, dims);
   auto dut = flotilla::cuda::make_cuda_train_model(cfg, dims);
   const auto init = gpu_test::random_vec(flotilla::num_parameters(dims), 3, 0.02f);
@@ -153,7 +153,7 @@ void test_train_buckets(fp::ProcessGroup& g, const char* dtype) {
       norms_equal = false;
       std::printf("  %s step %d: grad norm %.9g with average_grads, %.9g without\n", dtype, step, nd, nr);
     }
-    flotilla::AdamHyper h;
+    flotilla::AdamWHyper h;
     h.lr = 1e-3f;
     ref->update(h, 1.0f, step);
     dut->update(h, 1.0f, step);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "check.h"
+#include "engine/backend/registry.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
 #include "engine/interop/hf_config.h"
@@ -152,8 +153,9 @@ inline Figures check_model(const Golden& g, Model& m) {
   // tensors, no clipping), the optimizer on the host.
   std::vector<float> params(m.num_params());
   m.get_params(params.data());
-  AdamW opt(params.size());
-  OptimHyper h;
+  AdamW opt(get_backend("cpu"), param_groups(m), 0, params.size());
+  AdamWHyper h;
+  h.lr = 1e-2f;
   h.beta1 = 0.9f;
   h.beta2 = 0.95f;
   h.eps = 1e-8f;
@@ -166,7 +168,7 @@ inline Figures check_model(const Golden& g, Model& m) {
                                             std::fabs(double(want_losses[static_cast<size_t>(s)])));
     m.backward(1.0f);
     const std::vector<float> gr = grads_of(m);
-    opt.step(params.data(), gr.data(), gpt_decay_ranges(g.dims), 1e-2f, h, s + 1);
+    opt.step(params.data(), gr.data(), h, s + 1);
     m.set_params(params.data());
   }
   for (const auto& span : interop::hf_tensor_spans(g.dims)) {

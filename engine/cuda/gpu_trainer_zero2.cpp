@@ -1,4 +1,4 @@
-// CudaGpt's ZeRO-2 gradient path (CudaGptOptions::zero2), as DataParallel's zero = 2 on the CPU:
+// GpuTrainer's ZeRO-2 gradient path (GpuTrainerOptions::zero2), as DataParallel's zero = 2 on the CPU:
 // no full gradient buffer (the Model's layer-gradient staging: two slots of one layer each), an
 // fp32 gradient shard per rank.
 //
@@ -14,12 +14,12 @@
 //   fp32 slot (`comm`) and zeroed at once, and the fp32 slot is drained the same way.
 #include <string>
 
-#include "engine/cuda/gpt_cuda_impl.h"
+#include "engine/cuda/gpu_trainer_impl.h"
 #include "engine/cuda/residual.h"
 
 namespace flotilla::cuda {
 
-void CudaGpt::Impl::add_range_to_shard(const float* src, int i, size_t from, size_t count) {
+void GpuTrainer::Impl::add_range_to_shard(const float* src, int i, size_t from, size_t count) {
   // Tensor i's flat range [offset(i) + from, + count) against the shard [lo, hi).
   const size_t lo = shard_begin, hi = shard_begin + shard_count;
   const size_t start = offset(i) + from;
@@ -28,7 +28,7 @@ void CudaGpt::Impl::add_range_to_shard(const float* src, int i, size_t from, siz
   residual_forward<float>(*ctx, shard_grad + (a - lo), shard_grad + (a - lo), src + (a - start), b - a);
 }
 
-void CudaGpt::Impl::add_layer_to_shard(const float* src, int l) {
+void GpuTrainer::Impl::add_layer_to_shard(const float* src, int l) {
   const ParamLayout& lay = layout();
   for (int i = 0; i < lay.size(); ++i) {
     if (!lay[i].per_layer() || size(i) == 0) continue;
@@ -37,13 +37,13 @@ void CudaGpt::Impl::add_layer_to_shard(const float* src, int l) {
   }
 }
 
-float* CudaGpt::Impl::zero2_sum_slot(int k) {
+float* GpuTrainer::Impl::zero2_sum_slot(int k) {
   if (comm != nullptr) return comm + static_cast<size_t>(k) * model->layer_grad_floats();
   return static_cast<float*>(model->layer_grad_slot_data(k));  // fp32: in place
 }
 
 template <typename S>
-void CudaGpt::Impl::zero2_layer_done(int l) {
+void GpuTrainer::Impl::zero2_layer_done(int l) {
   Context& c = *ctx;
   const int k = l % 2;
   const size_t floats = model->layer_grad_floats();
@@ -60,7 +60,7 @@ void CudaGpt::Impl::zero2_layer_done(int l) {
   zero2_drain(1 - k);  // layer l+1's sum has had layer l's backward to finish
 }
 
-void CudaGpt::Impl::zero2_drain(int k) {
+void GpuTrainer::Impl::zero2_drain(int k) {
   InFlight& f = in_flight[k];
   if (!f.work) return;
   f.work->wait();
@@ -75,13 +75,13 @@ void CudaGpt::Impl::zero2_drain(int k) {
   f.layer = -1;
 }
 
-void CudaGpt::Impl::zero2_backward_done() {
+void GpuTrainer::Impl::zero2_backward_done() {
   zero2_drain(0);
   zero2_drain(1);
 }
 
 template <typename S>
-void CudaGpt::Impl::zero2_finish() {
+void GpuTrainer::Impl::zero2_finish() {
   Context& c = *ctx;
   zero2_backward_done();
   // The non-layer tensors (GPT-2: wte, wpe, lnfw, lnfb; llama: embedding, final norm, head):
@@ -112,9 +112,9 @@ void CudaGpt::Impl::zero2_finish() {
   check_cuda(cudaMemsetAsync(piece, 0, cap * sizeof(float), c.stream()), "cudaMemsetAsync (ZeRO-2 slots)");
 }
 
-template void CudaGpt::Impl::zero2_layer_done<float>(int);
-template void CudaGpt::Impl::zero2_layer_done<bf16>(int);
-template void CudaGpt::Impl::zero2_finish<float>();
-template void CudaGpt::Impl::zero2_finish<bf16>();
+template void GpuTrainer::Impl::zero2_layer_done<float>(int);
+template void GpuTrainer::Impl::zero2_layer_done<bf16>(int);
+template void GpuTrainer::Impl::zero2_finish<float>();
+template void GpuTrainer::Impl::zero2_finish<bf16>();
 
 }  // namespace flotilla::cuda

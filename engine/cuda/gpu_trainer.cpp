@@ -1,8 +1,8 @@
-// CudaGpt: the model on the CUDA backend, the parameters, the optimizer and the memory plan
-// (gpt_cuda_zero2.cpp has ZeRO-2's gradient shard). Two kinds of device memory: the Model's own
+// GpuTrainer: the model on the CUDA backend, the parameters, the optimizer and the memory plan
+// (gpu_trainer_zero2.cpp has ZeRO-2's gradient shard). Two kinds of device memory: the Model's own
 // buffers (parameters, gradients, activations: engine/model) and one optimizer arena here (fp32
 // master weights under bf16, AdamW moments, ZeRO-2's shard).
-#include "engine/cuda/gpt_cuda.h"
+#include "engine/cuda/gpu_trainer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,26 +11,31 @@
 
 #include "engine/comm/process_group.h"
 #include "engine/core/error.h"
-#include "engine/cuda/adamw.h"
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/global_norm.h"
-#include "engine/cuda/gpt_cuda_impl.h"
+#include "engine/cuda/gpu_trainer_impl.h"
 #include "engine/cuda/residual.h"
 #include "engine/model/model_shard.h"
 
 namespace flotilla::cuda {
 namespace {
 
-ModelOptions model_options(const CudaGptOptions& o, size_t param_capacity) {
+ModelOptions model_options(const GpuTrainerOptions& o, size_t param_capacity) {
   ModelOptions m;
   m.dtype = o.bf16 ? DType::kBF16 : DType::kF32;
   m.keep_gelu = true;  // GPU memory is plentiful next to the CPU case: no GELU recompute
   m.fuse_gelu = o.fuse_gelu;
   m.param_capacity = o.bf16 ? 0 : param_capacity;  // fp32: ZeRO-1 all-gathers into the parameters
   m.stage_buffers = o.shard.pp > 1;
+  m.lora = o.lora;
   return m;
+}
+
+// The table of what trains: the architecture's, or the LoRA adapters'.
+ParamLayout trainable_layout(const ModelDims& dims, const LoraSpec& lora) {
+  return lora.enabled() ? ParamLayout(dims, lora) : ParamLayout(dims);
 }
 
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
@@ -61,7 +66,7 @@ size_t layer_floats(const ParamLayout& layout, const std::vector<size_t>& sizes,
     if (layout[i].per_layer()) n += sizes[static_cast<size_t>(i)] / static_cast<size_t>(layers);
   return n;
 }
-size_t tied_floats(const ParamLayout& layout, const GptShard& sh, const std::vector<size_t>& sizes) {
+size_t tied_floats(const ParamLayout& layout, const ModelShard& sh, const std::vector<size_t>& sizes) {
   return sh.pp > 1 && layout.tied() ? sizes[static_cast<size_t>(layout.embedding())] : 0;
 }
 
@@ -81,29 +86,36 @@ size_t model_param_bytes(const ParamLayout& layout, const std::vector<size_t>& s
 
 }  // namespace
 
-size_t CudaGpt::predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute,
-                                size_t shard_count, size_t padded_params, const GptShard& model_shard,
-                                int slots, bool zero2) {
-  const GptShard sh = resolve_shard(dims, model_shard);
-  const ParamLayout layout(dims);
+size_t GpuTrainer::predicted_bytes(const ModelDims& dims, int B, int T, bool use_bf16, bool recompute,
+                                   size_t shard_count, size_t padded_params, const ModelShard& model_shard,
+                                   int slots, bool zero2, const LoraSpec& lora) {
+  const ModelShard sh = resolve_shard(dims, model_shard);
+  const ParamLayout layout = trainable_layout(dims, lora);
   const std::vector<size_t> sizes = local_param_sizes(layout, sh);
   size_t n = 0;
   for (size_t k : sizes) n += k;
   const size_t padded = padded_params > n ? padded_params : n, shard = shard_count > 0 ? shard_count : n;
-  CudaGptOptions o;
+  GpuTrainerOptions o;
   o.bf16 = use_bf16;
   o.shard = sh;
+  o.lora = lora;
   const ModelOptions mo = model_options(o, padded);
+  // LoRA's frozen base: its parameters in the storage dtype, no gradients.
+  size_t base = 0;
+  if (lora.enabled())
+    for (size_t k : local_param_sizes(ParamLayout(dims), sh)) base += k;
+  const size_t base_bytes = lora.enabled() ? round256(base * (use_bf16 ? 2 : 4)) : 0;
   const size_t acts = activation_bytes_for(dims, sh, B, T, recompute, mo, 256, std::max(slots, 1));
   const size_t rope = dims.llama() ? round256(static_cast<size_t>(dims.hd() / 2) * 4) : 0;
   const OptimPlan op =
       optim_plan(padded, shard, use_bf16, zero2, layer_floats(layout, sizes, sh.local_layers()),
                  tied_floats(layout, sh, sizes));
   return model_param_bytes(layout, sizes, sh.local_layers(), mo.param_capacity, use_bf16 ? 2 : 4, zero2) +
-         rope + acts + optim_bytes(op);
+         base_bytes + rope + acts + optim_bytes(op);
 }
 
-CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const CudaGptOptions& options)
+GpuTrainer::GpuTrainer(CudaBackend& backend, const ModelDims& dims, int B, int T,
+                       const GpuTrainerOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.be = &backend;
@@ -113,15 +125,15 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.T = T;
   s.opt = options;
   s.sh = resolve_shard(dims, options.shard);
-  if (T > dims.max_seq_len) throw_config("CudaGpt: T " + std::to_string(T) + " exceeds max_seq_len");
+  if (T > dims.max_seq_len) throw_config("GpuTrainer: T " + std::to_string(T) + " exceeds max_seq_len");
   if (s.sh.tp > 1 && (options.tp == nullptr || options.tp->size() != s.sh.tp))
     throw Error(ExitCode::kInternal,
-                "CudaGpt: a tp = " + std::to_string(s.sh.tp) + " shard needs its TP group");
+                "GpuTrainer: a tp = " + std::to_string(s.sh.tp) + " shard needs its TP group");
   if (s.sh.pp > 1 && (options.pp == nullptr || options.pp->size() != s.sh.pp))
     throw Error(ExitCode::kInternal,
-                "CudaGpt: a pp = " + std::to_string(s.sh.pp) + " shard needs its PP group");
+                "GpuTrainer: a pp = " + std::to_string(s.sh.pp) + " shard needs its PP group");
   s.ctx->deterministic = options.deterministic;
-  const ParamLayout layout(dims);
+  const ParamLayout layout = trainable_layout(dims, options.lora);
   const std::vector<size_t> sizes = local_param_sizes(layout, s.sh);
   s.n = 0;
   for (size_t k : sizes) s.n += k;
@@ -130,11 +142,11 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
   s.shard_count = options.shard_count > 0 ? options.shard_count : s.n;
   if (options.shard_count > 0 && options.stochastic_rounding != 0)
     throw Error(ExitCode::kInternal,
-                "CudaGpt: a ZeRO shard with stochastic rounding would round differently on "
+                "GpuTrainer: a ZeRO shard with stochastic rounding would round differently on "
                 "each rank");
   s.zero2 = options.zero2 != nullptr;
   if (s.zero2 && options.shard_count == 0)
-    throw Error(ExitCode::kInternal, "CudaGpt: ZeRO-2 needs the rank's optimizer shard");
+    throw Error(ExitCode::kInternal, "GpuTrainer: ZeRO-2 needs the rank's optimizer shard");
 
   s.model = std::make_unique<Model>(dims, s.sh, &backend, model_options(options, s.padded));
   Model& m = *s.model;
@@ -150,23 +162,24 @@ CudaGpt::CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const 
                  layer_floats(layout, sizes, s.sh.local_layers()), tied_floats(layout, s.sh, sizes));
   s.optim = std::make_unique<detail::Arena>(optim_bytes(op));
   s.master = s.optim->take<float>(op.master);
-  s.m = s.optim->take<float>(op.moments);
-  s.v = s.optim->take<float>(op.moments);
+  float* moment1 = s.optim->take<float>(op.moments);
+  float* moment2 = s.optim->take<float>(op.moments);
   s.comm = op.comm > 0 ? s.optim->take<float>(op.comm) : nullptr;
   s.shard_grad = op.shard_grad > 0 ? s.optim->take<float>(op.shard_grad) : nullptr;
   s.tied_f32 = op.tied > 0 ? s.optim->take<float>(op.tied) : nullptr;
   if (!options.bf16) s.master = nullptr;
+  s.adamw = std::make_unique<AdamW>(backend, param_groups(m), s.shard_begin, s.shard_count, moment1, moment2);
   if (options.pp) options.pp->set_device_stream(s.ctx->stream());  // sends wait for their producers
   check_cuda(cudaMemsetAsync(s.optim->base(), 0, s.optim->used(), s.ctx->stream()),
              "cudaMemsetAsync (optimizer)");
   s.ctx->synchronize();
 }
 
-CudaGpt::~CudaGpt() {
+GpuTrainer::~GpuTrainer() {
   if (impl_ && impl_->ctx) cudaStreamSynchronize(impl_->ctx->stream());
 }
 
-void CudaGpt::Impl::on_layer_done(int layer) {
+void GpuTrainer::Impl::on_layer_done(int layer) {
   if (zero2) {
     if (layer >= 0) {
       if (opt.bf16)
@@ -180,15 +193,15 @@ void CudaGpt::Impl::on_layer_done(int layer) {
   if (hook) hook(layer);
 }
 
-size_t CudaGpt::parameter_bytes() const {
+size_t GpuTrainer::parameter_bytes() const {
   const Impl& s = *impl_;
   return s.model->num_params() * s.es() + s.model->grad_bytes();
 }
-size_t CudaGpt::optimizer_bytes() const { return impl_->optim->used(); }
-size_t CudaGpt::activation_bytes() const { return impl_->model->activation_bytes(); }
-Model& CudaGpt::model() { return *impl_->model; }
+size_t GpuTrainer::optimizer_bytes() const { return impl_->optim->used(); }
+size_t GpuTrainer::activation_bytes() const { return impl_->model->activation_bytes(); }
+Model& GpuTrainer::model() { return *impl_->model; }
 
-void CudaGpt::set_params(const float* host) {
+void GpuTrainer::set_params(const float* host) {
   Impl& s = *impl_;
   if (!s.opt.bf16) {
     s.be->upload(s.model->param_data(), host, s.n * sizeof(float));
@@ -200,32 +213,32 @@ void CudaGpt::set_params(const float* host) {
   s.ctx->synchronize();
 }
 
-void CudaGpt::get_params(float* host) const {
+void GpuTrainer::get_params(float* host) const {
   const Impl& s = *impl_;
   const void* src = s.opt.bf16 ? static_cast<const void*>(s.master) : s.model->param_data();
   s.be->download(host, src, s.n * sizeof(float));
 }
 
-float CudaGpt::forward_backward(const int32_t* inputs, const int32_t* targets) {
+float GpuTrainer::forward_backward(const int32_t* inputs, const int32_t* targets) {
   return forward_backward(inputs, targets, 1.0f, false);
 }
 
-float CudaGpt::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
-                                bool accumulate, const int32_t* positions) {
+float GpuTrainer::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
+                                   bool accumulate, const int32_t* positions) {
   Impl& s = *impl_;
-  if (s.sh.pp > 1) throw Error(ExitCode::kInternal, "CudaGpt::forward_backward on a pipeline stage");
+  if (s.sh.pp > 1) throw Error(ExitCode::kInternal, "GpuTrainer::forward_backward on a pipeline stage");
   if (!accumulate) zero_grad();
   const float loss = forward_stage(0, inputs, nullptr, targets, positions);
   backward_stage(0, nullptr, loss_scale);
   return loss;
 }
 
-float CudaGpt::forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) {
-  if (impl_->sh.pp > 1) throw Error(ExitCode::kInternal, "CudaGpt::forward on a pipeline stage");
+float GpuTrainer::forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) {
+  if (impl_->sh.pp > 1) throw Error(ExitCode::kInternal, "GpuTrainer::forward on a pipeline stage");
   return forward_stage(0, inputs, nullptr, targets, positions);
 }
 
-void CudaGpt::zero_grad() {
+void GpuTrainer::zero_grad() {
   Impl& s = *impl_;
   s.model->zero_grad();
   if (s.zero2)
@@ -233,28 +246,28 @@ void CudaGpt::zero_grad() {
                "cudaMemsetAsync (zero_grad, ZeRO-2 shard)");
 }
 
-float CudaGpt::forward_stage(int slot, const int32_t* inputs, const float* stage_in, const int32_t* targets,
-                             const int32_t* positions) {
+float GpuTrainer::forward_stage(int slot, const int32_t* inputs, const float* stage_in,
+                                const int32_t* targets, const int32_t* positions) {
   Impl& s = *impl_;
   return s.model->forward_stage(slot, inputs, stage_in, targets, s.B, s.T, positions);
 }
 
-void CudaGpt::backward_stage(int slot, const float* dout, float loss_scale) {
+void GpuTrainer::backward_stage(int slot, const float* dout, float loss_scale) {
   impl_->model->backward_stage(slot, dout, loss_scale);
 }
 
-const float* CudaGpt::stage_output(int slot) { return impl_->model->stage_output(slot); }
-const float* CudaGpt::stage_input_grad() { return impl_->model->stage_input_grad(); }
-float* CudaGpt::stage_recv_buffer(bool grad) { return impl_->model->stage_recv_buffer(grad); }
-int CudaGpt::activation_slots() const { return impl_->model->activation_slots(); }
+const float* GpuTrainer::stage_output(int slot) { return impl_->model->stage_output(slot); }
+const float* GpuTrainer::stage_input_grad() { return impl_->model->stage_input_grad(); }
+float* GpuTrainer::stage_recv_buffer(bool grad) { return impl_->model->stage_recv_buffer(grad); }
+int GpuTrainer::activation_slots() const { return impl_->model->activation_slots(); }
 
-void CudaGpt::all_reduce_wte_grad(comm::ProcessGroup& group) {
+void GpuTrainer::all_reduce_wte_grad(comm::ProcessGroup& group) {
   Impl& s = *impl_;
   Context& c = *s.ctx;
   const int tied = s.model->tied_tensor();
   const size_t count = tied >= 0 ? s.size(tied) : 0;
   if (count == 0)
-    throw Error(ExitCode::kInternal, "CudaGpt::all_reduce_wte_grad on a stage without the tied embedding");
+    throw Error(ExitCode::kInternal, "GpuTrainer::all_reduce_wte_grad on a stage without the tied embedding");
   char* g = static_cast<char*>(s.model->grad_data()) + s.model->grad_offset(tied) * s.es();
   group.set_device_stream(c.stream());
   if (!s.opt.bf16) {
@@ -266,17 +279,17 @@ void CudaGpt::all_reduce_wte_grad(comm::ProcessGroup& group) {
   convert(c, reinterpret_cast<bf16*>(g), s.tied_f32, count);
 }
 
-float CudaGpt::step(float lr, const AdamWHyper& h, float clip, int64_t t) {
+float GpuTrainer::step(const AdamWHyper& h, float clip, int64_t t) {
   const float norm = grad_norm();
-  update(lr, h, clip > 0.0f && norm > clip ? clip / norm : 1.0f, t);
+  update(h, clip > 0.0f && norm > clip ? clip / norm : 1.0f, t);
   return norm;
 }
 
-float CudaGpt::grad_norm() {
+float GpuTrainer::grad_norm() {
   Impl& s = *impl_;
   Context& c = *s.ctx;
   const ParamLayout& layout = s.layout();
-  const GptShard& sh = s.sh;
+  const ModelShard& sh = s.sh;
   if (s.zero2) {
     // This rank's gradient shard: its part of every counted tensor, summed over DP, then TP, PP.
     const size_t lo = s.shard_begin, hi = s.shard_begin + s.shard_count;
@@ -307,44 +320,23 @@ float CudaGpt::grad_norm() {
   return static_cast<float>(std::sqrt(sq));
 }
 
-void CudaGpt::update(float lr, const AdamWHyper& h, float scale, int64_t t) {
+void GpuTrainer::update(const AdamWHyper& h, float scale, int64_t t) {
   Impl& s = *impl_;
-  Context& c = *s.ctx;
-  if (t < 1) throw Error(ExitCode::kInternal, "CudaGpt::update: step " + std::to_string(t) + " must be >= 1");
-  void* p = s.model->param_data();
-  const void* g = s.model->grad_data();
-  if (!s.opt.bf16 && scale != 1.0f) {
-    if (s.zero2)
-      scale_values(c, s.shard_grad, s.shard_count, scale);
-    else
-      scale_values(c, static_cast<float*>(s.model->grad_data()), s.n, scale);
-  }
-  const ParamLayout& layout = s.layout();
-  const size_t lo = s.shard_begin, hi = s.shard_begin + s.shard_count;
-  for (int i = 0; i < layout.size(); ++i) {
-    // This rank's part of tensor i (all of it without ZeRO); m and v are indexed from lo.
-    const size_t off = s.offset(i), size = s.size(i);
-    const size_t a = off > lo ? off : lo, b = off + size < hi ? off + size : hi;
-    if (a >= b) continue;
-    const float wd = layout[i].decays ? h.weight_decay : 0.0f;
-    if (s.zero2 && s.opt.bf16)  // the fp32 gradient shard, indexed from lo like m and v
-      adamw_update_mixed<float>(c, static_cast<bf16*>(p) + a, s.master + a, s.shard_grad + (a - lo),
-                                s.m + (a - lo), s.v + (a - lo), b - a, scale, lr, h.beta1, h.beta2, h.eps, wd,
-                                t, s.opt.stochastic_rounding);
-    else if (s.zero2)
-      adamw_update(c, static_cast<float*>(p) + a, s.shard_grad + (a - lo), s.m + (a - lo), s.v + (a - lo),
-                   b - a, lr, h.beta1, h.beta2, h.eps, wd, t);
-    else if (s.opt.bf16)
-      adamw_update_mixed<bf16>(c, static_cast<bf16*>(p) + a, s.master + a, static_cast<const bf16*>(g) + a,
-                               s.m + (a - lo), s.v + (a - lo), b - a, scale, lr, h.beta1, h.beta2, h.eps, wd,
-                               t, s.opt.stochastic_rounding);
-    else
-      adamw_update(c, static_cast<float*>(p) + a, static_cast<const float*>(g) + a, s.m + (a - lo),
-                   s.v + (a - lo), b - a, lr, h.beta1, h.beta2, h.eps, wd, t);
-  }
+  // This rank's range of the one AdamW (engine/train/adamw.h): the model's fp32 parameters, or its
+  // bf16 working copy with the fp32 master weights; the gradients of the model (fp32 or bf16), or
+  // ZeRO-2's fp32 shard (indexed from shard_begin), scaled as they are read.
+  AdamW::Step st;
+  st.params = s.model->param_data();
+  st.master = s.opt.bf16 ? s.master : nullptr;
+  st.grads = s.zero2 ? static_cast<const void*>(s.shard_grad) : s.model->grad_data();
+  st.grad_begin = s.zero2 ? s.shard_begin : 0;
+  st.grad_type = s.opt.bf16 && !s.zero2 ? DType::kBF16 : DType::kF32;
+  st.grad_scale = scale;
+  st.rounding_seed = s.opt.stochastic_rounding;
+  s.adamw->step(st, h, t);
 }
 
-void CudaGpt::finish_gradients() {
+void GpuTrainer::finish_gradients() {
   Impl& s = *impl_;
   if (!s.zero2) return;
   if (s.opt.bf16)
@@ -353,33 +345,31 @@ void CudaGpt::finish_gradients() {
     s.zero2_finish<float>();
 }
 
-float* CudaGpt::updated_params() {
+float* GpuTrainer::updated_params() {
   Impl& s = *impl_;
   return s.opt.bf16 ? s.master : static_cast<float*>(s.model->param_data());
 }
 
-void CudaGpt::params_from_master() {
+void GpuTrainer::params_from_master() {
   Impl& s = *impl_;
   if (s.opt.bf16) convert(*s.ctx, static_cast<bf16*>(s.model->param_data()), s.master, s.n);
 }
 
-void CudaGpt::set_moments(const float* m, const float* v) {
+void GpuTrainer::set_moments(const float* m, const float* v) {
   Impl& s = *impl_;
-  s.be->upload(s.m, m, s.shard_count * sizeof(float));
-  s.be->upload(s.v, v, s.shard_count * sizeof(float));
+  s.adamw->set_moments(m, v);
   s.ctx->synchronize();
 }
 
-void CudaGpt::get_moments(float* m, float* v) const {
+void GpuTrainer::get_moments(float* m, float* v) const {
   const Impl& s = *impl_;
-  s.be->download(m, s.m, s.shard_count * sizeof(float));
-  s.be->download(v, s.v, s.shard_count * sizeof(float));
+  s.adamw->get_moments(m, v);
 }
 
-void CudaGpt::set_backward_hook(BackwardHook hook) { impl_->hook = std::move(hook); }
-void* CudaGpt::grads() { return impl_->model->grad_data(); }
-size_t CudaGpt::num_params() const { return impl_->n; }
-bool CudaGpt::bf16_storage() const { return impl_->opt.bf16; }
-Context& CudaGpt::context() { return *impl_->ctx; }
+void GpuTrainer::set_backward_hook(BackwardHook hook) { impl_->hook = std::move(hook); }
+void* GpuTrainer::grads() { return impl_->model->grad_data(); }
+size_t GpuTrainer::num_params() const { return impl_->n; }
+bool GpuTrainer::bf16_storage() const { return impl_->opt.bf16; }
+Context& GpuTrainer::context() { return *impl_->ctx; }
 
 }  // namespace flotilla::cuda

@@ -1,5 +1,5 @@
-// CudaGpt's private state, shared by gpt_cuda.cpp (construction, parameters, optimizer) and
-// gpt_cuda_zero2.cpp (ZeRO-2's gradient shard). Internal header.
+// GpuTrainer's private state, shared by gpu_trainer.cpp (construction, parameters, optimizer) and
+// gpu_trainer_zero2.cpp (ZeRO-2's gradient shard). Internal header.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include "engine/core/error.h"
 #include "engine/cuda/context.h"
 #include "engine/cuda/cuda_check.h"
-#include "engine/cuda/gpt_cuda.h"
+#include "engine/cuda/gpu_trainer.h"
 #include "engine/model/model.h"
 
 namespace flotilla::cuda::detail {
@@ -20,7 +20,7 @@ namespace flotilla::cuda::detail {
 class Arena {
  public:
   explicit Arena(size_t bytes = 0) {
-    if (bytes > 0) check_cuda(cudaMalloc(&base_, bytes), "cudaMalloc (CudaGpt arena)");
+    if (bytes > 0) check_cuda(cudaMalloc(&base_, bytes), "cudaMalloc (GpuTrainer arena)");
     cap_ = bytes;
   }
   ~Arena() {
@@ -33,7 +33,7 @@ class Arena {
     const size_t at = used_;
     used_ += (count * sizeof(T) + 255) / 256 * 256;
     if (base_ == nullptr) return nullptr;
-    if (used_ > cap_) throw Error(ExitCode::kInternal, "CudaGpt: arena layout overflow");
+    if (used_ > cap_) throw Error(ExitCode::kInternal, "GpuTrainer: arena layout overflow");
     return reinterpret_cast<T*>(static_cast<char*>(base_) + at);
   }
   size_t used() const { return used_; }
@@ -48,13 +48,13 @@ class Arena {
 
 namespace flotilla::cuda {
 
-struct CudaGpt::Impl {
+struct GpuTrainer::Impl {
   CudaBackend* be = nullptr;
   Context* ctx = nullptr;
-  GptDims d;
-  GptShard sh;  // this rank's shard (the whole model without TP or PP)
+  ModelDims d;
+  ModelShard sh;  // this rank's shard (the whole model without TP or PP)
   int B = 0, T = 0;
-  CudaGptOptions opt;
+  GpuTrainerOptions opt;
   std::unique_ptr<Model> model;
   size_t n = 0;  // parameters of this shard
   // The optimizer arena: fp32 master weights under bf16 (`padded` >= n values, for ZeRO-1's
@@ -62,7 +62,8 @@ struct CudaGpt::Impl {
   // fp32 sum slots (bf16) and gradient shard, and under bf16 pipeline stages an fp32 copy of the
   // tied embedding's gradient for its sum between the first and the last stage.
   std::unique_ptr<detail::Arena> optim;
-  float *master = nullptr, *m = nullptr, *v = nullptr;
+  float* master = nullptr;
+  std::unique_ptr<AdamW> adamw;  // the one optimizer (engine/train/adamw.h), moments in the arena
   size_t shard_begin = 0, shard_count = 0, padded = 0;
   bool zero2 = false;
   float *comm = nullptr, *shard_grad = nullptr, *tied_f32 = nullptr;
@@ -70,7 +71,7 @@ struct CudaGpt::Impl {
     int layer = -1;
     std::unique_ptr<comm::Work> work;
   } in_flight[2];
-  CudaGpt::BackwardHook hook;  // set_backward_hook
+  GpuTrainer::BackwardHook hook;  // set_backward_hook
 
   size_t es() const { return opt.bf16 ? 2 : 4; }
   const ParamLayout& layout() const { return model->layout(); }
@@ -79,7 +80,7 @@ struct CudaGpt::Impl {
   // The model's hook: ZeRO-2's per-layer reduction, then the caller's.
   void on_layer_done(int layer);
 
-  // gpt_cuda_zero2.cpp. After local layer l's backward: its staging slot to fp32, all-reduced
+  // gpu_trainer_zero2.cpp. After local layer l's backward: its staging slot to fp32, all-reduced
   // asynchronously; then the other slot (layer l+1) drained into the shard. backward_done drains
   // both; finish reduces the non-layer tensors.
   template <typename S>

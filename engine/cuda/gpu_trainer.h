@@ -4,7 +4,7 @@
 // or this rank's ZeRO shard), and ZeRO-2's gradient shard fed from the model's staging slots. Used
 // by the trainer's DeviceModel (train_model_cuda.cpp), `bench --device cuda` and the GPU tests.
 //
-// Non-obvious decision: the model's step is not written here. CudaGpt used to replay GptModel's
+// Non-obvious decision: the model's step is not written here. GpuTrainer used to replay Model's
 // kernel sequence for GPT-2 on device arenas; now the one Model runs it on the CUDA backend, and
 // this class keeps only the optimizer and the device memory plan, which do not depend on the
 // architecture (they read the model's parameter layout). The GPU tests still compare it step by
@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "engine/model/gpt.h"
-#include "engine/model/gpt_shard.h"
 #include "engine/model/model.h"
+#include "engine/model/param_layout.h"
+#include "engine/train/adamw.h"
 
 namespace flotilla::comm {
 class ProcessGroup;
@@ -30,7 +31,7 @@ namespace flotilla::cuda {
 class CudaBackend;
 class Context;
 
-struct CudaGptOptions {
+struct GpuTrainerOptions {
   bool bf16 = false;                 // bf16 parameters, gradients and activations
   bool fuse_gelu = true;             // GPT-2: GELU in the cuBLASLt epilogue of the MLP-up matmul
   uint32_t stochastic_rounding = 0;  // bf16 AdamW write-back: 0 = round to nearest, else a seed
@@ -43,12 +44,12 @@ struct CudaGptOptions {
   // parameter). The fp32 vector update() writes (updated_params()) has room for padded_params
   // values (>= the parameter count), so the caller's in-place all-gather can fill it.
   size_t shard_begin = 0, shard_count = 0, padded_params = 0;
-  // Tensor parallelism (parallel.tp > 1): this rank's part of the model in GptModel's shard layout
-  // (engine/model/gpt_shard.h: column/row-parallel matmuls, vocab-parallel wte; pp must be 1), and
+  // Tensor parallelism (parallel.tp > 1): this rank's part of the model in Model's shard layout
+  // (engine/model/param_layout.h: column/row-parallel matmuls, vocab-parallel wte; pp must be 1), and
   // the TP group (NCCL) that all-reduces device activations: the row-parallel outputs in the
   // forward (g), d(LayerNorm output) in the backward (f), the embedding, and the cross-entropy's
   // per-row statistics. The default shard is the whole model.
-  GptShard shard;
+  ModelShard shard;
   comm::ProcessGroup* tp = nullptr;
   // Pipeline parallelism (shard.pp > 1): activation sets kept at once (pipeline_slots of the
   // schedule), and the PP group, over which the gradient norm is summed.
@@ -59,25 +60,25 @@ struct CudaGptOptions {
   // the next layer's backward runs, and this rank adds its shard's part to an fp32 gradient shard;
   // wte, wpe and the final LayerNorm accumulate locally and are reduced by finish_gradients().
   comm::ProcessGroup* zero2 = nullptr;
+  // LoRA (engine/model/lora.h): the base is frozen in the storage dtype (set it through
+  // model().set_base_from_full) and everything above that says "parameters" means the adapters.
+  LoraSpec lora;
 };
 
-struct AdamWHyper {
-  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-};
-
-class CudaGpt {
+class GpuTrainer {
  public:
   // Allocates everything for micro-batch B x T up front (throws kOutOfMemory when it does not fit).
-  CudaGpt(CudaBackend& backend, const GptDims& dims, int B, int T, const CudaGptOptions& options);
-  ~CudaGpt();
-  CudaGpt(const CudaGpt&) = delete;
-  CudaGpt& operator=(const CudaGpt&) = delete;
+  GpuTrainer(CudaBackend& backend, const ModelDims& dims, int B, int T, const GpuTrainerOptions& options);
+  ~GpuTrainer();
+  GpuTrainer(const GpuTrainer&) = delete;
+  GpuTrainer& operator=(const GpuTrainer&) = delete;
 
   // Bytes the model and the optimizer state need for (dims, B, T, bf16): the memory prediction
   // checked against cudaMemGetInfo before allocating.
-  static size_t predicted_bytes(const GptDims& dims, int B, int T, bool use_bf16, bool recompute = false,
-                                size_t shard_count = 0, size_t padded_params = 0, const GptShard& shard = {},
-                                int slots = 1, bool zero2 = false);
+  static size_t predicted_bytes(const ModelDims& dims, int B, int T, bool use_bf16, bool recompute = false,
+                                size_t shard_count = 0, size_t padded_params = 0,
+                                const ModelShard& shard = {}, int slots = 1, bool zero2 = false,
+                                const LoraSpec& lora = {});
 
   // Host fp32 parameters in / out (master weights): the full layout (num_parameters(dims) floats),
   // or this rank's shard of it (full_to_shard's layout, num_params() floats) under TP or PP.
@@ -93,12 +94,12 @@ class CudaGpt {
   // Forward and mean loss only (evaluation): gradients are left as they are.
   float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions = nullptr);
   // Global gradient norm (deterministic; under TP over every rank's shard, replicated tensors
-  // counted once), then clipping to `clip` (0: none) and one AdamW step t.
-  float step(float lr, const AdamWHyper& h, float clip, int64_t t);
+  // counted once), then clipping to `clip` (0: none) and one AdamW step t at h.lr.
+  float step(const AdamWHyper& h, float clip, int64_t t);
   // The two halves of step(): the deterministic global norm of the gradient buffer, and one
   // AdamW step t >= 1 with the gradients multiplied by `scale` (clipping) as they are used.
   float grad_norm();
-  void update(float lr, const AdamWHyper& h, float scale, int64_t t);
+  void update(const AdamWHyper& h, float scale, int64_t t);
 
   // The fp32 vector update() writes: the master weights (bf16) or the parameters (fp32), with
   // padded_params values. After the ZeRO all-gather into it, params_from_master() re-rounds the
@@ -110,7 +111,7 @@ class CudaGpt {
   void set_moments(const float* m, const float* v);
   void get_moments(float* m, float* v) const;
 
-  // Pipeline stages (options.shard.pp > 1), GptModel's stage API on the device: the forward of one
+  // Pipeline stages (options.shard.pp > 1), Model's stage API on the device: the forward of one
   // micro-batch in `slot` (token ids on the host; stage_in: the previous stage's output, fp32
   // (B*T, C) on the device, for non-first stages) returns the mean loss on the last stage, else -1;
   // stage_output(slot) is the (B*T, C) fp32 device output of a non-last stage. backward_stage
@@ -153,7 +154,7 @@ class CudaGpt {
   size_t activation_bytes() const;
   Model& model();  // the architecture's model on the CUDA backend
 
-  struct Impl;  // gpt_cuda_impl.h
+  struct Impl;  // gpu_trainer_impl.h
 
  private:
   std::unique_ptr<Impl> impl_;
