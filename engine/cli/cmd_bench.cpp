@@ -30,6 +30,7 @@
 #include "engine/backend/registry.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/config/config_io.h"
 #include "engine/config/presets.h"
 #include "engine/core/cpu_load.h"
 #include "engine/core/error.h"
@@ -41,6 +42,7 @@
 #include "engine/cpu/peak_cache.h"
 #include "engine/cpu/simd.h"
 #include "engine/model/gpt.h"
+#include "engine/model/lora.h"
 #include "engine/plan/planner.h"
 #include "engine/train/adamw.h"
 
@@ -79,9 +81,123 @@ const char* kHelp =
     "Defaults: --preset small --batch 8 --seq 256 --steps 10 --warmup 2 --threads 0 (all cores),\n"
     "vocabulary 50257, --dtype fp32. --dtype bf16: CPU mixed precision (bf16 matmul operands on oneDNN,\n"
     "fp32 storage and optimizer; needs AVX512_BF16 or AMX), MFU against the bf16 dot-product ceiling.\n"
-    "--profile adds time per kernel family; --json prints one JSON object.\n";
+    "--profile adds time per kernel family; --json prints one JSON object.\n"
+    "--lora trains LoRA adapters on the frozen preset instead (Llama-family presets; --rank R (16),\n"
+    "--alpha A (2R), --targets all-linear|attention|mlp|q_proj,...), with MFU on LoRA's FLOPs\n"
+    "(4N + 6N_lora + 12LCT: no weight gradients for the frozen base). --vs-full runs the LoRA bench\n"
+    "and full fine-tuning of the same model in two child processes (each its own peak RSS) and prints\n"
+    "both, the planner's memory for each and LoRA's step speed-up.\n";
 
 }  // namespace
+
+// --vs-full: the LoRA bench and full fine-tuning of the same model, each in a child process of this
+// worker (so each peak RSS is its own), then the comparison and the planner's memory for both.
+static int bench_lora_vs_full(const CommandArgs& argv) {
+  std::vector<std::string> base;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string a = argv[i];
+    if (a == "--vs-full" || a == "--json" || a == "--lora") continue;
+    base.push_back(a);
+  }
+  std::string preset = "small";
+  int B = 8, T = 256;
+  for (size_t i = 0; i + 1 < base.size(); ++i) {
+    if (base[i] == "--preset") preset = base[i + 1];
+    if (base[i] == "--batch") B = std::stoi(base[i + 1]);
+    if (base[i] == "--seq") T = std::stoi(base[i + 1]);
+  }
+  struct Result {
+    nlohmann::json j;
+    bool ok = false;
+  };
+  char exe[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) throw Error(ExitCode::kInternal, "bench --vs-full: cannot find this worker's path");
+  const std::string self(exe, static_cast<size_t>(len));
+  if (self.find('\'') != std::string::npos) throw_usage("bench --vs-full: the worker's path holds a quote");
+  auto run = [&](bool with_lora) {
+    std::vector<std::string> args = base;
+    if (with_lora) args.push_back("--lora");
+    args.push_back("--json");
+    std::string cmd = "'" + self + "' bench";
+    for (const std::string& a : args) cmd += " '" + a + "'";  // our own argv, quoted: no shell metacharacters
+    for (const std::string& a : args)
+      if (a.find('\'') != std::string::npos) throw_usage("bench: an argument holds a quote");
+    std::fprintf(stderr, "bench --vs-full: %s fine-tuning in a child process...\n",
+                 with_lora ? "LoRA" : "full");
+    Result r;
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+      r.ok = ::pclose(p) == 0;
+    }
+    const size_t brace = out.rfind("\n{");
+    r.j = nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace + 1), nullptr, false);
+    r.ok = r.ok && r.j.is_object();
+    if (!r.ok) throw Error(ExitCode::kInternal, "bench --vs-full: the child bench failed:\n" + out);
+    return r;
+  };
+  const Result lo = run(true), full = run(false);
+  // The planner's peak memory for each, on this machine (one rank, the bench's batch).
+  auto planned = [&](bool with_lora) {
+    RunConfig cfg;
+    apply_model_preset(cfg, preset);
+    cfg.train.micro_batch = B;
+    cfg.train.seq_len = T;
+    cfg.model.max_seq_len = std::max(cfg.model.max_seq_len, T);
+    cfg.train.dtype = lo.j.value("dtype", "fp32");
+    if (with_lora) {
+      cfg.lora.enabled = true;
+      cfg.lora.rank = lo.j.value("lora_rank", 16);
+      cfg.lora.alpha = lo.j.value("lora_alpha", 32.0);
+      cfg.lora.targets = lo.j.value("lora_targets", std::string("all-linear"));
+      cfg.model.init_from = "(bench)";
+    }
+    const Plan plan = make_plan(cfg, cpu_profile_nominal(lo.j.value("threads", 1)));
+    return static_cast<double>(plan.peak().total()) / (1024.0 * 1024.0);
+  };
+  const double plan_lora = planned(true), plan_full = planned(false);
+  auto mfu_text = [](const nlohmann::json& j) {
+    if (!j.contains("mfu") || j["mfu"].is_null()) return std::string("MFU not reported");
+    char b[64];
+    std::snprintf(b, sizeof b, "MFU %.1f%%", 100.0 * j["mfu"].get<double>());
+    return std::string(b);
+  };
+  std::printf("bench --vs-full: preset %s, B=%d T=%d, %d threads, %s; cpu %s, matmuls %s\n", preset.c_str(),
+              B, T, lo.j.value("threads", 0), lo.j.value("dtype", "fp32").c_str(),
+              lo.j.value("cpu_model", std::string()).c_str(),
+              lo.j.value("sgemm_library", std::string()).c_str());
+  const double lora_tps = lo.j.value("tokens_per_s", 0.0), full_tps = full.j.value("tokens_per_s", 0.0);
+  std::printf(
+      "LoRA r %d (%s), %.2fM trainable: %.0f tokens/s, step %.1f ms (forward %.1f, backward %.1f, optimizer "
+      "%.1f), %s; peak RSS %.0f MiB (planner %.0f MiB)\n",
+      lo.j.value("lora_rank", 0), lo.j.value("lora_targets", std::string()).c_str(),
+      lo.j.value("trainable_parameters", 0.0) / 1e6, lora_tps, lo.j.value("step_ms_median", 0.0),
+      lo.j.value("forward_ms_median", 0.0), lo.j.value("backward_ms_median", 0.0),
+      lo.j.value("optimizer_ms_median", 0.0), mfu_text(lo.j).c_str(), lo.j.value("peak_rss_mib", 0.0),
+      plan_lora);
+  std::printf(
+      "full fine-tuning, %.2fM trainable: %.0f tokens/s, step %.1f ms (forward %.1f, backward %.1f, "
+      "optimizer %.1f), %s; peak RSS %.0f MiB (planner %.0f MiB)\n",
+      full.j.value("trainable_parameters", 0.0) / 1e6, full_tps, full.j.value("step_ms_median", 0.0),
+      full.j.value("forward_ms_median", 0.0), full.j.value("backward_ms_median", 0.0),
+      full.j.value("optimizer_ms_median", 0.0), mfu_text(full.j).c_str(), full.j.value("peak_rss_mib", 0.0),
+      plan_full);
+  std::printf("LoRA step speed-up: %.2fx full fine-tuning (target >= 1.3x); peak RSS %.2fx of full\n",
+              full_tps > 0 ? lora_tps / full_tps : 0.0,
+              full.j.value("peak_rss_mib", 0.0) > 0
+                  ? lo.j.value("peak_rss_mib", 0.0) / full.j.value("peak_rss_mib", 1.0)
+                  : 0.0);
+  const double load = std::max(lo.j.value("other_cpu_load", 0.0), full.j.value("other_cpu_load", 0.0));
+  if (load > 0.05)
+    std::printf(
+        "other processes used up to %.0f%% of the CPUs during the timed steps: rerun when the machine is "
+        "idle\n",
+        load * 100);
+  return 0;
+}
 
 int cmd_bench(const CommandArgs& argv) {
   Args args(argv);
@@ -101,7 +217,13 @@ int cmd_bench(const CommandArgs& argv) {
   const bool profile = args.flag("--profile");
   const bool json = args.flag("--json");
   const std::string dtype = args.value_or("--dtype", "fp32");
+  const bool lora = args.flag("--lora");
+  const bool vs_full = args.flag("--vs-full");
+  const int rank = static_cast<int>(args.int_or("--rank", 16));
+  const double alpha = args.double_or("--alpha", 2.0 * rank);
+  const std::string targets = args.value_or("--targets", "all-linear");
   args.finish("bench");
+  if (vs_full) return bench_lora_vs_full(argv);
   if (dtype != "fp32" && dtype != "bf16")
     throw_usage("--dtype " + dtype + " is not supported; use fp32 or bf16");
   const bool bf16 = dtype == "bf16";
@@ -123,6 +245,18 @@ int cmd_bench(const CommandArgs& argv) {
   if (!preset->sets_vocab) shape.vocab_size = 50257;  // GPT-2's tokenizer
   shape.max_seq_len = std::max(preset->sets_vocab ? shape.max_seq_len : 1024, T);
   const ModelDims d = dims_from_config(shape);
+  LoraSpec spec;
+  if (lora) {
+    if (!d.llama())
+      throw_usage("--lora trains the Llama family; pick a Llama-family --preset (e.g. smollm2-135m)");
+    if (rank < 1) throw_usage("--rank must be at least 1");
+    if (!(alpha > 0)) throw_usage("--alpha must be > 0");
+    spec.rank = rank;
+    spec.alpha = alpha;
+    spec.targets = parse_lora_targets(targets);
+  }
+  ModelOptions model_options;
+  model_options.lora = spec;
 
   // First peak measurement on small matrices (48 MB, below any model's footprint so it cannot
   // set the peak RSS); the second, after the steps, on 4096^3. The larger of the two is the peak.
@@ -133,7 +267,7 @@ int cmd_bench(const CommandArgs& argv) {
   cpu::store_peak(cpu::peak_cache_path(), ceiling);  // kept for `train` only when trusted
   const double peak_before = ceiling.sgemm_gflops;
 
-  Model model(d);
+  Model model(d, ModelShard{}, nullptr, model_options);
   model.init_random(1337);
   AdamW opt(model.backend(), param_groups(model), 0, model.num_params());
   AdamWHyper hyper;
@@ -189,7 +323,7 @@ int cmd_bench(const CommandArgs& argv) {
   const double peak_gflops = std::max(peak_before, cpu::sgemm_peak_gflops(4096, 3, backend.threads()));
 
   // One truth for the model's FLOPs: the planner's formulas (docs/planner.md).
-  const FlopsPerToken fpt = flops_per_token(d, T);
+  const FlopsPerToken fpt = flops_per_token(d, T, spec);
   const double flops_palm = fpt.palm;
   const double flops_causal = fpt.llmc;
   const double step_s = median(times.total);
@@ -211,7 +345,8 @@ int cmd_bench(const CommandArgs& argv) {
   };
   int remeasured = 0;
   for (; remeasured < 2 && outrun(); ++remeasured) {
-    if (!json) std::fprintf(stderr, "the FMA ceiling read below this run's own speed: measuring it again...\n");
+    if (!json)
+      std::fprintf(stderr, "the FMA ceiling read below this run's own speed: measuring it again...\n");
     cpu::CpuPeak again = cpu::measure_cpu_peak(backend.threads(), 0.8, false);
     again.sgemm_gflops = peak_gflops;
     again.contended = again.fp32_fma_gflops < peak_gflops;
@@ -222,7 +357,8 @@ int cmd_bench(const CommandArgs& argv) {
   const double fma_gflops = ceiling.fp32_fma_gflops;
   const double ceiling_gflops = cpu::ceiling_flops(ceiling, dtype) / 1e9;  // the dtype's ceiling
   const double mfu = ceiling_low ? 0.0 : cpu::mfu_ratio(model_gflops, ceiling_gflops);
-  const double mfu_causal = ceiling_low ? 0.0 : cpu::mfu_ratio(flops_causal * tokens_per_s / 1e9, ceiling_gflops);
+  const double mfu_causal =
+      ceiling_low ? 0.0 : cpu::mfu_ratio(flops_causal * tokens_per_s / 1e9, ceiling_gflops);
   const double of_sgemm = cpu::mfu_ratio(model_gflops, peak_gflops);
   const cpu::BlasInfo& blas = cpu::blas_info();
   const cpu::CpuFeatures& features = cpu::cpu_features();
@@ -261,6 +397,13 @@ int cmd_bench(const CommandArgs& argv) {
     j["steps"] = steps;
     j["warmup"] = warmup;
     j["parameters"] = num_parameters_unpadded(d);
+    j["trainable_parameters"] = lora ? lora_parameter_count(d, spec) : num_parameters_unpadded(d);
+    j["training"] = lora ? "lora" : "full";
+    if (lora) {
+      j["lora_rank"] = rank;
+      j["lora_alpha"] = alpha;
+      j["lora_targets"] = lora_targets_text(spec.targets);
+    }
     j["flops_parameters"] = static_cast<double>(fpt.n_palm);
     j["flops_per_token_palm"] = flops_palm;
     j["flops_per_token_6n_6lct"] = flops_causal;
@@ -273,7 +416,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["tokens_per_s"] = tokens_per_s;
     j["model_gflops"] = model_gflops;
     j["peak_gflops"] = peak_gflops;  // the sgemm
-    if (ceiling_low) {  // no MFU rather than a capped one (above)
+    if (ceiling_low) {               // no MFU rather than a capped one (above)
       j["mfu"] = nullptr;
       j["mfu_6n_6lct"] = nullptr;
       j["mfu_unknown"] = "the ceiling read below this run's own speed (cores shared at the host)";
@@ -299,6 +442,10 @@ int cmd_bench(const CommandArgs& argv) {
   std::printf("bench: preset %s (%s, %.1fM parameters), B=%d T=%d, vocab %d, %s\n", preset_name.c_str(),
               describe_dims(d).c_str(), static_cast<double>(num_parameters_unpadded(d)) / 1e6, B, T,
               d.vocab_size, bf16 ? "bf16 mixed precision (bf16 matmul operands, fp32 storage)" : "fp32");
+  if (lora)
+    std::printf("training: LoRA r %d, alpha %g on %s: %.2fM trainable parameters (the base frozen)\n", rank,
+                alpha, lora_targets_text(spec.targets).c_str(),
+                static_cast<double>(lora_parameter_count(d, spec)) / 1e6);
   std::printf("backend: %s\n", backend.describe().c_str());
   std::printf(
       "step: %.1f ms median of %d, best %.1f (forward %.1f, backward %.1f, optimizer %.1f), loss %.3f -> "
@@ -307,9 +454,10 @@ int cmd_bench(const CommandArgs& argv) {
       median(times.forward) * 1e3, median(times.backward) * 1e3, median(times.optimizer) * 1e3, first_loss,
       last_loss);
   std::printf(
-      "throughput: %.0f tokens/s, %.1f GFLOP/s model (PaLM 6N+12LCT = %.1f MFLOP/token; "
-      "6N+6LCT = %.1f)\n",
-      tokens_per_s, model_gflops, flops_palm / 1e6, flops_causal / 1e6);
+      "throughput: %.0f tokens/s, %.1f GFLOP/s model (PaLM %s = %.1f MFLOP/token; "
+      "%s = %.1f)\n",
+      tokens_per_s, model_gflops, lora ? "LoRA 4N+6N_lora+12LCT" : "6N+12LCT", flops_palm / 1e6,
+      lora ? "4N+6N_lora+6LCT" : "6N+6LCT", flops_causal / 1e6);
   std::printf("cpu: %s, %s; widest path %s\n", features.brand.c_str(),
               cpu::describe_features(features).c_str(), cpu::kernel_path_name(cpu_choice.widest));
   if (bf16) std::printf("kernels: linear and LM-head matmuls: bf16 on %s\n", cpu::bf16_matmul_path().c_str());
@@ -342,9 +490,10 @@ int cmd_bench(const CommandArgs& argv) {
         "more measurement(s): the cores were shared at the host (invisible to this OS); rerun later\n",
         bf16 ? "bf16 dot" : "fp32 FMA", ceiling_gflops, remeasured);
   else
-    std::printf("MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the %s ceiling (%.1f GFLOP/s%s); %.1f%% of the sgemm\n",
-                mfu * 100, mfu_causal * 100, bf16 ? "bf16 dot" : "fp32 FMA", ceiling_gflops,
-                kept ? ", the higher of this run's and the kept one" : "", of_sgemm * 100);
+    std::printf(
+        "MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the %s ceiling (%.1f GFLOP/s%s); %.1f%% of the sgemm\n",
+        mfu * 100, mfu_causal * 100, bf16 ? "bf16 dot" : "fp32 FMA", ceiling_gflops,
+        kept ? ", the higher of this run's and the kept one" : "", of_sgemm * 100);
   std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB\n", peak_rss_mib, activation_mib);
   std::printf("other processes used %.0f%% of the CPUs during the timed steps%s\n", other_load * 100,
               other_load > 0.05 ? ": the figures above understate this machine; rerun when it is idle" : "");

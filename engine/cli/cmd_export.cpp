@@ -17,6 +17,7 @@
 #include "engine/interop/gpt2_safetensors.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/llmc.h"
+#include "engine/interop/peft.h"
 #include "engine/model/gpt.h"
 #include "flotilla/build_info.h"
 
@@ -42,10 +43,16 @@ int cmd_export(const CommandArgs& argv) {
   Args args(argv);
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla-worker export --checkpoint DIR --format hf|safetensors|llmc --out PATH\n"
+        "Usage: flotilla-worker export --checkpoint DIR --format hf|peft|safetensors|llmc --out PATH\n"
         "                              [--dtype bf16|fp32] [--tokenizer DIR]\n\n"
         "Writes the model of a checkpoint for other tools:\n"
-        "  hf           a Hugging Face folder of a Llama-family model (model.arch = \"llama\"):\n"
+        "  peft         a LoRA run's adapter as a PEFT folder: adapter_config.json and\n"
+        "               adapter_model.safetensors with PEFT's tensor names (--dtype fp32 by default,\n"
+        "               or bf16); PeftModel.from_pretrained(base, PATH) loads it on the base model\n"
+        "               (the run's model.init_from, named in adapter_config.json).\n"
+        "  hf           a Hugging Face folder of a Llama-family model (model.arch = \"llama\"); for a\n"
+        "               LoRA run the base with the adapter merged in (W + scale * B A), which\n"
+        "               transformers loads without PEFT:\n"
         "               config.json, generation_config.json, safetensors in --dtype (bf16 by default;\n"
         "               sharded above 5 GB, with model.safetensors.index.json; no lm_head when the\n"
         "               embedding is tied) and the tokenizer files of --tokenizer DIR, or of the\n"
@@ -64,13 +71,14 @@ int cmd_export(const CommandArgs& argv) {
   const auto dir = args.value("--checkpoint");
   const std::string format = args.value_or("--format", "safetensors");
   const auto out = args.value("--out");
-  const std::string dtype = args.value_or("--dtype", "bf16");
+  const auto dtype_flag = args.value("--dtype");
   const auto tokenizer = args.value("--tokenizer");
   args.finish("export");
   if (!dir) throw_usage("export needs --checkpoint DIR");
   if (!out) throw_usage("export needs --out PATH");
-  if (format != "safetensors" && format != "llmc" && format != "hf")
-    throw_usage("--format " + format + " is not supported; use hf, safetensors or llmc");
+  if (format != "safetensors" && format != "llmc" && format != "hf" && format != "peft")
+    throw_usage("--format " + format + " is not supported; use hf, peft, safetensors or llmc");
+  const std::string dtype = dtype_flag.value_or(format == "peft" ? "fp32" : "bf16");
   if (dtype != "bf16" && dtype != "fp32")
     throw_usage("--dtype " + dtype + " is not supported; use bf16 or fp32");
 
@@ -78,7 +86,29 @@ int cmd_export(const CommandArgs& argv) {
   const ModelCheckpoint c = load_model_checkpoint(*dir, &warnings);
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const ModelDims& d = c.dims;
-  const float* params = c.params.data();
+  if (format == "peft") {
+    if (!c.lora.enabled())
+      throw_usage(c.dir +
+                  " is a full fine-tuning checkpoint (no [lora]); --format peft writes LoRA adapters: "
+                  "use --format hf");
+    interop::PeftExportOptions o;
+    o.dtype = dtype;
+    o.base_model_name_or_path = c.init_from;
+    const std::vector<std::string> files = interop::export_peft_adapter(*out, d, c.lora, c.params.data(), o);
+    std::printf("exported %s (step %lld) as a PEFT LoRA adapter (%s): %s\n", c.dir.c_str(),
+                static_cast<long long>(c.step), dtype.c_str(), out->c_str());
+    for (const std::string& f : files) std::printf("  %s\n", f.c_str());
+    std::printf("  r %d, alpha %g%s, targets %s, %zu parameters; base %s\n", c.lora.rank, c.lora.alpha,
+                c.lora.rslora ? " (rsLoRA)" : "", lora_targets_text(c.lora.targets).c_str(), c.params.size(),
+                c.init_from.c_str());
+    return 0;
+  }
+  if (c.lora.enabled() && format != "hf")
+    throw_usage(c.dir +
+                " holds LoRA adapters: export them with --format peft, or the merged model with --format hf");
+  // A LoRA checkpoint's model is its base with the adapters merged (interop/peft.h).
+  const std::vector<float> merged = c.lora.enabled() ? interop::merged_model_params(c) : std::vector<float>{};
+  const float* params = c.lora.enabled() ? merged.data() : c.params.data();
 
   std::string path = *out;
   std::vector<std::string> written;
@@ -95,8 +125,10 @@ int cmd_export(const CommandArgs& argv) {
       std::error_code ec;
       bytes += fs::file_size(fs::path(path) / f, ec);
     }
-    std::printf("exported %s (step %lld) as a Hugging Face folder (%s): %s (%s)\n", c.dir.c_str(),
-                static_cast<long long>(c.step), dtype.c_str(), path.c_str(), mib(bytes).c_str());
+    std::printf("exported %s (step %lld) as a Hugging Face folder (%s%s): %s (%s)\n", c.dir.c_str(),
+                static_cast<long long>(c.step), dtype.c_str(),
+                c.lora.enabled() ? ", the LoRA adapter merged into its base" : "", path.c_str(),
+                mib(bytes).c_str());
     for (const std::string& f : files) std::printf("  %s\n", f.c_str());
     if (o.source_folder.empty() && o.tokenizer_folder.empty())
       std::printf(

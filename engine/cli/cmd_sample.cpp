@@ -7,6 +7,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/interop/peft.h"
 #include "engine/tokenizer/bpe.h"
 #include "engine/train/sampler.h"
 
@@ -67,8 +68,19 @@ int cmd_sample(const CommandArgs& argv) {
     throw_usage("the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the model only " +
                 std::to_string(ck.dims.vocab_size) + ": use the tokenizer the data was prepared with");
 
-  Model model(ck.dims);
-  std::copy(ck.params.begin(), ck.params.end(), model.params());
+  // A LoRA checkpoint samples its base (model.init_from, checked against the fingerprint the run
+  // recorded) with the adapters applied unmerged, as the run evaluated it.
+  ModelOptions mo;
+  mo.lora = ck.lora;
+  Model model(ck.dims, ModelShard{}, nullptr, mo);
+  if (ck.lora.enabled()) {
+    const std::vector<float> base = interop::load_lora_base(ck);
+    model.set_base_from_full(base.data());
+    std::fprintf(stderr, "LoRA r %d on %s (base %s)\n", ck.lora.rank,
+                 lora_targets_text(ck.lora.targets).c_str(), ck.init_from.c_str());
+  }
+  model.set_params_from_full(ck.params.data());
+  model.set_training(false);
   Rng rng(seed);
   const auto ids = sample_tokens(model, context, so, rng);
   if (tok) {

@@ -91,8 +91,7 @@ std::vector<ConfigKey> build_keys() {
                    "scaling numerator: updates are alpha/r x B A (alpha/sqrt(r) with use_rslora)"),
       FLOTILLA_KEY(lora, dropout, "dropout on the adapter input while training (seeded by run.seed)"),
       FLOTILLA_KEY(lora, use_rslora, "rank-stabilised scaling alpha/sqrt(r) instead of alpha/r"),
-      FLOTILLA_KEY(lora, targets,
-                   "all-linear | attention | mlp | a comma list of q_proj, k_proj, ..., down_proj"),
+      FLOTILLA_KEY(lora, targets, "all-linear | attention | mlp | list: q_proj,v_proj,..."),
       FLOTILLA_KEY(lora, init_from, "a PEFT adapter folder to continue from (it sets r, alpha, targets)"),
 
       FLOTILLA_KEY(data, source, "\"synthetic\" (deterministic demo corpus) or \"shards\"", "synthetic",
@@ -145,8 +144,7 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, export_hf,
                    "after the last step, also write a Hugging Face folder here (llama); \"\" off"),
       FLOTILLA_KEY(checkpoint, export_dtype, "dtype of that folder's weights: bf16 | fp32", "bf16", "fp32"),
-      FLOTILLA_KEY(checkpoint, export_peft,
-                   "LoRA: after the last step, also write the adapter as a PEFT folder here; \"\" off"),
+      FLOTILLA_KEY(checkpoint, export_peft, "LoRA: also write the adapter as a PEFT folder here at the end"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
       FLOTILLA_KEY(eval, batches, "validation micro-batches per evaluation"),

@@ -50,9 +50,8 @@ struct LoraSection {
   double alpha = 32;        // scaling numerator: updates are alpha/r x B A (alpha/sqrt(r) with use_rslora)
   double dropout = 0.0;     // dropout on the adapter input while training (seeded by run.seed)
   bool use_rslora = false;  // rank-stabilised scaling alpha/sqrt(r) instead of alpha/r
-  std::string targets =
-      "all-linear";  // all-linear | attention | mlp | a comma list of q_proj, k_proj, ..., down_proj
-  std::string init_from = "";  // a PEFT adapter folder to continue from (it sets r, alpha, targets)
+  std::string targets = "all-linear";  // all-linear | attention | mlp | list: q_proj,v_proj,...
+  std::string init_from = "";          // a PEFT adapter folder to continue from (it sets r, alpha, targets)
 };
 
 struct DataSection {
@@ -108,8 +107,7 @@ struct CheckpointSection {
   bool save_final = true;       // save a checkpoint after the last step
   std::string export_hf = "";   // after the last step, also write a Hugging Face folder here (llama); "" off
   std::string export_dtype = "bf16";  // dtype of that folder's weights: bf16 | fp32
-  std::string export_peft =
-      "";  // LoRA: after the last step, also write the adapter as a PEFT folder here; "" off
+  std::string export_peft = "";       // LoRA: also write the adapter as a PEFT folder here at the end
 };
 
 struct EvalSection {

@@ -155,7 +155,13 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
     throw_config(dir +
                  " has no adapter_config.json; give a PEFT adapter folder (adapter_config.json + "
                  "adapter_model.safetensors)");
-  const json j = json::parse(read_small_file(path), nullptr, false);
+  return parse_peft_adapter_config(read_small_file(path), path);
+}
+
+PeftAdapterConfig parse_peft_adapter_config(const std::string& text, const std::string& path) {
+  if (text.size() > kMaxConfigBytes)
+    throw_config(path + " is larger than 1 MiB; an adapter_config.json is a few KB");
+  const json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw_config(path + " is not a JSON object");
   PeftAdapterConfig c;
   auto bad = [&](const std::string& key, const std::string& why) -> void {
@@ -250,7 +256,12 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
 
 bool apply_lora_init_from(RunConfig& cfg) {
   if (!cfg.lora.enabled || cfg.lora.init_from.empty()) return false;
-  const PeftAdapterConfig a = read_peft_adapter_config(cfg.lora.init_from);
+  PeftAdapterConfig a;
+  try {
+    a = read_peft_adapter_config(cfg.lora.init_from);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("lora.init_from: ") + e.what());
+  }
   const LoraSection def;
   const std::string file = (fs::path(cfg.lora.init_from) / "adapter_config.json").string();
   auto refuse = [&](const std::string& key, const std::string& mine, const std::string& theirs) {

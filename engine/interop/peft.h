@@ -35,6 +35,8 @@ struct PeftAdapterConfig {
 // rank_pattern / alpha_pattern, layers_to_transform, modules_to_save, a target module that is not a
 // Llama projection, ...): never crashes on a malformed file.
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir);
+// The same on the file's text; `path` names it in errors (the fuzz target's entry point).
+PeftAdapterConfig parse_peft_adapter_config(const std::string& text, const std::string& path);
 
 // When cfg.lora.init_from names an adapter folder: sets lora.rank, lora.alpha, lora.targets and
 // lora.use_rslora from its adapter_config.json. A [lora] key set to a value other than its default

@@ -468,6 +468,58 @@ def check_merged(hf_dir, against, tol):
     return 0 if ok else 1
 
 
+def check_trained(adapter_dir, merged_dir, base_dir, tol, engine_ids):
+    """An adapter the engine trained (so no golden logits exist) and the merged folder it exported from
+    the same checkpoint: PEFT loads the adapter on the base, transformers loads the merged folder
+    without PEFT, their logits on random ids agree within tol, both generate the same greedy
+    continuation, and, with --engine-ids, so did the engine's own greedy `sample`. 0 when all is well."""
+    print(f"trained adapter {adapter_dir} on {base_dir}, merged export {merged_dir}")
+    ok = True
+    try:
+        peft_model, lines, result = load_peft(base_dir, adapter_dir)
+    except Exception as e:  # noqa: BLE001 - report any failure
+        print(f"  PeftModel.from_pretrained failed: {type(e).__name__}: {str(e).strip()}\n  FAIL")
+        return 1
+    for line in lines:
+        print(f"  loading warning: {line}")
+    if serious(lines) or result.missing_keys or result.unexpected_keys:
+        print(f"  adapter keys missing {result.missing_keys} unexpected {result.unexpected_keys}")
+        ok = False
+    if os.path.exists(os.path.join(merged_dir, "adapter_config.json")):
+        print("  the merged folder holds adapter_config.json: not a merged model")
+        ok = False
+    mlines = []
+    with captured(mlines):
+        merged, info = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32,
+                                                            attn_implementation="eager", output_loading_info=True)
+    merged.eval()
+    if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")) or serious(mlines):
+        print(f"  merged loading info: {info} {mlines}")
+        ok = False
+    vocab = merged.config.vocab_size
+    g = torch.Generator().manual_seed(5)
+    inputs = torch.randint(0, vocab, (2, 16), generator=g)
+    base = load_base(base_dir)
+    with torch.no_grad():
+        a, b, c = peft_model(input_ids=inputs).logits, merged(input_ids=inputs).logits, base(input_ids=inputs).logits
+    diff, moved = (a - b).abs().max().item(), (a - c).abs().max().item()
+    print(f"  PEFT(base + adapter) vs merged: max |logits difference| {diff:.3e} (tol {tol:g}); "
+          f"the adapter moves the base's logits by up to {moved:.3f}")
+    ok = ok and diff <= tol and moved > 1e-3
+    prompt = engine_ids[:GENERATE_PROMPT] if engine_ids else inputs[0, :GENERATE_PROMPT].tolist()
+    t = torch.tensor([prompt])
+    ga = generate(peft_model, t)
+    gb = generate(merged, t)
+    print(f"  greedy from {prompt}: PEFT {ga}, merged {gb}")
+    ok = ok and ga == gb
+    if engine_ids:
+        mine = engine_ids[GENERATE_PROMPT:GENERATE_PROMPT + GENERATE_NEW]
+        print(f"  the engine's greedy sample: {mine}")
+        ok = ok and mine == ga[:len(mine)]
+    print("  OK" if ok else "  FAIL")
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=DEFAULT_OUT, help="root of the golden folders (default %(default)s)")
@@ -478,8 +530,19 @@ def main():
     ap.add_argument("--after-adamw", action="store_true",
                     help="with --check-peft: compare with the golden adapter after its 3 AdamW steps (adamw.*)")
     ap.add_argument("--tol", type=float, default=1e-5, help="max |logits difference| allowed (default %(default)g)")
+    ap.add_argument("--check-trained", nargs=2, metavar=("ADAPTER_DIR", "MERGED_DIR"),
+                    help="an engine-trained adapter and its merged export, against each other (needs --base)")
+    ap.add_argument("--base", metavar="HF_DIR", help="with --check-trained: the base model folder")
+    ap.add_argument("--engine-ids", metavar="IDS",
+                    help="with --check-trained: the engine's greedy sample, prompt then new ids, space-separated")
     args = ap.parse_args()
     set_determinism()
+
+    if args.check_trained:
+        if not args.base:
+            ap.error("--check-trained needs --base HF_DIR")
+        ids = [int(x) for x in args.engine_ids.split()] if args.engine_ids else None
+        return check_trained(args.check_trained[0], args.check_trained[1], args.base, args.tol, ids)
 
     if args.check_peft or args.check_merged:
         if args.check_peft and args.check_merged:
