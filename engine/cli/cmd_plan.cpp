@@ -140,11 +140,12 @@ int cmd_plan(const CommandArgs& argv) {
   PlanOptions options;
   options.efficiency = efficiency;
   if (recommend) {
-    const auto layouts = recommend_layouts(config, world, device, options);
+    FineTuneAdvice advice;
+    const auto layouts = recommend_layouts(config, world, device, options, &advice);
     if (json)
-      std::printf("%s\n", recommendations_to_json(layouts, top).c_str());
+      std::printf("%s\n", recommendations_to_json(layouts, top, advice).c_str());
     else
-      std::fputs(recommendations_to_text(layouts, world, device, top).c_str(), stdout);
+      std::fputs(recommendations_to_text(layouts, world, device, top, advice).c_str(), stdout);
     return layouts.empty() ? static_cast<int>(ExitCode::kOutOfMemory) : 0;
   }
   Calibration calibration = own_cpu && !no_calibrate ? machine_calibration(config, true) : Calibration{};

@@ -2,8 +2,8 @@
 // per target worked out by hand; memory by component (a frozen base in the storage dtype, split by
 // TP like the full model's weights, and only the adapters' gradients, masters and AdamW state, which
 // ZeRO shards); the activation bytes equal to what a LoRA Model allocates; FLOPs 4N + 6 N_lora
-// against full training's 6N; data-parallel traffic of the adapters only; and the same through the
-// worker's CLI.
+// against full training's 6N; data-parallel traffic of the adapters only; plan --recommend choosing
+// LoRA when full fine-tuning does not fit and saying why; and the same through the worker's CLI.
 #include <string>
 #include <vector>
 
@@ -14,6 +14,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/model/model.h"
 #include "engine/plan/planner.h"
+#include "engine/plan/recommend.h"
 #include "worker_run.h"
 
 using namespace flotilla;
@@ -213,6 +214,59 @@ void test_flops() {
   CHECK(extra == 2.0 * (1310720.0 - 16.0 * 4096));
 }
 
+// Recommend for a fine-tune: full fine-tuning of an 8B model does not fit one 24 GiB card, LoRA
+// does; every candidate is LoRA, says so and carries the LoRA settings. With room for both, the
+// method the config asks for comes first.
+void test_recommend() {
+  DeviceProfile a10;
+  CHECK(find_gpu_profile("a10-24gb", "bf16", &a10));
+  RunConfig base = gpu_cfg("llama3.1-8b", {"train.recompute=true"});
+  base.lora.enabled = false;
+  base.model.init_from = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/hf/llama";  // a fine-tune
+  FineTuneAdvice advice;
+  const auto one = recommend_layouts(base, 1, a10, {}, &advice);
+  CHECK(advice.fine_tune && !advice.prefer_lora && !advice.full_fits && advice.lora_fits);
+  CHECK_MSG(has(advice.full, "full fine-tuning does not fit") && has(advice.full, "optimizer state"), "%s",
+            advice.full.c_str());
+  CHECK(!one.empty());
+  for (const auto& c : one) {
+    CHECK(c.config.lora.enabled && c.config.lora.rank == 16 && c.config.lora.targets == "all-linear");
+    CHECK(c.plan.lora.enabled() && c.plan.fits);
+    CHECK_MSG(has(c.note, "full fine-tuning does not fit: ") &&
+                  has(c.note, "GiB of optimizer state per GPU") &&
+                  has(c.note, "LoRA trains 0.52% of the parameters and fits with "),
+              "%s", c.note.c_str());
+  }
+  const std::string text = recommendations_to_text(one, 1, a10, 5, advice);
+  CHECK_MSG(has(text, "full fine-tuning does not fit") && has(text, "LoRA r16") &&
+                has(text, "--set lora.enabled=true --set lora.rank=16 --set lora.targets=all-linear"),
+            "%s", text.c_str());
+
+  // Four 80 GiB GPUs fit both: full fine-tuning first (the config's method), then LoRA.
+  DeviceProfile h100;
+  CHECK(find_gpu_profile("h100-sxm", "bf16", &h100));
+  base.train.micro_batch = 4;
+  const auto four = recommend_layouts(base, 4, h100, {}, &advice);
+  CHECK(advice.full_fits && advice.lora_fits && !four.empty());
+  CHECK(!four.front().config.lora.enabled &&
+        has(four.front().note, "full fine-tuning trains every parameter"));
+  CHECK(four.back().config.lora.enabled && has(four.back().note, "full fine-tuning also fits"));
+  for (size_t i = 1; i < four.size(); ++i)  // one method, then the other
+    CHECK(four[i - 1].config.lora.enabled <= four[i].config.lora.enabled);
+  // A LoRA config: LoRA first, with its own rank.
+  RunConfig asked = base;
+  asked.lora.enabled = true;
+  asked.lora.rank = 8;
+  const auto lora_first = recommend_layouts(asked, 4, h100, {}, &advice);
+  CHECK(advice.prefer_lora && lora_first.front().config.lora.enabled &&
+        lora_first.front().plan.lora.rank == 8);
+  // Not a fine-tune: no method weighed, no LoRA candidate.
+  RunConfig scratch = base;
+  scratch.model.init_from.clear();
+  for (const auto& c : recommend_layouts(scratch, 4, h100, {}, &advice)) CHECK(!c.config.lora.enabled);
+  CHECK(!advice.fine_tune);
+}
+
 // The worker's plan: a LoRA run of a preset plans without weights (they are needed to train), and
 // the JSON carries the trainable count, the frozen base and the LoRA formula.
 void test_cli() {
@@ -264,6 +318,7 @@ int main() {
   test_memory_components();
   test_activations_match_model();
   test_flops();
+  test_recommend();
   test_cli();
   return flotilla_test::summary("plan_lora");
 }
