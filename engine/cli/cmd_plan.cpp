@@ -14,6 +14,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/peft.h"
 #include "engine/plan/calibration.h"
 #include "engine/plan/planner.h"
 #include "engine/plan/recommend.h"
@@ -112,7 +113,8 @@ int cmd_plan(const CommandArgs& argv) {
   const auto config_path = args.value("--config");
   RunConfig config = config_path ? load_config_file(*config_path) : RunConfig{};
   apply_overrides(config, args.values("--set"));
-  interop::apply_hf_init_from(config);  // a Hugging Face folder decides the model's shape
+  interop::apply_hf_init_from(config);    // a Hugging Face folder decides the model's shape
+  interop::apply_lora_init_from(config);  // a PEFT adapter folder decides the adapters' shape
   const bool json = args.flag("--json");
   if (args.flag("--show-config")) {
     args.finish("plan");
@@ -129,7 +131,7 @@ int cmd_plan(const CommandArgs& argv) {
       static_cast<int>(args.int_or("--world", config.parallel.dp * config.parallel.tp * config.parallel.pp));
   const size_t top = static_cast<size_t>(args.int_or("--top", 10));
   if (world < 1 || world > 4096) throw_usage("--world must be between 1 and 4096");
-  if (!recommend) validate_or_throw(config);
+  if (!recommend) validate_or_throw(config, 0, ValidateFor::kPlan);
   bool own_cpu = false;
   bool link_given = false;
   const DeviceProfile device = choose_device(args, config, &own_cpu, &link_given);
@@ -138,11 +140,12 @@ int cmd_plan(const CommandArgs& argv) {
   PlanOptions options;
   options.efficiency = efficiency;
   if (recommend) {
-    const auto layouts = recommend_layouts(config, world, device, options);
+    FineTuneAdvice advice;
+    const auto layouts = recommend_layouts(config, world, device, options, &advice);
     if (json)
-      std::printf("%s\n", recommendations_to_json(layouts, top).c_str());
+      std::printf("%s\n", recommendations_to_json(layouts, top, advice).c_str());
     else
-      std::fputs(recommendations_to_text(layouts, world, device, top).c_str(), stdout);
+      std::fputs(recommendations_to_text(layouts, world, device, top, advice).c_str(), stdout);
     return layouts.empty() ? static_cast<int>(ExitCode::kOutOfMemory) : 0;
   }
   Calibration calibration = own_cpu && !no_calibrate ? machine_calibration(config, true) : Calibration{};

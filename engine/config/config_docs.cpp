@@ -82,10 +82,11 @@ reading it back gives the identical config.
 const char* kPresetsNote = R"(
 `model.preset` sets `arch`, `n_layer`, `n_head` and `n_embd` unless the file gives them explicitly;
 a Llama-family preset also sets the `llama:` keys, and a released model's shape (`smollm2-135m`,
-`qwen2.5-0.5b`, `qwen3-0.6b`, `llama3.2-1b`) its `vocab_size` and `max_seq_len` too. Any of them
-can be overridden (`preset = "gpt2-124m"` with `n_layer = 6` is a 6-layer GPT-2 small). `custom`
-applies no preset: the dimensions are the ones given (or the defaults). `model.init_from` naming
-a Hugging Face folder takes every shape key from its config.json instead (docs/checkpoints.md).
+`qwen2.5-0.5b`, `qwen3-0.6b`, `llama3.2-1b`, `llama3.1-8b`, `qwen2.5-7b`, `qwen3-8b`) its
+`vocab_size` and `max_seq_len` too. Any of them can be overridden (`preset = "gpt2-124m"` with
+`n_layer = 6` is a 6-layer GPT-2 small). `custom` applies no preset: the dimensions are the ones
+given (or the defaults). `model.init_from` naming a Hugging Face folder takes every shape key from
+its config.json instead (docs/checkpoints.md).
 Parameter counts of the GPT-2-sized presets use GPT-2's vocabulary (50257) and 1024 positions;
 the engine allocates the token embedding padded to a multiple of 128 rows (50304), which adds rows
 that never see a target.

@@ -160,8 +160,8 @@ void check_model(const RunConfig& c, Problems& p) {
   }
 }
 
-// [lora]: each bad value by its key, before anything starts.
-void check_lora(const RunConfig& c, Problems& p) {
+// [lora]: each bad value by its key, before anything starts (a plan needs no weights to freeze).
+void check_lora(const RunConfig& c, Problems& p, ValidateFor purpose) {
   const LoraSection& l = c.lora;
   if (!l.enabled) {
     if (!l.init_from.empty())
@@ -178,7 +178,7 @@ void check_lora(const RunConfig& c, Problems& p) {
           "LoRA adapters train the Llama family (model.arch = \"llama\", e.g. a Hugging Face "
           "folder as model.init_from), not " +
               q(c.model.arch));
-  if (c.model.init_from.empty())
+  if (c.model.init_from.empty() && purpose == ValidateFor::kTrain)
     p.add("lora.enabled",
           "LoRA trains adapters on frozen weights, so it needs model.init_from (a Hugging Face folder, "
           "e.g. a Llama, Qwen or SmolLM2 model); without it the base would be random");
@@ -376,12 +376,12 @@ void check_rest(const RunConfig& c, Problems& p) {
 
 std::string to_string(const ConfigProblem& problem) { return problem.path + ": " + problem.message; }
 
-std::vector<ConfigProblem> validate(const RunConfig& config, int world_size) {
+std::vector<ConfigProblem> validate(const RunConfig& config, int world_size, ValidateFor purpose) {
   Problems p;
   check_choices(config, p);
   check_run(config, p);
   check_model(config, p);
-  check_lora(config, p);
+  check_lora(config, p, purpose);
   check_data(config, p);
   check_train(config, p);
   check_optim(config, p);
@@ -390,8 +390,8 @@ std::vector<ConfigProblem> validate(const RunConfig& config, int world_size) {
   return p.list;
 }
 
-void validate_or_throw(const RunConfig& config, int world_size) {
-  const auto problems = validate(config, world_size);
+void validate_or_throw(const RunConfig& config, int world_size, ValidateFor purpose) {
+  const auto problems = validate(config, world_size, purpose);
   if (problems.empty()) return;
   std::string msg = "the run config has " + std::to_string(problems.size()) +
                     (problems.size() == 1 ? " problem:" : " problems:");

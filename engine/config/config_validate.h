@@ -22,12 +22,19 @@ struct ConfigProblem {
 // "path: message".
 std::string to_string(const ConfigProblem& problem);
 
+// What a config is checked for. kPlan (plan, plan --recommend) needs the model's shape but not
+// the weights a LoRA run freezes, so a LoRA fine-tune of a preset can be planned before its
+// weights are downloaded; kTrain checks every rule.
+enum class ValidateFor { kTrain, kPlan };
+
 // Every problem of the config. world_size > 0 also checks dp*tp*pp against it (the number of
 // ranks `launch` started; 1 for a plain `train`); 0 skips that check.
-std::vector<ConfigProblem> validate(const RunConfig& config, int world_size = 0);
+std::vector<ConfigProblem> validate(const RunConfig& config, int world_size = 0,
+                                    ValidateFor purpose = ValidateFor::kTrain);
 
 // Throws Error(kConfig) listing every problem, one per line; returns when there are none.
-void validate_or_throw(const RunConfig& config, int world_size = 0);
+void validate_or_throw(const RunConfig& config, int world_size = 0,
+                       ValidateFor purpose = ValidateFor::kTrain);
 
 // Tokens per optimizer step: train.global_batch_tokens, or when 0 micro_batch * seq_len * dp
 // (times parallel.micro_batches when pp > 1: a pipeline step runs that many micro-batches).

@@ -1,7 +1,9 @@
 // The presets: tiny/small for CPU demos and tests, the four released GPT-2 sizes, and the shapes
 // of released Llama-family models (their config.json values: SmolLM2-135M, Qwen2.5-0.5B,
-// Qwen3-0.6B, Llama-3.2-1B), so a run can start from scratch at a real model's size or match a
-// Hugging Face folder read with model.init_from.
+// Qwen3-0.6B, Llama-3.2-1B, and the 7-8B models people LoRA-tune on one to four GPUs:
+// Llama-3.1-8B, Qwen2.5-7B, Qwen3-8B), so a run can start from scratch at a real model's size, be
+// planned before its weights are downloaded, or match a Hugging Face folder read with
+// model.init_from.
 #include "engine/config/presets.h"
 
 namespace flotilla {
@@ -51,6 +53,34 @@ ModelSection llama32_1b() {
   return m;
 }
 
+// meta-llama/Llama-3.1-8B config.json: 32 layers, 32 heads, 8 KV heads, hidden 4096 (head_dim
+// 4096 / 32 = 128), intermediate 14336, vocab 128256, max_position_embeddings 131072, rope_theta
+// 500000, rope_scaling llama3 (factor 8, low_freq_factor 1, high_freq_factor 4,
+// original_max_position_embeddings 8192), rms_norm_eps 1e-5, tie_word_embeddings false.
+ModelSection llama31_8b() {
+  ModelSection m = llama({32, 32, 8, 128, 4096, 14336, 128256, 131072, 500000.0, 1e-5, false, false, false});
+  m.rope_scaling = "llama3";
+  m.rope_factor = 8.0;
+  m.rope_low_freq_factor = 1.0;
+  m.rope_high_freq_factor = 4.0;
+  m.rope_original_max_position = 8192;
+  return m;
+}
+
+// Qwen/Qwen2.5-7B config.json (model_type qwen2: q/k/v biases): 28 layers, 28 heads, 4 KV heads,
+// hidden 3584 (head_dim 128), intermediate 18944, vocab 152064, max_position_embeddings 131072,
+// rope_theta 1e6, rms_norm_eps 1e-6, tie_word_embeddings false.
+ModelSection qwen25_7b() {
+  return llama({28, 28, 4, 128, 3584, 18944, 152064, 131072, 1000000.0, 1e-6, false, true, false});
+}
+
+// Qwen/Qwen3-8B config.json (model_type qwen3: q/k RMSNorm, no biases): 36 layers, 32 heads, 8 KV
+// heads, head_dim 128, hidden 4096, intermediate 12288, vocab 151936, max_position_embeddings
+// 40960, rope_theta 1e6, rms_norm_eps 1e-6, tie_word_embeddings false.
+ModelSection qwen3_8b() {
+  return llama({36, 32, 8, 128, 4096, 12288, 151936, 40960, 1000000.0, 1e-6, false, false, true});
+}
+
 ModelSection llama_tiny() {  // the tiny preset's size in the llama architecture (vocab: the user's)
   ModelSection m = llama({4, 4, 2, 64, 256, 688, 50257, 1024, 10000.0, 1e-5, true, false, false});
   return m;
@@ -75,6 +105,9 @@ const std::vector<ModelPreset>& model_presets() {
       {"qwen3-0.6b", "Qwen3-0.6B shape (q/k RMSNorm, head_dim 128, tied)",
        llama({28, 16, 8, 128, 1024, 3072, 151936, 40960, 1000000.0, 1e-6, true, false, true}), true},
       {"llama3.2-1b", "Llama-3.2-1B shape (llama3 RoPE scaling, 8 KV heads, tied)", llama32_1b(), true},
+      {"llama3.1-8b", "Llama-3.1-8B shape (llama3 RoPE scaling, 8 KV heads, untied)", llama31_8b(), true},
+      {"qwen2.5-7b", "Qwen2.5-7B shape (q/k/v biases, 4 KV heads, untied)", qwen25_7b(), true},
+      {"qwen3-8b", "Qwen3-8B shape (q/k RMSNorm, 8 KV heads, untied)", qwen3_8b(), true},
   };
   return presets;
 }

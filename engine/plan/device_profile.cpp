@@ -105,6 +105,9 @@ const std::vector<GpuSheet>& gpu_sheets() {
       {"a100-80gb", 312e12, 156e12, 80.0 * (1ull << 30), 230e9, "A100 SXM 80GB, NVLink 3"},
       {"h100-sxm", 989e12, 494e12, 80.0 * (1ull << 30), 450e9, "H100 SXM 80GB, NVLink 4"},
       {"h200", 989e12, 494e12, 141e9, 450e9, "H200 SXM 141GB, NVLink 4"},
+      // NVIDIA A10 data sheet: BF16 Tensor Core 125 TFLOPS, TF32 62.5 (dense; 250 / 125 with
+      // sparsity), 24 GB GDDR6, PCIe Gen4: the 24 GB data-center card people LoRA-tune 7-8B models on.
+      {"a10-24gb", 125e12, 62.5e12, 24.0 * (1ull << 30), 20e9, "A10 24GB, PCIe 4"},
       {"l4", 121e12, 60e12, 24.0 * (1ull << 30), 20e9, "L4 24GB, PCIe 4"},
       {"rtx-4090", 165e12, 82.6e12, 24.0 * (1ull << 30), 20e9, "RTX 4090 24GB, PCIe 4"},
   };

@@ -65,11 +65,22 @@ std::string row(const std::string& label, const std::string& value) {
 }
 
 nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
-  return {{"weights", m.weights},     {"master_weights", m.master_weights},
-          {"gradients", m.gradients}, {"adam_m", m.adam_m},
-          {"adam_v", m.adam_v},       {"activations", m.activations},
-          {"workspace", m.workspace}, {"runtime", m.runtime},
+  return {{"frozen_weights", m.frozen_weights},
+          {"weights", m.weights},
+          {"master_weights", m.master_weights},
+          {"gradients", m.gradients},
+          {"adam_m", m.adam_m},
+          {"adam_v", m.adam_v},
+          {"activations", m.activations},
+          {"workspace", m.workspace},
+          {"runtime", m.runtime},
           {"total", m.total()}};
+}
+
+// "0.52%": the share of the parameters a LoRA run trains.
+std::string percent_of(uint64_t part, uint64_t whole) {
+  const double pct = whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+  return fmt(pct < 0.1 ? "%.3f%%" : "%.2f%%", pct);
 }
 
 }  // namespace
@@ -77,16 +88,24 @@ nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
 std::string plan_memory_text(const Plan& p) {
   std::string out;
   const MemoryBreakdown& m = p.peak();
+  const bool lora = p.lora.enabled();
   out += "memory per device" +
-         (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) + "\n";
-  const std::pair<const char*, uint64_t> parts[] = {
-      {"weights", m.weights},     {"master weights", m.master_weights},
-      {"gradients", m.gradients}, {"AdamW m", m.adam_m},
-      {"AdamW v", m.adam_v},      {"activations", m.activations},
-      {"workspace", m.workspace}, {"runtime", m.runtime}};
-  for (const auto& [name, bytes] : parts)
-    if (bytes > 0 || std::string(name) != "master weights")
+         (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) +
+         (lora ? " (LoRA: master weights, gradients and AdamW state are the adapters')" : "") + "\n";
+  const std::pair<const char*, uint64_t> parts[] = {{"frozen base", m.frozen_weights},
+                                                    {lora ? "adapters" : "weights", m.weights},
+                                                    {"master weights", m.master_weights},
+                                                    {"gradients", m.gradients},
+                                                    {"AdamW m", m.adam_m},
+                                                    {"AdamW v", m.adam_v},
+                                                    {"activations", m.activations},
+                                                    {"workspace", m.workspace},
+                                                    {"runtime", m.runtime}};
+  for (const auto& [name, bytes] : parts) {
+    const std::string n = name;
+    if (bytes > 0 || (n != "master weights" && n != "frozen base"))
       out += row(name, human_bytes(static_cast<double>(bytes)));
+  }
   const std::string verdict = p.fits ? " (fits)" : " (DOES NOT FIT)";
   const std::string of = " of " + human_bytes(static_cast<double>(p.device.mem_bytes));
   if (p.device.mem_shared_by_ranks && p.ranks > 1) {
@@ -117,16 +136,30 @@ std::string plan_to_text(const Plan& p) {
                              std::to_string(d.n_head) + " heads, width " + std::to_string(d.n_embd) +
                              ", vocab " + commas(d.vocab_size) + " (padded " + commas(d.padded_vocab) +
                              "), " + std::to_string(d.max_seq_len) + " positions");
-  if (!p.init_from.empty()) out += row("weights from", p.init_from);
+  const bool lora = p.lora.enabled();
+  if (!p.init_from.empty())
+    out += row("weights from", p.init_from);
+  else if (lora)
+    out +=
+        row("weights from", "none given (model.init_from): planned on the shape above; training needs them");
   out += row("parameters", commas(p.params.total) + " (non-embedding " + commas(p.params.non_embedding) +
                                ", embeddings " + commas(p.params.embedding) + "; allocated " +
                                commas(p.params.allocated) + ")");
-  out +=
-      row("FLOPs/token", human_si(p.flops.palm, "FLOP") + "  PaLM 6N+12LCT, N = " + commas(p.flops.n_palm) +
-                             (d.llama() ? (d.tied() ? " (every parameter)" : " (all but the token embedding)")
-                                        : " (all but the position table)"));
-  out += row("", human_si(p.flops.llmc, "FLOP") + "  llm.c 6N+6LCT, N = " + commas(p.flops.n_llmc) +
-                     " (every allocated parameter)");
+  if (lora)
+    out += row("LoRA", "trainable parameters: " + commas(p.params.trainable) + " (" +
+                           percent_of(p.params.trainable, p.params.total) + " of " + commas(p.params.total) +
+                           "); r " + std::to_string(p.lora.rank) + ", alpha " + fmt("%g", p.lora.alpha) +
+                           (p.lora.rslora ? " (rsLoRA)" : "") + " on " + lora_targets_text(p.lora.targets));
+  const std::string n_lora = lora ? ", N_lora = " + commas(p.params.trainable) : "";
+  out += row("FLOPs/token",
+             human_si(p.flops.palm, "FLOP") +
+                 (lora ? "  PaLM 4N+6N_lora+12LCT, N = " : "  PaLM 6N+12LCT, N = ") + commas(p.flops.n_palm) +
+                 (d.llama() ? (d.tied() ? " (every parameter)" : " (all but the token embedding)")
+                            : " (all but the position table)") +
+                 n_lora);
+  out += row("", human_si(p.flops.llmc, "FLOP") +
+                     (lora ? "  llm.c 4N+6N_lora+6LCT, N = " : "  llm.c 6N+6LCT, N = ") +
+                     commas(p.flops.n_llmc) + " (every allocated parameter)" + n_lora);
   out += "\nbatch and layout\n";
   out += row("micro-batch", std::to_string(p.B) + " x " + std::to_string(p.T) + " tokens");
   out +=
@@ -159,7 +192,8 @@ std::string plan_to_text(const Plan& p) {
   const StagePlan& worst = p.stages[static_cast<size_t>(p.peak_stage)];
   out += "\ncommunication per rank per step\n";
   out += row("data parallel", human_bytes(worst.comm_dp_bytes) +
-                                  (p.zero ? " (reduce-scatter + all-gather)" : " (all-reduce 2(n-1)/n)"));
+                                  (p.zero ? " (reduce-scatter + all-gather)" : " (all-reduce 2(n-1)/n)") +
+                                  (lora && p.dp > 1 ? " of the adapters" : ""));
   out += row("tensor par.", human_bytes(worst.comm_tp_bytes));
   out += row("pipeline", human_bytes(worst.comm_pp_bytes));
 
@@ -191,10 +225,36 @@ std::string plan_to_json(const Plan& p, int indent) {
   j["parameters"] = {{"total", p.params.total},
                      {"non_embedding", p.params.non_embedding},
                      {"embedding", p.params.embedding},
-                     {"allocated", p.params.allocated}};
-  j["flops_per_token"] = {
-      {"palm", {{"formula", "6N + 12*L*C*T"}, {"n", p.flops.n_palm}, {"value", p.flops.palm}}},
-      {"llmc", {{"formula", "6N + 6*L*C*T"}, {"n", p.flops.n_llmc}, {"value", p.flops.llmc}}}};
+                     {"allocated", p.params.allocated},
+                     {"trainable", p.params.trainable}};
+  const bool lora = p.lora.enabled();
+  if (lora)
+    j["lora"] = {{"enabled", true},
+                 {"rank", p.lora.rank},
+                 {"alpha", p.lora.alpha},
+                 {"dropout", p.lora.dropout},
+                 {"use_rslora", p.lora.rslora},
+                 {"targets", lora_targets_text(p.lora.targets)},
+                 {"trainable_fraction", p.params.total > 0 ? static_cast<double>(p.params.trainable) /
+                                                                 static_cast<double>(p.params.total)
+                                                           : 0.0}};
+  else
+    j["lora"] = {{"enabled", false}};
+  if (lora)
+    j["flops_per_token"] = {{"palm",
+                             {{"formula", "4N + 6N_lora + 12*L*C*T"},
+                              {"n", p.flops.n_palm},
+                              {"n_lora", p.params.trainable},
+                              {"value", p.flops.palm}}},
+                            {"llmc",
+                             {{"formula", "4N + 6N_lora + 6*L*C*T"},
+                              {"n", p.flops.n_llmc},
+                              {"n_lora", p.params.trainable},
+                              {"value", p.flops.llmc}}}};
+  else
+    j["flops_per_token"] = {
+        {"palm", {{"formula", "6N + 12*L*C*T"}, {"n", p.flops.n_palm}, {"value", p.flops.palm}}},
+        {"llmc", {{"formula", "6N + 6*L*C*T"}, {"n", p.flops.n_llmc}, {"value", p.flops.llmc}}}};
   j["batch"] = {{"micro_batch", p.B},
                 {"seq_len", p.T},
                 {"tokens_per_step", p.tokens_per_step},
@@ -220,6 +280,7 @@ std::string plan_to_json(const Plan& p, int indent) {
          {"embedding", s.embedding},
          {"head", s.head},
          {"params", s.params},
+         {"trainable_params", s.trainable_params},
          {"in_flight", s.in_flight},
          {"memory", memory_json(s.memory)},
          {"flops", s.flops},

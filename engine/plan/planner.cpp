@@ -6,6 +6,10 @@
 // Overlap of the gradient all-reduce with backward only makes the real step faster, so the
 // prediction is an upper bound whose error is visible in the comm column, rather than a guess at
 // how much overlap an implementation gets.
+//
+// Under LoRA one rank's memory is the frozen base (its TP/PP share, in the storage dtype) plus the
+// adapters and their state; compute drops the base's weight-gradient GEMMs (4N + 6 N_lora per
+// token instead of 6N) and data parallelism moves the adapters' gradients only.
 #include <algorithm>
 #include <cmath>
 
@@ -46,6 +50,18 @@ uint64_t block_params_tp(const ModelDims& d, int tp) {
 
 uint64_t block_params(const ModelDims& d) { return block_params_tp(d, 1); }
 
+// LoRA adapter parameters of one block held by one tensor-parallel rank (lora.h: an adapter is split
+// like its projection, its other factor replicated).
+uint64_t lora_block_params_tp(const ModelDims& d, const LoraSpec& lora, int tp) {
+  if (!lora.enabled()) return 0;
+  ModelDims one = d;
+  one.n_layer = 1;
+  const ParamLayout layout(one, lora);
+  uint64_t n = 0;
+  for (size_t k : local_param_sizes(layout, make_shard(one, tp, 0, 1, 0))) n += k;
+  return n;
+}
+
 // Parameters of the non-layer tensors a rank of `stage` holds (embedding tables on the first
 // stage; the final norm, the LM head or the tied embedding's copy on the last).
 uint64_t edge_params(const ModelDims& d, int tp, int pp, int stage) {
@@ -69,7 +85,8 @@ double recompute_flops_per_token(const ModelDims& d, int seq_len) {
 }
 
 uint64_t MemoryBreakdown::total() const {
-  return weights + master_weights + gradients + adam_m + adam_v + activations + workspace + runtime;
+  return frozen_weights + weights + master_weights + gradients + adam_m + adam_v + activations + workspace +
+         runtime;
 }
 
 uint64_t Plan::needed_bytes() const {
@@ -99,8 +116,11 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   plan.tokens_per_step = tokens_per_step(config);
   plan.grad_accum_steps = grad_accum_steps(config);
   plan.steps = config.train.steps;
-  plan.params = count_parameters(d);
-  plan.flops = flops_per_token(d, plan.T);
+  const LoraSpec lora = lora_spec(config);
+  const bool lora_on = lora.enabled();
+  plan.lora = lora;
+  plan.params = count_parameters(d, lora);
+  plan.flops = flops_per_token(d, plan.T, lora);
   plan.flops_per_step = plan.flops.palm * static_cast<double>(plan.tokens_per_step);
   plan.device = device;
   plan.efficiency = options.efficiency;
@@ -120,6 +140,13 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   const double btc = static_cast<double>(plan.B) * plan.T * d.n_embd;
   const uint64_t C = static_cast<uint64_t>(d.n_embd);
   const uint64_t wte_local = static_cast<uint64_t>(d.padded_vocab) * C / static_cast<uint64_t>(tp);
+  // LoRA: the adapters of one block on this rank (memory) and in the whole model (FLOPs), and their
+  // activation buffers at this tp.
+  const uint64_t lora_block_local = lora_block_params_tp(d, lora, tp);
+  const double lora_block = static_cast<double>(lora_block_params_tp(d, lora, 1));
+  const LoraActivationFloats lora_act = lora_activation_account(d, tp, plan.B, plan.T, lora);
+  // The weight-gradient GEMMs are skipped for frozen weights: 4 FLOPs per weight, not 6.
+  const double base_factor = lora_on ? 4.0 : 6.0;
 
   uint64_t runtime = options.runtime_bytes;
   if (runtime == 0) runtime = config.run.device == "cuda" ? kCudaRuntimeBytes : kCpuRuntimeBytes;
@@ -141,20 +168,27 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     st.head = s == pp - 1;
     st.params = static_cast<uint64_t>(st.n_layers) * block_params_tp(d, tp) + edge_params(d, tp, pp, s);
     st.in_flight = pp == 1 ? 1 : (config.parallel.schedule == "gpipe" ? m : std::min(pp - s, m));
+    // What trains: every parameter, or (LoRA) this rank's adapters; the base is then frozen.
+    const uint64_t trained = lora_on ? static_cast<uint64_t>(st.n_layers) * lora_block_local : st.params;
+    st.trainable_params = trained;
 
     MemoryBreakdown& mem = st.memory;
-    mem.weights = st.params * weight_bytes;
-    mem.master_weights = bf16 ? ceil_div(st.params, zero.master) * 4 : 0;
-    mem.gradients = ceil_div(st.params, zero.gradients) * grad_bytes;
-    mem.adam_m = mem.adam_v = ceil_div(st.params, zero.optimizer) * 4;
+    mem.frozen_weights = lora_on ? st.params * weight_bytes : 0;
+    mem.weights = trained * weight_bytes;
+    mem.master_weights = bf16 ? ceil_div(trained, zero.master) * 4 : 0;
+    mem.gradients = ceil_div(trained, zero.gradients) * grad_bytes;
+    mem.adam_m = mem.adam_v = ceil_div(trained, zero.optimizer) * 4;
     const double kept_per_block = plan.recompute ? act.layer_input : block_act;
     double act_floats = st.n_layers * kept_per_block * st.in_flight;
     // The rest of one block, rebuilt during its backward in a region all micro-batches share.
     if (plan.recompute) act_floats += block_act - act.layer_input;
     if (st.embedding) act_floats += act.embedding * st.in_flight;
     if (st.head) act_floats += act.head;
+    // LoRA: each block keeps its adapters' inputs x A^T (recompute: rebuilt, in the shared region).
+    if (lora_on)
+      act_floats += plan.recompute ? lora_act.per_layer : st.n_layers * lora_act.per_layer * st.in_flight;
     mem.activations = bytes_of(act_floats, act_bytes);
-    const double scratch = act.scratch - act.scratch_shard * (1 - shard_keep);
+    const double scratch = act.scratch - act.scratch_shard * (1 - shard_keep) + lora_act.scratch;
     mem.workspace = bytes_of(scratch + (st.head ? act.logits / tp : 0.0), act_bytes);
     if (cpu_bf16) {
       // The largest matmul's bf16 operand copies (input, weight, output gradient) alive at once:
@@ -168,12 +202,13 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     }
     if (dp > 1 && plan.zero >= 2) {
       // ZeRO-2 as the engine builds it (data_parallel.h): besides the gradient shard, two staging
-      // slots of one layer's gradients (the buckets) and full-size wte/wpe/lnf gradients.
-      const uint64_t layer_params = block_params_tp(d, tp);
-      const uint64_t non_layer = st.params - static_cast<uint64_t>(st.n_layers) * layer_params;
+      // slots of one layer's gradients (the buckets) and full-size wte/wpe/lnf gradients (LoRA:
+      // one layer's adapters; they have no other tensors).
+      const uint64_t layer_params = lora_on ? lora_block_local : block_params_tp(d, tp);
+      const uint64_t non_layer = trained - static_cast<uint64_t>(st.n_layers) * layer_params;
       mem.workspace += (2 * layer_params + non_layer) * grad_bytes;
     } else if (dp > 1) {
-      mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, st.params * grad_bytes);
+      mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, trained * grad_bytes);
     }
     mem.runtime = runtime;
 
@@ -181,23 +216,27 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     // the LM head on the last stage. Recomputation re-runs a block's forward up to its GELU
     // (2 x its parameters but the MLP-down projection's, plus the attention forward 4*C*T), for
     // every block but the last stage's last one (still in place when its backward starts).
+    // LoRA: 4 FLOPs per frozen weight, 6 per adapter parameter (flops_per_token's rule).
     const double tokens = static_cast<double>(plan.tokens_per_step) / dp;
-    double block_flops =
-        st.n_layers * (6.0 * static_cast<double>(block_params(d)) + 12.0 * d.q_dim() * plan.T);
+    double block_flops = st.n_layers * (base_factor * static_cast<double>(block_params(d)) +
+                                        6.0 * lora_block + 12.0 * d.q_dim() * plan.T);
     const int rebuilt = plan.recompute ? st.n_layers - (st.head ? 1 : 0) : 0;
-    block_flops += rebuilt * recompute_flops_per_token(d, plan.T);
-    const double head_flops =
-        st.head ? 6.0 * (static_cast<double>(d.vocab_size) * d.n_embd + (d.llama() ? 1.0 : 2.0) * d.n_embd)
-                : 0.0;
+    block_flops += rebuilt * recompute_flops_per_token(d, plan.T, lora);
+    // The block not rebuilt still recomputes down's adapter input product in its backward.
+    if (lora_on && plan.recompute && st.head && lora.has(kLoraDown))
+      block_flops += 2.0 * lora.rank * lora_target_shape(d, kLoraDown).first;
+    const double head_flops = st.head ? base_factor * (static_cast<double>(d.vocab_size) * d.n_embd +
+                                                       (d.llama() ? 1.0 : 2.0) * d.n_embd)
+                                      : 0.0;
     st.flops = (block_flops + head_flops) * tokens / tp;
 
-    // Communication per rank per step.
-    const double grad_total = static_cast<double>(st.params) * grad_bytes;
+    // Communication per rank per step (LoRA: only the adapters are reduced and gathered).
+    const double grad_total = static_cast<double>(trained) * grad_bytes;
     if (plan.zero == 0)
       st.comm_dp_bytes = allreduce_bytes(grad_total, dp);
     else
       st.comm_dp_bytes = reduce_scatter_bytes(grad_total, dp) +
-                         reduce_scatter_bytes(static_cast<double>(st.params) * weight_bytes, dp);
+                         reduce_scatter_bytes(static_cast<double>(trained) * weight_bytes, dp);
     if (tp > 1) {
       double reduces = st.n_layers * 4.0 + rebuilt + (st.embedding ? 1 : 0) + (st.head ? 1 : 0);
       double per_mb = allreduce_bytes(reduces * btc * act_bytes, tp);
@@ -207,7 +246,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     if (pp > 1) {
       const double sends = (st.head ? 0 : 1) + (st.embedding ? 0 : 1);  // activations fwd, gradients bwd
       st.comm_pp_bytes = sends * btc * act_bytes * accum;
-      if ((st.embedding || st.head) && d.tied())  // the tied embedding's gradient between first and last
+      // The tied embedding's gradient between first and last stage (none when LoRA freezes it).
+      if ((st.embedding || st.head) && d.tied() && !lora_on)
         st.comm_pp_bytes += allreduce_bytes(static_cast<double>(wte_local) * grad_bytes, 2);
     }
     // Calls per step, each paying the link's latency: data parallel one all-reduce per layer bucket

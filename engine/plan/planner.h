@@ -7,6 +7,11 @@
 // model's own buffer accounting (activation_floats in engine/model/gpt.h, see planner_model.cpp),
 // so a change to the model's buffers moves the plan with it; the planner only scales that figure
 // for the layout (layers per stage, in-flight micro-batches, TP shards, recomputation).
+//
+// Under LoRA (lora.enabled, engine/model/lora.h) the architecture's weights are a frozen base in
+// the storage dtype and only the adapters carry gradients, AdamW state and fp32 masters: ZeRO
+// shards the adapters' state, TP and PP split the base as in full training, and the adapters'
+// activation buffers come from the same model accounting run with the LoRA options.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +43,11 @@ struct ParamCounts {
   uint64_t total = 0;          // as reported (real vocabulary): gpt2-124m = 124,439,808
   uint64_t embedding = 0;      // token (real vocab) + position embeddings
   uint64_t non_embedding = 0;  // total - embedding: the transformer blocks and the final LayerNorm
+  uint64_t trainable = 0;      // what gets gradients: = total, or the LoRA adapters (lora_parameter_count)
 };
 ParamCounts count_parameters(const ModelDims& dims);
+// The same with `trainable` the adapters' count when lora.enabled() (total otherwise).
+ParamCounts count_parameters(const ModelDims& dims, const LoraSpec& lora);
 
 // Model FLOPs per trained token (forward + backward), both conventions, each with its own N:
 //   palm: 6N + 12*L*C*T, N = all parameters except the position table, real vocabulary (PaLM
@@ -63,6 +71,10 @@ FlopsPerToken flops_per_token(const ModelDims& dims, int seq_len, const LoraSpec
 // FLOPs per token of re-running one block's forward under recomputation (Model::set_recompute):
 // up to the GELU output, i.e. 2 x (block parameters - MLP-down weight and bias) + 4*C*T attention.
 double recompute_flops_per_token(const ModelDims& dims, int seq_len);
+// Under LoRA the rebuild also re-runs the adapters it passes (q, k, v, o, gate, up: 2 x their A and
+// B) and down's A (its input product, which the rebuild does not keep): 2 x (adapter parameters of
+// one block - down's B) on top of the plain figure.
+double recompute_flops_per_token(const ModelDims& dims, int seq_len, const LoraSpec& lora);
 
 // ---- layout formulas ---------------------------------------------------------------------------
 
@@ -99,10 +111,21 @@ struct ActivationFloats {
 };
 ActivationFloats activation_account(const ModelDims& dims, int B, int T);
 
+// What LoRA adds to the model's activation memory (floats, fp32 accounting) on one rank of a
+// tensor-parallel degree tp: the difference of the model's own arena with and without the adapters
+// (activation_bytes_for with ModelOptions::lora), at that tp, so it is exact for the layout.
+struct LoraActivationFloats {
+  double per_layer = 0;  // kept per block: every target's u = x A^T (B*T x r); rebuilt under recompute
+  double scratch = 0;    // shared by every block: the adapters' backward buffers and TP partial sums
+};
+LoraActivationFloats lora_activation_account(const ModelDims& dims, int tp, int B, int T,
+                                             const LoraSpec& lora);
+
 // ---- the plan ----------------------------------------------------------------------------------
 
 struct MemoryBreakdown {
-  uint64_t weights = 0;         // parameters in the storage dtype
+  uint64_t frozen_weights = 0;  // LoRA: the frozen base in the storage dtype (0 in full training)
+  uint64_t weights = 0;         // trained parameters in the storage dtype (LoRA: the adapters)
   uint64_t master_weights = 0;  // fp32 master copy (bf16 runs only)
   uint64_t gradients = 0;
   uint64_t adam_m = 0;
@@ -117,10 +140,11 @@ struct StagePlan {
   int stage = 0;
   int first_layer = 0;
   int n_layers = 0;
-  bool embedding = false;  // holds wte/wpe lookup (stage 0)
-  bool head = false;       // holds final LayerNorm and the tied LM head (last stage)
-  uint64_t params = 0;     // parameters held by one rank of this stage (after TP split)
-  int in_flight = 1;       // micro-batches whose activations are alive at once
+  bool embedding = false;         // holds wte/wpe lookup (stage 0)
+  bool head = false;              // holds final LayerNorm and the tied LM head (last stage)
+  uint64_t params = 0;            // parameters held by one rank of this stage (after TP split)
+  uint64_t trainable_params = 0;  // of which trained (LoRA: this rank's adapters; else = params)
+  int in_flight = 1;              // micro-batches whose activations are alive at once
   MemoryBreakdown memory;
   double flops = 0;          // model FLOPs one rank of this stage does per step (incl. recompute)
   double comm_dp_bytes = 0;  // bytes sent per step, per rank, by each kind of collective
@@ -149,6 +173,7 @@ struct Plan {
   int64_t tokens_per_step = 0;
   int64_t grad_accum_steps = 0;
   int64_t steps = 0;
+  LoraSpec lora;  // lora.enabled(): a LoRA fine-tune (rank 0: full training)
   ParamCounts params;
   FlopsPerToken flops;
   double flops_per_step = 0;  // PaLM FLOPs of one optimizer step, all ranks together
@@ -182,7 +207,7 @@ DeviceProfile cpu_profile_nominal(int threads);
 // The same with flops_per_s measured by a BLAS sgemm for about `seconds` (plan --measure).
 DeviceProfile cpu_profile_measured(int threads, double seconds);
 // Named GPU profiles from their data sheets (dense peak for the dtype; link = typical NVLink or PCIe
-// all-reduce bus bandwidth): a100-80gb, h100-sxm, h200, l4, rtx-4090.
+// all-reduce bus bandwidth): a100-80gb, h100-sxm, h200, a10-24gb, l4, rtx-4090.
 std::vector<std::string> gpu_profile_names();
 bool find_gpu_profile(const std::string& name, const std::string& dtype, DeviceProfile* out);
 

@@ -6,6 +6,7 @@
 // the attention term of the other gives a number neither tool would report.
 #include <algorithm>
 
+#include "engine/model/model.h"
 #include "engine/plan/planner.h"
 
 namespace flotilla {
@@ -20,6 +21,13 @@ ParamCounts count_parameters(const ModelDims& d) {
   p.embedding =
       static_cast<uint64_t>(d.vocab_size) * C + (d.llama() ? 0 : static_cast<uint64_t>(d.max_seq_len) * C);
   p.non_embedding = p.total - p.embedding;
+  p.trainable = p.total;
+  return p;
+}
+
+ParamCounts count_parameters(const ModelDims& d, const LoraSpec& lora) {
+  ParamCounts p = count_parameters(d);
+  if (lora.enabled()) p.trainable = lora_parameter_count(d, lora);
   return p;
 }
 
@@ -45,6 +53,17 @@ FlopsPerToken flops_per_token(const ModelDims& d, int seq_len, const LoraSpec& l
   f.palm -= 2.0 * static_cast<double>(f.n_palm) - 6.0 * n_lora;
   f.llmc -= 2.0 * static_cast<double>(f.n_llmc) - 6.0 * n_lora;
   return f;
+}
+
+double recompute_flops_per_token(const ModelDims& d, int seq_len, const LoraSpec& lora) {
+  double f = recompute_flops_per_token(d, seq_len);
+  if (!lora.enabled()) return f;
+  ModelDims one = d;
+  one.n_layer = 1;
+  double adapters = static_cast<double>(lora_parameter_count(one, lora));
+  if (lora.has(kLoraDown))
+    adapters -= static_cast<double>(lora.rank) * lora_target_shape(d, kLoraDown).second;
+  return f + 2.0 * adapters;
 }
 
 double pipeline_bubble(int stages, int micro_batches) {
@@ -102,6 +121,27 @@ ActivationFloats activation_account(const ModelDims& d, int B, int T) {
   a.scratch = rest - a.embedding - a.head;
   // GPT-2: the GELU output and d fch / d qkv; llama: the SwiGLU output, its gradient and d gate_up / d qkv.
   a.scratch_shard = std::min(a.scratch, d.llama() ? n * (2 * F + std::max(2 * F, D)) : 8 * nc);
+  return a;
+}
+
+// LoRA's share of the arena: the model's own count with the adapters minus without, at the run's tp
+// (the adapters' widths and the TP partial-sum buffers depend on it), for one and two layers.
+LoraActivationFloats lora_activation_account(const ModelDims& d, int tp, int B, int T, const LoraSpec& lora) {
+  LoraActivationFloats a;
+  if (!lora.enabled()) return a;
+  const auto delta = [&](int n_layer) {
+    ModelDims x = d;
+    x.n_layer = n_layer;
+    const ModelShard shard = make_shard(x, tp, 0, 1, 0);
+    ModelOptions with;
+    with.lora = lora;
+    const size_t on = activation_bytes_for(x, shard, B, T, false, with);
+    const size_t off = activation_bytes_for(x, shard, B, T, false, ModelOptions{});
+    return (static_cast<double>(on) - static_cast<double>(off)) / sizeof(float);
+  };
+  const double one = delta(1);
+  a.per_layer = delta(2) - one;
+  a.scratch = one - a.per_layer;
   return a;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -25,12 +26,27 @@ std::string gib(uint64_t b) {
   return buf;
 }
 
-}  // namespace
+// "6.1 GiB" (below 1 GiB: "512.0 MiB"), for the notes.
+std::string gib1(uint64_t b) {
+  char buf[32];
+  const double x = static_cast<double>(b);
+  if (x < 1024.0 * 1024.0 * 1024.0)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", x / (1024.0 * 1024.0));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GiB", x / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
 
-std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world, const DeviceProfile& device,
-                                               const PlanOptions& options) {
-  std::vector<LayoutCandidate> out;
-  if (world < 1) return out;
+// One method's search: the layouts that fit, fastest first, and the valid layout needing the least
+// memory (fitting or not), which says how far from fitting a method is.
+struct Search {
+  std::vector<LayoutCandidate> fits;
+  std::optional<Plan> least;
+};
+
+Search search_layouts(const RunConfig& base, int world, const DeviceProfile& device,
+                      const PlanOptions& options) {
+  Search out;
   const int64_t global_tokens = tokens_per_step(base);
   const int T = base.train.seq_len;
   for (int dp : divisors(world)) {
@@ -51,49 +67,194 @@ std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world,
           const int64_t accum = global_tokens / per_micro;
           c.parallel.micro_batches = pp > 1 ? static_cast<int>(accum) : 1;
           if (pp > 1 && accum < pp) continue;  // a pipeline needs at least one micro-batch per stage
-          if (!validate(c, world).empty()) continue;
+          if (!validate(c, world, ValidateFor::kPlan).empty()) continue;
           LayoutCandidate cand;
           cand.config = c;
           cand.plan = make_plan(c, device, options);
+          if (!out.least || cand.plan.needed_bytes() < out.least->needed_bytes()) out.least = cand.plan;
           if (!cand.plan.fits) continue;
           // What `train` itself refuses on this device (on CUDA: pp > 1, ZeRO-2, odd head sizes).
           if (const auto problems = device_training_problems(c); !problems.empty()) {
             cand.runnable = false;
             cand.note = problems.front().message;
           }
-          out.push_back(std::move(cand));
+          out.fits.push_back(std::move(cand));
         }
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const LayoutCandidate& a, const LayoutCandidate& b) {
+  std::stable_sort(out.fits.begin(), out.fits.end(), [](const LayoutCandidate& a, const LayoutCandidate& b) {
     if (a.plan.step_s != b.plan.step_s) return a.plan.step_s < b.plan.step_s;
     return a.plan.peak().total() < b.plan.peak().total();
   });
   return out;
 }
 
+// The config as a full fine-tune / as a LoRA fine-tune (the config's [lora] when it asks for LoRA,
+// else rank 16 on every projection).
+RunConfig as_full(RunConfig c) {
+  c.lora.enabled = false;
+  c.lora.init_from.clear();          // an adapter to continue: LoRA only
+  c.checkpoint.export_peft.clear();  // a PEFT adapter folder: LoRA only
+  return c;
+}
+RunConfig as_lora(RunConfig c) {
+  if (!c.lora.enabled) {
+    c.lora = LoraSection{};
+    c.lora.enabled = true;
+    c.lora.rank = 16;
+    c.lora.targets = "all-linear";
+  }
+  return c;
+}
+
+std::string layout_words(const Plan& p) {
+  std::string s = "dp " + std::to_string(p.dp);
+  if (p.tp > 1) s += ", tp " + std::to_string(p.tp);
+  if (p.pp > 1) s += ", pp " + std::to_string(p.pp);
+  if (p.dp > 1) s += ", ZeRO " + std::to_string(p.zero);
+  return s + ", micro-batch " + std::to_string(p.B);
+}
+
+uint64_t optimizer_state(const MemoryBreakdown& m) { return m.master_weights + m.adam_m + m.adam_v; }
+
+std::string method_words(const Plan& p) {
+  if (!p.lora.enabled()) return "full fine-tuning";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "LoRA (r %d, alpha %g", p.lora.rank, p.lora.alpha);
+  const bool all = p.lora.targets == (1u << kNumLoraTargets) - 1;
+  return std::string(buf) + " on " + (all ? std::string("all-linear") : lora_targets_text(p.lora.targets)) +
+         ")";
+}
+
+std::string trained_share(const Plan& p) {
+  const double pct = p.params.total > 0 ? 100.0 * static_cast<double>(p.params.trainable) /
+                                              static_cast<double>(p.params.total)
+                                        : 0.0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, pct < 0.1 ? "%.3f%%" : "%.2f%%", pct);
+  return buf;
+}
+
+// One method's verdict: "full fine-tuning does not fit: at least 52.3 GiB per GPU (dp 4, ZeRO 2,
+// micro-batch 1), 18.2 GiB of it optimizer state, of 24.0 GiB".
+std::string verdict(const Search& s, bool lora, const RunConfig& config, int world,
+                    const DeviceProfile& device) {
+  const std::string per = config.run.device == "cuda" ? " per GPU" : " per device";
+  if (!s.least) {
+    const std::string what = lora ? "LoRA" : "full fine-tuning";
+    return what + ": no valid layout for " + std::to_string(world) + " rank(s)";
+  }
+  const Plan& p = *s.least;
+  const MemoryBreakdown& m = p.peak();
+  std::string out = method_words(p);
+  if (lora) out += " trains " + trained_share(p) + " of the parameters";
+  if (!s.fits.empty()) {
+    const Plan& best = s.fits.front().plan;
+    return out + (lora ? " and fits: " : " fits: ") + gib1(best.needed_bytes()) + per +
+           " in its fastest layout (" + layout_words(best) + ")";
+  }
+  out += (lora ? " but does not fit: at least " : " does not fit: at least ") + gib1(p.needed_bytes()) + per +
+         " (" + layout_words(p) + "), ";
+  out += lora ? gib1(m.frozen_weights) + " of it the frozen base"
+              : gib1(optimizer_state(m)) + " of it optimizer state (fp32 master weights, AdamW m and v)";
+  return out + ", of " + gib1(device.mem_bytes);
+}
+
+// The note of one candidate: why this method, with the other one's verdict where it matters.
+std::string method_note(const LayoutCandidate& c, const Search& full, const Search& lora,
+                        const DeviceProfile& device) {
+  const Plan& p = c.plan;
+  const uint64_t free = device.mem_bytes > p.needed_bytes() ? device.mem_bytes - p.needed_bytes() : 0;
+  const std::string per = c.config.run.device == "cuda" ? " per GPU" : " per device";
+  if (p.lora.enabled()) {
+    std::string s;
+    if (full.fits.empty() && full.least)
+      s = "full fine-tuning does not fit: " + gib1(optimizer_state(full.least->peak())) +
+          " of optimizer state" + per + "; ";
+    s += "LoRA trains " + trained_share(p) + " of the parameters and fits with " + gib1(free) + " free";
+    if (!full.fits.empty()) s += "; full fine-tuning also fits";
+    return s;
+  }
+  std::string s = "full fine-tuning trains every parameter and fits with " + gib1(free) + " free";
+  if (lora.fits.empty() && lora.least)
+    s = "LoRA does not fit (" + gib1(lora.least->needed_bytes()) + per + "); " + s;
+  return s;
+}
+
+}  // namespace
+
+std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world, const DeviceProfile& device,
+                                               const PlanOptions& options, FineTuneAdvice* advice) {
+  if (advice) *advice = FineTuneAdvice{};
+  if (world < 1) return {};
+  const bool fine_tune = !base.model.init_from.empty() || base.lora.enabled;
+  if (!fine_tune) return search_layouts(base, world, device, options).fits;
+
+  const Search full = search_layouts(as_full(base), world, device, options);
+  const Search lora = search_layouts(as_lora(base), world, device, options);
+  const bool prefer_lora = base.lora.enabled;
+  if (advice) {
+    advice->fine_tune = true;
+    advice->prefer_lora = prefer_lora;
+    advice->full_fits = !full.fits.empty();
+    advice->lora_fits = !lora.fits.empty();
+    advice->full = verdict(full, false, base, world, device);
+    advice->lora = verdict(lora, true, base, world, device);
+  }
+  std::vector<LayoutCandidate> out;
+  const Search* const order[] = {prefer_lora ? &lora : &full, prefer_lora ? &full : &lora};
+  for (const Search* s : order) {
+    for (LayoutCandidate c : s->fits) {
+      const std::string why = method_note(c, full, lora, device);
+      c.note = c.note.empty() ? why : c.note + "; " + why;
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int world,
-                                    const DeviceProfile& device, size_t top) {
+                                    const DeviceProfile& device, size_t top, const FineTuneAdvice& advice) {
   std::string s;
-  char line[512];
-  std::snprintf(line, sizeof line, "Layouts for %d rank(s) of %s (%s each), fastest first:\n\n", world,
-                device.name.c_str(), gib(device.mem_bytes).c_str());
+  char line[1024];
+  std::snprintf(line, sizeof line, "Layouts for %d rank(s) of %s (%s each), %s:\n\n", world,
+                device.name.c_str(), gib(device.mem_bytes).c_str(),
+                advice.fine_tune
+                    ? (advice.prefer_lora ? "LoRA first, then full fine-tuning, each fastest first"
+                                          : "full fine-tuning first, then LoRA, each fastest first")
+                    : "fastest first");
   s += line;
+  if (advice.fine_tune) s += "  " + advice.full + "\n  " + advice.lora + "\n\n";
   if (c.empty()) {
     s += "  no layout fits: reduce train.micro_batch or the model, enable train.recompute, add devices,\n"
          "  or use devices with more memory.\n";
     return s;
   }
-  std::snprintf(line, sizeof line, "  %-4s %-4s %-4s %-4s %-5s %-6s %-6s %12s %10s %12s  %s\n", "#", "dp",
-                "tp", "pp", "zero", "micro", "accum", "mem/device", "step", "tokens/s", "");
+  if (advice.fine_tune)
+    std::snprintf(line, sizeof line, "  %-4s %-10s %-4s %-4s %-4s %-5s %-6s %-6s %12s %10s %12s  %s\n", "#",
+                  "method", "dp", "tp", "pp", "zero", "micro", "accum", "mem/device", "step", "tokens/s", "");
+  else
+    std::snprintf(line, sizeof line, "  %-4s %-4s %-4s %-4s %-5s %-6s %-6s %12s %10s %12s  %s\n", "#", "dp",
+                  "tp", "pp", "zero", "micro", "accum", "mem/device", "step", "tokens/s", "");
   s += line;
   for (size_t i = 0; i < c.size() && i < top; ++i) {
     const Plan& p = c[i].plan;
-    std::snprintf(line, sizeof line, "  %-4zu %-4d %-4d %-4d %-5d %-6d %-6lld %12s %8.3f s %12.0f  %s\n",
-                  i + 1, p.dp, p.tp, p.pp, p.zero, p.B, static_cast<long long>(p.grad_accum_steps),
-                  gib(p.peak().total()).c_str(), p.step_s, p.tokens_per_s,
-                  c[i].runnable ? "" : ("(" + c[i].note + ")").c_str());
+    // A fine-tune's notes say why its method (shown for every row); otherwise only why not runnable.
+    const std::string note = advice.fine_tune
+                                 ? (c[i].runnable ? c[i].note : "(not runnable: " + c[i].note + ")")
+                                 : (c[i].runnable ? "" : "(" + c[i].note + ")");
+    if (advice.fine_tune) {
+      const std::string method = p.lora.enabled() ? "LoRA r" + std::to_string(p.lora.rank) : "full";
+      std::snprintf(line, sizeof line,
+                    "  %-4zu %-10s %-4d %-4d %-4d %-5d %-6d %-6lld %12s %8.3f s %12.0f  %s\n", i + 1,
+                    method.c_str(), p.dp, p.tp, p.pp, p.zero, p.B, static_cast<long long>(p.grad_accum_steps),
+                    gib(p.peak().total()).c_str(), p.step_s, p.tokens_per_s, note.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "  %-4zu %-4d %-4d %-4d %-5d %-6d %-6lld %12s %8.3f s %12.0f  %s\n",
+                    i + 1, p.dp, p.tp, p.pp, p.zero, p.B, static_cast<long long>(p.grad_accum_steps),
+                    gib(p.peak().total()).c_str(), p.step_s, p.tokens_per_s, note.c_str());
+    }
     s += line;
   }
   if (c.size() > top) {
@@ -103,33 +264,55 @@ std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int w
   const auto best = std::find_if(c.begin(), c.end(), [](const LayoutCandidate& x) { return x.runnable; });
   if (best != c.end()) {
     const Plan& p = best->plan;
-    std::snprintf(line, sizeof line,
-                  "\nFastest layout this build runs: --set parallel.dp=%d --set parallel.zero=%d "
-                  "--set train.micro_batch=%d\n",
+    std::snprintf(line, sizeof line, "--set parallel.dp=%d --set parallel.zero=%d --set train.micro_batch=%d",
                   p.dp, p.zero, p.B);
-    s += line;
+    std::string flags = line;
+    if (advice.fine_tune && p.lora.enabled() && !advice.prefer_lora)
+      flags += " --set lora.enabled=true --set lora.rank=" + std::to_string(p.lora.rank) +
+               " --set lora.targets=" + best->config.lora.targets;
+    if (advice.fine_tune && !p.lora.enabled() && advice.prefer_lora) flags += " --set lora.enabled=false";
+    s += std::string(advice.fine_tune ? "\nRecommended layout this build runs: "
+                                      : "\nFastest layout this build runs: ") +
+         flags + "\n";
   }
   return s;
 }
 
-std::string recommendations_to_json(const std::vector<LayoutCandidate>& c, size_t top) {
+std::string recommendations_to_json(const std::vector<LayoutCandidate>& c, size_t top,
+                                    const FineTuneAdvice& advice) {
   nlohmann::json arr = nlohmann::json::array();
   for (size_t i = 0; i < c.size() && i < top; ++i) {
     const Plan& p = c[i].plan;
-    arr.push_back({{"dp", p.dp},
-                   {"tp", p.tp},
-                   {"pp", p.pp},
-                   {"zero", p.zero},
-                   {"micro_batch", p.B},
-                   {"grad_accum_steps", p.grad_accum_steps},
-                   {"memory_per_device_bytes", p.peak().total()},
-                   {"step_s", p.step_s},
-                   {"tokens_per_s", p.tokens_per_s},
-                   {"bubble", p.bubble},
-                   {"runnable", c[i].runnable},
-                   {"note", c[i].note}});
+    nlohmann::json row = {{"dp", p.dp},
+                          {"tp", p.tp},
+                          {"pp", p.pp},
+                          {"zero", p.zero},
+                          {"micro_batch", p.B},
+                          {"grad_accum_steps", p.grad_accum_steps},
+                          {"memory_per_device_bytes", p.peak().total()},
+                          {"step_s", p.step_s},
+                          {"tokens_per_s", p.tokens_per_s},
+                          {"bubble", p.bubble},
+                          {"runnable", c[i].runnable},
+                          {"note", c[i].note}};
+    if (advice.fine_tune) {
+      row["method"] = p.lora.enabled() ? "lora" : "full";
+      row["lora"] = {{"enabled", p.lora.enabled()},
+                     {"rank", c[i].config.lora.rank},
+                     {"alpha", c[i].config.lora.alpha},
+                     {"targets", c[i].config.lora.targets}};
+      row["trainable_parameters"] = p.params.trainable;
+    }
+    arr.push_back(std::move(row));
   }
-  return nlohmann::json{{"layouts", arr}, {"count", c.size()}}.dump(2);
+  nlohmann::json out = {{"layouts", arr}, {"count", c.size()}};
+  if (advice.fine_tune)
+    out["fine_tune"] = {{"prefer", advice.prefer_lora ? "lora" : "full"},
+                        {"full_fits", advice.full_fits},
+                        {"lora_fits", advice.lora_fits},
+                        {"full", advice.full},
+                        {"lora", advice.lora}};
+  return out.dump(2);
 }
 
 }  // namespace flotilla

@@ -1,12 +1,14 @@
 // The config key list is frozen and documented: the schema matches every field of run_config.h
 // (same doc line), the key list equals tests/engine/golden/config_keys.txt, docs/config.md is the
 // generated reference (and names every key), and the shipped example configs parse and validate.
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "check.h"
 #include "engine/config/config_io.h"
@@ -46,6 +48,22 @@ bool same_text(const std::string& want, const std::string& got, const char* what
   return false;
 }
 
+// run_config.h's lines with a declaration clang-format broke after its "=" joined back into one
+// ("std::string targets =" + "\"all-linear\";  // ...").
+std::vector<std::string> joined_lines(const std::string& text) {
+  const std::regex broken(R"(^\s+[\w:]+\s+\w+\s*=\s*$)");
+  std::vector<std::string> out;
+  for (const auto& l : lines(text)) {
+    if (!out.empty() && std::regex_search(out.back(), broken)) {
+      out.back().push_back(' ');
+      out.back().append(l, std::min(l.find_first_not_of(' '), l.size()), std::string::npos);
+    } else {
+      out.push_back(l);
+    }
+  }
+  return out;
+}
+
 // Every field declared in run_config.h: "section.name" -> its // comment.
 std::map<std::string, std::string> header_fields() {
   const std::string text = read("engine/config/run_config.h");
@@ -59,7 +77,7 @@ std::map<std::string, std::string> header_fields() {
   }
   std::map<std::string, std::string> out;
   std::string current;
-  for (const auto& l : lines(text)) {
+  for (const auto& l : joined_lines(text)) {
     std::smatch m;
     if (std::regex_search(l, m, open))
       current = m[1];

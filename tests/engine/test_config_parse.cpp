@@ -117,7 +117,7 @@ void test_presets() {
             "%s", e.c_str());
   CHECK_MSG(contains(e,
                      "tiny, small, gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1.5b, llama-tiny, smollm2-135m, "
-                     "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, custom"),
+                     "qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, llama3.1-8b, qwen2.5-7b, qwen3-8b, custom"),
             "%s", e.c_str());
 }
 

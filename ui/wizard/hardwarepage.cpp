@@ -451,7 +451,7 @@ void HardwarePage::refreshDerived() {
   const struct {
     const char* name;
     uint64_t bytes;
-  } items[] = {{"weights", m.weights + m.master_weights},
+  } items[] = {{"weights", m.frozen_weights + m.weights + m.master_weights},
                {"gradients", m.gradients},
                {"AdamW state", m.adam_m + m.adam_v},
                {"activations", m.activations},
