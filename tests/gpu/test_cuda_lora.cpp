@@ -271,10 +271,21 @@ size_t measure(const ModelDims& d, int B, int T, bool bf16, const LoraSpec& lora
   return before - free_bytes();
 }
 
+// The simulator counts the bytes asked for, so the prediction (each of the model's and the optimizer's
+// allocations rounded up to 256 bytes) is exact up to that rounding; a GPU's driver rounds up to its
+// pages and counts what else the process holds, so there the bound is test_cuda_train's.
+bool allocation_matches(size_t predicted, size_t measured) {
+#ifdef FLOTILLA_CUDA_SIM
+  return measured <= predicted && predicted - measured <= 16 * 256;
+#else
+  return measured >= 0.9 * static_cast<double>(predicted) && measured <= predicted + (size_t{256} << 20);
+#endif
+}
+
 void test_memory() {
   // A Llama shape whose weights outweigh its activations at this batch, as in fine-tuning.
   ModelSection shape = find_model_preset("llama-tiny")->shape;
-  shape.vocab_size = 8000;
+  shape.vocab_size = 32000;
   shape.max_seq_len = 64;
   const ModelDims d = dims_from_config(shape);
   const int B = 2, T = 32;
@@ -287,14 +298,13 @@ void test_memory() {
       lora.dropout = dropout;
       size_t predicted = 0, full_predicted = 0;
       const size_t measured = measure(d, B, T, bf16, lora, &predicted);
-      // The prediction rounds each of the model's and the optimizer's allocations up to 256 bytes.
-      CHECK_MSG(measured <= predicted && predicted - measured <= 16 * 256,
-                "LoRA %s dropout %.1f: predicted %zu bytes, the simulator allocated %zu",
-                bf16 ? "bf16" : "fp32", static_cast<double>(dropout), predicted, measured);
+      CHECK_MSG(allocation_matches(predicted, measured),
+                "LoRA %s dropout %.1f: predicted %zu bytes, the device allocated %zu", bf16 ? "bf16" : "fp32",
+                static_cast<double>(dropout), predicted, measured);
       if (dropout > 0.0f) continue;
       const size_t full = measure(d, B, T, bf16, LoraSpec{}, &full_predicted);
-      CHECK_MSG(full <= full_predicted && full_predicted - full <= 16 * 256,
-                "full training %s: predicted %zu bytes, the simulator allocated %zu", bf16 ? "bf16" : "fp32",
+      CHECK_MSG(allocation_matches(full_predicted, full),
+                "full training %s: predicted %zu bytes, the device allocated %zu", bf16 ? "bf16" : "fp32",
                 full_predicted, full);
       CHECK_MSG(measured < full / 2, "LoRA %s allocated %zu bytes, full training %zu", bf16 ? "bf16" : "fp32",
                 measured, full);
