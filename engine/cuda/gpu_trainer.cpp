@@ -195,7 +195,8 @@ void GpuTrainer::Impl::on_layer_done(int layer) {
 
 size_t GpuTrainer::parameter_bytes() const {
   const Impl& s = *impl_;
-  return s.model->num_params() * s.es() + s.model->grad_bytes();
+  const size_t frozen = s.opt.lora.enabled() ? s.model->num_base_params() : 0;  // LoRA's base
+  return (s.model->num_params() + frozen) * s.es() + s.model->grad_bytes();
 }
 size_t GpuTrainer::optimizer_bytes() const { return impl_->optim->used(); }
 size_t GpuTrainer::activation_bytes() const { return impl_->model->activation_bytes(); }

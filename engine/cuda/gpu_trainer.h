@@ -149,7 +149,7 @@ class GpuTrainer {
   bool bf16_storage() const;
   Context& context();
 
-  size_t parameter_bytes() const;
+  size_t parameter_bytes() const;  // parameters (LoRA: adapters and the frozen base) and gradients
   size_t optimizer_bytes() const;
   size_t activation_bytes() const;
   Model& model();  // the architecture's model on the CUDA backend

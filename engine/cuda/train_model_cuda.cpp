@@ -150,7 +150,7 @@ class CudaTrainModel final : public DeviceModel {
     } unhook{*gpt_};
     gpt_->set_backward_hook([this](int layer) { reduce_bucket(layer); });
     const float loss = gpt_->forward_backward(inputs, targets, loss_scale, accumulate, positions);
-    overlapped_ = works_.size() == buckets_.size();
+    overlapped_ = works_.size() == reduced_buckets();
     return loss;
   }
   float forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) override {
@@ -242,11 +242,13 @@ class CudaTrainModel final : public DeviceModel {
   }
 
   // The bucket finished by the backward at `layer`: packs it on the compute stream and submits
-  // its all-reduce (the NCCL stream waits for the packing through the submission event).
+  // its all-reduce (the NCCL stream waits for the packing through the submission event). An empty
+  // bucket (LoRA's non-layer tensors: there are none) submits nothing.
   void reduce_bucket(int layer) {
     Context& c = gpt_->context();
     allocate_packed();
     const GradBucket& b = bucket(layer);
+    if (b.count == 0) return;
     float* dst = packed_ + b.packed_offset;
     for (const GradSlice& sl : b.slices) {
       if (bf16_) {
@@ -284,6 +286,12 @@ class CudaTrainModel final : public DeviceModel {
     for (auto& w : works_) w->wait();
     works_.clear();
     overlapped_ = false;
+  }
+
+  size_t reduced_buckets() const {
+    size_t n = 0;
+    for (const GradBucket& b : buckets_) n += b.count > 0 ? 1 : 0;
+    return n;
   }
 
   const GradBucket& bucket(int layer) const {

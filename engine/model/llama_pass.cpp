@@ -511,10 +511,11 @@ struct Pass {
       }
       if (m.layer_hook) m.layer_hook(l);
     }
-    if (first && !frozen)
-      m.embed_backward<S>(a.h, m.G<S>(kEmbed), static_cast<S*>(nullptr), a.dresidual, pos, B, T);
-    else if constexpr (sizeof(S) != sizeof(float))
+    if (first) {  // a frozen embedding has no gradient, and the first stage sends nothing back
+      if (!frozen) m.embed_backward<S>(a.h, m.G<S>(kEmbed), static_cast<S*>(nullptr), a.dresidual, pos, B, T);
+    } else if constexpr (sizeof(S) != sizeof(float)) {
       be.convert(a.h.dinput_f32, a.dresidual, NC);
+    }
     if (m.layer_hook) m.layer_hook(-1);
     be.synchronize();
   }
