@@ -82,11 +82,13 @@ const char* kHelp =
     "vocabulary 50257, --dtype fp32. --dtype bf16: CPU mixed precision (bf16 matmul operands on oneDNN,\n"
     "fp32 storage and optimizer; needs AVX512_BF16 or AMX), MFU against the bf16 dot-product ceiling.\n"
     "--profile adds time per kernel family; --json prints one JSON object.\n"
-    "--lora trains LoRA adapters on the frozen preset instead (Llama-family presets; --rank R (16),\n"
-    "--alpha A (2R), --targets all-linear|attention|mlp|q_proj,...), with MFU on LoRA's FLOPs\n"
-    "(4N + 6N_lora + 12LCT: no weight gradients for the frozen base). --vs-full runs the LoRA bench\n"
-    "and full fine-tuning of the same model in two child processes (each its own peak RSS) and prints\n"
-    "both, the planner's memory for each and LoRA's step speed-up.\n";
+    "--lora trains LoRA adapters on the frozen preset instead (Llama-family presets; --lora-rank R\n"
+    "(16), --lora-alpha A (2R), --lora-targets all-linear|attention|mlp|q_proj,...), with MFU on LoRA's\n"
+    "FLOPs (4N + 6N_lora + 12LCT: no weight gradients for the frozen base). --vs-full runs the LoRA\n"
+    "bench and full fine-tuning of the same model in two child processes (each its own peak RSS) and\n"
+    "prints both, the planner's memory for each and LoRA's step speed-up.\n"
+    "--device cuda --lora [--lora-rank R --lora-alpha A --lora-targets T --lora-dropout P] [--config F]:\n"
+    "full fine-tuning and LoRA of one model on the GPU at one batch, and their ratios (docs/cuda.md).\n";
 
 }  // namespace
 
@@ -219,9 +221,9 @@ int cmd_bench(const CommandArgs& argv) {
   const std::string dtype = args.value_or("--dtype", "fp32");
   const bool lora = args.flag("--lora");
   const bool vs_full = args.flag("--vs-full");
-  const int rank = static_cast<int>(args.int_or("--rank", 16));
-  const double alpha = args.double_or("--alpha", 2.0 * rank);
-  const std::string targets = args.value_or("--targets", "all-linear");
+  const int rank = static_cast<int>(args.int_or("--lora-rank", 16));
+  const double alpha = args.double_or("--lora-alpha", 2.0 * rank);
+  const std::string targets = args.value_or("--lora-targets", "all-linear");
   args.finish("bench");
   if (vs_full) return bench_lora_vs_full(argv);
   if (dtype != "fp32" && dtype != "bf16")
@@ -249,8 +251,8 @@ int cmd_bench(const CommandArgs& argv) {
   if (lora) {
     if (!d.llama())
       throw_usage("--lora trains the Llama family; pick a Llama-family --preset (e.g. smollm2-135m)");
-    if (rank < 1) throw_usage("--rank must be at least 1");
-    if (!(alpha > 0)) throw_usage("--alpha must be > 0");
+    if (rank < 1) throw_usage("--lora-rank must be at least 1");
+    if (!(alpha > 0)) throw_usage("--lora-alpha must be > 0");
     spec.rank = rank;
     spec.alpha = alpha;
     spec.targets = parse_lora_targets(targets);
