@@ -94,10 +94,10 @@ FLOTILLA_UNSUPPORTED(void, gather_target_logits, "bf16", float*, const bf16_t*, 
 FLOTILLA_UNSUPPORTED(void, convert, "bf16", bf16_t*, const float*, size_t)
 FLOTILLA_UNSUPPORTED(void, convert, "bf16", float*, const bf16_t*, size_t)
 FLOTILLA_UNSUPPORTED(double, sum_values, "fp32", const float*, size_t)
-FLOTILLA_UNSUPPORTED(void, add_scaled_cols, "fp32", float*, int, int, const float*, long, int, float)
-FLOTILLA_UNSUPPORTED(void, add_scaled_cols, "bf16", bf16_t*, int, int, const bf16_t*, long, int, float)
-FLOTILLA_UNSUPPORTED(void, scaled_cols, "fp32", float*, const float*, int, int, long, int, float)
-FLOTILLA_UNSUPPORTED(void, scaled_cols, "bf16", bf16_t*, const bf16_t*, int, int, long, int, float)
+FLOTILLA_UNSUPPORTED(void, lora_gemm, "fp32", bool, bool, int, int, int, float, const float*, int, const float*,
+                     int, float, float*, int)
+FLOTILLA_UNSUPPORTED(void, lora_gemm, "bf16", bool, bool, int, int, int, float, const bf16_t*, int,
+                     const bf16_t*, int, float, bf16_t*, int)
 FLOTILLA_UNSUPPORTED(void, dropout, "fp32", float*, const float*, long, int, float, uint64_t, int, int)
 FLOTILLA_UNSUPPORTED(void, dropout, "bf16", bf16_t*, const bf16_t*, long, int, float, uint64_t, int, int)
 FLOTILLA_UNSUPPORTED(void, adamw_update, "bf16", bf16_t*, float*, const float*, float*, float*, size_t,

@@ -223,16 +223,19 @@ class Backend {
                                              const int32_t* targets, float dloss, long N, int V, int Vp);
   virtual void gather_target_logits(float* out, const float* logits, const int32_t* targets, long N, int Vp);
   virtual void gather_target_logits(float* out, const bf16_t* logits, const int32_t* targets, long N, int Vp);
-  // LoRA's adapter path (engine/model/lora.h). add_scaled_cols: y[r, col0 + j] += scale * x[r, j]
-  // for r < N, j < n, y rows ldy elements apart (an adapter's output into its columns of a fused
-  // projection). scaled_cols: out[r, j] = scale * y[r, col0 + j] (that slice of a gradient). dropout:
-  // out = in * keep / (1 - p), keep from engine/core/lora_mask.h (may run in
-  // place; the same call is its own backward). in and out are (N, n); element (r, j) draws mask
-  // index r * ld + col0 + j, so a tensor-parallel slice of columns draws the whole tensor's mask.
-  virtual void add_scaled_cols(float* y, int ldy, int col0, const float* x, long N, int n, float scale);
-  virtual void add_scaled_cols(bf16_t* y, int ldy, int col0, const bf16_t* x, long N, int n, float scale);
-  virtual void scaled_cols(float* out, const float* y, int ldy, int col0, long N, int n, float scale);
-  virtual void scaled_cols(bf16_t* out, const bf16_t* y, int ldy, int col0, long N, int n, float scale);
+  // LoRA's adapter path (engine/model/lora.h). lora_gemm: C (M x N, rows ldc apart) = alpha op(A) op(B)
+  // + beta C on row-major matrices with leading dimensions: op(A) = A (M x K, rows lda apart) or, with
+  // ta, A^T of an A stored K x M; op(B) likewise (K x N, or N x K stored, with tb); fp32 arithmetic.
+  // The adapters' products read and write the base projections' columns in place through the
+  // leading dimensions (a fused q|k|v or gate|up output, or its gradient) and accumulate with beta =
+  // 1, so no slice is ever copied. dropout: out = in * keep / (1 - p), keep from
+  // engine/core/lora_mask.h (may run in place; the same call is its own backward). in and out are
+  // (N, n); element (r, j) draws mask index r * ld + col0 + j, so a tensor-parallel slice of columns
+  // draws the whole tensor's mask.
+  virtual void lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                         const float* B, int ldb, float beta, float* C, int ldc);
+  virtual void lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const bf16_t* A, int lda,
+                         const bf16_t* B, int ldb, float beta, bf16_t* C, int ldc);
   virtual void dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld, int col0);
   virtual void dropout(bf16_t* out, const bf16_t* in, long N, int n, float p, uint64_t key, int ld, int col0);
   // fp32 <-> bf16 (round to nearest even).

@@ -259,13 +259,10 @@ double CpuBackend::sum_values(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) sum += x[i];
   return sum;
 }
-void CpuBackend::add_scaled_cols(float* y, int ldy, int col0, const float* x, long N, int n, float scale) {
+void CpuBackend::lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                           const float* B, int ldb, float beta, float* C, int ldc) {
   Timer t(this, kLora);
-  cpu::add_scaled_cols(y, ldy, col0, x, N, n, scale);
-}
-void CpuBackend::scaled_cols(float* out, const float* y, int ldy, int col0, long N, int n, float scale) {
-  Timer t(this, kLora);
-  cpu::scaled_cols(out, y, ldy, col0, N, n, scale);
+  cpu::gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void CpuBackend::dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld,
                          int col0) {

@@ -98,11 +98,10 @@ class CpuBackend final : public Backend {
                                      const int32_t* targets, float dloss, long N, int V, int Vp) override;
   void gather_target_logits(float* out, const float* logits, const int32_t* targets, long N, int Vp) override;
   double sum_values(const float* x, size_t n) override;
-  using Backend::add_scaled_cols;
   using Backend::dropout;
-  using Backend::scaled_cols;
-  void add_scaled_cols(float* y, int ldy, int col0, const float* x, long N, int n, float scale) override;
-  void scaled_cols(float* out, const float* y, int ldy, int col0, long N, int n, float scale) override;
+  using Backend::lora_gemm;
+  void lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) override;
   void dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld, int col0) override;
   using Backend::adamw_update;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,

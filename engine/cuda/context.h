@@ -45,7 +45,8 @@ class Context {
   // context's life (matmul.cu): a shape always runs the same algorithm, whatever the heuristic
   // might answer later, and the per-call heuristic query is skipped. Key: data type, m, n, k,
   // transposes, epilogue, bias/aux presence, deterministic; value: found + algorithm.
-  using LtKey = std::tuple<int, int, int, int, bool, bool, int, bool, int, bool>;
+  // type, m, n, k, trans_a, trans_b, epilogue, bias, ld_aux, deterministic, lda, ldb, ldd (0: contiguous)
+  using LtKey = std::tuple<int, int, int, int, bool, bool, int, bool, int, bool, int, int, int>;
   struct LtChoice {
     bool found = false;
     cublasLtMatmulAlgo_t algo{};

@@ -275,13 +275,10 @@ inline const bf16* dev(const bf16_t* p) { return reinterpret_cast<const bf16*>(p
     Timer t(this, kSoftmaxCe);                                                                               \
     cuda::gather_target_logits(*ctx_, out, dev(logits), targets, N, Vp);                                     \
   }                                                                                                          \
-  void CudaBackend::add_scaled_cols(S* y, int ldy, int col0, const S* x, long N, int n, float scale) {       \
+  void CudaBackend::lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const S* A, int lda,          \
+                              const S* B, int ldb, float beta, S* C, int ldc) {                             \
     Timer t(this, kLora);                                                                                    \
-    cuda::add_scaled_cols(*ctx_, dev(y), ldy, col0, dev(x), N, n, scale);                                    \
-  }                                                                                                          \
-  void CudaBackend::scaled_cols(S* out, const S* y, int ldy, int col0, long N, int n, float scale) {         \
-    Timer t(this, kLora);                                                                                    \
-    cuda::scaled_cols(*ctx_, dev(out), dev(y), ldy, col0, N, n, scale);                                      \
+    cuda::gemm_row_major(*ctx_, ta, tb, M, N, K, alpha, dev(A), lda, dev(B), ldb, beta, dev(C), ldc);         \
   }                                                                                                          \
   void CudaBackend::dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) {   \
     Timer t(this, kLora);                                                                                    \

@@ -91,8 +91,8 @@ class CudaBackend final : public Backend {
   void softmax_crossentropy_backward(S* dlogits, const S* logits, const float* lse, const int32_t* targets,  \
                                      float dloss, long N, int V, int Vp) override;                           \
   void gather_target_logits(float* out, const S* logits, const int32_t* targets, long N, int Vp) override;   \
-  void add_scaled_cols(S* y, int ldy, int col0, const S* x, long N, int n, float scale) override;            \
-  void scaled_cols(S* out, const S* y, int ldy, int col0, long N, int n, float scale) override;              \
+  void lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const S* A, int lda, const S* B,     \
+                 int ldb, float beta, S* C, int ldc) override;                                         \
   void dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) override;
   FLOTILLA_CUDA_FAMILIES(float)
   FLOTILLA_CUDA_FAMILIES(bf16_t)

@@ -1,6 +1,5 @@
-// LoRA's adapter-path kernels: elementwise over (row, column) with a grid-stride loop; the
-// dropout mask is the host-and-device hash of engine/core/lora_mask.h, so a GPU run drops exactly
-// the elements a CPU run drops.
+// LoRA's dropout: elementwise over (row, column) with a grid-stride loop; the mask is the
+// host-and-device hash of engine/core/lora_mask.h, so a GPU run drops exactly the elements a CPU run drops.
 #include "engine/core/lora_mask.h"
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/cuda_check.h"
@@ -8,26 +7,6 @@
 
 namespace flotilla::cuda {
 namespace {
-
-template <typename T>
-__global__ void add_scaled_cols_kernel(T* y, int ldy, int col0, const T* x, size_t total, int n,
-                                       float scale) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total; i += stride) {
-    const size_t r = i / static_cast<size_t>(n), j = i % static_cast<size_t>(n);
-    T* dst = y + r * static_cast<size_t>(ldy) + static_cast<size_t>(col0) + j;
-    *dst = from_f<T>(to_f(*dst) + scale * to_f(x[i]));
-  }
-}
-
-template <typename T>
-__global__ void scaled_cols_kernel(T* out, const T* y, int ldy, int col0, size_t total, int n, float scale) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total; i += stride) {
-    const size_t r = i / static_cast<size_t>(n), j = i % static_cast<size_t>(n);
-    out[i] = from_f<T>(scale * to_f(y[r * static_cast<size_t>(ldy) + static_cast<size_t>(col0) + j]));
-  }
-}
 
 template <typename T>
 __global__ void dropout_kernel(T* out, const T* in, size_t total, int n, uint32_t threshold, float keep_scale,
@@ -43,22 +22,6 @@ __global__ void dropout_kernel(T* out, const T* in, size_t total, int n, uint32_
 }  // namespace
 
 template <typename T>
-void add_scaled_cols(Context& ctx, T* y, int ldy, int col0, const T* x, long N, int n, float scale) {
-  const size_t total = static_cast<size_t>(N) * static_cast<size_t>(n);
-  if (total == 0) return;
-  add_scaled_cols_kernel<T><<<grid_for(total, 256), 256, 0, ctx.stream()>>>(y, ldy, col0, x, total, n, scale);
-  check_launch("add_scaled_cols");
-}
-
-template <typename T>
-void scaled_cols(Context& ctx, T* out, const T* y, int ldy, int col0, long N, int n, float scale) {
-  const size_t total = static_cast<size_t>(N) * static_cast<size_t>(n);
-  if (total == 0) return;
-  scaled_cols_kernel<T><<<grid_for(total, 256), 256, 0, ctx.stream()>>>(out, y, ldy, col0, total, n, scale);
-  check_launch("scaled_cols");
-}
-
-template <typename T>
 void dropout(Context& ctx, T* out, const T* in, long N, int n, float p, uint64_t key, int ld, int col0) {
   const size_t total = static_cast<size_t>(N) * static_cast<size_t>(n);
   if (total == 0) return;
@@ -68,8 +31,6 @@ void dropout(Context& ctx, T* out, const T* in, long N, int n, float p, uint64_t
 }
 
 #define FLOTILLA_LORA(T)                                                                \
-  template void add_scaled_cols<T>(Context&, T*, int, int, const T*, long, int, float); \
-  template void scaled_cols<T>(Context&, T*, const T*, int, int, long, int, float);     \
   template void dropout<T>(Context&, T*, const T*, long, int, float, uint64_t, int, int);
 FLOTILLA_LORA(float)
 FLOTILLA_LORA(bf16)

@@ -44,9 +44,11 @@ struct Descs {
 
 // D = op(A) op(B) (+ beta D), optional epilogue; returns false when no algorithm exists for the
 // epilogue (the caller falls back), throws on any other failure.
+// lda, ldb, ldd: leading dimensions (0: the stored row count, i.e. contiguous); alpha scales op(A) op(B).
 template <typename T>
 bool lt_matmul(Context& ctx, T* D, const T* A, const T* B, const T* bias, int m, int n, int k, bool trans_a,
-               bool trans_b, float beta, cublasLtEpilogue_t epilogue, T* aux, int ld_aux) {
+               bool trans_b, float beta, cublasLtEpilogue_t epilogue, T* aux, int ld_aux, float alpha = 1.0f,
+               int lda = 0, int ldb = 0, int ldd = 0) {
   const cudaDataType_t type = data_type<T>();
   Descs s;
   check_cublas(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -66,17 +68,16 @@ bool lt_matmul(Context& ctx, T* D, const T* A, const T* B, const T* bias, int m,
                  "set EPILOGUE_AUX_LD");
   }
   // Stored shapes (column-major): A is (m, k) or, transposed, (k, m); B is (k, n) or (n, k).
-  check_cublas(cublasLtMatrixLayoutCreate(&s.a, type, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m),
-               "layout A");
-  check_cublas(cublasLtMatrixLayoutCreate(&s.b, type, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k),
-               "layout B");
-  check_cublas(cublasLtMatrixLayoutCreate(&s.d, type, m, n, m), "layout D");
+  const int a_rows = trans_a ? k : m, b_rows = trans_b ? n : k;
+  check_cublas(cublasLtMatrixLayoutCreate(&s.a, type, a_rows, trans_a ? m : k, lda > 0 ? lda : a_rows), "layout A");
+  check_cublas(cublasLtMatrixLayoutCreate(&s.b, type, b_rows, trans_b ? k : n, ldb > 0 ? ldb : b_rows), "layout B");
+  check_cublas(cublasLtMatrixLayoutCreate(&s.d, type, m, n, ldd > 0 ? ldd : m), "layout D");
   check_cublas(cublasLtMatmulPreferenceCreate(&s.pref), "cublasLtMatmulPreferenceCreate");
   const size_t ws = ctx.lt_workspace_bytes();
   check_cublas(cublasLtMatmulPreferenceSetAttribute(s.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                "set MAX_WORKSPACE_BYTES");
   const Context::LtKey key{static_cast<int>(type), m, n, k, trans_a, trans_b, static_cast<int>(epilogue),
-                           bias != nullptr, aux != nullptr ? ld_aux : -1, ctx.deterministic};
+                           bias != nullptr, aux != nullptr ? ld_aux : -1, ctx.deterministic, lda, ldb, ldd};
   const auto cached = ctx.lt_algos.find(key);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
@@ -111,7 +112,6 @@ bool lt_matmul(Context& ctx, T* D, const T* A, const T* B, const T* bias, int m,
                                          std::to_string(n) + " k=" + std::to_string(k) +
                                          " (check the CUDA toolkit and driver versions)");
   }
-  const float alpha = 1.0f;
   check_cublas(cublasLtMatmul(ctx.lt(), s.op, &alpha, A, s.a, B, s.b, &beta, D, s.d, D, s.d, &heuristic.algo,
                               ctx.lt_workspace(), ws, ctx.stream()),
                "cublasLtMatmul");
@@ -160,6 +160,16 @@ void gemm(Context& ctx, T* D, const T* A, const T* B, int m, int n, int k, bool 
 }
 
 template <typename T>
+void gemm_row_major(Context& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const T* A, int lda,
+                    const T* B, int ldb, float beta, T* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  // Row-major C (M, N) is column-major C^T (N, M) with the same leading dimension, and
+  // C^T = op(B)^T op(A)^T: B's storage read column-major is B^T (so no transpose unless tb), A's is A^T.
+  lt_matmul<T>(ctx, C, B, A, nullptr, N, M, K, tb, ta, beta, CUBLASLT_EPILOGUE_DEFAULT, nullptr, 0, alpha, ldb, lda,
+               ldc);
+}
+
+template <typename T>
 void matmul_forward(Context& ctx, T* out, const T* inp, const T* weight, const T* bias, int N, int IC, int OC,
                     T* gelu_out) {
   if (N == 0 || OC == 0) return;
@@ -190,6 +200,8 @@ void matmul_backward(Context& ctx, T* dinp, T* dweight, T* dbias, const T* dout,
 
 #define FLOTILLA_MM(T)                                                                                        \
   template void gemm<T>(Context&, T*, const T*, const T*, int, int, int, bool, bool, float);                 \
+  template void gemm_row_major<T>(Context&, bool, bool, int, int, int, float, const T*, int, const T*, int, float, \
+                                  T*, int);                                                                   \
   template void matmul_forward<T>(Context&, T*, const T*, const T*, const T*, int, int, int, T*);            \
   template void matmul_backward<T>(Context&, T*, T*, T*, const T*, const T*, const T*, int, int, int);
 FLOTILLA_MM(float)

@@ -25,4 +25,10 @@ template <typename T>
 void gemm(Context& ctx, T* D, const T* A, const T* B, int m, int n, int k, bool trans_a, bool trans_b,
           float beta);
 
+// Row-major C (M, N; rows ldc apart) = alpha op(A) op(B) + beta C with leading dimensions, as the CPU's
+// cpu::gemm (LoRA's products on column slices of the base projections, Backend::lora_gemm).
+template <typename T>
+void gemm_row_major(Context& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const T* A, int lda,
+                    const T* B, int ldb, float beta, T* C, int ldc);
+
 }  // namespace flotilla::cuda

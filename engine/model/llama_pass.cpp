@@ -16,7 +16,10 @@
 // - LoRA (lora.h) adds s * (drop(x) A^T) B^T into the adapted projection's output columns right
 //   after the base matmul (before the qk-norm, RoPE or the row-parallel reduce), and its backward
 //   adds the adapter's input gradient into the base's right after the base matmul's backward
-//   (before the column-parallel reduce), so the tensor-parallel all-reduces carry both. The frozen
+//   (before the column-parallel reduce), so the tensor-parallel all-reduces carry both. Its products
+//   (Backend::lora_gemm) read and accumulate into the base tensors' columns in place through leading
+//   dimensions, and the scale s rides on the small u = s drop(x) A^T (N x r), so no (N x out) slice is
+//   copied or scaled anywhere. The frozen
 //   base computes no weight gradient, and with a frozen embedding nothing is propagated below the
 //   first layer's attention input.
 #include <algorithm>
@@ -77,11 +80,10 @@ struct Acts {
   S* dbig = nullptr;       // (N, max(2Fl, Dl)): d gate_up, or d qkv
   S* dqk_norm = nullptr;   // (2 hd): one micro-batch's q/k norm weight gradient (qk_norm, tp > 1)
   // LoRA (nt targets of rank r).
-  S* lu_ = nullptr;          // (L, nt, N, r)  u = drop(x) A^T per target (a partial sum for o, down under TP)
+  S* lu_ = nullptr;          // (L, nt, N, r)  u = s drop(x) A^T per target (a partial sum for o, down under TP)
   S* lx = nullptr;           // (N, max in)    the dropped-out adapter input (dropout > 0)
-  S* ly = nullptr;           // (N, max out)   B's output; in backward the scaled output gradient
   S* ldu = nullptr;          // (N, r)         d u
-  S* ldx = nullptr;          // (N, max in)    the adapter's input gradient
+  S* ldx = nullptr;          // (N, max in)    the adapter's input gradient (dropout > 0)
   S* ltp = nullptr;          // one layer's TP-partial adapter gradients (tp > 1)
   float* ltp_f32 = nullptr;  // their fp32 sum buffer (bf16, tp > 1)
   size_t ltp_n = 0;
@@ -184,18 +186,13 @@ ActivationSizes carve(const ActivationPlan& p, void* base, void* block_base, Act
   const LoraSpec& lo = p.opt.lora;
   if (lo.enabled()) {
     const size_t rank = static_cast<size_t>(lo.rank), nt = static_cast<size_t>(lo.count());
-    size_t max_in = 0, max_out = 0;
-    for (int t = 0; t < kNumLoraTargets; ++t) {
-      if (!lo.has(t)) continue;
-      const LoraGeom g = lora_geom(w, t);
-      max_in = std::max(max_in, static_cast<size_t>(g.in));
-      max_out = std::max(max_out, static_cast<size_t>(g.out));
-    }
+    size_t max_in = 0;
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (lo.has(t)) max_in = std::max(max_in, static_cast<size_t>(lora_geom(w, t).in));
     a->lu_ = r.take<S>(Lr * nt * N * rank);
     a->lx = c.take<S>(lo.dropout > 0.0f ? N * max_in : 0);
-    a->ly = c.take<S>(N * max_out);
     a->ldu = c.take<S>(N * rank);
-    a->ldx = c.take<S>(N * max_in);
+    a->ldx = c.take<S>(lo.dropout > 0.0f ? N * max_in : 0);
     a->ltp_n = s.tp > 1 ? lora_tp_partial_floats(lo, w) : 0;
     a->ltp = c.take<S>(a->ltp_n);
     if (p.bf16()) a->ltp_f32 = c.take<float>(a->ltp_n);
@@ -295,26 +292,25 @@ struct Pass {
     be.dropout(out, in, Nl, g.in, lo.dropout, lora_mask_key(sl.drop_key, m.s.layer_begin + l, t),
                sliced ? g.in * m.s.tp : g.in, sliced ? g.in * m.s.tp_rank : 0);
   }
-  // u = drop(x) A^T into its slot of layer l (x: the target's input, N rows of g.in); returns the
-  // input the adapter saw.
-  const S* lora_inner(int t, int l, const S* x, const LoraGeom& g) {
+  // u = s * drop(x) A^T into its slot of layer l (x: the target's input, N rows of g.in). The scale
+  // rides on u (N x r), so the products that read it (the output, B's gradient) need none.
+  void lora_inner(int t, int l, const S* x, const LoraGeom& g) {
     const S* xin = x;
     if (sl.drop_key != 0) {
       drop(a.lx, x, t, l, g);
       xin = a.lx;
     }
-    be.matmul_forward(a.lu(l, lora_slot(t)), xin, m.LA<S>(t, l), static_cast<const S*>(nullptr), n_, g.in,
-                      lo.rank, static_cast<S*>(nullptr));
-    return xin;
+    be.lora_gemm(false, true, n_, lo.rank, g.in, lscale, xin, g.in, m.LA<S>(t, l), g.in, 0.0f, a.lu(l, lora_slot(t)),
+                 lo.rank);
   }
-  // y[:, col0 : col0 + out] += s * (drop(x) A^T) B^T: target t of layer l, right after the base matmul.
+  // y[:, col0 : col0 + out] += s * (drop(x) A^T) B^T: target t of layer l, right after the base matmul,
+  // accumulated straight into the base output's columns (rows g.ld apart).
   void lora_forward(int t, int l, const S* x, S* y) {
     if (!lora || !lo.has(t)) return;
     const LoraGeom g = lora_geom(w, t);
     lora_inner(t, l, x, g);
-    be.matmul_forward(a.ly, a.lu(l, lora_slot(t)), m.LB<S>(t, l), static_cast<const S*>(nullptr), n_, lo.rank,
-                      g.out, static_cast<S*>(nullptr));
-    be.add_scaled_cols(y, g.ld, g.col0, a.ly, Nl, g.out, lscale);
+    be.lora_gemm(false, true, n_, g.out, lo.rank, 1.0f, a.lu(l, lora_slot(t)), lo.rank, m.LB<S>(t, l), lo.rank, 1.0f,
+                 y + g.col0, g.ld);
   }
   // The TP-partial slot of target t's replicated adapter gradient within one layer (tp > 1).
   S* lora_partial(int t) {
@@ -326,30 +322,36 @@ struct Pass {
     }
     return a.ltp + off;
   }
-  // Backward of target t in layer l from dy (the base output's gradient, rows of g.ld): the
-  // adapters' gradients, and, when dx is not null, the adapter's input gradient added into dx (the
-  // base input's gradient, (N, g.in), already written by the base matmul's backward).
+  // Backward of target t in layer l from dy (the base output's gradient; its columns col0.. read in place,
+  // rows g.ld apart): the adapters' gradients, and, when dx is not null, the adapter's input gradient
+  // added into dx (the base input's gradient, (N, g.in), already written by the base matmul's backward).
   void lora_backward(int t, int l, const S* x, const S* dy, S* dx) {
     if (!lora || !lo.has(t)) return;
     const LoraGeom g = lora_geom(w, t);
     const bool partial = m.s.tp > 1;  // this rank's A (column) or B (row) gradient is a partial sum
-    S* u = a.lu(l, lora_slot(t));
+    S* u = a.lu(l, lora_slot(t));     // s * drop(x) A^T
     if (t == kLoraDown && m.recompute) lora_inner(t, l, x, g);  // not rebuilt with the block
-    be.scaled_cols(a.ly, dy, g.ld, g.col0, Nl, g.out, lscale);  // s * dy: every later product is scaled
+    const S* dyt = dy + g.col0;
+    // dB += dy^T (s u): B's gradient; du = s dy B.
     S* dB = partial && !lora_column_parallel(t) ? lora_partial(t) : m.dLB<S>(t, l);
-    be.matmul_backward(a.ldu, dB, static_cast<S*>(nullptr), a.ly, u, m.LB<S>(t, l), n_, lo.rank, g.out);
+    be.lora_gemm(true, false, g.out, lo.rank, n_, 1.0f, dyt, g.ld, u, lo.rank, 1.0f, dB, lo.rank);
+    be.lora_gemm(false, false, n_, lo.rank, g.out, lscale, dyt, g.ld, m.LB<S>(t, l), lo.rank, 0.0f, a.ldu, lo.rank);
+    // dA += du^T drop(x); dx += drop'(du A).
     const S* xin = x;
     if (sl.drop_key != 0) {
       drop(a.lx, x, t, l, g);
       xin = a.lx;
     }
     S* dA = partial && lora_column_parallel(t) ? lora_partial(t) : m.dLA<S>(t, l);
-    be.matmul_backward(dx ? a.ldx : static_cast<S*>(nullptr), dA, static_cast<S*>(nullptr), a.ldu, xin,
-                       m.LA<S>(t, l), n_, g.in, lo.rank);
+    be.lora_gemm(true, false, lo.rank, g.in, n_, 1.0f, a.ldu, lo.rank, xin, g.in, 1.0f, dA, g.in);
     if (dx == nullptr) return;
-    const size_t nin = N * static_cast<size_t>(g.in);
-    if (sl.drop_key != 0) drop(a.ldx, a.ldx, t, l, g);
-    be.residual_forward(dx, dx, a.ldx, nin);
+    if (sl.drop_key == 0) {
+      be.lora_gemm(false, false, n_, g.in, lo.rank, 1.0f, a.ldu, lo.rank, m.LA<S>(t, l), g.in, 1.0f, dx, g.in);
+      return;
+    }
+    be.lora_gemm(false, false, n_, g.in, lo.rank, 1.0f, a.ldu, lo.rank, m.LA<S>(t, l), g.in, 0.0f, a.ldx, g.in);
+    drop(a.ldx, a.ldx, t, l, g);
+    be.residual_forward(dx, dx, a.ldx, N * static_cast<size_t>(g.in));
   }
   // Under TP: zero the layer's partial-gradient slots first; after the layer, sum them over the TP
   // group once and add each into its adapter's gradient (the replicas stay bitwise equal).

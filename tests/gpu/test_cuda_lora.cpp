@@ -1,7 +1,7 @@
 // LoRA on the GPU (the one Model's LoRA pass on the CUDA backend, GpuTrainer's adapter optimizer)
 // against the CPU and PEFT. Skips without a device.
-//   - kernels: add_scaled_cols, scaled_cols and dropout against their CPU twins (engine/cpu/lora.h),
-//     fp32 and bf16, on odd sizes; the dropout masks bit for bit the CPU's, also in the (ld, col0)
+//   - kernels: LoRA's strided products (gemm_row_major on a column slice, accumulating) and dropout
+//     against their CPU twins, fp32 and bf16, on odd sizes; the dropout masks bit for bit the CPU's, also in the (ld, col0)
 //     slice form a row-parallel TP shard uses, where the slice must draw exactly its columns of the
 //     whole input's mask; in place as well.
 //   - the three PEFT goldens (tests/tools/lora_golden.h) on a CUDA Model in fp32: logits, loss, every
@@ -59,25 +59,37 @@ void test_kernels(fc::Context& ctx) {
   const size_t NL = static_cast<size_t>(N) * ld, Nn = static_cast<size_t>(N) * n;
   const float s = 0.37f;
   {
-    auto y = random_vec(NL, 41, 1, kBf16<T>), x = random_vec(Nn, 42, 1, kBf16<T>);
-    DeviceBuf<T> d_y(y), d_x(x), d_out(Nn);
-    fc::add_scaled_cols<T>(ctx, d_y.get(), ld, col0, d_x.get(), N, n, s);
-    fc::scaled_cols<T>(ctx, d_out.get(), d_y.get(), ld, col0, N, n, -1.5f);
-    std::vector<float> out(Nn);
-    cpu::add_scaled_cols(y.data(), ld, col0, x.data(), N, n, s);
+    // The LoRA products in place on a column slice of a fused output (rows ld apart), accumulating
+    // (beta 1), and the transposed forms, against the CPU's threaded sgemm (the CPU backend's
+    // lora_gemm) in fp32 on the bf16-rounded inputs.
+    const int r = 5;
+    auto y = random_vec(NL, 41, 1, kBf16<T>), u = random_vec(static_cast<size_t>(N) * r, 42, 1, kBf16<T>),
+         b = random_vec(static_cast<size_t>(n) * r, 44, 1, kBf16<T>);
+    DeviceBuf<T> d_y(y), d_u(u), d_b(b), d_db(static_cast<size_t>(n) * r), d_du(static_cast<size_t>(N) * r);
+    // y[:, col0:] += s u b^T; db = y[:, col0:]^T u (after the update); du = y[:, col0:] b.
+    fc::gemm_row_major<T>(ctx, false, true, static_cast<int>(N), n, r, s, d_u.get(), r, d_b.get(), r, 1.0f,
+                          d_y.get() + col0, ld);
+    fc::gemm_row_major<T>(ctx, true, false, n, r, static_cast<int>(N), 1.0f, d_y.get() + col0, ld, d_u.get(), r, 0.0f,
+                          d_db.get(), r);
+    fc::gemm_row_major<T>(ctx, false, false, static_cast<int>(N), r, n, 1.0f, d_y.get() + col0, ld, d_b.get(), r, 0.0f,
+                          d_du.get(), r);
+    std::vector<float> db(static_cast<size_t>(n) * r), du(static_cast<size_t>(N) * r);
+    cpu::gemm(false, true, static_cast<int>(N), n, r, s, u.data(), r, b.data(), r, 1.0f, y.data() + col0, ld);
     y = stored<T>(y);  // the GPU stores the sum before it is read back
-    cpu::scaled_cols(out.data(), y.data(), ld, col0, N, n, -1.5f);
+    cpu::gemm(true, false, n, r, static_cast<int>(N), 1.0f, y.data() + col0, ld, u.data(), r, 0.0f, db.data(), r);
+    cpu::gemm(false, false, static_cast<int>(N), r, n, 1.0f, y.data() + col0, ld, b.data(), r, 0.0f, du.data(), r);
     const std::vector<float> got_y = d_y.download();
-    compare<T>("add_scaled_cols", got_y, y);
-    compare<T>("scaled_cols", d_out.download(), out);
+    compare<T>("lora_gemm y += s u b^T (column slice)", got_y, y);
+    compare<T>("lora_gemm y^T u (column slice)", d_db.download(), db);
+    compare<T>("lora_gemm y b (column slice)", d_du.download(), du);
     // Columns outside the slice are untouched, bit for bit.
     const auto before = random_vec(NL, 41, 1, kBf16<T>);
     bool outside = true;
-    for (long r = 0; r < N; ++r)
+    for (long q = 0; q < N; ++q)
       for (int j = 0; j < ld; ++j)
         if (j < col0 || j >= col0 + n)
-          outside &= got_y[static_cast<size_t>(r) * ld + j] == before[static_cast<size_t>(r) * ld + j];
-    CHECK_MSG(outside, "add_scaled_cols wrote outside its columns");
+          outside &= got_y[static_cast<size_t>(q) * ld + j] == before[static_cast<size_t>(q) * ld + j];
+    CHECK_MSG(outside, "lora_gemm wrote outside its columns");
   }
   for (const float p : {0.1f, 0.5f}) {
     const uint64_t key = lora_mask_key(lora_forward_key(7, 3, 1, 2), 1, kLoraO);
