@@ -16,6 +16,22 @@ namespace {
 QString tr(const char* text, int n = -1) {
   return QCoreApplication::translate("LayoutAdvice", text, nullptr, n);
 }
+
+// Both train the same way (the [lora] values of two full fine-tunes do not matter).
+bool sameLora(const flotilla::LoraSection& a, const flotilla::LoraSection& b) {
+  if (!a.enabled && !b.enabled) return true;
+  return a.enabled == b.enabled && a.rank == b.rank && a.alpha == b.alpha && a.dropout == b.dropout &&
+         a.use_rslora == b.use_rslora && a.targets == b.targets && a.init_from == b.init_from;
+}
+
+// "full fine-tune" or "LoRA r 16, alpha 32, all-linear".
+QString trainingText(const flotilla::LoraSection& l) {
+  if (!l.enabled) return tr("full fine-tune");
+  return tr("LoRA r %1, alpha %2%3, %4")
+      .arg(l.rank)
+      .arg(l.alpha, 0, 'g', 6)
+      .arg(l.use_rslora ? tr(" (rsLoRA)") : QString(), QString::fromStdString(l.targets));
+}
 }  // namespace
 
 QString layoutText(const flotilla::Plan& p) {
@@ -36,6 +52,8 @@ QString describeLayoutChange(const flotilla::RunConfig& before, int ranksBefore,
   const auto field = [&changed](const QString& name, long long was, long long now) {
     if (was != now) changed << QStringLiteral("%1 %2 → %3").arg(name).arg(was).arg(now);
   };
+  if (!sameLora(before.lora, after.lora))
+    changed << tr("training %1 → %2").arg(trainingText(before.lora), trainingText(after.lora));
   field(tr("ranks"), ranksBefore, ranksAfter);
   field(tr("data"), before.parallel.dp, after.parallel.dp);
   field(tr("tensor"), before.parallel.tp, after.parallel.tp);
@@ -78,6 +96,7 @@ void applyLayout(const flotilla::RunConfig& layout, flotilla::RunConfig& config)
   config.parallel.zero = layout.parallel.zero;
   config.parallel.micro_batches = layout.parallel.micro_batches;
   config.train.micro_batch = layout.train.micro_batch;
+  if (!sameLora(config.lora, layout.lora)) config.lora = layout.lora;
   config.train.global_batch_tokens = tokens;
   if (naturalBatchTokens(config) == tokens) config.train.global_batch_tokens = 0;
 }
@@ -96,10 +115,14 @@ LayoutAdvice adviseLayout(const flotilla::RunConfig& base, const HardwareTarget&
     advice.ranks = world;
     advice.config = best->config;
     advice.plan = best->plan;
+    advice.note = QString::fromStdString(best->note);
     const flotilla::Plan& p = best->plan;
     advice.text = tr("Fastest layout that fits on %n rank(s): %1, %2 per device, %3 s per step.", world)
                       .arg(layoutText(p), formatBytes(p.peak().total()))
                       .arg(p.step_s, 0, 'g', 3);
+    if (!sameLora(best->config.lora, base.lora))
+      advice.text += tr(" It trains with %1.").arg(trainingText(best->config.lora));
+    if (!advice.note.isEmpty()) advice.text += QLatin1Char(' ') + advice.note;
     if (!layouts.front().runnable)
       advice.text += tr(" (%1 would be faster, %2 s per step, but %3.)")
                          .arg(layoutText(layouts.front().plan))
