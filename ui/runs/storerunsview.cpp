@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <type_traits>
 
@@ -249,32 +250,48 @@ void StoreRunsView::selectId(qint64 id) {
 void StoreRunsView::showMenu(const QPoint& pos) {
   const QModelIndex index = m_table->indexAt(pos);
   if (!index.isValid()) return;
-  const qint64 id = index.data(StoreRunsModel::IdRole).toLongLong();
+  const std::unique_ptr<QMenu> menu(runMenu(index.data(StoreRunsModel::IdRole).toLongLong()));
+  if (menu) menu->exec(m_table->viewport()->mapToGlobal(pos));
+}
+
+QMenu* StoreRunsView::runMenu(qint64 id) {
+  const int row = m_model->rowOfId(id);
+  if (row < 0) return nullptr;
+  const QModelIndex index = m_model->index(row, 0);
   const QString status = index.data(StoreRunsModel::StatusRole).toString();
   const bool running = status == QLatin1String("running");
   const bool checkpointed = index.data(StoreRunsModel::CheckpointsRole).toLongLong() > 0;
-  QMenu menu(this);
-  menu.addAction(tr("Open live"), this, [this, id] { openLive(id); });
+  auto* menu = new QMenu(this);
+  menu->addAction(tr("Open live"), this, [this, id] { openLive(id); });
   // Resume and Fork need a checkpoint: without one they are shown off, saying why.
-  QAction* resumeAction = menu.addAction(
+  QAction* resumeAction = menu->addAction(
       checkpointed ? tr("Resume from the last checkpoint") : tr("Resume (no checkpoint saved yet)"), this,
       [this, id] { resume(id); });
   resumeAction->setEnabled(checkpointed && !running && status != QLatin1String("completed"));
-  QAction* forkAction = menu.addAction(
-      checkpointed ? tr("Fork from a checkpoint…") : tr("Fork (no checkpoint saved yet)"), this,
-      [this, id] { fork(id, QString()); });
+  QAction* forkAction =
+      menu->addAction(checkpointed ? tr("Fork from a checkpoint…") : tr("Fork (no checkpoint saved yet)"),
+                      this, [this, id] { fork(id, QString()); });
   forkAction->setEnabled(checkpointed);
-  menu.addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
-  QAction* sampleAction = menu.addAction(tr("Sample from the model…"), this, [this, id] { sampleModel(id, {}); });
+  menu->addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
+  QAction* sampleAction =
+      menu->addAction(tr("Sample from the model…"), this, [this, id] { sampleModel(id, {}); });
   sampleAction->setEnabled(checkpointed);
-  QAction* weightsAction = menu.addAction(tr("Export weights…"), this, [this, id] { exportWeights(id, {}); });
-  weightsAction->setEnabled(checkpointed);
-  menu.addSeparator();
-  menu.addAction(tr("Export metrics as CSV…"), this, [this, id] { exportCsv(id, QString()); });
-  menu.addSeparator();
-  QAction* del = menu.addAction(tr("Delete…"), this, [this, id] { remove(id); });
+  if (isLoraRun(id)) {
+    // The adapter alone (small, loaded over the base with PEFT) or a standalone merged model.
+    menu->addAction(tr("Export LoRA adapter (PEFT)…"), this, [this, id] { exportAdapter(id, {}); })
+        ->setEnabled(checkpointed);
+    menu->addAction(tr("Export merged Hugging Face folder…"), this, [this, id] { exportWeights(id, {}); })
+        ->setEnabled(checkpointed);
+  } else {
+    menu->addAction(tr("Export weights…"), this, [this, id] { exportWeights(id, {}); })
+        ->setEnabled(checkpointed);
+  }
+  menu->addSeparator();
+  menu->addAction(tr("Export metrics as CSV…"), this, [this, id] { exportCsv(id, QString()); });
+  menu->addSeparator();
+  QAction* del = menu->addAction(tr("Delete…"), this, [this, id] { remove(id); });
   del->setEnabled(!running);
-  menu.exec(m_table->viewport()->mapToGlobal(pos));
+  return menu;
 }
 
 void StoreRunsView::openLive(qint64 id) {

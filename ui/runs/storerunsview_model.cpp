@@ -1,5 +1,6 @@
-// The stored runs view's actions on a run's model (see storerunsview.h): export its weights and
-// sample from it, each by running flotilla-worker on the run's newest verified checkpoint.
+// The stored runs view's actions on a run's model (see storerunsview.h): export its weights (a LoRA
+// run's adapter as a PEFT folder, or its base with the adapter merged in) and sample from it, each by
+// running flotilla-worker on the run's newest verified checkpoint.
 #include "ui/runs/storerunsview.h"
 
 #include <QDir>
@@ -18,6 +19,27 @@
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
+namespace {
+
+// The run's config as stored (its TOML, else its folder's config.toml); nullopt for the demo and
+// older runs, which keep none.
+std::optional<flotilla::RunConfig> storedConfig(const db::Run& run) {
+  try {
+    return run.config_toml.empty() ? flotilla::load_config_file(run.run_dir + "/config.toml")
+                                   : flotilla::parse_config_toml(run.config_toml, run.name);
+  } catch (const flotilla::Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool StoreRunsView::isLoraRun(qint64 id) {
+  const std::optional<db::Run> run = m_store->run(id);
+  if (!run) return false;
+  const std::optional<flotilla::RunConfig> config = storedConfig(*run);
+  return config && config->lora.enabled;
+}
 
 std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) {
   const std::optional<db::Run> run = m_store->run(id);
@@ -37,14 +59,11 @@ std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) 
     emit errorRaised(tr("Cannot find flotilla-worker: %1").arg(error));
     return std::nullopt;
   }
-  try {
-    const flotilla::RunConfig config =
-        run->config_toml.empty() ? flotilla::load_config_file(run->run_dir + "/config.toml")
-                                 : flotilla::parse_config_toml(run->config_toml, run->name);
-    src.llama = config.model.arch == "llama";
-    src.tokenizer = QString::fromStdString(runs::run_tokenizer_path(config));
-  } catch (const flotilla::Error&) {
-    // The demo and older runs keep no config: a GPT-2 without a tokenizer.
+  // The demo and older runs keep no config: a GPT-2 without a tokenizer.
+  if (const std::optional<flotilla::RunConfig> config = storedConfig(*run)) {
+    src.llama = config->model.arch == "llama";
+    src.lora = config->lora.enabled;
+    src.tokenizer = QString::fromStdString(runs::run_tokenizer_path(*config));
   }
   return src;
 }
@@ -75,7 +94,10 @@ bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
   if (!src) return false;
   QString target = path;
   if (target.isEmpty()) {
-    const QString suggested = QDir::home().filePath(src->name + (src->llama ? QStringLiteral("-hf") : QStringLiteral("-gpt2")));
+    const QString suffix = src->lora    ? QStringLiteral("-merged-hf")
+                           : src->llama ? QStringLiteral("-hf")
+                                        : QStringLiteral("-gpt2");
+    const QString suggested = QDir::home().filePath(src->name + suffix);
     target = chooseExportFolder ? chooseExportFolder(suggested)
                                 : QFileDialog::getSaveFileName(this, tr("Export weights to a folder"), suggested);
     if (target.isEmpty()) return false;
@@ -86,15 +108,51 @@ bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
   args << (src->llama || target.endsWith(QLatin1Char('/')) ? target : target + QLatin1Char('/'));
   if (src->llama && !src->tokenizer.isEmpty() && QFileInfo(src->tokenizer).isDir())
     args << QStringLiteral("--tokenizer") << src->tokenizer;
-  runWorker(src->worker, args, tr("Exporting the weights of %1…").arg(src->name),
-            [this, target](bool ok, const QString&, const QString& err) {
+  // A LoRA run's hf export is its base with the adapter merged in (the worker reads the base again).
+  const QString busy = src->lora ? tr("Merging the adapter of %1 into its base…").arg(src->name)
+                                 : tr("Exporting the weights of %1…").arg(src->name);
+  runWorker(src->worker, args, busy,
+            [this, target, lora = src->lora](bool ok, const QString&, const QString& err) {
               if (ok) {
-                emit message(tr("Weights exported to %1").arg(target));
+                emit message(lora ? tr("Merged model exported to %1").arg(target)
+                                  : tr("Weights exported to %1").arg(target));
               } else {
                 emit errorRaised(tr("Export failed: %1").arg(err));
               }
               emit weightsExported(ok, ok ? target : err);
             });
+  return true;
+}
+
+bool StoreRunsView::exportAdapter(qint64 id, const QString& path) {
+  const std::optional<ModelSource> src = modelSource(id);
+  if (!src) return false;
+  if (!src->lora) {
+    emit errorRaised(
+        tr("%1 trained every weight, so it has no LoRA adapter: export its weights instead.").arg(src->name));
+    return false;
+  }
+  QString target = path;
+  if (target.isEmpty()) {
+    const QString suggested = QDir::home().filePath(src->name + QStringLiteral("-adapter"));
+    target = chooseExportFolder
+                 ? chooseExportFolder(suggested)
+                 : QFileDialog::getSaveFileName(this, tr("Export the LoRA adapter to a folder"), suggested);
+    if (target.isEmpty()) return false;
+  }
+  const QStringList args{
+      QStringLiteral("export"), QStringLiteral("--checkpoint"), src->runDir, QStringLiteral("--format"),
+      QStringLiteral("peft"),   QStringLiteral("--out"),        target};
+  runWorker(
+      src->worker, args, tr("Exporting the LoRA adapter of %1…").arg(src->name),
+      [this, target](bool ok, const QString&, const QString& err) {
+        if (ok)
+          emit message(
+              tr("LoRA adapter exported to %1 (PEFT: PeftModel.from_pretrained(base, folder))").arg(target));
+        else
+          emit errorRaised(tr("Export failed: %1").arg(err));
+        emit adapterExported(ok, ok ? target : err);
+      });
   return true;
 }
 
