@@ -11,7 +11,9 @@
 //  - The fit line re-plans the draft (the planner's LoRA memory arrives with it); the Review page's
 //    TOML holds the [lora] section; the Checkpoints page offers checkpoint.export_peft under LoRA and
 //    labels the Hugging Face export as merged.
-//  - Recommend: a candidate with other [lora] settings is applied whole and described.
+//  - Recommend: a candidate with other [lora] settings is applied whole and described; with a planner
+//    that weighs full fine-tuning against LoRA, an 8B folder on one 24 GB GPU, where only LoRA fits,
+//    gets LoRA from Recommend with the planner's note on why (skipped by a planner that does not).
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
@@ -23,13 +25,17 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/interop/peft.h"
 #include "engine/model/lora.h"
 #include "engine/model/model_dims.h"
 #include "engine/plan/planner.h"
+#include "engine/plan/recommend.h"
 #include "ui/wizard/checkpointpage.h"
+#include "ui/wizard/hardwarepage.h"
 #include "ui/wizard/layoutadvice.h"
 #include "ui/wizard/loracontrols.h"
 #include "ui/wizard/modelpage.h"
@@ -54,6 +60,7 @@ class TestWizardLora : public QObject {
   void anAdapterTheEngineRefusesShowsWhyBesideTheField();
   void theReviewTomlAndTheCheckpointsPageFollowLora();
   void recommendAppliesTheCandidatesLoraSettings();
+  void recommendSwitchesTo8bLoraWhenOnlyLoraFits();
 
  private:
   std::unique_ptr<RunWizard> makeWizard();
@@ -213,6 +220,17 @@ void TestWizardLora::eachControlWritesItsLoraKey() {
   const std::optional<flotilla::Plan> plan = w->draft()->plan();
   QVERIFY(plan);
   QVERIFY(flotilla::validate(w->config(), 1).empty());
+
+  // Another page changing [lora] (the Hardware page's Recommend): the Model page shows the draft's.
+  w->draft()->edit([](RunConfig& c) {
+    c.lora.rank = 32;
+    c.lora.targets = "attention";
+  });
+  QCOMPARE(rank->value(), 32);
+  QCOMPARE(preset->currentData().toString(), QStringLiteral("attention"));
+  w->draft()->edit([](RunConfig& c) { c.lora.enabled = false; });
+  QVERIFY(child<QAbstractButton>(page, "trainingFull")->isChecked());
+  QVERIFY(!rank->isVisibleTo(page));
 }
 
 void TestWizardLora::theTrainableCountIsTheAdapters() {
@@ -388,6 +406,7 @@ void TestWizardLora::recommendAppliesTheCandidatesLoraSettings() {
   const QString text = flotilla::ui::describeLayoutChange(before, 1, std::nullopt, after, 1, std::nullopt);
   QVERIFY2(text.contains(QStringLiteral("training full fine-tune → LoRA r 16, alpha 32, all-linear")),
            qPrintable(text));
+  QVERIFY2(!text.contains(QStringLiteral("so the training is the same")), qPrintable(text));
 
   // Back to full training, and a candidate that keeps the draft's [lora] leaves it alone.
   RunConfig full = after;
@@ -402,6 +421,56 @@ void TestWizardLora::recommendAppliesTheCandidatesLoraSettings() {
   const QString kept = flotilla::ui::describeLayoutChange(full, 1, std::nullopt, after, 1, std::nullopt);
   QVERIFY2(!kept.contains(QStringLiteral("fine-tune")) && !kept.contains(QStringLiteral("LoRA")),
            qPrintable(kept));
+}
+
+void TestWizardLora::recommendSwitchesTo8bLoraWhenOnlyLoraFits() {
+  // Llama 3.1 8B's shape (headers only) on one 24 GB GPU in bf16: full fine-tuning's weights,
+  // gradients and AdamW state alone are far past 24 GB; LoRA's frozen bf16 base is 16 GB.
+  const QString dir = m_tmp.filePath(QStringLiteral("llama-8b"));
+  QVERIFY(writeSparseLlamaFolder(dir, 32, 4096, 14336, 32, 8, 128256, false));
+  auto w = std::make_unique<RunWizard>(nullptr, m_tmp.filePath(QStringLiteral("templates")));
+  w->setMachine(gpuMachine(1, "NVIDIA A10", 24ull << 30));
+  w->resize(900, 720);
+  w->show();
+  QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+  ModelPage* page = w->modelPage();
+  page->chooseHfFolder(dir);
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder(), 10000);
+  RunConfig c = w->config();
+  c.run.device = "cuda";
+  c.train.dtype = "bf16";
+  c.train.micro_batch = 1;
+  c.train.seq_len = 1024;
+  c.train.global_batch_tokens = 0;
+  c.train.recompute = true;
+  w->setConfig(c);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  QVERIFY(!w->config().lora.enabled);
+  const auto layouts = flotilla::recommend_layouts(w->config(), 1, w->draft()->device());
+  const auto lora = std::find_if(layouts.begin(), layouts.end(),
+                                 [](const flotilla::LayoutCandidate& l) { return l.config.lora.enabled; });
+  if (lora == layouts.end()) QSKIP("the planner in this tree does not weigh LoRA for a fine-tune yet");
+  QVERIFY(!lora->note.empty());
+
+  QCOMPARE(w->advanceTo(RunWizard::Hardware), int(RunWizard::Hardware));
+  flotilla::ui::HardwarePage* hw = w->hardwarePage();
+  hw->recommend();
+  QTRY_VERIFY_WITH_TIMEOUT(!hw->isSearching(), 60000);
+  const flotilla::LoraSection& l = w->config().lora;
+  QVERIFY2(l.enabled, qPrintable(hw->recommendationText()));
+  QCOMPARE(l.rank, lora->config.lora.rank);
+  QCOMPARE(l.targets, lora->config.lora.targets);
+  const QString text = hw->recommendationText();
+  qInfo("Recommend: %s", qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("training full fine-tune → LoRA")), qPrintable(text));
+  QVERIFY2(!text.contains(QStringLiteral("so the training is the same")), qPrintable(text));
+  const QString note = QString::fromStdString(lora->note);  // shown as a sentence: capitalised
+  QVERIFY2(text.contains(note.left(1).toUpper() + note.mid(1)), qPrintable(text));
+  const std::optional<flotilla::Plan> plan = w->draft()->plan();
+  QVERIFY(plan && plan->fits);
+  // The Model page shows the choice the planner made.
+  QVERIFY(child<QAbstractButton>(page, "trainingLora")->isChecked());
+  QVERIFY2(page->trainableText().contains(QStringLiteral("trainable")), qPrintable(page->trainableText()));
 }
 
 QTEST_MAIN(TestWizardLora)

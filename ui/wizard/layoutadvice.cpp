@@ -24,6 +24,15 @@ bool sameLora(const flotilla::LoraSection& a, const flotilla::LoraSection& b) {
          a.use_rslora == b.use_rslora && a.targets == b.targets && a.init_from == b.init_from;
 }
 
+// The planner's note as a sentence of the paragraph: its words, capitalised, with a full stop.
+QString sentence(QString note) {
+  note = note.trimmed();
+  if (note.isEmpty()) return note;
+  note[0] = note[0].toUpper();
+  if (!note.endsWith(QLatin1Char('.')) && !note.endsWith(QLatin1Char(')'))) note += QLatin1Char('.');
+  return note;
+}
+
 // "full fine-tune" or "LoRA r 16, alpha 32, all-linear".
 QString trainingText(const flotilla::LoraSection& l) {
   if (!l.enabled) return tr("full fine-tune");
@@ -70,8 +79,12 @@ QString describeLayoutChange(const flotilla::RunConfig& before, int ranksBefore,
   } else {
     text = tr("Recommend changed %1.").arg(changed.join(QStringLiteral(", ")));
     const qint64 tokens = flotilla::tokens_per_step(after);
+    // A change of method (full fine-tuning, LoRA) trains something else, whatever the batch.
     if (tokens == flotilla::tokens_per_step(before))
-      text += tr(" The global batch stays %1 tokens, so the training is the same.").arg(locale.toString(tokens));
+      text += sameLora(before.lora, after.lora)
+                  ? tr(" The global batch stays %1 tokens, so the training is the same.")
+                        .arg(locale.toString(tokens))
+                  : tr(" The global batch stays %1 tokens.").arg(locale.toString(tokens));
   }
   if (planBefore && planAfter) {
     text += tr(" Memory per device %1 → %2 (of %3); step %4 s → %5 s.")
@@ -115,7 +128,7 @@ LayoutAdvice adviseLayout(const flotilla::RunConfig& base, const HardwareTarget&
     advice.ranks = world;
     advice.config = best->config;
     advice.plan = best->plan;
-    advice.note = QString::fromStdString(best->note);
+    advice.note = sentence(QString::fromStdString(best->note));
     const flotilla::Plan& p = best->plan;
     advice.text = tr("Fastest layout that fits on %n rank(s): %1, %2 per device, %3 s per step.", world)
                       .arg(layoutText(p), formatBytes(p.peak().total()))

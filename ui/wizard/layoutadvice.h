@@ -23,7 +23,8 @@ struct LayoutAdvice {
   std::optional<flotilla::RunConfig> config;  // the base config with the layout applied
   std::optional<flotilla::Plan> plan;
   QString text;  // one paragraph for the page
-  QString note;  // the planner's note on the advised candidate (why LoRA or full training), or ""
+  QString
+      note;  // the planner's note on the advised candidate (why LoRA or full training) as a sentence, or ""
 };
 
 // Pure and thread-safe: run it off the UI thread.

@@ -360,7 +360,7 @@ bool LoraControls::adapterApplied() const {
          m_adapter.folder == QString::fromStdString(c.lora.init_from);
 }
 
-void LoraControls::load() {
+void LoraControls::showValues() {
   const bool was = m_loading;
   m_loading = true;
   const flotilla::LoraSection& l = m_draft->config().lora;
@@ -371,12 +371,19 @@ void LoraControls::load() {
   m_rslora->setChecked(l.use_rslora);
   m_dropout->setValue(l.dropout);
   if (const std::optional<uint32_t> targets = parsedTargets(l.targets)) showTargets(*targets);
-  if (l.enabled || !l.init_from.empty()) m_adapterPath->setText(QString::fromStdString(l.init_from));
   m_loading = was;
+}
+
+void LoraControls::load() {
+  showValues();
+  const flotilla::LoraSection& l = m_draft->config().lora;
+  if (l.enabled || !l.init_from.empty()) m_adapterPath->setText(QString::fromStdString(l.init_from));
   if (!l.init_from.empty() && m_adapter.folder != QString::fromStdString(l.init_from)) startRead();
 }
 
 void LoraControls::refresh(bool hfFolder) {
+  // Another page may have changed [lora] (Recommend applies a LoRA candidate): show the draft's.
+  showValues();
   const RunConfig& c = m_draft->config();
   const bool on = c.lora.enabled;
   m_full->setText(hfFolder || on ? tr("Full fine-tune") : tr("Full training"));

@@ -100,6 +100,7 @@ class LoraControls : public QObject {
   void editTargets(uint32_t targets);
   uint32_t checkedTargets() const;
   void showTargets(uint32_t targets);
+  void showValues();  // the draft's [lora] values in the widgets (not the adapter path being typed)
   void startRead();
   void onRead();
   bool adapterApplied() const;  // lora.init_from was read and its values are the draft's
