@@ -4,9 +4,10 @@
 // colours) and that the Compare and Costs plots hold data when grabbed. The wizard is also shot
 // fine-tuning a Hugging Face model: the Model page with a SmolLM2-135M-shaped folder chosen (its
 // config.json and a sparse model.safetensors whose header lists the real tensors: only headers are
-// read) and the Data page after preparing chat records with the folder's tokenizer; and the Model page
-// with LoRA chosen over that folder (rank, alpha and its scale, the projections, the trainable count
-// and what fits).
+// read) and the Data page after preparing chat records with the folder's tokenizer; and LoRA over that
+// folder: the Model page (rank, alpha and its scale, the projections, the trainable count, what
+// fits), the same continuing a PEFT adapter (its values read-only), and the Checkpoints page
+// exporting the merged model and the adapter.
 #include <QAbstractButton>
 #include <QApplication>
 #include <QDir>
