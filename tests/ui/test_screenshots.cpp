@@ -4,7 +4,11 @@
 // colours) and that the Compare and Costs plots hold data when grabbed. The wizard is also shot
 // fine-tuning a Hugging Face model: the Model page with a SmolLM2-135M-shaped folder chosen (its
 // config.json and a sparse model.safetensors whose header lists the real tensors: only headers are
-// read) and the Data page after preparing chat records with the folder's tokenizer.
+// read) and the Data page after preparing chat records with the folder's tokenizer; and LoRA over that
+// folder: the Model page (rank, alpha and its scale, the projections, the trainable count, what
+// fits), the same continuing a PEFT adapter (its values read-only), and the Checkpoints page
+// exporting the merged model and the adapter.
+#include <QAbstractButton>
 #include <QApplication>
 #include <QDir>
 #include <QFile>
@@ -28,7 +32,9 @@
 #include "ui/main/mainwindow.h"
 #include "ui/plot/compareplot.h"
 #include "ui/plot/costplot.h"
+#include "ui/wizard/checkpointpage.h"
 #include "ui/wizard/datapage.h"
+#include "ui/wizard/loracontrols.h"
 #include "ui/wizard/modelpage.h"
 #include "ui/wizard/runwizard.h"
 
@@ -153,6 +159,7 @@ class TestScreenshots : public QObject {
  private slots:
   void everyView();
   void wizardFineTuningAHuggingFaceModel();
+  void wizardLoraOnTheModelPage();
 };
 
 void TestScreenshots::everyView() {
@@ -249,6 +256,72 @@ void TestScreenshots::wizardFineTuningAHuggingFaceModel() {
   QTRY_VERIFY_WITH_TIMEOUT(!data->isScanning() && data->isComplete(), 10000);
   QTest::qWait(50);
   save(&wizard, QStringLiteral("wizard-2-chat-data"));
+  wizard.reject();
+}
+
+void TestScreenshots::wizardLoraOnTheModelPage() {
+  QTemporaryDir tmp;
+  const QString model = tmp.filePath(QStringLiteral("SmolLM2-135M-Instruct"));
+  QVERIFY(writeSmolLm2Folder(model));
+  RunWizard wizard;
+  flotilla::ProbeResult machine;
+  machine.cpu_model = "AMD Ryzen 9 7950X 16-Core Processor";
+  machine.physical_cores = 16;
+  machine.logical_cpus = 32;
+  machine.memory_total_bytes = 64ull << 30;
+  wizard.setMachine(machine);
+  wizard.resize(900, 700);
+  wizard.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&wizard));
+  ModelPage* page = wizard.modelPage();
+  page->chooseHfFolder(model);
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder(), 10000);
+  QTRY_VERIFY_WITH_TIMEOUT(page->isComplete(), 10000);
+  auto* lora = page->findChild<QAbstractButton*>(QStringLiteral("trainingLora"));
+  QVERIFY(lora);
+  lora->click();
+  QVERIFY2(page->isComplete(), qPrintable(page->shownProblems().join(QLatin1Char('\n'))));
+  // r 16 on all seven projections of 30 layers: 30 x 16 x 10,176 = 4,884,480 adapter parameters.
+  QVERIFY2(page->trainableText().startsWith(QStringLiteral("4.88 M trainable, 3.6% of 135 M")),
+           qPrintable(page->trainableText()));
+  QVERIFY2(page->fitText().startsWith(QStringLiteral("Fits:")), qPrintable(page->fitText()));
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-1-lora"));
+
+  // Continuing a PEFT adapter: its r, alpha and projections shown read-only.
+  const QString adapter = tmp.filePath(QStringLiteral("smollm2-adapter"));
+  QVERIFY(QDir().mkpath(adapter));
+  QFile config(adapter + QStringLiteral("/adapter_config.json"));
+  QVERIFY(config.open(QIODevice::WriteOnly));
+  config.write(QJsonDocument(QJsonObject{{QStringLiteral("peft_type"), QStringLiteral("LORA")},
+                                         {QStringLiteral("task_type"), QStringLiteral("CAUSAL_LM")},
+                                         {QStringLiteral("r"), 8},
+                                         {QStringLiteral("lora_alpha"), 16},
+                                         {QStringLiteral("target_modules"),
+                                          QJsonArray{QStringLiteral("q_proj"), QStringLiteral("v_proj")}},
+                                         {QStringLiteral("base_model_name_or_path"),
+                                          QStringLiteral("HuggingFaceTB/SmolLM2-135M-Instruct")}})
+                   .toJson());
+  config.close();
+  page->loraControls()->chooseAdapter(adapter);
+  QTRY_VERIFY_WITH_TIMEOUT(!page->loraControls()->isReadingAdapter(), 10000);
+  QVERIFY2(page->isComplete(), qPrintable(page->shownProblems().join(QLatin1Char('\n'))));
+  QVERIFY2(page->trainableText().startsWith(QStringLiteral("461 k trainable")),
+           qPrintable(page->trainableText()));
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-1-lora-adapter"));
+
+  // The Checkpoints page of that LoRA run: the merged Hugging Face folder and the adapter at the end.
+  QCOMPARE(wizard.advanceTo(RunWizard::Checkpoints), int(RunWizard::Checkpoints));
+  for (const char* name : {"exportHf", "exportPeft"}) {
+    auto* box = wizard.checkpointPage()->findChild<QAbstractButton*>(QLatin1String(name));
+    QVERIFY(box);
+    box->click();
+  }
+  QVERIFY2(wizard.checkpointPage()->isComplete(),
+           qPrintable(wizard.checkpointPage()->shownProblems().join(QLatin1Char('\n'))));
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-5-lora-exports"));
   wizard.reject();
 }
 

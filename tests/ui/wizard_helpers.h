@@ -4,6 +4,9 @@
 
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QWizardPage>
 
@@ -61,6 +64,67 @@ inline bool writeFile(const QString& path, const QByteArray& bytes) {
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) return false;
   return f.write(bytes) == bytes.size();
+}
+
+// A Hugging Face Llama folder of any size that takes no disk: config.json and a model.safetensors
+// whose header lists every tensor in BF16 with the data left as a hole in a sparse file (the wizard
+// and the planner read headers only; training it would read zeros).
+inline bool writeSparseLlamaFolder(const QString& dir, int layers, int width, int ffn, int heads, int kvHeads,
+                                   int vocab, bool tied) {
+  if (!QDir().mkpath(dir)) return false;
+  const QJsonObject config{{QStringLiteral("architectures"), QJsonArray{QStringLiteral("LlamaForCausalLM")}},
+                           {QStringLiteral("model_type"), QStringLiteral("llama")},
+                           {QStringLiteral("hidden_size"), width},
+                           {QStringLiteral("intermediate_size"), ffn},
+                           {QStringLiteral("num_hidden_layers"), layers},
+                           {QStringLiteral("num_attention_heads"), heads},
+                           {QStringLiteral("num_key_value_heads"), kvHeads},
+                           {QStringLiteral("hidden_act"), QStringLiteral("silu")},
+                           {QStringLiteral("max_position_embeddings"), 8192},
+                           {QStringLiteral("rms_norm_eps"), 1e-5},
+                           {QStringLiteral("rope_theta"), 500000.0},
+                           {QStringLiteral("tie_word_embeddings"), tied},
+                           {QStringLiteral("attention_bias"), false},
+                           {QStringLiteral("vocab_size"), vocab},
+                           {QStringLiteral("torch_dtype"), QStringLiteral("bfloat16")}};
+  QFile cfg(dir + QStringLiteral("/config.json"));
+  if (!cfg.open(QIODevice::WriteOnly) || cfg.write(QJsonDocument(config).toJson()) <= 0) return false;
+  cfg.close();
+  const qint64 kv = qint64{width} / heads * kvHeads;
+  QJsonObject header;
+  qint64 offset = 0;
+  const auto add = [&](const QString& name, qint64 rows, qint64 cols) {
+    const QJsonArray shape = cols > 0 ? QJsonArray{rows, cols} : QJsonArray{rows};
+    const qint64 bytes = 2 * rows * (cols > 0 ? cols : 1);
+    header[name] = QJsonObject{{QStringLiteral("dtype"), QStringLiteral("BF16")},
+                               {QStringLiteral("shape"), shape},
+                               {QStringLiteral("data_offsets"), QJsonArray{offset, offset + bytes}}};
+    offset += bytes;
+  };
+  add(QStringLiteral("model.embed_tokens.weight"), vocab, width);
+  for (int l = 0; l < layers; ++l) {
+    const QString p = QStringLiteral("model.layers.%1.").arg(l);
+    add(p + QStringLiteral("input_layernorm.weight"), width, 0);
+    add(p + QStringLiteral("self_attn.q_proj.weight"), width, width);
+    add(p + QStringLiteral("self_attn.k_proj.weight"), kv, width);
+    add(p + QStringLiteral("self_attn.v_proj.weight"), kv, width);
+    add(p + QStringLiteral("self_attn.o_proj.weight"), width, width);
+    add(p + QStringLiteral("post_attention_layernorm.weight"), width, 0);
+    add(p + QStringLiteral("mlp.gate_proj.weight"), ffn, width);
+    add(p + QStringLiteral("mlp.up_proj.weight"), ffn, width);
+    add(p + QStringLiteral("mlp.down_proj.weight"), width, ffn);
+  }
+  add(QStringLiteral("model.norm.weight"), width, 0);
+  if (!tied) add(QStringLiteral("lm_head.weight"), vocab, width);
+  QByteArray json = QJsonDocument(header).toJson(QJsonDocument::Compact);
+  while (json.size() % 8 != 0) json += ' ';
+  QFile st(dir + QStringLiteral("/model.safetensors"));
+  if (!st.open(QIODevice::WriteOnly)) return false;
+  const quint64 n = static_cast<quint64>(json.size());
+  QByteArray prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  if (st.write(prefix) != 8 || st.write(json) != json.size()) return false;
+  return st.resize(8 + json.size() + offset);  // the tensor data: a hole
 }
 
 }  // namespace wizard_helpers

@@ -16,7 +16,6 @@
 #include <QLocale>
 #include <QMenu>
 #include <QMessageBox>
-#include <QProcess>
 #include <QProgressBar>
 #include <QRegularExpression>
 #include <QTableView>
@@ -25,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <type_traits>
 
@@ -34,7 +34,6 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
-#include "runs/sample_text.h"
 #include "runs/slurm_run.h"
 #include "ui/common/numberformat.h"
 #include "ui/common/savefile.h"
@@ -251,32 +250,48 @@ void StoreRunsView::selectId(qint64 id) {
 void StoreRunsView::showMenu(const QPoint& pos) {
   const QModelIndex index = m_table->indexAt(pos);
   if (!index.isValid()) return;
-  const qint64 id = index.data(StoreRunsModel::IdRole).toLongLong();
+  const std::unique_ptr<QMenu> menu(runMenu(index.data(StoreRunsModel::IdRole).toLongLong()));
+  if (menu) menu->exec(m_table->viewport()->mapToGlobal(pos));
+}
+
+QMenu* StoreRunsView::runMenu(qint64 id) {
+  const int row = m_model->rowOfId(id);
+  if (row < 0) return nullptr;
+  const QModelIndex index = m_model->index(row, 0);
   const QString status = index.data(StoreRunsModel::StatusRole).toString();
   const bool running = status == QLatin1String("running");
   const bool checkpointed = index.data(StoreRunsModel::CheckpointsRole).toLongLong() > 0;
-  QMenu menu(this);
-  menu.addAction(tr("Open live"), this, [this, id] { openLive(id); });
+  auto* menu = new QMenu(this);
+  menu->addAction(tr("Open live"), this, [this, id] { openLive(id); });
   // Resume and Fork need a checkpoint: without one they are shown off, saying why.
-  QAction* resumeAction = menu.addAction(
+  QAction* resumeAction = menu->addAction(
       checkpointed ? tr("Resume from the last checkpoint") : tr("Resume (no checkpoint saved yet)"), this,
       [this, id] { resume(id); });
   resumeAction->setEnabled(checkpointed && !running && status != QLatin1String("completed"));
-  QAction* forkAction = menu.addAction(
-      checkpointed ? tr("Fork from a checkpoint…") : tr("Fork (no checkpoint saved yet)"), this,
-      [this, id] { fork(id, QString()); });
+  QAction* forkAction =
+      menu->addAction(checkpointed ? tr("Fork from a checkpoint…") : tr("Fork (no checkpoint saved yet)"),
+                      this, [this, id] { fork(id, QString()); });
   forkAction->setEnabled(checkpointed);
-  menu.addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
-  QAction* sampleAction = menu.addAction(tr("Sample from the model…"), this, [this, id] { sampleModel(id, {}); });
+  menu->addAction(tr("Duplicate config…"), this, [this, id] { duplicate(id); });
+  QAction* sampleAction =
+      menu->addAction(tr("Sample from the model…"), this, [this, id] { sampleModel(id, {}); });
   sampleAction->setEnabled(checkpointed);
-  QAction* weightsAction = menu.addAction(tr("Export weights…"), this, [this, id] { exportWeights(id, {}); });
-  weightsAction->setEnabled(checkpointed);
-  menu.addSeparator();
-  menu.addAction(tr("Export metrics as CSV…"), this, [this, id] { exportCsv(id, QString()); });
-  menu.addSeparator();
-  QAction* del = menu.addAction(tr("Delete…"), this, [this, id] { remove(id); });
+  if (isLoraRun(id)) {
+    // The adapter alone (small, loaded over the base with PEFT) or a standalone merged model.
+    menu->addAction(tr("Export LoRA adapter (PEFT)…"), this, [this, id] { exportAdapter(id, {}); })
+        ->setEnabled(checkpointed);
+    menu->addAction(tr("Export merged Hugging Face folder…"), this, [this, id] { exportWeights(id, {}); })
+        ->setEnabled(checkpointed);
+  } else {
+    menu->addAction(tr("Export weights…"), this, [this, id] { exportWeights(id, {}); })
+        ->setEnabled(checkpointed);
+  }
+  menu->addSeparator();
+  menu->addAction(tr("Export metrics as CSV…"), this, [this, id] { exportCsv(id, QString()); });
+  menu->addSeparator();
+  QAction* del = menu->addAction(tr("Delete…"), this, [this, id] { remove(id); });
   del->setEnabled(!running);
-  menu.exec(m_table->viewport()->mapToGlobal(pos));
+  return menu;
 }
 
 void StoreRunsView::openLive(qint64 id) {
@@ -508,131 +523,6 @@ void StoreRunsView::endBusy() {
   m_busyBar->hide();
   unsetCursor();
   emit busyChanged(false);
-}
-
-std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) {
-  const std::optional<db::Run> run = m_store->run(id);
-  if (!run) return std::nullopt;
-  ModelSource src;
-  src.name = QString::fromStdString(run->name);
-  src.runDir = QString::fromStdString(run->run_dir);
-  if (RemoteRun::isNodeRunDir(src.runDir) || !QDir(src.runDir).exists()) {
-    emit errorRaised(tr("The checkpoints of %1 are not on this machine (it ran on %2): fork it here "
-                        "first, or export on its node.")
-                         .arg(src.name, QString::fromStdString(run->target)));
-    return std::nullopt;
-  }
-  QString error;
-  src.worker = m_runs->findWorker(&error);
-  if (src.worker.isEmpty()) {
-    emit errorRaised(tr("Cannot find flotilla-worker: %1").arg(error));
-    return std::nullopt;
-  }
-  try {
-    const flotilla::RunConfig config =
-        run->config_toml.empty() ? flotilla::load_config_file(run->run_dir + "/config.toml")
-                                 : flotilla::parse_config_toml(run->config_toml, run->name);
-    src.llama = config.model.arch == "llama";
-    src.tokenizer = QString::fromStdString(runs::run_tokenizer_path(config));
-  } catch (const flotilla::Error&) {
-    // The demo and older runs keep no config: a GPT-2 without a tokenizer.
-  }
-  return src;
-}
-
-void StoreRunsView::runWorker(const QString& worker, const QStringList& args, const QString& busyText,
-                              std::function<void(bool, const QString&, const QString&)> done) {
-  auto* process = new QProcess(this);
-  process->setProgram(worker);
-  process->setArguments(args);  // no shell: nothing the user typed is interpreted
-  beginBusy(busyText);
-  connect(process, &QProcess::finished, this, [this, process, done](int code, QProcess::ExitStatus status) {
-    endBusy();
-    process->deleteLater();
-    done(status == QProcess::NormalExit && code == 0, QString::fromUtf8(process->readAllStandardOutput()),
-         QString::fromUtf8(process->readAllStandardError()).trimmed());
-  });
-  connect(process, &QProcess::errorOccurred, this, [this, process, done](QProcess::ProcessError e) {
-    if (e != QProcess::FailedToStart) return;
-    endBusy();
-    process->deleteLater();
-    done(false, QString(), process->errorString());
-  });
-  process->start();
-}
-
-bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
-  const std::optional<ModelSource> src = modelSource(id);
-  if (!src) return false;
-  QString target = path;
-  if (target.isEmpty()) {
-    const QString suggested = QDir::home().filePath(src->name + (src->llama ? QStringLiteral("-hf") : QStringLiteral("-gpt2")));
-    target = chooseExportFolder ? chooseExportFolder(suggested)
-                                : QFileDialog::getSaveFileName(this, tr("Export weights to a folder"), suggested);
-    if (target.isEmpty()) return false;
-  }
-  QStringList args{QStringLiteral("export"), QStringLiteral("--checkpoint"), src->runDir, QStringLiteral("--format"),
-                   src->llama ? QStringLiteral("hf") : QStringLiteral("safetensors"), QStringLiteral("--out")};
-  // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
-  args << (src->llama || target.endsWith(QLatin1Char('/')) ? target : target + QLatin1Char('/'));
-  if (src->llama && !src->tokenizer.isEmpty() && QFileInfo(src->tokenizer).isDir())
-    args << QStringLiteral("--tokenizer") << src->tokenizer;
-  runWorker(src->worker, args, tr("Exporting the weights of %1…").arg(src->name),
-            [this, target](bool ok, const QString&, const QString& err) {
-              if (ok) {
-                emit message(tr("Weights exported to %1").arg(target));
-              } else {
-                emit errorRaised(tr("Export failed: %1").arg(err));
-              }
-              emit weightsExported(ok, ok ? target : err);
-            });
-  return true;
-}
-
-bool StoreRunsView::sampleModel(qint64 id, const QString& prompt) {
-  const std::optional<ModelSource> src = modelSource(id);
-  if (!src) return false;
-  QString text = prompt;
-  if (text.isEmpty()) {
-    if (askPrompt) {
-      const std::optional<QString> asked = askPrompt();
-      if (!asked) return false;
-      text = *asked;
-    } else {
-      bool ok = false;
-      text = QInputDialog::getMultiLineText(this, tr("Sample from %1").arg(src->name),
-                                            tr("Prompt (the model continues it, 64 tokens):"), QString(), &ok);
-      if (!ok) return false;
-    }
-  }
-  QStringList args{QStringLiteral("sample"), QStringLiteral("--checkpoint"), src->runDir,
-                   QStringLiteral("--tokens"), QStringLiteral("64"), QStringLiteral("--top-k"), QStringLiteral("40")};
-  if (!src->tokenizer.isEmpty()) {
-    args << QStringLiteral("--tokenizer") << src->tokenizer << QStringLiteral("--prompt") << text;
-  } else {
-    // No tokenizer (the synthetic demo): the model's own token ids, from token 0.
-    args << QStringLiteral("--prompt-ids") << QStringLiteral("0");
-  }
-  runWorker(src->worker, args, tr("Sampling from %1…").arg(src->name),
-            [this, name = src->name, ids = src->tokenizer.isEmpty()](bool ok, const QString& out,
-                                                                     const QString& err) {
-              const QString result =
-                  !ok ? err
-                  : ids ? tr("Token ids (this run has no tokenizer to decode them): %1").arg(out.trimmed())
-                        : out.trimmed();
-              if (!ok) emit errorRaised(tr("Sampling failed: %1").arg(err));
-              if (ok) {
-                if (showSample) {
-                  showSample(result);
-                } else {
-                  QMessageBox box(QMessageBox::NoIcon, tr("Sample from %1").arg(name), result, QMessageBox::Close, this);
-                  box.setTextInteractionFlags(Qt::TextSelectableByMouse);
-                  box.exec();
-                }
-              }
-              emit sampled(ok, result);
-            });
-  return true;
 }
 
 bool StoreRunsView::remove(qint64 id) {

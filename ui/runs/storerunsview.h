@@ -3,7 +3,8 @@
 // config, export CSV, delete).
 //
 // Decision: each action is a public method taking the run id, and the context menu only calls
-// them, so tests drive exactly what a click does without menus or modal dialogs. The questions
+// them, so tests drive exactly what a click does without menus or modal dialogs (runMenu() builds
+// the menu a right-click shows, so tests read its entries too). The questions
 // the actions ask (which checkpoint, where to save, are you sure) go through replaceable hooks.
 // What reads the database or the disk at length (the CSV export, the fork's checkpoint list) runs
 // on the thread pool; the view shows a busy bar meanwhile and reports as the other actions do.
@@ -22,6 +23,7 @@
 
 class QComboBox;
 class QLabel;
+class QMenu;
 class QLineEdit;
 class QProgressBar;
 class QTableView;
@@ -63,6 +65,12 @@ class StoreRunsView : public QWidget {
   qint64 selectedId() const;
   void selectId(qint64 id);
 
+  // The menu a right-click on the run shows (the caller owns it). A LoRA run offers its adapter
+  // (PEFT) and its merged model as two exports; any other run its weights.
+  QMenu* runMenu(qint64 id);
+  // Whether the run trained LoRA adapters (its stored config's lora.enabled).
+  bool isLoraRun(qint64 id);
+
   // The actions (the context menu calls these). Each reports problems through errorRaised.
   void openLive(qint64 id);
   LocalRun* resume(qint64 id);
@@ -78,10 +86,14 @@ class StoreRunsView : public QWidget {
   bool exportCsv(qint64 id, const QString& path);  // empty path: ask where
   bool remove(qint64 id);                          // asks for confirmation
   // The model of the run's newest verified checkpoint for other tools (flotilla-worker export): a
-  // Hugging Face folder for a Llama-family run (with the run's tokenizer), GPT-2 safetensors and
-  // config.json otherwise. Empty path: asks where. Runs the worker in the background: true once
-  // started; ends with weightsExported(ok, the folder or the worker's reason).
+  // Hugging Face folder for a Llama-family run (with the run's tokenizer; a LoRA run's base with the
+  // adapter merged in), GPT-2 safetensors and config.json otherwise. Empty path: asks where. Runs the
+  // worker in the background: true once started; ends with weightsExported(ok, the folder or the
+  // worker's reason).
   bool exportWeights(qint64 id, const QString& path);
+  // A LoRA run's adapter as a PEFT folder (flotilla-worker export --format peft): what
+  // PeftModel.from_pretrained(base, folder) loads. As exportWeights; ends with adapterExported.
+  bool exportAdapter(qint64 id, const QString& path);
   // Text the run's newest verified checkpoint writes after `prompt` (flotilla-worker sample, decoded
   // with the run's tokenizer: runs/sample_text.h). Empty prompt: asks. Ends with sampled(ok, the
   // text or the reason), shown in a dialog unless showSample is set.
@@ -110,6 +122,7 @@ class StoreRunsView : public QWidget {
   void message(const QString& text);
   void exportFinished(bool ok);
   void weightsExported(bool ok, const QString& folderOrReason);
+  void adapterExported(bool ok, const QString& folderOrReason);
   void sampled(bool ok, const QString& textOrReason);
   void forkListed();
   void busyChanged(bool busy);
@@ -121,6 +134,7 @@ class StoreRunsView : public QWidget {
   struct ModelSource {  // what export and sample need of a stored run
     QString name, runDir, worker, tokenizer;
     bool llama = false;
+    bool lora = false;  // trained LoRA adapters on a frozen base
   };
   std::optional<ModelSource> modelSource(qint64 id);  // errorRaised and nullopt when it cannot be used
   void runWorker(const QString& worker, const QStringList& args, const QString& busyText,

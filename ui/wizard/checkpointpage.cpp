@@ -35,7 +35,11 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
       m_exportRow(new QWidget(this)),
       m_exportDir(new QLineEdit(this)),
       m_exportDtype(new QComboBox(this)),
-      m_exportNote(new QLabel(this)) {
+      m_exportNote(new QLabel(this)),
+      m_exportPeft(new QCheckBox(tr("Export the LoRA adapter (PEFT) at the end"), this)),
+      m_peftRow(new QWidget(this)),
+      m_peftDir(new QLineEdit(this)),
+      m_peftNote(new QLabel(this)) {
   setTitle(tr("Checkpoints & evaluation"));
   setSubTitle(
       tr("When the run saves its state (to resume, fork or export it) and measures validation loss."));
@@ -50,6 +54,19 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   m_exportDtype->setObjectName(QStringLiteral("exportDtype"));
   m_exportNote->setObjectName(QStringLiteral("exportNote"));
   m_exportNote->setWordWrap(true);
+  m_exportPeft->setObjectName(QStringLiteral("exportPeft"));
+  m_peftDir->setObjectName(QStringLiteral("exportPeftDir"));
+  m_peftNote->setObjectName(QStringLiteral("peftNote"));
+  m_peftNote->setWordWrap(true);
+  m_peftNote->setText(
+      tr("Writes adapter_config.json and adapter_model.safetensors after the last step: "
+         "PeftModel.from_pretrained(base, folder) loads it over the base model."));
+  m_peftDir->setPlaceholderText(tr("a folder (a relative one is inside the run's folder)"));
+  auto* choosePeft = new QPushButton(tr("Folder…"), this);
+  auto* peftLayout = new QHBoxLayout(m_peftRow);
+  peftLayout->setContentsMargins(0, 0, 0, 0);
+  peftLayout->addWidget(m_peftDir, 1);
+  peftLayout->addWidget(choosePeft);
   m_exportDir->setPlaceholderText(tr("a folder (a relative one is inside the run's folder)"));
   m_exportDtype->addItem(tr("bf16 weights"), QStringLiteral("bf16"));
   m_exportDtype->addItem(tr("fp32 weights"), QStringLiteral("fp32"));
@@ -82,6 +99,7 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   m_resume->addItem(tr("never: always start fresh (none)"), QStringLiteral("none"));
 
   QFormLayout* form = addForm();
+  m_form = form;
   form->addRow(tr("Save every (steps; 0 = at the end)"), m_every);
   form->addRow(tr("Keep the newest"), m_keep);
   form->addRow(QString(), m_final);
@@ -96,6 +114,9 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(QString(), m_export);
   form->addRow(tr("Hugging Face folder"), m_exportRow);
   form->addRow(QString(), m_exportNote);
+  form->addRow(QString(), m_exportPeft);
+  form->addRow(tr("Adapter folder"), m_peftRow);
+  form->addRow(QString(), m_peftNote);
   bindField(QStringLiteral("checkpoint.every"), m_every);
   bindField(QStringLiteral("checkpoint.keep_last"), m_keep);
   bindField(QStringLiteral("checkpoint.save_final"), m_final);
@@ -106,6 +127,7 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   bindField(QStringLiteral("eval.sample_every"), m_sampleEvery);
   bindField(QStringLiteral("eval.sample_tokens"), m_sampleTokens);
   bindField(QStringLiteral("checkpoint.export_hf"), m_exportRow);
+  bindField(QStringLiteral("checkpoint.export_peft"), m_peftRow);
 
   for (QSpinBox* b : {m_every, m_keep, m_restarts, m_evalEvery, m_evalBatches, m_sampleEvery, m_sampleTokens})
     connect(b, &QSpinBox::valueChanged, this, &CheckpointPage::editValues);
@@ -120,6 +142,18 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   });
   connect(m_exportDir, &QLineEdit::textEdited, this, &CheckpointPage::editExport);
   connect(m_exportDtype, &QComboBox::currentIndexChanged, this, &CheckpointPage::editExport);
+  connect(m_exportPeft, &QCheckBox::toggled, this, [this](bool on) {
+    if (loading()) return;
+    if (on && m_peftDir->text().trimmed().isEmpty()) m_peftDir->setText(QStringLiteral("adapter"));
+    editPeft();
+  });
+  connect(m_peftDir, &QLineEdit::textEdited, this, &CheckpointPage::editPeft);
+  connect(choosePeft, &QPushButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, tr("Export the adapter to"), m_peftDir->text());
+    if (d.isEmpty()) return;
+    m_peftDir->setText(d);
+    editPeft();
+  });
   connect(chooseExport, &QPushButton::clicked, this, [this] {
     const QString d = QFileDialog::getExistingDirectory(this, tr("Export the model to"), m_exportDir->text());
     if (d.isEmpty()) return;
@@ -137,10 +171,21 @@ void CheckpointPage::editExport() {
   });
 }
 
+void CheckpointPage::editPeft() {
+  if (loading()) return;
+  draft()->edit([this](RunConfig& c) {
+    c.checkpoint.export_peft =
+        m_exportPeft->isChecked() ? m_peftDir->text().trimmed().toStdString() : std::string();
+  });
+}
+
 QStringList CheckpointPage::extraProblems() const {
+  QStringList out;
   if (m_export->isChecked() && m_exportDir->text().trimmed().isEmpty())
-    return {tr("checkpoint.export_hf: choose the folder the Hugging Face model is written to.")};
-  return {};
+    out << tr("checkpoint.export_hf: choose the folder the Hugging Face model is written to.");
+  if (m_exportPeft->isChecked() && m_peftDir->text().trimmed().isEmpty())
+    out << tr("checkpoint.export_peft: choose the folder the adapter is written to.");
+  return out;
 }
 
 void CheckpointPage::editValues() {
@@ -181,11 +226,21 @@ void CheckpointPage::load() {
   if (!c.checkpoint.export_hf.empty()) m_exportDir->setText(QString::fromStdString(c.checkpoint.export_hf));
   m_exportDtype->setCurrentIndex(
       std::max(0, m_exportDtype->findData(QString::fromStdString(c.checkpoint.export_dtype))));
+  m_exportPeft->setChecked(!c.checkpoint.export_peft.empty());
+  if (!c.checkpoint.export_peft.empty()) m_peftDir->setText(QString::fromStdString(c.checkpoint.export_peft));
 }
 
 void CheckpointPage::refreshDerived() {
   const RunConfig& c = draft()->config();
   const bool llama = c.model.arch == "llama";
+  const bool lora = c.lora.enabled;
+  m_export->setText(lora ? tr("Export a Hugging Face folder at the end (merged with the adapter)")
+                         : tr("Export a Hugging Face folder at the end"));
+  // Still set with LoRA off (the Model page changed since): shown so validate()'s problem sits under it.
+  const bool peftShown = lora || !c.checkpoint.export_peft.empty();
+  for (QWidget* w : {static_cast<QWidget*>(m_exportPeft), m_peftRow, static_cast<QWidget*>(m_peftNote)})
+    m_form->setRowVisible(w, peftShown);
+  m_peftRow->setEnabled(m_exportPeft->isChecked());
   // Still checked on a GPT-2 model (the model changed since): left enabled so it can be unticked.
   m_export->setEnabled(llama || m_export->isChecked());
   m_exportRow->setEnabled(llama && m_export->isChecked());
@@ -195,6 +250,10 @@ void CheckpointPage::refreshDerived() {
            "loads as LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM. This GPT-2 model's weights "
            "are kept in the run's checkpoints (on the Runs page: its checkpoints folder). For terminal "
            "users: flotilla-worker export --format safetensors converts one."));
+  else if (m_export->isChecked() && lora)
+    m_exportNote->setText(tr(
+        "After the last step: the base model with the adapter merged in (W + scale · B·A), as config.json, "
+        "safetensors and tokenizer files, for AutoModelForCausalLM.from_pretrained."));
   else if (m_export->isChecked())
     m_exportNote->setText(
         c.model.init_from.empty()

@@ -1,7 +1,9 @@
 // Wizard page 5, Checkpoints & evaluation: how often the run saves and measures itself, how often
 // a crashed run restarts from its newest checkpoint (run.max_restarts), and whether it also writes a
 // Hugging Face folder at the end (checkpoint.export_hf, Llama family only: the option is disabled
-// with the reason for GPT-2).
+// with the reason for GPT-2; a LoRA run's folder is the model with the adapter merged in) and, for a
+// LoRA run, the adapter as a PEFT folder (checkpoint.export_peft; shown while LoRA is on or the key
+// is set, so a leftover one can be cleared where validate() names it).
 #pragma once
 
 #include "ui/wizard/pagebase.h"
@@ -9,6 +11,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
@@ -29,7 +32,9 @@ class CheckpointPage : public WizardPageBase {
  private:
   void editValues();
   void editExport();
+  void editPeft();
 
+  QFormLayout* m_form = nullptr;
   QSpinBox* m_every;
   QSpinBox* m_keep;
   QCheckBox* m_final;
@@ -46,6 +51,10 @@ class CheckpointPage : public WizardPageBase {
   QLineEdit* m_exportDir;
   QComboBox* m_exportDtype;
   QLabel* m_exportNote;
+  QCheckBox* m_exportPeft;
+  QWidget* m_peftRow;
+  QLineEdit* m_peftDir;
+  QLabel* m_peftNote;
 };
 
 }  // namespace flotilla::ui

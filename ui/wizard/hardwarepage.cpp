@@ -530,6 +530,7 @@ void HardwarePage::onSearched() {
     reload();
     m_adviceText = describeLayoutChange(before, ranksBefore, planBefore, draft()->config(), draft()->ranks(),
                                         draft()->plan());
+    if (!s.advice.note.isEmpty()) m_adviceText += QLatin1Char(' ') + s.advice.note;  // the planner's why
   } else {
     const std::optional<Plan> plan = draft()->plan();
     if (!apply && plan && plan->fits) return;  // fits by now: the advice is moot

@@ -16,6 +16,31 @@ namespace {
 QString tr(const char* text, int n = -1) {
   return QCoreApplication::translate("LayoutAdvice", text, nullptr, n);
 }
+
+// Both train the same way (the [lora] values of two full fine-tunes do not matter).
+bool sameLora(const flotilla::LoraSection& a, const flotilla::LoraSection& b) {
+  if (!a.enabled && !b.enabled) return true;
+  return a.enabled == b.enabled && a.rank == b.rank && a.alpha == b.alpha && a.dropout == b.dropout &&
+         a.use_rslora == b.use_rslora && a.targets == b.targets && a.init_from == b.init_from;
+}
+
+// The planner's note as a sentence of the paragraph: its words, capitalised, with a full stop.
+QString sentence(QString note) {
+  note = note.trimmed();
+  if (note.isEmpty()) return note;
+  note[0] = note[0].toUpper();
+  if (!note.endsWith(QLatin1Char('.')) && !note.endsWith(QLatin1Char(')'))) note += QLatin1Char('.');
+  return note;
+}
+
+// "full fine-tune" or "LoRA r 16, alpha 32, all-linear".
+QString trainingText(const flotilla::LoraSection& l) {
+  if (!l.enabled) return tr("full fine-tune");
+  return tr("LoRA r %1, alpha %2%3, %4")
+      .arg(l.rank)
+      .arg(l.alpha, 0, 'g', 6)
+      .arg(l.use_rslora ? tr(" (rsLoRA)") : QString(), QString::fromStdString(l.targets));
+}
 }  // namespace
 
 QString layoutText(const flotilla::Plan& p) {
@@ -36,6 +61,8 @@ QString describeLayoutChange(const flotilla::RunConfig& before, int ranksBefore,
   const auto field = [&changed](const QString& name, long long was, long long now) {
     if (was != now) changed << QStringLiteral("%1 %2 → %3").arg(name).arg(was).arg(now);
   };
+  if (!sameLora(before.lora, after.lora))
+    changed << tr("training %1 → %2").arg(trainingText(before.lora), trainingText(after.lora));
   field(tr("ranks"), ranksBefore, ranksAfter);
   field(tr("data"), before.parallel.dp, after.parallel.dp);
   field(tr("tensor"), before.parallel.tp, after.parallel.tp);
@@ -52,8 +79,12 @@ QString describeLayoutChange(const flotilla::RunConfig& before, int ranksBefore,
   } else {
     text = tr("Recommend changed %1.").arg(changed.join(QStringLiteral(", ")));
     const qint64 tokens = flotilla::tokens_per_step(after);
+    // A change of method (full fine-tuning, LoRA) trains something else, whatever the batch.
     if (tokens == flotilla::tokens_per_step(before))
-      text += tr(" The global batch stays %1 tokens, so the training is the same.").arg(locale.toString(tokens));
+      text += sameLora(before.lora, after.lora)
+                  ? tr(" The global batch stays %1 tokens, so the training is the same.")
+                        .arg(locale.toString(tokens))
+                  : tr(" The global batch stays %1 tokens.").arg(locale.toString(tokens));
   }
   if (planBefore && planAfter) {
     text += tr(" Memory per device %1 → %2 (of %3); step %4 s → %5 s.")
@@ -78,6 +109,7 @@ void applyLayout(const flotilla::RunConfig& layout, flotilla::RunConfig& config)
   config.parallel.zero = layout.parallel.zero;
   config.parallel.micro_batches = layout.parallel.micro_batches;
   config.train.micro_batch = layout.train.micro_batch;
+  if (!sameLora(config.lora, layout.lora)) config.lora = layout.lora;
   config.train.global_batch_tokens = tokens;
   if (naturalBatchTokens(config) == tokens) config.train.global_batch_tokens = 0;
 }
@@ -96,10 +128,14 @@ LayoutAdvice adviseLayout(const flotilla::RunConfig& base, const HardwareTarget&
     advice.ranks = world;
     advice.config = best->config;
     advice.plan = best->plan;
+    advice.note = sentence(QString::fromStdString(best->note));
     const flotilla::Plan& p = best->plan;
     advice.text = tr("Fastest layout that fits on %n rank(s): %1, %2 per device, %3 s per step.", world)
                       .arg(layoutText(p), formatBytes(p.peak().total()))
                       .arg(p.step_s, 0, 'g', 3);
+    if (!sameLora(best->config.lora, base.lora))
+      advice.text += tr(" It trains with %1.").arg(trainingText(best->config.lora));
+    if (!advice.note.isEmpty()) advice.text += QLatin1Char(' ') + advice.note;
     if (!layouts.front().runnable)
       advice.text += tr(" (%1 would be faster, %2 s per step, but %3.)")
                          .arg(layoutText(layouts.front().plan))

@@ -25,6 +25,7 @@
 #include "engine/model/gpt.h"
 #include "engine/plan/planner.h"
 #include "ui/wizard/configdraft.h"
+#include "ui/wizard/loracontrols.h"
 #include "ui/wizard/modelfit.h"
 #include "ui/wizard/templates.h"
 #include "ui/wizard/wizardformat.h"
@@ -41,21 +42,6 @@ bool sameShape(const flotilla::ModelSection& a, const flotilla::ModelSection& b)
          a.rope_factor == b.rope_factor && a.rope_low_freq_factor == b.rope_low_freq_factor &&
          a.rope_high_freq_factor == b.rope_high_freq_factor &&
          a.rope_original_max_position == b.rope_original_max_position;
-}
-
-// Half way between the text and the background: headings that recede.
-QColor faintText(const QPalette& palette) {
-  const QColor a = palette.color(QPalette::WindowText), b = palette.color(QPalette::Window);
-  return QColor((a.red() + b.red()) / 2, (a.green() + b.green()) / 2, (a.blue() + b.blue()) / 2);
-}
-
-// The folder's summary as a two-column table, headings faint (rich text for the info label).
-QString summaryTable(const QList<QPair<QString, QString>>& rows, const QColor& faint) {
-  QString html = QStringLiteral("<table cellspacing=\"0\" cellpadding=\"1\">");
-  for (const auto& [heading, text] : rows)
-    html += QStringLiteral("<tr><td style=\"color:%1; padding-right:10px\">%2</td><td>%3</td></tr>")
-                .arg(faint.name(), heading.toHtmlEscaped(), text.toHtmlEscaped());
-  return html + QStringLiteral("</table>");
 }
 
 QString archLabel(const std::string& arch) {
@@ -76,7 +62,8 @@ QWidget* withButton(QLineEdit* edit, QPushButton* button, QWidget* parent) {
 
 ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget* parent)
     : WizardPageBase(configDraft,
-                     {QStringLiteral("run.name"), QStringLiteral("run.seed"), QStringLiteral("model")},
+                     {QStringLiteral("run.name"), QStringLiteral("run.seed"), QStringLiteral("model"),
+                      QStringLiteral("lora")},
                      parent),
       m_templates(templates),
       m_sources(new QButtonGroup(this)),
@@ -100,12 +87,14 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
       m_hfRow(nullptr),
       m_hfPath(new QLineEdit(this)),
       m_hfInfo(new QLabel(this)),
+      m_loraControls(new LoraControls(configDraft, this)),
       m_params(new QLabel(this)),
+      m_trainable(new QLabel(this)),
       m_fit(new QLabel(this)) {
   setTitle(tr("Model"));
   setSubTitle(
       tr("Start from a template, name the run and choose the model: a named size, your own dimensions, "
-         "or a Hugging Face model folder to continue training."));
+         "or a Hugging Face model folder to continue training, fully or with LoRA adapters."));
   m_template->setObjectName(QStringLiteral("template"));
   m_name->setObjectName(QStringLiteral("runName"));
   m_preset->setObjectName(QStringLiteral("preset"));
@@ -125,6 +114,7 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   m_hfPath->setObjectName(QStringLiteral("hfFolder"));
   m_hfInfo->setObjectName(QStringLiteral("hfInfo"));
   m_params->setObjectName(QStringLiteral("parameterCount"));
+  m_trainable->setObjectName(QStringLiteral("trainableCount"));
   m_fit->setObjectName(QStringLiteral("fitText"));
 
   auto* sourceRow = new QWidget(this);
@@ -210,7 +200,9 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   form->addRow(tr("Context (max_seq_len)"), m_maxSeq);
   form->addRow(tr("Folder"), m_hfRow);
   form->addRow(QString(), m_hfInfo);
+  m_loraControls->addRows(form);
   form->addRow(tr("Parameters"), m_params);
+  form->addRow(tr("Trainable"), m_trainable);
   form->addRow(tr("What fits"), m_fit);
   bindField(QStringLiteral("run.name"), m_name);
   bindField(QStringLiteral("model.arch"), m_arch);
@@ -224,9 +216,12 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   bindField(QStringLiteral("model.vocab_size"), m_vocab);
   bindField(QStringLiteral("model.max_seq_len"), m_maxSeq);
   bindField(QStringLiteral("model.init_from"), m_hfRow);
+  for (const auto& [path, widget] : m_loraControls->fields()) bindField(path, widget);
   reloadTemplates();
 
   connect(&m_watcher, &QFutureWatcher<HfFolderInfo>::finished, this, &ModelPage::onRead);
+  connect(m_loraControls, &LoraControls::reloadRequested, this, &ModelPage::reload);
+  connect(m_loraControls, &LoraControls::recheckRequested, this, &ModelPage::recheck);
   connect(m_sources, &QButtonGroup::idClicked, this, [this](int id) { setSource(static_cast<Source>(id)); });
   connect(m_template, &QComboBox::activated, this, &ModelPage::applyTemplate);
   connect(m_name, &QLineEdit::textEdited, this, [this](const QString& text) {
@@ -443,10 +438,12 @@ void ModelPage::load() {
   m_ropeTheta->setValue(m.rope_theta);
   m_vocab->setValue(m.vocab_size);
   m_maxSeq->setValue(m.max_seq_len);
+  m_loraControls->load();
   updateRows();
 }
 
 QString ModelPage::parameterText() const { return m_params->text(); }
+QString ModelPage::trainableText() const { return m_trainable->text(); }
 QString ModelPage::fitText() const { return m_fit->text(); }
 QString ModelPage::hfSummary() const {
   QStringList lines;
@@ -459,6 +456,7 @@ QString ModelPage::hfSummary() const {
 QStringList ModelPage::extraProblems() const {
   QStringList out;
   if (!m_templateError.isEmpty()) out << m_templateError;
+  out << m_loraControls->problems();
   if (m_source != HfFolder) return out;
   const std::string& path = draft()->config().model.init_from;
   const QString folder = QString::fromStdString(path);
@@ -473,10 +471,15 @@ QStringList ModelPage::extraProblems() const {
   return out;
 }
 
+QList<WizardPageBase::FieldProblem> ModelPage::extraFieldProblems() const {
+  return m_loraControls->fieldProblems();
+}
+
 void ModelPage::refreshDerived() {
   const RunConfig& c = draft()->config();
   const QString folder = QString::fromStdString(c.model.init_from);
   const bool hf = m_source == HfFolder;
+  m_loraControls->refresh(hf);
   const bool folderKnown = m_info.ok && m_info.folder == folder && !m_reading;
   if (hf) {
     if (folder.isEmpty())
@@ -493,6 +496,7 @@ void ModelPage::refreshDerived() {
   if ((hf && !folderKnown) || !draft()->problemsUnder({QStringLiteral("model")}).isEmpty() ||
       c.model.n_layer < 1 || c.model.n_embd < 1) {
     m_params->setText(hf ? tr("—") : tr("— (fix the model's numbers below)"));
+    m_trainable->setText(tr("—"));
     m_fit->setText(tr("—"));
     return;
   }
@@ -501,6 +505,15 @@ void ModelPage::refreshDerived() {
                         .arg(formatCount(static_cast<double>(n.total)),
                              QLocale().toString(static_cast<qulonglong>(n.total)),
                              formatCount(static_cast<double>(n.embedding))));
+  if (c.lora.enabled) {
+    const QString trainable = loraTrainableText(c);
+    m_trainable->setText(trainable.isEmpty() ? tr("— (fix the LoRA settings above)")
+                                             : trainable + tr(" (the adapters; the model stays frozen)"));
+  } else {
+    m_trainable->setText(
+        tr("All %1 (full %2)")
+            .arg(formatCount(static_cast<double>(n.total)), hf ? tr("fine-tuning") : tr("training")));
+  }
   const FitCheck fit = checkFit(c, draft()->target(), draft()->ranks());
   const int ranks = draft()->ranks();
   m_fit->setText(fit.text + QLatin1Char('\n') +

@@ -3,7 +3,9 @@
 // Llama family, with the Llama-only keys shown only for it), or a Hugging Face folder, whose
 // config.json sets every shape key (read off the UI thread by the engine's apply_hf_init_from, so
 // the draft holds exactly what the worker will train) and whose architecture and weight files are
-// shown read-only. Under all three: the parameter count and what fits on the chosen hardware.
+// shown read-only. Under all three: how it trains (every weight, or LoRA adapters over a folder's
+// frozen weights: loracontrols.h), the parameter count, what trains of it and what fits on the
+// chosen hardware.
 //
 // Decision: choosing a folder writes model.init_from (and model.arch = llama, the only family a
 // folder can hold) at once, so the Review page and validate() see it while it is read; a folder
@@ -27,6 +29,7 @@ class QSpinBox;
 
 namespace flotilla::ui {
 
+class LoraControls;
 class TemplateStore;
 
 class ModelPage : public WizardPageBase {
@@ -40,7 +43,10 @@ class ModelPage : public WizardPageBase {
   // Re-reads the template list (after Save as template).
   void reloadTemplates();
   QString parameterText() const;
+  // "4.88 M trainable, 3.6% of 135 M" under LoRA, "All 135 M (full fine-tuning)" otherwise.
+  QString trainableText() const;
   QString fitText() const;
+  LoraControls* loraControls() const { return m_loraControls; }
   Source source() const { return m_source; }
   void setSource(Source source);
   // Uses a Hugging Face folder (as Browse… does); reads it on a worker thread (isReadingFolder()).
@@ -53,6 +59,7 @@ class ModelPage : public WizardPageBase {
   void load() override;
   void refreshDerived() override;
   QStringList extraProblems() const override;
+  QList<FieldProblem> extraFieldProblems() const override;
 
  private:
   void applyTemplate(int index);
@@ -87,7 +94,9 @@ class ModelPage : public WizardPageBase {
   QWidget* m_hfRow;
   QLineEdit* m_hfPath;
   QLabel* m_hfInfo;
+  LoraControls* m_loraControls;
   QLabel* m_params;
+  QLabel* m_trainable;
   QLabel* m_fit;
 
   QFutureWatcher<HfFolderInfo> m_watcher;

@@ -38,4 +38,17 @@ QString formatUsd(double usd) {
   return QLatin1Char('$') + QString::number(usd, 'f', 2);
 }
 
+QColor faintText(const QPalette& palette) {
+  const QColor a = palette.color(QPalette::WindowText), b = palette.color(QPalette::Window);
+  return QColor((a.red() + b.red()) / 2, (a.green() + b.green()) / 2, (a.blue() + b.blue()) / 2);
+}
+
+QString summaryTable(const QList<QPair<QString, QString>>& rows, const QColor& faint) {
+  QString html = QStringLiteral("<table cellspacing=\"0\" cellpadding=\"1\">");
+  for (const auto& [heading, text] : rows)
+    html += QStringLiteral("<tr><td style=\"color:%1; padding-right:10px\">%2</td><td>%3</td></tr>")
+                .arg(faint.name(), heading.toHtmlEscaped(), text.toHtmlEscaped());
+  return html + QStringLiteral("</table>");
+}
+
 }  // namespace flotilla::ui

@@ -1,0 +1,205 @@
+// The stored runs view's actions on a run's model (see storerunsview.h): export its weights (a LoRA
+// run's adapter as a PEFT folder, or its base with the adapter merged in) and sample from it, each by
+// running flotilla-worker on the run's newest verified checkpoint.
+#include "ui/runs/storerunsview.h"
+
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QMessageBox>
+#include <QProcess>
+
+#include "db/run_store.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "runs/sample_text.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/remoterun.h"
+#include "ui/runs/storeservice.h"
+
+namespace flotilla::ui {
+namespace {
+
+// The run's config as stored (its TOML, else its folder's config.toml); nullopt for the demo and
+// older runs, which keep none.
+std::optional<flotilla::RunConfig> storedConfig(const db::Run& run) {
+  try {
+    return run.config_toml.empty() ? flotilla::load_config_file(run.run_dir + "/config.toml")
+                                   : flotilla::parse_config_toml(run.config_toml, run.name);
+  } catch (const flotilla::Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool StoreRunsView::isLoraRun(qint64 id) {
+  const std::optional<db::Run> run = m_store->run(id);
+  if (!run) return false;
+  const std::optional<flotilla::RunConfig> config = storedConfig(*run);
+  return config && config->lora.enabled;
+}
+
+std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) {
+  const std::optional<db::Run> run = m_store->run(id);
+  if (!run) return std::nullopt;
+  ModelSource src;
+  src.name = QString::fromStdString(run->name);
+  src.runDir = QString::fromStdString(run->run_dir);
+  if (RemoteRun::isNodeRunDir(src.runDir) || !QDir(src.runDir).exists()) {
+    emit errorRaised(tr("The checkpoints of %1 are not on this machine (it ran on %2): fork it here "
+                        "first, or export on its node.")
+                         .arg(src.name, QString::fromStdString(run->target)));
+    return std::nullopt;
+  }
+  QString error;
+  src.worker = m_runs->findWorker(&error);
+  if (src.worker.isEmpty()) {
+    emit errorRaised(tr("Cannot find flotilla-worker: %1").arg(error));
+    return std::nullopt;
+  }
+  // The demo and older runs keep no config: a GPT-2 without a tokenizer.
+  if (const std::optional<flotilla::RunConfig> config = storedConfig(*run)) {
+    src.llama = config->model.arch == "llama";
+    src.lora = config->lora.enabled;
+    src.tokenizer = QString::fromStdString(runs::run_tokenizer_path(*config));
+  }
+  return src;
+}
+
+void StoreRunsView::runWorker(const QString& worker, const QStringList& args, const QString& busyText,
+                              std::function<void(bool, const QString&, const QString&)> done) {
+  auto* process = new QProcess(this);
+  process->setProgram(worker);
+  process->setArguments(args);  // no shell: nothing the user typed is interpreted
+  beginBusy(busyText);
+  connect(process, &QProcess::finished, this, [this, process, done](int code, QProcess::ExitStatus status) {
+    endBusy();
+    process->deleteLater();
+    done(status == QProcess::NormalExit && code == 0, QString::fromUtf8(process->readAllStandardOutput()),
+         QString::fromUtf8(process->readAllStandardError()).trimmed());
+  });
+  connect(process, &QProcess::errorOccurred, this, [this, process, done](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    endBusy();
+    process->deleteLater();
+    done(false, QString(), process->errorString());
+  });
+  process->start();
+}
+
+bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
+  const std::optional<ModelSource> src = modelSource(id);
+  if (!src) return false;
+  QString target = path;
+  if (target.isEmpty()) {
+    const QString suffix = src->lora    ? QStringLiteral("-merged-hf")
+                           : src->llama ? QStringLiteral("-hf")
+                                        : QStringLiteral("-gpt2");
+    const QString suggested = QDir::home().filePath(src->name + suffix);
+    target = chooseExportFolder ? chooseExportFolder(suggested)
+                                : QFileDialog::getSaveFileName(this, tr("Export weights to a folder"), suggested);
+    if (target.isEmpty()) return false;
+  }
+  QStringList args{QStringLiteral("export"), QStringLiteral("--checkpoint"), src->runDir, QStringLiteral("--format"),
+                   src->llama ? QStringLiteral("hf") : QStringLiteral("safetensors"), QStringLiteral("--out")};
+  // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
+  args << (src->llama || target.endsWith(QLatin1Char('/')) ? target : target + QLatin1Char('/'));
+  if (src->llama && !src->tokenizer.isEmpty() && QFileInfo(src->tokenizer).isDir())
+    args << QStringLiteral("--tokenizer") << src->tokenizer;
+  // A LoRA run's hf export is its base with the adapter merged in (the worker reads the base again).
+  const QString busy = src->lora ? tr("Merging the adapter of %1 into its base…").arg(src->name)
+                                 : tr("Exporting the weights of %1…").arg(src->name);
+  runWorker(src->worker, args, busy,
+            [this, target, lora = src->lora](bool ok, const QString&, const QString& err) {
+              if (ok) {
+                emit message(lora ? tr("Merged model exported to %1").arg(target)
+                                  : tr("Weights exported to %1").arg(target));
+              } else {
+                emit errorRaised(tr("Export failed: %1").arg(err));
+              }
+              emit weightsExported(ok, ok ? target : err);
+            });
+  return true;
+}
+
+bool StoreRunsView::exportAdapter(qint64 id, const QString& path) {
+  const std::optional<ModelSource> src = modelSource(id);
+  if (!src) return false;
+  if (!src->lora) {
+    emit errorRaised(
+        tr("%1 trained every weight, so it has no LoRA adapter: export its weights instead.").arg(src->name));
+    return false;
+  }
+  QString target = path;
+  if (target.isEmpty()) {
+    const QString suggested = QDir::home().filePath(src->name + QStringLiteral("-adapter"));
+    target = chooseExportFolder
+                 ? chooseExportFolder(suggested)
+                 : QFileDialog::getSaveFileName(this, tr("Export the LoRA adapter to a folder"), suggested);
+    if (target.isEmpty()) return false;
+  }
+  const QStringList args{
+      QStringLiteral("export"), QStringLiteral("--checkpoint"), src->runDir, QStringLiteral("--format"),
+      QStringLiteral("peft"),   QStringLiteral("--out"),        target};
+  runWorker(
+      src->worker, args, tr("Exporting the LoRA adapter of %1…").arg(src->name),
+      [this, target](bool ok, const QString&, const QString& err) {
+        if (ok)
+          emit message(
+              tr("LoRA adapter exported to %1 (PEFT: PeftModel.from_pretrained(base, folder))").arg(target));
+        else
+          emit errorRaised(tr("Export failed: %1").arg(err));
+        emit adapterExported(ok, ok ? target : err);
+      });
+  return true;
+}
+
+bool StoreRunsView::sampleModel(qint64 id, const QString& prompt) {
+  const std::optional<ModelSource> src = modelSource(id);
+  if (!src) return false;
+  QString text = prompt;
+  if (text.isEmpty()) {
+    if (askPrompt) {
+      const std::optional<QString> asked = askPrompt();
+      if (!asked) return false;
+      text = *asked;
+    } else {
+      bool ok = false;
+      text = QInputDialog::getMultiLineText(this, tr("Sample from %1").arg(src->name),
+                                            tr("Prompt (the model continues it, 64 tokens):"), QString(), &ok);
+      if (!ok) return false;
+    }
+  }
+  QStringList args{QStringLiteral("sample"), QStringLiteral("--checkpoint"), src->runDir,
+                   QStringLiteral("--tokens"), QStringLiteral("64"), QStringLiteral("--top-k"), QStringLiteral("40")};
+  if (!src->tokenizer.isEmpty()) {
+    args << QStringLiteral("--tokenizer") << src->tokenizer << QStringLiteral("--prompt") << text;
+  } else {
+    // No tokenizer (the synthetic demo): the model's own token ids, from token 0.
+    args << QStringLiteral("--prompt-ids") << QStringLiteral("0");
+  }
+  runWorker(src->worker, args, tr("Sampling from %1…").arg(src->name),
+            [this, name = src->name, ids = src->tokenizer.isEmpty()](bool ok, const QString& out,
+                                                                     const QString& err) {
+              const QString result =
+                  !ok ? err
+                  : ids ? tr("Token ids (this run has no tokenizer to decode them): %1").arg(out.trimmed())
+                        : out.trimmed();
+              if (!ok) emit errorRaised(tr("Sampling failed: %1").arg(err));
+              if (ok) {
+                if (showSample) {
+                  showSample(result);
+                } else {
+                  QMessageBox box(QMessageBox::NoIcon, tr("Sample from %1").arg(name), result, QMessageBox::Close, this);
+                  box.setTextInteractionFlags(Qt::TextSelectableByMouse);
+                  box.exec();
+                }
+              }
+              emit sampled(ok, result);
+            });
+  return true;
+}
+
+}  // namespace flotilla::ui
