@@ -27,6 +27,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/gpu_trainer.h"
 #include "engine/cuda/lora.h"
+#include "engine/cuda/matmul.h"
 #include "engine/train/adamw.h"
 #include "gpu_test_util.h"
 #include "lora_golden.h"
