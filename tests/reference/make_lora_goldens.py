@@ -30,21 +30,22 @@ import json
 import logging
 import os
 import shutil
-import struct
 import sys
 import warnings
 
 import peft
 import safetensors
 import torch
-import torch.nn.functional as F
 import transformers
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from peft.utils import load_peft_weights, set_peft_model_state_dict
 from safetensors import safe_open
-from safetensors.torch import load_file, save
 from transformers import AutoModelForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_model_goldens as base_goldens  # noqa: E402 - the base goldens' helpers, shared
+from make_model_goldens import masked_loss, save_canonical  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HF_GOLDEN = "tests/engine/golden/hf"  # relative to REPO; also what adapter_config.json names as the base
@@ -68,10 +69,7 @@ MODELS = {
 
 
 def set_determinism():
-    transformers.utils.logging.disable_progress_bar()
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)  # one summation order for every reduction, whatever the machine
-    torch.set_default_dtype(torch.float32)
+    base_goldens.set_determinism()
     quiet_known_warnings()
 
 
@@ -144,11 +142,6 @@ def load_peft(base_dir, adapter_dir, trainable=False, name_or_path=None):
     return model, lines, result._replace(missing_keys=missing)
 
 
-def masked_loss(logits, targets):
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1).long(),
-                           ignore_index=IGNORE)
-
-
 def stored_names(path):
     """Tensor name -> (dtype, shape) of one .safetensors file."""
     with safe_open(path, "pt") as st:
@@ -172,25 +165,6 @@ def lora_params(model):
             assert ".default." in n, n
             out[n.replace(".default.", ".")] = p
     return out
-
-
-def save_canonical(tensors, path, metadata):
-    """safetensors.torch.save with the __metadata__ keys sorted. The library writes them in hash-map
-    order, different in each process (safetensors issue #584), so two runs would not be byte-identical.
-    Only the order of keys inside the header changes: same length, same offsets, same data."""
-    blob = save(tensors, metadata=metadata)
-    n = struct.unpack("<Q", blob[:8])[0]
-    header = blob[8:8 + n].decode("ascii")
-    text = header.rstrip(" ")  # the library pads the header with spaces to 8 bytes
-    parsed = json.loads(text)
-    assert json.dumps(parsed, separators=(",", ":")) == text, "header not in the expected compact form"
-    parsed["__metadata__"] = dict(sorted(parsed["__metadata__"].items()))
-    canonical = json.dumps(parsed, separators=(",", ":"))
-    assert len(canonical) == len(text)
-    with open(path, "wb") as f:
-        f.write(blob[:8] + (canonical + header[len(text):]).encode("ascii") + blob[8 + n:])
-    back = load_file(path)
-    assert set(back) == set(tensors) and all(torch.equal(back[k], tensors[k]) for k in tensors)
 
 
 def save_adapter(model, adapter_dir):
