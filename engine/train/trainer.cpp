@@ -610,13 +610,22 @@ int run_training(const TrainOptions& options) {
   if (loop.model.lora().enabled()) {
     const LoraSpec& lo = loop.model.lora();
     const size_t trainable = lora_parameter_count(loop.dims, lo), all = num_parameters_unpadded(loop.dims);
-    char text[256];
+    // "4.88M" or, below a million, "148,736".
+    const auto count = [](size_t n) {
+      char b[32];
+      if (n >= 1000000)
+        std::snprintf(b, sizeof b, "%.2fM", static_cast<double>(n) / 1e6);
+      else
+        std::snprintf(b, sizeof b, "%zu,%03zu", n / 1000, n % 1000);
+      return std::string(n >= 1000000 || n >= 1000 ? b : std::to_string(n));
+    };
+    char text[320];
     std::snprintf(text, sizeof text,
-                  "LoRA r %d, alpha %g (scale %.4g%s), dropout %g on %s: %.2fM trainable parameters, %.3f%% of "
-                  "%.2fM (the base is frozen)",
+                  "LoRA r %d, alpha %g (scale %.4g%s), dropout %g on %s: %s trainable parameters, %.3f%% of %s "
+                  "(the base is frozen)",
                   lo.rank, lo.alpha, static_cast<double>(lo.scale()), lo.rslora ? ", rsLoRA" : "",
-                  static_cast<double>(lo.dropout), lora_targets_text(lo.targets).c_str(), trainable / 1e6,
-                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), all / 1e6);
+                  static_cast<double>(lo.dropout), lora_targets_text(lo.targets).c_str(), count(trainable).c_str(),
+                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), count(all).c_str());
     loop.metrics.event("info", text,
                        {{"lora_trainable_params", std::to_string(trainable)},
                         {"lora_rank", std::to_string(lo.rank)},
