@@ -10,6 +10,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/peft.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::runs {
@@ -39,19 +40,25 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void resolve_model_source(RunConfig& config) { interop::apply_hf_init_from(config); }
+void resolve_model_source(RunConfig& config) {
+  interop::apply_hf_init_from(config);
+  interop::apply_lora_init_from(config);  // a PEFT adapter to continue sets [lora]'s shape keys
+}
 
 void check_remote_write_paths(const RunConfig& config, const std::string& where) {
-  const std::string& p = config.checkpoint.export_hf;
-  if (p.empty()) return;
-  const std::filesystem::path path(p);
-  bool outside = path.is_absolute() || p.front() == '~' || p.front() == '$';
-  for (const auto& part : path) outside = outside || part == "..";
-  if (outside)
-    throw Error(ExitCode::kConfig,
-                "checkpoint.export_hf = \"" + p + "\": on " + where +
-                    " the worker writes only inside its run folder (~/.flotilla/runs/<run>); "
-                    "give a relative path such as \"hf-export\" (it lands in the run folder)");
+  for (const auto& [key, p] :
+       {std::pair<const char*, const std::string&>{"checkpoint.export_hf", config.checkpoint.export_hf},
+        {"checkpoint.export_peft", config.checkpoint.export_peft}}) {
+    if (p.empty()) continue;
+    const std::filesystem::path path(p);
+    bool outside = path.is_absolute() || p.front() == '~' || p.front() == '$';
+    for (const auto& part : path) outside = outside || part == "..";
+    if (outside)
+      throw Error(ExitCode::kConfig,
+                  std::string(key) + " = \"" + p + "\": on " + where +
+                      " the worker writes only inside its run folder (~/.flotilla/runs/<run>); "
+                      "give a relative path such as \"export\" (it lands in the run folder)");
+  }
 }
 
 void validate_run_config(const RunConfig& config, int ranks) {

@@ -47,8 +47,9 @@ struct NewRun {
 };
 
 // When model.init_from names a Hugging Face folder, sets the model's architecture and shape from
-// its config.json, as the worker does at start (so what is validated, stored and shown is the
-// model that trains). Throws flotilla::Error (kConfig) naming the key the engine cannot run.
+// its config.json, and when lora.init_from names a PEFT adapter, [lora]'s rank, alpha, targets and
+// rsLoRA from its adapter_config.json, as the worker does at start (so what is validated, stored
+// and shown is the model that trains). Throws flotilla::Error (kConfig) naming the key.
 void resolve_model_source(RunConfig& config);
 
 // Throws flotilla::Error (kConfig) listing every problem of `config` (its model resolved as above)
@@ -57,7 +58,7 @@ void validate_run_config(const RunConfig& config, int ranks);
 
 // A run on a node or a cluster writes only inside its run folder there (~/.flotilla/runs/<run>;
 // docs/reliability.md S8's allowed root): the config's paths the worker writes to
-// (checkpoint.export_hf) must be relative and stay inside it. Throws flotilla::Error (kConfig)
+// (checkpoint.export_hf, checkpoint.export_peft) must be relative and stay inside it. Throws flotilla::Error (kConfig)
 // naming the key, the value and the fix; `where` names the target ("node gpu-box").
 void check_remote_write_paths(const RunConfig& config, const std::string& where);
 
