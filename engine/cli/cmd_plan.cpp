@@ -162,8 +162,10 @@ int cmd_plan(const CommandArgs& argv) {
   }
   // A plan that does not fit is a failure a script must see (the same exit code train refuses with).
   if (!plan.fits) {
-    std::fprintf(stderr, "plan: the run does not fit: it needs %.2f GiB, %s\n",
-                 static_cast<double>(plan.needed_bytes()) / (1ull << 30), device.mem_note.c_str());
+    const std::string margin =
+        plan.margin_bytes() > 0 ? " plus a margin of " + memory_margin_text(plan.needed_bytes(), plan.ranks) : "";
+    std::fprintf(stderr, "plan: the run does not fit: it needs %.2f GiB%s, %s\n",
+                 static_cast<double>(plan.needed_bytes()) / (1ull << 30), margin.c_str(), device.mem_note.c_str());
     return static_cast<int>(ExitCode::kOutOfMemory);
   }
   return 0;

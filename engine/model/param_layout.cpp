@@ -121,14 +121,52 @@ size_t ParamLayout::full_params_unpadded() const {
   return full_params() - pad_rows * C * (tied() ? 1 : 2);
 }
 
+namespace {
+
+bool holds(const TensorSpec& t, const ModelShard& s) {
+  return t.holder == Holder::kLayers || (t.holder == Holder::kFirstStage && s.first_stage()) ||
+         (t.holder == Holder::kLastStage && s.last_stage()) ||
+         (t.holder == Holder::kFirstAndLastStage && s.has_wte());
+}
+
+// Appends a run, merged into the previous one where both are contiguous in the full and the local
+// vector (a whole tensor with tp = 1 is one run, not one per row per layer).
+void push_run(std::vector<ShardRun>& runs, ShardRun r) {
+  if (!runs.empty()) {
+    ShardRun& last = runs.back();
+    if (last.full + last.count == r.full && last.local + last.count == r.local) {
+      last.count += r.count;
+      return;
+    }
+  }
+  runs.push_back(r);
+}
+
+}  // namespace
+
+size_t local_size(const ParamLayout& layout, const ModelShard& s, int tensor) {
+  const TensorSpec& t = layout[tensor];
+  if (t.rows == 0 || !holds(t, s)) return 0;
+  const size_t tp = static_cast<size_t>(s.tp);
+  size_t per = 0;
+  switch (t.split) {
+    case TpSplit::kReplicated:
+      per = t.rows * t.cols;
+      break;
+    case TpSplit::kRows:
+      for (size_t sec : t.row_sections) per += (sec / tp) * t.cols;
+      break;
+    case TpSplit::kCols:
+      per = t.rows * (t.cols / tp);
+      break;
+  }
+  return t.per_layer() ? per * static_cast<size_t>(s.local_layers()) : per;
+}
+
 std::vector<ShardRun> shard_runs(const ParamLayout& layout, const ModelShard& s, int tensor) {
   const TensorSpec& t = layout[tensor];
   std::vector<ShardRun> runs;
-  if (t.rows == 0) return runs;
-  const bool held = t.holder == Holder::kLayers || (t.holder == Holder::kFirstStage && s.first_stage()) ||
-                    (t.holder == Holder::kLastStage && s.last_stage()) ||
-                    (t.holder == Holder::kFirstAndLastStage && s.has_wte());
-  if (!held) return runs;
+  if (t.rows == 0 || !holds(t, s)) return runs;
   const size_t tp = static_cast<size_t>(s.tp), r = static_cast<size_t>(s.tp_rank);
   // The runs of one layer (or of the whole non-layer tensor).
   std::vector<ShardRun> within;
@@ -151,7 +189,7 @@ std::vector<ShardRun> shard_runs(const ParamLayout& layout, const ModelShard& s,
     }
     case TpSplit::kCols: {
       const size_t part = t.cols / tp;
-      for (size_t row = 0; row < t.rows; ++row) within.push_back({row * t.cols + r * part, row * part, part});
+      for (size_t row = 0; row < t.rows; ++row) push_run(within, {row * t.cols + r * part, row * part, part});
       local_per = t.rows * part;
       break;
     }
@@ -161,14 +199,15 @@ std::vector<ShardRun> shard_runs(const ParamLayout& layout, const ModelShard& s,
   const size_t nl = static_cast<size_t>(s.local_layers());
   for (size_t l = 0; l < nl; ++l)
     for (const ShardRun& w : within)
-      runs.push_back({(lb + l) * full_per + w.full, l * local_per + w.local, w.count});
+      push_run(runs, {(lb + l) * full_per + w.full, l * local_per + w.local, w.count});
   return runs;
 }
 
+// In closed form: the planner asks this of configs with a million layers or n_embd = 2^30 before
+// anything is allocated, so it must not build the runs (RELIABILITY D8).
 std::vector<size_t> local_param_sizes(const ParamLayout& layout, const ModelShard& s) {
   std::vector<size_t> out(static_cast<size_t>(layout.size()), 0);
-  for (int i = 0; i < layout.size(); ++i)
-    for (const ShardRun& run : shard_runs(layout, s, i)) out[static_cast<size_t>(i)] += run.count;
+  for (int i = 0; i < layout.size(); ++i) out[static_cast<size_t>(i)] = local_size(layout, s, i);
   return out;
 }
 

@@ -85,6 +85,8 @@ struct ShardRun {
   size_t full = 0, local = 0, count = 0;
 };
 std::vector<ShardRun> shard_runs(const ParamLayout& layout, const ModelShard& s, int tensor);
+// Floats of `tensor` that rank `s` holds (the sum of its shard_runs), computed without building them.
+size_t local_size(const ParamLayout& layout, const ModelShard& s, int tensor);
 std::vector<size_t> local_param_sizes(const ParamLayout& layout, const ModelShard& s);
 
 // Copies between a full parameter vector (full_params() floats) and a shard's local vector.

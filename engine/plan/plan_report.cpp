@@ -107,7 +107,10 @@ std::string plan_memory_text(const Plan& p) {
       out += row(name, human_bytes(static_cast<double>(bytes)));
   }
   const std::string verdict = p.fits ? " (fits)" : " (DOES NOT FIT)";
-  const std::string of = " of " + human_bytes(static_cast<double>(p.device.mem_bytes));
+  const uint64_t margin = p.margin_bytes();
+  // Host memory keeps a margin above the estimate (planner.h, memory_margin); `fits` counts it.
+  const std::string of = (margin > 0 ? " + margin " + human_bytes(static_cast<double>(margin)) : std::string()) +
+                         " of " + human_bytes(static_cast<double>(p.device.mem_bytes));
   if (p.device.mem_shared_by_ranks && p.ranks > 1) {
     out += row("total", human_bytes(static_cast<double>(m.total())) + " per rank");
     out +=
@@ -301,6 +304,7 @@ std::string plan_to_json(const Plan& p, int indent) {
   j["cost"] = {{"usd_per_hour", p.usd_per_hour}, {"usd", p.cost_usd}};
   j["fits"] = p.fits;
   j["needed_bytes"] = p.needed_bytes();
+  j["margin_bytes"] = p.margin_bytes();
   return j.dump(indent);
 }
 

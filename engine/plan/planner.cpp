@@ -12,6 +12,7 @@
 // token instead of 6N) and data parallelism moves the adapters' gradients only.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/config/config_validate.h"
 #include "engine/model/param_layout.h"
@@ -91,6 +92,23 @@ uint64_t MemoryBreakdown::total() const {
 
 uint64_t Plan::needed_bytes() const {
   return peak().total() * static_cast<uint64_t>(device.mem_shared_by_ranks ? ranks : 1);
+}
+
+uint64_t Plan::margin_bytes() const {
+  return device.mem_shared_by_ranks ? memory_margin(needed_bytes(), ranks) : 0;
+}
+
+uint64_t memory_margin(uint64_t needed, int processes) {
+  return kMarginPerProcess * static_cast<uint64_t>(std::max(1, processes)) +
+         static_cast<uint64_t>(static_cast<double>(needed) * kMarginFraction);
+}
+
+std::string memory_margin_text(uint64_t needed, int processes) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.0f MiB (%llu MiB a process + %.0f%%)",
+                static_cast<double>(memory_margin(needed, processes)) / (1 << 20),
+                static_cast<unsigned long long>(kMarginPerProcess >> 20), kMarginFraction * 100);
+  return buf;
 }
 
 int stage_layers(int n_layer, int stages, int stage) {
@@ -278,7 +296,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   plan.run_s = plan.step_s * static_cast<double>(plan.steps);
   plan.usd_per_hour = config.budget.usd_per_hour;
   plan.cost_usd = plan.run_s / 3600.0 * plan.usd_per_hour;
-  plan.fits = device.mem_bytes == 0 || plan.needed_bytes() <= device.mem_bytes;
+  plan.fits = device.mem_bytes == 0 || plan.needed_bytes() + plan.margin_bytes() <= device.mem_bytes;
   return plan;
 }
 

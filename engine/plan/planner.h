@@ -187,10 +187,21 @@ struct Plan {
   double run_s = 0;               // steps * step_s
   double usd_per_hour = 0;        // budget.usd_per_hour (the whole run's hardware)
   double cost_usd = 0;            // run_s / 3600 * usd_per_hour; 0 when no price is set
-  bool fits = true;               // peak memory (x ranks, for host memory) <= device memory
-  uint64_t needed_bytes() const;  // what `fits` compares: the peak stage, times ranks when memory is shared
+  bool fits = true;               // needed_bytes() + margin_bytes() <= device memory
+  uint64_t needed_bytes() const;  // the peak stage, times ranks when memory is shared
+  uint64_t margin_bytes() const;  // host memory: memory_margin(needed_bytes(), ranks); 0 on a GPU
   const MemoryBreakdown& peak() const { return stages[static_cast<size_t>(peak_stage)].memory; }
 };
+
+// The headroom a run on host memory must leave above the planner's figure before it is called
+// fitting (RELIABILITY D7): kMarginPerProcess for each process (libraries mapped after the estimate,
+// thread stacks, and the file pages a memory cgroup charges) plus kMarginFraction of `needed` for
+// allocator slack. Measured under a 2 GiB cgroup v1 the tiny-model runs peaked 22-28 MiB above
+// the plan plus 8-10 MiB of page cache; without the margin a run planned at 98.8% was OOM-killed.
+constexpr uint64_t kMarginPerProcess = 48ull << 20;
+constexpr double kMarginFraction = 0.02;
+uint64_t memory_margin(uint64_t needed, int processes);
+std::string memory_margin_text(uint64_t needed, int processes);  // "88 MiB (48 MiB a process + 2%)"
 
 // The config must be valid (validate()); the plan assumes it.
 Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanOptions& options = {});

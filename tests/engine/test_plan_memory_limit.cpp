@@ -15,8 +15,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "check.h"
 #include "engine/plan/memory_limit.h"
+#include "engine/plan/planner.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -160,6 +163,86 @@ void test_cgroup_v1(const std::string& root) {
   ::rmdir(cg.c_str());
 }
 
+// RELIABILITY D7: the largest micro-batch `plan` calls fitting in a real 512 MiB cgroup v1 must
+// train there, not be OOM-killed (137) with no message as a run planned at 98.8% of a 2 GiB cgroup
+// was before the margin; and one the estimate alone fits but the margin does not is refused (exit
+// 8) naming the margin.
+const char* kBatchRun = R"(
+[run]
+name = "mb"
+threads = 2
+[model]
+preset = "tiny"
+vocab_size = 512
+max_seq_len = 256
+[data]
+synthetic_tokens = 400000
+[train]
+steps = 1
+micro_batch = 1
+seq_len = 256
+[checkpoint]
+save_final = false
+)";
+
+void test_cgroup_v1_margin(const std::string& root) {
+  const std::string cg = "/sys/fs/cgroup/memory/flotilla-test-margin-" + std::to_string(getpid());
+  if (::mkdir(cg.c_str(), 0755) != 0) {
+    std::printf("cgroup v1 margin test skipped: cannot create %s (%s)\n", cg.c_str(), std::strerror(errno));
+    return;
+  }
+  std::ofstream(cg + "/memory.limit_in_bytes") << (kGiB / 2) << "\n";
+  const std::string cfg = root + "/mb.toml";
+  write_text(cfg, kBatchRun);
+  struct Verdict {
+    bool fits = false;
+    uint64_t needed = 0, usable = 0;
+  };
+  auto plan_at = [&](int mb) {
+    ProcResult p = run_limited({"plan", "--config", cfg, "--json", "--set", "train.micro_batch=" + std::to_string(mb)},
+                               0, cg);
+    Verdict v;
+    const auto j = nlohmann::json::parse(p.output.substr(p.output.find('{')), nullptr, false);
+    CHECK_MSG(!j.is_discarded(), "plan --json at micro_batch %d printed: %s", mb, p.output.c_str());
+    if (j.is_discarded()) return v;
+    v.fits = j.value("fits", false);
+    v.needed = j.value("needed_bytes", uint64_t{0});
+    v.usable = j["device"].value("mem_bytes", uint64_t{0});
+    return v;
+  };
+  int best = 0, over = 0;  // the largest fitting micro-batch; the first the margin alone refuses
+  for (int mb = 8; mb <= 64; ++mb) {
+    const Verdict v = plan_at(mb);
+    if (v.fits) best = mb;
+    if (!v.fits && v.needed <= v.usable && over == 0) over = mb;
+    if (v.needed > v.usable) break;
+  }
+  CHECK_MSG(best > 0 && over > best, "no fitting micro-batch, or none refused by the margin alone (%d, %d)",
+            best, over);
+  const Verdict fit = plan_at(best);
+  std::ofstream(cg + "/memory.max_usage_in_bytes") << "0\n";
+  ProcResult t = run_limited({"train", "--config", cfg, "--out-dir", root + "/mb-fit", "--quiet", "--set",
+                              "train.micro_batch=" + std::to_string(best)},
+                             0, cg);
+  CHECK_MSG(t.exit_code == 0, "micro_batch %d, planned to fit a 512 MiB cgroup, exited %d: %s", best, t.exit_code,
+            t.output.c_str());
+  // What the margin is for: the cgroup's measured peak (anonymous memory and the file pages it
+  // charges) exceeds the estimate, and must stay within estimate + margin.
+  uint64_t peak = 0;
+  std::ifstream(cg + "/memory.max_usage_in_bytes") >> peak;
+  const uint64_t margin = flotilla::memory_margin(fit.needed, 1);
+  std::printf("micro_batch %d: planned %.1f MiB + margin %.1f MiB, cgroup peak %.1f MiB, usable %.1f MiB\n", best,
+              fit.needed / 1048576.0, margin / 1048576.0, peak / 1048576.0, fit.usable / 1048576.0);
+  CHECK_MSG(peak > 0 && peak <= fit.needed + margin, "peak %.1f MiB is beyond the estimate %.1f MiB + margin",
+            peak / 1048576.0, fit.needed / 1048576.0);
+  ProcResult r = run_limited({"train", "--config", cfg, "--out-dir", root + "/mb-over", "--quiet", "--set",
+                              "train.micro_batch=" + std::to_string(over)},
+                             0, cg);
+  CHECK_MSG(r.exit_code == 8 && has(r, "safety margin") && !fs::exists(root + "/mb-over/metrics.jsonl"),
+            "micro_batch %d (fits only without the margin) exited %d: %s", over, r.exit_code, r.output.c_str());
+  ::rmdir(cg.c_str());
+}
+
 // The cgroup v2 reader on a prepared tree: limit 1 GiB, 300 MiB charged of which 100 MiB is
 // inactive file cache -> 1 GiB - 200 MiB usable.
 void test_cgroup_v2_files(const std::string& root) {
@@ -198,5 +281,6 @@ int main() {
   test_cgroup_v2_files(root);
   test_rlimit_as(root);
   test_cgroup_v1(root);
+  test_cgroup_v1_margin(root);
   return flotilla_test::summary("test_plan_memory_limit");
 }

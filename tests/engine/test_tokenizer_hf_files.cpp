@@ -4,6 +4,8 @@
 // vocab.json + merges.txt, else tokenizer.flotilla.json in a folder; added-token ids follow the
 // library when a file's ids disagree; and the GPT-2 vocab.json path, fed the GPT-2-style golden
 // tokenizer's vocabulary and merges, still gives the library's ids.
+#include <sys/resource.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -100,6 +102,25 @@ void test_errors() {
                                 R"({"added_tokens_decoder": {"915": {"content": "<|eot_id|>"}}})",
                                 "/x/c.json")
             .vocab_size() == 916);
+  // RELIABILITY D9: an id far beyond the vocabulary is refused before the id-indexed table is sized
+  // by it (one id of 2^26 in a 19 KB file took 2.2 GB); sparse ids within the slack still load.
+  for (const uint64_t id : {uint64_t{1} << 26, uint64_t{2147483647}, uint64_t{1} << 40}) {
+    j = base;
+    j["model"]["vocab"]["xyz-far"] = id;
+    rusage before{};
+    getrusage(RUSAGE_SELF, &before);
+    const std::string want = "model.vocab token \"xyz-far\" has id " + std::to_string(id) +
+                             ", far beyond the vocabulary's 907 entries (ids must be below 67350)";
+    CHECK_THROWS(from(j), want.c_str());
+    rusage after{};
+    getrusage(RUSAGE_SELF, &after);
+    CHECK_MSG(after.ru_maxrss - before.ru_maxrss < 64 * 1024, "loading grew the peak RSS by %ld KiB",
+              after.ru_maxrss - before.ru_maxrss);
+  }
+  j = base;
+  j["model"]["vocab"]["xyz-sparse"] = 5000;
+  j.erase("post_processor");  // its ids name the added tokens, which the extra entry renumbers
+  CHECK(from(j).vocab_size() == 5001);
   // A tokenizer.json cannot be written in our format.
   CHECK_THROWS(from(base).to_json(), "cannot be written in Flotilla's format");
 }
