@@ -204,7 +204,7 @@ std::vector<ShardRun> shard_runs(const ParamLayout& layout, const ModelShard& s,
 }
 
 // In closed form: the planner asks this of configs with a million layers or n_embd = 2^30 before
-// anything is allocated, so it must not build the runs (RELIABILITY D8).
+// anything is allocated, so it must not build the runs (RELIABILITY A8).
 std::vector<size_t> local_param_sizes(const ParamLayout& layout, const ModelShard& s) {
   std::vector<size_t> out(static_cast<size_t>(layout.size()), 0);
   for (int i = 0; i < layout.size(); ++i) out[static_cast<size_t>(i)] = local_size(layout, s, i);

@@ -194,7 +194,7 @@ struct Plan {
 };
 
 // The headroom a run on host memory must leave above the planner's figure before it is called
-// fitting (RELIABILITY D7): kMarginPerProcess for each process (libraries mapped after the estimate,
+// fitting (RELIABILITY A7): kMarginPerProcess for each process (libraries mapped after the estimate,
 // thread stacks, and the file pages a memory cgroup charges) plus kMarginFraction of `needed` for
 // allocator slack. Measured under a 2 GiB cgroup v1 the tiny-model runs peaked 22-28 MiB above
 // the plan plus 8-10 MiB of page cache; without the margin a run planned at 98.8% was OOM-killed.

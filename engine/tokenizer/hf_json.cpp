@@ -223,7 +223,7 @@ std::unordered_map<std::string, uint32_t> parse_model(const Source& src, const j
   id_of.reserve(vocab->size());
   // The token table is indexed by id, so an id is bounded by the number of entries before anything
   // is sized by it: real vocabularies number their tokens 0..N-1, and the slack allows sparse ones
-  // (RELIABILITY D9: one id of 2^26 in a 19 KB file took 2.2 GB).
+  // (RELIABILITY A9: one id of 2^26 in a 19 KB file took 2.2 GB).
   const uint64_t id_limit = std::min<uint64_t>(2 * static_cast<uint64_t>(vocab->size()) + 65536, uint64_t{1} << 31);
   for (const auto& [text, value] : vocab->items()) {
     if (!value.is_number_unsigned())

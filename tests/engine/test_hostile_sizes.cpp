@@ -1,4 +1,4 @@
-// RELIABILITY D8 and D9: sizes given by a config or a file are bounded before anything is sized by
+// RELIABILITY A8 and A9: sizes given by a config or a file are bounded before anything is sized by
 // them. Before the fix the memory preflight itself exhausted memory: `plan` with model.n_embd = 2^30
 // grew to 12.6 GB in 40 s (the parameter layout built one run per row per layer), an HF config.json
 // with a million layers took 3 GB, and a 19 KB tokenizer.json with one id of 2^26 took 2.2 GB. Here

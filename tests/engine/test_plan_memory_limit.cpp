@@ -163,7 +163,7 @@ void test_cgroup_v1(const std::string& root) {
   ::rmdir(cg.c_str());
 }
 
-// RELIABILITY D7: the largest micro-batch `plan` calls fitting in a real 512 MiB cgroup v1 must
+// RELIABILITY A7: the largest micro-batch `plan` calls fitting in a real 512 MiB cgroup v1 must
 // train there, not be OOM-killed (137) with no message as a run planned at 98.8% of a 2 GiB cgroup
 // was before the margin; and one the estimate alone fits but the margin does not is refused (exit
 // 8) naming the margin.

@@ -102,7 +102,7 @@ void test_errors() {
                                 R"({"added_tokens_decoder": {"915": {"content": "<|eot_id|>"}}})",
                                 "/x/c.json")
             .vocab_size() == 916);
-  // RELIABILITY D9: an id far beyond the vocabulary is refused before the id-indexed table is sized
+  // RELIABILITY A9: an id far beyond the vocabulary is refused before the id-indexed table is sized
   // by it (one id of 2^26 in a 19 KB file took 2.2 GB); sparse ids within the slack still load.
   for (const uint64_t id : {uint64_t{1} << 26, uint64_t{2147483647}, uint64_t{1} << 40}) {
     j = base;

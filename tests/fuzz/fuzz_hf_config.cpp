@@ -1,4 +1,4 @@
-// libFuzzer target (docs/reliability.md F3, RELIABILITY D8): a Hugging Face config.json (model.init_from
+// libFuzzer target (docs/reliability.md F3, RELIABILITY A8): a Hugging Face config.json (model.init_from
 // brings one from anywhere), parsed, mapped to the [model] keys, validated and planned as `plan` and
 // the memory preflight of `train` do. Invariants: a refusal is Error(kData) naming the file or
 // Error(kConfig); what is accepted plans without throwing; and the sizes it gives are never what

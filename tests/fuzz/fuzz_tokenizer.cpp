@@ -2,7 +2,7 @@
 // folder brings) and, when it loads, the encoder on a fixed multilingual text. Invariants: a refusal is
 // Error(kData) naming the file; an accepted tokenizer encodes without crashing, every id is below
 // vocab_size(), and decode(encode(text)) gives bytes back without an unknown-id error; and no id in the
-// file sizes memory (RELIABILITY D9): the id table stays within twice the input's size plus 64 Ki
+// file sizes memory (RELIABILITY A9): the id table stays within twice the input's size plus 64 Ki
 // entries, and the process's peak RSS under 1 GiB.
 #include <sys/resource.h>
 
