@@ -110,8 +110,8 @@ void check_after(Counted& c, db::Writer& writer, const Started& s, const std::st
             "%s: %d records reported more than once; %lld reported, %lld in the file", what.c_str(), twice,
             static_cast<long long>(reported), static_cast<long long>(in_file));
   const db::Run r = stored(writer.path(), s.run.run_id);
-  std::printf("%s: %lld records reported; status %s (%s)\n", what.c_str(),
-              static_cast<long long>(reported), db::to_string(r.status), r.status_note.c_str());
+  std::printf("%s: %lld records reported; status %s (%s)\n", what.c_str(), static_cast<long long>(reported),
+              db::to_string(r.status), r.status_note.c_str());
   CHECK(r.status == db::RunStatus::kStopped);
   int64_t step_lines = 0;
   {
