@@ -13,6 +13,7 @@
 
 #include "db/errors.h"
 #include "db/sql.h"
+#include "engine/core/clock.h"
 #include "flotilla/pricing_seed.h"
 
 namespace flotilla::db {
@@ -80,16 +81,18 @@ std::vector<AccrualRow> all_accruals(const Database& db) {
   Stmt st(
       db,
       "SELECT a.run_id, a.node_id, a.status, a.start_time, a.end_time, a.devices, a.usd_per_hour, "
-      "a.rate_source, r.name, n.name, r.config_json FROM cost_accruals a JOIN runs r ON r.id = a.run_id "
+      "a.rate_source, r.name, n.name, r.config_json, a.start_boot, a.end_boot, a.boot_id FROM cost_accruals a "
+      "JOIN runs r ON r.id = a.run_id "
       "JOIN nodes n ON n.id = a.node_id UNION ALL "
       "SELECT c.run_id, 0, c.status, c.start_time, c.end_time, c.devices, c.usd_per_hour, c.rate_source, "
       "r.name, "
-      "k.name, r.config_json FROM cluster_accruals c JOIN runs r ON r.id = c.run_id JOIN clusters k ON k.id = c.cluster_id "
+      "k.name, r.config_json, c.start_boot, c.end_boot, c.boot_id FROM cluster_accruals c JOIN runs r ON r.id = "
+      "c.run_id JOIN clusters k ON k.id = c.cluster_id "
       "ORDER BY 4");
   while (st.step()) {
     AccrualRow row;
-    row.a =
-        Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6), st.text(7)};
+    row.a = Accrual{st.i64(0),   st.i64(1),     st.text(2),     st.f64(3),     st.opt_f64(4), st.i64(5),
+                    st.f64(6),   st.text(7),    st.opt_f64(11), st.opt_f64(12), st.text(13)};
     row.run_name = st.text(8);
     row.node_name = st.text(9);
     row.on_gpus = config_on_gpus(st.text(10));
@@ -300,14 +303,27 @@ void set_run_price(Database& db, int64_t run_id, double usd_per_hour, const std:
   });
 }
 
-void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
-  Stmt close(
-      db, "UPDATE cost_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
-  close.bind(1, run_id).bind(2, at).run();
-  Stmt close_cluster(
-      db,
-      "UPDATE cluster_accruals SET end_time = max(start_time, ?2) WHERE run_id = ?1 AND end_time IS NULL");
-  close_cluster.bind(1, run_id).bind(2, at).run();
+void split_accruals(Database& db, int64_t run_id, RunStatus to, double at, double at_boot) {
+  const std::string boot = clk::boot_id();
+  if (boot.empty()) at_boot = 0;  // readings of an unknown boot cannot be compared later
+  // The close's boot reading: the one given, else the wall difference clamped to what the boot
+  // clock saw since the open (a stepped wall clock then neither inflates nor zeroes it). Only a row
+  // opened in this boot gets one.
+  const std::string close_boot =
+      "CASE WHEN start_boot IS NULL OR boot_id IS NOT ?3 THEN NULL WHEN ?4 > 0 THEN max(start_boot, ?4) "
+      "ELSE min(max(start_boot, ?5), start_boot + max(0, ?2 - start_time)) END";
+  for (const char* table : {"cost_accruals", "cluster_accruals"}) {
+    Stmt close(db, std::string("UPDATE ") + table + " SET end_time = max(start_time, ?2), end_boot = " +
+                       close_boot + " WHERE run_id = ?1 AND end_time IS NULL");
+    close.bind(1, run_id).bind(2, at).bind(3, boot).bind(4, at_boot).bind(5, clk::boot_now()).run();
+  }
+  // The open's reading and boot (NULL when unknown: the row is then charged by its wall times).
+  const auto bind_boot = [&](Stmt& st, int at_index) {
+    if (at_boot > 0)
+      st.bind(at_index, at_boot).bind(at_index + 1, boot);
+    else
+      st.bind_null(at_index).bind_null(at_index + 1);
+  };
   if (to != RunStatus::kRunning) return;
   // A Slurm run (clusters.h): one accrual on its cluster at the run's stored price; its device-hours
   // count what Slurm allocated once the job started (GPUs of a GPU job, CPUs of a CPU job), else
@@ -322,43 +338,61 @@ void split_accruals(Database& db, int64_t run_id, RunStatus to, double at) {
     Stmt open_cluster(
         db,
         "INSERT INTO cluster_accruals(run_id, cluster_id, status, start_time, devices, usd_per_hour, "
-        "rate_source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+        "rate_source, start_boot, boot_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
     open_cluster.bind(1, run_id)
         .bind(2, slurm.i64(0))
         .bind(3, to_string(to))
         .bind(4, at)
         .bind(5, slurm.i64(1));
-    open_cluster.bind(6, slurm.f64(2)).bind(7, slurm.text(3)).run();
+    open_cluster.bind(6, slurm.f64(2)).bind(7, slurm.text(3));
+    bind_boot(open_cluster, 8);
+    open_cluster.run();
   }
   Stmt open(
       db,
-      "INSERT INTO cost_accruals(run_id, node_id, status, start_time, devices, usd_per_hour, rate_source) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+      "INSERT INTO cost_accruals(run_id, node_id, status, start_time, devices, usd_per_hour, rate_source, "
+      "start_boot, boot_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
   for (const RunNodeShare& n : run_node_shares(db, run_id)) {
     const Rate r =
         n.usd_per_hour ? Rate{*n.usd_per_hour, n.rate_source} : node_rate(db, n.node_id, n.devices);
     open.bind(1, run_id).bind(2, n.node_id).bind(3, to_string(to)).bind(4, at).bind(5, n.devices);
-    open.bind(6, r.usd_per_hour).bind(7, r.source).run();
+    open.bind(6, r.usd_per_hour).bind(7, r.source);
+    bind_boot(open, 8);
+    open.run();
     open.reset();
   }
 }
 
 double Accrual::seconds(double now) const {
+  // The monotonic evidence: how long the row lasted (closed) or has lasted so far (open, this boot).
+  std::optional<double> mono;
+  if (start_boot) {
+    if (end && end_boot)
+      mono = std::max(0.0, *end_boot - *start_boot);
+    else if (!end && !boot_id.empty() && boot_id == clk::boot_id())
+      mono = std::max(0.0, clk::boot_now() - *start_boot);
+  }
+  if (now <= 0) {
+    if (mono) return *mono;
+    now = now_seconds();
+  }
   const double stop = end ? std::min(*end, now) : now;  // "up to min(end, now)", as the header says
-  return std::max(0.0, stop - start);
+  const double wall = std::max(0.0, stop - start);
+  return mono ? std::min(wall, *mono) : wall;
 }
 
 std::vector<Accrual> run_accruals(const Database& db, int64_t run_id) {
   std::vector<Accrual> out;
   Stmt st(db,
-          "SELECT run_id, node_id, status, start_time, end_time, devices, usd_per_hour, rate_source "
-          "FROM cost_accruals WHERE run_id = ?1 UNION ALL "
-          "SELECT run_id, 0, status, start_time, end_time, devices, usd_per_hour, rate_source "
-          "FROM cluster_accruals WHERE run_id = ?1 ORDER BY 4, 2");
+          "SELECT run_id, node_id, status, start_time, end_time, devices, usd_per_hour, rate_source, "
+          "start_boot, end_boot, boot_id FROM cost_accruals WHERE run_id = ?1 UNION ALL "
+          "SELECT run_id, 0, status, start_time, end_time, devices, usd_per_hour, rate_source, "
+          "start_boot, end_boot, boot_id FROM cluster_accruals WHERE run_id = ?1 ORDER BY 4, 2");
   st.bind(1, run_id);
-  while (st.step())
+  while (st.step()) {
     out.push_back(Accrual{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.opt_f64(4), st.i64(5), st.f64(6),
-                          st.text(7)});
+                          st.text(7), st.opt_f64(8), st.opt_f64(9), st.text(10)});
+  }
   return out;
 }
 
@@ -379,7 +413,6 @@ bool config_on_gpus(const std::string& config_json) {
 const char* device_hours_unit(bool on_gpus) { return on_gpus ? "GPU-h" : "CPU-h"; }
 
 std::vector<CostLine> costs_by_run(const Database& db, double now) {
-  if (now <= 0) now = now_seconds();
   std::map<std::string, CostLine> m;
   for (const AccrualRow& r : all_accruals(db))
     add_to(m, r.run_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0, r.on_gpus);
@@ -387,7 +420,6 @@ std::vector<CostLine> costs_by_run(const Database& db, double now) {
 }
 
 std::vector<CostLine> costs_by_node(const Database& db, double now) {
-  if (now <= 0) now = now_seconds();
   std::map<std::string, CostLine> m;
   for (const AccrualRow& r : all_accruals(db))
     add_to(m, r.node_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0, r.on_gpus);
@@ -395,10 +427,11 @@ std::vector<CostLine> costs_by_node(const Database& db, double now) {
 }
 
 std::vector<CostLine> costs_by_day(const Database& db, double now) {
-  if (now <= 0) now = now_seconds();
   std::map<std::string, CostLine> m;
   for (const AccrualRow& r : all_accruals(db)) {
-    const double stop = r.a.end ? *r.a.end : now;
+    // The interval's seconds laid from its start: the days then sum to costs_by_run's total even
+    // when the wall clock stepped inside it.
+    const double stop = r.a.start + r.a.seconds(now);
     double t = r.a.start;
     while (t < stop) {
       const double day_end = (std::floor(t / 86400.0) + 1) * 86400.0;  // UTC midnight
@@ -412,15 +445,12 @@ std::vector<CostLine> costs_by_day(const Database& db, double now) {
 }
 
 double run_cost_usd(const Database& db, int64_t run_id, double now) {
-  if (now <= 0) now = now_seconds();
   return accrued_until(run_accruals(db, run_id), now, true);
 }
 
 double run_running_seconds(const Database& db, int64_t run_id, double now) {
-  if (now <= 0) now = now_seconds();
   std::vector<std::pair<double, double>> spans;
-  for (const Accrual& a : run_accruals(db, run_id))
-    spans.emplace_back(a.start, std::min(a.end.value_or(now), now));
+  for (const Accrual& a : run_accruals(db, run_id)) spans.emplace_back(a.start, a.start + a.seconds(now));
   std::sort(spans.begin(), spans.end());
   double total = 0, open_start = 0, open_end = -1;
   for (const auto& [start, end] : spans) {
@@ -438,7 +468,6 @@ double run_running_seconds(const Database& db, int64_t run_id, double now) {
 }
 
 BudgetStatus budget_status(const Database& db, int64_t run_id, double now) {
-  if (now <= 0) now = now_seconds();
   const Run r = get_run(db, run_id);
   BudgetStatus b;
   b.spent_usd = run_cost_usd(db, run_id, now);

@@ -5,6 +5,13 @@
 // closes the open rows and, when the new status is running, opens new ones, in the same
 // transaction: the split happens at every status change and only running time is charged.
 // Amounts are computed when read (rate × seconds / 3600), an open row up to `now`.
+//
+// Decision (issue 33, D6): an interval's seconds come from the monotonic clock
+// (engine/core/clock.h): each row stores CLOCK_BOOTTIME when it opened and closed and its boot id,
+// so a wall-clock step changes no cost, running time or limit. Wall times are kept for display and
+// for naming days. A row without readings (an older store, a remote start time) or from another
+// boot is charged by its wall times, clamped at 0. Every `now` below is a wall time, 0 meaning
+// "the present", measured monotonically (callers pass 0 unless they ask about a past moment).
 #pragma once
 
 #include <cstdint>
@@ -79,8 +86,10 @@ void set_run_price(Database& db, int64_t run_id, double usd_per_hour, const std:
                    const std::vector<RunNodeShare>& shares);
 
 // Called by set_status(): closes the run's open accruals at `at`; opens one per attached node
-// when `to` is running, at the node's stored share (else its node_rate() now).
-void split_accruals(Database& db, int64_t run_id, RunStatus to, double at);
+// when `to` is running, at the node's stored share (else its node_rate() now). `at_boot` is the
+// CLOCK_BOOTTIME reading at `at` (0: unknown; a close then takes the wall difference clamped to
+// [0, what the boot clock saw], an open stores no reading).
+void split_accruals(Database& db, int64_t run_id, RunStatus to, double at, double at_boot = 0);
 
 struct Accrual {
   int64_t run_id = 0, node_id = 0;  // node_id 0: a Slurm run's accrual on its cluster (cluster_accruals)
@@ -90,7 +99,10 @@ struct Accrual {
   int64_t devices = 0;
   double usd_per_hour = 0;
   std::string rate_source;
-  // Evaluated up to min(end, now).
+  // Monotonic readings (see the decision above): CLOCK_BOOTTIME at open and close, and the boot.
+  std::optional<double> start_boot, end_boot;
+  std::string boot_id;
+  // Evaluated up to min(end, now); now 0: the present (monotonic when the row has readings).
   double seconds(double now) const;
   double usd(double now) const { return usd_per_hour * seconds(now) / 3600.0; }
   double gpu_hours(double now) const { return static_cast<double>(devices) * seconds(now) / 3600.0; }

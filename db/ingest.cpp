@@ -198,9 +198,17 @@ int64_t FileIngestor::poll() {
     const std::string source = source_;
     const Ticket t =
         ingestor_.submit_with([=](Database& db) { set_committed_offset(db, run_id, source, new_offset); });
-    if (!writer_.wait(t))
-      throw DbError(DbErrorKind::kFull, "ingesting " + path_ + " at byte " + std::to_string(offset_) +
-                                            " failed: " + writer_.stats().last_error);
+    if (!writer_.wait(t)) {
+      // The writer's kind says why: a lock held by another program (kBusy) or a run row that is
+      // gone (kConstraint) is not a full disk. Anything else reads as the storage refusing writes.
+      const WriterStats ws = writer_.stats();
+      const DbErrorKind kind =
+          ws.last_error_kind == DbErrorKind::kBusy || ws.last_error_kind == DbErrorKind::kConstraint
+              ? ws.last_error_kind
+              : DbErrorKind::kFull;
+      throw DbError(
+          kind, "ingesting " + path_ + " at byte " + std::to_string(offset_) + " failed: " + ws.last_error);
+    }
     consumed += new_offset - offset_;
     offset_ = new_offset;
   }

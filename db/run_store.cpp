@@ -7,6 +7,7 @@
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/sql.h"
+#include "engine/core/clock.h"
 
 namespace flotilla::db {
 namespace {
@@ -170,8 +171,11 @@ Run get_run(const Database& db, int64_t id) {
 }
 
 RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at, const std::string& reason,
-                     std::optional<int64_t> exit_code, const std::string& note) {
-  if (at <= 0) at = now_seconds();
+                     std::optional<int64_t> exit_code, const std::string& note, double at_boot) {
+  if (at <= 0) {
+    at = now_seconds();
+    at_boot = clk::boot_now();
+  }
   RunStatus from = to;
   write_tx(db, [&] {
     const Run r = get_run(db, run_id);
@@ -197,7 +201,7 @@ RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at, cons
             "                WHEN ?2 IN ('paused','preempted','stopped','failed','completed') THEN ?3 "
             "                ELSE ended_at END, status_note = ?4 WHERE id = ?1");
     st.bind(1, run_id).bind(2, to_string(to)).bind(3, at).bind(4, note).run();
-    split_accruals(db, run_id, to, at);
+    split_accruals(db, run_id, to, at, at_boot);
     std::string message = std::string(to_string(from)) + " -> " + to_string(to);
     if (!reason.empty()) message += ": " + reason;
     add_event(db, run_id, at, "status", to == RunStatus::kFailed ? "error" : "info", message);

@@ -81,10 +81,12 @@ Run get_run(const Database& db, int64_t id);
 // statuses), sets started_at on the first running, ended_at on a terminal or halted status, records
 // an event with `reason`, and splits cost accruals. A change of status also sets the run's
 // status_note to `note` (the short why shown next to the status; "" clears it). Returns the
-// previous status. Outside db/, only the runs layer calls it (runs/run_status.h).
+// previous status. Outside db/, only the runs layer calls it (runs/run_status.h). `at_boot` is the
+// monotonic (CLOCK_BOOTTIME) reading taken with a given `at` (0: unknown); with `at` 0 both are
+// read now. Cost intervals measure their seconds by it (costs.h).
 RunStatus set_status(Database& db, int64_t run_id, RunStatus to, double at = 0,
                      const std::string& reason = "", std::optional<int64_t> exit_code = std::nullopt,
-                     const std::string& note = "");
+                     const std::string& note = "", double at_boot = 0);
 
 void set_notes(Database& db, int64_t run_id, const std::string& notes);
 void set_tags(Database& db, int64_t run_id, const std::vector<std::string>& tags);

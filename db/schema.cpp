@@ -287,6 +287,18 @@ CREATE TABLE slurm_job_samples (
 ) WITHOUT ROWID;
 )sql";
 
+// v10: monotonic evidence for cost intervals (issue 33, D6): the CLOCK_BOOTTIME reading when an
+// interval opened and closed, and the boot it opened in. A wall-clock step then changes no
+// duration, limit or cost; rows without them (older stores, remote start times) use wall times.
+constexpr const char* kV10 = R"sql(
+ALTER TABLE cost_accruals ADD COLUMN start_boot REAL;
+ALTER TABLE cost_accruals ADD COLUMN end_boot REAL;
+ALTER TABLE cost_accruals ADD COLUMN boot_id TEXT;
+ALTER TABLE cluster_accruals ADD COLUMN start_boot REAL;
+ALTER TABLE cluster_accruals ADD COLUMN end_boot REAL;
+ALTER TABLE cluster_accruals ADD COLUMN boot_id TEXT;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -308,6 +320,7 @@ const std::vector<Migration>& builtin_migrations() {
       {7, "run prices, node shares, wall-time caps, status notes", kV7},
       {8, "slurm clusters, partition prices, slurm jobs, cluster accruals", kV8},
       {9, "gpu readings of slurm jobs, devices allocated to a job", kV9},
+      {10, "monotonic clock readings of cost intervals", kV10},
   };
   return steps;
 }

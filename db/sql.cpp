@@ -3,10 +3,9 @@
 
 #include <sqlite3.h>
 
-#include <chrono>
-
 #include "db/database.h"
 #include "db/errors.h"
+#include "engine/core/clock.h"
 
 namespace flotilla::db {
 
@@ -126,10 +125,7 @@ std::optional<int64_t> Stmt::opt_i64(int col) const {
   return i64(col);
 }
 
-double now_seconds() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
+double now_seconds() { return clk::wall_now(); }
 
 int64_t query_int(const Database& db, std::string_view sql) {
   Stmt st(db, sql);

@@ -140,6 +140,7 @@ void Writer::execute(std::vector<Job>& batch) {
   const bool flush = batch.size() == 1 && batch[0].flush_marker;
   std::string error;
   std::exception_ptr eptr;
+  DbErrorKind kind = DbErrorKind::kQuery;
   try {
     if (flush) db_->exec("PRAGMA synchronous=FULL");  // this COMMIT fsyncs the WAL
     db_->write_transaction([&] {
@@ -151,6 +152,7 @@ void Writer::execute(std::vector<Job>& batch) {
   } catch (const std::exception& e) {
     error = e.what();
     eptr = std::current_exception();
+    if (const auto* d = dynamic_cast<const DbError*>(&e)) kind = d->kind();
     if (flush) {
       try {
         db_->exec("PRAGMA synchronous=NORMAL");
@@ -160,7 +162,7 @@ void Writer::execute(std::vector<Job>& batch) {
   }
   if (batch.size() == 1) {
     if (batch[0].error_out) *batch[0].error_out = eptr;
-    finish(batch, false, error);
+    finish(batch, false, error, kind);
     return;
   }
   // Isolate the failing job(s): each alone in its own transaction.
@@ -172,12 +174,13 @@ void Writer::execute(std::vector<Job>& batch) {
       finish(one, true, "");
     } catch (const std::exception& e) {
       if (one[0].error_out) *one[0].error_out = std::current_exception();
-      finish(one, false, e.what());
+      const auto* d = dynamic_cast<const DbError*>(&e);
+      finish(one, false, e.what(), d ? d->kind() : DbErrorKind::kQuery);
     }
   }
 }
 
-void Writer::finish(const std::vector<Job>& jobs, bool ok, const std::string& error) {
+void Writer::finish(const std::vector<Job>& jobs, bool ok, const std::string& error, DbErrorKind kind) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Job& job : jobs) {
@@ -194,8 +197,10 @@ void Writer::finish(const std::vector<Job>& jobs, bool ok, const std::string& er
     }
     if (ok)
       ++stats_.transactions;
-    else
+    else {
       stats_.last_error = error;
+      stats_.last_error_kind = kind;
+    }
   }
   done_.notify_all();
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "db/errors.h"
 
 namespace flotilla::db {
 
@@ -52,6 +53,9 @@ struct WriterStats {
   uint64_t dropped_rows = 0;    // metric rows not stored (failed job or full queue)
   size_t queued_rows = 0;       // rows waiting now
   std::string last_error;       // the most recent failure's message ("" if none)
+  // Its kind (DbError's; kQuery for anything else): a full disk, a lock held by another program
+  // and a vanished run are told apart from it, not from the message.
+  DbErrorKind last_error_kind = DbErrorKind::kQuery;
 };
 
 class Writer {
@@ -92,7 +96,8 @@ class Writer {
   void loop();
   void execute(std::vector<Job>& batch);
   void apply(Job& job);
-  void finish(const std::vector<Job>& jobs, bool ok, const std::string& error);
+  void finish(const std::vector<Job>& jobs, bool ok, const std::string& error,
+              DbErrorKind kind = DbErrorKind::kQuery);
 
   std::string path_;
   WriterOptions options_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "db/errors.h"
 #include "db/ingest.h"
 #include "db/run_store.h"
+#include "engine/core/clock.h"
 #include "engine/core/error.h"
 #include "runs/file_tail.h"
 #include "runs/worker_command.h"
@@ -39,18 +41,33 @@ class MetricsSource {
     if (writer && run_id > 0) file_ = std::make_unique<db::FileIngestor>(*writer, run_id, path, kMetricsFile);
   }
   // New complete records (committed when stored). Throws DbError when the store refused them
-  // (the offset stays: the same lines are read again next time).
+  // (the offset stays: the same lines are read again next time). hooks.on_record sees each record
+  // once: a chunk the store refused is parsed again on every retry, and the records of it that
+  // were already reported are not reported again.
   std::vector<MetricsRecord> poll(const WatchHooks& hooks) {
     std::vector<MetricsRecord> got;
     if (file_) {
+      int64_t chunk = -1;  // the committed offset the records being parsed start after
+      int64_t seen = 0;    // records parsed after it
       file_->ingestor().on_record = [&](const MetricsRecord& r) {
-        if (hooks.on_record) hooks.on_record(r);
+        if (file_->offset() != chunk) {
+          chunk = file_->offset();
+          seen = 0;
+        }
+        ++seen;
+        if (!(chunk == replay_offset_ && seen <= replay_count_) && hooks.on_record) hooks.on_record(r);
         got.push_back(r);
       };
       try {
         file_->poll();
       } catch (...) {
         file_->ingestor().on_record = nullptr;
+        // The refused chunk starts at the committed offset: what of it was reported stays reported.
+        if (chunk == file_->offset()) {
+          if (replay_offset_ != chunk) replay_count_ = 0;
+          replay_offset_ = chunk;
+          replay_count_ = std::max(replay_count_, seen);
+        }
         throw;
       }
       file_->ingestor().on_record = nullptr;
@@ -70,6 +87,7 @@ class MetricsSource {
   FileTail tail_;
   std::unique_ptr<db::FileIngestor> file_;
   uint64_t offset_ = 0;
+  int64_t replay_offset_ = -1, replay_count_ = 0;  // records after replay_offset_ already reported
 };
 
 // launch's own records in worker.log (the rest of it is text): the event it writes when a rank
@@ -85,6 +103,15 @@ struct LaunchReports {
 };
 
 }  // namespace
+
+void remove_start_files(const std::string& run_dir) {
+  std::error_code ec;
+  for (const char* f : {"run.toml", kWorkerPidFile, kWorkerLogFile, kMetricsFile, "config.toml", "train.log"})
+    std::filesystem::remove(std::filesystem::path(run_dir) / f, ec);
+  for (const char* d : {"checkpoints/trash", "checkpoints", "trash"})
+    std::filesystem::remove(std::filesystem::path(run_dir) / d, ec);  // only when empty
+  std::filesystem::remove(run_dir, ec);                                 // only when empty
+}
 
 LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string& name,
                            const SpawnOptions& spawn, const std::string& origin, int64_t total_steps) {
@@ -119,9 +146,34 @@ LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string
         origin + ": worker pid " + std::to_string(w.pid) + ": " + command_line(spawn.argv);
     try {
       writer->run([&](db::Database& db) { record_running(db, run_id, 0, why); });
-    } catch (const db::DbError&) {
-      // Training never waits for the store: the run is watched all the same and its rows and
-      // status are stored once writing works again (or by the next command that settles it).
+    } catch (const db::DbError& e) {
+      // The store cannot say the run is running (full, or locked past the timeout): a worker it
+      // does not know about would train unrecorded and leave the row 'created' for good. Stop the
+      // worker before it trains, and remove a new run's row (and what the start wrote) so nothing
+      // is left behind; a resumed run keeps the status it had.
+      kill_worker_tree(w.pid);
+      int status = 0;
+      while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      bool removed = false;
+      try {
+        bool fresh = false;  // true only once the removal has committed
+        writer->run([&](db::Database& db) {
+          fresh = db::get_run(db, run_id).status == db::RunStatus::kCreated;
+          if (fresh) db::delete_run(db, run_id);
+        });
+        removed = fresh;
+      } catch (const db::DbError&) {
+        // The settling of stale runs ends the row (its worker.pid shows a worker ran).
+      }
+      if (removed) remove_start_files(spawn.run_dir);
+      throw db::DbError(e.kind(), "recording run " + name + " as running failed: " + e.what() +
+                                      " Its worker (pid " + std::to_string(w.pid) +
+                                      ") was stopped before it trained" +
+                                      (removed ? "; the new run was removed. Start it again once the "
+                                                 "database can be written."
+                                               : "; the next flotilla command that can write the database "
+                                                 "removes the new run."));
     }
   }
   return w;
@@ -161,10 +213,22 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
   StopCause cause = StopCause::kNone;
   std::string stop_note, summary_exit;
   double summary_time = 0;
-  bool stopping = false, killed = false, store_failing = false, store_failed_once = false;
+  bool stopping = false, killed = false, store_failing = false;
+  bool store_full_once = false, store_busy_once = false;  // why the store refused rows for a while
+  bool vanished = false;  // the run's row was deleted while its worker ran (runs delete --force)
+  // Whether the run's row is gone from the store (not: the store cannot be read).
+  const auto row_gone = [&] {
+    try {
+      db::get_run(*reader, w.run_id);
+      return false;
+    } catch (const db::DbError& e) {
+      return e.kind() == db::DbErrorKind::kNotFound;
+    }
+  };
 
   // Stores (or retries storing) what the worker wrote; never stops the watch.
   const auto pull = [&]() -> bool {
+    if (vanished) return false;  // nothing can be stored for a row that is gone
     try {
       const std::vector<MetricsRecord> got = metrics.poll(hooks);
       if (store_failing) {
@@ -184,12 +248,25 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
       return !got.empty();
     } catch (const db::DbError& e) {
       out.store_error = e.what();
+      // A deleted row refuses every row of the run (a foreign key): that is not a store to wait for.
+      if (stored && row_gone()) {
+        vanished = true;
+        out.vanished = true;
+        out.store_error = "run " + w.name + " was deleted from the run database while its worker ran";
+        if (note)
+          note(out.store_error + ": stopping the worker (pid " + std::to_string(w.pid) +
+               ") with a checkpoint; " + w.run_dir + " keeps its metrics.jsonl and checkpoints");
+        return false;
+      }
+      if (e.kind() == db::DbErrorKind::kBusy)
+        store_busy_once = true;
+      else
+        store_full_once = true;
       if (!store_failing && note)
         note(std::string("storing the metrics failed: ") + e.what() +
              "; training goes on and metrics.jsonl keeps every record (they are stored once writing works "
              "again)");
       store_failing = true;
-      store_failed_once = true;
       return false;
     }
   };
@@ -202,7 +279,7 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
           e.message.find("(" + exit_name(static_cast<int>(ExitCode::kPreempted)) + ")") != std::string::npos;
       if (!requested && e.level == "error") out.root_cause = e.message;
       const std::string level = requested ? "info" : e.level;
-      if (stored) {
+      if (stored && !vanished) {
         const int64_t id = w.run_id;
         const std::string message = "launch: " + e.message, fields = e.fields_json;
         writer->submit([=](db::Database& db) {
@@ -218,7 +295,7 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
 
   int status = 0;
   bool exited = false;
-  double ended_at = 0;
+  double ended_at = 0, ended_boot = 0;
   for (;;) {
     if (hooks.leave_requested && hooks.leave_requested()) {
       pull();
@@ -242,6 +319,11 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     if (hooks.checkpoint_requested && hooks.checkpoint_requested()) signal_worker(SIGUSR1);
     const bool got = pull();
     report_launch();
+    if (vanished && !stopping) {
+      stopping = true;
+      if (cause == StopCause::kNone) cause = StopCause::kUser;
+      signal_worker(SIGTERM);
+    }
     if (stored && !stopping) {
       try {
         const db::BudgetStatus b = guard.poll(*reader);
@@ -274,6 +356,7 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     }
     if (exited) {
       ended_at = db::now_seconds();
+      ended_boot = clk::boot_now();  // the cost interval's end, whatever the wall clock does
       break;
     }
     if (!got) std::this_thread::sleep_for(std::chrono::duration<double>(w.poll_seconds));
@@ -293,6 +376,7 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin,
                            stop_note, out.root_cause);
     out.end.at = ended_at;
+    out.end.at_boot = ended_boot;
   } else {
     if (summary_exit.empty() && stored) {
       // The summary may have been stored before we attached.
@@ -312,13 +396,26 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     out.end.at = summary_time > 0 ? summary_time : file_mtime(w.run_dir + "/" + kMetricsFile);
     out.exit_code = out.end.exit_code ? static_cast<int>(*out.end.exit_code) : 1;
   }
+  if (stored && vanished) {
+    // Nothing to record: the row is gone. The caller says so once; the folder keeps everything.
+    out.stored_all = false;
+    out.recorded = false;
+    return out;
+  }
   if (stored) {
     writer->flush();
     out.stored_all = !store_failing;
-    if (store_failed_once && out.stored_all)
-      out.end.note +=
-          std::string(out.end.note.empty() ? "" : "; ") +
-          "the store was full for a while: its rows were stored from metrics.jsonl once it had space";
+    if ((store_full_once || store_busy_once) && out.stored_all) {
+      // Say what it was: a full disk and a lock held by another program call for different fixes.
+      const std::string why = store_full_once && store_busy_once ? "full, and locked by another program,"
+                              : store_busy_once                  ? "locked by another program"
+                                                                 : "full";
+      const std::string until = store_full_once && store_busy_once ? "had space and was free"
+                                : store_busy_once                  ? "was free"
+                                                                   : "had space";
+      out.end.note += std::string(out.end.note.empty() ? "" : "; ") + "the store was " + why +
+                      " for a while: its rows were stored from metrics.jsonl once it " + until;
+    }
     try {
       // The end is recorded only after every row: a run still missing rows stays 'running', so
       // the next command's settle (stale_runs.cpp) stores the rest by offset and then its end.

@@ -45,6 +45,9 @@ struct LocalOutcome {
   std::string store_error;  // why not ("" when all was stored)
   int64_t last_step = 0;    // the last step record seen
   std::string root_cause;   // launch's report of the failed rank ("" when none)
+  // The run's row was deleted while its worker ran: the worker was stopped (checkpoint, exit 10),
+  // nothing more was stored, store_error says so.
+  bool vanished = false;
 };
 
 // Starts the worker for stored run `run_id` (`writer` null: no store) and records the run
@@ -56,6 +59,11 @@ LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string
 // A LocalWatch for re-attaching to the live worker of `run_dir` (worker.pid); pid 0 when none.
 LocalWatch attach_local_run(int64_t run_id, const std::string& name, const std::string& run_dir,
                             const std::string& origin, int64_t total_steps);
+
+// Removes what a start wrote in `run_dir` (run.toml, worker.pid, worker.log, metrics.jsonl,
+// config.toml, train.log, empty checkpoint folders) and the folder itself when that leaves it
+// empty: for a new run that never trained, whose row is removed (docs/reliability.md L6).
+void remove_start_files(const std::string& run_dir);
 
 // Watches until the worker exits (or leave_requested), then records the end. Blocking; one
 // thread per run. The worker's stop (SIGTERM: checkpoint, exit 10), checkpoint (SIGUSR1) and kill

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "db/errors.h"
+#include "engine/core/clock.h"
 #include "engine/core/error.h"
 
 namespace flotilla::runs {
@@ -104,7 +105,15 @@ RunEnd end_for_summary(const std::string& summary_exit, const std::string& origi
 void record_running(db::Database& db, int64_t run_id, double at, const std::string& reason) {
   const db::Run now = db::get_run(db, run_id);
   if (now.status == db::RunStatus::kRunning) return;
-  db::set_status(db, run_id, db::RunStatus::kRunning, at, reason);
+  // A start time given from elsewhere (a node's worker): its monotonic reading, taken back from the
+  // present, so the cost interval is measured by the boot clock from here on (none for a time
+  // that is ahead of ours or older than this boot).
+  double at_boot = 0;
+  if (at > 0) {
+    const double ago = clk::wall_now() - at, boot = clk::boot_now();
+    if (ago >= 0 && ago < boot) at_boot = boot - ago;
+  }
+  db::set_status(db, run_id, db::RunStatus::kRunning, at, reason, std::nullopt, "", at_boot);
 }
 
 db::RunStatus record_end(db::Database& db, int64_t run_id, const RunEnd& end) {
@@ -118,7 +127,7 @@ db::RunStatus record_end(db::Database& db, int64_t run_id, const RunEnd& end) {
                   end.reason + " (left " + db::to_string(now.status) + ")");
     return now.status;
   }
-  db::set_status(db, run_id, end.status, end.at, end.reason, end.exit_code, end.note);
+  db::set_status(db, run_id, end.status, end.at, end.reason, end.exit_code, end.note, end.at_boot);
   return end.status;
 }
 

@@ -28,7 +28,8 @@ struct RunEnd {
   std::string reason;  // the status event's text: who saw what ("flotilla run: worker exit 10 ...")
   std::string note;    // the short why shown with the status ("budget reached: $0.0201 of $0.02")
   std::optional<int64_t> exit_code;
-  double at = 0;                 // when it ended (0: now)
+  double at = 0;                 // when it ended (0: now), a wall time
+  double at_boot = 0;            // the monotonic reading at `at` (engine/core/clock.h; 0: unknown)
   bool only_if_running = false;  // settling a lost run: leave it as it is if it is no longer running
 };
 

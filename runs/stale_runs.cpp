@@ -3,10 +3,13 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+
 #include "db/errors.h"
 #include "db/ingest.h"
 #include "db/queries.h"
 #include "engine/train/metrics_reader.h"
+#include "runs/local_run.h"
 #include "runs/node_run.h"
 #include "runs/process.h"
 #include "runs/run_status.h"
@@ -23,6 +26,14 @@ double file_mtime(const std::string& path) {
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
+}
+
+// Whether a metrics file holds a step record (a worker trained at least one step).
+bool has_step_record(const std::string& metrics) {
+  std::ifstream f(metrics);
+  for (std::string line; std::getline(f, line);)
+    if (line.find("\"type\":\"step\"") != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace
@@ -50,8 +61,43 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
     if (!run.run_dir.empty() && live_worker_pid(run.run_dir) > 0)
       continue;  // alive: somebody's, or unwatched
     const std::string metrics = run.run_dir + "/" + kMetricsFile;
-    if (run.status == db::RunStatus::kCreated) {
-      if (now - run.created_at < created_grace_s || exists(run.run_dir + "/" + kWorkerPidFile)) continue;
+    if (run.status == db::RunStatus::kCreated && !run.run_dir.empty() &&
+        exists(run.run_dir + "/" + kWorkerPidFile) && !has_step_record(metrics)) {
+      // A start the store refused (start_local_run stopped its worker before it trained, but could
+      // not remove the row on the full disk), or a worker that died with its command before its
+      // first step: nothing was trained, so nothing is left, not even the row (L6).
+      bool removed = false;
+      try {
+        bool fresh = false;  // true only once the removal has committed
+        writer.run([&](db::Database& db) {
+          fresh = db::get_run(db, run.id).status == db::RunStatus::kCreated;
+          if (fresh) db::delete_run(db, run.id);
+        });
+        removed = fresh;
+      } catch (const db::DbError&) {
+        continue;  // still full or busy: the next command tries again
+      }
+      if (removed) {
+        remove_start_files(run.run_dir);
+        out.push_back({run.id, run.name, db::RunStatus::kFailed,
+                       "its start could not be recorded and it never trained: removed", true});
+      }
+      continue;
+    }
+    if (run.status == db::RunStatus::kCreated && !run.run_dir.empty() &&
+        exists(run.run_dir + "/" + kWorkerPidFile)) {
+      // Its worker ran although the store never recorded it running (the store refused that write,
+      // issue 33 D12): it is a lost running run from its worker's start, settled as one below.
+      try {
+        writer.run([&](db::Database& db) {
+          record_running(db, run.id, file_mtime(run.run_dir + "/" + kWorkerPidFile),
+                         origin + ": its worker ran while the run database could not record its start");
+        });
+      } catch (const db::DbError&) {
+        continue;  // still full or busy: the next command tries again
+      }
+    } else if (run.status == db::RunStatus::kCreated) {
+      if (now - run.created_at < created_grace_s) continue;
       RunEnd end;
       end.status = db::RunStatus::kFailed;
       end.note = "never started (its start was interrupted: the worker did not run)";

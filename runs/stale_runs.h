@@ -7,7 +7,9 @@
 // of its metrics.jsonl (from the committed offset), then ends the run as its summary record says,
 // at the time the worker ended (the summary's time, else the file's), so its cost accrual closes
 // there and not when somebody noticed. A row left `created` by a start that never happened
-// (a full disk, a worker that could not start) is ended failed once it is a few minutes old.
+// (a full disk, a worker that could not start) is ended failed once it is a few minutes old; one
+// whose folder has a worker.pid (its worker ran, but the store refused to record it running) is
+// recorded running from the worker's start and settled as above, so what it trained is stored.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ struct SettledRun {
   std::string name;
   db::RunStatus status = db::RunStatus::kFailed;  // what it was settled as
   std::string note;
+  bool removed = false;  // a new run whose start the store refused, never trained: its row is gone
 };
 
 // Settles every stale local run of the store `writer` writes (see above); `origin` names who

@@ -33,9 +33,13 @@ db::Database open_store(const Context& ctx, const std::string& origin) {
   if (db::any_run_in(db, {db::RunStatus::kRunning, db::RunStatus::kCreated})) {
     db::Writer writer(path);
     const std::string who = origin != "flotilla" || ctx.command.empty() ? origin : "flotilla " + ctx.command;
-    for (const runs::SettledRun& s : runs::settle_stale_local_runs(writer, who))
-      std::fprintf(stderr, "flotilla: run %s had no live worker left: recorded %s from its files\n",
-                   s.name.c_str(), runs::status_text(s.status, s.note).c_str());
+    for (const runs::SettledRun& s : runs::settle_stale_local_runs(writer, who)) {
+      if (s.removed)
+        std::fprintf(stderr, "flotilla: run %s was removed: %s\n", s.name.c_str(), s.note.c_str());
+      else
+        std::fprintf(stderr, "flotilla: run %s had no live worker left: recorded %s from its files\n",
+                     s.name.c_str(), runs::status_text(s.status, s.note).c_str());
+    }
   }
   return db;
 }

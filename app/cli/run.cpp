@@ -109,6 +109,9 @@ int watch(const Context& ctx, db::Writer& writer, const runs::LocalWatch& w, boo
   if (!quiet) hooks.on_record = [&](const MetricsRecord& e) { print_progress(e, w.total_steps); };
   hooks.stop_requested = [] { return g_signal.load() != 0; };
   const runs::LocalOutcome out = runs::watch_local_run(&writer, w, hooks);
+  // Its row was deleted while it ran (runs delete --force of a run nobody marked as running): the
+  // watcher said so once and stopped the worker; there is no run left to summarise.
+  if (out.vanished) return kExitNotFound;
   const db::WriterStats ws = writer.stats();
   if (!quiet) {
     const db::Database reader(database_path(ctx));

@@ -249,6 +249,17 @@ int remove(const Context& ctx, ArgReader& args) {
                  r.name.c_str());
     return kExitRefused;
   }
+  // A live worker is never orphaned, --force or not: its rows and costs would vanish while it
+  // trains unrecorded. Stopping it is the watcher's job (it checkpoints); delete it afterwards.
+  if (const pid_t pid = runs::is_local_run(r) ? runs::live_worker_pid(r.run_dir) : 0; pid > 0) {
+    std::fprintf(stderr,
+                 "flotilla: run %s has a live worker (pid %d) that is still training, so it is not deleted "
+                 "(not even with --force): stop it first from the command or app that watches it (Ctrl-C "
+                 "stops it with a checkpoint; if nothing watches it, flotilla runs attach %s, then Ctrl-C), "
+                 "then delete it\n",
+                 r.name.c_str(), static_cast<int>(pid), r.name.c_str());
+    return kExitRefused;
+  }
   const int64_t rows = db::delete_run(db, r.id);
   std::printf("deleted run %s (id %lld, %lld metric rows) from %s; its run directory %s was kept\n",
               r.name.c_str(), static_cast<long long>(r.id), static_cast<long long>(rows), db.path().c_str(),

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "db/clusters.h"
+#include "db/costs.h"
 #include "db/database.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -89,6 +90,10 @@ void test_migrate_from(int version, const fs::path& dir) {
     if (version >= 3) {
       const auto node = find_node(db, "gpu-box");
       CHECK(node && node->gpu_count == 2);
+    }
+    if (version >= 4) {
+      // v10: an interval stored before the monotonic readings existed is charged by its wall times.
+      CHECK_NEAR(run_cost_usd(db, get_run(db, "old-run").id), 1.5 * 99 / 3600, 1e-9);
     }
     if (version >= 8) {
       const Run slurm = get_run(db, "on-slurm");

@@ -28,11 +28,13 @@ double plannedSteps(const db::Run& run) {
 
 CostsResult loadCosts(const QString& databasePath, double now) {
   const db::Database db(databasePath.toStdString(), existingStore());
+  // Costs "now" (0) are measured by the monotonic clock (db/costs.h); `now` stays a wall time below.
+  const double costs_at = now;
   if (now <= 0) now = db::now_seconds();
   CostsResult out;
-  out.byRun = db::costs_by_run(db, now);
-  out.byNode = db::costs_by_node(db, now);
-  out.byDay = db::costs_by_day(db, now);
+  out.byRun = db::costs_by_run(db, costs_at);
+  out.byNode = db::costs_by_node(db, costs_at);
+  out.byDay = db::costs_by_day(db, costs_at);
   out.prices = db::list_pricing(db);
   for (const auto& l : out.byRun) out.totalUsd += l.usd;
   db::RunFilter filter;
@@ -44,7 +46,7 @@ CostsResult loadCosts(const QString& databasePath, double now) {
     b.status = db::to_string(item.run.status);
     b.capUsd = item.run.budget_usd;
     b.warnFraction = item.run.budget_warn_fraction;
-    b.spentUsd = db::run_cost_usd(db, item.run.id, now);
+    b.spentUsd = db::run_cost_usd(db, item.run.id, costs_at);
     b.projectedUsd = b.spentUsd;
     const double planned = plannedSteps(item.run);
     if (item.run.status == db::RunStatus::kRunning && item.last_step > 0 &&

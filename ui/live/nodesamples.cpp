@@ -62,7 +62,7 @@ NodeSampleBatch readNodeSamples(const QString& databasePath, qint64 runId,
         for (const auto& a : out.cost.accruals)
           if (!a.end) out.cost.usdPerHour += a.usd_per_hour;
       out.cost.spentKnown = true;
-      out.cost.spentUsd = db::accrued_until(out.cost.accruals, db::now_seconds(), true);
+      out.cost.spentUsd = db::accrued_until(out.cost.accruals, 0, true);  // 0: now, by the monotonic clock
     }
     for (const db::RunNodeRef& node : db::list_run_nodes(db, runId)) {
       const QString name = QString::fromStdString(node.name);

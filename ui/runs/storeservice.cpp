@@ -93,6 +93,11 @@ void StoreService::settleStaleRuns(const QString& origin) {
   }
   m_settle = QThread::create([this, who = s(origin)] {
     for (const runs::SettledRun& r : runs::settle_stale_local_runs(*m_writer, who)) {
+      if (r.removed) {  // a start that never trained: its row is gone, there is no end to announce
+        QMetaObject::invokeMethod(
+            this, [this] { refresh(); }, Qt::QueuedConnection);
+        continue;
+      }
       const qint64 id = r.run_id;
       const QString status = QString::fromLatin1(db::to_string(r.status));
       QMetaObject::invokeMethod(

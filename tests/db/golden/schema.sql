@@ -38,7 +38,7 @@ CREATE TABLE cluster_accruals (
   devices      INTEGER NOT NULL,
   usd_per_hour REAL NOT NULL,
   rate_source  TEXT NOT NULL DEFAULT ''
-);
+, start_boot REAL, end_boot REAL, boot_id TEXT);
 table cluster_partitions
 CREATE TABLE cluster_partitions (
   cluster_id       INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
@@ -65,7 +65,7 @@ CREATE TABLE cost_accruals (
   devices      INTEGER NOT NULL,
   usd_per_hour REAL NOT NULL,
   rate_source  TEXT NOT NULL DEFAULT ''
-);
+, start_boot REAL, end_boot REAL, boot_id TEXT);
 table events
 CREATE TABLE events (
   id      INTEGER PRIMARY KEY,
