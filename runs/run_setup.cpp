@@ -41,7 +41,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-void check_new_run_name(const std::string& name) {
+std::string new_run_name_problem(const std::string& name) {
   constexpr size_t kMaxLength = 64;
   const auto shown = [&] {
     std::string out;
@@ -80,11 +80,15 @@ void check_new_run_name(const std::string& name) {
         problem = "it has " + what(ch) + " at position " + std::to_string(i + 1);
     }
   }
-  if (problem.empty()) return;
-  throw Error(ExitCode::kConfig, "run name " + shown() + " is refused: " + problem +
-                                     ". A run name is 1 to 64 characters from letters, digits, '.', '_' and "
-                                     "'-', starting with a letter or digit (it names the run's folder); "
-                                     "nothing was created");
+  if (problem.empty()) return "";
+  return "run name " + shown() + " is refused: " + problem +
+         ". A run name is 1 to 64 characters from letters, digits, '.', '_' and '-', starting with a letter "
+         "or digit (it names the run's folder)";
+}
+
+void check_new_run_name(const std::string& name) {
+  const std::string problem = new_run_name_problem(name);
+  if (!problem.empty()) throw Error(ExitCode::kConfig, problem + "; nothing was created");
 }
 
 void resolve_model_source(RunConfig& config) {

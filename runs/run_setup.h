@@ -56,6 +56,8 @@ struct NewRun {
 // rule stay addressable by show, delete and resume (the worker's own run.name check is that
 // looser superset, so their restarts still validate).
 void check_new_run_name(const std::string& name);
+// The same rule as a message ("" when `name` follows it), for forms that show it beside the field.
+std::string new_run_name_problem(const std::string& name);
 
 // When model.init_from names a Hugging Face folder, sets the model's architecture and shape from
 // its config.json, and when lora.init_from names a PEFT adapter, [lora]'s rank, alpha, targets and
