@@ -134,15 +134,24 @@ bool qtOptionTakesValue(const char* arg) {
 Invocation parse(int argc, char** argv) {
   Invocation inv;
   inv.qtArgs.push_back(argv[0]);
+  bool rest = false;  // after a command's "--": every argument is the command's, as written
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if ((arg == "--help" && inv.command.empty()) || arg == "-h") {
+    if (rest) {
+      inv.commandArgs.push_back(arg);
+    } else if (arg == "--" && !inv.command.empty()) {
+      inv.commandArgs.push_back(arg);
+      rest = true;
+    } else if ((arg == "--help" || arg == "-h") && inv.command.empty()) {
       inv.help = true;
+    } else if (arg == "-h") {
+      inv.commandArgs.push_back("--help");  // the command's own help
     } else if (arg == "--version") {
       inv.version = true;
     } else if (arg == "--workspace" || arg.rfind("--workspace=", 0) == 0) {
       if (arg == "--workspace") {
-        if (i + 1 >= argc) throw UsageError("--workspace needs a folder: --workspace DIR");
+        if (i + 1 >= argc || flotilla::cli::looks_like_option(argv[i + 1]))
+          throw UsageError("--workspace needs a folder: --workspace DIR");
         inv.workspace = argv[++i];
       } else {
         inv.workspace = arg.substr(std::strlen("--workspace="));
@@ -150,7 +159,8 @@ Invocation parse(int argc, char** argv) {
       if (inv.workspace.empty()) throw UsageError("--workspace needs a folder: --workspace DIR");
     } else if (arg == "--db" || arg.rfind("--db=", 0) == 0) {
       if (arg == "--db") {
-        if (i + 1 >= argc) throw UsageError("--db needs a file: --db PATH");
+        if (i + 1 >= argc || flotilla::cli::looks_like_option(argv[i + 1]))
+          throw UsageError("--db needs a file: --db PATH");
         inv.db = argv[++i];
       } else {
         inv.db = arg.substr(std::strlen("--db="));
@@ -162,6 +172,10 @@ Invocation parse(int argc, char** argv) {
       } else {
         throw UsageError("unknown option '" + arg + "'");
       }
+    } else if (arg.size() > 1 && arg[0] == '-' && !inv.command.empty()) {
+      // After a command, every argument is the command's: an option-like value ("--name -rf")
+      // reaches its reader whole, never Qt.
+      inv.commandArgs.push_back(arg);
     } else if (arg.size() > 1 && arg[0] == '-') {
       inv.qtArgs.push_back(argv[i]);
       if (arg == "-platform") inv.platformGiven = true;

@@ -72,6 +72,7 @@ class Database {
   void check_integrity();
   void check_header();
   void check_identity(int version, bool builtin_schema);
+  void check_tables(int version);
   void migrate(const std::vector<Migration>& steps);
 
   sqlite3* db_ = nullptr;

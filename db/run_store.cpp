@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "db/costs.h"
 #include "db/errors.h"
@@ -279,9 +280,30 @@ void set_run_summary(Database& db, int64_t run_id, const std::string& summary_js
   st.bind(1, run_id).bind(2, summary_json).run();
 }
 
+std::string canonical_run_dir(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  if (run_dir.empty() || run_dir[0] != '/') return run_dir;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::path(run_dir), ec);
+  if (ec) p = fs::path(run_dir);  // unreadable parents: fold the spelling at least
+  std::string out = p.lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
 std::optional<Run> find_run_by_dir(const Database& db, const std::string& run_dir) {
   if (run_dir.empty()) return std::nullopt;
-  return run_where(db, "run_dir = ?1", run_dir, 0);
+  if (auto r = run_where(db, "run_dir = ?1", run_dir, 0)) return r;
+  const std::string want = canonical_run_dir(run_dir);
+  if (want[0] != '/') return std::nullopt;  // a remote folder: only its exact spelling is known
+  if (want != run_dir)
+    if (auto r = run_where(db, "run_dir = ?1", want, 0)) return r;
+  // Rows stored in another spelling (older rows, or a folder that is now reached through a
+  // symlink): compare them canonicalized too.
+  Stmt st(db, "SELECT id, run_dir FROM runs WHERE substr(run_dir, 1, 1) = '/' ORDER BY id");
+  while (st.step())
+    if (canonical_run_dir(st.text(1)) == want) return run_where(db, "id = ?1", "", st.i64(0));
+  return std::nullopt;
 }
 
 void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir) {

@@ -102,7 +102,12 @@ void record_run_facts(Database& db, int64_t run_id, int64_t world_size, int64_t 
                       double flops_per_token, const std::string& config_json);
 // The worker's summary record (the line as written).
 void set_run_summary(Database& db, int64_t run_id, const std::string& summary_json);
-// The run whose run_dir is exactly `run_dir`, if any.
+// A local run folder in one spelling (D4 of the second audit): absolute, symlinks resolved as far as
+// the path exists, "." and ".." folded, repeated and trailing '/' dropped. Anything that is not an
+// absolute path (a node's "gpu-box:~/.flotilla/runs/x", "") is returned as it is.
+std::string canonical_run_dir(const std::string& run_dir);
+// The run whose folder is `run_dir`, if any: the same folder however either is spelled
+// (canonical_run_dir of both, so rows stored before folders were stored canonical match too).
 std::optional<Run> find_run_by_dir(const Database& db, const std::string& run_dir);
 void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir);
 // A new run (status created) that starts from `parent`'s config, recorded as its fork.

@@ -34,6 +34,20 @@ void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
   std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   msg = what + ": " + msg + " (SQLite code " + std::to_string(rc) + ")";
   const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  if (primary == SQLITE_ERROR && db) {
+    // Flotilla's statements name only its own schema's tables and columns: one that is missing was
+    // dropped behind Flotilla's back (the open checks the schema, so this is a change made since).
+    // Say that first; SQLite's words and the statement are the detail.
+    const std::string err = sqlite3_errmsg(db);
+    if (err.rfind("no such table", 0) == 0 || err.rfind("no such column", 0) == 0)
+      throw DbError(DbErrorKind::kDamaged,
+                    "the run database " + std::string(file && *file ? file : "") +
+                        " lacks part of its schema: it was changed by another program or is damaged "
+                        "(SQLite: " +
+                        err + ", " + what +
+                        "). Flotilla did not change it: restore it from a backup, or move it aside to "
+                        "start a new empty workspace.");
+  }
   if (file && *file) msg += ", database " + std::string(file);
   switch (primary) {
     case SQLITE_FULL:

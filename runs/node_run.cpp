@@ -173,6 +173,7 @@ int random_master_port() {
 Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& req, const Note& note) {
   const int m = static_cast<int>(nodes.size());
   const int n = ranks_per_node(req.config, m, req.nproc_per_node);
+  check_new_run_name(req.name);  // before any row, upload or process
   RunConfig config = req.config;
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;

@@ -1,6 +1,7 @@
 // Creating runs (see run_setup.h for the naming scheme).
 #include "runs/run_setup.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -40,6 +41,56 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+std::string new_run_name_problem(const std::string& name) {
+  constexpr size_t kMaxLength = 64;
+  const auto shown = [&] {
+    std::string out;
+    for (const char ch : name) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u < 0x20 || u == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", u);
+        out += u == '\n' ? std::string("\\n") : u == '\t' ? std::string("\\t") : std::string(buf);
+      } else {
+        out += ch;
+      }
+    }
+    return "'" + out + "'";
+  };
+  const auto is_alnum = [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+  };
+  const auto what = [](char ch) {
+    const auto u = static_cast<unsigned char>(ch);
+    return ch == ' '               ? std::string("a space")
+           : u < 0x20 || u == 0x7f ? std::string("a control character")
+                                   : "'" + std::string(1, ch) + "'";
+  };
+  std::string problem;
+  if (name.empty()) {
+    problem = "the name is empty";
+  } else if (name.size() > kMaxLength) {
+    problem = "it is " + std::to_string(name.size()) + " characters long";
+  } else if (!is_alnum(name[0])) {
+    problem = "it starts with " + what(name[0]);
+  } else {
+    for (size_t i = 0; i < name.size() && problem.empty(); ++i) {
+      const char ch = name[i];
+      if (!is_alnum(ch) && ch != '.' && ch != '_' && ch != '-')
+        problem = "it has " + what(ch) + " at position " + std::to_string(i + 1);
+    }
+  }
+  if (problem.empty()) return "";
+  return "run name " + shown() + " is refused: " + problem +
+         ". A run name is 1 to 64 characters from letters, digits, '.', '_' and '-', starting with a letter "
+         "or digit (it names the run's folder)";
+}
+
+void check_new_run_name(const std::string& name) {
+  const std::string problem = new_run_name_problem(name);
+  if (!problem.empty()) throw Error(ExitCode::kConfig, problem + "; nothing was created");
+}
+
 void resolve_model_source(RunConfig& config) {
   interop::apply_hf_init_from(config);
   interop::apply_lora_init_from(config);  // a PEFT adapter to continue sets [lora]'s shape keys
@@ -68,13 +119,14 @@ void validate_run_config(const RunConfig& config, int ranks) {
 }
 
 NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
+  const std::string base = req.name.empty() ? req.config.run.name : req.name;
+  check_new_run_name(base);  // before any row, folder or process
   RunConfig config = req.config;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
   resolve_model_source(config);
   const int ranks = ranks_of(config);
   validate_run_config(config, ranks);
   const RunLimits limits = limits_of(config, req.budget_usd);
-  const std::string base = req.name.empty() ? config.run.name : req.name;
   const std::string root = absolute(req.runs_root.empty() ? std::string("runs") : req.runs_root);
 
   NewRun out;
@@ -82,8 +134,10 @@ NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
   writer.run([&](db::Database& db) {
     db::write_tx(db, [&] {
       std::string name = base;
+      // Stored canonical (symlinks resolved, no trailing '/'), so one folder has one spelling.
       const auto dir_of = [&](const std::string& n) {
-        return config.run.out_dir.empty() ? (fs::path(root) / n).string() : absolute(config.run.out_dir);
+        return db::canonical_run_dir(config.run.out_dir.empty() ? (fs::path(root) / n).string()
+                                                                : absolute(config.run.out_dir));
       };
       if (req.explicit_name) {
         if (db::find_run(db, name))
@@ -98,6 +152,7 @@ NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
         for (int n = 2; db::find_run(db, name) || (config.run.out_dir.empty() && holds_files(dir_of(name)));
              ++n)
           name = base + "-" + std::to_string(n);
+        check_new_run_name(name);  // NAME-2 can pass the length limit
       }
       const std::string dir = dir_of(name);
       if (const auto owner = db::find_run_by_dir(db, dir))
@@ -156,6 +211,7 @@ NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
 
 std::pair<std::string, std::string> place_unstored_run(const std::string& runs_root,
                                                        const std::string& base) {
+  check_new_run_name(base);
   const std::string root = absolute(runs_root);
   std::string name = base;
   for (int n = 2; holds_files((fs::path(root) / name).string()); ++n) name = base + "-" + std::to_string(n);

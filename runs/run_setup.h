@@ -46,6 +46,19 @@ struct NewRun {
   RunLimits limits;
 };
 
+// The one rule for the name of a new run, whatever its kind (a local run, a fork, a run on SSH
+// nodes or a Slurm cluster, the app's wizard and demo): 1 to 64 characters from A-Z a-z 0-9 '.'
+// '_' '-', the first a letter or a digit. The name becomes a folder (<runs root>/<name>,
+// ~/.flotilla/runs/<name>-<id> on a node) and a command-line argument, so "." and "..", '/',
+// whitespace, control characters and a leading '-' or '.' are refused before any row, folder or
+// process exists. Throws flotilla::Error (kConfig) quoting the name (control characters escaped),
+// what breaks the rule, and the rule. Only creation applies it: runs stored under the older, looser
+// rule stay addressable by show, delete and resume (the worker's own run.name check is that
+// looser superset, so their restarts still validate).
+void check_new_run_name(const std::string& name);
+// The same rule as a message ("" when `name` follows it), for forms that show it beside the field.
+std::string new_run_name_problem(const std::string& name);
+
 // When model.init_from names a Hugging Face folder, sets the model's architecture and shape from
 // its config.json, and when lora.init_from names a PEFT adapter, [lora]'s rank, alpha, targets and
 // rsLoRA from its adapter_config.json, as the worker does at start (so what is validated, stored

@@ -185,6 +185,7 @@ SlurmPreview preview_slurm_script(const db::SlurmCluster& cluster, const SlurmSt
 
 SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::SlurmCluster& cluster,
                             const SlurmStartRequest& req, const Note& note) {
+  check_new_run_name(req.name);  // before any row, upload or job
   const int tasks = ranks_per_node(req.config, req.nodes, req.tasks_per_node);
   RunConfig config = req.config;
   config.run.name = req.name;

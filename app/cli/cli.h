@@ -43,7 +43,16 @@ std::string database_path(const Context& ctx);
 // saying so on stderr, with `origin` ("flotilla runs list") as who settled them.
 db::Database open_store(const Context& ctx, const std::string& origin = "flotilla");
 
+// True for an argument that is an option ("--quiet", "-rf"), not a value. A '-' followed by a
+// digit or ".digit" is a negative number, and a lone "-" is a value: those are values, which the
+// option's own check then accepts or refuses ("--budget -1": "needs a positive number").
+bool looks_like_option(const std::string& arg);
+
 // Small argument reader: flags, options with a value, positionals; unknown options are errors.
+// An option's value is the next argument unless that looks like an option (looks_like_option) or
+// another option already took it: then the option "needs a value" (D17: `--name --budget` must not
+// name a run "--budget"). A value that starts with '-' is written --option=VALUE. After "--" every
+// argument is a positional (a run stored under an older rule as "-x": runs show -- -x).
 class ArgReader {
  public:
   ArgReader(std::vector<std::string> args, std::string command);
@@ -58,6 +67,7 @@ class ArgReader {
   std::vector<std::string> args_;
   std::vector<bool> used_;
   std::string command_;
+  size_t end_ = 0;  // the index of "--" (args_.size() when absent): options stop there
 };
 
 // Formatting helpers.

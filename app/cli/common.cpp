@@ -1,4 +1,6 @@
 // Context, store opening and formatting for the headless commands (see cli.h).
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -44,22 +46,34 @@ db::Database open_store(const Context& ctx, const std::string& origin) {
   return db;
 }
 
+bool looks_like_option(const std::string& arg) {
+  const auto digit = [&](size_t i) {
+    return i < arg.size() && std::isdigit(static_cast<unsigned char>(arg[i]));
+  };
+  return arg.size() > 1 && arg[0] == '-' && !digit(1) && !(arg[1] == '.' && digit(2));
+}
+
 ArgReader::ArgReader(std::vector<std::string> args, std::string command)
-    : args_(std::move(args)), used_(args_.size(), false), command_(std::move(command)) {}
+    : args_(std::move(args)), used_(args_.size(), false), command_(std::move(command)) {
+  end_ = static_cast<size_t>(std::find(args_.begin(), args_.end(), "--") - args_.begin());
+}
 
 bool ArgReader::flag(const std::string& name) {
   bool found = false;
-  for (size_t i = 0; i < args_.size(); ++i)
+  for (size_t i = 0; i < end_; ++i)
     if (!used_[i] && args_[i] == name) used_[i] = found = true;
   return found;
 }
 
 std::vector<std::string> ArgReader::values(const std::string& name) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < args_.size(); ++i) {
+  for (size_t i = 0; i < end_; ++i) {
     if (used_[i]) continue;
     if (args_[i] == name) {
-      if (i + 1 >= args_.size()) throw UsageError(command_ + ": " + name + " needs a value");
+      if (i + 1 >= end_) throw UsageError(command_ + ": " + name + " needs a value");
+      if (used_[i + 1] || looks_like_option(args_[i + 1]))
+        throw UsageError(command_ + ": " + name + " needs a value, but is followed by the option '" +
+                         args_[i + 1] + "' (a value that starts with '-' is written " + name + "=VALUE)");
       used_[i] = used_[i + 1] = true;
       out.push_back(args_[i + 1]);
       ++i;
@@ -90,12 +104,12 @@ std::optional<double> ArgReader::number(const std::string& name) {
 
 std::vector<std::string> ArgReader::positionals() {
   std::vector<std::string> out;
-  for (size_t i = 0; i < args_.size(); ++i) {
+  for (size_t i = 0; i < end_; ++i) {
     if (used_[i]) continue;
-    if (args_[i].size() > 1 && args_[i][0] == '-' && !std::isdigit(static_cast<unsigned char>(args_[i][1])))
-      throw UsageError(command_ + ": unknown option '" + args_[i] + "'");
+    if (looks_like_option(args_[i])) throw UsageError(command_ + ": unknown option '" + args_[i] + "'");
     out.push_back(args_[i]);
   }
+  for (size_t i = end_ + 1; i < args_.size(); ++i) out.push_back(args_[i]);
   return out;
 }
 

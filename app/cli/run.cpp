@@ -216,6 +216,14 @@ int cmd_run(const Context& ctx) {
   if ((!node_list || cluster) && (nproc_opt || master_port || no_bind || recovery.auto_recover))
     throw UsageError("--nproc-per-node, --master-port, --no-bind and --auto-recover go with --nodes");
   if (budget && !(*budget > 0)) throw UsageError("--budget needs a positive number of dollars");
+  if (name) {
+    // The runs layer's one naming rule, before the store is opened or anything is created.
+    try {
+      runs::check_new_run_name(*name);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--name: ") + e.what());
+    }
+  }
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("run needs exactly one CONFIG.toml (flotilla run --help)");
   const std::string config_path = fs::absolute(pos[0]).string();
@@ -226,6 +234,7 @@ int cmd_run(const Context& ctx) {
     if (max_restarts >= 0) config.run.max_restarts = max_restarts;
     // Validated before anything is created or started: an invalid run starts no process.
     if (!node_list && !cluster) runs::validate_run_config(config, runs::ranks_of(config));
+    if (!name) runs::check_new_run_name(config.run.name);  // run.name from the config
   } catch (const Error& e) {
     std::fprintf(stderr, "flotilla: %s\n", e.what());
     return static_cast<int>(e.code());

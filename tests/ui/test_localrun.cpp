@@ -58,6 +58,7 @@ class TestLocalRun : public QObject {
   void aMissingWorkerIsReportedBeforeStarting();
   void theWorkerIsFoundNextToTheApp();
   void detachLeavesTheWorkerRunning();
+  void aRefusedRunNameCreatesNothing();
 
  private:
   std::unique_ptr<LocalRuns> makeRuns(int steps) {
@@ -264,6 +265,22 @@ void TestLocalRun::detachLeavesTheWorkerRunning() {
   QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(metrics).size() > before, 5000);  // still training, still writing
   QCOMPARE(::kill(static_cast<pid_t>(pid), 0), 0);
   QCOMPARE(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+}
+
+// The second audit's D1 through the app: the runs layer's one naming rule refuses the wizard's name
+// before any folder or process (a leading '-' passes the worker's older check, not the rule).
+void TestLocalRun::aRefusedRunNameCreatesNothing() {
+  auto runs = makeRuns(5);
+  QSignalSpy added(runs.get(), &LocalRuns::runAdded);
+  flotilla::RunConfig config;
+  config.run.name = "-lead";
+  QString error;
+  QVERIFY(!runs->startConfig(config, 1, &error));
+  QVERIFY2(error.contains(QStringLiteral("run name '-lead' is refused: it starts with '-'")),
+           qPrintable(error));
+  QCOMPARE(added.count(), 0);
+  QCOMPARE(runs->count(), 0);
+  QVERIFY(!QFileInfo::exists(m_tmp.filePath(QStringLiteral("ws%1/runs").arg(m_workspaces))));
 }
 
 QTEST_GUILESS_MAIN(TestLocalRun)

@@ -172,6 +172,12 @@ void TestWizard::modelPageShowsParametersAndBlocksBadSizes() {
   QVERIFY2(
       shownProblems(page).contains(engineMessages(w->config(), 1, "run.name").value(0, QStringLiteral("?"))),
       qPrintable(shownProblems(page)));
+  // One the worker allows but the runs layer's rule for new runs refuses (D1): shown on the page.
+  name->setText(QStringLiteral("-lead"));
+  emit name->textEdited(name->text());
+  QVERIFY(!page->isComplete());
+  QVERIFY2(shownProblems(page).contains(QStringLiteral("run name '-lead' is refused: it starts with '-'")),
+           qPrintable(shownProblems(page)));
   name->setText(QStringLiteral("my-run"));
   emit name->textEdited(name->text());
   QVERIFY(page->isComplete());

@@ -297,6 +297,16 @@ RemoteRun* LocalRuns::resumeOnCluster(qint64 storeId, QString* error) {
   return run;
 }
 
+bool LocalRuns::newNameAllowed(const std::string& name, QString* error) const {
+  try {
+    runs::check_new_run_name(name);  // the runs layer's one rule for every kind of run
+    return true;
+  } catch (const flotilla::Error& e) {
+    if (error) *error = tr("The run was not started: %1").arg(QString::fromUtf8(e.what()));
+    return false;
+  }
+}
+
 RemoteRun* LocalRuns::newRemoteRun(const flotilla::RunConfig& config) {
   const QString name = m_store->uniqueName(QString::fromStdString(config.run.name));
   const QString mirror =
@@ -319,6 +329,7 @@ RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStr
     if (error) *error = tr("Choose at least one node.");
     return nullptr;
   }
+  if (!newNameAllowed(config.run.name, error)) return nullptr;  // before its mirror folder exists
   const QString worker = findWorker(error);
   if (worker.isEmpty()) return nullptr;
   RemoteRun* run = newRemoteRun(config);
@@ -337,6 +348,7 @@ RemoteRun* LocalRuns::startOnCluster(const flotilla::RunConfig& config, const Cl
     if (error) *error = tr("Choose a stored Slurm cluster.");
     return nullptr;
   }
+  if (!newNameAllowed(config.run.name, error)) return nullptr;  // before its mirror folder exists
   const QString worker = findWorker(error);
   if (worker.isEmpty()) return nullptr;
   RemoteRun* run = newRemoteRun(config);

@@ -128,6 +128,7 @@ class LocalRuns : public QObject {
   void addRemote(RemoteRun* run);
   // A new RemoteRun for `config` (a unique name, its mirror folder, the passphrase prompt), added.
   RemoteRun* newRemoteRun(const flotilla::RunConfig& config);
+  bool newNameAllowed(const std::string& name, QString* error) const;
   void recount();  // emits runningCountChanged when the number of active runs changed
   // Creates (through the runs layer) and starts a run; nullptr with *error when it was refused.
   LocalRun* createAndStart(const flotilla::RunConfig& config, bool demo, std::optional<qint64> forkOf,

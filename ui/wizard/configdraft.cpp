@@ -11,6 +11,7 @@
 #include "engine/data/loader.h"
 #include "engine/train/data_preflight.h"
 #include "remote/slurm_cluster.h"
+#include "runs/run_setup.h"
 #include "ui/nodes/machinefacts.h"
 
 namespace flotilla::ui {
@@ -527,6 +528,12 @@ std::vector<flotilla::ConfigProblem> ConfigDraft::problems() const {
                            .arg(m_ranks)
                            .toStdString()});
   }
+  // The runs layer's rule for a new run's name is stricter than the worker's run.name check (no
+  // leading '-' or '_', at most 64 characters): shown here rather than only when the run starts.
+  const bool name_ok = std::none_of(out.begin(), out.end(),
+                                    [](const flotilla::ConfigProblem& p) { return p.path == "run.name"; });
+  if (const std::string p = flotilla::runs::new_run_name_problem(m_config.run.name); name_ok && !p.empty())
+    out.push_back({"run.name", p});
   addSlurmProblems(out);
   // The worker's data preflight, the same code (engine/train/data_preflight.h), once the fields it
   // reads are valid; cached on those fields and the shards' sizes and times.
