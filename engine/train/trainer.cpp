@@ -524,11 +524,7 @@ int run_training(const TrainOptions& options) {
     check_run_fits_memory(cfg, env.local_world_size);  // the planner knows CPU bf16's fp32 storage
   }
   const std::string out_dir = resolved_out_dir(cfg);
-  if (env.rank == 0) {
-    make_dirs(out_dir);
-    ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config",
-                            "fsync run dir");
-  }
+  if (env.rank == 0) make_dirs(out_dir);
   std::unique_ptr<comm::ProcessGroup> world;
   if (env.world_size > 1) {
     const std::string backend =
@@ -557,6 +553,11 @@ int run_training(const TrainOptions& options) {
                                                                           : std::string();
   });
   const std::string resumed_from = loop.resume();
+  // Only now is the start decided: a refused one (no checkpoint verifies, an incompatible one)
+  // leaves config.toml, which `flotilla runs resume` reads, as it was.
+  if (env.rank == 0)
+    ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config",
+                            "fsync run dir");
   loop.heartbeat.set_step(loop.step);
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len, loop.model.lora()).palm;
   const double device_peak = loop.device ? loop.device->peak_flops() : 0.0;
