@@ -34,7 +34,16 @@ struct ShardInfo {
 constexpr uint8_t kFlagTarget = 1;    // the loss counts on predicting this token
 constexpr uint8_t kFlagDocStart = 2;  // the first token of a document
 
-// Reads and checks one shard's header against its file size; throws
+// `data prepare` writes this file into its output folder before its first shard and removes it
+// after its last: while it is there the folder holds only part of a data set (the prepare was
+// interrupted, or is still running). Folders of shards made otherwise (llm.c's) never have it.
+inline constexpr char kPrepareIncompleteFile[] = ".prepare-incomplete";
+
+// Throws Error(kData) when the folder holding `shard_path` has kPrepareIncompleteFile, saying
+// whether its prepare is still running or was interrupted and what to do.
+void check_prepare_finished(const std::string& shard_path);
+
+// Reads and checks one shard's header against its file size (after check_prepare_finished); throws
 // Error(kData) naming the file and the fault ("shard 3: size 1,000,002 != 1,024 + 2*ntok"). When vocab_size >
 // 0 and check_tokens is set, also verifies every token < vocab_size.
 ShardInfo inspect_shard(const std::string& path, int vocab_size = 0, bool check_tokens = false);

@@ -123,6 +123,38 @@ void check_header(const std::string& path, int fd, int64_t file_size, ShardInfo&
 
 }  // namespace
 
+void check_prepare_finished(const std::string& shard_path) {
+  const std::filesystem::path parent = std::filesystem::path(shard_path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  const std::string marker = dir + "/" + kPrepareIncompleteFile;
+  Fd f;
+  f.fd = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return;  // a finished prepare, or shards made some other way
+  // "pid P\n": still running when that process is a data prepare.
+  char text[64] = {};
+  const ssize_t n = ::read(f.fd, text, sizeof text - 1);
+  long pid = 0;
+  if (n > 0) std::sscanf(text, "pid %ld", &pid);
+  bool running = false;
+  if (pid > 0) {
+    Fd c;
+    c.fd = ::open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    char cmd[4096] = {};
+    const ssize_t got = c.fd >= 0 ? ::read(c.fd, cmd, sizeof cmd - 1) : -1;
+    if (got > 0) {
+      std::string args(cmd, static_cast<size_t>(got));
+      std::replace(args.begin(), args.end(), '\0', ' ');
+      running = args.find(" data prepare ") != std::string::npos;
+    }
+  }
+  if (running)
+    throw_data("shard " + shard_path + ": data prepare into " + dir + " is still running (pid " +
+               std::to_string(pid) +
+               "): its shards are only part of the data set until it finishes; wait for it");
+  throw_data("shard " + shard_path + ": data prepare into " + dir + " was interrupted (" + marker +
+             " is still there): its shards are only part of the data set. Run it again with --force");
+}
+
 void throw_token_out_of_range(const ShardInfo& info, int64_t offset, uint32_t value, int vocab_size) {
   throw_data("shard " + info.path + ": token " + group_digits(value) + " at token offset " +
              group_digits(offset) + " (file byte " +
@@ -132,6 +164,7 @@ void throw_token_out_of_range(const ShardInfo& info, int64_t offset, uint32_t va
 }
 
 ShardInfo inspect_shard(const std::string& path, int vocab_size, bool check_tokens) {
+  check_prepare_finished(path);
   if (check_tokens && vocab_size > 0) {
     const ShardFile shard(path);
     constexpr int64_t kChunk = 1 << 20;
