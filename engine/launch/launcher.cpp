@@ -466,6 +466,10 @@ bool exit_code_retryable(int code) {
     case ExitCode::kData:
     case ExitCode::kCheckpoint:
     case ExitCode::kOutOfMemory:
+    // A full, read-only or unwritable disk is not cured by a restart: it would redo the steps since
+    // the last checkpoint and fail at the same write, and a failure while restarting (its first
+    // write on the full disk) would then be recorded instead of the real one.
+    case ExitCode::kIo:
       return false;
     default:
       return code != 0 && code != 127;  // 127: the worker binary could not be executed

@@ -524,7 +524,12 @@ int run_training(const TrainOptions& options) {
     check_run_fits_memory(cfg, env.local_world_size);  // the planner knows CPU bf16's fp32 storage
   }
   const std::string out_dir = resolved_out_dir(cfg);
-  if (env.rank == 0) make_dirs(out_dir);
+  if (env.rank == 0) {
+    make_dirs(out_dir);
+    // Before anything is written here: a save that failed on a full disk (a rank killed mid-save)
+    // left a step-N.tmp-* folder that may hold the very space this start needs.
+    CheckpointStore(out_dir + "/checkpoints").cleanup_tmp();
+  }
   std::unique_ptr<comm::ProcessGroup> world;
   if (env.world_size > 1) {
     const std::string backend =
