@@ -36,7 +36,7 @@ int cmd_launch(const CommandArgs& argv) {
         "makes no progress, the whole group is ended (SIGTERM, grace, SIGKILL), the root cause is\n"
         "reported, and the group restarts from the last verified checkpoint up to --max-restarts\n"
         "times. Preemptions (exit 10) do not use the budget; config, data, usage, checkpoint, I/O (a\n"
-        "full disk) and out-of-memory errors never retry.\n\n"
+        "full disk) and out-of-memory errors never retry. A rank gets SIGTERM when launch dies.\n\n"
         "Options:\n"
         "  --nproc-per-node N    ranks on this node (one per GPU or CPU slot)\n"
         "  --nnodes M            nodes in the run (default 1)\n"
