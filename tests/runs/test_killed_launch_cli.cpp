@@ -7,6 +7,7 @@
 // - while a rank of the killed group is still alive (SIGSTOPped here, so it cannot stop yet), the
 //   folder is in use: `runs resume` is refused naming its pid, and accepted once it has ended.
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -101,7 +102,7 @@ void killed_launch_takes_its_ranks_down() {
   ::kill(g.launch, SIGKILL);
   // Parent-death signal: SIGTERM, the preemption path (a checkpoint at the next step, exit 10).
   // Orphaned, they would train on for ~15 s.
-  CHECK_MSG(wait_until([&] { return all_gone(g.ranks); }, 6), "the ranks outlived their supervisor by 6 s");
+  CHECK_MSG(wait_until([&] { return all_gone(g.ranks); }, 8), "the ranks outlived their supervisor by 8 s");
   wait_exit(g.cli);
   bool preempt_checkpoint = false;
   for (const auto& r : read_metrics(g.run_dir))
@@ -114,10 +115,11 @@ void killed_launch_takes_its_ranks_down() {
 
 void resume_is_refused_while_a_rank_lives() {
   Group g = start("held");
-  // Stopped right after launch died (within its 50 ms step), so it cannot act on its SIGTERM until
-  // continued. Not before: the kernel continues the stopped members of a process group that its
-  // parent's death orphans (with SIGHUP, which the rank takes as a stop).
+  // Stopped right after launch has died (within the rank's 50 ms step), so it cannot act on its
+  // SIGTERM until continued. Not before: the kernel continues the stopped members of a process
+  // group that its parent's death orphans (with SIGHUP, which the rank takes as a stop).
   ::kill(g.launch, SIGKILL);
+  for (int i = 0; i < 20000 && flotilla::runs::process_alive(g.launch); ++i) ::usleep(100);
   ::kill(g.ranks[1], SIGSTOP);
   wait_exit(g.cli);
   CHECK(flotilla::runs::process_alive(g.ranks[1]));
