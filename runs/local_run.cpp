@@ -126,6 +126,9 @@ LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string
     w.log_offset = static_cast<uint64_t>(st.st_size);
   try {
     w.pid = spawn_worker(spawn);
+  } catch (const RunFolderBusy& e) {
+    // Refused, not failed: the run stays as it was (its earlier group is still ending).
+    throw RunFolderBusy("run " + name + " " + e.what(), e.pids);
   } catch (const Error& e) {
     if (writer && run_id > 0) {
       try {

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/run_lock.h"
 
 namespace flotilla::runs {
 namespace {
@@ -69,19 +71,59 @@ pid_t live_worker_pid(const std::string& run_dir) {
   return process_alive(static_cast<pid_t>(pid), start) ? static_cast<pid_t>(pid) : 0;
 }
 
+std::optional<std::vector<pid_t>> live_group(const std::string& run_dir) {
+  std::error_code ec;
+  if (run_dir.empty() || !std::filesystem::is_directory(run_dir, ec)) return std::nullopt;
+  int fd = -1;
+  try {
+    fd = try_lock_run_folder(run_dir);
+  } catch (const Error&) {
+    return std::nullopt;  // no lock file can be made: no group can have started here either
+  }
+  if (fd >= 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  return run_folder_users(run_dir);
+}
+
+std::string live_group_text(const std::string& run_dir, const std::vector<pid_t>& pids) {
+  return "still has live processes (" +
+         (pids.empty() ? std::string("they hold ") + run_dir + "/" + kRunLockFile
+                       : std::string(pids.size() == 1 ? "pid " : "pids ") + pid_list_text(pids)) +
+         ") writing to " + run_dir +
+         ": ranks whose supervisor died stop at their next step, with a checkpoint; wait for them to exit, "
+         "or end them (kill " +
+         (pids.empty() ? std::string("PID") : pid_list_text(pids)) + ") and start again";
+}
+
 pid_t spawn_worker(const SpawnOptions& o) {
   if (o.argv.empty()) throw_usage("no worker command to start");
   std::error_code ec;
   std::filesystem::create_directories(o.run_dir, ec);
+  // No second group in a folder an earlier one still writes to (its ranks may outlive a killed
+  // launch): the lock is free only when none of its processes lives. Held shared from here on and
+  // inherited by the worker (launch) and through it by every rank, so the folder stays in use
+  // until the last of them exits.
+  const int lock = try_lock_run_folder(o.run_dir);
+  if (lock < 0) {
+    const std::vector<pid_t> users = run_folder_users(o.run_dir);
+    throw RunFolderBusy(live_group_text(o.run_dir, users), users);
+  }
+  ::flock(lock, LOCK_SH);
   const std::string log_path = o.run_dir + "/" + kWorkerLogFile;
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0)
-    throw_io("cannot create the run folder's " + log_path + ": " + errno_string(errno) +
+  if (log < 0) {
+    const int err = errno;
+    ::close(lock);
+    throw_io("cannot create the run folder's " + log_path + ": " + errno_string(err) +
              " (check that the folder is writable and the disk has space)");
+  }
   const int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int report[2];  // the child writes errno here when exec fails; closed on a successful exec
   if (::pipe2(report, O_CLOEXEC) != 0) {
     ::close(log);
+    ::close(lock);
     throw_io("cannot create a pipe: " + errno_string(errno));
   }
   // Everything the child needs is prepared before fork: between fork and exec only
@@ -107,6 +149,7 @@ pid_t spawn_worker(const SpawnOptions& o) {
     if (null_in >= 0) ::dup2(null_in, 0);
     ::dup2(log, 1);
     ::dup2(log, 2);
+    ::fcntl(lock, F_SETFD, 0);  // the one descriptor the worker keeps across exec
     if (::chdir(cwd.c_str()) != 0) {
       const int err = errno;
       ssize_t w = ::write(report[1], &err, sizeof err);
@@ -129,6 +172,7 @@ pid_t spawn_worker(const SpawnOptions& o) {
   const int fork_errno = errno;
   ::close(report[1]);
   ::close(log);
+  ::close(lock);  // the worker holds it now
   if (null_in >= 0) ::close(null_in);
   if (pid < 0) {
     ::close(report[0]);

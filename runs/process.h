@@ -12,8 +12,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/core/error.h"
 
 namespace flotilla::runs {
 
@@ -34,9 +37,25 @@ struct SpawnOptions {
   bool stop_with_parent = false;
 };
 
-// Forks and execs the worker as described above and writes worker.pid. Throws flotilla::Error
-// (kIo) naming the folder or the executable when it cannot (the folder is not writable, the
-// executable cannot be run: the child's exec failure is reported back through a pipe).
+// A start refused because processes of an earlier group still use the run folder
+// (engine/core/run_lock.h): their pids, and a message that starts "still has live processes".
+struct RunFolderBusy : Error {
+  RunFolderBusy(const std::string& message, std::vector<pid_t> users)
+      : Error(ExitCode::kUsage, message), pids(std::move(users)) {}
+  std::vector<pid_t> pids;
+};
+
+// The live processes of an earlier group in run_dir (its lock is held: a launch, ranks, even
+// orphaned ones), pids when this user may see them; nullopt when none lives.
+std::optional<std::vector<pid_t>> live_group(const std::string& run_dir);
+// "still has live processes (pids 12, 34) writing to DIR: ... wait for them ... or end them".
+std::string live_group_text(const std::string& run_dir, const std::vector<pid_t>& pids);
+
+// Forks and execs the worker as described above and writes worker.pid. Throws RunFolderBusy when
+// an earlier group still lives in the folder (the worker inherits the folder's lock, shared), and
+// flotilla::Error (kIo) naming the folder or the executable when it cannot start (the folder is
+// not writable, the executable cannot be run: the child's exec failure is reported back through a
+// pipe).
 pid_t spawn_worker(const SpawnOptions& options);
 
 // Field 22 of /proc/PID/stat (start time in clock ticks since boot); "" when the process is gone

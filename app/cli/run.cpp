@@ -376,6 +376,13 @@ int resume_run(const Context& ctx, const std::string& name, const RecoveryReques
     return kExitRefused;
   }
   if (run.run_dir.empty()) throw UsageError("run " + run.name + " has no run directory to resume from");
+  // Its launch may be gone while its ranks still write there (e.g. launch was killed): a second
+  // group in the same folder would collide with them.
+  if (const auto live = runs::live_group(run.run_dir)) {
+    std::fprintf(stderr, "flotilla: run %s %s\n", run.name.c_str(),
+                 runs::live_group_text(run.run_dir, *live).c_str());
+    return kExitRefused;
+  }
   const std::string config_file = runs::stored_config_file(run);
   RunConfig config;
   try {
@@ -400,8 +407,13 @@ int resume_run(const Context& ctx, const std::string& name, const RecoveryReques
   spawn.working_dir = fs::current_path().string();
   spawn.stop_with_parent = true;
   const TerminalSignals signals;
-  const runs::LocalWatch w =
-      runs::start_local_run(&writer, run.id, run.name, spawn, "flotilla runs resume", config.train.steps);
+  runs::LocalWatch w;
+  try {
+    w = runs::start_local_run(&writer, run.id, run.name, spawn, "flotilla runs resume", config.train.steps);
+  } catch (const runs::RunFolderBusy& e) {  // a group started there since the check above
+    std::fprintf(stderr, "flotilla: %s\n", e.what());
+    return kExitRefused;
+  }
   if (!quiet) {
     std::printf("run %s (id %lld): %s\n", run.name.c_str(), static_cast<long long>(run.id),
                 run.run_dir.c_str());

@@ -106,7 +106,14 @@ std::vector<std::string> CheckpointStore::list() const {
 
 void CheckpointStore::cleanup_tmp() {
   for (const std::string& name : ckpt::scan_tmp_dirs(root_)) {
-    const std::string moved = ckpt::move_to_trash(root_, name, "");
+    std::string moved;
+    try {
+      moved = ckpt::move_to_trash(root_, name, "");
+    } catch (const Error&) {
+      // A full disk may have no room for trash/ itself; a tmp name is never loaded, so deleting it
+      // in place cannot leave a half-deleted checkpoint behind.
+      moved = root_ + "/" + name;
+    }
     ckpt::remove_tree_quietly(moved);
   }
   ::unlink((root_ + "/LATEST.tmp").c_str());  // a save killed while publishing LATEST

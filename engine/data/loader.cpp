@@ -1,5 +1,5 @@
-// DataLoader: llm.c's batch layout over memory-mapped shards, packed rows of labeled shards, rank
-// slicing, seeded shuffling and a resumable cursor.
+// DataLoader: llm.c's batch layout over token shards (read with pread: ShardFile), packed rows of labeled
+// shards, rank slicing, seeded shuffling and a resumable cursor.
 //
 // One non-obvious decision: the shuffle permutations are pure functions of (seed, epoch, shard),
 // not draws from one running RNG as in llm.c. The cursor is then just (epoch, shard position,
@@ -63,8 +63,10 @@ struct DataLoader::Impl {
   std::vector<int> shard_order;  // epoch's shard order (file indices)
   std::vector<int64_t>
       sample_order;  // current shard's sample order (llm.c) or row order (labeled); shuffle only
-  MappedShard mapped;
+  ShardFile mapped;  // read with pread, never mapped: see ShardFile
   int mapped_index = -1;
+  std::vector<int32_t> window;  // one batch's B*T + 1 tokens
+  std::vector<uint8_t> seg_flags;
 
   void build_orders() {
     shard_order.resize(shards.size());
@@ -105,8 +107,8 @@ struct DataLoader::Impl {
   void map_current() {
     const int shard = shard_order[static_cast<size_t>(shard_pos)];
     if (mapped_index == shard) return;
-    mapped = MappedShard();  // unmap the old shard before mapping the next
-    mapped = MappedShard(shards[static_cast<size_t>(shard)].path);
+    mapped = ShardFile();  // close the old shard before opening the next
+    mapped = ShardFile(shards[static_cast<size_t>(shard)].path);
     if (mapped.size() != shards[static_cast<size_t>(shard)].num_tokens)
       throw_data("shard " + mapped.info().path + ": changed since it was validated (" +
                  group_digits(shards[static_cast<size_t>(shard)].num_tokens) + " tokens then, " +
@@ -114,10 +116,24 @@ struct DataLoader::Impl {
     mapped_index = shard;
   }
 
-  void check_range(int64_t start, int64_t count) const {
+  // Checked mode: tokens[0, count) were read from token offset `start`; each must be < vocab_size.
+  void check_range(int64_t start, const int32_t* tokens, int64_t count) const {
     if (!opt.checked || opt.vocab_size <= 0) return;
-    const int64_t bad = mapped.find_out_of_range(start, count, opt.vocab_size);
-    if (bad >= 0) throw_token_out_of_range(mapped.info(), bad, mapped.token(bad), opt.vocab_size);
+    for (int64_t i = 0; i < count; ++i)
+      if (static_cast<uint32_t>(tokens[i]) >= static_cast<uint32_t>(opt.vocab_size))
+        throw_token_out_of_range(mapped.info(), start + i, static_cast<uint32_t>(tokens[i]), opt.vocab_size);
+  }
+
+  // llm.c shards: the B*T + 1 tokens of this rank's slot of the current sample; inputs are the
+  // first B*T, targets the B*T after the first.
+  void read_window(int32_t* inputs, int32_t* targets) {
+    const int64_t sample = opt.shuffle ? sample_order[static_cast<size_t>(sample_pos)] : sample_pos;
+    const int64_t start = sample * global_tokens + opt.rank * local_tokens;
+    window.resize(static_cast<size_t>(local_tokens) + 1);
+    mapped.read(start, local_tokens + 1, window.data());
+    check_range(start, window.data(), local_tokens + 1);
+    std::copy(window.begin(), window.end() - 1, inputs);
+    std::copy(window.begin() + 1, window.end(), targets);
   }
 
   // One row of a labeled shard: its segments, then padding (a run of pad tokens positioned 0, 1, ...).
@@ -130,11 +146,13 @@ struct DataLoader::Impl {
     for (int64_t s = plan.row_begin[static_cast<size_t>(row)];
          s < plan.row_begin[static_cast<size_t>(row) + 1]; ++s) {
       const PackedSegment& seg = plan.segments[static_cast<size_t>(s)];
-      check_range(seg.begin, seg.length);
+      mapped.read(seg.begin, seg.length, row_tokens.data() + slot);
+      check_range(seg.begin, row_tokens.data() + slot, seg.length);
+      seg_flags.resize(static_cast<size_t>(seg.length));
+      mapped.read_flags(seg.begin, seg.length, seg_flags.data());
       for (int32_t k = 0; k < seg.length; ++k, ++slot) {
-        row_tokens[slot] = static_cast<int32_t>(mapped.token(seg.begin + k));
         row_pos[slot] = k;
-        row_target[slot] = k > 0 && (mapped.flag(seg.begin + k) & kFlagTarget);
+        row_target[slot] = k > 0 && (seg_flags[static_cast<size_t>(k)] & kFlagTarget);
       }
     }
     const ShardInfo& info = mapped.info();
@@ -164,16 +182,24 @@ namespace {
 
 // Document starts of a labeled shard from its flags, checked against the header's counts.
 std::vector<int64_t> document_starts(const ShardInfo& info) {
-  const MappedShard shard(info.path);
+  const ShardFile shard(info.path);
   std::vector<int64_t> starts;
   int64_t targets = 0;
-  for (int64_t i = 0; i < shard.size(); ++i) {
-    const uint8_t f = shard.flag(i);
-    if (f & ~(kFlagTarget | kFlagDocStart))
-      throw_data("shard " + info.path + ": token " + group_digits(i) + " has unknown flag bits " +
-                 std::to_string(f) + ": damaged or from a newer flotilla-worker; re-run data prepare");
-    if (f & kFlagDocStart) starts.push_back(i);
-    targets += (f & kFlagTarget) != 0;
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<uint8_t> flags;
+  for (int64_t at = 0; at < shard.size(); at += kChunk) {
+    const int64_t n = std::min(kChunk, shard.size() - at);
+    flags.resize(static_cast<size_t>(n));
+    shard.read_flags(at, n, flags.data());
+    for (int64_t j = 0; j < n; ++j) {
+      const uint8_t f = flags[static_cast<size_t>(j)];
+      const int64_t i = at + j;
+      if (f & ~(kFlagTarget | kFlagDocStart))
+        throw_data("shard " + info.path + ": token " + group_digits(i) + " has unknown flag bits " +
+                   std::to_string(f) + ": damaged or from a newer flotilla-worker; re-run data prepare");
+      if (f & kFlagDocStart) starts.push_back(i);
+      targets += (f & kFlagTarget) != 0;
+    }
   }
   if (shard.size() > 0 && (starts.empty() || starts[0] != 0))
     throw_data("shard " + info.path + ": its first token starts no document: damaged; re-run data prepare");
@@ -246,12 +272,8 @@ void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     throw_data("the data has labeled shards (loss masks and document boundaries, e.g. " + d.shards[0].path +
                "); they must be read with next_batch(inputs, targets, positions)");
   d.map_current();
-  const int64_t sample = d.opt.shuffle ? d.sample_order[static_cast<size_t>(d.sample_pos)] : d.sample_pos;
-  const int64_t start = sample * d.global_tokens + d.opt.rank * d.local_tokens;
   // inputs = tokens[start, start+BT), targets = tokens[start+1, start+BT+1)  (each B x T, row-major)
-  d.check_range(start, d.local_tokens + 1);
-  d.mapped.read(start, d.local_tokens, inputs);
-  d.mapped.read(start + 1, d.local_tokens, targets);
+  d.read_window(inputs, targets);
   d.advance();
 }
 
@@ -260,11 +282,7 @@ void DataLoader::next_batch(int32_t* inputs, int32_t* targets, int32_t* position
   d.map_current();
   const auto shard = static_cast<size_t>(d.shard_order[static_cast<size_t>(d.shard_pos)]);
   if (!d.shards[shard].labeled) {
-    const int64_t sample = d.opt.shuffle ? d.sample_order[static_cast<size_t>(d.sample_pos)] : d.sample_pos;
-    const int64_t start = sample * d.global_tokens + d.opt.rank * d.local_tokens;
-    d.check_range(start, d.local_tokens + 1);
-    d.mapped.read(start, d.local_tokens, inputs);
-    d.mapped.read(start + 1, d.local_tokens, targets);
+    d.read_window(inputs, targets);
     for (int64_t i = 0; i < d.local_tokens; ++i) positions[i] = static_cast<int32_t>(i % d.opt.T);
     d.advance();
     return;

@@ -4,7 +4,8 @@
 // tokens: magic 20240520 version 1 -> uint16 tokens, magic 20240801 version 7 -> uint32 tokens.
 // A labeled shard (magic 20251201, version 1) adds one flag byte per token after the tokens: loss
 // target, document start (docs/data.md "Labeled shards"); the loader packs its documents into rows.
-// Shards are memory-mapped and validated before any training starts.
+// Shards are validated before any training starts, and read with explicit, length-checked reads
+// (shard_map.h ShardFile), so a shard truncated under a running worker is a data error.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +34,18 @@ struct ShardInfo {
 constexpr uint8_t kFlagTarget = 1;    // the loss counts on predicting this token
 constexpr uint8_t kFlagDocStart = 2;  // the first token of a document
 
-// Reads and checks one shard's header against its file size; throws Error(kData) naming the file
-// and the fault ("shard 3: size 1,000,002 != 1,024 + 2*ntok"). When vocab_size > 0 and check_tokens
-// is set, also verifies every token < vocab_size.
+// `data prepare` writes this file into its output folder before its first shard and removes it
+// after its last: while it is there the folder holds only part of a data set (the prepare was
+// interrupted, or is still running). Folders of shards made otherwise (llm.c's) never have it.
+inline constexpr char kPrepareIncompleteFile[] = ".prepare-incomplete";
+
+// Throws Error(kData) when the folder holding `shard_path` has kPrepareIncompleteFile, saying
+// whether its prepare is still running or was interrupted and what to do.
+void check_prepare_finished(const std::string& shard_path);
+
+// Reads and checks one shard's header against its file size (after check_prepare_finished); throws
+// Error(kData) naming the file and the fault ("shard 3: size 1,000,002 != 1,024 + 2*ntok"). When vocab_size >
+// 0 and check_tokens is set, also verifies every token < vocab_size.
 ShardInfo inspect_shard(const std::string& path, int vocab_size = 0, bool check_tokens = false);
 
 // Expands a path or glob pattern (sorted); throws Error(kData) when nothing matches.

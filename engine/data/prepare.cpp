@@ -8,9 +8,15 @@
 // cut only where pre-tokenization cannot change, so a file of any size streams with bounded memory.
 #include "engine/data/prepare.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -190,6 +196,43 @@ bool is_jsonl(const std::string& path) {
   return ext == ".jsonl" || ext == ".ndjson";
 }
 
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// kPrepareIncompleteFile, durable before any shard changes: "pid P" (check_prepare_finished tells a
+// prepare still running from an interrupted one by it).
+void write_prepare_marker(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io("data prepare: cannot create " + path + ": " + errno_string(errno));
+  const std::string text = "pid " + std::to_string(::getpid()) + "\n";
+  const bool ok =
+      ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) throw_io("data prepare: cannot write " + path + ": " + errno_string(err));
+  fsync_dir(fs::path(path).parent_path());
+}
+
+// Every shard is in place (each renamed and its folder fsynced by write_shard): the set is whole.
+void finish_prepare(const std::string& marker) {
+  if (::unlink(marker.c_str()) != 0 && errno != ENOENT)
+    throw_io("data prepare: cannot remove " + marker + ": " + errno_string(errno));
+  fsync_dir(fs::path(marker).parent_path());
+}
+
+// Test hook (FLOTILLA_TEST_PREPARE_KILL_AFTER_SHARDS=k): SIGKILL after the k-th shard is in place,
+// a kill in the write phase at a known point.
+void after_shard_written() {
+  static int written = 0;
+  static const char* env = std::getenv("FLOTILLA_TEST_PREPARE_KILL_AFTER_SHARDS");
+  if (env && ++written == std::atoi(env)) ::raise(SIGKILL);
+}
+
 std::string shard_name(const fs::path& dir, const std::string& prefix, int64_t i) {
   char name[64];
   std::snprintf(name, sizeof name, "%s_%03lld.bin", prefix.c_str(), static_cast<long long>(i));
@@ -209,6 +252,7 @@ std::vector<std::string> write_split(Spool& spool, int64_t n, int64_t shard_toke
     spool.read(size, ids, flags);
     const std::string path = shard_name(dir, prefix, i);
     write_shard(path, ids, wide);
+    after_shard_written();
     if (seq_len > 0) *rows += (size - 1) / seq_len;
     files.push_back(path);
   }
@@ -241,6 +285,7 @@ std::vector<std::string> write_labeled_split(Spool& spool, size_t first_doc, siz
     spool.read(to - from, ids, flags);
     const std::string path = shard_name(dir, prefix, static_cast<int64_t>(files.size()));
     write_labeled_shard(path, ids, flags, opt.pack, pad, wide);
+    after_shard_written();
     for (uint8_t f : flags) *targets += (f & kFlagTarget) != 0;
     if (opt.seq_len > 0) {
       std::vector<int64_t> local;
@@ -279,16 +324,31 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
   fs::create_directories(dir, ec);
   if (ec) throw_io("data prepare: cannot create " + opt.out_dir + ": " + ec.message());
   // Old shards would be picked up by a train_*.bin glob alongside the new ones.
-  std::vector<fs::path> old;
+  std::vector<fs::path> old, partial;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if ((name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) && e.path().extension() == ".bin")
+    if (name.rfind("train_", 0) != 0 && name.rfind("val_", 0) != 0) continue;
+    if (e.path().extension() == ".bin")
       old.push_back(e.path());
+    else if (name.find(".bin.tmp.") != std::string::npos)
+      partial.push_back(e.path());  // a shard a killed prepare was writing
   }
-  if (!old.empty() && !opt.force)
+  const std::string marker = (dir / kPrepareIncompleteFile).string();
+  if (!old.empty() && !opt.force) {
+    if (fs::exists(marker, ec))
+      throw_usage("data prepare: " + opt.out_dir + " holds an interrupted prepare (" +
+                  std::to_string(old.size()) + " shard(s) of a data set that was never finished, e.g. " +
+                  old.front().filename().string() + "; " + marker +
+                  " is still there); pass --force to replace them");
     throw_usage("data prepare: " + opt.out_dir + " already holds shards (" + old.front().filename().string() +
                 ", ...); choose an empty --out or pass --force to replace them");
+  }
+  // Marked incomplete before the first shard changes, unmarked after the last is in place: a
+  // prepare killed in between leaves a folder that inspect and training refuse
+  // (check_prepare_finished), not a shorter data set that looks whole.
+  write_prepare_marker(marker);
   for (const fs::path& p : old) fs::remove(p, ec);
+  for (const fs::path& p : partial) fs::remove(p, ec);
 
   PrepareResult result;
   Spool spool(dir);
@@ -325,6 +385,7 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
         write_split(spool, n_val, opt.shard_tokens, dir, "val", wide, opt.seq_len, &result.val_rows);
     result.train_files = write_split(spool, total - n_val, opt.shard_tokens, dir, "train", wide, opt.seq_len,
                                      &result.train_rows);
+    finish_prepare(marker);
     return result;
   }
   // Labeled: the val split is the first documents holding about val_fraction of the tokens.
@@ -351,6 +412,7 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
   result.train_files =
       write_labeled_split(spool, n_val_docs, docs, opt.shard_tokens, dir, "train", wide, opt, pad,
                           &result.train_targets, &result.train_rows, &result.split_documents);
+  finish_prepare(marker);
   return result;
 }
 

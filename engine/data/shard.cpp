@@ -123,6 +123,38 @@ void check_header(const std::string& path, int fd, int64_t file_size, ShardInfo&
 
 }  // namespace
 
+void check_prepare_finished(const std::string& shard_path) {
+  const std::filesystem::path parent = std::filesystem::path(shard_path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  const std::string marker = dir + "/" + kPrepareIncompleteFile;
+  Fd f;
+  f.fd = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return;  // a finished prepare, or shards made some other way
+  // "pid P\n": still running when that process is a data prepare.
+  char text[64] = {};
+  const ssize_t n = ::read(f.fd, text, sizeof text - 1);
+  long pid = 0;
+  if (n > 0) std::sscanf(text, "pid %ld", &pid);
+  bool running = false;
+  if (pid > 0) {
+    Fd c;
+    c.fd = ::open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    char cmd[4096] = {};
+    const ssize_t got = c.fd >= 0 ? ::read(c.fd, cmd, sizeof cmd - 1) : -1;
+    if (got > 0) {
+      std::string args(cmd, static_cast<size_t>(got));
+      std::replace(args.begin(), args.end(), '\0', ' ');
+      running = args.find(" data prepare ") != std::string::npos;
+    }
+  }
+  if (running)
+    throw_data("shard " + shard_path + ": data prepare into " + dir + " is still running (pid " +
+               std::to_string(pid) +
+               "): its shards are only part of the data set until it finishes; wait for it");
+  throw_data("shard " + shard_path + ": data prepare into " + dir + " was interrupted (" + marker +
+             " is still there): its shards are only part of the data set. Run it again with --force");
+}
+
 void throw_token_out_of_range(const ShardInfo& info, int64_t offset, uint32_t value, int vocab_size) {
   throw_data("shard " + info.path + ": token " + group_digits(value) + " at token offset " +
              group_digits(offset) + " (file byte " +
@@ -132,10 +164,20 @@ void throw_token_out_of_range(const ShardInfo& info, int64_t offset, uint32_t va
 }
 
 ShardInfo inspect_shard(const std::string& path, int vocab_size, bool check_tokens) {
+  check_prepare_finished(path);
   if (check_tokens && vocab_size > 0) {
-    MappedShard shard(path);
-    const int64_t bad = shard.find_out_of_range(0, shard.size(), vocab_size);
-    if (bad >= 0) throw_token_out_of_range(shard.info(), bad, shard.token(bad), vocab_size);
+    const ShardFile shard(path);
+    constexpr int64_t kChunk = 1 << 20;
+    std::vector<int32_t> ids;
+    for (int64_t at = 0; at < shard.size(); at += kChunk) {
+      const int64_t n = std::min(kChunk, shard.size() - at);
+      ids.resize(static_cast<size_t>(n));
+      shard.read(at, n, ids.data());
+      for (int64_t i = 0; i < n; ++i)
+        if (static_cast<uint32_t>(ids[static_cast<size_t>(i)]) >= static_cast<uint32_t>(vocab_size))
+          throw_token_out_of_range(shard.info(), at + i, static_cast<uint32_t>(ids[static_cast<size_t>(i)]),
+                                   vocab_size);
+    }
     return shard.info();
   }
   Fd f;
@@ -297,6 +339,94 @@ void write_labeled_shard(const std::string& path, const std::vector<uint32_t>& t
   header[6] = static_cast<int32_t>(documents);
   header[7] = static_cast<int32_t>(targets);
   write_shard_file(path, header, tokens, wide, &flags);
+}
+
+// ---- ShardFile ----
+
+ShardFile::ShardFile(const std::string& path) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw_data("shard " + path + ": cannot open: " + errno_string(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw_data("shard " + path + ": cannot stat: " + errno_string(errno));
+  if (!S_ISREG(st.st_mode)) throw_data("shard " + path + ": not a regular file");
+  check_header(path, f.fd, static_cast<int64_t>(st.st_size), info_);
+  fd_ = f.fd;
+  f.fd = -1;
+}
+
+ShardFile::~ShardFile() { release(); }
+
+void ShardFile::release() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+ShardFile::ShardFile(ShardFile&& other) noexcept : info_(std::move(other.info_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+ShardFile& ShardFile::operator=(ShardFile&& other) noexcept {
+  if (this != &other) {
+    release();
+    info_ = std::move(other.info_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void ShardFile::read_bytes(int64_t offset, size_t bytes, void* out, const char* what) const {
+  auto* p = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t got =
+        ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw_data("shard " + info_.path + ": reading " + what + " at byte " +
+                 group_digits(offset + static_cast<int64_t>(done)) + " failed: " + errno_string(errno) +
+                 "; check the disk, then resume the run");
+    if (got == 0) {
+      // The file ended before its header's size: it shrank since it was opened and checked.
+      struct stat st {};
+      const int64_t now = ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+      const int per_token = info_.token_bytes + (info_.labeled ? 1 : 0);
+      throw_data("shard " + info_.path + ": the file is now " +
+                 (now >= 0 ? group_digits(now) + " bytes" : std::string("unreadable")) +
+                 " but its header promises 1,024 + " + std::to_string(per_token) + " x " +
+                 group_digits(info_.num_tokens) +
+                 " tokens = " + group_digits(kShardHeaderBytes + per_token * info_.num_tokens) +
+                 " bytes: it was truncated while this run was reading it (no batch was read from the "
+                 "missing part). Restore the shard (or re-run data prepare), then resume the run from its "
+                 "last checkpoint");
+    }
+    done += static_cast<size_t>(got);
+  }
+}
+
+void ShardFile::read(int64_t start, int64_t count, int32_t* out) const {
+  if (count <= 0) return;
+  const size_t bytes = static_cast<size_t>(count) * static_cast<size_t>(info_.token_bytes);
+  const int64_t offset = kShardHeaderBytes + start * info_.token_bytes;
+  if (info_.token_bytes == 4) {  // int32 and uint32 have the same bytes: read in place
+    read_bytes(offset, bytes, out, "tokens");
+    return;
+  }
+  buffer_.resize(bytes);
+  read_bytes(offset, bytes, buffer_.data(), "tokens");
+  const auto* p = reinterpret_cast<const uint16_t*>(buffer_.data());
+  for (int64_t i = 0; i < count; ++i) out[i] = p[i];
+}
+
+void ShardFile::read_flags(int64_t start, int64_t count, uint8_t* out) const {
+  if (count <= 0) return;
+  if (!info_.labeled) {
+    std::memset(out, 0, static_cast<size_t>(count));
+    return;
+  }
+  const int64_t flags_at = kShardHeaderBytes + info_.num_tokens * info_.token_bytes;
+  read_bytes(flags_at + start, static_cast<size_t>(count), out, "flags");
 }
 
 // ---- MappedShard ----

@@ -1,4 +1,5 @@
-// Read-only memory map of one validated token shard, plus the shard format's constants.
+// Read-only access to one validated token shard (a memory map for tools, explicit reads for
+// training), plus the shard format's constants.
 //
 // One non-obvious decision: a shard is re-validated (header + file size) every time it is mapped,
 // not only at preflight, because a long run maps shards hours after checking them and a file
@@ -7,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/data/loader.h"
 
@@ -56,6 +58,37 @@ class MappedShard {
   size_t map_bytes_ = 0;
   const void* tokens_ = nullptr;    // map_ + 1024
   const uint8_t* flags_ = nullptr;  // labeled: after the tokens
+};
+
+// One validated token shard read with pread(), for training: every read checks that the bytes are
+// really in the file. A memory map of a shard truncated under a running worker hands out zeros
+// (the rest of the last page) and then kills the process with SIGBUS; here a short read is a data
+// error (Error(kData)) naming the shard, the size its header promises and the size it has now.
+// Reads of a shard replaced by rename continue from the file that was opened.
+class ShardFile {
+ public:
+  ShardFile() = default;
+  explicit ShardFile(const std::string& path);  // validates the header against the size; throws Error(kData)
+  ~ShardFile();
+  ShardFile(ShardFile&& other) noexcept;
+  ShardFile& operator=(ShardFile&& other) noexcept;
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+
+  const ShardInfo& info() const { return info_; }
+  int64_t size() const { return info_.num_tokens; }
+  // Tokens [start, start + count) widened to int32.
+  void read(int64_t start, int64_t count, int32_t* out) const;
+  // Flag bytes [start, start + count) of a labeled shard.
+  void read_flags(int64_t start, int64_t count, uint8_t* out) const;
+
+ private:
+  void read_bytes(int64_t offset, size_t bytes, void* out, const char* what) const;
+  void release();
+
+  ShardInfo info_;
+  int fd_ = -1;
+  mutable std::vector<uint8_t> buffer_;
 };
 
 // "shard P: token V at token offset I >= vocab size N ..." (shared by preflight and checked reads).

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -168,10 +169,17 @@ class Attempt {
       int out[2], err[2], hb[2];
       if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(hb, O_CLOEXEC) != 0)
         throw_io("launch: cannot create pipes: " + errno_string(errno));
+      const pid_t supervisor = getpid();
       const pid_t pid = fork();
       if (pid < 0) throw_io("launch: fork failed: " + errno_string(errno));
       if (pid == 0) {
         setpgid(0, 0);  // its own process group: ending the rank ends everything it started
+        // A rank never outlives its supervisor (kill -9 of launch cannot forward anything): SIGTERM,
+        // so it takes the preemption path, agreed by every rank at the next step boundary (a
+        // checkpoint when the grace period allows, exit 10) rather than losing the steps since the
+        // last save; the trainer's orphan watchdog (heartbeat.h) ends it if that does not finish.
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != supervisor) _exit(static_cast<int>(ExitCode::kPreempted));  // died before that
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         signal(SIGUSR1, SIG_IGN);  // until the trainer installs its handler (exec keeps SIG_IGN)
@@ -466,6 +474,10 @@ bool exit_code_retryable(int code) {
     case ExitCode::kData:
     case ExitCode::kCheckpoint:
     case ExitCode::kOutOfMemory:
+    // A full, read-only or unwritable disk is not cured by a restart: it would redo the steps since
+    // the last checkpoint and fail at the same write, and a failure while restarting (its first
+    // write on the full disk) would then be recorded instead of the real one.
+    case ExitCode::kIo:
       return false;
     default:
       return code != 0 && code != 127;  // 127: the worker binary could not be executed

@@ -60,7 +60,8 @@ int run_launch(const LaunchOptions& options);
 // model whose steps take minutes (a large model on CPUs) is not taken for a hung one. 0: never.
 double stall_limit_s(const LaunchOptions& options, int64_t step, double slowest_step_s);
 
-// Classification of a rank's exit code: retry after a crash? (config/data/usage errors never).
+// Classification of a rank's exit code: retry after a crash? (config, data, usage, checkpoint,
+// I/O and out-of-memory errors never: a restart would fail the same way).
 bool exit_code_retryable(int code);
 
 }  // namespace flotilla

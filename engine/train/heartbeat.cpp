@@ -2,10 +2,14 @@
 #include "engine/train/heartbeat.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+
+#include "engine/core/error.h"
 
 namespace flotilla {
 
@@ -19,9 +23,11 @@ Heartbeat::Heartbeat() {
   }
   fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
   fcntl(fd_, F_SETFD, FD_CLOEXEC);
+  parent_ = getppid();
   thread_ = std::thread([this] {
     while (!stop_.load()) {
       beat();
+      watch_parent();
       for (int i = 0; i < 10 && !stop_.load(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -46,6 +52,29 @@ void Heartbeat::set_collective(const std::string& what) {
 void Heartbeat::set_collective_provider(std::function<std::string()> provider) {
   std::lock_guard<std::mutex> lock(mu_);
   provider_ = std::move(provider);
+}
+
+void Heartbeat::watch_parent() {
+  if (getppid() == parent_) return;
+  const double now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (orphaned_at_ < 0) {
+    orphaned_at_ = now;
+    kill(getpid(), SIGTERM);  // as the parent-death signal does, should it not have been armed
+    return;
+  }
+  if (now - orphaned_at_ < orphan_grace_s_.load()) return;
+  char line[160];
+  const int n =
+      std::snprintf(line, sizeof line,
+                    "flotilla-worker train: the supervisor (pid %d) is gone and this rank did not stop "
+                    "within %.0f s; ending it\n",
+                    static_cast<int>(parent_), orphan_grace_s_.load());
+  if (n > 0) {
+    const ssize_t w = write(2, line, static_cast<size_t>(n));  // the pipe may be gone too: best effort
+    (void)w;
+  }
+  std::_Exit(static_cast<int>(ExitCode::kStalled));
 }
 
 void Heartbeat::beat() {

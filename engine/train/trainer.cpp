@@ -28,6 +28,7 @@
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/core/run_lock.h"
 #include "engine/cpu/peak.h"
 #include "engine/cpu/peak_cache.h"
 #include "engine/data/synthetic.h"
@@ -82,6 +83,15 @@ uint64_t current_rss_bytes() {
   }
   return static_cast<uint64_t>(pages_resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
+
+// This process's share of the run folder's lock (closed, and so released, when training returns).
+struct RunFolderHold {
+  int fd;
+  explicit RunFolderHold(const std::string& dir) : fd(hold_run_folder_shared(dir)) {}
+  ~RunFolderHold() { ::close(fd); }
+  RunFolderHold(const RunFolderHold&) = delete;
+  RunFolderHold& operator=(const RunFolderHold&) = delete;
+};
 
 void make_dirs(const std::string& dir) {
   std::error_code ec;
@@ -524,10 +534,14 @@ int run_training(const TrainOptions& options) {
     check_run_fits_memory(cfg, env.local_world_size);  // the planner knows CPU bf16's fp32 storage
   }
   const std::string out_dir = resolved_out_dir(cfg);
+  make_dirs(out_dir);
+  // Held until this process exits: the folder is in use while any rank of the group lives, so a
+  // second start there is refused (engine/core/run_lock.h), also after launch was killed.
+  const RunFolderHold folder_in_use(out_dir);
   if (env.rank == 0) {
-    make_dirs(out_dir);
-    ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config",
-                            "fsync run dir");
+    // Before anything is written here: a save that failed on a full disk (a rank killed mid-save)
+    // left a step-N.tmp-* folder that may hold the very space this start needs.
+    CheckpointStore(out_dir + "/checkpoints").cleanup_tmp();
   }
   std::unique_ptr<comm::ProcessGroup> world;
   if (env.world_size > 1) {
@@ -551,12 +565,20 @@ int run_training(const TrainOptions& options) {
   loop.tokens_per_step = tokens_per_step(cfg);
   loop.schedule = LrSchedule{cfg.optim.schedule,     cfg.optim.lr,    cfg.optim.min_lr_ratio,
                              cfg.optim.warmup_steps, cfg.train.steps, cfg.optim.decay_fraction};
+  // An orphaned rank (launch killed) saves only when the last save fits preempt_grace_s; past that
+  // and a margin the watchdog ends it.
+  loop.heartbeat.set_orphan_grace(cfg.checkpoint.preempt_grace_s + 30);
   loop.heartbeat.set_collective_provider([] {
     const auto records = comm::collective_records();
     return !records.empty() && records[0].started && !records[0].finished ? records[0].describe()
                                                                           : std::string();
   });
   const std::string resumed_from = loop.resume();
+  // Only now is the start decided: a refused one (no checkpoint verifies, an incompatible one)
+  // leaves config.toml, which `flotilla runs resume` reads, as it was.
+  if (env.rank == 0)
+    ckpt::write_file_atomic(out_dir, "config.toml", config_to_toml(cfg), nullptr, "rename config",
+                            "fsync run dir");
   loop.heartbeat.set_step(loop.step);
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len, loop.model.lora()).palm;
   const double device_peak = loop.device ? loop.device->peak_flops() : 0.0;

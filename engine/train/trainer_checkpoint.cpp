@@ -6,7 +6,9 @@
 // every rank reads its own file and the DP group broadcasts what only its first replica read.
 // A checkpoint resumes only on the layout (dp x tp x pp, ZeRO stage) it was saved under.
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/config/config_io.h"
@@ -149,6 +151,37 @@ TrainerState Loop::current_state() const {
   return st;
 }
 
+// Every rank calls this after its part of a phase of a multi-rank save, failed or not, so one rank's
+// error never leaves the others waiting in a collective (they would only see "peer closed", and
+// nobody would remove the tmp folder). When a rank failed, `cleanup` runs on every rank, then each
+// rank throws: the failed one its own error, the others the same exit code naming it.
+void Loop::agree_on_save(const std::optional<Error>& mine, const std::string& what,
+                         const std::function<void()>& cleanup) {
+  std::vector<int64_t> codes(static_cast<size_t>(world_size), 0);
+  codes[static_cast<size_t>(rank)] = mine ? static_cast<int64_t>(mine->code()) : 0;
+  world->all_reduce(codes.data(), codes.size());
+  int first = -1;
+  for (int q = 0; q < world_size && first < 0; ++q)
+    if (codes[static_cast<size_t>(q)] != 0) first = q;
+  if (first < 0) return;
+  std::string message = rank == first ? std::string(mine->what()) : std::string();
+  int64_t len = static_cast<int64_t>(message.size());
+  world->broadcast(&len, 1, first);
+  message.resize(static_cast<size_t>(len));
+  if (len > 0) world->broadcast_bytes(message.data(), message.size(), first);
+  try {
+    cleanup();
+  } catch (const std::exception&) {
+    // the save's own failure is what to report; a tmp folder left here is removed at the next start
+  }
+  const std::string after = "; the unfinished checkpoint of step " + std::to_string(step) +
+                            " was removed and the earlier checkpoints in " + store.root() + " are intact";
+  if (mine) throw Error(mine->code(), std::string(mine->what()) + after);
+  throw Error(static_cast<ExitCode>(codes[static_cast<size_t>(first)]),
+              "rank " + std::to_string(first) + " could not " + what + " of step " + std::to_string(step) +
+                  ": " + message + after);
+}
+
 void Loop::save(const std::string& reason) {
   const auto t0 = Clock::now();
   if (device) pull_from_device();  // the checkpoint is written from the host mirror, CPU format
@@ -173,10 +206,36 @@ void Loop::save(const std::string& reason) {
   if (!world) {
     dir = store.save(req, cfg.checkpoint.keep_last);
   } else {
-    const std::string tmp = broadcast_string(rank == 0 ? store.begin(step) : "");
-    store.write_rank(tmp, req);
-    world->barrier();  // every rank's file is durable
-    if (rank == 0) dir = store.commit(tmp, req, world_size, cfg.checkpoint.keep_last);
+    std::optional<Error> failed;
+    std::string tmp;
+    if (rank == 0) {
+      try {
+        tmp = store.begin(step);
+      } catch (const Error& e) {
+        failed = e;
+      }
+    }
+    agree_on_save(failed, "start the checkpoint", [] {});
+    tmp = broadcast_string(tmp);
+    try {
+      store.write_rank(tmp, req);
+    } catch (const Error& e) {
+      failed = e;
+    }
+    // Also the barrier before the commit: every rank's file is durable once every rank is here.
+    // On a failure every rank has stopped writing into tmp, so rank 0 can remove all of it (a full
+    // disk gets its space back; earlier checkpoints are untouched).
+    agree_on_save(failed, "write its part of the checkpoint", [&] {
+      if (rank == 0) store.abort_save(tmp);
+    });
+    if (rank == 0) {
+      try {
+        dir = store.commit(tmp, req, world_size, cfg.checkpoint.keep_last);  // removes tmp on failure
+      } catch (const Error& e) {
+        failed = e;
+      }
+    }
+    agree_on_save(failed, "commit the checkpoint", [] {});
     dir = broadcast_string(dir);
   }
   last_save_seconds = ms_since(t0) / 1000.0;

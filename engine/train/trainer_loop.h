@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/config/run_config.h"
+#include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
 #include "engine/model/gpt.h"
@@ -136,6 +138,8 @@ struct Loop {
   void apply_checkpoint(const LoadedCheckpoint& ck);
   TrainerState current_state() const;
   void save(const std::string& reason);
+  void agree_on_save(const std::optional<Error>& mine, const std::string& what,
+                     const std::function<void()>& cleanup);
 
   float evaluate();
   void sample();

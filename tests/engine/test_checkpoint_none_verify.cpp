@@ -1,7 +1,8 @@
 // docs/reliability.md C8, end to end with the real worker (issue 19, defect 1: data loss). A finished run
 // holds step-25 and step-30; a byte flipped at offset 1000 of rank-0.bin in both. `train` with
 // checkpoint.resume = auto must refuse with exit 5, name each checkpoint and its fault, say how to
-// start fresh, and change nothing on disk; `--resume none` then starts from step 0 and moves both
+// start fresh, and change nothing on disk (not even config.toml, with --set train.steps=12: audit 2,
+// D18); `--resume none` then starts from step 0 and moves both
 // to checkpoints/trash/ (never deletes them). Also: a trainer.json whose checksum is valid but whose
 // JSON is broken is a damaged checkpoint: the worker says so and falls back to the previous one.
 #include <filesystem>
@@ -73,6 +74,18 @@ void test_every_checkpoint_damaged(const std::string& root) {
   flip(ck + "/step-00000025/rank-0.bin", 1000);
   flip(ck + "/step-00000030/rank-0.bin", 1000);
   const auto before = snapshot(ck);
+  const auto whole_run = snapshot(out);
+
+  // Audit 2, D18: the refusal says "Nothing was changed", and nothing is: not even config.toml,
+  // which `flotilla runs resume` reads (it was rewritten with the new steps before the decision).
+  const ProcResult twelve = run_worker({"train", "--config", cfg, "--out-dir", out, "--set", "train.steps=12",
+                                        "--quiet", "--no-stdout-metrics"},
+                                       kEnv);
+  CHECK_MSG(twelve.exit_code == 5 && contains(twelve.output, "Nothing was changed"), "exit %d: %s",
+            twelve.exit_code, twelve.output.c_str());
+  CHECK_MSG(read_file(out + "/config.toml") == whole_run.at("config.toml"), "config.toml was rewritten:\n%s",
+            read_file(out + "/config.toml").c_str());
+  CHECK_MSG(snapshot(out) == whole_run, "the refused start changed files under %s", out.c_str());
 
   const ProcResult r =
       run_worker({"train", "--config", cfg, "--out-dir", out, "--resume", "auto", "--quiet"}, kEnv);
