@@ -133,6 +133,7 @@ struct Loop {
 
   // trainer_checkpoint.cpp
   std::string resume();
+  void check_trainer_state(const LoadedCheckpoint& ck);  // throws Error(kCheckpoint): damaged
   void apply_checkpoint(const LoadedCheckpoint& ck);
   TrainerState current_state() const;
   void save(const std::string& reason);
