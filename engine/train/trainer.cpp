@@ -132,7 +132,7 @@ Loop::Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, co
             host_model_options(c)),
       store(dir + "/checkpoints"),
       metrics(e.rank == 0 ? dir + "/metrics.jsonl" : "", e.rank == 0 && o.metrics_to_stdout, e.rank),
-      progress(e.rank == 0 ? o.progress : nullptr, e.rank == 0 ? dir + "/train.log" : ""),
+      progress(e.rank == 0 ? o.progress : nullptr, e.rank == 0 ? dir + "/train.log" : "", &step),
       rng(c.run.seed ^ 0x5A17E5ull) {}
 
 void Loop::barrier() {

@@ -7,6 +7,7 @@
 // A single process is the 1 x 1 x 1 grid with one-rank groups.
 #pragma once
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/config/run_config.h"
+#include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
 #include "engine/model/gpt.h"
@@ -43,11 +45,17 @@ inline double ms_since(Clock::time_point t0) {
 }
 
 // Human-readable progress: to the chosen stream (stderr for `train`) and, for rank 0, appended to
-// <run dir>/train.log so a run folder carries its own history.
+// <run dir>/train.log so a run folder carries its own history. A failed write to train.log (a full
+// disk) ends the run like a failed metrics write (metrics.h): Error(kIo) naming the file, the step
+// (`*step`) and the reason; the stream is a terminal's or a log's and is not checked.
 class Progress {
  public:
-  Progress(std::FILE* out, const std::string& log_path) : out_(out) {
-    if (!log_path.empty()) log_ = std::fopen(log_path.c_str(), "a");
+  Progress(std::FILE* out, const std::string& log_path, const int64_t* step)
+      : out_(out), path_(log_path), step_(step) {
+    if (!log_path.empty()) {
+      log_ = std::fopen(log_path.c_str(), "a");
+      if (!log_) throw_io("cannot open " + log_path + ": " + errno_string(errno));
+    }
   }
   ~Progress() {
     if (log_) std::fclose(log_);
@@ -57,16 +65,28 @@ class Progress {
 
   template <typename... A>
   void line(const char* fmt, A... args) {
-    for (std::FILE* f : {out_, log_}) {
-      if (!f) continue;
-      std::fprintf(f, fmt, args...);
-      std::fputc('\n', f);
-      std::fflush(f);
+    if (out_) {
+      std::fprintf(out_, fmt, args...);
+      std::fputc('\n', out_);
+      std::fflush(out_);
+    }
+    if (!log_) return;
+    errno = 0;
+    const bool ok =
+        std::fprintf(log_, fmt, args...) >= 0 && std::fputc('\n', log_) != EOF && std::fflush(log_) == 0;
+    if (!ok) {
+      const int err = errno != 0 ? errno : EIO;
+      std::fclose(log_);  // nothing more goes to it (its buffer is dropped with it)
+      log_ = nullptr;
+      throw_io("writing " + path_ + " failed at step " + std::to_string(step_ ? *step_ : 0) + ": " +
+               errno_string(err) + "; the run stops here (free space on that disk, then resume the run)");
     }
   }
 
  private:
   std::FILE* out_;
+  std::string path_;
+  const int64_t* step_;
   std::FILE* log_ = nullptr;
 };
 
