@@ -62,7 +62,8 @@ db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now) {
   db::RunSummary s = db::run_summary(db, run_id, now);
   const RunSpeed speed = run_speed(db, db::get_run(db, run_id));
   s.tokens_per_s = speed.tokens_per_s > 0 ? std::optional<double>(speed.tokens_per_s) : std::nullopt;
-  s.mfu = speed.tokens_per_s > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
+  // 0: not known (no ceiling, or a summary's null mean_mfu: the ceiling read below the run's speed).
+  s.mfu = speed.tokens_per_s > 0 && speed.mfu > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,9 @@ json base(const char* type, int rank) {
 // float -> double is exact and nlohmann prints doubles round-trip exactly, so the float32 bits
 // survive the text form.
 double exact(float f) { return static_cast<double>(f); }
+
+// An MFU that is not known (NaN: the ceiling read below the run's speed) is null, not a number.
+json mfu_value(double mfu) { return std::isfinite(mfu) ? json(mfu) : json(nullptr); }
 }  // namespace
 
 double unix_time_now() {
@@ -113,7 +117,7 @@ void MetricsWriter::step(const StepRecord& r) {
   j["lr"] = r.lr;
   j["grad_norm"] = exact(r.grad_norm);
   j["tokens_per_s"] = r.tokens_per_s;
-  j["mfu"] = r.mfu;
+  j["mfu"] = mfu_value(r.mfu);
   j["step_ms"] = r.step_ms;
   j["time_ms"] = {{"data", r.data_ms},           {"forward", r.forward_ms}, {"backward", r.backward_ms},
                   {"optimizer", r.optimizer_ms}, {"comm", r.comm_ms},       {"bubble", r.bubble_ms}};
@@ -196,7 +200,7 @@ void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, flo
   j["best_val_loss"] = best_val_loss > 0 ? json(exact(best_val_loss)) : json(nullptr);
   j["wall_s"] = wall_s;
   j["mean_tokens_per_s"] = mean_tokens_per_s;
-  j["mean_mfu"] = mean_mfu;
+  j["mean_mfu"] = mfu_value(mean_mfu);
   j["exit"] = exit_reason;
   emit(j.dump());
 }

@@ -27,7 +27,9 @@ struct StepRecord {
   double lr = 0;
   float grad_norm = 0;  // before clipping
   double tokens_per_s = 0;
-  double mfu = 0;  // model FLOP/s / peak FLOP/s (0 when the peak is unknown)
+  // model FLOP/s / peak FLOP/s (0 when the peak is unknown; NaN, written null, when the ceiling
+  // read below the run's own speed: cpu::mfu_ratio)
+  double mfu = 0;
   double step_ms = 0;
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
   double bubble_ms = 0;  // pipeline: blocked waiting on the neighbouring stages (0 without pp)

@@ -248,7 +248,10 @@ void Loop::save(const std::string& reason) {
     dir = broadcast_string(dir);
   }
   last_save_seconds = ms_since(t0) / 1000.0;
-  for (const auto& w : store.save_warnings()) metrics.event("warning", w);
+  for (const auto& w : store.save_warnings()) {
+    metrics.event("warning", w);
+    progress.line("warning: %s", w.c_str());
+  }
   CheckpointRecord rec;
   rec.step = step;
   rec.dir = dir;

@@ -130,6 +130,12 @@ struct Loop {
   double peak_flops = 0;
   double flops_per_token = 0;
   double loss_ema = 0;
+  // Steps in a row whose loss or gradient norm was not finite (each one's update skipped): the run
+  // fails when they reach kNonFiniteLimit or cover the whole run (trainer.cpp).
+  int64_t nonfinite_run = 0;
+  // A step ran faster than the MFU ceiling allows: the ceiling is wrong (measured under load), so
+  // MFU is not reported from then on (null in the records, "n/a" in the text).
+  bool ceiling_wrong = false;
   std::string base_fingerprint;  // LoRA: the frozen base's weight files (checkpoints record it)
   int64_t lr_offset = 0;         // negative control "lr": schedule off by one step after resume
   // This step's micro-batches (accum of them, read before the first forward: micro_batch.h), and
