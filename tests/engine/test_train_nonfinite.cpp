@@ -4,7 +4,9 @@
 // - a Hugging Face folder whose weights are NaN is refused at load (exit 4), naming the tensor;
 // - a run whose loss turns non-finite and stays so (optim.lr = 1e30 blows the weights up after
 //   the first update) fails after 10 skipped steps in a row (exit 4, never "completed"), with the
-//   skip warnings in train.log and on stderr too, and no summary claiming completion.
+//   skip warnings in train.log and on stderr too, and no summary claiming completion;
+// - a model non-finite from its first step (a GPT-2 init_from file of NaN weights) in a 3-step run
+//   fails at its end (every step of a run shorter than 10), pointing at model.init_from.
 #include <cstring>
 #include <filesystem>
 
@@ -114,11 +116,54 @@ every = 0
   CHECK_MSG(last > 1 && last < 100, "trained to step %lld", static_cast<long long>(last));
 }
 
+// A GPT-2 init_from file (no load-time check there) of NaN weights, in a run of 3 steps: every step
+// is non-finite, so the run fails at its end (fewer than 10 steps) pointing at the weights.
+void test_nan_from_the_first_step(const std::string& root) {
+  const std::string cfg = root + "/g.toml", first = root + "/g";
+  const std::string gpt = R"(
+[run]
+name = "g"
+threads = 1
+[model]
+preset = "custom"
+n_layer = 1
+n_head = 2
+n_embd = 32
+vocab_size = 128
+max_seq_len = 32
+[data]
+synthetic_tokens = 20000
+[train]
+steps = 3
+micro_batch = 2
+seq_len = 16
+)";
+  write_text(cfg, gpt);
+  ProcResult r =
+      run_worker({"train", "--config", cfg, "--out-dir", first, "--quiet", "--no-stdout-metrics"}, kEnv);
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  const std::string weights = root + "/nan.safetensors";
+  r = run_worker({"export", "--checkpoint", first, "--format", "safetensors", "--out", weights}, kEnv);
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  poison(weights);
+  std::string with_init = gpt;
+  with_init.insert(with_init.find("n_layer"), "init_from = \"" + weights + "\"\n");
+  write_text(cfg, with_init);
+  r = run_worker({"train", "--config", cfg, "--out-dir", root + "/g-nan", "--quiet", "--no-stdout-metrics"},
+                 kEnv);
+  CHECK_MSG(r.exit_code == 4, "NaN from the first step: exit %d (want 4): %s", r.exit_code, r.output.c_str());
+  CHECK_MSG(contains(r.output, "not finite for 3 step(s) in a row") &&
+                contains(r.output, "from its first step") &&
+                contains(r.output, "check the weights of model.init_from (" + weights + ")"),
+            "%s", r.output.c_str());
+}
+
 }  // namespace
 
 int main() {
   const std::string root = fresh_dir("train-nonfinite");
   test_nan_hf_folder(root);
   test_nan_mid_run(root);
+  test_nan_from_the_first_step(root);
   return flotilla_test::summary("test_train_nonfinite");
 }
