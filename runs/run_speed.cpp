@@ -22,6 +22,7 @@ void SpeedMean::add(int64_t step, double tokens_per_s, double mfu) {
   }
   tps_sum_ += tokens_per_s;
   mfu_sum_ += mfu;
+  mfu_unknown_ = mfu_unknown_ || !(mfu > 0);
   ++count_;
 }
 
@@ -29,7 +30,7 @@ RunSpeed SpeedMean::value() const {
   RunSpeed s;
   if (count_ > 0) {
     s.tokens_per_s = tps_sum_ / static_cast<double>(count_);
-    s.mfu = mfu_sum_ / static_cast<double>(count_);
+    s.mfu = mfu_unknown_ ? 0.0 : mfu_sum_ / static_cast<double>(count_);
     s.steps = count_;
   } else if (have_first_) {
     s.tokens_per_s = first_tps_;
