@@ -2,7 +2,8 @@
 // 40 KiB left, checkpoints off, 400 steps. The trainer wrote metrics.jsonl and train.log unchecked:
 // the record stopped mid-line and the worker exited 0. Now a failed write ends the run with exit 6
 // (I/O) and a message naming the file, the step and the reason, and metrics.jsonl still ends with a
-// whole line (every line parses). Needs root to mount (skipped with a note otherwise).
+// whole line (every line parses). Needs root to mount (skipped with a note otherwise). Without root:
+// metrics.jsonl, then train.log, a link to /dev/full: exit 6 naming that file.
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 
@@ -60,6 +61,23 @@ void fill_to(const std::string& dir, uint64_t left) {
   for (uint64_t n = 0; n + left < free; n += block.size()) f.write(block.data(), block.size());
 }
 
+// Without root: the record's file, or train.log, is a link to /dev/full (every write fails with
+// ENOSPC), the other one is a normal file.
+void test_dev_full(const std::string& root, const std::string& cfg, const std::string& probe,
+                   const char* file) {
+  const std::string run = root + "/devfull-" + file;
+  fs::create_directories(run);
+  fs::copy(probe + "/data", run + "/data", fs::copy_options::recursive);
+  fs::create_symlink("/dev/full", run + "/" + file);
+  const ProcResult r = run_worker({"train", "--config", cfg, "--out-dir", run, "--quiet",
+                                   "--no-stdout-metrics", "--set", "train.steps=5"},
+                                  kEnv);
+  CHECK_MSG(r.exit_code == 6, "%s on /dev/full: exit %d (want 6): %s", file, r.exit_code, r.output.c_str());
+  CHECK_MSG(contains(r.output, run + "/" + file) && contains(r.output, "failed at step ") &&
+                contains(r.output, "No space left on device"),
+            "%s", r.output.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -72,6 +90,8 @@ int main() {
                              "--set", "train.steps=1"},
                             kEnv);
   CHECK_MSG(p.exit_code == 0, "%s", p.output.c_str());
+  test_dev_full(root, cfg, probe, "metrics.jsonl");
+  test_dev_full(root, cfg, probe, "train.log");
 
   const std::string mnt = root + "/mnt";
   fs::create_directories(mnt);
