@@ -298,12 +298,11 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
         // Its message went to worker.log, on the disk that failed it: say what is known here.
         struct statvfs vfs {};
         const bool have = ::statvfs(w.run_dir.c_str(), &vfs) == 0;
-        out.root_cause = "its message did not reach worker.log; its record reaches step " +
-                         std::to_string(out.last_step) +
-                         (have ? "; the disk holding " + w.run_dir + " has " +
-                                     std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) +
-                                     " bytes free"
-                               : std::string());
+        out.root_cause =
+            "its message did not reach worker.log; its record reaches step " + std::to_string(out.last_step) +
+            (have ? "; the disk holding " + w.run_dir + " has " +
+                        std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " bytes free"
+                  : std::string());
       }
     }
     out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin,

@@ -700,22 +700,24 @@ int run_training(const TrainOptions& options) {
       else
         std::snprintf(mfu_text, sizeof mfu_text, "MFU %.1f%%", 100.0 * r.mfu);
       loop.progress.line("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s | %.0f ms",
-                         static_cast<long long>(r.step), static_cast<long long>(cfg.train.steps), r.loss, r.lr,
-                         r.grad_norm, r.tokens_per_s, mfu_text, r.step_ms);
+                         static_cast<long long>(r.step), static_cast<long long>(cfg.train.steps), r.loss,
+                         r.lr, r.grad_norm, r.tokens_per_s, mfu_text, r.step_ms);
     }
     // Non-finite losses or gradients: each update is skipped, so the weights stay as they were. After
     // kNonFiniteLimit such steps in a row, or when they are every step this run has made, nothing
     // will change that: the run ends failed (exit 4, never retried) rather than "completed" untrained.
     constexpr int64_t kNonFiniteLimit = 10;
     if (loop.nonfinite_run > 0 && loop.nonfinite_run >= std::min(kNonFiniteLimit, last_step - start_step)) {
-      std::string msg = "step " + std::to_string(loop.step) + ": the loss or gradient norm was not finite for " +
+      std::string msg = "step " + std::to_string(loop.step) +
+                        ": the loss or gradient norm was not finite for " +
                         std::to_string(loop.nonfinite_run) +
                         " step(s) in a row, each update skipped, so the model is not training; the run "
                         "stops as failed. ";
       if (loop.nonfinite_run == loop.step - start_step && start_step == 0)
         msg += cfg.model.init_from.empty()
                    ? "The model gave a non-finite loss from its first step: check the data and lower optim.lr"
-                   : "The model gave a non-finite loss from its first step: check the weights of model.init_from (" +
+                   : "The model gave a non-finite loss from its first step: check the weights of "
+                     "model.init_from (" +
                          cfg.model.init_from + ") for NaN or Inf";
       else
         msg += "Lower optim.lr, set train.grad_clip, or resume from an earlier checkpoint";
