@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,6 +229,7 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
       return e.kind() == db::DbErrorKind::kNotFound;
     }
   };
+  int64_t summary_steps = 0;  // the summary record's step count (a record short of it is not completed)
 
   // Stores (or retries storing) what the worker wrote; never stops the watch.
   const auto pull = [&]() -> bool {
@@ -246,6 +248,7 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
         if (r.type == MetricsRecordType::kSummary) {
           summary_exit = r.summary().exit;
           summary_time = r.time;
+          summary_steps = r.summary().steps;
         }
       }
       return !got.empty();
@@ -374,8 +377,20 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     // A rank that failed said why on its stderr (worker.log): that is the cause a user can act on
     // ("data.val: ... too few for one batch ..."), not only which rank exited with which code.
     if (out.exit_code != 0 && out.exit_code != static_cast<int>(ExitCode::kPreempted) &&
-        cause == StopCause::kNone)
-      if (const std::string said = worker_error_message(w.run_dir); !said.empty()) out.root_cause = said;
+        cause == StopCause::kNone) {
+      if (const std::string said = worker_error_message(w.run_dir); !said.empty()) {
+        out.root_cause = said;
+      } else if (out.exit_code == static_cast<int>(ExitCode::kIo)) {
+        // Its message went to worker.log, on the disk that failed it: say what is known here.
+        struct statvfs vfs {};
+        const bool have = ::statvfs(w.run_dir.c_str(), &vfs) == 0;
+        out.root_cause =
+            "its message did not reach worker.log; its record reaches step " + std::to_string(out.last_step) +
+            (have ? "; the disk holding " + w.run_dir + " has " +
+                        std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " bytes free"
+                  : std::string());
+      }
+    }
     out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin,
                            stop_note, out.root_cause);
     out.end.at = ended_at;
@@ -404,6 +419,19 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
     out.stored_all = false;
     out.recorded = false;
     return out;
+  }
+  if (!store_failing) {  // (a failing store reads behind the file: its end is not recorded yet)
+    RecordState record;
+    record.whole_bytes = metrics.offset();
+    struct stat mst {};
+    record.torn = ::stat((w.run_dir + "/" + kMetricsFile).c_str(), &mst) == 0 &&
+                  static_cast<uint64_t>(mst.st_size) > record.whole_bytes;
+    record.has_summary = !summary_exit.empty();
+    record.summary_steps = summary_steps;
+    record.last_step = out.last_step;
+    check_completed_record(out.end, record);
+    if (out.exit_code == 0 && out.end.status == db::RunStatus::kFailed && out.end.exit_code)
+      out.exit_code = static_cast<int>(*out.end.exit_code);
   }
   if (stored) {
     writer->flush();

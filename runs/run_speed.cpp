@@ -22,6 +22,7 @@ void SpeedMean::add(int64_t step, double tokens_per_s, double mfu) {
   }
   tps_sum_ += tokens_per_s;
   mfu_sum_ += mfu;
+  mfu_unknown_ = mfu_unknown_ || !(mfu > 0);
   ++count_;
 }
 
@@ -29,7 +30,7 @@ RunSpeed SpeedMean::value() const {
   RunSpeed s;
   if (count_ > 0) {
     s.tokens_per_s = tps_sum_ / static_cast<double>(count_);
-    s.mfu = mfu_sum_ / static_cast<double>(count_);
+    s.mfu = mfu_unknown_ ? 0.0 : mfu_sum_ / static_cast<double>(count_);
     s.steps = count_;
   } else if (have_first_) {
     s.tokens_per_s = first_tps_;
@@ -62,7 +63,8 @@ db::RunSummary run_summary(const db::Database& db, int64_t run_id, double now) {
   db::RunSummary s = db::run_summary(db, run_id, now);
   const RunSpeed speed = run_speed(db, db::get_run(db, run_id));
   s.tokens_per_s = speed.tokens_per_s > 0 ? std::optional<double>(speed.tokens_per_s) : std::nullopt;
-  s.mfu = speed.tokens_per_s > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
+  // 0: not known (no ceiling, or a summary's null mean_mfu: the ceiling read below the run's speed).
+  s.mfu = speed.tokens_per_s > 0 && speed.mfu > 0 ? std::optional<double>(speed.mfu) : std::nullopt;
   return s;
 }
 

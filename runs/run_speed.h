@@ -33,6 +33,9 @@ class SpeedMean {
   double first_tps_ = 0, first_mfu_ = 0, tps_sum_ = 0, mfu_sum_ = 0;
   int64_t count_ = 0;  // steps after the first
   bool have_first_ = false;
+  // A counted step without an MFU (0 or null: the worker stops reporting it once a step beats the
+  // ceiling, which is then wrong for the whole run): the mean is not known either, as the summary's.
+  bool mfu_unknown_ = false;
 };
 
 // The run's speed from the store: its summary's means, else SpeedMean over its stored step rows.

@@ -102,6 +102,25 @@ RunEnd end_for_summary(const std::string& summary_exit, const std::string& origi
   return e;
 }
 
+void check_completed_record(RunEnd& end, const RecordState& record) {
+  if (end.status != db::RunStatus::kCompleted) return;
+  const std::string after = record.last_step > 0 ? " after step " + std::to_string(record.last_step) : "";
+  std::string why;
+  if (record.torn)
+    why = "its record metrics.jsonl ends with a torn line at byte " + std::to_string(record.whole_bytes) +
+          after;
+  else if (!record.has_summary)
+    why = "its record metrics.jsonl ends" + after + " without the summary a finished run writes";
+  else if (record.last_step > 0 && record.summary_steps > record.last_step)
+    why = "its record metrics.jsonl stops at step " + std::to_string(record.last_step) +
+          " but its summary counts " + std::to_string(record.summary_steps) + " steps";
+  if (why.empty()) return;
+  end.status = db::RunStatus::kFailed;
+  end.exit_code = static_cast<int>(ExitCode::kIo);
+  end.note = "record incomplete: " + why + " (the worker exited 0; was its disk full?)";
+  end.reason += "; " + end.note;
+}
+
 void record_running(db::Database& db, int64_t run_id, double at, const std::string& reason) {
   const db::Run now = db::get_run(db, run_id);
   if (now.status == db::RunStatus::kRunning) return;

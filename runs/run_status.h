@@ -45,6 +45,21 @@ RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::strin
 RunEnd end_for_summary(const std::string& summary_exit, const std::string& origin, const std::string& why,
                        StopCause cause = StopCause::kNone);
 
+// What a run's record (metrics.jsonl) shows once its worker has ended.
+struct RecordState {
+  bool torn = false;          // it ends with an incomplete line (a write the disk did not take)
+  uint64_t whole_bytes = 0;   // where its last whole line ends
+  bool has_summary = false;   // it holds the worker's summary record
+  int64_t summary_steps = 0;  // the steps that summary counts
+  int64_t last_step = 0;      // the last step record read by this watch (0: none)
+};
+
+// A run is "completed" only on a whole record: a torn record, one without a summary, or one whose
+// step records stop short of the steps its summary counts turns a completed `end` into failed,
+// naming the step its record reaches and why (the worker's own writes failed: docs/reliability.md
+// A2). Any other end is left as it is.
+void check_completed_record(RunEnd& end, const RecordState& record);
+
 // The run is running from `at` (0: now). A no-op when it is already running; throws DbError when
 // the state machine refuses (a completed run).
 void record_running(db::Database& db, int64_t run_id, double at, const std::string& reason);

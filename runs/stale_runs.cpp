@@ -111,10 +111,15 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
     }
     try {
       // What it wrote while nobody stored it, from the committed offset.
+      RecordState record;
       if (exists(metrics)) {
         db::FileIngestor file(writer, run.id, metrics, kMetricsFile);
         while (file.poll() > 0) {
         }
+        record.whole_bytes = static_cast<uint64_t>(file.offset());
+        struct stat st {};
+        record.torn =
+            ::stat(metrics.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > record.whole_bytes;
       }
       std::string exit;
       double at = 0;
@@ -126,6 +131,7 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
             rec.type == MetricsRecordType::kSummary) {
           exit = rec.summary().exit;
           at = rec.time;
+          record.summary_steps = rec.summary().steps;
         }
       });
       const std::string why =
@@ -133,6 +139,8 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
               ? "lost: its worker is no longer running and left no summary record (what it wrote was stored)"
               : "lost: no worker.pid in " + run.run_dir + " (nothing is running for it)";
       RunEnd end = end_for_summary(exit, origin, exit.empty() ? why : "", StopCause::kNone);
+      record.has_summary = !exit.empty();
+      check_completed_record(end, record);  // never "completed" on a torn record
       if (!exit.empty() && end.status != db::RunStatus::kCompleted)
         end.note += "; it ended while nobody watched it";
       end.at = at > 0 ? at : file_mtime(metrics);

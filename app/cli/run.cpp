@@ -82,9 +82,12 @@ void print_progress(const MetricsRecord& e, int64_t total_steps) {
     const StepRecord& s = e.step();
     if (now - last < std::chrono::seconds(1) && s.step != total_steps) return;
     last = now;
-    std::printf("step %lld/%lld  loss %s  %s tok/s  mfu %.1f%%\n", static_cast<long long>(s.step),
+    // A null MFU (the ceiling read below the run's speed) reads as 0: not known, so "n/a".
+    char mfu[32] = "n/a";
+    if (s.mfu > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", s.mfu * 100);
+    std::printf("step %lld/%lld  loss %s  %s tok/s  mfu %s\n", static_cast<long long>(s.step),
                 static_cast<long long>(total_steps), format_number(s.loss).c_str(),
-                format_number(s.tokens_per_s).c_str(), s.mfu * 100);
+                format_number(s.tokens_per_s).c_str(), mfu);
   } else if (e.type == MetricsRecordType::kEval) {
     std::printf("eval at step %lld  val_loss %s\n", static_cast<long long>(e.eval().step),
                 format_number(e.eval().val_loss).c_str());

@@ -79,7 +79,19 @@ std::string move_to_trash(const std::string& root, const std::string& name, cons
   return dest;
 }
 
-void delete_checkpoint_dir(const std::string& dir, const CheckpointFaultHook* hook) {
+std::string delete_checkpoint_dir(const std::string& dir, const CheckpointFaultHook* hook) {
+  // A step folder that is a symbolic link was put there by the user (an archived checkpoint linked
+  // back in): deleting through it would destroy files outside the run. Only the link goes.
+  struct stat lst {};
+  if (::lstat(dir.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(dir, ec);
+    const std::string root = dir.substr(0, dir.find_last_of('/')), name = dir.substr(root.size() + 1);
+    if (::unlink(dir.c_str()) != 0) throw_io_failure(errno, "unlinking", name, root, 0);
+    fsync_dir(root, "fsync root (purge link)", nullptr);
+    return name + " is a symbolic link" + (ec ? std::string() : " to " + target.string()) +
+           ": removed the link only; the checkpoint it points to was left untouched";
+  }
   if (int err = fault_errno(hook, "purge"); err != 0) throw_io_failure(err, "purging", "MANIFEST", dir, 0);
   const std::string manifest = dir + "/MANIFEST";
   if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
@@ -89,9 +101,12 @@ void delete_checkpoint_dir(const std::string& dir, const CheckpointFaultHook* ho
   std::error_code ec;
   fs::remove_all(dir, ec);
   if (ec) throw Error(ExitCode::kIo, "cannot delete old checkpoint " + dir + ": " + ec.message());
+  return "";
 }
 
 void remove_tree_quietly(const std::string& path) {
+  // remove_all does not follow a symbolic link named by `path` (nor any inside it): a linked
+  // folder loses its link, never its target's files.
   std::error_code ec;
   fs::remove_all(path, ec);
 }

@@ -115,7 +115,8 @@ void purge(const std::string& root, int keep_last, const std::string& keep_name,
       continue;
     }
     try {
-      delete_checkpoint_dir(root + "/" + e.name, hook);
+      const std::string note = delete_checkpoint_dir(root + "/" + e.name, hook);
+      if (!note.empty()) warnings->push_back(note);
       known_good->erase(std::remove(known_good->begin(), known_good->end(), e.name), known_good->end());
     } catch (const Error& ex) {
       warnings->push_back(std::string("could not purge old checkpoint: ") + ex.what());

@@ -44,8 +44,9 @@ std::string move_to_trash(const std::string& root, const std::string& name, cons
 
 // Deletes one committed checkpoint so that it is never loadable half-deleted: MANIFEST first,
 // fsync(dir), then the other files, then the directory. Hook labels: "purge" before, "purge files"
-// after MANIFEST is gone.
-void delete_checkpoint_dir(const std::string& dir, const CheckpointFaultHook* hook);
+// after MANIFEST is gone. A step folder that is a symbolic link loses only the link (its target,
+// outside the run perhaps, is never touched); the returned note says so ("" otherwise).
+std::string delete_checkpoint_dir(const std::string& dir, const CheckpointFaultHook* hook);
 
 // Best-effort recursive removal (failure path cleanup; errors ignored).
 void remove_tree_quietly(const std::string& path);

@@ -361,7 +361,7 @@ int cmd_bench(const CommandArgs& argv) {
   const double mfu = ceiling_low ? 0.0 : cpu::mfu_ratio(model_gflops, ceiling_gflops);
   const double mfu_causal =
       ceiling_low ? 0.0 : cpu::mfu_ratio(flops_causal * tokens_per_s / 1e9, ceiling_gflops);
-  const double of_sgemm = cpu::mfu_ratio(model_gflops, peak_gflops);
+  const double of_sgemm = peak_gflops > 0 ? model_gflops / peak_gflops : 0.0;
   const cpu::BlasInfo& blas = cpu::blas_info();
   const cpu::CpuFeatures& features = cpu::cpu_features();
   const cpu::KernelChoice cpu_choice = cpu::choose_kernel_path(features);  // the CPU's own widest paths

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "engine/core/cpu_load.h"
@@ -205,7 +206,8 @@ double ceiling_flops(const CpuPeak& peak, const std::string& dtype) {
 
 double mfu_ratio(double model_flops_per_s, double ceiling_flops_per_s) {
   if (!(ceiling_flops_per_s > 0) || !(model_flops_per_s > 0)) return 0.0;
-  return std::min(1.0, model_flops_per_s / ceiling_flops_per_s);
+  const double ratio = model_flops_per_s / ceiling_flops_per_s;
+  return ratio <= 1.0 ? ratio : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace flotilla::cpu

@@ -55,7 +55,9 @@ CpuPeak measure_cpu_peak(int threads, double seconds_each, bool with_sgemm);
 // (bf16 on a CPU without bf16 instructions).
 double ceiling_flops(const CpuPeak& peak, const std::string& dtype);
 
-// MFU = model FLOP/s / ceiling, capped at 1; 0 when the ceiling is unknown (<= 0).
+// MFU = model FLOP/s / ceiling; 0 when the ceiling is unknown (<= 0). Above 1 the ceiling itself is
+// wrong (measured while other work shared the cores), so there is no MFU to report: NaN, which the
+// metrics write as null and the text as "n/a", never a capped 100%.
 double mfu_ratio(double model_flops_per_s, double ceiling_flops_per_s);
 
 }  // namespace flotilla::cpu

@@ -1,6 +1,7 @@
 // Llama-family tensors between a Hugging Face folder and the engine's layout (see hf_model.h).
 #include "engine/interop/hf_model.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -150,7 +151,19 @@ std::vector<float> import_hf_weights(const std::string& folder, const ModelDims&
   const ParamLayout layout(d);
   std::vector<float> full(layout.full_params(), 0.0f);
   const HfCheckpoint ck(folder);
-  for (const Piece& p : pieces(d)) ck.read_f32(p.name, full.data() + piece_offset(layout, p), p.shape);
+  for (const Piece& p : pieces(d)) {
+    float* dst = full.data() + piece_offset(layout, p);
+    ck.read_f32(p.name, dst, p.shape);
+    // A NaN or Inf weight gives a non-finite loss at every step (each update is then skipped):
+    // refuse the folder here, naming the tensor, rather than train a run that cannot learn.
+    size_t bad = 0, first = 0;
+    for (size_t i = 0, n = p.rows * p.cols; i < n; ++i)
+      if (!std::isfinite(dst[i]) && bad++ == 0) first = i;
+    if (bad > 0)
+      throw_data(folder + ": tensor " + p.name + " holds " + std::to_string(bad) +
+                 " NaN or Inf value(s) of " + std::to_string(p.rows * p.cols) + " (the first at element " +
+                 std::to_string(first) + "); these weights cannot train: re-download or re-export the model");
+  }
   if (d.tied_embeddings && ck.find("lm_head.weight") != nullptr) ck.mark_read("lm_head.weight");
   const std::vector<std::string> extra = ck.unread();
   if (!extra.empty()) {

@@ -1,7 +1,13 @@
 // Metrics protocol v1 records (see docs/metrics-protocol.md for every field).
 #include "engine/train/metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +25,9 @@ json base(const char* type, int rank) {
 // float -> double is exact and nlohmann prints doubles round-trip exactly, so the float32 bits
 // survive the text form.
 double exact(float f) { return static_cast<double>(f); }
+
+// An MFU that is not known (NaN: the ceiling read below the run's speed) is null, not a number.
+json mfu_value(double mfu) { return std::isfinite(mfu) ? json(mfu) : json(nullptr); }
 }  // namespace
 
 // The clock seam's process time: record times of one worker differ by true durations even when the
@@ -26,25 +35,48 @@ double exact(float f) { return static_cast<double>(f); }
 double unix_time_now() { return clk::process_wall_now(); }
 
 MetricsWriter::MetricsWriter(const std::string& file_path, bool to_stdout, int rank)
-    : to_stdout_(to_stdout), rank_(rank) {
+    : path_(file_path), to_stdout_(to_stdout), rank_(rank) {
   if (!file_path.empty()) {
-    file_ = std::fopen(file_path.c_str(), "a");
-    if (!file_) throw_io("cannot open metrics file " + file_path + ": " + errno_string(errno));
+    fd_ = ::open(file_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw_io("cannot open metrics file " + file_path + ": " + errno_string(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) whole_bytes_ = static_cast<uint64_t>(st.st_size);
   }
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (file_) {
-    sync();
-    std::fclose(file_);
+  if (fd_ >= 0) {
+    if (!failed_) ::fsync(fd_);  // best effort here: the run's end already called sync()
+    ::close(fd_);
   }
 }
 
+void MetricsWriter::fail(int err, const std::string& doing) {
+  failed_ = true;
+  // A record cut short by the failure is removed, so the file still ends with a whole line (a
+  // resume appends after it; ftruncate needs no free space).
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) > whole_bytes_)
+    (void)::ftruncate(fd_, static_cast<off_t>(whole_bytes_));
+  throw Error(ExitCode::kIo,
+              doing + " the run's record " + path_ + " failed at step " + std::to_string(step_) + ": " +
+                  errno_string(err) +
+                  "; the run stops here, its metrics so far are kept (free space on that disk, "
+                  "then resume the run from its last checkpoint)");
+}
+
 void MetricsWriter::emit(const std::string& line) {
-  if (file_) {
-    std::fputs(line.c_str(), file_);
-    std::fputc('\n', file_);
-    std::fflush(file_);
+  if (fd_ >= 0) {
+    if (failed_) throw Error(ExitCode::kIo, "the run's record " + path_ + " can no longer be written");
+    const std::string text = line + "\n";
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(n < 0 ? errno : ENOSPC, "writing");
+      done += static_cast<size_t>(n);
+    }
+    whole_bytes_ += text.size();
   }
   if (to_stdout_) {
     std::fputs(line.c_str(), stdout);
@@ -54,14 +86,14 @@ void MetricsWriter::emit(const std::string& line) {
 }
 
 void MetricsWriter::sync() {
-  if (!file_) return;
-  std::fflush(file_);
-  fsync(fileno(file_));
+  if (fd_ < 0 || failed_) return;
+  if (::fsync(fd_) != 0 && errno != EINVAL) fail(errno, "syncing");
 }
 
 void MetricsWriter::run_start(const std::string& run_name, const std::string& config_json, int world_size,
                               uint64_t parameters, double flops_per_token, int64_t start_step,
                               const std::string& resumed_from, uint64_t baseline_rss_bytes) {
+  step_ = start_step;
   json j = base("run_start", rank_);
   j["run"] = run_name;
   j["config"] = json::parse(config_json, nullptr, false);
@@ -76,6 +108,7 @@ void MetricsWriter::run_start(const std::string& run_name, const std::string& co
 }
 
 void MetricsWriter::step(const StepRecord& r) {
+  step_ = r.step;
   json j = base("step", rank_);
   j["step"] = r.step;
   j["tokens"] = r.tokens;
@@ -83,7 +116,7 @@ void MetricsWriter::step(const StepRecord& r) {
   j["lr"] = r.lr;
   j["grad_norm"] = exact(r.grad_norm);
   j["tokens_per_s"] = r.tokens_per_s;
-  j["mfu"] = r.mfu;
+  j["mfu"] = mfu_value(r.mfu);
   j["step_ms"] = r.step_ms;
   j["time_ms"] = {{"data", r.data_ms},           {"forward", r.forward_ms}, {"backward", r.backward_ms},
                   {"optimizer", r.optimizer_ms}, {"comm", r.comm_ms},       {"bubble", r.bubble_ms}};
@@ -118,6 +151,7 @@ void MetricsWriter::step(const StepRecord& r) {
 }
 
 void MetricsWriter::eval(const EvalRecord& r) {
+  step_ = std::max(step_, r.step);
   json j = base("eval", rank_);
   j["step"] = r.step;
   j["tokens"] = r.tokens;
@@ -127,6 +161,7 @@ void MetricsWriter::eval(const EvalRecord& r) {
 }
 
 void MetricsWriter::checkpoint(const CheckpointRecord& r) {
+  step_ = std::max(step_, r.step);
   json j = base("checkpoint", rank_);
   j["step"] = r.step;
   j["dir"] = r.dir;
@@ -156,6 +191,7 @@ void MetricsWriter::event(const std::string& level, const std::string& message,
 void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss,
                             double wall_s, double mean_tokens_per_s, double mean_mfu,
                             const std::string& exit_reason) {
+  step_ = std::max(step_, steps);
   json j = base("summary", rank_);
   j["steps"] = steps;
   j["tokens"] = tokens;
@@ -163,7 +199,7 @@ void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, flo
   j["best_val_loss"] = best_val_loss > 0 ? json(exact(best_val_loss)) : json(nullptr);
   j["wall_s"] = wall_s;
   j["mean_tokens_per_s"] = mean_tokens_per_s;
-  j["mean_mfu"] = mean_mfu;
+  j["mean_mfu"] = mfu_value(mean_mfu);
   j["exit"] = exit_reason;
   emit(j.dump());
 }

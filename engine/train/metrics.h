@@ -27,7 +27,9 @@ struct StepRecord {
   double lr = 0;
   float grad_norm = 0;  // before clipping
   double tokens_per_s = 0;
-  double mfu = 0;  // model FLOP/s / peak FLOP/s (0 when the peak is unknown)
+  // model FLOP/s / peak FLOP/s (0 when the peak is unknown; NaN, written null, when the ceiling
+  // read below the run's own speed: cpu::mfu_ratio)
+  double mfu = 0;
   double step_ms = 0;
   double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, comm_ms = 0;
   double bubble_ms = 0;  // pipeline: blocked waiting on the neighbouring stages (0 without pp)
@@ -54,6 +56,10 @@ struct CheckpointRecord {
   std::string reason;  // periodic | final | preempt | request
 };
 
+// Every write to the file is checked: the file is the run's record (docs/cli.md), so a write that
+// fails (a full disk) throws Error(kIo) naming the file, the step and the reason, after cutting the
+// file back to its last whole line (a resume appends to it). The run then ends failed, never
+// "completed" with a torn record.
 class MetricsWriter {
  public:
   // file_path may be empty (no file); to_stdout mirrors every record to stdout.
@@ -75,11 +81,16 @@ class MetricsWriter {
   void summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss, double wall_s,
                double mean_tokens_per_s, double mean_mfu, const std::string& exit_reason);
 
-  void sync();  // flush and fsync the file (called at checkpoints and exit)
+  void sync();  // fsync the file (called at checkpoints and exit); throws Error(kIo) when it fails
 
  private:
   void emit(const std::string& line);
-  std::FILE* file_ = nullptr;
+  [[noreturn]] void fail(int err, const std::string& doing);
+  std::string path_;
+  int fd_ = -1;
+  uint64_t whole_bytes_ = 0;  // the file's size after the last record written whole
+  bool failed_ = false;       // a write failed: the file takes nothing more
+  int64_t step_ = 0;          // the step of the last step/eval/checkpoint record, for messages
   bool to_stdout_;
   int rank_;
 };

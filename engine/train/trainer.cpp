@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -142,7 +143,7 @@ Loop::Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, co
             host_model_options(c)),
       store(dir + "/checkpoints"),
       metrics(e.rank == 0 ? dir + "/metrics.jsonl" : "", e.rank == 0 && o.metrics_to_stdout, e.rank),
-      progress(e.rank == 0 ? o.progress : nullptr, e.rank == 0 ? dir + "/train.log" : ""),
+      progress(e.rank == 0 ? o.progress : nullptr, e.rank == 0 ? dir + "/train.log" : "", &step),
       rng(c.run.seed ^ 0x5A17E5ull) {}
 
 void Loop::barrier() {
@@ -426,9 +427,12 @@ StepRecord Loop::train_step() {
 StepDecision Loop::decide(StepRecord& r) {
   r.lr = schedule.at(r.step + lr_offset);
   StepDecision d = decide_step(cfg.train, r.step, r.loss, r.grad_norm, loss_ema);
+  const bool nonfinite = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
+  nonfinite_run = nonfinite ? nonfinite_run + 1 : 0;
   if (d.skip) {
     r.skipped = true;
     metrics.event("warning", d.why);
+    progress.line("warning: %s", d.why.c_str());  // train.log and stderr too, not only the record
   }
   return d;
 }
@@ -668,6 +672,7 @@ int run_training(const TrainOptions& options) {
       out_dir.c_str());
 
   const auto t_run = Clock::now();
+  const int64_t start_step = loop.step;
   double tps_sum = 0, mfu_sum = 0;
   int64_t timed_steps = 0;
   float last_loss = 0;
@@ -701,17 +706,46 @@ int run_training(const TrainOptions& options) {
     if (loop.step == abort_at_step) std::abort();  // test hook: a crash at a known step (R2)
     if (pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms));
     last_loss = r.loss;
+    // cpu::mfu_ratio gives NaN when the step beat the ceiling: that ceiling is wrong for the whole run.
+    if (std::isnan(r.mfu)) loop.ceiling_wrong = true;
+    if (loop.ceiling_wrong) r.mfu = std::numeric_limits<double>::quiet_NaN();
     if (r.step > 1 || loop.step == 1) {
       tps_sum += r.tokens_per_s;
-      mfu_sum += r.mfu;
+      if (!loop.ceiling_wrong) mfu_sum += r.mfu;
       ++timed_steps;
     }
     if (cfg.train.log_every > 0 && (r.step % cfg.train.log_every == 0 || r.step == last_step)) {
       loop.metrics.step(r);
-      loop.progress.line(
-          "step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms",
-          static_cast<long long>(r.step), static_cast<long long>(cfg.train.steps), r.loss, r.lr, r.grad_norm,
-          r.tokens_per_s, 100.0 * r.mfu, r.step_ms);
+      char mfu_text[48];
+      if (loop.ceiling_wrong)
+        std::snprintf(mfu_text, sizeof mfu_text, "MFU n/a (ceiling measured under load)");
+      else
+        std::snprintf(mfu_text, sizeof mfu_text, "MFU %.1f%%", 100.0 * r.mfu);
+      loop.progress.line("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s | %.0f ms",
+                         static_cast<long long>(r.step), static_cast<long long>(cfg.train.steps), r.loss,
+                         r.lr, r.grad_norm, r.tokens_per_s, mfu_text, r.step_ms);
+    }
+    // Non-finite losses or gradients: each update is skipped, so the weights stay as they were. After
+    // kNonFiniteLimit such steps in a row, or when they are every step this run has made, nothing
+    // will change that: the run ends failed (exit 4, never retried) rather than "completed" untrained.
+    constexpr int64_t kNonFiniteLimit = 10;
+    if (loop.nonfinite_run > 0 && loop.nonfinite_run >= std::min(kNonFiniteLimit, last_step - start_step)) {
+      std::string msg = "step " + std::to_string(loop.step) +
+                        ": the loss or gradient norm was not finite for " +
+                        std::to_string(loop.nonfinite_run) +
+                        " step(s) in a row, each update skipped, so the model is not training; the run "
+                        "stops as failed. ";
+      if (loop.nonfinite_run == loop.step - start_step && start_step == 0)
+        msg += cfg.model.init_from.empty()
+                   ? "The model gave a non-finite loss from its first step: check the data and lower optim.lr"
+                   : "The model gave a non-finite loss from its first step: check the weights of "
+                     "model.init_from (" +
+                         cfg.model.init_from + ") for NaN or Inf";
+      else
+        msg += "Lower optim.lr, set train.grad_clip, or resume from an earlier checkpoint";
+      loop.metrics.event("error", msg);
+      loop.metrics.sync();
+      throw_data(msg);
     }
     const bool final_step = loop.step == cfg.train.steps;
     if ((cfg.eval.every > 0 && loop.step % cfg.eval.every == 0) || final_step) loop.evaluate();
@@ -753,7 +787,10 @@ int run_training(const TrainOptions& options) {
   const double wall = ms_since(t_run) / 1000.0;
   loop.metrics.summary(loop.step, loop.tokens, last_loss, loop.best_val, wall,
                        timed_steps ? tps_sum / static_cast<double>(timed_steps) : 0,
-                       timed_steps ? mfu_sum / static_cast<double>(timed_steps) : 0, exit_reason);
+                       loop.ceiling_wrong ? std::numeric_limits<double>::quiet_NaN()
+                       : timed_steps      ? mfu_sum / static_cast<double>(timed_steps)
+                                          : 0,
+                       exit_reason);
   loop.metrics.sync();
   return exit_code;
 }

@@ -5,10 +5,13 @@
 // without ZeRO, "adam_m"/"adam_v"; with ZeRO every rank writes its own optimizer shard. On resume
 // every rank reads its own file and the DP group broadcasts what only its first replica read.
 // A checkpoint resumes only on the layout (dp x tp x pp, ZeRO stage) it was saved under.
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/config/config_io.h"
@@ -23,6 +26,70 @@ std::string layout_text(int dp, int tp, int pp) {
   return "dp=" + std::to_string(dp) + " x tp=" + std::to_string(tp) + " x pp=" + std::to_string(pp);
 }
 
+// Every value of a checkpoint's trainer.json checked against its folder, its MANIFEST and this run's
+// data, before the checkpoint is chosen: a value that cannot be true (a step other than the
+// folder's, negative tokens, a cursor outside the data, a config_toml that is not the one the
+// checkpoint was saved with) marks the checkpoint damaged like a checksum fault, so resume falls
+// back to the previous one that verifies (docs/reliability.md E3). A checksum only proves the bytes
+// are the ones written, not that they were written by this engine. What a user can change on
+// purpose (the layout, the batch, the data) is refused later by apply_checkpoint, as before.
+void Loop::check_trainer_state(const LoadedCheckpoint& c) {
+  const TrainerState st = parse_trainer_state(c.trainer_state_json, c.dir);
+  const auto damaged = [&](const std::string& what) {
+    throw_checkpoint(c.dir + "/trainer.json " + what + "; the checkpoint is damaged");
+  };
+  if (st.step != c.step)
+    damaged("says step " + std::to_string(st.step) + ", its folder and MANIFEST say " +
+            std::to_string(c.step));
+  if (st.world_size != c.world_size)
+    damaged("says " + std::to_string(st.world_size) + " rank(s), its MANIFEST " +
+            std::to_string(c.world_size));
+  if (st.dp < 1 || st.tp < 1 || st.pp < 1 || int64_t{st.dp} * st.tp * st.pp != st.world_size)
+    damaged("has layout " + layout_text(st.dp, st.tp, st.pp) + ", which is not " +
+            std::to_string(st.world_size) + " rank(s)");
+  if (st.zero < 0 || st.zero > 2) damaged("has ZeRO stage " + std::to_string(st.zero));
+  // Every step reads at least one global micro-batch (the cursor's unit, the same in this run or
+  // apply_checkpoint refuses the batch), and a run that made no step read nothing.
+  const int64_t unit = train_loader->cursor()[5];
+  if (st.tokens < 0 || (st.step == 0) != (st.tokens == 0) || (unit > 0 && st.tokens / unit < st.step))
+    damaged("says " + std::to_string(st.tokens) + " tokens for " + std::to_string(st.step) +
+            " steps of at least " + std::to_string(unit));
+  if (st.rng.has_spare > 1) damaged("has rng.has_spare " + std::to_string(st.rng.has_spare) + " (0 or 1)");
+  if (st.rng.s[0] == 0 && st.rng.s[1] == 0 && st.rng.s[2] == 0 && st.rng.s[3] == 0)
+    damaged("has an all-zero rng state (a generator that never leaves 0)");
+  if (st.rng.has_spare && !std::isfinite(st.rng.spare)) damaged("has a non-finite rng spare");
+  if (!std::isfinite(st.best_val_loss) || st.best_val_loss < 0)
+    damaged("has best_val_loss " + std::to_string(st.best_val_loss));
+  if (!std::isfinite(st.last_save_seconds) || st.last_save_seconds < -1)
+    damaged("has last_save_seconds " + std::to_string(st.last_save_seconds));
+  // The cursor, tried on this run's loader and put back: one outside the data is damage (a changed
+  // batch or changed data is the user's doing, refused as before by apply_checkpoint).
+  const std::vector<int64_t> here = train_loader->cursor();
+  try {
+    train_loader->set_cursor(st.train_cursor);
+    train_loader->set_cursor(here);
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::kCheckpoint) damaged(std::string("has a bad train_cursor: ") + e.what());
+  }
+  // config_toml is the resolved config the checkpoint was saved with: its shape must hash to the
+  // MANIFEST's, and (written by this engine version) it must be the config `config` holds.
+  if (!st.config_toml.empty()) {
+    const bool ours = st.engine_version == FLOTILLA_VERSION_STRING;
+    std::optional<RunConfig> saved;
+    try {
+      saved = parse_config_toml(st.config_toml, c.dir + "/trainer.json config_toml");
+    } catch (const Error& e) {
+      if (ours) damaged(std::string("has a config_toml this engine cannot read: ") + e.what());
+    }
+    if (saved && config_hash(*saved) != c.config_hash)
+      damaged("has a config_toml whose model shape is not the one its MANIFEST's config hash says");
+    if (saved && ours &&
+        nlohmann::json::parse(config_to_json(*saved, -1), nullptr, false) !=
+            nlohmann::json::parse(st.config_json, nullptr, false))
+      damaged("has a config_toml that differs from its config");
+  }
+}
+
 // Returns the checkpoint directory resumed from ("" for a fresh start). Rank 0 decides which
 // checkpoint (and does every file-system change); the others load their own file from it.
 std::string Loop::resume() {
@@ -30,8 +97,9 @@ std::string Loop::resume() {
   std::string chosen;
   std::optional<LoadedCheckpoint> ck;
   if (rank == 0) {
-    // A checkpoint whose trainer.json does not parse is damaged like one with a bad checksum: skip it.
-    store.set_validator([](const LoadedCheckpoint& c) { parse_trainer_state(c.trainer_state_json, c.dir); });
+    // A checkpoint whose trainer.json does not parse, or holds a value that cannot be true, is
+    // damaged like one with a bad checksum: skip it.
+    store.set_validator([this](const LoadedCheckpoint& c) { check_trainer_state(c); });
     if (mode == "none") {
       store.cleanup_tmp();
       const auto moved = store.set_aside_newer(-1);
@@ -239,7 +307,10 @@ void Loop::save(const std::string& reason) {
     dir = broadcast_string(dir);
   }
   last_save_seconds = ms_since(t0) / 1000.0;
-  for (const auto& w : store.save_warnings()) metrics.event("warning", w);
+  for (const auto& w : store.save_warnings()) {
+    metrics.event("warning", w);
+    progress.line("warning: %s", w.c_str());
+  }
   CheckpointRecord rec;
   rec.step = step;
   rec.dir = dir;

@@ -7,6 +7,7 @@
 // A single process is the 1 x 1 x 1 grid with one-rank groups.
 #pragma once
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -45,11 +46,17 @@ inline double ms_since(Clock::time_point t0) {
 }
 
 // Human-readable progress: to the chosen stream (stderr for `train`) and, for rank 0, appended to
-// <run dir>/train.log so a run folder carries its own history.
+// <run dir>/train.log so a run folder carries its own history. A failed write to train.log (a full
+// disk) ends the run like a failed metrics write (metrics.h): Error(kIo) naming the file, the step
+// (`*step`) and the reason; the stream is a terminal's or a log's and is not checked.
 class Progress {
  public:
-  Progress(std::FILE* out, const std::string& log_path) : out_(out) {
-    if (!log_path.empty()) log_ = std::fopen(log_path.c_str(), "a");
+  Progress(std::FILE* out, const std::string& log_path, const int64_t* step)
+      : out_(out), path_(log_path), step_(step) {
+    if (!log_path.empty()) {
+      log_ = std::fopen(log_path.c_str(), "a");
+      if (!log_) throw_io("cannot open " + log_path + ": " + errno_string(errno));
+    }
   }
   ~Progress() {
     if (log_) std::fclose(log_);
@@ -59,16 +66,28 @@ class Progress {
 
   template <typename... A>
   void line(const char* fmt, A... args) {
-    for (std::FILE* f : {out_, log_}) {
-      if (!f) continue;
-      std::fprintf(f, fmt, args...);
-      std::fputc('\n', f);
-      std::fflush(f);
+    if (out_) {
+      std::fprintf(out_, fmt, args...);
+      std::fputc('\n', out_);
+      std::fflush(out_);
+    }
+    if (!log_) return;
+    errno = 0;
+    const bool ok =
+        std::fprintf(log_, fmt, args...) >= 0 && std::fputc('\n', log_) != EOF && std::fflush(log_) == 0;
+    if (!ok) {
+      const int err = errno != 0 ? errno : EIO;
+      std::fclose(log_);  // nothing more goes to it (its buffer is dropped with it)
+      log_ = nullptr;
+      throw_io("writing " + path_ + " failed at step " + std::to_string(step_ ? *step_ : 0) + ": " +
+               errno_string(err) + "; the run stops here (free space on that disk, then resume the run)");
     }
   }
 
  private:
   std::FILE* out_;
+  std::string path_;
+  const int64_t* step_;
   std::FILE* log_ = nullptr;
 };
 
@@ -112,6 +131,12 @@ struct Loop {
   double peak_flops = 0;
   double flops_per_token = 0;
   double loss_ema = 0;
+  // Steps in a row whose loss or gradient norm was not finite (each one's update skipped): the run
+  // fails when they reach kNonFiniteLimit or cover the whole run (trainer.cpp).
+  int64_t nonfinite_run = 0;
+  // A step ran faster than the MFU ceiling allows: the ceiling is wrong (measured under load), so
+  // MFU is not reported from then on (null in the records, "n/a" in the text).
+  bool ceiling_wrong = false;
   std::string base_fingerprint;  // LoRA: the frozen base's weight files (checkpoints record it)
   int64_t lr_offset = 0;         // negative control "lr": schedule off by one step after resume
   // This step's micro-batches (accum of them, read before the first forward: micro_batch.h), and
@@ -135,6 +160,7 @@ struct Loop {
 
   // trainer_checkpoint.cpp
   std::string resume();
+  void check_trainer_state(const LoadedCheckpoint& ck);  // throws Error(kCheckpoint): damaged
   void apply_checkpoint(const LoadedCheckpoint& ck);
   TrainerState current_state() const;
   void save(const std::string& reason);

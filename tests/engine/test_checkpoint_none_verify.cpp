@@ -4,8 +4,10 @@
 // start fresh, and change nothing on disk (not even config.toml, with --set train.steps=12: audit 2,
 // D18); `--resume none` then starts from step 0 and moves both
 // to checkpoints/trash/ (never deletes them). Also: a trainer.json whose checksum is valid but whose
-// JSON is broken is a damaged checkpoint: the worker says so and falls back to the previous one.
+// JSON is broken is a damaged checkpoint: the worker says so and falls back to the previous one; so
+// is one whose JSON is valid but holds values that cannot be true (issue 33 D19).
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "check.h"
@@ -158,6 +160,81 @@ void test_broken_trainer_json(const std::string& root) {
   CHECK(last_step(out) == 35);
 }
 
+// trainer.json with the MANIFEST's crc32c and size fixed to match.
+void rewrite_trainer_json(const std::string& dir, const std::string& text) {
+  write_text(dir + "/trainer.json", text);
+  auto m = nlohmann::json::parse(read_file(dir + "/MANIFEST"));
+  for (auto& f : m["files"])
+    if (f["name"] == "trainer.json") {
+      f["size"] = text.size();
+      f["crc32c"] = flotilla::crc32c_hex(flotilla::crc32c(text.data(), text.size()));
+    }
+  write_text(dir + "/MANIFEST", m.dump(1));
+}
+
+// Issue 33 D19 (audit row 72): trainer.json values that parse and pass the checksum but cannot be
+// true were believed ("resumed at step 31", tokens -1) or ended the run with exit 5 ("the trainer
+// state is damaged") without the fallback a checksum fault gets. Each forgery, in a copy of a
+// finished run, must be called damaged and the run resumed from step-25.
+void test_forged_trainer_json(const std::string& root) {
+  const std::string cfg = root + "/fg.toml", base = root + "/fg";
+  write_text(cfg, kConfig);
+  finished_run(cfg, base);
+  using json = nlohmann::json;
+  const auto set_seed = [](json& j) {
+    std::string t = j["config_toml"].get<std::string>();
+    const size_t at = t.find("\nseed = ");
+    CHECK_MSG(at != std::string::npos, "no seed line in config_toml");
+    if (at != std::string::npos) t.insert(at + 8, "9");  // seed = 9<old>
+    j["config_toml"] = t;
+  };
+  const auto set_shape = [](json& j) {
+    std::string t = j["config_toml"].get<std::string>();
+    const size_t at = t.find("n_embd = 32");
+    CHECK_MSG(at != std::string::npos, "no n_embd line in config_toml");
+    if (at != std::string::npos) t.replace(at, 11, "n_embd = 64");
+    j["config_toml"] = t;
+  };
+  const std::vector<std::pair<std::string, std::function<void(json&)>>> forgeries = {
+      {"step 31 in step-30", [](json& j) { j["step"] = 31; }},
+      {"tokens -1", [](json& j) { j["tokens"] = -1; }},
+      {"tokens fewer than one micro-batch a step", [](json& j) { j["tokens"] = 30; }},
+      {"rng.has_spare 7", [](json& j) { j["rng"]["has_spare"] = 7; }},
+      {"an all-zero rng",
+       [](json& j) {
+         j["rng"]["s"] = json::array({0, 0, 0, 0});
+       }},
+      {"cursor past the end", [](json& j) { j["train_cursor"][4] = int64_t{1000000000000000}; }},
+      {"negative cursor", [](json& j) { j["train_cursor"][4] = -5; }},
+      {"empty cursor", [](json& j) { j["train_cursor"] = json::array(); }},
+      {"parallel.dp 0", [](json& j) { j["parallel"]["dp"] = 0; }},
+      {"world_size 3", [](json& j) { j["world_size"] = 3; }},
+      {"zero 7", [](json& j) { j["zero"] = 7; }},
+      {"best_val_loss -1", [](json& j) { j["best_val_loss"] = -1.0; }},
+      {"config_toml with another seed", set_seed},
+      {"config_toml with another shape", set_shape},
+  };
+  int n = 0;
+  for (const auto& [what, forge] : forgeries) {
+    const std::string out = root + "/forged-" + std::to_string(n++);
+    fs::copy(base, out, fs::copy_options::recursive);
+    const std::string dir = out + "/checkpoints/step-00000030";
+    json j = json::parse(read_file(dir + "/trainer.json"));
+    forge(j);
+    rewrite_trainer_json(dir, j.dump(2));
+    const ProcResult r = run_worker(
+        {"train", "--config", cfg, "--out-dir", out, "--set", "train.steps=35", "--no-stdout-metrics"}, kEnv);
+    CHECK_MSG(r.exit_code == 0, "%s: exited %d: %s", what.c_str(), r.exit_code, r.output.c_str());
+    CHECK_MSG(contains(r.output, "step-00000030: ") && contains(r.output, "trainer.json") &&
+                  contains(r.output, "falling back to step-00000025"),
+              "%s: no fallback warning: %s", what.c_str(), r.output.c_str());
+    CHECK_MSG(contains(r.output, "resumed from " + out + "/checkpoints/step-00000025 at step 25"),
+              "%s: not resumed from step-25: %s", what.c_str(), r.output.c_str());
+    CHECK_MSG(last_step(out) == 35, "%s: last step %lld", what.c_str(),
+              static_cast<long long>(last_step(out)));
+  }
+}
+
 // The purge keeps keep_last checkpoints that verify and never deletes one that does not
 // (KempnerForge#102): step-30 damaged, keep_last = 2, then step-40 is saved. The old purge kept 40
 // and the damaged 30 and deleted 20, the last good one; now 30 goes to trash/ intact and 20 stays.
@@ -205,5 +282,6 @@ int main() {
   const std::string root = fresh_dir("ckpt-none-verify");
   test_every_checkpoint_damaged(root);
   test_broken_trainer_json(root);
+  test_forged_trainer_json(root);
   return flotilla_test::summary("test_checkpoint_none_verify");
 }

@@ -1,7 +1,10 @@
 // `train` divides by this machine's kept fp32 FMA ceiling (engine/cpu/peak_cache.h), not by a
 // short sample at start: with a cache entry for this CPU and thread count it uses that figure and
-// says so in a metrics event; a ceiling below what the run achieves still gives MFU <= 100%; with
-// no entry it measures and keeps the figure only if the machine was quiet.
+// says so in a metrics event; a ceiling below what the run achieves gives no MFU at all (null in the
+// step records and the summary, "MFU n/a" in the text: issue 33 D20, it printed a capped "MFU
+// 100.0%"), as `bench` reports none; with no entry it measures and keeps the figure only if the
+// machine was quiet. FLOTILLA_TEST_FMA_SCALE (a contended ceiling) never yields an MFU above 100%.
+#include <cmath>
 #include <filesystem>
 
 #include "check.h"
@@ -33,20 +36,26 @@ seq_len = 16
 )";
 
 struct Run {
-  std::vector<double> mfu;
-  std::string peak_message, peak_source;
+  std::vector<double> mfu;  // NaN: null (not reported)
+  std::string peak_message, peak_source, text;
   double peak_flops = 0;
+  bool mean_null = false;
 };
 
-Run train(const std::string& root, const std::string& name, const std::string& cache_dir) {
+Run train(const std::string& root, const std::string& name, const std::string& cache_dir,
+          const std::string& extra_env = "") {
   const std::string cfg = root + "/" + name + ".toml", out = root + "/" + name;
   write_text(cfg, kConfig);
-  const auto r = run_worker({"train", "--config", cfg, "--out-dir", out, "--quiet"},
-                            {"OMP_NUM_THREADS=1", "FLOTILLA_CACHE_DIR=" + cache_dir});
+  std::vector<std::string> env = {"OMP_NUM_THREADS=1", "FLOTILLA_CACHE_DIR=" + cache_dir};
+  if (!extra_env.empty()) env.push_back(extra_env);
+  const auto r = run_worker({"train", "--config", cfg, "--out-dir", out, "--no-stdout-metrics"}, env);
   CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   Run run;
+  run.text = r.output;
   for (const auto& rec : read_metrics(out)) {
-    if (rec["type"] == "step") run.mfu.push_back(rec["mfu"].get<double>());
+    if (rec["type"] == "step")
+      run.mfu.push_back(rec["mfu"].is_null() ? std::nan("") : rec["mfu"].get<double>());
+    if (rec["type"] == "summary") run.mean_null = rec["mean_mfu"].is_null();
     if (rec["type"] == "event" && rec.contains("peak_source")) {
       run.peak_message = rec["message"].get<std::string>();
       run.peak_source = rec["peak_source"].get<std::string>();
@@ -81,17 +90,33 @@ int main() {
   CHECK(a.peak_source.find("cache " + big) != std::string::npos);
   for (double m : a.mfu) CHECK(m > 0 && m < 1e-3);
 
-  // A ceiling far below what the run reaches: MFU is capped at exactly 1, never above.
+  // A ceiling far below what the run reaches: no MFU (null, "n/a"), never a capped 100%.
   const std::string low = root + "/cache-low";
   CHECK(flotilla::cpu::store_peak(low + "/cpu-peaks.json", entry(1e-3)));
   const Run b = train(root, "low", low);
-  for (double m : b.mfu) CHECK(m == 1.0);
+  for (double m : b.mfu) CHECK_MSG(std::isnan(m), "step MFU %g under a ceiling the run beats", m);
+  CHECK_MSG(b.mean_null, "the summary's mean_mfu is not null");
+  CHECK_MSG(b.text.find("MFU n/a (ceiling measured under load)") != std::string::npos &&
+                b.text.find("MFU 100.0%") == std::string::npos,
+            "%s", b.text.c_str());
+
+  // The audit's contended ceiling (FLOTILLA_TEST_FMA_SCALE): whatever the machine, never above 100%,
+  // and once the ceiling is beaten, no MFU for the rest of the run or its mean.
+  const Run s = train(root, "scaled", root + "/cache-scaled", "FLOTILLA_TEST_FMA_SCALE=0.05");
+  bool beaten = false;
+  for (double m : s.mfu) {
+    beaten |= std::isnan(m);
+    CHECK_MSG(beaten ? std::isnan(m) : m > 0 && m < 1.0, "step MFU %g", m);
+  }
+  CHECK(s.mean_null == beaten);
+  CHECK(s.text.find("MFU 100.0%") == std::string::npos);
+  std::printf("scaled ceiling: %s\n", beaten ? "beaten (MFU not reported)" : "not beaten");
 
   // No entry: measured now; kept only when quiet, and the event says which.
   const std::string fresh = root + "/cache-fresh";
   const Run c = train(root, "fresh", fresh);
   CHECK(c.peak_flops > 1e9);  // any x86 core does more than 1 GFLOP/s of FMA
-  for (double m : c.mfu) CHECK(m > 0 && m <= 1.0);
+  for (double m : c.mfu) CHECK(std::isnan(m) || (m > 0 && m <= 1.0));
   const auto kept =
       flotilla::cpu::load_cached_peak(fresh + "/cpu-peaks.json", flotilla::cpu::cpu_features().brand, 1);
   if (c.peak_source.find("kept in") != std::string::npos) {
