@@ -21,6 +21,7 @@
 #include "db/run_store.h"
 #include "engine/core/clock.h"
 #include "engine/core/error.h"
+#include "engine/core/run_lock.h"
 #include "runs/file_tail.h"
 #include "runs/worker_command.h"
 
@@ -107,7 +108,8 @@ struct LaunchReports {
 
 void remove_start_files(const std::string& run_dir) {
   std::error_code ec;
-  for (const char* f : {"run.toml", kWorkerPidFile, kWorkerLogFile, kMetricsFile, "config.toml", "train.log"})
+  for (const char* f :
+       {"run.toml", kWorkerPidFile, kWorkerLogFile, kMetricsFile, "config.toml", "train.log", kRunLockFile})
     std::filesystem::remove(std::filesystem::path(run_dir) / f, ec);
   for (const char* d : {"checkpoints/trash", "checkpoints", "trash"})
     std::filesystem::remove(std::filesystem::path(run_dir) / d, ec);  // only when empty

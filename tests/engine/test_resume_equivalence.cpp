@@ -156,9 +156,13 @@ int main() {
   for (int round = 0; round < 2; ++round) {
     const std::string bp = root + "/Bprime" + std::to_string(round);
     const int kill_after = kN + 1 + static_cast<int>(gen() % (kN - 1));
+    // Paced (a sleep after each step, nothing else changes) so that the kill lands mid-run: unpaced,
+    // the 12 tiny steps could all finish between two polls and the run exit 0 before the kill.
+    auto paced = kEnv;
+    paced.push_back("FLOTILLA_TEST_STEP_SLEEP_MS=100");
     const pid_t pid = spawn(
         {FLOTILLA_WORKER_PATH, "train", "--config", cfg, "--out-dir", bp, "--quiet", "--no-stdout-metrics"},
-        kEnv, bp + ".log");
+        paced, bp + ".log");
     const bool reached = wait_until(
         [&] {
           const auto l = step_losses(bp);
