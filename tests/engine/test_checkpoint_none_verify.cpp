@@ -43,14 +43,6 @@ keep_last = 2
 
 const std::vector<std::string> kEnv = {"OMP_NUM_THREADS=1", "FLOTILLA_PEAK_FLOPS=1e11"};
 
-// Every regular file under dir (relative path -> bytes).
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
-  return out;
-}
-
 void flip(const std::string& path, size_t offset) {
   std::string b = read_file(path);
   b.at(offset) = static_cast<char>(b[offset] ^ 0x5a);
@@ -75,8 +67,8 @@ void test_every_checkpoint_damaged(const std::string& root) {
   const std::string ck = out + "/checkpoints";
   flip(ck + "/step-00000025/rank-0.bin", 1000);
   flip(ck + "/step-00000030/rank-0.bin", 1000);
-  const auto before = snapshot(ck);
-  const auto whole_run = snapshot(out);
+  const auto before = snapshot_files(ck);
+  const auto whole_run = snapshot_files(out);
 
   // Audit 2, D18: the refusal says "Nothing was changed", and nothing is: not even config.toml,
   // which `flotilla runs resume` reads (it was rewritten with the new steps before the decision).
@@ -87,7 +79,7 @@ void test_every_checkpoint_damaged(const std::string& root) {
             twelve.exit_code, twelve.output.c_str());
   CHECK_MSG(read_file(out + "/config.toml") == whole_run.at("config.toml"), "config.toml was rewritten:\n%s",
             read_file(out + "/config.toml").c_str());
-  CHECK_MSG(snapshot(out) == whole_run, "the refused start changed files under %s", out.c_str());
+  CHECK_MSG(snapshot_files(out) == whole_run, "the refused start changed files under %s", out.c_str());
 
   const ProcResult r =
       run_worker({"train", "--config", cfg, "--out-dir", out, "--resume", "auto", "--quiet"}, kEnv);
@@ -96,7 +88,7 @@ void test_every_checkpoint_damaged(const std::string& root) {
   CHECK_MSG(contains(r.output, "step-00000030: rank-0.bin crc32c mismatch"), "%s", r.output.c_str());
   CHECK_MSG(contains(r.output, "step-00000025: rank-0.bin crc32c mismatch"), "%s", r.output.c_str());
   CHECK_MSG(contains(r.output, "--resume none") && contains(r.output, "trash/"), "%s", r.output.c_str());
-  CHECK_MSG(snapshot(ck) == before, "the refused start changed files under %s", ck.c_str());
+  CHECK_MSG(snapshot_files(ck) == before, "the refused start changed files under %s", ck.c_str());
   CHECK(!fs::exists(ck + "/trash"));
   // A second refused start is still a refusal (nothing was purged or replaced in between).
   CHECK(run_worker({"train", "--config", cfg, "--out-dir", out, "--quiet"}, kEnv).exit_code == 5);
@@ -110,7 +102,7 @@ void test_every_checkpoint_damaged(const std::string& root) {
                 contains(ex.output, "step-00000025: rank-0.bin crc32c mismatch") &&
                 !contains(ex.output, "see the warnings"),
             "%s", ex.output.c_str());
-  CHECK(snapshot(ck) == before);
+  CHECK(snapshot_files(ck) == before);
 
   // Starting fresh on purpose: both damaged checkpoints end up in trash/, byte for byte.
   const ProcResult fresh = run_worker(

@@ -44,14 +44,6 @@ keep_last = 2
 
 const std::vector<std::string> kEnv = {"OMP_NUM_THREADS=1", "FLOTILLA_PEAK_FLOPS=1e11"};
 
-// Every file under dir (relative path -> bytes), following nothing.
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
-  return out;
-}
-
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
 void test_purge_of_a_linked_checkpoint(const std::string& root) {
@@ -65,7 +57,7 @@ void test_purge_of_a_linked_checkpoint(const std::string& root) {
   const std::string archive = root + "/archive/step-00000025";
   fs::create_directories(root + "/archive");
   fs::copy(base + "/checkpoints/step-00000025", archive, fs::copy_options::recursive);
-  const auto before = snapshot(root + "/archive");
+  const auto before = snapshot_files(root + "/archive");
   const std::string run = root + "/sl";
   fs::create_directories(run + "/checkpoints");
   fs::copy(base + "/data", run + "/data", fs::copy_options::recursive);
@@ -77,7 +69,7 @@ void test_purge_of_a_linked_checkpoint(const std::string& root) {
             r.output.c_str());
   CHECK(fs::exists(run + "/checkpoints/step-00000030/MANIFEST"));
   CHECK_MSG(!fs::exists(fs::symlink_status(run + "/checkpoints/step-00000025")), "the link is still there");
-  CHECK_MSG(snapshot(root + "/archive") == before,
+  CHECK_MSG(snapshot_files(root + "/archive") == before,
             "the purge changed the archived checkpoint outside the run");
   CHECK_MSG(fs::exists(archive + "/MANIFEST"), "the archive's MANIFEST was deleted through the link");
   bool said = false;
@@ -100,7 +92,7 @@ void test_trash_of_links(const std::string& root) {
   write_text(outside + "/bad/rank-0.bin", "precious");
   fs::create_directories(outside + "/tmp");
   write_text(outside + "/tmp/rank-0.bin", "precious too");
-  const auto before = snapshot(outside);
+  const auto before = snapshot_files(outside);
   fs::create_symlink(outside + "/bad", ck + "/step-00000010");
   fs::create_symlink(outside + "/tmp", ck + "/step-00000020.tmp-0123456789abcdef");
 
@@ -118,7 +110,7 @@ void test_trash_of_links(const std::string& root) {
   int links = 0;
   for (const auto& e : fs::directory_iterator(ck + "/trash")) links += fs::is_symlink(e.symlink_status());
   CHECK_MSG(links == 1, "%d link(s) in trash/, want 1", links);
-  CHECK_MSG(snapshot(outside) == before, "a trash path changed files outside the run");
+  CHECK_MSG(snapshot_files(outside) == before, "a trash path changed files outside the run");
 }
 
 }  // namespace

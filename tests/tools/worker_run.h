@@ -129,6 +129,16 @@ inline void write_text(const std::string& path, const std::string& text) {
   f << text;
 }
 
+// Every regular file under dir, relative path -> bytes (symbolic links are not followed into), so a
+// test can say a refusal changed nothing byte for byte.
+inline std::map<std::string, std::string> snapshot_files(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file())
+      out[std::filesystem::relative(e.path(), dir).string()] = read_file(e.path().string());
+  return out;
+}
+
 // Polls until pred() or timeout; returns pred().
 template <typename F>
 inline bool wait_until(F pred, double seconds) {
