@@ -306,6 +306,22 @@ std::optional<Run> find_run_by_dir(const Database& db, const std::string& run_di
   return std::nullopt;
 }
 
+std::optional<Run> find_run_nested_with(const Database& db, const std::string& run_dir) {
+  if (run_dir.empty()) return std::nullopt;
+  const std::string want = canonical_run_dir(run_dir);
+  if (want[0] != '/') return std::nullopt;
+  const auto inside = [](const std::string& path, const std::string& dir) {
+    return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+  };
+  Stmt st(db, "SELECT id, run_dir FROM runs WHERE substr(run_dir, 1, 1) = '/' ORDER BY id");
+  while (st.step()) {
+    const std::string have = canonical_run_dir(st.text(1));
+    if (have != "/" && (inside(want, have) || inside(have, want)))
+      return run_where(db, "id = ?1", "", st.i64(0));
+  }
+  return std::nullopt;
+}
+
 void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir) {
   write_tx(db, [&] {
     Stmt st(db, "UPDATE runs SET run_dir = ?2 WHERE id = ?1");

@@ -109,6 +109,9 @@ std::string canonical_run_dir(const std::string& run_dir);
 // The run whose folder is `run_dir`, if any: the same folder however either is spelled
 // (canonical_run_dir of both, so rows stored before folders were stored canonical match too).
 std::optional<Run> find_run_by_dir(const Database& db, const std::string& run_dir);
+// A run whose local folder lies inside `run_dir` or holds it (never the same folder: that is
+// find_run_by_dir), both compared canonical; nullopt for a remote folder.
+std::optional<Run> find_run_nested_with(const Database& db, const std::string& run_dir);
 void set_run_dir(Database& db, int64_t run_id, const std::string& run_dir);
 // A new run (status created) that starts from `parent`'s config, recorded as its fork.
 int64_t fork_run(Database& db, int64_t parent_id, const std::string& name);

@@ -160,6 +160,17 @@ NewRun create_local_run(db::Writer& writer, const NewRunRequest& req) {
                                                             owner->name +
                                                             "': continue it with flotilla runs resume " +
                                                             owner->name + ", or set another run.out_dir");
+      // Nor may two runs' folders nest: one run's purge, trash and deletion would reach the other's
+      // files, and its folder listing would show them.
+      if (const auto other = db::find_run_nested_with(db, dir)) {
+        const std::string theirs = db::canonical_run_dir(other->run_dir);
+        const bool within = db::canonical_run_dir(dir).rfind(theirs + "/", 0) == 0;
+        throw db::DbError(db::DbErrorKind::kConstraint,
+                          "run directory " + dir +
+                              (within ? " is inside the folder of run '" : " holds the folder of run '") +
+                              other->name + "' (" + theirs +
+                              "): two runs' folders must not nest; set run.out_dir to a folder of its own");
+      }
       config.run.name = name;
       config.run.out_dir = dir;
       db::NewRun row;

@@ -219,6 +219,16 @@ void one_folder_belongs_to_one_run() {
               dir.c_str(), r.exit_code, r.output.c_str());
   }
   CHECK(run_count() == before);
+  // Nor may run folders nest: inside another run's folder (through the symlink too), or holding it.
+  for (const auto& [dir, want] :
+       {std::pair<std::string, std::string>{shared + "/sub", "is inside the folder of run 'con'"},
+        {g_root + "/link/deeper/x", "is inside the folder of run 'con'"},
+        {g_root, "holds the folder of run '"}}) {
+    r = cli({"run", other, "--quiet", "--set", "run.out_dir=" + dir});
+    CHECK_MSG(r.exit_code == 9 && has(r.output, want), "out_dir %s: exit %d\n%s", dir.c_str(), r.exit_code,
+              r.output.c_str());
+  }
+  CHECK(run_count() == before);
   // A row stored in another spelling before folders were stored canonical still owns its folder.
   fs::create_directories(g_root + "/legacy");
   {
