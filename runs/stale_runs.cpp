@@ -40,6 +40,16 @@ bool has_step_record(const std::string& metrics) {
 
 bool is_local_run(const db::Run& run) { return !run.run_dir.empty() && !is_node_run_dir(run.run_dir); }
 
+std::string live_worker_delete_refusal(const db::Run& run) {
+  const long pid = is_local_run(run) ? live_worker_pid(run.run_dir) : 0;
+  if (pid <= 0) return "";
+  return "run " + run.name + " has a live worker (pid " + std::to_string(pid) +
+         ") that is still training, so it is not deleted (not even with --force): stop it first from the "
+         "command or app that watches it (Ctrl-C stops it with a checkpoint; if nothing watches it, "
+         "flotilla runs attach " +
+         run.name + ", then Ctrl-C), then delete it";
+}
+
 std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::string& origin,
                                                 double created_grace_s) {
   std::vector<SettledRun> out;

@@ -38,4 +38,9 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
 // Whether a stored run is on this machine (a local run dir, not "<node>:/...").
 bool is_local_run(const db::Run& run);
 
+// Why `run` must not be deleted now, "" when it may: a local run whose worker is alive is never
+// deleted (its rows and costs would vanish while it trains unrecorded), whatever its status says.
+// The CLI's `runs delete` (even with --force) and the app's Delete both ask this.
+std::string live_worker_delete_refusal(const db::Run& run);
+
 }  // namespace flotilla::runs

@@ -251,13 +251,8 @@ int remove(const Context& ctx, ArgReader& args) {
   }
   // A live worker is never orphaned, --force or not: its rows and costs would vanish while it
   // trains unrecorded. Stopping it is the watcher's job (it checkpoints); delete it afterwards.
-  if (const pid_t pid = runs::is_local_run(r) ? runs::live_worker_pid(r.run_dir) : 0; pid > 0) {
-    std::fprintf(stderr,
-                 "flotilla: run %s has a live worker (pid %d) that is still training, so it is not deleted "
-                 "(not even with --force): stop it first from the command or app that watches it (Ctrl-C "
-                 "stops it with a checkpoint; if nothing watches it, flotilla runs attach %s, then Ctrl-C), "
-                 "then delete it\n",
-                 r.name.c_str(), static_cast<int>(pid), r.name.c_str());
+  if (const std::string why = runs::live_worker_delete_refusal(r); !why.empty()) {
+    std::fprintf(stderr, "flotilla: %s\n", why.c_str());
     return kExitRefused;
   }
   const int64_t rows = db::delete_run(db, r.id);

@@ -150,6 +150,8 @@ bool StoreService::deleteRun(qint64 id, QString* error) {
       if (r.status == db::RunStatus::kRunning)
         throw db::DbError(db::DbErrorKind::kInvalid,
                           "run " + r.name + " is running: stop it before deleting it");
+      if (const std::string why = runs::live_worker_delete_refusal(r); !why.empty())
+        throw db::DbError(db::DbErrorKind::kInvalid, why);
       db::delete_run(db, id);
     });
   } catch (const db::DbError& e) {
