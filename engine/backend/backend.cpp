@@ -100,6 +100,15 @@ FLOTILLA_UNSUPPORTED(void, lora_gemm, "bf16", bool, bool, int, int, int, float, 
                      const bf16_t*, int, float, bf16_t*, int)
 FLOTILLA_UNSUPPORTED(void, dropout, "fp32", float*, const float*, long, int, float, uint64_t, int, int)
 FLOTILLA_UNSUPPORTED(void, dropout, "bf16", bf16_t*, const bf16_t*, long, int, float, uint64_t, int, int)
+FLOTILLA_UNSUPPORTED(void, nf4_matmul_forward, "fp32", float*, int, const float*, const nf4::View&, const float*,
+                     int)
+FLOTILLA_UNSUPPORTED(void, nf4_matmul_forward, "bf16", bf16_t*, int, const bf16_t*, const nf4::View&,
+                     const bf16_t*, int)
+FLOTILLA_UNSUPPORTED(void, nf4_matmul_backward, "fp32", float*, const float*, int, const nf4::View&, int, bool)
+FLOTILLA_UNSUPPORTED(void, nf4_matmul_backward, "bf16", bf16_t*, const bf16_t*, int, const nf4::View&, int,
+                     bool)
+FLOTILLA_UNSUPPORTED(void, nf4_dequantize, "fp32", float*, const nf4::View&)
+FLOTILLA_UNSUPPORTED(void, nf4_dequantize, "bf16", bf16_t*, const nf4::View&)
 FLOTILLA_UNSUPPORTED(void, adamw_update, "bf16", bf16_t*, float*, const float*, float*, float*, size_t,
                      const AdamWArgs&)
 FLOTILLA_UNSUPPORTED(void, adamw_update, "bf16", bf16_t*, float*, const bf16_t*, float*, float*, size_t,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/core/bf16.h"
+#include "engine/core/nf4.h"
 #include "engine/core/targets.h"
 
 namespace flotilla {
@@ -238,6 +239,23 @@ class Backend {
                          const bf16_t* B, int ldb, float beta, bf16_t* C, int ldc);
   virtual void dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld, int col0);
   virtual void dropout(bf16_t* out, const bf16_t* in, long N, int n, float p, uint64_t key, int ld, int col0);
+  // QLoRA's frozen 4-bit base (engine/core/nf4.h: a View of one module's slice, in this backend's
+  // memory). nf4_matmul_forward: out (N rows, ldo apart; columns [0, w.rows)) = inp (N, w.cols) W^T
+  // + bias (w.rows floats/values, may be null), overwritten; W is dequantised tile by tile into fast
+  // memory, never whole; products in the compute dtype (bf16 storage: bf16; fp32 storage:
+  // matmul_dtype()), summed in fp32. nf4_matmul_backward: dinp (N, w.cols) = dout (N rows, ldd
+  // apart; columns [0, w.rows)) W, added into dinp when accumulate (the fused q|k|v input gradient
+  // sums three modules). nf4_dequantize: out (w.rows x w.cols, row-major) = W (export, tests).
+  virtual void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& w, const float* bias,
+                                  int N);
+  virtual void nf4_matmul_forward(bf16_t* out, int ldo, const bf16_t* inp, const nf4::View& w,
+                                  const bf16_t* bias, int N);
+  virtual void nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::View& w, int N,
+                                   bool accumulate);
+  virtual void nf4_matmul_backward(bf16_t* dinp, const bf16_t* dout, int ldd, const nf4::View& w, int N,
+                                   bool accumulate);
+  virtual void nf4_dequantize(float* out, const nf4::View& w);
+  virtual void nf4_dequantize(bf16_t* out, const nf4::View& w);
   // fp32 <-> bf16 (round to nearest even).
   virtual void convert(bf16_t* out, const float* in, size_t n);
   virtual void convert(float* out, const bf16_t* in, size_t n);

@@ -93,6 +93,8 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(lora, use_rslora, "rank-stabilised scaling alpha/sqrt(r) instead of alpha/r"),
       FLOTILLA_KEY(lora, targets, "all-linear | attention | mlp | list: q_proj,v_proj,..."),
       FLOTILLA_KEY(lora, init_from, "a PEFT adapter folder to continue from (it sets r, alpha, targets)"),
+      FLOTILLA_KEY(lora, base_quant, "the frozen base's projections: none (compute dtype) | nf4 (QLoRA)"),
+      FLOTILLA_KEY(lora, double_quant, "nf4: quantise the block absmax again (8-bit, blocks of 256)"),
 
       FLOTILLA_KEY(data, source, "\"synthetic\" (deterministic demo corpus) or \"shards\"", "synthetic",
                    "shards"),

@@ -171,6 +171,10 @@ void check_lora(const RunConfig& c, Problems& p, ValidateFor purpose) {
     if (!c.checkpoint.export_peft.empty())
       p.add("checkpoint.export_peft",
             "writes a LoRA adapter, but lora.enabled = false; set lora.enabled = true or clear it");
+    if (l.base_quant != "none")
+      p.add("lora.base_quant", q(l.base_quant) +
+                                   " quantises LoRA's frozen base (QLoRA), but lora.enabled = false; set "
+                                   "lora.enabled = true, or lora.base_quant = \"none\" to train every weight");
     return;
   }
   if (c.model.arch != "llama")
@@ -200,6 +204,8 @@ void check_lora(const RunConfig& c, Problems& p, ValidateFor purpose) {
     while (!msg.empty() && (msg[0] == ':' || msg[0] == ' ')) msg.erase(0, 1);
     p.add("lora.targets", msg);
   }
+  if (l.base_quant != "none" && l.base_quant != "nf4")
+    p.add("lora.base_quant", q(l.base_quant) + " is not a base quantisation; use \"none\" or \"nf4\" (QLoRA)");
   if (!l.init_from.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(std::filesystem::path(l.init_from) / "adapter_config.json", ec))

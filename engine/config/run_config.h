@@ -52,6 +52,8 @@ struct LoraSection {
   bool use_rslora = false;  // rank-stabilised scaling alpha/sqrt(r) instead of alpha/r
   std::string targets = "all-linear";  // all-linear | attention | mlp | list: q_proj,v_proj,...
   std::string init_from = "";          // a PEFT adapter folder to continue from (it sets r, alpha, targets)
+  std::string base_quant = "none";     // the frozen base's projections: none (compute dtype) | nf4 (QLoRA)
+  bool double_quant = true;            // nf4: quantise the block absmax again (8-bit, blocks of 256)
 };
 
 struct DataSection {

@@ -111,6 +111,8 @@ LoraSpec lora_spec(const RunConfig& c) {
   s.rslora = c.lora.use_rslora;
   s.targets = parse_lora_targets(c.lora.targets);
   s.seed = c.run.seed ^ 0x10A4D7011ull;
+  s.nf4 = c.lora.base_quant == "nf4";
+  s.double_quant = c.lora.double_quant;
   return s;
 }
 

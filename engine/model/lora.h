@@ -52,6 +52,11 @@ struct LoraSpec {
   bool rslora = false;
   uint32_t targets = 0;  // bits of LoraTarget
   uint64_t seed = 0;     // dropout masks
+  // QLoRA (engine/core/nf4.h, docs/qlora.md): every base projection (q, k, v, o, gate, up, down, of
+  // every layer, adapted or not) is held in 4-bit NF4, as bitsandbytes quantises every nn.Linear but
+  // the LM head; the embedding, norms and head stay in the compute dtype.
+  bool nf4 = false;
+  bool double_quant = true;  // nf4: 8-bit block absmaxes (else fp32)
 
   bool enabled() const { return rank > 0; }
   bool has(int target) const { return (targets >> target) & 1u; }
