@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
 #include <nlohmann/json.hpp>
 
 #include "check.h"
@@ -294,6 +295,16 @@ void check_sizes() {
   std::printf("576x576: %zu bytes double-quantised (%.4f bits/param), %zu without\n", q1.bytes(), bits,
               q0.bytes());
   CHECK_THROWS(nf4::quantize(x.data(), 10, {3, 3}, true), "shape");
+  // blocks run in parallel: the bytes do not depend on the thread count
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 3, 8}) {
+    omp_set_num_threads(t);
+    const nf4::Quantized qt = nf4::quantize(x.data(), 576 * 576, {576, 576}, true);
+    CHECK_MSG(qt.packed == q1.packed && qt.absmax_q == q1.absmax_q && qt.absmax2 == q1.absmax2 &&
+                  qt.offset == q1.offset,
+              "%d threads quantise differently", t);
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace
