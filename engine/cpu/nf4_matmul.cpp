@@ -23,7 +23,7 @@ namespace flotilla::cpu {
 namespace {
 
 constexpr size_t kTileBytes = size_t{1} << 20;  // one thread's dequantised tile: half a 2 MiB L2
-constexpr int kFwdTileRows = 256;               // forward: W rows per tile (the GEMM's N)
+constexpr int kFwdTileRows = 512;               // forward: W rows per tile (the GEMM's N)
 constexpr int kBwdTileCols = 512;               // backward: W columns per tile (the GEMM's N)
 
 // ---- dequantisation of one row segment: nb blocks of 64 codes (32 bytes each), absmax per block ----

@@ -2,12 +2,13 @@
 // format and the View in engine/core/nf4.h).
 //
 // Non-obvious decision: the weight is never dequantised whole. Each OpenMP thread dequantises one
-// tile of it at a time (at most 256 rows x 1024 columns fp32, or x 2048 bf16: 1 MiB, half an L2)
-// into its own buffer and multiplies it with the engine's own single-threaded GEMM calls (the fp32
-// sgemm of blas.h, or oneDNN's bf16 gemm with set_matmul_dtype(kBF16)), so the product runs at
-// the dense matmul's speed. Tiles that large keep the GEMM's repacking of the activation panel
-// (once per tile) small next to its flops; the dequantisation itself is a table lookup with one
-// permute per 16 values (AVX-512) and costs well under the GEMM at the token counts of training.
+// tile of it at a time into its own 1 MiB buffer (half an L2; forward 512 W rows x 512 columns in
+// fp32 or 1024 in bf16, backward 512 columns x 512 or 1024 rows) and multiplies it with the
+// engine's own single-threaded GEMM calls (the fp32 sgemm of blas.h, or oneDNN's bf16 gemm with
+// set_matmul_dtype(kBF16)), so the product runs at the dense matmul's speed. Tiles that wide keep
+// the GEMM's repacking of the activation panel (once per tile) small next to its flops; the
+// dequantisation is a table lookup, one permute per 16 values (AVX-512), well under the GEMM's
+// cost at the token counts of training.
 //
 // Threads split the output, never the reduction: the forward cuts W's rows (out's columns), the
 // backward W's columns (dinp's columns), each also cutting the token rows when the weight has too
