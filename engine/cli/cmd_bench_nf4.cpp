@@ -19,6 +19,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/core/cpu_load.h"
 #include "engine/core/error.h"
 #include "engine/core/nf4.h"
 #include "engine/cpu/blas.h"
@@ -136,6 +137,7 @@ int cmd_bench_nf4(const CommandArgs& argv) {
   const cpu::CpuFeatures& f = cpu::cpu_features();
   const cpu::BlasInfo& blas = cpu::blas_info();
 
+  const LoadWindow load;
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> lines;
   for (const auto& [O, I] : shapes) {
@@ -202,9 +204,15 @@ int cmd_bench_nf4(const CommandArgs& argv) {
     j["cpu"] = cpu_line;
     j["paths"] = path_line;
     j["results"] = rows;
+    j["other_cpu_load"] = load.other_load();
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("cpu: %s\nkernels: %s\n", cpu_line.c_str(), path_line.c_str());
+    const double other = load.other_load();
+    std::printf("other processes used %.0f%% of the CPUs meanwhile%s\n", other * 100,
+                other > 0.05
+                    ? ": the figures (each the best of --reps) are noisy; rerun when the machine is idle"
+                    : "");
   }
   return 0;
 }
