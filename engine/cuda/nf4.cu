@@ -173,7 +173,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < 16; ++i) vals[i] = 0.0f;
     }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) ws[wk][wc + i] = vals[i];
+    for (int q = 0; q < 4; ++q) {  // 16 consecutive floats, 16-byte aligned: four 16-byte stores
+      Pack<float> v;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v.v[i] = vals[4 * q + i];
+      store_pack(&ws[wk][wc + 4 * q], v);
+    }
     load_activations(ds, dout, ldd, m0, N, k0, w.rows, tid);
     __syncthreads();
     slab_product(acc, ds, ws, tx, ty);
