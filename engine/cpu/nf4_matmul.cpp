@@ -263,12 +263,11 @@ void* tile_buffer() {
   return buf.p;
 }
 
-struct Scratch {
-  std::vector<bf16_t> x;  // the bf16-rounded activation operand of the call in progress
-};
-Scratch& scratch() {
-  static Scratch s;
-  return s;
+// The bf16-rounded activation operand of the call in progress, per calling thread (so two callers
+// on two threads do not share it); it only grows.
+std::vector<bf16_t>& activation_scratch() {
+  static thread_local std::vector<bf16_t> x;
+  return x;
 }
 
 template <typename T>
@@ -408,7 +407,7 @@ void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& 
   const Grid g = split(w.rows, 16, N, w.cols, bf16);
   if (bf16) {
     require_bf16("nf4_matmul_forward");
-    std::vector<bf16_t>& x = scratch().x;
+    std::vector<bf16_t>& x = activation_scratch();
     const size_t n = static_cast<size_t>(N) * w.cols;
     if (x.size() < n) x.resize(n);
     round_to_bf16(x.data(), inp, n);
@@ -433,7 +432,7 @@ void nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::Vie
   const Grid g = split(w.cols, nf4::kBlock, N, w.rows, bf16);
   if (bf16 && w.rows > 0) {
     require_bf16("nf4_matmul_backward");
-    std::vector<bf16_t>& d = scratch().x;
+    std::vector<bf16_t>& d = activation_scratch();
     const size_t n = static_cast<size_t>(N) * w.rows;
     if (d.size() < n) d.resize(n);
     if (ldd == w.rows) {
