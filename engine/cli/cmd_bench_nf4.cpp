@@ -291,7 +291,7 @@ int cmd_bench_nf4(const CommandArgs& argv) {
   }
   const std::string device_line = gpu ? be->describe() : "";
   const std::string cpu_line = f.brand + " (" + cpu::describe_features(f) + "), " + std::to_string(nt) +
-                               " threads" + (deterministic ? ", deterministic" : "");
+                               (nt == 1 ? " thread" : " threads") + (deterministic ? ", deterministic" : "");
   const std::string path_line =
       gpu ? std::string(
                 "CUDA: SIMT 128x128 tiles, W dequantised per 32-deep slab into shared memory; dense: "
