@@ -152,22 +152,6 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
                      layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
                      layout_text(par.dp, par.tp, par.pp) +
                      ": resume with the saved layout (resharding is not supported)");
-  if (model.lora().enabled()) {
-    // A (Q)LoRA adapter learned over the base as it was held: the same quantisation or none.
-    const std::string saved = st.base_quant.empty() ? "none" : st.base_quant;
-    const bool saved_dq = st.base_quant.empty() || st.double_quant;
-    const std::string mine = cfg.lora.base_quant;
-    if (saved != mine || (mine == "nf4" && saved_dq != cfg.lora.double_quant))
-      throw_checkpoint(
-          "checkpoint " + ck.dir + " holds adapters trained over a base with lora.base_quant = \"" + saved +
-          "\"" +
-          (saved == "nf4" ? std::string(", lora.double_quant = ") + (saved_dq ? "true" : "false") : "") +
-          "; this run has lora.base_quant = \"" + mine + "\"" +
-          (mine == "nf4" ? std::string(", lora.double_quant = ") + (cfg.lora.double_quant ? "true" : "false")
-                         : "") +
-          ": resume with the quantisation it was trained with, or start a new run "
-          "(checkpoint.resume = \"none\" or a new run.out_dir)");
-  }
   if (model.lora().enabled() && !st.base_weights.empty()) {
     const std::string changed = interop::fingerprint_difference(st.base_weights, base_fingerprint);
     if (!changed.empty())
@@ -231,8 +215,6 @@ TrainerState Loop::current_state() const {
   if (model.lora().enabled()) {
     st.base_model = cfg.model.init_from;
     st.base_weights = base_fingerprint;
-    st.base_quant = cfg.lora.base_quant;
-    st.double_quant = cfg.lora.double_quant;
   }
   return st;
 }

@@ -29,8 +29,6 @@ std::string trainer_state_to_json(const TrainerState& s) {
   j["config_toml"] = s.config_toml;
   j["engine_version"] = s.engine_version;
   if (!s.base_weights.empty()) j["lora_base"] = {{"model", s.base_model}, {"weights", s.base_weights}};
-  if (!s.base_quant.empty())
-    j["lora_base_quant"] = {{"base_quant", s.base_quant}, {"double_quant", s.double_quant}};
   return j.dump(2);
 }
 
@@ -62,10 +60,6 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     if (const auto base = j.find("lora_base"); base != j.end()) {
       s.base_model = base->at("model").get<std::string>();
       s.base_weights = base->at("weights").get<std::string>();
-    }
-    if (const auto q = j.find("lora_base_quant"); q != j.end()) {
-      s.base_quant = q->at("base_quant").get<std::string>();
-      s.double_quant = q->at("double_quant").get<bool>();
     }
   } catch (const nlohmann::json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, ...": keep the detail only.

@@ -28,11 +28,6 @@ struct TrainerState {
   // weight files (interop::base_weights_fingerprint); empty for full training.
   std::string base_model;
   std::string base_weights;
-  // LoRA: how the base's projections were held (lora.base_quant "none" | "nf4", lora.double_quant):
-  // a QLoRA adapter learned the quantised weights, so a resume on another quantisation is refused.
-  // Empty for full training and for checkpoints from before QLoRA (then "none").
-  std::string base_quant;
-  bool double_quant = true;
 };
 
 std::string trainer_state_to_json(const TrainerState& state);
