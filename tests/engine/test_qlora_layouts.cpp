@@ -10,7 +10,8 @@
 // quantisation and a resume with lora.base_quant = "none" or without double quantisation is
 // refused naming the key; a QLoRA run differs from LoRA over the same folder (the base really is
 // 4-bit); the host reference behind the device seam (DeviceModel::set_base) is bitwise the CPU
-// path; tp = 2 on a model whose o_proj cannot be cut on a block boundary is refused before any
+// path; a bitsandbytes-saved folder trains bitwise as its bf16 original quantised at load (LoRA
+// over it refused); tp = 2 on a model whose o_proj cannot be cut on a block boundary is refused before any
 // step, with the numbers.
 #include <filesystem>
 #include <fstream>
@@ -167,6 +168,22 @@ void through_device_seam(const std::string& root, const std::string& base) {
             "QLoRA through the device seam differs from the CPU path: %s", p.output.c_str());
 }
 
+// d38-qa's bitsandbytes-saved folder trains through the worker exactly as the bf16 folder it was
+// made from, quantised at load (the same bytes); LoRA over it is refused naming lora.base_quant.
+void bnb_folder(const std::string& root) {
+  const std::string r = root + "/bnb";
+  fs::create_directories(r);
+  const std::string golden = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/qlora/";
+  const Run base = train(r, "base", 1, qlora_config(golden + "base", ""));
+  const Run bnb = train(r, "bnb", 1, qlora_config(golden + "bnb", ""));
+  CHECK_MSG(base.code == 0 && bnb.code == 0 && bitwise_equal(base, bnb),
+            "a QLoRA run over the bitsandbytes folder differs from one over its bf16 original\n%s\n%s",
+            base.output.c_str(), bnb.output.c_str());
+  const Run lora = train(r, "lora", 1, qlora_config(golden + "bnb", "", "base_quant = \"none\"\n"));
+  CHECK_MSG(lora.code != 0 && lora.losses.empty() && contains(lora.output, "lora.base_quant = \"nf4\""), "%s",
+            lora.output.c_str());
+}
+
 void bad_cut_refused(const std::string& root) {
   const std::string r = root + "/bad-cut";
   fs::create_directories(r);
@@ -189,6 +206,7 @@ int main() {
   layouts(root, "qwen2", qwen2, false);
   resume(root, llama);
   through_device_seam(root, qwen2);
+  bnb_folder(root);
   bad_cut_refused(root);
   return flotilla_test::summary("test_qlora_layouts");
 }
