@@ -24,6 +24,7 @@
 
 #include "engine/core/checksum.h"
 #include "engine/core/error.h"
+#include "engine/core/nf4.h"
 #include "engine/cpu/matmul.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/hf_writer.h"
@@ -451,11 +452,38 @@ std::vector<float> load_lora_base(const ModelCheckpoint& c) {
                                    : import_weights(c.init_from, c.dims);
 }
 
+void nf4_round_trip_projections(const ModelDims& d, bool double_quant, float* base) {
+  const ParamLayout arch(d);
+  const std::vector<size_t> offsets = table_offsets(arch);
+  for (int l = 0; l < d.n_layer; ++l)
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const auto [in, out] = lora_target_shape(d, t);
+      const BaseRows where = base_rows(d, t);
+      const TensorSpec& w = arch[where.tensor];
+      // A module is whole rows of its fused tensor (q|k|v, gate|up), so its weights are contiguous.
+      float* W = base + offsets[static_cast<size_t>(where.tensor)] +
+                 static_cast<size_t>(l) * w.rows * w.cols + where.row0 * w.cols;
+      const int64_t n = static_cast<int64_t>(in) * out;
+      nf4::dequantize(nf4::quantize(W, n, {out, in}, double_quant), W);
+    }
+}
+
 std::vector<float> merged_model_params(const ModelCheckpoint& c) {
   if (!c.lora.enabled()) return c.params;
   std::vector<float> base = load_lora_base(c);
+  // QLoRA: the adapters corrected the 4-bit base, so they merge onto its dequantised weights. The
+  // loader quantises the folder's values widened to fp32, as here, so these are its bits exactly.
+  if (c.lora.nf4) nf4_round_trip_projections(c.dims, c.lora.double_quant, base.data());
   merge_lora(c.dims, c.lora, c.params.data(), base.data());
   return base;
+}
+
+std::string merged_export_note(const LoraSpec& spec) {
+  if (!spec.nf4) return "the LoRA adapter merged into its base";
+  return std::string("QLoRA: the adapter merged into its base as dequantised from 4-bit NF4 (") +
+         (spec.double_quant ? "double-quantised absmax" : "fp32 absmax") +
+         "), the weights the adapter was trained over; every projection differs from the original "
+         "weights by the quantisation error, so this is not the original base with the adapter merged";
 }
 
 std::string base_weights_fingerprint(const std::string& init_from) {

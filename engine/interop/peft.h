@@ -64,8 +64,18 @@ void merge_lora(const ModelDims& d, const LoraSpec& spec, const float* adapters,
 
 // The model a checkpoint describes as one full fp32 parameter vector (ParamLayout(dims)): its params
 // (full training), or under LoRA its base (model.init_from, read again and refused, naming the file,
-// when its weights changed since the run recorded them) with the adapters merged in.
+// when its weights changed since the run recorded them) with the adapters merged in. A QLoRA
+// checkpoint (lora.base_quant = "nf4") merges onto the base its adapters were trained over: every
+// projection dequantised from its NF4 quantisation (fp32, bitsandbytes' dequantize_4bit), the
+// embedding, norms and head as the folder has them.
 std::vector<float> merged_model_params(const ModelCheckpoint& c);
+// Every projection module (q, k, v, o, gate, up, down of every layer) of a whole base vector
+// (ParamLayout(d).full_params() floats) replaced, in place, by the fp32 values of its NF4
+// quantisation, each module quantised on its own as bitsandbytes quantises an nn.Linear.
+void nf4_round_trip_projections(const ModelDims& d, bool double_quant, float* base);
+// How an export describes the merge of `spec`'s adapter ("the LoRA adapter merged into its base", and
+// for QLoRA that the base was dequantised from 4-bit NF4, so the weights are not the original ones).
+std::string merged_export_note(const LoraSpec& spec);
 // LoRA: the checkpoint's frozen base, read from init_from and checked against its fingerprint.
 std::vector<float> load_lora_base(const ModelCheckpoint& c);
 
