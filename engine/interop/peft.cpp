@@ -24,7 +24,6 @@
 
 #include "engine/core/checksum.h"
 #include "engine/core/error.h"
-#include "engine/core/nf4.h"
 #include "engine/cpu/matmul.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/hf_writer.h"
@@ -434,7 +433,10 @@ void merge_lora(const ModelDims& d, const LoraSpec& spec, const float* adapters,
   }
 }
 
-std::vector<float> load_lora_base(const ModelCheckpoint& c) {
+namespace {
+
+// The checkpoint's base folder or file is there and has the weights the run recorded.
+void check_lora_base(const ModelCheckpoint& c) {
   if (c.init_from.empty())
     throw_checkpoint(c.dir + " holds LoRA adapters but its run names no model.init_from (the frozen base)");
   std::error_code ec;
@@ -448,32 +450,37 @@ std::vector<float> load_lora_base(const ModelCheckpoint& c) {
       throw_checkpoint(c.dir + " holds LoRA adapters trained on other base weights: " + changed + " in " +
                        c.init_from + "; restore the base the run used");
   }
+}
+
+}  // namespace
+
+std::vector<float> load_lora_base(const ModelCheckpoint& c) {
+  check_lora_base(c);
   return is_hf_folder(c.init_from) ? import_hf_weights(c.init_from, c.dims)
                                    : import_weights(c.init_from, c.dims);
 }
 
-void nf4_round_trip_projections(const ModelDims& d, bool double_quant, float* base) {
-  const ParamLayout arch(d);
-  const std::vector<size_t> offsets = table_offsets(arch);
-  for (int l = 0; l < d.n_layer; ++l)
-    for (int t = 0; t < kNumLoraTargets; ++t) {
-      const auto [in, out] = lora_target_shape(d, t);
-      const BaseRows where = base_rows(d, t);
-      const TensorSpec& w = arch[where.tensor];
-      // A module is whole rows of its fused tensor (q|k|v, gate|up), so its weights are contiguous.
-      float* W = base + offsets[static_cast<size_t>(where.tensor)] +
-                 static_cast<size_t>(l) * w.rows * w.cols + where.row0 * w.cols;
-      const int64_t n = static_cast<int64_t>(in) * out;
-      nf4::dequantize(nf4::quantize(W, n, {out, in}, double_quant), W);
-    }
+BaseWeights load_lora_base_weights(const ModelCheckpoint& c) {
+  check_lora_base(c);
+  const bool nf4 = c.lora.nf4;
+  if (is_hf_folder(c.init_from)) return load_hf_base(c.init_from, c.dims, nf4, c.lora.double_quant);
+  const std::vector<float> full = import_weights(c.init_from, c.dims);
+  return base_weights_from_full(c.dims, full.data(), nf4, c.lora.double_quant);
 }
 
 std::vector<float> merged_model_params(const ModelCheckpoint& c) {
   if (!c.lora.enabled()) return c.params;
-  std::vector<float> base = load_lora_base(c);
-  // QLoRA: the adapters corrected the 4-bit base, so they merge onto its dequantised weights. The
-  // loader quantises the folder's values widened to fp32, as here, so these are its bits exactly.
-  if (c.lora.nf4) nf4_round_trip_projections(c.dims, c.lora.double_quant, base.data());
+  std::vector<float> base;
+  if (c.lora.nf4) {
+    // QLoRA: the adapters were fitted to the 4-bit base, so they merge onto its dequantised weights:
+    // the base loaded as the run loaded it (quantised module by module as it is read), then every
+    // module dequantised to fp32 (bitsandbytes' dequantize_4bit) into the full vector.
+    const BaseWeights q = load_lora_base_weights(c);
+    base.assign(ParamLayout(c.dims).full_params(), 0.0f);
+    base_weights_to_full(q, base.data());
+  } else {
+    base = load_lora_base(c);
+  }
   merge_lora(c.dims, c.lora, c.params.data(), base.data());
   return base;
 }
