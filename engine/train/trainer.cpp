@@ -256,7 +256,10 @@ void Loop::setup_model() {
     std::snprintf(what, sizeof what, " (NF4%s: %.1f MB quantised projections, %.1f MB other tensors)",
                   dq ? ", double quantisation" : "", static_cast<double>(qbase->quantized_bytes()) / 1e6,
                   static_cast<double>(qbase->dense_bytes()) / 1e6);
-    metrics.event("info", std::string("frozen 4-bit base from ") + (from.empty() ? "random initialisation" : from) + what);
+    const std::string line =
+        std::string("frozen 4-bit base from ") + (from.empty() ? "random initialisation" : from) + what;
+    metrics.event("info", line);
+    progress.line("%s", line.c_str());
   } else if (!cfg.model.init_from.empty()) {
     std::vector<float> p = interop::is_hf_folder(cfg.model.init_from)
                                ? interop::import_hf_weights(cfg.model.init_from, dims)
@@ -673,13 +676,16 @@ int run_training(const TrainOptions& options) {
         std::snprintf(b, sizeof b, "%zu,%03zu", n / 1000, n % 1000);
       return std::string(n >= 1000000 || n >= 1000 ? b : std::to_string(n));
     };
-    char text[320];
+    char text[400];
     std::snprintf(text, sizeof text,
-                  "LoRA r %d, alpha %g (scale %.4g%s), dropout %g on %s: %s trainable parameters, %.3f%% of %s "
-                  "(the base is frozen)",
-                  lo.rank, lo.alpha, static_cast<double>(lo.scale()), lo.rslora ? ", rsLoRA" : "",
+                  "%s r %d, alpha %g (scale %.4g%s), dropout %g on %s: %s trainable parameters, %.3f%% of %s "
+                  "(the base is frozen%s)",
+                  lo.nf4 ? "QLoRA" : "LoRA", lo.rank, lo.alpha, static_cast<double>(lo.scale()), lo.rslora ? ", rsLoRA" : "",
                   static_cast<double>(lo.dropout), lora_targets_text(lo.targets).c_str(), count(trainable).c_str(),
-                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), count(all).c_str());
+                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), count(all).c_str(),
+                  lo.nf4 ? (lo.double_quant ? ", its projections in 4-bit NF4 with double quantisation"
+                                            : ", its projections in 4-bit NF4")
+                         : "");
     loop.metrics.event("info", text,
                        {{"lora_trainable_params", std::to_string(trainable)},
                         {"lora_rank", std::to_string(lo.rank)},
