@@ -175,15 +175,16 @@ nf4::View module_slice(const ModelDims& d, const ModelShard& s, int module) {
 
 // Lays out every local layer's module slices in one buffer (packed codes, the slice's block
 // absmaxes, the whole module's group absmaxes; the dynamic map once), counting with a null base.
-void carve_quant_base(Model::Impl& m, void* base) {
-  const bool dq = m.opt.lora.double_quant;
-  Carver c(base, m.be->alignment());
+// Returns the bytes; nf4_base_bytes_for counts with it, so a device's memory plan cannot drift.
+size_t carve_quant_views(const ModelDims& d, const ModelShard& s, bool dq, size_t alignment, void* base,
+                         std::vector<nf4::View>& views) {
+  Carver c(base, alignment);
   const float* code2 = dq ? c.take<float>(256) : nullptr;
-  m.q4.views.clear();
-  for (int l = 0; l < m.s.local_layers(); ++l)
+  views.clear();
+  for (int l = 0; l < s.local_layers(); ++l)
     for (int mod = 0; mod < kBaseModules; ++mod) {
-      nf4::View v = module_slice(m.d, m.s, mod);
-      const BaseModule g = base_module(m.d, mod);
+      nf4::View v = module_slice(d, s, mod);
+      const BaseModule g = base_module(d, mod);
       const size_t n = static_cast<size_t>(v.rows) * static_cast<size_t>(v.cols);
       v.packed = c.take<uint8_t>(n / 2);
       if (dq) {
@@ -194,9 +195,13 @@ void carve_quant_base(Model::Impl& m, void* base) {
       } else {
         v.absmax = c.take<float>(n / nf4::kBlock);
       }
-      m.q4.views.push_back(v);
+      views.push_back(v);
     }
-  m.q4.bytes = c.used();
+  return c.used();
+}
+
+void carve_quant_base(Model::Impl& m, void* base) {
+  m.q4.bytes = carve_quant_views(m.d, m.s, m.opt.lora.double_quant, m.be->alignment(), base, m.q4.views);
 }
 
 void allocate_quant_base(Model::Impl& m) {
@@ -208,6 +213,15 @@ void allocate_quant_base(Model::Impl& m) {
 }
 
 }  // namespace
+
+size_t nf4_base_bytes_for(const ModelDims& dims, const ModelShard& shard, const LoraSpec& lora,
+                          size_t alignment) {
+  if (!lora.enabled() || !lora.nf4) return 0;
+  std::vector<nf4::View> views;
+  const size_t bytes =
+      carve_quant_views(dims, resolve_shard(dims, shard), lora.double_quant, alignment, nullptr, views);
+  return (bytes + 3) / 4 * 4;  // the buffer's floats, as allocate_quant_base asks for them
+}
 
 Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(dims)) {

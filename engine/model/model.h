@@ -61,6 +61,12 @@ struct ModelOptions {
 size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int B, int T, bool recompute,
                             const ModelOptions& options, size_t alignment = 64, int slots = 1);
 
+// Bytes a QLoRA Model (lora.nf4) of these dims allocates for its shard's quantised projections
+// (base_quant_bytes() without a Model; 0 without nf4): every local module slice's packed codes and
+// statistics, each piece aligned to `alignment` (the backend's).
+size_t nf4_base_bytes_for(const ModelDims& dims, const ModelShard& shard, const LoraSpec& lora,
+                          size_t alignment = 64);
+
 class Model {
  public:
   // On `backend` (nullptr: the CPU backend).

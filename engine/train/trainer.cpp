@@ -533,11 +533,12 @@ static int export_at_end(train_detail::Loop& loop) {
         o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
         const std::vector<float> merged = interop::merged_model_params(c);
         interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, merged.data(), o);
+        const std::string merge = c.lora.enabled() ? ", " + interop::merged_export_note(c.lora) : "";
         loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
-                                       o.dtype + (c.lora.enabled() ? ", LoRA merged into the base" : "") +
-                                       ") to " + cfg.checkpoint.export_hf);
-        loop.progress.line("exported step %lld -> %s", static_cast<long long>(c.step),
-                           cfg.checkpoint.export_hf.c_str());
+                                       o.dtype + merge + ") to " + cfg.checkpoint.export_hf);
+        loop.progress.line("exported step %lld -> %s%s%s", static_cast<long long>(c.step),
+                           cfg.checkpoint.export_hf.c_str(), c.lora.nf4 ? "; " : "",
+                           c.lora.nf4 ? interop::merged_export_note(c.lora).c_str() : "");
       }
     } catch (const std::exception& e) {
       loop.metrics.event("error", what + " failed: " + e.what() +
