@@ -6,6 +6,11 @@
 //   - one GPU against the CPU's QLoRA run within 2e-3 per step, and both far from plain LoRA over the
 //     unquantised base (the 4-bit base is what both compute); bf16 against fp32 within 3e-2;
 //   - dp = 2 with ZeRO 0, 1 and 2, tp = 2, pp = 2 (1F1B) each against one GPU within 1e-4;
+//   - dropout 0.1: tp = 2 against one GPU, and a run stopped after step 3 and resumed gives the
+//     straight run's bits; bf16 storage: dp = 2 (ZeRO-1), tp = 2, pp = 2 against bf16 on one GPU
+//     within 1e-3;
+//   - the device base, in process: every module's codes and statistics on the device are the
+//     loader's NF4 bytes and stay so through steps (fp32 and bf16);
 //   - memory: the device holds the 4-bit base, not a bf16 or fp32 one: the start event's prediction
 //     is what the simulator allocates (to its 256-byte rounding), and QLoRA's parameter memory is
 //     LoRA's less the projections' 4 bytes per weight (fp32) plus their NF4 bytes, 4.127 bits each.
@@ -19,19 +24,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/registry.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/gpu_trainer.h"
 #include "engine/interop/hf_model.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/lora.h"
 #include "engine/model/model.h"
+#include "engine/train/adamw.h"
 #include "gpu_test_util.h"
 #include "gpu_train_runs.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
+namespace fc = flotilla::cuda;
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kFp32Rel = 1e-4, kCpuRel = 2e-3, kBf16Rel = 3e-2;
+constexpr double kFp32Rel = 1e-4, kCpuRel = 2e-3, kBf16Rel = 3e-2, kBf16Layout = 1e-3;
 constexpr int kSteps = 6;
 
 flotilla::ModelDims write_base(const std::string& dir) {
@@ -125,7 +136,7 @@ void memory(const std::string& dir, const flotilla::ModelDims& d) {
   const double want = pl - 4 * weights + nf4;
   // Each module's three pieces (codes, 8-bit absmaxes, group absmaxes) and the dynamic map are
   // aligned to 256 bytes apiece on the device.
-  const double slack = (3.0 * flotilla::kNumLoraTargets * d.n_layer + 1) * 256;
+  const double slack = (3.0 * static_cast<int>(flotilla::kNumLoraTargets) * d.n_layer + 1) * 256;
   CHECK_MSG(
       pq > 0 && pq >= want && pq - want <= slack,
       "QLoRA parameter memory %.0f bytes, LoRA's %.0f: want LoRA's - %.0f fp32 projection weights + %.0f NF4 "
@@ -139,8 +150,98 @@ void memory(const std::string& dir, const flotilla::ModelDims& d) {
       nf4 / 1048576, 8 * nf4 / weights);
 }
 
+// In process: the device holds exactly the loader's NF4 bytes (codes, 8-bit absmaxes, group absmaxes,
+// offset) of every module, they stay so through training steps, and GpuTrainer's prediction is what
+// the simulator allocates, in fp32 and bf16.
+template <typename T>
+std::vector<T> download(flotilla::Backend& be, const T* p, size_t n) {
+  std::vector<T> out(n);
+  be.download(out.data(), p, n * sizeof(T));
+  return out;
+}
+
+void device_base(const std::string& base, const flotilla::ModelDims& d) {
+  using namespace flotilla;
+  auto& be = dynamic_cast<fc::CudaBackend&>(get_backend("cuda"));
+  const BaseWeights bw = interop::load_hf_base(base, d, true, true);
+  LoraSpec spec;
+  spec.rank = 4;
+  spec.alpha = 8;
+  spec.targets = parse_lora_targets("all-linear");
+  spec.nf4 = true;
+  constexpr int B = 2, T = 16;
+  for (bool bf16 : {false, true}) {
+    const char* dt = bf16 ? "bf16" : "fp32";
+    fc::GpuTrainerOptions o;
+    o.bf16 = bf16;
+    o.lora = spec;
+    const size_t predicted = fc::GpuTrainer::predicted_bytes(d, B, T, bf16, false, 0, 0, {}, 1, false, spec);
+    size_t free0 = 0, free1 = 0, total = 0;
+    cudaDeviceSynchronize();
+    cudaMemGetInfo(&free0, &total);
+    fc::GpuTrainer gpt(be, d, B, T, o);
+    cudaDeviceSynchronize();
+    cudaMemGetInfo(&free1, &total);
+    const size_t measured = free0 - free1;
+#ifdef FLOTILLA_CUDA_SIM
+    CHECK_MSG(measured <= predicted && predicted - measured <= 16 * 256,
+              "%s: predicted %zu bytes, allocated %zu", dt, predicted, measured);
+#else
+    CHECK_MSG(measured >= 0.9 * static_cast<double>(predicted) && measured <= predicted + (size_t{256} << 20),
+              "%s: predicted %zu bytes, allocated %zu", dt, predicted, measured);
+#endif
+    Model& m = gpt.model();
+    m.set_base(bw);
+    CHECK(m.nf4_base() && m.base_quant_bytes() == nf4_base_bytes_for(d, {}, spec, 256));
+    auto device_bytes = [&]() {
+      std::vector<uint8_t> all;
+      for (int l = 0; l < d.n_layer; ++l)
+        for (int mod = 0; mod < kBaseModules; ++mod) {
+          const nf4::View v = m.base_module_view(l, mod);
+          const nf4::Quantized& q = bw.module(l, mod);
+          const size_t n = static_cast<size_t>(v.rows) * static_cast<size_t>(v.cols);
+          const auto packed = download(be, v.packed, n / 2);
+          const auto codes = download(be, v.absmax_q, n / nf4::kBlock);
+          const auto groups = download(be, v.absmax2, q.absmax2.size());
+          CHECK_MSG(packed == q.packed && codes == q.absmax_q && groups == q.absmax2 && v.offset == q.offset,
+                    "%s: layer %d %s on the device is not the loader's NF4 bytes", dt, l,
+                    lora_target_name(mod));
+          all.insert(all.end(), packed.begin(), packed.end());
+          all.insert(all.end(), codes.begin(), codes.end());
+        }
+      return all;
+    };
+    const std::vector<uint8_t> before = device_bytes();
+    // PEFT's initialisation of the adapters (a host model's), through the trainer's master weights.
+    ModelOptions ho;
+    ho.lora = spec;
+    Model host(d, {}, nullptr, ho);
+    host.init_random(3, false);
+    std::vector<float> adapters(gpt.num_params());
+    host.get_params(adapters.data());
+    gpt.set_params(adapters.data());
+    std::vector<int32_t> tokens(B * T + 1);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % d.vocab_size);
+    AdamWHyper h;
+    h.lr = 1e-2f;
+    std::vector<float> losses;
+    for (int s = 1; s <= 3; ++s) {
+      losses.push_back(gpt.forward_backward(tokens.data(), tokens.data() + 1));
+      gpt.step(h, 1.0f, s);
+    }
+    CHECK_MSG(device_bytes() == before, "%s: the NF4 base changed during 3 steps", dt);
+    CHECK_MSG(losses.back() < losses.front(), "%s: QLoRA on the device did not learn: %g -> %g", dt,
+              losses.front(), losses.back());
+    std::printf(
+        "  device base (%s): every module's NF4 bytes as loaded, unchanged by 3 steps (loss %.4f -> %.4f); "
+        "predicted %zu bytes, allocated %zu (NF4 projections %zu)\n",
+        dt, losses.front(), losses.back(), predicted, measured, m.base_quant_bytes());
+  }
+}
+
 // The layouts on two GPUs against the one-GPU run `one`.
-void layouts(const std::string& dir, const std::string& cfg, const std::map<int64_t, float>& one) {
+void layouts(const std::string& dir, const std::string& cfg, const std::map<int64_t, float>& one,
+             const std::map<int64_t, float>& dropped) {
   for (const char* zero : {"0", "1"}) {
     const std::string out = dir + "/dp2-zero" + zero;
     gpu_test::train_ranks(2, cfg, out,
@@ -161,6 +262,26 @@ void layouts(const std::string& dir, const std::string& cfg, const std::map<int6
       {"--set", "parallel.pp=2", "--set", "parallel.micro_batches=2", "--set", "train.micro_batch=2"});
   gpu_test::compare_losses("QLoRA fp32: pp=2 (1F1B) vs 1 GPU", step_losses(dir + "/pp2"), one, kFp32Rel,
                            kSteps);
+  // Dropout: a row-parallel shard draws its columns of the whole input's mask, as under LoRA.
+  gpu_test::train_ranks(2, cfg, dir + "/drop-tp2", {"--set", "lora.dropout=0.1", "--set", "parallel.tp=2"});
+  gpu_test::compare_losses("QLoRA dropout 0.1: tp=2 vs 1 GPU", step_losses(dir + "/drop-tp2"), dropped,
+                           kFp32Rel, kSteps);
+  // bf16 storage: the layouts against bf16 on one GPU (the sums' order differs, so bf16 rounding
+  // does too: the bound is bf16's).
+  const auto one_bf16 = step_losses(dir + "/one-bf16");
+  gpu_test::train_ranks(2, cfg, dir + "/bf16-dp2",
+                        {"--set", "train.dtype=bf16", "--set", "parallel.dp=2", "--set",
+                         "train.micro_batch=2", "--set", "parallel.zero=1"});
+  gpu_test::compare_losses("QLoRA bf16: dp=2 ZeRO-1 vs 1 GPU", step_losses(dir + "/bf16-dp2"), one_bf16,
+                           kBf16Layout, kSteps);
+  gpu_test::train_ranks(2, cfg, dir + "/bf16-tp2", {"--set", "train.dtype=bf16", "--set", "parallel.tp=2"});
+  gpu_test::compare_losses("QLoRA bf16: tp=2 vs 1 GPU", step_losses(dir + "/bf16-tp2"), one_bf16, kBf16Layout,
+                           kSteps);
+  gpu_test::train_ranks(2, cfg, dir + "/bf16-pp2",
+                        {"--set", "train.dtype=bf16", "--set", "parallel.pp=2", "--set",
+                         "parallel.micro_batches=2", "--set", "train.micro_batch=2"});
+  gpu_test::compare_losses("QLoRA bf16: pp=2 (1F1B) vs 1 GPU", step_losses(dir + "/bf16-pp2"), one_bf16,
+                           kBf16Layout, kSteps);
 }
 
 }  // namespace
@@ -193,11 +314,32 @@ int main() {
   gpu_test::compare_losses("QLoRA bf16 vs fp32 on 1 GPU", step_losses(dir + "/one-bf16"), one, kBf16Rel,
                            kSteps);
   memory(dir, d);
+  device_base(dir + "/base", d);
+
+  // Dropout: a resume draws the masks the straight run drew, over the same NF4 base.
+  const std::vector<std::string> drop = {"--set", "lora.dropout=0.1"};
+  gpu_test::train_single(cfg, dir + "/drop", drop);
+  const auto dropped = step_losses(dir + "/drop");
+  CHECK_MSG(dropped != one, "lora.dropout = 0.1 changed no loss");
+  std::vector<std::string> stop = drop;
+  stop.insert(stop.end(), {"--stop-after", "3"});
+  gpu_test::train_single(cfg, dir + "/drop-resume", stop);
+  CHECK(last_step(dir + "/drop-resume") == 3);
+  gpu_test::train_single(cfg, dir + "/drop-resume", drop);
+  CHECK_MSG(step_losses(dir + "/drop-resume") == dropped,
+            "QLoRA resumed at step 3: losses differ from the straight run");
+  for (const char* section : {"params", "adam_m", "adam_v"})
+    CHECK_MSG(checkpoint_section(dir + "/drop-resume", kSteps, section) ==
+                  checkpoint_section(dir + "/drop", kSteps, section),
+              "QLoRA resumed at step 3: final %s differ", section);
+  std::printf(
+      "  QLoRA dropout 0.1: stopped after step 3 and resumed on the GPU: losses, adapters and moments "
+      "bitwise the straight run's\n");
 
   int devices = 0;
   cudaGetDeviceCount(&devices);
   if (devices >= 2)
-    layouts(dir, cfg, one);
+    layouts(dir, cfg, one, dropped);
   else
     std::printf("SKIP: the QLoRA layouts (dp, tp, pp = 2) need two devices (%d visible)\n", devices);
   return flotilla_test::summary("gpu_cuda_qlora_layouts");
