@@ -18,8 +18,10 @@
 #include "engine/core/nf4.h"
 #include "engine/interop/bnb.h"
 #include "engine/interop/hf_checkpoint.h"
+#include "engine/interop/hf_model.h"
 #include "engine/interop/peft.h"
 #include "engine/interop/safetensors.h"
+#include "engine/model/model_dims.h"
 
 using namespace flotilla;
 namespace fs = std::filesystem;
@@ -98,6 +100,31 @@ void golden_folder() {
   const interop::PeftAdapterConfig a = interop::read_peft_adapter_config(kGolden + "peft");
   CHECK(a.r == 4 && a.lora_alpha == 8 && !a.use_rslora && a.targets == (1u << kNumLoraTargets) - 1 &&
         a.base_model_name_or_path == "tests/engine/golden/qlora/bnb");
+  // ... and that the engine exports back as the same tensors: FLOTILLA_TEST_TMP/qlora-engine-peft is
+  // kept for tests/reference/check_qlora_adapter.py (PeftModel.from_pretrained on the 4-bit base).
+  RunConfig cfg;
+  cfg.model.init_from = base;
+  interop::apply_hf_init_from(cfg);
+  const ModelDims dims = dims_from_config(cfg.model);
+  LoraSpec spec;
+  spec.rank = a.r;
+  spec.alpha = a.lora_alpha;
+  spec.targets = a.targets;
+  const std::vector<float> adapters = interop::import_peft_adapter(kGolden + "peft", dims, spec);
+  const std::string out = std::string(FLOTILLA_TEST_TMP) + "/qlora-engine-peft";
+  fs::remove_all(out);
+  interop::PeftExportOptions o;
+  o.base_model_name_or_path = "tests/engine/golden/qlora/bnb";
+  interop::export_peft_adapter(out, dims, spec, adapters.data(), o);
+  const interop::SafetensorsFile mine(out + "/adapter_model.safetensors");
+  const interop::SafetensorsFile theirs(kGolden + "peft/adapter_model.safetensors");
+  int same_tensors = 0;
+  for (const auto& e : theirs.entries())
+    if (const interop::SafetensorsEntry* m = mine.find(e.name))
+      same_tensors += m->shape == e.shape && mine.read_f32(*m) == theirs.read_f32(e);
+  CHECK(same_tensors == 28 && mine.entries().size() == 28);
+  std::printf("engine export of the QLoRA golden adapter: %s (%d of 28 tensors equal PEFT's)\n", out.c_str(),
+              same_tensors);
 }
 
 // ---- bad folders, made from a copy of bnb/

@@ -6,6 +6,7 @@
 // hold whatever bitsandbytes does: the round trip error bound, the nearest-code rule up to the
 // reciprocal's rounding, the packing order, the size in bits per parameter, and the kernel View
 // reading the same codes and absmaxes as the Quantized, for the whole module and for a slice.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -198,7 +199,11 @@ void check_case(const std::string& name) {
     x = floats(f, "input");  // bf16/fp16 widened exactly: what bitsandbytes quantises too
   }
   CHECK(static_cast<int64_t>(x.size()) == numel);
+  const auto t0 = std::chrono::steady_clock::now();
   const nf4::Quantized q1 = nf4::quantize(x.data(), numel, shape, true);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (numel > 1000000)
+    std::printf("%s: quantize (double quant) %.1f ms, %.2f ns per element\n", name.c_str(), ms, ms * 1e6 / numel);
   const nf4::Quantized q0 = nf4::quantize(x.data(), numel, shape, false);
   CHECK(q1.shape == shape && q1.numel == numel && q1.packed == q0.packed);
   CHECK(q1.blocks() == (numel + 63) / 64 && q1.absmax_q.size() == static_cast<size_t>(q1.blocks()));

@@ -11,7 +11,8 @@
 // reference, on fp32 and (where the CPU has it) bf16 matmuls, the latter within fp32 accumulation
 // of the bf16-rounded operands and measurably away from the fp32 ones; N = 1 and odd N; K cut
 // into several tiles; the same bits for 1, 2 and 3 threads in deterministic mode and run to run
-// otherwise; CpuBackend routes to them by matmul_dtype(); malformed Views are refused by name.
+// otherwise; a weight from the engine's quantiser dequantises as nf4::dequantize does, whole and
+// sliced; CpuBackend routes to them by matmul_dtype(); malformed Views are refused by name.
 #include <omp.h>
 
 #include <cmath>
@@ -210,6 +211,39 @@ void check_numerics(bool bf16) {
     }
 }
 
+// A weight quantised by the engine's quantiser (engine/core/nf4.cpp, bitsandbytes' format, its
+// dynamic map as code2): the kernels' values equal nf4::dequantize's bit for bit, whole and for a
+// tensor-parallel rank's row and column slices, with and without double quantisation.
+void check_quantizer() {
+  const int out = 300, in = 640;
+  g_seed = 2024u;
+  std::vector<float> x(static_cast<size_t>(out) * in);
+  for (auto& v : x) v = 0.02f * (rnd() + rnd() + rnd());
+  for (bool dq : {true, false}) {
+    const nf4::Quantized q = nf4::quantize(x.data(), static_cast<int64_t>(x.size()), {out, in}, dq);
+    std::vector<float> want(x.size());
+    nf4::dequantize(q, want.data());
+    Module m;
+    m.out = out, m.in = in, m.dq = dq, m.packed = q.packed, m.absmax = q.absmax, m.absmax_q = q.absmax_q;
+    m.absmax2 = q.absmax2, m.offset = q.offset;
+    if (dq) m.code2.assign(nf4::dynamic_map(), nf4::dynamic_map() + 256);
+    for (const Case& c : {Case{out, in, 0, out, 0, in, dq}, Case{out, in, 150, 150, 0, in, dq},
+                          Case{out, in, 0, out, 5, 320, dq}}) {
+      const Slice s = make_slice(m, c.row0, c.rows, c.cb0, c.cols);
+      std::vector<float> got(static_cast<size_t>(c.rows) * c.cols);
+      cpu::nf4_dequantize(got.data(), s.v);
+      int bad = 0;
+      for (int r = 0; r < c.rows; ++r)
+        for (int k = 0; k < c.cols; ++k)
+          bad += std::memcmp(&got[static_cast<size_t>(r) * c.cols + k],
+                             &want[static_cast<size_t>(c.row0 + r) * in + c.cb0 * 64 + k], 4) != 0;
+      CHECK_MSG(bad == 0,
+                "quantised weight (dq %d), slice %dx%d at (%d,%d): %d values differ from nf4::dequantize", dq,
+                c.rows, c.cols, c.row0, c.cb0, bad);
+    }
+  }
+}
+
 // The backend's overrides: the same results as the free functions, the dtype from matmul_dtype().
 void check_backend() {
   Backend& be = get_backend("cpu");
@@ -276,6 +310,7 @@ int main(int argc, char** argv) {
   } else {
     std::printf("bf16 matmuls not available here (%s): bf16 numerics skipped\n", why.c_str());
   }
+  check_quantizer();
   check_backend();
   return flotilla_test::summary("nf4_kernels");
 }

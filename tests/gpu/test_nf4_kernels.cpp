@@ -10,7 +10,8 @@
 // 32-deep slab: fp32 within fp32 accumulation of the CPU twin and of the double reference; bf16
 // storage within the output's bf16 rounding of the double reference on the bf16-rounded operands
 // (and of the CPU's bf16 twin where this CPU has bf16 matmuls); two runs give the same bits; the
-// CudaBackend overrides give the kernels' bits; a malformed View is refused by name.
+// CudaBackend overrides give the kernels' bits; a weight from the engine's quantiser dequantises on
+// the device as nf4::dequantize does; a malformed View is refused by name.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -210,6 +211,36 @@ void test_type(fc::Context& ctx) {
   std::printf("  nf4 matmuls %s: worst error %.3f of the bound\n", kBf16<T> ? "bf16" : "fp32", worst);
 }
 
+// A weight from the engine's quantiser (bitsandbytes' format, its dynamic map): the device's
+// values equal nf4::dequantize's bit for bit (fp32) and their bf16 rounding, for a row slice.
+void test_quantizer(fc::Context& ctx) {
+  const int out = 200, in = 512, row0 = 64, rows = 136;
+  nf4_test::g_seed = 77u;
+  std::vector<float> x(static_cast<size_t>(out) * in);
+  for (auto& v : x) v = 0.02f * (rnd() + rnd() + rnd());
+  const nf4::Quantized q = nf4::quantize(x.data(), static_cast<int64_t>(x.size()), {out, in}, true);
+  std::vector<float> want(x.size());
+  nf4::dequantize(q, want.data());
+  Module m;
+  m.out = out, m.in = in, m.dq = true, m.packed = q.packed, m.absmax_q = q.absmax_q, m.absmax2 = q.absmax2;
+  m.offset = q.offset;
+  m.code2.assign(nf4::dynamic_map(), nf4::dynamic_map() + 256);
+  const Slice s = make_slice(m, row0, rows, 0, in);
+  const DeviceSlice d(m, s);
+  DeviceBuf<float> o32(static_cast<size_t>(rows) * in);
+  DeviceBuf<gpu_test::bf16> o16(o32.size());
+  fc::nf4_dequantize<float>(ctx, o32.get(), d.v);
+  fc::nf4_dequantize<gpu_test::bf16>(ctx, o16.get(), d.v);
+  const std::vector<float> g32 = o32.download(), g16 = o16.download();
+  int bad = 0;
+  for (size_t i = 0; i < g32.size(); ++i) {
+    const float w = want[static_cast<size_t>(row0) * in + i];
+    bad += bits(g32[i]) != bits(w) || bits(g16[i]) != bits(gpu_test::round_bf16(w));
+  }
+  CHECK_MSG(bad == 0, "quantised weight on the device: %d of %zu values differ from nf4::dequantize", bad,
+            g32.size());
+}
+
 // The backend's overrides give the kernels' bits; a malformed View is refused by name.
 void test_backend(fc::Context& ctx) {
   Backend& gpu = get_backend("cuda");
@@ -248,6 +279,7 @@ int main() {
     fc::Context ctx;
     test_type<float>(ctx);
     test_type<gpu_test::bf16>(ctx);
+    test_quantizer(ctx);
     test_backend(ctx);
   }
   return flotilla_test::summary("gpu_nf4_kernels");
