@@ -22,9 +22,24 @@
 namespace flotilla::cpu {
 namespace {
 
-constexpr size_t kTileBytes = size_t{1} << 20;  // one thread's dequantised tile: half a 2 MiB L2
-constexpr int kFwdTileRows = 512;               // forward: W rows per tile (the GEMM's N)
-constexpr int kBwdTileCols = 512;               // backward: W columns per tile (the GEMM's N)
+// One thread's dequantised tile and its shape limits, per compute dtype (measured on Sapphire
+// Rapids, one thread, 2048 tokens x 1024 of 4096 x 4096: nf4_matmul.h). OpenBLAS's sgemm wants
+// many W rows per call (it repacks the activations once per call) and is indifferent to the
+// depth; oneDNN's AMX bf16 gemm loses 10% when the depth is cut below 2048 (each cut re-reads and
+// re-writes the fp32 output block) and as much again below 512 rows or columns.
+template <typename T>
+struct TileShape;
+template <>
+struct TileShape<float> {
+  static constexpr size_t kBytes = size_t{1} << 20;  // 1 MiB: half of this L2
+  static constexpr int kWide = 1024;                 // W rows (forward) / columns (backward) per tile
+};
+template <>
+struct TileShape<bf16_t> {
+  static constexpr size_t kBytes = size_t{2} << 20;  // 2 MiB: 512 x 2048
+  static constexpr int kWide = 512;
+};
+constexpr size_t kTileBufferBytes = TileShape<bf16_t>::kBytes;
 
 // ---- dequantisation of one row segment: nb blocks of 64 codes (32 bytes each), absmax per block ----
 
@@ -174,15 +189,23 @@ struct Grid {
   int pa = 1, pn = 1;
 };
 
+// Chooses pa x pn <= slots items whose largest is smallest (the items run one per slot at once),
+// preferring fewer token ranges on a tie (each one dequantises its W range again). Slots are the
+// threads, or 16 in deterministic mode, where the items must depend on the shape alone (16 items
+// share out evenly over 1, 2, 4, 8 or 16 threads).
 Grid split(int extent, int align, int N) {
-  const int units = (extent + align - 1) / align;
-  if (thread_independent_gemm()) {  // the shape alone: 16 ranges of W, or token ranges to make 16
-    const int pa = std::max(1, std::min(units, 16));
-    return {pa, std::max(1, std::min((16 + pa - 1) / pa, N / 128))};
+  const long units = (extent + align - 1) / align, nunits = (N + 15) / 16;
+  const int slots = thread_independent_gemm() ? 16 : std::max(1, omp_get_max_threads());
+  Grid best;
+  double best_share = 2.0;
+  for (int pa = 1; pa <= std::min<long>(units, slots); ++pa) {
+    const int pn = static_cast<int>(std::max(1L, std::min<long>(slots / pa, nunits)));
+    const double share = static_cast<double>((units + pa - 1) / pa) / static_cast<double>(units) *
+                         static_cast<double>((nunits + pn - 1) / pn) / static_cast<double>(nunits);
+    if (share < best_share * 0.999 || (share <= best_share * 1.001 && pn < best.pn))
+      best = {pa, pn}, best_share = share;
   }
-  const int nt = std::max(1, omp_get_max_threads());
-  const int pa = std::max(1, std::min(units, nt));
-  return {pa, std::max(1, std::min(nt / pa, (N + 15) / 16))};
+  return best;
 }
 
 template <typename F>
@@ -206,7 +229,7 @@ void* tile_buffer() {
   };
   static thread_local Buffer buf;
   if (buf.p == nullptr) {
-    buf.p = std::aligned_alloc(64, kTileBytes);
+    buf.p = std::aligned_alloc(64, kTileBufferBytes);
     if (buf.p == nullptr) throw std::bad_alloc();
   }
   return buf.p;
@@ -223,9 +246,9 @@ Scratch& scratch() {
 template <typename T>
 void forward_item(float* out, int ldo, const float* inp, const T* x, const nf4::View& w, const float* bias,
                   int r0, int r1, int n0, int n1) {
-  constexpr int kElems = static_cast<int>(kTileBytes / sizeof(T));
+  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T)), kWide = TileShape<T>::kWide;
   T* tile = static_cast<T*>(tile_buffer());
-  const int cols = w.cols, nrows = r1 - r0, tiles = (nrows + kFwdTileRows - 1) / kFwdTileRows;
+  const int cols = w.cols, nrows = r1 - r0, tiles = (nrows + kWide - 1) / kWide;
   for (int j = 0; j < tiles; ++j) {
     long b = 0, e = 0;
     thread_range(nrows, j, tiles, 16, &b, &e);
@@ -255,9 +278,9 @@ void forward_item(float* out, int ldo, const float* inp, const T* x, const nf4::
 template <typename T>
 void backward_item(float* dinp, const float* dout, int ldd, const T* d, const nf4::View& w, bool accumulate,
                    int c0, int c1, int n0, int n1) {
-  constexpr int kElems = static_cast<int>(kTileBytes / sizeof(T));
+  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T)), kWide = TileShape<T>::kWide;
   T* tile = static_cast<T*>(tile_buffer());
-  const int rows = w.rows, cols = w.cols, ncols = c1 - c0, tiles = (ncols + kBwdTileCols - 1) / kBwdTileCols;
+  const int rows = w.rows, cols = w.cols, ncols = c1 - c0, tiles = (ncols + kWide - 1) / kWide;
   for (int j = 0; j < tiles; ++j) {
     long b = 0, e = 0;
     thread_range(ncols, j, tiles, nf4::kBlock, &b, &e);

@@ -59,13 +59,14 @@ __device__ __forceinline__ void slab_product(float (&acc)[8][8], float (*as)[kTi
                                              float (*bs)[kTile + kPad], int tx, int ty) {
 #pragma unroll 4
   for (int k = 0; k < kStep; ++k) {
+    // 16-byte shared loads (the slab rows are 16-byte aligned): a quarter of the load instructions.
+    const Pack<float> a0 = load_pack(&as[k][ty * 4]), a1 = load_pack(&as[k][64 + ty * 4]);
+    const Pack<float> b0 = load_pack(&bs[k][tx * 4]), b1 = load_pack(&bs[k][64 + tx * 4]);
     float a[8], b[8];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      a[i] = as[k][ty * 4 + i];
-      a[4 + i] = as[k][64 + ty * 4 + i];
-      b[i] = bs[k][tx * 4 + i];
-      b[4 + i] = bs[k][64 + tx * 4 + i];
+      a[i] = a0.v[i], a[4 + i] = a1.v[i];
+      b[i] = b0.v[i], b[4 + i] = b1.v[i];
     }
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -74,6 +75,10 @@ __device__ __forceinline__ void slab_product(float (&acc)[8][8], float (*as)[kTi
   }
 }
 
+// A [kStep][kTile + kPad] slab of shared memory, 16-byte aligned (declared as 16-byte packs).
+using Slab = float (*)[kTile + kPad];
+constexpr int kSlabPacks = kStep * (kTile + kPad) / 4;
+
 __device__ __forceinline__ int tile_offset(int part, int t) {
   return part < 4 ? t * 4 + part : 64 + t * 4 + part - 4;
 }
@@ -81,8 +86,8 @@ __device__ __forceinline__ int tile_offset(int part, int t) {
 // Loads the activation slab: rows m0 .. m0+128 of src (ld apart), columns k0 .. k0+32 (those at or
 // beyond kmax, and rows at or beyond N, as zeros), transposed into s[k][m].
 template <typename T>
-__device__ __forceinline__ void load_activations(float (*s)[kTile + kPad], const T* src, int ld, int m0,
-                                                 int N, int k0, int kmax, int tid) {
+__device__ __forceinline__ void load_activations(Slab s, const T* src, int ld, int m0, int N, int k0,
+                                                 int kmax, int tid) {
   const int m_base = tid / 8, k = (tid % 8) * 4;
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
@@ -98,8 +103,9 @@ __device__ __forceinline__ void load_activations(float (*s)[kTile + kPad], const
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     nf4_forward_kernel(T* out, int ldo, const T* inp, nf4::View w, const T* bias, int N, Codes codes) {
-  __shared__ float xs[kStep][kTile + kPad];  // xs[k][token]
-  __shared__ float ws[kStep][kTile + kPad];  // ws[k][W row]: the dequantised slab
+  __shared__ Pack<float> xs_packs[kSlabPacks], ws_packs[kSlabPacks];
+  const Slab xs = reinterpret_cast<Slab>(xs_packs);  // xs[k][token]
+  const Slab ws = reinterpret_cast<Slab>(ws_packs);  // ws[k][W row]: the dequantised slab
   __shared__ float code[16];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int r0 = blockIdx.x * kTile, m0 = blockIdx.y * kTile;
@@ -144,8 +150,9 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     nf4_backward_kernel(T* dinp, const T* dout, int ldd, nf4::View w, int N, bool accumulate, Codes codes) {
-  __shared__ float ds[kStep][kTile + kPad];  // ds[k][token]: dout's columns k0 + k
-  __shared__ float ws[kStep][kTile + kPad];  // ws[k][column]: W row k0 + k, the tile's columns
+  __shared__ Pack<float> ds_packs[kSlabPacks], ws_packs[kSlabPacks];
+  const Slab ds = reinterpret_cast<Slab>(ds_packs);  // ds[k][token]: dout's columns k0 + k
+  const Slab ws = reinterpret_cast<Slab>(ws_packs);  // ws[k][column]: W row k0 + k, the tile's columns
   __shared__ float code[16];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int c0 = blockIdx.x * kTile, m0 = blockIdx.y * kTile;
@@ -166,7 +173,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < 16; ++i) vals[i] = 0.0f;
     }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) ws[wk][wc + i] = vals[i];
+    for (int q = 0; q < 4; ++q) {  // 16 consecutive floats, 16-byte aligned: four 16-byte stores
+      Pack<float> v;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v.v[i] = vals[4 * q + i];
+      store_pack(&ws[wk][wc + 4 * q], v);
+    }
     load_activations(ds, dout, ldd, m0, N, k0, w.rows, tid);
     __syncthreads();
     slab_product(acc, ds, ws, tx, ty);

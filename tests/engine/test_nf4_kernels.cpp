@@ -189,6 +189,13 @@ void check_numerics(bool bf16) {
     CHECK_MSG(worst32 < 0x1p-7, "bf16 against fp32 operands: %.3g (bound 2^-7)", worst32);
     CHECK_MSG(worst32 > 1e-5, "bf16 against fp32 operands: %.3g, too exact (operands not rounded?)", worst32);
   }
+  // One thread (so one item holds the whole weight): the depth cut into several tiles with bf16's
+  // 2048-deep tiles too, forward (2560 columns) and backward (2112 rows).
+  for (const Case& c : {Case{512, 2560, 0, 512, 0, 2560, true}, Case{2112, 512, 0, 2112, 0, 512, false}}) {
+    const Result r = run_case(c, 67, true, true, bf16, 1, false);
+    CHECK_MSG(r.err < 1e-5 && r.padding_ok, "%s %dx%d on one thread: error %.3g", mode, c.rows, c.cols,
+              r.err);
+  }
   // Several tiles along K in both directions (Case 3: 700 x 1280), N = 1 and 131 on 1..3 threads.
   for (const Case& c : {kCases[3], kCases[4], kCases[0]})
     for (int N : {1, 131}) {
