@@ -317,11 +317,45 @@ void bad_tensors() {
   }
 }
 
+// The same folder saved in two shards + model.safetensors.index.json, a weight's quant-state tensors
+// split across them: every weight reads back as from the single file.
+void sharded_folder() {
+  const std::string dir = fresh_copy("sharded");
+  Tensors all;
+  std::map<std::string, std::string> meta;
+  {
+    const interop::SafetensorsFile f(dir + "/model.safetensors");
+    meta = f.metadata();
+    for (const auto& e : f.entries()) all[e.name] = Tensor{e.dtype, e.shape, f.read_raw(e)};
+  }
+  fs::remove(dir + "/model.safetensors");
+  std::vector<interop::SafetensorsOutTensor> shard[2];
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  int i = 0;
+  for (const auto& [name, t] : all) {
+    const int k = i++ % 2;  // alternate: a weight and its .absmax / .quant_state land in different shards
+    shard[k].push_back({name, t.dtype, t.shape, t.bytes.data(), {}});
+    index["weight_map"][name] = "model-0000" + std::to_string(k + 1) + "-of-00002.safetensors";
+  }
+  for (int k = 0; k < 2; ++k)
+    interop::write_safetensors(dir + "/model-0000" + std::to_string(k + 1) + "-of-00002.safetensors",
+                               shard[k], meta);
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump(2);
+  const interop::BnbFolder sharded(dir), single(kGolden + "bnb");
+  CHECK(sharded.checkpoint().sharded());
+  CHECK(sharded.quantized_weights() == single.quantized_weights());
+  int same_weights = 0;
+  for (const std::string& w : single.quantized_weights())
+    same_weights += same(sharded.read(w), single.read(w));
+  CHECK(same_weights == 14);
+}
+
 }  // namespace
 
 int main() {
   golden_folder();
   bad_configs();
   bad_tensors();
+  sharded_folder();
   return flotilla_test::summary("test_interop_bnb");
 }

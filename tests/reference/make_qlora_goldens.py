@@ -33,6 +33,7 @@ import bitsandbytes.functional as bnbf
 import numpy as np
 import peft
 import safetensors
+import safetensors.torch
 import torch
 import transformers
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -42,11 +43,30 @@ from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig, 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_model_goldens as base_goldens  # noqa: E402
 import make_lora_goldens as lora_goldens  # noqa: E402
-from make_model_goldens import masked_loss, save_canonical  # noqa: E402
+from make_model_goldens import masked_loss  # noqa: E402
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEFAULT_OUT = os.path.join(REPO, "tests", "engine", "golden", "qlora")
 BLOCK = 64
+
+
+def save_canonical(tensors, path, metadata):
+    """make_model_goldens.save_canonical (safetensors with sorted metadata keys), checked by reading
+    the file back bit for bit (its own check uses torch.equal, which a NaN never passes)."""
+    blob = safetensors.torch.save(tensors, metadata=metadata)
+    n = int.from_bytes(blob[:8], "little")
+    header = blob[8:8 + n].decode("ascii")
+    text = header.rstrip(" ")
+    parsed = json.loads(text)
+    assert json.dumps(parsed, separators=(",", ":")) == text, "header not in the expected compact form"
+    parsed["__metadata__"] = dict(sorted(parsed["__metadata__"].items()))
+    canonical = json.dumps(parsed, separators=(",", ":"))
+    assert len(canonical) == len(text)
+    with open(path, "wb") as f:
+        f.write(blob[:8] + (canonical + header[len(text):]).encode("ascii") + blob[8 + n:])
+    back = safetensors.torch.load_file(path)
+    assert set(back) == set(tensors) and all(
+        back[k].dtype == tensors[k].dtype and tbytes(back[k]) == tbytes(tensors[k]) for k in tensors)
 
 
 def set_determinism():
@@ -179,6 +199,9 @@ def quant_cases():
     cases["bf16"] = (x, "[48, 200] bf16: 150 blocks")
     x = (torch.randn(40, 193, generator=g) * 0.05).to(torch.float16)
     cases["f16"] = (x, "[40, 193] fp16: 7720 elements, 121 blocks (the last short)")
+    x = torch.randn(5 * 64 + 3, generator=g) * 0.1
+    x[3], x[64 + 5], x[128 + 7], x[5 * 64 + 1] = float("nan"), float("inf"), -float("inf"), float("nan")
+    cases["nonfinite_f32"] = (x, "[323] fp32: NaN in blocks 0 and 5 (short), +inf in 1, -inf in 2")
     cases["real_576x576"] = (("gen", 576001, 576, 576), "[576, 576] generated (SmolLM2-135M q_proj): 5184 blocks")
     cases["real_1536x576"] = (("gen", 1536576, 1536, 576), "[1536, 576] generated (SmolLM2 up_proj): digests")
     cases["large_4096x4096"] = (("gen", 40964096, 4096, 4096), "[4096, 4096] generated: 262144 blocks, digests")
@@ -190,6 +213,11 @@ def dequant_fp32(packed, state):
     s = bnbf.QuantState(absmax=state.absmax, shape=state.shape, code=state.code, blocksize=state.blocksize,
                         quant_type=state.quant_type, dtype=torch.float32, offset=state.offset, state2=state.state2)
     return bnbf.dequantize_4bit(packed, s)
+
+
+def same(a, b):
+    """Equal values, NaN equal to NaN (torch.equal says False for NaN)."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def quantize_both(x):
@@ -224,9 +252,9 @@ def build_quant(out_root, log):
         # bitsandbytes widens bf16/fp16 exactly before quantising: the same bytes as the fp32 values
         if x.dtype != torch.float32:
             p32, t1, t0 = quantize_both(x.float())
-            assert torch.equal(p32, packed) and torch.equal(t0.absmax, s0.absmax)
-            assert torch.equal(t1.absmax, s1.absmax) and torch.equal(t1.state2.absmax, s1.state2.absmax)
-            assert torch.equal(t1.offset, s1.offset)
+            assert torch.equal(p32, packed) and same(t0.absmax, s0.absmax)
+            assert torch.equal(t1.absmax, s1.absmax) and same(t1.state2.absmax, s1.state2.absmax)
+            assert same(t1.offset, s1.offset)
         # the nested state's code is the dynamic map, unchanged
         assert torch.equal(s1.state2.code, dmap) and s1.state2.blocksize == 256
         dq1, dq0 = dequant_fp32(packed, s1).reshape(-1), dequant_fp32(packed, s0).reshape(-1)
@@ -234,7 +262,7 @@ def build_quant(out_root, log):
         am1 = (dmap[s1.absmax.long()] * s1.state2.absmax.repeat_interleave(256)[: s1.absmax.numel()]) + s1.offset
         nib = torch.stack([packed >> 4, packed & 15], 1).reshape(-1)[: x.numel()].long()
         blk = torch.arange(x.numel()) // BLOCK
-        assert torch.equal(code[nib] * am1[blk], dq1) and torch.equal(code[nib] * s0.absmax[blk], dq0)
+        assert same(code[nib] * am1[blk], dq1) and same(code[nib] * s0.absmax[blk], dq0)
         exact_mean = np.float32(s0.absmax.double().sum().item() / s0.absmax.numel())
         t = {"packed": packed, "absmax": s0.absmax, "absmax_q": s1.absmax, "absmax2": s1.state2.absmax,
              "offset": s1.offset.reshape(1).float()}
