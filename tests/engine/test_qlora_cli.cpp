@@ -8,9 +8,14 @@
 //     the checkpoint's tensors; --format hf (and checkpoint.export_hf): every projection dequantised
 //     from NF4 (bitsandbytes' bits) with W + s B A merged in, the rest of the base as it was, and the
 //     log saying plainly that the merge is onto a 4-bit quantised base;
-//   - sample --checkpoint: the 4-bit base with the adapter unmerged.
+//   - sample --checkpoint: the 4-bit base with the adapter unmerged;
+//   - a bitsandbytes-saved base (the QLoRA golden's bnb/) trains, exports and samples as its bf16
+//     original; one missing a quant-state tensor, or double-quantised against lora.double_quant =
+//     false, is refused before anything starts naming the tensor or the key.
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -205,6 +210,107 @@ void resume_refusals(const std::string& dir, const std::string& base) {
   }
 }
 
+// ---- bitsandbytes-saved bases ----
+
+// A copy of the golden bitsandbytes folder with `edit` applied to its tensors (name -> raw bytes).
+struct RawTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+std::string bnb_copy(const std::string& dir, const std::string& name,
+                     const std::function<void(std::map<std::string, RawTensor>&)>& edit) {
+  const std::string out = dir + "/" + name;
+  fs::create_directories(out);
+  for (const auto& e : fs::directory_iterator(golden("qlora/bnb")))
+    fs::copy_file(e.path(), out + "/" + e.path().filename().string());
+  const std::string path = out + "/model.safetensors";
+  std::map<std::string, RawTensor> t;
+  std::map<std::string, std::string> meta;
+  {
+    const flotilla::interop::SafetensorsFile f(path);
+    meta = f.metadata();
+    for (const auto& e : f.entries()) t[e.name] = RawTensor{e.dtype, e.shape, f.read_raw(e)};
+  }
+  edit(t);
+  std::vector<flotilla::interop::SafetensorsOutTensor> w;
+  for (const auto& [n, x] : t) w.push_back({n, x.dtype, x.shape, x.bytes.data(), {}});
+  flotilla::interop::write_safetensors(path, w, meta);
+  return out;
+}
+
+// A folder saved by transformers with bitsandbytes' 4-bit NF4 (the QLoRA golden's bnb/) trains,
+// exports and samples exactly as its bf16 original quantised at load; one missing a quant-state
+// tensor, or with another double quantisation than lora.double_quant, is refused before anything
+// starts, naming the tensor or the key.
+void bnb_bases(const std::string& dir) {
+  const std::string bf16 = golden("qlora/base"), bnb = golden("qlora/bnb");
+  const ProcResult a = train(dir, "from-bf16", config(bf16, kQlora)),
+                   b = train(dir, "from-bnb", config(bnb, kQlora));
+  CHECK_MSG(a.exit_code == 0 && b.exit_code == 0, "train on the QLoRA golden bases: %s\n%s", a.output.c_str(),
+            b.output.c_str());
+  CHECK(step_losses(dir + "/from-bf16") == step_losses(dir + "/from-bnb"));
+  for (const char* from : {"from-bf16", "from-bnb"}) {
+    const ProcResult e = run_worker({"export", "--checkpoint", dir + "/" + from, "--format", "hf", "--dtype",
+                                     "fp32", "--out", dir + "/" + from + "-merged"},
+                                    kEnv);
+    CHECK_MSG(e.exit_code == 0 && has(e.output, "dequantised from 4-bit NF4"), "export %s: %s", from,
+              e.output.c_str());
+  }
+  CHECK_MSG(read_file(dir + "/from-bnb-merged/model.safetensors") ==
+                read_file(dir + "/from-bf16-merged/model.safetensors"),
+            "the merged export over the bitsandbytes folder differs from the one over its bf16 original");
+  CHECK_MSG(!has(read_file(dir + "/from-bnb-merged/config.json"), "quantization_config"),
+            "the merged (unquantised) export carries the bitsandbytes folder's quantization_config");
+  const std::vector<std::string> args = {"--prompt-ids", "1 5 9", "--tokens", "6", "--top-k", "1"};
+  std::vector<std::string> s1 = {"sample", "--checkpoint", dir + "/from-bf16"},
+                           s2 = {"sample", "--checkpoint", dir + "/from-bnb"};
+  s1.insert(s1.end(), args.begin(), args.end());
+  s2.insert(s2.end(), args.begin(), args.end());
+  const ProcResult r1 = run_worker(s1, kEnv), r2 = run_worker(s2, kEnv);
+  // The generated ids: the one output line of digits and spaces (stderr names the base folder).
+  const auto ids_line = [](const std::string& t) {
+    std::string line, found;
+    for (char ch : t + "\n") {
+      if (ch != '\n') {
+        line += ch;
+        continue;
+      }
+      if (!line.empty() && line.find_first_not_of("0123456789 ") == std::string::npos) found = line;
+      line.clear();
+    }
+    return found;
+  };
+  CHECK_MSG(r1.exit_code == 0 && r2.exit_code == 0 && !ids_line(r1.output).empty() &&
+                ids_line(r1.output) == ids_line(r2.output),
+            "sample over the bnb folder vs its bf16 original:\n%s\n%s", r1.output.c_str(), r2.output.c_str());
+
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  struct Case {
+    std::string name;
+    std::function<void(std::map<std::string, RawTensor>&)> edit;
+    std::string lora, words;
+  };
+  const std::vector<Case> cases = {
+      {"no-absmax", [&](auto& t) { t.erase(q + ".absmax"); }, kQlora, q + ".absmax"},
+      {"no-nested", [&](auto& t) { t.erase(q + ".nested_absmax"); }, kQlora, q + ".nested_absmax"},
+      {"no-state", [&](auto& t) { t.erase(q + ".quant_state.bitsandbytes__nf4"); }, kQlora, q},
+      {"dq-off", [](auto&) {}, kQlora + "double_quant = false\n", "lora.double_quant"},
+  };
+  for (const Case& c : cases) {
+    const std::string folder = bnb_copy(dir, "bnb-" + c.name, c.edit);
+    const ProcResult p = train(dir, "bad-bnb-" + c.name, config(folder, c.lora));
+    CHECK_MSG((p.exit_code == 3 || p.exit_code == 4) && has(p.output, c.words),
+              "bitsandbytes folder %s: exit %d, want a refusal naming %s:\n%s", c.name.c_str(), p.exit_code,
+              c.words.c_str(), p.output.c_str());
+    CHECK_MSG(!fs::exists(dir + "/bad-bnb-" + c.name + "/checkpoints") &&
+                  last_step(dir + "/bad-bnb-" + c.name) == 0,
+              "bitsandbytes folder %s: a refused run started", c.name.c_str());
+    std::printf("  bitsandbytes folder %s refused (exit %d): %s\n", c.name.c_str(), p.exit_code,
+                p.output.substr(0, p.output.find('\n')).c_str());
+  }
+}
+
 // ---- export and sample ----
 
 // Adapter vector of checkpoint `run` merged onto `base` (a whole fp32 base vector).
@@ -320,5 +426,6 @@ int main() {
   refusals(dir, base, base16);
   resume_refusals(dir, base);
   exports_and_sample(dir, base);
+  bnb_bases(dir);
   return flotilla_test::summary("test_qlora_cli");
 }
