@@ -9,6 +9,8 @@
 //     from NF4 (bitsandbytes' bits) with W + s B A merged in, the rest of the base as it was, and the
 //     log saying plainly that the merge is onto a 4-bit quantised base;
 //   - sample --checkpoint: the 4-bit base with the adapter unmerged;
+//   - the trainer's device branch (the DeviceModel seam's host reference) trains QLoRA bitwise as
+//     the CPU path, the base handed over as BaseWeights;
 //   - a bitsandbytes-saved base (the QLoRA golden's bnb/) trains, exports and samples as its bf16
 //     original; one missing a quant-state tensor, or double-quantised against lora.double_quant =
 //     false, is refused before anything starts naming the tensor or the key.
@@ -208,6 +210,30 @@ void resume_refusals(const std::string& dir, const std::string& base) {
     CHECK_MSG(snapshot_files(dir + "/" + c.name + "/checkpoints") == before,
               "%s: the refusal changed the checkpoints", c.name.c_str());
   }
+}
+
+// ---- the device seam ----
+
+// The trainer's device branch (FLOTILLA_TEST_DEVICE_MODEL=host: Model + AdamW behind the DeviceModel
+// seam, what a GPU run goes through): the QLoRA base reaches it through DeviceModel::set_base as the
+// host's BaseWeights, and it trains bitwise as the CPU path (`run`, the same config).
+void device_seam(const std::string& dir, const std::string& base) {
+  const std::string cfg = dir + "/seam.toml";
+  write_text(cfg, config(base, kQlora));
+  std::vector<std::string> env = kEnv;
+  env.push_back("FLOTILLA_TEST_DEVICE_MODEL=host");
+  const ProcResult p = run_worker({"train", "--config", cfg, "--out-dir", dir + "/seam", "--quiet"}, env);
+  CHECK_MSG(p.exit_code == 0, "QLoRA through the device seam: %s", p.output.c_str());
+  bool said = false;
+  for (const auto& r : read_metrics(dir + "/seam"))
+    if (r["type"] == "event" && has(r.value("message", std::string()), "training on host reference"))
+      said = true;
+  CHECK_MSG(said, "the seam run did not go through the device model");
+  const auto a = step_losses(dir + "/run"), b = step_losses(dir + "/seam");
+  CHECK_MSG(a.size() == 4 && a == b, "QLoRA through the device seam: losses differ from the CPU path");
+  for (const char* section : {"params", "adam_m", "adam_v"})
+    CHECK_MSG(checkpoint_section(dir + "/seam", 4, section) == checkpoint_section(dir + "/run", 4, section),
+              "QLoRA through the device seam: %s differ from the CPU path", section);
 }
 
 // ---- bitsandbytes-saved bases ----
@@ -426,6 +452,7 @@ int main() {
   refusals(dir, base, base16);
   resume_refusals(dir, base);
   exports_and_sample(dir, base);
+  device_seam(dir, base);
   bnb_bases(dir);
   return flotilla_test::summary("test_qlora_cli");
 }
