@@ -42,6 +42,9 @@ const std::vector<Command>& commands() {
       {"bench-comm",
        "collective bandwidth (all_reduce, reduce_scatter, all_gather, broadcast), nccl-tests style",
        cmd_bench_comm},
+      {"bench-nf4",
+       "QLoRA's 4-bit (NF4) matmuls against the dense matmul of the same shape, GFLOP/s and ratio",
+       cmd_bench_nf4},
   };
   return table;
 }

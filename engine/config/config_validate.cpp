@@ -13,7 +13,9 @@
 #include "engine/config/config_schema.h"
 #include "engine/core/error.h"
 #include "engine/model/gpt.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/lora.h"
+#include "engine/model/model_shard.h"
 
 namespace flotilla {
 namespace {
@@ -206,6 +208,24 @@ void check_lora(const RunConfig& c, Problems& p, ValidateFor purpose) {
   }
   if (l.base_quant != "none" && l.base_quant != "nf4")
     p.add("lora.base_quant", q(l.base_quant) + " is not a base quantisation; use \"none\" or \"nf4\" (QLoRA)");
+  // QLoRA's blocks of 64 along each projection's rows, cut on block boundaries by tensor
+  // parallelism: checked on shapes the model keys already accept (their own problems come first).
+  if (l.base_quant == "nf4" && c.model.arch == "llama" && c.model.n_embd >= 1 && c.model.n_head >= 1 &&
+      c.model.n_layer >= 1 && c.model.vocab_size >= 2 && c.parallel.tp >= 1) {
+    ModelDims d;
+    bool shaped = true;
+    try {
+      d = dims_from_config(c.model);
+    } catch (const Error&) {
+      shaped = false;
+    }
+    if (shaped && dims_problem(d).empty() && tp_problem(d, c.parallel.tp).empty()) {
+      if (const std::string whole = nf4_layout_problem(d, 1); !whole.empty())
+        p.add("lora.base_quant", whole);
+      else if (const std::string cut = nf4_layout_problem(d, c.parallel.tp); !cut.empty())
+        p.add("parallel.tp", cut);
+    }
+  }
   if (!l.init_from.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(std::filesystem::path(l.init_from) / "adapter_config.json", ec))

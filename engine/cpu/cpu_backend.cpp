@@ -23,6 +23,7 @@
 #include "engine/cpu/lora.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_bf16.h"
+#include "engine/cpu/nf4_matmul.h"
 #include "engine/cpu/residual.h"
 #include "engine/cpu/rmsnorm.h"
 #include "engine/cpu/rope.h"
@@ -269,6 +270,17 @@ void CpuBackend::dropout(float* out, const float* in, long N, int n, float p, ui
   Timer t(this, kLora);
   cpu::dropout(out, in, N, n, p, key, ld, col0);
 }
+void CpuBackend::nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& w,
+                                    const float* bias, int N) {
+  Timer t(this, kMatmul);
+  cpu::nf4_matmul_forward(out, ldo, inp, w, bias, N, matmul_dtype_ == DType::kBF16);
+}
+void CpuBackend::nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::View& w, int N,
+                                     bool accumulate) {
+  Timer t(this, kMatmul);
+  cpu::nf4_matmul_backward(dinp, dout, ldd, w, N, accumulate, matmul_dtype_ == DType::kBF16);
+}
+void CpuBackend::nf4_dequantize(float* out, const nf4::View& w) { cpu::nf4_dequantize(out, w); }
 void CpuBackend::adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                               const AdamWArgs& a) {
   Timer t(this, kAdamw);

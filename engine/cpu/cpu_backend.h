@@ -100,9 +100,18 @@ class CpuBackend final : public Backend {
   double sum_values(const float* x, size_t n) override;
   using Backend::dropout;
   using Backend::lora_gemm;
+  using Backend::nf4_dequantize;
+  using Backend::nf4_matmul_backward;
+  using Backend::nf4_matmul_forward;
   void lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                  int ldb, float beta, float* C, int ldc) override;
   void dropout(float* out, const float* in, long N, int n, float p, uint64_t key, int ld, int col0) override;
+  // QLoRA's 4-bit base (nf4_matmul.h): fp32 storage, the products in matmul_dtype().
+  void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& w, const float* bias,
+                          int N) override;
+  void nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::View& w, int N,
+                           bool accumulate) override;
+  void nf4_dequantize(float* out, const nf4::View& w) override;
   using Backend::adamw_update;
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const AdamWArgs& a) override;

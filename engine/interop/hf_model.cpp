@@ -87,6 +87,30 @@ std::string read_hf_model_type(const std::string& folder) {
   return "";
 }
 
+// A NaN or Inf weight gives a non-finite loss at every step (each update is then skipped): refuse
+// the folder here, naming the tensor, rather than train a run that cannot learn.
+void check_finite(const std::string& folder, const Piece& p, const float* x) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0, n = p.rows * p.cols; i < n; ++i)
+    if (!std::isfinite(x[i]) && bad++ == 0) first = i;
+  if (bad > 0)
+    throw_data(folder + ": tensor " + p.name + " holds " + std::to_string(bad) + " NaN or Inf value(s) of " +
+               std::to_string(p.rows * p.cols) + " (the first at element " + std::to_string(first) +
+               "); these weights cannot train: re-download or re-export the model");
+}
+
+// Refuses a folder with tensors the model does not account for (a tied head's lm_head is ignored).
+void refuse_unread(const std::string& folder, const ModelDims& d, const HfCheckpoint& ck) {
+  if (d.tied_embeddings && ck.find("lm_head.weight") != nullptr) ck.mark_read("lm_head.weight");
+  const std::vector<std::string> extra = ck.unread();
+  if (extra.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
+  if (extra.size() > 8) names += ", ... (" + std::to_string(extra.size()) + " in all)";
+  throw_data(folder + ": tensors the model described by its config.json does not have: " + names +
+             "; check config.json (architecture, tie_word_embeddings, attention_bias) against the weights");
+}
+
 }  // namespace
 
 std::vector<HfTensorSpan> hf_tensor_spans(const ModelDims& d) {
@@ -154,26 +178,55 @@ std::vector<float> import_hf_weights(const std::string& folder, const ModelDims&
   for (const Piece& p : pieces(d)) {
     float* dst = full.data() + piece_offset(layout, p);
     ck.read_f32(p.name, dst, p.shape);
-    // A NaN or Inf weight gives a non-finite loss at every step (each update is then skipped):
-    // refuse the folder here, naming the tensor, rather than train a run that cannot learn.
-    size_t bad = 0, first = 0;
-    for (size_t i = 0, n = p.rows * p.cols; i < n; ++i)
-      if (!std::isfinite(dst[i]) && bad++ == 0) first = i;
-    if (bad > 0)
-      throw_data(folder + ": tensor " + p.name + " holds " + std::to_string(bad) +
-                 " NaN or Inf value(s) of " + std::to_string(p.rows * p.cols) + " (the first at element " +
-                 std::to_string(first) + "); these weights cannot train: re-download or re-export the model");
+    check_finite(folder, p, dst);
   }
-  if (d.tied_embeddings && ck.find("lm_head.weight") != nullptr) ck.mark_read("lm_head.weight");
-  const std::vector<std::string> extra = ck.unread();
-  if (!extra.empty()) {
-    std::string names;
-    for (size_t i = 0; i < extra.size() && i < 8; ++i) names += (i ? ", " : "") + extra[i];
-    if (extra.size() > 8) names += ", ... (" + std::to_string(extra.size()) + " in all)";
-    throw_data(folder + ": tensors the model described by its config.json does not have: " + names +
-               "; check config.json (architecture, tie_word_embeddings, attention_bias) against the weights");
-  }
+  refuse_unread(folder, d, ck);
   return full;
+}
+
+BaseWeights load_hf_base(const std::string& folder, const ModelDims& d, bool nf4, bool double_quant,
+                         int layer_begin, int layer_end) {
+  if (!d.llama())
+    throw_config(folder + ": Hugging Face folders load into model.arch = \"llama\" (this config has \"" +
+                 arch_name(d.arch) + "\")");
+  const ParamLayout layout(d);
+  BaseWeights b;
+  b.dims = d;
+  b.nf4 = nf4;
+  b.double_quant = double_quant;
+  b.layer_begin = nf4 ? layer_begin : 0;
+  b.layer_end = nf4 && layer_end >= 0 ? layer_end : d.n_layer;
+  b.dense.resize(static_cast<size_t>(layout.size()));
+  for (int i = 0; i < layout.size(); ++i)
+    if (!nf4 || !is_projection_tensor(i)) b.dense[static_cast<size_t>(i)].assign(layout.full_size(i), 0.0f);
+  if (nf4) b.modules.resize(static_cast<size_t>((b.layer_end - b.layer_begin) * kBaseModules));
+  const HfCheckpoint ck(folder);
+  std::vector<float> module;  // the one projection in flight
+  for (const Piece& p : pieces(d)) {
+    if (!nf4 || !is_projection_tensor(p.tensor)) {
+      const TensorSpec& t = layout[p.tensor];
+      float* dst = b.dense[static_cast<size_t>(p.tensor)].data() +
+                   (p.layer >= 0 ? static_cast<size_t>(p.layer) * t.rows * t.cols : 0) + p.row0 * p.cols;
+      ck.read_f32(p.name, dst, p.shape);
+      check_finite(folder, p, dst);
+      continue;
+    }
+    if (!b.holds_layer(p.layer)) {  // another pipeline stage's
+      ck.mark_read(p.name);
+      continue;
+    }
+    int m = 0;
+    while (m < kBaseModules &&
+           (base_module(d, m).tensor != p.tensor || static_cast<size_t>(base_module(d, m).row0) != p.row0))
+      ++m;
+    module.resize(p.rows * p.cols);
+    ck.read_f32(p.name, module.data(), p.shape);
+    check_finite(folder, p, module.data());
+    b.module(p.layer, m) =
+        nf4::quantize(module.data(), static_cast<int64_t>(module.size()), p.shape, double_quant);
+  }
+  refuse_unread(folder, d, ck);
+  return b;
 }
 
 HfConfig hf_config_for(const ModelDims& d, const HfConfig* source) {

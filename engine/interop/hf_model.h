@@ -14,6 +14,7 @@
 
 #include "engine/config/run_config.h"
 #include "engine/interop/hf_config.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/model_dims.h"
 
 namespace flotilla::interop {
@@ -33,6 +34,14 @@ bool apply_hf_init_from(RunConfig& cfg);
 // padding rows zero; d must be hf_model_section(read_hf_config(folder)). Errors name the tensor
 // and the file.
 std::vector<float> import_hf_weights(const std::string& folder, const ModelDims& d);
+
+// The frozen base of a (Q)LoRA run read from the folder tensor by tensor (base_weights.h): with
+// nf4 each projection module (q_proj, ..., down_proj) of layers [layer_begin, layer_end) (-1: all)
+// is quantised as soon as it is read and only its NF4 form is kept (the other layers' projections
+// are not read at all), so the peak is the quantised base, the non-projection tensors and one
+// module in flight; without nf4 every tensor is kept in fp32. Errors as import_hf_weights'.
+BaseWeights load_hf_base(const std::string& folder, const ModelDims& d, bool nf4, bool double_quant,
+                         int layer_begin = 0, int layer_end = -1);
 
 // Where each Hugging Face tensor of a model of dims `d` lives in the engine's full parameter vector:
 // `count` floats at `offset`, stored as `shape` (row-major, as the HF tensor).

@@ -22,6 +22,10 @@
 //   copied or scaled anywhere. The frozen
 //   base computes no weight gradient, and with a frozen embedding nothing is propagated below the
 //   first layer's attention input.
+// - QLoRA (lora.nf4) holds each projection module quantised on its own (base_weights.h), so a fused
+//   projection is one Backend::nf4_matmul_* per module writing its columns of the fused output in
+//   place (leading dimension = the fused width), and the fused input gradient is the modules' sum
+//   (accumulate); everything after the base matmul, LoRA included, is unchanged.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -235,7 +239,7 @@ struct Pass {
   const int32_t* pos;
   const float* inv_freq;
   const LoraSpec& lo;
-  const bool lora, frozen;
+  const bool lora, frozen, q4;
   const float lscale;
 
   Pass(Model::Impl& impl, int slot)
@@ -261,6 +265,7 @@ struct Pass {
         lo(impl.opt.lora),
         lora(impl.opt.lora.enabled()),
         frozen(impl.base.frozen),
+        q4(impl.nf4()),
         lscale(impl.opt.lora.enabled() ? impl.opt.lora.scale() : 0.0f) {}
 
   S* W(int i, int l) { return m.LP<S>(i, l); }
@@ -277,6 +282,54 @@ struct Pass {
       be.copy(dst, src, NC * sizeof(float));
     else
       be.convert(dst, src, NC);
+  }
+
+  // --- The base projections: one matmul against the fused tensor, or under QLoRA one NF4 matmul per
+  // module (kBaseModules), each writing its columns of the fused output (rows ld apart; the
+  // module's columns are LoRA's geometry) and the input gradient summed over the modules. ---
+  static void modules_of(int tensor, int* first, int* last) {
+    switch (tensor) {
+      case kQkv:
+        *first = kLoraQ, *last = kLoraV;
+        break;
+      case kAttnOut:
+        *first = *last = kLoraO;
+        break;
+      case kGateUp:
+        *first = kLoraGate, *last = kLoraUp;
+        break;
+      default:
+        *first = *last = kLoraDown;
+        break;
+    }
+  }
+  // y (N, out) = x (N, in) W^T (+ b) for base tensor `tensor` of layer l.
+  void base_forward(int tensor, int l, S* y, const S* x, const S* b, int in, int out) {
+    if (!q4) {
+      be.matmul_forward(y, x, W(tensor, l), b, n_, in, out, static_cast<S*>(nullptr));
+      return;
+    }
+    int t0 = 0, t1 = 0;
+    modules_of(tensor, &t0, &t1);
+    for (int t = t0; t <= t1; ++t) {
+      const LoraGeom g = lora_geom(w, t);
+      be.nf4_matmul_forward(y + g.col0, g.ld, x, m.qview(l, t), b != nullptr ? b + g.col0 : nullptr, n_);
+    }
+  }
+  // dx (N, in) = dy W for base tensor `tensor` of layer l (dx null: not needed), and the frozen
+  // base's weight gradient when it trains (never under QLoRA).
+  void base_backward(int tensor, int l, S* dx, S* db, const S* dy, const S* x, int in, int out) {
+    if (!q4) {
+      be.matmul_backward(dx, dW(tensor, l), db, dy, x, W(tensor, l), n_, in, out);
+      return;
+    }
+    if (dx == nullptr) return;
+    int t0 = 0, t1 = 0;
+    modules_of(tensor, &t0, &t1);
+    for (int t = t0; t <= t1; ++t) {
+      const LoraGeom g = lora_geom(w, t);
+      be.nf4_matmul_backward(dx, dy + g.col0, g.ld, m.qview(l, t), n_, t != t0);
+    }
   }
 
   // --- LoRA (lora.h) ---
@@ -375,7 +428,7 @@ struct Pass {
   // Block l from ln1 (already computed) up to the SwiGLU output.
   void block_up_to_mlp(int l) {
     S* qkv_out = qk_norm ? a.qkv_raw(l) : a.qkv(l);
-    be.matmul_forward(qkv_out, a.ln1(l), W(kQkv, l), bias(l), n_, C, w.Dl, static_cast<S*>(nullptr));
+    base_forward(kQkv, l, qkv_out, a.ln1(l), bias(l), C, w.Dl);
     lora_forward(kLoraQ, l, a.ln1(l), qkv_out);
     lora_forward(kLoraK, l, a.ln1(l), qkv_out);
     lora_forward(kLoraV, l, a.ln1(l), qkv_out);
@@ -384,14 +437,12 @@ struct Pass {
                          w.hd, eps);
     be.rope_forward(a.qkv(l), pos, inv_freq, B, T, w.Hl, w.KVl, w.hd);
     be.attention_forward(a.atty(l), a.lse(l), a.qkv(l), pos, B, T, w.Hl, w.KVl, w.hd);
-    be.matmul_forward(a.proj, a.atty(l), W(kAttnOut, l), static_cast<const S*>(nullptr), n_, w.Ql, C,
-                      static_cast<S*>(nullptr));
+    base_forward(kAttnOut, l, a.proj, a.atty(l), static_cast<const S*>(nullptr), w.Ql, C);
     lora_forward(kLoraO, l, a.atty(l), a.proj);
     reduce(a.proj);  // g
     be.residual_rmsnorm_forward(a.residual2(l), a.ln2(l), a.rstd2(l), block_input(l), a.proj, W(kMlpNorm, l),
                                 Nl, C, eps);
-    be.matmul_forward(a.gate_up(l), a.ln2(l), W(kGateUp, l), static_cast<const S*>(nullptr), n_, C, 2 * w.Fl,
-                      static_cast<S*>(nullptr));
+    base_forward(kGateUp, l, a.gate_up(l), a.ln2(l), static_cast<const S*>(nullptr), C, 2 * w.Fl);
     lora_forward(kLoraGate, l, a.ln2(l), a.gate_up(l));
     lora_forward(kLoraUp, l, a.ln2(l), a.gate_up(l));
     be.swiglu_forward(act(l), a.gate_up(l), Nl, w.Fl);
@@ -407,8 +458,7 @@ struct Pass {
     be.rmsnorm_forward(a.ln1(0), a.rstd1(0), a.encoded, W(kAttnNorm, 0), Nl, C, eps);
     for (int l = 0; l < L; ++l) {
       block_up_to_mlp(l);
-      be.matmul_forward(a.proj, act(l), W(kDown, l), static_cast<const S*>(nullptr), n_, w.Fl, C,
-                        static_cast<S*>(nullptr));
+      base_forward(kDown, l, a.proj, act(l), static_cast<const S*>(nullptr), w.Fl, C);
       lora_forward(kLoraDown, l, act(l), a.proj);
       reduce(a.proj);  // g
       if (l + 1 < L)
@@ -467,20 +517,17 @@ struct Pass {
       // MLP: residual3 = residual2 + down(swiglu(gate_up(rms2(residual2)))).
       if (!m.opt.keep_gelu && sl.gelu_layer != l) be.swiglu_forward(a.act, a.gate_up(l), Nl, w.Fl);
       sl.gelu_layer = -1;
-      be.matmul_backward(a.dact, dW(kDown, l), static_cast<S*>(nullptr), a.dresidual, act(l), W(kDown, l), n_,
-                         w.Fl, C);
+      base_backward(kDown, l, a.dact, static_cast<S*>(nullptr), a.dresidual, act(l), w.Fl, C);
       lora_backward(kLoraDown, l, act(l), a.dresidual, a.dact);
       be.swiglu_backward(a.dbig, a.dact, a.gate_up(l), Nl, w.Fl);
-      be.matmul_backward(a.dln, dW(kGateUp, l), static_cast<S*>(nullptr), a.dbig, a.ln2(l), W(kGateUp, l), n_,
-                         C, 2 * w.Fl);
+      base_backward(kGateUp, l, a.dln, static_cast<S*>(nullptr), a.dbig, a.ln2(l), C, 2 * w.Fl);
       lora_backward(kLoraGate, l, a.ln2(l), a.dbig, a.dln);
       lora_backward(kLoraUp, l, a.ln2(l), a.dbig, a.dln);
       reduce(a.dln);  // f
       be.rmsnorm_backward(a.dresidual, dW(kMlpNorm, l), a.dln, a.residual2(l), W(kMlpNorm, l), a.rstd2(l), Nl,
                           C);
       // Attention: residual2 = residual + o(attention(rope(qk_norm(qkv(rms1(residual)))))).
-      be.matmul_backward(a.proj, dW(kAttnOut, l), static_cast<S*>(nullptr), a.dresidual, a.atty(l),
-                         W(kAttnOut, l), n_, w.Ql, C);
+      base_backward(kAttnOut, l, a.proj, static_cast<S*>(nullptr), a.dresidual, a.atty(l), w.Ql, C);
       lora_backward(kLoraO, l, a.atty(l), a.dresidual, a.proj);
       be.attention_backward(a.dbig, a.proj, a.qkv(l), a.atty(l), a.lse(l), pos, B, T, w.Hl, w.KVl, w.hd);
       be.rope_backward(a.dbig, pos, inv_freq, B, T, w.Hl, w.KVl, w.hd);
@@ -501,7 +548,7 @@ struct Pass {
       // A frozen embedding needs no gradient below the first layer: its input gradient is skipped.
       const bool below = !(first && frozen && l == 0);
       S* dln = below ? a.dln : static_cast<S*>(nullptr);
-      be.matmul_backward(dln, dW(kQkv, l), dbias(l), a.dbig, a.ln1(l), W(kQkv, l), n_, C, w.Dl);
+      base_backward(kQkv, l, dln, dbias(l), a.dbig, a.ln1(l), C, w.Dl);
       lora_backward(kLoraQ, l, a.ln1(l), a.dbig, dln);
       lora_backward(kLoraK, l, a.ln1(l), a.dbig, dln);
       lora_backward(kLoraV, l, a.ln1(l), a.dbig, dln);

@@ -17,6 +17,8 @@
 #include "engine/backend/registry.h"
 #include "engine/core/lora_mask.h"
 #include "engine/core/rng.h"
+#include "engine/model/base_weights.h"
+#include "engine/model/llama.h"
 #include "engine/model/model_impl.h"
 
 namespace flotilla {
@@ -97,8 +99,10 @@ size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int 
   return static_cast<size_t>(std::max(slots, 1)) * ((a.arena + 3) / 4 * 4) + (a.block + 3) / 4 * 4 + stage;
 }
 
-void ParamSet::allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set) {
+void ParamSet::allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set,
+                        const std::vector<int>& absent) {
   sizes = local_param_sizes(layout, s);
+  for (int i : absent) sizes[static_cast<size_t>(i)] = 0;
   offsets.assign(sizes.size(), 0);
   size_t off = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -148,6 +152,63 @@ size_t ParamSet::layer_grad_floats() const {
   return layer;
 }
 
+namespace {
+
+// The view of this shard's slice of module m: column-parallel modules (q, k, v, gate, up) keep
+// their 1/tp of the output rows, row-parallel ones (o, down) their 1/tp of the input column blocks
+// (nf4_layout_problem has checked that both cut on block boundaries).
+nf4::View module_slice(const ModelDims& d, const ModelShard& s, int module) {
+  const BaseModule g = base_module(d, module);
+  nf4::View v;
+  v.module_cblocks = g.in / nf4::kBlock;
+  if (lora_column_parallel(module)) {
+    v.rows = g.out / s.tp;
+    v.cols = g.in;
+    v.row0 = static_cast<int64_t>(s.tp_rank) * v.rows;
+  } else {
+    v.rows = g.out;
+    v.cols = g.in / s.tp;
+    v.cb0 = s.tp_rank * (v.cols / nf4::kBlock);
+  }
+  return v;
+}
+
+// Lays out every local layer's module slices in one buffer (packed codes, the slice's block
+// absmaxes, the whole module's group absmaxes; the dynamic map once), counting with a null base.
+void carve_quant_base(Model::Impl& m, void* base) {
+  const bool dq = m.opt.lora.double_quant;
+  Carver c(base, m.be->alignment());
+  const float* code2 = dq ? c.take<float>(256) : nullptr;
+  m.q4.views.clear();
+  for (int l = 0; l < m.s.local_layers(); ++l)
+    for (int mod = 0; mod < kBaseModules; ++mod) {
+      nf4::View v = module_slice(m.d, m.s, mod);
+      const BaseModule g = base_module(m.d, mod);
+      const size_t n = static_cast<size_t>(v.rows) * static_cast<size_t>(v.cols);
+      v.packed = c.take<uint8_t>(n / 2);
+      if (dq) {
+        const size_t module_blocks = static_cast<size_t>(g.out) * static_cast<size_t>(g.in) / nf4::kBlock;
+        v.absmax_q = c.take<uint8_t>(n / nf4::kBlock);
+        v.absmax2 = c.take<float>((module_blocks + nf4::kGroup - 1) / nf4::kGroup);
+        v.code2 = code2;
+      } else {
+        v.absmax = c.take<float>(n / nf4::kBlock);
+      }
+      m.q4.views.push_back(v);
+    }
+  m.q4.bytes = c.used();
+}
+
+void allocate_quant_base(Model::Impl& m) {
+  carve_quant_base(m, nullptr);
+  m.q4.buf = BackendBuffer(*m.be, (m.q4.bytes + 3) / 4);
+  carve_quant_base(m, m.q4.buf.data());
+  m.be->fill_zero_bytes(m.q4.buf.data(), m.q4.buf.size() * 4);
+  if (m.opt.lora.double_quant) m.be->upload(m.q4.buf.data(), nf4::dynamic_map(), 256 * sizeof(float));
+}
+
+}  // namespace
+
 Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(dims)) {
   Impl& m = *impl_;
@@ -162,8 +223,17 @@ Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, c
   if (lora && !dims.llama())
     throw_config("lora.enabled: LoRA adapters train the Llama family (model.arch = \"llama\"), not " +
                  std::string(arch_name(dims.arch)));
+  if (options.lora.nf4 && !lora)
+    throw_config(
+        "lora.base_quant = \"nf4\" quantises the frozen base of a LoRA run; set lora.enabled = true");
+  std::vector<int> absent;  // QLoRA: the projections live quantised (q4), not in the base buffer
+  if (m.nf4()) {
+    if (const std::string p = nf4_layout_problem(dims, m.s.tp); !p.empty()) throw_config(p);
+    absent = {llama::kQkv, llama::kAttnOut, llama::kGateUp, llama::kDown};
+  }
   // The parameter capacity (ZeRO-1's padded all-gather) belongs to what trains.
-  m.base.allocate(*m.be, m.s, m.es(), lora ? 0 : options.param_capacity, lora);
+  m.base.allocate(*m.be, m.s, m.es(), lora ? 0 : options.param_capacity, lora, absent);
+  if (m.nf4()) allocate_quant_base(m);
   if (lora) {
     m.adapters = std::make_unique<ParamSet>(ParamLayout(dims, options.lora));
     m.adapters->allocate(*m.be, m.s, m.es(), options.param_capacity, false);
@@ -437,14 +507,18 @@ void to_full(const Model::Impl& m, const ParamSet& ps, float* full) {
 
 }  // namespace
 
-void Model::init_random(uint64_t seed) {
+void Model::init_random(uint64_t seed, bool base) {
   Impl& m = *impl_;
-  init_set(m, m.base, [&](int i, float* t, size_t n) {
+  const auto arch_init = [&](int i, float* t, size_t n) {
     if (m.d.llama())
       llama::init_tensor(m.d, i, t, n, seed);
     else
       gpt2::init_tensor(m.d, i, t, n, seed);
-  });
+  };
+  if (base && m.nf4())  // the initialisation's projections, quantised
+    set_base(random_base_weights(m.d, seed, true, m.opt.lora.double_quant, m.s.layer_begin, m.s.layer_end));
+  else if (base)
+    init_set(m, m.base, arch_init);
   if (m.adapters)
     init_set(m, *m.adapters,
              [&](int i, float* t, size_t n) { lora_init_tensor(m.d, m.opt.lora, i, t, n, seed); });
@@ -452,8 +526,147 @@ void Model::init_random(uint64_t seed) {
 
 void Model::set_params_from_full(const float* full) { set_from_full(*impl_, impl_->train(), full); }
 void Model::params_to_full(float* full) const { to_full(*impl_, impl_->train(), full); }
-void Model::set_base_from_full(const float* full) { set_from_full(*impl_, impl_->base, full); }
-void Model::base_to_full(float* full) const { to_full(*impl_, impl_->base, full); }
+void Model::set_base_from_full(const float* full) {
+  Impl& m = *impl_;
+  if (!m.nf4()) {
+    set_from_full(m, m.base, full);
+    return;
+  }
+  const ParamLayout& layout = m.base.layout;
+  std::vector<size_t> offset(static_cast<size_t>(layout.size()), 0);
+  for (int i = 1; i < layout.size(); ++i)
+    offset[static_cast<size_t>(i)] = offset[static_cast<size_t>(i - 1)] + layout.full_size(i - 1);
+  set_base(make_base_weights(
+      m.d, true, m.opt.lora.double_quant,
+      [&](int i, float* t, size_t n) {
+        std::memcpy(t, full + offset[static_cast<size_t>(i)], n * sizeof(float));
+      },
+      m.s.layer_begin, m.s.layer_end));
+}
+
+void Model::base_to_full(float* full) const {
+  const Impl& m = *impl_;
+  if (!m.nf4()) {
+    to_full(m, m.base, full);
+    return;
+  }
+  // The dense tensors tensor by tensor (the projections hold nothing in the base buffer).
+  const ParamLayout& layout = m.base.layout;
+  std::vector<float> local(m.base.n);
+  get_set(m, m.base, local.data());
+  std::vector<size_t> offset(static_cast<size_t>(layout.size()), 0);
+  for (int i = 1; i < layout.size(); ++i)
+    offset[static_cast<size_t>(i)] = offset[static_cast<size_t>(i - 1)] + layout.full_size(i - 1);
+  for (int i = 0; i < layout.size(); ++i) {
+    if (m.base.sizes[static_cast<size_t>(i)] == 0) continue;
+    for (const ShardRun& r : shard_runs(layout, m.s, i))
+      std::memcpy(full + offset[static_cast<size_t>(i)] + r.full,
+                  local.data() + m.base.offsets[static_cast<size_t>(i)] + r.local, r.count * sizeof(float));
+  }
+  // Each module slice dequantised by the backend, scattered into its rows / columns.
+  std::vector<float> host;
+  for (int l = 0; l < m.s.local_layers(); ++l)
+    for (int mod = 0; mod < kBaseModules; ++mod) {
+      const nf4::View& v = m.qview(l, mod);
+      const BaseModule g = base_module(m.d, mod);
+      const size_t n = static_cast<size_t>(v.rows) * static_cast<size_t>(v.cols);
+      BackendBuffer tmp(*m.be, n);
+      m.be->nf4_dequantize(tmp.data(), v);
+      host.resize(n);
+      m.be->download(host.data(), tmp.data(), n * sizeof(float));
+      const TensorSpec& t = layout[g.tensor];
+      float* dst = full + offset[static_cast<size_t>(g.tensor)] +
+                   static_cast<size_t>(m.s.layer_begin + l) * t.rows * t.cols;
+      for (int r = 0; r < v.rows; ++r)
+        std::memcpy(dst +
+                        (static_cast<size_t>(g.row0) + static_cast<size_t>(v.row0) + static_cast<size_t>(r)) *
+                            static_cast<size_t>(g.in) +
+                        static_cast<size_t>(v.cb0) * nf4::kBlock,
+                    host.data() + static_cast<size_t>(r) * static_cast<size_t>(v.cols),
+                    static_cast<size_t>(v.cols) * sizeof(float));
+    }
+}
+
+void Model::set_base(const BaseWeights& b) {
+  Impl& m = *impl_;
+  const ParamLayout& layout = m.base.layout;
+  if (b.nf4 != m.nf4() || (m.nf4() && b.double_quant != m.opt.lora.double_quant) ||
+      b.dense.size() != static_cast<size_t>(layout.size()) || b.dims.n_layer != m.d.n_layer ||
+      b.dims.n_embd != m.d.n_embd || b.dims.padded_vocab != m.d.padded_vocab)
+    throw Error(ExitCode::kInternal, std::string("Model::set_base: base weights ") +
+                                         (b.nf4 ? "nf4" : "dense") +
+                                         (b.double_quant ? "" : " (no double quant)") + " for a model " +
+                                         (m.nf4() ? "with" : "without") + " an nf4 base, or of other dims");
+  // The dense tensors: this shard's runs of each.
+  std::vector<float> local(m.base.n, 0.0f);
+  for (int i = 0; i < layout.size(); ++i) {
+    if (m.base.sizes[static_cast<size_t>(i)] == 0) continue;
+    const std::vector<float>& t = b.dense[static_cast<size_t>(i)];
+    if (t.size() != layout.full_size(i))
+      throw Error(ExitCode::kInternal, "Model::set_base: tensor " + layout[i].name + " has " +
+                                           std::to_string(t.size()) + " floats, expected " +
+                                           std::to_string(layout.full_size(i)));
+    for (const ShardRun& r : shard_runs(layout, m.s, i))
+      std::memcpy(local.data() + m.base.offsets[static_cast<size_t>(i)] + r.local, t.data() + r.full,
+                  r.count * sizeof(float));
+  }
+  set_set(m, m.base, local.data());
+  if (!m.nf4()) return;
+  // Each module's slice: whole rows of the module (column-parallel) or each row's run of column
+  // blocks (row-parallel); the statistics of the same blocks, and the module's group absmaxes whole.
+  const bool dq = m.opt.lora.double_quant;
+  std::vector<uint8_t> packed, codes;
+  std::vector<float> absmax;
+  for (int l = 0; l < m.s.local_layers(); ++l)
+    for (int mod = 0; mod < kBaseModules; ++mod) {
+      const int layer = m.s.layer_begin + l;
+      if (!b.holds_layer(layer))
+        throw Error(ExitCode::kInternal,
+                    "Model::set_base: the base weights hold layers " + std::to_string(b.layer_begin) + "-" +
+                        std::to_string(b.layer_end) + ", not layer " + std::to_string(layer));
+      const nf4::Quantized& q = b.module(layer, mod);
+      const BaseModule g = base_module(m.d, mod);
+      if (q.numel != static_cast<int64_t>(g.out) * g.in || q.double_quant != dq)
+        throw Error(ExitCode::kInternal, std::string("Model::set_base: ") + lora_target_name(mod) +
+                                             " of layer " + std::to_string(layer) + " has " +
+                                             std::to_string(q.numel) + " elements, expected " +
+                                             std::to_string(g.out) + " x " + std::to_string(g.in));
+      nf4::View& v = m.q4.views[static_cast<size_t>(l) * kBaseModules + static_cast<size_t>(mod)];
+      const size_t cols = static_cast<size_t>(v.cols), in = static_cast<size_t>(g.in);
+      const size_t bpr = cols / nf4::kBlock, mbpr = in / nf4::kBlock;  // blocks per slice / module row
+      packed.resize(static_cast<size_t>(v.rows) * cols / 2);
+      codes.resize(dq ? static_cast<size_t>(v.rows) * bpr : 0);
+      absmax.resize(dq ? 0 : static_cast<size_t>(v.rows) * bpr);
+      for (int r = 0; r < v.rows; ++r) {
+        const size_t row = static_cast<size_t>(v.row0) + static_cast<size_t>(r), rr = static_cast<size_t>(r);
+        const size_t cb0 = static_cast<size_t>(v.cb0);
+        std::memcpy(packed.data() + rr * cols / 2, q.packed.data() + row * in / 2 + cb0 * nf4::kBlock / 2,
+                    cols / 2);
+        if (dq)
+          std::memcpy(codes.data() + rr * bpr, q.absmax_q.data() + row * mbpr + cb0, bpr);
+        else
+          std::memcpy(absmax.data() + rr * bpr, q.absmax.data() + row * mbpr + cb0, bpr * sizeof(float));
+      }
+      m.be->upload(const_cast<uint8_t*>(v.packed), packed.data(), packed.size());
+      if (dq) {
+        m.be->upload(const_cast<uint8_t*>(v.absmax_q), codes.data(), codes.size());
+        m.be->upload(const_cast<float*>(v.absmax2), q.absmax2.data(), q.absmax2.size() * sizeof(float));
+        v.offset = q.offset;
+      } else {
+        m.be->upload(const_cast<float*>(v.absmax), absmax.data(), absmax.size() * sizeof(float));
+      }
+    }
+}
+
+bool Model::nf4_base() const { return impl_->nf4(); }
+size_t Model::base_quant_bytes() const { return impl_->q4.bytes; }
+nf4::View Model::base_module_view(int layer, int module) const {
+  const Impl& m = *impl_;
+  if (!m.nf4() || layer < 0 || layer >= m.s.local_layers() || module < 0 || module >= kBaseModules)
+    throw Error(ExitCode::kInternal, "Model::base_module_view(" + std::to_string(layer) + ", " +
+                                         std::to_string(module) + "): no such quantised module");
+  return m.qview(layer, module);
+}
 void Model::get_params(float* host) const { get_set(*impl_, impl_->train(), host); }
 void Model::set_params(const float* host) { set_set(*impl_, impl_->train(), host); }
 

@@ -36,6 +36,7 @@ namespace flotilla {
 namespace comm {
 class ProcessGroup;
 }
+struct BaseWeights;  // base_weights.h
 
 struct ModelOptions {
   DType dtype = DType::kF32;  // storage of parameters, gradients and activations
@@ -82,13 +83,26 @@ class Model {
   // 1/sqrt(2L), biases 0, norms 1; llama: N(0, 0.02) for every matrix, biases 0, norms 1), padded
   // vocab rows zero; under LoRA also the adapters' (lora_init_tensor: A uniform, B zero).
   // Deterministic for a seed, and a shard gets exactly its slice of the whole model's initialisation.
-  void init_random(uint64_t seed);
+  // base = false leaves the frozen base alone (a LoRA run about to load it: a QLoRA base is
+  // quantised as it is made, so making a random one first would cost the whole model's time).
+  void init_random(uint64_t seed, bool base = true);
   // The frozen base of a LoRA model (the whole parameter set otherwise): this shard's slice of /
   // into a full fp32 vector of base_layout().full_params() floats, and its local element count.
   void set_base_from_full(const float* full);
   void base_to_full(float* full) const;
   size_t num_base_params() const;
   void* base_param_data();  // the base's raw buffer (dtype() elements)
+  // The frozen base from the host (base_weights.h): this shard's slice of every tensor, and under
+  // QLoRA (options.lora.nf4) of every projection module's quantisation, which then lives in backend
+  // memory as packed codes and statistics only (the dense base buffer holds no projection). b
+  // must be of this model's dims (and nf4 / double_quant), holding at least this stage's layers.
+  // Under QLoRA set_base_from_full quantises the full vector's projections, and base_to_full
+  // writes them dequantised (fp32, before rounding to the compute dtype).
+  void set_base(const BaseWeights& b);
+  bool nf4_base() const;            // the projections are held in NF4 (options().lora.nf4)
+  size_t base_quant_bytes() const;  // backend bytes of the quantised projections (0 without nf4)
+  // QLoRA: local layer l's module m (a LoraTarget) as the kernels read it (backend memory).
+  nf4::View base_module_view(int layer, int module) const;
 
   // LoRA dropout: forwards draw masks only while training (evaluation and sampling set false), and
   // the masks of a forward are keyed by the step and stream (the data-parallel rank) given here

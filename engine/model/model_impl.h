@@ -95,7 +95,9 @@ struct ParamSet {
 
   // Sizes and offsets of this shard's tensors; buffers of `es`-byte elements (params with room
   // for `capacity`, gradients unless frozen).
-  void allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set);
+  // Tensors listed in `absent` hold nothing (a QLoRA base's projections, kept quantised instead).
+  void allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set,
+                const std::vector<int>& absent = {});
   void enable_staging(Backend& be, size_t es);
   void zero_grad(Backend& be, size_t es);
   size_t layer_grad_floats() const;
@@ -141,7 +143,19 @@ struct Model::Impl {
   ModelShard s;
   ModelOptions opt;
   Backend* be = nullptr;
-  ParamSet base;                       // the architecture's tensors (frozen under LoRA)
+  ParamSet base;  // the architecture's tensors (frozen under LoRA)
+  // QLoRA: this shard's slice of every local layer's projection modules (base_weights.h), one
+  // buffer; views[l * kBaseModules + m] point into it (their statistics' pointers included).
+  struct QuantBase {
+    BackendBuffer buf;
+    std::vector<nf4::View> views;
+    size_t bytes = 0;
+  };
+  QuantBase q4;
+  bool nf4() const { return opt.lora.enabled() && opt.lora.nf4; }
+  const nf4::View& qview(int l, int module) const {
+    return q4.views[static_cast<size_t>(l) * kNumLoraTargets + static_cast<size_t>(module)];
+  }
   std::unique_ptr<ParamSet> adapters;  // LoRA: the adapters, what trains (opt.lora.enabled())
   ParamSet& train() { return adapters ? *adapters : base; }
   const ParamSet& train() const { return adapters ? *adapters : base; }

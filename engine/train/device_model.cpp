@@ -11,6 +11,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/lora.h"
 #include "engine/train/adamw.h"
 
@@ -61,6 +62,7 @@ class HostReferenceModel final : public DeviceModel {
     opt_.step(s, h, t);
   }
   void set_base_params(const float* full) override { model_.set_base_from_full(full); }
+  void set_base(const BaseWeights& base) override { model_.set_base(base); }
   void set_training(bool on) override { model_.set_training(on); }
   void begin_step(int64_t step, int stream) override { model_.set_dropout_step(step, stream); }
   size_t activation_bytes() const override { return model_.activation_bytes(); }
@@ -72,6 +74,10 @@ class HostReferenceModel final : public DeviceModel {
 };
 
 }  // namespace
+
+void DeviceModel::set_base(const BaseWeights&) {
+  throw_config("lora.base_quant = \"nf4\": " + describe() + " does not hold a quantised base");
+}
 
 ModelOptions host_model_options(const RunConfig& cfg) {
   ModelOptions o;

@@ -32,6 +32,7 @@ namespace comm {
 class ProcessGroup;
 }
 class PipelineStage;  // engine/parallel/pipeline.h
+struct BaseWeights;   // engine/model/base_weights.h
 
 // One GPU's memory for the metrics `gpus` array (ui/live/livedata.cpp reads these names).
 struct DeviceMemory {
@@ -100,6 +101,9 @@ class DeviceModel {
   // above are then the adapters'. Evaluation and sampling forwards draw no dropout masks
   // (set_training(false)); begin_step keys the masks of the step's forwards (Model::set_dropout_step).
   virtual void set_base_params(const float* full) = 0;
+  // QLoRA (lora.base_quant = "nf4"): the frozen base as the host holds it (base_weights.h; the
+  // projections quantised, never in fp32); the device takes its shard's slice (Model::set_base).
+  virtual void set_base(const BaseWeights& base);
   virtual void set_training(bool on) = 0;
   virtual void begin_step(int64_t step, int stream) = 0;
 

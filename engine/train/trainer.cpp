@@ -36,6 +36,7 @@
 #include "engine/interop/hf_model.h"
 #include "engine/interop/peft.h"
 #include "engine/interop/weights.h"
+#include "engine/model/base_weights.h"
 #include "engine/plan/memory_check.h"
 #include "engine/plan/planner.h"
 #include "engine/train/data_preflight.h"
@@ -230,10 +231,36 @@ LossMean Loop::read_batches(DataLoader& loader, int64_t count, std::vector<Micro
 
 void Loop::setup_model() {
   model.set_recompute(cfg.train.recompute);
-  model.init_random(cfg.run.seed);
   const bool lora = model.lora().enabled();
+  // QLoRA: the base is built quantised (base_weights.h), for the host model and a device alike,
+  // never as a whole fp32 model; the random initialisation's base only without model.init_from.
+  const bool nf4 = model.nf4_base();
+  model.init_random(cfg.run.seed, !nf4);
   std::vector<float> base;  // LoRA: the whole frozen base, for the device (below)
-  if (!cfg.model.init_from.empty()) {
+  std::unique_ptr<BaseWeights> qbase;
+  if (nf4) {
+    const ModelShard& s = model.shard();
+    const bool dq = model.lora().double_quant;
+    const std::string& from = cfg.model.init_from;
+    if (from.empty()) {
+      qbase = std::make_unique<BaseWeights>(
+          random_base_weights(dims, cfg.run.seed, true, dq, s.layer_begin, s.layer_end));
+    } else if (interop::is_hf_folder(from)) {
+      qbase = std::make_unique<BaseWeights>(interop::load_hf_base(from, dims, true, dq, s.layer_begin, s.layer_end));
+    } else {
+      const std::vector<float> p = interop::import_weights(from, dims);
+      qbase = std::make_unique<BaseWeights>(base_weights_from_full(dims, p.data(), true, dq));
+    }
+    model.set_base(*qbase);
+    char what[160];
+    std::snprintf(what, sizeof what, " (NF4%s: %.1f MB quantised projections, %.1f MB other tensors)",
+                  dq ? ", double quantisation" : "", static_cast<double>(qbase->quantized_bytes()) / 1e6,
+                  static_cast<double>(qbase->dense_bytes()) / 1e6);
+    const std::string line =
+        std::string("frozen 4-bit base from ") + (from.empty() ? "random initialisation" : from) + what;
+    metrics.event("info", line);
+    progress.line("%s", line.c_str());
+  } else if (!cfg.model.init_from.empty()) {
     std::vector<float> p = interop::is_hf_folder(cfg.model.init_from)
                                ? interop::import_hf_weights(cfg.model.init_from, dims)
                                : interop::import_weights(cfg.model.init_from, dims);
@@ -255,7 +282,7 @@ void Loop::setup_model() {
       model.set_params_from_full(a.data());
       metrics.event("info", "LoRA adapters continued from " + cfg.lora.init_from);
     }
-    if (base.empty()) {  // a weights file without a folder: the host model holds the base
+    if (base.empty() && !nf4) {  // a weights file without a folder: the host model holds the base
       base.assign(model.base_layout().full_params(), 0.0f);
       model.base_to_full(base.data());
     }
@@ -275,7 +302,10 @@ void Loop::setup_model() {
     shard = OptimizerShard{groups.dp.get(), dp->state_begin(), dp->state_size()};
   device =
       make_device_model(cfg, dims, shard, ModelParallel{model.shard(), groups.tp.get(), groups.pp.get()});
-  if (device && lora) device->set_base_params(base.data());
+  if (device && qbase)
+    device->set_base(*qbase);
+  else if (device && lora)
+    device->set_base_params(base.data());
   if (device) push_to_device();
   if (cfg.parallel.pp > 1) {
     if (device)  // the stages run on the device; the host model stays a mirror
@@ -645,13 +675,16 @@ int run_training(const TrainOptions& options) {
         std::snprintf(b, sizeof b, "%zu,%03zu", n / 1000, n % 1000);
       return std::string(n >= 1000000 || n >= 1000 ? b : std::to_string(n));
     };
-    char text[320];
+    char text[400];
     std::snprintf(text, sizeof text,
-                  "LoRA r %d, alpha %g (scale %.4g%s), dropout %g on %s: %s trainable parameters, %.3f%% of %s "
-                  "(the base is frozen)",
-                  lo.rank, lo.alpha, static_cast<double>(lo.scale()), lo.rslora ? ", rsLoRA" : "",
+                  "%s r %d, alpha %g (scale %.4g%s), dropout %g on %s: %s trainable parameters, %.3f%% of %s "
+                  "(the base is frozen%s)",
+                  lo.nf4 ? "QLoRA" : "LoRA", lo.rank, lo.alpha, static_cast<double>(lo.scale()), lo.rslora ? ", rsLoRA" : "",
                   static_cast<double>(lo.dropout), lora_targets_text(lo.targets).c_str(), count(trainable).c_str(),
-                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), count(all).c_str());
+                  100.0 * static_cast<double>(trainable) / static_cast<double>(all), count(all).c_str(),
+                  lo.nf4 ? (lo.double_quant ? ", its projections in 4-bit NF4 with double quantisation"
+                                            : ", its projections in 4-bit NF4")
+                         : "");
     loop.metrics.event("info", text,
                        {{"lora_trainable_params", std::to_string(trainable)},
                         {"lora_rank", std::to_string(lo.rank)},

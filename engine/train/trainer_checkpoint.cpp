@@ -138,6 +138,38 @@ std::string Loop::resume() {
   return chosen;
 }
 
+namespace {
+
+// LoRA adapters are trained against the base as the pass computes it: over a 4-bit NF4 base (QLoRA)
+// they learned to correct that base's quantisation error, so resuming them over the unquantised
+// weights, or the other way round, or with the absmaxes quantised differently, would silently train
+// a different model. The config hash leaves these keys out (they do not change the adapters' shape),
+// so they are compared here, by name. A checkpoint from before QLoRA has neither key: "none".
+void refuse_other_base_quant(const RunConfig& cfg, const std::string& dir, const TrainerState& st) {
+  const auto j = nlohmann::json::parse(st.config_json, nullptr, false);
+  std::string quant = "none";
+  bool double_quant = true;
+  if (j.is_object() && j.contains("lora") && j["lora"].is_object()) {
+    const auto& l = j["lora"];
+    if (l.contains("base_quant") && l["base_quant"].is_string()) quant = l["base_quant"].get<std::string>();
+    if (l.contains("double_quant") && l["double_quant"].is_boolean())
+      double_quant = l["double_quant"].get<bool>();
+  }
+  const auto refuse = [&](const std::string& key, const std::string& saved, const std::string& now) {
+    throw_checkpoint("checkpoint " + dir + " holds LoRA adapters trained with " + key + " = " + saved +
+                     ", this run sets " + key + " = " + now +
+                     "; the adapters were fitted to the base as that setting computes it: resume with " +
+                     key + " = " + saved +
+                     ", or start a new run (checkpoint.resume = \"none\" or a new run.out_dir)");
+  };
+  if (quant != cfg.lora.base_quant)
+    refuse("lora.base_quant", "\"" + quant + "\"", "\"" + cfg.lora.base_quant + "\"");
+  if (quant == "nf4" && double_quant != cfg.lora.double_quant)
+    refuse("lora.double_quant", double_quant ? "true" : "false", cfg.lora.double_quant ? "true" : "false");
+}
+
+}  // namespace
+
 void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
   if (ck.config_hash != config_hash(cfg))
     throw_checkpoint(
@@ -152,6 +184,7 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
                      layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
                      layout_text(par.dp, par.tp, par.pp) +
                      ": resume with the saved layout (resharding is not supported)");
+  if (model.lora().enabled()) refuse_other_base_quant(cfg, ck.dir, st);
   if (model.lora().enabled() && !st.base_weights.empty()) {
     const std::string changed = interop::fingerprint_difference(st.base_weights, base_fingerprint);
     if (!changed.empty())
