@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "engine/config/config_validate.h"
 #include "engine/core/nf4.h"
@@ -32,6 +33,17 @@ constexpr uint64_t kMiB = 1u << 20;
 constexpr uint64_t kCpuRuntimeBytes = 12 * kMiB;
 // A CUDA context plus cuBLAS/NCCL workspaces on one GPU (typical; the CUDA issue measures it).
 constexpr uint64_t kCudaRuntimeBytes = 768 * kMiB;
+// QLoRA on the CPU: each OpenMP thread dequantises W into its own tile buffer of this size, kept for
+// the thread's life (engine/cpu/nf4_matmul.cpp, kTileBytes: half a 2 MiB L2).
+constexpr uint64_t kNf4CpuTileBytes = 1 * kMiB;
+
+// The threads one CPU rank runs (the trainer's local_threads: run.threads, else this machine's
+// cores shared by the ranks on it).
+int cpu_threads_per_rank(const RunConfig& c, int ranks) {
+  if (c.run.threads > 0) return c.run.threads;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks));
+}
 
 uint64_t bytes_of(double floats, int element_bytes) {
   return static_cast<uint64_t>(std::llround(floats * element_bytes));
@@ -264,6 +276,24 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       const double mlp = N * C2 + C2 * F + N * F;
       const double head = N * C2 + V * C2 + N * V;
       mem.workspace += bytes_of(st.head ? std::max(head, mlp) : mlp, 2);
+    }
+    if (qlora && config.run.device == "cpu") {
+      // The NF4 kernels' scratch (nf4_matmul.cpp): every thread's dequantised tile, and under bf16
+      // the bf16-rounded activation operand of the widest call (N x the widest projection side).
+      const int threads =
+          options.cpu_threads > 0 ? options.cpu_threads : cpu_threads_per_rank(config, plan.ranks);
+      mem.nf4_scratch = static_cast<uint64_t>(threads) * kNf4CpuTileBytes;
+      if (cpu_bf16) {
+        uint64_t widest = 0;
+        for (int t = 0; t < kNumLoraTargets; ++t) {
+          const auto [in, out] = lora_target_shape(d, t);
+          const bool column = lora_column_parallel(t);
+          widest = std::max<uint64_t>({widest, static_cast<uint64_t>(column ? out / tp : out),
+                                       static_cast<uint64_t>(column ? in : in / tp)});
+        }
+        mem.nf4_scratch += static_cast<uint64_t>(plan.B) * plan.T * widest * 2;
+      }
+      mem.workspace += mem.nf4_scratch;
     }
     if (dp > 1 && plan.zero >= 2) {
       // ZeRO-2 as the engine builds it (data_parallel.h): besides the gradient shard, two staging

@@ -184,6 +184,7 @@ struct PlanOptions {
   double efficiency = 0.5;               // fraction of peak FLOP/s the kernels reach (MFU)
   uint64_t dp_bucket_bytes = 25u << 20;  // gradient all-reduce bucket (two in flight)
   uint64_t runtime_bytes = 0;            // 0 = the default baseline for the device kind
+  int cpu_threads = 0;                   // QLoRA's CPU tile buffers: threads per rank (0 = as the trainer)
 };
 
 struct Plan {

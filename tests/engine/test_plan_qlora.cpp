@@ -79,9 +79,20 @@ void test_memory_by_hand() {
   CHECK(ml.frozen_weights == pl.params.allocated * 4);
   CHECK(ml.frozen_weights - mq.frozen_weights == 2 * (proj * 4 - bytes));
   CHECK_NEAR(pq.nf4_bits, 8.0 * bytes / proj, 1e-12);
-  // The adapters, their state and the activations are LoRA's.
+  // The adapters, their state and the activations are LoRA's; the workspace adds the NF4 kernels'
+  // per-thread 1 MiB tiles (engine/cpu/nf4_matmul.cpp).
   CHECK(mq.weights == ml.weights && mq.adam_m == ml.adam_m && mq.gradients == ml.gradients);
   CHECK(mq.activations == ml.activations);
+  PlanOptions three;
+  three.cpu_threads = 3;
+  const Plan p3 = make_plan(q, device(), three);
+  CHECK(p3.peak().nf4_scratch == 3ull << 20 && p3.peak().workspace == ml.workspace + (3ull << 20));
+  // CPU bf16 also keeps the bf16 copy of the widest call's activation operand: N x 256 (gate/up's out).
+  const Plan pb = make_plan(cfg(small({"lora.base_quant=nf4", "train.dtype=bf16"})), device(), three);
+  CHECK(pb.peak().nf4_scratch == (3ull << 20) + 2ull * 64 * 256 * 2);
+  // A GPU run has no host tiles.
+  const Plan pg = make_plan(cfg(small({"lora.base_quant=nf4", "run.device=cuda"})), device(), three);
+  CHECK(pg.peak().nf4_scratch == 0);
   // Without double quantisation: an fp32 absmax per 64-block.
   const Plan p4 = make_plan(cfg(small({"lora.base_quant=nf4", "lora.double_quant=false"})), device());
   const uint64_t single = 2 * (8192 + 256 * 4) + 2 * (4096 + 128 * 4) + 3 * (16384 + 512 * 4);
