@@ -179,6 +179,9 @@ void bnb_folder(const std::string& root) {
   CHECK_MSG(base.code == 0 && bnb.code == 0 && bitwise_equal(base, bnb),
             "a QLoRA run over the bitsandbytes folder differs from one over its bf16 original\n%s\n%s",
             base.output.c_str(), bnb.output.c_str());
+  // Pipeline stages read only their layers' quantised weights (and mark the others' quant state read).
+  expect_close(bnb, train(r, "bnb-pp2", 2, qlora_config(golden + "bnb", "pp = 2\nmicro_batches = 2")),
+               "bnb folder QLoRA pp=2");
   const Run lora = train(r, "lora", 1, qlora_config(golden + "bnb", "", "base_quant = \"none\"\n"));
   CHECK_MSG(lora.code != 0 && lora.losses.empty() && contains(lora.output, "lora.base_quant = \"nf4\""), "%s",
             lora.output.c_str());
