@@ -22,22 +22,23 @@
 namespace flotilla::cpu {
 namespace {
 
-// One thread's dequantised tile and its shape limits, per compute dtype (measured on Sapphire
-// Rapids, one thread, 2048 tokens x 1024 of 4096 x 4096: nf4_matmul.h). OpenBLAS's sgemm wants
-// many W rows per call (it repacks the activations once per call) and is indifferent to the
-// depth; oneDNN's AMX bf16 gemm loses 10% when the depth is cut below 2048 (each cut re-reads and
-// re-writes the fp32 output block) and as much again below 512 rows or columns.
+// One thread's dequantised tile: its size, and the depth (along the reduction) it keeps before it
+// grows in width (W rows forward, columns backward); measured on a Sapphire Rapids core against
+// 2048 tokens (nf4_matmul.h). OpenBLAS's sgemm wants width (it repacks the activations once per
+// call: 256 wide lost 15% against 1024) and is indifferent to depth; oneDNN's AMX bf16 gemm
+// wants depth (each cut of it re-reads and re-writes the fp32 output block: 12% lost at 1024
+// deep) and width as well (2048 x 288 x 576 ran 13% slower than 2048 x 576 x 576).
 template <typename T>
 struct TileShape;
 template <>
 struct TileShape<float> {
-  static constexpr size_t kBytes = size_t{1} << 20;  // 1 MiB: half of this L2
-  static constexpr int kWide = 1024;                 // W rows (forward) / columns (backward) per tile
+  static constexpr size_t kBytes = size_t{1} << 20;  // 1 MiB: half of this L2; 1024 wide x 256
+  static constexpr int kDepth = 256;
 };
 template <>
 struct TileShape<bf16_t> {
-  static constexpr size_t kBytes = size_t{2} << 20;  // 2 MiB: 512 x 2048
-  static constexpr int kWide = 512;
+  static constexpr size_t kBytes = size_t{2} << 20;  // 2 MiB: 512 wide x 2048, or all of a shallow W
+  static constexpr int kDepth = 2048;
 };
 constexpr size_t kTileBufferBytes = TileShape<bf16_t>::kBytes;
 
@@ -189,21 +190,30 @@ struct Grid {
   int pa = 1, pn = 1;
 };
 
-// Chooses pa x pn <= slots items whose largest is smallest (the items run one per slot at once),
-// preferring fewer token ranges on a tie (each one dequantises its W range again). Slots are the
-// threads, or 16 in deterministic mode, where the items must depend on the shape alone (16 items
-// share out evenly over 1, 2, 4, 8 or 16 threads).
-Grid split(int extent, int align, int N) {
+// Chooses pa x pn <= slots items (they run one per slot at once) for the least time of the
+// largest: its GEMM flops over the GEMM's efficiency at that width and height, plus its
+// dequantisation (each token range dequantises its W range again). A model fitted to one
+// Sapphire Rapids core: a GEMM `a` W rows/columns wide runs at a / (a + 96) of its best (AMX
+// bf16 2048 x a x 576: 653, 796, 912 GFLOP/s at a = 144, 288, 576; the fp32 sgemm alike), `m`
+// tokens high at m / (m + 32); one dequantised value costs as much time as 31 GEMM flops (fp32:
+// 5.6 G values/s against 175 GFLOP/s) or 74 (bf16: 12.8 G/s against 950). So a small weight is
+// shared by token ranges (576 x 576 on 2 threads: each dequantises all of W, a 4% cost, and
+// multiplies it full width, 13% faster than half each) and a large one by W ranges. Slots are the
+// threads, or 16 in deterministic mode, where the items must depend on the shape alone (16 share
+// out evenly over 1, 2, 4, 8 or 16 threads).
+Grid split(int extent, int align, int N, int K, bool bf16) {
   const long units = (extent + align - 1) / align, nunits = (N + 15) / 16;
   const int slots = thread_independent_gemm() ? 16 : std::max(1, omp_get_max_threads());
+  const double dequant_flops = bf16 ? 74.0 : 31.0;
   Grid best;
-  double best_share = 2.0;
+  double best_cost = 0;
   for (int pa = 1; pa <= std::min<long>(units, slots); ++pa) {
     const int pn = static_cast<int>(std::max(1L, std::min<long>(slots / pa, nunits)));
-    const double share = static_cast<double>((units + pa - 1) / pa) / static_cast<double>(units) *
-                         static_cast<double>((nunits + pn - 1) / pn) / static_cast<double>(nunits);
-    if (share < best_share * 0.999 || (share <= best_share * 1.001 && pn < best.pn))
-      best = {pa, pn}, best_share = share;
+    const double a = static_cast<double>(std::min<long>((units + pa - 1) / pa * align, extent));
+    const double m = static_cast<double>(std::min<long>((nunits + pn - 1) / pn * 16, N));
+    const double cost = 2.0 * m * a * K / (a / (a + 96.0) * (m / (m + 32.0))) + a * K * dequant_flops;
+    if (pa == 1 || cost < best_cost * 0.999 || (cost <= best_cost * 1.001 && pn < best.pn))
+      best = {pa, pn}, best_cost = cost;
   }
   return best;
 }
@@ -246,9 +256,11 @@ Scratch& scratch() {
 template <typename T>
 void forward_item(float* out, int ldo, const float* inp, const T* x, const nf4::View& w, const float* bias,
                   int r0, int r1, int n0, int n1) {
-  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T)), kWide = TileShape<T>::kWide;
+  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T));
   T* tile = static_cast<T*>(tile_buffer());
-  const int cols = w.cols, nrows = r1 - r0, tiles = (nrows + kWide - 1) / kWide;
+  // As wide as the tile allows at the kept depth (a multiple of 16, so no piece below exceeds it).
+  const int cols = w.cols, nrows = r1 - r0, wide = kElems / std::min(cols, TileShape<T>::kDepth) / 16 * 16,
+            tiles = (nrows + wide - 1) / wide;
   for (int j = 0; j < tiles; ++j) {
     long b = 0, e = 0;
     thread_range(nrows, j, tiles, 16, &b, &e);
@@ -278,9 +290,12 @@ void forward_item(float* out, int ldo, const float* inp, const T* x, const nf4::
 template <typename T>
 void backward_item(float* dinp, const float* dout, int ldd, const T* d, const nf4::View& w, bool accumulate,
                    int c0, int c1, int n0, int n1) {
-  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T)), kWide = TileShape<T>::kWide;
+  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T));
   T* tile = static_cast<T*>(tile_buffer());
-  const int rows = w.rows, cols = w.cols, ncols = c1 - c0, tiles = (ncols + kWide - 1) / kWide;
+  const int rows = w.rows, cols = w.cols, ncols = c1 - c0,
+            wide = std::max(nf4::kBlock, kElems / std::max(16, std::min(rows, TileShape<T>::kDepth)) /
+                                             nf4::kBlock * nf4::kBlock),
+            tiles = (ncols + wide - 1) / wide;
   for (int j = 0; j < tiles; ++j) {
     long b = 0, e = 0;
     thread_range(ncols, j, tiles, nf4::kBlock, &b, &e);
@@ -372,7 +387,7 @@ void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& 
     return;
   }
   blas_single_thread();
-  const Grid g = split(w.rows, 16, N);
+  const Grid g = split(w.rows, 16, N, w.cols, bf16);
   if (bf16) {
     require_bf16("nf4_matmul_forward");
     std::vector<bf16_t>& x = scratch().x;
@@ -397,7 +412,7 @@ void nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::Vie
     throw Error(ExitCode::kInternal,
                 "nf4_matmul_backward: ldd " + std::to_string(ldd) + " < rows " + std::to_string(w.rows));
   blas_single_thread();
-  const Grid g = split(w.cols, nf4::kBlock, N);
+  const Grid g = split(w.cols, nf4::kBlock, N, w.rows, bf16);
   if (bf16 && w.rows > 0) {
     require_bf16("nf4_matmul_backward");
     std::vector<bf16_t>& d = scratch().x;
