@@ -4,6 +4,8 @@
 //     "fp4"), base_quant without lora.enabled, a projection whose in-width is not a multiple of the
 //     64-element block, a tensor-parallel cut off the block boundaries (two real ranks);
 //   - a resume with another lora.base_quant or lora.double_quant refused naming the key, both ways;
+//     export and sample of a checkpoint naming a base quantisation this engine lacks refused naming
+//     config.lora.base_quant;
 //   - export --format peft (and checkpoint.export_peft): a plain LoRA adapter over the base folder,
 //     the checkpoint's tensors; --format hf (and checkpoint.export_hf): every projection dequantised
 //     from NF4 (bitsandbytes' bits) with W + s B A merged in, the rest of the base as it was, and the
@@ -24,6 +26,7 @@
 #include "check.h"
 #include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/run_config.h"
+#include "engine/core/checksum.h"
 #include "engine/core/nf4.h"
 #include "engine/core/rng.h"
 #include "engine/interop/hf_model.h"
@@ -210,6 +213,42 @@ void resume_refusals(const std::string& dir, const std::string& base) {
     CHECK_MSG(snapshot_files(dir + "/" + c.name + "/checkpoints") == before,
               "%s: the refusal changed the checkpoints", c.name.c_str());
   }
+}
+
+// A checkpoint whose trainer.json names a base quantisation this engine does not have (a newer
+// engine's, say: the file edited here, its MANIFEST checksum kept valid) is refused by export and
+// sample naming config.lora.base_quant, never read as the unquantised base.
+void unknown_quant_checkpoint(const std::string& dir) {
+  const std::string copy = dir + "/int4-ckpt";
+  fs::copy(dir + "/run", copy, fs::copy_options::recursive);
+  const std::string step = copy + "/checkpoints/step-00000004";
+  auto t = nlohmann::json::parse(read_file(step + "/trainer.json"));
+  CHECK(t["config"]["lora"]["base_quant"] == "nf4");
+  t["config"]["lora"]["base_quant"] = "int4";
+  const std::string text = t.dump(1);
+  write_text(step + "/trainer.json", text);
+  auto m = nlohmann::json::parse(read_file(step + "/MANIFEST"));
+  for (auto& f : m["files"])
+    if (f["name"] == "trainer.json") {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%08x", flotilla::crc32c(text.data(), text.size()));
+      f["crc32c"] = hex;
+      f["size"] = text.size();
+    }
+  write_text(step + "/MANIFEST", m.dump(1));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"export", "--checkpoint", step, "--format", "hf", "--out",
+                                 dir + "/int4-merged"},
+        std::vector<std::string>{"export", "--checkpoint", step, "--format", "peft", "--out",
+                                 dir + "/int4-peft"},
+        std::vector<std::string>{"sample", "--checkpoint", step, "--prompt-ids", "1 2", "--tokens", "2"}}) {
+    const ProcResult p = run_worker(args, kEnv);
+    CHECK_MSG(
+        p.exit_code == 5 && has(p.output, "config.lora.base_quant = \"int4\"") && !has(p.output, "crc32c"),
+        "%s of a checkpoint with lora.base_quant = \"int4\": exit %d\n%s", args[0].c_str(), p.exit_code,
+        p.output.c_str());
+  }
+  CHECK(!fs::exists(dir + "/int4-merged") && !fs::exists(dir + "/int4-peft"));
 }
 
 // ---- the device seam ----
@@ -415,7 +454,10 @@ void exports_and_sample(const std::string& dir, const std::string& base) {
   flotilla::Rng rng(1);
   const std::vector<int32_t> ids = flotilla::sample_tokens(m, {1, 5, 9}, so, rng);
   std::string text;
-  for (size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) text += " ";
+    text += std::to_string(ids[i]);
+  }
   CHECK_MSG(has(s1.output, text + "\n"), "sample printed\n%s\nthe in-process QLoRA model gives %s",
             s1.output.c_str(), text.c_str());
   // Unmerged (sample) and merged (export) are one model: the logits of both, within fp32 rounding.
@@ -453,6 +495,7 @@ int main() {
   resume_refusals(dir, base);
   exports_and_sample(dir, base);
   device_seam(dir, base);
+  unknown_quant_checkpoint(dir);
   bnb_bases(dir);
   return flotilla_test::summary("test_qlora_cli");
 }
