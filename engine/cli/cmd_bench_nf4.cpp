@@ -7,6 +7,7 @@
 // dequantisation and tiling alone. The weights are random codes with random statistics: the
 // kernels' speed does not depend on the values.
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -40,7 +41,8 @@ const char* kHelp =
     "                                 [--dtype fp32|bf16|both] [--device cpu|cuda] [--deterministic] "
     "[--json]\n\n"
     "GFLOP/s of the NF4 (QLoRA 4-bit base) matmul forward (out = x W^T) and input gradient (dx = dy W)\n"
-    "against the dense matmul of the same shape in the same run, and their ratio; the CPU model and\n"
+    "against the dense matmul of the same shape in the same run, and their ratio (nf4 / dense: by wall\n"
+    "time, and on the CPU by process CPU time, steadier on a shared machine); the CPU model and\n"
     "the kernel paths. Shapes are the weight's OUT x IN (e.g. 4096x4096: Llama-3-8B's q_proj).\n"
     "Defaults: --tokens 2048 --shapes 576x576,1536x576,4096x4096,14336x4096 --threads 0 (all cores)\n"
     "--reps 5 (best of, nf4 and dense alternating), --device cpu (cuda: the CUDA kernels against cuBLASLt,\n"
@@ -48,21 +50,35 @@ const char* kHelp =
 
 using Clock = std::chrono::steady_clock;
 
-// Best times of a and b over `reps` alternating runs after one warm-up each (page faults, oneDNN
-// primitives, tile buffers): alternating keeps another process's load from favouring either.
-std::pair<double, double> best_seconds(int reps, const std::function<void()>& a,
-                                       const std::function<void()>& b) {
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Best wall times of a and b over `reps` alternating runs after one warm-up each (page faults,
+// oneDNN primitives, tile buffers): alternating keeps another process's load from favouring
+// either. Also the best process CPU time of each: on a shared machine a preempted thread's wait
+// is not CPU time, so the CPU-time ratio is the steadier comparison (OpenMP's spinning threads
+// count in both alike).
+struct Best {
+  double a = 1e30, b = 1e30, cpu_a = 1e30, cpu_b = 1e30;
+};
+Best best_seconds(int reps, const std::function<void()>& a, const std::function<void()>& b) {
   a();
   b();
-  double ta = 1e30, tb = 1e30;
+  Best best;
   for (int r = 0; r < reps; ++r)
     for (int which = 0; which < 2; ++which) {
+      const double c0 = process_cpu_seconds();
       const auto t0 = Clock::now();
       (which == 0 ? a : b)();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      (which == 0 ? ta : tb) = std::min(which == 0 ? ta : tb, s);
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count(),
+                   c = process_cpu_seconds() - c0;
+      (which == 0 ? best.a : best.b) = std::min(which == 0 ? best.a : best.b, s);
+      (which == 0 ? best.cpu_a : best.cpu_b) = std::min(which == 0 ? best.cpu_a : best.cpu_b, c);
     }
-  return {ta, tb};
+  return best;
 }
 
 struct Module {
@@ -144,13 +160,12 @@ std::array<double, 4> time_device(Backend& be, const Module& m, int O, int I, in
       be.synchronize();
     });
   };
-  const auto [nf, df] = best_seconds(reps, synced([&] { be.nf4_matmul_forward(y, O, x, v, nullptr, N); }),
-                                     synced([&] { be.matmul_forward(y, x, w, nullptr, N, I, O, nullptr); }));
-  const auto [nb, db] =
-      best_seconds(reps, synced([&] { be.nf4_matmul_backward(dx, dy, O, v, N, false); }),
-                   synced([&] { be.matmul_backward(dx, nullptr, nullptr, dy, x, w, N, I, O); }));
+  const Best f = best_seconds(reps, synced([&] { be.nf4_matmul_forward(y, O, x, v, nullptr, N); }),
+                              synced([&] { be.matmul_forward(y, x, w, nullptr, N, I, O, nullptr); }));
+  const Best b = best_seconds(reps, synced([&] { be.nf4_matmul_backward(dx, dy, O, v, N, false); }),
+                              synced([&] { be.matmul_backward(dx, nullptr, nullptr, dy, x, w, N, I, O); }));
   for (float* p : owned) be.release(p);
-  return {nf, df, nb, db};
+  return {f.a, f.b, b.a, b.b};
 }
 
 }  // namespace
@@ -219,6 +234,7 @@ int cmd_bench_nf4(const CommandArgs& argv) {
       const bool bf16 = pass == 1;
       if (bf16 ? !run_bf16 : !run_fp32) continue;
       std::array<double, 4> t{};
+      std::array<double, 2> cpu_ratio{0, 0};  // dense / nf4 process CPU time (CPU only)
       if (gpu) {
         t = bf16 ? time_device<bf16_t>(*be, m, O, I, N, reps) : time_device<float>(*be, m, O, I, N, reps);
       } else {
@@ -241,35 +257,41 @@ int cmd_bench_nf4(const CommandArgs& argv) {
             cpu::gemm_bf16(false, false, N, I, O, dy16.data(), O, w16.data(), I, 0.0f, dx.data(), I);
           };
         }
-        const auto [f0, f1] = best_seconds(
+        const Best f = best_seconds(
             reps, [&] { cpu::nf4_matmul_forward(y.data(), O, x.data(), m.v, nullptr, N, bf16); }, dense_f);
-        const auto [b0, b1] = best_seconds(
+        const Best b = best_seconds(
             reps, [&] { cpu::nf4_matmul_backward(dx.data(), dy.data(), O, m.v, N, false, bf16); }, dense_b);
-        t = {f0, f1, b0, b1};
+        t = {f.a, f.b, b.a, b.b};
+        cpu_ratio = {f.cpu_b / f.cpu_a, b.cpu_b / b.cpu_a};
       }
       const double nf4_fwd = t[0], dense_fwd = t[1], nf4_bwd = t[2], dense_bwd = t[3];
-      char line[512];
-      std::snprintf(
-          line, sizeof line,
-          "%5dx%-5d N=%d %s: forward nf4 %7.1f GFLOP/s, dense %7.1f, ratio %.2f | input grad nf4 %7.1f "
-          "GFLOP/s, dense %7.1f, ratio %.2f",
-          O, I, N, bf16 ? "bf16" : "fp32", gf(nf4_fwd), gf(dense_fwd), dense_fwd / nf4_fwd, gf(nf4_bwd),
-          gf(dense_bwd), dense_bwd / nf4_bwd);
+      char line[512], fcpu[48] = "", bcpu[48] = "";
+      if (!gpu) {
+        std::snprintf(fcpu, sizeof fcpu, " (CPU time %.2f)", cpu_ratio[0]);
+        std::snprintf(bcpu, sizeof bcpu, " (CPU time %.2f)", cpu_ratio[1]);
+      }
+      std::snprintf(line, sizeof line,
+                    "%5dx%-5d N=%d %s: forward nf4 %7.1f GFLOP/s, dense %7.1f, ratio %.2f%s | input grad nf4 "
+                    "%7.1f GFLOP/s, dense %7.1f, ratio %.2f%s",
+                    O, I, N, bf16 ? "bf16" : "fp32", gf(nf4_fwd), gf(dense_fwd), dense_fwd / nf4_fwd, fcpu,
+                    gf(nf4_bwd), gf(dense_bwd), dense_bwd / nf4_bwd, bcpu);
       lines.push_back(line);
       if (!json) std::printf("%s\n", line), std::fflush(stdout);
-      rows.push_back({{"out", O},
-                      {"in", I},
-                      {"tokens", N},
-                      {"dtype", bf16 ? "bf16" : "fp32"},
-                      {"forward_gflops", gf(nf4_fwd)},
-                      {"forward_dense_gflops", gf(dense_fwd)},
-                      {"backward_gflops", gf(nf4_bwd)},
-                      {"backward_dense_gflops", gf(dense_bwd)}});
+      nlohmann::json row = {{"out", O},
+                            {"in", I},
+                            {"tokens", N},
+                            {"dtype", bf16 ? "bf16" : "fp32"},
+                            {"forward_gflops", gf(nf4_fwd)},
+                            {"forward_dense_gflops", gf(dense_fwd)},
+                            {"backward_gflops", gf(nf4_bwd)},
+                            {"backward_dense_gflops", gf(dense_bwd)}};
+      if (!gpu) row["forward_ratio_cpu_time"] = cpu_ratio[0], row["backward_ratio_cpu_time"] = cpu_ratio[1];
+      rows.push_back(row);
     }
   }
   const std::string device_line = gpu ? be->describe() : "";
   const std::string cpu_line = f.brand + " (" + cpu::describe_features(f) + "), " + std::to_string(nt) +
-                               " threads" + (deterministic ? ", deterministic" : "");
+                               (nt == 1 ? " thread" : " threads") + (deterministic ? ", deterministic" : "");
   const std::string path_line =
       gpu ? std::string(
                 "CUDA: SIMT 128x128 tiles, W dequantised per 32-deep slab into shared memory; dense: "

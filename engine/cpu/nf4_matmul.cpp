@@ -133,7 +133,25 @@ __attribute__((target("avx2"))) void row_avx2(float* dst, const uint8_t* p, cons
   }
 }
 
+// One row to bf16 on the calling thread, as round_to_bf16 rounds (vcvtneps2bf16 where the CPU has
+// AVX512_BF16, else to_bf16): the strided dout of a fused projection cannot take the threaded call.
+__attribute__((target("avx512f,avx512bf16,avx512vl"))) void round_row_avx512_bf16(bf16_t* out,
+                                                                                  const float* in, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(h));
+  }
+  for (; i < n; ++i) out[i] = to_bf16(in[i]);
+}
+
 #pragma GCC diagnostic pop
+
+void round_row_bf16(bf16_t* out, const float* in, int n) {
+  static const bool native = cpu_features().avx512_bf16 && cpu_features().os_avx512;
+  if (native) return round_row_avx512_bf16(out, in, n);
+  for (int i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
+}
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
@@ -245,12 +263,11 @@ void* tile_buffer() {
   return buf.p;
 }
 
-struct Scratch {
-  std::vector<bf16_t> x;  // the bf16-rounded activation operand of the call in progress
-};
-Scratch& scratch() {
-  static Scratch s;
-  return s;
+// The bf16-rounded activation operand of the call in progress, per calling thread (so two callers
+// on two threads do not share it); it only grows.
+std::vector<bf16_t>& activation_scratch() {
+  static thread_local std::vector<bf16_t> x;
+  return x;
 }
 
 template <typename T>
@@ -390,7 +407,7 @@ void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& 
   const Grid g = split(w.rows, 16, N, w.cols, bf16);
   if (bf16) {
     require_bf16("nf4_matmul_forward");
-    std::vector<bf16_t>& x = scratch().x;
+    std::vector<bf16_t>& x = activation_scratch();
     const size_t n = static_cast<size_t>(N) * w.cols;
     if (x.size() < n) x.resize(n);
     round_to_bf16(x.data(), inp, n);
@@ -415,16 +432,16 @@ void nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::Vie
   const Grid g = split(w.cols, nf4::kBlock, N, w.rows, bf16);
   if (bf16 && w.rows > 0) {
     require_bf16("nf4_matmul_backward");
-    std::vector<bf16_t>& d = scratch().x;
+    std::vector<bf16_t>& d = activation_scratch();
     const size_t n = static_cast<size_t>(N) * w.rows;
     if (d.size() < n) d.resize(n);
     if (ldd == w.rows) {
       round_to_bf16(d.data(), dout, n);
-    } else {
+    } else {  // a module's columns of a fused gradient: row by row, rounded as round_to_bf16 rounds
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < N; ++i)
-        for (int r = 0; r < w.rows; ++r)
-          d[static_cast<size_t>(i) * w.rows + r] = to_bf16(dout[static_cast<size_t>(i) * ldd + r]);
+        round_row_bf16(d.data() + static_cast<size_t>(i) * w.rows, dout + static_cast<size_t>(i) * ldd,
+                       w.rows);
     }
     for_each_item(g, w.cols, nf4::kBlock, N, [&](int c0, int c1, int n0, int n1) {
       backward_item<bf16_t>(dinp, dout, ldd, d.data(), w, accumulate, c0, c1, n0, n1);

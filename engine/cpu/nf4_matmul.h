@@ -31,7 +31,7 @@ namespace flotilla::cpu {
 
 // out (N rows, ldo apart; columns [0, w.rows)) = inp (N, w.cols) W^T + bias (w.rows, may be null).
 // bf16: the products of bf16-rounded operands (W's values rounded from their exact fp32), summed
-// in fp32, as matmul_forward_bf16 (its scratch is this file's own; not reentrant either).
+// in fp32, as matmul_forward_bf16 (the rounded activations in a scratch per calling thread).
 void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& w, const float* bias, int N,
                         bool bf16);
 

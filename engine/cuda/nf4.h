@@ -5,12 +5,12 @@
 // Non-obvious decision: a tiled SIMT kernel (128 x 128 output tiles, 8 x 8 per thread, fp32 FMA),
 // not tensor cores. The CUDA simulator every test runs on has no WMMA/mma, and no GPU has run this
 // code yet, so a tensor-core path could not be checked against its CPU twin anywhere; the SIMT
-// kernel is exact in what it computes (the bf16 products of bf16 storage are exact in fp32) and
-// the simulator checks it bit for bit in layout. Each 32-deep step dequantises its slab of W
-// (128 rows or columns x 32, bitsandbytes' rounding: view_absmax's __fmul_rn/__fadd_rn, the code
-// times absmax as one __fmul_rn, then rounded to bf16 for bf16 storage) into shared memory beside
-// the activation slab, so W never exists dequantised in global memory. No atomics and no split
-// of the reduction: every run gives the same bits.
+// kernel computes what a tensor-core one would (bf16 products are exact in fp32, summed in fp32)
+// and the simulator checks its indexing, barriers and rounding against the CPU twin. Each 32-deep
+// step dequantises its slab of W (128 rows or columns x 32, bitsandbytes' rounding: view_absmax's
+// __fmul_rn/__fadd_rn, the code times absmax as one __fmul_rn, then rounded to bf16 for bf16
+// storage) into shared memory beside the activation slab, so W never exists dequantised in global
+// memory. No atomics and no split of the reduction: every run gives the same bits.
 #pragma once
 
 #include "engine/core/nf4.h"
