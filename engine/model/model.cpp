@@ -207,8 +207,7 @@ void carve_quant_base(Model::Impl& m, void* base) {
 void allocate_quant_base(Model::Impl& m) {
   carve_quant_base(m, nullptr);
   m.q4.buf = BackendBuffer(*m.be, (m.q4.bytes + 3) / 4);
-  carve_quant_base(m, m.q4.buf.data());
-  m.be->fill_zero_bytes(m.q4.buf.data(), m.q4.buf.size() * 4);
+  carve_quant_base(m, m.q4.buf.data());  // not zeroed: set_base writes every byte a kernel reads
   if (m.opt.lora.double_quant) m.be->upload(m.q4.buf.data(), nf4::dynamic_map(), 256 * sizeof(float));
 }
 
@@ -601,7 +600,10 @@ void Model::base_to_full(float* full) const {
     }
 }
 
-void Model::set_base(const BaseWeights& b) {
+void Model::set_base(const BaseWeights& b) { set_base_impl(const_cast<BaseWeights&>(b), false); }
+void Model::set_base(BaseWeights&& b) { set_base_impl(b, true); }
+
+void Model::set_base_impl(BaseWeights& b, bool consume) {
   Impl& m = *impl_;
   const ParamLayout& layout = m.base.layout;
   if (b.nf4 != m.nf4() || (m.nf4() && b.double_quant != m.opt.lora.double_quant) ||
@@ -611,20 +613,25 @@ void Model::set_base(const BaseWeights& b) {
                                          (b.nf4 ? "nf4" : "dense") +
                                          (b.double_quant ? "" : " (no double quant)") + " for a model " +
                                          (m.nf4() ? "with" : "without") + " an nf4 base, or of other dims");
-  // The dense tensors: this shard's runs of each.
-  std::vector<float> local(m.base.n, 0.0f);
+  // The dense tensors: this shard's runs of each (straight into a host fp32 buffer).
+  std::vector<float> local(host_f32(m) ? 0 : m.base.n, 0.0f);
+  float* dst = host_f32(m) ? m.base.params.data() : local.data();
   for (int i = 0; i < layout.size(); ++i) {
-    if (m.base.sizes[static_cast<size_t>(i)] == 0) continue;
+    if (m.base.sizes[static_cast<size_t>(i)] == 0) {
+      if (consume) std::vector<float>().swap(b.dense[static_cast<size_t>(i)]);
+      continue;
+    }
     const std::vector<float>& t = b.dense[static_cast<size_t>(i)];
     if (t.size() != layout.full_size(i))
       throw Error(ExitCode::kInternal, "Model::set_base: tensor " + layout[i].name + " has " +
                                            std::to_string(t.size()) + " floats, expected " +
                                            std::to_string(layout.full_size(i)));
     for (const ShardRun& r : shard_runs(layout, m.s, i))
-      std::memcpy(local.data() + m.base.offsets[static_cast<size_t>(i)] + r.local, t.data() + r.full,
+      std::memcpy(dst + m.base.offsets[static_cast<size_t>(i)] + r.local, t.data() + r.full,
                   r.count * sizeof(float));
+    if (consume) std::vector<float>().swap(b.dense[static_cast<size_t>(i)]);
   }
-  set_set(m, m.base, local.data());
+  if (!host_f32(m)) set_set(m, m.base, local.data());
   if (!m.nf4()) return;
   // Each module's slice: whole rows of the module (column-parallel) or each row's run of column
   // blocks (row-parallel); the statistics of the same blocks, and the module's group absmaxes whole.
@@ -669,6 +676,7 @@ void Model::set_base(const BaseWeights& b) {
       } else {
         m.be->upload(const_cast<float*>(v.absmax), absmax.data(), absmax.size() * sizeof(float));
       }
+      if (consume) b.module(layer, mod) = nf4::Quantized{};
     }
 }
 

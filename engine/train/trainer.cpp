@@ -251,7 +251,6 @@ void Loop::setup_model() {
       const std::vector<float> p = interop::import_weights(from, dims);
       qbase = std::make_unique<BaseWeights>(base_weights_from_full(dims, p.data(), true, dq));
     }
-    model.set_base(*qbase);
     char what[160];
     std::snprintf(what, sizeof what, " (NF4%s: %.1f MB quantised projections, %.1f MB other tensors)",
                   dq ? ", double quantisation" : "", static_cast<double>(qbase->quantized_bytes()) / 1e6,
@@ -306,6 +305,11 @@ void Loop::setup_model() {
     device->set_base(*qbase);
   else if (device && lora)
     device->set_base_params(base.data());
+  // The host model takes the quantised base last, consuming it: the host never holds it twice.
+  if (qbase) {
+    model.set_base(std::move(*qbase));
+    qbase.reset();
+  }
   if (device) push_to_device();
   if (cfg.parallel.pp > 1) {
     if (device)  // the stages run on the device; the host model stays a mirror
