@@ -245,7 +245,8 @@ void test_recommend() {
   CHECK(n8.needs[1].mem_bytes > 24ull << 30);                             // LoRA: a bigger one
   CHECK_MSG(n8.text == "llama3.1-8b: full fine-tune needs " + n8.needs[0].text + "; LoRA " +
                            n8.needs[1].text +
-                           "; QLoRA 1 \u00d7 24 GB (bf16, micro-batch 1 x 4096 tokens, recompute off)",
+                           "; QLoRA 1 \u00d7 24 GB (on the GPUs the planner knows, bf16, micro-batch 1 x "
+                           "4096 tokens, recompute off)",
             "%s", n8.text.c_str());
   CHECK(advice.needs == n8.text);
 
