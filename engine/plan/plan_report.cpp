@@ -74,6 +74,7 @@ nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
           {"activations", m.activations},
           {"workspace", m.workspace},
           {"runtime", m.runtime},
+          {"loading", m.loading},
           {"total", m.total()},
           {"frozen_nf4", m.frozen_nf4},
           {"nf4_params", m.nf4_params},
@@ -105,7 +106,8 @@ std::string plan_memory_text(const Plan& p) {
                                                     {"AdamW v", m.adam_v},
                                                     {"activations", m.activations},
                                                     {"workspace", m.workspace},
-                                                    {"runtime", m.runtime}};
+                                                    {"runtime", m.runtime},
+                                                    {"loading", m.loading}};
   for (const auto& [name, bytes] : parts) {
     const std::string n = name;
     if (n == "frozen base" && m.frozen_nf4 > 0) {
@@ -119,6 +121,10 @@ std::string plan_memory_text(const Plan& p) {
     } else if (n == "workspace" && m.nf4_scratch > 0) {
       out += row(name, human_bytes(static_cast<double>(bytes)) + " (of it " +
                            human_bytes(static_cast<double>(m.nf4_scratch)) + " NF4 dequantisation tiles)");
+    } else if (n == "loading") {
+      if (bytes > 0)
+        out += row(name, "+" + human_bytes(static_cast<double>(bytes)) +
+                             " (loading the 4-bit base peaks above training: the loader's fp32 tensors and copy)");
     } else if (bytes > 0 || (n != "master weights" && n != "frozen base")) {
       out += row(name, human_bytes(static_cast<double>(bytes)));
     }

@@ -208,7 +208,8 @@ std::string method_note(const LayoutCandidate& c, const Search& full, const Sear
     case FineTuneMethod::kQlora: {
       std::string s = full_out;
       if (lora.fits.empty() && lora.least)
-        s += "LoRA does not fit: " + gib1(lora.least->peak().frozen_weights) + " of frozen base" + per + "; ";
+        s += "LoRA does not fit: at least " + gib1(lora.least->needed_bytes()) + per + ", " +
+             gib1(lora.least->peak().frozen_weights) + " of it the frozen base; ";
       s += "QLoRA trains " + trained_share(p) + " of the parameters and fits with " + gib1(free) +
            " free (4-bit NF4 base, " + bits_text(p.nf4_bits) +
            " bits per parameter; slower matmuls, which dequantise the base)";
@@ -310,7 +311,8 @@ FineTuneNeeds fine_tune_needs(const RunConfig& base, const PlanOptions& options)
     out.needs.push_back(need);
   }
   char cond[160];
-  std::snprintf(cond, sizeof cond, " (bf16, micro-batch %d x %d tokens, recompute %s)",
+  std::snprintf(cond, sizeof cond,
+                " (on the GPUs the planner knows, bf16, micro-batch %d x %d tokens, recompute %s)",
                 base.train.micro_batch, base.train.seq_len, base.train.recompute ? "on" : "off");
   out.text = model_name(base) + ": " + parts + cond;
   return out;

@@ -93,6 +93,26 @@ void test_memory_by_hand() {
   // A GPU run has no host tiles.
   const Plan pg = make_plan(cfg(small({"lora.base_quant=nf4", "run.device=cuda"})), device(), three);
   CHECK(pg.peak().nf4_scratch == 0);
+  // Loading the base peaks at the model's state plus the loader's whole-model fp32 tensors besides
+  // the projections and its quantised modules, plus set_base's fp32 copy of this rank's tensors;
+  // the plan's total is the higher of that and training's peak.
+  const auto check_load = [&](const Plan& p, bool above) {
+    const MemoryBreakdown& m = p.peak();
+    const uint64_t dense = p.params.allocated - 2 * proj;
+    const uint64_t state = m.frozen_weights + m.weights + m.gradients + m.adam_m + m.adam_v + m.runtime;
+    const uint64_t load_peak = state + dense * 4 + 2 * bytes + dense * 4;
+    const uint64_t steady = state + m.activations + m.workspace;
+    CHECK_MSG(m.total() == std::max(load_peak, steady) && (m.loading > 0) == above,
+              "loading %llu, total %llu, by hand %llu / %llu", static_cast<unsigned long long>(m.loading),
+              static_cast<unsigned long long>(m.total()), static_cast<unsigned long long>(load_peak),
+              static_cast<unsigned long long>(steady));
+  };
+  check_load(pq, false);  // 2 x 64 tokens: training peaks higher
+  check_load(make_plan(cfg(small({"lora.base_quant=nf4", "train.micro_batch=1", "train.seq_len=8",
+                                  "model.vocab_size=32768"})),
+                       device()),
+             true);
+  CHECK(ml.loading == 0);
   // Without double quantisation: an fp32 absmax per 64-block.
   const Plan p4 = make_plan(cfg(small({"lora.base_quant=nf4", "lora.double_quant=false"})), device());
   const uint64_t single = 2 * (8192 + 256 * 4) + 2 * (4096 + 128 * 4) + 3 * (16384 + 512 * 4);
@@ -225,7 +245,8 @@ void test_recommend() {
   CHECK(n8.needs[1].mem_bytes > 24ull << 30);                             // LoRA: a bigger one
   CHECK_MSG(n8.text == "llama3.1-8b: full fine-tune needs " + n8.needs[0].text + "; LoRA " +
                            n8.needs[1].text +
-                           "; QLoRA 1 \u00d7 24 GB (bf16, micro-batch 1 x 4096 tokens, recompute off)",
+                           "; QLoRA 1 \u00d7 24 GB (on the GPUs the planner knows, bf16, micro-batch 1 x "
+                           "4096 tokens, recompute off)",
             "%s", n8.text.c_str());
   CHECK(advice.needs == n8.text);
 
