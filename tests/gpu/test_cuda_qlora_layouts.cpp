@@ -106,6 +106,16 @@ every = 0
 )";
 }
 
+// The config's [lora]: r 4, alpha 8, every projection, NF4 with double quantisation.
+flotilla::LoraSpec qlora_spec() {
+  flotilla::LoraSpec spec;
+  spec.rank = 4;
+  spec.alpha = 8;
+  spec.targets = flotilla::parse_lora_targets("all-linear");
+  spec.nf4 = true;
+  return spec;
+}
+
 double event_number(const std::string& run, const char* field) { return memory_event_bytes(run, field); }
 
 // Projection weights of the whole model, and their NF4 bytes as bitsandbytes stores them per module:
@@ -135,6 +145,10 @@ void memory(const std::string& dir, const flotilla::ModelDims& d) {
   double weights = 0, nf4 = 0;
   projection_sizes(d, &weights, &nf4);
   const double pq = event_number(q, "parameter_bytes"), pl = event_number(l, "parameter_bytes");
+  // The start event names the NF4 part; LoRA's has none.
+  CHECK(event_number(q, "nf4_base_bytes") ==
+            static_cast<double>(flotilla::nf4_base_bytes_for(d, {}, qlora_spec(), 256)) &&
+        event_number(l, "nf4_base_bytes") < 0);
   const double want = pl - 4 * weights + nf4;
   // Each module's three pieces (codes, 8-bit absmaxes, group absmaxes) and the dynamic map are
   // aligned to 256 bytes apiece on the device.
@@ -166,11 +180,7 @@ void device_base(const std::string& base, const flotilla::ModelDims& d) {
   using namespace flotilla;
   auto& be = dynamic_cast<fc::CudaBackend&>(get_backend("cuda"));
   const BaseWeights bw = interop::load_hf_base(base, d, true, true);
-  LoraSpec spec;
-  spec.rank = 4;
-  spec.alpha = 8;
-  spec.targets = parse_lora_targets("all-linear");
-  spec.nf4 = true;
+  const LoraSpec spec = qlora_spec();
   constexpr int B = 2, T = 16;
   for (bool bf16 : {false, true}) {
     const char* dt = bf16 ? "bf16" : "fp32";
