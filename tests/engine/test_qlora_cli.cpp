@@ -418,6 +418,19 @@ void exports_and_sample(const std::string& dir, const std::string& base) {
   CHECK_MSG(got != merged(ck, original), "the merged export equals the merge onto the unquantised weights");
   CHECK(!fs::exists(dir + "/merged/adapter_config.json") && fs::exists(dir + "/merged/config.json"));
 
+  // fp32 block absmaxes (lora.double_quant = false): the merge is onto that quantisation's weights.
+  const ProcResult nodq = train(dir, "run-nodq", config(base, kQlora + "double_quant = false\n"));
+  CHECK_MSG(nodq.exit_code == 0, "train (double_quant = false): %s", nodq.output.c_str());
+  const flotilla::ModelCheckpoint cn = flotilla::load_model_checkpoint(dir + "/run-nodq", nullptr);
+  const ProcResult hfn = run_worker({"export", "--checkpoint", dir + "/run-nodq", "--format", "hf", "--dtype",
+                                     "fp32", "--out", dir + "/merged-nodq"},
+                                    kEnv);
+  CHECK_MSG(hfn.exit_code == 0 && has(hfn.output, "fp32 absmax"), "export hf (double_quant = false): %s",
+            hfn.output.c_str());
+  CHECK_MSG(!cn.lora.double_quant && flotilla::interop::import_hf_weights(dir + "/merged-nodq", d) ==
+                                         merged(cn, nf4_round_trip(d, original, false)),
+            "the merged export (double_quant = false) is not dequant(NF4(W)) + s B A");
+
   // The same two at the end of a run (checkpoint.export_peft / export_hf), and the log says it.
   const ProcResult end = train(dir, "end",
                                config(base, kQlora,

@@ -4,7 +4,8 @@
 // 64-element block, and tp = 2 cuts the row-parallel inputs (o: 128, down: 128) on block
 // boundaries), adapters on every projection, synthetic data. As test_cuda_lora_layouts does for LoRA:
 //   - one GPU against the CPU's QLoRA run within 2e-3 per step, and both far from plain LoRA over the
-//     unquantised base (the 4-bit base is what both compute); bf16 against fp32 within 3e-2;
+//     unquantised base (the 4-bit base is what both compute); the same with fp32 block absmaxes
+//     (lora.double_quant = false); bf16 against fp32 within 3e-2;
 //   - dp = 2 with ZeRO 0, 1 and 2, tp = 2, pp = 2 (1F1B) each against one GPU within 1e-4;
 //   - dropout 0.1: tp = 2 against one GPU, and a run stopped after step 3 and resumed gives the
 //     straight run's bits; bf16 storage: dp = 2 (ZeRO-1), tp = 2, pp = 2 against bf16 on one GPU
@@ -358,6 +359,27 @@ int main() {
             to_cpu, to_lora);
   std::printf("  QLoRA 1 GPU: %.3g (absolute loss) from the CPU's QLoRA, %.3g from LoRA over the fp32 base\n",
               to_cpu, to_lora);
+  // fp32 block absmaxes (lora.double_quant = false): the kernels' other statistics path, and 4.5 bits
+  // a weight in the memory plan.
+  const std::vector<std::string> fp32_absmax = {"--set", "lora.double_quant=false"};
+  gpu_test::train_single(cfg, dir + "/one-nodq", fp32_absmax);
+  std::vector<std::string> cpu_nodq = fp32_absmax;
+  cpu_nodq.insert(cpu_nodq.end(), {"--set", "run.device=cpu", "--set", "parallel.backend=auto"});
+  gpu_test::train_single(cfg, dir + "/cpu-nodq", cpu_nodq);
+  const auto nodq = step_losses(dir + "/one-nodq");
+  gpu_test::compare_losses("QLoRA fp32 absmax: 1 GPU vs the CPU", nodq, step_losses(dir + "/cpu-nodq"),
+                           kCpuRel, kSteps);
+  CHECK_MSG(nodq != one, "lora.double_quant = false changed no loss");
+  {
+    const double predicted = event_number(dir + "/one-nodq", "predicted_bytes"),
+                 measured = event_number(dir + "/one-nodq", "measured_bytes");
+    flotilla::LoraSpec spec = qlora_spec();
+    spec.double_quant = false;
+    CHECK_MSG(measured <= predicted && predicted - measured <= 16 * 256 &&
+                  event_number(dir + "/one-nodq", "nf4_base_bytes") ==
+                      static_cast<double>(flotilla::nf4_base_bytes_for(d, {}, spec, 256)),
+              "fp32 absmax: predicted %.0f bytes, allocated %.0f", predicted, measured);
+  }
   gpu_test::train_single(cfg, dir + "/one-bf16", {"--set", "train.dtype=bf16"});
   gpu_test::compare_losses("QLoRA bf16 vs fp32 on 1 GPU", step_losses(dir + "/one-bf16"), one, kBf16Rel,
                            kSteps);
