@@ -124,7 +124,7 @@ std::string plan_memory_text(const Plan& p) {
     } else if (n == "loading") {
       if (bytes > 0)
         out += row(name, "+" + human_bytes(static_cast<double>(bytes)) +
-                             " (loading the 4-bit base peaks above training: the loader's fp32 tensors and copy)");
+                             " (loading the frozen base peaks above training: the loader's fp32 copy beside the model)");
     } else if (bytes > 0 || (n != "master weights" && n != "frozen base")) {
       out += row(name, human_bytes(static_cast<double>(bytes)));
     }

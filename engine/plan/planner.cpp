@@ -306,21 +306,26 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, trained * grad_bytes);
     }
     mem.runtime = runtime;
-    if (qlora && config.run.device == "cpu") {
-      // Loading a QLoRA base on the host peaks before the first step touches the activations: the
-      // loader's BaseWeights (base_weights.h: every non-projection tensor of the WHOLE model in fp32,
-      // and this stage's modules quantised whole, not as TP slices) and Model::set_base's fp32 copy
-      // of this rank's non-projection tensors, beside the model's own state. Measured on a 4-layer
-      // width-512 base (test_plan_memory_rss_qlora): 126.6 MiB at set_base, 111 MiB training.
-      const Nf4BlockBytes whole = nf4_block_bytes(d, 1, lora.double_quant);
-      const uint64_t dense_model =
-          count_parameters(d).allocated - static_cast<uint64_t>(d.n_layer) * whole.params;
-      const uint64_t loader = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes;
-      const uint64_t local_dense = (st.params - mem.nf4_params) * 4;
+    if (config.run.device == "cpu" && (qlora || (lora_on && !config.model.init_from.empty()))) {
+      // Loading the frozen base on the host peaks before the first step touches the activations,
+      // beside the model's own state. QLoRA: the loader's BaseWeights (base_weights.h: every
+      // non-projection tensor of the WHOLE model in fp32, and this stage's modules quantised whole,
+      // not as TP slices) and Model::set_base's fp32 copy of this rank's non-projection tensors.
+      // LoRA: the whole model imported in fp32 (trainer.cpp keeps it through setup for a device).
+      // Measured on a 4-layer width-512 base at B 4 x T 64 (test_plan_memory_rss_qlora): QLoRA
+      // 126.4 MiB at set_base against 111 MiB training; LoRA 184 MiB against 150 MiB.
+      uint64_t transient = count_parameters(d).allocated * 4;
+      if (qlora) {
+        const Nf4BlockBytes whole = nf4_block_bytes(d, 1, lora.double_quant);
+        const uint64_t dense_model =
+            count_parameters(d).allocated - static_cast<uint64_t>(d.n_layer) * whole.params;
+        transient = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes +
+                    (st.params - mem.nf4_params) * 4;
+      }
       const uint64_t state = mem.frozen_weights + mem.weights + mem.master_weights + mem.gradients +
                              mem.adam_m + mem.adam_v + mem.runtime;
       const uint64_t steady = state + mem.activations + mem.workspace;
-      const uint64_t load_peak = state + loader + local_dense;
+      const uint64_t load_peak = state + transient;
       mem.loading = load_peak > steady ? load_peak - steady : 0;
     }
 

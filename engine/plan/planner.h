@@ -154,8 +154,8 @@ struct MemoryBreakdown {
   uint64_t activations = 0;  // kept for backward x micro-batches in flight
   uint64_t workspace = 0;    // logits of one micro-batch, communication buckets
   uint64_t runtime = 0;      // process baseline (code, libraries, BLAS, CUDA context) + data buffers
-  // QLoRA on the CPU: how far loading the base (the loader's BaseWeights and Model::set_base's
-  // copy, before any activation is touched) peaks above training; 0 when training peaks higher.
+  // LoRA / QLoRA on the CPU: how far loading the frozen base (before any activation is touched)
+  // peaks above training; 0 when training peaks higher.
   uint64_t loading = 0;
   // QLoRA (lora.base_quant = "nf4"), parts of the figures above, not added again by total():
   uint64_t frozen_nf4 = 0;   // of frozen_weights: the 4-bit projections with their statistics

@@ -57,5 +57,8 @@ int main() {
   const std::string lora = "[lora]\nenabled = true\nrank = 8\nbase_quant = \"nf4\"\n";
   plan_rss::check_config("qlora", "init_from = \"" + base + "\"\n", lora,
                          "steps = 2\nmicro_batch = 4\nseq_len = 64\n");
+  // LoRA on the same base: its load (the whole model in fp32 beside the frozen base) peaks too.
+  plan_rss::check_config("lora-small-batch", "init_from = \"" + base + "\"\n",
+                         "[lora]\nenabled = true\nrank = 8\n", "steps = 2\nmicro_batch = 4\nseq_len = 64\n");
   return flotilla_test::summary("test_plan_memory_rss_qlora");
 }

@@ -457,7 +457,7 @@ void HardwarePage::refreshDerived() {
                {"activations", m.activations},
                {"workspace", m.workspace},
                {"runtime", m.runtime},
-               {"loading the 4-bit base", m.loading}};
+               {"loading the base", m.loading}};
   for (const auto& item : items)
     if (item.bytes) parts << tr("%1 %2").arg(tr(item.name), formatBytes(item.bytes));
   m_breakdown->setText(parts.join(QStringLiteral(" · ")) +
