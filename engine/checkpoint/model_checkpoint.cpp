@@ -118,6 +118,12 @@ RunConfig config_from_trainer_json(const LoadedCheckpoint& c) {
     } catch (const Error& e) {
       throw_checkpoint(where + ": config.lora is not valid: " + e.what());
     }
+    // The base the adapters were trained over: one this engine cannot rebuild (a quantisation it
+    // does not have) would be read as the unquantised base and merge or sample another model.
+    if (rc.lora.base_quant != "none" && rc.lora.base_quant != "nf4")
+      throw_checkpoint(where + ": config.lora.base_quant = \"" + rc.lora.base_quant +
+                       "\" is not a base quantisation this engine has (\"none\" or \"nf4\"); the adapters "
+                       "were trained over a base it cannot rebuild, so they are not exported or sampled");
   }
   return rc;
 }

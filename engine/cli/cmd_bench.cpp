@@ -88,7 +88,10 @@ const char* kHelp =
     "bench and full fine-tuning of the same model in two child processes (each its own peak RSS) and\n"
     "prints both, the planner's memory for each and LoRA's step speed-up.\n"
     "--device cuda --lora [--lora-rank R --lora-alpha A --lora-targets T --lora-dropout P] [--config F]:\n"
-    "full fine-tuning and LoRA of one model on the GPU at one batch, and their ratios (docs/cuda.md).\n";
+    "full fine-tuning and LoRA of one model on the GPU at one batch, and their ratios (docs/cuda.md);\n"
+    "--qlora (or a --config with lora.base_quant = \"nf4\") adds QLoRA, the same LoRA over the base\n"
+    "quantised to 4-bit NF4 (the batch: the largest whose full fine-tuning fits, else LoRA's, else\n"
+    "QLoRA's; a run that does not fit at it is reported as not run).\n";
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/interop/bnb.h"
 #include "engine/interop/gpt2_safetensors.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/llmc.h"
@@ -102,16 +103,21 @@ int cmd_export(const CommandArgs& argv) {
     std::printf("  r %d, alpha %g%s, targets %s, %zu parameters; base %s\n", c.lora.rank, c.lora.alpha,
                 c.lora.rslora ? " (rsLoRA)" : "", lora_targets_text(c.lora.targets).c_str(), c.params.size(),
                 c.init_from.c_str());
-    if (c.lora.nf4)  // PEFT's adapter_config.json has no key for the base's quantisation
+    if (c.lora.nf4) {  // PEFT's adapter_config.json has no key for the base's quantisation
+      const bool saved_4bit = interop::is_bnb_4bit_folder(c.init_from);
       std::printf(
-          "  QLoRA: trained over the base quantised to 4-bit NF4 (%s); the adapter is a plain LoRA adapter "
-          "and "
-          "adapter_config.json records no quantisation: load the base in 4-bit (BitsAndBytesConfig("
-          "load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=%s)) for the model it "
-          "was "
-          "trained as\n",
-          c.lora.double_quant ? "double-quantised absmax" : "fp32 absmax",
-          c.lora.double_quant ? "True" : "False");
+          "  QLoRA: trained over the base quantised to 4-bit NF4 (%s); the adapter is a plain LoRA "
+          "adapter and adapter_config.json records no quantisation: ",
+          c.lora.double_quant ? "double-quantised absmax" : "fp32 absmax");
+      if (saved_4bit)
+        std::printf(
+            "the base folder was saved in 4-bit by bitsandbytes, so from_pretrained loads it as trained\n");
+      else
+        std::printf(
+            "load the base in 4-bit (BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", "
+            "bnb_4bit_use_double_quant=%s)) for the model it was trained as\n",
+            c.lora.double_quant ? "True" : "False");
+    }
     return 0;
   }
   if (c.lora.enabled() && format != "hf")

@@ -26,7 +26,9 @@ int cmd_sample(const CommandArgs& argv) {
         "the prompt is text (encoded as transformers' tokenizer(text), e.g. with Llama 3's BOS) and\n"
         "the output is decoded;\n"
         "without one, give --prompt-ids and the output is token ids. Defaults: 64 tokens,\n"
-        "temperature 1.0, no top-k, seed 1.\n");
+        "temperature 1.0, no top-k, seed 1. A LoRA checkpoint samples its base (the run's\n"
+        "model.init_from) with the adapter unmerged; a QLoRA one (lora.base_quant = \"nf4\") the base\n"
+        "quantised to 4-bit NF4 as the run trained over it.\n");
     return 0;
   }
   const auto checkpoint = args.value("--checkpoint");

@@ -1,13 +1,14 @@
 // bench --device cuda: training throughput on one GPU, MFU against a peak measured in the same run;
 // with --lora, full fine-tuning and LoRA of the same model at the same batch, one after the other,
-// and their ratios. Non-obvious decisions: the peak is the best of cuBLASLt bf16 (or fp32) 8192^3
-// GEMMs timed with CUDA events in this process (not a datasheet figure), so MFU is a ratio of two
-// numbers taken on the same GPU, clocks and driver; the micro-batch is the largest of a descending
-// list whose predicted footprint (GpuTrainer::predicted_bytes; under --lora full fine-tuning's, the
-// larger) fits in cudaMemGetInfo's free memory with a 10% margin, and the prediction is printed next
-// to the measured use. LoRA's MFU counts its own model FLOPs (the frozen base's forward and input
-// gradients, the adapters' three GEMMs: planner.h flops_per_token with the LoRA spec), so the two
-// MFUs compare kernel efficiency and the tokens/s ratio is the speed-up.
+// and their ratios; with --qlora also QLoRA (the same LoRA over the base quantised to NF4). Non-obvious
+// decisions: the peak is the best of cuBLASLt bf16 (or fp32) 8192^3 GEMMs timed with CUDA events in this
+// process (not a datasheet figure), so MFU is a ratio of two numbers taken on the same GPU, clocks and
+// driver; the micro-batch is the largest of a descending list whose predicted footprint
+// (GpuTrainer::predicted_bytes; under --lora full fine-tuning's, the larger) fits in cudaMemGetInfo's free
+// memory with a 10% margin, and the prediction is printed next to the measured use. LoRA's MFU counts its own
+// model FLOPs (the frozen base's forward and input gradients, the adapters' three GEMMs: planner.h
+// flops_per_token with the LoRA spec), so the two MFUs compare kernel efficiency and the tokens/s ratio is
+// the speed-up.
 #include "engine/cuda/bench_cuda.h"
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include "engine/cuda/gpu_trainer.h"
 #include "engine/cuda/matmul.h"
 #include "engine/interop/hf_model.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/lora.h"
 #include "engine/plan/planner.h"
 
@@ -131,7 +133,7 @@ BenchRun run_model(CudaBackend& be, const ModelDims& d, int B, int T, bool bf16,
   std::vector<double> times;
   AdamWHyper h;
   h.lr = 1e-4f;
-  const char* what = lora.enabled() ? "LoRA" : "full";
+  const char* what = lora.nf4 ? "QLoRA" : lora.enabled() ? "LoRA" : "full";
   for (int s = 0; s < warmup + steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     gpt.model().set_dropout_step(s + 1);
@@ -192,6 +194,9 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   // LoRA: --lora, or a --config whose [lora] is enabled; its rank, alpha, dropout and targets from
   // that [lora] (else the config defaults), each overridden by its flag.
   const bool lora_flag = args.flag("--lora");
+  // QLoRA: --qlora (or a --config with lora.base_quant = "nf4") adds a third run, the same LoRA over
+  // the base quantised to NF4 (lora.double_quant from the config, default true).
+  const bool qlora_flag = args.flag("--qlora");
   const std::optional<std::string> lora_rank = args.value("--lora-rank"),
                                    lora_alpha = args.value("--lora-alpha"),
                                    lora_targets = args.value("--lora-targets"),
@@ -206,7 +211,8 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     cfg = load_config_file(*config_path);
     if (!cfg.model.init_from.empty()) interop::apply_hf_init_from(cfg);  // the folder's shape
   }
-  const bool use_lora = lora_flag || cfg.lora.enabled;
+  const bool use_qlora = qlora_flag || (cfg.lora.enabled && cfg.lora.base_quant == "nf4");
+  const bool use_lora = lora_flag || use_qlora || cfg.lora.enabled;
   if (!use_lora && (lora_rank || lora_alpha || lora_targets || lora_dropout))
     throw_usage("--lora-rank, --lora-alpha, --lora-targets and --lora-dropout need --lora");
   if (lora_rank) cfg.lora.rank = static_cast<int>(cli::parse_int(*lora_rank, "--lora-rank"));
@@ -217,7 +223,10 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   if (use_lora && cfg.lora.rank < 1) throw_usage("--lora-rank must be at least 1");
   if (use_lora && !(cfg.lora.dropout >= 0.0 && cfg.lora.dropout < 1.0))
     throw_usage("--lora-dropout must be in [0, 1)");
+  cfg.lora.base_quant = "none";
   const LoraSpec lora = lora_spec(cfg);  // throws naming lora.targets for a bad list
+  LoraSpec qlora = lora;
+  qlora.nf4 = use_qlora;
 
   // The model: --preset, else the config's model, else GPT-2 124M (Llama-3.2-1B's shape with --lora).
   std::string preset_name = preset_arg.value_or(use_lora ? "llama3.2-1b" : "gpt2-124m");
@@ -240,6 +249,8 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   if (use_lora && lora.rank > std::min(d.n_embd, d.ffn()))
     throw_usage("--lora-rank " + std::to_string(lora.rank) + " exceeds the model width " +
                 std::to_string(std::min(d.n_embd, d.ffn())));
+  if (use_qlora)
+    if (const std::string p = nf4_layout_problem(d, 1); !p.empty()) throw_usage("--qlora: " + p);
 
   auto& be = dynamic_cast<CudaBackend&>(get_backend("cuda"));
   Context& ctx = be.context();
@@ -260,8 +271,10 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   };
   int B = batch_arg > 0 ? batch_arg : largest({});
   if (B == 0 && use_lora) B = largest(lora);
+  if (B == 0 && use_qlora) B = largest(qlora);
   if (B == 0) throw Error(ExitCode::kOutOfMemory, "bench: not even micro-batch 1 fits in GPU memory");
   const bool run_full = !use_lora || fits(B, LoraSpec{});
+  const bool run_lora = use_lora && (!use_qlora || fits(B, lora));
 
   const size_t N = static_cast<size_t>(B) * static_cast<size_t>(T);
   std::vector<int32_t> tokens(N + 1);
@@ -273,12 +286,15 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     init.init_random(1337);
     weights.assign(init.params(), init.params() + init.num_params());
   }
-  BenchRun full, adapted;
+  BenchRun full, adapted, quantised;
   if (run_full)
     full = run_model(be, d, B, T, use_bf16, {}, weights.data(), tokens, steps, warmup, peak_tflops, json);
-  if (use_lora)
+  if (run_lora)
     adapted =
         run_model(be, d, B, T, use_bf16, lora, weights.data(), tokens, steps, warmup, peak_tflops, json);
+  if (use_qlora)  // the same initialisation quantised (Model::set_base_from_full under nf4)
+    quantised =
+        run_model(be, d, B, T, use_bf16, qlora, weights.data(), tokens, steps, warmup, peak_tflops, json);
 
   if (json) {
     nlohmann::json j;
@@ -301,14 +317,29 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
     if (!run_full)
       j["full_skipped"] = "predicted " + std::to_string(gib(predicted_bytes(d, B, T, use_bf16, {}))) +
                           " GiB does not fit in 90% of " + std::to_string(gib(free_b)) + " GiB free";
-    j["lora"] = run_json(adapted);
-    j["lora"]["rank"] = lora.rank;
-    j["lora"]["alpha"] = lora.alpha;
-    j["lora"]["dropout"] = lora.dropout;
-    j["lora"]["targets"] = lora_targets_text(lora.targets);
-    if (run_full)
+    j["lora"] = run_lora ? run_json(adapted) : nlohmann::json(nullptr);
+    if (run_lora) {
+      j["lora"]["rank"] = lora.rank;
+      j["lora"]["alpha"] = lora.alpha;
+      j["lora"]["dropout"] = lora.dropout;
+      j["lora"]["targets"] = lora_targets_text(lora.targets);
+    }
+    if (run_full && run_lora)
       j["lora_vs_full"] = {{"tokens_per_s", adapted.tokens_per_s / full.tokens_per_s},
                            {"memory", static_cast<double>(adapted.used) / static_cast<double>(full.used)}};
+    if (use_qlora) {
+      j["qlora"] = run_json(quantised);
+      j["qlora"]["double_quant"] = qlora.double_quant;
+      j["qlora"]["nf4_base_gib"] = gib(nf4_base_bytes_for(d, {}, qlora, 256));
+      if (run_lora)
+        j["qlora_vs_lora"] = {
+            {"tokens_per_s", quantised.tokens_per_s / adapted.tokens_per_s},
+            {"memory", static_cast<double>(quantised.used) / static_cast<double>(adapted.used)}};
+      if (run_full)
+        j["qlora_vs_full"] = {
+            {"tokens_per_s", quantised.tokens_per_s / full.tokens_per_s},
+            {"memory", static_cast<double>(quantised.used) / static_cast<double>(full.used)}};
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -335,13 +366,27 @@ int cmd_bench_cuda(const std::vector<std::string>& argv) {
   char what[256];
   std::snprintf(what, sizeof what, "LoRA r %d, alpha %g, dropout %g on %s", lora.rank, lora.alpha,
                 static_cast<double>(lora.dropout), lora_targets_text(lora.targets).c_str());
-  print_run(what, adapted, steps);
-  if (run_full)
+  if (run_lora)
+    print_run(what, adapted, steps);
+  else
+    std::printf("%s: not run, predicted %.2f GiB at B=%d does not fit in 90%% of %.2f GiB free\n", what,
+                gib(predicted_bytes(d, B, T, use_bf16, lora)), B, gib(free_b));
+  if (run_full && run_lora)
     std::printf(
         "LoRA / full fine-tuning: %.2fx tokens/s, %.2fx memory (MFU counts each its own model FLOPs: LoRA "
         "4N + 6N_lora + attention)\n",
         adapted.tokens_per_s / full.tokens_per_s,
         static_cast<double>(adapted.used) / static_cast<double>(full.used));
+  if (use_qlora) {
+    std::snprintf(what, sizeof what, "QLoRA (the same over a 4-bit NF4 base%s, %.2f GiB)",
+                  qlora.double_quant ? ", double quantisation" : "",
+                  gib(nf4_base_bytes_for(d, {}, qlora, 256)));
+    print_run(what, quantised, steps);
+    if (run_lora)
+      std::printf("QLoRA / LoRA: %.2fx tokens/s, %.2fx memory\n",
+                  quantised.tokens_per_s / adapted.tokens_per_s,
+                  static_cast<double>(quantised.used) / static_cast<double>(adapted.used));
+  }
   return 0;
 }
 

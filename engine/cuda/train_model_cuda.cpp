@@ -222,14 +222,17 @@ class CudaTrainModel final : public DeviceModel {
   }
   double peak_flops() const override { return peak_tflops_ * 1e12; }
   std::map<std::string, std::string> memory_report() const override {
-    return {{"device", std::to_string(device_)},
-            {"predicted_bytes", std::to_string(predicted_)},
-            {"planner_bytes", std::to_string(planned_)},
-            {"measured_bytes", std::to_string(measured_)},
-            {"parameter_bytes", std::to_string(gpt_->parameter_bytes())},
-            {"optimizer_bytes", std::to_string(gpt_->optimizer_bytes())},
-            {"activation_bytes", std::to_string(gpt_->activation_bytes())},
-            {"peak_tflops", std::to_string(peak_tflops_)}};
+    std::map<std::string, std::string> out = {{"device", std::to_string(device_)},
+                                              {"predicted_bytes", std::to_string(predicted_)},
+                                              {"planner_bytes", std::to_string(planned_)},
+                                              {"measured_bytes", std::to_string(measured_)},
+                                              {"parameter_bytes", std::to_string(gpt_->parameter_bytes())},
+                                              {"optimizer_bytes", std::to_string(gpt_->optimizer_bytes())},
+                                              {"activation_bytes", std::to_string(gpt_->activation_bytes())},
+                                              {"peak_tflops", std::to_string(peak_tflops_)}};
+    // QLoRA: the part of parameter_bytes that is the 4-bit projections (codes and statistics).
+    if (gpt_->model().nf4_base()) out["nf4_base_bytes"] = std::to_string(gpt_->model().base_quant_bytes());
+    return out;
   }
 
  private:

@@ -103,6 +103,9 @@ struct GpuSheet {
 const std::vector<GpuSheet>& gpu_sheets() {
   static const std::vector<GpuSheet> sheets = {
       {"a100-80gb", 312e12, 156e12, 80.0 * (1ull << 30), 230e9, "A100 SXM 80GB, NVLink 3"},
+      // The 40 GB A100 (same data-sheet peaks as the 80 GB one): the card the "LoRA 1 x 40 GB" of
+      // the fine-tune summary (recommend.h) names.
+      {"a100-40gb", 312e12, 156e12, 40.0 * (1ull << 30), 230e9, "A100 SXM 40GB, NVLink 3"},
       {"h100-sxm", 989e12, 494e12, 80.0 * (1ull << 30), 450e9, "H100 SXM 80GB, NVLink 4"},
       {"h200", 989e12, 494e12, 141e9, 450e9, "H200 SXM 141GB, NVLink 4"},
       // NVIDIA A10 data sheet: BF16 Tensor Core 125 TFLOPS, TF32 62.5 (dense; 250 / 125 with
@@ -110,6 +113,9 @@ const std::vector<GpuSheet>& gpu_sheets() {
       {"a10-24gb", 125e12, 62.5e12, 24.0 * (1ull << 30), 20e9, "A10 24GB, PCIe 4"},
       {"l4", 121e12, 60e12, 24.0 * (1ull << 30), 20e9, "L4 24GB, PCIe 4"},
       {"rtx-4090", 165e12, 82.6e12, 24.0 * (1ull << 30), 20e9, "RTX 4090 24GB, PCIe 4"},
+      // NVIDIA L40S data sheet: BF16 Tensor Core 362 TFLOPS, TF32 183 (dense), 48 GB GDDR6, PCIe 4:
+      // the 48 GB class (with the RTX 6000 Ada) that four-card 70B QLoRA setups use.
+      {"l40s", 362e12, 183e12, 48.0 * (1ull << 30), 20e9, "L40S 48GB, PCIe 4"},
   };
   return sheets;
 }

@@ -74,7 +74,11 @@ nlohmann::ordered_json memory_json(const MemoryBreakdown& m) {
           {"activations", m.activations},
           {"workspace", m.workspace},
           {"runtime", m.runtime},
-          {"total", m.total()}};
+          {"loading", m.loading},
+          {"total", m.total()},
+          {"frozen_nf4", m.frozen_nf4},
+          {"nf4_params", m.nf4_params},
+          {"nf4_scratch", m.nf4_scratch}};
 }
 
 // "0.52%": the share of the parameters a LoRA run trains.
@@ -91,7 +95,9 @@ std::string plan_memory_text(const Plan& p) {
   const bool lora = p.lora.enabled();
   out += "memory per device" +
          (p.pp > 1 ? " (stage " + std::to_string(p.peak_stage) + ", the largest)" : std::string()) +
-         (lora ? " (LoRA: master weights, gradients and AdamW state are the adapters')" : "") + "\n";
+         (lora ? std::string(p.lora.nf4 ? " (QLoRA" : " (LoRA") +
+                     ": master weights, gradients and AdamW state are the adapters')"
+               : std::string()) + "\n";
   const std::pair<const char*, uint64_t> parts[] = {{"frozen base", m.frozen_weights},
                                                     {lora ? "adapters" : "weights", m.weights},
                                                     {"master weights", m.master_weights},
@@ -100,11 +106,28 @@ std::string plan_memory_text(const Plan& p) {
                                                     {"AdamW v", m.adam_v},
                                                     {"activations", m.activations},
                                                     {"workspace", m.workspace},
-                                                    {"runtime", m.runtime}};
+                                                    {"runtime", m.runtime},
+                                                    {"loading", m.loading}};
   for (const auto& [name, bytes] : parts) {
     const std::string n = name;
-    if (bytes > 0 || (n != "master weights" && n != "frozen base"))
+    if (n == "frozen base" && m.frozen_nf4 > 0) {
+      // QLoRA: the 4-bit projections and what stays in the compute dtype, each with its size.
+      out += row(name, human_bytes(static_cast<double>(bytes)) + " = 4-bit NF4 base " +
+                           human_bytes(static_cast<double>(m.frozen_nf4)) + " (" + commas(m.nf4_params) +
+                           " parameters at " + fmt("%.3f", 8.0 * static_cast<double>(m.frozen_nf4) /
+                                                               static_cast<double>(m.nf4_params)) +
+                           " bits) + " + human_bytes(static_cast<double>(bytes - m.frozen_nf4)) +
+                           " embedding, norms and head in " + (p.weight_bytes == 2 ? "bf16" : "fp32"));
+    } else if (n == "workspace" && m.nf4_scratch > 0) {
+      out += row(name, human_bytes(static_cast<double>(bytes)) + " (of it " +
+                           human_bytes(static_cast<double>(m.nf4_scratch)) + " NF4 dequantisation tiles)");
+    } else if (n == "loading") {
+      if (bytes > 0)
+        out += row(name, "+" + human_bytes(static_cast<double>(bytes)) +
+                             " (loading the frozen base peaks above training: the loader's fp32 copy beside the model)");
+    } else if (bytes > 0 || (n != "master weights" && n != "frozen base")) {
       out += row(name, human_bytes(static_cast<double>(bytes)));
+    }
   }
   const std::string verdict = p.fits ? " (fits)" : " (DOES NOT FIT)";
   const uint64_t margin = p.margin_bytes();
@@ -153,6 +176,12 @@ std::string plan_to_text(const Plan& p) {
                            percent_of(p.params.trainable, p.params.total) + " of " + commas(p.params.total) +
                            "); r " + std::to_string(p.lora.rank) + ", alpha " + fmt("%g", p.lora.alpha) +
                            (p.lora.rslora ? " (rsLoRA)" : "") + " on " + lora_targets_text(p.lora.targets));
+  if (lora && p.lora.nf4)
+    out += row("QLoRA", "4-bit NF4 base, " + fmt("%.3f", p.nf4_bits) + " bits per parameter (" +
+                            (p.lora.double_quant ? "double quantisation: 4 + an 8-bit absmax per 64 + fp32 per 256 blocks"
+                                                 : "4 + an fp32 absmax per 64") +
+                            ") on q, k, v, o, gate, up, down; embedding, norms and head in " + (p.weight_bytes == 2 ? "bf16" : "fp32") +
+                            "; FLOPs stay LoRA's (dequantising is not model work)");
   const std::string n_lora = lora ? ", N_lora = " + commas(p.params.trainable) : "";
   out += row("FLOPs/token",
              human_si(p.flops.palm, "FLOP") +
@@ -238,6 +267,10 @@ std::string plan_to_json(const Plan& p, int indent) {
                  {"dropout", p.lora.dropout},
                  {"use_rslora", p.lora.rslora},
                  {"targets", lora_targets_text(p.lora.targets)},
+                 {"base_quant", p.lora.nf4 ? "nf4" : "none"},
+                 {"base", p.lora.nf4 ? "4-bit NF4 base" : p.weight_bytes == 2 ? "bf16 base" : "fp32 base"},
+                 {"double_quant", p.lora.nf4 && p.lora.double_quant},
+                 {"base_bits_per_parameter", p.lora.nf4 ? p.nf4_bits : 8.0 * p.weight_bytes},
                  {"trainable_fraction", p.params.total > 0 ? static_cast<double>(p.params.trainable) /
                                                                  static_cast<double>(p.params.total)
                                                            : 0.0}};

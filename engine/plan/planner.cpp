@@ -9,12 +9,16 @@
 //
 // Under LoRA one rank's memory is the frozen base (its TP/PP share, in the storage dtype) plus the
 // adapters and their state; compute drops the base's weight-gradient GEMMs (4N + 6 N_lora per
-// token instead of 6N) and data parallelism moves the adapters' gradients only.
+// token instead of 6N) and data parallelism moves the adapters' gradients only. QLoRA
+// (lora.base_quant = "nf4") holds the base's projections in 4-bit NF4 (nf4_module_bytes) and adds
+// the kernels' dequantisation tiles; its FLOPs stay LoRA's (dequantising is not model work).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "engine/config/config_validate.h"
+#include "engine/core/nf4.h"
 #include "engine/model/param_layout.h"
 #include "engine/plan/planner.h"
 
@@ -29,6 +33,17 @@ constexpr uint64_t kMiB = 1u << 20;
 constexpr uint64_t kCpuRuntimeBytes = 12 * kMiB;
 // A CUDA context plus cuBLAS/NCCL workspaces on one GPU (typical; the CUDA issue measures it).
 constexpr uint64_t kCudaRuntimeBytes = 768 * kMiB;
+// QLoRA on the CPU: each OpenMP thread dequantises W into its own tile buffer of this size, kept for
+// the thread's life (engine/cpu/nf4_matmul.cpp, kTileBytes: half a 2 MiB L2).
+constexpr uint64_t kNf4CpuTileBytes = 1 * kMiB;
+
+// The threads one CPU rank runs (the trainer's local_threads: run.threads, else this machine's
+// cores shared by the ranks on it).
+int cpu_threads_per_rank(const RunConfig& c, int ranks) {
+  if (c.run.threads > 0) return c.run.threads;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, ranks));
+}
 
 uint64_t bytes_of(double floats, int element_bytes) {
   return static_cast<uint64_t>(std::llround(floats * element_bytes));
@@ -78,6 +93,40 @@ uint64_t edge_params(const ModelDims& d, int tp, int pp, int stage) {
 
 }  // namespace
 
+uint64_t nf4_module_bytes(int64_t out, int64_t in, int tp, bool column_parallel, bool double_quant) {
+  const auto n = static_cast<uint64_t>(std::max(tp, 1));
+  const uint64_t rows =
+      column_parallel ? ceil_div(static_cast<uint64_t>(out), n) : static_cast<uint64_t>(out);
+  const uint64_t cols = column_parallel ? static_cast<uint64_t>(in) : ceil_div(static_cast<uint64_t>(in), n);
+  const uint64_t numel = rows * cols;
+  const uint64_t blocks = ceil_div(numel, nf4::kBlock);
+  const uint64_t packed = ceil_div(numel, 2);
+  if (!double_quant) return packed + blocks * sizeof(float);
+  // The group absmaxes cover the whole module's blocks (each rank keeps them all: a slice finds its
+  // group from the block's index in the module, nf4.h View), and one fp32 offset.
+  const uint64_t module_blocks =
+      ceil_div(static_cast<uint64_t>(out) * static_cast<uint64_t>(in), nf4::kBlock);
+  return packed + blocks + ceil_div(module_blocks, nf4::kGroup) * sizeof(float) + sizeof(float);
+}
+
+Nf4BlockBytes nf4_block_bytes(const ModelDims& d, int tp, bool double_quant) {
+  Nf4BlockBytes b;
+  const auto n = static_cast<uint64_t>(std::max(tp, 1));
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    const auto [in, out] = lora_target_shape(d, t);
+    const bool column = lora_column_parallel(t);
+    b.params += column ? ceil_div(static_cast<uint64_t>(out), n) * static_cast<uint64_t>(in)
+                       : static_cast<uint64_t>(out) * ceil_div(static_cast<uint64_t>(in), n);
+    b.bytes += nf4_module_bytes(out, in, tp, column, double_quant);
+  }
+  return b;
+}
+
+double nf4_bits_per_parameter(const ModelDims& d, bool double_quant) {
+  const Nf4BlockBytes b = nf4_block_bytes(d, 1, double_quant);
+  return b.params > 0 ? 8.0 * static_cast<double>(b.bytes) / static_cast<double>(b.params) : 0.0;
+}
+
 double recompute_flops_per_token(const ModelDims& d, int seq_len) {
   const double C = d.n_embd;
   // The MLP-down projection is not re-run: GPT-2 its weight and bias, llama its weight.
@@ -87,7 +136,7 @@ double recompute_flops_per_token(const ModelDims& d, int seq_len) {
 
 uint64_t MemoryBreakdown::total() const {
   return frozen_weights + weights + master_weights + gradients + adam_m + adam_v + activations + workspace +
-         runtime;
+         runtime + loading;
 }
 
 uint64_t Plan::needed_bytes() const {
@@ -137,6 +186,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   const LoraSpec lora = lora_spec(config);
   const bool lora_on = lora.enabled();
   plan.lora = lora;
+  const bool qlora = lora_on && lora.nf4;
+  if (qlora) plan.nf4_bits = nf4_bits_per_parameter(d, lora.double_quant);
   plan.params = count_parameters(d, lora);
   plan.flops = flops_per_token(d, plan.T, lora);
   plan.flops_per_step = plan.flops.palm * static_cast<double>(plan.tokens_per_step);
@@ -149,6 +200,7 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   const bool cpu_bf16 = config.train.dtype == "bf16" && config.run.device == "cpu";
   const bool bf16 = config.train.dtype == "bf16" && !cpu_bf16;
   const int weight_bytes = bf16 ? 2 : 4, grad_bytes = bf16 ? 2 : 4, act_bytes = bf16 ? 2 : 4;
+  plan.weight_bytes = weight_bytes;
   const int tp = plan.tp, pp = plan.pp, dp = plan.dp, m = plan.pipeline_micro_batches;
   const auto accum = static_cast<double>(plan.grad_accum_steps);
   const ZeroDivisors zero = zero_divisors(plan.zero, dp);
@@ -192,6 +244,13 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
 
     MemoryBreakdown& mem = st.memory;
     mem.frozen_weights = lora_on ? st.params * weight_bytes : 0;
+    if (qlora) {
+      // The projections leave the storage dtype for NF4; norms, biases, embedding and head stay.
+      const Nf4BlockBytes q = nf4_block_bytes(d, tp, lora.double_quant);
+      mem.nf4_params = static_cast<uint64_t>(st.n_layers) * q.params;
+      mem.frozen_nf4 = static_cast<uint64_t>(st.n_layers) * q.bytes;
+      mem.frozen_weights = (st.params - mem.nf4_params) * weight_bytes + mem.frozen_nf4;
+    }
     mem.weights = trained * weight_bytes;
     mem.master_weights = bf16 ? ceil_div(trained, zero.master) * 4 : 0;
     mem.gradients = ceil_div(trained, zero.gradients) * grad_bytes;
@@ -218,6 +277,24 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       const double head = N * C2 + V * C2 + N * V;
       mem.workspace += bytes_of(st.head ? std::max(head, mlp) : mlp, 2);
     }
+    if (qlora && config.run.device == "cpu") {
+      // The NF4 kernels' scratch (nf4_matmul.cpp): every thread's dequantised tile, and under bf16
+      // the bf16-rounded activation operand of the widest call (N x the widest projection side).
+      const int threads =
+          options.cpu_threads > 0 ? options.cpu_threads : cpu_threads_per_rank(config, plan.ranks);
+      mem.nf4_scratch = static_cast<uint64_t>(threads) * kNf4CpuTileBytes;
+      if (cpu_bf16) {
+        uint64_t widest = 0;
+        for (int t = 0; t < kNumLoraTargets; ++t) {
+          const auto [in, out] = lora_target_shape(d, t);
+          const bool column = lora_column_parallel(t);
+          widest = std::max<uint64_t>({widest, static_cast<uint64_t>(column ? out / tp : out),
+                                       static_cast<uint64_t>(column ? in : in / tp)});
+        }
+        mem.nf4_scratch += static_cast<uint64_t>(plan.B) * plan.T * widest * 2;
+      }
+      mem.workspace += mem.nf4_scratch;
+    }
     if (dp > 1 && plan.zero >= 2) {
       // ZeRO-2 as the engine builds it (data_parallel.h): besides the gradient shard, two staging
       // slots of one layer's gradients (the buckets) and full-size wte/wpe/lnf gradients (LoRA:
@@ -229,6 +306,28 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       mem.workspace += std::min<uint64_t>(2 * options.dp_bucket_bytes, trained * grad_bytes);
     }
     mem.runtime = runtime;
+    if (config.run.device == "cpu" && (qlora || (lora_on && !config.model.init_from.empty()))) {
+      // Loading the frozen base on the host peaks before the first step touches the activations,
+      // beside the model's own state. QLoRA: the loader's BaseWeights (base_weights.h: every
+      // non-projection tensor of the WHOLE model in fp32, and this stage's modules quantised whole,
+      // not as TP slices) and Model::set_base's fp32 copy of this rank's non-projection tensors.
+      // LoRA: the whole model imported in fp32 (trainer.cpp keeps it through setup for a device).
+      // Measured on a 4-layer width-512 base at B 4 x T 64 (test_plan_memory_rss_qlora): QLoRA
+      // 126.4 MiB at set_base against 111 MiB training; LoRA 184 MiB against 150 MiB.
+      uint64_t transient = count_parameters(d).allocated * 4;
+      if (qlora) {
+        const Nf4BlockBytes whole = nf4_block_bytes(d, 1, lora.double_quant);
+        const uint64_t dense_model =
+            count_parameters(d).allocated - static_cast<uint64_t>(d.n_layer) * whole.params;
+        transient = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes +
+                    (st.params - mem.nf4_params) * 4;
+      }
+      const uint64_t state = mem.frozen_weights + mem.weights + mem.master_weights + mem.gradients +
+                             mem.adam_m + mem.adam_v + mem.runtime;
+      const uint64_t steady = state + mem.activations + mem.workspace;
+      const uint64_t load_peak = state + transient;
+      mem.loading = load_peak > steady ? load_peak - steady : 0;
+    }
 
     // FLOPs of one rank of this stage per step: 6 x its parameters used in matmuls + attention,
     // the LM head on the last stage. Recomputation re-runs a block's forward up to its GELU

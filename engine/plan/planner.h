@@ -76,6 +76,26 @@ double recompute_flops_per_token(const ModelDims& dims, int seq_len);
 // one block - down's B) on top of the plain figure.
 double recompute_flops_per_token(const ModelDims& dims, int seq_len, const LoraSpec& lora);
 
+// ---- QLoRA's 4-bit base (engine/core/nf4.h) -----------------------------------------------------
+
+// Bytes one tensor-parallel rank holds of one [out x in] projection quantised to NF4, exactly as
+// nf4::Quantized stores it: 4 bits per element (two per byte) and, per 64-element block, one
+// 8-bit absmax code (double quantisation; plus the module's fp32 group absmaxes, one per 256
+// blocks, replicated on every rank, and its fp32 offset) or one fp32 absmax. A column-parallel
+// projection (q, k, v, gate, up) gives each rank out / tp rows, a row-parallel one (o, down)
+// in / tp columns.
+uint64_t nf4_module_bytes(int64_t out, int64_t in, int tp, bool column_parallel, bool double_quant);
+// The base projections of one block on one tensor-parallel rank under QLoRA: their parameters and
+// their NF4 bytes (every projection, adapted or not, as bitsandbytes quantises every nn.Linear).
+struct Nf4BlockBytes {
+  uint64_t params = 0;
+  uint64_t bytes = 0;
+};
+Nf4BlockBytes nf4_block_bytes(const ModelDims& dims, int tp, bool double_quant);
+// Bits per quantised base parameter of the whole model: 4 + the statistics (4.127 with double
+// quantisation, 4.5 without, for 64-divisible widths).
+double nf4_bits_per_parameter(const ModelDims& dims, bool double_quant);
+
 // ---- layout formulas ---------------------------------------------------------------------------
 
 // Pipeline bubble fraction of a step: (p-1)/(m+p-1) for p stages and m micro-batches per flush.
@@ -124,7 +144,8 @@ LoraActivationFloats lora_activation_account(const ModelDims& dims, int tp, int 
 // ---- the plan ----------------------------------------------------------------------------------
 
 struct MemoryBreakdown {
-  uint64_t frozen_weights = 0;  // LoRA: the frozen base in the storage dtype (0 in full training)
+  uint64_t frozen_weights = 0;  // LoRA: the frozen base in the storage dtype (0 in full training);
+                                // QLoRA: its projections in NF4 (frozen_nf4) + the rest in the storage dtype
   uint64_t weights = 0;         // trained parameters in the storage dtype (LoRA: the adapters)
   uint64_t master_weights = 0;  // fp32 master copy (bf16 runs only)
   uint64_t gradients = 0;
@@ -133,6 +154,13 @@ struct MemoryBreakdown {
   uint64_t activations = 0;  // kept for backward x micro-batches in flight
   uint64_t workspace = 0;    // logits of one micro-batch, communication buckets
   uint64_t runtime = 0;      // process baseline (code, libraries, BLAS, CUDA context) + data buffers
+  // LoRA / QLoRA on the CPU: how far loading the frozen base (before any activation is touched)
+  // peaks above training; 0 when training peaks higher.
+  uint64_t loading = 0;
+  // QLoRA (lora.base_quant = "nf4"), parts of the figures above, not added again by total():
+  uint64_t frozen_nf4 = 0;   // of frozen_weights: the 4-bit projections with their statistics
+  uint64_t nf4_params = 0;   // the projection parameters they hold (this rank's slices)
+  uint64_t nf4_scratch = 0;  // of workspace: the kernels' dequantisation tiles
   uint64_t total() const;
 };
 
@@ -159,6 +187,7 @@ struct PlanOptions {
   double efficiency = 0.5;               // fraction of peak FLOP/s the kernels reach (MFU)
   uint64_t dp_bucket_bytes = 25u << 20;  // gradient all-reduce bucket (two in flight)
   uint64_t runtime_bytes = 0;            // 0 = the default baseline for the device kind
+  int cpu_threads = 0;                   // QLoRA's CPU tile buffers: threads per rank (0 = as the trainer)
 };
 
 struct Plan {
@@ -173,7 +202,9 @@ struct Plan {
   int64_t tokens_per_step = 0;
   int64_t grad_accum_steps = 0;
   int64_t steps = 0;
-  LoraSpec lora;  // lora.enabled(): a LoRA fine-tune (rank 0: full training)
+  LoraSpec lora;         // lora.enabled(): a LoRA fine-tune (rank 0: full training); lora.nf4: QLoRA
+  int weight_bytes = 4;  // a weight in storage: 2 under bf16 on a GPU, else 4 (CPU bf16 stores fp32)
+  double nf4_bits = 0;   // QLoRA: bits per quantised base parameter (nf4_bits_per_parameter)
   ParamCounts params;
   FlopsPerToken flops;
   double flops_per_step = 0;  // PaLM FLOPs of one optimizer step, all ranks together
@@ -218,7 +249,7 @@ DeviceProfile cpu_profile_nominal(int threads);
 // The same with flops_per_s measured by a BLAS sgemm for about `seconds` (plan --measure).
 DeviceProfile cpu_profile_measured(int threads, double seconds);
 // Named GPU profiles from their data sheets (dense peak for the dtype; link = typical NVLink or PCIe
-// all-reduce bus bandwidth): a100-80gb, h100-sxm, h200, a10-24gb, l4, rtx-4090.
+// all-reduce bus bandwidth): a100-80gb, a100-40gb, h100-sxm, h200, a10-24gb, l4, rtx-4090, l40s.
 std::vector<std::string> gpu_profile_names();
 bool find_gpu_profile(const std::string& name, const std::string& dtype, DeviceProfile* out);
 

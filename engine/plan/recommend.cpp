@@ -90,12 +90,13 @@ Search search_layouts(const RunConfig& base, int world, const DeviceProfile& dev
   return out;
 }
 
-// The config as a full fine-tune / as a LoRA fine-tune (the config's [lora] when it asks for LoRA,
-// else rank 16 on every projection).
+// The config as a full fine-tune / as a LoRA fine-tune (the config's [lora] when it asks for LoRA
+// or QLoRA, else rank 16 on every projection) over a base in the compute dtype / over a 4-bit one.
 RunConfig as_full(RunConfig c) {
   c.lora.enabled = false;
   c.lora.init_from.clear();          // an adapter to continue: LoRA only
   c.checkpoint.export_peft.clear();  // a PEFT adapter folder: LoRA only
+  c.lora.base_quant = "none";        // a quantised base: LoRA only
   return c;
 }
 RunConfig as_lora(RunConfig c) {
@@ -105,6 +106,14 @@ RunConfig as_lora(RunConfig c) {
     c.lora.rank = 16;
     c.lora.targets = "all-linear";
   }
+  c.lora.base_quant = "none";
+  return c;
+}
+RunConfig as_qlora(RunConfig c) {
+  const bool asked = c.lora.enabled && c.lora.base_quant == "nf4";
+  c = as_lora(std::move(c));
+  c.lora.base_quant = "nf4";
+  if (!asked) c.lora.double_quant = true;  // QLoRA's own choice: 4.127 bits, not 4.5
   return c;
 }
 
@@ -118,13 +127,27 @@ std::string layout_words(const Plan& p) {
 
 uint64_t optimizer_state(const MemoryBreakdown& m) { return m.master_weights + m.adam_m + m.adam_v; }
 
+FineTuneMethod plan_method(const Plan& p) {
+  if (!p.lora.enabled()) return FineTuneMethod::kFull;
+  return p.lora.nf4 ? FineTuneMethod::kQlora : FineTuneMethod::kLora;
+}
+
+std::string bits_text(double bits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", bits);
+  return buf;
+}
+
 std::string method_words(const Plan& p) {
   if (!p.lora.enabled()) return "full fine-tuning";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "LoRA (r %d, alpha %g", p.lora.rank, p.lora.alpha);
+  std::snprintf(buf, sizeof buf, "%s (r %d, alpha %g", p.lora.nf4 ? "QLoRA" : "LoRA", p.lora.rank,
+                p.lora.alpha);
   const bool all = p.lora.targets == (1u << kNumLoraTargets) - 1;
-  return std::string(buf) + " on " + (all ? std::string("all-linear") : lora_targets_text(p.lora.targets)) +
-         ")";
+  std::string out =
+      std::string(buf) + " on " + (all ? std::string("all-linear") : lora_targets_text(p.lora.targets));
+  if (p.lora.nf4) out += ", 4-bit NF4 base at " + bits_text(p.nf4_bits) + " bits";
+  return out + ")";
 }
 
 std::string trained_share(const Plan& p) {
@@ -138,11 +161,12 @@ std::string trained_share(const Plan& p) {
 
 // One method's verdict: "full fine-tuning does not fit: at least 52.3 GiB per GPU (dp 4, ZeRO 2,
 // micro-batch 1), 18.2 GiB of it optimizer state, of 24.0 GiB".
-std::string verdict(const Search& s, bool lora, const RunConfig& config, int world,
+std::string verdict(const Search& s, FineTuneMethod method, const RunConfig& config, int world,
                     const DeviceProfile& device) {
   const std::string per = config.run.device == "cuda" ? " per GPU" : " per device";
+  const bool lora = method != FineTuneMethod::kFull;
   if (!s.least) {
-    const std::string what = lora ? "LoRA" : "full fine-tuning";
+    const std::string what = method == FineTuneMethod::kFull ? "full fine-tuning" : method_name(method);
     return what + ": no valid layout for " + std::to_string(world) + " rank(s)";
   }
   const Plan& p = *s.least;
@@ -156,33 +180,143 @@ std::string verdict(const Search& s, bool lora, const RunConfig& config, int wor
   }
   out += (lora ? " but does not fit: at least " : " does not fit: at least ") + gib1(p.needed_bytes()) + per +
          " (" + layout_words(p) + "), ";
-  out += lora ? gib1(m.frozen_weights) + " of it the frozen base"
-              : gib1(optimizer_state(m)) + " of it optimizer state (fp32 master weights, AdamW m and v)";
+  out += !lora ? gib1(optimizer_state(m)) + " of it optimizer state (fp32 master weights, AdamW m and v)"
+         : method == FineTuneMethod::kQlora
+             ? gib1(m.frozen_weights) + " of it the frozen base (" + gib1(m.frozen_nf4) + " in 4-bit NF4)"
+             : gib1(m.frozen_weights) + " of it the frozen base";
   return out + ", of " + gib1(device.mem_bytes);
 }
 
-// The note of one candidate: why this method, with the other one's verdict where it matters.
-std::string method_note(const LayoutCandidate& c, const Search& full, const Search& lora,
+// The note of one candidate: why this method, with the others' verdicts where they matter.
+std::string method_note(const LayoutCandidate& c, const Search& full, const Search& lora, const Search& qlora,
                         const DeviceProfile& device) {
   const Plan& p = c.plan;
   const uint64_t free = device.mem_bytes > p.needed_bytes() ? device.mem_bytes - p.needed_bytes() : 0;
   const std::string per = c.config.run.device == "cuda" ? " per GPU" : " per device";
-  if (p.lora.enabled()) {
-    std::string s;
-    if (full.fits.empty() && full.least)
-      s = "full fine-tuning does not fit: " + gib1(optimizer_state(full.least->peak())) +
-          " of optimizer state" + per + "; ";
-    s += "LoRA trains " + trained_share(p) + " of the parameters and fits with " + gib1(free) + " free";
-    if (!full.fits.empty()) s += "; full fine-tuning also fits";
-    return s;
+  const std::string full_out =
+      full.fits.empty() && full.least
+          ? "full fine-tuning does not fit: " + gib1(optimizer_state(full.least->peak())) +
+                " of optimizer state" + per + "; "
+          : std::string();
+  switch (plan_method(p)) {
+    case FineTuneMethod::kLora: {
+      std::string s = full_out + "LoRA trains " + trained_share(p) + " of the parameters and fits with " +
+                      gib1(free) + " free";
+      if (!full.fits.empty()) s += "; full fine-tuning also fits";
+      return s;
+    }
+    case FineTuneMethod::kQlora: {
+      std::string s = full_out;
+      if (lora.fits.empty() && lora.least)
+        s += "LoRA does not fit: at least " + gib1(lora.least->needed_bytes()) + per + ", " +
+             gib1(lora.least->peak().frozen_weights) + " of it the frozen base; ";
+      s += "QLoRA trains " + trained_share(p) + " of the parameters and fits with " + gib1(free) +
+           " free (4-bit NF4 base, " + bits_text(p.nf4_bits) +
+           " bits per parameter; slower matmuls, which dequantise the base)";
+      if (!full.fits.empty()) s += "; full fine-tuning also fits";
+      if (!lora.fits.empty()) s += "; LoRA also fits";
+      return s;
+    }
+    case FineTuneMethod::kFull:
+      break;
   }
   std::string s = "full fine-tuning trains every parameter and fits with " + gib1(free) + " free";
   if (lora.fits.empty() && lora.least)
     s = "LoRA does not fit (" + gib1(lora.least->needed_bytes()) + per + "); " + s;
+  (void)qlora;
   return s;
 }
 
+// "24 GB": a card's memory as its data sheet names it (binary sizes in GiB, the rest in GB).
+std::string card_size(uint64_t bytes) {
+  const uint64_t gib_bytes = 1ull << 30;
+  char buf[32];
+  if (bytes % gib_bytes == 0)
+    std::snprintf(buf, sizeof buf, "%llu GB", static_cast<unsigned long long>(bytes / gib_bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.0f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+// The name the needs line gives the model: the Hugging Face folder's, else the preset's.
+std::string model_name(const RunConfig& c) {
+  std::string from = c.model.init_from;
+  while (!from.empty() && from.back() == '/') from.pop_back();
+  if (!from.empty()) return from.substr(from.find_last_of('/') + 1);
+  return c.model.preset.empty() ? std::string("this model") : c.model.preset;
+}
+
 }  // namespace
+
+FineTuneMethod method_of(const LoraSection& lora) {
+  if (!lora.enabled) return FineTuneMethod::kFull;
+  return lora.base_quant == "nf4" ? FineTuneMethod::kQlora : FineTuneMethod::kLora;
+}
+
+const char* method_name(FineTuneMethod m) {
+  switch (m) {
+    case FineTuneMethod::kFull:
+      return "full fine-tune";
+    case FineTuneMethod::kLora:
+      return "LoRA";
+    case FineTuneMethod::kQlora:
+      return "QLoRA";
+  }
+  return "";
+}
+
+FineTuneNeeds fine_tune_needs(const RunConfig& base, const PlanOptions& options) {
+  // A GPU run in bf16 with the config's model, micro-batch, sequence length and recompute; the global
+  // batch a multiple of eight micro-batches, so every data-parallel degree up to 8 is a layout.
+  RunConfig gpu = base;
+  gpu.run.device = "cuda";
+  gpu.train.dtype = "bf16";
+  gpu.parallel = ParallelSection{};
+  gpu.train.global_batch_tokens = static_cast<int64_t>(base.train.micro_batch) * base.train.seq_len * 8;
+  std::vector<std::pair<std::string, DeviceProfile>> cards;
+  for (const std::string& name : gpu_profile_names()) {
+    DeviceProfile d;
+    if (find_gpu_profile(name, "bf16", &d)) cards.emplace_back(name, d);
+  }
+  // Smallest card first; of equal sizes the faster.
+  std::stable_sort(cards.begin(), cards.end(), [](const auto& a, const auto& b) {
+    if (a.second.mem_bytes != b.second.mem_bytes) return a.second.mem_bytes < b.second.mem_bytes;
+    return a.second.flops_per_s > b.second.flops_per_s;
+  });
+  FineTuneNeeds out;
+  const std::pair<FineTuneMethod, RunConfig> methods[] = {{FineTuneMethod::kFull, as_full(gpu)},
+                                                          {FineTuneMethod::kLora, as_lora(gpu)},
+                                                          {FineTuneMethod::kQlora, as_qlora(gpu)}};
+  std::string parts;
+  for (const auto& [method, config] : methods) {
+    MethodNeed need;
+    need.method = method;
+    for (int world : {1, 2, 4, 8}) {
+      for (const auto& [name, card] : cards) {
+        const Search s = search_layouts(config, world, card, options);
+        if (s.fits.empty()) continue;
+        need.count = world;
+        need.profile = name;
+        need.mem_bytes = card.mem_bytes;
+        need.needed_bytes = s.least->needed_bytes();
+        break;
+      }
+      if (need.count > 0) break;
+    }
+    need.text = need.count > 0 ? std::to_string(need.count) + " \u00d7 " + card_size(need.mem_bytes)
+                               : "more than 8 \u00d7 " + card_size(cards.back().second.mem_bytes);
+    if (!parts.empty()) parts += "; ";
+    parts +=
+        std::string(method_name(method)) + (method == FineTuneMethod::kFull ? " needs " : " ") + need.text;
+    out.needs.push_back(need);
+  }
+  char cond[160];
+  std::snprintf(cond, sizeof cond,
+                " (on the GPUs the planner knows, bf16, micro-batch %d x %d tokens, recompute %s)",
+                base.train.micro_batch, base.train.seq_len, base.train.recompute ? "on" : "off");
+  out.text = model_name(base) + ": " + parts + cond;
+  return out;
+}
 
 std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world, const DeviceProfile& device,
                                                const PlanOptions& options, FineTuneAdvice* advice) {
@@ -193,20 +327,30 @@ std::vector<LayoutCandidate> recommend_layouts(const RunConfig& base, int world,
 
   const Search full = search_layouts(as_full(base), world, device, options);
   const Search lora = search_layouts(as_lora(base), world, device, options);
-  const bool prefer_lora = base.lora.enabled;
+  const Search qlora = search_layouts(as_qlora(base), world, device, options);
+  const FineTuneMethod prefer = method_of(base.lora);
   if (advice) {
     advice->fine_tune = true;
-    advice->prefer_lora = prefer_lora;
+    advice->prefer_lora = prefer != FineTuneMethod::kFull;
+    advice->prefer_qlora = prefer == FineTuneMethod::kQlora;
     advice->full_fits = !full.fits.empty();
     advice->lora_fits = !lora.fits.empty();
-    advice->full = verdict(full, false, base, world, device);
-    advice->lora = verdict(lora, true, base, world, device);
+    advice->qlora_fits = !qlora.fits.empty();
+    advice->full = verdict(full, FineTuneMethod::kFull, base, world, device);
+    advice->lora = verdict(lora, FineTuneMethod::kLora, base, world, device);
+    advice->qlora = verdict(qlora, FineTuneMethod::kQlora, base, world, device);
+    advice->needs = fine_tune_needs(base, options).text;
   }
+  // The config's method first, then full fine-tuning, LoRA, QLoRA.
+  std::vector<const Search*> order = {prefer == FineTuneMethod::kFull   ? &full
+                                      : prefer == FineTuneMethod::kLora ? &lora
+                                                                        : &qlora};
+  for (const Search* s : {&full, &lora, &qlora})
+    if (s != order.front()) order.push_back(s);
   std::vector<LayoutCandidate> out;
-  const Search* const order[] = {prefer_lora ? &lora : &full, prefer_lora ? &full : &lora};
   for (const Search* s : order) {
     for (LayoutCandidate c : s->fits) {
-      const std::string why = method_note(c, full, lora, device);
+      const std::string why = method_note(c, full, lora, qlora, device);
       c.note = c.note.empty() ? why : c.note + "; " + why;
       out.push_back(std::move(c));
     }
@@ -218,14 +362,19 @@ std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int w
                                     const DeviceProfile& device, size_t top, const FineTuneAdvice& advice) {
   std::string s;
   char line[1024];
-  std::snprintf(line, sizeof line, "Layouts for %d rank(s) of %s (%s each), %s:\n\n", world,
-                device.name.c_str(), gib(device.mem_bytes).c_str(),
-                advice.fine_tune
-                    ? (advice.prefer_lora ? "LoRA first, then full fine-tuning, each fastest first"
-                                          : "full fine-tuning first, then LoRA, each fastest first")
-                    : "fastest first");
+  std::snprintf(
+      line, sizeof line, "Layouts for %d rank(s) of %s (%s each), %s:\n\n", world, device.name.c_str(),
+      gib(device.mem_bytes).c_str(),
+      advice.fine_tune
+          ? (advice.prefer_qlora  ? "QLoRA first, then full fine-tuning and LoRA, each fastest first"
+             : advice.prefer_lora ? "LoRA first, then full fine-tuning and QLoRA, each fastest first"
+                                  : "full fine-tuning first, then LoRA and QLoRA, each fastest first")
+          : "fastest first");
   s += line;
-  if (advice.fine_tune) s += "  " + advice.full + "\n  " + advice.lora + "\n\n";
+  if (advice.fine_tune) {
+    if (!advice.needs.empty()) s += "  " + advice.needs + "\n";
+    s += "  " + advice.full + "\n  " + advice.lora + "\n  " + advice.qlora + "\n\n";
+  }
   if (c.empty()) {
     s += "  no layout fits: reduce train.micro_batch or the model, enable train.recompute, add devices,\n"
          "  or use devices with more memory.\n";
@@ -245,7 +394,8 @@ std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int w
                                  ? (c[i].runnable ? c[i].note : "(not runnable: " + c[i].note + ")")
                                  : (c[i].runnable ? "" : "(" + c[i].note + ")");
     if (advice.fine_tune) {
-      const std::string method = p.lora.enabled() ? "LoRA r" + std::to_string(p.lora.rank) : "full";
+      const std::string method =
+          p.lora.enabled() ? (p.lora.nf4 ? "QLoRA r" : "LoRA r") + std::to_string(p.lora.rank) : "full";
       std::snprintf(line, sizeof line,
                     "  %-4zu %-10s %-4d %-4d %-4d %-5d %-6d %-6lld %12s %8.3f s %12.0f  %s\n", i + 1,
                     method.c_str(), p.dp, p.tp, p.pp, p.zero, p.B, static_cast<long long>(p.grad_accum_steps),
@@ -270,6 +420,9 @@ std::string recommendations_to_text(const std::vector<LayoutCandidate>& c, int w
     if (advice.fine_tune && p.lora.enabled() && !advice.prefer_lora)
       flags += " --set lora.enabled=true --set lora.rank=" + std::to_string(p.lora.rank) +
                " --set lora.targets=" + best->config.lora.targets;
+    if (advice.fine_tune && p.lora.nf4 && !advice.prefer_qlora) flags += " --set lora.base_quant=nf4";
+    if (advice.fine_tune && p.lora.enabled() && !p.lora.nf4 && advice.prefer_qlora)
+      flags += " --set lora.base_quant=none";
     if (advice.fine_tune && !p.lora.enabled() && advice.prefer_lora) flags += " --set lora.enabled=false";
     s += std::string(advice.fine_tune ? "\nRecommended layout this build runs: "
                                       : "\nFastest layout this build runs: ") +
@@ -296,22 +449,29 @@ std::string recommendations_to_json(const std::vector<LayoutCandidate>& c, size_
                           {"runnable", c[i].runnable},
                           {"note", c[i].note}};
     if (advice.fine_tune) {
-      row["method"] = p.lora.enabled() ? "lora" : "full";
+      row["method"] = p.lora.enabled() ? (p.lora.nf4 ? "qlora" : "lora") : "full";
       row["lora"] = {{"enabled", p.lora.enabled()},
                      {"rank", c[i].config.lora.rank},
                      {"alpha", c[i].config.lora.alpha},
-                     {"targets", c[i].config.lora.targets}};
+                     {"targets", c[i].config.lora.targets},
+                     {"base_quant", p.lora.enabled() ? c[i].config.lora.base_quant : std::string("none")},
+                     {"double_quant", p.lora.nf4 && c[i].config.lora.double_quant}};
       row["trainable_parameters"] = p.params.trainable;
     }
     arr.push_back(std::move(row));
   }
   nlohmann::json out = {{"layouts", arr}, {"count", c.size()}};
   if (advice.fine_tune)
-    out["fine_tune"] = {{"prefer", advice.prefer_lora ? "lora" : "full"},
+    out["fine_tune"] = {{"prefer", advice.prefer_qlora  ? "qlora"
+                                   : advice.prefer_lora ? "lora"
+                                                        : "full"},
                         {"full_fits", advice.full_fits},
                         {"lora_fits", advice.lora_fits},
+                        {"qlora_fits", advice.qlora_fits},
                         {"full", advice.full},
-                        {"lora", advice.lora}};
+                        {"lora", advice.lora},
+                        {"qlora", advice.qlora},
+                        {"needs", advice.needs}};
   return out.dump(2);
 }
 

@@ -4,19 +4,29 @@
 //     "fp4"), base_quant without lora.enabled, a projection whose in-width is not a multiple of the
 //     64-element block, a tensor-parallel cut off the block boundaries (two real ranks);
 //   - a resume with another lora.base_quant or lora.double_quant refused naming the key, both ways;
+//     export and sample of a checkpoint naming a base quantisation this engine lacks refused naming
+//     config.lora.base_quant;
 //   - export --format peft (and checkpoint.export_peft): a plain LoRA adapter over the base folder,
 //     the checkpoint's tensors; --format hf (and checkpoint.export_hf): every projection dequantised
 //     from NF4 (bitsandbytes' bits) with W + s B A merged in, the rest of the base as it was, and the
 //     log saying plainly that the merge is onto a 4-bit quantised base;
-//   - sample --checkpoint: the 4-bit base with the adapter unmerged.
+//   - sample --checkpoint: the 4-bit base with the adapter unmerged;
+//   - the trainer's device branch (the DeviceModel seam's host reference) trains QLoRA bitwise as
+//     the CPU path, the base handed over as BaseWeights;
+//   - a bitsandbytes-saved base (the QLoRA golden's bnb/) trains, exports and samples as its bf16
+//     original; one missing a quant-state tensor, or double-quantised against lora.double_quant =
+//     false, is refused before anything starts naming the tensor or the key.
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "check.h"
 #include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/run_config.h"
+#include "engine/core/checksum.h"
 #include "engine/core/nf4.h"
 #include "engine/core/rng.h"
 #include "engine/interop/hf_model.h"
@@ -205,6 +215,167 @@ void resume_refusals(const std::string& dir, const std::string& base) {
   }
 }
 
+// A checkpoint whose trainer.json names a base quantisation this engine does not have (a newer
+// engine's, say: the file edited here, its MANIFEST checksum kept valid) is refused by export and
+// sample naming config.lora.base_quant, never read as the unquantised base.
+void unknown_quant_checkpoint(const std::string& dir) {
+  const std::string copy = dir + "/int4-ckpt";
+  fs::copy(dir + "/run", copy, fs::copy_options::recursive);
+  const std::string step = copy + "/checkpoints/step-00000004";
+  auto t = nlohmann::json::parse(read_file(step + "/trainer.json"));
+  CHECK(t["config"]["lora"]["base_quant"] == "nf4");
+  t["config"]["lora"]["base_quant"] = "int4";
+  const std::string text = t.dump(1);
+  write_text(step + "/trainer.json", text);
+  auto m = nlohmann::json::parse(read_file(step + "/MANIFEST"));
+  for (auto& f : m["files"])
+    if (f["name"] == "trainer.json") {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%08x", flotilla::crc32c(text.data(), text.size()));
+      f["crc32c"] = hex;
+      f["size"] = text.size();
+    }
+  write_text(step + "/MANIFEST", m.dump(1));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"export", "--checkpoint", step, "--format", "hf", "--out",
+                                 dir + "/int4-merged"},
+        std::vector<std::string>{"export", "--checkpoint", step, "--format", "peft", "--out",
+                                 dir + "/int4-peft"},
+        std::vector<std::string>{"sample", "--checkpoint", step, "--prompt-ids", "1 2", "--tokens", "2"}}) {
+    const ProcResult p = run_worker(args, kEnv);
+    CHECK_MSG(
+        p.exit_code == 5 && has(p.output, "config.lora.base_quant = \"int4\"") && !has(p.output, "crc32c"),
+        "%s of a checkpoint with lora.base_quant = \"int4\": exit %d\n%s", args[0].c_str(), p.exit_code,
+        p.output.c_str());
+  }
+  CHECK(!fs::exists(dir + "/int4-merged") && !fs::exists(dir + "/int4-peft"));
+}
+
+// ---- the device seam ----
+
+// The trainer's device branch (FLOTILLA_TEST_DEVICE_MODEL=host: Model + AdamW behind the DeviceModel
+// seam, what a GPU run goes through): the QLoRA base reaches it through DeviceModel::set_base as the
+// host's BaseWeights, and it trains bitwise as the CPU path (`run`, the same config).
+void device_seam(const std::string& dir, const std::string& base) {
+  const std::string cfg = dir + "/seam.toml";
+  write_text(cfg, config(base, kQlora));
+  std::vector<std::string> env = kEnv;
+  env.push_back("FLOTILLA_TEST_DEVICE_MODEL=host");
+  const ProcResult p = run_worker({"train", "--config", cfg, "--out-dir", dir + "/seam", "--quiet"}, env);
+  CHECK_MSG(p.exit_code == 0, "QLoRA through the device seam: %s", p.output.c_str());
+  bool said = false;
+  for (const auto& r : read_metrics(dir + "/seam"))
+    if (r["type"] == "event" && has(r.value("message", std::string()), "training on host reference"))
+      said = true;
+  CHECK_MSG(said, "the seam run did not go through the device model");
+  const auto a = step_losses(dir + "/run"), b = step_losses(dir + "/seam");
+  CHECK_MSG(a.size() == 4 && a == b, "QLoRA through the device seam: losses differ from the CPU path");
+  for (const char* section : {"params", "adam_m", "adam_v"})
+    CHECK_MSG(checkpoint_section(dir + "/seam", 4, section) == checkpoint_section(dir + "/run", 4, section),
+              "QLoRA through the device seam: %s differ from the CPU path", section);
+}
+
+// ---- bitsandbytes-saved bases ----
+
+// A copy of the golden bitsandbytes folder with `edit` applied to its tensors (name -> raw bytes).
+struct RawTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+std::string bnb_copy(const std::string& dir, const std::string& name,
+                     const std::function<void(std::map<std::string, RawTensor>&)>& edit) {
+  const std::string out = dir + "/" + name;
+  fs::create_directories(out);
+  for (const auto& e : fs::directory_iterator(golden("qlora/bnb")))
+    fs::copy_file(e.path(), out + "/" + e.path().filename().string());
+  const std::string path = out + "/model.safetensors";
+  std::map<std::string, RawTensor> t;
+  std::map<std::string, std::string> meta;
+  {
+    const flotilla::interop::SafetensorsFile f(path);
+    meta = f.metadata();
+    for (const auto& e : f.entries()) t[e.name] = RawTensor{e.dtype, e.shape, f.read_raw(e)};
+  }
+  edit(t);
+  std::vector<flotilla::interop::SafetensorsOutTensor> w;
+  for (const auto& [n, x] : t) w.push_back({n, x.dtype, x.shape, x.bytes.data(), {}});
+  flotilla::interop::write_safetensors(path, w, meta);
+  return out;
+}
+
+// A folder saved by transformers with bitsandbytes' 4-bit NF4 (the QLoRA golden's bnb/) trains,
+// exports and samples exactly as its bf16 original quantised at load; one missing a quant-state
+// tensor, or with another double quantisation than lora.double_quant, is refused before anything
+// starts, naming the tensor or the key.
+void bnb_bases(const std::string& dir) {
+  const std::string bf16 = golden("qlora/base"), bnb = golden("qlora/bnb");
+  const ProcResult a = train(dir, "from-bf16", config(bf16, kQlora)),
+                   b = train(dir, "from-bnb", config(bnb, kQlora));
+  CHECK_MSG(a.exit_code == 0 && b.exit_code == 0, "train on the QLoRA golden bases: %s\n%s", a.output.c_str(),
+            b.output.c_str());
+  CHECK(step_losses(dir + "/from-bf16") == step_losses(dir + "/from-bnb"));
+  for (const char* from : {"from-bf16", "from-bnb"}) {
+    const ProcResult e = run_worker({"export", "--checkpoint", dir + "/" + from, "--format", "hf", "--dtype",
+                                     "fp32", "--out", dir + "/" + from + "-merged"},
+                                    kEnv);
+    CHECK_MSG(e.exit_code == 0 && has(e.output, "dequantised from 4-bit NF4"), "export %s: %s", from,
+              e.output.c_str());
+  }
+  CHECK_MSG(read_file(dir + "/from-bnb-merged/model.safetensors") ==
+                read_file(dir + "/from-bf16-merged/model.safetensors"),
+            "the merged export over the bitsandbytes folder differs from the one over its bf16 original");
+  CHECK_MSG(!has(read_file(dir + "/from-bnb-merged/config.json"), "quantization_config"),
+            "the merged (unquantised) export carries the bitsandbytes folder's quantization_config");
+  const std::vector<std::string> args = {"--prompt-ids", "1 5 9", "--tokens", "6", "--top-k", "1"};
+  std::vector<std::string> s1 = {"sample", "--checkpoint", dir + "/from-bf16"},
+                           s2 = {"sample", "--checkpoint", dir + "/from-bnb"};
+  s1.insert(s1.end(), args.begin(), args.end());
+  s2.insert(s2.end(), args.begin(), args.end());
+  const ProcResult r1 = run_worker(s1, kEnv), r2 = run_worker(s2, kEnv);
+  // The generated ids: the one output line of digits and spaces (stderr names the base folder).
+  const auto ids_line = [](const std::string& t) {
+    std::string line, found;
+    for (char ch : t + "\n") {
+      if (ch != '\n') {
+        line += ch;
+        continue;
+      }
+      if (!line.empty() && line.find_first_not_of("0123456789 ") == std::string::npos) found = line;
+      line.clear();
+    }
+    return found;
+  };
+  CHECK_MSG(r1.exit_code == 0 && r2.exit_code == 0 && !ids_line(r1.output).empty() &&
+                ids_line(r1.output) == ids_line(r2.output),
+            "sample over the bnb folder vs its bf16 original:\n%s\n%s", r1.output.c_str(), r2.output.c_str());
+
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  struct Case {
+    std::string name;
+    std::function<void(std::map<std::string, RawTensor>&)> edit;
+    std::string lora, words;
+  };
+  const std::vector<Case> cases = {
+      {"no-absmax", [&](auto& t) { t.erase(q + ".absmax"); }, kQlora, q + ".absmax"},
+      {"no-nested", [&](auto& t) { t.erase(q + ".nested_absmax"); }, kQlora, q + ".nested_absmax"},
+      {"no-state", [&](auto& t) { t.erase(q + ".quant_state.bitsandbytes__nf4"); }, kQlora, q},
+      {"dq-off", [](auto&) {}, kQlora + "double_quant = false\n", "lora.double_quant"},
+  };
+  for (const Case& c : cases) {
+    const std::string folder = bnb_copy(dir, "bnb-" + c.name, c.edit);
+    const ProcResult p = train(dir, "bad-bnb-" + c.name, config(folder, c.lora));
+    CHECK_MSG((p.exit_code == 3 || p.exit_code == 4) && has(p.output, c.words),
+              "bitsandbytes folder %s: exit %d, want a refusal naming %s:\n%s", c.name.c_str(), p.exit_code,
+              c.words.c_str(), p.output.c_str());
+    CHECK_MSG(!fs::exists(dir + "/bad-bnb-" + c.name + "/checkpoints") &&
+                  last_step(dir + "/bad-bnb-" + c.name) == 0,
+              "bitsandbytes folder %s: a refused run started", c.name.c_str());
+    std::printf("  bitsandbytes folder %s refused (exit %d): %s\n", c.name.c_str(), p.exit_code,
+                p.output.substr(0, p.output.find('\n')).c_str());
+  }
+}
+
 // ---- export and sample ----
 
 // Adapter vector of checkpoint `run` merged onto `base` (a whole fp32 base vector).
@@ -247,6 +418,19 @@ void exports_and_sample(const std::string& dir, const std::string& base) {
   CHECK_MSG(got != merged(ck, original), "the merged export equals the merge onto the unquantised weights");
   CHECK(!fs::exists(dir + "/merged/adapter_config.json") && fs::exists(dir + "/merged/config.json"));
 
+  // fp32 block absmaxes (lora.double_quant = false): the merge is onto that quantisation's weights.
+  const ProcResult nodq = train(dir, "run-nodq", config(base, kQlora + "double_quant = false\n"));
+  CHECK_MSG(nodq.exit_code == 0, "train (double_quant = false): %s", nodq.output.c_str());
+  const flotilla::ModelCheckpoint cn = flotilla::load_model_checkpoint(dir + "/run-nodq", nullptr);
+  const ProcResult hfn = run_worker({"export", "--checkpoint", dir + "/run-nodq", "--format", "hf", "--dtype",
+                                     "fp32", "--out", dir + "/merged-nodq"},
+                                    kEnv);
+  CHECK_MSG(hfn.exit_code == 0 && has(hfn.output, "fp32 absmax"), "export hf (double_quant = false): %s",
+            hfn.output.c_str());
+  CHECK_MSG(!cn.lora.double_quant && flotilla::interop::import_hf_weights(dir + "/merged-nodq", d) ==
+                                         merged(cn, nf4_round_trip(d, original, false)),
+            "the merged export (double_quant = false) is not dequant(NF4(W)) + s B A");
+
   // The same two at the end of a run (checkpoint.export_peft / export_hf), and the log says it.
   const ProcResult end = train(dir, "end",
                                config(base, kQlora,
@@ -283,7 +467,10 @@ void exports_and_sample(const std::string& dir, const std::string& base) {
   flotilla::Rng rng(1);
   const std::vector<int32_t> ids = flotilla::sample_tokens(m, {1, 5, 9}, so, rng);
   std::string text;
-  for (size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) text += " ";
+    text += std::to_string(ids[i]);
+  }
   CHECK_MSG(has(s1.output, text + "\n"), "sample printed\n%s\nthe in-process QLoRA model gives %s",
             s1.output.c_str(), text.c_str());
   // Unmerged (sample) and merged (export) are one model: the logits of both, within fp32 rounding.
@@ -320,5 +507,8 @@ int main() {
   refusals(dir, base, base16);
   resume_refusals(dir, base);
   exports_and_sample(dir, base);
+  device_seam(dir, base);
+  unknown_quant_checkpoint(dir);
+  bnb_bases(dir);
   return flotilla_test::summary("test_qlora_cli");
 }

@@ -288,6 +288,16 @@ void TestScreenshots::wizardLoraOnTheModelPage() {
   QTest::qWait(50);
   save(&wizard, QStringLiteral("wizard-1-lora"));
 
+  // QLoRA: the same adapters over a 4-bit NF4 base, with what it trades in the planner's numbers.
+  auto* qlora = page->findChild<QAbstractButton*>(QStringLiteral("trainingQlora"));
+  QVERIFY(qlora);
+  qlora->click();
+  QVERIFY2(page->isComplete(), qPrintable(page->shownProblems().join(QLatin1Char('\n'))));
+  QVERIFY2(page->fitText().startsWith(QStringLiteral("Fits:")), qPrintable(page->fitText()));
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-1-qlora"));
+  lora->click();
+
   // Continuing a PEFT adapter: its r, alpha and projections shown read-only.
   const QString adapter = tmp.filePath(QStringLiteral("smollm2-adapter"));
   QVERIFY(QDir().mkpath(adapter));

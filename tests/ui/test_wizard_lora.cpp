@@ -14,6 +14,11 @@
 //  - Recommend: a candidate with other [lora] settings is applied whole and described; with a planner
 //    that weighs full fine-tuning against LoRA, an 8B folder on one 24 GB GPU, where only LoRA fits,
 //    gets LoRA from Recommend with the planner's note on why (skipped by a planner that does not).
+//  - QLoRA (issue 38) beside Full and LoRA: it writes lora.enabled and lora.base_quant = "nf4" with
+//    double quantisation, its row says what it trades with the planner's numbers (bits per base
+//    parameter, the base's size against LoRA's, slower matmuls, a merged export from the quantised
+//    base), and the fit line is the planner's QLoRA plan: an 8B folder at 4096 tokens on one 24 GB
+//    GPU does not fit as LoRA and fits as QLoRA.
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
@@ -34,6 +39,7 @@
 #include "engine/model/model_dims.h"
 #include "engine/plan/planner.h"
 #include "engine/plan/recommend.h"
+#include "ui/nodes/machinefacts.h"
 #include "ui/wizard/checkpointpage.h"
 #include "ui/wizard/hardwarepage.h"
 #include "ui/wizard/layoutadvice.h"
@@ -61,6 +67,7 @@ class TestWizardLora : public QObject {
   void theReviewTomlAndTheCheckpointsPageFollowLora();
   void recommendAppliesTheCandidatesLoraSettings();
   void recommendSwitchesTo8bLoraWhenOnlyLoraFits();
+  void qloraIsAThirdChoiceWithThePlannersFigures();
 
  private:
   std::unique_ptr<RunWizard> makeWizard();
@@ -471,6 +478,85 @@ void TestWizardLora::recommendSwitchesTo8bLoraWhenOnlyLoraFits() {
   // The Model page shows the choice the planner made.
   QVERIFY(child<QAbstractButton>(page, "trainingLora")->isChecked());
   QVERIFY2(page->trainableText().contains(QStringLiteral("trainable")), qPrintable(page->trainableText()));
+}
+
+void TestWizardLora::qloraIsAThirdChoiceWithThePlannersFigures() {
+  const QString dir = m_tmp.filePath(QStringLiteral("llama-8b-qlora"));
+  QVERIFY(writeSparseLlamaFolder(dir, 32, 4096, 14336, 32, 8, 128256, false));
+  auto w = std::make_unique<RunWizard>(nullptr, m_tmp.filePath(QStringLiteral("templates")));
+  w->setMachine(gpuMachine(1, "NVIDIA A10", 24ull << 30));
+  w->resize(900, 720);
+  w->show();
+  QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+  ModelPage* page = w->modelPage();
+  page->chooseHfFolder(dir);
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder(), 10000);
+  RunConfig c = w->config();
+  c.run.device = "cuda";
+  c.train.dtype = "bf16";
+  c.train.micro_batch = 1;
+  c.train.seq_len = 4096;
+  c.train.global_batch_tokens = 0;
+  c.train.recompute = false;
+  w->setConfig(c);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+
+  auto* full = child<QAbstractButton>(page, "trainingFull");
+  auto* lora = child<QAbstractButton>(page, "trainingLora");
+  auto* qlora = child<QAbstractButton>(page, "trainingQlora");
+  auto* info = child<QLabel>(page, "qloraInfo");
+  QVERIFY(qlora->isEnabled() && qlora->isVisibleTo(page));
+  QCOMPARE(qlora->text(), QStringLiteral("QLoRA (4-bit base)"));
+  QVERIFY(!info->isVisibleTo(page));
+
+  // LoRA: the bf16 base and activations are past 24 GB.
+  lora->click();
+  QVERIFY(w->config().lora.enabled && w->config().lora.base_quant == "none");
+  const std::optional<flotilla::Plan> lp = w->draft()->plan();
+  QVERIFY(lp && !lp->fits && !lp->lora.nf4);
+  QVERIFY2(page->fitText().startsWith(QStringLiteral("Does not fit: ") +
+                                      flotilla::ui::formatBytes(lp->peak().total())),
+           qPrintable(page->fitText()));
+
+  // QLoRA: written to the draft, with double quantisation.
+  qlora->click();
+  const flotilla::LoraSection& l = w->config().lora;
+  QVERIFY(qlora->isChecked() && !lora->isChecked());
+  QVERIFY(l.enabled && l.base_quant == "nf4" && l.double_quant);
+  QVERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  // The fit line is the planner's QLoRA plan of the draft, which fits.
+  const flotilla::Plan qp = flotilla::make_plan(w->config(), w->draft()->device());
+  QVERIFY(qp.lora.nf4 && qp.fits && qp.peak().frozen_nf4 > 0);
+  QVERIFY2(
+      page->fitText().startsWith(QStringLiteral("Fits: ") + flotilla::ui::formatBytes(qp.peak().total())),
+      qPrintable(page->fitText()));
+  // What it trades, in the planner's numbers.
+  RunConfig plain = w->config();
+  plain.lora.base_quant = "none";
+  const flotilla::Plan pp = flotilla::make_plan(plain, w->draft()->device());
+  QVERIFY(info->isVisibleTo(page));
+  const QString why = info->text().replace(QLatin1Char('\n'), QLatin1Char(' '));
+  QVERIFY2(
+      why.contains(QStringLiteral("4-bit NormalFloat (NF4, double quantisation): 4.13 bits per parameter")),
+      qPrintable(why));
+  QVERIFY2(why.contains(QStringLiteral("the base takes %1 instead of %2")
+                            .arg(flotilla::ui::formatBytes(qp.peak().frozen_weights),
+                                 flotilla::ui::formatBytes(pp.peak().frozen_weights))),
+           qPrintable(why));
+  QVERIFY2(why.contains(QStringLiteral("slower matmuls")) &&
+               why.contains(QStringLiteral("merged Hugging Face export comes from the quantised base")),
+           qPrintable(why));
+  // A config that asks for QLoRA loads as QLoRA; LoRA and Full take the 4-bit base away again.
+  w->setConfig(w->config());
+  QVERIFY(qlora->isChecked());
+  lora->click();
+  QVERIFY(w->config().lora.enabled && w->config().lora.base_quant == "none");
+  QVERIFY(!info->isVisibleTo(page));
+  qlora->click();
+  full->click();
+  QVERIFY(!w->config().lora.enabled && w->config().lora.base_quant == "none");
+  QVERIFY2(flotilla::validate(w->config(), 1, flotilla::ValidateFor::kPlan).empty(),
+           "full fine-tune refused");
 }
 
 QTEST_MAIN(TestWizardLora)

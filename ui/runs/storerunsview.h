@@ -134,7 +134,8 @@ class StoreRunsView : public QWidget {
   struct ModelSource {  // what export and sample need of a stored run
     QString name, runDir, worker, tokenizer;
     bool llama = false;
-    bool lora = false;  // trained LoRA adapters on a frozen base
+    bool lora = false;   // trained LoRA adapters on a frozen base
+    bool qlora = false;  // ... over the base quantised to 4-bit NF4 (lora.base_quant = "nf4")
   };
   std::optional<ModelSource> modelSource(qint64 id);  // errorRaised and nullopt when it cannot be used
   void runWorker(const QString& worker, const QStringList& args, const QString& busyText,

@@ -63,6 +63,7 @@ std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) 
   if (const std::optional<flotilla::RunConfig> config = storedConfig(*run)) {
     src.llama = config->model.arch == "llama";
     src.lora = config->lora.enabled;
+    src.qlora = config->lora.enabled && config->lora.base_quant == "nf4";
     src.tokenizer = QString::fromStdString(runs::run_tokenizer_path(*config));
   }
   return src;
@@ -108,19 +109,26 @@ bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
   args << (src->llama || target.endsWith(QLatin1Char('/')) ? target : target + QLatin1Char('/'));
   if (src->llama && !src->tokenizer.isEmpty() && QFileInfo(src->tokenizer).isDir())
     args << QStringLiteral("--tokenizer") << src->tokenizer;
-  // A LoRA run's hf export is its base with the adapter merged in (the worker reads the base again).
-  const QString busy = src->lora ? tr("Merging the adapter of %1 into its base…").arg(src->name)
-                                 : tr("Exporting the weights of %1…").arg(src->name);
-  runWorker(src->worker, args, busy,
-            [this, target, lora = src->lora](bool ok, const QString&, const QString& err) {
-              if (ok) {
-                emit message(lora ? tr("Merged model exported to %1").arg(target)
-                                  : tr("Weights exported to %1").arg(target));
-              } else {
-                emit errorRaised(tr("Export failed: %1").arg(err));
-              }
-              emit weightsExported(ok, ok ? target : err);
-            });
+  // A LoRA run's hf export is its base with the adapter merged in (the worker reads the base again);
+  // a QLoRA run's base is dequantised from NF4 first, which the message says: not the original weights.
+  const QString busy =
+      src->qlora  ? tr("Merging the adapter of %1 into its base dequantised from 4-bit NF4…").arg(src->name)
+      : src->lora ? tr("Merging the adapter of %1 into its base…").arg(src->name)
+                  : tr("Exporting the weights of %1…").arg(src->name);
+  runWorker(
+      src->worker, args, busy,
+      [this, target, lora = src->lora, qlora = src->qlora](bool ok, const QString&, const QString& err) {
+        if (ok) {
+          emit message(qlora ? tr("Merged model exported to %1: the adapter merged into its base dequantised "
+                                  "from 4-bit NF4 (QLoRA), not into the original weights")
+                                   .arg(target)
+                       : lora ? tr("Merged model exported to %1").arg(target)
+                              : tr("Weights exported to %1").arg(target));
+        } else {
+          emit errorRaised(tr("Export failed: %1").arg(err));
+        }
+        emit weightsExported(ok, ok ? target : err);
+      });
   return true;
 }
 
@@ -145,8 +153,14 @@ bool StoreRunsView::exportAdapter(qint64 id, const QString& path) {
       QStringLiteral("peft"),   QStringLiteral("--out"),        target};
   runWorker(
       src->worker, args, tr("Exporting the LoRA adapter of %1…").arg(src->name),
-      [this, target](bool ok, const QString&, const QString& err) {
-        if (ok)
+      [this, target, qlora = src->qlora](bool ok, const QString&, const QString& err) {
+        if (ok && qlora)
+          emit message(
+              tr("LoRA adapter exported to %1 (PEFT: PeftModel.from_pretrained(base, folder)); trained "
+                 "over the base in 4-bit NF4 (QLoRA): load the base with bitsandbytes' 4-bit NF4 for "
+                 "the model it was trained as")
+                  .arg(target));
+        else if (ok)
           emit message(
               tr("LoRA adapter exported to %1 (PEFT: PeftModel.from_pretrained(base, folder))").arg(target));
         else

@@ -456,7 +456,8 @@ void HardwarePage::refreshDerived() {
                {"AdamW state", m.adam_m + m.adam_v},
                {"activations", m.activations},
                {"workspace", m.workspace},
-               {"runtime", m.runtime}};
+               {"runtime", m.runtime},
+               {"loading the base", m.loading}};
   for (const auto& item : items)
     if (item.bytes) parts << tr("%1 %2").arg(tr(item.name), formatBytes(item.bytes));
   m_breakdown->setText(parts.join(QStringLiteral(" · ")) +

@@ -21,7 +21,8 @@ QString tr(const char* text, int n = -1) {
 bool sameLora(const flotilla::LoraSection& a, const flotilla::LoraSection& b) {
   if (!a.enabled && !b.enabled) return true;
   return a.enabled == b.enabled && a.rank == b.rank && a.alpha == b.alpha && a.dropout == b.dropout &&
-         a.use_rslora == b.use_rslora && a.targets == b.targets && a.init_from == b.init_from;
+         a.use_rslora == b.use_rslora && a.targets == b.targets && a.init_from == b.init_from &&
+         a.base_quant == b.base_quant && (a.base_quant != "nf4" || a.double_quant == b.double_quant);
 }
 
 // The planner's note as a sentence of the paragraph: its words, capitalised, with a full stop.
@@ -33,13 +34,14 @@ QString sentence(QString note) {
   return note;
 }
 
-// "full fine-tune" or "LoRA r 16, alpha 32, all-linear".
+// "full fine-tune", "LoRA r 16, alpha 32, all-linear" or "QLoRA r 16, ...".
 QString trainingText(const flotilla::LoraSection& l) {
   if (!l.enabled) return tr("full fine-tune");
-  return tr("LoRA r %1, alpha %2%3, %4")
+  return tr("%5 r %1, alpha %2%3, %4")
       .arg(l.rank)
       .arg(l.alpha, 0, 'g', 6)
-      .arg(l.use_rslora ? tr(" (rsLoRA)") : QString(), QString::fromStdString(l.targets));
+      .arg(l.use_rslora ? tr(" (rsLoRA)") : QString(), QString::fromStdString(l.targets),
+           l.base_quant == "nf4" ? tr("QLoRA") : tr("LoRA"));
 }
 }  // namespace
 

@@ -23,9 +23,11 @@
 #include <exception>
 #include <optional>
 
+#include "engine/config/config_validate.h"
 #include "engine/model/lora.h"
 #include "engine/model/model_dims.h"
 #include "engine/plan/planner.h"
+#include "ui/nodes/machinefacts.h"
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/wizardformat.h"
 
@@ -131,6 +133,28 @@ QString loraTrainableText(const flotilla::RunConfig& config) {
   }
 }
 
+QString qloraTradeText(const flotilla::RunConfig& config) {
+  if (!config.lora.enabled || config.lora.base_quant != "nf4") return {};
+  if (!flotilla::validate(config, 0, flotilla::ValidateFor::kPlan).empty()) return {};
+  try {
+    // The same run over a base in the compute dtype, for the comparison.
+    flotilla::RunConfig plain = config;
+    plain.lora.base_quant = "none";
+    const flotilla::DeviceProfile none;
+    const flotilla::Plan q = flotilla::make_plan(config, none), l = flotilla::make_plan(plain, none);
+    const QString bits = QLocale().toString(q.nf4_bits, 'f', 2);
+    // Short lines, unwrapped, as the other rows of this form (a word-wrapped label was laid out taller).
+    return tr("The frozen base's projections in 4-bit NormalFloat (NF4%1):\n"
+              "%2 bits per parameter, so the base takes %3 instead of %4 per device.\n"
+              "The price: slower matmuls (they dequantise the weights as they go), and a merged\n"
+              "Hugging Face export comes from the quantised base, not from the original weights.")
+        .arg(config.lora.double_quant ? tr(", double quantisation") : QString(), bits,
+             formatBytes(q.peak().frozen_weights), formatBytes(l.peak().frozen_weights));
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 LoraControls::LoraControls(ConfigDraft* draft, QWidget* page)
     : QObject(page),
       m_draft(draft),
@@ -138,6 +162,8 @@ LoraControls::LoraControls(ConfigDraft* draft, QWidget* page)
       m_training(new QButtonGroup(this)),
       m_full(new QRadioButton(tr("Full fine-tune"), page)),
       m_lora(new QRadioButton(tr("LoRA"), page)),
+      m_qlora(new QRadioButton(tr("QLoRA (4-bit base)"), page)),
+      m_qloraInfo(new QLabel(page)),
       m_unavailable(new QLabel(page)),
       m_rank(new QSpinBox(page)),
       m_alpha(new QDoubleSpinBox(page)),
@@ -149,6 +175,8 @@ LoraControls::LoraControls(ConfigDraft* draft, QWidget* page)
       m_adapterInfo(new QLabel(page)) {
   m_full->setObjectName(QStringLiteral("trainingFull"));
   m_lora->setObjectName(QStringLiteral("trainingLora"));
+  m_qlora->setObjectName(QStringLiteral("trainingQlora"));
+  m_qloraInfo->setObjectName(QStringLiteral("qloraInfo"));
   m_unavailable->setObjectName(QStringLiteral("loraUnavailable"));
   m_rank->setObjectName(QStringLiteral("loraRank"));
   m_alpha->setObjectName(QStringLiteral("loraAlpha"));
@@ -163,12 +191,18 @@ LoraControls::LoraControls(ConfigDraft* draft, QWidget* page)
          "\"Hugging Face folder\" above to fine-tune with LoRA."));
   m_training->addButton(m_full, 0);
   m_training->addButton(m_lora, 1);
+  m_training->addButton(m_qlora, 2);
+  m_qlora->setToolTip(
+      tr("QLoRA (Dettmers et al. 2023): LoRA adapters over a frozen base quantised to 4-bit NormalFloat "
+         "(lora.base_quant = \"nf4\", bit-compatible with bitsandbytes), about 4.1 bits per base parameter "
+         "instead of 16 or 32. Fits far larger models; the matmuls are slower."));
   m_lora->setToolTip(
       tr("Low-rank adapters (Hu et al. 2021): the model's weights stay frozen and small matrices B·A "
          "beside the chosen projections are trained. Needs far less memory for gradients and AdamW state."));
   // Short lines, unwrapped: a word-wrapped label in these rows was laid out a few lines taller than
   // its text (its height asked for a narrower width than the form gives it), leaving gaps around it.
-  for (QLabel* l : {m_unavailable, m_adapterInfo}) l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  for (QLabel* l : {m_unavailable, m_adapterInfo, m_qloraInfo})
+    l->setTextInteractionFlags(Qt::TextSelectableByMouse);
   // Ranges admit invalid values on purpose: validate() explains them better than a clamp would.
   m_rank->setRange(0, 65536);
   m_rank->setToolTip(tr("The adapters' rank r (lora.rank): typical 8 to 64"));
@@ -197,7 +231,7 @@ LoraControls::LoraControls(ConfigDraft* draft, QWidget* page)
   m_adapterPath->setPlaceholderText(
       tr("optional: a PEFT adapter folder (adapter_config.json) to continue training"));
 
-  m_trainingRow = rowOf(page, {m_full, m_lora}, true);
+  m_trainingRow = rowOf(page, {m_full, m_lora, m_qlora}, true);
   m_adaptersRow = rowOf(
       page, {new QLabel(tr("rank"), page), m_rank, new QLabel(tr("alpha"), page), m_alpha, m_rslora, m_scale},
       true);
@@ -218,7 +252,7 @@ LoraControls::LoraControls(ConfigDraft* draft, QWidget* page)
   adapterLayout->addWidget(browse);
 
   connect(&m_watcher, &QFutureWatcher<PeftAdapterInfo>::finished, this, &LoraControls::onRead);
-  connect(m_training, &QButtonGroup::idClicked, this, [this](int id) { setLora(id == 1); });
+  connect(m_training, &QButtonGroup::idClicked, this, [this](int id) { setMethod(id); });
   connect(m_rank, &QSpinBox::valueChanged, this, [this](int v) {
     if (!m_loading) m_draft->edit([&](RunConfig& c) { c.lora.rank = v; });
   });
@@ -257,6 +291,7 @@ void LoraControls::addRows(QFormLayout* form) {
   m_form = form;
   form->addRow(tr("Training"), m_trainingRow);
   form->addRow(QString(), m_unavailable);
+  form->addRow(QString(), m_qloraInfo);
   form->addRow(tr("Adapters"), m_adaptersRow);
   form->addRow(tr("Adapter dropout"), m_dropoutRow);
   form->addRow(tr("Adapted projections"), m_targetsRow);
@@ -265,17 +300,26 @@ void LoraControls::addRows(QFormLayout* form) {
 }
 
 QList<QPair<QString, QWidget*>> LoraControls::fields() const {
-  return {{QStringLiteral("lora.enabled"), m_trainingRow}, {QStringLiteral("lora.rank"), m_rank},
-          {QStringLiteral("lora.alpha"), m_alpha},         {QStringLiteral("lora.use_rslora"), m_rslora},
-          {QStringLiteral("lora.dropout"), m_dropout},     {QStringLiteral("lora.targets"), m_targetsRow},
+  return {{QStringLiteral("lora.enabled"), m_trainingRow},
+          {QStringLiteral("lora.base_quant"), m_trainingRow},
+          {QStringLiteral("lora.double_quant"), m_trainingRow},
+          {QStringLiteral("lora.rank"), m_rank},
+          {QStringLiteral("lora.alpha"), m_alpha},
+          {QStringLiteral("lora.use_rslora"), m_rslora},
+          {QStringLiteral("lora.dropout"), m_dropout},
+          {QStringLiteral("lora.targets"), m_targetsRow},
           {QStringLiteral("lora.init_from"), m_adapterRow}};
 }
 
-void LoraControls::setLora(bool on) {
+void LoraControls::setMethod(int method) {
   if (m_loading) return;
+  const bool on = method != 0;
   const QString kept = m_adapterPath->text().trimmed();
   m_draft->edit([&](RunConfig& c) {
     c.lora.enabled = on;
+    // QLoRA is LoRA over a 4-bit base; validate() refuses a quantised base without LoRA.
+    c.lora.base_quant = method == 2 ? "nf4" : "none";
+    if (method == 2) c.lora.double_quant = true;  // QLoRA's 4.127 bits (else 4.5)
     // An adapter only applies under LoRA (validate refuses one without it); its path stays in the
     // field and comes back with LoRA, as a Hugging Face folder does with its choice.
     if (!on)
@@ -365,7 +409,8 @@ void LoraControls::showValues() {
   m_loading = true;
   const flotilla::LoraSection& l = m_draft->config().lora;
   m_full->setChecked(!l.enabled);
-  m_lora->setChecked(l.enabled);
+  m_lora->setChecked(l.enabled && l.base_quant != "nf4");
+  m_qlora->setChecked(l.enabled && l.base_quant == "nf4");
   m_rank->setValue(l.rank);
   m_alpha->setValue(l.alpha);
   m_rslora->setChecked(l.use_rslora);
@@ -389,8 +434,11 @@ void LoraControls::refresh(bool hfFolder) {
   m_full->setText(hfFolder || on ? tr("Full fine-tune") : tr("Full training"));
   // Off without a folder, unless the draft has LoRA on: then it stays to be turned off (never a dead end).
   m_lora->setEnabled(hfFolder || on);
+  m_qlora->setEnabled(hfFolder || on);
   m_unavailable->setText(unavailableText());
   m_form->setRowVisible(m_unavailable, !hfFolder);
+  m_qloraInfo->setText(qloraTradeText(c));
+  m_form->setRowVisible(m_qloraInfo, !m_qloraInfo->text().isEmpty());
   for (QWidget* row : {m_adaptersRow, m_dropoutRow, m_targetsRow, m_adapterRow})
     m_form->setRowVisible(row, on);
   const bool fromAdapter = adapterApplied();

@@ -12,6 +12,8 @@
 //   (a template, an edited TOML) keeps the choice enabled, with validate()'s message under it.
 // - An adapter folder that was read sets rank, alpha, rsLoRA and targets to its values, as the
 //   worker's apply_lora_init_from does, and shows them read-only while it is chosen.
+// - QLoRA (issue 38) is a third way to train, not a LoRA option: it changes what the base is, so it
+//   sits beside Full and LoRA and its row says what it trades, with the planner's numbers.
 #pragma once
 
 #include <QFutureWatcher>
@@ -57,6 +59,11 @@ QString loraScaleText(int rank, double alpha, bool rslora);
 // "4.88 M trainable, 3.6% of 135 M" for a config with LoRA on; "" when it is off or its [lora] or
 // [model] values do not describe adapters yet.
 QString loraTrainableText(const flotilla::RunConfig& config);
+// What QLoRA trades, for a config with lora.base_quant = "nf4", from the planner: the bits per base
+// parameter, the base's size against LoRA's ("the base takes 96.2 MiB instead of 360.0 MiB per
+// device"), slower matmuls, a merged export from the quantised base. "" when QLoRA is off or the
+// planner cannot run on the config.
+QString qloraTradeText(const flotilla::RunConfig& config);
 
 class LoraControls : public QObject {
   Q_OBJECT
@@ -66,7 +73,8 @@ class LoraControls : public QObject {
   LoraControls(ConfigDraft* draft, QWidget* page);
   ~LoraControls() override;
 
-  // Adds the rows: Training, Adapters (rank, alpha, rsLoRA, scale), Dropout, Targets, Continue from.
+  // Adds the rows: Training (Full, LoRA, QLoRA), what QLoRA trades, Adapters (rank, alpha, rsLoRA,
+  // scale), Dropout, Targets, Continue from.
   void addRows(QFormLayout* form);
   // (config path, widget) pairs for the page's bindField, so each problem shows under its field.
   QList<QPair<QString, QWidget*>> fields() const;
@@ -96,7 +104,8 @@ class LoraControls : public QObject {
   void recheckRequested();
 
  private:
-  void setLora(bool on);
+  // 0 full fine-tune, 1 LoRA, 2 QLoRA (LoRA over a 4-bit NF4 base).
+  void setMethod(int method);
   void editTargets(uint32_t targets);
   uint32_t checkedTargets() const;
   void showTargets(uint32_t targets);
@@ -112,6 +121,8 @@ class LoraControls : public QObject {
   QButtonGroup* m_training;
   QRadioButton* m_full;
   QRadioButton* m_lora;
+  QRadioButton* m_qlora;
+  QLabel* m_qloraInfo;
   QWidget* m_trainingRow;
   QLabel* m_unavailable;
   QWidget* m_adaptersRow;
