@@ -52,7 +52,8 @@ int cmd_export(const CommandArgs& argv) {
         "               (the run's model.init_from, named in adapter_config.json).\n"
         "  hf           a Hugging Face folder of a Llama-family model (model.arch = \"llama\"); for a\n"
         "               LoRA run the base with the adapter merged in (W + scale * B A), which\n"
-        "               transformers loads without PEFT:\n"
+        "               transformers loads without PEFT (a QLoRA run's base is dequantised from\n"
+        "               its 4-bit NF4 quantisation first, the weights the adapter was trained over):\n"
         "               config.json, generation_config.json, safetensors in --dtype (bf16 by default;\n"
         "               sharded above 5 GB, with model.safetensors.index.json; no lm_head when the\n"
         "               embedding is tied) and the tokenizer files of --tokenizer DIR, or of the\n"
@@ -101,6 +102,16 @@ int cmd_export(const CommandArgs& argv) {
     std::printf("  r %d, alpha %g%s, targets %s, %zu parameters; base %s\n", c.lora.rank, c.lora.alpha,
                 c.lora.rslora ? " (rsLoRA)" : "", lora_targets_text(c.lora.targets).c_str(), c.params.size(),
                 c.init_from.c_str());
+    if (c.lora.nf4)  // PEFT's adapter_config.json has no key for the base's quantisation
+      std::printf(
+          "  QLoRA: trained over the base quantised to 4-bit NF4 (%s); the adapter is a plain LoRA adapter "
+          "and "
+          "adapter_config.json records no quantisation: load the base in 4-bit (BitsAndBytesConfig("
+          "load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=%s)) for the model it "
+          "was "
+          "trained as\n",
+          c.lora.double_quant ? "double-quantised absmax" : "fp32 absmax",
+          c.lora.double_quant ? "True" : "False");
     return 0;
   }
   if (c.lora.enabled() && format != "hf")
@@ -127,8 +138,9 @@ int cmd_export(const CommandArgs& argv) {
     }
     std::printf("exported %s (step %lld) as a Hugging Face folder (%s%s): %s (%s)\n", c.dir.c_str(),
                 static_cast<long long>(c.step), dtype.c_str(),
-                c.lora.enabled() ? ", the LoRA adapter merged into its base" : "", path.c_str(),
-                mib(bytes).c_str());
+                c.lora.enabled() && !c.lora.nf4 ? ", the LoRA adapter merged into its base" : "",
+                path.c_str(), mib(bytes).c_str());
+    if (c.lora.nf4) std::printf("  %s\n", interop::merged_export_note(c.lora).c_str());
     for (const std::string& f : files) std::printf("  %s\n", f.c_str());
     if (o.source_folder.empty() && o.tokenizer_folder.empty())
       std::printf(

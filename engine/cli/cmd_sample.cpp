@@ -8,6 +8,7 @@
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/interop/peft.h"
+#include "engine/model/base_weights.h"
 #include "engine/tokenizer/bpe.h"
 #include "engine/train/sampler.h"
 
@@ -69,15 +70,19 @@ int cmd_sample(const CommandArgs& argv) {
                 std::to_string(ck.dims.vocab_size) + ": use the tokenizer the data was prepared with");
 
   // A LoRA checkpoint samples its base (model.init_from, checked against the fingerprint the run
-  // recorded) with the adapters applied unmerged, as the run evaluated it.
+  // recorded) with the adapters applied unmerged, as the run evaluated it. A QLoRA one loads the
+  // base as the run did, each projection quantised to NF4 as it is read (never whole in fp32), and
+  // the forward runs through the NF4 kernels: the model the adapters were trained as.
   ModelOptions mo;
   mo.lora = ck.lora;
   Model model(ck.dims, ModelShard{}, nullptr, mo);
   if (ck.lora.enabled()) {
-    const std::vector<float> base = interop::load_lora_base(ck);
-    model.set_base_from_full(base.data());
-    std::fprintf(stderr, "LoRA r %d on %s (base %s)\n", ck.lora.rank,
-                 lora_targets_text(ck.lora.targets).c_str(), ck.init_from.c_str());
+    model.set_base(interop::load_lora_base_weights(ck));
+    std::fprintf(stderr, "%s r %d on %s (base %s%s)\n", ck.lora.nf4 ? "QLoRA" : "LoRA", ck.lora.rank,
+                 lora_targets_text(ck.lora.targets).c_str(), ck.init_from.c_str(),
+                 ck.lora.nf4 ? (ck.lora.double_quant ? ", quantised to 4-bit NF4 with double quantisation"
+                                                     : ", quantised to 4-bit NF4")
+                             : "");
   }
   model.set_params_from_full(ck.params.data());
   model.set_training(false);

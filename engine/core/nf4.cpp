@@ -195,7 +195,7 @@ float torch_mean(const float* x, int64_t n) { return torch_sum<8>(x, n) / static
 // bound search tests !(mid >= t), so NaN lands past the last midpoint, code 15).
 int nf4_code(float t, const float* mid) {
   int c = 0;
-  while (c < 15 && !(mid[c] >= t)) ++c;
+  for (int j = 0; j < 15; ++j) c += !(mid[j] >= t);  // the midpoints are sorted: a count, branch-free
   return c;
 }
 
@@ -245,10 +245,8 @@ Quantized quantize(const float* x, int64_t numel, std::vector<int64_t> shape, bo
 
   std::vector<float> absmax(static_cast<size_t>(blocks));
   q.packed.assign(static_cast<size_t>((numel + 1) / 2), 0);
-  auto put = [&](int64_t i, int code) {
-    uint8_t& byte = q.packed[static_cast<size_t>(i >> 1)];
-    byte = static_cast<uint8_t>((i & 1) ? (byte | code) : (byte | (code << 4)));
-  };
+  // Blocks are independent (and each starts on a byte: 64 is even), so they run in parallel.
+#pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock, end = std::min(begin + kBlock, numel);
     float m = std::fabs(x[begin]);
@@ -256,17 +254,23 @@ Quantized quantize(const float* x, int64_t numel, std::vector<int64_t> shape, bo
       const float a = std::fabs(x[i]);
       if (std::isnan(a) || a > m) m = std::isnan(m) ? m : a;  // torch.max propagates NaN
     }
+    uint8_t code[kBlock + 1];
+    code[end - begin] = nf4_code(0.0f, mid);  // bitsandbytes pads an odd count with 0.0
     if (b < full) {
       absmax[static_cast<size_t>(b)] = m;
       const float recip = 1.0f / std::max(m, 1e-38f);
-      for (int64_t i = begin; i < end; ++i) put(i, nf4_code(clamp1(x[i] * recip), mid));
+      for (int64_t i = begin; i < end; ++i)
+        code[i - begin] = static_cast<uint8_t>(nf4_code(clamp1(x[i] * recip), mid));
     } else {  // the short last block: clamped absmax, a true division
       const float am = std::isnan(m) ? m : std::max(m, 1e-38f);
       absmax[static_cast<size_t>(b)] = am;
-      for (int64_t i = begin; i < end; ++i) put(i, nf4_code(clamp1(x[i] / am), mid));
+      for (int64_t i = begin; i < end; ++i)
+        code[i - begin] = static_cast<uint8_t>(nf4_code(clamp1(x[i] / am), mid));
     }
+    for (int64_t i = begin; i < end; i += 2)
+      q.packed[static_cast<size_t>(i >> 1)] =
+          static_cast<uint8_t>((code[i - begin] << 4) | code[i - begin + 1]);
   }
-  if (numel & 1) put(numel, nf4_code(0.0f, mid));  // bitsandbytes pads with 0.0
 
   if (!double_quant) {
     q.absmax = std::move(absmax);
@@ -302,6 +306,7 @@ Quantized quantize(const float* x, int64_t numel, std::vector<int64_t> shape, bo
 
 void dequantize(const Quantized& q, float* out) {
   const int64_t blocks = q.blocks();
+#pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     const float a = q.block_absmax(b);
     const int64_t begin = b * kBlock, end = std::min(begin + kBlock, q.numel);

@@ -22,9 +22,25 @@
 namespace flotilla::cpu {
 namespace {
 
-constexpr size_t kTileBytes = size_t{1} << 20;  // one thread's dequantised tile: half a 2 MiB L2
-constexpr int kFwdTileRows = 512;               // forward: W rows per tile (the GEMM's N)
-constexpr int kBwdTileCols = 512;               // backward: W columns per tile (the GEMM's N)
+// One thread's dequantised tile: its size, and the depth (along the reduction) it keeps before it
+// grows in width (W rows forward, columns backward); measured on a Sapphire Rapids core against
+// 2048 tokens (nf4_matmul.h). OpenBLAS's sgemm wants width (it repacks the activations once per
+// call: 256 wide lost 15% against 1024) and is indifferent to depth; oneDNN's AMX bf16 gemm
+// wants depth (each cut of it re-reads and re-writes the fp32 output block: 12% lost at 1024
+// deep) and width as well (2048 x 288 x 576 ran 13% slower than 2048 x 576 x 576).
+template <typename T>
+struct TileShape;
+template <>
+struct TileShape<float> {
+  static constexpr size_t kBytes = size_t{1} << 20;  // 1 MiB: half of this L2; 1024 wide x 256
+  static constexpr int kDepth = 256;
+};
+template <>
+struct TileShape<bf16_t> {
+  static constexpr size_t kBytes = size_t{2} << 20;  // 2 MiB: 512 wide x 2048, or all of a shallow W
+  static constexpr int kDepth = 2048;
+};
+constexpr size_t kTileBufferBytes = TileShape<bf16_t>::kBytes;
 
 // ---- dequantisation of one row segment: nb blocks of 64 codes (32 bytes each), absmax per block ----
 
@@ -117,7 +133,25 @@ __attribute__((target("avx2"))) void row_avx2(float* dst, const uint8_t* p, cons
   }
 }
 
+// One row to bf16 on the calling thread, as round_to_bf16 rounds (vcvtneps2bf16 where the CPU has
+// AVX512_BF16, else to_bf16): the strided dout of a fused projection cannot take the threaded call.
+__attribute__((target("avx512f,avx512bf16,avx512vl"))) void round_row_avx512_bf16(bf16_t* out,
+                                                                                  const float* in, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(h));
+  }
+  for (; i < n; ++i) out[i] = to_bf16(in[i]);
+}
+
 #pragma GCC diagnostic pop
+
+void round_row_bf16(bf16_t* out, const float* in, int n) {
+  static const bool native = cpu_features().avx512_bf16 && cpu_features().os_avx512;
+  if (native) return round_row_avx512_bf16(out, in, n);
+  for (int i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
+}
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
@@ -174,15 +208,32 @@ struct Grid {
   int pa = 1, pn = 1;
 };
 
-Grid split(int extent, int align, int N) {
-  const int units = (extent + align - 1) / align;
-  if (thread_independent_gemm()) {  // the shape alone: 16 ranges of W, or token ranges to make 16
-    const int pa = std::max(1, std::min(units, 16));
-    return {pa, std::max(1, std::min((16 + pa - 1) / pa, N / 128))};
+// Chooses pa x pn <= slots items (they run one per slot at once) for the least time of the
+// largest: its GEMM flops over the GEMM's efficiency at that width and height, plus its
+// dequantisation (each token range dequantises its W range again). A model fitted to one
+// Sapphire Rapids core: a GEMM `a` W rows/columns wide runs at a / (a + 96) of its best (AMX
+// bf16 2048 x a x 576: 653, 796, 912 GFLOP/s at a = 144, 288, 576; the fp32 sgemm alike), `m`
+// tokens high at m / (m + 32); one dequantised value costs as much time as 31 GEMM flops (fp32:
+// 5.6 G values/s against 175 GFLOP/s) or 74 (bf16: 12.8 G/s against 950). So a small weight is
+// shared by token ranges (576 x 576 on 2 threads: each dequantises all of W, a 4% cost, and
+// multiplies it full width, 13% faster than half each) and a large one by W ranges. Slots are the
+// threads, or 16 in deterministic mode, where the items must depend on the shape alone (16 share
+// out evenly over 1, 2, 4, 8 or 16 threads).
+Grid split(int extent, int align, int N, int K, bool bf16) {
+  const long units = (extent + align - 1) / align, nunits = (N + 15) / 16;
+  const int slots = thread_independent_gemm() ? 16 : std::max(1, omp_get_max_threads());
+  const double dequant_flops = bf16 ? 74.0 : 31.0;
+  Grid best;
+  double best_cost = 0;
+  for (int pa = 1; pa <= std::min<long>(units, slots); ++pa) {
+    const int pn = static_cast<int>(std::max(1L, std::min<long>(slots / pa, nunits)));
+    const double a = static_cast<double>(std::min<long>((units + pa - 1) / pa * align, extent));
+    const double m = static_cast<double>(std::min<long>((nunits + pn - 1) / pn * 16, N));
+    const double cost = 2.0 * m * a * K / (a / (a + 96.0) * (m / (m + 32.0))) + a * K * dequant_flops;
+    if (pa == 1 || cost < best_cost * 0.999 || (cost <= best_cost * 1.001 && pn < best.pn))
+      best = {pa, pn}, best_cost = cost;
   }
-  const int nt = std::max(1, omp_get_max_threads());
-  const int pa = std::max(1, std::min(units, nt));
-  return {pa, std::max(1, std::min(nt / pa, (N + 15) / 16))};
+  return best;
 }
 
 template <typename F>
@@ -206,26 +257,27 @@ void* tile_buffer() {
   };
   static thread_local Buffer buf;
   if (buf.p == nullptr) {
-    buf.p = std::aligned_alloc(64, kTileBytes);
+    buf.p = std::aligned_alloc(64, kTileBufferBytes);
     if (buf.p == nullptr) throw std::bad_alloc();
   }
   return buf.p;
 }
 
-struct Scratch {
-  std::vector<bf16_t> x;  // the bf16-rounded activation operand of the call in progress
-};
-Scratch& scratch() {
-  static Scratch s;
-  return s;
+// The bf16-rounded activation operand of the call in progress, per calling thread (so two callers
+// on two threads do not share it); it only grows.
+std::vector<bf16_t>& activation_scratch() {
+  static thread_local std::vector<bf16_t> x;
+  return x;
 }
 
 template <typename T>
 void forward_item(float* out, int ldo, const float* inp, const T* x, const nf4::View& w, const float* bias,
                   int r0, int r1, int n0, int n1) {
-  constexpr int kElems = static_cast<int>(kTileBytes / sizeof(T));
+  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T));
   T* tile = static_cast<T*>(tile_buffer());
-  const int cols = w.cols, nrows = r1 - r0, tiles = (nrows + kFwdTileRows - 1) / kFwdTileRows;
+  // As wide as the tile allows at the kept depth (a multiple of 16, so no piece below exceeds it).
+  const int cols = w.cols, nrows = r1 - r0, wide = kElems / std::min(cols, TileShape<T>::kDepth) / 16 * 16,
+            tiles = (nrows + wide - 1) / wide;
   for (int j = 0; j < tiles; ++j) {
     long b = 0, e = 0;
     thread_range(nrows, j, tiles, 16, &b, &e);
@@ -255,9 +307,12 @@ void forward_item(float* out, int ldo, const float* inp, const T* x, const nf4::
 template <typename T>
 void backward_item(float* dinp, const float* dout, int ldd, const T* d, const nf4::View& w, bool accumulate,
                    int c0, int c1, int n0, int n1) {
-  constexpr int kElems = static_cast<int>(kTileBytes / sizeof(T));
+  constexpr int kElems = static_cast<int>(TileShape<T>::kBytes / sizeof(T));
   T* tile = static_cast<T*>(tile_buffer());
-  const int rows = w.rows, cols = w.cols, ncols = c1 - c0, tiles = (ncols + kBwdTileCols - 1) / kBwdTileCols;
+  const int rows = w.rows, cols = w.cols, ncols = c1 - c0,
+            wide = std::max(nf4::kBlock, kElems / std::max(16, std::min(rows, TileShape<T>::kDepth)) /
+                                             nf4::kBlock * nf4::kBlock),
+            tiles = (ncols + wide - 1) / wide;
   for (int j = 0; j < tiles; ++j) {
     long b = 0, e = 0;
     thread_range(ncols, j, tiles, nf4::kBlock, &b, &e);
@@ -349,10 +404,10 @@ void nf4_matmul_forward(float* out, int ldo, const float* inp, const nf4::View& 
     return;
   }
   blas_single_thread();
-  const Grid g = split(w.rows, 16, N);
+  const Grid g = split(w.rows, 16, N, w.cols, bf16);
   if (bf16) {
     require_bf16("nf4_matmul_forward");
-    std::vector<bf16_t>& x = scratch().x;
+    std::vector<bf16_t>& x = activation_scratch();
     const size_t n = static_cast<size_t>(N) * w.cols;
     if (x.size() < n) x.resize(n);
     round_to_bf16(x.data(), inp, n);
@@ -374,19 +429,19 @@ void nf4_matmul_backward(float* dinp, const float* dout, int ldd, const nf4::Vie
     throw Error(ExitCode::kInternal,
                 "nf4_matmul_backward: ldd " + std::to_string(ldd) + " < rows " + std::to_string(w.rows));
   blas_single_thread();
-  const Grid g = split(w.cols, nf4::kBlock, N);
+  const Grid g = split(w.cols, nf4::kBlock, N, w.rows, bf16);
   if (bf16 && w.rows > 0) {
     require_bf16("nf4_matmul_backward");
-    std::vector<bf16_t>& d = scratch().x;
+    std::vector<bf16_t>& d = activation_scratch();
     const size_t n = static_cast<size_t>(N) * w.rows;
     if (d.size() < n) d.resize(n);
     if (ldd == w.rows) {
       round_to_bf16(d.data(), dout, n);
-    } else {
+    } else {  // a module's columns of a fused gradient: row by row, rounded as round_to_bf16 rounds
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < N; ++i)
-        for (int r = 0; r < w.rows; ++r)
-          d[static_cast<size_t>(i) * w.rows + r] = to_bf16(dout[static_cast<size_t>(i) * ldd + r]);
+        round_row_bf16(d.data() + static_cast<size_t>(i) * w.rows, dout + static_cast<size_t>(i) * ldd,
+                       w.rows);
     }
     for_each_item(g, w.cols, nf4::kBlock, N, [&](int c0, int c1, int n0, int n1) {
       backward_item<bf16_t>(dinp, dout, ldd, d.data(), w, accumulate, c0, c1, n0, n1);

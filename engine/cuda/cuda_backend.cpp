@@ -20,6 +20,7 @@
 #include "engine/cuda/layernorm.h"
 #include "engine/cuda/lora.h"
 #include "engine/cuda/matmul.h"
+#include "engine/cuda/nf4.h"
 #include "engine/cuda/residual.h"
 #include "engine/cuda/rmsnorm.h"
 #include "engine/cuda/rope.h"
@@ -283,6 +284,20 @@ inline const bf16* dev(const bf16_t* p) { return reinterpret_cast<const bf16*>(p
   void CudaBackend::dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) {   \
     Timer t(this, kLora);                                                                                    \
     cuda::dropout(*ctx_, dev(out), dev(in), N, n, p, key, ld, col0);                                         \
+  }                                                                                                          \
+  void CudaBackend::nf4_matmul_forward(S* out, int ldo, const S* inp, const nf4::View& w, const S* bias,     \
+                                       int N) {                                                              \
+    Timer t(this, kMatmul);                                                                                  \
+    cuda::nf4_matmul_forward(*ctx_, dev(out), ldo, dev(inp), w, dev(bias), N);                               \
+  }                                                                                                          \
+  void CudaBackend::nf4_matmul_backward(S* dinp, const S* dout, int ldd, const nf4::View& w, int N,          \
+                                        bool accumulate) {                                                   \
+    Timer t(this, kMatmul);                                                                                  \
+    cuda::nf4_matmul_backward(*ctx_, dev(dinp), dev(dout), ldd, w, N, accumulate);                           \
+  }                                                                                                          \
+  void CudaBackend::nf4_dequantize(S* out, const nf4::View& w) {                                             \
+    Timer t(this, kMatmul);                                                                                  \
+    cuda::nf4_dequantize(*ctx_, dev(out), w);                                                                \
   }
 FLOTILLA_CUDA_FAMILIES(float)
 FLOTILLA_CUDA_FAMILIES(bf16_t)

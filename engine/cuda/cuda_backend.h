@@ -93,7 +93,11 @@ class CudaBackend final : public Backend {
   void gather_target_logits(float* out, const S* logits, const int32_t* targets, long N, int Vp) override;   \
   void lora_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const S* A, int lda, const S* B,     \
                  int ldb, float beta, S* C, int ldc) override;                                         \
-  void dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) override;
+  void dropout(S* out, const S* in, long N, int n, float p, uint64_t key, int ld, int col0) override;       \
+  void nf4_matmul_forward(S* out, int ldo, const S* inp, const nf4::View& w, const S* bias, int N) override; \
+  void nf4_matmul_backward(S* dinp, const S* dout, int ldd, const nf4::View& w, int N, bool accumulate)      \
+      override;                                                                                              \
+  void nf4_dequantize(S* out, const nf4::View& w) override;
   FLOTILLA_CUDA_FAMILIES(float)
   FLOTILLA_CUDA_FAMILIES(bf16_t)
 #undef FLOTILLA_CUDA_FAMILIES

@@ -17,6 +17,7 @@
 #include "engine/cuda/global_norm.h"
 #include "engine/cuda/gpu_trainer_impl.h"
 #include "engine/cuda/residual.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/model_shard.h"
 
 namespace flotilla::cuda {
@@ -100,18 +101,24 @@ size_t GpuTrainer::predicted_bytes(const ModelDims& dims, int B, int T, bool use
   o.shard = sh;
   o.lora = lora;
   const ModelOptions mo = model_options(o, padded);
-  // LoRA's frozen base: its parameters in the storage dtype, no gradients.
+  // LoRA's frozen base: its parameters in the storage dtype, no gradients. QLoRA's projections are
+  // not among them: they live in one buffer of NF4 codes and statistics (4.127 bits a weight).
   size_t base = 0;
-  if (lora.enabled())
-    for (size_t k : local_param_sizes(ParamLayout(dims), sh)) base += k;
+  if (lora.enabled()) {
+    const ParamLayout arch(dims);
+    const std::vector<size_t> local = local_param_sizes(arch, sh);
+    for (int i = 0; i < arch.size(); ++i)
+      if (!(lora.nf4 && is_projection_tensor(i))) base += local[static_cast<size_t>(i)];
+  }
   const size_t base_bytes = lora.enabled() ? round256(base * (use_bf16 ? 2 : 4)) : 0;
+  const size_t nf4_bytes = lora.nf4 ? round256(nf4_base_bytes_for(dims, sh, lora, 256)) : 0;
   const size_t acts = activation_bytes_for(dims, sh, B, T, recompute, mo, 256, std::max(slots, 1));
   const size_t rope = dims.llama() ? round256(static_cast<size_t>(dims.hd() / 2) * 4) : 0;
   const OptimPlan op =
       optim_plan(padded, shard, use_bf16, zero2, layer_floats(layout, sizes, sh.local_layers()),
                  tied_floats(layout, sh, sizes));
   return model_param_bytes(layout, sizes, sh.local_layers(), mo.param_capacity, use_bf16 ? 2 : 4, zero2) +
-         base_bytes + rope + acts + optim_bytes(op);
+         base_bytes + nf4_bytes + rope + acts + optim_bytes(op);
 }
 
 GpuTrainer::GpuTrainer(CudaBackend& backend, const ModelDims& dims, int B, int T,
@@ -195,8 +202,10 @@ void GpuTrainer::Impl::on_layer_done(int layer) {
 
 size_t GpuTrainer::parameter_bytes() const {
   const Impl& s = *impl_;
-  const size_t frozen = s.opt.lora.enabled() ? s.model->num_base_params() : 0;  // LoRA's base
-  return (s.model->num_params() + frozen) * s.es() + s.model->grad_bytes();
+  // LoRA's base in the storage dtype; under QLoRA that is all but the projections, which count
+  // as their NF4 bytes.
+  const size_t frozen = s.opt.lora.enabled() ? s.model->num_base_params() : 0;
+  return (s.model->num_params() + frozen) * s.es() + s.model->base_quant_bytes() + s.model->grad_bytes();
 }
 size_t GpuTrainer::optimizer_bytes() const { return impl_->optim->used(); }
 size_t GpuTrainer::activation_bytes() const { return impl_->model->activation_bytes(); }

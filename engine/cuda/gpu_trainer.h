@@ -61,7 +61,9 @@ struct GpuTrainerOptions {
   // wte, wpe and the final LayerNorm accumulate locally and are reduced by finish_gradients().
   comm::ProcessGroup* zero2 = nullptr;
   // LoRA (engine/model/lora.h): the base is frozen in the storage dtype (set it through
-  // model().set_base_from_full) and everything above that says "parameters" means the adapters.
+  // model().set_base_from_full, or model().set_base) and everything above that says "parameters"
+  // means the adapters. QLoRA (lora.nf4): the projections are held as NF4 codes and statistics
+  // only (model().set_base takes the host's quantised BaseWeights; no fp32 or bf16 copy exists).
   LoraSpec lora;
 };
 
@@ -149,7 +151,9 @@ class GpuTrainer {
   bool bf16_storage() const;
   Context& context();
 
-  size_t parameter_bytes() const;  // parameters (LoRA: adapters and the frozen base) and gradients
+  // Parameters (LoRA: adapters and the frozen base; QLoRA's projections as their NF4 bytes) and
+  // gradients.
+  size_t parameter_bytes() const;
   size_t optimizer_bytes() const;
   size_t activation_bytes() const;
   Model& model();  // the architecture's model on the CUDA backend

@@ -197,6 +197,12 @@ class CudaTrainModel final : public DeviceModel {
     gpt_->model().set_base_from_full(full);
     backend_.synchronize();
   }
+  // QLoRA: the host's quantised modules; this shard's slice of each is uploaded as it is (codes and
+  // statistics), so neither the host nor the device ever holds the projections unquantised.
+  void set_base(const BaseWeights& base) override {
+    gpt_->model().set_base(base);
+    backend_.synchronize();
+  }
   void set_training(bool on) override { gpt_->model().set_training(on); }
   void begin_step(int64_t step, int stream) override { gpt_->model().set_dropout_step(step, stream); }
   size_t activation_bytes() const override { return gpt_->activation_bytes(); }

@@ -262,6 +262,14 @@ void HfCheckpoint::read_f32(const std::string& name, float* dst,
   read_[i].store(true);
 }
 
+std::vector<uint8_t> HfCheckpoint::read_raw(const std::string& name) const {
+  const size_t i = index_of(name);
+  if (i == tensors_.size()) throw_data(folder_ + ": tensor " + name + " is missing");
+  std::vector<uint8_t> out = files_[file_of_[i]]->read_raw(*entries_[i]);
+  read_[i].store(true);
+  return out;
+}
+
 void HfCheckpoint::mark_read(const std::string& name) const {
   const size_t i = index_of(name);
   if (i < tensors_.size()) read_[i].store(true);

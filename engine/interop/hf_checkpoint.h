@@ -55,6 +55,10 @@ class HfCheckpoint {
   // Thread-safe for distinct or equal names.
   void read_f32(const std::string& name, float* dst, const std::vector<int64_t>& expected_shape) const;
 
+  // The stored bytes of tensor `name` (any dtype; e.g. a bitsandbytes U8 weight or quant state).
+  // Throws Error(kData) naming the folder and tensor when it is missing. Marks the tensor read.
+  std::vector<uint8_t> read_raw(const std::string& name) const;
+
   // Marks a tensor as consumed without reading it (e.g. a tied lm_head.weight the caller skips).
   void mark_read(const std::string& name) const;
 

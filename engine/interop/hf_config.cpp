@@ -342,9 +342,16 @@ HfConfig parse_hf_config(const std::string& text, const std::string& label) {
       f.problem("architectures[0] = \"" + c.architecture + "\" is not supported: for model_type " +
                 c.model_type + " only " + t->architecture + " (the causal language model) can be trained");
   }
-  if (f.has("quantization_config"))
-    f.problem(
-        "quantization_config is set: quantized checkpoints cannot be trained; use the unquantized model");
+  // A bitsandbytes 4-bit folder is QLoRA's base (interop/bnb.h reads and checks the rest of its
+  // config and refuses what it cannot hold bit for bit); any other quantisation cannot be trained.
+  if (const json* q = f.find("quantization_config"); q != nullptr) {
+    c.bnb_4bit = q->is_object() && q->value("quant_method", std::string()) == "bitsandbytes" &&
+                 q->value("load_in_4bit", false);
+    if (!c.bnb_4bit)
+      f.problem(
+          "quantization_config is set: quantized checkpoints cannot be trained; use the unquantized model (a "
+          "bitsandbytes 4-bit folder trains as QLoRA's base: lora.base_quant = \"nf4\")");
+  }
 
   c.vocab_size = f.size("vocab_size", std::nullopt);
   c.hidden_size = f.size("hidden_size", std::nullopt);

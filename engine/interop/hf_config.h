@@ -35,8 +35,11 @@ struct HfTokenIds {
 };
 
 struct HfConfig {
-  std::string architecture;         // architectures[0]: "LlamaForCausalLM", "Qwen2ForCausalLM", ...
-  std::string model_type;           // "llama" | "qwen2" | "qwen3" | "mistral"
+  std::string architecture;  // architectures[0]: "LlamaForCausalLM", "Qwen2ForCausalLM", ...
+  std::string model_type;    // "llama" | "qwen2" | "qwen3" | "mistral"
+  // config.json has a bitsandbytes 4-bit quantization_config: the folder loads only as QLoRA's
+  // frozen base (interop::load_hf_base); never written back.
+  bool bnb_4bit = false;
   int64_t vocab_size = 0;           // V: embedding rows (may exceed the tokenizer's size)
   int64_t hidden_size = 0;          // C
   int64_t intermediate_size = 0;    // F

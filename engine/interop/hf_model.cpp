@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/interop/bnb.h"
 #include "engine/interop/hf_checkpoint.h"
 #include "engine/interop/hf_writer.h"
 #include "engine/model/llama.h"
@@ -99,6 +101,15 @@ void check_finite(const std::string& folder, const Piece& p, const float* x) {
                "); these weights cannot train: re-download or re-export the model");
 }
 
+// The base module (LoraTarget) a projection piece is.
+int module_of(const ModelDims& d, const Piece& p) {
+  int m = 0;
+  while (m < kBaseModules &&
+         (base_module(d, m).tensor != p.tensor || static_cast<size_t>(base_module(d, m).row0) != p.row0))
+    ++m;
+  return m;
+}
+
 // Refuses a folder with tensors the model does not account for (a tied head's lm_head is ignored).
 void refuse_unread(const std::string& folder, const ModelDims& d, const HfCheckpoint& ck) {
   if (d.tied_embeddings && ck.find("lm_head.weight") != nullptr) ck.mark_read("lm_head.weight");
@@ -172,6 +183,11 @@ std::vector<float> import_hf_weights(const std::string& folder, const ModelDims&
   if (!d.llama())
     throw_config(folder + ": Hugging Face folders load into model.arch = \"llama\" (this config has \"" +
                  arch_name(d.arch) + "\"); for GPT-2 give the folder's model.safetensors as model.init_from");
+  if (has_quantization_config(folder))
+    throw_config(folder +
+                 " holds a quantised model (config.json has a quantization_config): it loads only as "
+                 "the frozen base of QLoRA; set lora.enabled = true and lora.base_quant = \"nf4\", or use "
+                 "the unquantised folder it was made from");
   const ParamLayout layout(d);
   std::vector<float> full(layout.full_params(), 0.0f);
   const HfCheckpoint ck(folder);
@@ -201,8 +217,37 @@ BaseWeights load_hf_base(const std::string& folder, const ModelDims& d, bool nf4
     if (!nf4 || !is_projection_tensor(i)) b.dense[static_cast<size_t>(i)].assign(layout.full_size(i), 0.0f);
   if (nf4) b.modules.resize(static_cast<size_t>((b.layer_end - b.layer_begin) * kBaseModules));
   const HfCheckpoint ck(folder);
+  // A folder saved by transformers with a bitsandbytes 4-bit quantization_config: its projections
+  // are taken as stored (bnb.h), so it is the same model bit for bit.
+  std::unique_ptr<BnbFolder> bnb;
+  if (has_quantization_config(folder)) {
+    bnb = std::make_unique<BnbFolder>(folder, ck);
+    if (nf4 && bnb->config().double_quant != double_quant)
+      throw_config(folder + " was saved by bitsandbytes with bnb_4bit_use_double_quant = " +
+                   (bnb->config().double_quant ? "true" : "false") + " (" + bnb->config().config_path +
+                   "), but lora.double_quant = " + (double_quant ? "true" : "false") +
+                   "; set lora.double_quant = " + (bnb->config().double_quant ? "true" : "false") +
+                   " to train over its weights as stored");
+  }
   std::vector<float> module;  // the one projection in flight
   for (const Piece& p : pieces(d)) {
+    if (bnb && bnb->quantized(p.name)) {
+      if (nf4 && !b.holds_layer(p.layer)) {  // another pipeline stage's
+        for (const char* part : {"", ".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
+                                 ".quant_state.bitsandbytes__nf4"})
+          if (ck.find(p.name + part) != nullptr) ck.mark_read(p.name + part);
+        continue;
+      }
+      nf4::Quantized q = bnb->read(p.name, p.shape);
+      if (!nf4) {  // a LoRA run over a 4-bit folder: its weights dequantised
+        const TensorSpec& t = layout[p.tensor];
+        nf4::dequantize(q, b.dense[static_cast<size_t>(p.tensor)].data() +
+                               static_cast<size_t>(p.layer) * t.rows * t.cols + p.row0 * p.cols);
+        continue;
+      }
+      b.module(p.layer, module_of(d, p)) = std::move(q);
+      continue;
+    }
     if (!nf4 || !is_projection_tensor(p.tensor)) {
       const TensorSpec& t = layout[p.tensor];
       float* dst = b.dense[static_cast<size_t>(p.tensor)].data() +
@@ -215,14 +260,10 @@ BaseWeights load_hf_base(const std::string& folder, const ModelDims& d, bool nf4
       ck.mark_read(p.name);
       continue;
     }
-    int m = 0;
-    while (m < kBaseModules &&
-           (base_module(d, m).tensor != p.tensor || static_cast<size_t>(base_module(d, m).row0) != p.row0))
-      ++m;
     module.resize(p.rows * p.cols);
     ck.read_f32(p.name, module.data(), p.shape);
     check_finite(folder, p, module.data());
-    b.module(p.layer, m) =
+    b.module(p.layer, module_of(d, p)) =
         nf4::quantize(module.data(), static_cast<int64_t>(module.size()), p.shape, double_quant);
   }
   refuse_unread(folder, d, ck);

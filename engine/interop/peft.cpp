@@ -433,7 +433,10 @@ void merge_lora(const ModelDims& d, const LoraSpec& spec, const float* adapters,
   }
 }
 
-std::vector<float> load_lora_base(const ModelCheckpoint& c) {
+namespace {
+
+// The checkpoint's base folder or file is there and has the weights the run recorded.
+void check_lora_base(const ModelCheckpoint& c) {
   if (c.init_from.empty())
     throw_checkpoint(c.dir + " holds LoRA adapters but its run names no model.init_from (the frozen base)");
   std::error_code ec;
@@ -447,15 +450,47 @@ std::vector<float> load_lora_base(const ModelCheckpoint& c) {
       throw_checkpoint(c.dir + " holds LoRA adapters trained on other base weights: " + changed + " in " +
                        c.init_from + "; restore the base the run used");
   }
+}
+
+}  // namespace
+
+std::vector<float> load_lora_base(const ModelCheckpoint& c) {
+  check_lora_base(c);
   return is_hf_folder(c.init_from) ? import_hf_weights(c.init_from, c.dims)
                                    : import_weights(c.init_from, c.dims);
 }
 
+BaseWeights load_lora_base_weights(const ModelCheckpoint& c) {
+  check_lora_base(c);
+  const bool nf4 = c.lora.nf4;
+  if (is_hf_folder(c.init_from)) return load_hf_base(c.init_from, c.dims, nf4, c.lora.double_quant);
+  const std::vector<float> full = import_weights(c.init_from, c.dims);
+  return base_weights_from_full(c.dims, full.data(), nf4, c.lora.double_quant);
+}
+
 std::vector<float> merged_model_params(const ModelCheckpoint& c) {
   if (!c.lora.enabled()) return c.params;
-  std::vector<float> base = load_lora_base(c);
+  std::vector<float> base;
+  if (c.lora.nf4) {
+    // QLoRA: the adapters were fitted to the 4-bit base, so they merge onto its dequantised weights:
+    // the base loaded as the run loaded it (quantised module by module as it is read), then every
+    // module dequantised to fp32 (bitsandbytes' dequantize_4bit) into the full vector.
+    const BaseWeights q = load_lora_base_weights(c);
+    base.assign(ParamLayout(c.dims).full_params(), 0.0f);
+    base_weights_to_full(q, base.data());
+  } else {
+    base = load_lora_base(c);
+  }
   merge_lora(c.dims, c.lora, c.params.data(), base.data());
   return base;
+}
+
+std::string merged_export_note(const LoraSpec& spec) {
+  if (!spec.nf4) return "the LoRA adapter merged into its base";
+  return std::string("QLoRA: the adapter merged into its base as dequantised from 4-bit NF4 (") +
+         (spec.double_quant ? "double-quantised absmax" : "fp32 absmax") +
+         "), the weights the adapter was trained over; every projection differs from the original "
+         "weights by the quantisation error, so this is not the original base with the adapter merged";
 }
 
 std::string base_weights_fingerprint(const std::string& init_from) {

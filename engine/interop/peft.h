@@ -13,6 +13,7 @@
 
 #include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/run_config.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/lora.h"
 #include "engine/model/model_dims.h"
 
@@ -64,10 +65,19 @@ void merge_lora(const ModelDims& d, const LoraSpec& spec, const float* adapters,
 
 // The model a checkpoint describes as one full fp32 parameter vector (ParamLayout(dims)): its params
 // (full training), or under LoRA its base (model.init_from, read again and refused, naming the file,
-// when its weights changed since the run recorded them) with the adapters merged in.
+// when its weights changed since the run recorded them) with the adapters merged in. A QLoRA
+// checkpoint (lora.base_quant = "nf4") merges onto the base its adapters were trained over: every
+// projection dequantised from its NF4 quantisation (fp32, bitsandbytes' dequantize_4bit), the
+// embedding, norms and head as the folder has them.
 std::vector<float> merged_model_params(const ModelCheckpoint& c);
+// How an export describes the merge of `spec`'s adapter ("the LoRA adapter merged into its base", and
+// for QLoRA that the base was dequantised from 4-bit NF4, so the weights are not the original ones).
+std::string merged_export_note(const LoraSpec& spec);
 // LoRA: the checkpoint's frozen base, read from init_from and checked against its fingerprint.
 std::vector<float> load_lora_base(const ModelCheckpoint& c);
+// The same as the run held it (base_weights.h): under QLoRA (c.lora.nf4) streamed and quantised
+// module by module, never whole in fp32 (sample's base); else every tensor in fp32.
+BaseWeights load_lora_base_weights(const ModelCheckpoint& c);
 
 // A fingerprint of a base model's weight files (a Hugging Face folder's *.safetensors, or one weights
 // file): one line "name size crc32c" per file, sorted, so a checkpoint can refuse a changed base.

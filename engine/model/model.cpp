@@ -175,15 +175,16 @@ nf4::View module_slice(const ModelDims& d, const ModelShard& s, int module) {
 
 // Lays out every local layer's module slices in one buffer (packed codes, the slice's block
 // absmaxes, the whole module's group absmaxes; the dynamic map once), counting with a null base.
-void carve_quant_base(Model::Impl& m, void* base) {
-  const bool dq = m.opt.lora.double_quant;
-  Carver c(base, m.be->alignment());
+// Returns the bytes; nf4_base_bytes_for counts with it, so a device's memory plan cannot drift.
+size_t carve_quant_views(const ModelDims& d, const ModelShard& s, bool dq, size_t alignment, void* base,
+                         std::vector<nf4::View>& views) {
+  Carver c(base, alignment);
   const float* code2 = dq ? c.take<float>(256) : nullptr;
-  m.q4.views.clear();
-  for (int l = 0; l < m.s.local_layers(); ++l)
+  views.clear();
+  for (int l = 0; l < s.local_layers(); ++l)
     for (int mod = 0; mod < kBaseModules; ++mod) {
-      nf4::View v = module_slice(m.d, m.s, mod);
-      const BaseModule g = base_module(m.d, mod);
+      nf4::View v = module_slice(d, s, mod);
+      const BaseModule g = base_module(d, mod);
       const size_t n = static_cast<size_t>(v.rows) * static_cast<size_t>(v.cols);
       v.packed = c.take<uint8_t>(n / 2);
       if (dq) {
@@ -194,20 +195,32 @@ void carve_quant_base(Model::Impl& m, void* base) {
       } else {
         v.absmax = c.take<float>(n / nf4::kBlock);
       }
-      m.q4.views.push_back(v);
+      views.push_back(v);
     }
-  m.q4.bytes = c.used();
+  return c.used();
+}
+
+void carve_quant_base(Model::Impl& m, void* base) {
+  m.q4.bytes = carve_quant_views(m.d, m.s, m.opt.lora.double_quant, m.be->alignment(), base, m.q4.views);
 }
 
 void allocate_quant_base(Model::Impl& m) {
   carve_quant_base(m, nullptr);
   m.q4.buf = BackendBuffer(*m.be, (m.q4.bytes + 3) / 4);
-  carve_quant_base(m, m.q4.buf.data());
-  m.be->fill_zero_bytes(m.q4.buf.data(), m.q4.buf.size() * 4);
+  carve_quant_base(m, m.q4.buf.data());  // not zeroed: set_base writes every byte a kernel reads
   if (m.opt.lora.double_quant) m.be->upload(m.q4.buf.data(), nf4::dynamic_map(), 256 * sizeof(float));
 }
 
 }  // namespace
+
+size_t nf4_base_bytes_for(const ModelDims& dims, const ModelShard& shard, const LoraSpec& lora,
+                          size_t alignment) {
+  if (!lora.enabled() || !lora.nf4) return 0;
+  std::vector<nf4::View> views;
+  const size_t bytes =
+      carve_quant_views(dims, resolve_shard(dims, shard), lora.double_quant, alignment, nullptr, views);
+  return (bytes + 3) / 4 * 4;  // the buffer's floats, as allocate_quant_base asks for them
+}
 
 Model::Model(const ModelDims& dims, const ModelShard& shard, Backend* backend, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(dims)) {
@@ -587,7 +600,10 @@ void Model::base_to_full(float* full) const {
     }
 }
 
-void Model::set_base(const BaseWeights& b) {
+void Model::set_base(const BaseWeights& b) { set_base_impl(const_cast<BaseWeights&>(b), false); }
+void Model::set_base(BaseWeights&& b) { set_base_impl(b, true); }
+
+void Model::set_base_impl(BaseWeights& b, bool consume) {
   Impl& m = *impl_;
   const ParamLayout& layout = m.base.layout;
   if (b.nf4 != m.nf4() || (m.nf4() && b.double_quant != m.opt.lora.double_quant) ||
@@ -597,20 +613,25 @@ void Model::set_base(const BaseWeights& b) {
                                          (b.nf4 ? "nf4" : "dense") +
                                          (b.double_quant ? "" : " (no double quant)") + " for a model " +
                                          (m.nf4() ? "with" : "without") + " an nf4 base, or of other dims");
-  // The dense tensors: this shard's runs of each.
-  std::vector<float> local(m.base.n, 0.0f);
+  // The dense tensors: this shard's runs of each (straight into a host fp32 buffer).
+  std::vector<float> local(host_f32(m) ? 0 : m.base.n, 0.0f);
+  float* dst = host_f32(m) ? m.base.params.data() : local.data();
   for (int i = 0; i < layout.size(); ++i) {
-    if (m.base.sizes[static_cast<size_t>(i)] == 0) continue;
+    if (m.base.sizes[static_cast<size_t>(i)] == 0) {
+      if (consume) std::vector<float>().swap(b.dense[static_cast<size_t>(i)]);
+      continue;
+    }
     const std::vector<float>& t = b.dense[static_cast<size_t>(i)];
     if (t.size() != layout.full_size(i))
       throw Error(ExitCode::kInternal, "Model::set_base: tensor " + layout[i].name + " has " +
                                            std::to_string(t.size()) + " floats, expected " +
                                            std::to_string(layout.full_size(i)));
     for (const ShardRun& r : shard_runs(layout, m.s, i))
-      std::memcpy(local.data() + m.base.offsets[static_cast<size_t>(i)] + r.local, t.data() + r.full,
+      std::memcpy(dst + m.base.offsets[static_cast<size_t>(i)] + r.local, t.data() + r.full,
                   r.count * sizeof(float));
+    if (consume) std::vector<float>().swap(b.dense[static_cast<size_t>(i)]);
   }
-  set_set(m, m.base, local.data());
+  if (!host_f32(m)) set_set(m, m.base, local.data());
   if (!m.nf4()) return;
   // Each module's slice: whole rows of the module (column-parallel) or each row's run of column
   // blocks (row-parallel); the statistics of the same blocks, and the module's group absmaxes whole.
@@ -655,6 +676,7 @@ void Model::set_base(const BaseWeights& b) {
       } else {
         m.be->upload(const_cast<float*>(v.absmax), absmax.data(), absmax.size() * sizeof(float));
       }
+      if (consume) b.module(layer, mod) = nf4::Quantized{};
     }
 }
 

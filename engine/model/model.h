@@ -61,6 +61,12 @@ struct ModelOptions {
 size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int B, int T, bool recompute,
                             const ModelOptions& options, size_t alignment = 64, int slots = 1);
 
+// Bytes a QLoRA Model (lora.nf4) of these dims allocates for its shard's quantised projections
+// (base_quant_bytes() without a Model; 0 without nf4): every local module slice's packed codes and
+// statistics, each piece aligned to `alignment` (the backend's).
+size_t nf4_base_bytes_for(const ModelDims& dims, const ModelShard& shard, const LoraSpec& lora,
+                          size_t alignment = 64);
+
 class Model {
  public:
   // On `backend` (nullptr: the CPU backend).
@@ -99,6 +105,9 @@ class Model {
   // Under QLoRA set_base_from_full quantises the full vector's projections, and base_to_full
   // writes them dequantised (fp32, before rounding to the compute dtype).
   void set_base(const BaseWeights& b);
+  // The same, releasing each tensor's and module's host memory as soon as it is in the model, so
+  // the host never holds the base twice (the trainer's CPU path).
+  void set_base(BaseWeights&& b);
   bool nf4_base() const;            // the projections are held in NF4 (options().lora.nf4)
   size_t base_quant_bytes() const;  // backend bytes of the quantised projections (0 without nf4)
   // QLoRA: local layer l's module m (a LoraTarget) as the kernels read it (backend memory).
@@ -225,6 +234,7 @@ class Model {
   struct Impl;  // model_impl.h (named here so the architecture passes can take it)
 
  private:
+  void set_base_impl(BaseWeights& b, bool consume);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -251,7 +251,6 @@ void Loop::setup_model() {
       const std::vector<float> p = interop::import_weights(from, dims);
       qbase = std::make_unique<BaseWeights>(base_weights_from_full(dims, p.data(), true, dq));
     }
-    model.set_base(*qbase);
     char what[160];
     std::snprintf(what, sizeof what, " (NF4%s: %.1f MB quantised projections, %.1f MB other tensors)",
                   dq ? ", double quantisation" : "", static_cast<double>(qbase->quantized_bytes()) / 1e6,
@@ -306,6 +305,11 @@ void Loop::setup_model() {
     device->set_base(*qbase);
   else if (device && lora)
     device->set_base_params(base.data());
+  // The host model takes the quantised base last, consuming it: the host never holds it twice.
+  if (qbase) {
+    model.set_base(std::move(*qbase));
+    qbase.reset();
+  }
   if (device) push_to_device();
   if (cfg.parallel.pp > 1) {
     if (device)  // the stages run on the device; the host model stays a mirror
@@ -533,11 +537,12 @@ static int export_at_end(train_detail::Loop& loop) {
         o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
         const std::vector<float> merged = interop::merged_model_params(c);
         interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, merged.data(), o);
+        const std::string merge = c.lora.enabled() ? ", " + interop::merged_export_note(c.lora) : "";
         loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
-                                       o.dtype + (c.lora.enabled() ? ", LoRA merged into the base" : "") +
-                                       ") to " + cfg.checkpoint.export_hf);
-        loop.progress.line("exported step %lld -> %s", static_cast<long long>(c.step),
-                           cfg.checkpoint.export_hf.c_str());
+                                       o.dtype + merge + ") to " + cfg.checkpoint.export_hf);
+        loop.progress.line("exported step %lld -> %s%s%s", static_cast<long long>(c.step),
+                           cfg.checkpoint.export_hf.c_str(), c.lora.nf4 ? "; " : "",
+                           c.lora.nf4 ? interop::merged_export_note(c.lora).c_str() : "");
       }
     } catch (const std::exception& e) {
       loop.metrics.event("error", what + " failed: " + e.what() +

@@ -11,7 +11,8 @@
 // reference, on fp32 and (where the CPU has it) bf16 matmuls, the latter within fp32 accumulation
 // of the bf16-rounded operands and measurably away from the fp32 ones; N = 1 and odd N; K cut
 // into several tiles; the same bits for 1, 2 and 3 threads in deterministic mode and run to run
-// otherwise; CpuBackend routes to them by matmul_dtype(); malformed Views are refused by name.
+// otherwise; a weight from the engine's quantiser dequantises as nf4::dequantize does, whole and
+// sliced; CpuBackend routes to them by matmul_dtype(); malformed Views are refused by name.
 #include <omp.h>
 
 #include <cmath>
@@ -29,104 +30,21 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_bf16.h"
 #include "engine/cpu/nf4_matmul.h"
+#include "nf4_test_module.h"
 
 using namespace flotilla;
 
 namespace {
 
-uint32_t g_seed = 1u;
-uint32_t rnd_u32() {
-  g_seed = g_seed * 1664525u + 1013904223u;
-  return g_seed;
-}
-float rnd() { return static_cast<float>((rnd_u32() >> 8) & 0xffff) / 32768.0f - 1.0f; }
+using nf4_test::g_seed;
+using nf4_test::make_module;
+using nf4_test::make_slice;
+using nf4_test::Module;
+using nf4_test::reference_weights;
+using nf4_test::rnd;
+using nf4_test::Slice;
+
 float r16(float x) { return from_bf16(to_bf16(x)); }
-
-// One module's [out x in] quantised weight as bitsandbytes lays it out (random contents).
-struct Module {
-  int out = 0, in = 0;
-  bool dq = true;
-  std::vector<uint8_t> packed;    // out * in / 2
-  std::vector<float> absmax;      // !dq: one per block
-  std::vector<uint8_t> absmax_q;  // dq: one per block
-  std::vector<float> absmax2;     // dq: one per 256 blocks
-  std::vector<float> code2;       // dq: this test's own nested table
-  float offset = 0;
-};
-
-Module make_module(int out, int in, bool dq, uint32_t seed) {
-  g_seed = seed;
-  Module m;
-  m.out = out, m.in = in, m.dq = dq;
-  const int64_t blocks = static_cast<int64_t>(out) * in / nf4::kBlock;
-  m.packed.resize(static_cast<size_t>(out) * in / 2);
-  for (auto& b : m.packed) b = static_cast<uint8_t>(rnd_u32() >> 24);
-  if (dq) {
-    m.absmax_q.resize(blocks);
-    for (auto& q : m.absmax_q) q = static_cast<uint8_t>(rnd_u32() >> 24);
-    m.absmax2.resize((blocks + nf4::kGroup - 1) / nf4::kGroup);
-    for (auto& a : m.absmax2) a = 0.02f + 0.01f * rnd();
-    m.code2.resize(256);
-    for (auto& c : m.code2) c = rnd();
-    m.offset = 0.05f + 0.001f * rnd();
-  } else {
-    m.absmax.resize(blocks);
-    for (auto& a : m.absmax) a = 0.03f + 0.02f * rnd();
-  }
-  return m;
-}
-
-// A [rows x cols] slice at (row0, cb0): slice-local codes and absmax, the module's groups.
-struct Slice {
-  nf4::View v;
-  std::vector<uint8_t> packed, absmax_q;
-  std::vector<float> absmax;
-};
-
-Slice make_slice(const Module& m, int row0, int rows, int cb0, int cols) {
-  Slice s;
-  const int cb = cols / nf4::kBlock, mcb = m.in / nf4::kBlock;
-  for (int r = 0; r < rows; ++r) {
-    const size_t at = (static_cast<size_t>(row0 + r) * m.in + static_cast<size_t>(cb0) * nf4::kBlock) / 2;
-    s.packed.insert(s.packed.end(), m.packed.begin() + at, m.packed.begin() + at + cols / 2);
-    for (int b = 0; b < cb; ++b) {
-      const size_t blk = static_cast<size_t>(row0 + r) * mcb + cb0 + b;
-      if (m.dq)
-        s.absmax_q.push_back(m.absmax_q[blk]);
-      else
-        s.absmax.push_back(m.absmax[blk]);
-    }
-  }
-  s.v.rows = rows, s.v.cols = cols, s.v.packed = s.packed.data();
-  if (m.dq) {
-    s.v.absmax_q = s.absmax_q.data(), s.v.absmax2 = m.absmax2.data(), s.v.code2 = m.code2.data();
-    s.v.offset = m.offset;
-  } else {
-    s.v.absmax = s.absmax.data();
-  }
-  s.v.row0 = row0, s.v.cb0 = cb0, s.v.module_cblocks = mcb;
-  return s;
-}
-
-// The slice's values by nf4.h's formula, read from the MODULE's arrays (not the slice's).
-std::vector<float> reference_weights(const Module& m, int row0, int rows, int cb0, int cols) {
-  std::vector<float> w(static_cast<size_t>(rows) * cols);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      const int64_t gr = row0 + r, gc = static_cast<int64_t>(cb0) * nf4::kBlock + c;
-      const int64_t i = gr * m.in + gc, blk = i / nf4::kBlock;
-      float a;
-      if (m.dq) {
-        volatile float scaled = m.code2[m.absmax_q[blk]] * m.absmax2[blk / nf4::kGroup];
-        a = scaled + m.offset;
-      } else {
-        a = m.absmax[blk];
-      }
-      const uint8_t byte = m.packed[i / 2];
-      w[static_cast<size_t>(r) * cols + c] = nf4::kCode[(i & 1) ? (byte & 0x0F) : (byte >> 4)] * a;
-    }
-  return w;
-}
 
 struct Case {
   int mout, min, row0, rows, cb0, cols;
@@ -271,6 +189,13 @@ void check_numerics(bool bf16) {
     CHECK_MSG(worst32 < 0x1p-7, "bf16 against fp32 operands: %.3g (bound 2^-7)", worst32);
     CHECK_MSG(worst32 > 1e-5, "bf16 against fp32 operands: %.3g, too exact (operands not rounded?)", worst32);
   }
+  // One thread (so one item holds the whole weight): the depth cut into several tiles with bf16's
+  // 2048-deep tiles too, forward (2560 columns) and backward (2112 rows).
+  for (const Case& c : {Case{512, 2560, 0, 512, 0, 2560, true}, Case{2112, 512, 0, 2112, 0, 512, false}}) {
+    const Result r = run_case(c, 67, true, true, bf16, 1, false);
+    CHECK_MSG(r.err < 1e-5 && r.padding_ok, "%s %dx%d on one thread: error %.3g", mode, c.rows, c.cols,
+              r.err);
+  }
   // Several tiles along K in both directions (Case 3: 700 x 1280), N = 1 and 131 on 1..3 threads.
   for (const Case& c : {kCases[3], kCases[4], kCases[0]})
     for (int N : {1, 131}) {
@@ -291,6 +216,39 @@ void check_numerics(bool bf16) {
                 "%s %dx%d N %d: two runs on 3 threads differ", mode, c.rows, c.cols, N);
       CHECK(a.err < 1e-5 && d.err < 1e-5 && e.err < 1e-5);
     }
+}
+
+// A weight quantised by the engine's quantiser (engine/core/nf4.cpp, bitsandbytes' format, its
+// dynamic map as code2): the kernels' values equal nf4::dequantize's bit for bit, whole and for a
+// tensor-parallel rank's row and column slices, with and without double quantisation.
+void check_quantizer() {
+  const int out = 300, in = 640;
+  g_seed = 2024u;
+  std::vector<float> x(static_cast<size_t>(out) * in);
+  for (auto& v : x) v = 0.02f * (rnd() + rnd() + rnd());
+  for (bool dq : {true, false}) {
+    const nf4::Quantized q = nf4::quantize(x.data(), static_cast<int64_t>(x.size()), {out, in}, dq);
+    std::vector<float> want(x.size());
+    nf4::dequantize(q, want.data());
+    Module m;
+    m.out = out, m.in = in, m.dq = dq, m.packed = q.packed, m.absmax = q.absmax, m.absmax_q = q.absmax_q;
+    m.absmax2 = q.absmax2, m.offset = q.offset;
+    if (dq) m.code2.assign(nf4::dynamic_map(), nf4::dynamic_map() + 256);
+    for (const Case& c : {Case{out, in, 0, out, 0, in, dq}, Case{out, in, 150, 150, 0, in, dq},
+                          Case{out, in, 0, out, 5, 320, dq}}) {
+      const Slice s = make_slice(m, c.row0, c.rows, c.cb0, c.cols);
+      std::vector<float> got(static_cast<size_t>(c.rows) * c.cols);
+      cpu::nf4_dequantize(got.data(), s.v);
+      int bad = 0;
+      for (int r = 0; r < c.rows; ++r)
+        for (int k = 0; k < c.cols; ++k)
+          bad += std::memcmp(&got[static_cast<size_t>(r) * c.cols + k],
+                             &want[static_cast<size_t>(c.row0 + r) * in + c.cb0 * 64 + k], 4) != 0;
+      CHECK_MSG(bad == 0,
+                "quantised weight (dq %d), slice %dx%d at (%d,%d): %d values differ from nf4::dequantize", dq,
+                c.rows, c.cols, c.row0, c.cb0, bad);
+    }
+  }
 }
 
 // The backend's overrides: the same results as the free functions, the dtype from matmul_dtype().
@@ -359,6 +317,7 @@ int main(int argc, char** argv) {
   } else {
     std::printf("bf16 matmuls not available here (%s): bf16 numerics skipped\n", why.c_str());
   }
+  check_quantizer();
   check_backend();
   return flotilla_test::summary("nf4_kernels");
 }

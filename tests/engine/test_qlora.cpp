@@ -6,7 +6,8 @@
 // Also: the shard slices of a tensor-parallel / pipeline model hold exactly their part of every
 // module (base_to_full of all shards = the whole dequantised base); the streaming loader of a
 // Hugging Face folder gives the same quantised base as quantising the folder's fp32 weights; bad
-// shapes are refused before anything is allocated, with the module, its width, tp and what to do.
+// shapes are refused before anything is allocated, with the module, its width, tp and what to do;
+// and against PEFT + bitsandbytes (peft_bnb_goldens below).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -20,11 +21,14 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/peft.h"
 #include "engine/model/base_weights.h"
 #include "engine/model/gpt.h"
 #include "engine/model/llama.h"
 #include "engine/model/lora.h"
 #include "engine/model/param_layout.h"
+#include "engine/train/adamw.h"
+#include "lora_golden.h"
 
 using namespace flotilla;
 namespace fs = std::filesystem;
@@ -275,6 +279,118 @@ void streaming_loader() {
   fs::remove_all(dir);
 }
 
+// (b) and (c) against d38-qa's PEFT + bitsandbytes goldens (tests/engine/golden/qlora, written by
+// tests/reference/make_qlora_goldens.py): a 64-wide tiny Llama in bf16 (base/), the folders
+// transformers saved with a bitsandbytes 4-bit nf4 + double-quant config (bnb/ with fp32 other
+// tensors, bnb_bf16/ with bf16 ones), a PEFT adapter trained over bnb/, and PEFT's logits, loss,
+// adapter gradients and three AdamW steps over it. The base folder quantised at load and both
+// bitsandbytes folders give byte-identical modules, bitsandbytes' own dequantised weights bit for
+// bit, and PEFT's numbers within 1e-4 relative.
+void peft_bnb_goldens() {
+  const std::string root = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/qlora";
+  RunConfig cfg;
+  cfg.model.init_from = root + "/base";
+  interop::apply_hf_init_from(cfg);
+  const ModelDims d = dims_from_config(cfg.model);
+  LoraSpec spec = lora_golden::spec_of(interop::read_peft_adapter_config(root + "/peft"));
+  spec.nf4 = true;
+  spec.double_quant = true;
+  const std::vector<float> adapter = interop::import_peft_adapter(root + "/peft", d, spec);
+  const hf_golden::Reference ref(root);
+  const std::vector<int32_t> inputs = ref.i32("inputs"), targets = ref.i32("targets");
+  const int B = 2, T = 16;
+  const size_t N = static_cast<size_t>(B) * T;
+
+  // (c) The three folders hold the same base: every module byte for byte, the other tensors equal
+  // (bnb_bf16 stores them in bf16, as base/ does; bnb/ widened to fp32, exactly).
+  const BaseWeights at_load = interop::load_hf_base(root + "/base", d, true, true);
+  for (const char* folder : {"bnb", "bnb_bf16"}) {
+    const BaseWeights stored = interop::load_hf_base(root + "/" + folder, d, true, true);
+    bool same = stored.dense == at_load.dense && stored.modules.size() == at_load.modules.size();
+    for (size_t i = 0; same && i < stored.modules.size(); ++i) {
+      const nf4::Quantized &a = stored.modules[i], &b = at_load.modules[i];
+      same = a.packed == b.packed && a.absmax_q == b.absmax_q && a.absmax2 == b.absmax2 &&
+             a.offset == b.offset && a.shape == b.shape;
+    }
+    CHECK_MSG(same, "%s/: the bitsandbytes folder's base differs from base/ quantised at load", folder);
+  }
+  // bitsandbytes' own dequantisation of each module, bit for bit.
+  {
+    std::vector<float> full(ParamLayout(d).full_params(), 0.0f);
+    base_weights_to_full(at_load, full.data());
+    const std::vector<interop::HfTensorSpan> spans = interop::hf_tensor_spans(d);
+    int equal = 0, modules = 0;
+    for (const auto& sp : spans) {
+      if (!ref.has("dequant." + sp.name)) continue;
+      ++modules;
+      const std::vector<float> want = ref.f32("dequant." + sp.name);
+      if (want.size() == sp.count &&
+          std::equal(want.begin(), want.end(), full.begin() + static_cast<long>(sp.offset)))
+        ++equal;
+    }
+    CHECK_MSG(modules == 7 * d.n_layer && equal == modules,
+              "%d of %d modules dequantise to bitsandbytes' bits", equal, modules);
+  }
+
+  for (const char* folder : {"base", "bnb"}) {
+    ModelOptions o;
+    o.lora = spec;
+    Model m(d, ModelShard{}, nullptr, o);
+    m.init_random(1, false);
+    m.set_base(interop::load_hf_base(root + "/" + folder, d, true, true));
+    m.set_params_from_full(adapter.data());
+    m.zero_grad();
+    const float loss = m.forward(inputs.data(), targets.data(), B, T);
+    const std::vector<float> want_logits = ref.f32("logits");
+    const double dlog =
+        hf_golden::max_abs_diff(hf_golden::logits_of(m, N), want_logits) / hf_golden::max_abs(want_logits);
+    const double dloss = std::fabs(loss - ref.f32("loss")[0]) / std::fabs(ref.f32("loss")[0]);
+    m.backward(1.0f);
+    const std::vector<float> grads = hf_golden::grads_of(m);
+    double dg = 0;
+    int tensors = 0;
+    for (const lora_golden::Span& sp : lora_golden::peft_spans(d, spec)) {
+      const std::vector<float> want = ref.f32("grad." + sp.name);
+      const std::vector<float> got(grads.begin() + static_cast<long>(sp.offset),
+                                   grads.begin() + static_cast<long>(sp.offset + sp.count));
+      dg = std::max(dg, hf_golden::max_abs_diff(got, want) / std::max(1e-3, hf_golden::max_abs(want)));
+      ++tensors;
+    }
+    // Three AdamW steps over the adapters (lr 1e-2, betas 0.9/0.95, eps 1e-8, decay 0.1), the same batch.
+    std::vector<float> params(m.num_params());
+    m.get_params(params.data());
+    AdamW opt(get_backend("cpu"), param_groups(m), 0, params.size());
+    AdamWHyper h;
+    h.lr = 1e-2f;
+    h.weight_decay = 0.1f;
+    const std::vector<float> want_losses = ref.f32("adamw.losses");
+    double dal = 0, dap = 0;
+    for (int st = 0; st < 3; ++st) {
+      m.zero_grad();
+      const float l = m.forward(inputs.data(), targets.data(), B, T);
+      dal = std::max(dal, std::fabs(static_cast<double>(l) - want_losses[static_cast<size_t>(st)]) /
+                              std::fabs(static_cast<double>(want_losses[static_cast<size_t>(st)])));
+      m.backward(1.0f);
+      const std::vector<float> gr = hf_golden::grads_of(m);
+      opt.step(params.data(), gr.data(), h, st + 1);
+      m.set_params(params.data());
+    }
+    for (const lora_golden::Span& sp : lora_golden::peft_spans(d, spec)) {
+      const std::vector<float> want = ref.f32("adamw." + sp.name);
+      const std::vector<float> got(params.begin() + static_cast<long>(sp.offset),
+                                   params.begin() + static_cast<long>(sp.offset + sp.count));
+      dap = std::max(dap, hf_golden::max_abs_diff(got, want) / std::max(1.0, hf_golden::max_abs(want)));
+    }
+    std::printf(
+        "PEFT + bitsandbytes golden over %s/: logits %.2e, loss %.2e, %d adapter grads %.2e, 3 AdamW steps: "
+        "losses %.2e, adapters %.2e\n",
+        folder, dlog, dloss, tensors, dg, dal, dap);
+    CHECK_MSG(dlog <= 1e-4 && dloss <= 1e-4 && dg <= 1e-4 && tensors == 14 * d.n_layer,
+              "%s/: QLoRA differs from PEFT + bitsandbytes", folder);
+    CHECK_MSG(dal <= 1e-4 && dap <= 1e-4, "%s/: three AdamW steps differ from PEFT's", folder);
+  }
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -350,5 +466,6 @@ int main() {
   shards_hold_their_slices();
   streaming_loader();
   bad_shapes();
+  peft_bnb_goldens();
   return flotilla_test::summary("qlora");
 }

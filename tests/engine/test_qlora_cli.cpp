@@ -2,7 +2,7 @@
 // written here as a Hugging Face folder (every projection's in-width a multiple of 64):
 //   - bad input refused by name before anything starts: a base quantisation we do not have ("int4",
 //     "fp4"), base_quant without lora.enabled, a projection whose in-width is not a multiple of the
-//     64-element block, a tensor-parallel cut off the block boundaries;
+//     64-element block, a tensor-parallel cut off the block boundaries (two real ranks);
 //   - a resume with another lora.base_quant or lora.double_quant refused naming the key, both ways;
 //   - export --format peft (and checkpoint.export_peft): a plain LoRA adapter over the base folder,
 //     the checkpoint's tensors; --format hf (and checkpoint.export_hf): every projection dequantised
@@ -18,14 +18,17 @@
 #include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/run_config.h"
 #include "engine/core/nf4.h"
+#include "engine/core/rng.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/peft.h"
 #include "engine/interop/safetensors.h"
+#include "engine/model/base_weights.h"
 #include "engine/model/llama.h"
 #include "engine/model/lora.h"
 #include "engine/model/model.h"
 #include "engine/model/model_dims.h"
 #include "engine/model/param_layout.h"
+#include "engine/train/sampler.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -151,6 +154,8 @@ void refusals(const std::string& dir, const std::string& base, const std::string
       {"fp4", config(base, "enabled = true\nbase_quant = \"fp4\"\n"), "lora.base_quant", "\"nf4\""},
       {"no-lora", config(base, "enabled = false\nbase_quant = \"nf4\"\n"), "lora.base_quant",
        "lora.enabled = false"},
+      // The golden llama folder is 32 wide: q_proj's rows are half a block.
+      {"narrow", config(golden("hf/llama"), kQlora), "lora.base_quant", "not a multiple of 64"},
   };
   for (const Case& c : cases) {
     const ProcResult p = train(dir, "bad-" + c.name, c.text);
@@ -160,7 +165,17 @@ void refusals(const std::string& dir, const std::string& base, const std::string
     CHECK_MSG(!fs::exists(dir + "/bad-" + c.name + "/checkpoints"), "%s: a refused run started",
               c.name.c_str());
   }
-  (void)base16;
+  // head_dim 16: o_proj's 64 input columns, cut in two by tp = 2, are half a block each. Two real
+  // ranks, so the layout itself is valid and the cut is the only problem.
+  const std::string cfg = dir + "/bad-tp.toml";
+  write_text(cfg, config(base16, kQlora, "[parallel]\ntp = 2\nbackend = \"gloo\"\n"));
+  const ProcResult tp = run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0", "--no-bind",
+                                    "--", "train", "--config", cfg, "--out-dir", dir + "/bad-tp", "--quiet"},
+                                   kEnv);
+  CHECK_MSG(tp.exit_code == 3 && has(tp.output, "parallel.tp = 2 cuts o_proj's input width") &&
+                has(tp.output, "block boundaries") && has(tp.output, "1 problem"),
+            "tp = 2 off the NF4 blocks: exit %d\n%s", tp.exit_code, tp.output.c_str());
+  CHECK_MSG(!fs::exists(dir + "/bad-tp/checkpoints"), "tp: a refused run started");
 }
 
 // ---- resume with another quantisation ----
@@ -190,6 +205,111 @@ void resume_refusals(const std::string& dir, const std::string& base) {
   }
 }
 
+// ---- export and sample ----
+
+// Adapter vector of checkpoint `run` merged onto `base` (a whole fp32 base vector).
+std::vector<float> merged(const flotilla::ModelCheckpoint& ck, std::vector<float> base) {
+  flotilla::interop::merge_lora(ck.dims, ck.lora, ck.params.data(), base.data());
+  return base;
+}
+
+void exports_and_sample(const std::string& dir, const std::string& base) {
+  const ProcResult p = train(dir, "run", config(base, kQlora));
+  CHECK_MSG(p.exit_code == 0, "train: %s", p.output.c_str());
+  const std::string run = dir + "/run";
+  const flotilla::ModelCheckpoint ck = flotilla::load_model_checkpoint(run, nullptr);
+  CHECK(ck.lora.nf4 && ck.lora.double_quant && ck.lora.rank == 4);
+  const ModelDims& d = ck.dims;
+
+  // PEFT: a plain LoRA adapter over the base folder; stdout says how the base was quantised.
+  const ProcResult peft =
+      run_worker({"export", "--checkpoint", run, "--format", "peft", "--out", dir + "/peft"}, kEnv);
+  CHECK_MSG(peft.exit_code == 0 && has(peft.output, "PEFT LoRA adapter") && has(peft.output, "4-bit NF4") &&
+                has(peft.output, "records no quantisation") &&
+                has(peft.output, "bnb_4bit_use_double_quant=True"),
+            "export peft: %s", peft.output.c_str());
+  const flotilla::interop::PeftAdapterConfig c = flotilla::interop::read_peft_adapter_config(dir + "/peft");
+  CHECK(c.peft_type == "LORA" && c.r == 4 && c.lora_alpha == 8.0 &&
+        c.targets == flotilla::parse_lora_targets("all-linear") && c.base_model_name_or_path == base);
+  CHECK(flotilla::interop::import_peft_adapter(dir + "/peft", d, ck.lora) == ck.params);
+
+  // Merged: every projection dequantised from NF4 (quantised here per module, independently of the
+  // engine's loader), W + s B A; the embedding, norms and head as the folder has them.
+  const ProcResult hf = run_worker(
+      {"export", "--checkpoint", run, "--format", "hf", "--dtype", "fp32", "--out", dir + "/merged"}, kEnv);
+  CHECK_MSG(hf.exit_code == 0 && has(hf.output, "dequantised from 4-bit NF4") &&
+                has(hf.output, "not the original base"),
+            "export hf: %s", hf.output.c_str());
+  const std::vector<float> original = flotilla::interop::import_hf_weights(base, d);
+  const std::vector<float> want = merged(ck, nf4_round_trip(d, original, true));
+  const std::vector<float> got = flotilla::interop::import_hf_weights(dir + "/merged", d);
+  CHECK_MSG(got == want, "the merged export is not dequant(NF4(W)) + s B A");
+  CHECK_MSG(got != merged(ck, original), "the merged export equals the merge onto the unquantised weights");
+  CHECK(!fs::exists(dir + "/merged/adapter_config.json") && fs::exists(dir + "/merged/config.json"));
+
+  // The same two at the end of a run (checkpoint.export_peft / export_hf), and the log says it.
+  const ProcResult end = train(dir, "end",
+                               config(base, kQlora,
+                                      "[checkpoint]\nexport_peft = \"" + dir + "/end-peft\"\nexport_hf = \"" +
+                                          dir + "/end-merged\"\nexport_dtype = \"fp32\"\n"));
+  CHECK_MSG(end.exit_code == 0, "train with exports: %s", end.output.c_str());
+  const flotilla::ModelCheckpoint ce = flotilla::load_model_checkpoint(dir + "/end", nullptr);
+  CHECK(ce.params == ck.params);  // the same seed and data: the same adapters
+  CHECK(flotilla::interop::import_peft_adapter(dir + "/end-peft", d, ce.lora) == ce.params);
+  CHECK(flotilla::interop::read_peft_adapter_config(dir + "/end-peft").base_model_name_or_path == base);
+  CHECK_MSG(flotilla::interop::import_hf_weights(dir + "/end-merged", d) == want,
+            "checkpoint.export_hf differs from export --format hf");
+  const std::string log = read_file(dir + "/end/metrics.jsonl");
+  CHECK_MSG(has(log, "dequantised from 4-bit NF4"),
+            "the run's log does not say the merge is onto the NF4 base");
+
+  // Sampling: the 4-bit base with the adapter unmerged, greedy; the same ids twice, and the ids a
+  // QLoRA Model gives here in-process with the checkpoint's adapters over the NF4 base.
+  const std::vector<std::string> sample = {"sample", "--checkpoint", run, "--prompt-ids", "1 5 9", "--tokens",
+                                           "8",      "--top-k",      "1"};
+  const ProcResult s1 = run_worker(sample, kEnv), s2 = run_worker(sample, kEnv);
+  CHECK_MSG(s1.exit_code == 0 && has(s1.output, "QLoRA r 4") && has(s1.output, "4-bit NF4") &&
+                s1.output == s2.output,
+            "sample: %s", s1.output.c_str());
+  flotilla::ModelOptions mo;
+  mo.lora = ck.lora;
+  flotilla::Model m(d, flotilla::ModelShard{}, nullptr, mo);
+  m.set_base(flotilla::interop::load_hf_base(base, d, true, true));
+  m.set_params_from_full(ck.params.data());
+  m.set_training(false);
+  flotilla::SampleOptions so;
+  so.tokens = 8;
+  so.top_k = 1;
+  flotilla::Rng rng(1);
+  const std::vector<int32_t> ids = flotilla::sample_tokens(m, {1, 5, 9}, so, rng);
+  std::string text;
+  for (size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + std::to_string(ids[i]);
+  CHECK_MSG(has(s1.output, text + "\n"), "sample printed\n%s\nthe in-process QLoRA model gives %s",
+            s1.output.c_str(), text.c_str());
+  // Unmerged (sample) and merged (export) are one model: the logits of both, within fp32 rounding.
+  const std::vector<int32_t> tokens = {1, 5, 9, 200, 17, 3, 3, 64};
+  const int T = static_cast<int>(tokens.size());
+  m.forward(tokens.data(), nullptr, 1, T);
+  std::vector<float> lq(static_cast<size_t>(T) * static_cast<size_t>(d.padded_vocab));
+  m.copy_logits(lq.data());
+  flotilla::Model full(d);
+  full.set_params_from_full(got.data());
+  full.forward(tokens.data(), nullptr, 1, T);
+  std::vector<float> lm(lq.size());
+  full.copy_logits(lm.data());
+  double diff = 0, norm = 0;
+  for (int t = 0; t < T; ++t)
+    for (int v = 0; v < d.vocab_size; ++v) {
+      const size_t i = static_cast<size_t>(t) * static_cast<size_t>(d.padded_vocab) + static_cast<size_t>(v);
+      diff = std::fmax(diff, std::fabs(static_cast<double>(lq[i]) - lm[i]));
+      norm = std::fmax(norm, std::fabs(static_cast<double>(lm[i])));
+    }
+  CHECK_MSG(diff <= 1e-5 * norm,
+            "QLoRA unmerged vs its merged export: logits differ by %.3g (max |logit| %.3g)", diff, norm);
+  std::printf("  QLoRA unmerged (sample) vs merged export (fp32): logits within %.2e of max |logit| %.3f\n",
+              diff, norm);
+}
+
 }  // namespace
 
 int main() {
@@ -197,9 +317,8 @@ int main() {
   const std::string base = dir + "/base", base16 = dir + "/base-hd16";
   write_base(base, 32);
   write_base(base16, 16);
-  (void)nf4_round_trip;
-  (void)golden;
   refusals(dir, base, base16);
   resume_refusals(dir, base);
+  exports_and_sample(dir, base);
   return flotilla_test::summary("test_qlora_cli");
 }

@@ -9,7 +9,9 @@
 // biases). Also: a stop and resume is bitwise equal to never stopping; trainer.json records the
 // quantisation and a resume with lora.base_quant = "none" or without double quantisation is
 // refused naming the key; a QLoRA run differs from LoRA over the same folder (the base really is
-// 4-bit); tp = 2 on a model whose o_proj cannot be cut on a block boundary is refused before any
+// 4-bit); the host reference behind the device seam (DeviceModel::set_base) is bitwise the CPU
+// path; a bitsandbytes-saved folder trains bitwise as its bf16 original quantised at load (LoRA
+// over it refused); tp = 2 on a model whose o_proj cannot be cut on a block boundary is refused before any
 // step, with the numbers.
 #include <filesystem>
 #include <fstream>
@@ -146,6 +148,45 @@ void resume(const std::string& root, const std::string& base) {
   CHECK(!ck.base_weights.empty());
 }
 
+// The device seam (DeviceModel::set_base, what the CUDA trainer implements) run by the host
+// reference model: bitwise the CPU path's run.
+void through_device_seam(const std::string& root, const std::string& base) {
+  const std::string r = root + "/seam";
+  fs::create_directories(r);
+  const Run cpu = train(r, "cpu", 1, qlora_config(base, ""));
+  write_text(r + "/seam.toml", qlora_config(base, ""));
+  std::vector<std::string> env = worker_env();
+  env.push_back("FLOTILLA_TEST_DEVICE_MODEL=host");
+  const auto p =
+      run_worker({"train", "--config", r + "/seam.toml", "--out-dir", r + "/seam", "--quiet"}, env);
+  Run seam;
+  seam.code = p.exit_code;
+  seam.losses = step_losses(r + "/seam");
+  if (seam.code == 0 && !seam.losses.empty())
+    seam.params = gathered_params(r + "/seam", seam.losses.rbegin()->first);
+  CHECK_MSG(seam.code == 0 && bitwise_equal(cpu, seam),
+            "QLoRA through the device seam differs from the CPU path: %s", p.output.c_str());
+}
+
+// d38-qa's bitsandbytes-saved folder trains through the worker exactly as the bf16 folder it was
+// made from, quantised at load (the same bytes); LoRA over it is refused naming lora.base_quant.
+void bnb_folder(const std::string& root) {
+  const std::string r = root + "/bnb";
+  fs::create_directories(r);
+  const std::string golden = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/qlora/";
+  const Run base = train(r, "base", 1, qlora_config(golden + "base", ""));
+  const Run bnb = train(r, "bnb", 1, qlora_config(golden + "bnb", ""));
+  CHECK_MSG(base.code == 0 && bnb.code == 0 && bitwise_equal(base, bnb),
+            "a QLoRA run over the bitsandbytes folder differs from one over its bf16 original\n%s\n%s",
+            base.output.c_str(), bnb.output.c_str());
+  // Pipeline stages read only their layers' quantised weights (and mark the others' quant state read).
+  expect_close(bnb, train(r, "bnb-pp2", 2, qlora_config(golden + "bnb", "pp = 2\nmicro_batches = 2")),
+               "bnb folder QLoRA pp=2");
+  const Run lora = train(r, "lora", 1, qlora_config(golden + "bnb", "", "base_quant = \"none\"\n"));
+  CHECK_MSG(lora.code != 0 && lora.losses.empty() && contains(lora.output, "lora.base_quant = \"nf4\""), "%s",
+            lora.output.c_str());
+}
+
 void bad_cut_refused(const std::string& root) {
   const std::string r = root + "/bad-cut";
   fs::create_directories(r);
@@ -167,6 +208,8 @@ int main() {
   layouts(root, "llama", llama, true);
   layouts(root, "qwen2", qwen2, false);
   resume(root, llama);
+  through_device_seam(root, qwen2);
+  bnb_folder(root);
   bad_cut_refused(root);
   return flotilla_test::summary("test_qlora_layouts");
 }

@@ -7,7 +7,6 @@
 // process with the kernel's high-water mark reset just before the load (/proc/self/clear_refs,
 // VmHWM), so nothing the parent allocated to write the folder counts. Prints the figures
 // docs/qlora.md quotes.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -65,37 +64,48 @@ struct Figures {
   double base_mb = 0, peak_mb = 0, quant_mb = 0, dense_mb = 0, seconds = 0;
 };
 
-// Runs load() in a child process and returns its figures (peak = the high-water mark after it).
-template <typename F>
-Figures measure(F load) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    Figures f;
-    const bool reset = reset_hwm();
-    f.base_mb = static_cast<double>(status_kb("VmRSS:")) / 1024.0;
-    const auto t0 = std::chrono::steady_clock::now();
-    load(f);
-    f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    f.peak_mb = reset ? static_cast<double>(status_kb("VmHWM:")) / 1024.0 : -1;
-    if (write(fds[1], &f, sizeof f) != static_cast<ssize_t>(sizeof f)) _exit(2);
-    _exit(0);
-  }
-  close(fds[1]);
+// The child: loads the folder one way ("qlora": load_hf_base nf4 + double quant, "lora":
+// import_hf_weights) with the high-water mark reset just before, and prints its figures.
+int child(const std::string& how, const std::string& dir) {
+  const ModelDims d = smollm2_135m();
   Figures f;
-  const bool got = read(fds[0], &f, sizeof f) == static_cast<ssize_t>(sizeof f);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  CHECK(got && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const bool reset = reset_hwm();
+  f.base_mb = static_cast<double>(status_kb("VmRSS:")) / 1024.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (how == "qlora") {
+    const BaseWeights b = interop::load_hf_base(dir, d, true, true);
+    f.quant_mb = static_cast<double>(b.quantized_bytes()) / 1048576.0;
+    f.dense_mb = static_cast<double>(b.dense_bytes()) / 1048576.0;
+  } else {
+    (void)interop::import_hf_weights(dir, d);
+  }
+  f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.peak_mb = reset ? static_cast<double>(status_kb("VmHWM:")) / 1024.0 : -1;
+  std::printf("FIGURES %.6f %.6f %.6f %.6f %.6f\n", f.base_mb, f.peak_mb, f.quant_mb, f.dense_mb, f.seconds);
+  return 0;
+}
+
+// Runs this binary again as the child (a fresh process: OpenMP's threads do not survive a fork).
+Figures measure(const std::string& how, const std::string& dir) {
+  const std::string cmd = "/proc/" + std::to_string(getpid()) + "/exe --child " + how + " '" + dir + "'";
+  Figures f;
+  FILE* p = popen(cmd.c_str(), "r");
+  CHECK(p != nullptr);
+  if (p == nullptr) return f;
+  char line[512];
+  bool got = false;
+  while (std::fgets(line, sizeof line, p) != nullptr)
+    if (std::sscanf(line, "FIGURES %lf %lf %lf %lf %lf", &f.base_mb, &f.peak_mb, &f.quant_mb, &f.dense_mb,
+                    &f.seconds) == 5)
+      got = true;
+  CHECK_MSG(pclose(p) == 0 && got, "the %s child failed", how.c_str());
   return f;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--child") return child(argv[2], argv[3]);
   const ModelDims d = smollm2_135m();
   const ParamLayout layout(d);
   const std::string dir = std::string(FLOTILLA_TEST_TMP) + "/qlora-load-memory";
@@ -109,13 +119,9 @@ int main() {
     o.dtype = "bf16";
     interop::export_hf_folder(dir, d, full.data(), o);
   }
-  const Figures f = measure([&](Figures& out) {
-    const BaseWeights b = interop::load_hf_base(dir, d, true, true);
-    out.quant_mb = static_cast<double>(b.quantized_bytes()) / 1048576.0;
-    out.dense_mb = static_cast<double>(b.dense_bytes()) / 1048576.0;
-  });
+  const Figures f = measure("qlora", dir);
   // LoRA's loader for contrast: the whole model in fp32.
-  const Figures lora = measure([&](Figures&) { (void)interop::import_hf_weights(dir, d); });
+  const Figures lora = measure("lora", dir);
   const double full_mb = static_cast<double>(layout.full_params()) * 4 / 1048576.0;
   size_t proj = 0;
   for (int i = 0; i < layout.size(); ++i)
