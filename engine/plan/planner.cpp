@@ -308,19 +308,24 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     mem.runtime = runtime;
     if (config.run.device == "cpu" && (qlora || (lora_on && !config.model.init_from.empty()))) {
       // Loading the frozen base on the host peaks before the first step touches the activations,
-      // beside the model's own state. QLoRA: the loader's BaseWeights (base_weights.h: every
-      // non-projection tensor of the WHOLE model in fp32, and this stage's modules quantised whole,
-      // not as TP slices) and Model::set_base's fp32 copy of this rank's non-projection tensors.
-      // LoRA: the whole model imported in fp32 (trainer.cpp keeps it through setup for a device).
-      // Measured on a 4-layer width-512 base at B 4 x T 64 (test_plan_memory_rss_qlora): QLoRA
-      // 126.4 MiB at set_base against 111 MiB training; LoRA 184 MiB against 150 MiB.
+      // beside the model's own state (its base buffers included: allocated with the model).
+      // QLoRA: the loader's BaseWeights (base_weights.h: every non-projection tensor of the WHOLE
+      // model in fp32, and this stage's modules quantised whole, not as TP slices) and the largest
+      // projection in fp32, in flight as it is quantised; Model::set_base then consumes the
+      // BaseWeights tensor by tensor. LoRA: the whole model imported in fp32 (trainer.cpp keeps it
+      // through setup for a device). Measured on a 4-layer width-512 base at B 1 x T 8
+      // (test_plan_memory_rss_qlora's base): QLoRA 105 MiB (planned 99.8), LoRA 183 MiB (176.8).
       uint64_t transient = count_parameters(d).allocated * 4;
       if (qlora) {
         const Nf4BlockBytes whole = nf4_block_bytes(d, 1, lora.double_quant);
         const uint64_t dense_model =
             count_parameters(d).allocated - static_cast<uint64_t>(d.n_layer) * whole.params;
-        transient = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes +
-                    (st.params - mem.nf4_params) * 4;
+        uint64_t largest = 0;
+        for (int t = 0; t < kNumLoraTargets; ++t) {
+          const auto [in, out] = lora_target_shape(d, t);
+          largest = std::max<uint64_t>(largest, static_cast<uint64_t>(in) * static_cast<uint64_t>(out));
+        }
+        transient = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes + largest * 4;
       }
       const uint64_t state = mem.frozen_weights + mem.weights + mem.master_weights + mem.gradients +
                              mem.adam_m + mem.adam_v + mem.runtime;
