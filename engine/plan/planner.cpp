@@ -33,9 +33,11 @@ constexpr uint64_t kMiB = 1u << 20;
 constexpr uint64_t kCpuRuntimeBytes = 12 * kMiB;
 // A CUDA context plus cuBLAS/NCCL workspaces on one GPU (typical; the CUDA issue measures it).
 constexpr uint64_t kCudaRuntimeBytes = 768 * kMiB;
-// QLoRA on the CPU: each OpenMP thread dequantises W into its own tile buffer of this size, kept for
-// the thread's life (engine/cpu/nf4_matmul.cpp, kTileBytes: half a 2 MiB L2).
-constexpr uint64_t kNf4CpuTileBytes = 1 * kMiB;
+// QLoRA on the CPU: each OpenMP thread dequantises W into its own tile buffer, kept for the
+// thread's life, of which a tile fills 1 MiB in fp32 and 2 MiB in bf16 (engine/cpu/nf4_matmul.cpp,
+// TileShape: half the L2 for the sgemm, the L2 for oneDNN's AMX gemm).
+constexpr uint64_t kNf4CpuTileBytesF32 = 1 * kMiB;
+constexpr uint64_t kNf4CpuTileBytesBf16 = 2 * kMiB;
 
 // The threads one CPU rank runs (the trainer's local_threads: run.threads, else this machine's
 // cores shared by the ranks on it).
@@ -279,10 +281,12 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     }
     if (qlora && config.run.device == "cpu") {
       // The NF4 kernels' scratch (nf4_matmul.cpp): every thread's dequantised tile, and under bf16
-      // the bf16-rounded activation operand of the widest call (N x the widest projection side).
+      // the calling thread's bf16-rounded activation operand of the widest call (N x the widest
+      // projection side).
       const int threads =
           options.cpu_threads > 0 ? options.cpu_threads : cpu_threads_per_rank(config, plan.ranks);
-      mem.nf4_scratch = static_cast<uint64_t>(threads) * kNf4CpuTileBytes;
+      mem.nf4_scratch =
+          static_cast<uint64_t>(threads) * (cpu_bf16 ? kNf4CpuTileBytesBf16 : kNf4CpuTileBytesF32);
       if (cpu_bf16) {
         uint64_t widest = 0;
         for (int t = 0; t < kNumLoraTargets; ++t) {
