@@ -54,8 +54,10 @@ std::string mib_text(double bytes) {
   char buf[64];
   if (bytes >= 1024.0 * 1024.0 * 1024.0) {
     std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  } else {
+  } else if (bytes >= 1024.0 * 1024.0 || bytes <= 0) {
     std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  } else {  // a tiny model's sizes: "0.0 MiB" would read as nothing at all
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
   }
   return buf;
 }
@@ -251,10 +253,9 @@ void Loop::setup_model() {
       const std::vector<float> p = interop::import_weights(from, dims);
       qbase = std::make_unique<BaseWeights>(base_weights_from_full(dims, p.data(), true, dq));
     }
-    char what[160];
-    std::snprintf(what, sizeof what, " (NF4%s: %.1f MB quantised projections, %.1f MB other tensors)",
-                  dq ? ", double quantisation" : "", static_cast<double>(qbase->quantized_bytes()) / 1e6,
-                  static_cast<double>(qbase->dense_bytes()) / 1e6);
+    const std::string what = std::string(" (NF4") + (dq ? ", double quantisation" : "") + ": " +
+                             mib_text(static_cast<double>(qbase->quantized_bytes())) + " quantised projections, " +
+                             mib_text(static_cast<double>(qbase->dense_bytes())) + " other tensors)";
     const std::string line =
         std::string("frozen 4-bit base from ") + (from.empty() ? "random initialisation" : from) + what;
     metrics.event("info", line);
