@@ -8,6 +8,7 @@
 // stop requests. The layout is described in trainer_loop.h.
 #include "engine/train/trainer.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -310,6 +311,9 @@ void Loop::setup_model() {
   if (qbase) {
     model.set_base(std::move(*qbase));
     qbase.reset();
+    // The loader's many freed tensors stay in glibc's heap otherwise (18-26 MiB on a 135M model):
+    // give them back before training, so the peak is the model's, as the planner counts it.
+    malloc_trim(0);
   }
   if (device) push_to_device();
   if (cfg.parallel.pp > 1) {
