@@ -172,6 +172,20 @@ std::vector<std::string> BnbFolder::quantized_weights() const {
   return out;
 }
 
+namespace {
+std::string missing_state(const std::string& folder, const std::string& tensor, const std::string& weight) {
+  return folder + ": quant-state tensor " + tensor + " is missing (the 4-bit weight " + weight +
+         " cannot be read without it); re-save the folder with transformers' save_pretrained, or " +
+         kUnquantisedHint;
+}
+}  // namespace
+
+void BnbFolder::refuse_without_state(const std::string& weight) const {
+  const HfTensorInfo* t = ckpt_->find(weight);
+  if ((t != nullptr && t->dtype == "U8") || ckpt_->find(weight + ".absmax") != nullptr)
+    throw_data(missing_state(ckpt_->folder(), weight + ".quant_state.bitsandbytes__nf4", weight));
+}
+
 nf4::Quantized BnbFolder::read(const std::string& weight, const std::vector<int64_t>& expected_shape) const {
   const std::string what =
       "re-save the folder with transformers' save_pretrained, or " + std::string(kUnquantisedHint);
@@ -182,9 +196,7 @@ nf4::Quantized BnbFolder::read(const std::string& weight, const std::vector<int6
   };
   auto need = [&](const std::string& name, const char* dtype, const std::vector<int64_t>& shape) {
     const HfTensorInfo* t = ckpt_->find(name);
-    if (t == nullptr)
-      throw_data(ckpt_->folder() + ": quant-state tensor " + name + " is missing (the 4-bit weight " +
-                 weight + " cannot be read without it); " + what);
+    if (t == nullptr) throw_data(missing_state(ckpt_->folder(), name, weight));
     if (t->dtype != dtype || (!shape.empty() && t->shape != shape)) {
       std::string expected = dtype;
       if (!shape.empty()) expected.append(" ").append(shape_string(shape));

@@ -78,6 +78,9 @@ class BnbFolder {
   // Checks the stored quant maps equal kCode / dynamic_map() bit for bit. Throws Error(kData) naming
   // the tensor and the file for a missing, mis-shaped or malformed tensor. Marks the tensors read.
   nf4::Quantized read(const std::string& weight, const std::vector<int64_t>& expected_shape = {}) const;
+  // For a weight that is not quantized(): throws Error(kData) naming its missing quant-state tensor
+  // when it is nevertheless stored packed (uint8) or with block absmaxes, i.e. its state was lost.
+  void refuse_without_state(const std::string& weight) const;
 
  private:
   std::string folder_;

@@ -248,6 +248,7 @@ BaseWeights load_hf_base(const std::string& folder, const ModelDims& d, bool nf4
       b.module(p.layer, module_of(d, p)) = std::move(q);
       continue;
     }
+    if (bnb) bnb->refuse_without_state(p.name);  // packed, but without the state saying how
     if (!nf4 || !is_projection_tensor(p.tensor)) {
       const TensorSpec& t = layout[p.tensor];
       float* dst = b.dense[static_cast<size_t>(p.tensor)].data() +

@@ -11,6 +11,8 @@
 //     from NF4 (bitsandbytes' bits) with W + s B A merged in, the rest of the base as it was, and the
 //     log saying plainly that the merge is onto a 4-bit quantised base;
 //   - sample --checkpoint: the 4-bit base with the adapter unmerged;
+//   - a base with a NaN in a projection refused at load naming the tensor; a resume over changed
+//     base weights refused naming the file;
 //   - the trainer's device branch (the DeviceModel seam's host reference) trains QLoRA bitwise as
 //     the CPU path, the base handed over as BaseWeights;
 //   - a bitsandbytes-saved base (the QLoRA golden's bnb/) trains, exports and samples as its bf16
@@ -58,7 +60,9 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 // A random Llama base: 2 layers, width 64, 4 heads of head_dim (32: the attention output's width is
 // 128, so tp = 2 cuts every row-parallel input on a block boundary; 16: o_proj's 64 columns cut
 // into 32), 2 KV heads, SwiGLU width 128, vocabulary 256, untied head. Written in fp32.
-ModelDims write_base(const std::string& dir, int head_dim) {
+// seed: the weights' (another seed: the same shapes, other weights); nan_at_layer1_q: one NaN in
+// layer 1's q_proj.
+ModelDims write_base(const std::string& dir, int head_dim, uint64_t seed = 7, bool nan_at_layer1_q = false) {
   flotilla::ModelSection s;
   s.arch = "llama";
   s.preset = "custom";
@@ -73,9 +77,16 @@ ModelDims write_base(const std::string& dir, int head_dim) {
   s.tie_embeddings = false;
   const ModelDims d = flotilla::dims_from_config(s);
   flotilla::Model m(d);
-  m.init_random(7);
+  m.init_random(seed);
   std::vector<float> full(m.base_layout().full_params());
   m.base_to_full(full.data());
+  if (nan_at_layer1_q) {
+    const flotilla::ParamLayout arch(d);
+    size_t off = 0;
+    for (int i = 0; i < flotilla::llama::kQkv; ++i) off += arch.full_size(i);
+    const flotilla::TensorSpec& w = arch[flotilla::llama::kQkv];
+    full[off + static_cast<size_t>(w.rows) * w.cols + 5] = std::nanf("");
+  }
   flotilla::interop::HfExportOptions o;
   o.dtype = "fp32";
   flotilla::interop::export_hf_folder(dir, d, full.data(), o);
@@ -251,6 +262,33 @@ void unknown_quant_checkpoint(const std::string& dir) {
   CHECK(!fs::exists(dir + "/int4-merged") && !fs::exists(dir + "/int4-peft"));
 }
 
+// ---- the base's weights ----
+
+// A QLoRA base is checked as LoRA's: a folder holding a NaN in a projection is refused at load
+// naming the tensor (the NaN would poison its module's double-quantisation offset, so every block
+// of it); a resume over base weights changed since the checkpoint is refused naming the file.
+void base_weights(const std::string& dir) {
+  const std::string nan_base = dir + "/base-nan";
+  write_base(nan_base, 32, 7, true);
+  const ProcResult nan = train(dir, "nan-base", config(nan_base, kQlora));
+  CHECK_MSG(nan.exit_code == 4 && has(nan.output, "model.layers.1.self_attn.q_proj.weight") &&
+                has(nan.output, "NaN"),
+            "a NaN in a projection of a QLoRA base: exit %d\n%s", nan.exit_code, nan.output.c_str());
+  CHECK(!fs::exists(dir + "/nan-base/checkpoints"));
+
+  const std::string moved = dir + "/base-moved";
+  write_base(moved, 32);
+  const ProcResult first = train(dir, "moved", config(moved, kQlora), {"--stop-after", "2"});
+  CHECK_MSG(first.exit_code == 0 || first.exit_code == 10, "first run: exit %d\n%s", first.exit_code,
+            first.output.c_str());
+  write_base(moved, 32, 8);  // same shapes, other weights
+  const auto before = snapshot_files(dir + "/moved/checkpoints");
+  const ProcResult again = train(dir, "moved", config(moved, kQlora));
+  CHECK_MSG(again.exit_code == 5 && has(again.output, "model.safetensors changed content"),
+            "resume over changed base weights: exit %d\n%s", again.exit_code, again.output.c_str());
+  CHECK(snapshot_files(dir + "/moved/checkpoints") == before);
+}
+
 // ---- the device seam ----
 
 // The trainer's device branch (FLOTILLA_TEST_DEVICE_MODEL=host: Model + AdamW behind the DeviceModel
@@ -359,7 +397,8 @@ void bnb_bases(const std::string& dir) {
   const std::vector<Case> cases = {
       {"no-absmax", [&](auto& t) { t.erase(q + ".absmax"); }, kQlora, q + ".absmax"},
       {"no-nested", [&](auto& t) { t.erase(q + ".nested_absmax"); }, kQlora, q + ".nested_absmax"},
-      {"no-state", [&](auto& t) { t.erase(q + ".quant_state.bitsandbytes__nf4"); }, kQlora, q},
+      {"no-state", [&](auto& t) { t.erase(q + ".quant_state.bitsandbytes__nf4"); }, kQlora,
+       q + ".quant_state.bitsandbytes__nf4 is missing"},
       {"dq-off", [](auto&) {}, kQlora + "double_quant = false\n", "lora.double_quant"},
   };
   for (const Case& c : cases) {
@@ -509,6 +548,7 @@ int main() {
   exports_and_sample(dir, base);
   device_seam(dir, base);
   unknown_quant_checkpoint(dir);
+  base_weights(dir);
   bnb_bases(dir);
   return flotilla_test::summary("test_qlora_cli");
 }
