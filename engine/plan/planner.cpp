@@ -33,9 +33,11 @@ constexpr uint64_t kMiB = 1u << 20;
 constexpr uint64_t kCpuRuntimeBytes = 12 * kMiB;
 // A CUDA context plus cuBLAS/NCCL workspaces on one GPU (typical; the CUDA issue measures it).
 constexpr uint64_t kCudaRuntimeBytes = 768 * kMiB;
-// QLoRA on the CPU: each OpenMP thread dequantises W into its own tile buffer of this size, kept for
-// the thread's life (engine/cpu/nf4_matmul.cpp, kTileBytes: half a 2 MiB L2).
-constexpr uint64_t kNf4CpuTileBytes = 1 * kMiB;
+// QLoRA on the CPU: each OpenMP thread dequantises W into its own tile buffer, kept for the
+// thread's life, of which a tile fills 1 MiB in fp32 and 2 MiB in bf16 (engine/cpu/nf4_matmul.cpp,
+// TileShape: half the L2 for the sgemm, the L2 for oneDNN's AMX gemm).
+constexpr uint64_t kNf4CpuTileBytesF32 = 1 * kMiB;
+constexpr uint64_t kNf4CpuTileBytesBf16 = 2 * kMiB;
 
 // The threads one CPU rank runs (the trainer's local_threads: run.threads, else this machine's
 // cores shared by the ranks on it).
@@ -279,10 +281,12 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     }
     if (qlora && config.run.device == "cpu") {
       // The NF4 kernels' scratch (nf4_matmul.cpp): every thread's dequantised tile, and under bf16
-      // the bf16-rounded activation operand of the widest call (N x the widest projection side).
+      // the calling thread's bf16-rounded activation operand of the widest call (N x the widest
+      // projection side).
       const int threads =
           options.cpu_threads > 0 ? options.cpu_threads : cpu_threads_per_rank(config, plan.ranks);
-      mem.nf4_scratch = static_cast<uint64_t>(threads) * kNf4CpuTileBytes;
+      mem.nf4_scratch =
+          static_cast<uint64_t>(threads) * (cpu_bf16 ? kNf4CpuTileBytesBf16 : kNf4CpuTileBytesF32);
       if (cpu_bf16) {
         uint64_t widest = 0;
         for (int t = 0; t < kNumLoraTargets; ++t) {
@@ -308,19 +312,24 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     mem.runtime = runtime;
     if (config.run.device == "cpu" && (qlora || (lora_on && !config.model.init_from.empty()))) {
       // Loading the frozen base on the host peaks before the first step touches the activations,
-      // beside the model's own state. QLoRA: the loader's BaseWeights (base_weights.h: every
-      // non-projection tensor of the WHOLE model in fp32, and this stage's modules quantised whole,
-      // not as TP slices) and Model::set_base's fp32 copy of this rank's non-projection tensors.
-      // LoRA: the whole model imported in fp32 (trainer.cpp keeps it through setup for a device).
-      // Measured on a 4-layer width-512 base at B 4 x T 64 (test_plan_memory_rss_qlora): QLoRA
-      // 126.4 MiB at set_base against 111 MiB training; LoRA 184 MiB against 150 MiB.
+      // beside the model's own state (its base buffers included: allocated with the model).
+      // QLoRA: the loader's BaseWeights (base_weights.h: every non-projection tensor of the WHOLE
+      // model in fp32, and this stage's modules quantised whole, not as TP slices) and the largest
+      // projection in fp32, in flight as it is quantised; Model::set_base then consumes the
+      // BaseWeights tensor by tensor. LoRA: the whole model imported in fp32 (trainer.cpp keeps it
+      // through setup for a device). Measured on a 4-layer width-512 base at B 1 x T 8
+      // (test_plan_memory_rss_qlora's base): QLoRA 105 MiB (planned 99.8), LoRA 183 MiB (176.8).
       uint64_t transient = count_parameters(d).allocated * 4;
       if (qlora) {
         const Nf4BlockBytes whole = nf4_block_bytes(d, 1, lora.double_quant);
         const uint64_t dense_model =
             count_parameters(d).allocated - static_cast<uint64_t>(d.n_layer) * whole.params;
-        transient = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes +
-                    (st.params - mem.nf4_params) * 4;
+        uint64_t largest = 0;
+        for (int t = 0; t < kNumLoraTargets; ++t) {
+          const auto [in, out] = lora_target_shape(d, t);
+          largest = std::max<uint64_t>(largest, static_cast<uint64_t>(in) * static_cast<uint64_t>(out));
+        }
+        transient = dense_model * 4 + static_cast<uint64_t>(st.n_layers) * whole.bytes + largest * 4;
       }
       const uint64_t state = mem.frozen_weights + mem.weights + mem.master_weights + mem.gradients +
                              mem.adam_m + mem.adam_v + mem.runtime;

@@ -57,6 +57,9 @@ int main() {
   const std::string lora = "[lora]\nenabled = true\nrank = 8\nbase_quant = \"nf4\"\n";
   plan_rss::check_config("qlora", "init_from = \"" + base + "\"\n", lora,
                          "steps = 2\nmicro_batch = 4\nseq_len = 64\n");
+  // A tiny batch: loading the base is the peak.
+  plan_rss::check_config("qlora-load", "init_from = \"" + base + "\"\n", lora,
+                         "steps = 2\nmicro_batch = 1\nseq_len = 8\n");
   // LoRA on the same base: its load (the whole model in fp32 beside the frozen base) peaks too.
   plan_rss::check_config("lora-small-batch", "init_from = \"" + base + "\"\n",
                          "[lora]\nenabled = true\nrank = 8\n", "steps = 2\nmicro_batch = 4\nseq_len = 64\n");
