@@ -24,10 +24,18 @@ namespace flotilla::comm {
 using Millis = std::chrono::milliseconds;
 
 // Serves the store on host:port from a background thread (poll loop, any number of clients).
+inline constexpr const char* kStoreFdEnv = "FLOTILLA_STORE_FD";
+
 class TcpStoreServer {
  public:
   // Binds host:port (port 0 picks a free one). Throws Error(kComm) when the port is in use or host
   // is not an address of this machine.
+  //
+  // When the environment's FLOTILLA_STORE_FD names a listening TCP socket bound to `port`, it
+  // serves on that socket instead: `flotilla-worker launch --master-port 0` opens it when it picks
+  // the port and hands it to rank 0, so no other program can take the port between the pick and
+  // rank 0's start (a Gloo pair listening on an ephemeral port once did, and ranks of two runs
+  // then met the wrong peers). The variable is consumed: child processes do not see it.
   TcpStoreServer(const std::string& host, int port);
   ~TcpStoreServer();  // stops the thread and closes every connection
   TcpStoreServer(const TcpStoreServer&) = delete;

@@ -5,6 +5,7 @@
 // buffer flushed when the socket is writable, and a malformed or oversized frame drops only that
 // client, so a port scanner or a crashed rank cannot stall the other ranks' rendezvous.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -235,9 +236,41 @@ bool flush_client(Conn& c) {
 
 }  // namespace
 
+namespace {
+
+// The listening socket the launcher handed over (kStoreFdEnv), when it is one and is bound to
+// `port`; -1 otherwise (then the server binds as usual). Anything else under that number is left
+// alone: it is not ours to close.
+int inherited_listener(int port) {
+  const char* text = std::getenv(kStoreFdEnv);
+  if (text == nullptr) return -1;
+  const int fd = std::atoi(text);
+  unsetenv(kStoreFdEnv);
+  if (fd <= 2 || port == 0) return -1;
+  int listening = 0;
+  socklen_t len = sizeof(listening);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || listening == 0) return -1;
+  sockaddr_storage addr{};
+  socklen_t alen = sizeof(addr);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) return -1;
+  const int bound = addr.ss_family == AF_INET6  ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                    : addr.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                                                : -1;
+  if (bound != port) return -1;
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
 TcpStoreServer::TcpStoreServer(const std::string& host, int port) {
   std::string error;
-  listen_fd_ = listen_tcp(host, port, &port_, &error);
+  listen_fd_ = inherited_listener(port);
+  if (listen_fd_ >= 0)
+    port_ = port;
+  else
+    listen_fd_ = listen_tcp(host, port, &port_, &error);
   if (listen_fd_ < 0) {
     throw Error(ExitCode::kComm, "rendezvous: rank 0 cannot host the store at " + host + ":" +
                                      std::to_string(port) + ": " + error +

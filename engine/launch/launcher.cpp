@@ -24,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/comm/socket_io.h"
+#include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
 #include "engine/launch/gpu_pinning.h"
 
@@ -63,22 +65,6 @@ bool says_peer_closed(const std::string& line) {
   return line.find("closed the connection") != std::string::npos;
 }
 
-int pick_free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  int port = 29500;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 std::string self_exe() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -102,8 +88,9 @@ void bind_to_share(int local, int n) {
 
 class Attempt {
  public:
-  Attempt(const LaunchOptions& o, int restart, int port, const std::vector<int>& devices)
-      : opt_(o), restart_(restart), port_(port), devices_(devices) {}
+  // store_fd: a listening socket on `port` for rank 0's store, or -1 (rank 0 binds the port).
+  Attempt(const LaunchOptions& o, int restart, int port, int store_fd, const std::vector<int>& devices)
+      : opt_(o), restart_(restart), port_(port), store_fd_(store_fd), devices_(devices) {}
 
   AttemptResult run() {
     spawn_all();
@@ -186,6 +173,13 @@ class Attempt {
         dup2(out[1], 1);
         dup2(err[1], 2);
         dup2(hb[1], 3);  // dup2 clears O_CLOEXEC on the new descriptor
+        if (store_fd_ >= 0 && r.global == 0) {
+          if (store_fd_ == kStoreFd)
+            fcntl(kStoreFd, F_SETFD, 0);
+          else
+            dup2(store_fd_, kStoreFd);
+          setenv(comm::kStoreFdEnv, std::to_string(kStoreFd).c_str(), 1);
+        }
         auto env = [](const char* k, const std::string& v) { setenv(k, v.c_str(), 1); };
         env("RANK", std::to_string(r.global));
         env("LOCAL_RANK", std::to_string(local));
@@ -454,8 +448,10 @@ class Attempt {
   }
 
   const LaunchOptions& opt_;
+  static constexpr int kStoreFd = 4;  // rank 0's inherited store socket (after stdout, stderr, heartbeat)
   int restart_;
   int port_;
+  int store_fd_;
   std::vector<int> devices_;  // CUDA ordinal per local rank; empty = no GPU pinning
   std::vector<Rank> ranks_;
   bool forwarded_ = false;
@@ -527,8 +523,27 @@ int run_launch(const LaunchOptions& options) {
 
   int crashes = 0;
   for (int attempt = 0;; ++attempt) {
-    const int port = options.master_port == 0 ? pick_free_port() : options.master_port;
-    Attempt a(options, attempt, port, devices);
+    // --master-port 0: open the store's socket here and hand it to rank 0, so the port stays ours
+    // from the pick to the end of the attempt (a port picked, closed and bound later by rank 0 could
+    // be taken in between). A fresh port each attempt: the last attempt's stragglers cannot reach it.
+    int port = options.master_port;
+    int store_fd = -1;
+    if (port == 0 && options.nnodes * options.nproc_per_node > 1) {
+      std::string error;
+      store_fd = comm::listen_tcp(options.master_addr, 0, &port, &error);
+      if (store_fd < 0)
+        throw Error(ExitCode::kComm, "launch: cannot open the rendezvous store's port on " +
+                                         options.master_addr + ": " + error +
+                                         " (set --master-addr to an address of this machine)");
+    }
+    if (port == 0) port = 29500;  // one rank: there is no rendezvous
+    struct CloseFd {
+      int fd;
+      ~CloseFd() {
+        if (fd >= 0) close(fd);
+      }
+    } close_store{store_fd};
+    Attempt a(options, attempt, port, store_fd, devices);
     const AttemptResult r = a.run();
     if (r.exit_code == 0) return 0;
     if (options.log) std::fprintf(options.log, "launch: %s\n", r.reason.c_str());

@@ -110,6 +110,7 @@ void multi_process() {
   // The port is taken by another program.
   comm_test::expect_all_ok(comm_test::run_ranks({0},
                                                 [](int, int port) {
+                                                  comm_test::release_store_port();
                                                   std::string err;
                                                   int bound = 0;
                                                   const int fd = listen_tcp("127.0.0.1", port, &bound, &err);

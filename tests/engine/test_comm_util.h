@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/comm/socket_io.h"
+#include "engine/comm/tcp_store.h"
 #include "engine/core/error.h"
 #include "tests/tools/check.h"
 
@@ -43,7 +44,12 @@ inline std::vector<ChildResult> run_ranks(
     const std::vector<int>& ranks, const std::function<void(int rank, int port)>& body,
     double deadline_s = 30,
     const std::function<void(int rank, const std::vector<pid_t>&)>& on_exit = nullptr) {
-  const int port = flotilla::comm::find_free_port("127.0.0.1");
+  // The port stays open from here until rank 0's store adopts it (FLOTILLA_STORE_FD, as under
+  // `launch`): a port picked and closed could be taken by a concurrent test's Gloo pair meanwhile.
+  int port = 0;
+  std::string error;
+  const int store_fd = flotilla::comm::listen_tcp("127.0.0.1", 0, &port, &error);
+  if (store_fd < 0) throw flotilla::Error(flotilla::ExitCode::kComm, "run_ranks: " + error);
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<ChildResult> results;
@@ -51,6 +57,10 @@ inline std::vector<ChildResult> run_ranks(
     const pid_t pid = fork();
     if (pid == 0) {
       setenv("OMP_NUM_THREADS", "1", 1);
+      if (rank == 0)
+        setenv(flotilla::comm::kStoreFdEnv, std::to_string(store_fd).c_str(), 1);
+      else
+        close(store_fd);
       flotilla_test::checks() = 0;  // count this rank's checks only, not the parent's so far
       flotilla_test::failures() = 0;
       int code = 0;
@@ -69,6 +79,7 @@ inline std::vector<ChildResult> run_ranks(
     }
     results.push_back({rank, pid, -1});
   }
+  close(store_fd);
   std::vector<pid_t> pids;
   for (const auto& r : results) pids.push_back(r.pid);
   const auto t0 = Clock::now();
@@ -98,6 +109,14 @@ inline std::vector<ChildResult> run_ranks(
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return results;
+}
+
+// In a rank-0 body that must bind the port itself: closes the socket run_ranks handed over.
+inline void release_store_port() {
+  if (const char* fd = std::getenv(flotilla::comm::kStoreFdEnv)) {
+    close(std::atoi(fd));
+    unsetenv(flotilla::comm::kStoreFdEnv);
+  }
 }
 
 // Checks (in the parent) that every child passed.
