@@ -29,6 +29,23 @@ int main() {
   // Two ranks: ZeRO-1's reduce-scatter + all-gather and ZeRO-0's all-reduce add the same two terms.
   CHECK_MSG(z1z0.bitwise, "dp=2 ZeRO-1 -> ZeRO-0 should be bitwise");
 
+  // The runs layer's request: the same config (global batch left to its default, micro_batch x
+  // seq_len x dp) resumed with --set parallel.dp=1: the run keeps the checkpoint's global batch
+  // (accumulating 2 micro-batches), so the steps continue as on dp=2.
+  {
+    std::string dflt = cfg;
+    dflt.replace(dflt.find("micro_batch = 1\nseq_len = 32\nglobal_batch_tokens = 128\n"),
+                 std::string("micro_batch = 1\nseq_len = 32\nglobal_batch_tokens = 128\n").size(),
+                 "micro_batch = 2\nseq_len = 32\n");
+    const ChainResult ref = chain_run(root, "default-dp2", dflt, {layout(2)}, {}, kSteps);
+    CHECK_MSG(ref.run.code == 0 && ref.run.losses.size() == kSteps, "%s", ref.run.output.c_str());
+    expect_chain(root, "default-dp2-dp1", ref, dflt, {layout(2), layout(1)}, {3}, kSteps);
+    bool kept = false;
+    for (const auto& r : flotilla_test::read_metrics(root + "/default-dp2-dp1"))
+      kept = kept || contains(r.value("message", ""), "train.global_batch_tokens = 128 kept from checkpoint");
+    CHECK_MSG(kept, "no event says the global batch was kept");
+  }
+
   // Negative controls: each drops one piece of state on the re-cut resume and must be caught.
   const ChainResult no_moments = chain_run(root, "ctl-moments", cfg, {layout(4), layout(2)}, {3}, kSteps,
                                            {"FLOTILLA_TEST_SKIP_RESTORE=moments"});
