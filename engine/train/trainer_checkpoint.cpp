@@ -335,7 +335,16 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
   last_save_seconds = st.last_save_seconds;
   if (opt.skip_restore != "rng") rng.set_state(st.rng);
   // regroup: another parallel.dp or train.micro_batch continues at the same sequence (loader.h).
-  if (opt.skip_restore != "cursor") train_loader->set_cursor(st.train_cursor, true);
+  if (opt.skip_restore != "cursor") {
+    try {
+      train_loader->set_cursor(st.train_cursor, true);
+    } catch (const Error& e) {
+      if (same_layout) throw;
+      throw Error(e.code(), "checkpoint " + ck.dir + " was saved with layout " +
+                                layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
+                                layout_text(par.dp, par.tp, par.pp) + ": " + e.what());
+    }
+  }
   if (opt.skip_restore == "lr") lr_offset = 1;
   if (device) push_to_device();
 }

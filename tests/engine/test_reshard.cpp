@@ -46,6 +46,27 @@ int main() {
     CHECK_MSG(kept, "no event says the global batch was kept");
   }
 
+  // Shuffled llm.c data permutes whole global micro-batches: dp 4 -> 2 continues only with the same
+  // global micro-batch (micro_batch 1 -> 2); otherwise the refusal says what to keep.
+  {
+    std::string shuffled = cfg;
+    shuffled.replace(shuffled.find("[data]\n"), 7, "[data]\nshuffle = true\n");
+    const ChainResult ref = chain_run(root, "shuffled-dp4", shuffled, {layout(4)}, {}, kSteps);
+    CHECK_MSG(ref.run.code == 0 && ref.run.losses.size() == kSteps, "%s", ref.run.output.c_str());
+    const ChainResult refused =
+        chain_run(root, "shuffled-refused", shuffled, {layout(4), layout(2)}, {3}, kSteps);
+    CHECK(refused.run.code != 0);
+    CHECK_MSG(contains(refused.run.output,
+                       "saved with layout dp=4 x tp=1 x pp=1, this run requests dp=2 x tp=1 x "
+                       "pp=1: data cursor: with data.shuffle = true") &&
+                  contains(refused.run.output, "keep parallel.dp x train.micro_batch = 4"),
+              "%s", refused.run.output.c_str());
+    Layout wider = layout(2);
+    wider.sets.push_back("train.micro_batch=2");
+    wider.parallel += " micro_batch=2";
+    expect_chain(root, "shuffled-dp4-dp2", ref, shuffled, {layout(4), wider}, {3}, kSteps);
+  }
+
   // Negative controls: each drops one piece of state on the re-cut resume and must be caught.
   const ChainResult no_moments = chain_run(root, "ctl-moments", cfg, {layout(4), layout(2)}, {3}, kSteps,
                                            {"FLOTILLA_TEST_SKIP_RESTORE=moments"});
