@@ -388,8 +388,18 @@ void DataLoader::set_cursor(const std::vector<int64_t>& c, bool regroup) {
     throw_checkpoint("data cursor: batch " + std::to_string(sample_pos) + " is past the end of shard " +
                      d.shards[static_cast<size_t>(shard)].path + "; the trainer state is damaged");
   }
+  const int64_t old_sample_pos = d.sample_pos;
   d.sample_pos = sample_pos;
-  if (c[5] != d.global_tokens) d.regroup(c[5]);
+  if (c[5] == d.global_tokens) return;
+  try {
+    d.regroup(c[5]);
+  } catch (...) {
+    d.epoch = old_epoch;  // leave the loader where it was
+    d.shard_pos = old_shard_pos;
+    d.build_orders();
+    d.sample_pos = old_sample_pos;
+    throw;
+  }
 }
 
 int64_t DataLoader::total_tokens() const { return impl_->total; }

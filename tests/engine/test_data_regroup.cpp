@@ -108,6 +108,7 @@ int main() {
     CHECK_THROWS(b.set_cursor(a.ranks[0]->cursor(), true),
                  "not on a boundary of this run's global micro-batch");
     CHECK_THROWS(b.set_cursor(a.ranks[0]->cursor(), true), "keep parallel.dp x train.micro_batch = 1");
+    CHECK(b.cursor() == DataLoader(options(pattern, 2, 0, 1, false)).cursor());  // left where it was
     // Without regroup: the loader's old contract, another grouping is refused.
     CHECK_THROWS(b.set_cursor(a.ranks[0]->cursor()), "global micro-batch");
   }
