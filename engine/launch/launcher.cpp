@@ -535,6 +535,13 @@ int run_launch(const LaunchOptions& options) {
         throw Error(ExitCode::kComm, "launch: cannot open the rendezvous store's port on " +
                                          options.master_addr + ": " + error +
                                          " (set --master-addr to an address of this machine)");
+      // Above the descriptors a rank's stdio and heartbeat take (0-3) and the one rank 0 gets it as
+      // (4): from a bare shell it would be 3, and the heartbeat pipe would replace it in rank 0.
+      const int high = fcntl(store_fd, F_DUPFD_CLOEXEC, 10);
+      if (high >= 0) {
+        close(store_fd);
+        store_fd = high;
+      }
     }
     if (port == 0) port = 29500;  // one rank: there is no rendezvous
     struct CloseFd {

@@ -11,7 +11,7 @@
 //  2. Under run_launch with /bin/sh ranks: the port is LISTENing before rank 0 has run a line of
 //     code (read from /proc/net/tcp by rank 1), only rank 0 receives the descriptor, and a second
 //     program cannot bind the port while the ranks run.
-// The real worker through `launch --master-port 0` is test_launch_dp and every layout test.
+//  3. The real worker from a bare shell (nothing open above stderr) trains on two ranks.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -151,11 +151,57 @@ void test_launch_holds_port(const std::string& dir) {
   if (port > 0) CHECK_MSG(!port_taken(port), "port %d still held after the launch", port);
 }
 
+// The real worker started with nothing open above stderr (as from a shell): its store socket is the
+// lowest free descriptor, 3, which rank 0's heartbeat pipe replaces unless the launcher moves it.
+void test_worker_trains(const std::string& dir) {
+  const std::string cfg = dir + "/run.toml";
+  write_text(cfg,
+             "[run]\nname = \"port\"\nthreads = 1\n[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\n"
+             "n_embd = 32\nvocab_size = 128\nmax_seq_len = 32\n[data]\nsynthetic_tokens = 30000\n"
+             "[train]\nsteps = 3\nmicro_batch = 2\nseq_len = 16\n[parallel]\ndp = 2\ntimeout_s = 60\n");
+  const std::string log = dir + "/worker.log";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);  // run_worker() leaves it open as descriptor 3, which hides the fault
+    const std::vector<std::string> args = {FLOTILLA_WORKER_PATH,
+                                           "launch",
+                                           "--nproc-per-node",
+                                           "2",
+                                           "--master-port",
+                                           "0",
+                                           "--no-bind",
+                                           "--",
+                                           "train",
+                                           "--config",
+                                           cfg,
+                                           "--out-dir",
+                                           dir + "/run",
+                                           "--quiet"};
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ProcResult r;
+  r.exit_code = wait_exit(pid);
+  r.output = read_file(log);
+  CHECK_MSG(r.exit_code == 0 && !has(r.output, "already in use"), "exit %d\n%s", r.exit_code,
+            r.output.c_str());
+}
+
 }  // namespace
 
 int main() {
+  // As from a bare shell: nothing open above stderr, so the launcher's store socket would get
+  // descriptor 3, the one every rank's heartbeat pipe takes (that once cost rank 0 its socket).
+  for (int fd = 3; fd < 1024; ++fd) close(fd);
   const std::string dir = fresh_dir("launch_store_port");
   test_adopt();
   test_launch_holds_port(dir);
+  test_worker_trains(dir);
   return summary("launch_store_port");
 }
