@@ -24,10 +24,11 @@
 
 namespace flotilla::runs {
 
-// Complete lines of a run's metrics read from byte `start` (text "" when nothing new).
+// Complete lines of a run's metrics read from byte `start` up to byte `end` (text "" when nothing new).
 struct MetricsChunk {
   uint64_t start = 0;
   std::string text;
+  uint64_t end = 0;
 };
 
 // What the loop knows when it asks a place for the run's end.

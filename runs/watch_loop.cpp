@@ -44,7 +44,7 @@ class Committer {
       if (!(start == replay_offset_ && seen <= replay_count_) && hooks.on_record) hooks.on_record(r);
       got.push_back(r);
     };
-    const uint64_t next = chunk.start + chunk.text.size();
+    const uint64_t next = chunk.end;
     if (writer_) {
       ingestor_->on_record = deliver;
       ingestor_->parse_lines(chunk.text);
