@@ -52,7 +52,7 @@ struct PlaceEnd {
   // A record (this machine): check that it holds every step of a completed run (run_status.h).
   std::optional<RecordState> record;
   // Written in the transaction that records the end, before it (a Slurm job's last state).
-  std::function<void(db::Database&)> before_end;
+  std::function<void(db::Database&, const RunEnd&)> before_end;
 };
 
 // One turn's facts for Place::turn.

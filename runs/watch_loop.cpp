@@ -274,7 +274,7 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
       // The accruals close when the run ended, not when its last rows finally got stored.
       if (out.end.at <= 0) out.end.at = db::now_seconds();
       writer->run([&](db::Database& db) {
-        if (e.before_end) e.before_end(db);
+        if (e.before_end) e.before_end(db, out.end);
         record_end(db, run_id, out.end);
       });
       writer->flush();
