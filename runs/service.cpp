@@ -17,6 +17,7 @@
 #include "engine/core/error.h"
 #include "remote/remote_run.h"
 #include "remote/session.h"
+#include "remote/slurm_cluster.h"
 #include "runs/local_run.h"
 #include "runs/node_run.h"
 #include "runs/process.h"
@@ -574,12 +575,39 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       break;
     }
     case PlaceKind::kSlurm: {
-      if (!req.layout.empty())
-        throw Refusal("run " + run.name + ": resuming a Slurm run on another layout is not supported yet");
       db::SlurmCluster cluster;
       if (const std::string why = slurm_resume_target(db, run, cluster); !why.empty()) throw Refusal(why);
+      // Another layout with the job's rank count: its batch script (nodes x tasks) is submitted again
+      // as it was, with the run's config there saying the new dp/tp/pp/ZeRO.
+      std::optional<RunConfig> relaid;
+      const db::SlurmJob job = *db::find_slurm_job(db, run.id);
+      if (!req.layout.empty()) {
+        RunConfig config = parse_config_toml(run.config_toml, "run " + run.name);
+        apply_layout(config, req.layout);
+        const int64_t ranks = std::max<int64_t>(1, job.nodes) * std::max<int64_t>(1, job.tasks_per_node);
+        if (ranks_of(config) != ranks)
+          throw Refusal("run " + run.name + "'s Slurm job runs " + std::to_string(job.nodes) + " node(s) x " +
+                        std::to_string(job.tasks_per_node) + " task(s) = " + std::to_string(ranks) +
+                        " rank(s); layout " + req.layout.text() + " needs " +
+                        std::to_string(ranks_of(config)) + ": choose one with dp*tp*pp = " +
+                        std::to_string(ranks) + ", or fork the run with another job shape");
+        validate_run_config(config, static_cast<int>(ranks));
+        relaid = config;
+      }
       impl->login = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, login_node(cluster)));
       connect_or_refuse(options_.ssh, *impl->login, cluster.name, true);
+      if (relaid) {
+        if (!remote::poll_jobs(*impl->login, {job.job_id}).empty())
+          throw Refusal(
+              "slurm job " + job.job_id + " of run " + run.name +
+              " is still in the queue: wait for it to leave, or watch it with flotilla runs attach " +
+              run.name);
+        const std::string toml = config_to_toml(*relaid);
+        remote::upload_run_config(*impl->login, job.run_dir.substr(job.run_dir.find_last_of('/') + 1), toml);
+        db::set_run_config(db, run.id, toml, config_to_json(*relaid, -1));
+        db::add_event(db, run.id, db::now_seconds(), "layout", "info",
+                      "resumed on another layout: " + req.layout.text());
+      }
       try {
         impl->slurm_watch = resubmit_slurm_run(db, *impl->login, run, options_.origin, progress);
       } catch (const Error& e) {
