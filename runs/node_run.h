@@ -25,6 +25,7 @@
 #include "engine/config/run_config.h"
 #include "remote/deploy.h"
 #include "remote/session.h"
+#include "runs/ssh_options.h"
 #include "runs/watch.h"
 
 namespace flotilla::runs {
@@ -41,6 +42,9 @@ using SessionOptionsFor = std::function<remote::SessionOptions(const db::SshNode
 // returns false before anything runs anywhere (S3).
 bool connect_nodes(std::vector<Node>& nodes, const SessionOptionsFor& options,
                    const std::function<void(const std::string&, const remote::HostKeyError&)>& refused);
+// The same with the one set of SSH options (ssh_options.h); a refused host key throws Refusal in
+// the access's words. Returns true.
+bool connect_nodes(std::vector<Node>& nodes, const SshAccess& access);
 
 // What watching a started run needs besides its connected nodes (node 0 = the master).
 struct Watch {
@@ -64,6 +68,14 @@ struct StartRequest {
   std::string worker_path;                      // the local flotilla-worker to deploy
   std::string version;                          // the bundle's version folder
   std::string origin = "flotilla run --nodes";  // the status reason's prefix
+  // A fork: the parent run (recorded as such) and the checkpoint folder on this machine the new run
+  // starts from (uploaded to the master's run dir before any rank starts).
+  std::optional<int64_t> fork_of;
+  std::string from_checkpoint;
+  // A halted stored run moving here from another place (resume elsewhere): its row is reused (config,
+  // nodes, target, price replaced; an event says so) instead of a new one; from_checkpoint is its
+  // newest checkpoint.
+  std::optional<int64_t> existing_run;
 };
 
 // Splits dp*tp*pp over `nodes`; throws flotilla::Error (kConfig) naming the numbers when it cannot.
