@@ -1,0 +1,61 @@
+// What the front ends' node and cluster commands need from the SSH layer outside a run, named in
+// the runs layer so that app/ and ui/ include nothing from remote/ (tests/tools/LayerGuard.cmake):
+// the checks of a node's or a cluster's fields as typed, trusting and forgetting a host key, the
+// latency matrix as `flotilla nodes latency` measures it, the SSH library's version.
+//
+// Decision: the checks are the SSH layer's own functions under runs:: names (one rule for the
+// form, the store and the command line), not copies; trust and the latency matrix go through the
+// one set of session options (ssh_options.h) and say a refused host key in the access's words.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "db/nodes.h"
+#include "remote/node_fields.h"
+#include "remote/slurm_cluster.h"
+#include "remote/slurm_script.h"
+#include "remote/validate.h"
+#include "runs/ssh_options.h"
+#include "runs/watch.h"
+
+namespace flotilla::runs {
+
+using NodeFields = remote::NodeFields;
+using FieldProblem = remote::FieldProblem;
+using remote::cluster_probe_from_json;
+using remote::printable;
+using remote::validate_host;
+using remote::validate_node_fields;
+using remote::validate_port;
+using remote::validate_port_number;
+using remote::validate_slurm_name;
+using remote::validate_user;
+
+// libssh's run-time version ("0.10.6/openssl/zlib"), for `flotilla --version` and the About box.
+std::string ssh_library_version();
+
+// Records `fingerprint` ("SHA256:...") as `node`'s host key in the workspace's known_hosts, only
+// when it is the key the host presents now and the host is not known yet; otherwise throws
+// Refusal (the words of the session layer) and writes nothing.
+void trust_host_key(const SshAccess& access, const db::SshNode& node, const std::string& fingerprint);
+
+// How `node` is named in known_hosts: "host", or "[host]:port" off port 22.
+std::string known_hosts_name(const db::SshNode& node);
+// Drops every key recorded for `known_hosts_name` from the workspace's known_hosts (no connection);
+// returns how many lines went (0 when the file or the name is not there).
+int forget_host_key(const SshAccess& access, const std::string& known_hosts_name);
+
+// The latency matrix of stored `nodes` as a command measures it: every node is connected first, and
+// a host key problem refuses the whole measurement before anything runs anywhere (Refusal, in the
+// access's words); a node that does not answer is measured as unreachable. The worker is deployed to
+// each node that answers (progress: "node a: worker DIR (reused)"), then the links are measured
+// and stored (node_bridge.h). Throws flotilla::Error(kUsage) naming a node whose stored address is
+// not valid, before any connection.
+std::vector<db::NodeLatency> measure_latency_matrix(const SshAccess& access, db::Database& db,
+                                                    const std::vector<db::SshNode>& nodes, int count,
+                                                    const std::string& worker_path,
+                                                    const std::string& version, const Note& progress);
+
+}  // namespace flotilla::runs
