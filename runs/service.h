@@ -122,6 +122,11 @@ class ActiveRun {
   bool running_when_found() const;  // attach: the worker was still going (else it had exited)
   // Why this run cannot be asked for a checkpoint now ("" when it can).
   std::string checkpoint_refusal() const;
+  // The one line a terminal prints once the run is started, attached or resumed, worded by its
+  // place as `flotilla` always said it ("run x (id 3): /home/u/runs/x", "attached to run x (id 3)
+  // on 2 node(s), remote dir ~/.flotilla/runs/x-3, running", "run x: resumed as slurm job 13 on
+  // cluster hpc").
+  std::string headline() const;
 
   // Blocks until the run ends (or hooks.leave_requested), storing its metrics by committed byte
   // offset, guarding its budget, polling the hooks' stop/checkpoint/kill requests, recovering after a

@@ -134,7 +134,7 @@ int cmd_run(const Context& ctx) {
   if (!name && run->name() != req.config.run.name)
     std::printf("a run named %s exists; this run is %s\n", req.config.run.name.c_str(), run->name().c_str());
   if (!quiet) {
-    std::printf("%s\n", headline(*run).c_str());
+    std::printf("%s\n", run->headline().c_str());
     std::fflush(stdout);
   }
   return watch_run(ctx, *run, quiet);

@@ -341,7 +341,7 @@ int fetch(const Context& ctx, ArgReader& args) {
 // Watches a run the service started, attached or resumed, after its headline.
 int follow(const Context& ctx, runs::ActiveRun& run, bool quiet) {
   if (!quiet) {
-    std::printf("%s\n", headline(run).c_str());
+    std::printf("%s\n", run.headline().c_str());
     std::fflush(stdout);
   }
   return watch_run(ctx, run, quiet);

@@ -128,12 +128,6 @@ StopSignals::~StopSignals() {
 
 bool StopSignals::requested() { return g_signal.load() != 0; }
 
-std::string headline(const runs::ActiveRun& run) {
-  // TODO(32-core request A): run.headline(), worded by the place.
-  return "run " + run.name() + " (id " + std::to_string(run.id()) + ") on " + run.where_text() + ": " +
-         run.folder_text();
-}
-
 void note_stderr(const std::string& text) { std::fprintf(stderr, "flotilla: %s\n", text.c_str()); }
 
 int watch_run(const Context& ctx, runs::ActiveRun& run, bool quiet) {

@@ -41,9 +41,6 @@ class StopSignals {
   struct sigaction old_[4]{};
 };
 
-// The line printed once a run is started, attached or resumed (the service's words for its place).
-std::string headline(const runs::ActiveRun& run);
-
 // "flotilla: TEXT" on stderr.
 void note_stderr(const std::string& text);
 
