@@ -446,7 +446,8 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
   return std::make_unique<ActiveRun>(std::move(impl));
 }
 
-std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progress) {
+std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progress,
+                                              const std::optional<RecoveryChoice>& recovery) {
   (void)progress;
   db::Database db(options_.ssh.database_path);
   const db::Run run = db::get_run(db, run_id);
@@ -487,7 +488,14 @@ std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progre
       choice.max_recoveries = p.max_recoveries;
       choice.settle_seconds = p.settle_seconds;
       choice.mirror = p.mirror;
-      impl->recovery = recovery_for(options_, db, choice, run.name, false);
+      if (recovery) {  // the caller's choice instead (flotilla runs attach --auto-recover ...)
+        for (const auto& spare : recovery->spares)
+          for (const auto& n : nodes)
+            if (n.rec.name == spare)
+              throw Error(ExitCode::kUsage, "--spare names node '" + spare + "', which the run already uses");
+        choice = *recovery;
+      }
+      impl->recovery = recovery_for(options_, db, choice, run.name, options_.no_bind);
       impl->nodes = std::move(nodes);
       impl->total_steps = impl->node_watch.total_steps;
       break;
@@ -575,7 +583,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       w.run_id = run.id;
       w.name = run.name;
       w.rid = rid;
-      impl->recovery = recovery_for(options_, db, choice, run.name, false);
+      impl->recovery = recovery_for(options_, db, choice, run.name, options_.no_bind);
       std::vector<db::SshNode> spares = impl->recovery.spares;
       const std::string why = restart_on_nodes(*impl->writer, nodes, w, impl->recovery, spares,
                                                "resumed by " + options_.origin, false, progress);

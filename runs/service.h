@@ -150,7 +150,9 @@ class RunService {
   std::unique_ptr<ActiveRun> start(const RunRequest& request, const Note& progress = {});
   // Re-attaches a run left running (by this process earlier, another command, an app that exited).
   // Throws Refusal with why not (abilities().attach).
-  std::unique_ptr<ActiveRun> attach(int64_t run_id, const Note& progress = {});
+  // `recovery`: a run on nodes recovers from a preemption as this says, not as it was started.
+  std::unique_ptr<ActiveRun> attach(int64_t run_id, const Note& progress = {},
+                                    const std::optional<RecoveryChoice>& recovery = std::nullopt);
   // Starts a halted run again from its newest verified checkpoint, in the same row: where it ran
   // or elsewhere, on its layout or another one. Throws Refusal (abilities().resume).
   std::unique_ptr<ActiveRun> resume(int64_t run_id, const ResumeRequest& request, const Note& progress = {});

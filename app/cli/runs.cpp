@@ -375,6 +375,7 @@ int resume(const Context& ctx, ArgReader& args) {
 int attach(const Context& ctx, ArgReader& args) {
   const bool quiet = args.flag("--quiet");
   const bool no_bind = args.flag("--no-bind");
+  const std::optional<runs::RecoveryChoice> recovery = read_recovery(args);
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("runs attach needs one RUN (a name or an id)");
   const StopSignals signals;  // from here on, Ctrl-C stops the run once attached
@@ -382,7 +383,7 @@ int attach(const Context& ctx, ArgReader& args) {
   runs::ServiceOptions options = service_options(ctx, "flotilla runs attach");
   options.no_bind = no_bind;
   runs::RunService service(options);
-  std::unique_ptr<runs::ActiveRun> run = service.attach(r.id, note_stderr);
+  std::unique_ptr<runs::ActiveRun> run = service.attach(r.id, note_stderr, recovery);
   return follow(ctx, *run, quiet);
 }
 
@@ -431,7 +432,7 @@ void usage() {
       "       flotilla runs resume RUN [--quiet] [--no-bind] [--budget USD] [--layout dp=N,tp=N,pp=N,zero=N]\n"
       "                            [--local | --nodes A,B [...] | --cluster C [...]]\n"
       "                            [--auto-recover [--spare C,...] [--max-recoveries K] [--recover-after S]]\n"
-      "       flotilla runs attach RUN [--quiet] [--no-bind]\n"
+      "       flotilla runs attach RUN [--quiet] [--no-bind] [--auto-recover ...]\n"
       "       flotilla runs fork RUN [--step N | --checkpoint DIR] [--name NEW] [--set KEY=VALUE]...\n"
       "                          [--layout ...] [--local | --nodes A,B [...] | --cluster C [...]] [--quiet]\n"
       "       flotilla runs checkpoint RUN\n"
