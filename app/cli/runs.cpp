@@ -4,8 +4,14 @@
 // Decision: a command on one run (resume, attach, fork, checkpoint, checkpoints, fetch, delete)
 // asks the runs service (runs/service.h), which knows where the run is; this file never asks what
 // kind of run it holds. What a run cannot do now comes back as runs::Refusal: printed, exit 9.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -19,8 +25,11 @@
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "db/run_store.h"
+#include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/run_setup.h"
+#include "runs/sample_text.h"
+#include "runs/worker_command.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
 #include "runs/service.h"
@@ -422,6 +431,93 @@ int fork(const Context& ctx, ArgReader& args) {
   return follow(ctx, *run, quiet);
 }
 
+// Runs flotilla-worker with `args` in the foreground (its output is this command's) and returns
+// its exit status.
+int run_worker(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{runs::find_worker()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c;
+  for (auto& a : argv) c.push_back(a.data());
+  c.push_back(nullptr);
+  std::fflush(stdout);
+  pid_t pid = 0;
+  if (const int err = ::posix_spawn(&pid, c[0], nullptr, nullptr, c.data(), environ); err != 0)
+    throw Error(ExitCode::kIo, "cannot start " + argv[0] + ": " + std::strerror(err));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The run's checkpoint (`--step`, default the newest) on this machine, fetched when it is elsewhere,
+// and the run's config as stored.
+struct ModelSource {
+  db::Run run;
+  RunConfig config;
+  std::string checkpoint;
+};
+ModelSource model_source(const Context& ctx, const std::string& name, std::optional<int64_t> step,
+                         const std::string& origin) {
+  ModelSource m;
+  m.run = stored_run(ctx, name, origin);
+  m.config = parse_config_toml(m.run.config_toml, "run " + m.run.name);
+  runs::RunService service(service_options(ctx, origin));
+  if (step) check_step(service, m.run, *step);
+  m.checkpoint = service.fetch_checkpoint(m.run.id, step);
+  return m;
+}
+
+// `runs sample RUN [--step N] [--prompt TEXT] [--tokens N]`: the model continues a prompt.
+int sample(const Context& ctx, ArgReader& args) {
+  const std::optional<int64_t> step = read_step(args, "--step");
+  const std::string prompt = args.value("--prompt").value_or("");
+  const std::optional<double> tokens = args.number("--tokens");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs sample needs one RUN (a name or an id)");
+  if (tokens && (*tokens < 1 || *tokens > 4096 || *tokens != static_cast<double>(static_cast<int>(*tokens))))
+    throw UsageError("--tokens needs a whole number from 1 to 4096");
+  const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs sample");
+  std::vector<std::string> a{"sample", "--checkpoint", m.checkpoint, "--tokens",
+                             std::to_string(tokens ? static_cast<int>(*tokens) : 64), "--top-k", "40"};
+  const std::string tokenizer = runs::run_tokenizer_path(m.config);
+  if (!tokenizer.empty()) {
+    a.insert(a.end(), {"--tokenizer", tokenizer, "--prompt", prompt});
+  } else {
+    // No tokenizer on this machine (the synthetic corpus): the model's own token ids, from token 0.
+    if (!prompt.empty())
+      throw UsageError("run " + m.run.name + " has no tokenizer on this machine to read --prompt with");
+    a.insert(a.end(), {"--prompt-ids", "0"});
+  }
+  return run_worker(a);
+}
+
+// `runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]`: the weights of a
+// checkpoint (a LoRA run's hf export is its base with the adapter merged in; peft the adapter alone).
+int export_model(const Context& ctx, ArgReader& args) {
+  const std::optional<int64_t> step = read_step(args, "--step");
+  const std::optional<std::string> out = args.value("--out");
+  std::optional<std::string> format = args.value("--format");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs export-model needs one RUN (a name or an id)");
+  if (!out) throw UsageError("runs export-model needs --out PATH");
+  if (format && *format != "hf" && *format != "safetensors" && *format != "peft")
+    throw UsageError("--format takes hf, safetensors or peft, not '" + *format + "'");
+  const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs export-model");
+  if (!format) format = m.config.model.arch == "llama" ? "hf" : "safetensors";
+  if (*format == "peft" && !m.config.lora.enabled)
+    throw UsageError("run " + m.run.name + " trained every weight, so it has no LoRA adapter: export its weights");
+  std::string target = std::filesystem::absolute(*out).string();
+  // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
+  if (*format == "safetensors" && target.back() != '/') target += '/';
+  std::vector<std::string> a{"export", "--checkpoint", m.checkpoint, "--format", *format, "--out", target};
+  const std::string tokenizer = runs::run_tokenizer_path(m.config);
+  if (*format == "hf" && !tokenizer.empty() && std::filesystem::is_directory(tokenizer))
+    a.insert(a.end(), {"--tokenizer", tokenizer});
+  const int code = run_worker(a);
+  if (code == 0) std::printf("exported run %s (checkpoint %s) to %s\n", m.run.name.c_str(), m.checkpoint.c_str(), target.c_str());
+  return code;
+}
+
 void usage() {
   std::printf(
       "Usage: flotilla runs list [--json] [--status S]... [--tag T] [--name TEXT] [--sort "
@@ -435,6 +531,8 @@ void usage() {
       "       flotilla runs attach RUN [--quiet] [--no-bind] [--auto-recover ...]\n"
       "       flotilla runs fork RUN [--step N | --checkpoint DIR] [--name NEW] [--set KEY=VALUE]...\n"
       "                          [--layout ...] [--local | --nodes A,B [...] | --cluster C [...]] [--quiet]\n"
+      "       flotilla runs sample RUN [--step N] [--prompt TEXT] [--tokens N]\n"
+      "       flotilla runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]\n"
       "       flotilla runs checkpoint RUN\n"
       "       flotilla runs checkpoints RUN [--json]\n"
       "       flotilla runs fetch RUN [--step N] [--out DIR]\n"
@@ -462,13 +560,15 @@ int cmd_runs(const Context& ctx) {
     if (sub == "resume") return resume(ctx, args);
     if (sub == "attach") return attach(ctx, args);
     if (sub == "fork") return fork(ctx, args);
+    if (sub == "sample") return sample(ctx, args);
+    if (sub == "export-model") return export_model(ctx, args);
   } catch (const runs::Refusal& e) {  // what the run cannot do now, and why; nothing was changed
     std::fflush(stdout);
     note_stderr(e.what());
     return kExitRefused;
   }
   throw UsageError("runs: unknown subcommand '" + sub +
-                   "' (list, show, export, resume, attach, fork, checkpoint, checkpoints, fetch, delete)");
+                   "' (list, show, export, export-model, sample, resume, attach, fork, checkpoint, checkpoints, fetch, delete)");
 }
 
 }  // namespace flotilla::cli

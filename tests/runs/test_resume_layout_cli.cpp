@@ -8,7 +8,9 @@
 // - a fork from a chosen checkpoint on another layout is a new run recorded as the fork, starting
 //   after that step;
 // - `runs checkpoints --json` says where each checkpoint is on this machine, and `runs fetch` of a
-//   local run answers its own folder (nothing copied).
+//   local run answers its own folder (nothing copied);
+// - `runs sample` and `runs export-model` read a checkpoint of either layout (as the app's Sample and
+//   Export weights do).
 #include <signal.h>
 
 #include <cmath>
@@ -170,6 +172,22 @@ int main() {
   const ProcResult fetched = cli({"runs", "fetch", "moved", "--step", "10"});
   CHECK_MSG(fetched.exit_code == 0 && has(fetched.output, step10_dir), "%s", fetched.output.c_str());
   CHECK(cli({"runs", "fetch", "moved", "--step", "11"}).exit_code == 2);  // not a checkpoint
+
+  // The model of either layout's checkpoint: sampled (no tokenizer: token ids) and exported.
+  const ProcResult sampled = cli({"runs", "sample", "moved", "--step", "10", "--tokens", "8"});
+  int ids = 0;
+  for (size_t at = 0; at < sampled.output.size();) {
+    const size_t end = sampled.output.find_first_not_of("0123456789", at);
+    if (end != at && (end == std::string::npos || sampled.output[end] == ' ' || sampled.output[end] == '\n'))
+      ++ids;
+    at = end == std::string::npos ? sampled.output.size() : sampled.output.find_first_of("0123456789", end);
+  }
+  CHECK_MSG(sampled.exit_code == 0 && ids >= 8, "exit %d: %s", sampled.exit_code, sampled.output.c_str());
+  const ProcResult exported = cli({"runs", "export-model", "moved", "--step", "10", "--out", "ex10"});
+  CHECK_MSG(exported.exit_code == 0 && fs::exists(g_root + "/ex10/model.safetensors"), "exit %d: %s",
+            exported.exit_code, exported.output.c_str());
+  CHECK(cli({"runs", "export-model", "moved", "--format", "peft", "--out", "ad"}).exit_code ==
+        2);  // no adapter
 
   // A fork from step 10 on one rank: a new run, recorded as the fork, from step 11 on.
   const ProcResult forked =
