@@ -28,11 +28,11 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/run_setup.h"
-#include "runs/sample_text.h"
-#include "runs/worker_command.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
+#include "runs/sample_text.h"
 #include "runs/service.h"
+#include "runs/worker_command.h"
 
 namespace flotilla::cli {
 namespace {
@@ -256,7 +256,8 @@ int remove(const Context& ctx, ArgReader& args) {
   }
   // A live worker is never orphaned, --force or not: its rows and costs would vanish while it
   // trains unrecorded. Stopping it is the watcher's job (it checkpoints); delete it afterwards.
-  if (const std::string why = runs::RunService(service_options(ctx, "flotilla runs delete")).abilities(r).remove;
+  if (const std::string why =
+          runs::RunService(service_options(ctx, "flotilla runs delete")).abilities(r).remove;
       !why.empty()) {
     std::fprintf(stderr, "flotilla: %s\n", why.c_str());
     return kExitRefused;
@@ -310,7 +311,8 @@ int list_checkpoints(const Context& ctx, ArgReader& args) {
         "run %s has no checkpoint%s\n", r.name.c_str(),
         purged ? (" on disk (" + std::to_string(purged) + " written earlier were purged)").c_str() : "");
   } else {
-    for (const auto& c : all) std::printf("step %8lld  %s\n", static_cast<long long>(c.step), c.where.c_str());
+    for (const auto& c : all)
+      std::printf("step %8lld  %s\n", static_cast<long long>(c.step), c.where.c_str());
   }
   return kExitOk;
 }
@@ -408,7 +410,8 @@ int fork(const Context& ctx, ArgReader& args) {
   req.layout = read_layout(args);
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("runs fork needs one RUN (a name or an id)");
-  if (req.step && !req.checkpoint_dir.empty()) throw UsageError("runs fork: give --step or --checkpoint, not both");
+  if (req.step && !req.checkpoint_dir.empty())
+    throw UsageError("runs fork: give --step or --checkpoint, not both");
   if (!req.name.empty()) {
     try {
       runs::check_new_run_name(req.name);
@@ -416,7 +419,8 @@ int fork(const Context& ctx, ArgReader& args) {
       throw UsageError(std::string("--name: ") + e.what());
     }
   }
-  if (!req.checkpoint_dir.empty()) req.checkpoint_dir = std::filesystem::absolute(req.checkpoint_dir).string();
+  if (!req.checkpoint_dir.empty())
+    req.checkpoint_dir = std::filesystem::absolute(req.checkpoint_dir).string();
   const db::Run r = stored_run(ctx, pos[0], "flotilla runs fork");
   runs::ServiceOptions options = service_options(ctx, "flotilla runs fork");
   options.no_bind = place.no_bind;
@@ -477,8 +481,13 @@ int sample(const Context& ctx, ArgReader& args) {
   if (tokens && (*tokens < 1 || *tokens > 4096 || *tokens != static_cast<double>(static_cast<int>(*tokens))))
     throw UsageError("--tokens needs a whole number from 1 to 4096");
   const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs sample");
-  std::vector<std::string> a{"sample", "--checkpoint", m.checkpoint, "--tokens",
-                             std::to_string(tokens ? static_cast<int>(*tokens) : 64), "--top-k", "40"};
+  std::vector<std::string> a{"sample",
+                             "--checkpoint",
+                             m.checkpoint,
+                             "--tokens",
+                             std::to_string(tokens ? static_cast<int>(*tokens) : 64),
+                             "--top-k",
+                             "40"};
   const std::string tokenizer = runs::run_tokenizer_path(m.config);
   if (!tokenizer.empty()) {
     a.insert(a.end(), {"--tokenizer", tokenizer, "--prompt", prompt});
@@ -505,7 +514,8 @@ int export_model(const Context& ctx, ArgReader& args) {
   const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs export-model");
   if (!format) format = m.config.model.arch == "llama" ? "hf" : "safetensors";
   if (*format == "peft" && !m.config.lora.enabled)
-    throw UsageError("run " + m.run.name + " trained every weight, so it has no LoRA adapter: export its weights");
+    throw UsageError("run " + m.run.name +
+                     " trained every weight, so it has no LoRA adapter: export its weights");
   std::string target = std::filesystem::absolute(*out).string();
   // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
   if (*format == "safetensors" && target.back() != '/') target += '/';
@@ -514,7 +524,9 @@ int export_model(const Context& ctx, ArgReader& args) {
   if (*format == "hf" && !tokenizer.empty() && std::filesystem::is_directory(tokenizer))
     a.insert(a.end(), {"--tokenizer", tokenizer});
   const int code = run_worker(a);
-  if (code == 0) std::printf("exported run %s (checkpoint %s) to %s\n", m.run.name.c_str(), m.checkpoint.c_str(), target.c_str());
+  if (code == 0)
+    std::printf("exported run %s (checkpoint %s) to %s\n", m.run.name.c_str(), m.checkpoint.c_str(),
+                target.c_str());
   return code;
 }
 
@@ -525,9 +537,11 @@ void usage() {
       "                          [--asc] [--limit N]\n"
       "       flotilla runs show RUN [--json]\n"
       "       flotilla runs export RUN [--csv|--jsonl] [--metric NAME]\n"
-      "       flotilla runs resume RUN [--quiet] [--no-bind] [--budget USD] [--layout dp=N,tp=N,pp=N,zero=N]\n"
+      "       flotilla runs resume RUN [--quiet] [--no-bind] [--budget USD] [--layout "
+      "dp=N,tp=N,pp=N,zero=N]\n"
       "                            [--local | --nodes A,B [...] | --cluster C [...]]\n"
-      "                            [--auto-recover [--spare C,...] [--max-recoveries K] [--recover-after S]]\n"
+      "                            [--auto-recover [--spare C,...] [--max-recoveries K] [--recover-after "
+      "S]]\n"
       "       flotilla runs attach RUN [--quiet] [--no-bind] [--auto-recover ...]\n"
       "       flotilla runs fork RUN [--step N | --checkpoint DIR] [--name NEW] [--set KEY=VALUE]...\n"
       "                          [--layout ...] [--local | --nodes A,B [...] | --cluster C [...]] [--quiet]\n"
@@ -568,7 +582,8 @@ int cmd_runs(const Context& ctx) {
     return kExitRefused;
   }
   throw UsageError("runs: unknown subcommand '" + sub +
-                   "' (list, show, export, export-model, sample, resume, attach, fork, checkpoint, checkpoints, fetch, delete)");
+                   "' (list, show, export, export-model, sample, resume, attach, fork, checkpoint, "
+                   "checkpoints, fetch, delete)");
 }
 
 }  // namespace flotilla::cli
