@@ -14,7 +14,9 @@
 #include "db/database.h"
 #include "db/nodes.h"
 #include "remote/node_fields.h"
+#include "remote/session.h"
 #include "remote/slurm_cluster.h"
+#include "remote/slurm_parse.h"
 #include "remote/slurm_script.h"
 #include "remote/validate.h"
 #include "runs/ssh_options.h"
@@ -24,7 +26,11 @@ namespace flotilla::runs {
 
 using NodeFields = remote::NodeFields;
 using FieldProblem = remote::FieldProblem;
+using SlurmNode = remote::SlurmNode;            // a node of a cluster's probe
+using SlurmPartition = remote::SlurmPartition;  // a partition of a cluster's probe
+using AuthError = remote::AuthError;            // a node refused every key offered (a probe's error)
 using remote::cluster_probe_from_json;
+using remote::plain_reason;  // Slurm's reason codes in words ("waiting for resources")
 using remote::printable;
 using remote::validate_host;
 using remote::validate_node_fields;
