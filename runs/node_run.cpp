@@ -178,6 +178,7 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   RunConfig config = req.config;
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  if (!req.from_checkpoint.empty()) config.checkpoint.resume = "auto";  // the uploaded one, in its run dir
   resolve_model_source(config);
   validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
   check_remote_write_paths(config, m == 1 ? "node " + nodes[0].rec.name : "nodes");
@@ -197,7 +198,15 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   }
   int64_t run_id = 0;
   db::write_tx(db, [&] {
-    run_id = db::create_run(db, nr);
+    if (req.fork_of) {
+      run_id = db::fork_run(db, *req.fork_of, req.name);
+      db::set_run_config(db, run_id, nr.config_toml, nr.config_json);
+      db::set_run_target(db, run_id, nr.target);
+      db::set_budget(db, run_id, nr.budget_usd, nr.budget_warn_fraction);
+      db::set_max_hours(db, run_id, nr.max_hours);
+    } else {
+      run_id = db::create_run(db, nr);
+    }
     for (const auto& node : nodes) db::attach_node(db, run_id, node.rec.id, n);
     const RunPrice price = resolve_run_price(db, run_id, config);
     check_budget_is_priced(price, limits, req.name, names);  // throws: the whole row is rolled back
@@ -220,6 +229,10 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   deploy.worker_path = req.worker_path;
   deploy.version = req.version;
   for (auto& node : nodes) prepare_node(node, rid, config, deploy, note);
+  if (!req.from_checkpoint.empty()) {
+    const std::string at = remote::upload_checkpoint(*nodes[0].session, rid, req.from_checkpoint);
+    if (note) note("node " + nodes[0].rec.name + ": the run starts from " + req.from_checkpoint + " (now " + at + ")");
+  }
   if (m > 1) note_latency(db, nodes, note);
   db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
 

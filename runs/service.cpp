@@ -300,7 +300,12 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
   RunConfig config = req.config;
   apply_layout(config, req.layout);
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
-  if (!req.resume_from.empty()) config.checkpoint.resume = req.resume_from;
+  if (!req.resume_from.empty() && req.where.kind == PlaceKind::kHere)
+    config.checkpoint.resume = req.resume_from;
+  if (!req.resume_from.empty() && req.where.kind == PlaceKind::kSlurm)
+    throw Refusal(
+        "starting a run on a Slurm cluster from a checkpoint of this machine is not supported yet: "
+        "fork it here or on SSH nodes");
   if (!req.name.empty()) check_new_run_name(req.name);
   auto impl = new_impl(options_, req.where.kind);
   impl->where = req.where.text();
@@ -384,6 +389,8 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       s.worker_path = worker_of(options_);
       s.version = options_.version;
       s.origin = options_.origin;
+      s.fork_of = req.fork_of;
+      s.from_checkpoint = req.resume_from;
       impl->node_watch = start_on_nodes(db, nodes, s, progress);
       RecoveryPolicy policy;
       policy.enabled = p.recovery.enabled;
@@ -652,9 +659,6 @@ std::unique_ptr<ActiveRun> RunService::fork(int64_t run_id, const ForkRequest& r
   r.name = req.name;
   r.explicit_name = !req.name.empty();
   r.where = req.where.value_or(Placement::here());
-  if (r.where.kind != PlaceKind::kHere)
-    throw Refusal("forking run " + parent.name + " onto " + r.where.text() +
-                  " is not supported yet: fork it on this machine");
   r.layout = req.layout;
   r.fork_of = parent.id;
   r.resume_from = dir;
@@ -818,6 +822,11 @@ std::string RunService::folder_text(const db::Run& run) const {
   } catch (const db::DbError&) {
   }
   return "";
+}
+
+std::vector<SettledRun> RunService::settle_stale() {
+  db::Writer* w = writer();
+  return w ? settle_stale_local_runs(*w, options_.origin) : std::vector<SettledRun>{};
 }
 
 std::vector<int64_t> RunService::attachable_runs() const {

@@ -25,6 +25,7 @@
 #include "runs/pricing.h"
 #include "runs/run_status.h"
 #include "runs/ssh_options.h"
+#include "runs/stale_runs.h"
 #include "runs/watch.h"
 
 namespace flotilla::runs {
@@ -175,6 +176,9 @@ class RunService {
   // The run's folder as a user finds it ("/home/u/runs/x", "a:/home/u/.flotilla/runs/x-3",
   // "hpc:~/.flotilla/runs/x-3").
   std::string folder_text(const db::Run& run) const;
+  // Settles runs the store has as running whose worker on this machine is gone (stale_runs.h):
+  // what every command and the app's start do first. Never throws for the store's sake.
+  std::vector<SettledRun> settle_stale();
   // The stored runs an app starting up re-attaches: running on nodes, or a Slurm job not ended.
   // (Local workers left running are found by their folders: attach them by id.)
   std::vector<int64_t> attachable_runs() const;

@@ -221,6 +221,26 @@ int main() {
     CHECK_MSG(cs.size() == 10 && cs.front() == at + 1, "%zu steps", cs.size());
     const db::Run cr = db::get_run(db::Database(db_path), child->id());
     CHECK(cr.parent_id && *cr.parent_id == id && cr.parent_kind == "fork");
+
+    // 4. A fork of the local fork back onto node a, on 2 ranks: its checkpoint (1 rank) is uploaded
+    // to the new run's folder there and re-cut by the worker.
+    runs::ForkRequest back;
+    back.name = "svc-node-back";
+    back.where = runs::Placement::on_nodes({"a"});
+    back.where->no_bind = true;
+    back.layout.dp = 2;
+    back.sets = {"train.steps=" + std::to_string(at + 20)};
+    auto remote_child = service.fork(child->id(), back);
+    CHECK(remote_child->where_text() == "node a");
+    Watching wr(*remote_child);
+    CHECK(wr.wait(180));
+    CHECK_MSG(wr.result().exit_code == 0, "exit %d: %s", wr.result().exit_code, wr.notes().c_str());
+    const auto rs = steps_of(db_path, remote_child->id());
+    CHECK_MSG(rs.size() == 10 && rs.front() == at + 11, "%zu steps from %lld", rs.size(),
+              static_cast<long long>(rs.empty() ? -1 : rs.front()));
+    const db::Run rb = db::get_run(db::Database(db_path), remote_child->id());
+    CHECK(rb.parent_id && *rb.parent_id == child->id() && rb.run_dir.rfind("a:", 0) == 0);
+    CHECK(rb.world_size.value_or(0) == 2);
   }
   return summary("test_service_nodes_ssh");
 }
