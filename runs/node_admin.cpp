@@ -1,7 +1,6 @@
 // Node and cluster commands' access to the SSH layer (see node_admin.h).
 #include "runs/node_admin.h"
 
-#include <filesystem>
 #include <memory>
 
 #include "engine/core/error.h"
@@ -13,26 +12,6 @@
 namespace flotilla::runs {
 
 std::string ssh_library_version() { return remote::libssh_version(); }
-
-void trust_host_key(const SshAccess& access, const db::SshNode& node, const std::string& fingerprint) {
-  remote::Session session(ssh_session_options(access, node));
-  try {
-    session.trust(fingerprint);
-  } catch (const remote::HostKeyError& e) {
-    throw Refusal(e.what());
-  }
-}
-
-std::string known_hosts_name(const db::SshNode& node) {
-  return node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
-}
-
-int forget_host_key(const SshAccess& access, const std::string& name) {
-  const std::string file = workspace_known_hosts(access.database_path);
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) return 0;
-  return remote::forget_host_key(file, name);
-}
 
 std::vector<db::NodeLatency> measure_latency_matrix(const SshAccess& access, db::Database& db,
                                                     const std::vector<db::SshNode>& recs, int count,

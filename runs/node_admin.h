@@ -1,7 +1,8 @@
 // What the front ends' node and cluster commands need from the SSH layer outside a run, named in
 // the runs layer so that app/ and ui/ include nothing from remote/ (tests/tools/LayerGuard.cmake):
-// the checks of a node's or a cluster's fields as typed, trusting and forgetting a host key, the
-// latency matrix as `flotilla nodes latency` measures it, the SSH library's version.
+// the checks of a node's or a cluster's fields as typed, the probe types, the latency matrix as
+// `flotilla nodes latency` measures it, the SSH library's version. (Probing, trusting and
+// forgetting a host key: runs/node_ops.h.)
 //
 // Decision: the checks are the SSH layer's own functions under runs:: names (one rule for the
 // form, the store and the command line), not copies; trust and the latency matrix go through the
@@ -41,17 +42,6 @@ using remote::validate_user;
 
 // libssh's run-time version ("0.10.6/openssl/zlib"), for `flotilla --version` and the About box.
 std::string ssh_library_version();
-
-// Records `fingerprint` ("SHA256:...") as `node`'s host key in the workspace's known_hosts, only
-// when it is the key the host presents now and the host is not known yet; otherwise throws
-// Refusal (the words of the session layer) and writes nothing.
-void trust_host_key(const SshAccess& access, const db::SshNode& node, const std::string& fingerprint);
-
-// How `node` is named in known_hosts: "host", or "[host]:port" off port 22.
-std::string known_hosts_name(const db::SshNode& node);
-// Drops every key recorded for `known_hosts_name` from the workspace's known_hosts (no connection);
-// returns how many lines went (0 when the file or the name is not there).
-int forget_host_key(const SshAccess& access, const std::string& known_hosts_name);
 
 // The latency matrix of stored `nodes` as a command measures it: every node is connected first, and
 // a host key problem refuses the whole measurement before anything runs anywhere (Refusal, in the

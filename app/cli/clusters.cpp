@@ -197,9 +197,9 @@ int clusters_trust(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   const db::SlurmCluster c = db::get_cluster(db, pos[0]);
   try {
-    runs::trust_host_key(ssh_access(ctx), runs::login_node(c), *fp);
-  } catch (const runs::Refusal& e) {
-    std::fprintf(stderr, "flotilla: cluster %s: %s\n", c.name.c_str(), e.what());
+    runs::trust_host_key(ssh_access(ctx), db, c.name, *fp, true);
+  } catch (const runs::Refusal& e) {  // "cluster NAME: ..."
+    note_stderr(e.what());
     return kExitRefused;
   }
   std::printf("trusted %s for cluster %s (%s)\n", fp->c_str(), c.name.c_str(),

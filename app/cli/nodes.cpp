@@ -329,9 +329,9 @@ int nodes_trust(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
   try {
-    runs::trust_host_key(ssh_access(ctx), node, *fp);
-  } catch (const runs::Refusal& e) {
-    std::fprintf(stderr, "flotilla: node %s: %s\n", node.name.c_str(), e.what());
+    runs::trust_host_key(ssh_access(ctx), db, node.name, *fp);
+  } catch (const runs::Refusal& e) {  // "node NAME: ..."
+    note_stderr(e.what());
     return kExitRefused;
   }
   std::printf("trusted %s for node %s (%s)\n", fp->c_str(), node.name.c_str(),
@@ -348,7 +348,7 @@ int nodes_forget_key(const Context& ctx, ArgReader& args) {
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
   const std::string kh_name = runs::known_hosts_name(node);
   const std::string file = runs::workspace_known_hosts(database_path(ctx));
-  const int forgotten = runs::forget_host_key(ssh_access(ctx), kh_name);
+  const int forgotten = runs::forget_host_key(ssh_access(ctx), db, node);
   if (forgotten == 0) {
     std::printf("no host key recorded for node %s (%s) in %s; nothing changed\n", node.name.c_str(),
                 kh_name.c_str(), file.c_str());
@@ -368,12 +368,8 @@ int nodes_remove(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
   db::remove_node(db, node.name);
-  bool shared = false;  // another node at the same address keeps the key
-  for (const auto& n : db::list_ssh_nodes(db)) shared |= n.host == node.host && n.port == node.port;
-  int forgotten = 0;
-  if (!shared) {
-    forgotten = runs::forget_host_key(ssh_access(ctx), runs::known_hosts_name(node));
-  }
+  // Another node at the same address keeps the key.
+  const int forgotten = runs::forget_host_key(ssh_access(ctx), db, node, true);
   std::printf("removed node %s%s\n", node.name.c_str(), forgotten > 0 ? " and its host key" : "");
   return kExitOk;
 }
