@@ -766,7 +766,7 @@ Abilities RunService::abilities(const db::Run& run) const {
   // resume
   if (live_here) {
     a.resume = "run " + run.name + " is running (its worker, pid " + std::to_string(live_worker_pid(run.run_dir)) +
-               ", is alive); watch it with flotilla runs attach " + run.name +
+               ", is alive): it is running already; watch it with flotilla runs attach " + run.name +
                ", or stop it from the command or app that watches it";
   } else if (running || run.status == db::RunStatus::kQueued) {
     a.resume = "run " + run.name + " is running already; to watch it: flotilla runs attach " + run.name;

@@ -16,6 +16,7 @@
 #include "app/cli/run_args.h"
 #include "app/cli/terminal.h"
 #include "db/queries.h"
+#include "db/run_store.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/run_setup.h"
@@ -135,6 +136,11 @@ int cmd_run(const Context& ctx) {
     std::printf("a run named %s exists; this run is %s\n", req.config.run.name.c_str(), run->name().c_str());
   if (!quiet) {
     std::printf("%s\n", run->headline().c_str());
+    // The price it was started with, as stored (every place prices a run the same way).
+    const db::Run r = db::get_run(db, run->id());
+    if (r.usd_per_hour && *r.usd_per_hour > 0)
+      std::printf("price $%.4g/h (%s)%s\n", *r.usd_per_hour, r.price_source.c_str(),
+                  r.budget_usd ? ("; budget $" + format_number(*r.budget_usd)).c_str() : "");
     std::fflush(stdout);
   }
   return watch_run(ctx, *run, quiet);
