@@ -72,6 +72,10 @@ struct StartRequest {
   // starts from (uploaded to the master's run dir before any rank starts).
   std::optional<int64_t> fork_of;
   std::string from_checkpoint;
+  // A halted stored run moving here from another place (resume elsewhere): its row is reused (config,
+  // nodes, target, price replaced; an event says so) instead of a new one; from_checkpoint is its
+  // newest checkpoint.
+  std::optional<int64_t> existing_run;
 };
 
 // Splits dp*tp*pp over `nodes`; throws flotilla::Error (kConfig) naming the numbers when it cannot.

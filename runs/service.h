@@ -155,7 +155,9 @@ class RunService {
   std::unique_ptr<ActiveRun> attach(int64_t run_id, const Note& progress = {},
                                     const std::optional<RecoveryChoice>& recovery = std::nullopt);
   // Starts a halted run again from its newest verified checkpoint, in the same row: where it ran
-  // or elsewhere, on its layout or another one. Throws Refusal (abilities().resume).
+  // or elsewhere (this machine <-> SSH nodes, other nodes; the checkpoint is brought there), on its
+  // layout or another one (this machine, SSH nodes). Throws Refusal (abilities().resume), also for
+  // what is not supported (onto a Slurm cluster; a Slurm run on another layout).
   std::unique_ptr<ActiveRun> resume(int64_t run_id, const ResumeRequest& request, const Note& progress = {});
   // A new run (recorded as a fork of `run_id`) starting from one of its checkpoints.
   std::unique_ptr<ActiveRun> fork(int64_t run_id, const ForkRequest& request, const Note& progress = {});
@@ -184,6 +186,10 @@ class RunService {
   std::vector<int64_t> attachable_runs() const;
 
  private:
+  // Whether resuming `run` on `where` moves it to another place (another kind, or other nodes).
+  bool moves(const db::Run& run, const Placement& where) const;
+  // Resume on another place: the same row, its newest checkpoint brought there.
+  std::unique_ptr<ActiveRun> move(const db::Run& run, const ResumeRequest& request, const Note& progress);
   ServiceOptions options_;
   std::unique_ptr<db::Writer> own_writer_;
   db::Writer* writer();
