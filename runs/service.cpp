@@ -689,6 +689,7 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
   config.checkpoint.resume = "auto";  // the newest checkpoint, brought to the new place below
   const bool has_checkpoint = !checkpoints(run.id).empty();
   auto impl = new_impl(options_, to.kind);
+  impl->how = ActiveRun::Impl::How::kResumed;
   impl->id = run.id;
   impl->name = run.name;
   impl->where = to.text();

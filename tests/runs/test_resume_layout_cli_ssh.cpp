@@ -3,7 +3,8 @@
 // stopped with Ctrl-C resumes in the same row on 1 rank; every step is stored once, the losses are
 // those of one uninterrupted 2-rank run on this machine (the checkpoint re-cut, the global batch
 // kept), the stored config and world size say the new layout, and the worker's re-cut event is
-// stored with the run.
+// stored with the run. Then another such run moves: `runs resume RUN --local --layout dp=1` continues
+// it on this machine, in the same row, from the checkpoint fetched from its master.
 #include <signal.h>
 
 #include <cmath>
@@ -123,6 +124,34 @@ int main() {
     for (const auto& e : db::list_events(d, r.id, 500))
       recut |= e.message.find("has 2 rank(s), this run has 1") != std::string::npos;
     CHECK_MSG(recut, "no re-cut event from 2 ranks to 1 stored for run mv");
+  }
+
+  // Another run on a,b, stopped, then resumed on this machine on 1 rank.
+  const std::string log2 = fx.root() + "/run2.log";
+  const pid_t run2 = ws.spawn({"run", cfg, "--nodes", "a,b", "--no-bind", "--name", "mv2"}, log2);
+  CHECK(wait_until([&] { return stored_losses(ws.db(), "mv2", &repeats).size() >= 20; }, 120));
+  ::kill(run2, SIGINT);
+  CHECK_MSG(wait_exit(run2) == 10, "%s", read_file(log2).c_str());
+  CHECK(stored_losses(ws.db(), "mv2", &repeats).size() < static_cast<size_t>(kSteps));
+  const ProcResult moved = ws.run({"runs", "resume", "mv2", "--local", "--layout", "dp=1", "--quiet"});
+  CHECK_MSG(moved.exit_code == 0, "exit %d: %s", moved.exit_code, moved.output.c_str());
+  const std::map<int64_t, double> got2 = stored_losses(ws.db(), "mv2", &repeats);
+  CHECK_MSG(static_cast<int64_t>(got2.size()) == kSteps && repeats == 0, "%zu steps stored, %d twice",
+            got2.size(), repeats);
+  double worst2 = 0;
+  for (const auto& [step, loss] : want) {
+    const auto it = got2.find(step);
+    worst2 = it == got2.end()
+                 ? INFINITY
+                 : std::max(worst2, std::fabs(it->second - loss) / std::max(1e-6, std::fabs(loss)));
+  }
+  CHECK_MSG(worst2 < 1e-4, "moved run: losses differ from the uninterrupted 2-rank run by %.3g", worst2);
+  {
+    const db::Run r = db::get_run(db::Database(ws.db()), "mv2");
+    CHECK(r.status == db::RunStatus::kCompleted);
+    CHECK_MSG(std::filesystem::exists(r.run_dir + "/metrics.jsonl"), "run dir %s is not on this machine",
+              r.run_dir.c_str());
+    CHECK(flotilla::parse_config_toml(r.config_toml, "t").parallel.dp == 1);
   }
   return summary("test_resume_layout_cli_ssh");
 }
