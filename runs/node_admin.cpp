@@ -59,4 +59,35 @@ std::vector<db::NodeLatency> measure_latency_matrix(const SshAccess& access, db:
   return measure_and_store_latency(db, nodes, count);
 }
 
+NodeProber::NodeProber(const SshAccess& access, const db::SshNode& node)
+    : options_(ssh_session_options(access, node)) {}
+NodeProber::~NodeProber() = default;
+
+NodeProber::Result NodeProber::probe(const std::string& trust_fingerprint) {
+  Result r;
+  try {
+    if (!session_) session_ = std::make_unique<remote::Session>(options_);
+    if (!trust_fingerprint.empty()) session_->trust(trust_fingerprint);
+    session_->connect();
+    r.probe = remote::probe_node(*session_);
+    r.latency_s = remote::measure_latency(*session_, 3);
+    r.fingerprint = session_->host_fingerprint();
+  } catch (const remote::HostKeyError& e) {
+    r.failure =
+        e.problem() == remote::HostKeyProblem::kUnknown ? Failure::kUnknownHostKey : Failure::kHostKeyChanged;
+    r.fingerprint = e.presented();
+    r.message = e.what();
+    session_.reset();
+  } catch (const remote::AuthError& e) {
+    r.failure = Failure::kAuth;
+    r.message = e.what();
+    session_.reset();
+  } catch (const std::exception& e) {
+    r.failure = Failure::kUnreachable;
+    r.message = e.what();
+    session_.reset();  // a fresh session next time (the link may be half dead)
+  }
+  return r;
+}
+
 }  // namespace flotilla::runs

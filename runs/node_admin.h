@@ -9,12 +9,14 @@
 // one set of session options (ssh_options.h) and say a refused host key in the access's words.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "db/database.h"
 #include "db/nodes.h"
 #include "remote/node_fields.h"
+#include "remote/probe.h"
 #include "remote/session.h"
 #include "remote/slurm_cluster.h"
 #include "remote/slurm_parse.h"
@@ -53,5 +55,32 @@ std::vector<db::NodeLatency> measure_latency_matrix(const SshAccess& access, db:
                                                     const std::vector<db::SshNode>& nodes, int count,
                                                     const std::string& worker_path,
                                                     const std::string& version, const Note& progress);
+
+// One stored node probed again and again over one kept connection (the Nodes page's monitor, every
+// few seconds): the session is made with the one set of options, kept between probes, and dropped
+// after a failure so the next probe starts afresh. Not thread-safe: one probe at a time.
+class NodeProber {
+ public:
+  NodeProber(const SshAccess& access, const db::SshNode& node);
+  ~NodeProber();  // disconnects
+  NodeProber(const NodeProber&) = delete;
+  NodeProber& operator=(const NodeProber&) = delete;
+
+  enum class Failure { kNone, kUnknownHostKey, kHostKeyChanged, kAuth, kUnreachable };
+  struct Result {
+    Failure failure = Failure::kNone;
+    remote::NodeProbe probe;  // when it answered
+    double latency_s = 0;     // the median round trip
+    std::string fingerprint;  // the host key's (the one presented, when refused)
+    std::string message;      // why not
+  };
+  // Trusts `trust_fingerprint` first when given (only the key the host presents now), connects when
+  // not connected, probes the node and measures its latency.
+  Result probe(const std::string& trust_fingerprint = "");
+
+ private:
+  remote::SessionOptions options_;
+  std::unique_ptr<remote::Session> session_;
+};
 
 }  // namespace flotilla::runs
