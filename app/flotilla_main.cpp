@@ -96,11 +96,15 @@ int cmdClusters(const Invocation& inv) { return runStoreCommand(inv, flotilla::c
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"info", "print versions and open (or create) the workspace database, without a window", cmdInfo},
-      {"run", "CONFIG.toml [--name N] [--set K=V]... [--budget USD]: train on this machine, storing metrics",
+      {"run",
+       "CONFIG.toml [--name N] [--set K=V]... [--budget USD] [--nodes A,B | --cluster C]: train here, on SSH\n"
+       "                    nodes or a Slurm cluster, storing metrics",
        cmdRun},
       {"runs",
        "list [--json] | show RUN [--json] | export RUN [--csv|--jsonl] [--metric NAME] |\n"
-       "                    resume RUN | delete RUN",
+       "                    resume RUN [--layout dp=N,...] [--nodes A,B | --cluster C | --local] | attach RUN |\n"
+       "                    fork RUN [--step N] | checkpoint RUN | checkpoints RUN | fetch RUN | sample RUN |\n"
+       "                    export-model RUN --out PATH | delete RUN",
        cmdRuns},
       {"compare", "RUN RUN... [--csv|--json]: summaries side by side and config differences", cmdCompare},
       {"plan", "CONFIG.toml [--set K=V]... [--json]: memory and step time, calibrated by this machine's runs",

@@ -5,7 +5,7 @@
 #include "app/app_window.h"
 #include "db/workspace.h"
 #include "flotilla/build_info.h"
-#include "remote/ssh_info.h"
+#include "runs/node_admin.h"
 
 namespace flotilla::app {
 
@@ -18,7 +18,7 @@ int run_window(WindowRequest&) {
 
 std::string versions_text() {
   return std::string("flotilla ") + FLOTILLA_VERSION_STRING + " (no window)\n" + "SQLite      " +
-         db::sqlite_version() + "\n" + "libssh      " + remote::libssh_version() + "\n" + "compiler    " +
+         db::sqlite_version() + "\n" + "libssh      " + runs::ssh_library_version() + "\n" + "compiler    " +
          FLOTILLA_CXX_COMPILER + " (" + FLOTILLA_BUILD_TYPE + " build)\n";
 }
 

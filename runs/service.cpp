@@ -150,6 +150,7 @@ struct ActiveRun::Impl {
   std::string name, where, folder;
   int64_t total_steps = 0;
   bool running_found = true;
+  enum class How { kStarted, kAttached, kResumed } how = How::kStarted;  // for headline()
   // this machine
   LocalWatch local;
   // nodes
@@ -175,6 +176,40 @@ std::string ActiveRun::checkpoint_refusal() const {
     return "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), "
            "not on request; Stop checkpoints and ends it.";
   return "";
+}
+
+std::string ActiveRun::headline() const {
+  const Impl& m = *impl_;
+  const std::string run = "run " + m.name + " (id " + std::to_string(m.id) + ")";
+  switch (m.kind) {
+    case PlaceKind::kHere:
+      if (m.how == Impl::How::kAttached)
+        return "attached to " + run + ", worker pid " + std::to_string(m.local.pid) + ": " + m.folder;
+      return run + ": " + m.folder;
+    case PlaceKind::kNodes: {
+      const std::string dir = "remote dir ~/.flotilla/runs/" + m.node_watch.rid;
+      const std::string count = std::to_string(m.nodes.size()) + " node(s)";
+      if (m.how == Impl::How::kAttached)
+        return "attached to " + run + " on " + count + ", " + dir + ", " +
+               (m.running_found ? "running" : "already exited");
+      if (m.how == Impl::How::kResumed) return "resumed " + run + " on " + m.where + ", " + dir;
+      int ranks = 0;
+      try {
+        const db::Database reader(m.writer->path());
+        ranks = ranks_of(parse_config_toml(db::get_run(reader, m.id).config_toml, m.name));
+      } catch (const std::exception&) {
+      }
+      const size_t per_node = m.nodes.empty() ? 0 : static_cast<size_t>(ranks) / m.nodes.size();
+      return run + ": " + count + " x " + std::to_string(per_node) + " rank(s), " + dir;
+    }
+    case PlaceKind::kSlurm: {
+      const std::string job = "slurm job " + m.slurm_watch.job_id + " on cluster " + m.slurm_watch.cluster;
+      if (m.how == Impl::How::kAttached) return "attached to run " + m.name + ": " + job;
+      if (m.how == Impl::How::kResumed) return "run " + m.name + ": resumed as " + job;
+      return "run " + m.name + ": " + job;
+    }
+  }
+  return run;
 }
 
 WatchResult ActiveRun::watch(const WatchHooks& hooks) {
@@ -419,12 +454,14 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
   return std::make_unique<ActiveRun>(std::move(impl));
 }
 
-std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progress) {
+std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progress,
+                                              const std::optional<RecoveryChoice>& recovery) {
   (void)progress;
   db::Database db(options_.ssh.database_path);
   const db::Run run = db::get_run(db, run_id);
   const PlaceKind kind = kind_of(run);
   auto impl = new_impl(options_, kind);
+  impl->how = ActiveRun::Impl::How::kAttached;
   impl->id = run.id;
   impl->name = run.name;
   impl->where = where_text(run);
@@ -459,7 +496,14 @@ std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progre
       choice.max_recoveries = p.max_recoveries;
       choice.settle_seconds = p.settle_seconds;
       choice.mirror = p.mirror;
-      impl->recovery = recovery_for(options_, db, choice, run.name, false);
+      if (recovery) {  // the caller's choice instead (flotilla runs attach --auto-recover ...)
+        for (const auto& spare : recovery->spares)
+          for (const auto& n : nodes)
+            if (n.rec.name == spare)
+              throw Error(ExitCode::kUsage, "--spare names node '" + spare + "', which the run already uses");
+        choice = *recovery;
+      }
+      impl->recovery = recovery_for(options_, db, choice, run.name, options_.no_bind);
       impl->nodes = std::move(nodes);
       impl->total_steps = impl->node_watch.total_steps;
       break;
@@ -486,6 +530,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
   if (const std::string why = abilities(run).resume; !why.empty()) throw Refusal(why);
   if (req.where && moves(run, *req.where)) return move(run, req, progress);
   auto impl = new_impl(options_, kind);
+  impl->how = ActiveRun::Impl::How::kResumed;
   impl->id = run.id;
   impl->name = run.name;
   impl->where = where_text(run);
@@ -563,7 +608,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       w.run_id = run.id;
       w.name = run.name;
       w.rid = rid;
-      impl->recovery = recovery_for(options_, db, choice, run.name, false);
+      impl->recovery = recovery_for(options_, db, choice, run.name, options_.no_bind);
       std::vector<db::SshNode> spares = impl->recovery.spares;
       const std::string why = restart_on_nodes(*impl->writer, nodes, w, impl->recovery, spares,
                                                "resumed by " + options_.origin, false, progress);
@@ -644,6 +689,7 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
   config.checkpoint.resume = "auto";  // the newest checkpoint, brought to the new place below
   const bool has_checkpoint = !checkpoints(run.id).empty();
   auto impl = new_impl(options_, to.kind);
+  impl->how = ActiveRun::Impl::How::kResumed;
   impl->id = run.id;
   impl->name = run.name;
   impl->where = to.text();
@@ -855,7 +901,11 @@ Abilities RunService::abilities(const db::Run& run) const {
     a.attach = "run " + run.name + " is " + status_text(run) + ": no live worker to attach to";
   }
   // resume
-  if (running || run.status == db::RunStatus::kQueued) {
+  if (live_here) {
+    a.resume = "run " + run.name + " is running (its worker, pid " + std::to_string(live_worker_pid(run.run_dir)) +
+               ", is alive): it is running already; watch it with flotilla runs attach " + run.name +
+               ", or stop it from the command or app that watches it";
+  } else if (running || run.status == db::RunStatus::kQueued) {
     a.resume = "run " + run.name + " is running already; to watch it: flotilla runs attach " + run.name;
   } else if (!db::transition_allowed(run.status, db::RunStatus::kRunning)) {
     a.resume = "run " + run.name + " is " + status_text(run) + " and cannot be resumed";

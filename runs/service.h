@@ -123,6 +123,11 @@ class ActiveRun {
   bool running_when_found() const;  // attach: the worker was still going (else it had exited)
   // Why this run cannot be asked for a checkpoint now ("" when it can).
   std::string checkpoint_refusal() const;
+  // The one line a terminal prints once the run is started, attached or resumed, worded by its
+  // place as `flotilla` always said it ("run x (id 3): /home/u/runs/x", "attached to run x (id 3)
+  // on 2 node(s), remote dir ~/.flotilla/runs/x-3, running", "run x: resumed as slurm job 13 on
+  // cluster hpc").
+  std::string headline() const;
 
   // Blocks until the run ends (or hooks.leave_requested), storing its metrics by committed byte
   // offset, guarding its budget, polling the hooks' stop/checkpoint/kill requests, recovering after a
@@ -146,7 +151,9 @@ class RunService {
   std::unique_ptr<ActiveRun> start(const RunRequest& request, const Note& progress = {});
   // Re-attaches a run left running (by this process earlier, another command, an app that exited).
   // Throws Refusal with why not (abilities().attach).
-  std::unique_ptr<ActiveRun> attach(int64_t run_id, const Note& progress = {});
+  // `recovery`: a run on nodes recovers from a preemption as this says, not as it was started.
+  std::unique_ptr<ActiveRun> attach(int64_t run_id, const Note& progress = {},
+                                    const std::optional<RecoveryChoice>& recovery = std::nullopt);
   // Starts a halted run again from its newest verified checkpoint, in the same row: where it ran
   // or elsewhere (this machine <-> SSH nodes, other nodes; the checkpoint is brought there), on its
   // layout or another one (this machine, SSH nodes). Throws Refusal (abilities().resume), also for

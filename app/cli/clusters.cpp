@@ -4,7 +4,7 @@
 // SSH nodes, partition and account by the Slurm allow-list) and every problem is printed at once;
 // the login node's host key follows the nodes' strict policy (an unknown key is refused with its
 // fingerprint and the exact `clusters trust` command). Nothing typed here reaches a shell: the
-// probe is a constant script (remote/slurm_cluster.h).
+// probe is a constant script (runs/node_ops.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,12 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
-#include "app/cli/node_session.h"
+#include "app/cli/terminal.h"
 #include "db/clusters.h"
 #include "db/errors.h"
-#include "remote/slurm_cluster.h"
-#include "remote/slurm_script.h"
-#include "remote/validate.h"
+#include "runs/node_admin.h"
+#include "runs/node_ops.h"
 #include "runs/slurm_run.h"
 
 namespace flotilla::cli {
@@ -55,12 +54,12 @@ int clusters_add(const Context& ctx, ArgReader& args) {
   auto check = [&](const std::string& why) {
     if (!why.empty()) problems.push_back(why);
   };
-  check(remote::validate_slurm_name("name", pos[0]));
-  check(remote::validate_host(*login));
-  if (user) check(remote::validate_user(*user));
-  if (port) check(remote::validate_port(*port));
-  if (partition) check(remote::validate_slurm_name("partition", *partition));
-  if (account) check(remote::validate_slurm_name("account", *account));
+  check(runs::validate_slurm_name("name", pos[0]));
+  check(runs::validate_host(*login));
+  if (user) check(runs::validate_user(*user));
+  if (port) check(runs::validate_port(*port));
+  if (partition) check(runs::validate_slurm_name("partition", *partition));
+  if (account) check(runs::validate_slurm_name("account", *account));
   if (key && key->find('\n') != std::string::npos) problems.push_back("key path holds a line break");
   for (const auto& p : problems) std::fprintf(stderr, "flotilla: clusters: %s\n", p.c_str());
   if (!problems.empty()) return kExitUsage;
@@ -119,7 +118,7 @@ int clusters_list(const Context& ctx, ArgReader& args) {
   std::printf("%-14s %-28s %-10s %-10s %-8s %-6s %s\n", "NAME", "LOGIN", "PARTITION", "SLURM", "NODES",
               "GPUS", "PRICES");
   for (const auto& c : clusters) {
-    const remote::ClusterProbe p = remote::cluster_probe_from_json(c.probe_json);
+    const runs::ClusterProbe p = runs::cluster_probe_from_json(c.probe_json);
     int gpus = 0;
     for (const auto& n : p.nodes) gpus += n.gpus;
     std::string prices;
@@ -146,16 +145,14 @@ int clusters_probe(const Context& ctx, ArgReader& args) {
   if (pos.size() != 1) throw UsageError("clusters probe needs exactly one NAME");
   db::Database db = open_store(ctx);
   const db::SlurmCluster c = db::get_cluster(db, pos[0]);
-  remote::Session session(node_session_options(ctx, runs::login_node(c)));
+  std::string stored;
+  runs::ClusterProbe p;
   try {
-    session.connect();
-  } catch (const remote::HostKeyError& e) {
-    std::fprintf(stderr, "flotilla: %s\n", runs::login_host_key_message(c.name, e).c_str());
+    p = runs::check_cluster(ssh_access(ctx), db, c.name, &stored);
+  } catch (const runs::Refusal& e) {
+    note_stderr(e.what());
     return kExitRefused;
   }
-  const remote::ClusterProbe p = remote::probe_cluster(session);
-  const std::string stored = remote::cluster_probe_json(p);
-  db::set_cluster_probe(db, c.id, stored, db::now_seconds());
   if (json) {
     std::printf("%s\n", nlohmann::json::parse(stored).dump(2).c_str());
     return kExitOk;
@@ -199,14 +196,14 @@ int clusters_trust(const Context& ctx, ArgReader& args) {
         "clusters trust: the fingerprint must be the SHA256:... text that clusters probe printed");
   db::Database db = open_store(ctx);
   const db::SlurmCluster c = db::get_cluster(db, pos[0]);
-  remote::Session session(node_session_options(ctx, runs::login_node(c)));
   try {
-    session.trust(*fp);
-  } catch (const remote::HostKeyError& e) {
-    std::fprintf(stderr, "flotilla: cluster %s: %s\n", c.name.c_str(), e.what());
+    runs::trust_host_key(ssh_access(ctx), db, c.name, *fp, true);
+  } catch (const runs::Refusal& e) {  // "cluster NAME: ..."
+    note_stderr(e.what());
     return kExitRefused;
   }
-  std::printf("trusted %s for cluster %s (%s)\n", fp->c_str(), c.name.c_str(), known_hosts_path(ctx).c_str());
+  std::printf("trusted %s for cluster %s (%s)\n", fp->c_str(), c.name.c_str(),
+              runs::workspace_known_hosts(database_path(ctx)).c_str());
   return kExitOk;
 }
 
@@ -225,7 +222,7 @@ int clusters_price(const Context& ctx, ArgReader& args) {
     throw UsageError("clusters price needs NAME PARTITION [--gpu-hour USD] [--cpu-hour USD]");
   if (!p.usd_per_gpu_hour && !p.usd_per_cpu_hour)
     throw UsageError("clusters price needs --gpu-hour or --cpu-hour");
-  if (const std::string why = remote::validate_slurm_name("partition", pos[1]); !why.empty()) {
+  if (const std::string why = runs::validate_slurm_name("partition", pos[1]); !why.empty()) {
     std::fprintf(stderr, "flotilla: clusters: %s\n", why.c_str());
     return kExitUsage;
   }

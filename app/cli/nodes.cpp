@@ -1,8 +1,8 @@
 // `flotilla nodes add|edit|list|probe|latency|trust|remove`: SSH nodes in the store, checked over SSH.
 //
 // Decision: every field is validated as a whole node before anything is stored or any
-// connection is made (remote/node_fields.h), and every problem is printed at once; nothing the
-// user typed reaches a shell or an ssh command line (libssh takes the values as options, probe
+// connection is made (runs/node_admin.h, the SSH layer's own checks), and every problem is printed at once;
+// nothing the user typed reaches a shell or an ssh command line (libssh takes the values as options, probe
 // scripts are constants). Host keys follow the library's strict policy: an unknown host is
 // refused with its SHA256 fingerprint and the exact `nodes trust` command, and `nodes trust`
 // accepts only the key the node presents now (docs/reliability.md S1-S3).
@@ -16,18 +16,16 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
-#include "app/cli/node_session.h"
+#include "app/cli/terminal.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/nodes.h"
 #include "db/run_store.h"
 #include "engine/core/probe.h"
 #include "flotilla/build_info.h"
-#include "remote/deploy.h"
-#include "remote/node_fields.h"
-#include "remote/probe.h"
-#include "remote/validate.h"
+#include "runs/node_admin.h"
 #include "runs/node_bridge.h"
+#include "runs/node_ops.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::cli {
@@ -59,7 +57,7 @@ void print_help() {
 }
 
 // Reads the options of `nodes add` into `f`.
-void read_fields(ArgReader& args, remote::NodeFields& f, bool* spot) {
+void read_fields(ArgReader& args, runs::NodeFields& f, bool* spot) {
   if (auto v = args.value("--host")) f.host = *v;
   if (auto v = args.value("--port")) f.port = *v;
   if (auto v = args.value("--user")) f.user = *v;
@@ -72,14 +70,14 @@ void read_fields(ArgReader& args, remote::NodeFields& f, bool* spot) {
 }
 
 // Validates; on problems prints them all and returns false.
-bool check_fields(const remote::NodeFields& f) {
-  const auto problems = remote::validate_node_fields(f);
+bool check_fields(const runs::NodeFields& f) {
+  const auto problems = runs::validate_node_fields(f);
   for (const auto& p : problems) std::fprintf(stderr, "flotilla: nodes: %s\n", p.message.c_str());
   return problems.empty();
 }
 
 int nodes_add(const Context& ctx, ArgReader& args) {
-  remote::NodeFields f;
+  runs::NodeFields f;
   bool spot = false;
   read_fields(args, f, &spot);
   const auto pos = args.positionals();
@@ -102,7 +100,7 @@ int nodes_edit(const Context& ctx, ArgReader& args) {
   const auto new_name = args.value("--name");
   db::Database db = open_store(ctx);
   // Options first (ArgReader consumes them), then the positional NAME.
-  remote::NodeFields given;
+  runs::NodeFields given;
   given.port.clear();
   if (auto v = args.value("--host")) given.host = *v;
   if (auto v = args.value("--port")) given.port = *v;
@@ -115,7 +113,7 @@ int nodes_edit(const Context& ctx, ArgReader& args) {
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("nodes edit needs exactly one NAME");
   const db::SshNode old = db::get_ssh_node(db, pos[0]);
-  remote::NodeFields f = runs::fields_from_node(old);
+  runs::NodeFields f = runs::fields_from_node(old);
   bool spot = old.spot;
   if (new_name) f.name = *new_name;
   if (!given.host.empty()) f.host = given.host;
@@ -179,23 +177,19 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
   if (pos.size() != 1) throw UsageError("nodes probe needs exactly one NAME");
   db::Database db = open_store(ctx);
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
-  remote::Session session(node_session_options(ctx, node));
+  runs::NodeCheck check;
   try {
-    session.connect();
-  } catch (const remote::HostKeyError& e) {
-    std::fprintf(stderr, "flotilla: %s\n", host_key_message(node.name, e).c_str());
+    check = runs::check_node(ssh_access(ctx), db, node.name, 3);
+  } catch (const runs::Refusal& e) {
+    note_stderr(e.what());
     return kExitRefused;
   }
-  const remote::NodeProbe p = remote::probe_node(session);
-  const double latency = remote::measure_latency(session, 3);
-  const double now = db::now_seconds();
-  const std::vector<db::SystemSample> samples = runs::samples_from_gpus(node.id, p.gpus, now);
-  db::insert_system_samples(db, samples);
-  db::set_node_gpus(db, node.id, p.gpus.empty() ? "" : p.gpus[0].name, static_cast<int64_t>(p.gpus.size()));
+  const runs::NodeProbe& p = check.probe;
+  const double latency = check.latency_s;
   if (json) {
     nlohmann::json j = {{"name", node.name},
                         {"reachable", true},
-                        {"fingerprint", session.host_fingerprint()},
+                        {"fingerprint", check.fingerprint},
                         {"os", p.os},
                         {"kernel", p.kernel},
                         {"arch", p.arch},
@@ -219,8 +213,8 @@ int nodes_probe(const Context& ctx, ArgReader& args) {
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("node        %s (%s, host key %s)\n", node.name.c_str(),
-              session.target().known_hosts_name().c_str(), session.host_fingerprint().c_str());
+  std::printf("node        %s (%s, host key %s)\n", node.name.c_str(), check.known_hosts_name.c_str(),
+              check.fingerprint.c_str());
   std::printf("os          %s, kernel %s, %s, glibc %s\n", p.os.c_str(), p.kernel.c_str(), p.arch.c_str(),
               p.glibc.empty() ? "-" : p.glibc.c_str());
   std::printf("cpus        %d\nmemory      %s total, %s available\ndisk free   %s (home)\n", p.cpus,
@@ -260,9 +254,9 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
     const std::string name =
         pos[0].substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (name.empty())
-      throw UsageError("nodes latency: an empty node name in '" + remote::printable(pos[0]) + "'");
+      throw UsageError("nodes latency: an empty node name in '" + runs::printable(pos[0]) + "'");
     if (!seen.insert(name).second)
-      throw UsageError("nodes latency: node '" + remote::printable(name) + "' is listed twice");
+      throw UsageError("nodes latency: node '" + runs::printable(name) + "' is listed twice");
     names.push_back(name);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -270,50 +264,15 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   std::vector<db::SshNode> recs;
   for (const auto& name : names) recs.push_back(db::get_ssh_node(db, name));
-  // Every stored address is checked again before any connection (S7: the store is a file).
-  bool bad = false;
-  for (const auto& n : recs)
-    for (const std::string& why : {remote::validate_host(n.host), remote::validate_port_number(n.port)})
-      if (!why.empty()) {
-        std::fprintf(stderr, "flotilla: nodes latency: node %s: %s\n", n.name.c_str(), why.c_str());
-        bad = true;
-      }
-  if (bad) return kExitUsage;
-
-  // Connect all first: a host key problem refuses the command before anything runs anywhere (S3).
-  std::vector<std::unique_ptr<remote::Session>> sessions;
-  std::vector<runs::LatencyNode> nodes;
-  for (const auto& rec : recs) {
-    auto session = std::make_unique<remote::Session>(node_session_options(ctx, rec));
-    runs::LatencyNode n;
-    n.node = rec;
-    try {
-      session->connect();
-      n.session = session.get();
-    } catch (const remote::HostKeyError& e) {
-      std::fprintf(stderr, "flotilla: %s\n", host_key_message(rec.name, e).c_str());
-      return kExitRefused;
-    } catch (const std::exception& e) {
-      n.unavailable = std::string("unreachable: ") + e.what();
-    }
-    sessions.push_back(std::move(session));
-    nodes.push_back(n);
+  std::vector<db::NodeLatency> rows;
+  try {
+    rows = runs::measure_latency_matrix(
+        ssh_access(ctx), db, recs, count, runs::find_worker(), FLOTILLA_VERSION_STRING,
+        [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  } catch (const runs::Refusal& e) {
+    note_stderr(e.what());
+    return kExitRefused;
   }
-  remote::DeployOptions deploy;
-  deploy.worker_path = runs::find_worker();
-  deploy.version = FLOTILLA_VERSION_STRING;
-  for (auto& n : nodes) {
-    if (!n.session) continue;
-    try {
-      const remote::DeployResult d = remote::deploy_worker(*n.session, deploy);
-      n.worker = d.worker;
-      std::fprintf(stderr, "node %s: worker %s (%s)\n", n.node.name.c_str(), d.dir.c_str(),
-                   d.reused ? "reused" : "uploaded");
-    } catch (const std::exception& e) {
-      n.unavailable = std::string("the worker could not be deployed: ") + e.what();
-    }
-  }
-  const std::vector<db::NodeLatency> rows = runs::measure_and_store_latency(db, nodes, count);
 
   std::map<int64_t, std::string> name_of;
   const int64_t here = db::ensure_node(db, "local", "local");
@@ -369,14 +328,14 @@ int nodes_trust(const Context& ctx, ArgReader& args) {
     throw UsageError("nodes trust: the fingerprint must be the SHA256:... text that nodes probe printed");
   db::Database db = open_store(ctx);
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
-  remote::Session session(node_session_options(ctx, node));
   try {
-    session.trust(*fp);
-  } catch (const remote::HostKeyError& e) {
-    std::fprintf(stderr, "flotilla: node %s: %s\n", node.name.c_str(), e.what());
+    runs::trust_host_key(ssh_access(ctx), db, node.name, *fp);
+  } catch (const runs::Refusal& e) {  // "node NAME: ..."
+    note_stderr(e.what());
     return kExitRefused;
   }
-  std::printf("trusted %s for node %s (%s)\n", fp->c_str(), node.name.c_str(), known_hosts_path(ctx).c_str());
+  std::printf("trusted %s for node %s (%s)\n", fp->c_str(), node.name.c_str(),
+              runs::workspace_known_hosts(database_path(ctx)).c_str());
   return kExitOk;
 }
 
@@ -387,10 +346,9 @@ int nodes_forget_key(const Context& ctx, ArgReader& args) {
   if (pos.size() != 1) throw UsageError("nodes forget-key needs exactly one NAME");
   db::Database db = open_store(ctx);
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
-  const std::string kh_name =
-      node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
-  const std::string file = known_hosts_path(ctx);
-  const int forgotten = fs::exists(file) ? remote::forget_host_key(file, kh_name) : 0;
+  const std::string kh_name = runs::known_hosts_name(node);
+  const std::string file = runs::workspace_known_hosts(database_path(ctx));
+  const int forgotten = runs::forget_host_key(ssh_access(ctx), db, node);
   if (forgotten == 0) {
     std::printf("no host key recorded for node %s (%s) in %s; nothing changed\n", node.name.c_str(),
                 kh_name.c_str(), file.c_str());
@@ -410,15 +368,8 @@ int nodes_remove(const Context& ctx, ArgReader& args) {
   db::Database db = open_store(ctx);
   const db::SshNode node = db::get_ssh_node(db, pos[0]);
   db::remove_node(db, node.name);
-  bool shared = false;  // another node at the same address keeps the key
-  for (const auto& n : db::list_ssh_nodes(db)) shared |= n.host == node.host && n.port == node.port;
-  int forgotten = 0;
-  if (!shared) {
-    const std::string kh_name =
-        node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
-    if (fs::exists(known_hosts_path(ctx)))
-      forgotten = remote::forget_host_key(known_hosts_path(ctx), kh_name);
-  }
+  // Another node at the same address keeps the key.
+  const int forgotten = runs::forget_host_key(ssh_access(ctx), db, node, true);
   std::printf("removed node %s%s\n", node.name.c_str(), forgotten > 0 ? " and its host key" : "");
   return kExitOk;
 }

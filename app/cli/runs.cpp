@@ -1,33 +1,38 @@
-// `flotilla runs list|show|export|resume|attach|checkpoint|checkpoints|fetch|delete` over the run
-// store.
-#include <signal.h>
+// `flotilla runs list|show|export|resume|attach|fork|checkpoint|checkpoints|fetch|delete` over the
+// run store and the runs service.
+//
+// Decision: a command on one run (resume, attach, fork, checkpoint, checkpoints, fetch, delete)
+// asks the runs service (runs/service.h), which knows where the run is; this file never asks what
+// kind of run it holds. What a run cannot do now comes back as runs::Refusal: printed, exit 9.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 #include <map>
-#include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
-#include "app/cli/run_nodes.h"
-#include "app/cli/run_slurm.h"
+#include "app/cli/run_args.h"
+#include "app/cli/terminal.h"
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "db/run_store.h"
-#include "runs/node_run.h"
-#include "runs/process.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "runs/run_setup.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
-#include "runs/slurm_run.h"
-#include "runs/stale_runs.h"
+#include "runs/sample_text.h"
+#include "runs/service.h"
+#include "runs/worker_command.h"
 
 namespace flotilla::cli {
 namespace {
@@ -251,7 +256,9 @@ int remove(const Context& ctx, ArgReader& args) {
   }
   // A live worker is never orphaned, --force or not: its rows and costs would vanish while it
   // trains unrecorded. Stopping it is the watcher's job (it checkpoints); delete it afterwards.
-  if (const std::string why = runs::live_worker_delete_refusal(r); !why.empty()) {
+  if (const std::string why =
+          runs::RunService(service_options(ctx, "flotilla runs delete")).abilities(r).remove;
+      !why.empty()) {
     std::fprintf(stderr, "flotilla: %s\n", why.c_str());
     return kExitRefused;
   }
@@ -262,26 +269,265 @@ int remove(const Context& ctx, ArgReader& args) {
   return kExitOk;
 }
 
-int checkpoint_run(const Context& ctx, const std::string& name) {
-  db::Database db = open_store(ctx);
-  const db::Run r = db::get_run(db, name);
-  if (runs::is_node_run_dir(r.run_dir)) return checkpoint_nodes_run(ctx, name);
-  const long pid = r.run_dir.empty() ? 0 : runs::live_worker_pid(r.run_dir);
-  if (pid == 0) {
-    std::fprintf(
-        stderr,
-        "flotilla: run %s has no live worker (its worker.pid in %s names none that is alive); only a "
-        "running run can take a checkpoint\n",
-        r.name.c_str(), r.run_dir.empty() ? "its run dir" : r.run_dir.c_str());
-    return kExitRefused;
-  }
-  if (::kill(static_cast<pid_t>(pid), SIGUSR1) != 0) {
-    std::fprintf(stderr, "flotilla: cannot signal the worker of run %s (pid %ld): %s\n", r.name.c_str(), pid,
-                 std::strerror(errno));
-    return kExitRefused;
-  }
-  std::printf("asked run %s for a checkpoint at its next step (worker pid %ld)\n", r.name.c_str(), pid);
+// The run's stored row, by name or id, after the store settled its stale runs.
+db::Run stored_run(const Context& ctx, const std::string& run, const std::string& origin) {
+  const db::Database db = open_store(ctx, origin);
+  return db::get_run(db, run);
+}
+
+int checkpoint_run(const Context& ctx, ArgReader& args) {
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs checkpoint needs one RUN (a name or an id)");
+  const db::Run r = stored_run(ctx, pos[0], "flotilla runs checkpoint");
+  runs::RunService service(service_options(ctx, "flotilla runs checkpoint"));
+  service.request_checkpoint(r.id);
+  std::printf(
+      "asked run %s for a checkpoint at its next step (%s); it appears in flotilla runs checkpoints %s\n",
+      r.name.c_str(), runs::RunService::where_text(r).c_str(), r.name.c_str());
   return kExitOk;
+}
+
+int list_checkpoints(const Context& ctx, ArgReader& args) {
+  const bool as_json = args.flag("--json");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs checkpoints needs one RUN (a name or an id)");
+  const db::Run r = stored_run(ctx, pos[0], "flotilla runs checkpoints");
+  runs::RunService service(service_options(ctx, "flotilla runs checkpoints"));
+  int purged = 0;
+  const std::vector<runs::CheckpointEntry> all = service.checkpoints(r.id, &purged);
+  if (as_json) {
+    json out = json::array();
+    for (const auto& c : all) {
+      json j{{"step", c.step}, {"where", c.where}};
+      // Known for a checkpoint on this machine (the store's record); a node's listing has neither.
+      if (c.bytes > 0) j["bytes"] = c.bytes;
+      if (!c.reason.empty()) j["reason"] = c.reason;
+      if (!c.local_dir.empty()) j["local_dir"] = c.local_dir;
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+  } else if (all.empty()) {
+    std::printf(
+        "run %s has no checkpoint%s\n", r.name.c_str(),
+        purged ? (" on disk (" + std::to_string(purged) + " written earlier were purged)").c_str() : "");
+  } else {
+    for (const auto& c : all)
+      std::printf("step %8lld  %s\n", static_cast<long long>(c.step), c.where.c_str());
+  }
+  return kExitOk;
+}
+
+// A step number given as `opt`, checked to be one of `run`'s checkpoints (UsageError naming those
+// there are).
+std::optional<int64_t> read_step(ArgReader& args, const std::string& opt) {
+  const std::optional<double> step = args.number(opt);
+  if (!step) return std::nullopt;
+  if (*step < 0 || *step != static_cast<double>(static_cast<int64_t>(*step)))
+    throw UsageError(opt + " needs a step number (flotilla runs checkpoints RUN lists them)");
+  return static_cast<int64_t>(*step);
+}
+void check_step(runs::RunService& service, const db::Run& r, int64_t step) {
+  std::string steps;
+  for (const auto& c : service.checkpoints(r.id)) {
+    if (c.step == step) return;
+    steps += (steps.empty() ? "" : ", ") + std::to_string(c.step);
+  }
+  throw UsageError("run " + r.name + " has no checkpoint at step " + std::to_string(step) +
+                   (steps.empty() ? std::string(" (it has none)") : " (it has " + steps + ")"));
+}
+
+int fetch(const Context& ctx, ArgReader& args) {
+  const std::optional<int64_t> step = read_step(args, "--step");
+  const std::string out = args.value("--out").value_or("");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs fetch needs one RUN (a name or an id)");
+  const db::Run r = stored_run(ctx, pos[0], "flotilla runs fetch");
+  runs::RunService service(service_options(ctx, "flotilla runs fetch"));
+  if (step) check_step(service, r, *step);
+  // A checkpoint already on this machine is not copied: its own folder is the answer.
+  std::printf("%s\n", service.fetch_checkpoint(r.id, step, out).c_str());
+  return kExitOk;
+}
+
+// Watches a run the service started, attached or resumed, after its headline.
+int follow(const Context& ctx, runs::ActiveRun& run, bool quiet) {
+  if (!quiet) {
+    std::printf("%s\n", run.headline().c_str());
+    std::fflush(stdout);
+  }
+  return watch_run(ctx, run, quiet);
+}
+
+int resume(const Context& ctx, ArgReader& args) {
+  const bool quiet = args.flag("--quiet");
+  const std::optional<double> budget = args.number("--budget");
+  const PlaceArgs place = read_place(args, false);
+  const runs::Layout layout = read_layout(args);
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs resume needs one RUN (a name or an id)");
+  if (budget && !(*budget > 0)) throw UsageError("--budget needs a positive number of dollars");
+  const db::Run r = stored_run(ctx, pos[0], "flotilla runs resume");
+  runs::ServiceOptions options = service_options(ctx, "flotilla runs resume");
+  options.no_bind = place.no_bind;
+  runs::RunService service(options);
+  runs::ResumeRequest req;
+  req.where = place.where;
+  req.layout = layout;
+  req.budget_usd = budget;
+  req.recovery = place.recovery;
+  const StopSignals signals;
+  const auto progress = [quiet](const std::string& line) {
+    if (!quiet) std::printf("%s\n", line.c_str());
+  };
+  std::unique_ptr<runs::ActiveRun> run = service.resume(r.id, req, progress);
+  return follow(ctx, *run, quiet);
+}
+
+int attach(const Context& ctx, ArgReader& args) {
+  const bool quiet = args.flag("--quiet");
+  const bool no_bind = args.flag("--no-bind");
+  const std::optional<runs::RecoveryChoice> recovery = read_recovery(args);
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs attach needs one RUN (a name or an id)");
+  const StopSignals signals;  // from here on, Ctrl-C stops the run once attached
+  const db::Run r = stored_run(ctx, pos[0], "flotilla runs attach");
+  runs::ServiceOptions options = service_options(ctx, "flotilla runs attach");
+  options.no_bind = no_bind;
+  runs::RunService service(options);
+  std::unique_ptr<runs::ActiveRun> run = service.attach(r.id, note_stderr, recovery);
+  return follow(ctx, *run, quiet);
+}
+
+int fork(const Context& ctx, ArgReader& args) {
+  const bool quiet = args.flag("--quiet");
+  runs::ForkRequest req;
+  req.step = read_step(args, "--step");
+  req.checkpoint_dir = args.value("--checkpoint").value_or("");
+  req.name = args.value("--name").value_or("");
+  req.sets = args.values("--set");
+  const PlaceArgs place = read_place(args);
+  req.where = place.where;
+  req.layout = read_layout(args);
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs fork needs one RUN (a name or an id)");
+  if (req.step && !req.checkpoint_dir.empty())
+    throw UsageError("runs fork: give --step or --checkpoint, not both");
+  if (!req.name.empty()) {
+    try {
+      runs::check_new_run_name(req.name);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--name: ") + e.what());
+    }
+  }
+  if (!req.checkpoint_dir.empty())
+    req.checkpoint_dir = std::filesystem::absolute(req.checkpoint_dir).string();
+  const db::Run r = stored_run(ctx, pos[0], "flotilla runs fork");
+  runs::ServiceOptions options = service_options(ctx, "flotilla runs fork");
+  options.no_bind = place.no_bind;
+  runs::RunService service(options);
+  if (req.step) check_step(service, r, *req.step);
+  const StopSignals signals;
+  const auto progress = [quiet](const std::string& line) {
+    if (!quiet) std::printf("%s\n", line.c_str());
+  };
+  std::unique_ptr<runs::ActiveRun> run = service.fork(r.id, req, progress);
+  if (!quiet) std::printf("forked run %s from run %s\n", run->name().c_str(), r.name.c_str());
+  return follow(ctx, *run, quiet);
+}
+
+// Runs flotilla-worker with `args` in the foreground (its output is this command's) and returns
+// its exit status.
+int run_worker(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{runs::find_worker()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c;
+  for (auto& a : argv) c.push_back(a.data());
+  c.push_back(nullptr);
+  std::fflush(stdout);
+  pid_t pid = 0;
+  if (const int err = ::posix_spawn(&pid, c[0], nullptr, nullptr, c.data(), environ); err != 0)
+    throw Error(ExitCode::kIo, "cannot start " + argv[0] + ": " + std::strerror(err));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The run's checkpoint (`--step`, default the newest) on this machine, fetched when it is elsewhere,
+// and the run's config as stored.
+struct ModelSource {
+  db::Run run;
+  RunConfig config;
+  std::string checkpoint;
+};
+ModelSource model_source(const Context& ctx, const std::string& name, std::optional<int64_t> step,
+                         const std::string& origin) {
+  ModelSource m;
+  m.run = stored_run(ctx, name, origin);
+  m.config = parse_config_toml(m.run.config_toml, "run " + m.run.name);
+  runs::RunService service(service_options(ctx, origin));
+  if (step) check_step(service, m.run, *step);
+  m.checkpoint = service.fetch_checkpoint(m.run.id, step);
+  return m;
+}
+
+// `runs sample RUN [--step N] [--prompt TEXT] [--tokens N]`: the model continues a prompt.
+int sample(const Context& ctx, ArgReader& args) {
+  const std::optional<int64_t> step = read_step(args, "--step");
+  const std::string prompt = args.value("--prompt").value_or("");
+  const std::optional<double> tokens = args.number("--tokens");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs sample needs one RUN (a name or an id)");
+  if (tokens && (*tokens < 1 || *tokens > 4096 || *tokens != static_cast<double>(static_cast<int>(*tokens))))
+    throw UsageError("--tokens needs a whole number from 1 to 4096");
+  const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs sample");
+  std::vector<std::string> a{"sample",
+                             "--checkpoint",
+                             m.checkpoint,
+                             "--tokens",
+                             std::to_string(tokens ? static_cast<int>(*tokens) : 64),
+                             "--top-k",
+                             "40"};
+  const std::string tokenizer = runs::run_tokenizer_path(m.config);
+  if (!tokenizer.empty()) {
+    a.insert(a.end(), {"--tokenizer", tokenizer, "--prompt", prompt});
+  } else {
+    // No tokenizer on this machine (the synthetic corpus): the model's own token ids, from token 0.
+    if (!prompt.empty())
+      throw UsageError("run " + m.run.name + " has no tokenizer on this machine to read --prompt with");
+    a.insert(a.end(), {"--prompt-ids", "0"});
+  }
+  return run_worker(a);
+}
+
+// `runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]`: the weights of a
+// checkpoint (a LoRA run's hf export is its base with the adapter merged in; peft the adapter alone).
+int export_model(const Context& ctx, ArgReader& args) {
+  const std::optional<int64_t> step = read_step(args, "--step");
+  const std::optional<std::string> out = args.value("--out");
+  std::optional<std::string> format = args.value("--format");
+  const auto pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("runs export-model needs one RUN (a name or an id)");
+  if (!out) throw UsageError("runs export-model needs --out PATH");
+  if (format && *format != "hf" && *format != "safetensors" && *format != "peft")
+    throw UsageError("--format takes hf, safetensors or peft, not '" + *format + "'");
+  const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs export-model");
+  if (!format) format = m.config.model.arch == "llama" ? "hf" : "safetensors";
+  if (*format == "peft" && !m.config.lora.enabled)
+    throw UsageError("run " + m.run.name +
+                     " trained every weight, so it has no LoRA adapter: export its weights");
+  std::string target = std::filesystem::absolute(*out).string();
+  // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
+  if (*format == "safetensors" && target.back() != '/') target += '/';
+  std::vector<std::string> a{"export", "--checkpoint", m.checkpoint, "--format", *format, "--out", target};
+  const std::string tokenizer = runs::run_tokenizer_path(m.config);
+  if (*format == "hf" && !tokenizer.empty() && std::filesystem::is_directory(tokenizer))
+    a.insert(a.end(), {"--tokenizer", tokenizer});
+  const int code = run_worker(a);
+  if (code == 0)
+    std::printf("exported run %s (checkpoint %s) to %s\n", m.run.name.c_str(), m.checkpoint.c_str(),
+                target.c_str());
+  return code;
 }
 
 void usage() {
@@ -291,9 +537,16 @@ void usage() {
       "                          [--asc] [--limit N]\n"
       "       flotilla runs show RUN [--json]\n"
       "       flotilla runs export RUN [--csv|--jsonl] [--metric NAME]\n"
-      "       flotilla runs resume RUN [--quiet] [--no-bind] [--auto-recover [--spare C,...]\n"
-      "                            [--max-recoveries K] [--recover-after S]]\n"
-      "       flotilla runs attach RUN [--quiet] [--auto-recover ...]\n"
+      "       flotilla runs resume RUN [--quiet] [--no-bind] [--budget USD] [--layout "
+      "dp=N,tp=N,pp=N,zero=N]\n"
+      "                            [--local | --nodes A,B [...] | --cluster C [...]]\n"
+      "                            [--auto-recover [--spare C,...] [--max-recoveries K] [--recover-after "
+      "S]]\n"
+      "       flotilla runs attach RUN [--quiet] [--no-bind] [--auto-recover ...]\n"
+      "       flotilla runs fork RUN [--step N | --checkpoint DIR] [--name NEW] [--set KEY=VALUE]...\n"
+      "                          [--layout ...] [--local | --nodes A,B [...] | --cluster C [...]] [--quiet]\n"
+      "       flotilla runs sample RUN [--step N] [--prompt TEXT] [--tokens N]\n"
+      "       flotilla runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]\n"
       "       flotilla runs checkpoint RUN\n"
       "       flotilla runs checkpoints RUN [--json]\n"
       "       flotilla runs fetch RUN [--step N] [--out DIR]\n"
@@ -314,53 +567,23 @@ int cmd_runs(const Context& ctx) {
   if (sub == "show") return show(ctx, args);
   if (sub == "export") return export_run(ctx, args);
   if (sub == "delete") return remove(ctx, args);
-  if (sub == "checkpoints") {
-    const bool as_json = args.flag("--json");
-    const auto pos = args.positionals();
-    if (pos.size() != 1) throw UsageError("runs checkpoints needs one RUN (a name or an id)");
-    return list_run_checkpoints(ctx, pos[0], as_json);
-  }
-  if (sub == "checkpoint") {
-    const auto pos = args.positionals();
-    if (pos.size() != 1) throw UsageError("runs checkpoint needs one RUN (a name or an id)");
-    return checkpoint_run(ctx, pos[0]);
-  }
-  if (sub == "fetch") {
-    const std::optional<double> step = args.number("--step");
-    const std::string out = args.value("--out").value_or("");
-    const auto pos = args.positionals();
-    if (pos.size() != 1) throw UsageError("runs fetch needs one RUN (a name or an id)");
-    if (step && (*step < 0 || *step != static_cast<double>(static_cast<int64_t>(*step))))
-      throw UsageError("--step needs a step number (flotilla runs checkpoints RUN lists them)");
-    return fetch_run_checkpoint(
-        ctx, pos[0], step ? std::optional<int64_t>(static_cast<int64_t>(*step)) : std::nullopt, out);
-  }
-  if (sub == "resume" || sub == "attach") {
-    const bool quiet = args.flag("--quiet");
-    RecoveryRequest recovery = read_recovery_options(args);
-    recovery.no_bind = args.flag("--no-bind");
-    const auto pos = args.positionals();
-    if (pos.size() != 1) throw UsageError("runs " + sub + " needs one RUN (a name or an id)");
-    if (sub == "resume") return resume_run(ctx, pos[0], recovery, quiet);
-    {
-      const db::Database db = open_store(ctx, "flotilla runs attach");
-      const db::Run r = db::get_run(db, pos[0]);
-      if (runs::is_slurm_run(r)) {
-        if (recovery.auto_recover)
-          throw UsageError(
-              "--auto-recover is for runs on SSH nodes; a Slurm run requeues with --auto-resume");
-        return attach_cluster_run(ctx, pos[0], quiet);
-      }
-      if (runs::is_local_run(r)) {
-        if (recovery.auto_recover)
-          throw UsageError("--auto-recover is for runs on SSH nodes; run " + r.name + " is local");
-        return attach_local_run(ctx, pos[0], quiet);
-      }
-    }
-    return attach_nodes_run(ctx, pos[0], quiet, recovery);
+  try {
+    if (sub == "checkpoints") return list_checkpoints(ctx, args);
+    if (sub == "checkpoint") return checkpoint_run(ctx, args);
+    if (sub == "fetch") return fetch(ctx, args);
+    if (sub == "resume") return resume(ctx, args);
+    if (sub == "attach") return attach(ctx, args);
+    if (sub == "fork") return fork(ctx, args);
+    if (sub == "sample") return sample(ctx, args);
+    if (sub == "export-model") return export_model(ctx, args);
+  } catch (const runs::Refusal& e) {  // what the run cannot do now, and why; nothing was changed
+    std::fflush(stdout);
+    note_stderr(e.what());
+    return kExitRefused;
   }
   throw UsageError("runs: unknown subcommand '" + sub +
-                   "' (list, show, export, resume, attach, checkpoint, checkpoints, fetch, delete)");
+                   "' (list, show, export, export-model, sample, resume, attach, fork, checkpoint, "
+                   "checkpoints, fetch, delete)");
 }
 
 }  // namespace flotilla::cli
