@@ -1,0 +1,256 @@
+// Where and how a stored run goes on (see relaunchdialog.h).
+#include "ui/runs/relaunchdialog.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+#include "db/clusters.h"
+#include "db/database.h"
+#include "db/nodes.h"
+#include "engine/config/config_validate.h"
+#include "ui/runs/storerunsview.h"
+#include "ui/wizard/memorybar.h"
+
+namespace flotilla::ui {
+
+RelaunchDialog::RelaunchDialog(Mode mode, const QString& runName, const flotilla::RunConfig& config,
+                               const QList<HardwareTarget>& targets, int current, QWidget* parent)
+    : QDialog(parent),
+      m_mode(mode),
+      m_original(config),
+      m_targets(targets),
+      m_current(current),
+      m_target(new QComboBox(this)),
+      m_checkpoint(new QComboBox(this)),
+      m_checkpointLabel(new QLabel(tr("From checkpoint"), this)),
+      m_dp(new QSpinBox(this)),
+      m_tp(new QSpinBox(this)),
+      m_pp(new QSpinBox(this)),
+      m_zero(new QSpinBox(this)),
+      m_ranks(new QLabel(this)),
+      m_batch(new QLabel(this)),
+      m_memory(new MemoryBar(this)),
+      m_fitText(new QLabel(this)),
+      m_buttons(new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this)) {
+  setObjectName(QStringLiteral("relaunchDialog"));
+  setWindowTitle(mode == Mode::Resume ? tr("Resume %1").arg(runName) : tr("Fork %1").arg(runName));
+  auto* intro = new QLabel(
+      mode == Mode::Resume
+          ? tr("%1 continues from its newest verified checkpoint, in the same row. Choose where it runs and "
+               "how the work is split: the checkpoint is re-cut to the new layout, the global batch stays.")
+                .arg(runName)
+          : tr("A new run starts from the checkpoint chosen with %1's config. Choose where it runs and how "
+               "the work is split: the checkpoint is re-cut to the new layout, the global batch stays.")
+                .arg(runName),
+      this);
+  intro->setWordWrap(true);
+
+  m_target->setObjectName(QStringLiteral("relaunchTarget"));
+  for (int i = 0; i < m_targets.size(); ++i)
+    m_target->addItem(i == m_current ? tr("%1 (where it ran)").arg(m_targets[i].label) : m_targets[i].label);
+  if (m_current >= 0 && m_current < m_targets.size()) m_target->setCurrentIndex(m_current);
+  m_checkpoint->setObjectName(QStringLiteral("relaunchCheckpoint"));
+  m_checkpoint->setVisible(mode == Mode::Fork);
+  m_checkpointLabel->setVisible(mode == Mode::Fork);
+
+  const struct {
+    QSpinBox* box;
+    const char* name;
+    int min, max, value;
+    const char* tip;
+  } spins[] = {
+      {m_dp, "relaunchDp", 1, 4096, config.parallel.dp,
+       "Data-parallel replicas (each sees a share of the batch)"},
+      {m_tp, "relaunchTp", 1, 64, config.parallel.tp,
+       "Tensor-parallel degree: must divide the attention heads"},
+      {m_pp, "relaunchPp", 1, 256, config.parallel.pp, "Pipeline stages: must divide the layers"},
+      {m_zero, "relaunchZero", 0, 2, config.parallel.zero,
+       "ZeRO stage: 0 off, 1 optimizer state sharded over dp, 2 also the gradients"},
+  };
+  for (const auto& s : spins) {
+    s.box->setObjectName(QLatin1String(s.name));
+    s.box->setRange(s.min, s.max);
+    s.box->setValue(std::max(s.min, s.value));
+    s.box->setToolTip(tr(s.tip));
+    connect(s.box, &QSpinBox::valueChanged, this, &RelaunchDialog::update);
+  }
+  connect(m_target, &QComboBox::currentIndexChanged, this, &RelaunchDialog::update);
+  connect(m_checkpoint, &QComboBox::currentIndexChanged, this, &RelaunchDialog::update);
+  m_ranks->setObjectName(QStringLiteral("relaunchRanks"));
+  m_batch->setObjectName(QStringLiteral("relaunchBatch"));
+  m_batch->setWordWrap(true);
+  m_memory->setObjectName(QStringLiteral("relaunchMemory"));
+  m_fitText->setObjectName(QStringLiteral("relaunchFit"));
+  m_fitText->setWordWrap(true);
+  m_fitText->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  auto* layoutRow = new QHBoxLayout;
+  for (const auto& [label, box] : {std::pair{tr("dp"), m_dp}, std::pair{tr("tp"), m_tp},
+                                   std::pair{tr("pp"), m_pp}, std::pair{tr("ZeRO"), m_zero}}) {
+    auto* l = new QLabel(label, this);
+    l->setBuddy(box);
+    layoutRow->addWidget(l);
+    layoutRow->addWidget(box);
+  }
+  layoutRow->addStretch(1);
+
+  auto* form = new QFormLayout;
+  form->addRow(m_checkpointLabel, m_checkpoint);
+  form->addRow(tr("Where"), m_target);
+  form->addRow(tr("Layout"), layoutRow);
+  form->addRow(tr("Ranks"), m_ranks);
+  form->addRow(tr("Batch"), m_batch);
+  form->addRow(tr("Memory per device"), m_memory);
+  form->addRow(QString(), m_fitText);
+
+  okButton()->setText(mode == Mode::Resume ? tr("Resume") : tr("Fork"));
+  connect(m_buttons, &QDialogButtonBox::accepted, this, [this] {
+    if (canAccept()) accept();
+  });
+  connect(m_buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(intro);
+  layout->addLayout(form);
+  layout->addStretch(1);
+  layout->addWidget(m_buttons);
+  resize(560, sizeHint().height());
+  update();
+}
+
+void RelaunchDialog::setCheckpoints(const QList<CheckpointChoice>& checkpoints) {
+  const QSignalBlocker block(m_checkpoint);
+  m_checkpoint->clear();
+  m_checkpointDirs.clear();
+  for (const CheckpointChoice& c : checkpoints) {
+    m_checkpoint->addItem(c.label);
+    m_checkpointDirs.append(c.dir);
+  }
+  m_checkpoint->setCurrentIndex(checkpoints.isEmpty() ? -1 : 0);
+  update();
+}
+
+QPushButton* RelaunchDialog::okButton() const { return m_buttons->button(QDialogButtonBox::Ok); }
+
+flotilla::RunConfig RelaunchDialog::layoutConfig(QString* batchNote) const {
+  flotilla::RunConfig c = m_original;
+  c.parallel.dp = m_dp->value();
+  c.parallel.tp = m_tp->value();
+  c.parallel.pp = m_pp->value();
+  c.parallel.zero = m_zero->value();
+  if (c.parallel.pp > 1 && c.parallel.micro_batches < c.parallel.pp) c.parallel.micro_batches = c.parallel.pp;
+  const int index = m_target->currentIndex();
+  if (index >= 0 && index < m_targets.size()) c.run.device = deviceOf(m_targets[index]);
+  // The batch is a training choice and stays; only how it is cut into micro-batches may change.
+  const QString note = keepGlobalBatch(m_original, c, std::max(1, m_original.train.micro_batch));
+  if (batchNote) *batchNote = note;
+  return c;
+}
+
+void RelaunchDialog::update() {
+  QString note;
+  const flotilla::RunConfig c = layoutConfig(&note);
+  const int ranks = c.parallel.dp * c.parallel.tp * c.parallel.pp;
+  const int index = m_target->currentIndex();
+  m_problem.clear();
+  m_fit = {};
+  m_ranks->setText(
+      tr("%1 (dp %2 × tp %3 × pp %4)").arg(ranks).arg(c.parallel.dp).arg(c.parallel.tp).arg(c.parallel.pp));
+  m_batch->setText(
+      note.isEmpty()
+          ? tr("The global batch stays %1 tokens.").arg(QLocale().toString(flotilla::tokens_per_step(c)))
+          : note);
+  if (index < 0 || index >= m_targets.size()) {
+    m_problem = tr("Choose where the run goes on.");
+  } else if (m_mode == Mode::Fork && m_checkpoint->currentIndex() < 0) {
+    m_problem = tr("This run has no checkpoint to fork from.");
+  } else {
+    const HardwareTarget& target = m_targets[index];
+    if (ranks > target.maxRanks)
+      m_problem = tr("%1 ranks, but %2 has %3: lower dp, tp or pp.")
+                      .arg(ranks)
+                      .arg(target.label)
+                      .arg(target.maxRanks);
+    const auto problems = flotilla::validate(c, ranks);
+    if (m_problem.isEmpty() && !problems.empty())
+      m_problem = QString::fromStdString(flotilla::to_string(problems.front()));
+    m_fit = checkFit(c, target, ranks);
+  }
+  m_memory->setUsage(m_fit.planned ? m_fit.used : 0, m_fit.planned ? m_fit.capacity : 0);
+  QString text = m_problem.isEmpty()
+                     ? m_fit.text
+                     : tr("Cannot %1 on this layout: %2")
+                           .arg(m_mode == Mode::Resume ? tr("resume") : tr("fork"), m_problem);
+  m_fitText->setText(text);
+  const bool bad = !m_problem.isEmpty() || (m_fit.planned && !m_fit.fits);
+  m_fitText->setStyleSheet(bad ? QStringLiteral("color: #c0392b;") : QString());
+  okButton()->setEnabled(canAccept());
+}
+
+bool RelaunchDialog::canAccept() const { return m_problem.isEmpty(); }
+
+RelaunchChoice RelaunchDialog::choice() const {
+  RelaunchChoice out;
+  const int index = m_target->currentIndex();
+  if (index >= 0 && index < m_targets.size()) out.target = m_targets[index];
+  out.config = layoutConfig(nullptr);
+  out.ranks = out.config.parallel.dp * out.config.parallel.tp * out.config.parallel.pp;
+  const int cp = m_checkpoint->currentIndex();
+  if (m_mode == Mode::Fork && cp >= 0 && cp < m_checkpointDirs.size())
+    out.checkpointDir = m_checkpointDirs[cp];
+  const auto& a = m_original.parallel;
+  const auto& b = out.config.parallel;
+  out.layoutChanged = a.dp != b.dp || a.tp != b.tp || a.pp != b.pp || a.zero != b.zero;
+  out.targetChanged = index != m_current;
+  return out;
+}
+
+QList<HardwareTarget> relaunchTargets(const flotilla::ProbeResult& probe, const QString& databasePath) {
+  QList<HardwareTarget> out = hardwareTargets(probe);
+  if (databasePath.isEmpty() || !QFileInfo::exists(databasePath)) return out;
+  QList<StoredNode> nodes;
+  QList<StoredCluster> clusters;
+  try {
+    db::OpenOptions options;
+    options.create = false;
+    options.quick_check = false;
+    const db::Database db(databasePath.toStdString(), options);
+    for (const db::SshNode& n : db::list_ssh_nodes(db))
+      nodes.append(StoredNode{QString::fromStdString(n.name), QString::fromStdString(n.gpu_type),
+                              static_cast<int>(n.gpu_count), n.usd_per_hour.value_or(0.0), n.spot});
+    for (const db::SlurmCluster& c : db::list_clusters(db))
+      clusters.append(storedCluster(c, db::partition_prices(db, c.id)));
+  } catch (const std::exception&) {
+    return out;  // an unreadable store offers this machine only
+  }
+  out += nodeTargets(nodes);
+  out += clusterTargets(clusters);
+  return out;
+}
+
+int relaunchTargetIndex(const QList<HardwareTarget>& targets, const QStringList& placeNames, bool cluster,
+                        bool gpu) {
+  for (int i = 0; i < targets.size(); ++i) {
+    const HardwareTarget& t = targets[i];
+    if (cluster) {
+      if (t.kind == HardwareTarget::Kind::Cluster && placeNames.value(0) == t.cluster) return i;
+    } else if (!placeNames.isEmpty()) {
+      if (t.kind == HardwareTarget::Kind::Nodes && t.nodes == placeNames) return i;
+    } else if (t.kind == (gpu ? HardwareTarget::Kind::Gpu : HardwareTarget::Kind::Cpu)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+}  // namespace flotilla::ui
