@@ -25,6 +25,7 @@
 #include "engine/config/run_config.h"
 #include "remote/deploy.h"
 #include "remote/session.h"
+#include "runs/ssh_options.h"
 #include "runs/watch.h"
 
 namespace flotilla::runs {
@@ -41,6 +42,9 @@ using SessionOptionsFor = std::function<remote::SessionOptions(const db::SshNode
 // returns false before anything runs anywhere (S3).
 bool connect_nodes(std::vector<Node>& nodes, const SessionOptionsFor& options,
                    const std::function<void(const std::string&, const remote::HostKeyError&)>& refused);
+// The same with the one set of SSH options (ssh_options.h); a refused host key throws Refusal in
+// the access's words. Returns true.
+bool connect_nodes(std::vector<Node>& nodes, const SshAccess& access);
 
 // What watching a started run needs besides its connected nodes (node 0 = the master).
 struct Watch {

@@ -1,0 +1,767 @@
+// The runs service (see service.h): one face over the places a run executes.
+#include "runs/service.h"
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "db/clusters.h"
+#include "db/errors.h"
+#include "db/nodes.h"
+#include "db/queries.h"
+#include "db/run_records.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "remote/remote_run.h"
+#include "remote/session.h"
+#include "runs/local_run.h"
+#include "runs/node_run.h"
+#include "runs/process.h"
+#include "runs/run_setup.h"
+#include "runs/slurm_run.h"
+#include "runs/stale_runs.h"
+#include "runs/worker_command.h"
+
+namespace flotilla::runs {
+namespace {
+
+namespace fs = std::filesystem;
+
+PlaceKind kind_of(const db::Run& run) {
+  if (is_slurm_run(run)) return PlaceKind::kSlurm;
+  if (is_node_run_dir(run.run_dir)) return PlaceKind::kNodes;
+  return PlaceKind::kHere;
+}
+
+void apply_layout(RunConfig& config, const Layout& layout) {
+  if (layout.dp) config.parallel.dp = *layout.dp;
+  if (layout.tp) config.parallel.tp = *layout.tp;
+  if (layout.pp) config.parallel.pp = *layout.pp;
+  if (layout.zero) config.parallel.zero = *layout.zero;
+}
+
+int64_t steps_of(const db::Run& run) {
+  try {
+    return parse_config_toml(run.config_toml, run.name).train.steps;
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+std::string worker_of(const ServiceOptions& o) { return find_worker(o.worker_path); }
+
+std::string checkpoints_root(const ServiceOptions& o) {
+  if (!o.checkpoints_root.empty()) return o.checkpoints_root;
+  return (fs::path(o.ssh.database_path).parent_path() / "checkpoints").string();
+}
+
+// Connects `session`; a host key problem becomes a Refusal in the access's words.
+void connect_or_refuse(const SshAccess& access, remote::Session& session, const std::string& node,
+                       bool cluster = false) {
+  try {
+    session.connect();
+  } catch (const remote::HostKeyError& e) {
+    throw Refusal(host_key_text(access, host_key_refusal(node, e, cluster)));
+  }
+}
+
+std::vector<Node> connect_named(const SshAccess& access, db::Database& db,
+                                const std::vector<std::string>& names) {
+  std::vector<Node> nodes;
+  for (const auto& n : names) nodes.push_back(Node{db::get_ssh_node(db, n), nullptr, ""});
+  connect_nodes(nodes, access);
+  return nodes;
+}
+
+Recovery recovery_for(const ServiceOptions& o, db::Database& db, const RecoveryChoice& choice,
+                      const std::string& run_name, bool no_bind) {
+  Recovery r;
+  r.enabled = choice.enabled;
+  r.max_recoveries = choice.max_recoveries;
+  r.settle_seconds = choice.settle_seconds;
+  for (const auto& name : choice.spares) r.spares.push_back(db::get_ssh_node(db, name));
+  r.options = [access = o.ssh](const db::SshNode& rec) { return ssh_session_options(access, rec); };
+  r.worker_path = worker_of(o);
+  r.version = o.version;
+  r.no_bind = no_bind;
+  if (choice.mirror) r.mirror_dir = (fs::path(checkpoints_root(o)) / run_name).string();
+  return r;
+}
+
+// The master node and the remote run id of a run on nodes or a cluster's login node.
+struct RemoteFolder {
+  std::unique_ptr<remote::Session> session;
+  std::string host_name;  // the node's or cluster's name
+  std::string rid;
+  std::string dir;  // the folder there
+};
+
+RemoteFolder open_remote_folder(const ServiceOptions& o, db::Database& db, const db::Run& run) {
+  RemoteFolder f;
+  if (kind_of(run) == PlaceKind::kSlurm) {
+    const auto job = db::find_slurm_job(db, run.id);
+    if (!job) throw Refusal("run " + run.name + " was never submitted (no Slurm job recorded)");
+    std::optional<db::SlurmCluster> cluster;
+    for (const auto& c : db::list_clusters(db))
+      if (c.id == job->cluster_id) cluster = c;
+    if (!cluster) throw Refusal("the cluster of run " + run.name + " is no longer stored");
+    f.session = std::make_unique<remote::Session>(ssh_session_options(o.ssh, login_node(*cluster)));
+    connect_or_refuse(o.ssh, *f.session, cluster->name, true);
+    f.host_name = cluster->name;
+    f.dir = job->run_dir;
+    f.rid = job->run_dir.substr(job->run_dir.find_last_of('/') + 1);
+    return f;
+  }
+  const auto colon = run.run_dir.find(':');
+  const std::string master = run.run_dir.substr(0, colon);
+  f.session = std::make_unique<remote::Session>(ssh_session_options(o.ssh, db::get_ssh_node(db, master)));
+  connect_or_refuse(o.ssh, *f.session, master);
+  f.host_name = master;
+  f.dir = run.run_dir.substr(colon + 1);
+  f.rid = run.run_dir.substr(run.run_dir.rfind('/') + 1);
+  return f;
+}
+
+}  // namespace
+
+bool connect_nodes(std::vector<Node>& nodes, const SshAccess& access) {
+  std::string refused;
+  if (!connect_nodes(
+          nodes, [&](const db::SshNode& rec) { return ssh_session_options(access, rec); },
+          [&](const std::string& node, const remote::HostKeyError& e) {
+            refused = host_key_text(access, host_key_refusal(node, e));
+          }))
+    throw Refusal(refused);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ActiveRun
+
+struct ActiveRun::Impl {
+  PlaceKind kind = PlaceKind::kHere;
+  std::unique_ptr<db::Writer> own_writer;
+  db::Writer* writer = nullptr;  // nullptr: an unstored local run
+  int64_t id = 0;
+  std::string name, where, folder;
+  int64_t total_steps = 0;
+  bool running_found = true;
+  // this machine
+  LocalWatch local;
+  // nodes
+  std::vector<Node> nodes;
+  Watch node_watch;
+  Recovery recovery;
+  // slurm
+  std::unique_ptr<remote::Session> login;
+  SlurmWatch slurm_watch;
+};
+
+ActiveRun::ActiveRun(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ActiveRun::~ActiveRun() = default;
+int64_t ActiveRun::id() const { return impl_->id; }
+const std::string& ActiveRun::name() const { return impl_->name; }
+std::string ActiveRun::where_text() const { return impl_->where; }
+std::string ActiveRun::folder_text() const { return impl_->folder; }
+int64_t ActiveRun::total_steps() const { return impl_->total_steps; }
+bool ActiveRun::running_when_found() const { return impl_->running_found; }
+
+std::string ActiveRun::checkpoint_refusal() const {
+  if (impl_->kind == PlaceKind::kSlurm)
+    return "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), "
+           "not on request; Stop checkpoints and ends it.";
+  return "";
+}
+
+WatchResult ActiveRun::watch(const WatchHooks& hooks) {
+  Impl& m = *impl_;
+  WatchResult r;
+  const uint64_t rows_before = m.writer ? m.writer->stats().committed_rows : 0;
+  const auto from_store = [&](int code) {
+    r.exit_code = code;
+    if (code == kLeft || code == static_cast<int>(ExitCode::kComm)) {
+      r.recorded = false;
+      return;
+    }
+    try {
+      db::Database reader(m.writer->path());
+      const db::Run run = db::get_run(reader, m.id);
+      r.end.status = run.status;
+      r.end.note = run.status_note;
+      r.end.exit_code = run.exit_code;
+    } catch (const db::DbError& e) {
+      r.store_error = e.what();
+    }
+  };
+  switch (m.kind) {
+    case PlaceKind::kHere: {
+      const LocalOutcome out = watch_local_run(m.writer, m.local, hooks);
+      r.exit_code = out.exit_code;
+      r.signal = out.signal;
+      r.end = out.end;
+      r.recorded = out.recorded;
+      r.stored_all = out.stored_all;
+      r.store_error = out.store_error;
+      r.last_step = out.last_step;
+      r.root_cause = out.root_cause;
+      r.vanished = out.vanished;
+      break;
+    }
+    case PlaceKind::kNodes:
+      from_store(supervise_node_run(*m.writer, m.nodes, m.node_watch, hooks, m.recovery));
+      break;
+    case PlaceKind::kSlurm:
+      from_store(watch_slurm_run(*m.writer, *m.login, m.slurm_watch, hooks));
+      break;
+  }
+  if (m.writer) r.committed_rows = m.writer->stats().committed_rows - rows_before;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RunService
+
+RunService::RunService(ServiceOptions options) : options_(std::move(options)) {}
+RunService::~RunService() = default;
+
+db::Writer* RunService::writer() {
+  if (options_.writer) return options_.writer;
+  if (options_.ssh.database_path.empty()) return nullptr;
+  if (!own_writer_) own_writer_ = std::make_unique<db::Writer>(options_.ssh.database_path);
+  return own_writer_.get();
+}
+
+namespace {
+
+// An Impl writing through the service's writer when it has one, else through its own.
+std::unique_ptr<ActiveRun::Impl> new_impl(const ServiceOptions& o, PlaceKind kind) {
+  auto impl = std::make_unique<ActiveRun::Impl>();
+  impl->kind = kind;
+  if (o.writer) {
+    impl->writer = o.writer;
+  } else if (!o.ssh.database_path.empty()) {
+    impl->own_writer = std::make_unique<db::Writer>(o.ssh.database_path);
+    impl->writer = impl->own_writer.get();
+  }
+  return impl;
+}
+
+SpawnOptions spawn_for(const ServiceOptions& o, std::vector<std::string> argv, const std::string& run_dir) {
+  SpawnOptions spawn;
+  spawn.argv = std::move(argv);
+  spawn.run_dir = run_dir;
+  spawn.working_dir = o.working_dir.empty() ? fs::current_path().string() : o.working_dir;
+  spawn.stop_with_parent = o.stop_with_parent;
+  spawn.env = o.worker_env;
+  return spawn;
+}
+
+}  // namespace
+
+std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& progress) {
+  RunConfig config = req.config;
+  apply_layout(config, req.layout);
+  if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  if (!req.resume_from.empty()) config.checkpoint.resume = req.resume_from;
+  if (!req.name.empty()) check_new_run_name(req.name);
+  auto impl = new_impl(options_, req.where.kind);
+  impl->where = req.where.text();
+  switch (req.where.kind) {
+    case PlaceKind::kHere: {
+      NewRun nr;
+      if (impl->writer) {
+        NewRunRequest n;
+        n.config = config;
+        n.name = req.name;
+        n.explicit_name = req.explicit_name;
+        n.runs_root = options_.runs_root;
+        n.budget_usd = req.budget_usd;
+        n.max_restarts = req.max_restarts;
+        n.fork_of = req.fork_of;
+        n.notes = req.notes;
+        n.demo = req.demo;
+        nr = create_local_run(*impl->writer, n);
+      } else {
+        if (!req.demo) validate_run_config(config, ranks_of(config));
+        const auto [name, dir] =
+            place_unstored_run(options_.runs_root, req.name.empty() ? config.run.name : req.name);
+        nr.name = name;
+        nr.run_dir = dir;
+        fs::create_directories(dir);
+        nr.config = config;
+        nr.config.run.name = name;
+        nr.config.run.out_dir = dir;
+        if (!req.demo) {
+          nr.config_path = (fs::path(dir) / "run.toml").string();
+          std::ofstream f(nr.config_path);
+          f << config_to_toml(nr.config);
+          if (!f) throw Error(ExitCode::kIo, "cannot write " + nr.config_path);
+        }
+      }
+      std::vector<std::string> argv;
+      if (req.demo) {
+        argv = demo_argv(worker_of(options_), nr.run_dir, static_cast<int>(req.demo_steps));
+      } else {
+        TrainCommand c;
+        c.worker = worker_of(options_);
+        c.config_path = nr.config_path;
+        c.ranks = ranks_of(nr.config);
+        c.max_restarts = nr.config.run.max_restarts;
+        c.no_bind = options_.no_bind;
+        argv = train_argv(c);
+      }
+      impl->local = start_local_run(impl->writer, nr.run_id, nr.name, spawn_for(options_, argv, nr.run_dir),
+                                    options_.origin, req.demo ? req.demo_steps : nr.config.train.steps);
+      impl->id = nr.run_id;
+      impl->name = nr.name;
+      impl->folder = nr.run_dir;
+      impl->total_steps = impl->local.total_steps;
+      break;
+    }
+    case PlaceKind::kNodes: {
+      if (!impl->writer) throw Error(ExitCode::kUsage, "a run on SSH nodes needs the run database");
+      db::Database db(options_.ssh.database_path);
+      std::string name = req.name;
+      if (name.empty()) {
+        check_new_run_name(config.run.name);
+        name = db::unique_run_name(db, config.run.name);
+      } else if (db::find_run(db, name)) {
+        throw db::DbError(db::DbErrorKind::kConstraint, "a run named '" + name +
+                                                            "' already exists: choose another name, or "
+                                                            "continue it with flotilla runs resume " +
+                                                            name);
+      }
+      config.run.name = name;
+      const Placement& p = req.where;
+      int per_node = ranks_per_node(config, static_cast<int>(p.nodes.size()), p.nproc_per_node);
+      std::vector<Node> nodes = connect_named(options_.ssh, db, p.nodes);
+      StartRequest s;
+      s.config = config;
+      s.name = name;
+      s.budget_usd = req.budget_usd;
+      s.max_restarts = req.max_restarts;
+      s.nproc_per_node = per_node;
+      s.master_port = p.master_port;
+      s.no_bind = p.no_bind;
+      s.worker_path = worker_of(options_);
+      s.version = options_.version;
+      s.origin = options_.origin;
+      impl->node_watch = start_on_nodes(db, nodes, s, progress);
+      RecoveryPolicy policy;
+      policy.enabled = p.recovery.enabled;
+      policy.spares = p.recovery.spares;
+      policy.max_recoveries = p.recovery.max_recoveries;
+      policy.settle_seconds = p.recovery.settle_seconds;
+      policy.mirror = p.recovery.mirror;
+      record_recovery_policy(db, impl->node_watch.run_id, policy);
+      impl->recovery = recovery_for(options_, db, p.recovery, name, p.no_bind);
+      impl->nodes = std::move(nodes);
+      impl->id = impl->node_watch.run_id;
+      impl->name = name;
+      impl->total_steps = impl->node_watch.total_steps;
+      impl->folder = impl->nodes[0].rec.name + ":~/.flotilla/runs/" + impl->node_watch.rid;
+      break;
+    }
+    case PlaceKind::kSlurm: {
+      if (!impl->writer) throw Error(ExitCode::kUsage, "a run on a Slurm cluster needs the run database");
+      db::Database db(options_.ssh.database_path);
+      std::string name = req.name;
+      if (name.empty()) {
+        check_new_run_name(config.run.name);
+        name = db::unique_run_name(db, config.run.name);
+      } else if (db::find_run(db, name)) {
+        throw db::DbError(db::DbErrorKind::kConstraint, "a run named '" + name +
+                                                            "' already exists: choose another name, or "
+                                                            "continue it with flotilla runs resume " +
+                                                            name);
+      }
+      config.run.name = name;
+      const Placement& p = req.where;
+      const db::SlurmCluster cluster = db::get_cluster(db, p.cluster);
+      impl->login = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, login_node(cluster)));
+      connect_or_refuse(options_.ssh, *impl->login, cluster.name, true);
+      SlurmStartRequest s;
+      s.config = config;
+      s.name = name;
+      s.budget_usd = req.budget_usd;
+      s.max_restarts = req.max_restarts;
+      s.nodes = p.slurm_nodes;
+      s.tasks_per_node = p.tasks_per_node;
+      s.gpus_per_node = p.gpus_per_node;
+      s.time_limit = p.time_limit;
+      s.partition = p.partition;
+      s.account = p.account;
+      s.signal_lead_s = p.signal_lead_s;
+      s.auto_resume = p.auto_resume;
+      s.worker_path = worker_of(options_);
+      s.version = options_.version;
+      s.origin = options_.origin;
+      impl->slurm_watch = submit_slurm_run(db, *impl->login, cluster, s, progress);
+      impl->id = impl->slurm_watch.run_id;
+      impl->name = name;
+      impl->total_steps = impl->slurm_watch.total_steps;
+      impl->where = "slurm cluster " + cluster.name + ", job " + impl->slurm_watch.job_id;
+      impl->folder = cluster.name + ":" + impl->slurm_watch.run_dir;
+      break;
+    }
+  }
+  return std::make_unique<ActiveRun>(std::move(impl));
+}
+
+std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progress) {
+  (void)progress;
+  db::Database db(options_.ssh.database_path);
+  const db::Run run = db::get_run(db, run_id);
+  const PlaceKind kind = kind_of(run);
+  auto impl = new_impl(options_, kind);
+  impl->id = run.id;
+  impl->name = run.name;
+  impl->where = where_text(run);
+  impl->folder = folder_text(run);
+  switch (kind) {
+    case PlaceKind::kHere: {
+      impl->local =
+          attach_local_run(run.id, run.name, run.run_dir, options_.origin + " (re-attached)", steps_of(run));
+      if (run.status != db::RunStatus::kRunning || impl->local.pid <= 0)
+        throw Refusal("run " + run.name + " is " + status_text(run) + ": no live worker to attach to" +
+                      (run.status == db::RunStatus::kRunning ? "" : " (flotilla runs resume continues it)"));
+      impl->total_steps = impl->local.total_steps;
+      break;
+    }
+    case PlaceKind::kNodes: {
+      std::vector<Node> nodes;
+      std::string rid;
+      if (const std::string why = attach_target(db, run, nodes, rid); !why.empty()) throw Refusal(why);
+      connect_nodes(nodes, options_.ssh);
+      std::string refusal;
+      bool running = false;
+      impl->node_watch = attach_watch(run, nodes, rid, options_.origin + " (re-attached)", refusal, running);
+      if (!refusal.empty()) throw Refusal(refusal);
+      impl->running_found = running;
+      // What the run's starter chose about preemptions, less the recoveries already done.
+      const RecoveryPolicy p = stored_recovery_policy(db, run.id);
+      RecoveryChoice choice;
+      choice.enabled = p.enabled;
+      for (const auto& spare : p.spares)  // a spare that has replaced a node since is no longer one
+        if (std::none_of(nodes.begin(), nodes.end(), [&](const Node& n) { return n.rec.name == spare; }))
+          choice.spares.push_back(spare);
+      choice.max_recoveries = p.max_recoveries;
+      choice.settle_seconds = p.settle_seconds;
+      choice.mirror = p.mirror;
+      impl->recovery = recovery_for(options_, db, choice, run.name, false);
+      impl->nodes = std::move(nodes);
+      impl->total_steps = impl->node_watch.total_steps;
+      break;
+    }
+    case PlaceKind::kSlurm: {
+      db::SlurmCluster cluster;
+      if (const std::string why = slurm_attach_target(db, run, impl->slurm_watch, cluster); !why.empty())
+        throw Refusal(why);
+      impl->login = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, login_node(cluster)));
+      connect_or_refuse(options_.ssh, *impl->login, cluster.name, true);
+      impl->total_steps = impl->slurm_watch.total_steps;
+      impl->where = "slurm cluster " + cluster.name + ", job " + impl->slurm_watch.job_id;
+      break;
+    }
+  }
+  return std::make_unique<ActiveRun>(std::move(impl));
+}
+
+std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeRequest& req,
+                                              const Note& progress) {
+  db::Database db(options_.ssh.database_path);
+  const db::Run run = db::get_run(db, run_id);
+  const PlaceKind kind = kind_of(run);
+  if (req.where && req.where->kind != kind)
+    throw Refusal("run " + run.name + " ran on " + where_text(run) + "; resuming it on " + req.where->text() +
+                  " is not supported yet: fork it there from a checkpoint instead");
+  if (const std::string why = abilities(run).resume; !why.empty()) throw Refusal(why);
+  auto impl = new_impl(options_, kind);
+  impl->id = run.id;
+  impl->name = run.name;
+  impl->where = where_text(run);
+  impl->folder = folder_text(run);
+  switch (kind) {
+    case PlaceKind::kHere: {
+      if (const auto live = live_group(run.run_dir))
+        throw Refusal("run " + run.name + " " + live_group_text(run.run_dir, *live));
+      const std::string config_file = stored_config_file(run);
+      RunConfig config = load_config(config_file, req.layout.sets());
+      validate_run_config(config, ranks_of(config));
+      reprice_for_start(*impl->writer, run.id, config, req.budget_usd);
+      TrainCommand c;
+      c.worker = worker_of(options_);
+      c.config_path = config_file;
+      c.ranks = ranks_of(config);
+      c.max_restarts = config.run.max_restarts;
+      c.resume = true;
+      c.no_bind = options_.no_bind;
+      c.sets = {"run.out_dir=" + run.run_dir};
+      for (const auto& s : req.layout.sets()) c.sets.push_back(s);
+      try {
+        impl->local =
+            start_local_run(impl->writer, run.id, run.name, spawn_for(options_, train_argv(c), run.run_dir),
+                            options_.origin, config.train.steps);
+      } catch (const RunFolderBusy& e) {  // a group started there since the check above
+        throw Refusal(e.what());
+      }
+      impl->total_steps = impl->local.total_steps;
+      break;
+    }
+    case PlaceKind::kNodes: {
+      if (!req.layout.empty())
+        throw Refusal("run " + run.name +
+                      ": resuming a run on SSH nodes on another layout is not supported yet");
+      std::vector<Node> nodes;
+      std::string rid;
+      if (const std::string why = attach_target(db, run, nodes, rid, true); !why.empty()) throw Refusal(why);
+      const RecoveryChoice choice = req.recovery.value_or(RecoveryChoice{});
+      for (const auto& spare : choice.spares)
+        for (const auto& n : nodes)
+          if (n.rec.name == spare)
+            throw Error(ExitCode::kUsage, "--spare names node '" + spare + "', which the run already uses");
+      // Host-key problems refuse the resume; a node that does not answer is left to restart_on_nodes.
+      for (auto& n : nodes) {
+        n.session = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, n.rec));
+        try {
+          connect_or_refuse(options_.ssh, *n.session, n.rec.name);
+        } catch (const Refusal&) {
+          throw;
+        } catch (const Error& e) {
+          if (progress) progress("node " + n.rec.name + " does not answer: " + e.what());
+        }
+      }
+      Watch w;
+      w.run_id = run.id;
+      w.name = run.name;
+      w.rid = rid;
+      impl->recovery = recovery_for(options_, db, choice, run.name, false);
+      std::vector<db::SshNode> spares = impl->recovery.spares;
+      const std::string why = restart_on_nodes(*impl->writer, nodes, w, impl->recovery, spares,
+                                               "resumed by " + options_.origin, false, progress);
+      if (!why.empty()) throw Refusal(why);
+      impl->node_watch = w;
+      impl->nodes = std::move(nodes);
+      impl->total_steps = w.total_steps;
+      impl->where = where_text(db::get_run(db, run.id));
+      break;
+    }
+    case PlaceKind::kSlurm: {
+      if (!req.layout.empty())
+        throw Refusal("run " + run.name + ": resuming a Slurm run on another layout is not supported yet");
+      db::SlurmCluster cluster;
+      if (const std::string why = slurm_resume_target(db, run, cluster); !why.empty()) throw Refusal(why);
+      impl->login = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, login_node(cluster)));
+      connect_or_refuse(options_.ssh, *impl->login, cluster.name, true);
+      try {
+        impl->slurm_watch = resubmit_slurm_run(db, *impl->login, run, options_.origin, progress);
+      } catch (const Error& e) {
+        if (e.code() != ExitCode::kUsage) throw;
+        throw Refusal(e.what());  // the old job is still in the queue: nothing was changed
+      }
+      impl->total_steps = impl->slurm_watch.total_steps;
+      impl->where = "slurm cluster " + cluster.name + ", job " + impl->slurm_watch.job_id;
+      break;
+    }
+  }
+  return std::make_unique<ActiveRun>(std::move(impl));
+}
+
+std::unique_ptr<ActiveRun> RunService::fork(int64_t run_id, const ForkRequest& req, const Note& progress) {
+  db::Database db(options_.ssh.database_path);
+  const db::Run parent = db::get_run(db, run_id);
+  std::string dir = req.checkpoint_dir;
+  if (dir.empty()) dir = fetch_checkpoint(run_id, req.step);
+  RunRequest r;
+  r.config = load_config(stored_config_file(parent), req.sets);
+  r.config.run.out_dir.clear();
+  r.config.run.name = req.name.empty() ? parent.name + "-fork" : req.name;
+  r.name = req.name;
+  r.explicit_name = !req.name.empty();
+  r.where = req.where.value_or(Placement::here());
+  if (r.where.kind != PlaceKind::kHere)
+    throw Refusal("forking run " + parent.name + " onto " + r.where.text() +
+                  " is not supported yet: fork it on this machine");
+  r.layout = req.layout;
+  r.fork_of = parent.id;
+  r.resume_from = dir;
+  return start(r, progress);
+}
+
+void RunService::request_checkpoint(int64_t run_id) {
+  db::Database db(options_.ssh.database_path);
+  const db::Run run = db::get_run(db, run_id);
+  switch (kind_of(run)) {
+    case PlaceKind::kHere: {
+      const pid_t pid = run.run_dir.empty() ? 0 : live_worker_pid(run.run_dir);
+      if (run.status != db::RunStatus::kRunning || pid <= 0)
+        throw Refusal("run " + run.name + " is not running on this machine; nothing to checkpoint");
+      ::kill(pid, SIGUSR1);
+      return;
+    }
+    case PlaceKind::kNodes: {
+      RemoteFolder f = open_remote_folder(options_, db, run);
+      if (!remote::request_remote_checkpoint(*f.session, f.rid))
+        throw Refusal("run " + run.name + " is not running on node " + f.host_name +
+                      "; nothing to checkpoint");
+      return;
+    }
+    case PlaceKind::kSlurm:
+      throw Refusal("run " + run.name +
+                    ": a Slurm job checkpoints on its schedule and before its time limit (the batch script's "
+                    "signal), not on request; stopping it checkpoints and ends it");
+  }
+}
+
+std::vector<CheckpointEntry> RunService::checkpoints(int64_t run_id, int* purged) {
+  db::Database db(options_.ssh.database_path);
+  const db::Run run = db::get_run(db, run_id);
+  std::vector<CheckpointEntry> out;
+  if (purged) *purged = 0;
+  if (kind_of(run) == PlaceKind::kHere) {
+    // Only what is still on disk: a checkpoint the worker has purged since (checkpoint.keep_last)
+    // is not offered, though the store remembers it was written.
+    for (const auto& c : db::list_checkpoints(db, run.id)) {
+      std::error_code ec;
+      if (!fs::exists(fs::path(c.dir) / "MANIFEST", ec)) {
+        if (purged) ++*purged;
+        continue;
+      }
+      out.push_back({c.step, c.dir, c.dir, c.bytes, c.reason});
+    }
+    return out;
+  }
+  RemoteFolder f = open_remote_folder(options_, db, run);
+  for (const auto& c : remote::list_remote_checkpoints(*f.session, f.rid)) {
+    CheckpointEntry e;
+    e.step = c.step;
+    e.where = f.host_name + ":" + f.dir + "/checkpoints/" + c.name;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::string RunService::fetch_checkpoint(int64_t run_id, std::optional<int64_t> step,
+                                         const std::string& out_dir) {
+  db::Database db(options_.ssh.database_path);
+  const db::Run run = db::get_run(db, run_id);
+  const auto pick = [&](const std::vector<int64_t>& steps, const std::string& where) -> int64_t {
+    if (steps.empty()) throw Refusal("run " + run.name + " has no committed checkpoint" + where);
+    if (!step) return steps.back();
+    if (std::find(steps.begin(), steps.end(), *step) == steps.end()) {
+      std::string list;
+      for (const auto s : steps) list += (list.empty() ? "" : ", ") + std::to_string(s);
+      throw Refusal("run " + run.name + " has no checkpoint at step " + std::to_string(*step) + " (it has " +
+                    list + ")");
+    }
+    return *step;
+  };
+  if (kind_of(run) == PlaceKind::kHere) {
+    const auto all = checkpoints(run_id);
+    std::vector<int64_t> steps;
+    for (const auto& c : all) steps.push_back(c.step);
+    const int64_t want = pick(steps, " on disk");
+    for (const auto& c : all)
+      if (c.step == want) return c.local_dir;
+  }
+  RemoteFolder f = open_remote_folder(options_, db, run);
+  std::vector<int64_t> steps;
+  for (const auto& c : remote::list_remote_checkpoints(*f.session, f.rid)) steps.push_back(c.step);
+  const int64_t want = pick(steps, " on " + f.host_name);
+  const std::string dir = out_dir.empty() ? (fs::path(checkpoints_root(options_)) / run.name).string()
+                                          : fs::absolute(out_dir).string();
+  fs::create_directories(dir);
+  return remote::fetch_remote_checkpoint(*f.session, f.rid, want, dir);
+}
+
+Abilities RunService::abilities(const db::Run& run) const {
+  Abilities a;
+  const PlaceKind kind = kind_of(run);
+  const bool running = run.status == db::RunStatus::kRunning;
+  const bool live_here = kind == PlaceKind::kHere && !run.run_dir.empty() && live_worker_pid(run.run_dir) > 0;
+  // attach
+  if (kind == PlaceKind::kSlurm) {
+    if (run.status != db::RunStatus::kQueued && !running && run.status != db::RunStatus::kPreempted)
+      a.attach = "run " + run.name + " has ended (" + db::to_string(run.status) + "): nothing to attach to";
+  } else if (!running || (kind == PlaceKind::kHere && !live_here)) {
+    a.attach = "run " + run.name + " is " + status_text(run) + ": no live worker to attach to";
+  }
+  // resume
+  if (running || run.status == db::RunStatus::kQueued) {
+    a.resume = "run " + run.name + " is running already; to watch it: flotilla runs attach " + run.name;
+  } else if (!db::transition_allowed(run.status, db::RunStatus::kRunning)) {
+    a.resume = "run " + run.name + " is " + status_text(run) + " and cannot be resumed";
+  } else if (kind == PlaceKind::kHere && run.run_dir.empty()) {
+    a.resume = "run " + run.name + " has no run directory to resume from";
+  }
+  // stop / checkpoint: a watcher does both; these say whether there is anything to ask
+  if (!running && run.status != db::RunStatus::kQueued) a.stop = "run " + run.name + " is not running";
+  if (kind == PlaceKind::kSlurm)
+    a.checkpoint =
+        "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), not "
+        "on "
+        "request; Stop checkpoints and ends it.";
+  else if (!running)
+    a.checkpoint = "run " + run.name + " is not running; nothing to checkpoint";
+  if (kind == PlaceKind::kHere) a.remove = live_worker_delete_refusal(run);
+  return a;
+}
+
+std::string RunService::where_text(const db::Run& run) {
+  switch (kind_of(run)) {
+    case PlaceKind::kHere:
+      return "this machine";
+    case PlaceKind::kNodes: {
+      std::string t = run.target;
+      size_t n = 1;
+      for (auto& ch : t)
+        if (ch == ',') ++n;
+      std::string out;
+      size_t start = 0;
+      while (start <= t.size()) {
+        const size_t comma = t.find(',', start);
+        out += (out.empty() ? "" : ", ") +
+               t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      return (n == 1 ? "node " : "nodes ") + out;
+    }
+    case PlaceKind::kSlurm:
+      return "slurm cluster " + run.target.substr(6);
+  }
+  return "";
+}
+
+std::string RunService::folder_text(const db::Run& run) const {
+  if (kind_of(run) != PlaceKind::kSlurm) return run.run_dir;
+  try {
+    db::Database db(options_.ssh.database_path);
+    if (const auto job = db::find_slurm_job(db, run.id)) return run.target.substr(6) + ":" + job->run_dir;
+  } catch (const db::DbError&) {
+  }
+  return "";
+}
+
+std::vector<int64_t> RunService::attachable_runs() const {
+  db::Database db(options_.ssh.database_path);
+  std::vector<int64_t> out;
+  for (const db::RunListItem& item : db::list_runs(db)) {
+    const db::Run& r = item.run;
+    const PlaceKind k = kind_of(r);
+    if (k == PlaceKind::kNodes && r.status == db::RunStatus::kRunning) out.push_back(r.id);
+    if (k == PlaceKind::kSlurm &&
+        (r.status == db::RunStatus::kQueued || r.status == db::RunStatus::kRunning ||
+         r.status == db::RunStatus::kPreempted))
+      out.push_back(r.id);
+    if (k == PlaceKind::kHere && r.status == db::RunStatus::kRunning && !r.run_dir.empty() &&
+        live_worker_pid(r.run_dir) > 0)
+      out.push_back(r.id);
+  }
+  return out;
+}
+
+}  // namespace flotilla::runs
