@@ -23,6 +23,7 @@
 #include "engine/core/error.h"
 #include "engine/core/run_lock.h"
 #include "runs/file_tail.h"
+#include "runs/place.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::runs {
@@ -35,62 +36,6 @@ double file_mtime(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return 0;
   return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
 }
-
-// The metrics of a run: by committed offset into the store, or (no store) by an offset of its own.
-class MetricsSource {
- public:
-  MetricsSource(db::Writer* writer, int64_t run_id, const std::string& path) : tail_(path) {
-    if (writer && run_id > 0) file_ = std::make_unique<db::FileIngestor>(*writer, run_id, path, kMetricsFile);
-  }
-  // New complete records (committed when stored). Throws DbError when the store refused them
-  // (the offset stays: the same lines are read again next time). hooks.on_record sees each record
-  // once: a chunk the store refused is parsed again on every retry, and the records of it that
-  // were already reported are not reported again.
-  std::vector<MetricsRecord> poll(const WatchHooks& hooks) {
-    std::vector<MetricsRecord> got;
-    if (file_) {
-      int64_t chunk = -1;  // the committed offset the records being parsed start after
-      int64_t seen = 0;    // records parsed after it
-      file_->ingestor().on_record = [&](const MetricsRecord& r) {
-        if (file_->offset() != chunk) {
-          chunk = file_->offset();
-          seen = 0;
-        }
-        ++seen;
-        if (!(chunk == replay_offset_ && seen <= replay_count_) && hooks.on_record) hooks.on_record(r);
-        got.push_back(r);
-      };
-      try {
-        file_->poll();
-      } catch (...) {
-        file_->ingestor().on_record = nullptr;
-        // The refused chunk starts at the committed offset: what of it was reported stays reported.
-        if (chunk == file_->offset()) {
-          if (replay_offset_ != chunk) replay_count_ = 0;
-          replay_offset_ = chunk;
-          replay_count_ = std::max(replay_count_, seen);
-        }
-        throw;
-      }
-      file_->ingestor().on_record = nullptr;
-      offset_ = static_cast<uint64_t>(file_->offset());
-    } else {
-      got = tail_.poll();
-      for (const MetricsRecord& r : got)
-        if (hooks.on_record) hooks.on_record(r);
-      offset_ = tail_.offset();
-    }
-    if (!got.empty() && hooks.on_committed) hooks.on_committed(got, offset_);
-    return got;
-  }
-  uint64_t offset() const { return offset_; }
-
- private:
-  FileTail tail_;
-  std::unique_ptr<db::FileIngestor> file_;
-  uint64_t offset_ = 0;
-  int64_t replay_offset_ = -1, replay_count_ = 0;  // records after replay_offset_ already reported
-};
 
 // launch's own records in worker.log (the rest of it is text): the event it writes when a rank
 // fails, its root cause.
@@ -202,93 +147,161 @@ LocalWatch attach_local_run(int64_t run_id, const std::string& name, const std::
   return w;
 }
 
-LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const WatchHooks& hooks) {
-  const bool stored = writer && w.run_id > 0;
-  const Note& note = hooks.note;
-  std::unique_ptr<db::Database> reader;
-  if (stored) {
-    db::OpenOptions o;
-    o.create = false;
-    o.quick_check = false;
-    reader = std::make_unique<db::Database>(writer->path(), o);
-  }
-  MetricsSource metrics(stored ? writer : nullptr, w.run_id, w.run_dir + "/" + kMetricsFile);
-  LaunchReports launch{FileTail(w.run_dir + "/" + kWorkerLogFile, w.log_offset)};
-  BudgetGuard guard(w.run_id, 0.2);  // a cent-a-second run stops within a fifth of a cent
-  LocalOutcome out;
-  StopCause cause = StopCause::kNone;
-  std::string stop_note, summary_exit;
-  double summary_time = 0;
-  bool stopping = false, killed = false, store_failing = false;
-  bool store_full_once = false, store_busy_once = false;  // why the store refused rows for a while
-  bool vanished = false;  // the run's row was deleted while its worker ran (runs delete --force)
-  // Whether the run's row is gone from the store (not: the store cannot be read).
-  const auto row_gone = [&] {
-    try {
-      db::get_run(*reader, w.run_id);
-      return false;
-    } catch (const db::DbError& e) {
-      return e.kind() == db::DbErrorKind::kNotFound;
-    }
-  };
-  int64_t summary_steps = 0;  // the summary record's step count (a record short of it is not completed)
+namespace {
 
-  // Stores (or retries storing) what the worker wrote; never stops the watch.
-  const auto pull = [&]() -> bool {
-    if (vanished) return false;  // nothing can be stored for a row that is gone
-    try {
-      const std::vector<MetricsRecord> got = metrics.poll(hooks);
-      if (store_failing) {
-        store_failing = false;
-        if (note)
-          note(
-              "the run database accepts writes again; the rest of the metrics were stored from "
-              "metrics.jsonl");
+// This machine as a place: the worker is our child (or found again by pid and start time), its
+// metrics are <run dir>/metrics.jsonl, its signals are SIGTERM (checkpoint, exit 10), SIGUSR1 (a
+// checkpoint) and SIGKILL of its tree, its end is its exit status (or, re-attached, its summary).
+class LocalPlace : public Place {
+ public:
+  LocalPlace(const LocalWatch& w, db::Writer* writer)
+      : w_(w), writer_(writer && w.run_id > 0 ? writer : nullptr),
+        launch_{FileTail(w.run_dir + "/" + kWorkerLogFile, w.log_offset)} {}
+
+  std::string source() const override { return kMetricsFile; }
+  std::string label() const override { return "the worker (pid " + std::to_string(w_.pid) + ")"; }
+  double idle_seconds() const override { return w_.poll_seconds; }
+  double budget_period() const override { return 0.2; }  // a cent-a-second run stops within a fifth of a cent
+  int drain_turns() const override { return 3; }
+
+  MetricsChunk read(uint64_t offset) override {
+    MetricsChunk c;
+    const int fd = ::open(path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return c;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return c;
+    }
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size < offset) offset = 0;  // the file was replaced by a shorter one: read it again
+    c.start = offset;
+    if (size > offset) {
+      std::string buf(static_cast<size_t>(std::min<uint64_t>(size - offset, 8u << 20)), '\0');
+      const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(offset));
+      if (got > 0) {
+        buf.resize(static_cast<size_t>(got));
+        const size_t nl = buf.rfind('\n');
+        if (nl != std::string::npos) c.text = buf.substr(0, nl + 1);  // a torn line waits for its end
       }
-      for (const MetricsRecord& r : got) {
-        if (r.type == MetricsRecordType::kStep && r.rank == 0) out.last_step = r.step().step;
-        if (r.type == MetricsRecordType::kSummary) {
-          summary_exit = r.summary().exit;
-          summary_time = r.time;
-          summary_steps = r.summary().steps;
+    }
+    ::close(fd);
+    return c;
+  }
+
+  void stop(StopCause cause, const std::string& why, const Note& note) override {
+    if (cause == StopCause::kUser && !why.empty() && note)
+      note("stop requested: the worker saves a checkpoint at its next step, then exits");
+    signal_worker(SIGTERM);
+  }
+  void checkpoint(bool, const Note&) override { signal_worker(SIGUSR1); }
+  void kill(const Note& note) override {
+    if (note) note("kill requested (SIGKILL): progress since the last checkpoint is lost");
+    if (w_.own_child || process_alive(w_.pid, w_.start_time)) kill_worker_tree(w_.pid);
+  }
+
+  bool turn(const Turn& t, db::Writer* writer, const Note& note) override {
+    report_launch(t.cause, writer, note);
+    bool exited = false;
+    if (w_.own_child) {
+      const pid_t r = ::waitpid(w_.pid, &status_, WNOHANG);
+      exited = r == w_.pid || (r < 0 && errno == ECHILD);
+    } else {
+      exited = !process_alive(w_.pid, w_.start_time);
+    }
+    if (exited) {
+      ended_at_ = db::now_seconds();
+      ended_boot_ = clk::boot_now();  // the cost interval's end, whatever the wall clock does
+    }
+    return exited;
+  }
+
+  PlaceEnd end(const EndContext& c, db::Writer* writer, const Note& note) override {
+    report_launch(c.cause, writer, note);
+    PlaceEnd e;
+    e.root_cause = root_cause_;
+    if (w_.own_child) {
+      e.signal = WIFSIGNALED(status_) ? WTERMSIG(status_) : 0;
+      e.exit_code = WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + e.signal;
+      // A rank that failed said why on its stderr (worker.log): that is the cause a user can act on
+      // ("data.val: ... too few for one batch ..."), not only which rank exited with which code.
+      if (e.exit_code != 0 && e.exit_code != static_cast<int>(ExitCode::kPreempted) &&
+          c.cause == StopCause::kNone) {
+        if (const std::string said = worker_error_message(w_.run_dir); !said.empty()) {
+          e.root_cause = said;
+        } else if (e.exit_code == static_cast<int>(ExitCode::kIo)) {
+          // Its message went to worker.log, on the disk that failed it: say what is known here.
+          struct statvfs vfs {};
+          const bool have = ::statvfs(w_.run_dir.c_str(), &vfs) == 0;
+          e.root_cause =
+              "its message did not reach worker.log; its record reaches step " + std::to_string(c.last_step) +
+              (have ? "; the disk holding " + w_.run_dir + " has " +
+                          std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " bytes free"
+                    : std::string());
         }
       }
-      return !got.empty();
-    } catch (const db::DbError& e) {
-      out.store_error = e.what();
-      // A deleted row refuses every row of the run (a foreign key): that is not a store to wait for.
-      if (stored && row_gone()) {
-        vanished = true;
-        out.vanished = true;
-        out.store_error = "run " + w.name + " was deleted from the run database while its worker ran";
-        if (note)
-          note(out.store_error + ": stopping the worker (pid " + std::to_string(w.pid) +
-               ") with a checkpoint; " + w.run_dir + " keeps its metrics.jsonl and checkpoints");
-        return false;
+      e.end = end_for_exit(WIFEXITED(status_) ? WEXITSTATUS(status_) : 0, e.signal, c.cause, w_.origin,
+                           c.stop_note, e.root_cause);
+      e.end.at = ended_at_;
+      e.end.at_boot = ended_boot_;
+    } else {
+      std::string summary_exit = c.summary_exit;
+      double summary_time = c.summary_time;
+      if (summary_exit.empty() && writer_) {
+        // The summary may have been stored before we attached.
+        try {
+          db::OpenOptions o;
+          o.create = false;
+          o.quick_check = false;
+          const db::Database reader(writer_->path(), o);
+          const db::Run r = db::get_run(reader, w_.run_id);
+          MetricsRecord rec;
+          if (!r.summary_json.empty() && parse_metrics_line(r.summary_json, rec) == ParseStatus::kRecord &&
+              rec.type == MetricsRecordType::kSummary) {
+            summary_exit = rec.summary().exit;
+            summary_time = rec.time;
+          }
+        } catch (const db::DbError&) {
+        }
       }
-      if (e.kind() == db::DbErrorKind::kBusy)
-        store_busy_once = true;
-      else
-        store_full_once = true;
-      if (!store_failing && note)
-        note(std::string("storing the metrics failed: ") + e.what() +
-             "; training goes on and metrics.jsonl keeps every record (they are stored once writing works "
-             "again)");
-      store_failing = true;
-      return false;
+      e.end = end_for_summary(summary_exit, w_.origin, "", c.cause);
+      e.end.only_if_running = false;
+      e.end.at = summary_time > 0 ? summary_time : file_mtime(path());
+      e.exit_code = e.end.exit_code ? static_cast<int>(*e.end.exit_code) : 1;
     }
-  };
-  const auto report_launch = [&] {
-    for (const EventRecord& e : launch.poll()) {
+    RecordState record;
+    record.whole_bytes = c.offset;
+    struct stat mst {};
+    record.torn = ::stat(path().c_str(), &mst) == 0 && static_cast<uint64_t>(mst.st_size) > record.whole_bytes;
+    record.has_summary = !c.summary_exit.empty();
+    record.summary_steps = c.summary_steps;
+    record.last_step = c.last_step;
+    e.record = record;
+    return e;
+  }
+
+  std::string vanished_note() const override {
+    return "stopping the worker (pid " + std::to_string(w_.pid) + ") with a checkpoint; " + w_.run_dir +
+           " keeps its metrics.jsonl and checkpoints";
+  }
+  std::string lost_note(const std::string& what) const override { return what; }
+
+ private:
+  std::string path() const { return w_.run_dir + "/" + kMetricsFile; }
+  void signal_worker(int sig) {
+    if (w_.pid > 0 && (w_.own_child || process_alive(w_.pid, w_.start_time))) ::kill(w_.pid, sig);
+  }
+  void report_launch(StopCause cause, db::Writer* writer, const Note& note) {
+    for (const EventRecord& e : launch_.poll()) {
       // A stop we asked for ends every rank with exit 10: launch reports it as a failed rank, but
       // it is the requested end, not an error.
       const bool requested =
           cause != StopCause::kNone &&
           e.message.find("(" + exit_name(static_cast<int>(ExitCode::kPreempted)) + ")") != std::string::npos;
-      if (!requested && e.level == "error") out.root_cause = e.message;
+      if (!requested && e.level == "error") root_cause_ = e.message;
       const std::string level = requested ? "info" : e.level;
-      if (stored && !vanished) {
-        const int64_t id = w.run_id;
+      if (writer) {
+        const int64_t id = w_.run_id;
         const std::string message = "launch: " + e.message, fields = e.fields_json;
         writer->submit([=](db::Database& db) {
           db::add_event(db, id, db::now_seconds(), "launch", level, message, fields);
@@ -296,179 +309,31 @@ LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const Watc
       }
       if (!requested && note) note((level == "info" ? std::string() : level + ": ") + "launch: " + e.message);
     }
-  };
-  const auto signal_worker = [&](int sig) {
-    if (w.pid > 0 && (w.own_child || process_alive(w.pid, w.start_time))) ::kill(w.pid, sig);
-  };
-
-  int status = 0;
-  bool exited = false;
-  double ended_at = 0, ended_boot = 0;
-  for (;;) {
-    if (hooks.leave_requested && hooks.leave_requested()) {
-      pull();
-      if (stored) writer->flush();
-      out.exit_code = kLeft;
-      out.recorded = false;
-      return out;
-    }
-    if (!killed && hooks.kill_requested && hooks.kill_requested()) {
-      killed = true;
-      cause = StopCause::kKill;
-      if (note) note("kill requested (SIGKILL): progress since the last checkpoint is lost");
-      if (w.own_child || process_alive(w.pid, w.start_time)) kill_worker_tree(w.pid);
-    }
-    if (!stopping && hooks.stop_requested && hooks.stop_requested()) {
-      stopping = true;
-      if (cause == StopCause::kNone) cause = StopCause::kUser;
-      if (note) note("stop requested: the worker saves a checkpoint at its next step, then exits");
-      signal_worker(SIGTERM);
-    }
-    if (hooks.checkpoint_requested && hooks.checkpoint_requested()) signal_worker(SIGUSR1);
-    const bool got = pull();
-    report_launch();
-    if (vanished && !stopping) {
-      stopping = true;
-      if (cause == StopCause::kNone) cause = StopCause::kUser;
-      signal_worker(SIGTERM);
-    }
-    if (stored && !stopping) {
-      try {
-        const db::BudgetStatus b = guard.poll(*reader);
-        if (b.action == db::BudgetAction::kStop) {
-          stopping = true;
-          cause = StopCause::kBudget;
-          stop_note = b.note;
-          if (note) note(b.message);
-          if (hooks.on_budget) hooks.on_budget(b);
-          writer->submit([id = w.run_id, m = b.message](db::Database& db) {
-            db::add_event(db, id, db::now_seconds(), "budget", "warning", m);
-          });
-          signal_worker(SIGTERM);
-        } else if (b.action == db::BudgetAction::kWarn) {
-          if (note) note(b.message);
-          if (hooks.on_budget) hooks.on_budget(b);
-          writer->submit([id = w.run_id, m = b.message](db::Database& db) {
-            db::add_event(db, id, db::now_seconds(), "budget", "warning", m);
-          });
-        }
-      } catch (const db::DbError&) {
-        // a busy or damaged reader: the next poll tries again
-      }
-    }
-    if (w.own_child) {
-      const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
-      exited = r == w.pid || (r < 0 && errno == ECHILD);
-    } else {
-      exited = !process_alive(w.pid, w.start_time);
-    }
-    if (exited) {
-      ended_at = db::now_seconds();
-      ended_boot = clk::boot_now();  // the cost interval's end, whatever the wall clock does
-      break;
-    }
-    if (!got) std::this_thread::sleep_for(std::chrono::duration<double>(w.poll_seconds));
   }
 
-  // The last records (checkpoint, summary) were written just before the exit: store them all.
-  for (int idle = 0; idle < 3;) idle = pull() ? 0 : idle + 1;
-  report_launch();
-  if (w.own_child) {
-    out.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + out.signal;
-    // A rank that failed said why on its stderr (worker.log): that is the cause a user can act on
-    // ("data.val: ... too few for one batch ..."), not only which rank exited with which code.
-    if (out.exit_code != 0 && out.exit_code != static_cast<int>(ExitCode::kPreempted) &&
-        cause == StopCause::kNone) {
-      if (const std::string said = worker_error_message(w.run_dir); !said.empty()) {
-        out.root_cause = said;
-      } else if (out.exit_code == static_cast<int>(ExitCode::kIo)) {
-        // Its message went to worker.log, on the disk that failed it: say what is known here.
-        struct statvfs vfs {};
-        const bool have = ::statvfs(w.run_dir.c_str(), &vfs) == 0;
-        out.root_cause =
-            "its message did not reach worker.log; its record reaches step " + std::to_string(out.last_step) +
-            (have ? "; the disk holding " + w.run_dir + " has " +
-                        std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize) + " bytes free"
-                  : std::string());
-      }
-    }
-    out.end = end_for_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0, out.signal, cause, w.origin,
-                           stop_note, out.root_cause);
-    out.end.at = ended_at;
-    out.end.at_boot = ended_boot;
-  } else {
-    if (summary_exit.empty() && stored) {
-      // The summary may have been stored before we attached.
-      try {
-        const db::Run r = db::get_run(*reader, w.run_id);
-        MetricsRecord rec;
-        if (!r.summary_json.empty() && parse_metrics_line(r.summary_json, rec) == ParseStatus::kRecord &&
-            rec.type == MetricsRecordType::kSummary) {
-          summary_exit = rec.summary().exit;
-          summary_time = rec.time;
-        }
-      } catch (const db::DbError&) {
-      }
-    }
-    out.end = end_for_summary(summary_exit, w.origin, "", cause);
-    out.end.only_if_running = false;
-    out.end.at = summary_time > 0 ? summary_time : file_mtime(w.run_dir + "/" + kMetricsFile);
-    out.exit_code = out.end.exit_code ? static_cast<int>(*out.end.exit_code) : 1;
-  }
-  if (stored && vanished) {
-    // Nothing to record: the row is gone. The caller says so once; the folder keeps everything.
-    out.stored_all = false;
-    out.recorded = false;
-    return out;
-  }
-  if (!store_failing) {  // (a failing store reads behind the file: its end is not recorded yet)
-    RecordState record;
-    record.whole_bytes = metrics.offset();
-    struct stat mst {};
-    record.torn = ::stat((w.run_dir + "/" + kMetricsFile).c_str(), &mst) == 0 &&
-                  static_cast<uint64_t>(mst.st_size) > record.whole_bytes;
-    record.has_summary = !summary_exit.empty();
-    record.summary_steps = summary_steps;
-    record.last_step = out.last_step;
-    check_completed_record(out.end, record);
-    if (out.exit_code == 0 && out.end.status == db::RunStatus::kFailed && out.end.exit_code)
-      out.exit_code = static_cast<int>(*out.end.exit_code);
-  }
-  if (stored) {
-    writer->flush();
-    out.stored_all = !store_failing;
-    if ((store_full_once || store_busy_once) && out.stored_all) {
-      // Say what it was: a full disk and a lock held by another program call for different fixes.
-      const std::string why = store_full_once && store_busy_once ? "full, and locked by another program,"
-                              : store_busy_once                  ? "locked by another program"
-                                                                 : "full";
-      const std::string until = store_full_once && store_busy_once ? "had space and was free"
-                                : store_busy_once                  ? "was free"
-                                                                   : "had space";
-      out.end.note += std::string(out.end.note.empty() ? "" : "; ") + "the store was " + why +
-                      " for a while: its rows were stored from metrics.jsonl once it " + until;
-    }
-    try {
-      // The end is recorded only after every row: a run still missing rows stays 'running', so
-      // the next command's settle (stale_runs.cpp) stores the rest by offset and then its end.
-      // (An end's few bytes can fit a full store that the rows did not.)
-      if (!out.stored_all)
-        throw db::DbError(db::DbErrorKind::kFull, "storing the metrics of run " + w.name + " failed: " +
-                                                      (out.store_error.empty() ? "the store is full"
-                                                                               : out.store_error));
-      // The accruals close when the worker ended, not when its last rows finally got stored.
-      if (out.end.at <= 0) out.end.at = db::now_seconds();
-      writer->run([&](db::Database& db) { record_end(db, w.run_id, out.end); });
-      writer->flush();
-    } catch (const db::DbError& e) {
-      out.recorded = false;
-      out.store_error = e.what();
-      if (note)
-        note("recording the end of run " + w.name + " failed: " + e.what() +
-             "; free space, then any flotilla runs command stores the rest of its metrics and its end");
-    }
-  }
+  LocalWatch w_;
+  db::Writer* writer_;
+  LaunchReports launch_;
+  std::string root_cause_;
+  int status_ = 0;
+  double ended_at_ = 0, ended_boot_ = 0;
+};
+
+}  // namespace
+
+LocalOutcome watch_local_run(db::Writer* writer, const LocalWatch& w, const WatchHooks& hooks) {
+  LocalPlace place(w, writer);
+  const PlaceOutcome p = watch_place(place, writer, w.run_id, w.name, hooks);
+  LocalOutcome out;
+  out.exit_code = p.exit_code;
+  out.signal = p.signal;
+  out.end = p.end;
+  out.recorded = p.recorded;
+  out.stored_all = p.stored_all;
+  out.store_error = p.store_error;
+  out.last_step = p.last_step;
+  out.root_cause = p.root_cause;
+  out.vanished = p.vanished;
   return out;
 }
 

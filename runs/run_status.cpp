@@ -135,6 +135,14 @@ void record_running(db::Database& db, int64_t run_id, double at, const std::stri
   db::set_status(db, run_id, db::RunStatus::kRunning, at, reason, std::nullopt, "", at_boot);
 }
 
+void record_queued(db::Database& db, int64_t run_id, double at, const std::string& reason) {
+  db::set_status(db, run_id, db::RunStatus::kQueued, at, reason);
+}
+
+void record_requeued(db::Database& db, int64_t run_id, const std::string& reason, const std::string& note) {
+  db::set_status(db, run_id, db::RunStatus::kPreempted, 0, reason, std::nullopt, note);
+}
+
 db::RunStatus record_end(db::Database& db, int64_t run_id, const RunEnd& end) {
   const db::Run now = db::get_run(db, run_id);
   if (end.only_if_running && now.status != db::RunStatus::kRunning) {

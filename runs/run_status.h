@@ -63,6 +63,12 @@ void check_completed_record(RunEnd& end, const RecordState& record);
 // The run is running from `at` (0: now). A no-op when it is already running; throws DbError when
 // the state machine refuses (a completed run).
 void record_running(db::Database& db, int64_t run_id, double at, const std::string& reason);
+// The run waits in a queue from `at` (0: now): a Slurm job submitted or resubmitted, or pending again
+// after a requeue. Throws DbError when the state machine refuses.
+void record_queued(db::Database& db, int64_t run_id, double at, const std::string& reason);
+// Someone else halted the run and it starts again by itself (a Slurm requeue): preempted, with
+// `note` shown beside the status. Throws DbError when the state machine refuses.
+void record_requeued(db::Database& db, int64_t run_id, const std::string& reason, const std::string& note);
 // Applies `end` when the state machine allows it (a refused change leaves the run as it is, with
 // the reason recorded as a warning event). Returns the status the run has afterwards.
 db::RunStatus record_end(db::Database& db, int64_t run_id, const RunEnd& end);

@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "remote/slurm_cluster.h"
 #include "remote/validate.h"
+#include "runs/run_status.h"
 #include "runs/slurm_login.h"
 
 namespace flotilla::runs {
@@ -95,7 +96,7 @@ SlurmWatch resubmit_slurm_run(db::Database& db, remote::Session& login, const db
   const double now = db::now_seconds();
   db::write_tx(db, [&] {
     db::resubmit_slurm_job(db, run.id, id, now);
-    db::set_status(db, run.id, db::RunStatus::kQueued, now,
+    record_queued(db, run.id, now,
                    origin + ": slurm job " + id + " on cluster " + cluster.name + " (resumed; was job " +
                        job.job_id + ")");
     db::add_event(db, run.id, now, "resume", "info",

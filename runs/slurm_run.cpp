@@ -264,7 +264,7 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
     job.script = script;
     db::write_tx(db, [&] {
       db::add_slurm_job(db, job);
-      db::set_status(db, run_id, db::RunStatus::kQueued, 0,
+      record_queued(db, run_id, 0,
                      req.origin + ": slurm job " + job_id + " on cluster " + cluster.name);
     });
   } catch (const std::exception& e) {
@@ -558,17 +558,17 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
                                     seen_restarts);
             const db::RunStatus cur = db::get_run(wdb, run_id).status;
             if (requeued && cur == db::RunStatus::kRunning)
-              db::set_status(
-                  wdb, run_id, db::RunStatus::kPreempted, 0,
+              record_requeued(
+                  wdb, run_id,
                   "slurm job " + w.job_id + " requeued (restart " + std::to_string(seen_restarts) + ")",
-                  std::nullopt, "requeued by Slurm");
+                  "requeued by Slurm");
             if (requeued)
               db::add_event(wdb, run_id, db::now_seconds(), "restart", "info",
                             "slurm job " + w.job_id + " requeued: restart " + std::to_string(seen_restarts) +
                                 "; it resumes from its newest verified checkpoint");
             const db::RunStatus after = db::get_run(wdb, run_id).status;
             if (j.state == "PENDING" && after == db::RunStatus::kPreempted)
-              db::set_status(wdb, run_id, db::RunStatus::kQueued, 0,
+              record_queued(wdb, run_id, 0,
                              "slurm job " + w.job_id + " pending: " + remote::plain_reason(j.reason));
             // Running since squeue's elapsed time ago (no clock or time zone of the cluster involved),
             // so the accrual starts when the job did, not when this poll saw it.
