@@ -1,9 +1,9 @@
 // The desktop app trains on the real loopback Slurm (issue 20): the New Run wizard's "Slurm
-// cluster" target, Finish, and the RemoteRun that submits (deploy, batch script, sbatch) and
+// cluster" target, Finish, and the ServiceRun that submits (deploy, batch script, sbatch) and
 // watches the job on its own thread, as a user does it. The run's state names the cluster and the
 // job, every step arrives in the app and in the store once, the run ends completed and priced.
 // Then a second run is left mid-way (the app closing: the job goes on under Slurm) and re-attached
-// as the next app start does it (RemoteRun::reattachOne): the history is replayed from the
+// as the next app start does it (ServiceRun::reattachOne): the history is replayed from the
 // cluster, the rest is tailed from the committed offset, and the store holds each step once. A
 // third run is stopped from the app: it checkpoints and is stored as stopped; then it is resumed
 // (its job submitted again) and runs from that checkpoint to completion. Last, the Clusters page
@@ -36,7 +36,7 @@
 #include "ui/clusters/clustersmodel.h"
 #include "ui/clusters/clusterspage.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/runspage.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
@@ -161,9 +161,9 @@ int main(int argc, char** argv) {
   CHECK(QTest::qWaitFor([&] { return wizard->currentPage()->isComplete(); }, 10000));
   CHECK(wizard->grab().save(shots + QStringLiteral("/wizard-slurm-review.png")));
   wizard->button(QWizard::FinishButton)->click();
-  CHECK(runs.remoteRuns().size() == 1);
-  if (runs.remoteRuns().size() != 1) return summary("test_slurm_app");
-  flotilla::ui::RemoteRun* run = runs.remoteRuns().front();
+  CHECK(runs.all().size() == 1);
+  if (runs.all().size() != 1) return summary("test_slurm_app");
+  flotilla::ui::ServiceRun* run = runs.all().front();
   // The Live page follows it as any run.
   flotilla::ui::LivePage live;
   live.resize(1400, 900);
@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
   launch.nodes = 2;
   launch.timeLimit = QStringLiteral("00:10:00");
   const QString mirrors = QDir(workspace).filePath(QStringLiteral("remote-runs"));
-  auto left = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-left"), dbPath,
+  auto left = std::make_unique<flotilla::ui::ServiceRun>(QStringLiteral("app-left"), dbPath,
                                                         QDir(mirrors).filePath(QStringLiteral("left")));
   left->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
   left->startOnCluster(flotilla::parse_config_toml(config_text("app-left", kLong), "test"), launch,
@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
   }
   QString error;
   const double reattachedAt = flotilla::db::now_seconds();
-  std::unique_ptr<flotilla::ui::RemoteRun> again(flotilla::ui::RemoteRun::reattachOne(
+  std::unique_ptr<flotilla::ui::ServiceRun> again(flotilla::ui::ServiceRun::reattachOne(
       dbPath, mirrors, leftId, nullptr, [](const QString&, const QString&) { return std::optional<std::string>(); },
       QStringLiteral(FLOTILLA_WORKER_PATH), &error));
   CHECK_MSG(again != nullptr, "reattach: %s", error.toStdString().c_str());
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
 
   // 3. Stop from the app: TERM to the job's tasks, a checkpoint, the run stopped (not failed).
   constexpr int kEndless = 1500;  // far more than the steps before the stop arrives
-  auto stopped = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-stop"), dbPath,
+  auto stopped = std::make_unique<flotilla::ui::ServiceRun>(QStringLiteral("app-stop"), dbPath,
                                                            QDir(mirrors).filePath(QStringLiteral("stop")));
   stopped->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
   stopped->startOnCluster(flotilla::parse_config_toml(config_text("app-stop", kEndless), "test"), launch,
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
   const qint64 stoppedId = stopped->storeId();
   const QString oldJob = stopped->jobId();
   QString resumeError;
-  flotilla::ui::RemoteRun* resumed = runs.resumeOnCluster(stoppedId, &resumeError);
+  flotilla::ui::ServiceRun* resumed = runs.resumeRun(stoppedId, &resumeError);
   CHECK_MSG(resumed != nullptr, "resume: %s", resumeError.toStdString().c_str());
   if (!resumed) return summary("test_slurm_app");
   CHECK(QTest::qWaitFor([&] { return !resumed->isActive(); }, 240000));
@@ -313,8 +313,8 @@ int main(int argc, char** argv) {
     flotilla::db::Database db(ws.db());
     CHECK(flotilla::db::get_run(db, stoppedId).status == flotilla::db::RunStatus::kCompleted);
   }
-  // A completed run is not resumed again: the reason, and no RemoteRun.
-  CHECK(runs.resumeOnCluster(stoppedId, &resumeError) == nullptr);
+  // A completed run is not resumed again: the reason, and no ServiceRun.
+  CHECK(runs.resumeRun(stoppedId, &resumeError) == nullptr);
   CHECK_MSG(resumeError.contains(QStringLiteral("has completed")), "%s", resumeError.toStdString().c_str());
 
   // 5. The Clusters page probes a cluster of another workspace whose login key it has never seen:

@@ -18,12 +18,12 @@
 #include "ui/plot/chartplot.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/rankbarsplot.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 
 using flotilla::ui::LiveDashboard;
 using flotilla::ui::LiveData;
 using flotilla::ui::LivePage;
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 
 namespace {
 
@@ -140,7 +140,7 @@ void TestLiveStream::screenshotOfAMultiRankRun() {
   sh.close();
   sh.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
 
-  LocalRun run(QStringLiteral("gpt-small-2rank"), tmp.filePath(QStringLiteral("run")));
+  ServiceRun run(QStringLiteral("gpt-small-2rank"), tmp.filePath(QStringLiteral("run")));
   QDir().mkpath(run.runDir());
   QVERIFY(run.start(script, {records.fileName()}));
   LivePage page;
@@ -201,7 +201,7 @@ void TestLiveStream::aLargeFileIsReplayedOffTheUiThread() {
            "while :; do sleep 0.05; done\n");
   sh.close();
   sh.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
-  LocalRun run(QStringLiteral("late"), tmp.filePath(QStringLiteral("run")));
+  ServiceRun run(QStringLiteral("late"), tmp.filePath(QStringLiteral("run")));
   QDir().mkpath(run.runDir());
   QVERIFY(run.start(script, {tmp.path()}));
   QTRY_VERIFY_WITH_TIMEOUT(run.deliveredRecords() == cut, 20000);

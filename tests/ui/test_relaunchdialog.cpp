@@ -95,10 +95,15 @@ void TestRelaunchDialog::offersEveryStoredPlaceAndPreselectsTheRunsOwn() {
   QVERIFY(cpu >= 0);
   QVERIFY2(both >= 0, "both stored nodes are offered together");
   QVERIFY(cluster >= 0);
-  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, {}, false, false), cpu);
-  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, {"n1", "n2"}, false, false), both);
-  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, {"hpc"}, true, false), cluster);
-  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, {"n9"}, false, false), -1);
+  using flotilla::runs::Placement;
+  const flotilla::RunConfig config = tinyConfig();
+  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, Placement::here(), config), cpu);
+  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, Placement::on_nodes({"n1", "n2"}), config), both);
+  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, Placement::on_cluster("hpc"), config), cluster);
+  QCOMPARE(flotilla::ui::relaunchTargetIndex(targets, Placement::on_nodes({"n9"}), config), -1);
+  // The placement each target stands for is what the runs service is asked for.
+  QCOMPARE(flotilla::ui::placementOf(targets[both], config).text(), Placement::on_nodes({"n1", "n2"}).text());
+  QCOMPARE(flotilla::ui::placementOf(targets[cluster], config).cluster, std::string("hpc"));
 
   RelaunchDialog dialog(RelaunchDialog::Mode::Resume, QStringLiteral("tiny"), tinyConfig(), targets, both);
   QCOMPARE(dialog.targetBox()->count(), targets.size());

@@ -14,8 +14,8 @@
 #include "remote/session.h"
 #include "remote/slurm_cluster.h"
 #include "runs/slurm_run.h"
+#include "runs/ssh_options.h"
 #include "ui/clusters/clustersmodel.h"
-#include "ui/runs/remoterun.h"
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
 
@@ -34,7 +34,9 @@ ProbeOutcome probeOnThread(const std::string& dbPath, const std::string& name, c
   db::Database db(dbPath);
   const db::SlurmCluster cluster = db::get_cluster(db, name);
   // An encrypted key is skipped here (no passphrase prompt): the CLI asks for its passphrase.
-  remote::SessionOptions o = RemoteRun::sessionOptions(dbPath, runs::login_node(cluster), {});
+  runs::SshAccess access;
+  access.database_path = dbPath;
+  remote::SessionOptions o = runs::ssh_session_options(access, runs::login_node(cluster));
   o.node_name = cluster.name;
   remote::Session session(o);
   try {

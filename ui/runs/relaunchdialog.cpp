@@ -238,19 +238,36 @@ QList<HardwareTarget> relaunchTargets(const flotilla::ProbeResult& probe, const 
   return out;
 }
 
-int relaunchTargetIndex(const QList<HardwareTarget>& targets, const QStringList& placeNames, bool cluster,
-                        bool gpu) {
-  for (int i = 0; i < targets.size(); ++i) {
-    const HardwareTarget& t = targets[i];
-    if (cluster) {
-      if (t.kind == HardwareTarget::Kind::Cluster && placeNames.value(0) == t.cluster) return i;
-    } else if (!placeNames.isEmpty()) {
-      if (t.kind == HardwareTarget::Kind::Nodes && t.nodes == placeNames) return i;
-    } else if (t.kind == (gpu ? HardwareTarget::Kind::Gpu : HardwareTarget::Kind::Cpu)) {
-      return i;
+runs::Placement placementOf(const HardwareTarget& target, const flotilla::RunConfig& config) {
+  switch (target.kind) {
+    case HardwareTarget::Kind::Cpu:
+    case HardwareTarget::Kind::Gpu:
+      return runs::Placement::here();
+    case HardwareTarget::Kind::Nodes: {
+      std::vector<std::string> names;
+      for (const QString& n : target.nodes) names.push_back(n.toStdString());
+      return runs::Placement::on_nodes(names);
+    }
+    case HardwareTarget::Kind::Cluster: {
+      runs::Placement p = runs::Placement::on_cluster(target.cluster.toStdString());
+      p.slurm_nodes = std::max(1, target.clusterNodes);
+      p.gpus_per_node = target.gpusPerNode;
+      (void)config;
+      return p;
     }
   }
-  return -1;
+  return runs::Placement::here();
+}
+
+int relaunchTargetIndex(const QList<HardwareTarget>& targets, const runs::Placement& where,
+                        const flotilla::RunConfig& config) {
+  int found = -1;
+  for (int i = 0; i < targets.size(); ++i) {
+    if (placementOf(targets[i], config).text() != where.text()) continue;
+    // This machine offers its CPU and its GPUs: the device the run trained on.
+    if (found < 0 || deviceOf(targets[i]) == config.run.device) found = i;
+  }
+  return found;
 }
 
 }  // namespace flotilla::ui

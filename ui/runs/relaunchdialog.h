@@ -17,6 +17,7 @@
 #include <QString>
 
 #include "engine/config/run_config.h"
+#include "runs/placement.h"
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/modelfit.h"
 
@@ -104,11 +105,13 @@ class RelaunchDialog : public QDialog {
 // Slurm clusters of the workspace at `databasePath` (read on the calling thread: a few small rows).
 QList<HardwareTarget> relaunchTargets(const flotilla::ProbeResult& probe, const QString& databasePath);
 
-// The index in `targets` of the place a stored run ran on: its node list (the master first), its
-// cluster, else this machine's GPUs when the run used a GPU and there are any, else its CPU; -1
-// when none matches. `placeNames`: the stored run's nodes or cluster as the runs layer names them
-// (empty for this machine); `gpu`: the run trained on a GPU.
-int relaunchTargetIndex(const QList<HardwareTarget>& targets, const QStringList& placeNames, bool cluster,
-                        bool gpu);
+// Where the runs service runs `config` for `target`: this machine, the target's nodes, or its cluster
+// with as many nodes as the target asks and the ranks split evenly over them.
+runs::Placement placementOf(const HardwareTarget& target, const flotilla::RunConfig& config);
+
+// The index in `targets` of the place `where` (a stored run's, runs::RunService::placement_of): the
+// target whose placement reads the same, on this machine the one of the run's device; -1 when none.
+int relaunchTargetIndex(const QList<HardwareTarget>& targets, const runs::Placement& where,
+                        const flotilla::RunConfig& config);
 
 }  // namespace flotilla::ui
