@@ -127,10 +127,10 @@ void TestRemoteRunSsh::startFollowStopThenReattach() {
     QVERIFY2(started, qPrintable(error));
     ServiceRun& run = *started;
     QCOMPARE(runs.all().size(), 1);
-    QCOMPARE(runs.count(), 0);  // no local run
+    QCOMPARE(runs.count(), 1);  // one list: a run on nodes is a run like any other (issue 32)
     page.setRun(&run);
     QCOMPARE(page.followed(), static_cast<ui::RunHandle*>(&run));
-    QVERIFY(page.run() == nullptr);  // not a ServiceRun
+    QCOMPARE(page.run(), &run);  // one handle class for every place (issue 32)
     QTRY_VERIFY_WITH_TIMEOUT(seen(run).points >= 40 || !run.isActive(), 120000);
     QVERIFY2(run.isActive(), qPrintable(run.stateText()));
     QVERIFY(page.checkpointButton()->isEnabled());  // SIGUSR1 to the master's launch

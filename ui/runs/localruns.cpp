@@ -111,7 +111,7 @@ ServiceRun* LocalRuns::start(const flotilla::RunConfig& config, const runs::Plac
   req.where = where;
   const bool here = opensWithoutNetwork(where);
   ServiceRun* run = newRun(QString::fromStdString(config.run.name));
-  if (!here) run->setRecovery(fromRunsRecovery(where.recovery));
+  run->setPlacement(where);
   run->open([req](runs::RunService& s, const runs::Note& p) { return s.start(req, p); },
             here ? QString() : tr("starting on %1").arg(QString::fromStdString(where.text())), here);
   if (here && run->state() == ServiceRun::State::Failed && run->storeId() == 0) {

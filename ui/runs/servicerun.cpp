@@ -183,6 +183,12 @@ ServiceRun::~ServiceRun() {
   }
 }
 
+void ServiceRun::setPlacement(const runs::Placement& where) {
+  m_nodes = toQt(where.nodes);
+  m_cluster = QString::fromStdString(where.cluster);
+  m_recovery = fromRunsRecovery(where.recovery);
+}
+
 bool ServiceRun::isFinished() const { return m_thread && m_thread->isFinished(); }
 
 QString ServiceRun::metricsPath() const {
@@ -293,17 +299,22 @@ void ServiceRun::onOpened(const Opened& o) {
   else
     appendLog(QStringLiteral("info"), o.runningWhenFound ? tr("%1 on %2 (%3)").arg(m_name, m_where, m_runDir)
                                                          : tr("%1 on %2: the run already ended").arg(m_name, m_where));
-  if (m_recovery.enabled)
-    appendLog(QStringLiteral("info"),
-              m_recovery.spares.isEmpty()
-                  ? tr("automatic recovery after a preemption: on (at most %1 times; no spare node: a lost "
-                       "node's ranks move to the nodes that remain)")
-                        .arg(m_recovery.maxRecoveries)
-                  : tr("automatic recovery after a preemption: on (at most %1 times; spare nodes %2)")
-                        .arg(m_recovery.maxRecoveries)
-                        .arg(m_recovery.spares.join(QStringLiteral(", "))));
+  logRecovery();
   if (idChanged) emit storeIdKnown(m_storeId);
   emit changed();
+}
+
+void ServiceRun::logRecovery() {
+  if (!m_recovery.enabled || m_recoveryLogged) return;
+  m_recoveryLogged = true;
+  appendLog(QStringLiteral("info"),
+            m_recovery.spares.isEmpty()
+                ? tr("automatic recovery after a preemption: on (at most %1 times; no spare node: a lost "
+                     "node's ranks move to the nodes that remain)")
+                      .arg(m_recovery.maxRecoveries)
+                : tr("automatic recovery after a preemption: on (at most %1 times; spare nodes %2)")
+                      .arg(m_recovery.maxRecoveries)
+                      .arg(m_recovery.spares.join(QStringLiteral(", "))));
 }
 
 void ServiceRun::open(Open how, const QString& what, bool onThisThread, bool showStored) {
@@ -312,6 +323,7 @@ void ServiceRun::open(Open how, const QString& what, bool onThisThread, bool sho
   m_startedAt = QDateTime::currentDateTime();
   m_clock.start();
   if (!what.isEmpty()) appendLog(QStringLiteral("info"), what);
+  logRecovery();
   setState(State::Running);
   std::shared_ptr<runs::ActiveRun> active;
   if (onThisThread) {

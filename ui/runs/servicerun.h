@@ -138,6 +138,8 @@ class ServiceRun : public RunHandle {
   // The choice about preemptions the run follows (what it was started or re-attached with).
   RecoveryChoice recovery() const { return m_recovery; }
   void setRecovery(const RecoveryChoice& choice) { m_recovery = choice; }
+  // Where the run was asked to go (shown until the service says where it is).
+  void setPlacement(const runs::Placement& where);
   // The newest note of the watcher (a lost connection, a recovery), shown with the state while
   // running; cleared when steps arrive again.
   QString note() const { return m_note; }
@@ -194,6 +196,7 @@ class ServiceRun : public RunHandle {
   void handle(const flotilla::MetricsRecord& record);
   void onEnded(const runs::WatchResult& result, const QString& error);
   void fail(const QString& why);
+  void logRecovery();  // the choice about preemptions, once
   void setState(State state);
   void appendLog(const QString& level, const QString& text);
   QString summaryText() const;
@@ -220,6 +223,7 @@ class ServiceRun : public RunHandle {
   QProcess::ExitStatus m_exitStatus = QProcess::NormalExit;
   bool m_killRequested = false;
   bool m_showStored = false;
+  bool m_recoveryLogged = false;
   bool m_folderHere = true;  // the run's folder is on this machine
   bool m_stopRequested = false;
   qint64 m_storeId = 0;
