@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   live.show();
   live.setRun(run);
   CHECK(QTest::qWaitFor([&] { return !run->jobId().isEmpty() || !run->isActive(); }, 60000));
-  CHECK_MSG(run->stateText().contains(QStringLiteral("on cluster flo (job ") + run->jobId() + QStringLiteral(")")),
+  CHECK_MSG(run->stateText().contains(QStringLiteral("on slurm cluster flo, job ") + run->jobId()),
             "state: %s", run->stateText().toStdString().c_str());
   CHECK(QTest::qWaitFor([&] { return !run->isActive(); }, 180000));
   CHECK_MSG(run->state() == RunHandle::State::Completed, "state %s\n%s", run->stateText().toStdString().c_str(),
@@ -223,18 +223,25 @@ int main(int argc, char** argv) {
   launch.partition = QStringLiteral("cpu");
   launch.nodes = 2;
   launch.timeLimit = QStringLiteral("00:10:00");
-  const QString mirrors = QDir(workspace).filePath(QStringLiteral("remote-runs"));
-  auto left = std::make_unique<flotilla::ui::ServiceRun>(QStringLiteral("app-left"), dbPath,
-                                                        QDir(mirrors).filePath(QStringLiteral("left")));
-  left->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
-  left->startOnCluster(flotilla::parse_config_toml(config_text("app-left", kLong), "test"), launch,
-                       QStringLiteral(FLOTILLA_WORKER_PATH));
+  // Another session's runs (as another app window would be): destroyed below, the job left going.
+  const auto session = [&] {
+    auto s = std::make_unique<flotilla::ui::LocalRuns>(workspace);
+    s->setStore(&store);
+    s->setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+    s->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
+    return s;
+  };
+  auto leftSession = session();
+  flotilla::ui::ServiceRun* left =
+      leftSession->startOnCluster(flotilla::parse_config_toml(config_text("app-left", kLong), "test"), launch);
+  CHECK(left != nullptr);
+  if (!left) return summary("test_slurm_app");
   CHECK(QTest::qWaitFor([&] { return left->lastStep() >= 5 || !left->isActive(); }, 120000));
   const qint64 leftId = left->storeId();
   const qint64 seenBefore = left->lastStep();
   CHECK_MSG(left->isActive() && leftId > 0, "state %s\n%s", left->stateText().toStdString().c_str(),
-            logOf(left.get()).toStdString().c_str());
-  left.reset();  // leaves the job running under Slurm and the run as the store has it
+            logOf(left).toStdString().c_str());
+  leftSession.reset();  // leaves the job running under Slurm and the run as the store has it
   {
     flotilla::db::Database db(ws.db());
     // Steps arrived, so Slurm was asked at once: running, not queued.
@@ -243,20 +250,19 @@ int main(int argc, char** argv) {
   }
   QString error;
   const double reattachedAt = flotilla::db::now_seconds();
-  std::unique_ptr<flotilla::ui::ServiceRun> again(flotilla::ui::ServiceRun::reattachOne(
-      dbPath, mirrors, leftId, nullptr, [](const QString&, const QString&) { return std::optional<std::string>(); },
-      QStringLiteral(FLOTILLA_WORKER_PATH), &error));
+  auto againSession = session();
+  flotilla::ui::ServiceRun* again = againSession->attachRun(leftId, &error);
   CHECK_MSG(again != nullptr, "reattach: %s", error.toStdString().c_str());
   if (!again) return summary("test_slurm_app");
   CHECK(again->cluster() == QStringLiteral("flo"));
   CHECK(!again->canCheckpoint());
   CHECK(QTest::qWaitFor([&] { return !again->isActive(); }, 240000));
   CHECK_MSG(again->state() == RunHandle::State::Completed, "state %s\n%s", again->stateText().toStdString().c_str(),
-            logOf(again.get()).toStdString().c_str());
+            logOf(again).toStdString().c_str());
   CHECK_MSG(again->lastStep() == kLong, "last step %lld (seen %lld before leaving)",
             static_cast<long long>(again->lastStep()), static_cast<long long>(seenBefore));
-  CHECK_MSG(logOf(again.get()).contains(QStringLiteral("re-attached to slurm job")), "%s",
-            logOf(again.get()).toStdString().c_str());
+  CHECK_MSG(logOf(again).contains(QStringLiteral("re-attached to slurm cluster flo, job ")), "%s",
+            logOf(again).toStdString().c_str());
   int distinct = 0;
   const int rows = lossRows(ws.db(), leftId, distinct);
   CHECK_MSG(rows == kLong && distinct == kLong, "%d loss rows over %d steps", rows, distinct);
@@ -274,18 +280,18 @@ int main(int argc, char** argv) {
 
   // 3. Stop from the app: TERM to the job's tasks, a checkpoint, the run stopped (not failed).
   constexpr int kEndless = 1500;  // far more than the steps before the stop arrives
-  auto stopped = std::make_unique<flotilla::ui::ServiceRun>(QStringLiteral("app-stop"), dbPath,
-                                                           QDir(mirrors).filePath(QStringLiteral("stop")));
-  stopped->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
-  stopped->startOnCluster(flotilla::parse_config_toml(config_text("app-stop", kEndless), "test"), launch,
-                          QStringLiteral(FLOTILLA_WORKER_PATH));
+  auto stopSession = session();
+  flotilla::ui::ServiceRun* stopped =
+      stopSession->startOnCluster(flotilla::parse_config_toml(config_text("app-stop", kEndless), "test"), launch);
+  CHECK(stopped != nullptr);
+  if (!stopped) return summary("test_slurm_app");
   CHECK(QTest::qWaitFor([&] { return stopped->lastStep() >= 5 || !stopped->isActive(); }, 120000));
   stopped->stop();
   CHECK(QTest::qWaitFor([&] { return !stopped->isActive(); }, 180000));
   CHECK_MSG(stopped->state() == RunHandle::State::Stopped, "state %s\n%s", stopped->stateText().toStdString().c_str(),
-            logOf(stopped.get()).toStdString().c_str());
-  CHECK_MSG(logOf(stopped.get()).contains(QStringLiteral("checkpoint at step")), "%s",
-            logOf(stopped.get()).toStdString().c_str());
+            logOf(stopped).toStdString().c_str());
+  CHECK_MSG(logOf(stopped).contains(QStringLiteral("checkpoint at step")), "%s",
+            logOf(stopped).toStdString().c_str());
   {
     flotilla::db::Database db(ws.db());
     const flotilla::db::Run stored = flotilla::db::get_run(db, stopped->storeId());
@@ -315,7 +321,7 @@ int main(int argc, char** argv) {
   }
   // A completed run is not resumed again: the reason, and no ServiceRun.
   CHECK(runs.resumeRun(stoppedId, &resumeError) == nullptr);
-  CHECK_MSG(resumeError.contains(QStringLiteral("has completed")), "%s", resumeError.toStdString().c_str());
+  CHECK_MSG(resumeError.contains(QStringLiteral("is completed")), "%s", resumeError.toStdString().c_str());
 
   // 5. The Clusters page probes a cluster of another workspace whose login key it has never seen:
   // the fingerprint is shown, declined (nothing stored), then accepted (trusted and probed).

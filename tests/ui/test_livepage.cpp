@@ -136,7 +136,7 @@ void TestLivePage::replotsAreCoalesced() {
 
 void TestLivePage::forgetsADeletedRun() {
   LivePage page;
-  auto* run = new ServiceRun(QStringLiteral("gone"), m_tmp.filePath(QStringLiteral("gone")));
+  auto* run = new ServiceRun(QStringLiteral("gone"), flotilla::runs::ServiceOptions{});
   page.setRun(run);
   QCOMPARE(page.titleText(), QStringLiteral("gone"));
   delete run;

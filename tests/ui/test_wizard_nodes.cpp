@@ -166,7 +166,7 @@ void TestWizardNodes::finishWithNodesStartsARemoteRun() {
   w->button(QWizard::FinishButton)->click();
   // Nothing starts on this machine; a run on node a does, on its own thread, and fails cleanly
   // because nothing answers SSH there.
-  QCOMPARE(runs.count(), 0);
+  QCOMPARE(runs.count(), 1);  // one list for every place (issue 32)
   QCOMPARE(started.count(), 1);
   QCOMPARE(runs.all().size(), 1);
   flotilla::ui::RunHandle* run = runs.all().front();
@@ -174,7 +174,7 @@ void TestWizardNodes::finishWithNodesStartsARemoteRun() {
   QTRY_COMPARE_WITH_TIMEOUT(run->state(), flotilla::ui::RunHandle::State::Failed, 20000);
   QString log;
   for (const auto& line : run->log()) log += line.text + QLatin1Char('\n');
-  QVERIFY2(log.contains(QStringLiteral("starting on a")), qPrintable(log));
+  QVERIFY2(log.contains(QStringLiteral("starting on node a")), qPrintable(log));
   QVERIFY2(log.contains(QStringLiteral("cannot connect to")) && log.contains(QStringLiteral("@127.0.0.1:1: ")),
            qPrintable(log));
 }

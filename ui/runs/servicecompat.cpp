@@ -42,4 +42,11 @@ QString jobId(const runs::ActiveRun& run) {
   return at < 0 ? QString() : where.mid(at + 6);
 }
 
+QString checkpointRefusal(const runs::Placement& where) {
+  if (where.cluster.empty()) return {};
+  return QStringLiteral(
+      "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), not on "
+      "request; Stop checkpoints and ends it.");
+}
+
 }  // namespace flotilla::ui::compat

@@ -184,10 +184,13 @@ ServiceRun::~ServiceRun() {
 }
 
 void ServiceRun::setPlacement(const runs::Placement& where) {
+  m_checkpointRefusal = compat::checkpointRefusal(where);
   m_nodes = toQt(where.nodes);
   m_cluster = QString::fromStdString(where.cluster);
   m_recovery = fromRunsRecovery(where.recovery);
 }
+
+qint64 ServiceRun::liveWorkerPid(const QString& runDir) { return runs::live_worker_pid(runDir.toStdString()); }
 
 bool ServiceRun::isFinished() const { return m_thread && m_thread->isFinished(); }
 
@@ -296,9 +299,12 @@ void ServiceRun::onOpened(const Opened& o) {
   if (m_pid > 0)
     appendLog(QStringLiteral("info"),
               tr("worker started (pid %1); its output goes to %2").arg(m_pid).arg(workerLogPath()));
+  else if (m_showStored)
+    appendLog(QStringLiteral("info"), o.runningWhenFound
+                                          ? tr("re-attached to %1 (%2): the run is still going").arg(m_where, m_runDir)
+                                          : tr("re-attached to %1 (%2): the run already ended").arg(m_where, m_runDir));
   else
-    appendLog(QStringLiteral("info"), o.runningWhenFound ? tr("%1 on %2 (%3)").arg(m_name, m_where, m_runDir)
-                                                         : tr("%1 on %2: the run already ended").arg(m_name, m_where));
+    appendLog(QStringLiteral("info"), tr("%1 on %2 (%3)").arg(m_name, m_where, m_runDir));
   logRecovery();
   if (idChanged) emit storeIdKnown(m_storeId);
   emit changed();
@@ -475,7 +481,7 @@ void ServiceRun::deliver(qint64 upTo) {
 void ServiceRun::stop() {
   if (m_state != State::Running) return;
   appendLog(QStringLiteral("info"),
-            tr("stop requested: the run saves a checkpoint at its next step boundary, then exits"));
+            tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
   m_stopRequested = true;
   setState(State::Stopping);
   m_stopFlag.store(true);
@@ -484,7 +490,7 @@ void ServiceRun::stop() {
 void ServiceRun::checkpointNow() {
   if (m_state != State::Running || !canCheckpoint()) return;
   appendLog(QStringLiteral("info"),
-            tr("checkpoint requested: the run saves one at its next step boundary and goes on"));
+            tr("checkpoint requested (SIGUSR1): the worker saves one at its next step boundary and goes on"));
   m_checkpointFlag.store(true);
 }
 
@@ -713,7 +719,7 @@ void ServiceRun::onEnded(const runs::WatchResult& out, const QString& error) {
   appendLog(next == State::Failed ? QStringLiteral("error") : QStringLiteral("info"),
             left ? tr("no longer watched: the run goes on on %1; open it from the Runs page to watch it again")
                        .arg(m_where)
-                 : tr("run ended: %1").arg(stateText()));
+                 : tr("worker ended: %1").arg(stateText()));
   emit changed();
   emit finished(m_exitCode, m_exitStatus, summaryText());
 }

@@ -96,6 +96,11 @@ class ServiceRun : public RunHandle {
   // Stops watching; the run goes on where it is (its status stays running in the store).
   void detach();
 
+  // Opened by attaching to a run found going (re-attached at start, or opened from the Runs table).
+  bool isAttached() const { return m_showStored; }
+  // The pid in runDir's worker.pid when that process is alive with the recorded start time, else 0.
+  static qint64 liveWorkerPid(const QString& runDir);
+
   // The run's id in the store (0: not stored, or not known yet).
   qint64 storeId() const override { return m_storeId; }
   void setStoreId(qint64 id) { m_storeId = id; }
