@@ -183,6 +183,7 @@ class LocalPlace : public Place {
         buf.resize(static_cast<size_t>(got));
         const size_t nl = buf.rfind('\n');
         if (nl != std::string::npos) c.text = buf.substr(0, nl + 1);  // a torn line waits for its end
+        c.end = c.start + c.text.size();
       }
     }
     ::close(fd);

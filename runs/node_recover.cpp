@@ -24,6 +24,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "remote/remote_run.h"
+#include "runs/node_place.h"
 #include "runs/node_run.h"
 #include "runs/pricing.h"
 #include "runs/run_status.h"
@@ -276,64 +277,58 @@ std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch
   return "";
 }
 
+bool NodesPlace::recover(db::Writer& writer, int code, const WatchHooks& hooks) {
+  if (!recovery_) return false;
+  const Recovery& recovery = *recovery_;
+  const Note& note = hooks.note;
+  db::Database db(writer.path());
+  const db::Run run = db::get_run(db, w_.run_id);
+  // Preempted (not stopped by request or by the budget), or failed on a communication error,
+  // which is what a node that vanished without notice leaves behind (recovered only when a node
+  // turns out to be gone).
+  const bool preempted = code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
+  const bool comm_failure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
+  // The watch lost the master for good (the run stays 'running' in the store).
+  const bool master_lost = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
+  if (!preempted && !comm_failure && !master_lost) return false;
+  if (master_lost) {
+    RunEnd lost;
+    lost.status = db::RunStatus::kPreempted;
+    lost.note = "master node " + nodes_[0].rec.name + " lost";
+    lost.reason = "node watcher: " + lost.note;
+    record_end(db, w_.run_id, lost);
+  }
+  const auto give_up = [&](const std::string& why) {
+    db::add_event(db, w_.run_id, db::now_seconds(), "recovery", "error", why);
+    if (note) note(why);
+    return false;
+  };
+  if (recovered_ >= recovery.max_recoveries)
+    return give_up("run " + w_.name + " was preempted again after " + std::to_string(recovered_) +
+                   " automatic recoveries (the limit); resume it with `flotilla runs resume " + w_.name + "`");
+  if (note)
+    note("run " + w_.name +
+         (preempted     ? " was preempted"
+          : master_lost ? " lost its master node"
+                        : " lost a rank's connection") +
+         "; recovering automatically in " + std::to_string(static_cast<int>(recovery.settle_seconds)) +
+         " s (which nodes remain is checked then)");
+  if (!settle(recovery.settle_seconds, hooks)) return false;
+  const std::string label =
+      "automatic recovery " + std::to_string(recovered_ + 1) + "/" + std::to_string(recovery.max_recoveries);
+  ++recovered_;
+  const std::string why = restart_on_nodes(writer, nodes_, w_, recovery, spares_, label, comm_failure, note);
+  if (!why.empty()) {
+    if (!preempted && why.rfind("every node still answers", 0) == 0) return false;
+    return give_up(why);
+  }
+  return true;
+}
+
 int supervise_node_run(db::Writer& writer, std::vector<Node>& nodes, Watch w, const WatchHooks& hooks,
                        const Recovery& recovery) {
-  const Note& note = hooks.note;
-  std::vector<db::SshNode> spares = recovery.spares;
-  if (recovery.enabled) {
-    // A lost master is given up after about the settle time (then the nodes are asked), not
-    // after the minute of backoff a plain watcher allows.
-    w.reconnect = {0.5, 2, std::max(1.0, recovery.settle_seconds / 3), 4};
-    w.mirror_dir = recovery.mirror_dir;
-  }
-  for (int recovered = 0;; ++recovered) {
-    const int code = watch_node_run(writer, nodes, w, hooks);
-    if (!recovery.enabled) return code;
-    db::Database db(writer.path());
-    const db::Run run = db::get_run(db, w.run_id);
-    // Preempted (not stopped by request or by the budget), or failed on a communication error,
-    // which is what a node that vanished without notice leaves behind (recovered only when a node
-    // turns out to be gone).
-    const bool preempted =
-        code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
-    const bool comm_failure =
-        code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
-    // watch_node_run lost the master for good (the run stays 'running' in the store).
-    const bool master_lost =
-        code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
-    if (!preempted && !comm_failure && !master_lost) return code;
-    if (master_lost) {
-      RunEnd lost;
-      lost.status = db::RunStatus::kPreempted;
-      lost.note = "master node " + nodes[0].rec.name + " lost";
-      lost.reason = "node watcher: " + lost.note;
-      record_end(db, w.run_id, lost);
-    }
-    const auto give_up = [&](const std::string& why) {
-      db::add_event(db, w.run_id, db::now_seconds(), "recovery", "error", why);
-      if (note) note(why);
-      return code;
-    };
-    if (recovered >= recovery.max_recoveries)
-      return give_up("run " + w.name + " was preempted again after " + std::to_string(recovered) +
-                     " automatic recoveries (the limit); resume it with `flotilla runs resume " + w.name +
-                     "`");
-    if (note)
-      note("run " + w.name +
-           (preempted     ? " was preempted"
-            : master_lost ? " lost its master node"
-                          : " lost a rank's connection") +
-           "; recovering automatically in " + std::to_string(static_cast<int>(recovery.settle_seconds)) +
-           " s (which nodes remain is checked then)");
-    if (!settle(recovery.settle_seconds, hooks)) return code;
-    const std::string label =
-        "automatic recovery " + std::to_string(recovered + 1) + "/" + std::to_string(recovery.max_recoveries);
-    const std::string why = restart_on_nodes(writer, nodes, w, recovery, spares, label, comm_failure, note);
-    if (!why.empty()) {
-      if (!preempted && why.rfind("every node still answers", 0) == 0) return code;
-      return give_up(why);
-    }
-  }
+  NodesPlace place(nodes, std::move(w), hooks.note, &recovery);
+  return watch_place(place, &writer, place.run_id(), place.run_name(), hooks).exit_code;
 }
 
 }  // namespace flotilla::runs

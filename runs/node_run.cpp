@@ -27,6 +27,7 @@
 #include "remote/remote_run.h"
 #include "remote/validate.h"
 #include "runs/node_bridge.h"
+#include "runs/node_place.h"
 #include "runs/pricing.h"
 #include "runs/run_setup.h"
 #include "runs/run_status.h"
@@ -306,216 +307,178 @@ Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::stri
   return w;
 }
 
-int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w, const WatchHooks& hooks) {
-  const int64_t run_id = w.run_id;
-  const std::string& rid = w.rid;
-  const Note& note = hooks.note;
-  db::Database reader(writer.path());
-  if (w.on_attach) writer.run(w.on_attach);
+NodesPlace::NodesPlace(std::vector<Node>& nodes, Watch w, const Note& note, const Recovery* recovery)
+    : nodes_(nodes), w_(std::move(w)), note_(note), recovery_(recovery && recovery->enabled ? recovery : nullptr) {
+  if (recovery_) {
+    spares_ = recovery_->spares;
+    // A lost master is given up after about the settle time (then the nodes are asked), not
+    // after the minute of backoff a plain watcher allows.
+    w_.reconnect = {0.5, 2, std::max(1.0, recovery_->settle_seconds / 3), 4};
+    w_.mirror_dir = recovery_->mirror_dir;
+  }
+}
 
-  const std::string source = "ssh:" + nodes[0].rec.name + ":metrics.jsonl";
-  uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, run_id, source));
-  db::Ingestor ingestor(writer, run_id);
-  int64_t newest_checkpoint = 0, mirrored = 0;
-  std::vector<MetricsRecord> parsed;  // the records of the chunk being stored
-  ingestor.on_record = [&](const MetricsRecord& e) {
-    if (e.type == MetricsRecordType::kCheckpoint)
-      newest_checkpoint = std::max(newest_checkpoint, e.checkpoint().step);
-    if (hooks.on_record) hooks.on_record(e);
-    if (hooks.on_committed) parsed.push_back(e);
-  };
-  // With a mirror dir, each new checkpoint of the master is copied here once committed in the
-  // store, so a run can resume elsewhere when the master itself is lost (supervise_run).
-  const auto mirror = [&] {
-    if (w.mirror_dir.empty() || newest_checkpoint <= mirrored) return;
-    const int64_t step = newest_checkpoint;
-    try {
-      std::filesystem::create_directories(w.mirror_dir);
-      remote::fetch_remote_checkpoint(*nodes[0].session, rid, step, w.mirror_dir);
-      mirrored = step;
-      std::vector<std::filesystem::path> kept;
-      for (const auto& e : std::filesystem::directory_iterator(w.mirror_dir))
-        if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
-            e.path().filename().string().find('.') == std::string::npos)
-          kept.push_back(e.path());
-      std::sort(kept.begin(), kept.end());
-      for (size_t i = 0; i + 2 < kept.size(); ++i)
-        std::filesystem::remove_all(kept[i]);  // the newest two stay
-    } catch (const std::exception& e) {
-      if (note) note("mirroring the checkpoint at step " + std::to_string(step) + " failed: " + e.what());
-      mirrored = step;  // not retried: the next checkpoint is
-    }
-  };
+std::string NodesPlace::source() const { return "ssh:" + nodes_[0].rec.name + ":metrics.jsonl"; }
 
-  // Reads new complete lines of rank 0's metrics and commits them with their offset.
-  const auto pull = [&]() -> bool {
-    const remote::TailChunk t = with_reconnect(
-        nodes[0], note, [&](remote::Session& s) { return remote::tail_run_file(s, rid, offset); },
-        w.reconnect);
-    if (t.lines.empty()) return false;
-    std::string text;
-    for (const auto& l : t.lines) (text += l) += '\n';
-    parsed.clear();
-    ingestor.parse_lines(text);
-    const int64_t new_offset = static_cast<int64_t>(t.offset);
-    const db::Ticket ticket = ingestor.submit_with(
-        [=](db::Database& wdb) { db::set_committed_offset(wdb, run_id, source, new_offset); });
-    if (!writer.wait(ticket))
-      throw db::DbError(db::DbErrorKind::kFull, "storing metrics of run " + w.name + " at byte " +
-                                                    std::to_string(offset) +
-                                                    " failed: " + writer.stats().last_error);
-    offset = t.offset;
-    if (hooks.on_committed) hooks.on_committed(parsed, offset);
-    mirror();
-    return true;
-  };
-  const auto stop_all = [&](const std::string& why) {
-    if (note) note(why + ": stopping the run on every node (checkpoint, then exit)");
-    for (auto& node : nodes) {
-      try {
-        with_reconnect(node, note, [&](remote::Session& s) { return remote::stop_remote_run(s, rid, 30); });
-      } catch (const Error& e) {
-        if (note) note("stopping node " + node.rec.name + " failed: " + e.what());
-      }
-    }
-  };
+void NodesPlace::begin(db::Writer* writer) {
+  if (w_.on_attach && writer) writer->run(w_.on_attach);
+  newest_checkpoint_ = mirrored_ = 0;
+  sample_.assign(nodes_.size(), w_.gpu_sample_seconds > 0);
+  last_gpus_ = Clock::now() - std::chrono::hours(1);
+  last_status_ = Clock::now() - std::chrono::seconds(10);
+  final_exit_ = -1;
+  final_ended_at_ = 0;
+}
 
-  // Every few seconds, each node's GPUs into system_samples (the Live page's per-node GPU plot).
-  // A node without nvidia-smi is not asked again; a failed reading never disturbs the watch.
-  std::vector<bool> sample_gpus(nodes.size(), w.gpu_sample_seconds > 0);
-  auto last_gpus = Clock::now() - std::chrono::hours(1);
-  const auto sample_all = [&] {
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      if (!sample_gpus[i] || !nodes[i].session || !nodes[i].session->connected()) continue;
-      try {
-        const remote::ExecResult r = nodes[i].session->exec(kGpuQuery, 10);
-        if (r.exit_status == 127 || r.out.find("flotilla:no-nvidia-smi") != std::string::npos) {
-          sample_gpus[i] = false;
-          continue;
-        }
-        if (r.exit_status != 0) continue;
-        const std::vector<db::SystemSample> samples =
-            samples_from_gpus(nodes[i].rec.id, remote::parse_nvidia_smi_csv(r.out), db::now_seconds());
-        if (!samples.empty())
-          writer.run([samples](db::Database& wdb) { db::insert_system_samples(wdb, samples); });
-      } catch (const Error&) {
-        // a lost link is the tail's business (it reconnects); the next sample simply comes later
-      }
-    }
-  };
+MetricsChunk NodesPlace::read(uint64_t offset) {
+  const remote::TailChunk t = with_reconnect(
+      nodes_[0], note_, [&](remote::Session& s) { return remote::tail_run_file(s, w_.rid, offset); }, w_.reconnect);
+  MetricsChunk c;
+  c.start = offset;
+  c.end = t.lines.empty() ? offset : t.offset;
+  for (const auto& l : t.lines) (c.text += l) += '\n';
+  return c;
+}
 
-  remote::RemoteRunStatus final0;
-  bool user_stop = false, budget_stop = false;
-  std::string stop_note;
-  BudgetGuard guard(run_id, 1.0);
-  auto last_status = Clock::now() - std::chrono::seconds(10);
-  int exit_code = 1;
+void NodesPlace::stored(const std::vector<MetricsRecord>& records) {
+  for (const MetricsRecord& e : records)
+    if (e.type == MetricsRecordType::kCheckpoint) newest_checkpoint_ = std::max(newest_checkpoint_, e.checkpoint().step);
+  mirror();
+}
+
+// With a mirror dir, each new checkpoint of the master is copied here once committed in the store,
+// so a run can resume elsewhere when the master itself is lost (recover()).
+void NodesPlace::mirror() {
+  if (w_.mirror_dir.empty() || newest_checkpoint_ <= mirrored_) return;
+  const int64_t step = newest_checkpoint_;
   try {
-    for (;;) {
-      if (hooks.leave_requested && hooks.leave_requested()) {
-        writer.flush();
-        return kLeft;
-      }
-      if (!user_stop && hooks.stop_requested && hooks.stop_requested()) {
-        user_stop = true;
-        stop_all("stop requested");
-      }
-      if (!user_stop && hooks.checkpoint_requested && hooks.checkpoint_requested()) {
-        try {
-          const bool asked = with_reconnect(
-              nodes[0], note, [&](remote::Session& s) { return remote::request_remote_checkpoint(s, rid); },
-              w.reconnect);
-          if (note)
-            note(asked ? "checkpoint requested on node " + nodes[0].rec.name +
-                             ": it is written at the next step"
-                       : "no checkpoint: the run is not running on node " + nodes[0].rec.name);
-        } catch (const remote::ConnectionLost&) {
-          throw;
-        } catch (const Error& e) {
-          if (note) note(std::string("asking for a checkpoint failed: ") + e.what());
-        }
-      }
-      const bool got = pull();
-      const auto now = Clock::now();
-      if (w.gpu_sample_seconds > 0 &&
-          now - last_gpus >= std::chrono::duration<double>(w.gpu_sample_seconds)) {
-        last_gpus = now;
-        sample_all();
-      }
-      if (now - last_status >= std::chrono::seconds(1)) {
-        last_status = now;
-        final0 = with_reconnect(
-            nodes[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, rid); },
-            w.reconnect);
-        if (final0.state == remote::RunState::kExited) {
-          while (pull()) {
-          }
-          break;
-        }
-      }
-      if (!budget_stop && !user_stop) {
-        const db::BudgetStatus b = guard.poll(reader);
-        if (b.action != db::BudgetAction::kNone) {
-          if (note) note(b.message);
-          if (hooks.on_budget) hooks.on_budget(b);
-          writer.submit([run_id, m = b.message](db::Database& wdb) {
-            db::add_event(wdb, run_id, db::now_seconds(), "budget", "warning", m);
-          });
-        }
-        if (b.action == db::BudgetAction::kStop) {
-          budget_stop = true;
-          stop_note = b.note;
-          stop_all(b.note);
-        }
-      }
-      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    std::filesystem::create_directories(w_.mirror_dir);
+    remote::fetch_remote_checkpoint(*nodes_[0].session, w_.rid, step, w_.mirror_dir);
+    mirrored_ = step;
+    std::vector<std::filesystem::path> kept;
+    for (const auto& e : std::filesystem::directory_iterator(w_.mirror_dir))
+      if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0 &&
+          e.path().filename().string().find('.') == std::string::npos)
+        kept.push_back(e.path());
+    std::sort(kept.begin(), kept.end());
+    for (size_t i = 0; i + 2 < kept.size(); ++i) std::filesystem::remove_all(kept[i]);  // the newest two stay
+  } catch (const std::exception& e) {
+    if (note_) note_("mirroring the checkpoint at step " + std::to_string(step) + " failed: " + e.what());
+    mirrored_ = step;  // not retried: the next checkpoint is
+  }
+}
+
+void NodesPlace::stop(StopCause, const std::string& why, const Note& note) {
+  if (note) note((why.empty() ? std::string("the run was deleted from the store") : why) +
+                 ": stopping the run on every node (checkpoint, then exit)");
+  for (auto& node : nodes_) {
+    try {
+      with_reconnect(node, note, [&](remote::Session& s) { return remote::stop_remote_run(s, w_.rid, 30); });
+    } catch (const Error& e) {
+      if (note) note("stopping node " + node.rec.name + " failed: " + e.what());
     }
-    exit_code = final0.exit_code >= 0 ? final0.exit_code : 1;
-    // The other nodes end with node 0; record how they ended (a stuck one is stopped).
-    // A node that no longer answers (a preempted spot node) is reported, not waited for.
-    for (size_t i = 1; i < nodes.size(); ++i) {
-      Node& node = nodes[i];
-      remote::RemoteRunStatus st;
-      try {
-        const auto status = [&] {
-          try {
-            return remote::remote_run_status(*node.session, rid);
-          } catch (const remote::ConnectionLost&) {
-            node.session->reconnect({0.5, 2, 2, 2});
-            return remote::remote_run_status(*node.session, rid);
-          }
-        };
-        const auto until = Clock::now() + std::chrono::seconds(30);
-        do {
-          st = status();
-          if (st.state != remote::RunState::kRunning) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        } while (Clock::now() < until);
-        if (st.state == remote::RunState::kRunning) st = remote::stop_remote_run(*node.session, rid, 10);
-      } catch (const Error& e) {
-        if (note) note("node " + node.rec.name + " no longer answers: " + e.what());
+  }
+}
+
+void NodesPlace::checkpoint(bool stopping, const Note& note) {
+  if (stopping) return;
+  try {
+    const bool asked = with_reconnect(
+        nodes_[0], note, [&](remote::Session& s) { return remote::request_remote_checkpoint(s, w_.rid); },
+        w_.reconnect);
+    if (note)
+      note(asked ? "checkpoint requested on node " + nodes_[0].rec.name + ": it is written at the next step"
+                 : "no checkpoint: the run is not running on node " + nodes_[0].rec.name);
+  } catch (const remote::ConnectionLost&) {
+    throw;
+  } catch (const Error& e) {
+    if (note) note(std::string("asking for a checkpoint failed: ") + e.what());
+  }
+}
+
+// Every few seconds, each node's GPUs into system_samples (the Live page's per-node GPU plot).
+// A node without nvidia-smi is not asked again; a failed reading never disturbs the watch.
+void NodesPlace::sample_gpus(db::Writer* writer) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!sample_[i] || !nodes_[i].session || !nodes_[i].session->connected()) continue;
+    try {
+      const remote::ExecResult r = nodes_[i].session->exec(kGpuQuery, 10);
+      if (r.exit_status == 127 || r.out.find("flotilla:no-nvidia-smi") != std::string::npos) {
+        sample_[i] = false;
         continue;
       }
-      if (st.exit_code != 0 && note)
-        note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) +
-             " (~/.flotilla/runs/" + rid + "/stdout.log there)");
+      if (r.exit_status != 0) continue;
+      const std::vector<db::SystemSample> samples =
+          samples_from_gpus(nodes_[i].rec.id, remote::parse_nvidia_smi_csv(r.out), db::now_seconds());
+      if (!samples.empty() && writer)
+        writer->run([samples](db::Database& wdb) { db::insert_system_samples(wdb, samples); });
+    } catch (const Error&) {
+      // a lost link is the tail's business (it reconnects); the next sample simply comes later
     }
-  } catch (const remote::ConnectionLost& e) {
-    writer.flush();
-    if (note)
-      note("lost node " + nodes[0].rec.name + " and could not reconnect: " + e.what() +
-           "\nThe run may still be going on the nodes; it stays 'running' in the store.");
-    return static_cast<int>(ExitCode::kComm);
   }
-  ingestor.finish();
-  writer.flush();
+}
 
-  const StopCause cause = budget_stop ? StopCause::kBudget : user_stop ? StopCause::kUser : StopCause::kNone;
-  RunEnd end = end_for_exit(exit_code, 0, cause, "node " + nodes[0].rec.name, stop_note);
-  end.at = static_cast<double>(final0.ended_at);
-  writer.run([&](db::Database& wdb) { record_end(wdb, run_id, end); });
-  writer.flush();
-  return exit_code;
+bool NodesPlace::turn(const Turn&, db::Writer* writer, const Note& note) {
+  const auto now = Clock::now();
+  if (w_.gpu_sample_seconds > 0 && now - last_gpus_ >= std::chrono::duration<double>(w_.gpu_sample_seconds)) {
+    last_gpus_ = now;
+    sample_gpus(writer);
+  }
+  if (now - last_status_ < std::chrono::seconds(1)) return false;
+  last_status_ = now;
+  const remote::RemoteRunStatus st = with_reconnect(
+      nodes_[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, w_.rid); }, w_.reconnect);
+  if (st.state != remote::RunState::kExited) return false;
+  final_exit_ = st.exit_code;
+  final_ended_at_ = st.ended_at;
+  return true;
+}
+
+PlaceEnd NodesPlace::end(const EndContext& c, db::Writer*, const Note& note) {
+  PlaceEnd e;
+  e.exit_code = final_exit_ >= 0 ? final_exit_ : 1;
+  // The other nodes end with node 0; record how they ended (a stuck one is stopped).
+  // A node that no longer answers (a preempted spot node) is reported, not waited for.
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    remote::RemoteRunStatus st;
+    try {
+      const auto status = [&] {
+        try {
+          return remote::remote_run_status(*node.session, w_.rid);
+        } catch (const remote::ConnectionLost&) {
+          node.session->reconnect({0.5, 2, 2, 2});
+          return remote::remote_run_status(*node.session, w_.rid);
+        }
+      };
+      const auto until = Clock::now() + std::chrono::seconds(30);
+      do {
+        st = status();
+        if (st.state != remote::RunState::kRunning) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      } while (Clock::now() < until);
+      if (st.state == remote::RunState::kRunning) st = remote::stop_remote_run(*node.session, w_.rid, 10);
+    } catch (const Error& err) {
+      if (note) note("node " + node.rec.name + " no longer answers: " + err.what());
+      continue;
+    }
+    if (st.exit_code != 0 && note)
+      note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) + " (~/.flotilla/runs/" +
+           w_.rid + "/stdout.log there)");
+  }
+  e.end = end_for_exit(e.exit_code, 0, c.cause, "node " + nodes_[0].rec.name, c.stop_note);
+  e.end.at = static_cast<double>(final_ended_at_);
+  return e;
+}
+
+std::string NodesPlace::lost_note(const std::string& what) const {
+  return "lost node " + nodes_[0].rec.name + " and could not reconnect: " + what +
+         "\nThe run may still be going on the nodes; it stays 'running' in the store.";
+}
+
+int watch_node_run(db::Writer& writer, std::vector<Node>& nodes, const Watch& w, const WatchHooks& hooks) {
+  NodesPlace place(nodes, w, hooks.note);
+  return watch_place(place, &writer, w.run_id, w.name, hooks).exit_code;
 }
 
 }  // namespace flotilla::runs

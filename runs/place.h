@@ -24,10 +24,11 @@
 
 namespace flotilla::runs {
 
-// Complete lines of a run's metrics read from byte `start` (text "" when nothing new).
+// Complete lines of a run's metrics read from byte `start` up to byte `end` (text "" when nothing new).
 struct MetricsChunk {
   uint64_t start = 0;
   std::string text;
+  uint64_t end = 0;
 };
 
 // What the loop knows when it asks a place for the run's end.
@@ -51,7 +52,7 @@ struct PlaceEnd {
   // A record (this machine): check that it holds every step of a completed run (run_status.h).
   std::optional<RecordState> record;
   // Written in the transaction that records the end, before it (a Slurm job's last state).
-  std::function<void(db::Database&)> before_end;
+  std::function<void(db::Database&, const RunEnd&)> before_end;
 };
 
 // One turn's facts for Place::turn.

@@ -492,6 +492,11 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       RunConfig config = load_config(config_file, req.layout.sets());
       validate_run_config(config, ranks_of(config));
       reprice_for_start(*impl->writer, run.id, config, req.budget_usd);
+      if (!req.layout.empty())
+        impl->writer->run([&](db::Database& wdb) {
+          db::add_event(wdb, run.id, db::now_seconds(), "layout", "info",
+                        "resumed on another layout: " + req.layout.text());
+        });
       TrainCommand c;
       c.worker = worker_of(options_);
       c.config_path = config_file;
@@ -512,9 +517,6 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       break;
     }
     case PlaceKind::kNodes: {
-      if (!req.layout.empty())
-        throw Refusal("run " + run.name +
-                      ": resuming a run on SSH nodes on another layout is not supported yet");
       std::vector<Node> nodes;
       std::string rid;
       if (const std::string why = attach_target(db, run, nodes, rid, true); !why.empty()) throw Refusal(why);
@@ -533,6 +535,23 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
         } catch (const Error& e) {
           if (progress) progress("node " + n.rec.name + " does not answer: " + e.what());
         }
+      }
+      if (!req.layout.empty()) {
+        // Another layout: the run's config (stored, and run.toml on every node that answers) says the
+        // new dp/tp/pp/ZeRO; the ranks are spread over the nodes for it and the worker re-cuts the
+        // checkpoint on the master to it.
+        RunConfig config = parse_config_toml(run.config_toml, "run " + run.name);
+        const std::string was =
+            "dp=" + std::to_string(config.parallel.dp) + " tp=" + std::to_string(config.parallel.tp) +
+            " pp=" + std::to_string(config.parallel.pp) + " zero=" + std::to_string(config.parallel.zero);
+        apply_layout(config, req.layout);
+        validate_run_config(config, ranks_of(config));
+        const std::string toml = config_to_toml(config);
+        for (auto& n : nodes)
+          if (n.session && n.session->connected()) remote::upload_run_config(*n.session, rid, toml);
+        db::set_run_config(db, run.id, toml, config_to_json(config, -1));
+        db::add_event(db, run.id, db::now_seconds(), "layout", "info",
+                      "resumed on another layout: " + req.layout.text() + " (was " + was + ")");
       }
       Watch w;
       w.run_id = run.id;
@@ -576,7 +595,13 @@ std::unique_ptr<ActiveRun> RunService::fork(int64_t run_id, const ForkRequest& r
   std::string dir = req.checkpoint_dir;
   if (dir.empty()) dir = fetch_checkpoint(run_id, req.step);
   RunRequest r;
-  r.config = load_config(stored_config_file(parent), req.sets);
+  if (kind_of(parent) == PlaceKind::kHere) {
+    r.config = load_config(stored_config_file(parent), req.sets);
+  } else {
+    // A remote run's folder is elsewhere: its config is the store's copy.
+    r.config = parse_config_toml(parent.config_toml, "run " + parent.name);
+    apply_overrides(r.config, req.sets);
+  }
   r.config.run.out_dir.clear();
   r.config.run.name = req.name.empty() ? parent.name + "-fork" : req.name;
   r.name = req.name;

@@ -20,6 +20,7 @@
 #include "remote/slurm_cluster.h"
 #include "remote/slurm_script.h"
 #include "runs/node_run.h"
+#include "runs/place.h"
 #include "runs/pricing.h"
 #include "runs/run_setup.h"
 #include "runs/run_status.h"
@@ -340,81 +341,197 @@ std::string slurm_attach_target(const db::Database& db, const db::Run& run, Slur
   return "";
 }
 
-int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch& w,
-                    const WatchHooks& hooks) {
-  const int64_t run_id = w.run_id;
-  const Note& note = hooks.note;
-  db::Database reader(writer.path());
-  const std::string source = "slurm:" + w.cluster + ":metrics.jsonl";
-  uint64_t offset = static_cast<uint64_t>(db::committed_offset(reader, run_id, source));
-  db::Ingestor ingestor(writer, run_id);
-  std::vector<MetricsRecord> parsed;
+namespace {
+
+// A Slurm cluster as a place: the job's rank 0 metrics in the cluster folder, tailed over the login
+// session by offset (source "slurm:<cluster>:metrics.jsonl"); stop is scancel (TERM to the tasks
+// while it runs: checkpoint, then exit); liveness is one squeue per poll, with the job's record on
+// every change (queued, running, requeued: preempted -> queued -> running, an event per restart);
+// the end is the batch script's exit marker, else what slurmctld or accounting says.
+class SlurmPlace : public Place {
+ public:
+  SlurmPlace(remote::Session& login, const SlurmWatch& w, const Note& note) : login_(login), w_(w), note_(note) {}
+
+  std::string source() const override { return "slurm:" + w_.cluster + ":metrics.jsonl"; }
+  std::string label() const override { return "slurm job " + w_.job_id; }
+
+  void begin(db::Writer* writer) override {
+    if (!writer) return;
+    const db::Database reader(writer->path());
+    if (auto j = db::find_slurm_job(reader, w_.run_id)) {
+      state_ = j->state;
+      reason_ = j->reason;
+      restarts_ = j->restarts;
+      job_nodes_ = static_cast<int>(std::max<int64_t>(1, j->nodes));
+    }
+    sample_gpus_ = w_.gpu_sample_seconds > 0;
+    last_poll_ = last_gpus_ = Clock::now() - std::chrono::hours(1);
+  }
+
+  MetricsChunk read(uint64_t offset) override {
+    const remote::TailChunk t =
+        on_login(login_, note_, [&](remote::Session& s) { return remote::tail_run_file(s, w_.rid, offset); });
+    MetricsChunk c;
+    c.start = offset;
+    c.end = t.lines.empty() ? offset : t.offset;
+    for (const auto& l : t.lines) (c.text += l) += '\n';
+    return c;
+  }
+
   // The worker's own clock over the records this watch stored (Unix seconds): how long a job ran
   // that started and ended between two polls, when Slurm's whole-second RunTime says 0.
-  double first_record_time = 0, last_record_time = 0;
-  ingestor.on_record = [&](const MetricsRecord& e) {
-    if (e.time > 0) {
-      first_record_time = first_record_time > 0 ? std::min(first_record_time, e.time) : e.time;
-      last_record_time = std::max(last_record_time, e.time);
-    }
-    if (hooks.on_record) hooks.on_record(e);
-    if (hooks.on_committed) parsed.push_back(e);
-  };
-  const auto pull = [&]() -> bool {
-    const remote::TailChunk t =
-        on_login(login, note, [&](remote::Session& s) { return remote::tail_run_file(s, w.rid, offset); });
-    if (t.lines.empty()) return false;
-    std::string text;
-    for (const auto& l : t.lines) (text += l) += '\n';
-    parsed.clear();
-    ingestor.parse_lines(text);
-    const int64_t new_offset = static_cast<int64_t>(t.offset);
-    const db::Ticket ticket = ingestor.submit_with(
-        [=](db::Database& wdb) { db::set_committed_offset(wdb, run_id, source, new_offset); });
-    if (!writer.wait(ticket))
-      throw db::DbError(db::DbErrorKind::kFull, "storing metrics of run " + w.name + " at byte " +
-                                                    std::to_string(offset) +
-                                                    " failed: " + writer.stats().last_error);
-    offset = t.offset;
-    if (hooks.on_committed) hooks.on_committed(parsed, offset);
-    return true;
-  };
-
-  std::string state, reason;
-  int64_t restarts = 0;
-  if (auto j = db::find_slurm_job(reader, run_id)) {
-    state = j->state;
-    reason = j->reason;
-    restarts = j->restarts;
+  void stored(const std::vector<MetricsRecord>& records) override {
+    for (const MetricsRecord& e : records)
+      if (e.time > 0) {
+        first_record_time_ = first_record_time_ > 0 ? std::min(first_record_time_, e.time) : e.time;
+        last_record_time_ = std::max(last_record_time_, e.time);
+      }
   }
-  bool user_stop = false, budget_stop = false, cancelled = false, forced = false;
-  Clock::time_point cancelled_at{};
-  std::string stop_note;
-  BudgetGuard guard(run_id, 1.0);
-  auto last_poll = Clock::now() - std::chrono::hours(1);
-  const auto cancel = [&](const std::string& why) {
-    if (cancelled) return;
-    cancelled = true;
-    cancelled_at = Clock::now();
-    const bool graceful = state == "RUNNING";  // a pending job has nothing to checkpoint
-    forced = !graceful;
+
+  void stop(StopCause, const std::string& why, const Note& note) override {
+    cancel(why.empty() ? "the run was deleted from the store" : why, note);
+  }
+  // A Slurm job checkpoints on its schedule and before its time limit, not on request
+  // (ActiveRun::checkpoint_refusal says so before a front end offers it).
+  void checkpoint(bool, const Note&) override {}
+  void kill(const Note& note) override { cancel("kill requested", note); }
+  bool budget_applies() const override { return state_ == "RUNNING"; }
+
+  bool turn(const Turn& t, db::Writer* writer, const Note& note) override {
+    const auto now = Clock::now();
+    if (cancelled_ && !forced_ && now - cancelled_at_ > std::chrono::seconds(120)) {
+      forced_ = true;  // the tasks did not end after TERM: Slurm's own cancel (TERM, KillWait, KILL)
+      if (note) note("job " + w_.job_id + " still there 120 s after TERM: scancel");
+      try {
+        on_login(login_, note, [&](remote::Session& s) {
+          remote::cancel_job(s, w_.job_id, false);
+          return 0;
+        });
+      } catch (const Error& e) {
+        if (note) note(std::string("scancel failed: ") + e.what());
+      }
+    }
+    // Steps arriving while the store still says queued: ask Slurm now, not at the next poll, so
+    // the run reads running (and accrues) from when its job did.
+    const bool outran =
+        t.got && state_ != "RUNNING" && state_ != "COMPLETING" && now - last_poll_ >= std::chrono::milliseconds(200);
+    if (outran || now - last_poll_ >= std::chrono::duration<double>(w_.poll_seconds)) {
+      last_poll_ = now;
+      const auto jobs = on_login(login_, note, [&](remote::Session& s) { return remote::poll_jobs(s, {w_.job_id}); });
+      if (jobs.empty()) return true;  // left the queue
+      const remote::SqueueJob& j = jobs.front();
+      if (j.state != state_ || j.reason != reason_) {
+        changed(j, writer, note);
+      } else if (j.state == "PENDING" && note && now - last_place_at_ >= std::chrono::seconds(30)) {
+        // Still waiting: say so again when its place in the queue moved.
+        last_place_at_ = now;
+        if (std::string place = pending_place(j, note); place != last_place_) {
+          last_place_ = std::move(place);
+          note("job " + w_.job_id + " pending: " + remote::plain_reason(j.reason) + last_place_);
+        }
+      }
+    }
+    if (sample_gpus_ && !cancelled_ && state_ == "RUNNING" &&
+        Clock::now() - last_gpus_ >= std::chrono::duration<double>(w_.gpu_sample_seconds)) {
+      last_gpus_ = Clock::now();
+      sample_all(writer, note);
+    }
+    return false;
+  }
+
+  PlaceEnd end(const EndContext& c, db::Writer*, const Note& note) override {
+    // The end: the batch script's marker for this attempt, else what slurmctld (or accounting) says.
+    const remote::TailChunk marker_file = on_login(login_, note, [&](remote::Session& s) {
+      return remote::tail_run_file(s, w_.rid, 0, "slurm-exit", 1 << 16);
+    });
+    std::string marker_text;
+    for (const auto& l : marker_file.lines) (marker_text += l) += '\n';
+    const auto marker = remote::parse_exit_marker(marker_text);
+    auto record = on_login(login_, note, [&](remote::Session& s) { return remote::show_job(s, w_.job_id); });
+    std::string final_state = record.count("JobState") ? record["JobState"] : "";
+    if (final_state.empty()) {
+      if (auto acct = on_login(login_, note, [&](remote::Session& s) { return remote::sacct_job(s, w_.job_id); }))
+        final_state = acct->state;
+    }
+    const std::string origin = "slurm job " + w_.job_id + (final_state.empty() ? "" : " " + final_state);
+    PlaceEnd e;
+    RunEnd& end = e.end;
+    if (marker && marker->restarts >= restarts_) {
+      e.exit_code = marker->exit_code;
+      end = end_for_exit(e.exit_code, 0, c.cause, origin, c.stop_note);
+      if (marker->time > 0) {
+        // The marker counts whole seconds (`date +%s`): the end lies in [T, T+1). A job that started
+        // and ended within one second would otherwise end before the running time the poll saw and
+        // accrue nothing. Now (the watch saw the end) and the last record bound it from below.
+        const double t = static_cast<double>(marker->time), now = db::now_seconds();
+        end.at = std::max(std::clamp(now, t, t + 1.0), std::min(last_record_time_, now));
+      }
+    } else {
+      // No marker for this attempt: the batch shell itself was killed (node failure, KillWait).
+      const bool asked = c.cause != StopCause::kNone;
+      end.status = asked ? db::RunStatus::kStopped : db::RunStatus::kFailed;
+      end.reason = origin + ": the batch script left no exit marker";
+      end.note = asked ? "cancelled on request"
+                       : (final_state.empty() ? std::string("job ended without a record")
+                                              : "job " + final_state + " (no exit recorded)");
+      if (final_state == "NODE_FAIL") end.note = "a node of the job failed (NODE_FAIL)";
+      if (final_state == "TIMEOUT") end.note = "time limit reached before a checkpoint";
+      e.exit_code = asked ? static_cast<int>(ExitCode::kPreempted) : 1;
+      end.exit_code = std::nullopt;
+    }
+    // A job that started and ended between two polls was never seen RUNNING: it ran for the record's
+    // RunTime before its end, which is when its spend accrued (a queued run cannot end completed).
+    // RunTime counts whole seconds, so a job shorter than one reads 0: then the span of its own
+    // records says how long it ran (it ran at least that long).
+    const std::optional<int64_t> ran_s =
+        record.count("RunTime") ? remote::parse_slurm_duration(record["RunTime"]) : std::nullopt;
+    const double recorded_s = last_record_time_ > first_record_time_ ? last_record_time_ - first_record_time_ : 0;
+    const double ran_for = std::max(static_cast<double>(std::max<int64_t>(0, ran_s.value_or(0))), recorded_s);
+    const bool ran = (marker && marker->restarts >= restarts_) || ran_for > 0;
+    e.before_end = [this, final_state, ran, ran_for, record, restarts = restarts_](db::Database& wdb,
+                                                                                  const RunEnd& end) {
+      db::set_slurm_job_state(wdb, w_.run_id, final_state.empty() ? "GONE" : final_state, "", restarts);
+      if (ran && db::get_run(wdb, w_.run_id).status == db::RunStatus::kQueued) {
+        reprice(wdb, record);
+        const double ended = end.at > 0 ? end.at : db::now_seconds();
+        record_running(wdb, w_.run_id, ended - ran_for,
+                       "slurm job " + w_.job_id + " ran between two polls (attempt " +
+                           std::to_string(restarts + 1) + ")");
+      }
+    };
+    return e;
+  }
+
+  std::string vanished_note() const override { return "cancelling job " + w_.job_id; }
+  std::string lost_note(const std::string& what) const override {
+    return "lost the login node of cluster " + w_.cluster + ": " + what + "\nJob " + w_.job_id +
+           " may still be running; the run stays as it is in the store.";
+  }
+
+ private:
+  void cancel(const std::string& why, const Note& note) {
+    if (cancelled_) return;
+    cancelled_ = true;
+    cancelled_at_ = Clock::now();
+    const bool graceful = state_ == "RUNNING";  // a pending job has nothing to checkpoint
+    forced_ = !graceful;
     if (note)
-      note(why + ": cancelling job " + w.job_id +
+      note(why + ": cancelling job " + w_.job_id +
            (graceful ? " (TERM to its tasks: checkpoint, then exit)" : " (not running yet)"));
     try {
-      on_login(login, note, [&](remote::Session& s) {
-        remote::cancel_job(s, w.job_id, graceful);
+      on_login(login_, note, [&](remote::Session& s) {
+        remote::cancel_job(s, w_.job_id, graceful);
         return 0;
       });
     } catch (const Error& e) {
       if (note) note(std::string("scancel failed: ") + e.what());
     }
-  };
+  }
 
-  std::map<std::string, std::string> last_record;
   // What Slurm allocated (the job record's AllocTRES, else TRES) prices the run from its start on:
   // a whole-node partition gives every core, which the request did not say. Runs in the writer.
-  const auto reprice = [&w, run_id](db::Database& wdb, const std::map<std::string, std::string>& rec) {
+  void reprice(db::Database& wdb, const std::map<std::string, std::string>& rec) const {
+    const int64_t run_id = w_.run_id;
     const auto at = rec.find("AllocTRES");
     const std::string tres = at != rec.end() && !at->second.empty()
                                  ? at->second
@@ -431,16 +548,66 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
     if (!alloc || std::abs(alloc->usd_per_hour - was) <= 1e-9) return;
     db::set_run_price(wdb, run_id, alloc->usd_per_hour, alloc->source, {});
     db::add_event(wdb, run_id, db::now_seconds(), "price", "info",
-                  "slurm job " + w.job_id + " allocated " + tres + ": " + usd(alloc->usd_per_hour) +
+                  "slurm job " + w_.job_id + " allocated " + tres + ": " + usd(alloc->usd_per_hour) +
                       "/h from its start (submitted at " + usd(was) + "/h)");
-  };
+  }
+
+  // The job's state or pending reason changed: its full record says what the poll cannot
+  // (restart count, start), and the run's status follows through run_status.h.
+  void changed(const remote::SqueueJob& j, db::Writer* writer, const Note& note) {
+    last_record_ = on_login(login_, note, [&](remote::Session& s) { return remote::show_job(s, w_.job_id); });
+    const int64_t seen_restarts =
+        last_record_.count("Restarts") ? std::atoll(last_record_["Restarts"].c_str()) : restarts_;
+    const std::string was = state_;
+    const bool requeued = seen_restarts > restarts_;
+    const int64_t run_id = w_.run_id;
+    const std::string job_id = w_.job_id;
+    if (writer)
+      writer->run([&, run_id, job_id](db::Database& wdb) {
+        db::set_slurm_job_state(wdb, run_id, j.state, j.state == "PENDING" ? j.reason : "", seen_restarts);
+        const db::RunStatus cur = db::get_run(wdb, run_id).status;
+        if (requeued && cur == db::RunStatus::kRunning)
+          record_requeued(wdb, run_id,
+                          "slurm job " + job_id + " requeued (restart " + std::to_string(seen_restarts) + ")",
+                          "requeued by Slurm");
+        if (requeued)
+          db::add_event(wdb, run_id, db::now_seconds(), "restart", "info",
+                        "slurm job " + job_id + " requeued: restart " + std::to_string(seen_restarts) +
+                            "; it resumes from its newest verified checkpoint");
+        const db::RunStatus after = db::get_run(wdb, run_id).status;
+        if (j.state == "PENDING" && after == db::RunStatus::kPreempted)
+          record_queued(wdb, run_id, 0, "slurm job " + job_id + " pending: " + remote::plain_reason(j.reason));
+        // Running since squeue's elapsed time ago (no clock or time zone of the cluster involved),
+        // so the accrual starts when the job did, not when this poll saw it.
+        const double started =
+            db::now_seconds() - static_cast<double>(std::max<int64_t>(0, j.elapsed_s.value_or(0)));
+        if ((j.state == "RUNNING" || j.state == "COMPLETING") && after != db::RunStatus::kRunning) {
+          reprice(wdb, last_record_);
+          record_running(wdb, run_id, started,
+                         "slurm job " + job_id + " running on " + j.nodelist + " (attempt " +
+                             std::to_string(seen_restarts + 1) + ")");
+        }
+      });
+    if (note) {
+      if (j.state == "PENDING") {
+        last_place_ = pending_place(j, note);
+        last_place_at_ = Clock::now();
+        note("job " + w_.job_id + " pending: " + remote::plain_reason(j.reason) + last_place_);
+      } else {
+        note("job " + w_.job_id + " " + j.state + (j.nodelist.empty() ? "" : " on " + j.nodelist) +
+             (was.empty() ? "" : " (was " + was + ")"));
+      }
+    }
+    state_ = j.state;
+    reason_ = j.reason;
+    restarts_ = seen_restarts;
+  }
+
   // " · 2 jobs ahead in partition cpu · expected start 2026-12-03T10:00:00" for a pending job, or "".
-  std::string last_place;
-  Clock::time_point last_place_at{};
-  const auto pending_place = [&](const remote::SqueueJob& j) {
+  std::string pending_place(const remote::SqueueJob& j, const Note& note) {
     std::vector<std::string> parts;
     try {
-      if (auto place = on_login(login, note, [&](remote::Session& s) { return remote::queue_place(s, w.job_id); }))
+      if (auto place = on_login(login_, note, [&](remote::Session& s) { return remote::queue_place(s, w_.job_id); }))
         parts.push_back(remote::queue_place_text(*place));
     } catch (const Error&) {
       // The place is a courtesy: a failed squeue here never stops the watch.
@@ -450,22 +617,16 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
     std::string out;
     for (const std::string& p : parts) out += " · " + p;
     return out;
-  };
+  }
+
   // The GPUs of a running job, read from inside its allocation (the Live page's GPU plot). A
   // reading is a courtesy: it stops, with one note saying why, when no node has nvidia-smi or when
   // srun --overlap failed three times running; it never disturbs the watch.
-  const int job_nodes = [&] {
-    const auto job = db::find_slurm_job(reader, run_id);
-    return job ? static_cast<int>(std::max<int64_t>(1, job->nodes)) : 1;
-  }();
-  bool sample_gpus = w.gpu_sample_seconds > 0, told_gpus = false;
-  int gpu_failures = 0;
-  auto last_gpus = Clock::now() - std::chrono::hours(1);
-  const auto sample_all = [&] {
+  void sample_all(db::Writer* writer, const Note& note) {
     try {
       const std::vector<remote::JobNodeGpus> nodes = on_login(
-          login, note, [&](remote::Session& s) { return remote::sample_job_gpus(s, w.job_id, job_nodes); });
-      gpu_failures = 0;
+          login_, note, [&](remote::Session& s) { return remote::sample_job_gpus(s, w_.job_id, job_nodes_); });
+      gpu_failures_ = 0;
       std::vector<db::JobGpuSample> samples;
       std::string seen, absent;
       const double at = db::now_seconds();
@@ -477,7 +638,7 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
         seen += (seen.empty() ? "" : ", ") + n.node + ": " + std::to_string(n.gpus.size()) + " GPU(s)";
         for (const remote::GpuInfo& g : n.gpus) {
           db::JobGpuSample s;
-          s.run_id = run_id;
+          s.run_id = w_.run_id;
           s.node = n.node;
           s.device = g.index;
           s.time = at;
@@ -492,214 +653,46 @@ int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch
         }
       }
       if (!nodes.empty() && seen.empty()) {
-        sample_gpus = false;
-        if (note) note("no GPU readings for job " + w.job_id + ": no nvidia-smi on " + absent);
+        sample_gpus_ = false;
+        if (note) note("no GPU readings for job " + w_.job_id + ": no nvidia-smi on " + absent);
         return;
       }
-      if (!told_gpus && !seen.empty()) {
-        told_gpus = true;
-        if (note) note("GPU readings of job " + w.job_id + " by srun --overlap: " + seen);
+      if (!told_gpus_ && !seen.empty()) {
+        told_gpus_ = true;
+        if (note) note("GPU readings of job " + w_.job_id + " by srun --overlap: " + seen);
       }
-      if (!samples.empty())
-        writer.submit([samples](db::Database& wdb) { db::insert_job_samples(wdb, samples); });
+      if (!samples.empty() && writer)
+        writer->submit([samples](db::Database& wdb) { db::insert_job_samples(wdb, samples); });
     } catch (const remote::ConnectionLost&) {
       throw;
     } catch (const Error& e) {
-      if (++gpu_failures >= 3) {
-        sample_gpus = false;
-        if (note) note(std::string("no more GPU readings for job ") + w.job_id + ": " + e.what());
+      if (++gpu_failures_ >= 3) {
+        sample_gpus_ = false;
+        if (note) note(std::string("no more GPU readings for job ") + w_.job_id + ": " + e.what());
       }
     }
-  };
-  try {
-    for (;;) {
-      if (hooks.leave_requested && hooks.leave_requested()) {
-        writer.flush();
-        return kLeft;
-      }
-      if (!user_stop && hooks.stop_requested && hooks.stop_requested()) {
-        user_stop = true;
-        cancel("stop requested");
-      }
-      const bool got = pull();
-      const auto now = Clock::now();
-      if (cancelled && !forced && now - cancelled_at > std::chrono::seconds(120)) {
-        forced = true;  // the tasks did not end after TERM: Slurm's own cancel (TERM, KillWait, KILL)
-        if (note) note("job " + w.job_id + " still there 120 s after TERM: scancel");
-        try {
-          on_login(login, note, [&](remote::Session& s) {
-            remote::cancel_job(s, w.job_id, false);
-            return 0;
-          });
-        } catch (const Error& e) {
-          if (note) note(std::string("scancel failed: ") + e.what());
-        }
-      }
-      // Steps arriving while the store still says queued: ask Slurm now, not at the next poll, so
-      // the run reads running (and accrues) from when its job did.
-      const bool outran = got && state != "RUNNING" && state != "COMPLETING" &&
-                          now - last_poll >= std::chrono::milliseconds(200);
-      if (outran || now - last_poll >= std::chrono::duration<double>(w.poll_seconds)) {
-        last_poll = now;
-        const auto jobs =
-            on_login(login, note, [&](remote::Session& s) { return remote::poll_jobs(s, {w.job_id}); });
-        if (jobs.empty()) break;  // left the queue
-        const remote::SqueueJob& j = jobs.front();
-        if (j.state != state || j.reason != reason) {
-          // On a change, the job's full record says what the poll cannot (restart count, start).
-          last_record =
-              on_login(login, note, [&](remote::Session& s) { return remote::show_job(s, w.job_id); });
-          const int64_t seen_restarts =
-              last_record.count("Restarts") ? std::atoll(last_record["Restarts"].c_str()) : restarts;
-          const std::string was = state;
-          const bool requeued = seen_restarts > restarts;
-          writer.run([=](db::Database& wdb) {
-            db::set_slurm_job_state(wdb, run_id, j.state, j.state == "PENDING" ? j.reason : "",
-                                    seen_restarts);
-            const db::RunStatus cur = db::get_run(wdb, run_id).status;
-            if (requeued && cur == db::RunStatus::kRunning)
-              record_requeued(
-                  wdb, run_id,
-                  "slurm job " + w.job_id + " requeued (restart " + std::to_string(seen_restarts) + ")",
-                  "requeued by Slurm");
-            if (requeued)
-              db::add_event(wdb, run_id, db::now_seconds(), "restart", "info",
-                            "slurm job " + w.job_id + " requeued: restart " + std::to_string(seen_restarts) +
-                                "; it resumes from its newest verified checkpoint");
-            const db::RunStatus after = db::get_run(wdb, run_id).status;
-            if (j.state == "PENDING" && after == db::RunStatus::kPreempted)
-              record_queued(wdb, run_id, 0,
-                             "slurm job " + w.job_id + " pending: " + remote::plain_reason(j.reason));
-            // Running since squeue's elapsed time ago (no clock or time zone of the cluster involved),
-            // so the accrual starts when the job did, not when this poll saw it.
-            const double started =
-                db::now_seconds() - static_cast<double>(std::max<int64_t>(0, j.elapsed_s.value_or(0)));
-            if ((j.state == "RUNNING" || j.state == "COMPLETING") && after != db::RunStatus::kRunning) {
-              reprice(wdb, last_record);
-              record_running(wdb, run_id, started,
-                             "slurm job " + w.job_id + " running on " + j.nodelist + " (attempt " +
-                                 std::to_string(seen_restarts + 1) + ")");
-            }
-          });
-          if (note) {
-            if (j.state == "PENDING") {
-              last_place = pending_place(j);
-              last_place_at = Clock::now();
-              note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason) + last_place);
-            }
-            else
-              note("job " + w.job_id + " " + j.state + (j.nodelist.empty() ? "" : " on " + j.nodelist) +
-                   (was.empty() ? "" : " (was " + was + ")"));
-          }
-          state = j.state;
-          reason = j.reason;
-          restarts = seen_restarts;
-        } else if (j.state == "PENDING" && note && now - last_place_at >= std::chrono::seconds(30)) {
-          // Still waiting: say so again when its place in the queue moved.
-          last_place_at = now;
-          if (std::string place = pending_place(j); place != last_place) {
-            last_place = std::move(place);
-            note("job " + w.job_id + " pending: " + remote::plain_reason(j.reason) + last_place);
-          }
-        }
-      }
-      if (sample_gpus && !cancelled && state == "RUNNING" &&
-          Clock::now() - last_gpus >= std::chrono::duration<double>(w.gpu_sample_seconds)) {
-        last_gpus = Clock::now();
-        sample_all();
-      }
-      if (!budget_stop && !user_stop && state == "RUNNING") {
-        const db::BudgetStatus b = guard.poll(reader);
-        if (b.action != db::BudgetAction::kNone) {
-          if (note) note(b.message);
-          if (hooks.on_budget) hooks.on_budget(b);
-          writer.submit([run_id, m = b.message](db::Database& wdb) {
-            db::add_event(wdb, run_id, db::now_seconds(), "budget", "warning", m);
-          });
-        }
-        if (b.action == db::BudgetAction::kStop) {
-          budget_stop = true;
-          stop_note = b.note;
-          cancel(b.note);
-        }
-      }
-      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    while (pull()) {
-    }
-  } catch (const remote::ConnectionLost& e) {
-    writer.flush();
-    if (note)
-      note("lost the login node of cluster " + w.cluster + ": " + e.what() + "\nJob " + w.job_id +
-           " may still be running; the run stays as it is in the store.");
-    return static_cast<int>(ExitCode::kComm);
   }
 
-  // The end: the batch script's marker for this attempt, else what slurmctld (or accounting) says.
-  const remote::TailChunk marker_file = on_login(login, note, [&](remote::Session& s) {
-    return remote::tail_run_file(s, w.rid, 0, "slurm-exit", 1 << 16);
-  });
-  std::string marker_text;
-  for (const auto& l : marker_file.lines) (marker_text += l) += '\n';
-  const auto marker = remote::parse_exit_marker(marker_text);
-  auto record = on_login(login, note, [&](remote::Session& s) { return remote::show_job(s, w.job_id); });
-  std::string final_state = record.count("JobState") ? record["JobState"] : "";
-  if (final_state.empty()) {
-    if (auto acct = on_login(login, note, [&](remote::Session& s) { return remote::sacct_job(s, w.job_id); }))
-      final_state = acct->state;
-  }
-  ingestor.finish();
-  writer.flush();
+  remote::Session& login_;
+  SlurmWatch w_;
+  Note note_;
+  std::string state_, reason_;
+  int64_t restarts_ = 0;
+  int job_nodes_ = 1;
+  bool cancelled_ = false, forced_ = false;
+  Clock::time_point cancelled_at_{}, last_poll_{}, last_gpus_{}, last_place_at_{};
+  std::map<std::string, std::string> last_record_;
+  std::string last_place_;
+  bool sample_gpus_ = false, told_gpus_ = false;
+  int gpu_failures_ = 0;
+  double first_record_time_ = 0, last_record_time_ = 0;
+};
 
-  const StopCause cause = budget_stop ? StopCause::kBudget : user_stop ? StopCause::kUser : StopCause::kNone;
-  const std::string origin = "slurm job " + w.job_id + (final_state.empty() ? "" : " " + final_state);
-  RunEnd end;
-  int exit_code = 1;
-  if (marker && marker->restarts >= restarts) {
-    exit_code = marker->exit_code;
-    end = end_for_exit(exit_code, 0, cause, origin, stop_note);
-    if (marker->time > 0) {
-      // The marker counts whole seconds (`date +%s`): the end lies in [T, T+1). A job that started
-      // and ended within one second would otherwise end before the running time the poll saw and
-      // accrue nothing. Now (the watch saw the end) and the last record bound it from below.
-      const double t = static_cast<double>(marker->time), now = db::now_seconds();
-      end.at = std::max(std::clamp(now, t, t + 1.0), std::min(last_record_time, now));
-    }
-  } else {
-    // No marker for this attempt: the batch shell itself was killed (node failure, KillWait).
-    const bool asked = cause != StopCause::kNone;
-    end.status = asked ? db::RunStatus::kStopped : db::RunStatus::kFailed;
-    end.reason = origin + ": the batch script left no exit marker";
-    end.note = asked ? "cancelled on request"
-                     : (final_state.empty() ? std::string("job ended without a record")
-                                            : "job " + final_state + " (no exit recorded)");
-    if (final_state == "NODE_FAIL") end.note = "a node of the job failed (NODE_FAIL)";
-    if (final_state == "TIMEOUT") end.note = "time limit reached before a checkpoint";
-    exit_code = asked ? static_cast<int>(ExitCode::kPreempted) : 1;
-    end.exit_code = std::nullopt;
-  }
-  // A job that started and ended between two polls was never seen RUNNING: it ran for the record's
-  // RunTime before its end, which is when its spend accrued (a queued run cannot end completed).
-  // RunTime counts whole seconds, so a job shorter than one reads 0: then the span of its own
-  // records says how long it ran (it ran at least that long).
-  const std::optional<int64_t> ran_s =
-      record.count("RunTime") ? remote::parse_slurm_duration(record["RunTime"]) : std::nullopt;
-  const double recorded_s = last_record_time > first_record_time ? last_record_time - first_record_time : 0;
-  const double ran_for = std::max(static_cast<double>(std::max<int64_t>(0, ran_s.value_or(0))), recorded_s);
-  const bool ran = (marker && marker->restarts >= restarts) || ran_for > 0;
-  writer.run([&](db::Database& wdb) {
-    db::set_slurm_job_state(wdb, run_id, final_state.empty() ? "GONE" : final_state, "", restarts);
-    if (ran && db::get_run(wdb, run_id).status == db::RunStatus::kQueued) {
-      reprice(wdb, record);
-      const double ended = end.at > 0 ? end.at : db::now_seconds();
-      record_running(wdb, run_id, ended - ran_for,
-                     "slurm job " + w.job_id + " ran between two polls (attempt " +
-                         std::to_string(restarts + 1) + ")");
-    }
-    record_end(wdb, run_id, end);
-  });
-  writer.flush();
-  return exit_code;
+}  // namespace
+
+int watch_slurm_run(db::Writer& writer, remote::Session& login, const SlurmWatch& w, const WatchHooks& hooks) {
+  SlurmPlace place(login, w, hooks.note);
+  return watch_place(place, &writer, w.run_id, w.name, hooks).exit_code;
 }
 
 }  // namespace flotilla::runs

@@ -44,7 +44,7 @@ class Committer {
       if (!(start == replay_offset_ && seen <= replay_count_) && hooks.on_record) hooks.on_record(r);
       got.push_back(r);
     };
-    const uint64_t next = chunk.start + chunk.text.size();
+    const uint64_t next = chunk.end;
     if (writer_) {
       ingestor_->on_record = deliver;
       ingestor_->parse_lines(chunk.text);
@@ -274,7 +274,7 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
       // The accruals close when the run ended, not when its last rows finally got stored.
       if (out.end.at <= 0) out.end.at = db::now_seconds();
       writer->run([&](db::Database& db) {
-        if (e.before_end) e.before_end(db);
+        if (e.before_end) e.before_end(db, out.end);
         record_end(db, run_id, out.end);
       });
       writer->flush();

@@ -1,6 +1,7 @@
 // Loading a checkpoint's model weights and dimensions (see model_checkpoint.h).
 #include "engine/checkpoint/model_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -128,16 +129,15 @@ RunConfig config_from_trainer_json(const LoadedCheckpoint& c) {
   return rc;
 }
 
-struct SavedLayout {
-  int world = 1, dp = 1, tp = 1, pp = 1;
-};
+}  // namespace
 
-SavedLayout layout_from_trainer_json(const LoadedCheckpoint& c) {
+SavedLayout saved_layout(const std::string& trainer_state_json) {
   SavedLayout l;
-  const auto j = nlohmann::json::parse(c.trainer_state_json, nullptr, false);
+  const auto j = nlohmann::json::parse(trainer_state_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return l;
   l.world = j.value("world_size", 1);
   l.dp = l.world;
+  l.zero = j.value("zero", 0);
   if (const auto par = j.find("parallel"); par != j.end() && par->is_object()) {
     l.dp = par->value("dp", l.world);
     l.tp = par->value("tp", 1);
@@ -146,40 +146,74 @@ SavedLayout layout_from_trainer_json(const LoadedCheckpoint& c) {
   return l;
 }
 
-// Tensor/pipeline-parallel checkpoints: every shard's "params" lives in the file of its first DP
-// replica; gather them into the full layout of `table` (the architecture's, or LoRA's adapters).
-void gather_shards(const LoadedCheckpoint& rank0, const ModelDims& d, const ParamLayout& table,
-                   const SavedLayout& l, std::vector<float>& full) {
+// Every shard's "params" lives in the file of its first DP replica; its moments there too without
+// ZeRO, else one contiguous piece of ceil(n / dp) floats (the last padded) in each DP replica's
+// file. Each file is read once, and only the sections asked for are kept.
+void gather_full_state(const LoadedCheckpoint& rank0, const ModelDims& d, const ParamLayout& table,
+                       const SavedLayout& l, bool moments, FullState& out) {
+  if (l.world < 1 || l.dp < 1 || l.tp < 1 || l.pp < 1 || int64_t{l.dp} * l.tp * l.pp != l.world)
+    throw_checkpoint(rank0.dir + "/trainer.json: its layout dp=" + std::to_string(l.dp) +
+                     " x tp=" + std::to_string(l.tp) + " x pp=" + std::to_string(l.pp) + " is not its " +
+                     std::to_string(l.world) + " rank(s)");
   const parallel::RankGrid grid(l.world, l.dp, l.tp, l.pp);
   const fs::path dir = fs::path(rank0.dir).lexically_normal();
   const std::string parent = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
   CheckpointStore store(parent.empty() ? "." : parent);
-  full.assign(table.full_params(), 0.0f);
+  const bool zero = l.zero > 0 && l.dp > 1;
+  out.params.assign(table.full_params(), 0.0f);
+  out.m.assign(moments ? table.full_params() : 0, 0.0f);
+  out.v.assign(moments ? table.full_params() : 0, 0.0f);
+  std::vector<float> local_m, local_v;
   for (int stage = 0; stage < l.pp; ++stage) {
     for (int t = 0; t < l.tp; ++t) {
-      const int rank = grid.rank_of({0, t, stage});
       const ModelShard shard = make_shard(d, l.tp, t, l.pp, stage);
-      size_t expect = 0;
-      for (size_t n : local_param_sizes(table, shard)) expect += n;
-      const LoadedCheckpoint c = rank == 0 ? rank0 : store.load_dir(rank0.dir, rank, {"params"});
-      bool found = false;
-      for (const LoadedTensor& tensor : c.tensors) {
-        if (tensor.name != "params") continue;
-        if (tensor.data.size() != expect * sizeof(float))
-          throw_checkpoint(rank0.dir + ": rank " + std::to_string(rank) + " (" + shard.describe() +
-                           ") holds " + std::to_string(tensor.data.size() / 4) +
-                           " parameters, its shard needs " + std::to_string(expect));
-        shard_to_full(table, shard, reinterpret_cast<const float*>(tensor.data.data()), full.data());
-        found = true;
+      size_t n = 0;
+      for (size_t k : local_param_sizes(table, shard)) n += k;
+      const size_t chunk = zero ? (n + static_cast<size_t>(l.dp) - 1) / static_cast<size_t>(l.dp) : n;
+      local_m.assign(moments ? chunk * static_cast<size_t>(zero ? l.dp : 1) : 0, 0.0f);
+      local_v.assign(local_m.size(), 0.0f);
+      const int replicas = moments && zero ? l.dp : 1;
+      for (int r = 0; r < replicas; ++r) {
+        const int rank = grid.rank_of({r, t, stage});
+        std::vector<std::string> want;
+        if (r == 0) want.push_back("params");
+        if (moments) want.insert(want.end(), {"adam_m", "adam_v"});
+        const bool have_all = rank == 0 && [&] {
+          for (const std::string& w : want) {
+            bool found = false;
+            for (const LoadedTensor& x : rank0.tensors) found = found || x.name == w;
+            if (!found) return false;
+          }
+          return true;
+        }();
+        const LoadedCheckpoint c = have_all ? rank0 : store.load_dir(rank0.dir, rank, want);
+        const std::string where =
+            rank0.dir + "/rank-" + std::to_string(rank) + ".bin (" + shard.describe() + ")";
+        for (const std::string& w : want) {
+          const LoadedTensor* x = nullptr;
+          for (const LoadedTensor& y : c.tensors)
+            if (y.name == w) x = &y;
+          if (!x) throw_checkpoint(where + " has no \"" + w + "\" section");
+          const size_t expect = w == "params" ? n : chunk;
+          if (x->data.size() != expect * sizeof(float))
+            throw_checkpoint(where + ": section \"" + w + "\" holds " + std::to_string(x->data.size() / 4) +
+                             " floats, its layout (dp=" + std::to_string(l.dp) + ", ZeRO-" +
+                             std::to_string(zero ? l.zero : 0) + ") needs " + std::to_string(expect));
+          const auto* f = reinterpret_cast<const float*>(x->data.data());
+          if (w == "params") shard_to_full(table, shard, f, out.params.data());
+          if (w == "adam_m")
+            std::copy(f, f + chunk, local_m.begin() + static_cast<std::ptrdiff_t>(r * chunk));
+          if (w == "adam_v")
+            std::copy(f, f + chunk, local_v.begin() + static_cast<std::ptrdiff_t>(r * chunk));
+        }
       }
-      if (!found)
-        throw_checkpoint(rank0.dir + "/rank-" + std::to_string(rank) + ".bin has no \"params\" section (" +
-                         shard.describe() + ")");
+      if (moments) {
+        shard_to_full(table, shard, local_m.data(), out.m.data());
+        shard_to_full(table, shard, local_v.data(), out.v.data());
+      }
     }
   }
 }
-
-}  // namespace
 
 ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::string>* warnings) {
   const LoadedCheckpoint c = load_params_section(path, warnings);
@@ -197,9 +231,11 @@ ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::
       out.base_weights = (*base)["weights"].get<std::string>();
   }
   const ParamLayout table = out.lora.enabled() ? ParamLayout(out.dims, out.lora) : ParamLayout(out.dims);
-  const SavedLayout layout = layout_from_trainer_json(c);
+  const SavedLayout layout = saved_layout(c.trainer_state_json);
   if (layout.tp > 1 || layout.pp > 1) {
-    gather_shards(c, out.dims, table, layout, out.params);
+    FullState full;
+    gather_full_state(c, out.dims, table, layout, false, full);
+    out.params = std::move(full.params);
     return out;
   }
   const size_t n = table.full_params();

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/model/gpt.h"
 #include "engine/model/lora.h"
+#include "engine/model/param_layout.h"
 
 namespace flotilla {
 
@@ -30,5 +32,24 @@ struct ModelCheckpoint {
 // Throws Error(kCheckpoint) naming the directory and what is missing. Damaged newer checkpoints
 // are skipped with a message appended to `warnings` (may be null).
 ModelCheckpoint load_model_checkpoint(const std::string& path, std::vector<std::string>* warnings);
+
+// The layout a checkpoint was saved under, from its trainer.json (older files: pure data parallel).
+// zero is the stage the optimizer state is cut by (0 whenever dp was 1).
+struct SavedLayout {
+  int world = 1, dp = 1, tp = 1, pp = 1, zero = 0;
+};
+SavedLayout saved_layout(const std::string& trainer_state_json);
+
+// A checkpoint's parameters and (moments = true) AdamW moments in the full layout of `table` (the
+// architecture's, or a LoRA run's adapters), gathered from the rank files of `layout`: every TP/PP
+// shard's first DP replica, and under ZeRO every replica's optimizer piece. `rank0` is the loaded
+// rank-0 file (its sections are used when they are there; the other files are read and verified).
+// Throws Error(kCheckpoint) naming the rank file that is missing a section or has the wrong size.
+// Resume on another layout (train_detail::Loop::reshard) cuts the new shards from this.
+struct FullState {
+  std::vector<float> params, m, v;
+};
+void gather_full_state(const LoadedCheckpoint& rank0, const ModelDims& d, const ParamLayout& table,
+                       const SavedLayout& layout, bool moments, FullState& out);
 
 }  // namespace flotilla

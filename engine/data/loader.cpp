@@ -176,6 +176,40 @@ struct DataLoader::Impl {
 
   std::vector<int32_t> row_tokens, row_pos;
   std::vector<uint8_t> row_target;
+
+  // The position was saved with a global micro-batch of `saved_tokens` (another parallel.dp or
+  // train.micro_batch): re-expresses it in this loader's micro-batches. Sequences are read in the
+  // same order whatever the grouping (llm.c shards: consecutive windows of the shard; labeled
+  // shards: the shard's row order, whose shuffle depends only on seed, epoch and shard), so the
+  // position converts exactly when it falls on a boundary of this loader's micro-batches. A
+  // shuffled llm.c shard permutes whole micro-batches, so there the grouping must stay the same.
+  void regroup(int64_t saved_tokens) {
+    const auto shard = static_cast<size_t>(shard_order[static_cast<size_t>(shard_pos)]);
+    const bool rows = shards[shard].labeled;
+    const int64_t saved_rows = saved_tokens / opt.T, rows_now = global_tokens / opt.T;
+    const std::string keep = "keep parallel.dp x train.micro_batch = " + std::to_string(saved_rows) +
+                             " (the checkpoint's global micro-batch of " + group_digits(saved_tokens) +
+                             " tokens; this run's is " + std::to_string(opt.world) + " x " +
+                             std::to_string(opt.B) + " = " + std::to_string(rows_now) + " sequences)";
+    if (!rows && opt.shuffle)
+      throw_config("data cursor: with data.shuffle = true the order of " + shards[shard].path +
+                   " is a permutation of whole global micro-batches, so it continues only with the same "
+                   "global micro-batch: " +
+                   keep);
+    const int64_t unit_saved = rows ? saved_rows : saved_tokens;  // rows or tokens of the shard
+    const int64_t unit_now = rows ? rows_now : global_tokens;
+    const int64_t at = sample_pos * unit_saved;
+    if (at % unit_now != 0)
+      throw_config("data cursor: the checkpoint stopped after " + group_digits(at) +
+                   (rows ? " rows" : " tokens") + " of " + shards[shard].path +
+                   ", not on a boundary of this run's global micro-batch of " + group_digits(unit_now) +
+                   (rows ? " rows" : " tokens") + ": " + keep);
+    sample_pos = at / unit_now;
+    if (sample_pos >= samples[shard]) {  // what is left of the shard is less than one micro-batch now
+      sample_pos = samples[shard] - 1;
+      advance();
+    }
+  }
 };
 
 namespace {
@@ -320,12 +354,12 @@ std::vector<int64_t> DataLoader::cursor() const {
           static_cast<int64_t>(d.opt.seed)};
 }
 
-void DataLoader::set_cursor(const std::vector<int64_t>& c) {
+void DataLoader::set_cursor(const std::vector<int64_t>& c, bool regroup) {
   Impl& d = *impl_;
   if (c.size() != kCursorSize || c[0] != kCursorTag || c[1] != kCursorVersion)
     throw_checkpoint("data cursor: not a cursor of this data loader (" + std::to_string(c.size()) +
                      " values); the checkpoint's trainer state is damaged or from another engine version");
-  if (c[5] != d.global_tokens)
+  if (c[5] != d.global_tokens && (!regroup || c[5] <= 0 || c[5] % d.opt.T != 0))
     throw_config("data cursor: saved with a global micro-batch of " + group_digits(c[5]) +
                  " tokens (data-parallel size x B x T) but this run reads " + group_digits(d.global_tokens) +
                  "; resume with the same train.micro_batch x train.seq_len x parallel.dp");
@@ -354,7 +388,18 @@ void DataLoader::set_cursor(const std::vector<int64_t>& c) {
     throw_checkpoint("data cursor: batch " + std::to_string(sample_pos) + " is past the end of shard " +
                      d.shards[static_cast<size_t>(shard)].path + "; the trainer state is damaged");
   }
+  const int64_t old_sample_pos = d.sample_pos;
   d.sample_pos = sample_pos;
+  if (c[5] == d.global_tokens) return;
+  try {
+    d.regroup(c[5]);
+  } catch (...) {
+    d.epoch = old_epoch;  // leave the loader where it was
+    d.shard_pos = old_shard_pos;
+    d.build_orders();
+    d.sample_pos = old_sample_pos;
+    throw;
+  }
 }
 
 int64_t DataLoader::total_tokens() const { return impl_->total; }

@@ -100,7 +100,10 @@ class DataLoader {
   // Opaque resumable position (shard, offset, epoch, shuffle state). Restoring it makes the
   // next batch identical to the one that would have come next.
   std::vector<int64_t> cursor() const;
-  void set_cursor(const std::vector<int64_t>& cursor);
+  // regroup: accept a cursor saved with another global micro-batch (parallel.dp x train.micro_batch,
+  // same T) and continue at the same sequence, where that position is a whole number of this
+  // loader's micro-batches (a resume on another layout); otherwise Error(kConfig) says what to keep.
+  void set_cursor(const std::vector<int64_t>& cursor, bool regroup = false);
 
   int64_t total_tokens() const;  // over all shards
   const std::vector<ShardInfo>& shards() const;

@@ -196,6 +196,26 @@ void Loop::setup_data() {
   labeled = train_loader->has_labels() || (val_loader && val_loader->has_labels());
 }
 
+// Tests only (FLOTILLA_TEST_TRACE_ROWS=DIR): every training row this DP rank reads, one line each
+// ("<step> <token ids>") in DIR/rows-<dp rank>.txt, so a test can check that a resume on another
+// layout neither repeats nor skips a sequence. TP and PP peers read the same rows: only the first
+// of them writes.
+void Loop::trace_rows(const DataLoader& loader, const std::vector<MicroBatch>& batches) const {
+  static const char* dir = std::getenv("FLOTILLA_TEST_TRACE_ROWS");
+  if (!dir || !*dir || &loader != train_loader.get() || coord.tp != 0 || coord.pp != 0) return;
+  const std::string path = std::string(dir) + "/rows-" + std::to_string(coord.dp) + ".txt";
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) throw_io("cannot open " + path);
+  const size_t T = static_cast<size_t>(cfg.train.seq_len);
+  for (const MicroBatch& mb : batches)
+    for (size_t row = 0; row * T < mb.inputs.size(); ++row) {
+      std::fprintf(f, "%lld", static_cast<long long>(step + 1));
+      for (size_t t = 0; t < T; ++t) std::fprintf(f, " %d", mb.inputs[row * T + t]);
+      std::fputc('\n', f);
+    }
+  std::fclose(f);
+}
+
 LossMean Loop::read_batches(DataLoader& loader, int64_t count, std::vector<MicroBatch>& out) {
   const size_t N = static_cast<size_t>(cfg.train.micro_batch) * static_cast<size_t>(cfg.train.seq_len);
   out.resize(static_cast<size_t>(count));
@@ -210,6 +230,7 @@ LossMean Loop::read_batches(DataLoader& loader, int64_t count, std::vector<Micro
     for (int32_t t : mb.targets) mb.counted += t != kIgnoreTarget ? 1 : 0;
     counted += static_cast<double>(mb.counted);
   }
+  trace_rows(loader, out);
   // The whole global batch's counted targets (every DP rank reads different rows).
   double global = counted;
   if (groups.dp->size() > 1 && labeled) groups.dp->all_reduce(&global, 1);
@@ -571,7 +592,7 @@ int run_training(const TrainOptions& options) {
   interop::apply_hf_init_from(cfg);    // a Hugging Face folder decides the model's shape
   interop::apply_lora_init_from(cfg);  // a PEFT adapter folder decides the adapters' shape
   const comm::DistEnv env = comm::dist_env_from_environment();
-  validate_or_throw(cfg, env.world_size);
+  const std::string layout_note = train_detail::prepare_layout_change(cfg, env.world_size);
   refuse_unsupported_device_training(cfg);  // device_model.h: what CUDA training cannot run yet
   const bool cpu_bf16 = cfg.run.device == "cpu" && cfg.train.dtype == "bf16";
   if (options.check_memory) {                          // before any allocation
@@ -617,6 +638,10 @@ int run_training(const TrainOptions& options) {
     return !records.empty() && records[0].started && !records[0].finished ? records[0].describe()
                                                                           : std::string();
   });
+  if (!layout_note.empty() && env.rank == 0) {
+    loop.metrics.event("info", layout_note);
+    loop.progress.line("%s", layout_note.c_str());
+  }
   const std::string resumed_from = loop.resume();
   // Only now is the start decided: a refused one (no checkpoint verifies, an incompatible one)
   // leaves config.toml, which `flotilla runs resume` reads, as it was.

@@ -4,17 +4,23 @@
 // single-shard run) writes "params" (its shard, in the shard's local layout, param_layout.h) and,
 // without ZeRO, "adam_m"/"adam_v"; with ZeRO every rank writes its own optimizer shard. On resume
 // every rank reads its own file and the DP group broadcasts what only its first replica read.
-// A checkpoint resumes only on the layout (dp x tp x pp, ZeRO stage) it was saved under.
+// On another layout (dp x tp x pp, ZeRO stage) rank 0 gathers the full state and every rank cuts
+// its own shard from it (reshard()); the data cursor is regrouped (loader.h set_cursor).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/config_io.h"
+#include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/interop/peft.h"
 #include "engine/train/trainer_loop.h"
@@ -66,7 +72,7 @@ void Loop::check_trainer_state(const LoadedCheckpoint& c) {
   // batch or changed data is the user's doing, refused as before by apply_checkpoint).
   const std::vector<int64_t> here = train_loader->cursor();
   try {
-    train_loader->set_cursor(st.train_cursor);
+    train_loader->set_cursor(st.train_cursor, true);
     train_loader->set_cursor(here);
   } catch (const Error& e) {
     if (e.code() == ExitCode::kCheckpoint) damaged(std::string("has a bad train_cursor: ") + e.what());
@@ -88,6 +94,101 @@ void Loop::check_trainer_state(const LoadedCheckpoint& c) {
             nlohmann::json::parse(st.config_json, nullptr, false))
       damaged("has a config_toml that differs from its config");
   }
+}
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_checkpoint("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string zero_text(int zero) { return zero > 0 ? " ZeRO-" + std::to_string(zero) : ""; }
+
+// The trainer.json of the checkpoint `cfg` would resume from, read without verifying (only to
+// explain a refusal or keep the global batch; the checkpoint itself is verified before it is used).
+std::optional<std::pair<std::string, TrainerState>> peek_resume_state(const RunConfig& cfg) {
+  const std::string mode = cfg.checkpoint.resume;
+  if (mode == "none") return std::nullopt;
+  std::vector<std::string> dirs;
+  if (mode == "auto") {
+    dirs = CheckpointStore(resolved_out_dir(cfg) + "/checkpoints").list();
+  } else {
+    dirs.push_back(mode);
+  }
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    try {
+      const std::string text = read_text_file(*it + "/trainer.json");
+      return std::make_pair(*it, parse_trainer_state(text, *it));
+    } catch (const Error&) {
+      // damaged: resume() skips it (or refuses) with its own message
+    }
+  }
+  return std::nullopt;
+}
+
+// The layouts this config could run on `world` ranks (every dp x tp x pp of that product that
+// validate() accepts with the config's other settings).
+std::string valid_layouts(const RunConfig& cfg, int world) {
+  std::string out;
+  for (int tp = 1; tp <= world; ++tp) {
+    if (world % tp != 0) continue;
+    for (int pp = 1; pp <= world / tp; ++pp) {
+      if ((world / tp) % pp != 0) continue;
+      RunConfig c = cfg;
+      c.parallel.tp = tp;
+      c.parallel.pp = pp;
+      c.parallel.dp = world / tp / pp;
+      if (!validate(c, world).empty()) continue;
+      out += (out.empty() ? "" : ", ") + layout_text(c.parallel.dp, tp, pp);
+    }
+  }
+  return out.empty() ? "none with this config's other settings" : out;
+}
+
+}  // namespace
+
+std::string prepare_layout_change(RunConfig& cfg, int world_size) {
+  const auto peeked = peek_resume_state(cfg);
+  if (!peeked) {
+    validate_or_throw(cfg, world_size);
+    return "";
+  }
+  const auto& [dir, st] = *peeked;
+  const auto& par = cfg.parallel;
+  const bool same = st.world_size == world_size && st.dp == par.dp && st.tp == par.tp && st.pp == par.pp;
+  std::string note;
+  if (!same && cfg.train.global_batch_tokens == 0 && !st.config_toml.empty()) {
+    // The default global batch is micro_batch x seq_len x dp: another dp would change what a step
+    // is, so the run keeps the checkpoint's (validate() says if this layout cannot make it).
+    try {
+      const RunConfig saved = parse_config_toml(st.config_toml, dir + "/trainer.json config_toml");
+      cfg.train.global_batch_tokens = tokens_per_step(saved);
+      note = "train.global_batch_tokens = " + std::to_string(cfg.train.global_batch_tokens) +
+             " kept from checkpoint " + dir + " (saved with " + layout_text(st.dp, st.tp, st.pp) +
+             "), so a step on this layout reads the same sequences";
+    } catch (const Error&) {
+      // an unreadable config is the resume's to report
+    }
+  }
+  try {
+    validate_or_throw(cfg, world_size);
+  } catch (const Error& e) {
+    if (same || e.code() != ExitCode::kConfig) throw;
+    throw_config(
+        std::string(e.what()) + "\ncheckpoint " + dir + " was saved with layout " +
+        layout_text(st.dp, st.tp, st.pp) + zero_text(st.zero) + " on " + std::to_string(st.world_size) +
+        " rank(s); this run requests " + layout_text(par.dp, par.tp, par.pp) + zero_text(par.zero) + " on " +
+        std::to_string(world_size) + " rank(s). It resumes on any layout this config validates for: on " +
+        std::to_string(world_size) + " rank(s): " + valid_layouts(cfg, world_size) +
+        (world_size != st.world_size
+             ? "; on " + std::to_string(st.world_size) + " rank(s): " + valid_layouts(cfg, st.world_size)
+             : std::string()));
+  }
+  return note;
 }
 
 // Returns the checkpoint directory resumed from ("" for a fresh start). Rank 0 decides which
@@ -131,7 +232,32 @@ std::string Loop::resume() {
   }
   chosen = broadcast_string(chosen);
   if (chosen.empty()) return "";
-  if (rank != 0) ck = store.load_dir(chosen, rank);
+  // Every rank learns the saved layout from rank 0's trainer.json: on the same layout each reads its
+  // own file; on another one its file may not exist, and rank 0 gathers (reshard()).
+  const std::string state_json = broadcast_string(rank == 0 ? ck->trainer_state_json : std::string());
+  if (rank != 0) {
+    const SavedLayout saved = saved_layout(state_json);
+    if (saved.world == world_size && saved.dp == cfg.parallel.dp && saved.tp == cfg.parallel.tp &&
+        saved.pp == cfg.parallel.pp && saved.zero == dp->zero()) {
+      ck = store.load_dir(chosen, rank);
+    } else {
+      int64_t head[3] = {0, 0, 0};  // step, world size, config hash (as rank 0 verified them)
+      if (world) world->broadcast(head, 3, 0);
+      ck = LoadedCheckpoint{};
+      ck->dir = chosen;
+      ck->step = head[0];
+      ck->world_size = static_cast<int>(head[1]);
+      ck->config_hash = static_cast<uint64_t>(head[2]);
+      ck->trainer_state_json = state_json;
+    }
+  } else if (world) {
+    const SavedLayout saved = saved_layout(state_json);
+    if (!(saved.world == world_size && saved.dp == cfg.parallel.dp && saved.tp == cfg.parallel.tp &&
+          saved.pp == cfg.parallel.pp && saved.zero == dp->zero())) {
+      int64_t head[3] = {ck->step, ck->world_size, static_cast<int64_t>(ck->config_hash)};
+      world->broadcast(head, 3, 0);
+    }
+  }
   apply_checkpoint(*ck);
   if (rank == 0) store.set_aside_newer(ck->step);
   barrier();
@@ -178,12 +304,6 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
         "); resume it with its own config, or set checkpoint.resume = \"none\" or a new run.out_dir");
   const TrainerState st = parse_trainer_state(ck.trainer_state_json, ck.dir);
   const auto& par = cfg.parallel;
-  if (ck.world_size != world_size || st.dp != par.dp || st.tp != par.tp || st.pp != par.pp)
-    throw_checkpoint("checkpoint " + ck.dir + " has " + std::to_string(ck.world_size) +
-                     " rank(s), this run has " + std::to_string(world_size) + "; it was saved with layout " +
-                     layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
-                     layout_text(par.dp, par.tp, par.pp) +
-                     ": resume with the saved layout (resharding is not supported)");
   if (model.lora().enabled()) refuse_other_base_quant(cfg, ck.dir, st);
   if (model.lora().enabled() && !st.base_weights.empty()) {
     const std::string changed = interop::fingerprint_difference(st.base_weights, base_fingerprint);
@@ -193,10 +313,45 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
                        "; resume with the base it was trained on (restore the file), "
                        "or start a new run (checkpoint.resume = \"none\" or a new run.out_dir)");
   }
-  if (st.zero != dp->zero())
-    throw_checkpoint("checkpoint " + ck.dir + " holds ZeRO-" + std::to_string(st.zero) +
-                     " optimizer state, this run uses ZeRO-" + std::to_string(dp->zero()) +
-                     "; resume with the same parallel.zero");
+  const bool same_layout = ck.world_size == world_size && st.dp == par.dp && st.tp == par.tp &&
+                           st.pp == par.pp && st.zero == dp->zero();
+  if (same_layout) {
+    restore_own_files(ck);
+  } else {
+    const std::string what = "checkpoint " + ck.dir + " has " + std::to_string(ck.world_size) +
+                             " rank(s), this run has " + std::to_string(world_size) +
+                             "; it was saved with layout " + layout_text(st.dp, st.tp, st.pp) +
+                             ", this run requests " + layout_text(par.dp, par.tp, par.pp) + " (ZeRO-" +
+                             std::to_string(st.zero) + " -> ZeRO-" + std::to_string(dp->zero()) + ")";
+    reshard(ck, st);
+    if (rank == 0) {
+      metrics.event("info", what + ": its parameters and optimizer state were re-cut to this layout");
+      progress.line("%s: re-cut to this layout", what.c_str());
+    }
+  }
+  step = st.step;
+  tokens = st.tokens;
+  best_val = st.best_val_loss;
+  last_save_seconds = st.last_save_seconds;
+  if (opt.skip_restore != "rng") rng.set_state(st.rng);
+  // regroup: another parallel.dp or train.micro_batch continues at the same sequence (loader.h).
+  if (opt.skip_restore != "cursor") {
+    try {
+      train_loader->set_cursor(st.train_cursor, true);
+    } catch (const Error& e) {
+      if (same_layout) throw;
+      throw Error(e.code(), "checkpoint " + ck.dir + " was saved with layout " +
+                                layout_text(st.dp, st.tp, st.pp) + ", this run requests " +
+                                layout_text(par.dp, par.tp, par.pp) + ": " + e.what());
+    }
+  }
+  if (opt.skip_restore == "lr") lr_offset = 1;
+  if (device) push_to_device();
+}
+
+// The same layout: this rank's file holds its shard (the first DP replica's parameters and, without
+// ZeRO, moments; under ZeRO every rank's optimizer shard), and the DP group broadcasts the rest.
+void Loop::restore_own_files(const LoadedCheckpoint& ck) {
   const bool skip_moments = opt.skip_restore == "moments";
   for (const auto& t : ck.tensors) {
     float* dst = nullptr;
@@ -219,14 +374,66 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
       groups.dp->broadcast(dp->v(), dp->state_size(), 0);
     }
   }
-  step = st.step;
-  tokens = st.tokens;
-  best_val = st.best_val_loss;
-  last_save_seconds = st.last_save_seconds;
-  if (opt.skip_restore != "rng") rng.set_state(st.rng);
-  if (opt.skip_restore != "cursor") train_loader->set_cursor(st.train_cursor);
-  if (opt.skip_restore == "lr") lr_offset = 1;
-  if (device) push_to_device();
+}
+
+// Another layout: rank 0 gathers the whole model's parameters and moments from the saved rank files
+// (model_checkpoint.h gather_full_state), then hands them out one tensor at a time; every rank keeps
+// its shard's runs of each (param_layout.h shard_runs) and, of the moments, its optimizer range.
+// The values are copied, never recomputed, so the state each element resumes with is the one saved.
+void Loop::reshard(const LoadedCheckpoint& ck, const TrainerState& st) {
+  const bool moments = opt.skip_restore != "moments";
+  const ParamLayout& table = model.layout();
+  FullState full;
+  std::string failure;
+  if (rank == 0) {
+    try {
+      SavedLayout saved;
+      saved.world = ck.world_size;
+      saved.dp = st.dp;
+      saved.tp = st.tp;
+      saved.pp = st.pp;
+      saved.zero = st.zero;
+      gather_full_state(ck, dims, table, saved, moments, full);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  // Nobody waits in a broadcast for a rank 0 that could not read the checkpoint.
+  failure = broadcast_string(failure);
+  if (!failure.empty())
+    throw_checkpoint(rank == 0 ? failure : "rank 0 could not read checkpoint " + ck.dir + ": " + failure);
+  const size_t begin = dp->state_begin(), size = dp->state_size();
+  std::fill(dp->m(), dp->m() + size, 0.0f);
+  std::fill(dp->v(), dp->v() + size, 0.0f);
+  std::vector<float> piece;
+  size_t full_at = 0;
+  for (int i = 0; i < table.size(); ++i) {
+    const size_t count = table.full_size(i);
+    const size_t local_at = model.param_offset(i);
+    const std::vector<ShardRun> runs = shard_runs(table, model.shard(), i);
+    for (int which = 0; which < (moments ? 3 : 1); ++which) {
+      float* src = nullptr;
+      if (rank == 0) {
+        src = (which == 0 ? full.params : which == 1 ? full.m : full.v).data() + full_at;
+      } else {
+        piece.resize(count);
+        src = piece.data();
+      }
+      if (world && count > 0) world->broadcast(src, count, 0);
+      for (const ShardRun& run : runs) {
+        for (size_t k = 0; k < run.count; ++k) {
+          const size_t local = local_at + run.local + k;
+          const float value = src[run.full + k];
+          if (which == 0) {
+            model.params()[local] = value;
+          } else if (local >= begin && local < begin + size) {
+            (which == 1 ? dp->m() : dp->v())[local - begin] = value;
+          }
+        }
+      }
+    }
+    full_at += count;
+  }
 }
 
 TrainerState Loop::current_state() const {

@@ -94,6 +94,12 @@ class Progress {
 // "dp=2 x tp=1 x pp=2"
 std::string layout_text(int dp, int tp, int pp);
 
+// Before a run starts (validate_or_throw, on every rank): when it will resume a checkpoint saved under
+// another layout, keeps the checkpoint's global batch if the config leaves it to the default (returns
+// a note saying so, else ""), and a layout validate() refuses is refused naming the saved and the
+// requested layout and the layouts that would work.
+std::string prepare_layout_change(RunConfig& cfg, int world_size);
+
 struct Loop {
   const TrainOptions& opt;
   RunConfig cfg;
@@ -162,6 +168,8 @@ struct Loop {
   std::string resume();
   void check_trainer_state(const LoadedCheckpoint& ck);  // throws Error(kCheckpoint): damaged
   void apply_checkpoint(const LoadedCheckpoint& ck);
+  void restore_own_files(const LoadedCheckpoint& ck);                // the checkpoint's own layout
+  void reshard(const LoadedCheckpoint& ck, const TrainerState& st);  // another layout
   TrainerState current_state() const;
   void save(const std::string& reason);
   void agree_on_save(const std::optional<Error>& mine, const std::string& what,
@@ -173,6 +181,7 @@ struct Loop {
   // loss_weight (micro_batch.h; normalised over the DP group when targets are ignored) and returns
   // how the weighted loss sum becomes the mean loss on this rank (before the mean over DP ranks).
   LossMean read_batches(DataLoader& loader, int64_t count, std::vector<MicroBatch>& out);
+  void trace_rows(const DataLoader& loader, const std::vector<MicroBatch>& batches) const;  // tests
   StepRecord train_step();
   // The step policy (adamw.h decide_step) at r's step, loss and norm: fills r.lr and r.skipped,
   // logs a skipped step; both branches of the step call it.

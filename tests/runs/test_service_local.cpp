@@ -165,6 +165,38 @@ void resumes_in_the_same_row(runs::RunService& service) {
   CHECK(std::find(steps.begin(), steps.end(), at + 1) != steps.end());
 }
 
+// A run saved by 2 ranks (dp=2) continues on 1: the worker re-cuts its checkpoint (d32-reshard);
+// the service passes the layout as --set parallel.dp=1 and launches one rank.
+void resumes_on_another_layout(runs::RunService& service) {
+  const std::string db_path = service.options().ssh.database_path;
+  const int64_t id = stopped_run(service, "svc-layout", "[parallel]\ndp = 2\n");
+  CHECK(stored(db_path, id).world_size.value_or(0) == 2);
+  const int64_t at = service.checkpoints(id).back().step;
+  runs::ResumeRequest r;
+  r.layout.dp = 1;
+  auto run = service.resume(id, r);
+  ServiceWatcher w(*run);
+  CHECK(wait_until([&] { return steps_stored(db_path, id) >= at + 5; }, 90));
+  w.stop();
+  CHECK(w.wait(90));
+  CHECK_MSG(w.result().exit_code == 10, "exit %d: %s", w.result().exit_code, w.notes().c_str());
+  const db::Run after = stored(db_path, id);
+  CHECK_MSG(after.world_size.value_or(0) == 1, "world %lld",
+            static_cast<long long>(after.world_size.value_or(0)));
+  const db::Database d(db_path);
+  std::vector<int64_t> steps;
+  for (const auto& p : db::metric_points(d, id, "loss")) steps.push_back(p.step);
+  CHECK(std::adjacent_find(steps.begin(), steps.end()) == steps.end());
+  CHECK(std::find(steps.begin(), steps.end(), at + 1) != steps.end());
+  // The worker said it re-cut the checkpoint from 2 ranks to 1 (its own event).
+  bool recut = false;
+  for (const db::EventInfo& e : db::list_events(d, id))
+    if (e.message.find("has 2 rank(s), this run has 1") != std::string::npos &&
+        e.message.find("re-cut to this layout") != std::string::npos)
+      recut = true;
+  CHECK(recut);
+}
+
 void forks_from_a_checkpoint(runs::RunService& service) {
   const std::string db_path = service.options().ssh.database_path;
   const int64_t parent = stopped_run(service, "svc-parent", "");
@@ -210,5 +242,6 @@ int main() {
   bad_names_are_refused_before_anything(service);
   resumes_in_the_same_row(service);
   forks_from_a_checkpoint(service);
+  resumes_on_another_layout(service);
   return flotilla_test::summary("test_service_local");
 }
