@@ -147,7 +147,9 @@ void TestRelaunchDialog::changingTheLayoutKeepsTheBatchAndShowsThePlannersFit() 
   QCOMPARE(dialog.memoryBar()->used(), wizard.used);
   QCOMPARE(dialog.fitLabel()->text(), wizard.text);
   QVERIFY2(dialog.memoryBar()->used() > usedAtTwo, "one rank holds what ZeRO-1 over two shared");
-  QVERIFY(!dialog.batchLabel()->text().isEmpty());
+  QVERIFY2(dialog.batchLabel()->text().contains(QStringLiteral("accumulation 1 → 2")),
+           qPrintable(dialog.batchLabel()->text()));
+  QVERIFY(c.layout.dp == 1 && c.layout.zero == 0 && !c.layout.tp && !c.layout.pp);  // only what changed
   QVERIFY(dialog.okButton()->isEnabled());
 }
 
@@ -166,7 +168,12 @@ void TestRelaunchDialog::aLayoutTheEngineRefusesDisablesOk() {
   dialog.dpBox()->setValue(16);
   QVERIFY(!dialog.okButton()->isEnabled());
   QVERIFY2(dialog.problem().contains(QStringLiteral("16 ranks")), qPrintable(dialog.problem()));
+  // Four ranks cannot split the run's 256-token batch into micro-batches of 4 x 32: refused in the
+  // engine's words, as the worker would refuse it.
   dialog.dpBox()->setValue(4);
+  QVERIFY(!dialog.okButton()->isEnabled());
+  QVERIFY2(dialog.problem().contains(QStringLiteral("train.global_batch_tokens")), qPrintable(dialog.problem()));
+  dialog.dpBox()->setValue(1);
   QVERIFY2(dialog.okButton()->isEnabled(), qPrintable(dialog.problem()));
 }
 

@@ -22,14 +22,6 @@ namespace {
 // thread, so the caller has the run's row and folder at once. Anything else connects first.
 bool opensWithoutNetwork(const runs::Placement& where) { return where.nodes.empty() && where.cluster.empty(); }
 
-runs::Layout layoutOf(const RelaunchChoice& choice) {
-  runs::Layout l;
-  l.dp = choice.config.parallel.dp;
-  l.tp = choice.config.parallel.tp;
-  l.pp = choice.config.parallel.pp;
-  l.zero = choice.config.parallel.zero;
-  return l;
-}
 
 }  // namespace
 
@@ -176,7 +168,7 @@ ServiceRun* LocalRuns::resumeRun(qint64 storeId, const RelaunchChoice* choice, Q
   runs::ResumeRequest req;
   runs::Placement where = compat::placementOf(*stored);
   if (choice) {
-    req.layout = layoutOf(*choice);
+    req.layout = choice->layout;
     if (choice->targetChanged) {
       where = placementOf(choice->target, choice->config);
       req.where = where;
@@ -209,7 +201,7 @@ ServiceRun* LocalRuns::forkRun(qint64 storeId, const QString& checkpointDir, con
   if (checkpointDir.isEmpty() && step >= 0) req.step = step;
   runs::Placement where = runs::Placement::here();
   if (choice) {
-    req.layout = layoutOf(*choice);
+    req.layout = choice->layout;
     where = placementOf(choice->target, choice->config);
     req.where = where;
   }

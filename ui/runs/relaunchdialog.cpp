@@ -151,9 +151,17 @@ flotilla::RunConfig RelaunchDialog::layoutConfig(QString* batchNote) const {
   if (c.parallel.pp > 1 && c.parallel.micro_batches < c.parallel.pp) c.parallel.micro_batches = c.parallel.pp;
   const int index = m_target->currentIndex();
   if (index >= 0 && index < m_targets.size()) c.run.device = deviceOf(m_targets[index]);
-  // The batch is a training choice and stays; only how it is cut into micro-batches may change.
-  const QString note = keepGlobalBatch(m_original, c, std::max(1, m_original.train.micro_batch));
-  if (batchNote) *batchNote = note;
+  // The batch is a training choice and stays: the worker keeps the checkpoint's global batch and
+  // accumulation makes up a dp change (docs/distributed.md), so the plan and the checks see that.
+  if (c.train.global_batch_tokens == 0) c.train.global_batch_tokens = flotilla::tokens_per_step(m_original);
+  if (batchNote) {
+    const int64_t before = flotilla::grad_accum_steps(m_original), after = flotilla::grad_accum_steps(c);
+    *batchNote = before == after ? QString()
+                                 : tr("The global batch stays %1 tokens: accumulation %2 → %3 micro-batches per step.")
+                                       .arg(QLocale().toString(static_cast<qlonglong>(flotilla::tokens_per_step(c))))
+                                       .arg(before)
+                                       .arg(after);
+  }
   return c;
 }
 
@@ -210,7 +218,12 @@ RelaunchChoice RelaunchDialog::choice() const {
     out.checkpointDir = m_checkpointDirs[cp];
   const auto& a = m_original.parallel;
   const auto& b = out.config.parallel;
-  out.layoutChanged = a.dp != b.dp || a.tp != b.tp || a.pp != b.pp || a.zero != b.zero;
+  // Only what changed goes to the runs service (nullopt: as the run was).
+  if (a.dp != b.dp) out.layout.dp = b.dp;
+  if (a.tp != b.tp) out.layout.tp = b.tp;
+  if (a.pp != b.pp) out.layout.pp = b.pp;
+  if (a.zero != b.zero) out.layout.zero = b.zero;
+  out.layoutChanged = !out.layout.empty();
   out.targetChanged = index != m_current;
   return out;
 }

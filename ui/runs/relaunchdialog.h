@@ -2,8 +2,8 @@
 // place (this machine, stored SSH nodes, a stored Slurm cluster) or another layout (dp, tp, pp,
 // ZeRO; the ranks follow) than the run was written with. The planner's fit for the chosen layout
 // on the chosen place is shown as the wizard shows it (checkFit and its memory bar), and the
-// global batch is kept as the wizard keeps it on a layout change (keepGlobalBatch), so the run's
-// optimisation stays the same and only how the work is cut changes.
+// global batch is kept as the worker keeps it on a resume (the checkpoint's, accumulation making up a
+// dp change), so the run's optimisation stays the same and only how the work is cut changes.
 //
 // Decision: the dialog owns no run logic. It edits a copy of the run's config and reports the
 // choice; the runs service resumes or forks with it. An invalid layout (the engine's validate():
@@ -36,6 +36,7 @@ struct CheckpointChoice;
 struct RelaunchChoice {
   HardwareTarget target;       // where: this machine (Cpu/Gpu), target.nodes, or target.cluster
   flotilla::RunConfig config;  // the run's config with the chosen layout (parallel.*, the batch kept)
+  runs::Layout layout;         // what changed of dp, tp, pp, ZeRO (for the runs service)
   int ranks = 1;               // dp x tp x pp
   QString checkpointDir;       // Fork: the checkpoint to start from ("" for Resume: the newest verified)
   bool layoutChanged = false;  // dp, tp, pp or ZeRO differ from the run's
