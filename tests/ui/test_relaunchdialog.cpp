@@ -151,6 +151,10 @@ void TestRelaunchDialog::changingTheLayoutKeepsTheBatchAndShowsThePlannersFit() 
            qPrintable(dialog.batchLabel()->text()));
   QVERIFY(c.layout.dp == 1 && c.layout.zero == 0 && !c.layout.tp && !c.layout.pp);  // only what changed
   QVERIFY(dialog.okButton()->isEnabled());
+  // What a user sees (docs and review): the dialog as it stands now.
+  dialog.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dialog));
+  QVERIFY(dialog.grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/relaunch-dialog.png")));
 }
 
 void TestRelaunchDialog::aLayoutTheEngineRefusesDisablesOk() {

@@ -124,8 +124,11 @@ RelaunchDialog::RelaunchDialog(Mode mode, const QString& runName, const flotilla
   layout->addLayout(form);
   layout->addStretch(1);
   layout->addWidget(m_buttons);
-  resize(560, sizeHint().height());
   update();
+  // Wrapped lines take their height for this width: sized once the texts are in.
+  setMinimumWidth(640);
+  resize(640, heightForWidth(640) > 0 ? heightForWidth(640) : sizeHint().height());
+  layout->setSizeConstraint(QLayout::SetMinimumSize);
 }
 
 void RelaunchDialog::setCheckpoints(const QList<CheckpointChoice>& checkpoints) {
