@@ -166,6 +166,22 @@ void TestAppResumeLayoutSsh::nodeRunStoppedThenResumedOnOneRank() {
   const db::Run row = db::get_run(d, id);
   QCOMPARE(row.status, db::RunStatus::kCompleted);
   QCOMPARE(parse_config_toml(row.config_toml, "stored").parallel.dp, 1);
+
+  // 5. Sample and export from the node run's newest checkpoint (fetched from node a to this
+  // machine by the runs service): what the app refused for node runs before issue 32.
+  QSignalSpy sampled(&view, &flotilla::ui::StoreRunsView::sampled);
+  QString sample;
+  view.showSample = [&](const QString& text) { sample = text; };
+  QVERIFY(view.sampleModel(id, QStringLiteral("unused: no tokenizer")));
+  QVERIFY(sampled.wait(120000));
+  QVERIFY2(sampled.at(0).at(0).toBool(), qPrintable(sampled.at(0).at(1).toString()));
+  QVERIFY2(sample.startsWith(QStringLiteral("Token ids")), qPrintable(sample));
+  QSignalSpy exported(&view, &flotilla::ui::StoreRunsView::weightsExported);
+  const QString out = QString::fromStdString(ws + "/exported/");
+  QVERIFY(view.exportWeights(id, out));
+  QVERIFY(exported.wait(120000));
+  QVERIFY2(exported.at(0).at(0).toBool(), qPrintable(exported.at(0).at(1).toString()));
+  QVERIFY(std::filesystem::exists(ws + "/exported/model.safetensors"));
 }
 
 QTEST_MAIN(TestAppResumeLayoutSsh)
