@@ -8,6 +8,7 @@
 #include "db/database.h"
 #include "db/run_store.h"
 #include "remote/session.h"
+#include "runs/ssh_options.h"
 
 namespace flotilla::ui {
 namespace {
@@ -68,7 +69,7 @@ bool removeNodeAndKey(const QString& databasePath, const std::string& name) {
 }
 
 std::string knownHostsFor(const QString& databasePath) {
-  return remote::workspace_known_hosts_path(databasePath.toStdString());
+  return runs::workspace_known_hosts(databasePath.toStdString());
 }
 
 }  // namespace flotilla::ui
