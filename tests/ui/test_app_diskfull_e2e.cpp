@@ -18,13 +18,13 @@
 #include "db/workspace.h"
 #include "engine/config/config_io.h"
 #include "ui/live/livepage.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 using flotilla::ui::LivePage;
-using flotilla::ui::ServiceRun;
 using flotilla::ui::LocalRuns;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::StoreService;
 namespace db = flotilla::db;
 

@@ -20,12 +20,12 @@
 #include "fake_worker.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::ServiceRun;
 using flotilla::ui::MainWindow;
+using flotilla::ui::ServiceRun;
 using Choice = flotilla::ui::MainWindow::CloseChoice;
 
 class TestCloseWithRuns : public QObject {

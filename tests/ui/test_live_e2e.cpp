@@ -24,12 +24,12 @@
 #include "ui/main/mainwindow.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/seriesstore.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::ServiceRun;
 using flotilla::ui::MainWindow;
+using flotilla::ui::ServiceRun;
 
 namespace {
 

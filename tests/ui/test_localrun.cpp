@@ -13,11 +13,11 @@
 #include <signal.h>
 
 #include "fake_worker.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::ServiceRun;
 using flotilla::ui::LocalRuns;
+using flotilla::ui::ServiceRun;
 using State = flotilla::ui::ServiceRun::State;
 
 namespace {

@@ -27,15 +27,15 @@
 #include "engine/model/base_weights.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 #include "ui/wizard/modelpage.h"
 #include "ui/wizard/runwizard.h"
 #include "wizard_helpers.h"
 
-using flotilla::ui::ServiceRun;
 using flotilla::ui::MainWindow;
+using flotilla::ui::ServiceRun;
 using namespace wizard_helpers;
 namespace db = flotilla::db;
 

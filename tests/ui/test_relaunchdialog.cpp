@@ -176,7 +176,8 @@ void TestRelaunchDialog::aLayoutTheEngineRefusesDisablesOk() {
   // engine's words, as the worker would refuse it.
   dialog.dpBox()->setValue(4);
   QVERIFY(!dialog.okButton()->isEnabled());
-  QVERIFY2(dialog.problem().contains(QStringLiteral("train.global_batch_tokens")), qPrintable(dialog.problem()));
+  QVERIFY2(dialog.problem().contains(QStringLiteral("train.global_batch_tokens")),
+           qPrintable(dialog.problem()));
   dialog.dpBox()->setValue(1);
   QVERIFY2(dialog.okButton()->isEnabled(), qPrintable(dialog.problem()));
 }

@@ -10,15 +10,15 @@
 #include <QtTest>
 
 #include "fake_worker.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::ServiceRun;
 using flotilla::ui::LocalRuns;
 using flotilla::ui::LocalRunsModel;
 using flotilla::ui::RunsPage;
+using flotilla::ui::ServiceRun;
 
 class TestRunsPage : public QObject {
   Q_OBJECT
@@ -59,7 +59,8 @@ void TestRunsPage::modelFollowsTheService() {
   QCOMPARE(model.rowCount(), 1);
   QCOMPARE(model.runAt(0), first);
   QCOMPARE(model.index(0, LocalRunsModel::Name).data().toString(), first->name());
-  QCOMPARE(qobject_cast<ServiceRun*>(model.index(0, 0).data(LocalRunsModel::RunRole).value<QObject*>()), first);
+  QCOMPARE(qobject_cast<ServiceRun*>(model.index(0, 0).data(LocalRunsModel::RunRole).value<QObject*>()),
+           first);
   QSignalSpy firstDone(first, &ServiceRun::finished);
   QVERIFY(firstDone.wait(10000));
   QVERIFY(changed.count() > 0);

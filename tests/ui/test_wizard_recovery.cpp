@@ -21,8 +21,8 @@
 #include "db/nodes.h"
 #include "db/run_store.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
 #include "ui/wizard/configdraft.h"
@@ -30,8 +30,8 @@
 #include "ui/wizard/runwizard.h"
 
 using flotilla::ui::RecoveryChoice;
-using flotilla::ui::ServiceRun;
 using flotilla::ui::RunWizard;
+using flotilla::ui::ServiceRun;
 
 namespace {
 

@@ -25,9 +25,9 @@
 #include "ui/live/livedashboard.h"
 #include "ui/live/logfind.h"
 #include "ui/live/nodesamples.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {

@@ -32,10 +32,10 @@
 #include "ui/main/sidebar.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runhandle.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 #include "ui/settings/settingspage.h"
 

@@ -7,8 +7,8 @@
 #include "db/errors.h"
 #include "remote/session.h"
 #include "runs/latency_job.h"
-#include "runs/ssh_options.h"
 #include "runs/node_bridge.h"
+#include "runs/ssh_options.h"
 
 namespace flotilla::ui {
 

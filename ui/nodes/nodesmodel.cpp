@@ -49,7 +49,7 @@ GpuSummary summarize(const std::vector<runs::GpuInfo>& gpus) {
 
 // Stored readings as GpuInfo, so both sources share one summary.
 std::vector<runs::GpuInfo> fromSamples(const std::vector<db::SystemSample>& samples,
-                                         const std::string& type) {
+                                       const std::string& type) {
   std::vector<runs::GpuInfo> out;
   for (const auto& s : samples) {
     runs::GpuInfo g;

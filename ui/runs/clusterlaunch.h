@@ -1,5 +1,5 @@
 // The launch choices of a run on a Slurm cluster, as the wizard's "Slurm cluster" target sets them
-// and RemoteRun::startOnCluster submits them (the same fields as `flotilla run --cluster`).
+// and the runs service submits them (placementOf: the same fields as `flotilla run --cluster`).
 //
 // Decision: these are not RunConfig keys (a config trains the same on any cluster); the wizard keeps
 // them beside the config and both its Review page and the launch turn them into the runs layer's

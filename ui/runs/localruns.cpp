@@ -20,12 +20,14 @@ namespace {
 
 // A place with no host to reach opens in milliseconds (a row, a folder, a process): on the UI
 // thread, so the caller has the run's row and folder at once. Anything else connects first.
-bool opensWithoutNetwork(const runs::Placement& where) { return where.nodes.empty() && where.cluster.empty(); }
-
+bool opensWithoutNetwork(const runs::Placement& where) {
+  return where.nodes.empty() && where.cluster.empty();
+}
 
 }  // namespace
 
-LocalRuns::LocalRuns(const QString& workspaceDir, QObject* parent) : QObject(parent), m_workspace(workspaceDir) {}
+LocalRuns::LocalRuns(const QString& workspaceDir, QObject* parent)
+    : QObject(parent), m_workspace(workspaceDir) {}
 
 QString LocalRuns::findWorker(QString* error) const {
   try {
@@ -60,7 +62,9 @@ runs::ServiceOptions LocalRuns::serviceOptions() const {
 bool LocalRuns::precheck(const flotilla::RunConfig& config, bool demo, const runs::Placement& where,
                          QString* error) const {
   if (!opensWithoutNetwork(where) && !m_store) {
-    if (error) *error = tr("Runs on %1 need the run store; it could not be opened.").arg(QString::fromStdString(where.text()));
+    if (error)
+      *error = tr("Runs on %1 need the run store; it could not be opened.")
+                   .arg(QString::fromStdString(where.text()));
     return false;
   }
   if (!demo) {
@@ -96,7 +100,8 @@ ServiceRun* LocalRuns::startDemo(QString* error) {
   return run;
 }
 
-ServiceRun* LocalRuns::start(const flotilla::RunConfig& config, const runs::Placement& where, QString* error) {
+ServiceRun* LocalRuns::start(const flotilla::RunConfig& config, const runs::Placement& where,
+                             QString* error) {
   if (!precheck(config, false, where, error)) return nullptr;
   runs::RunRequest req;
   req.config = config;
@@ -178,12 +183,13 @@ ServiceRun* LocalRuns::resumeRun(qint64 storeId, const RelaunchChoice* choice, Q
   run->setStoreId(storeId);
   run->setStored(*stored);
   add(run);
-  const QString what = choice && choice->layoutChanged
-                           ? tr("resuming %1 on %2 with %3").arg(name, QString::fromStdString(where.text()),
-                                                                 QString::fromStdString(req.layout.text()))
-                           : tr("resuming %1 on %2").arg(name, QString::fromStdString(where.text()));
-  run->open([storeId, req](runs::RunService& s, const runs::Note& p) { return s.resume(storeId, req, p); }, what,
-            opensWithoutNetwork(where));
+  const QString what =
+      choice && choice->layoutChanged
+          ? tr("resuming %1 on %2 with %3")
+                .arg(name, QString::fromStdString(where.text()), QString::fromStdString(req.layout.text()))
+          : tr("resuming %1 on %2").arg(name, QString::fromStdString(where.text()));
+  run->open([storeId, req](runs::RunService& s, const runs::Note& p) { return s.resume(storeId, req, p); },
+            what, opensWithoutNetwork(where));
   m_store->refresh();
   return run;
 }
@@ -207,9 +213,10 @@ ServiceRun* LocalRuns::forkRun(qint64 storeId, const QString& checkpointDir, con
   }
   ServiceRun* run = newRun(QString::fromStdString(parent->name) + QStringLiteral("-fork"));
   add(run);
-  run->open([storeId, req](runs::RunService& s, const runs::Note& p) { return s.fork(storeId, req, p); },
-            tr("forking %1 on %2").arg(QString::fromStdString(parent->name), QString::fromStdString(where.text())),
-            opensWithoutNetwork(where) && !checkpointDir.isEmpty());
+  run->open(
+      [storeId, req](runs::RunService& s, const runs::Note& p) { return s.fork(storeId, req, p); },
+      tr("forking %1 on %2").arg(QString::fromStdString(parent->name), QString::fromStdString(where.text())),
+      opensWithoutNetwork(where) && !checkpointDir.isEmpty());
   m_store->refresh();
   return run;
 }
@@ -250,7 +257,8 @@ ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
   add(run);
   const runs::Placement where = compat::placementOf(*stored);
   run->open([storeId](runs::RunService& s, const runs::Note& p) { return s.attach(storeId, p); },
-            tr("re-attaching to %1 on %2").arg(run->name(), QString::fromStdString(runs::RunService::where_text(*stored))),
+            tr("re-attaching to %1 on %2")
+                .arg(run->name(), QString::fromStdString(runs::RunService::where_text(*stored))),
             opensWithoutNetwork(where), true);
   return run;
 }

@@ -62,7 +62,8 @@ class LocalRuns : public QObject {
   // Starts `config` where `where` says (the wizard's target). nullptr with *error when refused
   // before anything exists (the name rule, no worker, an invalid config, no store for a place that
   // needs one); a refusal found while connecting, deploying or submitting ends the run failed.
-  ServiceRun* start(const flotilla::RunConfig& config, const runs::Placement& where, QString* error = nullptr);
+  ServiceRun* start(const flotilla::RunConfig& config, const runs::Placement& where,
+                    QString* error = nullptr);
   // The same on this machine (the wizard's CPU and GPU targets).
   ServiceRun* startConfig(const flotilla::RunConfig& config, int ranks, QString* error = nullptr);
   // On stored SSH nodes (names, the master first), recovering from preemptions as `recovery` says.
@@ -79,7 +80,9 @@ class LocalRuns : public QObject {
   // Resumes a halted stored run in its row from its newest verified checkpoint, where it ran and on
   // its layout, or where and how `choice` says. nullptr with *error (the service's words) when it
   // cannot be resumed; this session's run when it is running here already.
-  ServiceRun* resumeRun(qint64 storeId, QString* error = nullptr) { return resumeRun(storeId, nullptr, error); }
+  ServiceRun* resumeRun(qint64 storeId, QString* error = nullptr) {
+    return resumeRun(storeId, nullptr, error);
+  }
   ServiceRun* resumeRun(qint64 storeId, const RelaunchChoice* choice, QString* error = nullptr);
   // A new run (its own row, parent = storeId, kind fork) from `checkpointDir` (a folder on this
   // machine, as the service listed it; "" = the newest checkpoint, fetched when it is elsewhere),
@@ -123,7 +126,8 @@ class LocalRuns : public QObject {
  private:
   // A new ServiceRun named `name` (its passphrase prompt set), added to the session.
   ServiceRun* newRun(const QString& name);
-  bool precheck(const flotilla::RunConfig& config, bool demo, const runs::Placement& where, QString* error) const;
+  bool precheck(const flotilla::RunConfig& config, bool demo, const runs::Placement& where,
+                QString* error) const;
   void add(ServiceRun* run);
   void recount();  // emits runningCountChanged when the number of active runs changed
 

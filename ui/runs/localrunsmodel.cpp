@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "ui/common/numberformat.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 
 namespace flotilla::ui {
 

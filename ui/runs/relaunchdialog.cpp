@@ -159,11 +159,12 @@ flotilla::RunConfig RelaunchDialog::layoutConfig(QString* batchNote) const {
   if (c.train.global_batch_tokens == 0) c.train.global_batch_tokens = flotilla::tokens_per_step(m_original);
   if (batchNote) {
     const int64_t before = flotilla::grad_accum_steps(m_original), after = flotilla::grad_accum_steps(c);
-    *batchNote = before == after ? QString()
-                                 : tr("The global batch stays %1 tokens: accumulation %2 → %3 micro-batches per step.")
-                                       .arg(QLocale().toString(static_cast<qlonglong>(flotilla::tokens_per_step(c))))
-                                       .arg(before)
-                                       .arg(after);
+    *batchNote = before == after
+                     ? QString()
+                     : tr("The global batch stays %1 tokens: accumulation %2 → %3 micro-batches per step.")
+                           .arg(QLocale().toString(static_cast<qlonglong>(flotilla::tokens_per_step(c))))
+                           .arg(before)
+                           .arg(after);
   }
   return c;
 }

@@ -12,9 +12,9 @@
 
 #include "ui/common/emptystate.h"
 #include "ui/common/pageheader.h"
-#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"

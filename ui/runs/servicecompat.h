@@ -10,10 +10,10 @@
 
 namespace flotilla::ui::compat {
 
-runs::Placement placementOf(const db::Run& run);  // RunService::placement_of
-QString commandLine(const runs::ActiveRun& run);  // ActiveRun::command_line
-qint64 localPid(const runs::ActiveRun& run);      // ActiveRun::local_pid
-QString jobId(const runs::ActiveRun& run);        // ActiveRun::job_id
+runs::Placement placementOf(const db::Run& run);          // RunService::placement_of
+QString commandLine(const runs::ActiveRun& run);          // ActiveRun::command_line
+qint64 localPid(const runs::ActiveRun& run);              // ActiveRun::local_pid
+QString jobId(const runs::ActiveRun& run);                // ActiveRun::job_id
 QString checkpointRefusal(const runs::Placement& where);  // the place's answer before the run exists
 
 }  // namespace flotilla::ui::compat

@@ -72,7 +72,8 @@ std::vector<MetricsRecord> storedRecords(const db::Database& reader, int64_t id)
     start.body = rs;
     records.push_back(std::move(start));
   }
-  const std::vector<std::string> names = {"loss", "lr", "tokens_per_s", "mfu", "val_loss", "tokens", "step_ms"};
+  const std::vector<std::string> names = {"loss",     "lr",     "tokens_per_s", "mfu",
+                                          "val_loss", "tokens", "step_ms"};
   for (const db::StepRow& row : db::step_rows(reader, id, names)) {
     if (!std::isnan(row.values[0])) {
       MetricsRecord r;
@@ -190,7 +191,9 @@ void ServiceRun::setPlacement(const runs::Placement& where) {
   m_recovery = fromRunsRecovery(where.recovery);
 }
 
-qint64 ServiceRun::liveWorkerPid(const QString& runDir) { return runs::live_worker_pid(runDir.toStdString()); }
+qint64 ServiceRun::liveWorkerPid(const QString& runDir) {
+  return runs::live_worker_pid(runDir.toStdString());
+}
 
 bool ServiceRun::isFinished() const { return m_thread && m_thread->isFinished(); }
 
@@ -290,7 +293,8 @@ void ServiceRun::onOpened(const Opened& o) {
     m_cluster = o.cluster;
   }
   if (o.recovery) m_recovery = *o.recovery;
-  if (m_plannedSteps == 0) m_plannedSteps = o.totalSteps;
+  // A started run says its length in its run_start record; one found going may have said it already.
+  if (m_showStored && m_plannedSteps == 0) m_plannedSteps = o.totalSteps;
   if (o.stored) {
     m_storedStart = o.stored->started_at.value_or(0);
     m_storedEnd = 0;
@@ -300,9 +304,10 @@ void ServiceRun::onOpened(const Opened& o) {
     appendLog(QStringLiteral("info"),
               tr("worker started (pid %1); its output goes to %2").arg(m_pid).arg(workerLogPath()));
   else if (m_showStored)
-    appendLog(QStringLiteral("info"), o.runningWhenFound
-                                          ? tr("re-attached to %1 (%2): the run is still going").arg(m_where, m_runDir)
-                                          : tr("re-attached to %1 (%2): the run already ended").arg(m_where, m_runDir));
+    appendLog(QStringLiteral("info"),
+              o.runningWhenFound
+                  ? tr("re-attached to %1 (%2): the run is still going").arg(m_where, m_runDir)
+                  : tr("re-attached to %1 (%2): the run already ended").arg(m_where, m_runDir));
   else
     appendLog(QStringLiteral("info"), tr("%1 on %2 (%3)").arg(m_name, m_where, m_runDir));
   logRecovery();
@@ -335,7 +340,9 @@ void ServiceRun::open(Open how, const QString& what, bool onThisThread, bool sho
   if (onThisThread) {
     try {
       runs::RunService service(m_options);
-      active = how(service, [this](const std::string& line) { appendLog(QStringLiteral("info"), QString::fromStdString(line)); });
+      active = how(service, [this](const std::string& line) {
+        appendLog(QStringLiteral("info"), QString::fromStdString(line));
+      });
     } catch (const std::exception& e) {
       fail(QString::fromUtf8(e.what()));
       return;
@@ -411,7 +418,8 @@ void ServiceRun::watchHooks(runs::WatchHooks& hooks) {
         const runs::Placement place = compat::placementOf(run);
         QMetaObject::invokeMethod(
             this,
-            [this, nodes = toQt(place.nodes), where = QString::fromStdString(runs::RunService::where_text(run))] {
+            [this, nodes = toQt(place.nodes),
+             where = QString::fromStdString(runs::RunService::where_text(run))] {
               if (!nodes.isEmpty()) m_nodes = nodes;
               m_where = where;
               emit changed();
@@ -421,7 +429,9 @@ void ServiceRun::watchHooks(runs::WatchHooks& hooks) {
       }
     }
   };
-  hooks.on_budget = [this](const db::BudgetStatus& b) { postBudget(b.message, b.action == db::BudgetAction::kStop); };
+  hooks.on_budget = [this](const db::BudgetStatus& b) {
+    postBudget(b.message, b.action == db::BudgetAction::kStop);
+  };
   hooks.on_committed = [this](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
   hooks.stop_requested = [this] { return m_stopFlag.load(); };
   hooks.checkpoint_requested = [this] { return m_checkpointFlag.exchange(false); };
@@ -480,8 +490,9 @@ void ServiceRun::deliver(qint64 upTo) {
 
 void ServiceRun::stop() {
   if (m_state != State::Running) return;
-  appendLog(QStringLiteral("info"),
-            tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
+  appendLog(
+      QStringLiteral("info"),
+      tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
   m_stopRequested = true;
   setState(State::Stopping);
   m_stopFlag.store(true);
@@ -531,8 +542,9 @@ void ServiceRun::setStored(const flotilla::db::Run& run) {
 qint64 ServiceRun::elapsedMs() const {
   if (m_storedStart > 0) {  // the store's clock: the whole run, across sessions
     const bool ended = !isActive() && m_state != State::NotStarted && m_state != State::Detached;
-    const double end = ended && m_storedEnd > 0 ? m_storedEnd
-                                                : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+    const double end = ended && m_storedEnd > 0
+                           ? m_storedEnd
+                           : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
     return std::max<qint64>(0, static_cast<qint64>((end - m_storedStart) * 1000.0));
   }
   if (!m_clock.isValid()) return 0;
@@ -639,7 +651,8 @@ void ServiceRun::handle(const MetricsRecord& r) {
                          .arg(static_cast<double>(s.parameters) / 1e6, 0, 'f', 2)
                          .arg(m_plannedSteps)
                          .arg(s.world_size);
-      if (!s.resumed_from.empty()) text += tr(", resumed from %1").arg(QString::fromStdString(s.resumed_from));
+      if (!s.resumed_from.empty())
+        text += tr(", resumed from %1").arg(QString::fromStdString(s.resumed_from));
       appendLog(QStringLiteral("info"), text);
       break;
     }
@@ -678,13 +691,14 @@ void ServiceRun::onEnded(const runs::WatchResult& out, const QString& error) {
   m_endMs = m_clock.elapsed();
   if (!error.isEmpty()) m_error = error;
   if (m_storedStart > 0)
-    m_storedEnd = out.end.at > 0 ? out.end.at : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+    m_storedEnd =
+        out.end.at > 0 ? out.end.at : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
   m_endNote = QString::fromStdString(out.end.note);
   m_endStatus = out.end.status;
   State next = State::Failed;
   // The watcher gave the run up (its place unreachable, a job still queued): it goes on there.
-  const bool left = out.exit_code == runs::kLeft || (!out.recorded && error.isEmpty() &&
-                                                     out.exit_code == static_cast<int>(ExitCode::kComm));
+  const bool left = out.exit_code == runs::kLeft ||
+                    (!out.recorded && error.isEmpty() && out.exit_code == static_cast<int>(ExitCode::kComm));
   if (left) {
     next = State::Detached;
   } else {
@@ -717,9 +731,10 @@ void ServiceRun::onEnded(const runs::WatchResult& out, const QString& error) {
   }
   setState(next);
   appendLog(next == State::Failed ? QStringLiteral("error") : QStringLiteral("info"),
-            left ? tr("no longer watched: the run goes on on %1; open it from the Runs page to watch it again")
-                       .arg(m_where)
-                 : tr("worker ended: %1").arg(stateText()));
+            left
+                ? tr("no longer watched: the run goes on on %1; open it from the Runs page to watch it again")
+                      .arg(m_where)
+                : tr("worker ended: %1").arg(stateText()));
   emit changed();
   emit finished(m_exitCode, m_exitStatus, summaryText());
 }

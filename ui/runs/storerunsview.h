@@ -127,17 +127,16 @@ class StoreRunsView : public QWidget {
   std::function<std::optional<QString>()> askPrompt;  // nullopt: cancelled
   std::function<void(const QString& text)> showSample;
   std::function<bool(const QString& runName)> confirmDelete;
-  // Whether to watch a run on SSH nodes or a Slurm cluster that this session does not watch (default:
-  // a question box). `nodes`: where it runs ("n1, n2" or "Slurm cluster NAME").
-  std::function<bool(const QString& runName, const QString& nodes)> confirmAttach;
+  // Whether to watch a run going on that this session does not watch (default: a question box).
+  // `where`: the runs service's words ("nodes n1, n2", "slurm cluster NAME, job 12", "this machine").
+  std::function<bool(const QString& runName, const QString& where)> confirmAttach;
   // Answers the Resume / Fork question instead of showing it (tests set its widgets); true: accepted.
   std::function<bool(RelaunchDialog& dialog)> answerRelaunch;
   std::function<void(const QList<CheckpointChoice>& checkpoints)> showCheckpoints;
 
  signals:
+  // A run was resumed, forked, attached or opened (wherever it runs): show it live.
   void runOpened(flotilla::ui::ServiceRun* run);
-  // A run on SSH nodes was opened: the RemoteRun that watches it (show it live).
-  void remoteRunOpened(flotilla::ui::RunHandle* run);
   void duplicateRequested(const flotilla::RunConfig& config);
   void errorRaised(const QString& text);
   void message(const QString& text);
