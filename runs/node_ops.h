@@ -40,6 +40,18 @@ NodeCheck check_node(const SshAccess& access, db::Database& db, const std::strin
 ClusterProbe check_cluster(const SshAccess& access, db::Database& db, const std::string& name,
                            std::string* stored_json = nullptr);
 
+// Trusts `fingerprint` (SHA256:...) for stored node `name`, or a cluster's login node with
+// `cluster`, in the workspace's known_hosts (the host is asked for its key; a different one is
+// refused). Throws Refusal with the session layer's words when the host presents another key.
+void trust_host_key(const SshAccess& access, db::Database& db, const std::string& name,
+                    const std::string& fingerprint, bool cluster = false);
+// Drops every line of `node`'s address from the workspace's known_hosts (no connection); how many.
+// With `unless_shared`, a key another stored node at the same address still uses is kept (0).
+int forget_host_key(const SshAccess& access, db::Database& db, const db::SshNode& node,
+                    bool unless_shared = false);
+// "host" for port 22, else "[host]:port": how known_hosts names a node.
+std::string known_hosts_name(const db::SshNode& node);
+
 // The latency matrix of stored nodes `names` (runs/latency_job.h) with the one SSH options.
 LatencyJobResult measure_node_latency(const SshAccess& access, const std::vector<std::string>& names,
                                       const std::string& worker_path, const std::atomic<bool>& cancel,

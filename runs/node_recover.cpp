@@ -286,7 +286,8 @@ bool NodesPlace::recover(db::Writer& writer, int code, const WatchHooks& hooks) 
   // Preempted (not stopped by request or by the budget), or failed on a communication error,
   // which is what a node that vanished without notice leaves behind (recovered only when a node
   // turns out to be gone).
-  const bool preempted = code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
+  const bool preempted =
+      code == static_cast<int>(ExitCode::kPreempted) && run.status == db::RunStatus::kPreempted;
   const bool comm_failure = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kFailed;
   // The watch lost the master for good (the run stays 'running' in the store).
   const bool master_lost = code == static_cast<int>(ExitCode::kComm) && run.status == db::RunStatus::kRunning;
@@ -305,7 +306,8 @@ bool NodesPlace::recover(db::Writer& writer, int code, const WatchHooks& hooks) 
   };
   if (recovered_ >= recovery.max_recoveries)
     return give_up("run " + w_.name + " was preempted again after " + std::to_string(recovered_) +
-                   " automatic recoveries (the limit); resume it with `flotilla runs resume " + w_.name + "`");
+                   " automatic recoveries (the limit); resume it with `flotilla runs resume " + w_.name +
+                   "`");
   if (note)
     note("run " + w_.name +
          (preempted     ? " was preempted"

@@ -174,10 +174,11 @@ int random_master_port() {
 Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequest& req, const Note& note) {
   const int m = static_cast<int>(nodes.size());
   const int n = ranks_per_node(req.config, m, req.nproc_per_node);
-  check_new_run_name(req.name);  // before any row, upload or process
+  if (!req.existing_run) check_new_run_name(req.name);  // before any row, upload or process
   RunConfig config = req.config;
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  if (!req.from_checkpoint.empty()) config.checkpoint.resume = "auto";  // the uploaded one, in its run dir
   resolve_model_source(config);
   validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
   check_remote_write_paths(config, m == 1 ? "node " + nodes[0].rec.name : "nodes");
@@ -197,7 +198,32 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   }
   int64_t run_id = 0;
   db::write_tx(db, [&] {
-    run_id = db::create_run(db, nr);
+    if (req.existing_run) {
+      run_id = *req.existing_run;
+      const db::Run was = db::get_run(db, run_id);
+      db::set_run_config(db, run_id, nr.config_toml, nr.config_json);
+      db::detach_node(db, run_id, db::ensure_node(db, "local", "local"));
+      for (const db::SshNode& old : db::run_ssh_nodes(db, run_id)) db::detach_node(db, run_id, old.id);
+      db::set_run_target(db, run_id, nr.target);
+      // A cap set earlier (or edited in Costs) stays unless a new one is given.
+      db::set_budget(db, run_id,
+                     req.budget_usd               ? nr.budget_usd
+                     : was.budget_usd.has_value() ? was.budget_usd
+                                                  : nr.budget_usd,
+                     was.budget_warn_fraction);
+      db::add_event(db, run_id, db::now_seconds(), "moved", "info",
+                    req.origin + ": moved from " + (was.target.empty() ? std::string("local") : was.target) +
+                        " to " + nr.target +
+                        (req.from_checkpoint.empty() ? "" : ", from " + req.from_checkpoint));
+    } else if (req.fork_of) {
+      run_id = db::fork_run(db, *req.fork_of, req.name);
+      db::set_run_config(db, run_id, nr.config_toml, nr.config_json);
+      db::set_run_target(db, run_id, nr.target);
+      db::set_budget(db, run_id, nr.budget_usd, nr.budget_warn_fraction);
+      db::set_max_hours(db, run_id, nr.max_hours);
+    } else {
+      run_id = db::create_run(db, nr);
+    }
     for (const auto& node : nodes) db::attach_node(db, run_id, node.rec.id, n);
     const RunPrice price = resolve_run_price(db, run_id, config);
     check_budget_is_priced(price, limits, req.name, names);  // throws: the whole row is rolled back
@@ -215,11 +241,18 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   spec.master_port = master_port;
   spec.launch_args = {"--max-restarts", std::to_string(config.run.max_restarts)};
   if (req.no_bind) spec.launch_args.push_back("--no-bind");
+  spec.allow_restart = req.existing_run.has_value();  // an earlier stint there left its folder
 
   remote::DeployOptions deploy;
   deploy.worker_path = req.worker_path;
   deploy.version = req.version;
   for (auto& node : nodes) prepare_node(node, rid, config, deploy, note);
+  if (!req.from_checkpoint.empty()) {
+    const std::string at = remote::upload_checkpoint(*nodes[0].session, rid, req.from_checkpoint);
+    if (note)
+      note("node " + nodes[0].rec.name + ": the run starts from " + req.from_checkpoint + " (now " + at +
+           ")");
+  }
   if (m > 1) note_latency(db, nodes, note);
   db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
 
@@ -308,7 +341,10 @@ Watch attach_watch(const db::Run& run, std::vector<Node>& nodes, const std::stri
 }
 
 NodesPlace::NodesPlace(std::vector<Node>& nodes, Watch w, const Note& note, const Recovery* recovery)
-    : nodes_(nodes), w_(std::move(w)), note_(note), recovery_(recovery && recovery->enabled ? recovery : nullptr) {
+    : nodes_(nodes),
+      w_(std::move(w)),
+      note_(note),
+      recovery_(recovery && recovery->enabled ? recovery : nullptr) {
   if (recovery_) {
     spares_ = recovery_->spares;
     // A lost master is given up after about the settle time (then the nodes are asked), not
@@ -332,7 +368,8 @@ void NodesPlace::begin(db::Writer* writer) {
 
 MetricsChunk NodesPlace::read(uint64_t offset) {
   const remote::TailChunk t = with_reconnect(
-      nodes_[0], note_, [&](remote::Session& s) { return remote::tail_run_file(s, w_.rid, offset); }, w_.reconnect);
+      nodes_[0], note_, [&](remote::Session& s) { return remote::tail_run_file(s, w_.rid, offset); },
+      w_.reconnect);
   MetricsChunk c;
   c.start = offset;
   c.end = t.lines.empty() ? offset : t.offset;
@@ -342,7 +379,8 @@ MetricsChunk NodesPlace::read(uint64_t offset) {
 
 void NodesPlace::stored(const std::vector<MetricsRecord>& records) {
   for (const MetricsRecord& e : records)
-    if (e.type == MetricsRecordType::kCheckpoint) newest_checkpoint_ = std::max(newest_checkpoint_, e.checkpoint().step);
+    if (e.type == MetricsRecordType::kCheckpoint)
+      newest_checkpoint_ = std::max(newest_checkpoint_, e.checkpoint().step);
   mirror();
 }
 
@@ -369,8 +407,9 @@ void NodesPlace::mirror() {
 }
 
 void NodesPlace::stop(StopCause, const std::string& why, const Note& note) {
-  if (note) note((why.empty() ? std::string("the run was deleted from the store") : why) +
-                 ": stopping the run on every node (checkpoint, then exit)");
+  if (note)
+    note((why.empty() ? std::string("the run was deleted from the store") : why) +
+         ": stopping the run on every node (checkpoint, then exit)");
   for (auto& node : nodes_) {
     try {
       with_reconnect(node, note, [&](remote::Session& s) { return remote::stop_remote_run(s, w_.rid, 30); });
@@ -427,7 +466,8 @@ bool NodesPlace::turn(const Turn&, db::Writer* writer, const Note& note) {
   if (now - last_status_ < std::chrono::seconds(1)) return false;
   last_status_ = now;
   const remote::RemoteRunStatus st = with_reconnect(
-      nodes_[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, w_.rid); }, w_.reconnect);
+      nodes_[0], note, [&](remote::Session& s) { return remote::remote_run_status(s, w_.rid); },
+      w_.reconnect);
   if (st.state != remote::RunState::kExited) return false;
   final_exit_ = st.exit_code;
   final_ended_at_ = st.ended_at;
@@ -463,8 +503,8 @@ PlaceEnd NodesPlace::end(const EndContext& c, db::Writer*, const Note& note) {
       continue;
     }
     if (st.exit_code != 0 && note)
-      note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) + " (~/.flotilla/runs/" +
-           w_.rid + "/stdout.log there)");
+      note("node " + node.rec.name + " ended with exit " + std::to_string(st.exit_code) +
+           " (~/.flotilla/runs/" + w_.rid + "/stdout.log there)");
   }
   e.end = end_for_exit(e.exit_code, 0, c.cause, "node " + nodes_[0].rec.name, c.stop_note);
   e.end.at = static_cast<double>(final_ended_at_);

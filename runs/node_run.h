@@ -68,6 +68,14 @@ struct StartRequest {
   std::string worker_path;                      // the local flotilla-worker to deploy
   std::string version;                          // the bundle's version folder
   std::string origin = "flotilla run --nodes";  // the status reason's prefix
+  // A fork: the parent run (recorded as such) and the checkpoint folder on this machine the new run
+  // starts from (uploaded to the master's run dir before any rank starts).
+  std::optional<int64_t> fork_of;
+  std::string from_checkpoint;
+  // A halted stored run moving here from another place (resume elsewhere): its row is reused (config,
+  // nodes, target, price replaced; an event says so) instead of a new one; from_checkpoint is its
+  // newest checkpoint.
+  std::optional<int64_t> existing_run;
 };
 
 // Splits dp*tp*pp over `nodes`; throws flotilla::Error (kConfig) naming the numbers when it cannot.

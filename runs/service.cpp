@@ -17,6 +17,7 @@
 #include "engine/core/error.h"
 #include "remote/remote_run.h"
 #include "remote/session.h"
+#include "remote/slurm_cluster.h"
 #include "runs/local_run.h"
 #include "runs/node_run.h"
 #include "runs/process.h"
@@ -265,7 +266,12 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
   RunConfig config = req.config;
   apply_layout(config, req.layout);
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
-  if (!req.resume_from.empty()) config.checkpoint.resume = req.resume_from;
+  if (!req.resume_from.empty() && req.where.kind == PlaceKind::kHere)
+    config.checkpoint.resume = req.resume_from;
+  if (!req.resume_from.empty() && req.where.kind == PlaceKind::kSlurm)
+    throw Refusal(
+        "starting a run on a Slurm cluster from a checkpoint of this machine is not supported yet: "
+        "fork it here or on SSH nodes");
   if (!req.name.empty()) check_new_run_name(req.name);
   auto impl = new_impl(options_, req.where.kind);
   impl->where = req.where.text();
@@ -349,6 +355,8 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       s.worker_path = worker_of(options_);
       s.version = options_.version;
       s.origin = options_.origin;
+      s.fork_of = req.fork_of;
+      s.from_checkpoint = req.resume_from;
       impl->node_watch = start_on_nodes(db, nodes, s, progress);
       RecoveryPolicy policy;
       policy.enabled = p.recovery.enabled;
@@ -475,10 +483,8 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
   db::Database db(options_.ssh.database_path);
   const db::Run run = db::get_run(db, run_id);
   const PlaceKind kind = kind_of(run);
-  if (req.where && req.where->kind != kind)
-    throw Refusal("run " + run.name + " ran on " + where_text(run) + "; resuming it on " + req.where->text() +
-                  " is not supported yet: fork it there from a checkpoint instead");
   if (const std::string why = abilities(run).resume; !why.empty()) throw Refusal(why);
+  if (req.where && moves(run, *req.where)) return move(run, req, progress);
   auto impl = new_impl(options_, kind);
   impl->id = run.id;
   impl->name = run.name;
@@ -569,12 +575,39 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       break;
     }
     case PlaceKind::kSlurm: {
-      if (!req.layout.empty())
-        throw Refusal("run " + run.name + ": resuming a Slurm run on another layout is not supported yet");
       db::SlurmCluster cluster;
       if (const std::string why = slurm_resume_target(db, run, cluster); !why.empty()) throw Refusal(why);
+      // Another layout with the job's rank count: its batch script (nodes x tasks) is submitted again
+      // as it was, with the run's config there saying the new dp/tp/pp/ZeRO.
+      std::optional<RunConfig> relaid;
+      const db::SlurmJob job = *db::find_slurm_job(db, run.id);
+      if (!req.layout.empty()) {
+        RunConfig config = parse_config_toml(run.config_toml, "run " + run.name);
+        apply_layout(config, req.layout);
+        const int64_t ranks = std::max<int64_t>(1, job.nodes) * std::max<int64_t>(1, job.tasks_per_node);
+        if (ranks_of(config) != ranks)
+          throw Refusal("run " + run.name + "'s Slurm job runs " + std::to_string(job.nodes) + " node(s) x " +
+                        std::to_string(job.tasks_per_node) + " task(s) = " + std::to_string(ranks) +
+                        " rank(s); layout " + req.layout.text() + " needs " +
+                        std::to_string(ranks_of(config)) + ": choose one with dp*tp*pp = " +
+                        std::to_string(ranks) + ", or fork the run with another job shape");
+        validate_run_config(config, static_cast<int>(ranks));
+        relaid = config;
+      }
       impl->login = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, login_node(cluster)));
       connect_or_refuse(options_.ssh, *impl->login, cluster.name, true);
+      if (relaid) {
+        if (!remote::poll_jobs(*impl->login, {job.job_id}).empty())
+          throw Refusal(
+              "slurm job " + job.job_id + " of run " + run.name +
+              " is still in the queue: wait for it to leave, or watch it with flotilla runs attach " +
+              run.name);
+        const std::string toml = config_to_toml(*relaid);
+        remote::upload_run_config(*impl->login, job.run_dir.substr(job.run_dir.find_last_of('/') + 1), toml);
+        db::set_run_config(db, run.id, toml, config_to_json(*relaid, -1));
+        db::add_event(db, run.id, db::now_seconds(), "layout", "info",
+                      "resumed on another layout: " + req.layout.text());
+      }
       try {
         impl->slurm_watch = resubmit_slurm_run(db, *impl->login, run, options_.origin, progress);
       } catch (const Error& e) {
@@ -586,6 +619,116 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       break;
     }
   }
+  return std::make_unique<ActiveRun>(std::move(impl));
+}
+
+bool RunService::moves(const db::Run& run, const Placement& where) const {
+  if (where.kind != kind_of(run)) return true;
+  if (where.kind != PlaceKind::kNodes) return false;
+  std::string names;
+  for (const auto& n : where.nodes) names += (names.empty() ? "" : ",") + n;
+  return names != run.target;
+}
+
+std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequest& req,
+                                            const Note& progress) {
+  const Placement& to = *req.where;
+  if (to.kind == PlaceKind::kSlurm)
+    throw Refusal("run " + run.name + " ran on " + where_text(run) + "; resuming it on " + to.text() +
+                  " is not supported yet: fork it there, or resume it here or on SSH nodes");
+  if (kind_of(run) == PlaceKind::kHere)
+    if (const auto live = live_group(run.run_dir))
+      throw Refusal("run " + run.name + " " + live_group_text(run.run_dir, *live));
+  RunConfig config = parse_config_toml(run.config_toml, "run " + run.name);
+  apply_layout(config, req.layout);
+  config.checkpoint.resume = "auto";  // the newest checkpoint, brought to the new place below
+  const bool has_checkpoint = !checkpoints(run.id).empty();
+  auto impl = new_impl(options_, to.kind);
+  impl->id = run.id;
+  impl->name = run.name;
+  impl->where = to.text();
+  if (to.kind == PlaceKind::kHere) {
+    // Its folder here: <runs root>/<name>, new or its own from an earlier stint on this machine.
+    const std::string dir = (fs::path(options_.runs_root) / run.name).string();
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
+      bool own = false;
+      try {
+        own = load_config_file(dir + "/run.toml").run.name == run.name;
+      } catch (const Error&) {
+      }
+      if (!own)
+        throw Refusal("run " + run.name + " cannot move to " + dir +
+                      ": the folder holds another run's files");
+    }
+    config.run.out_dir = dir;
+    validate_run_config(config, ranks_of(config));
+    fs::create_directories(fs::path(dir) / "checkpoints");
+    std::string from = "from the start (no checkpoint was written)";
+    if (has_checkpoint) from = "from " + fetch_checkpoint(run.id, std::nullopt, dir + "/checkpoints");
+    const std::string config_path = dir + "/run.toml";
+    {
+      std::ofstream f(config_path);
+      f << config_to_toml(config);
+      if (!f) throw Error(ExitCode::kIo, "cannot write " + config_path);
+    }
+    const std::string was = run.target;
+    impl->writer->run([&](db::Database& wdb) {
+      db::write_tx(wdb, [&] {
+        db::set_run_config(wdb, run.id, config_to_toml(config), config_to_json(config, -1));
+        db::set_run_dir(wdb, run.id, dir);
+        for (const db::SshNode& n : db::run_ssh_nodes(wdb, run.id)) db::detach_node(wdb, run.id, n.id);
+        db::set_run_target(wdb, run.id, "local");
+        db::attach_node(wdb, run.id, db::ensure_node(wdb, "local", "local"), ranks_of(config));
+        db::add_event(wdb, run.id, db::now_seconds(), "moved", "info",
+                      options_.origin + ": moved from " + was + " to this machine, " + from);
+      });
+    });
+    reprice_for_start(*impl->writer, run.id, config, req.budget_usd);
+    TrainCommand c;
+    c.worker = worker_of(options_);
+    c.config_path = config_path;
+    c.ranks = ranks_of(config);
+    c.max_restarts = config.run.max_restarts;
+    c.resume = true;
+    c.no_bind = options_.no_bind;
+    impl->local = start_local_run(impl->writer, run.id, run.name, spawn_for(options_, train_argv(c), dir),
+                                  options_.origin, config.train.steps);
+    impl->total_steps = impl->local.total_steps;
+    impl->folder = dir;
+    return std::make_unique<ActiveRun>(std::move(impl));
+  }
+  // SSH nodes: the newest checkpoint (on this machine, or fetched to it) is uploaded to the run's
+  // folder on the new master before any rank starts.
+  db::Database db(options_.ssh.database_path);
+  config.run.out_dir.clear();
+  const std::string ck = has_checkpoint ? fetch_checkpoint(run.id, std::nullopt) : "";
+  std::vector<Node> nodes = connect_named(options_.ssh, db, to.nodes);
+  StartRequest s;
+  s.config = config;
+  s.name = run.name;
+  s.budget_usd = req.budget_usd;
+  s.nproc_per_node = ranks_per_node(config, static_cast<int>(to.nodes.size()), to.nproc_per_node);
+  s.master_port = to.master_port;
+  s.no_bind = to.no_bind;
+  s.worker_path = worker_of(options_);
+  s.version = options_.version;
+  s.origin = options_.origin;
+  s.existing_run = run.id;
+  s.from_checkpoint = ck;
+  impl->node_watch = start_on_nodes(db, nodes, s, progress);
+  const RecoveryChoice choice = req.recovery.value_or(to.recovery);
+  RecoveryPolicy policy;
+  policy.enabled = choice.enabled;
+  policy.spares = choice.spares;
+  policy.max_recoveries = choice.max_recoveries;
+  policy.settle_seconds = choice.settle_seconds;
+  policy.mirror = choice.mirror;
+  record_recovery_policy(db, run.id, policy);
+  impl->recovery = recovery_for(options_, db, choice, run.name, to.no_bind);
+  impl->nodes = std::move(nodes);
+  impl->total_steps = impl->node_watch.total_steps;
+  impl->folder = impl->nodes[0].rec.name + ":~/.flotilla/runs/" + impl->node_watch.rid;
   return std::make_unique<ActiveRun>(std::move(impl));
 }
 
@@ -607,9 +750,6 @@ std::unique_ptr<ActiveRun> RunService::fork(int64_t run_id, const ForkRequest& r
   r.name = req.name;
   r.explicit_name = !req.name.empty();
   r.where = req.where.value_or(Placement::here());
-  if (r.where.kind != PlaceKind::kHere)
-    throw Refusal("forking run " + parent.name + " onto " + r.where.text() +
-                  " is not supported yet: fork it on this machine");
   r.layout = req.layout;
   r.fork_of = parent.id;
   r.resume_from = dir;
@@ -769,6 +909,11 @@ std::string RunService::folder_text(const db::Run& run) const {
   } catch (const db::DbError&) {
   }
   return "";
+}
+
+std::vector<SettledRun> RunService::settle_stale() {
+  db::Writer* w = writer();
+  return w ? settle_stale_local_runs(*w, options_.origin) : std::vector<SettledRun>{};
 }
 
 std::vector<int64_t> RunService::attachable_runs() const {

@@ -25,6 +25,7 @@
 #include "runs/pricing.h"
 #include "runs/run_status.h"
 #include "runs/ssh_options.h"
+#include "runs/stale_runs.h"
 #include "runs/watch.h"
 
 namespace flotilla::runs {
@@ -147,7 +148,9 @@ class RunService {
   // Throws Refusal with why not (abilities().attach).
   std::unique_ptr<ActiveRun> attach(int64_t run_id, const Note& progress = {});
   // Starts a halted run again from its newest verified checkpoint, in the same row: where it ran
-  // or elsewhere, on its layout or another one. Throws Refusal (abilities().resume).
+  // or elsewhere (this machine <-> SSH nodes, other nodes; the checkpoint is brought there), on its
+  // layout or another one (this machine, SSH nodes). Throws Refusal (abilities().resume), also for
+  // what is not supported (onto a Slurm cluster; a Slurm run on another layout).
   std::unique_ptr<ActiveRun> resume(int64_t run_id, const ResumeRequest& request, const Note& progress = {});
   // A new run (recorded as a fork of `run_id`) starting from one of its checkpoints.
   std::unique_ptr<ActiveRun> fork(int64_t run_id, const ForkRequest& request, const Note& progress = {});
@@ -168,11 +171,18 @@ class RunService {
   // The run's folder as a user finds it ("/home/u/runs/x", "a:/home/u/.flotilla/runs/x-3",
   // "hpc:~/.flotilla/runs/x-3").
   std::string folder_text(const db::Run& run) const;
+  // Settles runs the store has as running whose worker on this machine is gone (stale_runs.h):
+  // what every command and the app's start do first. Never throws for the store's sake.
+  std::vector<SettledRun> settle_stale();
   // The stored runs an app starting up re-attaches: running on nodes, or a Slurm job not ended.
   // (Local workers left running are found by their folders: attach them by id.)
   std::vector<int64_t> attachable_runs() const;
 
  private:
+  // Whether resuming `run` on `where` moves it to another place (another kind, or other nodes).
+  bool moves(const db::Run& run, const Placement& where) const;
+  // Resume on another place: the same row, its newest checkpoint brought there.
+  std::unique_ptr<ActiveRun> move(const db::Run& run, const ResumeRequest& request, const Note& progress);
   ServiceOptions options_;
   std::unique_ptr<db::Writer> own_writer_;
   db::Writer* writer();

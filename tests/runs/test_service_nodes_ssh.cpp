@@ -221,6 +221,68 @@ int main() {
     CHECK_MSG(cs.size() == 10 && cs.front() == at + 1, "%zu steps", cs.size());
     const db::Run cr = db::get_run(db::Database(db_path), child->id());
     CHECK(cr.parent_id && *cr.parent_id == id && cr.parent_kind == "fork");
+
+    // 4. A fork of the local fork back onto node a, on 2 ranks: its checkpoint (1 rank) is uploaded
+    // to the new run's folder there and re-cut by the worker.
+    runs::ForkRequest back;
+    back.name = "svc-node-back";
+    back.where = runs::Placement::on_nodes({"a"});
+    back.where->no_bind = true;
+    back.layout.dp = 2;
+    back.sets = {"train.steps=" + std::to_string(at + 20)};
+    auto remote_child = service.fork(child->id(), back);
+    CHECK(remote_child->where_text() == "node a");
+    Watching wr(*remote_child);
+    CHECK(wr.wait(180));
+    CHECK_MSG(wr.result().exit_code == 0, "exit %d: %s", wr.result().exit_code, wr.notes().c_str());
+    const auto rs = steps_of(db_path, remote_child->id());
+    CHECK_MSG(rs.size() == 10 && rs.front() == at + 11, "%zu steps from %lld", rs.size(),
+              static_cast<long long>(rs.empty() ? -1 : rs.front()));
+    const db::Run rb = db::get_run(db::Database(db_path), remote_child->id());
+    CHECK(rb.parent_id && *rb.parent_id == child->id() && rb.run_dir.rfind("a:", 0) == 0);
+    CHECK(rb.world_size.value_or(0) == 2);
+
+    // 5. The stopped node run resumed on this machine: the same row, its newest checkpoint fetched
+    // into its new folder here, the steps going on after it.
+    {
+      const int64_t last = service.checkpoints(id).back().step;
+      runs::ResumeRequest here;
+      here.where = runs::Placement::here();
+      auto moved = service.resume(id, here);
+      CHECK(moved->id() == id && moved->where_text() == "this machine");
+      Watching wm(*moved);
+      CHECK(wait_for([&] { return steps_of(db_path, id).size() >= static_cast<size_t>(last) + 5; }, 90));
+      wm.stop();
+      CHECK(wm.wait(90));
+      CHECK_MSG(wm.result().exit_code == 10, "exit %d: %s", wm.result().exit_code, wm.notes().c_str());
+      const db::Run r = db::get_run(db::Database(db_path), id);
+      CHECK(r.target == "local" && r.run_dir == o.runs_root + "/svc-node-2");
+      CHECK(runs::RunService::where_text(r) == "this machine");
+      const auto st = steps_of(db_path, id);
+      CHECK(std::adjacent_find(st.begin(), st.end()) == st.end());
+      CHECK(std::find(st.begin(), st.end(), last + 1) != st.end());
+    }
+    // 6. ... and back onto node a, on 2 ranks (tp=2: a dp change would change the global batch the
+    // checkpoint keeps): its local checkpoint uploaded and re-cut there.
+    {
+      const int64_t last = service.checkpoints(id).back().step;
+      runs::ResumeRequest there;
+      there.where = runs::Placement::on_nodes({"a"});
+      there.where->no_bind = true;
+      there.layout.tp = 2;
+      auto moved = service.resume(id, there);
+      CHECK(moved->id() == id && moved->where_text() == "node a");
+      Watching wm(*moved);
+      CHECK(wait_for([&] { return steps_of(db_path, id).size() >= static_cast<size_t>(last) + 5; }, 90));
+      wm.stop();
+      CHECK(wm.wait(90));
+      CHECK_MSG(wm.result().exit_code == 10, "exit %d: %s", wm.result().exit_code, wm.notes().c_str());
+      const db::Run r = db::get_run(db::Database(db_path), id);
+      CHECK(r.target == "a" && r.run_dir.rfind("a:", 0) == 0 && r.world_size.value_or(0) == 2);
+      const auto st = steps_of(db_path, id);
+      CHECK(std::adjacent_find(st.begin(), st.end()) == st.end());
+      CHECK(std::find(st.begin(), st.end(), last + 1) != st.end());
+    }
   }
   return summary("test_service_nodes_ssh");
 }

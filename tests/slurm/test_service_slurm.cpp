@@ -1,8 +1,9 @@
 // The runs service (runs/service.h) for a run on the real loopback Slurm: start through a
 // Placement -> watch -> completed (queued, running, completed in the store); its checkpoints
 // listed in the cluster folder over the login node and one fetched to this machine; "checkpoint
-// now" refused for a Slurm job in words; a stopped job resumed through the service in the same row
-// as a new job, continuing after its checkpoint; a fork of the Slurm run onto this machine.
+// now" refused for a Slurm job in words; a stopped 2-rank job resumed through the service in the same
+// row as a new job on another layout (dp=2 -> tp=2; one needing another rank count refused),
+// continuing after its checkpoint; a fork of the Slurm run onto this machine.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "check.h"
 #include "db/clusters.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "engine/config/config_io.h"
 #include "flotilla/build_info.h"
@@ -26,12 +28,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-flotilla::RunConfig config(int64_t steps, int64_t every) {
+flotilla::RunConfig config(int64_t steps, int64_t every, int dp = 1) {
   return flotilla::parse_config_toml(
       "[run]\nname = \"svc\"\nseed = 11\nthreads = 1\n[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\n"
       "n_embd = 32\nvocab_size = 128\nmax_seq_len = 32\n[data]\nsynthetic_tokens = 30000\n[train]\nsteps = " +
-          std::to_string(steps) + "\nmicro_batch = 2\nseq_len = 16\n[checkpoint]\nevery = " +
-          std::to_string(every) + "\nkeep_last = 3\n",
+          std::to_string(steps) +
+          "\nmicro_batch = 2\nseq_len = 16\n[checkpoint]\nevery = " + std::to_string(every) +
+          "\nkeep_last = 3\n[parallel]\ndp = " + std::to_string(dp) + "\ntimeout_s = 60\n",
       "test");
 }
 
@@ -176,8 +179,9 @@ int main() {
   // 3. A stop (scancel: checkpoint, exit 10), then resume in the same row as a new job.
   {
     runs::RunRequest r2 = req;
-    r2.config = config(100000, 100000);
+    r2.config = config(100000, 100000, 2);
     r2.name = "svc-slurm-2";
+    r2.where.slurm_nodes = 2;
     auto run = service.start(r2);
     const int64_t id2 = run->id();
     {
@@ -192,7 +196,20 @@ int main() {
     const auto cps = service.checkpoints(id2);
     CHECK(!cps.empty());
     const int64_t at = cps.empty() ? 0 : cps.back().step;
-    auto again = service.resume(id2, {});
+    // On another layout with the job's 2 ranks (dp=2 -> tp=2); one needing 1 rank is refused first.
+    runs::ResumeRequest one;
+    one.layout.dp = 1;
+    bool refused = false;
+    try {
+      service.resume(id2, one);
+    } catch (const runs::Refusal& e) {
+      refused = std::string(e.what()).find("= 2 rank(s)") != std::string::npos;
+    }
+    CHECK(refused);
+    runs::ResumeRequest tp2;
+    tp2.layout.dp = 1;
+    tp2.layout.tp = 2;
+    auto again = service.resume(id2, tp2);
     CHECK(again->id() == id2);
     CHECK(db::find_slurm_job(db::Database(ws.db()), id2)->job_id != job1);
     Watching w(*again);
@@ -202,6 +219,12 @@ int main() {
     const auto steps = steps_of(ws.db(), id2);
     CHECK(std::adjacent_find(steps.begin(), steps.end()) == steps.end());
     CHECK(std::find(steps.begin(), steps.end(), at + 1) != steps.end());
+    const db::Database d(ws.db());
+    bool recut = false;
+    for (const db::EventInfo& e : db::list_events(d, id2))
+      recut |= e.message.find("re-cut to this layout") != std::string::npos;
+    CHECK(recut);
+    CHECK(flotilla::parse_config_toml(db::get_run(d, id2).config_toml, "t").parallel.tp == 2);
   }
   return summary("test_service_slurm");
 }
