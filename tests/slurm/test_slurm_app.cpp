@@ -6,7 +6,11 @@
 // as the next app start does it (ServiceRun::reattachOne): the history is replayed from the
 // cluster, the rest is tailed from the committed offset, and the store holds each step once. A
 // third run is stopped from the app: it checkpoints and is stored as stopped; then it is resumed
-// (its job submitted again) and runs from that checkpoint to completion. Last, the Clusters page
+// (its job submitted again) and runs from that checkpoint to completion. A fourth run (dp 2 over
+// the two nodes) is stopped and resumed from the Runs view on another layout through the Resume
+// dialog (its cluster offered first, dp 1 x tp 2 on the job's same two ranks, the planner's fit
+// shown): the worker re-cuts the checkpoint, every step is stored once and the stored config says
+// tp 2 (issue 32). Last, the Clusters page
 // probes a cluster whose login key is new to its workspace (declined, then trusted).
 //
 // GPU readings come from inside each job's allocation (srun --overlap, nvidia-smi on every node).
@@ -16,6 +20,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
@@ -36,6 +41,10 @@
 #include "ui/clusters/clustersmodel.h"
 #include "ui/clusters/clusterspage.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/relaunchdialog.h"
+#include "ui/runs/storerunsmodel.h"
+#include "ui/runs/storerunsview.h"
+#include "ui/wizard/memorybar.h"
 #include "ui/runs/servicerun.h"
 #include "ui/runs/runspage.h"
 #include "ui/live/livedashboard.h"
@@ -322,6 +331,54 @@ int main(int argc, char** argv) {
   // A completed run is not resumed again: the reason, and no ServiceRun.
   CHECK(runs.resumeRun(stoppedId, &resumeError) == nullptr);
   CHECK_MSG(resumeError.contains(QStringLiteral("is completed")), "%s", resumeError.toStdString().c_str());
+
+  // 4b. Resume on another layout from the Runs view: dp 2 -> dp 1 x tp 2 on the job's two ranks.
+  {
+    constexpr int kRelayout = 400;
+    auto relayoutSession = session();
+    flotilla::ui::ServiceRun* before = relayoutSession->startOnCluster(
+        flotilla::parse_config_toml(config_text("app-relayout", kRelayout), "test"), launch);
+    CHECK(before != nullptr);
+    if (!before) return summary("test_slurm_app");
+    CHECK(QTest::qWaitFor([&] { return !before->lastCheckpoint().isEmpty() || !before->isActive(); }, 120000));
+    CHECK_MSG(before->isActive(), "state %s\n%s", before->stateText().toStdString().c_str(),
+              logOf(before).toStdString().c_str());
+    before->stop();
+    CHECK(QTest::qWaitFor([&] { return !before->isActive(); }, 180000));
+    CHECK_MSG(before->state() == RunHandle::State::Stopped, "state %s\n%s", before->stateText().toStdString().c_str(),
+              logOf(before).toStdString().c_str());
+    const qint64 relayoutId = before->storeId();
+    flotilla::ui::StoreRunsView view(&store, &runs);
+    CHECK(QTest::qWaitFor([&] { return view.model()->rowOfId(relayoutId) >= 0; }, 10000));
+    QString offered, fit;
+    view.answerRelaunch = [&](flotilla::ui::RelaunchDialog& d) {
+      offered = d.targetBox()->currentText();
+      d.dpBox()->setValue(1);
+      d.tpBox()->setValue(2);
+      d.zeroBox()->setValue(0);
+      fit = d.fitLabel()->text();
+      return d.fit().planned && d.memoryBar()->used() > 0 && d.okButton()->isEnabled();
+    };
+    flotilla::ui::ServiceRun* after = view.resumeElsewhere(relayoutId);
+    CHECK_MSG(offered.startsWith(QStringLiteral("Slurm cluster flo")) && offered.contains(QStringLiteral("where it ran")),
+              "offered: %s", offered.toStdString().c_str());
+    CHECK_MSG(after != nullptr, "fit: %s", fit.toStdString().c_str());
+    if (!after) return summary("test_slurm_app");
+    CHECK(after->storeId() == relayoutId);
+    CHECK(QTest::qWaitFor([&] { return !after->isActive(); }, 240000));
+    CHECK_MSG(after->state() == RunHandle::State::Completed, "state %s\n%s", after->stateText().toStdString().c_str(),
+              logOf(after).toStdString().c_str());
+    CHECK_MSG(logOf(after).contains(QStringLiteral("re-cut")), "%s", logOf(after).toStdString().c_str());
+    int distinct = 0;
+    const int rows = lossRows(ws.db(), relayoutId, distinct);
+    CHECK_MSG(rows == kRelayout && distinct == kRelayout, "%d loss rows over %d steps", rows, distinct);
+    flotilla::db::Database db(ws.db());
+    const flotilla::RunConfig stored = flotilla::parse_config_toml(flotilla::db::get_run(db, relayoutId).config_toml, "stored");
+    CHECK_MSG(stored.parallel.tp == 2 && stored.parallel.dp == 1, "stored dp %d tp %d", stored.parallel.dp,
+              stored.parallel.tp);
+    std::printf("resumed a Slurm run stopped at step %lld on dp 1 x tp 2: %d steps, each stored once\n",
+                static_cast<long long>(before->lastStep()), kRelayout);
+  }
 
   // 5. The Clusters page probes a cluster of another workspace whose login key it has never seen:
   // the fingerprint is shown, declined (nothing stored), then accepted (trusted and probed).

@@ -182,6 +182,7 @@ ServiceRun* LocalRuns::resumeRun(qint64 storeId, const RelaunchChoice* choice, Q
   ServiceRun* run = newRun(name);
   run->setStoreId(storeId);
   run->setStored(*stored);
+  run->setPlacement(where);
   add(run);
   const QString what =
       choice && choice->layoutChanged
@@ -237,9 +238,11 @@ ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
     if (error) *error = QString::fromStdString(why);
     return nullptr;
   }
+  const runs::Placement where = compat::placementOf(*stored);
   ServiceRun* run = newRun(QString::fromStdString(stored->name));
   run->setStoreId(storeId);
   run->setStored(*stored);
+  run->setPlacement(where);
   // The launch's choice about preemptions, as the store keeps it (less the recoveries done).
   try {
     m_store->writer().run([&](flotilla::db::Database& db) {
@@ -255,7 +258,6 @@ ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
   } catch (const std::exception&) {
   }
   add(run);
-  const runs::Placement where = compat::placementOf(*stored);
   run->open([storeId](runs::RunService& s, const runs::Note& p) { return s.attach(storeId, p); },
             tr("re-attaching to %1 on %2")
                 .arg(run->name(), QString::fromStdString(runs::RunService::where_text(*stored))),
