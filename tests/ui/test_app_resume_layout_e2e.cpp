@@ -6,8 +6,10 @@
 // stored config), every step stored exactly once (1..N: nothing repeated or skipped across the
 // change), the worker's own words that the checkpoint was re-cut, the run completed, and the loss
 // continuing where it stopped (the first resumed losses near the last ones before the stop).
+#include <QAction>
 #include <QComboBox>
 #include <QLabel>
+#include <QMenu>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -102,7 +104,20 @@ void TestAppResumeLayoutE2e::twoRanksStoppedThenResumedOnOne() {
   // 2. Resume through the dialog: the run's own place is offered first, the layout changed to one
   // rank; the planner's fit is shown for that layout before OK.
   flotilla::ui::StoreRunsView view(&store, &runs);
-  QTRY_VERIFY(view.model()->rowOfId(id) >= 0);
+  QTRY_VERIFY(view.model()->rowOfId(id) >= 0 &&
+              view.model()->rowAt(view.model()->rowOfId(id))->status == QLatin1String("stopped"));
+  // The run's menu offers the move, and what the CLI offers for any run.
+  {
+    const std::unique_ptr<QMenu> menu(view.runMenu(id));
+    QVERIFY(menu);
+    QStringList entries;
+    for (const QAction* a : menu->actions())
+      if (!a->isSeparator()) entries << a->text() + (a->isEnabled() ? QString() : QStringLiteral(" (off)"));
+    for (const char* want : {"Resume from the last checkpoint", "Resume on another machine or layout…",
+                             "Fork from a checkpoint…", "List checkpoints…", "Sample from the model…",
+                             "Export weights…", "Checkpoint now (off)"})
+      QVERIFY2(entries.contains(QString::fromUtf8(want)), qPrintable(entries.join(QStringLiteral(" | "))));
+  }
   bool asked = false;
   QString fitText;
   view.answerRelaunch = [&](flotilla::ui::RelaunchDialog& d) {
@@ -112,6 +127,9 @@ void TestAppResumeLayoutE2e::twoRanksStoppedThenResumedOnOne() {
     d.dpBox()->setValue(1);
     d.zeroBox()->setValue(0);
     fitText = d.fitLabel()->text();
+    d.show();  // as the user sees it, kept for the docs
+    if (QTest::qWaitForWindowExposed(&d))
+      d.grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/relaunch-dialog-resume.png"));
     return d.fit().planned && d.memoryBar()->used() > 0 && d.okButton()->isEnabled();
   };
   QSignalSpy opened(&view, &flotilla::ui::StoreRunsView::runOpened);
