@@ -163,6 +163,7 @@ class LocalPlace : public Place {
   double idle_seconds() const override { return w_.poll_seconds; }
   double budget_period() const override { return 0.2; }  // a cent-a-second run stops within a fifth of a cent
   int drain_turns() const override { return 3; }
+  bool pull_on_leave() const override { return true; }
 
   MetricsChunk read(uint64_t offset) override {
     MetricsChunk c;

@@ -74,6 +74,9 @@ class Place {
   virtual double idle_seconds() const { return 0.25; }   // the sleep of a turn that stored nothing
   virtual double budget_period() const { return 1.0; }  // how often the budget is read
   virtual int drain_turns() const { return 1; }         // empty reads that end the final drain
+  // Whether leaving stores what is there first (a local file is cheap to read; a remote place is
+  // left at once, its next watcher reads on from the committed offset).
+  virtual bool pull_on_leave() const { return false; }
 
   // Called once per watch before the first read (a re-attached node run is recorded running).
   virtual void begin(db::Writer* writer) {}

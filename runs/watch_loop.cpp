@@ -170,11 +170,7 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
   try {
     for (;;) {
       if (hooks.leave_requested && hooks.leave_requested()) {
-        try {
-          pull();
-        } catch (const remote::ConnectionLost&) {
-          // leaving anyway: the next watcher reads on from the committed offset
-        }
+        if (place.pull_on_leave()) pull();
         if (writer) writer->flush();
         out.exit_code = kLeft;
         out.recorded = false;
