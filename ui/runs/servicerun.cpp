@@ -178,7 +178,13 @@ ServiceRun::ServiceRun(const QString& name, const runs::ServiceOptions& options,
 
 ServiceRun::~ServiceRun() {
   if (m_thread) {
-    m_leave.store(true);
+    // Torn down while still watched (not detached, no close question: a test, a crash path): a
+    // worker process of this machine is ended rather than orphaned unwatched, as before; a run
+    // elsewhere goes on there and the next start re-attaches it.
+    if (!m_thread->isFinished() && !m_leave.load() && m_pid > 0 && isActive())
+      m_killFlag.store(true);
+    else
+      m_leave.store(true);
     m_thread->wait();
     delete m_thread;
   }

@@ -10,8 +10,8 @@
 // feed first, runs/record_feed.h, so a late Live page replays exactly what was delivered), the
 // service's notes (the log), and the end. Where the run is, whether it can checkpoint now and why
 // not are the service's answers, shown as they are. Buttons become requests the watcher polls:
-// stop (a checkpoint, then exit), checkpoint now, kill. detach() and destroying a ServiceRun only
-// stop watching: the run goes on where it is and a later attach continues from the committed offset.
+// stop (a checkpoint, then exit), checkpoint now, kill. detach() only stops watching: the run goes
+// on where it is and a later attach continues from the committed offset (see ~ServiceRun too).
 // An encrypted key's passphrase is asked on the UI thread (passphraseprompt.h) while the run's
 // thread waits; the wait gives up when the run is being left, so leaving never deadlocks.
 #pragma once
@@ -78,7 +78,10 @@ class ServiceRun : public RunHandle {
   // `options`: the app's service options (its store, its worker, "flotilla app"); the passphrase
   // callback is this run's own (see above).
   ServiceRun(const QString& name, const runs::ServiceOptions& options, QObject* parent = nullptr);
-  ~ServiceRun() override;  // leaves the run going where it is; joins the thread
+  // Joins the thread. A run still watched here whose worker is a process on this machine is killed
+  // (as LocalRun was); any other is left going where it is (as RemoteRun was): detach() first to
+  // leave a local worker running.
+  ~ServiceRun() override;
 
   // How an encrypted key's passphrase is asked (default: askPassphraseDialog; empty: never, the
   // key is then skipped). Set before open().
