@@ -34,13 +34,13 @@ struct MetricsChunk {
 // What the loop knows when it asks a place for the run's end.
 struct EndContext {
   StopCause cause = StopCause::kNone;
-  std::string stop_note;         // the budget's or time limit's note
-  int64_t last_step = 0;         // the last rank-0 step record this watch saw
-  std::string summary_exit;      // the summary record's exit ("" when none seen)
+  std::string stop_note;     // the budget's or time limit's note
+  int64_t last_step = 0;     // the last rank-0 step record this watch saw
+  std::string summary_exit;  // the summary record's exit ("" when none seen)
   double summary_time = 0;
   int64_t summary_steps = 0;
-  uint64_t offset = 0;           // the committed byte offset reached
-  bool store_failing = false;    // the store refused the latest rows
+  uint64_t offset = 0;         // the committed byte offset reached
+  bool store_failing = false;  // the store refused the latest rows
 };
 
 // How the run ended, as the place saw it.
@@ -71,7 +71,7 @@ class Place {
   virtual std::string source() const = 0;
   // A short name for messages ("worker pid 12", "node a", "slurm job 7").
   virtual std::string label() const = 0;
-  virtual double idle_seconds() const { return 0.25; }   // the sleep of a turn that stored nothing
+  virtual double idle_seconds() const { return 0.25; }  // the sleep of a turn that stored nothing
   virtual double budget_period() const { return 1.0; }  // how often the budget is read
   virtual int drain_turns() const { return 1; }         // empty reads that end the final drain
   // Whether leaving stores what is there first (a local file is cheap to read; a remote place is

@@ -22,7 +22,10 @@ namespace {
 class Committer {
  public:
   Committer(Place& place, db::Writer* writer, int64_t run_id)
-      : place_(place), writer_(writer && run_id > 0 ? writer : nullptr), run_id_(run_id), source_(place.source()) {
+      : place_(place),
+        writer_(writer && run_id > 0 ? writer : nullptr),
+        run_id_(run_id),
+        source_(place.source()) {
     if (writer_) {
       ingestor_ = std::make_unique<db::Ingestor>(*writer_, run_id);
       ingestor_->batch_rows = static_cast<size_t>(-1);  // one transaction per chunk
@@ -51,8 +54,8 @@ class Committer {
       ingestor_->on_record = nullptr;
       const int64_t run_id = run_id_, end = static_cast<int64_t>(next);
       const std::string source = source_;
-      const db::Ticket t =
-          ingestor_->submit_with([=](db::Database& db) { db::set_committed_offset(db, run_id, source, end); });
+      const db::Ticket t = ingestor_->submit_with(
+          [=](db::Database& db) { db::set_committed_offset(db, run_id, source, end); });
       if (!writer_->wait(t)) {
         // What was reported of the refused chunk stays reported.
         if (replay_offset_ != start) replay_count_ = 0;
