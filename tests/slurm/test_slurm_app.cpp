@@ -1,12 +1,16 @@
 // The desktop app trains on the real loopback Slurm (issue 20): the New Run wizard's "Slurm
-// cluster" target, Finish, and the RemoteRun that submits (deploy, batch script, sbatch) and
+// cluster" target, Finish, and the ServiceRun that submits (deploy, batch script, sbatch) and
 // watches the job on its own thread, as a user does it. The run's state names the cluster and the
 // job, every step arrives in the app and in the store once, the run ends completed and priced.
 // Then a second run is left mid-way (the app closing: the job goes on under Slurm) and re-attached
-// as the next app start does it (RemoteRun::reattachOne): the history is replayed from the
+// as the next app start does it (ServiceRun::reattachOne): the history is replayed from the
 // cluster, the rest is tailed from the committed offset, and the store holds each step once. A
 // third run is stopped from the app: it checkpoints and is stored as stopped; then it is resumed
-// (its job submitted again) and runs from that checkpoint to completion. Last, the Clusters page
+// (its job submitted again) and runs from that checkpoint to completion. A fourth run (dp 2 over
+// the two nodes) is stopped and resumed from the Runs view on another layout through the Resume
+// dialog (its cluster offered first, dp 1 x tp 2 on the job's same two ranks, the planner's fit
+// shown): the worker re-cuts the checkpoint, every step is stored once and the stored config says
+// tp 2 (issue 32). Last, the Clusters page
 // probes a cluster whose login key is new to its workspace (declined, then trusted).
 //
 // GPU readings come from inside each job's allocation (srun --overlap, nvidia-smi on every node).
@@ -16,6 +20,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
@@ -36,7 +41,11 @@
 #include "ui/clusters/clustersmodel.h"
 #include "ui/clusters/clusterspage.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/relaunchdialog.h"
+#include "ui/runs/storerunsmodel.h"
+#include "ui/runs/storerunsview.h"
+#include "ui/wizard/memorybar.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/runspage.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
@@ -161,9 +170,9 @@ int main(int argc, char** argv) {
   CHECK(QTest::qWaitFor([&] { return wizard->currentPage()->isComplete(); }, 10000));
   CHECK(wizard->grab().save(shots + QStringLiteral("/wizard-slurm-review.png")));
   wizard->button(QWizard::FinishButton)->click();
-  CHECK(runs.remoteRuns().size() == 1);
-  if (runs.remoteRuns().size() != 1) return summary("test_slurm_app");
-  flotilla::ui::RemoteRun* run = runs.remoteRuns().front();
+  CHECK(runs.all().size() == 1);
+  if (runs.all().size() != 1) return summary("test_slurm_app");
+  flotilla::ui::ServiceRun* run = runs.all().front();
   // The Live page follows it as any run.
   flotilla::ui::LivePage live;
   live.resize(1400, 900);
@@ -171,7 +180,7 @@ int main(int argc, char** argv) {
   live.show();
   live.setRun(run);
   CHECK(QTest::qWaitFor([&] { return !run->jobId().isEmpty() || !run->isActive(); }, 60000));
-  CHECK_MSG(run->stateText().contains(QStringLiteral("on cluster flo (job ") + run->jobId() + QStringLiteral(")")),
+  CHECK_MSG(run->stateText().contains(QStringLiteral("on slurm cluster flo, job ") + run->jobId()),
             "state: %s", run->stateText().toStdString().c_str());
   CHECK(QTest::qWaitFor([&] { return !run->isActive(); }, 180000));
   CHECK_MSG(run->state() == RunHandle::State::Completed, "state %s\n%s", run->stateText().toStdString().c_str(),
@@ -223,18 +232,25 @@ int main(int argc, char** argv) {
   launch.partition = QStringLiteral("cpu");
   launch.nodes = 2;
   launch.timeLimit = QStringLiteral("00:10:00");
-  const QString mirrors = QDir(workspace).filePath(QStringLiteral("remote-runs"));
-  auto left = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-left"), dbPath,
-                                                        QDir(mirrors).filePath(QStringLiteral("left")));
-  left->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
-  left->startOnCluster(flotilla::parse_config_toml(config_text("app-left", kLong), "test"), launch,
-                       QStringLiteral(FLOTILLA_WORKER_PATH));
+  // Another session's runs (as another app window would be): destroyed below, the job left going.
+  const auto session = [&] {
+    auto s = std::make_unique<flotilla::ui::LocalRuns>(workspace);
+    s->setStore(&store);
+    s->setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+    s->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
+    return s;
+  };
+  auto leftSession = session();
+  flotilla::ui::ServiceRun* left =
+      leftSession->startOnCluster(flotilla::parse_config_toml(config_text("app-left", kLong), "test"), launch);
+  CHECK(left != nullptr);
+  if (!left) return summary("test_slurm_app");
   CHECK(QTest::qWaitFor([&] { return left->lastStep() >= 5 || !left->isActive(); }, 120000));
   const qint64 leftId = left->storeId();
   const qint64 seenBefore = left->lastStep();
   CHECK_MSG(left->isActive() && leftId > 0, "state %s\n%s", left->stateText().toStdString().c_str(),
-            logOf(left.get()).toStdString().c_str());
-  left.reset();  // leaves the job running under Slurm and the run as the store has it
+            logOf(left).toStdString().c_str());
+  leftSession.reset();  // leaves the job running under Slurm and the run as the store has it
   {
     flotilla::db::Database db(ws.db());
     // Steps arrived, so Slurm was asked at once: running, not queued.
@@ -243,20 +259,19 @@ int main(int argc, char** argv) {
   }
   QString error;
   const double reattachedAt = flotilla::db::now_seconds();
-  std::unique_ptr<flotilla::ui::RemoteRun> again(flotilla::ui::RemoteRun::reattachOne(
-      dbPath, mirrors, leftId, nullptr, [](const QString&, const QString&) { return std::optional<std::string>(); },
-      QStringLiteral(FLOTILLA_WORKER_PATH), &error));
+  auto againSession = session();
+  flotilla::ui::ServiceRun* again = againSession->attachRun(leftId, &error);
   CHECK_MSG(again != nullptr, "reattach: %s", error.toStdString().c_str());
   if (!again) return summary("test_slurm_app");
   CHECK(again->cluster() == QStringLiteral("flo"));
   CHECK(!again->canCheckpoint());
   CHECK(QTest::qWaitFor([&] { return !again->isActive(); }, 240000));
   CHECK_MSG(again->state() == RunHandle::State::Completed, "state %s\n%s", again->stateText().toStdString().c_str(),
-            logOf(again.get()).toStdString().c_str());
+            logOf(again).toStdString().c_str());
   CHECK_MSG(again->lastStep() == kLong, "last step %lld (seen %lld before leaving)",
             static_cast<long long>(again->lastStep()), static_cast<long long>(seenBefore));
-  CHECK_MSG(logOf(again.get()).contains(QStringLiteral("re-attached to slurm job")), "%s",
-            logOf(again.get()).toStdString().c_str());
+  CHECK_MSG(logOf(again).contains(QStringLiteral("re-attached to slurm cluster flo, job ")), "%s",
+            logOf(again).toStdString().c_str());
   int distinct = 0;
   const int rows = lossRows(ws.db(), leftId, distinct);
   CHECK_MSG(rows == kLong && distinct == kLong, "%d loss rows over %d steps", rows, distinct);
@@ -274,18 +289,18 @@ int main(int argc, char** argv) {
 
   // 3. Stop from the app: TERM to the job's tasks, a checkpoint, the run stopped (not failed).
   constexpr int kEndless = 1500;  // far more than the steps before the stop arrives
-  auto stopped = std::make_unique<flotilla::ui::RemoteRun>(QStringLiteral("app-stop"), dbPath,
-                                                           QDir(mirrors).filePath(QStringLiteral("stop")));
-  stopped->setPassphrasePrompt([](const QString&, const QString&) { return std::optional<std::string>(); });
-  stopped->startOnCluster(flotilla::parse_config_toml(config_text("app-stop", kEndless), "test"), launch,
-                          QStringLiteral(FLOTILLA_WORKER_PATH));
+  auto stopSession = session();
+  flotilla::ui::ServiceRun* stopped =
+      stopSession->startOnCluster(flotilla::parse_config_toml(config_text("app-stop", kEndless), "test"), launch);
+  CHECK(stopped != nullptr);
+  if (!stopped) return summary("test_slurm_app");
   CHECK(QTest::qWaitFor([&] { return stopped->lastStep() >= 5 || !stopped->isActive(); }, 120000));
   stopped->stop();
   CHECK(QTest::qWaitFor([&] { return !stopped->isActive(); }, 180000));
   CHECK_MSG(stopped->state() == RunHandle::State::Stopped, "state %s\n%s", stopped->stateText().toStdString().c_str(),
-            logOf(stopped.get()).toStdString().c_str());
-  CHECK_MSG(logOf(stopped.get()).contains(QStringLiteral("checkpoint at step")), "%s",
-            logOf(stopped.get()).toStdString().c_str());
+            logOf(stopped).toStdString().c_str());
+  CHECK_MSG(logOf(stopped).contains(QStringLiteral("checkpoint at step")), "%s",
+            logOf(stopped).toStdString().c_str());
   {
     flotilla::db::Database db(ws.db());
     const flotilla::db::Run stored = flotilla::db::get_run(db, stopped->storeId());
@@ -298,7 +313,7 @@ int main(int argc, char** argv) {
   const qint64 stoppedId = stopped->storeId();
   const QString oldJob = stopped->jobId();
   QString resumeError;
-  flotilla::ui::RemoteRun* resumed = runs.resumeOnCluster(stoppedId, &resumeError);
+  flotilla::ui::ServiceRun* resumed = runs.resumeRun(stoppedId, &resumeError);
   CHECK_MSG(resumed != nullptr, "resume: %s", resumeError.toStdString().c_str());
   if (!resumed) return summary("test_slurm_app");
   CHECK(QTest::qWaitFor([&] { return !resumed->isActive(); }, 240000));
@@ -313,9 +328,57 @@ int main(int argc, char** argv) {
     flotilla::db::Database db(ws.db());
     CHECK(flotilla::db::get_run(db, stoppedId).status == flotilla::db::RunStatus::kCompleted);
   }
-  // A completed run is not resumed again: the reason, and no RemoteRun.
-  CHECK(runs.resumeOnCluster(stoppedId, &resumeError) == nullptr);
-  CHECK_MSG(resumeError.contains(QStringLiteral("has completed")), "%s", resumeError.toStdString().c_str());
+  // A completed run is not resumed again: the reason, and no ServiceRun.
+  CHECK(runs.resumeRun(stoppedId, &resumeError) == nullptr);
+  CHECK_MSG(resumeError.contains(QStringLiteral("is completed")), "%s", resumeError.toStdString().c_str());
+
+  // 4b. Resume on another layout from the Runs view: dp 2 -> dp 1 x tp 2 on the job's two ranks.
+  {
+    constexpr int kRelayout = 400;
+    auto relayoutSession = session();
+    flotilla::ui::ServiceRun* before = relayoutSession->startOnCluster(
+        flotilla::parse_config_toml(config_text("app-relayout", kRelayout), "test"), launch);
+    CHECK(before != nullptr);
+    if (!before) return summary("test_slurm_app");
+    CHECK(QTest::qWaitFor([&] { return !before->lastCheckpoint().isEmpty() || !before->isActive(); }, 120000));
+    CHECK_MSG(before->isActive(), "state %s\n%s", before->stateText().toStdString().c_str(),
+              logOf(before).toStdString().c_str());
+    before->stop();
+    CHECK(QTest::qWaitFor([&] { return !before->isActive(); }, 180000));
+    CHECK_MSG(before->state() == RunHandle::State::Stopped, "state %s\n%s", before->stateText().toStdString().c_str(),
+              logOf(before).toStdString().c_str());
+    const qint64 relayoutId = before->storeId();
+    flotilla::ui::StoreRunsView view(&store, &runs);
+    CHECK(QTest::qWaitFor([&] { return view.model()->rowOfId(relayoutId) >= 0; }, 10000));
+    QString offered, fit;
+    view.answerRelaunch = [&](flotilla::ui::RelaunchDialog& d) {
+      offered = d.targetBox()->currentText();
+      d.dpBox()->setValue(1);
+      d.tpBox()->setValue(2);
+      d.zeroBox()->setValue(0);
+      fit = d.fitLabel()->text();
+      return d.fit().planned && d.memoryBar()->used() > 0 && d.okButton()->isEnabled();
+    };
+    flotilla::ui::ServiceRun* after = view.resumeElsewhere(relayoutId);
+    CHECK_MSG(offered.startsWith(QStringLiteral("Slurm cluster flo")) && offered.contains(QStringLiteral("where it ran")),
+              "offered: %s", offered.toStdString().c_str());
+    CHECK_MSG(after != nullptr, "fit: %s", fit.toStdString().c_str());
+    if (!after) return summary("test_slurm_app");
+    CHECK(after->storeId() == relayoutId);
+    CHECK(QTest::qWaitFor([&] { return !after->isActive(); }, 240000));
+    CHECK_MSG(after->state() == RunHandle::State::Completed, "state %s\n%s", after->stateText().toStdString().c_str(),
+              logOf(after).toStdString().c_str());
+    CHECK_MSG(logOf(after).contains(QStringLiteral("re-cut")), "%s", logOf(after).toStdString().c_str());
+    int distinct = 0;
+    const int rows = lossRows(ws.db(), relayoutId, distinct);
+    CHECK_MSG(rows == kRelayout && distinct == kRelayout, "%d loss rows over %d steps", rows, distinct);
+    flotilla::db::Database db(ws.db());
+    const flotilla::RunConfig stored = flotilla::parse_config_toml(flotilla::db::get_run(db, relayoutId).config_toml, "stored");
+    CHECK_MSG(stored.parallel.tp == 2 && stored.parallel.dp == 1, "stored dp %d tp %d", stored.parallel.dp,
+              stored.parallel.tp);
+    std::printf("resumed a Slurm run stopped at step %lld on dp 1 x tp 2: %d steps, each stored once\n",
+                static_cast<long long>(before->lastStep()), kRelayout);
+  }
 
   // 5. The Clusters page probes a cluster of another workspace whose login key it has never seen:
   // the fingerprint is shown, declined (nothing stored), then accepted (trusted and probed).

@@ -1,6 +1,6 @@
 // A stand-in for flotilla-worker in the app's unit tests: a POSIX shell script that takes the
 // demo's command line (demo --out-dir DIR [--steps N]) and writes metrics-protocol records to
-// DIR/metrics.jsonl, so LocalRun's supervision is tested in milliseconds instead of minutes of
+// DIR/metrics.jsonl, so ServiceRun's supervision is tested in milliseconds instead of minutes of
 // training. The real worker is exercised by test_live_e2e.
 //
 // Environment knobs (read when the script starts):

@@ -17,13 +17,13 @@
 #include "ui/live/livedashboard.h"
 #include "ui/live/livepage.h"
 #include "ui/main/runnotifier.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storeservice.h"
 
 using flotilla::ui::LivePage;
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::LocalRuns;
 using flotilla::ui::StoreRunsModel;
 using flotilla::ui::StoreService;
@@ -84,10 +84,10 @@ void TestAppBudgetE2e::aConfigPricedRunStopsAtItsBudget() {
   notifier.setDesktopEnabled(false);
   QSignalSpy notified(&notifier, &flotilla::ui::RunNotifier::notified);
   QString error;
-  LocalRun* run = runs.startConfig(priced("capped", "max_usd = 0.02\n"), 1, &error);
+  ServiceRun* run = runs.startConfig(priced("capped", "max_usd = 0.02\n"), 1, &error);
   QVERIFY2(run, qPrintable(error));
   live.setRun(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   // While it runs, the status bar's rate is the run's stored price.
   QTRY_VERIFY_WITH_TIMEOUT(store.spendPerHour() == 36.0 || !run->isActive(), 20000);
   QCOMPARE(store.spendPerHour(), 36.0);
@@ -139,9 +139,9 @@ void TestAppBudgetE2e::aRunStopsAtItsTimeLimit() {
   runs.setStore(&store);
   runs.setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
   QString error;
-  LocalRun* run = runs.startConfig(priced("timed", "max_hours = 0.0005\n"), 1, &error);  // 1.8 s
+  ServiceRun* run = runs.startConfig(priced("timed", "max_hours = 0.0005\n"), 1, &error);  // 1.8 s
   QVERIFY2(run, qPrintable(error));
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(60000));
   QVERIFY2(run->stateText().startsWith(QStringLiteral("stopped (time limit reached: ")), qPrintable(run->stateText()));
   const db::Run r = storedRun(m_db, run->storeId());

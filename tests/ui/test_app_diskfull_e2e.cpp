@@ -18,13 +18,13 @@
 #include "db/workspace.h"
 #include "engine/config/config_io.h"
 #include "ui/live/livepage.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 using flotilla::ui::LivePage;
-using flotilla::ui::LocalRun;
 using flotilla::ui::LocalRuns;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::StoreService;
 namespace db = flotilla::db;
 
@@ -82,10 +82,10 @@ void TestAppDiskfullE2e::theStoreFillsWhileARunTrains() {
   live.resize(1200, 800);
   live.show();
   QString error;
-  LocalRun* run = runs.startConfig(longRun(), 1, &error);
+  ServiceRun* run = runs.startConfig(longRun(), 1, &error);
   QVERIFY2(run, qPrintable(error));
   live.setRun(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTRY_VERIFY_WITH_TIMEOUT(run->storeId() > 0 && storedSteps(dbPath, run->storeId()) >= 5, 30000);
 
   // Full: no page beyond the ones the database has now.

@@ -43,7 +43,7 @@
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
 #include "ui/plot/seriesstore.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storerunsmodel.h"
@@ -51,7 +51,7 @@
 #include "ui/wizard/configdraft.h"
 #include "ui/wizard/runwizard.h"
 
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::MainWindow;
 namespace db = flotilla::db;
 
@@ -130,7 +130,7 @@ bool processGone(qint64 pid) {
 }
 
 void killLeftover(const QString& runDir) {
-  if (const qint64 pid = LocalRun::liveWorkerPid(runDir); pid > 0) {
+  if (const qint64 pid = ServiceRun::liveWorkerPid(runDir); pid > 0) {
     const QList<qint64> ranks = childPids(pid);
     ::kill(static_cast<pid_t>(pid), SIGKILL);
     for (qint64 r : ranks) ::kill(-static_cast<pid_t>(r), SIGKILL);
@@ -169,7 +169,7 @@ class TestAppE2e : public QObject {
 
  private:
   std::unique_ptr<MainWindow> makeWindow();
-  LocalRun* launchFromWizard(MainWindow* w);
+  ServiceRun* launchFromWizard(MainWindow* w);
 
   QTemporaryDir m_tmp{QStringLiteral(FLOTILLA_TEST_TMP "/app_e2e-XXXXXX")};
   flotilla::ui::WorkspaceInfo m_workspace;
@@ -194,7 +194,7 @@ std::unique_ptr<MainWindow> TestAppE2e::makeWindow() {
   return w;
 }
 
-LocalRun* TestAppE2e::launchFromWizard(MainWindow* w) {
+ServiceRun* TestAppE2e::launchFromWizard(MainWindow* w) {
   auto* runsPage = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
   flotilla::ui::RunWizard* wizard = runsPage->openNewRunWizard();
   if (!wizard) return nullptr;
@@ -206,10 +206,10 @@ LocalRun* TestAppE2e::launchFromWizard(MainWindow* w) {
 
 void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   auto w = makeWindow();
-  LocalRun* run = launchFromWizard(w.get());
+  ServiceRun* run = launchFromWizard(w.get());
   QVERIFY(run);
   QCOMPARE(w->currentPage(), int(MainWindow::Live));
-  QVERIFY2(run->state() == LocalRun::State::Running, qPrintable(run->stateText()));
+  QVERIFY2(run->state() == ServiceRun::State::Running, qPrintable(run->stateText()));
   QVERIFY(run->storeId() > 0);
   const QString dir = run->runDir();
   auto cleanup = qScopeGuard([&] { killLeftover(dir); });
@@ -229,12 +229,12 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   QCOMPARE(childPids(run->pid()).size(), 1);
 
   // Checkpoint now: SIGUSR1 to the launcher reaches the rank, which saves one and goes on.
-  QSignalSpy saved(run, &LocalRun::checkpointReceived);
+  QSignalSpy saved(run, &ServiceRun::checkpointReceived);
   run->checkpointNow();
   QTRY_VERIFY_WITH_TIMEOUT(saved.count() >= 1 || !run->isActive(), 30000);
   QVERIFY2(run->isActive(), qPrintable(run->stateText()));
 
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   run->stop();
   QVERIFY(finished.count() || finished.wait(60000));
   QCOMPARE(run->exitCode(), 10);
@@ -294,7 +294,7 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
   QString dir;
   {
     auto w = makeWindow();
-    LocalRun* run = launchFromWizard(w.get());
+    ServiceRun* run = launchFromWizard(w.get());
     QVERIFY(run);
     id = run->storeId();
     dir = run->runDir();
@@ -302,10 +302,10 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
     QVERIFY(run->isActive());
     w->setCloseQuestion([](int) { return MainWindow::CloseChoice::LeaveRunning; });
     QVERIFY(w->close());
-    QCOMPARE(run->state(), LocalRun::State::Detached);
+    QCOMPARE(run->state(), ServiceRun::State::Detached);
   }  // the window, its writer and its ingestor are gone; the worker trains on
   auto cleanup = qScopeGuard([&] { killLeftover(dir); });
-  QVERIFY(LocalRun::liveWorkerPid(dir) > 0);
+  QVERIFY(ServiceRun::liveWorkerPid(dir) > 0);
   QCOMPARE(storedRun(m_workspace.databasePath, id).status, db::RunStatus::kRunning);
   QTest::qWait(500);
 
@@ -313,7 +313,7 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
                                storedRun(m_workspace.databasePath, id).started_at.value_or(0);
   auto w = makeWindow();
   QCOMPARE(w->reattachedRuns(), 1);
-  LocalRun* run = w->localRuns()->runForStoreId(id);
+  ServiceRun* run = w->localRuns()->runForStoreId(id);
   QVERIFY(run);
   QVERIFY(run->isAttached());
   QVERIFY(run->isActive());
@@ -327,10 +327,10 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
           QStringLiteral("%1 ms elapsed, %2 s before re-attach").arg(run->elapsedMs()).arg(elapsedBefore)));
   // The store catches up from the committed offset while the worker goes on.
   QTRY_VERIFY_WITH_TIMEOUT(lossRows(m_workspace.databasePath, id).size() > 10, 10000);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   run->stop();
   QVERIFY(finished.count() || finished.wait(60000));
-  QCOMPARE(run->state(), LocalRun::State::Stopped);
+  QCOMPARE(run->state(), ServiceRun::State::Stopped);
   QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, id).status, db::RunStatus::kStopped, 10000);
   // Not "exit -1: unknown": the end the store recorded, in the same words as the Runs table.
   QCOMPARE(run->stateText(), QStringLiteral("stopped (on request)"));
@@ -343,7 +343,7 @@ void TestAppE2e::leftRunningRunIsReattachedAfterRestart() {
   const auto rows = lossRows(m_workspace.databasePath, id);
   QCOMPARE(rows.size(), steps.size());
   QCOMPARE(rows.back().step, static_cast<int64_t>(steps.size()));
-  QVERIFY(LocalRun::liveWorkerPid(dir) == 0);
+  QVERIFY(ServiceRun::liveWorkerPid(dir) == 0);
   qInfo("re-attached run stopped at step %lld: %zu loss rows, each step once",
         static_cast<long long>(rows.back().step), rows.size());
 }
@@ -371,7 +371,7 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   const qint64 before = lossRows(m_workspace.databasePath, stoppedId).back().step;
 
   // Resume: the same row runs again from its checkpoint.
-  LocalRun* resumed = view->resume(stoppedId);
+  ServiceRun* resumed = view->resume(stoppedId);
   QVERIFY(resumed);
   const QString dir = resumed->runDir();
   auto cleanup = qScopeGuard([&] { killLeftover(dir); });
@@ -380,7 +380,7 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   QVERIFY2(resumed->isActive(), qPrintable(resumed->stateText()));
   view->confirmDelete = [](const QString&) { return true; };
   QVERIFY(!view->remove(stoppedId));  // refused while running, even when confirmed
-  QSignalSpy finished(resumed, &LocalRun::finished);
+  QSignalSpy finished(resumed, &ServiceRun::finished);
   resumed->stop();
   QVERIFY(finished.count() || finished.wait(60000));
   QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, stoppedId).status, db::RunStatus::kStopped,
@@ -397,7 +397,7 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   const db::Database d(m_workspace.databasePath.toStdString());
   const auto checkpoints = db::list_checkpoints(d, stoppedId);
   QVERIFY(!checkpoints.empty());
-  LocalRun* fork = view->fork(stoppedId, QString::fromStdString(checkpoints.back().dir));
+  ServiceRun* fork = view->fork(stoppedId, QString::fromStdString(checkpoints.back().dir));
   QVERIFY(fork);
   const QString forkDir = fork->runDir();
   auto cleanupFork = qScopeGuard([&] { killLeftover(forkDir); });
@@ -408,12 +408,12 @@ void TestAppE2e::resumeForkDuplicateAndDeleteFromTheRunsView() {
   const db::Run forkRow = storedRun(m_workspace.databasePath, fork->storeId());
   QCOMPARE(forkRow.parent_id.value_or(0), stoppedId);
   QCOMPARE(forkRow.parent_kind, std::string("fork"));
-  QSignalSpy forkDone(fork, &LocalRun::finished);
+  QSignalSpy forkDone(fork, &ServiceRun::finished);
   const QList<qint64> forkRanks = childPids(fork->pid());
   QCOMPARE(forkRanks.size(), 1);
   fork->kill();
   QVERIFY(forkDone.count() || forkDone.wait(30000));
-  QCOMPARE(fork->state(), LocalRun::State::Killed);
+  QCOMPARE(fork->state(), ServiceRun::State::Killed);
   QTRY_VERIFY_WITH_TIMEOUT(processGone(forkRanks[0]), 5000);  // the rank ended with its launcher
   QTRY_COMPARE_WITH_TIMEOUT(storedRun(m_workspace.databasePath, fork->storeId()).status,
                             db::RunStatus::kStopped, 10000);
@@ -483,12 +483,12 @@ void TestAppE2e::aRunThatFailsAtPreflightSaysWhyAtTheTopOfLive() {
 
   auto w = makeWindow();
   QString error;
-  LocalRun* run = w->localRuns()->startConfig(c, 1, &error);
+  ServiceRun* run = w->localRuns()->startConfig(c, 1, &error);
   QVERIFY2(run, qPrintable(error));
   auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
   live->setRun(run);
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
-  QCOMPARE(run->state(), LocalRun::State::Failed);
+  QCOMPARE(run->state(), ServiceRun::State::Failed);
   QCOMPARE(run->exitCode(), 4);
   const QString why = live->failureText();
   QVERIFY2(why.startsWith(QStringLiteral("Failed: exit 4: data error: data.val: shard ")) &&
@@ -533,12 +533,12 @@ void TestAppE2e::samplesAreDecodedWithTheRunsTokenizerOnLive() {
 
   auto w = makeWindow();
   QString error;
-  LocalRun* run = w->localRuns()->startConfig(c, 1, &error);
+  ServiceRun* run = w->localRuns()->startConfig(c, 1, &error);
   QVERIFY2(run, qPrintable(error));
   auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
   live->setRun(run);
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
-  QVERIFY2(run->state() == LocalRun::State::Completed, qPrintable(run->stateText()));
+  QVERIFY2(run->state() == ServiceRun::State::Completed, qPrintable(run->stateText()));
   // The worker's sample records: ids, empty text.
   QFile f(run->runDir() + QStringLiteral("/metrics.jsonl"));
   QVERIFY(f.open(QIODevice::ReadOnly));

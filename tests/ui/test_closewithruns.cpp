@@ -20,12 +20,12 @@
 #include "fake_worker.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::LocalRun;
 using flotilla::ui::MainWindow;
+using flotilla::ui::ServiceRun;
 using Choice = flotilla::ui::MainWindow::CloseChoice;
 
 class TestCloseWithRuns : public QObject {
@@ -51,7 +51,7 @@ class TestCloseWithRuns : public QObject {
     if (!QTest::qWaitForWindowExposed(w.get())) qWarning("window not exposed");
     return w;
   }
-  LocalRun* startDemo(MainWindow* w) {
+  ServiceRun* startDemo(MainWindow* w) {
     auto* runs = qobject_cast<flotilla::ui::RunsPage*>(w->page(MainWindow::Runs));
     w->showPage(MainWindow::Runs);
     QTest::mouseClick(runs->runDemoButton(), Qt::LeftButton);
@@ -82,19 +82,19 @@ void TestCloseWithRuns::initTestCase() {
 void TestCloseWithRuns::runTheDemoOpensTheLivePageAndCountsIt() {
   auto w = makeWindow();
   QCOMPARE(runningText(w.get()), QStringLiteral("0 runs running"));
-  LocalRun* run = startDemo(w.get());
+  ServiceRun* run = startDemo(w.get());
   QVERIFY(run);
   QCOMPARE(w->currentPage(), int(MainWindow::Live));
   auto* live = qobject_cast<flotilla::ui::LivePage*>(w->page(MainWindow::Live));
   QCOMPARE(live->run(), run);
   QCOMPARE(runningText(w.get()), QStringLiteral("1 run running"));
   QVERIFY(run->runDir().startsWith(m_workspace.directory + QStringLiteral("/runs/demo")));
-  LocalRun* second = startDemo(w.get());
+  ServiceRun* second = startDemo(w.get());
   QVERIFY(second && second != run);
   QCOMPARE(runningText(w.get()), QStringLiteral("2 runs running"));
   QCOMPARE(live->run(), second);
-  QSignalSpy done(run, &LocalRun::finished);
-  QSignalSpy done2(second, &LocalRun::finished);
+  QSignalSpy done(run, &ServiceRun::finished);
+  QSignalSpy done2(second, &ServiceRun::finished);
   w->localRuns()->stopAll();
   QVERIFY(done.count() || done.wait(10000));
   QVERIFY(done2.count() || done2.wait(10000));
@@ -108,11 +108,11 @@ void TestCloseWithRuns::cancelKeepsTheWindowAndTheRun() {
     asked = active;
     return Choice::Cancel;
   });
-  LocalRun* run = startDemo(w.get());
+  ServiceRun* run = startDemo(w.get());
   QVERIFY(!w->close());
   QCOMPARE(asked, 1);
   QVERIFY(w->isVisible());
-  QCOMPARE(run->state(), LocalRun::State::Running);
+  QCOMPARE(run->state(), ServiceRun::State::Running);
   run->kill();
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 10000);
 }
@@ -120,13 +120,13 @@ void TestCloseWithRuns::cancelKeepsTheWindowAndTheRun() {
 void TestCloseWithRuns::stopClosesOnceTheWorkerHasCheckpointed() {
   auto w = makeWindow();
   w->setCloseQuestion([](int) { return Choice::StopRuns; });
-  LocalRun* run = startDemo(w.get());
+  ServiceRun* run = startDemo(w.get());
   QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 2, 10000);
   QVERIFY(!w->close());  // not yet: the worker is saving
-  QCOMPARE(run->state(), LocalRun::State::Stopping);
+  QCOMPARE(run->state(), ServiceRun::State::Stopping);
   QVERIFY(w->isVisible());
   QTRY_VERIFY_WITH_TIMEOUT(!w->isVisible(), 10000);  // closed by itself once the run ended
-  QCOMPARE(run->state(), LocalRun::State::Stopped);
+  QCOMPARE(run->state(), ServiceRun::State::Stopped);
   QCOMPARE(run->exitCode(), 10);
   QVERIFY(QFileInfo::exists(run->lastCheckpoint() + QStringLiteral("/MANIFEST")));
 }
@@ -134,12 +134,12 @@ void TestCloseWithRuns::stopClosesOnceTheWorkerHasCheckpointed() {
 void TestCloseWithRuns::leaveRunningClosesAndTheWorkerGoesOn() {
   auto w = makeWindow();
   w->setCloseQuestion([](int) { return Choice::LeaveRunning; });
-  LocalRun* run = startDemo(w.get());
+  ServiceRun* run = startDemo(w.get());
   QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 1 && run->pid() > 0, 10000);
   const qint64 pid = run->pid();
   const QString metrics = run->metricsPath();
   QVERIFY(w->close());
-  QCOMPARE(run->state(), LocalRun::State::Detached);
+  QCOMPARE(run->state(), ServiceRun::State::Detached);
   w.reset();  // the window and its services are gone, as after the app exits
   const qint64 size = QFileInfo(metrics).size();
   QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(metrics).size() > size, 5000);

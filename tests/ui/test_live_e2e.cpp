@@ -24,12 +24,12 @@
 #include "ui/main/mainwindow.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/seriesstore.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::LocalRun;
 using flotilla::ui::MainWindow;
+using flotilla::ui::ServiceRun;
 
 namespace {
 
@@ -45,7 +45,7 @@ void checkScreenshot(const QString& path) {
            qPrintable(QStringLiteral("only %1 colours in %2").arg(colours.size()).arg(path)));
 }
 
-QString runLog(const LocalRun* run) {
+QString runLog(const ServiceRun* run) {
   QStringList lines;
   for (const auto& l : run->log()) lines << l.text;
   return lines.join(QLatin1Char('\n'));
@@ -86,9 +86,9 @@ void TestLiveE2e::demoTrainsLiveAndStopsWithACheckpoint() {
   w.showPage(MainWindow::Runs);
   QTest::mouseClick(runsPage->runDemoButton(), Qt::LeftButton);
   QCOMPARE(w.currentPage(), int(MainWindow::Live));
-  LocalRun* run = live->run();
+  ServiceRun* run = live->run();
   QVERIFY(run);
-  QCOMPARE(run->state(), LocalRun::State::Running);
+  QCOMPARE(run->state(), ServiceRun::State::Running);
   QCOMPARE(w.findChild<QLabel*>(QStringLiteral("statusRunning"))->text(), QStringLiteral("1 run running"));
 
   // Longest gap between ticks of a 5 ms timer = the longest the UI thread was unavailable.
@@ -130,15 +130,15 @@ void TestLiveE2e::demoTrainsLiveAndStopsWithACheckpoint() {
   qInfo("screenshot: %s", qPrintable(running));
 
   // Stop: SIGTERM, checkpoint at the next step, exit 10.
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTest::mouseClick(live->stopButton(), Qt::LeftButton);
-  QVERIFY(run->state() == LocalRun::State::Stopping || !run->isActive());
+  QVERIFY(run->state() == ServiceRun::State::Stopping || !run->isActive());
   QVERIFY(finished.count() || finished.wait(120'000));
   QVERIFY2(run->exitCode() == 10 || run->exitCode() == 0,
            qPrintable(QStringLiteral("exit %1; log:\n%2").arg(run->exitCode()).arg(runLog(run))));
   QCOMPARE(run->exitStatus(), QProcess::NormalExit);
   if (run->exitCode() == 10) {
-    QCOMPARE(run->state(), LocalRun::State::Stopped);
+    QCOMPARE(run->state(), ServiceRun::State::Stopped);
     QCOMPARE(run->summaryExit(), QStringLiteral("preempted"));
     QVERIFY2(runLog(run).contains(QStringLiteral("(preempt)")), qPrintable(runLog(run)));
   }

@@ -1,6 +1,6 @@
 // The Live page's GPU plot from the run store's system samples of a run's nodes, and runs
 // re-attached at start offered on the Live page. Real store files; the "remote" run is a stored
-// run on two SSH nodes whose port refuses connections, so its RemoteRun re-attaches and fails at
+// run on two SSH nodes whose port refuses connections, so its ServiceRun re-attaches and fails at
 // once: what is under test is the page's side (picker, follow, samples), not SSH.
 //
 // Samples: node-a GPUs 0 and 1 every 10 s from t0, node-b GPU 0 0.7 s later each time (nodes are
@@ -32,9 +32,9 @@
 #include "ui/main/mainwindow.h"
 #include "ui/plot/chartplot.h"
 #include "ui/plot/rankbarsplot.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 using namespace flotilla;
@@ -174,7 +174,7 @@ void TestLiveNodes::nodeSamplesOfAStoredRunBecomeGpuLines() {
     db::FileIngestor(w, s.runId, (runDir + QStringLiteral("/metrics.jsonl")).toStdString(), "metrics.jsonl").poll();
   }
 
-  ui::LocalRun run(QStringLiteral("stored-2node"), runDir);
+  ui::ServiceRun run(QStringLiteral("stored-2node"), flotilla::runs::ServiceOptions{});
   run.setStoreId(s.runId);
   run.review(ui::RunHandle::State::Completed, QString::fromStdString(s.path));
   QTRY_COMPARE_WITH_TIMEOUT(run.lastStep(), qint64{syn.steps}, 5000);  // read from the store off the UI thread
@@ -345,13 +345,13 @@ void TestLiveNodes::reattachedRemoteRunIsOfferedWithItsNodesGpus() {
   page->setRuns(&runs);
   QVERIFY(page->followed() == nullptr);
   QCOMPARE(runs.reattachRunning(), 1);
-  QCOMPARE(runs.remoteRuns().size(), 1);
-  ui::RemoteRun* run = runs.remoteRuns()[0];
-  QCOMPARE(runs.remoteRunForStoreId(s.runId), run);
+  QCOMPARE(runs.all().size(), 1);
+  ui::ServiceRun* run = runs.all()[0];
+  QCOMPARE(runs.runForStoreId(s.runId), run);
   QCOMPARE(page->followed(), static_cast<ui::RunHandle*>(run));  // offered and taken: nothing else followed
   QCOMPARE(window.currentWidget(), other);                        // the user stays where they were
   QCOMPARE(page->runPicker()->count(), 1);
-  QCOMPARE(page->runPicker()->itemText(0), QStringLiteral("rr (SSH nodes)"));
+  QCOMPARE(page->runPicker()->itemText(0), QStringLiteral("rr (nodes node-a, node-b)"));
   QCOMPARE(page->runPicker()->currentIndex(), 0);
   QCOMPARE(page->titleText(), QStringLiteral("rr"));
 
@@ -384,13 +384,13 @@ void TestLiveNodes::reattachedRunDoesNotReplaceAnActiveOne() {
   QCOMPARE(page.followed(), static_cast<ui::RunHandle*>(&busy));  // not taken over
   QCOMPARE(page.runPicker()->count(), 2);                          // but offered
   QCOMPARE(page.runPicker()->currentIndex(), 0);
-  QCOMPARE(page.runPicker()->itemText(1), QStringLiteral("rr2 (SSH nodes)"));
+  QCOMPARE(page.runPicker()->itemText(1), QStringLiteral("rr2 (nodes node-a, node-b)"));
   QVERIFY(page.runPicker()->isVisibleTo(&page));
   // Choosing it in the picker follows it.
   page.runPicker()->setCurrentIndex(1);
   emit page.runPicker()->activated(1);
-  QCOMPARE(page.followed(), static_cast<ui::RunHandle*>(runs.remoteRuns()[0]));
-  QTRY_VERIFY_WITH_TIMEOUT(!runs.remoteRuns()[0]->isActive(), 10000);
+  QCOMPARE(page.followed(), static_cast<ui::RunHandle*>(runs.all()[0]));
+  QTRY_VERIFY_WITH_TIMEOUT(!runs.all()[0]->isActive(), 10000);
 }
 
 void TestLiveNodes::mainWindowShowsARunReattachedAtStart() {
@@ -407,8 +407,8 @@ void TestLiveNodes::mainWindowShowsARunReattachedAtStart() {
   auto* live = qobject_cast<LivePage*>(w.page(ui::MainWindow::Live));
   QVERIFY(live->followed());
   QCOMPARE(live->followed()->name(), QStringLiteral("rr3"));
-  QVERIFY(qobject_cast<ui::RemoteRun*>(live->followed()));
-  QCOMPARE(live->runPicker()->itemText(0), QStringLiteral("rr3 (SSH nodes)"));
+  QVERIFY(qobject_cast<ui::ServiceRun*>(live->followed()));
+  QCOMPARE(live->runPicker()->itemText(0), QStringLiteral("rr3 (nodes node-a, node-b)"));
   QTRY_VERIFY_WITH_TIMEOUT(!live->followed()->isActive(), 10000);  // the node refuses: failed, still shown
   QCOMPARE(live->titleText(), QStringLiteral("rr3"));
 }

@@ -34,11 +34,11 @@
 #include "ui/plot/chartplot.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/passphraseprompt.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 using namespace flotilla;
-using ui::RemoteRun;
+using ui::ServiceRun;
 using State = ui::RunHandle::State;
 
 namespace {
@@ -81,8 +81,8 @@ QString reattachAndWait(const QString& dbPath, const QString& ws, const ui::Pass
   runs.setStore(&store);
   if (prompt) runs.setPassphrasePrompt(prompt);
   if (runs.reattachRunning() != 1) return QStringLiteral("nothing re-attached");
-  RemoteRun* run = runs.remoteRuns()[0];
-  QSignalSpy finished(run, &RemoteRun::finished);
+  ServiceRun* run = runs.all()[0];
+  QSignalSpy finished(run, &ServiceRun::finished);
   if (!finished.wait(30000) && finished.isEmpty()) return QStringLiteral("no end");
   if (log) *log += run->log();
   return run->errorText();
@@ -204,7 +204,7 @@ void TestLiveRemoteSsh::passphraseAskedAndRunFollowedWithNodeGpus() {
   });
   page.setRuns(&runs);
   QString why;
-  RemoteRun* run = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")}, &why);
+  ServiceRun* run = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")}, &why);
   QVERIFY2(run, qPrintable(why));
   page.setRun(run);
   QCOMPARE(page.runPicker()->count(), 1);
@@ -237,7 +237,7 @@ void TestLiveRemoteSsh::passphraseAskedAndRunFollowedWithNodeGpus() {
                                     " AND reason = 'request'") >= 1;
       }(),
       60000);
-  QSignalSpy finished(run, &RemoteRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 180000);
   QVERIFY2(run->state() == State::Completed, qPrintable(run->stateText()));
   dash->refreshAll();

@@ -18,12 +18,16 @@
 #include "ui/plot/chartplot.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/rankbarsplot.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
+
+// A fake worker script's first lines: into the run folder the service passes (--out-dir DIR).
+#define kCdOutDir "while [ $# -gt 0 ]; do [ \"$1\" = --out-dir ] && cd \"$2\"; shift; done\n"
 
 using flotilla::ui::LiveDashboard;
 using flotilla::ui::LiveData;
 using flotilla::ui::LivePage;
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 
 namespace {
 
@@ -136,13 +140,18 @@ void TestLiveStream::screenshotOfAMultiRankRun() {
   const QString script = tmp.filePath(QStringLiteral("worker.sh"));
   QFile sh(script);
   QVERIFY(sh.open(QIODevice::WriteOnly));
-  sh.write("#!/bin/sh\ntrap 'exit 10' TERM\ncat \"$1\" >> metrics.jsonl\nwhile :; do sleep 0.05; done\n");
+  // Started as the runs service starts a demo worker: `worker demo --out-dir DIR ...` (the records
+  // file comes in $FAKE_ARG).
+  sh.write("#!/bin/sh\ntrap 'exit 10' TERM\n" kCdOutDir "cat \"$FAKE_ARG\" >> metrics.jsonl\nwhile :; do sleep 0.05; done\n");
   sh.close();
   sh.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
 
-  LocalRun run(QStringLiteral("gpt-small-2rank"), tmp.filePath(QStringLiteral("run")));
-  QDir().mkpath(run.runDir());
-  QVERIFY(run.start(script, {records.fileName()}));
+  qputenv("FAKE_ARG", records.fileName().toUtf8());
+  flotilla::ui::LocalRuns runs(tmp.filePath(QStringLiteral("ws")));
+  runs.setWorkerPath(script);
+  ServiceRun* started = runs.startDemo();
+  QVERIFY(started);
+  ServiceRun& run = *started;
   LivePage page;
   page.resize(1280, 800);
   page.show();
@@ -196,14 +205,17 @@ void TestLiveStream::aLargeFileIsReplayedOffTheUiThread() {
   const QString script = tmp.filePath(QStringLiteral("worker.sh"));
   QFile sh(script);
   QVERIFY(sh.open(QIODevice::WriteOnly));
-  sh.write("#!/bin/sh\ntrap 'exit 10' TERM\ncat \"$1/head.jsonl\" >> metrics.jsonl\n"
-           "while [ ! -e \"$1/go\" ]; do sleep 0.02; done\ncat \"$1/tail.jsonl\" >> metrics.jsonl\n"
+  sh.write("#!/bin/sh\ntrap 'exit 10' TERM\n" kCdOutDir "cat \"$FAKE_ARG/head.jsonl\" >> metrics.jsonl\n"
+           "while [ ! -e \"$FAKE_ARG/go\" ]; do sleep 0.02; done\ncat \"$FAKE_ARG/tail.jsonl\" >> metrics.jsonl\n"
            "while :; do sleep 0.05; done\n");
   sh.close();
   sh.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner);
-  LocalRun run(QStringLiteral("late"), tmp.filePath(QStringLiteral("run")));
-  QDir().mkpath(run.runDir());
-  QVERIFY(run.start(script, {tmp.path()}));
+  qputenv("FAKE_ARG", tmp.path().toUtf8());
+  flotilla::ui::LocalRuns runs(tmp.filePath(QStringLiteral("ws")));
+  runs.setWorkerPath(script);
+  ServiceRun* started = runs.startDemo();
+  QVERIFY(started);
+  ServiceRun& run = *started;
   QTRY_VERIFY_WITH_TIMEOUT(run.deliveredRecords() == cut, 20000);
 
   LivePage page;

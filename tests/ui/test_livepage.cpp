@@ -24,11 +24,11 @@
 #include "ui/plot/lossplot.h"
 #include "ui/plot/seriesstore.h"
 #include "ui/plot/smoothing.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 
 using flotilla::ui::LivePage;
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::LocalRuns;
 
 class TestLivePage : public QObject {
@@ -66,7 +66,7 @@ void TestLivePage::followsARunAndStopsIt() {
   page.show();
   QVERIFY(QTest::qWaitForWindowExposed(&page));
   QVERIFY(!page.stopButton()->isEnabled());
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(run);
   page.setRun(run);
@@ -92,7 +92,7 @@ void TestLivePage::followsARunAndStopsIt() {
   page.smoothingSlider()->setValue(90);
   QCOMPARE(page.lossPlot()->smoothing(), 0.9);
 
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTest::mouseClick(page.stopButton(), Qt::LeftButton);
   QVERIFY(!page.stopButton()->isEnabled());  // no second SIGTERM while it saves
   QVERIFY(page.killButton()->isEnabled());   // but a stuck save can still be killed
@@ -114,13 +114,13 @@ void TestLivePage::replotsAreCoalesced() {
   page.resize(1000, 700);
   page.show();
   QVERIFY(QTest::qWaitForWindowExposed(&page));
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   QVERIFY(run);
   page.setRun(run);
   const int before = page.lossPlot()->replotCount();
   QElapsedTimer clock;
   clock.start();
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(60000));
   QTest::qWait(3 * LivePage::kRefreshMs);
   const int replots = page.lossPlot()->replotCount() - before;
@@ -136,7 +136,7 @@ void TestLivePage::replotsAreCoalesced() {
 
 void TestLivePage::forgetsADeletedRun() {
   LivePage page;
-  auto* run = new LocalRun(QStringLiteral("gone"), m_tmp.filePath(QStringLiteral("gone")));
+  auto* run = new ServiceRun(QStringLiteral("gone"), flotilla::runs::ServiceOptions{});
   page.setRun(run);
   QCOMPARE(page.titleText(), QStringLiteral("gone"));
   delete run;
@@ -155,13 +155,13 @@ void TestLivePage::checkpointNowSendsTheRequest() {
   page.show();
   QVERIFY(QTest::qWaitForWindowExposed(&page));
   QVERIFY(!page.checkpointButton()->isEnabled());
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(run);
   page.setRun(run);
   QTRY_VERIFY_WITH_TIMEOUT(page.series()->size(QLatin1String(flotilla::ui::kSeriesLoss)) >= 2, 10000);
   QVERIFY(page.checkpointButton()->isEnabled());
-  QSignalSpy checkpoints(run, &LocalRun::checkpointReceived);
+  QSignalSpy checkpoints(run, &ServiceRun::checkpointReceived);
   QTest::mouseClick(page.checkpointButton(), Qt::LeftButton);
   QVERIFY(page.logText().contains(QStringLiteral("checkpoint requested (SIGUSR1)")));
   // The child got SIGUSR1 (it records it) and answered with a checkpoint record; the run goes on.
@@ -169,7 +169,7 @@ void TestLivePage::checkpointNowSendsTheRequest() {
   QTRY_VERIFY_WITH_TIMEOUT(checkpoints.size() == 1, 5000);
   QVERIFY(checkpoints.at(0).at(1).toString().contains(QStringLiteral("checkpoints/step-")));
   QTRY_VERIFY(page.logText().contains(QStringLiteral("checkpoint at step")));
-  QCOMPARE(run->state(), LocalRun::State::Running);
+  QCOMPARE(run->state(), ServiceRun::State::Running);
   run->kill();
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 5000);
   QVERIFY(!page.checkpointButton()->isEnabled());
@@ -183,7 +183,7 @@ void TestLivePage::killAsksFirst() {
   LivePage page;
   page.show();
   QVERIFY(QTest::qWaitForWindowExposed(&page));
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(run);
   page.setRun(run);
@@ -200,10 +200,10 @@ void TestLivePage::killAsksFirst() {
   QVERIFY(run->isActive());
   QTest::mouseClick(page.killButton(), Qt::LeftButton);
   QVERIFY(page.killConfirmation());
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   page.killConfirmation()->button(QMessageBox::Yes)->click();
   QVERIFY(finished.wait(5000));
-  QCOMPARE(run->state(), LocalRun::State::Killed);
+  QCOMPARE(run->state(), ServiceRun::State::Killed);
 }
 
 void TestLivePage::followingLateReplaysTheFile() {
@@ -213,7 +213,7 @@ void TestLivePage::followingLateReplaysTheFile() {
   LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-late")));
   runs.setWorkerPath(m_fake);
   runs.setDemoSteps(60);
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(run);
   QTRY_VERIFY_WITH_TIMEOUT(run->series().size(QLatin1String(flotilla::ui::kSeriesLoss)) >= 10, 10000);
@@ -222,7 +222,7 @@ void TestLivePage::followingLateReplaysTheFile() {
   QVERIFY(QTest::qWaitForWindowExposed(&page));
   page.setRun(run);
   QVERIFY(page.dashboard()->data().steps().rows() >= 10);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(20000));
   const QVector<double>& steps = page.dashboard()->data().steps().values(QStringLiteral("step"));
   QCOMPARE(steps.size(), 60);
@@ -241,11 +241,11 @@ void TestLivePage::aTinyLossIsNotShownAsZero() {
   page.resize(1000, 700);
   page.show();
   QVERIFY(QTest::qWaitForWindowExposed(&page));
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_LOSS");
   QVERIFY(run);
   page.setRun(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(10000));
   QTRY_VERIFY_WITH_TIMEOUT(page.statusText().contains(QStringLiteral("Step 4")), 2000);
   const QString status = page.statusText();
@@ -269,7 +269,7 @@ void TestLivePage::timeLeftFollowsTheRunsMeasuredPace() {
   page.resize(1100, 750);
   page.show();
   QVERIFY(QTest::qWaitForWindowExposed(&page));
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   qunsetenv("FAKE_TIME");
   QVERIFY(run);
@@ -288,7 +288,7 @@ void TestLivePage::timeLeftFollowsTheRunsMeasuredPace() {
   const double expected = double(100000 - run->lastStep()) * pace;
   QVERIFY2(std::abs(seconds - expected) <= 0.01 * expected + 60, qPrintable(status));
   run->kill();
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(10000));
   page.refresh();
   QVERIFY2(!page.statusText().contains(QStringLiteral(" left")), qPrintable(page.statusText()));  // ended

@@ -1,4 +1,4 @@
-// LocalRun and LocalRuns (ui/runs): supervising a worker process and ingesting its metrics file,
+// ServiceRun and LocalRuns (ui/runs): supervising a worker process and ingesting its metrics file,
 // driven by a fake worker script (fake_worker.h) so every ending is tested in milliseconds:
 // completed, failed with a named exit code, stopped gracefully (exit 10 with a checkpoint),
 // killed, unable to start, missing, and left running after detach().
@@ -13,18 +13,18 @@
 #include <signal.h>
 
 #include "fake_worker.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::LocalRun;
 using flotilla::ui::LocalRuns;
-using State = flotilla::ui::LocalRun::State;
+using flotilla::ui::ServiceRun;
+using State = flotilla::ui::ServiceRun::State;
 
 namespace {
 
-QString logOf(const LocalRun* run) {
+QString logOf(const ServiceRun* run) {
   QStringList lines;
-  for (const LocalRun::LogLine& l : run->log()) lines << l.level + QStringLiteral(": ") + l.text;
+  for (const ServiceRun::LogLine& l : run->log()) lines << l.level + QStringLiteral(": ") + l.text;
   return lines.join(QLatin1Char('\n'));
 }
 
@@ -83,10 +83,10 @@ void TestLocalRun::aCompletedRunIsIngested() {
   auto runs = makeRuns(5);
   QSignalSpy running(runs.get(), &LocalRuns::runningCountChanged);
   QString error;
-  LocalRun* run = runs->startDemo(&error);
+  ServiceRun* run = runs->startDemo(&error);
   QVERIFY2(run, qPrintable(error));
-  QSignalSpy steps(run, &LocalRun::stepReceived);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy steps(run, &ServiceRun::stepReceived);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QCOMPARE(run->state(), State::Running);
   QCOMPARE(runs->runningCount(), 1);
   QVERIFY(finished.wait(10000));
@@ -139,9 +139,9 @@ void TestLocalRun::aCompletedRunIsIngested() {
 void TestLocalRun::aTornLineInTheFileArrivesWhole() {
   Env env{{"FAKE_TORN", "1"}};
   auto runs = makeRuns(3);
-  LocalRun* run = runs->startDemo();
+  ServiceRun* run = runs->startDemo();
   QVERIFY(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   // The fake holds step 2 half-written for 0.3 s, across several 100 ms polls.
   QVERIFY(finished.wait(10000));
   QCOMPARE(run->series().series(QLatin1String(flotilla::ui::kSeriesLoss)).y,
@@ -151,9 +151,9 @@ void TestLocalRun::aTornLineInTheFileArrivesWhole() {
 void TestLocalRun::aFailedRunNamesItsExitCode() {
   Env env{{"FAKE_EXIT", "4"}};
   auto runs = makeRuns(2);
-  LocalRun* run = runs->startDemo();
+  ServiceRun* run = runs->startDemo();
   QVERIFY(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(10000));
   QCOMPARE(run->state(), State::Failed);
   QCOMPARE(run->exitCode(), 4);
@@ -170,9 +170,9 @@ void TestLocalRun::aFailedRunNamesItsExitCode() {
 void TestLocalRun::stopIsGracefulAndEndsWithExit10() {
   Env env{{"FAKE_STEP_S", "0.05"}};
   auto runs = makeRuns(100000);
-  LocalRun* run = runs->startDemo();
+  ServiceRun* run = runs->startDemo();
   QVERIFY(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 3, 10000);
   run->stop();
   QCOMPARE(run->state(), State::Stopping);
@@ -192,9 +192,9 @@ void TestLocalRun::stopIsGracefulAndEndsWithExit10() {
 void TestLocalRun::killEndsTheWorkerAtOnce() {
   Env env{{"FAKE_STEP_S", "0.05"}};
   auto runs = makeRuns(100000);
-  LocalRun* run = runs->startDemo();
+  ServiceRun* run = runs->startDemo();
   QVERIFY(run);
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 1, 10000);
   run->kill();
   QVERIFY(finished.wait(10000));
@@ -214,7 +214,7 @@ void TestLocalRun::aWorkerThatCannotStartFails() {
   QVERIFY(f.setPermissions(QFileDevice::ReadOwner | QFileDevice::ExeOwner | QFileDevice::WriteOwner));
   LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-broken")));
   runs.setWorkerPath(broken);
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   QVERIFY(run);
   QTRY_COMPARE_WITH_TIMEOUT(run->state(), State::Failed, 10000);
   QVERIFY2(run->stateText().startsWith(QStringLiteral("failed (cannot start")), qPrintable(run->stateText()));
@@ -250,7 +250,7 @@ void TestLocalRun::theWorkerIsFoundNextToTheApp() {
 void TestLocalRun::detachLeavesTheWorkerRunning() {
   Env env{{"FAKE_STEP_S", "0.05"}};
   auto runs = makeRuns(100000);
-  LocalRun* run = runs->startDemo();
+  ServiceRun* run = runs->startDemo();
   QVERIFY(run);
   QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 2 && run->pid() > 0, 10000);
   const qint64 pid = run->pid();

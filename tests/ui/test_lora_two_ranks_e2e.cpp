@@ -27,15 +27,15 @@
 #include "engine/model/base_weights.h"
 #include "ui/live/livepage.h"
 #include "ui/main/mainwindow.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 #include "ui/wizard/modelpage.h"
 #include "ui/wizard/runwizard.h"
 #include "wizard_helpers.h"
 
-using flotilla::ui::LocalRun;
 using flotilla::ui::MainWindow;
+using flotilla::ui::ServiceRun;
 using namespace wizard_helpers;
 namespace db = flotilla::db;
 
@@ -133,11 +133,11 @@ void TestLoraTwoRanksE2e::trainOnTwoRanks(const QString& name, int dp, int tp, i
   wizard->setConfig(c);
   auto* live = qobject_cast<flotilla::ui::LivePage*>(w.page(MainWindow::Live));
   wizard->accept();  // Finish: RunsPage launches the config and opens the run live
-  LocalRun* run = live->run();
+  ServiceRun* run = live->run();
   QVERIFY(run);
   QVERIFY2(run->commandLine().contains(QStringLiteral(" launch --nproc-per-node 2 ")),
            qPrintable(run->commandLine()));
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.count() || finished.wait(180000));
   QVERIFY2(run->exitCode() == 0, qPrintable(run->stateText() + QStringLiteral("\n") + run->runDir()));
   QTRY_COMPARE_WITH_TIMEOUT(

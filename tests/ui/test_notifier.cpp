@@ -11,10 +11,10 @@
 
 #include "fake_worker.h"
 #include "ui/main/runnotifier.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::LocalRuns;
 using flotilla::ui::RunNotifier;
 
@@ -88,7 +88,7 @@ void TestNotifier::finishedAndFailedRunsNotifyAndPost() {
   QSignalSpy notified(&notifier, &RunNotifier::notified);
   QSignalSpy delivered(&notifier, &RunNotifier::webhookDelivered);
 
-  LocalRun* ok = runs.startDemo();
+  ServiceRun* ok = runs.startDemo();
   QVERIFY(ok);
   QTRY_COMPARE_WITH_TIMEOUT(notified.count(), 1, 20000);
   QCOMPARE(notified.at(0).at(0).value<RunNotifier::Event>(), RunNotifier::Event::Finished);
@@ -105,7 +105,7 @@ void TestNotifier::finishedAndFailedRunsNotifyAndPost() {
   QVERIFY(body.value(QStringLiteral("text")).toString().startsWith(QStringLiteral("Run ")));
 
   qputenv("FAKE_EXIT", "4");
-  LocalRun* bad = runs.startDemo();
+  ServiceRun* bad = runs.startDemo();
   qunsetenv("FAKE_EXIT");
   QVERIFY(bad);
   QTRY_COMPARE_WITH_TIMEOUT(notified.count(), 2, 20000);
@@ -126,21 +126,21 @@ void TestNotifier::aStallIsNotifiedAndTheUsersOwnStopIsNot() {
   notifier.setCheckIntervalMs(100);
   QSignalSpy notified(&notifier, &RunNotifier::notified);
   qputenv("FAKE_STEP_S", "0.05");
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   QVERIFY(run);
   QTRY_VERIFY_WITH_TIMEOUT(run->lastStep() >= 5, 10000);
   QTest::qWait(1500);  // steps keep coming: no stall
   QCOMPARE(notified.count(), 0);
   run->stop();  // this window's Stop: the user knows
   qunsetenv("FAKE_STEP_S");
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(20000));
   QTest::qWait(300);
   QCOMPARE(notified.count(), 0);
 
   // A worker that stops writing steps after its first: "stalled" once, after max(1 s, 20 steps).
   qputenv("FAKE_STEP_S", "30");
-  LocalRun* slow = runs.startDemo();
+  ServiceRun* slow = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(slow);
   QTRY_COMPARE_WITH_TIMEOUT(notified.count(), 1, 15000);
@@ -150,7 +150,7 @@ void TestNotifier::aStallIsNotifiedAndTheUsersOwnStopIsNot() {
   QTest::qWait(500);
   QCOMPARE(notified.count(), 1);  // once per stall
   slow->kill();
-  QSignalSpy killed(slow, &LocalRun::finished);
+  QSignalSpy killed(slow, &ServiceRun::finished);
   QVERIFY(killed.wait(10000));
   QCOMPARE(notified.count(), 1);  // a kill is the user's own act
 }
@@ -163,10 +163,10 @@ void TestNotifier::theBudgetWarningIsNotifiedOnce() {
   notifier.setDesktopEnabled(false);
   QSignalSpy notified(&notifier, &RunNotifier::notified);
   qputenv("FAKE_STEP_S", "0.05");
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   qunsetenv("FAKE_STEP_S");
   QVERIFY(run);
-  // The runs layer's budget guard (WatchHooks::on_budget, as LocalRun forwards it; the real guard in
+  // The runs layer's budget guard (WatchHooks::on_budget, as ServiceRun forwards it; the real guard in
   // ui_test_app_budget_e2e): the warning once, the cap left to the stop that follows.
   const QString warning = QStringLiteral("run '%1' has spent $0.0801 of its $0.1000 budget").arg(run->name());
   emit run->budgetCrossed(warning, false);
@@ -177,7 +177,7 @@ void TestNotifier::theBudgetWarningIsNotifiedOnce() {
   QCOMPARE(notified.at(0).at(0).value<RunNotifier::Event>(), RunNotifier::Event::BudgetWarning);
   QCOMPARE(notified.at(0).at(2).toString(), warning);
   run->kill();
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(10000));
 }
 
@@ -190,7 +190,7 @@ void TestNotifier::aWebhookThatFailsIsReported() {
   runs.setWorkerPath(m_fake);
   runs.setDemoSteps(2);
   QSignalSpy delivered(&notifier, &RunNotifier::webhookDelivered);
-  LocalRun* run = runs.startDemo();
+  ServiceRun* run = runs.startDemo();
   QVERIFY(run);
   notifier.watch(run);
   QTRY_COMPARE_WITH_TIMEOUT(delivered.count(), 1, 20000);

@@ -2,11 +2,11 @@
 // "nodes" on 127.0.0.1 (tests/remote/sshd_fixture.h): LocalRuns::startOnNodes with recovery on
 // (as the wizard hands it over) starts a tiny dp=2 run over a and b, followed on the Live page;
 // node b is then "preempted" as tests/remote/test_cli_recover.cpp does it (SIGTERM to every
-// process of b's detached run, then b's sshd stopped). The RemoteRun stays running through the
+// process of b's detached run, then b's sshd stopped). The ServiceRun stays running through the
 // recovery, the Live page's log shows the recovery note, and the run completes on node a alone
 // (1 node x 2 ranks): status completed, the launch's recovery-policy and one 'recovery' event in
-// the store, every step stored exactly once, the RemoteRun's nodes now "a". Opening the stored run
-// from the Runs table follows that same RemoteRun.
+// the store, every step stored exactly once, the ServiceRun's nodes now "a". Opening the stored run
+// from the Runs table follows that same ServiceRun.
 #include <signal.h>
 
 #include <QSignalSpy>
@@ -22,12 +22,12 @@
 #include "remote/node_fields.h"
 #include "ui/live/livepage.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
 
 using namespace flotilla;
-using flotilla::ui::RemoteRun;
+using flotilla::ui::ServiceRun;
 using State = flotilla::ui::RunHandle::State;
 
 namespace {
@@ -122,10 +122,10 @@ void TestRemoteRunRecoverSsh::preemptedNodeRecoversOnTheOther() {
   recovery.enabled = true;
   recovery.settleSeconds = 1;
   QString error;
-  RemoteRun* run = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")}, recovery, &error);
+  ServiceRun* run = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")}, recovery, &error);
   QVERIFY2(run, qPrintable(error));
   page.setRun(run);
-  QSignalSpy finished(run, &RemoteRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QTRY_VERIFY_WITH_TIMEOUT(run->storeId() > 0 || !run->isActive(), 60000);
   QVERIFY2(run->isActive(), qPrintable(run->stateText()));
   const std::string id = std::to_string(run->storeId());
@@ -169,19 +169,19 @@ void TestRemoteRunRecoverSsh::preemptedNodeRecoversOnTheOther() {
   QCOMPARE(queryInt(dbPath, "SELECT MAX(step) FROM metrics WHERE run_id = " + id + " AND name = 'loss'"),
            int64_t(kSteps));
 
-  // The Runs table opens the stored run as this RemoteRun (no local folder, no question).
+  // The Runs table opens the stored run as this ServiceRun (no local folder, no question).
   ui::StoreRunsView view(&store, &runs);
   bool asked = false;
   view.confirmAttach = [&](const QString&, const QString&) {
     asked = true;
     return false;
   };
-  QSignalSpy opened(&view, &ui::StoreRunsView::remoteRunOpened);
+  QSignalSpy opened(&view, &ui::StoreRunsView::runOpened);
   view.openLive(run->storeId());
   QVERIFY(!asked);
   QCOMPARE(opened.count(), 1);
   QCOMPARE(qvariant_cast<ui::RunHandle*>(opened.at(0).at(0)), static_cast<ui::RunHandle*>(run));
-  QCOMPARE(runs.count(), 0);
+  QCOMPARE(runs.count(), 1);  // the one run on nodes: no second (review) run was made
 }
 
 QTEST_MAIN(TestRemoteRunRecoverSsh)

@@ -1,8 +1,8 @@
-// RemoteRun (the app's run on SSH nodes) against two real sshd "nodes" on 127.0.0.1
+// ServiceRun (the app's run on SSH nodes) against two real sshd "nodes" on 127.0.0.1
 // (tests/remote/sshd_fixture.h): started from the app layer (LocalRuns::startOnNodes) with a tiny dp=2 config over nodes a
 // and b, followed on the Live page until the loss falls, stopped with the page's Stop button: both
 // nodes wrote their exit code, the store has every step once (1..last, no gap) and status stopped,
-// and the page saw each step once. Then a second run is started and its RemoteRun destroyed
+// and the page saw each step once. Then a second run is started and its ServiceRun destroyed
 // without a stop (an app exit): the store keeps it 'running', LocalRuns::reattachRunning() picks it up at
 // the next "start", and it completes with every step stored once and every step shown once.
 #include <QPushButton>
@@ -18,13 +18,13 @@
 #include "engine/config/config_io.h"
 #include "remote/node_fields.h"
 #include "ui/live/livepage.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 using namespace flotilla;
-using flotilla::ui::RemoteRun;
+using flotilla::ui::ServiceRun;
 using State = flotilla::ui::RunHandle::State;
 
 namespace {
@@ -42,7 +42,7 @@ struct Seen {
   bool contiguous = false;
   double head = 0, tail = 0;
 };
-Seen seen(const ui::RemoteRun& run) {
+Seen seen(const ui::ServiceRun& run) {
   Seen s;
   const auto& series = run.series().series(QLatin1String(ui::kSeriesLoss));
   s.points = static_cast<int>(series.x.size());
@@ -123,14 +123,14 @@ void TestRemoteRunSsh::startFollowStopThenReattach() {
     config.run.name = "rr";
     config.train.steps = 1000000;  // stopped long before its end, however fast the machine
     QString error;
-    RemoteRun* started = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")}, &error);
+    ServiceRun* started = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")}, &error);
     QVERIFY2(started, qPrintable(error));
-    RemoteRun& run = *started;
-    QCOMPARE(runs.remoteRuns().size(), 1);
-    QCOMPARE(runs.count(), 0);  // no local run
+    ServiceRun& run = *started;
+    QCOMPARE(runs.all().size(), 1);
+    QCOMPARE(runs.count(), 1);  // one list: a run on nodes is a run like any other (issue 32)
     page.setRun(&run);
     QCOMPARE(page.followed(), static_cast<ui::RunHandle*>(&run));
-    QVERIFY(page.run() == nullptr);  // not a LocalRun
+    QCOMPARE(page.run(), &run);  // one handle class for every place (issue 32)
     QTRY_VERIFY_WITH_TIMEOUT(seen(run).points >= 40 || !run.isActive(), 120000);
     QVERIFY2(run.isActive(), qPrintable(run.stateText()));
     QVERIFY(page.checkpointButton()->isEnabled());  // SIGUSR1 to the master's launch
@@ -140,7 +140,7 @@ void TestRemoteRunSsh::startFollowStopThenReattach() {
     QVERIFY2(mid.contiguous, "the page saw a step twice or missed one");
     QVERIFY2(mid.tail < mid.head, qPrintable(QStringLiteral("loss %1 -> %2").arg(mid.head).arg(mid.tail)));
     QVERIFY(run.storeId() > 0);
-    QSignalSpy finished(&run, &RemoteRun::finished);
+    QSignalSpy finished(&run, &ServiceRun::finished);
     page.stopButton()->click();
     QCOMPARE(run.state(), State::Stopping);
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 90000);
@@ -172,7 +172,7 @@ void TestRemoteRunSsh::startFollowStopThenReattach() {
     runs.setWorkerPath(worker);
     config.run.name = "rr2";
     config.train.steps = kSteps;  // this one runs to its end
-    RemoteRun* run = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")});
+    ServiceRun* run = runs.startOnNodes(config, {QStringLiteral("a"), QStringLiteral("b")});
     QVERIFY(run);
     QTRY_VERIFY_WITH_TIMEOUT(seen(*run).points >= 20 || !run->isActive(), 120000);
     QVERIFY2(run->isActive(), qPrintable(run->stateText()));
@@ -186,11 +186,11 @@ void TestRemoteRunSsh::startFollowStopThenReattach() {
   runs.setStore(&store);
   QCOMPARE(runs.reattachRunning(), 1);
   QCOMPARE(runs.reattachRunning(), 0);  // already watched: not twice
-  QCOMPARE(runs.remoteRuns().size(), 1);
-  RemoteRun* back = runs.remoteRuns()[0];
+  QCOMPARE(runs.all().size(), 1);
+  ServiceRun* back = runs.all()[0];
   QCOMPARE(back->storeId(), id2);
   page.setRun(back);
-  QSignalSpy finished(back, &RemoteRun::finished);
+  QSignalSpy finished(back, &ServiceRun::finished);
   QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
   QVERIFY2(back->state() == State::Completed, qPrintable(back->stateText()));
   const Seen all = seen(*back);
@@ -202,8 +202,9 @@ void TestRemoteRunSsh::startFollowStopThenReattach() {
   QCOMPARE(queryInt(dbPath, "SELECT COUNT(DISTINCT step) FROM metrics WHERE run_id = " + id + " AND name = 'loss'"),
            int64_t(kSteps));
   // Nothing left to re-attach.
-  QObject owner;
-  QCOMPARE(RemoteRun::reattachRunning(qdb, mirrors, &owner).size(), 0);
+  ui::LocalRuns again(QString::fromStdString(ws));
+  again.setStore(&store);
+  QCOMPARE(again.reattachRunning(), 0);
 }
 
 QTEST_MAIN(TestRemoteRunSsh)

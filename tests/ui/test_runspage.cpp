@@ -10,15 +10,15 @@
 #include <QtTest>
 
 #include "fake_worker.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 
-using flotilla::ui::LocalRun;
 using flotilla::ui::LocalRuns;
 using flotilla::ui::LocalRunsModel;
 using flotilla::ui::RunsPage;
+using flotilla::ui::ServiceRun;
 
 class TestRunsPage : public QObject {
   Q_OBJECT
@@ -53,14 +53,15 @@ void TestRunsPage::modelFollowsTheService() {
 
   QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
   QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
-  LocalRun* first = runs.startDemo();
+  ServiceRun* first = runs.startDemo();
   QVERIFY(first);
   QCOMPARE(inserted.count(), 1);
   QCOMPARE(model.rowCount(), 1);
   QCOMPARE(model.runAt(0), first);
   QCOMPARE(model.index(0, LocalRunsModel::Name).data().toString(), first->name());
-  QCOMPARE(qobject_cast<LocalRun*>(model.index(0, 0).data(LocalRunsModel::RunRole).value<QObject*>()), first);
-  QSignalSpy firstDone(first, &LocalRun::finished);
+  QCOMPARE(qobject_cast<ServiceRun*>(model.index(0, 0).data(LocalRunsModel::RunRole).value<QObject*>()),
+           first);
+  QSignalSpy firstDone(first, &ServiceRun::finished);
   QVERIFY(firstDone.wait(10000));
   QVERIFY(changed.count() > 0);
   QCOMPARE(model.index(0, LocalRunsModel::Status).data().toString(), QStringLiteral("completed"));
@@ -75,11 +76,11 @@ void TestRunsPage::modelFollowsTheService() {
 
   // A second run that fails: its own row, its own status, the first row untouched.
   qputenv("FAKE_EXIT", "3");
-  LocalRun* second = runs.startDemo();
+  ServiceRun* second = runs.startDemo();
   qunsetenv("FAKE_EXIT");
   QVERIFY(second);
   QCOMPARE(model.rowCount(), 2);
-  QSignalSpy secondDone(second, &LocalRun::finished);
+  QSignalSpy secondDone(second, &ServiceRun::finished);
   QVERIFY(secondDone.wait(10000));
   QCOMPARE(model.index(1, LocalRunsModel::Status).data().toString(),
            QStringLiteral("failed (exit 3: config error)"));
@@ -103,7 +104,7 @@ void TestRunsPage::runTheDemoStartsARunAndShowsTheTable() {
   QVERIFY(page.newRunButton()->isEnabled());
   QTest::mouseClick(demo, Qt::LeftButton);
   QCOMPARE(opened.count(), 1);
-  auto* run = qvariant_cast<LocalRun*>(opened.at(0).at(0));
+  auto* run = qvariant_cast<ServiceRun*>(opened.at(0).at(0));
   QVERIFY(run);
   QCOMPARE(runs.at(0), run);
   // The table replaced the empty state; its toolbar keeps both actions.
@@ -113,12 +114,12 @@ void TestRunsPage::runTheDemoStartsARunAndShowsTheTable() {
   QVERIFY(page.runDemoButton()->isVisible());
   QVERIFY(page.newRunButton()->isEnabled());
   QVERIFY(page.errorText().isEmpty());
-  QSignalSpy done(run, &LocalRun::finished);
+  QSignalSpy done(run, &ServiceRun::finished);
   QVERIFY(done.wait(10000));
   // Double-clicking a row opens its run (on the Live page, in the app).
   emit page.table()->doubleClicked(page.table()->model()->index(0, LocalRunsModel::Status));
   QCOMPARE(opened.count(), 2);
-  QCOMPARE(qvariant_cast<LocalRun*>(opened.at(1).at(0)), run);
+  QCOMPARE(qvariant_cast<ServiceRun*>(opened.at(1).at(0)), run);
 }
 
 void TestRunsPage::aMissingWorkerIsShownOnThePage() {

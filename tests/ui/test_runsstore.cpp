@@ -26,7 +26,7 @@
 #include "db/writer.h"
 #include "runs/run_status.h"
 #include "ui/main/instancelock.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
@@ -263,7 +263,7 @@ void TestRunsStore::goneWorkerIsMarkedLostAfterItsFileIsStored() {
   QVERIFY(pid.open(QIODevice::WriteOnly));
   pid.write(QByteArray::number(gone.processId()) + " 12345\n");
   pid.close();
-  QCOMPARE(flotilla::ui::LocalRun::liveWorkerPid(runDir), qint64{0});
+  QCOMPARE(flotilla::ui::ServiceRun::liveWorkerPid(runDir), qint64{0});
   int64_t id = 0;
   {
     db::Database d(m_db.toStdString());

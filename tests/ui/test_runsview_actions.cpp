@@ -211,6 +211,11 @@ void TestRunsViewActions::forkListsCheckpointsOffTheUiThread() {
   const QString newer = m_tmp.filePath(QStringLiteral("parent/ckpt-30"));
   QVERIFY(QDir().mkpath(older));
   QVERIFY(QDir().mkpath(newer));
+  // A checkpoint exists when its MANIFEST does (the runs service lists only those).
+  for (const QString& dir : {older, newer}) {
+    QFile manifest(QDir(dir).filePath(QStringLiteral("MANIFEST")));
+    QVERIFY(manifest.open(QIODevice::WriteOnly));
+  }
   {
     db::Database d(m_db.toStdString());
     db::Stmt insert(d, "INSERT INTO checkpoints(run_id, step, dir, time, bytes, reason) VALUES (?, ?, ?, ?, ?, ?)");

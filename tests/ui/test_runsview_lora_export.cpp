@@ -22,15 +22,15 @@
 #include "engine/interop/hf_model.h"
 #include "engine/interop/peft.h"
 #include "engine/model/lora.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
 #include "wizard_helpers.h"
 
 namespace db = flotilla::db;
-using flotilla::ui::LocalRun;
+using flotilla::ui::ServiceRun;
 using flotilla::ui::StoreRunsView;
 
 namespace {
@@ -105,11 +105,11 @@ void TestRunsViewLoraExport::aLoraRunsMenuExportsTheAdapterAndTheMergedModel() {
   runs.setStore(&store);
   runs.setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
   QString error;
-  LocalRun* run = runs.startConfig(c, 1, &error);
+  ServiceRun* run = runs.startConfig(c, 1, &error);
   QVERIFY2(run, qPrintable(error));
-  QSignalSpy finished(run, &LocalRun::finished);
+  QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.count() || finished.wait(60000));
-  QVERIFY2(run->state() == LocalRun::State::Completed, qPrintable(run->stateText()));
+  QVERIFY2(run->state() == ServiceRun::State::Completed, qPrintable(run->stateText()));
   const qint64 loraId = run->storeId();
 
   // A full run beside it (a stored row is all its menu needs).

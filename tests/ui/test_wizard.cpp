@@ -25,7 +25,7 @@
 #include "engine/plan/recommend.h"
 #include "engine/tokenizer/bpe.h"
 #include "ui/plot/lineplot.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storeservice.h"
@@ -723,7 +723,7 @@ void TestWizard::finishOnTheRunsPageLaunchesTheConfig() {
   w->button(QWizard::FinishButton)->click();
   QCOMPARE(opened.count(), 1);
   QCOMPARE(runs.count(), 1);
-  flotilla::ui::LocalRun* run = runs.at(0);
+  flotilla::ui::ServiceRun* run = runs.at(0);
   QVERIFY(run->name().startsWith(QStringLiteral("wizard-e2e")));
   const RunConfig written =
       flotilla::load_config_file((run->runDir() + QStringLiteral("/run.toml")).toStdString());
@@ -735,7 +735,7 @@ void TestWizard::finishOnTheRunsPageLaunchesTheConfig() {
                                                  "3600 --max-restarts 2 -- train --config ")),
       qPrintable(run->commandLine()));
   QTRY_VERIFY_WITH_TIMEOUT(!run->isActive(), 60000);
-  QVERIFY2(run->state() == flotilla::ui::LocalRun::State::Completed, qPrintable(run->stateText()));
+  QVERIFY2(run->state() == flotilla::ui::ServiceRun::State::Completed, qPrintable(run->stateText()));
   QCOMPARE(run->lastStep(), 3);
   QVERIFY(page.errorText().isEmpty());
 }

@@ -6,7 +6,7 @@
 // partition, a bad time limit, more GPUs than the partition has, ranks that do not split over the
 // nodes and a budget on an unpriced partition are refused beside their fields (the runs layer's
 // own checks); the Review page shows the batch script the launch submits; and Finish submits
-// through a RemoteRun (here to a login node nothing answers, so it fails cleanly, storing nothing).
+// through a ServiceRun (here to a login node nothing answers, so it fails cleanly, storing nothing).
 #include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
@@ -24,7 +24,7 @@
 #include "db/queries.h"
 #include "remote/slurm_cluster.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/runspage.h"
 #include "ui/runs/storeservice.h"
 #include "ui/wizard/budgetpage.h"
@@ -278,18 +278,18 @@ void TestWizardCluster::finishSubmitsThroughARemoteRun() {
   w->hardwarePage()->findChild<QComboBox*>(QStringLiteral("target"))->setCurrentIndex(1);
   while (w->currentId() != RunWizard::Review) w->next();
   QTRY_VERIFY(w->currentPage()->isComplete());
-  QSignalSpy started(&page, &flotilla::ui::RunsPage::remoteRunStarted);
+  QSignalSpy started(&page, &flotilla::ui::RunsPage::runOpened);
   w->button(QWizard::FinishButton)->click();
-  QCOMPARE(runs.count(), 0);  // nothing on this machine
+  QCOMPARE(runs.count(), 1);  // one list for every place (issue 32)  // nothing on this machine
   QCOMPARE(started.count(), 1);
-  flotilla::ui::RemoteRun* run = runs.remoteRuns().front();
+  flotilla::ui::ServiceRun* run = runs.all().front();
   QCOMPARE(run->cluster(), QStringLiteral("hpc"));
   QVERIFY(!run->canCheckpoint());
   QVERIFY(run->checkpointUnsupportedReason().contains(QStringLiteral("time limit")));
   QTRY_COMPARE_WITH_TIMEOUT(run->state(), flotilla::ui::RunHandle::State::Failed, 20000);
   QString log;
   for (const auto& line : run->log()) log += line.text + QLatin1Char('\n');
-  QVERIFY2(log.contains(QStringLiteral("submitting to Slurm cluster hpc")), qPrintable(log));
+  QVERIFY2(log.contains(QStringLiteral("starting on slurm cluster hpc")), qPrintable(log));
   QVERIFY2(log.contains(QStringLiteral("127.0.0.1:1")), qPrintable(log));
   // The login node never answered: no run was stored.
   flotilla::db::Database db(m_db.toStdString());

@@ -2,9 +2,9 @@
 //  - the wizard's Hardware page shows "Recover automatically after a preemption" and "Spare nodes"
 //    only for node targets; the checkbox defaults to on when a chosen node is spot, a user's
 //    choice sticks across target changes, spares are the stored nodes not chosen as targets;
-//  - Finish hands the choice to the RemoteRun (RunsPage -> LocalRuns::startOnNodes);
+//  - Finish hands the choice to the ServiceRun (RunsPage -> LocalRuns::startOnNodes);
 //  - the stored policy round-trips through its event JSON;
-//  - the Runs table opens a run on nodes as a RemoteRun: one nobody watches is offered for
+//  - the Runs table opens a run on nodes as a ServiceRun: one nobody watches is offered for
 //    attaching (declined: the terminal command is named), an ended one says where its data is,
 //    neither opens a local folder.
 #include <QAbstractButton>
@@ -21,8 +21,8 @@
 #include "db/nodes.h"
 #include "db/run_store.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
 #include "ui/wizard/configdraft.h"
@@ -30,8 +30,8 @@
 #include "ui/wizard/runwizard.h"
 
 using flotilla::ui::RecoveryChoice;
-using flotilla::ui::RemoteRun;
 using flotilla::ui::RunWizard;
+using flotilla::ui::ServiceRun;
 
 namespace {
 
@@ -191,11 +191,11 @@ void TestWizardRecovery::finishHandsTheChoiceOver() {
   spares->item(0)->setCheckState(Qt::Checked);  // a
   while (w->currentId() != RunWizard::Review) w->next();
   QTRY_VERIFY(w->currentPage()->isComplete());
-  QSignalSpy started(&page, &flotilla::ui::RunsPage::remoteRunStarted);
+  QSignalSpy started(&page, &flotilla::ui::RunsPage::runOpened);
   w->button(QWizard::FinishButton)->click();
   QCOMPARE(started.count(), 1);
-  QCOMPARE(runs.remoteRuns().size(), 1);
-  RemoteRun* run = runs.remoteRuns().front();
+  QCOMPARE(runs.all().size(), 1);
+  ServiceRun* run = runs.all().front();
   const RecoveryChoice choice = run->recovery();
   QVERIFY(choice.enabled);
   QCOMPARE(choice.spares, QStringList({QStringLiteral("a"), QStringLiteral("c")}));  // store order
@@ -264,7 +264,7 @@ void TestWizardRecovery::storedRunOnNodesOpensNoFolder() {
   runs.setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
   flotilla::ui::StoreRunsView view(&store, &runs);
   QSignalSpy local(&view, &flotilla::ui::StoreRunsView::runOpened);
-  QSignalSpy remote(&view, &flotilla::ui::StoreRunsView::remoteRunOpened);
+  QSignalSpy remote(&view, &flotilla::ui::StoreRunsView::runOpened);
   QSignalSpy errors(&view, &flotilla::ui::StoreRunsView::errorRaised);
   QSignalSpy messages(&view, &flotilla::ui::StoreRunsView::message);
   QStringList asked;
@@ -277,24 +277,24 @@ void TestWizardRecovery::storedRunOnNodesOpensNoFolder() {
   // Running on nodes, not watched here, the user declines: what to do here is named, no terminal
   // command (issue 18 item 7).
   view.openLive(runningId);
-  QCOMPARE(asked, QStringList{QStringLiteral("onnodes@a, b")});
+  QCOMPARE(asked, QStringList{QStringLiteral("onnodes@nodes a, b")});
   QCOMPARE(local.count(), 0);
   QCOMPARE(remote.count(), 0);
   QCOMPARE(messages.count(), 1);
   QCOMPARE(messages.at(0).at(0).toString(),
            QStringLiteral("Not attached. Open onnodes again to watch it here."));
-  QCOMPARE(runs.count(), 0);  // no review LocalRun of "a:/..."
+  QCOMPARE(runs.count(), 0);  // no review ServiceRun of "a:/..."
 
-  // Accepted: a RemoteRun re-attaches (and fails here: nothing answers on port 1).
+  // Accepted: a ServiceRun re-attaches (and fails here: nothing answers on port 1).
   answer = true;
   view.openLive(runningId);
   QCOMPARE(remote.count(), 1);
-  QCOMPARE(runs.remoteRuns().size(), 1);
-  RemoteRun* run = runs.remoteRuns().front();
+  QCOMPARE(runs.all().size(), 1);
+  ServiceRun* run = runs.all().front();
   QCOMPARE(qvariant_cast<flotilla::ui::RunHandle*>(remote.at(0).at(0)),
            static_cast<flotilla::ui::RunHandle*>(run));
   QCOMPARE(run->storeId(), qint64(runningId));
-  QCOMPARE(runs.remoteRunForStoreId(runningId), run);
+  QCOMPARE(runs.runForStoreId(runningId), run);
   QTRY_COMPARE_WITH_TIMEOUT(run->state(), flotilla::ui::RunHandle::State::Failed, 20000);
   // The re-attached watcher follows the launch's stored choice, less the recovery already done.
   const RecoveryChoice followed = run->recovery();
@@ -309,8 +309,8 @@ void TestWizardRecovery::storedRunOnNodesOpensNoFolder() {
   QVERIFY(asked.isEmpty());
   QCOMPARE(errors.count(), 1);
   const QString why = errors.at(0).at(0).toString();
-  QVERIFY2(why.contains(QStringLiteral("ran on SSH nodes (a, b) and is completed")), qPrintable(why));
-  QCOMPARE(runs.count(), 0);
+  QVERIFY2(why.contains(QStringLiteral("ran on nodes a, b and is completed")), qPrintable(why));
+  QCOMPARE(runs.count(), 1);  // the attached run only: no review run of "a:/..."
   QCOMPARE(remote.count(), 1);
 
   // Resume refuses a run on nodes, naming what the app offers instead (not a terminal command).

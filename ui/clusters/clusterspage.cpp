@@ -9,13 +9,13 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include <optional>
+
 #include "db/clusters.h"
 #include "db/database.h"
-#include "remote/session.h"
-#include "remote/slurm_cluster.h"
-#include "runs/slurm_run.h"
+#include "runs/node_ops.h"
+#include "runs/ssh_options.h"
 #include "ui/clusters/clustersmodel.h"
-#include "ui/runs/remoterun.h"
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
 
@@ -32,28 +32,30 @@ struct ProbeOutcome {
 ProbeOutcome probeOnThread(const std::string& dbPath, const std::string& name, const std::string& trust) {
   ProbeOutcome out;
   db::Database db(dbPath);
-  const db::SlurmCluster cluster = db::get_cluster(db, name);
-  // An encrypted key is skipped here (no passphrase prompt): the CLI asks for its passphrase.
-  remote::SessionOptions o = RemoteRun::sessionOptions(dbPath, runs::login_node(cluster), {});
-  o.node_name = cluster.name;
-  remote::Session session(o);
+  // The one set of SSH options; an encrypted key is skipped here (no passphrase prompt): the CLI
+  // asks for its passphrase. A refused key is kept as data to offer its fingerprint for trust.
+  std::optional<runs::HostKeyRefusal> refused;
+  runs::SshAccess access;
+  access.database_path = dbPath;
+  access.host_key_text = [&refused](const runs::HostKeyRefusal& r) {
+    refused = r;
+    return runs::host_key_cli_text(r);
+  };
   try {
-    if (!trust.empty()) session.trust(trust);
-    session.connect();
-  } catch (const remote::HostKeyError& e) {
-    if (e.problem() == remote::HostKeyProblem::kUnknown && trust.empty() && !e.presented().empty()) {
-      out.unknownKey = QString::fromStdString(e.presented());
+    if (!trust.empty()) runs::trust_host_key(access, db, name, trust, true);
+    const runs::ClusterProbe p = runs::check_cluster(access, db, name);
+    out.summary = QStringLiteral("cluster %1 probed: Slurm %2, %3 node(s), %4 partition(s); the table shows their states")
+                      .arg(QString::fromStdString(name), QString::fromStdString(p.config.version))
+                      .arg(p.nodes.size())
+                      .arg(p.partitions.size());
+  } catch (const runs::Refusal& e) {
+    if (refused && refused->problem == runs::HostKeyRefusal::Problem::kUnknown && trust.empty() &&
+        !refused->presented.empty()) {
+      out.unknownKey = QString::fromStdString(refused->presented);
       return out;
     }
-    out.error = QString::fromStdString(runs::login_host_key_message(cluster.name, e));
-    return out;
+    out.error = QString::fromUtf8(e.what());
   }
-  const remote::ClusterProbe p = remote::probe_cluster(session);
-  db::set_cluster_probe(db, cluster.id, remote::cluster_probe_json(p), db::now_seconds());
-  out.summary = QStringLiteral("cluster %1 probed: Slurm %2, %3 node(s), %4 partition(s); the table shows their states")
-                    .arg(QString::fromStdString(cluster.name), QString::fromStdString(p.config.version))
-                    .arg(p.nodes.size())
-                    .arg(p.partitions.size());
   return out;
 }
 

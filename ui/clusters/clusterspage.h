@@ -2,7 +2,7 @@
 // down, GPUs, prices) and our jobs on them, as their last probe and the run watchers recorded.
 //
 // Decision: the page reads the store in one background task per reload (asyncquery.h). "Probe"
-// asks the selected cluster's login node again (remote::probe_cluster, as `flotilla clusters
+// asks the selected cluster's login node again (runs::check_cluster, as `flotilla clusters
 // probe` does, off the UI thread) and stores what it saw, so node states are current; an unknown
 // login key is shown with its fingerprint and trusted only when the user says so (as `flotilla
 // clusters trust`), a changed key never. Submitting goes through the runs layer (the wizard).

@@ -25,10 +25,9 @@
 #include "ui/live/livedashboard.h"
 #include "ui/live/logfind.h"
 #include "ui/live/nodesamples.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
@@ -267,9 +266,7 @@ void LivePage::setRun(RunHandle* run) {
 void LivePage::setRuns(LocalRuns* runs) {
   if (runs->store()) setDatabasePath(runs->store()->databasePath());
   for (int i = 0; i < runs->count(); ++i) addPickerEntry(runs->at(i));
-  for (RemoteRun* r : runs->remoteRuns()) addPickerEntry(r);
   connect(runs, &LocalRuns::runAdded, this, [this, runs](int index) { addPickerEntry(runs->at(index)); });
-  connect(runs, &LocalRuns::remoteRunAdded, this, [this](RemoteRun* run) { addPickerEntry(run); });
   connect(runs, &LocalRuns::runReattached, this, &LivePage::offerRun);
 }
 
@@ -284,11 +281,21 @@ void LivePage::setDatabasePath(const QString& path) {
   followSamples(true);
 }
 
+QString LivePage::pickerLabel(const RunHandle* run) {
+  const QString where = run->placeText();
+  return where.isEmpty() ? run->name() : tr("%1 (%2)").arg(run->name(), where);
+}
+
 void LivePage::addPickerEntry(RunHandle* run) {
   if (!run || m_entries.contains(run)) return;
   m_entries.append(run);
-  const bool remote = qobject_cast<RemoteRun*>(run) != nullptr;
-  m_picker->addItem(remote ? tr("%1 (SSH nodes)").arg(run->name()) : run->name());
+  m_picker->addItem(pickerLabel(run));
+  // The name and the place become known when the run is opened (an attach, a start elsewhere).
+  connect(run, &RunHandle::changed, this, [this, run] {
+    const qsizetype i = m_entries.indexOf(run);
+    if (i >= 0 && m_picker->itemText(static_cast<int>(i)) != pickerLabel(run))
+      m_picker->setItemText(static_cast<int>(i), pickerLabel(run));
+  });
   // By the time destroyed() is emitted the run's QPointer reads null: drop every null entry.
   connect(run, &QObject::destroyed, this, [this] {
     for (qsizetype i = m_entries.size() - 1; i >= 0; --i) {
@@ -412,7 +419,7 @@ void LivePage::confirmKill() {
   box->open();
 }
 
-LocalRun* LivePage::run() const { return qobject_cast<LocalRun*>(m_run.data()); }
+ServiceRun* LivePage::run() const { return qobject_cast<ServiceRun*>(m_run.data()); }
 RunHandle* LivePage::followed() const { return m_run; }
 QMessageBox* LivePage::killConfirmation() const { return m_confirm; }
 const SeriesStore* LivePage::series() const { return m_run ? &m_run->series() : nullptr; }

@@ -39,7 +39,7 @@ class QTimer;
 namespace flotilla::ui {
 
 class LiveDashboard;
-class LocalRun;
+class ServiceRun;
 class LocalRuns;
 class NodeSamplesPoller;
 struct NodeSampleBatch;
@@ -70,8 +70,8 @@ class LivePage : public QWidget {
   void setDatabasePath(const QString& path);
   QComboBox* runPicker() const { return m_picker; }
   NodeSamplesPoller* nodeSamples() const { return m_samples; }
-  // The followed run when it is a LocalRun (nullptr otherwise); followed(): whichever kind.
-  LocalRun* run() const;
+  // The followed run as the session's ServiceRun (nullptr for another RunHandle); followed(): any.
+  ServiceRun* run() const;
   RunHandle* followed() const;
   // The followed run's series store, or nullptr.
   const SeriesStore* series() const;
@@ -105,6 +105,7 @@ class LivePage : public QWidget {
   void appendSample(qint64 step, const QString& text);
   void setStateText(const QString& text);
   void addPickerEntry(RunHandle* run);
+  static QString pickerLabel(const RunHandle* run);  // "name", or "name (nodes a, b)" for a run elsewhere
   void syncPicker();
   void pollSamples();
   // Points the poller at the followed run (restart: read its readings again from the start).

@@ -32,11 +32,10 @@
 #include "ui/main/sidebar.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
 #include "ui/runs/runhandle.h"
 #include "ui/runs/runspage.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storeservice.h"
 #include "ui/settings/settingspage.h"
 
@@ -243,7 +242,7 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
       for (const RunRow& row : rows) {
         if (row.status != QLatin1String("running")) continue;
         // A run this session knows is counted (or not, once ended) by the session.
-        if (!m_runs->runForStoreId(row.id) && !m_runs->remoteRunForStoreId(row.id)) ++others;
+        if (!m_runs->runForStoreId(row.id)) ++others;
       }
       if (others != m_othersRunning) {
         m_othersRunning = others;
@@ -262,12 +261,7 @@ void MainWindow::connectRuns() {
   // The Live page's run picker lists the session's runs and follows a re-attached one when it
   // follows no active run, without switching pages (unlike a run the user starts or opens).
   livePage->setRuns(m_runs);
-  connect(runsPage, &RunsPage::runOpened, this, [this, livePage](LocalRun* run) {
-    livePage->setRun(run);
-    showPage(Live);
-  });
-  // A run started on SSH nodes from the wizard is followed the same way.
-  connect(runsPage, &RunsPage::remoteRunStarted, this, [this, livePage](RunHandle* run) {
+  connect(runsPage, &RunsPage::runOpened, this, [this, livePage](ServiceRun* run) {
     livePage->setRun(run);
     showPage(Live);
   });

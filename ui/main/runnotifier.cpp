@@ -14,10 +14,9 @@
 #include <cmath>
 
 #include "ui/common/numberformat.h"
-#include "ui/runs/localrun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
-#include "ui/runs/remoterun.h"
 
 namespace flotilla::ui {
 namespace {
@@ -40,7 +39,6 @@ RunNotifier::RunNotifier(LocalRuns* runs, QObject* parent)
   if (!runs) return;
   for (int i = 0; i < runs->count(); ++i) watch(runs->at(i));
   connect(runs, &LocalRuns::runAdded, this, [this, runs](int index) { watch(runs->at(index)); });
-  connect(runs, &LocalRuns::remoteRunAdded, this, [this](RemoteRun* run) { watch(run); });
 }
 
 RunNotifier::~RunNotifier() = default;

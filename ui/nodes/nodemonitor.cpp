@@ -5,10 +5,10 @@
 
 #include "db/database.h"
 #include "db/errors.h"
-#include "remote/node_fields.h"
 #include "remote/session.h"
 #include "runs/latency_job.h"
 #include "runs/node_bridge.h"
+#include "runs/ssh_options.h"
 
 namespace flotilla::ui {
 
@@ -40,18 +40,12 @@ struct NodeMonitor::Slot {
 
 namespace {
 
-// How the app reaches a stored node: the workspace's known_hosts, no passphrase prompt.
+// How the app reaches a stored node: the one set of SSH options (runs/ssh_options.h), no
+// passphrase prompt (an encrypted key is skipped; ssh-agent still works).
 remote::SessionOptions sessionOptionsFor(const db::SshNode& n, const std::string& databasePath) {
-  remote::SessionOptions o;
-  o.host = n.host;
-  o.port = n.port;
-  o.user = n.user;
-  o.identity_file = n.key_path;
-  o.known_hosts_path = remote::workspace_known_hosts_path(databasePath);
-  o.connect_timeout_s = 8;
-  o.read_timeout_s = 10;
-  o.keepalive_interval_s = 5;
-  return o;
+  runs::SshAccess access;
+  access.database_path = databasePath;
+  return runs::ssh_session_options(access, n);
 }
 
 bool sameTarget(const db::SshNode& a, const db::SshNode& b) {
@@ -67,7 +61,7 @@ db::OpenOptions existingStore() {
 
 // Writes one reading per GPU and the node's GPU type/count; false when the store refused.
 bool writeSamples(const std::string& dbPath, const db::SshNode& node,
-                  const std::vector<remote::GpuInfo>& gpus) {
+                  const std::vector<runs::GpuInfo>& gpus) {
   try {
     db::Database db(dbPath, existingStore());
     const double now = db::now_seconds();

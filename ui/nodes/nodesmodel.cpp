@@ -19,7 +19,7 @@ struct GpuSummary {
   QStringList perGpu;  // tooltip lines
 };
 
-GpuSummary summarize(const std::vector<remote::GpuInfo>& gpus) {
+GpuSummary summarize(const std::vector<runs::GpuInfo>& gpus) {
   GpuSummary s;
   s.count = static_cast<int>(gpus.size());
   double util = 0;
@@ -48,11 +48,11 @@ GpuSummary summarize(const std::vector<remote::GpuInfo>& gpus) {
 }
 
 // Stored readings as GpuInfo, so both sources share one summary.
-std::vector<remote::GpuInfo> fromSamples(const std::vector<db::SystemSample>& samples,
-                                         const std::string& type) {
-  std::vector<remote::GpuInfo> out;
+std::vector<runs::GpuInfo> fromSamples(const std::vector<db::SystemSample>& samples,
+                                       const std::string& type) {
+  std::vector<runs::GpuInfo> out;
   for (const auto& s : samples) {
-    remote::GpuInfo g;
+    runs::GpuInfo g;
     g.index = s.device;
     g.name = type;
     g.utilization_pct = s.utilization.value_or(-1);

@@ -5,7 +5,7 @@
 #include <QString>
 #include <vector>
 
-#include "remote/probe.h"
+#include "runs/node_ops.h"
 
 namespace flotilla::ui {
 
@@ -24,7 +24,7 @@ struct NodeStatus {
   QString fingerprint;  // SHA256:... the node presented (host key states and Reachable)
   double latencyMs = -1;
   bool probed = false;  // gpus is a fresh reading
-  std::vector<remote::GpuInfo> gpus;
+  std::vector<runs::GpuInfo> gpus;
   QString gpuStatus;  // "ok" or why there are none
 };
 

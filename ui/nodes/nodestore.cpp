@@ -7,7 +7,8 @@
 
 #include "db/database.h"
 #include "db/run_store.h"
-#include "remote/session.h"
+#include "runs/node_ops.h"
+#include "runs/ssh_options.h"
 
 namespace flotilla::ui {
 namespace {
@@ -59,16 +60,14 @@ bool removeNodeAndKey(const QString& databasePath, const std::string& name) {
   db::Database db(databasePath.toStdString(), existingStore());
   const db::SshNode node = db::get_ssh_node(db, name);
   db::remove_node(db, name);
-  for (const auto& other : db::list_ssh_nodes(db))
-    if (other.host == node.host && other.port == node.port) return false;  // it keeps the key
-  const std::string kh = knownHostsFor(databasePath);
-  if (!std::filesystem::exists(kh)) return false;
-  const std::string khName = node.port == 22 ? node.host : "[" + node.host + "]:" + std::to_string(node.port);
-  return remote::forget_host_key(kh, khName) > 0;
+  // Its key goes from the workspace's known_hosts unless another stored node at that address keeps it.
+  runs::SshAccess access;
+  access.database_path = databasePath.toStdString();
+  return runs::forget_host_key(access, db, node, true) > 0;
 }
 
 std::string knownHostsFor(const QString& databasePath) {
-  return remote::workspace_known_hosts_path(databasePath.toStdString());
+  return runs::workspace_known_hosts(databasePath.toStdString());
 }
 
 }  // namespace flotilla::ui

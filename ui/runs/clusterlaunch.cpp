@@ -21,4 +21,15 @@ runs::SlurmStartRequest slurmStartRequest(const flotilla::RunConfig& config, con
   return r;
 }
 
+runs::Placement placementOf(const ClusterLaunch& launch) {
+  runs::Placement p = runs::Placement::on_cluster(launch.cluster.toStdString());
+  p.slurm_nodes = launch.nodes;
+  p.gpus_per_node = launch.gpusPerNode;
+  p.time_limit = launch.timeLimit.toStdString();
+  p.partition = launch.partition.toStdString();
+  p.signal_lead_s = launch.signalLeadSeconds;
+  p.auto_resume = launch.autoResume;
+  return p;
+}
+
 }  // namespace flotilla::ui

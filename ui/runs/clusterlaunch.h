@@ -1,5 +1,5 @@
 // The launch choices of a run on a Slurm cluster, as the wizard's "Slurm cluster" target sets them
-// and RemoteRun::startOnCluster submits them (the same fields as `flotilla run --cluster`).
+// and the runs service submits them (placementOf: the same fields as `flotilla run --cluster`).
 //
 // Decision: these are not RunConfig keys (a config trains the same on any cluster); the wizard keeps
 // them beside the config and both its Review page and the launch turn them into the runs layer's
@@ -9,6 +9,7 @@
 #include <QString>
 
 #include "engine/config/run_config.h"
+#include "runs/placement.h"
 #include "runs/slurm_run.h"
 
 namespace flotilla::ui {
@@ -26,5 +27,8 @@ struct ClusterLaunch {
 // The runs layer's request for `config` named `name` (worker path and version are the launch's).
 runs::SlurmStartRequest slurmStartRequest(const flotilla::RunConfig& config, const QString& name,
                                           const ClusterLaunch& launch);
+
+// Where the runs service submits the run: the cluster and the job's shape.
+runs::Placement placementOf(const ClusterLaunch& launch);
 
 }  // namespace flotilla::ui

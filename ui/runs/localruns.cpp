@@ -1,30 +1,30 @@
-// The session's runs (see localruns.h): a Qt model over the runs layer's lifecycle.
+// The session's runs (see localruns.h): a Qt model over the runs service.
 #include "ui/runs/localruns.h"
 
-#include <QCoreApplication>
-#include <QDateTime>
 #include <QDir>
-#include <QFileInfo>
-#include <QThread>
 
 #include <algorithm>
 
 #include "db/errors.h"
-#include "db/run_store.h"
-#include "db/writer.h"
-#include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "flotilla/build_info.h"
+#include "runs/node_run.h"
 #include "runs/run_setup.h"
-#include "db/clusters.h"
-#include "db/database.h"
-#include "runs/slurm_run.h"
-#include "runs/stale_runs.h"
 #include "runs/worker_command.h"
-#include "ui/runs/localrun.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/relaunchdialog.h"
+#include "ui/runs/servicecompat.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
+namespace {
+
+// A place with no host to reach opens in milliseconds (a row, a folder, a process): on the UI
+// thread, so the caller has the run's row and folder at once. Anything else connects first.
+bool opensWithoutNetwork(const runs::Placement& where) {
+  return where.nodes.empty() && where.cluster.empty();
+}
+
+}  // namespace
 
 LocalRuns::LocalRuns(const QString& workspaceDir, QObject* parent)
     : QObject(parent), m_workspace(workspaceDir) {}
@@ -38,94 +38,118 @@ QString LocalRuns::findWorker(QString* error) const {
   }
 }
 
-LocalRun* LocalRuns::createAndStart(const flotilla::RunConfig& config, bool demo,
-                                    std::optional<qint64> forkOf, QString* error) {
-  const QString worker = findWorker(error);
-  if (worker.isEmpty()) return nullptr;
-  const std::string root = QDir(m_workspace).filePath(QStringLiteral("runs")).toStdString();
-  QString name, dir, configPath;
-  qint64 id = 0;
-  int ranks = 1, restarts = config.run.max_restarts;
+runs::ServiceOptions LocalRuns::serviceOptions() const {
+  runs::ServiceOptions o;
   if (m_store) {
-    runs::NewRunRequest req;
-    req.config = config;
-    req.runs_root = root;
-    req.demo = demo;
-    if (forkOf) req.fork_of = *forkOf;
+    o.ssh.database_path = m_store->databasePath().toStdString();
+    o.writer = &m_store->writer();
+  }
+  // A refused host key is trusted on the Nodes page (or, for a cluster, the Clusters page).
+  o.ssh.host_key_text = [](const runs::HostKeyRefusal& r) {
+    return (r.cluster ? "cluster " : "node ") + r.node + ": " + r.what +
+           (r.cluster ? " (check the key and trust it on the Clusters page)"
+                      : " (check the key and trust it on the Nodes page)");
+  };
+  o.runs_root = QDir(m_workspace).filePath(QStringLiteral("runs")).toStdString();
+  o.worker_path = m_workerPath.toStdString();
+  o.version = FLOTILLA_VERSION_STRING;
+  o.origin = "flotilla app";
+  o.stop_with_parent = false;  // a run outlives the window: closing asks whether to stop or leave it
+  o.checkpoints_root = QDir(m_workspace).filePath(QStringLiteral("remote-runs")).toStdString();
+  return o;
+}
+
+bool LocalRuns::precheck(const flotilla::RunConfig& config, bool demo, const runs::Placement& where,
+                         QString* error) const {
+  if (!opensWithoutNetwork(where) && !m_store) {
+    if (error)
+      *error = tr("Runs on %1 need the run store; it could not be opened.")
+                   .arg(QString::fromStdString(where.text()));
+    return false;
+  }
+  if (!demo) {
     try {
-      const runs::NewRun nr = runs::create_local_run(m_store->writer(), req);
-      id = nr.run_id;
-      name = QString::fromStdString(nr.name);
-      dir = QString::fromStdString(nr.run_dir);
-      configPath = QString::fromStdString(nr.config_path);
-      ranks = runs::ranks_of(nr.config);
-      restarts = nr.config.run.max_restarts;
-    } catch (const std::exception& e) {
+      runs::check_new_run_name(config.run.name);  // the runs layer's one rule for every run
+    } catch (const flotilla::Error& e) {
       if (error) *error = tr("The run was not started: %1").arg(QString::fromUtf8(e.what()));
-      return nullptr;
-    }
-    m_store->refresh();
-  } else {
-    try {
-      if (!demo) runs::validate_run_config(config, runs::ranks_of(config));
-      const auto [n, d] = runs::place_unstored_run(root, config.run.name);
-      name = QString::fromStdString(n);
-      dir = QString::fromStdString(d);
-      if (!QDir().mkpath(dir)) {
-        if (error)
-          *error = tr("Cannot create the run folder %1: check that the workspace is writable.").arg(dir);
-        return nullptr;
-      }
-      if (!demo) {
-        flotilla::RunConfig resolved = config;
-        resolved.run.name = n;
-        resolved.run.out_dir = d;
-        configPath = QDir(dir).filePath(QStringLiteral("run.toml"));
-        QFile f(configPath);
-        const QByteArray text = QByteArray::fromStdString(flotilla::config_to_toml(resolved));
-        if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size()) {
-          if (error) *error = tr("Cannot write %1: %2").arg(configPath, f.errorString());
-          return nullptr;
-        }
-      }
-      ranks = runs::ranks_of(config);
-    } catch (const std::exception& e) {
-      if (error) *error = tr("The run was not started: %1").arg(QString::fromUtf8(e.what()));
-      return nullptr;
+      return false;
     }
   }
-  QStringList args;
-  if (demo) {
-    args = LocalRun::demoArguments(dir, m_demoSteps);
-    for (const QString& kv : m_demoOverrides) args << QStringLiteral("--set") << kv;
-  } else {
-    args = LocalRun::trainArguments(configPath, ranks, restarts);
-  }
-  return launch(name, dir, args, id);
+  return !findWorker(error).isEmpty();
 }
 
-LocalRun* LocalRuns::startDemo(QString* error) {
-  flotilla::RunConfig config;
-  config.run.name = "demo";
-  return createAndStart(config, true, std::nullopt, error);
-}
-
-LocalRun* LocalRuns::startConfig(const flotilla::RunConfig& config, int /*ranks: dp*tp*pp of config*/,
-                                 QString* error) {
-  return createAndStart(config, false, std::nullopt, error);
-}
-
-LocalRun* LocalRuns::launch(const QString& name, const QString& dir, const QStringList& args,
-                            qint64 storeId) {
-  auto* run = new LocalRun(name, dir, this);
-  run->setStoreId(storeId);
-  if (m_store) run->setWriter(&m_store->writer());
-  add(run);
-  run->start(findWorker(), args);
+ServiceRun* LocalRuns::newRun(const QString& name) {
+  auto* run = new ServiceRun(name, serviceOptions(), this);
+  run->setPassphrasePrompt(m_prompt);
   return run;
 }
 
-LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
+ServiceRun* LocalRuns::startDemo(QString* error) {
+  flotilla::RunConfig config;
+  config.run.name = "demo";
+  if (!precheck(config, true, runs::Placement::here(), error)) return nullptr;
+  runs::RunRequest req;
+  req.config = config;
+  req.demo = true;
+  req.demo_steps = m_demoSteps;
+  // TODO(core: RunRequest::demo_sets): m_demoOverrides
+  ServiceRun* run = newRun(QStringLiteral("demo"));
+  // A worker that cannot start is a run that failed (shown with why), not a refused request.
+  run->open([req](runs::RunService& s, const runs::Note& p) { return s.start(req, p); }, QString(), true);
+  add(run);
+  return run;
+}
+
+ServiceRun* LocalRuns::start(const flotilla::RunConfig& config, const runs::Placement& where,
+                             QString* error) {
+  if (!precheck(config, false, where, error)) return nullptr;
+  runs::RunRequest req;
+  req.config = config;
+  req.where = where;
+  const bool here = opensWithoutNetwork(where);
+  ServiceRun* run = newRun(QString::fromStdString(config.run.name));
+  run->setPlacement(where);
+  run->open([req](runs::RunService& s, const runs::Note& p) { return s.start(req, p); },
+            here ? QString() : tr("starting on %1").arg(QString::fromStdString(where.text())), here);
+  if (here && run->state() == ServiceRun::State::Failed && run->storeId() == 0) {
+    // Refused before anything ran (an invalid config, a refused store): nothing to show.
+    if (error) *error = tr("The run was not started: %1").arg(run->errorText());
+    delete run;
+    return nullptr;
+  }
+  add(run);
+  return run;
+}
+
+ServiceRun* LocalRuns::startConfig(const flotilla::RunConfig& config, int /*ranks: dp*tp*pp of config*/,
+                                   QString* error) {
+  return start(config, runs::Placement::here(), error);
+}
+
+ServiceRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
+                                    const RecoveryChoice& recovery, QString* error) {
+  if (nodes.isEmpty()) {
+    if (error) *error = tr("Choose at least one node.");
+    return nullptr;
+  }
+  std::vector<std::string> names;
+  for (const QString& n : nodes) names.push_back(n.toStdString());
+  runs::Placement where = runs::Placement::on_nodes(names);
+  where.recovery = toRunsRecovery(recovery);
+  return start(config, where, error);
+}
+
+ServiceRun* LocalRuns::startOnCluster(const flotilla::RunConfig& config, const ClusterLaunch& launch,
+                                      QString* error) {
+  if (launch.cluster.isEmpty()) {
+    if (error) *error = tr("Choose a stored Slurm cluster.");
+    return nullptr;
+  }
+  return start(config, placementOf(launch), error);
+}
+
+ServiceRun* LocalRuns::resumeRun(qint64 storeId, const RelaunchChoice* choice, QString* error) {
+  if (ServiceRun* run = runForStoreId(storeId); run && run->isActive()) return run;
   const QString worker = findWorker(error);
   if (worker.isEmpty()) return nullptr;
   if (!m_store) {
@@ -138,133 +162,70 @@ LocalRun* LocalRuns::resumeRun(qint64 storeId, QString* error) {
     return nullptr;
   }
   const QString name = QString::fromStdString(stored->name);
-  if (runs::is_slurm_run(*stored)) {
+  runs::RunService service(serviceOptions());
+  if (const std::string why = service.abilities(*stored).resume; !why.empty()) {
     if (error)
-      *error = tr("Run %1 ran on Slurm cluster %2: it resumes there (LocalRuns::resumeOnCluster), not on "
-                  "this machine")
-                   .arg(name, QString::fromStdString(stored->target.substr(6)));
+      *error = tr("%1: use Duplicate to start its configuration again, or Fork to continue from one of its "
+                  "checkpoints.")
+                   .arg(QString::fromStdString(why));
     return nullptr;
   }
-  if (RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
-    if (error)
-      *error =
-          tr("Run %1 ran on SSH nodes (%2), which Resume here does not reach yet: use Duplicate to start "
-             "its configuration on the nodes again, or Fork to continue from its checkpoint on this machine")
-              .arg(name, QString::fromStdString(stored->target));
-    return nullptr;
+  runs::ResumeRequest req;
+  runs::Placement where = compat::placementOf(*stored);
+  if (choice) {
+    req.layout = choice->layout;
+    if (choice->targetChanged) {
+      where = placementOf(choice->target, choice->config);
+      req.where = where;
+    }
   }
-  if (stored->status == flotilla::db::RunStatus::kRunning ||
-      stored->status == flotilla::db::RunStatus::kCompleted || stored->run_dir.empty()) {
-    if (error)
-      *error = tr("Run %1 is %2 and cannot be resumed%3.")
-                   .arg(name, QString::fromLatin1(flotilla::db::to_string(stored->status)),
-                        stored->status == flotilla::db::RunStatus::kCompleted ? tr(" (fork it instead)")
-                                                                              : QString());
-    return nullptr;
-  }
-  const QString dir = QString::fromStdString(stored->run_dir);
-  const QString config = QString::fromStdString(runs::stored_config_file(*stored));
-  flotilla::RunConfig parsed;
-  try {
-    parsed = flotilla::load_config_file(config.toStdString());
-    runs::validate_run_config(parsed, runs::ranks_of(parsed));
-    runs::reprice_for_start(m_store->writer(), storeId, parsed);
-  } catch (const std::exception& e) {
-    if (error) *error = tr("Run %1 was not resumed: %2").arg(name, QString::fromUtf8(e.what()));
-    return nullptr;
-  }
-  QStringList args = LocalRun::trainArguments(config, runs::ranks_of(parsed), parsed.run.max_restarts);
-  args << QStringLiteral("--resume") << QStringLiteral("auto") << QStringLiteral("--set")
-       << QStringLiteral("run.out_dir=") + dir;
-  return launch(name, dir, args, storeId);
+  ServiceRun* run = newRun(name);
+  run->setStoreId(storeId);
+  run->setStored(*stored);
+  run->setPlacement(where);
+  add(run);
+  const QString what =
+      choice && choice->layoutChanged
+          ? tr("resuming %1 on %2 with %3")
+                .arg(name, QString::fromStdString(where.text()), QString::fromStdString(req.layout.text()))
+          : tr("resuming %1 on %2").arg(name, QString::fromStdString(where.text()));
+  run->open([storeId, req](runs::RunService& s, const runs::Note& p) { return s.resume(storeId, req, p); },
+            what, opensWithoutNetwork(where));
+  m_store->refresh();
+  return run;
 }
 
-LocalRun* LocalRuns::forkRun(qint64 storeId, const QString& checkpointDir, QString* error) {
+ServiceRun* LocalRuns::forkRun(qint64 storeId, const QString& checkpointDir, const RelaunchChoice* choice,
+                               QString* error, qint64 step) {
   const std::optional<flotilla::db::Run> parent = m_store ? m_store->run(storeId) : std::nullopt;
   if (!parent) {
     if (error) *error = tr("Run %1 is not in the run database.").arg(storeId);
     return nullptr;
   }
-  flotilla::RunConfig config;
-  try {
-    config = flotilla::load_config_file(runs::stored_config_file(*parent));
-  } catch (const flotilla::Error& e) {
-    if (error)
-      *error = tr("Cannot read the config of run %1: %2")
-                   .arg(QString::fromStdString(parent->name), QString::fromUtf8(e.what()));
-    return nullptr;
+  if (findWorker(error).isEmpty()) return nullptr;
+  runs::ForkRequest req;
+  req.checkpoint_dir = checkpointDir.toStdString();
+  if (checkpointDir.isEmpty() && step >= 0) req.step = step;
+  runs::Placement where = runs::Placement::here();
+  if (choice) {
+    req.layout = choice->layout;
+    where = placementOf(choice->target, choice->config);
+    req.where = where;
   }
-  config.run.name = parent->name + "-fork";
-  config.run.out_dir.clear();
-  config.checkpoint.resume = checkpointDir.toStdString();
-  return createAndStart(config, false, storeId, error);
-}
-
-int LocalRuns::reattachRunning() {
-  if (!m_store) return 0;
-  int attached = 0;
-  bool stale = false;
-  for (const flotilla::db::Run& stored : m_store->runningLocalRuns()) {
-    if (runForStoreId(stored.id)) continue;  // watched by this session already
-    const QString dir = QString::fromStdString(stored.run_dir);
-    const qint64 pid = dir.isEmpty() ? 0 : LocalRun::liveWorkerPid(dir);
-    if (pid <= 0) {
-      stale = true;
-      continue;
-    }
-    auto* run = new LocalRun(QString::fromStdString(stored.name), dir, this);
-    run->setStoreId(stored.id);
-    run->setStored(stored);
-    run->setWriter(&m_store->writer());
-    if (run->attach(pid)) {
-      add(run);
-      ++attached;
-      emit runReattached(run);
-    } else {
-      delete run;
-      stale = true;
-    }
-  }
-  // Runs whose worker is gone: what they left is stored and they are ended, off the UI thread.
-  if (stale) m_store->settleStaleRuns(QStringLiteral("flotilla app at start"));
-  // Runs on SSH nodes: watched again from the committed offset (like `flotilla runs attach`).
-  const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
-  for (RemoteRun* run :
-       RemoteRun::reattachRunning(m_store->databasePath(), mirrors, this, m_prompt, findWorker())) {
-    bool known = false;
-    for (const RemoteRun* other : std::as_const(m_remote))
-      known = known || other->storeId() == run->storeId();
-    if (known) {
-      delete run;  // watched by this session already; leaves the run as it is
-      continue;
-    }
-    addRemote(run);
-    ++attached;
-    emit remoteRunAdded(run);
-    emit runReattached(run);
-  }
-  return attached;
-}
-
-RemoteRun* LocalRuns::attachRemote(qint64 storeId, QString* error) {
-  if (RemoteRun* run = remoteRunForStoreId(storeId); run && run->isActive()) return run;
-  if (!m_store) {
-    if (error) *error = tr("Runs on SSH nodes need the run store; it could not be opened.");
-    return nullptr;
-  }
-  const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
-  RemoteRun* run =
-      RemoteRun::reattachOne(m_store->databasePath(), mirrors, storeId, this, m_prompt, findWorker(), error);
-  if (!run) return nullptr;
-  addRemote(run);
-  emit remoteRunAdded(run);
+  ServiceRun* run = newRun(QString::fromStdString(parent->name) + QStringLiteral("-fork"));
+  add(run);
+  run->open(
+      [storeId, req](runs::RunService& s, const runs::Note& p) { return s.fork(storeId, req, p); },
+      tr("forking %1 on %2").arg(QString::fromStdString(parent->name), QString::fromStdString(where.text())),
+      opensWithoutNetwork(where) && !checkpointDir.isEmpty());
+  m_store->refresh();
   return run;
 }
 
-RemoteRun* LocalRuns::resumeOnCluster(qint64 storeId, QString* error) {
-  if (RemoteRun* run = remoteRunForStoreId(storeId); run && run->isActive()) return run;
+ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
+  if (ServiceRun* run = runForStoreId(storeId); run && run->isActive()) return run;
   if (!m_store) {
-    if (error) *error = tr("Runs on a Slurm cluster need the run store; it could not be opened.");
+    if (error) *error = tr("Attaching needs the run store; it could not be opened.");
     return nullptr;
   }
   const std::optional<flotilla::db::Run> stored = m_store->run(storeId);
@@ -272,141 +233,103 @@ RemoteRun* LocalRuns::resumeOnCluster(qint64 storeId, QString* error) {
     if (error) *error = tr("Run %1 is not in the run database.").arg(storeId);
     return nullptr;
   }
+  runs::RunService service(serviceOptions());
+  if (const std::string why = service.abilities(*stored).attach; !why.empty()) {
+    if (error) *error = QString::fromStdString(why);
+    return nullptr;
+  }
+  const runs::Placement where = compat::placementOf(*stored);
+  ServiceRun* run = newRun(QString::fromStdString(stored->name));
+  run->setStoreId(storeId);
+  run->setStored(*stored);
+  run->setPlacement(where);
+  // The launch's choice about preemptions, as the store keeps it (less the recoveries done).
   try {
-    flotilla::db::OpenOptions options;
-    options.create = false;
-    options.quick_check = false;
-    const flotilla::db::Database db(m_store->databasePath().toStdString(), options);
-    flotilla::db::SlurmCluster cluster;
-    if (const std::string why = runs::slurm_resume_target(db, *stored, cluster); !why.empty()) {
-      if (error) *error = QString::fromStdString(why);
-      return nullptr;
+    m_store->writer().run([&](flotilla::db::Database& db) {
+      const runs::RecoveryPolicy p = runs::stored_recovery_policy(db, storeId);
+      RecoveryChoice c;
+      c.enabled = p.enabled;
+      for (const auto& s : p.spares) c.spares << QString::fromStdString(s);
+      c.maxRecoveries = p.max_recoveries;
+      c.settleSeconds = p.settle_seconds;
+      c.mirrorCheckpoints = p.mirror;
+      run->setRecovery(c);
+    });
+  } catch (const std::exception&) {
+  }
+  add(run);
+  run->open([storeId](runs::RunService& s, const runs::Note& p) { return s.attach(storeId, p); },
+            tr("re-attaching to %1 on %2")
+                .arg(run->name(), QString::fromStdString(runs::RunService::where_text(*stored))),
+            opensWithoutNetwork(where), true);
+  return run;
+}
+
+int LocalRuns::reattachRunning() {
+  if (!m_store) return 0;
+  // Runs whose worker is gone: what they left is stored and they are ended, off the UI thread.
+  m_store->settleStaleRuns(QStringLiteral("flotilla app at start"));
+  std::vector<int64_t> ids;
+  try {
+    ids = runs::RunService(serviceOptions()).attachable_runs();
+  } catch (const std::exception&) {
+    return 0;  // no store (yet): nothing to re-attach
+  }
+  int attached = 0;
+  for (const int64_t id : ids) {
+    if (runForStoreId(id)) continue;  // watched by this session already
+    if (ServiceRun* run = attachRun(id)) {
+      ++attached;
+      emit runReattached(run);
     }
-  } catch (const std::exception& e) {
-    if (error) *error = QString::fromUtf8(e.what());
-    return nullptr;
   }
-  const QString name = QString::fromStdString(stored->name);
-  const QString mirrors = QDir(m_workspace).filePath(QStringLiteral("remote-runs"));
-  auto* run = new RemoteRun(name, m_store->databasePath(), QDir(mirrors).filePath(name), this);
-  run->setPassphrasePrompt(m_prompt);
-  run->setWorkerPath(findWorker());
-  addRemote(run);
-  run->resumeOnCluster(storeId);
-  emit remoteRunAdded(run);
-  return run;
+  return attached;
 }
 
-bool LocalRuns::newNameAllowed(const std::string& name, QString* error) const {
-  try {
-    runs::check_new_run_name(name);  // the runs layer's one rule for every kind of run
-    return true;
-  } catch (const flotilla::Error& e) {
-    if (error) *error = tr("The run was not started: %1").arg(QString::fromUtf8(e.what()));
-    return false;
-  }
-}
-
-RemoteRun* LocalRuns::newRemoteRun(const flotilla::RunConfig& config) {
-  const QString name = m_store->uniqueName(QString::fromStdString(config.run.name));
-  const QString mirror =
-      QDir(m_workspace)
-          .filePath(QStringLiteral("remote-runs/") + name + QLatin1Char('-') +
-                    QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")));
-  auto* run = new RemoteRun(name, m_store->databasePath(), mirror, this);
-  run->setPassphrasePrompt(m_prompt);
-  addRemote(run);
-  return run;
-}
-
-RemoteRun* LocalRuns::startOnNodes(const flotilla::RunConfig& config, const QStringList& nodes,
-                                   const RecoveryChoice& recovery, QString* error) {
-  if (!m_store) {
-    if (error) *error = tr("Runs on SSH nodes need the run store; it could not be opened.");
-    return nullptr;
-  }
-  if (nodes.isEmpty()) {
-    if (error) *error = tr("Choose at least one node.");
-    return nullptr;
-  }
-  if (!newNameAllowed(config.run.name, error)) return nullptr;  // before its mirror folder exists
-  const QString worker = findWorker(error);
-  if (worker.isEmpty()) return nullptr;
-  RemoteRun* run = newRemoteRun(config);
-  run->start(config, nodes, worker, recovery);
-  emit remoteRunAdded(run);
-  return run;
-}
-
-RemoteRun* LocalRuns::startOnCluster(const flotilla::RunConfig& config, const ClusterLaunch& launch,
-                                     QString* error) {
-  if (!m_store) {
-    if (error) *error = tr("Runs on a Slurm cluster need the run store; it could not be opened.");
-    return nullptr;
-  }
-  if (launch.cluster.isEmpty()) {
-    if (error) *error = tr("Choose a stored Slurm cluster.");
-    return nullptr;
-  }
-  if (!newNameAllowed(config.run.name, error)) return nullptr;  // before its mirror folder exists
-  const QString worker = findWorker(error);
-  if (worker.isEmpty()) return nullptr;
-  RemoteRun* run = newRemoteRun(config);
-  run->startOnCluster(config, launch, worker);
-  emit remoteRunAdded(run);
-  return run;
-}
-
-LocalRun* LocalRuns::openStored(qint64 storeId) {
-  if (LocalRun* run = runForStoreId(storeId)) return run;
+ServiceRun* LocalRuns::openStored(qint64 storeId) {
+  if (ServiceRun* run = runForStoreId(storeId)) return run;
   const std::optional<flotilla::db::Run> stored = m_store ? m_store->run(storeId) : std::nullopt;
   if (!stored || stored->run_dir.empty()) return nullptr;
-  auto* run =
-      new LocalRun(QString::fromStdString(stored->name), QString::fromStdString(stored->run_dir), this);
+  auto* run = newRun(QString::fromStdString(stored->name));
   run->setStoreId(storeId);
   run->setStored(*stored);
   using S = flotilla::db::RunStatus;
-  run->review(stored->status == S::kCompleted ? LocalRun::State::Completed
-              : stored->status == S::kFailed  ? LocalRun::State::Failed
-                                              : LocalRun::State::Stopped,
+  run->review(stored->status == S::kCompleted ? ServiceRun::State::Completed
+              : stored->status == S::kFailed  ? ServiceRun::State::Failed
+                                              : ServiceRun::State::Stopped,
               m_store->databasePath());
   add(run);
   return run;
 }
 
-RemoteRun* LocalRuns::remoteRunForStoreId(qint64 storeId) const {
-  for (qsizetype i = m_remote.size() - 1; i >= 0; --i)
-    if (m_remote[i]->storeId() == storeId) return m_remote[i];
-  return nullptr;
-}
-
-LocalRun* LocalRuns::runForStoreId(qint64 storeId) const {
-  for (int i = static_cast<int>(m_runs.size()) - 1; i >= 0; --i)
+ServiceRun* LocalRuns::runForStoreId(qint64 storeId) const {
+  for (qsizetype i = m_runs.size() - 1; i >= 0; --i)
     if (m_runs[i]->storeId() == storeId) return m_runs[i];
   return nullptr;
 }
 
-void LocalRuns::add(LocalRun* run) {
+void LocalRuns::add(ServiceRun* run) {
   m_runs.append(run);
   if (m_store) {
     // The watcher writes the run's status; the table re-reads the store when it changes.
-    connect(run, &LocalRun::stateChanged, m_store, &StoreService::refresh);
-    connect(run, &LocalRun::finished, m_store, [store = m_store, run] {
+    connect(run, &RunHandle::stateChanged, m_store, &StoreService::refresh);
+    connect(run, &ServiceRun::storeIdKnown, m_store, &StoreService::refresh);
+    connect(run, &ServiceRun::finished, m_store, [store = m_store, run] {
       if (run->storeId() > 0)
         emit store->runEnded(run->storeId(), QString::fromLatin1(flotilla::db::to_string(run->endStatus())));
       store->refresh();
     });
   }
-  connect(run, &LocalRun::stateChanged, this, [this, run] {
+  connect(run, &RunHandle::stateChanged, this, [this, run] {
     recount();
     emit runChanged(indexOf(run));
   });
-  connect(run, &LocalRun::changed, this, [this, run] { emit runChanged(indexOf(run)); });
+  connect(run, &RunHandle::changed, this, [this, run] { emit runChanged(indexOf(run)); });
   emit runAdded(count() - 1);
-  recount();  // a re-attached run is running before it is added
+  recount();
 }
 
-int LocalRuns::indexOf(const LocalRun* run) const {
+int LocalRuns::indexOf(const RunHandle* run) const {
   for (int i = 0; i < m_runs.size(); ++i)
     if (m_runs[i] == run) return i;
   return -1;
@@ -414,8 +337,7 @@ int LocalRuns::indexOf(const LocalRun* run) const {
 
 int LocalRuns::runningCount() const {
   int n = 0;
-  for (const LocalRun* run : m_runs) n += run->isActive() ? 1 : 0;
-  for (const RemoteRun* run : m_remote) n += run->isActive() ? 1 : 0;
+  for (const ServiceRun* run : m_runs) n += run->isActive() ? 1 : 0;
   return n;
 }
 
@@ -426,18 +348,12 @@ void LocalRuns::recount() {
   emit runningCountChanged(n);
 }
 
-void LocalRuns::addRemote(RemoteRun* run) {
-  m_remote.append(run);
-  connect(run, &RunHandle::stateChanged, this, &LocalRuns::recount);
-  recount();
-}
-
 void LocalRuns::stopAll() {
-  for (LocalRun* run : m_runs) run->stop();
+  for (ServiceRun* run : m_runs) run->stop();
 }
 
 void LocalRuns::detachAll() {
-  for (LocalRun* run : m_runs) run->detach();
+  for (ServiceRun* run : m_runs) run->detach();
 }
 
 }  // namespace flotilla::ui

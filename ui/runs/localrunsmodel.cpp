@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "ui/common/numberformat.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
+#include "ui/runs/servicerun.h"
 
 namespace flotilla::ui {
 
@@ -47,13 +47,13 @@ int LocalRunsModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-LocalRun* LocalRunsModel::runAt(int row) const {
+ServiceRun* LocalRunsModel::runAt(int row) const {
   return row >= 0 && row < m_rows ? m_runs->at(row) : nullptr;
 }
 
 QVariant LocalRunsModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
-  const LocalRun* run = runAt(index.row());
+  const ServiceRun* run = runAt(index.row());
   if (!run) return {};
   switch (role) {
     case Qt::DisplayRole:
@@ -65,13 +65,13 @@ QVariant LocalRunsModel::data(const QModelIndex& index, int role) const {
       return index.column() >= Progress ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter))
                                         : QVariant(int(Qt::AlignLeft | Qt::AlignVCenter));
     case RunRole:
-      return QVariant::fromValue(static_cast<QObject*>(const_cast<LocalRun*>(run)));
+      return QVariant::fromValue(static_cast<QObject*>(const_cast<ServiceRun*>(run)));
     default:
       return {};
   }
 }
 
-QVariant LocalRunsModel::display(const LocalRun* run, int column) const {
+QVariant LocalRunsModel::display(const ServiceRun* run, int column) const {
   const QLocale locale;
   switch (column) {
     case Name:

@@ -11,7 +11,7 @@ class QTimer;
 
 namespace flotilla::ui {
 
-class LocalRun;
+class ServiceRun;
 class LocalRuns;
 
 class LocalRunsModel : public QAbstractTableModel {
@@ -19,7 +19,7 @@ class LocalRunsModel : public QAbstractTableModel {
 
  public:
   enum Column { Name, Status, Progress, Loss, ValLoss, TokensPerSec, Elapsed, ColumnCount };
-  // Qt::UserRole: the row's LocalRun* (as a QObject*).
+  // Qt::UserRole: the row's ServiceRun* (as a QObject*).
   static constexpr int RunRole = Qt::UserRole;
 
   explicit LocalRunsModel(LocalRuns* runs, QObject* parent = nullptr);
@@ -29,10 +29,10 @@ class LocalRunsModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
-  LocalRun* runAt(int row) const;
+  ServiceRun* runAt(int row) const;
 
  private:
-  QVariant display(const LocalRun* run, int column) const;
+  QVariant display(const ServiceRun* run, int column) const;
   void tickElapsed();
 
   LocalRuns* m_runs;

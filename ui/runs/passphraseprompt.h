@@ -1,5 +1,5 @@
 // Asking for an SSH key's passphrase when a run on SSH nodes connects from its worker thread:
-// the prompt type RemoteRun calls (on the UI thread) and the app's small password dialog.
+// the prompt type a ServiceRun calls (on the UI thread) and the app's small password dialog.
 //
 // Decision: a passphrase lives only as long as one connection attempt needs it (docs/reliability.md
 // S10): the dialog hands it out once and forgets it, each copy we make is overwritten before

@@ -1,13 +1,11 @@
-// What the Live page needs from a run it follows, whichever process drives it: a LocalRun (a
-// worker child on this machine) or a RemoteRun (ranks on SSH nodes, watched from a thread).
+// What the pages need from a run they show, wherever it executes. The app's one implementation is
+// ServiceRun (servicerun.h), a view of the runs service's one watch loop; tests implement it too.
 //
-// Decision: the shared state enum, log line and signals live here so both kinds emit the same
-// signals with the same types; the getters are virtual and each kind keeps its own fields. Both
-// are views of the runs layer's watcher (runs/local_run.h, runs/node_run.h): records arrive as the
-// engine's typed metrics records after the store committed them, and the history a late follower
-// replays is the watcher's in-memory feed of those records (runs/record_feed.h), never the
-// worker's file read again. A run that cannot honour "Checkpoint now" says so (canCheckpoint()
-// false with a reason) instead of silently ignoring the button.
+// Decision: the state enum, log line and signals live here so pages depend on this interface only.
+// Records arrive as the engine's typed metrics records after the store committed them, and the
+// history a late follower replays is the watcher's in-memory feed of those records
+// (runs/record_feed.h), never the worker's file read again. A run that cannot honour "Checkpoint
+// now" says so (canCheckpoint() false with the service's reason) instead of ignoring the button.
 #pragma once
 
 #include <QMetaType>
@@ -52,6 +50,9 @@ class RunHandle : public QObject {
   using QObject::QObject;
 
   virtual QString name() const = 0;
+  // Where the run executes, in the runs service's words ("nodes a, b", "slurm cluster flo, job 12"),
+  // when that is not this machine (its folder is not here); "" otherwise.
+  virtual QString placeText() const { return {}; }
   virtual State state() const = 0;
   bool isActive() const { return state() == State::Running || state() == State::Stopping; }
   virtual QString stateText() const = 0;

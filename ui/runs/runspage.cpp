@@ -12,10 +12,9 @@
 
 #include "ui/common/emptystate.h"
 #include "ui/common/pageheader.h"
-#include "ui/runs/localrun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
@@ -114,7 +113,6 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
     listLayout->addWidget(m_storeView, 1);
     m_table->hide();
     connect(m_storeView, &StoreRunsView::runOpened, this, &RunsPage::runOpened);
-    connect(m_storeView, &StoreRunsView::remoteRunOpened, this, &RunsPage::remoteRunStarted);
     connect(m_storeView, &StoreRunsView::errorRaised, this, &RunsPage::showError);
     connect(m_storeView, &StoreRunsView::message, this,
             [this](const QString& text) { showMessage(text, false); });
@@ -157,7 +155,7 @@ RunsPage::RunsPage(LocalRuns* runs, QWidget* parent)
   connect(m_emptyDemo, &QPushButton::clicked, this, &RunsPage::startDemo);
   connect(m_toolbarDemo, &QPushButton::clicked, this, &RunsPage::startDemo);
   connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
-    if (LocalRun* run = m_model->runAt(index.row())) emit runOpened(run);
+    if (ServiceRun* run = m_model->runAt(index.row())) emit runOpened(run);
   });
   connect(m_model, &QAbstractItemModel::rowsInserted, this, &RunsPage::updateBody);
   updateBody();
@@ -173,12 +171,12 @@ QString RunsPage::errorText() const { return m_error->isHidden() ? QString() : m
 
 void RunsPage::startDemo() {
   QString error;
-  LocalRun* run = m_runs->startDemo(&error);
+  ServiceRun* run = m_runs->startDemo(&error);
   if (!run) {
     showError(tr("Cannot start the demo. %1").arg(error));
     return;
   }
-  if (run->state() == LocalRun::State::Failed) {
+  if (run->state() == ServiceRun::State::Failed) {
     showError(tr("Cannot start the demo: %1").arg(run->errorText()));
   } else {
     showError(QString());
@@ -198,52 +196,47 @@ RunWizard* RunsPage::openNewRunWizard() {
   m_wizard->setAttribute(Qt::WA_DeleteOnClose);
   RunWizard* wizard = m_wizard;
   connect(wizard, &QDialog::accepted, this, [this, wizard] {
+    // Where the wizard's target says: its cluster, its nodes (with the recovery choice), else here.
+    // Deploying, submitting and watching happen on the run's own thread; it shows on the Live page.
+    runs::Placement where = runs::Placement::here();
     if (const std::optional<ClusterLaunch> launch = wizard->clusterLaunch()) {
-      // Deploy, sbatch and the watch happen on the run's own thread; the queue state shows live.
-      QString error;
-      if (RemoteRun* run = m_runs->startOnCluster(wizard->config(), *launch, &error))
-        emit remoteRunStarted(run);
-      else
-        showError(error);
-      return;
-    }
-    const QStringList nodes = wizard->targetNodes();
-    if (!nodes.isEmpty()) {
-      // Deploy, start and watch happen on the run's own thread; its progress shows on the Live page.
+      where = placementOf(*launch);
+    } else if (const QStringList nodes = wizard->targetNodes(); !nodes.isEmpty()) {
+      std::vector<std::string> names;
+      for (const QString& n : nodes) names.push_back(n.toStdString());
+      where = runs::Placement::on_nodes(names);
       RecoveryChoice recovery;
       recovery.enabled = wizard->autoRecover();
       recovery.spares = wizard->spareNodes();
       recovery.mirrorCheckpoints = recovery.enabled;  // so that losing the master is recoverable too
-      QString error;
-      if (RemoteRun* run = m_runs->startOnNodes(wizard->config(), nodes, recovery, &error)) {
-        emit remoteRunStarted(run);
-      } else {
-        showError(error);
-      }
-      return;
+      where.recovery = toRunsRecovery(recovery);
     }
-    launchConfig(wizard->config(), wizard->ranks());
+    launch(wizard->config(), where);
   });
   if (m_runs->store()) wizard->loadNodes(m_runs->store()->databasePath());
   wizard->show();
   return wizard;
 }
 
-LocalRun* RunsPage::launchConfig(const flotilla::RunConfig& config, int ranks) {
+ServiceRun* RunsPage::launchConfig(const flotilla::RunConfig& config, int /*ranks: dp*tp*pp of config*/) {
+  return launch(config, runs::Placement::here());
+}
+
+ServiceRun* RunsPage::launch(const flotilla::RunConfig& config, const runs::Placement& where) {
   QString error;
-  LocalRun* run = m_runs->startConfig(config, ranks, &error);
+  ServiceRun* run = m_runs->start(config, where, &error);
   if (!run) {
     showError(tr("Cannot start the run. %1").arg(error));
     return nullptr;
   }
-  showError(run->state() == LocalRun::State::Failed ? tr("Cannot start the run: %1").arg(run->errorText())
-                                                    : QString());
+  showError(run->state() == ServiceRun::State::Failed ? tr("Cannot start the run: %1").arg(run->errorText())
+                                                      : QString());
   selectRun(run);
   emit runOpened(run);
   return run;
 }
 
-void RunsPage::selectRun(const LocalRun* run) {
+void RunsPage::selectRun(const ServiceRun* run) {
   if (m_storeView) {
     m_storeView->selectId(run->storeId());
   } else {

@@ -7,6 +7,7 @@
 #include <QWidget>
 
 #include "engine/config/run_config.h"
+#include "runs/placement.h"
 #include "ui/wizard/runwizard.h"
 
 class QLabel;
@@ -16,7 +17,7 @@ class QTableView;
 
 namespace flotilla::ui {
 
-class LocalRun;
+class ServiceRun;
 class RunHandle;
 class LocalRuns;
 class LocalRunsModel;
@@ -46,14 +47,14 @@ class RunsPage : public QWidget {
   // The wizard open now, if any.
   RunWizard* wizard() const { return m_wizard; }
   // Launches a config as the wizard's Finish does; the run opens on the Live page.
-  flotilla::ui::LocalRun* launchConfig(const flotilla::RunConfig& config, int ranks);
+  flotilla::ui::ServiceRun* launchConfig(const flotilla::RunConfig& config, int ranks);
+  // Launches a config where `where` says (the wizard's target); the run opens on the Live page.
+  flotilla::ui::ServiceRun* launch(const flotilla::RunConfig& config, const flotilla::runs::Placement& where);
 
  signals:
-  // A run was started here or double-clicked in the table: show it live.
-  void runOpened(flotilla::ui::LocalRun* run);
-  // A run on SSH nodes was started by the wizard or opened from the table: show it live (a
-  // RemoteRun, see ui/runs/remoterun.h).
-  void remoteRunStarted(flotilla::ui::RunHandle* run);
+  // A run was started (wherever the wizard placed it), resumed, forked, attached or double-clicked
+  // in the table: show it live.
+  void runOpened(flotilla::ui::ServiceRun* run);
 
  private:
   void startDemo();
@@ -61,7 +62,7 @@ class RunsPage : public QWidget {
   // The line under the header: red for errors, plain for information (empty text hides it).
   void showMessage(const QString& text, bool error);
   void updateBody();
-  void selectRun(const LocalRun* run);
+  void selectRun(const ServiceRun* run);
 
   LocalRuns* m_runs;
   LocalRunsModel* m_model;

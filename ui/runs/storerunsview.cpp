@@ -34,31 +34,21 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
-#include "runs/slurm_run.h"
+#include "runs/service.h"
+#include "ui/common/background.h"
 #include "ui/common/numberformat.h"
 #include "ui/common/savefile.h"
 #include "ui/nodes/machinefacts.h"
-#include "ui/runs/localrun.h"
+#include "ui/nodes/machineprobe.h"
+#include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
+#include "ui/runs/relaunchdialog.h"
+#include "ui/runs/servicecompat.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
 namespace {
-
-// Runs `work` on the thread pool, then `done(result)` on `context`'s thread; `done` is dropped
-// when `context` is gone by then (the work holds copies of everything it reads).
-template <typename Work, typename Done>
-void runInBackground(QObject* context, Work work, Done done) {
-  using Result = std::invoke_result_t<Work>;
-  auto* watcher = new QFutureWatcher<Result>(context);
-  QObject::connect(watcher, &QFutureWatcherBase::finished, context, [watcher, done] {
-    done(watcher->result());
-    watcher->deleteLater();
-  });
-  watcher->setFuture(QtConcurrent::run(std::move(work)));
-}
 
 struct CheckpointList {
   QList<CheckpointChoice> choices;  // newest first, only those still on disk
@@ -74,27 +64,34 @@ std::optional<double> valueAt(const std::vector<db::Point>& points, int64_t step
   return std::prev(after)->value;
 }
 
-CheckpointList checkpointsOnDisk(const QString& databasePath, qint64 runId) {
+// The run's checkpoints that exist now, wherever they are (the runs service: a folder here, or on
+// the run's master node or cluster), newest first, each labelled with what the store knows of it.
+CheckpointList checkpointsOf(const runs::ServiceOptions& options, qint64 runId) {
   CheckpointList out;
   try {
-    db::OpenOptions options;
-    options.create = false;
-    options.quick_check = false;
-    const db::Database db(databasePath.toStdString(), options);
+    db::OpenOptions o;
+    o.create = false;
+    o.quick_check = false;
+    const db::Database db(options.ssh.database_path, o);
     const std::vector<db::Point> losses = db::metric_points(db, runId, "loss");
     const std::vector<db::Point> valLosses = db::metric_points(db, runId, "val_loss");
-    for (const db::CheckpointInfo& c : db::list_checkpoints(db, runId)) {
-      const QString dir = QString::fromStdString(c.dir);
-      if (!QDir(dir).exists()) continue;
+    std::map<int64_t, db::CheckpointInfo> stored;
+    for (const db::CheckpointInfo& c : db::list_checkpoints(db, runId)) stored[c.step] = c;
+    runs::RunService service(options);
+    for (const runs::CheckpointEntry& c : service.checkpoints(runId)) {
+      const auto info = stored.find(c.step);
       QStringList parts{QObject::tr("step %1").arg(QLocale().toString(static_cast<qlonglong>(c.step)))};
       if (const auto loss = valueAt(losses, c.step)) parts << QObject::tr("loss %1").arg(formatMetric(*loss));
       if (const auto val = valueAt(valLosses, c.step)) parts << QObject::tr("val %1").arg(formatMetric(*val));
-      if (c.time > 0)
-        parts << QDateTime::fromSecsSinceEpoch(static_cast<qint64>(c.time))
+      if (info != stored.end() && info->second.time > 0)
+        parts << QDateTime::fromSecsSinceEpoch(static_cast<qint64>(info->second.time))
                      .toString(QStringLiteral("yyyy-MM-dd HH:mm"));
-      if (c.bytes > 0) parts << formatBytes(static_cast<quint64>(c.bytes));
-      if (!c.reason.empty()) parts << QString::fromStdString(c.reason);
-      out.choices.prepend({dir, c.step, parts.join(QStringLiteral(" · "))});
+      const int64_t bytes = c.bytes > 0 ? c.bytes : info != stored.end() ? info->second.bytes : 0;
+      if (bytes > 0) parts << formatBytes(static_cast<quint64>(bytes));
+      const std::string reason = !c.reason.empty() ? c.reason : info != stored.end() ? info->second.reason : "";
+      if (!reason.empty()) parts << QString::fromStdString(reason);
+      if (c.local_dir.empty()) parts << QObject::tr("on %1").arg(QString::fromStdString(c.where));
+      out.choices.prepend({QString::fromStdString(c.local_dir), c.step, parts.join(QStringLiteral(" · "))});
     }
   } catch (const std::exception& e) {
     out.error = QString::fromUtf8(e.what());
@@ -268,6 +265,12 @@ QMenu* StoreRunsView::runMenu(qint64 id) {
       checkpointed ? tr("Resume from the last checkpoint") : tr("Resume (no checkpoint saved yet)"), this,
       [this, id] { resume(id); });
   resumeAction->setEnabled(checkpointed && !running && status != QLatin1String("completed"));
+  QAction* elsewhere = menu->addAction(tr("Resume on another machine or layout…"), this,
+                                       [this, id] { resumeElsewhere(id); });
+  elsewhere->setEnabled(resumeAction->isEnabled());
+  QAction* checkpointAction = menu->addAction(tr("Checkpoint now"), this, [this, id] { checkpointNow(id); });
+  checkpointAction->setEnabled(running);
+  menu->addAction(tr("List checkpoints…"), this, [this, id] { listCheckpoints(id); })->setEnabled(checkpointed);
   QAction* forkAction =
       menu->addAction(checkpointed ? tr("Fork from a checkpoint…") : tr("Fork (no checkpoint saved yet)"),
                       this, [this, id] { fork(id, QString()); });
@@ -297,102 +300,57 @@ QMenu* StoreRunsView::runMenu(qint64 id) {
 void StoreRunsView::openLive(qint64 id) {
   const std::optional<db::Run> stored = m_store->run(id);
   const bool running = stored && stored->status == db::RunStatus::kRunning;
-  // A run on nodes this session watches (or watched to its end): follow that RemoteRun.
-  if (RemoteRun* remote = m_runs->remoteRunForStoreId(id); remote && (remote->isActive() || !running)) {
-    emit remoteRunOpened(remote);
+  // A run this session watches (or watched to its end): follow it.
+  if (ServiceRun* run = m_runs->runForStoreId(id); run && (run->isActive() || !running)) {
+    emit runOpened(run);
     return;
   }
-  if (stored && runs::is_slurm_run(*stored)) {
-    openSlurmRun(*stored);
+  if (!stored) {
+    emit errorRaised(tr("This run is not in the run database any more."));
     return;
   }
-  if (stored && RemoteRun::isNodeRunDir(QString::fromStdString(stored->run_dir))) {
-    const QString name = QString::fromStdString(stored->name);
-    const QString nodes =
-        QString::fromStdString(stored->target).replace(QLatin1Char(','), QStringLiteral(", "));
-    if (!running) {
-      emit errorRaised(
-          tr("Run %1 ran on SSH nodes (%2) and is %3; its files stay on the nodes. Its metrics are "
-             "in the run database: compare it with other runs or export them as CSV.")
-              .arg(name, nodes, QString::fromLatin1(db::to_string(stored->status))));
-      return;
-    }
+  const QString name = QString::fromStdString(stored->name);
+  const QString where = QString::fromStdString(runs::RunService::where_text(*stored));
+  const runs::Abilities can = runs::RunService(m_runs->serviceOptions()).abilities(*stored);
+  if (can.attach.empty()) {
+    // Going on somewhere, watched by nobody here: watch it (asked first: a terminal may watch it).
+    const QString status = QString::fromLatin1(db::to_string(stored->status));
     const bool yes =
-        confirmAttach ? confirmAttach(name, nodes)
+        confirmAttach ? confirmAttach(name, where)
                       : QMessageBox::question(
-                            this, tr("Watch run on nodes"),
-                            tr("Run %1 is running on SSH nodes (%2) and this window does not watch it.\n\n"
+                            this, tr("Watch run"),
+                            tr("Run %1 is %2 on %3 and this window does not watch it.\n\n"
                                "Watch it here now? Its metrics continue from where the run database stopped. "
                                "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
-                                .arg(name, nodes)) == QMessageBox::Yes;
+                                .arg(name, status, where)) == QMessageBox::Yes;
     if (!yes) {
       emit message(tr("Not attached. Open %1 again to watch it here.").arg(name));
       return;
     }
     QString error;
-    if (RemoteRun* run = m_runs->attachRemote(id, &error)) {
-      emit remoteRunOpened(run);
-    } else {
-      emit errorRaised(tr("Cannot attach to %1: %2. Check its nodes on the Nodes page (Test connection), "
-                          "then open it again.")
-                           .arg(name, error));
-    }
-    return;
-  }
-  if (LocalRun* run = m_runs->openStored(id)) {
-    emit runOpened(run);
-  } else {
-    emit errorRaised(tr("This run has no run folder on this machine to show."));
-  }
-}
-
-void StoreRunsView::openSlurmRun(const db::Run& stored) {
-  const QString name = QString::fromStdString(stored.name);
-  const QString cluster = QString::fromStdString(stored.target.substr(6));  // "slurm:NAME"
-  const bool live = stored.status == db::RunStatus::kQueued || stored.status == db::RunStatus::kRunning ||
-                    stored.status == db::RunStatus::kPreempted;
-  if (!live) {
-    emit errorRaised(tr("Run %1 ran on Slurm cluster %2 and is %3; its files stay on the cluster. Its "
-                        "metrics are in the run database: compare it with other runs or export them as CSV.")
-                         .arg(name, cluster, QString::fromLatin1(db::to_string(stored.status))));
-    return;
-  }
-  const QString where = tr("Slurm cluster %1").arg(cluster);
-  const bool yes =
-      confirmAttach ? confirmAttach(name, where)
-                    : QMessageBox::question(
-                          this, tr("Watch run on the cluster"),
-                          tr("Run %1 is %2 on %3 and this window does not watch it.\n\n"
-                             "Watch it here now? Its metrics continue from where the run database stopped. "
-                             "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
-                              .arg(name, QString::fromLatin1(db::to_string(stored.status)), where)) ==
-                          QMessageBox::Yes;
-  if (!yes) {
-    emit message(tr("Not attached. Open %1 again to watch it here.").arg(name));
-    return;
-  }
-  QString error;
-  if (RemoteRun* run = m_runs->attachRemote(stored.id, &error)) {
-    emit remoteRunOpened(run);
-  } else {
-    emit errorRaised(tr("Cannot attach to %1: %2. Check the cluster's login node "
-                        "(`flotilla clusters probe %3`), then open it again.")
-                         .arg(name, error, cluster));
-  }
-}
-
-LocalRun* StoreRunsView::resume(qint64 id) {
-  QString error;
-  // A Slurm run resumes on its cluster: its job is submitted again (opened as a remote run).
-  if (const std::optional<db::Run> stored = m_store ? m_store->run(id) : std::nullopt;
-      stored && runs::is_slurm_run(*stored)) {
-    if (RemoteRun* remote = m_runs->resumeOnCluster(id, &error))
-      emit remoteRunOpened(remote);
+    if (ServiceRun* run = m_runs->attachRun(id, &error))
+      emit runOpened(run);
     else
-      emit errorRaised(tr("Cannot resume: %1").arg(error));
-    return nullptr;
+      emit errorRaised(tr("Cannot attach to %1: %2. Check where it runs (the Nodes or Clusters page), then open "
+                          "it again.")
+                           .arg(name, error));
+    return;
   }
-  LocalRun* run = m_runs->resumeRun(id, &error);
+  // Not going on: what the store has of it, shown from its folder here.
+  if (!stored->run_dir.empty() && QDir(QString::fromStdString(stored->run_dir)).exists()) {
+    if (ServiceRun* run = m_runs->openStored(id)) {
+      emit runOpened(run);
+      return;
+    }
+  }
+  emit errorRaised(tr("Run %1 ran on %2 and is %3; its files stay there. Its metrics are in the run database: "
+                      "compare it with other runs or export them as CSV, or resume or fork it.")
+                       .arg(name, where, QString::fromLatin1(db::to_string(stored->status))));
+}
+
+ServiceRun* StoreRunsView::resume(qint64 id) {
+  QString error;
+  ServiceRun* run = m_runs->resumeRun(id, &error);
   if (!run) {
     emit errorRaised(tr("Cannot resume: %1").arg(error));
     return nullptr;
@@ -401,12 +359,52 @@ LocalRun* StoreRunsView::resume(qint64 id) {
   return run;
 }
 
-LocalRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
+std::unique_ptr<RelaunchDialog> StoreRunsView::relaunchDialog(qint64 id, RelaunchDialog::Mode mode) {
+  const std::optional<db::Run> stored = m_store->run(id);
+  if (!stored) {
+    emit errorRaised(tr("This run is not in the run database any more."));
+    return nullptr;
+  }
+  flotilla::RunConfig config;
+  try {
+    config = flotilla::parse_config_toml(stored->config_toml, stored->name);
+  } catch (const flotilla::Error& e) {
+    emit errorRaised(tr("Cannot read the config of %1: %2")
+                         .arg(QString::fromStdString(stored->name), QString::fromUtf8(e.what())));
+    return nullptr;
+  }
+  const flotilla::ProbeResult probe = m_probe && m_probe->hasResult() ? m_probe->result() : flotilla::probe_machine();
+  const QList<HardwareTarget> targets = relaunchTargets(probe, m_store->databasePath());
+  const int current = relaunchTargetIndex(targets, compat::placementOf(*stored), config);
+  return std::make_unique<RelaunchDialog>(mode, QString::fromStdString(stored->name), config, targets, current,
+                                          this);
+}
+
+bool StoreRunsView::askRelaunch(RelaunchDialog& dialog) {
+  if (answerRelaunch) return answerRelaunch(dialog);
+  return dialog.exec() == QDialog::Accepted;
+}
+
+ServiceRun* StoreRunsView::resumeElsewhere(qint64 id) {
+  const std::unique_ptr<RelaunchDialog> dialog = relaunchDialog(id, RelaunchDialog::Mode::Resume);
+  if (!dialog || !askRelaunch(*dialog) || !dialog->canAccept()) return nullptr;
+  const RelaunchChoice choice = dialog->choice();
+  QString error;
+  ServiceRun* run = m_runs->resumeRun(id, &choice, &error);
+  if (!run) {
+    emit errorRaised(tr("Cannot resume: %1").arg(error));
+    return nullptr;
+  }
+  emit runOpened(run);
+  return run;
+}
+
+ServiceRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
   if (checkpointDir.isEmpty()) {
-    const QString database = m_store->databasePath();
+    const runs::ServiceOptions options = m_runs->serviceOptions();
     beginBusy(tr("Reading the checkpoints…"));
     runInBackground(
-        this, [database, id] { return checkpointsOnDisk(database, id); },
+        this, [options, id] { return checkpointsOf(options, id); },
         [this, id](const CheckpointList& list) {
           endBusy();
           forkFromList(id, list.choices, list.error);
@@ -415,7 +413,7 @@ LocalRun* StoreRunsView::fork(qint64 id, const QString& checkpointDir) {
     return nullptr;
   }
   QString error;
-  LocalRun* run = m_runs->forkRun(id, checkpointDir, &error);
+  ServiceRun* run = m_runs->forkRun(id, checkpointDir, &error);
   if (!run) {
     emit errorRaised(tr("Cannot fork: %1").arg(error));
     return nullptr;
@@ -433,19 +431,87 @@ void StoreRunsView::forkFromList(qint64 id, const QList<CheckpointChoice>& choic
     emit errorRaised(tr("This run has no checkpoint on disk to fork from."));
     return;
   }
-  QString dir;
-  if (chooseCheckpoint) {
-    dir = chooseCheckpoint(choices);
-  } else {
-    QStringList labels;
-    for (const CheckpointChoice& c : choices) labels << c.label;
-    bool ok = false;
-    const QString label = QInputDialog::getItem(
-        this, tr("Fork from a checkpoint"),
-        tr("The new run continues from the checkpoint chosen (newest first):"), labels, 0, false, &ok);
-    if (ok && labels.contains(label)) dir = choices[labels.indexOf(label)].dir;
+  if (chooseCheckpoint) {  // the checkpoint only: forked on this machine, on the run's layout
+    const QString dir = chooseCheckpoint(choices);
+    if (!dir.isEmpty()) fork(id, dir);
+    return;
   }
-  if (!dir.isEmpty()) fork(id, dir);
+  // Which checkpoint, where and on which layout: one question.
+  const std::unique_ptr<RelaunchDialog> dialog = relaunchDialog(id, RelaunchDialog::Mode::Fork);
+  if (!dialog) return;
+  dialog->setCheckpoints(choices);
+  if (!askRelaunch(*dialog) || !dialog->canAccept()) return;
+  const RelaunchChoice choice = dialog->choice();
+  qint64 step = -1;
+  for (const CheckpointChoice& c : choices)
+    if (c.label == dialog->checkpointBox()->currentText()) step = c.step;
+  QString why;
+  ServiceRun* run = m_runs->forkRun(id, choice.checkpointDir, &choice, &why, step);
+  if (!run) {
+    emit errorRaised(tr("Cannot fork: %1").arg(why));
+    return;
+  }
+  emit runOpened(run);
+}
+
+void StoreRunsView::checkpointNow(qint64 id) {
+  if (ServiceRun* run = m_runs->runForStoreId(id); run && run->isActive()) {
+    if (!run->canCheckpoint()) {
+      emit errorRaised(run->checkpointUnsupportedReason());
+      return;
+    }
+    run->checkpointNow();
+    emit message(tr("%1 saves a checkpoint at its next step").arg(run->name()));
+    emit checkpointRequested(true);
+    return;
+  }
+  // Watched by another process (or nobody): the service asks the run where it is.
+  const runs::ServiceOptions options = m_runs->serviceOptions();
+  beginBusy(tr("Asking for a checkpoint…"));
+  runInBackground(
+      this,
+      [options, id] {
+        try {
+          runs::RunService(options).request_checkpoint(id);
+          return QString();
+        } catch (const std::exception& e) {
+          return QString::fromUtf8(e.what());
+        }
+      },
+      [this, id](const QString& error) {
+        endBusy();
+        const int row = m_model->rowOfId(id);
+        const QString name = row >= 0 ? m_model->rowAt(row)->name : QString::number(id);
+        if (error.isEmpty())
+          emit message(tr("%1 saves a checkpoint at its next step").arg(name));
+        else
+          emit errorRaised(tr("Cannot checkpoint %1: %2").arg(name, error));
+        emit checkpointRequested(error.isEmpty());
+      });
+}
+
+void StoreRunsView::listCheckpoints(qint64 id) {
+  const runs::ServiceOptions options = m_runs->serviceOptions();
+  beginBusy(tr("Reading the checkpoints…"));
+  runInBackground(
+      this, [options, id] { return checkpointsOf(options, id); },
+      [this](const CheckpointList& list) {
+        endBusy();
+        if (!list.error.isEmpty()) {
+          emit errorRaised(list.error);
+        } else if (showCheckpoints) {
+          showCheckpoints(list.choices);
+        } else {
+          QStringList lines;
+          for (const CheckpointChoice& c : list.choices) lines << c.label;
+          QMessageBox box(QMessageBox::NoIcon, tr("Checkpoints"),
+                          lines.isEmpty() ? tr("No checkpoint exists now.") : lines.join(QLatin1Char('\n')),
+                          QMessageBox::Close, this);
+          box.setTextInteractionFlags(Qt::TextSelectableByMouse);
+          box.exec();
+        }
+        emit checkpointsListed(list.choices, list.error);
+      });
 }
 
 void StoreRunsView::duplicate(qint64 id) {

@@ -8,8 +8,11 @@
 // the actions ask (which checkpoint, where to save, are you sure) go through replaceable hooks.
 // What reads the database or the disk at length (the CSV export, the fork's checkpoint list) runs
 // on the thread pool; the view shows a busy bar meanwhile and reports as the other actions do.
-// A run on SSH nodes opens as the session's RemoteRun that watches it (its folder is not on this
-// machine); one nobody here watches is offered for attaching, never shown as an empty folder.
+// Every action works the same for a run of any place (this machine, SSH nodes, a Slurm cluster):
+// the runs service answers what a run can do now, lists and fetches its checkpoints, and resumes,
+// forks, attaches or checkpoints it. A run going on that nobody here watches is offered for
+// attaching, never shown as an empty folder. Resume and Fork can move a run to another place or
+// layout through RelaunchDialog (with the planner's fit).
 #pragma once
 
 #include <QList>
@@ -17,9 +20,11 @@
 #include <QWidget>
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "engine/config/run_config.h"
+#include "ui/runs/relaunchdialog.h"
 
 class QComboBox;
 class QLabel;
@@ -34,7 +39,8 @@ struct Run;
 
 namespace flotilla::ui {
 
-class LocalRun;
+class ServiceRun;
+class MachineProbe;
 class LocalRuns;
 class RunHandle;
 class RunsFilterModel;
@@ -58,6 +64,8 @@ class StoreRunsView : public QWidget {
 
  public:
   StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* parent = nullptr);
+  // The app's machine probe, for the places Resume and Fork offer (without one: probed when asked).
+  void setMachineProbe(MachineProbe* probe) { m_probe = probe; }
 
   QTableView* table() const { return m_table; }
   StoreRunsModel* model() const { return m_model; }
@@ -73,11 +81,21 @@ class StoreRunsView : public QWidget {
 
   // The actions (the context menu calls these). Each reports problems through errorRaised.
   void openLive(qint64 id);
-  LocalRun* resume(qint64 id);
-  // With a checkpoint directory: forks now and returns the run. With none: lists the run's
-  // checkpoints on disk off the UI thread and returns nullptr; the question and the fork follow
-  // when the list arrives (runOpened on success, errorRaised otherwise, then forkListed()).
-  LocalRun* fork(qint64 id, const QString& checkpointDir);
+  // Resumes where the run ran, on its layout.
+  ServiceRun* resume(qint64 id);
+  // Asks where and on which layout (RelaunchDialog), then resumes there; nullptr when cancelled.
+  ServiceRun* resumeElsewhere(qint64 id);
+  // With a checkpoint directory: forks now on this machine and returns the run. With none: lists
+  // the run's checkpoints (wherever they are) off the UI thread and returns nullptr; the question
+  // (which checkpoint, where, which layout: RelaunchDialog, or chooseCheckpoint when set) and the
+  // fork follow when the list arrives (runOpened on success, errorRaised otherwise, then forkListed()).
+  ServiceRun* fork(qint64 id, const QString& checkpointDir);
+  // A checkpoint at the run's next step, wherever it runs (off the UI thread when another process
+  // watches it); ends with message() or errorRaised(), then checkpointRequested(ok).
+  void checkpointNow(qint64 id);
+  // The run's checkpoints that exist now, wherever they are, newest first (off the UI thread); shown
+  // in a box unless showCheckpoints is set, then checkpointsListed.
+  void listCheckpoints(qint64 id);
   // Emits duplicateRequested with the run's config (its launch's timestamp dropped from the name,
   // since the new launch adds its own).
   void duplicate(qint64 id);
@@ -109,14 +127,16 @@ class StoreRunsView : public QWidget {
   std::function<std::optional<QString>()> askPrompt;  // nullopt: cancelled
   std::function<void(const QString& text)> showSample;
   std::function<bool(const QString& runName)> confirmDelete;
-  // Whether to watch a run on SSH nodes or a Slurm cluster that this session does not watch (default:
-  // a question box). `nodes`: where it runs ("n1, n2" or "Slurm cluster NAME").
-  std::function<bool(const QString& runName, const QString& nodes)> confirmAttach;
+  // Whether to watch a run going on that this session does not watch (default: a question box).
+  // `where`: the runs service's words ("nodes n1, n2", "slurm cluster NAME, job 12", "this machine").
+  std::function<bool(const QString& runName, const QString& where)> confirmAttach;
+  // Answers the Resume / Fork question instead of showing it (tests set its widgets); true: accepted.
+  std::function<bool(RelaunchDialog& dialog)> answerRelaunch;
+  std::function<void(const QList<CheckpointChoice>& checkpoints)> showCheckpoints;
 
  signals:
-  void runOpened(flotilla::ui::LocalRun* run);
-  // A run on SSH nodes was opened: the RemoteRun that watches it (show it live).
-  void remoteRunOpened(flotilla::ui::RunHandle* run);
+  // A run was resumed, forked, attached or opened (wherever it runs): show it live.
+  void runOpened(flotilla::ui::ServiceRun* run);
   void duplicateRequested(const flotilla::RunConfig& config);
   void errorRaised(const QString& text);
   void message(const QString& text);
@@ -125,19 +145,27 @@ class StoreRunsView : public QWidget {
   void adapterExported(bool ok, const QString& folderOrReason);
   void sampled(bool ok, const QString& textOrReason);
   void forkListed();
+  void checkpointRequested(bool ok);
+  void checkpointsListed(const QList<flotilla::ui::CheckpointChoice>& checkpoints, const QString& error);
   void busyChanged(bool busy);
 
  private:
   void showMenu(const QPoint& pos);
-  // Opening a Slurm run: watch its job (asked first) when it has not ended, else say where it ran.
-  void openSlurmRun(const db::Run& stored);
+  // The Resume / Fork question for stored run `id` (nullptr with errorRaised when it cannot be asked).
+  std::unique_ptr<RelaunchDialog> relaunchDialog(qint64 id, RelaunchDialog::Mode mode);
+  bool askRelaunch(RelaunchDialog& dialog);
   struct ModelSource {  // what export and sample need of a stored run
     QString name, runDir, worker, tokenizer;
+    qint64 id = 0;
+    bool elsewhere = false;  // the run's folder is not on this machine: its checkpoint is fetched
     bool llama = false;
     bool lora = false;   // trained LoRA adapters on a frozen base
     bool qlora = false;  // ... over the base quantised to 4-bit NF4 (lora.base_quant = "nf4")
   };
   std::optional<ModelSource> modelSource(qint64 id);  // errorRaised and nullopt when it cannot be used
+  // Calls `then` with the checkpoint to read: the run's folder here (its newest verified one), or the
+  // newest checkpoint fetched from where the run is (off the UI thread).
+  void withCheckpoint(const ModelSource& src, std::function<void(const QString& dir)> then);
   void runWorker(const QString& worker, const QStringList& args, const QString& busyText,
                  std::function<void(bool ok, const QString& out, const QString& err)> done);
   void forkFromList(qint64 id, const QList<CheckpointChoice>& choices, const QString& error);
@@ -155,6 +183,7 @@ class StoreRunsView : public QWidget {
   QLabel* m_busyText;
   QProgressBar* m_busyBar;
   int m_busy = 0;
+  MachineProbe* m_probe = nullptr;
 };
 
 }  // namespace flotilla::ui

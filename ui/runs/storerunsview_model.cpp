@@ -14,8 +14,9 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/sample_text.h"
+#include "runs/service.h"
+#include "ui/common/background.h"
 #include "ui/runs/localruns.h"
-#include "ui/runs/remoterun.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
@@ -47,12 +48,9 @@ std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) 
   ModelSource src;
   src.name = QString::fromStdString(run->name);
   src.runDir = QString::fromStdString(run->run_dir);
-  if (RemoteRun::isNodeRunDir(src.runDir) || !QDir(src.runDir).exists()) {
-    emit errorRaised(tr("The checkpoints of %1 are not on this machine (it ran on %2): fork it here "
-                        "first, or export on its node.")
-                         .arg(src.name, QString::fromStdString(run->target)));
-    return std::nullopt;
-  }
+  src.id = id;
+  // A folder elsewhere (a run on nodes or a cluster): its newest checkpoint is fetched first.
+  src.elsewhere = src.runDir.isEmpty() || !QDir(src.runDir).exists();
   QString error;
   src.worker = m_runs->findWorker(&error);
   if (src.worker.isEmpty()) {
@@ -65,8 +63,35 @@ std::optional<StoreRunsView::ModelSource> StoreRunsView::modelSource(qint64 id) 
     src.lora = config->lora.enabled;
     src.qlora = config->lora.enabled && config->lora.base_quant == "nf4";
     src.tokenizer = QString::fromStdString(runs::run_tokenizer_path(*config));
+    if (!src.tokenizer.isEmpty() && !QFileInfo::exists(src.tokenizer)) src.tokenizer.clear();  // not here
   }
   return src;
+}
+
+void StoreRunsView::withCheckpoint(const ModelSource& src, std::function<void(const QString& dir)> then) {
+  if (!src.elsewhere) {
+    then(src.runDir);
+    return;
+  }
+  const runs::ServiceOptions options = m_runs->serviceOptions();
+  beginBusy(tr("Fetching the newest checkpoint of %1…").arg(src.name));
+  runInBackground(
+      this,
+      [options, id = src.id]() -> std::pair<QString, QString> {
+        try {
+          return {QString::fromStdString(runs::RunService(options).fetch_checkpoint(id, std::nullopt)), QString()};
+        } catch (const std::exception& e) {
+          return {QString(), QString::fromUtf8(e.what())};
+        }
+      },
+      [this, then, name = src.name](const std::pair<QString, QString>& fetched) {
+        endBusy();
+        if (fetched.first.isEmpty()) {
+          emit errorRaised(tr("Cannot fetch a checkpoint of %1: %2").arg(name, fetched.second));
+          return;
+        }
+        then(fetched.first);
+      });
 }
 
 void StoreRunsView::runWorker(const QString& worker, const QStringList& args, const QString& busyText,
@@ -115,9 +140,11 @@ bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
       src->qlora  ? tr("Merging the adapter of %1 into its base dequantised from 4-bit NF4…").arg(src->name)
       : src->lora ? tr("Merging the adapter of %1 into its base…").arg(src->name)
                   : tr("Exporting the weights of %1…").arg(src->name);
+  withCheckpoint(*src, [=, this, worker = src->worker, lora = src->lora, qlora = src->qlora](const QString& dir) mutable {
+  args[2] = dir;
   runWorker(
-      src->worker, args, busy,
-      [this, target, lora = src->lora, qlora = src->qlora](bool ok, const QString&, const QString& err) {
+      worker, args, busy,
+      [this, target, lora, qlora](bool ok, const QString&, const QString& err) {
         if (ok) {
           emit message(qlora ? tr("Merged model exported to %1: the adapter merged into its base dequantised "
                                   "from 4-bit NF4 (QLoRA), not into the original weights")
@@ -129,6 +156,7 @@ bool StoreRunsView::exportWeights(qint64 id, const QString& path) {
         }
         emit weightsExported(ok, ok ? target : err);
       });
+  });
   return true;
 }
 
@@ -148,12 +176,14 @@ bool StoreRunsView::exportAdapter(qint64 id, const QString& path) {
                  : QFileDialog::getSaveFileName(this, tr("Export the LoRA adapter to a folder"), suggested);
     if (target.isEmpty()) return false;
   }
-  const QStringList args{
+  QStringList args{
       QStringLiteral("export"), QStringLiteral("--checkpoint"), src->runDir, QStringLiteral("--format"),
       QStringLiteral("peft"),   QStringLiteral("--out"),        target};
+  withCheckpoint(*src, [=, this, worker = src->worker, name = src->name, qlora = src->qlora](const QString& dir) mutable {
+  args[2] = dir;
   runWorker(
-      src->worker, args, tr("Exporting the LoRA adapter of %1…").arg(src->name),
-      [this, target, qlora = src->qlora](bool ok, const QString&, const QString& err) {
+      worker, args, tr("Exporting the LoRA adapter of %1…").arg(name),
+      [this, target, qlora](bool ok, const QString&, const QString& err) {
         if (ok && qlora)
           emit message(
               tr("LoRA adapter exported to %1 (PEFT: PeftModel.from_pretrained(base, folder)); trained "
@@ -167,6 +197,7 @@ bool StoreRunsView::exportAdapter(qint64 id, const QString& path) {
           emit errorRaised(tr("Export failed: %1").arg(err));
         emit adapterExported(ok, ok ? target : err);
       });
+  });
   return true;
 }
 
@@ -194,9 +225,11 @@ bool StoreRunsView::sampleModel(qint64 id, const QString& prompt) {
     // No tokenizer (the synthetic demo): the model's own token ids, from token 0.
     args << QStringLiteral("--prompt-ids") << QStringLiteral("0");
   }
-  runWorker(src->worker, args, tr("Sampling from %1…").arg(src->name),
-            [this, name = src->name, ids = src->tokenizer.isEmpty()](bool ok, const QString& out,
-                                                                     const QString& err) {
+  withCheckpoint(*src, [=, this, worker = src->worker, name = src->name, ids = src->tokenizer.isEmpty()](
+                           const QString& dir) mutable {
+  args[2] = dir;
+  runWorker(worker, args, tr("Sampling from %1…").arg(name),
+            [this, name, ids](bool ok, const QString& out, const QString& err) {
               const QString result =
                   !ok ? err
                   : ids ? tr("Token ids (this run has no tokenizer to decode them): %1").arg(out.trimmed())
@@ -213,6 +246,7 @@ bool StoreRunsView::sampleModel(qint64 id, const QString& prompt) {
               }
               emit sampled(ok, result);
             });
+  });
   return true;
 }
 

@@ -70,21 +70,6 @@ std::optional<db::Run> StoreService::run(qint64 id) {
   return out;
 }
 
-QVector<db::Run> StoreService::runningLocalRuns() {
-  QVector<db::Run> out;
-  try {
-    m_writer->run([&](db::Database& db) {
-      db::RunFilter filter;
-      filter.statuses = {db::RunStatus::kRunning};
-      for (const db::RunListItem& item : db::list_runs(db, filter))
-        if (item.run.target == "local") out.append(item.run);
-    });
-  } catch (const db::DbError& e) {
-    emit storeError(QString::fromUtf8(e.what()));
-  }
-  return out;
-}
-
 void StoreService::settleStaleRuns(const QString& origin) {
   if (m_settle && !m_settle->isFinished()) return;  // one settling at a time; it covers every run
   if (m_settle) {

@@ -44,8 +44,6 @@ class StoreService : public QObject {
   QString uniqueName(const QString& base);
   // The stored run, read on the writer's connection (small, synchronous).
   std::optional<flotilla::db::Run> run(qint64 id);
-  // Runs the store says are running on this machine (for re-attach at start).
-  QVector<flotilla::db::Run> runningLocalRuns();
   void addEvent(qint64 id, const QString& level, const QString& message);
   // Settles the store's stale local runs (runs/stale_runs.h) on a thread of its own; each one
   // settled is reported by runEnded.

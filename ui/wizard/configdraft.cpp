@@ -28,14 +28,6 @@ std::string gpuProfileName(const QString& gpuName) {
   return {};
 }
 
-// run.device for a target: GPUs here, on the nodes or asked of the cluster run on CUDA.
-std::string deviceOf(const HardwareTarget& t) {
-  const bool gpu = t.kind == HardwareTarget::Kind::Gpu ||
-                   (t.kind == HardwareTarget::Kind::Nodes && !t.deviceName.isEmpty()) ||
-                   (t.kind == HardwareTarget::Kind::Cluster && t.gpusPerNode > 0);
-  return gpu ? "cuda" : "cpu";
-}
-
 bool sameTarget(const HardwareTarget& a, const HardwareTarget& b) {
   return a.kind == b.kind && a.nodes == b.nodes && a.cluster == b.cluster;
 }
@@ -313,6 +305,14 @@ void ConfigDraft::rebuildTargets(const QList<HardwareTarget>& machine, const QLi
       if (m_targets[i].kind == HardwareTarget::Kind::Cpu) m_target = i;
   }
   applyClusterLaunch();
+}
+
+// GPUs here, on the nodes or asked of the cluster run on CUDA.
+std::string deviceOf(const HardwareTarget& t) {
+  const bool gpu = t.kind == HardwareTarget::Kind::Gpu ||
+                   (t.kind == HardwareTarget::Kind::Nodes && !t.deviceName.isEmpty()) ||
+                   (t.kind == HardwareTarget::Kind::Cluster && t.gpusPerNode > 0);
+  return gpu ? "cuda" : "cpu";
 }
 
 void ConfigDraft::applyDevice() { m_config.run.device = deviceOf(target()); }

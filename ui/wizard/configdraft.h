@@ -89,6 +89,9 @@ QList<HardwareTarget> clusterTargets(const QList<StoredCluster>& clusters);
 flotilla::DeviceProfile deviceProfileFor(const HardwareTarget& target, const flotilla::RunConfig& config,
                                          int ranks);
 
+// run.device for a target: "cuda" for GPUs (here, on nodes with a probed GPU, asked of a cluster), else "cpu".
+std::string deviceOf(const HardwareTarget& target);
+
 // Tokens per step when train.global_batch_tokens is 0 (no accumulation) for this layout.
 qint64 naturalBatchTokens(const flotilla::RunConfig& config);
 

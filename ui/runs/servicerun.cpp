@@ -1,0 +1,789 @@
+// One run as the app shows it (see servicerun.h): the runs service's lifecycle on a thread of the
+// run's own, its records and notes posted to the UI thread.
+#include "ui/runs/servicerun.h"
+
+#include <QCoreApplication>
+#include <QDeadlineTimer>
+#include <QDir>
+#include <QLocale>
+#include <QMetaObject>
+#include <QMutex>
+#include <QThread>
+#include <QWaitCondition>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "db/database.h"
+#include "db/queries.h"
+#include "db/run_records.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "runs/node_run.h"
+#include "runs/process.h"
+#include "runs/run_status.h"
+#include "ui/common/numberformat.h"
+#include "ui/runs/servicecompat.h"
+
+namespace flotilla::ui {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// One question to the UI thread and its answer; the answer is wiped when the last owner lets go.
+struct PassphraseAsk {
+  QMutex mutex;
+  QWaitCondition answered;
+  bool done = false;
+  bool abandoned = false;  // the thread stopped waiting (the run is being left): do not ask
+  std::optional<std::string> answer;
+  ~PassphraseAsk() {
+    if (answer) wipeSecret(*answer);
+  }
+};
+
+QStringList toQt(const std::vector<std::string>& list) {
+  QStringList out;
+  for (const auto& s : list) out << QString::fromStdString(s);
+  return out;
+}
+
+// GCC 12 at -O3 reports the variant's other alternatives as maybe-uninitialized here (a false
+// positive the same code did not trigger inside a lambda).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The records the store has of run `id` (its start, steps and evaluations), in order: what a page
+// shows of a run that is not watched here, or what was stored before this app attached.
+std::vector<MetricsRecord> storedRecords(const db::Database& reader, int64_t id) {
+  std::vector<MetricsRecord> records;
+  const db::Run run = db::get_run(reader, id);
+  {
+    MetricsRecord start;
+    start.type = MetricsRecordType::kRunStart;
+    start.time = run.started_at.value_or(0);
+    RunStartRecord rs;
+    rs.run = run.name;
+    rs.world_size = static_cast<int>(run.world_size.value_or(1));
+    rs.parameters = static_cast<uint64_t>(run.parameters.value_or(0));
+    for (const auto& [key, value] : db::flatten_config(run.config_json))
+      if (key == "train.steps") rs.planned_steps = std::atoll(value.c_str());
+    start.body = rs;
+    records.push_back(std::move(start));
+  }
+  const std::vector<std::string> names = {"loss",     "lr",     "tokens_per_s", "mfu",
+                                          "val_loss", "tokens", "step_ms"};
+  for (const db::StepRow& row : db::step_rows(reader, id, names)) {
+    if (!std::isnan(row.values[0])) {
+      MetricsRecord r;
+      r.type = MetricsRecordType::kStep;
+      r.time = row.time;
+      StepRecord s;
+      s.step = row.step;
+      s.loss = static_cast<float>(row.values[0]);
+      s.lr = std::isnan(row.values[1]) ? 0 : row.values[1];
+      s.tokens_per_s = std::isnan(row.values[2]) ? 0 : row.values[2];
+      s.mfu = std::isnan(row.values[3]) ? 0 : row.values[3];
+      s.tokens = std::isnan(row.values[5]) ? 0 : static_cast<int64_t>(row.values[5]);
+      s.step_ms = std::isnan(row.values[6]) ? 0 : row.values[6];
+      r.body = s;
+      records.push_back(std::move(r));
+    }
+    if (!std::isnan(row.values[4])) {
+      MetricsRecord r;
+      r.type = MetricsRecordType::kEval;
+      r.time = row.time;
+      EvalRecord e;
+      e.step = row.step;
+      e.val_loss = static_cast<float>(row.values[4]);
+      r.body = e;
+      records.push_back(std::move(r));
+    }
+  }
+  return records;
+}
+#pragma GCC diagnostic pop
+
+db::Database openReader(const std::string& path) {
+  db::OpenOptions o;
+  o.create = false;
+  o.quick_check = false;
+  return db::Database(path, o);
+}
+
+}  // namespace
+
+runs::RecoveryChoice toRunsRecovery(const RecoveryChoice& choice) {
+  runs::RecoveryChoice r;
+  r.enabled = choice.enabled;
+  for (const QString& n : choice.spares) r.spares.push_back(n.toStdString());
+  r.max_recoveries = choice.maxRecoveries;
+  r.settle_seconds = choice.settleSeconds;
+  r.mirror = choice.mirrorCheckpoints;
+  return r;
+}
+
+RecoveryChoice fromRunsRecovery(const runs::RecoveryChoice& r) {
+  RecoveryChoice c;
+  c.enabled = r.enabled;
+  c.spares = toQt(r.spares);
+  c.maxRecoveries = r.max_recoveries;
+  c.settleSeconds = r.settle_seconds;
+  c.mirrorCheckpoints = r.mirror;
+  return c;
+}
+
+const char* const kRecoveryPolicyEvent = runs::kRecoveryPolicyEvent;
+
+QString recoveryPolicyJson(const RecoveryChoice& choice) {
+  runs::RecoveryPolicy p;
+  p.enabled = choice.enabled;
+  for (const QString& n : choice.spares) p.spares.push_back(n.toStdString());
+  p.max_recoveries = choice.maxRecoveries;
+  p.settle_seconds = choice.settleSeconds;
+  p.mirror = choice.mirrorCheckpoints;
+  return QString::fromStdString(runs::recovery_policy_json(p));
+}
+
+RecoveryChoice recoveryChoiceFromJson(const QString& fieldsJson) {
+  const runs::RecoveryPolicy p = runs::recovery_policy_from_json(fieldsJson.toStdString());
+  RecoveryChoice c;
+  c.enabled = p.enabled;
+  c.spares = toQt(p.spares);
+  c.maxRecoveries = p.max_recoveries;
+  c.settleSeconds = p.settle_seconds;
+  c.mirrorCheckpoints = p.mirror;
+  return c;
+}
+
+// What the UI thread learns once the service has opened the run.
+struct ServiceRun::Opened {
+  qint64 id = 0;
+  QString name, where, folder, commandLine, jobId, checkpointRefusal, cluster;
+  QStringList nodes;
+  qint64 pid = 0, totalSteps = 0;
+  bool runningWhenFound = true;
+  std::optional<db::Run> stored;
+  std::optional<RecoveryChoice> recovery;
+};
+
+ServiceRun::ServiceRun(const QString& name, const runs::ServiceOptions& options, QObject* parent)
+    : RunHandle(parent), m_name(name), m_options(options), m_lastLoss(kNaN), m_lastValLoss(kNaN) {
+  // This run's own passphrase question: it gives up when the run is being left.
+  m_options.ssh.passphrase = [this](const std::string& node, const std::string& key) {
+    return askPassphrase(node, key);
+  };
+}
+
+ServiceRun::~ServiceRun() {
+  if (m_thread) {
+    // Torn down while still watched (not detached, no close question: a test, a crash path): a
+    // worker process of this machine is ended rather than orphaned unwatched, as before; a run
+    // elsewhere goes on there and the next start re-attaches it.
+    if (!m_thread->isFinished() && !m_leave.load() && m_pid > 0 && isActive())
+      m_killFlag.store(true);
+    else
+      m_leave.store(true);
+    m_thread->wait();
+    delete m_thread;
+  }
+}
+
+void ServiceRun::setPlacement(const runs::Placement& where) {
+  m_checkpointRefusal = compat::checkpointRefusal(where);
+  m_nodes = toQt(where.nodes);
+  m_cluster = QString::fromStdString(where.cluster);
+  m_recovery = fromRunsRecovery(where.recovery);
+}
+
+qint64 ServiceRun::liveWorkerPid(const QString& runDir) {
+  return runs::live_worker_pid(runDir.toStdString());
+}
+
+bool ServiceRun::isFinished() const { return m_thread && m_thread->isFinished(); }
+
+QString ServiceRun::metricsPath() const {
+  return m_runDir.isEmpty() ? QString() : QDir(m_runDir).filePath(QString::fromLatin1(runs::kMetricsFile));
+}
+QString ServiceRun::workerLogPath() const {
+  return m_runDir.isEmpty() ? QString() : QDir(m_runDir).filePath(QString::fromLatin1(runs::kWorkerLogFile));
+}
+
+std::optional<std::string> ServiceRun::askPassphrase(const std::string& node, const std::string& keyPath) {
+  std::optional<std::string> out;
+  if (!m_prompt || m_leave.load()) return out;
+  auto ask = std::make_shared<PassphraseAsk>();
+  // Posted to the application, not to this object, with a copy of the prompt: the dialog runs
+  // in a nested event loop, during which this object may go away; the call touches only `ask`.
+  QMetaObject::invokeMethod(
+      QCoreApplication::instance(),
+      [ask, prompt = m_prompt, n = QString::fromStdString(node), k = QString::fromStdString(keyPath)] {
+        {
+          QMutexLocker lock(&ask->mutex);
+          if (ask->abandoned) return;
+        }
+        std::optional<std::string> typed = prompt(n, k);
+        QMutexLocker lock(&ask->mutex);
+        if (typed) {
+          ask->answer.emplace(*typed);
+          wipeSecret(*typed);
+        }
+        ask->done = true;
+        ask->answered.wakeAll();
+      },
+      Qt::QueuedConnection);
+  QMutexLocker lock(&ask->mutex);
+  while (!ask->done && !m_leave.load()) ask->answered.wait(&ask->mutex, QDeadlineTimer(200));
+  ask->abandoned = true;
+  if (ask->done && ask->answer) {
+    out.emplace(*ask->answer);
+    wipeSecret(*ask->answer);
+    ask->answer.reset();
+  }
+  return out;  // the session wipes it after one use
+}
+
+void ServiceRun::postLog(const QString& level, const std::string& text) {
+  QMetaObject::invokeMethod(
+      this, [this, level, t = QString::fromStdString(text)] { appendLog(level, t); }, Qt::QueuedConnection);
+}
+
+ServiceRun::Opened ServiceRun::describe(runs::ActiveRun& active) const {
+  Opened o;
+  o.id = active.id();
+  o.name = QString::fromStdString(active.name());
+  o.where = QString::fromStdString(active.where_text());
+  o.folder = QString::fromStdString(active.folder_text());
+  o.commandLine = compat::commandLine(active);
+  o.jobId = compat::jobId(active);
+  o.checkpointRefusal = QString::fromStdString(active.checkpoint_refusal());
+  o.totalSteps = active.total_steps();
+  o.runningWhenFound = active.running_when_found();
+  o.pid = compat::localPid(active);
+  if (o.id > 0 && !m_options.ssh.database_path.empty()) {
+    try {
+      const db::Database reader = openReader(m_options.ssh.database_path);
+      o.stored = db::get_run(reader, o.id);
+      const runs::Placement place = compat::placementOf(*o.stored);
+      o.nodes = toQt(place.nodes);
+      o.cluster = QString::fromStdString(place.cluster);
+      const runs::RecoveryPolicy p = runs::stored_recovery_policy(reader, o.id);
+      RecoveryChoice c;
+      c.enabled = p.enabled;
+      c.spares = toQt(p.spares);
+      c.maxRecoveries = p.max_recoveries;
+      c.settleSeconds = p.settle_seconds;
+      c.mirrorCheckpoints = p.mirror;
+      o.recovery = c;
+    } catch (const std::exception&) {
+      // The store answers the next time; what the service said is shown meanwhile.
+    }
+  }
+  return o;
+}
+
+void ServiceRun::onOpened(const Opened& o) {
+  const bool idChanged = o.id > 0 && o.id != m_storeId;
+  if (o.id > 0) m_storeId = o.id;
+  if (!o.name.isEmpty()) m_name = o.name;
+  m_where = o.where;
+  m_runDir = o.folder;
+  m_folderHere = !m_runDir.isEmpty() && QDir(m_runDir).exists();
+  m_commandLine = o.commandLine;
+  m_pid = o.pid;
+  m_jobId = o.jobId;
+  m_checkpointRefusal = o.checkpointRefusal;
+  if (!o.nodes.isEmpty() || !o.cluster.isEmpty()) {
+    m_nodes = o.nodes;
+    m_cluster = o.cluster;
+  }
+  if (o.recovery) m_recovery = *o.recovery;
+  // A started run says its length in its run_start record; one found going may have said it already.
+  if (m_showStored && m_plannedSteps == 0) m_plannedSteps = o.totalSteps;
+  if (o.stored) {
+    m_storedStart = o.stored->started_at.value_or(0);
+    m_storedEnd = 0;
+  }
+  if (!m_commandLine.isEmpty()) appendLog(QStringLiteral("info"), tr("$ %1").arg(m_commandLine));
+  if (m_pid > 0)
+    appendLog(QStringLiteral("info"),
+              tr("worker started (pid %1); its output goes to %2").arg(m_pid).arg(workerLogPath()));
+  else if (m_showStored)
+    appendLog(QStringLiteral("info"),
+              o.runningWhenFound
+                  ? tr("re-attached to %1 (%2): the run is still going").arg(m_where, m_runDir)
+                  : tr("re-attached to %1 (%2): the run already ended").arg(m_where, m_runDir));
+  else
+    appendLog(QStringLiteral("info"), tr("%1 on %2 (%3)").arg(m_name, m_where, m_runDir));
+  logRecovery();
+  if (idChanged) emit storeIdKnown(m_storeId);
+  emit changed();
+}
+
+void ServiceRun::logRecovery() {
+  if (!m_recovery.enabled || m_recoveryLogged) return;
+  m_recoveryLogged = true;
+  appendLog(QStringLiteral("info"),
+            m_recovery.spares.isEmpty()
+                ? tr("automatic recovery after a preemption: on (at most %1 times; no spare node: a lost "
+                     "node's ranks move to the nodes that remain)")
+                      .arg(m_recovery.maxRecoveries)
+                : tr("automatic recovery after a preemption: on (at most %1 times; spare nodes %2)")
+                      .arg(m_recovery.maxRecoveries)
+                      .arg(m_recovery.spares.join(QStringLiteral(", "))));
+}
+
+void ServiceRun::open(Open how, const QString& what, bool onThisThread, bool showStored) {
+  Q_ASSERT(m_state == State::NotStarted && !m_thread);
+  m_showStored = showStored;
+  m_startedAt = QDateTime::currentDateTime();
+  m_clock.start();
+  if (!what.isEmpty()) appendLog(QStringLiteral("info"), what);
+  logRecovery();
+  setState(State::Running);
+  std::shared_ptr<runs::ActiveRun> active;
+  if (onThisThread) {
+    try {
+      runs::RunService service(m_options);
+      active = how(service, [this](const std::string& line) {
+        appendLog(QStringLiteral("info"), QString::fromStdString(line));
+      });
+    } catch (const std::exception& e) {
+      fail(QString::fromUtf8(e.what()));
+      return;
+    }
+    onOpened(describe(*active));
+    how = nullptr;
+  }
+  m_thread = QThread::create([this, how, active] { run(how, active); });
+  m_thread->start();
+}
+
+void ServiceRun::run(Open how, std::shared_ptr<runs::ActiveRun> active) {
+  if (!active) {
+    try {
+      runs::RunService service(m_options);
+      active = how(service, [this](const std::string& line) { postLog(QStringLiteral("info"), line); });
+    } catch (const std::exception& e) {
+      QMetaObject::invokeMethod(
+          this, [this, e = QString::fromUtf8(e.what())] { fail(e); }, Qt::QueuedConnection);
+      return;
+    }
+    Opened o = describe(*active);
+    // A run found going (an attach): what the store has of it so far is shown first, once.
+    if (m_showStored && o.id > 0) {
+      try {
+        const db::Database reader = openReader(m_options.ssh.database_path);
+        emitRecords(storedRecords(reader, o.id));
+      } catch (const std::exception& e) {
+        postLog(QStringLiteral("warning"), std::string("the stored metrics could not be read: ") + e.what());
+      }
+    }
+    QMetaObject::invokeMethod(
+        this, [this, o] { onOpened(o); }, Qt::QueuedConnection);
+  }
+  runs::WatchHooks hooks;
+  watchHooks(hooks);
+  runs::WatchResult result;
+  QString error;
+  try {
+    result = active->watch(hooks);
+  } catch (const std::exception& e) {
+    result.exit_code = -1;
+    result.end.status = db::RunStatus::kFailed;
+    result.end.note = e.what();
+    error = QString::fromUtf8(e.what());
+  }
+  active.reset();  // closes its sessions on this thread
+  const qint64 upTo = static_cast<qint64>(m_feed->size());
+  QMetaObject::invokeMethod(
+      this,
+      [this, result, error, upTo] {
+        deliver(upTo);
+        onEnded(result, error);
+      },
+      Qt::QueuedConnection);
+}
+
+void ServiceRun::watchHooks(runs::WatchHooks& hooks) {
+  hooks.note = [this](const std::string& line) {
+    postLog(QStringLiteral("warning"), line);
+    QMetaObject::invokeMethod(
+        this,
+        [this, n = QString::fromStdString(line)] {
+          m_note = n;
+          emit changed();
+        },
+        Qt::QueuedConnection);
+    // A recovery may have moved the run: show where it is now, as the store has it.
+    if (m_storeId > 0 && !m_options.ssh.database_path.empty()) {
+      try {
+        const db::Database reader = openReader(m_options.ssh.database_path);
+        const db::Run run = db::get_run(reader, m_storeId);
+        const runs::Placement place = compat::placementOf(run);
+        QMetaObject::invokeMethod(
+            this,
+            [this, nodes = toQt(place.nodes),
+             where = QString::fromStdString(runs::RunService::where_text(run))] {
+              if (!nodes.isEmpty()) m_nodes = nodes;
+              m_where = where;
+              emit changed();
+            },
+            Qt::QueuedConnection);
+      } catch (const std::exception&) {
+      }
+    }
+  };
+  hooks.on_budget = [this](const db::BudgetStatus& b) {
+    postBudget(b.message, b.action == db::BudgetAction::kStop);
+  };
+  hooks.on_committed = [this](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
+  hooks.stop_requested = [this] { return m_stopFlag.load(); };
+  hooks.checkpoint_requested = [this] { return m_checkpointFlag.exchange(false); };
+  hooks.kill_requested = [this] { return m_killFlag.load(); };
+  hooks.leave_requested = [this] { return m_leave.load(); };
+}
+
+void ServiceRun::emitRecords(const std::vector<MetricsRecord>& records) {
+  if (records.empty()) return;
+  m_feed->append(records);
+  const qint64 upTo = static_cast<qint64>(m_feed->size());
+  QMetaObject::invokeMethod(
+      this, [this, upTo] { deliver(upTo); }, Qt::QueuedConnection);
+}
+
+void ServiceRun::review(State state, const QString& databasePath) {
+  Q_ASSERT(m_state == State::NotStarted);
+  m_startedAt = QDateTime::currentDateTime();
+  m_clock.start();
+  m_endMs = 0;
+  setState(state);
+  // What the store has of the run (never the worker's file a second time), read off the UI thread.
+  const std::string path = databasePath.toStdString();
+  const int64_t id = m_storeId;
+  m_thread = QThread::create([this, path, id] {
+    std::vector<MetricsRecord> records;
+    try {
+      const db::Database reader = openReader(path);
+      const db::Run run = db::get_run(reader, id);
+      const runs::RunSpeed speed = runs::run_speed(reader, run);
+      QMetaObject::invokeMethod(
+          this,
+          [this, speed, where = QString::fromStdString(runs::RunService::where_text(run))] {
+            m_storedSpeed = speed;
+            m_where = where;
+          },
+          Qt::QueuedConnection);
+      records = storedRecords(reader, id);
+    } catch (const std::exception& e) {
+      postLog(QStringLiteral("warning"), std::string("the stored metrics could not be read: ") + e.what());
+      return;
+    }
+    emitRecords(records);
+  });
+  m_thread->start();
+}
+
+void ServiceRun::deliver(qint64 upTo) {
+  if (upTo <= m_delivered) return;
+  const std::vector<MetricsRecord> records =
+      m_feed->copy(static_cast<size_t>(m_delivered), static_cast<size_t>(upTo));
+  m_delivered = upTo;
+  for (const MetricsRecord& r : records) handle(r);
+  emit changed();
+}
+
+void ServiceRun::stop() {
+  if (m_state != State::Running) return;
+  appendLog(
+      QStringLiteral("info"),
+      tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then exits"));
+  m_stopRequested = true;
+  setState(State::Stopping);
+  m_stopFlag.store(true);
+}
+
+void ServiceRun::checkpointNow() {
+  if (m_state != State::Running || !canCheckpoint()) return;
+  appendLog(QStringLiteral("info"),
+            tr("checkpoint requested (SIGUSR1): the worker saves one at its next step boundary and goes on"));
+  m_checkpointFlag.store(true);
+}
+
+void ServiceRun::kill() {
+  if (!isActive()) return;
+  m_killRequested = true;
+  appendLog(QStringLiteral("warning"), tr("kill requested: progress since the last checkpoint is lost"));
+  m_killFlag.store(true);
+}
+
+void ServiceRun::detach() {
+  if (!isActive()) return;
+  m_leave.store(true);
+  if (m_thread) m_thread->wait();  // returns within one poll: the watcher flushes and leaves
+  deliver(static_cast<qint64>(m_feed->size()));
+  appendLog(QStringLiteral("info"),
+            tr("left running on %1: it goes on in %2 after Flotilla closes").arg(m_where, m_runDir));
+  m_endMs = m_clock.elapsed();
+  setState(State::Detached);
+}
+
+void ServiceRun::setStored(const flotilla::db::Run& run) {
+  m_storedStart = run.started_at.value_or(0);
+  m_storedEnd = run.ended_at.value_or(0);
+  if (m_runDir.isEmpty()) {
+    m_runDir = QString::fromStdString(run.run_dir);
+    m_folderHere = !m_runDir.isEmpty() && QDir(m_runDir).exists();
+  }
+  if (m_where.isEmpty()) m_where = QString::fromStdString(runs::RunService::where_text(run));
+  if (run.status != db::RunStatus::kRunning && run.status != db::RunStatus::kCreated &&
+      run.status != db::RunStatus::kQueued) {
+    m_endStatus = run.status;
+    m_endNote = QString::fromStdString(run.status_note);
+    if (run.exit_code) m_exitCode = static_cast<int>(*run.exit_code);
+  }
+}
+
+qint64 ServiceRun::elapsedMs() const {
+  if (m_storedStart > 0) {  // the store's clock: the whole run, across sessions
+    const bool ended = !isActive() && m_state != State::NotStarted && m_state != State::Detached;
+    const double end = ended && m_storedEnd > 0
+                           ? m_storedEnd
+                           : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+    return std::max<qint64>(0, static_cast<qint64>((end - m_storedStart) * 1000.0));
+  }
+  if (!m_clock.isValid()) return 0;
+  return m_endMs >= 0 ? m_endMs : m_clock.elapsed();
+}
+
+QString ServiceRun::stateText() const {
+  // A run here goes without saying; another place is named while the run goes on there.
+  const QString where = placeText().isEmpty() ? QString() : tr(" on %1").arg(placeText());
+  switch (m_state) {
+    case State::NotStarted:
+      return tr("not started");
+    case State::Running:
+      return m_note.isEmpty() ? tr("running%1").arg(where) : tr("running%1 · %2").arg(where, m_note);
+    case State::Stopping:
+      return tr("stopping%1…").arg(where);
+    case State::Detached:
+      return tr("left running%1").arg(where);
+    case State::Failed:
+      if (m_endStatus == db::RunStatus::kRunning || (m_exitCode < 0 && !m_error.isEmpty()))
+        return tr("failed (%1)").arg(m_error.isEmpty() ? tr("the run could not be watched") : m_error);
+      break;
+    case State::Completed:
+    case State::Stopped:
+    case State::Killed:
+      break;
+  }
+  // Ended: the store's status and note in the runs layer's words, as the Runs page and the CLI say.
+  return QString::fromStdString(runs::status_text(m_endStatus, m_endNote.toStdString()));
+}
+
+runs::RunSpeed ServiceRun::runSpeed() const {
+  if (m_summary && m_summary->mean_tokens_per_s > 0) {
+    runs::RunSpeed s;
+    s.tokens_per_s = m_summary->mean_tokens_per_s;
+    s.mfu = m_summary->mean_mfu;
+    s.from_summary = true;
+    return s;
+  }
+  if (m_storedSpeed) return *m_storedSpeed;
+  return m_speed.value();
+}
+
+QString ServiceRun::failureReason() const {
+  if (m_state != State::Failed) return {};
+  if (!m_lastError.isEmpty()) return m_lastError;
+  if (!m_error.isEmpty()) return m_error;
+  return m_endNote;
+}
+
+void ServiceRun::handle(const MetricsRecord& r) {
+  emit recordReceived(r);
+  switch (r.type) {
+    case MetricsRecordType::kStep: {
+      if (r.rank != 0) return;
+      const StepRecord& s = r.step();
+      m_note.clear();  // training goes on: whatever the watcher noted is over
+      m_lastStep = s.step;
+      m_lastLoss = static_cast<double>(s.loss);
+      m_tokensPerSec = s.tokens_per_s;
+      m_mfu = s.mfu;
+      m_speed.add(s.step, s.tokens_per_s, s.mfu);
+      m_series.append(QLatin1String(kSeriesLoss), double(s.step), m_lastLoss);
+      m_series.append(QLatin1String(kSeriesLr), double(s.step), s.lr);
+      m_series.append(QLatin1String(kSeriesTokensPerSec), double(s.step), m_tokensPerSec);
+      m_series.append(QLatin1String(kSeriesMfu), double(s.step), m_mfu);
+      emit stepReceived(s.step, m_lastLoss, s.lr, m_tokensPerSec, m_mfu);
+      break;
+    }
+    case MetricsRecordType::kEval: {
+      const EvalRecord& e = r.eval();
+      m_lastValLoss = static_cast<double>(e.val_loss);
+      m_series.append(QLatin1String(kSeriesValLoss), double(e.step), m_lastValLoss);
+      appendLog(QStringLiteral("info"),
+                tr("eval at step %1: validation loss %2").arg(e.step).arg(formatMetric(m_lastValLoss)));
+      emit evalReceived(e.step, m_lastValLoss);
+      break;
+    }
+    case MetricsRecordType::kCheckpoint: {
+      const CheckpointRecord& c = r.checkpoint();
+      m_lastCheckpoint = QString::fromStdString(c.dir);
+      const double mb = static_cast<double>(c.bytes) / (1024.0 * 1024.0);
+      appendLog(QStringLiteral("info"), tr("checkpoint at step %1 (%2): %3, %4 MiB in %5 s")
+                                            .arg(c.step)
+                                            .arg(QString::fromStdString(c.reason), m_lastCheckpoint)
+                                            .arg(mb, 0, 'f', 1)
+                                            .arg(c.seconds, 0, 'f', 2));
+      emit checkpointReceived(c.step, m_lastCheckpoint);
+      break;
+    }
+    case MetricsRecordType::kEvent: {
+      const QString level = QString::fromStdString(r.event().level);
+      const QString message = QString::fromStdString(r.event().message);
+      if (level == QLatin1String("error")) m_lastError = message;
+      appendLog(level, message);
+      emit eventReceived(level, message);
+      break;
+    }
+    case MetricsRecordType::kRunStart: {
+      const RunStartRecord& s = r.run_start();
+      if (s.planned_steps > 0) m_plannedSteps = s.planned_steps;
+      QString text = tr("run %1 started: %2M parameters, %3 steps, world size %4")
+                         .arg(QString::fromStdString(s.run))
+                         .arg(static_cast<double>(s.parameters) / 1e6, 0, 'f', 2)
+                         .arg(m_plannedSteps)
+                         .arg(s.world_size);
+      if (!s.resumed_from.empty())
+        text += tr(", resumed from %1").arg(QString::fromStdString(s.resumed_from));
+      appendLog(QStringLiteral("info"), text);
+      break;
+    }
+    case MetricsRecordType::kSummary:
+      m_summary = r.summary();
+      appendLog(QStringLiteral("info"), tr("summary: %1").arg(summaryText()));
+      break;
+    case MetricsRecordType::kSample: {
+      if (!m_decoder) {  // the run's tokenizer, found from its stored config
+        std::string path;
+        try {
+          path = runs::run_tokenizer_path(
+              flotilla::load_config_file(QDir(m_runDir).filePath(QStringLiteral("run.toml")).toStdString()));
+        } catch (const std::exception&) {
+          // No run.toml here (the demo, a run elsewhere): the samples are shown as ids.
+        }
+        m_decoder = std::make_unique<runs::SampleDecoder>(path);
+        if (!m_decoder->error().empty())
+          appendLog(QStringLiteral("warning"),
+                    tr("the run's tokenizer at %1 did not load (%2): samples are shown as ids")
+                        .arg(QString::fromStdString(path), QString::fromStdString(m_decoder->error())));
+      }
+      const SampleRecord& s = r.sample();
+      const QString text = QString::fromStdString(m_decoder->text(s.tokens, s.text));
+      m_samples.append({s.step, text});
+      emit sampleAppended(s.step, text);
+      break;
+    }
+  }
+}
+
+void ServiceRun::onEnded(const runs::WatchResult& out, const QString& error) {
+  if (out.exit_code == runs::kLeft && m_leave.load()) return;  // detach() handles the rest
+  m_exitCode = out.exit_code;
+  m_exitStatus = out.signal > 0 ? QProcess::CrashExit : QProcess::NormalExit;
+  m_endMs = m_clock.elapsed();
+  if (!error.isEmpty()) m_error = error;
+  if (m_storedStart > 0)
+    m_storedEnd =
+        out.end.at > 0 ? out.end.at : static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+  m_endNote = QString::fromStdString(out.end.note);
+  m_endStatus = out.end.status;
+  State next = State::Failed;
+  // The watcher gave the run up (its place unreachable, a job still queued): it goes on there.
+  const bool left = out.exit_code == runs::kLeft ||
+                    (!out.recorded && error.isEmpty() && out.exit_code == static_cast<int>(ExitCode::kComm));
+  if (left) {
+    next = State::Detached;
+  } else {
+    switch (out.end.status) {
+      case db::RunStatus::kCompleted:
+        next = State::Completed;
+        break;
+      case db::RunStatus::kStopped:
+      case db::RunStatus::kPreempted:
+        next = m_killRequested ? State::Killed : State::Stopped;
+        break;
+      case db::RunStatus::kRunning:
+      case db::RunStatus::kQueued:
+        next = State::Detached;
+        break;
+      default:
+        next = m_killRequested ? State::Killed : State::Failed;
+        break;
+    }
+  }
+  if (!out.stored_all || (!out.recorded && !left))
+    appendLog(QStringLiteral("error"),
+              tr("the run database could not store everything (%1); metrics.jsonl keeps every record, stored "
+                 "once the database has space again")
+                  .arg(QString::fromStdString(out.store_error)));
+  if (next == State::Failed) {
+    if (!m_error.isEmpty()) appendLog(QStringLiteral("error"), m_error);
+    const QString tail = workerLogTail(8);
+    if (!tail.isEmpty()) appendLog(QStringLiteral("error"), tr("last lines of worker.log:\n%1").arg(tail));
+  }
+  setState(next);
+  appendLog(next == State::Failed ? QStringLiteral("error") : QStringLiteral("info"),
+            left
+                ? tr("no longer watched: the run goes on on %1; open it from the Runs page to watch it again")
+                      .arg(m_where)
+                : tr("worker ended: %1").arg(stateText()));
+  emit changed();
+  emit finished(m_exitCode, m_exitStatus, summaryText());
+}
+
+void ServiceRun::fail(const QString& why) {
+  m_error = why;
+  m_endStatus = flotilla::db::RunStatus::kFailed;
+  appendLog(QStringLiteral("error"), m_error);
+  m_endMs = m_clock.isValid() ? m_clock.elapsed() : 0;
+  setState(State::Failed);
+  emit changed();
+  emit finished(-1, QProcess::CrashExit, m_error);
+}
+
+void ServiceRun::setState(State state) {
+  if (state == m_state) return;
+  m_state = state;
+  emit stateChanged(state);
+}
+
+void ServiceRun::appendLog(const QString& level, const QString& text) {
+  m_log.append({level, text});
+  emit logAppended(level, text);
+}
+
+QString ServiceRun::summaryText() const {
+  if (!m_summary) return tr("no summary record (the worker did not finish its run loop)");
+  const SummaryRecord& s = *m_summary;
+  return tr("%1 steps, final loss %2, best validation loss %3, %4 s, %5 tokens/s, exit %6")
+      .arg(s.steps)
+      .arg(formatMetric(s.final_loss))
+      .arg(s.best_val_loss ? formatMetric(*s.best_val_loss) : tr("none"))
+      .arg(s.wall_s, 0, 'f', 1)
+      .arg(QLocale().toString(s.mean_tokens_per_s, 'f', 0))
+      .arg(QString::fromStdString(s.exit));
+}
+
+QString ServiceRun::workerLogTail(int maxLines) const {
+  if (m_runDir.isEmpty() || !QDir(m_runDir).exists()) return {};
+  QStringList lines;
+  for (const std::string& l : runs::worker_log_tail(m_runDir.toStdString(), maxLines))
+    lines << QString::fromStdString(l);
+  return lines.join(QLatin1Char('\n'));
+}
+
+}  // namespace flotilla::ui
