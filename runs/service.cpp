@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "db/clusters.h"
 #include "db/errors.h"
+#include "db/ingest.h"
 #include "db/nodes.h"
 #include "db/queries.h"
 #include "db/run_records.h"
@@ -153,6 +155,7 @@ struct ActiveRun::Impl {
   enum class How { kStarted, kAttached, kResumed } how = How::kStarted;  // for headline()
   // this machine
   LocalWatch local;
+  std::string command;  // the worker's command line when this process started it
   // nodes
   std::vector<Node> nodes;
   Watch node_watch;
@@ -163,6 +166,14 @@ struct ActiveRun::Impl {
 };
 
 ActiveRun::ActiveRun(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+namespace {
+// A local start's spawn, its command line kept for ActiveRun::command_line().
+SpawnOptions remembered(ActiveRun::Impl& m, SpawnOptions spawn) {
+  m.command = command_line(spawn.argv);
+  return spawn;
+}
+}  // namespace
 ActiveRun::~ActiveRun() = default;
 int64_t ActiveRun::id() const { return impl_->id; }
 const std::string& ActiveRun::name() const { return impl_->name; }
@@ -172,10 +183,28 @@ int64_t ActiveRun::total_steps() const { return impl_->total_steps; }
 bool ActiveRun::running_when_found() const { return impl_->running_found; }
 
 std::string ActiveRun::checkpoint_refusal() const {
-  if (impl_->kind == PlaceKind::kSlurm)
-    return "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), "
-           "not on request; Stop checkpoints and ends it.";
-  return "";
+  Placement where;
+  where.kind = impl_->kind;
+  return RunService::checkpoint_refusal(where);
+}
+
+std::string ActiveRun::command_line() const {
+  if (impl_->kind != PlaceKind::kHere) return "";
+  if (!impl_->command.empty()) return impl_->command;
+  // Re-attached: the live worker's own command line.
+  if (impl_->local.pid <= 0) return "";
+  std::ifstream f("/proc/" + std::to_string(impl_->local.pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  std::string arg;
+  while (std::getline(f, arg, '\0'))
+    if (!arg.empty()) argv.push_back(arg);
+  return runs::command_line(argv);
+}
+
+int64_t ActiveRun::local_pid() const { return impl_->kind == PlaceKind::kHere ? impl_->local.pid : 0; }
+
+std::string ActiveRun::job_id() const {
+  return impl_->kind == PlaceKind::kSlurm ? impl_->slurm_watch.job_id : "";
 }
 
 std::string ActiveRun::headline() const {
@@ -344,7 +373,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       }
       std::vector<std::string> argv;
       if (req.demo) {
-        argv = demo_argv(worker_of(options_), nr.run_dir, static_cast<int>(req.demo_steps));
+        argv = demo_argv(worker_of(options_), nr.run_dir, static_cast<int>(req.demo_steps), req.demo_sets);
       } else {
         TrainCommand c;
         c.worker = worker_of(options_);
@@ -354,7 +383,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
         c.no_bind = options_.no_bind;
         argv = train_argv(c);
       }
-      impl->local = start_local_run(impl->writer, nr.run_id, nr.name, spawn_for(options_, argv, nr.run_dir),
+      impl->local = start_local_run(impl->writer, nr.run_id, nr.name, remembered(*impl, spawn_for(options_, argv, nr.run_dir)),
                                     options_.origin, req.demo ? req.demo_steps : nr.config.train.steps);
       impl->id = nr.run_id;
       impl->name = nr.name;
@@ -559,7 +588,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
       for (const auto& s : req.layout.sets()) c.sets.push_back(s);
       try {
         impl->local =
-            start_local_run(impl->writer, run.id, run.name, spawn_for(options_, train_argv(c), run.run_dir),
+            start_local_run(impl->writer, run.id, run.name, remembered(*impl, spawn_for(options_, train_argv(c), run.run_dir)),
                             options_.origin, config.train.steps);
       } catch (const RunFolderBusy& e) {  // a group started there since the check above
         throw Refusal(e.what());
@@ -694,19 +723,26 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
   impl->name = run.name;
   impl->where = to.text();
   if (to.kind == PlaceKind::kHere) {
-    // Its folder here: <runs root>/<name>, new or its own from an earlier stint on this machine.
-    const std::string dir = (fs::path(options_.runs_root) / run.name).string();
-    std::error_code ec;
-    if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
-      bool own = false;
-      try {
-        own = load_config_file(dir + "/run.toml").run.name == run.name;
-      } catch (const Error&) {
-      }
-      if (!own)
-        throw Refusal("run " + run.name + " cannot move to " + dir +
-                      ": the folder holds another run's files");
+    // Its folder here: <runs root>/<name> when that is free or provably its own from an earlier stint
+    // on this machine (the store lists a checkpoint of this run inside it); else <name>-<id>, -2, ...
+    // A folder of the same name is not proof: another workspace's run of that name would lend its
+    // checkpoints (the worker resumes from the newest there) and its metrics.jsonl.
+    std::vector<db::CheckpointInfo> stored_checkpoints;
+    {
+      const db::Database rdb(options_.ssh.database_path);
+      stored_checkpoints = db::list_checkpoints(rdb, run.id);
     }
+    auto usable = [&](const std::string& d) {
+      std::error_code ec;
+      if (!fs::exists(d, ec) || fs::is_empty(d, ec)) return true;
+      for (const auto& c : stored_checkpoints)
+        if (c.dir.rfind(d + "/", 0) == 0) return true;
+      return false;
+    };
+    const fs::path root(options_.runs_root);
+    std::string dir = (root / run.name).string();
+    for (int n = 1; !usable(dir); ++n)
+      dir = (root / (run.name + "-" + std::to_string(run.id) + (n == 1 ? "" : "-" + std::to_string(n)))).string();
     config.run.out_dir = dir;
     validate_run_config(config, ranks_of(config));
     fs::create_directories(fs::path(dir) / "checkpoints");
@@ -723,6 +759,11 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
       db::write_tx(wdb, [&] {
         db::set_run_config(wdb, run.id, config_to_toml(config), config_to_json(config, -1));
         db::set_run_dir(wdb, run.id, dir);
+        // This machine's record goes on after what its metrics.jsonl holds already (an earlier stint
+        // here, stored to its end) or from 0 in a new folder: never from another folder's offset.
+        std::error_code size_ec;
+        const auto held = fs::file_size(fs::path(dir) / "metrics.jsonl", size_ec);
+        db::set_committed_offset(wdb, run.id, "metrics.jsonl", size_ec ? 0 : static_cast<int64_t>(held));
         for (const db::SshNode& n : db::run_ssh_nodes(wdb, run.id)) db::detach_node(wdb, run.id, n.id);
         db::set_run_target(wdb, run.id, "local");
         db::attach_node(wdb, run.id, db::ensure_node(wdb, "local", "local"), ranks_of(config));
@@ -738,7 +779,7 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
     c.max_restarts = config.run.max_restarts;
     c.resume = true;
     c.no_bind = options_.no_bind;
-    impl->local = start_local_run(impl->writer, run.id, run.name, spawn_for(options_, train_argv(c), dir),
+    impl->local = start_local_run(impl->writer, run.id, run.name, remembered(*impl, spawn_for(options_, train_argv(c), dir)),
                                   options_.origin, config.train.steps);
     impl->total_steps = impl->local.total_steps;
     impl->folder = dir;
@@ -915,14 +956,35 @@ Abilities RunService::abilities(const db::Run& run) const {
   // stop / checkpoint: a watcher does both; these say whether there is anything to ask
   if (!running && run.status != db::RunStatus::kQueued) a.stop = "run " + run.name + " is not running";
   if (kind == PlaceKind::kSlurm)
-    a.checkpoint =
-        "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), not "
-        "on "
-        "request; Stop checkpoints and ends it.";
+    a.checkpoint = checkpoint_refusal(placement_of(run));
   else if (!running)
     a.checkpoint = "run " + run.name + " is not running; nothing to checkpoint";
   if (kind == PlaceKind::kHere) a.remove = live_worker_delete_refusal(run);
   return a;
+}
+
+Placement RunService::placement_of(const db::Run& run) {
+  switch (kind_of(run)) {
+    case PlaceKind::kHere:
+      return Placement::here();
+    case PlaceKind::kNodes: {
+      std::vector<std::string> names;
+      std::stringstream list(run.target);
+      for (std::string name; std::getline(list, name, ',');)
+        if (!name.empty()) names.push_back(name);
+      return Placement::on_nodes(std::move(names));
+    }
+    case PlaceKind::kSlurm:
+      return Placement::on_cluster(run.target.substr(6));
+  }
+  return Placement::here();
+}
+
+std::string RunService::checkpoint_refusal(const Placement& where) {
+  if (where.kind == PlaceKind::kSlurm)
+    return "A Slurm job checkpoints on its schedule and before its time limit (the batch script's signal), "
+           "not on request; Stop checkpoints and ends it.";
+  return "";
 }
 
 std::string RunService::where_text(const db::Run& run) {
@@ -930,20 +992,10 @@ std::string RunService::where_text(const db::Run& run) {
     case PlaceKind::kHere:
       return "this machine";
     case PlaceKind::kNodes: {
-      std::string t = run.target;
-      size_t n = 1;
-      for (auto& ch : t)
-        if (ch == ',') ++n;
+      const std::vector<std::string> names = placement_of(run).nodes;
       std::string out;
-      size_t start = 0;
-      while (start <= t.size()) {
-        const size_t comma = t.find(',', start);
-        out += (out.empty() ? "" : ", ") +
-               t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-      return (n == 1 ? "node " : "nodes ") + out;
+      for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+      return (names.size() == 1 ? "node " : "nodes ") + out;
     }
     case PlaceKind::kSlurm:
       return "slurm cluster " + run.target.substr(6);

@@ -61,6 +61,7 @@ struct RunRequest {
   std::string notes;
   bool demo = false;  // `flotilla-worker demo` on this machine (its own config)
   int64_t demo_steps = 0;
+  std::vector<std::string> demo_sets;  // KEY=VALUE overrides of the demo's config (`--set`)
 };
 
 struct ResumeRequest {
@@ -123,6 +124,11 @@ class ActiveRun {
   bool running_when_found() const;  // attach: the worker was still going (else it had exited)
   // Why this run cannot be asked for a checkpoint now ("" when it can).
   std::string checkpoint_refusal() const;
+  // The worker's command line on this machine ("" elsewhere, or when it is not known), its pid
+  // there (0 elsewhere), and the Slurm job's id ("" for a run not on a cluster).
+  std::string command_line() const;
+  int64_t local_pid() const;
+  std::string job_id() const;
   // The one line a terminal prints once the run is started, attached or resumed, worded by its
   // place as `flotilla` always said it ("run x (id 3): /home/u/runs/x", "attached to run x (id 3)
   // on 2 node(s), remote dir ~/.flotilla/runs/x-3, running", "run x: resumed as slurm job 13 on
@@ -141,6 +147,11 @@ class ActiveRun {
 class RunService {
  public:
   explicit RunService(ServiceOptions options);
+  // Where a stored run ran (its nodes, the master first; its cluster), as a value a front end can
+  // offer back for a resume or fork without reading the run's target itself.
+  static Placement placement_of(const db::Run& run);
+  // Whether a run placed at `where` will take "Checkpoint now" ("" when it will), before it exists.
+  static std::string checkpoint_refusal(const Placement& where);
   ~RunService();
   const ServiceOptions& options() const { return options_; }
 

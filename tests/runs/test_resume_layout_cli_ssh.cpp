@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "check.h"
@@ -133,7 +134,17 @@ int main() {
   ::kill(run2, SIGINT);
   CHECK_MSG(wait_exit(run2) == 10, "%s", read_file(log2).c_str());
   CHECK(stored_losses(ws.db(), "mv2", &repeats).size() < static_cast<size_t>(kSteps));
+  // A folder of the same name here, another run's (another workspace's mv2, a finished run): the
+  // move must not take its checkpoints or its metrics.jsonl.
+  const std::filesystem::path foreign = std::filesystem::current_path() / "runs" / "mv2";
+  std::filesystem::remove_all(foreign);
+  std::filesystem::create_directories(foreign / "checkpoints" / "step-00002000");
+  write_text((foreign / "run.toml").string(), "[run]\nname = \"mv2\"\n");
+  const std::string foreign_metrics = "{\"v\":1,\"type\":\"step\",\"rank\":0,\"step\":1999,\"loss\":9.5}\n";
+  write_text((foreign / "metrics.jsonl").string(), foreign_metrics);
   const ProcResult moved = ws.run({"runs", "resume", "mv2", "--local", "--layout", "dp=1", "--quiet"});
+  CHECK_MSG(read_file((foreign / "metrics.jsonl").string()) == foreign_metrics,
+            "the move wrote into another run's folder %s", foreign.c_str());
   CHECK_MSG(moved.exit_code == 0, "exit %d: %s", moved.exit_code, moved.output.c_str());
   const std::map<int64_t, double> got2 = stored_losses(ws.db(), "mv2", &repeats);
   CHECK_MSG(static_cast<int64_t>(got2.size()) == kSteps && repeats == 0, "%zu steps stored, %d twice",
@@ -151,6 +162,7 @@ int main() {
     CHECK(r.status == db::RunStatus::kCompleted);
     CHECK_MSG(std::filesystem::exists(r.run_dir + "/metrics.jsonl"), "run dir %s is not on this machine",
               r.run_dir.c_str());
+    CHECK_MSG(r.run_dir != foreign.string(), "run mv2 moved into another run's folder %s", r.run_dir.c_str());
     CHECK(flotilla::parse_config_toml(r.config_toml, "t").parallel.dp == 1);
   }
   return summary("test_resume_layout_cli_ssh");

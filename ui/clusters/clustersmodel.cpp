@@ -5,8 +5,8 @@
 
 #include "db/clusters.h"
 #include "db/run_store.h"
-#include "remote/slurm_cluster.h"
-#include "remote/slurm_parse.h"
+#include "runs/node_admin.h"
+#include "runs/node_ops.h"
 
 namespace flotilla::ui {
 namespace {
@@ -31,9 +31,9 @@ std::vector<ClusterRow> loadClusterRows(const QString& databasePath) {
     row.name = q(c.name);
     row.login = q(c.login_host) + QStringLiteral(":") + QString::number(c.port);
     row.probed = !c.probe_json.empty();
-    const remote::ClusterProbe p = remote::cluster_probe_from_json(c.probe_json);
+    const runs::ClusterProbe p = runs::cluster_probe_from_json(c.probe_json);
     row.version = row.probed ? q(p.config.version) : QStringLiteral("(not probed)");
-    for (const remote::SlurmNode& n : p.nodes) {
+    for (const runs::SlurmNode& n : p.nodes) {
       ++row.nodes;
       row.gpus += n.gpus;
       if (n.state == "idle")
@@ -45,7 +45,7 @@ std::vector<ClusterRow> loadClusterRows(const QString& databasePath) {
         ++row.down;
     }
     QStringList parts;
-    for (const remote::SlurmPartition& part : p.partitions) {
+    for (const runs::SlurmPartition& part : p.partitions) {
       QStringList facts;
       if (part.is_default) facts << QStringLiteral("default");
       facts << q(part.state).toLower() << q(part.max_time)
@@ -62,7 +62,7 @@ std::vector<ClusterRow> loadClusterRows(const QString& databasePath) {
       if (active) ++row.jobsActive;
       QString text = q(run.name) + QStringLiteral(" ") + q(j.state);
       if (j.state == "PENDING" && !j.reason.empty())
-        text += QStringLiteral(": ") + q(remote::plain_reason(j.reason));
+        text += QStringLiteral(": ") + q(runs::plain_reason(j.reason));
       text += QStringLiteral(" (job ") + q(j.job_id) + QStringLiteral(")");
       jobs << text;
     }

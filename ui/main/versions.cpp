@@ -6,7 +6,7 @@
 
 #include "db/workspace.h"
 #include "flotilla/build_info.h"
-#include "remote/ssh_info.h"
+#include "runs/node_admin.h"
 #include "ui/plot/plotsupport.h"
 
 namespace flotilla::ui {
@@ -18,7 +18,7 @@ VersionInfo collectVersions() {
   v.qtBuild = QStringLiteral(QT_VERSION_STR);
   v.qcustomplot = qcustomplotVersion();
   v.sqlite = QString::fromStdString(db::sqlite_version());
-  v.libssh = QString::fromStdString(remote::libssh_version());
+  v.libssh = QString::fromStdString(runs::ssh_library_version());
   v.compiler = QStringLiteral(FLOTILLA_CXX_COMPILER);
   v.buildType = QStringLiteral(FLOTILLA_BUILD_TYPE);
   return v;

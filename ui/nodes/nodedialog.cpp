@@ -22,7 +22,7 @@ QString editorFor(const std::string& field) {
 
 }  // namespace
 
-NodeDialog::NodeDialog(const QStringList& taken, const remote::NodeFields* initial, QWidget* parent)
+NodeDialog::NodeDialog(const QStringList& taken, const runs::NodeFields* initial, QWidget* parent)
     : QDialog(parent), m_taken(taken), m_spot(new QCheckBox(tr("Spot instance (may be preempted)"), this)) {
   setObjectName(QStringLiteral("nodeDialog"));
   setWindowTitle(initial ? tr("Edit node") : tr("Add node"));
@@ -106,8 +106,8 @@ NodeDialog::NodeDialog(const QStringList& taken, const remote::NodeFields* initi
   setMinimumWidth(560);
 }
 
-remote::NodeFields NodeDialog::fields() const {
-  remote::NodeFields f;
+runs::NodeFields NodeDialog::fields() const {
+  runs::NodeFields f;
   const auto text = [this](const char* key) { return m_edits.value(QLatin1String(key))->text(); };
   f.name = text("name").trimmed().toStdString();
   f.host = text("host").trimmed().toStdString();
@@ -122,9 +122,9 @@ remote::NodeFields NodeDialog::fields() const {
 }
 
 int NodeDialog::revalidate() {
-  const remote::NodeFields f = fields();
+  const runs::NodeFields f = fields();
   QHash<QString, QStringList> problems;
-  for (const auto& p : remote::validate_node_fields(f))
+  for (const auto& p : runs::validate_node_fields(f))
     problems[editorFor(p.field)] << QString::fromStdString(p.message);
   if (m_taken.contains(QString::fromStdString(f.name)))
     problems[QStringLiteral("name")]

@@ -1,7 +1,7 @@
 // Add or edit an SSH node: name, host, port, user, key file, price, spot, labels.
 //
-// Decision: the dialog returns a plain remote::NodeFields (text as typed) and validates it with
-// remote::validate_node_fields, the same check as `flotilla nodes add`; each problem is shown
+// Decision: the dialog returns a plain runs::NodeFields (text as typed) and validates it with
+// runs::validate_node_fields, the same check as `flotilla nodes add`; each problem is shown
 // under its own field, live once a field was edited and for every field after OK. OK with any
 // problem (or a name another node has) keeps the dialog open: nothing hostile leaves it.
 #pragma once
@@ -10,7 +10,7 @@
 #include <QHash>
 #include <QStringList>
 
-#include "remote/node_fields.h"
+#include "runs/node_admin.h"
 
 class QCheckBox;
 class QLabel;
@@ -23,10 +23,10 @@ class NodeDialog : public QDialog {
 
  public:
   // `taken`: names of other nodes (refused for this one). `initial`: the node being edited.
-  NodeDialog(const QStringList& taken, const remote::NodeFields* initial = nullptr,
+  NodeDialog(const QStringList& taken, const runs::NodeFields* initial = nullptr,
              QWidget* parent = nullptr);
 
-  remote::NodeFields fields() const;
+  runs::NodeFields fields() const;
   // The field editors ("name", "host", "port", "user", "key", "price", "labels") and the problem
   // label under each ("" when fine); for tests.
   QLineEdit* editor(const QString& field) const { return m_edits.value(field); }

@@ -5,9 +5,9 @@
 
 #include "db/database.h"
 #include "db/errors.h"
-#include "remote/session.h"
-#include "runs/latency_job.h"
+#include "runs/node_admin.h"
 #include "runs/node_bridge.h"
+#include "runs/node_ops.h"
 #include "runs/ssh_options.h"
 
 namespace flotilla::ui {
@@ -34,18 +34,17 @@ QString stateText(NodeState state) {
 struct NodeMonitor::Slot {
   quint64 serial = 0;  // unique per monitor: tells a replaced slot's late result apart
   db::SshNode node;
-  remote::SessionOptions options;
-  std::unique_ptr<remote::Session> session;
+  std::unique_ptr<runs::NodeProber> prober;  // its connection, kept between probes
 };
 
 namespace {
 
 // How the app reaches a stored node: the one set of SSH options (runs/ssh_options.h), no
 // passphrase prompt (an encrypted key is skipped; ssh-agent still works).
-remote::SessionOptions sessionOptionsFor(const db::SshNode& n, const std::string& databasePath) {
+runs::SshAccess accessFor(const std::string& databasePath) {
   runs::SshAccess access;
   access.database_path = databasePath;
-  return runs::ssh_session_options(access, n);
+  return access;
 }
 
 bool sameTarget(const db::SshNode& a, const db::SshNode& b) {
@@ -79,32 +78,30 @@ bool writeSamples(const std::string& dbPath, const db::SshNode& node,
 // Connects (once), probes, measures latency. Runs on a pool thread.
 NodeStatus probeSlot(NodeMonitor::Slot& slot, const std::string& trustFingerprint) {
   NodeStatus st;
-  try {
-    if (!slot.session) slot.session = std::make_unique<remote::Session>(slot.options);
-    if (!trustFingerprint.empty()) slot.session->trust(trustFingerprint);
-    slot.session->connect();
-    const remote::NodeProbe p = remote::probe_node(*slot.session);
-    st.latencyMs = remote::measure_latency(*slot.session, 3) * 1000;
-    st.state = NodeState::Reachable;
-    st.fingerprint = QString::fromStdString(slot.session->host_fingerprint());
-    st.gpus = p.gpus;
-    st.gpuStatus = QString::fromStdString(p.gpu_status);
-    st.probed = true;
-    st.message = QString::fromStdString(p.os + ", " + std::to_string(p.cpus) + " CPUs");
-  } catch (const remote::HostKeyError& e) {
-    st.state = e.problem() == remote::HostKeyProblem::kUnknown ? NodeState::UnknownHostKey
-                                                               : NodeState::HostKeyChanged;
-    st.fingerprint = QString::fromStdString(e.presented());
-    st.message = QString::fromStdString(e.what());
-    slot.session.reset();
-  } catch (const remote::AuthError& e) {
-    st.state = NodeState::AuthFailed;
-    st.message = QString::fromStdString(e.what());
-    slot.session.reset();
-  } catch (const std::exception& e) {
-    st.state = NodeState::Unreachable;
-    st.message = QString::fromStdString(e.what());
-    slot.session.reset();  // a fresh session next time (the link may be half dead)
+  const runs::NodeProber::Result r = slot.prober->probe(trustFingerprint);
+  st.fingerprint = QString::fromStdString(r.fingerprint);
+  st.message = QString::fromStdString(r.message);
+  switch (r.failure) {
+    case runs::NodeProber::Failure::kNone:
+      st.latencyMs = r.latency_s * 1000;
+      st.state = NodeState::Reachable;
+      st.gpus = r.probe.gpus;
+      st.gpuStatus = QString::fromStdString(r.probe.gpu_status);
+      st.probed = true;
+      st.message = QString::fromStdString(r.probe.os + ", " + std::to_string(r.probe.cpus) + " CPUs");
+      break;
+    case runs::NodeProber::Failure::kUnknownHostKey:
+      st.state = NodeState::UnknownHostKey;
+      break;
+    case runs::NodeProber::Failure::kHostKeyChanged:
+      st.state = NodeState::HostKeyChanged;
+      break;
+    case runs::NodeProber::Failure::kAuth:
+      st.state = NodeState::AuthFailed;
+      break;
+    case runs::NodeProber::Failure::kUnreachable:
+      st.state = NodeState::Unreachable;
+      break;
   }
   return st;
 }
@@ -153,7 +150,7 @@ void NodeMonitor::setNodes(const std::vector<db::SshNode>& nodes) {
     auto slot = std::make_shared<Slot>();
     slot->serial = ++m_slotSerial;
     slot->node = n;
-    slot->options = sessionOptionsFor(n, m_databasePath.toStdString());
+    slot->prober = std::make_unique<runs::NodeProber>(accessFor(m_databasePath.toStdString()), n);
     next.insert(name, std::move(slot));
   }
   for (auto& gone : m_slots) retire(std::move(gone));
@@ -227,8 +224,9 @@ bool NodeMonitor::measureLatency(const std::vector<db::SshNode>& nodes, const QS
   m_measuring = true;
   m_pool.start([this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(),
                 cancel = m_cancel] {
-    const runs::LatencyJobResult r = runs::run_latency_job(
-        dbPath, nodes, worker, [&](const db::SshNode& n) { return sessionOptionsFor(n, dbPath); }, *cancel);
+    std::vector<std::string> names;
+    for (const auto& n : nodes) names.push_back(n.name);
+    const runs::LatencyJobResult r = runs::measure_node_latency(accessFor(dbPath), names, worker, *cancel);
     QStringList problems;
     for (const auto& p : r.problems) problems << QString::fromStdString(p);
     QMetaObject::invokeMethod(

@@ -344,7 +344,7 @@ void NodesPage::addNode() {
   auto* dialog = new NodeDialog(taken, nullptr, this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this, [this, dialog] {
-    const remote::NodeFields f = dialog->fields();
+    const runs::NodeFields f = dialog->fields();
     runStoreJob([path = m_databasePath, f] {
       flotilla::ui::addNode(path, f);
       return QObject::tr("Added node %1.").arg(QString::fromStdString(f.name));
@@ -360,11 +360,11 @@ void NodesPage::editSelected() {
   QStringList taken;
   for (int r = 1; r <= m_model->nodeCount(); ++r)
     if (r != row) taken << QString::fromStdString(m_model->entry(r)->node.name);
-  const remote::NodeFields initial = runs::fields_from_node(e->node);
+  const runs::NodeFields initial = runs::fields_from_node(e->node);
   auto* dialog = new NodeDialog(taken, &initial, this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this, [this, dialog, oldName = e->node.name] {
-    const remote::NodeFields f = dialog->fields();
+    const runs::NodeFields f = dialog->fields();
     runStoreJob([path = m_databasePath, oldName, f] {
       updateNode(path, oldName, f);
       return QObject::tr("Saved node %1.").arg(QString::fromStdString(f.name));

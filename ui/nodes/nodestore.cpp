@@ -42,12 +42,12 @@ StoredLatency loadLatency(const QString& databasePath) {
   return out;
 }
 
-void addNode(const QString& databasePath, const remote::NodeFields& fields) {
+void addNode(const QString& databasePath, const runs::NodeFields& fields) {
   db::Database db(databasePath.toStdString(), existingStore());
   db::add_ssh_node(db, runs::node_from_fields(fields));
 }
 
-void updateNode(const QString& databasePath, const std::string& oldName, const remote::NodeFields& fields) {
+void updateNode(const QString& databasePath, const std::string& oldName, const runs::NodeFields& fields) {
   db::Database db(databasePath.toStdString(), existingStore());
   const db::SshNode old = db::get_ssh_node(db, oldName);
   db::SshNode n = runs::node_from_fields(fields);

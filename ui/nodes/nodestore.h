@@ -2,8 +2,8 @@
 //
 // Decision: every function opens its own connection and is meant to run on a worker thread
 // (QtConcurrent), never the UI thread; the page hands results back as values. A form's fields
-// (remote::NodeFields, text as typed) are validated before they get here; conversion to the
-// store's record lives here because db/ and remote/ do not know each other.
+// (runs::NodeFields, text as typed) are validated before they get here; conversion to the
+// store's record lives here because db/ and the SSH layer do not know each other.
 #pragma once
 
 #include <QString>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "db/nodes.h"
-#include "remote/node_fields.h"
+#include "runs/node_admin.h"
 #include "runs/node_bridge.h"
 
 namespace flotilla::ui {
@@ -32,8 +32,8 @@ struct StoredLatency {
 StoredLatency loadLatency(const QString& databasePath);
 
 // Store writes; each throws db::DbError (e.g. kConstraint: name taken, node used by runs).
-void addNode(const QString& databasePath, const remote::NodeFields& fields);
-void updateNode(const QString& databasePath, const std::string& oldName, const remote::NodeFields& fields);
+void addNode(const QString& databasePath, const runs::NodeFields& fields);
+void updateNode(const QString& databasePath, const std::string& oldName, const runs::NodeFields& fields);
 // Removes the node; when no other node uses its address, also its line in known_hosts.
 // Returns true when a host key was forgotten.
 bool removeNodeAndKey(const QString& databasePath, const std::string& name);

@@ -12,7 +12,6 @@
 #include "runs/run_setup.h"
 #include "runs/worker_command.h"
 #include "ui/runs/relaunchdialog.h"
-#include "ui/runs/servicecompat.h"
 #include "ui/runs/storeservice.h"
 
 namespace flotilla::ui {
@@ -92,7 +91,7 @@ ServiceRun* LocalRuns::startDemo(QString* error) {
   req.config = config;
   req.demo = true;
   req.demo_steps = m_demoSteps;
-  // TODO(core: RunRequest::demo_sets): m_demoOverrides
+  for (const QString& kv : m_demoOverrides) req.demo_sets.push_back(kv.toStdString());
   ServiceRun* run = newRun(QStringLiteral("demo"));
   // A worker that cannot start is a run that failed (shown with why), not a refused request.
   run->open([req](runs::RunService& s, const runs::Note& p) { return s.start(req, p); }, QString(), true);
@@ -171,7 +170,7 @@ ServiceRun* LocalRuns::resumeRun(qint64 storeId, const RelaunchChoice* choice, Q
     return nullptr;
   }
   runs::ResumeRequest req;
-  runs::Placement where = compat::placementOf(*stored);
+  runs::Placement where = runs::RunService::placement_of(*stored);
   if (choice) {
     req.layout = choice->layout;
     if (choice->targetChanged) {
@@ -238,7 +237,7 @@ ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
     if (error) *error = QString::fromStdString(why);
     return nullptr;
   }
-  const runs::Placement where = compat::placementOf(*stored);
+  const runs::Placement where = runs::RunService::placement_of(*stored);
   ServiceRun* run = newRun(QString::fromStdString(stored->name));
   run->setStoreId(storeId);
   run->setStored(*stored);

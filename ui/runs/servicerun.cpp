@@ -25,7 +25,6 @@
 #include "runs/process.h"
 #include "runs/run_status.h"
 #include "ui/common/numberformat.h"
-#include "ui/runs/servicecompat.h"
 
 namespace flotilla::ui {
 namespace {
@@ -191,7 +190,7 @@ ServiceRun::~ServiceRun() {
 }
 
 void ServiceRun::setPlacement(const runs::Placement& where) {
-  m_checkpointRefusal = compat::checkpointRefusal(where);
+  m_checkpointRefusal = QString::fromStdString(runs::RunService::checkpoint_refusal(where));
   m_nodes = toQt(where.nodes);
   m_cluster = QString::fromStdString(where.cluster);
   m_recovery = fromRunsRecovery(where.recovery);
@@ -255,17 +254,17 @@ ServiceRun::Opened ServiceRun::describe(runs::ActiveRun& active) const {
   o.name = QString::fromStdString(active.name());
   o.where = QString::fromStdString(active.where_text());
   o.folder = QString::fromStdString(active.folder_text());
-  o.commandLine = compat::commandLine(active);
-  o.jobId = compat::jobId(active);
+  o.commandLine = QString::fromStdString(active.command_line());
+  o.jobId = QString::fromStdString(active.job_id());
   o.checkpointRefusal = QString::fromStdString(active.checkpoint_refusal());
   o.totalSteps = active.total_steps();
   o.runningWhenFound = active.running_when_found();
-  o.pid = compat::localPid(active);
+  o.pid = active.local_pid();
   if (o.id > 0 && !m_options.ssh.database_path.empty()) {
     try {
       const db::Database reader = openReader(m_options.ssh.database_path);
       o.stored = db::get_run(reader, o.id);
-      const runs::Placement place = compat::placementOf(*o.stored);
+      const runs::Placement place = runs::RunService::placement_of(*o.stored);
       o.nodes = toQt(place.nodes);
       o.cluster = QString::fromStdString(place.cluster);
       const runs::RecoveryPolicy p = runs::stored_recovery_policy(reader, o.id);
@@ -421,7 +420,7 @@ void ServiceRun::watchHooks(runs::WatchHooks& hooks) {
       try {
         const db::Database reader = openReader(m_options.ssh.database_path);
         const db::Run run = db::get_run(reader, m_storeId);
-        const runs::Placement place = compat::placementOf(run);
+        const runs::Placement place = runs::RunService::placement_of(run);
         QMetaObject::invokeMethod(
             this,
             [this, nodes = toQt(place.nodes),

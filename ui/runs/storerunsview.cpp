@@ -43,7 +43,6 @@
 #include "ui/runs/servicerun.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/relaunchdialog.h"
-#include "ui/runs/servicecompat.h"
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storeservice.h"
 
@@ -375,7 +374,7 @@ std::unique_ptr<RelaunchDialog> StoreRunsView::relaunchDialog(qint64 id, Relaunc
   }
   const flotilla::ProbeResult probe = m_probe && m_probe->hasResult() ? m_probe->result() : flotilla::probe_machine();
   const QList<HardwareTarget> targets = relaunchTargets(probe, m_store->databasePath());
-  const int current = relaunchTargetIndex(targets, compat::placementOf(*stored), config);
+  const int current = relaunchTargetIndex(targets, runs::RunService::placement_of(*stored), config);
   return std::make_unique<RelaunchDialog>(mode, QString::fromStdString(stored->name), config, targets, current,
                                           this);
 }

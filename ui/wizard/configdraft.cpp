@@ -10,7 +10,8 @@
 
 #include "engine/data/loader.h"
 #include "engine/train/data_preflight.h"
-#include "remote/slurm_cluster.h"
+#include "runs/node_admin.h"
+#include "runs/node_ops.h"
 #include "runs/run_setup.h"
 #include "ui/nodes/machinefacts.h"
 
@@ -113,14 +114,14 @@ StoredCluster storedCluster(const flotilla::db::SlurmCluster& record,
   c.record = record;
   c.prices = prices;
   if (record.probe_json.empty()) return c;
-  const remote::ClusterProbe probe = remote::cluster_probe_from_json(record.probe_json);
-  for (const remote::SlurmPartition& part : probe.partitions) {
+  const runs::ClusterProbe probe = runs::cluster_probe_from_json(record.probe_json);
+  for (const runs::SlurmPartition& part : probe.partitions) {
     ClusterPartitionInfo info;
     info.name = QString::fromStdString(part.name);
     info.state = QString::fromStdString(part.state);
     info.maxTime = QString::fromStdString(part.max_time);
     info.isDefault = part.is_default;
-    for (const remote::SlurmNode& n : probe.nodes) {
+    for (const runs::SlurmNode& n : probe.nodes) {
       if (std::find(n.partitions.begin(), n.partitions.end(), part.name) == n.partitions.end()) continue;
       const bool first = info.nodes++ == 0;
       const quint64 mem = static_cast<quint64>(std::max<int64_t>(0, n.memory_mb)) << 20;
@@ -149,7 +150,7 @@ QList<HardwareTarget> clusterTargets(const QList<StoredCluster>& clusters) {
     } else {
       int gpus = 0;
       for (const ClusterPartitionInfo& p : c.partitions) gpus = std::max(gpus, p.gpusPerNode);
-      const remote::ClusterProbe probe = remote::cluster_probe_from_json(c.record.probe_json);
+      const runs::ClusterProbe probe = runs::cluster_probe_from_json(c.record.probe_json);
       t.label = ConfigDraft::tr("Slurm cluster %1 (%n partition(s), %2 node(s)%3)", nullptr,
                                 static_cast<int>(c.partitions.size()))
                     .arg(t.cluster)
