@@ -54,6 +54,21 @@ int64_t steps_of(const db::Run& run) {
   }
 }
 
+// The one naming rule for a run that is not on this machine (create_local_run applies the same to
+// local runs): a name asked for must be free; else the config's name, NAME-2 when taken.
+std::string new_run_name(const db::Database& db, const std::string& asked, const std::string& from_config) {
+  if (asked.empty()) {
+    check_new_run_name(from_config);
+    return db::unique_run_name(db, from_config);
+  }
+  if (db::find_run(db, asked))
+    throw db::DbError(db::DbErrorKind::kConstraint, "a run named '" + asked +
+                                                        "' already exists: choose another name, or continue it "
+                                                        "with flotilla runs resume " +
+                                                        asked);
+  return asked;
+}
+
 std::string worker_of(const ServiceOptions& o) { return find_worker(o.worker_path); }
 
 std::string checkpoints_root(const ServiceOptions& o) {
@@ -394,16 +409,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
     case PlaceKind::kNodes: {
       if (!impl->writer) throw Error(ExitCode::kUsage, "a run on SSH nodes needs the run database");
       db::Database db(options_.ssh.database_path);
-      std::string name = req.name;
-      if (name.empty()) {
-        check_new_run_name(config.run.name);
-        name = db::unique_run_name(db, config.run.name);
-      } else if (db::find_run(db, name)) {
-        throw db::DbError(db::DbErrorKind::kConstraint, "a run named '" + name +
-                                                            "' already exists: choose another name, or "
-                                                            "continue it with flotilla runs resume " +
-                                                            name);
-      }
+      const std::string name = new_run_name(db, req.name, config.run.name);
       config.run.name = name;
       const Placement& p = req.where;
       int per_node = ranks_per_node(config, static_cast<int>(p.nodes.size()), p.nproc_per_node);
@@ -440,16 +446,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
     case PlaceKind::kSlurm: {
       if (!impl->writer) throw Error(ExitCode::kUsage, "a run on a Slurm cluster needs the run database");
       db::Database db(options_.ssh.database_path);
-      std::string name = req.name;
-      if (name.empty()) {
-        check_new_run_name(config.run.name);
-        name = db::unique_run_name(db, config.run.name);
-      } else if (db::find_run(db, name)) {
-        throw db::DbError(db::DbErrorKind::kConstraint, "a run named '" + name +
-                                                            "' already exists: choose another name, or "
-                                                            "continue it with flotilla runs resume " +
-                                                            name);
-      }
+      const std::string name = new_run_name(db, req.name, config.run.name);
       config.run.name = name;
       const Placement& p = req.where;
       const db::SlurmCluster cluster = db::get_cluster(db, p.cluster);
