@@ -94,6 +94,17 @@ std::vector<Node> connect_named(const SshAccess& access, db::Database& db,
   return nodes;
 }
 
+// A placement's recovery choice as the store records it (whoever re-attaches recovers the same way).
+RecoveryPolicy policy_of(const RecoveryChoice& choice) {
+  RecoveryPolicy policy;
+  policy.enabled = choice.enabled;
+  policy.spares = choice.spares;
+  policy.max_recoveries = choice.max_recoveries;
+  policy.settle_seconds = choice.settle_seconds;
+  policy.mirror = choice.mirror;
+  return policy;
+}
+
 Recovery recovery_for(const ServiceOptions& o, db::Database& db, const RecoveryChoice& choice,
                       const std::string& run_name, bool no_bind) {
   Recovery r;
@@ -428,13 +439,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       s.fork_of = req.fork_of;
       s.from_checkpoint = req.resume_from;
       impl->node_watch = start_on_nodes(db, nodes, s, progress);
-      RecoveryPolicy policy;
-      policy.enabled = p.recovery.enabled;
-      policy.spares = p.recovery.spares;
-      policy.max_recoveries = p.recovery.max_recoveries;
-      policy.settle_seconds = p.recovery.settle_seconds;
-      policy.mirror = p.recovery.mirror;
-      record_recovery_policy(db, impl->node_watch.run_id, policy);
+      record_recovery_policy(db, impl->node_watch.run_id, policy_of(p.recovery));
       impl->recovery = recovery_for(options_, db, p.recovery, name, p.no_bind);
       impl->nodes = std::move(nodes);
       impl->id = impl->node_watch.run_id;
@@ -802,13 +807,7 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
   s.from_checkpoint = ck;
   impl->node_watch = start_on_nodes(db, nodes, s, progress);
   const RecoveryChoice choice = req.recovery.value_or(to.recovery);
-  RecoveryPolicy policy;
-  policy.enabled = choice.enabled;
-  policy.spares = choice.spares;
-  policy.max_recoveries = choice.max_recoveries;
-  policy.settle_seconds = choice.settle_seconds;
-  policy.mirror = choice.mirror;
-  record_recovery_policy(db, run.id, policy);
+  record_recovery_policy(db, run.id, policy_of(choice));
   impl->recovery = recovery_for(options_, db, choice, run.name, to.no_bind);
   impl->nodes = std::move(nodes);
   impl->total_steps = impl->node_watch.total_steps;
