@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "db/run_store.h"
 #include "db/sql.h"
 
 namespace flotilla::db {
@@ -41,6 +42,33 @@ std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit
     out.push_back({st.f64(0), st.text(1), st.text(2), st.text(3), st.text(4), static_cast<int>(st.i64(5))});
   std::reverse(out.begin(), out.end());
   return out;
+}
+
+void add_end_request(Database& db, int64_t run_id, const EndRequest& request) {
+  add_event(db, run_id, request.time > 0 ? request.time : now_seconds(), "request", "info",
+            request.what + ": " + request.note);
+}
+
+std::optional<EndRequest> end_request(const Database& db, int64_t run_id) {
+  // Since the newest "-> running" status event (a resumed run's earlier stops do not count).
+  Stmt st(db,
+          "SELECT time, message FROM events WHERE run_id = ?1 AND kind = 'request' AND time >= "
+          "COALESCE((SELECT MAX(time) FROM events WHERE run_id = ?1 AND kind = 'status' AND "
+          "message LIKE '%-> running%'), 0) ORDER BY time, id");
+  st.bind(1, run_id);
+  std::optional<EndRequest> best;
+  const auto rank = [](const std::string& what) { return what == "kill" ? 3 : what == "budget" ? 2 : 1; };
+  while (st.step()) {
+    const std::string m = st.text(1);
+    const size_t colon = m.find(": ");
+    EndRequest r;
+    r.time = st.f64(0);
+    r.what = m.substr(0, colon);
+    r.note = colon == std::string::npos ? std::string() : m.substr(colon + 2);
+    if (r.what != "stop" && r.what != "budget" && r.what != "kill") continue;
+    if (!best || rank(r.what) >= rank(best->what)) best = r;
+  }
+  return best;
 }
 
 }  // namespace flotilla::db

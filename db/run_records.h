@@ -31,4 +31,16 @@ struct EventInfo {
 // The `limit` most recent events (0: all), oldest first.
 std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit = 0);
 
+// A stop, budget stop or kill asked of a running run, stored (an event of kind "request") before its
+// worker is signalled: whoever then sees the run end (the watcher that asked, another process's
+// watcher, the settling of a run nobody watched) records the end as asked, not as a loss.
+struct EndRequest {
+  std::string what;  // "stop", "budget" or "kill"
+  std::string note;  // the words for the status ("on request", "budget reached: $0.16 of $0.15")
+  double time = 0;
+};
+void add_end_request(Database& db, int64_t run_id, const EndRequest& request);
+// The strongest request ("kill" over "budget" over "stop") made since the run last went running.
+std::optional<EndRequest> end_request(const Database& db, int64_t run_id);
+
 }  // namespace flotilla::db

@@ -233,14 +233,22 @@ TailChunk tail_run_file(Session& session, const std::string& run_id, uint64_t of
   return t;
 }
 
-RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, double grace_s) {
+RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, double grace_s,
+                                const std::string& stop_request) {
   session.connect();
   const int ticks = std::max(1, static_cast<int>(grace_s * 10));
+  std::string quoted;  // single-quoted for sh: ' as '\''
+  for (char c : stop_request) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const std::string request =
+      stop_request.empty()
+          ? std::string()
+          : "printf '%s\\n' '" + quoted + "' > stop.request.tmp && mv -f stop.request.tmp stop.request\n";
   const std::string script = with_dir(session, run_id) +
                              "cd \"$d\" 2>/dev/null && [ -f pid ] || exit 0\n"
                              "p=$(cat pid)\n"
                              "exec 8>>run.lock\n"
-                             "flock -n 8 && exit 0\n"
+                             "flock -n 8 && exit 0\n" +
+                             request +
                              "kill -TERM \"$p\" 2>/dev/null\n"
                              "i=0; while [ \"$i\" -lt " +
                              std::to_string(ticks) +

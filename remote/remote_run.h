@@ -91,7 +91,10 @@ TailChunk tail_run_file(Session& session, const std::string& run_id, uint64_t of
 
 // SIGTERM to the wrapper (forwarded to the worker, which checkpoints and exits 10), wait up to
 // grace_s, then SIGKILL to every process of the run's session. Returns the final status.
-RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, double grace_s = 30);
+// `stop_request`: written first as the run folder's stop.request (engine/core/stop_request.h: the
+// worker words its end from it: a Stop, a budget); "" writes none (the stop is the system's).
+RemoteRunStatus stop_remote_run(Session& session, const std::string& run_id, double grace_s = 30,
+                                const std::string& stop_request = "");
 
 // SIGUSR1 to the node's `launch` (which forwards it to its ranks; every rank agrees at the next
 // step boundary, so asking node 0 is enough): a checkpoint now, training goes on. False when the

@@ -22,6 +22,7 @@
 #include "engine/core/clock.h"
 #include "engine/core/error.h"
 #include "engine/core/run_lock.h"
+#include "engine/core/stop_request.h"
 #include "runs/file_tail.h"
 #include "runs/place.h"
 #include "runs/worker_command.h"
@@ -54,7 +55,8 @@ struct LaunchReports {
 void remove_start_files(const std::string& run_dir) {
   std::error_code ec;
   for (const char* f :
-       {"run.toml", kWorkerPidFile, kWorkerLogFile, kMetricsFile, "config.toml", "train.log", kRunLockFile})
+       {"run.toml", kWorkerPidFile, kWorkerLogFile, kMetricsFile, "config.toml", "train.log", kRunLockFile,
+        kStopRequestFile})
     std::filesystem::remove(std::filesystem::path(run_dir) / f, ec);
   for (const char* d : {"checkpoints/trash", "checkpoints", "trash"})
     std::filesystem::remove(std::filesystem::path(run_dir) / d, ec);  // only when empty
@@ -72,6 +74,7 @@ LocalWatch start_local_run(db::Writer* writer, int64_t run_id, const std::string
   struct stat st {};
   if (::stat((spawn.run_dir + "/" + kWorkerLogFile).c_str(), &st) == 0)
     w.log_offset = static_cast<uint64_t>(st.st_size);
+  remove_stop_request(spawn.run_dir);  // an earlier start's Stop is not this one's
   try {
     w.pid = spawn_worker(spawn);
   } catch (const RunFolderBusy& e) {
@@ -194,6 +197,9 @@ class LocalPlace : public Place {
   void stop(StopCause cause, const std::string& why, const Note& note) override {
     if (cause == StopCause::kUser && !why.empty() && note)
       note("stop requested: the worker saves a checkpoint at its next step, then exits");
+    // Before the signal: the worker words its end from it (engine/core/stop_request.h).
+    write_stop_request(w_.run_dir, {cause == StopCause::kBudget ? "budget" : "stop",
+                                    cause == StopCause::kBudget ? why : "on request", w_.origin});
     signal_worker(SIGTERM);
   }
   void checkpoint(bool, const Note&) override { signal_worker(SIGUSR1); }
@@ -266,7 +272,7 @@ class LocalPlace : public Place {
         } catch (const db::DbError&) {
         }
       }
-      e.end = end_for_summary(summary_exit, w_.origin, "", c.cause);
+      e.end = end_for_summary(summary_exit, w_.origin, "", c.cause, c.stop_note);
       e.end.only_if_running = false;
       e.end.at = summary_time > 0 ? summary_time : file_mtime(path());
       e.exit_code = e.end.exit_code ? static_cast<int>(*e.end.exit_code) : 1;

@@ -15,6 +15,8 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "db/costs.h"
 #include "db/errors.h"
 #include "db/queries.h"
@@ -406,13 +408,20 @@ void NodesPlace::mirror() {
   }
 }
 
-void NodesPlace::stop(StopCause, const std::string& why, const Note& note) {
+void NodesPlace::stop(StopCause cause, const std::string& why, const Note& note) {
   if (note)
     note((why.empty() ? std::string("the run was deleted from the store") : why) +
          ": stopping the run on every node (checkpoint, then exit)");
+  // Who asked, for the workers' words (engine/core/stop_request.h): a Stop or a budget, not the system.
+  nlohmann::json asked;
+  asked["cause"] = cause == StopCause::kBudget ? "budget" : "stop";
+  asked["note"] = cause == StopCause::kBudget ? why : std::string("on request");
+  asked["by"] = "flotilla";
+  const std::string request = asked.dump();
   for (auto& node : nodes_) {
     try {
-      with_reconnect(node, note, [&](remote::Session& s) { return remote::stop_remote_run(s, w_.rid, 30); });
+      with_reconnect(node, note,
+                     [&](remote::Session& s) { return remote::stop_remote_run(s, w_.rid, 30, request); });
     } catch (const Error& e) {
       if (note) note("stopping node " + node.rec.name + " failed: " + e.what());
     }

@@ -28,7 +28,9 @@ RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::strin
     e.exit_code = 128 + signal;
     if (cause == StopCause::kKill || cause == StopCause::kUser || cause == StopCause::kBudget) {
       e.status = db::RunStatus::kStopped;
-      e.note = cause == StopCause::kKill ? "killed on request" : "on request";
+      e.note = cause == StopCause::kKill     ? "killed on request"
+               : cause == StopCause::kBudget ? (stop_note.empty() ? std::string("budget reached") : stop_note)
+                                             : "on request";
       e.reason = origin + ": the worker was killed (signal " + std::to_string(signal) + ") as asked";
     } else {
       e.status = db::RunStatus::kFailed;
@@ -81,7 +83,7 @@ RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::strin
 }
 
 RunEnd end_for_summary(const std::string& summary_exit, const std::string& origin, const std::string& why,
-                       StopCause cause) {
+                       StopCause cause, const std::string& stop_note) {
   RunEnd e;
   e.only_if_running = true;
   if (summary_exit == "completed") {
@@ -90,9 +92,17 @@ RunEnd end_for_summary(const std::string& summary_exit, const std::string& origi
   } else if (summary_exit == "preempted" || summary_exit == "stopped") {
     const bool ours = cause != StopCause::kNone || summary_exit == "stopped";
     e.status = ours ? db::RunStatus::kStopped : db::RunStatus::kPreempted;
-    e.note = ours ? "on request" : "by a signal from outside";
+    e.note = !ours                         ? "by a signal from outside"
+             : cause == StopCause::kKill   ? "killed on request"
+             : cause == StopCause::kBudget ? (stop_note.empty() ? std::string("budget reached") : stop_note)
+                                           : "on request";
     if (!why.empty()) e.note += "; " + why;
     e.exit_code = static_cast<int>(ExitCode::kPreempted);
+  } else if (summary_exit.empty() && cause == StopCause::kKill) {
+    // Killed as asked (SIGKILL leaves no summary), whoever watched it: not a lost worker.
+    e.status = db::RunStatus::kStopped;
+    e.note = "killed on request";
+    e.exit_code = 128 + SIGKILL;
   } else {
     e.status = db::RunStatus::kFailed;
     e.note = why.empty() ? std::string("lost: the worker ended without a summary record") : why;

@@ -41,9 +41,12 @@ RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::strin
                     const std::string& stop_note = "", const std::string& root_cause = "");
 
 // The end of a worker we could not wait for, from its summary record's `exit` ("" when it left
-// none): completed, stopped or preempted as it says; else failed as lost, with `why`.
+// none) and who asked it to stop (a request this process made or one stored by another:
+// db::end_request): completed, stopped (on request, `stop_note` for a budget, killed on request) or
+// preempted as it says; killed on request when a kill was asked and it left none; else failed as
+// lost, with `why`.
 RunEnd end_for_summary(const std::string& summary_exit, const std::string& origin, const std::string& why,
-                       StopCause cause = StopCause::kNone);
+                       StopCause cause = StopCause::kNone, const std::string& stop_note = "");
 
 // What a run's record (metrics.jsonl) shows once its worker has ended.
 struct RecordState {

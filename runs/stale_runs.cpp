@@ -8,6 +8,7 @@
 #include "db/errors.h"
 #include "db/ingest.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "engine/train/metrics_reader.h"
 #include "runs/local_run.h"
 #include "runs/node_run.h"
@@ -133,7 +134,9 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
       }
       std::string exit;
       double at = 0;
+      std::optional<db::EndRequest> asked;  // a stop or kill someone asked for before it ended
       writer.run([&](db::Database& db) {
+        asked = db::end_request(db, run.id);
         const db::Run now_run = db::get_run(db, run.id);
         MetricsRecord rec;
         if (!now_run.summary_json.empty() &&
@@ -148,7 +151,12 @@ std::vector<SettledRun> settle_stale_local_runs(db::Writer& writer, const std::s
           exists(run.run_dir + "/" + kWorkerPidFile)
               ? "lost: its worker is no longer running and left no summary record (what it wrote was stored)"
               : "lost: no worker.pid in " + run.run_dir + " (nothing is running for it)";
-      RunEnd end = end_for_summary(exit, origin, exit.empty() ? why : "", StopCause::kNone);
+      const StopCause cause = !asked                    ? StopCause::kNone
+                              : asked->what == "kill"   ? StopCause::kKill
+                              : asked->what == "budget" ? StopCause::kBudget
+                                                        : StopCause::kUser;
+      RunEnd end = end_for_summary(exit, origin, exit.empty() && cause != StopCause::kKill ? why : "", cause,
+                                   asked ? asked->note : "");
       record.has_summary = !exit.empty();
       check_completed_record(end, record);  // never "completed" on a torn record
       if (!exit.empty() && end.status != db::RunStatus::kCompleted)

@@ -6,6 +6,7 @@
 
 #include "db/errors.h"
 #include "db/ingest.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "engine/core/error.h"
 #include "remote/session.h"
@@ -170,6 +171,16 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
     }
   };
 
+  // A stop or kill is stored before the worker is signalled (db::add_end_request), so whoever sees
+  // the end (this watcher, another process's, the settling of a run nobody watched) reads it.
+  const auto store_request = [&](const std::string& what, const std::string& why) {
+    if (!stored || vanished) return;
+    try {
+      writer->run([&](db::Database& db) { db::add_end_request(db, run_id, {what, why, 0}); });
+    } catch (const db::DbError&) {
+      // A store that refuses now: this watcher still knows the cause it records at the end.
+    }
+  };
   try {
     for (;;) {
       if (hooks.leave_requested && hooks.leave_requested()) {
@@ -182,11 +193,13 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
       if (!killed && hooks.kill_requested && hooks.kill_requested()) {
         killed = true;
         ctx.cause = StopCause::kKill;
+        store_request("kill", "killed on request");
         place.kill(note);
       }
       if (!stopping && hooks.stop_requested && hooks.stop_requested()) {
         stopping = true;
         if (ctx.cause == StopCause::kNone) ctx.cause = StopCause::kUser;
+        store_request("stop", "on request");
         place.stop(StopCause::kUser, "stop requested", note);
       }
       if (hooks.checkpoint_requested && hooks.checkpoint_requested()) place.checkpoint(stopping, note);
@@ -210,6 +223,7 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
             stopping = true;
             ctx.cause = StopCause::kBudget;
             ctx.stop_note = b.note;
+            store_request("budget", b.note);
             place.stop(StopCause::kBudget, b.note, note);
           }
         } catch (const db::DbError&) {
@@ -232,6 +246,19 @@ PlaceOutcome watch_once(Place& place, db::Writer* writer, int64_t run_id, const 
     last.store_ok = !vanished && !store_failing;
     ctx.offset = metrics.offset();
     ctx.store_failing = store_failing;
+    if (stored && !vanished && ctx.cause == StopCause::kNone) {
+      // Asked by someone else (the app's Kill of a run `flotilla run` watches, `flotilla runs stop`):
+      // the request they stored says so.
+      try {
+        if (const auto asked = db::end_request(*reader, run_id)) {
+          ctx.cause = asked->what == "kill"     ? StopCause::kKill
+                      : asked->what == "budget" ? StopCause::kBudget
+                                                : StopCause::kUser;
+          if (ctx.cause == StopCause::kBudget) ctx.stop_note = asked->note;
+        }
+      } catch (const db::DbError&) {
+      }
+    }
     PlaceEnd e = place.end(ctx, stored && !vanished ? writer : nullptr, note);
     out.exit_code = e.exit_code;
     out.signal = e.signal;

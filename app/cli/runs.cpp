@@ -27,6 +27,7 @@
 #include "db/run_store.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "engine/core/stop_request.h"
 #include "runs/run_setup.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
@@ -187,7 +188,7 @@ int show(const Context& ctx, ArgReader& args) {
   std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
   for (const auto& c : checkpoints)
     std::printf("checkpoint step %lld  %s  (%s)\n", static_cast<long long>(c.step), c.dir.c_str(),
-                c.reason.c_str());
+                flotilla::checkpoint_reason_words(c.reason).c_str());
   for (const auto& e : events)
     std::printf("event      %s  %-7s %s\n", format_time(e.time).c_str(), e.level.c_str(), e.message.c_str());
   return kExitOk;

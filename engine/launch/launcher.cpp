@@ -553,13 +553,21 @@ int run_launch(const LaunchOptions& options) {
     Attempt a(options, attempt, port, store_fd, devices);
     const AttemptResult r = a.run();
     if (r.exit_code == 0) return 0;
-    if (options.log) std::fprintf(options.log, "launch: %s\n", r.reason.c_str());
+    // A stop launch was sent (and forwarded) that ended the ranks with their checkpoint (exit 10)
+    // is what was asked, not a failure: said as that, at info level. Who asked and why (a Stop, a
+    // budget, the system) is the worker's summary's stop_reason.
+    const bool asked_stop = g_supervisor_signal != 0 && r.exit_code == static_cast<int>(ExitCode::kPreempted);
+    const std::string message =
+        asked_stop ? "the ranks stopped with a checkpoint (exit 10) after launch received signal " +
+                         std::to_string(static_cast<int>(g_supervisor_signal)) + " (" + r.reason + ")"
+                   : r.reason;
+    if (options.log) std::fprintf(options.log, "launch: %s\n", message.c_str());
     // The root cause also goes into the metrics stream (stdout), where the app reads it.
     nlohmann::ordered_json ev = {{"v", 1},
                                  {"type", "event"},
                                  {"rank", 0},
-                                 {"level", "error"},
-                                 {"message", r.reason},
+                                 {"level", asked_stop ? "info" : "error"},
+                                 {"message", message},
                                  {"failed_rank", r.failed_rank},
                                  {"exit_code", r.exit_code},
                                  {"signal", r.signal},

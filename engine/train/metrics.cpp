@@ -190,7 +190,7 @@ void MetricsWriter::event(const std::string& level, const std::string& message,
 
 void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss,
                             double wall_s, double mean_tokens_per_s, double mean_mfu,
-                            const std::string& exit_reason) {
+                            const std::string& exit_reason, const std::string& stop_reason) {
   step_ = std::max(step_, steps);
   json j = base("summary", rank_);
   j["steps"] = steps;
@@ -201,6 +201,7 @@ void MetricsWriter::summary(int64_t steps, int64_t tokens, float final_loss, flo
   j["mean_tokens_per_s"] = mean_tokens_per_s;
   j["mean_mfu"] = mfu_value(mean_mfu);
   j["exit"] = exit_reason;
+  if (!stop_reason.empty()) j["stop_reason"] = stop_reason;
   emit(j.dump());
 }
 

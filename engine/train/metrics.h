@@ -79,7 +79,8 @@ class MetricsWriter {
   void event(const std::string& level, const std::string& message,
              const std::map<std::string, std::string>& fields = {});
   void summary(int64_t steps, int64_t tokens, float final_loss, float best_val_loss, double wall_s,
-               double mean_tokens_per_s, double mean_mfu, const std::string& exit_reason);
+               double mean_tokens_per_s, double mean_mfu, const std::string& exit_reason,
+               const std::string& stop_reason = "");  // stop_reason: written when not ""
 
   void sync();  // fsync the file (called at checkpoints and exit); throws Error(kIo) when it fails
 

@@ -236,6 +236,7 @@ ParseStatus parse_metrics_line(std::string_view line, MetricsRecord& out, const 
     s.mean_tokens_per_s = num(j, "mean_tokens_per_s");
     s.mean_mfu = num(j, "mean_mfu");
     s.exit = str(j, "exit");
+    s.stop_reason = str(j, "stop_reason");
     r.body = std::move(s);
   } else {
     return ParseStatus::kUnknownType;

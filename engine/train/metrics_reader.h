@@ -61,7 +61,10 @@ struct SummaryRecord {
   double final_loss = 0;
   std::optional<double> best_val_loss;
   double wall_s = 0, mean_tokens_per_s = 0, mean_mfu = 0;
-  std::string exit;  // completed | preempted | stopped | error
+  // completed | preempted (a SIGTERM nobody here asked for) | stopped (asked: a Stop, a budget; or
+  // exit 0 before train.steps) | error. Before issue 34 a Stop and a budget stop also said preempted.
+  std::string exit;
+  std::string stop_reason;  // why it stopped early, in words ("stopped on request (flotilla app)", "")
 };
 
 struct MetricsRecord {

@@ -33,6 +33,7 @@
 #include "engine/core/run_lock.h"
 #include "engine/cpu/peak.h"
 #include "engine/cpu/peak_cache.h"
+#include "engine/core/stop_request.h"
 #include "engine/data/synthetic.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/peft.h"
@@ -587,6 +588,10 @@ int run_training(const TrainOptions& options) {
   // whose default action would kill us) that arrives while the run is still setting up is then
   // honoured after step 1, with a checkpoint, instead of killing the worker with nothing saved.
   install_stop_signal_handlers();
+  // A stop.request older than this start is an earlier start's (the file's time: the real clock,
+  // not clk::wall_now's, which tests may shift).
+  const double started_wall =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const uint64_t baseline_rss = current_rss_bytes();
   RunConfig cfg = options.config;
   interop::apply_hf_init_from(cfg);    // a Hugging Face folder decides the model's shape
@@ -744,7 +749,7 @@ int run_training(const TrainOptions& options) {
   double tps_sum = 0, mfu_sum = 0;
   int64_t timed_steps = 0;
   float last_loss = 0;
-  std::string exit_reason = "completed";
+  std::string exit_reason = "completed", stop_reason;
   int exit_code = static_cast<int>(ExitCode::kOk);
   const int64_t last_step =
       options.stop_after > 0 ? std::min(options.stop_after, cfg.train.steps) : cfg.train.steps;
@@ -820,21 +825,30 @@ int run_training(const TrainOptions& options) {
     if (cfg.eval.sample_every > 0 && loop.step % cfg.eval.sample_every == 0) loop.sample();
 
     if (stop_now) {
-      // Preemption: save only when the last measured save fits the grace period (docs/reliability.md C3).
+      // Who asked (engine/core/stop_request.h): a user's Stop or a budget writes stop.request before
+      // its SIGTERM; without one the signal came from the system, a preemption.
+      const std::optional<StopRequest> asked = read_stop_request(out_dir, started_wall);
+      const std::string why = asked ? (asked->cause == "budget" ? asked->note
+                                                                 : "stopped on request" +
+                                                                       (asked->by.empty() ? std::string()
+                                                                                          : " (" + asked->by + ")"))
+                                    : "preempted by the system (signal " + std::to_string(stop_signal()) + ")";
+      // Save only when the last measured save fits the grace period (docs/reliability.md C3).
       const double grace = cfg.checkpoint.preempt_grace_s;
       const double expected = loop.last_save_seconds >= 0 ? loop.last_save_seconds : 0.0;
       if (expected < grace * 0.8) {
-        loop.save("preempt");
+        loop.save(stop_checkpoint_reason(asked));
       } else {
-        loop.metrics.event("warning", "stop requested: last save took " + std::to_string(expected) +
+        loop.metrics.event("warning", why + ": last save took " + std::to_string(expected) +
                                           " s, more than the grace period allows (" + std::to_string(grace) +
                                           " s); exiting without saving");
       }
-      exit_reason = "preempted";
+      exit_reason = asked ? "stopped" : "preempted";
+      stop_reason = why;
       exit_code = static_cast<int>(ExitCode::kPreempted);
       saved_at_end = true;
-      loop.progress.line("stopped by signal %d at step %lld", stop_signal(),
-                         static_cast<long long>(loop.step));
+      loop.metrics.event(asked ? "info" : "warning", why + " at step " + std::to_string(loop.step));
+      loop.progress.line("%s at step %lld", why.c_str(), static_cast<long long>(loop.step));
       break;
     }
     const bool periodic = cfg.checkpoint.every > 0 && loop.step % cfg.checkpoint.every == 0;
@@ -858,7 +872,7 @@ int run_training(const TrainOptions& options) {
                        loop.ceiling_wrong ? std::numeric_limits<double>::quiet_NaN()
                        : timed_steps      ? mfu_sum / static_cast<double>(timed_steps)
                                           : 0,
-                       exit_reason);
+                       exit_reason, stop_reason);
   loop.metrics.sync();
   return exit_code;
 }

@@ -73,7 +73,7 @@ int main() {
     const int code = wait_exit(pid);
     CHECK_MSG(code == 10, "exit code %d", code);
     const auto cks = records(out, "checkpoint");
-    CHECK(!cks.empty() && cks.back()["reason"] == "preempt");
+    CHECK(!cks.empty() && cks.back()["reason"] == "preempted");
     const int64_t stopped_at = last_step(out);
     CHECK(!cks.empty() && cks.back()["step"].get<int64_t>() == stopped_at);
     const auto summary_records = records(out, "summary");
@@ -127,7 +127,7 @@ int main() {
     const int code = wait_exit(pid);
     CHECK_MSG(code == 10, "exit code %d: %s", code, read_file(out + ".log").c_str());
     const auto cks = records(out, "checkpoint");
-    CHECK_MSG(!cks.empty() && cks.back()["reason"] == "preempt" && cks.back()["step"].get<int64_t>() >= 1,
+    CHECK_MSG(!cks.empty() && cks.back()["reason"] == "preempted" && cks.back()["step"].get<int64_t>() >= 1,
               "%zu checkpoints", cks.size());
   }
   return summary("preemption");

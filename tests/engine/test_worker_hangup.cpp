@@ -97,7 +97,7 @@ void check_hangup_stops_with_checkpoint(const std::string& root, const std::stri
   CHECK_MSG(code == 10, "%s: exit %d after SIGHUP, expected 10 (preempted, with a checkpoint)", name.c_str(), code);
   bool checkpointed = false, summarized = false;
   for (const auto& r : read_metrics(out)) {
-    checkpointed |= r["type"] == "checkpoint" && r["reason"] == "preempt";
+    checkpointed |= r["type"] == "checkpoint" && r["reason"] == "preempted";
     summarized |= r["type"] == "summary" && r["exit"] == "preempted";
   }
   CHECK_MSG(checkpointed, "%s: no emergency checkpoint after SIGHUP", name.c_str());

@@ -59,7 +59,7 @@ int main() {
     CHECK(run.usd_per_hour && *run.usd_per_hour == 36.0);
     CHECK(cost >= 0.02 - 1e-9 && cost < 0.2);  // node times are whole seconds (remote/remote_run.cpp)
     const auto cps = db::list_checkpoints(d, run.id);
-    CHECK(!cps.empty() && cps.back().reason == "preempt");
+    CHECK(!cps.empty() && cps.back().reason == "budget");
   }
 
   // A wall-time limit: 0.0005 h = 1.8 s of running.

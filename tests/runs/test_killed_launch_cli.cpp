@@ -106,7 +106,7 @@ void killed_launch_takes_its_ranks_down() {
   wait_exit(g.cli);
   bool preempt_checkpoint = false;
   for (const auto& r : read_metrics(g.run_dir))
-    preempt_checkpoint |= r["type"] == "checkpoint" && r["reason"] == "preempt";
+    preempt_checkpoint |= r["type"] == "checkpoint" && r["reason"] == "preempted";
   CHECK(preempt_checkpoint);
   const ProcResult resumed = cli({"runs", "resume", "orph", "--quiet"});
   CHECK_MSG(resumed.exit_code == 0, "exit %d\n%s", resumed.exit_code, resumed.output.c_str());

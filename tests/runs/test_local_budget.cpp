@@ -45,7 +45,11 @@ void stops_at_max_usd(db::Writer& writer, const std::string& dir) {
   const double crossed = *r.started_at + 0.02 / 36.0 * 3600.0;
   CHECK_MSG(*r.ended_at - crossed < 3.0, "ended %.2f s after crossing the cap", *r.ended_at - crossed);
   const auto cps = db::list_checkpoints(d, r.id);
-  CHECK(!cps.empty() && cps.back().reason == "preempt");  // stopped with a checkpoint
+  CHECK(!cps.empty() && cps.back().reason == "budget");  // stopped with a checkpoint
+  // Issue 34 #16: the worker says a budget stopped it, not "preempted".
+  CHECK_MSG(r.summary_json.find("\"exit\":\"stopped\"") != std::string::npos &&
+                r.summary_json.find("\"stop_reason\":\"budget reached: $0.02") != std::string::npos,
+            "%s", r.summary_json.c_str());
   // The warning came once, before the stop.
   int warnings = 0;
   for (const db::EventInfo& e : db::list_events(d, r.id))

@@ -55,7 +55,18 @@ void a_stop_checkpoints_and_ends_stopped(db::Writer& writer, const std::string& 
             r.status_note.c_str());
   const db::Database d(writer.path());
   const auto cps = db::list_checkpoints(d, s.run.run_id);
-  CHECK(!cps.empty() && cps.back().reason == "preempt");
+  CHECK(!cps.empty() && cps.back().reason == "stop");
+  // Issue 34 #16: the worker's own words say it was stopped on request (not "exit preempted"), and
+  // launch's event in worker.log is info, not an error "rank 0 exited with code 10 (preempted)".
+  CHECK_MSG(r.summary_json.find("\"exit\":\"stopped\"") != std::string::npos &&
+                r.summary_json.find("\"stop_reason\":\"stopped on request") != std::string::npos,
+            "%s", r.summary_json.c_str());
+  {
+    std::ifstream log(s.run.run_dir + "/worker.log");
+    for (std::string line; std::getline(log, line);)
+      CHECK_MSG(!(line.find("\"level\":\"error\"") != std::string::npos && line.find("code 10") != std::string::npos),
+                "worker.log: %s", line.c_str());
+  }
   // The launcher's "rank 0 exited with code 10 (preempted)" is the end we asked for, not an error.
   CHECK_MSG(w.notes().find("exited with code 10") == std::string::npos, "%s", w.notes().c_str());
   for (const db::EventInfo& e : db::list_events(d, s.run.run_id))

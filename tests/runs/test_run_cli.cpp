@@ -99,7 +99,7 @@ void a_closed_terminal_stops_the_run(const std::string& cfg) {
   const db::Run r = run_named("hangup");
   CHECK(r.status == db::RunStatus::kStopped);
   const auto cps = db::list_checkpoints(db::Database(g_root + "/store.db"), r.id);
-  CHECK(!cps.empty() && cps.back().reason == "preempt");
+  CHECK(!cps.empty() && cps.back().reason == "stop");
 }
 
 void a_killed_command_is_settled_and_resumed(const std::string& cfg) {
@@ -119,7 +119,7 @@ void a_killed_command_is_settled_and_resumed(const std::string& cfg) {
       60));
   bool preempt_checkpoint = false;
   for (const auto& r : read_metrics(run_dir))
-    preempt_checkpoint |= r["type"] == "checkpoint" && r["reason"] == "preempt";
+    preempt_checkpoint |= r["type"] == "checkpoint" && r["reason"] == "preempted";
   CHECK(preempt_checkpoint);
   CHECK(run_named("orphan").status == db::RunStatus::kRunning);  // nobody recorded the end yet
   long worker = 0;

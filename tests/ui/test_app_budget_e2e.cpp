@@ -104,7 +104,7 @@ void TestAppBudgetE2e::aConfigPricedRunStopsAtItsBudget() {
   QVERIFY(cost >= 0.02);
   QVERIFY2(*r.ended_at - (*r.started_at + 2.0) < 3.0, "stopped promptly after crossing the cap");
   const auto cps = db::list_checkpoints(d, r.id);
-  QVERIFY(!cps.empty() && cps.back().reason == "preempt");
+  QVERIFY(!cps.empty() && cps.back().reason == "budget");
   qInfo("app: %s, cost $%.4f (stored), ran %.2f s", r.status_note.c_str(), cost, *r.ended_at - *r.started_at);
   // Notified: "stopped" with the budget's reason; the warning at 80% when the guard saw it before
   // the cap (its 1 s poll may see the cap first), in the runs layer's own words.

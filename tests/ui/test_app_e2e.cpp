@@ -282,7 +282,7 @@ void TestAppE2e::wizardRunIsStoredAndStopsWithACheckpoint() {
   const db::Database d(m_workspace.databasePath.toStdString());
   const auto checkpoints = db::list_checkpoints(d, run->storeId());
   QVERIFY(!checkpoints.empty());
-  QCOMPARE(checkpoints.back().reason, std::string("preempt"));
+  QCOMPARE(checkpoints.back().reason, std::string("stop"));
   QVERIFY(QFileInfo::exists(QString::fromStdString(checkpoints.back().dir) + QStringLiteral("/MANIFEST")));
   QCOMPARE(checkpoints.back().step, rows.back().step);
   qInfo("stopped at step %lld: %zu loss rows stored, checkpoint %s", static_cast<long long>(rows.back().step),

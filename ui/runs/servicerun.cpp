@@ -768,13 +768,17 @@ void ServiceRun::appendLog(const QString& level, const QString& text) {
 QString ServiceRun::summaryText() const {
   if (!m_summary) return tr("no summary record (the worker did not finish its run loop)");
   const SummaryRecord& s = *m_summary;
-  return tr("%1 steps, final loss %2, best validation loss %3, %4 s, %5 tokens/s, exit %6")
+  // How it ended in the worker's words when it stopped early ("stopped on request (flotilla app)",
+  // "budget reached: ..."); else its exit ("completed"). A record from before issue 34 says
+  // "preempted" for a Stop too: the status beside it says who asked.
+  return tr("%1 steps, final loss %2, best validation loss %3, %4 s, %5 tokens/s, %6")
       .arg(s.steps)
       .arg(formatMetric(s.final_loss))
       .arg(s.best_val_loss ? formatMetric(*s.best_val_loss) : tr("none"))
       .arg(s.wall_s, 0, 'f', 1)
       .arg(QLocale().toString(s.mean_tokens_per_s, 'f', 0))
-      .arg(QString::fromStdString(s.exit));
+      .arg(s.stop_reason.empty() ? tr("exit %1").arg(QString::fromStdString(s.exit))
+                                 : QString::fromStdString(s.stop_reason));
 }
 
 QString ServiceRun::workerLogTail(int maxLines) const {

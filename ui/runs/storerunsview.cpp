@@ -34,6 +34,7 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "engine/core/stop_request.h"
 #include "runs/service.h"
 #include "ui/common/background.h"
 #include "ui/common/numberformat.h"
@@ -88,7 +89,7 @@ CheckpointList checkpointsOf(const runs::ServiceOptions& options, qint64 runId) 
       const int64_t bytes = c.bytes > 0 ? c.bytes : info != stored.end() ? info->second.bytes : 0;
       if (bytes > 0) parts << formatBytes(static_cast<quint64>(bytes));
       const std::string reason = !c.reason.empty() ? c.reason : info != stored.end() ? info->second.reason : "";
-      if (!reason.empty()) parts << QString::fromStdString(reason);
+      if (!reason.empty()) parts << QString::fromStdString(checkpoint_reason_words(reason));
       if (c.local_dir.empty()) parts << QObject::tr("on %1").arg(QString::fromStdString(c.where));
       out.choices.prepend({QString::fromStdString(c.local_dir), c.step, parts.join(QStringLiteral(" · "))});
     }
