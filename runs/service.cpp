@@ -17,6 +17,7 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "engine/core/stop_request.h"
 #include "remote/remote_run.h"
 #include "remote/session.h"
 #include "remote/slurm_cluster.h"
@@ -864,6 +865,27 @@ void RunService::request_checkpoint(int64_t run_id) {
   }
 }
 
+void RunService::request_end(int64_t run_id, bool kill, const std::string& by) {
+  db::Writer* writer = this->writer();
+  if (!writer) throw Refusal("no run database: a stop or kill is recorded there before the worker is signalled");
+  db::Run run;
+  writer->run([&](db::Database& db) { run = db::get_run(db, run_id); });
+  const Abilities can = abilities(run);
+  if (const std::string& why = kill ? can.kill : can.stop; !why.empty()) throw Refusal(why);
+  const pid_t pid = kind_of(run) == PlaceKind::kHere ? live_worker_pid(run.run_dir) : 0;
+  if (pid <= 0)
+    throw Refusal("run " + run.name + " is not running on this machine; stop it from the command or app that " +
+                  "watches it (flotilla runs attach " + run.name + ")");
+  const std::string note = kill ? "killed on request" : "on request";
+  writer->run([&](db::Database& db) { db::add_end_request(db, run_id, {kill ? "kill" : "stop", note, 0}); });
+  if (kill) {
+    kill_worker_tree(pid);
+  } else {
+    write_stop_request(run.run_dir, {"stop", note, by});
+    ::kill(pid, SIGTERM);
+  }
+}
+
 std::vector<CheckpointEntry> RunService::checkpoints(int64_t run_id, int* purged) {
   db::Database db(options_.ssh.database_path);
   const db::Run run = db::get_run(db, run_id);
@@ -949,12 +971,18 @@ Abilities RunService::abilities(const db::Run& run) const {
   } else if (kind == PlaceKind::kHere && run.run_dir.empty()) {
     a.resume = "run " + run.name + " has no run directory to resume from";
   }
-  // stop / checkpoint: a watcher does both; these say whether there is anything to ask
+  // stop / checkpoint / kill: a watcher does all three; these say whether there is anything to ask
+  // (a run on this machine: a live worker, pid and start time checked, which any process can signal)
   if (!running && run.status != db::RunStatus::kQueued) a.stop = "run " + run.name + " is not running";
+  else if (kind == PlaceKind::kHere && !live_here)
+    a.stop = "run " + run.name + " has no live worker on this machine (its worker.pid names no running process)";
   if (kind == PlaceKind::kSlurm)
     a.checkpoint = checkpoint_refusal(placement_of(run));
   else if (!running)
     a.checkpoint = "run " + run.name + " is not running; nothing to checkpoint";
+  else if (kind == PlaceKind::kHere && !live_here)
+    a.checkpoint = a.stop;
+  a.kill = a.stop;
   if (kind == PlaceKind::kHere) a.remove = live_worker_delete_refusal(run);
   return a;
 }

@@ -81,8 +81,10 @@ struct ForkRequest {
 };
 
 // What a stored run can do now: "" when it can, else why not (a sentence to show).
+// stop, checkpoint, kill: whether the run can be asked now, by whoever watches it or (a run on
+// this machine whose worker this process can signal: its pid and start time checked) by anyone.
 struct Abilities {
-  std::string attach, resume, stop, checkpoint, fork, fetch, remove;
+  std::string attach, resume, stop, checkpoint, kill, fork, fetch, remove;
 };
 
 struct CheckpointEntry {
@@ -176,6 +178,12 @@ class RunService {
   // Asks a run watched by another process (or nobody) for a checkpoint at its next step. Throws
   // Refusal when it cannot.
   void request_checkpoint(int64_t run_id);
+  // Asks a run on this machine watched by another process (`flotilla run` in a terminal) or by
+  // nobody to stop with a checkpoint (kill false: stop.request, then SIGTERM) or to end at once
+  // (kill true: SIGKILL of its worker's tree). The request is stored first (db::add_end_request), so
+  // whoever sees the end records "stopped (on request)" or "stopped (killed on request)". `by`
+  // names the asker ("flotilla app"). Throws Refusal (abilities().stop / .kill) when it cannot.
+  void request_end(int64_t run_id, bool kill, const std::string& by);
 
   // The run's checkpoints that exist now, oldest first (`purged`: written but since removed).
   std::vector<CheckpointEntry> checkpoints(int64_t run_id, int* purged = nullptr);

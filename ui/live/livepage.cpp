@@ -429,13 +429,14 @@ QSlider* LivePage::smoothingSlider() const { return m_dashboard->smoothingSlider
 void LivePage::updateControls() {
   const bool active = m_run && m_run->isActive();
   const bool running = m_run && m_run->state() == RunHandle::State::Running;
-  m_stop->setEnabled(running);
-  m_checkpoint->setEnabled(running && m_run->canCheckpoint());
+  // A run watched elsewhere (`flotilla run`) is asked through the runs service (its abilities).
+  m_stop->setEnabled(m_run && m_run->canStop());
+  m_checkpoint->setEnabled(m_run && (running || m_run->canStop()) && m_run->canCheckpoint());
   m_checkpoint->setToolTip(
       m_run && !m_run->canCheckpoint()
           ? m_run->checkpointUnsupportedReason()
           : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
-  m_kill->setEnabled(active);
+  m_kill->setEnabled(m_run && m_run->canKill());
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   setStateText(m_run ? m_run->stateText() : QString());
   const QString why =

@@ -62,6 +62,10 @@ class RunHandle : public QObject {
   virtual void stop() = 0;
   virtual void checkpointNow() = 0;
   virtual void kill() = 0;
+  // Whether Stop and Kill can be asked now (a run watched here: while it runs; one watched
+  // elsewhere: as the runs service says).
+  virtual bool canStop() const { return state() == State::Running; }
+  virtual bool canKill() const { return isActive(); }
   virtual bool canCheckpoint() const { return true; }
   virtual QString checkpointUnsupportedReason() const { return {}; }
 

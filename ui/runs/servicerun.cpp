@@ -336,6 +336,7 @@ void ServiceRun::logRecovery() {
 void ServiceRun::open(Open how, const QString& what, bool onThisThread, bool showStored) {
   Q_ASSERT(m_state == State::NotStarted && !m_thread);
   m_showStored = showStored;
+  m_watched = true;
   m_startedAt = QDateTime::currentDateTime();
   m_clock.start();
   if (!what.isEmpty()) appendLog(QStringLiteral("info"), what);
@@ -493,7 +494,56 @@ void ServiceRun::deliver(qint64 upTo) {
   emit changed();
 }
 
+runs::Abilities ServiceRun::unwatchedAbilities() const {
+  runs::Abilities a;
+  a.stop = a.kill = a.checkpoint = "not stored";
+  if (m_storeId <= 0 || m_options.ssh.database_path.empty()) return a;
+  try {
+    const db::Database reader = openReader(m_options.ssh.database_path);
+    return runs::RunService(m_options).abilities(db::get_run(reader, m_storeId));
+  } catch (const std::exception& e) {
+    a.stop = a.kill = a.checkpoint = e.what();
+    return a;
+  }
+}
+
+bool ServiceRun::canStop() const {
+  return m_watched ? m_state == State::Running : unwatchedAbilities().stop.empty();
+}
+bool ServiceRun::canKill() const { return m_watched ? isActive() : unwatchedAbilities().kill.empty(); }
+bool ServiceRun::canCheckpoint() const {
+  return m_watched ? m_checkpointRefusal.isEmpty() : unwatchedAbilities().checkpoint.empty();
+}
+QString ServiceRun::checkpointUnsupportedReason() const {
+  return m_watched ? m_checkpointRefusal : QString::fromStdString(unwatchedAbilities().checkpoint);
+}
+
+void ServiceRun::askUnwatched(const QString& what) {
+  try {
+    runs::RunService service(m_options);
+    if (what == QLatin1String("checkpoint"))
+      service.request_checkpoint(m_storeId);
+    else
+      service.request_end(m_storeId, what == QLatin1String("kill"), m_options.origin);
+    appendLog(
+        what == QLatin1String("kill") ? QStringLiteral("warning") : QStringLiteral("info"),
+        what == QLatin1String("kill")
+            ? tr("kill requested: progress since the last checkpoint is lost (the run is watched "
+                 "elsewhere; its end is recorded there)")
+        : what == QLatin1String("stop")
+            ? tr("stop requested (SIGTERM): the worker saves a checkpoint at its next step boundary, then "
+                 "exits")
+            : tr("checkpoint requested (SIGUSR1): the worker saves one at its next step boundary and goes "
+                 "on"));
+  } catch (const std::exception& e) {
+    appendLog(QStringLiteral("error"),
+              tr("%1 of %2 refused: %3").arg(what, m_name, QString::fromUtf8(e.what())));
+  }
+  emit changed();
+}
+
 void ServiceRun::stop() {
+  if (!m_watched) return askUnwatched(QStringLiteral("stop"));
   if (m_state != State::Running) return;
   appendLog(
       QStringLiteral("info"),
@@ -504,6 +554,7 @@ void ServiceRun::stop() {
 }
 
 void ServiceRun::checkpointNow() {
+  if (!m_watched) return askUnwatched(QStringLiteral("checkpoint"));
   if (m_state != State::Running || !canCheckpoint()) return;
   appendLog(QStringLiteral("info"),
             tr("checkpoint requested (SIGUSR1): the worker saves one at its next step boundary and goes on"));
@@ -511,6 +562,7 @@ void ServiceRun::checkpointNow() {
 }
 
 void ServiceRun::kill() {
+  if (!m_watched) return askUnwatched(QStringLiteral("kill"));
   if (!isActive()) return;
   m_killRequested = true;
   appendLog(QStringLiteral("warning"), tr("kill requested: progress since the last checkpoint is lost"));

@@ -121,11 +121,18 @@ class ServiceRun : public RunHandle {
   QString errorText() const { return m_error; }
   bool stopRequested() const { return m_stopRequested; }
 
+  // A run watched here: requests its watcher polls. A run shown but watched elsewhere (`flotilla
+  // run` in a terminal) or by nobody: asked through the service (request_end, request_checkpoint)
+  // when its abilities allow (a live worker on this machine, pid and start time checked).
   void stop() override;           // a checkpoint at the next step, then the run exits
   void checkpointNow() override;  // a checkpoint at the next step; the run goes on
   void kill() override;           // at once (where the place can; else as stop())
-  bool canCheckpoint() const override { return m_checkpointRefusal.isEmpty(); }
-  QString checkpointUnsupportedReason() const override { return m_checkpointRefusal; }
+  bool canStop() const override;
+  bool canKill() const override;
+  bool canCheckpoint() const override;
+  QString checkpointUnsupportedReason() const override;
+  // Whether this object watches the run (opened: started, attached, resumed, forked), not only shows it.
+  bool isWatched() const { return m_watched; }
 
   // Where the run is, in the service's words ("this machine", "nodes a, b", "slurm cluster flo,
   // job 12"), and its folder as a user finds it ("/home/u/runs/x", "a:~/.flotilla/runs/x-3").
@@ -231,6 +238,10 @@ class ServiceRun : public RunHandle {
   QProcess::ExitStatus m_exitStatus = QProcess::NormalExit;
   bool m_killRequested = false;
   bool m_showStored = false;
+  bool m_watched = false;  // open() was called: requests go to this object's watcher
+  // The service's answers for a run watched elsewhere (read from the store when asked).
+  runs::Abilities unwatchedAbilities() const;
+  void askUnwatched(const QString& what);  // "stop", "kill" or "checkpoint"
   bool m_recoveryLogged = false;
   bool m_folderHere = true;  // the run's folder is on this machine
   bool m_stopRequested = false;
