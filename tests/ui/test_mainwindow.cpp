@@ -4,6 +4,7 @@
 // dark) saved to the build tree.
 #include <QAction>
 #include <QApplication>
+#include <QDir>
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
@@ -340,8 +341,15 @@ void TestMainWindow::runMenuHasTheLiveRunShortcuts() {
     auto* action = w->findChild<QAction*>(QLatin1String(e.name));
     QVERIFY2(action, e.name);
     QCOMPARE(action->shortcut(), e.keys);
-    action->trigger();  // no run on the Live page: nothing happens, nothing crashes
+    // Issue 34 #22: with no run on the Live page they are disabled (they did nothing, enabled).
+    QVERIFY2(!action->isEnabled(), e.name);
+    action->trigger();  // nothing happens, nothing crashes
   }
+  // And the menu offers the demo, which starts it as the Runs page's button does.
+  auto* demo = w->findChild<QAction*>(QStringLiteral("runDemoAction"));
+  QVERIFY(demo);
+  QVERIFY(demo->isEnabled());
+  QCOMPARE(demo->text().remove(QLatin1Char('&')), QStringLiteral("Run the demo"));
 }
 
 // Issue 18: "F1 opens the docs". The Help menu's action has F1 and opens docs/README.md (the
@@ -349,7 +357,10 @@ void TestMainWindow::runMenuHasTheLiveRunShortcuts() {
 void TestMainWindow::f1OpensTheDocumentation() {
   auto w = makeWindow();
   QUrl opened;
-  w->setUrlOpener([&opened](const QUrl& url) { opened = url; });
+  w->setUrlOpener([&opened](const QUrl& url) {
+    opened = url;
+    return true;
+  });
   auto* help = w->findChild<QAction*>(QStringLiteral("helpAction"));
   QVERIFY(help);
   QCOMPARE(help->shortcut(), QKeySequence(Qt::Key_F1));
@@ -361,6 +372,16 @@ void TestMainWindow::f1OpensTheDocumentation() {
   QFile index(opened.toLocalFile());
   QVERIFY(index.open(QIODevice::ReadOnly));
   QVERIFY(index.readAll().startsWith("# Flotilla documentation"));
+  QVERIFY(!w->documentationMessage());
+
+  // Issue 34 #22: with no desktop handler (the opener fails, "Unable to detect a launcher" on
+  // stderr only), F1 shows where the documentation is, in a message.
+  w->setUrlOpener([](const QUrl&) { return false; });
+  QTest::keyClick(w.get(), Qt::Key_F1);
+  QTRY_VERIFY(w->documentationMessage() && w->documentationMessage()->isVisible());
+  QVERIFY2(w->documentationMessage()->text().contains(QDir::toNativeSeparators(opened.toLocalFile())),
+           qPrintable(w->documentationMessage()->text()));
+  w->documentationMessage()->close();
 }
 
 void TestMainWindow::geometryIsRememberedInQSettings() {

@@ -17,6 +17,9 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
+#include <QMessageBox>
+#include <QApplication>
+#include <QPushButton>
 #include <QtTest>
 
 #include "db/database.h"
@@ -303,6 +306,24 @@ void TestRunsViewActions::deleteKeyRemovesTheSelectedRun() {
   QCOMPARE(asked.size(), 2);
   QVERIFY(!store.run(gone).has_value());
   QVERIFY(store.run(keep).has_value());
+
+  // Issue 34 #23: the real confirmation has Cancel as its default (as Kill's): Delete, then Enter,
+  // removes nothing.
+  view->confirmDelete = nullptr;
+  view->selectId(keep);
+  view->table()->setFocus();
+  QString defaultText, objectName;
+  QTimer::singleShot(0, [&] {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box) return;
+    objectName = box->objectName();
+    defaultText = box->defaultButton() ? box->defaultButton()->text() : QString();
+    QTest::keyClick(box, Qt::Key_Return);
+  });
+  QTest::keyClick(view->table(), Qt::Key_Delete);
+  QCOMPARE(objectName, QStringLiteral("deleteConfirmation"));
+  QCOMPARE(defaultText, QMessageBox().addButton(QMessageBox::Cancel)->text());
+  QVERIFY(store.run(keep).has_value());  // Enter was Cancel
 }
 
 QTEST_MAIN(TestRunsViewActions)

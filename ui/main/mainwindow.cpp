@@ -178,10 +178,20 @@ void MainWindow::buildMenus() {
       return;
     }
     const QUrl url = QUrl::fromLocalFile(index);
-    if (m_openUrl)
-      m_openUrl(url);
-    else
-      QDesktopServices::openUrl(url);
+    if (m_openUrl ? m_openUrl(url) : QDesktopServices::openUrl(url)) return;
+    // No desktop handler (a bare X server, no xdg-open): say where the documentation is.
+    if (m_docsMessage) m_docsMessage->close();
+    auto* box = new QMessageBox(QMessageBox::Information, tr("Flotilla documentation"),
+                                tr("No program on this desktop opens documents, so Flotilla cannot show "
+                                   "its documentation itself. It is at:\n\n%1\n\nOpen that file in a web "
+                                   "browser or a text editor (the folder holds one page per topic).")
+                                    .arg(QDir::toNativeSeparators(index)),
+                                QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("documentationMessage"));
+    box->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    m_docsMessage = box;
+    box->open();
   });
   docs->setObjectName(QStringLiteral("helpAction"));
   docs->setShortcut(QKeySequence::HelpContents);  // F1
@@ -194,9 +204,17 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::buildRunMenu() {
-  // The run shown on the Live page: its controls from every page, by keyboard.
+  // The run shown on the Live page: its controls from every page, by keyboard; enabled only for
+  // what that run can do now (nothing with no run), as Live's buttons.
   QMenu* menu = menuBar()->addMenu(tr("&Run"));
   auto* live = static_cast<LivePage*>(page(Live));
+  QAction* demo = menu->addAction(tr("Run the &demo"), this, [this] {
+    showPage(Runs);
+    static_cast<RunsPage*>(page(Runs))->runDemoButton()->click();
+  });
+  demo->setObjectName(QStringLiteral("runDemoAction"));
+  menu->addSeparator();
+  connect(menu, &QMenu::aboutToShow, this, &MainWindow::updateRunMenu);
   const struct {
     const char* name;
     QString text;
@@ -215,10 +233,38 @@ void MainWindow::buildRunMenu() {
     action->setShortcut(e.keys);
     action->setShortcutContext(Qt::ApplicationShortcut);
     const auto slot = e.slot;
-    connect(action, &QAction::triggered, this, [live, slot] {
-      if (RunHandle* run = live->followed()) (run->*slot)();
+    connect(action, &QAction::triggered, this, [this, live, slot, action, text = e.text] {
+      updateRunMenu();
+      RunHandle* run = live->followed();
+      if (!run || !action->isEnabled()) {
+        statusBar()->showMessage(
+            run ? tr("%1 cannot %2 now (%3)")
+                      .arg(run->name(), QString(text).remove(QLatin1Char('&')).toLower(), run->stateText())
+                : tr("No run to act on: open a running run on the Live page (Runs → double-click)"),
+            8000);
+        return;
+      }
+      (run->*slot)();
     });
+    m_runActions << action;
   }
+  updateRunMenu();
+  // The run Live follows changes state without telling the window (a run watched elsewhere ends in
+  // its terminal): the shortcuts follow it within a second, as the menu does when opened.
+  auto* poll = new QTimer(this);
+  poll->setInterval(1000);
+  connect(poll, &QTimer::timeout, this, &MainWindow::updateRunMenu);
+  poll->start();
+}
+
+void MainWindow::updateRunMenu() {
+  if (m_runActions.size() != 3) return;
+  const RunHandle* run = static_cast<LivePage*>(page(Live))->followed();
+  const bool canStop = run && run->canStop();
+  m_runActions[0]->setEnabled(run && (run->state() == RunHandle::State::Running || canStop) &&
+                              run->canCheckpoint());
+  m_runActions[1]->setEnabled(canStop);
+  m_runActions[2]->setEnabled(run && run->canKill());
 }
 
 void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
@@ -261,6 +307,8 @@ void MainWindow::connectRuns() {
   // The Live page's run picker lists the session's runs and follows a re-attached one when it
   // follows no active run, without switching pages (unlike a run the user starts or opens).
   livePage->setRuns(m_runs);
+  connect(m_runs, &LocalRuns::runChanged, this, &MainWindow::updateRunMenu);
+  connect(m_runs, &LocalRuns::runAdded, this, &MainWindow::updateRunMenu);
   connect(runsPage, &RunsPage::runOpened, this, [this, livePage](ServiceRun* run) {
     livePage->setRun(run);
     showPage(Live);

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QMessageBox>
+#include <QPointer>
 #include <QStringList>
 
 #include <functional>
@@ -12,6 +14,7 @@
 #include "ui/main/versions.h"
 #include "ui/main/workspaceinfo.h"
 
+class QAction;
 class QActionGroup;
 class QLabel;
 class QStackedWidget;
@@ -55,7 +58,11 @@ class MainWindow : public QMainWindow {
   // Help > Flotilla documentation (F1) opens this file (docs/README.md; "" when not found): the
   // installed share/doc/flotilla, else the source tree's docs/. Tests replace the opener.
   static QString documentationIndex();
-  void setUrlOpener(std::function<void(const QUrl&)> open) { m_openUrl = std::move(open); }
+  // How a URL is opened (default: QDesktopServices); false when nothing could open it (no desktop
+  // handler): Help then shows where the documentation is in a message instead.
+  void setUrlOpener(std::function<bool(const QUrl&)> open) { m_openUrl = std::move(open); }
+  // The message Help → documentation showed when the URL could not be opened (nullptr: none).
+  QMessageBox* documentationMessage() const { return m_docsMessage; }
   // The About box's version text (HTML), as the dialog would show it now.
   QString aboutText() const;
 
@@ -96,7 +103,10 @@ class MainWindow : public QMainWindow {
   int m_reattached = 0;
   int m_othersRunning = 0;  // runs the store says are running that this session does not watch
   std::function<CloseChoice(int)> m_closeQuestion;
-  std::function<void(const QUrl&)> m_openUrl;
+  std::function<bool(const QUrl&)> m_openUrl;
+  QPointer<QMessageBox> m_docsMessage;
+  void updateRunMenu();             // the Run menu's actions enabled as the run Live follows allows
+  QList<QAction*> m_runActions;     // Checkpoint now, Stop, Kill
   bool m_closeWhenStopped = false;  // "Stop the run" was chosen: close once no run is active
 };
 

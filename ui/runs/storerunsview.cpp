@@ -16,6 +16,7 @@
 #include <QLocale>
 #include <QMenu>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QProgressBar>
 #include <QRegularExpression>
 #include <QTableView>
@@ -594,11 +595,21 @@ void StoreRunsView::endBusy() {
 bool StoreRunsView::remove(qint64 id) {
   const int row = m_model->rowOfId(id);
   const QString name = row >= 0 ? m_model->rowAt(row)->name : QString::number(id);
-  const bool yes = confirmDelete ? confirmDelete(name)
-                                 : QMessageBox::question(this, tr("Delete run"),
-                                                         tr("Delete run %1 and all its metrics from the run "
-                                                            "database? Its folder on disk is kept.")
-                                                             .arg(name)) == QMessageBox::Yes;
+  bool yes = false;
+  if (confirmDelete) {
+    yes = confirmDelete(name);
+  } else {
+    // Cancel is the default (as Kill's): Delete then Enter must not remove a run.
+    QMessageBox box(QMessageBox::Question, tr("Delete run"),
+                    tr("Delete run %1 and all its metrics from the run database? Its folder on disk is kept.")
+                        .arg(name),
+                    QMessageBox::Yes | QMessageBox::Cancel, this);
+    box.setObjectName(QStringLiteral("deleteConfirmation"));
+    box.button(QMessageBox::Yes)->setText(tr("Delete"));
+    box.setDefaultButton(QMessageBox::Cancel);
+    box.setEscapeButton(QMessageBox::Cancel);
+    yes = box.exec() == QMessageBox::Yes;
+  }
   if (!yes) return false;
   QString error;
   if (!m_store->deleteRun(id, &error)) {
