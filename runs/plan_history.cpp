@@ -55,6 +55,7 @@ std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig
     if (like && !comparable_runs(*like, o.config)) continue;
     std::vector<db::Point> points = db::metric_points(db, run.id, "step_ms");
     if (points.size() < 2) continue;
+    const db::Point first = points.front();
     points.erase(points.begin());  // the warm-up step
     std::vector<double> ms;
     for (const auto& p : points)
@@ -64,6 +65,10 @@ std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig
     const size_t n = ms.size();
     o.step_s = (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / 1000.0;
     o.steps = static_cast<int64_t>(n);
+    // Start-up: running to the first step record, less one ordinary step (a fresh start only: a
+    // resumed run's first record is not its first start's).
+    if (run.started_at && first.step == 1 && first.time > *run.started_at)
+      o.startup_s = std::max(0.0, first.time - *run.started_at - o.step_s);
     o.name = run.name;
     o.when = run.ended_at.value_or(run.started_at.value_or(run.created_at));
     out.push_back(std::move(o));

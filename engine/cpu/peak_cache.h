@@ -1,12 +1,21 @@
-// The per-machine peak `train` divides by: measured once when the machine is quiet, then kept.
+// The per-machine peak `train` divides by: measured once, then kept, so a run starts on it at once.
 //
 // Decision: the cache is one JSON file, $FLOTILLA_CACHE_DIR/cpu-peaks.json (else
 // $XDG_CACHE_HOME/flotilla/, else ~/.cache/flotilla/), keyed by the cpuid brand string, family and
-// model and the thread count; only trusted measurements (other load <= kQuietLoad, and an FMA
-// ceiling not below its own sgemm) are written, and each figure kept is the highest so far (a
-// ceiling cannot fall on the same CPU; a low reading is a core shared at the host). A loaded or
-// contended measurement is used for the one run that took it (MFU capped at 1) and said so, never
-// kept.
+// model, the thread count and the kernel path measured (avx512, avx2, sse). Trusted measurements
+// (other load <= kQuietLoad, and an FMA ceiling not below its own sgemm) are kept, each figure the
+// highest so far (a ceiling cannot fall on the same CPU; a low reading is a core shared at the host).
+//
+// Issue 34 #7 (a start on a busy machine re-measured for 4-6 s, billed before step 1): a run never
+// measures when a figure is kept. The rule:
+//  - a trusted entry is used as it is;
+//  - a reading that is not trusted (taken under load, or contended) is kept too, as a provisional
+//    entry (the highest such reading; a trusted one replaces it), and the next starts use it, saying so;
+//  - a start measures again only when there is no entry, when the entry is provisional and the
+//    machine is quiet now (a 0.15 s look at /proc/stat: a trusted figure can replace it, once), or
+//    when a run beat the kept figure (its MFU came out above 100%, which the trainer then reports as
+//    n/a and marks here with mark_peak_beaten).
+// MFU is never above 100% whatever the entry (mfu_ratio in peak.h).
 #pragma once
 
 #include <optional>
@@ -17,7 +26,8 @@
 namespace flotilla::cpu {
 
 std::string peak_cache_path();
-// "<brand> | family F model M | <threads> threads | method 3" (F, M: this machine's cpuid).
+// "<brand> | family F model M | <threads> threads | <path> | method 3" (F, M: this machine's
+// cpuid; path: the widest fp32 kernel path, the one measured).
 std::string peak_cache_key(const std::string& cpu_model, int threads);
 
 std::optional<CpuPeak> load_cached_peak(const std::string& path, const std::string& cpu_model, int threads);
@@ -26,11 +36,23 @@ std::optional<CpuPeak> load_cached_peak(const std::string& path, const std::stri
 // An unwritable cache is not an error (returns false).
 bool store_peak(const std::string& path, const CpuPeak& peak);
 
+// The provisional entry (a reading taken under load or on contended cores), if any and not beaten.
+std::optional<CpuPeak> load_provisional_peak(const std::string& path, const std::string& cpu_model,
+                                             int threads);
+// Keeps an untrusted reading as the provisional entry (the higher of it and the kept one); false
+// when a trusted entry exists (it stays) or the file cannot be written.
+bool store_provisional_peak(const std::string& path, const CpuPeak& peak);
+// A run reached above the kept figure for this CPU and thread count: the next start measures again.
+void mark_peak_beaten(const std::string& path, const std::string& cpu_model, int threads);
+
 struct PeakForRun {
   CpuPeak peak;
-  std::string source;  // "cache <path>", "measured now (kept in <path>)", or "measured under load ..."
+  // "cache <path>", "kept from a measurement under load ...", "measured now, kept in <path>", or
+  // "measured under load ... kept as provisional ..."
+  std::string source;
+  bool measured = false;  // this start measured (seconds of start-up); false: a kept figure
 };
-// The cached figure for this CPU and thread count, else a fresh measurement (kept when quiet).
+// The kept figure for this CPU, thread count and kernel path, else a fresh measurement (the rule above).
 PeakForRun peak_for_run(int threads);
 
 }  // namespace flotilla::cpu

@@ -43,7 +43,14 @@ struct RunObservation {
   double step_s = 0;  // measured: median step time over its steps after the first
   int64_t steps = 0;  // steps the median is over
   double when = 0;    // unix seconds it ended (or started); orders the history
+  // Its start-up: from running (the worker started) to its first step record, less one median
+  // step; 0 when unknown. Billed like training (issue 34 #7), so estimates add it.
+  double startup_s = 0;
 };
+
+// A local run's start-up when no earlier run measured one: the worker, its launcher, the data and the
+// model with a kept MFU ceiling (engine/cpu/peak_cache.h). scripts/bench-first-step measures it.
+inline constexpr double kTypicalStartupS = 2.0;
 
 // What the layer that can read the store and the caches passes in.
 struct Calibration {
@@ -78,6 +85,10 @@ struct CalibratedPlan {
   std::optional<PlanCheck> last;  // the newest comparable run, predicted out of sample
   double load_average = 0;        // copied from the calibration: the busy-machine note
   int cpus = 0;
+  // Seconds from start to the first step, billed like training: the median of the comparable
+  // earlier runs' (else of any earlier run's on this machine), else kTypicalStartupS.
+  double startup_s = kTypicalStartupS;
+  std::string startup_source = "typical";  // "measured on 3 earlier runs", "typical"
 };
 
 // Same model, dtype, device, threads and layout (dp, tp, pp, ZeRO, recompute, schedule); batch may differ.

@@ -657,11 +657,13 @@ int run_training(const TrainOptions& options) {
   loop.flops_per_token = flops_per_token(loop.dims, cfg.train.seq_len, loop.model.lora()).palm;
   const double device_peak = loop.device ? loop.device->peak_flops() : 0.0;
   std::string peak_source = options.peak_flops > 0 ? "given (FLOTILLA_PEAK_FLOPS)" : "device data sheet";
+  bool cpu_ceiling = false;  // this rank took the CPU ceiling from engine/cpu/peak_cache.h
   if (options.peak_flops > 0) {
     loop.peak_flops = options.peak_flops;
   } else if (device_peak > 0) {
     loop.peak_flops = device_peak;
   } else if (env.rank == 0 || !loop.world) {
+    cpu_ceiling = true;
     // This machine's fp32 FMA (or, for bf16, dot-product) ceiling for this thread count, kept from a quiet
     // measurement (engine/cpu/peak_cache.h); only rank 0 measures, the others take its figure below.
     const cpu::PeakForRun peak = cpu::peak_for_run(loop.backend.threads());
@@ -874,6 +876,9 @@ int run_training(const TrainOptions& options) {
                                           : 0,
                        exit_reason, stop_reason);
   loop.metrics.sync();
+  // The run outran the kept ceiling (its MFU was not reported): the next start measures it again.
+  if (cpu_ceiling && loop.ceiling_wrong)
+    cpu::mark_peak_beaten(cpu::peak_cache_path(), cpu::cpu_features().brand, loop.backend.threads());
   return exit_code;
 }
 

@@ -5,8 +5,11 @@
 // the last one is shown predicted against measured, and the budget's "stops after about N steps"
 // uses the calibrated step. The texts are the engine's lines (calibration.h), so they equal what
 // `flotilla plan` prints for the same figures.
+#include <QComboBox>
 #include <QLabel>
+#include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QWizardPage>
 #include <QtTest>
 
 #include <cmath>
@@ -31,6 +34,7 @@ class TestWizardSpeed : public QObject {
 
  private slots:
   void speedLineIsCalibratedAndCheckedAgainstTheStore();
+  void budgetCountsTheStartUpAndPricesEveryChoice();
 };
 
 namespace {
@@ -46,8 +50,10 @@ flotilla::ProbeResult cpuMachine() {
 
 // A local run of `config` whose steps 1..6 took `step_ms` each (step 1, the warm-up, twice as
 // long). `jsonOnly`: stored as a run from the built-in demo is, with config_json and no TOML.
+// `startup_s` > 0: the run went running at `when` and wrote step 1 `startup_s` + one step later
+// (a measured start-up); else it never ran (no start time: its start-up is unknown).
 void storeRun(const QString& path, const std::string& name, const flotilla::RunConfig& config, double step_ms,
-              double when, bool jsonOnly = false) {
+              double when, bool jsonOnly = false, double startup_s = 0) {
   flotilla::db::Database db(path.toStdString());
   flotilla::db::NewRun r;
   r.name = name;
@@ -57,10 +63,13 @@ void storeRun(const QString& path, const std::string& name, const flotilla::RunC
     r.config_toml = flotilla::config_to_toml(config);
   r.created_at = when;
   const int64_t id = flotilla::db::create_run(db, r);
+  if (startup_s > 0) flotilla::db::set_status(db, id, flotilla::db::RunStatus::kRunning, when, "test");
   std::vector<flotilla::db::MetricRow> rows;
+  const double step_s = step_ms / 1000.0;
   for (int s = 1; s <= 6; ++s) {
-    rows.push_back({id, "loss", s, 4.0, when + s});
-    rows.push_back({id, "step_ms", s, s == 1 ? 2 * step_ms : step_ms, when + s});
+    const double t = startup_s > 0 ? when + startup_s + s * step_s : when + s;
+    rows.push_back({id, "loss", s, 4.0, t});
+    rows.push_back({id, "step_ms", s, s == 1 ? 2 * step_ms : step_ms, t});
   }
   flotilla::db::write_tx(db, [&] { flotilla::db::MetricSink(db).insert(rows); });
 }
@@ -121,16 +130,83 @@ void TestWizardSpeed::speedLineIsCalibratedAndCheckedAgainstTheStore() {
   QCOMPARE(text.section(QLatin1Char(';'), 0, 0).section(QLatin1Char(' '), 0, 0), QStringLiteral("1.78"));
   QVERIFY(std::fabs(cp->plan.step_s - 1 / ((1 / 1.6 + 1 / 2.0) / 2)) < 1e-9);
 
-  // The budget: a time limit of half an hour stops it after 1800 s / 1.778 s = 1012.5 steps.
+  // The budget: a time limit of half an hour, less the typical 2 s start-up (none of these runs has
+  // a start time), stops it after 1798 s / 1.778 s = 1011.4 steps.
   flotilla::RunConfig c = w.config();
   c.train.steps = 100000;
   c.budget.max_hours = 0.5;
   w.setConfig(c);
   QCOMPARE(w.advanceTo(RunWizard::Budget), int(RunWizard::Budget));
   const QString estimate = w.budgetPage()->estimateText();
-  QVERIFY2(estimate.contains(QStringLiteral("The time limit stops it after about 1012 steps")) &&
+  QVERIFY2(estimate.contains(QStringLiteral("The time limit stops it after about 1011 steps")) &&
+               estimate.contains(QStringLiteral("+ 2.0 s start-up (typical)")) &&
                estimate.contains(QStringLiteral("Step time calibrated on this machine")) &&
                estimate.contains(QStringLiteral("last comparable run demo-new")),
+           qPrintable(estimate));
+}
+
+// Issue 34 #7, #11, #29: start-up is billed, so the Budget page counts it. Earlier runs that started
+// 7 s before their first step teach a 7 s start-up; a $0.15 cap at $36/h (15 s) then stops a run
+// after (15 - 7) / step s steps, not 15 / step s (the review's "about 61 steps" that became 7). A
+// short priced run's cost shows its digits ("$0.0…", not "$0.00"), and a pricing-catalogue entry
+// gives a $ estimate as a typed price does.
+void TestWizardSpeed::budgetCountsTheStartUpAndPricesEveryChoice() {
+  QTemporaryDir tmp;
+  QVERIFY(tmp.isValid());
+  qputenv("FLOTILLA_CACHE_DIR", tmp.filePath(QStringLiteral("cache")).toUtf8());
+  RunWizard w(nullptr, tmp.filePath(QStringLiteral("templates")));
+  w.setMachine(cpuMachine());
+  QCOMPARE(w.advanceTo(RunWizard::Hardware), int(RunWizard::Hardware));
+  const flotilla::RunConfig demo = w.config();
+  const QString store = tmp.filePath(QStringLiteral("flotilla.db"));
+  storeRun(store, "demo-a", demo, 500, 1000, false, 7.0);
+  storeRun(store, "demo-b", demo, 500, 2000, false, 7.0);
+  QSignalSpy loaded(&w, &RunWizard::planHistoryLoaded);
+  w.loadNodes(store);
+  QVERIFY(loaded.wait(10000) || loaded.count() == 1);
+  std::optional<flotilla::CalibratedPlan> cp = w.draft()->calibratedPlan();
+  QVERIFY(cp);
+  QVERIFY2(std::fabs(cp->startup_s - 7.0) < 1e-6, qPrintable(QString::number(cp->startup_s)));
+  QCOMPARE(cp->startup_source, std::string("measured on 2 earlier runs"));
+
+  flotilla::RunConfig c = w.config();
+  c.train.steps = 5000;
+  c.budget.usd_per_hour = 36;
+  c.budget.max_usd = 0.15;
+  w.setConfig(c);
+  QCOMPARE(w.advanceTo(RunWizard::Budget), int(RunWizard::Budget));
+  cp = w.draft()->calibratedPlan();
+  const double step_s = w.draft()->plan()->step_s;
+  const long long expected = static_cast<long long>(std::floor((0.15 / 36 * 3600 - 7.0) / step_s));
+  QString estimate = w.budgetPage()->estimateText();
+  QVERIFY2(estimate.contains(QStringLiteral("+ 7.0 s start-up (measured on 2 earlier runs)")) &&
+               estimate.contains(
+                   QStringLiteral("The spend limit $0.15 stops it after about %1 steps").arg(expected)),
+           qPrintable(estimate));
+
+  // A short priced run: its few cents' fraction, with the start-up, in four decimals.
+  c.train.steps = 2;
+  c.budget.usd_per_hour = 2;
+  c.budget.max_usd = 0;
+  w.setConfig(c);
+  const double cost = (2 * step_s + 7.0) / 3600 * 2;
+  estimate = w.budgetPage()->estimateText();
+  QVERIFY2(estimate.contains(QStringLiteral(", $%1 at $2.00 per hour").arg(cost, 0, 'f', 4)) &&
+               !estimate.contains(QStringLiteral("$0.00 at")),
+           qPrintable(estimate));
+
+  // A catalogue entry: its price per hour gives the estimate (and a typed price left from before is
+  // dropped from the config: it would win over the entry when the run starts).
+  w.budgetPage()->setPriceChoices(
+      {{QStringLiteral("aws:test.small"), QStringLiteral("aws:test.small — $0.53/h"), 0.53}});
+  QWizardPage* page = w.currentPage();
+  page->findChild<QComboBox*>(QStringLiteral("priceSource"))
+      ->setCurrentIndex(flotilla::ui::BudgetPage::Catalogue);
+  QCOMPARE(w.config().budget.price_source, std::string("aws:test.small"));
+  QCOMPARE(w.config().budget.usd_per_hour, 0.0);
+  estimate = w.budgetPage()->estimateText();
+  QVERIFY2(estimate.contains(QStringLiteral(", $%1 at $0.53 per hour (catalogue entry \"aws:test.small\"")
+                                 .arg((2 * step_s + 7.0) / 3600 * 0.53, 0, 'f', 4)),
            qPrintable(estimate));
 }
 

@@ -91,10 +91,14 @@ void BudgetPage::editValues() {
     if (source == NoPrice) {
       c.budget.usd_per_hour = 0;
       c.budget.price_source.clear();
+    } else if (source == Catalogue) {
+      // The entry's price, not a typed one left from before (a config's usd_per_hour wins over its
+      // price_source: runs/pricing.h).
+      c.budget.usd_per_hour = 0;
+      c.budget.price_source = m_catalogue->currentData().toString().toStdString();
     } else {
       keep(c.budget.usd_per_hour, m_price);
-      c.budget.price_source =
-          source == Catalogue ? m_catalogue->currentData().toString().toStdString() : std::string();
+      c.budget.price_source.clear();
     }
     keep(c.budget.max_usd, m_maxUsd);
     keep(c.budget.warn_fraction, m_warn);
@@ -149,6 +153,18 @@ QStringList BudgetPage::extraProblems() const {
               .arg(QString::fromStdString(source))};
 }
 
+namespace {
+
+// A run's small cost with the digits that show it ("$0.0022", not "$0.00"); larger ones as the
+// wizard writes money.
+QString costText(double usd) {
+  if (usd > 0 && usd < 0.0001) return QStringLiteral("< $0.0001");
+  if (usd > 0 && usd < 1) return QLatin1Char('$') + QString::number(usd, 'f', 4);
+  return formatUsd(usd);
+}
+
+}  // namespace
+
 void BudgetPage::refreshDerived() {
   const std::optional<Plan> plan = draft()->plan();
   if (!plan) {
@@ -156,30 +172,47 @@ void BudgetPage::refreshDerived() {
     return;
   }
   const RunConfig& c = draft()->config();
-  QString text = tr("%1 steps × %2 s ≈ %3")
+  const std::optional<CalibratedPlan> calibrated = draft()->calibratedPlan();
+  // Start-up (the worker, its data and model, up to step 1) is billed like training: counted here.
+  const double startup = calibrated ? calibrated->startup_s : kTypicalStartupS;
+  const double total_s = plan->run_s + startup;
+  QString text = tr("%1 steps × %2 s + %3 s start-up (%4) ≈ %5")
                      .arg(plan->steps)
                      .arg(plan->step_s, 0, 'g', 3)
-                     .arg(formatDuration(plan->run_s));
-  const double usdPerHour = c.budget.usd_per_hour;
+                     .arg(startup, 0, 'f', 1)
+                     .arg(calibrated ? QString::fromStdString(calibrated->startup_source) : tr("typical"))
+                     .arg(formatDuration(total_s));
+  // The price: typed, or the chosen catalogue entry's (or priced node's) as the list shows it; the
+  // runs layer resolves the entry again when the run starts.
+  double usdPerHour = c.budget.usd_per_hour;
+  QString priceNote;
+  if (!c.budget.price_source.empty()) {
+    usdPerHour = 0;
+    for (const PriceChoice& choice : std::as_const(m_choices))
+      if (choice.key.toStdString() == c.budget.price_source) usdPerHour = choice.usdPerHour;
+    priceNote = tr(" (catalogue entry \"%1\", read again when the run starts)")
+                    .arg(QString::fromStdString(c.budget.price_source));
+  }
   if (usdPerHour > 0) {
-    const double cost = plan->run_s / 3600.0 * usdPerHour;
-    text += tr(", %1 at %2 per hour").arg(formatUsd(cost), formatUsd(usdPerHour));
+    const double cost = total_s / 3600.0 * usdPerHour;
+    text += tr(", %1 at %2 per hour%3").arg(costText(cost), formatUsd(usdPerHour), priceNote);
     if (c.budget.max_usd > 0 && cost > c.budget.max_usd) {
-      const double steps = c.budget.max_usd / usdPerHour * 3600.0 / plan->step_s;
-      text += tr(". The spend limit %1 stops it after about %2 steps")
-                  .arg(formatUsd(c.budget.max_usd))
-                  .arg(std::floor(steps));
+      const double steps = (c.budget.max_usd / usdPerHour * 3600.0 - startup) / plan->step_s;
+      text += steps >= 1 ? tr(". The spend limit %1 stops it after about %2 steps")
+                               .arg(formatUsd(c.budget.max_usd))
+                               .arg(std::floor(steps))
+                         : tr(". The spend limit %1 is spent by the start-up, before step 1: raise it")
+                               .arg(formatUsd(c.budget.max_usd));
     }
   } else if (!c.budget.price_source.empty()) {
-    text += tr(", priced from the catalogue entry \"%1\" when the run starts")
+    text += tr(", priced from the catalogue entry \"%1\" when the run starts (no price for it here yet)")
                 .arg(QString::fromStdString(c.budget.price_source));
   } else {
     text += tr(", no cost (no price set)");
   }
-  if (c.budget.max_hours > 0 && plan->run_s > c.budget.max_hours * 3600)
+  if (c.budget.max_hours > 0 && total_s > c.budget.max_hours * 3600)
     text += tr(". The time limit stops it after about %1 steps")
-                .arg(std::floor(c.budget.max_hours * 3600 / plan->step_s));
-  const std::optional<CalibratedPlan> calibrated = draft()->calibratedPlan();
+                .arg(std::max(0.0, std::floor((c.budget.max_hours * 3600 - startup) / plan->step_s)));
   text += calibrated->calibrated
               ? tr(". Step time calibrated on this machine (%1% of its measured peak)")
                     .arg(plan->efficiency * 100, 0, 'f', 1)
