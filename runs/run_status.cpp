@@ -67,7 +67,9 @@ RunEnd end_for_exit(int exit_code, int signal, StopCause cause, const std::strin
         e.note = "by a signal from outside";
         break;
     }
-    e.reason = origin + ": worker " + code + "; " + e.note;
+    // Exit 10 is "preempted" by its name; asked for, it is a stop with a checkpoint (issue 34 #16).
+    e.reason = origin + ": worker " +
+               (cause == StopCause::kNone ? code : "exit 10 (stopped with a checkpoint)") + "; " + e.note;
     return e;
   }
   if (cause == StopCause::kKill) {

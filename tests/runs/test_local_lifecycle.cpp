@@ -69,8 +69,12 @@ void a_stop_checkpoints_and_ends_stopped(db::Writer& writer, const std::string& 
   }
   // The launcher's "rank 0 exited with code 10 (preempted)" is the end we asked for, not an error.
   CHECK_MSG(w.notes().find("exited with code 10") == std::string::npos, "%s", w.notes().c_str());
-  for (const db::EventInfo& e : db::list_events(d, s.run.run_id))
+  for (const db::EventInfo& e : db::list_events(d, s.run.run_id)) {
     if (e.kind == "launch") CHECK_MSG(e.level == "info", "%s: %s", e.level.c_str(), e.message.c_str());
+    // The stored reason says what happened, not exit 10's name ("worker exit 10: preempted").
+    if (e.kind == "status")
+      CHECK_MSG(e.message.find("preempted") == std::string::npos, "%s", e.message.c_str());
+  }
 }
 
 void a_kill_leaves_no_rank_behind(db::Writer& writer, const std::string& dir) {
