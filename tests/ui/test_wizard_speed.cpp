@@ -6,6 +6,7 @@
 // uses the calibrated step. The texts are the engine's lines (calibration.h), so they equal what
 // `flotilla plan` prints for the same figures.
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -204,6 +205,8 @@ void TestWizardSpeed::budgetCountsTheStartUpAndPricesEveryChoice() {
       ->setCurrentIndex(flotilla::ui::BudgetPage::Catalogue);
   QCOMPARE(w.config().budget.price_source, std::string("aws:test.small"));
   QCOMPARE(w.config().budget.usd_per_hour, 0.0);
+  // The disabled Price field shows the entry's price, not the $2 typed before.
+  QCOMPARE(page->findChild<QDoubleSpinBox*>(QStringLiteral("usdPerHour"))->value(), 0.53);
   estimate = w.budgetPage()->estimateText();
   QVERIFY2(estimate.contains(QStringLiteral(", $%1 at $0.53 per hour (catalogue entry \"aws:test.small\"")
                                  .arg((2 * step_s + 7.0) / 3600 * 0.53, 0, 'f', 4)),

@@ -6,6 +6,7 @@
 #include <QFormLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QSignalBlocker>
 
 #include <cmath>
 
@@ -106,6 +107,18 @@ void BudgetPage::editValues() {
   });
   m_price->setEnabled(m_source->currentIndex() == HourlyPrice);
   m_catalogue->setEnabled(m_source->currentIndex() == Catalogue);
+  showCataloguePrice();
+}
+
+void BudgetPage::showCataloguePrice() {
+  // The disabled Price field shows what the chosen entry costs, not a price typed before.
+  if (m_source->currentIndex() != Catalogue) return;
+  const QString key = m_catalogue->currentData().toString();
+  for (const PriceChoice& choice : std::as_const(m_choices))
+    if (choice.key == key) {
+      const QSignalBlocker block(m_price);
+      m_price->setValue(choice.usdPerHour);
+    }
 }
 
 void BudgetPage::load() {
@@ -120,6 +133,7 @@ void BudgetPage::load() {
   m_maxHours->setValue(c.budget.max_hours);
   m_price->setEnabled(m_source->currentIndex() == HourlyPrice);
   m_catalogue->setEnabled(m_source->currentIndex() == Catalogue);
+  showCataloguePrice();
 }
 
 QString BudgetPage::estimateText() const { return m_estimate->text(); }

@@ -39,6 +39,7 @@ class BudgetPage : public WizardPageBase {
  private:
   void editValues();
   void syncCatalogue();
+  void showCataloguePrice();
   QStringList extraProblems() const override;
   QList<PriceChoice> m_choices;
   bool m_choicesLoaded = false;
