@@ -139,8 +139,11 @@ void TestLiveE2e::demoTrainsLiveAndStopsWithACheckpoint() {
   QCOMPARE(run->exitStatus(), QProcess::NormalExit);
   if (run->exitCode() == 10) {
     QCOMPARE(run->state(), ServiceRun::State::Stopped);
-    QCOMPARE(run->summaryExit(), QStringLiteral("preempted"));
-    QVERIFY2(runLog(run).contains(QStringLiteral("(preempt)")), qPrintable(runLog(run)));
+    // Issue 34 #16: a Stop is said as one, not as a preemption.
+    QCOMPARE(run->summaryExit(), QStringLiteral("stopped"));
+    QVERIFY2(runLog(run).contains(QStringLiteral("(stopped on request)")) &&
+                 runLog(run).contains(QStringLiteral("stopped on request (flotilla app)")),
+             qPrintable(runLog(run)));
   }
   const QDir checkpoints(run->runDir() + QStringLiteral("/checkpoints"));
   const QStringList steps = checkpoints.entryList({QStringLiteral("step-*")}, QDir::Dirs);

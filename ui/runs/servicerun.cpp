@@ -21,6 +21,7 @@
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "engine/core/stop_request.h"
 #include "runs/node_run.h"
 #include "runs/process.h"
 #include "runs/run_status.h"
@@ -686,7 +687,8 @@ void ServiceRun::handle(const MetricsRecord& r) {
       const double mb = static_cast<double>(c.bytes) / (1024.0 * 1024.0);
       appendLog(QStringLiteral("info"), tr("checkpoint at step %1 (%2): %3, %4 MiB in %5 s")
                                             .arg(c.step)
-                                            .arg(QString::fromStdString(c.reason), m_lastCheckpoint)
+                                            .arg(QString::fromStdString(checkpoint_reason_words(c.reason)),
+                                                 m_lastCheckpoint)
                                             .arg(mb, 0, 'f', 1)
                                             .arg(c.seconds, 0, 'f', 2));
       emit checkpointReceived(c.step, m_lastCheckpoint);
