@@ -69,6 +69,9 @@ class TestLiveDashboard : public QObject {
   void exportWritesPicturesAndData();
   void narrowPlotsNeitherOverlapNorClip();
   void plotsCanBeExplored();
+  void spendAxesAreTheCurrentRuns();
+  void validationHoverOnlyWhereThereIsOne();
+  void mfuAndTokensPerSecondDoNotCoincide();
 };
 
 void TestLiveDashboard::perRankBreakdownShowsTheRecord() {

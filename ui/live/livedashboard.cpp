@@ -214,6 +214,7 @@ void LiveDashboard::setXAxisKind(XAxisKind kind) {
   const int index = m_xBox->findData(int(kind));
   if (index != m_xBox->currentIndex()) m_xBox->setCurrentIndex(index);
   updateDerived();
+  refreshAll();  // at once, on any run: an ended one has no refresh timer to wait for
 }
 
 void LiveDashboard::setLogY(bool log) {
@@ -222,6 +223,7 @@ void LiveDashboard::setLogY(bool log) {
         static_cast<PlotPanel*>(m_memory), static_cast<PlotPanel*>(m_spend)})
     p->setLogY(log);
   if (m_logBox->isChecked() != log) m_logBox->setChecked(log);
+  refreshAll();  // at once, on any run: an ended one has no refresh timer to wait for
 }
 
 void LiveDashboard::addGpuSeries() {

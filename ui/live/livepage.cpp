@@ -356,6 +356,9 @@ void LivePage::onRecord(const flotilla::MetricsRecord& record) {
     return;
   }
   m_dashboard->ingest(record);
+  // Drawn within one tick whether or not the run is active (a stored run's history arrives after
+  // the page started following it); refresh() stops the timer once nothing is left to draw.
+  if (!m_timer->isActive()) m_timer->start();
   // A stored run's history arrives after the page started following it (read from the store off
   // the UI thread): node readings placed before its steps are placed again, once.
   if (m_run && !m_run->isActive() && !m_resampleQueued && m_dashboard->data().nodeGpus().rows() > 0) {
@@ -428,6 +431,12 @@ QSlider* LivePage::smoothingSlider() const { return m_dashboard->smoothingSlider
 
 void LivePage::updateControls() {
   const bool active = m_run && m_run->isActive();
+  m_stop->setToolTip(
+      tr("Graceful stop (SIGTERM): the worker saves a checkpoint at its next step and exits; "
+         "the run can be resumed from it"));
+  m_kill->setToolTip(
+      tr("End the worker at once (SIGKILL), after a confirmation: progress since the last "
+         "checkpoint is lost"));
   const bool running = m_run && m_run->state() == RunHandle::State::Running;
   m_stop->setEnabled(running);
   m_checkpoint->setEnabled(running && m_run->canCheckpoint());
@@ -436,14 +445,25 @@ void LivePage::updateControls() {
           ? m_run->checkpointUnsupportedReason()
           : tr("Save a checkpoint at the next step boundary (SIGUSR1); the run goes on"));
   m_kill->setEnabled(active);
+  // A run this window only follows in the store is stopped by whoever watches it.
+  if (const ServiceRun* s = run(); s && s->isFollowed() && active) {
+    const QString why = tr("%1 is watched by another program (flotilla run in a terminal, or another window): "
+                           "stop it there, or open it from the Runs page and choose to watch it here")
+                            .arg(s->name());
+    for (QPushButton* b : {m_stop, m_checkpoint, m_kill}) {
+      b->setEnabled(false);
+      b->setToolTip(why);
+    }
+  }
   m_title->setText(m_run ? m_run->name() : tr("No run yet"));
   setStateText(m_run ? m_run->stateText() : QString());
   const QString why =
       m_run && m_run->state() == RunHandle::State::Failed ? m_run->failureReason() : QString();
   m_failure->setText(why.isEmpty() ? QString() : tr("Failed: %1").arg(why));
   m_failure->setVisible(!why.isEmpty());
-  if (active && !m_timer->isActive()) m_timer->start();
-  if (!active) m_timer->stop();
+  // Any run is drawn by the timer: refresh() stops it once an ended run has nothing left to draw.
+  if (m_run && !m_timer->isActive()) m_timer->start();
+  if (!m_run) m_timer->stop();
   if (m_run && !active && m_run->lastStep() == 0)
     m_dashboard->setEmptyMessage(m_run->state() == RunHandle::State::Failed
                                      ? tr("The run failed before its first step")
@@ -489,8 +509,14 @@ void LivePage::updateStatus() {
 
 bool LivePage::refresh() {
   updateStatus();
-  if (!isVisible()) return false;
-  return m_dashboard->refresh() > 0;
+  const bool idle = !m_run || (!m_run->isActive() && !m_replaying);
+  if (!isVisible()) {
+    if (idle) m_timer->stop();  // showEvent draws what is there
+    return false;
+  }
+  const bool drew = m_dashboard->refresh() > 0;
+  if (!drew && idle) m_timer->stop();
+  return drew;
 }
 
 void LivePage::showEvent(QShowEvent* event) {

@@ -323,7 +323,11 @@ void StoreRunsView::openLive(qint64 id) {
                                "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
                                 .arg(name, status, where)) == QMessageBox::Yes;
     if (!yes) {
-      emit message(tr("Not attached. Open %1 again to watch it here.").arg(name));
+      // Not watched here: shown from the store, followed there as it grows.
+      if (ServiceRun* run = m_runs->openStored(id)) emit runOpened(run);
+      emit message(tr("Not attached: %1 is shown from the run database as it trains. Open it again to watch "
+                      "it here.")
+                       .arg(name));
       return;
     }
     QString error;
@@ -335,12 +339,10 @@ void StoreRunsView::openLive(qint64 id) {
                            .arg(name, error));
     return;
   }
-  // Not going on: what the store has of it, shown from its folder here.
-  if (!stored->run_dir.empty() && QDir(QString::fromStdString(stored->run_dir)).exists()) {
-    if (ServiceRun* run = m_runs->openStored(id)) {
-      emit runOpened(run);
-      return;
-    }
+  // Not watched here: what the store has of it, wherever it ran, followed while its row says it runs.
+  if (ServiceRun* run = m_runs->openStored(id)) {
+    emit runOpened(run);
+    return;
   }
   emit errorRaised(tr("Run %1 ran on %2 and is %3; its files stay there. Its metrics are in the run database: "
                       "compare it with other runs or export them as CSV, or resume or fork it.")
