@@ -9,6 +9,7 @@
 //     steps within a moment (no 5 s blank, no second open), and "Log y" redraws it at once;
 //  3. a run left running (Ctrl+Q → Leave it running) and re-attached by the next window keeps its
 //     history from step 1, its "/ N" total and its ETA, and its memory baseline.
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QLabel>
@@ -147,6 +148,7 @@ void TestLiveAnyRun::aRunStartedByTheCliIsDrawnFromItsFirstStep() {
   env.insert(QStringLiteral("FLOTILLA_TEST_STEP_SLEEP_MS"), QStringLiteral("120"));
   cli.setProcessEnvironment(env);
   cli.setProcessChannelMode(QProcess::MergedChannels);
+  cli.setWorkingDirectory(m_tmp.path());
   cli.start(QStringLiteral(FLOTILLA_HEADLESS_PATH),
             {QStringLiteral("--workspace"), m_workspace.directory, QStringLiteral("run"), config});
   QVERIFY2(cli.waitForStarted(10000), qPrintable(cli.errorString()));
@@ -256,6 +258,15 @@ void TestLiveAnyRun::aReattachedRunKeepsItsWholeHistory() {
   QCOMPARE(live->dashboard()->data().plannedSteps(), 200);
   const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
   QVERIFY(w->grab().save(dir + QStringLiteral("/live-reattached-run.png")));
+  // Issue 34 item 28: with two runs to choose from, the picker is the title: the name shows once.
+  if (m_cliRun > 0) {
+    runsView(w.get())->openLive(m_cliRun);
+    QVERIFY(live->runPicker()->isVisible());
+    QCOMPARE(live->runPicker()->currentText(), QStringLiteral("cli-run"));
+    QVERIFY(!live->findChild<QLabel*>(QStringLiteral("liveRunTitle"))->isVisible());
+    QTRY_COMPARE_WITH_TIMEOUT(drawnLoss(live), qsizetype(60), 1500);
+    QVERIFY(w->grab().save(dir + QStringLiteral("/live-two-runs.png")));
+  }
   QSignalSpy finished(run, &ServiceRun::finished);
   run->stop();
   QVERIFY(finished.count() || finished.wait(60000));

@@ -122,6 +122,7 @@ LivePage::LivePage(QWidget* parent)
   m_picker->setToolTip(
       tr("The run this page follows: this session's runs, including those re-attached at start"));
   m_picker->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  m_picker->setFont(titleFont);  // with a choice of runs it is the title (the name once, not twice)
   m_picker->hide();  // shown once there is a choice
 
   auto* titleRow = new QHBoxLayout;
@@ -195,7 +196,17 @@ LivePage::LivePage(QWidget* parent)
   split->addWidget(bottom);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 0);
-  split->setSizes({620, 80});
+  // The log starts about seven lines tall (not three), under a handle that looks like one: a
+  // raised bar the width of the page, its tooltip saying what dragging it does.
+  split->setHandleWidth(7);
+  split->handle(1)->setToolTip(tr("Drag to give the plots or the log more room"));
+  split->handle(1)->setCursor(Qt::SplitVCursor);
+  split->setStyleSheet(QStringLiteral(
+      "QSplitter#liveSplit::handle:vertical { background: palette(midlight); border-top: 1px solid palette(mid); "
+      "border-bottom: 1px solid palette(mid); margin: 1px 0px; }"));
+  const int logLines = 7;
+  m_log->setMinimumHeight(m_log->fontMetrics().lineSpacing() * 4 + 12);
+  split->setSizes({560, m_log->fontMetrics().lineSpacing() * logLines + 40});
   layout->addWidget(split, 1);
 
   connect(m_stop, &QPushButton::clicked, this, [this] {
@@ -248,6 +259,7 @@ void LivePage::setRun(RunHandle* run) {
     addPickerEntry(run);
     connect(run, &RunHandle::recordReceived, this, &LivePage::onRecord);
     connect(run, &RunHandle::logAppended, this, &LivePage::appendLog);
+    connect(run, &RunHandle::changed, this, &LivePage::updateControls);  // a followed run's first read
     connect(run, &RunHandle::stateChanged, this, [this] {
       updateControls();
       // Rare and final-ish (the last records were drained just before): draw everything.
@@ -313,6 +325,7 @@ void LivePage::syncPicker() {
   const QSignalBlocker block(m_picker);
   m_picker->setCurrentIndex(m_run ? static_cast<int>(m_entries.indexOf(m_run.data())) : -1);
   m_picker->setVisible(m_entries.size() > 1);
+  m_title->setVisible(!m_picker->isVisibleTo(this) || !m_run);
 }
 
 void LivePage::followSamples(bool restart) {
@@ -464,7 +477,9 @@ void LivePage::updateControls() {
   // Any run is drawn by the timer: refresh() stops it once an ended run has nothing left to draw.
   if (m_run && !m_timer->isActive()) m_timer->start();
   if (!m_run) m_timer->stop();
-  if (m_run && !active && m_run->lastStep() == 0)
+  if (const ServiceRun* s = run(); s && s->isFollowed() && !s->storeRead())
+    m_dashboard->setEmptyMessage(tr("Reading %1 from the run database…").arg(s->name()));
+  else if (m_run && !active && m_run->lastStep() == 0)
     m_dashboard->setEmptyMessage(m_run->state() == RunHandle::State::Failed
                                      ? tr("The run failed before its first step")
                                      : tr("No steps recorded"));

@@ -495,6 +495,7 @@ void ServiceRun::review(State state, const QString& databasePath) {
 
 void ServiceRun::onStoredRow(const db::Run& run, bool ended) {
   const bool wasActive = isActive();
+  m_storeRead = true;
   setStored(run);
   m_where = QString::fromStdString(runs::RunService::where_text(run));
   if (ended && wasActive) {

@@ -109,6 +109,8 @@ class ServiceRun : public RunHandle {
   static State stateOf(flotilla::db::RunStatus status);
   // Shown from the store and followed there, not watched by this window (review()).
   bool isFollowed() const { return m_followed; }
+  // A followed run: the store has answered once (its records so far are delivered).
+  bool storeRead() const { return m_storeRead; }
   // Stops watching; the run goes on where it is (its status stays running in the store).
   void detach();
 
@@ -250,6 +252,7 @@ class ServiceRun : public RunHandle {
   bool m_killRequested = false;
   bool m_showStored = false;
   bool m_followed = false;
+  bool m_storeRead = false;
   bool m_recoveryLogged = false;
   bool m_folderHere = true;  // the run's folder is on this machine
   bool m_stopRequested = false;
