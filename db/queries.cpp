@@ -159,9 +159,10 @@ std::vector<StepValues> step_values_after(const Database& db, int64_t run_id, in
   }
   if (hi <= after_step) return {};
   std::map<int64_t, StepValues> rows;
-  Stmt st(db,
-          "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step > ?3 AND step <= ?4 "
-          "ORDER BY step");
+  Stmt st(
+      db,
+      "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step > ?3 AND step <= ?4 "
+      "ORDER BY step");
   for (const std::string& name : names) {
     st.reset();
     st.bind(1, run_id).bind(2, name).bind(3, after_step).bind(4, hi);
@@ -287,8 +288,9 @@ std::vector<Point> metric_points(const Database& db, int64_t run_id, const std::
 std::vector<Point> metric_points_after(const Database& db, int64_t run_id, const std::string& name,
                                        int64_t after_step) {
   std::vector<Point> out;
-  Stmt st(db,
-          "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step > ?3 ORDER BY step");
+  Stmt st(
+      db,
+      "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step > ?3 ORDER BY step");
   st.bind(1, run_id).bind(2, name).bind(3, after_step);
   while (st.step()) out.push_back({st.i64(0), st.f64(1), st.f64(2)});
   return out;

@@ -38,7 +38,8 @@ std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit
           "ORDER BY time DESC, id DESC LIMIT ?2");
   st.bind(1, run_id).bind(2, limit > 0 ? int64_t{limit} : int64_t{-1});
   while (st.step())
-    out.push_back({st.f64(0), 0, st.text(1), st.text(2), st.text(3), st.text(4), static_cast<int>(st.i64(5))});
+    out.push_back(
+        {st.f64(0), 0, st.text(1), st.text(2), st.text(3), st.text(4), static_cast<int>(st.i64(5))});
   std::reverse(out.begin(), out.end());
   return out;
 }

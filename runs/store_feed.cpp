@@ -76,63 +76,83 @@ MetricsRecord run_start_of(const db::Run& run, double time, const std::string& f
   return r;
 }
 
+// The step record's scalar fields by their stored names (the flattened protocol, metrics.h).
+using SetField = void (*)(MetricsRecord&, StepRecord&, double);
+const std::pair<const char*, SetField> kStepFields[] = {
+    {"loss", [](MetricsRecord&, StepRecord& s, double v) { s.loss = static_cast<float>(v); }},
+    {"tokens", [](MetricsRecord&, StepRecord& s, double v) { s.tokens = static_cast<int64_t>(v); }},
+    {"lr", [](MetricsRecord&, StepRecord& s, double v) { s.lr = v; }},
+    {"grad_norm", [](MetricsRecord&, StepRecord& s, double v) { s.grad_norm = static_cast<float>(v); }},
+    {"tokens_per_s", [](MetricsRecord&, StepRecord& s, double v) { s.tokens_per_s = v; }},
+    {"mfu", [](MetricsRecord&, StepRecord& s, double v) { s.mfu = v; }},
+    {"step_ms", [](MetricsRecord&, StepRecord& s, double v) { s.step_ms = v; }},
+    {"time_ms.data", [](MetricsRecord&, StepRecord& s, double v) { s.data_ms = v; }},
+    {"time_ms.forward", [](MetricsRecord&, StepRecord& s, double v) { s.forward_ms = v; }},
+    {"time_ms.backward", [](MetricsRecord&, StepRecord& s, double v) { s.backward_ms = v; }},
+    {"time_ms.optimizer", [](MetricsRecord&, StepRecord& s, double v) { s.optimizer_ms = v; }},
+    {"time_ms.comm", [](MetricsRecord&, StepRecord& s, double v) { s.comm_ms = v; }},
+    {"time_ms.bubble", [](MetricsRecord&, StepRecord& s, double v) { s.bubble_ms = v; }},
+    {"peak_rss_bytes", [](MetricsRecord&, StepRecord& s,
+                          double v) { s.peak_rss_bytes = v > 0 ? static_cast<uint64_t>(v) : 0; }},
+    {"skipped", [](MetricsRecord&, StepRecord& s, double v) { s.skipped = v != 0; }},
+    {"slowest_rank", [](MetricsRecord& r, StepRecord&, double v) { r.slowest_rank = static_cast<int>(v); }},
+};
+
+// ranks.<q>.<part>: one rank's split of the step, in the protocol's order (metrics.h).
+void set_rank_part(StepRecord& s, const std::string& name, double v) {
+  static const char* const kParts[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms",
+                                       "comm_ms", "step_ms",    "bubble_ms"};
+  const size_t dot = name.find('.', 6);
+  const size_t q = std::strtoul(name.c_str() + 6, nullptr, 10);
+  if (dot == std::string::npos || q >= 4096) return;  // a hostile rank number allocates nothing
+  const std::string part = name.substr(dot + 1);
+  for (size_t k = 0; k < 7; ++k) {
+    if (part != kParts[k]) continue;
+    if (s.ranks.size() <= q) s.ranks.resize(q + 1, std::vector<float>(7, 0.0f));
+    s.ranks[q][k] = static_cast<float>(v);
+  }
+}
+
+// gpus.<device>.<field>: one GPU's memory at the step.
+void set_gpu_field(StepRecord& s, const std::string& name, double v) {
+  const size_t dot = name.find('.', 5);
+  if (dot == std::string::npos) return;
+  const int device = std::atoi(name.c_str() + 5);
+  auto it =
+      std::find_if(s.gpus.begin(), s.gpus.end(), [&](const GpuRecord& g) { return g.device == device; });
+  if (it == s.gpus.end()) {
+    GpuRecord g;
+    g.device = device;
+    s.gpus.push_back(g);
+    it = s.gpus.end() - 1;
+  }
+  const std::string field = name.substr(dot + 1);
+  if (field == "mem_bytes") it->mem_bytes = static_cast<uint64_t>(v);
+  if (field == "mem_total_bytes") it->mem_total_bytes = static_cast<uint64_t>(v);
+}
+
 MetricsRecord step_of(const db::StepValues& row) {
   MetricsRecord r;
   r.type = MetricsRecordType::kStep;
   r.time = row.time;
   StepRecord s;
   s.step = row.step;
-  s.loss = static_cast<float>(kNaN);
+  s.loss = static_cast<float>(kNaN);  // a step stored without a loss (null in its line)
   for (const auto& [name, v] : row.values) {
-    if (name == "loss") s.loss = static_cast<float>(v);
-    else if (name == "tokens") s.tokens = static_cast<int64_t>(v);
-    else if (name == "lr") s.lr = v;
-    else if (name == "grad_norm") s.grad_norm = static_cast<float>(v);
-    else if (name == "tokens_per_s") s.tokens_per_s = v;
-    else if (name == "mfu") s.mfu = v;
-    else if (name == "step_ms") s.step_ms = v;
-    else if (name == "time_ms.data") s.data_ms = v;
-    else if (name == "time_ms.forward") s.forward_ms = v;
-    else if (name == "time_ms.backward") s.backward_ms = v;
-    else if (name == "time_ms.optimizer") s.optimizer_ms = v;
-    else if (name == "time_ms.comm") s.comm_ms = v;
-    else if (name == "time_ms.bubble") s.bubble_ms = v;
-    else if (name == "peak_rss_bytes") s.peak_rss_bytes = v > 0 ? static_cast<uint64_t>(v) : 0;
-    else if (name == "skipped") s.skipped = v != 0;
-    else if (name == "slowest_rank") r.slowest_rank = static_cast<int>(v);
-    else if (name.rfind("ranks.", 0) == 0) {
-      // ranks.<q>.<part>: the parts in the protocol's order (metrics.h).
-      static const char* const kParts[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms",
-                                           "comm_ms", "step_ms",    "bubble_ms"};
-      const size_t dot = name.find('.', 6);
-      if (dot == std::string::npos) continue;
-      const size_t q = std::strtoul(name.c_str() + 6, nullptr, 10);
-      if (q >= 4096) continue;
-      const std::string part = name.substr(dot + 1);
-      for (size_t k = 0; k < 7; ++k) {
-        if (part != kParts[k]) continue;
-        if (s.ranks.size() <= q) s.ranks.resize(q + 1, std::vector<float>(7, 0.0f));
-        s.ranks[q][k] = static_cast<float>(v);
-      }
-    } else if (name.rfind("gpus.", 0) == 0) {
-      const size_t dot = name.find('.', 5);
-      if (dot == std::string::npos) continue;
-      const int device = std::atoi(name.c_str() + 5);
-      auto it = std::find_if(s.gpus.begin(), s.gpus.end(), [&](const GpuRecord& g) { return g.device == device; });
-      if (it == s.gpus.end()) {
-        GpuRecord g;
-        g.device = device;
-        s.gpus.push_back(g);
-        it = s.gpus.end() - 1;
-      }
-      const std::string field = name.substr(dot + 1);
-      if (field == "mem_bytes") it->mem_bytes = static_cast<uint64_t>(v);
-      if (field == "mem_total_bytes") it->mem_total_bytes = static_cast<uint64_t>(v);
+    if (name.rfind("ranks.", 0) == 0) {
+      set_rank_part(s, name, v);
       continue;
     }
-    if (name.rfind("ranks.", 0) != 0) r.numbers.emplace_back(name, v);
+    if (name.rfind("gpus.", 0) == 0) {
+      set_gpu_field(s, name, v);
+      continue;
+    }
+    for (const auto& [field, set] : kStepFields)
+      if (name == field) set(r, s, v);
+    r.numbers.emplace_back(name, v);
   }
-  std::sort(s.gpus.begin(), s.gpus.end(), [](const GpuRecord& a, const GpuRecord& b) { return a.device < b.device; });
+  std::sort(s.gpus.begin(), s.gpus.end(),
+            [](const GpuRecord& a, const GpuRecord& b) { return a.device < b.device; });
   r.body = std::move(s);
   return r;
 }
@@ -145,8 +165,8 @@ StoreRead StoreFeedReader::read(const db::Database& db) {
   // end is recorded after its last line), so `ended` never hides a record.
   out.run = db::get_run(db, run_id_);
   const db::RunStatus st = out.run.status;
-  out.ended = st != db::RunStatus::kCreated && st != db::RunStatus::kQueued && st != db::RunStatus::kRunning &&
-              st != db::RunStatus::kPaused;
+  out.ended = st != db::RunStatus::kCreated && st != db::RunStatus::kQueued &&
+              st != db::RunStatus::kRunning && st != db::RunStatus::kPaused;
   std::vector<MetricsRecord> records;
 
   for (const db::EventInfo& e : db::events_after(db, run_id_, last_event_)) {

@@ -36,7 +36,8 @@ std::string step_line(int step) {
          ",\"lr\":0.001,\"grad_norm\":1.5,\"tokens_per_s\":2048,\"mfu\":0.25,\"step_ms\":250,"
          "\"time_ms\":{\"data\":1,\"forward\":80,\"backward\":150,\"optimizer\":9,\"comm\":10,\"bubble\":0},"
          "\"peak_rss_bytes\":104857600,"
-         "\"ranks\":[{\"rank\":0,\"data\":1,\"forward\":80,\"backward\":150,\"optimizer\":9,\"comm\":10,\"step\":250,"
+         "\"ranks\":[{\"rank\":0,\"data\":1,\"forward\":80,\"backward\":150,\"optimizer\":9,\"comm\":10,"
+         "\"step\":250,"
          "\"bubble\":0},{\"rank\":1,\"data\":2,\"forward\":79,\"backward\":149,\"optimizer\":9,\"comm\":" +
          std::to_string(30 + step) +
          ",\"step\":250,\"bubble\":0}],\"slowest_rank\":1,"
@@ -71,7 +72,8 @@ int main() {
   first += "{\"v\":1,\"type\":\"eval\",\"time\":" + std::to_string(kT0 + 20.5) +
            ",\"rank\":0,\"step\":20,\"tokens\":10240,\"val_loss\":3.75,\"batches\":4}\n";
   first += "{\"v\":1,\"type\":\"checkpoint\",\"time\":" + std::to_string(kT0 + 20.7) +
-           ",\"rank\":0,\"step\":20,\"dir\":\"/ck/step-20\",\"bytes\":4096,\"seconds\":0.5,\"reason\":\"periodic\"}\n";
+           ",\"rank\":0,\"step\":20,\"dir\":\"/ck/"
+           "step-20\",\"bytes\":4096,\"seconds\":0.5,\"reason\":\"periodic\"}\n";
   first += "{\"v\":1,\"type\":\"event\",\"time\":" + std::to_string(kT0 + 20.8) +
            ",\"rank\":0,\"level\":\"warning\",\"message\":\"loss spike skipped\"}\n";
   first += "{\"v\":1,\"type\":\"sample\",\"time\":" + std::to_string(kT0 + 20.9) +
@@ -152,9 +154,10 @@ int main() {
   // The second commit: only what it added, then the end and the summary.
   std::string second;
   for (int s = 21; s <= 40; ++s) second += step_line(s);
-  second += "{\"v\":1,\"type\":\"summary\",\"time\":" + std::to_string(kT0 + 41) +
-            ",\"rank\":0,\"steps\":40,\"tokens\":20480,\"final_loss\":3.0,\"best_val_loss\":3.75,\"wall_s\":41,"
-            "\"mean_tokens_per_s\":2048,\"mean_mfu\":0.25,\"exit\":\"completed\"}\n";
+  second +=
+      "{\"v\":1,\"type\":\"summary\",\"time\":" + std::to_string(kT0 + 41) +
+      ",\"rank\":0,\"steps\":40,\"tokens\":20480,\"final_loss\":3.0,\"best_val_loss\":3.75,\"wall_s\":41,"
+      "\"mean_tokens_per_s\":2048,\"mean_mfu\":0.25,\"exit\":\"completed\"}\n";
   in.feed(second);
   CHECK(w.wait(in.finish()));
   w.run([&](db::Database& d) { db::set_status(d, run, db::RunStatus::kCompleted); });

@@ -178,7 +178,8 @@ void TestLiveAnyRun::aRunStartedByTheCliIsDrawnFromItsFirstStep() {
   QCOMPARE(firstStep(live), 1.0);
   const qsizetype seen = drawnLoss(live);
   QTRY_VERIFY_WITH_TIMEOUT(drawnLoss(live) > seen + 3, 20000);
-  QVERIFY2(live->statusText().startsWith(QStringLiteral("Step ")) && live->statusText().contains(QStringLiteral(" / 60")),
+  QVERIFY2(live->statusText().startsWith(QStringLiteral("Step ")) &&
+               live->statusText().contains(QStringLiteral(" / 60")),
            qPrintable(live->statusText()));
   QVERIFY2(liveState(w.get()).startsWith(QStringLiteral("running")), qPrintable(liveState(w.get())));
   QVERIFY(cli.state() == QProcess::Running);
@@ -192,7 +193,8 @@ void TestLiveAnyRun::aRunStartedByTheCliIsDrawnFromItsFirstStep() {
   QCOMPARE(firstStep(live), 1.0);
   QVERIFY2(live->statusText().startsWith(QStringLiteral("Step 60 / 60")), qPrintable(live->statusText()));
   QVERIFY(live->dashboard()->data().baselineRssMib() > 0);  // the worker's run_start, from the store
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
   QVERIFY(w->grab().save(dir + QStringLiteral("/live-cli-run.png")));
 }
 
@@ -215,7 +217,8 @@ void TestLiveAnyRun::aStoredRunIsDrawnAtOnceAfterARestart() {
   live->dashboard()->logBox()->setChecked(true);
   QVERIFY(live->lossPlot()->replotCount() > replots);
   QCOMPARE(plot->yAxis->scaleType(), QCPAxis::stLogarithmic);
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
   QVERIFY(w->grab().save(dir + QStringLiteral("/live-stored-run-log-y.png")));
 }
 
@@ -227,7 +230,8 @@ void TestLiveAnyRun::aReattachedRunKeepsItsWholeHistory() {
   {
     auto w = makeWindow();
     QString error;
-    ServiceRun* run = w->localRuns()->start(tiny("left-running", 200), flotilla::runs::Placement::here(), &error);
+    ServiceRun* run =
+        w->localRuns()->start(tiny("left-running", 200), flotilla::runs::Placement::here(), &error);
     QVERIFY2(run, qPrintable(error));
     id = run->storeId();
     runDir = run->runDir();
@@ -237,7 +241,8 @@ void TestLiveAnyRun::aReattachedRunKeepsItsWholeHistory() {
     QVERIFY(w->close());
   }
   auto cleanup = qScopeGuard([&] {
-    if (const qint64 pid = ServiceRun::liveWorkerPid(runDir); pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    if (const qint64 pid = ServiceRun::liveWorkerPid(runDir); pid > 0)
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
   });
   QTest::qWait(1000);  // it trains on, unwatched, for a while
   auto w = makeWindow();
@@ -256,7 +261,8 @@ void TestLiveAnyRun::aReattachedRunKeepsItsWholeHistory() {
   QVERIFY2(live->statusText().contains(QStringLiteral(" / 200")), qPrintable(live->statusText()));
   QVERIFY(live->dashboard()->data().baselineRssMib() > 0);
   QCOMPARE(live->dashboard()->data().plannedSteps(), 200);
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
   QVERIFY(w->grab().save(dir + QStringLiteral("/live-reattached-run.png")));
   // Issue 34 item 28: with two runs to choose from, the picker is the title: the name shows once.
   if (m_cliRun > 0) {

@@ -480,8 +480,9 @@ void TestLiveDashboard::spendAxesAreTheCurrentRuns() {
   dash.dataChanged();
   dash.refreshAll();
   QVERIFY(!dash.spendPlot()->zoomed());
-  QVERIFY2(spend->xAxis->range().lower >= 0 && spend->xAxis->range().upper <= 60.5,
-           qPrintable(QStringLiteral("%1..%2").arg(spend->xAxis->range().lower).arg(spend->xAxis->range().upper)));
+  QVERIFY2(
+      spend->xAxis->range().lower >= 0 && spend->xAxis->range().upper <= 60.5,
+      qPrintable(QStringLiteral("%1..%2").arg(spend->xAxis->range().lower).arg(spend->xAxis->range().upper)));
   const double projected = dash.data().projectedUsd();
   QVERIFY2(projected > 4 * 0.15, qPrintable(QString::number(projected)));
   // The budget and the spend fill the plot; the projection does not flatten them.
@@ -514,8 +515,9 @@ void TestLiveDashboard::validationHoverOnlyWhereThereIsOne() {
   const QString at80 = dash.lossPlot()->readoutAt(80);
   QVERIFY2(at80.startsWith(QStringLiteral("step 80 · ")), qPrintable(at80));
   QVERIFY2(!at80.contains(val(100)), qPrintable(at80));
-  QVERIFY2(at80.contains(QStringLiteral("validation loss ") + val(50) + QStringLiteral(" (last, at step 50)")),
-           qPrintable(at80));
+  QVERIFY2(
+      at80.contains(QStringLiteral("validation loss ") + val(50) + QStringLiteral(" (last, at step 50)")),
+      qPrintable(at80));
   // Before the first evaluation: no validation at all.
   const QString at8 = dash.lossPlot()->readoutAt(8);
   QVERIFY2(at8.startsWith(QStringLiteral("step 8 · ")) && !at8.contains(QStringLiteral("validation")),

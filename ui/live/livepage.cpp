@@ -123,7 +123,7 @@ LivePage::LivePage(QWidget* parent)
       tr("The run this page follows: this session's runs, including those re-attached at start"));
   m_picker->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   m_picker->setFont(titleFont);  // with a choice of runs it is the title (the name once, not twice)
-  m_picker->hide();  // shown once there is a choice
+  m_picker->hide();              // shown once there is a choice
 
   auto* titleRow = new QHBoxLayout;
   titleRow->addWidget(m_title);
@@ -201,9 +201,10 @@ LivePage::LivePage(QWidget* parent)
   split->setHandleWidth(7);
   split->handle(1)->setToolTip(tr("Drag to give the plots or the log more room"));
   split->handle(1)->setCursor(Qt::SplitVCursor);
-  split->setStyleSheet(QStringLiteral(
-      "QSplitter#liveSplit::handle:vertical { background: palette(midlight); border-top: 1px solid palette(mid); "
-      "border-bottom: 1px solid palette(mid); margin: 1px 0px; }"));
+  split->setStyleSheet(
+      QStringLiteral("QSplitter#liveSplit::handle:vertical { background: palette(midlight); border-top: 1px "
+                     "solid palette(mid); "
+                     "border-bottom: 1px solid palette(mid); margin: 1px 0px; }"));
   const int logLines = 7;
   m_log->setMinimumHeight(m_log->fontMetrics().lineSpacing() * 4 + 12);
   split->setSizes({560, m_log->fontMetrics().lineSpacing() * logLines + 40});
@@ -460,9 +461,10 @@ void LivePage::updateControls() {
   m_kill->setEnabled(active);
   // A run this window only follows in the store is stopped by whoever watches it.
   if (const ServiceRun* s = run(); s && s->isFollowed() && active) {
-    const QString why = tr("%1 is watched by another program (flotilla run in a terminal, or another window): "
-                           "stop it there, or open it from the Runs page and choose to watch it here")
-                            .arg(s->name());
+    const QString why =
+        tr("%1 is watched by another program (flotilla run in a terminal, or another window): "
+           "stop it there, or open it from the Runs page and choose to watch it here")
+            .arg(s->name());
     for (QPushButton* b : {m_stop, m_checkpoint, m_kill}) {
       b->setEnabled(false);
       b->setToolTip(why);

@@ -5,8 +5,8 @@
 
 #include <QEvent>
 #include <QFile>
-#include <QFontMetrics>
 #include <QFileDialog>
+#include <QFontMetrics>
 #include <QMenu>
 #include <QMouseEvent>
 #include <QSvgGenerator>
@@ -330,9 +330,9 @@ void PlotPanel::showReadout(const QPoint& pos) {
   // One line while it fits inside the plot area, else one series a line: never over the axes.
   const QFontMetrics fm(m_readout->font());
   const int room = m_plot->axisRect()->rect().width() - 16;
-  m_readout->setText(fm.horizontalAdvance(text) <= room ? text
-                                                        : QString(text).replace(QStringLiteral(" · "),
-                                                                                QStringLiteral("\n")));
+  m_readout->setText(fm.horizontalAdvance(text) <= room
+                         ? text
+                         : QString(text).replace(QStringLiteral(" · "), QStringLiteral("\n")));
   m_readout->setVisible(true);
   m_cursorLine->point1->setCoords(x, 0);
   m_cursorLine->point2->setCoords(x, 1);

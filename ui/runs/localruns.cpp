@@ -290,8 +290,8 @@ ServiceRun* LocalRuns::openStored(qint64 storeId) {
   // The session's run, unless it is one this session followed to an end the store has left since
   // (resumed in the same row by another program): that one is followed afresh.
   if (ServiceRun* run = runForStoreId(storeId);
-      run && !(run->isFollowed() && !run->isActive() && stored && ServiceRun::stateOf(stored->status) ==
-                                                                        ServiceRun::State::Running))
+      run && !(run->isFollowed() && !run->isActive() && stored &&
+               ServiceRun::stateOf(stored->status) == ServiceRun::State::Running))
     return run;
   if (!stored) return nullptr;
   auto* run = newRun(QString::fromStdString(stored->name));

@@ -50,7 +50,6 @@ QStringList toQt(const std::vector<std::string>& list) {
   return out;
 }
 
-
 db::Database openReader(const std::string& path) {
   db::OpenOptions o;
   o.create = false;
@@ -348,7 +347,7 @@ void ServiceRun::run(Open how, std::shared_ptr<runs::ActiveRun> active) {
     result.end.note = e.what();
     error = QString::fromUtf8(e.what());
   }
-  active.reset();  // closes its sessions on this thread
+  active.reset();                         // closes its sessions on this thread
   if (storedId > 0) pullStore(storedId);  // the last lines, stored before the end was recorded
   const qint64 upTo = static_cast<qint64>(m_feed->size());
   QMetaObject::invokeMethod(
@@ -428,15 +427,16 @@ bool ServiceRun::pullStore(qint64 id) {
     emitRecords(read.records);
     if (m_followed)
       QMetaObject::invokeMethod(
-          this, [this, run = read.run, ended = read.ended] { onStoredRow(run, ended); }, Qt::QueuedConnection);
+          this, [this, run = read.run, ended = read.ended] { onStoredRow(run, ended); },
+          Qt::QueuedConnection);
     return read.ended;
   } catch (const std::exception& e) {
     f.db.reset();  // opened again on the next read
     if (!f.warned) {
       f.warned = true;
-      postLog(QStringLiteral("warning"),
-              std::string("the run's stored metrics could not be read (") + e.what() +
-                  "); the page shows them once the run database answers again");
+      postLog(QStringLiteral("warning"), std::string("the run's stored metrics could not be read (") +
+                                             e.what() +
+                                             "); the page shows them once the run database answers again");
     }
     return false;
   }

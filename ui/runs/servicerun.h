@@ -14,12 +14,12 @@
 // replays exactly what was delivered. A run nobody here watches (started by `flotilla run`, by
 // another window, stored before the app started) is followed the same way: its thread reads the
 // store every kFollowMs while the run's row says it runs, and its state is the row's. Only a run
-// with no store (a test's LocalRuns without one) shows the watcher's records as they come. Where the run is, whether it can checkpoint now and why
-// not are the service's answers, shown as they are. Buttons become requests the watcher polls:
-// stop (a checkpoint, then exit), checkpoint now, kill. detach() only stops watching: the run goes
-// on where it is and a later attach continues from the committed offset (see ~ServiceRun too).
-// An encrypted key's passphrase is asked on the UI thread (passphraseprompt.h) while the run's
-// thread waits; the wait gives up when the run is being left, so leaving never deadlocks.
+// with no store (a test's LocalRuns without one) shows the watcher's records as they come. Where the run is,
+// whether it can checkpoint now and why not are the service's answers, shown as they are. Buttons become
+// requests the watcher polls: stop (a checkpoint, then exit), checkpoint now, kill. detach() only stops
+// watching: the run goes on where it is and a later attach continues from the committed offset (see
+// ~ServiceRun too). An encrypted key's passphrase is asked on the UI thread (passphraseprompt.h) while the
+// run's thread waits; the wait gives up when the run is being left, so leaving never deadlocks.
 #pragma once
 
 #include <QDateTime>
