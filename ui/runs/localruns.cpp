@@ -222,7 +222,8 @@ ServiceRun* LocalRuns::forkRun(qint64 storeId, const QString& checkpointDir, con
 }
 
 ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
-  if (ServiceRun* run = runForStoreId(storeId); run && run->isActive()) return run;
+  // Watched here already (a run only followed in the store is not: it is attached now).
+  if (ServiceRun* run = runForStoreId(storeId); run && run->isActive() && !run->isFollowed()) return run;
   if (!m_store) {
     if (error) *error = tr("Attaching needs the run store; it could not be opened.");
     return nullptr;

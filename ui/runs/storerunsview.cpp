@@ -299,8 +299,10 @@ QMenu* StoreRunsView::runMenu(qint64 id) {
 void StoreRunsView::openLive(qint64 id) {
   const std::optional<db::Run> stored = m_store->run(id);
   const bool running = stored && stored->status == db::RunStatus::kRunning;
-  // A run this session watches (or watched to its end): follow it.
-  if (ServiceRun* run = m_runs->runForStoreId(id); run && (run->isActive() || !running)) {
+  // A run this session watches (or watched to its end): follow it. One it only follows in the
+  // store while it runs elsewhere is offered to be watched here again.
+  if (ServiceRun* run = m_runs->runForStoreId(id);
+      run && (run->isActive() || !running) && !(run->isFollowed() && running)) {
     emit runOpened(run);
     return;
   }
