@@ -196,15 +196,14 @@ LivePage::LivePage(QWidget* parent)
   split->addWidget(bottom);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 0);
-  // The log starts about seven lines tall (not three), under a handle that looks like one: a
-  // raised bar the width of the page, its tooltip saying what dragging it does.
+  // The log starts about seven lines tall (not three), under a handle that looks like one: a bar
+  // in the palette's mid tone across the page, a resize cursor, a tooltip saying what it does.
   split->setHandleWidth(7);
   split->handle(1)->setToolTip(tr("Drag to give the plots or the log more room"));
   split->handle(1)->setCursor(Qt::SplitVCursor);
-  split->setStyleSheet(
-      QStringLiteral("QSplitter#liveSplit::handle:vertical { background: palette(midlight); border-top: 1px "
-                     "solid palette(mid); "
-                     "border-bottom: 1px solid palette(mid); margin: 1px 0px; }"));
+  // Painted from the palette (a style sheet here would stop the page's labels following the theme).
+  split->handle(1)->setAutoFillBackground(true);
+  split->handle(1)->setBackgroundRole(QPalette::Mid);
   const int logLines = 7;
   m_log->setMinimumHeight(m_log->fontMetrics().lineSpacing() * 4 + 12);
   split->setSizes({560, m_log->fontMetrics().lineSpacing() * logLines + 40});
