@@ -493,6 +493,9 @@ void TestLiveDashboard::spendAxesAreTheCurrentRuns() {
                text.count(QStringLiteral("0.15")) == 1,
            qPrintable(text));
   QVERIFY2(text.contains(QStringLiteral("projected ") + LiveDashboard::money(projected)), qPrintable(text));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  QVERIFY(dash.grab().save(dir + QStringLiteral("/live-spend-second-run.png")));
 }
 
 // Issue 34 item 10: the loss hover shows a validation loss only at a step that has one; between
@@ -550,6 +553,24 @@ void TestLiveDashboard::mfuAndTokensPerSecondDoNotCoincide() {
   QVERIFY(std::isfinite(tps) && std::isfinite(mfu));
   QVERIFY2(std::abs(tps - mfu) > tput->axisRect()->height() / 4.0,
            qPrintable(QStringLiteral("tokens/s at %1 px, MFU at %2 px").arg(tps).arg(mfu)));
+  // The hover box stays inside the plot area (one series a line when one line does not fit),
+  // never over the right axis' labels.
+  const QRect area = tput->axisRect()->rect();
+  const QPoint at(area.right() - 4, area.center().y());
+  QMouseEvent move(QEvent::MouseMove, QPointF(at), tput->mapToGlobal(QPointF(at)), Qt::NoButton, Qt::NoButton,
+                   Qt::NoModifier);
+  QCoreApplication::sendEvent(tput, &move);
+  flotilla::ui::PlotPanel* panel = dash.plot(QStringLiteral("throughputPlot"));
+  QTRY_VERIFY(!panel->readoutText().isEmpty());
+  const QFontMetrics fm(tput->font());
+  int widest = 0;
+  for (const QString& line : panel->readoutText().split(QLatin1Char('\n')))
+    widest = std::max(widest, fm.horizontalAdvance(line));
+  QVERIFY2(widest + 16 <= area.width(), qPrintable(panel->readoutText()));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  QTest::qWait(50);  // the readout's queued replot
+  QVERIFY(dash.grab().save(dir + QStringLiteral("/live-throughput-hover.png")));
 }
 
 QTEST_MAIN(TestLiveDashboard)
