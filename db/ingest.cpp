@@ -94,6 +94,24 @@ void Ingestor::parse_line(std::string_view line) {
       }
       for (const auto& [name, value] : rec.numbers) rows_.push_back({run_id, name, step, value, time});
       stats_.rows += rec.numbers.size();
+      // The step's breakdown per rank and its GPUs' memory (arrays the flattening leaves out), so
+      // that what the Live page draws of any run is in the store (metric_names() leaves them out).
+      const StepRecord& s = rec.step();
+      static const char* const kParts[] = {"data_ms", "forward_ms", "backward_ms", "optimizer_ms",
+                                           "comm_ms", "step_ms",    "bubble_ms"};
+      if (s.ranks.size() > 1) {
+        for (size_t q = 0; q < s.ranks.size(); ++q)
+          for (size_t k = 0; k < 7 && k < s.ranks[q].size(); ++k)
+            rows_.push_back({run_id, "ranks." + std::to_string(q) + "." + kParts[k], step,
+                             static_cast<double>(s.ranks[q][k]), time});
+        stats_.rows += 7 * s.ranks.size();
+      }
+      for (const GpuRecord& g : s.gpus) {
+        const std::string at = "gpus." + std::to_string(g.device) + ".";
+        rows_.push_back({run_id, at + "mem_bytes", step, static_cast<double>(g.mem_bytes), time});
+        rows_.push_back({run_id, at + "mem_total_bytes", step, static_cast<double>(g.mem_total_bytes), time});
+        stats_.rows += 2;
+      }
       break;
     }
     case MetricsRecordType::kEval:
@@ -106,9 +124,15 @@ void Ingestor::parse_line(std::string_view line) {
       const double fpt = s.flops_per_token;
       const std::string config = s.config_json;
       const std::string message = "worker started at step " + std::to_string(s.start_step);
+      // What a reader of the store needs to show the start as the worker said it (runs/store_feed.h).
+      const std::string fields = "{\"start_step\":" + std::to_string(s.start_step) +
+                                 ",\"planned_steps\":" + std::to_string(s.planned_steps) +
+                                 ",\"world_size\":" + std::to_string(s.world_size) +
+                                 ",\"parameters\":" + std::to_string(s.parameters) +
+                                 ",\"baseline_rss_bytes\":" + std::to_string(s.baseline_rss_bytes) + "}";
       ops_.push_back([=](Database& db) {
         record_run_facts(db, run_id, world, params, fpt, config);
-        add_event(db, run_id, time, "run_start", "info", message, "{}", rank);
+        add_event(db, run_id, time, "run_start", "info", message, fields, rank);
       });
       break;
     }

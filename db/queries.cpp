@@ -135,9 +135,47 @@ std::vector<RunListItem> list_runs(const Database& db, const RunFilter& f) {
 
 std::vector<std::string> metric_names(const Database& db, int64_t run_id) {
   std::vector<std::string> out;
-  Stmt st(db, "SELECT DISTINCT name FROM metric_blocks WHERE run_id = ?1 ORDER BY name");
+  Stmt st(db,
+          "SELECT DISTINCT name FROM metric_blocks WHERE run_id = ?1 AND name NOT LIKE 'ranks.%' "
+          "AND name NOT LIKE 'gpus.%' ORDER BY name");
   st.bind(1, run_id);
   while (st.step()) out.push_back(st.text(0));
+  return out;
+}
+
+std::vector<StepValues> step_values_after(const Database& db, int64_t run_id, int64_t after_step) {
+  // The highest step committed now, over the step records' names (blocks commit with their rows).
+  int64_t hi = after_step;
+  std::vector<std::string> names;
+  {
+    Stmt st(db,
+            "SELECT name, MAX(last_step) FROM metric_blocks WHERE run_id = ?1 AND name <> 'val_loss' "
+            "GROUP BY name");
+    st.bind(1, run_id);
+    while (st.step()) {
+      names.push_back(st.text(0));
+      hi = std::max(hi, st.i64(1));
+    }
+  }
+  if (hi <= after_step) return {};
+  std::map<int64_t, StepValues> rows;
+  Stmt st(
+      db,
+      "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step > ?3 AND step <= ?4 "
+      "ORDER BY step");
+  for (const std::string& name : names) {
+    st.reset();
+    st.bind(1, run_id).bind(2, name).bind(3, after_step).bind(4, hi);
+    while (st.step()) {
+      StepValues& row = rows[st.i64(0)];
+      row.step = st.i64(0);
+      row.values.emplace_back(name, st.f64(1));
+      row.time = std::max(row.time, st.f64(2));
+    }
+  }
+  std::vector<StepValues> out;
+  out.reserve(rows.size());
+  for (auto& [step, row] : rows) out.push_back(std::move(row));
   return out;
 }
 
@@ -243,6 +281,17 @@ std::vector<Point> metric_points(const Database& db, int64_t run_id, const std::
   std::vector<Point> out;
   Stmt st(db, "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 ORDER BY step");
   st.bind(1, run_id).bind(2, name);
+  while (st.step()) out.push_back({st.i64(0), st.f64(1), st.f64(2)});
+  return out;
+}
+
+std::vector<Point> metric_points_after(const Database& db, int64_t run_id, const std::string& name,
+                                       int64_t after_step) {
+  std::vector<Point> out;
+  Stmt st(
+      db,
+      "SELECT step, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 AND step > ?3 ORDER BY step");
+  st.bind(1, run_id).bind(2, name).bind(3, after_step);
   while (st.step()) out.push_back({st.i64(0), st.f64(1), st.f64(2)});
   return out;
 }

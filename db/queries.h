@@ -38,7 +38,8 @@ std::vector<RunListItem> list_runs(const Database& db, const RunFilter& filter =
 // Whether any run has one of `statuses` (a cheap check before looking closer).
 bool any_run_in(const Database& db, const std::vector<RunStatus>& statuses);
 
-// Metric names stored for a run, sorted.
+// Metric names stored for a run, sorted; without the per-rank and per-GPU breakdown of a step
+// ("ranks.<rank>.<part>", "gpus.<device>.<field>", see ingest.h), which only the Live page reads.
 std::vector<std::string> metric_names(const Database& db, int64_t run_id);
 // The value of (run, name) at its highest step, nullopt when there is none (an indexed lookup).
 std::optional<double> last_metric_value(const Database& db, int64_t run_id, const std::string& name);
@@ -54,6 +55,16 @@ struct StepRow {
 std::vector<StepRow> step_rows(const Database& db, int64_t run_id, const std::vector<std::string>& names,
                                int64_t up_to_step = INT64_MAX);
 
+// Every value stored for each step after `after_step` (every name but val_loss, which is an
+// evaluation's), step order, up to the highest step whose rows were committed when the call began
+// (a step's rows commit together, so no step comes back with part of its values). The follower's
+// read (runs/store_feed.h): a run's step records as the store has them.
+struct StepValues {
+  int64_t step = 0;
+  double time = 0;
+  std::vector<std::pair<std::string, double>> values;
+};
+std::vector<StepValues> step_values_after(const Database& db, int64_t run_id, int64_t after_step);
 struct Bucket {
   int64_t first_step = 0, last_step = 0;  // steps present in the bucket
   int64_t count = 0;
@@ -73,6 +84,9 @@ struct Point {
   double value = 0, time = 0;
 };
 std::vector<Point> metric_points(const Database& db, int64_t run_id, const std::string& name);
+// The points of (run, name) after `after_step`, step order (a follower's validation losses).
+std::vector<Point> metric_points_after(const Database& db, int64_t run_id, const std::string& name,
+                                       int64_t after_step);
 
 enum class XAxis { kStep, kTokens, kWallTime, kGpuHours, kDollars };
 const char* to_string(XAxis x);

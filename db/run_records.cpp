@@ -39,7 +39,8 @@ std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit
           "ORDER BY time DESC, id DESC LIMIT ?2");
   st.bind(1, run_id).bind(2, limit > 0 ? int64_t{limit} : int64_t{-1});
   while (st.step())
-    out.push_back({st.f64(0), st.text(1), st.text(2), st.text(3), st.text(4), static_cast<int>(st.i64(5))});
+    out.push_back(
+        {st.f64(0), 0, st.text(1), st.text(2), st.text(3), st.text(4), static_cast<int>(st.i64(5))});
   std::reverse(out.begin(), out.end());
   return out;
 }
@@ -69,6 +70,18 @@ std::optional<EndRequest> end_request(const Database& db, int64_t run_id) {
     if (!best || rank(r.what) >= rank(best->what)) best = r;
   }
   return best;
+}
+
+std::vector<EventInfo> events_after(const Database& db, int64_t run_id, int64_t after_id) {
+  std::vector<EventInfo> out;
+  Stmt st(db,
+          "SELECT time, id, kind, level, message, fields, rank FROM events WHERE run_id = ?1 AND id > ?2 "
+          "ORDER BY id");
+  st.bind(1, run_id).bind(2, after_id);
+  while (st.step())
+    out.push_back(
+        {st.f64(0), st.i64(1), st.text(2), st.text(3), st.text(4), st.text(5), static_cast<int>(st.i64(6))});
+  return out;
 }
 
 }  // namespace flotilla::db

@@ -25,11 +25,15 @@ void upsert_checkpoint(Database& db, int64_t run_id, int64_t step, const std::st
 
 struct EventInfo {
   double time = 0;
+  int64_t id = 0;  // the row's id: events_after() continues after it
   std::string kind, level, message, fields_json;
   int rank = 0;
 };
 // The `limit` most recent events (0: all), oldest first.
 std::vector<EventInfo> list_events(const Database& db, int64_t run_id, int limit = 0);
+// The run's events stored after event `after_id` (0: all), in the order they were stored: what a
+// reader following a run as it grows reads on each poll.
+std::vector<EventInfo> events_after(const Database& db, int64_t run_id, int64_t after_id);
 
 // A stop, budget stop or kill asked of a running run, stored (an event of kind "request") before its
 // worker is signalled: whoever then sees the run end (the watcher that asked, another process's

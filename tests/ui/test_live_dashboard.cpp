@@ -69,6 +69,9 @@ class TestLiveDashboard : public QObject {
   void exportWritesPicturesAndData();
   void narrowPlotsNeitherOverlapNorClip();
   void plotsCanBeExplored();
+  void spendAxesAreTheCurrentRuns();
+  void validationHoverOnlyWhereThereIsOne();
+  void mfuAndTokensPerSecondDoNotCoincide();
 };
 
 void TestLiveDashboard::perRankBreakdownShowsTheRecord() {
@@ -164,13 +167,13 @@ void TestLiveDashboard::axisSwitching() {
   // The smoothed values do not depend on the x axis.
   QCOMPARE(dash.lossPlot()->smoothedValues().size(), 3);
 
-  // Log y on the plots over time, never on the stacked bars.
+  // Log y on the plots over time, never on the stacked bars; drawn at once (issue 34 item 3: no
+  // refresh timer is needed, an ended run has none).
+  const int before = dash.lossPlot()->replotCount();
   dash.logBox()->setChecked(true);
   QVERIFY(dash.lossPlot()->logY());
   QVERIFY(lr->logY());
   QVERIFY(!dash.rankBars()->logY());
-  const int before = dash.lossPlot()->replotCount();
-  dash.refreshAll();
   QVERIFY(dash.lossPlot()->replotCount() > before);  // a setting change redraws
   dash.refreshAll();
   const int after = dash.lossPlot()->replotCount();
@@ -442,6 +445,132 @@ void TestLiveDashboard::plotsCanBeExplored() {
   QTest::mouseDClick(lossPlot, Qt::LeftButton, Qt::NoModifier, QPoint(px, py));
   QVERIFY(!loss->zoomed());
   QCOMPARE(lossPlot->xAxis->range().upper, 700.0);
+}
+
+// Issue 34 item 9: a second, shorter run gets its own Spend axes (not the previous run's zoomed
+// x range), y is scaled to what matters (spent and the budget; a projection far above them is
+// cut with its value in its name), and the hover names the budget once ("budget $0.15").
+void TestLiveDashboard::spendAxesAreTheCurrentRuns() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  auto* spend = qobject_cast<QCustomPlot*>(dash.spendPlot()->plotWidget());
+  // A long run first, its Spend plot zoomed out by the user.
+  fake_worker::Synthetic first;
+  first.steps = 300;
+  first.planned = 5000;
+  for (const QJsonObject& r : fake_worker::syntheticRun(first)) dash.ingest(fake_worker::record(r));
+  dash.data().setCost(fake_worker::cost(first));
+  dash.dataChanged();
+  dash.refreshAll();
+  spend->xAxis->setRange(-1000, 6500);  // the wheel
+  QVERIFY(dash.spendPlot()->zoomed());
+
+  // Then a 60-step run capped at $0.15 that costs $36/h at 1.3 s a step: its projection ($0.78)
+  // is five times its cap.
+  dash.reset();
+  fake_worker::Synthetic second;
+  second.steps = 10;
+  second.planned = 60;
+  second.usdPerHour = 36;
+  second.maxUsd = 0.15;
+  for (const QJsonObject& r : fake_worker::syntheticRun(second)) dash.ingest(fake_worker::record(r));
+  dash.data().setCost(fake_worker::cost(second));
+  dash.dataChanged();
+  dash.refreshAll();
+  QVERIFY(!dash.spendPlot()->zoomed());
+  QVERIFY2(
+      spend->xAxis->range().lower >= 0 && spend->xAxis->range().upper <= 60.5,
+      qPrintable(QStringLiteral("%1..%2").arg(spend->xAxis->range().lower).arg(spend->xAxis->range().upper)));
+  const double projected = dash.data().projectedUsd();
+  QVERIFY2(projected > 4 * 0.15, qPrintable(QString::number(projected)));
+  // The budget and the spend fill the plot; the projection does not flatten them.
+  QVERIFY2(spend->yAxis->range().upper >= 0.15 && spend->yAxis->range().upper < 0.15 * 2,
+           qPrintable(QString::number(spend->yAxis->range().upper)));
+  const QString text = dash.spendPlot()->readoutAt(5);
+  QVERIFY2(text.contains(QStringLiteral("budget $0.15")) && !text.contains(QStringLiteral("0.15 0.15")) &&
+               text.count(QStringLiteral("0.15")) == 1,
+           qPrintable(text));
+  QVERIFY2(text.contains(QStringLiteral("projected ") + LiveDashboard::money(projected)), qPrintable(text));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  QVERIFY(dash.grab().save(dir + QStringLiteral("/live-spend-second-run.png")));
+}
+
+// Issue 34 item 10: the loss hover shows a validation loss only at a step that has one; between
+// evaluations it says which was the last ("(last, at step 50)"), never the next one's value.
+void TestLiveDashboard::validationHoverOnlyWhereThereIsOne() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  fake_worker::Synthetic s;
+  s.steps = 200;  // evaluations at 50, 100, 150, 200
+  for (const QJsonObject& r : fake_worker::syntheticRun(s)) dash.ingest(fake_worker::record(r));
+  dash.refreshAll();
+  const auto val = [&](int step) {
+    return QString::number(fake_worker::eval(s, step)["val_loss"].toDouble(), 'g', 4);
+  };
+  const QString at100 = dash.lossPlot()->readoutAt(100);
+  QVERIFY2(at100.contains(QStringLiteral("validation loss ") + val(100)), qPrintable(at100));
+  // Step 80 is nearer to the evaluation at 100 than to the one at 50: still not 100's value.
+  const QString at80 = dash.lossPlot()->readoutAt(80);
+  QVERIFY2(at80.startsWith(QStringLiteral("step 80 · ")), qPrintable(at80));
+  QVERIFY2(!at80.contains(val(100)), qPrintable(at80));
+  QVERIFY2(
+      at80.contains(QStringLiteral("validation loss ") + val(50) + QStringLiteral(" (last, at step 50)")),
+      qPrintable(at80));
+  // Before the first evaluation: no validation at all.
+  const QString at8 = dash.lossPlot()->readoutAt(8);
+  QVERIFY2(at8.startsWith(QStringLiteral("step 8 · ")) && !at8.contains(QStringLiteral("validation")),
+           qPrintable(at8));
+}
+
+// Issue 34 item 18: MFU (right axis) moves with tokens/s; drawn on an axis of the same shape the
+// two lines coincide and one is never seen. Its axis is taller, so its line runs apart.
+void TestLiveDashboard::mfuAndTokensPerSecondDoNotCoincide() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  fake_worker::Synthetic s;
+  for (const QJsonObject& r : fake_worker::syntheticRun(s)) dash.ingest(fake_worker::record(r));
+  dash.refreshAll();
+  auto* tput = qobject_cast<QCustomPlot*>(dash.plot(QStringLiteral("throughputPlot"))->plotWidget());
+  QVERIFY(tput && tput->graphCount() >= 2);
+  // The pixel height of each line's last point.
+  const auto lastPixel = [&](const QString& name) {
+    for (int i = 0; i < tput->graphCount(); ++i) {
+      QCPGraph* g = tput->graph(i);
+      if (g->name() != name || g->data()->isEmpty()) continue;
+      const double y = (g->data()->constEnd() - 1)->value;
+      return g->valueAxis()->coordToPixel(y);
+    }
+    return std::nan("");
+  };
+  const double tps = lastPixel(QStringLiteral("tokens/s")), mfu = lastPixel(QStringLiteral("MFU (%, right)"));
+  QVERIFY(std::isfinite(tps) && std::isfinite(mfu));
+  QVERIFY2(std::abs(tps - mfu) > tput->axisRect()->height() / 4.0,
+           qPrintable(QStringLiteral("tokens/s at %1 px, MFU at %2 px").arg(tps).arg(mfu)));
+  // The hover box stays inside the plot area (one series a line when one line does not fit),
+  // never over the right axis' labels.
+  const QRect area = tput->axisRect()->rect();
+  const QPoint at(area.right() - 4, area.center().y());
+  QMouseEvent move(QEvent::MouseMove, QPointF(at), tput->mapToGlobal(QPointF(at)), Qt::NoButton, Qt::NoButton,
+                   Qt::NoModifier);
+  QCoreApplication::sendEvent(tput, &move);
+  flotilla::ui::PlotPanel* panel = dash.plot(QStringLiteral("throughputPlot"));
+  QTRY_VERIFY(!panel->readoutText().isEmpty());
+  const QFontMetrics fm(tput->font());
+  int widest = 0;
+  for (const QString& line : panel->readoutText().split(QLatin1Char('\n')))
+    widest = std::max(widest, fm.horizontalAdvance(line));
+  QVERIFY2(widest + 16 <= area.width(), qPrintable(panel->readoutText()));
+  const QString dir =
+      qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  QTest::qWait(50);  // the readout's queued replot
+  QVERIFY(dash.grab().save(dir + QStringLiteral("/live-throughput-hover.png")));
 }
 
 QTEST_MAIN(TestLiveDashboard)

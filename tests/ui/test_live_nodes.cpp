@@ -218,9 +218,9 @@ void TestLiveNodes::nodeSamplesOfAStoredRunBecomeGpuLines() {
   QCOMPARE(gpu->drawnLastValue(1), 50.0);
   QCOMPARE(gpu->drawnLastValue(2), 28.0);
   QCOMPARE(gpu->drawnLastValue(3), 72.0);
-  // A stored run is shown from the store (never its file again): per-rank bars need the live
-  // records, so an ended run shows its own split (rank 0's time_ms), one bar.
-  QCOMPARE(dash->data().rankWindow().size(), 1);
+  // A stored run is shown from the store (never its file again), which keeps each rank's split of
+  // a step (issue 34: the same feed for every run): the 2-rank run's two bars, as it trained.
+  QCOMPARE(dash->data().rankWindow().size(), 2);
 
   // Wall-time axis: the same lines, x = seconds since the run started.
   dash->setXAxisKind(ui::XAxisKind::WallTime);

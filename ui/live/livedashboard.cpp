@@ -55,6 +55,8 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   m_throughput->addSeries(
       S{live_col::kMfuPct, tr("MFU (%, right)"), QColor(0xe8, 0x71, 0x0a), ChartPlot::Style::Line, true, {}});
   m_throughput->setRightAxisLabel(tr("MFU %"));
+  // MFU moves with tokens/s: on an axis twice as tall it runs at half the height, both visible.
+  m_throughput->setRightAxisTop(2.0);
   m_stepArea->addSeries(S{live_col::stackSum(1), tr("compute"), kCompute, ChartPlot::Style::Area, false,
                           live_col::kSlowCompute});
   m_stepArea->addSeries(
@@ -187,6 +189,8 @@ void LiveDashboard::dataChanged() {
 
 void LiveDashboard::reset() {
   m_data.clear();
+  // A new run gets its own axes: no zoom or pan of the previous run's plots is kept.
+  for (PlotPanel* p : m_plots) p->resetZoom();
   m_runNodes.clear();
   if (m_gpuFromNodes) rebuildGpuPlot(false);
   m_drawnRanks = 0;
@@ -214,6 +218,7 @@ void LiveDashboard::setXAxisKind(XAxisKind kind) {
   const int index = m_xBox->findData(int(kind));
   if (index != m_xBox->currentIndex()) m_xBox->setCurrentIndex(index);
   updateDerived();
+  refreshAll();  // at once, on any run: an ended one has no refresh timer to wait for
 }
 
 void LiveDashboard::setLogY(bool log) {
@@ -222,6 +227,7 @@ void LiveDashboard::setLogY(bool log) {
         static_cast<PlotPanel*>(m_memory), static_cast<PlotPanel*>(m_spend)})
     p->setLogY(log);
   if (m_logBox->isChecked() != log) m_logBox->setChecked(log);
+  refreshAll();  // at once, on any run: an ended one has no refresh timer to wait for
 }
 
 void LiveDashboard::addGpuSeries() {

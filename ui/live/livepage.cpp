@@ -122,7 +122,8 @@ LivePage::LivePage(QWidget* parent)
   m_picker->setToolTip(
       tr("The run this page follows: this session's runs, including those re-attached at start"));
   m_picker->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-  m_picker->hide();  // shown once there is a choice
+  m_picker->setFont(titleFont);  // with a choice of runs it is the title (the name once, not twice)
+  m_picker->hide();              // shown once there is a choice
 
   auto* titleRow = new QHBoxLayout;
   titleRow->addWidget(m_title);
@@ -195,7 +196,17 @@ LivePage::LivePage(QWidget* parent)
   split->addWidget(bottom);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 0);
-  split->setSizes({620, 80});
+  // The log starts about seven lines tall (not three), under a handle that looks like one: a bar
+  // in the palette's mid tone across the page, a resize cursor, a tooltip saying what it does.
+  split->setHandleWidth(7);
+  split->handle(1)->setToolTip(tr("Drag to give the plots or the log more room"));
+  split->handle(1)->setCursor(Qt::SplitVCursor);
+  // Painted from the palette (a style sheet here would stop the page's labels following the theme).
+  split->handle(1)->setAutoFillBackground(true);
+  split->handle(1)->setBackgroundRole(QPalette::Mid);
+  const int logLines = 7;
+  m_log->setMinimumHeight(m_log->fontMetrics().lineSpacing() * 4 + 12);
+  split->setSizes({560, m_log->fontMetrics().lineSpacing() * logLines + 40});
   layout->addWidget(split, 1);
 
   connect(m_stop, &QPushButton::clicked, this, [this] {
@@ -248,6 +259,7 @@ void LivePage::setRun(RunHandle* run) {
     addPickerEntry(run);
     connect(run, &RunHandle::recordReceived, this, &LivePage::onRecord);
     connect(run, &RunHandle::logAppended, this, &LivePage::appendLog);
+    connect(run, &RunHandle::changed, this, &LivePage::updateControls);  // a followed run's first read
     connect(run, &RunHandle::stateChanged, this, [this] {
       updateControls();
       // Rare and final-ish (the last records were drained just before): draw everything.
@@ -313,6 +325,7 @@ void LivePage::syncPicker() {
   const QSignalBlocker block(m_picker);
   m_picker->setCurrentIndex(m_run ? static_cast<int>(m_entries.indexOf(m_run.data())) : -1);
   m_picker->setVisible(m_entries.size() > 1);
+  m_title->setVisible(!m_picker->isVisibleTo(this) || !m_run);
 }
 
 void LivePage::followSamples(bool restart) {
@@ -356,6 +369,9 @@ void LivePage::onRecord(const flotilla::MetricsRecord& record) {
     return;
   }
   m_dashboard->ingest(record);
+  // Drawn within one tick whether or not the run is active (a stored run's history arrives after
+  // the page started following it); refresh() stops the timer once nothing is left to draw.
+  if (!m_timer->isActive()) m_timer->start();
   // A stored run's history arrives after the page started following it (read from the store off
   // the UI thread): node readings placed before its steps are placed again, once.
   if (m_run && !m_run->isActive() && !m_resampleQueued && m_dashboard->data().nodeGpus().rows() > 0) {
@@ -428,6 +444,12 @@ QSlider* LivePage::smoothingSlider() const { return m_dashboard->smoothingSlider
 
 void LivePage::updateControls() {
   const bool active = m_run && m_run->isActive();
+  m_stop->setToolTip(
+      tr("Graceful stop (SIGTERM): the worker saves a checkpoint at its next step and exits; "
+         "the run can be resumed from it"));
+  m_kill->setToolTip(
+      tr("End the worker at once (SIGKILL), after a confirmation: progress since the last "
+         "checkpoint is lost"));
   const bool running = m_run && m_run->state() == RunHandle::State::Running;
   // A run watched elsewhere (`flotilla run`) is asked through the runs service (its abilities).
   m_stop->setEnabled(m_run && m_run->canStop());
@@ -443,9 +465,12 @@ void LivePage::updateControls() {
       m_run && m_run->state() == RunHandle::State::Failed ? m_run->failureReason() : QString();
   m_failure->setText(why.isEmpty() ? QString() : tr("Failed: %1").arg(why));
   m_failure->setVisible(!why.isEmpty());
-  if (active && !m_timer->isActive()) m_timer->start();
-  if (!active) m_timer->stop();
-  if (m_run && !active && m_run->lastStep() == 0)
+  // Any run is drawn by the timer: refresh() stops it once an ended run has nothing left to draw.
+  if (m_run && !m_timer->isActive()) m_timer->start();
+  if (!m_run) m_timer->stop();
+  if (const ServiceRun* s = run(); s && s->isFollowed() && !s->storeRead())
+    m_dashboard->setEmptyMessage(tr("Reading %1 from the run database…").arg(s->name()));
+  else if (m_run && !active && m_run->lastStep() == 0)
     m_dashboard->setEmptyMessage(m_run->state() == RunHandle::State::Failed
                                      ? tr("The run failed before its first step")
                                      : tr("No steps recorded"));
@@ -490,8 +515,14 @@ void LivePage::updateStatus() {
 
 bool LivePage::refresh() {
   updateStatus();
-  if (!isVisible()) return false;
-  return m_dashboard->refresh() > 0;
+  const bool idle = !m_run || (!m_run->isActive() && !m_replaying);
+  if (!isVisible()) {
+    if (idle) m_timer->stop();  // showEvent draws what is there
+    return false;
+  }
+  const bool drew = m_dashboard->refresh() > 0;
+  if (!drew && idle) m_timer->stop();
+  return drew;
 }
 
 void LivePage::showEvent(QShowEvent* event) {

@@ -5,11 +5,14 @@
 // Decision: nothing here redraws in reaction to a record. Records go into the dashboard's
 // LiveData; one 40 ms timer refreshes the dirty plots (within a time budget) and the status
 // line, so the page redraws at most 25 times a second however fast a worker reports, and a
-// hidden page does not redraw at all. Following a run that already has records replays the
-// records its watcher has delivered (the runs layer's in-memory feed of what the store
-// committed: never the worker's file a second time; on a worker thread when it is long); records
-// that arrive meanwhile are held and applied after the replay, so none is lost or doubled. The
-// spend is the store's: the run's stored price and accruals, read with the node readings.
+// hidden page does not redraw at all; the timer runs for an ended run too until what arrived is
+// drawn, and a display toggle (log y, x axis) redraws at once. Every run's records are the
+// store's (ServiceRun reads them back as they are committed, runs/store_feed.h), whoever started
+// the run; following a run that already has records replays the ones its handle has delivered
+// (never the worker's file; on a worker thread when it is long); records that arrive meanwhile are
+// held and applied after the replay, so none is lost or doubled. The spend is the store's: the
+// run's stored price and accruals, read with the node readings. A run this window only follows in
+// the store (ServiceRun::isFollowed) cannot be stopped from here: its buttons say who can.
 //
 // A run picker lists this session's runs (LocalRuns: local ones, runs on SSH nodes, those
 // re-attached at start). A re-attached run is offered, not imposed: the page follows it only

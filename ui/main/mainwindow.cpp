@@ -312,8 +312,10 @@ void MainWindow::buildStatusBar(const WorkspaceInfo& workspace) {
       int others = 0;
       for (const RunRow& row : rows) {
         if (row.status != QLatin1String("running")) continue;
-        // A run this session knows is counted (or not, once ended) by the session.
-        if (!m_runs->runForStoreId(row.id)) ++others;
+        // A run this session watches is counted (or not, once ended) by the session; one it only
+        // follows in the store (ServiceRun::isFollowed) is still someone else's.
+        const ServiceRun* known = m_runs->runForStoreId(row.id);
+        if (!known || known->isFollowed()) ++others;
       }
       if (others != m_othersRunning) {
         m_othersRunning = others;

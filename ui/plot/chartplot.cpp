@@ -48,6 +48,7 @@ struct ChartPlot::Private {
   bool legend = true;
   bool fromZero = false;
   double fixedLo = kNaN, fixedHi = kNaN;
+  double rightTop = 1.08;  // the right axis' top, in multiples of its series' maximum
   QVector<qsizetype> picks;
   QVector<QCPGraphData> buffer;
 };
@@ -63,6 +64,9 @@ ChartPlot::ChartPlot(const QString& objectName, const QString& title, const QStr
   d->projection->setVisible(false);
   d->reference->removeFromLegend();
   d->projection->removeFromLegend();
+  // Their names say their values ("budget $0.15", "projected $0.31"): the readout shows the name.
+  d->reference->setProperty(kReadoutNameOnly, true);
+  d->projection->setProperty(kReadoutNameOnly, true);
   setMessage(tr("Waiting for data…"));
   applySeriesPalette(palette());
 }
@@ -118,6 +122,11 @@ int ChartPlot::addSeries(const Series& series) {
 }
 
 void ChartPlot::setRightAxisLabel(const QString& label) { customPlot()->yAxis2->setLabel(label); }
+
+void ChartPlot::setRightAxisTop(double factor) {
+  d->rightTop = factor > 1 ? factor : 1.08;
+  markDirty();
+}
 
 void ChartPlot::setShowLegend(bool show) {
   d->legend = show;
@@ -196,9 +205,16 @@ bool ChartPlot::refresh() {
   const bool showProj =
       std::isfinite(d->px0) && std::isfinite(d->py0) && std::isfinite(d->px1) && std::isfinite(d->py1);
   if (showRef) left.add(d->referenceY);
+  // A projection far above the data and the reference line (a budget) would flatten both: it is
+  // drawn up to just above them, towards where it goes, and its name says where it ends.
+  double projX1 = d->px1, projY1 = d->py1;
+  if (showProj && showRef && left.lo <= left.hi && d->py1 > 1.5 * left.hi && d->py1 > d->py0) {
+    projY1 = std::max(left.hi * 1.25, d->py0);
+    projX1 = d->px0 + (d->px1 - d->px0) * (projY1 - d->py0) / (d->py1 - d->py0);
+  }
   if (showProj) {
-    left.add(d->py1);
-    xHi = std::max(xHi, d->px1);
+    left.add(projY1);
+    xHi = std::max(xHi, projX1);
   }
   setXRange(xLo, xHi);
   if (zoomed()) {  // the user's view: decimate over what is shown
@@ -210,7 +226,7 @@ bool ChartPlot::refresh() {
   else
     setYRange(d->fromZero && left.lo > 0 ? 0.0 : left.lo, left.hi, left.minPositive);
   if (right.lo <= right.hi)
-    plot->yAxis2->setRange(right.lo >= 0 ? 0 : right.lo, right.hi > 0 ? right.hi * 1.08 : 1);
+    plot->yAxis2->setRange(right.lo >= 0 ? 0 : right.lo, right.hi > 0 ? right.hi * d->rightTop : 1);
 
   const int columns = std::max(64, plot->axisRect()->width() > 0 ? plot->axisRect()->width() : width());
   for (qsizetype s = 0; s < d->series.size(); ++s) {
@@ -236,7 +252,7 @@ bool ChartPlot::refresh() {
   }
   d->projection->setVisible(showProj);
   if (showProj) {
-    d->projection->setData({d->px0, d->px1}, {d->py0, d->py1}, true);
+    d->projection->setData({d->px0, projX1}, {d->py0, projY1}, true);
     d->projection->addToLegend();
   } else {
     d->projection->removeFromLegend();

@@ -47,6 +47,9 @@ class ChartPlot : public PlotPanel {
   void setXEnd(double x);
   int addSeries(const Series& series);
   void setRightAxisLabel(const QString& label);
+  // The right axis spans 0 .. `factor` × its series' maximum (default 1.08). A series that moves
+  // with a left one (MFU with tokens/s) gets a taller axis so the two lines do not coincide.
+  void setRightAxisTop(double factor);
   void setShowLegend(bool show);
   // The y axis starts at zero (rates, memory, money: a baseline that does not move), or is
   // fixed to [lo, hi] (utilisation in per cent); the log scale overrides both.
@@ -55,7 +58,8 @@ class ChartPlot : public PlotPanel {
   // A horizontal dashed line at y (NaN hides it), named in the legend; red (a limit) unless
   // another colour is given.
   void setReferenceLine(double y, const QString& name, const QColor& color = QColor());
-  // A dashed segment from (x0, y0) to (x1, y1) (NaN hides it), named in the legend.
+  // A dashed segment from (x0, y0) to (x1, y1) (NaN hides it), named in the legend. Far above the
+  // data and a reference line it is drawn only to just above them (its name says its end).
   void setProjection(double x0, double y0, double x1, double y1, const QString& name);
 
   bool refresh() override;

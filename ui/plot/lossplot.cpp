@@ -182,6 +182,7 @@ LossPlot::LossPlot(QWidget* parent)
   d->raw = d->plot->addGraph();
   d->smooth = d->plot->addGraph();
   d->val = d->plot->addGraph();
+  d->val->setProperty(kReadoutSparse, true);  // hover: a validation value only where there is one
   d->val->setLineStyle(QCPGraph::lsLine);
   setMessage(tr("No run selected"));
   setMessageVisible(true);

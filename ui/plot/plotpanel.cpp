@@ -6,6 +6,7 @@
 #include <QEvent>
 #include <QFile>
 #include <QFileDialog>
+#include <QFontMetrics>
 #include <QMenu>
 #include <QMouseEvent>
 #include <QSvgGenerator>
@@ -273,9 +274,32 @@ QString PlotPanel::readoutAt(double x) const {
       if (std::abs(before->key - x) < std::abs(it->key - x)) it = before;
     }
     if (!std::isfinite(it->value)) continue;
+    // A line whose name says its value (a budget, a projection's end): the name alone.
+    if (graph->property(kReadoutNameOnly).toBool()) {
+      parts << graph->name();
+      continue;
+    }
+    // A sparse series (validation every N steps): its value only at a point of its own under the
+    // cursor, else the last one before it, named with its step.
+    if (graph->property(kReadoutSparse).toBool()) {
+      const QCPAxis* axis = graph->keyAxis();
+      if (std::abs(axis->coordToPixel(it->key) - axis->coordToPixel(x)) > kSparseNearPixels) {
+        auto last = graph->data()->findBegin(x, false);
+        if (last == graph->data()->constEnd() || last->key > x) {
+          if (last == graph->data()->constBegin()) continue;  // none before the cursor
+          --last;
+        }
+        if (!std::isfinite(last->value) || last->key > x) continue;
+        parts << tr("%1 %2 (last, at %3 %4)")
+                     .arg(graph->name(), QString::number(last->value, 'g', 4), xLabel(m_xKind),
+                          QString::number(last->key, 'g', 7));
+        continue;
+      }
+    }
     if (std::isnan(shownX)) shownX = it->key;
     parts << QStringLiteral("%1 %2").arg(graph->name(), QString::number(it->value, 'g', 4));
   }
+  if (std::isnan(shownX)) return {};
   if (parts.isEmpty()) return {};
   QString where;
   if (m_xKind == XAxisKind::WallTime) {
@@ -303,7 +327,12 @@ void PlotPanel::showReadout(const QPoint& pos) {
     hideReadout();
     return;
   }
-  m_readout->setText(text);
+  // One line while it fits inside the plot area, else one series a line: never over the axes.
+  const QFontMetrics fm(m_readout->font());
+  const int room = m_plot->axisRect()->rect().width() - 16;
+  m_readout->setText(fm.horizontalAdvance(text) <= room
+                         ? text
+                         : QString(text).replace(QStringLiteral(" · "), QStringLiteral("\n")));
   m_readout->setVisible(true);
   m_cursorLine->point1->setCoords(x, 0);
   m_cursorLine->point2->setCoords(x, 1);

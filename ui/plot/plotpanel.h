@@ -62,7 +62,14 @@ class PlotPanel : public QWidget {
   bool followData() const { return m_followData; }
   // The hover readout at x (axis units): "step 120 · train loss 3.412 · smoothed 3.520", each
   // series' drawn point nearest to x (a real data point: decimation keeps original points);
-  // "" when nothing is drawn. Hovering the plot shows it with a line at the cursor.
+  // "" when nothing is drawn. Hovering the plot shows it with a line at the cursor, inside the
+  // plot area (one series a line when one line would not fit). A graph with the property
+  // kReadoutNameOnly shows its name alone (it says its value: "budget $0.15"); one with
+  // kReadoutSparse (validation every N steps) shows its value only within kSparseNearPixels of
+  // a point of its own, else its last value before x with that point's x ("(last, at step 25)").
+  static constexpr const char* kReadoutNameOnly = "readoutNameOnly";
+  static constexpr const char* kReadoutSparse = "readoutSparse";
+  static constexpr int kSparseNearPixels = 6;
   QString readoutAt(double x) const;
   QString readoutText() const;  // what the hover shows now ("" when hidden)
 

@@ -222,7 +222,8 @@ ServiceRun* LocalRuns::forkRun(qint64 storeId, const QString& checkpointDir, con
 }
 
 ServiceRun* LocalRuns::attachRun(qint64 storeId, QString* error) {
-  if (ServiceRun* run = runForStoreId(storeId); run && run->isActive()) return run;
+  // Watched here already (a run only followed in the store is not: it is attached now).
+  if (ServiceRun* run = runForStoreId(storeId); run && run->isActive() && !run->isFollowed()) return run;
   if (!m_store) {
     if (error) *error = tr("Attaching needs the run store; it could not be opened.");
     return nullptr;
@@ -286,17 +287,20 @@ int LocalRuns::reattachRunning() {
 }
 
 ServiceRun* LocalRuns::openStored(qint64 storeId) {
-  if (ServiceRun* run = runForStoreId(storeId)) return run;
   const std::optional<flotilla::db::Run> stored = m_store ? m_store->run(storeId) : std::nullopt;
-  if (!stored || stored->run_dir.empty()) return nullptr;
+  // The session's run, unless it is one this session followed to an end the store has left since
+  // (resumed in the same row by another program): that one is followed afresh.
+  if (ServiceRun* run = runForStoreId(storeId);
+      run && !(run->isFollowed() && !run->isActive() && stored &&
+               ServiceRun::stateOf(stored->status) == ServiceRun::State::Running))
+    return run;
+  if (!stored) return nullptr;
   auto* run = newRun(QString::fromStdString(stored->name));
   run->setStoreId(storeId);
   run->setStored(*stored);
-  using S = flotilla::db::RunStatus;
-  run->review(stored->status == S::kCompleted ? ServiceRun::State::Completed
-              : stored->status == S::kFailed  ? ServiceRun::State::Failed
-                                              : ServiceRun::State::Stopped,
-              m_store->databasePath());
+  // Followed in the store while its row says it runs (another window's, `flotilla run`'s), then in
+  // the state the row gives.
+  run->review(ServiceRun::stateOf(stored->status), m_store->databasePath());
   add(run);
   return run;
 }
@@ -336,7 +340,8 @@ int LocalRuns::indexOf(const RunHandle* run) const {
 
 int LocalRuns::runningCount() const {
   int n = 0;
-  for (const ServiceRun* run : m_runs) n += run->isActive() ? 1 : 0;
+  // A run only followed in the store is watched (and counted) by whoever started it.
+  for (const ServiceRun* run : m_runs) n += run->isActive() && !run->isFollowed() ? 1 : 0;
   return n;
 }
 

@@ -103,7 +103,8 @@ class LocalRuns : public QObject {
   // The session's run of a stored run (the newest), or nullptr.
   ServiceRun* runForStoreId(qint64 storeId) const;
   // The session's run of a stored run, or a read-only one made for it (ServiceRun::review) when
-  // the run is not watched here. nullptr when the store has no such run.
+  // the run is not watched here: shown from the store, followed there while its row says it runs.
+  // nullptr when the store has no such run.
   ServiceRun* openStored(qint64 storeId);
 
   // This session's runs, oldest first.

@@ -25,6 +25,7 @@
 #include "runs/node_run.h"
 #include "runs/process.h"
 #include "runs/run_status.h"
+#include "runs/store_feed.h"
 #include "ui/common/numberformat.h"
 
 namespace flotilla::ui {
@@ -49,61 +50,6 @@ QStringList toQt(const std::vector<std::string>& list) {
   for (const auto& s : list) out << QString::fromStdString(s);
   return out;
 }
-
-// GCC 12 at -O3 reports the variant's other alternatives as maybe-uninitialized here (a false
-// positive the same code did not trigger inside a lambda).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// The records the store has of run `id` (its start, steps and evaluations), in order: what a page
-// shows of a run that is not watched here, or what was stored before this app attached.
-std::vector<MetricsRecord> storedRecords(const db::Database& reader, int64_t id) {
-  std::vector<MetricsRecord> records;
-  const db::Run run = db::get_run(reader, id);
-  {
-    MetricsRecord start;
-    start.type = MetricsRecordType::kRunStart;
-    start.time = run.started_at.value_or(0);
-    RunStartRecord rs;
-    rs.run = run.name;
-    rs.world_size = static_cast<int>(run.world_size.value_or(1));
-    rs.parameters = static_cast<uint64_t>(run.parameters.value_or(0));
-    for (const auto& [key, value] : db::flatten_config(run.config_json))
-      if (key == "train.steps") rs.planned_steps = std::atoll(value.c_str());
-    start.body = rs;
-    records.push_back(std::move(start));
-  }
-  const std::vector<std::string> names = {"loss",     "lr",     "tokens_per_s", "mfu",
-                                          "val_loss", "tokens", "step_ms"};
-  for (const db::StepRow& row : db::step_rows(reader, id, names)) {
-    if (!std::isnan(row.values[0])) {
-      MetricsRecord r;
-      r.type = MetricsRecordType::kStep;
-      r.time = row.time;
-      StepRecord s;
-      s.step = row.step;
-      s.loss = static_cast<float>(row.values[0]);
-      s.lr = std::isnan(row.values[1]) ? 0 : row.values[1];
-      s.tokens_per_s = std::isnan(row.values[2]) ? 0 : row.values[2];
-      s.mfu = std::isnan(row.values[3]) ? 0 : row.values[3];
-      s.tokens = std::isnan(row.values[5]) ? 0 : static_cast<int64_t>(row.values[5]);
-      s.step_ms = std::isnan(row.values[6]) ? 0 : row.values[6];
-      r.body = s;
-      records.push_back(std::move(r));
-    }
-    if (!std::isnan(row.values[4])) {
-      MetricsRecord r;
-      r.type = MetricsRecordType::kEval;
-      r.time = row.time;
-      EvalRecord e;
-      e.step = row.step;
-      e.val_loss = static_cast<float>(row.values[4]);
-      r.body = e;
-      records.push_back(std::move(r));
-    }
-  }
-  return records;
-}
-#pragma GCC diagnostic pop
 
 db::Database openReader(const std::string& path) {
   db::OpenOptions o;
@@ -168,8 +114,20 @@ struct ServiceRun::Opened {
   std::optional<RecoveryChoice> recovery;
 };
 
+// The store reader of a run's thread: its connection and its cursors (runs/store_feed.h).
+struct ServiceRun::StoreFollow {
+  std::optional<runs::StoreFeedReader> reader;
+  std::optional<db::Database> db;
+  bool warned = false;  // a read failed and the log said so
+};
+
 ServiceRun::ServiceRun(const QString& name, const runs::ServiceOptions& options, QObject* parent)
-    : RunHandle(parent), m_name(name), m_options(options), m_lastLoss(kNaN), m_lastValLoss(kNaN) {
+    : RunHandle(parent),
+      m_name(name),
+      m_options(options),
+      m_follow(std::make_unique<StoreFollow>()),
+      m_lastLoss(kNaN),
+      m_lastValLoss(kNaN) {
   // This run's own passphrase question: it gives up when the run is being left.
   m_options.ssh.passphrase = [this](const std::string& node, const std::string& key) {
     return askPassphrase(node, key);
@@ -372,20 +330,15 @@ void ServiceRun::run(Open how, std::shared_ptr<runs::ActiveRun> active) {
       return;
     }
     Opened o = describe(*active);
-    // A run found going (an attach): what the store has of it so far is shown first, once.
-    if (m_showStored && o.id > 0) {
-      try {
-        const db::Database reader = openReader(m_options.ssh.database_path);
-        emitRecords(storedRecords(reader, o.id));
-      } catch (const std::exception& e) {
-        postLog(QStringLiteral("warning"), std::string("the stored metrics could not be read: ") + e.what());
-      }
-    }
     QMetaObject::invokeMethod(
         this, [this, o] { onOpened(o); }, Qt::QueuedConnection);
   }
+  // A stored run's records are the store's, from its first step: what it holds already (an
+  // attached or resumed run's history) now, then what each commit adds.
+  const qint64 storedId = m_options.ssh.database_path.empty() ? 0 : active->id();
+  if (storedId > 0) pullStore(storedId);
   runs::WatchHooks hooks;
-  watchHooks(hooks);
+  watchHooks(hooks, storedId);
   runs::WatchResult result;
   QString error;
   try {
@@ -396,7 +349,8 @@ void ServiceRun::run(Open how, std::shared_ptr<runs::ActiveRun> active) {
     result.end.note = e.what();
     error = QString::fromUtf8(e.what());
   }
-  active.reset();  // closes its sessions on this thread
+  active.reset();                         // closes its sessions on this thread
+  if (storedId > 0) pullStore(storedId);  // the last lines, stored before the end was recorded
   const qint64 upTo = static_cast<qint64>(m_feed->size());
   QMetaObject::invokeMethod(
       this,
@@ -407,7 +361,7 @@ void ServiceRun::run(Open how, std::shared_ptr<runs::ActiveRun> active) {
       Qt::QueuedConnection);
 }
 
-void ServiceRun::watchHooks(runs::WatchHooks& hooks) {
+void ServiceRun::watchHooks(runs::WatchHooks& hooks, qint64 storedId) {
   hooks.note = [this](const std::string& line) {
     postLog(QStringLiteral("warning"), line);
     QMetaObject::invokeMethod(
@@ -439,7 +393,14 @@ void ServiceRun::watchHooks(runs::WatchHooks& hooks) {
   hooks.on_budget = [this](const db::BudgetStatus& b) {
     postBudget(b.message, b.action == db::BudgetAction::kStop);
   };
-  hooks.on_committed = [this](const std::vector<MetricsRecord>& records, uint64_t) { emitRecords(records); };
+  // A commit: the store holds more of the run; read it from there (a run with no store: the
+  // watcher's records are all there is).
+  hooks.on_committed = [this, storedId](const std::vector<MetricsRecord>& records, uint64_t) {
+    if (storedId > 0)
+      pullStore(storedId);
+    else
+      emitRecords(records);
+  };
   hooks.stop_requested = [this] { return m_stopFlag.load(); };
   hooks.checkpoint_requested = [this] { return m_checkpointFlag.exchange(false); };
   hooks.kill_requested = [this] { return m_killFlag.load(); };
@@ -454,36 +415,99 @@ void ServiceRun::emitRecords(const std::vector<MetricsRecord>& records) {
       this, [this, upTo] { deliver(upTo); }, Qt::QueuedConnection);
 }
 
+bool ServiceRun::pullStore(qint64 id) {
+  StoreFollow& f = *m_follow;
+  try {
+    if (!f.reader || f.reader->run_id() != id) f.reader.emplace(id);
+    if (!f.db) {
+      db::OpenOptions o;
+      o.create = false;
+      o.quick_check = false;
+      f.db.emplace(m_options.ssh.database_path, o);
+    }
+    runs::StoreRead read = f.reader->read(*f.db);
+    emitRecords(read.records);
+    if (m_followed)
+      QMetaObject::invokeMethod(
+          this, [this, run = read.run, ended = read.ended] { onStoredRow(run, ended); },
+          Qt::QueuedConnection);
+    return read.ended;
+  } catch (const std::exception& e) {
+    f.db.reset();  // opened again on the next read
+    if (!f.warned) {
+      f.warned = true;
+      postLog(QStringLiteral("warning"), std::string("the run's stored metrics could not be read (") +
+                                             e.what() +
+                                             "); the page shows them once the run database answers again");
+    }
+    return false;
+  }
+}
+
+ServiceRun::State ServiceRun::stateOf(db::RunStatus status) {
+  switch (status) {
+    case db::RunStatus::kCompleted:
+      return State::Completed;
+    case db::RunStatus::kFailed:
+      return State::Failed;
+    case db::RunStatus::kStopped:
+    case db::RunStatus::kPreempted:
+      return State::Stopped;
+    case db::RunStatus::kCreated:
+    case db::RunStatus::kQueued:
+    case db::RunStatus::kRunning:
+    case db::RunStatus::kPaused:
+      break;
+  }
+  return State::Running;
+}
+
 void ServiceRun::review(State state, const QString& databasePath) {
   Q_ASSERT(m_state == State::NotStarted);
+  m_followed = true;
   m_startedAt = QDateTime::currentDateTime();
   m_clock.start();
-  m_endMs = 0;
+  if (state != State::Running) m_endMs = 0;
+  m_options.ssh.database_path = databasePath.toStdString();
   setState(state);
-  // What the store has of the run (never the worker's file a second time), read off the UI thread.
+  // What the store has of the run (never the worker's file), read on the run's thread, again
+  // every kFollowMs while its row says it goes on; its end is the row's.
   const std::string path = databasePath.toStdString();
   const int64_t id = m_storeId;
   m_thread = QThread::create([this, path, id] {
-    std::vector<MetricsRecord> records;
-    try {
+    while (!pullStore(id) && !m_leave.load())
+      for (int waited = 0; waited < kFollowMs && !m_leave.load(); waited += 50) QThread::msleep(50);
+    if (m_leave.load()) return;
+    try {  // the run's speed over the whole run, once it ended (runs/run_speed.h)
       const db::Database reader = openReader(path);
-      const db::Run run = db::get_run(reader, id);
-      const runs::RunSpeed speed = runs::run_speed(reader, run);
+      const runs::RunSpeed speed = runs::run_speed(reader, db::get_run(reader, id));
       QMetaObject::invokeMethod(
           this,
-          [this, speed, where = QString::fromStdString(runs::RunService::where_text(run))] {
+          [this, speed] {
             m_storedSpeed = speed;
-            m_where = where;
+            emit changed();
           },
           Qt::QueuedConnection);
-      records = storedRecords(reader, id);
-    } catch (const std::exception& e) {
-      postLog(QStringLiteral("warning"), std::string("the stored metrics could not be read: ") + e.what());
-      return;
+    } catch (const std::exception&) {
+      // The steps' own mean stands in (runSpeed()).
     }
-    emitRecords(records);
   });
   m_thread->start();
+}
+
+void ServiceRun::onStoredRow(const db::Run& run, bool ended) {
+  const bool wasActive = isActive();
+  m_storeRead = true;
+  setStored(run);
+  m_where = QString::fromStdString(runs::RunService::where_text(run));
+  if (ended && wasActive) {
+    m_endMs = m_clock.elapsed();
+    if (run.exit_code) m_exitCode = static_cast<int>(*run.exit_code);
+    setState(stateOf(run.status));
+    appendLog(m_state == State::Failed ? QStringLiteral("error") : QStringLiteral("info"),
+              tr("the run ended: %1").arg(stateText()));
+  }
+  emit changed();
 }
 
 void ServiceRun::deliver(qint64 upTo) {
@@ -571,7 +595,7 @@ void ServiceRun::kill() {
 }
 
 void ServiceRun::detach() {
-  if (!isActive()) return;
+  if (!isActive() || m_followed) return;
   m_leave.store(true);
   if (m_thread) m_thread->wait();  // returns within one poll: the watcher flushes and leaves
   deliver(static_cast<qint64>(m_feed->size()));

@@ -6,14 +6,20 @@
 //
 // Decision: the app never asks what kind of run it holds. Opening the run (which may connect over
 // SSH, deploy and submit) and watching it happen on a thread of the run's own; everything learnt
-// comes back to the UI thread as queued calls: the stored records (appended to the run's in-memory
-// feed first, runs/record_feed.h, so a late Live page replays exactly what was delivered), the
-// service's notes (the log), and the end. Where the run is, whether it can checkpoint now and why
-// not are the service's answers, shown as they are. Buttons become requests the watcher polls:
-// stop (a checkpoint, then exit), checkpoint now, kill. detach() only stops watching: the run goes
-// on where it is and a later attach continues from the committed offset (see ~ServiceRun too).
-// An encrypted key's passphrase is asked on the UI thread (passphraseprompt.h) while the run's
-// thread waits; the wait gives up when the run is being left, so leaving never deadlocks.
+// comes back to the UI thread as queued calls: the run's records, the service's notes (the log),
+// and the end. The records are the store's (runs/store_feed.h), the same for every run: each time
+// the watcher commits a chunk the run's thread reads what the store now holds past its cursors,
+// from the run's first step (an attached or resumed run's history included), and appends it to
+// the run's in-memory feed (runs/record_feed.h) before telling the page, so a late Live page
+// replays exactly what was delivered. A run nobody here watches (started by `flotilla run`, by
+// another window, stored before the app started) is followed the same way: its thread reads the
+// store every kFollowMs while the run's row says it runs, and its state is the row's. Only a run
+// with no store (a test's LocalRuns without one) shows the watcher's records as they come. Where the run is,
+// whether it can checkpoint now and why not are the service's answers, shown as they are. Buttons become
+// requests the watcher polls: stop (a checkpoint, then exit), checkpoint now, kill. detach() only stops
+// watching: the run goes on where it is and a later attach continues from the committed offset (see
+// ~ServiceRun too). An encrypted key's passphrase is asked on the UI thread (passphraseprompt.h) while the
+// run's thread waits; the wait gives up when the run is being left, so leaving never deadlocks.
 #pragma once
 
 #include <QDateTime>
@@ -93,9 +99,18 @@ class ServiceRun : public RunHandle {
   // first log line. `showStored`: the records the store has of the run are shown first (an attach).
   // Every opened run ends with exactly one finished().
   void open(Open how, const QString& what, bool onThisThread, bool showStored = false);
-  // Shows a stored run that is not watched here, from the store's rows (never a worker's file),
-  // and stays in `state`.
+  // How often a followed run's thread reads the store while the run's row says it runs.
+  static constexpr int kFollowMs = 500;
+  // Shows a stored run that is not watched here from the store's rows (never a worker's file),
+  // following them as they grow while the row says the run goes on (`state` Running), then in the
+  // state the row gives when it ends (ServiceRun::stateOf).
   void review(State state, const QString& databasePath);
+  // The state a stored status is shown in (Running while it runs or waits in a queue).
+  static State stateOf(flotilla::db::RunStatus status);
+  // Shown from the store and followed there, not watched by this window (review()).
+  bool isFollowed() const { return m_followed; }
+  // A followed run: the store has answered once (its records so far are delivered).
+  bool storeRead() const { return m_storeRead; }
   // Stops watching; the run goes on where it is (its status stays running in the store).
   void detach();
 
@@ -202,8 +217,11 @@ class ServiceRun : public RunHandle {
   void run(Open how, std::shared_ptr<runs::ActiveRun> active);
   Opened describe(runs::ActiveRun& active) const;
   void onOpened(const Opened& o);
-  void watchHooks(runs::WatchHooks& hooks);
-  void replayStored(qint64 storeId);  // thread side: the records stored before an attach
+  void watchHooks(runs::WatchHooks& hooks, qint64 storedId);
+  // Thread side: reads what the store has of run `id` past the feed's cursors and delivers it (a
+  // followed run's row too); returns whether the row says the run ended.
+  bool pullStore(qint64 id);
+  void onStoredRow(const flotilla::db::Run& run, bool ended);  // a followed run's row, on the UI thread
   std::optional<std::string> askPassphrase(const std::string& node, const std::string& keyPath);
   void postLog(const QString& level, const std::string& text);
   void emitRecords(const std::vector<MetricsRecord>& records);
@@ -222,6 +240,8 @@ class ServiceRun : public RunHandle {
   PassphrasePrompt m_prompt = askPassphraseDialog;
   QThread* m_thread = nullptr;
   std::shared_ptr<runs::RecordFeed> m_feed = std::make_shared<runs::RecordFeed>();
+  struct StoreFollow;                     // the store reader of the run's thread (pullStore)
+  std::unique_ptr<StoreFollow> m_follow;  // touched only on the run's thread
   std::atomic<bool> m_stopFlag{false}, m_checkpointFlag{false}, m_killFlag{false}, m_leave{false};
   SeriesStore m_series;
   QVector<LogLine> m_log;
@@ -242,6 +262,8 @@ class ServiceRun : public RunHandle {
   // The service's answers for a run watched elsewhere (read from the store when asked).
   runs::Abilities unwatchedAbilities() const;
   void askUnwatched(const QString& what);  // "stop", "kill" or "checkpoint"
+  bool m_followed = false;
+  bool m_storeRead = false;
   bool m_recoveryLogged = false;
   bool m_folderHere = true;  // the run's folder is on this machine
   bool m_stopRequested = false;

@@ -301,8 +301,10 @@ QMenu* StoreRunsView::runMenu(qint64 id) {
 void StoreRunsView::openLive(qint64 id) {
   const std::optional<db::Run> stored = m_store->run(id);
   const bool running = stored && stored->status == db::RunStatus::kRunning;
-  // A run this session watches (or watched to its end): follow it.
-  if (ServiceRun* run = m_runs->runForStoreId(id); run && (run->isActive() || !running)) {
+  // A run this session watches (or watched to its end): follow it. One it only follows in the
+  // store while it runs elsewhere is offered to be watched here again.
+  if (ServiceRun* run = m_runs->runForStoreId(id);
+      run && (run->isActive() || !running) && !(run->isFollowed() && running)) {
     emit runOpened(run);
     return;
   }
@@ -325,7 +327,11 @@ void StoreRunsView::openLive(qint64 id) {
                                "Do not if `flotilla run` or `flotilla runs attach` watches it in a terminal.")
                                 .arg(name, status, where)) == QMessageBox::Yes;
     if (!yes) {
-      emit message(tr("Not attached. Open %1 again to watch it here.").arg(name));
+      // Not watched here: shown from the store, followed there as it grows.
+      if (ServiceRun* run = m_runs->openStored(id)) emit runOpened(run);
+      emit message(tr("Not attached: %1 is shown from the run database as it trains. Open it again to watch "
+                      "it here.")
+                       .arg(name));
       return;
     }
     QString error;
@@ -337,12 +343,10 @@ void StoreRunsView::openLive(qint64 id) {
                            .arg(name, error));
     return;
   }
-  // Not going on: what the store has of it, shown from its folder here.
-  if (!stored->run_dir.empty() && QDir(QString::fromStdString(stored->run_dir)).exists()) {
-    if (ServiceRun* run = m_runs->openStored(id)) {
-      emit runOpened(run);
-      return;
-    }
+  // Not watched here: what the store has of it, wherever it ran, followed while its row says it runs.
+  if (ServiceRun* run = m_runs->openStored(id)) {
+    emit runOpened(run);
+    return;
   }
   emit errorRaised(tr("Run %1 ran on %2 and is %3; its files stay there. Its metrics are in the run database: "
                       "compare it with other runs or export them as CSV, or resume or fork it.")
