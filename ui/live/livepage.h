@@ -12,7 +12,8 @@
 // (never the worker's file; on a worker thread when it is long); records that arrive meanwhile are
 // held and applied after the replay, so none is lost or doubled. The spend is the store's: the
 // run's stored price and accruals, read with the node readings. A run this window only follows in
-// the store (ServiceRun::isFollowed) cannot be stopped from here: its buttons say who can.
+// the store (ServiceRun::isFollowed) is stopped, checkpointed or killed through the runs service
+// (its abilities say which), and its end is recorded by whoever watches it.
 //
 // A run picker lists this session's runs (LocalRuns: local ones, runs on SSH nodes, those
 // re-attached at start). A re-attached run is offered, not imposed: the page follows it only
