@@ -28,6 +28,15 @@ inline constexpr double kDefaultCpuEfficiency = 0.45;
 inline constexpr double kNominalEfficiency = 0.5;
 // Comparable runs learned from: the newest ones only (the machine and the engine change over time).
 inline constexpr int kLearnFromRuns = 5;
+// A model's first run on a machine that ran others: the others' learned efficiency carried over,
+// scaled by the architectures' efficiency gap (arch_efficiency), held to within this factor either
+// way: the spread the reference machine's table showed between the gap measured quiet (0.45 / 0.67)
+// and under load (about 1.1) (docs/planner.md "A model's first run").
+inline constexpr double kFirstRunSpread = 1.6;
+// The reference efficiency of an architecture relative to GPT-2's, on the 2-core reference machine,
+// quiet (llama-tiny 0.45 against the demo's 0.67 at one rank): what a GPT-2 run's efficiency is
+// multiplied by to guess a Llama-family model's.
+double arch_efficiency(const std::string& arch);
 
 // Link figures for the planner's communication term: time = latency x collectives + bytes / bandwidth.
 struct LinkFigures {
@@ -71,6 +80,13 @@ struct PlanCheck {
 struct CalibratedPlan {
   Plan plan;
   bool calibrated = false;  // the compute term uses a measured peak
+  // Where the efficiency came from: kGiven (--efficiency), kThisModel (earlier runs of this model and
+  // layout), kOtherModels (this machine's runs of other models with this layout: a model's first
+  // run here), kDefault (nothing learned).
+  enum class Basis { kGiven, kThisModel, kOtherModels, kDefault };
+  Basis basis = Basis::kDefault;
+  int learned_from_others = 0;   // kOtherModels: the runs it came from
+  double low_s = 0, high_s = 0;  // kOtherModels: the step time likely lies in [low_s, high_s]
   // "learned from 3 earlier runs of this model and layout", or which default.
   std::string efficiency_source;
   int learned_from = 0;
@@ -99,8 +115,10 @@ CalibratedPlan plan_calibrated(const RunConfig& config, const DeviceProfile& nom
 
 // The speed lines shared by the wizard and both CLIs, e.g.
 //   speed_line:       "1.12 s per step = compute 1.06 s + communication 55.6 ms; 1,829 tokens/s"
-//   calibration_line: "calibrated: 241.8 GFLOP/s (...) x efficiency 0.085 (learned from 2 earlier runs
-//                     of this model and layout); link 0.31 GB/s, 1.8 ms per collective; nominal ..."
+//   calibration_line: "calibrated on this machine: peak 241.8 GFLOP/s (...) x efficiency 0.085 (learned
+//                     from 2 earlier runs of this model and layout); link 0.31 GB/s, ..."; its opening
+//                     words say what is calibrated and from what: the peak (measured, or the data
+//                     sheet's), the efficiency (this model's runs, other models' runs here, a default)
 //   last_run_line:    "last comparable run demo-b (8 x 128): 1.12 s/step measured, predicted 1.10 s,
 //                     error -2%"
 std::string speed_line(const CalibratedPlan& cp);
