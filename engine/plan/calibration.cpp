@@ -77,7 +77,7 @@ bool same_layout(const RunConfig& a, const RunConfig& b) {
 
 }  // namespace
 
-double arch_efficiency(const std::string& arch) { return arch == "llama" ? 0.45 / 0.67 : 1.0; }
+double arch_efficiency(const std::string& arch) { return arch == "llama" ? 0.86 : 1.0; }
 
 bool comparable_runs(const RunConfig& a, const RunConfig& b) {
   const auto& p = a.parallel;

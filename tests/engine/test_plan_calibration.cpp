@@ -179,14 +179,14 @@ void test_label_and_first_run_of_a_model() {
   CHECK(cp.basis == CalibratedPlan::Basis::kOtherModels && cp.learned_from == 0 &&
         cp.learned_from_others == 4);
   CHECK_NEAR(cp.plan.efficiency, 0.144 * arch_efficiency("llama") / arch_efficiency("gpt2"), 1e-9);
-  CHECK(cp.plan.efficiency < kNominalEfficiency / 4);  // not the nominal 0.5 that was 6x off
+  CHECK(cp.plan.efficiency < kNominalEfficiency / 3);  // not the nominal 0.5 that was 6x off
   CHECK_NEAR(cp.low_s * kFirstRunSpread, cp.plan.step_s, 1e-12);
   CHECK_NEAR(cp.high_s, cp.plan.step_s * kFirstRunSpread, 1e-12);
   line = calibration_line(cp);
   CHECK_MSG(
       line.find("first run of this model here, estimated from other models' runs on this machine: ") == 0,
       "%s", line.c_str());
-  CHECK_MSG(line.find("from 4 earlier runs of other models on this machine (gpt2), x 0.67 for the llama "
+  CHECK_MSG(line.find("from 4 earlier runs of other models on this machine (gpt2), x 0.86 for the llama "
                       "architecture") != std::string::npos &&
                 line.find("expect ") != std::string::npos &&
                 line.find(" per step until this model has run here") != std::string::npos &&
