@@ -82,6 +82,7 @@ class TestWizardMessages : public QObject {
   void aSplitTooSmallForABatchOffersItsFixes();
   void noValidationClearsItAndTheCheckpointsPageFollows();
   void abandonedShardPathsStayOutOfTheConfig();
+  void abandonedLoraSettingsStayOutOfTheConfig();
   void aMissingShardFolderIsSaidOnce();
   void figuresThatWaitNameWhereTheProblemIs();
   void modelFieldsHaveTooltips();
@@ -228,6 +229,25 @@ void TestWizardMessages::abandonedShardPathsStayOutOfTheConfig() {
   QCOMPARE(train->text(), QStringLiteral("/does/not/exist/train_*.bin"));
   child<QAbstractButton>(page, "source-shards")->click();
   QCOMPARE(QString::fromStdString(w->config().data.train), QStringLiteral("/does/not/exist/train_*.bin"));
+}
+
+void TestWizardMessages::abandonedLoraSettingsStayOutOfTheConfig() {
+  // A Hugging Face folder (the golden Qwen 2), LoRA with rank 4 and dropout, then full fine-tuning.
+  const QString model = m_tmp.filePath(QStringLiteral("hf-qwen2"));
+  QVERIFY(copyFiles(QStringLiteral(FLOTILLA_SOURCE_DIR "/tests/engine/golden/hf/qwen2"), model,
+                    {QStringLiteral("config.json"), QStringLiteral("model.safetensors")}));
+  auto w = makeWizard();
+  w->modelPage()->chooseHfFolder(model);
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder() && w->modelPage()->isComplete(), 10000);
+  child<QAbstractButton>(w->modelPage(), "trainingLora")->click();
+  child<QSpinBox>(w->modelPage(), "loraRank")->setValue(4);
+  child<QDoubleSpinBox>(w->modelPage(), "loraDropout")->setValue(0.1);
+  QCOMPARE(w->config().lora.rank, 4);
+  child<QAbstractButton>(w->modelPage(), "trainingFull")->click();
+  const flotilla::LoraSection defaults;
+  QVERIFY(!w->config().lora.enabled);
+  QCOMPARE(w->config().lora.rank, defaults.rank);
+  QCOMPARE(w->config().lora.dropout, defaults.dropout);
 }
 
 void TestWizardMessages::aMissingShardFolderIsSaidOnce() {

@@ -171,7 +171,11 @@ void TestWizardSmallDataE2e::smallChatDataReachesLaunchAndTrains() {
   QCOMPARE(data->prepared().result.chat_records, 400);
   // The golden Qwen tokenizer has <think>: the engine's default for it is qwen3 (ChatML + think blocks).
   QCOMPARE(QString::fromStdString(data->prepared().result.chat_format), QStringLiteral("qwen3"));
-  // One batch of validation rows, so Next is open and the run measures validation loss.
+  // Next is open (before issue 34: disabled, a 1 % split of 111 tokens was less than one batch)…
+  QTRY_VERIFY2_WITH_TIMEOUT(data->isComplete(), qPrintable(shownProblems(data)), 20000);
+  QVERIFY2(shownProblems(data).isEmpty(), qPrintable(shownProblems(data)));
+  QVERIFY(wizard->button(QWizard::NextButton)->isEnabled());
+  // … because the validation split is one batch of rows, and the run measures validation loss.
   const flotilla::RunConfig& c = wizard->config();
   const qint64 batchRows = qint64{c.parallel.dp} * c.train.micro_batch;
   QCOMPARE(data->batchRows(), batchRows);
@@ -179,9 +183,6 @@ void TestWizardSmallDataE2e::smallChatDataReachesLaunchAndTrains() {
            qPrintable(QStringLiteral("%1 validation rows").arg(data->prepared().result.val_rows)));
   QVERIFY(!c.data.val.empty());
   QCOMPARE(c.eval.every, evalEvery);
-  QTRY_VERIFY_WITH_TIMEOUT(data->isComplete(), 20000);
-  QVERIFY2(shownProblems(data).isEmpty(), qPrintable(shownProblems(data)));
-  QVERIFY(wizard->button(QWizard::NextButton)->isEnabled());
   wizard->grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/wizard-data-small-chat.png"));
 
   // Next … to Review, as a user clicks: a short run (30 steps, validation at step 25).
