@@ -420,8 +420,9 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
         lo = mid + 1;
     }
     if (lo >= docs || rows_of(lo) < opt.val_rows)
-      throw_data("data prepare: the inputs hold " + std::to_string(docs) + " document(s) (" +
-                 group_digits(total) + " tokens), fewer than " + group_digits(opt.val_rows) +
+      throw_data("data prepare: the inputs hold " + std::to_string(docs) +
+                 (docs == 1 ? " document (" : " documents (") + group_digits(total) +
+                 " tokens), fewer than " + group_digits(opt.val_rows) +
                  " validation rows of T + 1 = " + std::to_string(opt.seq_len + 1) +
                  " tokens and a training split after them; add data, ask for fewer validation rows "
                  "(a smaller batch) or use no validation");

@@ -81,6 +81,7 @@ class TestWizardMessages : public QObject {
   void initTestCase();
   void aSplitTooSmallForABatchOffersItsFixes();
   void noValidationClearsItAndTheCheckpointsPageFollows();
+  void dataTooSmallForABatchOfValidationHasAWayOn();
   void abandonedShardPathsStayOutOfTheConfig();
   void abandonedLoraSettingsStayOutOfTheConfig();
   void aMissingShardFolderIsSaidOnce();
@@ -204,6 +205,45 @@ void TestWizardMessages::noValidationClearsItAndTheCheckpointsPageFollows() {
   QTRY_VERIFY_WITH_TIMEOUT(page->isPreparing() || !w->config().data.val.empty(), 5000);
   QVERIFY(QTest::qWaitFor([&] { return !page->isPreparing(); }, 30000));
   QTRY_VERIFY_WITH_TIMEOUT(!w->config().data.val.empty(), 10000);
+  QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+}
+
+void TestWizardMessages::dataTooSmallForABatchOfValidationHasAWayOn() {
+  // Six chats cannot fill one batch (8 rows) of validation and leave a training split: Prepare
+  // fails; the engine's words are listed in red and "Train without validation" prepares again.
+  const QString tiny = m_tmp.filePath(QStringLiteral("tiny.jsonl"));
+  QVERIFY(writeFile(tiny, chatRecords(6)));
+  auto w = makeWizard();
+  RunConfig c = w->config();
+  c.model.vocab_size = 1024;
+  w->setConfig(c);
+  w->next();
+  DataPage* page = w->dataPage();
+  child<QAbstractButton>(page, "source-prepare")->click();
+  page->setPrepareInputs({tiny}, QLatin1String(kQwenTokenizer), m_tmp.filePath(QStringLiteral("tiny")));
+  QCOMPARE(page->validation(), DataPage::ValidationBatch);
+  child<QPushButton>(page, "prepareButton")->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isPreparing(), 30000);
+  QVERIFY(!page->prepared().ok);
+  QTRY_VERIFY2(shownProblems(page).contains(QStringLiteral("Preparing failed: ")) &&
+                   shownProblems(page).contains(QStringLiteral("validation rows")),
+               qPrintable(shownProblems(page)));
+  QVERIFY(!page->isComplete());
+  QVERIFY2(greyedMessages(page).isEmpty(), qPrintable(greyedMessages(page).join(QLatin1Char('\n'))));
+  auto* noVal = child<QPushButton>(page, "fixNoValidation");
+  QVERIFY(noVal->isVisibleTo(page));
+  grab(page, QStringLiteral("data-too-small-for-validation"));
+  noVal->click();
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isPreparing(), 30000);
+  QVERIFY2(page->prepared().ok, qPrintable(page->prepareStatus()));
+  QCOMPARE(page->validation(), DataPage::ValidationNone);
+  QCOMPARE(w->config().eval.every, 0);
+  // The six chats train with one row per batch; the page offers that micro-batch.
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isScanning(), 10000);
+  if (!page->isComplete()) {
+    QVERIFY2(child<QPushButton>(page, "fixMicroBatch")->isVisibleTo(page), qPrintable(shownProblems(page)));
+    child<QPushButton>(page, "fixMicroBatch")->click();
+  }
   QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
 }
 

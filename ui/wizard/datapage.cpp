@@ -340,7 +340,9 @@ void DataPage::setMode(Mode mode) {
 
 void DataPage::applyChoice(RunConfig& c) {
   const RunConfig defaults;
-  c.data.source = m_mode == Synthetic ? "synthetic" : "shards";
+  // Text files not prepared yet point at no shards: the config stays a valid synthetic one (Next
+  // waits on "Prepare the shards first"), not "shards" with an empty data.train to complain about.
+  c.data.source = m_mode == Synthetic || (m_mode == Prepare && !m_prepared) ? "synthetic" : "shards";
   if (m_mode == Synthetic) {
     c.data.train.clear();
     c.data.val.clear();
@@ -371,7 +373,8 @@ void DataPage::updateVisibility() {
   m_syntheticBox->setVisible(m_mode == Synthetic);
   m_shardsBox->setVisible(m_mode == Shards);
   m_prepareBox->setVisible(m_mode == Prepare);
-  m_prepareInfo->setVisible(m_mode == Prepare && !m_prepareMessage.isEmpty());
+  // The report while and after preparing; a message that blocks Next is a problem (red, listed).
+  m_prepareInfo->setVisible(m_mode == Prepare && (m_prepared || m_preparing) && !m_prepareMessage.isEmpty());
   setInputsEnabled(m_prepareBox, !isPreparing());
   const TokenizerSource source = tokenizerSource();
   m_prepForm->setRowVisible(m_tokenizerRow, source == TokenizerSource::File);
@@ -405,6 +408,16 @@ void DataPage::updateFixes() {
   for (const auto& p : draft()->problems()) {
     valProblem = valProblem || under(p.path, "data.val");
     dataProblem = dataProblem || under(p.path, "data.val") || under(p.path, "data.train");
+  }
+  // Preparing failed (a one-batch split the data cannot fill, say): preparing without validation
+  // is a way on from here.
+  if (m_mode == Prepare && !m_prepared && !isPreparing() && !m_summary.ok && !m_summary.error.isEmpty() &&
+      validation() != ValidationNone) {
+    m_fixMicroBatch->hide();
+    m_fixValRows->hide();
+    m_fixNoVal->show();
+    m_fixes->show();
+    return;
   }
   if (!dataProblem || c.data.source != "shards" || isPreparing() || isScanning()) {
     m_fixes->hide();
@@ -464,10 +477,11 @@ void DataPage::setTokenizerSource(TokenizerSource source) {
 
 void DataPage::load() {
   const RunConfig& c = draft()->config();
-  if (c.data.source == "synthetic")
-    m_mode = Synthetic;
-  else if (m_mode == Synthetic)
+  if (c.data.source == "synthetic") {
+    if (!(m_mode == Prepare && !m_prepared)) m_mode = Synthetic;  // unprepared text files stay chosen
+  } else if (m_mode == Synthetic) {
     m_mode = Shards;
+  }
   if (QAbstractButton* b = m_modes->button(m_mode)) b->setChecked(true);
   // The unchosen sources' fields keep what was typed in them (the config does not hold it).
   if (c.data.source == "synthetic")
@@ -499,7 +513,7 @@ void DataPage::refreshDerived() {
   m_trainInfo->setVisible(!m_trainInfo->text().isEmpty());
   m_valInfo->setVisible(!m_valInfo->text().isEmpty());
   m_prepareInfo->setText(m_prepareMessage);
-  m_prepareInfo->setVisible(m_mode == Prepare && !m_prepareMessage.isEmpty());
+  m_prepareInfo->setVisible(m_mode == Prepare && (m_prepared || m_preparing) && !m_prepareMessage.isEmpty());
   m_valChoice->setItemText(m_valChoice->findData(ValidationBatch),
                            batchRows() == 1
                                ? tr("one batch: 1 row (ranks × micro-batch)")
@@ -553,9 +567,10 @@ QStringList DataPage::extraProblems() const {
   if (m_mode == Prepare) {
     if (isPreparing()) return {tr("Preparing the shards…")};
     if (!m_prepared)
-      return {
-          tr("Prepare the shards first: input files, a tokenizer and an output folder, then "
-             "Prepare shards.")};
+      return {m_prepareMessage.isEmpty()
+                  ? tr("Prepare the shards first: input files, a tokenizer and an output folder, then "
+                       "Prepare shards.")
+                  : m_prepareMessage};
   }
   if (c.data.source != "shards" || c.data.train.empty()) return {};
   if (m_scanPending || m_scans.size() != 2) return {tr("Reading the shards…")};
@@ -630,6 +645,8 @@ void DataPage::onPrepared() {
   if (!m_summary.ok) {
     m_prepareMessage = tr("Preparing failed: %1").arg(m_summary.error);
     updateVisibility();
+    // The folder's old shards were replaced or half written: the config no longer points at them.
+    draft()->edit([&](RunConfig& c) { applyChoice(c); });
     recheck();
     return;
   }

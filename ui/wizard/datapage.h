@@ -50,7 +50,7 @@ class DataPage : public WizardPageBase {
 
   Mode mode() const { return m_mode; }
   void setMode(Mode mode);
-  // The shard summaries shown now ("2 shard(s), 1.20 M tokens"); empty while reading.
+  // The shard summaries shown now ("2 shards, 1.20 M tokens"); empty while reading.
   QString trainSummary() const;
   QString valSummary() const;
   bool isScanning() const;
