@@ -439,6 +439,7 @@ void DataPage::updateFixes() {
     for (int b = c.train.micro_batch - 1; b >= 1 && m_fitMicroBatch == 0; --b) {
       RunConfig smaller = c;
       smaller.train.micro_batch = b;
+      smaller.data.checked = false;  // sizes decide it: headers only, never a token scan on this thread
       keepGlobalBatch(c, smaller);
       if (flotilla::preflight_data(smaller).empty()) m_fitMicroBatch = b;
     }
