@@ -78,7 +78,9 @@ std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig
 
 Calibration store_calibration(const db::Database& db, const RunConfig& config, bool measure_if_absent) {
   Calibration cal = machine_calibration(config, measure_if_absent);
-  cal.history = plan_history(db, &config);
+  // Every local run: plan_calibrated picks the comparable ones, and for a model never run here the
+  // runs of other models in the same layout (as the wizard hands it the same history).
+  cal.history = plan_history(db);
   return cal;
 }
 

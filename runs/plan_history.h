@@ -23,7 +23,7 @@ std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig
                                          int limit = kPlanHistoryRuns);
 
 // machine_calibration (the kept peak and link figures; measured when absent and `measure_if_absent`)
-// with the store's history of runs comparable to `config`.
+// with the store's history of local runs (plan_calibrated picks what it learns from).
 Calibration store_calibration(const db::Database& db, const RunConfig& config, bool measure_if_absent);
 
 }  // namespace flotilla::runs

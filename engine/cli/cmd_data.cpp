@@ -101,6 +101,8 @@ int data_prepare(Args& args) {
         "  --documents         labeled shards even for text (packing keeps documents apart)\n"
         "  --text-field NAME   JSONL field holding the text (default text)\n"
         "  --val-fraction F    fraction of tokens for validation (default 0.01; 0 = none)\n"
+        "  --val-rows N        instead: the fewest leading documents that fill N rows at --seq-len\n"
+        "                      (N = ranks x micro-batch: one validation batch)\n"
         "  --shard-tokens N    most tokens per shard (default 100000000)\n"
         "  --force             replace train_*.bin / val_*.bin already in DIR\n");
     return 0;
@@ -110,6 +112,7 @@ int data_prepare(Args& args) {
   const auto out = args.value("--out");
   opt.text_field = args.value_or("--text-field", "text");
   opt.val_fraction = args.double_or("--val-fraction", 0.01);
+  opt.val_rows = args.int_or("--val-rows", 0);
   opt.shard_tokens = args.int_or("--shard-tokens", 100000000);
   opt.chat_format = args.value_or("--chat-format", "");
   const long long seq_len = args.int_or("--seq-len", 0);

@@ -311,6 +311,9 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
   if (opt.shard_tokens < 1 || opt.shard_tokens > INT32_MAX)
     throw_usage("data prepare: --shard-tokens must be between 1 and 2,147,483,647");
   if (opt.seq_len < 0) throw_usage("data prepare: --seq-len must be positive");
+  if (opt.val_rows < 0) throw_usage("data prepare: --val-rows must be positive");
+  if (opt.val_rows > 0 && opt.seq_len == 0)
+    throw_usage("data prepare: --val-rows counts rows of --seq-len tokens: give --seq-len too");
   std::optional<ChatFormat> format;
   if (!opt.chat_format.empty()) {
     ChatFormat f;
@@ -374,6 +377,13 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
     int64_t n_val = opt.val_fraction > 0
                         ? std::max<int64_t>(1, std::llround(static_cast<double>(total) * opt.val_fraction))
                         : 0;
+    if (opt.val_rows > 0) n_val = opt.val_rows * opt.seq_len + 1;  // val_rows windows of T + 1 tokens
+    if (opt.val_rows > 0 && total - n_val < static_cast<int64_t>(opt.seq_len) + 1)
+      throw_data("data prepare: the inputs hold " + group_digits(total) + " tokens; " +
+                 group_digits(opt.val_rows) + " validation rows of " + std::to_string(opt.seq_len) +
+                 " tokens take " + group_digits(n_val) +
+                 ", leaving less than one row to train on; add data, ask for fewer validation rows "
+                 "or use no validation");
     if (total < 2 || total - n_val < 1)
       throw_data("data prepare: the inputs hold only " + group_digits(total) + " tokens: too few to split");
     result.val_tokens = n_val;
@@ -392,7 +402,32 @@ PrepareResult prepare_shards(const Tokenizer& tok, const PrepareOptions& opt,
   const std::vector<int64_t>& starts = spool.starts();
   const size_t docs = starts.size();
   size_t n_val_docs = 0;
-  if (opt.val_fraction > 0) {
+  if (opt.val_rows > 0 && docs > 0) {
+    // The fewest leading documents whose rows reach val_rows: rows grow with each document added,
+    // so a binary search over the count finds it.
+    auto rows_of = [&](size_t k) {
+      const int64_t end = k < docs ? starts[k] : total;
+      return plan_rows(std::vector<int64_t>(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(k)),
+                       end, opt.seq_len, opt.pack)
+          .rows();
+    };
+    size_t lo = 1, hi = docs;
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (rows_of(mid) >= opt.val_rows)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    if (lo >= docs || rows_of(lo) < opt.val_rows)
+      throw_data("data prepare: the inputs hold " + std::to_string(docs) +
+                 (docs == 1 ? " document (" : " documents (") + group_digits(total) +
+                 " tokens), fewer than " + group_digits(opt.val_rows) +
+                 " validation rows of T + 1 = " + std::to_string(opt.seq_len + 1) +
+                 " tokens and a training split after them; add data, ask for fewer validation rows "
+                 "(a smaller batch) or use no validation");
+    n_val_docs = lo;
+  } else if (opt.val_fraction > 0) {
     const int64_t goal = std::max<int64_t>(1, std::llround(static_cast<double>(total) * opt.val_fraction));
     while (n_val_docs < docs && starts[n_val_docs] < goal) ++n_val_docs;
     n_val_docs = std::max<size_t>(n_val_docs, 1);

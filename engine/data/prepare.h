@@ -3,11 +3,12 @@
 // Raw text becomes llm.c shards: with our tokenizers every document is preceded by <|endoftext|>
 // (llm.c's convention), with a tokenizer.json it is tokenizer(text) followed by EOS. The
 // validation split is the first round(val_fraction x total) tokens of the stream, like llm.c's
-// tinyshakespeare (val first, then train). JSONL chat and prompt/completion records (or --documents)
-// make labeled shards instead: per-token loss targets and document starts, split and sharded at
-// document boundaries, packed into rows by the loader (docs/data.md "Fine-tuning data"). Each split
-// is written as balanced shards of at most shard_tokens tokens, so no split ends in a tiny shard
-// that could not hold one batch.
+// tinyshakespeare (val first, then train), or the fewest that fill val_rows rows at seq_len (one
+// batch, so a small data set's split is never too small to measure). JSONL chat and prompt/completion records
+// (or --documents) make labeled shards instead: per-token loss targets and document starts, split and sharded
+// at document boundaries, packed into rows by the loader (docs/data.md "Fine-tuning data"). Each split is
+// written as balanced shards of at most shard_tokens tokens, so no split ends in a tiny shard that could not
+// hold one batch.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,10 @@ struct PrepareOptions {
   std::vector<std::string> inputs;  // .jsonl: one document per line (field text_field); else one per file
   std::string text_field = "text";
   std::string out_dir;
-  double val_fraction = 0.01;          // 0 writes no val shard
+  double val_fraction = 0.01;  // 0 writes no val shard
+  // > 0 (with seq_len): the val split is the fewest leading documents (llm.c: tokens) that fill this
+  // many rows of seq_len + 1 tokens, e.g. one batch of world x micro-batch rows; val_fraction is unused.
+  int64_t val_rows = 0;
   int64_t shard_tokens = 100'000'000;  // most tokens per shard
   bool force = false;                  // replace existing train_*.bin / val_*.bin in out_dir
   size_t block_bytes = 4 << 20;        // text files are read and encoded in blocks of about this size

@@ -65,7 +65,19 @@ double default_efficiency(const RunConfig& config, const Calibration& cal) {
   return cal.peak_flops_per_s > 0 && config.run.device == "cpu" ? kDefaultCpuEfficiency : kNominalEfficiency;
 }
 
+// Same device, dtype, threads and layout; any model (a run of another model on this machine).
+bool same_layout(const RunConfig& a, const RunConfig& b) {
+  const auto& p = a.parallel;
+  const auto& q = b.parallel;
+  return a.train.dtype == b.train.dtype && a.run.device == b.run.device && a.run.threads == b.run.threads &&
+         p.dp == q.dp && p.tp == q.tp && p.pp == q.pp && p.zero == q.zero &&
+         a.train.recompute == b.train.recompute &&
+         (p.pp == 1 || (p.schedule == q.schedule && p.micro_batches == q.micro_batches));
+}
+
 }  // namespace
+
+double arch_efficiency(const std::string& arch) { return arch == "llama" ? 0.86 : 1.0; }
 
 bool comparable_runs(const RunConfig& a, const RunConfig& b) {
   const auto& p = a.parallel;
@@ -140,15 +152,48 @@ CalibratedPlan plan_calibrated(const RunConfig& config, const DeviceProfile& nom
   if (cal.efficiency > 0) {
     options.efficiency = cal.efficiency;
     cp.efficiency_source = "given";
+    cp.basis = CalibratedPlan::Basis::kGiven;
   } else if (learned > 0) {
     options.efficiency = learned;
+    cp.basis = CalibratedPlan::Basis::kThisModel;
     cp.efficiency_source = "learned from " + std::to_string(cp.learned_from) + " earlier run" +
                            (cp.learned_from == 1 ? "" : "s") + " of this model and layout";
   } else {
-    options.efficiency = default_efficiency(config, cal);
-    cp.efficiency_source = cp.calibrated && config.run.device == "cpu"
-                               ? "default for a CPU run, no earlier run of this model and layout"
-                               : "nominal default";
+    // A model this machine never ran: what its runs of other models with this layout reached, as
+    // this model's architecture would (arch_efficiency), before any default.
+    std::vector<double> carried;
+    std::vector<std::string> archs;
+    for (const auto& o : newest_first(cal.history)) {
+      if (!(o.step_s > 0) || !same_layout(config, o.config)) continue;
+      const double e = implied_efficiency(o.config, o.step_s, device);
+      if (!(e > 0)) continue;
+      carried.push_back(
+          std::min(1.0, e * arch_efficiency(config.model.arch) / arch_efficiency(o.config.model.arch)));
+      if (std::find(archs.begin(), archs.end(), o.config.model.arch) == archs.end())
+        archs.push_back(o.config.model.arch);
+      if (carried.size() == static_cast<size_t>(kLearnFromRuns)) break;
+    }
+    if (!carried.empty()) {
+      options.efficiency = median(carried);
+      cp.basis = CalibratedPlan::Basis::kOtherModels;
+      cp.learned_from_others = static_cast<int>(carried.size());
+      std::string from;
+      for (const std::string& a : archs) from += (from.empty() ? "" : ", ") + a;
+      cp.efficiency_source = "from " + std::to_string(carried.size()) + " earlier run" +
+                             (carried.size() == 1 ? "" : "s") + " of other models on this machine (" + from +
+                             ")" +
+                             (std::any_of(archs.begin(), archs.end(),
+                                          [&](const std::string& a) { return a != config.model.arch; })
+                                  ? fmt(", x %.2f for the ",
+                                        arch_efficiency(config.model.arch) / arch_efficiency(archs.front())) +
+                                        config.model.arch + " architecture"
+                                  : std::string());
+    } else {
+      options.efficiency = default_efficiency(config, cal);
+      cp.efficiency_source = cp.calibrated && config.run.device == "cpu"
+                                 ? "default for a CPU run, no earlier run of this model and layout"
+                                 : "nominal default, no earlier run on this machine";
+    }
   }
   cp.plan = make_plan(config, device, options);
   {
@@ -166,6 +211,10 @@ CalibratedPlan plan_calibrated(const RunConfig& config, const DeviceProfile& nom
       cp.startup_source = "measured on " + std::to_string(startups.size()) + " earlier run" +
                           (startups.size() == 1 ? "" : "s");
     }
+  }
+  if (cp.basis == CalibratedPlan::Basis::kOtherModels) {
+    cp.low_s = cp.plan.step_s / kFirstRunSpread;
+    cp.high_s = cp.plan.step_s * kFirstRunSpread;
   }
   PlanOptions nominal_options;
   nominal_options.efficiency = kNominalEfficiency;
@@ -199,9 +248,33 @@ std::string speed_line(const CalibratedPlan& cp) {
 
 std::string calibration_line(const CalibratedPlan& cp) {
   const Plan& p = cp.plan;
-  std::string s = cp.calibrated ? "calibrated: " : "UNCALIBRATED (no measured peak for this machine): ";
-  s += fmt("%.1f GFLOP/s", p.device.flops_per_s / 1e9) + " (" + p.device.name + ") x efficiency " +
-       fmt("%.3f", p.efficiency) + " (" + cp.efficiency_source + ")";
+  // The opening words say what is calibrated, and from what; the factors follow.
+  std::string s;
+  switch (cp.basis) {
+    case CalibratedPlan::Basis::kThisModel:
+      s = cp.calibrated ? "calibrated on this machine (measured peak, learned efficiency): "
+                        : "calibrated on this machine by earlier runs (the peak is the data sheet's, not "
+                          "measured; the efficiency learned against it): ";
+      break;
+    case CalibratedPlan::Basis::kOtherModels:
+      s = "first run of this model here, estimated from other models' runs on this machine: ";
+      break;
+    case CalibratedPlan::Basis::kGiven:
+      s = cp.calibrated ? "measured peak, given efficiency: " : "data-sheet peak, given efficiency: ";
+      break;
+    case CalibratedPlan::Basis::kDefault:
+      s = cp.calibrated ? "calibrated peak, default efficiency (no earlier run of this model here): "
+                        : "UNCALIBRATED (no measured peak, no earlier run on this machine): ";
+      break;
+  }
+  s += fmt("%.1f GFLOP/s", p.device.flops_per_s / 1e9) + " (" + p.device.name +
+       (cp.calibrated ? "" : ", data sheet") + ") x efficiency " + fmt("%.3f", p.efficiency) + " (" +
+       cp.efficiency_source + ")";
+  if (cp.basis == CalibratedPlan::Basis::kOtherModels)
+    s += "; expect " + seconds_text(cp.low_s) + " to " + seconds_text(cp.high_s) +
+         " per step until this model has run here";
+  if (cp.basis == CalibratedPlan::Basis::kDefault && !cp.calibrated)
+    s += "; a busy machine can be several times slower (docs/planner.md): the first run here calibrates it";
   if (p.ranks > 1)
     s += "; link " + fmt("%.2f GB/s", p.device.link_bytes_per_s / 1e9) + ", " +
          seconds_text(p.device.link_latency_s) + " per collective";
@@ -248,6 +321,13 @@ std::string calibrated_plan_to_json(const CalibratedPlan& cp, int indent) {
                               {"efficiency", cp.plan.efficiency},
                               {"efficiency_source", cp.efficiency_source},
                               {"learned_from", cp.learned_from},
+                              {"basis", cp.basis == CalibratedPlan::Basis::kThisModel     ? "this model"
+                                        : cp.basis == CalibratedPlan::Basis::kOtherModels ? "other models"
+                                        : cp.basis == CalibratedPlan::Basis::kGiven       ? "given"
+                                                                                          : "default"},
+                              {"learned_from_other_models", cp.learned_from_others},
+                              {"step_s_low", cp.low_s},
+                              {"step_s_high", cp.high_s},
                               {"link_latency_s", cp.plan.device.link_latency_s},
                               {"nominal_step_s", cp.nominal_step_s},
                               {"last_comparable_run", nullptr}};

@@ -28,6 +28,15 @@ inline constexpr double kDefaultCpuEfficiency = 0.45;
 inline constexpr double kNominalEfficiency = 0.5;
 // Comparable runs learned from: the newest ones only (the machine and the engine change over time).
 inline constexpr int kLearnFromRuns = 5;
+// A model's first run on a machine that ran others: the others' learned efficiency carried over,
+// scaled by the architectures' efficiency gap (arch_efficiency), and a range of this factor either
+// way around the step it gives (docs/planner.md "A model's first run").
+inline constexpr double kFirstRunSpread = 1.6;
+// An architecture's efficiency relative to GPT-2's on a CPU. llama-tiny against the demo was 0.67
+// quiet on the reference machine (0.45 / 0.67 at one thread) but 1.06-1.10 under load there and
+// 1.19 under load on issue 34's machine, so the gap follows the load: 0.86, the geometric middle of
+// 0.67 and 1.1, with kFirstRunSpread covering both ends and the runs' own noise.
+double arch_efficiency(const std::string& arch);
 
 // Link figures for the planner's communication term: time = latency x collectives + bytes / bandwidth.
 struct LinkFigures {
@@ -78,6 +87,13 @@ struct PlanCheck {
 struct CalibratedPlan {
   Plan plan;
   bool calibrated = false;  // the compute term uses a measured peak
+  // Where the efficiency came from: kGiven (--efficiency), kThisModel (earlier runs of this model and
+  // layout), kOtherModels (this machine's runs of other models with this layout: a model's first
+  // run here), kDefault (nothing learned).
+  enum class Basis { kGiven, kThisModel, kOtherModels, kDefault };
+  Basis basis = Basis::kDefault;
+  int learned_from_others = 0;   // kOtherModels: the runs it came from
+  double low_s = 0, high_s = 0;  // kOtherModels: the step time likely lies in [low_s, high_s]
   // "learned from 3 earlier runs of this model and layout", or which default.
   std::string efficiency_source;
   int learned_from = 0;
@@ -110,8 +126,10 @@ CalibratedPlan plan_calibrated(const RunConfig& config, const DeviceProfile& nom
 
 // The speed lines shared by the wizard and both CLIs, e.g.
 //   speed_line:       "1.12 s per step = compute 1.06 s + communication 55.6 ms; 1,829 tokens/s"
-//   calibration_line: "calibrated: 241.8 GFLOP/s (...) x efficiency 0.085 (learned from 2 earlier runs
-//                     of this model and layout); link 0.31 GB/s, 1.8 ms per collective; nominal ..."
+//   calibration_line: "calibrated on this machine: peak 241.8 GFLOP/s (...) x efficiency 0.085 (learned
+//                     from 2 earlier runs of this model and layout); link 0.31 GB/s, ..."; its opening
+//                     words say what is calibrated and from what: the peak (measured, or the data
+//                     sheet's), the efficiency (this model's runs, other models' runs here, a default)
 //   last_run_line:    "last comparable run demo-b (8 x 128): 1.12 s/step measured, predicted 1.10 s,
 //                     error -2%"
 std::string speed_line(const CalibratedPlan& cp);

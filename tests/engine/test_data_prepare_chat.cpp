@@ -12,6 +12,7 @@
 #include "check.h"
 #include "engine/data/chat_format.h"
 #include "engine/data/loader.h"
+#include "engine/data/packing.h"
 #include "engine/data/prepare.h"
 #include "engine/data/shard_map.h"
 #include "engine/tokenizer/bpe.h"
@@ -151,6 +152,62 @@ int main() {
       if (s.flags[k] & kFlagTarget) target_text += qwen.token_bytes(s.ids[k]);
     CHECK_MSG(target_text == "Answer: 1.<|im_end|>", "%s", target_text.c_str());
   }
+  // Issue 34 item 2: a validation split of N rows (one batch) instead of a fraction: the fewest
+  // leading documents that the loader packs into N rows at T, so a batch of N rows loads from it.
+  for (const int want_rows : {1, 3, 5}) {
+    PrepareOptions v = opt;
+    v.out_dir = dir + "/pc_val" + std::to_string(want_rows);
+    v.val_rows = want_rows;
+    v.seq_len = 32;
+    const PrepareResult vr = prepare_shards(qwen, v);
+    CHECK_MSG(vr.val_rows >= want_rows, "val rows %lld < %d", static_cast<long long>(vr.val_rows), want_rows);
+    LoaderOptions lo;
+    lo.pattern = v.out_dir + "/val_*.bin";
+    lo.B = want_rows;
+    lo.T = 32;
+    CHECK(DataLoader(lo).batches_per_epoch() >= 1);  // one batch of want_rows rows fits
+    // One document fewer would not fill them: the fewest.
+    std::vector<int64_t> starts;
+    int64_t total = 0;
+    for (const std::string& f : vr.val_files) {
+      const MappedShard m(f);
+      for (int64_t i = 0; i < m.size(); ++i)
+        if (m.flag(i) & kFlagDocStart) starts.push_back(total + i);
+      total += m.size();
+    }
+    CHECK(static_cast<int64_t>(starts.size()) == vr.val_documents);
+    const int64_t last_start = starts.back();
+    starts.pop_back();
+    CHECK(plan_rows(starts, last_start, 32, true).rows() < want_rows);
+  }
+  {
+    PrepareOptions v = opt;
+    v.out_dir = dir + "/pc_val_too_many";
+    v.val_rows = 100000;
+    v.seq_len = 32;
+    bool threw = false;
+    try {
+      prepare_shards(qwen, v);
+    } catch (const std::exception& e) {
+      threw = contains(e.what(), "fewer than 100,000 validation rows") && contains(e.what(), "no validation");
+    }
+    CHECK(threw);
+  }
+  CHECK(run(w + " data prepare --input " + dir + "/pc.jsonl --tokenizer " + gold + "/qwen --out " + dir +
+                "/pc_cli_rows --seq-len 32 --val-rows 4",
+            &out) == 0);
+  {
+    LoaderOptions lo;
+    lo.pattern = dir + "/pc_cli_rows/val_*.bin";
+    lo.B = 4;
+    lo.T = 32;
+    CHECK(DataLoader(lo).batches_per_epoch() >= 1);
+  }
+  CHECK(run(w + " data prepare --input " + dir + "/pc.jsonl --tokenizer " + gold + "/qwen --out " + dir +
+                "/pc_cli_rows2 --val-rows 4",
+            &out) == 2 &&
+        contains(out, "give --seq-len too"));
+
   // --no-pack: one document per row; --documents: labeled shards for text too.
   opt.out_dir = dir + "/pc_rows";
   opt.pack = false;

@@ -108,7 +108,8 @@ void test_calibrated_plan() {
   PlanOptions nom;
   nom.efficiency = kNominalEfficiency;
   CHECK_NEAR(cp.nominal_step_s, make_plan(one, nominal, nom).step_s, 1e-15);
-  CHECK(calibration_line(cp).find("calibrated: 100.0 GFLOP/s (fake FMA ceiling) x efficiency 0.450") == 0);
+  CHECK(calibration_line(cp).find("calibrated peak, default efficiency (no earlier run of this model here): "
+                                  "100.0 GFLOP/s (fake FMA ceiling) x efficiency 0.450") == 0);
 
   // History: two old runs at 0.2 (one of another layout, ignored), the newest at 0.25. The plan
   // learns the median of all comparable ones; the last run is predicted from those before it.
@@ -118,6 +119,8 @@ void test_calibrated_plan() {
   CHECK(cp.learned_from == 3);
   CHECK_NEAR(cp.plan.efficiency, 0.2, 1e-12);
   CHECK(cp.efficiency_source == "learned from 3 earlier runs of this model and layout");
+  CHECK(cp.basis == CalibratedPlan::Basis::kThisModel);
+  CHECK(calibration_line(cp).find("calibrated on this machine (measured peak, learned efficiency): ") == 0);
   CHECK(cp.last && cp.last->run == "newest" && cp.last->learned_from == 2);
   // Compute-bound (1 rank: no communication), so predicted / measured = 0.25 / 0.2.
   CHECK_NEAR(cp.last->error, 0.25 / 0.2 - 1, 1e-9);
@@ -147,6 +150,58 @@ void test_calibrated_plan() {
   CHECK(!cp.calibrated && cp.plan.efficiency == kNominalEfficiency);
   CHECK_NEAR(cp.plan.step_s, cp.nominal_step_s, 1e-15);
   CHECK(calibration_line(cp).find("UNCALIBRATED") == 0);
+  CHECK(calibration_line(cp).find("several times slower") != std::string::npos);
+}
+
+// Issue 34 item 12: the label says what is calibrated and from what, never "UNCALIBRATED" beside a
+// learned efficiency; a model the machine never ran is estimated from its runs of other models
+// (scaled by the architectures' gap) with a range, not from the nominal default.
+void test_label_and_first_run_of_a_model() {
+  const DeviceProfile nominal = device(166.2e9, 2e9);  // no measured peak: the data sheet's
+  const RunConfig gpt2 = cfg({});
+  const RunConfig llama = cfg({"model.arch=llama", "model.n_kv_head=2"});
+  Calibration cal;
+  // Four runs of the GPT-2 model at efficiency 0.144 (the review's figure), no measured peak.
+  for (int i = 0; i < 4; ++i)
+    cal.history.push_back(observed("demo-" + std::to_string(i), gpt2, nominal, 0.144, i));
+  CalibratedPlan cp = plan_calibrated(gpt2, nominal, cal);
+  CHECK(!cp.calibrated && cp.basis == CalibratedPlan::Basis::kThisModel && cp.learned_from == 4);
+  std::string line = calibration_line(cp);
+  CHECK_MSG(line.find("UNCALIBRATED") == std::string::npos, "%s", line.c_str());
+  CHECK_MSG(
+      line.find("calibrated on this machine by earlier runs (the peak is the data sheet's, not measured") ==
+          0,
+      "%s", line.c_str());
+  CHECK(line.find("learned from 4 earlier runs of this model and layout") != std::string::npos);
+
+  // llama never ran here: the GPT-2 runs' efficiency x the architectures' gap, with a range.
+  cp = plan_calibrated(llama, nominal, cal);
+  CHECK(cp.basis == CalibratedPlan::Basis::kOtherModels && cp.learned_from == 0 &&
+        cp.learned_from_others == 4);
+  CHECK_NEAR(cp.plan.efficiency, 0.144 * arch_efficiency("llama") / arch_efficiency("gpt2"), 1e-9);
+  CHECK(cp.plan.efficiency < kNominalEfficiency / 3);  // not the nominal 0.5 that was 6x off
+  CHECK_NEAR(cp.low_s * kFirstRunSpread, cp.plan.step_s, 1e-12);
+  CHECK_NEAR(cp.high_s, cp.plan.step_s * kFirstRunSpread, 1e-12);
+  line = calibration_line(cp);
+  CHECK_MSG(
+      line.find("first run of this model here, estimated from other models' runs on this machine: ") == 0,
+      "%s", line.c_str());
+  CHECK_MSG(line.find("from 4 earlier runs of other models on this machine (gpt2), x 0.86 for the llama "
+                      "architecture") != std::string::npos &&
+                line.find("expect ") != std::string::npos &&
+                line.find(" per step until this model has run here") != std::string::npos &&
+                line.find("UNCALIBRATED") == std::string::npos,
+            "%s", line.c_str());
+  // Runs of another layout are not carried over: the default, and it says so.
+  const RunConfig llama_dp2 = cfg({"model.arch=llama", "model.n_kv_head=2", "parallel.dp=2"});
+  cp = plan_calibrated(llama_dp2, nominal, cal);
+  CHECK(cp.basis == CalibratedPlan::Basis::kDefault && cp.plan.efficiency == kNominalEfficiency);
+  CHECK(calibration_line(cp).find("UNCALIBRATED (no measured peak, no earlier run on this machine)") == 0);
+  // Once llama has run, its own runs take over.
+  cal.history.push_back(observed("llama-1", llama, nominal, 0.08, 10));
+  cp = plan_calibrated(llama, nominal, cal);
+  CHECK(cp.basis == CalibratedPlan::Basis::kThisModel && cp.learned_from == 1);
+  CHECK_NEAR(cp.plan.efficiency, 0.08, 1e-9);
 }
 
 void test_communication_term() {
@@ -222,6 +277,7 @@ int main() {
   test_comparable();
   test_implied_and_learned_efficiency();
   test_calibrated_plan();
+  test_label_and_first_run_of_a_model();
   test_communication_term();
   test_link_fit_and_cache();
   return flotilla_test::summary("test_plan_calibration");

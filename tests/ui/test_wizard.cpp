@@ -270,6 +270,9 @@ void TestWizard::dataPagePreparesTextFiles() {
   flotilla::ui::DataPage* page = w->dataPage();
   page->setMode(flotilla::ui::DataPage::Prepare);
   QVERIFY(!page->isComplete());  // nothing prepared yet
+  // 1 % for validation (the default before issue 34's one-batch split): too small, refused below.
+  page->setValidation(flotilla::ui::DataPage::ValidationShare);
+  child<QDoubleSpinBox>(page, "validationPercent")->setValue(1.0);
   page->setPrepareInputs({dir + QStringLiteral("/corpus.txt")}, dir + QStringLiteral("/tok.json"),
                          dir + QStringLiteral("/out"));
   page->startPrepare();

@@ -7,6 +7,7 @@
 // vocabulary blocks Next naming both numbers; a tokenizer trained here lands beside the shards.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -159,6 +160,10 @@ DataPage* TestWizardDataPrepare::prepareMode(RunWizard* w) {
   if (w->currentId() != RunWizard::Data) qFatal("not on the Data page");
   DataPage* page = w->dataPage();
   page->setMode(DataPage::Prepare);
+  // 1 % of the tokens for validation (what Prepare did before issue 34 made one batch the
+  // default): these small data sets then get a split smaller than one batch, which is refused.
+  page->setValidation(DataPage::ValidationShare);
+  child<QDoubleSpinBox>(page, "validationPercent")->setValue(1.0);
   return page;
 }
 

@@ -99,12 +99,14 @@ void TestWizardSpeed::speedLineIsCalibratedAndCheckedAgainstTheStore() {
   QVERIFY(flotilla::cpu::store_peak(flotilla::cpu::peak_cache_path(), peak));
   w.setConfig(demo);
   QString text = w.hardwarePage()->planText();
-  QVERIFY2(text.contains(QStringLiteral("calibrated: 100.0 GFLOP/s (fp32 FMA ceiling (avx2, ")) &&
-               text.contains(QStringLiteral("x efficiency 0.450 (default for a CPU run")) &&
-               text.contains(QStringLiteral(" per step = compute ")) &&
-               text.contains(QStringLiteral(" + communication ")) &&
-               !text.contains(QStringLiteral("UNCALIBRATED")),
-           qPrintable(text));
+  QVERIFY2(
+      text.contains(QStringLiteral("calibrated peak, default efficiency (no earlier run of this model here): "
+                                   "100.0 GFLOP/s (fp32 FMA ceiling (avx2, ")) &&
+          text.contains(QStringLiteral("x efficiency 0.450 (default for a CPU run")) &&
+          text.contains(QStringLiteral(" per step = compute ")) &&
+          text.contains(QStringLiteral(" + communication ")) &&
+          !text.contains(QStringLiteral("UNCALIBRATED")),
+      qPrintable(text));
   QVERIFY(!text.contains(QStringLiteral("last comparable run")));
 
   // Two earlier runs of the demo in a real store (and one of another layout, ignored): the plan
@@ -144,6 +146,25 @@ void TestWizardSpeed::speedLineIsCalibratedAndCheckedAgainstTheStore() {
                estimate.contains(QStringLiteral("Step time calibrated on this machine")) &&
                estimate.contains(QStringLiteral("last comparable run demo-new")),
            qPrintable(estimate));
+
+  // Issue 34 item 12: llama-tiny never ran here; its Hardware line is estimated from the demo
+  // runs (same layout), says so, and gives a range, instead of the nominal default.
+  flotilla::RunConfig llama = demo;
+  flotilla::apply_overrides(llama, {"model.preset=llama-tiny"});
+  w.setConfig(llama);
+  QCOMPARE(w.advanceTo(RunWizard::Hardware), int(RunWizard::Hardware));
+  const std::optional<flotilla::CalibratedPlan> first = w.draft()->calibratedPlan();
+  QVERIFY(first && first->basis == flotilla::CalibratedPlan::Basis::kOtherModels &&
+          first->learned_from_others == 2);
+  text = w.hardwarePage()->planText();
+  QVERIFY2(
+      text.contains(QStringLiteral("first run of this model here, estimated from other models' runs on this "
+                                   "machine: ")) &&
+          text.contains(QStringLiteral("from 2 earlier runs of other models on this machine (gpt2), x 0.86 "
+                                       "for the llama architecture")) &&
+          text.contains(QStringLiteral(" per step until this model has run here")) &&
+          !text.contains(QStringLiteral("UNCALIBRATED")),
+      qPrintable(text));
 }
 
 // Issue 34 #7, #11, #29: start-up is billed, so the Budget page counts it. Earlier runs that started

@@ -230,7 +230,7 @@ void BatchPage::refreshDerived() {
             .arg(QLocale().toString(static_cast<qlonglong>(perStep)))
             .arg(formatCount(static_cast<double>(perStep) * static_cast<double>(c.train.steps))));
   } else {
-    m_accum->setText(tr("— (fix the problems shown)"));
+    m_accum->setText(tr("— (%1)").arg(whereToFix({QStringLiteral("train"), QStringLiteral("parallel")})));
   }
   if (c.train.steps >= 1 && draft()->problemsUnder({QStringLiteral("optim")}).isEmpty()) {
     QVector<double> steps, lrs;

@@ -275,13 +275,27 @@ void CheckpointPage::refreshDerived() {
   }
   const int64_t saves =
       (c.checkpoint.every > 0 ? c.train.steps / c.checkpoint.every : 0) + (c.checkpoint.save_final ? 1 : 0);
+  const QString saved =
+      saves == 1 ? tr("about 1 checkpoint saved") : tr("about %1 checkpoints saved").arg(saves);
+  const QString checkpoints =
+      tr("Over %1 steps: %2, the newest %3 kept; ").arg(c.train.steps).arg(saved).arg(c.checkpoint.keep_last);
+  // Shards without validation shards: no measurement at all (the worker skips it), said so with
+  // where the choice was made; the fields are held while they can only be 0.
+  const bool noValData = c.data.source == "shards" && c.data.val.empty();
+  const bool held = noValData && c.eval.every == 0;
+  m_evalEvery->setEnabled(!held);
+  m_evalBatches->setEnabled(!held);
+  if (noValData) {
+    m_summary->setText(checkpoints + tr("no validation loss: the data has no validation split (Data page: "
+                                        "Validation split, or Validation shards)."));
+    return;
+  }
   const int64_t evals = c.eval.every > 0 ? c.train.steps / c.eval.every : 1;
-  m_summary->setText(
-      tr("Over %1 steps: about %2 checkpoint(s) saved, the newest %3 kept; %4 validation measurement(s).")
-          .arg(c.train.steps)
-          .arg(saves)
-          .arg(c.checkpoint.keep_last)
-          .arg(evals));
+  m_summary->setText(checkpoints +
+                     (c.eval.every <= 0 ? tr("validation loss once, after the last step.")
+                      : evals == 1
+                          ? tr("validation loss once, at step %1.").arg(c.eval.every)
+                          : tr("validation loss %1 times, every %2 steps.").arg(evals).arg(c.eval.every)));
 }
 
 }  // namespace flotilla::ui

@@ -5,6 +5,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -21,6 +22,7 @@
 #include <exception>
 
 #include "engine/interop/hf_model.h"
+#include "engine/train/data_preflight.h"
 #include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
@@ -34,6 +36,18 @@ QStringList splitInputs(const QString& text) {
 }
 
 // A line edit with a "Choose…" button beside it.
+bool under(const std::string& path, const char* key) {
+  return path == key || path.rfind(std::string(key) + ".", 0) == 0;
+}
+
+// A box's inputs on or off (its labels and messages stay enabled: never drawn greyed).
+void setInputsEnabled(QWidget* box, bool on) {
+  for (QWidget* w : box->findChildren<QWidget*>())
+    if (qobject_cast<QLineEdit*>(w) || qobject_cast<QComboBox*>(w) || qobject_cast<QAbstractSpinBox*>(w) ||
+        qobject_cast<QAbstractButton*>(w))
+      w->setEnabled(on);
+}
+
 QWidget* withButton(QLineEdit* edit, QPushButton* button, QWidget* parent) {
   auto* row = new QWidget(parent);
   auto* layout = new QHBoxLayout(row);
@@ -46,7 +60,7 @@ QWidget* withButton(QLineEdit* edit, QPushButton* button, QWidget* parent) {
 }  // namespace
 
 DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
-    : WizardPageBase(configDraft, {QStringLiteral("data")}, parent),
+    : WizardPageBase(configDraft, {QStringLiteral("data"), QStringLiteral("train.seq_len")}, parent),
       m_modes(new QButtonGroup(this)),
       m_syntheticBox(new QWidget(this)),
       m_shardsBox(new QWidget(this)),
@@ -66,7 +80,16 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
       m_outDir(new QLineEdit(this)),
       m_prepare(new QPushButton(tr("Prepare shards"), this)),
       m_prepareInfo(new QLabel(this)),
-      m_scanDelay(new QTimer(this)) {
+      m_seqLen(new QSpinBox(this)),
+      m_valChoice(new QComboBox(this)),
+      m_valPercent(new QDoubleSpinBox(this)),
+      m_fixes(new QWidget(this)),
+      m_fixMicroBatch(new QPushButton(this)),
+      m_fixValRows(new QPushButton(this)),
+      m_fixNoVal(new QPushButton(tr("Train without validation"), this)),
+      m_fixNote(new QLabel(this)),
+      m_scanDelay(new QTimer(this)),
+      m_prepareAgain(new QTimer(this)) {
   setTitle(tr("Data"));
   setSubTitle(
       tr("What the model reads: a synthetic demo corpus, token shards you already have, or text, "
@@ -156,9 +179,102 @@ DataPage::DataPage(ConfigDraft* configDraft, QWidget* parent)
   prep->addRow(tr("Vocabulary to train"), m_trainVocab);
   prep->addRow(tr("Chat format"), m_chatFormat);
   prep->addRow(QString(), m_pack);
+  m_seqLen->setObjectName(QStringLiteral("prepareSeqLen"));
+  m_seqLen->setRange(1, 1 << 20);
+  m_seqLen->setGroupSeparatorShown(true);
+  m_seqLen->setSuffix(tr(" tokens"));
+  m_seqLen->setToolTip(
+      tr("Tokens per training row (train.seq_len, also on the Batch page). Documents are packed into "
+         "rows of this length; a longer one is cut into pieces."));
+  prep->addRow(tr("Sequence length"), m_seqLen);
+  m_valChoice->setObjectName(QStringLiteral("validationChoice"));
+  m_valChoice->addItem(QString(), ValidationBatch);  // text set in refreshDerived (the rows it holds)
+  m_valChoice->addItem(tr("a share of the tokens"), ValidationShare);
+  m_valChoice->addItem(tr("none: no validation loss (Validation every becomes 0)"), ValidationNone);
+  m_valChoice->setToolTip(
+      tr("The first documents are held out to measure validation loss. One batch is the least a "
+         "measurement reads; a share of a small data set can be less than that."));
+  m_valPercent->setObjectName(QStringLiteral("validationPercent"));
+  m_valPercent->setRange(0.1, 50);
+  m_valPercent->setDecimals(1);
+  m_valPercent->setValue(5);
+  m_valPercent->setSuffix(tr(" % of the tokens"));
+  auto* valRow = new QWidget(m_prepareBox);
+  auto* valLayout = new QHBoxLayout(valRow);
+  valLayout->setContentsMargins(0, 0, 0, 0);
+  valLayout->addWidget(m_valChoice, 1);
+  valLayout->addWidget(m_valPercent);
+  prep->addRow(tr("Validation split"), valRow);
   prep->addRow(tr("Output folder"), withButton(m_outDir, chooseOut, m_prepareBox));
-  prep->addRow(m_prepare, m_prepareInfo);
+  prep->addRow(QString(), m_prepare);
   for (QWidget* box : boxes) box->setContentsMargins(24, 0, 0, 0);
+  // The preparation's report and the fixes stay outside the boxes: never greyed with them.
+  m_prepareInfo->setContentsMargins(24, 0, 0, 0);
+  addBlock(m_prepareInfo);
+  bindField(QStringLiteral("train.seq_len"), m_seqLen);
+
+  m_fixes->setObjectName(QStringLiteral("dataFixes"));
+  m_fixMicroBatch->setObjectName(QStringLiteral("fixMicroBatch"));
+  m_fixValRows->setObjectName(QStringLiteral("fixValidationRows"));
+  m_fixNoVal->setObjectName(QStringLiteral("fixNoValidation"));
+  m_fixNote->setObjectName(QStringLiteral("fixNote"));
+  m_fixNote->setWordWrap(true);
+  auto* fixLayout = new QVBoxLayout(m_fixes);
+  fixLayout->setContentsMargins(0, 0, 0, 0);
+  auto* fixButtons = new QHBoxLayout;
+  fixButtons->addWidget(new QLabel(tr("To go on:"), m_fixes));
+  fixButtons->addWidget(m_fixMicroBatch);
+  fixButtons->addWidget(m_fixValRows);
+  fixButtons->addWidget(m_fixNoVal);
+  fixButtons->addStretch(1);
+  fixLayout->addLayout(fixButtons);
+  m_fixes->hide();
+  m_fixNote->hide();
+  pageLayout()->addWidget(m_fixes);    // under the problems it fixes
+  pageLayout()->addWidget(m_fixNote);  // what a fix changed, once it is gone
+
+  m_prepareAgain->setSingleShot(true);
+  m_prepareAgain->setInterval(400);
+  connect(m_prepareAgain, &QTimer::timeout, this, [this] {
+    if (isPreparing())
+      m_prepareAgain->start();  // after the running one: it was asked for before this change
+    else if (m_mode == Prepare && m_prepared)
+      startPrepare();
+  });
+  connect(m_seqLen, &QSpinBox::valueChanged, this, [this](int v) {
+    if (loading()) return;
+    draft()->editKeepingBatch([&](RunConfig& c) { c.train.seq_len = v; }, ConfigDraft::BatchEdit::Batch);
+    prepareAgainSoon();
+  });
+  connect(m_valChoice, &QComboBox::activated, this,
+          [this] { setValidation(static_cast<Validation>(m_valChoice->currentData().toInt())); });
+  connect(m_valPercent, &QDoubleSpinBox::valueChanged, this, [this] {
+    if (!loading()) prepareAgainSoon();
+  });
+  connect(m_fixMicroBatch, &QPushButton::clicked, this, [this] {
+    const int b = m_fitMicroBatch;
+    if (b < 1) return;
+    draft()->editKeepingBatch([&](RunConfig& c) { c.train.micro_batch = b; }, ConfigDraft::BatchEdit::Batch);
+    m_fixNote->setText(draft()->batchNote());
+    m_fixNote->setVisible(!m_fixNote->text().isEmpty());
+  });
+  connect(m_fixValRows, &QPushButton::clicked, this, [this] {
+    m_valChoice->setCurrentIndex(m_valChoice->findData(ValidationBatch));
+    setValidation(ValidationBatch);
+    startPrepare();
+  });
+  connect(m_fixNoVal, &QPushButton::clicked, this, [this] {
+    if (m_mode == Prepare) {
+      setValidation(ValidationNone);
+      startPrepare();
+      return;
+    }
+    m_val->clear();
+    draft()->edit([&](RunConfig& c) {
+      c.data.val.clear();
+      c.eval.every = 0;
+    });
+  });
 
   m_scanDelay->setSingleShot(true);
   m_scanDelay->setInterval(250);
@@ -219,16 +335,124 @@ void DataPage::setMode(Mode mode) {
   m_mode = mode;
   if (QAbstractButton* b = m_modes->button(mode)) b->setChecked(true);
   updateVisibility();
-  draft()->edit([&](RunConfig& c) { c.data.source = mode == Synthetic ? "synthetic" : "shards"; });
+  draft()->edit([&](RunConfig& c) { applyChoice(c); });
+}
+
+void DataPage::applyChoice(RunConfig& c) {
+  const RunConfig defaults;
+  // Text files not prepared yet point at no shards: the config stays a valid synthetic one (Next
+  // waits on "Prepare the shards first"), not "shards" with an empty data.train to complain about.
+  c.data.source = m_mode == Synthetic || (m_mode == Prepare && !m_prepared) ? "synthetic" : "shards";
+  if (m_mode == Synthetic) {
+    c.data.train.clear();
+    c.data.val.clear();
+    c.data.synthetic_tokens = m_tokens->value();
+  } else {
+    c.data.synthetic_tokens = defaults.data.synthetic_tokens;
+    if (m_mode == Shards) {
+      c.data.train = shardPattern(m_train->text().trimmed(), QStringLiteral("train")).toStdString();
+      c.data.val = shardPattern(m_val->text().trimmed(), QStringLiteral("val")).toStdString();
+    } else {
+      c.data.train = m_prepared ? m_preparedTrain.toStdString() : std::string();
+      c.data.val = m_prepared ? m_preparedVal.toStdString() : std::string();
+    }
+  }
+  // "No validation" holds eval.every at 0; another choice gives back the value it replaced.
+  if (m_mode == Prepare && validation() == ValidationNone) {
+    if (m_evalEveryBefore < 0) m_evalEveryBefore = c.eval.every;
+    c.eval.every = 0;
+  } else if (m_evalEveryBefore >= 0) {
+    if (c.eval.every == 0) c.eval.every = m_evalEveryBefore;
+    m_evalEveryBefore = -1;
+  }
 }
 
 void DataPage::updateVisibility() {
-  m_syntheticBox->setEnabled(m_mode == Synthetic);
-  m_shardsBox->setEnabled(m_mode == Shards);
-  m_prepareBox->setEnabled(m_mode == Prepare && !isPreparing());
+  // Only the chosen source's fields are shown: a hidden field's problem is listed at the foot of
+  // the page, in red, instead of greyed inside a disabled box.
+  m_syntheticBox->setVisible(m_mode == Synthetic);
+  m_shardsBox->setVisible(m_mode == Shards);
+  m_prepareBox->setVisible(m_mode == Prepare);
+  // The report while and after preparing; a message that blocks Next is a problem (red, listed).
+  m_prepareInfo->setVisible(m_mode == Prepare && (m_prepared || m_preparing) && !m_prepareMessage.isEmpty());
+  setInputsEnabled(m_prepareBox, !isPreparing());
   const TokenizerSource source = tokenizerSource();
   m_prepForm->setRowVisible(m_tokenizerRow, source == TokenizerSource::File);
   m_prepForm->setRowVisible(m_trainVocab, source == TokenizerSource::Train);
+  m_valPercent->setVisible(validation() == ValidationShare);
+}
+
+DataPage::Validation DataPage::validation() const {
+  return static_cast<Validation>(m_valChoice->currentData().toInt());
+}
+
+void DataPage::setValidation(Validation v) {
+  m_valChoice->setCurrentIndex(m_valChoice->findData(v));
+  updateVisibility();
+  draft()->edit([&](RunConfig& c) { applyChoice(c); });
+  prepareAgainSoon();
+}
+
+qint64 DataPage::batchRows() const {
+  const RunConfig& c = draft()->config();
+  return qint64{std::max(1, c.parallel.dp)} * std::max(1, c.train.micro_batch);
+}
+
+void DataPage::prepareAgainSoon() {
+  if (m_mode == Prepare && m_prepared) m_prepareAgain->start();
+}
+
+void DataPage::updateFixes() {
+  const RunConfig& c = draft()->config();
+  bool valProblem = false, dataProblem = false;
+  for (const auto& p : draft()->problems()) {
+    valProblem = valProblem || under(p.path, "data.val");
+    dataProblem = dataProblem || under(p.path, "data.val") || under(p.path, "data.train");
+  }
+  // Preparing failed (a one-batch split the data cannot fill, say): preparing without validation
+  // is a way on from here.
+  if (m_mode == Prepare && !m_prepared && !isPreparing() && !m_summary.ok && !m_summary.error.isEmpty() &&
+      validation() != ValidationNone) {
+    m_fixMicroBatch->hide();
+    m_fixValRows->hide();
+    m_fixNoVal->show();
+    m_fixes->show();
+    return;
+  }
+  if (!dataProblem || c.data.source != "shards" || isPreparing() || isScanning()) {
+    m_fixes->hide();
+    return;
+  }
+  // The largest micro-batch below this one that the worker's own preflight accepts, the global
+  // batch kept as the Batch page keeps it (cached on what it depends on).
+  const QString key = QStringList{QString::fromStdString(c.data.train),
+                                  QString::fromStdString(c.data.val),
+                                  QString::number(c.train.micro_batch),
+                                  QString::number(c.train.seq_len),
+                                  QString::number(c.parallel.dp),
+                                  QString::number(m_summary.result.val_rows),
+                                  QString::number(m_summary.result.train_rows)}
+                          .join(QChar(0x1f));
+  if (key != m_fitKey) {
+    m_fitKey = key;
+    m_fitMicroBatch = 0;
+    for (int b = c.train.micro_batch - 1; b >= 1 && m_fitMicroBatch == 0; --b) {
+      RunConfig smaller = c;
+      smaller.train.micro_batch = b;
+      smaller.data.checked = false;  // sizes decide it: headers only, never a token scan on this thread
+      keepGlobalBatch(c, smaller);
+      if (flotilla::preflight_data(smaller).empty()) m_fitMicroBatch = b;
+    }
+  }
+  m_fixMicroBatch->setText(tr("Lower the micro-batch to %1 (the global batch is kept)").arg(m_fitMicroBatch));
+  m_fixMicroBatch->setVisible(m_fitMicroBatch > 0);
+  m_fixValRows->setText(tr("Prepare again with one batch of validation (%1 rows)").arg(batchRows()));
+  m_fixValRows->setVisible(valProblem && m_mode == Prepare && m_prepared &&
+                           !(validation() == ValidationBatch && m_summary.valRows == batchRows()));
+  // Prepared here, the validation documents can go back to training (a train split too small).
+  const bool noVal = valProblem || (m_mode == Prepare && m_prepared && !c.data.val.empty());
+  m_fixNoVal->setVisible(noVal);
+  m_fixes->setVisible(m_fitMicroBatch > 0 || noVal || m_fixValRows->isVisibleTo(m_fixes));
 }
 
 void DataPage::syncTokenizerSource() {
@@ -254,14 +478,20 @@ void DataPage::setTokenizerSource(TokenizerSource source) {
 
 void DataPage::load() {
   const RunConfig& c = draft()->config();
-  if (c.data.source == "synthetic")
-    m_mode = Synthetic;
-  else if (m_mode == Synthetic)
+  if (c.data.source == "synthetic") {
+    if (!(m_mode == Prepare && !m_prepared)) m_mode = Synthetic;  // unprepared text files stay chosen
+  } else if (m_mode == Synthetic) {
     m_mode = Shards;
+  }
   if (QAbstractButton* b = m_modes->button(m_mode)) b->setChecked(true);
-  m_tokens->setValue(static_cast<int>(std::min<int64_t>(c.data.synthetic_tokens, m_tokens->maximum())));
-  m_train->setText(QString::fromStdString(c.data.train));
-  m_val->setText(QString::fromStdString(c.data.val));
+  // The unchosen sources' fields keep what was typed in them (the config does not hold it).
+  if (c.data.source == "synthetic")
+    m_tokens->setValue(static_cast<int>(std::min<int64_t>(c.data.synthetic_tokens, m_tokens->maximum())));
+  else {
+    m_train->setText(QString::fromStdString(c.data.train));
+    m_val->setText(QString::fromStdString(c.data.val));
+  }
+  m_seqLen->setValue(c.train.seq_len);
   syncTokenizerSource();
   updateVisibility();
 }
@@ -275,11 +505,24 @@ void DataPage::refreshDerived() {
     m_trainInfo->setText(train.isEmpty() ? QString() : tr("reading…"));
     m_valInfo->setText(val.isEmpty() ? QString() : tr("reading…"));
   } else {
-    m_trainInfo->setText(describeScan(m_scans[0]));
-    m_valInfo->setText(val.isEmpty() ? tr("none: validation loss will not be measured")
-                                     : describeScan(m_scans[1]));
+    // A scan's error is the problem shown under the field (red): not repeated here.
+    m_trainInfo->setText(m_scans[0].error.isEmpty() ? describeScan(m_scans[0]) : QString());
+    m_valInfo->setText(val.isEmpty()                ? tr("none: validation loss will not be measured")
+                       : m_scans[1].error.isEmpty() ? describeScan(m_scans[1])
+                                                    : QString());
   }
+  m_trainInfo->setVisible(!m_trainInfo->text().isEmpty());
+  m_valInfo->setVisible(!m_valInfo->text().isEmpty());
   m_prepareInfo->setText(m_prepareMessage);
+  m_prepareInfo->setVisible(m_mode == Prepare && (m_prepared || m_preparing) && !m_prepareMessage.isEmpty());
+  m_valChoice->setItemText(m_valChoice->findData(ValidationBatch),
+                           batchRows() == 1
+                               ? tr("one batch: 1 row (ranks × micro-batch)")
+                               : tr("one batch: %1 rows (ranks × micro-batch)").arg(batchRows()));
+  // "One batch" follows the batch: a larger one (the Batch or Hardware page) prepares again.
+  if (m_mode == Prepare && m_prepared && validation() == ValidationBatch && m_summary.valRows != batchRows())
+    prepareAgainSoon();
+  updateFixes();
 }
 
 void DataPage::scheduleScan() {
@@ -325,16 +568,25 @@ QStringList DataPage::extraProblems() const {
   if (m_mode == Prepare) {
     if (isPreparing()) return {tr("Preparing the shards…")};
     if (!m_prepared)
-      return {
-          tr("Prepare the shards first: input files, a tokenizer and an output folder, then "
-             "Prepare shards.")};
+      return {m_prepareMessage.isEmpty()
+                  ? tr("Prepare the shards first: input files, a tokenizer and an output folder, then "
+                       "Prepare shards.")
+                  : m_prepareMessage};
   }
   if (c.data.source != "shards" || c.data.train.empty()) return {};
   if (m_scanPending || m_scans.size() != 2) return {tr("Reading the shards…")};
-  QStringList out;
-  if (!m_scans[0].error.isEmpty()) out << QStringLiteral("data.train: ") + m_scans[0].error;
+  return {};
+}
+
+QList<WizardPageBase::FieldProblem> DataPage::extraFieldProblems() const {
+  // Shown under the field (the engine's words, as the preflight's own message for it reads).
+  const RunConfig& c = draft()->config();
+  if (c.data.source != "shards" || c.data.train.empty() || m_scanPending || m_scans.size() != 2) return {};
+  QList<FieldProblem> out;
+  if (!m_scans[0].error.isEmpty())
+    out.append({QStringLiteral("data.train"), QStringLiteral("data.train: ") + m_scans[0].error});
   if (!c.data.val.empty() && !m_scans[1].error.isEmpty())
-    out << QStringLiteral("data.val: ") + m_scans[1].error;
+    out.append({QStringLiteral("data.val"), QStringLiteral("data.val: ") + m_scans[1].error});
   return out;
 }
 
@@ -350,6 +602,7 @@ void DataPage::setPrepareInputs(const QStringList& inputs, const QString& tokeni
 
 void DataPage::startPrepare() {
   if (isPreparing()) return;
+  m_prepareAgain->stop();  // this preparation is the one a pending change asked for
   PrepareRequest request;
   request.inputs = splitInputs(m_inputs->text());
   request.source = tokenizerSource();
@@ -361,6 +614,8 @@ void DataPage::startPrepare() {
   request.pack = m_pack->isChecked();
   request.seqLen = draft()->config().train.seq_len;
   request.outDir = m_outDir->text().trimmed();
+  if (validation() == ValidationBatch) request.valRows = batchRows();
+  if (validation() == ValidationShare) request.valFraction = m_valPercent->value() / 100.0;
   if (request.inputs.isEmpty() || request.outDir.isEmpty() ||
       (request.source != TokenizerSource::Train && request.tokenizer.isEmpty())) {
     m_prepareMessage = tr("Choose the input files, a tokenizer and an output folder.");
@@ -391,6 +646,8 @@ void DataPage::onPrepared() {
   if (!m_summary.ok) {
     m_prepareMessage = tr("Preparing failed: %1").arg(m_summary.error);
     updateVisibility();
+    // The folder's old shards were replaced or half written: the config no longer points at them.
+    draft()->edit([&](RunConfig& c) { applyChoice(c); });
     recheck();
     return;
   }
@@ -401,11 +658,10 @@ void DataPage::onPrepared() {
   m_prepareMessage = describePrepared(m_summary).join(QLatin1Char('\n'));
   m_prepared = true;
   m_preparedTrain = trainGlob;
+  m_preparedVal = valGlob;
   const int vocab = m_summary.tokenizerVocab;
   draft()->edit([&](RunConfig& c) {
-    c.data.source = "shards";
-    c.data.train = trainGlob.toStdString();
-    c.data.val = valGlob.toStdString();
+    applyChoice(c);
     // The model must cover every id the tokenizer produces; a Hugging Face model keeps its own
     // vocabulary (extraProblems() reports a tokenizer larger than it).
     if (vocab > 0 && !flotilla::interop::is_hf_folder(c.model.init_from)) c.model.vocab_size = vocab;

@@ -59,6 +59,8 @@ PrepareSummary runPrepare(const PrepareRequest& request) {
   summary.outDir = request.outDir;
   summary.seqLen = request.seqLen;
   summary.pack = request.pack;
+  summary.valRows = request.valRows;
+  summary.valFraction = request.valFraction;
   try {
     flotilla::Tokenizer tokenizer;
     if (request.source == TokenizerSource::Train) {
@@ -79,6 +81,8 @@ PrepareSummary runPrepare(const PrepareRequest& request) {
     options.chat_format = request.chatFormat.toStdString();
     options.pack = request.pack;
     options.seq_len = request.seqLen;
+    options.val_rows = request.valRows;
+    options.val_fraction = request.valRows > 0 ? 0.0 : request.valFraction;
     summary.result = flotilla::prepare_shards(tokenizer, options);
     summary.tokenizerVocab = tokenizer.vocab_size();
     summary.tokenizerOrigin = QString::fromStdString(tokenizer.origin());

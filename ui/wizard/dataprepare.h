@@ -27,6 +27,10 @@ struct PrepareRequest {
   bool pack = true;       // labeled shards: several documents per row
   int seqLen = 0;         // the run's train.seq_len: rows are counted for it
   QString outDir;
+  // The validation split: valRows > 0 rows at seqLen (one batch: ranks x micro-batch), else
+  // valFraction of the tokens (0: none).
+  qint64 valRows = 0;
+  double valFraction = 0;
 };
 
 struct PrepareSummary {
@@ -39,6 +43,8 @@ struct PrepareSummary {
   QString savedTokenizer;   // Train: where the trained tokenizer was written
   int seqLen = 0;           // the T rows were counted for
   bool pack = true;
+  qint64 valRows = 0;      // the request's
+  double valFraction = 0;  // the request's
 };
 
 // The name a trained tokenizer is saved under in the output folder.

@@ -440,7 +440,8 @@ void HardwarePage::refreshDerived() {
   if (!plan) {
     m_memory->setUsage(0, 0);
     m_breakdown->clear();
-    m_plan->setText(tr("— (fix the problems shown)"));
+    const QString where = whereToFix();
+    m_plan->setText(where.isEmpty() ? tr("—") : tr("— (no estimate yet: %1)").arg(where));
     m_adviceText.clear();
     m_advice->setText(tr("Recommend fills in the fastest layout that fits."));
     return;

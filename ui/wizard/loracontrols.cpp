@@ -322,10 +322,20 @@ void LoraControls::setMethod(int method) {
     if (method == 2) c.lora.double_quant = true;  // QLoRA's 4.127 bits (else 4.5)
     // An adapter only applies under LoRA (validate refuses one without it); its path stays in the
     // field and comes back with LoRA, as a Hugging Face folder does with its choice.
-    if (!on)
+    if (!on) {
+      // Full training: the adapters' settings are not this choice's inputs (issue 34 item 13), so
+      // they go back to the defaults instead of riding along in the config and Compare.
+      const flotilla::LoraSection defaults;
       c.lora.init_from.clear();
-    else if (c.lora.init_from.empty())
+      c.lora.rank = defaults.rank;
+      c.lora.alpha = defaults.alpha;
+      c.lora.dropout = defaults.dropout;
+      c.lora.use_rslora = defaults.use_rslora;
+      c.lora.targets = defaults.targets;
+      c.lora.double_quant = defaults.double_quant;
+    } else if (c.lora.init_from.empty()) {
       c.lora.init_from = kept.toStdString();
+    }
   });
   if (on) startRead();
 }

@@ -165,6 +165,47 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   m_maxSeq->setRange(0, 1 << 20);
   m_vocab->setGroupSeparatorShown(true);
   m_maxSeq->setGroupSeparatorShown(true);
+  // What each shape field means and what it changes (issue 34 item 27): the config key, the rule
+  // it must follow, and its effect on size and speed.
+  m_layers->setToolTip(
+      tr("Transformer blocks (model.n_layer). Parameters and time per step grow in "
+         "proportion; pipeline parallelism (pp) splits them into stages."));
+  m_heads->setToolTip(
+      tr("Attention heads (model.n_head). Must divide the width; tensor parallelism "
+         "(tp) splits them, so tp must divide them too."));
+  m_width->setToolTip(
+      tr("Hidden size (model.n_embd): the width of every token's vector. Parameters "
+         "grow with its square."));
+  m_kvHeads->setToolTip(
+      tr("Key/value heads (model.n_kv_head, grouped-query attention). Fewer than the "
+         "attention heads shrinks the K/V projections and cache; must divide the "
+         "attention heads. \"as many as the heads\" (0) is ordinary multi-head attention."));
+  m_headDim->setToolTip(
+      tr("Width of one attention head (model.head_dim). 0 takes width / heads; "
+         "Qwen 3 and some Llama models set it apart from that."));
+  m_ffn->setToolTip(
+      tr("Inner width of the feed-forward block (model.ffn_dim): SwiGLU's gate/up "
+         "projections for Llama-family models, the MLP's hidden layer for GPT-2. 0 takes "
+         "4 × width. Usually the largest share of the parameters."));
+  m_ropeTheta->setToolTip(
+      tr("Base of the rotary position embedding (model.rope_theta). Larger values "
+         "suit longer contexts (Llama 3: 500,000; Qwen 2: 1,000,000). A fine-tune "
+         "keeps its base model's value."));
+  m_tied->setToolTip(
+      tr("Use the token embedding as the output layer's weights (model.tie_embeddings): "
+         "fewer parameters, common in small models."));
+  m_qkvBias->setToolTip(
+      tr("Add a bias to the query, key and value projections (model.qkv_bias), as "
+         "Qwen 2 / 2.5 do."));
+  m_qkNorm->setToolTip(
+      tr("RMS-normalise each head's queries and keys before attention "
+         "(model.qk_norm), as Qwen 3 does."));
+  m_vocab->setToolTip(
+      tr("Token ids the model has embeddings for (model.vocab_size). Must cover every id "
+         "the data's tokenizer produces; rounded up to a multiple of 128 inside."));
+  m_maxSeq->setToolTip(
+      tr("The longest sequence the model is built for (model.max_seq_len); "
+         "train.seq_len may not exceed it."));
   auto* flags = new QHBoxLayout(m_llamaFlags);
   flags->setContentsMargins(0, 0, 0, 0);
   for (QCheckBox* box : {m_tied, m_qkvBias, m_qkNorm}) flags->addWidget(box);
@@ -495,7 +536,8 @@ void ModelPage::refreshDerived() {
   }
   if ((hf && !folderKnown) || !draft()->problemsUnder({QStringLiteral("model")}).isEmpty() ||
       c.model.n_layer < 1 || c.model.n_embd < 1) {
-    m_params->setText(hf ? tr("—") : tr("— (fix the model's numbers below)"));
+    const QString where = whereToFix({QStringLiteral("model")});
+    m_params->setText(where.isEmpty() ? tr("—") : tr("— (%1)").arg(where));
     m_trainable->setText(tr("—"));
     m_fit->setText(tr("—"));
     return;

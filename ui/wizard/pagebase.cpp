@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include <QAbstractButton>
 #include <QFormLayout>
 #include <QHash>
+#include <QWizard>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -30,6 +32,13 @@ bool holds(QLayoutItem* item, const QWidget* widget) {
     for (int i = 0; i < l->count(); ++i)
       if (holds(l->itemAt(i), widget)) return true;
   return false;
+}
+
+// The engine's "path: message", or the message alone when it starts by naming the key itself
+// ("parallel.tp=3 does not divide …", not "parallel.tp: parallel.tp=3 …").
+QString problemText(const flotilla::ConfigProblem& p) {
+  if (!p.path.empty() && p.message.rfind(p.path + "=", 0) == 0) return QString::fromStdString(p.message);
+  return QString::fromStdString(flotilla::to_string(p));
 }
 
 bool under(const QString& path, const QString& bound) {
@@ -104,7 +113,12 @@ void WizardPageBase::bindField(const QString& path, QWidget* widget) {
         form->insertRow(row + 1, QString(), message);
         form->setRowVisible(message, false);
       }
-      m_bindings.append({path, widget, widget->toolTip(), message, form});
+      QString label;
+      if (QLayoutItem* l = form->itemAt(row, QFormLayout::LabelRole))
+        if (auto* text = qobject_cast<QLabel*>(l->widget())) label = text->text().remove(QLatin1Char('&'));
+      if (label.isEmpty())
+        if (auto* box = qobject_cast<QAbstractButton*>(widget)) label = box->text().remove(QLatin1Char('&'));
+      m_bindings.append({path, widget, widget->toolTip(), message, form, label});
       return;
     }
   }
@@ -117,7 +131,7 @@ QList<WizardPageBase::FieldProblem> WizardPageBase::allProblems() const {
     const QString path = QString::fromStdString(p.path);
     if (std::any_of(m_prefixes.begin(), m_prefixes.end(),
                     [&](const QString& prefix) { return prefix.isEmpty() || under(path, prefix); }))
-      out.append({path, QString::fromStdString(flotilla::to_string(p))});
+      out.append({path, problemText(p)});
   }
   for (const QString& text : extraProblems()) out.append({QString(), text});
   out += extraFieldProblems();
@@ -128,6 +142,35 @@ QStringList WizardPageBase::shownProblems() const {
   QStringList out;
   for (const FieldProblem& p : allProblems()) out << p.text;
   return out;
+}
+
+bool WizardPageBase::ownsPath(const QString& path) const {
+  return std::any_of(m_prefixes.begin(), m_prefixes.end(),
+                     [&](const QString& prefix) { return !prefix.isEmpty() && under(path, prefix); });
+}
+
+QString WizardPageBase::whereToFix(const QStringList& prefixes) const {
+  for (const auto& p : m_draft->problems()) {
+    const QString path = QString::fromStdString(p.path);
+    if (!prefixes.isEmpty() &&
+        std::none_of(prefixes.begin(), prefixes.end(), [&](const QString& x) { return under(path, x); }))
+      continue;
+    const QString text = problemText(p);
+    if (ownsPath(path)) {
+      const Binding* best = nullptr;
+      for (const Binding& b : m_bindings)
+        if (under(path, b.path) && b.widget->isVisibleTo(this) && (!best || b.path.size() > best->path.size()))
+          best = &b;
+      if (best && !best->label.isEmpty()) return tr("fix the problem under “%1”").arg(best->label);
+      return tr("fix the problem listed at the foot of this page");
+    }
+    if (QWizard* w = wizard())
+      for (int id : w->pageIds())
+        if (auto* page = qobject_cast<WizardPageBase*>(w->page(id)); page && page != this && page->ownsPath(path))
+          return tr("fix it on the %1 page: %2").arg(page->title(), text);
+    return tr("fix it first: %1").arg(text);
+  }
+  return {};
 }
 
 QString WizardPageBase::problemBeside(const QString& path) const {

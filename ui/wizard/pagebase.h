@@ -35,6 +35,12 @@ class WizardPageBase : public QWizardPage {
   QStringList shownProblems() const;
   // The messages shown beside the widget bound to `path` now (empty: none).
   QString problemBeside(const QString& path) const;
+  // Where the first problem of the draft (under `prefixes`, when given) is shown, for a figure
+  // that waits on it: "fix the problem under “Attention heads”", "… listed at the foot of this
+  // page", or "fix it on the Checkpoints page: eval.every: …" (issue 34 item 11). Empty: none.
+  QString whereToFix(const QStringList& prefixes = {}) const;
+  // Whether a problem at `path` belongs to this page (its field prefixes; the Review page's "" not counted).
+  bool ownsPath(const QString& path) const;
 
   struct FieldProblem {
     QString path;  // a bound path, or one under it ("parallel.tp" goes beside "parallel")
@@ -76,6 +82,7 @@ class WizardPageBase : public QWizardPage {
     QString tooltip;  // the widget's own tooltip, restored once the problem is gone
     QLabel* message;  // under the widget's form row
     QFormLayout* form;
+    QString label;  // the form row's label ("" for a row without one)
   };
   QList<Binding> m_bindings;
 

@@ -36,8 +36,9 @@ ShardScan scanShards(const QString& pattern) {
 QString describeScan(const ShardScan& scan) {
   if (!scan.error.isEmpty()) return scan.error;
   if (scan.pattern.isEmpty()) return QObject::tr("none");
-  return QObject::tr("%n shard(s), %1 tokens", nullptr, static_cast<int>(scan.files.size()))
-      .arg(formatCount(static_cast<double>(scan.tokens)));
+  const QString tokens = formatCount(static_cast<double>(scan.tokens));
+  return scan.files.size() == 1 ? QObject::tr("1 shard, %1 tokens").arg(tokens)
+                                : QObject::tr("%1 shards, %2 tokens").arg(scan.files.size()).arg(tokens);
 }
 
 }  // namespace flotilla::ui
