@@ -246,27 +246,27 @@ std::string speed_line(const CalibratedPlan& cp) {
   return s;
 }
 
+std::string basis_words(const CalibratedPlan& cp) {
+  switch (cp.basis) {
+    case CalibratedPlan::Basis::kThisModel:
+      return cp.calibrated ? "calibrated on this machine (measured peak, learned efficiency)"
+                           : "calibrated on this machine by earlier runs (the peak is the data sheet's, not "
+                             "measured; the efficiency learned against it)";
+    case CalibratedPlan::Basis::kOtherModels:
+      return "first run of this model here, estimated from other models' runs on this machine";
+    case CalibratedPlan::Basis::kGiven:
+      return cp.calibrated ? "measured peak, given efficiency" : "data-sheet peak, given efficiency";
+    case CalibratedPlan::Basis::kDefault:
+      break;
+  }
+  return cp.calibrated ? "calibrated peak, default efficiency (no earlier run of this model here)"
+                       : "UNCALIBRATED (no measured peak, no earlier run on this machine)";
+}
+
 std::string calibration_line(const CalibratedPlan& cp) {
   const Plan& p = cp.plan;
   // The opening words say what is calibrated, and from what; the factors follow.
-  std::string s;
-  switch (cp.basis) {
-    case CalibratedPlan::Basis::kThisModel:
-      s = cp.calibrated ? "calibrated on this machine (measured peak, learned efficiency): "
-                        : "calibrated on this machine by earlier runs (the peak is the data sheet's, not "
-                          "measured; the efficiency learned against it): ";
-      break;
-    case CalibratedPlan::Basis::kOtherModels:
-      s = "first run of this model here, estimated from other models' runs on this machine: ";
-      break;
-    case CalibratedPlan::Basis::kGiven:
-      s = cp.calibrated ? "measured peak, given efficiency: " : "data-sheet peak, given efficiency: ";
-      break;
-    case CalibratedPlan::Basis::kDefault:
-      s = cp.calibrated ? "calibrated peak, default efficiency (no earlier run of this model here): "
-                        : "UNCALIBRATED (no measured peak, no earlier run on this machine): ";
-      break;
-  }
+  std::string s = basis_words(cp) + ": ";
   s += fmt("%.1f GFLOP/s", p.device.flops_per_s / 1e9) + " (" + p.device.name +
        (cp.calibrated ? "" : ", data sheet") + ") x efficiency " + fmt("%.3f", p.efficiency) + " (" +
        cp.efficiency_source + ")";

@@ -133,6 +133,9 @@ CalibratedPlan plan_calibrated(const RunConfig& config, const DeviceProfile& nom
 //   last_run_line:    "last comparable run demo-b (8 x 128): 1.12 s/step measured, predicted 1.10 s,
 //                     error -2%"
 std::string speed_line(const CalibratedPlan& cp);
+// What the step time rests on, in words ("calibrated on this machine (…)", "first run of this model
+// here, …", "UNCALIBRATED (…)"): calibration_line's opening and the wizard's Budget page.
+std::string basis_words(const CalibratedPlan& cp);
 std::string calibration_line(const CalibratedPlan& cp);
 std::string last_run_line(const CalibratedPlan& cp);  // "" when there is no comparable run
 // speed_line, calibration_line and last_run_line, one per line, each ending with '\n'.

@@ -143,7 +143,7 @@ void TestWizardSpeed::speedLineIsCalibratedAndCheckedAgainstTheStore() {
   const QString estimate = w.budgetPage()->estimateText();
   QVERIFY2(estimate.contains(QStringLiteral("The time limit stops it after about 1011 steps")) &&
                estimate.contains(QStringLiteral("+ 2.0 s start-up (typical)")) &&
-               estimate.contains(QStringLiteral("Step time calibrated on this machine")) &&
+               estimate.contains(QStringLiteral("Step time: calibrated on this machine")) &&
                estimate.contains(QStringLiteral("last comparable run demo-new")),
            qPrintable(estimate));
 
@@ -165,6 +165,13 @@ void TestWizardSpeed::speedLineIsCalibratedAndCheckedAgainstTheStore() {
           text.contains(QStringLiteral(" per step until this model has run here")) &&
           !text.contains(QStringLiteral("UNCALIBRATED")),
       qPrintable(text));
+  // The Budget page rests its estimate on the same words (it said UNCALIBRATED here before).
+  QCOMPARE(w.advanceTo(RunWizard::Budget), int(RunWizard::Budget));
+  const QString budget = w.budgetPage()->estimateText();
+  QVERIFY2(budget.contains(QStringLiteral("Step time: first run of this model here, estimated from other "
+                                          "models' runs on this machine")) &&
+               !budget.contains(QStringLiteral("UNCALIBRATED")),
+           qPrintable(budget));
 }
 
 // Issue 34 #7, #11, #29: start-up is billed, so the Budget page counts it. Earlier runs that started

@@ -227,11 +227,13 @@ void BudgetPage::refreshDerived() {
   if (c.budget.max_hours > 0 && total_s > c.budget.max_hours * 3600)
     text += tr(". The time limit stops it after about %1 steps")
                 .arg(std::max(0.0, std::floor((c.budget.max_hours * 3600 - startup) / plan->step_s)));
-  text += calibrated->calibrated
-              ? tr(". Step time calibrated on this machine (%1% of its measured peak)")
-                    .arg(plan->efficiency * 100, 0, 'f', 1)
-              : tr(". Step time UNCALIBRATED (nominal peak at %1%)").arg(plan->efficiency * 100, 0, 'f', 0);
-  if (calibrated->last) text += QStringLiteral("; ") + QString::fromStdString(last_run_line(*calibrated));
+  // The same words as the Hardware page and `flotilla plan` (calibration.h: basis_words).
+  if (calibrated) {
+    text += tr(". Step time: %1, efficiency %2%")
+                .arg(QString::fromStdString(basis_words(*calibrated)))
+                .arg(plan->efficiency * 100, 0, 'f', 1);
+    if (calibrated->last) text += QStringLiteral("; ") + QString::fromStdString(last_run_line(*calibrated));
+  }
   m_estimate->setText(text + QLatin1Char('.'));
 }
 
