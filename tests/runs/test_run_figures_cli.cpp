@@ -176,7 +176,8 @@ int main() {
     for (const auto& l : j["by_run"]) {
       if (l["key"] == "free") seen_free = l["usd"].is_null();
       if (l["key"] == "paid")
-        seen_paid = l["usd"].is_number() && std::fabs(l["usd"].get<double>() - *s.cost_usd) <= 1e-9 &&
+        seen_paid = l["usd"].is_number() && l["running_s"].is_number() &&
+                    std::fabs(l["usd"].get<double>() - *s.cost_usd) <= 1e-9 &&
                     std::fabs(l["running_s"].get<double>() - s.running_s) <= 1e-6;
     }
   CHECK_MSG(seen_free && seen_paid, "%s", r.output.c_str());
