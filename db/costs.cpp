@@ -101,22 +101,28 @@ std::vector<AccrualRow> all_accruals(const Database& db) {
   return out;
 }
 
-// Seconds covered by these [start, end) spans, overlaps counted once.
+// Seconds covered by these (start, seconds) spans, overlaps counted once. A span's own seconds are
+// summed as they are, never as (start + seconds) - start: at Unix times near 1.8e9 that round trip
+// loses about 1e-7 s, and running time x the price would no longer be the cost to the cent's
+// millionth.
 double union_seconds(std::vector<std::pair<double, double>> spans) {
   std::sort(spans.begin(), spans.end());
-  double total = 0, open_start = 0, open_end = -1;
-  for (const auto& [start, end] : spans) {
-    if (end <= start) continue;
-    if (start > open_end) {
-      if (open_end > open_start) total += open_end - open_start;
-      open_start = start;
+  double total = 0, open_end = 0, open_len = 0;
+  bool open = false;
+  for (const auto& [start, seconds] : spans) {
+    if (seconds <= 0) continue;
+    const double end = start + seconds;
+    if (!open || start >= open_end) {
+      total += open_len;
+      open = true;
       open_end = end;
-    } else {
-      open_end = std::max(open_end, end);
+      open_len = seconds;
+    } else if (end > open_end) {
+      open_len += end - open_end;
+      open_end = end;
     }
   }
-  if (open_end > open_start) total += open_end - open_start;
-  return total;
+  return total + open_len;
 }
 
 // Lines being summed, with each key's running spans (its hours are their union).
@@ -145,7 +151,7 @@ void add_to(LineSums& m, const std::string& key, double start, double seconds, i
   l.usd += usd_per_hour * seconds / 3600.0;
   l.priced = l.priced || usd_per_hour > 0;
   l.gpu_hours += static_cast<double>(devices) * seconds / 3600.0;
-  m.spans[key].emplace_back(start, start + seconds);
+  m.spans[key].emplace_back(start, seconds);
 }
 
 }  // namespace
@@ -483,7 +489,7 @@ double run_running_seconds(const Database& db, int64_t run_id, double now) {
 
 double running_until(const std::vector<Accrual>& accruals, double t) {
   std::vector<std::pair<double, double>> spans;
-  for (const Accrual& a : accruals) spans.emplace_back(a.start, a.start + a.seconds(t));
+  for (const Accrual& a : accruals) spans.emplace_back(a.start, a.seconds(t));
   return union_seconds(std::move(spans));
 }
 

@@ -133,7 +133,7 @@ void TestClusters::addClusterStoresItAsTheCliDoes() {
   QCOMPARE(m, QMargins(28, 24, 28, 16));
 
   page.addButton()->click();
-  auto* dialog = page.findChild<ClusterDialog*>();
+  ClusterDialog* dialog = page.addDialog();
   QVERIFY(dialog);
   const QString canary = m_tmp.filePath(QStringLiteral("CANARY"));
   dialog->editor(QStringLiteral("name"))->setText(QStringLiteral("hpc"));
@@ -177,7 +177,7 @@ void TestClusters::addClusterStoresItAsTheCliDoes() {
   QTRY_VERIFY_WITH_TIMEOUT(page.probeButton()->isEnabled(), 10000);  // one cluster: Probe probes it
   // A second one with the same name is refused in the dialog.
   page.addButton()->click();
-  dialog = page.findChild<ClusterDialog*>();
+  dialog = page.addDialog();
   QVERIFY(dialog);
   dialog->editor(QStringLiteral("name"))->setText(QStringLiteral("hpc"));
   dialog->editor(QStringLiteral("login"))->setText(QStringLiteral("127.0.0.1"));

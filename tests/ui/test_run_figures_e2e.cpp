@@ -23,6 +23,7 @@
 #include "db/costs.h"
 #include "db/database.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "db/workspace.h"
 #include "engine/config/config_io.h"
@@ -125,8 +126,9 @@ void TestRunFiguresE2e::initTestCase() {
   qInfo("paid: running %.3f s, training %.3f s, $%.6f; free: running %.3f s", m_s.running_s, m_s.training_s,
         m_s.cost_usd.value_or(-1), m_f.running_s);
   for (const db::Accrual& a : db::run_accruals(d, m_paid))
-    qInfo("paid's cost interval: %s from %.3f for %.6f s at $%.2f/h", a.status.c_str(), a.start, a.seconds(0),
-          a.usd_per_hour);
+    qInfo("paid's cost interval: %s from %.6f to %.6f for %.6f s at $%.2f/h (boot %.6f to %.6f)", a.status.c_str(),
+          a.start, a.end.value_or(0), a.seconds(0), a.usd_per_hour, a.start_boot.value_or(0), a.end_boot.value_or(0));
+  for (const auto& e : db::list_events(d, m_paid, 50)) qInfo("paid's event: %.6f %s", e.time, e.message.c_str());
 }
 
 void TestRunFiguresE2e::oneRunningTimeEverywhere() {

@@ -124,13 +124,16 @@ void ClustersPage::updateActions() {
                           : tr("Select the cluster to probe"));
 }
 
+ClusterDialog* ClustersPage::addDialog() const { return m_dialog.data(); }
+
 void ClustersPage::addCluster() {
-  if (m_databasePath.isEmpty() || findChild<ClusterDialog*>()) return;
+  if (m_databasePath.isEmpty() || (m_dialog && m_dialog->isVisible())) return;
   QStringList taken;
   for (int r = 0; r < m_model->rowCount(); ++r) taken << m_model->row(r).name;
   auto* dialog = new ClusterDialog(taken, this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  m_dialog = dialog;
   connect(dialog, &QDialog::accepted, this, [this, dialog] { store(dialog->fields()); });
+  connect(dialog, &QDialog::finished, dialog, &QObject::deleteLater);
   dialog->open();
 }
 

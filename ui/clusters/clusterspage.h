@@ -8,6 +8,7 @@
 // clusters trust`), a changed key never. Submitting goes through the runs layer (the wizard).
 #pragma once
 
+#include <QPointer>
 #include <QWidget>
 
 #include <functional>
@@ -22,6 +23,7 @@ struct ClusterFields;
 
 namespace flotilla::ui {
 
+class ClusterDialog;
 class ClustersModel;
 
 class ClustersPage : public QWidget {
@@ -35,6 +37,7 @@ class ClustersPage : public QWidget {
   bool busy() const { return m_loading || m_probing; }
   QPushButton* probeButton() const { return m_probe; }
   QPushButton* addButton() const { return m_add; }
+  ClusterDialog* addDialog() const;  // the open Add cluster dialog, if any
   QString statusText() const;
   // How an unknown login key is confirmed (cluster, "SHA256:..."); default: a question box.
   void setConfirmTrust(std::function<bool(const QString&, const QString&)> confirm) {
@@ -67,6 +70,7 @@ class ClustersPage : public QWidget {
   QLabel* m_status;
   QPushButton* m_probe;
   QPushButton* m_add = nullptr;
+  QPointer<ClusterDialog> m_dialog;
   bool m_loading = false, m_probing = false;
   std::function<bool(const QString&, const QString&)> m_confirmTrust;
 };
