@@ -190,10 +190,13 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
   m_table->setContextMenuPolicy(Qt::CustomContextMenu);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_table->horizontalHeader()->setStretchLastSection(true);
-  // No column grows past about 44 characters: a longer status or note is elided, with the whole text
-  // in its tooltip, instead of pushing Created off-screen (issue 34 #19).
+  // No column grows past about 40 characters: a longer status or note is elided, with the whole text
+  // in its tooltip; and Created is shown before Tags and Notes (free text, the widest columns), so
+  // neither pushes it off-screen (issue 34 #19). The model's column order is unchanged.
   m_table->setTextElideMode(Qt::ElideRight);
-  m_table->horizontalHeader()->setMaximumSectionSize(m_table->fontMetrics().averageCharWidth() * 44 + 24);
+  m_table->horizontalHeader()->setMaximumSectionSize(m_table->fontMetrics().averageCharWidth() * 40 + 24);
+  m_table->horizontalHeader()->moveSection(m_table->horizontalHeader()->visualIndex(StoreRunsModel::Created),
+                                           m_table->horizontalHeader()->visualIndex(StoreRunsModel::Tags));
   m_table->setToolTip(
       tr("Double-click a run to watch it on the Live page; tags and notes are edited in "
          "place (F2); Delete removes the selected run; right-click for resume, fork, duplicate, export and "
