@@ -180,7 +180,7 @@ void budgets_from_the_config_stop_the_run() {
   CHECK_MSG(has(r.output, "run capped stopped (budget reached: $0.02"), "%s", r.output.c_str());
   const ProcResult show = cli({"runs", "show", "capped"});
   CHECK_MSG(has(show.output, "status     stopped (budget reached: $0.02") &&
-                has(show.output, "budget $0.02") && has(show.output, "price      $36/h"),
+                has(show.output, "budget $0.0200") && has(show.output, "price      $36.00/h"),  // runs/figures.h
             "%s", show.output.c_str());
   std::printf("flotilla run (max_usd 0.02 at $36/h): %s",
               show.output.substr(0, show.output.find("created")).c_str());
