@@ -267,7 +267,16 @@ void TestRunFiguresE2e::noColumnIsClipped() {
            qPrintable(QStringLiteral("%1 < %2").arg(table->horizontalHeader()->sectionSize(last)).arg(wanted)));
   save(&compare, QStringLiteral("figures-compare-small"));
 
-  // Runs: a long status ("stopped (budget reached: ...)") and a long note leave Created on screen.
+  // Runs: a long status ("stopped (budget reached: ...)") and a long note leave Created on screen;
+  // a run that arrives after the first rows still gets its whole name (no "long-wa…").
+  StoreService store(m_db, nullptr, 200);
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("view")));
+  StoreRunsView view(&store, &runs);
+  view.resize(1200, 800);  // the review's 1440-wide window less the sidebar
+  view.show();
+  store.refresh();
+  QTRY_VERIFY_WITH_TIMEOUT(view.model()->rowCount() == 2, 10000);
+  QTest::qWait(100);
   {
     db::Database d(m_db.toStdString());
     db::NewRun nr;
@@ -277,14 +286,14 @@ void TestRunFiguresE2e::noColumnIsClipped() {
     db::set_status(d, id, db::RunStatus::kStopped, 0, "budget", 10, "budget reached: $0.1512 of $0.15");
     db::set_notes(d, id, "llama-tiny at $36/h with a $0.15 cap, to see the warning and then the stop with a checkpoint");
   }
-  StoreService store(m_db, nullptr, 200);
-  LocalRuns runs(m_tmp.filePath(QStringLiteral("view")));
-  StoreRunsView view(&store, &runs);
-  view.resize(1200, 800);  // the review's 1440-wide window less the sidebar
-  view.show();
   store.refresh();
   QTRY_VERIFY_WITH_TIMEOUT(view.model()->rowCount() == 3, 10000);
   QTest::qWait(100);
+  const int nameWidth = view.table()->fontMetrics().horizontalAdvance(QStringLiteral("budget-llama"));
+  QVERIFY2(view.table()->horizontalHeader()->sectionSize(StoreRunsModel::Name) >= nameWidth,
+           qPrintable(QStringLiteral("Name is %1 px for a %2 px name")
+                          .arg(view.table()->horizontalHeader()->sectionSize(StoreRunsModel::Name))
+                          .arg(nameWidth)));
   QHeaderView* header = view.table()->horizontalHeader();
   const int createdRight =
       header->sectionViewportPosition(StoreRunsModel::Created) + header->sectionSize(StoreRunsModel::Created);
