@@ -101,21 +101,57 @@ std::vector<AccrualRow> all_accruals(const Database& db) {
   return out;
 }
 
-std::vector<CostLine> to_lines(const std::map<std::string, CostLine>& m) {
+// Seconds covered by these (start, seconds) spans, overlaps counted once. A span's own seconds are
+// summed as they are, never as (start + seconds) - start: at Unix times near 1.8e9 that round trip
+// loses about 1e-7 s, and running time x the price would no longer be the cost to the cent's
+// millionth.
+double union_seconds(std::vector<std::pair<double, double>> spans) {
+  std::sort(spans.begin(), spans.end());
+  double total = 0, open_end = 0, open_len = 0;
+  bool open = false;
+  for (const auto& [start, seconds] : spans) {
+    if (seconds <= 0) continue;
+    const double end = start + seconds;
+    if (!open || start >= open_end) {
+      total += open_len;
+      open = true;
+      open_end = end;
+      open_len = seconds;
+    } else if (end > open_end) {
+      open_len += end - open_end;
+      open_end = end;
+    }
+  }
+  return total + open_len;
+}
+
+// Lines being summed, with each key's running spans (its hours are their union).
+struct LineSums {
+  std::map<std::string, CostLine> lines;
+  std::map<std::string, std::vector<std::pair<double, double>>> spans;
+};
+
+std::vector<CostLine> to_lines(const LineSums& m) {
   std::vector<CostLine> out;
-  for (const auto& [k, v] : m) out.push_back(v);
+  for (const auto& [k, v] : m.lines) {
+    out.push_back(v);
+    out.back().running_s = union_seconds(m.spans.at(k));
+    out.back().hours = out.back().running_s / 3600.0;
+  }
   return out;
 }
 
-void add_to(std::map<std::string, CostLine>& m, const std::string& key, double usd, double gpu_h, double h,
-            bool on_gpus) {
-  CostLine& l = m[key];
+// One interval's part: `seconds` of running from `start` on `devices` devices at `usd_per_hour`.
+void add_to(LineSums& m, const std::string& key, double start, double seconds, int64_t devices,
+            double usd_per_hour, bool on_gpus) {
+  CostLine& l = m.lines[key];
   l.key = key;
   const std::string unit = device_hours_unit(on_gpus);
   l.unit = l.unit.empty() || l.unit == unit ? unit : "device-h";
-  l.usd += usd;
-  l.gpu_hours += gpu_h;
-  l.hours += h;
+  l.usd += usd_per_hour * seconds / 3600.0;
+  l.priced = l.priced || usd_per_hour > 0;
+  l.gpu_hours += static_cast<double>(devices) * seconds / 3600.0;
+  m.spans[key].emplace_back(start, seconds);
 }
 
 }  // namespace
@@ -413,21 +449,21 @@ bool config_on_gpus(const std::string& config_json) {
 const char* device_hours_unit(bool on_gpus) { return on_gpus ? "GPU-h" : "CPU-h"; }
 
 std::vector<CostLine> costs_by_run(const Database& db, double now) {
-  std::map<std::string, CostLine> m;
+  LineSums m;
   for (const AccrualRow& r : all_accruals(db))
-    add_to(m, r.run_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0, r.on_gpus);
+    add_to(m, r.run_name, r.a.start, r.a.seconds(now), r.a.devices, r.a.usd_per_hour, r.on_gpus);
   return to_lines(m);
 }
 
 std::vector<CostLine> costs_by_node(const Database& db, double now) {
-  std::map<std::string, CostLine> m;
+  LineSums m;
   for (const AccrualRow& r : all_accruals(db))
-    add_to(m, r.node_name, r.a.usd(now), r.a.gpu_hours(now), r.a.seconds(now) / 3600.0, r.on_gpus);
+    add_to(m, r.node_name, r.a.start, r.a.seconds(now), r.a.devices, r.a.usd_per_hour, r.on_gpus);
   return to_lines(m);
 }
 
 std::vector<CostLine> costs_by_day(const Database& db, double now) {
-  std::map<std::string, CostLine> m;
+  LineSums m;
   for (const AccrualRow& r : all_accruals(db)) {
     // The interval's seconds laid from its start: the days then sum to costs_by_run's total even
     // when the wall clock stepped inside it.
@@ -436,8 +472,7 @@ std::vector<CostLine> costs_by_day(const Database& db, double now) {
     while (t < stop) {
       const double day_end = (std::floor(t / 86400.0) + 1) * 86400.0;  // UTC midnight
       const double piece = std::min(stop, day_end) - t;
-      add_to(m, utc_day(t), r.a.usd_per_hour * piece / 3600.0,
-             static_cast<double>(r.a.devices) * piece / 3600.0, piece / 3600.0, r.on_gpus);
+      add_to(m, utc_day(t), t, piece, r.a.devices, r.a.usd_per_hour, r.on_gpus);
       t = std::min(stop, day_end);
     }
   }
@@ -449,22 +484,17 @@ double run_cost_usd(const Database& db, int64_t run_id, double now) {
 }
 
 double run_running_seconds(const Database& db, int64_t run_id, double now) {
+  return running_until(run_accruals(db, run_id), now);
+}
+
+double running_until(const std::vector<Accrual>& accruals, double t) {
   std::vector<std::pair<double, double>> spans;
-  for (const Accrual& a : run_accruals(db, run_id)) spans.emplace_back(a.start, a.start + a.seconds(now));
-  std::sort(spans.begin(), spans.end());
-  double total = 0, open_start = 0, open_end = -1;
-  for (const auto& [start, end] : spans) {
-    if (end <= start) continue;
-    if (start > open_end) {
-      if (open_end > open_start) total += open_end - open_start;
-      open_start = start;
-      open_end = end;
-    } else {
-      open_end = std::max(open_end, end);
-    }
-  }
-  if (open_end > open_start) total += open_end - open_start;
-  return total;
+  for (const Accrual& a : accruals) spans.emplace_back(a.start, a.seconds(t));
+  return union_seconds(std::move(spans));
+}
+
+bool any_priced(const std::vector<Accrual>& accruals) {
+  return std::any_of(accruals.begin(), accruals.end(), [](const Accrual& a) { return a.usd_per_hour > 0; });
 }
 
 BudgetStatus budget_status(const Database& db, int64_t run_id, double now) {

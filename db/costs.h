@@ -121,9 +121,11 @@ const char* device_hours_unit(bool on_gpus);
 struct CostLine {
   std::string key;  // run name, node name, or UTC day YYYY-MM-DD
   double usd = 0;
-  double gpu_hours = 0;  // device-hours: GPU-hours for GPU runs (see unit)
+  bool priced = false;   // any of its intervals had a price: else usd is unknown ("unpriced"), not 0
+  double gpu_hours = 0;  // device-hours: running time × devices, GPU-hours for GPU runs (see unit)
   std::string unit;      // "GPU-h", "CPU-h", or "device-h" for a node or day with both kinds
-  double hours = 0;  // wall hours accrued (sum over intervals)
+  double running_s = 0;  // running time: the union of its intervals (overlapping nodes count once)
+  double hours = 0;      // running_s in hours
 };
 std::vector<CostLine> costs_by_run(const Database& db, double now = 0);
 std::vector<CostLine> costs_by_node(const Database& db, double now = 0);
@@ -132,6 +134,10 @@ double run_cost_usd(const Database& db, int64_t run_id, double now = 0);
 // Seconds the run has been running up to `now` (the union of its accrual intervals, so several
 // nodes' intervals count once): what budget.max_hours caps.
 double run_running_seconds(const Database& db, int64_t run_id, double now = 0);
+// Running seconds of these accruals up to time t (0: the present), overlapping intervals once.
+double running_until(const std::vector<Accrual>& accruals, double t);
+// Whether any of these accruals is charged at a price (> $0/h): else their dollars are unknown.
+bool any_priced(const std::vector<Accrual>& accruals);
 
 enum class BudgetAction { kNone, kWarn, kStop };
 struct BudgetStatus {

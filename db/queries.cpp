@@ -360,6 +360,21 @@ std::vector<AlignedSeries> aligned_series(const Database& db, const std::vector<
   return out;
 }
 
+namespace {
+
+// Running time from the cost intervals, else from the status times (a run with none).
+double running_seconds(const Run& run, const std::vector<Accrual>& accruals, double costs_at, double now) {
+  if (!accruals.empty()) return running_until(accruals, costs_at);
+  if (!run.started_at) return 0;
+  return std::max(0.0, run.ended_at.value_or(now) - *run.started_at);
+}
+
+}  // namespace
+
+double run_time_running(const Database& db, const Run& run, double now) {
+  return running_seconds(run, run_accruals(db, run.id), now, now > 0 ? now : now_seconds());
+}
+
 RunSummary run_summary(const Database& db, int64_t run_id, double now) {
   const double costs_at = now;  // 0: the present, measured monotonically (costs.h)
   if (now <= 0) now = now_seconds();
@@ -380,23 +395,20 @@ RunSummary run_summary(const Database& db, int64_t run_id, double now) {
   s.mfu = mean_of(db, run_id, "mfu");
   const auto first = first_point(db, run_id, "loss");
   const std::vector<Accrual> accruals = run_accruals(db, run_id);
-  // Record times of one worker differ by true durations (engine/core/clock.h), but the status
-  // times are wall times and records of two workers straddle any wall-clock step: where they
-  // disagree with the running seconds (monotonic, the cost intervals) those win. Never negative.
-  const std::optional<double> running =
-      accruals.empty() ? std::nullopt : std::optional<double>(run_running_seconds(db, run_id, costs_at));
-  if (first && last_loss) {
-    s.wall_s = last_loss->time - first->time;
-    if (s.wall_s < 0 && running) s.wall_s = *running;
-  } else if (run.started_at) {
-    s.wall_s = running ? *running : run.ended_at.value_or(now) - *run.started_at;
-  }
-  s.wall_s = std::max(0.0, s.wall_s);
-  s.gpu_hours = accruals.empty() ? static_cast<double>(run.world_size.value_or(1)) * s.wall_s / 3600.0
+  s.running_s = running_seconds(run, accruals, costs_at, now);
+  // Record times of one worker differ by true durations (engine/core/clock.h), but records of two
+  // workers straddle any wall-clock step: where they disagree with the running time (monotonic,
+  // the cost intervals) that wins. Never negative.
+  s.training_s = first && last_loss ? last_loss->time - first->time : s.running_s;
+  if (s.training_s < 0) s.training_s = s.running_s;
+  s.training_s = std::max(0.0, s.training_s);
+  s.gpu_hours = accruals.empty() ? static_cast<double>(run.world_size.value_or(1)) * s.running_s / 3600.0
                                  : accrued_until(accruals, costs_at, false);
-  s.cost_usd = accrued_until(accruals, costs_at, true);
   s.on_gpus = config_on_gpus(run.config_json);
-  if (s.tokens > 0 && !accruals.empty()) s.usd_per_million_tokens = s.cost_usd / s.tokens * 1e6;
+  if (any_priced(accruals) || run.usd_per_hour.value_or(0) > 0) {
+    s.cost_usd = accrued_until(accruals, costs_at, true);
+    if (s.tokens > 0) s.usd_per_million_tokens = *s.cost_usd / s.tokens * 1e6;
+  }
   return s;
 }
 

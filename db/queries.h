@@ -106,6 +106,14 @@ struct AlignedSeries {
 std::vector<AlignedSeries> aligned_series(const Database& db, const std::vector<int64_t>& run_ids,
                                           const std::string& name, XAxis x, int buckets, double now = 0);
 
+// A run's figures for every page and command (docs/store.md, "A run's time and money"). Two
+// durations, each with one meaning and one name wherever it is shown:
+//   running time (running_s): how long the run was in status running, its cost intervals' union
+//     measured monotonically (else started → ended/now); what its price multiplies and what
+//     budget.max_hours caps, so cost = $/h × running time for a run priced once;
+//   training time (training_s): its first recorded step to its last (start-up and the final
+//     checkpoint excluded), what tokens/s are measured over.
+// Device-hours are running time × devices (GPU-h for a GPU run, else CPU-h).
 struct RunSummary {
   int64_t run_id = 0;
   std::string name, status;
@@ -113,12 +121,17 @@ struct RunSummary {
   std::optional<double> final_loss, best_loss, best_val_loss;
   double tokens = 0;
   std::optional<double> tokens_per_s, mfu;  // means over the run's step records
-  double wall_s = 0;                        // first to last metric point (else started → ended/now)
-  double gpu_hours = 0, cost_usd = 0;  // device-hours: GPU-hours when on_gpus, else CPU-h (costs.h)
+  double running_s = 0;                     // running time (see above)
+  double training_s = 0;                    // training time (see above; else the running time)
+  double gpu_hours = 0;  // device-hours: GPU-hours when on_gpus, else CPU-h (costs.h)
   bool on_gpus = false;
-  std::optional<double> usd_per_million_tokens;
+  // Dollars: nullopt when the run is unpriced (no price on the run nor on any of its intervals),
+  // never a made-up $0.
+  std::optional<double> cost_usd, usd_per_million_tokens;
 };
 RunSummary run_summary(const Database& db, int64_t run_id, double now = 0);
+// The run's running time in seconds up to `now` (0: the present), as RunSummary::running_s.
+double run_time_running(const Database& db, const Run& run, double now = 0);
 
 // Flattens a config JSON object to dotted keys ("train.steps" -> "200"), in key order.
 std::vector<std::pair<std::string, std::string>> flatten_config(const std::string& config_json);

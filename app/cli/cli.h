@@ -74,7 +74,7 @@ class ArgReader {
 std::string format_time(double unix_seconds);   // "2025-01-31 14:02" (local time), "-" for 0
 std::string format_duration(double seconds);    // "1h02m", "3m05s", "12.3s"
 std::string format_number(double v);            // 12.3k, 4.56M, ...
-std::string format_usd(double usd);             // "$0.0014" (four decimals, as costs accrue by the second)
+std::string format_usd(double usd);             // runs::usd_text: "$0.0014", "$12.35"
 std::string csv_field(const std::string& s);    // quoted when needed
 std::string json_string(const std::string& s);  // a JSON string literal
 

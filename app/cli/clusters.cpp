@@ -15,6 +15,7 @@
 #include "app/cli/terminal.h"
 #include "db/clusters.h"
 #include "db/errors.h"
+#include "runs/cluster_admin.h"
 #include "runs/node_admin.h"
 #include "runs/node_ops.h"
 #include "runs/slurm_run.h"
@@ -40,38 +41,25 @@ void print_help() {
 }
 
 int clusters_add(const Context& ctx, ArgReader& args) {
-  db::SlurmCluster c;
+  runs::ClusterFields f;
   const auto login = args.value("--login");
-  const auto user = args.value("--user");
   const auto port = args.value("--port");
-  const auto key = args.value("--key");
-  const auto partition = args.value("--partition");
-  const auto account = args.value("--account");
+  f.user = args.value("--user").value_or("");
+  f.key_path = args.value("--key").value_or("");
+  f.partition = args.value("--partition").value_or("");
+  f.account = args.value("--account").value_or("");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("clusters add needs exactly one NAME");
   if (!login) throw UsageError("clusters add needs --login HOST (the cluster's login node)");
-  std::vector<std::string> problems;
-  auto check = [&](const std::string& why) {
-    if (!why.empty()) problems.push_back(why);
-  };
-  check(runs::validate_slurm_name("name", pos[0]));
-  check(runs::validate_host(*login));
-  if (user) check(runs::validate_user(*user));
-  if (port) check(runs::validate_port(*port));
-  if (partition) check(runs::validate_slurm_name("partition", *partition));
-  if (account) check(runs::validate_slurm_name("account", *account));
-  if (key && key->find('\n') != std::string::npos) problems.push_back("key path holds a line break");
-  for (const auto& p : problems) std::fprintf(stderr, "flotilla: clusters: %s\n", p.c_str());
+  f.name = pos[0];
+  f.login = *login;
+  if (port) f.port = *port;
+  // The checks the Clusters page's Add cluster… makes (runs/cluster_admin.h), every problem at once.
+  const std::vector<runs::FieldProblem> problems = runs::validate_cluster_fields(f);
+  for (const auto& p : problems) std::fprintf(stderr, "flotilla: clusters: %s\n", p.message.c_str());
   if (!problems.empty()) return kExitUsage;
-  c.name = pos[0];
-  c.login_host = *login;
-  c.port = port ? std::stoi(*port) : 22;
-  c.user = user.value_or("");
-  c.key_path = key.value_or("");
-  c.partition = partition.value_or("");
-  c.account = account.value_or("");
   db::Database db = open_store(ctx);
-  db::add_cluster(db, c);
+  const db::SlurmCluster c = runs::add_cluster(db, f);
   std::printf("added cluster %s (login %s@%s:%d); next: flotilla clusters probe %s\n", c.name.c_str(),
               c.user.empty() ? "(local user)" : c.user.c_str(), c.login_host.c_str(), c.port, c.name.c_str());
   return kExitOk;

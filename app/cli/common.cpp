@@ -13,6 +13,7 @@
 #include "db/queries.h"
 #include "db/workspace.h"
 #include "db/writer.h"
+#include "runs/figures.h"
 #include "runs/run_status.h"
 #include "runs/stale_runs.h"
 
@@ -137,11 +138,7 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-std::string format_usd(double usd) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "$%.4f", usd);
-  return buf;
-}
+std::string format_usd(double usd) { return runs::usd_text(usd); }
 
 std::string format_number(double v) {
   char buf[32];

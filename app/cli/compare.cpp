@@ -8,10 +8,13 @@
 #include "db/costs.h"
 #include "db/queries.h"
 #include "db/run_store.h"
+#include "runs/figures.h"
 #include "runs/run_speed.h"
 
 namespace flotilla::cli {
 namespace {
+
+using nlohmann::json;
 
 std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
   if (!v) return "";
@@ -20,11 +23,15 @@ std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
   return buf;
 }
 
-std::string num_text(double v, const char* fmt) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
+json opt_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+// One measure of every run: its row label (also its JSON key), its text, and its JSON value (a
+// number, or null where there is none: an unpriced run's dollars are null, never 0).
+struct Row {
+  std::string label;
+  std::vector<std::string> cells;
+  std::vector<json> values;
+};
 
 }  // namespace
 
@@ -33,8 +40,10 @@ int cmd_compare(const Context& ctx) {
   if (args.flag("--help")) {
     std::printf(
         "Usage: flotilla compare RUN RUN... [--csv|--json]\n\n"
-        "Final and best loss, tokens, tokens/s, MFU, wall time, device-hours (GPU-h or CPU-h), cost and cost per\n"
-        "million tokens of each run, then the config keys whose values differ.\n");
+        "Final and best loss, tokens, tokens/s, MFU, running time (what the price is charged for), training\n"
+        "time (first to last step), device-hours (running time x devices: GPU-h or CPU-h), cost and cost per\n"
+        "million tokens (\"unpriced\", null in JSON, for a run with no price) of each run, then the config\n"
+        "keys whose values differ.\n");
     return kExitOk;
   }
   const bool csv = args.flag("--csv");
@@ -50,35 +59,56 @@ int cmd_compare(const Context& ctx) {
   }
   const auto diffs = db::config_differences(runs);
 
-  // One table: rows are measures, columns are runs.
-  std::vector<std::pair<std::string, std::vector<std::string>>> table;
-  const auto row = [&](const std::string& label, auto get) {
-    std::vector<std::string> cells;
-    for (const auto& s : sums) cells.push_back(get(s));
-    table.emplace_back(label, cells);
+  // One table: rows are measures, columns are runs. Figures are written as the app writes them
+  // (runs/figures.h): money "$0.0053", MFU "6.0%", durations "0:17", device-hours with their unit.
+  std::vector<Row> table;
+  const auto row = [&](const std::string& label, auto text, auto value) {
+    Row r{label, {}, {}};
+    for (const auto& s : sums) {
+      r.cells.push_back(text(s));
+      r.values.push_back(value(s));
+    }
+    table.push_back(std::move(r));
   };
-  row("status", [](const db::RunSummary& s) { return s.status; });
-  row("steps", [](const db::RunSummary& s) { return std::to_string(s.steps); });
-  row("final_loss", [](const db::RunSummary& s) { return opt_text(s.final_loss); });
-  row("best_loss", [](const db::RunSummary& s) { return opt_text(s.best_loss); });
-  row("best_val_loss", [](const db::RunSummary& s) { return opt_text(s.best_val_loss); });
-  row("tokens", [](const db::RunSummary& s) { return num_text(s.tokens, "%.0f"); });
-  row("tokens_per_s", [](const db::RunSummary& s) { return opt_text(s.tokens_per_s, "%.1f"); });
-  row("mfu", [](const db::RunSummary& s) { return opt_text(s.mfu, "%.4f"); });
-  row("wall_s", [](const db::RunSummary& s) { return num_text(s.wall_s, "%.1f"); });
-  // Device-hours under their historical key; the unit row says GPU-h (GPU runs) or CPU-h.
-  row("gpu_hours", [](const db::RunSummary& s) { return num_text(s.gpu_hours, "%.4f"); });
-  row("hours_unit", [](const db::RunSummary& s) { return std::string(db::device_hours_unit(s.on_gpus)); });
-  row("cost_usd", [](const db::RunSummary& s) { return num_text(s.cost_usd, "%.2f"); });
+  using S = db::RunSummary;
+  row("status", [](const S& s) { return s.status; }, [](const S& s) { return json(s.status); });
+  row("steps", [](const S& s) { return std::to_string(s.steps); }, [](const S& s) { return json(s.steps); });
+  row("final_loss", [](const S& s) { return opt_text(s.final_loss); }, [](const S& s) { return opt_json(s.final_loss); });
+  row("best_loss", [](const S& s) { return opt_text(s.best_loss); }, [](const S& s) { return opt_json(s.best_loss); });
+  row("best_val_loss", [](const S& s) { return opt_text(s.best_val_loss); },
+      [](const S& s) { return opt_json(s.best_val_loss); });
+  row("tokens", [](const S& s) { return opt_text(s.tokens, "%.0f"); }, [](const S& s) { return json(s.tokens); });
+  row("tokens_per_s", [](const S& s) { return opt_text(s.tokens_per_s, "%.1f"); },
+      [](const S& s) { return opt_json(s.tokens_per_s); });
+  // MFU as a percentage in text, as the app shows it; JSON keeps the fraction (0.0604).
+  row("mfu", [](const S& s) { return s.mfu ? runs::mfu_text(*s.mfu) : std::string(); },
+      [](const S& s) { return opt_json(s.mfu); });
+  row("running_time", [](const S& s) { return runs::clock_text(s.running_s); },
+      [](const S& s) { return json(s.running_s); });
+  row("training_time", [](const S& s) { return runs::clock_text(s.training_s); },
+      [](const S& s) { return json(s.training_s); });
+  row("device_hours", [](const S& s) { return runs::device_hours_text(s.gpu_hours, db::device_hours_unit(s.on_gpus)); },
+      [](const S& s) { return json(s.gpu_hours); });
+  row("device_hours_unit", [](const S& s) { return std::string(db::device_hours_unit(s.on_gpus)); },
+      [](const S& s) { return json(db::device_hours_unit(s.on_gpus)); });
+  row("cost_usd", [](const S& s) { return runs::usd_text(s.cost_usd); }, [](const S& s) { return opt_json(s.cost_usd); });
   row("usd_per_million_tokens",
-      [](const db::RunSummary& s) { return opt_text(s.usd_per_million_tokens, "%.4f"); });
+      [](const S& s) {
+        if (!s.cost_usd) return std::string("unpriced");
+        return s.usd_per_million_tokens ? runs::usd_text(s.usd_per_million_tokens) : std::string();
+      },
+      [](const S& s) { return opt_json(s.usd_per_million_tokens); });
 
   if (as_json) {
     nlohmann::json j;
     j["runs"] = nlohmann::json::array();
     for (size_t i = 0; i < runs.size(); ++i) {
       nlohmann::json r{{"name", runs[i].name}, {"id", runs[i].id}};
-      for (const auto& [label, cells] : table) r[label] = cells[i];
+      for (const Row& row : table) r[row.label] = row.values[i];
+      r["running_s"] = r["running_time"];  // seconds, under the names `runs show --json` uses
+      r["training_s"] = r["training_time"];
+      r.erase("running_time");
+      r.erase("training_time");
       j["runs"].push_back(r);
     }
     j["config_differences"] = nlohmann::json::array();
@@ -93,9 +123,9 @@ int cmd_compare(const Context& ctx) {
       header += csv_field(r.name);
     }
     std::printf("%s\n", header.c_str());
-    for (const auto& [label, cells] : table) {
-      std::string line = label;
-      for (const auto& c : cells) {
+    for (const Row& row : table) {
+      std::string line = row.label;
+      for (const auto& c : row.cells) {
         line += ',';
         line += csv_field(c);
       }
@@ -114,9 +144,9 @@ int cmd_compare(const Context& ctx) {
   std::printf("%-24s", "");
   for (const auto& r : runs) std::printf(" %18s", r.name.c_str());
   std::printf("\n");
-  for (const auto& [label, cells] : table) {
-    std::printf("%-24s", label.c_str());
-    for (const auto& c : cells) std::printf(" %18s", c.empty() ? "-" : c.c_str());
+  for (const Row& row : table) {
+    std::printf("%-24s", row.label.c_str());
+    for (const auto& c : row.cells) std::printf(" %18s", c.empty() ? "-" : c.c_str());
     std::printf("\n");
   }
   if (diffs.empty()) {

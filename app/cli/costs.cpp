@@ -8,32 +8,37 @@
 #include "db/errors.h"
 #include "db/nodes.h"
 #include "db/run_store.h"
+#include "runs/figures.h"
 
 namespace flotilla::cli {
 namespace {
 
-// "$1.23": built by appending, since `"$" + std::string` trips GCC 12's -Wrestrict at -O3.
-std::string dollars(double usd) {
-  std::string s = "$";
-  s += format_number(usd);
-  return s;
-}
+// "$1.23", "$0.0053": the one money format (runs/figures.h).
+std::string dollars(double usd) { return runs::usd_text(usd); }
 
 using nlohmann::json;
+
+// A line's dollars: null (JSON) or "unpriced" when none of its time had a price, never 0.
+std::optional<double> line_usd(const db::CostLine& l) { return l.priced ? std::optional<double>(l.usd) : std::nullopt; }
 
 json lines_json(const std::vector<db::CostLine>& lines) {
   json out = json::array();
   for (const auto& l : lines)
-    out.push_back(
-        {{"key", l.key}, {"usd", l.usd}, {"gpu_hours", l.gpu_hours}, {"unit", l.unit}, {"hours", l.hours}});
+    out.push_back({{"key", l.key},
+                   {"usd", l.priced ? json(l.usd) : json(nullptr)},
+                   {"device_hours", l.gpu_hours},
+                   {"device_hours_unit", l.unit},
+                   {"running_s", l.running_s}});
   return out;
 }
 
+// Figures as the app's Costs page writes them (runs/figures.h).
 void print_lines(const char* title, const std::vector<db::CostLine>& lines) {
   std::printf("%s\n", title);
   if (lines.empty()) std::printf("  (none)\n");
   for (const auto& l : lines)
-    std::printf("  %-28s $%10.2f  %9.3f %-8s  %8.2f h\n", l.key.c_str(), l.usd, l.gpu_hours, l.unit.c_str(), l.hours);
+    std::printf("  %-28s %12s  %16s  running time %s\n", l.key.c_str(), runs::usd_text(line_usd(l)).c_str(),
+                runs::device_hours_text(l.gpu_hours, l.unit).c_str(), runs::clock_text(l.running_s).c_str());
 }
 
 int pricing_list(const Context& ctx, ArgReader& args) {
@@ -144,7 +149,8 @@ int cmd_costs(const Context& ctx) {
   ArgReader args(ctx.args, "costs");
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla costs [--json]\n\nAccrued cost and device-hours (GPU-h for GPU runs, CPU-h for CPU\nruns) by run, by node and by UTC day.\n");
+        "Usage: flotilla costs [--json]\n\nAccrued cost, device-hours (GPU-h for GPU runs, CPU-h for CPU runs) and\n"
+        "running time by run, by node and by UTC day. A line with no price reads \"unpriced\" (null in JSON).\n");
     return kExitOk;
   }
   const bool as_json = args.flag("--json");
@@ -164,7 +170,12 @@ int cmd_costs(const Context& ctx) {
   print_lines("by run", by_run);
   print_lines("by node", by_node);
   print_lines("by day (UTC)", by_day);
-  std::printf("total $%.2f\n", total);
+  long long unpriced = 0;
+  for (const auto& l : by_run) unpriced += l.priced ? 0 : 1;
+  std::printf("total %s%s\n", runs::usd_text(total).c_str(),
+              unpriced == 0   ? ""
+              : unpriced == 1 ? " (1 unpriced run not counted)"
+                              : (" (" + std::to_string(unpriced) + " unpriced runs not counted)").c_str());
   return kExitOk;
 }
 

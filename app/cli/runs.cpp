@@ -30,6 +30,7 @@
 #include "engine/core/stop_request.h"
 #include "runs/run_setup.h"
 #include "runs/run_speed.h"
+#include "runs/figures.h"
 #include "runs/run_status.h"
 #include "runs/sample_text.h"
 #include "runs/service.h"
@@ -72,10 +73,11 @@ json summary_json(const db::RunSummary& s) {
               {"tokens", s.tokens},
               {"tokens_per_s", opt(s.tokens_per_s)},
               {"mfu", opt(s.mfu)},
-              {"wall_s", s.wall_s},
-              {"gpu_hours", s.gpu_hours},
-              {"hours_unit", db::device_hours_unit(s.on_gpus)},
-              {"cost_usd", s.cost_usd},
+              {"running_s", s.running_s},
+              {"training_s", s.training_s},
+              {"device_hours", s.gpu_hours},
+              {"device_hours_unit", db::device_hours_unit(s.on_gpus)},
+              {"cost_usd", opt(s.cost_usd)},
               {"usd_per_million_tokens", opt(s.usd_per_million_tokens)}};
 }
 
@@ -166,21 +168,24 @@ int show(const Context& ctx, ArgReader& args) {
     std::printf("tags       %s\n", t.c_str());
   }
   if (!r.notes.empty()) std::printf("notes      %s\n", r.notes.c_str());
-  std::printf("steps      %lld   tokens %s   wall %s\n", static_cast<long long>(s.steps),
-              format_number(s.tokens).c_str(), format_duration(s.wall_s).c_str());
+  std::printf("steps      %lld   tokens %s\n", static_cast<long long>(s.steps), format_number(s.tokens).c_str());
+  // The two durations by their names (db/queries.h RunSummary): the price multiplies the first.
+  std::printf("time       running %s   training %s (first to last step)\n", runs::clock_text(s.running_s).c_str(),
+              runs::clock_text(s.training_s).c_str());
   std::printf("loss       final %s   best %s   best val %s\n",
               s.final_loss ? format_number(*s.final_loss).c_str() : "-",
               s.best_loss ? format_number(*s.best_loss).c_str() : "-",
               s.best_val_loss ? format_number(*s.best_val_loss).c_str() : "-");
   std::printf("speed      %s tok/s   mfu %s\n", s.tokens_per_s ? format_number(*s.tokens_per_s).c_str() : "-",
-              s.mfu ? (format_number(*s.mfu * 100) + "%").c_str() : "-");
+              s.mfu ? runs::mfu_text(*s.mfu).c_str() : "-");
   const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;
-  std::printf("cost       %s   %.3f %s%s%s\n", priced ? format_usd(s.cost_usd).c_str() : "unpriced",
-              s.gpu_hours, s.on_gpus ? "GPU-hours" : "CPU-hours", r.budget_usd ? ("   budget $" + format_number(*r.budget_usd)).c_str() : "",
-              r.max_hours ? ("   time limit " + format_number(*r.max_hours) + " h").c_str() : "");
+  std::printf("cost       %s   %s%s%s\n", runs::usd_text(s.cost_usd).c_str(),
+              runs::device_hours_text(s.gpu_hours, db::device_hours_unit(s.on_gpus)).c_str(),
+              r.budget_usd ? ("   budget " + runs::usd_text(*r.budget_usd)).c_str() : "",
+              r.max_hours ? ("   time limit " + format_number(*r.max_hours) + " h of running time").c_str() : "");
   if (priced)
-    std::printf("price      $%.4g/h (%s)\n", *r.usd_per_hour,
-                r.price_source.empty() ? "-" : r.price_source.c_str());
+    std::printf("price      %s/h (%s) x running time %s\n", runs::usd_text(*r.usd_per_hour).c_str(),
+                r.price_source.empty() ? "-" : r.price_source.c_str(), runs::clock_text(s.running_s).c_str());
   else if (r.usd_per_hour)
     std::printf("price      none: %s\n", r.price_source.c_str());
   std::string m;

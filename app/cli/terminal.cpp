@@ -16,6 +16,7 @@
 #include "db/run_store.h"
 #include "engine/core/error.h"
 #include "flotilla/build_info.h"
+#include "runs/figures.h"
 #include "runs/process.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
@@ -151,12 +152,13 @@ int watch_run(const Context& ctx, runs::ActiveRun& run, bool quiet) {
     const db::Database reader(database_path(ctx));
     const db::RunSummary s = runs::run_summary(reader, run.id());
     const db::Run r = db::get_run(reader, run.id());
-    const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;
-    std::printf("run %s %s: %lld steps, final loss %s, %s, %llu metric rows stored, %s\n", run.name().c_str(),
-                out.recorded ? runs::status_text(r).c_str() : "(end not recorded)",
+    // The durations by name (db/queries.h RunSummary), as Runs, Live, Compare and `runs show` say.
+    std::printf("run %s %s: %lld steps, final loss %s, running time %s (training %s), %llu metric rows stored, "
+                "%s\n",
+                run.name().c_str(), out.recorded ? runs::status_text(r).c_str() : "(end not recorded)",
                 static_cast<long long>(s.steps), s.final_loss ? format_number(*s.final_loss).c_str() : "-",
-                format_duration(s.wall_s).c_str(), static_cast<unsigned long long>(out.committed_rows),
-                priced ? format_usd(db::run_cost_usd(reader, run.id())).c_str() : "unpriced");
+                runs::clock_text(s.running_s).c_str(), runs::clock_text(s.training_s).c_str(),
+                static_cast<unsigned long long>(out.committed_rows), runs::usd_text(s.cost_usd).c_str());
   }
   if (out.end.status == db::RunStatus::kFailed) {
     // What the worker said last: the reason is usually there (a missing shard, a bad value).

@@ -71,7 +71,7 @@ void test_accruals(Database& db) {
   const RunSummary s = run_summary(db, run, now);
   CHECK_NEAR(s.gpu_hours, 12 * 1.25, 1e-9);
   CHECK(s.on_gpus && std::string(device_hours_unit(s.on_gpus)) == "GPU-h");
-  CHECK(cents(s.cost_usd) == 15.00);
+  CHECK(s.cost_usd && cents(*s.cost_usd) == 15.00);
   // A later price change does not rewrite history: the open interval keeps its rate.
   gpu.on_demand_usd_per_hour = 1000;
   set_price(db, gpu);

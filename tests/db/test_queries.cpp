@@ -153,7 +153,7 @@ void test_lists_summaries_alignment(const fs::path& dir) {
   CHECK_NEAR(*s.best_val_loss, 3.1, 1e-9);
   CHECK_NEAR(s.tokens, 100000, 1e-9);
   CHECK_NEAR(*s.tokens_per_s, 500, 1e-9);
-  CHECK_NEAR(s.wall_s, 99, 1e-9);
+  CHECK_NEAR(s.training_s, 99, 1e-9);
   CHECK(!s.usd_per_million_tokens);  // no accruals: unknown, not zero
 
   const auto by_tokens = aligned_series(db, {a, b}, "loss", XAxis::kTokens, 10);

@@ -98,9 +98,9 @@ void a_step_of(double jump_s, const std::string& name) {
   }
   // The run's wall duration (runs show, the CLI's last line) is real time too.
   const db::RunSummary s = db::run_summary(d, r.id);
-  CHECK_MSG(s.wall_s >= 0.5 * training && s.wall_s <= elapsed + 0.5, "wall %.3f s, elapsed %.3f s", s.wall_s,
+  CHECK_MSG(s.training_s >= 0.5 * training && s.training_s <= elapsed + 0.5, "wall %.3f s, elapsed %.3f s", s.training_s,
             elapsed);
-  CHECK_MSG(s.cost_usd > 0 && s.cost_usd <= kUsdPerHour * (elapsed + 0.5) / 3600.0, "cost $%.6f", s.cost_usd);
+  CHECK_MSG(s.cost_usd && *s.cost_usd > 0 && *s.cost_usd <= kUsdPerHour * (elapsed + 0.5) / 3600.0, "cost $%.6f", s.cost_usd.value_or(-1));
   // Costs by day sum to the total, which is this run's cost plus the earlier runs'.
   double by_run = 0, by_day = 0;
   for (const auto& l : db::costs_by_run(d)) by_run += l.usd;

@@ -61,7 +61,7 @@ void stops_at_max_usd(db::Writer& writer, const std::string& dir) {
   double by_run = -1;
   for (const db::CostLine& l : db::costs_by_run(d))
     if (l.key == r.name) by_run = l.usd;
-  CHECK(std::abs(sum.cost_usd - cost) < 1e-12 && std::abs(by_run - cost) < 1e-12);
+  CHECK(sum.cost_usd && std::abs(*sum.cost_usd - cost) < 1e-12 && std::abs(by_run - cost) < 1e-12);
   // The seconds are the monotonic clock's (db/costs.h): its readings are taken a few microseconds
   // from the wall times', so they agree with the shown times within a millisecond.
   CHECK_NEAR(cost, (*r.ended_at - *r.started_at) * 36.0 / 3600.0, 1e-5);

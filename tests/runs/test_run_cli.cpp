@@ -180,7 +180,7 @@ void budgets_from_the_config_stop_the_run() {
   CHECK_MSG(has(r.output, "run capped stopped (budget reached: $0.02"), "%s", r.output.c_str());
   const ProcResult show = cli({"runs", "show", "capped"});
   CHECK_MSG(has(show.output, "status     stopped (budget reached: $0.02") &&
-                has(show.output, "budget $0.02") && has(show.output, "price      $36/h"),
+                has(show.output, "budget $0.0200") && has(show.output, "price      $36.00/h"),  // runs/figures.h
             "%s", show.output.c_str());
   std::printf("flotilla run (max_usd 0.02 at $36/h): %s",
               show.output.substr(0, show.output.find("created")).c_str());
@@ -277,10 +277,11 @@ void one_speed_per_run_in_show_and_compare() {
   const ProcResult cmp = cli({"compare", "orphan", "hf", "--json"});
   CHECK(cmp.exit_code == 0);
   const auto c = nlohmann::json::parse(cmp.output, nullptr, false);
-  char want[64];
-  std::snprintf(want, sizeof want, "%.1f", speed.tokens_per_s);
-  CHECK_MSG(!c.is_discarded() && c["runs"][0]["tokens_per_s"] == want, "%s (want %s)", cmp.output.c_str(),
-            want);
+  // compare --json gives numbers (null where there is none), the same figure as runs show.
+  CHECK_MSG(!c.is_discarded() && c["runs"][0]["tokens_per_s"].is_number() &&
+                std::fabs(c["runs"][0]["tokens_per_s"].get<double>() - speed.tokens_per_s) <=
+                    1e-9 * speed.tokens_per_s,
+            "%s (want %.6f)", cmp.output.c_str(), speed.tokens_per_s);
 }
 
 int main() {

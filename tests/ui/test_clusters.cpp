@@ -4,14 +4,19 @@
 // QAbstractItemModelTester and shows Slurm's version, nodes idle / allocated / down, the
 // partitions with their prices and our jobs in plain words; the page loads them off the UI thread.
 #include <QAbstractItemModelTester>
+#include <QLayout>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include "db/clusters.h"
+#include "runs/cluster_admin.h"
 #include "db/run_store.h"
 #include "remote/slurm_cluster.h"
+#include "ui/clusters/clusterdialog.h"
 #include "ui/clusters/clustersmodel.h"
 #include "ui/clusters/clusterspage.h"
 #include "worker_run.h"
@@ -26,6 +31,7 @@ class TestClusters : public QObject {
   void initTestCase();
   void modelShowsTheStoredCluster();
   void pageLoadsInTheBackground();
+  void addClusterStoresItAsTheCliDoes();
 
  private:
   QTemporaryDir m_tmp;
@@ -104,6 +110,81 @@ void TestClusters::pageLoadsInTheBackground() {
   empty.show();
   QVERIFY(emptyLoaded.wait(10000));
   QCOMPARE(empty.model()->rowCount(), 0);
+}
+
+// Issue 34 #21: a cluster is set up from the page. "Add cluster…" checks the fields with the CLI's
+// own check (runs::validate_cluster_fields, each problem beside its field, nothing stored), stores
+// through runs::add_cluster as `flotilla clusters add` does, then probes it (the login node's host
+// key is checked there, as the Nodes page does). Probe is disabled with nothing to probe; the page
+// has the other pages' margins.
+void TestClusters::addClusterStoresItAsTheCliDoes() {
+  const QString path = m_tmp.filePath(QStringLiteral("add.db"));
+  { db::Database created(path.toStdString()); }
+  ClustersPage page(path);
+  page.setConfirmTrust([](const QString&, const QString&) { return false; });
+  QSignalSpy loaded(&page, &ClustersPage::loaded);
+  page.show();
+  QVERIFY(loaded.wait(10000));
+  QCOMPARE(page.model()->rowCount(), 0);
+  QVERIFY(!page.probeButton()->isEnabled());
+  QVERIFY(page.addButton()->isEnabled());
+  QVERIFY(page.statusText().contains(QStringLiteral("Add cluster")));
+  const QMargins m = page.layout()->contentsMargins();
+  QCOMPARE(m, QMargins(28, 24, 28, 16));
+
+  page.addButton()->click();
+  ClusterDialog* dialog = page.addDialog();
+  QVERIFY(dialog);
+  const QString canary = m_tmp.filePath(QStringLiteral("CANARY"));
+  dialog->editor(QStringLiteral("name"))->setText(QStringLiteral("hpc"));
+  dialog->editor(QStringLiteral("login"))->setText(QStringLiteral("127.0.0.1"));
+  dialog->editor(QStringLiteral("port"))->setText(QStringLiteral("0x16"));
+  dialog->editor(QStringLiteral("partition"))->setText(QStringLiteral("cpu;touch ") + canary);
+  dialog->editor(QStringLiteral("account"))->setText(QStringLiteral("$(touch ") + canary + QLatin1Char(')'));
+  dialog->accept();
+  QVERIFY(dialog->isVisible());  // refused: every problem beside its field
+  for (const char* field : {"port", "partition", "account"})
+    QVERIFY2(dialog->problemLabel(QLatin1String(field))->isVisible() &&
+                 !dialog->problemLabel(QLatin1String(field))->text().isEmpty(),
+             field);
+  QVERIFY(!dialog->problemLabel(QStringLiteral("name"))->isVisible());
+  // The same problems as the command line's check, word for word.
+  const auto cli = runs::validate_cluster_fields(dialog->fields());
+  QCOMPARE(cli.size(), size_t{3});
+  QCOMPARE(dialog->problemLabel(QStringLiteral("partition"))->text(), QString::fromStdString(cli[1].message));
+  QVERIFY(db::list_clusters(db::Database(path.toStdString())).empty());
+
+  // Valid: stored as `flotilla clusters add hpc --login 127.0.0.1 --port 1 --partition cpu` would.
+  dialog->editor(QStringLiteral("port"))->setText(QStringLiteral("1"));  // nothing listens: the probe fails
+  dialog->editor(QStringLiteral("partition"))->setText(QStringLiteral("cpu"));
+  dialog->editor(QStringLiteral("account"))->clear();
+  QSignalSpy added(&page, &ClustersPage::added);
+  QSignalSpy probed(&page, &ClustersPage::probed);
+  dialog->accept();
+  QVERIFY(added.count() || added.wait(10000));
+  QCOMPARE(added.at(0).at(0).toBool(), true);
+  const db::SlurmCluster c = db::get_cluster(db::Database(path.toStdString()), "hpc");
+  QCOMPARE(c.login_host, std::string("127.0.0.1"));
+  QCOMPARE(c.port, 1);
+  QCOMPARE(c.partition, std::string("cpu"));
+  QVERIFY(c.account.empty() && c.user.empty());
+  QVERIFY(!QFile::exists(canary));
+  // Then it is probed: the login node does not answer, and the page says so.
+  QVERIFY(probed.count() || probed.wait(30000));
+  QCOMPARE(probed.at(0).at(0).toBool(), false);
+  QVERIFY2(!page.statusText().isEmpty(), "the probe's failure is shown");
+  QTRY_COMPARE_WITH_TIMEOUT(page.model()->rowCount(), 1, 10000);
+  QTRY_VERIFY_WITH_TIMEOUT(page.probeButton()->isEnabled(), 10000);  // one cluster: Probe probes it
+  // A second one with the same name is refused in the dialog.
+  page.addButton()->click();
+  dialog = page.addDialog();
+  QVERIFY(dialog);
+  dialog->editor(QStringLiteral("name"))->setText(QStringLiteral("hpc"));
+  dialog->editor(QStringLiteral("login"))->setText(QStringLiteral("127.0.0.1"));
+  dialog->accept();
+  QVERIFY(dialog->isVisible());
+  QVERIFY(dialog->problemLabel(QStringLiteral("name"))->text().contains(QStringLiteral("taken")));
+  dialog->reject();
 }
 
 QTEST_MAIN(TestClusters)

@@ -69,9 +69,10 @@ void TestCompare::costToReachMatchesClosedForm() {
     QCOMPARE(h.step, int64_t(expect));
     // Accrual opened at t0, one step every 2 s, $8/h for the whole 8-GPU node.
     const double seconds = expect * store_workspace::kStepSeconds;
-    QVERIFY2(std::abs(h.usd - seconds * 8.0 / 3600.0) < 1e-6, qPrintable(QString::number(h.usd)));
+    QVERIFY2(h.usd && std::abs(*h.usd - seconds * 8.0 / 3600.0) < 1e-6, qPrintable(QString::number(h.usd.value_or(-1))));
     QVERIFY(std::abs(h.gpuHours - seconds * 8.0 / 3600.0) < 1e-6);
-    QVERIFY(std::abs(h.wallSeconds - (expect - 1) * store_workspace::kStepSeconds) < 1e-6);
+    QVERIFY(std::abs(h.trainingSeconds - (expect - 1) * store_workspace::kStepSeconds) < 1e-6);
+    QVERIFY(std::abs(h.runningSeconds - seconds) < 1e-6);  // charged time: $8/h x it is the cost
   }
   QVERIFY(r.hits[1].step < r.hits[0].step);  // the faster-decaying run gets there first
   // Smoothing lags the raw curve: the smoothed series crosses later.

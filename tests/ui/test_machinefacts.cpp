@@ -72,7 +72,7 @@ class TestMachineFacts : public QObject {
              QStringLiteral("0: NVIDIA H200, 139.7 GiB, compute capability 9.0\n"
                             "1: NVIDIA H200, 139.7 GiB, compute capability 9.0"));
     QCOMPARE(factValue(rows, QStringLiteral("CUDA")),
-             QStringLiteral("CUDA 13.0 runtime, driver 13.0, 2 GPU(s)"));
+             QStringLiteral("CUDA 13.0 runtime, driver 13.0, 2 GPUs"));
     QCOMPARE(factValue(rows, QStringLiteral("BLAS")), QStringLiteral("OpenBLAS 0.3.21 (kernel Haswell)"));
   }
 
@@ -80,12 +80,25 @@ class TestMachineFacts : public QObject {
     flotilla::ProbeResult p;
     p.gpu_status = "no GPU: the CUDA driver reports no devices";
     const auto rows = machineFacts(p);
-    QCOMPARE(factValue(rows, QStringLiteral("GPUs")),
-             QStringLiteral("none: no GPU: the CUDA driver reports no devices"));
+    QCOMPARE(factValue(rows, QStringLiteral("GPUs")), QStringLiteral("none (the CUDA driver reports no devices)"));
     QCOMPARE(factValue(rows, QStringLiteral("CUDA")), QStringLiteral("<missing>"));
     QCOMPARE(factValue(rows, QStringLiteral("Vector units")), QStringLiteral("none of AVX2, AVX-512, AMX"));
     QCOMPARE(factValue(rows, QStringLiteral("CPU")), QStringLiteral("unknown"));
-    QCOMPARE(cudaStatus(p), QStringLiteral("no GPU: the CUDA driver reports no devices"));
+    QCOMPARE(cudaStatus(p), QStringLiteral("none (the CUDA driver reports no devices)"));
+  }
+
+  // Issue 34 #20: a machine with no NVIDIA driver is told plainly, not as a driver to update; an old
+  // driver keeps the versions that say what to update.
+  void noDriverReadsPlainly() {
+    flotilla::ProbeResult p;
+    p.gpu_status = "no GPU: CUDA driver version is insufficient for CUDA runtime version";
+    p.cuda_runtime = "12.4";
+    QCOMPARE(factValue(machineFacts(p), QStringLiteral("GPUs")), QStringLiteral("none (no NVIDIA driver)"));
+    p.cuda_driver = "11.8";
+    const QString old = factValue(machineFacts(p), QStringLiteral("GPUs"));
+    QVERIFY2(old.contains(QStringLiteral("CUDA 11.8")) && old.contains(QStringLiteral("12.4")) &&
+                 old.contains(QStringLiteral("update the driver")),
+             qPrintable(old));
   }
 
   void aboutHtmlEscapesAndWaitsForTheProbe() {

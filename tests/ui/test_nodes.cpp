@@ -65,6 +65,7 @@ class TestNodes : public QObject {
   void modelOverStore();
   void dialogRefusesHostileInput();
   void pageAddsNodeAndScreenshot();
+  void aBogusHostSaysWhyOnThePage();
 };
 
 void TestNodes::modelOverStore() {
@@ -255,6 +256,36 @@ void TestNodes::pageAddsNodeAndScreenshot() {
   QTest::qWait(100);
   const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
   QVERIFY(page.grab().save(dir + QStringLiteral("/nodes.png")));
+}
+
+// Issue 34 #20: a node that cannot be reached says why on the page, not only in the Status cell's
+// tooltip. The real monitor probes a host whose name cannot resolve (.invalid never does).
+void TestNodes::aBogusHostSaysWhyOnThePage() {
+  QTemporaryDir tmp;
+  const QString path = tmp.path() + QStringLiteral("/flotilla.db");
+  {
+    db::Database d(path.toStdString());
+    db::SshNode n;
+    n.name = "bogus";
+    n.host = "no-such-host.invalid";
+    db::add_ssh_node(d, n);
+  }
+  ui::MachineProbe probe;
+  ui::NodesPage page(&probe);
+  page.resize(1280, 800);
+  QSignalSpy reloaded(&page, &ui::NodesPage::nodesReloaded);
+  page.setDatabasePath(path);
+  QTRY_COMPARE(reloaded.count(), 1);
+  QVERIFY(page.problemsText().isEmpty());  // not probed yet: nothing to say
+  page.show();  // the monitor probes while the page is shown
+  QTRY_VERIFY_WITH_TIMEOUT(page.problemsText().contains(QStringLiteral("bogus is unreachable: ")), 30000);
+  QVERIFY2(page.problemsText().contains(QStringLiteral("no-such-host.invalid")), qPrintable(page.problemsText()));
+  auto* label = page.findChild<QLabel*>(QStringLiteral("nodesProblems"));
+  QVERIFY(label && label->isVisible());
+  QTRY_VERIFY_WITH_TIMEOUT(!probe.isRunning(), 20000);
+  page.monitor()->stop();
+  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
+  QVERIFY(page.grab().save(dir + QStringLiteral("/nodes-unreachable.png")));
 }
 
 QTEST_MAIN(TestNodes)

@@ -175,7 +175,9 @@ void TestNotifier::theBudgetWarningIsNotifiedOnce() {
   emit run->logAppended(QStringLiteral("warning"), QStringLiteral("disk is nearly full"));
   QCOMPARE(notified.count(), 1);
   QCOMPARE(notified.at(0).at(0).value<RunNotifier::Event>(), RunNotifier::Event::BudgetWarning);
-  QCOMPARE(notified.at(0).at(2).toString(), warning);
+  // The text does not name the run a second time (the title does): issue 34 #28.
+  QCOMPARE(notified.at(0).at(1).toString(), QStringLiteral("Run %1 is near its budget").arg(run->name()));
+  QCOMPARE(notified.at(0).at(2).toString(), QStringLiteral("spent $0.0801 of its $0.1000 budget"));
   run->kill();
   QSignalSpy finished(run, &ServiceRun::finished);
   QVERIFY(finished.wait(10000));

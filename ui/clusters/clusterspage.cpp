@@ -3,6 +3,7 @@
 
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QItemSelectionModel>
 #include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
@@ -13,8 +14,10 @@
 
 #include "db/clusters.h"
 #include "db/database.h"
+#include "runs/cluster_admin.h"
 #include "runs/node_ops.h"
 #include "runs/ssh_options.h"
+#include "ui/clusters/clusterdialog.h"
 #include "ui/clusters/clustersmodel.h"
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
@@ -44,10 +47,13 @@ ProbeOutcome probeOnThread(const std::string& dbPath, const std::string& name, c
   try {
     if (!trust.empty()) runs::trust_host_key(access, db, name, trust, true);
     const runs::ClusterProbe p = runs::check_cluster(access, db, name);
-    out.summary = QStringLiteral("cluster %1 probed: Slurm %2, %3 node(s), %4 partition(s); the table shows their states")
-                      .arg(QString::fromStdString(name), QString::fromStdString(p.config.version))
-                      .arg(p.nodes.size())
-                      .arg(p.partitions.size());
+    const auto count = [](size_t n, const char* one, const char* many) {
+      return n == 1 ? QStringLiteral("1 %1").arg(QLatin1String(one))
+                    : QStringLiteral("%1 %2").arg(n).arg(QLatin1String(many));
+    };
+    out.summary = QStringLiteral("cluster %1 probed: Slurm %2, %3, %4; the table shows their states")
+                      .arg(QString::fromStdString(name), QString::fromStdString(p.config.version),
+                           count(p.nodes.size(), "node", "nodes"), count(p.partitions.size(), "partition", "partitions"));
   } catch (const runs::Refusal& e) {
     if (refused && refused->problem == runs::HostKeyRefusal::Problem::kUnknown && trust.empty() &&
         !refused->presented.empty()) {
@@ -64,11 +70,21 @@ ProbeOutcome probeOnThread(const std::string& dbPath, const std::string& name, c
 ClustersPage::ClustersPage(const QString& databasePath, QWidget* parent)
     : QWidget(parent), m_databasePath(databasePath), m_model(new ClustersModel(this)) {
   auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(28, 24, 28, 16);  // as the other pages
+  layout->setSpacing(12);
   layout->addWidget(new PageHeader(
       tr("Clusters"),
       tr("Slurm clusters as last probed: partitions, nodes idle, allocated or down, prices, and our jobs "
          "on them."),
       this));
+  auto* actions = new QHBoxLayout;
+  m_add = new QPushButton(tr("Add cluster…"), this);
+  m_add->setObjectName(QStringLiteral("addClusterButton"));
+  m_add->setToolTip(tr("A Slurm cluster reached through SSH at its login node (as flotilla clusters add)"));
+  connect(m_add, &QPushButton::clicked, this, &ClustersPage::addCluster);
+  actions->addWidget(m_add);
+  actions->addStretch(1);
+  layout->addLayout(actions);
   m_view = new QTableView(this);
   m_view->setObjectName(QStringLiteral("clustersView"));
   m_view->setModel(m_model);
@@ -90,6 +106,60 @@ ClustersPage::ClustersPage(const QString& databasePath, QWidget* parent)
   connect(m_probe, &QPushButton::clicked, this, &ClustersPage::probeSelected);
   row->addWidget(m_probe);
   layout->addLayout(row);
+  connect(m_view->selectionModel(), &QItemSelectionModel::selectionChanged, this, &ClustersPage::updateActions);
+  updateActions();
+}
+
+void ClustersPage::updateActions() {
+  const bool store = !m_databasePath.isEmpty();
+  m_add->setEnabled(store && !m_probing);
+  // Probe needs a cluster: the selected one, or the only one.
+  const int rows = m_model->rowCount();
+  const bool picked = m_view->selectionModel() && !m_view->selectionModel()->selectedRows().isEmpty();
+  m_probe->setEnabled(store && !m_probing && (picked || rows == 1));
+  m_probe->setToolTip(rows == 0   ? tr("No cluster to probe yet: add one first")
+                      : picked || rows == 1
+                          ? tr("Ask the selected cluster's login node for its nodes, partitions and settings now "
+                               "(as flotilla clusters probe)")
+                          : tr("Select the cluster to probe"));
+}
+
+ClusterDialog* ClustersPage::addDialog() const { return m_dialog.data(); }
+
+void ClustersPage::addCluster() {
+  if (m_databasePath.isEmpty() || (m_dialog && m_dialog->isVisible())) return;
+  QStringList taken;
+  for (int r = 0; r < m_model->rowCount(); ++r) taken << m_model->row(r).name;
+  auto* dialog = new ClusterDialog(taken, this);
+  m_dialog = dialog;
+  connect(dialog, &QDialog::accepted, this, [this, dialog] { store(dialog->fields()); });
+  connect(dialog, &QDialog::finished, dialog, &QObject::deleteLater);
+  dialog->open();
+}
+
+void ClustersPage::store(const runs::ClusterFields& fields) {
+  const std::string path = m_databasePath.toStdString();
+  const QString name = QString::fromStdString(fields.name);
+  m_status->setText(tr("Adding cluster %1…").arg(name));
+  // The one way to store a cluster (runs/cluster_admin.h), as `flotilla clusters add`, off the UI thread.
+  runAsync<bool>(
+      this,
+      [path, fields] {
+        db::Database db(path);
+        runs::add_cluster(db, fields);
+        return true;
+      },
+      [this, name](Outcome<bool> result) {
+        if (auto* failed = std::get_if<QString>(&result)) {
+          m_status->setText(tr("Cluster %1 was not added: %2").arg(name, *failed));
+          emit added(false);
+          return;
+        }
+        emit added(true);
+        // Then probe it: the login node's host key is checked (and offered for trust) there.
+        connect(this, &ClustersPage::loaded, this, [this, name] { probe(name, QString()); }, Qt::SingleShotConnection);
+        reload();
+      });
 }
 
 QString ClustersPage::statusText() const { return m_status->text(); }
@@ -100,7 +170,7 @@ void ClustersPage::probeSelected() {
   int r = picked.isEmpty() ? -1 : picked.front().row();
   if (r < 0 && m_model->rowCount() == 1) r = 0;
   if (r < 0) {
-    m_status->setText(m_model->rowCount() == 0 ? tr("No cluster to probe: flotilla clusters add NAME --login HOST")
+    m_status->setText(m_model->rowCount() == 0 ? tr("No cluster to probe: Add cluster… first")
                                                : tr("Select the cluster to probe."));
     return;
   }
@@ -109,7 +179,7 @@ void ClustersPage::probeSelected() {
 
 void ClustersPage::probe(const QString& cluster, const QString& trustFingerprint) {
   m_probing = true;
-  m_probe->setEnabled(false);
+  updateActions();
   m_status->setText(tr("Probing cluster %1…").arg(cluster));
   const std::string path = m_databasePath.toStdString(), name = cluster.toStdString(),
                     trust = trustFingerprint.toStdString();
@@ -117,7 +187,7 @@ void ClustersPage::probe(const QString& cluster, const QString& trustFingerprint
       this, [path, name, trust] { return probeOnThread(path, name, trust); },
       [this, cluster](Outcome<ProbeOutcome> result) {
         m_probing = false;
-        m_probe->setEnabled(true);
+        updateActions();
         if (auto* failed = std::get_if<QString>(&result)) {
           m_status->setText(tr("Probing cluster %1 failed: %2").arg(cluster, *failed));
           emit probed(false);
@@ -175,8 +245,11 @@ void ClustersPage::reload() {
           // Whole values, not "2: 2 idle, 0 …": columns as wide as their text, rows as tall.
           m_view->resizeColumnsToContents();
           m_view->resizeRowsToContents();
-          m_status->setText(count == 0 ? tr("No clusters yet: flotilla clusters add NAME --login HOST")
-                                       : tr("%n cluster(s)", nullptr, count));
+          m_status->setText(count == 0   ? tr("No clusters yet: Add cluster… stores one (as flotilla clusters add "
+                                                "NAME --login HOST) and probes it.")
+                            : count == 1 ? tr("1 cluster")
+                                         : tr("%1 clusters").arg(count));
+          updateActions();
         } else {
           m_status->setText(tr("Could not read the clusters: %1").arg(std::get<QString>(result)));
         }

@@ -8,6 +8,7 @@
 // clusters trust`), a changed key never. Submitting goes through the runs layer (the wizard).
 #pragma once
 
+#include <QPointer>
 #include <QWidget>
 
 #include <functional>
@@ -16,8 +17,13 @@ class QLabel;
 class QPushButton;
 class QTableView;
 
+namespace flotilla::runs {
+struct ClusterFields;
+}
+
 namespace flotilla::ui {
 
+class ClusterDialog;
 class ClustersModel;
 
 class ClustersPage : public QWidget {
@@ -30,6 +36,8 @@ class ClustersPage : public QWidget {
   QTableView* view() const { return m_view; }
   bool busy() const { return m_loading || m_probing; }
   QPushButton* probeButton() const { return m_probe; }
+  QPushButton* addButton() const { return m_add; }
+  ClusterDialog* addDialog() const;  // the open Add cluster dialog, if any
   QString statusText() const;
   // How an unknown login key is confirmed (cluster, "SHA256:..."); default: a question box.
   void setConfirmTrust(std::function<bool(const QString&, const QString&)> confirm) {
@@ -40,10 +48,13 @@ class ClustersPage : public QWidget {
   void reload();
   // Probes the selected cluster (the only one, when one is stored and none is selected).
   void probeSelected();
+  // Opens the Add cluster dialog; OK stores the cluster (runs::add_cluster) and probes it.
+  void addCluster();
 
  signals:
   void loaded();
   void probed(bool ok);
+  void added(bool ok);  // an Add cluster… was stored (true) or refused (the status says why)
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -53,9 +64,13 @@ class ClustersPage : public QWidget {
   ClustersModel* m_model;
   QTableView* m_view;
   void probe(const QString& cluster, const QString& trustFingerprint);
+  void store(const runs::ClusterFields& fields);
+  void updateActions();
 
   QLabel* m_status;
   QPushButton* m_probe;
+  QPushButton* m_add = nullptr;
+  QPointer<ClusterDialog> m_dialog;
   bool m_loading = false, m_probing = false;
   std::function<bool(const QString&, const QString&)> m_confirmTrust;
 };

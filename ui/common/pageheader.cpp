@@ -2,6 +2,7 @@
 // header scales with the user's font settings.
 #include "ui/common/pageheader.h"
 
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -24,7 +25,14 @@ PageHeader::PageHeader(const QString& title, const QString& description, QWidget
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(6);
   layout->addWidget(m_title);
-  layout->addWidget(m_description);
+  // In a row with a stretch, so its height is asked for at the width it gets (760 at most): in the
+  // column alone its height was asked for at the page's whole width and a description that wraps
+  // only when narrower was cut to half a line (issue 34 #19, the Costs page).
+  auto* row = new QHBoxLayout;
+  row->setContentsMargins(0, 0, 0, 0);
+  row->addWidget(m_description, 1);
+  row->addStretch(0);
+  layout->addLayout(row);
 }
 
 QString PageHeader::title() const { return m_title->text(); }

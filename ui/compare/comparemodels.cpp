@@ -5,6 +5,7 @@
 #include <QPalette>
 
 #include "db/costs.h"
+#include "runs/figures.h"
 #include "ui/common/numberformat.h"
 
 namespace flotilla::ui {
@@ -20,6 +21,15 @@ bool valid(const QAbstractItemModel* m, const QModelIndex& index) {
 }
 
 const QVariant kRight = QVariant(Qt::AlignRight | Qt::AlignVCenter);
+
+// What the two durations mean (db/queries.h RunSummary), for their column headers.
+QVariant durationTip(bool running, bool training) {
+  if (running)
+    return QObject::tr("How long the run was running: its price per hour is charged for this time, and "
+                       "device-hours are this time x its devices");
+  if (training) return QObject::tr("From the first recorded step to the last: start-up is not counted");
+  return {};
+}
 
 }  // namespace
 
@@ -66,15 +76,19 @@ QVariant SummaryModel::data(const QModelIndex& index, int role) const {
       return m_prefs.formatTokens(s.tokens);
     case TokensPerS:
       return opt(s.tokens_per_s, 0);
+    // Figures in the formats `flotilla compare` prints (runs/figures.h).
     case Mfu:
-      return s.mfu ? QStringLiteral("%1%").arg(*s.mfu * 100, 0, 'f', 1) : QString();
-    case WallTime:
-      return m_prefs.formatDuration(s.wall_s);
+      return s.mfu ? QString::fromStdString(runs::mfu_text(*s.mfu)) : QString();
+    case RunningTime:
+      return QString::fromStdString(runs::clock_text(s.running_s));
+    case TrainingTime:
+      return QString::fromStdString(runs::clock_text(s.training_s));
     case GpuHours:
-      return QStringLiteral("%1 %2").arg(s.gpu_hours, 0, 'f', 3).arg(QLatin1String(db::device_hours_unit(s.on_gpus)));
+      return QString::fromStdString(runs::device_hours_text(s.gpu_hours, db::device_hours_unit(s.on_gpus)));
     case Cost:
-      return m_prefs.formatMoney(s.cost_usd);
+      return m_prefs.formatCost(s.cost_usd);
     case CostPerMTokens:
+      if (!s.cost_usd) return m_prefs.formatCost(std::nullopt);
       return s.usd_per_million_tokens ? m_prefs.formatMoney(*s.usd_per_million_tokens) : QString();
     default:
       return {};
@@ -82,6 +96,7 @@ QVariant SummaryModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) return durationTip(section == RunningTime, section == TrainingTime);
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
     case Run:
@@ -102,8 +117,10 @@ QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int 
       return tr("Tokens/s");
     case Mfu:
       return tr("MFU");
-    case WallTime:
-      return tr("Wall time");
+    case RunningTime:
+      return tr("Running time");
+    case TrainingTime:
+      return tr("Training time");
     case GpuHours:
       return tr("Device-h");
     case Cost:
@@ -205,17 +222,18 @@ QVariant TargetModel::data(const QModelIndex& index, int role) const {
     case Loss:
       return formatMetric(h.lossAtStep);
     case Cost:
-      return m_prefs.formatMoney(h.usd);
+      return m_prefs.formatCost(h.usd);
     case GpuHours:
-      return QStringLiteral("%1 %2").arg(h.gpuHours, 0, 'f', 3).arg(QLatin1String(db::device_hours_unit(h.onGpus)));
-    case WallTime:
-      return m_prefs.formatDuration(h.wallSeconds);
+      return QString::fromStdString(runs::device_hours_text(h.gpuHours, db::device_hours_unit(h.onGpus)));
+    case RunningTime:
+      return QString::fromStdString(runs::clock_text(h.runningSeconds));
     default:
       return {};
   }
 }
 
 QVariant TargetModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) return durationTip(section == RunningTime, false);
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
     case Run:
@@ -228,8 +246,8 @@ QVariant TargetModel::headerData(int section, Qt::Orientation orientation, int r
       return tr("Cost");
     case GpuHours:
       return tr("Device-h");
-    case WallTime:
-      return tr("Wall time");
+    case RunningTime:
+      return tr("Running time");
     default:
       return {};
   }

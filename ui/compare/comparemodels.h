@@ -26,7 +26,8 @@ class SummaryModel : public QAbstractTableModel {
     Tokens,
     TokensPerS,
     Mfu,
-    WallTime,
+    RunningTime,   // what the price is charged for (db/queries.h RunSummary)
+    TrainingTime,  // first to last step
     GpuHours,
     Cost,
     CostPerMTokens,
@@ -71,7 +72,7 @@ class TargetModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { Run, Step, Loss, Cost, GpuHours, WallTime, ColumnCount };
+  enum Column { Run, Step, Loss, Cost, GpuHours, RunningTime, ColumnCount };
   explicit TargetModel(QObject* parent = nullptr);
   void setResult(const CompareResult& result);
   void setPreferences(const Preferences& prefs);

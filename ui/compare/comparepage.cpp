@@ -34,8 +34,11 @@ QTableView* newTable(QAbstractItemModel* model, const QString& name) {
   view->setAlternatingRowColors(true);
   view->setSelectionBehavior(QAbstractItemView::SelectRows);
   view->verticalHeader()->hide();
-  view->horizontalHeader()->setStretchLastSection(true);
+  // Columns keep their contents' width and the table scrolls sideways: a stretched last column was
+  // squeezed to "$" when the others filled the width (Cost/M tok, a third run's config values).
+  view->horizontalHeader()->setStretchLastSection(false);
   view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  view->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   view->setWordWrap(false);
   return view;
 }
@@ -47,7 +50,7 @@ QString axisLabel(db::XAxis x, const Preferences& prefs) {
     case db::XAxis::kTokens:
       return QObject::tr("tokens");
     case db::XAxis::kWallTime:
-      return QObject::tr("wall time (%1)").arg(prefs.timeUnitLabel());
+      return QObject::tr("training time (%1)").arg(prefs.timeUnitLabel());
     case db::XAxis::kGpuHours:
       return QObject::tr("device-hours");
     case db::XAxis::kDollars:
@@ -77,8 +80,8 @@ ComparePage::ComparePage(const QString& databasePath, QWidget* parent)
 void ComparePage::build() {
   auto* header = new PageHeader(
       tr("Compare"),
-      tr("Put experiments side by side: any metric overlaid by step, tokens, wall time, device-hours or "
-         "dollars, with their losses, speed, cost per million tokens, differing config keys and the cost "
+      tr("Put experiments side by side: any metric overlaid by step, tokens, training time, device-hours "
+         "or dollars, with their losses, speed, cost per million tokens, differing config keys and the cost "
          "of reaching a chosen loss."),
       this);
 
@@ -114,7 +117,7 @@ void ComparePage::build() {
   m_xAxis->setObjectName(QStringLiteral("compareXAxis"));
   m_xAxis->addItem(tr("Step"), static_cast<int>(db::XAxis::kStep));
   m_xAxis->addItem(tr("Tokens"), static_cast<int>(db::XAxis::kTokens));
-  m_xAxis->addItem(tr("Wall time"), static_cast<int>(db::XAxis::kWallTime));
+  m_xAxis->addItem(tr("Training time"), static_cast<int>(db::XAxis::kWallTime));
   m_xAxis->addItem(tr("Device-hours (GPU-h, CPU-h)"), static_cast<int>(db::XAxis::kGpuHours));
   m_xAxis->addItem(tr("Dollars"), static_cast<int>(db::XAxis::kDollars));
   m_logY = new QCheckBox(tr("Log scale"));
@@ -132,6 +135,11 @@ void ComparePage::build() {
   auto* plotLayout = new QVBoxLayout(plotBox);
   plotLayout->setContentsMargins(0, 0, 0, 0);
   plotLayout->addLayout(controls);
+  m_axisNote = new QLabel;
+  m_axisNote->setObjectName(QStringLiteral("compareAxisNote"));
+  m_axisNote->setWordWrap(true);
+  m_axisNote->hide();
+  plotLayout->addWidget(m_axisNote);
   plotLayout->addWidget(m_plot, 1);
 
   // Right, bottom: tables.
@@ -296,7 +304,22 @@ void ComparePage::applyResult(CompareResult result) {
   const double xScale =
       x == db::XAxis::kWallTime && m_prefs.time == Preferences::TimeUnit::Hours ? 1.0 / 3600 : 1.0;
   QVector<CompareOverlayPlot::Curve> curves;
+  // An unpriced run has no dollars to draw: on the Dollars axis it is left out, and the note says so.
+  QStringList unpriced;
+  for (size_t i = 0; i < m_result.summaries.size(); ++i)
+    if (!m_result.summaries[i].cost_usd) unpriced << QString::fromStdString(m_result.summaries[i].name);
+  const bool dollars = x == db::XAxis::kDollars;
+  m_axisNote->setVisible(dollars && !unpriced.isEmpty());
+  m_axisNote->setText(
+      unpriced.size() == 1
+          ? tr("%1 is not drawn: it is unpriced, so it has no dollars to plot. Give a run a price on the "
+               "wizard's Budget page, or price its machine or node in Settings or Nodes.")
+                .arg(unpriced.front())
+          : tr("%1 are not drawn: they are unpriced, so they have no dollars to plot. Give a run a price on "
+               "the wizard's Budget page, or price its machine or node in Settings or Nodes.")
+                .arg(unpriced.join(QStringLiteral(", "))));
   for (const auto& s : m_result.series) {
+    if (dollars && unpriced.contains(QString::fromStdString(s.run_name))) continue;
     CompareOverlayPlot::Curve c;
     c.name = QString::fromStdString(s.run_name);
     for (const auto& p : s.points) {
@@ -316,6 +339,8 @@ void ComparePage::applyResult(CompareResult result) {
                     tr("%n config key(s) differ", nullptr, static_cast<int>(m_result.differences.size())));
   emit comparisonReady();
 }
+
+QString ComparePage::axisNote() const { return m_axisNote->isVisibleTo(this) ? m_axisNote->text() : QString(); }
 
 void ComparePage::fail(const QString& message) {
   m_status->setText(tr("Could not read the workspace: %1").arg(message));

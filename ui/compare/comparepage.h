@@ -43,6 +43,7 @@ class ComparePage : public QWidget {
 
   RunPickerModel* runModel() const { return m_runs; }
   SummaryModel* summaryModel() const { return m_summary; }
+  QString axisNote() const;  // "" while no run is left out of the plot
   ConfigDiffModel* configModel() const { return m_config; }
   TargetModel* targetModel() const { return m_target; }
   CompareOverlayPlot* plot() const { return m_plot; }
@@ -92,6 +93,7 @@ class ComparePage : public QWidget {
   QCheckBox* m_smoothed = nullptr;
   QDoubleSpinBox* m_targetLoss = nullptr;
   QLabel* m_status = nullptr;
+  QLabel* m_axisNote = nullptr;  // why a run is missing from the Dollars axis (unpriced)
   CompareResult m_result;
   quint64 m_listGeneration = 0, m_compareGeneration = 0;
   bool m_listBusy = false, m_compareBusy = false, m_compareAgain = false;

@@ -41,14 +41,17 @@ TargetHit costToReach(const db::Database& db, const db::Run& run, double target,
       hit.reached = true;
       hit.step = p.step;
       hit.lossAtStep = v;
-      hit.wallSeconds = p.time - points.front().time;
+      hit.trainingSeconds = p.time - points.front().time;
       const auto accruals = db::run_accruals(db, run.id);
       if (accruals.empty()) {
-        hit.gpuHours = static_cast<double>(run.world_size.value_or(1)) * hit.wallSeconds / 3600.0;
+        hit.runningSeconds = run.started_at ? std::max(0.0, p.time - *run.started_at) : hit.trainingSeconds;
+        hit.gpuHours = static_cast<double>(run.world_size.value_or(1)) * hit.runningSeconds / 3600.0;
       } else {
-        hit.usd = db::accrued_until(accruals, p.time, true);
+        hit.runningSeconds = db::running_until(accruals, p.time);
         hit.gpuHours = db::accrued_until(accruals, p.time, false);
       }
+      if (db::any_priced(accruals) || run.usd_per_hour.value_or(0) > 0)
+        hit.usd = db::accrued_until(accruals, p.time, true);
       break;
     }
   }
@@ -62,7 +65,7 @@ CompareResult loadComparison(const CompareRequest& request) {
   std::set<std::string> names;
   for (int64_t id : request.runIds) {
     out.runs.push_back(db::get_run(db, id));
-    out.summaries.push_back(runs::run_summary(db, id, now));
+    out.summaries.push_back(runs::run_summary(db, id, request.now));  // 0: as `flotilla compare` reads it
     out.hits.push_back(costToReach(db, out.runs.back(), request.targetLoss, request.smoothing));
     for (auto& n : db::metric_names(db, id)) names.insert(std::move(n));
   }

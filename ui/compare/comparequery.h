@@ -10,6 +10,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,11 @@ struct TargetHit {
   bool reached = false;
   int64_t step = 0;
   double lossAtStep = 0;  // the (smoothed) value that crossed
-  double usd = 0, gpuHours = 0, wallSeconds = 0;  // gpuHours: device-hours (CPU-h for a CPU run)
+  // Spent by that step: dollars (nullopt: the run is unpriced), device-hours (CPU-h for a CPU run)
+  // and running time, the same measures as the run's summary (db/queries.h RunSummary).
+  std::optional<double> usd;
+  double gpuHours = 0, runningSeconds = 0;
+  double trainingSeconds = 0;  // the first step to that one
   bool onGpus = false;
 };
 

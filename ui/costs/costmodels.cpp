@@ -4,6 +4,8 @@
 #include <QBrush>
 #include <QColor>
 
+#include "runs/figures.h"
+
 namespace flotilla::ui {
 namespace {
 
@@ -14,7 +16,8 @@ bool valid(const QAbstractItemModel* m, const QModelIndex& index) {
 
 const QVariant kRight = QVariant(Qt::AlignRight | Qt::AlignVCenter);
 
-QString money(double usd) { return QStringLiteral("$%1").arg(usd, 0, 'f', usd != 0 && usd < 0.1 ? 4 : 2); }
+// Money as every page and `flotilla` write it (runs/figures.h).
+QString money(double usd) { return QString::fromStdString(runs::usd_text(usd)); }
 
 // A number from an edited cell: "12.5", "$12.5" or "" (nullopt). ok=false for anything else.
 std::optional<double> parseMoney(const QVariant& value, bool* ok) {
@@ -58,18 +61,26 @@ QVariant CostLinesModel::data(const QModelIndex& index, int role) const {
   switch (index.column()) {
     case Key:
       return QString::fromStdString(l.key);
+    // Figures as `flotilla costs` prints them: "unpriced" where no time had a price, never $0.00.
     case Usd:
-      return money(l.usd);
+      return QString::fromStdString(runs::usd_text(l.priced ? std::optional<double>(l.usd) : std::nullopt));
     case GpuHours:
-      return QStringLiteral("%1 %2").arg(l.gpu_hours, 0, 'f', 3).arg(QString::fromStdString(l.unit));
+      return QString::fromStdString(runs::device_hours_text(l.gpu_hours, l.unit));
     case Hours:
-      return QString::number(l.hours, 'f', 2);
+      return QString::fromStdString(runs::clock_text(l.running_s));
     default:
       return {};
   }
 }
 
 QVariant CostLinesModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) {
+    if (section == Hours)
+      return tr("How long it was running (overlapping nodes count once): the price per hour is charged for this "
+                "time");
+    if (section == GpuHours) return tr("Running time x devices: GPU-h for GPU runs, CPU-h for CPU runs");
+    return {};
+  }
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
     case Key:
@@ -79,7 +90,7 @@ QVariant CostLinesModel::headerData(int section, Qt::Orientation orientation, in
     case GpuHours:
       return tr("Device-h");
     case Hours:
-      return tr("Hours");
+      return tr("Running time");
     default:
       return {};
   }
@@ -231,9 +242,9 @@ QVariant BudgetModel::data(const QModelIndex& index, int role) const {
     case Status:
       return QString::fromStdString(b.status);
     case Spent:
-      return m_prefs.formatMoney(b.spentUsd);
+      return m_prefs.formatCost(b.priced ? std::optional<double>(b.spentUsd) : std::nullopt);
     case Projected:
-      return m_prefs.formatMoney(b.projectedUsd);
+      return m_prefs.formatCost(b.priced ? std::optional<double>(b.projectedUsd) : std::nullopt);
     case Cap:
       if (!b.capUsd) return edit ? QVariant(QString()) : QVariant(tr("no cap"));
       return edit ? QVariant(*b.capUsd) : QVariant(m_prefs.formatMoney(*b.capUsd));

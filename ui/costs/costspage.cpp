@@ -1,6 +1,7 @@
 // Costs page (see costspage.h).
 #include "ui/costs/costspage.h"
 
+#include <QDate>
 #include <QDoubleSpinBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
@@ -13,6 +14,8 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
@@ -129,9 +132,14 @@ void CostsPage::build() {
       new QLabel(tr("Double-click a rate to edit it. Edited entries are kept when the built-in "
                     "list is updated; only entries you added or edited can be deleted."));
   pricingHint->setWordWrap(true);
+  m_pricingAge = new QLabel;
+  m_pricingAge->setObjectName(QStringLiteral("pricingAge"));
+  m_pricingAge->setWordWrap(true);
+  m_pricingAge->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* pricing = new QWidget;
   auto* pl = new QVBoxLayout(pricing);
   pl->setContentsMargins(0, 8, 0, 0);
+  pl->addWidget(m_pricingAge);
   pl->addWidget(pricingHint);
   pl->addWidget(m_pricingView, 1);
   pl->addLayout(addRow);
@@ -214,6 +222,7 @@ void CostsPage::showEvent(QShowEvent* event) {
 }
 
 QString CostsPage::totalText() const { return m_total->text(); }
+QString CostsPage::pricingAgeText() const { return m_pricingAge->text(); }
 
 void CostsPage::reload() {
   if (m_databasePath.isEmpty()) return;
@@ -232,9 +241,44 @@ void CostsPage::reload() {
       });
 }
 
+QString CostsPage::pricingAgeText(const std::vector<db::PriceEntry>& prices, const QDate& today) {
+  // The oldest list price not edited by the user: how stale the built-in catalogue is.
+  QDate oldest;
+  QString oldestText;
+  for (const auto& p : prices) {
+    if (p.user_edited || p.as_of.empty()) continue;
+    const QString text = QString::fromStdString(p.as_of);
+    QDate d = QDate::fromString(text, QStringLiteral("yyyy-MM"));
+    if (!d.isValid()) d = QDate::fromString(text, QStringLiteral("yyyy-MM-dd"));
+    if (d.isValid() && (!oldest.isValid() || d < oldest)) {
+      oldest = d;
+      oldestText = text;
+    }
+  }
+  if (!oldest.isValid()) return {};
+  const int months = std::max(0, (today.year() - oldest.year()) * 12 + today.month() - oldest.month());
+  const QString age = months >= 24   ? tr("about %1 years old").arg(months / 12)
+                      : months >= 2  ? tr("%1 months old").arg(months)
+                      : months == 1  ? tr("a month old")
+                                     : tr("from this month");
+  return tr("List prices as of %1 (%2). Cloud prices change: check your provider's price page and edit a rate "
+            "here (double-click it) or with `flotilla pricing set PROVIDER ITEM --on-demand USD`. The built-in "
+            "list is resources/pricing.toml; a newer Flotilla refreshes it and keeps your edits.")
+      .arg(oldestText, age);
+}
+
 void CostsPage::apply(CostsResult result) {
-  m_total->setText(tr("Total spend %1 across %n run(s)", nullptr, static_cast<int>(result.byRun.size()))
-                       .arg(m_prefs.formatMoney(result.totalUsd)));
+  int unpriced = 0;
+  for (const auto& l : result.byRun) unpriced += l.priced ? 0 : 1;
+  const int runs = static_cast<int>(result.byRun.size());
+  QString total = runs == 1 ? tr("Total spend %1 on 1 run").arg(m_prefs.formatMoney(result.totalUsd))
+                            : tr("Total spend %1 on %2 runs").arg(m_prefs.formatMoney(result.totalUsd)).arg(runs);
+  if (unpriced == 1)
+    total += tr(" (1 unpriced)");
+  else if (unpriced > 1)
+    total += tr(" (%1 unpriced)").arg(unpriced);
+  m_total->setText(total);
+  m_pricingAge->setText(pricingAgeText(result.prices, QDate::currentDate()));
   QStringList days;
   QVector<double> usd;
   for (const auto& l : result.byDay) {
@@ -301,7 +345,9 @@ void CostsPage::deleteSelectedPrice() {
 void CostsPage::resetPrices() {
   write([path = m_databasePath] {
     const int n = flotilla::ui::resetPrices(path);
-    return tr("%n entry(ies) reset to list prices", nullptr, n);
+    if (n == 0) return tr("No entry was edited: every price is already the list price.");
+    return n == 1 ? tr("Reset 1 edited entry to its list price.")
+                  : tr("Reset %1 edited entries to their list prices.").arg(n);
   });
 }
 

@@ -11,6 +11,7 @@
 #include "ui/costs/costsquery.h"
 #include "ui/settings/preferences.h"
 
+class QDate;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -41,6 +42,9 @@ class CostsPage : public QWidget {
   CostBarChart* dayChart() const { return m_chart; }
   QTableView* pricingView() const { return m_pricingView; }
   QString totalText() const;
+  QString pricingAgeText() const;  // the catalogue's age and where to update it
+  // "List prices as of 2024-06 (about 2 years old). Cloud prices change: ..."; "" with no dated list price.
+  static QString pricingAgeText(const std::vector<db::PriceEntry>& prices, const QDate& today);
   bool busy() const { return m_loading || m_writes > 0; }
 
  public slots:
@@ -75,6 +79,7 @@ class CostsPage : public QWidget {
   QTableView* m_pricingView = nullptr;
   QLabel* m_total = nullptr;
   QLabel* m_status = nullptr;
+  QLabel* m_pricingAge = nullptr;
   QLineEdit* m_newProvider = nullptr;
   QLineEdit* m_newItem = nullptr;
   QDoubleSpinBox* m_newRate = nullptr;

@@ -46,7 +46,9 @@ CostsResult loadCosts(const QString& databasePath, double now) {
     b.status = db::to_string(item.run.status);
     b.capUsd = item.run.budget_usd;
     b.warnFraction = item.run.budget_warn_fraction;
-    b.spentUsd = db::run_cost_usd(db, item.run.id, costs_at);
+    const std::vector<db::Accrual> accruals = db::run_accruals(db, item.run.id);
+    b.priced = db::any_priced(accruals) || item.run.usd_per_hour.value_or(0) > 0;
+    b.spentUsd = db::accrued_until(accruals, costs_at, true);
     b.projectedUsd = b.spentUsd;
     const double planned = plannedSteps(item.run);
     if (item.run.status == db::RunStatus::kRunning && item.last_step > 0 &&

@@ -22,6 +22,7 @@ struct BudgetLine {
   std::string name, status;
   std::optional<double> capUsd;
   double warnFraction = 0.8;
+  bool priced = false;  // a price on the run or its time: else spent and projected read "unpriced"
   double spentUsd = 0;
   double projectedUsd = 0;  // spent × planned steps / steps done while running; else spent
 };

@@ -115,8 +115,15 @@ void RunNotifier::onState(RunHandle* run, RunHandle::State state) {
     }
     case RunHandle::State::Stopped:
       // Stopped without this window's Stop: its budget, its time limit or a preemption did it.
-      if (!it->stopAsked)
-        notify(Event::Stopped, run, tr("Run %1 stopped").arg(name), tr("%1 at %2").arg(run->stateText(), progress));
+      if (!it->stopAsked) {
+        // The title says "stopped"; the text gives only why ("budget reached: $0.1512 of $0.15"), not
+        // the state word again ("Run x stopped: stopped (budget reached ...)").
+        QString why = run->stateText();
+        const QString word = QStringLiteral("stopped (");
+        if (why.startsWith(word) && why.endsWith(QLatin1Char(')'))) why = why.mid(word.size()).chopped(1);
+        notify(Event::Stopped, run, tr("Run %1 stopped").arg(name),
+               why == QLatin1String("stopped") ? progress : tr("%1 at %2").arg(why, progress));
+      }
       break;
     default:
       break;
@@ -128,7 +135,12 @@ void RunNotifier::onBudget(RunHandle* run, const QString& message, bool stopping
   // The cap itself is told by the stop that follows ("stopped (budget reached: ...)").
   if (it == m_watched.end() || it->budgetReported || stopping) return;
   it->budgetReported = true;
-  notify(Event::BudgetWarning, run, tr("Run %1 is near its budget").arg(run->name()), message);
+  // The runs layer's message names the run ("run 'x' has spent $0.12 of its $0.15 budget"); the
+  // title already does, so the text keeps what was spent: "spent $0.12 of its $0.15 budget".
+  QString text = message;
+  const QString prefix = QStringLiteral("run '%1' has ").arg(run->name());
+  if (text.startsWith(prefix)) text = text.mid(prefix.size());
+  notify(Event::BudgetWarning, run, tr("Run %1 is near its budget").arg(run->name()), text);
 }
 
 void RunNotifier::checkStalls() {

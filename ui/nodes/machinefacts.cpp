@@ -33,13 +33,30 @@ QString formatBytes(quint64 bytes) {
                    : QStringLiteral("%1 %2").arg(value, 0, 'f', 1).arg(QLatin1String(units[unit]));
 }
 
+QString noGpuText(const flotilla::ProbeResult& p) {
+  std::string why = p.gpu_status;
+  if (why.rfind("no GPU: ", 0) == 0) why = why.substr(8);
+  // With no NVIDIA driver at all the CUDA runtime says "CUDA driver version is insufficient for CUDA
+  // runtime version" and reads no driver version: that is a machine without an NVIDIA GPU, not a
+  // driver to update. With a driver the words help: they say which one to update.
+  const bool insufficient = why.find("insufficient") != std::string::npos;
+  if (insufficient && p.cuda_driver.empty()) return QObject::tr("none (no NVIDIA driver)");
+  if (insufficient)
+    return QObject::tr("none: the NVIDIA driver (CUDA %1) is older than this build's CUDA runtime%2; update the "
+                       "driver")
+        .arg(QString::fromStdString(p.cuda_driver),
+             p.cuda_runtime.empty() ? QString() : QStringLiteral(" (%1)").arg(QString::fromStdString(p.cuda_runtime)));
+  if (why.empty() || why == "ok") return QObject::tr("none");
+  return QObject::tr("none (%1)").arg(QString::fromStdString(why));
+}
+
 QString cudaStatus(const flotilla::ProbeResult& p) {
-  if (p.gpus.empty()) return QString::fromStdString(p.gpu_status);
+  if (p.gpus.empty()) return noGpuText(p);
   QStringList parts;
   if (!p.cuda_runtime.empty())
     parts << QObject::tr("CUDA %1 runtime").arg(QString::fromStdString(p.cuda_runtime));
   if (!p.cuda_driver.empty()) parts << QObject::tr("driver %1").arg(QString::fromStdString(p.cuda_driver));
-  parts << QObject::tr("%n GPU(s)", nullptr, static_cast<int>(p.gpus.size()));
+  parts << (p.gpus.size() == 1 ? QObject::tr("1 GPU") : QObject::tr("%1 GPUs").arg(p.gpus.size()));
   return parts.join(QStringLiteral(", "));
 }
 
@@ -67,9 +84,7 @@ QList<QPair<QString, QString>> machineFacts(const flotilla::ProbeResult& p) {
   rows.append({QObject::tr("Memory"),
                QObject::tr("%1 total, %2 available")
                    .arg(formatBytes(p.memory_total_bytes), formatBytes(p.memory_available_bytes))});
-  rows.append({QObject::tr("GPUs"), gpus.isEmpty()
-                                        ? QObject::tr("none: %1").arg(QString::fromStdString(p.gpu_status))
-                                        : gpus.join(QLatin1Char('\n'))});
+  rows.append({QObject::tr("GPUs"), gpus.isEmpty() ? noGpuText(p) : gpus.join(QLatin1Char('\n'))});
   if (!p.gpus.empty()) rows.append({QObject::tr("CUDA"), cudaStatus(p)});
   QString blas = orUnknown(p.blas);
   if (!p.blas_core.empty()) blas += QObject::tr(" (kernel %1)").arg(QString::fromStdString(p.blas_core));

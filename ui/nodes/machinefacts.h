@@ -15,7 +15,11 @@ QString formatBytes(quint64 bytes);
 // (label, value) rows: Host, System, CPU, Cores, Vector units, Memory, GPUs, CUDA, BLAS.
 QList<QPair<QString, QString>> machineFacts(const flotilla::ProbeResult& probe);
 
-// "CUDA 13.0 runtime, driver 13.0, 4 GPUs" or the reason there is no GPU.
+// Why a machine has no GPU, in plain words: "none (no NVIDIA driver)" on a machine without one,
+// the driver and runtime versions when an old driver is the cause, else the probe's reason.
+QString noGpuText(const flotilla::ProbeResult& probe);
+
+// "CUDA 13.0 runtime, driver 13.0, 4 GPUs" or noGpuText().
 QString cudaStatus(const flotilla::ProbeResult& probe);
 
 }  // namespace flotilla::ui

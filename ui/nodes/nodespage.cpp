@@ -95,7 +95,13 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
                          QSizePolicy::Ignored);  // the header and card keep their height
   m_emptyHint->setObjectName(QStringLiteral("nodesEmptyHint"));
   m_emptyHint->setWordWrap(true);
-  m_emptyHint->setForegroundRole(QPalette::PlaceholderText);
+  // Why a node is not usable, on the page (not only in the Status cell's tooltip): issue 34 #20.
+  m_problems = new QLabel(this);
+  m_problems->setObjectName(QStringLiteral("nodesProblems"));
+  m_problems->setWordWrap(true);
+  m_problems->setTextFormat(Qt::PlainText);
+  m_problems->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_problems->hide();
   m_message->setObjectName(QStringLiteral("nodesMessage"));
   m_message->setWordWrap(true);
   m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -130,6 +136,7 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
   layout->addWidget(header);
   layout->addLayout(actions);
   layout->addWidget(m_table, 1);
+  layout->addWidget(m_problems);
   layout->addWidget(m_emptyHint);
   layout->addWidget(m_message);
   layout->addWidget(m_latency);
@@ -314,7 +321,18 @@ void NodesPage::updateActions() {
                "authentication) to train on it; Flotilla checks its host key and probes its GPUs.")
           : QString());
   m_emptyHint->setVisible(m_model->nodeCount() == 0);
+  QStringList problems;
+  for (int row = 1; row <= m_model->nodeCount(); ++row) {
+    const QString node = QString::fromStdString(m_model->entry(row)->node.name);
+    const NodeStatus st = m_model->status(node);
+    if (st.state == NodeState::Reachable || st.state == NodeState::Unknown || st.message.isEmpty()) continue;
+    problems << tr("%1 is %2: %3").arg(node, stateText(st.state), st.message);
+  }
+  m_problems->setText(problems.join(QLatin1Char('\n')));
+  m_problems->setVisible(!problems.isEmpty());
 }
+
+QString NodesPage::problemsText() const { return m_problems->isVisibleTo(this) ? m_problems->text() : QString(); }
 
 void NodesPage::setMessage(const QString& text) { m_message->setText(text); }
 

@@ -48,6 +48,8 @@ class NodesPage : public QWidget {
   // The host key prompt now open (nullptr when none).
   HostKeyDialog* hostKeyDialog() const { return m_hostKeyDialog; }
   QString messageText() const;
+  // "box is unreachable: Failed to resolve hostname ...", one line per node that cannot be used; "" none.
+  QString problemsText() const;
   LatencyView* latencyView() const { return m_latency; }
   // The local flotilla-worker that "Measure latency" deploys (default: beside the app, or on PATH).
   void setWorkerPath(const QString& path) { m_workerPath = path; }
@@ -93,6 +95,7 @@ class NodesPage : public QWidget {
   QLabel* m_status;
   QLabel* m_message;
   QLabel* m_emptyHint;
+  QLabel* m_problems = nullptr;
   QPushButton* m_refresh;
   QPushButton* m_add;
   QPushButton* m_edit;

@@ -33,6 +33,10 @@ void configFacts(const std::string& json, RunRow& row) {
 }  // namespace
 
 QVector<RunRow> readRunRows(const db::Database& db, double now) {
+  // Costs and running time at 0 ("the present") are measured by the monotonic clock (db/costs.h),
+  // as every other page and `flotilla` read them; `now` stays a wall time for readAt.
+  const double costs_at = now;
+  if (now <= 0) now = db::now_seconds();
   QVector<RunRow> rows;
   for (const db::RunListItem& item : db::list_runs(db)) {
     const db::Run& r = item.run;
@@ -65,10 +69,13 @@ QVector<RunRow> readRunRows(const db::Database& db, double now) {
     row.endedAt = r.ended_at.value_or(0);
     row.parentId = r.parent_id.value_or(0);
     row.parentKind = q(r.parent_kind);
-    for (const db::Accrual& a : db::run_accruals(db, r.id)) {
-      row.costUsd += a.usd(now);
+    const std::vector<db::Accrual> accruals = db::run_accruals(db, r.id);
+    for (const db::Accrual& a : accruals) {
+      row.costUsd += a.usd(costs_at);
       if (!a.end) row.usdPerHour += a.usd_per_hour;
     }
+    row.runningSeconds = db::run_time_running(db, r, costs_at);
+    row.readAt = now;
     rows.append(row);
   }
   return rows;
@@ -102,7 +109,7 @@ void StorePoller::refresh() {
       options.quick_check = false;  // the app checked it at start; the writer owns the file
       m_db = std::make_unique<db::Database>(m_path.toStdString(), options);
     }
-    emit snapshot(readRunRows(*m_db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0));
+    emit snapshot(readRunRows(*m_db, 0));  // the present
   } catch (const db::DbError& e) {
     m_db.reset();
     emit failed(QString::fromUtf8(e.what()));

@@ -43,6 +43,9 @@ struct RunRow {
   double tokensPerSec = 0, mfu = 0;
   double secondsPerStep = 0;  // running runs: the pace measured on its recent steps (0: not known)
   double createdAt = 0, startedAt = 0, endedAt = 0;  // Unix seconds; 0: not set
+  // Running time as of readAt (db::RunSummary::running_s: what the price is charged for); a
+  // running run's goes on with the clock from there.
+  double runningSeconds = 0, readAt = 0;
   double costUsd = 0;
   double usdPerHour = 0;       // open accruals' rate (running runs only)
   double priceUsdPerHour = 0;  // the run's price stored when it started (0: unpriced or not resolved)
@@ -52,7 +55,8 @@ struct RunRow {
   QString parentKind;
 };
 
-// Every run, newest first, with live columns as of `now` (Unix seconds).
+// Every run, newest first, with live columns as of `now` (Unix seconds; 0: the present, costs and
+// running time then measured monotonically as db/costs.h reads them).
 QVector<RunRow> readRunRows(const flotilla::db::Database& db, double now);
 
 class StorePoller : public QObject {

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "db/run_store.h"
+#include "runs/figures.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
 #include "ui/common/numberformat.h"
@@ -49,6 +50,11 @@ int StoreRunsModel::rowCount(const QModelIndex& parent) const {
 }
 int StoreRunsModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
+}
+
+double StoreRunsModel::runningSeconds(const RunRow& r) const {
+  const bool running = r.status == QLatin1String("running");
+  return r.runningSeconds + (running && r.readAt > 0 ? std::max(0.0, now() - r.readAt) : 0.0);
 }
 
 double StoreRunsModel::now() const {
@@ -134,17 +140,16 @@ QVariant StoreRunsModel::display(const RunRow& r, int column) const {
       return r.tokensPerSec > 0 ? QLocale().toString(r.tokensPerSec, 'f', 0) : QString();
     case Mfu:
       return r.mfu > 0 ? QStringLiteral("%1%").arg(r.mfu * 100, 0, 'f', 1) : QString();
-    case Elapsed: {
+    case Elapsed:
+      // Running time (db/queries.h RunSummary): what the price is charged for, as Compare, Costs and
+      // `flotilla runs show` name it.
       if (r.startedAt <= 0) return QString();
-      const double end =
-          r.status == QLatin1String("running") ? now() : (r.endedAt > 0 ? r.endedAt : r.startedAt);
-      return formatDuration(static_cast<qint64>((end - r.startedAt) * 1000));
-    }
+      return QString::fromStdString(runs::clock_text(runningSeconds(r)));
     case Cost:
       // A run with no price costs nothing known: "unpriced", as the CLI says, never a $0.00 figure.
       if (r.priceUsdPerHour <= 0 && r.costUsd <= 0) return tr("unpriced");
-      // Small budgets need the digits: a cent-a-second run is $0.0201, not $0.02.
-      return QStringLiteral("$%1").arg(r.costUsd, 0, 'f', r.costUsd < 1 && r.costUsd > 0 ? 4 : 2);
+      // Small budgets need the digits: a cent-a-second run is $0.0201, not $0.02 (runs/figures.h).
+      return QString::fromStdString(runs::usd_text(r.costUsd));
     case Tags:
       return r.tags.join(QStringLiteral(", "));
     case Notes:
@@ -201,7 +206,7 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
         case Mfu:
           return r.mfu;
         case Elapsed:
-          return r.startedAt > 0 ? (r.endedAt > 0 ? r.endedAt : now()) - r.startedAt : 0.0;
+          return runningSeconds(r);
         case Cost:
           return r.costUsd;
         case Name:
@@ -219,7 +224,7 @@ QVariant StoreRunsModel::data(const QModelIndex& index, int role) const {
 QVariant StoreRunsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* const kTitles[ColumnCount] = {"Name",     "Status", "Target",   "Model",  "Layout",
-                                                   "Progress", "Loss",   "Tokens/s", "MFU",    "Elapsed",
+                                                   "Progress", "Loss",   "Tokens/s", "MFU",    "Running time",
                                                    "Cost",     "Tags",   "Notes",    "Created"};
   return section >= 0 && section < ColumnCount ? tr(kTitles[section]) : QVariant();
 }

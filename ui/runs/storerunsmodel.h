@@ -30,7 +30,7 @@ class StoreRunsModel : public QAbstractTableModel {
     Loss,
     TokensPerSec,
     Mfu,
-    Elapsed,
+    Elapsed,  // "Running time": what the price is charged for (db::RunSummary::running_s)
     Cost,
     Tags,
     Notes,
@@ -64,6 +64,7 @@ class StoreRunsModel : public QAbstractTableModel {
  private:
   QVariant display(const RunRow& r, int column) const;
   double now() const;
+  double runningSeconds(const RunRow& r) const;  // as of now: a running run's goes on from readAt
 
   StoreService* m_store;
   QVector<RunRow> m_rows;

@@ -192,6 +192,21 @@ StoreRunsView::StoreRunsView(StoreService* store, LocalRuns* runs, QWidget* pare
   m_table->setContextMenuPolicy(Qt::CustomContextMenu);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_table->horizontalHeader()->setStretchLastSection(true);
+  // No column grows past about 40 characters: a longer status or note is elided, with the whole text
+  // in its tooltip; and Created is shown before Tags and Notes (free text, the widest columns), so
+  // neither pushes it off-screen (issue 34 #19). The model's column order is unchanged.
+  m_table->setTextElideMode(Qt::ElideRight);
+  m_table->horizontalHeader()->setMaximumSectionSize(m_table->fontMetrics().averageCharWidth() * 40 + 24);
+  m_table->horizontalHeader()->moveSection(m_table->horizontalHeader()->visualIndex(StoreRunsModel::Created),
+                                           m_table->horizontalHeader()->visualIndex(StoreRunsModel::Tags));
+  // Rows that arrive after the first (a run started elsewhere, then the store's snapshot) do not
+  // make the header measure its columns again: "long-warmup" was cut to "long-wa…" at the width
+  // of the first row's name. Measure again whenever rows come or go.
+  const auto remeasure = [this] { m_table->horizontalHeader()->resizeSections(QHeaderView::ResizeToContents); };
+  connect(m_filter, &QAbstractItemModel::rowsInserted, this, remeasure);
+  connect(m_filter, &QAbstractItemModel::rowsRemoved, this, remeasure);
+  connect(m_filter, &QAbstractItemModel::modelReset, this, remeasure);
+  connect(m_filter, &QAbstractItemModel::layoutChanged, this, remeasure);
   m_table->setToolTip(
       tr("Double-click a run to watch it on the Live page; tags and notes are edited in "
          "place (F2); Delete removes the selected run; right-click for resume, fork, duplicate, export and "

@@ -9,6 +9,7 @@
 
 #include <optional>
 
+#include "runs/figures.h"
 #include "ui/common/accessiblestyle.h"
 
 namespace flotilla::ui {
@@ -123,8 +124,11 @@ QString Preferences::timeUnitLabel() const {
 }
 
 QString Preferences::formatMoney(double usd) const {
-  const int decimals = usd != 0 && usd < 0.1 ? 4 : 2;
-  return currency + QString::number(usd, 'f', decimals);
+  return currency + QString::fromStdString(runs::usd_number(usd));  // the CLI's digits (runs/figures.h)
+}
+
+QString Preferences::formatCost(std::optional<double> usd) const {
+  return usd ? formatMoney(*usd) : QObject::tr("unpriced");
 }
 
 QString themeName(Preferences::Theme theme) {

@@ -9,6 +9,8 @@
 
 #include <QString>
 
+#include <optional>
+
 namespace flotilla::ui {
 
 struct Preferences {
@@ -41,7 +43,10 @@ struct Preferences {
   // Seconds as "3.25 h" or "11700 s".
   QString formatDuration(double seconds) const;
   QString timeUnitLabel() const;
+  // Money as every page and `flotilla` write it (runs/figures.h): "$0.1733", "$12.35".
   QString formatMoney(double usd) const;
+  // formatMoney, or "unpriced" for a figure with no price (nullopt), never "$0.00".
+  QString formatCost(std::optional<double> usd) const;
 };
 
 QString themeName(Preferences::Theme theme);
