@@ -496,7 +496,7 @@ void LivePage::updateStatus() {
                  .arg(tps > 0 ? locale.toString(tps, 'f', 0) : QStringLiteral("–"));
     parts << (mfu > 0 ? (ended ? tr("MFU %1% (run mean)") : tr("MFU %1%")).arg(100.0 * mfu, 0, 'f', 1)
                       : tr("MFU n/a"));
-    parts << tr("%1 elapsed").arg(formatDuration(m_run->elapsedMs()));
+    parts << tr("running time %1").arg(formatDuration(m_run->elapsedMs()));
     // Time left at the pace the run keeps now (its own steps' clock), not the plan's estimate.
     if (!ended) {
       const double pace = recentSecondsPerStep(m_dashboard->data().steps());

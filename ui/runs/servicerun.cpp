@@ -427,6 +427,18 @@ bool ServiceRun::pullStore(qint64 id) {
     }
     runs::StoreRead read = f.reader->read(*f.db);
     emitRecords(read.records);
+    // The run's running time as every page and command gives it (db::run_time_running: the union
+    // of its cost intervals, across attempts); elapsedMs() goes on from it while the run does.
+    const double at = db::now_seconds();
+    const double running = db::run_time_running(*f.db, read.run);
+    QMetaObject::invokeMethod(
+        this,
+        [this, running, at, open = !read.ended] {
+          m_storedRunningS = running;
+          m_storedRunningAt = at;
+          m_storedRunningOpen = open;
+        },
+        Qt::QueuedConnection);
     if (m_followed)
       QMetaObject::invokeMethod(
           this, [this, run = read.run, ended = read.ended] { onStoredRow(run, ended); },
@@ -622,6 +634,12 @@ void ServiceRun::setStored(const flotilla::db::Run& run) {
 }
 
 qint64 ServiceRun::elapsedMs() const {
+  if (m_storedRunningAt > 0) {  // the store's running time, as Runs, Compare, Costs and the CLI say
+    double s = m_storedRunningS;
+    if (m_storedRunningOpen && isActive())
+      s += std::max(0.0, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0 - m_storedRunningAt);
+    return static_cast<qint64>(s * 1000.0);
+  }
   if (m_storedStart > 0) {  // the store's clock: the whole run, across sessions
     const bool ended = !isActive() && m_state != State::NotStarted && m_state != State::Detached;
     const double end = ended && m_storedEnd > 0
@@ -849,11 +867,11 @@ QString ServiceRun::summaryText() const {
   // How it ended in the worker's words when it stopped early ("stopped on request (flotilla app)",
   // "budget reached: ..."); else its exit ("completed"). A record from before issue 34 says
   // "preempted" for a Stop too: the status beside it says who asked.
-  return tr("%1 steps, final loss %2, best validation loss %3, %4 s, %5 tokens/s, %6")
+  return tr("%1 steps, final loss %2, best validation loss %3, %4 s in the worker, %5 tokens/s, %6")
       .arg(s.steps)
       .arg(formatMetric(s.final_loss))
       .arg(s.best_val_loss ? formatMetric(*s.best_val_loss) : tr("none"))
-      .arg(s.wall_s, 0, 'f', 1)
+      .arg(QString::number(s.wall_s, 'f', 1))
       .arg(QLocale().toString(s.mean_tokens_per_s, 'f', 0))
       .arg(s.stop_reason.empty() ? tr("exit %1").arg(QString::fromStdString(s.exit))
                                  : QString::fromStdString(s.stop_reason));

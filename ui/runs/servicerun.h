@@ -272,6 +272,10 @@ class ServiceRun : public RunHandle {
   QDateTime m_startedAt;
   QElapsedTimer m_clock;
   double m_storedStart = 0, m_storedEnd = 0;  // Unix seconds from the store (0: not known)
+  // The store's running time when it was last read (m_storedRunningAt, Unix s; 0: never read), and
+  // whether the run still accrued then.
+  double m_storedRunningS = 0, m_storedRunningAt = 0;
+  bool m_storedRunningOpen = false;
   QString m_lastError;                        // the last error event's message
   runs::SpeedMean m_speed;
   QVector<TextSample> m_samples;
