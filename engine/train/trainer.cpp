@@ -582,8 +582,10 @@ static int export_at_end(train_detail::Loop& loop) {
         interop::PeftExportOptions o;
         o.base_model_name_or_path = cfg.model.init_from;
         interop::export_peft_adapter(cfg.checkpoint.export_peft, c.dims, c.lora, c.params.data(), o);
+        std::error_code ec;
+        const std::string where = std::filesystem::absolute(cfg.checkpoint.export_peft, ec).string();
         loop.metrics.event("info", "exported step " + std::to_string(c.step) + "'s LoRA adapter as a PEFT folder to " +
-                                       cfg.checkpoint.export_peft);
+                                       (ec ? cfg.checkpoint.export_peft : where));
         loop.progress.line("exported the adapter of step %lld -> %s", static_cast<long long>(c.step),
                            cfg.checkpoint.export_peft.c_str());
       }
@@ -591,13 +593,18 @@ static int export_at_end(train_detail::Loop& loop) {
         what = "checkpoint.export_hf";
         retry = "--format hf --out " + cfg.checkpoint.export_hf;
         interop::HfExportOptions o;
-        o.dtype = cfg.checkpoint.export_dtype;
+        std::string why;
+        o.dtype = cfg.checkpoint.export_dtype == "source" ? interop::source_dtype(cfg.model.init_from, &why)
+                                                          : cfg.checkpoint.export_dtype;
         o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
         const std::vector<float> merged = interop::merged_model_params(c);
         interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, merged.data(), o);
         const std::string merge = c.lora.enabled() ? ", " + interop::merged_export_note(c.lora) : "";
+        std::error_code ec;
+        const std::string where = std::filesystem::absolute(cfg.checkpoint.export_hf, ec).string();
         loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
-                                       o.dtype + merge + ") to " + cfg.checkpoint.export_hf);
+                                       o.dtype + (why.empty() ? "" : ", as the source: " + why) + merge +
+                                       ") to " + (ec ? cfg.checkpoint.export_hf : where));
         loop.progress.line("exported step %lld -> %s%s%s", static_cast<long long>(c.step),
                            cfg.checkpoint.export_hf.c_str(), c.lora.nf4 ? "; " : "",
                            c.lora.nf4 ? interop::merged_export_note(c.lora).c_str() : "");
