@@ -7,6 +7,7 @@
 // training-time samples (eval.sample_every) end at the end token too instead of running to
 // eval.sample_tokens, and the other options (--chat off, --stop, --special, --top-p) do what they say.
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -132,6 +133,10 @@ int main() {
                                 "--out", root + "/data", "--val-fraction", "0"});
   CHECK_MSG(prep.exit_code == 0 && prep.output.find("chatml") != std::string::npos, "data prepare: %s",
             prep.output.c_str());
+  // The tokenizer beside the shards, as the app's Data page leaves it: the run's tokenizer
+  // (run_tokenizer_path), which the training-time samples stop with.
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(tok_dir + "/" + f, root + "/data/" + f);
   const std::string run = root + "/run";
   write_text(root + "/chat.toml", config(root + "/data"));
   const auto trained = run_worker({"train", "--config", root + "/chat.toml", "--out-dir", run, "--quiet"},
