@@ -99,6 +99,7 @@ int cmd_export(const CommandArgs& argv) {
   std::error_code abs_ec;
   const std::string out_abs = fs::absolute(*out, abs_ec).string();
   if (!abs_ec) out = out_abs;
+  const std::string source = fs::absolute(c.dir, abs_ec).string();
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const ModelDims& d = c.dims;
   if (format == "peft") {
@@ -110,7 +111,7 @@ int cmd_export(const CommandArgs& argv) {
     o.dtype = dtype;
     o.base_model_name_or_path = c.init_from;
     const std::vector<std::string> files = interop::export_peft_adapter(*out, d, c.lora, c.params.data(), o);
-    std::printf("exported %s (step %lld) as a PEFT LoRA adapter (%s): %s\n", c.dir.c_str(),
+    std::printf("exported %s (step %lld) as a PEFT LoRA adapter (%s): %s\n", source.c_str(),
                 static_cast<long long>(c.step), dtype_text.c_str(), out->c_str());
     for (const std::string& f : files) std::printf("  %s\n", f.c_str());
     std::printf("  r %d, alpha %g%s, targets %s, %zu parameters; base %s\n", c.lora.rank, c.lora.alpha,
@@ -155,7 +156,7 @@ int cmd_export(const CommandArgs& argv) {
       std::error_code ec;
       bytes += fs::file_size(fs::path(path) / f, ec);
     }
-    std::printf("exported %s (step %lld) as a Hugging Face folder (%s%s): %s (%s)\n", c.dir.c_str(),
+    std::printf("exported %s (step %lld) as a Hugging Face folder (%s%s): %s (%s)\n", source.c_str(),
                 static_cast<long long>(c.step), dtype_text.c_str(),
                 c.lora.enabled() && !c.lora.nf4 ? ", the LoRA adapter merged into its base" : "",
                 path.c_str(), mib(bytes).c_str());
@@ -189,7 +190,7 @@ int cmd_export(const CommandArgs& argv) {
   written.insert(written.begin(), path);
   std::error_code ec;
   const uint64_t size = fs::file_size(path, ec);
-  std::printf("exported %s (step %lld) as %s: %s (%s)\n", c.dir.c_str(), static_cast<long long>(c.step),
+  std::printf("exported %s (step %lld) as %s: %s (%s)\n", source.c_str(), static_cast<long long>(c.step),
               format.c_str(), path.c_str(), mib(size).c_str());
   for (size_t i = 1; i < written.size(); ++i) std::printf("  also wrote %s\n", written[i].c_str());
   std::printf(
