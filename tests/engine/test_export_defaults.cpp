@@ -57,5 +57,5 @@ int main() {
   CHECK_MSG(b.exit_code == 0 && contains(b.output, "(bf16)"), "%s", b.output.c_str());
   CHECK(flotilla::interop::read_hf_config(root + "/out16").dtype == "bfloat16");
   std::printf("export defaults: fp32 source exports fp32, folders named absolutely\n");
-  return 0;
+  return flotilla_test::summary("test_export_defaults");
 }

@@ -102,7 +102,8 @@ static void check_generation_prompts() {
       {"smollm2", "<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
       {"qwen", "<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"},
       {"llama3",
-       "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi?<|eot_id|><|start_header_id|>assistant<|"
+       "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi?<|eot_id|><|start_header_id|>"
+       "assistant<|"
        "end_header_id|>\n\n",
        "<|eot_id|>"},
   };
@@ -189,14 +190,13 @@ int main() {
   // Plain output: only the answer on stdout (the worker's notes go to stderr, after it).
   {
     const std::string log = root + "/plain.out";
-    const pid_t pid = spawn({FLOTILLA_WORKER_PATH, "sample", "--checkpoint", run, "--tokenizer", tok_dir,
-                             "--prompt", kFrance, "--temperature", "0"},
-                            {}, log);
+    const pid_t pid =
+        spawn({"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>/dev/null", FLOTILLA_WORKER_PATH, "sample",
+               "--checkpoint", run, "--tokenizer", tok_dir, "--prompt", kFrance, "--temperature", "0"},
+              {}, log);
     CHECK(wait_exit(pid) == 0);
-    const std::string out = read_file(log);
-    CHECK_MSG(out.find("The capital of France is Paris.\n") != std::string::npos &&
-                  out.find("<|im_end|>") == std::string::npos && out.find(kFrance) == std::string::npos,
-              "plain output: %s", out.c_str());
+    const std::string out = read_file(log);  // stdout alone
+    CHECK_MSG(out == "The capital of France is Paris.\n", "stdout: [%s]", out.c_str());
   }
   // --special keeps the end token; a --stop string cuts the answer before it.
   {
@@ -230,5 +230,5 @@ int main() {
   }
   std::printf(
       "sample chat: prompt wrapped in ChatML, greedy answer ends at <|im_end|>, training samples stop\n");
-  return 0;
+  return flotilla_test::summary("test_sample_chat");
 }

@@ -91,5 +91,5 @@ int main() {
   CHECK_MSG(plain.exit_code == 0 && plain.output.find("chat format") == std::string::npos, "%s",
             plain.output.c_str());
   std::printf("runs sample on a chat run: the answer alone, ending at <|im_end|>\n");
-  return 0;
+  return flotilla_test::summary("test_sample_chat_cli");
 }
