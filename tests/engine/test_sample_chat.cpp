@@ -163,6 +163,7 @@ int main() {
     CHECK_MSG(r.exit_code == 0, "sample: %s", r.output.c_str());
     const nlohmann::json j = json_line(r.output);
     CHECK_MSG(j.is_object(), "no JSON line in: %s", r.output.c_str());
+    if (!j.is_object()) continue;
     // The prompt is the ChatML user turn and the assistant's generation prompt, tokenized as one text.
     const std::vector<int32_t> prompt = j["prompt_ids"].get<std::vector<int32_t>>();
     std::vector<uint32_t> u(prompt.begin(), prompt.end());
