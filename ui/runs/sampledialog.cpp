@@ -110,10 +110,11 @@ SampleDialog::SampleDialog(const QString& runName, const QString& worker, const 
     m_system = new QLineEdit(this);
     m_system->setObjectName(QStringLiteral("system"));
     m_system->setPlaceholderText(tr("optional: a system message before the prompt"));
-    m_system->setEnabled(chatModel);
-    connect(m_chat, &QCheckBox::toggled, m_system, &QWidget::setEnabled);
     form->addRow(m_chat);
     form->addRow(tr("System"), m_system);
+    // A system message belongs to a chat: its row shows with the template on.
+    form->setRowVisible(m_system, chatModel);
+    connect(m_chat, &QCheckBox::toggled, this, [form, this](bool on) { form->setRowVisible(m_system, on); });
   }
   m_temperature->setObjectName(QStringLiteral("temperature"));
   m_temperature->setRange(0, 5);
