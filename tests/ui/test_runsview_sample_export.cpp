@@ -182,12 +182,15 @@ void TestRunsViewSampleExport::sampleDialogAnswersAChatModelInItsFormat() {
                history.contains(QStringLiteral("The capital of France is Paris.")) &&
                history.contains(QStringLiteral("#2")) && history.contains(QStringLiteral("temperature 0")),
            qPrintable(history));
+  QVERIFY2(dialog->statusLabel()->text().contains(
+               QStringLiteral("tokens from step 160, stopped at <|im_end|> · ")),
+           qPrintable(dialog->statusLabel()->text()));
   dialog->copyButton()->click();
   QCOMPARE(QApplication::clipboard()->text(), QStringLiteral("The capital of Japan is Tokyo."));
+  savePng(dialog, QStringLiteral("sample-dialog.png"));
   // The chat template off: the model continues the text itself, without a user turn.
   dialog->chatBox()->setChecked(false);
   QCOMPARE(dialog->request().chat, std::string("off"));
-  savePng(dialog, QStringLiteral("sample-dialog.png"));
 
   // The programmatic path (the same request, its defaults) answers a chat model in its format too.
   QString shown;
@@ -227,7 +230,7 @@ void TestRunsViewSampleExport::sampleDialogAsksARunWithoutTokenizerForIds() {
   dialog->promptEdit()->setPlainText(QStringLiteral("Once upon a time"));
   dialog->generateButton()->click();
   QVERIFY(!dialog->isGenerating());
-  QVERIFY2(dialog->statusLabel()->text().contains(QStringLiteral("must be token ids")),
+  QVERIFY2(dialog->statusLabel()->text().contains(QStringLiteral("give token ids")),
            qPrintable(dialog->statusLabel()->text()));
   dialog->promptEdit()->setPlainText(QStringLiteral("1 2 3"));
   QCOMPARE(dialog->request().prompt, std::string("1 2 3"));

@@ -190,6 +190,7 @@ SampleDialog::SampleDialog(const QString& runName, const QString& worker, const 
   layout->addWidget(m_answer, 2);
   m_status->setObjectName(QStringLiteral("sampleStatus"));
   m_status->setWordWrap(true);
+  m_status->setMinimumHeight(m_status->fontMetrics().lineSpacing() * 2 + 4);  // a reason may take two lines
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
   layout->addWidget(m_status);
   m_history->setObjectName(QStringLiteral("history"));
@@ -242,8 +243,8 @@ void SampleDialog::generate() {
     static const QRegularExpression ids(QStringLiteral("^[\\s0-9]*$"));
     if (!ids.match(m_prompt->toPlainText()).hasMatch()) {
       m_status->setText(
-          tr("This run has no tokenizer, so the prompt must be token ids (numbers separated by "
-             "spaces), or empty to start at token 0."));
+          tr("This run has no tokenizer: give token ids (numbers separated by spaces), or nothing to start "
+             "at token 0."));
       return;
     }
   }
@@ -314,7 +315,15 @@ void SampleDialog::done(bool ok, QString reason) {
     emit finished(false, why);
     return;
   }
-  m_status->setText(tr("%1 (%2 s)").arg(reason, seconds));
+  // "sampled 23 tokens from DIR (step 160); stopped at <|im_end|>" -> "23 tokens from step 160,
+  // stopped at <|im_end|> · 0.4 s" (the folder is long and the user chose the run).
+  static const QRegularExpression summary(
+      QStringLiteral("^sampled (\\d+) tokens from .* \\(step (\\d+)\\); (.*)$"));
+  const QRegularExpressionMatch m = summary.match(reason);
+  m_status->setText(
+      m.hasMatch()
+          ? tr("%1 tokens from step %2, %3 · %4 s").arg(m.captured(1), m.captured(2), m.captured(3), seconds)
+          : tr("%1 · %2 s").arg(reason, seconds));
   ++m_answers;
   QString entry = tr("#%1 · %2\nPrompt: %3\nAnswer: %4\n")
                       .arg(m_answers)
