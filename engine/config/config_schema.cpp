@@ -146,8 +146,8 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, export_hf,
                    "after the last step, also write a Hugging Face folder here (llama); \"\" off"),
       FLOTILLA_KEY(checkpoint, export_dtype,
-                   "dtype of that folder's weights: source (init_from's dtype, else fp32) | bf16 | fp32",
-                   "source", "bf16", "fp32"),
+                   "dtype of that folder: source (init_from's, else fp32) | bf16 | fp32", "source", "bf16",
+                   "fp32"),
       FLOTILLA_KEY(checkpoint, export_peft, "LoRA: also write the adapter as a PEFT folder here at the end"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
