@@ -1,37 +1,50 @@
 // Decoding a run's text samples (see sample_text.h).
 #include "runs/sample_text.h"
 
-#include <filesystem>
+#include <sstream>
 
+#include "engine/data/chat_format.h"
+#include "engine/data/run_tokenizer.h"
 #include "engine/tokenizer/bpe.h"
 
 namespace flotilla::runs {
 
-namespace fs = std::filesystem;
+std::string run_tokenizer_path(const RunConfig& config) { return flotilla::run_tokenizer_path(config); }
 
-namespace {
-
-bool holds_tokenizer(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
-  return fs::exists(dir / "tokenizer.json", ec) ||
-         (fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec)) ||
-         fs::exists(dir / "tokenizer.flotilla.json", ec);
+std::vector<std::string> sample_worker_args(const SampleRequest& r) {
+  auto number = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  std::vector<std::string> a{"sample",
+                             "--checkpoint",
+                             r.checkpoint,
+                             "--tokens",
+                             std::to_string(r.tokens),
+                             "--temperature",
+                             number(r.temperature),
+                             "--top-k",
+                             std::to_string(r.top_k),
+                             "--top-p",
+                             number(r.top_p),
+                             "--seed",
+                             std::to_string(r.seed)};
+  if (r.tokenizer.empty()) {
+    a.insert(a.end(),
+             {"--prompt-ids", r.prompt.find_first_not_of(" \t\n") == std::string::npos ? "0" : r.prompt});
+  } else {
+    a.insert(a.end(), {"--tokenizer", r.tokenizer, "--prompt", r.prompt, "--chat", r.chat});
+    if (!r.system.empty()) a.insert(a.end(), {"--system", r.system});
+    for (const std::string& s : r.stops) a.insert(a.end(), {"--stop", s});
+    if (r.special) a.push_back("--special");
+  }
+  if (r.json) a.push_back("--json");
+  return a;
 }
 
-}  // namespace
-
-std::string run_tokenizer_path(const RunConfig& config) {
-  std::vector<fs::path> candidates;
-  if (!config.model.init_from.empty()) candidates.push_back(fs::path(config.model.init_from));
-  if (config.data.source != "synthetic" && !config.data.train.empty()) {
-    const fs::path train(config.data.train);
-    std::error_code ec;
-    candidates.push_back(fs::is_directory(train, ec) ? train : train.parent_path());
-  }
-  for (const fs::path& dir : candidates)
-    if (holds_tokenizer(dir)) return dir.string();
-  return {};
+bool has_chat_template(const std::string& tokenizer_path) {
+  return flotilla::has_chat_template(tokenizer_path);
 }
 
 SampleDecoder::SampleDecoder(const std::string& path) {

@@ -1,11 +1,8 @@
 // Text samples a run writes as token ids (the worker has no tokenizer at hand: its `sample`
 // records carry ids and an empty text), decoded with the run's own tokenizer.
 //
-// Decision: a run's tokenizer is found, not configured: the Hugging Face folder it starts from
-// (model.init_from), else the folder of its train shards, which is where `data prepare` and the
-// app's Data page leave the tokenizer that made them. The first folder that holds one (a
-// tokenizer.json, GPT-2's vocab.json + merges.txt, or tokenizer.flotilla.json) is the run's; a
-// run with none (the synthetic demo) shows its ids.
+// Decision: a run's tokenizer is found, not configured (engine/data/run_tokenizer.h, the one rule
+// the worker uses too); a run with none (the synthetic demo) shows its ids.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +21,30 @@ namespace flotilla::runs {
 
 // The folder (or file) holding the run's tokenizer; "" when none is found.
 std::string run_tokenizer_path(const RunConfig& config);
+
+// What to ask `flotilla-worker sample` for (the app's Sample dialog and `flotilla runs sample`
+// build the same command from it). With a tokenizer the prompt is text and the worker decides the
+// chat format (chat "auto": a tokenizer folder with a chat template); without one (the synthetic
+// demo) the prompt is token ids ("" starts at token 0) and the answer is ids.
+struct SampleRequest {
+  std::string checkpoint;  // a step-N, checkpoints or run folder
+  std::string tokenizer;   // run_tokenizer_path; "" none
+  std::string prompt;
+  std::string system;         // chat: a system turn first ("" none)
+  std::string chat = "auto";  // auto | on | off
+  double temperature = 0.7;   // 0 = greedy
+  int top_k = 40;             // 0 = all tokens
+  double top_p = 0.95;        // 1 = all tokens
+  int tokens = 128;           // most new tokens
+  std::vector<std::string> stops;
+  uint64_t seed = 1;
+  bool special = false;  // keep special tokens in the answer
+  bool json = false;     // one JSON object at the end instead of the streamed answer
+};
+// The worker's arguments (after the program): `sample --checkpoint ...`.
+std::vector<std::string> sample_worker_args(const SampleRequest& request);
+// Whether the tokenizer's folder has a chat template (the worker's chat "auto" then wraps prompts).
+bool has_chat_template(const std::string& tokenizer_path);
 
 class SampleDecoder {
  public:

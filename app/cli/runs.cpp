@@ -477,33 +477,48 @@ ModelSource model_source(const Context& ctx, const std::string& name, std::optio
   return m;
 }
 
-// `runs sample RUN [--step N] [--prompt TEXT] [--tokens N]`: the model continues a prompt.
+// `runs sample RUN [--step N] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
+// [--seed S] [--stop TEXT]... [--system TEXT] [--chat auto|on|off] [--special]`: the model answers (a
+// chat model, its prompt as a user turn) or continues a prompt: the command the app's Sample dialog
+// runs (runs::sample_worker_args).
 int sample(const Context& ctx, ArgReader& args) {
   const std::optional<int64_t> step = read_step(args, "--step");
-  const std::string prompt = args.value("--prompt").value_or("");
+  runs::SampleRequest request;
+  request.prompt = args.value("--prompt").value_or("");
   const std::optional<double> tokens = args.number("--tokens");
+  const std::optional<double> temperature = args.number("--temperature");
+  const std::optional<double> top_k = args.number("--top-k");
+  const std::optional<double> top_p = args.number("--top-p");
+  const std::optional<double> seed = args.number("--seed");
+  request.stops = args.values("--stop");
+  request.system = args.value("--system").value_or("");
+  request.chat = args.value("--chat").value_or("auto");
+  request.special = args.flag("--special");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("runs sample needs one RUN (a name or an id)");
-  if (tokens && (*tokens < 1 || *tokens > 4096 || *tokens != static_cast<double>(static_cast<int>(*tokens))))
-    throw UsageError("--tokens needs a whole number from 1 to 4096");
+  auto whole = [](std::optional<double> v, double lo, double hi) {
+    return !v || (*v >= lo && *v <= hi && *v == static_cast<double>(static_cast<int64_t>(*v)));
+  };
+  if (!whole(tokens, 1, 4096)) throw UsageError("--tokens needs a whole number from 1 to 4096");
+  if (!whole(top_k, 0, 1e9)) throw UsageError("--top-k needs a whole number, 0 for no limit");
+  if (!whole(seed, 0, 9e15)) throw UsageError("--seed needs a whole number");
+  if (temperature && *temperature < 0) throw UsageError("--temperature needs 0 (greedy) or more");
+  if (top_p && !(*top_p > 0 && *top_p <= 1)) throw UsageError("--top-p needs a number above 0 and at most 1");
+  if (request.chat != "auto" && request.chat != "on" && request.chat != "off")
+    throw UsageError("--chat takes auto, on or off, not '" + request.chat + "'");
+  if (tokens) request.tokens = static_cast<int>(*tokens);
+  if (temperature) request.temperature = *temperature;
+  if (top_k) request.top_k = static_cast<int>(*top_k);
+  if (top_p) request.top_p = *top_p;
+  if (seed) request.seed = static_cast<uint64_t>(*seed);
   const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs sample");
-  std::vector<std::string> a{"sample",
-                             "--checkpoint",
-                             m.checkpoint,
-                             "--tokens",
-                             std::to_string(tokens ? static_cast<int>(*tokens) : 64),
-                             "--top-k",
-                             "40"};
-  const std::string tokenizer = runs::run_tokenizer_path(m.config);
-  if (!tokenizer.empty()) {
-    a.insert(a.end(), {"--tokenizer", tokenizer, "--prompt", prompt});
-  } else {
-    // No tokenizer on this machine (the synthetic corpus): the model's own token ids, from token 0.
-    if (!prompt.empty())
-      throw UsageError("run " + m.run.name + " has no tokenizer on this machine to read --prompt with");
-    a.insert(a.end(), {"--prompt-ids", "0"});
-  }
-  return run_worker(a);
+  request.checkpoint = m.checkpoint;
+  request.tokenizer = runs::run_tokenizer_path(m.config);
+  if (request.tokenizer.empty() && request.prompt.find_first_not_of("0123456789 ") != std::string::npos)
+    throw UsageError("run " + m.run.name +
+                     " has no tokenizer on this machine (the synthetic corpus is token ids, not text): give "
+                     "--prompt as token ids (\"1 2 3\"), or none to start at token 0");
+  return run_worker(runs::sample_worker_args(request));
 }
 
 // `runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]`: the weights of a
@@ -551,7 +566,9 @@ void usage() {
       "       flotilla runs attach RUN [--quiet] [--no-bind] [--auto-recover ...]\n"
       "       flotilla runs fork RUN [--step N | --checkpoint DIR] [--name NEW] [--set KEY=VALUE]...\n"
       "                          [--layout ...] [--local | --nodes A,B [...] | --cluster C [...]] [--quiet]\n"
-      "       flotilla runs sample RUN [--step N] [--prompt TEXT] [--tokens N]\n"
+      "       flotilla runs sample RUN [--step N] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
+      "                                [--top-p P] [--seed S] [--stop TEXT]... [--system TEXT]\n"
+      "                                [--chat auto|on|off] [--special]\n"
       "       flotilla runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]\n"
       "       flotilla runs checkpoint RUN\n"
       "       flotilla runs checkpoints RUN [--json]\n"

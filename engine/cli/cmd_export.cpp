@@ -45,7 +45,7 @@ int cmd_export(const CommandArgs& argv) {
   if (args.flag("--help")) {
     std::printf(
         "Usage: flotilla-worker export --checkpoint DIR --format hf|peft|safetensors|llmc --out PATH\n"
-        "                              [--dtype bf16|fp32] [--tokenizer DIR]\n\n"
+        "                              [--dtype source|bf16|fp32] [--tokenizer DIR]\n\n"
         "Writes the model of a checkpoint for other tools:\n"
         "  peft         a LoRA run's adapter as a PEFT folder: adapter_config.json and\n"
         "               adapter_model.safetensors with PEFT's tensor names (--dtype fp32 by default,\n"
@@ -55,7 +55,8 @@ int cmd_export(const CommandArgs& argv) {
         "               LoRA run the base with the adapter merged in (W + scale * B A), which\n"
         "               transformers loads without PEFT (a QLoRA run's base is dequantised from\n"
         "               its 4-bit NF4 quantisation first, the weights the adapter was trained over):\n"
-        "               config.json, generation_config.json, safetensors in --dtype (bf16 by default;\n"
+        "               config.json, generation_config.json, safetensors in --dtype (by default the\n"
+        "               source's: the dtype of the model.init_from folder, else fp32, the checkpoint's;\n"
         "               sharded above 5 GB, with model.safetensors.index.json; no lm_head when the\n"
         "               embedding is tied) and the tokenizer files of --tokenizer DIR, or of the\n"
         "               run's model.init_from folder. AutoModelForCausalLM.from_pretrained(PATH)\n"
@@ -72,7 +73,7 @@ int cmd_export(const CommandArgs& argv) {
   }
   const auto dir = args.value("--checkpoint");
   const std::string format = args.value_or("--format", "safetensors");
-  const auto out = args.value("--out");
+  auto out = args.value("--out");
   const auto dtype_flag = args.value("--dtype");
   const auto tokenizer = args.value("--tokenizer");
   args.finish("export");
@@ -80,12 +81,25 @@ int cmd_export(const CommandArgs& argv) {
   if (!out) throw_usage("export needs --out PATH");
   if (format != "safetensors" && format != "llmc" && format != "hf" && format != "peft")
     throw_usage("--format " + format + " is not supported; use hf, peft, safetensors or llmc");
-  const std::string dtype = dtype_flag.value_or(format == "peft" ? "fp32" : "bf16");
-  if (dtype != "bf16" && dtype != "fp32")
-    throw_usage("--dtype " + dtype + " is not supported; use bf16 or fp32");
+  if (dtype_flag && *dtype_flag != "bf16" && *dtype_flag != "fp32" && *dtype_flag != "source")
+    throw_usage("--dtype " + *dtype_flag + " is not supported; use source, bf16 or fp32");
 
   std::vector<std::string> warnings;
   const ModelCheckpoint c = load_model_checkpoint(*dir, &warnings);
+  // The dtype: as asked, else the source's (interop::source_dtype), said so in the message. A PEFT
+  // adapter has no source dtype: its trained fp32 values are kept.
+  std::string why;
+  const std::string dtype = dtype_flag && *dtype_flag != "source" ? *dtype_flag
+                            : format == "peft"                    ? "fp32"
+                                                                  : interop::source_dtype(c.init_from, &why);
+  const std::string dtype_text = dtype_flag && *dtype_flag != "source" ? dtype
+                                 : format == "peft" ? dtype + ", the adapter's trained values"
+                                                    : dtype + ", as the source: " + why;
+  // Messages name the folder written, wherever the command ran from.
+  std::error_code abs_ec;
+  const std::string out_abs = fs::absolute(*out, abs_ec).string();
+  if (!abs_ec) out = out_abs;
+  const std::string source = fs::absolute(c.dir, abs_ec).string();
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const ModelDims& d = c.dims;
   if (format == "peft") {
@@ -97,8 +111,8 @@ int cmd_export(const CommandArgs& argv) {
     o.dtype = dtype;
     o.base_model_name_or_path = c.init_from;
     const std::vector<std::string> files = interop::export_peft_adapter(*out, d, c.lora, c.params.data(), o);
-    std::printf("exported %s (step %lld) as a PEFT LoRA adapter (%s): %s\n", c.dir.c_str(),
-                static_cast<long long>(c.step), dtype.c_str(), out->c_str());
+    std::printf("exported %s (step %lld) as a PEFT LoRA adapter (%s): %s\n", source.c_str(),
+                static_cast<long long>(c.step), dtype_text.c_str(), out->c_str());
     for (const std::string& f : files) std::printf("  %s\n", f.c_str());
     std::printf("  r %d, alpha %g%s, targets %s, %zu parameters; base %s\n", c.lora.rank, c.lora.alpha,
                 c.lora.rslora ? " (rsLoRA)" : "", lora_targets_text(c.lora.targets).c_str(), c.params.size(),
@@ -142,8 +156,8 @@ int cmd_export(const CommandArgs& argv) {
       std::error_code ec;
       bytes += fs::file_size(fs::path(path) / f, ec);
     }
-    std::printf("exported %s (step %lld) as a Hugging Face folder (%s%s): %s (%s)\n", c.dir.c_str(),
-                static_cast<long long>(c.step), dtype.c_str(),
+    std::printf("exported %s (step %lld) as a Hugging Face folder (%s%s): %s (%s)\n", source.c_str(),
+                static_cast<long long>(c.step), dtype_text.c_str(),
                 c.lora.enabled() && !c.lora.nf4 ? ", the LoRA adapter merged into its base" : "",
                 path.c_str(), mib(bytes).c_str());
     if (c.lora.nf4) std::printf("  %s\n", interop::merged_export_note(c.lora).c_str());
@@ -176,7 +190,7 @@ int cmd_export(const CommandArgs& argv) {
   written.insert(written.begin(), path);
   std::error_code ec;
   const uint64_t size = fs::file_size(path, ec);
-  std::printf("exported %s (step %lld) as %s: %s (%s)\n", c.dir.c_str(), static_cast<long long>(c.step),
+  std::printf("exported %s (step %lld) as %s: %s (%s)\n", source.c_str(), static_cast<long long>(c.step),
               format.c_str(), path.c_str(), mib(size).c_str());
   for (size_t i = 1; i < written.size(); ++i) std::printf("  also wrote %s\n", written[i].c_str());
   std::printf(

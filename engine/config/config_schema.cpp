@@ -145,7 +145,9 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, save_final, "save a checkpoint after the last step"),
       FLOTILLA_KEY(checkpoint, export_hf,
                    "after the last step, also write a Hugging Face folder here (llama); \"\" off"),
-      FLOTILLA_KEY(checkpoint, export_dtype, "dtype of that folder's weights: bf16 | fp32", "bf16", "fp32"),
+      FLOTILLA_KEY(checkpoint, export_dtype,
+                   "dtype of that folder: source (init_from's, else fp32) | bf16 | fp32", "source", "bf16",
+                   "fp32"),
       FLOTILLA_KEY(checkpoint, export_peft, "LoRA: also write the adapter as a PEFT folder here at the end"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),

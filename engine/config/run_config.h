@@ -108,8 +108,8 @@ struct CheckpointSection {
   double preempt_grace_s = 30;  // on SIGTERM, save only if the last save took less than this
   bool save_final = true;       // save a checkpoint after the last step
   std::string export_hf = "";   // after the last step, also write a Hugging Face folder here (llama); "" off
-  std::string export_dtype = "bf16";  // dtype of that folder's weights: bf16 | fp32
-  std::string export_peft = "";       // LoRA: also write the adapter as a PEFT folder here at the end
+  std::string export_dtype = "source";  // dtype of that folder: source (init_from's, else fp32) | bf16 | fp32
+  std::string export_peft = "";         // LoRA: also write the adapter as a PEFT folder here at the end
 };
 
 struct EvalSection {

@@ -7,6 +7,9 @@
 #include "engine/data/chat_format.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/unicode_text.h"
@@ -175,6 +178,53 @@ std::string render_chat_text(ChatFormat format, const std::vector<ChatMessage>& 
   std::string text;
   for (const ChatSegment& s : render_chat(format, messages, tok)) text += s.text;
   return text;
+}
+
+std::vector<uint32_t> chat_prompt_ids(const Tokenizer& tok, ChatFormat format,
+                                      const std::vector<ChatMessage>& messages) {
+  std::vector<ChatSegment> segments = render_chat(format, messages, tok);
+  switch (format) {
+    case ChatFormat::kLlama3:
+      segments.push_back({std::string(kLlamaHeaderStart) + "assistant" + kLlamaHeaderEnd + "\n\n", false});
+      break;
+    case ChatFormat::kChatml:
+    case ChatFormat::kQwen3:
+      segments.push_back({std::string(kImStart) + "assistant\n", false});
+      break;
+    case ChatFormat::kPlain:
+      break;  // render_chat refused it
+  }
+  return tokenize_segments(tok, segments).ids;
+}
+
+std::vector<uint32_t> stop_token_ids(const Tokenizer& tok, std::optional<ChatFormat> format) {
+  std::vector<uint32_t> ids;
+  auto add = [&](std::optional<uint32_t> id) {
+    if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  };
+  if (format == ChatFormat::kLlama3) add(tok.token_id(kLlamaEot));
+  if (format == ChatFormat::kChatml || format == ChatFormat::kQwen3) add(tok.token_id(kImEnd));
+  add(tok.eos_id());
+  try {
+    add(tok.eot_id());
+  } catch (const Error&) {  // neither <|endoftext|> nor an EOS: nothing more to stop at
+  }
+  return ids;
+}
+
+bool has_chat_template(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  if (fs::exists(dir / "chat_template.jinja", ec) || fs::exists(dir / "chat_template.json", ec)) return true;
+  std::ifstream in(dir / "tokenizer_config.json");
+  if (!in) return false;
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null();
+}
+
+std::optional<ChatFormat> tokenizer_chat_format(const std::string& path, const Tokenizer& tok) {
+  return has_chat_template(path) ? default_chat_format(tok) : std::nullopt;
 }
 
 LabeledDocument tokenize_segments(const Tokenizer& tok, const std::vector<ChatSegment>& segments) {

@@ -55,6 +55,24 @@ std::vector<ChatSegment> render_chat(ChatFormat format, const std::vector<ChatMe
 std::string render_chat_text(ChatFormat format, const std::vector<ChatMessage>& messages,
                              const Tokenizer& tokenizer);
 
+// Inference (the worker's `sample`): the conversation as render_chat writes it for training,
+// followed by the format's generation prompt (apply_chat_template(add_generation_prompt=True)):
+// "<|im_start|>assistant\n" (chatml, qwen3) or "<|start_header_id|>assistant<|end_header_id|>\n\n"
+// (llama3). Tokenized as training tokenizes a conversation, so the model sees the ids it was
+// trained on.
+std::vector<uint32_t> chat_prompt_ids(const Tokenizer& tokenizer, ChatFormat format,
+                                      const std::vector<ChatMessage>& messages);
+// The ids that end a generation: the format's end of turn (<|im_end|>, <|eot_id|>; none for plain
+// or no format) and the tokenizer's end of text (EOS, <|endoftext|>), each once.
+std::vector<uint32_t> stop_token_ids(const Tokenizer& tokenizer, std::optional<ChatFormat> format);
+// The chat format of a run's tokenizer (`path`: its folder or file, as Tokenizer::load takes it),
+// when it is a chat model: its folder holds a chat template (chat_template.jinja, or a
+// "chat_template" in tokenizer_config.json) and the tokenizer has one of our formats' special
+// tokens (default_chat_format). nullopt for a base model's tokenizer, ours, or GPT-2's.
+std::optional<ChatFormat> tokenizer_chat_format(const std::string& path, const Tokenizer& tokenizer);
+// Whether the folder of `path` holds a chat template (the first half of tokenizer_chat_format).
+bool has_chat_template(const std::string& path);
+
 // Tokenizes segments as one text (special tokens matched, no post-processor), marking the tokens
 // that overlap target segments.
 LabeledDocument tokenize_segments(const Tokenizer& tokenizer, const std::vector<ChatSegment>& segments);

@@ -137,6 +137,22 @@ bool is_hf_folder(const std::string& path) {
          fs::is_regular_file(fs::path(path) / "config.json", ec);
 }
 
+std::string source_dtype(const std::string& init_from, std::string* why) {
+  if (is_hf_folder(init_from)) {
+    std::string dtype;
+    try {
+      dtype = read_hf_config(init_from).dtype;
+    } catch (const Error&) {  // unreadable: the run's own dtype below
+    }
+    if (dtype == "bfloat16" || dtype == "float32") {
+      if (why) *why = "the dtype of " + init_from;
+      return dtype == "bfloat16" ? "bf16" : "fp32";
+    }
+  }
+  if (why) *why = "the dtype of the checkpoint's weights";
+  return "fp32";
+}
+
 ModelSection hf_model_section(const HfConfig& c) {
   if (c.o_bias)
     throw_config(c.model_type +

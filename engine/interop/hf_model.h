@@ -22,6 +22,12 @@ namespace flotilla::interop {
 // Whether `path` is a folder with a config.json (what model.init_from names for a HF model).
 bool is_hf_folder(const std::string& path);
 
+// The dtype an export keeps by default: the source's. A run that starts from a Hugging Face folder
+// (`init_from`) keeps that folder's config.json dtype when it is bfloat16 or float32; any other run
+// fp32, the dtype of its checkpoint's weights (never rounded unasked). Returns "bf16" or "fp32";
+// `why` (may be null) gets the reason in words ("the dtype of /models/qwen", "the checkpoint's").
+std::string source_dtype(const std::string& init_from, std::string* why);
+
 // The [model] keys that describe `c`: arch "llama" and every shape key (preset "custom").
 // Throws Error(kConfig) for what the engine cannot run (an o_proj bias), naming the key.
 ModelSection hf_model_section(const HfConfig& c);

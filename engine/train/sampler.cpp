@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace flotilla {
 
@@ -36,6 +37,23 @@ std::vector<int32_t> sample_tokens(Model& model, const std::vector<int32_t>& pro
         probs[static_cast<size_t>(v)] = p;
         sum += p;
       }
+      if (options.top_p > 0.0f && options.top_p < 1.0f) {
+        // Nucleus: the most likely tokens, in order, until their mass reaches top_p (at least one;
+        // ties broken by the smaller id, so the cut is deterministic); the rest get 0.
+        std::vector<int32_t> order;
+        for (int v = 0; v < d.vocab_size; ++v)
+          if (probs[static_cast<size_t>(v)] > 0) order.push_back(v);
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          const double pa = probs[static_cast<size_t>(a)], pb = probs[static_cast<size_t>(b)];
+          return pa != pb ? pa > pb : a < b;
+        });
+        double kept = 0;
+        size_t n = 0;
+        while (n < order.size() && (n == 0 || kept < options.top_p * sum))
+          kept += probs[static_cast<size_t>(order[n++])];
+        for (size_t k = n; k < order.size(); ++k) probs[static_cast<size_t>(order[k])] = 0;
+        sum = kept;
+      }
       double u = rng.uniform_double() * sum;
       next = d.vocab_size - 1;
       for (int v = 0; v < d.vocab_size; ++v) {
@@ -48,6 +66,8 @@ std::vector<int32_t> sample_tokens(Model& model, const std::vector<int32_t>& pro
     }
     context.push_back(next);
     generated.push_back(next);
+    if (options.on_token && !options.on_token(next)) break;
+    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) break;
   }
   return generated;
 }

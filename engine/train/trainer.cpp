@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,8 @@
 #include "engine/cpu/peak.h"
 #include "engine/cpu/peak_cache.h"
 #include "engine/core/stop_request.h"
+#include "engine/data/chat_format.h"
+#include "engine/data/run_tokenizer.h"
 #include "engine/data/synthetic.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/peft.h"
@@ -386,9 +389,38 @@ float Loop::evaluate() {
 
 void Loop::sample() {
   if (sharded()) return;  // validate() rejects eval.sample_every with tp/pp > 1
+  if (!sample_start) {
+    // Once: with the run's tokenizer (data/run_tokenizer.h), a sample starts where a document does
+    // (BOS, else end-of-text) and ends at the tokenizer's end tokens and its chat format's end of
+    // turn; without one (the synthetic demo) it starts at token 0 and runs eval.sample_tokens.
+    // Rank 0 decides and every rank takes its ids, so the ranks' RNG streams stay equal.
+    std::string ids;
+    if (rank == 0) {
+      const std::string path = run_tokenizer_path(cfg);
+      if (!path.empty()) {
+        try {
+          const Tokenizer tok = Tokenizer::load(path);
+          ids = std::to_string(tok.bos_id().value_or(tok.eot_id()));
+          for (uint32_t id : stop_token_ids(tok, default_chat_format(tok)))
+            if (static_cast<int>(id) < dims.vocab_size) ids += " " + std::to_string(id);
+        } catch (const std::exception& e) {
+          progress.line("samples: the tokenizer in %s does not load (%s); samples run %d tokens from token 0",
+                        path.c_str(), e.what(), cfg.eval.sample_tokens);
+          ids.clear();
+        }
+      }
+    }
+    std::istringstream in(broadcast_string(ids));
+    int32_t id = 0;
+    sample_start.emplace();
+    if (in >> id && id < dims.vocab_size) sample_start->push_back(id);
+    else sample_start->push_back(0);
+    while (in >> id) sample_stop_ids.push_back(id);
+  }
   SampleOptions so;
   so.tokens = cfg.eval.sample_tokens;
-  std::vector<int32_t> prompt = {0};
+  so.stop_ids = sample_stop_ids;
+  const std::vector<int32_t>& prompt = *sample_start;
   if (device) device->get_params(model.params());  // the host mirror samples
   model.set_training(false);
   const auto ids = sample_tokens(model, prompt, so, rng);  // every rank: keeps RNG streams equal
@@ -551,8 +583,10 @@ static int export_at_end(train_detail::Loop& loop) {
         interop::PeftExportOptions o;
         o.base_model_name_or_path = cfg.model.init_from;
         interop::export_peft_adapter(cfg.checkpoint.export_peft, c.dims, c.lora, c.params.data(), o);
+        std::error_code ec;
+        const std::string where = std::filesystem::absolute(cfg.checkpoint.export_peft, ec).string();
         loop.metrics.event("info", "exported step " + std::to_string(c.step) + "'s LoRA adapter as a PEFT folder to " +
-                                       cfg.checkpoint.export_peft);
+                                       (ec ? cfg.checkpoint.export_peft : where));
         loop.progress.line("exported the adapter of step %lld -> %s", static_cast<long long>(c.step),
                            cfg.checkpoint.export_peft.c_str());
       }
@@ -560,13 +594,18 @@ static int export_at_end(train_detail::Loop& loop) {
         what = "checkpoint.export_hf";
         retry = "--format hf --out " + cfg.checkpoint.export_hf;
         interop::HfExportOptions o;
-        o.dtype = cfg.checkpoint.export_dtype;
+        std::string why;
+        o.dtype = cfg.checkpoint.export_dtype == "source" ? interop::source_dtype(cfg.model.init_from, &why)
+                                                          : cfg.checkpoint.export_dtype;
         o.source_folder = interop::is_hf_folder(cfg.model.init_from) ? cfg.model.init_from : "";
         const std::vector<float> merged = interop::merged_model_params(c);
         interop::export_hf_folder(cfg.checkpoint.export_hf, c.dims, merged.data(), o);
         const std::string merge = c.lora.enabled() ? ", " + interop::merged_export_note(c.lora) : "";
+        std::error_code ec;
+        const std::string where = std::filesystem::absolute(cfg.checkpoint.export_hf, ec).string();
         loop.metrics.event("info", "exported step " + std::to_string(c.step) + " as a Hugging Face folder (" +
-                                       o.dtype + merge + ") to " + cfg.checkpoint.export_hf);
+                                       o.dtype + (why.empty() ? "" : ", as the source: " + why) + merge +
+                                       ") to " + (ec ? cfg.checkpoint.export_hf : where));
         loop.progress.line("exported step %lld -> %s%s%s", static_cast<long long>(c.step),
                            cfg.checkpoint.export_hf.c_str(), c.lora.nf4 ? "; " : "",
                            c.lora.nf4 ? interop::merged_export_note(c.lora).c_str() : "");

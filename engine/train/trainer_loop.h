@@ -149,7 +149,10 @@ struct Loop {
   // whether the data has ignored targets (labeled fine-tuning shards) and document positions.
   std::vector<MicroBatch> micro;
   bool labeled = false;
-  double step_counted = 0;  // targets with a loss in the whole global batch of this step
+  double step_counted = 0;
+  // Training-time samples: the first id, and the ids that end one (set by the first sample()).
+  std::optional<std::vector<int32_t>> sample_start;
+  std::vector<int32_t> sample_stop_ids;  // targets with a loss in the whole global batch of this step
 
   Loop(const TrainOptions& o, const RunConfig& c, const std::string& dir, const comm::DistEnv& e,
        std::unique_ptr<comm::ProcessGroup> w);

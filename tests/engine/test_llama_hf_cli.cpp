@@ -55,7 +55,10 @@ int main() {
         b.dtype == "float32");
   const auto e16 = flotilla_test::run_worker(
       {"export", "--checkpoint", root + "/run", "--format", "hf", "--out", root + "/out16"});
-  CHECK_MSG(e16.exit_code == 0 && contains(e16.output, "(bf16)"), "%s", e16.output.c_str());
+  // No --dtype: the source's (the golden folder is bfloat16), said so, and the folder named absolutely.
+  CHECK_MSG(e16.exit_code == 0 && contains(e16.output, "(bf16, as the source: the dtype of " + model + ")") &&
+                contains(e16.output, ": " + fs::absolute(root + "/out16").string() + " ("),
+            "%s", e16.output.c_str());
   const std::vector<float> half = flotilla::interop::import_hf_weights(root + "/out16", ck.dims);
   size_t wrong = 0;
   for (size_t i = 0; i < half.size(); ++i)

@@ -389,7 +389,7 @@ void TestWizardModels::theHuggingFaceExportIsForLlamaModelsOnly() {
   QVERIFY(w->config().checkpoint.export_hf.empty());
   exportHf->setChecked(true);
   QCOMPARE(QString::fromStdString(w->config().checkpoint.export_hf), QStringLiteral("hf"));
-  QCOMPARE(QString::fromStdString(w->config().checkpoint.export_dtype), QStringLiteral("bf16"));
+  QCOMPARE(QString::fromStdString(w->config().checkpoint.export_dtype), QStringLiteral("source"));
   auto* dir = child<QLineEdit>(page, "exportHfDir");
   const QString target = m_tmp.filePath(QStringLiteral("exported"));
   dir->setText(target);

@@ -510,6 +510,18 @@ void StoreRunsView::checkpointNow(qint64 id) {
       });
 }
 
+void StoreRunsView::checkpointChoices(
+    qint64 id, std::function<void(const QList<CheckpointChoice>& choices, const QString& error)> then) {
+  const runs::ServiceOptions options = m_runs->serviceOptions();
+  beginBusy(tr("Reading the checkpoints…"));
+  runInBackground(
+      this, [options, id] { return checkpointsOf(options, id); },
+      [this, then](const CheckpointList& list) {
+        endBusy();
+        then(list.choices, list.error);
+      });
+}
+
 void StoreRunsView::listCheckpoints(qint64 id) {
   const runs::ServiceOptions options = m_runs->serviceOptions();
   beginBusy(tr("Reading the checkpoints…"));

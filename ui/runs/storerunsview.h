@@ -40,6 +40,8 @@ struct Run;
 namespace flotilla::ui {
 
 class ServiceRun;
+class ExportDialog;
+struct ExportRequest;
 class MachineProbe;
 class LocalRuns;
 class RunHandle;
@@ -105,16 +107,20 @@ class StoreRunsView : public QWidget {
   bool remove(qint64 id);                          // asks for confirmation
   // The model of the run's newest verified checkpoint for other tools (flotilla-worker export): a
   // Hugging Face folder for a Llama-family run (with the run's tokenizer; a LoRA run's base with the
-  // adapter merged in), GPT-2 safetensors and config.json otherwise. Empty path: asks where. Runs the
-  // worker in the background: true once started; ends with weightsExported(ok, the folder or the
-  // worker's reason).
+  // adapter merged in), GPT-2 safetensors and config.json otherwise, in the source's dtype. Empty
+  // path: the Export dialog (format, checkpoint, dtype, folder: ExportDialog; chooseExportFolder,
+  // when set, asks for the folder alone). Runs the worker in the background: true once started;
+  // ends with weightsExported(ok, the absolute folder or the worker's reason), and a message naming
+  // the folder that offers to open it (showExported when set).
   bool exportWeights(qint64 id, const QString& path);
   // A LoRA run's adapter as a PEFT folder (flotilla-worker export --format peft): what
   // PeftModel.from_pretrained(base, folder) loads. As exportWeights; ends with adapterExported.
   bool exportAdapter(qint64 id, const QString& path);
-  // Text the run's newest verified checkpoint writes after `prompt` (flotilla-worker sample, decoded
-  // with the run's tokenizer: runs/sample_text.h). Empty prompt: asks. Ends with sampled(ok, the
-  // text or the reason), shown in a dialog unless showSample is set.
+  // Empty prompt: opens the Sample dialog (SampleDialog: prompt, chat template, temperature, top-k,
+  // top-p, length, stop strings, seed; answers stream into it) on the run's newest verified
+  // checkpoint. A prompt: samples it with the dialog's defaults in the background (a chat model
+  // answers it as a user turn; a run without a tokenizer reads it as token ids, else starts at token
+  // 0) and ends with sampled(ok, the answer or the reason), shown in a box unless showSample is set.
   bool sampleModel(qint64 id, const QString& prompt);
   // Background work (an export, a checkpoint list) is running; the busy bar shows meanwhile.
   bool isBusy() const { return m_busy > 0; }
@@ -124,8 +130,11 @@ class StoreRunsView : public QWidget {
   std::function<QString(const QList<CheckpointChoice>& checkpoints)> chooseCheckpoint;
   std::function<QString(const QString& suggested)> chooseCsvPath;
   std::function<QString(const QString& suggested)> chooseExportFolder;
-  std::function<std::optional<QString>()> askPrompt;  // nullopt: cancelled
   std::function<void(const QString& text)> showSample;
+  // Answers the Export dialog instead of showing it (tests set its widgets); true: accepted.
+  std::function<bool(ExportDialog& dialog)> answerExport;
+  // Shows where an export went instead of the box that offers to open the folder.
+  std::function<void(const QString& folder, const QString& details)> showExported;
   std::function<bool(const QString& runName)> confirmDelete;
   // Whether to watch a run going on that this session does not watch (default: a question box).
   // `where`: the runs service's words ("nodes n1, n2", "slurm cluster NAME, job 12", "this machine").
@@ -155,7 +164,8 @@ class StoreRunsView : public QWidget {
   std::unique_ptr<RelaunchDialog> relaunchDialog(qint64 id, RelaunchDialog::Mode mode);
   bool askRelaunch(RelaunchDialog& dialog);
   struct ModelSource {  // what export and sample need of a stored run
-    QString name, runDir, worker, tokenizer;
+    QString name, runDir, worker, tokenizer, initFrom;
+    int vocabSize = 0;
     qint64 id = 0;
     bool elsewhere = false;  // the run's folder is not on this machine: its checkpoint is fetched
     bool llama = false;
@@ -165,7 +175,14 @@ class StoreRunsView : public QWidget {
   std::optional<ModelSource> modelSource(qint64 id);  // errorRaised and nullopt when it cannot be used
   // Calls `then` with the checkpoint to read: the run's folder here (its newest verified one), or the
   // newest checkpoint fetched from where the run is (off the UI thread).
-  void withCheckpoint(const ModelSource& src, std::function<void(const QString& dir)> then);
+  // `step` >= 0: that checkpoint instead of the newest.
+  void withCheckpoint(const ModelSource& src, std::function<void(const QString& dir)> then, qint64 step = -1);
+  // The run's checkpoints that exist now, newest first, labelled as Fork shows them (off the UI thread).
+  void checkpointChoices(
+      qint64 id, std::function<void(const QList<CheckpointChoice>& choices, const QString& error)> then);
+  // The Export dialog for run `id` (starting on `format`), then the export it asks for.
+  void exportWithDialog(qint64 id, const QString& format);
+  void runExport(const ModelSource& src, const ExportRequest& request, bool offerToOpen = false);
   void runWorker(const QString& worker, const QStringList& args, const QString& busyText,
                  std::function<void(bool ok, const QString& out, const QString& err)> done);
   void forkFromList(qint64 id, const QList<CheckpointChoice>& choices, const QString& error);

@@ -68,10 +68,12 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   peftLayout->addWidget(m_peftDir, 1);
   peftLayout->addWidget(choosePeft);
   m_exportDir->setPlaceholderText(tr("a folder (a relative one is inside the run's folder)"));
+  m_exportDtype->addItem(tr("source's dtype"), QStringLiteral("source"));
   m_exportDtype->addItem(tr("bf16 weights"), QStringLiteral("bf16"));
   m_exportDtype->addItem(tr("fp32 weights"), QStringLiteral("fp32"));
   m_exportDtype->setToolTip(
-      tr("bf16: half the size, as models are usually shared; fp32: the master weights exactly"));
+      tr("source's dtype: that of the model folder the run starts from (else fp32, the checkpoint's); "
+         "bf16: half the size, as models are usually shared; fp32: the master weights exactly"));
   auto* chooseExport = new QPushButton(tr("Folder…"), this);
   auto* exportLayout = new QHBoxLayout(m_exportRow);
   exportLayout->setContentsMargins(0, 0, 0, 0);

@@ -1,0 +1,36 @@
+// Finding a run's tokenizer (see run_tokenizer.h).
+#include "engine/data/run_tokenizer.h"
+
+#include <filesystem>
+#include <vector>
+
+namespace flotilla {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool holds_tokenizer(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  return fs::exists(dir / "tokenizer.json", ec) ||
+         (fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec)) ||
+         fs::exists(dir / "tokenizer.flotilla.json", ec);
+}
+
+}  // namespace
+
+std::string run_tokenizer_path(const RunConfig& config) {
+  std::vector<fs::path> candidates;
+  if (!config.model.init_from.empty()) candidates.push_back(fs::path(config.model.init_from));
+  if (config.data.source != "synthetic" && !config.data.train.empty()) {
+    const fs::path train(config.data.train);
+    std::error_code ec;
+    candidates.push_back(fs::is_directory(train, ec) ? train : train.parent_path());
+  }
+  for (const fs::path& dir : candidates)
+    if (holds_tokenizer(dir)) return dir.string();
+  return {};
+}
+
+}  // namespace flotilla
