@@ -13,6 +13,7 @@
 #include <QStringList>
 
 #include "runs/cluster_admin.h"
+#include "ui/common/checkedform.h"
 
 class QLabel;
 class QLineEdit;
@@ -29,20 +30,18 @@ class ClusterDialog : public QDialog {
   runs::ClusterFields fields() const;
   // The field editors ("name", "login", "port", "user", "key", "partition", "account") and the
   // problem label under each; for tests.
-  QLineEdit* editor(const QString& field) const { return m_edits.value(field); }
-  QLabel* problemLabel(const QString& field) const { return m_problems.value(field); }
+  QLineEdit* editor(const QString& field) const { return m_form.edit(field); }
+  QLabel* problemLabel(const QString& field) const { return m_form.problem(field); }
 
   void accept() override;
 
  private:
+  QHash<QString, QStringList> problems() const;  // by field key
   // Shows the problems of the touched fields (of all after OK); returns how many there are.
   int revalidate();
 
   QStringList m_taken;
-  QHash<QString, QLineEdit*> m_edits;
-  QHash<QString, QLabel*> m_problems;
-  QHash<QString, bool> m_touched;
-  bool m_showAll = false;
+  CheckedForm m_form;
 };
 
 }  // namespace flotilla::ui

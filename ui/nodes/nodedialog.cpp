@@ -5,7 +5,6 @@
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFormLayout>
-#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -23,71 +22,39 @@ QString editorFor(const std::string& field) {
 }  // namespace
 
 NodeDialog::NodeDialog(const QStringList& taken, const runs::NodeFields* initial, QWidget* parent)
-    : QDialog(parent), m_taken(taken), m_spot(new QCheckBox(tr("Spot instance (may be preempted)"), this)) {
+    : QDialog(parent),
+      m_taken(taken),
+      m_spot(new QCheckBox(tr("Spot instance (may be preempted)"), this)),
+      m_form(this, [this] { revalidate(); }) {
   setObjectName(QStringLiteral("nodeDialog"));
   setWindowTitle(initial ? tr("Edit node") : tr("Add node"));
-  auto* form = new QFormLayout;
-  form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
-  const auto addField = [&](const QString& key, const QString& label, const QString& placeholder,
-                            QWidget* extra = nullptr) {
-    auto* edit = new QLineEdit(this);
-    edit->setObjectName(key + QStringLiteral("Edit"));
-    edit->setPlaceholderText(placeholder);
-    auto* problem = new QLabel(this);
-    problem->setObjectName(key + QStringLiteral("Problem"));
-    problem->setWordWrap(true);
-    QPalette pal = problem->palette();
-    pal.setColor(QPalette::WindowText, QColor(0xd0, 0x45, 0x3a));
-    problem->setPalette(pal);
-    problem->hide();
-    auto* column = new QVBoxLayout;
-    column->setSpacing(2);
-    if (extra) {
-      auto* row = new QHBoxLayout;
-      row->addWidget(edit, 1);
-      row->addWidget(extra);
-      column->addLayout(row);
-    } else {
-      column->addWidget(edit);
-    }
-    column->addWidget(problem);
-    form->addRow(label, column);
-    m_edits.insert(key, edit);
-    m_problems.insert(key, problem);
-    connect(edit, &QLineEdit::textEdited, this, [this, key] {
-      m_touched.insert(key, true);
-      revalidate();
-    });
-  };
+  QFormLayout* form = m_form.layout();
   auto* browse = new QPushButton(tr("Browse…"), this);
-  addField(QStringLiteral("name"), tr("Name"), tr("e.g. lab-a100"));
-  addField(QStringLiteral("host"), tr("Host"), tr("name or address, e.g. 10.0.0.5"));
-  addField(QStringLiteral("port"), tr("Port"), QString());
-  addField(QStringLiteral("user"), tr("User"), tr("empty: your user name or ~/.ssh/config"));
-  addField(QStringLiteral("key"), tr("Key file"), tr("empty: ssh-agent, then ~/.ssh/id_*"), browse);
-  addField(QStringLiteral("price"), tr("Price per hour"), tr("US dollars for the whole node, e.g. 2.50"));
+  m_form.addField(QStringLiteral("name"), tr("Name"), tr("e.g. lab-a100"));
+  m_form.addField(QStringLiteral("host"), tr("Host"), tr("name or address, e.g. 10.0.0.5"));
+  m_form.addField(QStringLiteral("port"), tr("Port"), QString());
+  m_form.addField(QStringLiteral("user"), tr("User"), tr("empty: your user name or ~/.ssh/config"));
+  m_form.addField(QStringLiteral("key"), tr("Key file"), tr("empty: ssh-agent, then ~/.ssh/id_*"), browse);
+  m_form.addField(QStringLiteral("price"), tr("Price per hour"), tr("US dollars for the whole node, e.g. 2.50"));
   form->addRow(QString(), m_spot);
-  addField(QStringLiteral("labels"), tr("Labels"), tr("comma separated, e.g. zone:eu, a100"));
-  m_edits[QStringLiteral("port")]->setText(QStringLiteral("22"));
+  m_form.addField(QStringLiteral("labels"), tr("Labels"), tr("comma separated, e.g. zone:eu, a100"));
+  m_form.edit(QStringLiteral("port"))->setText(QStringLiteral("22"));
 
   if (initial) {
-    m_edits[QStringLiteral("name")]->setText(QString::fromStdString(initial->name));
-    m_edits[QStringLiteral("host")]->setText(QString::fromStdString(initial->host));
-    m_edits[QStringLiteral("port")]->setText(QString::fromStdString(initial->port));
-    m_edits[QStringLiteral("user")]->setText(QString::fromStdString(initial->user));
-    m_edits[QStringLiteral("key")]->setText(QString::fromStdString(initial->key_path));
-    m_edits[QStringLiteral("price")]->setText(QString::fromStdString(initial->price_per_hour));
+    m_form.edit(QStringLiteral("name"))->setText(QString::fromStdString(initial->name));
+    m_form.edit(QStringLiteral("host"))->setText(QString::fromStdString(initial->host));
+    m_form.edit(QStringLiteral("port"))->setText(QString::fromStdString(initial->port));
+    m_form.edit(QStringLiteral("user"))->setText(QString::fromStdString(initial->user));
+    m_form.edit(QStringLiteral("key"))->setText(QString::fromStdString(initial->key_path));
+    m_form.edit(QStringLiteral("price"))->setText(QString::fromStdString(initial->price_per_hour));
     QStringList labels;
     for (const auto& l : initial->labels) labels << QString::fromStdString(l);
-    m_edits[QStringLiteral("labels")]->setText(labels.join(QStringLiteral(", ")));
+    m_form.edit(QStringLiteral("labels"))->setText(labels.join(QStringLiteral(", ")));
     m_spot->setChecked(initial->spot);
   }
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString file = QFileDialog::getOpenFileName(this, tr("Private key file"), QString());
-    if (file.isEmpty()) return;
-    m_edits[QStringLiteral("key")]->setText(file);
-    m_touched.insert(QStringLiteral("key"), true);
-    revalidate();
+    if (!file.isEmpty()) m_form.setTouchedText(QStringLiteral("key"), file);
   });
 
   auto* note = new QLabel(tr("No password or passphrase is stored: Flotilla uses ssh-agent or the key file. "
@@ -108,7 +75,7 @@ NodeDialog::NodeDialog(const QStringList& taken, const runs::NodeFields* initial
 
 runs::NodeFields NodeDialog::fields() const {
   runs::NodeFields f;
-  const auto text = [this](const char* key) { return m_edits.value(QLatin1String(key))->text(); };
+  const auto text = [this](const char* key) { return m_form.text(QLatin1String(key)); };
   f.name = text("name").trimmed().toStdString();
   f.host = text("host").trimmed().toStdString();
   f.port = text("port").trimmed().toStdString();
@@ -121,7 +88,7 @@ runs::NodeFields NodeDialog::fields() const {
   return f;
 }
 
-int NodeDialog::revalidate() {
+QHash<QString, QStringList> NodeDialog::problems() const {
   const runs::NodeFields f = fields();
   QHash<QString, QStringList> problems;
   for (const auto& p : runs::validate_node_fields(f))
@@ -129,28 +96,13 @@ int NodeDialog::revalidate() {
   if (m_taken.contains(QString::fromStdString(f.name)))
     problems[QStringLiteral("name")]
         << tr("name '%1' is taken by another node").arg(QString::fromStdString(f.name));
-  int count = 0;
-  for (auto it = m_problems.begin(); it != m_problems.end(); ++it) {
-    const QStringList list = problems.value(it.key());
-    count += static_cast<int>(list.size());
-    const bool show = !list.isEmpty() && (m_showAll || m_touched.value(it.key()));
-    it.value()->setText(show ? list.join(QLatin1Char('\n')) : QString());
-    it.value()->setVisible(show);
-  }
-  return count;
+  return problems;
 }
 
+int NodeDialog::revalidate() { return m_form.show(problems()); }
+
 void NodeDialog::accept() {
-  m_showAll = true;
-  if (revalidate() > 0) {
-    for (const char* key : {"name", "host", "port", "user", "key", "price", "labels"})
-      if (m_problems.value(QLatin1String(key))->isVisible()) {
-        m_edits.value(QLatin1String(key))->setFocus();
-        break;
-      }
-    return;
-  }
-  QDialog::accept();
+  if (m_form.acceptable(problems())) QDialog::accept();
 }
 
 }  // namespace flotilla::ui

@@ -11,6 +11,7 @@
 #include <QStringList>
 
 #include "runs/node_admin.h"
+#include "ui/common/checkedform.h"
 
 class QCheckBox;
 class QLabel;
@@ -29,22 +30,20 @@ class NodeDialog : public QDialog {
   runs::NodeFields fields() const;
   // The field editors ("name", "host", "port", "user", "key", "price", "labels") and the problem
   // label under each ("" when fine); for tests.
-  QLineEdit* editor(const QString& field) const { return m_edits.value(field); }
-  QLabel* problemLabel(const QString& field) const { return m_problems.value(field); }
+  QLineEdit* editor(const QString& field) const { return m_form.edit(field); }
+  QLabel* problemLabel(const QString& field) const { return m_form.problem(field); }
   QCheckBox* spotBox() const { return m_spot; }
 
   void accept() override;
 
  private:
+  QHash<QString, QStringList> problems() const;  // by field key
   // Shows the problems of the touched fields (of all after OK); returns how many there are.
   int revalidate();
 
   QStringList m_taken;
-  QHash<QString, QLineEdit*> m_edits;
-  QHash<QString, QLabel*> m_problems;
-  QHash<QString, bool> m_touched;
   QCheckBox* m_spot;
-  bool m_showAll = false;
+  CheckedForm m_form;
 };
 
 }  // namespace flotilla::ui
