@@ -162,14 +162,17 @@ void TestAppResumeLayoutE2e::twoRanksStoppedThenResumedOnOne() {
     QCOMPARE(row.status, db::RunStatus::kCompleted);
   }
   // The checkpoint the resume started from is at most 20 steps before the stop; the losses after
-  // it stay near the ones before (a wrongly cut state starts again near the initial loss).
+  // it stay near the ones before (a wrongly cut state starts again near the initial loss). Early in
+  // the run one step can lower the loss by a third of what it fell so far (CI: 4.84 at the start,
+  // 3.95 before the stop, 3.58 after), so the test is which of the two the first loss after the
+  // resume is nearer, not a fixed share of the fall.
   const double initial = all.front().second;
   double lastBefore = 0, firstAfter = 0;
   for (const auto& [step, loss] : all) {
     if (step == stoppedAt) lastBefore = loss;
     if (step == stoppedAt + 1) firstAfter = loss;
   }
-  QVERIFY2(std::abs(firstAfter - lastBefore) < 0.25 * std::abs(initial - lastBefore) + 0.05,
+  QVERIFY2(std::abs(firstAfter - lastBefore) < std::abs(firstAfter - initial),
            qPrintable(QStringLiteral("loss %1 at the start, %2 before the stop, %3 after the resume")
                           .arg(initial)
                           .arg(lastBefore)
