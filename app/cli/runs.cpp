@@ -28,6 +28,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_request.h"
+#include "runs/export_args.h"
 #include "runs/run_setup.h"
 #include "runs/run_speed.h"
 #include "runs/figures.h"
@@ -521,29 +522,33 @@ int sample(const Context& ctx, ArgReader& args) {
   return run_worker(runs::sample_worker_args(request));
 }
 
-// `runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]`: the weights of a
+// `runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N] [--dtype D]`: the weights of a
 // checkpoint (a LoRA run's hf export is its base with the adapter merged in; peft the adapter alone).
 int export_model(const Context& ctx, ArgReader& args) {
   const std::optional<int64_t> step = read_step(args, "--step");
   const std::optional<std::string> out = args.value("--out");
   std::optional<std::string> format = args.value("--format");
+  const std::optional<std::string> dtype = args.value("--dtype");
   const auto pos = args.positionals();
   if (pos.size() != 1) throw UsageError("runs export-model needs one RUN (a name or an id)");
   if (!out) throw UsageError("runs export-model needs --out PATH");
   if (format && *format != "hf" && *format != "safetensors" && *format != "peft")
     throw UsageError("--format takes hf, safetensors or peft, not '" + *format + "'");
+  if (dtype && *dtype != "source" && *dtype != "bf16" && *dtype != "fp32")
+    throw UsageError("--dtype takes source, bf16 or fp32, not '" + *dtype + "'");
   const ModelSource m = model_source(ctx, pos[0], step, "flotilla runs export-model");
   if (!format) format = m.config.model.arch == "llama" ? "hf" : "safetensors";
   if (*format == "peft" && !m.config.lora.enabled)
     throw UsageError("run " + m.run.name +
                      " trained every weight, so it has no LoRA adapter: export its weights");
-  std::string target = std::filesystem::absolute(*out).string();
-  // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
-  if (*format == "safetensors" && target.back() != '/') target += '/';
-  std::vector<std::string> a{"export", "--checkpoint", m.checkpoint, "--format", *format, "--out", target};
-  const std::string tokenizer = runs::run_tokenizer_path(m.config);
-  if (*format == "hf" && !tokenizer.empty() && std::filesystem::is_directory(tokenizer))
-    a.insert(a.end(), {"--tokenizer", tokenizer});
+  runs::ExportRequest request;
+  request.checkpoint = m.checkpoint;
+  request.format = *format;
+  request.out = std::filesystem::absolute(*out).string();
+  request.dtype = dtype.value_or("");
+  request.tokenizer = runs::run_tokenizer_path(m.config);
+  const std::vector<std::string> a = runs::export_worker_args(request);
+  const std::string& target = a[6];  // --out as the worker gets it
   const int code = run_worker(a);
   if (code == 0)
     std::printf("exported run %s (checkpoint %s) to %s\n", m.run.name.c_str(), m.checkpoint.c_str(),
@@ -570,6 +575,7 @@ void usage() {
       "                                [--top-p P] [--seed S] [--stop TEXT]... [--system TEXT]\n"
       "                                [--chat auto|on|off] [--special]\n"
       "       flotilla runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]\n"
+      "                                  [--dtype source|bf16|fp32]\n"
       "       flotilla runs checkpoint RUN\n"
       "       flotilla runs checkpoints RUN [--json]\n"
       "       flotilla runs fetch RUN [--step N] [--out DIR]\n"

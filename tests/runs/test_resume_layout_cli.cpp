@@ -188,6 +188,10 @@ int main() {
             exported.exit_code, exported.output.c_str());
   CHECK(cli({"runs", "export-model", "moved", "--format", "peft", "--out", "ad"}).exit_code ==
         2);  // no adapter
+  // The Export dialog's dtype choice, from the terminal too: an unknown one is refused naming --dtype.
+  const ProcResult badDtype = cli({"runs", "export-model", "moved", "--dtype", "fp16", "--out", "ex16"});
+  CHECK_MSG(badDtype.exit_code == 2 && badDtype.output.find("--dtype takes source, bf16 or fp32") != std::string::npos,
+            "exit %d: %s", badDtype.exit_code, badDtype.output.c_str());
 
   // A fork from step 10 on one rank: a new run, recorded as the fork, from step 11 on.
   const ProcResult forked =

@@ -13,6 +13,8 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
+#include "runs/export_args.h"
+
 namespace flotilla::ui {
 
 namespace {
@@ -26,20 +28,14 @@ QString suffixOf(const ExportRun& run, const QString& format) {
 }  // namespace
 
 QStringList exportWorkerArgs(const ExportRun& run, const ExportRequest& r, const QString& checkpointDir) {
-  QString out = r.folder;
-  // GPT-2 safetensors go into the folder (a trailing '/' says it is one).
-  if (r.format == QLatin1String("safetensors") && !out.endsWith(QLatin1Char('/'))) out += QLatin1Char('/');
-  QStringList args{QStringLiteral("export"),
-                   QStringLiteral("--checkpoint"),
-                   checkpointDir,
-                   QStringLiteral("--format"),
-                   r.format,
-                   QStringLiteral("--out"),
-                   out};
-  if (r.format != QLatin1String("safetensors")) args << QStringLiteral("--dtype") << r.dtype;
-  if (r.format == QLatin1String("hf") && run.llama && !run.tokenizer.isEmpty() &&
-      QFileInfo(run.tokenizer).isDir())
-    args << QStringLiteral("--tokenizer") << run.tokenizer;
+  runs::ExportRequest request;  // the same builder as `flotilla runs export-model`
+  request.checkpoint = checkpointDir.toStdString();
+  request.format = r.format.toStdString();
+  request.out = r.folder.toStdString();
+  request.dtype = r.dtype.toStdString();
+  if (run.llama) request.tokenizer = run.tokenizer.toStdString();
+  QStringList args;
+  for (const std::string& a : runs::export_worker_args(request)) args << QString::fromStdString(a);
   return args;
 }
 
