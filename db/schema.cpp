@@ -299,6 +299,81 @@ ALTER TABLE cluster_accruals ADD COLUMN end_boot REAL;
 ALTER TABLE cluster_accruals ADD COLUMN boot_id TEXT;
 )sql";
 
+// v11: the run queue and its scheduler (issue 37). A queue entry is a run not started yet, or one
+// the scheduler started and watches (run_id), with where it may go, its priority and order, its
+// deadline and money cap, its state and why it waits, the scheduler's last decision in words and
+// as JSON (every place it weighed, with predicted time and cost), its sweep group and its restarts
+// after preemptions (what the lost work cost). One scheduler at a time holds the lease (its pid, host
+// and boot, renewed by a heartbeat). A sweep keeps its axes and its successive-halving settings.
+// node_power: a rented node's idle limit and the stop/start commands of its owner (JSON arrays of
+// arguments, never a shell line), whether it is on, and since when it has had no work; idle_accruals:
+// what a powered node without a run costs, closed when autostop stops it.
+constexpr const char* kV11 = R"sql(
+CREATE TABLE queue_entries (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL,
+  config_toml  TEXT NOT NULL,
+  config_path  TEXT NOT NULL DEFAULT '',
+  places       TEXT NOT NULL DEFAULT '[]',
+  priority     INTEGER NOT NULL DEFAULT 0,
+  position     REAL NOT NULL,
+  after_run    TEXT NOT NULL DEFAULT '',
+  deadline     REAL,
+  max_usd      REAL CHECK (max_usd > 0),
+  state        TEXT NOT NULL DEFAULT 'queued' CHECK (state IN
+                 ('queued','paused','starting','running','done','failed','cancelled')),
+  run_id       INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  place        TEXT NOT NULL DEFAULT '',
+  why          TEXT NOT NULL DEFAULT '',
+  decision     TEXT NOT NULL DEFAULT '{}',
+  group_name   TEXT NOT NULL DEFAULT '',
+  starts       INTEGER NOT NULL DEFAULT 0 CHECK (starts >= 0),
+  max_restarts INTEGER NOT NULL DEFAULT 3 CHECK (max_restarts >= 0),
+  claimed_by   TEXT NOT NULL DEFAULT '',
+  lost_usd     REAL NOT NULL DEFAULT 0,
+  lost_steps   INTEGER NOT NULL DEFAULT 0,
+  created_at   REAL NOT NULL,
+  updated_at   REAL NOT NULL
+);
+CREATE INDEX queue_by_state ON queue_entries(state, priority, position);
+CREATE INDEX queue_by_group ON queue_entries(group_name);
+CREATE TABLE scheduler_lease (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  token      TEXT NOT NULL,
+  pid        INTEGER NOT NULL,
+  host       TEXT NOT NULL,
+  boot_id    TEXT NOT NULL DEFAULT '',
+  origin     TEXT NOT NULL DEFAULT '',
+  started_at REAL NOT NULL,
+  heartbeat  REAL NOT NULL
+);
+CREATE TABLE sweeps (
+  name        TEXT PRIMARY KEY NOT NULL,
+  config_path TEXT NOT NULL DEFAULT '',
+  spec        TEXT NOT NULL DEFAULT '{}',
+  halving     TEXT NOT NULL DEFAULT '{}',
+  created_at  REAL NOT NULL
+);
+CREATE TABLE node_power (
+  node_id      INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+  idle_limit_s REAL CHECK (idle_limit_s > 0),
+  stop_argv    TEXT NOT NULL DEFAULT '[]',
+  start_argv   TEXT NOT NULL DEFAULT '[]',
+  state        TEXT NOT NULL DEFAULT 'on' CHECK (state IN ('on','stopping','stopped','starting')),
+  since        REAL NOT NULL DEFAULT 0,
+  idle_since   REAL
+);
+CREATE TABLE idle_accruals (
+  id           INTEGER PRIMARY KEY,
+  node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  start        REAL NOT NULL,
+  end          REAL,
+  usd_per_hour REAL NOT NULL CHECK (usd_per_hour >= 0),
+  note         TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX idle_accruals_by_node ON idle_accruals(node_id, start);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -321,6 +396,7 @@ const std::vector<Migration>& builtin_migrations() {
       {8, "slurm clusters, partition prices, slurm jobs, cluster accruals", kV8},
       {9, "gpu readings of slurm jobs, devices allocated to a job", kV9},
       {10, "monotonic clock readings of cost intervals", kV10},
+      {11, "run queue, scheduler lease, sweeps, node autostop", kV11},
   };
   return steps;
 }

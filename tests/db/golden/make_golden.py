@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8", 9: "kV9", 10: "kV10"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8", 9: "kV9", 10: "kV10", 11: "kV11"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -78,6 +78,9 @@ INSERT INTO cluster_accruals(run_id, cluster_id, status, start_time, end_time, d
     9: """
 UPDATE slurm_jobs SET alloc_devices = 8 WHERE run_id = 3;
 INSERT INTO slurm_job_samples VALUES (3, 'n1', 0, 1735690350, 88.0, 1000, 2000, 300.0, 60.0);
+""",
+    10: """
+UPDATE cost_accruals SET start_boot = 1000.0, end_boot = 1100.0, boot_id = 'golden-boot';
 """,
 }
 
