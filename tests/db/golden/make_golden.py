@@ -80,7 +80,7 @@ UPDATE slurm_jobs SET alloc_devices = 8 WHERE run_id = 3;
 INSERT INTO slurm_job_samples VALUES (3, 'n1', 0, 1735690350, 88.0, 1000, 2000, 300.0, 60.0);
 """,
     10: """
-UPDATE cost_accruals SET start_boot = 1000.0, end_boot = 1100.0, boot_id = 'golden-boot';
+UPDATE cost_accruals SET start_boot = 1000.0, end_boot = 1099.0, boot_id = 'golden-boot';
 """,
 }
 

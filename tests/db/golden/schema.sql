@@ -6,8 +6,14 @@ index cost_accruals_by_run
 CREATE INDEX cost_accruals_by_run ON cost_accruals(run_id, start_time);
 index events_by_run
 CREATE INDEX events_by_run ON events(run_id, time);
+index idle_accruals_by_node
+CREATE INDEX idle_accruals_by_node ON idle_accruals(node_id, start);
 index node_latency_by_to
 CREATE INDEX node_latency_by_to ON node_latency(to_node);
+index queue_by_group
+CREATE INDEX queue_by_group ON queue_entries(group_name);
+index queue_by_state
+CREATE INDEX queue_by_state ON queue_entries(state, priority, position);
 index run_tags_by_tag
 CREATE INDEX run_tags_by_tag ON run_tags(tag);
 index runs_by_created
@@ -78,6 +84,15 @@ CREATE TABLE events (
   fields  TEXT NOT NULL DEFAULT '{}',
   UNIQUE (run_id, time, kind, rank, message)
 );
+table idle_accruals
+CREATE TABLE idle_accruals (
+  id           INTEGER PRIMARY KEY,
+  node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  start        REAL NOT NULL,
+  end          REAL,
+  usd_per_hour REAL NOT NULL CHECK (usd_per_hour >= 0),
+  note         TEXT NOT NULL DEFAULT ''
+);
 table ingest_offsets
 CREATE TABLE ingest_offsets (
   run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -124,6 +139,16 @@ CREATE TABLE node_latency (
   PRIMARY KEY (from_node, to_node),
   CHECK (rtt_ms IS NOT NULL OR error IS NOT NULL)
 ) WITHOUT ROWID;
+table node_power
+CREATE TABLE node_power (
+  node_id      INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+  idle_limit_s REAL CHECK (idle_limit_s > 0),
+  stop_argv    TEXT NOT NULL DEFAULT '[]',
+  start_argv   TEXT NOT NULL DEFAULT '[]',
+  state        TEXT NOT NULL DEFAULT 'on' CHECK (state IN ('on','stopping','stopped','starting')),
+  since        REAL NOT NULL DEFAULT 0,
+  idle_since   REAL
+);
 table node_pricing
 CREATE TABLE node_pricing (
   node_id       INTEGER PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
@@ -157,6 +182,33 @@ CREATE TABLE pricing (
   source      TEXT NOT NULL DEFAULT '',
   user_edited INTEGER NOT NULL DEFAULT 0,
   UNIQUE (provider, item)
+);
+table queue_entries
+CREATE TABLE queue_entries (
+  id           INTEGER PRIMARY KEY,
+  name         TEXT NOT NULL,
+  config_toml  TEXT NOT NULL,
+  config_path  TEXT NOT NULL DEFAULT '',
+  places       TEXT NOT NULL DEFAULT '[]',
+  priority     INTEGER NOT NULL DEFAULT 0,
+  position     REAL NOT NULL,
+  after_run    TEXT NOT NULL DEFAULT '',
+  deadline     REAL,
+  max_usd      REAL CHECK (max_usd > 0),
+  state        TEXT NOT NULL DEFAULT 'queued' CHECK (state IN
+                 ('queued','paused','starting','running','done','failed','cancelled')),
+  run_id       INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  place        TEXT NOT NULL DEFAULT '',
+  why          TEXT NOT NULL DEFAULT '',
+  decision     TEXT NOT NULL DEFAULT '{}',
+  group_name   TEXT NOT NULL DEFAULT '',
+  starts       INTEGER NOT NULL DEFAULT 0 CHECK (starts >= 0),
+  max_restarts INTEGER NOT NULL DEFAULT 3 CHECK (max_restarts >= 0),
+  claimed_by   TEXT NOT NULL DEFAULT '',
+  lost_usd     REAL NOT NULL DEFAULT 0,
+  lost_steps   INTEGER NOT NULL DEFAULT 0,
+  created_at   REAL NOT NULL,
+  updated_at   REAL NOT NULL
 );
 table run_nodes
 CREATE TABLE run_nodes (
@@ -193,6 +245,17 @@ CREATE TABLE runs (
   flops_per_token REAL,
   summary_json TEXT
 , budget_usd REAL, budget_warn_fraction REAL NOT NULL DEFAULT 0.8, usd_per_hour REAL CHECK (usd_per_hour >= 0), price_source TEXT NOT NULL DEFAULT '', max_hours REAL CHECK (max_hours > 0), status_note TEXT NOT NULL DEFAULT '');
+table scheduler_lease
+CREATE TABLE scheduler_lease (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  token      TEXT NOT NULL,
+  pid        INTEGER NOT NULL,
+  host       TEXT NOT NULL,
+  boot_id    TEXT NOT NULL DEFAULT '',
+  origin     TEXT NOT NULL DEFAULT '',
+  started_at REAL NOT NULL,
+  heartbeat  REAL NOT NULL
+);
 table slurm_job_samples
 CREATE TABLE slurm_job_samples (
   run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -222,6 +285,14 @@ CREATE TABLE slurm_jobs (
   script         TEXT NOT NULL DEFAULT '',
   submitted_at   REAL NOT NULL
 , alloc_devices INTEGER CHECK (alloc_devices >= 0));
+table sweeps
+CREATE TABLE sweeps (
+  name        TEXT PRIMARY KEY NOT NULL,
+  config_path TEXT NOT NULL DEFAULT '',
+  spec        TEXT NOT NULL DEFAULT '{}',
+  halving     TEXT NOT NULL DEFAULT '{}',
+  created_at  REAL NOT NULL
+);
 table system_samples
 CREATE TABLE system_samples (
   node_id      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,

@@ -170,7 +170,7 @@ CREATE TABLE cost_accruals (
   usd_per_hour REAL NOT NULL,
   rate_source  TEXT NOT NULL DEFAULT ''
 , start_boot REAL, end_boot REAL, boot_id TEXT);
-INSERT INTO cost_accruals VALUES(1,1,2,'running',1735689601.0,1735689700.0,2,1.5,'flat $1.50/h',1000.0,1100.0,'golden-boot');
+INSERT INTO cost_accruals VALUES(1,1,2,'running',1735689601.0,1735689700.0,2,1.5,'flat $1.50/h',1000.0,1099.0,'golden-boot');
 CREATE TABLE node_latency (
   from_node   INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
   to_node     INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
