@@ -203,7 +203,10 @@ void inventory_and_placement() {
     if (o.key.key() == "cluster:hpc/gpu") o.jobs_ahead = 2;
   needs.allowed = {"cluster:hpc"};
   dec = runs::choose_place(gpu_config(), needs, queued, {});
-  CHECK_MSG(has(dec.words, "cluster hpc (partition gpu): 2 jobs ahead"), "%s", dec.words.c_str());
+  CHECK_MSG(has(dec.words, "on cluster hpc (partition gpu): 2 jobs ahead, "), "%s", dec.words.c_str());
+  // Slurm queues the job: it is submitted now, its jobs ahead counted in its finish time.
+  CHECK_MSG(dec.start && !dec.waits && dec.chosen == "cluster:hpc/gpu", "%s", dec.words.c_str());
+  CHECK_NEAR(at(dec, "cluster:hpc/gpu").wait_s, 2 * 900, 1e-9);
   CHECK_MSG(has(at(dec, "cluster:hpc/cpu").why_not, "no GPUs"), "%s", dec.words.c_str());
 
   // The Placement of each key.
