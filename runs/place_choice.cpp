@@ -391,8 +391,10 @@ Decision choose_place(const RunConfig& config, const EntryNeeds& needs, const st
     d.chosen = best->key;
     d.layout = best->layout;
     const PlaceOffer& o = *offer_of[best->key];
-    if (o.power_state != "on")
-      for (const auto& n : o.key.nodes) d.wake_nodes.push_back(n);
+    for (const auto& n : o.key.nodes)
+      for (const auto& single : offers)
+        if (single.key.kind == PlaceKeyKind::kNode && single.key.nodes[0] == n && single.power_state != "on")
+          d.wake_nodes.push_back(n);
     // A cluster's queue is Slurm's: the job is submitted now and waits there (its jobs ahead count
     // in its finish time). A node or this machine waits here, for busy devices or a wake.
     d.waits = best->wait_s > 0 && o.key.kind != PlaceKeyKind::kCluster;

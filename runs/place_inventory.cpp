@@ -114,7 +114,6 @@ LocalFacts local_facts(const ProbeResult& probe) {
 
 std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptions& options) {
   const double now = options.now > 0 ? options.now : db::now_seconds();
-  (void)now;
   const std::vector<db::PriceEntry> catalogue = db::list_pricing(db);
 
   // Devices held now by running runs, per node name and per cluster key.
@@ -212,7 +211,11 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
     o.cpu_price = node_price_rule(db, row, catalogue, false);
     const db::NodePowerState power = db::node_power_state(db, n.id);
     o.power_state = power.state;
-    if (power.state != "on") o.wake_s = options.wake_s;
+    // A node already starting has part of its wake behind it.
+    if (power.state == "starting" && power.since > 0)
+      o.wake_s = std::max(0.0, options.wake_s - std::max(0.0, now - power.since));
+    else if (power.state != "on")
+      o.wake_s = options.wake_s;
     if (const auto it = by_node.find(n.name); it != by_node.end()) put_busy(o, it->second);
     out.push_back(std::move(o));
   }

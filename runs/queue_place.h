@@ -135,7 +135,7 @@ struct InventoryOptions {
   int node_cpu_ranks = 4;  // CPU ranks of a node or partition whose probe gives none
   double wake_s = 300;     // a powered-off node's start, until its probe answers
   double seconds_per_job_ahead = 900;
-  double now = 0;  // 0: db::now_seconds()
+  double now = 0;  // 0: db::now_seconds() (a node starting since T has wake_s - (now - T) left)
 };
 
 // Every place of the workspace: this machine, each stored SSH node, each stored Slurm cluster's

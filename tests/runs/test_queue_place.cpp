@@ -198,6 +198,13 @@ void inventory_and_placement() {
   CHECK_MSG(!dec.start && dec.waits && dec.chosen == "node:fast", "%s", dec.words.c_str());
   CHECK(dec.wake_nodes == std::vector<std::string>{"fast"});
   CHECK_MSG(has(dec.words, "powered off"), "%s", dec.words.c_str());
+  // Two nodes as one place: one GPU on each, each node's price for its share; only the stopped one woken.
+  needs.allowed = {"nodes:cheap,fast"};
+  dec = runs::choose_place(gpu_config(), needs, offers, {});
+  CHECK_MSG(dec.chosen == "nodes:cheap,fast" && dec.waits && at(dec, "nodes:cheap,fast").devices == 2, "%s",
+            dec.words.c_str());
+  CHECK_NEAR(at(dec, "nodes:cheap,fast").usd_per_hour, 0.25 + 8.0 / 4, 1e-9);
+  CHECK(dec.wake_nodes == std::vector<std::string>{"fast"});
   std::vector<runs::PlaceOffer> queued = offers;
   for (auto& o : queued)
     if (o.key.key() == "cluster:hpc/gpu") o.jobs_ahead = 2;
