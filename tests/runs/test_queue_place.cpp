@@ -225,6 +225,11 @@ void inventory_and_placement() {
   CHECK(pc.kind == runs::PlaceKind::kSlurm && pc.cluster == "hpc" && pc.partition == "gpu" &&
         pc.gpus_per_node == 2 && pc.time_limit == "01:40:00");
   CHECK(runs::placement_for(runs::parse_place_key("local"), d).kind == runs::PlaceKind::kHere);
+  const runs::Placement pd = runs::decision_placement(dec, d);  // the cluster chosen above, 2 GPUs
+  CHECK(pd.kind == runs::PlaceKind::kSlurm && pd.partition == "gpu" && pd.gpus_per_node == 2 &&
+        pd.tasks_per_node == 2);
+  CHECK(runs::place_words("cluster:hpc/gpu") == "cluster hpc (partition gpu)" &&
+        runs::place_words("x;y") == "x;y");
   CHECK_THROWS(runs::placement_for(runs::parse_place_key("node:gone"), d), "gone");
   CHECK_THROWS(runs::placement_for(runs::parse_place_key("cluster:gone"), d), "gone");
 }
