@@ -162,7 +162,17 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
   if (options.include_local) {
     PlaceOffer o;
     o.label = place_key_text(o.key);
-    const LocalFacts f = options.local.value_or(LocalFacts{});
+    LocalFacts f = options.local.value_or(LocalFacts{});
+    const std::optional<db::Node> row = db::find_node(db, "local");
+    // Not probed: the GPUs the store says this machine has (`flotilla pricing node local --gpus N`,
+    // Settings), else none.
+    if (!options.local && row && row->gpu_count > 0) {
+      f.gpus = static_cast<int>(row->gpu_count);
+      f.gpu_type = row->gpu_type;
+      o.note = "GPUs as stored for node local (not probed)";
+    } else if (!options.local) {
+      o.note = "this machine's GPUs not probed: CPU ranks only";
+    }
     o.gpus = f.gpus;
     o.gpu_type = f.gpu_type;
     o.gpu_mem_bytes = f.gpu_mem_bytes ? f.gpu_mem_bytes : sheet_memory(f.gpu_type);
@@ -171,13 +181,9 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
         f.cpu_cores > 0 ? f.cpu_cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     o.host_mem_bytes = f.host_mem_bytes ? f.host_mem_bytes : core.mem_bytes;
     o.cpu_core_flops = core.flops_per_s;
-    if (!options.local) o.note = "this machine's GPUs not probed: CPU ranks only";
-    db::Node local;
-    local.name = "local";
-    if (const auto row = db::find_node(db, "local")) {
-      local = *row;
-      o.gpu_price = node_price_rule(db, local, catalogue, true);
-      o.cpu_price = node_price_rule(db, local, catalogue, false);
+    if (row) {
+      o.gpu_price = node_price_rule(db, *row, catalogue, true);
+      o.cpu_price = node_price_rule(db, *row, catalogue, false);
     } else {
       o.gpu_price.source = o.cpu_price.source = "no price set for this machine";
     }

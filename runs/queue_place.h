@@ -132,7 +132,8 @@ struct LocalFacts {
 };
 
 struct InventoryOptions {
-  std::optional<LocalFacts> local;  // nullopt: no GPUs, the cores and memory read from this process
+  // nullopt: the GPUs stored for node "local" (else none), the cores and memory read by this process.
+  std::optional<LocalFacts> local;
   bool include_local = true;
   int node_cpu_ranks = 4;  // CPU ranks of a node or partition whose probe gives none
   double wake_s = 300;     // a powered-off node's start, until its probe answers

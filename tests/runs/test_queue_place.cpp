@@ -190,6 +190,14 @@ void inventory_and_placement() {
     }
   }
 
+  // Without a probe, this machine's GPUs are those stored for node local (`pricing node local --gpus`).
+  db::ensure_node(d, "local", "local", "NVIDIA L4", 1);
+  runs::InventoryOptions unprobed;
+  unprobed.now = now;
+  CHECK(runs::list_places(d, unprobed).front().gpus == 1 &&
+        runs::list_places(d, unprobed).front().gpu_type == "NVIDIA L4");
+  CHECK(runs::list_places(d, inventory(now)).front().gpus == 0);  // a probe wins
+
   // The stopped node is woken first; a cluster with jobs ahead says so.
   runs::EntryNeeds needs;
   needs.now = now;
