@@ -376,7 +376,8 @@ void busy() {
   // A place the entry names but the workspace does not have: refused, saying so.
   needs.allowed = {"node:gone"};
   dec = runs::choose_place(cfg, needs, runs::list_places(d, inventory(now)), runs::speed_history(d));
-  CHECK_MSG(!dec.start && dec.words == "no place fits: node gone: not in this workspace", "%s", dec.words.c_str());
+  CHECK_MSG(!dec.start && dec.words == "no place fits: node gone: not in this workspace", "%s",
+            dec.words.c_str());
 
   // A CPU run on this machine: fits on its cores, $0 without a price.
   RunConfig cpu = cfg;
