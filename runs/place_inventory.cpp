@@ -179,7 +179,9 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
     const DeviceProfile core = cpu_profile_nominal(1);
     o.cpu_ranks =
         f.cpu_cores > 0 ? f.cpu_cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    o.host_mem_bytes = f.host_mem_bytes ? f.host_mem_bytes : core.mem_bytes;
+    // What this process may use (a cgroup or rlimit binds below what the probe saw available).
+    o.host_mem_bytes = f.host_mem_bytes && core.mem_bytes ? std::min(f.host_mem_bytes, core.mem_bytes)
+                                                          : std::max(f.host_mem_bytes, core.mem_bytes);
     o.cpu_core_flops = core.flops_per_s;
     if (row) {
       o.gpu_price = node_price_rule(db, *row, catalogue, true);
