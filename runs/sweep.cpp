@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "db/errors.h"
 #include "db/queue.h"
 #include "db/run_store.h"
 #include "engine/config/config_io.h"
@@ -248,7 +249,7 @@ SweepPlan plan_sweep(const std::string& config_path, const std::string& name, co
       check_new_run_name(pp.name);
       validate_run_config(pp.config, ranks_of(pp.config));
     } catch (const Error& e) {
-      refuse(point_label(i, points.size(), points[i]) + ": " + e.what() + "\nnothing was queued");
+      refuse(point_label(i, points.size(), points[i]) + ": " + e.what());
     }
     pp.total_tokens = pp.config.train.steps * tokens_per_step(pp.config);
     plan.points.push_back(std::move(pp));
@@ -300,14 +301,14 @@ SweepPlan plan_sweep(const std::string& config_path, const std::string& name, co
           refuse(point_label(i, plan.points.size(), p.point) +
                  ": successive halving needs a validation loss at "
                  "each rung: " +
-                 e.what() + "\nnothing was queued");
+                 e.what());
         }
       }
       if (const std::string why = rung_eval_problem(p, h.rungs); !why.empty())
         refuse(point_label(i, plan.points.size(), p.point) +
                ": successive halving needs a validation loss at "
                "each rung, but " +
-               why + ": set a smaller eval.every or other rungs\nnothing was queued");
+               why + ": set a smaller eval.every or other rungs");
     }
     if (set_every)
       plan.notes.push_back("eval.every was 0 (validation only at the end): set to " +
@@ -353,7 +354,13 @@ std::vector<std::pair<std::string, std::string>> sweep_points_of(const std::stri
 std::string free_sweep_name(const db::Database& db, const std::string& base) {
   for (int i = 1;; ++i) {
     const std::string name = i == 1 ? base : base + "-" + std::to_string(i);
-    if (!db::find_sweep(db, name) && !db::find_run(db, name + "-1")) return name;
+    if (db::find_sweep(db, name) || db::find_run(db, name + "-1")) continue;
+    try {
+      db::get_queue_entry(db, name + "-1");
+      continue;  // an entry holds the first point's name
+    } catch (const db::DbError&) {
+      return name;
+    }
   }
 }
 

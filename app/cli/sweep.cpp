@@ -231,6 +231,8 @@ int sweep_add(const Context& ctx, ArgReader& args) {
   if (random && (*random < 1 || *random != std::floor(*random)))
     throw UsageError("--random needs a whole number of points");
   if (seed && !random) throw UsageError("--seed only with --random N");
+  if (seed && (*seed < 0 || *seed != std::floor(*seed) || *seed > 9007199254740992.0))
+    throw UsageError("--seed needs a whole number from 0 to 2^53");
   if (eta && !halving_arg) throw UsageError("--eta only with --halving");
   if (eta && (*eta < 2 || *eta != std::floor(*eta)))
     throw UsageError("--eta needs a whole number, 2 or more");
@@ -284,7 +286,7 @@ int sweep_add(const Context& ctx, ArgReader& args) {
     }
     plan = runs::plan_sweep(config_path, name, spec, halving);
   } catch (const Error& e) {
-    std::fprintf(stderr, "flotilla: %s\n", e.what());
+    std::fprintf(stderr, "flotilla: %s\nnothing was queued\n", e.what());
     return static_cast<int>(e.code());
   }
   runs::SweepQueueOptions options;
@@ -293,7 +295,12 @@ int sweep_add(const Context& ctx, ArgReader& args) {
   options.deadline = deadline;
   options.max_usd = max_usd;
   if (max_restarts) options.max_restarts = static_cast<int64_t>(*max_restarts);
-  const std::vector<int64_t> ids = runs::queue_sweep(db, plan, options, now);
+  std::vector<int64_t> ids;
+  try {
+    ids = runs::queue_sweep(db, plan, options, now);
+  } catch (const db::DbError& e) {  // a taken name: the transaction rolled everything back
+    throw db::DbError(e.kind(), std::string(e.what()) + "\nnothing was queued");
+  }
 
   std::printf("sweep %s: %zu points from %s (%s)\n", plan.name.c_str(), plan.points.size(),
               config_path.c_str(),
