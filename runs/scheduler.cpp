@@ -431,7 +431,9 @@ void Scheduler::reconcile(db::Database& db, TickReport& report, double now) {
     }
     if (e.state == db::EntryState::kStarting) {
       // A requeued entry whose resume never happened: its run is still halted.
-      if (e.run_id && run->status != S::kRunning && run->status != S::kQueued && run->status != S::kCreated) {
+      // (It ended before this claim: a resume that happened and ended again ends after it.)
+      if (e.run_id && run->status != S::kRunning && run->status != S::kQueued && run->status != S::kCreated &&
+          run->status != S::kCompleted && run->ended_at.value_or(0) < e.updated_at) {
         db::unclaim_queue_entry(db, e.id, "its resume was cut short: resuming it again", now);
         continue;
       }
