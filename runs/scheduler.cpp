@@ -514,27 +514,16 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
       choice.words = std::string("placement failed: ") + ex.what();
     }
     if (!choice.start) {
+      // The best place is a node idle autostop powered off: wake it, and wait for it.
+      if (options_.wake_node)
+        for (const std::string& node : choice.wake_nodes) {
+          std::string why;
+          if (!options_.wake_node(node, &why) && !why.empty())
+            choice.words += " (node " + node + ": " + why + ")";
+        }
       db::set_queue_entry_why(db, e.id, choice.words, choice.decision_json, now);
       ++report.waiting;
       continue;
-    }
-    // A node idle autostop stopped is woken first (the queue waits for its probe).
-    if (options_.wake_node && choice.where.kind == PlaceKind::kNodes) {
-      bool awake = true;
-      for (const std::string& node : choice.where.nodes) {
-        std::string why;
-        if (!options_.wake_node(node, &why)) {
-          db::set_queue_entry_why(db, e.id,
-                                  "waits for node " + node + " to start" + (why.empty() ? "" : ": " + why),
-                                  choice.decision_json, now);
-          awake = false;
-          break;
-        }
-      }
-      if (!awake) {
-        ++report.waiting;
-        continue;
-      }
     }
     if (!db::claim_queue_entry(db, e.id, token_, choice.key, choice.words, choice.decision_json, now))
       continue;

@@ -54,8 +54,9 @@ struct PlaceChoice {
   std::string key;     // the place key ("" when refused or waiting for no particular place)
   Placement where;
   Layout layout;
-  std::string words;                 // the decision, or why it waits / is refused
-  std::string decision_json = "{}";  // queue_entries.decision (docs/scheduling.md)
+  std::string words;                    // the decision, or why it waits / is refused
+  std::string decision_json = "{}";     // queue_entries.decision (docs/scheduling.md)
+  std::vector<std::string> wake_nodes;  // it waits for these powered-off nodes: wake them
 };
 // Placement as the scheduler asks it: the entry, its config (as stored), the steps it has left
 // (-1: all), the time.

@@ -3,18 +3,10 @@
 // JSON). Split from scheduler.cpp so the scheduler's steps do not depend on how places are weighed.
 #include <algorithm>
 
-#include "db/queries.h"
-#include "db/run_store.h"
+#include "runs/queue_place.h"
 #include "runs/scheduler.h"
 
-#if __has_include("runs/queue_place.h")
-#include "runs/queue_place.h"
-#define FLOTILLA_SCHED_HAS_PLACE 1
-#endif
-
 namespace flotilla::runs {
-
-#ifdef FLOTILLA_SCHED_HAS_PLACE
 
 PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const RunConfig& config,
                            int64_t steps_to_go, double now) {
@@ -34,6 +26,7 @@ PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const 
   c.layout = d.layout;
   c.words = d.words;
   c.decision_json = decision_json(d);
+  c.wake_nodes = d.wake_nodes;
   if (c.start) {
     PlaceShape shape;
     if (const PlaceEstimate* est = d.chosen_estimate()) {
@@ -45,32 +38,5 @@ PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const 
   }
   return c;
 }
-
-#else
-
-// Until runs/queue_place.h is merged: this machine only, one queued run at a time.
-PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const RunConfig&, int64_t, double) {
-  PlaceChoice c;
-  if (!entry.places.empty() &&
-      std::find(entry.places.begin(), entry.places.end(), "local") == entry.places.end()) {
-    c.words = "placement is not built yet: only this machine (local) is served";
-    return c;
-  }
-  db::RunFilter f;
-  f.statuses = {db::RunStatus::kRunning, db::RunStatus::kCreated};
-  for (const db::RunListItem& item : db::list_runs(db, f))
-    if (item.run.target == "local") {
-      c.words = "waits: this machine is busy with run " + item.run.name;
-      return c;
-    }
-  c.start = true;
-  c.key = "local";
-  c.where = Placement::here();
-  c.words = "on this machine: free now";
-  c.decision_json = "{\"chosen\": \"local\", \"words\": \"on this machine: free now\", \"places\": []}";
-  return c;
-}
-
-#endif
 
 }  // namespace flotilla::runs

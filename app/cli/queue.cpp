@@ -28,10 +28,7 @@
 #include "runs/scheduler.h"
 #include "runs/worker_command.h"
 
-#if __has_include("runs/queue_place.h")
 #include "runs/queue_place.h"
-#define FLOTILLA_QUEUE_HAS_PLACE 1
-#endif
 
 namespace flotilla::cli {
 namespace {
@@ -83,17 +80,11 @@ double parse_deadline(const std::string& text, double now) {
 }
 
 std::string check_place_key(const std::string& key) {
-#ifdef FLOTILLA_QUEUE_HAS_PLACE
   try {
     return runs::parse_place_key(key).key();
   } catch (const Error& e) {
     throw UsageError(std::string("--on: ") + e.what());
   }
-#else
-  if (key.empty())
-    throw UsageError("--on needs a place: local, node:NAME, nodes:A,B, cluster:NAME[/PARTITION]");
-  return key;
-#endif
 }
 
 int64_t entry_id(const db::Database& db, const std::string& text) { return db::get_queue_entry(db, text).id; }
