@@ -307,6 +307,24 @@ void Scheduler::collect(db::Database& db, TickReport& report, double now) {
       ++report.finished;
       continue;
     }
+    if (w->result.exit_code == static_cast<int>(ExitCode::kComm)) {
+      // The watch lost its place for good and left the run 'running' (a node that stopped
+      // answering): it is lost to this place; ended failed here, so it can resume elsewhere.
+      try {
+        const db::Run run = db::get_run(db, w->run_id);
+        if (run.status == db::RunStatus::kRunning) {
+          RunEnd end;
+          end.status = db::RunStatus::kFailed;
+          end.exit_code = static_cast<int>(ExitCode::kComm);
+          end.note = "lost: " + (w->result.root_cause.empty() ? std::string("its place stopped answering")
+                                                              : w->result.root_cause);
+          end.reason = options_.origin + ": " + end.note;
+          end.only_if_running = true;
+          record_end(db, w->run_id, end);
+        }
+      } catch (const db::DbError&) {
+      }
+    }
     handle_end(db, *entry, w->run_id, report, now);
   }
 }

@@ -7,7 +7,9 @@
 //   created, after its worker started, after its id is written back, after it is watched); a new
 //   scheduler continues each time. In the end every entry is done and every run was created once
 //   and its worker started once (one run row per entry under its reserved name, one "worker pid"
-//   status event per run, every step stored once).
+//   status event per run, every step stored once);
+// - a run whose worker is killed outright is requeued at the head with its lost steps and their
+//   cost, and resumes from its newest checkpoint, every step stored once.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "db/queue.h"
 #include "db/run_records.h"
 #include "engine/core/error.h"
+#include "runs/process.h"
 #include "runs/scheduler.h"
 #include "runs_fixture.h"
 
@@ -168,6 +171,67 @@ void exactly_once_under_crashes(const std::string& dir, unsigned seed) {
   }
 }
 
+// A run whose worker is killed outright (SIGKILL of its tree: an OOM killer, a hard stop of the
+// machine) goes back to the head of the queue with the steps after its newest checkpoint recorded
+// as lost, priced at the run's measured cost per step, and resumes from that checkpoint in the same
+// row: every step from 1 to the end stored exactly once.
+void killed_run_is_requeued_and_resumed(const std::string& dir) {
+  const std::string db_path = dir + "/runs.db";
+  {
+    db::Database d(db_path);
+    db::NewQueueEntry n;
+    n.name = "killed";
+    n.explicit_name = true;
+    n.config_toml = tiny_config(3000, "[budget]\nusd_per_hour = 36\n", 100);
+    n.max_restarts = 1;
+    db::add_queue_entry(d, n, db::now_seconds());
+  }
+  runs::Scheduler sched(options_for(dir));
+  sched.acquire();
+  const auto tick_until = [&](auto pred, double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      sched.tick();
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return pred();
+  };
+  const auto entry = [&] { return db::get_queue_entry(db::Database(db_path), "killed"); };
+  CHECK(tick_until([&] { return entry().state == db::EntryState::kRunning; }, 60));
+  const int64_t id = entry().run_id.value_or(0);
+  int64_t saved = 0, stored_steps = 0;
+  CHECK(tick_until(
+      [&] {
+        const db::Database d(db_path);
+        const auto cps = db::list_checkpoints(d, id);
+        saved = cps.empty() ? 0 : cps.back().step;
+        stored_steps = static_cast<int64_t>(db::metric_points(d, id, "loss").size());
+        return saved > 0 && stored_steps >= saved + 30;
+      },
+      60));
+  const db::Run run = stored(db_path, id);
+  const pid_t pid = flotilla::runs::live_worker_pid(run.run_dir);
+  CHECK(pid > 0);
+  flotilla::runs::kill_worker_tree(pid);
+  CHECK(tick_until([&] { return entry().starts >= 2 || db::entry_finished(entry().state); }, 60));
+  const db::QueueEntry requeued = entry();
+  CHECK_MSG(requeued.starts == 2 && requeued.lost_steps >= 30 && requeued.lost_usd > 0,
+            "%s, %lld starts, lost %lld steps ($%g): %s", db::entry_state_name(requeued.state),
+            static_cast<long long>(requeued.starts), static_cast<long long>(requeued.lost_steps),
+            requeued.lost_usd, requeued.why.c_str());
+  CHECK(tick_until([&] { return db::entry_finished(entry().state); }, 90));
+  const db::QueueEntry e = entry();
+  CHECK_MSG(e.state == db::EntryState::kDone, "%s: %s", db::entry_state_name(e.state), e.why.c_str());
+  CHECK(stored(db_path, id).status == db::RunStatus::kCompleted);
+  const db::Database d(db_path);
+  std::vector<int64_t> steps;
+  for (const auto& pt : db::metric_points(d, id, "loss")) steps.push_back(static_cast<int64_t>(pt.step));
+  CHECK_MSG(steps.size() == 3000 && steps.front() == 1 && steps.back() == 3000 &&
+                std::adjacent_find(steps.begin(), steps.end()) == steps.end(),
+            "%zu steps", steps.size());
+}
+
 }  // namespace
 
 int main() {
@@ -182,5 +246,6 @@ int main() {
   std::vector<unsigned> list = {11, 29};
   if (seeds) list = {static_cast<unsigned>(std::atoi(seeds))};
   for (unsigned seed : list) exactly_once_under_crashes(dir, seed);
+  killed_run_is_requeued_and_resumed(dir);
   return flotilla_test::summary("test_scheduler_crash");
 }
