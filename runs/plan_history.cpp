@@ -26,7 +26,9 @@ void json_tables(const nlohmann::json& j, const std::string& prefix, std::string
     if (it->is_object()) json_tables(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
 }
 
-RunConfig stored_config(const db::Run& run) {
+}  // namespace
+
+RunConfig stored_run_config(const db::Run& run) {
   if (!run.config_toml.empty()) return parse_config_toml(run.config_toml, "stored config of run " + run.name);
   const auto j = nlohmann::json::parse(run.config_json, nullptr, false);
   if (!j.is_object() || j.empty()) throw Error(ExitCode::kConfig, "run " + run.name + " stores no config");
@@ -34,8 +36,6 @@ RunConfig stored_config(const db::Run& run) {
   json_tables(j, "", toml);
   return parse_config_toml(toml, "stored config_json of run " + run.name);
 }
-
-}  // namespace
 
 std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig* like, int limit) {
   db::RunFilter filter;
@@ -48,7 +48,7 @@ std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig
     if (run.target != "local" || item.last_step < 2) continue;
     RunObservation o;
     try {
-      o.config = stored_config(run);
+      o.config = stored_run_config(run);
     } catch (const std::exception&) {  // an older engine's keys, or no config at all
       continue;
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "db/run_store.h"
 #include "engine/config/run_config.h"
 #include "engine/plan/calibration.h"
 
@@ -21,6 +22,10 @@ inline constexpr int kPlanHistoryRuns = 50;  // newest local runs read (each one
 // config no longer parses (an older engine's keys) are skipped.
 std::vector<RunObservation> plan_history(const db::Database& db, const RunConfig* like = nullptr,
                                          int limit = kPlanHistoryRuns);
+
+// A stored run's config: its TOML, else the config_json of its run_start record (a run started from
+// the built-in demo stores no TOML). Throws flotilla::Error(kConfig) when neither parses.
+RunConfig stored_run_config(const db::Run& run);
 
 // machine_calibration (the kept peak and link figures; measured when absent and `measure_if_absent`)
 // with the store's history of local runs (plan_calibrated picks what it learns from).
