@@ -20,6 +20,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/halving.h"
+#include "runs/queue_place.h"
 #include "runs/run_speed.h"
 #include "runs/sweep.h"
 
@@ -72,13 +73,13 @@ double parse_deadline(const std::string& text, double now) {
   throw UsageError("--deadline '" + text + "': give +3h, +90m, +2d, \"YYYY-MM-DD HH:MM\" or unix seconds");
 }
 
-void check_place(const std::string& key) {
-  static const char* const kForms[] = {"local", "node:", "nodes:", "cluster:"};
-  for (const char* f : kForms) {
-    const std::string form = f;
-    if (form.back() == ':' ? (key.rfind(form, 0) == 0 && key.size() > form.size()) : key == form) return;
+// The place key as `flotilla queue add --on` takes it (runs/queue_place.h), normalised.
+std::string check_place(const std::string& key) {
+  try {
+    return runs::parse_place_key(key).key();
+  } catch (const Error& e) {
+    throw UsageError(std::string("--on: ") + e.what());
   }
-  throw UsageError("--on '" + key + "': a place is local, node:NAME, nodes:A,B or cluster:NAME[/PARTITION]");
 }
 
 int sweep_list(const Context& ctx, ArgReader& args) {
@@ -219,7 +220,7 @@ int sweep_add(const Context& ctx, ArgReader& args) {
   const std::optional<std::string> name_arg = args.value("--name");
   const std::optional<std::string> halving_arg = args.value("--halving");
   const std::optional<double> eta = args.number("--eta");
-  const std::vector<std::string> places = args.values("--on");
+  std::vector<std::string> places = args.values("--on");
   const std::optional<double> priority = args.number("--priority");
   const std::optional<std::string> deadline_arg = args.value("--deadline");
   const std::optional<double> max_usd = args.number("--max-usd");
@@ -241,10 +242,11 @@ int sweep_add(const Context& ctx, ArgReader& args) {
   if (max_restarts &&
       (*max_restarts < 0 || *max_restarts > 100 || *max_restarts != std::floor(*max_restarts)))
     throw UsageError("--max-restarts needs a whole number from 0 to 100");
-  for (const auto& p : places) check_place(p);
+  for (auto& p : places) p = check_place(p);
   const double now = db::now_seconds();
   const std::optional<double> deadline =
       deadline_arg ? std::optional<double>(parse_deadline(*deadline_arg, now)) : std::nullopt;
+  if (deadline && *deadline <= now) throw UsageError("--deadline '" + *deadline_arg + "' is already past");
   const std::string config_path = fs::absolute(pos[0]).string();
 
   runs::SweepSpec spec;

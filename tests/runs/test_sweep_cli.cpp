@@ -208,7 +208,8 @@ void cli_refusals_queue_nothing() {
   r = cli({"sweep", cfg, "--set", "optim.lr=1e-4:1e-2", "--name", "b4"});
   CHECK(r.exit_code == 3 && has(r.output, "ranges need --random N"));
   r = cli({"sweep", cfg, "--set", "optim.lr=1e-4,1e-2", "--on", "moon", "--name", "b5"});
-  CHECK(r.exit_code == 2 && has(r.output, "--on 'moon'"));
+  CHECK_MSG(r.exit_code == 2 && has(r.output, "--on: ") && has(r.output, "moon"), "exit %d\n%s", r.exit_code,
+            r.output.c_str());
   const db::Database d(g_root + "/store.db");
   CHECK_MSG(all_entries() == before, "%zu entries, %zu before", all_entries(), before);
   CHECK(!db::find_sweep(d, "b1") && !db::find_sweep(d, "b2") && !db::find_sweep(d, "b3"));
