@@ -185,6 +185,14 @@ std::vector<HalvingStop> halving_decisions(const db::Database& db, const std::st
   if (!sweep) return out;
   const HalvingSettings settings = parse_halving_json(sweep->halving_json);
   if (!settings.on()) return out;
+  // Only a running run can be stopped: a sweep with none (all queued, or all ended) costs one
+  // query per tick, not a read of every run's metrics.
+  bool any_running = false;
+  for (const db::QueueEntry& e : db::list_queue_group(db, group))
+    any_running =
+        any_running || ((e.state == db::EntryState::kRunning || e.state == db::EntryState::kStarting) &&
+                        e.run_id && halving_reason(db, *e.run_id).empty());
+  if (!any_running) return out;
   for (const RunHalving& h : halving_standings(db, group, settings, now)) {
     if (!h.stop_at) continue;
     const db::Run run = db::get_run(db, h.run_id);
