@@ -91,6 +91,8 @@ int cmdPricing(const Invocation& inv) { return runStoreCommand(inv, flotilla::cl
 int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_nodes); }
 int cmdPlan(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_plan); }
 int cmdClusters(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_clusters); }
+int cmdQueue(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_queue); }
+int cmdSweep(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_sweep); }
 
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
@@ -120,6 +122,14 @@ const std::vector<Command>& commands() {
        "add NAME --login HOST ... | list [--json] | probe NAME | trust NAME --fingerprint FP | price NAME "
        "PARTITION ... | remove NAME: Slurm clusters",
        cmdClusters},
+      {"queue",
+       "[list [--all] [--json]] | add CONFIG.toml [--on PLACE]... [--priority N] [--after RUN] [--deadline T]\n"
+       "                    [--max-usd X] | show ID | cancel|pause|resume ID | move ID --top|... | serve [--until-empty]",
+       cmdQueue},
+      {"sweep",
+       "CONFIG.toml --set K=V1,V2... [--random N] [--halving auto|T1,T2] | list | show NAME |\n"
+       "                    compare NAME: one queued run per point, successive halving",
+       cmdSweep},
   };
   return table;
 }

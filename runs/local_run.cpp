@@ -227,6 +227,7 @@ class LocalPlace : public Place {
   PlaceEnd end(const EndContext& c, db::Writer* writer, const Note& note) override {
     report_launch(c.cause, writer, note);
     PlaceEnd e;
+    int64_t stored_summary_steps = -1;  // the summary the store holds, re-attached (-1: none read)
     e.root_cause = root_cause_;
     if (w_.own_child) {
       e.signal = WIFSIGNALED(status_) ? WTERMSIG(status_) : 0;
@@ -268,6 +269,7 @@ class LocalPlace : public Place {
               rec.type == MetricsRecordType::kSummary) {
             summary_exit = rec.summary().exit;
             summary_time = rec.time;
+            stored_summary_steps = rec.summary().steps;
           }
         } catch (const db::DbError&) {
         }
@@ -281,8 +283,11 @@ class LocalPlace : public Place {
     record.whole_bytes = c.offset;
     struct stat mst {};
     record.torn = ::stat(path().c_str(), &mst) == 0 && static_cast<uint64_t>(mst.st_size) > record.whole_bytes;
-    record.has_summary = !c.summary_exit.empty();
-    record.summary_steps = c.summary_steps;
+    // A watcher that died after committing the summary line (a killed app or scheduler) leaves this
+    // re-attached watch nothing to read: the summary the store holds is the record's.
+    record.has_summary = !c.summary_exit.empty() || stored_summary_steps >= 0;
+    record.summary_steps =
+        c.summary_exit.empty() && stored_summary_steps >= 0 ? stored_summary_steps : c.summary_steps;
     record.last_step = c.last_step;
     e.record = record;
     return e;

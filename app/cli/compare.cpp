@@ -1,12 +1,14 @@
-// `flotilla compare RUN RUN... [--csv|--json]`: run summaries side by side and the config keys
-// whose values differ.
+// `flotilla compare RUN RUN... [--group SWEEP] [--csv|--json]`: run summaries side by side and the
+// config keys whose values differ; --group adds every started run of a sweep (its queue group).
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
 #include "db/costs.h"
+#include "db/errors.h"
 #include "db/queries.h"
+#include "db/queue.h"
 #include "db/run_store.h"
 #include "runs/figures.h"
 #include "runs/run_speed.h"
@@ -39,23 +41,44 @@ int cmd_compare(const Context& ctx) {
   ArgReader args(ctx.args, "compare");
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla compare RUN RUN... [--csv|--json]\n\n"
+        "Usage: flotilla compare RUN RUN... [--group SWEEP] [--csv|--json]\n\n"
         "Final and best loss, tokens, tokens/s, MFU, running time (what the price is charged for), training\n"
         "time (first to last step), device-hours (running time x devices: GPU-h or CPU-h), cost and cost per\n"
         "million tokens (\"unpriced\", null in JSON, for a run with no price) of each run, then the config\n"
-        "keys whose values differ.\n");
+        "keys whose values differ. --group SWEEP compares the runs the sweep's points started (flotilla\n"
+        "sweep show SWEEP), in point order, with any RUN given.\n");
     return kExitOk;
   }
   const bool csv = args.flag("--csv");
   const bool as_json = args.flag("--json");
+  const std::optional<std::string> group = args.value("--group");
   const auto pos = args.positionals();
-  if (pos.size() < 2) throw UsageError("compare needs at least two runs");
+  if (!group && pos.size() < 2) throw UsageError("compare needs at least two runs, or --group SWEEP");
   const db::Database db = open_store(ctx);
   std::vector<db::Run> runs;
   std::vector<db::RunSummary> sums;
   for (const auto& p : pos) {
     runs.push_back(db::get_run(db, p));
     sums.push_back(runs::run_summary(db, runs.back().id));
+  }
+  if (group) {
+    const auto entries = db::list_queue_group(db, *group);
+    if (entries.empty() && !db::find_sweep(db, *group))
+      throw db::DbError(db::DbErrorKind::kNotFound, "no sweep named '" + *group + "' (flotilla sweep list)");
+    size_t started = 0;
+    for (const db::QueueEntry& e : entries) {
+      if (!e.run_id) continue;
+      ++started;
+      bool listed = false;
+      for (const auto& r : runs) listed = listed || r.id == *e.run_id;
+      if (listed) continue;
+      runs.push_back(db::get_run(db, *e.run_id));
+      sums.push_back(runs::run_summary(db, runs.back().id));
+    }
+    if (started == 0)
+      throw db::DbError(db::DbErrorKind::kNotFound, "sweep '" + *group + "' has no started run yet (" +
+                                                        std::to_string(entries.size()) +
+                                                        " queued): flotilla sweep show " + *group);
   }
   const auto diffs = db::config_differences(runs);
 

@@ -1,7 +1,8 @@
 // The Compare page over a real store: the run picker, summary, config and cost-to-target models
 // pass QAbstractItemModelTester; the cost to reach a loss matches the closed form of the fixture's
 // curves; aligned series come back for two runs on every x axis; the config diff hides equal keys
-// until "show all"; the page fills its plot and tables from a background query.
+// until "show all"; the page fills its plot and tables from a background query; the Sweep list
+// (and openGroup) checks exactly the runs a sweep started.
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
 #include <QComboBox>
@@ -12,8 +13,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 
+#include "db/queue.h"
 #include "db/sql.h"
 #include "store_workspace.h"
 #include "ui/compare/comparemodels.h"
@@ -33,6 +36,7 @@ class TestCompare : public QObject {
   void costToReachMatchesClosedForm();
   void modelsPassTheTester();
   void pageComparesTwoRuns();
+  void pageOpensASweep();
 
  private:
   QTemporaryDir m_tmp;
@@ -181,6 +185,48 @@ void TestCompare::pageComparesTwoRuns() {
   QCOMPARE(page.plot()->curveCount(), 2);
   QVERIFY(!page.result().series[0].points.empty());
   QVERIFY(page.result().series[0].points.back().x < 2.0);  // dollars: a $1.78 run
+}
+
+void TestCompare::pageOpensASweep() {
+  {
+    // A sweep of three points, two of them started (as the scheduler writes them back).
+    db::Database d(m_db.toStdString());
+    db::Sweep sweep;
+    sweep.name = "grp";
+    db::add_sweep(d, sweep);
+    for (int i = 0; i < 3; ++i) {
+      db::NewQueueEntry e;
+      e.name = "grp-" + std::to_string(i + 1);
+      e.config_toml = "x";
+      e.group = "grp";
+      const int64_t id = db::add_queue_entry(d, e, m_now);
+      if (i < 2) {
+        QVERIFY(db::claim_queue_entry(d, id, "t", "local", "", "{}", m_now));
+        QVERIFY(db::set_queue_entry_run(d, id, "t", m_ids[static_cast<size_t>(i) + 1], m_now));
+      }
+    }
+  }
+  ComparePage page(m_db);
+  page.openGroup(QStringLiteral("grp"));  // before the list has loaded: applied when it arrives
+  QSignalSpy runs(&page, &ComparePage::runsLoaded);
+  page.refresh();
+  QVERIFY(runs.wait(10000));
+  QTRY_VERIFY_WITH_TIMEOUT(!page.busy(), 10000);
+  const auto sorted = [&page] {
+    auto ids = page.runModel()->checkedIds();
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  std::vector<int64_t> want{m_ids[1], m_ids[2]};
+  std::sort(want.begin(), want.end());
+  QCOMPARE(sorted(), want);
+  QCOMPARE(page.sweepBox()->currentText(), QStringLiteral("grp"));
+  QTRY_VERIFY_WITH_TIMEOUT(page.summaryModel()->rowCount() == 2, 10000);
+  // The list: picking the sweep again after other checks restores exactly its runs.
+  page.runModel()->setChecked(m_ids[0], true);
+  page.sweepBox()->setCurrentIndex(0);
+  emit page.sweepBox()->activated(page.sweepBox()->findText(QStringLiteral("grp")));
+  QCOMPARE(sorted(), want);
 }
 
 QTEST_MAIN(TestCompare)

@@ -106,6 +106,16 @@ void ComparePage::build() {
   filterRow->addWidget(m_filter, 1);
   filterRow->addWidget(refreshButton);
   leftLayout->addLayout(filterRow);
+  // A sweep's runs, checked at once (issue 37).
+  m_sweep = new QComboBox;
+  m_sweep->setObjectName(QStringLiteral("compareSweep"));
+  m_sweep->setToolTip(tr("Check every run a sweep started (flotilla sweep)"));
+  m_sweep->addItem(tr("Sweep…"));
+  m_sweep->setEnabled(false);
+  connect(m_sweep, &QComboBox::activated, this, [this](int index) {
+    if (index > 0) openGroup(m_sweep->itemText(index));
+  });
+  leftLayout->addWidget(m_sweep);
   leftLayout->addWidget(m_runView, 1);
 
   // Right, top: the plot and its controls.
@@ -237,17 +247,52 @@ void ComparePage::refresh() {
   const quint64 generation = ++m_listGeneration;
   m_listBusy = true;
   RunListRequest request{m_databasePath, {}};
-  runAsync<std::vector<db::RunListItem>>(
-      this, [request] { return loadRunList(request); },
-      [this, generation](Outcome<std::vector<db::RunListItem>> r) {
+  using Lists = std::pair<std::vector<db::RunListItem>, std::vector<SweepGroup>>;
+  runAsync<Lists>(
+      this, [request] { return Lists(loadRunList(request), loadSweepGroups(request.databasePath)); },
+      [this, generation](Outcome<Lists> r) {
         if (generation != m_listGeneration) return;
         m_listBusy = false;
         if (auto* error = std::get_if<QString>(&r)) return fail(*error);
-        m_runs->setRuns(std::move(std::get<0>(r)));
+        m_runs->setRuns(std::move(std::get<0>(r).first));
+        m_sweeps = std::move(std::get<0>(r).second);
+        {
+          const QSignalBlocker block(m_sweep);
+          const QString current = m_sweep->currentText();
+          while (m_sweep->count() > 1) m_sweep->removeItem(1);
+          for (const auto& g : m_sweeps) m_sweep->addItem(QString::fromStdString(g.name));
+          m_sweep->setEnabled(!m_sweeps.empty());
+          const int at = m_sweep->findText(current);
+          m_sweep->setCurrentIndex(at > 0 ? at : 0);
+        }
         m_status->setText(tr("%n run(s) in the workspace", nullptr, m_runs->rowCount()));
+        applyGroup();
         emit runsLoaded();
         requestComparison();
       });
+}
+
+void ComparePage::openGroup(const QString& name) {
+  m_pendingGroup = name;
+  if (m_listBusy) return;  // applied when the list arrives
+  applyGroup();
+  if (!m_pendingGroup.isEmpty()) refresh();  // a sweep newer than the list: read it again
+}
+
+void ComparePage::applyGroup() {
+  if (m_pendingGroup.isEmpty()) return;
+  for (const auto& g : m_sweeps) {
+    if (QString::fromStdString(g.name) != m_pendingGroup) continue;
+    const QSignalBlocker block(m_sweep);
+    m_sweep->setCurrentIndex(m_sweep->findText(m_pendingGroup));
+    m_pendingGroup.clear();
+    m_runs->setCheckedIds(g.runIds);
+    m_status->setText(tr("Sweep %1: %2 of its %3 point(s) have started")
+                          .arg(QString::fromStdString(g.name))
+                          .arg(g.runIds.size())
+                          .arg(g.points));
+    return;
+  }
 }
 
 void ComparePage::requestComparison() {

@@ -53,6 +53,7 @@ class ComparePage : public QWidget {
   QCheckBox* showAllBox() const { return m_showAll; }
   QCheckBox* smoothedBox() const { return m_smoothed; }
   QLineEdit* filterEdit() const { return m_filter; }
+  QComboBox* sweepBox() const { return m_sweep; }  // "Sweep…", then each sweep's name
   const CompareResult& result() const { return m_result; }
   bool busy() const { return m_listBusy || m_compareBusy; }
 
@@ -60,6 +61,9 @@ class ComparePage : public QWidget {
   // Re-reads the run list (and then the comparison).
   void refresh();
   void setPreferences(const flotilla::ui::Preferences& prefs);
+  // Checks exactly the runs sweep `name` started (issue 37: Compare opens the group); before the
+  // run list has loaded, once it has.
+  void openGroup(const QString& name);
 
  signals:
   void runsLoaded();
@@ -75,6 +79,7 @@ class ComparePage : public QWidget {
   void startComparison();
   void applyResult(CompareResult result);
   void fail(const QString& message);
+  void applyGroup();
 
   QString m_databasePath;
   Preferences m_prefs;
@@ -85,6 +90,9 @@ class ComparePage : public QWidget {
   TargetModel* m_target;
   CompareOverlayPlot* m_plot = nullptr;
   QLineEdit* m_filter = nullptr;
+  QComboBox* m_sweep = nullptr;
+  std::vector<SweepGroup> m_sweeps;
+  QString m_pendingGroup;
   QTableView* m_runView = nullptr;
   QComboBox* m_metric = nullptr;
   QComboBox* m_xAxis = nullptr;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "db/costs.h"
+#include "db/queue.h"
 #include "runs/run_speed.h"
 #include "ui/plot/smoothing.h"
 
@@ -26,6 +27,21 @@ std::vector<db::RunListItem> loadRunList(const RunListRequest& request) {
   db::RunFilter filter;
   filter.name_contains = request.nameContains.toStdString();
   return db::list_runs(db, filter);
+}
+
+std::vector<SweepGroup> loadSweepGroups(const QString& databasePath) {
+  const db::Database db(databasePath.toStdString(), readerOptions());
+  std::vector<SweepGroup> out;
+  for (const db::Sweep& s : db::list_sweeps(db)) {
+    SweepGroup g;
+    g.name = s.name;
+    for (const db::QueueEntry& e : db::list_queue_group(db, s.name)) {
+      ++g.points;
+      if (e.run_id) g.runIds.push_back(*e.run_id);
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing) {

@@ -26,6 +26,15 @@ struct RunListRequest {
 // list_runs over a fresh connection; throws DbError.
 std::vector<db::RunListItem> loadRunList(const RunListRequest& request);
 
+// Each sweep (runs/sweep.h) with the runs its points started, in point order: what the page's
+// "Sweep" list checks at once (issue 37). Throws DbError.
+struct SweepGroup {
+  std::string name;
+  std::vector<int64_t> runIds;
+  int points = 0;
+};
+std::vector<SweepGroup> loadSweepGroups(const QString& databasePath);
+
 struct CompareRequest {
   QString databasePath;
   std::vector<int64_t> runIds;

@@ -31,6 +31,17 @@ void RunPickerModel::setChecked(int64_t runId, bool checked) {
       setData(index(row, Name), checked ? Qt::Checked : Qt::Unchecked, Qt::CheckStateRole);
 }
 
+void RunPickerModel::setCheckedIds(const std::vector<int64_t>& runIds) {
+  QSet<qint64> next;
+  for (const int64_t id : runIds)
+    for (const auto& item : m_runs)
+      if (item.run.id == id) next.insert(id);
+  if (next == m_checked) return;
+  m_checked = next;
+  if (rowCount() > 0) emit dataChanged(index(0, Name), index(rowCount() - 1, Name), {Qt::CheckStateRole});
+  emit checkedChanged();
+}
+
 int64_t RunPickerModel::runIdAt(int row) const {
   return row >= 0 && row < rowCount() ? m_runs[static_cast<size_t>(row)].run.id : 0;
 }

@@ -27,6 +27,8 @@ class RunPickerModel : public QAbstractTableModel {
   // Checked run ids in list order.
   std::vector<int64_t> checkedIds() const;
   void setChecked(int64_t runId, bool checked);
+  // Checks exactly these runs (the others unchecked), with one checkedChanged.
+  void setCheckedIds(const std::vector<int64_t>& runIds);
   int64_t runIdAt(int row) const;
 
   int rowCount(const QModelIndex& parent = {}) const override;
