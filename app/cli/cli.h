@@ -87,5 +87,7 @@ int cmd_pricing(const Context& ctx);
 int cmd_nodes(const Context& ctx);     // nodes.cpp
 int cmd_plan(const Context& ctx);      // plan.cpp
 int cmd_clusters(const Context& ctx);  // clusters.cpp: Slurm clusters
+// `nodes autostop NAME ...` (autostop.cpp): a node's idle limit and its stop/start commands.
+int nodes_autostop(const Context& ctx, ArgReader& args);
 
 }  // namespace flotilla::cli
