@@ -1,13 +1,15 @@
 // `flotilla nodes autostop` through the real binary and a real store: the settings are stored as
 // typed (hostile arguments verbatim, a '-' argument through --stop-arg=...), shown by the command and
 // by `nodes list` (text and JSON); --off keeps the commands; every argument error is a usage error
-// (exit 2) naming its option (--idle, --stop-arg, --start-arg, --off), and nothing is stored then.
+// (exit 2) naming its option (--idle, --stop-arg, --start-arg, --off), and nothing is stored then;
+// `flotilla costs` lists idle money per node and autostop's rows.
 #include <string>
 #include <vector>
 
 #include "check.h"
 #include "db/database.h"
 #include "db/node_power.h"
+#include "db/run_store.h"
 #include "db/nodes.h"
 #include "worker_run.h"
 
@@ -107,5 +109,22 @@ int main() {
   r = cli({"nodes", "autostop", "vm-1", "--idle", "1h30m", "--no-start-cmd"});
   CHECK_MSG(r.exit_code == 0 && has(r.output, "after 1 h 30 min") && has(r.output, "- (start it yourself)"),
             "%s", r.output.c_str());
+
+  // `flotilla costs` shows idle money per node and what autostop did.
+  {
+    db::Database d(g_root + "/store.db");
+    const int64_t id = db::get_ssh_node(d, "vm-1").id;
+    db::open_idle_accrual(d, id, 1767225600, 2.0);
+    db::close_idle_accrual(d, id, 1767225600 + 1800, "stopped by autostop after 30 min idle");
+    db::add_event(d, std::nullopt, 1767225600 + 1800, "autostop", "info",
+                  "node vm-1 stopped by autostop at 03:12 after 30 min idle (gcloud stop)",
+                  R"({"node":"vm-1","stopped":true,"idle_s":1800})");
+  }
+  r = cli({"costs"});
+  CHECK_MSG(r.exit_code == 0 && has(r.output, "idle (powered, no run) by node") && has(r.output, "$1.00") &&
+                has(r.output, "stopped by autostop at 03:12 after 30 min idle") && has(r.output, "idle total $1.00"),
+            "%s", r.output.c_str());
+  r = cli({"costs", "--json"});
+  CHECK_MSG(has(r.output, "\"idle_total_usd\": 1.0") && has(r.output, "\"idle_s\": 1800.0"), "%s", r.output.c_str());
   return summary("test_autostop_cli");
 }
