@@ -54,6 +54,23 @@ std::optional<double> parse_idle_duration(const std::string& text, std::string* 
   return total;
 }
 
+std::string idle_duration_input(double s) {
+  char buf[64];
+  const double r = std::round(s);
+  if (std::fabs(s - r) > 1e-9 || std::fmod(r, 60) != 0) {
+    std::snprintf(buf, sizeof buf, "%gs", s);
+    return buf;
+  }
+  const long long m = std::llround(r / 60);
+  if (m % 60 == 0)
+    std::snprintf(buf, sizeof buf, "%lldh", m / 60);
+  else if (m > 60)
+    std::snprintf(buf, sizeof buf, "%lldh%lldm", m / 60, m % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lldm", m);
+  return buf;
+}
+
 std::string idle_duration_text(double s) {
   char buf[64];
   if (s < 60) {
@@ -105,6 +122,27 @@ std::vector<PowerProblem> validate_power_settings(std::optional<double> idle_lim
   check_argv("stop command", stop_argv, out);
   check_argv("start command", start_argv, out);
   return out;
+}
+
+std::vector<PowerProblem> validate_power_fields(const PowerFields& f, std::optional<double>* idle_limit_s) {
+  std::optional<double> limit;
+  std::vector<PowerProblem> out;
+  if (!f.idle.empty()) {
+    std::string why;
+    limit = parse_idle_duration(f.idle, &why);
+    if (!limit) out.push_back({"idle limit", "idle limit: " + why});
+  }
+  // An unparsed limit still needs a stop command: check as if it were set.
+  auto rest = validate_power_settings(
+      limit ? limit : (f.idle.empty() ? std::nullopt : std::optional<double>(1)), f.stop_argv, f.start_argv);
+  out.insert(out.end(), rest.begin(), rest.end());
+  if (idle_limit_s) *idle_limit_s = limit;
+  return out;
+}
+
+PowerFields power_fields(std::optional<double> idle_limit_s, const std::vector<std::string>& stop_argv,
+                         const std::vector<std::string>& start_argv) {
+  return {idle_limit_s ? idle_duration_input(*idle_limit_s) : "", stop_argv, start_argv};
 }
 
 std::vector<std::string> argv_from_lines(const std::string& text) {

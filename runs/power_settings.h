@@ -26,6 +26,8 @@ struct PowerProblem {
 // "30m", "90s", "2h", "1h30m", "1.5h" -> seconds; empty with `why` ("--idle needs a duration like
 // 30m, 90s or 2h, got '30'") for anything else, a bare number included (minutes or seconds?).
 std::optional<double> parse_idle_duration(const std::string& text, std::string* why);
+// As typed, parse_idle_duration's inverse: "90s", "30m", "2h", "1h30m".
+std::string idle_duration_input(double seconds);
 // "45 s", "30 min", "2 h", "1 h 30 min".
 std::string idle_duration_text(double seconds);
 
@@ -35,6 +37,19 @@ std::string idle_duration_text(double seconds);
 std::vector<PowerProblem> validate_power_settings(std::optional<double> idle_limit_s,
                                                   const std::vector<std::string>& stop_argv,
                                                   const std::vector<std::string>& start_argv);
+
+// The settings as a form holds them: the idle limit as typed ("" = autostop off) and both commands.
+struct PowerFields {
+  std::string idle;
+  std::vector<std::string> stop_argv, start_argv;
+};
+// validate_power_settings after parsing `idle` (a bad duration is an "idle limit" problem); the
+// parsed limit in `idle_limit_s` when given (empty for "").
+std::vector<PowerProblem> validate_power_fields(const PowerFields& fields,
+                                                std::optional<double>* idle_limit_s = nullptr);
+// The form's fields of stored settings (idle "" when autostop is off).
+PowerFields power_fields(std::optional<double> idle_limit_s, const std::vector<std::string>& stop_argv,
+                         const std::vector<std::string>& start_argv);
 
 // One argument per line (the dialog's text box) <-> a list; a trailing empty line is dropped, other
 // empty lines are empty arguments.
