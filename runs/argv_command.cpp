@@ -32,6 +32,7 @@ bool executable_file(const std::string& path) {
 struct ArgvCommand::Reader {
   int fd = -1;
   std::atomic<bool> stop{false};
+  std::atomic<bool> done{false};  // it saw EOF (or was stopped)
   std::mutex mutex;
   std::string head, tail;
   size_t dropped = 0;
@@ -59,6 +60,7 @@ struct ArgvCommand::Reader {
         tail.erase(0, tail.size() - kKeep);
       }
     }
+    done = true;
   }
   std::string text() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -211,11 +213,8 @@ CommandOutcome ArgvCommand::finish(int status) {
   // The command has ended; output still in the pipe is read, but a daemon it left holding the pipe
   // open is not waited for beyond a second.
   const auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (reader_thread_.joinable() && std::chrono::steady_clock::now() < stop_at) {
-    pollfd p{reader_->fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) == 0) break;  // drained
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  while (!reader_->done && std::chrono::steady_clock::now() < stop_at)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   reader_->stop = true;
   reader_thread_.join();
   ::close(reader_->fd);

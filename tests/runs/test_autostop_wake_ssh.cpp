@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -76,7 +77,12 @@ int main() {
     runs::check_node(access, d, "vm-1");
   } catch (const runs::Refusal& e) {
     const std::string m = e.what();
-    runs::trust_host_key(access, d, "vm-1", m.substr(m.find("SHA256:")));
+    const size_t at = m.find("SHA256:");
+    size_t end = at + 7;
+    while (end < m.size() &&
+           (std::isalnum(static_cast<unsigned char>(m[end])) || m[end] == '+' || m[end] == '/'))
+      ++end;
+    runs::trust_host_key(access, d, "vm-1", m.substr(at, end - at));
   }
   runs::check_node(access, d, "vm-1");
   fx.stop(0);
