@@ -132,11 +132,16 @@ std::vector<AutostopNotice> IdleAutostop::tick(db::Database& db, double now, con
       db::set_power_state(db, id, db::kPowerStopped, now);
       continue;
     }
-    if (p.state != db::kPowerOn) {
+    const bool busy = view.busy.count(name) > 0 || running.count(id) > 0;
+    if (p.state == db::kPowerStopped && running.count(id)) {
+      // A run is running there (started by hand, or the node was started outside Flotilla): it is on.
+      db::set_power_state(db, id, db::kPowerOn, now);
+      notices.push_back(record(db, now, name, "info",
+                               "node " + name + " is running a run again: counted as on", {{"node", name}}));
+    } else if (p.state != db::kPowerOn) {
       db::close_idle_accrual(db, id, now);  // a stopped node accrues nothing
       continue;
     }
-    const bool busy = view.busy.count(name) > 0 || running.count(id) > 0;
     if (busy) {
       if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
       // Idle up to the run's start there (its cost accrual's), not up to this tick.

@@ -231,6 +231,15 @@ void test_work_keeps_it_on(const fs::path& dir) {
   settle(a, d, id, t0 + 4010);
   CHECK(invocations(record).size() == 1);
   CHECK(db::node_power(d, id)->state == db::kPowerStopped);
+  // A run started there by hand while it is "stopped": the node is on again, and not stopped under it.
+  const int64_t manual = make_run(d, "by-hand");
+  db::attach_node(d, manual, id, 1);
+  db::set_status(d, manual, db::RunStatus::kRunning, t0 + 5000);
+  const auto again = a.tick(d, t0 + 5001, {});
+  CHECK(again.size() == 1 && again[0].text.find("is running a run again") != std::string::npos);
+  CHECK(db::node_power(d, id)->state == db::kPowerOn);
+  for (int i = 0; i < 5; ++i) a.tick(d, t0 + 6000 + i * 100, {});
+  CHECK(!a.stopping(id) && invocations(record).size() == 1);
 }
 
 void test_stale_stopping(const fs::path& dir) {
