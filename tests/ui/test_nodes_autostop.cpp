@@ -1,9 +1,9 @@
 // Idle autostop in the app, over a real store: the node dialog's idle limit and its two commands
 // (one argument per line) are validated with the problem under the field it belongs to (a bare
 // number, a limit without a stop command, an empty program line), and hostile lines come back as
-// arguments verbatim; stored settings fill the dialog again; the Costs page's Idle tab lists each
-// node's idle time and money and autostop's "stopped by autostop at ..." rows; the notifier tells
-// an autostop like a run's event.
+// arguments verbatim; stored settings fill the dialog again and the Nodes table says "stopped by
+// autostop"; the Costs page's Idle tab lists each node's idle time and money and autostop's
+// "stopped by autostop at ..." rows; the notifier tells an autostop like a run's event.
 #include <QFile>
 #include <QLabel>
 #include <QLineEdit>
@@ -21,6 +21,7 @@
 #include "ui/costs/costspage.h"
 #include "ui/main/runnotifier.h"
 #include "ui/nodes/nodedialog.h"
+#include "ui/nodes/nodesmodel.h"
 #include "ui/nodes/nodestore.h"
 
 using namespace flotilla;
@@ -117,6 +118,19 @@ void TestNodesAutostop::settingsRoundTrip() {
   QCOMPARE(dialog.editor(QStringLiteral("idle"))->text(), QStringLiteral("30m"));
   QCOMPARE(dialog.form().textEdit(QStringLiteral("stopCmd"))->toPlainText(),
            QStringLiteral("gcloud\nstop\na b"));
+  // The Nodes table says a node autostop stopped, and its limit in the tooltip.
+  {
+    db::Database d(path.toStdString());
+    db::set_power_state(d, db::get_ssh_node(d, "vm-1").id, db::kPowerStopped, 1767225600);
+  }
+  ui::NodesModel model;
+  model.setEntries(ui::loadNodeEntries(path));
+  const int row = model.rowOf(QStringLiteral("vm-1"));
+  QCOMPARE(model.index(row, ui::NodesModel::Status).data().toString(), QStringLiteral("stopped by autostop"));
+  QVERIFY(model.index(row, ui::NodesModel::Status)
+              .data(Qt::ToolTipRole)
+              .toString()
+              .contains(QStringLiteral("Stopped after 30 min with no work")));
   // Emptied limit: autostop off, commands kept.
   ui::setNodePower(path, "vm-1", runs::PowerFields{"", typed.stop_argv, typed.start_argv});
   const auto off = ui::loadNodeEntries(path);
