@@ -9,8 +9,8 @@
 #include "check.h"
 #include "db/database.h"
 #include "db/node_power.h"
-#include "db/run_store.h"
 #include "db/nodes.h"
+#include "db/run_store.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -122,9 +122,11 @@ int main() {
   }
   r = cli({"costs"});
   CHECK_MSG(r.exit_code == 0 && has(r.output, "idle (powered, no run) by node") && has(r.output, "$1.00") &&
-                has(r.output, "stopped by autostop at 03:12 after 30 min idle") && has(r.output, "idle total $1.00"),
+                has(r.output, "stopped by autostop at 03:12 after 30 min idle") &&
+                has(r.output, "idle total $1.00"),
             "%s", r.output.c_str());
   r = cli({"costs", "--json"});
-  CHECK_MSG(has(r.output, "\"idle_total_usd\": 1.0") && has(r.output, "\"idle_s\": 1800.0"), "%s", r.output.c_str());
+  CHECK_MSG(has(r.output, "\"idle_total_usd\": 1.0") && has(r.output, "\"idle_s\": 1800.0"), "%s",
+            r.output.c_str());
   return summary("test_autostop_cli");
 }
