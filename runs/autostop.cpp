@@ -103,86 +103,103 @@ std::vector<AutostopNotice> IdleAutostop::finish_stop(db::Database& db, int64_t 
                  fields)};
 }
 
+void IdleAutostop::tick_node(db::Database& db, const db::NodePower& p, double now, const WorkView& view,
+                             const std::map<int64_t, double>& running, std::vector<AutostopNotice>& notices) {
+  const int64_t id = p.node_id;
+  const std::string& name = p.node_name;
+  // A stop command of ours that is running: collect it when it has ended.
+  if (auto it = pending_.find(id); it != pending_.end()) {
+    if (auto outcome = it->second.command->poll()) {
+      auto more = finish_stop(db, id, name, *outcome, now);
+      notices.insert(notices.end(), more.begin(), more.end());
+    }
+    return;
+  }
+  // States a dead process left behind.
+  if (p.state == db::kPowerStopping) {
+    db::set_power_state(db, id, db::kPowerOn, now);
+    not_before_[id] = now + options_.retry_after_s;
+    notices.push_back(record(db, now, name, "warning",
+                             "node " + name +
+                                 " was left stopping by an earlier scheduler; its stop is tried "
+                                 "again once it is idle",
+                             {{"node", name}}));
+    return;
+  }
+  if (p.state == db::kPowerStarting && !waking_.count(id)) {
+    db::set_power_state(db, id, db::kPowerStopped, now);
+    return;
+  }
+  const bool busy = view.busy.count(name) > 0 || running.count(id) > 0;
+  if (p.state == db::kPowerStopped && running.count(id)) {
+    // A run is running there (started by hand, or the node was started outside Flotilla): it is on.
+    db::set_power_state(db, id, db::kPowerOn, now);
+    notices.push_back(record(db, now, name, "info", "node " + name + " is running a run again: counted as on",
+                             {{"node", name}}));
+  } else if (p.state != db::kPowerOn) {
+    db::close_idle_accrual(db, id, now);  // a stopped node accrues nothing
+    return;
+  }
+  if (busy) {
+    if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
+    // Idle up to the run's start there (its cost accrual's), not up to this tick.
+    const auto r = running.find(id);
+    const double until = r != running.end() && r->second > 0 ? std::min(now, r->second) : now;
+    db::close_idle_accrual(db, id, until, "a run started");
+    return;
+  }
+  if (!p.idle_limit_s) {  // autostop off: no idle clock, no idle money
+    db::close_idle_accrual(db, id, now);
+    if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
+    return;
+  }
+  if (const double rate = whole_rate(db, id); rate > 0) db::open_idle_accrual(db, id, now, rate);
+  if (view.wanted.count(name)) {  // queued work could use it: the idle clock rests
+    if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
+    return;
+  }
+  if (!p.idle_since) {
+    db::set_idle_since(db, id, now);
+    return;
+  }
+  const double idle_s = now - *p.idle_since;
+  if (idle_s < *p.idle_limit_s || p.stop_argv.empty()) return;
+  if (auto nb = not_before_.find(id); nb != not_before_.end() && now < nb->second) return;
+  Pending pending;
+  pending.command = std::make_unique<ArgvCommand>();
+  pending.argv = p.stop_argv;
+  pending.idle_s = idle_s;
+  std::string why;
+  if (!pending.command->start(p.stop_argv, options_.command_timeout_s, log_path(id, "stop"), &why)) {
+    not_before_[id] = now + options_.retry_after_s;
+    notices.push_back(record(db, now, name, "error",
+                             "autostop of node " + name + " failed: " + command_text(p.stop_argv) + ": " +
+                                 why + "; tried again in " + idle_duration_text(options_.retry_after_s) +
+                                 " if still idle",
+                             {{"node", name}, {"command", p.stop_argv}}));
+    return;
+  }
+  db::set_power_state(db, id, db::kPowerStopping, now);
+  pending_.emplace(id, std::move(pending));
+}
+
 std::vector<AutostopNotice> IdleAutostop::tick(db::Database& db, double now, const WorkView& view) {
   std::vector<AutostopNotice> notices;
   const std::map<int64_t, double> running = db::nodes_with_running_runs(db);
-  for (const db::NodePower& p : db::list_node_power(db)) {
-    const int64_t id = p.node_id;
-    const std::string& name = p.node_name;
-    // A stop command of ours that is running: collect it when it has ended.
-    if (auto it = pending_.find(id); it != pending_.end()) {
-      if (auto outcome = it->second.command->poll()) {
-        auto more = finish_stop(db, id, name, *outcome, now);
-        notices.insert(notices.end(), more.begin(), more.end());
-      }
-      continue;
+  const std::vector<db::NodePower> rows = db::list_node_power(db);
+  // A node removed while its stop command ran: the command is ended (it has no row to settle).
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    const bool listed =
+        std::any_of(rows.begin(), rows.end(), [&](const db::NodePower& r) { return r.node_id == it->first; });
+    it = listed ? std::next(it) : pending_.erase(it);
+  }
+  for (const db::NodePower& p : rows) {
+    // One node's failure (a store error, a node removed meanwhile) is said and the others go on.
+    try {
+      tick_node(db, p, now, view, running, notices);
+    } catch (const std::exception& e) {
+      notices.push_back({p.node_name, "error", "autostop of node " + p.node_name + ": " + e.what(), now});
     }
-    // States a dead process left behind.
-    if (p.state == db::kPowerStopping) {
-      db::set_power_state(db, id, db::kPowerOn, now);
-      not_before_[id] = now + options_.retry_after_s;
-      notices.push_back(record(db, now, name, "warning",
-                               "node " + name +
-                                   " was left stopping by an earlier scheduler; its stop is tried "
-                                   "again once it is idle",
-                               {{"node", name}}));
-      continue;
-    }
-    if (p.state == db::kPowerStarting && !waking_.count(id)) {
-      db::set_power_state(db, id, db::kPowerStopped, now);
-      continue;
-    }
-    const bool busy = view.busy.count(name) > 0 || running.count(id) > 0;
-    if (p.state == db::kPowerStopped && running.count(id)) {
-      // A run is running there (started by hand, or the node was started outside Flotilla): it is on.
-      db::set_power_state(db, id, db::kPowerOn, now);
-      notices.push_back(record(db, now, name, "info",
-                               "node " + name + " is running a run again: counted as on", {{"node", name}}));
-    } else if (p.state != db::kPowerOn) {
-      db::close_idle_accrual(db, id, now);  // a stopped node accrues nothing
-      continue;
-    }
-    if (busy) {
-      if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
-      // Idle up to the run's start there (its cost accrual's), not up to this tick.
-      const auto r = running.find(id);
-      const double until = r != running.end() && r->second > 0 ? std::min(now, r->second) : now;
-      db::close_idle_accrual(db, id, until, "a run started");
-      continue;
-    }
-    if (!p.idle_limit_s) {  // autostop off: no idle clock, no idle money
-      db::close_idle_accrual(db, id, now);
-      if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
-      continue;
-    }
-    if (const double rate = whole_rate(db, id); rate > 0) db::open_idle_accrual(db, id, now, rate);
-    if (view.wanted.count(name)) {  // queued work could use it: the idle clock rests
-      if (p.idle_since) db::set_idle_since(db, id, std::nullopt);
-      continue;
-    }
-    if (!p.idle_since) {
-      db::set_idle_since(db, id, now);
-      continue;
-    }
-    const double idle_s = now - *p.idle_since;
-    if (idle_s < *p.idle_limit_s || p.stop_argv.empty()) continue;
-    if (auto nb = not_before_.find(id); nb != not_before_.end() && now < nb->second) continue;
-    Pending pending;
-    pending.command = std::make_unique<ArgvCommand>();
-    pending.argv = p.stop_argv;
-    pending.idle_s = idle_s;
-    std::string why;
-    if (!pending.command->start(p.stop_argv, options_.command_timeout_s, log_path(id, "stop"), &why)) {
-      not_before_[id] = now + options_.retry_after_s;
-      notices.push_back(record(db, now, name, "error",
-                               "autostop of node " + name + " failed: " + command_text(p.stop_argv) + ": " +
-                                   why + "; tried again in " + idle_duration_text(options_.retry_after_s) +
-                                   " if still idle",
-                               {{"node", name}, {"command", p.stop_argv}}));
-      continue;
-    }
-    db::set_power_state(db, id, db::kPowerStopping, now);
-    pending_.emplace(id, std::move(pending));
   }
   return notices;
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "db/node_power.h"
 #include "runs/argv_command.h"
 #include "runs/ssh_options.h"
 
@@ -85,6 +86,8 @@ class IdleAutostop {
     std::vector<std::string> argv;
     double idle_s = 0;
   };
+  void tick_node(db::Database& db, const db::NodePower& p, double now, const WorkView& view,
+                 const std::map<int64_t, double>& running, std::vector<AutostopNotice>& notices);
   std::vector<AutostopNotice> finish_stop(db::Database& db, int64_t node_id, const std::string& name,
                                           const CommandOutcome& outcome, double now);
   std::string log_path(int64_t node_id, const char* what) const;

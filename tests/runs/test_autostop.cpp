@@ -10,7 +10,8 @@
 //   exit status, and is tried again only after retry_after_s, not on every tick;
 // - a run on the node, or queued work that wants it, keeps it on (no stop, no idle money for a run);
 // - a 'stopping' state left by a dead scheduler is settled to on with a warning;
-// - a stop command that is not on PATH is an error event, not a crash, and is also retried later.
+// - a stop command that is not on PATH is an error event, not a crash, and is also retried later;
+// - a node removed while its stop command runs: the command is ended, the tick goes on.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,6 +261,26 @@ void test_stale_stopping(const fs::path& dir) {
   CHECK(db::node_power(d, id)->state == db::kPowerStopped);  // a half-started node is started again
 }
 
+// A node removed while its stop command runs: the command is ended, the tick goes on.
+void test_removed_while_stopping(const fs::path& dir) {
+  db::Database d((dir / "gone.db").string());
+  const int64_t id = db::ensure_node(d, "gone", "ssh");
+  db::NodePower p;
+  p.node_id = id;
+  p.idle_limit_s = 1;
+  p.stop_argv = {"sleep", "30"};
+  db::set_node_power(d, p);
+  runs::IdleAutostop a;
+  a.tick(d, 100, {});
+  a.tick(d, 101, {});
+  CHECK(a.stopping(id));
+  db::remove_node(d, "gone");
+  const auto t = std::chrono::steady_clock::now();
+  CHECK(a.tick(d, 102, {}).empty());
+  CHECK(!a.stopping(id));
+  CHECK(std::chrono::steady_clock::now() - t < std::chrono::seconds(5));
+}
+
 void test_command_text_and_timeout(const fs::path& dir) {
   CHECK(runs::command_text({"gcloud", "stop", "vm 1", "a'b", ""}) == "gcloud stop 'vm 1' 'a'\\''b' ''");
   CHECK(runs::command_text({"x", "a\nb"}) == "x 'a\\x0ab'");
@@ -289,6 +310,7 @@ int main() {
   test_failed_stop_backs_off(dir);
   test_work_keeps_it_on(dir);
   test_stale_stopping(dir);
+  test_removed_while_stopping(dir);
   test_command_text_and_timeout(dir);
   return flotilla_test::summary("test_autostop");
 }
