@@ -6,6 +6,7 @@
 #include "app/cli/cli.h"
 #include "db/costs.h"
 #include "db/errors.h"
+#include "db/node_power.h"
 #include "db/nodes.h"
 #include "db/run_store.h"
 #include "runs/figures.h"
@@ -150,7 +151,8 @@ int cmd_costs(const Context& ctx) {
   if (args.flag("--help")) {
     std::printf(
         "Usage: flotilla costs [--json]\n\nAccrued cost, device-hours (GPU-h for GPU runs, CPU-h for CPU runs) and\n"
-        "running time by run, by node and by UTC day. A line with no price reads \"unpriced\" (null in JSON).\n");
+        "running time by run, by node and by UTC day. A line with no price reads \"unpriced\" (null in JSON).\n"
+        "Idle: what each autostop node cost while powered with no run, and what autostop did.\n");
     return kExitOk;
   }
   const bool as_json = args.flag("--json");
@@ -159,17 +161,36 @@ int cmd_costs(const Context& ctx) {
   const auto by_run = db::costs_by_run(db), by_node = db::costs_by_node(db), by_day = db::costs_by_day(db);
   double total = 0;
   for (const auto& l : by_run) total += l.usd;
+  const auto idle = db::idle_costs_by_node(db);
+  const auto power = db::power_events(db);
   if (as_json) {
     json j{{"total_usd", total},
            {"by_run", lines_json(by_run)},
            {"by_node", lines_json(by_node)},
            {"by_day", lines_json(by_day)}};
+    json idle_j = json::array(), power_j = json::array();
+    for (const auto& l : idle)
+      idle_j.push_back({{"node", l.key}, {"usd", l.priced ? json(l.usd) : json(nullptr)}, {"idle_s", l.running_s}});
+    for (const auto& e : power)
+      power_j.push_back({{"time", e.time}, {"node", e.node}, {"level", e.level}, {"message", e.message}});
+    j["idle_by_node"] = idle_j;
+    j["idle_total_usd"] = db::idle_cost_usd(db);
+    j["autostop"] = power_j;
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
   print_lines("by run", by_run);
   print_lines("by node", by_node);
   print_lines("by day (UTC)", by_day);
+  if (!idle.empty() || !power.empty()) {
+    std::printf("idle (powered, no run) by node\n");
+    for (const auto& l : idle)
+      std::printf("  %-28s %12s  idle %s\n", l.key.c_str(), runs::usd_text(line_usd(l)).c_str(),
+                  runs::clock_text(l.running_s).c_str());
+    for (const auto& e : power) std::printf("  %s  %s\n", format_time(e.time).c_str(), e.message.c_str());
+    std::printf("idle total %s (not in the total below: no run was charged it)\n",
+                runs::usd_text(db::idle_cost_usd(db)).c_str());
+  }
   long long unpriced = 0;
   for (const auto& l : by_run) unpriced += l.priced ? 0 : 1;
   std::printf("total %s%s\n", runs::usd_text(total).c_str(),

@@ -19,6 +19,7 @@
 #include "app/cli/terminal.h"
 #include "db/costs.h"
 #include "db/errors.h"
+#include "db/node_power.h"
 #include "db/nodes.h"
 #include "db/run_store.h"
 #include "engine/core/probe.h"
@@ -26,6 +27,7 @@
 #include "runs/node_admin.h"
 #include "runs/node_bridge.h"
 #include "runs/node_ops.h"
+#include "runs/power_settings.h"
 #include "runs/worker_command.h"
 
 namespace flotilla::cli {
@@ -44,7 +46,9 @@ void print_help() {
       "       flotilla nodes latency NAME,NAME[,...] [--count N] [--json]\n"
       "       flotilla nodes trust NAME --fingerprint SHA256:...\n"
       "       flotilla nodes forget-key NAME\n"
-      "       flotilla nodes remove NAME\n\n"
+      "       flotilla nodes remove NAME\n"
+      "       flotilla nodes autostop NAME [--idle 30m] [--stop-arg ARG]... [--start-arg ARG]...\n"
+      "                          [--no-start-cmd] [--off] [--json]\n\n"
       "SSH nodes that runs can use (flotilla run CONFIG --nodes a,b). Host keys are kept in the\n"
       "workspace's own known_hosts file; an unknown node is refused until you verify its fingerprint\n"
       "and run `nodes trust`. No password or passphrase is ever stored: use ssh-agent, or type the\n"
@@ -53,7 +57,13 @@ void print_help() {
       "`nodes trust` records the new one.\n\n"
       "nodes latency deploys the worker to each node (reused when present) and measures the median\n"
       "TCP connect time to each node's sshd from this machine and from every other node (N connects\n"
-      "per link, default 5); the matrix is stored and shown on the Nodes page.\n");
+      "per link, default 5); the matrix is stored and shown on the Nodes page.\n\n"
+      "nodes autostop stops a rented node with your own command once no queued work has wanted it for\n"
+      "--idle (30m, 90s, 2h), and starts it with your start command when work arrives (the queue then\n"
+      "waits for its probe). Each command is given one argument per option, in order, e.g.\n"
+      "  --stop-arg gcloud --stop-arg compute --stop-arg instances --stop-arg stop --stop-arg vm-1\n"
+      "  --stop-arg=--zone=us-east1-b\n"
+      "It runs on this machine without a shell; --off turns autostop off and keeps the commands.\n");
 }
 
 // Reads the options of `nodes add` into `f`.
@@ -136,6 +146,14 @@ int nodes_list(const Context& ctx, ArgReader& args) {
   if (!args.positionals().empty()) throw UsageError("nodes list takes no NAME");
   db::Database db = open_store(ctx);
   const auto nodes = db::list_ssh_nodes(db);
+  std::map<int64_t, db::NodePower> power;
+  for (auto& p : db::list_node_power(db)) power[p.node_id] = p;
+  // "30 min (on)", "30 min (stopped)", "-": the idle limit and the node's power state.
+  const auto autostop_text = [&](int64_t id) -> std::string {
+    const auto it = power.find(id);
+    if (it == power.end() || !it->second.idle_limit_s) return "-";
+    return runs::idle_duration_text(*it->second.idle_limit_s) + " (" + it->second.state + ")";
+  };
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& n : nodes) {
@@ -143,6 +161,14 @@ int nodes_list(const Context& ctx, ArgReader& args) {
                           {"user", n.user},     {"key", n.key_path},      {"spot", n.spot},
                           {"labels", n.labels}, {"gpu_type", n.gpu_type}, {"gpu_count", n.gpu_count}};
       j["price_per_hour"] = n.usd_per_hour ? nlohmann::json(*n.usd_per_hour) : nlohmann::json(nullptr);
+      const auto it = power.find(n.id);
+      if (it != power.end() && it->second.idle_limit_s)
+        j["autostop"] = {{"idle_limit_s", *it->second.idle_limit_s},
+                         {"state", it->second.state},
+                         {"stop_argv", it->second.stop_argv},
+                         {"start_argv", it->second.start_argv}};
+      else
+        j["autostop"] = nullptr;
       out.push_back(j);
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -152,14 +178,15 @@ int nodes_list(const Context& ctx, ArgReader& args) {
     std::printf("no nodes yet: flotilla nodes add NAME --host HOST\n");
     return kExitOk;
   }
-  std::printf("%-16s %-28s %-10s %-10s %-14s %s\n", "NAME", "HOST", "USER", "$/HOUR", "GPUS", "LABELS");
+  std::printf("%-16s %-28s %-10s %-10s %-14s %-18s %s\n", "NAME", "HOST", "USER", "$/HOUR", "GPUS", "AUTOSTOP",
+              "LABELS");
   for (const auto& n : nodes) {
     const std::string addr = n.host + ":" + std::to_string(n.port);
     char price[32] = "-";
     if (n.usd_per_hour) std::snprintf(price, sizeof price, "%.2f%s", *n.usd_per_hour, n.spot ? " spot" : "");
     const std::string gpus = n.gpu_count > 0 ? std::to_string(n.gpu_count) + "x " + n.gpu_type : "-";
-    std::printf("%-16s %-28s %-10s %-10s %-14s %s\n", n.name.c_str(), addr.c_str(),
-                n.user.empty() ? "-" : n.user.c_str(), price, gpus.c_str(),
+    std::printf("%-16s %-28s %-10s %-10s %-14s %-18s %s\n", n.name.c_str(), addr.c_str(),
+                n.user.empty() ? "-" : n.user.c_str(), price, gpus.c_str(), autostop_text(n.id).c_str(),
                 db::join_labels(n.labels).c_str());
   }
   return kExitOk;
@@ -393,8 +420,9 @@ int cmd_nodes(const Context& ctx) {
   if (verb == "trust") return nodes_trust(ctx, sub);
   if (verb == "forget-key") return nodes_forget_key(ctx, sub);
   if (verb == "remove") return nodes_remove(ctx, sub);
+  if (verb == "autostop") return nodes_autostop(ctx, sub);
   throw UsageError("unknown nodes command '" + verb +
-                   "' (add, edit, list, probe, latency, trust, forget-key, remove)");
+                   "' (add, edit, list, probe, latency, trust, forget-key, remove, autostop)");
 }
 
 }  // namespace flotilla::cli

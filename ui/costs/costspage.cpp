@@ -10,7 +10,10 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QDateTime>
+#include <QListView>
 #include <QScrollArea>
+#include <QStringListModel>
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -64,6 +67,8 @@ CostsPage::CostsPage(const QString& databasePath, QWidget* parent)
       m_byRun(new CostLinesModel(tr("Run"), this)),
       m_byNode(new CostLinesModel(tr("Node"), this)),
       m_byDay(new CostLinesModel(tr("Day (UTC)"), this)),
+      m_idle(new CostLinesModel(tr("Node"), this)),
+      m_autostop(new QStringListModel(this)),
       m_pricing(new PricingModel(this)),
       m_budgets(new BudgetModel(this)) {
   m_budgets->setPreferences(m_prefs);
@@ -164,6 +169,19 @@ void CostsPage::build() {
   tabs->addTab(spend, tr("Spend"));
   tabs->addTab(pricing, tr("Pricing catalogue"));
   tabs->addTab(budgets, tr("Budgets"));
+  // Idle autostop: what nodes cost while powered with no run, and what autostop did.
+  auto* idleTable = newTable(m_idle, QStringLiteral("costsIdle"));
+  idleTable->hideColumn(CostLinesModel::GpuHours);
+  auto* autostopList = new QListView;
+  autostopList->setObjectName(QStringLiteral("costsAutostop"));
+  autostopList->setModel(m_autostop);
+  autostopList->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  auto* idle = new QWidget;
+  auto* il = new QVBoxLayout(idle);
+  il->setContentsMargins(0, 8, 0, 0);
+  il->addWidget(titled(tr("Idle by node (powered, no run; the time column is idle time)"), idleTable), 1);
+  il->addWidget(titled(tr("Autostop"), autostopList), 1);
+  tabs->addTab(idle, tr("Idle"));
 
   tabs->setMinimumSize(700, 460);  // fits a 1024x640 window beside the sidebar (test_small_window)
   auto* scroll = new QScrollArea;
@@ -277,7 +295,14 @@ void CostsPage::apply(CostsResult result) {
     total += tr(" (1 unpriced)");
   else if (unpriced > 1)
     total += tr(" (%1 unpriced)").arg(unpriced);
+  if (!result.idleByNode.empty()) total += tr(" · idle nodes %1").arg(m_prefs.formatMoney(result.idleUsd));
   m_total->setText(total);
+  QStringList autostop;
+  for (const auto& e : result.autostop)
+    autostop << QDateTime::fromSecsSinceEpoch(static_cast<qint64>(e.time)).toString(QStringLiteral("yyyy-MM-dd HH:mm")) +
+                    QStringLiteral("  ") + QString::fromStdString(e.message);
+  m_autostop->setStringList(autostop);
+  m_idle->setLines(std::move(result.idleByNode));
   m_pricingAge->setText(pricingAgeText(result.prices, QDate::currentDate()));
   QStringList days;
   QVector<double> usd;

@@ -13,6 +13,7 @@
 
 class QDate;
 class QDoubleSpinBox;
+class QStringListModel;
 class QLabel;
 class QLineEdit;
 class QTableView;
@@ -37,6 +38,8 @@ class CostsPage : public QWidget {
   CostLinesModel* byRunModel() const { return m_byRun; }
   CostLinesModel* byNodeModel() const { return m_byNode; }
   CostLinesModel* byDayModel() const { return m_byDay; }
+  CostLinesModel* idleModel() const { return m_idle; }              // idle time and money per node
+  QStringListModel* autostopModel() const { return m_autostop; }  // "2026-01-01 03:12  node vm-1 stopped ..."
   PricingModel* pricingModel() const { return m_pricing; }
   BudgetModel* budgetModel() const { return m_budgets; }
   CostBarChart* dayChart() const { return m_chart; }
@@ -73,6 +76,8 @@ class CostsPage : public QWidget {
   CostLinesModel* m_byRun;
   CostLinesModel* m_byNode;
   CostLinesModel* m_byDay;
+  CostLinesModel* m_idle;
+  QStringListModel* m_autostop;
   PricingModel* m_pricing;
   BudgetModel* m_budgets;
   CostBarChart* m_chart = nullptr;

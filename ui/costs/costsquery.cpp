@@ -37,6 +37,9 @@ CostsResult loadCosts(const QString& databasePath, double now) {
   out.byDay = db::costs_by_day(db, costs_at);
   out.prices = db::list_pricing(db);
   for (const auto& l : out.byRun) out.totalUsd += l.usd;
+  out.idleByNode = db::idle_costs_by_node(db, 0, costs_at);
+  out.idleUsd = db::idle_cost_usd(db, 0, costs_at);
+  out.autostop = db::power_events(db);
   db::RunFilter filter;
   filter.sort = db::RunFilter::Sort::kCreated;
   for (const auto& item : db::list_runs(db, filter)) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "db/costs.h"
+#include "db/node_power.h"
 
 namespace flotilla::ui {
 
@@ -32,6 +33,11 @@ struct CostsResult {
   std::vector<db::PriceEntry> prices;
   std::vector<BudgetLine> budgets;
   double totalUsd = 0;
+  // Idle autostop (db/node_power.h): each node's idle time and money, their total (not in totalUsd:
+  // no run was charged it), and autostop's events ("stopped by autostop at 03:12 after 30 min idle").
+  std::vector<db::CostLine> idleByNode;
+  double idleUsd = 0;
+  std::vector<db::PowerEvent> autostop;
 };
 
 CostsResult loadCosts(const QString& databasePath, double now = 0);

@@ -73,8 +73,17 @@ QString RunNotifier::eventName(Event event) {
       return QStringLiteral("stalled");
     case Event::BudgetWarning:
       return QStringLiteral("budget_warning");
+    case Event::Autostop:
+      return QStringLiteral("autostop");
   }
   return {};
+}
+
+void RunNotifier::notifyAutostop(const QString& node, const QString& level, const QString& text) {
+  const QString title = level == QLatin1String("error") ? tr("Autostop of node %1 failed").arg(node)
+                        : text.contains(QLatin1String("stopped by autostop")) ? tr("Node %1 stopped").arg(node)
+                                                                              : tr("Node %1").arg(node);
+  notify(Event::Autostop, nullptr, title, text);
 }
 
 void RunNotifier::watch(RunHandle* run) {
@@ -180,8 +189,9 @@ void RunNotifier::notify(Event event, RunHandle* run, const QString& title, cons
       m_tray->show();
     }
     m_tray->showMessage(title, text,
-                        event == Event::Failed || event == Event::Stalled ? QSystemTrayIcon::Warning
-                                                                          : QSystemTrayIcon::Information,
+                        event == Event::Failed || event == Event::Stalled || title.startsWith(tr("Autostop of"))
+                            ? QSystemTrayIcon::Warning
+                            : QSystemTrayIcon::Information,
                         15000);
   }
   if (!m_webhook.isEmpty()) post(event, run, title, text);
@@ -189,16 +199,18 @@ void RunNotifier::notify(Event event, RunHandle* run, const QString& title, cons
 
 void RunNotifier::post(Event event, RunHandle* run, const QString& title, const QString& text) {
   QJsonObject body{{QStringLiteral("event"), eventName(event)},
-                   {QStringLiteral("run"), run->name()},
-                   {QStringLiteral("state"), run->stateText()},
-                   {QStringLiteral("step"), run->lastStep()},
-                   {QStringLiteral("planned_steps"), run->plannedSteps()},
                    {QStringLiteral("title"), title},
                    {QStringLiteral("text"), title + QStringLiteral(": ") + text},  // Slack shows "text"
                    {QStringLiteral("detail"), text}};
-  if (run->storeId() > 0) body.insert(QStringLiteral("run_id"), run->storeId());
-  const double loss = run->lastLoss();
-  if (loss > 0 && std::isfinite(loss)) body.insert(QStringLiteral("loss"), loss);
+  if (run) {  // a node's event (autostop) has no run fields
+    body.insert(QStringLiteral("run"), run->name());
+    body.insert(QStringLiteral("state"), run->stateText());
+    body.insert(QStringLiteral("step"), run->lastStep());
+    body.insert(QStringLiteral("planned_steps"), run->plannedSteps());
+    if (run->storeId() > 0) body.insert(QStringLiteral("run_id"), run->storeId());
+    const double loss = run->lastLoss();
+    if (loss > 0 && std::isfinite(loss)) body.insert(QStringLiteral("loss"), loss);
+  }
   QNetworkRequest request(m_webhook);
   request.setHeader(QNetworkRequest::ContentTypeHeader, QStringLiteral("application/json"));
   request.setTransferTimeout(10000);

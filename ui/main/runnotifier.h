@@ -8,7 +8,8 @@
 // balloon where the desktop has a tray; everywhere, notified() carries the same words (the main
 // window shows them in its status bar), so an environment without a tray still tells the user.
 // A stop this window asked for (Stop on Live, a run in Stopping) and a kill are the user's own acts:
-// no notification. A stall is "no step for max(stallSeconds, 20 x the run's mean step time up to its last step)".
+// no notification. Idle autostop's stops, failures and starts of a node are notified too (Autostop,
+// with no run). A stall is "no step for max(stallSeconds, 20 x the run's mean step time up to its last step)".
 #pragma once
 
 #include <QDateTime>
@@ -32,7 +33,7 @@ class RunNotifier : public QObject {
   Q_OBJECT
 
  public:
-  enum class Event { Finished, Failed, Stopped, Stalled, BudgetWarning };
+  enum class Event { Finished, Failed, Stopped, Stalled, BudgetWarning, Autostop };
   Q_ENUM(Event)
 
   // Watches every run `runs` starts or re-attaches (local and on nodes).
@@ -52,6 +53,11 @@ class RunNotifier : public QObject {
   // The shortest stall that is reported (default 300 s) and how often runs are checked (15 s).
   void setStallSeconds(double seconds) { m_stallSeconds = seconds; }
   void setCheckIntervalMs(int ms);
+
+  // What idle autostop did to node `node` (runs::AutostopNotice: level info, warning or error, and
+  // its text, "node vm-1 stopped by autostop at 03:12 after 30 min idle (...)"): notified like a
+  // run's event, titled by the node. The scheduler's owner calls it with each tick's notices.
+  void notifyAutostop(const QString& node, const QString& level, const QString& text);
 
   // "finished", "failed", ... as the webhook's "event" field says it.
   static QString eventName(Event event);

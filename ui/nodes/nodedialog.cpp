@@ -19,9 +19,17 @@ QString editorFor(const std::string& field) {
   return QString::fromStdString(field);
 }
 
+// The autostop checks' field names onto the editors.
+QString powerEditorFor(const std::string& field) {
+  if (field == "idle limit") return QStringLiteral("idle");
+  if (field == "stop command") return QStringLiteral("stopCmd");
+  return QStringLiteral("startCmd");
+}
+
 }  // namespace
 
-NodeDialog::NodeDialog(const QStringList& taken, const runs::NodeFields* initial, QWidget* parent)
+NodeDialog::NodeDialog(const QStringList& taken, const runs::NodeFields* initial, QWidget* parent,
+                       const runs::PowerFields* initialPower)
     : QDialog(parent),
       m_taken(taken),
       m_spot(new QCheckBox(tr("Spot instance (may be preempted)"), this)),
@@ -38,7 +46,19 @@ NodeDialog::NodeDialog(const QStringList& taken, const runs::NodeFields* initial
   m_form.addField(QStringLiteral("price"), tr("Price per hour"), tr("US dollars for the whole node, e.g. 2.50"));
   form->addRow(QString(), m_spot);
   m_form.addField(QStringLiteral("labels"), tr("Labels"), tr("comma separated, e.g. zone:eu, a100"));
+  m_form.addField(QStringLiteral("idle"), tr("Stop when idle for"), tr("e.g. 30m, 2h; empty: never stopped by Flotilla"));
+  m_form.addTextField(QStringLiteral("stopCmd"), tr("Stop command"),
+                      tr("one argument per line, run on this machine without a shell, e.g.\ngcloud\ncompute\n"
+                         "instances\nstop\nvm-1"));
+  m_form.addTextField(QStringLiteral("startCmd"), tr("Start command"),
+                      tr("one argument per line; empty: you start the node yourself"));
   m_form.edit(QStringLiteral("port"))->setText(QStringLiteral("22"));
+  if (initialPower) {
+    m_form.setInitialText(QStringLiteral("idle"), QString::fromStdString(initialPower->idle));
+    m_form.setInitialText(QStringLiteral("stopCmd"), QString::fromStdString(runs::argv_to_lines(initialPower->stop_argv)));
+    m_form.setInitialText(QStringLiteral("startCmd"),
+                          QString::fromStdString(runs::argv_to_lines(initialPower->start_argv)));
+  }
 
   if (initial) {
     m_form.edit(QStringLiteral("name"))->setText(QString::fromStdString(initial->name));
@@ -88,9 +108,19 @@ runs::NodeFields NodeDialog::fields() const {
   return f;
 }
 
+runs::PowerFields NodeDialog::power() const {
+  runs::PowerFields p;
+  p.idle = m_form.text(QStringLiteral("idle")).trimmed().toStdString();
+  p.stop_argv = runs::argv_from_lines(m_form.text(QStringLiteral("stopCmd")).toStdString());
+  p.start_argv = runs::argv_from_lines(m_form.text(QStringLiteral("startCmd")).toStdString());
+  return p;
+}
+
 QHash<QString, QStringList> NodeDialog::problems() const {
   const runs::NodeFields f = fields();
   QHash<QString, QStringList> problems;
+  for (const auto& p : runs::validate_power_fields(power()))
+    problems[powerEditorFor(p.field)] << QString::fromStdString(p.message);
   for (const auto& p : runs::validate_node_fields(f))
     problems[editorFor(p.field)] << QString::fromStdString(p.message);
   if (m_taken.contains(QString::fromStdString(f.name)))

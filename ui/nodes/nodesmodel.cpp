@@ -5,6 +5,8 @@
 #include <QColor>
 #include <QStringList>
 
+#include "db/node_power.h"
+#include "runs/power_settings.h"
 #include "ui/nodes/machinefacts.h"
 
 namespace flotilla::ui {
@@ -211,10 +213,22 @@ QVariant NodesModel::nodeData(const NodeEntry& e, int column, int role) const {
           e.node.user.empty() ? QString() : QString::fromStdString(e.node.user) + QLatin1Char('@');
       return e.node.port == 22 ? user + host : QStringLiteral("%1%2:%3").arg(user, host).arg(e.node.port);
     }
-    case Status:
-      if (role == Qt::DisplayRole) return stateText(st.state);
+    case Status: {
+      // Idle autostop's power state when the node is not simply on ("stopped by autostop").
+      const bool off = e.power && e.power->state != db::kPowerOn;
+      const QString power = !off ? QString()
+                            : e.power->state == db::kPowerStopped
+                                ? tr("stopped by autostop")
+                                : QString::fromStdString(e.power->state);
+      if (role == Qt::DisplayRole) return off ? power : stateText(st.state);
+      if (role == Qt::ToolTipRole && e.power && e.power->idle_limit_s) {
+        const QString limit = tr("Stopped after %1 with no work")
+                                  .arg(QString::fromStdString(runs::idle_duration_text(*e.power->idle_limit_s)));
+        return st.message.isEmpty() ? limit : st.message + QLatin1Char('\n') + limit;
+      }
       if (role == Qt::ToolTipRole && !st.message.isEmpty()) return st.message;
       return {};
+    }
     case Gpus:
       if (role == Qt::ToolTipRole && !gpus.perGpu.isEmpty()) return gpus.perGpu.join(QLatin1Char('\n'));
       if (role != Qt::DisplayRole) return {};

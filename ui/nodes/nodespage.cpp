@@ -363,8 +363,10 @@ void NodesPage::addNode() {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this, [this, dialog] {
     const runs::NodeFields f = dialog->fields();
-    runStoreJob([path = m_databasePath, f] {
+    const runs::PowerFields power = dialog->power();
+    runStoreJob([path = m_databasePath, f, power] {
       flotilla::ui::addNode(path, f);
+      setNodePower(path, f.name, power);
       return QObject::tr("Added node %1.").arg(QString::fromStdString(f.name));
     });
   });
@@ -379,12 +381,17 @@ void NodesPage::editSelected() {
   for (int r = 1; r <= m_model->nodeCount(); ++r)
     if (r != row) taken << QString::fromStdString(m_model->entry(r)->node.name);
   const runs::NodeFields initial = runs::fields_from_node(e->node);
-  auto* dialog = new NodeDialog(taken, &initial, this);
+  const runs::PowerFields initialPower =
+      e->power ? runs::power_fields(e->power->idle_limit_s, e->power->stop_argv, e->power->start_argv)
+               : runs::PowerFields{};
+  auto* dialog = new NodeDialog(taken, &initial, this, &initialPower);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this, [this, dialog, oldName = e->node.name] {
     const runs::NodeFields f = dialog->fields();
-    runStoreJob([path = m_databasePath, oldName, f] {
+    const runs::PowerFields power = dialog->power();
+    runStoreJob([path = m_databasePath, oldName, f, power] {
       updateNode(path, oldName, f);
+      setNodePower(path, f.name, power);
       return QObject::tr("Saved node %1.").arg(QString::fromStdString(f.name));
     });
   });

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "db/database.h"
+#include "db/errors.h"
 #include "db/run_store.h"
 #include "runs/node_ops.h"
 #include "runs/ssh_options.h"
@@ -28,6 +29,7 @@ std::vector<NodeEntry> loadNodeEntries(const QString& databasePath) {
   for (auto& node : db::list_ssh_nodes(db)) {
     NodeEntry e;
     e.latest = db::latest_system_samples(db, node.id);
+    e.power = db::node_power(db, node.id);
     e.node = std::move(node);
     out.push_back(std::move(e));
   }
@@ -54,6 +56,22 @@ void updateNode(const QString& databasePath, const std::string& oldName, const r
   n.gpu_type = old.gpu_type;
   n.gpu_count = old.gpu_count;
   db::update_ssh_node(db, oldName, n);
+}
+
+void setNodePower(const QString& databasePath, const std::string& name, const runs::PowerFields& power) {
+  db::Database db(databasePath.toStdString(), existingStore());
+  const db::SshNode node = db::get_ssh_node(db, name);
+  std::optional<double> limit;
+  if (!runs::validate_power_fields(power, &limit).empty())
+    throw db::DbError(db::DbErrorKind::kInvalid, "the autostop settings of node " + name + " are not valid");
+  const auto current = db::node_power(db, node.id);
+  if (!current && !limit && power.stop_argv.empty() && power.start_argv.empty()) return;
+  db::NodePower p;
+  p.node_id = node.id;
+  p.idle_limit_s = limit;
+  p.stop_argv = power.stop_argv;
+  p.start_argv = power.start_argv;
+  db::set_node_power(db, p);
 }
 
 bool removeNodeAndKey(const QString& databasePath, const std::string& name) {

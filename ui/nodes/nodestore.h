@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "db/node_power.h"
 #include "db/nodes.h"
 #include "runs/node_admin.h"
 #include "runs/node_bridge.h"
+#include "runs/power_settings.h"
 
 namespace flotilla::ui {
 
@@ -20,6 +22,7 @@ namespace flotilla::ui {
 struct NodeEntry {
   db::SshNode node;
   std::vector<db::SystemSample> latest;
+  std::optional<db::NodePower> power;  // idle autostop settings and power state, when set
 };
 
 std::vector<NodeEntry> loadNodeEntries(const QString& databasePath);
@@ -34,6 +37,9 @@ StoredLatency loadLatency(const QString& databasePath);
 // Store writes; each throws db::DbError (e.g. kConstraint: name taken, node used by runs).
 void addNode(const QString& databasePath, const runs::NodeFields& fields);
 void updateNode(const QString& databasePath, const std::string& oldName, const runs::NodeFields& fields);
+// Stores node `name`'s autostop settings (validated by the dialog; checked again here): an idle limit
+// with its commands, or "" (off, commands kept); nothing when the node has none and none are given.
+void setNodePower(const QString& databasePath, const std::string& name, const runs::PowerFields& power);
 // Removes the node; when no other node uses its address, also its line in known_hosts.
 // Returns true when a host key was forgotten.
 bool removeNodeAndKey(const QString& databasePath, const std::string& name);
