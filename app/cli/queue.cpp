@@ -26,6 +26,7 @@
 #include "engine/core/error.h"
 #include "runs/run_setup.h"
 #include "runs/scheduler.h"
+#include "runs/scheduler_policies.h"
 #include "runs/worker_command.h"
 
 #include "runs/queue_place.h"
@@ -261,7 +262,13 @@ int queue_serve(const Context& ctx, ArgReader& args) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
-  // LEAD: the tick hooks (successive halving, idle autostop) and wake_node are wired here.
+  // Successive halving and idle autostop, as the app wires them; autostop's notices printed.
+  const std::string autostop_logs =
+      (std::filesystem::path(database_path(ctx)).parent_path() / "autostop").string();
+  runs::add_standard_policies(o, autostop_logs, [](const runs::AutostopNotice& n) {
+    std::printf("%s\n", n.text.c_str());
+    std::fflush(stdout);
+  });
   const StopSignals signals;
   runs::Scheduler scheduler(o);
   try {
