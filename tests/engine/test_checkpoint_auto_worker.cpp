@@ -2,7 +2,8 @@
 // event with the inputs, a train.log line), saves at exactly that interval, re-chooses it after
 // the first measured save, and follows a checkpoint.mtbi file rewritten while it runs (as the
 // scheduler does when it records a preemption on the run's place): a long MTBI stops the
-// periodic saves that a 4-second MTBI made frequent.
+// periodic saves that a 2-second MTBI made frequent; and with two data-parallel ranks, both save
+// at the step rank 0 chose.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -113,5 +114,33 @@ int main() {
   CHECK(train_log.find("MTBI 2.0 s (checkpoint.mtbi_s)") != std::string::npos);
   CHECK(train_log.find("MTBI 7 d (test: calm place)") != std::string::npos);
   CHECK(read_file(out + "/config.toml").find("every = \"auto\"") != std::string::npos);
+
+  // Two data-parallel ranks: rank 0 decides, both save at its step (a save only one rank began
+  // would never commit: every rank writes its part before the commit).
+  const std::string cfg2 = root + "/dp2.toml", out2 = root + "/dp2";
+  write_text(cfg2,
+             "[run]\nname = \"auto-dp\"\nthreads = 1\n"
+             "[model]\npreset = \"custom\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nvocab_size = 128\n"
+             "max_seq_len = 32\n[data]\nsynthetic_tokens = 30000\n"
+             "[train]\nsteps = 80\nmicro_batch = 2\nseq_len = 16\n[parallel]\ndp = 2\ntimeout_s = 20\n"
+             "[checkpoint]\nevery = \"auto\"\nmtbi_s = 2\nkeep_last = 2\nsave_final = false\n");
+  const ProcResult dp = run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0", "--", "train",
+                                    "--config", cfg2, "--out-dir", out2, "--quiet", "--no-stdout-metrics"},
+                                   {"FLOTILLA_PEAK_FLOPS=1e11", "FLOTILLA_TEST_STEP_SLEEP_MS=20"});
+  CHECK_MSG(dp.exit_code == 0, "%s", dp.output.c_str());
+  int dp_saves = 0, dp_choices = 0;
+  for (const auto& r : read_metrics(out2)) {
+    if (r["type"] == "checkpoint" && r["reason"] == "periodic") ++dp_saves;
+    if (r["type"] == "event" && r.contains("ckpt_interval_steps")) {
+      ++dp_choices;
+      CHECK(r["rank"] == 0);
+    }
+  }
+  CHECK_MSG(dp_saves >= 2 && dp_choices >= 1, "%d saves, %d choices\n%s", dp_saves, dp_choices,
+            dp.output.c_str());
+  const std::string latest = read_file(out2 + "/checkpoints/LATEST");
+  const std::string manifest =
+      read_file(out2 + "/checkpoints/" + latest.substr(0, latest.find('\n')) + "/MANIFEST");
+  CHECK_MSG(manifest.find("\"world_size\": 2") != std::string::npos, "%s", manifest.c_str());
   return summary("checkpoint_auto_worker");
 }
