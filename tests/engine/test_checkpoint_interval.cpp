@@ -138,7 +138,7 @@ void test_controller_follows_changes() {
     CHECK(!c.after_step(step + 1, now));
   }
   CHECK(c.due(step));
-  // Noise in the step time (within the dead band) changes nothing; a step time that doubles does.
+  // Noise in the step time (within the dead band, a quarter) changes nothing; one that doubles does.
   {
     CheckpointInterval n(o);
     double t = 0;
@@ -150,7 +150,9 @@ void test_controller_follows_changes() {
     for (int i = 0; i < 40 && !slower; ++i) slower = n.after_step(i + 30, t += 1.0);
     CHECK(slower && slower->steps < base * 9 / 10);
     for (int i = 0; i < 40; ++i) n.after_step(i + 70, t += 1.0);
-    CHECK_NEAR(static_cast<double>(n.current()->steps), daly_interval_s(2.0, 3600) / 1.0, 12);
+    const double settled = daly_interval_s(2.0, 3600) / 1.0;  // within the dead band of it
+    CHECK_MSG(std::abs(static_cast<double>(n.current()->steps) - settled) <= 0.25 * settled + 1, "%lld vs %g",
+              (long long)n.current()->steps, settled);
   }
   // The first measured save took 8 s, not 2: the interval grows by about sqrt(4).
   auto grown = c.after_save(step, 8.0);
@@ -161,7 +163,7 @@ void test_controller_follows_changes() {
     CHECK(grown->steps > expect * 18 / 10);
   }
   CHECK(!c.due(step + 1));
-  // A save that takes about the same: no new record (noise), the schedule restarts from it.
+  // A save that takes about the same: no new record (within the dead band), the schedule restarts.
   CHECK(!c.after_save(step, 8.1));
   // The scheduler records preemptions: the file says 10 min. Looked at within file_check_s.
   CHECK(write_mtbi_file(dir, {600, "node b: 3 preemptions in 0.5 h"}));
