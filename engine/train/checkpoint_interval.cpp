@@ -95,7 +95,9 @@ std::optional<MtbiNote> read_mtbi_file(const std::string& run_dir) {
 std::string duration_words(double s) {
   char b[48];
   if (!std::isfinite(s)) return "unknown";
-  if (s < 1)
+  if (s < 0.1)
+    std::snprintf(b, sizeof b, "%.0f ms", s * 1000);
+  else if (s < 1)
     std::snprintf(b, sizeof b, "%.2f s", s);
   else if (s < 60)
     std::snprintf(b, sizeof b, "%.1f s", s);

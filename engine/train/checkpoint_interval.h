@@ -68,7 +68,7 @@ std::optional<MtbiNote> parse_mtbi_line(const std::string& text);  // nullopt: n
 bool write_mtbi_file(const std::string& run_dir, const MtbiNote& note);
 std::optional<MtbiNote> read_mtbi_file(const std::string& run_dir);
 
-// "0.45 s", "12.3 s", "6.1 min", "6 h", "2.5 d".
+// "4 ms", "0.45 s", "12.3 s", "6.1 min", "6 h", "2.5 d".
 std::string duration_words(double seconds);
 
 // One choice of the interval and what it was made from.
