@@ -105,8 +105,10 @@ std::string duration_words(double s) {
     std::snprintf(b, sizeof b, "%.1f min", s / 60);
   else if (s < 2 * 86400)
     std::snprintf(b, sizeof b, "%.3g h", s / 3600);
-  else
+  else if (s < 100 * 86400)
     std::snprintf(b, sizeof b, "%.3g d", s / 86400);
+  else
+    std::snprintf(b, sizeof b, "%.0f d", s / 86400);
   return b;
 }
 

@@ -105,7 +105,7 @@ void test_mtbi_file_format() {
   CHECK(duration_words(6 * 3600) == "6 h" && duration_words(366) == "6.1 min" &&
         duration_words(2.1) == "2.1 s");
   CHECK(duration_words(0.004) == "4 ms" && duration_words(0.45) == "0.45 s" &&
-        duration_words(3 * 86400) == "3 d");
+        duration_words(3 * 86400) == "3 d" && duration_words(1e8) == "1157 d");
 }
 
 // The controller: first choice from the estimate, then the measured save, then a rewritten file.
