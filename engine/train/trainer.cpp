@@ -531,7 +531,8 @@ StepDecision Loop::decide(StepRecord& r) {
 }
 
 // Per-rank timings to every rank, plus the stop and checkpoint flags every rank must agree on
-// (a signal may reach the ranks between different steps). Returns {stop, checkpoint}.
+// (a signal may reach the ranks between different steps) and rank 0's checkpoint.every = "auto"
+// decision. Returns {stop, checkpoint, auto save}.
 std::tuple<bool, bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests, bool auto_due) {
   const auto take = [this](int most) {
     if (most <= requests_honoured) return false;
