@@ -2,8 +2,8 @@
 // event with the inputs, a train.log line), saves at exactly that interval, re-chooses it after
 // the first measured save, and follows a checkpoint.mtbi file rewritten while it runs (as the
 // scheduler does when it records a preemption on the run's place): a long MTBI stops the
-// periodic saves that a 2-second MTBI made frequent; and with two data-parallel ranks, both save
-// at the step rank 0 chose.
+// periodic saves that a 2-second MTBI made frequent; with two data-parallel ranks, both save at
+// the step rank 0 chose; a resume starts from the previous start's save time.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -143,5 +143,20 @@ int main() {
   const std::string manifest =
       read_file(out2 + "/checkpoints/" + latest.substr(0, latest.find('\n')) + "/MANIFEST");
   CHECK_MSG(manifest.find("\"world_size\": 2") != std::string::npos, "%s", manifest.c_str());
+
+  // A resume starts from the previous start's last save time (trainer.json), not the estimate.
+  const size_t before = read_metrics(out2).size();
+  const ProcResult again =
+      run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0", "--", "train", "--config", cfg2,
+                  "--out-dir", out2, "--set", "train.steps=100", "--quiet", "--no-stdout-metrics"},
+                 {"FLOTILLA_PEAK_FLOPS=1e11", "FLOTILLA_TEST_STEP_SLEEP_MS=20"});
+  CHECK_MSG(again.exit_code == 0, "%s", again.output.c_str());
+  const auto records = read_metrics(out2);
+  std::string resumed_basis;
+  for (size_t i = before; i < records.size() && resumed_basis.empty(); ++i)
+    if (records[i]["type"] == "event" && records[i].contains("ckpt_interval_steps"))
+      resumed_basis = records[i]["write_basis"].get<std::string>();
+  CHECK_MSG(resumed_basis == "previous start", "'%s'", resumed_basis.c_str());
+  CHECK(last_step(out2) == 100);
   return summary("checkpoint_auto_worker");
 }
