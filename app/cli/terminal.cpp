@@ -81,6 +81,9 @@ void print_progress(const MetricsRecord& e, int64_t total_steps) {
   } else if (e.type == MetricsRecordType::kEvent &&
              (e.event().level == "warning" || e.event().level == "error")) {
     std::printf("%s: %s\n", e.event().level.c_str(), e.event().message.c_str());
+  } else if (e.type == MetricsRecordType::kEvent &&
+             e.event().fields_json.find("\"ckpt_interval_steps\"") != std::string::npos) {
+    std::printf("%s\n", e.event().message.c_str());  // checkpoint.every = "auto" (docs/scheduling.md)
   } else if (e.type == MetricsRecordType::kRunStart) {
     std::printf("worker started at step %lld\n", static_cast<long long>(e.run_start().start_step));
   } else {

@@ -148,7 +148,9 @@ const char* kDerived = R"(## Derived values
   with `pp > 1`, `micro_batches` divides the accumulation steps, with `pp = 1` it must be 1;
   `backend = "nccl"` only with `run.device = "cuda"`; `timeout_s` > 0. At start the worker also
   checks `dp x tp x pp` equals the number of ranks (1 without `launch`).
-- `checkpoint`: `every` >= 0, `keep_last` >= 1, `resume` non-empty, `preempt_grace_s` >= 0.
+- `checkpoint`: `every` >= 0 or `"auto"` (Daly's interval from the measured save time and
+  `mtbi_s`: docs/scheduling.md), `mtbi_s` >= 0, `keep_last` >= 1, `resume` non-empty,
+  `preempt_grace_s` >= 0.
 - `eval`: `every`, `sample_every` >= 0; `batches`, `sample_tokens` >= 1.
 - `budget`: all amounts finite and >= 0; `warn_fraction` in (0, 1]; `max_usd > 0` needs
   `usd_per_hour` or `price_source`.

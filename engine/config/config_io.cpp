@@ -106,6 +106,13 @@ std::string assign(const ConfigKey& key, RunConfig& config, const toml::node& no
     case FieldStorage::kInt64:
     case FieldStorage::kUint64: {
       auto i = node.as_integer();
+      if (!key.word.empty() && key.storage == FieldStorage::kInt64) {  // checkpoint.every = "auto"
+        if (auto w = node.as_string(); w && w->get() == key.word) {
+          *static_cast<int64_t*>(p) = kCheckpointEveryAuto;
+          return "";
+        }
+        if (!i) return key.path() + ": expected an integer or " + toml_quote(key.word) + ", got " + got;
+      }
       if (!i) return key.path() + ": expected an integer, got " + got;
       const int64_t v = i->get();
       if (key.storage == FieldStorage::kInt32) {
@@ -324,7 +331,8 @@ void apply_override(RunConfig& config, const std::string& assignment) {
   }
   const toml::node* node = doc ? doc->get("v") : nullptr;
   std::string bad;
-  if (row->storage == FieldStorage::kString && (!node || !node->is_string())) {
+  if ((row->storage == FieldStorage::kString && (!node || !node->is_string())) ||
+      (!row->word.empty() && value == row->word)) {  // --set checkpoint.every=auto, unquoted
     toml::value<std::string> raw(value);
     bad = assign(*row, config, raw);
   } else if (!node) {
@@ -414,7 +422,10 @@ std::string config_to_json(const RunConfig& config, int indent) {
         slot = *static_cast<const int*>(p);
         break;
       case FieldStorage::kInt64:
-        slot = *static_cast<const int64_t*>(p);
+        if (key.is_word(*static_cast<const int64_t*>(p)))
+          slot = key.word;
+        else
+          slot = *static_cast<const int64_t*>(p);
         break;
       case FieldStorage::kUint64:
         slot = *static_cast<const uint64_t*>(p);

@@ -40,7 +40,8 @@ constexpr FieldStorage storage_of() {
 #define FLOTILLA_KEY(sec, member, doc, ...)                                                            \
   ConfigKey {                                                                                          \
 #sec, #member, storage_of < decltype(std::declval <RunConfig>().sec.member)>(), doc,               \
-        std::vector < std::string>{__VA_ARGS__ }, [](RunConfig & c) -> void* { return &c.sec.member; } \
+        std::vector < std::string>{__VA_ARGS__ },                                                      \
+                                   [](RunConfig & c) -> void* { return &c.sec.member; }, std::string() \
   }
 
 std::vector<std::string> preset_choices() {
@@ -138,7 +139,7 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(parallel, backend, "collectives: auto | gloo | nccl", "auto", "gloo", "nccl"),
       FLOTILLA_KEY(parallel, timeout_s, "collective and rendezvous timeout in seconds"),
 
-      FLOTILLA_KEY(checkpoint, every, "save every N steps; 0 = only at the end"),
+      FLOTILLA_KEY(checkpoint, every, "save every N steps; 0 = only at the end; \"auto\" = Daly's interval"),
       FLOTILLA_KEY(checkpoint, keep_last, "checkpoints kept (>= 1; the newest verified one is never purged)"),
       FLOTILLA_KEY(checkpoint, resume, "auto (newest verified), none, or a checkpoint directory"),
       FLOTILLA_KEY(checkpoint, preempt_grace_s, "on SIGTERM, save only if the last save took less than this"),
@@ -149,6 +150,8 @@ std::vector<ConfigKey> build_keys() {
                    "dtype of that folder: source (init_from's, else fp32) | bf16 | fp32", "source", "bf16",
                    "fp32"),
       FLOTILLA_KEY(checkpoint, export_peft, "LoRA: also write the adapter as a PEFT folder here at the end"),
+      FLOTILLA_KEY(checkpoint, mtbi_s,
+                   "every = \"auto\": the place's mean time between interruptions (s); 0 = the prior"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
       FLOTILLA_KEY(eval, batches, "validation micro-batches per evaluation"),
@@ -161,8 +164,10 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(budget, price_source, "pricing catalogue entry, e.g. \"local\" or \"aws:p5.48xlarge\""),
       FLOTILLA_KEY(budget, max_hours, "stop with a checkpoint after this wall time; 0 off"),
   };
-  for (auto& key : k)
+  for (auto& key : k) {
     if (key.path() == "model.preset") key.choices = preset_choices();
+    if (key.path() == "checkpoint.every") key.word = "auto";  // stored as kCheckpointEveryAuto
+  }
   return k;
 }
 
@@ -300,6 +305,7 @@ std::string format_toml_value(const ConfigKey& key, const RunConfig& config) {
     case FieldStorage::kInt32:
       return std::to_string(*static_cast<const int*>(p));
     case FieldStorage::kInt64:
+      if (key.is_word(*static_cast<const int64_t*>(p))) return toml_quote(key.word);
       return std::to_string(*static_cast<const int64_t*>(p));
     case FieldStorage::kUint64:
       return std::to_string(*static_cast<const uint64_t*>(p));
@@ -395,7 +401,9 @@ std::optional<std::string> suggest_key(const std::string& section, const std::st
 
 std::string config_key_list() {
   std::string out;
-  for (const auto& key : config_keys()) out += key.path() + " " + key_type_name(key.type()) + "\n";
+  for (const auto& key : config_keys())
+    out += key.path() + " " + key_type_name(key.type()) +
+           (key.word.empty() ? "" : " or \"" + key.word + "\"") + "\n";
   return out;
 }
 

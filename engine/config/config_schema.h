@@ -34,6 +34,11 @@ struct ConfigKey {
   std::string doc;                   // one line (the comment beside the field in run_config.h)
   std::vector<std::string> choices;  // allowed values of an enumerated string; empty = free text
   void* (*field)(RunConfig&);        // where the value lives inside a RunConfig
+  // An integer key that also takes one word (checkpoint.every = "auto"): the word is stored as
+  // kCheckpointEveryAuto and written back as the word (TOML, JSON); "" = numbers only.
+  std::string word;
+
+  bool is_word(int64_t value) const { return !word.empty() && value == kCheckpointEveryAuto; }
 
   std::string path() const { return section + "." + name; }  // "train.steps"
   KeyType type() const;

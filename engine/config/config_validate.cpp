@@ -378,7 +378,9 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
 }
 
 void check_rest(const RunConfig& c, Problems& p) {
-  at_least(p, "checkpoint.every", c.checkpoint.every, 0, " (0 = only at the end)");
+  if (c.checkpoint.every != kCheckpointEveryAuto)
+    at_least(p, "checkpoint.every", c.checkpoint.every, 0, " (0 = only at the end, or \"auto\")");
+  finite_at_least(p, "checkpoint.mtbi_s", c.checkpoint.mtbi_s, 0, false, " (0 = the worker's prior)");
   at_least(p, "checkpoint.keep_last", c.checkpoint.keep_last, 1);
   if (c.checkpoint.resume.empty())
     p.add("checkpoint.resume", "must be \"auto\", \"none\" or a checkpoint directory, not empty");

@@ -102,7 +102,7 @@ struct ParallelSection {
 };
 
 struct CheckpointSection {
-  int64_t every = 0;            // save every N steps; 0 = only at the end
+  int64_t every = 0;            // save every N steps; 0 = only at the end; "auto" = Daly's interval
   int keep_last = 2;            // checkpoints kept (>= 1; the newest verified one is never purged)
   std::string resume = "auto";  // auto (newest verified), none, or a checkpoint directory
   double preempt_grace_s = 30;  // on SIGTERM, save only if the last save took less than this
@@ -110,7 +110,13 @@ struct CheckpointSection {
   std::string export_hf = "";   // after the last step, also write a Hugging Face folder here (llama); "" off
   std::string export_dtype = "source";  // dtype of that folder: source (init_from's, else fp32) | bf16 | fp32
   std::string export_peft = "";         // LoRA: also write the adapter as a PEFT folder here at the end
+  double mtbi_s = 0;  // every = "auto": the place's mean time between interruptions (s); 0 = the prior
 };
+
+// checkpoint.every = "auto" is stored as this value (the key's TOML, JSON and --set forms read
+// and write the word; every other reader of `every` sees a number that is not > 0, so a periodic
+// save by step count never fires for it).
+inline constexpr int64_t kCheckpointEveryAuto = -1;
 
 struct EvalSection {
   int64_t every = 0;         // validation loss every N steps; 0 = only at the end

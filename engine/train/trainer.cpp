@@ -531,15 +531,16 @@ StepDecision Loop::decide(StepRecord& r) {
 }
 
 // Per-rank timings to every rank, plus the stop and checkpoint flags every rank must agree on
-// (a signal may reach the ranks between different steps). Returns {stop, checkpoint}.
-std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests) {
+// (a signal may reach the ranks between different steps) and rank 0's checkpoint.every = "auto"
+// decision. Returns {stop, checkpoint, auto save}.
+std::tuple<bool, bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests, bool auto_due) {
   const auto take = [this](int most) {
     if (most <= requests_honoured) return false;
     requests_honoured = most;
     return true;
   };
-  if (!world) return {stop, take(requests)};
-  constexpr size_t kFields = 9;
+  if (!world) return {stop, take(requests), auto_due};
+  constexpr size_t kFields = 10;
   const float mine[kFields] = {static_cast<float>(r.data_ms),
                                static_cast<float>(r.forward_ms),
                                static_cast<float>(r.backward_ms),
@@ -548,7 +549,8 @@ std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests) {
                                static_cast<float>(r.step_ms),
                                static_cast<float>(r.bubble_ms),
                                stop ? 1.0f : 0.0f,
-                               static_cast<float>(requests)};  // exact below 2^24
+                               static_cast<float>(requests),  // exact below 2^24
+                               auto_due ? 1.0f : 0.0f};
   std::vector<float> all(kFields * static_cast<size_t>(world_size));
   world->all_gather(mine, all.data(), kFields);
   bool any_stop = false;
@@ -560,7 +562,7 @@ std::pair<bool, bool> Loop::exchange(StepRecord& r, bool stop, int requests) {
     any_stop = any_stop || f[7] > 0;
     most_requests = std::max(most_requests, static_cast<int>(f[8]));
   }
-  return {any_stop, take(most_requests)};
+  return {any_stop, take(most_requests), all[9] > 0};  // rank 0 decides the "auto" save
 }
 }  // namespace train_detail
 
@@ -687,6 +689,7 @@ int run_training(const TrainOptions& options) {
     loop.progress.line("%s", layout_note.c_str());
   }
   const std::string resumed_from = loop.resume();
+  if (cfg.checkpoint.every == kCheckpointEveryAuto && env.rank == 0) loop.start_auto_interval();
   // Only now is the start decided: a refused one (no checkpoint verifies, an incompatible one)
   // leaves config.toml, which `flotilla runs resume` reads, as it was.
   if (env.rank == 0)
@@ -815,7 +818,9 @@ int run_training(const TrainOptions& options) {
               (cfg.train.recompute ? " (recompute on)" : ""),
           {{"activation_bytes", std::to_string(act)}, {"recompute", cfg.train.recompute ? "true" : "false"}});
     }
-    const auto [stop_now, checkpoint_now] = loop.exchange(r, stop_requested(), checkpoint_request_count());
+    const bool auto_due = loop.auto_interval && loop.auto_interval_due(r);
+    const auto [stop_now, checkpoint_now, auto_now] =
+        loop.exchange(r, stop_requested(), checkpoint_request_count(), auto_due);
     loop.heartbeat.set_step(loop.step);
     if (loop.step == abort_at_step) std::abort();  // test hook: a crash at a known step (R2)
     if (pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms));
@@ -892,7 +897,7 @@ int run_training(const TrainOptions& options) {
       loop.progress.line("%s at step %lld", why.c_str(), static_cast<long long>(loop.step));
       break;
     }
-    const bool periodic = cfg.checkpoint.every > 0 && loop.step % cfg.checkpoint.every == 0;
+    const bool periodic = (cfg.checkpoint.every > 0 && loop.step % cfg.checkpoint.every == 0) || auto_now;
     const bool at_end = loop.step == last_step && (cfg.checkpoint.save_final || loop.step < cfg.train.steps);
     if (checkpoint_now) {
       loop.save("request");

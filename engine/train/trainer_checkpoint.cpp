@@ -562,6 +562,30 @@ void Loop::save(const std::string& reason) {
   metrics.sync();
   progress.line("checkpoint step %lld -> %s (%.2f s)", static_cast<long long>(step), dir.c_str(),
                 last_save_seconds);
+  if (auto_interval)
+    if (auto changed = auto_interval->after_save(step, last_save_seconds)) report_interval(*changed);
+}
+
+void Loop::start_auto_interval() {
+  CheckpointInterval::Options o;
+  o.run_dir = out_dir;
+  o.config_mtbi_s = cfg.checkpoint.mtbi_s;
+  o.checkpoint_bytes = 3 * model.layout().full_params() * sizeof(float);  // as the checkpoint record says
+  o.last_save_s = last_save_seconds;  // the previous start's (trainer.json), -1 on a fresh run
+  o.start_step = step;
+  auto_interval = std::make_unique<CheckpointInterval>(o);
+}
+
+bool Loop::auto_interval_due(const StepRecord& r) {
+  const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  if (auto chosen = auto_interval->after_step(r.step, now)) report_interval(*chosen);
+  return auto_interval->due(r.step);
+}
+
+void Loop::report_interval(const IntervalChoice& choice) {
+  const std::string text = choice.text();
+  metrics.event("info", text, choice.fields());
+  progress.line("%s", text.c_str());
 }
 
 }  // namespace flotilla::train_detail

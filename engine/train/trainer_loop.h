@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -29,6 +30,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/pipeline.h"
 #include "engine/parallel/rank_grid.h"
+#include "engine/train/checkpoint_interval.h"
 #include "engine/train/device_model.h"
 #include "engine/train/heartbeat.h"
 #include "engine/train/lr_schedule.h"
@@ -199,9 +201,16 @@ struct Loop {
   double device_eval_sum(const std::vector<MicroBatch>& batches);  // sum of loss x loss_weight
   void push_to_device();    // host mirror (params, moments) -> device (start, resume)
   void pull_from_device();  // device -> host mirror (checkpoint, sample)
-  // {stop, checkpoint}: stop if any rank was asked to; checkpoint once per new request, however
-  // many ranks received it (requests = this rank's checkpoint_request_count()).
-  std::pair<bool, bool> exchange(StepRecord& r, bool stop, int requests);
+  // {stop, checkpoint, auto save}: stop if any rank was asked to; checkpoint once per new request,
+  // however many ranks received it (requests = this rank's checkpoint_request_count()); the
+  // checkpoint.every = "auto" save when rank 0's `auto_due` says so.
+  std::tuple<bool, bool, bool> exchange(StepRecord& r, bool stop, int requests, bool auto_due = false);
+  // checkpoint.every = "auto" (checkpoint_interval.h), rank 0 only: made after resume(); after each
+  // step, whether a save is due (a new or changed interval is reported: event and log line).
+  std::unique_ptr<CheckpointInterval> auto_interval;
+  void start_auto_interval();
+  bool auto_interval_due(const StepRecord& r);
+  void report_interval(const IntervalChoice& choice);
   int requests_honoured = 0;  // the highest request count any rank had at the last request checkpoint
   double tp_wait_ms() const;  // time blocked in TP collectives since the group was made
 };

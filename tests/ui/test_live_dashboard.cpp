@@ -72,6 +72,7 @@ class TestLiveDashboard : public QObject {
   void spendAxesAreTheCurrentRuns();
   void validationHoverOnlyWhereThereIsOne();
   void mfuAndTokensPerSecondDoNotCoincide();
+  void checkpointIntervalIsShownWithItsInputs();
 };
 
 void TestLiveDashboard::perRankBreakdownShowsTheRecord() {
@@ -571,6 +572,52 @@ void TestLiveDashboard::mfuAndTokensPerSecondDoNotCoincide() {
       qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR", QStringLiteral(FLOTILLA_SCREENSHOT_DIR));
   QTest::qWait(50);  // the readout's queued replot
   QVERIFY(dash.grab().save(dir + QStringLiteral("/live-throughput-hover.png")));
+}
+
+// checkpoint.every = "auto": the worker's interval event (docs/metrics-protocol.md) is shown under
+// the plots with its inputs, the latest one winning; nothing is shown for a run without one.
+void TestLiveDashboard::checkpointIntervalIsShownWithItsInputs() {
+  LiveDashboard dash;
+  dash.resize(1200, 700);
+  dash.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&dash));
+  dash.ingest(fake_worker::record(stepRecord(1, 0, 100, 5.0, 1e-3)));
+  dash.refreshAll();
+  QLabel* label = dash.findChild<QLabel*>(QStringLiteral("checkpointIntervalLabel"));
+  QVERIFY(label);
+  QVERIFY(!label->isVisible());
+  const auto interval = [](const QString& message, int steps) {
+    return QJsonObject{{"v", 1},
+                       {"type", "event"},
+                       {"time", 0},
+                       {"rank", 0},
+                       {"level", "info"},
+                       {"message", message},
+                       {"ckpt_interval_steps", QString::number(steps)},
+                       {"mtbi_s", "21600"},
+                       {"write_s", "2.1"}};
+  };
+  dash.ingest(fake_worker::record(interval(
+      "checkpoint interval: every 120 steps (6.1 min; write 2.1 s, MTBI 6 h (prior), step 3.0 s; Daly 2006)", 120)));
+  dash.ingest(fake_worker::record(stepRecord(2, 0, 200, 4.9, 1e-3)));
+  dash.refreshAll();
+  QVERIFY(label->isVisible());
+  QCOMPARE(label->text(), QStringLiteral("Checkpoint interval: every 120 steps (6.1 min; write 2.1 s, MTBI 6 h "
+                                         "(prior), step 3.0 s; Daly 2006)"));
+  // An ordinary event changes nothing; a new interval replaces the old.
+  QJsonObject other{{"v", 1}, {"type", "event"}, {"time", 0}, {"rank", 0}, {"level", "info"}, {"message", "x"}};
+  dash.ingest(fake_worker::record(other));
+  dash.ingest(fake_worker::record(
+      interval("checkpoint interval: every 12 steps (36.0 s; write 2.1 s, MTBI 10.0 min (node b: 3 preemptions "
+               "in 0.5 h), step 3.0 s; Daly 2006)",
+               12)));
+  dash.ingest(fake_worker::record(stepRecord(3, 0, 300, 4.8, 1e-3)));
+  dash.refreshAll();
+  QVERIFY(label->text().startsWith(QStringLiteral("Checkpoint interval: every 12 steps")));
+  QVERIFY(label->text().contains(QStringLiteral("node b: 3 preemptions")));
+  dash.reset();
+  dash.refreshAll();
+  QVERIFY(!label->isVisible());
 }
 
 QTEST_MAIN(TestLiveDashboard)

@@ -42,6 +42,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
       m_gpu(new ChartPlot(QStringLiteral("gpuPlot"), tr("GPU utilisation"), tr("%"), this)),
       m_spend(new ChartPlot(QStringLiteral("spendPlot"), tr("Spend"), tr("US$"), this)),
       m_spendLabel(new QLabel(this)),
+      m_intervalLabel(new QLabel(this)),
       m_smoothing(new QSlider(Qt::Horizontal, this)),
       m_smoothingValue(new QLabel(this)),
       m_xBox(new QComboBox(this)),
@@ -131,6 +132,11 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   spendLayout->setSpacing(2);
   spendLayout->addWidget(m_spend, 1);
   spendLayout->addWidget(m_spendLabel);
+  m_intervalLabel->setObjectName(QStringLiteral("checkpointIntervalLabel"));
+  m_intervalLabel->setWordWrap(true);
+  m_intervalLabel->setForegroundRole(QPalette::PlaceholderText);
+  m_intervalLabel->setVisible(false);
+  spendLayout->addWidget(m_intervalLabel);
 
   auto* grid = new QGridLayout;
   m_grid = grid;
@@ -342,6 +348,15 @@ void LiveDashboard::updateDerived() {
   }
   const QString text = spendText();
   if (text != m_spendLabel->text()) m_spendLabel->setText(text);
+  QString interval = m_data.checkpointInterval();  // "checkpoint interval: every 120 steps (...)"
+  if (!interval.isEmpty()) interval[0] = interval[0].toUpper();
+  if (interval != m_intervalLabel->text()) {
+    m_intervalLabel->setText(interval);
+    m_intervalLabel->setToolTip(
+        tr("checkpoint.every = \"auto\": Daly's interval from the measured save time and "
+           "the place's mean time between interruptions (docs/scheduling.md)"));
+  }
+  m_intervalLabel->setVisible(!interval.isEmpty());
 }
 
 QString LiveDashboard::spendText() const {

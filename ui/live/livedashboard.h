@@ -81,6 +81,7 @@ class LiveDashboard : public QWidget {
   QCheckBox* wholeRunBox() const { return m_wholeRun; }
   QToolButton* exportButton() const { return m_export; }
   QString spendText() const;
+  QLabel* intervalLabel() const { return m_intervalLabel; }
   // Dollars with the digits a small amount needs ("$0.0201", "$1.74").
   static QString money(double usd);
 
@@ -102,6 +103,7 @@ class LiveDashboard : public QWidget {
   ChartPlot* m_gpu;
   ChartPlot* m_spend;
   QLabel* m_spendLabel;
+  QLabel* m_intervalLabel;  // checkpoint.every = "auto": the chosen interval and its inputs
   QSlider* m_smoothing;
   QLabel* m_smoothingValue;
   QComboBox* m_xBox;

@@ -82,6 +82,7 @@ void LiveData::clear() {
   m_baselineRss = 0;
   m_gpuCount = 0;
   m_gpuMemTotal = 0;
+  m_checkpointInterval.clear();
   m_cost = RunCost{};
   clearNodeSamples();
 }
@@ -207,6 +208,14 @@ void LiveData::ingest(const flotilla::MetricsRecord& r) {
       m_worldSize = std::max(1, s.world_size);
       m_baselineRss = static_cast<double>(s.baseline_rss_bytes);
       if (m_steps.rows() == 0) m_startStep = s.start_step;
+      break;
+    }
+    case flotilla::MetricsRecordType::kEvent: {
+      // checkpoint.every = "auto": the interval and its inputs, in the worker's words
+      // (docs/scheduling.md); the latest one is shown.
+      const flotilla::EventRecord& e = r.event();
+      if (r.rank == 0 && e.fields_json.find("\"ckpt_interval_steps\"") != std::string::npos)
+        m_checkpointInterval = QString::fromStdString(e.message);
       break;
     }
     default:

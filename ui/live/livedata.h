@@ -139,6 +139,8 @@ class LiveData {
   int slowestRank() const;
   quint64 rankRevision() const { return m_rankRevision; }
 
+  // checkpoint.every = "auto": the latest "checkpoint interval: every N steps (...)" ("" none).
+  const QString& checkpointInterval() const { return m_checkpointInterval; }
   qint64 plannedSteps() const { return m_plannedSteps; }
   int worldSize() const { return m_worldSize; }
   double baselineRssMib() const { return m_baselineRss / (1024.0 * 1024.0); }
@@ -188,6 +190,7 @@ class LiveData {
   int m_gpuCount = 0;
   double m_gpuMemTotal = 0;
   RunCost m_cost;
+  QString m_checkpointInterval;
 };
 
 }  // namespace flotilla::ui

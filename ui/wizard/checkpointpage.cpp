@@ -84,7 +84,11 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
     b->setRange(-1, 2'000'000'000);
     b->setGroupSeparatorShown(true);
   }
-  m_every->setSpecialValueText(QString());
+  // -1 is checkpoint.every = "auto" (kCheckpointEveryAuto): Daly's interval (docs/scheduling.md).
+  m_every->setSpecialValueText(tr("auto"));
+  m_every->setToolTip(
+      tr("auto (below 0): the worker chooses the interval from the measured save time and the "
+         "place's mean time between interruptions (Daly 2006)"));
   m_keep->setRange(0, 1000);
   m_evalBatches->setRange(0, 100000);
   m_sampleTokens->setRange(0, 100000);
@@ -271,14 +275,16 @@ void CheckpointPage::refreshDerived() {
     m_exportNote->setText(
         tr("Writes config.json, safetensors and the tokenizer files after the last step, for "
            "transformers' from_pretrained."));
-  if (c.train.steps < 1 || c.checkpoint.every < 0) {
+  const bool autoEvery = c.checkpoint.every == kCheckpointEveryAuto;
+  if (c.train.steps < 1 || (c.checkpoint.every < 0 && !autoEvery)) {
     m_summary->clear();
     return;
   }
   const int64_t saves =
       (c.checkpoint.every > 0 ? c.train.steps / c.checkpoint.every : 0) + (c.checkpoint.save_final ? 1 : 0);
-  const QString saved =
-      saves == 1 ? tr("about 1 checkpoint saved") : tr("about %1 checkpoints saved").arg(saves);
+  const QString saved = autoEvery    ? tr("checkpoints at Daly's interval, chosen while it runs")
+                        : saves == 1 ? tr("about 1 checkpoint saved")
+                                     : tr("about %1 checkpoints saved").arg(saves);
   const QString checkpoints =
       tr("Over %1 steps: %2, the newest %3 kept; ").arg(c.train.steps).arg(saved).arg(c.checkpoint.keep_last);
   // Shards without validation shards: no measurement at all (the worker skips it), said so with
