@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "db/run_store.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "runs/interruptions.h"
 #include "runs/local_run.h"
 #include "runs/process.h"
 #include "runs/stale_runs.h"
@@ -95,13 +97,22 @@ RunConfig entry_config(const db::QueueEntry& e) {
   return c;
 }
 
-// ---- LEAD: checkpoint.every = "auto" --------------------------------------------------------------
-// The one call site for the `daly` helper (runs/interruptions.h, another branch): when the entry's
-// config asks checkpoint.every = "auto", pass the chosen place's mean time between interruptions
-// as --set checkpoint.mtbi_s=<runs::place_mtbi(db, place_key, now)> (and rewrite
-// <run dir>/checkpoint.mtbi when it changes). Until that lands, the config goes as it is.
-void apply_place_interruptions(db::Database& /*db*/, RunConfig& /*config*/, const std::string& /*place_key*/,
-                               double /*now*/) {}
+// checkpoint.every = "auto": the worker chooses Daly's interval from its measured save time and
+// the place's mean time between interruptions (runs/interruptions.h), which the scheduler knows
+// from the preemptions recorded there. A new run gets it in its config (checkpoint.mtbi_s); a
+// resumed run on this machine gets <run dir>/checkpoint.mtbi (the worker's newest figure, read
+// over its stored config's). A resume onto SSH nodes keeps the figure its config was started with.
+void apply_place_interruptions(db::Database& db, RunConfig& config, const std::string& place_key, double now,
+                               const std::optional<int64_t>& run_id) {
+  if (config.checkpoint.every != kCheckpointEveryAuto) return;
+  const Mtbi m = place_mtbi(db, place_key, now);
+  if (m.seconds <= 0) return;
+  config.checkpoint.mtbi_s = std::round(m.seconds);
+  if (run_id && place_key == "local") {
+    const db::Run run = db::get_run(db, *run_id);
+    if (!run.run_dir.empty()) write_mtbi_file(run.run_dir, m);
+  }
+}
 
 int64_t last_loss_step(const db::Database& db, int64_t run_id) {
   const auto pts = db::metric_points(db, run_id, "loss");
@@ -546,7 +557,7 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
     if (!db::claim_queue_entry(db, e.id, token_, choice.key, choice.words, choice.decision_json, now))
       continue;
     scheduler_fault_point("after-claim");
-    apply_place_interruptions(db, config, choice.key, now);
+    apply_place_interruptions(db, config, choice.key, now, e.run_id);
     std::unique_ptr<ActiveRun> active;
     try {
       if (e.run_id) {
