@@ -91,6 +91,7 @@ int cmdPricing(const Invocation& inv) { return runStoreCommand(inv, flotilla::cl
 int cmdNodes(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_nodes); }
 int cmdPlan(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_plan); }
 int cmdClusters(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_clusters); }
+int cmdQueue(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_queue); }
 
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
@@ -120,6 +121,10 @@ const std::vector<Command>& commands() {
        "add NAME --login HOST ... | list [--json] | probe NAME | trust NAME --fingerprint FP | price NAME "
        "PARTITION ... | remove NAME: Slurm clusters",
        cmdClusters},
+      {"queue",
+       "[list [--all] [--json]] | add CONFIG.toml [--on PLACE]... [--priority N] [--after RUN] [--deadline T]\n"
+       "                    [--max-usd X] | show ID | cancel|pause|resume ID | move ID --top|... | serve [--until-empty]",
+       cmdQueue},
   };
   return table;
 }

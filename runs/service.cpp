@@ -21,6 +21,7 @@
 #include "remote/remote_run.h"
 #include "remote/session.h"
 #include "remote/slurm_cluster.h"
+#include "runs/fault_point.h"
 #include "runs/local_run.h"
 #include "runs/node_run.h"
 #include "runs/process.h"
@@ -381,6 +382,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
         n.notes = req.notes;
         n.demo = req.demo;
         nr = create_local_run(*impl->writer, n);
+        scheduler_fault_point("after-create");  // tests only (runs/fault_point.h)
       } else {
         if (!req.demo) validate_run_config(config, ranks_of(config));
         const auto [name, dir] =

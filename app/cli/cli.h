@@ -87,5 +87,6 @@ int cmd_pricing(const Context& ctx);
 int cmd_nodes(const Context& ctx);     // nodes.cpp
 int cmd_plan(const Context& ctx);      // plan.cpp
 int cmd_clusters(const Context& ctx);  // clusters.cpp: Slurm clusters
+int cmd_queue(const Context& ctx);     // queue.cpp: the run queue and its scheduler
 
 }  // namespace flotilla::cli
