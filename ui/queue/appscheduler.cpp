@@ -8,8 +8,38 @@
 
 #include "db/errors.h"
 #include "db/queue.h"
+#include "runs/scheduler.h"
 
 namespace flotilla::ui {
+
+namespace {
+
+class RunsEngine : public SchedulerEngine {
+ public:
+  explicit RunsEngine(runs::SchedulerOptions options) : m_scheduler(std::move(options)) {}
+  void acquire() override { m_scheduler.acquire(); }
+  bool tick(std::vector<std::string>* lines) override {
+    runs::TickReport report = m_scheduler.tick();
+    *lines = std::move(report.lines);
+    return !report.lease_lost;
+  }
+
+ private:
+  runs::Scheduler m_scheduler;
+};
+
+}  // namespace
+
+SchedulerEngineFactory runsSchedulerEngine(runs::ServiceOptions service) {
+  return [service]() -> std::unique_ptr<SchedulerEngine> {
+    runs::SchedulerOptions o;
+    o.service = service;
+    o.service.origin = "flotilla app";
+    o.service.stop_with_parent = false;  // a run outlives the window, as `flotilla queue serve`'s do
+    o.origin = "flotilla app";
+    return std::make_unique<RunsEngine>(std::move(o));
+  };
+}
 
 // Lives on AppScheduler's thread: every store access and every engine call happen here.
 class SchedulerWorker : public QObject {

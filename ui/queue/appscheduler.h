@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "runs/service.h"
 #include "ui/main/runnotifier.h"
 
 namespace flotilla::ui {
@@ -36,6 +37,9 @@ class SchedulerEngine {
   virtual bool tick(std::vector<std::string>* lines) = 0;
 };
 using SchedulerEngineFactory = std::function<std::unique_ptr<SchedulerEngine>()>;
+// The runs layer's scheduler (runs::Scheduler, origin "flotilla app") over `service`: the app's
+// writer, runs root and worker (LocalRuns::serviceOptions()); its local workers outlive the window.
+SchedulerEngineFactory runsSchedulerEngine(runs::ServiceOptions service);
 
 class SchedulerWorker;
 
