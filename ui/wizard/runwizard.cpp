@@ -71,14 +71,19 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   button(QWizard::CustomButton1)->setObjectName(QStringLiteral("addToQueueButton"));
   button(QWizard::CustomButton1)
       ->setToolTip(tr("Queue this run instead of starting it now: the Queue page shows where and when it starts"));
-  setButtonLayout({QWizard::Stretch, QWizard::BackButton, QWizard::NextButton, QWizard::CustomButton1,
-                   QWizard::FinishButton, QWizard::CancelButton});
-  button(QWizard::CustomButton1)->setVisible(false);
+  // Beside Launch, on the Review page only (QWizard shows a custom button whenever it is in the
+  // layout, so the layout changes with the page).
+  auto buttonsFor = [this](int id) {
+    QList<QWizard::WizardButton> layout{QWizard::Stretch, QWizard::BackButton, QWizard::NextButton};
+    if (id == Review) layout << QWizard::CustomButton1;
+    layout << QWizard::FinishButton << QWizard::CancelButton;
+    setButtonLayout(layout);
+  };
+  buttonsFor(Model);
+  connect(this, &QWizard::currentIdChanged, this, buttonsFor);
   connect(this, &QWizard::customButtonClicked, this, [this](int which) {
     if (which == QWizard::CustomButton1) addToQueue();
   });
-  connect(this, &QWizard::currentIdChanged, this,
-          [this](int id) { button(QWizard::CustomButton1)->setVisible(id == Review); });
   connect(m_review, &ReviewPage::templateSaved, m_model, &ModelPage::reloadTemplates);
   // advanceTo() waiting on a page: go on once its check passes, unless the user moved or edited.
   connect(m_draft, &ConfigDraft::changed, this, [this] {
