@@ -58,16 +58,17 @@ QueuePage::QueuePage(StoreService* store, QWidget* parent)
       tr("One scheduler serves a workspace: this window, or `flotilla queue serve` on a "
          "server. While another holds it, this window says who and takes over when it stops."));
   m_serve->setEnabled(false);
+  // Two short rows rather than one long one: the page fits a 1024x640 window (test_small_window).
   auto* schedulerRow = new QHBoxLayout;
   schedulerRow->addWidget(m_schedulerLine, 1);
   schedulerRow->addWidget(m_serve);
+  schedulerRow->addSpacing(12);
+  schedulerRow->addWidget(m_add);
 
   m_add->setObjectName(QStringLiteral("addQueueButton"));
   m_add->setToolTip(tr("Queue a run config (.toml), with the places it may go to and its limits"));
   connect(m_add, &QPushButton::clicked, this, [this] { addConfig(); });
   auto* toolbar = new QHBoxLayout;
-  toolbar->addWidget(m_add);
-  toolbar->addSpacing(12);
   const struct {
     QueueAction action;
     const char* name;
@@ -103,9 +104,11 @@ QueuePage::QueuePage(StoreService* store, QWidget* parent)
     m_actions << b;
   }
   toolbar->addStretch(1);
-  auto* refreshButton = new QPushButton(tr("Re&fresh"), this);
-  connect(refreshButton, &QPushButton::clicked, this, &QueuePage::refresh);
-  toolbar->addWidget(refreshButton);
+  auto* refreshAction = new QAction(this);  // the page polls every second; F5 reads at once
+  refreshAction->setShortcut(QKeySequence::Refresh);
+  refreshAction->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  connect(refreshAction, &QAction::triggered, this, &QueuePage::refresh);
+  addAction(refreshAction);
 
   m_message->setObjectName(QStringLiteral("queueMessage"));
   m_message->setWordWrap(true);
