@@ -46,6 +46,8 @@ QString DecisionView::durationText(double seconds) {
   const long minutes = std::lround(seconds / 60);
   if (minutes < 60) return tr("%1 min").arg(minutes);
   const long hours = minutes / 60;
+  if (hours >= 48)
+    return hours % 24 == 0 ? tr("%1 d").arg(hours / 24) : tr("%1 d %2 h").arg(hours / 24).arg(hours % 24);
   if (minutes % 60 == 0) return tr("%1 h").arg(hours);
   return tr("%1 h %2 min").arg(hours).arg(minutes % 60);
 }
@@ -87,8 +89,7 @@ void DecisionView::setEntry(const db::QueueEntry* entry) {
                                                                      : tr("over budget"));
     const double speed = p.value(QStringLiteral("tokens_per_s")).toDouble();
     const QStringList cells = {
-        (key == chosen ? QStringLiteral("▶ ") : QString()) +
-            (label.isEmpty() || label == key ? key : label + QStringLiteral(" (") + key + QLatin1Char(')')),
+        (key == chosen ? QStringLiteral("▶ ") : QString()) + (label.isEmpty() ? key : label),
         fits ? tr("yes") : tr("no"),
         p.value(QStringLiteral("layout")).toString(),
         speed > 0 ? QString::number(speed, 'f', 0) : QStringLiteral("-"),
@@ -104,7 +105,7 @@ void DecisionView::setEntry(const db::QueueEntry* entry) {
     };
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
-      item->setToolTip(cells[c]);
+      item->setToolTip(c == 0 ? cells[c] + QStringLiteral(" · ") + key : cells[c]);
       if (key == chosen) {
         QFont f = item->font();
         f.setBold(true);

@@ -28,7 +28,7 @@ class DecisionView : public QWidget {
   // Every cell of the places table, row by row (tests, accessibility).
   QString placesText() const;
 
-  // "3 h 10 min", "45 min", "30 s".
+  // "3 h 10 min", "45 min", "30 s"; from two days "4 d 19 h".
   static QString durationText(double seconds);
 
  private:

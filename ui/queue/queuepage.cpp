@@ -58,11 +58,11 @@ QueuePage::QueuePage(StoreService* store, QWidget* parent)
       tr("One scheduler serves a workspace: this window, or `flotilla queue serve` on a "
          "server. While another holds it, this window says who and takes over when it stops."));
   m_serve->setEnabled(false);
-  // Two short rows rather than one long one: the page fits a 1024x640 window (test_small_window).
+  // Short rows rather than one long one: the page fits the window's smallest size (780 px wide,
+  // test_mainwindow) and 1024x640 (test_small_window).
   auto* schedulerRow = new QHBoxLayout;
-  schedulerRow->addWidget(m_schedulerLine, 1);
   schedulerRow->addWidget(m_serve);
-  schedulerRow->addSpacing(12);
+  schedulerRow->addStretch(1);
   schedulerRow->addWidget(m_add);
 
   m_add->setObjectName(QStringLiteral("addQueueButton"));
@@ -100,7 +100,10 @@ QueuePage::QueuePage(StoreService* store, QWidget* parent)
     shortcut->setShortcutContext(Qt::WidgetWithChildrenShortcut);
     connect(shortcut, &QAction::triggered, this, [this, which] { act(which); });
     addAction(shortcut);
-    toolbar->addWidget(b);
+    if (which == QueueAction::Cancel)
+      schedulerRow->insertWidget(schedulerRow->count() - 1, b);  // beside Add config: in and out of the queue
+    else
+      toolbar->addWidget(b);
     m_actions << b;
   }
   toolbar->addStretch(1);
@@ -151,6 +154,7 @@ QueuePage::QueuePage(StoreService* store, QWidget* parent)
   layout->setContentsMargins(28, 24, 28, 16);
   layout->setSpacing(10);
   layout->addWidget(header);
+  layout->addWidget(m_schedulerLine);
   layout->addLayout(schedulerRow);
   layout->addLayout(toolbar);
   layout->addWidget(m_message);
