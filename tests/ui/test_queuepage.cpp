@@ -39,6 +39,7 @@
 #include "ui/costs/costspage.h"
 #include "ui/costs/savingsview.h"
 #include "ui/main/mainwindow.h"
+#include "ui/main/runnotifier.h"
 #include "ui/queue/addqueuedialog.h"
 #include "ui/queue/appscheduler.h"
 #include "ui/queue/decisionview.h"
@@ -94,6 +95,7 @@ class TestQueuePage : public QObject {
   void wizardAddToQueueQueuesTheConfigForItsPlace();
   void savingsOnTheCostsPageAreTheCommandsFigures();
   void inAppSchedulerShowsTheHolderAndTakesOver();
+  void schedulerDecisionsAreNotified();
 
  private:
   QTemporaryDir m_tmp;
@@ -441,6 +443,79 @@ void TestQueuePage::inAppSchedulerShowsTheHolderAndTakesOver() {
     const db::Database d(path);
     QVERIFY(!db::scheduler_lease(d));
   }
+}
+
+// An engine that holds a lease of its own and moves one entry per tick: started, back in the queue
+// (its place lost it), started again, failed for good: what the scheduler's decisions look like in
+// the store.
+class ScriptedEngine : public SchedulerEngine {
+ public:
+  ScriptedEngine(std::string path, int64_t entry) : m_path(std::move(path)), m_entry(entry) {}
+  void acquire() override {}
+  bool tick(std::vector<std::string>* lines) override {
+    db::Database d(m_path);
+    const double now = db::now_seconds();
+    switch (m_step++) {
+      case 0:
+        db::claim_queue_entry(d, m_entry, "scripted", "node:b", "on node b: $1.92 and 3 h 10 min to finish",
+                              "{}", now);
+        break;
+      case 1:
+        db::requeue_queue_entry(d, m_entry, "node b was preempted at step 40: back at the head of the queue",
+                                0.1, 40, now);
+        break;
+      case 2:
+        db::claim_queue_entry(d, m_entry, "scripted", "local", "on this machine: $0 and 11 h to finish", "{}",
+                              now);
+        break;
+      case 3:
+        db::finish_queue_entry(d, m_entry, db::EntryState::kFailed, "failed 3 times: out of memory", now);
+        break;
+      default:
+        break;
+    }
+    lines->push_back("tick " + std::to_string(m_step));
+    return true;
+  }
+
+ private:
+  std::string m_path;
+  int64_t m_entry;
+  int m_step = 0;
+};
+
+void TestQueuePage::schedulerDecisionsAreNotified() {
+  const QString dbPath = m_tmp.filePath(QStringLiteral("notify.db"));
+  int64_t id = 0;
+  {
+    db::Database d(dbPath.toStdString());
+    db::NewQueueEntry e;
+    e.name = "sweep-1";
+    e.config_toml = kTinyToml;
+    id = db::add_queue_entry(d, e, db::now_seconds());
+  }
+  LocalRuns runs(m_tmp.filePath(QStringLiteral("ws-notify")));
+  RunNotifier notifier(&runs);
+  notifier.setDesktopEnabled(false);
+  QSignalSpy told(&notifier, &RunNotifier::notified);
+  AppScheduler scheduler(dbPath, [&] { return std::make_unique<ScriptedEngine>(dbPath.toStdString(), id); });
+  scheduler.setIntervals(50, 50);
+  connect(&scheduler, &AppScheduler::decided, &notifier,
+          [&](RunNotifier::Event event, const QString& entry, const QString& text) {
+            notifier.notifyQueue(event, entry, text);
+          });
+  scheduler.setEnabled(true);
+  QTRY_COMPARE_WITH_TIMEOUT(told.count(), 4, 10000);
+  scheduler.setEnabled(false);
+  QCOMPARE(told.at(0).at(0).value<RunNotifier::Event>(), RunNotifier::Event::QueueStarted);
+  QCOMPARE(told.at(0).at(1).toString(), QStringLiteral("Queue: sweep-1 started"));
+  QCOMPARE(told.at(0).at(2).toString(), QStringLiteral("on node b: $1.92 and 3 h 10 min to finish"));
+  QCOMPARE(told.at(1).at(0).value<RunNotifier::Event>(), RunNotifier::Event::QueueRequeued);
+  QCOMPARE(told.at(1).at(1).toString(), QStringLiteral("Queue: sweep-1 back in the queue"));
+  QVERIFY(told.at(1).at(2).toString().contains(QStringLiteral("preempted at step 40")));
+  QCOMPARE(told.at(2).at(0).value<RunNotifier::Event>(), RunNotifier::Event::QueueStarted);
+  QCOMPARE(told.at(3).at(0).value<RunNotifier::Event>(), RunNotifier::Event::QueueFailed);
+  QCOMPARE(told.at(3).at(2).toString(), QStringLiteral("failed 3 times: out of memory"));
 }
 
 QTEST_MAIN(TestQueuePage)
