@@ -20,9 +20,9 @@ using nlohmann::json;
 struct PlaceFigures {
   std::string key;
   bool fits = false;
-  std::optional<double> usd;  // predicted; nullopt when unpriced
-  double seconds = 0;         // wait + running
-  double wait_s = 0;
+  std::optional<double> usd;     // predicted; nullopt when unpriced
+  double seconds = 0;            // wait + running
+  std::optional<double> wait_s;  // nullopt: unknown (busy with runs whose end is not known)
 };
 
 std::optional<double> number_or_null(const json& o, const char* name) {
@@ -45,7 +45,7 @@ std::vector<PlaceFigures> decision_places(const std::string& text, std::string* 
     if (auto fits = p.find("fits"); fits != p.end() && fits->is_boolean()) f.fits = fits->get<bool>();
     f.usd = number_or_null(p, "usd");
     f.seconds = number_or_null(p, "seconds").value_or(0);
-    f.wait_s = number_or_null(p, "wait_s").value_or(0);
+    f.wait_s = number_or_null(p, "wait_s");
     out.push_back(std::move(f));
   }
   return out;
@@ -108,13 +108,13 @@ Savings scheduler_savings(const db::Database& db, double now) {
       if (p.key == r.chosen) chosen = &p;
       if (!p.fits) continue;
       if (p.usd && (!dearest || *p.usd > *dearest->usd)) dearest = &p;
-      if (!first_free && p.wait_s <= 0) first_free = &p;
+      if (!first_free && p.wait_s && *p.wait_s <= 0) first_free = &p;  // an unknown wait is not free
     }
     const Measured m = measured_chain(db, run->id, now);
     if (chosen) r.predicted_usd = chosen->usd;
     // This machine with no price is predicted $0 (placement's rule): its measured $0 is known.
     if (m.priced || (r.predicted_usd && *r.predicted_usd == 0)) r.measured_usd = m.usd;
-    const double predicted_run_s = chosen ? chosen->seconds - chosen->wait_s : 0;
+    const double predicted_run_s = chosen ? chosen->seconds - chosen->wait_s.value_or(0) : 0;
     if (r.measured_usd && r.predicted_usd && *r.predicted_usd > 0) {
       r.scale = *r.measured_usd / *r.predicted_usd;
       r.scale_basis = "cost";

@@ -10,9 +10,10 @@
 // machine with no price) the measured running time over the predicted running time. The measured
 // cost is db/costs.h's run_cost_usd (summed over the run and the runs it resumed), never
 // recomputed. Only finished entries count: a running run's cost so far would flatter it.
-// "First free" is the first fitting place in the decision's order with no wait (what starting at
-// once on whatever was free would have done); "most expensive" is the fitting place with the
-// highest predicted cost. A place without a price (null usd) is never a counterfactual.
+// "First free" is the first fitting place in the decision's order with a known wait of 0 (what
+// starting at once on whatever was free would have done; a null wait_s, unknown, is not free); "most
+// expensive" is the fitting place with the highest predicted cost. A place without a price (null usd) is
+// never a counterfactual.
 #pragma once
 
 #include <cstdint>

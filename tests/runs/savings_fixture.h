@@ -4,7 +4,8 @@
 // only, with fixed wall times (no monotonic readings), so every dollar is exact.
 //
 //  entry "cheap-run": ran on node b ($2/h) for 2700 s: measured $1.50. Predicted there $1.00, so
-//    scale 1.5. Places in decision order: local (fits, 2 h wait), node:a ($3.00, free),
+//    scale 1.5. Places in decision order: local (fits, 2 h wait), node:c ($2.00, wait unknown: busy
+//    with a run whose end is not known, so not free), node:a ($3.00, free),
 //    cluster:hpc ($4.00, 10 min wait), node:b (chosen, $1.00, free). Most expensive fitting:
 //    cluster:hpc, 4.00 × 1.5 = $6.00, saved $4.50; first free: node:a, 3.00 × 1.5 = $4.50, saved $3.00.
 //  entry "local-run": ran on this machine (no price, predicted $0, 1000 s) for 2000 s: measured $0,
@@ -33,14 +34,15 @@ using namespace flotilla::db;
 inline constexpr double kMeasured = 1.50, kSavedVsMostExpensive = 5.50, kSavedVsFirstFree = 3.00;
 inline constexpr double kPreemption = 0.25, kIdle = 3.00;
 
+// wait < 0: unknown (null, as placement writes a wait behind runs whose end is not known).
 inline std::string place(const std::string& key, bool fits, const std::string& usd, double seconds,
                          double wait) {
   return "{\"key\":\"" + key + "\",\"label\":\"" + key + "\",\"fits\":" + (fits ? "true" : "false") +
          ",\"why_not\":\"" + (fits ? "" : "too little memory") +
          "\",\"layout\":\"dp=1\",\"tokens_per_s\":1000," +
-         "\"basis\":\"planner (uncalibrated)\",\"wait_s\":" + std::to_string(wait) +
-         ",\"seconds\":" + std::to_string(seconds) + ",\"usd\":" + usd +
-         ",\"usd_per_hour\":1,\"meets_deadline\":true,\"within_budget\":true}";
+         "\"basis\":\"planner (uncalibrated)\",\"wait_s\":" +
+         (wait < 0 ? std::string("null") : std::to_string(wait)) + ",\"seconds\":" + std::to_string(seconds) +
+         ",\"usd\":" + usd + ",\"usd_per_hour\":1,\"meets_deadline\":true,\"within_budget\":true}";
 }
 
 inline std::string decision(double t, const std::string& chosen, const std::string& words,
@@ -90,8 +92,9 @@ inline Ids build(const std::string& path, double now) {
   ids.cheap = add("cheap-run", t0);
   const std::string d1 =
       decision(t0, "node:b", "on node b: $1.00 and 30 min to finish",
-               {place("local", true, "0", 9000, 7200), place("node:a", true, "3.0", 1800, 0),
-                place("cluster:hpc", true, "4.0", 2400, 600), place("node:b", true, "1.0", 1800, 0)});
+               {place("local", true, "0", 9000, 7200), place("node:c", true, "2.0", 1800, -1),
+                place("node:a", true, "3.0", 1800, 0), place("cluster:hpc", true, "4.0", 2400, 600),
+                place("node:b", true, "1.0", 1800, 0)});
   claim_queue_entry(db, ids.cheap, tok, "node:b", "on node b: $1.00 and 30 min to finish", d1, t0);
   const int64_t r1 = ran(db, "cheap-run", b, t0 + 1, 2700, true);
   set_queue_entry_run(db, ids.cheap, tok, r1, t0 + 1);

@@ -74,6 +74,10 @@ void DecisionView::setEntry(const db::QueueEntry* entry) {
   const QString chosen = d.value(QStringLiteral("chosen")).toString();
   const QJsonArray places = d.value(QStringLiteral("places")).toArray();
   m_places->setRowCount(places.size());
+  // null: not known (a wait behind runs whose end is not known, a time that never ends).
+  auto duration = [](const QJsonValue& v) {
+    return v.isDouble() ? durationText(v.toDouble()) : tr("unknown");
+  };
   auto money = [](const QJsonValue& v) {
     return v.isDouble() ? QString::fromStdString(runs::usd_text(v.toDouble())) : tr("unpriced");
   };
@@ -94,8 +98,8 @@ void DecisionView::setEntry(const db::QueueEntry* entry) {
         p.value(QStringLiteral("layout")).toString(),
         speed > 0 ? QString::number(speed, 'f', 0) : QStringLiteral("-"),
         p.value(QStringLiteral("basis")).toString(),
-        fits ? durationText(p.value(QStringLiteral("wait_s")).toDouble()) : QStringLiteral("-"),
-        fits ? durationText(p.value(QStringLiteral("seconds")).toDouble()) : QStringLiteral("-"),
+        fits ? duration(p.value(QStringLiteral("wait_s"))) : QStringLiteral("-"),
+        fits ? duration(p.value(QStringLiteral("seconds"))) : QStringLiteral("-"),
         money(p.value(QStringLiteral("usd"))),
         p.value(QStringLiteral("usd_per_hour")).isDouble()
             ? QString::fromStdString(runs::usd_text(p.value(QStringLiteral("usd_per_hour")).toDouble()))
