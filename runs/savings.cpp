@@ -180,8 +180,10 @@ std::string savings_summary(const Savings& s) {
 }
 
 std::vector<std::string> savings_columns() {
-  return {"Run",   "Ran on",     "Measured", "Most expensive",
-          "Saved", "First free", "Saved",    "Lost to preemption"};
+  return {"Run",         "Ran on",
+          "Measured",    "Most expensive (scaled)",
+          "Saved vs it", "First free (scaled)",
+          "Saved vs it", "Lost to preemption"};
 }
 
 std::vector<std::string> savings_cells(const RunSavings& r) {

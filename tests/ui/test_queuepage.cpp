@@ -22,6 +22,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -368,6 +369,14 @@ void TestQueuePage::savingsOnTheCostsPageAreTheCommandsFigures() {
   QVERIFY2(summary.contains(QStringLiteral("$5.50 against the most expensive place")), qPrintable(summary));
   QVERIFY2(summary.contains(QStringLiteral("idle machines cost $3.00")), qPrintable(summary));
   QCOMPARE(page.savingsView()->table()->rowCount(), 2);
+  // For the docs: the tab as it reads (build/screenshots/costs-savings.png).
+  if (auto* tabs = page.findChild<QTabWidget*>(QStringLiteral("costsTabs"))) {
+    tabs->setCurrentWidget(page.savingsView());
+    page.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&page));
+    QTRY_VERIFY_WITH_TIMEOUT(!page.busy(), 10000);
+    QVERIFY(page.grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/costs-savings.png")));
+  }
 
   // `flotilla costs --savings` prints the same summary and the same rows.
   QProcess cli;
