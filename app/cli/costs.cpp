@@ -175,9 +175,10 @@ int cmd_costs(const Context& ctx) {
     std::printf(
         "Usage: flotilla costs [--json]\n\nAccrued cost, device-hours (GPU-h for GPU runs, CPU-h for CPU runs) and\n"
         "running time by run, by node and by UTC day. A line with no price reads \"unpriced\" (null in JSON).\n"
-        "       flotilla costs --savings [--json]\n\nWhat the scheduler saved on the runs it started, against the\n"
-        "most expensive place that fitted and the first free place, and what preemptions and idle machines\n"
-        "cost (the Costs page's Scheduler savings, the same figures).\n");
+        "       flotilla costs --savings [--json]\n\n"
+        "What the scheduler saved on the runs it started, against the most expensive place\n"
+        "that fitted and the first free place, and what preemptions and idle machines cost\n"
+        "(the Costs page's Scheduler savings, the same figures).\n");
     return kExitOk;
   }
   const bool as_json = args.flag("--json");

@@ -148,9 +148,10 @@ void TestMainWindow::initTestCase() {
 
 void TestMainWindow::sidebarHasTheSevenPagesInOrder() {
   auto w = makeWindow();
-  const QStringList expected = {QStringLiteral("Runs"),  QStringLiteral("Queue"),    QStringLiteral("Live"),
-                                 QStringLiteral("Compare"), QStringLiteral("Nodes"), QStringLiteral("Costs"),
-                                 QStringLiteral("Clusters"), QStringLiteral("Settings")};
+  const QStringList expected = {QStringLiteral("Runs"),     QStringLiteral("Queue"),
+                                QStringLiteral("Live"),     QStringLiteral("Compare"),
+                                QStringLiteral("Nodes"),    QStringLiteral("Costs"),
+                                QStringLiteral("Clusters"), QStringLiteral("Settings")};
   QCOMPARE(w->pageTitles(), expected);
   auto* sidebar = w->findChild<flotilla::ui::Sidebar*>();
   QVERIFY(sidebar);

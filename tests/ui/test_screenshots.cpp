@@ -31,10 +31,10 @@
 #include "ui/compare/runpickermodel.h"
 #include "ui/costs/costspage.h"
 #include "ui/main/mainwindow.h"
-#include "ui/queue/queuemodel.h"
-#include "ui/queue/queuepage.h"
 #include "ui/plot/compareplot.h"
 #include "ui/plot/costplot.h"
+#include "ui/queue/queuemodel.h"
+#include "ui/queue/queuepage.h"
 #include "ui/wizard/checkpointpage.h"
 #include "ui/wizard/datapage.h"
 #include "ui/wizard/loracontrols.h"
@@ -170,11 +170,14 @@ qint64 queueForScreenshot(const std::string& path, double now) {
       R"J({"key":"cluster:hpc/gpu","label":"cluster hpc (partition gpu)","fits":false,)J"
       R"J("why_not":"2 jobs ahead and 40 GiB per device needed, 32 GiB there","layout":"","tokens_per_s":0,)J"
       R"J("basis":"","wait_s":0,"seconds":0,"usd":null,"usd_per_hour":null,"meets_deadline":false,"within_budget":true})J";
-  const std::string decision = R"J({"time":)J" + std::to_string(now - 30) +
-                               R"J(,"chosen":"node:gpu-box","words":"on node gpu-box: $25.33 and 3 h 10 min to finish; )J"
-                               R"J(this machine: $0 but 4 d 19 h, past the deadline; cluster hpc: 2 jobs ahead",)J"
-                               R"J("places":[)J" + place1 + "," + place2 + "," + place3 + "]}";
-  auto add = [&](const std::string& name, int64_t priority, std::optional<double> deadline, std::optional<double> max) {
+  const std::string decision =
+      R"J({"time":)J" + std::to_string(now - 30) +
+      R"J(,"chosen":"node:gpu-box","words":"on node gpu-box: $25.33 and 3 h 10 min to finish; )J"
+      R"J(this machine: $0 but 4 d 19 h, past the deadline; cluster hpc: 2 jobs ahead",)J"
+      R"J("places":[)J" +
+      place1 + "," + place2 + "," + place3 + "]}";
+  auto add = [&](const std::string& name, int64_t priority, std::optional<double> deadline,
+                 std::optional<double> max) {
     db::NewQueueEntry e;
     e.name = name;
     e.config_toml = "[run]\nname = \"" + name + "\"\n";
@@ -186,7 +189,8 @@ qint64 queueForScreenshot(const std::string& path, double now) {
     return db::add_queue_entry(d, e, now - 60);
   };
   const qint64 first = add("pretrain-350m", 1, now + 2 * 86400, 40.0);
-  db::set_queue_entry_why(d, first, "waits for live-tuning to complete; then on node gpu-box: $25.33 and 3 h 10 min",
+  db::set_queue_entry_why(d, first,
+                          "waits for live-tuning to complete; then on node gpu-box: $25.33 and 3 h 10 min",
                           decision, now - 30);
   const qint64 second = add("sweep-lr-3e-4", 0, std::nullopt, std::nullopt);
   db::set_queue_entry_why(d, second, "waits for live-tuning to complete", "{}", now - 30);
@@ -218,7 +222,8 @@ void TestScreenshots::everyView() {
   ws.schemaVersion = db::Database(ws.databasePath.toStdString()).schema_version();
   const qint64 queued = queueForScreenshot(ws.databasePath.toStdString(), db::now_seconds());
   // The queue as written above (a serving window would weigh the entries again and reword them).
-  QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla")).setValue(QStringLiteral("queue/serve"), false);
+  QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla"))
+      .setValue(QStringLiteral("queue/serve"), false);
 
   MainWindow w(ws);
   w.resize(1280, 800);

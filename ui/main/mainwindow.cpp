@@ -162,7 +162,8 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
       {"clusters", tr("Clusters"), new ClustersPage(workspace.databasePath, m_stack)},
       {"settings", tr("Settings"), new SettingsPage(workspace, settingsFile, m_stack)},
   };
-  static_cast<RunsPage*>(entries[Runs].widget)->setMachineProbe(m_probe);  // the wizard reuses the app's probe
+  static_cast<RunsPage*>(entries[Runs].widget)
+      ->setMachineProbe(m_probe);  // the wizard reuses the app's probe
   // Nodes are rows of the workspace database; without it the page shows only this machine.
   if (!workspace.databasePath.isEmpty()) {
     static_cast<NodesPage*>(entries[Nodes].widget)->setDatabasePath(workspace.databasePath);
@@ -379,7 +380,8 @@ void MainWindow::connectQueue() {
   if (!m_store) return;
   // One scheduler per workspace: this window serves the queue unless another holds the lease
   // (then the Queue page says who, and this window takes over once it stops). Its own thread.
-  m_scheduler = new AppScheduler(m_store->databasePath(), runsSchedulerEngine(m_runs->serviceOptions()), this);
+  m_scheduler =
+      new AppScheduler(m_store->databasePath(), runsSchedulerEngine(m_runs->serviceOptions()), this);
   queuePage->setScheduler(m_scheduler);
   connect(m_scheduler, &AppScheduler::decided, m_notifier,
           [this](RunNotifier::Event event, const QString& entry, const QString& text) {

@@ -186,8 +186,9 @@ void RunNotifier::notify(Event event, RunHandle* run, const QString& title, cons
       m_tray->show();
     }
     m_tray->showMessage(title, text,
-                        event == Event::Failed || event == Event::Stalled || event == Event::QueueFailed ? QSystemTrayIcon::Warning
-                                                                          : QSystemTrayIcon::Information,
+                        event == Event::Failed || event == Event::Stalled || event == Event::QueueFailed
+                            ? QSystemTrayIcon::Warning
+                            : QSystemTrayIcon::Information,
                         15000);
   }
   if (!m_webhook.isEmpty()) post(event, run, title, text);

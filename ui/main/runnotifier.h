@@ -34,7 +34,16 @@ class RunNotifier : public QObject {
  public:
   // Queue*: the in-app scheduler's decisions (ui/queue/appscheduler.h): a queued entry started, put
   // back in the queue after its place lost it, or failed for good.
-  enum class Event { Finished, Failed, Stopped, Stalled, BudgetWarning, QueueStarted, QueueRequeued, QueueFailed };
+  enum class Event {
+    Finished,
+    Failed,
+    Stopped,
+    Stalled,
+    BudgetWarning,
+    QueueStarted,
+    QueueRequeued,
+    QueueFailed
+  };
   Q_ENUM(Event)
 
   // Watches every run `runs` starts or re-attaches (local and on nodes).

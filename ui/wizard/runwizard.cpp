@@ -4,8 +4,8 @@
 #include <QAbstractButton>
 #include <QFileInfo>
 #include <QLabel>
-#include <QVBoxLayout>
 #include <QScopedValueRollback>
+#include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "db/clusters.h"
@@ -70,7 +70,8 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   setButtonText(QWizard::CustomButton1, tr("Add to &queue"));
   button(QWizard::CustomButton1)->setObjectName(QStringLiteral("addToQueueButton"));
   button(QWizard::CustomButton1)
-      ->setToolTip(tr("Queue this run instead of starting it now: the Queue page shows where and when it starts"));
+      ->setToolTip(
+          tr("Queue this run instead of starting it now: the Queue page shows where and when it starts"));
   // Beside Launch, on the Review page only (QWizard shows a custom button whenever it is in the
   // layout, so the layout changes with the page).
   auto buttonsFor = [this](int id) {
