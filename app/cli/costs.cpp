@@ -10,6 +10,7 @@
 #include "db/nodes.h"
 #include "db/run_store.h"
 #include "runs/figures.h"
+#include "runs/savings.h"
 
 namespace flotilla::cli {
 namespace {
@@ -144,6 +145,29 @@ int pricing_node(const Context& ctx, ArgReader& args) {
   return kExitOk;
 }
 
+// `costs --savings`: runs/savings.h's table and summary, cell for cell as the Costs page shows them.
+int print_savings(const db::Database& db, bool as_json) {
+  const runs::Savings s = runs::scheduler_savings(db);
+  if (as_json) {
+    std::printf("%s\n", runs::savings_json(s).c_str());
+    return kExitOk;
+  }
+  if (!s.runs.empty()) {
+    std::string header;
+    for (const std::string& c : runs::savings_columns()) header += c + "\t";
+    header.pop_back();
+    std::printf("%s\n", header.c_str());
+    for (const runs::RunSavings& r : s.runs) {
+      std::string line;
+      for (const std::string& c : runs::savings_cells(r)) line += c + "\t";
+      line.pop_back();
+      std::printf("%s\n", line.c_str());
+    }
+  }
+  std::printf("%s\n", runs::savings_summary(s).c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_costs(const Context& ctx) {
@@ -152,12 +176,18 @@ int cmd_costs(const Context& ctx) {
     std::printf(
         "Usage: flotilla costs [--json]\n\nAccrued cost, device-hours (GPU-h for GPU runs, CPU-h for CPU runs) and\n"
         "running time by run, by node and by UTC day. A line with no price reads \"unpriced\" (null in JSON).\n"
-        "Idle: what each autostop node cost while powered with no run, and what autostop did.\n");
+        "Idle: what each autostop node cost while powered with no run, and what autostop did.\n\n"
+        "       flotilla costs --savings [--json]\n\n"
+        "What the scheduler saved on the runs it started, against the most expensive place\n"
+        "that fitted and the first free place, and what preemptions and idle machines cost\n"
+        "(the Costs page's Scheduler savings, the same figures).\n");
     return kExitOk;
   }
   const bool as_json = args.flag("--json");
+  const bool savings = args.flag("--savings");
   if (!args.positionals().empty()) throw UsageError("costs takes no positional arguments");
   const db::Database db = open_store(ctx);
+  if (savings) return print_savings(db, as_json);
   const auto by_run = db::costs_by_run(db), by_node = db::costs_by_node(db), by_day = db::costs_by_day(db);
   double total = 0;
   for (const auto& l : by_run) total += l.usd;

@@ -148,16 +148,17 @@ void TestMainWindow::initTestCase() {
 
 void TestMainWindow::sidebarHasTheSevenPagesInOrder() {
   auto w = makeWindow();
-  const QStringList expected = {
-      QStringLiteral("Runs"),  QStringLiteral("Live"),     QStringLiteral("Compare"), QStringLiteral("Nodes"),
-      QStringLiteral("Costs"), QStringLiteral("Clusters"), QStringLiteral("Settings")};
+  const QStringList expected = {QStringLiteral("Runs"),     QStringLiteral("Queue"),
+                                QStringLiteral("Live"),     QStringLiteral("Compare"),
+                                QStringLiteral("Nodes"),    QStringLiteral("Costs"),
+                                QStringLiteral("Clusters"), QStringLiteral("Settings")};
   QCOMPARE(w->pageTitles(), expected);
   auto* sidebar = w->findChild<flotilla::ui::Sidebar*>();
   QVERIFY(sidebar);
-  QCOMPARE(sidebar->count(), 7);
-  for (int i = 0; i < 7; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
+  QCOMPARE(sidebar->count(), 8);
+  for (int i = 0; i < 8; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
   auto* stack = w->findChild<QStackedWidget*>();
-  QCOMPARE(stack->count(), 7);
+  QCOMPARE(stack->count(), 8);
   QCOMPARE(w->currentPage(), int(MainWindow::Runs));
   // Clicking a sidebar row switches the page.
   sidebar->setCurrentIndex(MainWindow::Nodes);
@@ -169,16 +170,18 @@ void TestMainWindow::ctrl3SwitchesToCompare() {
   auto w = makeWindow();
   w->activateWindow();
   QVERIFY(QTest::qWaitForWindowActive(w.get()));
-  QTest::keyClick(w.get(), Qt::Key_3, Qt::ControlModifier);
+  QTest::keyClick(w.get(), Qt::Key_4, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Compare));
   QCOMPARE(w->findChild<flotilla::ui::Sidebar*>()->currentIndex(), int(MainWindow::Compare));
-  QTest::keyClick(w.get(), Qt::Key_7, Qt::ControlModifier);
+  QTest::keyClick(w.get(), Qt::Key_2, Qt::ControlModifier);
+  QCOMPARE(w->currentPage(), int(MainWindow::Queue));
+  QTest::keyClick(w.get(), Qt::Key_8, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Settings));
   QTest::keyClick(w.get(), Qt::Key_1, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Runs));
-  auto* viewCompare = w->findChild<QAction*>(QStringLiteral("showPage3"));
+  auto* viewCompare = w->findChild<QAction*>(QStringLiteral("showPage4"));
   QVERIFY(viewCompare);
-  QCOMPARE(viewCompare->shortcut(), QKeySequence(QStringLiteral("Ctrl+3")));
+  QCOMPARE(viewCompare->shortcut(), QKeySequence(QStringLiteral("Ctrl+4")));
   QCOMPARE(viewCompare->text(), QStringLiteral("Compare"));
 }
 
@@ -426,7 +429,7 @@ void TestMainWindow::screenshots() {
   QVERIFY(QDir().mkpath(dir));
   auto w = makeWindow();
   QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
-  const char* names[] = {"runs", "live", "compare", "nodes", "costs", "clusters", "settings"};
+  const char* names[] = {"runs", "queue", "live", "compare", "nodes", "costs", "clusters", "settings"};
   for (int i = 0; i < MainWindow::PageCount; ++i) {
     w->showPage(i);
     QCoreApplication::processEvents();

@@ -24,6 +24,7 @@
 #include <QtTest>
 
 #include "db/database.h"
+#include "db/queue.h"
 #include "db/sql.h"
 #include "store_workspace.h"
 #include "ui/compare/comparepage.h"
@@ -32,6 +33,8 @@
 #include "ui/main/mainwindow.h"
 #include "ui/plot/compareplot.h"
 #include "ui/plot/costplot.h"
+#include "ui/queue/queuemodel.h"
+#include "ui/queue/queuepage.h"
 #include "ui/wizard/checkpointpage.h"
 #include "ui/wizard/datapage.h"
 #include "ui/wizard/loracontrols.h"
@@ -151,6 +154,51 @@ QByteArray chatRecords() {
   return out;
 }
 
+// Queue entries waiting for the running run (so the window's scheduler starts none of them), one
+// with the decision it would take: every place weighed, predicted time and cost, why not.
+qint64 queueForScreenshot(const std::string& path, double now) {
+  db::Database d(path);
+  const std::string place1 =
+      R"J({"key":"node:gpu-box","label":"node gpu-box","fits":true,"why_not":"","layout":"dp=8",)J"
+      R"J("tokens_per_s":32768,"basis":"measured: 4 runs, median 32768 tok/s","wait_s":0,"seconds":11400,)J"
+      R"J("usd":25.33,"usd_per_hour":8.0,"meets_deadline":true,"within_budget":true})J";
+  const std::string place2 =
+      R"J({"key":"local","label":"this machine","fits":true,"why_not":"","layout":"dp=1","tokens_per_s":900,)J"
+      R"J("basis":"planner (uncalibrated)","wait_s":0,"seconds":415000,"usd":0,"usd_per_hour":0,)J"
+      R"J("meets_deadline":false,"within_budget":true})J";
+  const std::string place3 =
+      R"J({"key":"cluster:hpc/gpu","label":"cluster hpc (partition gpu)","fits":false,)J"
+      R"J("why_not":"2 jobs ahead and 40 GiB per device needed, 32 GiB there","layout":"","tokens_per_s":0,)J"
+      R"J("basis":"","wait_s":0,"seconds":0,"usd":null,"usd_per_hour":null,"meets_deadline":false,"within_budget":true})J";
+  const std::string decision =
+      R"J({"time":)J" + std::to_string(now - 30) +
+      R"J(,"chosen":"node:gpu-box","words":"on node gpu-box: $25.33 and 3 h 10 min to finish; )J"
+      R"J(this machine: $0 but 4 d 19 h, past the deadline; cluster hpc: 2 jobs ahead",)J"
+      R"J("places":[)J" +
+      place1 + "," + place2 + "," + place3 + "]}";
+  auto add = [&](const std::string& name, int64_t priority, std::optional<double> deadline,
+                 std::optional<double> max) {
+    db::NewQueueEntry e;
+    e.name = name;
+    e.config_toml = "[run]\nname = \"" + name + "\"\n";
+    e.config_path = "/home/ana/sweeps/" + name + ".toml";
+    e.after_run = "live-tuning";
+    e.priority = priority;
+    e.deadline = deadline;
+    e.max_usd = max;
+    return db::add_queue_entry(d, e, now - 60);
+  };
+  const qint64 first = add("pretrain-350m", 1, now + 2 * 86400, 40.0);
+  db::set_queue_entry_why(d, first,
+                          "waits for live-tuning to complete; then on node gpu-box: $25.33 and 3 h 10 min",
+                          decision, now - 30);
+  const qint64 second = add("sweep-lr-3e-4", 0, std::nullopt, std::nullopt);
+  db::set_queue_entry_why(d, second, "waits for live-tuning to complete", "{}", now - 30);
+  const qint64 third = add("sweep-lr-1e-3", 0, std::nullopt, 5.0);
+  db::pause_queue_entry(d, third, now - 20);
+  return first;
+}
+
 }  // namespace
 
 class TestScreenshots : public QObject {
@@ -172,6 +220,10 @@ void TestScreenshots::everyView() {
   ws.databasePath = tmp.filePath(QStringLiteral("flotilla.db"));
   const auto ids = store_workspace::build(ws.databasePath.toStdString(), db::now_seconds());
   ws.schemaVersion = db::Database(ws.databasePath.toStdString()).schema_version();
+  const qint64 queued = queueForScreenshot(ws.databasePath.toStdString(), db::now_seconds());
+  // The queue as written above (a serving window would weigh the entries again and reword them).
+  QSettings(QStringLiteral("Flotilla"), QStringLiteral("Flotilla"))
+      .setValue(QStringLiteral("queue/serve"), false);
 
   MainWindow w(ws);
   w.resize(1280, 800);
@@ -184,7 +236,7 @@ void TestScreenshots::everyView() {
   if (compare->databasePath().isEmpty()) compare->setDatabasePath(ws.databasePath);
   if (costs->databasePath().isEmpty()) costs->setDatabasePath(ws.databasePath);
 
-  const char* names[] = {"runs", "live", "compare", "nodes", "costs", "clusters", "settings"};
+  const char* names[] = {"runs", "queue", "live", "compare", "nodes", "costs", "clusters", "settings"};
   for (int i = 0; i < MainWindow::PageCount; ++i) {
     w.showPage(i);
     if (i == MainWindow::Compare) {
@@ -193,6 +245,13 @@ void TestScreenshots::everyView() {
       compare->runModel()->setChecked(ids[1], true);
       QTRY_VERIFY_WITH_TIMEOUT(!compare->busy() && compare->plot()->curveCount() == 2, 10000);
       QVERIFY(compare->plot()->pointCount(0) > 100);
+    }
+    if (i == MainWindow::Queue) {
+      auto* queue = qobject_cast<flotilla::ui::QueuePage*>(w.page(MainWindow::Queue));
+      QVERIFY(queue);
+      QTRY_VERIFY_WITH_TIMEOUT(queue->model()->rowCount() >= 3, 10000);
+      queue->selectEntry(queued);
+      QTRY_COMPARE_WITH_TIMEOUT(queue->selectedId(), queued, 10000);
     }
     if (i == MainWindow::Costs) {
       QTRY_VERIFY_WITH_TIMEOUT(!costs->busy() && costs->dayChart()->barCount() >= 3, 10000);

@@ -23,6 +23,7 @@
 #include "ui/common/pageheader.h"
 #include "ui/compare/asyncquery.h"
 #include "ui/costs/costmodels.h"
+#include "ui/costs/savingsview.h"
 #include "ui/plot/costplot.h"
 
 namespace flotilla::ui {
@@ -182,6 +183,8 @@ void CostsPage::build() {
   il->addWidget(titled(tr("Idle by node (powered, no run; the time column is idle time)"), idleTable), 1);
   il->addWidget(titled(tr("Autostop"), autostopList), 1);
   tabs->addTab(idle, tr("Idle"));
+  m_savings = new SavingsView;
+  tabs->addTab(m_savings, tr("Scheduler savings"));
 
   tabs->setMinimumSize(700, 460);  // fits a 1024x640 window beside the sidebar (test_small_window)
   auto* scroll = new QScrollArea;
@@ -244,6 +247,7 @@ QString CostsPage::pricingAgeText() const { return m_pricingAge->text(); }
 
 void CostsPage::reload() {
   if (m_databasePath.isEmpty()) return;
+  m_savings->reload(m_databasePath);
   const quint64 generation = ++m_generation;
   m_loading = true;
   runAsync<CostsResult>(

@@ -24,6 +24,7 @@ class BudgetModel;
 class CostBarChart;
 class CostLinesModel;
 class PricingModel;
+class SavingsView;
 
 class CostsPage : public QWidget {
   Q_OBJECT
@@ -44,6 +45,7 @@ class CostsPage : public QWidget {
   BudgetModel* budgetModel() const { return m_budgets; }
   CostBarChart* dayChart() const { return m_chart; }
   QTableView* pricingView() const { return m_pricingView; }
+  SavingsView* savingsView() const { return m_savings; }  // the Scheduler savings tab
   QString totalText() const;
   QString pricingAgeText() const;  // the catalogue's age and where to update it
   // "List prices as of 2024-06 (about 2 years old). Cloud prices change: ..."; "" with no dated list price.
@@ -82,6 +84,7 @@ class CostsPage : public QWidget {
   BudgetModel* m_budgets;
   CostBarChart* m_chart = nullptr;
   QTableView* m_pricingView = nullptr;
+  SavingsView* m_savings = nullptr;
   QLabel* m_total = nullptr;
   QLabel* m_status = nullptr;
   QLabel* m_pricingAge = nullptr;

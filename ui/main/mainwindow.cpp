@@ -4,6 +4,7 @@
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QDesktopServices>
 #include <QDir>
@@ -36,6 +37,8 @@
 #include "ui/main/sidebar.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodespage.h"
+#include "ui/queue/appscheduler.h"
+#include "ui/queue/queuepage.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/runhandle.h"
 #include "ui/runs/runspage.h"
@@ -103,6 +106,7 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
   buildMenus();
   buildStatusBar(workspace);
   connectRuns();
+  connectQueue();
 
   // A one-pixel rule in the palette's mid tone (a sunken QFrame draws a bright edge on dark themes).
   auto* divider = new QWidget(this);
@@ -134,7 +138,12 @@ MainWindow::MainWindow(const WorkspaceInfo& workspace, QWidget* parent)
   }
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // Before the store service (an earlier child): the scheduler stores through its writer, and
+  // releases the lease on its way out.
+  delete m_scheduler;
+  m_scheduler = nullptr;
+}
 
 void MainWindow::buildPages(const WorkspaceInfo& workspace) {
   struct Entry {
@@ -145,6 +154,7 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
   const QString settingsFile = layoutSettings().fileName();
   const Entry entries[] = {
       {"runs", tr("Runs"), new RunsPage(m_runs, m_stack)},
+      {"queue", tr("Queue"), new QueuePage(m_store, m_stack)},
       {"live", tr("Live"), new LivePage(m_stack)},
       {"compare", tr("Compare"), new ComparePage(workspace.databasePath, m_stack)},
       {"nodes", tr("Nodes"), new NodesPage(m_probe, m_stack)},
@@ -152,10 +162,11 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
       {"clusters", tr("Clusters"), new ClustersPage(workspace.databasePath, m_stack)},
       {"settings", tr("Settings"), new SettingsPage(workspace, settingsFile, m_stack)},
   };
-  static_cast<RunsPage*>(entries[0].widget)->setMachineProbe(m_probe);  // the wizard reuses the app's probe
+  static_cast<RunsPage*>(entries[Runs].widget)
+      ->setMachineProbe(m_probe);  // the wizard reuses the app's probe
   // Nodes are rows of the workspace database; without it the page shows only this machine.
   if (!workspace.databasePath.isEmpty()) {
-    static_cast<NodesPage*>(entries[3].widget)->setDatabasePath(workspace.databasePath);
+    static_cast<NodesPage*>(entries[Nodes].widget)->setDatabasePath(workspace.databasePath);
   }
   for (const Entry& e : entries) {
     e.widget->setObjectName(QLatin1String(e.icon) + QStringLiteral("Page"));
@@ -356,6 +367,28 @@ void MainWindow::connectRuns() {
     showRunning(n);
     if (n == 0 && m_closeWhenStopped) QTimer::singleShot(0, this, [this] { close(); });
   });
+}
+
+void MainWindow::connectQueue() {
+  auto* queuePage = static_cast<QueuePage*>(page(Queue));
+  auto* runsPage = static_cast<RunsPage*>(page(Runs));
+  // The wizard's "Add to queue": the Queue page with the new entry selected.
+  connect(runsPage, &RunsPage::entryQueued, this, [this, queuePage](qint64 id) {
+    showPage(Queue);
+    queuePage->selectEntry(id);
+  });
+  if (!m_store) return;
+  // One scheduler per workspace: this window serves the queue unless another holds the lease
+  // (then the Queue page says who, and this window takes over once it stops). Its own thread.
+  m_scheduler =
+      new AppScheduler(m_store->databasePath(), runsSchedulerEngine(m_runs->serviceOptions()), this);
+  queuePage->setScheduler(m_scheduler);
+  connect(m_scheduler, &AppScheduler::decided, m_notifier,
+          [this](RunNotifier::Event event, const QString& entry, const QString& text) {
+            m_notifier->notifyQueue(event, entry, text);
+          });
+  // Remembered per user (Settings' file); on unless turned off. Checking the toggle starts it.
+  queuePage->serveToggle()->setChecked(layoutSettings().value(QStringLiteral("queue/serve"), true).toBool());
 }
 
 void MainWindow::showRunning(int sessionRuns) {

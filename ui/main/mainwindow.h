@@ -23,6 +23,7 @@ class QUrl;
 namespace flotilla::ui {
 
 class AboutDialog;
+class AppScheduler;
 class LocalRuns;
 class MachineProbe;
 class RunNotifier;
@@ -33,8 +34,8 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  // Sidebar order; View > Ctrl+1..6 follow it.
-  enum Page { Runs, Live, Compare, Nodes, Costs, Clusters, Settings, PageCount };
+  // Sidebar order; View > Ctrl+1..8 follow it.
+  enum Page { Runs, Queue, Live, Compare, Nodes, Costs, Clusters, Settings, PageCount };
 
   explicit MainWindow(const WorkspaceInfo& workspace, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -46,6 +47,9 @@ class MainWindow : public QMainWindow {
   LocalRuns* localRuns() const { return m_runs; }
   // The run store service (nullptr when the workspace has no database or it could not be opened).
   StoreService* store() const { return m_store; }
+  // The queue's scheduler in this window (nullptr without a run store): serves the workspace's
+  // queue unless another scheduler holds its lease (the Queue page's toggle).
+  AppScheduler* scheduler() const { return m_scheduler; }
   // Runs re-attached at start (workers left running by an earlier session).
   int reattachedRuns() const { return m_reattached; }
 
@@ -84,6 +88,7 @@ class MainWindow : public QMainWindow {
   void buildStatusBar(const WorkspaceInfo& workspace);
   void buildRunMenu();
   void connectRuns();
+  void connectQueue();
   void showRunning(int sessionRuns);  // the status bar's count: this session's runs and the store's others
   CloseChoice askAboutActiveRuns(int activeRuns);
   void restoreLayout();
@@ -100,6 +105,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_running = nullptr;
   QLabel* m_spend = nullptr;
   StoreService* m_store = nullptr;
+  AppScheduler* m_scheduler = nullptr;
   int m_reattached = 0;
   int m_othersRunning = 0;  // runs the store says are running that this session does not watch
   std::function<CloseChoice(int)> m_closeQuestion;

@@ -75,6 +75,12 @@ QString RunNotifier::eventName(Event event) {
       return QStringLiteral("budget_warning");
     case Event::Autostop:
       return QStringLiteral("autostop");
+    case Event::QueueStarted:
+      return QStringLiteral("queue_started");
+    case Event::QueueRequeued:
+      return QStringLiteral("queue_requeued");
+    case Event::QueueFailed:
+      return QStringLiteral("queue_failed");
   }
   return {};
 }
@@ -189,7 +195,8 @@ void RunNotifier::notify(Event event, RunHandle* run, const QString& title, cons
       m_tray->show();
     }
     m_tray->showMessage(title, text,
-                        event == Event::Failed || event == Event::Stalled || title.startsWith(tr("Autostop of"))
+                        event == Event::Failed || event == Event::Stalled || event == Event::QueueFailed ||
+                            title.startsWith(tr("Autostop of"))
                             ? QSystemTrayIcon::Warning
                             : QSystemTrayIcon::Information,
                         15000);
@@ -197,7 +204,28 @@ void RunNotifier::notify(Event event, RunHandle* run, const QString& title, cons
   if (!m_webhook.isEmpty()) post(event, run, title, text);
 }
 
+void RunNotifier::notifyQueue(Event event, const QString& entry, const QString& text) {
+  const QString title = event == Event::QueueStarted    ? tr("Queue: %1 started").arg(entry)
+                        : event == Event::QueueRequeued ? tr("Queue: %1 back in the queue").arg(entry)
+                                                        : tr("Queue: %1 failed").arg(entry);
+  m_queueEntry = entry;
+  notify(event, nullptr, title, text);
+}
+
 void RunNotifier::post(Event event, RunHandle* run, const QString& title, const QString& text) {
+  if (!run) {  // a scheduler decision: the entry's name, no run figures
+    QJsonObject body{{QStringLiteral("event"), eventName(event)},
+                     {QStringLiteral("run"), m_queueEntry},
+                     {QStringLiteral("title"), title},
+                     {QStringLiteral("text"), title + QStringLiteral(": ") + text},
+                     {QStringLiteral("detail"), text}};
+    QNetworkRequest request(m_webhook);
+    request.setHeader(QNetworkRequest::ContentTypeHeader, QStringLiteral("application/json"));
+    request.setTransferTimeout(10000);
+    QNetworkReply* reply = m_net->post(request, QJsonDocument(body).toJson(QJsonDocument::Compact));
+    connect(reply, &QNetworkReply::finished, reply, &QObject::deleteLater);
+    return;
+  }
   QJsonObject body{{QStringLiteral("event"), eventName(event)},
                    {QStringLiteral("title"), title},
                    {QStringLiteral("text"), title + QStringLiteral(": ") + text},  // Slack shows "text"

@@ -33,7 +33,20 @@ class RunNotifier : public QObject {
   Q_OBJECT
 
  public:
-  enum class Event { Finished, Failed, Stopped, Stalled, BudgetWarning, Autostop };
+  // Queue*: the in-app scheduler's decisions (ui/queue/appscheduler.h): a queued entry started, put
+  // back in the queue after its place lost it, or failed for good. Autostop: idle autostop stopped
+  // (or failed to stop, or woke) a rented node.
+  enum class Event {
+    Finished,
+    Failed,
+    Stopped,
+    Stalled,
+    BudgetWarning,
+    QueueStarted,
+    QueueRequeued,
+    QueueFailed,
+    Autostop
+  };
   Q_ENUM(Event)
 
   // Watches every run `runs` starts or re-attaches (local and on nodes).
@@ -42,6 +55,8 @@ class RunNotifier : public QObject {
 
   // Starts watching one run (done for `runs`' runs already; public for tests and other sources).
   void watch(RunHandle* run);
+  // A scheduler decision about queue entry `entry` (a Queue* event), told as every notification is.
+  void notifyQueue(Event event, const QString& entry, const QString& text);
 
   // The webhook (empty: none). Defaults to FLOTILLA_WEBHOOK_URL; must be http or https.
   void setWebhook(const QUrl& url);
@@ -90,6 +105,7 @@ class RunNotifier : public QObject {
   QSystemTrayIcon* m_tray = nullptr;
   QTimer* m_check;
   QUrl m_webhook;
+  QString m_queueEntry;  // the entry of the scheduler notification being posted
   bool m_desktop = true;
   double m_stallSeconds = 300;
 };

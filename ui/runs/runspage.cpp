@@ -10,8 +10,11 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "engine/config/config_io.h"
 #include "ui/common/emptystate.h"
 #include "ui/common/pageheader.h"
+#include "ui/queue/queueoptions.h"
+#include "ui/queue/queuestore.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/localrunsmodel.h"
 #include "ui/runs/servicerun.h"
@@ -196,6 +199,10 @@ RunWizard* RunsPage::openNewRunWizard() {
   m_wizard->setAttribute(Qt::WA_DeleteOnClose);
   RunWizard* wizard = m_wizard;
   connect(wizard, &QDialog::accepted, this, [this, wizard] {
+    if (wizard->queueChosen()) {
+      queueFromWizard(wizard);
+      return;
+    }
     // Where the wizard's target says: its cluster, its nodes (with the recovery choice), else here.
     // Deploying, submitting and watching happen on the run's own thread; it shows on the Live page.
     runs::Placement where = runs::Placement::here();
@@ -216,6 +223,23 @@ RunWizard* RunsPage::openNewRunWizard() {
   if (m_runs->store()) wizard->loadNodes(m_runs->store()->databasePath());
   wizard->show();
   return wizard;
+}
+
+void RunsPage::queueFromWizard(RunWizard* wizard) {
+  QueueRequest request;
+  request.configToml = flotilla::config_to_toml(wizard->config());
+  request.places = placeKeysForTarget(wizard->clusterLaunch(), wizard->targetNodes());
+  request.priority = wizard->queueOptions()->priority();
+  request.deadline = wizard->queueOptions()->deadline();
+  request.maxUsd = wizard->queueOptions()->maxUsd();
+  QString error;
+  const qint64 id = addToQueue(m_runs->store(), request, &error);
+  if (!id) {
+    showError(tr("Cannot add the run to the queue. %1").arg(error));
+    return;
+  }
+  showError(QString());
+  emit entryQueued(id);
 }
 
 ServiceRun* RunsPage::launchConfig(const flotilla::RunConfig& config, int /*ranks: dp*tp*pp of config*/) {

@@ -55,9 +55,13 @@ class RunsPage : public QWidget {
   // A run was started (wherever the wizard placed it), resumed, forked, attached or double-clicked
   // in the table: show it live.
   void runOpened(flotilla::ui::ServiceRun* run);
+  // The wizard's "Add to queue" added entry `id` (the window shows it on the Queue page).
+  void entryQueued(qint64 id);
 
  private:
   void startDemo();
+  // The wizard's config added to the queue for its target's place, with its limits.
+  void queueFromWizard(RunWizard* wizard);
   void showError(const QString& text);
   // The line under the header: red for errors, plain for information (empty text hides it).
   void showMessage(const QString& text, bool error);

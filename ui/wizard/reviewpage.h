@@ -32,6 +32,8 @@ class ReviewPage : public WizardPageBase {
   bool saveTemplate(const QString& name);
   QString statusText() const;
   bool validatePage() override;
+  // A block under the config (the wizard's "Add to queue" limits).
+  void addBelow(QWidget* widget) { addBlock(widget); }
 
  signals:
   void templateSaved(const QString& name);

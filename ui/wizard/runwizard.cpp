@@ -1,8 +1,11 @@
 // New Run wizard (see runwizard.h).
 #include "ui/wizard/runwizard.h"
 
+#include <QAbstractButton>
 #include <QFileInfo>
+#include <QLabel>
 #include <QScopedValueRollback>
+#include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "db/clusters.h"
@@ -12,6 +15,7 @@
 
 #include "runs/plan_history.h"
 #include "ui/nodes/machineprobe.h"
+#include "ui/queue/queueoptions.h"
 #include "ui/wizard/batchpage.h"
 #include "ui/wizard/budgetpage.h"
 #include "ui/wizard/checkpointpage.h"
@@ -49,6 +53,38 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
   setPage(Budget, m_budget);
   setPage(Review, m_review);
   setButtonText(QWizard::FinishButton, tr("Launch"));
+  // "Add to queue" beside Launch: the same config, started by the queue's scheduler where and when
+  // it is cheapest within these limits (shown on the Review page, where the button is).
+  m_queueOptions = new QueueOptions(m_review);
+  auto* queueBlock = new QWidget(m_review);
+  auto* queueLayout = new QVBoxLayout(queueBlock);
+  queueLayout->setContentsMargins(0, 6, 0, 0);
+  auto* queueLabel = new QLabel(tr("Add to queue instead: the scheduler starts it on the chosen place (or "
+                                   "waits for it) with these limits."),
+                                queueBlock);
+  queueLabel->setWordWrap(true);
+  queueLayout->addWidget(queueLabel);
+  queueLayout->addWidget(m_queueOptions);
+  m_review->addBelow(queueBlock);
+  setOption(QWizard::HaveCustomButton1);
+  setButtonText(QWizard::CustomButton1, tr("Add to &queue"));
+  button(QWizard::CustomButton1)->setObjectName(QStringLiteral("addToQueueButton"));
+  button(QWizard::CustomButton1)
+      ->setToolTip(
+          tr("Queue this run instead of starting it now: the Queue page shows where and when it starts"));
+  // Beside Launch, on the Review page only (QWizard shows a custom button whenever it is in the
+  // layout, so the layout changes with the page).
+  auto buttonsFor = [this](int id) {
+    QList<QWizard::WizardButton> layout{QWizard::Stretch, QWizard::BackButton, QWizard::NextButton};
+    if (id == Review) layout << QWizard::CustomButton1;
+    layout << QWizard::FinishButton << QWizard::CancelButton;
+    setButtonLayout(layout);
+  };
+  buttonsFor(Model);
+  connect(this, &QWizard::currentIdChanged, this, buttonsFor);
+  connect(this, &QWizard::customButtonClicked, this, [this](int which) {
+    if (which == QWizard::CustomButton1) addToQueue();
+  });
   connect(m_review, &ReviewPage::templateSaved, m_model, &ModelPage::reloadTemplates);
   // advanceTo() waiting on a page: go on once its check passes, unless the user moved or edited.
   connect(m_draft, &ConfigDraft::changed, this, [this] {
@@ -190,6 +226,13 @@ std::optional<ClusterLaunch> RunWizard::clusterLaunch() const {
 QStringList RunWizard::targetNodes() const { return m_draft->targetNodes(); }
 bool RunWizard::autoRecover() const { return !targetNodes().isEmpty() && m_draft->autoRecover(); }
 QStringList RunWizard::spareNodes() const { return autoRecover() ? m_draft->spareNodes() : QStringList(); }
+
+bool RunWizard::addToQueue() {
+  if (currentId() != Review || !currentPage()->isComplete() || !validateCurrentPage()) return false;
+  m_queueChosen = true;
+  accept();
+  return true;
+}
 
 const flotilla::RunConfig& RunWizard::config() const { return m_draft->config(); }
 int RunWizard::ranks() const { return m_draft->ranks(); }

@@ -26,6 +26,7 @@ class DataPage;
 class HardwarePage;
 class MachineProbe;
 class ModelPage;
+class QueueOptions;
 class ReviewPage;
 class TemplateStore;
 
@@ -74,6 +75,13 @@ class RunWizard : public QWizard {
   QStringList spareNodes() const;
   // The Slurm launch when the target is a stored cluster (nullopt when it is not).
   std::optional<ClusterLaunch> clusterLaunch() const;
+  // "Add to queue" beside Launch (issue 37): on the Review page with a valid config it accepts the
+  // wizard with queueChosen() true; the caller then queues config() for the target's place instead
+  // of launching it, with the limits of queueOptions() (priority, deadline, max $). False when the
+  // page refuses (its problems shown), as Launch would.
+  bool addToQueue();
+  bool queueChosen() const { return m_queueChosen; }
+  QueueOptions* queueOptions() const { return m_queueOptions; }
 
  signals:
   void nodesLoaded();
@@ -111,6 +119,8 @@ class RunWizard : public QWizard {
   CheckpointPage* m_checkpoints;
   BudgetPage* m_budget;
   ReviewPage* m_review;
+  QueueOptions* m_queueOptions = nullptr;
+  bool m_queueChosen = false;
   struct StoreTargets {
     QList<StoredNode> nodes;
     QList<StoredCluster> clusters;
