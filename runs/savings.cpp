@@ -7,7 +7,7 @@
 
 #include "db/costs.h"
 #include "db/errors.h"
-#include "db/idle_cost_read.h"
+#include "db/node_power.h"
 #include "db/queue.h"
 #include "db/run_store.h"
 #include "runs/figures.h"
@@ -147,7 +147,7 @@ Savings scheduler_savings(const db::Database& db, double now) {
     }
     s.runs.push_back(std::move(r));
   }
-  s.idle_usd = db::idle_accruals_usd_for_savings(db, now);
+  s.idle_usd = db::idle_cost_usd(db, 0, now);
   return s;
 }
 

@@ -387,6 +387,7 @@ void MainWindow::connectQueue() {
           [this](RunNotifier::Event event, const QString& entry, const QString& text) {
             m_notifier->notifyQueue(event, entry, text);
           });
+  connect(m_scheduler, &AppScheduler::autostopped, m_notifier, &RunNotifier::notifyAutostop);
   // Remembered per user (Settings' file); on unless turned off. Checking the toggle starts it.
   queuePage->serveToggle()->setChecked(layoutSettings().value(QStringLiteral("queue/serve"), true).toBool());
 }

@@ -5,10 +5,14 @@
 #include <QTimer>
 
 #include <map>
+#include <utility>
 
+#include <filesystem>
 #include "db/errors.h"
 #include "db/queue.h"
+
 #include "runs/scheduler.h"
+#include "runs/scheduler_policies.h"
 
 namespace flotilla::ui {
 
@@ -16,15 +20,28 @@ namespace {
 
 class RunsEngine : public SchedulerEngine {
  public:
-  explicit RunsEngine(runs::SchedulerOptions options) : m_scheduler(std::move(options)) {}
+  explicit RunsEngine(runs::SchedulerOptions options)
+      : m_scheduler(withPolicies(std::move(options), m_notices)) {}
   void acquire() override { m_scheduler.acquire(); }
   bool tick(std::vector<std::string>* lines) override {
     runs::TickReport report = m_scheduler.tick();
     *lines = std::move(report.lines);
     return !report.lease_lost;
   }
+  std::vector<Notice> takeNotices() override { return std::exchange(*m_notices, {}); }
 
  private:
+  // The standard policies, their autostop notices gathered for takeNotices() (the tick's thread).
+  static runs::SchedulerOptions withPolicies(runs::SchedulerOptions o,
+                                             const std::shared_ptr<std::vector<Notice>>& notices) {
+    const std::string logs =
+        (std::filesystem::path(o.service.ssh.database_path).parent_path() / "autostop").string();
+    runs::add_standard_policies(o, logs, [notices](const runs::AutostopNotice& n) {
+      notices->push_back({n.node, n.level, n.text});
+    });
+    return o;
+  }
+  std::shared_ptr<std::vector<Notice>> m_notices = std::make_shared<std::vector<Notice>>();
   runs::Scheduler m_scheduler;
 };
 
@@ -77,6 +94,14 @@ class SchedulerWorker : public QObject {
     const QString e = QString::fromStdString(entry), w = QString::fromStdString(why);
     QMetaObject::invokeMethod(
         owner, [owner, event, e, w] { emit owner->decided(event, e, w); }, Qt::QueuedConnection);
+  }
+  void autostopped(const SchedulerEngine::Notice& n) {
+    AppScheduler* owner = m_owner;
+    const QString node = QString::fromStdString(n.node), level = QString::fromStdString(n.level),
+                  text = QString::fromStdString(n.text);
+    QMetaObject::invokeMethod(
+        owner, [owner, node, level, text] { emit owner->autostopped(node, level, text); },
+        Qt::QueuedConnection);
   }
   void note(const std::string& line) {
     AppScheduler* owner = m_owner;
@@ -153,6 +178,7 @@ class SchedulerWorker : public QObject {
         std::vector<std::string> lines;
         const bool kept = m_engine->tick(&lines);
         for (const std::string& l : lines) note(l);
+        for (const SchedulerEngine::Notice& n : m_engine->takeNotices()) autostopped(n);
         compareStates(true);
         if (!kept) {
           m_engine.reset();

@@ -35,10 +35,17 @@ class SchedulerEngine {
   virtual ~SchedulerEngine() = default;
   virtual void acquire() = 0;
   virtual bool tick(std::vector<std::string>* lines) = 0;
+  // What idle autostop did during the last tick (node, level, text), for the notifier.
+  struct Notice {
+    std::string node, level, text;
+  };
+  virtual std::vector<Notice> takeNotices() { return {}; }
 };
 using SchedulerEngineFactory = std::function<std::unique_ptr<SchedulerEngine>()>;
 // The runs layer's scheduler (runs::Scheduler, origin "flotilla app") over `service`: the app's
 // writer, runs root and worker (LocalRuns::serviceOptions()); its local workers outlive the window.
+// Its policies are `flotilla queue serve`'s (runs/scheduler_policies.h: successive halving, idle
+// autostop and the wake of a stopped node), autostop's command logs in <workspace>/autostop.
 SchedulerEngineFactory runsSchedulerEngine(runs::ServiceOptions service);
 
 class SchedulerWorker;
@@ -71,6 +78,8 @@ class AppScheduler : public QObject {
   void statusChanged(flotilla::ui::AppScheduler::State state, const QString& text);
   // A decision about an entry: started (QueueStarted), requeued, failed.
   void decided(flotilla::ui::RunNotifier::Event event, const QString& entry, const QString& text);
+  // Idle autostop stopped, failed to stop or woke a node (RunNotifier::notifyAutostop).
+  void autostopped(const QString& node, const QString& level, const QString& text);
   // Each tick's words (the scheduler's lines).
   void noted(const QString& line);
 
