@@ -106,6 +106,7 @@ int serve_in_child(const std::string& dir, const std::string& crash) {
       unsetenv("FLOTILLA_SCHED_CRASH_AT");
     else
       setenv("FLOTILLA_SCHED_CRASH_AT", crash.c_str(), 1);
+    alarm(90);  // a scheduler that never empties the queue fails the test, it does not hang it
     int rc = 1;
     try {
       runs::Scheduler s(options_for(dir));
