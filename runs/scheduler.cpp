@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -102,6 +103,16 @@ RunConfig entry_config(const db::QueueEntry& e) {
 // <run dir>/checkpoint.mtbi when it changes). Until that lands, the config goes as it is.
 void apply_place_interruptions(db::Database& /*db*/, RunConfig& /*config*/, const std::string& /*place_key*/,
                                double /*now*/) {}
+
+// A run of a sweep carries the tag sweep:<group> (Compare opens the group by it).
+void tag_sweep_run(db::Database& db, const db::QueueEntry& e, int64_t run_id) {
+  if (e.group.empty()) return;
+  db::Run row = db::get_run(db, run_id);
+  const std::string tag = "sweep:" + e.group;
+  if (std::find(row.tags.begin(), row.tags.end(), tag) != row.tags.end()) return;
+  row.tags.push_back(tag);
+  db::set_tags(db, run_id, row.tags);
+}
 
 int64_t last_loss_step(const db::Database& db, int64_t run_id) {
   const auto pts = db::metric_points(db, run_id, "loss");
@@ -468,6 +479,16 @@ void Scheduler::reconcile(db::Database& db, TickReport& report, double now) {
       }
       db::set_queue_entry_run(db, e.id, token_, run->id, now);
       db::mark_queue_entry_running(db, e.id, token_, now);
+      // What its dead starter did not get to record: the sweep's tag and the decision's event.
+      tag_sweep_run(db, e, run->id);
+      bool scheduled = false;
+      for (const db::EventInfo& ev : db::list_events(db, run->id))
+        if (ev.kind == "scheduled" && ev.time >= e.updated_at) scheduled = true;
+      if (!scheduled)
+        db::add_event(db, run->id, now, "scheduled", "info",
+                      "started " + e.name + " on " + e.place + ": " + e.why + " (its start finished by " +
+                          options_.origin + " after its starter died)",
+                      e.decision_json);
     }
     if (run->status == S::kRunning || run->status == S::kQueued) {
       try {
@@ -547,13 +568,25 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
       continue;
     scheduler_fault_point("after-claim");
     apply_place_interruptions(db, config, choice.key, now);
+    // A start on nodes can take a while (deploying the worker): its progress keeps the lease fresh.
+    auto last_renew = std::chrono::steady_clock::now();
+    const Note progress = [&](const std::string& line) {
+      if (options_.note) options_.note("entry " + std::to_string(e.id) + " (" + e.name + "): " + line);
+      if (std::chrono::steady_clock::now() - last_renew > std::chrono::seconds(5)) {
+        last_renew = std::chrono::steady_clock::now();
+        try {
+          if (!db::renew_scheduler_lease(db, token_, db::now_seconds())) lost_ = true;
+        } catch (const db::DbError&) {
+        }
+      }
+    };
     std::unique_ptr<ActiveRun> active;
     try {
       if (e.run_id) {
         ResumeRequest r;
         r.where = choice.where;
         r.layout = choice.layout;
-        active = service_->resume(*e.run_id, r);
+        active = service_->resume(*e.run_id, r, progress);
       } else {
         RunRequest r;
         r.config = config;
@@ -562,7 +595,7 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
         r.where = choice.where;
         r.layout = choice.layout;
         r.budget_usd = e.max_usd;
-        active = service_->start(r);
+        active = service_->start(r, progress);
       }
     } catch (const std::exception& ex) {
       const std::string what = ex.what();
@@ -582,17 +615,15 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
     }
     scheduler_fault_point("after-start");
     const int64_t run_id = active->id();
+    if (lost_) {
+      // Another scheduler took the queue over meanwhile: it finds this run by its reserved name.
+      db::set_queue_entry_run(db, e.id, token_, run_id, now);
+      return;
+    }
     db::set_queue_entry_run(db, e.id, token_, run_id, now);
     scheduler_fault_point("after-record");
     db::mark_queue_entry_running(db, e.id, token_, now);
-    if (!e.group.empty()) {
-      db::Run row = db::get_run(db, run_id);
-      const std::string tag = "sweep:" + e.group;
-      if (std::find(row.tags.begin(), row.tags.end(), tag) == row.tags.end()) {
-        row.tags.push_back(tag);
-        db::set_tags(db, run_id, row.tags);
-      }
-    }
+    tag_sweep_run(db, e, run_id);
     const std::string line = std::string(e.run_id ? "resumed" : "started") + " " + e.name + " on " +
                              choice.key + (choice.layout.empty() ? "" : " (" + choice.layout.text() + ")") +
                              ": " + choice.words;

@@ -160,10 +160,14 @@ void exactly_once_under_crashes(const std::string& dir, unsigned seed) {
     if (!run) continue;
     CHECK(e.run_id && *e.run_id == run->id);
     CHECK(!db::find_run(d, name + "-2"));  // never created twice under another name
-    int worker_starts = 0;
-    for (const db::EventInfo& ev : db::list_events(d, run->id))
+    int worker_starts = 0, decisions = 0;
+    for (const db::EventInfo& ev : db::list_events(d, run->id)) {
       if (ev.kind == "status" && ev.message.find("worker pid") != std::string::npos) ++worker_starts;
+      if (ev.kind == "scheduled") ++decisions;
+    }
     CHECK_MSG(worker_starts == 1, "run %s: its worker started %d times", name.c_str(), worker_starts);
+    CHECK_MSG(decisions == 1, "run %s: %d decisions recorded", name.c_str(),
+              decisions);  // one, whoever finished it
     std::vector<int64_t> steps;
     for (const auto& pt : db::metric_points(d, run->id, "loss"))
       steps.push_back(static_cast<int64_t>(pt.step));
@@ -183,7 +187,7 @@ void killed_run_is_requeued_and_resumed(const std::string& dir) {
     db::NewQueueEntry n;
     n.name = "killed";
     n.explicit_name = true;
-    n.config_toml = tiny_config(3000, "[budget]\nusd_per_hour = 36\n", 100);
+    n.config_toml = tiny_config(3000, "[budget]\nusd_per_hour = 36\n", 500);
     n.max_restarts = 1;
     db::add_queue_entry(d, n, db::now_seconds());
   }
@@ -233,6 +237,48 @@ void killed_run_is_requeued_and_resumed(const std::string& dir) {
             "%zu steps", steps.size());
 }
 
+// Scheduler::stop_run (successive halving's call): the run stops with a checkpoint and its entry
+// is done with the reason given; a run of a sweep's entry carries the tag sweep:<group>.
+void stop_run_records_why(const std::string& dir) {
+  const std::string db_path = dir + "/runs.db";
+  {
+    db::Database d(db_path);
+    db::NewQueueEntry n;
+    n.name = "halved";
+    n.explicit_name = true;
+    n.config_toml = tiny_config(100000, "", 100000);
+    n.group = "lr-sweep";
+    db::add_queue_entry(d, n, db::now_seconds());
+  }
+  runs::Scheduler sched(options_for(dir));
+  const auto entry = [&] { return db::get_queue_entry(db::Database(db_path), "halved"); };
+  const auto tick_until = [&](auto pred, double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      sched.tick();
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return pred();
+  };
+  CHECK(tick_until([&] { return entry().state == db::EntryState::kRunning; }, 60));
+  const int64_t id = entry().run_id.value_or(0);
+  CHECK(sched.watched_runs() == std::vector<int64_t>{id});
+  CHECK(wait_until([&] { return steps_stored(db_path, id) >= 5; }, 60));
+  sched.stop_run(id, "successive halving: validation loss 2.31, worse than the kept half");
+  CHECK(tick_until([&] { return db::entry_finished(entry().state); }, 60));
+  const db::QueueEntry e = entry();
+  CHECK_MSG(
+      e.state == db::EntryState::kDone &&
+          e.why ==
+              "stopped by the scheduler: successive halving: validation loss 2.31, worse than the kept half",
+      "%s: %s", db::entry_state_name(e.state), e.why.c_str());
+  const db::Run run = stored(db_path, id);
+  CHECK(run.status == db::RunStatus::kStopped);
+  CHECK(std::find(run.tags.begin(), run.tags.end(), "sweep:lr-sweep") != run.tags.end());
+  CHECK(sched.watched_runs().empty());
+}
+
 }  // namespace
 
 int main() {
@@ -248,5 +294,6 @@ int main() {
   if (seeds) list = {static_cast<unsigned>(std::atoi(seeds))};
   for (unsigned seed : list) exactly_once_under_crashes(dir, seed);
   killed_run_is_requeued_and_resumed(dir);
+  stop_run_records_why(dir);
   return flotilla_test::summary("test_scheduler_crash");
 }
