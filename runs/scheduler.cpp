@@ -520,6 +520,9 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
                                 (before ? " (it is " + status_text(*before) + ")" : " (no such run yet)");
         db::set_queue_entry_why(db, e.id, why, e.decision_json, now);
         ++report.waiting;
+        // A run that ended otherwise never completes: the entry waits until the user acts.
+        if (before && db::is_terminal(before->status) && before->status != db::RunStatus::kCompleted)
+          ++report.blocked;
         continue;
       }
     }
@@ -562,6 +565,7 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
         }
       db::set_queue_entry_why(db, e.id, choice.words, choice.decision_json, now);
       ++report.waiting;
+      if (choice.refused) ++report.blocked;
       continue;
     }
     if (!db::claim_queue_entry(db, e.id, token_, choice.key, choice.words, choice.decision_json, now))
@@ -641,14 +645,15 @@ int Scheduler::serve(bool until_empty, const std::atomic<bool>* stop_flag) {
   while (!(stop_flag && stop_flag->load())) {
     const TickReport r = tick();
     if (r.lease_lost) return 1;
-    if (until_empty) {
-      db::Database db(options_.service.ssh.database_path);
-      bool any = false;
-      for (const db::QueueEntry& e : db::list_queue(db))
-        if (e.state == db::EntryState::kQueued || e.state == db::EntryState::kStarting ||
-            e.state == db::EntryState::kRunning)
-          any = true;
-      if (!any && watched_runs().empty()) return 0;
+    if (until_empty && r.active == 0 && r.started == 0 && watched_runs().empty()) {
+      // Nothing runs; what is still queued can never start by itself (its --after run ended
+      // otherwise, or no place can take it): a script waits no longer. Their why says so.
+      if (r.waiting == r.blocked) {
+        if (r.blocked > 0 && options_.note)
+          options_.note(std::to_string(r.blocked) + " queued entr" + (r.blocked == 1 ? "y" : "ies") +
+                        " cannot start (flotilla queue shows why); nothing else is queued or running");
+        return 0;
+      }
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.tick_s);
     while (std::chrono::steady_clock::now() < until && !(stop_flag && stop_flag->load()))

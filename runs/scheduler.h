@@ -57,6 +57,7 @@ struct PlaceChoice {
   std::string words;                    // the decision, or why it waits / is refused
   std::string decision_json = "{}";     // queue_entries.decision (docs/scheduling.md)
   std::vector<std::string> wake_nodes;  // it waits for these powered-off nodes: wake them
+  bool refused = false;  // no place can take it as it is (not a wait for busy or waking places)
 };
 // Placement as the scheduler asks it: the entry, its config (as stored), the steps it has left
 // (-1: all), the time.
@@ -83,11 +84,13 @@ struct SchedulerOptions {
 // What one tick did.
 struct TickReport {
   bool lease_lost = false;
-  int started = 0;                 // runs started or resumed
-  int adopted = 0;                 // runs attached from an earlier scheduler
-  int finished = 0;                // entries done, failed or cancelled
-  int requeued = 0;                // entries put back at the head of the queue
-  int waiting = 0;                 // queued entries that did not start
+  int started = 0;   // runs started or resumed
+  int adopted = 0;   // runs attached from an earlier scheduler
+  int finished = 0;  // entries done, failed or cancelled
+  int requeued = 0;  // entries put back at the head of the queue
+  int waiting = 0;   // queued entries that did not start
+  int blocked =
+      0;  // of those, the ones that cannot start by themselves (refused; --after run ended otherwise)
   int active = 0;                  // entries starting or running after the tick
   std::vector<std::string> lines;  // what was decided, in words
 };
@@ -103,8 +106,9 @@ class Scheduler {
   void acquire();
   // One turn (renew, settle, reconcile, collect ended watches, start what fits).
   TickReport tick();
-  // Loops tick() every tick_s until *stop_flag (or, with until_empty, until nothing is queued,
-  // starting or running). Acquires the lease first. Returns 0, or 1 when the lease was lost.
+  // Loops tick() every tick_s until *stop_flag (or, with until_empty, until nothing is starting or
+  // running and nothing queued can start by itself). Acquires the lease first. Returns 0, or 1
+  // when the lease was lost.
   int serve(bool until_empty, const std::atomic<bool>* stop_flag);
   // Stops a run with a checkpoint, `why` recorded on its entry (successive halving).
   void stop_run(int64_t run_id, const std::string& why);

@@ -4,6 +4,7 @@
 //   returns 0 with every entry done;
 // - an invalid config is refused naming the field, nothing queued; a bad --deadline or --on is a
 //   usage error;
+// - an entry no place can take does not keep `serve --until-empty` waiting;
 // - a second `queue serve` on the same workspace is refused (exit 9) naming the first's pid and
 //   host; SIGTERM ends the first cleanly (exit 0), releasing the queue.
 #include <signal.h>
@@ -115,6 +116,22 @@ void refusals() {
   CHECK(db::list_queue(d, false).empty());
 }
 
+// An entry no place can take (--on a node the workspace does not have) does not keep
+// `serve --until-empty` waiting: it returns, the entry stays queued with why.
+void unplaceable_entry_does_not_hang() {
+  ProcResult r = cli({"queue", "add", "a.toml", "--name", "qghost", "--on", "node:ghost"});
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  r = cli({"queue", "serve", "--until-empty", "--tick", "0.3"});
+  CHECK_MSG(r.exit_code == 0 && r.output.find("1 queued entry cannot start") != std::string::npos,
+            "exit %d: %s", r.exit_code, r.output.c_str());
+  const db::Database d(g_root + "/store.db");
+  const db::QueueEntry e = db::get_queue_entry(d, "qghost");
+  CHECK_MSG(e.state == db::EntryState::kQueued && !e.why.empty() && !db::find_run(d, "qghost"), "%s: %s",
+            db::entry_state_name(e.state), e.why.c_str());
+  r = cli({"queue", "cancel", "qghost"});
+  CHECK_MSG(r.exit_code == 0 && r.output.find("cancelled") != std::string::npos, "%s", r.output.c_str());
+}
+
 void second_serve_is_refused() {
   std::string log;
   const pid_t first = spawn_cli({"queue", "serve", "--tick", "0.3"}, &log);
@@ -137,6 +154,7 @@ int main() {
   g_root = fresh_dir("scheduler_queue_cli");
   runs_in_order_each_once();
   refusals();
+  unplaceable_entry_does_not_hang();
   second_serve_is_refused();
   return summary("test_scheduler_queue_cli");
 }
