@@ -305,7 +305,10 @@ bool better(const PlaceEstimate& a, const PlaceEstimate& b) {
 std::string waiting_words(const PlaceEstimate& p, const PlaceOffer& o) {
   std::string s;
   if (o.jobs_ahead > 0) s = std::to_string(o.jobs_ahead) + " job" + (o.jobs_ahead == 1 ? "" : "s") + " ahead";
-  if (o.power_state != "on") s += std::string(s.empty() ? "" : ", ") + "powered off (" + o.power_state + ")";
+  if (o.power_state != "on")
+    s += std::string(s.empty() ? "" : ", ") + (o.power_state == "stopped"    ? "powered off"
+                                               : o.power_state == "starting" ? "starting up"
+                                                                             : "stopping");
   if (!p.wait_known) s += std::string(s.empty() ? "" : ", ") + "busy until an unknown time";
   return s;
 }
@@ -388,9 +391,13 @@ Decision choose_place(const RunConfig& config, const EntryNeeds& needs, const st
     d.chosen = best->key;
     d.layout = best->layout;
     const PlaceOffer& o = *offer_of[best->key];
-    if (o.power_state != "on")
-      for (const auto& n : o.key.nodes) d.wake_nodes.push_back(n);
-    d.waits = best->wait_s > 0;
+    for (const auto& n : o.key.nodes)
+      for (const auto& single : offers)
+        if (single.key.kind == PlaceKeyKind::kNode && single.key.nodes[0] == n && single.power_state != "on")
+          d.wake_nodes.push_back(n);
+    // A cluster's queue is Slurm's: the job is submitted now and waits there (its jobs ahead count
+    // in its finish time). A node or this machine waits here, for busy devices or a wake.
+    d.waits = best->wait_s > 0 && o.key.kind != PlaceKeyKind::kCluster;
     d.start = !d.waits;
     if (d.waits) {
       const int busy = x.gpu ? o.gpus_busy : o.cpus_busy, total = x.gpu ? o.gpus : o.cpu_ranks;

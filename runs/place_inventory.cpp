@@ -114,7 +114,6 @@ LocalFacts local_facts(const ProbeResult& probe) {
 
 std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptions& options) {
   const double now = options.now > 0 ? options.now : db::now_seconds();
-  (void)now;
   const std::vector<db::PriceEntry> catalogue = db::list_pricing(db);
 
   // Devices held now by running runs, per node name and per cluster key.
@@ -163,22 +162,30 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
   if (options.include_local) {
     PlaceOffer o;
     o.label = place_key_text(o.key);
-    const LocalFacts f = options.local.value_or(LocalFacts{});
+    LocalFacts f = options.local.value_or(LocalFacts{});
+    const std::optional<db::Node> row = db::find_node(db, "local");
+    // Not probed: the GPUs the store says this machine has (`flotilla pricing node local --gpus N`,
+    // Settings), else none.
+    if (!options.local && row && row->gpu_count > 0) {
+      f.gpus = static_cast<int>(row->gpu_count);
+      f.gpu_type = row->gpu_type;
+      o.note = "GPUs as stored for node local (not probed)";
+    } else if (!options.local) {
+      o.note = "this machine's GPUs not probed: CPU ranks only";
+    }
     o.gpus = f.gpus;
     o.gpu_type = f.gpu_type;
     o.gpu_mem_bytes = f.gpu_mem_bytes ? f.gpu_mem_bytes : sheet_memory(f.gpu_type);
     const DeviceProfile core = cpu_profile_nominal(1);
     o.cpu_ranks =
         f.cpu_cores > 0 ? f.cpu_cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    o.host_mem_bytes = f.host_mem_bytes ? f.host_mem_bytes : core.mem_bytes;
+    // What this process may use (a cgroup or rlimit binds below what the probe saw available).
+    o.host_mem_bytes = f.host_mem_bytes && core.mem_bytes ? std::min(f.host_mem_bytes, core.mem_bytes)
+                                                          : std::max(f.host_mem_bytes, core.mem_bytes);
     o.cpu_core_flops = core.flops_per_s;
-    if (!options.local) o.note = "this machine's GPUs not probed: CPU ranks only";
-    db::Node local;
-    local.name = "local";
-    if (const auto row = db::find_node(db, "local")) {
-      local = *row;
-      o.gpu_price = node_price_rule(db, local, catalogue, true);
-      o.cpu_price = node_price_rule(db, local, catalogue, false);
+    if (row) {
+      o.gpu_price = node_price_rule(db, *row, catalogue, true);
+      o.cpu_price = node_price_rule(db, *row, catalogue, false);
     } else {
       o.gpu_price.source = o.cpu_price.source = "no price set for this machine";
     }
@@ -212,7 +219,11 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
     o.cpu_price = node_price_rule(db, row, catalogue, false);
     const db::NodePowerState power = db::node_power_state(db, n.id);
     o.power_state = power.state;
-    if (power.state != "on") o.wake_s = options.wake_s;
+    // A node already starting has part of its wake behind it.
+    if (power.state == "starting" && power.since > 0)
+      o.wake_s = std::max(0.0, options.wake_s - std::max(0.0, now - power.since));
+    else if (power.state != "on")
+      o.wake_s = options.wake_s;
     if (const auto it = by_node.find(n.name); it != by_node.end()) put_busy(o, it->second);
     out.push_back(std::move(o));
   }

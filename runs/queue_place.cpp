@@ -169,6 +169,24 @@ Placement placement_for(const PlaceKey& key, const db::Database& db, const Place
   return Placement::here();
 }
 
+Placement decision_placement(const Decision& decision, const db::Database& db) {
+  const PlaceEstimate* e = decision.chosen_estimate();
+  if (decision.chosen.empty() || !e) throw Error(ExitCode::kUsage, "the placement decision chose no place");
+  PlaceShape shape;
+  shape.ranks = std::max(1, e->devices);
+  shape.gpus = e->gpus;
+  shape.predicted_s = std::isfinite(e->seconds) ? e->seconds - e->wait_s : 0;
+  return placement_for(parse_place_key(decision.chosen), db, shape);
+}
+
+std::string place_words(const std::string& key) {
+  try {
+    return place_key_text(parse_place_key(key));
+  } catch (const std::exception&) {
+    return key;
+  }
+}
+
 // ---- words -----------------------------------------------------------------------------------------
 
 std::string duration_words(double seconds) {

@@ -73,6 +73,8 @@ struct PlaceShape {
 // The runs::Placement that starts a run there. Checks the names exist in the store (DbError
 // kNotFound naming the missing node or cluster, as get_ssh_node / get_cluster do).
 Placement placement_for(const PlaceKey& key, const db::Database& db, const PlaceShape& shape = {});
+// place_key_text of a stored key; the key itself when it does not parse (a row from a newer build).
+std::string place_words(const std::string& key);
 // Slurm's "[D-]HH:MM:SS" for a Slurm time limit.
 std::string slurm_time_limit(double seconds);
 
@@ -130,12 +132,13 @@ struct LocalFacts {
 };
 
 struct InventoryOptions {
-  std::optional<LocalFacts> local;  // nullopt: no GPUs, the cores and memory read from this process
+  // nullopt: the GPUs stored for node "local" (else none), the cores and memory read by this process.
+  std::optional<LocalFacts> local;
   bool include_local = true;
   int node_cpu_ranks = 4;  // CPU ranks of a node or partition whose probe gives none
   double wake_s = 300;     // a powered-off node's start, until its probe answers
   double seconds_per_job_ahead = 900;
-  double now = 0;  // 0: db::now_seconds()
+  double now = 0;  // 0: db::now_seconds() (a node starting since T has wake_s - (now - T) left)
 };
 
 // Every place of the workspace: this machine, each stored SSH node, each stored Slurm cluster's
@@ -215,6 +218,10 @@ struct Decision {
 // Weighs every offer the entry allows and picks one (rules: docs/scheduling.md "Placement").
 Decision choose_place(const RunConfig& config, const EntryNeeds& needs, const std::vector<PlaceOffer>& offers,
                       const SpeedHistory& history);
+
+// The Placement of a decision's chosen place (placement_for with its devices, device kind and
+// predicted running seconds). Throws flotilla::Error(kUsage) when the decision chose nothing.
+Placement decision_placement(const Decision& decision, const db::Database& db);
 
 // The decision as queue_entries.decision stores it (docs/scheduling.md) and back. parse accepts
 // what decision_json writes (unknown fields ignored); throws flotilla::Error(kUsage) on text that is

@@ -190,6 +190,14 @@ void inventory_and_placement() {
     }
   }
 
+  // Without a probe, this machine's GPUs are those stored for node local (`pricing node local --gpus`).
+  db::ensure_node(d, "local", "local", "NVIDIA L4", 1);
+  runs::InventoryOptions unprobed;
+  unprobed.now = now;
+  CHECK(runs::list_places(d, unprobed).front().gpus == 1 &&
+        runs::list_places(d, unprobed).front().gpu_type == "NVIDIA L4");
+  CHECK(runs::list_places(d, inventory(now)).front().gpus == 0);  // a probe wins
+
   // The stopped node is woken first; a cluster with jobs ahead says so.
   runs::EntryNeeds needs;
   needs.now = now;
@@ -198,12 +206,22 @@ void inventory_and_placement() {
   CHECK_MSG(!dec.start && dec.waits && dec.chosen == "node:fast", "%s", dec.words.c_str());
   CHECK(dec.wake_nodes == std::vector<std::string>{"fast"});
   CHECK_MSG(has(dec.words, "powered off"), "%s", dec.words.c_str());
+  // Two nodes as one place: one GPU on each, each node's price for its share; only the stopped one woken.
+  needs.allowed = {"nodes:cheap,fast"};
+  dec = runs::choose_place(gpu_config(), needs, offers, {});
+  CHECK_MSG(dec.chosen == "nodes:cheap,fast" && dec.waits && at(dec, "nodes:cheap,fast").devices == 2, "%s",
+            dec.words.c_str());
+  CHECK_NEAR(at(dec, "nodes:cheap,fast").usd_per_hour, 0.25 + 8.0 / 4, 1e-9);
+  CHECK(dec.wake_nodes == std::vector<std::string>{"fast"});
   std::vector<runs::PlaceOffer> queued = offers;
   for (auto& o : queued)
     if (o.key.key() == "cluster:hpc/gpu") o.jobs_ahead = 2;
   needs.allowed = {"cluster:hpc"};
   dec = runs::choose_place(gpu_config(), needs, queued, {});
-  CHECK_MSG(has(dec.words, "cluster hpc (partition gpu): 2 jobs ahead"), "%s", dec.words.c_str());
+  CHECK_MSG(has(dec.words, "on cluster hpc (partition gpu): 2 jobs ahead, "), "%s", dec.words.c_str());
+  // Slurm queues the job: it is submitted now, its jobs ahead counted in its finish time.
+  CHECK_MSG(dec.start && !dec.waits && dec.chosen == "cluster:hpc/gpu", "%s", dec.words.c_str());
+  CHECK_NEAR(at(dec, "cluster:hpc/gpu").wait_s, 2 * 900, 1e-9);
   CHECK_MSG(has(at(dec, "cluster:hpc/cpu").why_not, "no GPUs"), "%s", dec.words.c_str());
 
   // The Placement of each key.
@@ -215,6 +233,11 @@ void inventory_and_placement() {
   CHECK(pc.kind == runs::PlaceKind::kSlurm && pc.cluster == "hpc" && pc.partition == "gpu" &&
         pc.gpus_per_node == 2 && pc.time_limit == "01:40:00");
   CHECK(runs::placement_for(runs::parse_place_key("local"), d).kind == runs::PlaceKind::kHere);
+  const runs::Placement pd = runs::decision_placement(dec, d);  // the cluster chosen above, 2 GPUs
+  CHECK(pd.kind == runs::PlaceKind::kSlurm && pd.partition == "gpu" && pd.gpus_per_node == 2 &&
+        pd.tasks_per_node == 2);
+  CHECK(runs::place_words("cluster:hpc/gpu") == "cluster hpc (partition gpu)" &&
+        runs::place_words("x;y") == "x;y");
   CHECK_THROWS(runs::placement_for(runs::parse_place_key("node:gone"), d), "gone");
   CHECK_THROWS(runs::placement_for(runs::parse_place_key("cluster:gone"), d), "gone");
 }
@@ -349,6 +372,12 @@ void busy() {
   CHECK_MSG(dec.words.rfind("waits for 2 GPUs on node cheap (free in ~8 min)", 0) == 0, "%s",
             dec.words.c_str());
   CHECK_NEAR(at(dec, "node:cheap").wait_s, 500, 1);
+
+  // A place the entry names but the workspace does not have: refused, saying so.
+  needs.allowed = {"node:gone"};
+  dec = runs::choose_place(cfg, needs, runs::list_places(d, inventory(now)), runs::speed_history(d));
+  CHECK_MSG(!dec.start && dec.words == "no place fits: node gone: not in this workspace", "%s",
+            dec.words.c_str());
 
   // A CPU run on this machine: fits on its cores, $0 without a price.
   RunConfig cpu = cfg;
