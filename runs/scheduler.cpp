@@ -277,9 +277,18 @@ TickReport Scheduler::tick() {
     leave_all();
     return report;
   }
-  collect(db, report, now);
-  reconcile(db, report, now);
-  start_queued(db, report, now);
+  // A step that fails (a store busy past its timeout, a place's error nobody foresaw) is said and
+  // tried again next tick: every step is a compare-and-set, so a half-done one is seen, not repeated.
+  const auto step = [&](const char* what, void (Scheduler::*fn)(db::Database&, TickReport&, double)) {
+    try {
+      (this->*fn)(db, report, now);
+    } catch (const std::exception& e) {
+      say(report, std::string("the scheduler's ") + what + " failed (tried again next tick): " + e.what());
+    }
+  };
+  step("collection of ended runs", &Scheduler::collect);
+  step("reconciliation", &Scheduler::reconcile);
+  if (!lost_) step("start of queued entries", &Scheduler::start_queued);
   now = db::now_seconds();
   for (const auto& hook : options_.tick_hooks) {
     try {

@@ -10,6 +10,7 @@
 //   status event per run, every step stored once);
 // - a run whose worker is killed outright is requeued at the head with its lost steps and their
 //   cost, and resumes from its newest checkpoint, every step stored once.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "runs/process.h"
 #include "runs/scheduler.h"
 #include "runs_fixture.h"
+#include "worker_run.h"
 
 using namespace runs_test;
 namespace db = flotilla::db;
@@ -218,13 +220,29 @@ void killed_run_is_requeued_and_resumed(const std::string& dir) {
   const db::Run run = stored(db_path, id);
   const pid_t pid = flotilla::runs::live_worker_pid(run.run_dir);
   CHECK(pid > 0);
+  // Frozen first (SIGSTOP to the launcher and its ranks), so the steps the kill loses are known
+  // exactly: those its record has after its newest checkpoint.
+  std::vector<pid_t> tree = flotilla::runs::child_pids(pid);
+  tree.push_back(pid);
+  for (pid_t p : tree) kill(p, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Its record, final now: the last step and the newest checkpoint it wrote.
+  int64_t last_written = 0, saved_written = 0;
+  for (const auto& r : flotilla_test::read_metrics(run.run_dir)) {
+    if (r.value("type", "") == "step")
+      last_written = std::max<int64_t>(last_written, r.value("step", int64_t{0}));
+    if (r.value("type", "") == "checkpoint")
+      saved_written = std::max<int64_t>(saved_written, r.value("step", int64_t{0}));
+  }
   flotilla::runs::kill_worker_tree(pid);
   CHECK(tick_until([&] { return entry().starts >= 2 || db::entry_finished(entry().state); }, 60));
   const db::QueueEntry requeued = entry();
-  CHECK_MSG(requeued.starts == 2 && requeued.lost_steps >= 30 && requeued.lost_usd > 0,
-            "%s, %lld starts, lost %lld steps ($%g): %s", db::entry_state_name(requeued.state),
-            static_cast<long long>(requeued.starts), static_cast<long long>(requeued.lost_steps),
-            requeued.lost_usd, requeued.why.c_str());
+  const int64_t expect_lost = last_written - saved_written;
+  CHECK_MSG(
+      requeued.starts == 2 && expect_lost > 0 && requeued.lost_steps == expect_lost && requeued.lost_usd > 0,
+      "%s, %lld starts, lost %lld steps (expected %lld) ($%g): %s", db::entry_state_name(requeued.state),
+      static_cast<long long>(requeued.starts), static_cast<long long>(requeued.lost_steps),
+      static_cast<long long>(expect_lost), requeued.lost_usd, requeued.why.c_str());
   CHECK(tick_until([&] { return db::entry_finished(entry().state); }, 90));
   const db::QueueEntry e = entry();
   CHECK_MSG(e.state == db::EntryState::kDone, "%s: %s", db::entry_state_name(e.state), e.why.c_str());
