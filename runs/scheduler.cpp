@@ -138,7 +138,8 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
   if (options_.origin.empty()) options_.origin = "flotilla queue serve";
   options_.service.origin = options_.origin;
   options_.service.stop_with_parent = false;  // a run outlives its scheduler
-  options_.service.writer = nullptr;          // each run writes through its own (its own thread)
+  // service.writer: kept as given (the app's Writer takes every run's rows, from any thread);
+  // nullptr: each run writes through its own.
   if (!options_.choose) options_.choose = choose_by_cost;
   token_ = new_token();
   host_ = host_name();

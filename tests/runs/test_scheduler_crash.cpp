@@ -256,7 +256,8 @@ void killed_run_is_requeued_and_resumed(const std::string& dir) {
 }
 
 // Scheduler::stop_run (successive halving's call): the run stops with a checkpoint and its entry
-// is done with the reason given; a run of a sweep's entry carries the tag sweep:<group>.
+// is done with the reason given; a run of a sweep's entry carries the tag sweep:<group>. The runs
+// store through one Writer the caller gives (as the app's scheduler does).
 void stop_run_records_why(const std::string& dir) {
   const std::string db_path = dir + "/runs.db";
   {
@@ -268,7 +269,10 @@ void stop_run_records_why(const std::string& dir) {
     n.group = "lr-sweep";
     db::add_queue_entry(d, n, db::now_seconds());
   }
-  runs::Scheduler sched(options_for(dir));
+  db::Writer writer(db_path);
+  runs::SchedulerOptions o = options_for(dir);
+  o.service.writer = &writer;
+  runs::Scheduler sched(o);
   const auto entry = [&] { return db::get_queue_entry(db::Database(db_path), "halved"); };
   const auto tick_until = [&](auto pred, double seconds) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
