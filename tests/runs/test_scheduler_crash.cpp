@@ -8,6 +8,7 @@
 //   scheduler continues each time. In the end every entry is done and every run was created once
 //   and its worker started once (one run row per entry under its reserved name, one "worker pid"
 //   status event per run, every step stored once);
+// - killed right after it requeued a run (after-end), the next scheduler resumes that run once;
 // - a run whose worker is killed outright is requeued at the head with its lost steps and their
 //   cost, and resumes from its newest checkpoint, every step stored once.
 #include <signal.h>
@@ -320,6 +321,57 @@ void stop_run_records_why(const std::string& dir) {
   CHECK(sched.watched_runs().empty());
 }
 
+// The scheduler killed right after it put a killed run back in the queue (after-end): the next
+// one resumes it once, from its checkpoint, and sees it to its end.
+void crash_after_requeue(const std::string& dir) {
+  const std::string db_path = dir + "/runs.db";
+  {
+    db::Database d(db_path);
+    db::NewQueueEntry n;
+    n.name = "requeue-crash";
+    n.explicit_name = true;
+    n.config_toml = tiny_config(3000, "", 200);
+    db::add_queue_entry(d, n, db::now_seconds());
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    setenv("FLOTILLA_SCHED_CRASH_AT", "after-end", 1);
+    alarm(90);
+    runs::Scheduler s(options_for(dir));
+    s.serve(true, nullptr);
+    ::_exit(0);
+  }
+  const auto entry = [&] { return db::get_queue_entry(db::Database(db_path), "requeue-crash"); };
+  CHECK(wait_until([&] { return entry().run_id.has_value(); }, 60));
+  const int64_t id = entry().run_id.value_or(0);
+  CHECK(wait_until(
+      [&] {
+        const db::Database d(db_path);
+        return !db::list_checkpoints(d, id).empty();
+      },
+      60));
+  flotilla::runs::kill_worker_tree(flotilla::runs::live_worker_pid(stored(db_path, id).run_dir));
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 137, "the scheduler ended with status %d", status);
+  CHECK(entry().state == db::EntryState::kQueued && entry().starts == 1);  // requeued, then it died
+  CHECK(serve_in_child(dir, "") == 0);
+  const db::QueueEntry e = entry();
+  CHECK_MSG(e.state == db::EntryState::kDone && e.starts == 2, "%s, %lld starts: %s",
+            db::entry_state_name(e.state), static_cast<long long>(e.starts), e.why.c_str());
+  const db::Database d(db_path);
+  int resumes = 0;
+  for (const db::EventInfo& ev : db::list_events(d, id))
+    if (ev.kind == "status" && ev.message.find("failed -> running") != std::string::npos) ++resumes;
+  CHECK_MSG(resumes == 1, "resumed %d times", resumes);
+  std::vector<int64_t> steps;
+  for (const auto& pt : db::metric_points(d, id, "loss")) steps.push_back(static_cast<int64_t>(pt.step));
+  CHECK_MSG(steps.size() == 3000 && steps.front() == 1 && steps.back() == 3000 &&
+                std::adjacent_find(steps.begin(), steps.end()) == steps.end(),
+            "%zu steps", steps.size());
+}
+
 }  // namespace
 
 int main() {
@@ -334,6 +386,7 @@ int main() {
   std::vector<unsigned> list = {11, 29};
   if (seeds) list = {static_cast<unsigned>(std::atoi(seeds))};
   for (unsigned seed : list) exactly_once_under_crashes(dir, seed);
+  crash_after_requeue(dir);
   killed_run_is_requeued_and_resumed(dir);
   stop_run_records_why(dir);
   return flotilla_test::summary("test_scheduler_crash");
