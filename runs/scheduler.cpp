@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -114,6 +115,16 @@ void apply_place_interruptions(db::Database& db, RunConfig& config, const std::s
   }
 }
 
+// A run of a sweep carries the tag sweep:<group> (Compare opens the group by it).
+void tag_sweep_run(db::Database& db, const db::QueueEntry& e, int64_t run_id) {
+  if (e.group.empty()) return;
+  db::Run row = db::get_run(db, run_id);
+  const std::string tag = "sweep:" + e.group;
+  if (std::find(row.tags.begin(), row.tags.end(), tag) != row.tags.end()) return;
+  row.tags.push_back(tag);
+  db::set_tags(db, run_id, row.tags);
+}
+
 int64_t last_loss_step(const db::Database& db, int64_t run_id) {
   const auto pts = db::metric_points(db, run_id, "loss");
   return pts.empty() ? 0 : static_cast<int64_t>(pts.back().step);
@@ -138,7 +149,8 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
   if (options_.origin.empty()) options_.origin = "flotilla queue serve";
   options_.service.origin = options_.origin;
   options_.service.stop_with_parent = false;  // a run outlives its scheduler
-  options_.service.writer = nullptr;          // each run writes through its own (its own thread)
+  // service.writer: kept as given (the app's Writer takes every run's rows, from any thread);
+  // nullptr: each run writes through its own.
   if (!options_.choose) options_.choose = choose_by_cost;
   token_ = new_token();
   host_ = host_name();
@@ -267,7 +279,12 @@ TickReport Scheduler::tick() {
     report.lease_lost = true;
     return report;
   }
-  db::Database db(options_.service.ssh.database_path);
+  // The store was opened and checked by acquire(); a tick every 2 s must not read the whole file
+  // again (PRAGMA quick_check of a store up to 64 MiB each time).
+  db::OpenOptions tick_open;
+  tick_open.create = false;
+  tick_open.quick_check = false;
+  db::Database db(options_.service.ssh.database_path, tick_open);
   double now = db::now_seconds();
   if (!db::renew_scheduler_lease(db, token_, now)) {
     lost_ = true;
@@ -277,9 +294,18 @@ TickReport Scheduler::tick() {
     leave_all();
     return report;
   }
-  collect(db, report, now);
-  reconcile(db, report, now);
-  start_queued(db, report, now);
+  // A step that fails (a store busy past its timeout, a place's error nobody foresaw) is said and
+  // tried again next tick: every step is a compare-and-set, so a half-done one is seen, not repeated.
+  const auto step = [&](const char* what, void (Scheduler::*fn)(db::Database&, TickReport&, double)) {
+    try {
+      (this->*fn)(db, report, now);
+    } catch (const std::exception& e) {
+      say(report, std::string("the scheduler's ") + what + " failed (tried again next tick): " + e.what());
+    }
+  };
+  step("collection of ended runs", &Scheduler::collect);
+  step("reconciliation", &Scheduler::reconcile);
+  if (!lost_) step("start of queued entries", &Scheduler::start_queued);
   now = db::now_seconds();
   for (const auto& hook : options_.tick_hooks) {
     try {
@@ -479,6 +505,16 @@ void Scheduler::reconcile(db::Database& db, TickReport& report, double now) {
       }
       db::set_queue_entry_run(db, e.id, token_, run->id, now);
       db::mark_queue_entry_running(db, e.id, token_, now);
+      // What its dead starter did not get to record: the sweep's tag and the decision's event.
+      tag_sweep_run(db, e, run->id);
+      bool scheduled = false;
+      for (const db::EventInfo& ev : db::list_events(db, run->id))
+        if (ev.kind == "scheduled" && ev.time >= e.updated_at) scheduled = true;
+      if (!scheduled)
+        db::add_event(db, run->id, now, "scheduled", "info",
+                      "started " + e.name + " on " + e.place + ": " + e.why + " (its start finished by " +
+                          options_.origin + " after its starter died)",
+                      e.decision_json);
     }
     if (run->status == S::kRunning || run->status == S::kQueued) {
       try {
@@ -510,6 +546,9 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
                                 (before ? " (it is " + status_text(*before) + ")" : " (no such run yet)");
         db::set_queue_entry_why(db, e.id, why, e.decision_json, now);
         ++report.waiting;
+        // A run that ended otherwise never completes: the entry waits until the user acts.
+        if (before && db::is_terminal(before->status) && before->status != db::RunStatus::kCompleted)
+          ++report.blocked;
         continue;
       }
     }
@@ -552,19 +591,32 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
         }
       db::set_queue_entry_why(db, e.id, choice.words, choice.decision_json, now);
       ++report.waiting;
+      if (choice.refused) ++report.blocked;
       continue;
     }
     if (!db::claim_queue_entry(db, e.id, token_, choice.key, choice.words, choice.decision_json, now))
       continue;
     scheduler_fault_point("after-claim");
     apply_place_interruptions(db, config, choice.key, now, e.run_id);
+    // A start on nodes can take a while (deploying the worker): its progress keeps the lease fresh.
+    auto last_renew = std::chrono::steady_clock::now();
+    const Note progress = [&](const std::string& line) {
+      if (options_.note) options_.note("entry " + std::to_string(e.id) + " (" + e.name + "): " + line);
+      if (std::chrono::steady_clock::now() - last_renew > std::chrono::seconds(5)) {
+        last_renew = std::chrono::steady_clock::now();
+        try {
+          if (!db::renew_scheduler_lease(db, token_, db::now_seconds())) lost_ = true;
+        } catch (const db::DbError&) {
+        }
+      }
+    };
     std::unique_ptr<ActiveRun> active;
     try {
       if (e.run_id) {
         ResumeRequest r;
         r.where = choice.where;
         r.layout = choice.layout;
-        active = service_->resume(*e.run_id, r);
+        active = service_->resume(*e.run_id, r, progress);
       } else {
         RunRequest r;
         r.config = config;
@@ -573,7 +625,7 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
         r.where = choice.where;
         r.layout = choice.layout;
         r.budget_usd = e.max_usd;
-        active = service_->start(r);
+        active = service_->start(r, progress);
       }
     } catch (const std::exception& ex) {
       const std::string what = ex.what();
@@ -593,17 +645,15 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
     }
     scheduler_fault_point("after-start");
     const int64_t run_id = active->id();
+    if (lost_) {
+      // Another scheduler took the queue over meanwhile: it finds this run by its reserved name.
+      db::set_queue_entry_run(db, e.id, token_, run_id, now);
+      return;
+    }
     db::set_queue_entry_run(db, e.id, token_, run_id, now);
     scheduler_fault_point("after-record");
     db::mark_queue_entry_running(db, e.id, token_, now);
-    if (!e.group.empty()) {
-      db::Run row = db::get_run(db, run_id);
-      const std::string tag = "sweep:" + e.group;
-      if (std::find(row.tags.begin(), row.tags.end(), tag) == row.tags.end()) {
-        row.tags.push_back(tag);
-        db::set_tags(db, run_id, row.tags);
-      }
-    }
+    tag_sweep_run(db, e, run_id);
     const std::string line = std::string(e.run_id ? "resumed" : "started") + " " + e.name + " on " +
                              choice.key + (choice.layout.empty() ? "" : " (" + choice.layout.text() + ")") +
                              ": " + choice.words;
@@ -621,14 +671,15 @@ int Scheduler::serve(bool until_empty, const std::atomic<bool>* stop_flag) {
   while (!(stop_flag && stop_flag->load())) {
     const TickReport r = tick();
     if (r.lease_lost) return 1;
-    if (until_empty) {
-      db::Database db(options_.service.ssh.database_path);
-      bool any = false;
-      for (const db::QueueEntry& e : db::list_queue(db))
-        if (e.state == db::EntryState::kQueued || e.state == db::EntryState::kStarting ||
-            e.state == db::EntryState::kRunning)
-          any = true;
-      if (!any && watched_runs().empty()) return 0;
+    if (until_empty && r.active == 0 && r.started == 0 && watched_runs().empty()) {
+      // Nothing runs; what is still queued can never start by itself (its --after run ended
+      // otherwise, or no place can take it): a script waits no longer. Their why says so.
+      if (r.waiting == r.blocked) {
+        if (r.blocked > 0 && options_.note)
+          options_.note(std::to_string(r.blocked) + " queued entr" + (r.blocked == 1 ? "y" : "ies") +
+                        " cannot start (flotilla queue shows why); nothing else is queued or running");
+        return 0;
+      }
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.tick_s);
     while (std::chrono::steady_clock::now() < until && !(stop_flag && stop_flag->load()))

@@ -57,6 +57,7 @@ struct PlaceChoice {
   std::string words;                    // the decision, or why it waits / is refused
   std::string decision_json = "{}";     // queue_entries.decision (docs/scheduling.md)
   std::vector<std::string> wake_nodes;  // it waits for these powered-off nodes: wake them
+  bool refused = false;  // no place can take it as it is (not a wait for busy or waking places)
 };
 // Placement as the scheduler asks it: the entry, its config (as stored), the steps it has left
 // (-1: all), the time.
@@ -67,14 +68,17 @@ PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const 
                            int64_t steps_to_go, double now);
 
 struct SchedulerOptions {
-  ServiceOptions service;  // ssh.database_path: the workspace store
-  std::string origin;      // "flotilla queue serve", "flotilla app": the lease's and the events' words
+  // ssh.database_path: the workspace store; writer: the one the runs store through (the app's),
+  // nullptr: each run its own. stop_with_parent is always false (runs outlive the scheduler).
+  ServiceOptions service;
+  std::string origin;  // "flotilla queue serve", "flotilla app": the lease's and the events' words
   double tick_s = 2;
   double lease_stale_s = 30;
   // Run after each tick's own work (successive halving, idle autostop).
   std::vector<std::function<void(Scheduler&, db::Database&, double now)>> tick_hooks;
-  // Brings a node stopped by idle autostop back before a start there ("" why when it answers).
-  // Empty: nodes are never stopped.
+  // Wakes a node idle autostop powered off that an entry's best place waits for (true: it answers
+  // now; else `why` says what it waits for). Called on the tick's thread: keep it short. Empty:
+  // nodes are never stopped.
   std::function<bool(const std::string& node, std::string* why)> wake_node;
   std::function<void(const std::string& line)> note;  // each decision and end, as a line
   ChoosePlace choose;                                 // empty: choose_by_cost
@@ -83,11 +87,14 @@ struct SchedulerOptions {
 // What one tick did.
 struct TickReport {
   bool lease_lost = false;
-  int started = 0;                 // runs started or resumed
-  int adopted = 0;                 // runs attached from an earlier scheduler
-  int finished = 0;                // entries done, failed or cancelled
-  int requeued = 0;                // entries put back at the head of the queue
-  int waiting = 0;                 // queued entries that did not start
+  int started = 0;   // runs started or resumed
+  int adopted = 0;   // runs attached from an earlier scheduler
+  int finished = 0;  // entries done, failed or cancelled
+  int requeued = 0;  // entries put back at the head of the queue
+  int waiting = 0;   // queued entries that did not start
+  // Of those, the ones that cannot start by themselves (no place takes them; their --after run
+  // ended otherwise).
+  int blocked = 0;
   int active = 0;                  // entries starting or running after the tick
   std::vector<std::string> lines;  // what was decided, in words
 };
@@ -101,10 +108,12 @@ class Scheduler {
 
   // Takes the lease or throws runs::Refusal naming the holder (pid, host, since when).
   void acquire();
-  // One turn (renew, settle, reconcile, collect ended watches, start what fits).
+  // One turn: renew the lease, collect ended watches, reconcile entries nobody here watches,
+  // start what fits, run the hooks. Acquires the lease first when not held (throws as acquire).
   TickReport tick();
-  // Loops tick() every tick_s until *stop_flag (or, with until_empty, until nothing is queued,
-  // starting or running). Acquires the lease first. Returns 0, or 1 when the lease was lost.
+  // Loops tick() every tick_s until *stop_flag (or, with until_empty, until nothing is starting or
+  // running and nothing queued can start by itself). Acquires the lease first. Returns 0, or 1
+  // when the lease was lost.
   int serve(bool until_empty, const std::atomic<bool>* stop_flag);
   // Stops a run with a checkpoint, `why` recorded on its entry (successive halving).
   void stop_run(int64_t run_id, const std::string& why);

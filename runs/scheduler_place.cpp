@@ -27,6 +27,7 @@ PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const 
   c.words = d.words;
   c.decision_json = decision_json(d);
   c.wake_nodes = d.wake_nodes;
+  c.refused = !d.start && !d.waits;
   if (c.start) {
     PlaceShape shape;
     if (const PlaceEstimate* est = d.chosen_estimate()) {

@@ -59,7 +59,10 @@ std::shared_ptr<IdleAutostop> add_standard_policies(SchedulerOptions& options,
       });
   const std::string path = options.service.ssh.database_path;
   options.wake_node = [autostop, path](const std::string& node, std::string* why) {
-    db::Database db(path);
+    db::OpenOptions o;  // the scheduler's store, opened and checked when it took the lease
+    o.create = false;
+    o.quick_check = false;
+    db::Database db(path, o);
     return autostop->wake(db, node, why);
   };
   return autostop;

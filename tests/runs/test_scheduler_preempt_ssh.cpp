@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "check.h"
 #include "db/database.h"
 #include "db/nodes.h"
@@ -164,8 +166,9 @@ int main() {
     notes += line + "\n";
   };
   // Node a (2 ranks) for a first start, this machine (1 rank) once preempted.
-  o.choose = [](db::Database&, const db::QueueEntry& e, const flotilla::RunConfig&, int64_t steps_to_go,
-                double) {
+  o.choose = [](db::Database& d, const db::QueueEntry& e, const flotilla::RunConfig& cfg, int64_t steps_to_go,
+                double now) {
+    if (e.name != "pre") return runs::choose_by_cost(d, e, cfg, steps_to_go, now);  // the real placement
     runs::PlaceChoice c;
     c.start = true;
     if (e.starts == 0) {
@@ -198,6 +201,37 @@ int main() {
   runs::Scheduler sched(o);
   sched.acquire();
   moves_after_preemption(fx, sched, db_path, "pre", SIGTERM);
+
+  // The real placement with the node in the inventory: node a costs $36/h, this machine has no
+  // price ($0): the entry runs here, and its decision weighs both, with the node's figures.
+  {
+    db::Database d(db_path);
+    db::NewQueueEntry n;
+    n.name = "cheap";
+    n.explicit_name = true;
+    n.config_toml = config_toml();
+    n.config_toml.replace(n.config_toml.find("steps = 3000"), 12, "steps = 200");
+    n.places = {"node:a", "local"};
+    db::add_queue_entry(d, n, db::now_seconds());
+  }
+  const auto cheap = [&] { return db::get_queue_entry(db::Database(db_path), "cheap"); };
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!db::entry_finished(cheap().state) && std::chrono::steady_clock::now() < end) {
+    sched.tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const db::QueueEntry c = cheap();
+  CHECK_MSG(c.state == db::EntryState::kDone && c.place == "local", "%s on %s: %s",
+            db::entry_state_name(c.state), c.place.c_str(), c.why.c_str());
+  const auto decision = nlohmann::json::parse(c.decision_json, nullptr, false);
+  bool node_weighed = false;
+  if (decision.is_object() && decision.contains("places"))
+    for (const auto& p : decision["places"])
+      if (p.value("key", "") == "node:a" && p.value("fits", false) && p["usd"].is_number() &&
+          p["usd"].get<double>() > 0)
+        node_weighed = true;
+  CHECK_MSG(node_weighed && decision.value("chosen", "") == "local", "%s", c.decision_json.c_str());
+  CHECK_MSG(decision.value("words", "").find("node a") != std::string::npos, "%s", c.decision_json.c_str());
   fx.stop(0);
   return summary("test_scheduler_preempt_ssh");
 }

@@ -4,8 +4,10 @@
 //   returns 0 with every entry done;
 // - an invalid config is refused naming the field, nothing queued; a bad --deadline or --on is a
 //   usage error;
+// - an entry no place can take does not keep `serve --until-empty` waiting;
 // - a second `queue serve` on the same workspace is refused (exit 9) naming the first's pid and
-//   host; SIGTERM ends the first cleanly (exit 0), releasing the queue.
+//   host; SIGTERM ends the first cleanly (exit 0), releasing the queue and leaving its run
+//   running; the next serve attaches it and sees it to its end.
 #include <signal.h>
 
 #include <algorithm>
@@ -115,20 +117,65 @@ void refusals() {
   CHECK(db::list_queue(d, false).empty());
 }
 
+// An entry no place can take (--on a node the workspace does not have) does not keep
+// `serve --until-empty` waiting: it returns, the entry stays queued with why.
+void unplaceable_entry_does_not_hang() {
+  ProcResult r = cli({"queue", "add", "a.toml", "--name", "qghost", "--on", "node:ghost"});
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+  r = cli({"queue", "serve", "--until-empty", "--tick", "0.3"});
+  CHECK_MSG(r.exit_code == 0 && r.output.find("1 queued entry cannot start") != std::string::npos,
+            "exit %d: %s", r.exit_code, r.output.c_str());
+  const db::Database d(g_root + "/store.db");
+  const db::QueueEntry e = db::get_queue_entry(d, "qghost");
+  CHECK_MSG(e.state == db::EntryState::kQueued && !e.why.empty() && !db::find_run(d, "qghost"), "%s: %s",
+            db::entry_state_name(e.state), e.why.c_str());
+  r = cli({"queue", "cancel", "qghost"});
+  CHECK_MSG(r.exit_code == 0 && r.output.find("cancelled") != std::string::npos, "%s", r.output.c_str());
+}
+
+// A second `queue serve` is refused naming the first; SIGTERM ends the first cleanly, releasing
+// the queue and leaving its run running; the next serve attaches the run and sees it to its end,
+// its worker started once.
 void second_serve_is_refused() {
+  write_text(g_root + "/long.toml", tiny("qlong", 4000));
+  ProcResult r = cli({"queue", "add", "long.toml"});
+  CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
   std::string log;
   const pid_t first = spawn_cli({"queue", "serve", "--tick", "0.3"}, &log);
   CHECK(wait_until([&] { return read_file(log).find("serving the queue") != std::string::npos; }, 30));
-  const ProcResult r = cli({"queue", "serve"});
+  r = cli({"queue", "serve"});
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   CHECK_MSG(
       r.exit_code == 9 && r.output.find("(pid " + std::to_string(first) + " on " + host) != std::string::npos,
       "exit %d: %s", r.exit_code, r.output.c_str());
+  const auto steps = [&] {
+    const db::Database d(g_root + "/store.db");
+    const auto run = db::find_run(d, "qlong");
+    return run ? db::metric_points(d, run->id, "loss").size() : size_t{0};
+  };
+  CHECK(wait_until([&] { return steps() >= 20; }, 60));
   kill(first, SIGTERM);
   CHECK(wait_exit(first) == 0);
+  {
+    const db::Database d(g_root + "/store.db");
+    CHECK(!db::scheduler_lease(d));  // released
+    const db::Run run = db::get_run(d, "qlong");
+    CHECK_MSG(run.status == db::RunStatus::kRunning, "%s", db::to_string(run.status));  // left running
+    CHECK(db::get_queue_entry(d, "qlong").state == db::EntryState::kRunning);
+  }
+  r = cli({"queue", "serve", "--until-empty", "--tick", "0.3"});
+  CHECK_MSG(r.exit_code == 0 && r.output.find("watching run qlong again") != std::string::npos, "exit %d: %s",
+            r.exit_code, r.output.c_str());
   const db::Database d(g_root + "/store.db");
-  CHECK(!db::scheduler_lease(d));  // released
+  const db::Run run = db::get_run(d, "qlong");
+  CHECK_MSG(run.status == db::RunStatus::kCompleted, "%s", db::to_string(run.status));
+  CHECK(db::get_queue_entry(d, "qlong").state == db::EntryState::kDone);
+  int starts = 0;
+  for (const db::EventInfo& ev : db::list_events(d, run.id))
+    if (ev.kind == "status" && ev.message.find("worker pid") != std::string::npos) ++starts;
+  CHECK(starts == 1);
+  CHECK(db::metric_points(d, run.id, "loss").size() == 4000);
 }
 
 }  // namespace
@@ -137,6 +184,7 @@ int main() {
   g_root = fresh_dir("scheduler_queue_cli");
   runs_in_order_each_once();
   refusals();
+  unplaceable_entry_does_not_hang();
   second_serve_is_refused();
   return summary("test_scheduler_queue_cli");
 }
