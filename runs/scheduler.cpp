@@ -151,7 +151,11 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
   options_.service.stop_with_parent = false;  // a run outlives its scheduler
   // service.writer: kept as given (the app's Writer takes every run's rows, from any thread);
   // nullptr: each run writes through its own.
-  if (!options_.choose) options_.choose = choose_by_cost;
+  if (!options_.choose)
+    options_.choose = [local = options_.local](db::Database& db, const db::QueueEntry& e, const RunConfig& c,
+                                               int64_t steps, double now) {
+      return choose_by_cost(db, e, c, steps, now, local);
+    };
   token_ = new_token();
   host_ = host_name();
   boot_id_ = read_line("/proc/sys/kernel/random/boot_id");

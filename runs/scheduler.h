@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@
 #include "engine/config/run_config.h"
 #include "runs/fault_point.h"
 #include "runs/placement.h"
+#include "runs/queue_place.h"
 #include "runs/service.h"
 
 namespace flotilla::runs {
@@ -64,8 +66,10 @@ struct PlaceChoice {
 using ChoosePlace = std::function<PlaceChoice(db::Database& db, const db::QueueEntry& entry,
                                               const RunConfig& config, int64_t steps_to_go, double now)>;
 // The default: list_places + choose_place (runs/queue_place.h), the Placement by placement_for.
+// `local`: this machine's GPUs as probed (nullopt: the GPUs stored for node "local", else CPU ranks).
 PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const RunConfig& config,
-                           int64_t steps_to_go, double now);
+                           int64_t steps_to_go, double now,
+                           const std::optional<LocalFacts>& local = std::nullopt);
 
 struct SchedulerOptions {
   // ssh.database_path: the workspace store; writer: the one the runs store through (the app's),
@@ -81,7 +85,10 @@ struct SchedulerOptions {
   // nodes are never stopped.
   std::function<bool(const std::string& node, std::string* why)> wake_node;
   std::function<void(const std::string& line)> note;  // each decision and end, as a line
-  ChoosePlace choose;                                 // empty: choose_by_cost
+  ChoosePlace choose;                                 // empty: choose_by_cost with `local`
+  // This machine's GPUs, probed once by the front end (local_facts(probe_machine())); nullopt:
+  // placement reads the GPUs stored for node "local", else offers CPU ranks here.
+  std::optional<LocalFacts> local;
 };
 
 // What one tick did.

@@ -9,9 +9,10 @@
 namespace flotilla::runs {
 
 PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const RunConfig& config,
-                           int64_t steps_to_go, double now) {
+                           int64_t steps_to_go, double now, const std::optional<LocalFacts>& local) {
   InventoryOptions inv;
   inv.now = now;
+  inv.local = local;
   const std::vector<PlaceOffer> offers = list_places(db, inv);
   EntryNeeds needs;
   needs.steps_to_go = steps_to_go;

@@ -24,6 +24,7 @@
 #include "db/run_store.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
+#include "engine/core/probe.h"
 #include "runs/run_setup.h"
 #include "runs/scheduler.h"
 #include "runs/scheduler_policies.h"
@@ -262,6 +263,7 @@ int queue_serve(const Context& ctx, ArgReader& args) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   };
+  o.local = runs::local_facts(probe_machine());  // this machine's GPUs for placement, probed once
   // Successive halving and idle autostop, as the app wires them; autostop's notices printed.
   const std::string autostop_logs =
       (std::filesystem::path(database_path(ctx)).parent_path() / "autostop").string();

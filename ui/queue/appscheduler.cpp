@@ -10,6 +10,7 @@
 #include <filesystem>
 #include "db/errors.h"
 #include "db/queue.h"
+#include "engine/core/probe.h"
 
 #include "runs/scheduler.h"
 #include "runs/scheduler_policies.h"
@@ -54,6 +55,7 @@ SchedulerEngineFactory runsSchedulerEngine(runs::ServiceOptions service) {
     o.service.origin = "flotilla app";
     o.service.stop_with_parent = false;  // a run outlives the window, as `flotilla queue serve`'s do
     o.origin = "flotilla app";
+    o.local = runs::local_facts(probe_machine());  // on the scheduler's thread, once per lease
     return std::make_unique<RunsEngine>(std::move(o));
   };
 }
