@@ -152,9 +152,9 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {
   // service.writer: kept as given (the app's Writer takes every run's rows, from any thread);
   // nullptr: each run writes through its own.
   if (!options_.choose)
-    options_.choose = [local = options_.local](db::Database& db, const db::QueueEntry& e, const RunConfig& c,
-                                               int64_t steps, double now) {
-      return choose_by_cost(db, e, c, steps, now, local);
+    options_.choose = [this, local = options_.local](db::Database& db, const db::QueueEntry& e,
+                                                     const RunConfig& c, int64_t steps, double now) {
+      return choose_by_cost(db, e, c, steps, now, local, avoided(now));
     };
   token_ = new_token();
   host_ = host_name();
@@ -183,6 +183,19 @@ void Scheduler::leave_all() {
   for (auto& [id, w] : all) w->leave = true;
   for (auto& [id, w] : all)
     if (w->thread.joinable()) w->thread.join();
+}
+
+std::map<std::string, std::string> Scheduler::avoided(double now) {
+  std::map<std::string, std::string> out;
+  for (auto it = unavailable_.begin(); it != unavailable_.end();) {
+    if (it->second.first <= now) {
+      it = unavailable_.erase(it);
+      continue;
+    }
+    out[it->first] = it->second.second;
+    ++it;
+  }
+  return out;
 }
 
 void Scheduler::acquire() {
@@ -642,6 +655,11 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
         ++report.finished;
       } else {
         db::unclaim_queue_entry(db, e.id, "could not start on " + choice.key + ": " + what, now);
+        // Left out of placement for a while, so the entry goes elsewhere instead of trying the
+        // same unreachable place every tick.
+        if (!choice.key.empty())
+          unavailable_[choice.key] = {now + kPlaceRetryS,
+                                      "could not start there at " + clock_text(now) + ": " + what};
         ++report.waiting;
       }
       say(report, "entry " + std::to_string(e.id) + " (" + e.name + "): could not start: " + what);

@@ -67,9 +67,15 @@ using ChoosePlace = std::function<PlaceChoice(db::Database& db, const db::QueueE
                                               const RunConfig& config, int64_t steps_to_go, double now)>;
 // The default: list_places + choose_place (runs/queue_place.h), the Placement by placement_for.
 // `local`: this machine's GPUs as probed (nullopt: the GPUs stored for node "local", else CPU ranks).
+// `avoid`: places a start failed on lately (key -> why, in words): not weighed, named in the words.
 PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const RunConfig& config,
                            int64_t steps_to_go, double now,
-                           const std::optional<LocalFacts>& local = std::nullopt);
+                           const std::optional<LocalFacts>& local = std::nullopt,
+                           const std::map<std::string, std::string>& avoid = {});
+
+// How long a place a start failed on (a node that refused the connection, a cluster whose login
+// failed) is left out of placement before it is tried again.
+inline constexpr double kPlaceRetryS = 300;
 
 struct SchedulerOptions {
   // ssh.database_path: the workspace store; writer: the one the runs store through (the app's),
@@ -149,6 +155,9 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::map<int64_t, std::unique_ptr<Watch>> watches_;  // by entry id
   std::map<int64_t, std::string> stop_whys_;           // run id -> why the scheduler stopped it
+  // Places a start failed on: key -> (wall time until which they are left out, why). The tick's.
+  std::map<std::string, std::pair<double, std::string>> unavailable_;
+  std::map<std::string, std::string> avoided(double now);
 };
 
 }  // namespace flotilla::runs

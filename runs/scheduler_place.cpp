@@ -9,11 +9,21 @@
 namespace flotilla::runs {
 
 PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const RunConfig& config,
-                           int64_t steps_to_go, double now, const std::optional<LocalFacts>& local) {
+                           int64_t steps_to_go, double now, const std::optional<LocalFacts>& local,
+                           const std::map<std::string, std::string>& avoid) {
   InventoryOptions inv;
   inv.now = now;
   inv.local = local;
-  const std::vector<PlaceOffer> offers = list_places(db, inv);
+  std::vector<PlaceOffer> offers = list_places(db, inv);
+  std::string left_out;  // "; node b: left out for now (could not start there: ...)"
+  offers.erase(std::remove_if(offers.begin(), offers.end(),
+                              [&](const PlaceOffer& o) {
+                                const auto it = avoid.find(o.key.key());
+                                if (it == avoid.end()) return false;
+                                left_out += "; " + o.label + ": left out for now (" + it->second + ")";
+                                return true;
+                              }),
+               offers.end());
   EntryNeeds needs;
   needs.steps_to_go = steps_to_go;
   needs.deadline = entry.deadline;
@@ -25,7 +35,7 @@ PlaceChoice choose_by_cost(db::Database& db, const db::QueueEntry& entry, const 
   c.start = d.start;
   c.key = d.chosen;
   c.layout = d.layout;
-  c.words = d.words;
+  c.words = d.words + left_out;
   c.decision_json = decision_json(d);
   c.wake_nodes = d.wake_nodes;
   c.refused = !d.start && !d.waits;
