@@ -168,9 +168,13 @@ struct Ctx {
   const SpeedHistory& history;
 };
 
-// The calibration factor of the place for this model shape, with the words that say so.
+// The calibration factor of the place for this model shape, with the words that say so: the
+// median measured/planned ratio of the newest same-shape runs there; for a place never measured
+// with this shape, the ratio measured on this machine (the planner already takes a node's cores as
+// fast as this machine's; the ratio carries how far this model runs from the planner there), said
+// as such; else the planner alone. Another node's ratio is not carried over: it may be that node's.
 double calibration(const Ctx& x, const PlaceOffer& o, std::string* basis) {
-  std::vector<double> ratios, measured;
+  std::vector<double> ratios, measured, other_ratios;
   for (const SpeedSample& s : x.history.samples) {
     if (static_cast<int>(ratios.size()) >= kCalibrationRuns) break;
     PlaceKey where;
@@ -179,12 +183,29 @@ double calibration(const Ctx& x, const PlaceOffer& o, std::string* basis) {
     } catch (const std::exception&) {
       continue;
     }
-    if (!place_allows(where, o.key) || !same_model_shape(s.config, x.cfg)) continue;
+    if (!same_model_shape(s.config, x.cfg)) continue;
+    const bool here = place_allows(where, o.key);
+    if (!here &&
+        (where.kind != PlaceKeyKind::kLocal || static_cast<int>(other_ratios.size()) >= kCalibrationRuns))
+      continue;
     std::string ignored;
     const Plan planned = plan_on(s.config, o, x.gpu, &ignored);
     if (!(planned.tokens_per_s > 0)) continue;
+    if (!here) {
+      other_ratios.push_back(s.tokens_per_s / planned.tokens_per_s);
+      continue;
+    }
     ratios.push_back(s.tokens_per_s / planned.tokens_per_s);
     measured.push_back(s.tokens_per_s);
+  }
+  char buf[200];
+  if (ratios.empty() && !other_ratios.empty()) {
+    const double f = median(other_ratios);
+    std::snprintf(buf, sizeof buf,
+                  "never measured here: planner x %.2f, as %zu run%s of this shape measured on this machine",
+                  f, other_ratios.size(), other_ratios.size() == 1 ? "" : "s");
+    *basis = buf;
+    return f;
   }
   if (ratios.empty()) {
     *basis = x.gpu ? "planner, uncalibrated (GPU data sheet x 50%)"
@@ -192,7 +213,6 @@ double calibration(const Ctx& x, const PlaceOffer& o, std::string* basis) {
     return 1.0;
   }
   const double f = median(ratios);
-  char buf[160];
   std::snprintf(buf, sizeof buf, "measured: %zu run%s, median %s (planner x %.2f)", ratios.size(),
                 ratios.size() == 1 ? "" : "s", tok_s(median(measured)).c_str(), f);
   *basis = buf;

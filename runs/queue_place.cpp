@@ -1,6 +1,8 @@
 // Place keys, their words, the Placement a key starts, and the decision JSON (see queue_place.h).
 #include "runs/queue_place.h"
 
+#include "runs/figures.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -211,14 +213,8 @@ std::string duration_words(double seconds) {
 }
 
 std::string usd_words(double usd) {
-  char buf[48];
-  if (usd == 0)
-    return "$0";
-  else if (std::abs(usd) >= 0.1)
-    std::snprintf(buf, sizeof buf, "$%.2f", usd);
-  else
-    std::snprintf(buf, sizeof buf, "$%.2g", usd);
-  return buf;
+  if (usd == 0) return "$0";
+  return usd_text(usd);  // the money format of every page (runs/figures.h): "$1.92", "$0.0042", "$0.000031"
 }
 
 std::string time_words(double unix_seconds) {

@@ -324,6 +324,19 @@ void choice() {
   CHECK_NEAR(at(dec, "node:cheap").tokens_per_s, cheap.tokens_per_s / 2, cheap.tokens_per_s * 1e-3);
   CHECK_MSG(has(at(dec, "node:cheap").basis, "measured: 1 run"), "%s", at(dec, "node:cheap").basis.c_str());
 
+  // This shape measured on this machine at a quarter of the planner's speed calibrates node fast,
+  // never measured with it (said as such): it now costs 4 x as planned and node cheap (2 x) wins;
+  // node cheap keeps its own measurement.
+  const double fast_planned = at(dec, "node:fast").tokens_per_s;
+  stored_run(d, "here", "local", cfg, fast_planned / 4, db::RunStatus::kCompleted);
+  runs::Decision local_cal =
+      runs::choose_place(cfg, needs, runs::list_places(d, inventory(now)), runs::speed_history(d));
+  CHECK_MSG(local_cal.start && local_cal.chosen == "node:cheap", "%s", local_cal.words.c_str());
+  CHECK_NEAR(at(local_cal, "node:fast").tokens_per_s, fast_planned / 4, fast_planned * 1e-3);
+  CHECK_MSG(has(at(local_cal, "node:fast").basis, "never measured here: planner x 0.25"), "%s",
+            at(local_cal, "node:fast").basis.c_str());
+  CHECK(has(at(local_cal, "node:cheap").basis, "measured: 1 run"));
+
   // The decision JSON round-trips (the Costs page reads it back).
   const std::string json = runs::decision_json(dec);
   const runs::Decision back = runs::parse_decision_json(json);
