@@ -424,8 +424,11 @@ void Scheduler::handle_end(db::Database& db, const db::QueueEntry& entry, int64_
     const bool limit = run.status_note.find("budget") != std::string::npos ||
                        run.status_note.find("limit") != std::string::npos;
     const db::EntryState to = (asked_here || limit) ? db::EntryState::kDone : db::EntryState::kCancelled;
-    const std::string why = asked_here ? "stopped by the scheduler: " + stop_why
-                                       : (limit ? status : "stopped by the user (" + status + ")");
+    // Successive halving words its own stop ("stopped by successive halving at ..."): kept as it is.
+    const std::string asked_why =
+        stop_why.rfind("stopped", 0) == 0 ? stop_why : "stopped by the scheduler: " + stop_why;
+    const std::string why =
+        asked_here ? asked_why : (limit ? status : "stopped by the user (" + status + ")");
     if (db::finish_queue_entry(db, entry.id, to, why, now)) {
       ++report.finished;
       say(report, "entry " + std::to_string(entry.id) + " (" + entry.name + "): " + why);
