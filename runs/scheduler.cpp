@@ -103,16 +103,13 @@ RunConfig entry_config(const db::QueueEntry& e) {
 // from the preemptions recorded there. A new run gets it in its config (checkpoint.mtbi_s); a
 // resumed run on this machine gets <run dir>/checkpoint.mtbi (the worker's newest figure, read
 // over its stored config's). A resume onto SSH nodes keeps the figure its config was started with.
-void apply_place_interruptions(db::Database& db, RunConfig& config, const std::string& place_key, double now,
-                               const std::optional<int64_t>& run_id) {
-  if (config.checkpoint.every != kCheckpointEveryAuto) return;
+std::optional<Mtbi> apply_place_interruptions(db::Database& db, RunConfig& config,
+                                              const std::string& place_key, double now) {
+  if (config.checkpoint.every != kCheckpointEveryAuto) return std::nullopt;
   const Mtbi m = place_mtbi(db, place_key, now);
-  if (m.seconds <= 0) return;
+  if (m.seconds <= 0) return std::nullopt;
   config.checkpoint.mtbi_s = std::round(m.seconds);
-  if (run_id && place_key == "local") {
-    const db::Run run = db::get_run(db, *run_id);
-    if (!run.run_dir.empty()) write_mtbi_file(run.run_dir, m);
-  }
+  return m;
 }
 
 // A run of a sweep carries the tag sweep:<group> (Compare opens the group by it).
@@ -617,7 +614,7 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
     if (!db::claim_queue_entry(db, e.id, token_, choice.key, choice.words, choice.decision_json, now))
       continue;
     scheduler_fault_point("after-claim");
-    apply_place_interruptions(db, config, choice.key, now, e.run_id);
+    const std::optional<Mtbi> mtbi = apply_place_interruptions(db, config, choice.key, now);
     // A start on nodes can take a while (deploying the worker): its progress keeps the lease fresh.
     auto last_renew = std::chrono::steady_clock::now();
     const Note progress = [&](const std::string& line) {
@@ -670,6 +667,12 @@ void Scheduler::start_queued(db::Database& db, TickReport& report, double now) {
     }
     scheduler_fault_point("after-start");
     const int64_t run_id = active->id();
+    // A run resumed here keeps the config it was started with elsewhere: the file in its (new)
+    // folder gives its worker this machine's figure within seconds.
+    if (mtbi && e.run_id && choice.key == "local") {
+      const std::string dir = db::get_run(db, run_id).run_dir;
+      if (!dir.empty()) write_mtbi_file(dir, *mtbi);
+    }
     if (lost_) {
       // Another scheduler took the queue over meanwhile: it finds this run by its reserved name.
       db::set_queue_entry_run(db, e.id, token_, run_id, now);

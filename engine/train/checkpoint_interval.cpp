@@ -178,7 +178,7 @@ bool CheckpointInterval::poll_file(double now_s) {
   return true;
 }
 
-std::optional<IntervalChoice> CheckpointInterval::choose(bool mtbi_changed) {
+std::optional<IntervalChoice> CheckpointInterval::choose(bool mtbi_changed, std::optional<double> now_s) {
   if (step_ema_s_ <= 0) return std::nullopt;
   IntervalChoice c;
   c.write_s = write_s_;
@@ -201,11 +201,18 @@ std::optional<IntervalChoice> CheckpointInterval::choose(bool mtbi_changed) {
       current_ = c;  // the inputs still update what current() reports
       return std::nullopt;
     }
+    if (now_s && last_step_record_s_ && *now_s - *last_step_record_s_ < kStepRelogS) {
+      c.steps = current_->steps;  // a step-time swing: kept until kStepRelogS has passed
+      c.interval_s = current_->interval_s;
+      current_ = c;
+      return std::nullopt;
+    }
   }
   if (current_ && c.steps == current_->steps && c.mtbi_s == current_->mtbi_s &&
       c.mtbi_basis == current_->mtbi_basis)
     return std::nullopt;
   current_ = c;
+  if (now_s) last_step_record_s_ = *now_s;
   return c;
 }
 
@@ -217,7 +224,7 @@ std::optional<IntervalChoice> CheckpointInterval::after_step(int64_t step, doubl
   }
   prev_now_ = now_s;
   const bool changed = poll_file(now_s);
-  return choose(changed);
+  return choose(changed, now_s);
 }
 
 bool CheckpointInterval::due(int64_t step) const {

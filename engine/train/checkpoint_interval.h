@@ -90,6 +90,11 @@ struct IntervalChoice {
   std::map<std::string, std::string> fields() const;
 };
 
+// A change of the interval driven by the measured step time alone is announced (and applied) at
+// most this often: on a loaded machine the step time swings by more than the dead band from one
+// step to the next, and a record per swing is noise in the run's log and on Live.
+inline constexpr double kStepRelogS = 30;
+
 class CheckpointInterval {
  public:
   struct Options {
@@ -114,7 +119,9 @@ class CheckpointInterval {
   const std::optional<IntervalChoice>& current() const { return current_; }
 
  private:
-  std::optional<IntervalChoice> choose(bool mtbi_changed);
+  // `now_s`: the step's monotonic time when a step time moved it (a change it drives is announced
+  // at most every kStepRelogS; an MTBI or a save time changes it at once).
+  std::optional<IntervalChoice> choose(bool mtbi_changed, std::optional<double> now_s = std::nullopt);
   bool poll_file(double now_s);  // true: the MTBI changed
 
   Options opt_;
@@ -130,6 +137,7 @@ class CheckpointInterval {
   long long file_mtime_ns_ = 0;
   long long file_size_ = -1;
   int64_t last_save_step_ = 0;
+  std::optional<double> last_step_record_s_;  // when a step-time change was last announced
   std::optional<IntervalChoice> current_;
 };
 

@@ -156,6 +156,17 @@ void test_controller_follows_changes() {
     CHECK_MSG(std::abs(static_cast<double>(n.current()->steps) - settled) <= 0.25 * settled + 1, "%lld vs %g",
               (long long)n.current()->steps, settled);
   }
+  // A loaded machine: the step time swings far past the dead band every step (0.1 s <-> 0.45 s).
+  // At most one record per kStepRelogS, however often it swings.
+  {
+    CheckpointInterval n(o);
+    double t = 0;
+    int records = 0;
+    for (int i = 0; i < 3; ++i) n.after_step(i + 1, t += 0.2);
+    for (int i = 0; i < 100; ++i)
+      if (n.after_step(i + 4, t += (i % 4 < 2 ? 0.1 : 0.45))) ++records;  // 27.5 s of steps
+    CHECK_MSG(records <= 1, "%d records within %g s", records, kStepRelogS);
+  }
   // The first measured save took 8 s, not 2: the interval grows by about sqrt(4).
   auto grown = c.after_save(step, 8.0);
   CHECK(grown.has_value());
