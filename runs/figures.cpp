@@ -26,6 +26,7 @@ std::string usd_number(double usd) { return amount(usd); }
 
 std::string usd_text(std::optional<double> usd) {
   if (!usd) return "unpriced";
+  if (*usd < 0) return "-$" + amount(-*usd);  // "-$0.0033", never "$-0.0033"
   std::string s = "$";
   s += amount(*usd);
   return s;

@@ -114,6 +114,7 @@ Savings scheduler_savings(const db::Database& db, double now) {
     if (chosen) r.predicted_usd = chosen->usd;
     // This machine with no price is predicted $0 (placement's rule): its measured $0 is known.
     if (m.priced || (r.predicted_usd && *r.predicted_usd == 0)) r.measured_usd = m.usd;
+    r.measured_priced = m.priced;
     const double predicted_run_s = chosen ? chosen->seconds - chosen->wait_s.value_or(0) : 0;
     if (r.measured_usd && r.predicted_usd && *r.predicted_usd > 0) {
       r.scale = *r.measured_usd / *r.predicted_usd;
@@ -194,7 +195,7 @@ std::vector<std::string> savings_cells(const RunSavings& r) {
   auto saved = [](std::optional<double> usd) { return usd ? usd_text(*usd) : std::string("-"); };
   return {r.run,
           r.chosen.empty() ? std::string("-") : r.chosen,
-          usd_text(r.measured_usd),
+          r.measured_usd && !r.measured_priced ? std::string("$0 (no price set)") : usd_text(r.measured_usd),
           place_usd(r.most_expensive, r.most_expensive_usd),
           saved(r.saved_vs_most_expensive),
           place_usd(r.first_free, r.first_free_usd),

@@ -36,6 +36,7 @@ struct RunSavings {
   double scale = 1;                          // measured / predicted (see the decision above)
   std::string scale_basis;                   // "cost", "time" or "none"
   std::optional<double> measured_usd;        // nullopt: unpriced (then nothing is saved or lost)
+  bool measured_priced = true;               // false: this machine without a price, counted as $0
   std::optional<double> most_expensive_usd;  // predicted there, scaled
   std::optional<double> first_free_usd;      // predicted there, scaled
   std::optional<double> saved_vs_most_expensive;
