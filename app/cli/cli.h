@@ -77,6 +77,9 @@ std::string format_number(double v);            // 12.3k, 4.56M, ...
 std::string format_usd(double usd);             // runs::usd_text: "$0.0014", "$12.35"
 std::string csv_field(const std::string& s);    // quoted when needed
 std::string json_string(const std::string& s);  // a JSON string literal
+// --deadline of `queue add` and `sweep`: "+3h" / "+90m" / "+2d" / "+30s" from `now`, "2026-12-08 18:00"
+// or 2026-12-08T18:00[:SS] (local time; Z for UTC), or unix seconds. UsageError naming --deadline.
+double parse_deadline(const std::string& text, double now);
 
 // Commands (args exclude the command name).
 int cmd_run(const Context& ctx);

@@ -38,49 +38,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// "2026-12-08 18:00", "2026-12-08T18:00[:SS][Z]" (local time unless Z), "+3h", "+90m", "+2d", "+30s".
-double parse_deadline(const std::string& text, double now) {
-  const auto bad = [&] {
-    return UsageError("--deadline '" + text +
-                      "' is not a time: use \"2026-12-08 18:00\", 2026-12-08T18:00 (ISO, Z for UTC) or +3h / "
-                      "+90m / +2d");
-  };
-  if (!text.empty() && text[0] == '+') {
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str() + 1, &end);
-    if (end == text.c_str() + 1 || !(v > 0) || !std::isfinite(v)) throw bad();
-    const std::string unit = end;
-    const double mult = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : -1;
-    if (mult < 0) throw bad();
-    return now + v * mult;
-  }
-  std::tm tm{};
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-  char sep = 0;
-  int used = 0;
-  const int n = std::sscanf(text.c_str(), "%4d-%2d-%2d%c%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &used);
-  if (n < 6 || (sep != ' ' && sep != 'T')) throw bad();
-  std::string rest = text.substr(static_cast<size_t>(used));
-  if (!rest.empty() && rest[0] == ':') {
-    int used2 = 0;
-    if (std::sscanf(rest.c_str(), ":%2d%n", &s, &used2) != 1) throw bad();
-    rest = rest.substr(static_cast<size_t>(used2));
-  }
-  const bool utc = rest == "Z";
-  if (!rest.empty() && !utc) throw bad();
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) throw bad();
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = s;
-  tm.tm_isdst = -1;
-  const std::time_t t = utc ? ::timegm(&tm) : std::mktime(&tm);
-  if (t == static_cast<std::time_t>(-1)) throw bad();
-  return static_cast<double>(t);
-}
-
 std::string check_place_key(const std::string& key) {
   try {
     return runs::parse_place_key(key).key();

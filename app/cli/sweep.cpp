@@ -48,31 +48,6 @@ int64_t parse_tokens(const std::string& text) {
   return static_cast<int64_t>(std::llround(v));
 }
 
-// --deadline: unix seconds, +N{s,m,h,d} from now, or "YYYY-MM-DD HH:MM" (local time).
-double parse_deadline(const std::string& text, double now) {
-  if (!text.empty() && text[0] == '+') {
-    char* end = nullptr;
-    const double n = std::strtod(text.c_str() + 1, &end);
-    const std::string unit = end ? end : "";
-    const double scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
-    if (scale > 0 && n > 0 && std::isfinite(n)) return now + n * scale;
-  } else {
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (!text.empty() && end && *end == '\0' && v > 0) return v;
-    std::tm tm{};
-    if (std::sscanf(text.c_str(), "%d-%d-%d %d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                    &tm.tm_min) == 5) {
-      tm.tm_year -= 1900;
-      tm.tm_mon -= 1;
-      tm.tm_isdst = -1;
-      const time_t t = std::mktime(&tm);
-      if (t > 0) return static_cast<double>(t);
-    }
-  }
-  throw UsageError("--deadline '" + text + "': give +3h, +90m, +2d, \"YYYY-MM-DD HH:MM\" or unix seconds");
-}
-
 // The place key as `flotilla queue add --on` takes it (runs/queue_place.h), normalised.
 std::string check_place(const std::string& key) {
   try {
