@@ -194,7 +194,9 @@ int main(int argc, char** argv) {
   CHECK(QTest::qWaitFor([&] { return live.dashboard()->data().nodeDevices().size() >= 2; }, 15000));
   CHECK_MSG(live.dashboard()->data().nodeDevices() == (QStringList{"n1/0", "n2/0"}), "%s",
             live.dashboard()->data().nodeDevices().join(QStringLiteral(", ")).toStdString().c_str());
-  CHECK(live.dashboard()->gpuFromNodes());
+  // The dashboard switches its GPU plot to nodes at its next refresh after the readings arrive
+  // (a timer): waited for, not read at once (CI once read it between the two).
+  CHECK(QTest::qWaitFor([&] { return live.dashboard()->gpuFromNodes(); }, 5000));
   live.refresh();
   live.dashboard()->refreshAll();
   QTest::qWait(200);
