@@ -232,7 +232,9 @@ void judge(CachedModel& m, const Candidate& c) {
   m.trainable = true;
 }
 
-std::optional<CachedModel> list_repo(const fs::path& repo, const std::string& folder_name) {
+// The row of one repo folder; `want` (a commit or a revision) picks the snapshot, else the listing's rule.
+std::optional<CachedModel> list_repo(const fs::path& repo, const std::string& folder_name,
+                                     const std::string& want = "") {
   CachedModel m;
   m.repo_id = repo_id_of(folder_name);
   if (m.repo_id.empty()) return std::nullopt;
@@ -267,6 +269,7 @@ std::optional<CachedModel> list_repo(const fs::path& repo, const std::string& fo
   m.modified_unix = newest ? newest : snapshot_newest;
 
   if (candidates.empty()) {
+    if (!want.empty()) return std::nullopt;
     m.why_not = refs.empty() ? "no snapshot is cached (an interrupted or removed download?)"
                              : "refs name commits whose snapshots are not cached";
     return m;
@@ -276,7 +279,14 @@ std::optional<CachedModel> list_repo(const fs::path& repo, const std::string& fo
     return a.mtime != b.mtime ? a.mtime > b.mtime : a.commit < b.commit;
   });
   const Candidate* chosen = nullptr;
-  if (auto main_ref = refs.find("main"); main_ref != refs.end())
+  if (!want.empty()) {
+    const auto ref = refs.find(want);
+    const std::string commit = is_hex40(want) ? want : ref != refs.end() ? ref->second : std::string();
+    for (const Candidate& c : candidates)
+      if (c.commit == commit) chosen = &c;
+    if (!chosen) return std::nullopt;
+  }
+  if (auto main_ref = refs.find("main"); !chosen && main_ref != refs.end())
     for (const Candidate& c : candidates)
       if (c.commit == main_ref->second && c.gap.empty()) chosen = &c;
   if (!chosen)
@@ -294,6 +304,17 @@ std::optional<CachedModel> list_repo(const fs::path& repo, const std::string& fo
 }
 
 }  // namespace
+
+std::optional<CachedModel> describe_cached(const ModelRef& ref, const std::string& hub_dir) {
+  const fs::path repo = repo_folder(hub_dir, ref.repo_id);
+  std::error_code ec;
+  if (!fs::is_directory(repo, ec)) return std::nullopt;
+  try {
+    return list_repo(repo, repo.filename().string(), ref.revision);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 std::vector<CachedModel> list_cached_models(const std::string& hub_dir) {
   std::vector<CachedModel> rows;

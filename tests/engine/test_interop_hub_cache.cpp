@@ -149,6 +149,23 @@ void test_listing(const fs::path& hub, const json& m) {
   CHECK(gpt2 && contains(gpt2->why_not, "model.safetensors"));
   CHECK(gpt2 && gpt2->parameters == m.at("repos").at(kGpt2).at("parameters").get<uint64_t>());
 
+  // One revision's row (flotilla models show): by tag, by a bare commit; absent ones are nullopt.
+  if (!llama || !bert) return;
+  const json& refs = m.at("repos").at(kLlama).at("refs");
+  auto d = describe_cached(parse_model_ref(kLlama + "@v1.0", "k"), hub.string());
+  CHECK(d && d->commit == refs.at("v1.0").get<std::string>() && d->trainable &&
+        d->refs == std::vector<std::string>{"v1.0"});
+  CHECK(d && d->parameters == tiny_llama_parameters() && d->bytes_on_disk == llama->bytes_on_disk);
+  const std::string bare = m.at("repos").at(kLlama).at("commit_only");
+  d = describe_cached(parse_model_ref(kLlama + "@" + bare, "k"), hub.string());
+  CHECK(d && d->commit == bare && d->refs.empty() && d->trainable);
+  d = describe_cached(parse_model_ref(kLlama, "k"), hub.string());
+  CHECK(d && d->commit == llama->commit);
+  CHECK(!describe_cached(parse_model_ref(kLlama + "@v9", "k"), hub.string()));
+  CHECK(!describe_cached(parse_model_ref("flotilla-test/absent", "k"), hub.string()));
+  d = describe_cached(parse_model_ref(kBert, "k"), hub.string());
+  CHECK(d && !d->trainable && d->why_not == bert->why_not);
+
   // refs/main's snapshot loses a shard: the listing falls back to the newest complete snapshot.
   const fs::path repo = repo_folder(hub.string(), kLlama);
   const std::string main_commit = m.at("repos").at(kLlama).at("refs").at("main");
