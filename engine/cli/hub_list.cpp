@@ -122,7 +122,7 @@ std::string cached_models_table(const std::vector<hub::CachedModel>& rows, const
 
 int hub_list(const CommandArgs& argv) {
   Args args(argv);
-  if (args.flag("help")) {
+  if (args.flag("--help")) {
     std::printf(
         "Usage: flotilla-worker hub list [--json] [--search TEXT]\n\n"
         "The models in this machine's Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else\n"
@@ -132,8 +132,8 @@ int hub_list(const CommandArgs& argv) {
         "  --search TEXT  only models whose name, model_type or architecture contains TEXT\n");
     return 0;
   }
-  const bool json = args.flag("json");
-  const std::string search = args.value_or("search", "");
+  const bool json = args.flag("--json");
+  const std::string search = args.value_or("--search", "");
   args.finish("hub list");
   const hub::CacheDir dir = hub::cache_dir();
   const std::vector<hub::CachedModel> rows = filter_cached_models(hub::list_cached_models(dir.path), search);
