@@ -205,25 +205,46 @@ def main():
         print(json.dumps(manifest, indent=2, sort_keys=True))
 
         if args.reverse:
-            reverse_check(args.reverse, server, work, commits)
+            reverse_check(args.reverse, server, work, commits, cache)
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def reverse_check(worker, server, work, commits):
-    """Our downloader writes a cache; huggingface_hub reads it."""
+def layout(cache):
+    """Every path of a cache with what a link points at, minus huggingface_hub's own extras."""
+    out = {}
+    for base, dirs, files in os.walk(cache):
+        dirs[:] = [d for d in dirs if d not in (".locks", "trees")]
+        for f in files:
+            p = os.path.join(base, f)
+            rel = os.path.relpath(p, cache)
+            if rel == "CACHEDIR.TAG":
+                continue
+            out[rel] = os.readlink(p) if os.path.islink(p) else "file %d bytes" % os.path.getsize(p)
+    return out
+
+
+def reverse_check(worker, server, work, commits, theirs):
+    """Our downloader writes a cache; huggingface_hub reads it. Then ours reads theirs."""
     from huggingface_hub import scan_cache_dir, snapshot_download, try_to_load_from_cache
 
     ours = os.path.join(work, "ours")
     env = dict(os.environ, HF_HUB_CACHE=ours, FLOTILLA_HF_CA_FILE=server.cert)
     for name in ("flotilla-test/tiny-llama", "flotilla-test/tiny-llama@v1.0",
-                 "flotilla-test/tiny-llama@" + commits["commit_only"], "flotilla-test/tiny-bert"):
+                 "flotilla-test/tiny-llama@" + commits["commit_only"], "flotilla-test/tiny-bert",
+                 "flotilla-test/tiny-gpt2"):
         r = subprocess.run([worker, "hub", "download", name], env=env, capture_output=True, text=True)
         print("$ flotilla-worker hub download %s  -> exit %d, %s" % (name, r.returncode, r.stdout.strip()))
         if r.returncode != 0:
             print(r.stderr)
             raise SystemExit("our download failed")
+    a, b = layout(ours), layout(theirs)
+    same = sorted(set(a) & set(b))
+    print("\nsame paths, link targets and sizes as huggingface_hub's own cache: %d of %d (theirs %d)"
+          % (sum(a[k] == b[k] for k in same), len(a), len(b)))
+    for k in sorted(set(a) ^ set(b)) + [k for k in same if a[k] != b[k]]:
+        print("   differs: %s  ours=%s  theirs=%s" % (k, a.get(k), b.get(k)))
     print("\n== huggingface_hub.scan_cache_dir(%s) ==" % "ours")
     info = scan_cache_dir(ours)
     for repo in sorted(info.repos, key=lambda r: r.repo_id):
@@ -245,7 +266,11 @@ def reverse_check(worker, server, work, commits):
         p = snapshot_download("flotilla-test/tiny-llama", revision=rev, cache_dir=ours, local_files_only=True,
                               allow_patterns=TRAINING)
         print("tiny-llama@%s -> %s: %s" % (rev, os.path.relpath(p, ours), sorted(os.listdir(p))))
-    print("\nreverse check: OK")
+    print("\n== theirs read by ours: flotilla-worker hub list (HF_HUB_CACHE = huggingface_hub's cache) ==")
+    r = subprocess.run([worker, "hub", "list"], env=dict(os.environ, HF_HUB_CACHE=theirs), capture_output=True,
+                       text=True)
+    print(r.stdout.replace(theirs, "<theirs>"), r.stderr)
+    print("reverse check: OK")
 
 
 if __name__ == "__main__":
