@@ -6,7 +6,11 @@
 //  - show gives a name's cached commit (by name, tag or commit), its files, the pinned name, and
 //    "not in the cache at DIR" (exit 4) for a model that is not there; a hostile name exits 3;
 //  - pull with HF_HUB_OFFLINE=1 uses the cache and says so, and fails naming the cache when the
-//    model is not in it, without any network.
+//    model is not in it, without any network;
+//  - pull against the stand-in Hub (tests/tools/hub_server.py) downloads the tiny Llama into an
+//    empty cache with a progress line (bytes, rate), prints the pinned name and the folder, and
+//    `models list` then shows it trainable; a missing model exits 3 naming the problem;
+//  - flotilla-worker hub list --json says what flotilla models list --json says.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check.h"
+#include "tests/engine/hub_server_util.h"
 #include "worker_run.h"
 
 using namespace flotilla_test;
@@ -145,6 +150,43 @@ int main() {
   CHECK(has(r.out, "HF_HUB_OFFLINE is set") && has(r.out, "cached commit " + tag_commit.substr(0, 7)));
   r = run_cli({"models", "pull", "flotilla-test/absent"}, {"HF_HUB_OFFLINE=1"});
   CHECK(r.code == 3 && has(r.err, "not in the Hugging Face cache (" + hub + ")"));
+
+  // The worker's `hub list` prints the same document.
+  {
+    const ProcResult w = run_worker({"hub", "list", "--json"});
+    const size_t brace = w.output.find('{');
+    const json wj = json::parse(brace == std::string::npos ? "" : w.output.substr(brace), nullptr, false);
+    r = run_cli({"models", "list", "--json"});
+    CHECK(w.exit_code == 0 && !wj.is_discarded() && wj == json::parse(r.out, nullptr, false));
+  }
+
+  // pull from the stand-in Hub into an empty cache.
+  HubServer server(g_root + "/server");
+  const std::string src = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/hf/llama";
+  for (const char* f : {"config.json", "generation_config.json", "model-00001-of-00003.safetensors",
+                        "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+                        "model.safetensors.index.json"})
+    server.add_file("org/tiny", f, read_file(src + "/" + f));
+  server.add_file("org/tiny", "pytorch_model.bin", "pickled: never fetched");
+  server.start();
+  server.control(R"({"throttle_bps": 250000})");  // half a second: the line has a rate and time left
+  std::vector<std::string> env = server.env();
+  const std::string fresh = g_root + "/fresh-hub";
+  env.push_back("HF_HUB_CACHE=" + fresh);
+  r = run_cli({"models", "pull", "org/tiny"}, env);
+  CHECK_MSG(r.code == 0, "%s", r.err.c_str());
+  CHECK(has(r.err, "model-0000") && has(r.err, " of 112 KB") && has(r.err, "/s") && has(r.err, " left"));
+  const std::string folder = fresh + "/models--org--tiny/snapshots/";
+  CHECK(has(r.out, "pin it in a run config: model.init_from = \"org/tiny@") && has(r.out, folder));
+  const std::string pulled = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);  // the last line
+  CHECK(fs::is_regular_file(pulled.substr(0, pulled.size() - 1) + "/model-00003-of-00003.safetensors"));
+  r = run_cli({"models", "list", "--json"}, {"HF_HUB_CACHE=" + fresh});
+  doc = json::parse(r.out, nullptr, false);
+  CHECK(r.code == 0 && doc["models"].size() == 1 && doc["models"][0]["repo_id"] == "org/tiny");
+  CHECK(doc["models"][0]["trainable"] == true && doc["models"][0]["parameters"] == llama["parameters"]);
+  CHECK(!fs::exists(doc["models"][0]["folder"].get<std::string>() + "/pytorch_model.bin"));
+  r = run_cli({"models", "pull", "org/absent"}, env);
+  CHECK_MSG(r.code == 3, "%d %s", r.code, r.err.c_str());
 
   fs::remove_all(g_root);
   return summary("models_cli");
