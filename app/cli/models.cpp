@@ -49,8 +49,9 @@ void print_help() {
       "         adapter (adapter); never pickled .bin weights. Resumes an interrupted download;\n"
       "         the token comes from HF_TOKEN or `huggingface-cli login`'s file.\n\n"
       "Exit status: 0 ok, 2 usage, 3 a bad name or a gated, private or missing model (the message\n"
-      "says what to do), 4 not in the cache (show), 5 a downloaded file failed its size or hash\n"
-      "check, 6 a network or disk failure (pull again to resume).\n");
+      "says what to do; also pull offline and not cached), 4 not in the cache (show) or a downloaded\n"
+      "file failed its size or hash check (pull; the file is removed), 6 a network or disk failure\n"
+      "or Ctrl-C (the partial file is kept: pull again to resume).\n");
 }
 
 hub::FileSet file_set(const std::string& text) {
