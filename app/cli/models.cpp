@@ -204,6 +204,7 @@ class ProgressLine {
   void finish() {
     if (tty_ && shown_) std::fprintf(stderr, "\n");
   }
+  bool shown() const { return shown_; }
 
  private:
   bool tty_;
@@ -237,6 +238,7 @@ int pull(ArgReader& args) {
     throw;
   }
   line.finish();
+  if (!line.shown()) std::printf("nothing to download: the cache already had every file of that commit\n");
   std::printf("%s: commit %s in %s\n", ref.text().c_str(), s.commit.c_str(), dir.path.c_str());
   std::printf("pin it in a run config: model.init_from = \"%s@%s\"\n", ref.repo_id.c_str(), s.commit.c_str());
   std::printf("%s\n", s.folder.c_str());

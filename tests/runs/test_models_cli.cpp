@@ -180,6 +180,10 @@ int main() {
   CHECK(has(r.out, "pin it in a run config: model.init_from = \"org/tiny@") && has(r.out, folder));
   const std::string pulled = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);  // the last line
   CHECK(fs::is_regular_file(pulled.substr(0, pulled.size() - 1) + "/model-00003-of-00003.safetensors"));
+  CHECK(!has(r.out, "nothing to download"));
+  // A second pull asks the Hub again (same commit) and fetches nothing.
+  r = run_cli({"models", "pull", "org/tiny"}, env);
+  CHECK(r.code == 0 && has(r.out, "nothing to download") && !has(r.err, "model-0000"));
   r = run_cli({"models", "list", "--json"}, {"HF_HUB_CACHE=" + fresh});
   doc = json::parse(r.out, nullptr, false);
   CHECK(r.code == 0 && doc["models"].size() == 1 && doc["models"][0]["repo_id"] == "org/tiny");
