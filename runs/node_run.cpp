@@ -29,6 +29,7 @@
 #include "remote/remote_run.h"
 #include "remote/validate.h"
 #include "runs/node_bridge.h"
+#include "runs/node_models.h"
 #include "runs/node_place.h"
 #include "runs/pricing.h"
 #include "runs/run_setup.h"
@@ -181,8 +182,13 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
   if (!req.from_checkpoint.empty()) config.checkpoint.resume = "auto";  // the uploaded one, in its run dir
-  resolve_model_source(config);
-  validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
+  // A Hub name: config.json here for the shape, pinned to its commit; each node gets the weights.
+  const std::string asked = config.model.init_from;
+  resolve_model_source(config, ModelSite::kElsewhere);
+  validate_run_config(config, n * m, ModelSite::kElsewhere);  // an invalid run starts nothing and leaves no row
+  if (note && config.model.init_from != asked)
+    note("model.init_from " + asked + " is " + config.model.init_from +
+         " (its config.json read here; each node loads it from its own Hugging Face cache, or downloads it there)");
   check_remote_write_paths(config, m == 1 ? "node " + nodes[0].rec.name : "nodes");
   const RunLimits limits = limits_of(config, req.budget_usd);
   db::NewRun nr;
@@ -249,6 +255,25 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   deploy.worker_path = req.worker_path;
   deploy.version = req.version;
   for (auto& node : nodes) prepare_node(node, rid, config, deploy, note);
+  // Models by name, made ready on every node in its own cache before any rank starts.
+  try {
+    std::vector<ModelFetchTarget> targets;
+    for (auto& node : nodes) targets.push_back({node.session.get(), node.worker, "node " + node.rec.name});
+    for (const std::string& line : fetch_models(targets, rid, config, note))
+      db::add_event(db, run_id, db::now_seconds(), "model", "info", line);
+  } catch (const std::exception& e) {
+    RunEnd end;
+    end.status = db::RunStatus::kFailed;
+    end.note = e.what();
+    end.reason = req.origin + ": " + end.note;
+    end.exit_code = -1;
+    try {
+      record_end(db, run_id, end);
+    } catch (const std::exception&) {
+      // The original error says more than a second one would.
+    }
+    throw;
+  }
   if (!req.from_checkpoint.empty()) {
     const std::string at = remote::upload_checkpoint(*nodes[0].session, rid, req.from_checkpoint);
     if (note)
