@@ -16,9 +16,13 @@ namespace {
 namespace hub = interop::hub;
 using Clock = std::chrono::steady_clock;
 
-std::string mb(uint64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(bytes) / 1e6);
+// "120.3 of 270.1 MB" (kB for a total under a megabyte).
+std::string amount(uint64_t done, uint64_t total) {
+  const bool kb = total < 1000000;
+  const double unit = kb ? 1e3 : 1e6;
+  char b[64];
+  std::snprintf(b, sizeof b, "%.1f of %.1f %s", static_cast<double>(done) / unit, static_cast<double>(total) / unit,
+                kb ? "kB" : "MB");
   return b;
 }
 
@@ -31,7 +35,7 @@ std::string shown(const std::string& name) {
 
 std::string progress_line(const std::string& model, const std::string& where,
                           const remote::ModelFetchEvent& e) {
-  std::string s = "downloading " + model + " on " + where + ": " + mb(e.done) + " of " + mb(e.total);
+  std::string s = "downloading " + model + " on " + where + ": " + amount(e.done, e.total);
   if (!e.file.empty())
     s += " (" + e.file + ", file " + std::to_string(e.file_index) + " of " + std::to_string(e.file_count) +
          ")";
