@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/interop/hub.h"
+#include "engine/interop/model_source.h"
 #include "remote/model_fetch.h"
 
 namespace flotilla::runs {
@@ -21,8 +22,8 @@ std::string amount(uint64_t done, uint64_t total) {
   const bool kb = total < 1000000;
   const double unit = kb ? 1e3 : 1e6;
   char b[64];
-  std::snprintf(b, sizeof b, "%.1f of %.1f %s", static_cast<double>(done) / unit, static_cast<double>(total) / unit,
-                kb ? "kB" : "MB");
+  std::snprintf(b, sizeof b, "%.1f of %.1f %s", static_cast<double>(done) / unit,
+                static_cast<double>(total) / unit, kb ? "kB" : "MB");
   return b;
 }
 
@@ -63,9 +64,9 @@ struct Job {
 
 std::vector<HubModel> hub_models_of(const RunConfig& config) {
   std::vector<HubModel> out;
-  if (!config.model.init_from.empty() && hub::is_model_ref(config.model.init_from))
+  if (!config.model.init_from.empty() && interop::is_hub_name(config.model.init_from))
     out.push_back({"model.init_from", config.model.init_from, "training", "model"});
-  if (config.lora.enabled && !config.lora.init_from.empty() && hub::is_model_ref(config.lora.init_from))
+  if (config.lora.enabled && !config.lora.init_from.empty() && interop::is_hub_name(config.lora.init_from))
     out.push_back({"lora.init_from", config.lora.init_from, "adapter", "adapter"});
   return out;
 }

@@ -184,8 +184,8 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   if (!req.from_checkpoint.empty()) config.checkpoint.resume = "auto";  // the uploaded one, in its run dir
   // A Hub name: config.json here for the shape, pinned to its commit; each node gets the weights.
   const std::string asked = config.model.init_from;
-  resolve_model_source(config, ModelSite::kElsewhere);
-  validate_run_config(config, n * m, ModelSite::kElsewhere);  // an invalid run starts nothing and leaves no row
+  resolve_model_source(config);
+  validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
   if (note && config.model.init_from != asked)
     note("model.init_from " + asked + " is " + config.model.init_from +
          " (its config.json read here; each node loads it from its own Hugging Face cache, or downloads it there)");

@@ -11,7 +11,6 @@
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/interop/hf_model.h"
-#include "engine/interop/hub.h"
 #include "engine/interop/peft.h"
 #include "runs/worker_command.h"
 
@@ -92,61 +91,7 @@ void check_new_run_name(const std::string& name) {
   if (!problem.empty()) throw Error(ExitCode::kConfig, problem + "; nothing was created");
 }
 
-namespace {
-
-// A Hub name of a run elsewhere: its `set` files here (the cache, else those files alone downloaded),
-// `value` pinned to the commit. Returns the snapshot folder here, or "" when `value` is no Hub name.
-std::string pin_elsewhere(std::string& value, interop::hub::FileSet set, const char* key) {
-  namespace hub = interop::hub;
-  if (value.empty() || !hub::is_model_ref(value)) return "";
-  const hub::ModelRef ref = hub::parse_model_ref(value, key);
-  hub::DownloadOptions o;
-  o.set = set;
-  hub::Resolved r;
-  try {
-    r = hub::resolve(ref, o);
-  } catch (const Error& e) {
-    throw Error(e.code(), std::string(key) + " = \"" + value + "\": " + e.what());
-  }
-  value = ref.repo_id + "@" + r.snapshot.commit;
-  return r.snapshot.folder;
-}
-
-// resolve_model_source(kElsewhere); the local folders (config only) that stand for the names, for
-// the checks that read a folder here.
-void resolve_elsewhere(RunConfig& config, std::string& model_folder, std::string& adapter_folder) {
-  model_folder = pin_elsewhere(config.model.init_from, interop::hub::FileSet::kConfigOnly, "model.init_from");
-  if (model_folder.empty()) {
-    interop::apply_hf_init_from(config);
-  } else {
-    RunConfig c = config;
-    c.model.init_from = model_folder;
-    interop::apply_hf_init_from(c);  // the shape from its config.json
-    c.model.init_from = config.model.init_from;
-    config.model = c.model;
-  }
-  adapter_folder = config.lora.enabled
-                       ? pin_elsewhere(config.lora.init_from, interop::hub::FileSet::kAdapter, "lora.init_from")
-                       : std::string();
-  if (adapter_folder.empty()) {
-    interop::apply_lora_init_from(config);
-  } else {
-    RunConfig c = config;
-    c.lora.init_from = adapter_folder;
-    interop::apply_lora_init_from(c);
-    c.lora.init_from = config.lora.init_from;
-    config.lora = c.lora;
-  }
-}
-
-}  // namespace
-
-void resolve_model_source(RunConfig& config, ModelSite site) {
-  if (site == ModelSite::kElsewhere) {
-    std::string model_folder, adapter_folder;
-    resolve_elsewhere(config, model_folder, adapter_folder);
-    return;
-  }
+void resolve_model_source(RunConfig& config) {
   interop::apply_hf_init_from(config);
   interop::apply_lora_init_from(config);  // a PEFT adapter to continue sets [lora]'s shape keys
 }
@@ -167,17 +112,9 @@ void check_remote_write_paths(const RunConfig& config, const std::string& where)
   }
 }
 
-void validate_run_config(const RunConfig& config, int ranks, ModelSite site) {
+void validate_run_config(const RunConfig& config, int ranks) {
   RunConfig resolved = config;
-  if (site == ModelSite::kElsewhere) {
-    // The checks that look at a model folder see the config-only snapshot here that stands for the name.
-    std::string model_folder, adapter_folder;
-    resolve_elsewhere(resolved, model_folder, adapter_folder);
-    if (!model_folder.empty()) resolved.model.init_from = model_folder;
-    if (!adapter_folder.empty()) resolved.lora.init_from = adapter_folder;
-  } else {
-    resolve_model_source(resolved);
-  }
+  resolve_model_source(resolved);
   validate_or_throw(resolved, ranks);
 }
 

@@ -59,23 +59,15 @@ void check_new_run_name(const std::string& name);
 // The same rule as a message ("" when `name` follows it), for forms that show it beside the field.
 std::string new_run_name_problem(const std::string& name);
 
-// Where a run's workers read its model: on this machine, or elsewhere (SSH nodes, a Slurm cluster),
-// where each machine resolves a Hub name in its own cache (node_models.h).
-enum class ModelSite { kHere, kElsewhere };
-
 // When model.init_from names a Hugging Face folder, sets the model's architecture and shape from
 // its config.json, and when lora.init_from names a PEFT adapter, [lora]'s rank, alpha, targets and
 // rsLoRA from its adapter_config.json, as the worker does at start (so what is validated, stored
 // and shown is the model that trains). Throws flotilla::Error (kConfig) naming the key.
-// kElsewhere: a Hub name ("org/name[@rev]") is resolved here with config.json only
-// (hub::FileSet::kConfigOnly; an adapter name: its small adapter files) and left in the config
-// pinned to the commit found ("org/name@<40 hex>"); the weights are never needed here. Paths are
-// read as for kHere.
-void resolve_model_source(RunConfig& config, ModelSite site = ModelSite::kHere);
+void resolve_model_source(RunConfig& config);
 
 // Throws flotilla::Error (kConfig) listing every problem of `config` (its model resolved as above)
 // for `ranks` ranks.
-void validate_run_config(const RunConfig& config, int ranks, ModelSite site = ModelSite::kHere);
+void validate_run_config(const RunConfig& config, int ranks);
 
 // A run on a node or a cluster writes only inside its run folder there (~/.flotilla/runs/<run>;
 // docs/reliability.md S8's allowed root): the config's paths the worker writes to

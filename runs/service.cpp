@@ -630,7 +630,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
             "dp=" + std::to_string(config.parallel.dp) + " tp=" + std::to_string(config.parallel.tp) +
             " pp=" + std::to_string(config.parallel.pp) + " zero=" + std::to_string(config.parallel.zero);
         apply_layout(config, req.layout);
-        validate_run_config(config, ranks_of(config), ModelSite::kElsewhere);
+        validate_run_config(config, ranks_of(config));
         const std::string toml = config_to_toml(config);
         for (auto& n : nodes)
           if (n.session && n.session->connected()) remote::upload_run_config(*n.session, rid, toml);
@@ -670,7 +670,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
                         " rank(s); layout " + req.layout.text() + " needs " +
                         std::to_string(ranks_of(config)) + ": choose one with dp*tp*pp = " +
                         std::to_string(ranks) + ", or fork the run with another job shape");
-        validate_run_config(config, static_cast<int>(ranks), ModelSite::kElsewhere);
+        validate_run_config(config, static_cast<int>(ranks));
         relaid = config;
       }
       impl->login = std::make_unique<remote::Session>(ssh_session_options(options_.ssh, login_node(cluster)));

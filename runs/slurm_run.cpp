@@ -194,8 +194,8 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
   // A Hub name: config.json here for the shape, pinned to its commit; the cluster gets the weights.
   const std::string asked = config.model.init_from;
-  resolve_model_source(config, ModelSite::kElsewhere);
-  validate_run_config(config, tasks * req.nodes, ModelSite::kElsewhere);
+  resolve_model_source(config);
+  validate_run_config(config, tasks * req.nodes);
   check_remote_write_paths(config, "cluster " + cluster.name);
   if (note && config.model.init_from != asked)
     note("model.init_from " + asked + " is " + config.model.init_from +
