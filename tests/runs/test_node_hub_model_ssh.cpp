@@ -16,6 +16,7 @@
 #include "db/database.h"
 #include "db/nodes.h"
 #include "db/queries.h"
+#include "db/run_records.h"
 #include "db/run_store.h"
 #include "db/writer.h"
 #include "engine/config/config_io.h"
@@ -36,12 +37,11 @@ constexpr int kSteps = 20;
 const std::string kGolden = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden/hf/qwen2";
 
 flotilla::RunConfig config(const std::string& name, const std::string& init_from) {
-  return flotilla::parse_config_toml("[run]\nname = \"" + name +
-                                         "\"\nseed = 7\nthreads = 1\n[model]\ninit_from = \"" + init_from +
-                                         "\"\n[data]\nsynthetic_tokens = 30000\n[train]\nsteps = " +
-                                         std::to_string(kSteps) +
-                                         "\nmicro_batch = 2\nseq_len = 16\n[checkpoint]\nevery = 100\n",
-                                     "test");
+  return flotilla::parse_config_toml(
+      "[run]\nname = \"" + name + "\"\nseed = 7\nthreads = 1\n[model]\ninit_from = \"" + init_from +
+          "\"\n[data]\nsynthetic_tokens = 30000\n[train]\nsteps = " + std::to_string(kSteps) +
+          "\nmicro_batch = 2\nseq_len = 16\n[checkpoint]\nevery = 100\n",
+      "test");
 }
 
 runs::StartRequest request(const std::string& name, const std::string& init_from) {
@@ -66,7 +66,9 @@ std::vector<std::string> snapshot_files_in(const std::string& hub_cache) {
   return out;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 std::string events_text(const db::Database& d, int64_t run_id) {
   std::string out;
@@ -159,21 +161,23 @@ int main() {
     for (const auto& b : fs::directory_iterator(app_cache + "/models--org--tiny/blobs", ec))
       CHECK_MSG(fs::file_size(b.path()) < 4096, "a large blob in the app's cache: %s", b.path().c_str());
     const std::string events = events_text(d, r.id);
-    CHECK_MSG(events.find("model org/tiny@" + commit.substr(0, 7) + " on node a: downloaded into " + cache_a) !=
-                  std::string::npos,
+    CHECK_MSG(events.find("model org/tiny@" + commit.substr(0, 7) + " on node a: downloaded into " +
+                          cache_a) != std::string::npos,
               "%s", events.c_str());
     // The node's progress reached the run's log (the Hub is throttled so that it lasts a few polls).
     bool progress = false;
     for (const auto& n : notes)
-      progress = progress || (n.rfind("downloading org/tiny@" + commit.substr(0, 7) + " on node a: ", 0) == 0 &&
-                              n.find(" of 48.") != std::string::npos);
+      progress =
+          progress || (n.rfind("downloading org/tiny@" + commit.substr(0, 7) + " on node a: ", 0) == 0 &&
+                       n.find(" of 48.") != std::string::npos);
     CHECK_MSG(progress, "no progress line among %zu notes", notes.size());
     // The weights were asked for by the node, without the app's token.
     int weight_requests = 0;
     for (const HubRequest& q : hub.requests())
       if (q.path.find("model.safetensors") != std::string::npos || q.path.rfind("/cdn/", 0) == 0) {
         ++weight_requests;
-        CHECK_MSG(!q.auth, "a request for the weights carried a token: %s %s", q.method.c_str(), q.path.c_str());
+        CHECK_MSG(!q.auth, "a request for the weights carried a token: %s %s", q.method.c_str(),
+                  q.path.c_str());
       }
     CHECK(weight_requests > 0);
   }
