@@ -108,12 +108,16 @@ void start_model_fetch(Session& session, const ModelFetchSpec& spec) {
 ModelFetchPoll poll_model_fetch(Session& session, const ModelFetchSpec& spec, uint64_t offset) {
   check_spec(spec);
   session.connect();
-  // The state first, then the lines: once it says exited, every line is on disk.
+  // The state first, then the lines: once it says exited, every line is on disk. A zombie (an
+  // orphan that init has not reaped yet, as in some containers) counts as gone.
   std::string script = prologue(session, spec);
   script +=
       "cd \"$d\" 2>/dev/null || { echo state=lost; exit 0; }\n"
+      "p=$(cat \"$f.pid\" 2>/dev/null)\n"
       "if [ -f \"$f.exit\" ]; then echo \"state=exit $(cat \"$f.exit\")\"\n"
-      "elif [ -f \"$f.pid\" ] && kill -0 \"$(cat \"$f.pid\")\" 2>/dev/null; then echo state=running\n"
+      "elif [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' "
+      "\"/proc/$p/status\"; "
+      "then echo state=running\n"
       "elif [ -f \"$f.exit\" ]; then echo \"state=exit $(cat \"$f.exit\")\"\n"
       "else echo state=lost; fi\n"
       "tail -c +";
