@@ -42,7 +42,10 @@ std::string progress_line(const std::string& model, const std::string& where,
          ")";
   if (e.rate_bps > 0) {
     char r[48];
-    std::snprintf(r, sizeof r, ", %.1f MB/s", e.rate_bps / 1e6);
+    if (e.rate_bps < 1e6)
+      std::snprintf(r, sizeof r, ", %.1f kB/s", e.rate_bps / 1e3);
+    else
+      std::snprintf(r, sizeof r, ", %.1f MB/s", e.rate_bps / 1e6);
     s += r;
   }
   if (e.eta_s >= 0) s += ", " + std::to_string(static_cast<long long>(e.eta_s + 0.5)) + " s left";

@@ -62,7 +62,7 @@ std::vector<std::string> snapshot_files_in(const std::string& hub_cache) {
   std::error_code ec;
   for (const auto& snap : fs::directory_iterator(hub_cache + "/models--org--tiny/snapshots", ec))
     for (const auto& f : fs::recursive_directory_iterator(snap.path()))
-      if (!f.is_directory()) out.push_back(fs::relative(f.path(), snap.path()).string());
+      if (!f.is_directory()) out.push_back(f.path().lexically_relative(snap.path()).string());
   return out;
 }
 
@@ -169,8 +169,10 @@ int main() {
     for (const auto& n : notes)
       progress =
           progress || (n.rfind("downloading org/tiny@" + commit.substr(0, 7) + " on node a: ", 0) == 0 &&
-                       n.find(" of 48.") != std::string::npos);
-    CHECK_MSG(progress, "no progress line among %zu notes", notes.size());
+                       n.find(" of 49.2 kB (") != std::string::npos);
+    std::string all;
+    for (const auto& n : notes) all += n + "\n";
+    CHECK_MSG(progress, "no progress line among the notes:\n%s", all.c_str());
     // The weights were asked for by the node, without the app's token.
     int weight_requests = 0;
     for (const HubRequest& q : hub.requests())
