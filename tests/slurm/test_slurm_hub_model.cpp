@@ -32,7 +32,7 @@ std::vector<std::string> snapshot_files_in(const std::string& hub_cache) {
   std::error_code ec;
   for (const auto& snap : fs::directory_iterator(hub_cache + "/models--org--tiny/snapshots", ec))
     for (const auto& f : fs::recursive_directory_iterator(snap.path()))
-      if (!f.is_directory()) out.push_back(fs::relative(f.path(), snap.path()).string());
+      if (!f.is_directory()) out.push_back(f.path().lexically_relative(snap.path()).string());
   return out;
 }
 
