@@ -156,4 +156,19 @@ ModelFetchPoll poll_model_fetch(Session& session, const ModelFetchSpec& spec, ui
   return p;
 }
 
+void stop_model_fetch(Session& session, const ModelFetchSpec& spec) {
+  check_spec(spec);
+  session.connect();
+  const ExecResult r = session.exec(prologue(session, spec) +
+                                        "cd \"$d\" 2>/dev/null || exit 0\n"
+                                        "p=$(cat \"$f.pid\" 2>/dev/null)\n"
+                                        "[ -n \"$p\" ] && [ ! -f \"$f.exit\" ] || exit 0\n"
+                                        "kill -TERM -- \"-$p\" 2>/dev/null || kill -TERM \"$p\" 2>/dev/null\n"
+                                        "exit 0\n",
+                                    30);
+  if (r.exit_status != 0)
+    throw Error(ExitCode::kComm,
+                "cannot stop the model fetch on " + session.target().host + ": " + printable(r.err));
+}
+
 }  // namespace flotilla::remote

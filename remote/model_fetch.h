@@ -63,4 +63,8 @@ struct ModelFetchPoll {
 // The fetch's state and its new lines from byte `offset`, in one round trip.
 ModelFetchPoll poll_model_fetch(Session& session, const ModelFetchSpec& spec, uint64_t offset);
 
+// SIGTERM to the fetch's process group (its own session: setsid); the worker's partial file stays and
+// the next fetch resumes it. A no-op when it has ended.
+void stop_model_fetch(Session& session, const ModelFetchSpec& spec);
+
 }  // namespace flotilla::remote

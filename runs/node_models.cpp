@@ -75,7 +75,8 @@ std::vector<HubModel> hub_models_of(const RunConfig& config) {
 }
 
 std::vector<std::string> fetch_models(const std::vector<ModelFetchTarget>& targets, const std::string& rid,
-                                      const RunConfig& config, const Note& note, double poll_seconds) {
+                                      const RunConfig& config, const Note& note,
+                                      const std::function<bool()>& cancelled, double poll_seconds) {
   std::vector<std::string> lines;
   for (const HubModel& m : hub_models_of(config)) {
     hub::parse_model_ref(m.name, m.key);  // a hostile name goes nowhere (throws kConfig)
@@ -92,6 +93,21 @@ std::vector<std::string> fetch_models(const std::vector<ModelFetchTarget>& targe
       remote::start_model_fetch(*targets[i].session, j.spec);
     }
     for (bool all = false; !all;) {
+      if (cancelled && cancelled()) {
+        std::string where;
+        for (const Job& j : jobs)
+          if (!j.finished) {
+            where += (where.empty() ? "" : ", ") + j.target->where;
+            try {
+              remote::stop_model_fetch(*j.target->session, j.spec);
+            } catch (const Error&) {
+              // It ends with the machine's own timeouts; the next start resumes it.
+            }
+          }
+        throw Error(ExitCode::kPreempted,
+                    "stopped while " + where + " fetched model " + model +
+                        " (what was downloaded stays there; the next start resumes it)");
+      }
       all = true;
       for (Job& j : jobs) {
         if (j.finished) continue;

@@ -14,6 +14,7 @@
 // forwards HF_TOKEN or any other variable of its own environment to a node or a job.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,10 @@ struct ModelFetchTarget {
 // download's own exit code class (kConfig: gated, private, missing, offline and not cached; kData:
 // a damaged file; kIo: the network) and a message naming the machine and the model, e.g. "node a
 // cannot get model org/name@1a2b3c4: ...". Nothing happens (no SSH call) for a config without
-// Hub names. Blocking.
+// Hub names. `cancelled` (may be empty) is polled between polls: true stops every unfinished fetch
+// (the partial file stays there: the next fetch resumes it) and throws Error(kPreempted). Blocking.
 std::vector<std::string> fetch_models(const std::vector<ModelFetchTarget>& targets, const std::string& rid,
-                                      const RunConfig& config, const Note& note, double poll_seconds = 0.3);
+                                      const RunConfig& config, const Note& note,
+                                      const std::function<bool()>& cancelled = {}, double poll_seconds = 0.3);
 
 }  // namespace flotilla::runs

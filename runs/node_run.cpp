@@ -255,15 +255,25 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   deploy.worker_path = req.worker_path;
   deploy.version = req.version;
   for (auto& node : nodes) prepare_node(node, rid, config, deploy, note);
-  // Models by name, made ready on every node in its own cache before any rank starts.
+  if (!req.from_checkpoint.empty()) {
+    const std::string at = remote::upload_checkpoint(*nodes[0].session, rid, req.from_checkpoint);
+    if (note)
+      note("node " + nodes[0].rec.name + ": the run starts from " + req.from_checkpoint + " (now " + at +
+           ")");
+  }
+  if (m > 1) note_latency(db, nodes, note);
+  db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
+  // Models by name, made ready on every node in its own cache before any rank starts (after the run
+  // dir is recorded, so a run stopped or failed here is resumed like any other: the fetch goes on).
   try {
     std::vector<ModelFetchTarget> targets;
     for (auto& node : nodes) targets.push_back({node.session.get(), node.worker, "node " + node.rec.name});
-    for (const std::string& line : fetch_models(targets, rid, config, note))
+    for (const std::string& line : fetch_models(targets, rid, config, note, req.cancelled))
       db::add_event(db, run_id, db::now_seconds(), "model", "info", line);
   } catch (const std::exception& e) {
+    const auto* err = dynamic_cast<const Error*>(&e);
     RunEnd end;
-    end.status = db::RunStatus::kFailed;
+    end.status = err && err->code() == ExitCode::kPreempted ? db::RunStatus::kStopped : db::RunStatus::kFailed;
     end.note = e.what();
     end.reason = req.origin + ": " + end.note;
     end.exit_code = -1;
@@ -274,14 +284,6 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
     }
     throw;
   }
-  if (!req.from_checkpoint.empty()) {
-    const std::string at = remote::upload_checkpoint(*nodes[0].session, rid, req.from_checkpoint);
-    if (note)
-      note("node " + nodes[0].rec.name + ": the run starts from " + req.from_checkpoint + " (now " + at +
-           ")");
-  }
-  if (m > 1) note_latency(db, nodes, note);
-  db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
 
   remote::RemoteRunStatus started;
   for (int r = m - 1; r >= 0; --r) {

@@ -251,7 +251,8 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
     // Models by name: fetched on the login node, into the cache the job's tasks share (they inherit
     // the login session's environment: sbatch --export=ALL); compute nodes often have no network.
     for (const std::string& line :
-         fetch_models({{&login, d.worker, "cluster " + cluster.name + "'s login node"}}, rid, config, note))
+         fetch_models({{&login, d.worker, "cluster " + cluster.name + "'s login node"}}, rid, config, note,
+                      req.cancelled))
       db::add_event(db, run_id, db::now_seconds(), "model", "info", line);
     spec.job_name = job_name_for(rid);
     spec.run_dir = dir;

@@ -2,9 +2,9 @@
 // sshd node, with a stand-in for the worker's `hub download --json` (a shell script printing what the
 // worker prints) so the paths the real worker seldom takes are exercised: progress lines that reach
 // the log named by node, a clean end, the worker's error event (its exit code and message kept), a
-// worker that dies without a word (its stderr in the message), a fetch killed on the node (lost),
-// two nodes in parallel, and a hostile name refused before any SSH call. The real worker's fetch is
-// tested end to end in test_node_hub_model_ssh.cpp.
+// worker that dies without a word (its stderr in the message), a fetch killed on the node (lost), a
+// fetch cancelled from here (stopped there), two nodes in parallel, and a hostile name refused before
+// any SSH call. The real worker's fetch is tested end to end in test_node_hub_model_ssh.cpp.
 #include <sys/stat.h>
 
 #include <chrono>
@@ -138,6 +138,24 @@ int main() {
     CHECK_MSG(m.find("node a cannot get model org/hang") == 0 &&
                   m.find("without an exit status") != std::string::npos,
               "%s", m.c_str());
+  }
+  // Cancelled (a Stop, Ctrl-C) while a node downloads: the fetch there is stopped, kPreempted says so.
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto cancelled = [&] {
+      return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(800);
+    };
+    flotilla::ExitCode code{};
+    const std::string m = error_of(
+        [&] { runs::fetch_models(only_a, "fetch-8", with_model("org/hang"), note, cancelled); }, &code);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK_MSG(
+        code == flotilla::ExitCode::kPreempted && m.find("stopped while node a fetched model org/hang") == 0,
+        "%s", m.c_str());
+    CHECK_MSG(s < 5, "the cancel took %.1f s", s);
+    const pid_t pid = static_cast<pid_t>(
+        std::atol(read_file(fx.node(0).home + "/.flotilla/runs/fetch-8/model-fetch-model.pid").c_str()));
+    CHECK(pid > 1 && wait_until([&] { return !process_alive(pid); }, 5));
   }
   // A hostile name is no Hub name (hub::parse_model_ref refuses it): nothing is fetched, no shell sees
   // it; a path neither.
