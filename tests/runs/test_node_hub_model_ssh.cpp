@@ -7,7 +7,8 @@
 //    carried a token (the app's HF_TOKEN does not travel).
 // 2. Node b has the model in its cache, HF_HUB_OFFLINE=1 and the Hub is down: it trains from its cache.
 // 3. Node c has neither the model nor a way to get it (empty cache, offline): the run fails before
-//    any rank starts, with a message and a stored status naming the node and the model.
+//    any rank starts, with a message and a stored status naming the node and the model; once the
+//    model is in c's cache, resuming that run trains it.
 // 4. A path keeps working as before: no fetch on the node, the path stored as it was.
 #include <filesystem>
 #include <map>
@@ -223,6 +224,33 @@ int main() {
                     r->status_note.find("org/tiny") != std::string::npos,
                 "%s (%s)", db::to_string(r->status), r->status_note.c_str());
     CHECK(!fs::exists(fx.node(2).home + "/.flotilla/runs/hub-c-" + std::to_string(r ? r->id : 0) + "/pid"));
+    // Once node c has the model (copied into its cache), resuming the failed run trains it there.
+    if (r) {
+      fs::create_directories(cache_c);
+      CHECK(std::system(("cp -a '" + cache_a + "/models--org--tiny' '" + cache_c + "/'").c_str()) == 0);
+      std::vector<runs::Node> again;
+      std::string rid;
+      CHECK(runs::attach_target(d, db::get_run(d, r->id), again, rid, true).empty());
+      runs::connect_nodes(
+          again, [&](const db::SshNode& n) { return fx.options(index.at(n.name)); }, nullptr);
+      runs::Watch w;
+      w.run_id = r->id;
+      w.name = r->name;
+      w.rid = rid;
+      runs::Recovery recovery;
+      recovery.worker_path = FLOTILLA_WORKER_PATH;
+      recovery.version = FLOTILLA_VERSION_STRING;
+      recovery.no_bind = true;
+      std::vector<db::SshNode> spares;
+      const std::string why =
+          runs::restart_on_nodes(writer, again, w, recovery, spares, "resumed", false, note);
+      CHECK_MSG(why.empty(), "%s", why.c_str());
+      CHECK(why.empty() && runs::watch_node_run(writer, again, w, {}) == 0);
+      const db::Run done = db::get_run(d, r->id);
+      CHECK_MSG(done.status == db::RunStatus::kCompleted, "%s (%s)", db::to_string(done.status),
+                done.status_note.c_str());
+      CHECK(events_text(d, r->id).find("on node c: found in its cache at " + cache_c) != std::string::npos);
+    }
   }
 
   // 4. A path: used as it is, nothing fetched.
