@@ -24,6 +24,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "remote/remote_run.h"
+#include "runs/node_models.h"
 #include "runs/node_place.h"
 #include "runs/node_run.h"
 #include "runs/pricing.h"
@@ -206,6 +207,11 @@ std::string restart_on_nodes(db::Writer& writer, std::vector<Node>& nodes, Watch
       next[0].worker = remote::deploy_worker(*next[0].session, deploy).worker;
     for (size_t i = 0; i < next.size(); ++i)
       if (next[i].worker.empty()) prepare_node(next[i], w.rid, config, deploy, note);
+    // A model by name: in each node's cache (a replacement node fetches it now).
+    std::vector<ModelFetchTarget> targets;
+    for (auto& n : next) targets.push_back({n.session.get(), n.worker, "node " + n.rec.name});
+    for (const std::string& line : fetch_models(targets, w.rid, config, note))
+      db::add_event(db, w.run_id, db::now_seconds(), "model", "info", line);
   } catch (const Error& e) {
     keep();
     return "run " + w.name + ": preparing a node failed: " + e.what();

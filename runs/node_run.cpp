@@ -29,6 +29,7 @@
 #include "remote/remote_run.h"
 #include "remote/validate.h"
 #include "runs/node_bridge.h"
+#include "runs/node_models.h"
 #include "runs/node_place.h"
 #include "runs/pricing.h"
 #include "runs/run_setup.h"
@@ -181,8 +182,13 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
   if (!req.from_checkpoint.empty()) config.checkpoint.resume = "auto";  // the uploaded one, in its run dir
+  // A Hub name: config.json here for the shape, pinned to its commit; each node gets the weights.
+  const std::string asked = config.model.init_from;
   resolve_model_source(config);
   validate_run_config(config, n * m);  // an invalid run starts nothing and leaves no row
+  if (note && config.model.init_from != asked)
+    note("model.init_from " + asked + " is " + config.model.init_from +
+         " (its config.json read here; each node loads it from its own Hugging Face cache, or downloads it there)");
   check_remote_write_paths(config, m == 1 ? "node " + nodes[0].rec.name : "nodes");
   const RunLimits limits = limits_of(config, req.budget_usd);
   db::NewRun nr;
@@ -257,6 +263,27 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
   }
   if (m > 1) note_latency(db, nodes, note);
   db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
+  // Models by name, made ready on every node in its own cache before any rank starts (after the run
+  // dir is recorded, so a run stopped or failed here is resumed like any other: the fetch goes on).
+  try {
+    std::vector<ModelFetchTarget> targets;
+    for (auto& node : nodes) targets.push_back({node.session.get(), node.worker, "node " + node.rec.name});
+    for (const std::string& line : fetch_models(targets, rid, config, note, req.cancelled))
+      db::add_event(db, run_id, db::now_seconds(), "model", "info", line);
+  } catch (const std::exception& e) {
+    const auto* err = dynamic_cast<const Error*>(&e);
+    RunEnd end;
+    end.status = err && err->code() == ExitCode::kPreempted ? db::RunStatus::kStopped : db::RunStatus::kFailed;
+    end.note = e.what();
+    end.reason = req.origin + ": " + end.note;
+    end.exit_code = -1;
+    try {
+      record_end(db, run_id, end);
+    } catch (const std::exception&) {
+      // The original error says more than a second one would.
+    }
+    throw;
+  }
 
   remote::RemoteRunStatus started;
   for (int r = m - 1; r >= 0; --r) {

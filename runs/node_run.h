@@ -76,6 +76,9 @@ struct StartRequest {
   // nodes, target, price replaced; an event says so) instead of a new one; from_checkpoint is its
   // newest checkpoint.
   std::optional<int64_t> existing_run;
+  // Polled while the nodes fetch a model by name (node_models.h): true stops the fetches and the
+  // start (the run is recorded stopped; `runs resume` goes on). May be empty.
+  std::function<bool()> cancelled;
 };
 
 // Splits dp*tp*pp over `nodes`; throws flotilla::Error (kConfig) naming the numbers when it cannot.

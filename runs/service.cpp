@@ -441,6 +441,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       s.origin = options_.origin;
       s.fork_of = req.fork_of;
       s.from_checkpoint = req.resume_from;
+      s.cancelled = req.cancelled;
       impl->node_watch = start_on_nodes(db, nodes, s, progress);
       record_recovery_policy(db, impl->node_watch.run_id, policy_of(p.recovery));
       impl->recovery = recovery_for(options_, db, p.recovery, name, p.no_bind);
@@ -476,6 +477,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       s.worker_path = worker_of(options_);
       s.version = options_.version;
       s.origin = options_.origin;
+      s.cancelled = req.cancelled;
       impl->slurm_watch = submit_slurm_run(db, *impl->login, cluster, s, progress);
       impl->id = impl->slurm_watch.run_id;
       impl->name = name;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,9 @@ struct RunRequest {
   bool demo = false;  // `flotilla-worker demo` on this machine (its own config)
   int64_t demo_steps = 0;
   std::vector<std::string> demo_sets;  // KEY=VALUE overrides of the demo's config (`--set`)
+  // Runs on nodes or a cluster: polled while a model by name is fetched there before the start;
+  // true stops the start (the run is recorded stopped). May be empty.
+  std::function<bool()> cancelled;
 };
 
 struct ResumeRequest {

@@ -19,6 +19,7 @@
 #include "remote/remote_run.h"
 #include "remote/slurm_cluster.h"
 #include "remote/slurm_script.h"
+#include "runs/node_models.h"
 #include "runs/node_run.h"
 #include "runs/place.h"
 #include "runs/pricing.h"
@@ -191,9 +192,15 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
   RunConfig config = req.config;
   config.run.name = req.name;
   if (req.max_restarts) config.run.max_restarts = *req.max_restarts;
+  // A Hub name: config.json here for the shape, pinned to its commit; the cluster gets the weights.
+  const std::string asked = config.model.init_from;
   resolve_model_source(config);
   validate_run_config(config, tasks * req.nodes);
   check_remote_write_paths(config, "cluster " + cluster.name);
+  if (note && config.model.init_from != asked)
+    note("model.init_from " + asked + " is " + config.model.init_from +
+         " (its config.json read here; the cluster loads it from its own Hugging Face cache, or downloads it on "
+         "its login node)");
 
   remote::BatchSpec spec = batch_spec_for(cluster, req, tasks);
   // The user's fields (partition, account, time, lead) are checked before the row exists. The run
@@ -241,6 +248,12 @@ SlurmWatch submit_slurm_run(db::Database& db, remote::Session& login, const db::
       note("cluster " + cluster.name + ": worker " + d.dir + " (" + (d.reused ? "reused" : "uploaded") + ")");
     const std::string config_path = remote::upload_run_config(login, rid, config_to_toml(config));
     dir = remote::remote_run_dir(login, rid);
+    // Models by name: fetched on the login node, into the cache the job's tasks share (they inherit
+    // the login session's environment: sbatch --export=ALL); compute nodes often have no network.
+    for (const std::string& line :
+         fetch_models({{&login, d.worker, "cluster " + cluster.name + "'s login node"}}, rid, config, note,
+                      req.cancelled))
+      db::add_event(db, run_id, db::now_seconds(), "model", "info", line);
     spec.job_name = job_name_for(rid);
     spec.run_dir = dir;
     spec.worker = d.worker;

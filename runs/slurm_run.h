@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,8 @@ struct SlurmStartRequest {
   bool auto_resume = false;  // requeue after the time-limit checkpoint
   std::string worker_path, version;
   std::string origin = "flotilla run --cluster";
+  // Polled while the login node fetches a model by name: true stops it and the submission. May be empty.
+  std::function<bool()> cancelled;
 };
 
 struct SlurmWatch {

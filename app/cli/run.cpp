@@ -125,6 +125,7 @@ int cmd_run(const Context& ctx) {
     if (!quiet) std::printf("%s\n", line.c_str());
   };
   const StopSignals signals;  // before the start: a Ctrl-C from now on stops the run cleanly
+  req.cancelled = [] { return StopSignals::requested(); };  // also while nodes fetch a model by name
   std::unique_ptr<runs::ActiveRun> run;
   try {
     run = service.start(req, progress);
