@@ -504,7 +504,7 @@ class Download {
       if (r.curl_code != 0 && (r.status == 0 || (r.status >= 200 && r.status < 300))) {
         if (r.sink_bytes > 0 && attempt < 4) continue;  // it moved: resume at once
         std::string m = "downloading " + f.name + " of " + ref_.repo_id + " from " + endpoint_ +
-                        " failed after " + mb(fs::file_size(partial, ec)) + " of " + mb(f.size) + " (" +
+                        " failed after " + mb(fs::exists(partial, ec) ? fs::file_size(partial, ec) : 0) + " of " + mb(f.size) + " (" +
                         r.curl_error + "); the partial file is kept and the next try resumes it";
         if (r.status == 0 && r.sink_bytes == 0 && have == 0) fail_network(r, f.name);
         throw_io(m);
@@ -519,7 +519,8 @@ class Download {
 
   void check_and_keep(const RemoteFile& f, const fs::path& partial, const fs::path& blob) {
     std::error_code ec;
-    const uint64_t got = fs::file_size(partial, ec);
+    uint64_t got = fs::file_size(partial, ec);
+    if (ec) got = 0;
     const std::string at = f.name + " of " + ref_.repo_id + "@" + commit_.substr(0, 7);
     if (f.size_known && got != f.size) {
       fs::remove(partial, ec);
