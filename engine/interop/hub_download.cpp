@@ -325,7 +325,7 @@ class Download {
     req.tick = [this] { return tick(); };
     const HttpResponse r = detail::http_send(req, http_);
     if (cancelled_) throw_io("cancelled");
-    if (r.curl_code != 0 && r.status == 0) fail_network(r, "model info");
+    if (r.curl_code != 0) fail_network(r, "model info");
     if (r.status != 200) fail_http(r, "the model info", false);
     nlohmann::json info = nlohmann::json::parse(r.body, nullptr, false);
     if (info.is_discarded() || !info.is_object() || !info.contains("sha") || !info["sha"].is_string())
@@ -390,7 +390,7 @@ class Download {
     req.tick = [this] { return tick(); };
     HttpResponse r = detail::http_send(req, http_);
     if (cancelled_) throw_io("cancelled");
-    if (r.curl_code != 0 && r.status == 0) fail_network(r, f.name);
+    if (r.curl_code != 0) fail_network(r, f.name);
     if (r.status >= 400) fail_http(r, f.name, true);
     f.etag =
         normalize_etag(!r.header("x-linked-etag").empty() ? r.header("x-linked-etag") : r.header("etag"));

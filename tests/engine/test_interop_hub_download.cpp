@@ -10,9 +10,12 @@
 // - a gated model: 401/403 name "accept" and HF_TOKEN, the token's value is in no message, and the
 //   download succeeds with HF_TOKEN; missing model and revision are kConfig with clear words;
 // - offline (HF_HUB_OFFLINE=1) uses the cache and refuses a missing model naming the cache;
+// - a stalled transfer is detected (stall_timeout_s) and resumed; a mirror without the blob fields
+//   of the model info is asked per file with HEAD and checked the same way;
 // - two concurrent downloads of one model fetch each blob once and leave it whole.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -243,6 +246,43 @@ void test_resume(HubServer& hub) {
   CHECK_MSG(resumed, "no GET asked for bytes=%llu-", (unsigned long long)kept);
 }
 
+// A transfer that stops moving (the server stalls) fails after stall_timeout_s and is resumed.
+void test_stall(HubServer& hub) {
+  hub.control(R"({"stall": {"model.safetensors": {"after": 100000, "seconds": 6, "times": 1}}})");
+  hub.clear_requests();
+  DownloadOptions o = opts(fresh_cache());
+  o.stall_timeout_s = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto [code, msg] = try_download("org/tiny", o);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  hub.control("{}");
+  CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  CHECK_MSG(secs < 5, "%.1f s: the stall was waited out, not detected", secs);
+  CHECK(count(hub.requests(), "GET", "/cdn/") >= 1);
+  bool resumed = false;
+  for (const HubRequest& r : hub.requests()) resumed |= r.range == "bytes=100000-" && r.status == 206;
+  CHECK(resumed);
+}
+
+// A mirror that ignores ?blobs=true: each wanted file is HEADed for its etag and size (X-Linked-*
+// for the LFS file), the blobs get the same names, and the checks still run.
+void test_no_blobs_mirror(HubServer& hub) {
+  const std::string cache = fresh_cache();
+  hub.control(R"({"no_blobs": true})");
+  hub.clear_requests();
+  auto [code, msg] = try_download("org/tiny", opts(cache));
+  CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  CHECK(count(hub.requests(), "HEAD", "/resolve/") == 3);
+  const fs::path snap = fs::path(cache) / "models--org--tiny" / "snapshots" / kCommit;
+  CHECK(slurp(snap / "model.safetensors") == kWeights);
+  CHECK(fs::read_symlink(snap / "model.safetensors").filename().string().size() == 64);
+  CHECK(fs::read_symlink(snap / "config.json").filename().string().size() == 40);
+  hub.control(R"({"no_blobs": true, "corrupt": ["model.safetensors"]})");
+  std::tie(code, msg) = try_download("org/tiny", opts(fresh_cache()));
+  hub.control("{}");
+  CHECK_MSG(code == ExitCode::kData, "%s", msg.c_str());
+}
+
 void test_corrupt(HubServer& hub) {
   const std::string cache = fresh_cache();
   hub.control(R"({"corrupt": ["model.safetensors"]})");
@@ -354,6 +394,8 @@ int main() {
   test_full_download(hub);
   test_commit_revision(hub);
   test_resume(hub);
+  test_stall(hub);
+  test_no_blobs_mirror(hub);
   test_corrupt(hub);
   test_gated_and_missing(hub);
   test_concurrent(hub);

@@ -32,7 +32,9 @@ control.json (re-read on every request; write it atomically, tmp + rename). All 
                                             control content was written
    "corrupt": ["FILE", ...],               FILE's body is served with one byte changed (same size)
    "status": {"FILE": 503},                 answer requests for FILE with that status
-   "throttle_bps": N}                      body bytes per second (for progress and cancel tests)
+   "throttle_bps": N,                      body bytes per second (for progress and cancel tests)
+   "stall": {"FILE": {"after": N, "seconds": S, "times": K}},  the body stops for S seconds after N bytes
+   "no_blobs": true}                       model info ignores ?blobs=true (a mirror without sizes/hashes)
   FILE is a repo path ("model.safetensors") or "org/name/model.safetensors".
 
 The protocol (what huggingface_hub's client expects; docs/models.md, 40-design section 4):
@@ -353,13 +355,22 @@ class Handler(BaseHTTPRequestHandler):
             limit = max(0, min(limit, int(cut.get("after", 0))))
             self.record["cut"] = True
         self.record["bytes"] = limit
+        stall = match_fault(control.get("stall"), repo_id, name)
+        if not (isinstance(stall, dict) and self.server.st.take_cut("stall:" + repo_id + "/" + name, stall)):
+            stall = None
         bps = float(control.get("throttle_bps", 0) or 0)
         sent = 0
         chunk = 16384 if bps <= 0 else max(1024, int(bps / 20))
         t0 = time.monotonic()
         try:
             while sent < limit:
+                if stall is not None and sent >= int(stall.get("after", 0)):
+                    self.record["stalled"] = True
+                    time.sleep(float(stall.get("seconds", 5)))
+                    stall = None
                 n = min(chunk, limit - sent)
+                if stall is not None:
+                    n = min(n, max(1, int(stall.get("after", 0)) - sent))
                 if sent + n >= limit:
                     self.flush_log()  # before the last bytes (see flush_log)
                 self.wfile.write(body[sent:sent + n])
@@ -419,7 +430,7 @@ class Handler(BaseHTTPRequestHandler):
         commit = repo.commit_for(rev)
         if commit is None:
             return self.send_error_code(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
-        blobs = "blobs=true" in query or "blobs=True" in query
+        blobs = ("blobs=true" in query or "blobs=True" in query) and not control.get("no_blobs")
         siblings = []
         for name in repo.files(commit):
             s = {"rfilename": name}
