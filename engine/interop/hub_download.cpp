@@ -15,6 +15,7 @@
 //   snapshot that a ref names is always complete. A transfer cut after it moved bytes is resumed at
 //   once (up to 5 tries); a failure keeps the partial file for the next call.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -184,6 +185,47 @@ void link_into_snapshot(const fs::path& repo, const std::string& commit, const s
   }
 }
 
+// This machine's name as a file-name part.
+std::string host_tag() {
+  char h[256] = {0};
+  ::gethostname(h, sizeof h - 1);
+  std::string s;
+  for (const char* c = h; *c; ++c)
+    if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-') s += *c;
+  return s.empty() ? std::string("host") : s.substr(0, 40);
+}
+
+// Takes over the partial file of an interrupted download of blob `etag` by renaming it to `mine`
+// (atomic: of two claimants one wins): <etag>.incomplete (left by a download that failed or was
+// cancelled, Flotilla's or huggingface_hub 1.x's), else one of this host's whose process is gone
+// (killed mid-download: the app cancels by killing `hub download`).
+void claim_partial(const fs::path& blobs, const std::string& etag, const fs::path& mine) {
+  std::error_code ec;
+  if (fs::exists(mine, ec)) return;
+  if (::rename((blobs / (etag + ".incomplete")).c_str(), mine.c_str()) == 0) return;
+  const std::string prefix = etag + "." + host_tag() + ".";
+  const std::string suffix = ".incomplete";
+  fs::path best;
+  uintmax_t best_size = 0;
+  for (const auto& e : fs::directory_iterator(blobs, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() <= prefix.size() + suffix.size() || n.rfind(prefix, 0) != 0 ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string pid_text = n.substr(prefix.size(), n.size() - suffix.size() - prefix.size());
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its writer may still run
+    const uintmax_t size = fs::file_size(e.path(), ec);
+    if (!ec && (best.empty() || size > best_size)) {
+      best = e.path();
+      best_size = size;
+    }
+  }
+  if (!best.empty()) ::rename(best.c_str(), mine.c_str());
+}
+
 struct RemoteFile {
   std::string name;
   uint64_t size = 0;
@@ -227,7 +269,11 @@ class Download {
         progress_.total += f.size;
       }
     }
-    for (const RemoteFile* f : link_only) link_into_snapshot(repo_, commit_, f->name, f->etag);
+    for (const RemoteFile* f : link_only) {
+      std::error_code ec;  // a partial file of a blob another tool completed is of no more use
+      fs::remove(repo_ / "blobs" / (f->etag + ".incomplete"), ec);
+      link_into_snapshot(repo_, commit_, f->name, f->etag);
+    }
     progress_.file_count = static_cast<int>(fetch.size());
     for (size_t i = 0; i < fetch.size(); ++i) {
       progress_.file_index = static_cast<int>(i) + 1;
@@ -425,9 +471,12 @@ class Download {
   bool tick() { return report(false); }
 
   // blobs/<etag>.incomplete, resumed, checked, renamed to blobs/<etag>.
+  // The bytes go to this process's own partial file (<etag>.<host>.<pid>.incomplete), claimed from
+  // an interrupted download and handed back as <etag>.incomplete when this one fails: even where
+  // flock does not hold across machines (some Lustre/NFS mounts), two writers never append to one
+  // file, and a writer never appends to a blob another has already checked and renamed.
   void fetch_file(const RemoteFile& f) {
     const fs::path blob = repo_ / "blobs" / f.etag;
-    const fs::path partial = blob.string() + ".incomplete";
     const std::string folder = repo_.filename().string();
     FileLock lock(fs::path(hub_dir_) / ".locks" / folder / (f.etag + ".lock"));
     const uint64_t base = progress_.done;
@@ -436,6 +485,22 @@ class Download {
       return;
     }
     fs::create_directories(blob.parent_path());
+    const fs::path partial =
+        blob.string() + "." + host_tag() + "." + std::to_string(::getpid()) + ".incomplete";
+    claim_partial(blob.parent_path(), f.etag, partial);
+    try {
+      fetch_into(f, partial, base);
+    } catch (...) {
+      std::error_code ec;
+      if (fs::exists(partial, ec)) fs::rename(partial, blob.string() + ".incomplete", ec);
+      throw;
+    }
+    check_and_keep(f, partial, blob);
+    progress_.done = base + f.size;
+    report(true);
+  }
+
+  void fetch_into(const RemoteFile& f, const fs::path& partial, uint64_t base) {
     std::error_code ec;
     for (int attempt = 0;; ++attempt) {
       uint64_t have = fs::exists(partial, ec) ? fs::file_size(partial, ec) : 0;
@@ -504,17 +569,15 @@ class Download {
       if (r.curl_code != 0 && (r.status == 0 || (r.status >= 200 && r.status < 300))) {
         if (r.sink_bytes > 0 && attempt < 4) continue;  // it moved: resume at once
         std::string m = "downloading " + f.name + " of " + ref_.repo_id + " from " + endpoint_ +
-                        " failed after " + mb(fs::exists(partial, ec) ? fs::file_size(partial, ec) : 0) + " of " + mb(f.size) + " (" +
-                        r.curl_error + "); the partial file is kept and the next try resumes it";
+                        " failed after " + mb(fs::exists(partial, ec) ? fs::file_size(partial, ec) : 0) +
+                        " of " + mb(f.size) + " (" + r.curl_error +
+                        "); the partial file is kept and the next try resumes it";
         if (r.status == 0 && r.sink_bytes == 0 && have == 0) fail_network(r, f.name);
         throw_io(m);
       }
       if (r.status >= 300) fail_http(r, f.name, true);
       break;
     }
-    check_and_keep(f, partial, blob);
-    progress_.done = base + f.size;
-    report(true);
   }
 
   void check_and_keep(const RemoteFile& f, const fs::path& partial, const fs::path& blob) {

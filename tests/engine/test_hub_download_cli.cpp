@@ -2,7 +2,8 @@
 // stand-in Hub: with --json every line is one JSON object (progress events with the design's
 // fields, then done with the commit and folder); a cached model answers at once with
 // "downloaded": false; --files config fetches config.json alone; a gated model ends with an error
-// event and exit 3; without --json the folder is printed; a hostile name is refused with exit 3
+// event and exit 3; a download killed midway (the app's cancel) is resumed by the next run from the
+// dead process's partial file; without --json the folder is printed; a hostile name is refused with exit 3
 // before any request.
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "check.h"
 #include "tests/engine/hub_server_util.h"
@@ -114,6 +116,47 @@ int main() {
   const auto log = hub.requests();
   CHECK(count(log, "config.json") == 1 && count(log, "model.safetensors") == 0 &&
         count(log, "tokenizer") == 0);
+
+  // Killed mid-download (how the app cancels): the next run resumes the dead process's partial file.
+  {
+    std::vector<std::string> env3 = env;
+    env3.back() = "HF_HUB_CACHE=" + root + "/cache3";
+    const fs::path blobs = fs::path(root) / "cache3" / "models--org--tiny" / "blobs";
+    hub.control(R"({"throttle_bps": 100000})");
+    const pid_t pid =
+        spawn({FLOTILLA_WORKER_PATH, "hub", "download", "org/tiny", "--json"}, env3, root + "/killed.log");
+    uintmax_t partial = 0;
+    std::string partial_name;
+    for (int i = 0; i < 200 && partial < 50000; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(blobs, ec))
+        if (e.path().extension() == ".incomplete") {
+          partial = fs::file_size(e.path(), ec);
+          partial_name = e.path().filename().string();
+        }
+    }
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    hub.control("{}");
+    std::error_code ec;
+    partial = fs::file_size(blobs / partial_name, ec);
+    CHECK_MSG(partial > 0 && partial < weights.size() &&
+                  partial_name.find("." + std::to_string(pid) + ".incomplete") != std::string::npos,
+              "%s: %llu", partial_name.c_str(), (unsigned long long)partial);
+    hub.clear_requests();
+    r = run_worker({"hub", "download", "org/tiny", "--json"}, env3);
+    CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+    bool resumed = false;
+    for (const HubRequest& q : hub.requests())
+      resumed |= q.path.rfind("/cdn/", 0) == 0 && q.range == "bytes=" + std::to_string(partial) + "-" &&
+                 q.status == 206;
+    CHECK_MSG(resumed, "no request resumed at %llu", (unsigned long long)partial);
+    for (const auto& e : fs::directory_iterator(blobs)) CHECK(e.path().extension() != ".incomplete");
+    CHECK(read_file(
+              (fs::path(root) / "cache3" / "models--org--tiny" / "snapshots" / kCommit / "model.safetensors")
+                  .string()) == weights);
+  }
 
   // Gated: an error event, exit 3, the message says what to do.
   r = run_worker({"hub", "download", "org/gated", "--json"}, env);
