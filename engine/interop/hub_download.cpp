@@ -226,6 +226,21 @@ void claim_partial(const fs::path& blobs, const std::string& etag, const fs::pat
   if (!best.empty()) ::rename(best.c_str(), mine.c_str());
 }
 
+bool absolute_url(const std::string& url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+}
+
+// The next URL after a redirect to `location`. A relative one stays on the host (the token may
+// follow: the Hub answers a renamed repo so); an absolute one (the CDN) never gets the token.
+void follow_redirect(std::string& url, const std::string& location, bool& send_token) {
+  if (absolute_url(location)) {
+    url = location;
+    send_token = false;
+  } else {
+    url = detail::url_origin(url) + (location.front() == '/' ? location : "/" + location);
+  }
+}
+
 struct RemoteFile {
   std::string name;
   uint64_t size = 0;
@@ -364,12 +379,19 @@ class Download {
   }
 
   std::vector<RemoteFile> list_files() {
-    HttpRequest req;
-    req.url = endpoint_ + "/api/models/" + ref_.repo_id + "/revision/" +
-              detail::url_encode(ref_.rev(), false) + "?blobs=true";
-    req.headers = headers(true);
-    req.tick = [this] { return tick(); };
-    const HttpResponse r = detail::http_send(req, http_);
+    std::string url = endpoint_ + "/api/models/" + ref_.repo_id + "/revision/" +
+                      detail::url_encode(ref_.rev(), false) + "?blobs=true";
+    bool send_token = true;
+    HttpResponse r;
+    for (int hop = 0; hop < 6; ++hop) {  // a renamed repo answers with a redirect to its new name
+      HttpRequest req;
+      req.url = url;
+      req.headers = headers(send_token);
+      req.tick = [this] { return tick(); };
+      r = detail::http_send(req, http_);
+      if (r.curl_code != 0 || r.status < 300 || r.status >= 400 || r.header("location").empty()) break;
+      follow_redirect(url, r.header("location"), send_token);
+    }
     if (cancelled_) throw_io("cancelled");
     if (r.curl_code != 0) fail_network(r, "model info");
     if (r.status != 200) fail_http(r, "the model info", false);
@@ -429,12 +451,20 @@ class Download {
 
   // The size and etag of one file from its HEAD (X-Linked-* for LFS files answered with a redirect).
   void head_file(RemoteFile& f) {
-    HttpRequest req;
-    req.method = "HEAD";
-    req.url = file_url(f.name);
-    req.headers = headers(true);
-    req.tick = [this] { return tick(); };
-    HttpResponse r = detail::http_send(req, http_);
+    std::string url = file_url(f.name);
+    bool send_token = true;
+    HttpResponse r;
+    for (int hop = 0; hop < 6; ++hop) {  // relative redirects only: an absolute one is the LFS answer
+      HttpRequest req;
+      req.method = "HEAD";
+      req.url = url;
+      req.headers = headers(send_token);
+      req.tick = [this] { return tick(); };
+      r = detail::http_send(req, http_);
+      const std::string loc = r.header("location");
+      if (r.curl_code != 0 || r.status < 300 || r.status >= 400 || loc.empty() || absolute_url(loc)) break;
+      follow_redirect(url, loc, send_token);
+    }
     if (cancelled_) throw_io("cancelled");
     if (r.curl_code != 0) fail_network(r, f.name);
     if (r.status >= 400) fail_http(r, f.name, true);
@@ -548,12 +578,7 @@ class Download {
         if (r.status < 300 || r.status >= 400) break;
         const std::string loc = r.header("location");
         if (loc.empty()) throw_io(endpoint_ + " redirected " + f.name + " without a Location");
-        if (loc.rfind("http://", 0) == 0 || loc.rfind("https://", 0) == 0) {
-          url = loc;
-          send_token = false;  // an absolute redirect (the CDN): never the token
-        } else {
-          url = detail::url_origin(url) + (loc.front() == '/' ? loc : "/" + loc);
-        }
+        follow_redirect(url, loc, send_token);
       }
       if (std::fflush(out) != 0 && !write_failed) {
         write_failed = true;

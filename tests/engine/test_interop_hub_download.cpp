@@ -8,7 +8,8 @@
 //   (after a cancellation and after the retries ran out), and the final bytes hash right;
 // - a corrupted file is refused (kData), nothing is linked, the partial file is removed;
 // - a gated model: 401/403 name "accept" and HF_TOKEN, the token's value is in no message, and the
-//   download succeeds with HF_TOKEN; missing model and revision are kConfig with clear words;
+//   download succeeds with HF_TOKEN; missing model and revision are kConfig with clear words; a
+//   renamed repo's redirects are followed (relative: the token stays on the host);
 // - offline (HF_HUB_OFFLINE=1) uses the cache and refuses a missing model naming the cache;
 // - a stalled transfer is detected (stall_timeout_s) and resumed; a mirror without the blob fields
 //   of the model info is asked per file with HEAD and checked the same way;
@@ -330,6 +331,21 @@ void test_gated_and_missing(HubServer& hub) {
   std::tie(code, msg) = try_download("org/tiny@nope", opts(cache));
   CHECK_MSG(code == ExitCode::kConfig && msg.find("no revision \"nope\"") != std::string::npos, "%s",
             msg.c_str());
+  // A renamed repo: the API and the files answer 307 to the new name (relative: the token follows),
+  // the cache keeps the name asked for, as huggingface_hub's does.
+  setenv("HF_TOKEN", HubServer::kToken, 1);
+  hub.clear_requests();
+  std::tie(code, msg) = try_download("org/old-name", opts(cache));
+  unsetenv("HF_TOKEN");
+  CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  CHECK(slurp(fs::path(cache) / "models--org--old-name" / "snapshots" / kCommit / "model.safetensors") ==
+        kWeights);
+  int moved = 0, new_name_with_token = 0;
+  for (const HubRequest& r : hub.requests()) {
+    moved += r.status == 307;
+    new_name_with_token += r.path.find("/org/tiny/") != std::string::npos && r.auth;
+  }
+  CHECK(moved == 4 && new_name_with_token == 4);  // model info + 3 files
   // A model with pickled weights only is refused before any file is fetched.
   hub.clear_requests();
   std::tie(code, msg) = try_download("org/pickled", opts(cache));
@@ -386,6 +402,7 @@ int main() {
   }
   hub.repo_json("org/gated", R"({"gated": "manual"})");
   hub.repo_json("org/private", R"({"private": true})");
+  hub.repo_json("org/old-name", R"({"moved_to": "org/tiny"})");
   hub.add_file("org/pickled", "config.json", kConfig);
   hub.add_file("org/pickled", "pytorch_model.bin", bytes(1000, 4));
   hub.start();

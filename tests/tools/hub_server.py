@@ -10,7 +10,8 @@ Usage:
                    {"commits": {"<40 hex>": "<sub-folder of the repo holding that commit's files>", ...},
                     "refs": {"main": "<40 hex>", "v1.0": "<40 hex>"},
                     "lfs": ["*.safetensors", ...],     (fnmatch patterns; default: weights formats)
-                    "gated": false | "auto" | "manual", "private": false}
+                    "gated": false | "auto" | "manual", "private": false,
+                    "moved_to": "org/new"}   (a renamed repo: every request answers 307 to the new name)
                  Without "commits" the repo folder itself (minus repo.json) is one commit whose id is
                  "commit" from repo.json, else a sha1 of the tree, and "refs" defaults to {"main": it}.
   --state DIR    where the server writes cert.pem/key.pem (made with openssl at start unless --cert/--key),
@@ -402,6 +403,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             control = st.read_control()
             parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
+            if self.moved(url, parts):
+                return
             if len(parts) >= 4 and parts[0] == "api" and parts[1] == "models":
                 self.model_info(parts[2] + "/" + parts[3], parts[4:], url.query, control)
             elif len(parts) == 2 and parts[0] == "cdn":
@@ -415,6 +418,33 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = handle_any
     do_HEAD = handle_any
+
+    def moved(self, url, parts):
+        """A renamed repo (repo.json "moved_to": "org/new"): 307 to the same path under the new name,
+        relative, as the Hub answers for both the API and resolve."""
+        if len(parts) >= 4 and parts[0] == "api" and parts[1] == "models":
+            at = 2
+        elif len(parts) >= 5 and parts[2] == "resolve":
+            at = 0
+        else:
+            return False
+        meta_path = os.path.join(self.server.st.root, parts[at], parts[at + 1], "repo.json")
+        try:
+            with open(meta_path) as f:
+                target = json.load(f).get("moved_to")
+        except (OSError, ValueError):
+            return False
+        if not target:
+            return False
+        raw = url.path.split("/")
+        raw[at + 1:at + 3] = target.split("/")
+        location = "/".join(raw) + ("?" + url.query if url.query else "")
+        self.send_response(307)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.record["status"] = 307
+        self.finish_headers()
+        return True
 
     def model_info(self, repo_id, rest, query, control):
         repo = self.access(repo_id, control)
