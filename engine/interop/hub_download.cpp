@@ -57,11 +57,20 @@ std::string endpoint_of(const DownloadOptions& o) {
   return e;
 }
 
+// The CA file: the option, the variables, else the first system bundle found. The probe matters on a
+// node that runs the worker bundle (packaging/MakeBundle.cmake): its libcurl is Debian's, built to
+// look for /etc/ssl/certs/ca-certificates.crt, which RHEL-family and SUSE nodes name otherwise.
 std::string ca_file_of(const DownloadOptions& o) {
   if (!o.ca_file.empty()) return o.ca_file;
   for (const char* name : {"FLOTILLA_HF_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"})
     if (std::string v = env(name); !v.empty()) return v;
-  return "";
+  for (const char* path : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                           "/etc/ssl/ca-bundle.pem", "/etc/pki/tls/cacert.pem",
+                           "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem"}) {
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) return path;
+  }
+  return "";  // libcurl's built-in default
 }
 
 bool all_hex(const std::string& s) {
