@@ -2,6 +2,9 @@
 #include "engine/interop/hub_http.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
 
 #include <cctype>
 #include <chrono>
@@ -123,7 +126,21 @@ HttpResponse http_send(const HttpRequest& request, const HttpOptions& options) {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_s * 1000));
   if (!options.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options.ca_file.c_str());
   if (request.method == "HEAD") curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  // SIGPIPE blocked in this thread while the transfer runs: with CURLOPT_NOSIGNAL libcurl does not
+  // guard against it itself, and a TLS write to a connection the server closed would otherwise kill a
+  // process that calls this in-process (the app's `flotilla models pull`, the wizard). A SIGPIPE
+  // raised meanwhile is discarded.
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
   const CURLcode rc = curl_easy_perform(curl);
+  if (!sigismember(&old_set, SIGPIPE)) {
+    const timespec zero{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   response.curl_code = static_cast<int>(rc);
   if (rc != CURLE_OK)
