@@ -14,6 +14,7 @@
 //   size and hash, then renamed and linked (relative symlink); refs/<revision> is written last, so a
 //   snapshot that a ref names is always complete. A transfer cut after it moved bytes is resumed at
 //   once (up to 5 tries); a failure keeps the partial file for the next call.
+#ifdef FLOTILLA_HAVE_HUB_DOWNLOADS
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -670,3 +671,23 @@ Snapshot download(const ModelRef& ref, const DownloadOptions& options) {
 }
 
 }  // namespace flotilla::interop::hub
+
+#else  // built without libcurl/libcrypto (engine/CMakeLists.txt)
+
+#include "engine/core/error.h"
+#include "engine/interop/hub.h"
+
+namespace flotilla::interop::hub {
+
+Snapshot download(const ModelRef& ref, const DownloadOptions&) {
+  throw Error(ExitCode::kConfig,
+              ref.text() +
+                  " is not in the Hugging Face cache and this flotilla-worker was built without "
+                  "downloads (libcurl4-openssl-dev and libssl-dev were missing): download it into this "
+                  "machine's cache with a build that has them (flotilla-worker hub download) or with "
+                  "`huggingface-cli download`, or give a folder");
+}
+
+}  // namespace flotilla::interop::hub
+
+#endif  // FLOTILLA_HAVE_HUB_DOWNLOADS

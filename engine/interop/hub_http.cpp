@@ -1,4 +1,6 @@
 // libcurl requests for hub downloads (engine/interop/hub_http.h).
+// Built only with libcurl (FLOTILLA_HAVE_HUB_DOWNLOADS, engine/CMakeLists.txt).
+#ifdef FLOTILLA_HAVE_HUB_DOWNLOADS
 #include "engine/interop/hub_http.h"
 
 #include <curl/curl.h>
@@ -180,3 +182,5 @@ std::string url_encode(const std::string& text, bool keep_slash) {
 }
 
 }  // namespace flotilla::interop::hub::detail
+
+#endif  // FLOTILLA_HAVE_HUB_DOWNLOADS
