@@ -351,6 +351,11 @@ void test_gated_and_missing(HubServer& hub) {
   std::tie(code, msg) = try_download("org/pickled", opts(cache));
   CHECK_MSG(code == ExitCode::kConfig && msg.find("safetensors") != std::string::npos, "%s", msg.c_str());
   CHECK(count(hub.requests(), "GET", "/resolve/") == 0);
+  // A server error is kIo (retried by the user or the scheduler), the status in the message.
+  hub.control(R"({"status": {"model.safetensors": 503}})");
+  std::tie(code, msg) = try_download("org/tiny", opts(fresh_cache()));
+  hub.control("{}");
+  CHECK_MSG(code == ExitCode::kIo && msg.find("HTTP 503") != std::string::npos, "%s", msg.c_str());
   // No server: kIo naming the endpoint.
   DownloadOptions o = opts(cache);
   o.endpoint = "https://127.0.0.1:9";
