@@ -550,6 +550,7 @@ class Download {
       }
       if (attempt == 0) progress_.resumed_bytes = have;
       progress_.done = base + have;
+      if (have > 0) samples_.clear();  // kept bytes are no transfer: the rate restarts from here
       report(true);
       if (f.size_known && have == f.size && have > 0) break;  // complete, not yet checked
       FILE* out = std::fopen(partial.c_str(), "ab");
