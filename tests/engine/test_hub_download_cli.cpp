@@ -3,8 +3,8 @@
 // fields, then done with the commit and folder); a cached model answers at once with
 // "downloaded": false; --files config fetches config.json alone; a gated model ends with an error
 // event and exit 3; a download killed midway (the app's cancel) is resumed by the next run from the
-// dead process's partial file; without --json the folder is printed; a hostile name is refused with exit 3
-// before any request.
+// dead process's partial file; two processes downloading one model at once fetch each blob once; without
+// --json the folder is printed; a hostile name is refused with exit 3 before any request.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -156,6 +156,28 @@ int main() {
     CHECK(read_file(
               (fs::path(root) / "cache3" / "models--org--tiny" / "snapshots" / kCommit / "model.safetensors")
                   .string()) == weights);
+  }
+
+  // Two processes download the same model into one cache at once: both succeed, each blob is
+  // fetched once (the second waits on the blob's flock, then finds it), no partial file is left.
+  {
+    std::vector<std::string> env4 = env;
+    env4.back() = "HF_HUB_CACHE=" + root + "/cache4";
+    hub.control(R"({"throttle_bps": 1000000})");
+    hub.clear_requests();
+    const pid_t a =
+        spawn({FLOTILLA_WORKER_PATH, "hub", "download", "org/tiny", "--json"}, env4, root + "/a.log");
+    const pid_t b =
+        spawn({FLOTILLA_WORKER_PATH, "hub", "download", "org/tiny", "--json"}, env4, root + "/b.log");
+    const int ra = wait_exit(a), rb = wait_exit(b);
+    hub.control("{}");
+    CHECK_MSG(ra == 0 && rb == 0, "%s\n%s", read_file(root + "/a.log").c_str(),
+              read_file(root + "/b.log").c_str());
+    CHECK(count(hub.requests(), "/cdn/") == 1);
+    const fs::path repo4 = fs::path(root) / "cache4" / "models--org--tiny";
+    CHECK(read_file((repo4 / "snapshots" / kCommit / "model.safetensors").string()) == weights);
+    for (const auto& e : fs::directory_iterator(repo4 / "blobs"))
+      CHECK(e.path().extension() != ".incomplete");
   }
 
   // Gated: an error event, exit 3, the message says what to do.

@@ -319,6 +319,15 @@ void test_gated_and_missing(HubServer& hub) {
   setenv("HF_TOKEN", HubServer::kToken, 1);
   std::tie(code, msg) = try_download("org/gated", opts(cache));
   CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  // The token from the file `huggingface-cli login` writes ($HF_HOME/token) works the same.
+  unsetenv("HF_TOKEN");
+  {
+    std::ofstream(std::string(getenv("HF_HOME")) + "/token") << HubServer::kToken << "\n";
+    std::tie(code, msg) = try_download("org/gated", opts(fresh_cache()));
+    CHECK_MSG(code == ExitCode::kOk, "token file: %s", msg.c_str());
+    fs::remove(std::string(getenv("HF_HOME")) + "/token");
+  }
+  setenv("HF_TOKEN", HubServer::kToken, 1);
   // A private model: not found without the token, downloaded with it.
   std::tie(code, msg) = try_download("org/private", opts(cache));
   CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
@@ -389,6 +398,7 @@ int main() {
   fs::create_directories(g_root);
   // No token from this machine's own Hugging Face login.
   setenv("HF_HOME", (g_root + "/hf-home").c_str(), 1);
+  fs::create_directories(g_root + "/hf-home");
   for (const char* v :
        {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE", "HF_HUB_CACHE"})
     unsetenv(v);
