@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -279,7 +280,9 @@ class Download {
                    ") and HF_HUB_OFFLINE is set, so it is not downloaded; download it where the Hub is "
                    "reachable or unset HF_HUB_OFFLINE");
     }
-    const std::vector<RemoteFile> files = list_files();
+    std::vector<RemoteFile> files = list_files();
+    if (o_.set == FileSet::kTraining) files = loaded_weights_only(files);
+    for (RemoteFile& f : files) complete_file(f);
     // What the cache lacks.
     std::vector<const RemoteFile*> fetch;
     std::vector<const RemoteFile*> link_only;
@@ -388,6 +391,60 @@ class Download {
              ref_.repo_id + (said.empty() ? "" : " (" + said + ")") + "; try again later");
   }
 
+  // The safetensors files transformers loads, as it picks them: the shards model.safetensors.index.json
+  // names when the repo has an index (fetched first), else model.safetensors when present. Other
+  // weight files (Mistral's consolidated.safetensors, a duplicate of the shards) are not fetched.
+  // The etag and size of a file the model info did not state (HEAD), and a check that the etag can
+  // name a blob file.
+  void complete_file(RemoteFile& f) {
+    if (f.etag.empty()) head_file(f);
+    if (!safe_etag(f.etag))
+      throw_io(endpoint_ + " stated an unusable hash \"" + f.etag.substr(0, 80) + "\" for " + f.name);
+  }
+
+  std::vector<RemoteFile> loaded_weights_only(std::vector<RemoteFile> files) {
+    const auto is_weights = [](const RemoteFile& f) {
+      return f.name.size() > 12 && f.name.compare(f.name.size() - 12, 12, ".safetensors") == 0;
+    };
+    RemoteFile* index = nullptr;
+    bool has_single = false;
+    for (RemoteFile& f : files) {
+      if (f.name == "model.safetensors.index.json") index = &f;
+      has_single |= f.name == "model.safetensors";
+    }
+    std::set<std::string> keep;
+    if (index) {
+      const fs::path local = repo_ / "snapshots" / commit_ / index->name;
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::status(local, ec))) {
+        complete_file(*index);
+        fetch_file(*index);  // no progress line: progress_.file is still empty
+        link_into_snapshot(repo_, commit_, index->name, index->etag);
+      }
+      std::ifstream in(local);
+      const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+      if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
+        throw_data(index->name + " of " + ref_.repo_id + "@" + commit_.substr(0, 7) + " has no weight_map");
+      for (const auto& [tensor, shard] : j["weight_map"].items())
+        if (shard.is_string()) keep.insert(shard.get<std::string>());
+      for (const std::string& shard : keep) {
+        bool listed = false;
+        for (const RemoteFile& f : files) listed |= f.name == shard;
+        if (!listed)
+          throw_config(ref_.repo_id + "@" + commit_.substr(0, 7) + ": model.safetensors.index.json names " +
+                       shard + ", which the repo does not have");
+      }
+    } else if (has_single) {
+      keep.insert("model.safetensors");
+    } else {
+      return files;
+    }
+    std::vector<RemoteFile> out;
+    for (const RemoteFile& f : files)
+      if (!is_weights(f) || keep.count(f.name)) out.push_back(f);
+    return out;
+  }
+
   std::vector<RemoteFile> list_files() {
     std::string url = endpoint_ + "/api/models/" + ref_.repo_id + "/revision/" +
                       detail::url_encode(ref_.rev(), false) + "?blobs=true";
@@ -433,10 +490,8 @@ class Download {
         f.size = s["size"].get<uint64_t>();
         f.size_known = true;
       } else {
-        head_file(f);  // a mirror that ignores ?blobs=true
+        // a mirror that ignores ?blobs=true: HEADed (complete_file) once the files are chosen
       }
-      if (!safe_etag(f.etag))
-        throw_io(endpoint_ + " stated an unusable hash \"" + f.etag.substr(0, 80) + "\" for " + name);
       has_config |= name == "config.json";
       has_weights |= ext == ".safetensors";
       has_adapter_config |= name == "adapter_config.json";

@@ -1,7 +1,8 @@
 // Downloads from the Hub (engine/interop/hub_download.cpp) against the stand-in Hub
 // (tests/tools/hub_server.py, HTTPS with a certificate made at test time):
 // - a full download lays the cache out as huggingface_hub does (blobs named by etag, relative
-//   links, refs/main), fetches only the files a run needs (no .bin, no README requested), follows
+//   links, refs/main), fetches only the files a run needs (no .bin, no README, no safetensors that
+//   transformers would not load: a sharded model's index is read first), follows
 //   the LFS redirect without sending the token to the CDN path, and reports progress to the total;
 // - a second download of a cached model requests no file body; a commit revision writes no ref;
 // - an interrupted transfer is resumed with a Range request, within one call and across calls
@@ -124,6 +125,7 @@ void test_full_download(HubServer& hub) {
   const auto log = hub.requests();
   CHECK(count(log, "GET", "pytorch_model.bin") == 0 && count(log, "HEAD", "pytorch_model.bin") == 0);
   CHECK(count(log, "GET", "README.md") == 0);
+  CHECK(count(log, "GET", "consolidated.safetensors") == 0);
   CHECK(count(log, "GET", "/api/models/org/tiny/revision/main") == 1);
   int cdn = 0, resolve_with_auth = 0;
   for (const HubRequest& r : log) {
@@ -162,6 +164,23 @@ void test_full_download(HubServer& hub) {
             msg.c_str());
   CHECK(hub.requests().empty());
   unsetenv("HF_HUB_OFFLINE");
+}
+
+// A sharded model: the index is fetched first and only the shards it names come after it.
+void test_sharded(HubServer& hub) {
+  const std::string cache = fresh_cache();
+  hub.clear_requests();
+  const Snapshot s = download(parse_model_ref("org/sharded", "model"), opts(cache));
+  const auto log = hub.requests();
+  CHECK(count(log, "GET", "model-00001-of-00002.safetensors") == 1);
+  CHECK(count(log, "GET", "model-00002-of-00002.safetensors") == 1);
+  CHECK(count(log, "GET", "consolidated.safetensors") == 0);
+  CHECK(slurp(fs::path(s.folder) / "model-00002-of-00002.safetensors") == bytes(3000, 7));
+  CHECK(find_cached(parse_model_ref("org/sharded", "m"), FileSet::kTraining, cache).has_value());
+  // Again: no file requested, the index read from the cache.
+  hub.clear_requests();
+  download(parse_model_ref("org/sharded", "model"), opts(cache));
+  CHECK(count(hub.requests(), "GET", "/resolve/") == 0);
 }
 
 void test_commit_revision(HubServer& hub) {
@@ -409,6 +428,7 @@ int main() {
   hub.add_file("org/tiny", "model.safetensors", kWeights);
   hub.add_file("org/tiny", "pytorch_model.bin", bytes(1000, 2));
   hub.add_file("org/tiny", "README.md", "# tiny\n");
+  hub.add_file("org/tiny", "consolidated.safetensors", bytes(2000, 5));  // not what transformers loads
   hub.repo_json("org/tiny", R"({"commit": ")" + kCommit + R"(", "refs": {"main": ")" + kCommit +
                                 R"(", "v1.0": ")" + kCommit + R"("}})");
   for (const char* name : {"org/gated", "org/private"}) {
@@ -418,6 +438,13 @@ int main() {
   hub.repo_json("org/gated", R"({"gated": "manual"})");
   hub.repo_json("org/private", R"({"private": true})");
   hub.repo_json("org/old-name", R"({"moved_to": "org/tiny"})");
+  hub.add_file("org/sharded", "config.json", kConfig);
+  hub.add_file("org/sharded", "model-00001-of-00002.safetensors", bytes(4000, 6));
+  hub.add_file("org/sharded", "model-00002-of-00002.safetensors", bytes(3000, 7));
+  hub.add_file("org/sharded", "consolidated.safetensors", bytes(7000, 8));
+  hub.add_file("org/sharded", "model.safetensors.index.json",
+               R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", )"
+               R"("b": "model-00002-of-00002.safetensors"}})");
   hub.add_file("org/pickled", "config.json", kConfig);
   hub.add_file("org/pickled", "pytorch_model.bin", bytes(1000, 4));
   hub.start();
@@ -425,6 +452,7 @@ int main() {
 
   test_full_download(hub);
   test_commit_revision(hub);
+  test_sharded(hub);
   test_resume(hub);
   test_stall(hub);
   test_no_blobs_mirror(hub);
