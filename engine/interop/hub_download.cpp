@@ -637,8 +637,7 @@ class Download {
             return false;
           }
           progress_.done += n;
-          report(false);
-          return true;
+          return report(false);  // false once cancelled: stop at once
         };
         r = detail::http_send(req, http_);
         if (r.status < 300 || r.status >= 400) break;
