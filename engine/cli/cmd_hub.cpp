@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "engine/cli/args.h"
@@ -126,8 +127,9 @@ int hub_download(Args& args) {
     const hub::ModelRef ref = hub::parse_model_ref(names[0], "hub download NAME");
     hub::Resolved r;
     if (refresh && !hub::offline_from_environment()) {
+      const std::optional<hub::Snapshot> before = hub::find_cached(ref, o.set, hub::cache_dir().path);
       r.snapshot = hub::download(ref, o);
-      r.downloaded = true;
+      r.downloaded = !before || before->commit != r.snapshot.commit;
     } else {
       r = hub::resolve(ref, o);
     }

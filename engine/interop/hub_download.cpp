@@ -14,7 +14,9 @@
 //   size and hash, then renamed and linked (relative symlink); refs/<revision> is written last, so a
 //   snapshot that a ref names is always complete. A transfer cut after it moved bytes is resumed at
 //   once (up to 5 tries); a failure keeps the partial file for the next call.
+#ifdef FLOTILLA_HAVE_HUB_DOWNLOADS
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -56,11 +59,20 @@ std::string endpoint_of(const DownloadOptions& o) {
   return e;
 }
 
+// The CA file: the option, the variables, else the first system bundle found. The probe matters on a
+// node that runs the worker bundle (packaging/MakeBundle.cmake): its libcurl is Debian's, built to
+// look for /etc/ssl/certs/ca-certificates.crt, which RHEL-family and SUSE nodes name otherwise.
 std::string ca_file_of(const DownloadOptions& o) {
   if (!o.ca_file.empty()) return o.ca_file;
   for (const char* name : {"FLOTILLA_HF_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"})
     if (std::string v = env(name); !v.empty()) return v;
-  return "";
+  for (const char* path : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+                           "/etc/ssl/ca-bundle.pem", "/etc/pki/tls/cacert.pem",
+                           "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem"}) {
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) return path;
+  }
+  return "";  // libcurl's built-in default
 }
 
 bool all_hex(const std::string& s) {
@@ -184,6 +196,62 @@ void link_into_snapshot(const fs::path& repo, const std::string& commit, const s
   }
 }
 
+// This machine's name as a file-name part.
+std::string host_tag() {
+  char h[256] = {0};
+  ::gethostname(h, sizeof h - 1);
+  std::string s;
+  for (const char* c = h; *c; ++c)
+    if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-') s += *c;
+  return s.empty() ? std::string("host") : s.substr(0, 40);
+}
+
+// Takes over the partial file of an interrupted download of blob `etag` by renaming it to `mine`
+// (atomic: of two claimants one wins): <etag>.incomplete (left by a download that failed or was
+// cancelled, Flotilla's or huggingface_hub 1.x's), else one of this host's whose process is gone
+// (killed mid-download: the app cancels by killing `hub download`).
+void claim_partial(const fs::path& blobs, const std::string& etag, const fs::path& mine) {
+  std::error_code ec;
+  if (fs::exists(mine, ec)) return;
+  if (::rename((blobs / (etag + ".incomplete")).c_str(), mine.c_str()) == 0) return;
+  const std::string prefix = etag + "." + host_tag() + ".";
+  const std::string suffix = ".incomplete";
+  fs::path best;
+  uintmax_t best_size = 0;
+  for (const auto& e : fs::directory_iterator(blobs, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() <= prefix.size() + suffix.size() || n.rfind(prefix, 0) != 0 ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string pid_text = n.substr(prefix.size(), n.size() - suffix.size() - prefix.size());
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its writer may still run
+    const uintmax_t size = fs::file_size(e.path(), ec);
+    if (!ec && (best.empty() || size > best_size)) {
+      best = e.path();
+      best_size = size;
+    }
+  }
+  if (!best.empty()) ::rename(best.c_str(), mine.c_str());
+}
+
+bool absolute_url(const std::string& url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+}
+
+// The next URL after a redirect to `location`. A relative one stays on the host (the token may
+// follow: the Hub answers a renamed repo so); an absolute one (the CDN) never gets the token.
+void follow_redirect(std::string& url, const std::string& location, bool& send_token) {
+  if (absolute_url(location)) {
+    url = location;
+    send_token = false;
+  } else {
+    url = detail::url_origin(url) + (location.front() == '/' ? location : "/" + location);
+  }
+}
+
 struct RemoteFile {
   std::string name;
   uint64_t size = 0;
@@ -212,7 +280,9 @@ class Download {
                    ") and HF_HUB_OFFLINE is set, so it is not downloaded; download it where the Hub is "
                    "reachable or unset HF_HUB_OFFLINE");
     }
-    const std::vector<RemoteFile> files = list_files();
+    std::vector<RemoteFile> files = list_files();
+    if (o_.set == FileSet::kTraining) files = loaded_weights_only(files);
+    for (RemoteFile& f : files) complete_file(f);
     // What the cache lacks.
     std::vector<const RemoteFile*> fetch;
     std::vector<const RemoteFile*> link_only;
@@ -227,7 +297,11 @@ class Download {
         progress_.total += f.size;
       }
     }
-    for (const RemoteFile* f : link_only) link_into_snapshot(repo_, commit_, f->name, f->etag);
+    for (const RemoteFile* f : link_only) {
+      std::error_code ec;  // a partial file of a blob another tool completed is of no more use
+      fs::remove(repo_ / "blobs" / (f->etag + ".incomplete"), ec);
+      link_into_snapshot(repo_, commit_, f->name, f->etag);
+    }
     progress_.file_count = static_cast<int>(fetch.size());
     for (size_t i = 0; i < fetch.size(); ++i) {
       progress_.file_index = static_cast<int>(i) + 1;
@@ -317,15 +391,76 @@ class Download {
              ref_.repo_id + (said.empty() ? "" : " (" + said + ")") + "; try again later");
   }
 
+  // The safetensors files transformers loads, as it picks them: the shards model.safetensors.index.json
+  // names when the repo has an index (fetched first), else model.safetensors when present. Other
+  // weight files (Mistral's consolidated.safetensors, a duplicate of the shards) are not fetched.
+  // The etag and size of a file the model info did not state (HEAD), and a check that the etag can
+  // name a blob file.
+  void complete_file(RemoteFile& f) {
+    if (f.etag.empty()) head_file(f);
+    if (!safe_etag(f.etag))
+      throw_io(endpoint_ + " stated an unusable hash \"" + f.etag.substr(0, 80) + "\" for " + f.name);
+  }
+
+  std::vector<RemoteFile> loaded_weights_only(std::vector<RemoteFile> files) {
+    const auto is_weights = [](const RemoteFile& f) {
+      return f.name.size() > 12 && f.name.compare(f.name.size() - 12, 12, ".safetensors") == 0;
+    };
+    RemoteFile* index = nullptr;
+    bool has_single = false;
+    for (RemoteFile& f : files) {
+      if (f.name == "model.safetensors.index.json") index = &f;
+      has_single |= f.name == "model.safetensors";
+    }
+    std::set<std::string> keep;
+    if (index) {
+      const fs::path local = repo_ / "snapshots" / commit_ / index->name;
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::status(local, ec))) {
+        complete_file(*index);
+        fetch_file(*index);  // no progress line: progress_.file is still empty
+        link_into_snapshot(repo_, commit_, index->name, index->etag);
+      }
+      std::ifstream in(local);
+      const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+      if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
+        throw_data(index->name + " of " + ref_.repo_id + "@" + commit_.substr(0, 7) + " has no weight_map");
+      for (const auto& [tensor, shard] : j["weight_map"].items())
+        if (shard.is_string()) keep.insert(shard.get<std::string>());
+      for (const std::string& shard : keep) {
+        bool listed = false;
+        for (const RemoteFile& f : files) listed |= f.name == shard;
+        if (!listed)
+          throw_config(ref_.repo_id + "@" + commit_.substr(0, 7) + ": model.safetensors.index.json names " +
+                       shard + ", which the repo does not have");
+      }
+    } else if (has_single) {
+      keep.insert("model.safetensors");
+    } else {
+      return files;
+    }
+    std::vector<RemoteFile> out;
+    for (const RemoteFile& f : files)
+      if (!is_weights(f) || keep.count(f.name)) out.push_back(f);
+    return out;
+  }
+
   std::vector<RemoteFile> list_files() {
-    HttpRequest req;
-    req.url = endpoint_ + "/api/models/" + ref_.repo_id + "/revision/" +
-              detail::url_encode(ref_.rev(), false) + "?blobs=true";
-    req.headers = headers(true);
-    req.tick = [this] { return tick(); };
-    const HttpResponse r = detail::http_send(req, http_);
+    std::string url = endpoint_ + "/api/models/" + ref_.repo_id + "/revision/" +
+                      detail::url_encode(ref_.rev(), false) + "?blobs=true";
+    bool send_token = true;
+    HttpResponse r;
+    for (int hop = 0; hop < 6; ++hop) {  // a renamed repo answers with a redirect to its new name
+      HttpRequest req;
+      req.url = url;
+      req.headers = headers(send_token);
+      req.tick = [this] { return tick(); };
+      r = detail::http_send(req, http_);
+      if (r.curl_code != 0 || r.status < 300 || r.status >= 400 || r.header("location").empty()) break;
+      follow_redirect(url, r.header("location"), send_token);
+    }
     if (cancelled_) throw_io("cancelled");
-    if (r.curl_code != 0 && r.status == 0) fail_network(r, "model info");
+    if (r.curl_code != 0) fail_network(r, "model info");
     if (r.status != 200) fail_http(r, "the model info", false);
     nlohmann::json info = nlohmann::json::parse(r.body, nullptr, false);
     if (info.is_discarded() || !info.is_object() || !info.contains("sha") || !info["sha"].is_string())
@@ -355,10 +490,8 @@ class Download {
         f.size = s["size"].get<uint64_t>();
         f.size_known = true;
       } else {
-        head_file(f);  // a mirror that ignores ?blobs=true
+        // a mirror that ignores ?blobs=true: HEADed (complete_file) once the files are chosen
       }
-      if (!safe_etag(f.etag))
-        throw_io(endpoint_ + " stated an unusable hash \"" + f.etag.substr(0, 80) + "\" for " + name);
       has_config |= name == "config.json";
       has_weights |= ext == ".safetensors";
       has_adapter_config |= name == "adapter_config.json";
@@ -383,14 +516,22 @@ class Download {
 
   // The size and etag of one file from its HEAD (X-Linked-* for LFS files answered with a redirect).
   void head_file(RemoteFile& f) {
-    HttpRequest req;
-    req.method = "HEAD";
-    req.url = file_url(f.name);
-    req.headers = headers(true);
-    req.tick = [this] { return tick(); };
-    HttpResponse r = detail::http_send(req, http_);
+    std::string url = file_url(f.name);
+    bool send_token = true;
+    HttpResponse r;
+    for (int hop = 0; hop < 6; ++hop) {  // relative redirects only: an absolute one is the LFS answer
+      HttpRequest req;
+      req.method = "HEAD";
+      req.url = url;
+      req.headers = headers(send_token);
+      req.tick = [this] { return tick(); };
+      r = detail::http_send(req, http_);
+      const std::string loc = r.header("location");
+      if (r.curl_code != 0 || r.status < 300 || r.status >= 400 || loc.empty() || absolute_url(loc)) break;
+      follow_redirect(url, loc, send_token);
+    }
     if (cancelled_) throw_io("cancelled");
-    if (r.curl_code != 0 && r.status == 0) fail_network(r, f.name);
+    if (r.curl_code != 0) fail_network(r, f.name);
     if (r.status >= 400) fail_http(r, f.name, true);
     f.etag =
         normalize_etag(!r.header("x-linked-etag").empty() ? r.header("x-linked-etag") : r.header("etag"));
@@ -425,9 +566,12 @@ class Download {
   bool tick() { return report(false); }
 
   // blobs/<etag>.incomplete, resumed, checked, renamed to blobs/<etag>.
+  // The bytes go to this process's own partial file (<etag>.<host>.<pid>.incomplete), claimed from
+  // an interrupted download and handed back as <etag>.incomplete when this one fails: even where
+  // flock does not hold across machines (some Lustre/NFS mounts), two writers never append to one
+  // file, and a writer never appends to a blob another has already checked and renamed.
   void fetch_file(const RemoteFile& f) {
     const fs::path blob = repo_ / "blobs" / f.etag;
-    const fs::path partial = blob.string() + ".incomplete";
     const std::string folder = repo_.filename().string();
     FileLock lock(fs::path(hub_dir_) / ".locks" / folder / (f.etag + ".lock"));
     const uint64_t base = progress_.done;
@@ -436,6 +580,22 @@ class Download {
       return;
     }
     fs::create_directories(blob.parent_path());
+    const fs::path partial =
+        blob.string() + "." + host_tag() + "." + std::to_string(::getpid()) + ".incomplete";
+    claim_partial(blob.parent_path(), f.etag, partial);
+    try {
+      fetch_into(f, partial, base);
+    } catch (...) {
+      std::error_code ec;
+      if (fs::exists(partial, ec)) fs::rename(partial, blob.string() + ".incomplete", ec);
+      throw;
+    }
+    check_and_keep(f, partial, blob);
+    progress_.done = base + f.size;
+    report(true);
+  }
+
+  void fetch_into(const RemoteFile& f, const fs::path& partial, uint64_t base) {
     std::error_code ec;
     for (int attempt = 0;; ++attempt) {
       uint64_t have = fs::exists(partial, ec) ? fs::file_size(partial, ec) : 0;
@@ -445,6 +605,7 @@ class Download {
       }
       if (attempt == 0) progress_.resumed_bytes = have;
       progress_.done = base + have;
+      if (have > 0) samples_.clear();  // kept bytes are no transfer: the rate restarts from here
       report(true);
       if (f.size_known && have == f.size && have > 0) break;  // complete, not yet checked
       FILE* out = std::fopen(partial.c_str(), "ab");
@@ -476,19 +637,13 @@ class Download {
             return false;
           }
           progress_.done += n;
-          report(false);
-          return true;
+          return report(false);  // false once cancelled: stop at once
         };
         r = detail::http_send(req, http_);
         if (r.status < 300 || r.status >= 400) break;
         const std::string loc = r.header("location");
         if (loc.empty()) throw_io(endpoint_ + " redirected " + f.name + " without a Location");
-        if (loc.rfind("http://", 0) == 0 || loc.rfind("https://", 0) == 0) {
-          url = loc;
-          send_token = false;  // an absolute redirect (the CDN): never the token
-        } else {
-          url = detail::url_origin(url) + (loc.front() == '/' ? loc : "/" + loc);
-        }
+        follow_redirect(url, loc, send_token);
       }
       if (std::fflush(out) != 0 && !write_failed) {
         write_failed = true;
@@ -504,22 +659,21 @@ class Download {
       if (r.curl_code != 0 && (r.status == 0 || (r.status >= 200 && r.status < 300))) {
         if (r.sink_bytes > 0 && attempt < 4) continue;  // it moved: resume at once
         std::string m = "downloading " + f.name + " of " + ref_.repo_id + " from " + endpoint_ +
-                        " failed after " + mb(fs::file_size(partial, ec)) + " of " + mb(f.size) + " (" +
-                        r.curl_error + "); the partial file is kept and the next try resumes it";
+                        " failed after " + mb(fs::exists(partial, ec) ? fs::file_size(partial, ec) : 0) +
+                        " of " + mb(f.size) + " (" + r.curl_error +
+                        "); the partial file is kept and the next try resumes it";
         if (r.status == 0 && r.sink_bytes == 0 && have == 0) fail_network(r, f.name);
         throw_io(m);
       }
       if (r.status >= 300) fail_http(r, f.name, true);
       break;
     }
-    check_and_keep(f, partial, blob);
-    progress_.done = base + f.size;
-    report(true);
   }
 
   void check_and_keep(const RemoteFile& f, const fs::path& partial, const fs::path& blob) {
     std::error_code ec;
-    const uint64_t got = fs::file_size(partial, ec);
+    uint64_t got = fs::file_size(partial, ec);
+    if (ec) got = 0;
     const std::string at = f.name + " of " + ref_.repo_id + "@" + commit_.substr(0, 7);
     if (f.size_known && got != f.size) {
       fs::remove(partial, ec);
@@ -572,3 +726,23 @@ Snapshot download(const ModelRef& ref, const DownloadOptions& options) {
 }
 
 }  // namespace flotilla::interop::hub
+
+#else  // built without libcurl/libcrypto (engine/CMakeLists.txt)
+
+#include "engine/core/error.h"
+#include "engine/interop/hub.h"
+
+namespace flotilla::interop::hub {
+
+Snapshot download(const ModelRef& ref, const DownloadOptions&) {
+  throw Error(ExitCode::kConfig,
+              ref.text() +
+                  " is not in the Hugging Face cache and this flotilla-worker was built without "
+                  "downloads (libcurl4-openssl-dev and libssl-dev were missing): download it into this "
+                  "machine's cache with a build that has them (flotilla-worker hub download) or with "
+                  "`huggingface-cli download`, or give a folder");
+}
+
+}  // namespace flotilla::interop::hub
+
+#endif  // FLOTILLA_HAVE_HUB_DOWNLOADS

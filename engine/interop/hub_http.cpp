@@ -1,9 +1,16 @@
 // libcurl requests for hub downloads (engine/interop/hub_http.h).
+// Built only with libcurl (FLOTILLA_HAVE_HUB_DOWNLOADS, engine/CMakeLists.txt).
+#ifdef FLOTILLA_HAVE_HUB_DOWNLOADS
 #include "engine/interop/hub_http.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 
 #include "flotilla/build_info.h"
@@ -18,6 +25,9 @@ struct Transfer {
   const HttpRequest* request = nullptr;
   HttpResponse* response = nullptr;
   CURL* curl = nullptr;
+  double stall_s = 60;
+  curl_off_t last_bytes = -1;
+  std::chrono::steady_clock::time_point last_change = std::chrono::steady_clock::now();
 };
 
 size_t on_header(char* data, size_t size, size_t count, void* user) {
@@ -58,8 +68,19 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+// The stall check is done here rather than with CURLOPT_LOW_SPEED_*: libcurl averages the speed over
+// a window of several seconds, so a transfer that stops after moving bytes fails only long after
+// LOW_SPEED_TIME. Here a transfer fails stall_timeout_s after its last byte (or after its start).
+int on_progress(void* user, curl_off_t, curl_off_t now_bytes, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
+  const auto now = std::chrono::steady_clock::now();
+  if (now_bytes != t->last_bytes) {
+    t->last_bytes = now_bytes;
+    t->last_change = now;
+  } else if (std::chrono::duration<double>(now - t->last_change).count() > t->stall_s) {
+    t->response->stalled = true;
+    return 1;
+  }
   if (t->request->tick && !t->request->tick()) {
     t->response->stopped = true;
     return 1;  // CURLE_ABORTED_BY_CALLBACK
@@ -79,7 +100,11 @@ HttpResponse http_send(const HttpRequest& request, const HttpOptions& options) {
     response.curl_error = "libcurl could not start a transfer";
     return response;
   }
-  Transfer t{&request, &response, curl};
+  Transfer t;
+  t.request = &request;
+  t.response = &response;
+  t.curl = curl;
+  t.stall_s = options.stall_timeout_s;
   char error[CURL_ERROR_SIZE] = {0};
   curl_slist* headers = nullptr;
   for (const std::string& h : request.headers) headers = curl_slist_append(headers, h.c_str());
@@ -101,17 +126,32 @@ HttpResponse http_send(const HttpRequest& request, const HttpOptions& options) {
   curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
   curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_s * 1000));
-  // A transfer that moves under 1 byte/s for stall_timeout_s fails (and resumes next time).
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
-                   static_cast<long>(options.stall_timeout_s < 1 ? 1 : options.stall_timeout_s));
   if (!options.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options.ca_file.c_str());
   if (request.method == "HEAD") curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  // SIGPIPE blocked in this thread while the transfer runs: with CURLOPT_NOSIGNAL libcurl does not
+  // guard against it itself, and a TLS write to a connection the server closed would otherwise kill a
+  // process that calls this in-process (the app's `flotilla models pull`, the wizard). A SIGPIPE
+  // raised meanwhile is discarded.
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
   const CURLcode rc = curl_easy_perform(curl);
+  if (!sigismember(&old_set, SIGPIPE)) {
+    const timespec zero{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   response.curl_code = static_cast<int>(rc);
   if (rc != CURLE_OK)
     response.curl_error = error[0] ? std::string(error) : std::string(curl_easy_strerror(rc));
+  if (response.stalled) {
+    char said[96];
+    std::snprintf(said, sizeof said, "no byte came for %.0f s", options.stall_timeout_s);
+    response.curl_error = said;
+  }
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   return response;
@@ -142,3 +182,5 @@ std::string url_encode(const std::string& text, bool keep_slash) {
 }
 
 }  // namespace flotilla::interop::hub::detail
+
+#endif  // FLOTILLA_HAVE_HUB_DOWNLOADS

@@ -31,6 +31,7 @@ struct HttpResponse {
   std::string curl_error;                      // libcurl's words when curl_code != 0
   uint64_t sink_bytes = 0;                     // bytes handed to the sink
   bool stopped = false;                        // the sink or the tick asked to stop
+  bool stalled = false;                        // no byte moved for stall_timeout_s
   std::string header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);
     return it == headers.end() ? std::string() : it->second;

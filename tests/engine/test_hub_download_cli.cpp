@@ -2,14 +2,16 @@
 // stand-in Hub: with --json every line is one JSON object (progress events with the design's
 // fields, then done with the commit and folder); a cached model answers at once with
 // "downloaded": false; --files config fetches config.json alone; a gated model ends with an error
-// event and exit 3; without --json the folder is printed; a hostile name is refused with exit 3
-// before any request.
+// event and exit 3; a download killed midway (the app's cancel) is resumed by the next run from the
+// dead process's partial file; two processes downloading one model at once fetch each blob once; without
+// --json the folder is printed; a hostile name is refused with exit 3 before any request.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "check.h"
 #include "tests/engine/hub_server_util.h"
@@ -114,6 +116,69 @@ int main() {
   const auto log = hub.requests();
   CHECK(count(log, "config.json") == 1 && count(log, "model.safetensors") == 0 &&
         count(log, "tokenizer") == 0);
+
+  // Killed mid-download (how the app cancels): the next run resumes the dead process's partial file.
+  {
+    std::vector<std::string> env3 = env;
+    env3.back() = "HF_HUB_CACHE=" + root + "/cache3";
+    const fs::path blobs = fs::path(root) / "cache3" / "models--org--tiny" / "blobs";
+    hub.control(R"({"throttle_bps": 100000})");
+    const pid_t pid =
+        spawn({FLOTILLA_WORKER_PATH, "hub", "download", "org/tiny", "--json"}, env3, root + "/killed.log");
+    uintmax_t partial = 0;
+    std::string partial_name;
+    for (int i = 0; i < 200 && partial < 50000; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(blobs, ec))
+        if (e.path().extension() == ".incomplete") {
+          partial = fs::file_size(e.path(), ec);
+          partial_name = e.path().filename().string();
+        }
+    }
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    hub.control("{}");
+    std::error_code ec;
+    partial = fs::file_size(blobs / partial_name, ec);
+    CHECK_MSG(partial > 0 && partial < weights.size() &&
+                  partial_name.find("." + std::to_string(pid) + ".incomplete") != std::string::npos,
+              "%s: %llu", partial_name.c_str(), (unsigned long long)partial);
+    hub.clear_requests();
+    r = run_worker({"hub", "download", "org/tiny", "--json"}, env3);
+    CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+    bool resumed = false;
+    for (const HubRequest& q : hub.requests())
+      resumed |= q.path.rfind("/cdn/", 0) == 0 && q.range == "bytes=" + std::to_string(partial) + "-" &&
+                 q.status == 206;
+    CHECK_MSG(resumed, "no request resumed at %llu", (unsigned long long)partial);
+    for (const auto& e : fs::directory_iterator(blobs)) CHECK(e.path().extension() != ".incomplete");
+    CHECK(read_file(
+              (fs::path(root) / "cache3" / "models--org--tiny" / "snapshots" / kCommit / "model.safetensors")
+                  .string()) == weights);
+  }
+
+  // Two processes download the same model into one cache at once: both succeed, each blob is
+  // fetched once (the second waits on the blob's flock, then finds it), no partial file is left.
+  {
+    std::vector<std::string> env4 = env;
+    env4.back() = "HF_HUB_CACHE=" + root + "/cache4";
+    hub.control(R"({"throttle_bps": 1000000})");
+    hub.clear_requests();
+    const pid_t a =
+        spawn({FLOTILLA_WORKER_PATH, "hub", "download", "org/tiny", "--json"}, env4, root + "/a.log");
+    const pid_t b =
+        spawn({FLOTILLA_WORKER_PATH, "hub", "download", "org/tiny", "--json"}, env4, root + "/b.log");
+    const int ra = wait_exit(a), rb = wait_exit(b);
+    hub.control("{}");
+    CHECK_MSG(ra == 0 && rb == 0, "%s\n%s", read_file(root + "/a.log").c_str(),
+              read_file(root + "/b.log").c_str());
+    CHECK(count(hub.requests(), "/cdn/") == 1);
+    const fs::path repo4 = fs::path(root) / "cache4" / "models--org--tiny";
+    CHECK(read_file((repo4 / "snapshots" / kCommit / "model.safetensors").string()) == weights);
+    for (const auto& e : fs::directory_iterator(repo4 / "blobs"))
+      CHECK(e.path().extension() != ".incomplete");
+  }
 
   // Gated: an error event, exit 3, the message says what to do.
   r = run_worker({"hub", "download", "org/gated", "--json"}, env);

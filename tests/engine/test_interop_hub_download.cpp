@@ -1,18 +1,23 @@
 // Downloads from the Hub (engine/interop/hub_download.cpp) against the stand-in Hub
 // (tests/tools/hub_server.py, HTTPS with a certificate made at test time):
 // - a full download lays the cache out as huggingface_hub does (blobs named by etag, relative
-//   links, refs/main), fetches only the files a run needs (no .bin, no README requested), follows
+//   links, refs/main), fetches only the files a run needs (no .bin, no README, no safetensors that
+//   transformers would not load: a sharded model's index is read first), follows
 //   the LFS redirect without sending the token to the CDN path, and reports progress to the total;
 // - a second download of a cached model requests no file body; a commit revision writes no ref;
 // - an interrupted transfer is resumed with a Range request, within one call and across calls
 //   (after a cancellation and after the retries ran out), and the final bytes hash right;
 // - a corrupted file is refused (kData), nothing is linked, the partial file is removed;
 // - a gated model: 401/403 name "accept" and HF_TOKEN, the token's value is in no message, and the
-//   download succeeds with HF_TOKEN; missing model and revision are kConfig with clear words;
+//   download succeeds with HF_TOKEN; missing model and revision are kConfig with clear words; a
+//   renamed repo's redirects are followed (relative: the token stays on the host);
 // - offline (HF_HUB_OFFLINE=1) uses the cache and refuses a missing model naming the cache;
+// - a stalled transfer is detected (stall_timeout_s) and resumed; a mirror without the blob fields
+//   of the model info is asked per file with HEAD and checked the same way;
 // - two concurrent downloads of one model fetch each blob once and leave it whole.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +125,7 @@ void test_full_download(HubServer& hub) {
   const auto log = hub.requests();
   CHECK(count(log, "GET", "pytorch_model.bin") == 0 && count(log, "HEAD", "pytorch_model.bin") == 0);
   CHECK(count(log, "GET", "README.md") == 0);
+  CHECK(count(log, "GET", "consolidated.safetensors") == 0);
   CHECK(count(log, "GET", "/api/models/org/tiny/revision/main") == 1);
   int cdn = 0, resolve_with_auth = 0;
   for (const HubRequest& r : log) {
@@ -158,6 +164,23 @@ void test_full_download(HubServer& hub) {
             msg.c_str());
   CHECK(hub.requests().empty());
   unsetenv("HF_HUB_OFFLINE");
+}
+
+// A sharded model: the index is fetched first and only the shards it names come after it.
+void test_sharded(HubServer& hub) {
+  const std::string cache = fresh_cache();
+  hub.clear_requests();
+  const Snapshot s = download(parse_model_ref("org/sharded", "model"), opts(cache));
+  const auto log = hub.requests();
+  CHECK(count(log, "GET", "model-00001-of-00002.safetensors") == 1);
+  CHECK(count(log, "GET", "model-00002-of-00002.safetensors") == 1);
+  CHECK(count(log, "GET", "consolidated.safetensors") == 0);
+  CHECK(slurp(fs::path(s.folder) / "model-00002-of-00002.safetensors") == bytes(3000, 7));
+  CHECK(find_cached(parse_model_ref("org/sharded", "m"), FileSet::kTraining, cache).has_value());
+  // Again: no file requested, the index read from the cache.
+  hub.clear_requests();
+  download(parse_model_ref("org/sharded", "model"), opts(cache));
+  CHECK(count(hub.requests(), "GET", "/resolve/") == 0);
 }
 
 void test_commit_revision(HubServer& hub) {
@@ -243,6 +266,43 @@ void test_resume(HubServer& hub) {
   CHECK_MSG(resumed, "no GET asked for bytes=%llu-", (unsigned long long)kept);
 }
 
+// A transfer that stops moving (the server stalls) fails after stall_timeout_s and is resumed.
+void test_stall(HubServer& hub) {
+  hub.control(R"({"stall": {"model.safetensors": {"after": 100000, "seconds": 6, "times": 1}}})");
+  hub.clear_requests();
+  DownloadOptions o = opts(fresh_cache());
+  o.stall_timeout_s = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto [code, msg] = try_download("org/tiny", o);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  hub.control("{}");
+  CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  CHECK_MSG(secs < 5, "%.1f s: the stall was waited out, not detected", secs);
+  CHECK(count(hub.requests(), "GET", "/cdn/") >= 1);
+  bool resumed = false;
+  for (const HubRequest& r : hub.requests()) resumed |= r.range == "bytes=100000-" && r.status == 206;
+  CHECK(resumed);
+}
+
+// A mirror that ignores ?blobs=true: each wanted file is HEADed for its etag and size (X-Linked-*
+// for the LFS file), the blobs get the same names, and the checks still run.
+void test_no_blobs_mirror(HubServer& hub) {
+  const std::string cache = fresh_cache();
+  hub.control(R"({"no_blobs": true})");
+  hub.clear_requests();
+  auto [code, msg] = try_download("org/tiny", opts(cache));
+  CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  CHECK(count(hub.requests(), "HEAD", "/resolve/") == 3);
+  const fs::path snap = fs::path(cache) / "models--org--tiny" / "snapshots" / kCommit;
+  CHECK(slurp(snap / "model.safetensors") == kWeights);
+  CHECK(fs::read_symlink(snap / "model.safetensors").filename().string().size() == 64);
+  CHECK(fs::read_symlink(snap / "config.json").filename().string().size() == 40);
+  hub.control(R"({"no_blobs": true, "corrupt": ["model.safetensors"]})");
+  std::tie(code, msg) = try_download("org/tiny", opts(fresh_cache()));
+  hub.control("{}");
+  CHECK_MSG(code == ExitCode::kData, "%s", msg.c_str());
+}
+
 void test_corrupt(HubServer& hub) {
   const std::string cache = fresh_cache();
   hub.control(R"({"corrupt": ["model.safetensors"]})");
@@ -278,6 +338,15 @@ void test_gated_and_missing(HubServer& hub) {
   setenv("HF_TOKEN", HubServer::kToken, 1);
   std::tie(code, msg) = try_download("org/gated", opts(cache));
   CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  // The token from the file `huggingface-cli login` writes ($HF_HOME/token) works the same.
+  unsetenv("HF_TOKEN");
+  {
+    std::ofstream(std::string(getenv("HF_HOME")) + "/token") << HubServer::kToken << "\n";
+    std::tie(code, msg) = try_download("org/gated", opts(fresh_cache()));
+    CHECK_MSG(code == ExitCode::kOk, "token file: %s", msg.c_str());
+    fs::remove(std::string(getenv("HF_HOME")) + "/token");
+  }
+  setenv("HF_TOKEN", HubServer::kToken, 1);
   // A private model: not found without the token, downloaded with it.
   std::tie(code, msg) = try_download("org/private", opts(cache));
   CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
@@ -290,11 +359,31 @@ void test_gated_and_missing(HubServer& hub) {
   std::tie(code, msg) = try_download("org/tiny@nope", opts(cache));
   CHECK_MSG(code == ExitCode::kConfig && msg.find("no revision \"nope\"") != std::string::npos, "%s",
             msg.c_str());
+  // A renamed repo: the API and the files answer 307 to the new name (relative: the token follows),
+  // the cache keeps the name asked for, as huggingface_hub's does.
+  setenv("HF_TOKEN", HubServer::kToken, 1);
+  hub.clear_requests();
+  std::tie(code, msg) = try_download("org/old-name", opts(cache));
+  unsetenv("HF_TOKEN");
+  CHECK_MSG(code == ExitCode::kOk, "%s", msg.c_str());
+  CHECK(slurp(fs::path(cache) / "models--org--old-name" / "snapshots" / kCommit / "model.safetensors") ==
+        kWeights);
+  int moved = 0, new_name_with_token = 0;
+  for (const HubRequest& r : hub.requests()) {
+    moved += r.status == 307;
+    new_name_with_token += r.path.find("/org/tiny/") != std::string::npos && r.auth;
+  }
+  CHECK(moved == 4 && new_name_with_token == 4);  // model info + 3 files
   // A model with pickled weights only is refused before any file is fetched.
   hub.clear_requests();
   std::tie(code, msg) = try_download("org/pickled", opts(cache));
   CHECK_MSG(code == ExitCode::kConfig && msg.find("safetensors") != std::string::npos, "%s", msg.c_str());
   CHECK(count(hub.requests(), "GET", "/resolve/") == 0);
+  // A server error is kIo (retried by the user or the scheduler), the status in the message.
+  hub.control(R"({"status": {"model.safetensors": 503}})");
+  std::tie(code, msg) = try_download("org/tiny", opts(fresh_cache()));
+  hub.control("{}");
+  CHECK_MSG(code == ExitCode::kIo && msg.find("HTTP 503") != std::string::npos, "%s", msg.c_str());
   // No server: kIo naming the endpoint.
   DownloadOptions o = opts(cache);
   o.endpoint = "https://127.0.0.1:9";
@@ -328,6 +417,7 @@ int main() {
   fs::create_directories(g_root);
   // No token from this machine's own Hugging Face login.
   setenv("HF_HOME", (g_root + "/hf-home").c_str(), 1);
+  fs::create_directories(g_root + "/hf-home");
   for (const char* v :
        {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE", "HF_HUB_CACHE"})
     unsetenv(v);
@@ -338,6 +428,7 @@ int main() {
   hub.add_file("org/tiny", "model.safetensors", kWeights);
   hub.add_file("org/tiny", "pytorch_model.bin", bytes(1000, 2));
   hub.add_file("org/tiny", "README.md", "# tiny\n");
+  hub.add_file("org/tiny", "consolidated.safetensors", bytes(2000, 5));  // not what transformers loads
   hub.repo_json("org/tiny", R"({"commit": ")" + kCommit + R"(", "refs": {"main": ")" + kCommit +
                                 R"(", "v1.0": ")" + kCommit + R"("}})");
   for (const char* name : {"org/gated", "org/private"}) {
@@ -346,6 +437,14 @@ int main() {
   }
   hub.repo_json("org/gated", R"({"gated": "manual"})");
   hub.repo_json("org/private", R"({"private": true})");
+  hub.repo_json("org/old-name", R"({"moved_to": "org/tiny"})");
+  hub.add_file("org/sharded", "config.json", kConfig);
+  hub.add_file("org/sharded", "model-00001-of-00002.safetensors", bytes(4000, 6));
+  hub.add_file("org/sharded", "model-00002-of-00002.safetensors", bytes(3000, 7));
+  hub.add_file("org/sharded", "consolidated.safetensors", bytes(7000, 8));
+  hub.add_file("org/sharded", "model.safetensors.index.json",
+               R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", )"
+               R"("b": "model-00002-of-00002.safetensors"}})");
   hub.add_file("org/pickled", "config.json", kConfig);
   hub.add_file("org/pickled", "pytorch_model.bin", bytes(1000, 4));
   hub.start();
@@ -353,7 +452,10 @@ int main() {
 
   test_full_download(hub);
   test_commit_revision(hub);
+  test_sharded(hub);
   test_resume(hub);
+  test_stall(hub);
+  test_no_blobs_mirror(hub);
   test_corrupt(hub);
   test_gated_and_missing(hub);
   test_concurrent(hub);

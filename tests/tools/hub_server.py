@@ -10,7 +10,8 @@ Usage:
                    {"commits": {"<40 hex>": "<sub-folder of the repo holding that commit's files>", ...},
                     "refs": {"main": "<40 hex>", "v1.0": "<40 hex>"},
                     "lfs": ["*.safetensors", ...],     (fnmatch patterns; default: weights formats)
-                    "gated": false | "auto" | "manual", "private": false}
+                    "gated": false | "auto" | "manual", "private": false,
+                    "moved_to": "org/new"}   (a renamed repo: every request answers 307 to the new name)
                  Without "commits" the repo folder itself (minus repo.json) is one commit whose id is
                  "commit" from repo.json, else a sha1 of the tree, and "refs" defaults to {"main": it}.
   --state DIR    where the server writes cert.pem/key.pem (made with openssl at start unless --cert/--key),
@@ -32,7 +33,9 @@ control.json (re-read on every request; write it atomically, tmp + rename). All 
                                             control content was written
    "corrupt": ["FILE", ...],               FILE's body is served with one byte changed (same size)
    "status": {"FILE": 503},                 answer requests for FILE with that status
-   "throttle_bps": N}                      body bytes per second (for progress and cancel tests)
+   "throttle_bps": N,                      body bytes per second (for progress and cancel tests)
+   "stall": {"FILE": {"after": N, "seconds": S, "times": K}},  the body stops for S seconds after N bytes
+   "no_blobs": true}                       model info ignores ?blobs=true (a mirror without sizes/hashes)
   FILE is a repo path ("model.safetensors") or "org/name/model.safetensors".
 
 The protocol (what huggingface_hub's client expects; docs/models.md, 40-design section 4):
@@ -353,13 +356,22 @@ class Handler(BaseHTTPRequestHandler):
             limit = max(0, min(limit, int(cut.get("after", 0))))
             self.record["cut"] = True
         self.record["bytes"] = limit
+        stall = match_fault(control.get("stall"), repo_id, name)
+        if not (isinstance(stall, dict) and self.server.st.take_cut("stall:" + repo_id + "/" + name, stall)):
+            stall = None
         bps = float(control.get("throttle_bps", 0) or 0)
         sent = 0
         chunk = 16384 if bps <= 0 else max(1024, int(bps / 20))
         t0 = time.monotonic()
         try:
             while sent < limit:
+                if stall is not None and sent >= int(stall.get("after", 0)):
+                    self.record["stalled"] = True
+                    time.sleep(float(stall.get("seconds", 5)))
+                    stall = None
                 n = min(chunk, limit - sent)
+                if stall is not None:
+                    n = min(n, max(1, int(stall.get("after", 0)) - sent))
                 if sent + n >= limit:
                     self.flush_log()  # before the last bytes (see flush_log)
                 self.wfile.write(body[sent:sent + n])
@@ -391,6 +403,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             control = st.read_control()
             parts = [urllib.parse.unquote(p) for p in url.path.split("/")[1:]]
+            if self.moved(url, parts):
+                return
             if len(parts) >= 4 and parts[0] == "api" and parts[1] == "models":
                 self.model_info(parts[2] + "/" + parts[3], parts[4:], url.query, control)
             elif len(parts) == 2 and parts[0] == "cdn":
@@ -404,6 +418,33 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = handle_any
     do_HEAD = handle_any
+
+    def moved(self, url, parts):
+        """A renamed repo (repo.json "moved_to": "org/new"): 307 to the same path under the new name,
+        relative, as the Hub answers for both the API and resolve."""
+        if len(parts) >= 4 and parts[0] == "api" and parts[1] == "models":
+            at = 2
+        elif len(parts) >= 5 and parts[2] == "resolve":
+            at = 0
+        else:
+            return False
+        meta_path = os.path.join(self.server.st.root, parts[at], parts[at + 1], "repo.json")
+        try:
+            with open(meta_path) as f:
+                target = json.load(f).get("moved_to")
+        except (OSError, ValueError):
+            return False
+        if not target:
+            return False
+        raw = url.path.split("/")
+        raw[at + 1:at + 3] = target.split("/")
+        location = "/".join(raw) + ("?" + url.query if url.query else "")
+        self.send_response(307)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.record["status"] = 307
+        self.finish_headers()
+        return True
 
     def model_info(self, repo_id, rest, query, control):
         repo = self.access(repo_id, control)
@@ -419,7 +460,7 @@ class Handler(BaseHTTPRequestHandler):
         commit = repo.commit_for(rev)
         if commit is None:
             return self.send_error_code(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
-        blobs = "blobs=true" in query or "blobs=True" in query
+        blobs = ("blobs=true" in query or "blobs=True" in query) and not control.get("no_blobs")
         siblings = []
         for name in repo.files(commit):
             s = {"rfilename": name}
