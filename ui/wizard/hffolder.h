@@ -18,7 +18,7 @@
 namespace flotilla::ui {
 
 struct HfFolderInfo {
-  QString folder;  // as read (absolute), or the model's name as given
+  QString folder;    // as read (absolute), or the model's name as given
   QString snapshot;  // a name's snapshot folder in the cache ("" for a folder)
   QString commit;    // that snapshot's commit ("" for a folder)
   bool ok = false;

@@ -549,8 +549,7 @@ QString ModelPage::fitText() const { return m_fit->text(); }
 QString ModelPage::hfSummary() const {
   QStringList lines;
   if (m_info.ok)
-    for (const auto& [heading, text] : hubRows(m_info))
-      lines << heading + QStringLiteral(": ") + text;
+    for (const auto& [heading, text] : hubRows(m_info)) lines << heading + QStringLiteral(": ") + text;
   return lines.join(QLatin1Char('\n'));
 }
 
