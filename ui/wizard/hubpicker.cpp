@@ -294,6 +294,7 @@ void HubPicker::applyFilter() {
 }
 
 void HubPicker::showChosen(const QString& name) {
+  m_chosen = name;
   if (trimmed(m_name->text()) != name) {
     const QSignalBlocker block(m_name);
     m_name->setText(name);
@@ -327,6 +328,7 @@ void HubPicker::onSelection() {
   const QList<QTableWidgetItem*> items = m_table->selectedItems();
   if (items.isEmpty()) return;
   const QString name = items.front()->data(Qt::UserRole).toString();
+  m_chosen = name;
   {
     const QSignalBlocker block(m_name);
     m_name->setText(name);
@@ -368,6 +370,8 @@ void HubPicker::onNameEdited() {
     m_nameMessage->setText(problem);
   else if (text.isEmpty() || m_listing)
     m_nameMessage->clear();
+  else if (text == m_chosen)
+    m_nameMessage->clear();  // the model in use: its summary below says the rest
   else if (isCached(text))
     m_nameMessage->setText(tr("In the cache: press Enter or pick its row to use it."));
   else

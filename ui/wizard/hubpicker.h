@@ -134,6 +134,7 @@ class HubPicker : public QObject {
   bool m_listAgain = false;   // refreshCache() while a listing ran
   QString m_selectAfterList;  // a downloaded name to choose once the cache is listed again
   bool m_filling = false;
+  QString m_chosen;  // the name the page uses (showChosen, or a row picked)
 
   QProcess* m_process = nullptr;
   QString m_downloadName;  // as typed

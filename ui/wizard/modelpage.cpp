@@ -50,9 +50,9 @@ bool sameShape(const flotilla::ModelSection& a, const flotilla::ModelSection& b)
 QList<QPair<QString, QString>> hubRows(const HfFolderInfo& info) {
   QList<QPair<QString, QString>> rows = describeHfFolder(info);
   if (!info.commit.isEmpty())
-    rows.prepend({ModelPage::tr("Name"),
-                  ModelPage::tr("%1: commit %2 in the Hugging Face cache (%3); the run pins this commit")
-                      .arg(info.folder, info.commit.left(7), info.snapshot)});
+    rows.prepend({ModelPage::tr("Snapshot"),
+                  ModelPage::tr("commit %1 in the Hugging Face cache; the run pins this commit")
+                      .arg(info.commit.left(7))});
   return rows;
 }
 
