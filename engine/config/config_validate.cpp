@@ -12,6 +12,7 @@
 
 #include "engine/config/config_schema.h"
 #include "engine/core/error.h"
+#include "engine/interop/model_source.h"
 #include "engine/model/gpt.h"
 #include "engine/model/base_weights.h"
 #include "engine/model/lora.h"
@@ -145,14 +146,17 @@ void check_model(const RunConfig& c, Problems& p) {
     p.add("checkpoint.export_hf",
           "needs checkpoint.save_final = true (the folder is written from the final checkpoint)");
   // Anything else names a Hugging Face folder (config.json + safetensors), read at start.
-  if (!m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin")) {
+  // A Hub name (org/name[@revision]) is resolved in the cache, or downloaded, where the run starts.
+  if (!m.init_from.empty() && !ends_with(".safetensors") && !ends_with(".bin") &&
+      !interop::is_hub_name(m.init_from)) {
     std::error_code ec;
     const bool dir = std::filesystem::is_directory(m.init_from, ec);
     if (!dir)
       p.add("model.init_from",
             q(m.init_from) +
                 " is not a folder, a .safetensors file or an llm.c .bin model; give a Hugging Face "
-                "model folder (config.json + safetensors weights) or a weights file");
+                "model folder (config.json + safetensors weights), a Hub name org/name[@revision] "
+                "(e.g. HuggingFaceTB/SmolLM2-135M) or a weights file");
     else if (!std::filesystem::is_regular_file(std::filesystem::path(m.init_from) / "config.json", ec))
       p.add("model.init_from", q(m.init_from) + " has no config.json; a Hugging Face model folder needs one");
     else if (m.arch == "gpt2")
@@ -226,12 +230,13 @@ void check_lora(const RunConfig& c, Problems& p, ValidateFor purpose) {
         p.add("parallel.tp", cut);
     }
   }
-  if (!l.init_from.empty()) {
+  if (!l.init_from.empty() && !interop::is_hub_name(l.init_from)) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(std::filesystem::path(l.init_from) / "adapter_config.json", ec))
       p.add("lora.init_from", q(l.init_from) +
                                   " has no adapter_config.json; give a PEFT adapter folder "
-                                  "(adapter_config.json + adapter_model.safetensors)");
+                                  "(adapter_config.json + adapter_model.safetensors) or a Hub name "
+                                  "org/name[@revision]");
   }
   if (!c.checkpoint.export_peft.empty() && !c.checkpoint.save_final)
     p.add("checkpoint.export_peft",

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/interop/model_source.h"
 #include "engine/tokenizer/unicode_text.h"
 
 namespace flotilla {
@@ -212,8 +213,9 @@ std::vector<uint32_t> stop_token_ids(const Tokenizer& tok, std::optional<ChatFor
   return ids;
 }
 
-bool has_chat_template(const std::string& path) {
+bool has_chat_template(const std::string& path_or_name) {
   namespace fs = std::filesystem;
+  const std::string path = interop::local_model_folder(path_or_name, "--tokenizer");  // a Hub name
   std::error_code ec;
   const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
   if (fs::exists(dir / "chat_template.jinja", ec) || fs::exists(dir / "chat_template.json", ec)) return true;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "engine/interop/model_source.h"
+
 namespace flotilla {
 
 namespace fs = std::filesystem;
@@ -22,7 +24,15 @@ bool holds_tokenizer(const fs::path& dir) {
 
 std::string run_tokenizer_path(const RunConfig& config) {
   std::vector<fs::path> candidates;
-  if (!config.model.init_from.empty()) candidates.push_back(fs::path(config.model.init_from));
+  if (interop::is_hub_name(config.model.init_from)) {
+    // A Hub name: its snapshot when the cache holds it (no download here: the app asks this too).
+    const interop::hub::ModelRef ref = interop::hub::parse_model_ref(config.model.init_from, "model.init_from");
+    if (const auto s = interop::hub::find_cached(ref, interop::hub::FileSet::kTraining,
+                                                 interop::hub::cache_dir().path))
+      candidates.push_back(fs::path(s->folder));
+  } else if (!config.model.init_from.empty()) {
+    candidates.push_back(fs::path(config.model.init_from));
+  }
   if (config.data.source != "synthetic" && !config.data.train.empty()) {
     const fs::path train(config.data.train);
     std::error_code ec;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/interop/model_source.h"
 
 namespace flotilla::interop {
 
@@ -23,8 +24,9 @@ const char* kUnquantisedHint =
     "use the unquantised model instead: Flotilla quantises it at load to the same NF4 bytes "
     "(lora.base_quant = \"nf4\")";
 
-std::string config_path_of(const std::string& folder) {
+std::string config_path_of(const std::string& folder_or_name) {
   namespace fs = std::filesystem;
+  const std::string folder = local_model_folder(folder_or_name, "model.init_from", hub::FileSet::kConfigOnly);
   return fs::is_directory(folder) ? (fs::path(folder) / "config.json").string() : folder;
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/interop/model_source.h"
 
 namespace flotilla::interop {
 namespace {
@@ -129,7 +130,8 @@ bool is_ignorable_hf_tensor(const std::string& name) {
          name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-HfCheckpoint::HfCheckpoint(const std::string& path) {
+HfCheckpoint::HfCheckpoint(const std::string& path_or_name) {
+  const std::string path = local_model_folder(path_or_name, "model.init_from");
   std::string index_path, single_path;
   if (fsys::is_dir(path)) {
     folder_ = path;
@@ -148,7 +150,9 @@ HfCheckpoint::HfCheckpoint(const std::string& path) {
     const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
     (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0 ? index_path : single_path) = path;
   } else {
-    throw_data(path + ": no such folder or file; model.init_from names a Hugging Face model folder");
+    throw_data(path +
+               ": no such folder or file; model.init_from names a Hugging Face model folder or a Hub name "
+               "org/name[@revision]");
   }
 
   std::map<std::string, std::string> weight_map;  // tensor -> file (sharded only)

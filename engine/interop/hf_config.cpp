@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/interop/model_source.h"
 
 namespace flotilla::interop {
 namespace {
@@ -412,7 +413,9 @@ HfConfig parse_hf_config(const std::string& text, const std::string& label) {
   return c;
 }
 
-HfConfig read_hf_config(const std::string& folder_or_file) {
+HfConfig read_hf_config(const std::string& folder_file_or_name) {
+  const std::string folder_or_file =
+      local_model_folder(folder_file_or_name, "model.init_from", hub::FileSet::kConfigOnly);
   struct stat st {};
   const bool dir = ::stat(folder_or_file.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   const std::string path = dir ? folder_or_file + "/config.json" : folder_or_file;

@@ -17,6 +17,7 @@
 #include "engine/interop/bnb.h"
 #include "engine/interop/hf_checkpoint.h"
 #include "engine/interop/hf_writer.h"
+#include "engine/interop/model_source.h"
 #include "engine/model/llama.h"
 #include "engine/model/param_layout.h"
 
@@ -79,7 +80,8 @@ size_t piece_offset(const ParamLayout& layout, const Piece& p) {
 }
 
 // config.json's model_type, or "" (read_hf_config refuses the types it does not know).
-std::string read_hf_model_type(const std::string& folder) {
+std::string read_hf_model_type(const std::string& folder_or_name) {
+  const std::string folder = local_model_folder(folder_or_name, "model.init_from", hub::FileSet::kConfigOnly);
   std::ifstream in(fs::path(folder) / "config.json");
   std::stringstream text;
   text << in.rdbuf();
@@ -132,6 +134,7 @@ std::vector<HfTensorSpan> hf_tensor_spans(const ModelDims& d) {
 }
 
 bool is_hf_folder(const std::string& path) {
+  if (is_hub_name(path)) return true;  // the readers resolve it (model_source.h)
   std::error_code ec;
   return !path.empty() && fs::is_directory(path, ec) &&
          fs::is_regular_file(fs::path(path) / "config.json", ec);
@@ -184,18 +187,22 @@ ModelSection hf_model_section(const HfConfig& c) {
 }
 
 bool apply_hf_init_from(RunConfig& cfg) {
-  if (!is_hf_folder(cfg.model.init_from)) return false;
-  const std::string init_from = cfg.model.init_from;
+  const std::string given = cfg.model.init_from;
+  if (!is_hf_folder(given)) return false;
+  // A Hub name: its config.json is enough for the shape (the weights are fetched where the run
+  // trains), and the name is pinned to the commit read, so every later reader loads the same bytes.
+  const std::string init_from = local_model_folder(given, "model.init_from", hub::FileSet::kConfigOnly);
   if (read_hf_model_type(init_from) == "gpt2")
-    throw_config("model.init_from = \"" + init_from +
+    throw_config("model.init_from = \"" + given +
                  "\" is a GPT-2 folder; GPT-2 weights load by file: set " + "model.init_from = \"" +
                  (fs::path(init_from) / "model.safetensors").string() + "\"");
   cfg.model = hf_model_section(read_hf_config(init_from));
-  cfg.model.init_from = init_from;
+  cfg.model.init_from = pinned_name(given, init_from);
   return true;
 }
 
-std::vector<float> import_hf_weights(const std::string& folder, const ModelDims& d) {
+std::vector<float> import_hf_weights(const std::string& folder_or_name, const ModelDims& d) {
+  const std::string folder = local_model_folder(folder_or_name, "model.init_from");
   if (!d.llama())
     throw_config(folder + ": Hugging Face folders load into model.arch = \"llama\" (this config has \"" +
                  arch_name(d.arch) + "\"); for GPT-2 give the folder's model.safetensors as model.init_from");
@@ -216,8 +223,9 @@ std::vector<float> import_hf_weights(const std::string& folder, const ModelDims&
   return full;
 }
 
-BaseWeights load_hf_base(const std::string& folder, const ModelDims& d, bool nf4, bool double_quant,
+BaseWeights load_hf_base(const std::string& folder_or_name, const ModelDims& d, bool nf4, bool double_quant,
                          int layer_begin, int layer_end) {
+  const std::string folder = local_model_folder(folder_or_name, "model.init_from");
   if (!d.llama())
     throw_config(folder + ": Hugging Face folders load into model.arch = \"llama\" (this config has \"" +
                  arch_name(d.arch) + "\")");
@@ -331,8 +339,10 @@ std::vector<std::string> export_hf_folder(const std::string& dir, const ModelDim
   if (!d.llama())
     throw_usage("export --format hf writes Llama-family models; for GPT-2 use --format safetensors");
   HfConfig source;
-  const bool have_source = is_hf_folder(options.source_folder);
-  if (have_source) source = read_hf_config(options.source_folder);
+  // A Hub name as the source: its snapshot's config.json and tokenizer files.
+  const std::string source_folder = local_model_folder(options.source_folder, "model.init_from");
+  const bool have_source = is_hf_folder(source_folder);
+  if (have_source) source = read_hf_config(source_folder);
   const HfConfig c = hf_config_for(d, have_source ? &source : nullptr);
   const ParamLayout layout(d);
   std::vector<HfOutTensor> tensors;
@@ -347,9 +357,9 @@ std::vector<std::string> export_hf_folder(const std::string& dir, const ModelDim
   w.text_files["config.json"] = hf_config_json(c, options.dtype);
   w.text_files["generation_config.json"] = hf_generation_config_json(c);
   if (!options.tokenizer_folder.empty())
-    w.tokenizer_dir = options.tokenizer_folder;
+    w.tokenizer_dir = local_model_folder(options.tokenizer_folder, "--tokenizer");
   else if (have_source)
-    w.tokenizer_dir = options.source_folder;
+    w.tokenizer_dir = source_folder;
   return write_hf_checkpoint(dir, tensors, w).files;
 }
 

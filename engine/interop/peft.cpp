@@ -27,6 +27,7 @@
 #include "engine/cpu/matmul.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/hf_writer.h"
+#include "engine/interop/model_source.h"
 #include "engine/interop/safetensors.h"
 #include "engine/interop/weights.h"
 #include "engine/model/llama.h"
@@ -148,7 +149,8 @@ std::map<std::string, std::string> fingerprint_lines(const std::string& text) {
 
 }  // namespace
 
-PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
+PeftAdapterConfig read_peft_adapter_config(const std::string& dir_or_name) {
+  const std::string dir = local_model_folder(dir_or_name, "lora.init_from", hub::FileSet::kAdapter);
   const std::string path = (fs::path(dir) / "adapter_config.json").string();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
@@ -251,19 +253,24 @@ PeftAdapterConfig parse_peft_adapter_config(const std::string& text, const std::
       bad(key, "is set; the engine adapts every layer's listed projections and nothing else");
   if (has("base_model_name_or_path") && j["base_model_name_or_path"].is_string())
     c.base_model_name_or_path = j["base_model_name_or_path"].get<std::string>();
+  if (has("revision") && j["revision"].is_string()) c.revision = j["revision"].get<std::string>();
   return c;
 }
 
 bool apply_lora_init_from(RunConfig& cfg) {
   if (!cfg.lora.enabled || cfg.lora.init_from.empty()) return false;
+  // A Hub name: resolved once here (adapter files only) and pinned to its commit, as model.init_from.
+  const std::string folder =
+      local_model_folder(cfg.lora.init_from, "lora.init_from", hub::FileSet::kAdapter);
   PeftAdapterConfig a;
   try {
-    a = read_peft_adapter_config(cfg.lora.init_from);
+    a = read_peft_adapter_config(folder);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("lora.init_from: ") + e.what());
   }
+  cfg.lora.init_from = pinned_name(cfg.lora.init_from, folder);
   const LoraSection def;
-  const std::string file = (fs::path(cfg.lora.init_from) / "adapter_config.json").string();
+  const std::string file = (fs::path(folder) / "adapter_config.json").string();
   auto refuse = [&](const std::string& key, const std::string& mine, const std::string& theirs) {
     throw_config(key + " = " + mine + " disagrees with " + theirs + " in " + file + "; remove " + key +
                  " (lora.init_from sets it) or set it to the adapter's value");
@@ -293,7 +300,9 @@ bool apply_lora_init_from(RunConfig& cfg) {
   return true;
 }
 
-std::vector<float> import_peft_adapter(const std::string& dir, const ModelDims& d, const LoraSpec& spec) {
+std::vector<float> import_peft_adapter(const std::string& dir_or_name, const ModelDims& d,
+                                       const LoraSpec& spec) {
+  const std::string dir = local_model_folder(dir_or_name, "lora.init_from", hub::FileSet::kAdapter);
   const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
@@ -376,7 +385,14 @@ std::vector<std::string> export_peft_adapter(const std::string& dir, const Model
   c["alpha_pattern"] = json::object();
   c["rank_pattern"] = json::object();
   c["loftq_config"] = json::object();
-  c["base_model_name_or_path"] = options.base_model_name_or_path;
+  // A Hub name as the base: PEFT's own fields, the repo id and its revision (the pinned commit), so
+  // PeftModel.from_pretrained finds the same base on the Hub or in the cache.
+  if (const hub::ModelRef ref = hub_ref_of(options.base_model_name_or_path); !ref.repo_id.empty()) {
+    c["base_model_name_or_path"] = ref.repo_id;
+    if (!ref.revision.empty()) c["revision"] = ref.revision;
+  } else {
+    c["base_model_name_or_path"] = options.base_model_name_or_path;
+  }
   c["bias"] = "none";
   c["ensure_weight_tying"] = false;
   c["fan_in_fan_out"] = false;
@@ -440,12 +456,13 @@ void check_lora_base(const ModelCheckpoint& c) {
   if (c.init_from.empty())
     throw_checkpoint(c.dir + " holds LoRA adapters but its run names no model.init_from (the frozen base)");
   std::error_code ec;
-  if (!fs::exists(c.init_from, ec))
+  const std::string base = local_model_folder(c.init_from, "model.init_from");  // a Hub name: its snapshot
+  if (!fs::exists(base, ec))
     throw_checkpoint(
         c.dir + " holds LoRA adapters for the base " + c.init_from +
         ", which is gone; restore that folder (the adapters alone are exported by --format peft)");
   if (!c.base_weights.empty()) {
-    const std::string changed = fingerprint_difference(c.base_weights, base_weights_fingerprint(c.init_from));
+    const std::string changed = fingerprint_difference(c.base_weights, base_weights_fingerprint(base));
     if (!changed.empty())
       throw_checkpoint(c.dir + " holds LoRA adapters trained on other base weights: " + changed + " in " +
                        c.init_from + "; restore the base the run used");
@@ -493,7 +510,10 @@ std::string merged_export_note(const LoraSpec& spec) {
          "weights by the quantisation error, so this is not the original base with the adapter merged";
 }
 
-std::string base_weights_fingerprint(const std::string& init_from) {
+std::string base_weights_fingerprint(const std::string& init_from_or_name) {
+  // A Hub name: its snapshot's files (links to the blobs, read through), so the same bytes give the
+  // same fingerprint whether they sit in a folder or in the cache.
+  const std::string init_from = local_model_folder(init_from_or_name, "model.init_from");
   std::vector<std::string> files;
   std::error_code ec;
   if (fs::is_directory(init_from, ec)) {

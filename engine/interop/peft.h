@@ -29,6 +29,7 @@ struct PeftAdapterConfig {
   bool use_rslora = false;
   uint32_t targets = 0;  // LoraTarget bits (target_modules: a list, or "all-linear")
   std::string base_model_name_or_path;
+  std::string revision;  // the base's revision on the Hub ("" when none is given)
 };
 
 // Reads DIR/adapter_config.json. Throws Error(kConfig) naming the file and the key for anything the
@@ -51,7 +52,8 @@ std::vector<float> import_peft_adapter(const std::string& dir, const ModelDims& 
 
 struct PeftExportOptions {
   std::string dtype = "fp32";           // "fp32" or "bf16": the adapter tensors' storage
-  std::string base_model_name_or_path;  // written into adapter_config.json
+  std::string base_model_name_or_path;  // written into adapter_config.json (a Hub name: the repo id
+                                        // as base_model_name_or_path, its revision as revision)
 };
 // Writes DIR as a folder PeftModel.from_pretrained(base, DIR) loads: adapter_config.json and
 // adapter_model.safetensors with PEFT's tensor names, crash-safely (a new folder swapped in whole).

@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "engine/core/error.h"
 #include "engine/interop/gpt2_safetensors.h"
 #include "engine/interop/llmc.h"
+#include "engine/interop/model_source.h"
 
 namespace flotilla::interop {
 
@@ -35,7 +37,10 @@ ModelDims infer_weight_dims(const std::string& path, int n_head) {
   return infer_dims_from_safetensors(path, n_head);
 }
 
-std::vector<float> import_weights(const std::string& path, const ModelDims& d, bool crop_positions) {
+std::vector<float> import_weights(const std::string& path_or_name, const ModelDims& d, bool crop_positions) {
+  // A Hub name (a GPT-2 repo): its snapshot's model.safetensors.
+  std::string path = local_model_folder(path_or_name, "model.init_from");
+  if (path != path_or_name) path = (std::filesystem::path(path) / "model.safetensors").string();
   if (detect_weight_format(path) == WeightFormat::kLlmc) return import_llmc(path, d);
   return import_gpt2_safetensors(path, d, crop_positions);
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/config/config_validate.h"
+#include "engine/interop/model_source.h"
 #include "engine/train/device_model.h"
 
 namespace flotilla {
@@ -241,6 +242,7 @@ std::string card_size(uint64_t bytes) {
 // The name the needs line gives the model: the Hugging Face folder's, else the preset's.
 std::string model_name(const RunConfig& c) {
   std::string from = c.model.init_from;
+  if (interop::is_hub_name(from)) from = from.substr(0, from.find('@'));  // org/name@<commit>: name
   while (!from.empty() && from.back() == '/') from.pop_back();
   if (!from.empty()) return from.substr(from.find_last_of('/') + 1);
   return c.model.preset.empty() ? std::string("this model") : c.model.preset;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/interop/model_source.h"
 #include "engine/tokenizer/bpe_impl.h"
 #include "engine/tokenizer/pretokenize.h"
 
@@ -251,8 +252,10 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
 
 void Tokenizer::save(const std::string& path) const { write_file_durably(path, to_json()); }
 
-Tokenizer Tokenizer::load(const std::string& path) {
+Tokenizer Tokenizer::load(const std::string& path_or_name) {
   namespace fs = std::filesystem;
+  // A Hub name ("org/name"): the tokenizer files of its snapshot in the Hugging Face cache.
+  const std::string path = interop::local_model_folder(path_or_name, "--tokenizer");
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     const fs::path dir(path);
