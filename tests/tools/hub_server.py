@@ -220,6 +220,18 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     # --- helpers ---------------------------------------------------------------------------------
+    def flush_log(self):
+        """Writes this request's log line once. Called before the client can see the end of the answer,
+        so a test that reads the log after its request finished always finds the line."""
+        if not self.logged:
+            self.logged = True
+            self.server.st.write_log(self.record)
+
+    def finish_headers(self, body_follows=False):
+        if not body_follows:
+            self.flush_log()
+        self.end_headers()
+
     def bearer(self):
         h = self.headers.get("Authorization", "")
         return h[7:].strip() if h.startswith("Bearer ") else None
@@ -231,21 +243,21 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Error-Message", message)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
         self.record["status"] = status
         self.record["error"] = code
+        self.finish_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def send_plain(self, status, text):
         body = text.encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        self.record["status"] = status
+        self.finish_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self.record["status"] = status
 
     def access(self, repo_id, control):
         """The Repo if this request may see it, else None after sending the error."""
@@ -310,8 +322,8 @@ class Handler(BaseHTTPRequestHandler):
                     self.send_response(416)
                     self.send_header("Content-Range", "bytes */%d" % size)
                     self.send_header("Content-Length", "0")
-                    self.end_headers()
                     self.record["status"] = 416
+                    self.finish_headers()
                     return
                 end = min(end, size - 1)
                 status = 206
@@ -325,8 +337,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(length))
         if status == 206:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
-        self.end_headers()
         self.record["status"] = status
+        self.finish_headers(body_follows=self.command != "HEAD")
         if self.command == "HEAD":
             return
         with open(path, "rb") as f:
@@ -339,6 +351,7 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(cut, dict) and self.server.st.take_cut(repo_id + "/" + name, cut):
             limit = max(0, min(limit, int(cut.get("after", 0))))
             self.record["cut"] = True
+        self.record["bytes"] = limit
         bps = float(control.get("throttle_bps", 0) or 0)
         sent = 0
         chunk = 16384 if bps <= 0 else max(1024, int(bps / 20))
@@ -346,6 +359,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             while sent < limit:
                 n = min(chunk, limit - sent)
+                if sent + n >= limit:
+                    self.flush_log()  # before the last bytes (see flush_log)
                 self.wfile.write(body[sent:sent + n])
                 sent += n
                 if bps > 0:
@@ -355,7 +370,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.record["aborted"] = True
-        self.record["bytes"] = sent
+            self.record["bytes"] = sent
+        self.flush_log()
         if limit < len(body):
             self.close_connection = True
             try:
@@ -367,6 +383,7 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self):
         st = self.server.st
         url = urllib.parse.urlsplit(self.path)
+        self.logged = False
         self.record = {"method": self.command, "path": url.path, "query": url.query,
                        "range": self.headers.get("Range"), "auth": "Authorization" in self.headers,
                        "status": None, "bytes": 0}
@@ -382,7 +399,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_plain(404, "not found")
         finally:
-            st.write_log(self.record)
+            self.flush_log()
 
     do_GET = handle_any
     do_HEAD = handle_any
@@ -418,10 +435,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        self.record["status"] = 200
+        self.finish_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self.record["status"] = 200
 
     def resolve(self, repo_id, rev, name, control):
         repo = self.access(repo_id, control)
@@ -447,8 +464,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("X-Linked-Etag", '"%s"' % sha)
             self.send_header("X-Linked-Size", str(size))
             self.send_header("Content-Length", "0")
-            self.end_headers()
             self.record["status"] = 302
+            self.finish_headers()
             return
         self.send_body(path, size, etag, repo_id, name, control, [("X-Repo-Commit", commit)])
 
