@@ -27,10 +27,19 @@ namespace {
 
 QString tr(const char* text) { return QCoreApplication::translate("HubPicker", text); }
 
-// Megabytes for a progress line: "0.4", "12.5", "270".
-QString megabytes(double bytes) {
-  const double mb = bytes / 1e6;
-  return QLocale().toString(mb, 'f', mb < 10 ? 1 : 0);
+// A progress line's sizes, in the unit that suits `scale` bytes: "0.4 MB", "12.5 MB", "270 MB", "48 kB".
+QString inUnit(double bytes, double scale) {
+  const auto [div, unit] = scale >= 1e9   ? std::pair{1e9, "GB"}
+                           : scale >= 1e6 ? std::pair{1e6, "MB"}
+                                          : std::pair{1e3, "kB"};
+  const double v = bytes / div;
+  return QLocale().toString(v, 'f', v < 10 && v > 0 ? 1 : 0) + QLatin1Char(' ') + QLatin1String(unit);
+}
+
+// "120" of "270 MB": the number alone, in the unit of `scale`.
+QString numberIn(double bytes, double scale) {
+  const QString text = inUnit(bytes, scale);
+  return text.left(text.lastIndexOf(QLatin1Char(' ')));
 }
 
 QString sizeText(uint64_t bytes) {
@@ -65,16 +74,17 @@ HubListing listHubCache() {
 }
 
 QString hubProgressText(const hub::Progress& p) {
-  QString text = QStringLiteral("%1 (%2/%3): %4 of %5 MB")
+  const double total = static_cast<double>(p.total);
+  QString text = QStringLiteral("%1 (%2/%3): %4 of %5")
                      .arg(QString::fromStdString(p.file))
                      .arg(p.file_index)
                      .arg(p.file_count)
-                     .arg(megabytes(static_cast<double>(p.done)), megabytes(static_cast<double>(p.total)));
-  if (p.rate_bps > 0) text += tr(", %1 MB/s").arg(megabytes(p.rate_bps));
+                     .arg(numberIn(static_cast<double>(p.done), total), inUnit(total, total));
+  if (p.rate_bps > 0) text += tr(", %1/s").arg(inUnit(p.rate_bps, p.rate_bps));
   if (p.eta_s >= 0) text += tr(", %1 left").arg(formatDuration(p.eta_s));
   if (p.resumed_bytes > 0)
-    text +=
-        tr(" (resumed: %1 MB were kept from before)").arg(megabytes(static_cast<double>(p.resumed_bytes)));
+    text += tr(" (resumed: %1 kept from before)")
+                .arg(inUnit(static_cast<double>(p.resumed_bytes), static_cast<double>(p.resumed_bytes)));
   return text;
 }
 
