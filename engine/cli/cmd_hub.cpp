@@ -15,6 +15,7 @@
 
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/hub_list.h"
 #include "engine/core/error.h"
 #include "engine/interop/hub.h"
 
@@ -29,7 +30,8 @@ void print_hub_help() {
   std::printf(
       "Usage: flotilla-worker hub <subcommand> [options]\n\n"
       "Subcommands:\n"
-      "  download  resolve a model name in the Hugging Face cache, downloading what it lacks\n\n"
+      "  download  resolve a model name in the Hugging Face cache, downloading what it lacks\n"
+      "  list      the models in the cache: commit, architecture, size, parameters, trainable or why not\n\n"
       "Run 'flotilla-worker hub <subcommand> --help' for options. Names, the cache, tokens: "
       "docs/models.md.\n");
 }
@@ -163,7 +165,7 @@ int cmd_hub(const CommandArgs& args) {
   const std::string sub = args[0];
   Args rest(CommandArgs(args.begin() + 1, args.end()));
   if (sub == "download") return hub_download(rest);
-  // `hub list` (helper cache, issue 40): add `if (sub == "list") return hub_list(rest);` here.
+  if (sub == "list") return hub_list(CommandArgs(args.begin() + 1, args.end()));  // hub_list.cpp
   throw_usage("hub: unknown subcommand '" + sub + "' (see flotilla-worker hub --help)");
 }
 

@@ -37,6 +37,7 @@ control.json (re-read on every request; write it atomically, tmp + rename). All 
 
 The protocol (what huggingface_hub's client expects; docs/models.md, 40-design section 4):
   GET  /api/models/{org}/{name}[/revision/{rev}][?blobs=true]  model info JSON
+  GET  /api/models/{org}/{name}/tree/{rev}[?recursive=true]      the file list (snapshot_download 2.x)
   HEAD|GET /{org}/{name}/resolve/{rev}/{file}   X-Repo-Commit, quoted ETag (git blob sha1); LFS files:
        302 to https://{cdn-host}:{port}/cdn/{sha256} with X-Linked-Etag "sha256" and X-Linked-Size
   HEAD|GET /cdn/{sha256}                        the LFS bytes, no auth, Range supported
@@ -408,6 +409,8 @@ class Handler(BaseHTTPRequestHandler):
         repo = self.access(repo_id, control)
         if repo is None:
             return
+        if rest and rest[0] == "tree" and len(rest) >= 2:
+            return self.tree(repo, rest[1], "/".join(rest[2:]))
         rev = "main"
         if rest:
             if rest[0] != "revision" or len(rest) < 2:
@@ -439,6 +442,35 @@ class Handler(BaseHTTPRequestHandler):
         self.finish_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def tree(self, repo, rev, prefix):
+        """GET /api/models/{org}/{name}/tree/{rev}[/{path}]?recursive=true: the file list that
+        huggingface_hub 2.x's snapshot_download asks for (one page; no Link header)."""
+        commit = repo.commit_for(rev)
+        if commit is None:
+            return self.send_error_code(404, "RevisionNotFound", "Invalid rev id: %s" % rev)
+        entries, folders = [], set()
+        for name in repo.files(commit):
+            if prefix and not name.startswith(prefix.rstrip("/") + "/"):
+                continue
+            _, size, _, sha, blob_id = repo.entry(commit, name)
+            e = {"type": "file", "oid": blob_id, "size": size, "path": name}
+            if sha:
+                e["lfs"] = {"oid": sha, "size": size, "pointerSize": len(lfs_pointer(sha, size))}
+            entries.append(e)
+            parts = name.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                folders.add("/".join(parts[:i]))
+        entries += [{"type": "directory", "oid": hashlib.sha1(f.encode()).hexdigest(), "size": 0, "path": f}
+                    for f in sorted(folders)]
+        body = json.dumps(entries).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.record["status"] = 200
 
     def resolve(self, repo_id, rev, name, control):
         repo = self.access(repo_id, control)
