@@ -66,6 +66,7 @@ class TestWizardHub : public QObject {
   void initTestCase();
   void theTableListsTheCachedModels();
   void theSearchFiltersTheRows();
+  void aCacheHuggingFaceHubWroteIsListedAndPicked();
   void pickingARowSetsTheNameAndTheShape();
   void aHostileNameIsRefusedInline();
   void aDownloadShowsProgressAndEndsChosen();
@@ -170,6 +171,52 @@ void TestWizardHub::theTableListsTheCachedModels() {
            qPrintable(table->item(gpt2, HubPicker::NameColumn)->toolTip()));
   QVERIFY(!picker->pick(QStringLiteral("openai-community/gpt2")));
   QVERIFY(w->config().model.init_from.empty());
+}
+
+// The cache the real huggingface_hub wrote (tests/reference/make_hub_cache.py, committed by helper
+// cache): a sharded Llama with refs main and v1.0 on two commits, a GPT-2 and a BERT.
+void TestWizardHub::aCacheHuggingFaceHubWroteIsListedAndPicked() {
+  const QString hub = m_tmp.filePath(QStringLiteral("cache-hf"));
+  std::error_code ec;
+  std::filesystem::copy(
+      FLOTILLA_SOURCE_DIR "/tests/engine/golden/hub-cache", hub.toStdString(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks, ec);
+  QVERIFY2(!ec, ec.message().c_str());
+  qputenv("HF_HUB_CACHE", hub.toUtf8());
+  auto w = makeWizard();
+  HubPicker* picker = openByName(w.get());
+  ModelPage* page = w->modelPage();
+  QTableWidget* table = picker->table();
+  QCOMPARE(table->rowCount(), 3);
+  const int llama = rowOf(table, QStringLiteral("flotilla-test/tiny-llama"));
+  QVERIFY(llama >= 0);
+  QCOMPARE(table->item(llama, HubPicker::ArchColumn)->text(), QStringLiteral("LlamaForCausalLM"));
+  QCOMPARE(table->item(llama, HubPicker::RevisionColumn)->text(), QStringLiteral("192b9f7 (main)"));
+  QCOMPARE(table->item(llama, HubPicker::TrainableColumn)->text(), QStringLiteral("yes"));
+  for (const char* other : {"flotilla-test/tiny-gpt2", "flotilla-test/tiny-bert"}) {
+    const int row = rowOf(table, QLatin1String(other));
+    QVERIFY2(row >= 0 && table->item(row, HubPicker::TrainableColumn)->text() == QLatin1String("no"), other);
+    QVERIFY2(!table->item(row, HubPicker::NameColumn)->toolTip().isEmpty(), other);
+  }
+  QVERIFY(picker->pick(QStringLiteral("flotilla-test/tiny-llama")));
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder(), 10000);
+  QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  const flotilla::ModelSection& m = w->config().model;
+  QCOMPARE(QString::fromStdString(m.init_from), QStringLiteral("flotilla-test/tiny-llama"));
+  QCOMPARE(m.n_layer, 2);
+  QCOMPARE(m.n_embd, 32);
+  QCOMPARE(QString::fromStdString(m.rope_scaling), QStringLiteral("llama3"));
+  QVERIFY2(page->hfSummary().contains(QLatin1String("commit 192b9f7")), qPrintable(page->hfSummary()));
+  // Another revision by name (the tag v1.0, another commit): found in the cache, no download.
+  picker->nameEdit()->clear();
+  QTest::keyClicks(picker->nameEdit(), QStringLiteral("flotilla-test/tiny-llama@v1.0"));
+  QVERIFY(!picker->downloadButton()->isEnabled());
+  QTest::keyClick(picker->nameEdit(), Qt::Key_Return);
+  QVERIFY(!picker->isDownloading());
+  QCOMPARE(QString::fromStdString(w->config().model.init_from),
+           QStringLiteral("flotilla-test/tiny-llama@v1.0"));
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder(), 10000);
+  QTRY_VERIFY2(page->hfSummary().contains(QLatin1String("commit bc8c8a9")), qPrintable(page->hfSummary()));
 }
 
 void TestWizardHub::theSearchFiltersTheRows() {

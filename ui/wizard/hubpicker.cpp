@@ -348,18 +348,16 @@ void HubPicker::onSelection() {
 }
 
 bool HubPicker::isCached(const QString& name) const {
-  hub::ModelRef ref;
+  // The cache itself, not the listing's rows: a row is a repo's newest snapshot, and a name may ask
+  // for another revision. A few file lookups, no network.
   try {
-    ref = hub::parse_model_ref(name.toStdString(), "name");
+    const hub::ModelRef ref = hub::parse_model_ref(name.toStdString(), "name");
+    const std::string dir =
+        m_cache.cacheDir.isEmpty() ? hub::cache_dir().path : m_cache.cacheDir.toStdString();
+    return hub::find_cached(ref, hub::FileSet::kTraining, dir).has_value();
   } catch (const std::exception&) {
     return false;
   }
-  for (const hub::CachedModel& m : m_cache.models) {
-    if (m.repo_id != ref.repo_id) continue;
-    const std::string rev = ref.rev();
-    if (m.commit == rev || std::find(m.refs.begin(), m.refs.end(), rev) != m.refs.end()) return true;
-  }
-  return false;
 }
 
 QString HubPicker::nameProblem() const {

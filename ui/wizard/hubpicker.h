@@ -110,7 +110,7 @@ class HubPicker : public QObject {
   void onOutput();
   void onFinished(int code, QProcess::ExitStatus status);
   void handleLine(const QByteArray& line);
-  // Whether the listing has `name`'s revision of its repo.
+  // Whether the cache holds `name`'s revision with every file a run needs (hub::find_cached).
   bool isCached(const QString& name) const;
 
   QWidget* m_page;
