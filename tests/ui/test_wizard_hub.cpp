@@ -18,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/config/config_io.h"
 #include "engine/interop/hub.h"
 #include "tests/engine/hub_server_util.h"
 #include "ui/wizard/hubpicker.h"
@@ -72,6 +73,7 @@ class TestWizardHub : public QObject {
   void aDownloadShowsProgressAndEndsChosen();
   void aGatedModelShowsWhatToDo();
   void cancelStopsTheDownloadAndLaunchWaits();
+  void aPickedAndADownloadedModelBothTrain();
 
  private:
   std::unique_ptr<RunWizard> makeWizard();
@@ -80,6 +82,8 @@ class TestWizardHub : public QObject {
   // The Model page on "Hugging Face by name", its cache listed.
   HubPicker* openByName(RunWizard* w);
   void serveTinyModel(flotilla_test::HubServer& hub, const std::string& repo);
+  // Trains three steps of the wizard's config with the real worker; "" when it trained, else its log.
+  QString trainWithWorker(RunWizard* w, const QString& name);
   QTemporaryDir m_tmp;
 };
 
@@ -434,6 +438,77 @@ void TestWizardHub::cancelStopsTheDownloadAndLaunchWaits() {
   bool ranged = false;
   for (const auto& r : hub.requests()) ranged = ranged || (!r.range.empty() && r.status == 206);
   QVERIFY2(ranged, "no range request resumed the file");
+  qunsetenv("HF_ENDPOINT");
+}
+
+QString TestWizardHub::trainWithWorker(RunWizard* w, const QString& name) {
+  if (w->advanceTo(RunWizard::Review) != RunWizard::Review)
+    return QStringLiteral("stopped before Review: ") + shownProblems(w->currentPage());
+  flotilla::RunConfig c = w->config();
+  c.run.out_dir = m_tmp.filePath(name).toStdString();
+  c.train.steps = 3;
+  c.data.synthetic_tokens = 20000;
+  c.eval.every = 0;
+  c.eval.batches = 1;
+  c.checkpoint.every = 0;
+  const QString toml = m_tmp.filePath(name + QStringLiteral(".toml"));
+  if (!writeFile(toml, QByteArray::fromStdString(flotilla::config_to_toml(c))))
+    return QStringLiteral("no toml");
+  QProcess worker;
+  worker.setProcessChannelMode(QProcess::MergedChannels);
+  worker.start(QStringLiteral(FLOTILLA_WORKER_PATH),
+               {QStringLiteral("train"), QStringLiteral("--config"), toml, QStringLiteral("--quiet"),
+                QStringLiteral("--no-stdout-metrics")});
+  if (!worker.waitForFinished(120000)) return QStringLiteral("the worker did not finish");
+  const QString log = QString::fromUtf8(worker.readAll());
+  if (worker.exitStatus() != QProcess::NormalExit || worker.exitCode() != 0) return log;
+  const QByteArray metrics =
+      readAll(QString::fromStdString(c.run.out_dir) + QStringLiteral("/metrics.jsonl"));
+  return metrics.contains("\"step\":3") ? QString() : QStringLiteral("no step 3 in metrics.jsonl: ") + log;
+}
+
+// The "done when" in the app: a model picked by name from the cache (the one huggingface_hub
+// wrote) and another downloaded by name both fine-tune, the worker finding each by its name in the
+// cache with the network off (HF_HUB_OFFLINE=1).
+void TestWizardHub::aPickedAndADownloadedModelBothTrain() {
+  const QString cache = m_tmp.filePath(QStringLiteral("cache-train"));
+  std::error_code ec;
+  std::filesystem::copy(
+      FLOTILLA_SOURCE_DIR "/tests/engine/golden/hub-cache", cache.toStdString(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks, ec);
+  QVERIFY2(!ec, ec.message().c_str());
+  qputenv("HF_HUB_CACHE", cache.toUtf8());
+  flotilla_test::HubServer hub;
+  serveTinyModel(hub, "testorg/tiny-qwen");
+  hub.start();
+  hub.apply_env();
+
+  auto w = makeWizard();
+  HubPicker* picker = openByName(w.get());
+  QVERIFY(picker->pick(QStringLiteral("flotilla-test/tiny-llama")));
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder(), 10000);
+  QTest::keyClicks(picker->nameEdit(), QStringLiteral("x"));  // edits the name away from the choice
+  picker->nameEdit()->clear();
+  QTest::keyClicks(picker->nameEdit(), QStringLiteral("testorg/tiny-qwen"));
+  QTest::mouseClick(picker->downloadButton(), Qt::LeftButton);
+  QTRY_VERIFY_WITH_TIMEOUT(!picker->isDownloading(), 20000);
+  QTRY_VERIFY_WITH_TIMEOUT(!picker->isListing() && !w->modelPage()->isReadingFolder() &&
+                               w->config().model.init_from == "testorg/tiny-qwen" &&
+                               w->modelPage()->isComplete(),
+                           10000);
+
+  qputenv("HF_HUB_OFFLINE", "1");
+  const QString qwenLog = trainWithWorker(w.get(), QStringLiteral("train-qwen"));
+  QVERIFY2(qwenLog.isEmpty(), qPrintable(qwenLog));
+  w->back();
+  while (w->currentId() != RunWizard::Model) w->back();
+  QVERIFY(picker->pick(QStringLiteral("flotilla-test/tiny-llama")));
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder() && w->config().model.n_kv_head == 2 &&
+                               w->config().model.rope_scaling == "llama3",
+                           10000);
+  const QString llamaLog = trainWithWorker(w.get(), QStringLiteral("train-llama"));
+  QVERIFY2(llamaLog.isEmpty(), qPrintable(llamaLog));
+  qunsetenv("HF_HUB_OFFLINE");
   qunsetenv("HF_ENDPOINT");
 }
 
