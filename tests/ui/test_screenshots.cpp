@@ -18,6 +18,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
+#include <QProgressBar>
 #include <QSet>
 #include <QSettings>
 #include <QSignalSpy>
@@ -29,6 +31,7 @@
 #include "db/queue.h"
 #include "db/sql.h"
 #include "store_workspace.h"
+#include "tests/engine/hub_server_util.h"
 #include "ui/compare/comparepage.h"
 #include "ui/compare/runpickermodel.h"
 #include "ui/costs/costspage.h"
@@ -440,6 +443,27 @@ void TestScreenshots::wizardAModelByName() {
   QVERIFY2(page->parameterText().contains(QLocale().toString(134515008)), qPrintable(page->parameterText()));
   QTest::qWait(50);
   save(&wizard, QStringLiteral("wizard-1-hub"));
+
+  // A model the cache lacks, downloading from the stand-in Hub (throttled so the bar stops half-way).
+  flotilla_test::HubServer server;
+  const QString golden = QStringLiteral(FLOTILLA_SOURCE_DIR "/tests/engine/golden/hf/qwen2/");
+  for (const char* file : {"config.json", "generation_config.json", "model.safetensors"}) {
+    QFile f(golden + QLatin1String(file));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    server.add_file("flotilla-test/tiny-qwen2", file, f.readAll().toStdString());
+  }
+  server.start();
+  server.apply_env();
+  server.control(R"({"throttle_bps": 12000})");
+  page->setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+  picker->nameEdit()->setText(QStringLiteral("flotilla-test/tiny-qwen2"));
+  picker->startDownload();
+  QTRY_VERIFY_WITH_TIMEOUT(picker->progressBar()->value() > 450, 20000);
+  save(&wizard, QStringLiteral("wizard-1-hub-download"));
+  picker->cancelDownload();
+  QTRY_VERIFY_WITH_TIMEOUT(!picker->isDownloading(), 5000);
+  qunsetenv("HF_ENDPOINT");
+  qunsetenv("FLOTILLA_HF_CA_FILE");
   wizard.reject();
   if (saved.isEmpty())
     qunsetenv("HF_HUB_CACHE");

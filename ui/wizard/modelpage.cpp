@@ -615,7 +615,10 @@ void ModelPage::refreshDerived() {
   if ((hf && !folderKnown) || !draft()->problemsUnder({QStringLiteral("model")}).isEmpty() ||
       c.model.n_layer < 1 || c.model.n_embd < 1) {
     const QString where = whereToFix({QStringLiteral("model")});
-    m_params->setText(where.isEmpty() ? tr("—") : tr("— (%1)").arg(where));
+    if (!launchBlocker().isEmpty())
+      m_params->setText(tr("— (known once the download ends)"));
+    else
+      m_params->setText(where.isEmpty() ? tr("—") : tr("— (%1)").arg(where));
     m_trainable->setText(tr("—"));
     m_fit->setText(tr("—"));
     return;
