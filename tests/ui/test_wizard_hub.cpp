@@ -20,7 +20,10 @@
 
 #include "engine/config/config_io.h"
 #include "engine/interop/hub.h"
+#include "engine/tokenizer/bpe.h"
 #include "tests/engine/hub_server_util.h"
+#include "ui/wizard/datapage.h"
+#include "ui/wizard/dataprepare.h"
 #include "ui/wizard/hubpicker.h"
 #include "ui/wizard/modelpage.h"
 #include "ui/wizard/reviewpage.h"
@@ -28,6 +31,7 @@
 #include "ui/wizard/wizardformat.h"
 #include "wizard_helpers.h"
 
+using flotilla::ui::DataPage;
 using flotilla::ui::HubPicker;
 using flotilla::ui::ModelPage;
 using flotilla::ui::RunWizard;
@@ -69,6 +73,7 @@ class TestWizardHub : public QObject {
   void theSearchFiltersTheRows();
   void aCacheHuggingFaceHubWroteIsListedAndPicked();
   void pickingARowSetsTheNameAndTheShape();
+  void theDataPageUsesTheNamedModelsTokenizer();
   void aHostileNameIsRefusedInline();
   void aDownloadShowsProgressAndEndsChosen();
   void aGatedModelShowsWhatToDo();
@@ -280,6 +285,52 @@ void TestWizardHub::pickingARowSetsTheNameAndTheShape() {
   child<QAbstractButton>(page, "modelSource-preset")->click();
   QVERIFY(w->config().model.init_from.empty());
   QVERIFY(w->reviewPage()->modelNote().isEmpty());
+}
+
+// "The model's tokenizer" on the Data page is the cached snapshot's: chat records prepared with
+// SmolLM2's tokenizer files, which sit in the snapshot beside its config.json.
+void TestWizardHub::theDataPageUsesTheNamedModelsTokenizer() {
+  const QString hub = m_tmp.filePath(QStringLiteral("cache-data"));
+  const QString staging = m_tmp.filePath(QStringLiteral("cache-data-staging"));
+  QVERIFY(writeSparseLlamaFolder(staging, 30, 576, 1536, 9, 3, 49152, true));
+  QVERIFY(copyFiles(QStringLiteral(FLOTILLA_SOURCE_DIR "/tests/engine/golden/tokenizers/smollm2"), staging,
+                    {QStringLiteral("tokenizer.json"), QStringLiteral("tokenizer_config.json")}));
+  QVERIFY(addToHfCache(hub, QStringLiteral("HuggingFaceTB/SmolLM2-135M-Instruct"), kCommitSmol, staging));
+  qputenv("HF_HUB_CACHE", hub.toUtf8());
+  QByteArray chats;
+  for (const char* q : {"What is the capital of France?", "Name a prime above 100.", "Say hello in German."})
+    chats += R"({"messages": [{"role": "user", "content": ")" + QByteArray(q) +
+             R"("}, {"role": "assistant", "content": "An answer."}]})" + "\n";
+  const QString input = m_tmp.filePath(QStringLiteral("chats.jsonl"));
+  QVERIFY(writeFile(input, chats));
+
+  auto w = makeWizard();
+  HubPicker* picker = openByName(w.get());
+  QVERIFY(picker->pick(QStringLiteral("HuggingFaceTB/SmolLM2-135M-Instruct")));
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder(), 10000);
+  QVERIFY2(w->modelPage()->hfSummary().contains(QLatin1String("Tokenizer: in the folder")),
+           qPrintable(w->modelPage()->hfSummary()));
+  flotilla::RunConfig c = w->config();
+  c.train.micro_batch = 1;
+  c.train.global_batch_tokens = 0;
+  w->setConfig(c);  // the page reads the name back as a name
+  QCOMPARE(w->modelPage()->source(), ModelPage::HfName);
+  QTRY_VERIFY_WITH_TIMEOUT(!w->modelPage()->isReadingFolder() && w->modelPage()->isComplete(), 10000);
+  w->next();
+  QCOMPARE(w->currentId(), int(RunWizard::Data));
+  DataPage* data = w->dataPage();
+  data->setMode(DataPage::Prepare);
+  data->setPrepareInputs({input}, QString(), m_tmp.filePath(QStringLiteral("data-sft")));
+  QCOMPARE(data->tokenizerSource(), flotilla::ui::TokenizerSource::Model);
+  data->startPrepare();
+  QTRY_VERIFY_WITH_TIMEOUT(!data->isPreparing(), 30000);
+  QVERIFY2(data->prepared().ok, qPrintable(data->prepareStatus()));
+  // The snapshot's tokenizer (the golden SmolLM2 one, cut to a small vocabulary) did the work.
+  const int vocab =
+      flotilla::Tokenizer::load(FLOTILLA_SOURCE_DIR "/tests/engine/golden/tokenizers/smollm2").vocab_size();
+  QCOMPARE(data->prepared().tokenizerVocab, vocab);
+  QCOMPARE(QString::fromStdString(w->config().model.init_from),
+           QStringLiteral("HuggingFaceTB/SmolLM2-135M-Instruct"));
 }
 
 void TestWizardHub::aHostileNameIsRefusedInline() {
