@@ -281,6 +281,17 @@ void TestWizardHub::pickingARowSetsTheNameAndTheShape() {
   QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder() && w->config().model.n_layer == 30, 10000);
   QCOMPARE(w->config().model.n_embd, 576);
   QCOMPARE(w->config().model.n_kv_head, 3);
+  // The folder source starts with no folder (the name is not one); back to names, the name again.
+  child<QAbstractButton>(page, "modelSource-hf")->click();
+  QCOMPARE(page->source(), ModelPage::HfFolder);
+  QVERIFY(w->config().model.init_from.empty());
+  child<QAbstractButton>(page, "modelSource-hub")->click();
+  QCOMPARE(page->source(), ModelPage::HfName);
+  QCOMPARE(QString::fromStdString(w->config().model.init_from), QStringLiteral("HuggingFaceTB/SmolLM2-135M"));
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder() && !picker->isListing(), 10000);
+  QVERIFY(picker->table()
+              ->item(rowOf(picker->table(), QStringLiteral("HuggingFaceTB/SmolLM2-135M")), 0)
+              ->isSelected());
   // A named size clears the name.
   child<QAbstractButton>(page, "modelSource-preset")->click();
   QVERIFY(w->config().model.init_from.empty());

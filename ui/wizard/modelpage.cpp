@@ -352,6 +352,9 @@ void ModelPage::setSource(Source source) {
       chooseHfFolder(path);
       return;
     }
+    draft()->edit([&](RunConfig& c) {  // a name chosen before is not a folder
+      if (flotilla::interop::hub::is_model_ref(c.model.init_from)) c.model.init_from.clear();
+    });
   } else if (source == HfName) {
     const QString name = m_hub->nameEdit()->text().trimmed();
     if (!name.isEmpty() && m_hub->nameProblem().isEmpty()) {
