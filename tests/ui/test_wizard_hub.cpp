@@ -216,6 +216,14 @@ void TestWizardHub::aCacheHuggingFaceHubWroteIsListedAndPicked() {
   QCOMPARE(m.n_embd, 32);
   QCOMPARE(QString::fromStdString(m.rope_scaling), QStringLiteral("llama3"));
   QVERIFY2(page->hfSummary().contains(QLatin1String("commit 192b9f7")), qPrintable(page->hfSummary()));
+  // LoRA is offered over a model by name, as over a folder, and the page stays complete.
+  auto* lora = child<QAbstractButton>(page, "trainingLora");
+  QVERIFY(lora->isEnabled());
+  lora->click();
+  QVERIFY(w->config().lora.enabled);
+  QTRY_VERIFY2(page->isComplete(), qPrintable(shownProblems(page)));
+  QVERIFY2(page->trainableText().contains(QLatin1String("trainable")), qPrintable(page->trainableText()));
+  child<QAbstractButton>(page, "trainingFull")->click();
   // Another revision by name (the tag v1.0, another commit): found in the cache, no download.
   picker->nameEdit()->clear();
   QTest::keyClicks(picker->nameEdit(), QStringLiteral("flotilla-test/tiny-llama@v1.0"));
