@@ -7,7 +7,9 @@
 // read) and the Data page after preparing chat records with the folder's tokenizer; and LoRA over that
 // folder: the Model page (rank, alpha and its scale, the projections, the trainable count, what
 // fits), the same continuing a PEFT adapter (its values read-only), and the Checkpoints page
-// exporting the merged model and the adapter.
+// exporting the merged model and the adapter. And a model by name (issue 40): the Model page's
+// table of a Hugging Face cache (SmolLM2, Llama 3.2 and a GPT-2 it cannot train, laid out as
+// huggingface_hub writes it, with sparse weights) with SmolLM2-135M-Instruct picked.
 #include <QAbstractButton>
 #include <QApplication>
 #include <QDir>
@@ -16,6 +18,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
+#include <QProgressBar>
 #include <QSet>
 #include <QSettings>
 #include <QSignalSpy>
@@ -27,6 +31,7 @@
 #include "db/queue.h"
 #include "db/sql.h"
 #include "store_workspace.h"
+#include "tests/engine/hub_server_util.h"
 #include "ui/compare/comparepage.h"
 #include "ui/compare/runpickermodel.h"
 #include "ui/costs/costspage.h"
@@ -37,9 +42,11 @@
 #include "ui/queue/queuepage.h"
 #include "ui/wizard/checkpointpage.h"
 #include "ui/wizard/datapage.h"
+#include "ui/wizard/hubpicker.h"
 #include "ui/wizard/loracontrols.h"
 #include "ui/wizard/modelpage.h"
 #include "ui/wizard/runwizard.h"
+#include "wizard_helpers.h"
 
 using namespace flotilla;
 using namespace flotilla::ui;
@@ -208,6 +215,7 @@ class TestScreenshots : public QObject {
   void everyView();
   void wizardFineTuningAHuggingFaceModel();
   void wizardLoraOnTheModelPage();
+  void wizardAModelByName();
 };
 
 void TestScreenshots::everyView() {
@@ -389,6 +397,78 @@ void TestScreenshots::wizardLoraOnTheModelPage() {
   QTest::qWait(50);
   save(&wizard, QStringLiteral("wizard-5-lora-exports"));
   wizard.reject();
+}
+
+void TestScreenshots::wizardAModelByName() {
+  QTemporaryDir tmp;
+  const QString hub = tmp.filePath(QStringLiteral("hf/hub"));
+  const QString smol = tmp.filePath(QStringLiteral("staging/smol"));
+  QVERIFY(writeSmolLm2Folder(smol));
+  const QString tokenizers = QStringLiteral(FLOTILLA_SOURCE_DIR "/tests/engine/golden/tokenizers/smollm2/");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    QVERIFY(QFile::copy(tokenizers + QLatin1String(f), smol + QLatin1Char('/') + QLatin1String(f)));
+  QVERIFY(wizard_helpers::addToHfCache(hub, QStringLiteral("HuggingFaceTB/SmolLM2-135M-Instruct"),
+                                       QStringLiteral("12fd25f77366fa6b3b4b768ec3050bf629380bac"), smol));
+  const QString smol360 = tmp.filePath(QStringLiteral("staging/smol360"));
+  QVERIFY(wizard_helpers::writeSparseLlamaFolder(smol360, 32, 960, 2560, 15, 5, 49152, true));
+  QVERIFY(wizard_helpers::addToHfCache(hub, QStringLiteral("HuggingFaceTB/SmolLM2-360M"),
+                                       QStringLiteral("3ea9a4e9d4c4a8d39b7a8f1b7dbb3e2ec0b1d7a4"), smol360));
+  const QString llama = tmp.filePath(QStringLiteral("staging/llama"));
+  QVERIFY(wizard_helpers::writeSparseLlamaFolder(llama, 16, 2048, 8192, 32, 8, 128256, true));
+  QVERIFY(wizard_helpers::addToHfCache(hub, QStringLiteral("meta-llama/Llama-3.2-1B-Instruct"),
+                                       QStringLiteral("9213176726f574b556790deb65791e0c5aa438b6"), llama));
+  // GPT-2: a shape of its size, and its own config.json (Flotilla trains GPT-2 from scratch only).
+  const QString gpt2 = tmp.filePath(QStringLiteral("staging/gpt2"));
+  QVERIFY(wizard_helpers::writeSparseLlamaFolder(gpt2, 12, 768, 3072, 12, 12, 50257, true));
+  QVERIFY(wizard_helpers::writeFile(
+      gpt2 + QStringLiteral("/config.json"),
+      R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 12, "n_head": 12,
+          "n_embd": 768, "vocab_size": 50257, "n_positions": 1024})"));
+  QVERIFY(wizard_helpers::addToHfCache(hub, QStringLiteral("openai-community/gpt2"),
+                                       QStringLiteral("607a30d783dfa663caf39e06633721c8d4cfcd7e"), gpt2));
+  const QByteArray saved = qgetenv("HF_HUB_CACHE");
+  qputenv("HF_HUB_CACHE", hub.toUtf8());
+
+  RunWizard wizard;
+  wizard.resize(900, 700);
+  wizard.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&wizard));
+  ModelPage* page = wizard.modelPage();
+  page->setSource(ModelPage::HfName);
+  HubPicker* picker = page->hubPicker();
+  QTRY_VERIFY_WITH_TIMEOUT(!picker->isListing(), 20000);
+  QVERIFY2(picker->listing().error.isEmpty(), qPrintable(picker->listing().error));
+  QVERIFY(picker->pick(QStringLiteral("HuggingFaceTB/SmolLM2-135M-Instruct")));
+  QTRY_VERIFY_WITH_TIMEOUT(!page->isReadingFolder(), 10000);
+  QVERIFY2(page->parameterText().contains(QLocale().toString(134515008)), qPrintable(page->parameterText()));
+  QTest::qWait(50);
+  save(&wizard, QStringLiteral("wizard-1-hub"));
+
+  // A model the cache lacks, downloading from the stand-in Hub (throttled so the bar stops half-way).
+  flotilla_test::HubServer server;
+  const QString golden = QStringLiteral(FLOTILLA_SOURCE_DIR "/tests/engine/golden/hf/qwen2/");
+  for (const char* file : {"config.json", "generation_config.json", "model.safetensors"}) {
+    QFile f(golden + QLatin1String(file));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    server.add_file("flotilla-test/tiny-qwen2", file, f.readAll().toStdString());
+  }
+  server.start();
+  server.apply_env();
+  server.control(R"({"throttle_bps": 12000})");
+  page->setWorkerPath(QStringLiteral(FLOTILLA_WORKER_PATH));
+  picker->nameEdit()->setText(QStringLiteral("flotilla-test/tiny-qwen2"));
+  picker->startDownload();
+  QTRY_VERIFY_WITH_TIMEOUT(picker->progressBar()->value() > 450, 20000);
+  save(&wizard, QStringLiteral("wizard-1-hub-download"));
+  picker->cancelDownload();
+  QTRY_VERIFY_WITH_TIMEOUT(!picker->isDownloading(), 5000);
+  qunsetenv("HF_ENDPOINT");
+  qunsetenv("FLOTILLA_HF_CA_FILE");
+  wizard.reject();
+  if (saved.isEmpty())
+    qunsetenv("HF_HUB_CACHE");
+  else
+    qputenv("HF_HUB_CACHE", saved);
 }
 
 QTEST_MAIN(TestScreenshots)

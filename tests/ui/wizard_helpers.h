@@ -2,6 +2,7 @@
 // descriptions, child lookup, the shown problems, and copying golden folders into a temporary one.
 #pragma once
 
+#include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -9,6 +10,8 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QWizardPage>
+
+#include <filesystem>
 
 #include "engine/core/probe.h"
 
@@ -46,7 +49,8 @@ T* child(QWidget* page, const char* name) {
 inline QString shownProblems(QWizardPage* page) {
   QStringList out;
   for (QLabel* l : page->findChildren<QLabel*>())
-    if ((l->objectName() == QLatin1String("problems") || l->objectName().startsWith(QLatin1String("fieldProblem-"))) &&
+    if ((l->objectName() == QLatin1String("problems") ||
+         l->objectName().startsWith(QLatin1String("fieldProblem-"))) &&
         !l->isHidden() && !l->text().isEmpty())
       out << l->text();
   return out.join(QLatin1Char('\n'));
@@ -125,6 +129,30 @@ inline bool writeSparseLlamaFolder(const QString& dir, int layers, int width, in
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   if (st.write(prefix) != 8 || st.write(json) != json.size()) return false;
   return st.resize(8 + json.size() + offset);  // the tensor data: a hole
+}
+
+// Moves the files of `folder` into the Hugging Face cache `hub` as huggingface_hub lays a snapshot
+// out: blobs/<etag>, snapshots/<commit>/<file> a relative link to ../../blobs/<etag>, refs/main
+// holding the commit (issue 40). The etags are made up (nothing reading a cache checks them).
+inline bool addToHfCache(const QString& hub, const QString& repo, const QString& commit,
+                         const QString& folder) {
+  const QString root =
+      hub + QStringLiteral("/models--") + QString(repo).replace(QLatin1Char('/'), QStringLiteral("--"));
+  const QString snap = root + QStringLiteral("/snapshots/") + commit;
+  if (!QDir().mkpath(root + QStringLiteral("/blobs")) || !QDir().mkpath(snap) ||
+      !QDir().mkpath(root + QStringLiteral("/refs")))
+    return false;
+  for (const QString& file : QDir(folder).entryList(QDir::Files)) {
+    const QString etag = QString::fromLatin1(
+        QCryptographicHash::hash((repo + file).toUtf8(), QCryptographicHash::Sha256).toHex());
+    if (!QFile::rename(folder + QLatin1Char('/') + file, root + QStringLiteral("/blobs/") + etag))
+      return false;
+    std::error_code ec;
+    std::filesystem::create_symlink(("../../blobs/" + etag).toStdString(),
+                                    (snap + QLatin1Char('/') + file).toStdString(), ec);
+    if (ec) return false;
+  }
+  return writeFile(root + QStringLiteral("/refs/main"), commit.toUtf8());
 }
 
 }  // namespace wizard_helpers

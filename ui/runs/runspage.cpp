@@ -21,6 +21,7 @@
 #include "ui/runs/storerunsmodel.h"
 #include "ui/runs/storerunsview.h"
 #include "ui/runs/storeservice.h"
+#include "ui/wizard/modelpage.h"
 #include "ui/wizard/runwizard.h"
 
 namespace flotilla::ui {
@@ -221,6 +222,7 @@ RunWizard* RunsPage::openNewRunWizard() {
     launch(wizard->config(), where);
   });
   if (m_runs->store()) wizard->loadNodes(m_runs->store()->databasePath());
+  wizard->modelPage()->setWorkerPath(m_runs->findWorker());  // downloads models by name (issue 40)
   wizard->show();
   return wizard;
 }

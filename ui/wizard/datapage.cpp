@@ -24,6 +24,7 @@
 #include "engine/interop/hf_model.h"
 #include "engine/train/data_preflight.h"
 #include "ui/wizard/configdraft.h"
+#include "ui/wizard/hffolder.h"
 
 namespace flotilla::ui {
 namespace {
@@ -456,7 +457,8 @@ void DataPage::updateFixes() {
 }
 
 void DataPage::syncTokenizerSource() {
-  const bool hf = flotilla::interop::is_hf_folder(draft()->config().model.init_from);
+  // A model by name: its cached snapshot's tokenizer (issue 40).
+  const bool hf = flotilla::interop::is_hf_folder(modelFolderOf(draft()->config().model.init_from));
   if (auto* model = qobject_cast<QStandardItemModel*>(m_tokSource->model()))
     if (QStandardItem* item = model->item(0)) {
       item->setEnabled(hf);
@@ -607,7 +609,7 @@ void DataPage::startPrepare() {
   request.inputs = splitInputs(m_inputs->text());
   request.source = tokenizerSource();
   request.tokenizer = request.source == TokenizerSource::Model
-                          ? QString::fromStdString(draft()->config().model.init_from)
+                          ? QString::fromStdString(modelFolderOf(draft()->config().model.init_from))
                           : m_tokenizer->text().trimmed();
   request.trainVocab = m_trainVocab->value();
   request.chatFormat = m_chatFormat->currentData().toString();
@@ -664,7 +666,8 @@ void DataPage::onPrepared() {
     applyChoice(c);
     // The model must cover every id the tokenizer produces; a Hugging Face model keeps its own
     // vocabulary (extraProblems() reports a tokenizer larger than it).
-    if (vocab > 0 && !flotilla::interop::is_hf_folder(c.model.init_from)) c.model.vocab_size = vocab;
+    if (vocab > 0 && !flotilla::interop::is_hf_folder(modelFolderOf(c.model.init_from)))
+      c.model.vocab_size = vocab;
   });
   reload();
 }

@@ -11,6 +11,7 @@
 #include "engine/interop/hf_checkpoint.h"
 #include "engine/interop/hf_config.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/hub.h"
 
 namespace flotilla::ui {
 namespace {
@@ -28,24 +29,52 @@ bool initFromIsFolder(const std::string& initFrom) {
   return !initFrom.empty() && !endsWith(".safetensors") && !endsWith(".bin");
 }
 
+std::string modelFolderOf(const std::string& initFrom) {
+  namespace hub = flotilla::interop::hub;
+  if (!hub::is_model_ref(initFrom)) return initFrom;
+  try {
+    const auto snapshot = hub::find_cached(hub::parse_model_ref(initFrom, "model.init_from"),
+                                           hub::FileSet::kTraining, hub::cache_dir().path);
+    return snapshot ? snapshot->folder : std::string();
+  } catch (const std::exception&) {
+    return std::string();
+  }
+}
+
 HfFolderInfo readHfFolder(const QString& folder) {
+  namespace hub = flotilla::interop::hub;
   HfFolderInfo info;
   info.folder = folder;
   try {
     flotilla::RunConfig config;
     config.model.init_from = folder.toStdString();
+    const bool named = hub::is_model_ref(config.model.init_from);
+    if (named) {
+      // The cached snapshot, read as a folder; the name stays model.init_from.
+      const hub::ModelRef ref = hub::parse_model_ref(config.model.init_from, "model.init_from");
+      const hub::CacheDir cache = hub::cache_dir();
+      const auto snapshot = hub::find_cached(ref, hub::FileSet::kTraining, cache.path);
+      if (!snapshot)
+        throw std::runtime_error(ref.text() + " is not in the Hugging Face cache (" + cache.path +
+                                 ", set by " + cache.source +
+                                 ") with its config.json and safetensors weights: Download fetches it");
+      info.snapshot = QString::fromStdString(snapshot->folder);
+      info.commit = QString::fromStdString(snapshot->commit);
+      config.model.init_from = snapshot->folder;
+    }
     if (!flotilla::interop::apply_hf_init_from(config))
       throw std::runtime_error("\"" + config.model.init_from + "\" is not a folder with a config.json");
     const flotilla::interop::HfConfig hf = flotilla::interop::read_hf_config(config.model.init_from);
     const flotilla::interop::HfCheckpoint weights(config.model.init_from);
     info.model = config.model;
+    if (named) info.model.init_from = folder.toStdString();
     info.architecture = QString::fromStdString(hf.architecture);
     info.modelType = QString::fromStdString(hf.model_type);
     QString described = QString::fromStdString(weights.describe());
     const QString prefix = QString::fromStdString(weights.folder()) + QStringLiteral(": ");
     if (described.startsWith(prefix)) described = described.mid(prefix.size());
     info.weights = described;
-    const QDir dir(folder);
+    const QDir dir(named ? info.snapshot : folder);
     info.hasTokenizer = QFileInfo::exists(dir.filePath(QStringLiteral("tokenizer.json"))) ||
                         QFileInfo::exists(dir.filePath(QStringLiteral("vocab.json")));
     info.ok = true;

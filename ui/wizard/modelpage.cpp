@@ -22,9 +22,11 @@
 #include "engine/config/config_io.h"
 #include "engine/config/presets.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/hub.h"
 #include "engine/model/gpt.h"
 #include "engine/plan/planner.h"
 #include "ui/wizard/configdraft.h"
+#include "ui/wizard/hubpicker.h"
 #include "ui/wizard/loracontrols.h"
 #include "ui/wizard/modelfit.h"
 #include "ui/wizard/templates.h"
@@ -42,6 +44,16 @@ bool sameShape(const flotilla::ModelSection& a, const flotilla::ModelSection& b)
          a.rope_factor == b.rope_factor && a.rope_low_freq_factor == b.rope_low_freq_factor &&
          a.rope_high_freq_factor == b.rope_high_freq_factor &&
          a.rope_original_max_position == b.rope_original_max_position;
+}
+
+// A folder's summary rows; a name's start with where it was found.
+QList<QPair<QString, QString>> hubRows(const HfFolderInfo& info) {
+  QList<QPair<QString, QString>> rows = describeHfFolder(info);
+  if (!info.commit.isEmpty())
+    rows.prepend({ModelPage::tr("Snapshot"),
+                  ModelPage::tr("commit %1 in the Hugging Face cache; the run pins this commit")
+                      .arg(info.commit.left(7))});
+  return rows;
 }
 
 QString archLabel(const std::string& arch) {
@@ -87,6 +99,7 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
       m_hfRow(nullptr),
       m_hfPath(new QLineEdit(this)),
       m_hfInfo(new QLabel(this)),
+      m_hub(new HubPicker(this)),
       m_loraControls(new LoraControls(configDraft, this)),
       m_params(new QLabel(this)),
       m_trainable(new QLabel(this)),
@@ -94,7 +107,8 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   setTitle(tr("Model"));
   setSubTitle(
       tr("Start from a template, name the run and choose the model: a named size, your own dimensions, "
-         "or a Hugging Face model folder to continue training, fully or with LoRA adapters."));
+         "or a Hugging Face model (a folder, or by name from the cache or the Hub) to continue training, "
+         "fully or with LoRA adapters."));
   m_template->setObjectName(QStringLiteral("template"));
   m_name->setObjectName(QStringLiteral("runName"));
   m_preset->setObjectName(QStringLiteral("preset"));
@@ -120,9 +134,10 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   auto* sourceRow = new QWidget(this);
   auto* sourceLayout = new QHBoxLayout(sourceRow);
   sourceLayout->setContentsMargins(0, 0, 0, 0);
-  const char* sourceNames[] = {"preset", "custom", "hf"};
-  const QString sourceLabels[] = {tr("A named size"), tr("Custom dimensions"), tr("Hugging Face folder")};
-  for (int i = 0; i < 3; ++i) {
+  const char* sourceNames[] = {"preset", "custom", "hf", "hub"};
+  const QString sourceLabels[] = {tr("A named size"), tr("Custom dimensions"), tr("Hugging Face folder"),
+                                  tr("Hugging Face by name")};
+  for (int i = 0; i < 4; ++i) {
     auto* radio = new QRadioButton(sourceLabels[i], sourceRow);
     radio->setObjectName(QStringLiteral("modelSource-%1").arg(QLatin1String(sourceNames[i])));
     m_sources->addButton(radio, i);
@@ -240,6 +255,7 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   form->addRow(tr("Vocabulary"), m_vocab);
   form->addRow(tr("Context (max_seq_len)"), m_maxSeq);
   form->addRow(tr("Folder"), m_hfRow);
+  m_hub->addRows(form);
   form->addRow(QString(), m_hfInfo);
   m_loraControls->addRows(form);
   form->addRow(tr("Parameters"), m_params);
@@ -261,6 +277,11 @@ ModelPage::ModelPage(ConfigDraft* configDraft, TemplateStore* templates, QWidget
   reloadTemplates();
 
   connect(&m_watcher, &QFutureWatcher<HfFolderInfo>::finished, this, &ModelPage::onRead);
+  connect(m_hub, &HubPicker::chosen, this, &ModelPage::chooseHfName);
+  connect(m_hub, &HubPicker::stateChanged, this, [this] {
+    recheck();
+    emit modelStateChanged();
+  });
   connect(m_loraControls, &LoraControls::reloadRequested, this, &ModelPage::reload);
   connect(m_loraControls, &LoraControls::recheckRequested, this, &ModelPage::recheck);
   connect(m_sources, &QButtonGroup::idClicked, this, [this](int id) { setSource(static_cast<Source>(id)); });
@@ -324,12 +345,25 @@ void ModelPage::applyTemplate(int index) {
 
 void ModelPage::setSource(Source source) {
   m_source = source;
+  if (source == HfName) m_hub->refreshCache();  // another tool may have downloaded since
   if (source == HfFolder) {
     const QString path = m_hfPath->text().trimmed();
     if (!path.isEmpty()) {
       chooseHfFolder(path);
       return;
     }
+    draft()->edit([&](RunConfig& c) {  // a name chosen before is not a folder
+      if (flotilla::interop::hub::is_model_ref(c.model.init_from)) c.model.init_from.clear();
+    });
+  } else if (source == HfName) {
+    const QString name = m_hub->nameEdit()->text().trimmed();
+    if (!name.isEmpty() && m_hub->nameProblem().isEmpty()) {
+      chooseHfName(name);
+      return;
+    }
+    draft()->edit([&](RunConfig& c) {
+      if (initFromIsFolder(c.model.init_from)) c.model.init_from.clear();
+    });
   } else {
     draft()->edit([&](RunConfig& c) {
       if (initFromIsFolder(c.model.init_from)) c.model.init_from.clear();
@@ -361,9 +395,29 @@ void ModelPage::chooseHfFolder(const QString& folder) {
   reload();
 }
 
+void ModelPage::chooseHfName(const QString& name) {
+  m_source = HfName;
+  const QString text = name.trimmed();
+  m_hub->showChosen(text);
+  draft()->edit([&](RunConfig& c) {
+    c.model.init_from = text.toStdString();
+    if (!text.isEmpty()) {
+      c.model.arch = "llama";
+      c.model.preset = "custom";
+    }
+  });
+  startRead();
+  reload();
+  emit modelStateChanged();
+}
+
+void ModelPage::setWorkerPath(const QString& path) { m_hub->setWorkerPath(path); }
+
 void ModelPage::startRead() {
   const std::string path = draft()->config().model.init_from;
-  if (m_reading || !flotilla::interop::is_hf_folder(path)) return;  // onRead() reads again when it is stale
+  // onRead() reads again when it is stale.
+  if (m_reading || !(flotilla::interop::is_hf_folder(path) || flotilla::interop::hub::is_model_ref(path)))
+    return;
   m_reading = true;
   const QString folder = QString::fromStdString(path);
   m_watcher.setFuture(QtConcurrent::run([folder] { return readHfFolder(folder); }));
@@ -373,12 +427,13 @@ void ModelPage::onRead() {
   m_reading = false;
   const HfFolderInfo info = m_watcher.result();
   const QString now = QString::fromStdString(draft()->config().model.init_from);
-  if (m_source != HfFolder || info.folder != now) {  // the choice moved on while it was read
+  if (!hfSource() || info.folder != now) {  // the choice moved on while it was read
     startRead();
     recheck();
     return;
   }
   m_info = info;
+  emit modelStateChanged();
   if (!info.ok) {
     recheck();
     return;
@@ -441,26 +496,34 @@ void ModelPage::editDims() {
 }
 
 void ModelPage::updateRows() {
-  const bool hf = m_source == HfFolder;
+  const bool hf = hfSource();
   const bool llama = draft()->config().model.arch == "llama";
   m_form->setRowVisible(m_preset, m_source == Named);
   for (QWidget* w : std::initializer_list<QWidget*>{m_arch, m_layers, m_heads, m_width, m_vocab, m_maxSeq})
     m_form->setRowVisible(w, !hf);
   for (QWidget* w : std::initializer_list<QWidget*>{m_kvHeads, m_headDim, m_ffn, m_llamaFlags, m_ropeTheta})
     m_form->setRowVisible(w, !hf && llama);
-  m_form->setRowVisible(m_hfRow, hf);
+  m_form->setRowVisible(m_hfRow, m_source == HfFolder);
   m_form->setRowVisible(m_hfInfo, hf);
+  m_hub->setRowsVisible(m_source == HfName);
 }
 
 void ModelPage::load() {
   const RunConfig& c = draft()->config();
   const flotilla::ModelSection& m = c.model;
   m_name->setText(QString::fromStdString(c.run.name));
-  if (initFromIsFolder(m.init_from)) {
+  if (initFromIsFolder(m.init_from) && flotilla::interop::hub::is_model_ref(m.init_from)) {
+    const QString name = QString::fromStdString(m.init_from);
+    if (m_source != HfName) m_hub->refreshCache();
+    m_source = HfName;
+    m_hub->showChosen(name);
+    if (m_info.folder != name) startRead();
+  } else if (initFromIsFolder(m.init_from)) {
     m_source = HfFolder;
     m_hfPath->setText(QString::fromStdString(m.init_from));
     if (m_info.folder != m_hfPath->text()) startRead();
-  } else if (!(m_source == HfFolder && m.init_from.empty() && m_hfPath->text().isEmpty())) {
+  } else if (!(m_source == HfFolder && m.init_from.empty() && m_hfPath->text().isEmpty()) &&
+             !(m_source == HfName && m.init_from.empty())) {
     m_source = m.preset == "custom" ? Custom : Named;
   }
   if (QAbstractButton* b = m_sources->button(m_source)) b->setChecked(true);
@@ -489,8 +552,7 @@ QString ModelPage::fitText() const { return m_fit->text(); }
 QString ModelPage::hfSummary() const {
   QStringList lines;
   if (m_info.ok)
-    for (const auto& [heading, text] : describeHfFolder(m_info))
-      lines << heading + QStringLiteral(": ") + text;
+    for (const auto& [heading, text] : hubRows(m_info)) lines << heading + QStringLiteral(": ") + text;
   return lines.join(QLatin1Char('\n'));
 }
 
@@ -498,9 +560,20 @@ QStringList ModelPage::extraProblems() const {
   QStringList out;
   if (!m_templateError.isEmpty()) out << m_templateError;
   out << m_loraControls->problems();
-  if (m_source != HfFolder) return out;
+  if (!hfSource()) return out;
   const std::string& path = draft()->config().model.init_from;
   const QString folder = QString::fromStdString(path);
+  if (m_source == HfName) {
+    if (const QString blocker = launchBlocker(); !blocker.isEmpty())
+      out << blocker;
+    else if (path.empty())
+      out << tr("model.init_from: pick a model in the table, or type its name (org/name) and download it.");
+    else if (m_reading || m_info.folder != folder)
+      out << tr("Reading %1 from the Hugging Face cache…").arg(folder);
+    else if (!m_info.ok)
+      out << QStringLiteral("model.init_from: ") + m_info.error;
+    return out;
+  }
   if (path.empty())
     out << tr(
         "model.init_from: choose a Hugging Face model folder (config.json and safetensors weights), or "
@@ -517,12 +590,20 @@ QList<WizardPageBase::FieldProblem> ModelPage::extraFieldProblems() const {
 }
 
 void ModelPage::refreshDerived() {
+  emit modelStateChanged();  // the Review page's model line follows every change
   const RunConfig& c = draft()->config();
   const QString folder = QString::fromStdString(c.model.init_from);
-  const bool hf = m_source == HfFolder;
+  const bool hf = hfSource();
   m_loraControls->refresh(hf);
   const bool folderKnown = m_info.ok && m_info.folder == folder && !m_reading;
-  if (hf) {
+  if (m_source == HfName) {
+    if (folderKnown)
+      m_hfInfo->setText(summaryTable(hubRows(m_info), faintText(palette())));
+    else if (m_reading)
+      m_hfInfo->setText(tr("Reading %1…").arg(folder));
+    else
+      m_hfInfo->clear();
+  } else if (hf) {
     if (folder.isEmpty())
       m_hfInfo->setText(
           tr("Choose a model folder as downloaded from the Hugging Face Hub (config.json, "
@@ -537,7 +618,10 @@ void ModelPage::refreshDerived() {
   if ((hf && !folderKnown) || !draft()->problemsUnder({QStringLiteral("model")}).isEmpty() ||
       c.model.n_layer < 1 || c.model.n_embd < 1) {
     const QString where = whereToFix({QStringLiteral("model")});
-    m_params->setText(where.isEmpty() ? tr("—") : tr("— (%1)").arg(where));
+    if (!launchBlocker().isEmpty())
+      m_params->setText(tr("— (known once the download ends)"));
+    else
+      m_params->setText(where.isEmpty() ? tr("—") : tr("— (%1)").arg(where));
     m_trainable->setText(tr("—"));
     m_fit->setText(tr("—"));
     return;
@@ -562,6 +646,27 @@ void ModelPage::refreshDerived() {
                  tr("Planned for: %1, %2, %3 (the Hardware page changes them).")
                      .arg(draft()->target().label, ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(ranks),
                           QString::fromStdString(c.train.dtype)));
+}
+
+QString ModelPage::modelNote() const {
+  const QString name = QString::fromStdString(draft()->config().model.init_from);
+  if (m_source != HfName || name.isEmpty()) return QString();
+  if (m_info.ok && m_info.folder == name && !m_info.commit.isEmpty())
+    return tr("Model: %1 from the Hugging Face cache, commit %2 (the run pins it when it starts).")
+        .arg(name, m_info.commit.left(7));
+  return tr("Model: %1 from the Hugging Face cache.").arg(name);
+}
+
+QString ModelPage::launchBlocker() const {
+  const std::string& path = draft()->config().model.init_from;
+  if (!m_hub->isDownloading() || path.empty()) return QString();
+  try {
+    const auto ref = flotilla::interop::hub::parse_model_ref(path, "model.init_from");
+    if (QString::fromStdString(ref.repo_id) != m_hub->downloadingRepo()) return QString();
+  } catch (const std::exception&) {
+    return QString();
+  }
+  return tr("Downloading %1: the run can start once the download ends.").arg(QString::fromStdString(path));
 }
 
 }  // namespace flotilla::ui

@@ -1,6 +1,7 @@
 // Wizard page 1, Model: the template to start from, the run's name and the model, chosen one of
-// three ways: a named size (the presets, GPT-2 and Llama family), custom dimensions (GPT-2 or
-// Llama family, with the Llama-only keys shown only for it), or a Hugging Face folder, whose
+// four ways: a named size (the presets, GPT-2 and Llama family), custom dimensions (GPT-2 or
+// Llama family, with the Llama-only keys shown only for it), a Hugging Face folder, or a Hugging
+// Face model by name from the local cache or downloaded into it (hubpicker.h), whose
 // config.json sets every shape key (read off the UI thread by the engine's apply_hf_init_from, so
 // the draft holds exactly what the worker will train) and whose architecture and weight files are
 // shown read-only. Under all three: how it trains (every weight, or LoRA adapters over a folder's
@@ -10,7 +11,9 @@
 // Decision: choosing a folder writes model.init_from (and model.arch = llama, the only family a
 // folder can hold) at once, so the Review page and validate() see it while it is read; a folder
 // that fails to read stays in the draft with the engine's message as the page's problem, which
-// blocks Next until the folder is fixed or another choice is made.
+// blocks Next until the folder is fixed or another choice is made. A name is kept as the name
+// ("org/name": the engine pins its commit when the run starts) and read from its cached snapshot;
+// Next (and Launch) wait while that model is downloaded.
 #pragma once
 
 #include <QFutureWatcher>
@@ -29,6 +32,7 @@ class QSpinBox;
 
 namespace flotilla::ui {
 
+class HubPicker;
 class LoraControls;
 class TemplateStore;
 
@@ -36,7 +40,7 @@ class ModelPage : public WizardPageBase {
   Q_OBJECT
 
  public:
-  enum Source { Named = 0, Custom = 1, HfFolder = 2 };
+  enum Source { Named = 0, Custom = 1, HfFolder = 2, HfName = 3 };
   ModelPage(ConfigDraft* draft, TemplateStore* templates, QWidget* parent = nullptr);
   ~ModelPage() override;
 
@@ -52,8 +56,21 @@ class ModelPage : public WizardPageBase {
   // Uses a Hugging Face folder (as Browse… does); reads it on a worker thread (isReadingFolder()).
   void chooseHfFolder(const QString& folder);
   bool isReadingFolder() const { return m_reading; }
+  // Uses a Hugging Face model by name ("org/name[@revision]"), read from its cached snapshot.
+  void chooseHfName(const QString& name);
+  HubPicker* hubPicker() const { return m_hub; }
+  // The flotilla-worker that downloads models ("": beside the app, or on PATH).
+  void setWorkerPath(const QString& path);
+  // For the Review page: "Model: org/name from the Hugging Face cache, commit 1a2b3c4 …" for a
+  // name ("" for the other sources), and why Launch must wait ("" when it need not).
+  QString modelNote() const;
+  QString launchBlocker() const;
   // The read-only summary of the folder read last ("" before one was read).
   QString hfSummary() const;
+
+ signals:
+  // modelNote() or launchBlocker() may have changed.
+  void modelStateChanged();
 
  protected:
   void load() override;
@@ -68,6 +85,7 @@ class ModelPage : public WizardPageBase {
   void updateRows();
   void startRead();
   void onRead();
+  bool hfSource() const { return m_source == HfFolder || m_source == HfName; }
 
   TemplateStore* m_templates;
   QString m_templateError;
@@ -94,6 +112,7 @@ class ModelPage : public WizardPageBase {
   QWidget* m_hfRow;
   QLineEdit* m_hfPath;
   QLabel* m_hfInfo;
+  HubPicker* m_hub;
   LoraControls* m_loraControls;
   QLabel* m_params;
   QLabel* m_trainable;

@@ -25,6 +25,7 @@ ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidg
       m_script(new QPlainTextEdit(this)),
       m_save(new QPushButton(tr("Save as template…"), this)),
       m_status(new QLabel(this)),
+      m_modelNote(new QLabel(this)),
       m_parseDelay(new QTimer(this)) {
   setTitle(tr("Review"));
   setSubTitle(
@@ -42,6 +43,11 @@ ReviewPage::ReviewPage(ConfigDraft* configDraft, TemplateStore* templates, QWidg
   m_save->setObjectName(QStringLiteral("saveTemplateButton"));
   m_status->setObjectName(QStringLiteral("reviewStatus"));
   m_status->setWordWrap(true);
+  m_modelNote->setObjectName(QStringLiteral("reviewModel"));
+  m_modelNote->setWordWrap(true);
+  m_modelNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_modelNote->hide();
+  addBlock(m_modelNote);
   addBlock(m_editor, 2);
   addBlock(m_scriptTitle);
   addBlock(m_script, 1);
@@ -111,8 +117,21 @@ void ReviewPage::applyText() {
 }
 
 QStringList ReviewPage::extraProblems() const {
-  return m_parseError.isEmpty() ? QStringList() : QStringList{m_parseError};
+  QStringList out;
+  if (!m_parseError.isEmpty()) out << m_parseError;
+  if (!m_modelBlocker.isEmpty()) out << m_modelBlocker;
+  return out;
 }
+
+void ReviewPage::setModelState(const QString& note, const QString& blocker) {
+  m_modelNote->setText(note);
+  m_modelNote->setVisible(!note.isEmpty());
+  if (blocker == m_modelBlocker) return;
+  m_modelBlocker = blocker;
+  recheck();
+}
+
+QString ReviewPage::modelNote() const { return m_modelNote->text(); }
 
 bool ReviewPage::validatePage() {
   if (m_parseDelay->isActive()) applyText();

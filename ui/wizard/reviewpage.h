@@ -32,6 +32,10 @@ class ReviewPage : public WizardPageBase {
   bool saveTemplate(const QString& name);
   QString statusText() const;
   bool validatePage() override;
+  // The model's line above the config (a Hugging Face name and its commit, issue 40) and why Launch
+  // must wait ("" for none: a download of the model under way).
+  void setModelState(const QString& note, const QString& blocker);
+  QString modelNote() const;
   // A block under the config (the wizard's "Add to queue" limits).
   void addBelow(QWidget* widget) { addBlock(widget); }
 
@@ -50,6 +54,8 @@ class ReviewPage : public WizardPageBase {
   QPlainTextEdit* m_script;
   QPushButton* m_save;
   QLabel* m_status;
+  QLabel* m_modelNote;
+  QString m_modelBlocker;
   QTimer* m_parseDelay;
   QString m_parseError;
   bool m_applying = false;

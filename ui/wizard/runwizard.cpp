@@ -86,6 +86,9 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
     if (which == QWizard::CustomButton1) addToQueue();
   });
   connect(m_review, &ReviewPage::templateSaved, m_model, &ModelPage::reloadTemplates);
+  // A model by name: the Review page shows it and its commit, and Launch waits for its download.
+  connect(m_model, &ModelPage::modelStateChanged, this,
+          [this] { m_review->setModelState(m_model->modelNote(), m_model->launchBlocker()); });
   // advanceTo() waiting on a page: go on once its check passes, unless the user moved or edited.
   connect(m_draft, &ConfigDraft::changed, this, [this] {
     if (!m_machineUpdate) ++m_draftChanges;
