@@ -8,7 +8,8 @@
 //     sample of that checkpoint read the pinned commit (an unpinned name would read the new weights,
 //     whose fingerprint the checkpoint refuses); the merged HF export carries the snapshot's config
 //     and tokenizer files;
-//   - `data prepare --tokenizer org/tiny` and `export --tokenizer org/tiny` read the cache;
+//   - `data prepare --tokenizer org/tiny`, `export --tokenizer org/tiny` and `sample --tokenizer
+//     org/tiny` read the cache;
 //   - lora.init_from = "org/adapter" continues the cached PEFT adapter, pinned too;
 //   - a name in no cache (offline) is one error naming the key, the name, the cache folder and what to
 //     do; a value that is neither a folder nor a name keeps "not a folder" and shows the name form.
@@ -107,6 +108,13 @@ void full_from_name(const Fixture& f) {
   CHECK_MSG(e.exit_code == 0 && read_file(f.dir + "/export-tok/tokenizer.json") ==
                                     read_file(golden("tokenizers/qwen/tokenizer.json")),
             "export --tokenizer org/tiny: %s", e.output.c_str());
+  // sample --tokenizer org/tiny loads the cached Qwen tokenizer (800 tokens), which this 128-token
+  // test model then refuses by its size: the refusal shows the tokenizer was read from the name.
+  const ProcResult s = run_worker({"sample", "--checkpoint", f.dir + "/from-name", "--prompt-ids", "1 2",
+                                   "--tokenizer", "org/tiny", "--tokens", "2"},
+                                  f.env);
+  CHECK_MSG(s.exit_code == 2 && has(s.output, "the tokenizer has ") && has(s.output, "the model only 128"),
+            "sample --tokenizer org/tiny: exit %d\n%s", s.exit_code, s.output.c_str());
   // The name's run exports with its snapshot's config.json and tokenizer carried over.
   const ProcResult e2 = run_worker(
       {"export", "--checkpoint", f.dir + "/from-name", "--format", "hf", "--out", f.dir + "/export-name"},
