@@ -15,6 +15,8 @@
 
 namespace fs = std::filesystem;
 using namespace runs_test;
+namespace db = flotilla::db;
+namespace runs = flotilla::runs;
 
 namespace {
 
