@@ -193,9 +193,8 @@ bool apply_hf_init_from(RunConfig& cfg) {
   // trains), and the name is pinned to the commit read, so every later reader loads the same bytes.
   const std::string init_from = local_model_folder(given, "model.init_from", hub::FileSet::kConfigOnly);
   if (read_hf_model_type(init_from) == "gpt2")
-    throw_config("model.init_from = \"" + given +
-                 "\" is a GPT-2 folder; GPT-2 weights load by file: set " + "model.init_from = \"" +
-                 (fs::path(init_from) / "model.safetensors").string() + "\"");
+    throw_config("model.init_from = \"" + given + "\" is a GPT-2 folder; GPT-2 weights load by file: set " +
+                 "model.init_from = \"" + (fs::path(init_from) / "model.safetensors").string() + "\"");
   cfg.model = hf_model_section(read_hf_config(init_from));
   cfg.model.init_from = pinned_name(given, init_from);
   return true;

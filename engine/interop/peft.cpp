@@ -260,8 +260,7 @@ PeftAdapterConfig parse_peft_adapter_config(const std::string& text, const std::
 bool apply_lora_init_from(RunConfig& cfg) {
   if (!cfg.lora.enabled || cfg.lora.init_from.empty()) return false;
   // A Hub name: resolved once here (adapter files only) and pinned to its commit, as model.init_from.
-  const std::string folder =
-      local_model_folder(cfg.lora.init_from, "lora.init_from", hub::FileSet::kAdapter);
+  const std::string folder = local_model_folder(cfg.lora.init_from, "lora.init_from", hub::FileSet::kAdapter);
   PeftAdapterConfig a;
   try {
     a = read_peft_adapter_config(folder);
