@@ -93,6 +93,7 @@ int cmdPlan(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::
 int cmdClusters(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_clusters); }
 int cmdQueue(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_queue); }
 int cmdSweep(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_sweep); }
+int cmdModels(const Invocation& inv) { return runStoreCommand(inv, flotilla::cli::cmd_models); }
 
 // The subcommand table, in --help order.
 const std::vector<Command>& commands() {
@@ -130,6 +131,10 @@ const std::vector<Command>& commands() {
        "CONFIG.toml --set K=V1,V2... [--random N] [--halving auto|T1,T2] | list | show NAME |\n"
        "                    compare NAME: one queued run per point, successive halving",
        cmdSweep},
+      {"models",
+       "list [--json] [--search TEXT] | show NAME [--json] | pull NAME [--files training|config|adapter]:\n"
+       "                    models by name in the Hugging Face cache",
+       cmdModels},
   };
   return table;
 }

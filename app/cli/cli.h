@@ -92,6 +92,7 @@ int cmd_plan(const Context& ctx);      // plan.cpp
 int cmd_clusters(const Context& ctx);  // clusters.cpp: Slurm clusters
 int cmd_queue(const Context& ctx);     // queue.cpp: the run queue and its scheduler
 int cmd_sweep(const Context& ctx);     // sweep.cpp: sweeps (issue 37)
+int cmd_models(const Context& ctx);    // models.cpp: the Hugging Face cache, by name (issue 40)
 // `nodes autostop NAME ...` (autostop.cpp): a node's idle limit and its stop/start commands.
 int nodes_autostop(const Context& ctx, ArgReader& args);
 

@@ -34,5 +34,6 @@ int cmd_sample(const CommandArgs& args);
 int cmd_probe(const CommandArgs& args);
 int cmd_bench_comm(const CommandArgs& args);
 int cmd_bench_nf4(const CommandArgs& args);
+int cmd_hub(const CommandArgs& args);
 
 }  // namespace flotilla::cli

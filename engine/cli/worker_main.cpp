@@ -45,6 +45,8 @@ const std::vector<Command>& commands() {
       {"bench-nf4",
        "QLoRA's 4-bit (NF4) matmuls against the dense matmul of the same shape, GFLOP/s and ratio",
        cmd_bench_nf4},
+      {"hub", "models by name: resolve in the Hugging Face cache, download from the Hub what it lacks",
+       cmd_hub},
   };
   return table;
 }

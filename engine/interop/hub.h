@@ -91,6 +91,10 @@ struct CachedModel {
   int64_t modified_unix = 0;      // newest blob's time
 };
 std::vector<CachedModel> list_cached_models(const std::string& hub_dir);
+// One repo's row, judged as list_cached_models judges it: with no revision the same row as the
+// listing's; with one, the snapshot that refs/<revision> (or the commit) names, complete or not.
+// nullopt when the repo, or that revision's snapshot, is not in the cache. (`flotilla models show`.)
+std::optional<CachedModel> describe_cached(const ModelRef& ref, const std::string& hub_dir);
 
 // Download progress, reported at most a few times a second.
 struct Progress {
