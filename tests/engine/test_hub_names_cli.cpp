@@ -6,13 +6,14 @@
 //   - a LoRA run from the name: its PEFT export names the repo as base_model_name_or_path and the
 //     commit as revision (PEFT's own fields); after refs/main moves to other weights, a resume and a
 //     sample of that checkpoint read the pinned commit (an unpinned name would read the new weights,
-//     whose fingerprint the checkpoint refuses); the merged HF export carries the snapshot's config
-//     and tokenizer files;
+//     whose fingerprint the checkpoint refuses), and pinning in one process follows refs/main as it
+//     is at each pin; the merged HF export carries the snapshot's config and tokenizer files;
 //   - `data prepare --tokenizer org/tiny`, `export --tokenizer org/tiny` and `sample --tokenizer
 //     org/tiny` read the cache;
 //   - lora.init_from = "org/adapter" continues the cached PEFT adapter, pinned too;
 //   - a name in no cache (offline) is one error naming the key, the name, the cache folder and what to
 //     do; a value that is neither a folder nor a name keeps "not a folder" and shows the name form.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -172,7 +173,19 @@ void lora_from_name(const Fixture& f) {
   const ProcResult unpinned = train(f, "lora", config("org/tiny", lora), {"--set", "train.steps=3"});
   CHECK_MSG(unpinned.exit_code == 5 && has(unpinned.output, "model.safetensors changed content"),
             "resume from the moved name: exit %d\n%s", unpinned.exit_code, unpinned.output.c_str());
+  // In one process (the app creates many runs): each pin reads refs/main as it is now, not a
+  // resolution remembered from before the cache moved.
+  setenv("HF_HUB_CACHE", f.hub.c_str(), 1);
+  setenv("HF_HUB_OFFLINE", "1", 1);
+  flotilla::RunConfig c;
+  c.model.init_from = "org/tiny";
+  flotilla::interop::apply_hf_init_from(c);
+  CHECK_MSG(c.model.init_from == "org/tiny@" + kNewCommit, "pinned %s", c.model.init_from.c_str());
   write_text(repo + "/refs/main", kCommit);  // back, for the other cases
+  c.model.init_from = "org/tiny";
+  flotilla::interop::apply_hf_init_from(c);
+  CHECK_MSG(c.model.init_from == "org/tiny@" + kCommit, "pinned %s after refs/main moved back",
+            c.model.init_from.c_str());
 
   // The merged HF export of the LoRA run: config.json and tokenizer files from the pinned snapshot.
   const ProcResult hf =
