@@ -92,7 +92,8 @@ int data_prepare(Args& args) {
         "of --seq-len by the loader (docs/data.md \"Fine-tuning data\").\n\n"
         "  --input FILE        input file (repeat, or list several files after it)\n"
         "  --tokenizer TOK     a folder with tokenizer.json (Hugging Face), or with GPT-2's vocab.json +\n"
-        "                      merges.txt, or a tokenizer JSON from 'tokenizer train'\n"
+        "                      merges.txt, or a tokenizer JSON from 'tokenizer train', or a Hub name\n"
+        "                      org/name[@revision] (its tokenizer from the Hugging Face cache)\n"
         "  --out DIR           output directory (created)\n"
         "  --chat-format F     llama3, chatml, qwen3 or plain (default: chat records use the tokenizer's\n"
         "                      family, prompt/completion records plain)\n"
@@ -123,8 +124,8 @@ int data_prepare(Args& args) {
   args.finish("data prepare");
   if (!tok_path)
     throw_usage(
-        "data prepare: --tokenizer is required (a tokenizer.json folder, a GPT-2 folder or a tokenizer "
-        "JSON)");
+        "data prepare: --tokenizer is required (a tokenizer.json folder, a GPT-2 folder, a tokenizer "
+        "JSON or a Hub name org/name)");
   if (!out) throw_usage("data prepare: --out DIR is required");
   if (seq_len < 0 || seq_len > (1 << 24))
     throw_usage("data prepare: --seq-len must be between 1 and 16777216");

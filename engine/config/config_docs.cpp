@@ -85,8 +85,10 @@ a Llama-family preset also sets the `llama:` keys, and a released model's shape 
 `qwen2.5-0.5b`, `qwen3-0.6b`, `llama3.2-1b`, `llama3.1-8b`, `qwen2.5-7b`, `qwen3-8b`) its
 `vocab_size` and `max_seq_len` too. Any of them can be overridden (`preset = "gpt2-124m"` with
 `n_layer = 6` is a 6-layer GPT-2 small). `custom` applies no preset: the dimensions are the ones
-given (or the defaults). `model.init_from` naming a Hugging Face folder takes every shape key from
-its config.json instead (docs/checkpoints.md).
+given (or the defaults). `model.init_from` naming a Hugging Face folder, or a Hub name
+`org/name[@revision]` (found in the Hugging Face cache, else downloaded: docs/models.md), takes every
+shape key from its config.json instead (docs/checkpoints.md); a name is pinned to its commit
+(`org/name@<commit>`) when the run starts.
 Parameter counts of the GPT-2-sized presets use GPT-2's vocabulary (50257) and 1024 positions;
 the engine allocates the token embedding padded to a multiple of 128 rows (50304), which adds rows
 that never see a target.
@@ -129,7 +131,7 @@ const char* kDerived = R"(## Derived values
   with `.`. `run.seed` < 2^63. `run.threads` >= 0. `run.max_restarts` >= 0.
 - `model`: `n_layer`, `n_head`, `n_embd`, `max_seq_len` >= 1; `n_head` divides `n_embd` (for
   llama unless `head_dim` is set); `vocab_size` in [2, 2^30]; `init_from` empty, `*.safetensors`,
-  `*.bin` or a Hugging Face folder with a `config.json`. llama: `n_kv_head` divides `n_head`,
+  `*.bin`, a Hugging Face folder with a `config.json` or a Hub name `org/name[@revision]`. llama: `n_kv_head` divides `n_head`,
   `norm_eps` > 0, `rope_theta` > 1, `rope_factor` >= 1 when scaled, llama3 scaling needs
   0 < `rope_low_freq_factor` < `rope_high_freq_factor`; the llama-only keys are refused for gpt2.
 - `checkpoint.export_hf` only for llama and with `checkpoint.save_final = true`.

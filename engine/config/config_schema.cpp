@@ -83,8 +83,9 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(model, rope_low_freq_factor, "llama: llama3 scaling, low-frequency factor"),
       FLOTILLA_KEY(model, rope_high_freq_factor, "llama: llama3 scaling, high-frequency factor"),
       FLOTILLA_KEY(model, rope_original_max_position, "llama: llama3 scaling, original context length"),
-      FLOTILLA_KEY(model, init_from,
-                   "weights to start from: a Hugging Face folder, .safetensors, llm.c .bin"),
+      FLOTILLA_KEY(
+          model, init_from,
+          "weights to start from: a HF folder or Hub name org/name[@revision], .safetensors, llm.c .bin"),
 
       FLOTILLA_KEY(lora, enabled, "fine-tune LoRA adapters on the frozen model.init_from weights"),
       FLOTILLA_KEY(lora, rank, "adapter rank r"),
@@ -93,7 +94,9 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(lora, dropout, "dropout on the adapter input while training (seeded by run.seed)"),
       FLOTILLA_KEY(lora, use_rslora, "rank-stabilised scaling alpha/sqrt(r) instead of alpha/r"),
       FLOTILLA_KEY(lora, targets, "all-linear | attention | mlp | list: q_proj,v_proj,..."),
-      FLOTILLA_KEY(lora, init_from, "a PEFT adapter folder to continue from (it sets r, alpha, targets)"),
+      FLOTILLA_KEY(
+          lora, init_from,
+          "a PEFT adapter folder or Hub name org/name[@revision] to continue from (sets r, alpha, targets)"),
       FLOTILLA_KEY(lora, base_quant, "the frozen base's projections: none (compute dtype) | nf4 (QLoRA)"),
       FLOTILLA_KEY(lora, double_quant, "nf4: quantise the block absmax again (8-bit, blocks of 256)"),
 

@@ -41,7 +41,8 @@ struct ModelSection {
   double rope_low_freq_factor = 1.0;      // llama: llama3 scaling, low-frequency factor
   double rope_high_freq_factor = 4.0;     // llama: llama3 scaling, high-frequency factor
   int rope_original_max_position = 8192;  // llama: llama3 scaling, original context length
-  std::string init_from = "";  // weights to start from: a Hugging Face folder, .safetensors, llm.c .bin
+  std::string init_from =
+      "";  // weights to start from: a HF folder or Hub name org/name[@revision], .safetensors, llm.c .bin
 };
 
 struct LoraSection {
@@ -51,9 +52,10 @@ struct LoraSection {
   double dropout = 0.0;     // dropout on the adapter input while training (seeded by run.seed)
   bool use_rslora = false;  // rank-stabilised scaling alpha/sqrt(r) instead of alpha/r
   std::string targets = "all-linear";  // all-linear | attention | mlp | list: q_proj,v_proj,...
-  std::string init_from = "";          // a PEFT adapter folder to continue from (it sets r, alpha, targets)
-  std::string base_quant = "none";     // the frozen base's projections: none (compute dtype) | nf4 (QLoRA)
-  bool double_quant = true;            // nf4: quantise the block absmax again (8-bit, blocks of 256)
+  std::string init_from =
+      "";  // a PEFT adapter folder or Hub name org/name[@revision] to continue from (sets r, alpha, targets)
+  std::string base_quant = "none";  // the frozen base's projections: none (compute dtype) | nf4 (QLoRA)
+  bool double_quant = true;         // nf4: quantise the block absmax again (8-bit, blocks of 256)
 };
 
 struct DataSection {

@@ -26,9 +26,10 @@ std::string run_tokenizer_path(const RunConfig& config) {
   std::vector<fs::path> candidates;
   if (interop::is_hub_name(config.model.init_from)) {
     // A Hub name: its snapshot when the cache holds it (no download here: the app asks this too).
-    const interop::hub::ModelRef ref = interop::hub::parse_model_ref(config.model.init_from, "model.init_from");
-    if (const auto s = interop::hub::find_cached(ref, interop::hub::FileSet::kTraining,
-                                                 interop::hub::cache_dir().path))
+    const interop::hub::ModelRef ref =
+        interop::hub::parse_model_ref(config.model.init_from, "model.init_from");
+    if (const auto s =
+            interop::hub::find_cached(ref, interop::hub::FileSet::kTraining, interop::hub::cache_dir().path))
       candidates.push_back(fs::path(s->folder));
   } else if (!config.model.init_from.empty()) {
     candidates.push_back(fs::path(config.model.init_from));

@@ -191,13 +191,13 @@ bool apply_hf_init_from(RunConfig& cfg) {
   if (!is_hf_folder(given)) return false;
   // A Hub name: its config.json is enough for the shape (the weights are fetched where the run
   // trains), and the name is pinned to the commit read, so every later reader loads the same bytes.
-  const std::string init_from = local_model_folder(given, "model.init_from", hub::FileSet::kConfigOnly);
+  std::string pinned;
+  const std::string init_from = resolve_and_pin(given, "model.init_from", hub::FileSet::kConfigOnly, &pinned);
   if (read_hf_model_type(init_from) == "gpt2")
-    throw_config("model.init_from = \"" + given +
-                 "\" is a GPT-2 folder; GPT-2 weights load by file: set " + "model.init_from = \"" +
-                 (fs::path(init_from) / "model.safetensors").string() + "\"");
+    throw_config("model.init_from = \"" + given + "\" is a GPT-2 folder; GPT-2 weights load by file: set " +
+                 "model.init_from = \"" + (fs::path(init_from) / "model.safetensors").string() + "\"");
   cfg.model = hf_model_section(read_hf_config(init_from));
-  cfg.model.init_from = pinned_name(given, init_from);
+  cfg.model.init_from = pinned;
   return true;
 }
 

@@ -1,13 +1,11 @@
 // Paths or Hub names for the model readers (see model_source.h).
 #include "engine/interop/model_source.h"
 
-#include <filesystem>
+#include <cstdio>
 
 #include "engine/core/error.h"
 
 namespace flotilla::interop {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -15,11 +13,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool is_hex40(const std::string& s) {
-  if (s.size() != 40) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
+// A resolution's error, said of the key and the value it came from.
+Error named(const Error& e, const std::string& key, const std::string& value) {
+  return Error(e.code(),
+               key + " = \"" + value + "\": " + e.what() +
+                   " (read as a Hugging Face model name; a folder is given as a path, and no folder \"" +
+                   value + "\" exists here)");
 }
 
 }  // namespace
@@ -35,20 +34,35 @@ std::string local_model_folder(const std::string& value, const std::string& key,
   try {
     return hub::local_folder(value, set);
   } catch (const Error& e) {
-    throw Error(e.code(), key + " = \"" + value + "\": " + e.what() +
-                              " (read as a Hugging Face model name; a folder is given as a path, and no "
-                              "folder \"" +
-                              value + "\" exists here)");
+    throw named(e, key, value);
   }
 }
 
-std::string pinned_name(const std::string& value, const std::string& folder) {
+std::string resolve_and_pin(const std::string& value, const std::string& key, hub::FileSet set,
+                            std::string* pinned) {
+  *pinned = value;
   if (!is_hub_name(value)) return value;
-  const hub::ModelRef ref = hub::parse_model_ref(value, "name");
-  if (ref.is_commit()) return value;
-  const std::string commit = fs::path(folder).filename().string();
-  if (!is_hex40(commit)) return value;
-  return ref.repo_id + "@" + commit;
+  const hub::ModelRef ref = hub::parse_model_ref(value, key);
+  if (ref.is_commit()) return local_model_folder(value, key, set);
+  try {
+    hub::DownloadOptions o;
+    o.set = set;
+    o.progress = [last = std::string()](const hub::Progress& p) mutable {
+      char line[256];
+      std::snprintf(line, sizeof line, "downloading %s (%d/%d): %.1f of %.1f MB", p.file.c_str(),
+                    p.file_index, p.file_count, static_cast<double>(p.done) / 1e6,
+                    static_cast<double>(p.total) / 1e6);
+      if (line != last) std::fprintf(stderr, "%s\n", line);
+      last = line;
+      return true;
+    };
+    const hub::Resolved r = hub::resolve(ref, o);
+    if (r.downloaded) std::fprintf(stderr, "%s\n", r.note.c_str());
+    *pinned = ref.repo_id + "@" + r.snapshot.commit;
+    return r.snapshot.folder;
+  } catch (const Error& e) {
+    throw named(e, key, value);
+  }
 }
 
 hub::ModelRef hub_ref_of(const std::string& value) {

@@ -5,8 +5,9 @@
 // Decision: the mapping happens inside each reader (read_hf_config, HfCheckpoint, import_weights,
 // the PEFT readers, Tokenizer::load, ...), not at the call sites, so no caller can forget it; it is
 // idempotent (a snapshot folder is a path that exists) and hub::local_folder remembers resolutions,
-// so mapping the same name at every layer costs one cache lookup. A name that cannot be resolved is
-// one error that names the key it came from, the name, the cache folder and what to do.
+// so mapping the same name at every layer costs one cache lookup; a pinned name ("@<commit>") always
+// means the same snapshot, so remembering it is safe in a long-lived process too. A name that cannot be
+// resolved is one error that names the key it came from, the name, the cache folder and what to do.
 #pragma once
 
 #include <string>
@@ -27,10 +28,13 @@ bool is_hub_name(const std::string& value);
 std::string local_model_folder(const std::string& value, const std::string& key,
                                hub::FileSet set = hub::FileSet::kTraining);
 
-// The name pinned to the commit of `folder` (a snapshot folder local_model_folder returned):
-// "org/name" or "org/name@main" -> "org/name@<40 hex>"; a name already pinned to a commit, or a
-// path, unchanged.
-std::string pinned_name(const std::string& value, const std::string& folder);
+// For the two places that pin (apply_hf_init_from, apply_lora_init_from): `value`'s snapshot folder
+// with *pinned = "org/name@<commit>" for a name without a commit, resolved afresh in the cache (not
+// the process's remembered resolution, so a long-lived app that pulled a newer commit pins that one),
+// downloaded when missing. A name pinned to a commit, or a path: local_model_folder, *pinned = value.
+// Errors as local_model_folder's.
+std::string resolve_and_pin(const std::string& value, const std::string& key, hub::FileSet set,
+                            std::string* pinned);
 
 // A name's repo id and revision ("" when `value` is not a Hub name): what PEFT's adapter_config.json
 // records as base_model_name_or_path and revision.

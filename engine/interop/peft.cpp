@@ -260,15 +260,16 @@ PeftAdapterConfig parse_peft_adapter_config(const std::string& text, const std::
 bool apply_lora_init_from(RunConfig& cfg) {
   if (!cfg.lora.enabled || cfg.lora.init_from.empty()) return false;
   // A Hub name: resolved once here (adapter files only) and pinned to its commit, as model.init_from.
+  std::string pinned;
   const std::string folder =
-      local_model_folder(cfg.lora.init_from, "lora.init_from", hub::FileSet::kAdapter);
+      resolve_and_pin(cfg.lora.init_from, "lora.init_from", hub::FileSet::kAdapter, &pinned);
   PeftAdapterConfig a;
   try {
     a = read_peft_adapter_config(folder);
   } catch (const Error& e) {
     throw Error(e.code(), std::string("lora.init_from: ") + e.what());
   }
-  cfg.lora.init_from = pinned_name(cfg.lora.init_from, folder);
+  cfg.lora.init_from = pinned;
   const LoraSection def;
   const std::string file = (fs::path(folder) / "adapter_config.json").string();
   auto refuse = [&](const std::string& key, const std::string& mine, const std::string& theirs) {

@@ -39,6 +39,7 @@
 #include "engine/data/run_tokenizer.h"
 #include "engine/data/synthetic.h"
 #include "engine/interop/hf_model.h"
+#include "engine/interop/model_source.h"
 #include "engine/interop/peft.h"
 #include "engine/interop/weights.h"
 #include "engine/model/base_weights.h"
@@ -53,6 +54,14 @@ namespace flotilla {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Where the weights came from, for the log: the value, and for a Hub name also its snapshot folder
+// (already resolved by then, so no second lookup reaches the network).
+std::string weights_source(const std::string& init_from) {
+  if (!interop::is_hub_name(init_from)) return init_from;
+  return init_from + " (Hugging Face cache: " + interop::local_model_folder(init_from, "model.init_from") +
+         ")";
+}
 
 // "63.2 MiB" for an event's words (the exact byte count stays in its fields for programs).
 std::string mib_text(double bytes) {
@@ -282,8 +291,8 @@ void Loop::setup_model() {
     const std::string what = std::string(" (NF4") + (dq ? ", double quantisation" : "") + ": " +
                              mib_text(static_cast<double>(qbase->quantized_bytes())) + " quantised projections, " +
                              mib_text(static_cast<double>(qbase->dense_bytes())) + " other tensors)";
-    const std::string line =
-        std::string("frozen 4-bit base from ") + (from.empty() ? "random initialisation" : from) + what;
+    const std::string line = std::string("frozen 4-bit base from ") +
+                             (from.empty() ? "random initialisation" : weights_source(from)) + what;
     metrics.event("info", line);
     progress.line("%s", line.c_str());
   } else if (!cfg.model.init_from.empty()) {
@@ -297,7 +306,7 @@ void Loop::setup_model() {
       model.set_params_from_full(p.data());
     }
     metrics.event("info", std::string(lora ? "frozen base weights from " : "initialised weights from ") +
-                              cfg.model.init_from);
+                              weights_source(cfg.model.init_from));
   }
   if (lora) {
     // What the checkpoints record of the base, so a resume on changed weights is refused: rank 0

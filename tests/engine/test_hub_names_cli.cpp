@@ -6,12 +6,14 @@
 //   - a LoRA run from the name: its PEFT export names the repo as base_model_name_or_path and the
 //     commit as revision (PEFT's own fields); after refs/main moves to other weights, a resume and a
 //     sample of that checkpoint read the pinned commit (an unpinned name would read the new weights,
-//     whose fingerprint the checkpoint refuses); the merged HF export carries the snapshot's config
-//     and tokenizer files;
-//   - `data prepare --tokenizer org/tiny` and `export --tokenizer org/tiny` read the cache;
+//     whose fingerprint the checkpoint refuses), and pinning in one process follows refs/main as it
+//     is at each pin; the merged HF export carries the snapshot's config and tokenizer files;
+//   - `data prepare --tokenizer org/tiny`, `export --tokenizer org/tiny` and `sample --tokenizer
+//     org/tiny` read the cache;
 //   - lora.init_from = "org/adapter" continues the cached PEFT adapter, pinned too;
 //   - a name in no cache (offline) is one error naming the key, the name, the cache folder and what to
 //     do; a value that is neither a folder nor a name keeps "not a folder" and shows the name form.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -107,6 +109,13 @@ void full_from_name(const Fixture& f) {
   CHECK_MSG(e.exit_code == 0 && read_file(f.dir + "/export-tok/tokenizer.json") ==
                                     read_file(golden("tokenizers/qwen/tokenizer.json")),
             "export --tokenizer org/tiny: %s", e.output.c_str());
+  // sample --tokenizer org/tiny loads the cached Qwen tokenizer (800 tokens), which this 128-token
+  // test model then refuses by its size: the refusal shows the tokenizer was read from the name.
+  const ProcResult s = run_worker({"sample", "--checkpoint", f.dir + "/from-name", "--prompt-ids", "1 2",
+                                   "--tokenizer", "org/tiny", "--tokens", "2"},
+                                  f.env);
+  CHECK_MSG(s.exit_code == 2 && has(s.output, "the tokenizer has ") && has(s.output, "the model only 128"),
+            "sample --tokenizer org/tiny: exit %d\n%s", s.exit_code, s.output.c_str());
   // The name's run exports with its snapshot's config.json and tokenizer carried over.
   const ProcResult e2 = run_worker(
       {"export", "--checkpoint", f.dir + "/from-name", "--format", "hf", "--out", f.dir + "/export-name"},
@@ -164,7 +173,19 @@ void lora_from_name(const Fixture& f) {
   const ProcResult unpinned = train(f, "lora", config("org/tiny", lora), {"--set", "train.steps=3"});
   CHECK_MSG(unpinned.exit_code == 5 && has(unpinned.output, "model.safetensors changed content"),
             "resume from the moved name: exit %d\n%s", unpinned.exit_code, unpinned.output.c_str());
+  // In one process (the app creates many runs): each pin reads refs/main as it is now, not a
+  // resolution remembered from before the cache moved.
+  setenv("HF_HUB_CACHE", f.hub.c_str(), 1);
+  setenv("HF_HUB_OFFLINE", "1", 1);
+  flotilla::RunConfig c;
+  c.model.init_from = "org/tiny";
+  flotilla::interop::apply_hf_init_from(c);
+  CHECK_MSG(c.model.init_from == "org/tiny@" + kNewCommit, "pinned %s", c.model.init_from.c_str());
   write_text(repo + "/refs/main", kCommit);  // back, for the other cases
+  c.model.init_from = "org/tiny";
+  flotilla::interop::apply_hf_init_from(c);
+  CHECK_MSG(c.model.init_from == "org/tiny@" + kCommit, "pinned %s after refs/main moved back",
+            c.model.init_from.c_str());
 
   // The merged HF export of the LoRA run: config.json and tokenizer files from the pinned snapshot.
   const ProcResult hf =
@@ -202,7 +223,9 @@ void tokenizer_from_name(const Fixture& f) {
                   golden("tokenizers/qwen"), "--out", f.dir + "/data-folder", "--val-fraction", "0"},
                  f.env);
   CHECK_MSG(q.exit_code == 0, "data prepare (folder): %s", q.output.c_str());
-  CHECK(read_file(f.dir + "/data/train_000000.bin") == read_file(f.dir + "/data-folder/train_000000.bin"));
+  const std::string shard = read_file(f.dir + "/data/train_000.bin");
+  CHECK_MSG(!shard.empty() && shard == read_file(f.dir + "/data-folder/train_000.bin"),
+            "the shards from the name differ from the folder's");
 }
 
 // A name in no cache, offline: one error with the key, the name, the cache and what to do.
