@@ -17,16 +17,6 @@ namespace {
 namespace hub = interop::hub;
 using Clock = std::chrono::steady_clock;
 
-// "120.3 of 270.1 MB" (kB for a total under a megabyte).
-std::string amount(uint64_t done, uint64_t total) {
-  const bool kb = total < 1000000;
-  const double unit = kb ? 1e3 : 1e6;
-  char b[64];
-  std::snprintf(b, sizeof b, "%.1f of %.1f %s", static_cast<double>(done) / unit,
-                static_cast<double>(total) / unit, kb ? "kB" : "MB");
-  return b;
-}
-
 // "org/name@1a2b3c4" for a pinned name: the commit shortened as git shows it.
 std::string shown(const std::string& name) {
   const auto at = name.find('@');
@@ -36,20 +26,15 @@ std::string shown(const std::string& name) {
 
 std::string progress_line(const std::string& model, const std::string& where,
                           const remote::ModelFetchEvent& e) {
-  std::string s = "downloading " + model + " on " + where + ": " + amount(e.done, e.total);
-  if (!e.file.empty())
-    s += " (" + e.file + ", file " + std::to_string(e.file_index) + " of " + std::to_string(e.file_count) +
-         ")";
-  if (e.rate_bps > 0) {
-    char r[48];
-    if (e.rate_bps < 1e6)
-      std::snprintf(r, sizeof r, ", %.1f kB/s", e.rate_bps / 1e3);
-    else
-      std::snprintf(r, sizeof r, ", %.1f MB/s", e.rate_bps / 1e6);
-    s += r;
-  }
-  if (e.eta_s >= 0) s += ", " + std::to_string(static_cast<long long>(e.eta_s + 0.5)) + " s left";
-  return s;
+  hub::Progress p;
+  p.file = e.file;
+  p.file_index = e.file_index;
+  p.file_count = e.file_count;
+  p.done = e.done;
+  p.total = e.total;
+  p.rate_bps = e.rate_bps;
+  p.eta_s = e.eta_s;
+  return "downloading " + model + " on " + where + ": " + hub::progress_text(p);
 }
 
 struct Job {

@@ -156,7 +156,7 @@ int show(ArgReader& args) {
                   ? (hub_count_text(m->parameters) + " (" + std::to_string(m->parameters) + ")").c_str()
                   : "- (no weights cached)");
   std::printf("  size on disk  %s (every cached revision of the repo)\n",
-              hub_bytes_text(m->bytes_on_disk).c_str());
+              hub::bytes_text(m->bytes_on_disk).c_str());
   if (m->trainable)
     std::printf("  trainable     yes: model.init_from = \"%s\" pins this commit\n", pinned.c_str());
   else
@@ -167,7 +167,7 @@ int show(ArgReader& args) {
   for (const auto& [f, size] : files)
     std::printf("    %-*s  %s\n", static_cast<int>(w), f.c_str(),
                 size < 0 ? "missing (its blob is not in the cache)"
-                         : hub_bytes_text(static_cast<uint64_t>(size)).c_str());
+                         : hub::bytes_text(static_cast<uint64_t>(size)).c_str());
   const auto others = other_commits(ref.repo_id, dir.path, m->commit);
   if (!others.empty()) {
     std::string line;
@@ -188,11 +188,7 @@ class ProgressLine {
       return !StopSignals::requested();
     last_ = now;
     last_index_ = p.file_index;
-    std::string line = p.file + " (" + std::to_string(p.file_index) + "/" + std::to_string(p.file_count) +
-                       "): " + hub_bytes_text(p.done) + " of " + hub_bytes_text(p.total);
-    if (p.rate_bps > 0) line += ", " + hub_bytes_text(static_cast<uint64_t>(p.rate_bps)) + "/s";
-    if (p.eta_s >= 0) line += ", " + format_duration(p.eta_s) + " left";
-    if (p.resumed_bytes > 0) line += " (resumed at " + hub_bytes_text(p.resumed_bytes) + ")";
+    const std::string line = hub::progress_text(p);
     if (tty_)
       std::fprintf(stderr, "\r%s\033[K", line.c_str());
     else

@@ -44,31 +44,6 @@ hub::FileSet parse_files(const std::string& text) {
   throw_usage("hub download: --files must be training, config or adapter, not \"" + text + "\"");
 }
 
-std::string human_bytes(uint64_t n) {
-  char b[32];
-  if (n >= 1000000000ull)
-    std::snprintf(b, sizeof b, "%.2f GB", static_cast<double>(n) / 1e9);
-  else
-    std::snprintf(b, sizeof b, "%.1f MB", static_cast<double>(n) / 1e6);
-  return b;
-}
-
-// "model.safetensors (2/5): 120.3 of 270.1 MB, 14.2 MB/s, 11 s left"
-std::string human_line(const hub::Progress& p) {
-  char b[512];
-  std::string left;
-  if (p.eta_s >= 0) {
-    const long s = static_cast<long>(p.eta_s + 0.5);
-    left = s >= 3600 ? std::to_string(s / 3600) + " h " + std::to_string(s % 3600 / 60) + " min left"
-           : s >= 60 ? std::to_string(s / 60) + " min " + std::to_string(s % 60) + " s left"
-                     : std::to_string(s) + " s left";
-  }
-  std::snprintf(b, sizeof b, "%s (%d/%d): %s of %s, %.1f MB/s%s%s", p.file.c_str(), p.file_index,
-                p.file_count, human_bytes(p.done).c_str(), human_bytes(p.total).c_str(), p.rate_bps / 1e6,
-                left.empty() ? "" : ", ", left.c_str());
-  return b;
-}
-
 int hub_download(Args& args) {
   if (args.flag("--help")) {
     std::printf(
@@ -115,10 +90,10 @@ int hub_download(Args& args) {
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
     } else if (tty) {
-      std::fprintf(stderr, "\r%s\033[K", human_line(p).c_str());
+      std::fprintf(stderr, "\r%s\033[K", hub::progress_text(p).c_str());
       line_open = true;
     } else {
-      std::fprintf(stderr, "%s\n", human_line(p).c_str());
+      std::fprintf(stderr, "%s\n", hub::progress_text(p).c_str());
     }
     return true;
   };

@@ -38,11 +38,6 @@ std::string pad(const std::string& s, size_t width) {
 
 }  // namespace
 
-std::string hub_bytes_text(uint64_t bytes) {
-  static const char* const units[] = {" B", " KB", " MB", " GB", " TB"};
-  return scaled(static_cast<double>(bytes), units, 5, 1000.0);
-}
-
 std::string hub_count_text(uint64_t n) {
   static const char* const units[] = {"", "k", "M", "B", "T"};
   return scaled(static_cast<double>(n), units, 5, 1000.0);
@@ -108,7 +103,7 @@ std::string cached_models_table(const std::vector<hub::CachedModel>& rows, const
     const std::string arch =
         m.architecture.empty() ? (m.model_type.empty() ? "-" : m.model_type) : m.architecture;
     const std::string params = m.parameters ? hub_count_text(m.parameters) : "-";
-    const std::string size = hub_bytes_text(m.bytes_on_disk);
+    const std::string size = hub::bytes_text(m.bytes_on_disk);
     out += pad(m.repo_id, w_name) + "  " + pad(m.commit.empty() ? "-" : m.commit.substr(0, 7), 7) + "  " +
            pad(refs.empty() ? "-" : refs, w_refs) + "  " + pad(arch, w_arch) + "  " +
            std::string(params.size() < 6 ? 6 - params.size() : 0, ' ') + params + "  " +

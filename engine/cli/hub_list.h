@@ -16,8 +16,6 @@
 
 namespace flotilla::cli {
 
-// "1.2 GB", "340 MB", "12 KB", "512 B" (powers of 1000, as the Hub shows sizes).
-std::string hub_bytes_text(uint64_t bytes);
 // "494M", "1.5B", "26.8k", "200".
 std::string hub_count_text(uint64_t n);
 

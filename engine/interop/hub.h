@@ -109,6 +109,16 @@ struct Progress {
 };
 using ProgressFn = std::function<bool(const Progress&)>;  // return false to cancel
 
+// The one wording of a download's progress, for the CLIs, the app and the run log:
+// "model.safetensors (2/5): 120 of 270 MB, 14.2 MB/s, 11 s left" (three significant digits; the
+// done figure in the total's unit; ", resumed from 16.4 kB" when this file kept an earlier part).
+std::string progress_text(const Progress& p);
+// "1.52 GB", "49.2 kB", "112 kB": three significant digits in the unit that fits.
+std::string bytes_text(uint64_t n);
+// A ProgressFn that prints `prefix` + progress_text on stderr, at most once a second and at each
+// new file (what the worker prints while a run's model downloads).
+ProgressFn stderr_progress(const std::string& prefix);
+
 struct DownloadOptions {
   FileSet set = FileSet::kTraining;
   std::string endpoint;  // "" = HF_ENDPOINT, else https://huggingface.co

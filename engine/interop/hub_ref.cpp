@@ -1,5 +1,6 @@
 // Hub names, the cache's paths, cache lookup and the one resolution every model reader calls
 // (engine/interop/hub.h). The network side is hub_download.cpp; the cache listing hub_cache.cpp.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -243,11 +244,71 @@ Resolved resolve(const ModelRef& ref, const DownloadOptions& options) {
     throw Error(ExitCode::kConfig, ref.text() + " is not in the Hugging Face cache (" + hub_dir +
                                        ") and HF_HUB_OFFLINE is set, so it is not downloaded; download it "
                                        "where the Hub is reachable (flotilla models pull " +
-                                       ref.text() + ") or unset HF_HUB_OFFLINE");
+                                       ref.text() +
+                                       (options.set == FileSet::kAdapter      ? " --files adapter"
+                                        : options.set == FileSet::kConfigOnly ? " --files config"
+                                                                              : "") +
+                                       ") or unset HF_HUB_OFFLINE");
   DownloadOptions o = options;
   o.hub_dir = hub_dir;
   Snapshot s = download(ref, o);
   return Resolved{s, true, ref.text() + ": downloaded commit " + s.commit.substr(0, 7) + " into " + hub_dir};
+}
+
+namespace {
+
+// Three significant digits of v (>= 0): "49.2", "112", "1.52".
+std::string sig3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v >= 99.95 ? "%.0f" : v >= 9.995 ? "%.1f" : "%.2f", v);
+  return b;
+}
+
+struct Unit {
+  double size;
+  const char* name;
+};
+Unit unit_for(double n) {
+  if (n >= 999.5e6) return {1e9, "GB"};
+  if (n >= 999.5e3) return {1e6, "MB"};
+  if (n >= 999.5) return {1e3, "kB"};
+  return {1, "B"};
+}
+
+std::string duration_text(double s) {
+  const long t = static_cast<long>(s + 0.5);
+  if (t < 60) return std::to_string(t) + " s";
+  if (t < 3600) return std::to_string(t / 60) + " min " + std::to_string(t % 60) + " s";
+  return std::to_string(t / 3600) + " h " + std::to_string(t % 3600 / 60) + " min";
+}
+
+}  // namespace
+
+std::string bytes_text(uint64_t n) {
+  const Unit u = unit_for(static_cast<double>(n));
+  return u.size == 1 ? std::to_string(n) + " B" : sig3(static_cast<double>(n) / u.size) + " " + u.name;
+}
+
+std::string progress_text(const Progress& p) {
+  const Unit u = unit_for(static_cast<double>(p.total));
+  std::string s = p.file + " (" + std::to_string(p.file_index) + "/" + std::to_string(p.file_count) + "): ";
+  s += (u.size == 1 ? std::to_string(p.done) : sig3(static_cast<double>(p.done) / u.size)) + " of " +
+       bytes_text(p.total);
+  if (p.rate_bps > 0) s += ", " + bytes_text(static_cast<uint64_t>(p.rate_bps)) + "/s";
+  if (p.eta_s >= 0) s += ", " + duration_text(p.eta_s) + " left";
+  if (p.resumed_bytes > 0) s += ", resumed from " + bytes_text(p.resumed_bytes);
+  return s;
+}
+
+ProgressFn stderr_progress(const std::string& prefix) {
+  return [prefix, index = 0, last = std::chrono::steady_clock::time_point()](const Progress& p) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (p.file_index == index && now - last < std::chrono::seconds(1)) return true;
+    index = p.file_index;
+    last = now;
+    std::fprintf(stderr, "%s%s\n", prefix.c_str(), progress_text(p).c_str());
+    return true;
+  };
 }
 
 std::string local_folder(const std::string& path_or_ref, FileSet set) {
@@ -261,14 +322,7 @@ std::string local_folder(const std::string& path_or_ref, FileSet set) {
   }
   DownloadOptions o;
   o.set = set;
-  o.progress = [last = std::string()](const Progress& p) mutable {
-    char line[256];
-    std::snprintf(line, sizeof line, "downloading %s (%d/%d): %.1f of %.1f MB", p.file.c_str(), p.file_index,
-                  p.file_count, static_cast<double>(p.done) / 1e6, static_cast<double>(p.total) / 1e6);
-    if (line != last) std::fprintf(stderr, "%s\n", line);
-    last = line;
-    return true;
-  };
+  o.progress = stderr_progress("downloading " + path_or_ref + ": ");
   const Resolved r = resolve(parse_model_ref(path_or_ref, "model"), o);
   if (r.downloaded) std::fprintf(stderr, "%s\n", r.note.c_str());
   std::lock_guard<std::mutex> lock(mu);

@@ -47,15 +47,7 @@ std::string resolve_and_pin(const std::string& value, const std::string& key, hu
   try {
     hub::DownloadOptions o;
     o.set = set;
-    o.progress = [last = std::string()](const hub::Progress& p) mutable {
-      char line[256];
-      std::snprintf(line, sizeof line, "downloading %s (%d/%d): %.1f of %.1f MB", p.file.c_str(),
-                    p.file_index, p.file_count, static_cast<double>(p.done) / 1e6,
-                    static_cast<double>(p.total) / 1e6);
-      if (line != last) std::fprintf(stderr, "%s\n", line);
-      last = line;
-      return true;
-    };
+    o.progress = hub::stderr_progress("downloading " + value + ": ");
     const hub::Resolved r = hub::resolve(ref, o);
     if (r.downloaded) std::fprintf(stderr, "%s\n", r.note.c_str());
     *pinned = ref.repo_id + "@" + r.snapshot.commit;

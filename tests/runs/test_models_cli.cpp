@@ -175,7 +175,7 @@ int main() {
   env.push_back("HF_HUB_CACHE=" + fresh);
   r = run_cli({"models", "pull", "org/tiny"}, env);
   CHECK_MSG(r.code == 0, "%s", r.err.c_str());
-  CHECK(has(r.err, "model-0000") && has(r.err, " of 112 KB") && has(r.err, "/s") && has(r.err, " left"));
+  CHECK(has(r.err, "model-0000") && has(r.err, " of 110 kB") && has(r.err, "/s") && has(r.err, " left"));
   const std::string folder = fresh + "/models--org--tiny/snapshots/";
   CHECK(has(r.out, "pin it in a run config: model.init_from = \"org/tiny@") && has(r.out, folder));
   const std::string pulled = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);  // the last line

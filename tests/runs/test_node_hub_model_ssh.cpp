@@ -170,7 +170,7 @@ int main() {
     for (const auto& n : notes)
       progress =
           progress || (n.rfind("downloading org/tiny@" + commit.substr(0, 7) + " on node a: ", 0) == 0 &&
-                       n.find(" of 49.2 kB (") != std::string::npos);
+                       n.find(" of 49.2 kB") != std::string::npos);
     std::string all;
     for (const auto& n : notes) all += n + "\n";
     CHECK_MSG(progress, "no progress line among the notes:\n%s", all.c_str());

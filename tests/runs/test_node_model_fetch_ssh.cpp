@@ -94,8 +94,8 @@ int main() {
     int progress_a = 0, progress_b = 0;
     for (const auto& n : notes) {
       progress_a += n.rfind("downloading org/slow on node a: ", 0) == 0 &&
-                    n.find(" of 120.0 MB") != std::string::npos &&
-                    n.find("(model.safetensors, file 1 of 2), 50.0 MB/s, 2 s left") != std::string::npos;
+                    n.find("model.safetensors (1/2): ") != std::string::npos &&
+                    n.find(" of 120 MB, 50.0 MB/s, 2 s left") != std::string::npos;
       progress_b += n.rfind("downloading org/slow on node b: ", 0) == 0;
     }
     CHECK_MSG(progress_a >= 1 && progress_a <= 2 && progress_b >= 1, "progress lines a %d b %d", progress_a,

@@ -107,6 +107,8 @@ ServiceRun* LocalRuns::start(const flotilla::RunConfig& config, const runs::Plac
   req.where = where;
   const bool here = opensWithoutNetwork(where);
   ServiceRun* run = newRun(QString::fromStdString(config.run.name));
+  // Stop while a model by name is fetched on the nodes ends the fetch: the run is recorded stopped.
+  req.cancelled = [run] { return run->stopFlagged(); };
   run->setPlacement(where);
   run->open([req](runs::RunService& s, const runs::Note& p) { return s.start(req, p); },
             here ? QString() : tr("starting on %1").arg(QString::fromStdString(where.text())), here);

@@ -135,6 +135,8 @@ class ServiceRun : public RunHandle {
   QString failureReason() const override;
   QString errorText() const { return m_error; }
   bool stopRequested() const { return m_stopRequested; }
+  // Stop was asked for (any thread may read it: a start that fetches a model on nodes polls it).
+  bool stopFlagged() const { return m_stopFlag.load(); }
 
   // A run watched here: requests its watcher polls. A run shown but watched elsewhere (`flotilla
   // run` in a terminal) or by nobody: asked through the service (request_end, request_checkpoint)
@@ -276,7 +278,7 @@ class ServiceRun : public RunHandle {
   // whether the run still accrued then.
   double m_storedRunningS = 0, m_storedRunningAt = 0;
   bool m_storedRunningOpen = false;
-  QString m_lastError;                        // the last error event's message
+  QString m_lastError;  // the last error event's message
   runs::SpeedMean m_speed;
   QVector<TextSample> m_samples;
   std::unique_ptr<runs::SampleDecoder> m_decoder;

@@ -25,23 +25,6 @@ namespace flotilla::ui {
 namespace hub = flotilla::interop::hub;
 namespace {
 
-QString tr(const char* text) { return QCoreApplication::translate("HubPicker", text); }
-
-// A progress line's sizes, in the unit that suits `scale` bytes: "0.4 MB", "12.5 MB", "270 MB", "48 kB".
-QString inUnit(double bytes, double scale) {
-  const auto [div, unit] = scale >= 1e9   ? std::pair{1e9, "GB"}
-                           : scale >= 1e6 ? std::pair{1e6, "MB"}
-                                          : std::pair{1e3, "kB"};
-  const double v = bytes / div;
-  return QLocale().toString(v, 'f', v < 10 && v > 0 ? 1 : 0) + QLatin1Char(' ') + QLatin1String(unit);
-}
-
-// "120" of "270 MB": the number alone, in the unit of `scale`.
-QString numberIn(double bytes, double scale) {
-  const QString text = inUnit(bytes, scale);
-  return text.left(text.lastIndexOf(QLatin1Char(' ')));
-}
-
 QString sizeText(uint64_t bytes) {
   return QLocale().formattedDataSize(static_cast<qint64>(bytes), 1, QLocale::DataSizeSIFormat);
 }
@@ -73,20 +56,7 @@ HubListing listHubCache() {
   return out;
 }
 
-QString hubProgressText(const hub::Progress& p) {
-  const double total = static_cast<double>(p.total);
-  QString text = QStringLiteral("%1 (%2/%3): %4 of %5")
-                     .arg(QString::fromStdString(p.file))
-                     .arg(p.file_index)
-                     .arg(p.file_count)
-                     .arg(numberIn(static_cast<double>(p.done), total), inUnit(total, total));
-  if (p.rate_bps > 0) text += tr(", %1/s").arg(inUnit(p.rate_bps, p.rate_bps));
-  if (p.eta_s >= 0) text += tr(", %1 left").arg(formatDuration(p.eta_s));
-  if (p.resumed_bytes > 0)
-    text += tr(" (resumed: %1 kept from before)")
-                .arg(inUnit(static_cast<double>(p.resumed_bytes), static_cast<double>(p.resumed_bytes)));
-  return text;
-}
+QString hubProgressText(const hub::Progress& p) { return QString::fromStdString(hub::progress_text(p)); }
 
 QString hubRowName(const hub::CachedModel& m) {
   const QString id = QString::fromStdString(m.repo_id);
