@@ -206,6 +206,20 @@ std::string host_tag() {
   return s.empty() ? std::string("host") : s.substr(0, 40);
 }
 
+// Whether process `pid` may still be writing a partial file it named: it exists and runs one of
+// Flotilla's programs. The caller holds the blob's flock, which already excludes every writer on
+// this host where flock works; this check is for mounts where it does not. Not kill(pid, 0) alone:
+// on a busy machine a killed download's pid is soon reused (by a compiler, or as a thread id, which
+// kill() also answers), and the partial file would then never be resumed.
+bool may_be_writer(pid_t pid) {
+  const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  char target[4096];
+  const ssize_t n = ::readlink(exe.c_str(), target, sizeof target - 1);
+  if (n < 0) return errno != ENOENT && errno != ESRCH && !(::kill(pid, 0) != 0 && errno == ESRCH);
+  target[n] = '\0';
+  return fs::path(target).filename().string().rfind("flotilla", 0) == 0;
+}
+
 // Takes over the partial file of an interrupted download of blob `etag` by renaming it to `mine`
 // (atomic: of two claimants one wins): <etag>.incomplete (left by a download that failed or was
 // cancelled, Flotilla's or huggingface_hub 1.x's), else one of this host's whose process is gone
@@ -227,7 +241,7 @@ void claim_partial(const fs::path& blobs, const std::string& etag, const fs::pat
     char* end = nullptr;
     const long pid = std::strtol(pid_text.c_str(), &end, 10);
     if (pid <= 0 || *end != '\0') continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its writer may still run
+    if (may_be_writer(static_cast<pid_t>(pid))) continue;
     const uintmax_t size = fs::file_size(e.path(), ec);
     if (!ec && (best.empty() || size > best_size)) {
       best = e.path();

@@ -104,6 +104,7 @@ ModelRef parse_model_ref(const std::string& text, const std::string& what) {
   if (text.empty()) return refuse("it is empty");
   if (text.front() == '/') return refuse("it is an absolute path");
   if (text.front() == '~') return refuse("it starts with '~'");
+  if (text.rfind("../", 0) == 0 || text.rfind("./", 0) == 0) return refuse("it is a relative path");
   const size_t at = text.find('@');
   const std::string id = text.substr(0, at);
   ModelRef ref;
@@ -260,6 +261,7 @@ namespace {
 // Three significant digits of v (>= 0): "49.2", "112", "1.52".
 std::string sig3(double v) {
   char b[32];
+  if (v == 0) return "0";
   std::snprintf(b, sizeof b, v >= 99.95 ? "%.0f" : v >= 9.995 ? "%.1f" : "%.2f", v);
   return b;
 }
@@ -294,8 +296,12 @@ std::string progress_text(const Progress& p) {
   std::string s = p.file + " (" + std::to_string(p.file_index) + "/" + std::to_string(p.file_count) + "): ";
   s += (u.size == 1 ? std::to_string(p.done) : sig3(static_cast<double>(p.done) / u.size)) + " of " +
        bytes_text(p.total);
-  if (p.rate_bps > 0) s += ", " + bytes_text(static_cast<uint64_t>(p.rate_bps)) + "/s";
-  if (p.eta_s >= 0) s += ", " + duration_text(p.eta_s) + " left";
+  // Rate and time left once a hundredth of the bytes moved: before that the rate is the small
+  // files' and the requests' latency, and the time left a guess ("10 h left" for a 60 MB model).
+  if (p.rate_bps > 0 && p.done * 100 >= p.total) {
+    s += ", " + bytes_text(static_cast<uint64_t>(p.rate_bps)) + "/s";
+    if (p.eta_s >= 0) s += ", " + duration_text(p.eta_s) + " left";
+  }
   if (p.resumed_bytes > 0) s += ", resumed from " + bytes_text(p.resumed_bytes);
   return s;
 }

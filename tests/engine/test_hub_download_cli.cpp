@@ -144,6 +144,14 @@ int main() {
     CHECK_MSG(partial > 0 && partial < weights.size() &&
                   partial_name.find("." + std::to_string(pid) + ".incomplete") != std::string::npos,
               "%s: %llu", partial_name.c_str(), (unsigned long long)partial);
+    // The killed download's pid soon belongs to another program on a busy machine (here a sleep):
+    // the partial file is still resumed (only a live Flotilla process at that pid may be its writer).
+    const pid_t reused = spawn({"/bin/sleep", "30"}, env3, root + "/sleep.log");
+    const std::string reused_name =
+        partial_name.substr(0, partial_name.find("." + std::to_string(pid) + ".incomplete")) + "." +
+        std::to_string(reused) + ".incomplete";
+    fs::rename(blobs / partial_name, blobs / reused_name, ec);
+    CHECK(!ec);
     hub.clear_requests();
     r = run_worker({"hub", "download", "org/tiny", "--json"}, env3);
     CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
@@ -152,6 +160,8 @@ int main() {
       resumed |= q.path.rfind("/cdn/", 0) == 0 && q.range == "bytes=" + std::to_string(partial) + "-" &&
                  q.status == 206;
     CHECK_MSG(resumed, "no request resumed at %llu", (unsigned long long)partial);
+    kill(reused, SIGKILL);
+    wait_exit(reused);
     for (const auto& e : fs::directory_iterator(blobs)) CHECK(e.path().extension() != ".incomplete");
     CHECK(read_file(
               (fs::path(root) / "cache3" / "models--org--tiny" / "snapshots" / kCommit / "model.safetensors")
