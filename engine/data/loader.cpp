@@ -381,7 +381,16 @@ void DataLoader::set_cursor(const std::vector<int64_t>& c, bool regroup) {
   d.shard_pos = shard_pos;
   d.build_orders();
   const int shard = d.shard_order[static_cast<size_t>(shard_pos)];
-  if (sample_pos >= d.samples[static_cast<size_t>(shard)]) {
+  // The position counts the checkpoint's global micro-batches: a cursor about to be regrouped (saved
+  // by another dp x B) is checked against the shard's length in those, not in this run's.
+  int64_t saved_samples = d.samples[static_cast<size_t>(shard)];
+  if (c[5] != d.global_tokens) {
+    const ShardInfo& info = d.shards[static_cast<size_t>(shard)];
+    saved_samples = info.labeled
+                        ? d.plans[static_cast<size_t>(shard)].rows() / std::max<int64_t>(c[5] / d.opt.T, 1)
+                        : (info.num_tokens - 1) / c[5];
+  }
+  if (sample_pos >= saved_samples) {
     d.epoch = old_epoch;  // leave the loader where it was
     d.shard_pos = old_shard_pos;
     d.build_orders();

@@ -96,6 +96,9 @@ int main() {
   for (int samples : {3, 10, 17, 25, 27}) check(pattern, false, 4, 1, 2, 1, samples, ref);
   for (int samples : {5, 20, 34, 50, 57}) check(pattern, false, 2, 1, 1, 1, samples, ref);
   for (int samples : {4, 40, 68, 100, 104}) check(pattern, false, 1, 1, 4, 1, samples, ref);
+  // Past the shard's length in the new micro-batches, not in the saved ones (a 1-rank run stopped in
+  // the second half of a shard, resumed on 4 ranks: once refused as "past the end of shard").
+  for (int samples : {20, 60, 92}) check(pattern, false, 1, 1, 4, 1, samples, ref);
   for (int samples : {7, 10, 25}) check(pattern, false, 4, 1, 1, 4, samples, ref);
   for (int samples : {6, 14}) check(pattern, false, 2, 2, 4, 1, samples, ref);
 
