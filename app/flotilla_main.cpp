@@ -132,7 +132,7 @@ const std::vector<Command>& commands() {
        "                    compare NAME: one queued run per point, successive halving",
        cmdSweep},
       {"models",
-       "list [--json] [--search TEXT] | show NAME [--json] | pull NAME [--files training|config|adapter]:\n"
+       "list [--json] [--search TEXT] | show NAME [--json] | pull NAME [--files training|config|adapter|tokenizer]:\n"
        "                    models by name in the Hugging Face cache",
        cmdModels},
   };

@@ -34,7 +34,7 @@ void print_help() {
   std::printf(
       "Usage: flotilla models list [--json] [--search TEXT]\n"
       "       flotilla models show NAME [--json]\n"
-      "       flotilla models pull NAME [--files training|config|adapter]\n\n"
+      "       flotilla models pull NAME [--files training|config|adapter|tokenizer]\n\n"
       "Models by name (org/name or org/name@revision) in this machine's Hugging Face cache:\n"
       "HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else\n"
       "$XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (huggingface_hub's order),\n"
@@ -45,8 +45,9 @@ void print_help() {
       "  show   one model: the cached commit, its files, size, trainable or why not, and the\n"
       "         pinned name to put in a run config\n"
       "  pull   download NAME from the Hub (HF_ENDPOINT for a mirror) into the cache: only the files\n"
-      "         a run needs (--files training, the default), the config alone (config) or a LoRA\n"
-      "         adapter (adapter); never pickled .bin weights. Resumes an interrupted download;\n"
+      "         a run needs (--files training, the default), the config alone (config), a LoRA\n"
+      "         adapter (adapter) or the tokenizer alone (tokenizer); never pickled .bin weights.\n"
+      "         Resumes an interrupted download;\n"
       "         the token comes from HF_TOKEN or `huggingface-cli login`'s file.\n\n"
       "Exit status: 0 ok, 2 usage, 3 a bad name or a gated, private or missing model (the message\n"
       "says what to do; also pull offline and not cached), 4 not in the cache (show) or a downloaded\n"
@@ -58,7 +59,8 @@ hub::FileSet file_set(const std::string& text) {
   if (text == "training") return hub::FileSet::kTraining;
   if (text == "config") return hub::FileSet::kConfigOnly;
   if (text == "adapter") return hub::FileSet::kAdapter;
-  throw UsageError("--files is training, config or adapter, got '" + text + "'");
+  if (text == "tokenizer") return hub::FileSet::kTokenizer;
+  throw UsageError("--files is training, config, adapter or tokenizer, got '" + text + "'");
 }
 
 std::string one_name(ArgReader& args, const char* verb) {

@@ -41,20 +41,22 @@ hub::FileSet parse_files(const std::string& text) {
   if (text == "training") return hub::FileSet::kTraining;
   if (text == "config") return hub::FileSet::kConfigOnly;
   if (text == "adapter") return hub::FileSet::kAdapter;
-  throw_usage("hub download: --files must be training, config or adapter, not \"" + text + "\"");
+  if (text == "tokenizer") return hub::FileSet::kTokenizer;
+  throw_usage("hub download: --files must be training, config, adapter or tokenizer, not \"" + text + "\"");
 }
 
 int hub_download(Args& args) {
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla-worker hub download NAME [--files training|config|adapter] [--refresh] [--json]\n\n"
+        "Usage: flotilla-worker hub download NAME [--files training|config|adapter|tokenizer] [--refresh] "
+        "[--json]\n\n"
         "Resolves NAME (org/name or org/name@revision) in the Hugging Face cache (HF_HUB_CACHE, HF_HOME,\n"
         "~/.cache/huggingface/hub) and downloads the files it lacks from the Hub (HF_ENDPOINT for a mirror)\n"
         "into that cache: resumable, each file checked against the Hub's size and hash. Prints the snapshot\n"
         "folder. The token comes from HF_TOKEN or the file `huggingface-cli login` writes; it is never\n"
         "printed or stored. HF_HUB_OFFLINE=1: the cache only.\n\n"
         "  --files SET   training (config, tokenizer, safetensors; default), config (config.json only:\n"
-        "                enough to plan a run), adapter (a PEFT adapter)\n"
+        "                enough to plan a run), adapter (a PEFT adapter), tokenizer (its files alone)\n"
         "  --refresh     ask the Hub for the revision's newest commit even when the cache has one\n"
         "  --json        one JSON object per line on stdout: progress events, then done or error\n\n"
         "Exit codes: 3 bad name, gated/private/missing model or revision, offline and not cached;\n"

@@ -215,7 +215,8 @@ std::vector<uint32_t> stop_token_ids(const Tokenizer& tok, std::optional<ChatFor
 
 bool has_chat_template(const std::string& path_or_name) {
   namespace fs = std::filesystem;
-  const std::string path = interop::local_model_folder(path_or_name, "--tokenizer");  // a Hub name
+  const std::string path = interop::local_model_folder(path_or_name, "--tokenizer",
+                                                       interop::hub::FileSet::kTokenizer);  // a Hub name
   std::error_code ec;
   const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
   if (fs::exists(dir / "chat_template.jinja", ec) || fs::exists(dir / "chat_template.json", ec)) return true;

@@ -29,7 +29,7 @@ std::string run_tokenizer_path(const RunConfig& config) {
     const interop::hub::ModelRef ref =
         interop::hub::parse_model_ref(config.model.init_from, "model.init_from");
     if (const auto s =
-            interop::hub::find_cached(ref, interop::hub::FileSet::kTraining, interop::hub::cache_dir().path))
+            interop::hub::find_cached(ref, interop::hub::FileSet::kTokenizer, interop::hub::cache_dir().path))
       candidates.push_back(fs::path(s->folder));
   } else if (!config.model.init_from.empty()) {
     candidates.push_back(fs::path(config.model.init_from));

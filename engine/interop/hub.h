@@ -59,6 +59,8 @@ enum class FileSet {
   kTraining,    // config.json, generation_config.json, tokenizer files, *.safetensors (+ index)
   kConfigOnly,  // config.json (+ generation_config.json): enough to plan a run's shape
   kAdapter,     // a PEFT adapter: adapter_config.json, adapter_model.safetensors
+  kTokenizer,   // a tokenizer: tokenizer.json (or vocab.json + merges.txt), its config files, config.json;
+                // what `data prepare --tokenizer NAME` needs, without the weights
 };
 // Whether a repo file is one `set` takes. Pickled weights (.bin, .pt, .pth, .ckpt, .pkl) never are.
 bool wanted_file(const std::string& repo_path, FileSet set);

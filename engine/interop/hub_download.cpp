@@ -486,6 +486,7 @@ class Download {
                ", which is not a commit id");
     std::vector<RemoteFile> files;
     bool has_config = false, has_weights = false, has_pickled = false, has_adapter_config = false;
+    bool has_tokenizer_json = false, has_vocab = false, has_merges = false;
     for (const nlohmann::json& s : info.value("siblings", nlohmann::json::array())) {
       if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string()) continue;
       const std::string name = s["rfilename"].get<std::string>();
@@ -509,10 +510,16 @@ class Download {
       has_config |= name == "config.json";
       has_weights |= ext == ".safetensors";
       has_adapter_config |= name == "adapter_config.json";
+      has_tokenizer_json |= name == "tokenizer.json";
+      has_vocab |= name == "vocab.json";
+      has_merges |= name == "merges.txt";
       files.push_back(f);
     }
     const std::string at = ref_.repo_id + "@" + commit_.substr(0, 7);
-    if (o_.set == FileSet::kAdapter) {
+    if (o_.set == FileSet::kTokenizer) {
+      if (!has_tokenizer_json && !(has_vocab && has_merges))
+        throw_config(at + " has no tokenizer files (tokenizer.json, or vocab.json + merges.txt)");
+    } else if (o_.set == FileSet::kAdapter) {
       if (!has_adapter_config || !has_weights)
         throw_config(at +
                      " is not a PEFT adapter in safetensors (it lacks adapter_config.json or "

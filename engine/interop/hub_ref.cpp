@@ -166,6 +166,10 @@ bool wanted_file(const std::string& repo_path, FileSet set) {
   switch (set) {
     case FileSet::kConfigOnly:
       return base == "config.json" || base == "generation_config.json";
+    case FileSet::kTokenizer:
+      return base == "config.json" || base == "generation_config.json" || base == "tokenizer.json" ||
+             base == "tokenizer_config.json" || base == "special_tokens_map.json" || base == "vocab.json" ||
+             base == "merges.txt" || base == "added_tokens.json" || base == "chat_template.jinja";
     case FileSet::kAdapter:
       return base == "adapter_config.json" || base == "adapter_model.safetensors" ||
              base == "tokenizer.json" || base == "tokenizer_config.json" || base == "special_tokens_map.json";
@@ -190,6 +194,11 @@ std::optional<Snapshot> find_cached(const ModelRef& ref, FileSet set, const std:
       break;
     case FileSet::kConfigOnly:
       if (!complete_file(snap / "config.json")) return std::nullopt;
+      break;
+    case FileSet::kTokenizer:
+      if (!complete_file(snap / "tokenizer.json") &&
+          !(complete_file(snap / "vocab.json") && complete_file(snap / "merges.txt")))
+        return std::nullopt;
       break;
     case FileSet::kTraining: {
       if (!complete_file(snap / "config.json")) return std::nullopt;
@@ -248,6 +257,7 @@ Resolved resolve(const ModelRef& ref, const DownloadOptions& options) {
                                        ref.text() +
                                        (options.set == FileSet::kAdapter      ? " --files adapter"
                                         : options.set == FileSet::kConfigOnly ? " --files config"
+                                        : options.set == FileSet::kTokenizer  ? " --files tokenizer"
                                                                               : "") +
                                        ") or unset HF_HUB_OFFLINE");
   DownloadOptions o = options;

@@ -255,7 +255,8 @@ void Tokenizer::save(const std::string& path) const { write_file_durably(path, t
 Tokenizer Tokenizer::load(const std::string& path_or_name) {
   namespace fs = std::filesystem;
   // A Hub name ("org/name"): the tokenizer files of its snapshot in the Hugging Face cache.
-  const std::string path = interop::local_model_folder(path_or_name, "--tokenizer");
+  const std::string path =
+      interop::local_model_folder(path_or_name, "--tokenizer", interop::hub::FileSet::kTokenizer);
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     const fs::path dir(path);

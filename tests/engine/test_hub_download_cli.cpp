@@ -117,6 +117,21 @@ int main() {
   CHECK(count(log, "config.json") == 1 && count(log, "model.safetensors") == 0 &&
         count(log, "tokenizer") == 0);
 
+  // --files tokenizer: the tokenizer and config, never the weights (what data prepare needs).
+  {
+    std::vector<std::string> envt = env;
+    envt.back() = "HF_HUB_CACHE=" + root + "/cache-tok";
+    hub.clear_requests();
+    r = run_worker({"hub", "download", "org/tiny", "--files", "tokenizer", "--json"}, envt);
+    CHECK_MSG(r.exit_code == 0, "%s", r.output.c_str());
+    const auto tlog = hub.requests();
+    CHECK(count(tlog, "tokenizer.json") == 1 && count(tlog, "config.json") == 1 &&
+          count(tlog, "model.safetensors") == 0);
+    r = run_worker({"hub", "download", "org/gated", "--files", "tokenizer", "--json"}, envt);
+    CHECK_MSG(r.exit_code == 3 && r.output.find("has no tokenizer files") != std::string::npos, "%s",
+              r.output.c_str());
+  }
+
   // Killed mid-download (how the app cancels): the next run resumes the dead process's partial file.
   {
     std::vector<std::string> env3 = env;

@@ -106,5 +106,18 @@ int main() {
                 fs::is_regular_file(fs::path(cache) / "models--org--adapter" / "snapshots" / kAdapterCommit /
                                     "adapter_model.safetensors"),
             "adapter requests:\n%s", hub.request_log_text().c_str());
+
+  // data prepare --tokenizer with a name the cache lacks: the tokenizer's files, never the weights.
+  hub.clear_requests();
+  write_text(root + "/docs.jsonl", "{\"text\": \"a small document for the tokenizer\"}\n");
+  std::vector<std::string> env_tok = hub.env();
+  env_tok.push_back("HF_HUB_CACHE=" + root + "/hub-tok");
+  const ProcResult prep = run_worker({"data", "prepare", "--input", root + "/docs.jsonl", "--tokenizer",
+                                      "org/tiny", "--out", root + "/shards"},
+                                     env_tok);
+  CHECK_MSG(prep.exit_code == 0, "data prepare: exit %d\n%s", prep.exit_code, prep.output.c_str());
+  CHECK_MSG(gets(hub.requests(), "tokenizer.json") == 1 && gets(hub.requests(), "/cdn/") == 0 &&
+                gets(hub.requests(), "model.safetensors") == 0,
+            "data prepare requests:\n%s", hub.request_log_text().c_str());
   return flotilla_test::summary("test_hub_names_download");
 }

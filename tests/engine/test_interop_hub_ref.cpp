@@ -110,6 +110,9 @@ void test_wanted() {
   CHECK(!wanted_file("README.md", FileSet::kTraining));
   CHECK(wanted_file("config.json", FileSet::kConfigOnly) &&
         !wanted_file("model.safetensors", FileSet::kConfigOnly));
+  CHECK(wanted_file("tokenizer.json", FileSet::kTokenizer) &&
+        wanted_file("merges.txt", FileSet::kTokenizer) &&
+        !wanted_file("model.safetensors", FileSet::kTokenizer));
   CHECK(wanted_file("adapter_model.safetensors", FileSet::kAdapter) &&
         !wanted_file("adapter_model.bin", FileSet::kAdapter));
 }
@@ -162,6 +165,16 @@ void test_find_cached(const fs::path& tmp) {
   CHECK(s && s->commit == c1);
   CHECK(!find_cached(parse_model_ref("org/tiny@v2", "k"), FileSet::kTraining, hub.string()));
   CHECK(!find_cached(parse_model_ref("org/other", "k"), FileSet::kTraining, hub.string()));
+  // A tokenizer alone: not a model to train, enough for `data prepare --tokenizer`.
+  {
+    const std::string c3(40, '3');
+    put(repo, c3, "config.json", "e-config", "{}");
+    put(repo, c3, "tokenizer.json", "e-tok", "{}");
+    write(repo / "refs" / "tok", c3);
+    CHECK(find_cached(parse_model_ref("org/tiny@tok", "k"), FileSet::kTokenizer, hub.string()));
+    CHECK(!find_cached(parse_model_ref("org/tiny@tok", "k"), FileSet::kTraining, hub.string()));
+    CHECK(find_cached(parse_model_ref("org/tiny", "k"), FileSet::kTokenizer, hub.string()) == std::nullopt);
+  }
   // A missing shard: not complete for training, complete for planning.
   CHECK(!find_cached(parse_model_ref("org/tiny@next", "k"), FileSet::kTraining, hub.string()));
   CHECK(find_cached(parse_model_ref("org/tiny@next", "k"), FileSet::kConfigOnly, hub.string()));

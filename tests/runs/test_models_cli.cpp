@@ -142,7 +142,7 @@ int main() {
   r = run_cli({"models", "show"});
   CHECK(r.code == 2);
   r = run_cli({"models", "pull", "flotilla-test/tiny-llama", "--files", "weights"});
-  CHECK(r.code == 2 && has(r.err, "--files is training, config or adapter"));
+  CHECK(r.code == 2 && has(r.err, "--files is training, config, adapter or tokenizer"));
 
   // pull offline: the cache, said so; a model not in it fails naming the cache, with no network.
   r = run_cli({"models", "pull", "flotilla-test/tiny-llama@v1.0"}, {"HF_HUB_OFFLINE=1"});
