@@ -357,7 +357,7 @@ std::vector<std::string> export_hf_folder(const std::string& dir, const ModelDim
   w.text_files["config.json"] = hf_config_json(c, options.dtype);
   w.text_files["generation_config.json"] = hf_generation_config_json(c);
   if (!options.tokenizer_folder.empty())
-    w.tokenizer_dir = local_model_folder(options.tokenizer_folder, "--tokenizer");
+    w.tokenizer_dir = local_model_folder(options.tokenizer_folder, "--tokenizer", hub::FileSet::kTokenizer);
   else if (have_source)
     w.tokenizer_dir = source_folder;
   return write_hf_checkpoint(dir, tensors, w).files;
