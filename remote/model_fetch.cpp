@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdlib>
 
-#include <nlohmann/json.hpp>
 
 #include "remote/remote_run.h"
 #include "remote/sftp.h"
@@ -44,40 +43,6 @@ std::string prologue(Session& session, const ModelFetchSpec& spec) {
 }
 
 }  // namespace
-
-ModelFetchEvent parse_model_fetch_line(const std::string& line) {
-  ModelFetchEvent e;
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return e;
-  const auto str = [&](const char* k) {
-    return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
-  };
-  const auto num = [&](const char* k, double d) {
-    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : d;
-  };
-  const std::string kind = j["event"].get<std::string>();
-  if (kind == "progress") {
-    e.kind = ModelFetchEvent::Kind::kProgress;
-    e.file = str("file");
-    e.file_index = static_cast<int>(num("file_index", 0));
-    e.file_count = static_cast<int>(num("file_count", 0));
-    e.done = static_cast<uint64_t>(std::max(0.0, num("done", 0)));
-    e.total = static_cast<uint64_t>(std::max(0.0, num("total", 0)));
-    e.rate_bps = num("rate_bps", 0);
-    e.eta_s = num("eta_s", -1);
-  } else if (kind == "done") {
-    e.kind = ModelFetchEvent::Kind::kDone;
-    e.repo_id = str("repo_id");
-    e.commit = str("commit");
-    e.folder = str("folder");
-    e.downloaded = j.contains("downloaded") && j["downloaded"].is_boolean() && j["downloaded"].get<bool>();
-  } else if (kind == "error") {
-    e.kind = ModelFetchEvent::Kind::kError;
-    e.code = static_cast<int>(num("code", 0));
-    e.message = str("message");
-  }
-  return e;
-}
 
 void start_model_fetch(Session& session, const ModelFetchSpec& spec) {
   check_spec(spec);
@@ -141,7 +106,7 @@ ModelFetchPoll poll_model_fetch(Session& session, const ModelFetchSpec& spec, ui
   }
   size_t start = 0;
   for (size_t nl = data.find('\n'); nl != std::string::npos; nl = data.find('\n', start)) {
-    const ModelFetchEvent e = parse_model_fetch_line(data.substr(start, nl - start));
+    const ModelFetchEvent e = interop::hub::parse_download_event(data.substr(start, nl - start));
     if (e.kind != ModelFetchEvent::Kind::kOther) p.events.push_back(e);
     start = nl + 1;
   }

@@ -18,27 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "engine/interop/hub.h"
 #include "remote/session.h"
 
 namespace flotilla::remote {
 
-// One `hub download --json` line, as the worker writes it (docs/models.md, design section 8).
-struct ModelFetchEvent {
-  enum class Kind { kProgress, kDone, kError, kOther } kind = Kind::kOther;
-  // progress
-  std::string file;
-  int file_index = 0, file_count = 0;
-  uint64_t done = 0, total = 0;
-  double rate_bps = 0, eta_s = -1;
-  // done
-  std::string repo_id, commit, folder;
-  bool downloaded = false;
-  // error
-  int code = 0;
-  std::string message;
-};
-// Parses one line; kOther for anything that is not such an object (never throws).
-ModelFetchEvent parse_model_fetch_line(const std::string& line);
+// One `hub download --json` line (the worker's protocol: engine/interop/hub.h).
+using ModelFetchEvent = interop::hub::DownloadEvent;
 
 struct ModelFetchSpec {
   std::string run_id;  // validate_run_id(); the fetch runs in ~/.flotilla/runs/<run_id>

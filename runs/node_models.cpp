@@ -26,15 +26,7 @@ std::string shown(const std::string& name) {
 
 std::string progress_line(const std::string& model, const std::string& where,
                           const remote::ModelFetchEvent& e) {
-  hub::Progress p;
-  p.file = e.file;
-  p.file_index = e.file_index;
-  p.file_count = e.file_count;
-  p.done = e.done;
-  p.total = e.total;
-  p.rate_bps = e.rate_bps;
-  p.eta_s = e.eta_s;
-  return "downloading " + model + " on " + where + ": " + hub::progress_text(p);
+  return "downloading " + model + " on " + where + ": " + hub::progress_text(e.progress);
 }
 
 struct Job {

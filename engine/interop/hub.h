@@ -131,6 +131,19 @@ struct DownloadOptions {
   double stall_timeout_s = 60;  // a transfer that moves no byte this long fails (and resumes next time)
 };
 
+// One line of `flotilla-worker hub download --json` (docs/models.md), read back by the app's wizard
+// and by a node run's fetch: one parser for both.
+struct DownloadEvent {
+  enum class Kind { kProgress, kDone, kError, kOther } kind = Kind::kOther;
+  Progress progress;                    // kProgress
+  std::string repo_id, commit, folder;  // kDone
+  bool downloaded = false;
+  int code = 0;  // kError: the exit code and the worker's message
+  std::string message;
+};
+// kOther for anything that is not such an object; never throws.
+DownloadEvent parse_download_event(const std::string& line);
+
 // Whether HF_HUB_OFFLINE is set to a true value (1, ON, YES, TRUE).
 bool offline_from_environment();
 

@@ -1,5 +1,6 @@
 // Hub names, the cache's paths, cache lookup and the one resolution every model reader calls
 // (engine/interop/hub.h). The network side is hub_download.cpp; the cache listing hub_cache.cpp.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -220,6 +221,43 @@ std::optional<Snapshot> find_cached(const ModelRef& ref, FileSet set, const std:
     }
   }
   return Snapshot{snap.string(), commit, ref};
+}
+
+DownloadEvent parse_download_event(const std::string& line) {
+  DownloadEvent e;
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return e;
+  const auto str = [&](const char* k) {
+    return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
+  };
+  const auto num = [&](const char* k, double d) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : d;
+  };
+  const auto count = [&](const char* k) { return static_cast<uint64_t>(std::max(0.0, num(k, 0))); };
+  const std::string kind = j["event"].get<std::string>();
+  if (kind == "progress") {
+    e.kind = DownloadEvent::Kind::kProgress;
+    Progress& p = e.progress;
+    p.file = str("file");
+    p.file_index = static_cast<int>(num("file_index", 0));
+    p.file_count = static_cast<int>(num("file_count", 0));
+    p.done = count("done");
+    p.total = count("total");
+    p.rate_bps = num("rate_bps", 0);
+    p.eta_s = num("eta_s", -1);
+    p.resumed_bytes = count("resumed_bytes");
+  } else if (kind == "done") {
+    e.kind = DownloadEvent::Kind::kDone;
+    e.repo_id = str("repo_id");
+    e.commit = str("commit");
+    e.folder = str("folder");
+    e.downloaded = j.contains("downloaded") && j["downloaded"].is_boolean() && j["downloaded"].get<bool>();
+  } else if (kind == "error") {
+    e.kind = DownloadEvent::Kind::kError;
+    e.code = static_cast<int>(num("code", 0));
+    e.message = str("message");
+  }
+  return e;
 }
 
 bool offline_from_environment() {

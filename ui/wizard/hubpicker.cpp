@@ -5,8 +5,6 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
@@ -446,30 +444,22 @@ void HubPicker::onOutput() {
 }
 
 void HubPicker::handleLine(const QByteArray& line) {
-  const QJsonObject o = QJsonDocument::fromJson(line).object();
-  const QString event = o.value(QStringLiteral("event")).toString();
-  if (event == QLatin1String("progress")) {
-    hub::Progress p;
-    p.file = o.value(QStringLiteral("file")).toString().toStdString();
-    p.file_index = o.value(QStringLiteral("file_index")).toInt();
-    p.file_count = o.value(QStringLiteral("file_count")).toInt();
-    p.done = static_cast<uint64_t>(o.value(QStringLiteral("done")).toDouble());
-    p.total = static_cast<uint64_t>(o.value(QStringLiteral("total")).toDouble());
-    p.rate_bps = o.value(QStringLiteral("rate_bps")).toDouble();
-    p.eta_s = o.value(QStringLiteral("eta_s")).toDouble(-1);
-    p.resumed_bytes = static_cast<uint64_t>(o.value(QStringLiteral("resumed_bytes")).toDouble());
+  // One parser of the worker's --json lines, the node fetch's too (hub::parse_download_event).
+  const hub::DownloadEvent e = hub::parse_download_event(line.toStdString());
+  if (e.kind == hub::DownloadEvent::Kind::kProgress) {
+    const hub::Progress& p = e.progress;
     m_progressLine = hubProgressText(p);
     m_progress->setValue(
         p.total > 0 ? static_cast<int>(1000.0 * static_cast<double>(p.done) / static_cast<double>(p.total))
                     : 0);
     updateControls();
-  } else if (event == QLatin1String("done")) {
+  } else if (e.kind == hub::DownloadEvent::Kind::kDone) {
     m_ended = true;
-    m_doneCommit = o.value(QStringLiteral("commit")).toString();
+    m_doneCommit = QString::fromStdString(e.commit);
     m_progress->setValue(1000);
-  } else if (event == QLatin1String("error")) {
+  } else if (e.kind == hub::DownloadEvent::Kind::kError) {
     m_ended = true;
-    m_outcome = o.value(QStringLiteral("message")).toString();  // the worker's words, verbatim
+    m_outcome = QString::fromStdString(e.message);  // the worker's words, verbatim
   }
 }
 
