@@ -235,21 +235,32 @@ void killed_run_is_requeued_and_resumed(const std::string& dir) {
     return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
   };
   CHECK(wait_until([&] { return std::all_of(tree.begin(), tree.end(), stopped); }, 30));
-  // Everything it wrote stored (the count steady for a second): the store's last step and
-  // newest checkpoint are what the kill leaves.
-  int64_t before = -1, now_stored = steps_stored(db_path, id);
-  while (now_stored != before) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    before = now_stored;
-    now_stored = steps_stored(db_path, id);
-  }
+  // What the frozen worker wrote is final: its record (metrics.jsonl) names the last step and the
+  // newest checkpoint the kill leaves, whatever the store has taken in so far (a loaded machine's
+  // watch can lag by seconds, so the store is not the measure here).
   int64_t last_written = 0, saved_written = 0;
   {
-    const db::Database d(db_path);
-    last_written = static_cast<int64_t>(db::metric_points(d, id, "loss").back().step);
-    const auto cps = db::list_checkpoints(d, id);
-    saved_written = cps.empty() ? 0 : cps.back().step;
+    std::ifstream f(run.run_dir + "/metrics.jsonl");
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t complete = text.rfind('\n');
+    text.resize(complete == std::string::npos ? 0 : complete + 1);
+    const auto number_after = [](const std::string& line, const std::string& key) -> int64_t {
+      const size_t at = line.find("\"" + key + "\":");
+      return at == std::string::npos ? -1 : std::atoll(line.c_str() + at + key.size() + 3);
+    };
+    size_t begin = 0;
+    while (begin < text.size()) {
+      const size_t end = text.find('\n', begin);
+      const std::string line = text.substr(begin, end - begin);
+      begin = end + 1;
+      if (line.find("\"type\":\"step\"") != std::string::npos)
+        last_written = std::max(last_written, number_after(line, "step"));
+      else if (line.find("\"type\":\"checkpoint\"") != std::string::npos)
+        saved_written = std::max(saved_written, number_after(line, "step"));
+    }
   }
+  CHECK_MSG(last_written > saved_written && saved_written > 0, "record: step %lld, checkpoint %lld",
+            static_cast<long long>(last_written), static_cast<long long>(saved_written));
   flotilla::runs::kill_worker_tree(pid);
   CHECK(tick_until([&] { return entry().starts >= 2 || db::entry_finished(entry().state); }, 60));
   const db::QueueEntry requeued = entry();
