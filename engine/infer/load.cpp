@@ -1,0 +1,86 @@
+// Loading a model for inference (see load.h).
+#include "engine/infer/load.h"
+
+#include <filesystem>
+
+#include "engine/checkpoint/model_checkpoint.h"
+#include "engine/config/config_io.h"
+#include "engine/core/error.h"
+#include "engine/data/run_tokenizer.h"
+#include "engine/interop/hf_config.h"
+#include "engine/interop/hf_model.h"
+#include "engine/interop/model_source.h"
+#include "engine/interop/peft.h"
+#include "engine/model/base_weights.h"
+#include "engine/model/model_dims.h"
+
+namespace flotilla::infer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The run's tokenizer for a checkpoint: the run folder's config.toml (step-N/../../), found as the
+// run found it (run_tokenizer.h); "" when there is no config or no tokenizer.
+std::string checkpoint_tokenizer(const std::string& step_dir) {
+  const fs::path config = fs::path(step_dir).parent_path().parent_path() / "config.toml";
+  std::error_code ec;
+  if (!fs::is_regular_file(config, ec)) return {};
+  try {
+    return run_tokenizer_path(load_config_file(config.string()));
+  } catch (const Error&) {
+    return {};  // a config this build cannot read: no tokenizer, ids only
+  }
+}
+
+bool holds_tokenizer(const std::string& dir) {
+  std::error_code ec;
+  const fs::path d(dir);
+  return fs::exists(d / "tokenizer.json", ec) || (fs::exists(d / "vocab.json", ec) && fs::exists(d / "merges.txt", ec)) ||
+         fs::exists(d / "tokenizer.flotilla.json", ec);
+}
+
+}  // namespace
+
+LoadedModel load_for_inference(const LoadRequest& request) {
+  if (request.checkpoint.empty() == request.hf_model.empty())
+    throw Error(ExitCode::kUsage, "give one of --checkpoint DIR (a run's checkpoint) or --model HF_DIR "
+                                  "(a Hugging Face folder or org/name)");
+  if (request.device != "cpu")
+    throw Error(ExitCode::kUsage, "inference on '" + request.device + "' is not available in this build: use cpu");
+  LoadedModel out;
+  if (!request.checkpoint.empty()) {
+    ModelCheckpoint ck = load_model_checkpoint(request.checkpoint, &out.warnings);
+    ModelOptions mo;
+    mo.lora = ck.lora;
+    out.model = std::make_unique<Model>(ck.dims, ModelShard{}, nullptr, mo);
+    if (ck.lora.enabled()) {
+      out.model->set_base(interop::load_lora_base_weights(ck));
+      out.description = std::string(ck.lora.nf4 ? "QLoRA" : "LoRA") + " r " + std::to_string(ck.lora.rank) + " on " +
+                        lora_targets_text(ck.lora.targets) + " (base " + ck.init_from +
+                        (ck.lora.nf4 ? (ck.lora.double_quant ? ", quantised to 4-bit NF4 with double quantisation"
+                                                             : ", quantised to 4-bit NF4")
+                                     : "") +
+                        ")";
+    }
+    out.model->set_params_from_full(ck.params.data());
+    out.source = ck.dir;
+    out.step = ck.step;
+    out.tokenizer = checkpoint_tokenizer(ck.dir);
+    if (out.description.empty())
+      out.description = "checkpoint " + ck.dir + " (step " + std::to_string(ck.step) + ")";
+  } else {
+    const std::string folder = interop::local_model_folder(request.hf_model, "--model");
+    const ModelDims dims = dims_from_config(interop::hf_model_section(interop::read_hf_config(folder)));
+    out.model = std::make_unique<Model>(dims, ModelShard{}, nullptr, ModelOptions{});
+    const std::vector<float> full = interop::import_hf_weights(folder, dims);
+    out.model->set_params_from_full(full.data());
+    out.source = folder;
+    if (holds_tokenizer(folder)) out.tokenizer = folder;
+    out.description = "Hugging Face model " + request.hf_model;
+  }
+  out.model->set_training(false);
+  return out;
+}
+
+}  // namespace flotilla::infer
