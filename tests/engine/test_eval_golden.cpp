@@ -8,6 +8,7 @@
 //  - sliding-window perplexity (strides 32 and 13) scores the same tokens as transformers' loop and
 //    its perplexity matches to 1e-4 relative;
 //  - `flotilla-worker eval --model DIR --json` prints those scores.
+#include <sys/wait.h>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -148,5 +149,20 @@ int main() {
       pj.is_object() && pj.value("kind", "") == "perplexity" &&
           rel(pj.value("perplexity", 0.0), g["models"]["qwen3"]["ppl_13"]["perplexity"].get<double>()) < 1e-4,
       "eval --json (perplexity) printed: %s", ppl.c_str());
+  // A bad task file: exit 4 (data), the file and line on stderr.
+  const std::string bad = std::string(FLOTILLA_TEST_TMP) + "/eval_golden_bad.jsonl";
+  std::ofstream(bad)
+      << "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"answer\": 0}\n{\"context\": \"a\", "
+         "\"choices\": [\"b\", \"c\"], \"answer\": 5}\n";
+  const std::string cmd =
+      std::string(FLOTILLA_WORKER_PATH) + " eval --model " + kGold + "qwen3 --task " + bad + " 2>&1";
+  std::string err;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n = 0;
+  while (p && (n = std::fread(buf, 1, sizeof buf, p)) > 0) err.append(buf, n);
+  const int rc = p ? pclose(p) : -1;
+  CHECK_MSG(WIFEXITED(rc) && WEXITSTATUS(rc) == 4, "exit status %d", rc);
+  CHECK_MSG(err.find(bad + ":2: answer 5 is out of range") != std::string::npos, "stderr: %s", err.c_str());
   return flotilla_test::summary("test_eval_golden");
 }
