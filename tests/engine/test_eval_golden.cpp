@@ -7,6 +7,8 @@
 //    them against lm_eval 0.4.13 itself) and their stderrs equal;
 //  - sliding-window perplexity (strides 32 and 13) scores the same tokens as transformers' loop and
 //    its perplexity matches to 1e-4 relative;
+//  - the generation task's prompts are transformers' tokens and greedy generation equals
+//    transformers' generate() token for token;
 //  - `flotilla-worker eval --model DIR --json` prints those scores.
 #include <sys/wait.h>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "check.h"
 #include "engine/eval/task.h"
 #include "engine/eval/task_impl.h"
+#include "engine/infer/generate.h"
 #include "engine/infer/load.h"
 #include "engine/infer/score.h"
 #include "engine/interop/gpt2_safetensors.h"
@@ -101,6 +104,35 @@ void check_model(const std::string& name, const nlohmann::json& g, int ctx) {
   CHECK_MSG(worst < 1e-4, "%s: worst relative log-likelihood difference %.3g", name.c_str(), worst);
   std::printf("%s: multiple choice log-likelihoods within %.2g relative of transformers\n", name.c_str(),
               worst);
+  // Generation: the generate task's prompts are transformers' tokens of "Question: ...\nAnswer:"
+  // (cut to leave room for the answer) and greedy generation continues them as transformers'
+  // generate() does, token for token, stopping at the same end tokens.
+  {
+    eval::TaskSpec spec;
+    spec.path = kRes + "gsm-mini.jsonl";
+    spec.kind = eval::TaskKind::kGenerate;
+    spec.max_tokens = 16;  // expected.json gen_tokens
+    const eval::TaskPtr t = eval::load_task(spec, tok, ctx);
+    CHECK(t->stop_ids == g.at("gen_stop_ids").get<std::vector<int32_t>>());
+    infer::GenerateOptions o;
+    o.max_tokens = spec.max_tokens;
+    o.temperature = 0;
+    o.stop_ids = t->stop_ids;
+    std::vector<std::vector<int32_t>> prompts;
+    size_t prompts_same = 0;
+    for (size_t i = 0; i < g.at("gen").size(); ++i) {
+      prompts.push_back(t->gen[i].prompt);
+      prompts_same += t->gen[i].prompt == g["gen"][i].at("prompt").get<std::vector<int32_t>>();
+    }
+    CHECK_MSG(prompts_same == prompts.size(), "%s: %zu of %zu prompts as transformers tokenizes them",
+              name.c_str(), prompts_same, prompts.size());
+    const auto out = infer::generate(*lm.model, prompts, o);
+    size_t same = 0;
+    for (size_t i = 0; i < out.size(); ++i)
+      same += out[i].ids == g["gen"][i].at("output").get<std::vector<int32_t>>();
+    CHECK_MSG(same == out.size(), "%s: %zu of %zu greedy generations equal transformers' generate()",
+              name.c_str(), same, out.size());
+  }
   for (int stride : {32, 13}) {
     const nlohmann::json& p = g.at("ppl_" + std::to_string(stride));
     eval::TaskSpec spec;

@@ -17,7 +17,9 @@ Writes tests/engine/golden/eval/:
     - perplexity of resources/eval/wiki-mini.txt by transformers' documented sliding window
       (https://huggingface.co/docs/transformers/perplexity) at strides 32 and 13: its nll sum, the
       number of tokens scored and exp(mean); and the page's own figure (doc_perplexity), whose token
-      count is one short for every window after the first (see perplexity()).
+      count is one short for every window after the first (see perplexity());
+    - generation: the first 8 questions of resources/eval/gsm-mini.jsonl as the generate task
+      prompts them, and transformers' greedy generate() (16 tokens, stopping at the end tokens).
 Random weights are drawn with a wide initializer so choices are far from ties (the script prints the
 smallest relative gap between the best and second-best choice).
 
@@ -213,6 +215,25 @@ def perplexity(model, tok, stride):
             "text_tokens": seq_len, "doc_perplexity": math.exp(doc_nll_sum / doc_tokens)}
 
 
+# Generation: the task's prompt ("Question: ...\nAnswer:" as tokenizer(text), cut from the left to
+# leave room for the answer as engine/eval does: its last max(CTX / 2, CTX - GEN_TOKENS) tokens) and
+# transformers' greedy continuation, ending at the end tokens the engine stops at (EOS, end of text).
+GEN_TOKENS, GEN_QUESTIONS = 16, 8
+
+
+def generations(model, tok, stop_ids):
+    docs = read_jsonl(os.path.join(RES, "gsm-mini.jsonl"))[:GEN_QUESTIONS]
+    keep = max(CTX // 2, CTX - GEN_TOKENS)
+    out = []
+    for d in docs:
+        prompt = tok("Question: " + d["question"] + "\nAnswer:")["input_ids"][-keep:]
+        with torch.no_grad():
+            g = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=GEN_TOKENS,
+                               eos_token_id=stop_ids, pad_token_id=stop_ids[0])
+        out.append({"prompt": prompt, "output": g[0, len(prompt):].tolist()})
+    return out
+
+
 def run_lm_eval(model_dir, fewshot):
     """acc / acc_norm from lm_eval itself, on a task YAML pointing at the local files."""
     import lm_eval
@@ -240,7 +261,7 @@ def main():
     torch.set_num_threads(1)
     tok_dirs = train_tokenizers(tempfile.mkdtemp())
     model_dirs = make_models(a.out, tok_dirs)
-    expected = {"ctx": CTX, "fewshot": FEWSHOT, "strides": list(STRIDES), "models": {}}
+    expected = {"ctx": CTX, "fewshot": FEWSHOT, "strides": list(STRIDES), "gen_tokens": GEN_TOKENS, "models": {}}
     for name, d in model_dirs.items():
         model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
         tok = AutoTokenizer.from_pretrained(d)
@@ -254,6 +275,10 @@ def main():
                 mine = {k: e[f"mc_{shots}shot"][k] for k in ref}
                 print(f"  lm_eval: {ref}\n  here:    {mine}")
                 assert all(abs(ref[k] - mine[k]) < 1e-12 for k in ref), "lm_eval disagrees"
+        stop_ids = [tok.convert_tokens_to_ids(t) for t in ("<|end_of_text|>", "<|endoftext|>")
+                    if name == "llama" or t == "<|endoftext|>"]
+        e["gen"] = generations(model, tok, stop_ids)
+        e["gen_stop_ids"] = stop_ids
         for s in STRIDES:
             e[f"ppl_{s}"] = perplexity(model, tok, s)
             print(f"{name} stride {s}: perplexity {e[f'ppl_{s}']['perplexity']:.4f} over {e[f'ppl_{s}']['tokens']} tokens")
