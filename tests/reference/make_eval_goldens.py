@@ -234,7 +234,7 @@ def generations(model, tok, stop_ids):
     return out
 
 
-def run_lm_eval(model_dir, fewshot):
+def run_lm_eval(model_dir, fewshot, max_length=CTX):
     """acc / acc_norm from lm_eval itself, on a task YAML pointing at the local files."""
     import lm_eval
     from lm_eval.tasks import TaskManager
@@ -245,7 +245,7 @@ def run_lm_eval(model_dir, fewshot):
                 "test_split: test\nfewshot_split: validation\nfewshot_config:\n  sampler: first_n\n"
                 "output_type: multiple_choice\ndoc_to_text: \"{{context}}\"\ndoc_to_choice: \"{{choices}}\"\n"
                 "doc_to_target: answer\nmetric_list:\n  - metric: acc\n  - metric: acc_norm\n")
-    res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={model_dir},dtype=float32,max_length={CTX}",
+    res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={model_dir},dtype=float32,max_length={max_length}",
                                   tasks=["arc_mini"], num_fewshot=fewshot, batch_size=1, device="cpu",
                                   task_manager=TaskManager(include_path=d))
     r = res["results"]["arc_mini"]
