@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <omp.h>
+
 #include "check.h"
 #include "engine/eval/task.h"
 #include "engine/eval/task_impl.h"
@@ -154,15 +156,17 @@ void check_model(const std::string& name, const nlohmann::json& g, int ctx) {
 }  // namespace
 
 int main() {
+  // One thread: tiny matmuls gain nothing from two on a shared machine, and lose to OpenMP's waits.
+  omp_set_num_threads(1);
   std::ifstream in(kGold + "expected.json");
   const nlohmann::json g = nlohmann::json::parse(in);
   const int ctx = g.at("ctx").get<int>();
   for (const char* name : {"gpt2", "llama", "qwen3"}) check_model(name, g.at("models").at(name), ctx);
 
   // The worker command prints the same scores as one JSON line.
-  const std::string out =
-      run(std::string(FLOTILLA_WORKER_PATH) + " eval --model " + kGold + "llama --task " + kRes +
-          "arc-mini.jsonl --dev " + kRes + "arc-mini-dev.jsonl --fewshot 2 --json 2>/dev/null");
+  const std::string out = run("OMP_NUM_THREADS=1 " + std::string(FLOTILLA_WORKER_PATH) + " eval --model " +
+                              kGold + "llama --task " + kRes + "arc-mini.jsonl --dev " + kRes +
+                              "arc-mini-dev.jsonl --fewshot 2 --json 2>/dev/null");
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
   const nlohmann::json& want = g["models"]["llama"]["mc_2shot"];
   CHECK_MSG(j.is_object(), "eval --json printed: %s", out.c_str());
@@ -174,8 +178,9 @@ int main() {
     CHECK(j.value("step", 0) == -1 && j.contains("acc_stderr") && j.contains("acc_norm_stderr"));
     CHECK(j.value("examples_per_s", 0.0) > 0 && j.contains("seconds") && j.contains("source"));
   }
-  const std::string ppl = run(std::string(FLOTILLA_WORKER_PATH) + " eval --model " + kGold + "qwen3 --task " +
-                              kRes + "wiki-mini.txt --stride 13 --json 2>/dev/null");
+  const std::string ppl =
+      run("OMP_NUM_THREADS=1 " + std::string(FLOTILLA_WORKER_PATH) + " eval --model " + kGold +
+          "qwen3 --task " + kRes + "wiki-mini.txt --stride 13 --json 2>/dev/null");
   const nlohmann::json pj = nlohmann::json::parse(ppl, nullptr, false);
   CHECK_MSG(
       pj.is_object() && pj.value("kind", "") == "perplexity" &&

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "check.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
@@ -287,6 +289,8 @@ void names_and_kinds() {
 }  // namespace
 
 int main() {
+  // One thread: tiny matmuls gain nothing from two on a shared machine, and lose to OpenMP's waits.
+  omp_set_num_threads(1);
   fs::remove_all(kTmp);
   const Tokenizer tok =
       Tokenizer::train_files({kRes + "arc-mini.jsonl", kRes + "gsm-mini.jsonl", kRes + "wiki-mini.txt"}, 320);
