@@ -34,7 +34,7 @@ int cmd_eval(const CommandArgs& argv) {
     std::printf(
         "Usage: flotilla-worker eval (--checkpoint DIR | --model HF_DIR) --task FILE [--kind K] [--name N]\n"
         "                            [--dev FILE --fewshot N] [--limit N] [--stride N] [--regex R]\n"
-        "                            [--max-tokens N] [--batch N] [--tokenizer TOK] [--json]\n\n"
+        "                            [--max-tokens N] [--batch N] [--tokenizer TOK] [--device D] [--json]\n\n"
         "Evaluates a model on a task file (formats: docs/eval.md). The model is a checkpoint (a step-N\n"
         "directory, a checkpoints directory or a run directory: the newest verified checkpoint; a LoRA\n"
         "one over its base) or a Hugging Face folder or Hub name (--model); its tokenizer is the run's or\n"
@@ -51,6 +51,7 @@ int cmd_eval(const CommandArgs& argv) {
         "    \"#### (\\-?[0-9.,]+)\") extracts the answer from the output and the reference (its first\n"
         "    group); exact match after dropping \",\" \"$\" and a final \".\". --batch N questions at once "
         "(8).\n"
+        "--device cpu|cuda where the model runs (cpu).\n"
         "--name N names the task in metric names task/N/<score> (default: the file's name without its\n"
         "extension); --limit N evaluates the first N examples (perplexity: windows) only.\n\n"
         "Prints a table of the scores, or with --json one JSON line: the scores (multiple choice: acc,\n"
