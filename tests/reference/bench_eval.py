@@ -57,7 +57,11 @@ def main():
     print(f"CPU {cpu_model()}, {a.threads} thread(s); model: random Llama 512x8 (GQA 8/4), "
           f"{sum(p.numel() for p in LlamaForCausalLM(cfg).parameters()) / 1e6:.1f}M parameters")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from make_eval_goldens import run_lm_eval
+    import make_eval_goldens as g
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    g.CTX = 512
+    hf = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+    hf_tok = AutoTokenizer.from_pretrained(d)
     for shots in (0, 2):
         cmd = [a.worker, "eval", "--model", d, "--task", os.path.join(RES, "arc-mini.jsonl"), "--json"]
         if shots:
@@ -67,13 +71,20 @@ def main():
         out = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout)
         ours_wall = time.time() - t0
         t0 = time.time()
-        ref = run_lm_eval(d, shots, max_length=512)
+        ref = g.run_lm_eval(d, shots, max_length=512)
         ref_wall = time.time() - t0
         same = out["acc"] == ref["acc"] and out["acc_norm"] == ref["acc_norm"]
         print(f"{shots}-shot: flotilla {out['examples_per_s']:.1f} examples/s (eval loop; {20 / ours_wall:.1f} "
               f"with loading, {ours_wall:.2f} s), lm_eval {20 / ref_wall:.2f} examples/s with loading "
               f"({ref_wall:.2f} s): {ref_wall / ours_wall:.1f}x; acc {out['acc']} / {ref['acc']}, "
               f"acc_norm {out['acc_norm']} / {ref['acc_norm']}{'' if same else '  DIFFERENT'}")
+        # The compute alone: the same 80 requests through transformers, one forward per choice (what
+        # lm_eval --batch_size 1 runs), against flotilla's eval loop (one forward per example).
+        t0 = time.time()
+        g.multiple_choice(hf, hf_tok, shots)
+        tf = 20 / (time.time() - t0)
+        print(f"{shots}-shot compute only: flotilla {out['examples_per_s']:.1f} examples/s, transformers "
+              f"{tf:.1f} examples/s: {out['examples_per_s'] / tf:.1f}x")
     shutil.rmtree(d)
 
 
