@@ -2,11 +2,14 @@
 #include "engine/infer/load.h"
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "engine/data/run_tokenizer.h"
+#include "engine/interop/gpt2_safetensors.h"
 #include "engine/interop/hf_config.h"
 #include "engine/interop/hf_model.h"
 #include "engine/interop/model_source.h"
@@ -40,6 +43,14 @@ bool holds_tokenizer(const std::string& dir) {
          fs::exists(d / "tokenizer.flotilla.json", ec);
 }
 
+// config.json says model_type "gpt2" (issue 35's eval: GPT-2 folders for `eval --model`).
+bool is_gpt2_folder(const std::string& folder) {
+  std::ifstream in(fs::path(folder) / "config.json");
+  if (!in) return false;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.value("model_type", "") == "gpt2";
+}
+
 }  // namespace
 
 LoadedModel load_for_inference(const LoadRequest& request) {
@@ -71,9 +82,19 @@ LoadedModel load_for_inference(const LoadRequest& request) {
       out.description = "checkpoint " + ck.dir + " (step " + std::to_string(ck.step) + ")";
   } else {
     const std::string folder = interop::local_model_folder(request.hf_model, "--model");
-    const ModelDims dims = dims_from_config(interop::hf_model_section(interop::read_hf_config(folder)));
+    // A GPT-2 folder (model_type "gpt2", GPT2LMHeadModel.save_pretrained's one model.safetensors) is
+    // read by the GPT-2 importer into the engine's own GPT-2; every other one as the Llama family.
+    ModelDims dims;
+    std::vector<float> full;
+    if (is_gpt2_folder(folder)) {
+      const std::string weights = (fs::path(folder) / "model.safetensors").string();
+      dims = interop::infer_dims_from_safetensors(weights);
+      full = interop::import_gpt2_safetensors(weights, dims);
+    } else {
+      dims = dims_from_config(interop::hf_model_section(interop::read_hf_config(folder)));
+      full = interop::import_hf_weights(folder, dims);
+    }
     out.model = std::make_unique<Model>(dims, ModelShard{}, nullptr, ModelOptions{});
-    const std::vector<float> full = interop::import_hf_weights(folder, dims);
     out.model->set_params_from_full(full.data());
     out.source = folder;
     if (holds_tokenizer(folder)) out.tokenizer = folder;

@@ -9,7 +9,7 @@
 //    its perplexity matches to 1e-4 relative;
 //  - the generation task's prompts are transformers' tokens and greedy generation equals
 //    transformers' generate() token for token;
-//  - `flotilla-worker eval --model DIR --json` prints those scores.
+//  - `flotilla-worker eval --model DIR --json` prints those scores (a GPT-2 folder too).
 #include <sys/wait.h>
 #include <cmath>
 #include <cstdio>
@@ -26,7 +26,6 @@
 #include "engine/infer/generate.h"
 #include "engine/infer/load.h"
 #include "engine/infer/score.h"
-#include "engine/interop/gpt2_safetensors.h"
 #include "engine/tokenizer/bpe.h"
 
 using namespace flotilla;
@@ -52,21 +51,9 @@ std::string run(const std::string& cmd) {
 }
 
 void check_model(const std::string& name, const nlohmann::json& g, int ctx) {
-  // load_for_inference reads the Llama family's folders; a GPT-2 folder is read as `export` writes
-  // it (engine/interop/gpt2_safetensors.h), into the engine's own GPT-2.
   infer::LoadRequest lr;
   lr.hf_model = kGold + name;
-  infer::LoadedModel lm;
-  if (name == "gpt2") {
-    const std::string st = lr.hf_model + "/model.safetensors";
-    const ModelDims d = interop::infer_dims_from_safetensors(st);
-    lm.model = std::make_unique<Model>(d);
-    lm.model->set_params_from_full(interop::import_gpt2_safetensors(st, d).data());
-    lm.model->set_training(false);
-    lm.tokenizer = lr.hf_model;
-  } else {
-    lm = infer::load_for_inference(lr);
-  }
+  infer::LoadedModel lm = infer::load_for_inference(lr);
   CHECK(lm.model->dims().max_seq_len == ctx);
   CHECK_MSG(!lm.tokenizer.empty(), "%s: the folder's tokenizer is found", name.c_str());
   const Tokenizer tok = Tokenizer::load(lm.tokenizer.empty() ? lr.hf_model : lm.tokenizer);
@@ -178,13 +165,12 @@ int main() {
     CHECK(j.value("step", 0) == -1 && j.contains("acc_stderr") && j.contains("acc_norm_stderr"));
     CHECK(j.value("examples_per_s", 0.0) > 0 && j.contains("seconds") && j.contains("source"));
   }
-  const std::string ppl =
-      run("OMP_NUM_THREADS=1 " + std::string(FLOTILLA_WORKER_PATH) + " eval --model " + kGold +
-          "qwen3 --task " + kRes + "wiki-mini.txt --stride 13 --json 2>/dev/null");
+  const std::string ppl = run("OMP_NUM_THREADS=1 " + std::string(FLOTILLA_WORKER_PATH) + " eval --model " +
+                              kGold + "gpt2 --task " + kRes + "wiki-mini.txt --stride 13 --json 2>/dev/null");
   const nlohmann::json pj = nlohmann::json::parse(ppl, nullptr, false);
   CHECK_MSG(
       pj.is_object() && pj.value("kind", "") == "perplexity" &&
-          rel(pj.value("perplexity", 0.0), g["models"]["qwen3"]["ppl_13"]["perplexity"].get<double>()) < 1e-4,
+          rel(pj.value("perplexity", 0.0), g["models"]["gpt2"]["ppl_13"]["perplexity"].get<double>()) < 1e-4,
       "eval --json (perplexity) printed: %s", ppl.c_str());
   // A bad task file: exit 4 (data), the file and line on stderr.
   const std::string bad = std::string(FLOTILLA_TEST_TMP) + "/eval_golden_bad.jsonl";
