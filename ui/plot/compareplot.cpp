@@ -107,6 +107,7 @@ void CompareOverlayPlot::setCurves(const QVector<Curve>& curves, const QString& 
     hi->removeFromLegend();
     QCPGraph* line = d->plot->addGraph();
     line->setPen(QPen(color, 2.0));
+    if (c.markers) line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 7));
     line->setName(c.name);
     line->setData(c.x, c.last, true);
     d->lines << line;

@@ -22,6 +22,7 @@ class CompareOverlayPlot : public QWidget {
   struct Curve {
     QString name;
     QVector<double> x, last, min, max;  // same length, x increasing
+    bool markers = false;  // a dot at each point (sparse series: task scores)
   };
 
   explicit CompareOverlayPlot(QWidget* parent = nullptr);
