@@ -129,6 +129,7 @@ std::vector<std::string> eval_worker_args(const EvalRequest& r) {
   add("--regex", r.regex);
   add_n("--max-tokens", r.max_tokens);
   add_n("--batch", r.batch);
+  add("--tokenizer", r.tokenizer);
   a.emplace_back("--json");
   return a;
 }

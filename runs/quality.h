@@ -79,9 +79,10 @@ struct EvalRequest {
   std::string regex;
   int max_tokens = 0;  // 0: the worker's default
   int batch = 0;       // 0: the worker's default
+  std::string tokenizer;  // the run's (run_tokenizer_path); "" = the one the worker finds for the checkpoint
 };
 // `eval --checkpoint C --task F [--kind K] [--name N] [--dev D --fewshot N] [--limit N] [--stride N]
-// [--regex R] [--max-tokens N] [--batch N] --json`.
+// [--regex R] [--max-tokens N] [--batch N] [--tokenizer T] --json`.
 std::vector<std::string> eval_worker_args(const EvalRequest& request);
 
 // One evaluation as the worker reports it: its --json line.

@@ -21,8 +21,10 @@
 #include "app/cli/cli.h"
 #include "app/cli/terminal.h"
 #include "db/run_store.h"
+#include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "runs/quality.h"
+#include "runs/sample_text.h"
 #include "runs/service.h"
 #include "runs/worker_command.h"
 
@@ -130,6 +132,14 @@ int runs_eval(const Context& ctx, ArgReader& args) {
                        (steps.empty() ? std::string(" (it has none)") : " (it has " + steps + ")"));
   }
   request.checkpoint = service.fetch_checkpoint(run.id, step);
+  // The run's own tokenizer, as `runs sample` passes it (the worker's guess for a fetched checkpoint
+  // could miss it); none found here: the worker looks for one itself.
+  try {
+    const RunConfig config = parse_config_toml(run.config_toml, "run " + run.name);
+    request.tokenizer = runs::run_tokenizer_path(config);
+    if (!request.tokenizer.empty() && !std::filesystem::exists(request.tokenizer)) request.tokenizer.clear();
+  } catch (const Error&) {  // the demo and older runs keep no config
+  }
 
   std::string out;
   const int code = run_captured(runs::eval_worker_args(request), &out);
@@ -166,8 +176,9 @@ int runs_eval(const Context& ctx, ArgReader& args) {
     else
       std::printf("  %-18s %12.4f\n", name.c_str(), value);
   }
-  std::printf("stored as %s ... at step %lld (flotilla compare, the app's Compare page)\n",
-              ("task/" + outcome.task + "/").c_str(), static_cast<long long>(at));
+  std::string stored;
+  for (const auto& n : names) stored += (stored.empty() ? "" : ", ") + n;
+  std::printf("stored at step %lld as %s\n", static_cast<long long>(at), stored.c_str());
   return kExitOk;
 }
 

@@ -160,6 +160,7 @@ runs::EvalRequest EvaluateDialog::request() const {
   r.fewshot = m_fewshot->value();
   r.dev = r.fewshot > 0 ? m_dev->text().trimmed().toStdString() : std::string();
   r.limit = m_limit->value();
+  r.tokenizer = m_tokenizer.toStdString();
   return r;
 }
 
@@ -249,14 +250,16 @@ void EvaluateDialog::start(const QString& dir, qint64 step) {
     m_storedStep = at;
     m_stored = names;
     const QString seconds = QString::number(m_clock.elapsed() / 1000.0, 'f', 1);
-    done(true,
-         store ? tr("%1 at step %2: stored as %3 · %4 examples/s · %5 s")
-                     .arg(QString::fromStdString(outcome.task))
-                     .arg(at)
-                     .arg(QStringLiteral("task/%1/…").arg(QString::fromStdString(outcome.task)))
-                     .arg(outcome.examples_per_s, 0, 'f', 1)
-                     .arg(seconds)
-               : tr("%1 at step %2 · %3 s").arg(QString::fromStdString(outcome.task)).arg(at).arg(seconds));
+    const QString head = tr("%1 (%2) at step %3 · %4 examples/s · %5 s")
+                             .arg(QString::fromStdString(outcome.task), QString::fromStdString(outcome.kind))
+                             .arg(at)
+                             .arg(outcome.examples_per_s, 0, 'f', 1)
+                             .arg(seconds);
+    done(true, store ? head + QLatin1Char('\n') +
+                           tr("Stored as the run's metrics task/%1/<score> at step %2: Compare plots them.")
+                               .arg(QString::fromStdString(outcome.task))
+                               .arg(at)
+                     : head);
   });
   connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
     if (e == QProcess::FailedToStart)
@@ -267,10 +270,20 @@ void EvaluateDialog::start(const QString& dir, qint64 step) {
 
 void EvaluateDialog::showScores(const runs::EvalOutcome& outcome) {
   m_scores->setRowCount(static_cast<int>(outcome.scores.size()));
+  std::vector<std::string> metrics;
+  for (const auto& kv : outcome.scores) metrics.push_back("task/" + outcome.task + "/" + kv.first);
+  std::string headline = runs::headline_task_metric(metrics);
+  headline = headline.substr(headline.rfind('/') + 1);
   int row = 0;
   for (const auto& [name, value] : outcome.scores) {
     auto* key = new QTableWidgetItem(QString::fromStdString(name));
     auto* val = new QTableWidgetItem(scoreText(name, value));
+    if (name == headline) {  // the score the task is judged by
+      QFont bold = key->font();
+      bold.setBold(true);
+      key->setFont(bold);
+      val->setFont(bold);
+    }
     val->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
     m_scores->setItem(row, 0, key);
     m_scores->setItem(row, 1, val);

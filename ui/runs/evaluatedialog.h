@@ -43,6 +43,8 @@ class EvaluateDialog : public QDialog {
                  QWidget* parent = nullptr);
   ~EvaluateDialog() override;
 
+  // The run's tokenizer to pass the worker ("" = the one it finds for the checkpoint).
+  void setTokenizer(const QString& path) { m_tokenizer = path; }
   // The worker's request from the fields (the checkpoint folder left empty: chosen when run).
   runs::EvalRequest request() const;
   bool isEvaluating() const { return m_process != nullptr; }
@@ -81,7 +83,7 @@ class EvaluateDialog : public QDialog {
   void done(bool ok, const QString& text);
   void showScores(const runs::EvalOutcome& outcome);
 
-  QString m_worker;
+  QString m_worker, m_tokenizer;
   QList<CheckpointChoice> m_choices;
   QComboBox* m_checkpoint;
   QLineEdit* m_task;

@@ -317,6 +317,7 @@ bool StoreRunsView::evaluate(qint64 id) {
       return;
     }
     auto* dialog = new EvaluateDialog(src.name, src.worker, choices, this);
+    dialog->setTokenizer(src.tokenizer);  // the run's, as Sample passes it
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     // A checkpoint of a run elsewhere is fetched here first (the one chosen, by its step).
     dialog->resolveCheckpoint = [this, src, dialog](qint64 step, const QString& dir,
