@@ -136,6 +136,33 @@ int main() {
                 out.find("acc_norm") != std::string::npos && out.find("task/qa2/") != std::string::npos,
             "%s", r.output.c_str());
 
+  // Few-shot from a dev file, and the other kinds: perplexity on a text file (bits per byte, lower is
+  // better) and generation (exact match), from the example files the eval helper made.
+  const std::string res = std::string(FLOTILLA_SOURCE_DIR) + "/resources/eval/";
+  r = cli({"runs", "eval", "tiny", "--task", res + "arc-mini.jsonl", "--dev", res + "arc-mini-dev.jsonl",
+           "--fewshot", "2", "--limit", "4", "--step", "20", "--json"},
+          &out);
+  CHECK_MSG(r.exit_code == 0 && out.find("\"task\":\"arc-mini\"") != std::string::npos &&
+                out.find("\"n\":4") != std::string::npos,
+            "%s", r.output.c_str());
+  r = cli({"runs", "eval", "tiny", "--task", res + "wiki-mini.txt", "--limit", "2", "--step", "20", "--json"},
+          &out);
+  CHECK_MSG(r.exit_code == 0 && out.find("\"kind\":\"perplexity\"") != std::string::npos &&
+                out.find("task/wiki-mini/bits_per_byte") != std::string::npos,
+            "%s", r.output.c_str());
+  r = cli({"runs", "eval", "tiny", "--task", res + "gsm-mini.jsonl", "--limit", "2", "--max-tokens", "8",
+           "--step", "20", "--json"},
+          &out);
+  CHECK_MSG(r.exit_code == 0 && out.find("task/gsm-mini/exact_match") != std::string::npos, "%s",
+            r.output.c_str());
+  {
+    db::Database d(g_root + "/store.db");
+    const int64_t id = db::get_run(d, "tiny").id;
+    const auto bpb = db::metric_points(d, id, "task/wiki-mini/bits_per_byte");
+    CHECK(bpb.size() == 1 && bpb[0].step == 20 && bpb[0].value > 0);
+    CHECK(db::metric_points(d, id, "task/gsm-mini/exact_match").size() == 1);
+  }
+
   // Refusals: a step without a checkpoint; a file the worker refuses (an answer out of range) stores nothing.
   r = cli({"runs", "eval", "tiny", "--task", "qa.jsonl", "--step", "15"});
   CHECK_MSG(r.exit_code == 2 && r.output.find("no checkpoint at step 15") != std::string::npos, "%s",

@@ -112,6 +112,17 @@ void TestCompareQuality::costToReachAScore() {
   QVERIFY(std::abs(r.series[1].points[2].x - *wide.usd) < 1e-6);
   QVERIFY(std::abs(r.series[1].points[2].last - accNorm(1, 150)) < 1e-12);
 
+  // Against tokens and hours too: a point per evaluation, at the step's tokens (65536 a step here).
+  for (auto x : {db::XAxis::kTokens, db::XAxis::kWallTime, db::XAxis::kGpuHours, db::XAxis::kStep}) {
+    CompareRequest byX = req;
+    byX.x = x;
+    const CompareResult s = loadComparison(byX);
+    QCOMPARE(s.series.size(), size_t(2));
+    QCOMPARE(s.series[1].points.size(), size_t(8));
+    if (x == db::XAxis::kTokens) QCOMPARE(s.series[1].points[2].x, 150 * 65536.0);
+    if (x == db::XAxis::kStep) QCOMPARE(s.series[1].points[2].step, int64_t(150));
+  }
+
   // Bits per byte: reached downward (2 - acc_norm <= 1.6 where acc_norm >= 0.4).
   req.scoreMetric = "task/wiki/bits_per_byte";
   req.targetScore = 1.6;
