@@ -174,6 +174,7 @@ void TestCompareQuality::pagePlotsScoresByDollars() {
       !page.busy() && page.result().series.size() == 2 && hitOf(m_ids[1]) && hitOf(m_ids[1])->step == 150,
       10000);
   QCOMPARE(page.plot()->pointCount(0), 8);  // one point per evaluation
+  QCOMPARE(page.plot()->target(), std::optional<double>(0.4));  // the target drawn
   QCOMPARE(page.plot()->pointCount(1), 8);
   QCOMPARE(page.scoreMetricBox()->currentText(), QStringLiteral("task/arc-mini/acc_norm"));
   QCOMPARE(page.scoreMetricBox()->count(), 3);
@@ -211,6 +212,7 @@ void TestCompareQuality::pagePlotsScoresByDollars() {
                                hitOf(m_ids[0]) && hitOf(m_ids[0])->step == 250,
                            10000);
   QVERIFY(page.scoreDirectionLabel()->text().contains(QStringLiteral("at or below")));
+  QVERIFY(!page.plot()->target());  // the plot shows acc_norm, the target is on bits per byte
 }
 
 QTEST_MAIN(TestCompareQuality)

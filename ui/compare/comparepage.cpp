@@ -191,8 +191,9 @@ void ComparePage::build() {
   m_scoreMetric->setObjectName(QStringLiteral("compareScoreMetric"));
   m_scoreMetric->setMinimumContentsLength(16);
   m_scoreMetric->setPlaceholderText(tr("no task score yet"));
-  m_scoreMetric->setToolTip(tr("Task scores come from evaluations during training (eval.tasks) or from "
-                               "the run menu's Evaluate…"));
+  m_scoreMetric->setToolTip(
+      tr("Task scores come from evaluations during training (eval.tasks) or from "
+         "the run menu's Evaluate…"));
   m_targetScore = new QDoubleSpinBox;
   m_targetScore->setObjectName(QStringLiteral("compareTargetScore"));
   m_targetScore->setRange(-1e6, 1e6);
@@ -434,6 +435,10 @@ void ComparePage::applyResult(CompareResult result) {
     curves << c;
   }
   m_plot->setCurves(curves, axisLabel(x, m_prefs), current, tr("Tick runs on the left to compare them"));
+  // The score target as a line when the plotted metric is the score measured.
+  m_plot->setTarget(!curves.isEmpty() && current.toStdString() == m_result.scoreMetric
+                        ? std::optional<double>(m_targetScore->value())
+                        : std::nullopt);
   m_summary->setResult(m_result);
   m_config->setResult(m_result);
   m_target->setResult(m_result);

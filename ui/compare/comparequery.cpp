@@ -72,7 +72,8 @@ TargetHit costToReach(const db::Database& db, const db::Run& run, double target,
   return fromReach(runs::first_reaching(db, run, points, values, target, /*higher_is_better=*/false));
 }
 
-TargetHit costToReachScore(const db::Database& db, const db::Run& run, const std::string& metric, double target) {
+TargetHit costToReachScore(const db::Database& db, const db::Run& run, const std::string& metric,
+                           double target) {
   return fromReach(runs::cost_to_reach_score(db, run, metric, target));
 }
 
@@ -93,11 +94,13 @@ CompareResult loadComparison(const CompareRequest& request) {
     if (runs::is_task_score_metric(n)) out.scoreMetrics.push_back(n);
   out.scoreMetric = request.scoreMetric;
   if (out.scoreMetric.empty() || !runs::is_task_score_metric(out.scoreMetric))
-    out.scoreMetric = runs::is_task_score_metric(request.metric) ? request.metric
-                                                                 : runs::headline_task_metric(out.scoreMetrics);
+    out.scoreMetric = runs::is_task_score_metric(request.metric)
+                          ? request.metric
+                          : runs::headline_task_metric(out.scoreMetrics);
   out.scoreHigherIsBetter = runs::score_higher_is_better(out.scoreMetric);
   if (!out.scoreMetric.empty())
-    for (const auto& run : out.runs) out.scoreHits.push_back(costToReachScore(db, run, out.scoreMetric, request.targetScore));
+    for (const auto& run : out.runs)
+      out.scoreHits.push_back(costToReachScore(db, run, out.scoreMetric, request.targetScore));
   if (!request.runIds.empty())
     out.series = db::aligned_series(db, request.runIds, request.metric, request.x, request.buckets, now);
   out.differences = db::config_differences(out.runs);

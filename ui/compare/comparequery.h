@@ -88,6 +88,7 @@ CompareResult loadComparison(const CompareRequest& request);
 // (runs::first_reaching: the one place both costs are computed).
 TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing);
 // The first evaluation of task score `metric` that reaches `target` (≥ for acc, ≤ for bits per byte).
-TargetHit costToReachScore(const db::Database& db, const db::Run& run, const std::string& metric, double target);
+TargetHit costToReachScore(const db::Database& db, const db::Run& run, const std::string& metric,
+                           double target);
 
 }  // namespace flotilla::ui
