@@ -197,6 +197,30 @@ void TestRunsViewEvaluate::refusedFilesStoreNothing() {
   QVERIFY(!dialog->isEvaluating());  // nothing ran
   QVERIFY(dialog->statusLabel()->text().contains(QStringLiteral("No such file")));
 
+  // Few-shot needs its dev file; the fields become the worker's request (runs::eval_worker_args).
+  dialog->taskEdit()->setText(QStringLiteral(FLOTILLA_SOURCE_DIR "/resources/eval/arc-mini.jsonl"));
+  dialog->fewshotBox()->setValue(2);
+  dialog->evaluateButton()->click();
+  QVERIFY(!dialog->isEvaluating());
+  QVERIFY2(dialog->statusLabel()->text().contains(QStringLiteral("dev file")),
+           qPrintable(dialog->statusLabel()->text()));
+  dialog->devEdit()->setText(QStringLiteral(FLOTILLA_SOURCE_DIR "/resources/eval/arc-mini-dev.jsonl"));
+  dialog->kindBox()->setCurrentIndex(dialog->kindBox()->findData(QStringLiteral("multiple_choice")));
+  dialog->limitBox()->setValue(3);
+  flotilla::runs::EvalRequest asked = dialog->request();
+  asked.checkpoint = "/ck";
+  const std::vector<std::string> args = flotilla::runs::eval_worker_args(asked);
+  const auto has = [&args](const std::string& flag, const std::string& value) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == flag && args[i + 1] == value) return true;
+    return false;
+  };
+  QVERIFY(has("--fewshot", "2") && has("--kind", "multiple_choice") && has("--limit", "3") &&
+          has("--dev", FLOTILLA_SOURCE_DIR "/resources/eval/arc-mini-dev.jsonl") && args.back() == "--json");
+  QVERIFY(has("--tokenizer", asked.tokenizer) && !asked.tokenizer.empty());  // the run's own
+  dialog->fewshotBox()->setValue(0);
+  dialog->kindBox()->setCurrentIndex(0);
+
   const QString bad = m_tmp.filePath(QStringLiteral("bad.jsonl"));
   QVERIFY(wizard_helpers::writeFile(bad, "{\"context\":\"a\",\"choices\":[\"b\",\"c\"],\"answer\":5}\n"));
   dialog->taskEdit()->setText(bad);
