@@ -10,6 +10,7 @@
 #include "db/costs.h"
 #include "db/metric_sink.h"
 #include "engine/core/error.h"
+#include "engine/eval/task.h"
 
 namespace flotilla::runs {
 namespace {
@@ -66,11 +67,7 @@ ReachHit first_reaching(const db::Database& db, const db::Run& run, const std::v
   return hit;
 }
 
-bool score_higher_is_better(const std::string& name) {
-  const std::string s = score_of(name);
-  if (ends_with(s, "_stderr")) return false;
-  return s != "bits_per_byte" && s != "perplexity" && s != "nll_per_token";
-}
+bool score_higher_is_better(const std::string& name) { return eval::higher_is_better(score_of(name)); }
 
 bool is_task_score_metric(const std::string& metric) {
   if (metric.rfind("task/", 0) != 0) return false;
@@ -81,9 +78,10 @@ bool is_task_score_metric(const std::string& metric) {
 }
 
 std::string headline_task_metric(const std::vector<std::string>& metrics) {
-  for (const char* preferred : {"acc_norm", "exact_match", "bits_per_byte"})
+  for (const auto kind :
+       {eval::TaskKind::kMultipleChoice, eval::TaskKind::kGenerate, eval::TaskKind::kPerplexity})
     for (const auto& m : metrics)
-      if (is_task_score_metric(m) && score_of(m) == preferred) return m;
+      if (is_task_score_metric(m) && score_of(m) == eval::headline_score(kind)) return m;
   for (const auto& m : metrics)
     if (is_task_score_metric(m)) return m;
   return {};

@@ -49,14 +49,15 @@ ReachHit first_reaching(const db::Database& db, const db::Run& run, const std::v
                         std::optional<double> first_time = std::nullopt);
 
 // Whether a higher value of score `name` ("acc_norm", or a metric "task/arc/acc_norm") is better:
-// lower for bits_per_byte, perplexity, nll_per_token and every *_stderr; higher for the rest
-// (acc, acc_norm, exact_match). engine/eval/task.h's higher_is_better says the same.
+// engine/eval/task.h's higher_is_better on its score part (lower for bits_per_byte, perplexity,
+// nll_per_token and every *_stderr; higher for acc, acc_norm, exact_match).
 bool score_higher_is_better(const std::string& name);
 // Whether a metric name is a task score worth a target: "task/<task>/<score>" but not a standard
 // error, nor the example count n, nor the token and byte counts.
 bool is_task_score_metric(const std::string& metric);
-// The headline score of task scores a run has: acc_norm, else exact_match, else bits_per_byte, else
-// the first; "" when `metrics` has no task score.
+// The headline score of task scores a run has (eval::headline_score of multiple choice, generation,
+// perplexity, in that order: acc_norm, exact_match, bits_per_byte), else the first task score; ""
+// when `metrics` has none.
 std::string headline_task_metric(const std::vector<std::string>& metrics);
 
 // The first evaluation of `metric` that reaches `target` (in the score's direction), and the spend
@@ -77,8 +78,8 @@ struct EvalRequest {
   int limit = 0;  // 0: every example
   int stride = 0;
   std::string regex;
-  int max_tokens = 0;  // 0: the worker's default
-  int batch = 0;       // 0: the worker's default
+  int max_tokens = 0;     // 0: the worker's default
+  int batch = 0;          // 0: the worker's default
   std::string tokenizer;  // the run's (run_tokenizer_path); "" = the one the worker finds for the checkpoint
 };
 // `eval --checkpoint C --task F [--kind K] [--name N] [--dev D --fewshot N] [--limit N] [--stride N]
