@@ -95,5 +95,8 @@ int cmd_sweep(const Context& ctx);     // sweep.cpp: sweeps (issue 37)
 int cmd_models(const Context& ctx);    // models.cpp: the Hugging Face cache, by name (issue 40)
 // `nodes autostop NAME ...` (autostop.cpp): a node's idle limit and its stop/start commands.
 int nodes_autostop(const Context& ctx, ArgReader& args);
+// `runs eval RUN --task FILE ...` (runs_eval.cpp): a checkpoint scored on a task file, stored as the
+// run's task metrics.
+int runs_eval(const Context& ctx, ArgReader& args);
 
 }  // namespace flotilla::cli

@@ -1,6 +1,9 @@
-// `flotilla compare RUN RUN... [--group SWEEP] [--csv|--json]`: run summaries side by side and the
-// config keys whose values differ; --group adds every started run of a sweep (its queue group).
+// `flotilla compare RUN RUN... [--group SWEEP] [--target-score METRIC=V] [--csv|--json]`: run
+// summaries side by side and the config keys whose values differ; --group adds every started run of
+// a sweep (its queue group); --target-score adds the cost to reach a task score (runs/quality.h, the
+// numbers the app's Compare page shows).
 #include <cstdio>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +14,7 @@
 #include "db/queue.h"
 #include "db/run_store.h"
 #include "runs/figures.h"
+#include "runs/quality.h"
 #include "runs/run_speed.h"
 
 namespace flotilla::cli {
@@ -41,17 +45,32 @@ int cmd_compare(const Context& ctx) {
   ArgReader args(ctx.args, "compare");
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla compare RUN RUN... [--group SWEEP] [--csv|--json]\n\n"
+        "Usage: flotilla compare RUN RUN... [--group SWEEP] [--target-score METRIC=VALUE] [--csv|--json]\n\n"
         "Final and best loss, tokens, tokens/s, MFU, running time (what the price is charged for), training\n"
         "time (first to last step), device-hours (running time x devices: GPU-h or CPU-h), cost and cost per\n"
         "million tokens (\"unpriced\", null in JSON, for a run with no price) of each run, then the config\n"
         "keys whose values differ. --group SWEEP compares the runs the sweep's points started (flotilla\n"
-        "sweep show SWEEP), in point order, with any RUN given.\n");
+        "sweep show SWEEP), in point order, with any RUN given. --target-score task/arc/acc_norm=0.4 adds the\n"
+        "first evaluated step that reached the score (at or above it; at or below for bits_per_byte) and the\n"
+        "cost, device-hours and running time spent by then.\n");
     return kExitOk;
   }
   const bool csv = args.flag("--csv");
   const bool as_json = args.flag("--json");
   const std::optional<std::string> group = args.value("--group");
+  const std::optional<std::string> target_score = args.value("--target-score");
+  std::string score_metric;
+  double score_target = 0;
+  if (target_score) {
+    const size_t eq = target_score->rfind('=');
+    char* end = nullptr;
+    if (eq != std::string::npos) score_target = std::strtod(target_score->c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq + 1 >= target_score->size() || !end || *end != '\0' ||
+        !runs::is_task_score_metric(target_score->substr(0, eq)))
+      throw UsageError("--target-score takes METRIC=VALUE with a task score (task/<task>/<score>=0.4), not '" +
+                       *target_score + "'");
+    score_metric = target_score->substr(0, eq);
+  }
   const auto pos = args.positionals();
   if (!group && pos.size() < 2) throw UsageError("compare needs at least two runs, or --group SWEEP");
   const db::Database db = open_store(ctx);
@@ -122,8 +141,32 @@ int cmd_compare(const Context& ctx) {
       },
       [](const S& s) { return opt_json(s.usd_per_million_tokens); });
 
+  if (!score_metric.empty()) {
+    std::vector<runs::ReachHit> hits;
+    for (const auto& r : runs) hits.push_back(runs::cost_to_reach_score(db, r, score_metric, score_target));
+    const auto hit_row = [&](const std::string& label, auto text, auto value) {
+      Row r{label, {}, {}};
+      for (const auto& h : hits) {
+        r.cells.push_back(h.reached ? text(h) : std::string());
+        r.values.push_back(h.reached ? value(h) : json(nullptr));
+      }
+      table.push_back(std::move(r));
+    };
+    using H = runs::ReachHit;
+    hit_row("score_reached_step", [](const H& h) { return std::to_string(h.step); },
+            [](const H& h) { return json(h.step); });
+    hit_row("score_there", [](const H& h) { return opt_text(h.value); }, [](const H& h) { return json(h.value); });
+    hit_row("score_cost_usd", [](const H& h) { return runs::usd_text(h.usd); }, [](const H& h) { return opt_json(h.usd); });
+    hit_row("score_device_hours", [](const H& h) { return runs::device_hours_text(h.device_hours, db::device_hours_unit(h.on_gpus)); },
+            [](const H& h) { return json(h.device_hours); });
+    hit_row("score_running_s", [](const H& h) { return runs::clock_text(h.running_seconds); },
+            [](const H& h) { return json(h.running_seconds); });
+  }
+
   if (as_json) {
     nlohmann::json j;
+    if (!score_metric.empty()) j["target_score"] = {{"metric", score_metric}, {"target", score_target},
+                                                    {"higher_is_better", runs::score_higher_is_better(score_metric)}};
     j["runs"] = nlohmann::json::array();
     for (size_t i = 0; i < runs.size(); ++i) {
       nlohmann::json r{{"name", runs[i].name}, {"id", runs[i].id}};

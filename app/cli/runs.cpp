@@ -574,6 +574,9 @@ void usage() {
       "       flotilla runs sample RUN [--step N] [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
       "                                [--top-p P] [--seed S] [--stop TEXT]... [--system TEXT]\n"
       "                                [--chat auto|on|off] [--special]\n"
+      "       flotilla runs eval RUN --task FILE [--step N] [--kind multiple_choice|perplexity|generate]\n"
+      "                              [--name N] [--dev FILE --fewshot N] [--limit N] [--stride N] [--regex R]\n"
+      "                              [--max-tokens N] [--batch N] [--json]\n"
       "       flotilla runs export-model RUN --out PATH [--format hf|safetensors|peft] [--step N]\n"
       "                                  [--dtype source|bf16|fp32]\n"
       "       flotilla runs checkpoint RUN\n"
@@ -604,6 +607,7 @@ int cmd_runs(const Context& ctx) {
     if (sub == "attach") return attach(ctx, args);
     if (sub == "fork") return fork(ctx, args);
     if (sub == "sample") return sample(ctx, args);
+    if (sub == "eval") return runs_eval(ctx, args);
     if (sub == "export-model") return export_model(ctx, args);
   } catch (const runs::Refusal& e) {  // what the run cannot do now, and why; nothing was changed
     std::fflush(stdout);
@@ -611,7 +615,7 @@ int cmd_runs(const Context& ctx) {
     return kExitRefused;
   }
   throw UsageError("runs: unknown subcommand '" + sub +
-                   "' (list, show, export, export-model, sample, resume, attach, fork, checkpoint, "
+                   "' (list, show, export, export-model, sample, eval, resume, attach, fork, checkpoint, "
                    "checkpoints, fetch, delete)");
 }
 

@@ -189,13 +189,16 @@ QVariant ConfigDiffModel::headerData(int section, Qt::Orientation orientation, i
 
 // Cost to reach a loss ----------------------------------------------------------------------------
 
-TargetModel::TargetModel(QObject* parent) : QAbstractTableModel(parent) {}
+TargetModel::TargetModel(QObject* parent, Of of) : QAbstractTableModel(parent), m_of(of) {}
 
 void TargetModel::setResult(const CompareResult& result) {
   beginResetModel();
   m_names.clear();
-  for (const auto& r : result.runs) m_names << QString::fromStdString(r.name);
-  m_hits = result.hits;
+  m_hits = m_of == Of::Loss ? result.hits : result.scoreHits;
+  if (m_hits.size() == result.runs.size())
+    for (const auto& r : result.runs) m_names << QString::fromStdString(r.name);
+  else
+    m_hits.clear();  // no task score to measure
   endResetModel();
 }
 
@@ -241,7 +244,7 @@ QVariant TargetModel::headerData(int section, Qt::Orientation orientation, int r
     case Step:
       return tr("First step");
     case Loss:
-      return tr("Loss there");
+      return m_of == Of::Loss ? tr("Loss there") : tr("Score there");
     case Cost:
       return tr("Cost");
     case GpuHours:

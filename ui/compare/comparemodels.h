@@ -1,5 +1,6 @@
 // The Compare page's tables, filled from one CompareResult: run summaries (one row per run), config
-// keys (one row per key, one column per run) and the cost to reach a target loss (one row per run).
+// keys (one row per key, one column per run) and the cost to reach a target loss or task score (one row
+// per run).
 //
 // Decision: the config model holds every key and filters itself (only differing keys unless
 // "show all" is on), so toggling never needs another query.
@@ -68,12 +69,16 @@ class ConfigDiffModel : public QAbstractTableModel {
   bool m_showAll = false;
 };
 
+// The cost to reach a loss (result.hits) or, with Of::Score, a task score (result.scoreHits: the
+// Loss column then holds the score reached).
 class TargetModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
   enum Column { Run, Step, Loss, Cost, GpuHours, RunningTime, ColumnCount };
-  explicit TargetModel(QObject* parent = nullptr);
+  enum class Of { Loss, Score };
+  explicit TargetModel(QObject* parent = nullptr, Of of = Of::Loss);
+  Of of() const { return m_of; }
   void setResult(const CompareResult& result);
   void setPreferences(const Preferences& prefs);
 
@@ -86,6 +91,7 @@ class TargetModel : public QAbstractTableModel {
   QStringList m_names;
   std::vector<TargetHit> m_hits;
   Preferences m_prefs;
+  Of m_of = Of::Loss;
 };
 
 }  // namespace flotilla::ui

@@ -71,9 +71,11 @@ ComparePage::ComparePage(const QString& databasePath, QWidget* parent)
       m_proxy(new QSortFilterProxyModel(this)),
       m_summary(new SummaryModel(this)),
       m_config(new ConfigDiffModel(this)),
-      m_target(new TargetModel(this)) {
+      m_target(new TargetModel(this)),
+      m_scoreTarget(new TargetModel(this, TargetModel::Of::Score)) {
   m_summary->setPreferences(m_prefs);
   m_target->setPreferences(m_prefs);
+  m_scoreTarget->setPreferences(m_prefs);
   build();
 }
 
@@ -81,8 +83,8 @@ void ComparePage::build() {
   auto* header = new PageHeader(
       tr("Compare"),
       tr("Put experiments side by side: any metric overlaid by step, tokens, training time, device-hours "
-         "or dollars, with their losses, speed, cost per million tokens, differing config keys and the cost "
-         "of reaching a chosen loss."),
+         "or dollars (task scores too), with their losses, speed, cost per million tokens, differing config "
+         "keys and the cost of reaching a chosen loss or task score."),
       this);
 
   // Left: the runs to pick from.
@@ -122,6 +124,7 @@ void ComparePage::build() {
   m_metric = new QComboBox;
   m_metric->setObjectName(QStringLiteral("compareMetric"));
   m_metric->setMinimumContentsLength(12);
+  m_metric->setSizeAdjustPolicy(QComboBox::AdjustToContents);  // "task/arc-mini/acc_norm" whole
   m_metric->addItem(QStringLiteral("loss"));
   m_xAxis = new QComboBox;
   m_xAxis->setObjectName(QStringLiteral("compareXAxis"));
@@ -183,6 +186,38 @@ void ComparePage::build() {
   targetLayout->addLayout(targetRow);
   targetLayout->addWidget(newTable(m_target, QStringLiteral("compareTarget")), 1);
   tabs->addTab(targetPane, tr("Cost to reach a loss"));
+  // Beside it, the cost to reach a task score (evaluations during training or "Evaluate…").
+  m_scoreMetric = new QComboBox;
+  m_scoreMetric->setObjectName(QStringLiteral("compareScoreMetric"));
+  m_scoreMetric->setMinimumContentsLength(16);
+  m_scoreMetric->setPlaceholderText(tr("no task score yet"));
+  m_scoreMetric->setToolTip(
+      tr("Task scores come from evaluations during training (eval.tasks) or from "
+         "the run menu's Evaluate…"));
+  m_targetScore = new QDoubleSpinBox;
+  m_targetScore->setObjectName(QStringLiteral("compareTargetScore"));
+  m_targetScore->setRange(-1e6, 1e6);
+  m_targetScore->setDecimals(4);
+  m_targetScore->setSingleStep(0.01);
+  m_targetScore->setValue(0.4);
+  m_scoreDirection = new QLabel;
+  m_scoreDirection->setObjectName(QStringLiteral("compareScoreDirection"));
+  m_scoreDirection->setForegroundRole(QPalette::PlaceholderText);
+  auto* scorePane = new QWidget;
+  auto* scoreLayout = new QVBoxLayout(scorePane);
+  scoreLayout->setContentsMargins(0, 6, 0, 0);
+  auto* scoreRow = new QHBoxLayout;
+  scoreRow->addWidget(new QLabel(tr("Task score")));
+  scoreRow->addWidget(m_scoreMetric);
+  scoreRow->addSpacing(12);
+  scoreRow->addWidget(new QLabel(tr("Target")));
+  scoreRow->addWidget(m_targetScore);
+  scoreRow->addSpacing(12);
+  scoreRow->addWidget(m_scoreDirection);
+  scoreRow->addStretch(1);
+  scoreLayout->addLayout(scoreRow);
+  scoreLayout->addWidget(newTable(m_scoreTarget, QStringLiteral("compareScoreTarget")), 1);
+  tabs->addTab(scorePane, tr("Cost to reach a score"));
 
   auto* right = new QSplitter(Qt::Vertical);
   right->addWidget(plotBox);
@@ -218,6 +253,8 @@ void ComparePage::build() {
   connect(m_xAxis, &QComboBox::currentIndexChanged, this, &ComparePage::requestComparison);
   connect(m_targetLoss, &QDoubleSpinBox::valueChanged, this, &ComparePage::requestComparison);
   connect(m_smoothed, &QCheckBox::toggled, this, &ComparePage::requestComparison);
+  connect(m_scoreMetric, &QComboBox::currentIndexChanged, this, &ComparePage::requestComparison);
+  connect(m_targetScore, &QDoubleSpinBox::valueChanged, this, &ComparePage::requestComparison);
   connect(m_logY, &QCheckBox::toggled, m_plot, &CompareOverlayPlot::setLogY);
   connect(m_showAll, &QCheckBox::toggled, m_config, &ConfigDiffModel::setShowAll);
   m_plot->setCurves(
@@ -234,6 +271,7 @@ void ComparePage::setPreferences(const Preferences& prefs) {
   m_prefs = prefs;
   m_summary->setPreferences(prefs);
   m_target->setPreferences(prefs);
+  m_scoreTarget->setPreferences(prefs);
   requestComparison();
 }
 
@@ -312,6 +350,8 @@ void ComparePage::startComparison() {
   request.x = static_cast<db::XAxis>(m_xAxis->currentData().toInt());
   request.targetLoss = m_targetLoss->value();
   request.smoothing = m_smoothed->isChecked() ? 0.6 : 0.0;
+  request.scoreMetric = m_scoreMetric->currentText().toStdString();
+  request.targetScore = m_targetScore->value();
   const quint64 generation = ++m_compareGeneration;
   m_compareBusy = true;
   m_compareAgain = false;
@@ -345,6 +385,24 @@ void ComparePage::applyResult(CompareResult result) {
     m_metric->setCurrentText(current);
   }
 
+  {  // The task scores a target can be set on; the one measured is current.
+    QStringList scores;
+    for (const auto& n : m_result.scoreMetrics) scores << QString::fromStdString(n);
+    QStringList listed;
+    for (int i = 0; i < m_scoreMetric->count(); ++i) listed << m_scoreMetric->itemText(i);
+    const QSignalBlocker block(m_scoreMetric);
+    if (listed != scores) {
+      m_scoreMetric->clear();
+      m_scoreMetric->addItems(scores);
+    }
+    m_scoreMetric->setCurrentIndex(m_scoreMetric->findText(QString::fromStdString(m_result.scoreMetric)));
+    m_scoreDirection->setText(m_result.scoreMetric.empty() ? tr("No run has a task score yet")
+                              : m_result.scoreHigherIsBetter
+                                  ? tr("reached at the first evaluation at or above the target")
+                                  : tr("reached at the first evaluation at or below the target"));
+  }
+  const bool taskScore = current.startsWith(QLatin1String("task/"));
+
   const auto x = static_cast<db::XAxis>(m_xAxis->currentData().toInt());
   const double xScale =
       x == db::XAxis::kWallTime && m_prefs.time == Preferences::TimeUnit::Hours ? 1.0 / 3600 : 1.0;
@@ -367,6 +425,7 @@ void ComparePage::applyResult(CompareResult result) {
     if (dollars && unpriced.contains(QString::fromStdString(s.run_name))) continue;
     CompareOverlayPlot::Curve c;
     c.name = QString::fromStdString(s.run_name);
+    c.markers = taskScore;  // a few evaluations: each one a dot on its line
     for (const auto& p : s.points) {
       c.x << p.x * xScale;
       c.last << p.last;
@@ -376,9 +435,14 @@ void ComparePage::applyResult(CompareResult result) {
     curves << c;
   }
   m_plot->setCurves(curves, axisLabel(x, m_prefs), current, tr("Tick runs on the left to compare them"));
+  // The score target as a line when the plotted metric is the score measured.
+  m_plot->setTarget(!curves.isEmpty() && current.toStdString() == m_result.scoreMetric
+                        ? std::optional<double>(m_targetScore->value())
+                        : std::nullopt);
   m_summary->setResult(m_result);
   m_config->setResult(m_result);
   m_target->setResult(m_result);
+  m_scoreTarget->setResult(m_result);
   m_status->setText(tr("%n run(s) compared", nullptr, static_cast<int>(m_result.runs.size())) +
                     QStringLiteral(" · ") +
                     tr("%n config key(s) differ", nullptr, static_cast<int>(m_result.differences.size())));

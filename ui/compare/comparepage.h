@@ -1,6 +1,7 @@
 // The Compare page: pick runs from the store, overlay any metric by step, tokens, wall time,
-// GPU-hours or dollars, and read their summaries, config differences and the cost of reaching a
-// chosen loss side by side.
+// GPU-hours or dollars (a task score "task/<task>/<score>" too, drawn with a marker per evaluation),
+// and read their summaries, config differences and the cost of reaching a chosen loss or a chosen
+// task score side by side.
 //
 // Decision: every read runs in a QtConcurrent task on its own reader connection (comparequery.h);
 // results come back to the UI thread tagged with a generation number, and a result older than the
@@ -46,6 +47,10 @@ class ComparePage : public QWidget {
   QString axisNote() const;  // "" while no run is left out of the plot
   ConfigDiffModel* configModel() const { return m_config; }
   TargetModel* targetModel() const { return m_target; }
+  TargetModel* scoreTargetModel() const { return m_scoreTarget; }
+  QComboBox* scoreMetricBox() const { return m_scoreMetric; }  // the task scores the runs have
+  QDoubleSpinBox* targetScoreBox() const { return m_targetScore; }
+  QLabel* scoreDirectionLabel() const { return m_scoreDirection; }
   CompareOverlayPlot* plot() const { return m_plot; }
   QComboBox* metricBox() const { return m_metric; }
   QComboBox* xAxisBox() const { return m_xAxis; }
@@ -88,6 +93,10 @@ class ComparePage : public QWidget {
   SummaryModel* m_summary;
   ConfigDiffModel* m_config;
   TargetModel* m_target;
+  TargetModel* m_scoreTarget;
+  QComboBox* m_scoreMetric = nullptr;
+  QDoubleSpinBox* m_targetScore = nullptr;
+  QLabel* m_scoreDirection = nullptr;
   CompareOverlayPlot* m_plot = nullptr;
   QLineEdit* m_filter = nullptr;
   QComboBox* m_sweep = nullptr;

@@ -7,6 +7,7 @@
 
 #include "db/costs.h"
 #include "db/queue.h"
+#include "runs/quality.h"
 #include "runs/run_speed.h"
 #include "ui/plot/smoothing.h"
 
@@ -44,34 +45,36 @@ std::vector<SweepGroup> loadSweepGroups(const QString& databasePath) {
   return out;
 }
 
-TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing) {
+namespace {
+
+TargetHit fromReach(const runs::ReachHit& r) {
   TargetHit hit;
-  hit.runId = run.id;
-  hit.onGpus = db::config_on_gpus(run.config_json);
-  const auto points = db::metric_points(db, run.id, "loss");
-  if (points.empty()) return hit;
-  EmaSmoother ema(smoothing);
-  for (const auto& p : points) {
-    const double v = smoothing > 0 ? ema.push(p.value) : p.value;
-    if (v <= target) {
-      hit.reached = true;
-      hit.step = p.step;
-      hit.lossAtStep = v;
-      hit.trainingSeconds = p.time - points.front().time;
-      const auto accruals = db::run_accruals(db, run.id);
-      if (accruals.empty()) {
-        hit.runningSeconds = run.started_at ? std::max(0.0, p.time - *run.started_at) : hit.trainingSeconds;
-        hit.gpuHours = static_cast<double>(run.world_size.value_or(1)) * hit.runningSeconds / 3600.0;
-      } else {
-        hit.runningSeconds = db::running_until(accruals, p.time);
-        hit.gpuHours = db::accrued_until(accruals, p.time, false);
-      }
-      if (db::any_priced(accruals) || run.usd_per_hour.value_or(0) > 0)
-        hit.usd = db::accrued_until(accruals, p.time, true);
-      break;
-    }
-  }
+  hit.runId = r.run_id;
+  hit.reached = r.reached;
+  hit.step = r.step;
+  hit.lossAtStep = r.value;
+  hit.usd = r.usd;
+  hit.gpuHours = r.device_hours;
+  hit.runningSeconds = r.running_seconds;
+  hit.trainingSeconds = r.training_seconds;
+  hit.onGpus = r.on_gpus;
   return hit;
+}
+
+}  // namespace
+
+TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing) {
+  const auto points = db::metric_points(db, run.id, "loss");
+  std::vector<double> values;
+  values.reserve(points.size());
+  EmaSmoother ema(smoothing);
+  for (const auto& p : points) values.push_back(smoothing > 0 ? ema.push(p.value) : p.value);
+  return fromReach(runs::first_reaching(db, run, points, values, target, /*higher_is_better=*/false));
+}
+
+TargetHit costToReachScore(const db::Database& db, const db::Run& run, const std::string& metric,
+                           double target) {
+  return fromReach(runs::cost_to_reach_score(db, run, metric, target));
 }
 
 CompareResult loadComparison(const CompareRequest& request) {
@@ -86,6 +89,18 @@ CompareResult loadComparison(const CompareRequest& request) {
     for (auto& n : db::metric_names(db, id)) names.insert(std::move(n));
   }
   out.metricNames.assign(names.begin(), names.end());
+  // Task scores (issue 35): the ones a target can be set on, and the cost to reach the chosen one.
+  for (const auto& n : out.metricNames)
+    if (runs::is_task_score_metric(n)) out.scoreMetrics.push_back(n);
+  out.scoreMetric = request.scoreMetric;
+  if (out.scoreMetric.empty() || !runs::is_task_score_metric(out.scoreMetric))
+    out.scoreMetric = runs::is_task_score_metric(request.metric)
+                          ? request.metric
+                          : runs::headline_task_metric(out.scoreMetrics);
+  out.scoreHigherIsBetter = runs::score_higher_is_better(out.scoreMetric);
+  if (!out.scoreMetric.empty())
+    for (const auto& run : out.runs)
+      out.scoreHits.push_back(costToReachScore(db, run, out.scoreMetric, request.targetScore));
   if (!request.runIds.empty())
     out.series = db::aligned_series(db, request.runIds, request.metric, request.x, request.buckets, now);
   out.differences = db::config_differences(out.runs);

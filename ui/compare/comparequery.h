@@ -4,7 +4,9 @@
 // Decision: the cost to reach a target loss is read from the run's raw loss points (smoothed here
 // with the same debiased EMA the plots use), not from the downsampled series: a bucket's "last"
 // can step over the first point that crossed the target. Dollars and GPU-hours at that step come
-// from the cost accruals up to the step's wall time (db/costs.h accrued_until).
+// from the cost accruals up to the step's wall time, in runs/quality.h (first_reaching), which the
+// cost to reach a task score uses too (raw evaluations, never smoothed: they are few and each one
+// is a measurement, not a noisy step).
 #pragma once
 
 #include <QString>
@@ -44,6 +46,10 @@ struct CompareRequest {
   double targetLoss = 0;   // the cost-to-reach target
   double smoothing = 0.6;  // EMA weight for the target search; 0 = raw loss
   double now = 0;          // 0: the current time (open accruals run up to it)
+  // Cost to reach a task score: the score ("task/<task>/<score>"; "" = the plotted metric when it is
+  // one, else the runs' headline score) and its target, reached upward or downward as the score goes.
+  std::string scoreMetric;
+  double targetScore = 0;
 };
 
 struct TargetHit {
@@ -67,11 +73,22 @@ struct CompareResult {
   std::vector<db::ConfigDifference> allConfig;  // every key, values per run
   std::vector<TargetHit> hits;
   std::vector<std::string> metricNames;  // union over the runs, sorted
+  // Task scores (runs/quality.h): those the runs have (no stderr, no counts), the one the target
+  // was measured on ("" none), its direction, and each run's first evaluation that reached it
+  // (lossAtStep holds the score there), in run order.
+  std::vector<std::string> scoreMetrics;
+  std::string scoreMetric;
+  bool scoreHigherIsBetter = true;
+  std::vector<TargetHit> scoreHits;
 };
 // Everything the page shows for these runs; throws DbError.
 CompareResult loadComparison(const CompareRequest& request);
 
-// The first step whose (smoothed) loss is ≤ target, and what the run had spent by then.
+// The first step whose (smoothed) loss is ≤ target, and what the run had spent by then
+// (runs::first_reaching: the one place both costs are computed).
 TargetHit costToReach(const db::Database& db, const db::Run& run, double target, double smoothing);
+// The first evaluation of task score `metric` that reaches `target` (≥ for acc, ≤ for bits per byte).
+TargetHit costToReachScore(const db::Database& db, const db::Run& run, const std::string& metric,
+                           double target);
 
 }  // namespace flotilla::ui

@@ -19,6 +19,8 @@ struct CompareOverlayPlot::Private {
   QCPItemText* empty = nullptr;
   QVector<QCPGraph*> lines;
   bool logY = false;
+  QCPItemStraightLine* target = nullptr;
+  std::optional<double> targetY;
 
   void applyPalette(const QPalette& pal) {
     const QColor text = pal.color(QPalette::WindowText);
@@ -39,6 +41,10 @@ struct CompareOverlayPlot::Private {
         xlo = std::min(xlo, it->key);
         xhi = std::max(xhi, it->key);
       }
+    }
+    if (std::isfinite(lo) && targetY && std::isfinite(*targetY) && (!logY || *targetY > 0)) {
+      lo = std::min(lo, *targetY);  // the target stays in view
+      hi = std::max(hi, *targetY);
     }
     if (!std::isfinite(lo)) {
       plot->xAxis->setRange(0, 1);
@@ -107,6 +113,7 @@ void CompareOverlayPlot::setCurves(const QVector<Curve>& curves, const QString& 
     hi->removeFromLegend();
     QCPGraph* line = d->plot->addGraph();
     line->setPen(QPen(color, 2.0));
+    if (c.markers) line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 7));
     line->setName(c.name);
     line->setData(c.x, c.last, true);
     d->lines << line;
@@ -128,6 +135,24 @@ void CompareOverlayPlot::setLogY(bool log) {
   d->rescale();
   d->plot->replot();
 }
+
+void CompareOverlayPlot::setTarget(std::optional<double> y) {
+  d->targetY = y;
+  if (!d->target) {
+    d->target = new QCPItemStraightLine(d->plot);
+    QPen pen(palette().color(QPalette::PlaceholderText), 1.5, Qt::DashLine);
+    d->target->setPen(pen);
+  }
+  d->target->setVisible(y.has_value());
+  if (y) {
+    d->target->point1->setCoords(0, *y);
+    d->target->point2->setCoords(1, *y);
+  }
+  d->rescale();
+  d->plot->replot();
+}
+
+std::optional<double> CompareOverlayPlot::target() const { return d->targetY; }
 
 int CompareOverlayPlot::curveCount() const { return static_cast<int>(d->lines.size()); }
 

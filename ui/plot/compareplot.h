@@ -12,6 +12,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 
 namespace flotilla::ui {
 
@@ -22,6 +23,7 @@ class CompareOverlayPlot : public QWidget {
   struct Curve {
     QString name;
     QVector<double> x, last, min, max;  // same length, x increasing
+    bool markers = false;               // a dot at each point (sparse series: task scores)
   };
 
   explicit CompareOverlayPlot(QWidget* parent = nullptr);
@@ -31,6 +33,9 @@ class CompareOverlayPlot : public QWidget {
   void setCurves(const QVector<Curve>& curves, const QString& xLabel, const QString& yLabel,
                  const QString& emptyText = QString());
   void setLogY(bool log);
+  // A dashed horizontal line at a target value (Compare's "cost to reach a score"); nullopt hides it.
+  void setTarget(std::optional<double> y);
+  std::optional<double> target() const;
   int curveCount() const;
   int pointCount(int curve) const;
   // The colour a curve is drawn in (tables use it to key runs to lines).

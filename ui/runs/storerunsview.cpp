@@ -295,6 +295,7 @@ QMenu* StoreRunsView::runMenu(qint64 id) {
   QAction* sampleAction =
       menu->addAction(tr("Sample from the model…"), this, [this, id] { sampleModel(id, {}); });
   sampleAction->setEnabled(checkpointed);
+  menu->addAction(tr("Evaluate…"), this, [this, id] { evaluate(id); })->setEnabled(checkpointed);
   if (isLoraRun(id)) {
     // The adapter alone (small, loaded over the base with PEFT) or a standalone merged model.
     menu->addAction(tr("Export LoRA adapter (PEFT)…"), this, [this, id] { exportAdapter(id, {}); })

@@ -1,6 +1,6 @@
 // The stored runs as the Runs page shows them: a filter bar (status, text, tag), the table over
 // StoreRunsModel, and the per-run actions (open live, resume, fork from a checkpoint, duplicate
-// config, export CSV, delete).
+// config, export CSV, delete, evaluate on a task file).
 //
 // Decision: each action is a public method taking the run id, and the context menu only calls
 // them, so tests drive exactly what a click does without menus or modal dialogs (runMenu() builds
@@ -40,6 +40,7 @@ struct Run;
 namespace flotilla::ui {
 
 class ServiceRun;
+class EvaluateDialog;
 class ExportDialog;
 struct ExportRequest;
 class MachineProbe;
@@ -122,6 +123,11 @@ class StoreRunsView : public QWidget {
   // answers it as a user turn; a run without a tokenizer reads it as token ids, else starts at token
   // 0) and ends with sampled(ok, the answer or the reason), shown in a box unless showSample is set.
   bool sampleModel(qint64 id, const QString& prompt);
+  // Lists the run's checkpoints (off the UI thread), then opens the Evaluate dialog (EvaluateDialog:
+  // checkpoint, task file, kind, few-shot, limit) on them; its scores are stored as the run's metrics
+  // "task/<task>/<score>" at the checkpoint's step (StoreService::storeEval), a checkpoint elsewhere
+  // fetched first. Ends with evaluateOpened(dialog) (errorRaised when there is nothing to evaluate).
+  bool evaluate(qint64 id);
   // Background work (an export, a checkpoint list) is running; the busy bar shows meanwhile.
   bool isBusy() const { return m_busy > 0; }
 
@@ -157,6 +163,8 @@ class StoreRunsView : public QWidget {
   void checkpointRequested(bool ok);
   void checkpointsListed(const QList<flotilla::ui::CheckpointChoice>& checkpoints, const QString& error);
   void busyChanged(bool busy);
+  // The Evaluate dialog is open (shown; deleted when closed).
+  void evaluateOpened(flotilla::ui::EvaluateDialog* dialog);
 
  private:
   void showMenu(const QPoint& pos);

@@ -1,13 +1,14 @@
 // The stored runs view's actions on a run's model (see storerunsview.h): export its weights (a LoRA
 // run's adapter as a PEFT folder, or its base with the adapter merged in; the Export dialog picks
-// format, checkpoint, dtype and folder) and sample from it (the Sample dialog), each by running
-// flotilla-worker on a checkpoint of the run.
+// format, checkpoint, dtype and folder), sample from it (the Sample dialog) and evaluate it on a task
+// file (the Evaluate dialog), each by running flotilla-worker on a checkpoint of the run.
 #include "ui/runs/storerunsview.h"
 
 #include <QDesktopServices>
 #include <QDir>
 #include <QFileInfo>
 #include <QMessageBox>
+#include <QPointer>
 #include <QProcess>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -20,6 +21,7 @@
 #include "runs/sample_text.h"
 #include "runs/service.h"
 #include "ui/common/background.h"
+#include "ui/runs/evaluatedialog.h"
 #include "ui/runs/exportdialog.h"
 #include "ui/runs/localruns.h"
 #include "ui/runs/sampledialog.h"
@@ -298,6 +300,40 @@ bool StoreRunsView::sampleModel(qint64 id, const QString& prompt) {
                 }
                 emit sampled(ok, result);
               });
+  });
+  return true;
+}
+
+bool StoreRunsView::evaluate(qint64 id) {
+  const std::optional<ModelSource> src = modelSource(id);
+  if (!src) return false;
+  checkpointChoices(id, [this, src = *src](const QList<CheckpointChoice>& choices, const QString& error) {
+    if (!error.isEmpty()) {
+      emit errorRaised(tr("Cannot list the checkpoints to evaluate: %1").arg(error));
+      return;
+    }
+    if (choices.isEmpty()) {
+      emit errorRaised(tr("%1 has no checkpoint to evaluate now.").arg(src.name));
+      return;
+    }
+    auto* dialog = new EvaluateDialog(src.name, src.worker, choices, this);
+    dialog->setTokenizer(src.tokenizer);  // the run's, as Sample passes it
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    // A checkpoint of a run elsewhere is fetched here first (the one chosen, by its step).
+    dialog->resolveCheckpoint = [this, src, dialog](qint64 step, const QString& dir,
+                                                    std::function<void(const QString&)> then) {
+      if (!dir.isEmpty() && QDir(dir).exists()) return then(dir);
+      QPointer<EvaluateDialog> alive(dialog);
+      withCheckpoint(src, [alive, then](const QString& fetched) {
+        if (alive) then(fetched);
+      }, step);
+    };
+    dialog->store = [this, id = src.id](qint64 step, const runs::EvalOutcome& outcome, QStringList* names) {
+      QString why;
+      return m_store->storeEval(id, step, outcome, names, &why) ? QString() : why;
+    };
+    dialog->show();
+    emit evaluateOpened(dialog);
   });
   return true;
 }

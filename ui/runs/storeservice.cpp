@@ -117,6 +117,21 @@ bool StoreService::setTags(qint64 id, const QStringList& tags, QString* error) {
   return true;
 }
 
+bool StoreService::storeEval(qint64 id, qint64 step, const runs::EvalOutcome& outcome, QStringList* names,
+                             QString* error) {
+  std::vector<std::string> stored;
+  try {
+    m_writer->run([&](db::Database& db) { stored = runs::store_eval(db, id, step, outcome); });
+  } catch (const std::exception& e) {  // DbError, or a step the evaluation cannot be stored at
+    if (error) *error = QString::fromUtf8(e.what());
+    return false;
+  }
+  if (names)
+    for (const auto& n : stored) *names << QString::fromStdString(n);
+  refresh();
+  return true;
+}
+
 bool StoreService::setNotes(qint64 id, const QString& notes, QString* error) {
   try {
     m_writer->run([&](db::Database& db) { db::set_notes(db, id, s(notes)); });

@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "db/run_store.h"
+#include "runs/quality.h"
 #include "ui/runs/runsnapshot.h"
 
 namespace flotilla::db {
@@ -54,6 +55,10 @@ class StoreService : public QObject {
   bool setNotes(qint64 id, const QString& notes, QString* error = nullptr);
   // Refuses a running run; the run folder is left on disk.
   bool deleteRun(qint64 id, QString* error = nullptr);
+  // An evaluation's scores stored as the run's metrics "task/<task>/<score>" at `step` (runs/quality.h
+  // store_eval), so Compare and the summary see them; *names gets the metric names.
+  bool storeEval(qint64 id, qint64 step, const flotilla::runs::EvalOutcome& outcome, QStringList* names,
+                 QString* error = nullptr);
 
   // A snapshot now (it arrives through snapshotReady).
   void refresh();
