@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "engine/config/config_schema.h"
+#include "engine/config/eval_tasks.h"
 #include "engine/core/error.h"
 #include "engine/interop/model_source.h"
 #include "engine/model/gpt.h"
@@ -394,6 +395,7 @@ void check_rest(const RunConfig& c, Problems& p) {
   at_least(p, "eval.batches", c.eval.batches, 1);
   at_least(p, "eval.sample_every", c.eval.sample_every, 0, " (0 = off)");
   at_least(p, "eval.sample_tokens", c.eval.sample_tokens, 1);
+  for (auto& [path, message] : eval_task_problems(c)) p.add(path, message);
   const auto& b = c.budget;
   finite_at_least(p, "budget.max_usd", b.max_usd, 0, false, " (0 = no limit)");
   if (!(b.warn_fraction > 0 && b.warn_fraction <= 1))
