@@ -32,6 +32,8 @@ endif()
 install(FILES ${CMAKE_SOURCE_DIR}/resources/pricing.toml DESTINATION ${CMAKE_INSTALL_DATADIR}/flotilla)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/resources/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/flotilla/configs
         FILES_MATCHING PATTERN "*.toml")
+# The example evaluation tasks (docs/eval.md): small files made for the tests, to try `eval` on.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/resources/eval/ DESTINATION ${CMAKE_INSTALL_DATADIR}/flotilla/eval)
 
 # Debian documentation: copyright and changelog.Debian.gz in each package's doc directory.
 set(FLOTILLA_PKG_GEN ${CMAKE_BINARY_DIR}/packaging)

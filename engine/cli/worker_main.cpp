@@ -47,6 +47,8 @@ const std::vector<Command>& commands() {
        cmd_bench_nf4},
       {"hub", "models by name: resolve in the Hugging Face cache, download from the Hub what it lacks",
        cmd_hub},
+      {"eval", "score a model on a task file: multiple choice (acc, acc_norm), perplexity, exact match",
+       cmd_eval},
   };
   return table;
 }

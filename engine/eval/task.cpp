@@ -383,8 +383,10 @@ Partial run_units(Model& model, const Task& t, size_t begin, size_t end) {
       o.max_tokens = t.spec.max_tokens;
       o.temperature = 0;
       o.stop_ids = t.stop_ids;
-      for (size_t b0 = begin; b0 < end; b0 += batch) {
-        const size_t b1 = std::min(end, b0 + batch);
+      // Batches are the task's fixed blocks of `batch` questions (cut by the range's ends), so ranks
+      // that split at multiples of the batch generate in exactly the batches one process would.
+      for (size_t b0 = begin, b1 = 0; b0 < end; b0 = b1) {
+        b1 = std::min(end, (b0 / batch + 1) * batch);
         std::vector<std::vector<int32_t>> prompts;
         for (size_t u = b0; u < b1; ++u) prompts.push_back(t.gen[u].prompt);
         std::vector<std::string> text(prompts.size());

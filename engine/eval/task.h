@@ -31,17 +31,17 @@ class Tokenizer;
 namespace flotilla::eval {
 
 enum class TaskKind { kMultipleChoice, kPerplexity, kGenerate };
-const char* task_kind_name(TaskKind k);                     // "multiple_choice", "perplexity", "generate"
+const char* task_kind_name(TaskKind k);                  // "multiple_choice", "perplexity", "generate"
 bool parse_task_kind(const std::string& s, TaskKind* out);  // the names above
 
 struct TaskSpec {
   std::string name;  // used in metric names ([A-Za-z0-9._-], 1..64); "" = the file's stem
   std::string path;  // the task file
   TaskKind kind = TaskKind::kMultipleChoice;
-  std::string dev_path;      // few-shot examples (multiple choice, generation): a file of the same format
-  int fewshot = 0;           // examples from dev_path put before each question (the first N, in order)
-  int limit = 0;             // only the first N examples (0: all)
-  int stride = 0;            // perplexity: tokens a window moves by (0: the model's context / 2)
+  std::string dev_path;  // few-shot examples (multiple choice, generation): a file of the same format
+  int fewshot = 0;       // examples from dev_path put before each question (the first N, in order)
+  int limit = 0;         // only the first N examples (0: all)
+  int stride = 0;        // perplexity: tokens a window moves by (0: the model's context / 2)
   std::string answer_regex;  // generation: PCRE2; its first group (else the whole match) is the answer
   int max_tokens = 256;      // generation: most new tokens per question
   int batch = 8;             // generation: questions per batched generate() (added for issue 35's eval)
@@ -49,7 +49,8 @@ struct TaskSpec {
 
 // The kind a task file holds, for when none is given: JSONL whose first example has "choices" is
 // multiple choice, one with "question" and "answer" generation, anything else a text (perplexity).
-// Throws Error(kData) naming the file for an unreadable or empty file.
+// Throws Error(kData) naming the file and line for an unreadable or empty file, or a first line that
+// starts with '{' but is not one of those objects.
 TaskKind detect_task_kind(const std::string& path);
 
 // A task loaded and tokenized for one model's context length. Opaque.

@@ -216,9 +216,12 @@ std::vector<GenRecord> read_generate(const std::string& path) {
 
 TaskKind detect_task_kind(const std::string& path) {
   // Only the first non-blank line is looked at (read in full by load_task later, with its checks).
+  // A line that starts like JSON must be a task's JSON: a JSONL file with a typo on its first line
+  // is refused, not silently scored as a text.
   std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   if (!f) throw Error(ExitCode::kData, path + ": cannot open the task file");
   std::string line;
+  size_t number = 1;
   int c = 0;
   bool any = false;
   while ((c = std::fgetc(f.get())) != EOF) {
@@ -226,16 +229,26 @@ TaskKind detect_task_kind(const std::string& path) {
     if (c == '\n') {
       if (line.find_first_not_of(" \t\r") != std::string::npos) break;
       line.clear();
+      ++number;
       continue;
     }
-    if (line.size() > kMaxLineBytes) break;
+    if (line.size() > kMaxLineBytes) return TaskKind::kPerplexity;  // load_task refuses the line
     line += static_cast<char>(c);
   }
   if (!any) throw_at(path, 1, "the file is empty");
+  const size_t first = line.find_first_not_of(" \t\r");
+  if (first == std::string::npos || line[first] != '{') return TaskKind::kPerplexity;
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  if (j.is_object() && j.contains("choices")) return TaskKind::kMultipleChoice;
-  if (j.is_object() && j.contains("question") && j.contains("answer")) return TaskKind::kGenerate;
-  return TaskKind::kPerplexity;
+  if (!j.is_object())
+    throw_at(path, number,
+             "not valid JSON (a JSONL task file has one JSON object a line; a text for perplexity: --kind "
+             "perplexity)");
+  if (j.contains("choices")) return TaskKind::kMultipleChoice;
+  if (j.contains("question") && j.contains("answer")) return TaskKind::kGenerate;
+  throw_at(
+      path, number,
+      "a JSON object with neither \"choices\" (multiple choice) nor \"question\" and \"answer\" (generate); "
+      "a text for perplexity: --kind perplexity");
 }
 
 }  // namespace flotilla::eval

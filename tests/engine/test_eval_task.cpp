@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "check.h"
 #include "engine/config/config_io.h"
 #include "engine/config/config_validate.h"
@@ -276,6 +278,13 @@ void names_and_kinds() {
   CHECK(eval::detect_task_kind(kRes + "arc-mini.jsonl") == eval::TaskKind::kMultipleChoice);
   CHECK(eval::detect_task_kind(kRes + "gsm-mini.jsonl") == eval::TaskKind::kGenerate);
   CHECK(eval::detect_task_kind(kRes + "wiki-mini.txt") == eval::TaskKind::kPerplexity);
+  CHECK_THROWS(
+      eval::detect_task_kind(write("typo.jsonl", "\n{\"context\": \"a\", \"choices\": [\"b\" \"c\"]}\n")),
+      "typo.jsonl:2: not valid JSON");
+  CHECK_THROWS(eval::detect_task_kind(write("other.jsonl", "{\"text\": \"a\"}\n")),
+               "other.jsonl:1: a JSON object with neither");
+  CHECK(eval::detect_task_kind(write("brace.txt", "plain text, not JSON\n{ later }\n")) ==
+        eval::TaskKind::kPerplexity);
   CHECK(eval::metric_name("arc-mini", "acc_norm") == "task/arc-mini/acc_norm");
   CHECK(eval::headline_score(eval::TaskKind::kPerplexity) == "bits_per_byte");
   CHECK(!eval::higher_is_better("bits_per_byte") && eval::higher_is_better("acc_norm"));
@@ -287,6 +296,8 @@ void names_and_kinds() {
 }  // namespace
 
 int main() {
+  // One thread: tiny matmuls gain nothing from two on a shared machine, and lose to OpenMP's waits.
+  omp_set_num_threads(1);
   fs::remove_all(kTmp);
   const Tokenizer tok =
       Tokenizer::train_files({kRes + "arc-mini.jsonl", kRes + "gsm-mini.jsonl", kRes + "wiki-mini.txt"}, 320);
