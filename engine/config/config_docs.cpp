@@ -134,18 +134,19 @@ the end, beside the validation loss: entries separated by `;`, each
 ```
 [eval]
 every = 100
-tasks = "resources/eval/arc-mini.jsonl?fewshot=2&dev=resources/eval/arc-dev.jsonl; perplexity:wiki.txt?stride=128"
+tasks = "resources/eval/arc-mini.jsonl?fewshot=2&dev=resources/eval/arc-mini-dev.jsonl; perplexity:wiki.txt?stride=128"
 task_limit = 200
 ```
 
 The kind prefix (`multiple_choice:`, `perplexity:`, `generate:`) may be left out: it is then found
 from the file as `flotilla-worker eval` finds it. Options: `name` (default: the file's stem; the
 metric names are `task/<name>/<score>`), `dev` and `fewshot` (few-shot examples), `limit` (first N
-examples; default `eval.task_limit`), `stride` (perplexity window step), `regex` and `max_tokens`
-(generation; a regex may not contain `&` or `;`). The run needs a tokenizer (the one of
-`model.init_from`, else of the train shards' folder: the run's tokenizer, as samples use). Each
-task's examples (or windows) are split across the data-parallel ranks and their partial sums
-added, so a score equals `flotilla-worker eval --checkpoint` on the checkpoint of that step. Each
+examples; default `eval.task_limit`), `stride` (perplexity window step), `regex`, `max_tokens` and
+`batch` (generation, as `eval --batch`; a regex may not contain `&` or `;`). The run needs a
+tokenizer (the one of `model.init_from`, else of the train shards' folder: the run's tokenizer, as
+samples use). Each task's examples (or windows; generation: whole batches) are split across the
+data-parallel ranks and their partial sums added, so a score equals `flotilla-worker eval
+--checkpoint` with the same options on the checkpoint of that step. Each
 evaluation writes a `task` record per task (docs/metrics-protocol.md), which the store keeps as
 metrics `task/<task>/<score>`.
 

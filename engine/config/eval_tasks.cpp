@@ -98,6 +98,8 @@ std::vector<EvalTaskEntry> parse_eval_tasks(const std::string& text) {
           t.regex = value;
         else if (key == "max_tokens")
           t.max_tokens = to_int(entry, key, value, 1);
+        else if (key == "batch")
+          t.batch = to_int(entry, key, value, 1);
         else if (key == "kind") {
           bool known = false;
           for (const char* k : kKinds) known = known || value == k;
@@ -105,7 +107,7 @@ std::vector<EvalTaskEntry> parse_eval_tasks(const std::string& text) {
           t.kind = value;
         } else {
           bad(entry, "unknown option " + toml_quote(key) +
-                         " (name, kind, dev, fewshot, limit, stride, regex, max_tokens)");
+                         " (name, kind, dev, fewshot, limit, stride, regex, max_tokens, batch)");
         }
       }
     }

@@ -9,7 +9,7 @@
 // The kind prefix is only read as one when it is a kind's name (so "C:/x" stays a path); without it
 // the kind is found from the file (engine/eval: JSONL with "choices" is multiple choice, with
 // "question" generation, other text perplexity). Options: name, dev, fewshot, limit, stride,
-// regex, max_tokens (a regex may not hold '&' or ';'). Parsing is pure; validate() adds the file
+// regex, max_tokens, batch (a regex may not hold '&' or ';'). Parsing is pure; validate() adds the file
 // checks (each path exists) and reports problems under the key's path.
 #pragma once
 
@@ -30,6 +30,7 @@ struct EvalTaskEntry {
   int stride = 0;  // perplexity: 0 = the model's context / 2
   std::string regex;
   int max_tokens = 256;
+  int batch = 0;  // generation: questions per batch (0: eval's default, as `eval --batch`)
 
   // The task's name as metrics carry it: `name`, else the path's stem ("arc-mini.jsonl" -> "arc-mini").
   std::string resolved_name() const;

@@ -9,6 +9,7 @@
 // --checkpoint` on the checkpoint of that step whatever the number of ranks. Tasks are loaded once,
 // on every rank, with the run's tokenizer (data/run_tokenizer.h): a task that does not load fails
 // the start, not step 1000.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -47,6 +48,7 @@ void Loop::setup_tasks() {
     spec.stride = e.stride;
     spec.answer_regex = e.regex;
     spec.max_tokens = e.max_tokens;
+    if (e.batch > 0) spec.batch = e.batch;
     eval::TaskPtr task = eval::load_task(spec, tok, dims.max_seq_len);
     if (first_headline.empty()) first_headline = eval::headline_score(spec.kind);
     if (rank == 0)
@@ -73,7 +75,14 @@ void Loop::evaluate_tasks() {
     const auto t0 = Clock::now();
     const eval::TaskSpec& spec = eval::task_spec(*task);
     const size_t units = eval::task_units(*task);
-    eval::Partial partial = eval::run_units(model, *task, units * me / parts, units * (me + 1) / parts);
+    // Contiguous ranges; for generation on whole blocks of spec.batch questions, the batches one
+    // process (`eval`) generates in, so the outputs are the same.
+    const size_t grain =
+        spec.kind == eval::TaskKind::kGenerate ? static_cast<size_t>(std::max(1, spec.batch)) : 1;
+    const size_t blocks = (units + grain - 1) / grain;
+    const size_t begin = std::min(units, blocks * me / parts * grain);
+    const size_t end = std::min(units, blocks * (me + 1) / parts * grain);
+    eval::Partial partial = eval::run_units(model, *task, begin, end);
     if (parts > 1) groups.dp->all_reduce(partial.sums.data(), partial.sums.size());
     const std::map<std::string, double> scores = eval::scores(*task, partial);
     const std::string metric_prefix = "task/" + spec.name + "/";

@@ -31,16 +31,17 @@ std::string problems_text(const RunConfig& c) {
 bool has(const std::string& text, const std::string& piece) { return text.find(piece) != std::string::npos; }
 
 void test_parse(const std::string& dir) {
-  const auto t = parse_eval_tasks(" " + dir + "/arc-mini.jsonl ; perplexity:" + dir +
-                                  "/wiki.txt?stride=64&name=wiki2&limit=5 ;; generate:" + dir +
-                                  "/gsm.jsonl?regex=#### (\\-?[0-9.,]+)&max_tokens=32&fewshot=2&dev=" + dir +
-                                  "/gsm-dev.jsonl");
+  const auto t = parse_eval_tasks(
+      " " + dir + "/arc-mini.jsonl ; perplexity:" + dir +
+      "/wiki.txt?stride=64&name=wiki2&limit=5 ;; generate:" + dir +
+      "/gsm.jsonl?regex=#### (\\-?[0-9.,]+)&max_tokens=32&batch=4&fewshot=2&dev=" + dir + "/gsm-dev.jsonl");
   CHECK(t.size() == 3);
   if (t.size() != 3) return;
   CHECK(t[0].kind.empty() && t[0].path == dir + "/arc-mini.jsonl" && t[0].resolved_name() == "arc-mini");
   CHECK(t[0].limit == -1 && t[0].fewshot == 0 && t[0].stride == 0);
   CHECK(t[1].kind == "perplexity" && t[1].stride == 64 && t[1].resolved_name() == "wiki2" && t[1].limit == 5);
-  CHECK(t[2].kind == "generate" && t[2].regex == "#### (\\-?[0-9.,]+)" && t[2].max_tokens == 32);
+  CHECK(t[2].kind == "generate" && t[2].regex == "#### (\\-?[0-9.,]+)" && t[2].max_tokens == 32 &&
+        t[2].batch == 4);
   CHECK(t[2].fewshot == 2 && t[2].dev == dir + "/gsm-dev.jsonl");
   CHECK(parse_eval_tasks("").empty() && parse_eval_tasks(" ; ").empty());
   // A path with a colon that is not a kind stays a path.

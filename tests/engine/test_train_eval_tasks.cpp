@@ -2,7 +2,8 @@
 // through `launch`): every eval.every steps each task's units are split across the ranks and their
 // partial sums added, and rank 0 writes one task record per task. The scores equal what `eval`
 // computes on the saved checkpoint of that step (load_for_inference + the whole task on one
-// process, and the worker's own `eval --checkpoint --json` where this build has it), to 1e-6. With
+// process, and the worker's own `eval --checkpoint --json`), to 1e-6: multiple choice, perplexity
+// and generation (split on whole generation batches). With
 // checkpoint.keep_last = 1, the purge keeps the newest checkpoint and the best one by
 // checkpoint.keep_best (auto: the first task's acc_norm), and nothing else.
 #include <cmath>
@@ -72,7 +73,8 @@ int main() {
          "[parallel]\ndp = 2\ntimeout_s = 60\n"
          "[checkpoint]\nevery = 2\nkeep_last = 1\n"
          "[eval]\nevery = 2\nbatches = 1\ntasks = \""
-      << kRes << "arc-mini.jsonl; perplexity:" << kRes << "wiki-mini.txt?stride=16&name=wiki\"\n";
+      << kRes << "arc-mini.jsonl; perplexity:" << kRes << "wiki-mini.txt?stride=16&name=wiki; " << kRes
+      << "gsm-mini.jsonl?max_tokens=6&batch=4\"\n";
   const ProcResult run = run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0", "--", "train",
                                      "--config", cfg, "--out-dir", out, "--quiet", "--no-stdout-metrics"});
   CHECK_MSG(run.exit_code == 0, "%s", run.output.c_str());
@@ -86,6 +88,7 @@ int main() {
     recorded[step][r["task"].get<std::string>()] = scores_of(r);
     if (r["task"] == "arc-mini") CHECK(r["kind"] == "multiple_choice" && r["scores"]["n"] == 20);
     if (r["task"] == "wiki") CHECK(r["kind"] == "perplexity" && r["scores"]["n"].get<double>() >= 2);
+    if (r["task"] == "gsm-mini") CHECK(r["kind"] == "generate" && r["scores"]["n"] == 20);
   }
   CHECK_MSG(recorded.size() == 3 && recorded.count(2) && recorded.count(4) && recorded.count(6),
             "task records at %zu steps", recorded.size());
@@ -115,6 +118,16 @@ int main() {
   ppl.name = "wiki";
   ppl.kind = eval::TaskKind::kPerplexity;
   ppl.stride = 16;
+  eval::TaskSpec gen;
+  gen.path = kRes + "gsm-mini.jsonl";
+  gen.kind = eval::TaskKind::kGenerate;
+  gen.max_tokens = 6;
+  gen.batch = 4;
+  const std::map<std::string, std::vector<std::string>> cli_args = {
+      {"arc-mini", {"--task", kRes + "arc-mini.jsonl"}},
+      {"wiki",
+       {"--task", kRes + "wiki-mini.txt", "--kind", "perplexity", "--name", "wiki", "--stride", "16"}},
+      {"gsm-mini", {"--task", kRes + "gsm-mini.jsonl", "--max-tokens", "6", "--batch", "4"}}};
   for (int64_t step : kept) {
     char name[32];
     std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
