@@ -50,6 +50,41 @@ std::map<std::string, double> eval_checkpoint(const std::string& dir, const eval
   return eval::scores(*t, eval::run_units(*m.model, *t, 0, eval::task_units(*t)));
 }
 
+using Recorded = std::map<int64_t, std::map<std::string, std::map<std::string, double>>>;
+
+// step -> task -> scores, from the run's task records.
+Recorded task_records(const std::string& out) {
+  Recorded recorded;
+  for (const auto& r : flotilla_test::read_metrics(out)) {
+    if (r["type"] != "task") continue;
+    CHECK(r["rank"] == 0);
+    recorded[r["step"].get<int64_t>()][r["task"].get<std::string>()] = scores_of(r);
+    if (r["task"] == "arc-mini") CHECK(r["kind"] == "multiple_choice" && r["scores"]["n"] == 20);
+    if (r["task"] == "wiki") CHECK(r["kind"] == "perplexity" && r["scores"]["n"].get<double>() >= 2);
+    if (r["task"] == "gsm-mini") CHECK(r["kind"] == "generate" && r["scores"]["n"] == 20);
+  }
+  return recorded;
+}
+
+// The step with the best acc_norm (the first on ties), as checkpoint.keep_best = "auto" keeps.
+int64_t best_step(const Recorded& recorded) {
+  int64_t best = -1;
+  for (const auto& [step, tasks] : recorded)
+    if (best < 0 || tasks.at("arc-mini").at("acc_norm") > recorded.at(best).at("arc-mini").at("acc_norm"))
+      best = step;
+  return best;
+}
+
+std::set<int64_t> kept_steps(const std::string& out) {
+  std::set<int64_t> kept;
+  for (const auto& e : fs::directory_iterator(fs::path(out) / "checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.find(".tmp") == std::string::npos)
+      kept.insert(std::stoll(name.substr(5)));
+  }
+  return kept;
+}
+
 }  // namespace
 
 int main() {
@@ -79,31 +114,13 @@ int main() {
                                      "--config", cfg, "--out-dir", out, "--quiet", "--no-stdout-metrics"});
   CHECK_MSG(run.exit_code == 0, "%s", run.output.c_str());
 
-  // step -> task -> scores
-  std::map<int64_t, std::map<std::string, std::map<std::string, double>>> recorded;
-  for (const auto& r : flotilla_test::read_metrics(out)) {
-    if (r["type"] != "task") continue;
-    CHECK(r["rank"] == 0);
-    const int64_t step = r["step"].get<int64_t>();
-    recorded[step][r["task"].get<std::string>()] = scores_of(r);
-    if (r["task"] == "arc-mini") CHECK(r["kind"] == "multiple_choice" && r["scores"]["n"] == 20);
-    if (r["task"] == "wiki") CHECK(r["kind"] == "perplexity" && r["scores"]["n"].get<double>() >= 2);
-    if (r["task"] == "gsm-mini") CHECK(r["kind"] == "generate" && r["scores"]["n"] == 20);
-  }
+  const Recorded recorded = task_records(out);
   CHECK_MSG(recorded.size() == 3 && recorded.count(2) && recorded.count(4) && recorded.count(6),
             "task records at %zu steps", recorded.size());
 
   // The purge kept the newest and the best by acc_norm (the first on ties), nothing else.
-  int64_t best = -1;
-  for (const auto& [step, tasks] : recorded)
-    if (best < 0 || tasks.at("arc-mini").at("acc_norm") > recorded[best].at("arc-mini").at("acc_norm"))
-      best = step;
-  std::set<int64_t> kept;
-  for (const auto& e : fs::directory_iterator(fs::path(out) / "checkpoints")) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && name.find(".tmp") == std::string::npos)
-      kept.insert(std::stoll(name.substr(5)));
-  }
+  const int64_t best = best_step(recorded);
+  const std::set<int64_t> kept = kept_steps(out);
   const std::set<int64_t> want = {best, 6};
   CHECK_MSG(kept == want, "kept %zu checkpoints; best by acc_norm is step %lld", kept.size(),
             static_cast<long long>(best));
@@ -135,7 +152,7 @@ int main() {
     for (const auto& [spec, task] :
          {std::pair{mc, std::string("arc-mini")}, std::pair{ppl, std::string("wiki")}}) {
       const auto got = eval_checkpoint(dir, spec);
-      const auto& want_scores = recorded[step][task];
+      const auto& want_scores = recorded.at(step).at(task);
       CHECK(!want_scores.empty() && got.size() == want_scores.size());
       for (const auto& [score, value] : want_scores)
         CHECK_MSG(
@@ -144,5 +161,21 @@ int main() {
             value, got.count(score) ? got.at(score) : NAN);
     }
   }
+  // Resumed for 4 more steps: the best checkpoint of the first start is still known (trainer.json) and
+  // kept, unless a later evaluation beat it.
+  const ProcResult more =
+      run_worker({"launch", "--nproc-per-node", "2", "--master-port", "0", "--", "train", "--config", cfg,
+                  "--out-dir", out, "--set", "train.steps=10", "--quiet", "--no-stdout-metrics"});
+  CHECK_MSG(more.exit_code == 0, "%s", more.output.c_str());
+  const Recorded all = task_records(out);
+  CHECK(all.size() == 5 && all.count(8) && all.count(10));
+  const int64_t best_all = best_step(all);
+  CHECK_MSG(kept_steps(out) == (std::set<int64_t>{best_all, 10}),
+            "after the resume, best by acc_norm is step %lld", static_cast<long long>(best_all));
+  const std::string state = flotilla_test::read_file(out + "/checkpoints/step-00000010/trainer.json");
+  const auto st = nlohmann::json::parse(state, nullptr, false);
+  CHECK_MSG(st.is_object() && st.contains("keep_best") && st["keep_best"]["step"] == best_all &&
+                st["keep_best"]["metric"] == "task/arc-mini/acc_norm",
+            "%s", state.c_str());
   return flotilla_test::summary("test_train_eval_tasks");
 }
