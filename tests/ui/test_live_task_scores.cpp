@@ -115,6 +115,11 @@ void TestLiveTaskScores::taskScoresFromTheStore() {
   QCOMPARE(dash.data().tasks().last(QStringLiteral("task/arc-mini/acc")), 0.25);
   QCOMPARE(dash.data().tasks().last(QStringLiteral("task/wiki/n")), 6.0);
 
+  dash.setXAxisKind(flotilla::ui::XAxisKind::Step);
+  dash.refreshAll();
+  QApplication::processEvents();
+  dash.grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/live-task-scores.png"));  // for a person to look at
+
   // Another run: the plot starts empty and hidden again.
   dash.reset();
   dash.refreshAll();

@@ -376,7 +376,7 @@ void LiveDashboard::updateDerived() {
   const double planned = m_data.plannedSteps() > 0 ? double(m_data.plannedSteps()) : 0.0;
   m_loss->setPlannedSteps(planned);
   const double end = m_xKind == XAxisKind::WallTime ? NAN : m_data.projectedEnd(m_xKind);
-  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend}) p->setXEnd(end);
+  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend, m_task}) p->setXEnd(end);
   const double baseline = m_data.baselineRssMib();
   m_memory->setReferenceLine(baseline > 0 ? baseline : NAN, tr("baseline"), QColor(0x80, 0x80, 0x80));
 
