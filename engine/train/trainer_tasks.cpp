@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/backend/registry.h"
 #include "engine/checkpoint/store_internal.h"
 #include "engine/config/eval_tasks.h"
 #include "engine/core/error.h"
@@ -64,11 +65,21 @@ void Loop::setup_tasks() {
 void Loop::evaluate_tasks() {
   if (eval_tasks.empty()) return;
   if (device) device->get_params(model.params());  // the host mirror runs them, as samples do
+  // In evaluation mode and with fp32 matmuls, as `eval` runs a checkpoint (a CPU bf16 run's matmuls
+  // go back to bf16 after).
+  Backend& cpu = get_backend("cpu");
+  const DType matmul = cpu.matmul_dtype();
+  if (matmul != DType::kF32) cpu.set_matmul_dtype(DType::kF32);
   model.set_training(false);
-  struct Training {
+  struct Restore {
     Model& m;
-    ~Training() { m.set_training(true); }
-  } back_to_training{model};
+    Backend& cpu;
+    DType matmul;
+    ~Restore() {
+      m.set_training(true);
+      if (matmul != DType::kF32) cpu.set_matmul_dtype(matmul);
+    }
+  } restore{model, cpu, matmul};
   const size_t parts = static_cast<size_t>(groups.dp->size());
   const size_t me = static_cast<size_t>(coord.dp);
   for (const eval::TaskPtr& task : eval_tasks) {
