@@ -395,7 +395,8 @@ std::string task_kind_of_headline(const std::string& headline) {
 std::vector<TaskBest> best_task_scores(const Database& db, int64_t run_id) {
   std::map<std::string, std::vector<std::string>> scores;  // task -> its score names
   {
-    Stmt st(db, "SELECT DISTINCT name FROM metric_blocks WHERE run_id = ?1 AND name LIKE 'task/%' ORDER BY name");
+    Stmt st(db,
+            "SELECT DISTINCT name FROM metric_blocks WHERE run_id = ?1 AND name LIKE 'task/%' ORDER BY name");
     st.bind(1, run_id);
     while (st.step()) {
       const std::string name = st.text(0);
@@ -408,8 +409,9 @@ std::vector<TaskBest> best_task_scores(const Database& db, int64_t run_id) {
   for (const auto& [task, names] : scores) {
     const std::string headline = task_headline(names);
     const bool higher = task_score_higher_is_better(headline);
-    Stmt st(db, std::string("SELECT value, step FROM metrics WHERE run_id = ?1 AND name = ?2 ORDER BY value ") +
-                    (higher ? "DESC" : "ASC") + ", step ASC LIMIT 1");
+    Stmt st(db,
+            std::string("SELECT value, step FROM metrics WHERE run_id = ?1 AND name = ?2 ORDER BY value ") +
+                (higher ? "DESC" : "ASC") + ", step ASC LIMIT 1");
     st.bind(1, run_id).bind(2, "task/" + task + "/" + headline);
     if (!st.step()) continue;
     out.push_back(TaskBest{task, headline, st.f64(0), st.i64(1)});

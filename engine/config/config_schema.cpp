@@ -155,16 +155,16 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, export_peft, "LoRA: also write the adapter as a PEFT folder here at the end"),
       FLOTILLA_KEY(checkpoint, mtbi_s,
                    "every = \"auto\": the place's mean time between interruptions (s); 0 = the prior"),
-      FLOTILLA_KEY(checkpoint, keep_best,
-                   "a task score whose best checkpoint keep_last never purges: auto | none | task/<task>/<score>"),
+      FLOTILLA_KEY(
+          checkpoint, keep_best,
+          "a task score whose best checkpoint keep_last never purges: auto | none | task/<task>/<score>"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
       FLOTILLA_KEY(eval, batches, "validation micro-batches per evaluation"),
       FLOTILLA_KEY(eval, sample_every, "print a text sample every N steps; 0 off"),
       FLOTILLA_KEY(eval, sample_tokens, "tokens per sample"),
       FLOTILLA_KEY(eval, tasks,
-                   "evaluation tasks run with the validation loss: \"[kind:]path[?option=value&...]; ...\" "
-                   "(docs/eval.md)"),
+                   "evaluation tasks run with the validation loss: \"[kind:]path[?option=value&...]; ...\""),
       FLOTILLA_KEY(eval, task_limit,
                    "examples (windows) per task at each evaluation, unless the task sets limit=; 0 all"),
 

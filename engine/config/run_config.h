@@ -128,7 +128,7 @@ struct EvalSection {
   int64_t sample_every = 0;  // print a text sample every N steps; 0 off
   int sample_tokens = 64;    // tokens per sample
   std::string tasks =
-      "";  // evaluation tasks run with the validation loss: "[kind:]path[?option=value&...]; ..." (docs/eval.md)
+      "";              // evaluation tasks run with the validation loss: "[kind:]path[?option=value&...]; ..."
   int task_limit = 0;  // examples (windows) per task at each evaluation, unless the task sets limit=; 0 all
 };
 

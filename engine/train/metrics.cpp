@@ -168,7 +168,8 @@ void MetricsWriter::task(const TaskRecord& r) {
   j["task"] = r.task;
   j["kind"] = r.kind;
   json scores = json::object();
-  for (const auto& [name, value] : r.scores) scores[name] = std::isfinite(value) ? json(value) : json(nullptr);
+  for (const auto& [name, value] : r.scores)
+    scores[name] = std::isfinite(value) ? json(value) : json(nullptr);
   j["scores"] = scores;
   j["seconds"] = r.seconds;
   emit(j.dump(-1, ' ', false, json::error_handler_t::replace));

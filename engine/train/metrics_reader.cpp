@@ -196,7 +196,8 @@ ParseStatus parse_metrics_line(std::string_view line, MetricsRecord& out, const 
       if (it.value().is_number()) tr.scores.emplace_back(it.key(), it.value().get<double>());
     std::sort(tr.scores.begin(), tr.scores.end());
     if (options.flatten)
-      for (const auto& [score, value] : tr.scores) r.numbers.emplace_back("task/" + name + "/" + score, value);
+      for (const auto& [score, value] : tr.scores)
+        r.numbers.emplace_back("task/" + name + "/" + score, value);
     r.body = std::move(tr);
   } else if (type == "checkpoint") {
     r.type = MetricsRecordType::kCheckpoint;

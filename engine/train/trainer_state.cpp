@@ -30,7 +30,8 @@ std::string trainer_state_to_json(const TrainerState& s) {
   j["engine_version"] = s.engine_version;
   if (!s.base_weights.empty()) j["lora_base"] = {{"model", s.base_model}, {"weights", s.base_weights}};
   if (s.best_task_step >= 0)
-    j["keep_best"] = {{"metric", s.best_task_metric}, {"step", s.best_task_step}, {"value", s.best_task_value}};
+    j["keep_best"] = {
+        {"metric", s.best_task_metric}, {"step", s.best_task_step}, {"value", s.best_task_value}};
   return j.dump(2);
 }
 

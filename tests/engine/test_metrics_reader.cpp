@@ -1,7 +1,7 @@
 // The typed metrics-protocol reader against its writer: every record MetricsWriter writes reads
 // back with the same values (a loss with the same float32 bits), the step record flattens to the
-// store's metric names (a task record's scores as task/<task>/<score>), torn lines wait for their end in any chunking, and bad lines, other
-// versions and unknown types are told apart.
+// store's metric names (a task record's scores as task/<task>/<score>), torn lines wait for their end in any
+// chunking, and bad lines, other versions and unknown types are told apart.
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -135,7 +135,10 @@ int main() {
       t.tokens = 40960;
       t.task = "arc-mini";
       t.kind = "multiple_choice";
-      t.scores = {{"acc", 0.3125}, {"acc_norm", 0.35}, {"acc_norm_stderr", 0.1094}, {"acc_stderr", 0.1197},
+      t.scores = {{"acc", 0.3125},
+                  {"acc_norm", 0.35},
+                  {"acc_norm_stderr", 0.1094},
+                  {"acc_stderr", 0.1197},
                   {"n", 20}};
       t.seconds = 1.9;
       w.task(t);
@@ -147,11 +150,14 @@ int main() {
                                 R"("scores":{"acc":0.3125,"acc_norm":0.35,)") != std::string::npos,
               "%s", tl.at(0).c_str());
     CHECK(parse_metrics_line(tl.at(0), r, ParseOptions{true}) == ParseStatus::kRecord);
-    CHECK(r.type == MetricsRecordType::kTask && r.step_number() == 20 && to_string(r.type) == std::string("task"));
+    CHECK(r.type == MetricsRecordType::kTask && r.step_number() == 20 &&
+          to_string(r.type) == std::string("task"));
     CHECK(r.task().task == "arc-mini" && r.task().kind == "multiple_choice" && r.task().tokens == 40960);
-    CHECK(r.task().scores.size() == 5 && r.task().scores[1].first == "acc_norm" && r.task().scores[1].second == 0.35);
+    CHECK(r.task().scores.size() == 5 && r.task().scores[1].first == "acc_norm" &&
+          r.task().scores[1].second == 0.35);
     CHECK_NEAR(r.task().seconds, 1.9, 1e-12);
-    CHECK(r.numbers.size() == 5 && number(r, "task/arc-mini/acc_norm") == 0.35 && number(r, "task/arc-mini/n") == 20);
+    CHECK(r.numbers.size() == 5 && number(r, "task/arc-mini/acc_norm") == 0.35 &&
+          number(r, "task/arc-mini/n") == 20);
     // A task record needs its task and its scores; a null score is left out.
     CHECK(parse_metrics_line(R"({"v":1,"type":"task","step":3,"task":"a"})", r) == ParseStatus::kBad);
     CHECK(parse_metrics_line(R"({"v":1,"type":"task","step":3,"scores":{}})", r) == ParseStatus::kBad);

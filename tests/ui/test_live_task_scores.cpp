@@ -118,7 +118,8 @@ void TestLiveTaskScores::taskScoresFromTheStore() {
   dash.setXAxisKind(flotilla::ui::XAxisKind::Step);
   dash.refreshAll();
   QApplication::processEvents();
-  dash.grab().save(QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/live-task-scores.png"));  // for a person to look at
+  dash.grab().save(
+      QStringLiteral(FLOTILLA_SCREENSHOT_DIR "/live-task-scores.png"));  // for a person to look at
 
   // Another run: the plot starts empty and hidden again.
   dash.reset();
