@@ -165,7 +165,8 @@ the first task's headline score (`acc_norm`, `bits_per_byte` or `exact_match`) f
   `norm_eps` > 0, `rope_theta` > 1, `rope_factor` >= 1 when scaled, llama3 scaling needs
   0 < `rope_low_freq_factor` < `rope_high_freq_factor`; the llama-only keys are refused for gpt2.
 - `checkpoint.export_hf` only for llama and with `checkpoint.save_final = true`.
-- `data.source = "shards"` needs `data.train`; `eval.every > 0` with shards needs `data.val`.
+- `data.source = "shards"` needs `data.train`; `eval.every > 0` with shards needs `data.val`
+  (unless `eval.tasks` lists tasks: then `eval.every` times the tasks alone).
   With the synthetic source, `data.synthetic_tokens` must hold one micro-batch per rank
   (`micro_batch x seq_len x dp + 1`) and its validation tenth one micro-batch (`micro_batch x seq_len + 1`).
 - `train`: `steps`, `micro_batch`, `seq_len`, `log_every` >= 1; `seq_len` <= `model.max_seq_len`;

@@ -248,10 +248,12 @@ void check_data(const RunConfig& c, Problems& p) {
   const auto& d = c.data;
   if (d.source == "shards" && d.train.empty())
     p.add("data.train", "data.source = \"shards\" needs a path or glob of train shards");
-  if (d.source == "shards" && d.val.empty() && c.eval.every > 0)
+  // Evaluation tasks (eval.tasks) need no validation shards: eval.every then times the tasks alone.
+  if (d.source == "shards" && d.val.empty() && c.eval.every > 0 &&
+      c.eval.tasks.find_first_not_of(" ;") == std::string::npos)
     p.add("eval.every", num(c.eval.every) +
                             " asks for validation loss but data.val is empty; set data.val or "
-                            "eval.every = 0");
+                            "eval.every = 0 (or list eval.tasks, which need no validation data)");
   if (d.source == "synthetic" && c.train.micro_batch >= 1 && c.train.seq_len >= 1 && c.parallel.dp >= 1) {
     const int64_t bt = int64_t{c.train.micro_batch} * c.train.seq_len;
     const int64_t need = bt * c.parallel.dp + 1;

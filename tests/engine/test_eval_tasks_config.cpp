@@ -111,6 +111,17 @@ void test_validate(const std::string& dir) {
   CHECK_MSG(has(text, "eval.tasks: \"" + dir + "/arc-mini.jsonl?fewshot=two\": fewshot=two"), "%s",
             text.c_str());
 
+  // Shards without validation data: eval.every > 0 only asks for the tasks, which need none.
+  RunConfig noval = c;
+  noval.data.source = "shards";
+  noval.data.train = dir + "/train_*.bin";
+  noval.eval.every = 5;
+  CHECK_MSG(validate(noval).empty(), "%s", problems_text(noval).c_str());
+  noval.eval.tasks = "";
+  noval.checkpoint.keep_best = "auto";
+  text = problems_text(noval);
+  CHECK_MSG(has(text, "eval.every: 5 asks for validation loss but data.val is empty"), "%s", text.c_str());
+
   // keep_best "auto": the first task's headline score, once the kind (so the score) is known.
   CHECK(keep_best_metric(c, "acc_norm").empty());  // c says "none"
   RunConfig autob = c;

@@ -361,7 +361,9 @@ void CheckpointPage::refreshDerived() {
     // the problem is shown under the field (validate())
   }
   const bool noValData = c.data.source == "shards" && c.data.val.empty();
-  const bool held = noValData && c.eval.every == 0;
+  // Held while it can only be 0; evaluation tasks need no validation data, so with them it is free.
+  const bool held =
+      noValData && c.eval.every == 0 && c.eval.tasks.find_first_not_of(" ;") == std::string::npos;
   m_evalEvery->setEnabled(!held);
   m_evalBatches->setEnabled(!held);
   if (noValData) {
