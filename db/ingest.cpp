@@ -118,6 +118,12 @@ void Ingestor::parse_line(std::string_view line) {
       rows_.push_back({run_id, "val_loss", step, static_cast<double>(rec.numbers.front().second), time});
       ++stats_.rows;
       break;
+    case MetricsRecordType::kTask:
+      // Each score (n included) as metric task/<task>/<score> at the step, in this record's batch:
+      // a reader sees a task's scores all together or not at all (runs/store_feed.h).
+      for (const auto& [name, value] : rec.numbers) rows_.push_back({run_id, name, step, value, time});
+      stats_.rows += rec.numbers.size();
+      break;
     case MetricsRecordType::kRunStart: {
       const RunStartRecord& s = rec.run_start();
       const int64_t world = s.world_size, params = static_cast<int64_t>(s.parameters);

@@ -150,7 +150,7 @@ std::vector<StepValues> step_values_after(const Database& db, int64_t run_id, in
   {
     Stmt st(db,
             "SELECT name, MAX(last_step) FROM metric_blocks WHERE run_id = ?1 AND name <> 'val_loss' "
-            "GROUP BY name");
+            "AND name NOT LIKE 'task/%' GROUP BY name");
     st.bind(1, run_id);
     while (st.step()) {
       names.push_back(st.text(0));
@@ -375,6 +375,50 @@ double run_time_running(const Database& db, const Run& run, double now) {
   return running_seconds(run, run_accruals(db, run.id), now, now > 0 ? now : now_seconds());
 }
 
+bool task_score_higher_is_better(const std::string& score) {
+  return score != "bits_per_byte" && score != "perplexity" && score != "nll_per_token";
+}
+
+std::string task_headline(const std::vector<std::string>& names) {
+  for (const char* h : {"acc_norm", "bits_per_byte", "exact_match"})
+    if (std::find(names.begin(), names.end(), h) != names.end()) return h;
+  return names.empty() ? std::string() : names.front();
+}
+
+std::string task_kind_of_headline(const std::string& headline) {
+  if (headline == "acc_norm") return "multiple_choice";
+  if (headline == "bits_per_byte") return "perplexity";
+  if (headline == "exact_match") return "generate";
+  return "";
+}
+
+std::vector<TaskBest> best_task_scores(const Database& db, int64_t run_id) {
+  std::map<std::string, std::vector<std::string>> scores;  // task -> its score names
+  {
+    Stmt st(db,
+            "SELECT DISTINCT name FROM metric_blocks WHERE run_id = ?1 AND name LIKE 'task/%' ORDER BY name");
+    st.bind(1, run_id);
+    while (st.step()) {
+      const std::string name = st.text(0);
+      const size_t slash = name.rfind('/');
+      if (slash <= 5 || slash + 1 >= name.size()) continue;
+      scores[name.substr(5, slash - 5)].push_back(name.substr(slash + 1));
+    }
+  }
+  std::vector<TaskBest> out;
+  for (const auto& [task, names] : scores) {
+    const std::string headline = task_headline(names);
+    const bool higher = task_score_higher_is_better(headline);
+    Stmt st(db,
+            std::string("SELECT value, step FROM metrics WHERE run_id = ?1 AND name = ?2 ORDER BY value ") +
+                (higher ? "DESC" : "ASC") + ", step ASC LIMIT 1");
+    st.bind(1, run_id).bind(2, "task/" + task + "/" + headline);
+    if (!st.step()) continue;
+    out.push_back(TaskBest{task, headline, st.f64(0), st.i64(1)});
+  }
+  return out;
+}
+
 RunSummary run_summary(const Database& db, int64_t run_id, double now) {
   const double costs_at = now;  // 0: the present, measured monotonically (costs.h)
   if (now <= 0) now = now_seconds();
@@ -390,6 +434,7 @@ RunSummary run_summary(const Database& db, int64_t run_id, double now) {
   }
   s.best_loss = min_of(db, run_id, "loss");
   s.best_val_loss = min_of(db, run_id, "val_loss");
+  s.best_tasks = best_task_scores(db, run_id);
   if (auto t = last_point(db, run_id, "tokens")) s.tokens = t->value;
   s.tokens_per_s = mean_of(db, run_id, "tokens_per_s");
   s.mfu = mean_of(db, run_id, "mfu");

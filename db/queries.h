@@ -55,8 +55,8 @@ struct StepRow {
 std::vector<StepRow> step_rows(const Database& db, int64_t run_id, const std::vector<std::string>& names,
                                int64_t up_to_step = INT64_MAX);
 
-// Every value stored for each step after `after_step` (every name but val_loss, which is an
-// evaluation's), step order, up to the highest step whose rows were committed when the call began
+// Every value stored for each step after `after_step` (every name but val_loss and the task/ scores,
+// which are evaluations'), step order, up to the highest step whose rows were committed when the call began
 // (a step's rows commit together, so no step comes back with part of its values). The follower's
 // read (runs/store_feed.h): a run's step records as the store has them.
 struct StepValues {
@@ -114,11 +114,32 @@ std::vector<AlignedSeries> aligned_series(const Database& db, const std::vector<
 //   training time (training_s): its first recorded step to its last (start-up and the final
 //     checkpoint excluded), what tokens/s are measured over.
 // Device-hours are running time × devices (GPU-h for a GPU run, else CPU-h).
+// A task's headline score at its best (evaluation tasks during training, eval.tasks): the first of
+// acc_norm, bits_per_byte, exact_match the task has, else its first score; bits_per_byte, perplexity
+// and nll_per_token are better lower, the others higher (engine/eval/task.h's rule).
+struct TaskBest {
+  std::string task;   // "arc-mini"
+  std::string score;  // "acc_norm"
+  double value = 0;
+  int64_t step = 0;  // the step it was reached at (the first, on ties)
+  std::string metric() const { return "task/" + task + "/" + score; }
+};
+// Each task/<task>/<score> metric's task once, its headline score at its best; sorted by task.
+std::vector<TaskBest> best_task_scores(const Database& db, int64_t run_id);
+// Whether a score name is better higher (acc, acc_norm, exact_match, ...) or lower.
+bool task_score_higher_is_better(const std::string& score);
+// The headline among a task's score names: the first of acc_norm, bits_per_byte, exact_match
+// present, else the first name ("" for none).
+std::string task_headline(const std::vector<std::string>& score_names);
+// The task kind a headline score names: multiple_choice, perplexity, generate ("" other).
+std::string task_kind_of_headline(const std::string& headline);
+
 struct RunSummary {
   int64_t run_id = 0;
   std::string name, status;
   int64_t steps = 0;
   std::optional<double> final_loss, best_loss, best_val_loss;
+  std::vector<TaskBest> best_tasks;  // evaluation tasks: each one's headline score at its best
   double tokens = 0;
   std::optional<double> tokens_per_s, mfu;  // means over the run's step records
   double running_s = 0;                     // running time (see above)

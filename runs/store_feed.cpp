@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,8 @@ int rank_of(MetricsRecordType t) {
     case MetricsRecordType::kStep:
       return 1;
     case MetricsRecordType::kEval:
+      return 2;
+    case MetricsRecordType::kTask:
       return 2;
     case MetricsRecordType::kCheckpoint:
       return 3;
@@ -227,6 +230,41 @@ StoreRead StoreFeedReader::read(const db::Database& db) {
     r.numbers.emplace_back("val_loss", p.value);
     records.push_back(std::move(r));
     last_eval_ = std::max(last_eval_, p.step);
+  }
+  // Evaluation tasks: each task's scores at a step (stored together, db/ingest.cpp) become one
+  // task record again. The kind is not stored; it is named from the headline score it has.
+  {
+    std::map<std::pair<std::string, int64_t>, MetricsRecord> tasks;
+    for (const std::string& name : db::metric_names(db, run_id_)) {
+      if (name.rfind("task/", 0) != 0) continue;
+      const size_t slash = name.rfind('/');
+      if (slash <= 5 || slash + 1 >= name.size()) continue;
+      const std::string task = name.substr(5, slash - 5), score = name.substr(slash + 1);
+      int64_t& cursor = last_task_[task];
+      for (const db::Point& p : db::metric_points_after(db, run_id_, name, cursor)) {
+        MetricsRecord& r = tasks[{task, p.step}];
+        if (r.type != MetricsRecordType::kTask) {
+          r.type = MetricsRecordType::kTask;
+          r.time = p.time;
+          TaskRecord t;
+          t.step = p.step;
+          t.tokens = -1;
+          t.task = task;
+          r.body = t;
+        }
+        std::get<TaskRecord>(r.body).scores.emplace_back(score, p.value);
+        r.numbers.emplace_back(name, p.value);
+        r.time = std::max(r.time, p.time);
+      }
+    }
+    for (auto& [key, r] : tasks) {
+      TaskRecord& t = std::get<TaskRecord>(r.body);
+      std::vector<std::string> names;
+      for (const auto& sc : t.scores) names.push_back(sc.first);
+      t.kind = db::task_kind_of_headline(db::task_headline(names));
+      last_task_[key.first] = std::max(last_task_[key.first], key.second);
+      records.push_back(std::move(r));
+    }
   }
   for (const db::CheckpointInfo& c : db::list_checkpoints(db, run_id_)) {
     if (c.step <= last_checkpoint_) continue;

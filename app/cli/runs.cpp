@@ -67,7 +67,12 @@ json run_json(const db::Run& r) {
 }
 
 json summary_json(const db::RunSummary& s) {
+  // Evaluation tasks (eval.tasks): each task's headline score at its best and the step it was reached.
+  json tasks = json::array();
+  for (const db::TaskBest& t : s.best_tasks)
+    tasks.push_back({{"task", t.task}, {"score", t.score}, {"value", t.value}, {"step", t.step}});
   return json{{"steps", s.steps},
+              {"best_tasks", tasks},
               {"final_loss", opt(s.final_loss)},
               {"best_loss", opt(s.best_loss)},
               {"best_val_loss", opt(s.best_val_loss)},
@@ -177,6 +182,9 @@ int show(const Context& ctx, ArgReader& args) {
               s.final_loss ? format_number(*s.final_loss).c_str() : "-",
               s.best_loss ? format_number(*s.best_loss).c_str() : "-",
               s.best_val_loss ? format_number(*s.best_val_loss).c_str() : "-");
+  for (const db::TaskBest& t : s.best_tasks)
+    std::printf("task       %s: best %s %s at step %lld\n", t.task.c_str(), t.score.c_str(),
+                format_number(t.value).c_str(), static_cast<long long>(t.step));
   std::printf("speed      %s tok/s   mfu %s\n", s.tokens_per_s ? format_number(*s.tokens_per_s).c_str() : "-",
               s.mfu ? runs::mfu_text(*s.mfu).c_str() : "-");
   const bool priced = r.usd_per_hour && *r.usd_per_hour > 0;

@@ -75,6 +75,11 @@ void print_progress(const MetricsRecord& e, int64_t total_steps) {
   } else if (e.type == MetricsRecordType::kEval) {
     std::printf("eval at step %lld  val_loss %s\n", static_cast<long long>(e.eval().step),
                 format_number(e.eval().val_loss).c_str());
+  } else if (e.type == MetricsRecordType::kTask) {  // eval.tasks: "task arc-mini at step 200  acc 0.31 ..."
+    std::string scores;
+    for (const auto& [name, value] : e.task().scores) scores += "  " + name + " " + format_number(value);
+    std::printf("task %s at step %lld%s\n", e.task().task.c_str(), static_cast<long long>(e.task().step),
+                scores.c_str());
   } else if (e.type == MetricsRecordType::kCheckpoint) {
     std::printf("checkpoint at step %lld  %s\n", static_cast<long long>(e.checkpoint().step),
                 e.checkpoint().dir.c_str());

@@ -128,12 +128,19 @@ class CheckpointStore {
 
   void set_fault_hook(CheckpointFaultHook hook) { hook_ = std::move(hook); }
 
+  // The step whose checkpoint later purges keep besides the keep_last newest (and do not count
+  // among them): the best checkpoint by a task score (checkpoint.keep_best). -1 = none.
+  void set_pinned(int64_t step);
+  int64_t pinned() const { return pinned_step_; }
+
  private:
   std::string root_;
   CheckpointFaultHook hook_;
   std::vector<std::string> save_warnings_;
   std::vector<CheckpointFault> load_faults_;
   CheckpointValidator validator_;
+  std::string pinned_;  // its directory name ("" none)
+  int64_t pinned_step_ = -1;
   std::vector<std::string>
       known_good_;  // step dirs this store committed or verified (purge skips re-reading)
 };

@@ -93,14 +93,16 @@ bool verifies(const std::string& root, const std::string& name, std::vector<std:
 // and deletes the older verified ones. One that does not verify is never deleted and never counts
 // as kept: it is moved to trash/ (docs/reliability.md C4, KempnerForge#102: a purge must not leave only
 // damaged checkpoints behind, nor destroy what could still be inspected).
+// `pinned` (the best checkpoint by a task score, checkpoint.keep_best; "" none) is kept besides
+// them and does not count among the keep_last.
 void purge(const std::string& root, int keep_last, const std::string& keep_name,
            const CheckpointFaultHook* hook, std::vector<std::string>* known_good,
-           std::vector<std::string>* warnings) {
+           std::vector<std::string>* warnings, const std::string& pinned) {
   auto dirs = scan_step_dirs(root);
   std::reverse(dirs.begin(), dirs.end());  // newest first
   int kept = 1;                            // keep_name
   for (const StepDirEntry& e : dirs) {
-    if (e.name == keep_name) continue;
+    if (e.name == keep_name || (!pinned.empty() && e.name == pinned)) continue;
     if (!verifies(root, e.name, known_good)) {
       try {
         const std::string moved = move_to_trash(root, e.name, ".damaged");
@@ -127,7 +129,7 @@ void purge(const std::string& root, int keep_last, const std::string& keep_name,
 std::string commit_impl(const std::string& root, const std::string& tmp_dir, const CheckpointSaveRequest& req,
                         int world_size, int keep_last, const CheckpointFaultHook* hook,
                         const std::map<int, ManifestFile>& known, std::vector<std::string>* known_good,
-                        std::vector<std::string>* warnings) {
+                        std::vector<std::string>* warnings, const std::string& pinned) {
   const int64_t step = step_of_tmp(tmp_dir);
   if (step != req.step)
     throw Error(ExitCode::kInternal,
@@ -169,7 +171,7 @@ std::string commit_impl(const std::string& root, const std::string& tmp_dir, con
     warnings->push_back(std::string("checkpoint committed but LATEST was not updated: ") + e.what());
   }
   known_good->push_back(final_name);
-  purge(root, keep_last, final_name, hook, known_good, warnings);
+  purge(root, keep_last, final_name, hook, known_good, warnings, pinned);
   return final_dir;
 }
 
@@ -215,11 +217,16 @@ std::string CheckpointStore::commit(const std::string& tmp_dir, const Checkpoint
   save_warnings_.clear();
   try {
     return ckpt::commit_impl(root_, tmp_dir, rank0_request, world_size, keep_last, &hook_, {}, &known_good_,
-                             &save_warnings_);
+                             &save_warnings_, pinned_);
   } catch (...) {
     if (ckpt::exists(tmp_dir)) ckpt::remove_tree_quietly(tmp_dir);
     throw;
   }
+}
+
+void CheckpointStore::set_pinned(int64_t step) {
+  pinned_step_ = step;
+  pinned_ = step >= 0 ? ckpt::step_dir_name(step) : std::string();
 }
 
 void CheckpointStore::abort_save(const std::string& tmp_dir) {
@@ -236,7 +243,8 @@ std::string CheckpointStore::save(const CheckpointSaveRequest& request, int keep
   try {
     std::map<int, ckpt::ManifestFile> known;
     known[0] = ckpt::write_rank_impl(tmp, request, &hook_);
-    return ckpt::commit_impl(root_, tmp, request, 1, keep_last, &hook_, known, &known_good_, &save_warnings_);
+    return ckpt::commit_impl(root_, tmp, request, 1, keep_last, &hook_, known, &known_good_, &save_warnings_,
+                             pinned_);
   } catch (...) {
     if (ckpt::exists(tmp)) ckpt::remove_tree_quietly(tmp);
     throw;

@@ -125,6 +125,36 @@ const char* kDerived = R"(## Derived values
   either mode. `false` lets the CPU split matmuls one slice per thread (fewer, larger BLAS calls;
   bit-identical only for one thread count) and CUDA use any cuBLASLt algorithm.
 
+## Evaluation tasks during training
+
+`eval.tasks` lists the tasks (file formats: docs/eval.md) scored every `eval.every` steps and at
+the end, beside the validation loss: entries separated by `;`, each
+`[kind:]path[?option=value&option=value...]`, for example
+
+```
+[eval]
+every = 100
+tasks = "resources/eval/arc-mini.jsonl?fewshot=2&dev=resources/eval/arc-mini-dev.jsonl; perplexity:wiki.txt?stride=128"
+task_limit = 200
+```
+
+The kind prefix (`multiple_choice:`, `perplexity:`, `generate:`) may be left out: it is then found
+from the file as `flotilla-worker eval` finds it. Options: `name` (default: the file's stem; the
+metric names are `task/<name>/<score>`), `dev` and `fewshot` (few-shot examples), `limit` (first N
+examples; default `eval.task_limit`), `stride` (perplexity window step), `regex`, `max_tokens` and
+`batch` (generation, as `eval --batch`; a regex may not contain `&` or `;`). The run needs a
+tokenizer (the one of `model.init_from`, else of the train shards' folder: the run's tokenizer, as
+samples use). Each task's examples (or windows; generation: whole batches) are split across the
+data-parallel ranks and their partial sums added, so a score equals `flotilla-worker eval
+--checkpoint` with the same options on the checkpoint of that step. Each
+evaluation writes a `task` record per task (docs/metrics-protocol.md), which the store keeps as
+metrics `task/<task>/<score>`.
+
+`checkpoint.keep_best = "auto"` (the default) keeps the checkpoint with the best score so far of
+the first task's headline score (`acc_norm`, `bits_per_byte` or `exact_match`) from the
+`keep_last` purge; `"task/<task>/<score>"` names another score, `"none"` keeps nothing extra
+(docs/checkpoints.md).
+
 ## Validation rules
 
 - `run.name`: non-empty, at most 100 characters of letters, digits, `-`, `_`, `.`; not starting
@@ -135,7 +165,8 @@ const char* kDerived = R"(## Derived values
   `norm_eps` > 0, `rope_theta` > 1, `rope_factor` >= 1 when scaled, llama3 scaling needs
   0 < `rope_low_freq_factor` < `rope_high_freq_factor`; the llama-only keys are refused for gpt2.
 - `checkpoint.export_hf` only for llama and with `checkpoint.save_final = true`.
-- `data.source = "shards"` needs `data.train`; `eval.every > 0` with shards needs `data.val`.
+- `data.source = "shards"` needs `data.train`; `eval.every > 0` with shards needs `data.val`
+  (unless `eval.tasks` lists tasks: then `eval.every` times the tasks alone).
   With the synthetic source, `data.synthetic_tokens` must hold one micro-batch per rank
   (`micro_batch x seq_len x dp + 1`) and its validation tenth one micro-batch (`micro_batch x seq_len + 1`).
 - `train`: `steps`, `micro_batch`, `seq_len`, `log_every` >= 1; `seq_len` <= `model.max_seq_len`;
@@ -153,7 +184,10 @@ const char* kDerived = R"(## Derived values
 - `checkpoint`: `every` >= 0 or `"auto"` (Daly's interval from the measured save time and
   `mtbi_s`: docs/scheduling.md), `mtbi_s` >= 0, `keep_last` >= 1, `resume` non-empty,
   `preempt_grace_s` >= 0.
-- `eval`: `every`, `sample_every` >= 0; `batches`, `sample_tokens` >= 1.
+- `eval`: `every`, `sample_every` >= 0; `batches`, `sample_tokens` >= 1; `task_limit` >= 0; every
+  `eval.tasks` entry parses, names an existing file (and `dev` file), has a unique name of 1 to 64
+  letters, digits, `.`, `_`, `-`; tasks need `parallel.tp = 1` and `parallel.pp = 1`.
+  `checkpoint.keep_best` is `auto`, `none` or `task/<task>/<score>` naming a listed task.
 - `budget`: all amounts finite and >= 0; `warn_fraction` in (0, 1]; `max_usd > 0` needs
   `usd_per_hour` or `price_source`.
 

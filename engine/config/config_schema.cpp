@@ -155,11 +155,18 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(checkpoint, export_peft, "LoRA: also write the adapter as a PEFT folder here at the end"),
       FLOTILLA_KEY(checkpoint, mtbi_s,
                    "every = \"auto\": the place's mean time between interruptions (s); 0 = the prior"),
+      FLOTILLA_KEY(
+          checkpoint, keep_best,
+          "a task score whose best checkpoint keep_last never purges: auto | none | task/<task>/<score>"),
 
       FLOTILLA_KEY(eval, every, "validation loss every N steps; 0 = only at the end"),
       FLOTILLA_KEY(eval, batches, "validation micro-batches per evaluation"),
       FLOTILLA_KEY(eval, sample_every, "print a text sample every N steps; 0 off"),
       FLOTILLA_KEY(eval, sample_tokens, "tokens per sample"),
+      FLOTILLA_KEY(eval, tasks,
+                   "evaluation tasks run with the validation loss: \"[kind:]path[?option=value&...]; ...\""),
+      FLOTILLA_KEY(eval, task_limit,
+                   "examples (windows) per task at each evaluation, unless the task sets limit=; 0 all"),
 
       FLOTILLA_KEY(budget, max_usd, "stop with a checkpoint when the run's spend reaches this; 0 off"),
       FLOTILLA_KEY(budget, warn_fraction, "warn when spend reaches this fraction of max_usd"),
@@ -214,7 +221,7 @@ const std::vector<ConfigSectionInfo>& config_sections() {
       {"optim", "AdamW and the learning-rate schedule"},
       {"parallel", "how the run is spread over ranks: dp x tp x pp, ZeRO, the pipeline"},
       {"checkpoint", "when checkpoints are written, how many are kept, and how a run resumes"},
-      {"eval", "periodic validation loss and text samples"},
+      {"eval", "periodic validation loss, evaluation tasks and text samples"},
       {"budget", "spend and wall-time limits; the run stops with a checkpoint when one is reached"},
   };
   return sections;

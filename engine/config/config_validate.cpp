@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "engine/config/config_schema.h"
+#include "engine/config/eval_tasks.h"
 #include "engine/core/error.h"
 #include "engine/interop/model_source.h"
 #include "engine/model/gpt.h"
@@ -247,10 +248,12 @@ void check_data(const RunConfig& c, Problems& p) {
   const auto& d = c.data;
   if (d.source == "shards" && d.train.empty())
     p.add("data.train", "data.source = \"shards\" needs a path or glob of train shards");
-  if (d.source == "shards" && d.val.empty() && c.eval.every > 0)
+  // Evaluation tasks (eval.tasks) need no validation shards: eval.every then times the tasks alone.
+  if (d.source == "shards" && d.val.empty() && c.eval.every > 0 &&
+      c.eval.tasks.find_first_not_of(" ;") == std::string::npos)
     p.add("eval.every", num(c.eval.every) +
                             " asks for validation loss but data.val is empty; set data.val or "
-                            "eval.every = 0");
+                            "eval.every = 0 (or list eval.tasks, which need no validation data)");
   if (d.source == "synthetic" && c.train.micro_batch >= 1 && c.train.seq_len >= 1 && c.parallel.dp >= 1) {
     const int64_t bt = int64_t{c.train.micro_batch} * c.train.seq_len;
     const int64_t need = bt * c.parallel.dp + 1;
@@ -394,6 +397,7 @@ void check_rest(const RunConfig& c, Problems& p) {
   at_least(p, "eval.batches", c.eval.batches, 1);
   at_least(p, "eval.sample_every", c.eval.sample_every, 0, " (0 = off)");
   at_least(p, "eval.sample_tokens", c.eval.sample_tokens, 1);
+  for (auto& [path, message] : eval_task_problems(c)) p.add(path, message);
   const auto& b = c.budget;
   finite_at_least(p, "budget.max_usd", b.max_usd, 0, false, " (0 = no limit)");
   if (!(b.warn_fraction > 0 && b.warn_fraction <= 1))

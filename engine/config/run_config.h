@@ -113,6 +113,8 @@ struct CheckpointSection {
   std::string export_dtype = "source";  // dtype of that folder: source (init_from's, else fp32) | bf16 | fp32
   std::string export_peft = "";         // LoRA: also write the adapter as a PEFT folder here at the end
   double mtbi_s = 0;  // every = "auto": the place's mean time between interruptions (s); 0 = the prior
+  std::string keep_best =
+      "auto";  // a task score whose best checkpoint keep_last never purges: auto | none | task/<task>/<score>
 };
 
 // checkpoint.every = "auto" is stored as this value (the key's TOML, JSON and --set forms read
@@ -125,6 +127,9 @@ struct EvalSection {
   int batches = 8;           // validation micro-batches per evaluation
   int64_t sample_every = 0;  // print a text sample every N steps; 0 off
   int sample_tokens = 64;    // tokens per sample
+  std::string tasks =
+      "";              // evaluation tasks run with the validation loss: "[kind:]path[?option=value&...]; ..."
+  int task_limit = 0;  // examples (windows) per task at each evaluation, unless the task sets limit=; 0 all
 };
 
 struct BudgetSection {

@@ -160,6 +160,21 @@ void MetricsWriter::eval(const EvalRecord& r) {
   emit(j.dump());
 }
 
+void MetricsWriter::task(const TaskRecord& r) {
+  step_ = std::max(step_, r.step);
+  json j = base("task", rank_);
+  j["step"] = r.step;
+  j["tokens"] = r.tokens;
+  j["task"] = r.task;
+  j["kind"] = r.kind;
+  json scores = json::object();
+  for (const auto& [name, value] : r.scores)
+    scores[name] = std::isfinite(value) ? json(value) : json(nullptr);
+  j["scores"] = scores;
+  j["seconds"] = r.seconds;
+  emit(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 void MetricsWriter::checkpoint(const CheckpointRecord& r) {
   step_ = std::max(step_, r.step);
   json j = base("checkpoint", rank_);

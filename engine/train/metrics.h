@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace flotilla {
@@ -48,6 +49,17 @@ struct EvalRecord {
   int batches = 0;
 };
 
+// One evaluation task's scores at a step (eval.tasks): written by rank 0 after the ranks' partial
+// sums were added, so it is the whole task's result. Scores in name order.
+struct TaskRecord {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  std::string task;  // the task's name (metric names task/<task>/<score>)
+  std::string kind;  // multiple_choice | perplexity | generate
+  std::vector<std::pair<std::string, double>> scores;
+  double seconds = 0;  // wall time of the task's evaluation
+};
+
 struct CheckpointRecord {
   int64_t step = 0;
   std::string dir;
@@ -73,6 +85,7 @@ class MetricsWriter {
                  const std::string& resumed_from, uint64_t baseline_rss_bytes = 0);
   void step(const StepRecord& r);
   void eval(const EvalRecord& r);
+  void task(const TaskRecord& r);
   void checkpoint(const CheckpointRecord& r);
   void sample(int64_t step, const std::vector<int32_t>& tokens, const std::string& text);
   // level: info | warning | error. Fields are extra string members.

@@ -1,6 +1,7 @@
 // Metrics protocol v1 reader (see metrics_reader.h for the flattening decision).
 #include "engine/train/metrics_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -121,6 +122,8 @@ const char* to_string(MetricsRecordType type) {
       return "event";
     case MetricsRecordType::kSummary:
       return "summary";
+    case MetricsRecordType::kTask:
+      return "task";
   }
   return "?";
 }
@@ -137,6 +140,8 @@ int64_t MetricsRecord::step_number() const {
       return sample().step;
     case MetricsRecordType::kSummary:
       return summary().steps;
+    case MetricsRecordType::kTask:
+      return task().step;
     default:
       return 0;
   }
@@ -176,6 +181,24 @@ ParseStatus parse_metrics_line(std::string_view line, MetricsRecord& out, const 
     e.batches = static_cast<int>(inum(j, "batches"));
     r.body = e;
     if (options.flatten) r.numbers.emplace_back("val_loss", num(j, "val_loss"));
+  } else if (type == "task") {
+    const auto sc = j.find("scores");
+    const std::string name = str(j, "task");
+    if (sc == j.end() || !sc->is_object() || name.empty()) return bad("a task record without task or scores");
+    r.type = MetricsRecordType::kTask;
+    TaskRecord tr;
+    tr.step = inum(j, "step");
+    tr.tokens = inum(j, "tokens");
+    tr.task = name;
+    tr.kind = str(j, "kind");
+    tr.seconds = num(j, "seconds");
+    for (auto it = sc->begin(); it != sc->end(); ++it)
+      if (it.value().is_number()) tr.scores.emplace_back(it.key(), it.value().get<double>());
+    std::sort(tr.scores.begin(), tr.scores.end());
+    if (options.flatten)
+      for (const auto& [score, value] : tr.scores)
+        r.numbers.emplace_back("task/" + name + "/" + score, value);
+    r.body = std::move(tr);
   } else if (type == "checkpoint") {
     r.type = MetricsRecordType::kCheckpoint;
     CheckpointRecord c;

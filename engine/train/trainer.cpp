@@ -681,6 +681,7 @@ int run_training(const TrainOptions& options) {
   loop.setup_groups();
   loop.setup_data();
   loop.setup_model();
+  loop.setup_tasks();  // before resume: a resumed run's best checkpoint by task score is kept again
   loop.accum = grad_accum_steps(cfg);
   loop.tokens_per_step = tokens_per_step(cfg);
   loop.schedule = LrSchedule{cfg.optim.schedule,     cfg.optim.lr,    cfg.optim.min_lr_ratio,
@@ -876,7 +877,10 @@ int run_training(const TrainOptions& options) {
       throw_data(msg);
     }
     const bool final_step = loop.step == cfg.train.steps;
-    if ((cfg.eval.every > 0 && loop.step % cfg.eval.every == 0) || final_step) loop.evaluate();
+    if ((cfg.eval.every > 0 && loop.step % cfg.eval.every == 0) || final_step) {
+      loop.evaluate();
+      loop.evaluate_tasks();  // eval.tasks, beside the validation loss (trainer_tasks.cpp)
+    }
     if (cfg.eval.sample_every > 0 && loop.step % cfg.eval.sample_every == 0) loop.sample();
 
     if (stop_now) {

@@ -332,6 +332,7 @@ void Loop::apply_checkpoint(const LoadedCheckpoint& ck) {
   step = st.step;
   tokens = st.tokens;
   best_val = st.best_val_loss;
+  restore_keep_best(st);
   last_save_seconds = st.last_save_seconds;
   if (opt.skip_restore != "rng") rng.set_state(st.rng);
   // regroup: another parallel.dp or train.micro_batch continues at the same sequence (loader.h).
@@ -456,6 +457,11 @@ TrainerState Loop::current_state() const {
     st.base_model = cfg.model.init_from;
     st.base_weights = base_fingerprint;
   }
+  if (keep_best_step >= 0) {
+    st.best_task_metric = keep_metric;
+    st.best_task_step = keep_best_step;
+    st.best_task_value = keep_best_value;
+  }
   return st;
 }
 
@@ -508,6 +514,7 @@ void Loop::save(const std::string& reason) {
     req.tensors.push_back({"adam_m", {ns}, dp->m(), dp->state_size() * sizeof(float)});
     req.tensors.push_back({"adam_v", {ns}, dp->v(), dp->state_size() * sizeof(float)});
   }
+  note_keep_best();  // this step may be the best by checkpoint.keep_best: kept, and said so in the state
   // last_save_seconds inside the state is the previous save's duration (known before writing).
   req.trainer_state_json = trainer_state_to_json(current_state());
   std::string dir;

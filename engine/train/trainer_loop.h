@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
+#include "engine/eval/task.h"
 #include "engine/model/gpt.h"
 #include "engine/model/param_layout.h"
 #include "engine/parallel/data_parallel.h"
@@ -182,6 +184,23 @@ struct Loop {
 
   float evaluate();
   void sample();
+
+  // eval.tasks (trainer_tasks.cpp): the tasks loaded once with the run's tokenizer (setup_tasks,
+  // after resume); at each evaluation every data-parallel rank runs its share of each task's units
+  // on its whole-model replica, the partial sums are added over the DP group and rank 0 writes one
+  // task record per task (evaluate_tasks). checkpoint.keep_best: the score it keeps by (keep_metric,
+  // "" none), each evaluated step's value of it, and the best saved checkpoint (note_keep_best, at
+  // each save, pins it in the store).
+  std::vector<eval::TaskPtr> eval_tasks;
+  std::string keep_metric;
+  bool keep_higher = true;
+  std::map<int64_t, double> keep_scores;
+  int64_t keep_best_step = -1;
+  double keep_best_value = 0;
+  void setup_tasks();
+  void evaluate_tasks();
+  void note_keep_best();  // in save(), before the state is written: this step may become the best
+  void restore_keep_best(const TrainerState& st);
   // Reads `count` micro-batches from `loader` into `out`, sets each batch's loss_scale and
   // loss_weight (micro_batch.h; normalised over the DP group when targets are ignored) and returns
   // how the weighted loss sum becomes the mean loss on this rank (before the mean over DP ranks).

@@ -29,6 +29,9 @@ std::string trainer_state_to_json(const TrainerState& s) {
   j["config_toml"] = s.config_toml;
   j["engine_version"] = s.engine_version;
   if (!s.base_weights.empty()) j["lora_base"] = {{"model", s.base_model}, {"weights", s.base_weights}};
+  if (s.best_task_step >= 0)
+    j["keep_best"] = {
+        {"metric", s.best_task_metric}, {"step", s.best_task_step}, {"value", s.best_task_value}};
   return j.dump(2);
 }
 
@@ -60,6 +63,11 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& sou
     if (const auto base = j.find("lora_base"); base != j.end()) {
       s.base_model = base->at("model").get<std::string>();
       s.base_weights = base->at("weights").get<std::string>();
+    }
+    if (const auto kb = j.find("keep_best"); kb != j.end()) {
+      s.best_task_metric = kb->at("metric").get<std::string>();
+      s.best_task_step = kb->at("step").get<int64_t>();
+      s.best_task_value = kb->at("value").get<double>();
     }
   } catch (const nlohmann::json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, ...": keep the detail only.

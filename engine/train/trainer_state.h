@@ -28,6 +28,11 @@ struct TrainerState {
   // weight files (interop::base_weights_fingerprint); empty for full training.
   std::string base_model;
   std::string base_weights;
+  // checkpoint.keep_best: the task score kept by, and its best so far among saved checkpoints
+  // (this one included); best_task_step -1 = none yet.
+  std::string best_task_metric;
+  int64_t best_task_step = -1;
+  double best_task_value = 0;
 };
 
 std::string trainer_state_to_json(const TrainerState& state);

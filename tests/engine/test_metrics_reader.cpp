@@ -1,7 +1,7 @@
 // The typed metrics-protocol reader against its writer: every record MetricsWriter writes reads
 // back with the same values (a loss with the same float32 bits), the step record flattens to the
-// store's metric names, torn lines wait for their end in any chunking, and bad lines, other
-// versions and unknown types are told apart.
+// store's metric names (a task record's scores as task/<task>/<score>), torn lines wait for their end in any
+// chunking, and bad lines, other versions and unknown types are told apart.
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -123,6 +123,48 @@ int main() {
   CHECK(parse_metrics_line(lines[6], r) == ParseStatus::kRecord);
   CHECK(r.type == MetricsRecordType::kSummary && r.summary().exit == "stopped" && r.summary().steps == 12);
   CHECK(!r.summary().best_val_loss);  // written as null
+
+  // The task record (eval.tasks): the writer's line as docs/metrics-protocol.md shows it, its
+  // scores read back exactly and flattened under their store names task/<task>/<score>.
+  {
+    const std::string task_path = (dir / "task.jsonl").string();
+    {
+      MetricsWriter w(task_path, false, 0);
+      TaskRecord t;
+      t.step = 20;
+      t.tokens = 40960;
+      t.task = "arc-mini";
+      t.kind = "multiple_choice";
+      t.scores = {{"acc", 0.3125},
+                  {"acc_norm", 0.35},
+                  {"acc_norm_stderr", 0.1094},
+                  {"acc_stderr", 0.1197},
+                  {"n", 20}};
+      t.seconds = 1.9;
+      w.task(t);
+    }
+    const std::vector<std::string> tl = lines_of(task_path);
+    CHECK(tl.size() == 1);
+    CHECK_MSG(tl.at(0).find(R"("type":"task")") != std::string::npos &&
+                  tl.at(0).find(R"("step":20,"tokens":40960,"task":"arc-mini","kind":"multiple_choice",)"
+                                R"("scores":{"acc":0.3125,"acc_norm":0.35,)") != std::string::npos,
+              "%s", tl.at(0).c_str());
+    CHECK(parse_metrics_line(tl.at(0), r, ParseOptions{true}) == ParseStatus::kRecord);
+    CHECK(r.type == MetricsRecordType::kTask && r.step_number() == 20 &&
+          to_string(r.type) == std::string("task"));
+    CHECK(r.task().task == "arc-mini" && r.task().kind == "multiple_choice" && r.task().tokens == 40960);
+    CHECK(r.task().scores.size() == 5 && r.task().scores[1].first == "acc_norm" &&
+          r.task().scores[1].second == 0.35);
+    CHECK_NEAR(r.task().seconds, 1.9, 1e-12);
+    CHECK(r.numbers.size() == 5 && number(r, "task/arc-mini/acc_norm") == 0.35 &&
+          number(r, "task/arc-mini/n") == 20);
+    // A task record needs its task and its scores; a null score is left out.
+    CHECK(parse_metrics_line(R"({"v":1,"type":"task","step":3,"task":"a"})", r) == ParseStatus::kBad);
+    CHECK(parse_metrics_line(R"({"v":1,"type":"task","step":3,"scores":{}})", r) == ParseStatus::kBad);
+    CHECK(parse_metrics_line(R"({"v":1,"type":"task","step":3,"task":"a","scores":{"acc":null,"n":4}})", r,
+                             ParseOptions{true}) == ParseStatus::kRecord);
+    CHECK(r.task().scores.size() == 1 && r.numbers.size() == 1 && number(r, "task/a/n") == 4);
+  }
 
   // What readers must skip, told apart.
   std::string why;

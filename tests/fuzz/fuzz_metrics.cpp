@@ -46,6 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case flotilla::MetricsRecordType::kSummary:
           (void)record.summary();
           break;
+        case flotilla::MetricsRecordType::kTask:
+          (void)record.task();
+          break;
       }
       (void)record.step_number();
     }

@@ -15,6 +15,7 @@
 
 #include <cmath>
 
+#include "db/queries.h"
 #include "ui/plot/chartplot.h"
 #include "ui/plot/lossplot.h"
 #include "ui/plot/rankbarsplot.h"
@@ -41,6 +42,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
       m_memory(new ChartPlot(QStringLiteral("memoryPlot"), tr("Memory"), tr("MiB"), this)),
       m_gpu(new ChartPlot(QStringLiteral("gpuPlot"), tr("GPU utilisation"), tr("%"), this)),
       m_spend(new ChartPlot(QStringLiteral("spendPlot"), tr("Spend"), tr("US$"), this)),
+      m_task(new ChartPlot(QStringLiteral("taskPlot"), tr("Task scores"), tr("score"), this)),
       m_spendLabel(new QLabel(this)),
       m_intervalLabel(new QLabel(this)),
       m_smoothing(new QSlider(Qt::Horizontal, this)),
@@ -74,7 +76,9 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   m_gpu->setFixedYRange(0, 105);
   m_loss->setTables(&m_data.steps(), live_col::kLoss, &m_data.evals(), live_col::kValLoss);
   m_loss->setSmoothing(kDefaultSmoothing);
-  m_plots = {m_loss, m_lr, m_throughput, m_ranks, m_stepArea, m_memory, m_gpu, m_spend};
+  setupTaskPlot(m_task);
+  m_plots = {m_loss,     m_lr,     m_throughput, m_ranks,
+             m_stepArea, m_memory, m_gpu,        m_spend};  // + m_task once shown
 
   // Controls: x axis, log y, smoothing, export.
   m_xBox->setObjectName(QStringLiteral("xAxisBox"));
@@ -150,6 +154,7 @@ LiveDashboard::LiveDashboard(QWidget* parent)
   grid->addWidget(m_memory, 2, 0);
   grid->addWidget(m_gpu, 2, 1);
   grid->addWidget(spendCell, 2, 2);
+  grid->addWidget(m_task, 3, 0, 1, 3);  // its row takes room once it shows (addTaskSeries)
   for (int r = 0; r < 3; ++r) grid->setRowStretch(r, 1);
   for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
 
@@ -193,8 +198,29 @@ void LiveDashboard::dataChanged() {
   for (PlotPanel* p : m_plots) p->markDirty();
 }
 
+void LiveDashboard::setupTaskPlot(ChartPlot* plot) {
+  plot->setTable(&m_data.tasks());
+  plot->setRightAxisLabel(tr("bits/byte"));
+  plot->setVisible(false);  // until a run's first task record (eval.tasks)
+}
+
 void LiveDashboard::reset() {
   m_data.clear();
+  if (m_taskSeries > 0) {  // another run's tasks: a fresh plot without their series
+    auto* fresh = new ChartPlot(QStringLiteral("taskPlot"), tr("Task scores"), tr("score"), this);
+    setupTaskPlot(fresh);
+    fresh->setXAxisKind(m_xKind);
+    fresh->setFollowData(!m_wholeRun->isChecked());
+    ChartPlot* old = m_task;
+    m_grid->replaceWidget(old, fresh);
+    m_plots.removeOne(old);
+    m_task = fresh;
+    old->hide();
+    old->plotWidget()->setObjectName(QString());
+    old->deleteLater();
+    m_taskSeries = 0;
+    m_grid->setRowStretch(3, 0);
+  }
   // A new run gets its own axes: no zoom or pan of the previous run's plots is kept.
   for (PlotPanel* p : m_plots) p->resetZoom();
   m_runNodes.clear();
@@ -244,6 +270,31 @@ void LiveDashboard::addGpuSeries() {
     if (!m_gpuFromNodes)
       m_gpu->addSeries(S{live_col::gpuUtil(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
     m_memory->addSeries(S{live_col::gpuMem(i), tr("GPU %1").arg(i), c, ChartPlot::Style::Line, false, {}});
+  }
+}
+
+// One line per task: its headline score; scores that are better lower (bits per byte) on the right
+// axis, so accuracies in [0, 1] keep their own scale.
+void LiveDashboard::addTaskSeries() {
+  using S = ChartPlot::Series;
+  const QStringList& series = m_data.taskSeries();
+  while (m_taskSeries < series.size()) {
+    const int i = m_taskSeries++;
+    const QString& column = series[i];  // task/<task>/<score>
+    const QString score = column.section(QLatin1Char('/'), -1);
+    const bool right = !flotilla::db::task_score_higher_is_better(score.toStdString());
+    m_task->addSeries(S{column,
+                        column.mid(5).replace(QLatin1Char('/'), QLatin1Char(' ')),
+                        kGpuColors[i % 8],
+                        ChartPlot::Style::Line,
+                        right,
+                        {}});
+  }
+  if (!series.isEmpty() && !m_plots.contains(m_task)) {
+    m_plots.append(m_task);  // from now on redrawn, exported, zoomed and switched like the others
+    m_task->setXAxisKind(m_xKind);
+    m_task->setVisible(true);
+    m_grid->setRowStretch(3, 1);
   }
 }
 
@@ -304,6 +355,7 @@ void LiveDashboard::updateDerived() {
   }
   addGpuSeries();
   addNodeSeries();
+  addTaskSeries();
   const QString nodes = m_runNodes.isEmpty() ? tr("the run's nodes") : m_runNodes.join(QStringLiteral(", "));
   if (m_gpuFromNodes)
     m_gpu->setMessage(tr("No GPU readings from %1 yet").arg(nodes));
@@ -324,7 +376,7 @@ void LiveDashboard::updateDerived() {
   const double planned = m_data.plannedSteps() > 0 ? double(m_data.plannedSteps()) : 0.0;
   m_loss->setPlannedSteps(planned);
   const double end = m_xKind == XAxisKind::WallTime ? NAN : m_data.projectedEnd(m_xKind);
-  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend}) p->setXEnd(end);
+  for (ChartPlot* p : {m_lr, m_throughput, m_stepArea, m_memory, m_gpu, m_spend, m_task}) p->setXEnd(end);
   const double baseline = m_data.baselineRssMib();
   m_memory->setReferenceLine(baseline > 0 ? baseline : NAN, tr("baseline"), QColor(0x80, 0x80, 0x80));
 

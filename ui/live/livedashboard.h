@@ -1,4 +1,5 @@
-// The Live dashboard's plots for one run: loss (with the smoothing slider), learning rate,
+// The Live dashboard's plots for one run: loss (with the smoothing slider), evaluation task scores
+// (eval.tasks: each task's headline score, shown once the first task record arrives), learning rate,
 // tokens/s and MFU, step time per rank and the slowest rank's breakdown over time, memory, GPU
 // utilisation, and spend against the budget with the projected total; an x-axis switch (step,
 // tokens, wall time), linear/log y, and export of any plot (context menu or the Export button).
@@ -74,6 +75,8 @@ class LiveDashboard : public QWidget {
   LossPlot* lossPlot() const { return m_loss; }
   RankBarsPlot* rankBars() const { return m_ranks; }
   ChartPlot* spendPlot() const { return m_spend; }
+  // Task scores: in plots() (and shown) from the run's first task record on.
+  ChartPlot* taskPlot() const { return m_task; }
   ChartPlot* gpuPlot() const { return m_gpu; }
   QSlider* smoothingSlider() const { return m_smoothing; }
   QComboBox* xAxisBox() const { return m_xBox; }
@@ -88,6 +91,8 @@ class LiveDashboard : public QWidget {
  private:
   void updateDerived();
   void addGpuSeries();
+  void addTaskSeries();
+  void setupTaskPlot(ChartPlot* plot);
   void addNodeSeries();
   // Replaces the GPU plot by a fresh one over the node readings (`nodes`) or the step records.
   void rebuildGpuPlot(bool nodes);
@@ -102,6 +107,8 @@ class LiveDashboard : public QWidget {
   ChartPlot* m_memory;
   ChartPlot* m_gpu;
   ChartPlot* m_spend;
+  ChartPlot* m_task;
+  int m_taskSeries = 0;
   QLabel* m_spendLabel;
   QLabel* m_intervalLabel;  // checkpoint.every = "auto": the chosen interval and its inputs
   QSlider* m_smoothing;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "db/queries.h"
+
 namespace flotilla::ui {
 
 namespace live_col {
@@ -64,6 +66,8 @@ LiveData::LiveData() { clear(); }
 void LiveData::clear() {
   m_steps.clear();
   m_evals.clear();
+  m_tasks.clear();
+  m_taskSeries.clear();
   const QString names[cCount] = {live_col::kStep,        live_col::kTokens,     live_col::kWall,
                                  live_col::kLoss,        live_col::kLr,         live_col::kTokensPerSec,
                                  live_col::kMfuPct,      live_col::kRssMib,     live_col::kSpend,
@@ -73,6 +77,7 @@ void LiveData::clear() {
   for (int i = 0; i < cCount; ++i) m_cols[i] = m_steps.column(names[i]);
   for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall, live_col::kValLoss})
     m_evals.column(n);
+  for (const QString& n : {live_col::kStep, live_col::kTokens, live_col::kWall}) m_tasks.column(n);
   m_window.clear();
   m_windowNext = 0;
   ++m_rankRevision;
@@ -201,6 +206,12 @@ void LiveData::ingest(const flotilla::MetricsRecord& r) {
       appendEval(r.eval().step, static_cast<double>(r.eval().tokens), time,
                  static_cast<double>(r.eval().val_loss));
       break;
+    case flotilla::MetricsRecordType::kTask: {
+      if (r.rank != 0) return;
+      const flotilla::TaskRecord& t = r.task();
+      appendTask(t.step, static_cast<double>(t.tokens), time, QString::fromStdString(t.task), t.scores);
+      break;
+    }
     case flotilla::MetricsRecordType::kRunStart: {
       const flotilla::RunStartRecord& s = r.run_start();
       if (m_t0 <= 0 && time > 0) m_t0 = time;
@@ -315,6 +326,28 @@ void LiveData::appendEval(qint64 step, double tokens, double time, double valLos
   m_evals.set(live_col::kTokens, tokens >= 0 ? tokens : m_lastTokens);
   m_evals.set(live_col::kWall, wall);
   m_evals.set(live_col::kValLoss, valLoss);
+}
+
+void LiveData::appendTask(qint64 step, double tokens, double time, const QString& task,
+                          const std::vector<std::pair<std::string, double>>& scores) {
+  double wall = m_lastWall;
+  if (time > 0 && m_t0 > 0) wall = time - m_t0;
+  const QVector<double>& steps = m_tasks.values(live_col::kStep);
+  if (steps.isEmpty() || steps.last() != double(step)) {
+    m_tasks.beginRow();
+    m_tasks.set(live_col::kStep, double(step));
+    m_tasks.set(live_col::kTokens, tokens >= 0 ? tokens : m_lastTokens);
+    m_tasks.set(live_col::kWall, wall);
+  }
+  std::vector<std::string> names;
+  for (const auto& [score, value] : scores) {
+    names.push_back(score);
+    m_tasks.set(QStringLiteral("task/%1/%2").arg(task, QString::fromStdString(score)), value);
+  }
+  const std::string headline = flotilla::db::task_headline(names);
+  if (headline.empty()) return;
+  const QString column = QStringLiteral("task/%1/%2").arg(task, QString::fromStdString(headline));
+  if (!m_taskSeries.contains(column)) m_taskSeries.append(column);
 }
 
 QVector<RankTimes> LiveData::rankWindow() const {

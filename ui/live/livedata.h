@@ -30,7 +30,8 @@
 
 namespace flotilla::ui {
 
-// Column names of LiveData::steps() (evals() has step, tokens, wall_s, val_loss).
+// Column names of LiveData::steps() (evals() has step, tokens, wall_s, val_loss; tasks() has step,
+// tokens, wall_s and one column per task score, named by its metric "task/<task>/<score>").
 namespace live_col {
 inline const QString kStep = QStringLiteral("step");
 inline const QString kTokens = QStringLiteral("tokens");
@@ -111,6 +112,10 @@ class LiveData {
   const RunCost& cost() const { return m_cost; }
   void appendStep(const StepSample& sample);
   void appendEval(qint64 step, double tokens, double time, double valLoss);
+  // An evaluation task's scores at a step (a `task` record): the tasks evaluated at one step share
+  // a row of tasks(); the task's headline score (db::task_headline) becomes a series of its own.
+  void appendTask(qint64 step, double tokens, double time, const QString& task,
+                  const std::vector<std::pair<std::string, double>>& scores);
   // Readings of the run's nodes' GPUs (oldest first per node), placed on the same wall clock as
   // the step records (time - timeOrigin(), or - `fallbackT0` while no record had a time) and at
   // the step and tokens interpolated from the step rows at that time.
@@ -121,6 +126,9 @@ class LiveData {
 
   const ColumnTable& steps() const { return m_steps; }
   const ColumnTable& evals() const { return m_evals; }
+  const ColumnTable& tasks() const { return m_tasks; }
+  // The headline score columns of tasks() in order of first appearance ("task/arc-mini/acc_norm").
+  const QStringList& taskSeries() const { return m_taskSeries; }
   // Node GPU readings: one row per sampling instant (readings within kNodeMergeSeconds of the
   // row's first one share it), columns step, tokens, wall_s and two per device (nodeDevices()).
   const ColumnTable& nodeGpus() const { return m_nodeGpus; }
@@ -170,7 +178,8 @@ class LiveData {
   double stepAtWall(double wall, const QString& column) const;
   double spendAtWall(double wall) const;
 
-  ColumnTable m_steps, m_evals, m_nodeGpus;
+  ColumnTable m_steps, m_evals, m_tasks, m_nodeGpus;
+  QStringList m_taskSeries;
   QStringList m_nodeDevices;
   QVector<bool> m_nodeHasMem;
   QVector<NodeDeviceState> m_nodeState;

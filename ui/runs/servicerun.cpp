@@ -757,6 +757,17 @@ void ServiceRun::handle(const MetricsRecord& r) {
       appendLog(QStringLiteral("info"), text);
       break;
     }
+    case MetricsRecordType::kTask: {
+      const TaskRecord& t = r.task();
+      QStringList parts;
+      for (const auto& [name, value] : t.scores)
+        parts << QStringLiteral("%1 %2").arg(QString::fromStdString(name), formatMetric(value));
+      appendLog(QStringLiteral("info"), tr("task %1 at step %2: %3")
+                                            .arg(QString::fromStdString(t.task))
+                                            .arg(t.step)
+                                            .arg(parts.join(QStringLiteral(", "))));
+      break;
+    }
     case MetricsRecordType::kSummary:
       m_summary = r.summary();
       appendLog(QStringLiteral("info"), tr("summary: %1").arg(summaryText()));

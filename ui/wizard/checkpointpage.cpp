@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "engine/config/eval_tasks.h"
 #include "ui/wizard/configdraft.h"
 
 namespace flotilla::ui {
@@ -39,7 +40,11 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
       m_exportPeft(new QCheckBox(tr("Export the LoRA adapter (PEFT) at the end"), this)),
       m_peftRow(new QWidget(this)),
       m_peftDir(new QLineEdit(this)),
-      m_peftNote(new QLabel(this)) {
+      m_peftNote(new QLabel(this)),
+      m_tasksRow(new QWidget(this)),
+      m_tasks(new QLineEdit(this)),
+      m_taskLimit(new QSpinBox(this)),
+      m_keepBest(new QComboBox(this)) {
   setTitle(tr("Checkpoints & evaluation"));
   setSubTitle(
       tr("When the run saves its state (to resume, fork or export it) and measures validation loss."));
@@ -104,6 +109,32 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
                     QStringLiteral("auto"));
   m_resume->addItem(tr("never: always start fresh (none)"), QStringLiteral("none"));
 
+  // Evaluation tasks (docs/config.md "Evaluation tasks during training"; formats: docs/eval.md).
+  m_tasks->setObjectName(QStringLiteral("evalTasks"));
+  m_tasks->setPlaceholderText(tr("none (task files scored with the validation loss)"));
+  m_tasks->setToolTip(
+      tr("Task files scored every validation, split across the data-parallel ranks: entries separated by "
+         "';', each [kind:]path[?option=value&...], e.g. resources/eval/arc-mini.jsonl or "
+         "perplexity:wiki.txt?stride=128. Options: name, dev, fewshot, limit, stride, regex, max_tokens, "
+         "batch. Scores are plotted on Live and stored as task/<task>/<score>."));
+  auto* addTask = new QPushButton(tr("Add task file…"), this);
+  addTask->setObjectName(QStringLiteral("addEvalTask"));
+  auto* tasksLayout = new QHBoxLayout(m_tasksRow);
+  tasksLayout->setContentsMargins(0, 0, 0, 0);
+  tasksLayout->addWidget(m_tasks, 1);
+  tasksLayout->addWidget(addTask);
+  m_taskLimit->setObjectName(QStringLiteral("evalTaskLimit"));
+  m_taskLimit->setRange(0, 100'000'000);
+  m_taskLimit->setSpecialValueText(tr("all"));
+  m_taskLimit->setToolTip(tr("Examples (perplexity: windows) of each task per evaluation; 0 = all"));
+  m_keepBest->setObjectName(QStringLiteral("keepBest"));
+  m_keepBest->setEditable(true);
+  m_keepBest->addItem(QStringLiteral("auto"));
+  m_keepBest->addItem(QStringLiteral("none"));
+  m_keepBest->setToolTip(
+      tr("The checkpoint with the best score so far is never purged by 'Keep the newest': auto = the first "
+         "task's headline score (acc_norm, bits_per_byte or exact_match), none, or task/<task>/<score>"));
+
   QFormLayout* form = addForm();
   m_form = form;
   form->addRow(tr("Save every (steps; 0 = at the end)"), m_every);
@@ -116,6 +147,9 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   form->addRow(tr("Validation micro-batches"), m_evalBatches);
   form->addRow(tr("Text sample every (steps; 0 = off)"), m_sampleEvery);
   form->addRow(tr("Sample length (tokens)"), m_sampleTokens);
+  form->addRow(tr("Evaluation tasks"), m_tasksRow);
+  form->addRow(tr("Task examples per evaluation"), m_taskLimit);
+  form->addRow(tr("Also keep the best checkpoint by"), m_keepBest);
   form->addRow(QString(), m_summary);
   form->addRow(QString(), m_export);
   form->addRow(tr("Hugging Face folder"), m_exportRow);
@@ -134,10 +168,24 @@ CheckpointPage::CheckpointPage(ConfigDraft* configDraft, QWidget* parent)
   bindField(QStringLiteral("eval.sample_tokens"), m_sampleTokens);
   bindField(QStringLiteral("checkpoint.export_hf"), m_exportRow);
   bindField(QStringLiteral("checkpoint.export_peft"), m_peftRow);
+  bindField(QStringLiteral("eval.tasks"), m_tasksRow);
+  bindField(QStringLiteral("eval.task_limit"), m_taskLimit);
+  bindField(QStringLiteral("checkpoint.keep_best"), m_keepBest);
 
   for (QSpinBox* b : {m_every, m_keep, m_restarts, m_evalEvery, m_evalBatches, m_sampleEvery, m_sampleTokens})
     connect(b, &QSpinBox::valueChanged, this, &CheckpointPage::editValues);
   connect(m_final, &QCheckBox::toggled, this, &CheckpointPage::editValues);
+  connect(m_tasks, &QLineEdit::textEdited, this, &CheckpointPage::editTasks);
+  connect(m_taskLimit, &QSpinBox::valueChanged, this, &CheckpointPage::editTasks);
+  connect(m_keepBest, &QComboBox::currentTextChanged, this, &CheckpointPage::editTasks);
+  connect(addTask, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Add an evaluation task"), QString(),
+                                                   tr("Task files (*.jsonl *.txt);;All files (*)"));
+    if (f.isEmpty()) return;
+    const QString now = m_tasks->text().trimmed();
+    m_tasks->setText(now.isEmpty() ? f : now + QStringLiteral("; ") + f);
+    editTasks();
+  });
   connect(m_resume, &QComboBox::currentIndexChanged, this, &CheckpointPage::editValues);
   connect(m_grace, &QDoubleSpinBox::valueChanged, this, &CheckpointPage::editValues);
   connect(m_export, &QCheckBox::toggled, this, [this](bool on) {
@@ -174,6 +222,16 @@ void CheckpointPage::editExport() {
     c.checkpoint.export_hf =
         m_export->isChecked() ? m_exportDir->text().trimmed().toStdString() : std::string();
     c.checkpoint.export_dtype = m_exportDtype->currentData().toString().toStdString();
+  });
+}
+
+void CheckpointPage::editTasks() {
+  if (loading()) return;
+  draft()->edit([this](RunConfig& c) {
+    c.eval.tasks = m_tasks->text().trimmed().toStdString();
+    c.eval.task_limit = m_taskLimit->value();
+    const QString keep = m_keepBest->currentText().trimmed();
+    c.checkpoint.keep_best = keep.isEmpty() ? std::string("auto") : keep.toStdString();
   });
 }
 
@@ -232,6 +290,9 @@ void CheckpointPage::load() {
   if (!c.checkpoint.export_hf.empty()) m_exportDir->setText(QString::fromStdString(c.checkpoint.export_hf));
   m_exportDtype->setCurrentIndex(
       std::max(0, m_exportDtype->findData(QString::fromStdString(c.checkpoint.export_dtype))));
+  m_tasks->setText(QString::fromStdString(c.eval.tasks));
+  m_taskLimit->setValue(std::clamp(c.eval.task_limit, 0, 100'000'000));
+  m_keepBest->setCurrentText(QString::fromStdString(c.checkpoint.keep_best));
   m_exportPeft->setChecked(!c.checkpoint.export_peft.empty());
   if (!c.checkpoint.export_peft.empty()) m_peftDir->setText(QString::fromStdString(c.checkpoint.export_peft));
 }
@@ -289,13 +350,27 @@ void CheckpointPage::refreshDerived() {
       tr("Over %1 steps: %2, the newest %3 kept; ").arg(c.train.steps).arg(saved).arg(c.checkpoint.keep_last);
   // Shards without validation shards: no measurement at all (the worker skips it), said so with
   // where the choice was made; the fields are held while they can only be 0.
+  // Evaluation tasks run at the same steps as the validation loss (and at the end).
+  QString tasks;
+  try {
+    const size_t n = parse_eval_tasks(c.eval.tasks).size();
+    if (n > 0)
+      tasks = tr(" %n evaluation task(s) scored at the same steps (plotted on Live).", nullptr,
+                 static_cast<int>(n));
+  } catch (const std::exception&) {
+    // the problem is shown under the field (validate())
+  }
   const bool noValData = c.data.source == "shards" && c.data.val.empty();
-  const bool held = noValData && c.eval.every == 0;
+  // Held while it can only be 0; evaluation tasks need no validation data, so with them it is free.
+  const bool held =
+      noValData && c.eval.every == 0 && c.eval.tasks.find_first_not_of(" ;") == std::string::npos;
   m_evalEvery->setEnabled(!held);
   m_evalBatches->setEnabled(!held);
   if (noValData) {
-    m_summary->setText(checkpoints + tr("no validation loss: the data has no validation split (Data page: "
-                                        "Validation split, or Validation shards)."));
+    m_summary->setText(checkpoints +
+                       tr("no validation loss: the data has no validation split (Data page: "
+                          "Validation split, or Validation shards).") +
+                       tasks);
     return;
   }
   const int64_t evals = c.eval.every > 0 ? c.train.steps / c.eval.every : 1;
@@ -303,7 +378,8 @@ void CheckpointPage::refreshDerived() {
                      (c.eval.every <= 0 ? tr("validation loss once, after the last step.")
                       : evals == 1
                           ? tr("validation loss once, at step %1.").arg(c.eval.every)
-                          : tr("validation loss %1 times, every %2 steps.").arg(evals).arg(c.eval.every)));
+                          : tr("validation loss %1 times, every %2 steps.").arg(evals).arg(c.eval.every)) +
+                     tasks);
 }
 
 }  // namespace flotilla::ui

@@ -3,7 +3,9 @@
 // Hugging Face folder at the end (checkpoint.export_hf, Llama family only: the option is disabled
 // with the reason for GPT-2; a LoRA run's folder is the model with the adapter merged in) and, for a
 // LoRA run, the adapter as a PEFT folder (checkpoint.export_peft; shown while LoRA is on or the key
-// is set, so a leftover one can be cleared where validate() names it).
+// is set, so a leftover one can be cleared where validate() names it). Evaluation tasks (eval.tasks:
+// task files scored with the validation loss, "Add task file…" appends one; eval.task_limit) and the
+// task score whose best checkpoint is kept from purging (checkpoint.keep_best).
 #pragma once
 
 #include "ui/wizard/pagebase.h"
@@ -33,6 +35,7 @@ class CheckpointPage : public WizardPageBase {
   void editValues();
   void editExport();
   void editPeft();
+  void editTasks();
 
   QFormLayout* m_form = nullptr;
   QSpinBox* m_every;
@@ -55,6 +58,10 @@ class CheckpointPage : public WizardPageBase {
   QWidget* m_peftRow;
   QLineEdit* m_peftDir;
   QLabel* m_peftNote;
+  QWidget* m_tasksRow;
+  QLineEdit* m_tasks;     // eval.tasks
+  QSpinBox* m_taskLimit;  // eval.task_limit
+  QComboBox* m_keepBest;  // checkpoint.keep_best (editable: auto, none or task/<task>/<score>)
 };
 
 }  // namespace flotilla::ui
