@@ -47,6 +47,8 @@ const std::vector<Command>& commands() {
        cmd_bench_nf4},
       {"hub", "models by name: resolve in the Hugging Face cache, download from the Hub what it lacks",
        cmd_hub},
+      {"chat", "the chat playground's server: loads a model once, JSON requests in, streamed JSON out",
+       cmd_chat},
   };
   return table;
 }
