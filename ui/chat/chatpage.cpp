@@ -14,6 +14,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QShortcut>
 #include <QSpinBox>
 #include <QSplitter>
@@ -87,13 +88,20 @@ ChatPage::ChatPage(const QString& databasePath, const QString& workerPath, QWidg
       m_send(new QPushButton(tr("Send"), this)),
       m_stopButton(new QPushButton(tr("Stop"), this)),
       m_clear(new QPushButton(tr("New conversation"), this)) {
-  auto* layout = new QVBoxLayout(this);
-  layout->addWidget(new PageHeader(
+  auto* outer = new QVBoxLayout(this);
+  outer->addWidget(new PageHeader(
       tr("Chat"),
       tr("Talk to a run's checkpoint or a Hugging Face model in its chat format and watch the answer "
          "arrive with its speed in tokens/s. Compare side by side puts a second model on the same "
          "messages. Each model runs in its own worker process, loaded once."),
       this));
+  // The rest scrolls in a small window (the page's minimum stays small).
+  auto* body = new QWidget(this);
+  auto* layout = new QVBoxLayout(body);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
   const runs::ChatOptions defaults;
   auto* options = new QGroupBox(tr("Chat format and sampling"), this);
   auto* form = new QFormLayout(options);
@@ -137,24 +145,27 @@ ChatPage::ChatPage(const QString& databasePath, const QString& workerPath, QWidg
   row->addWidget(m_topK);
   row->addWidget(new QLabel(tr("Top-p"), this));
   row->addWidget(m_topP);
-  row->addWidget(new QLabel(tr("Repetition penalty"), this));
-  row->addWidget(m_penalty);
   row->addStretch();
   form->addRow(row);
   auto* row2 = new QHBoxLayout;
+  row2->addWidget(new QLabel(tr("Repetition penalty"), this));
+  row2->addWidget(m_penalty);
   row2->addWidget(new QLabel(tr("Max new tokens"), this));
   row2->addWidget(m_tokens);
   row2->addWidget(new QLabel(tr("Seed"), this));
   row2->addWidget(m_seed);
   m_stops->setObjectName(QStringLiteral("chatStops"));
-  m_stops->setPlaceholderText(tr("stop at: texts separated by commas (\\n: a new line)"));
-  row2->addWidget(m_stops, 1);
+  m_stops->setPlaceholderText(tr("texts that end the answer, separated by commas (\\n: a new line)"));
+  row2->addStretch();
+  form->addRow(row2);
+  auto* row3 = new QHBoxLayout;
+  row3->addWidget(m_stops, 1);
   m_special->setObjectName(QStringLiteral("chatSpecial"));
   m_ignoreEnd->setObjectName(QStringLiteral("chatIgnoreEnd"));
   m_ignoreEnd->setToolTip(tr("Generate up to the token limit even after the model ends its turn"));
-  row2->addWidget(m_special);
-  row2->addWidget(m_ignoreEnd);
-  form->addRow(row2);
+  row3->addWidget(m_special);
+  row3->addWidget(m_ignoreEnd);
+  form->addRow(tr("Stop at"), row3);
   m_system->setObjectName(QStringLiteral("chatSystem"));
   m_system->setPlaceholderText(tr("optional: a system message before the conversation"));
   form->addRow(tr("System"), m_system);
@@ -184,6 +195,8 @@ ChatPage::ChatPage(const QString& databasePath, const QString& workerPath, QWidg
   buttons->addStretch();
   buttons->addWidget(m_clear);
   layout->addLayout(buttons);
+  scroll->setWidget(body);
+  outer->addWidget(scroll, 1);
 
   connect(m_send, &QPushButton::clicked, this, &ChatPage::send);
   connect(m_stopButton, &QPushButton::clicked, this, &ChatPage::stop);
