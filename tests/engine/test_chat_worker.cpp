@@ -64,7 +64,7 @@ class ChatProcess {
     if (write(to_, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::printf("short write\n");
   }
   void send(const json& j) { send(j.dump()); }
-  // The next line as JSON (null after `seconds` or at the end of stdout).
+  // The next line as JSON ({"event":"timeout"} after `seconds` or at the end of stdout).
   json next(double seconds = 60) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     for (;;) {
@@ -74,24 +74,32 @@ class ChatProcess {
         buffer_.erase(0, nl + 1);
         const json j = json::parse(line, nullptr, false);
         if (j.is_discarded()) std::printf("not JSON on stdout: [%s]\n", line.c_str());
-        return j.is_discarded() ? json("not json: " + line) : j;
+        return j.is_object() ? j : json{{"event", "not json: " + line}};
       }
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return json();
+      if (left.count() <= 0) return json{{"event", "timeout"}};
       pollfd p{from_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
       char chunk[4096];
       const ssize_t n = read(from_, chunk, sizeof chunk);
-      if (n <= 0) return json();
+      if (n <= 0) return json{{"event", "timeout"}};
       buffer_.append(chunk, static_cast<size_t>(n));
     }
   }
+  // Closes stdin and waits up to 20 s for the exit status (then kills it: -1).
   int finish() {
     close(to_);
     to_ = -1;
-    reaped_ = true;
-    return wait_exit(pid_);
+    for (int i = 0; i < 200; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      usleep(100000);
+    }
+    return -1;  // the destructor kills it
   }
 
  private:
@@ -118,10 +126,13 @@ struct Answer {
 
 Answer collect(ChatProcess& chat, int64_t id, double seconds = 60) {
   Answer a;
+  a.start = a.done = json::object();
   int64_t last_tokens = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   for (;;) {
-    const json e = chat.next(seconds);
-    if (!e.is_object()) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    const json e = left > 0 ? chat.next(left) : json{{"event", "timeout"}};
+    if (e["event"] == "timeout") {
       std::printf("no event for %lld\n", static_cast<long long>(id));
       return a;
     }
@@ -233,8 +244,9 @@ int main() {
       3, france, {{"temperature", 1.0}, {"max_tokens", 100000}, {"ignore_eos", true}, {"special", true}}));
   const auto asked = std::chrono::steady_clock::now();
   json first;
-  while ((first = chat.next(30)).is_object() && first.value("event", "") != "delta") {
-  }
+  do {
+    first = chat.next(30);
+  } while (first["event"] != "delta" && first["event"] != "timeout");
   CHECK_MSG(first.value("event", "") == "delta", "no delta before the cancel: %s", first.dump().c_str());
   chat.send(json{{"op", "cancel"}, {"id", 3}});
   a = collect(chat, 3, 30);
