@@ -7,10 +7,8 @@
 // - A reader thread owns stdin; the generating thread owns the model. A cancel (or quit, or the end
 //   of stdin) read while a generation runs sets a flag the token callback checks, so Stop lands
 //   within one token instead of after the answer. Every line out goes through one mutex, whole.
-// - The answer is shown as `sample` shows it: the generated ids decoded (special tokens left out
-//   unless asked), the bytes a stop string could still cut held back, and a delta never ends inside
-//   a UTF-8 character (a multi-byte character split over tokens waits for its last byte), so each
-//   delta's text is valid UTF-8 and the deltas concatenate to the answer.
+// - The answer is shown as `sample` shows it, cut into deltas by AnswerStream (chat_stream.h): each
+//   delta whole UTF-8 characters, stop strings held back, the deltas concatenating to the answer.
 // - A bad request line is answered with an error event (with its id when it has one) and the
 //   server goes on: the app must never lose its loaded model to a typo.
 #include <algorithm>
@@ -28,6 +26,7 @@
 #include <vector>
 
 #include "engine/cli/args.h"
+#include "engine/cli/chat_stream.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/data/chat_format.h"
@@ -218,21 +217,6 @@ void read_requests(Inbox& inbox, Output& out) {
   inbox.wake.notify_all();
 }
 
-// The length of the longest prefix of `text` that does not end inside a UTF-8 character (a lead
-// byte whose continuation bytes have not all arrived). Invalid bytes are not held.
-size_t complete_utf8(const std::string& text, size_t n) {
-  size_t start = n;
-  for (int back = 0; back < 4 && start > 0; ++back) {
-    const auto c = static_cast<unsigned char>(text[start - 1]);
-    if ((c & 0xC0) != 0x80) {  // the last character's first byte
-      const size_t need = c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-      return n - (start - 1) < need && c >= 0xC0 && c < 0xF8 ? start - 1 : n;
-    }
-    --start;
-  }
-  return n;
-}
-
 class Chat {
  public:
   Chat(infer::LoadedModel loaded, Tokenizer tok, std::optional<ChatFormat> auto_format, Output& out)
@@ -271,55 +255,30 @@ class Chat {
                {"context", context},
                {"format", format ? chat_format_name(*format) : "plain"}});
 
-    size_t hold = 0;
-    for (const std::string& s : r.stops) hold = std::max(hold, s.size() - 1);
-    std::vector<uint32_t> kept;  // the answer's ids shown (special ones left out unless asked)
-    std::string text;
-    size_t sent = 0;
+    AnswerStream answer(tok_, r.stops, r.special);
     int64_t count = 0;
-    bool stop_string = false, cancelled = false;
+    bool cancelled = false;
     const Clock::time_point begin = Clock::now();
     Clock::time_point first = begin, last = begin;
     const auto rate = [&]() {
       const double s = std::chrono::duration<double>(last - first).count();
       return count > 1 && s > 0 ? static_cast<double>(count - 1) / s : 0.0;
     };
+    const auto send = [&](const std::string& text) {
+      if (!text.empty())
+        out_.emit(
+            {{"id", r.id}, {"event", "delta"}, {"text", text}, {"tokens", count}, {"tokens_per_s", rate()}});
+    };
     const auto on_token = [&](size_t, int32_t id) {
       last = Clock::now();
       if (++count == 1) first = last;
-      if (r.special || !tok_.is_special(static_cast<uint32_t>(id))) {
-        kept.push_back(static_cast<uint32_t>(id));
-        text = tok_.decode(kept);
-      }
-      size_t cut = std::string::npos;
-      for (const std::string& s : r.stops) cut = std::min(cut, text.find(s));
-      if (cut != std::string::npos) {
-        text.resize(cut);
-        stop_string = true;
-      }
-      const bool ends =
-          stop_string || std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end();
-      size_t ready = ends ? text.size() : (text.size() > hold ? text.size() - hold : 0);
-      if (!ends) ready = complete_utf8(text, ready);
-      if (ready > sent) {
-        out_.emit({{"id", r.id},
-                   {"event", "delta"},
-                   {"text", text.substr(sent, ready - sent)},
-                   {"tokens", count},
-                   {"tokens_per_s", rate()}});
-        sent = ready;
-      }
+      send(answer.add(id, std::find(o.stop_ids.begin(), o.stop_ids.end(), id) != o.stop_ids.end()));
       if (cancel) cancelled = true;
-      return !stop_string && !cancelled;
+      return !answer.stopped() && !cancelled;
     };
     const std::vector<infer::Generation> g = infer::generate(*loaded_.model, {prompt}, o, on_token);
-    if (text.size() > sent) {  // a held tail (length or cancel): it is the answer too
-      out_.emit({{"id", r.id},
-                 {"event", "delta"},
-                 {"text", text.substr(sent)},
-                 {"tokens", count},
-                 {"tokens_per_s", rate()}});
-    }
+    send(answer.flush());  // a held tail (the token limit, a cancel): it is the answer too
+    const bool stop_string = answer.stopped();
     const char* stop = stop_string                                 ? "stop string"
                        : cancelled                                 ? "cancelled"
                        : g[0].stop == infer::StopReason::kEndToken ? "end token"
