@@ -6,7 +6,8 @@
 //   model's greedy answer, with tokens/s in the status; the conversation keeps both turns;
 // - Stop ends a 100000-token answer within seconds, and the page can send again;
 // - the worker killed mid-answer: the pane says so, and the next message starts a fresh worker
-//   that answers;
+//   that answers; a folder that is no checkpoint: the pane says the model could not be loaded and
+//   why (the worker's last stderr line);
 // - side by side: both checkpoints answer the same message, each in its pane (a screenshot of
 //   the two panes is saved for the docs).
 #include <signal.h>
@@ -189,6 +190,16 @@ void TestChatPage::survivesTheWorkerDying() {
   QCOMPARE(pane->lastStop(), QStringLiteral("end token"));
   QCOMPARE(pane->lastAnswer(), QStringLiteral("The capital of Japan is Tokyo."));
   QVERIFY(pane->worker()->processId() != pid);
+
+  // A folder that is no checkpoint: the worker exits at load, and the pane says why.
+  pane->setCheckpoint(m_tmp.filePath(QStringLiteral("no-such-run")));
+  ask(*page, QStringLiteral("Hello?"));
+  QTRY_VERIFY_WITH_TIMEOUT(!pane->isGenerating(), 30000);
+  QCOMPARE(pane->lastStop(), QStringLiteral("died"));
+  QVERIFY2(pane->statusText().startsWith(
+               QStringLiteral("The model could not be loaded (the worker exited with code")) &&
+               pane->statusText().contains(QStringLiteral("no-such-run")),
+           qPrintable(pane->statusText()));
 }
 
 void TestChatPage::twoCheckpointsSideBySide() {
@@ -215,6 +226,10 @@ void TestChatPage::twoCheckpointsSideBySide() {
   QTRY_VERIFY_WITH_TIMEOUT(!page->pane(0)->isGenerating() && !page->pane(1)->isGenerating(), 60000);
   QCOMPARE(page->pane(0)->turns(), 4);
   QCOMPARE(page->pane(1)->turns(), 4);
+  // Pane A's conversation (two questions and an answer) is longer than the model's 64 tokens.
+  QVERIFY2(page->pane(0)->statusText().contains(
+               QStringLiteral("longer than the model's context: it sees the last 64")),
+           qPrintable(page->pane(0)->statusText()));
   // The two panes, for the docs (build/screenshots/chat-side-by-side.png).
   QTest::qWait(50);
   const QString dir = QStringLiteral(FLOTILLA_SCREENSHOT_DIR);

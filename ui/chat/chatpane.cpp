@@ -87,7 +87,15 @@ ChatPane::ChatPane(const QString& title, const QString& workerPath, QWidget* par
           });
   connect(m_worker, &ChatWorker::started, this, [this](qint64 id, int promptTokens, const QString& format) {
     if (id != m_request) return;
-    m_status->setText(tr("Answering… (%1 prompt tokens, %2 format)").arg(promptTokens).arg(format));
+    const int context = m_worker->readyInfo().context;
+    m_contextNote =
+        context > 0 && promptTokens > context
+            ? tr("the conversation (%1 tokens) is longer than the model's context: it sees the last %2")
+                  .arg(promptTokens)
+                  .arg(context)
+            : QString();
+    m_status->setText(tr("Answering… (%1 prompt tokens, %2 format)").arg(promptTokens).arg(format) +
+                      (m_contextNote.isEmpty() ? QString() : QStringLiteral(" · ") + m_contextNote));
   });
   connect(m_worker, &ChatWorker::delta, this,
           [this](qint64 id, const QString& text, qint64 tokens, double rate) {
@@ -104,12 +112,13 @@ ChatPane::ChatPane(const QString& title, const QString& workerPath, QWidget* par
                                 : stop == QLatin1String("cancelled")   ? tr("stopped, as asked")
                                                                        : tr("reached the token limit");
             m_history.push_back({"assistant", m_answer.toStdString()});
-            finish(stop,
-                   tr("%1 tokens · %2 tokens/s · first token after %3 ms · %4%5")
-                       .arg(tokens)
-                       .arg(rate, 0, 'f', 1)
-                       .arg(prefillMs, 0, 'f', 0)
-                       .arg(why, m_modelLine.isEmpty() ? QString() : QStringLiteral(" · ") + m_modelLine));
+            finish(stop, tr("%1 tokens · %2 tokens/s · first token after %3 ms · %4%5")
+                                 .arg(tokens)
+                                 .arg(rate, 0, 'f', 1)
+                                 .arg(prefillMs, 0, 'f', 0)
+                                 .arg(why, m_modelLine.isEmpty() ? QString()
+                                                                 : QStringLiteral(" · ") + m_modelLine) +
+                             (m_contextNote.isEmpty() ? QString() : QStringLiteral(" · ") + m_contextNote));
           });
   connect(m_worker, &ChatWorker::failed, this, [this](qint64 id, const QString& message) {
     if (id >= 0 && id != m_request) return;
@@ -121,14 +130,18 @@ ChatPane::ChatPane(const QString& title, const QString& workerPath, QWidget* par
     appendText(tr("(no answer: %1)").arg(message));
     finish(QStringLiteral("error"), tr("No answer: %1").arg(message));
   });
-  connect(m_worker, &ChatWorker::died, this, [this](const QString& reason) {
+  connect(m_worker, &ChatWorker::died, this, [this](const QString& reason, bool loaded) {
+    const QString what =
+        !loaded ? tr("The model could not be loaded (%1).").arg(reason)
+        : m_generating
+            ? tr("The worker stopped mid-answer (%1). The next message starts a fresh one.").arg(reason)
+            : tr("The worker stopped (%1). The next message starts a fresh one.").arg(reason);
     if (m_generating) {
       if (!m_history.empty()) m_history.pop_back();
-      appendText(tr(" (the worker stopped)"));
-      finish(QStringLiteral("died"),
-             tr("The worker stopped mid-answer (%1). The next message starts a fresh one.").arg(reason));
+      appendText(loaded ? tr(" (the worker stopped)") : tr(" (not loaded)"));
+      finish(QStringLiteral("died"), what);
     } else {
-      m_status->setText(tr("The worker stopped (%1). The next message starts a fresh one.").arg(reason));
+      m_status->setText(what);
     }
   });
   sourceChosen();

@@ -88,6 +88,7 @@ class ChatPane : public QWidget {
   std::vector<runs::ChatTurn> m_history;
   QString m_loadedCheckpoint, m_loadedHf;  // the source the history belongs to
   QString m_answer, m_stop, m_modelLine;
+  QString m_contextNote;  // the conversation no longer fits the model's context ("" it does)
   qint64 m_request = -1;
   bool m_generating = false;
   QElapsedTimer m_clock;

@@ -174,6 +174,7 @@ void ChatWorker::handle(const runs::ChatEvent& e) {
 
 void ChatWorker::processEnded(int code, bool crashed) {
   QProcess* p = m_process;
+  const bool loaded = m_ready;
   m_process = nullptr;
   m_current = -1;
   m_ready = false;
@@ -184,7 +185,7 @@ void ChatWorker::processEnded(int code, bool crashed) {
       crashed ? tr("the worker was killed or crashed") : tr("the worker exited with code %1").arg(code);
   if (code == -1 && !crashed) how = tr("the worker did not start");
   const QString line = lastLine(m_errTail);
-  emit died(line.isEmpty() ? how : how + QStringLiteral(": ") + line);
+  emit died(line.isEmpty() ? how : how + QStringLiteral(": ") + line, loaded);
 }
 
 }  // namespace flotilla::ui

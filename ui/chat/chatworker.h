@@ -59,9 +59,10 @@ class ChatWorker : public QObject {
   void delta(qint64 id, const QString& text, qint64 tokens, double tokensPerSecond);
   void done(qint64 id, const QString& stop, qint64 tokens, double tokensPerSecond, double prefillMs);
   void failed(qint64 id, const QString& message);  // an error event (id -1: not about a request)
-  // The process ended unasked; `reason` says how (exit code or signal, last stderr line). The
-  // answer in flight, if any, ends with it.
-  void died(const QString& reason);
+  // The process ended unasked; `reason` says how (exit code or signal, last stderr line);
+  // `loaded`: it had said ready (else the model could not be loaded). The answer in flight, if
+  // any, ends with it.
+  void died(const QString& reason, bool loaded);
 
  private:
   void startProcess();
