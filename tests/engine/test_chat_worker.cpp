@@ -4,7 +4,8 @@
 // to exactly what `sample --temperature 0` answers, and done says how it ended, with tokens/s; a
 // cancel sent mid-generation ends a 100000-token generation within seconds ("cancelled"); bad
 // request lines (not JSON, an unknown op, wrong fields, an out-of-range option, an unknown format)
-// are answered with error events and the server goes on answering; quit ends it with exit 0.
+// are answered with error events and the server goes on answering; quit ends it with exit 0. The
+// same model exported as a Hugging Face folder answers the same through `chat --model`.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -260,6 +261,25 @@ int main() {
   CHECK_MSG(a.text == "The capital of France is Paris.", "after the cancel: [%s]", a.text.c_str());
   chat.send(json{{"op", "quit"}});
   CHECK_MSG(chat.finish() == 0, "chat did not exit 0 on quit: %s", read_file(root + "/chat.err").c_str());
+
+  // The same model as a Hugging Face folder (export --format hf, with its tokenizer): `--model`
+  // loads it and its tokenizer, and it answers as the checkpoint does.
+  const ProcResult exported = run_worker({"export", "--checkpoint", run, "--format", "hf", "--out",
+                                          root + "/hf", "--tokenizer", chat_fixture_tokenizer()});
+  CHECK_MSG(exported.exit_code == 0, "export: %s", exported.output.c_str());
+  {
+    ChatProcess hf({"--model", root + "/hf"}, root + "/hf.err");
+    const json r = hf.next(120);
+    CHECK_MSG(
+        r.value("event", "") == "ready" && r.value("step", 0) == -1 && r.value("format", "") == "chatml",
+        "hf ready: %s (stderr %s)", r.dump().c_str(), read_file(root + "/hf.err").c_str());
+    hf.send(generate(1, france, {{"temperature", 0}, {"max_tokens", 64}}));
+    const Answer h = collect(hf, 1);
+    CHECK_MSG(h.text == reference["text"].get<std::string>() && h.done.value("stop", "") == "end token",
+              "hf answered [%s] %s", h.text.c_str(), h.done.dump().c_str());
+    hf.send(json{{"op", "quit"}});
+    CHECK(hf.finish() == 0);
+  }
 
   // No tokenizer to be found and none given: refused at start with a reason (exit 2).
   const ProcResult none = run_worker({"chat", "--checkpoint", root + "/nowhere"});
