@@ -36,5 +36,6 @@ int cmd_bench_comm(const CommandArgs& args);
 int cmd_bench_nf4(const CommandArgs& args);
 int cmd_hub(const CommandArgs& args);
 int cmd_eval(const CommandArgs& args);
+int cmd_chat(const CommandArgs& args);
 
 }  // namespace flotilla::cli

@@ -49,6 +49,8 @@ const std::vector<Command>& commands() {
        cmd_hub},
       {"eval", "score a model on a task file: multiple choice (acc, acc_norm), perplexity, exact match",
        cmd_eval},
+      {"chat", "the chat playground's server: loads a model once, JSON requests in, streamed JSON out",
+       cmd_chat},
   };
   return table;
 }

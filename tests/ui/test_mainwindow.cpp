@@ -148,17 +148,17 @@ void TestMainWindow::initTestCase() {
 
 void TestMainWindow::sidebarHasTheSevenPagesInOrder() {
   auto w = makeWindow();
-  const QStringList expected = {QStringLiteral("Runs"),     QStringLiteral("Queue"),
-                                QStringLiteral("Live"),     QStringLiteral("Compare"),
-                                QStringLiteral("Nodes"),    QStringLiteral("Costs"),
-                                QStringLiteral("Clusters"), QStringLiteral("Settings")};
+  const QStringList expected = {
+      QStringLiteral("Runs"),    QStringLiteral("Queue"),    QStringLiteral("Live"),
+      QStringLiteral("Compare"), QStringLiteral("Chat"),     QStringLiteral("Nodes"),
+      QStringLiteral("Costs"),   QStringLiteral("Clusters"), QStringLiteral("Settings")};
   QCOMPARE(w->pageTitles(), expected);
   auto* sidebar = w->findChild<flotilla::ui::Sidebar*>();
   QVERIFY(sidebar);
-  QCOMPARE(sidebar->count(), 8);
-  for (int i = 0; i < 8; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
+  QCOMPARE(sidebar->count(), 9);
+  for (int i = 0; i < 9; ++i) QVERIFY2(!sidebar->list()->item(i)->icon().isNull(), qPrintable(expected[i]));
   auto* stack = w->findChild<QStackedWidget*>();
-  QCOMPARE(stack->count(), 8);
+  QCOMPARE(stack->count(), 9);
   QCOMPARE(w->currentPage(), int(MainWindow::Runs));
   // Clicking a sidebar row switches the page.
   sidebar->setCurrentIndex(MainWindow::Nodes);
@@ -175,7 +175,7 @@ void TestMainWindow::ctrl3SwitchesToCompare() {
   QCOMPARE(w->findChild<flotilla::ui::Sidebar*>()->currentIndex(), int(MainWindow::Compare));
   QTest::keyClick(w.get(), Qt::Key_2, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Queue));
-  QTest::keyClick(w.get(), Qt::Key_8, Qt::ControlModifier);
+  QTest::keyClick(w.get(), Qt::Key_9, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Settings));
   QTest::keyClick(w.get(), Qt::Key_1, Qt::ControlModifier);
   QCOMPARE(w->currentPage(), int(MainWindow::Runs));
@@ -429,7 +429,8 @@ void TestMainWindow::screenshots() {
   QVERIFY(QDir().mkpath(dir));
   auto w = makeWindow();
   QTRY_VERIFY_WITH_TIMEOUT(w->machineProbe()->hasResult(), 20000);
-  const char* names[] = {"runs", "queue", "live", "compare", "nodes", "costs", "clusters", "settings"};
+  const char* names[] = {"runs",  "queue", "live",     "compare", "chat",
+                         "nodes", "costs", "clusters", "settings"};
   for (int i = 0; i < MainWindow::PageCount; ++i) {
     w->showPage(i);
     QCoreApplication::processEvents();

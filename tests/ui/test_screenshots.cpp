@@ -244,7 +244,7 @@ void TestScreenshots::everyView() {
   if (compare->databasePath().isEmpty()) compare->setDatabasePath(ws.databasePath);
   if (costs->databasePath().isEmpty()) costs->setDatabasePath(ws.databasePath);
 
-  const char* names[] = {"runs", "queue", "live", "compare", "nodes", "costs", "clusters", "settings"};
+  const char* names[] = {"runs", "queue", "live", "compare", "chat", "nodes", "costs", "clusters", "settings"};
   for (int i = 0; i < MainWindow::PageCount; ++i) {
     w.showPage(i);
     if (i == MainWindow::Compare) {

@@ -26,6 +26,7 @@
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/peak_cache.h"
 #include "engine/plan/calibration.h"
+#include "ui/chat/chatpage.h"
 #include "ui/clusters/clusterspage.h"
 #include "ui/common/accessiblestyle.h"
 #include "ui/common/icons.h"
@@ -157,6 +158,7 @@ void MainWindow::buildPages(const WorkspaceInfo& workspace) {
       {"queue", tr("Queue"), new QueuePage(m_store, m_stack)},
       {"live", tr("Live"), new LivePage(m_stack)},
       {"compare", tr("Compare"), new ComparePage(workspace.databasePath, m_stack)},
+      {"chat", tr("Chat"), new ChatPage(workspace.databasePath, QString(), m_stack)},
       {"nodes", tr("Nodes"), new NodesPage(m_probe, m_stack)},
       {"costs", tr("Costs"), new CostsPage(workspace.databasePath, m_stack)},
       {"clusters", tr("Clusters"), new ClustersPage(workspace.databasePath, m_stack)},

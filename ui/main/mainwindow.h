@@ -34,8 +34,8 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  // Sidebar order; View > Ctrl+1..8 follow it.
-  enum Page { Runs, Queue, Live, Compare, Nodes, Costs, Clusters, Settings, PageCount };
+  // Sidebar order; View > Ctrl+1..9 follow it.
+  enum Page { Runs, Queue, Live, Compare, Chat, Nodes, Costs, Clusters, Settings, PageCount };
 
   explicit MainWindow(const WorkspaceInfo& workspace, QWidget* parent = nullptr);
   ~MainWindow() override;
