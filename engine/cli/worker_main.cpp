@@ -36,7 +36,7 @@ const std::vector<Command>& commands() {
        cmd_tokenizer},
       {"export", "write a checkpoint's model as safetensors (Hugging Face GPT-2 names) or llm.c .bin",
        cmd_export},
-      {"sample", "generate text from a checkpoint", cmd_sample},
+      {"sample", "generate text from a checkpoint or a Hugging Face model", cmd_sample},
       {"probe", "report this machine: OS, CPU, SIMD, memory, GPUs, driver, CUDA/NCCL/BLAS versions",
        cmd_probe},
       {"bench-comm",
@@ -45,6 +45,8 @@ const std::vector<Command>& commands() {
       {"bench-nf4",
        "QLoRA's 4-bit (NF4) matmuls against the dense matmul of the same shape, GFLOP/s and ratio",
        cmd_bench_nf4},
+      {"bench-generate", "generation tokens/s (prefill and decode) of a model with the KV cache",
+       cmd_bench_generate},
       {"hub", "models by name: resolve in the Hugging Face cache, download from the Hub what it lacks",
        cmd_hub},
   };

@@ -121,7 +121,7 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
   const size_t row_elems = static_cast<size_t>(max_len) * static_cast<size_t>(ldc);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   // Every new key and value first: a query may read any new token of its row at or before it.
-#pragma omp parallel for
+#pragma omp parallel for if (static_cast <long>(B) * T * ldc >= kParallelMin)
   for (int i = 0; i < B * T; ++i) {
     const size_t at = static_cast<size_t>(row0 + i / T) * row_elems + static_cast<size_t>(pos[i]) * ldc;
     const float* src = qkv + static_cast<size_t>(i) * ld;
@@ -130,7 +130,9 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
                 static_cast<size_t>(ldc) * sizeof(float));
   }
   constexpr int kQB = kAttentionQueryBlock;
-#pragma omp parallel for schedule(dynamic, 1)
+  // A decode step over short rows is a few thousand multiply-adds per task: one thread then.
+  const long work = static_cast<long>(B) * NH * T * HD * max_len;
+#pragma omp parallel for schedule(dynamic, 1) if (work >= 32 * kParallelMin)
   for (int task = 0; task < B * NH; ++task) {
     const int b = task / NH, h = task % NH, g = h / group;
     const float* q = qkv + static_cast<size_t>(b) * T * ld + static_cast<size_t>(h) * HD;

@@ -68,8 +68,93 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   });
 }
 
+// A few rows (a decode step: one per sequence): sgemm packs the whole weight for M = 1 and runs at a
+// fraction of memory bandwidth, so here each weight row is read once and dotted with every input row.
+// Two weight rows at a time against all N inputs keep 2N accumulators of 16 lanes in registers (a
+// load of x feeds two FMAs); the lanes are summed in a fixed order at the end, and the split is over
+// output columns, so the result does not depend on the thread count.
+// Output columns o0 (and o0 + 1 when rows == 2) for all N inputs; inlined into the cloned caller so it
+// is compiled for each instruction set.
+template <int N>
+__attribute__((always_inline)) inline void matmul_rows_pair(float* out, const float* inp, const float* weight,
+                                                            const float* bias, int IC, int OC, int o0,
+                                                            int rows) {
+  constexpr int kL = 16;
+  const int body = IC / kL * kL;
+  const float* w0 = weight + static_cast<size_t>(o0) * IC;
+  const float* w1 = rows == 2 ? w0 + IC : w0;
+  float acc[2][N][kL] = {};
+  for (int i0 = 0; i0 < body; i0 += kL) {
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) {
+      const float* x = inp + static_cast<size_t>(n) * IC + i0;
+#pragma omp simd
+      for (int l = 0; l < kL; ++l) {
+        acc[0][n][l] += x[l] * w0[i0 + l];
+        acc[1][n][l] += x[l] * w1[i0 + l];
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float* w = r == 0 ? w0 : w1;
+    for (int n = 0; n < N; ++n) {
+      const float* x = inp + static_cast<size_t>(n) * IC;
+      float sum = 0.0f;
+      for (int l = 0; l < kL; ++l) sum += acc[r][n][l];
+      for (int i = body; i < IC; ++i) sum += x[i] * w[i];
+      out[static_cast<size_t>(n) * OC + o0 + r] = bias != nullptr ? sum + bias[o0 + r] : sum;
+    }
+  }
+}
+
+FLOTILLA_SIMD_CLONES
+void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
+                         int OC) {
+  const int pairs = (OC + 1) / 2;
+#pragma omp parallel for schedule(static) if (static_cast <long>(OC) * IC >= 32 * kParallelMin)
+  for (int p = 0; p < pairs; ++p) {
+    const int o0 = 2 * p, rows = o0 + 1 < OC ? 2 : 1;
+    switch (N) {
+      case 1:  // one input: a plain dot per output column streams the weight fastest
+        for (int r = 0; r < rows; ++r) {
+          const float* w = weight + static_cast<size_t>(o0 + r) * IC;
+          float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+          for (int i = 0; i < IC; ++i) acc += inp[i] * w[i];
+          out[o0 + r] = bias != nullptr ? acc + bias[o0 + r] : acc;
+        }
+        break;
+      case 2:
+        matmul_rows_pair<2>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+      case 3:
+        matmul_rows_pair<3>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+      case 4:
+        matmul_rows_pair<4>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+      case 5:
+        matmul_rows_pair<5>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+      case 6:
+        matmul_rows_pair<6>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+      case 7:
+        matmul_rows_pair<7>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+      default:
+        matmul_rows_pair<8>(out, inp, weight, bias, IC, OC, o0, rows);
+        break;
+    }
+  }
+}
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                     int OC) {
+  if (N <= kMatmulRowsMax) {
+    matmul_forward_rows(out, inp, weight, bias, N, IC, OC);
+    return;
+  }
   blas_single_thread();
   // Adds the bias to a slice while it is still in cache.
   for_each_gemm_slice(N, OC, [&](const GemmSlice& s) {
