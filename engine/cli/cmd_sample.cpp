@@ -44,7 +44,7 @@ int cmd_sample(const CommandArgs& argv) {
         "Usage: flotilla-worker sample (--checkpoint DIR | --model HF_DIR|org/name)\n"
         "                              [--prompt TEXT [--tokenizer TOK] | --prompt-ids IDS]\n"
         "                              [--tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-        "                              [--repetition-penalty R] [--seed S] [--no-cache]\n"
+        "                              [--repetition-penalty R] [--seed S] [--no-cache] [--device cpu|cuda]\n"
         "                              [--chat auto|on|off] [--chat-format F] [--system TEXT]\n"
         "                              [--stop TEXT]... [--special] [--ignore-eos] [--json]\n\n"
         "Generates text from a checkpoint (a step-N directory, a checkpoints directory or a run\n"
@@ -71,8 +71,8 @@ int cmd_sample(const CommandArgs& argv) {
         "--repetition-penalty R divides the logit of every token already in the context by R (a\n"
         "negative one is multiplied), as transformers does (1: off); --seed S (1). Generation uses a\n"
         "KV cache (the prompt prefilled once, then one token at a time); --no-cache recomputes the\n"
-        "whole context for every token (the reference, slower). --json prints one JSON object at the end "
-        "instead: prompt_ids, ids (the\n"
+        "whole context for every token (the reference, slower). --device cuda generates on the GPU (fp32).\n"
+        "--json prints one JSON object at the end instead: prompt_ids, ids (the\n"
         "generated ids, the end token included), text, stop (\"end token\", \"stop string\",\n"
         "\"length\") and chat_format.\n\n"
         "A LoRA checkpoint samples its base (the run's model.init_from) with the adapter unmerged; a\n"
@@ -100,6 +100,7 @@ int cmd_sample(const CommandArgs& argv) {
   const auto repetition_penalty = static_cast<float>(args.double_or("--repetition-penalty", 1.0));
   const auto seed = static_cast<uint64_t>(args.int_or("--seed", 1));
   const bool no_cache = args.flag("--no-cache");
+  const std::string device = args.value_or("--device", "cpu");
   so.repetition_penalty = repetition_penalty;
   args.finish("sample");
   if (checkpoint.has_value() == hf_model.has_value())
@@ -119,6 +120,7 @@ int cmd_sample(const CommandArgs& argv) {
   infer::LoadRequest request;
   request.checkpoint = checkpoint.value_or("");
   request.hf_model = hf_model.value_or("");
+  request.device = device;
   infer::LoadedModel loaded = infer::load_for_inference(request);
   for (const auto& w : loaded.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   // A plain checkpoint is named by the closing line; an adapter or a Hugging Face model up front.

@@ -95,6 +95,9 @@ void sample_model_cli(const nlohmann::json& g) {
     const nlohmann::json p = json_line(run_worker(args).output);
     CHECK(p.is_object() && p["ids"] == e["greedy_repetition_penalty"][2]);
   }
+  const auto tpu = run_worker({"sample", "--model", kGolden + "/hf/qwen3", "--device", "tpu"});
+  CHECK_MSG(tpu.exit_code == 2 && tpu.output.find("--device takes cpu or cuda") != std::string::npos, "%s",
+            tpu.output.c_str());
   const auto both = run_worker({"sample", "--model", kGolden + "/hf/qwen3", "--checkpoint", "/nowhere"});
   CHECK_MSG(both.exit_code != 0 && both.output.find("one of --checkpoint") != std::string::npos, "%s",
             both.output.c_str());

@@ -3,7 +3,10 @@
 // and bf16 storage, a prefill chunk at an offset and a decode step; then the Model on the CUDA backend:
 // generate() with the cache gives the recompute path's tokens, token for token (Llama with grouped-query
 // attention and qk-norm, GPT-2; fp32 greedy and seeded sampling, bf16 greedy), rows past max_seq_len
-// included. Skips without a device (the CUDA simulator, tests/cudasim, is one).
+// included; and the golden Hugging Face models loaded onto the device (load_for_inference, device
+// "cuda") give transformers' greedy ids. Skips without a device (the CUDA simulator, tests/cudasim, is one).
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "engine/cuda/attention.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/infer/generate.h"
+#include "engine/infer/load.h"
 #include "engine/model/gpt.h"
 #include "engine/model/model_dims.h"
 #include "gpu_test_util.h"
@@ -82,6 +86,28 @@ void generate_matches_recompute(Backend& gpu, const ModelDims& d, DType dtype, c
   }
 }
 
+// load_for_inference(device "cuda") on the golden Hugging Face folders: transformers' greedy ids
+// (tests/engine/golden/generate/goldens.json), with the cache.
+void goldens_on_the_device() {
+  const std::string golden = std::string(FLOTILLA_SOURCE_DIR) + "/tests/engine/golden";
+  std::ifstream in(golden + "/generate/goldens.json");
+  const nlohmann::json g = nlohmann::json::parse(in);
+  for (const auto& [name, entry] : g["models"].items()) {
+    infer::LoadRequest req;
+    req.hf_model = golden + "/hf/" + name;
+    req.device = "cuda";
+    infer::LoadedModel lm = infer::load_for_inference(req);
+    CHECK(std::string(lm.model->backend().name()) == "cuda");
+    infer::GenerateOptions o;
+    o.max_tokens = g["max_new_tokens"];
+    o.temperature = 0;
+    const auto got = infer::generate(*lm.model, entry["prompts"].get<std::vector<std::vector<int32_t>>>(), o);
+    for (size_t k = 0; k < got.size(); ++k)
+      CHECK_MSG(got[k].ids == entry["greedy"][k].get<std::vector<int32_t>>(), "%s prompt %zu on the device",
+                name.c_str(), k);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -103,5 +129,6 @@ int main() {
   generate_matches_recompute(gpu, llama, DType::kF32, "llama fp32");
   generate_matches_recompute(gpu, gpt2, DType::kF32, "gpt2 fp32");
   generate_matches_recompute(gpu, llama, DType::kBF16, "llama bf16");
+  goldens_on_the_device();
   return flotilla_test::summary("test_cuda_kv_cache");
 }
