@@ -144,10 +144,11 @@ void logits_match(const Case& c, Model& m, double tol) {
 void tokens_match(const Case& c, Model& m) {
   const ModelDims& d = m.dims();
   Rng r(4);
-  // Lengths 3, 11, 1 and 36: the last runs past max_seq_len (40) after 4 tokens.
+  // Lengths 3, 11, 1, 36 and 45: the fourth runs past max_seq_len (40) after 4 tokens, the last starts past
+  // it.
   const std::vector<std::vector<int32_t>> prompts = {
       random_ids(r, 3, d.vocab_size), random_ids(r, 11, d.vocab_size), random_ids(r, 1, d.vocab_size),
-      random_ids(r, 36, d.vocab_size)};
+      random_ids(r, 36, d.vocab_size), random_ids(r, 45, d.vocab_size)};
   for (float temperature : {0.0f, 0.9f}) {
     infer::GenerateOptions o;
     o.max_tokens = 10;
