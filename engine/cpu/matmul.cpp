@@ -69,10 +69,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
 }
 
 // A few rows (a decode step: one per sequence): sgemm packs the whole weight for M = 1 and runs at a
-// fraction of memory bandwidth, so here each weight row is read once and dotted with every input row.
-// Two weight rows at a time against all N inputs keep 2N accumulators of 16 lanes in registers (a
-// load of x feeds two FMAs); the lanes are summed in a fixed order at the end, and the split is over
-// output columns, so the result does not depend on the thread count.
+// fraction of memory bandwidth, so here each weight row is read once per 4 input rows. The lanes are
+// summed in a fixed order at the end, and the split is over output columns, so the result does not
+// depend on the thread count.
+//
 // Output columns o0 .. o0 + rows - 1 (rows <= 4) for inputs n0 .. n0 + NB - 1: 4 x NB accumulators of 16
 // lanes in registers, each x load feeding 4 FMAs and each w load NB. Inlined into the cloned caller so it
 // is compiled for each instruction set.
