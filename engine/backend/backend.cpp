@@ -62,6 +62,10 @@ FLOTILLA_UNSUPPORTED(void, attention_forward, "bf16", bf16_t*, float*, const bf1
                      int, int, int, int)
 FLOTILLA_UNSUPPORTED(void, attention_backward, "bf16", bf16_t*, const bf16_t*, const bf16_t*, const bf16_t*,
                      const float*, const int32_t*, int, int, int, int, int)
+FLOTILLA_UNSUPPORTED(void, attention_cached_forward, "fp32", float*, const float*, float*, float*,
+                     const int32_t*, int, int, int, int, int, int, int)
+FLOTILLA_UNSUPPORTED(void, attention_cached_forward, "bf16", bf16_t*, const bf16_t*, bf16_t*, bf16_t*,
+                     const int32_t*, int, int, int, int, int, int, int)
 FLOTILLA_UNSUPPORTED(void, rope_forward, "fp32", float*, const int32_t*, const float*, int, int, int, int,
                      int)
 FLOTILLA_UNSUPPORTED(void, rope_forward, "bf16", bf16_t*, const int32_t*, const float*, int, int, int, int,

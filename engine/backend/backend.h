@@ -172,6 +172,18 @@ class Backend {
   virtual void attention_backward(bf16_t* dqkv, const bf16_t* dout, const bf16_t* qkv, const bf16_t* out,
                                   const float* lse, const int32_t* pos, int B, int T, int NH, int NKV,
                                   int HD);
+  // Attention of new tokens against a KV cache (inference; no backward). qkv as attention_forward:
+  // B rows of T new tokens, q / k / v heads (RoPE already applied); kcache and vcache (rows, max_len,
+  // NKV*HD) per layer. First every new token's k and v are written into cache row row0 + b at its
+  // absolute position pos[b*T + t] (pos: B*T ints in backend memory, each < max_len); then query
+  // (b, t) attends over positions 0 .. pos[b*T + t] of its cache row. A right-padded prefill writes
+  // junk at the padded positions; the row's next decode step overwrites each before any query reads it.
+  virtual void attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache,
+                                        const int32_t* pos, int row0, int B, int T, int NH, int NKV, int HD,
+                                        int max_len);
+  virtual void attention_cached_forward(bf16_t* out, const bf16_t* qkv, bf16_t* kcache, bf16_t* vcache,
+                                        const int32_t* pos, int row0, int B, int T, int NH, int NKV, int HD,
+                                        int max_len);
   // Rotate-half RoPE in place on the q and k heads of qkv (layout as attention): element j of a head
   // pairs with j + HD/2, angle = pos * inv_freq[j mod HD/2] (pos null: t); inv_freq (HD/2) fp32 in
   // backend memory. Backward rotates d(q), d(k) by the negative angle, in place.

@@ -1,5 +1,7 @@
-// flotilla-worker sample --checkpoint DIR (--prompt TEXT --tokenizer TOK | --prompt-ids "1 2 3")
-//                        [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
+// flotilla-worker sample (--checkpoint DIR | --model HF_DIR|org/name)
+//                        (--prompt TEXT [--tokenizer TOK] | --prompt-ids "1 2 3")
+//                        [--tokens N] [--temperature T] [--top-k K] [--top-p P]
+//                        [--repetition-penalty R] [--seed S] [--no-cache]
 //                        [--chat auto|on|off] [--chat-format F] [--system TEXT] [--stop TEXT]...
 //                        [--special] [--ignore-eos] [--json]
 //
@@ -7,20 +9,20 @@
 // same renderer that prepared its chat data (data/chat_format.h), followed by the format's
 // generation prompt, and generation ends at the end of turn or the end of text. Only the answer is
 // printed, as it is generated (flushed token by token, so the app can show it arriving), without
-// special tokens unless --special.
+// special tokens unless --special. The model comes from infer::load_for_inference (a checkpoint of
+// any layout gathered onto one device, LoRA unmerged over its base, or a Hugging Face folder), and
+// generation is infer::generate's KV-cache path (--no-cache: the recompute reference).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/checkpoint/model_checkpoint.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/data/chat_format.h"
-#include "engine/interop/peft.h"
-#include "engine/model/base_weights.h"
+#include "engine/infer/generate.h"
+#include "engine/infer/load.h"
 #include "engine/tokenizer/bpe.h"
-#include "engine/train/sampler.h"
 
 namespace flotilla::cli {
 namespace {
@@ -39,12 +41,17 @@ int cmd_sample(const CommandArgs& argv) {
   Args args(argv);
   if (args.flag("--help")) {
     std::printf(
-        "Usage: flotilla-worker sample --checkpoint DIR [--prompt TEXT --tokenizer TOK | --prompt-ids IDS]\n"
-        "                              [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+        "Usage: flotilla-worker sample (--checkpoint DIR | --model HF_DIR|org/name)\n"
+        "                              [--prompt TEXT [--tokenizer TOK] | --prompt-ids IDS]\n"
+        "                              [--tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+        "                              [--repetition-penalty R] [--seed S] [--no-cache] [--device cpu|cuda]\n"
         "                              [--chat auto|on|off] [--chat-format F] [--system TEXT]\n"
         "                              [--stop TEXT]... [--special] [--ignore-eos] [--json]\n\n"
         "Generates text from a checkpoint (a step-N directory, a checkpoints directory or a run\n"
-        "directory: the newest verified checkpoint). With --tokenizer (the folder or file the data\n"
+        "directory: the newest verified checkpoint; a tensor- or pipeline-parallel one is gathered\n"
+        "onto one device) or from a Hugging Face model (--model: a local folder, or a Hub name from\n"
+        "the Hugging Face cache; its own tokenizer is used unless --tokenizer). With --tokenizer (the folder "
+        "or file the data\n"
         "was prepared with: tokenizer.json, GPT-2's vocab.json + merges.txt, our tokenizer JSON, or a\n"
         "Hub name org/name, its tokenizer from the Hugging Face cache)\n"
         "the prompt is text and the answer is printed as text, as it is generated; without one, give\n"
@@ -61,7 +68,11 @@ int cmd_sample(const CommandArgs& argv) {
         "where the answer reaches a --stop string (left out of the answer). Special tokens are left\n"
         "out of the answer unless --special. --temperature 0 is greedy (default 1.0); --top-k K keeps\n"
         "the K most likely tokens (0: all), --top-p P the most likely whose mass reaches P (1: all);\n"
-        "--seed S (1). --json prints one JSON object at the end instead: prompt_ids, ids (the\n"
+        "--repetition-penalty R divides the logit of every token already in the context by R (a\n"
+        "negative one is multiplied), as transformers does (1: off); --seed S (1). Generation uses a\n"
+        "KV cache (the prompt prefilled once, then one token at a time); --no-cache recomputes the\n"
+        "whole context for every token (the reference, slower). --device cuda generates on the GPU (fp32).\n"
+        "--json prints one JSON object at the end instead: prompt_ids, ids (the\n"
         "generated ids, the end token included), text, stop (\"end token\", \"stop string\",\n"
         "\"length\") and chat_format.\n\n"
         "A LoRA checkpoint samples its base (the run's model.init_from) with the adapter unmerged; a\n"
@@ -70,9 +81,10 @@ int cmd_sample(const CommandArgs& argv) {
     return 0;
   }
   const auto checkpoint = args.value("--checkpoint");
+  const auto hf_model = args.value("--model");
   const auto prompt = args.value("--prompt");
   const auto prompt_ids = args.value("--prompt-ids");
-  const auto tokenizer_path = args.value("--tokenizer");
+  auto tokenizer_path = args.value("--tokenizer");
   const std::string chat_mode = args.value_or("--chat", "auto");
   const auto chat_format_flag = args.value("--chat-format");
   const auto system = args.value("--system");
@@ -80,15 +92,23 @@ int cmd_sample(const CommandArgs& argv) {
   const bool special = args.flag("--special");
   const bool ignore_eos = args.flag("--ignore-eos");
   const bool json = args.flag("--json");
-  SampleOptions so;
-  so.tokens = static_cast<int>(args.int_or("--tokens", 64));
+  infer::GenerateOptions so;
+  so.max_tokens = static_cast<int>(args.int_or("--tokens", 64));
   so.temperature = static_cast<float>(args.double_or("--temperature", 1.0));
   so.top_k = static_cast<int>(args.int_or("--top-k", 0));
   so.top_p = static_cast<float>(args.double_or("--top-p", 1.0));
+  const auto repetition_penalty = static_cast<float>(args.double_or("--repetition-penalty", 1.0));
   const auto seed = static_cast<uint64_t>(args.int_or("--seed", 1));
+  const bool no_cache = args.flag("--no-cache");
+  const std::string device = args.value_or("--device", "cpu");
+  so.repetition_penalty = repetition_penalty;
   args.finish("sample");
-  if (!checkpoint) throw_usage("sample needs --checkpoint DIR");
-  if (so.tokens < 1 || so.tokens > 100000) throw_usage("--tokens must be between 1 and 100000");
+  if (checkpoint.has_value() == hf_model.has_value())
+    throw_usage(
+        "sample needs one of --checkpoint DIR (a run's checkpoint) or --model HF_DIR (a Hugging Face "
+        "folder or org/name)");
+  if (!(repetition_penalty > 0)) throw_usage("--repetition-penalty must be above 0 (1: off)");
+  if (so.max_tokens < 1 || so.max_tokens > 100000) throw_usage("--tokens must be between 1 and 100000");
   if (so.temperature < 0) throw_usage("--temperature must be 0 (greedy) or more");
   if (so.top_k < 0) throw_usage("--top-k must be 0 (no limit) or more");
   if (!(so.top_p > 0 && so.top_p <= 1)) throw_usage("--top-p must be above 0 and at most 1");
@@ -97,9 +117,18 @@ int cmd_sample(const CommandArgs& argv) {
   for (const std::string& s : stops)
     if (s.empty()) throw_usage("--stop needs a non-empty text");
 
-  std::vector<std::string> warnings;
-  ModelCheckpoint ck = load_model_checkpoint(*checkpoint, &warnings);
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  infer::LoadRequest request;
+  request.checkpoint = checkpoint.value_or("");
+  request.hf_model = hf_model.value_or("");
+  request.device = device;
+  infer::LoadedModel loaded = infer::load_for_inference(request);
+  for (const auto& w : loaded.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  // A plain checkpoint is named by the closing line; an adapter or a Hugging Face model up front.
+  if (loaded.step < 0 || loaded.model->lora().enabled())
+    std::fprintf(stderr, "%s\n", loaded.description.c_str());
+  Model& model = *loaded.model;
+  const ModelDims& dims = model.dims();
+  if (!tokenizer_path && hf_model && !loaded.tokenizer.empty()) tokenizer_path = loaded.tokenizer;
 
   std::optional<Tokenizer> tok;
   if (tokenizer_path) tok = Tokenizer::load(*tokenizer_path);
@@ -146,12 +175,12 @@ int cmd_sample(const CommandArgs& argv) {
   if (context.empty())  // start of a document: BOS where the tokenizer has one, else end-of-text
     context.push_back(tok ? static_cast<int32_t>(tok->bos_id().value_or(tok->eot_id())) : 0);
   for (int32_t id : context)
-    if (id < 0 || id >= ck.dims.vocab_size)
+    if (id < 0 || id >= dims.vocab_size)
       throw_usage("prompt token " + std::to_string(id) + " is outside the model's vocabulary of " +
-                  std::to_string(ck.dims.vocab_size));
-  if (tok && tok->vocab_size() > ck.dims.vocab_size)
+                  std::to_string(dims.vocab_size));
+  if (tok && tok->vocab_size() > dims.vocab_size)
     throw_usage("the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but the model only " +
-                std::to_string(ck.dims.vocab_size) + ": use the tokenizer the data was prepared with");
+                std::to_string(dims.vocab_size) + ": use the tokenizer the data was prepared with");
   if (tok && !ignore_eos)
     for (uint32_t id : stop_token_ids(*tok, format)) so.stop_ids.push_back(static_cast<int32_t>(id));
   if (format) {
@@ -162,24 +191,6 @@ int cmd_sample(const CommandArgs& argv) {
                  chat_format_name(*format), ends.empty() ? "the token limit" : ends.c_str());
   }
 
-  // A LoRA checkpoint samples its base (model.init_from, checked against the fingerprint the run
-  // recorded) with the adapters applied unmerged, as the run evaluated it. A QLoRA one loads the
-  // base as the run did, each projection quantised to NF4 as it is read (never whole in fp32), and
-  // the forward runs through the NF4 kernels: the model the adapters were trained as.
-  ModelOptions mo;
-  mo.lora = ck.lora;
-  Model model(ck.dims, ModelShard{}, nullptr, mo);
-  if (ck.lora.enabled()) {
-    model.set_base(interop::load_lora_base_weights(ck));
-    std::fprintf(stderr, "%s r %d on %s (base %s%s)\n", ck.lora.nf4 ? "QLoRA" : "LoRA", ck.lora.rank,
-                 lora_targets_text(ck.lora.targets).c_str(), ck.init_from.c_str(),
-                 ck.lora.nf4 ? (ck.lora.double_quant ? ", quantised to 4-bit NF4 with double quantisation"
-                                                     : ", quantised to 4-bit NF4")
-                             : "");
-  }
-  model.set_params_from_full(ck.params.data());
-  model.set_training(false);
-
   // The answer as it grows: printed up to what a stop string could still cut (its length - 1
   // bytes are held back), and cut where a stop string first appears.
   std::vector<int32_t> generated;
@@ -188,7 +199,7 @@ int cmd_sample(const CommandArgs& argv) {
   size_t hold = 0;
   for (const std::string& s : stops) hold = std::max(hold, s.size() - 1);
   std::string stop = "length";
-  so.on_token = [&](int32_t id) {
+  auto on_token = [&](size_t, int32_t id) {
     generated.push_back(id);
     if (!tok) {
       if (!json) std::printf("%s%d", generated.size() > 1 ? " " : "", id);
@@ -212,8 +223,9 @@ int cmd_sample(const CommandArgs& argv) {
     }
     return cut == std::string::npos;
   };
-  Rng rng(seed);
-  const auto ids = sample_tokens(model, context, so, rng);
+  so.seed = seed;
+  so.use_cache = !no_cache;
+  const auto ids = infer::generate(model, {context}, so, on_token)[0].ids;
   if (stop == "length" && !ids.empty() &&
       std::find(so.stop_ids.begin(), so.stop_ids.end(), ids.back()) != so.stop_ids.end())
     stop = "end token";
@@ -233,9 +245,12 @@ int cmd_sample(const CommandArgs& argv) {
   const std::string why =
       stop == "end token"     ? "stopped at " + tok->token_bytes(static_cast<uint32_t>(ids.back()))
       : stop == "stop string" ? std::string("stopped at a stop string")
-                              : "stopped at the limit of " + std::to_string(so.tokens) + " tokens";
-  std::fprintf(stderr, "sampled %zu tokens from %s (step %lld); %s\n", ids.size(), ck.dir.c_str(),
-               static_cast<long long>(ck.step), why.c_str());
+                              : "stopped at the limit of " + std::to_string(so.max_tokens) + " tokens";
+  if (loaded.step >= 0)
+    std::fprintf(stderr, "sampled %zu tokens from %s (step %lld); %s\n", ids.size(), loaded.source.c_str(),
+                 static_cast<long long>(loaded.step), why.c_str());
+  else
+    std::fprintf(stderr, "sampled %zu tokens from %s; %s\n", ids.size(), loaded.source.c_str(), why.c_str());
   return 0;
 }
 

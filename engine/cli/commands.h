@@ -34,6 +34,7 @@ int cmd_sample(const CommandArgs& args);
 int cmd_probe(const CommandArgs& args);
 int cmd_bench_comm(const CommandArgs& args);
 int cmd_bench_nf4(const CommandArgs& args);
+int cmd_bench_generate(const CommandArgs& args);
 int cmd_hub(const CommandArgs& args);
 int cmd_eval(const CommandArgs& args);
 int cmd_chat(const CommandArgs& args);

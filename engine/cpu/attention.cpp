@@ -113,6 +113,46 @@ void attention_forward(float* out, float* lse, const float* qkv, const int32_t* 
   }
 }
 
+void attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache, const int32_t* pos,
+                              int row0, int B, int T, int NH, int NKV, int HD, int max_len) {
+  blas_single_thread();
+  const int group = NH / NKV;
+  const int ld = (NH + 2 * NKV) * HD, ldo = NH * HD, ldc = NKV * HD;
+  const size_t row_elems = static_cast<size_t>(max_len) * static_cast<size_t>(ldc);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  // Every new key and value first: a query may read any new token of its row at or before it.
+#pragma omp parallel for if (static_cast <long>(B) * T * ldc >= kParallelMin)
+  for (int i = 0; i < B * T; ++i) {
+    const size_t at = static_cast<size_t>(row0 + i / T) * row_elems + static_cast<size_t>(pos[i]) * ldc;
+    const float* src = qkv + static_cast<size_t>(i) * ld;
+    std::memcpy(kcache + at, src + static_cast<size_t>(NH) * HD, static_cast<size_t>(ldc) * sizeof(float));
+    std::memcpy(vcache + at, src + static_cast<size_t>(NH + NKV) * HD,
+                static_cast<size_t>(ldc) * sizeof(float));
+  }
+  constexpr int kQB = kAttentionQueryBlock;
+  // A decode step over short rows is a few thousand multiply-adds per task: one thread then.
+  const long work = static_cast<long>(B) * NH * T * HD * max_len;
+#pragma omp parallel for schedule(dynamic, 1) if (work >= 32 * kParallelMin)
+  for (int task = 0; task < B * NH; ++task) {
+    const int b = task / NH, h = task % NH, g = h / group;
+    const float* q = qkv + static_cast<size_t>(b) * T * ld + static_cast<size_t>(h) * HD;
+    const size_t row = static_cast<size_t>(row0 + b) * row_elems + static_cast<size_t>(g) * HD;
+    const float* k = kcache + row;
+    const float* v = vcache + row;
+    const int32_t* rp = pos + static_cast<size_t>(b) * T;
+    float* o = out + static_cast<size_t>(b) * T * ldo + static_cast<size_t>(h) * HD;
+    float* s = thread_scratch(static_cast<size_t>(kQB) * max_len);
+    for (int i0 = 0; i0 < T; i0 += kQB) {
+      const int m = std::min(kQB, T - i0);
+      int n = 0;
+      for (int r = 0; r < m; ++r) n = std::max(n, rp[i0 + r] + 1);
+      gemm_serial(false, true, m, n, HD, scale, q + static_cast<size_t>(i0) * ld, ld, k, ldc, 0.0f, s, n);
+      for (int r = 0; r < m; ++r) softmax_row(s + static_cast<size_t>(r) * n, 0, rp[i0 + r] + 1, n);
+      gemm_serial(false, false, m, HD, n, 1.0f, s, n, v, ldc, 0.0f, o + static_cast<size_t>(i0) * ldo, ldo);
+    }
+  }
+}
+
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         const int32_t* pos, int B, int T, int NH, int NKV, int HD) {
   blas_single_thread();

@@ -18,6 +18,12 @@ void attention_forward(float* out, float* lse, const float* qkv, const int32_t* 
 // query heads in head order (deterministic).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         const int32_t* pos, int B, int T, int NH, int NKV, int HD);
+// Inference against a KV cache (Backend::attention_cached_forward): kcache, vcache (rows, max_len,
+// NKV*HD). The new tokens' k and v (from qkv, as above) are written to cache row row0 + b at
+// position pos[b*T + t]; then query (b, t) attends over positions 0 .. pos[b*T + t] of that row.
+// Tasks are (row, query head) pairs as in the forward; a decode step (T = 1) is one gemv each.
+void attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache, const int32_t* pos,
+                              int row0, int B, int T, int NH, int NKV, int HD, int max_len);
 // Query rows per block: the scratch per thread is 2 * kAttentionQueryBlock * T floats.
 constexpr int kAttentionQueryBlock = 64;
 

@@ -200,6 +200,12 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
   Timer t(this, kAttention);
   cpu::attention_backward(dqkv, dout, qkv, out, lse, pos, B, T, NH, NKV, HD);
 }
+void CpuBackend::attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache,
+                                          const int32_t* pos, int row0, int B, int T, int NH, int NKV, int HD,
+                                          int max_len) {
+  Timer t(this, kAttention);
+  cpu::attention_cached_forward(out, qkv, kcache, vcache, pos, row0, B, T, NH, NKV, HD, max_len);
+}
 void CpuBackend::rope_forward(float* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,
                               int NKV, int HD) {
   Timer t(this, kRope);

@@ -78,6 +78,10 @@ class CpuBackend final : public Backend {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, const int32_t* pos, int B, int T, int NH, int NKV,
                           int HD) override;
+  using Backend::attention_cached_forward;
+  void attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache,
+                                const int32_t* pos, int row0, int B, int T, int NH, int NKV, int HD,
+                                int max_len) override;
   void rope_forward(float* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,
                     int HD) override;
   void rope_backward(float* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,

@@ -15,7 +15,7 @@ FLOTILLA_SIMD_CLONES
 void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, const int32_t* pos,
                      int B, int T, int C) {
   const long rows = static_cast<long>(B) * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
   for (long r = 0; r < rows; ++r) {
     float* o = out + static_cast<size_t>(r) * C;
     const int t = pos != nullptr ? pos[r] : static_cast<int>(r % T);

@@ -68,8 +68,88 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
   });
 }
 
+// A few rows (a decode step: one per sequence): sgemm packs the whole weight for M = 1 and runs at a
+// fraction of memory bandwidth, so here each weight row is read once per 4 input rows. The lanes are
+// summed in a fixed order at the end, and the split is over output columns, so the result does not
+// depend on the thread count.
+//
+// Output columns o0 .. o0 + rows - 1 (rows <= 4) for inputs n0 .. n0 + NB - 1: 4 x NB accumulators of 16
+// lanes in registers, each x load feeding 4 FMAs and each w load NB. Inlined into the cloned caller so it
+// is compiled for each instruction set.
+template <int NB>
+__attribute__((always_inline)) inline void matmul_rows_block(float* out, const float* inp,
+                                                             const float* weight, const float* bias, int IC,
+                                                             int OC, int o0, int rows, int n0) {
+  constexpr int kL = 16;
+  const int body = IC / kL * kL;
+  const float* w[4];
+  for (int r = 0; r < 4; ++r) w[r] = weight + static_cast<size_t>(o0 + (r < rows ? r : 0)) * IC;
+  const float* x[NB];
+  for (int n = 0; n < NB; ++n) x[n] = inp + static_cast<size_t>(n0 + n) * IC;
+  float acc[4][NB][kL] = {};
+  for (int i0 = 0; i0 < body; i0 += kL) {
+#pragma GCC unroll 4
+    for (int n = 0; n < NB; ++n) {
+#pragma omp simd
+      for (int l = 0; l < kL; ++l) {
+        const float xv = x[n][i0 + l];
+        acc[0][n][l] += xv * w[0][i0 + l];
+        acc[1][n][l] += xv * w[1][i0 + l];
+        acc[2][n][l] += xv * w[2][i0 + l];
+        acc[3][n][l] += xv * w[3][i0 + l];
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int n = 0; n < NB; ++n) {
+      float sum = 0.0f;
+      for (int l = 0; l < kL; ++l) sum += acc[r][n][l];
+      for (int i = body; i < IC; ++i) sum += x[n][i] * w[r][i];
+      out[static_cast<size_t>(n0 + n) * OC + o0 + r] = bias != nullptr ? sum + bias[o0 + r] : sum;
+    }
+}
+
+FLOTILLA_SIMD_CLONES
+void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
+                         int OC) {
+  const int quads = (OC + 3) / 4;
+#pragma omp parallel for schedule(static) if (static_cast <long>(OC) * IC >= 32 * kParallelMin)
+  for (int p = 0; p < quads; ++p) {
+    const int o0 = 4 * p, rows = o0 + 4 <= OC ? 4 : OC - o0;
+    if (N == 1) {  // one input: a plain dot per output column streams the weight fastest
+      for (int r = 0; r < rows; ++r) {
+        const float* w = weight + static_cast<size_t>(o0 + r) * IC;
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int i = 0; i < IC; ++i) acc += inp[i] * w[i];
+        out[o0 + r] = bias != nullptr ? acc + bias[o0 + r] : acc;
+      }
+      continue;
+    }
+    int n0 = 0;
+    for (; n0 + 4 <= N; n0 += 4) matmul_rows_block<4>(out, inp, weight, bias, IC, OC, o0, rows, n0);
+    switch (N - n0) {
+      case 1:
+        matmul_rows_block<1>(out, inp, weight, bias, IC, OC, o0, rows, n0);
+        break;
+      case 2:
+        matmul_rows_block<2>(out, inp, weight, bias, IC, OC, o0, rows, n0);
+        break;
+      case 3:
+        matmul_rows_block<3>(out, inp, weight, bias, IC, OC, o0, rows, n0);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                     int OC) {
+  if (N <= kMatmulRowsMax) {
+    matmul_forward_rows(out, inp, weight, bias, N, IC, OC);
+    return;
+  }
   blas_single_thread();
   // Adds the bias to a slice while it is still in cache.
   for_each_gemm_slice(N, OC, [&](const GemmSlice& s) {

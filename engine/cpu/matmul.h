@@ -27,6 +27,8 @@ void set_thread_independent_gemm(bool on);
 bool thread_independent_gemm();
 
 // out (N, OC) = inp (N, IC) @ weight (OC, IC)^T + bias (OC); bias may be null.
+// N <= kMatmulRowsMax rows (a decode step) take a dot-product kernel that reads the weight once.
+constexpr int kMatmulRowsMax = 8;
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                     int OC);
 

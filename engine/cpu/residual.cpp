@@ -8,7 +8,7 @@ namespace flotilla::cpu {
 FLOTILLA_SIMD_CLONES
 void residual_forward(float* out, const float* a, const float* b, size_t n) {
   const long count = static_cast<long>(n);
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
   for (long i = 0; i < count; ++i) out[i] = a[i] + b[i];
 }
 

@@ -41,7 +41,7 @@ inline void row_backward(float* dx, const float* d, const float* x, const float*
 FLOTILLA_SIMD_CLONES
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C,
                      float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (long r = 0; r < N; ++r) {
     const float* x = inp + static_cast<size_t>(r) * C;
     float* o = out + static_cast<size_t>(r) * C;
@@ -81,7 +81,7 @@ FLOTILLA_SIMD_CLONES
 void qk_norm_forward(float* out, float* rstd, const float* inp, const float* qw, const float* kw, long N,
                      int NH, int NKV, int HD, float eps) {
   const int heads = NH + NKV, ld = (NH + 2 * NKV) * HD;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * ld >= kParallelMin)
   for (long r = 0; r < N; ++r) {
     const float* x = inp + static_cast<size_t>(r) * ld;
     float* o = out + static_cast<size_t>(r) * ld;

@@ -3,6 +3,7 @@
 // position times an fp32 inverse frequency, then cos/sin), rather than a cached table built by a
 // recurrence, whose error would grow with the position.
 #include "engine/cpu/rope.h"
+#include "engine/cpu/simd.h"
 
 #include <cmath>
 #include <cstddef>
@@ -15,7 +16,7 @@ void rotate(float* qkv, const int32_t* pos, const float* inv_freq, int B, int T,
             float sign) {
   const int half = HD / 2, heads = NH + NKV, ld = (NH + 2 * NKV) * HD;
   const long rows = static_cast<long>(B) * T;
-#pragma omp parallel
+#pragma omp parallel if (rows * ld >= kParallelMin)
   {
     std::vector<float> cs(static_cast<size_t>(HD));  // cos then sin of this token's angles
 #pragma omp for schedule(static)

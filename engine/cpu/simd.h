@@ -19,6 +19,12 @@
 
 namespace flotilla::cpu {
 
+// Elements below which an elementwise or per-row kernel runs on the calling thread alone (an OpenMP
+// `if` clause): a decode step's tensors are one row per sequence, where waking the team costs more
+// than the work, and much more on a loaded machine. The results do not depend on it (no reductions
+// across threads in those kernels).
+constexpr long kParallelMin = 1L << 15;
+
 // The instruction set the cloned kernels run with on this machine: "avx512", "avx2" or "baseline".
 const char* simd_level();
 

@@ -2,6 +2,7 @@
 // approximation the softmax uses, so the activation matches PyTorch's silu to the last bits that
 // matter for the 1e-5 logit parity with transformers (the MLP output feeds every later layer).
 #include "engine/cpu/swiglu.h"
+#include "engine/cpu/simd.h"
 
 #include <cmath>
 #include <cstddef>
@@ -9,7 +10,7 @@
 namespace flotilla::cpu {
 
 void swiglu_forward(float* out, const float* inp, long N, int F) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * F >= kParallelMin)
   for (long r = 0; r < N; ++r) {
     const float* g = inp + static_cast<size_t>(r) * 2 * F;
     const float* u = g + F;

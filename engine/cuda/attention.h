@@ -21,4 +21,11 @@ template <typename T>
 void attention_backward(Context& ctx, T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
                         const int32_t* pos, int B, int Tn, int NH, int NKV, int HD);
 
+// Inference against a KV cache (attention_cached.cu): kcache, vcache (rows, max_len, NKV*HD). The new
+// tokens' k and v are written to cache row row0 + b at position pos[b*Tn + t] (pos in device memory),
+// then query (b, t) attends over positions 0 .. pos[b*Tn + t] of that row. No lse, no backward.
+template <typename T>
+void attention_cached_forward(Context& ctx, T* out, const T* qkv, T* kcache, T* vcache, const int32_t* pos,
+                              int row0, int B, int Tn, int NH, int NKV, int HD, int max_len);
+
 }  // namespace flotilla::cuda

@@ -219,6 +219,12 @@ inline const bf16* dev(const bf16_t* p) { return reinterpret_cast<const bf16*>(p
     Timer t(this, kAttention);                                                                               \
     cuda::attention_backward(*ctx_, dev(dqkv), dev(dout), dev(qkv), dev(out), lse, pos, B, T, NH, NKV, HD);  \
   }                                                                                                          \
+  void CudaBackend::attention_cached_forward(S* out, const S* qkv, S* kcache, S* vcache, const int32_t* pos,    \
+                                             int row0, int B, int T, int NH, int NKV, int HD, int max_len) {   \
+    Timer t(this, kAttention);                                                                               \
+    cuda::attention_cached_forward(*ctx_, dev(out), dev(qkv), dev(kcache), dev(vcache), pos, row0, B, T, NH,  \
+                                   NKV, HD, max_len);                                                        \
+  }                                                                                                          \
   void CudaBackend::rope_forward(S* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH,    \
                                  int NKV, int HD) {                                                          \
     Timer t(this, kRope);                                                                                    \

@@ -73,6 +73,8 @@ class CudaBackend final : public Backend {
                          int NKV, int HD) override;                                                          \
   void attention_backward(S* dqkv, const S* dout, const S* qkv, const S* out, const float* lse,              \
                           const int32_t* pos, int B, int T, int NH, int NKV, int HD) override;               \
+  void attention_cached_forward(S* out, const S* qkv, S* kcache, S* vcache, const int32_t* pos, int row0,    \
+                                int B, int T, int NH, int NKV, int HD, int max_len) override;                \
   void rope_forward(S* qkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,        \
                     int HD) override;                                                                        \
   void rope_backward(S* dqkv, const int32_t* pos, const float* inv_freq, int B, int T, int NH, int NKV,      \

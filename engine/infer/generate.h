@@ -30,7 +30,13 @@ struct GenerateOptions {
   uint64_t seed = 1;              // row r draws from Rng(seed + r)
   // false: every token recomputes the whole context with Model::forward (the reference the KV
   // cache is tested against); true: the KV cache where the model has it.
+  // The KV cache path: the prompts are prefilled together (right-padded to the longest), then each
+  // live row gets one token per step. A row whose context reaches max_seq_len is re-prefilled alone
+  // with its last max_seq_len tokens at every further step: exactly the recompute path's window (so
+  // outputs stay identical), at the recompute path's cost for that row.
   bool use_cache = true;
+  // One prompt only: draw from this stream (the trainer's resumable Rng) instead of Rng(seed).
+  Rng* rng = nullptr;
 };
 
 enum class StopReason { kLength, kEndToken, kCaller };

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/registry.h"
 #include "engine/checkpoint/model_checkpoint.h"
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
@@ -57,14 +58,16 @@ LoadedModel load_for_inference(const LoadRequest& request) {
   if (request.checkpoint.empty() == request.hf_model.empty())
     throw Error(ExitCode::kUsage, "give one of --checkpoint DIR (a run's checkpoint) or --model HF_DIR "
                                   "(a Hugging Face folder or org/name)");
-  if (request.device != "cpu")
-    throw Error(ExitCode::kUsage, "inference on '" + request.device + "' is not available in this build: use cpu");
+  if (request.device != "cpu" && request.device != "cuda")
+    throw Error(ExitCode::kUsage, "--device takes cpu or cuda, not '" + request.device + "'");
+  // The CUDA backend (the plugin) is loaded only when asked for; it throws naming what is missing.
+  Backend* backend = request.device == "cuda" ? &get_backend("cuda") : nullptr;
   LoadedModel out;
   if (!request.checkpoint.empty()) {
     ModelCheckpoint ck = load_model_checkpoint(request.checkpoint, &out.warnings);
     ModelOptions mo;
     mo.lora = ck.lora;
-    out.model = std::make_unique<Model>(ck.dims, ModelShard{}, nullptr, mo);
+    out.model = std::make_unique<Model>(ck.dims, ModelShard{}, backend, mo);
     if (ck.lora.enabled()) {
       out.model->set_base(interop::load_lora_base_weights(ck));
       out.description = std::string(ck.lora.nf4 ? "QLoRA" : "LoRA") + " r " + std::to_string(ck.lora.rank) + " on " +
@@ -94,7 +97,7 @@ LoadedModel load_for_inference(const LoadRequest& request) {
       dims = dims_from_config(interop::hf_model_section(interop::read_hf_config(folder)));
       full = interop::import_hf_weights(folder, dims);
     }
-    out.model = std::make_unique<Model>(dims, ModelShard{}, nullptr, ModelOptions{});
+    out.model = std::make_unique<Model>(dims, ModelShard{}, backend, ModelOptions{});
     out.model->set_params_from_full(full.data());
     out.source = folder;
     if (holds_tokenizer(folder)) out.tokenizer = folder;

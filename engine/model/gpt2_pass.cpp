@@ -192,7 +192,11 @@ struct Pass {
   // and the rebuild before the backward under recomputation.
   void block_up_to_mlp(int l) {
     be.matmul_forward(a.qkv(l), a.ln1(l), W(kQkvw, l), W(kQkvb, l), n_, C, 3 * Ca, static_cast<S*>(nullptr));
-    be.attention_forward(a.atty(l), a.att_lse(l), a.qkv(l), pos, B, T, NH, NH, Ca / NH);
+    if (m.kv.active)
+      be.attention_cached_forward(a.atty(l), a.qkv(l), m.kv_k<S>(l), m.kv_v<S>(l), pos, m.kv.row0, B, T, NH,
+                                  NH, Ca / NH, m.kv.len);
+    else
+      be.attention_forward(a.atty(l), a.att_lse(l), a.qkv(l), pos, B, T, NH, NH, Ca / NH);
     be.matmul_forward(a.proj, a.atty(l), W(kAttprojw, l), row_bias(kAttprojb, l), n_, Ca, C,
                       static_cast<S*>(nullptr));
     reduce(a.proj);  // g
@@ -238,8 +242,8 @@ struct Pass {
       be.synchronize();
       return -1.0f;
     }
-    be.matmul_forward(a.logits, a.lnf, m.P<S>(kWte), static_cast<const S*>(nullptr), n_, C, Vl,
-                      static_cast<S*>(nullptr));
+    be.matmul_forward(a.logits, a.lnf, m.P<S>(kWte), static_cast<const S*>(nullptr),
+                      m.head_rows<S>(sl, a.lnf), C, Vl, static_cast<S*>(nullptr));
     sl.logits_valid = true;
     if (!sl.have_targets) {
       be.synchronize();

@@ -436,7 +436,11 @@ struct Pass {
       be.qk_norm_forward(a.qkv(l), a.qk_rstd(l), a.qkv_raw(l), W(kQNorm, l), W(kKNorm, l), Nl, w.Hl, w.KVl,
                          w.hd, eps);
     be.rope_forward(a.qkv(l), pos, inv_freq, B, T, w.Hl, w.KVl, w.hd);
-    be.attention_forward(a.atty(l), a.lse(l), a.qkv(l), pos, B, T, w.Hl, w.KVl, w.hd);
+    if (m.kv.active)
+      be.attention_cached_forward(a.atty(l), a.qkv(l), m.kv_k<S>(l), m.kv_v<S>(l), pos, m.kv.row0, B, T, w.Hl,
+                                  w.KVl, w.hd, m.kv.len);
+    else
+      be.attention_forward(a.atty(l), a.lse(l), a.qkv(l), pos, B, T, w.Hl, w.KVl, w.hd);
     base_forward(kAttnOut, l, a.proj, a.atty(l), static_cast<const S*>(nullptr), w.Ql, C);
     lora_forward(kLoraO, l, a.atty(l), a.proj);
     reduce(a.proj);  // g
@@ -479,8 +483,8 @@ struct Pass {
       be.synchronize();
       return -1.0f;
     }
-    be.matmul_forward(a.logits, a.lnf, m.P<S>(m.base.layout.head()), static_cast<const S*>(nullptr), n_, C,
-                      w.Vl, static_cast<S*>(nullptr));
+    be.matmul_forward(a.logits, a.lnf, m.P<S>(m.base.layout.head()), static_cast<const S*>(nullptr),
+                      m.head_rows<S>(sl, a.lnf), C, w.Vl, static_cast<S*>(nullptr));
     sl.logits_valid = true;
     if (!sl.have_targets) {
       be.synchronize();

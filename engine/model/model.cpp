@@ -370,7 +370,7 @@ void Model::copy_logits(float* host) const {
   Impl& m = const_cast<Impl&>(*impl_);
   if (m.last_forward_slot < 0) throw Error(ExitCode::kInternal, "Model::copy_logits before a forward");
   const Impl::Slot& sl = m.slot(m.last_forward_slot);
-  const size_t count = static_cast<size_t>(sl.B) * static_cast<size_t>(sl.T) * static_cast<size_t>(m.Vl());
+  const size_t count = static_cast<size_t>(sl.logit_rows) * static_cast<size_t>(m.Vl());
   by_dtype(m, [&](auto t) {
     using S = decltype(t);
     S* lg = m.d.llama() ? llama::logits<S>(m, m.last_forward_slot) : gpt2::logits<S>(m, m.last_forward_slot);
@@ -758,7 +758,8 @@ float Model::forward_stage(int slot, const int32_t* inputs, const float* stage_i
   }
   const bool with_targets = s.last_stage() && targets != nullptr;
   if (with_targets) check_tokens(m, targets, N, "target", true);
-  if (positions != nullptr) check_positions(positions, B, T);
+  if (positions != nullptr && !m.kv.active)
+    check_positions(positions, B, T);  // forward_cached checked its own
 
   Impl::Slot& sl = m.slot(slot);
   const ActivationSizes need = m.activation_sizes(B, T);
@@ -779,6 +780,7 @@ float Model::forward_stage(int slot, const int32_t* inputs, const float* stage_i
   sl.has_positions = positions != nullptr;
   sl.counted = 0;
   sl.drop_key = 0;
+  sl.logit_rows = B * T;
   if (m.adapters && m.training && m.opt.lora.dropout > 0.0f) {
     sl.drop_key = lora_forward_key(m.opt.lora.seed, m.drop_step, m.drop_stream, m.drop_micro);
     ++m.drop_micro;

@@ -213,7 +213,8 @@ class Model {
   // or the next stage's d(input) (grad = true) into, for B x T of the last reserve()/forward.
   float* stage_recv_buffer(bool grad);
 
-  // Logits of the last forward as host fp32: (B, T, Vp); only the first V columns are meaningful.
+  // Logits of the last forward as host fp32: (B, T, Vp) (forward_cached with logit_at: (B, Vp));
+  // only the first V columns are meaningful.
   // On a TP shard: this rank's (B, T, Vp/tp) vocabulary columns. Host fp32 models only (else
   // nullptr; copy_logits works everywhere).
   const float* logits() const;
@@ -230,6 +231,24 @@ class Model {
   // forward not yet consumed by backward.
   void set_recompute(bool on);
   bool recompute() const;
+
+  // --- Inference with a KV cache (engine/infer/generate.cpp). A whole model only (no tensor or
+  // pipeline shard). enable_kv_cache allocates, per layer, K and V for max_rows rows of max_len
+  // positions (n_kv_head x head_dim each, dtype() elements; max_len <= max_seq_len), replacing any
+  // earlier cache; disable_kv_cache frees it.
+  void enable_kv_cache(int max_rows, int max_len);
+  void disable_kv_cache();
+  int kv_cache_rows() const;  // 0: no cache
+  int kv_cache_len() const;
+  size_t kv_cache_bytes() const;
+  // B rows of T new tokens against the cache: batch row b is cache row row0 + b, token (b, t) sits
+  // at absolute position positions[b*T + t] (host, each < kv_cache_len(); the position wpe and RoPE
+  // use). Its K and V are written there and it attends over positions 0 .. positions[b*T + t] of its
+  // cache row, so a row's earlier tokens must already be cached; other cache rows are untouched.
+  // logit_at (host, B entries) or nullptr: the logits of token logit_at[b] of each row only, (B, Vp)
+  // (a prefill needs no more), else (B, T, Vp) as forward's. Logits only: no loss, no backward.
+  void forward_cached(const int32_t* inputs, const int32_t* positions, int B, int T, int row0 = 0,
+                      const int32_t* logit_at = nullptr);
 
   struct Impl;  // model_impl.h (named here so the architecture passes can take it)
 

@@ -135,6 +135,7 @@ struct Model::Impl {
     int gelu_layer = -1;         // GPT-2 without keep_gelu: the layer whose GELU output the scratch holds
     int64_t counted = 0;         // targets with a loss (not kIgnoreTarget)
     uint64_t drop_key = 0;       // LoRA dropout: this forward's masks (0: no dropout, e.g. evaluation)
+    int logit_rows = 0;          // rows of logits the forward computed: B*T, or B (forward_cached's logit_at)
   };
 
   explicit Impl(const ModelDims& dims) : d(dims), base(ParamLayout(dims)) {}
@@ -174,6 +175,40 @@ struct Model::Impl {
   BackendBuffer stage_bufs;  // pipeline receive buffers: recv_act then recv_grad, fp32 (N, C) each
   int stage_N = 0;
   BackendBuffer rope;  // llama: inv_freq (head_dim / 2) fp32 in backend memory
+  // Inference's KV cache (Model::enable_kv_cache): per local layer K then V, each (rows, len,
+  // kv heads * head_dim) of dtype() elements. `active` while forward_cached runs: the passes then
+  // call attention_cached_forward (cache rows row0..) and the LM head reads the rows logit_at names.
+  struct KvCache {
+    BackendBuffer buf;
+    int rows = 0, len = 0;
+    size_t per = 0;  // elements of one layer's K (and of its V)
+    bool active = false;
+    int row0 = 0;
+    const int32_t* logit_at = nullptr;  // host, B entries, or null: every token's logits
+  };
+  KvCache kv;
+  template <typename S>
+  S* kv_k(int l) {
+    return kv.buf.as<S>() + 2 * static_cast<size_t>(l) * kv.per;
+  }
+  template <typename S>
+  S* kv_v(int l) {
+    return kv.buf.as<S>() + (2 * static_cast<size_t>(l) + 1) * kv.per;
+  }
+  // The rows the LM head computes, recorded in sl.logit_rows: every token's, or under forward_cached
+  // with logit_at one per row, its final-norm output gathered to the front of lnf ((B, C) then).
+  template <typename S>
+  int head_rows(Slot& sl, S* lnf) {
+    if (!kv.active || kv.logit_at == nullptr) return sl.logit_rows = sl.B * sl.T;
+    const size_t C = static_cast<size_t>(d.n_embd);
+    for (int b = 0; b < sl.B; ++b) {  // row b's source is at b*T + at >= b: never overwritten first
+      const size_t src =
+          static_cast<size_t>(b) * static_cast<size_t>(sl.T) + static_cast<size_t>(kv.logit_at[b]);
+      if (src != static_cast<size_t>(b))
+        be->copy(lnf + static_cast<size_t>(b) * C, lnf + src * C, C * sizeof(S));
+    }
+    return sl.logit_rows = sl.B;
+  }
   std::vector<float> host_stats;
   std::vector<int32_t> host_ids;
   std::vector<float> host_logits;  // logits() on a device or bf16 model
