@@ -248,6 +248,14 @@ void check_data(const RunConfig& c, Problems& p) {
   const auto& d = c.data;
   if (d.source == "shards" && d.train.empty())
     p.add("data.train", "data.source = \"shards\" needs a path or glob of train shards");
+  // Shards named while the source is the synthetic corpus would be ignored in silence: the run would
+  // train and evaluate on the demo corpus while the user believes it reads their data.
+  if (d.source == "synthetic" && !d.train.empty())
+    p.add("data.train", "is set, but data.source is \"synthetic\": the run would train on the synthetic demo "
+                        "corpus and ignore it; set data.source = \"shards\" (or remove data.train)");
+  if (d.source == "synthetic" && d.train.empty() && !d.val.empty())
+    p.add("data.val", "is set, but data.source is \"synthetic\": it would be ignored; set data.source = "
+                      "\"shards\" and data.train (or remove data.val)");
   // Evaluation tasks (eval.tasks) need no validation shards: eval.every then times the tasks alone.
   if (d.source == "shards" && d.val.empty() && c.eval.every > 0 &&
       c.eval.tasks.find_first_not_of(" ;") == std::string::npos)

@@ -151,6 +151,9 @@ void test_other_sections() {
   big_seed.run.seed = ~0ull;
   expect_problem(big_seed, "run.seed", {"18446744073709551615 exceeds 2^63-1"});
   expect_problem(with({"data.source=shards"}), "data.train", {"data.source = \"shards\" needs"});
+  // Shards named under the default synthetic source would be ignored: refused, naming the fix.
+  expect_problem(with({"data.train=a.bin"}), "data.train", {"data.source is \"synthetic\"", "set data.source = \"shards\""});
+  expect_problem(with({"data.val=v.bin"}), "data.val", {"would be ignored"});
   expect_problem(with({"data.source=shards", "data.train=a.bin", "eval.every=10"}), "eval.every",
                  {"eval.every: 10", "data.val is empty"});
   expect_problem(
