@@ -54,7 +54,8 @@ int cmd_sample(const CommandArgs& argv) {
         "(the folder or file the data was prepared with: tokenizer.json, GPT-2's vocab.json +\n"
         "merges.txt, our tokenizer JSON, or a Hub name org/name, its tokenizer from the Hugging\n"
         "Face cache) the prompt is text and the answer is printed as text, as it is generated;\n"
-        "without one, give --prompt-ids and the output is token ids.\n\n"
+        "a text --prompt without --tokenizer uses the run's (model.init_from's, else the one beside\n"
+        "its train shards, as eval and chat find it). --prompt-ids without --tokenizer prints ids.\n\n"
         "A chat model (its tokenizer's folder has a chat template, and the tokenizer the special\n"
         "tokens of llama3, chatml or qwen3) is sampled as it was trained: the prompt becomes a user\n"
         "turn (after a --system turn when given) in the format its chat data was prepared in, followed\n"
@@ -128,7 +129,12 @@ int cmd_sample(const CommandArgs& argv) {
     std::fprintf(stderr, "%s\n", loaded.description.c_str());
   Model& model = *loaded.model;
   const ModelDims& dims = model.dims();
-  if (!tokenizer_path && hf_model && !loaded.tokenizer.empty()) tokenizer_path = loaded.tokenizer;
+  // The model's own tokenizer when none is given: a Hugging Face folder's, or for a text prompt the
+  // run's (found as the run found it, as eval and chat do); --prompt-ids without --tokenizer stay ids.
+  if (!tokenizer_path && !loaded.tokenizer.empty() && (hf_model || (prompt && !prompt_ids))) {
+    tokenizer_path = loaded.tokenizer;
+    if (!hf_model) std::fprintf(stderr, "tokenizer: %s (the run's)\n", tokenizer_path->c_str());
+  }
 
   std::optional<Tokenizer> tok;
   if (tokenizer_path) tok = Tokenizer::load(*tokenizer_path);

@@ -182,6 +182,11 @@ int main() {
   }
   CHECK_MSG(reference.is_object() && reference["text"] == "The capital of France is Paris.", "%s",
             sampled.output.c_str());
+  // Without --tokenizer, sample finds the run's as chat does: the same answer.
+  const ProcResult found = run_worker({"sample", "--checkpoint", run, "--prompt", france, "--temperature", "0", "--json"});
+  CHECK_MSG(found.exit_code == 0 && found.output.find("\"text\":\"The capital of France is Paris.\"") != std::string::npos &&
+                found.output.find("(the run's)") != std::string::npos,
+            "sample without --tokenizer: %s", found.output.c_str());
 
   ChatProcess chat({"--checkpoint", run}, root + "/chat.err");
   const json ready = chat.next(120);
