@@ -17,6 +17,7 @@
 #include "engine/core/error.h"
 #include "flotilla/build_info.h"
 #include "runs/figures.h"
+#include "engine/eval/task.h"
 #include "runs/process.h"
 #include "runs/run_speed.h"
 #include "runs/run_status.h"
@@ -76,10 +77,8 @@ void print_progress(const MetricsRecord& e, int64_t total_steps) {
     std::printf("eval at step %lld  val_loss %s\n", static_cast<long long>(e.eval().step),
                 format_number(e.eval().val_loss).c_str());
   } else if (e.type == MetricsRecordType::kTask) {  // eval.tasks: "task arc-mini at step 200  acc 0.31 ..."
-    std::string scores;
-    for (const auto& [name, value] : e.task().scores) scores += "  " + name + " " + format_number(value);
-    std::printf("task %s at step %lld%s\n", e.task().task.c_str(), static_cast<long long>(e.task().step),
-                scores.c_str());
+    std::printf("task %s at step %lld: %s\n", e.task().task.c_str(), static_cast<long long>(e.task().step),
+                eval::scores_line(e.task().scores).c_str());
   } else if (e.type == MetricsRecordType::kCheckpoint) {
     std::printf("checkpoint at step %lld  %s\n", static_cast<long long>(e.checkpoint().step),
                 e.checkpoint().dir.c_str());

@@ -17,6 +17,8 @@
 // split the units. Perplexity windows run one per forward for the same reason.
 #include "engine/eval/task.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -488,6 +490,33 @@ bool higher_is_better(const std::string& score_name) {
 
 std::string metric_name(const std::string& task_name, const std::string& score_name) {
   return "task/" + task_name + "/" + score_name;
+}
+
+std::string scores_line(const std::vector<std::pair<std::string, double>>& scores) {
+  const auto find = [&](const std::string& name) -> const double* {
+    for (const auto& [n, v] : scores)
+      if (n == name) return &v;
+    return nullptr;
+  };
+  const auto is_count = [](const std::string& n) { return n == "n" || n == "tokens" || n == "bytes"; };
+  const auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return std::string(buf);
+  };
+  std::string out;
+  const auto add = [&](const std::string& piece) { out += (out.empty() ? "" : ", ") + piece; };
+  for (const auto& [name, value] : scores) {
+    if (is_count(name)) continue;
+    const bool is_stderr = name.size() > 7 && name.compare(name.size() - 7, 7, "_stderr") == 0;
+    if (is_stderr && find(name.substr(0, name.size() - 7)) != nullptr) continue;  // folded in below
+    std::string piece = name + " " + number(value);
+    if (const double* se = find(name + "_stderr")) piece += " \u00b1 " + number(*se);
+    add(piece);
+  }
+  for (const auto& [name, value] : scores)
+    if (is_count(name)) add(name + " " + std::to_string(static_cast<long long>(std::llround(value))));
+  return out;
 }
 
 }  // namespace flotilla::eval

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/gpt.h"
@@ -88,6 +89,10 @@ std::map<std::string, double> scores(const Task& t, const Partial& total);
 // keeps.
 std::string headline_score(TaskKind k);
 bool higher_is_better(const std::string& score_name);
+
+// A task's scores on one line, the same in the terminal and the app's log: each score with its
+// standard error folded in ("acc_norm 0.85 ± 0.082"), counts as whole numbers last ("n 20").
+std::string scores_line(const std::vector<std::pair<std::string, double>>& scores);
 
 // The metric name a score is stored and plotted under: "task/<name>/<score>".
 std::string metric_name(const std::string& task_name, const std::string& score_name);

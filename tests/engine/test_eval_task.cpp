@@ -295,7 +295,18 @@ void names_and_kinds() {
 
 }  // namespace
 
+// The one-line form the terminal and the app's log print: stderrs folded in, counts whole, last.
+void scores_line_form() {
+  const std::string mc = eval::scores_line(
+      {{"acc", 0.65}, {"acc_norm", 0.85}, {"acc_norm_stderr", 0.08192}, {"acc_stderr", 0.1094}, {"n", 20}});
+  CHECK_MSG(mc == "acc 0.65 \u00b1 0.1094, acc_norm 0.85 \u00b1 0.08192, n 20", "%s", mc.c_str());
+  const std::string ppl = eval::scores_line(
+      {{"bits_per_byte", 6.2116}, {"bytes", 1087}, {"n", 20}, {"perplexity", 1385.18}, {"tokens", 647}});
+  CHECK_MSG(ppl == "bits_per_byte 6.212, perplexity 1385, bytes 1087, n 20, tokens 647", "%s", ppl.c_str());
+}
+
 int main() {
+  scores_line_form();
   // One thread: tiny matmuls gain nothing from two on a shared machine, and lose to OpenMP's waits.
   omp_set_num_threads(1);
   fs::remove_all(kTmp);

@@ -20,6 +20,7 @@
 #include "db/queries.h"
 #include "db/run_records.h"
 #include "engine/config/config_io.h"
+#include "engine/eval/task.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_request.h"
 #include "runs/node_run.h"
@@ -759,13 +760,10 @@ void ServiceRun::handle(const MetricsRecord& r) {
     }
     case MetricsRecordType::kTask: {
       const TaskRecord& t = r.task();
-      QStringList parts;
-      for (const auto& [name, value] : t.scores)
-        parts << QStringLiteral("%1 %2").arg(QString::fromStdString(name), formatMetric(value));
       appendLog(QStringLiteral("info"), tr("task %1 at step %2: %3")
                                             .arg(QString::fromStdString(t.task))
                                             .arg(t.step)
-                                            .arg(parts.join(QStringLiteral(", "))));
+                                            .arg(QString::fromStdString(eval::scores_line(t.scores))));
       break;
     }
     case MetricsRecordType::kSummary:
