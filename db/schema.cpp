@@ -374,6 +374,36 @@ CREATE TABLE idle_accruals (
 CREATE INDEX idle_accruals_by_node ON idle_accruals(node_id, start);
 )sql";
 
+// v12: link matrices measured on the collective path (issue 36). A measurement is one run of the
+// worker's `links` among some nodes, over the transport a run uses (gloo/tcp, nccl), stored with
+// the run it was taken for (NULL: `flotilla nodes links` or the Nodes page), how long it took and
+// the problems it met (a node that could not take part, in words). Its links: one row per ordered
+// pair of nodes (from == to: the node's intra-node figure, two ranks on it), the one-way
+// small-message latency and the large-message bandwidth from -> to, or why it was not measured.
+// The reachability matrix of v6 (TCP connect to sshd) stays as it is.
+constexpr const char* kV12 = R"sql(
+CREATE TABLE link_measurements (
+  id          INTEGER PRIMARY KEY,
+  measured_at REAL NOT NULL,
+  transport   TEXT NOT NULL,
+  run_id      INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  seconds     REAL NOT NULL DEFAULT 0 CHECK (seconds >= 0),
+  note        TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX link_measurements_by_run ON link_measurements(run_id);
+CREATE TABLE node_links (
+  measurement_id INTEGER NOT NULL REFERENCES link_measurements(id) ON DELETE CASCADE,
+  from_node      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  to_node        INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  latency_s      REAL CHECK (latency_s >= 0),
+  bytes_per_s    REAL CHECK (bytes_per_s > 0),
+  error          TEXT,
+  PRIMARY KEY (measurement_id, from_node, to_node),
+  CHECK ((latency_s IS NOT NULL AND bytes_per_s IS NOT NULL) OR error IS NOT NULL)
+) WITHOUT ROWID;
+CREATE INDEX node_links_by_pair ON node_links(from_node, to_node);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& builtin_migrations() {
@@ -397,6 +427,7 @@ const std::vector<Migration>& builtin_migrations() {
       {9, "gpu readings of slurm jobs, devices allocated to a job", kV9},
       {10, "monotonic clock readings of cost intervals", kV10},
       {11, "run queue, scheduler lease, sweeps, node autostop", kV11},
+      {12, "link matrices on the collective path", kV12},
   };
   return steps;
 }

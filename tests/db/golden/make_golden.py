@@ -15,7 +15,7 @@ import os
 
 here = os.path.dirname(os.path.abspath(__file__))
 schema = open(os.path.join(here, "..", "..", "..", "db", "schema.cpp")).read()
-steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8", 9: "kV9", 10: "kV10", 11: "kV11"}
+steps = {2: "kV2", 3: "kV3", 4: "kV4", 5: "kV5", 6: "kV6", 7: "kV7", 8: "kV8", 9: "kV9", 10: "kV10", 11: "kV11", 12: "kV12"}
 sql = {v: re.search(r"constexpr const char\* %s = R\"sql\((.*?)\)sql\";" % name, schema, re.S).group(1)
        for v, name in steps.items()}
 V1 = ("CREATE TABLE meta (\n  key   TEXT PRIMARY KEY NOT NULL,\n  value TEXT NOT NULL\n) WITHOUT ROWID;\n"
@@ -81,6 +81,11 @@ INSERT INTO slurm_job_samples VALUES (3, 'n1', 0, 1735690350, 88.0, 1000, 2000, 
 """,
     10: """
 UPDATE cost_accruals SET start_boot = 1000.0, end_boot = 1099.0, boot_id = 'golden-boot';
+""",
+    11: """
+INSERT INTO queue_entries(id, name, config_toml, places, priority, position, state, run_id, place, why, created_at, updated_at)
+  VALUES (1, 'queued-run', '[run]\nname = "queued-run"\n', '["local"]', 0, 1.0, 'done', 1, 'local', 'started', 1735689600, 1735689700);
+INSERT INTO sweeps(name, spec, created_at) VALUES ('golden-sweep', '{"lr":[0.001]}', 1735689600);
 """,
 }
 

@@ -8,8 +8,12 @@ index events_by_run
 CREATE INDEX events_by_run ON events(run_id, time);
 index idle_accruals_by_node
 CREATE INDEX idle_accruals_by_node ON idle_accruals(node_id, start);
+index link_measurements_by_run
+CREATE INDEX link_measurements_by_run ON link_measurements(run_id);
 index node_latency_by_to
 CREATE INDEX node_latency_by_to ON node_latency(to_node);
+index node_links_by_pair
+CREATE INDEX node_links_by_pair ON node_links(from_node, to_node);
 index queue_by_group
 CREATE INDEX queue_by_group ON queue_entries(group_name);
 index queue_by_state
@@ -101,6 +105,15 @@ CREATE TABLE ingest_offsets (
   updated_at REAL NOT NULL,
   PRIMARY KEY (run_id, source)
 ) WITHOUT ROWID;
+table link_measurements
+CREATE TABLE link_measurements (
+  id          INTEGER PRIMARY KEY,
+  measured_at REAL NOT NULL,
+  transport   TEXT NOT NULL,
+  run_id      INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  seconds     REAL NOT NULL DEFAULT 0 CHECK (seconds >= 0),
+  note        TEXT NOT NULL DEFAULT ''
+);
 table meta
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY NOT NULL,
@@ -138,6 +151,17 @@ CREATE TABLE node_latency (
   measured_at REAL NOT NULL,
   PRIMARY KEY (from_node, to_node),
   CHECK (rtt_ms IS NOT NULL OR error IS NOT NULL)
+) WITHOUT ROWID;
+table node_links
+CREATE TABLE node_links (
+  measurement_id INTEGER NOT NULL REFERENCES link_measurements(id) ON DELETE CASCADE,
+  from_node      INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  to_node        INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+  latency_s      REAL CHECK (latency_s >= 0),
+  bytes_per_s    REAL CHECK (bytes_per_s > 0),
+  error          TEXT,
+  PRIMARY KEY (measurement_id, from_node, to_node),
+  CHECK ((latency_s IS NOT NULL AND bytes_per_s IS NOT NULL) OR error IS NOT NULL)
 ) WITHOUT ROWID;
 table node_power
 CREATE TABLE node_power (
