@@ -162,7 +162,7 @@ std::vector<RunNodeRef> list_run_nodes(const Database& db, int64_t run_id) {
   std::vector<RunNodeRef> out;
   Stmt st(db,
           "SELECT n.id, n.name, n.kind, rn.devices FROM run_nodes rn JOIN nodes n ON n.id = rn.node_id "
-          "WHERE rn.run_id = ?1 ORDER BY n.id");
+          "WHERE rn.run_id = ?1 ORDER BY rn.position, n.id");
   st.bind(1, run_id);
   while (st.step()) out.push_back(RunNodeRef{st.i64(0), st.text(1), st.text(2), st.i64(3)});
   return out;

@@ -51,6 +51,7 @@ struct RunNodeRef {
   std::string name, kind;
   int64_t devices = 1;
 };
+// In the order they were attached: the launch's node order (node i holds ranks i*devices ..).
 std::vector<RunNodeRef> list_run_nodes(const Database& db, int64_t run_id);
 // Records what a probe found (GPU type and count; they scale the node's price per device).
 void set_node_gpus(Database& db, int64_t node_id, const std::string& gpu_type, int64_t gpu_count);

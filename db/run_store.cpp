@@ -408,7 +408,8 @@ std::vector<Node> list_nodes(const Database& db) {
 void attach_node(Database& db, int64_t run_id, int64_t node_id, int64_t devices) {
   write_tx(db, [&] {
     Stmt st(db,
-            "INSERT INTO run_nodes(run_id, node_id, devices) VALUES (?1, ?2, ?3) "
+            "INSERT INTO run_nodes(run_id, node_id, devices, position) VALUES (?1, ?2, ?3, "
+            "(SELECT COALESCE(MAX(position) + 1, 0) FROM run_nodes WHERE run_id = ?1)) "
             "ON CONFLICT(run_id, node_id) DO UPDATE SET devices = excluded.devices");
     st.bind(1, run_id).bind(2, node_id).bind(3, devices < 1 ? 1 : devices).run();
   });

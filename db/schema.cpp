@@ -380,8 +380,11 @@ CREATE INDEX idle_accruals_by_node ON idle_accruals(node_id, start);
 // the problems it met (a node that could not take part, in words). Its links: one row per ordered
 // pair of nodes (from == to: the node's intra-node figure, two ranks on it), the one-way
 // small-message latency and the large-message bandwidth from -> to, or why it was not measured.
-// The reachability matrix of v6 (TCP connect to sshd) stays as it is.
+// The reachability matrix of v6 (TCP connect to sshd) stays as it is. run_nodes.position: the
+// order nodes were attached in, which is the launch's node order (node i holds ranks i*n ..
+// i*n+n-1), so a process group's ranks map to the nodes (and links) it crosses.
 constexpr const char* kV12 = R"sql(
+ALTER TABLE run_nodes ADD COLUMN position INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE link_measurements (
   id          INTEGER PRIMARY KEY,
   measured_at REAL NOT NULL,

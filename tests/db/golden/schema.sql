@@ -238,7 +238,7 @@ table run_nodes
 CREATE TABLE run_nodes (
   run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
   node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE RESTRICT,
-  devices INTEGER NOT NULL DEFAULT 1, usd_per_hour REAL CHECK (usd_per_hour >= 0), rate_source TEXT NOT NULL DEFAULT '',
+  devices INTEGER NOT NULL DEFAULT 1, usd_per_hour REAL CHECK (usd_per_hour >= 0), rate_source TEXT NOT NULL DEFAULT '', position INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (run_id, node_id)
 ) WITHOUT ROWID;
 table run_tags
