@@ -141,6 +141,14 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(parallel, schedule, "pipeline schedule: gpipe | 1f1b", "gpipe", "1f1b"),
       FLOTILLA_KEY(parallel, backend, "collectives: auto | gloo | nccl", "auto", "gloo", "nccl"),
       FLOTILLA_KEY(parallel, timeout_s, "collective and rendezvous timeout in seconds"),
+      FLOTILLA_KEY(parallel, bucket_mb,
+                   "data-parallel gradient buckets: consecutive layers merged until at least this many MiB; 0 = "
+                   "one bucket per layer"),
+      FLOTILLA_KEY(parallel, overlap, "data parallelism: all-reduce gradient buckets while backward runs"),
+      FLOTILLA_KEY(parallel, measure_links,
+                   "measure the links between the run's nodes at its start (stored with the run): auto "
+                   "(multi-node runs) | off",
+                   "auto", "off"),
 
       FLOTILLA_KEY(checkpoint, every, "save every N steps; 0 = only at the end; \"auto\" = Daly's interval"),
       FLOTILLA_KEY(checkpoint, keep_last, "checkpoints kept (>= 1; the newest verified one is never purged)"),

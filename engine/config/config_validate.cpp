@@ -376,6 +376,7 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
                                    " splits it: set eval.sample_every = 0 and sample from a checkpoint "
                                    "(flotilla-worker sample gathers the shards)");
   finite_at_least(p, "parallel.timeout_s", par.timeout_s, 0, true);
+  finite_at_least(p, "parallel.bucket_mb", par.bucket_mb, 0, false);
   if (par.backend == "nccl" && c.run.device != "cuda")
     p.add("parallel.backend",
           "nccl needs run.device = \"cuda\" (it is " + q(c.run.device) + "); use gloo or auto");
