@@ -101,9 +101,10 @@ struct ParallelSection {
   std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b
   std::string backend = "auto";   // collectives: auto | gloo | nccl
   double timeout_s = 300;         // collective and rendezvous timeout in seconds
-  double bucket_mb = 0;           // data-parallel gradient buckets of at least this many MiB; 0 = one per layer
-  bool overlap = true;            // data-parallel: all-reduce buckets while backward runs
-  std::string measure_links = "auto";  // measure the links between nodes at start: auto (multi-node) | off
+  double bucket_mb = 0;  // data-parallel gradient buckets: consecutive layers merged until at least this many MiB; 0 = one bucket per layer
+  bool overlap = true;   // data parallelism: all-reduce gradient buckets while backward runs
+  std::string measure_links =
+      "auto";  // measure the links between the run's nodes at its start (stored with the run): auto (multi-node runs) | off
 };
 
 struct CheckpointSection {
