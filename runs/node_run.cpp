@@ -159,8 +159,8 @@ static void note_links(db::Database& db, std::vector<Node>& nodes, int64_t run_i
   if (!note) return;
   if (r.measurement) {
     if (const auto s = slowest_link(db, *r.measurement))
-      note("links between nodes (" + r.measurement->transport + "): slowest " + s->from + " -> " + s->to + " " +
-           rate_text(s->bytes_per_s) + " (stored with the run; flotilla nodes links shows the matrix)");
+      note("links between nodes (" + r.measurement->transport + "): slowest " + s->from + " -> " + s->to +
+           " " + rate_text(s->bytes_per_s) + " (stored with the run; flotilla nodes links shows the matrix)");
   }
   for (const auto& p : r.problems) note("links between nodes: " + p);
 }
