@@ -124,7 +124,7 @@ int main() {
 
   // Compare's figures (issue 36 eff): the dp group's share, and the hidden share over every group:
   // 1 - (100 + 400) / (100 + 400) = 0 here; 0.5 for the dp2 run (40% of its link).
-  CHECK(!runs::comm_headline(r).dp_share && runs::comm_headline(r).hidden == 0.0);
+  CHECK(runs::comm_headline(r).dp_share == r.groups[0].share && runs::comm_headline(r).hidden == 0.0);
   const runs::CommHeadline h2 = runs::comm_headline(runs::comm_report(d, run));
   CHECK(h2.dp_share && std::fabs(*h2.dp_share - 0.4) < 1e-9 && h2.hidden && std::fabs(*h2.hidden - 0.5) < 1e-12);
   CHECK(runs::share_text(h2.dp_share) == "40%" && runs::share_text(std::nullopt) == "-");
