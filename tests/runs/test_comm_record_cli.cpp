@@ -4,9 +4,9 @@
 //   the dp group's all-reduce moves exactly the gradient (parameters x 4 bytes, in n_layer + 1
 //   buckets) plus the 8-byte loss mean per step; the store keeps the comm/ names at the record's step;
 //   runs/comm_efficiency's report gives the dp group a bus bandwidth and a hidden share; `flotilla run`
-//   and `flotilla runs show` print the table and the advice (and --json has both); `flotilla compare` has the two
-//   communication rows; the Live feed (runs/store_feed.h) gives comm records back whole and keeps
-//   comm/ names out of its step records;
+//   and `flotilla runs show` print the table and the advice (and --json has both); `flotilla compare` has the
+//   two communication rows; the Live feed (runs/store_feed.h) gives comm records back whole and keeps comm/
+//   names out of its step records;
 // - tp=2, dp=2 with ZeRO-1 and pp=2 runs (flotilla-worker launch) name their groups and operations:
 //   tp all-reduces, dp reduce-scatter of the padded gradient and all-gather of the padded parameters
 //   (nccl-tests' sizes: the input and the output, n chunks each), pipeline send/recv.
