@@ -322,7 +322,8 @@ void Loop::setup_model() {
       model.base_to_full(base.data());
     }
   }
-  dp = std::make_unique<DataParallel>(groups.dp.get(), model, cfg.parallel.zero);
+  dp = std::make_unique<DataParallel>(groups.dp.get(), model, cfg.parallel.zero, cfg.parallel.bucket_mb,
+                                      cfg.parallel.overlap);
   if (sharded()) {
     // Count each replicated tensor once in the gradient norm, then sum over TP and PP.
     std::vector<std::pair<size_t, size_t>> counted;
