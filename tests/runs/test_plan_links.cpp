@@ -2,7 +2,8 @@
 // On a crafted store (two nodes, a 12.5 MB/s link one way and 100 MB/s back, 100 us one-way), the
 // dp=2 plan's communication time is exactly bytes / 12.5 MB/s + collectives x (host latency + 2 x
 // 100 us), more than the host's loopback figures give; an unmeasured pair keeps the host's figures
-// and names the command that measures it; one node changes nothing.
+// and names the command that measures it; one node changes nothing. parallel.bucket_mb's merged
+// buckets lower the planned collectives as DataParallel merges them.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -80,6 +81,14 @@ int main() {
   CHECK(std::fabs(after.plan.comm_s - formula) < 1e-9 * formula);
   CHECK(after.plan.comm_s > before.plan.comm_s * 5);
   CHECK(after.plan.step_s > before.plan.step_s);
+
+  // parallel.bucket_mb merges layer buckets as the engine does: one bucket pays the latency once.
+  RunConfig merged = cfg;
+  merged.parallel.bucket_mb = 1e4;
+  const CalibratedPlan one_bucket = plan_calibrated(merged, nominal, cal);
+  CHECK(st.n_layers > 1);
+  CHECK(one_bucket.plan.stages.front().collectives == st.collectives - (st.n_layers - 1));
+  CHECK(one_bucket.plan.comm_s < after.plan.comm_s);
 
   // A fast measured link does not beat the host's own collective ceiling.
   const auto fast = runs::measured_link(d, {"node-a", "node-b"}, LinkFigures{1e6, 0, ""});
