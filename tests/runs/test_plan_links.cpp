@@ -3,7 +3,8 @@
 // dp=2 plan's communication time is exactly bytes / 12.5 MB/s + collectives x (host latency + 2 x
 // 100 us), more than the host's loopback figures give; an unmeasured pair keeps the host's figures
 // and names the command that measures it; one node changes nothing. parallel.bucket_mb's merged
-// buckets lower the planned collectives as DataParallel merges them.
+// buckets lower the planned collectives as DataParallel merges them. The scheduler's estimate for a
+// place of two nodes slows down once their slow link is measured.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,11 +12,13 @@
 #include "check.h"
 #include "db/database.h"
 #include "db/links.h"
+#include "db/nodes.h"
 #include "db/run_store.h"
 #include "engine/config/run_config.h"
 #include "engine/plan/calibration.h"
 #include "engine/plan/planner.h"
 #include "runs/plan_links.h"
+#include "runs/queue_place.h"
 #include "worker_run.h"
 
 using namespace flotilla;
@@ -102,5 +105,38 @@ int main() {
   CHECK(runs::apply_measured_link(d, {"node-a"}, cal).empty() &&
         cal.link.bytes_per_s == host.link.bytes_per_s);
   CHECK(contains(runs::apply_measured_link(d, {"node-a", "nope"}, cal), "nope is not stored"));
+
+  // The scheduler's estimate for a place of two nodes plans over their measured link.
+  {
+    db::Database s(root + "/sched.db");
+    for (const char* name : {"n1", "n2"}) {
+      db::SshNode n;
+      n.name = name;
+      n.host = "127.0.0.1";
+      db::add_ssh_node(s, n);
+    }
+    runs::InventoryOptions inv;
+    inv.include_local = false;
+    inv.node_cpu_ranks = 2;
+    runs::EntryNeeds needs;
+    needs.allowed = {"nodes:n1,n2"};
+    const auto speed = [&] {
+      const runs::Decision dec = runs::choose_place(cfg, needs, runs::list_places(s, inv), {});
+      for (const auto& p : dec.places)
+        if (p.key == "nodes:n1,n2") return p.tokens_per_s;
+      return -1.0;
+    };
+    const double unmeasured = speed();
+    CHECK(unmeasured > 0);
+    db::LinkMeasurement slow;
+    slow.transport = "gloo/tcp";
+    const int64_t n1 = db::find_node(s, "n1")->id, n2 = db::find_node(s, "n2")->id;
+    slow.links = {link(n1, n2, 1e6, 1e-3), link(n2, n1, 1e6, 1e-3)};
+    db::store_link_measurement(s, slow);
+    const auto offers = runs::list_places(s, inv);
+    CHECK(offers.size() == 2 && offers[0].links.size() == 1 && offers[0].links[0].bytes_per_s == 1e6);
+    const double measured = speed();
+    CHECK_MSG(measured > 0 && measured < unmeasured / 2, "%g vs %g tok/s", measured, unmeasured);
+  }
   return summary("test_plan_links");
 }
