@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <map>
 
 #include "db/links.h"
 #include "db/run_store.h"
@@ -32,42 +33,42 @@ std::string seconds_short(double s) {
 
 }  // namespace
 
-MeasuredLinkResult measured_link(const db::Database& db, const std::vector<std::string>& node_names,
-                                 const LinkFigures& host) {
+std::vector<NamedLink> stored_links(const db::Database& db) {
+  std::map<int64_t, std::string> names;
+  for (const auto& n : db::list_nodes(db)) names[n.id] = n.name;
+  std::vector<NamedLink> out;
+  for (const auto& l : db::latest_links(db)) {
+    if (!l.bytes_per_s || *l.bytes_per_s <= 0 || !names.count(l.from_node) || !names.count(l.to_node))
+      continue;
+    out.push_back(
+        {names[l.from_node], names[l.to_node], *l.bytes_per_s, l.latency_s.value_or(0), l.measured_at});
+  }
+  return out;
+}
+
+MeasuredLinkResult slowest_link_among(const std::vector<NamedLink>& links,
+                                      const std::vector<std::string>& node_names, const LinkFigures& host) {
   MeasuredLinkResult r;
   if (node_names.size() < 2) return r;
-  std::vector<int64_t> ids;
   std::string names;
-  for (const auto& n : node_names) {
-    names += (names.empty() ? "" : ",") + n;
-    const auto node = db::find_node(db, n);
-    if (!node) {
-      r.note = "node " + n + " is not stored: no link figure for it";
-      return r;
-    }
-    ids.push_back(node->id);
-  }
-  const auto rows = db::latest_links(db, ids);
-  const db::NodeLink* slowest = nullptr;
-  for (size_t i = 0; i < ids.size(); ++i)
-    for (size_t j = 0; j < ids.size(); ++j) {
-      if (i == j) continue;
-      const db::NodeLink* found = nullptr;
-      for (const auto& l : rows)
-        if (l.from_node == ids[i] && l.to_node == ids[j] && l.bytes_per_s && *l.bytes_per_s > 0) found = &l;
+  for (const auto& n : node_names) names += (names.empty() ? "" : ",") + n;
+  const NamedLink* slowest = nullptr;
+  for (const auto& from : node_names)
+    for (const auto& to : node_names) {
+      if (from == to) continue;
+      const NamedLink* found = nullptr;
+      for (const auto& l : links)
+        if (l.from == from && l.to == to) found = &l;
       if (found == nullptr) {
-        r.note =
-            "no link measured " + node_names[i] + " -> " + node_names[j] + ": flotilla nodes links " + names;
+        r.note = "no link measured " + from + " -> " + to + ": flotilla nodes links " + names;
         return r;
       }
-      if (slowest == nullptr || *found->bytes_per_s < *slowest->bytes_per_s) {
-        slowest = found;
-        r.from = node_names[i];
-        r.to = node_names[j];
-      }
+      if (slowest == nullptr || found->bytes_per_s < slowest->bytes_per_s) slowest = found;
     }
-  r.bytes_per_s = *slowest->bytes_per_s;
-  r.latency_s = slowest->latency_s.value_or(0);
+  r.from = slowest->from;
+  r.to = slowest->to;
+  r.bytes_per_s = slowest->bytes_per_s;
+  r.latency_s = slowest->latency_s;
   r.measured_at = slowest->measured_at;
   LinkFigures f;
   f.bytes_per_s = host.bytes_per_s > 0 ? std::min(host.bytes_per_s, r.bytes_per_s) : r.bytes_per_s;
@@ -76,6 +77,18 @@ MeasuredLinkResult measured_link(const db::Database& db, const std::vector<std::
              std::to_string(node_names.size()) + " nodes)";
   r.link = f;
   return r;
+}
+
+MeasuredLinkResult measured_link(const db::Database& db, const std::vector<std::string>& node_names,
+                                 const LinkFigures& host) {
+  MeasuredLinkResult r;
+  if (node_names.size() < 2) return r;
+  for (const auto& n : node_names)
+    if (!db::find_node(db, n)) {
+      r.note = "node " + n + " is not stored: no link figure for it";
+      return r;
+    }
+  return slowest_link_among(stored_links(db), node_names, host);
 }
 
 std::string apply_measured_link(const db::Database& db, const std::vector<std::string>& node_names,

@@ -30,6 +30,16 @@ struct MeasuredLinkResult {
                      // links node-a,node-b")
 };
 
+// A stored link by node names (the newest figure per ordered pair): what the wizard loads once.
+struct NamedLink {
+  std::string from, to;
+  double bytes_per_s = 0, latency_s = 0, measured_at = 0;
+};
+std::vector<NamedLink> stored_links(const db::Database& db);
+// The planner's link over `node_names` from links already read (measured_link reads them itself).
+MeasuredLinkResult slowest_link_among(const std::vector<NamedLink>& links,
+                                      const std::vector<std::string>& node_names, const LinkFigures& host);
+
 // The planner's link over `node_names` (stored node names, launch order), given the host's figures.
 MeasuredLinkResult measured_link(const db::Database& db, const std::vector<std::string>& node_names,
                                  const LinkFigures& host);
