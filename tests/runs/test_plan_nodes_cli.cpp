@@ -23,10 +23,9 @@ ProcResult cli(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {FLOTILLA_CLI_PATH, "--db", g_root + "/store.db"};
   argv.insert(argv.end(), args.begin(), args.end());
   ProcResult r;
-  r.exit_code = wait_exit(spawn(argv,
-                                {"DISPLAY=", "WAYLAND_DISPLAY=", "QT_QPA_PLATFORM=",
-                                 "FLOTILLA_CACHE_DIR=" + g_root + "/cache", "FLOTILLA_PEAK_FLOPS=1e11"},
-                                log));
+  r.exit_code = wait_exit(spawn(
+      argv, {"DISPLAY=", "WAYLAND_DISPLAY=", "QT_QPA_PLATFORM=", "FLOTILLA_CACHE_DIR=" + g_root + "/cache"},
+      log));
   r.output = read_file(log);
   return r;
 }
