@@ -3,7 +3,8 @@
 // off. The bucket plan is checked directly (its all-reduce count per step is the bucket count plus
 // the rest); then real dp=2 Gloo runs through the worker with per-layer buckets, merged buckets, one
 // bucket and overlap off train bit for bit alike (two ranks: each element is a + b whatever the
-// message boundaries and timing), and ZeRO with bucket_mb is refused with the reason.
+// message boundaries and timing) while using 5, 3 and 2 all-reduces per step (rank 0's event), and
+// ZeRO with bucket_mb is refused with the reason.
 #include <cstring>
 
 #include "check.h"
@@ -96,6 +97,17 @@ int main() {
   CHECK_MSG(bitwise_equal(per_layer, no_overlap), "overlap = false differs\n%s", no_overlap.output.c_str());
   const Run no_overlap_one = train(root, "no-overlap-one", "overlap = false\nbucket_mb = 100\n");
   CHECK(bitwise_equal(per_layer, no_overlap_one));
+
+  // The buckets the runs used (rank 0's event): 4 layers + the rest; 2 pairs + the rest; 1 + the rest.
+  const auto buckets = [&](const std::string& name) {
+    for (const auto& r : read_metrics(root + "/" + name))
+      if (r["type"] == "event" && r.contains("buckets")) return std::stoi(r["buckets"].get<std::string>());
+    return -1;
+  };
+  CHECK_MSG(buckets("per-layer") == 5, "%d", buckets("per-layer"));
+  CHECK_MSG(buckets("pairs") == 3, "%d", buckets("pairs"));
+  CHECK_MSG(buckets("one") == 2, "%d", buckets("one"));
+  CHECK(buckets("no-overlap-one") == 2);
 
   // ZeRO with buckets: refused before anything starts, saying why.
   write_text(root + "/zero.toml", config_text("zero = 1\nbucket_mb = 10\n"));
