@@ -333,8 +333,8 @@ void Loop::setup_model() {
     const std::string when =
         cfg.parallel.overlap ? "overlapping backward" : "after backward (parallel.overlap = false)";
     metrics.event("info",
-                  "data parallel: " + std::to_string(dp->bucket_count()) + " gradient all-reduces per step (" +
-                      how + ", then the rest), " + when,
+                  "data parallel: " + std::to_string(dp->bucket_count()) +
+                      " gradient all-reduces per step (" + how + ", then the rest), " + when,
                   {{"buckets", std::to_string(dp->bucket_count())}});
   }
   if (sharded()) {

@@ -625,9 +625,11 @@ QString ConfigDraft::planLinkLine() const {
   if (target().kind != HardwareTarget::Kind::Nodes || target().nodes.size() < 2) return {};
   const flotilla::DeviceProfile d = device();
   const auto m = nodeLink({d.link_bytes_per_s, d.link_latency_s, ""});
-  if (!m.link) return tr("link: %1; planned with the device profile's link").arg(QString::fromStdString(m.note));
+  if (!m.link)
+    return tr("link: %1; planned with the device profile's link").arg(QString::fromStdString(m.note));
   return tr("link: %1: %2, planned at %3")
-      .arg(QString::fromStdString(m.link->source), QString::fromStdString(flotilla::runs::rate_text(m.bytes_per_s)),
+      .arg(QString::fromStdString(m.link->source),
+           QString::fromStdString(flotilla::runs::rate_text(m.bytes_per_s)),
            QString::fromStdString(flotilla::runs::rate_text(m.link->bytes_per_s)));
 }
 
