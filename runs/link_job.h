@@ -46,6 +46,16 @@ LinkJobResult run_link_job(const std::string& database_path, const std::vector<s
                            const std::function<remote::SessionOptions(const db::SshNode&)>& options,
                            const std::atomic<bool>& cancel, const LinkJobOptions& job = {});
 
+// A node already connected with its worker deployed (a run's start: runs/node_run.cpp).
+struct LinkNode {
+  db::SshNode rec;
+  remote::Session* session = nullptr;  // the caller's, used from one thread at a time
+  std::string worker;                  // the deployed flotilla-worker path on the node
+};
+// run_link_job on sessions the caller holds (no connect, no deploy); `db` is written on this thread.
+LinkJobResult measure_links_on_nodes(db::Database& db, const std::vector<LinkNode>& nodes,
+                                     const LinkJobOptions& job = {});
+
 // The matrix as the CLI prints it (latency and bandwidth per ordered pair, the slowest link named).
 std::string link_matrix_text(const db::Database& db, const db::LinkMeasurement& m);
 
