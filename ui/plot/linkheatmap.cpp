@@ -66,9 +66,12 @@ void LinkHeatMap::setLinks(const QStringList& nodes, const QVector<double>& byte
   if (hi <= 0) {
     lo = 1e6;
     hi = 1e9;
-  } else if (lo == hi) {  // one figure: a decade around it, so it takes the middle colour
-    lo /= std::sqrt(10.0);
-    hi *= std::sqrt(10.0);
+  } else if (hi < 10 * lo) {
+    // Figures within one decade (or one figure): a decade around their middle, so the log axis has
+    // a labelled power of ten and near-equal links get near-equal colours, not the extremes.
+    const double mid = std::sqrt(lo * hi);
+    lo = mid / std::sqrt(10.0);
+    hi = mid * std::sqrt(10.0);
   }
   m_scale->setDataRange(QCPRange(lo, hi));
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
