@@ -93,7 +93,7 @@ void TestLinksView::matrixFromStore() {
   QCOMPARE(view.slowestText(), QStringLiteral("Slowest link: node-a → node-b, 12.5 MB/s (61 µs latency)"));
   QVERIFY2(view.measuredText().contains(QStringLiteral("over gloo/tcp in 3.1 s")),
            qPrintable(view.measuredText()));
-  QCOMPARE(view.noteText(), QStringLiteral("node-c: rank 4 did not join in 10 s."));
+  QCOMPARE(view.noteText(), QStringLiteral("Problems: node-c: rank 4 did not join in 10 s."));
 
   view.show();
   QVERIFY(QTest::qWaitForWindowExposed(&view));

@@ -96,7 +96,6 @@ LinksView::LinksView(QWidget* parent)
   m_note->setObjectName(QStringLiteral("linksNote"));
   m_note->setWordWrap(true);
   m_note->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  m_note->setStyleSheet(QStringLiteral("QLabel { color: #c62828; }"));
   m_message->setObjectName(QStringLiteral("linksMessage"));
   m_message->setWordWrap(true);
   m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -192,7 +191,7 @@ void LinksView::setMatrix(const LinkMatrix& m) {
   else
     m_when->setText(
         tr("Measured %1 over %2 in %3 s").arg(when(m.measuredAt), m.transport).arg(m.seconds, 0, 'f', 1));
-  m_note->setText(m.note);
+  m_note->setText(m.note.isEmpty() ? QString() : tr("Problems: %1").arg(m.note));
   m_note->setVisible(!m.note.isEmpty());
 }
 
