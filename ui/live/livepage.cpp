@@ -212,7 +212,8 @@ LivePage::LivePage(QWidget* parent)
   split->setSizes({560, m_log->fontMetrics().lineSpacing() * logLines + 40});
   // A multi-rank run's communication between the plots and the log, shown once it has comm records.
   split->insertWidget(1, m_comm);
-  m_comm->setAdviceSource(&runs::run_advice);  // the advice rules (runs/comm_advice.h), on the reader's thread
+  // The advice rules (runs/comm_advice.h), run on the reader's thread.
+  m_comm->setAdviceSource(&runs::run_advice);
   split->setStretchFactor(1, 0);
   m_comm->hide();
   connect(m_comm, &CommPanel::updated, this, [this, split] {
