@@ -150,7 +150,7 @@ void CommPanel::rebuildPlot(const QStringList& groups) {
         {g + QStringLiteral(" share"), tr("%1 share of link").arg(g), c, ChartPlot::Style::Line, false, {}});
     m_plot->addSeries({g + QStringLiteral(" hidden"),
                        tr("%1 hidden").arg(g),
-                       c.lighter(150),
+                       c.darker(170),
                        ChartPlot::Style::Line,
                        false,
                        {}});
