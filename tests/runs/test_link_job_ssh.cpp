@@ -2,7 +2,8 @@
 // (sshd_fixture.h): a, b and c, c's sshd stopped. The job deploys the worker, starts `launch ...
 // links` on a and b, stores figures for a -> b, b -> a and both intra-node pairs, gives c error rows
 // (c -> a, a -> c, b -> c, c -> b, c within) and a sentence, all within its time bound; the text
-// names the slowest link; `flotilla nodes links a,b` measures and prints, with no names the newest.
+// names the slowest link; "local" gives this machine's within-node figure; `flotilla nodes links a,b`
+// measures and prints, with no names the newest.
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -101,6 +102,18 @@ int main() {
     if (slow) CHECK(text.find("slowest link: " + slow->from + " -> " + slow->to) != std::string::npos);
     CHECK(text.find("a (within)") != std::string::npos && text.find("error: Node c") != std::string::npos);
     CHECK(db::latest_links(d, {}).size() == 9);
+  }
+
+  // "local": this machine's within-node figure only (no peer of the nodes is attempted).
+  {
+    const runs::LinkJobResult l =
+        runs::run_link_job(db_path, {"local"}, FLOTILLA_WORKER_PATH, options, cancel, job);
+    CHECK_MSG(l.measurement && l.problems.empty(), "%s", l.problems.empty() ? "" : l.problems[0].c_str());
+    if (l.measurement) {
+      CHECK(l.measurement->links.size() == 1);
+      const db::NodeLink& x = l.measurement->links[0];
+      CHECK(x.from_node == x.to_node && x.bytes_per_s && *x.bytes_per_s > 1e6);
+    }
   }
 
   // The headless command: measure a,b and print; no names: the newest stored.
