@@ -43,9 +43,8 @@ LatencyView::LatencyView(QWidget* parent)
   m_table->setAlternatingRowColors(true);
 
   auto* title =
-      new QLabel(tr("<b>Reachability</b> (TCP connect to sshd: median connect time to each node's SSH "
-                    "port, ms; rows: from, columns: to)"),
-                 this);
+      new QLabel(tr("<b>Reachability</b> (TCP connect to sshd, median ms; rows: from, columns: to)"), this);
+  title->setWordWrap(true);
   auto* top = new QHBoxLayout;
   top->addWidget(title, 1);
   top->addWidget(m_measure);
