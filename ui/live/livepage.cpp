@@ -17,11 +17,13 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <algorithm>
 #include <cmath>
 
 #include "runs/run_speed.h"
 #include "ui/common/numberformat.h"
 #include "ui/common/pageheader.h"
+#include "ui/live/commpanel.h"
 #include "ui/live/livedashboard.h"
 #include "ui/live/logfind.h"
 #include "ui/live/nodesamples.h"
@@ -75,6 +77,7 @@ LivePage::LivePage(QWidget* parent)
       m_checkpoint(new QPushButton(tr("Checkpoint now"), this)),
       m_kill(new QPushButton(tr("Kill…"), this)),
       m_dashboard(new LiveDashboard(this)),
+      m_comm(new CommPanel(this)),
       m_log(new QPlainTextEdit(this)),
       m_samplesView(new QPlainTextEdit(this)),
       m_timer(new QTimer(this)),
@@ -207,6 +210,24 @@ LivePage::LivePage(QWidget* parent)
   const int logLines = 7;
   m_log->setMinimumHeight(m_log->fontMetrics().lineSpacing() * 4 + 12);
   split->setSizes({560, m_log->fontMetrics().lineSpacing() * logLines + 40});
+  // A multi-rank run's communication between the plots and the log, shown once it has comm records.
+  split->insertWidget(1, m_comm);
+  // The advice rules (runs/comm_advice.h), run on the reader's thread.
+  m_comm->setAdviceSource(&runs::run_advice);
+  split->setStretchFactor(1, 0);
+  m_comm->hide();
+  connect(m_comm, &CommPanel::updated, this, [this, split] {
+    if (m_comm->hasData() == m_comm->isVisibleTo(this)) return;
+    m_comm->setVisible(m_comm->hasData());
+    if (m_comm->hasData()) {
+      QList<int> sizes = split->sizes();
+      if (sizes.size() == 3 && sizes[1] < 200) {
+        sizes[0] = std::max(240, sizes[0] - 260);
+        sizes[1] = 260;
+        split->setSizes(sizes);
+      }
+    }
+  });
   layout->addWidget(split, 1);
 
   connect(m_stop, &QPushButton::clicked, this, [this] {
@@ -227,7 +248,10 @@ LivePage::LivePage(QWidget* parent)
     if (!m_run) return;
     if (m_samples->runId() == 0) followSamples(false);  // a run on nodes learns its store id late
     if (m_run->isActive()) {
-      if (isVisible()) pollSamples();
+      if (isVisible()) {
+        pollSamples();
+        m_comm->poll();  // comm records arrive every train.log_every steps
+      }
     } else if (m_samples->runId() > 0) {
       m_samplesTimer->stop();  // ended: its readings were read when it ended (or when followed)
     }
@@ -266,6 +290,7 @@ void LivePage::setRun(RunHandle* run) {
       updateStatus();
       if (isVisible()) m_dashboard->refreshAll();
       pollSamples();  // the readings up to the end
+      m_comm->poll();
     });
     connect(run, &QObject::destroyed, this, [this] { setRun(nullptr); });
   }
@@ -290,6 +315,7 @@ void LivePage::offerRun(RunHandle* run) {
 
 void LivePage::setDatabasePath(const QString& path) {
   m_samples->setDatabasePath(path);
+  m_comm->setDatabasePath(path);
   followSamples(true);
 }
 
@@ -330,6 +356,7 @@ void LivePage::syncPicker() {
 
 void LivePage::followSamples(bool restart) {
   const qint64 id = m_run ? storeIdOf(m_run) : 0;
+  if (id != m_comm->runId()) m_comm->follow(id);
   if (restart || id != m_samples->runId()) {
     m_samples->follow(id);
     m_dashboard->data().clearNodeSamples();
@@ -340,7 +367,10 @@ void LivePage::followSamples(bool restart) {
     return;
   }
   if (!m_samplesTimer->isActive()) m_samplesTimer->start();  // also: a run on nodes learns its id late
-  if (id > 0) pollSamples();
+  if (id > 0) {
+    pollSamples();
+    m_comm->poll();
+  }
 }
 
 void LivePage::pollSamples() {
@@ -528,6 +558,7 @@ bool LivePage::refresh() {
 void LivePage::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
   pollSamples();  // catch up on readings skipped while hidden
+  m_comm->poll();
   m_dashboard->refreshAll();
 }
 

@@ -42,6 +42,7 @@ class QTimer;
 
 namespace flotilla::ui {
 
+class CommPanel;
 class LiveDashboard;
 class ServiceRun;
 class LocalRuns;
@@ -81,6 +82,8 @@ class LivePage : public QWidget {
   const SeriesStore* series() const;
 
   LiveDashboard* dashboard() const { return m_dashboard; }
+  // Communication of a multi-rank run (shown once it has comm records).
+  CommPanel* commPanel() const { return m_comm; }
   LossPlot* lossPlot() const;
   QPushButton* stopButton() const { return m_stop; }
   QPushButton* checkpointButton() const { return m_checkpoint; }
@@ -130,6 +133,7 @@ class LivePage : public QWidget {
   QPushButton* m_checkpoint;
   QPushButton* m_kill;
   LiveDashboard* m_dashboard;
+  CommPanel* m_comm;
   QPlainTextEdit* m_log;
   LogFind* m_logFind = nullptr;
   QPlainTextEdit* m_samplesView;

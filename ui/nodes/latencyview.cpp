@@ -42,9 +42,9 @@ LatencyView::LatencyView(QWidget* parent)
   m_table->setMaximumHeight(26 * 9 + 4);
   m_table->setAlternatingRowColors(true);
 
-  auto* title = new QLabel(tr("<b>Latency</b> (median TCP connect to each node's SSH port, ms; rows: from, "
-                              "columns: to)"),
-                           this);
+  auto* title =
+      new QLabel(tr("<b>Reachability</b> (TCP connect to sshd, median ms; rows: from, columns: to)"), this);
+  title->setWordWrap(true);
   auto* top = new QHBoxLayout;
   top->addWidget(title, 1);
   top->addWidget(m_measure);

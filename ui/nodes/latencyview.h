@@ -1,4 +1,5 @@
-// The Nodes page's latency matrix: rows are where a connect starts (this machine, then each node),
+// The Nodes page's reachability matrix (TCP connect to sshd; the link matrix on the collective path
+// is linksview.h): rows are where a connect starts (this machine, then each node),
 // columns where it goes; a cell is the median TCP connect time to the node's sshd in ms with one
 // decimal, or the error in red with the full reason as its tooltip. "Measure latency" asks the
 // page to measure (the view itself does no I/O).

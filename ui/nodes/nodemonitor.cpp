@@ -5,6 +5,7 @@
 
 #include "db/database.h"
 #include "db/errors.h"
+#include "runs/link_job.h"
 #include "runs/node_admin.h"
 #include "runs/node_bridge.h"
 #include "runs/node_ops.h"
@@ -234,6 +235,38 @@ bool NodeMonitor::measureLatency(const std::vector<db::SshNode>& nodes, const QS
         [this, stored = static_cast<int>(r.rows.size()), text = problems.join(QLatin1Char('\n'))] {
           m_measuring = false;
           emit latencyMeasured(stored, text);
+        },
+        Qt::QueuedConnection);
+  });
+  return true;
+}
+
+bool NodeMonitor::measureLinks(const QStringList& names, const QString& workerPath, double timeoutS) {
+  if (m_measuringLinks || m_databasePath.isEmpty()) return false;
+  m_measuringLinks = true;
+  std::vector<std::string> nodes;
+  for (const QString& n : names) nodes.push_back(n.toStdString());
+  m_pool.start([this, nodes, dbPath = m_databasePath.toStdString(), worker = workerPath.toStdString(),
+                cancel = m_cancel, timeoutS] {
+    const runs::SshAccess access = accessFor(dbPath);
+    runs::LinkJobOptions job;
+    job.timeout_s = timeoutS;
+    QStringList problems;
+    qint64 id = 0;
+    try {
+      const runs::LinkJobResult r = runs::run_link_job(
+          dbPath, nodes, worker,
+          [access](const db::SshNode& n) { return runs::ssh_session_options(access, n); }, *cancel, job);
+      if (r.measurement) id = r.measurement->id;
+      for (const auto& p : r.problems) problems << QString::fromStdString(p);
+    } catch (const std::exception& e) {  // the store, not a node: said, never thrown at the page
+      problems << QString::fromUtf8(e.what());
+    }
+    QMetaObject::invokeMethod(
+        this,
+        [this, id, text = problems.join(QLatin1Char('\n'))] {
+          m_measuringLinks = false;
+          emit linksMeasured(id, text);
         },
         Qt::QueuedConnection);
   });

@@ -55,6 +55,12 @@ class NodeMonitor : public QObject {
   // nothing started) while a measurement is in flight or without a database.
   bool measureLatency(const std::vector<db::SshNode>& nodes, const QString& workerPath);
   bool measuringLatency() const { return m_measuring; }
+  // Measures the link matrix of stored nodes `names` on this monitor's pool (runs/link_job.h: connect,
+  // deploy `workerPath`, start the worker's `links` on every node as one process group, store it),
+  // bounded by `timeoutS`; reports linksMeasured. False (and nothing started) while a link measurement
+  // is in flight or without a database.
+  bool measureLinks(const QStringList& names, const QString& workerPath, double timeoutS = 60);
+  bool measuringLinks() const { return m_measuringLinks; }
 
   struct Slot;  // one node's session (defined in the .cpp)
 
@@ -65,6 +71,8 @@ class NodeMonitor : public QObject {
   void samplesWritten(const QString& name);
   // A latency measurement ended: `stored` links were written; `problems` says what failed ("" if none).
   void latencyMeasured(int stored, const QString& problems);
+  // A link measurement ended: stored as `measurementId` (0: nothing measured); `problems` one per line.
+  void linksMeasured(qint64 measurementId, const QString& problems);
 
  private:
   void probeAll();
@@ -79,6 +87,7 @@ class NodeMonitor : public QObject {
   QHash<QString, QString> m_pendingTrust;
   quint64 m_slotSerial = 0;
   bool m_measuring = false;
+  bool m_measuringLinks = false;
   std::shared_ptr<std::atomic<bool>> m_cancel = std::make_shared<std::atomic<bool>>(false);
   QTimer m_timer;
   QThreadPool m_pool;

@@ -24,6 +24,7 @@
 #include "ui/nodes/gpubardelegate.h"
 #include "ui/nodes/hostkeydialog.h"
 #include "ui/nodes/latencyview.h"
+#include "ui/nodes/linksview.h"
 #include "ui/nodes/machinefacts.h"
 #include "ui/nodes/machineprobe.h"
 #include "ui/nodes/nodedialog.h"
@@ -37,6 +38,7 @@ namespace {
 struct Loaded {
   std::vector<NodeEntry> entries;
   StoredLatency latency;
+  LinkMatrix links;
   QString error;
 };
 
@@ -49,6 +51,7 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
       m_monitor(new NodeMonitor(this)),
       m_table(new QTableView(this)),
       m_latency(new LatencyView(this)),
+      m_links(new LinksView(this)),
       m_facts(new QFormLayout),
       m_status(new QLabel(this)),
       m_message(new QLabel(this)),
@@ -140,6 +143,7 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
   layout->addWidget(m_emptyHint);
   layout->addWidget(m_message);
   layout->addWidget(m_latency);
+  layout->addWidget(m_links);
   layout->addWidget(local);
 
   connect(m_refresh, &QPushButton::clicked, this, [this] {
@@ -169,6 +173,12 @@ NodesPage::NodesPage(MachineProbe* probe, QWidget* parent)
     m_latency->setMessage(text);
     reload();
   });
+  connect(m_links, &LinksView::measureRequested, this, &NodesPage::measureLinks);
+  connect(m_monitor, &NodeMonitor::linksMeasured, this, [this](qint64 id, const QString& problems) {
+    m_links->setBusy(false);
+    m_links->setMessage(id > 0 ? problems : (problems.isEmpty() ? tr("Nothing was measured.") : problems));
+    reload();
+  });
   connect(m_monitor, &NodeMonitor::trustFinished, this,
           [this](const QString& name, bool ok, const QString& why) {
             setMessage(ok ? tr("Trusted the host key of %1.").arg(name)
@@ -189,6 +199,7 @@ void NodesPage::reload() {
   if (m_databasePath.isEmpty()) {
     m_model->setEntries({});
     m_latency->setMatrix({}, 0, {});
+    m_links->setMatrix({});
     m_monitor->setNodes({});
     emit nodesReloaded();
     return;
@@ -204,6 +215,7 @@ void NodesPage::reload() {
     for (const auto& e : loaded.entries) nodes.push_back(e.node);
     m_model->setEntries(std::move(loaded.entries));
     m_latency->setMatrix(nodes, loaded.latency.localId, loaded.latency.rows);
+    m_links->setMatrix(loaded.links);
     m_monitor->setNodes(nodes);
     if (isVisible()) m_monitor->start();
     emit nodesReloaded();
@@ -213,6 +225,7 @@ void NodesPage::reload() {
     try {
       out.entries = loadNodeEntries(path);
       out.latency = loadLatency(path);
+      out.links = loadLinkMatrix(path);
     } catch (const std::exception& e) {
       out.error = QString::fromUtf8(e.what());
     }
@@ -299,6 +312,28 @@ void NodesPage::measureLatency() {
   m_latency->setMessage(tr("Measuring the latency of %n node(s)…", nullptr, static_cast<int>(nodes.size())));
 }
 
+void NodesPage::measureLinks() {
+  if (m_databasePath.isEmpty() || m_model->nodeCount() == 0 || m_monitor->measuringLinks()) return;
+  const QString worker = workerPath();
+  if (worker.isEmpty() || !QFileInfo(worker).isExecutable()) {
+    m_links->setMessage(
+        tr("flotilla-worker was not found next to Flotilla or on PATH; it is deployed to the "
+           "nodes to measure the links between them."));
+    return;
+  }
+  const QStringList selected = selectedNames();
+  QStringList names;
+  for (int row = 1; row <= m_model->nodeCount(); ++row) {
+    const QString n = QString::fromStdString(m_model->entry(row)->node.name);
+    if (selected.size() < 2 || selected.contains(n)) names << n;
+  }
+  if (!m_monitor->measureLinks(names, worker, m_linksTimeout)) return;
+  m_links->setBusy(true);
+  m_links->setMessage(tr("Measuring the links between %1 (at most %2 s)…")
+                          .arg(names.join(QStringLiteral(", ")))
+                          .arg(m_linksTimeout, 0, 'f', 0));
+}
+
 QString NodesPage::selectedName() const {
   const QModelIndexList rows = m_table->selectionModel()->selectedRows();
   return rows.isEmpty() ? QString() : rows.first().data(NodesModel::NodeNameRole).toString();
@@ -314,6 +349,8 @@ void NodesPage::updateActions() {
   m_probeNow->setEnabled(store && !name.isEmpty());
   m_latency->setMeasureEnabled(store && m_model->nodeCount() > 0,
                                store ? tr("Add nodes first") : tr("This workspace has no run database"));
+  m_links->setMeasureEnabled(store && m_model->nodeCount() > 0,
+                             store ? tr("Add nodes first") : tr("This workspace has no run database"));
   m_trust->setEnabled(!name.isEmpty() && m_model->status(name).state == NodeState::UnknownHostKey);
   m_emptyHint->setText(
       m_model->nodeCount() == 0
@@ -332,7 +369,9 @@ void NodesPage::updateActions() {
   m_problems->setVisible(!problems.isEmpty());
 }
 
-QString NodesPage::problemsText() const { return m_problems->isVisibleTo(this) ? m_problems->text() : QString(); }
+QString NodesPage::problemsText() const {
+  return m_problems->isVisibleTo(this) ? m_problems->text() : QString();
+}
 
 void NodesPage::setMessage(const QString& text) { m_message->setText(text); }
 

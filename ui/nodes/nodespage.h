@@ -1,6 +1,7 @@
 // The Nodes page: the machines runs can use. A table with "This machine" first and then every
 // SSH node of the workspace's store, with live status, GPU bars and latency; Add/Edit/Remove;
-// the host key prompt for unknown nodes; the latency matrix between the nodes (latencyview.h); and
+// the host key prompt for unknown nodes; the reachability matrix between the nodes (latencyview.h),
+// the link matrix on the collective path with its heat map (linksview.h, "Measure links"); and
 // the details of this machine's own probe below.
 //
 // Decision: the page watches nodes only while it is visible (showEvent starts the NodeMonitor,
@@ -23,6 +24,7 @@ namespace flotilla::ui {
 
 class HostKeyDialog;
 class LatencyView;
+class LinksView;
 class MachineProbe;
 class NodeMonitor;
 class NodesModel;
@@ -51,6 +53,7 @@ class NodesPage : public QWidget {
   // "box is unreachable: Failed to resolve hostname ...", one line per node that cannot be used; "" none.
   QString problemsText() const;
   LatencyView* latencyView() const { return m_latency; }
+  LinksView* linksView() const { return m_links; }
   // The local flotilla-worker that "Measure latency" deploys (default: beside the app, or on PATH).
   void setWorkerPath(const QString& path) { m_workerPath = path; }
 
@@ -62,6 +65,11 @@ class NodesPage : public QWidget {
   // Measures the latency matrix of the selected nodes (two or more), else of every node, on the
   // monitor's pool; the matrix is re-read from the store when it ends.
   void measureLatency();
+  // Measures the link matrix (runs/link_job.h) of the selected nodes (two or more), else of every
+  // node, on the monitor's pool; the newest measurement is re-read from the store when it ends.
+  void measureLinks();
+  // The bound of one link measurement (connect, deploy, measure), seconds.
+  void setLinksTimeout(double seconds) { m_linksTimeout = seconds; }
   // Re-reads the nodes from the store (asynchronously); emits nodesReloaded.
   void reload();
 
@@ -90,6 +98,8 @@ class NodesPage : public QWidget {
   QString m_databasePath;
   QTableView* m_table;
   LatencyView* m_latency;
+  LinksView* m_links;
+  double m_linksTimeout = 60;
   QString m_workerPath;
   QFormLayout* m_facts;
   QLabel* m_status;

@@ -7,7 +7,10 @@
 
 #include "db/database.h"
 #include "db/errors.h"
+#include "db/links.h"
 #include "db/run_store.h"
+#include "db/sql.h"
+#include "runs/link_job.h"
 #include "runs/node_ops.h"
 #include "runs/ssh_options.h"
 
@@ -42,6 +45,16 @@ StoredLatency loadLatency(const QString& databasePath) {
   if (const auto local = db::find_node(db, "local")) out.localId = local->id;
   out.rows = db::node_latency_matrix(db);
   return out;
+}
+
+LinkMatrix loadLinkMatrix(const QString& databasePath) {
+  const db::Database db(databasePath.toStdString(), existingStore());
+  const std::optional<db::LinkMeasurement> m = db::latest_link_measurement(db);
+  if (!m) return {};
+  std::map<int64_t, std::string> names;
+  db::Stmt q(db, "SELECT id, name FROM nodes");
+  while (q.step()) names[q.i64(0)] = q.text(1);
+  return makeLinkMatrix(*m, names, runs::slowest_link(db, *m));
 }
 
 void addNode(const QString& databasePath, const runs::NodeFields& fields) {

@@ -15,6 +15,7 @@
 #include "runs/node_admin.h"
 #include "runs/node_bridge.h"
 #include "runs/power_settings.h"
+#include "ui/nodes/linksview.h"
 
 namespace flotilla::ui {
 
@@ -33,6 +34,9 @@ struct StoredLatency {
   std::vector<db::NodeLatency> rows;
 };
 StoredLatency loadLatency(const QString& databasePath);
+// The newest stored link measurement (db::latest_link_measurement) laid out for the Links view, with
+// the node names and the link job's slowest link; empty when none is stored.
+LinkMatrix loadLinkMatrix(const QString& databasePath);
 
 // Store writes; each throws db::DbError (e.g. kConstraint: name taken, node used by runs).
 void addNode(const QString& databasePath, const runs::NodeFields& fields);
