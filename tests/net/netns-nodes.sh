@@ -115,6 +115,7 @@ up() {
   fi
   names_for "$dir"
   echo "$n" >"$dir/count"
+  rm -rf "$dir"/n*-home  # every fixture session starts with empty node homes (no runs left over)
   local subnet
   subnet=$(pick_subnet)
   [ -n "$subnet" ] || die "no free 10.200-249.x.0/24 subnet"
