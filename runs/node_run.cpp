@@ -28,6 +28,8 @@
 #include "remote/probe.h"
 #include "remote/remote_run.h"
 #include "remote/validate.h"
+#include "runs/comm_efficiency.h"
+#include "runs/link_job.h"
 #include "runs/node_bridge.h"
 #include "runs/node_models.h"
 #include "runs/node_place.h"
@@ -142,6 +144,25 @@ static void note_latency(db::Database& db, std::vector<Node>& nodes, const Note&
   } catch (const std::exception& e) {
     if (note) note(std::string("latency between nodes not measured: ") + e.what());
   }
+}
+
+// The link matrix among the run's nodes on its own transport (parallel.measure_links = auto),
+// stored with the run so its communication efficiency is judged against the links it started
+// with. Bounded (30 s); a failure is a note, never a refusal: the run starts either way.
+static void note_links(db::Database& db, std::vector<Node>& nodes, int64_t run_id, const Note& note) {
+  std::vector<LinkNode> refs;
+  for (auto& n : nodes) refs.push_back({n.rec, n.session.get(), n.worker});
+  LinkJobOptions job;
+  job.timeout_s = 30;
+  job.run_id = run_id;
+  const LinkJobResult r = measure_links_on_nodes(db, refs, job);
+  if (!note) return;
+  if (r.measurement) {
+    if (const auto s = slowest_link(db, *r.measurement))
+      note("links between nodes (" + r.measurement->transport + "): slowest " + s->from + " -> " + s->to +
+           " " + rate_text(s->bytes_per_s) + " (stored with the run; flotilla nodes links shows the matrix)");
+  }
+  for (const auto& p : r.problems) note("links between nodes: " + p);
 }
 
 void prepare_node(Node& node, const std::string& rid, const RunConfig& config,
@@ -262,6 +283,7 @@ Watch start_on_nodes(db::Database& db, std::vector<Node>& nodes, const StartRequ
            ")");
   }
   if (m > 1) note_latency(db, nodes, note);
+  if (m > 1 && config.parallel.measure_links == "auto") note_links(db, nodes, run_id, note);
   db::set_run_dir(db, run_id, nodes[0].rec.name + ":" + remote::remote_run_dir(*nodes[0].session, rid));
   // Models by name, made ready on every node in its own cache before any rank starts (after the run
   // dir is recorded, so a run stopped or failed here is resumed like any other: the fetch goes on).

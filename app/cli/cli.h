@@ -88,6 +88,7 @@ int cmd_compare(const Context& ctx);
 int cmd_costs(const Context& ctx);
 int cmd_pricing(const Context& ctx);
 int cmd_nodes(const Context& ctx);     // nodes.cpp
+int nodes_links(const Context& ctx, ArgReader& args);  // nodes_links.cpp: the link matrix (issue 36)
 int cmd_plan(const Context& ctx);      // plan.cpp
 int cmd_clusters(const Context& ctx);  // clusters.cpp: Slurm clusters
 int cmd_queue(const Context& ctx);     // queue.cpp: the run queue and its scheduler

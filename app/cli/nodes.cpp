@@ -1,4 +1,4 @@
-// `flotilla nodes add|edit|list|probe|latency|trust|remove`: SSH nodes in the store, checked over SSH.
+// `flotilla nodes add|edit|list|probe|latency|links|trust|remove`: SSH nodes in the store, checked over SSH.
 //
 // Decision: every field is validated as a whole node before anything is stored or any
 // connection is made (runs/node_admin.h, the SSH layer's own checks), and every problem is printed at once;
@@ -44,6 +44,7 @@ void print_help() {
       "       flotilla nodes list [--json]\n"
       "       flotilla nodes probe NAME [--json]\n"
       "       flotilla nodes latency NAME,NAME[,...] [--count N] [--json]\n"
+      "       flotilla nodes links [NAME,NAME[,...]] [--bytes SIZE] [--timeout S] [--no-intra] [--json]\n"
       "       flotilla nodes trust NAME --fingerprint SHA256:...\n"
       "       flotilla nodes forget-key NAME\n"
       "       flotilla nodes remove NAME\n"
@@ -55,9 +56,16 @@ void print_help() {
       "key's passphrase when asked. A node whose host key changed is refused; once its administrator\n"
       "has confirmed the new fingerprint, `nodes forget-key NAME` removes the old key from that file and\n"
       "`nodes trust` records the new one.\n\n"
-      "nodes latency deploys the worker to each node (reused when present) and measures the median\n"
-      "TCP connect time to each node's sshd from this machine and from every other node (N connects\n"
-      "per link, default 5); the matrix is stored and shown on the Nodes page.\n\n"
+      "nodes latency is the reachability check (TCP connect time to sshd): it deploys the worker to\n"
+      "each node (reused when present) and measures the median TCP connect time to each node's sshd\n"
+      "from this machine and from every other node (N connects per link, default 5); the matrix is\n"
+      "stored and shown on the Nodes page. It is not the speed of the links runs use: see nodes links.\n\n"
+      "nodes links measures the link matrix on the collective path: the worker's ranks on the named\n"
+      "nodes (two per node for the figure within a node, unless --no-intra) form one process group\n"
+      "over the transport runs use (Gloo TCP; NCCL where GPUs are) and measure, one ordered pair at a\n"
+      "time, the one-way latency and the bandwidth of --bytes messages (default 8M). Bounded by\n"
+      "--timeout (default 60 s); a node that cannot take part gets error rows. The matrix is stored\n"
+      "(the planner and a run's communication efficiency use it); with no names, the newest is shown.\n\n"
       "nodes autostop stops a rented node with your own command once no queued work has wanted it for\n"
       "--idle (30m, 90s, 2h), and starts it with your start command when work arrives (the queue then\n"
       "waits for its probe). Each command is given one argument per option, in order, e.g.\n"
@@ -318,7 +326,7 @@ int nodes_latency(const Context& ctx, ArgReader& args) {
   }
   std::map<std::pair<int64_t, int64_t>, const db::NodeLatency*> cell;
   for (const auto& r : rows) cell[{r.from_node, r.to_node}] = &r;
-  std::printf("latency: median TCP connect to each node's sshd, ms (%d per link, %s)\n", count,
+  std::printf("reachability (TCP connect time to sshd): median ms, %d per link, %s\n", count,
               format_time(rows.empty() ? db::now_seconds() : rows.front().measured_at).c_str());
   std::printf("%-16s", "from \\ to");
   for (const auto& r : recs) std::printf(" %14s", r.name.c_str());
@@ -417,12 +425,13 @@ int cmd_nodes(const Context& ctx) {
   if (verb == "list") return nodes_list(ctx, sub);
   if (verb == "probe") return nodes_probe(ctx, sub);
   if (verb == "latency") return nodes_latency(ctx, sub);
+  if (verb == "links") return nodes_links(ctx, sub);
   if (verb == "trust") return nodes_trust(ctx, sub);
   if (verb == "forget-key") return nodes_forget_key(ctx, sub);
   if (verb == "remove") return nodes_remove(ctx, sub);
   if (verb == "autostop") return nodes_autostop(ctx, sub);
   throw UsageError("unknown nodes command '" + verb +
-                   "' (add, edit, list, probe, latency, trust, forget-key, remove, autostop)");
+                   "' (add, edit, list, probe, latency, links, trust, forget-key, remove, autostop)");
 }
 
 }  // namespace flotilla::cli

@@ -38,5 +38,6 @@ int cmd_bench_generate(const CommandArgs& args);
 int cmd_hub(const CommandArgs& args);
 int cmd_eval(const CommandArgs& args);
 int cmd_chat(const CommandArgs& args);
+int cmd_links(const CommandArgs& args);
 
 }  // namespace flotilla::cli

@@ -53,6 +53,8 @@ const std::vector<Command>& commands() {
        cmd_eval},
       {"chat", "the chat playground's server: loads a model once, JSON requests in, streamed JSON out",
        cmd_chat},
+      {"links", "the link matrix between the nodes of a run over its transport (latency, bandwidth per pair)",
+       cmd_links},
   };
   return table;
 }

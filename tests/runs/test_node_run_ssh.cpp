@@ -3,7 +3,7 @@
 // each node charged its own stored price; a stop -> stopped on every node; the watcher leaves and
 // a new one re-attaches from the committed offset; node b lost to a preemption -> the recovery
 // moves its rank to a, re-prices the run on the node that remains, and the run completes in the
-// same row with every step once.
+// same row with every step once. The start measures the links among the nodes (stored with the run).
 #include <signal.h>
 
 #include <map>
@@ -12,6 +12,7 @@
 #include "check.h"
 #include "db/costs.h"
 #include "db/database.h"
+#include "db/links.h"
 #include "db/nodes.h"
 #include "db/queries.h"
 #include "db/run_records.h"
@@ -123,6 +124,12 @@ int main() {
     const runs::Watch watch = runs::start_on_nodes(d, nodes, request("nodes-ok"), nullptr);
     const db::Run r0 = db::get_run(d, watch.run_id);
     CHECK(r0.usd_per_hour && std::abs(*r0.usd_per_hour - 5.4) < 1e-12);  // each node's own price, summed
+    // parallel.measure_links = auto: the links among the run's nodes, measured at its start, stored with it.
+    const auto links = db::run_link_measurement(d, watch.run_id);
+    CHECK_MSG(links && links->links.size() == 4, "%zu links", links ? links->links.size() : size_t{0});
+    if (links)
+      for (const db::NodeLink& l : links->links)
+        CHECK_MSG(l.bytes_per_s && *l.bytes_per_s > 0, "%s", l.error.c_str());
     const int code = runs::watch_node_run(writer, nodes, watch, {});
     CHECK(code == 0);
     const db::Run r = db::get_run(d, watch.run_id);
