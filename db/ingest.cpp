@@ -124,6 +124,16 @@ void Ingestor::parse_line(std::string_view line) {
       for (const auto& [name, value] : rec.numbers) rows_.push_back({run_id, name, step, value, time});
       stats_.rows += rec.numbers.size();
       break;
+    case MetricsRecordType::kComm:
+      // Rank 0's groups, as comm/... metrics at the record's step, all in this record's batch (a
+      // reader sees a comm record whole or not at all); other ranks' would overwrite them.
+      if (rank != 0) {
+        ++stats_.skipped;
+        return;
+      }
+      for (const auto& [name, value] : rec.numbers) rows_.push_back({run_id, name, step, value, time});
+      stats_.rows += rec.numbers.size();
+      break;
     case MetricsRecordType::kRunStart: {
       const RunStartRecord& s = rec.run_start();
       const int64_t world = s.world_size, params = static_cast<int64_t>(s.parameters);

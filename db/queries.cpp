@@ -150,7 +150,7 @@ std::vector<StepValues> step_values_after(const Database& db, int64_t run_id, in
   {
     Stmt st(db,
             "SELECT name, MAX(last_step) FROM metric_blocks WHERE run_id = ?1 AND name <> 'val_loss' "
-            "AND name NOT LIKE 'task/%' GROUP BY name");
+            "AND name NOT LIKE 'task/%' AND name NOT LIKE 'comm/%' GROUP BY name");
     st.bind(1, run_id);
     while (st.step()) {
       names.push_back(st.text(0));

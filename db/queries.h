@@ -56,7 +56,8 @@ std::vector<StepRow> step_rows(const Database& db, int64_t run_id, const std::ve
                                int64_t up_to_step = INT64_MAX);
 
 // Every value stored for each step after `after_step` (every name but val_loss and the task/ scores,
-// which are evaluations'), step order, up to the highest step whose rows were committed when the call began
+// which are evaluations', and the comm/ figures, which are comm records' and commit after their
+// step's rows), step order, up to the highest step whose rows were committed when the call began
 // (a step's rows commit together, so no step comes back with part of its values). The follower's
 // read (runs/store_feed.h): a run's step records as the store has them.
 struct StepValues {

@@ -45,7 +45,8 @@ std::vector<int> members_of(const std::string& group, const Layout& l, int world
     for (int i = 0; i < l.dp; ++i) m.push_back(i * l.tp);
   } else if (group == "pp") {
     for (int i = 0; i < l.pp; ++i) m.push_back(i * l.dp * l.tp);
-  } else if (group == "tied") {  // the first and the last pipeline stage's rank 0
+  } else if (group == "tied" || group == "embed") {  // the first and the last pipeline stage's rank 0
+    // (the worker's group for the tied embedding's gradient when pp > 2 is named "embed")
     m = {0, (l.pp - 1) * l.dp * l.tp};
   } else {  // the world, or a group this build does not know: every rank (the most it can cross)
     for (int i = 0; i < world; ++i) m.push_back(i);
@@ -256,9 +257,21 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string percent(const std::optional<double>& v) { return v ? fixed(*v * 100.0, 0) + "%" : "-"; }
-
 }  // namespace
+
+std::string share_text(const std::optional<double>& v) { return v ? fixed(*v * 100.0, 0) + "%" : "-"; }
+
+CommHeadline comm_headline(const CommReport& report) {
+  CommHeadline h;
+  double ms = 0, wait_ms = 0;
+  for (const GroupEfficiency& g : report.groups) {
+    if (g.group == "dp") h.dp_share = g.share;
+    ms += g.ms;
+    wait_ms += g.wait_ms;
+  }
+  if (ms > 0) h.hidden = std::clamp(1.0 - wait_ms / ms, 0.0, 1.0);
+  return h;
+}
 
 double bus_factor(const std::string& op, int n) {
   if (n < 2) return 0;
@@ -332,8 +345,8 @@ std::string comm_table_text(const CommReport& report) {
     for (const auto& o : g.ops) {
       std::snprintf(line, sizeof line, "  %-6s %-15s %9s %9s %12s  %-28s %6s %7s\n", first ? g.group.c_str() : "",
                     o.op.c_str(), fixed(o.bytes / 1e6, 2).c_str(), fixed(o.ms, 1).c_str(),
-                    o.busbw ? rate_text(*o.busbw).c_str() : "-", first ? link.c_str() : "", percent(o.share).c_str(),
-                    first ? percent(g.hidden).c_str() : "");
+                    o.busbw ? rate_text(*o.busbw).c_str() : "-", first ? link.c_str() : "", share_text(o.share).c_str(),
+                    first ? share_text(g.hidden).c_str() : "");
       out += line;
       first = false;
     }

@@ -89,6 +89,18 @@ std::vector<CommPoint> comm_series(const db::Database& db, int64_t run_id, const
 //   dp     all_reduce    12.6    1051.2       12.0    12.4 (a -> b)    97%     21%
 std::string comm_table_text(const CommReport& report);
 
+// Compare's two figures (`flotilla compare`, the app's Compare table): the dp group's share of the
+// link it crosses, and the hidden share of all the run's communication (1 - blocked / busy summed
+// over every group: how much of it overlapped compute). Empty where the report has none.
+struct CommHeadline {
+  std::optional<double> dp_share;
+  std::optional<double> hidden;
+};
+CommHeadline comm_headline(const CommReport& report);
+
+// "97%" (no decimals), "-" when empty: how every surface writes a share.
+std::string share_text(const std::optional<double>& share);
+
 // "0.52 GB/s", "12.4 MB/s", "812 kB/s" (decimal units, as nccl-tests).
 std::string rate_text(double bytes_per_s);
 

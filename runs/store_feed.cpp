@@ -34,6 +34,8 @@ int rank_of(MetricsRecordType t) {
       return 2;
     case MetricsRecordType::kTask:
       return 2;
+    case MetricsRecordType::kComm:
+      return 2;
     case MetricsRecordType::kCheckpoint:
       return 3;
     case MetricsRecordType::kSample:
@@ -160,6 +162,43 @@ MetricsRecord step_of(const db::StepValues& row) {
   return r;
 }
 
+// A comm record from its stored names (comm/step_ms, comm/<g>/size, comm/<g>/<op>/<field>).
+CommRecord comm_of(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+  CommRecord c;
+  c.step = step;
+  std::map<std::string, CommGroupRecord> groups;
+  std::map<std::string, std::map<std::string, CommOpRecord>> ops;
+  for (const auto& [name, v] : values) {
+    if (name == "comm/step_ms") {
+      c.step_ms = v;
+      continue;
+    }
+    const size_t a = name.find('/', 5);
+    if (a == std::string::npos) continue;
+    const std::string group = name.substr(5, a - 5);
+    const size_t b = name.find('/', a + 1);
+    if (b == std::string::npos) {
+      if (name.compare(a + 1, std::string::npos, "size") == 0) {
+        groups[group].group = group;
+        groups[group].size = static_cast<int>(v);
+      }
+      continue;
+    }
+    const std::string op = name.substr(a + 1, b - a - 1), field = name.substr(b + 1);
+    CommOpRecord& o = ops[group][op];
+    o.op = op;
+    if (field == "count") o.count = v;
+    if (field == "bytes") o.bytes = v;
+    if (field == "ms") o.ms = v;
+    if (field == "wait_ms") o.wait_ms = v;
+  }
+  for (auto& [name, g] : groups) {
+    for (auto& [op, o] : ops[name]) g.ops.push_back(o);
+    c.groups.push_back(std::move(g));
+  }
+  return c;
+}
+
 }  // namespace
 
 StoreRead StoreFeedReader::read(const db::Database& db) {
@@ -264,6 +303,31 @@ StoreRead StoreFeedReader::read(const db::Database& db) {
       t.kind = db::task_kind_of_headline(db::task_headline(names));
       last_task_[key.first] = std::max(last_task_[key.first], key.second);
       records.push_back(std::move(r));
+    }
+  }
+  // Comm records: up to the highest step whose comm/step_ms is committed (every record writes it, in
+  // the same transaction as its other comm/ rows), so none comes back in part.
+  {
+    int64_t hi = last_comm_;
+    for (const db::Point& p : db::metric_points_after(db, run_id_, "comm/step_ms", last_comm_))
+      hi = std::max(hi, p.step);
+    if (hi > last_comm_) {
+      std::map<int64_t, MetricsRecord> comms;
+      for (const std::string& name : db::metric_names(db, run_id_)) {
+        if (name.rfind("comm/", 0) != 0) continue;
+        for (const db::Point& p : db::metric_points_after(db, run_id_, name, last_comm_)) {
+          if (p.step > hi) break;
+          MetricsRecord& r = comms[p.step];
+          r.type = MetricsRecordType::kComm;
+          r.time = std::max(r.time, p.time);
+          r.numbers.emplace_back(name, p.value);
+        }
+      }
+      for (auto& [step, r] : comms) {
+        r.body = comm_of(step, r.numbers);
+        records.push_back(std::move(r));
+      }
+      last_comm_ = hi;
     }
   }
   for (const db::CheckpointInfo& c : db::list_checkpoints(db, run_id_)) {

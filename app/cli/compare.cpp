@@ -13,6 +13,7 @@
 #include "db/queries.h"
 #include "db/queue.h"
 #include "db/run_store.h"
+#include "runs/comm_efficiency.h"
 #include "runs/figures.h"
 #include "runs/quality.h"
 #include "runs/run_speed.h"
@@ -48,7 +49,9 @@ int cmd_compare(const Context& ctx) {
         "Usage: flotilla compare RUN RUN... [--group SWEEP] [--target-score METRIC=VALUE] [--csv|--json]\n\n"
         "Final and best loss, tokens, tokens/s, MFU, running time (what the price is charged for), training\n"
         "time (first to last step), device-hours (running time x devices: GPU-h or CPU-h), cost and cost per\n"
-        "million tokens (\"unpriced\", null in JSON, for a run with no price) of each run, then the config\n"
+        "million tokens (\"unpriced\", null in JSON, for a run with no price), the data-parallel group's\n"
+        "share of the link it crosses and the share of communication hidden behind compute (multi-rank\n"
+        "runs: flotilla runs show RUN has the whole table) of each run, then the config\n"
         "keys whose values differ. --group SWEEP compares the runs the sweep's points started (flotilla\n"
         "sweep show SWEEP), in point order, with any RUN given. --target-score task/arc/acc_norm=0.4 adds the\n"
         "first evaluated step that reached the score (at or above it; at or below for bits_per_byte) and the\n"
@@ -140,6 +143,23 @@ int cmd_compare(const Context& ctx) {
         return s.usd_per_million_tokens ? runs::usd_text(s.usd_per_million_tokens) : std::string();
       },
       [](const S& s) { return opt_json(s.usd_per_million_tokens); });
+
+  // Communication (runs/comm_efficiency.h, the newest comm record): the dp group's share of the link
+  // it crosses and the share of all communication hidden behind compute; "-" / null where none.
+  {
+    std::vector<runs::CommHeadline> heads;
+    for (const auto& r : runs) heads.push_back(runs::comm_headline(runs::comm_report(db, r.id)));
+    const auto comm_row = [&](const std::string& label, std::optional<double> runs::CommHeadline::*field) {
+      Row out{label, {}, {}};
+      for (const auto& h : heads) {
+        out.cells.push_back(h.*field ? runs::share_text(h.*field) : std::string());
+        out.values.push_back(opt_json(h.*field));
+      }
+      table.push_back(std::move(out));
+    };
+    comm_row("comm_dp_link_share", &runs::CommHeadline::dp_share);
+    comm_row("comm_hidden", &runs::CommHeadline::hidden);
+  }
 
   if (!score_metric.empty()) {
     std::vector<runs::ReachHit> hits;

@@ -28,6 +28,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_request.h"
+#include "runs/comm_efficiency.h"
 #include "runs/export_args.h"
 #include "runs/run_setup.h"
 #include "runs/run_speed.h"
@@ -145,6 +146,9 @@ int show(const Context& ctx, ArgReader& args) {
   const auto names = db::metric_names(db, r.id);
   const auto checkpoints = db::list_checkpoints(db, r.id);
   const auto events = db::list_events(db, r.id, 20);
+  // Communication efficiency at the newest comm record (runs/comm_efficiency.h: the one place it is
+  // computed); nothing for a run without comm records (one rank, or a worker from before them).
+  const runs::CommReport comm = runs::comm_report(db, r.id);
   if (as_json) {
     json j = run_json(r);
     j["summary"] = summary_json(s);
@@ -159,6 +163,21 @@ int show(const Context& ctx, ArgReader& args) {
     for (const auto& e : events)
       evs.push_back({{"time", e.time}, {"kind", e.kind}, {"level", e.level}, {"message", e.message}});
     j["events"] = evs;
+    if (!comm.empty()) {
+      json groups = json::array();
+      for (const runs::GroupEfficiency& g : comm.groups) {
+        const auto o = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+        json link{{"bytes_per_s", o(g.link.bytes_per_s)}, {"source", g.link.source}};
+        if (g.link.bytes_per_s) {
+          link["from"] = g.link.from;
+          link["to"] = g.link.to;
+        }
+        groups.push_back({{"group", g.group}, {"size", g.size}, {"bytes", g.bytes}, {"ms", g.ms},
+                          {"wait_ms", g.wait_ms}, {"busbw", o(g.busbw)}, {"share", o(g.share)},
+                          {"hidden", o(g.hidden)}, {"link", link}});
+      }
+      j["communication"] = {{"step", comm.step}, {"step_ms", comm.step_ms}, {"groups", groups}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
@@ -198,8 +217,18 @@ int show(const Context& ctx, ArgReader& args) {
   else if (r.usd_per_hour)
     std::printf("price      none: %s\n", r.price_source.c_str());
   std::string m;
-  for (const auto& n : names) m += (m.empty() ? "" : " ") + n;
+  size_t comm_names = 0;  // comm/<group>/<op>/<field>: many names, summed up by the table below
+  for (const auto& n : names) {
+    if (n.rfind("comm/", 0) == 0) {
+      ++comm_names;
+      continue;
+    }
+    m += (m.empty() ? "" : " ") + n;
+  }
+  if (comm_names > 0)
+    m += (m.empty() ? "" : " ") + std::string("comm/... (") + std::to_string(comm_names) + " names)";
   std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
+  if (!comm.empty()) std::printf("%s", runs::comm_table_text(comm).c_str());
   for (const auto& c : checkpoints)
     std::printf("checkpoint step %lld  %s  (%s)\n", static_cast<long long>(c.step), c.dir.c_str(),
                 flotilla::checkpoint_reason_words(c.reason).c_str());

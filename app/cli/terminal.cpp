@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "db/costs.h"
+#include "runs/comm_efficiency.h"
 #include "db/queries.h"
 #include "db/run_store.h"
 #include "engine/core/error.h"
@@ -166,6 +167,11 @@ int watch_run(const Context& ctx, runs::ActiveRun& run, bool quiet) {
                 static_cast<long long>(s.steps), s.final_loss ? format_number(*s.final_loss).c_str() : "-",
                 runs::clock_text(s.running_s).c_str(), runs::clock_text(s.training_s).c_str(),
                 static_cast<unsigned long long>(out.committed_rows), runs::usd_text(s.cost_usd).c_str());
+    // A multi-rank run: how well it used its links (runs/comm_efficiency.h), as `runs show` prints it.
+    if (r.world_size.value_or(1) > 1) {
+      const runs::CommReport comm = runs::comm_report(reader, run.id());
+      if (!comm.empty()) std::printf("%s", runs::comm_table_text(comm).c_str());
+    }
   }
   if (out.end.status == db::RunStatus::kFailed) {
     // What the worker said last: the reason is usually there (a missing shard, a bad value).

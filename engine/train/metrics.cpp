@@ -186,6 +186,22 @@ void MetricsWriter::checkpoint(const CheckpointRecord& r) {
   emit(j.dump());
 }
 
+void MetricsWriter::comm(const CommRecord& r) {
+  json j = base("comm", rank_);
+  j["step"] = r.step;
+  j["steps"] = r.steps;
+  j["step_ms"] = r.step_ms;
+  json groups = json::object();
+  for (const CommGroupRecord& g : r.groups) {
+    json ops = json::object();
+    for (const CommOpRecord& o : g.ops)
+      ops[o.op] = {{"count", o.count}, {"bytes", o.bytes}, {"ms", o.ms}, {"wait_ms", o.wait_ms}};
+    groups[g.group] = {{"size", g.size}, {"ops", ops}};
+  }
+  j["groups"] = groups;
+  emit(j.dump());
+}
+
 void MetricsWriter::sample(int64_t step, const std::vector<int32_t>& tokens, const std::string& text) {
   json j = base("sample", rank_);
   j["step"] = step;

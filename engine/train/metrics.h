@@ -60,6 +60,29 @@ struct TaskRecord {
   double seconds = 0;  // wall time of the task's evaluation
 };
 
+// Communication since the previous comm record (issue 36; docs/metrics-protocol.md "comm"): rank 0
+// writes one right after each step record, covering the steps since the last one. Every figure is a
+// MEAN PER STEP over those steps, from comm::CommStats deltas of rank 0's process groups that have
+// more than one rank; ops with a count of 0 are left out. `bytes` follows nccl-tests' "size":
+// all_reduce / broadcast the buffer, reduce_scatter the input, all_gather the output, send_recv the
+// bytes sent + received by this rank.
+struct CommOpRecord {
+  std::string op;  // all_reduce | reduce_scatter | all_gather | broadcast | send_recv | barrier
+  double count = 0, bytes = 0;
+  double ms = 0, wait_ms = 0;  // busy (executing) and blocked (callers waiting), per step
+};
+struct CommGroupRecord {
+  std::string group;  // dp | tp | pp | embed (the tied embedding's first/last stage group)
+  int size = 1;
+  std::vector<CommOpRecord> ops;
+};
+struct CommRecord {
+  int64_t step = 0;    // the step record it follows
+  int64_t steps = 0;   // steps it covers (the figures are means over them)
+  double step_ms = 0;  // mean step time over those steps
+  std::vector<CommGroupRecord> groups;
+};
+
 struct CheckpointRecord {
   int64_t step = 0;
   std::string dir;
@@ -87,6 +110,7 @@ class MetricsWriter {
   void eval(const EvalRecord& r);
   void task(const TaskRecord& r);
   void checkpoint(const CheckpointRecord& r);
+  void comm(const CommRecord& r);
   void sample(int64_t step, const std::vector<int32_t>& tokens, const std::string& text);
   // level: info | warning | error. Fields are extra string members.
   void event(const std::string& level, const std::string& message,

@@ -104,6 +104,59 @@ StepRecord read_step(const json& j, int& slowest) {
   return r;
 }
 
+// A group or op name that can be part of a metric name: not empty, no '/', printable, short.
+bool plain_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (c == '/' || static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return false;
+  return true;
+}
+
+// A comm record (metrics.h CommRecord). Groups and ops the name rules refuse are left out, as are
+// more than 64 groups or ops (a hostile line allocates nothing large).
+CommRecord read_comm(const json& j) {
+  CommRecord r;
+  r.step = inum(j, "step");
+  r.steps = inum(j, "steps");
+  r.step_ms = num(j, "step_ms");
+  const auto groups = j.find("groups");
+  if (groups == j.end() || !groups->is_object()) return r;
+  for (auto g = groups->begin(); g != groups->end() && r.groups.size() < 64; ++g) {
+    if (!g->is_object() || !plain_name(g.key())) continue;
+    CommGroupRecord out;
+    out.group = g.key();
+    out.size = static_cast<int>(std::clamp<int64_t>(inum(*g, "size", 1), 0, 1 << 24));
+    if (const auto ops = g->find("ops"); ops != g->end() && ops->is_object())
+      for (auto o = ops->begin(); o != ops->end() && out.ops.size() < 64; ++o) {
+        if (!o->is_object() || !plain_name(o.key())) continue;
+        CommOpRecord op;
+        op.op = o.key();
+        op.count = num(*o, "count");
+        op.bytes = num(*o, "bytes");
+        op.ms = num(*o, "ms");
+        op.wait_ms = num(*o, "wait_ms");
+        out.ops.push_back(std::move(op));
+      }
+    r.groups.push_back(std::move(out));
+  }
+  return r;
+}
+
+void flatten_comm(const CommRecord& c, std::vector<std::pair<std::string, double>>& out) {
+  out.emplace_back("comm/step_ms", c.step_ms);
+  for (const CommGroupRecord& g : c.groups) {
+    const std::string at = "comm/" + g.group + "/";
+    out.emplace_back(at + "size", g.size);
+    for (const CommOpRecord& o : g.ops) {
+      const std::string op = at + o.op + "/";
+      out.emplace_back(op + "count", o.count);
+      out.emplace_back(op + "bytes", o.bytes);
+      out.emplace_back(op + "ms", o.ms);
+      out.emplace_back(op + "wait_ms", o.wait_ms);
+    }
+  }
+}
+
 }  // namespace
 
 const char* to_string(MetricsRecordType type) {
@@ -124,6 +177,8 @@ const char* to_string(MetricsRecordType type) {
       return "summary";
     case MetricsRecordType::kTask:
       return "task";
+    case MetricsRecordType::kComm:
+      return "comm";
   }
   return "?";
 }
@@ -142,6 +197,8 @@ int64_t MetricsRecord::step_number() const {
       return summary().steps;
     case MetricsRecordType::kTask:
       return task().step;
+    case MetricsRecordType::kComm:
+      return comm().step;
     default:
       return 0;
   }
@@ -199,6 +256,11 @@ ParseStatus parse_metrics_line(std::string_view line, MetricsRecord& out, const 
       for (const auto& [score, value] : tr.scores)
         r.numbers.emplace_back("task/" + name + "/" + score, value);
     r.body = std::move(tr);
+  } else if (type == "comm") {
+    r.type = MetricsRecordType::kComm;
+    CommRecord c = read_comm(j);
+    if (options.flatten) flatten_comm(c, r.numbers);
+    r.body = std::move(c);
   } else if (type == "checkpoint") {
     r.type = MetricsRecordType::kCheckpoint;
     CheckpointRecord c;

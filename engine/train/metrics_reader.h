@@ -28,7 +28,7 @@
 
 namespace flotilla {
 
-enum class MetricsRecordType { kRunStart, kStep, kEval, kCheckpoint, kSample, kEvent, kSummary, kTask };
+enum class MetricsRecordType { kRunStart, kStep, kEval, kCheckpoint, kSample, kEvent, kSummary, kTask, kComm };
 const char* to_string(MetricsRecordType type);
 
 struct RunStartRecord {
@@ -72,12 +72,14 @@ struct MetricsRecord {
   double time = 0;  // Unix seconds; 0 when the line has none
   int rank = 0;
   std::variant<RunStartRecord, StepRecord, EvalRecord, CheckpointRecord, SampleRecord, EventRecord,
-               SummaryRecord, TaskRecord>
+               SummaryRecord, TaskRecord, CommRecord>
       body;
   int slowest_rank = -1;  // step records of multi-rank runs
   // Filled only with ParseOptions::flatten: a step record's numbers (booleans as 0/1) by name,
   // except the protocol's own v, time, rank and step; an eval record's val_loss; a task record's
-  // scores as their metric names ("task/<task>/<score>", null scores left out).
+  // scores as their metric names ("task/<task>/<score>", null scores left out); a comm record's
+  // figures as comm/step_ms, comm/<group>/size and comm/<group>/<op>/count|bytes|ms|wait_ms (the
+  // names runs/comm_efficiency.cpp reads).
   std::vector<std::pair<std::string, double>> numbers;
 
   const StepRecord& step() const { return std::get<StepRecord>(body); }
@@ -88,7 +90,8 @@ struct MetricsRecord {
   const EventRecord& event() const { return std::get<EventRecord>(body); }
   const SummaryRecord& summary() const { return std::get<SummaryRecord>(body); }
   const TaskRecord& task() const { return std::get<TaskRecord>(body); }
-  // The record's step (step, eval, task, checkpoint, sample records; summary: steps), else 0.
+  const CommRecord& comm() const { return std::get<CommRecord>(body); }
+  // The record's step (step, eval, task, checkpoint, sample, comm records; summary: steps), else 0.
   int64_t step_number() const;
 };
 

@@ -45,6 +45,7 @@
 #include "engine/model/base_weights.h"
 #include "engine/plan/memory_check.h"
 #include "engine/plan/planner.h"
+#include "engine/train/comm_meter.h"
 #include "engine/train/data_preflight.h"
 #include "engine/train/sampler.h"
 #include "engine/train/signals.h"
@@ -815,9 +816,17 @@ int run_training(const TrainOptions& options) {
   const char* pace_env = std::getenv("FLOTILLA_TEST_STEP_SLEEP_MS");
   const int pace_ms = pace_env ? std::atoi(pace_env) : 0;
 
+  // Rank 0's groups' communication per step, a comm record after each step record (comm_meter.h).
+  CommMeter comm_meter;
+  if (env.rank == 0 && loop.world)
+    for (const comm::ProcessGroup* g :
+         {loop.groups.dp.get(), loop.groups.tp.get(), loop.groups.pp.get(), loop.embed.get()})
+      comm_meter.add_group(g);
   bool reported_activations = false;
   while (loop.step < last_step) {
+    comm_meter.begin_step();
     StepRecord r = loop.train_step();
+    comm_meter.end_step(r.step_ms);
     if (!reported_activations) {  // arenas are sized by the first step
                                   // (tests/engine/test_model_recompute.cpp)
       reported_activations = true;
@@ -845,6 +854,7 @@ int run_training(const TrainOptions& options) {
     }
     if (cfg.train.log_every > 0 && (r.step % cfg.train.log_every == 0 || r.step == last_step)) {
       loop.metrics.step(r);
+      if (!comm_meter.empty()) loop.metrics.comm(comm_meter.take(r.step));
       char mfu_text[48];
       if (loop.ceiling_wrong)
         std::snprintf(mfu_text, sizeof mfu_text, "MFU n/a (ceiling measured under load)");

@@ -49,6 +49,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case flotilla::MetricsRecordType::kTask:
           (void)record.task();
           break;
+        case flotilla::MetricsRecordType::kComm:
+          (void)record.comm();
+          break;
       }
       (void)record.step_number();
     }

@@ -122,6 +122,25 @@ int main() {
   CHECK(r.groups[1].hidden && *r.groups[1].hidden == 0);
   CHECK(r.groups[0].crosses_nodes && r.groups[0].link.to == "node-b");
 
+  // Compare's figures (issue 36 eff): the dp group's share, and the hidden share over every group:
+  // 1 - (100 + 400) / (100 + 400) = 0 here; 0.5 for the dp2 run (40% of its link).
+  CHECK(runs::comm_headline(r).dp_share == r.groups[0].share && runs::comm_headline(r).hidden == 0.0);
+  const runs::CommHeadline h2 = runs::comm_headline(runs::comm_report(d, run));
+  CHECK(h2.dp_share && std::fabs(*h2.dp_share - 0.4) < 1e-9 && h2.hidden && std::fabs(*h2.hidden - 0.5) < 1e-12);
+  CHECK(runs::share_text(h2.dp_share) == "40%" && runs::share_text(std::nullopt) == "-");
+  CHECK(!runs::comm_headline(runs::CommReport{}).hidden);
+
+  // pp=3 on three nodes: the worker's tied-embedding group "embed" joins the first and the last stage
+  // (ranks 0 and 2: node-a and node-c), never the middle one.
+  const int64_t c = db::ensure_node(d, "node-c", "ssh");
+  const int64_t pp3 = make_run(d, "pp3", R"({"dp":1,"tp":1,"pp":3})", {a, b, c}, 1);
+  put(d, pp3, 4, {{"comm/step_ms", 100}, {"comm/embed/size", 2}, {"comm/embed/all_reduce/count", 1},
+                  {"comm/embed/all_reduce/bytes", 4096}, {"comm/embed/all_reduce/ms", 2},
+                  {"comm/embed/all_reduce/wait_ms", 2}});
+  r = runs::comm_report(d, pp3);
+  CHECK(r.groups.size() == 1 && r.groups[0].group == "embed");
+  CHECK(r.groups.size() == 1 && r.groups[0].nodes == std::vector<std::string>({"node-a", "node-c"}));
+
   // A one-rank run.
   const int64_t solo = make_run(d, "solo", R"({"dp":1})", {a}, 1);
   CHECK(runs::comm_report(d, solo).note.find("one-rank") != std::string::npos);

@@ -40,6 +40,7 @@ SummaryModel::SummaryModel(QObject* parent) : QAbstractTableModel(parent) {}
 void SummaryModel::setResult(const CompareResult& result) {
   beginResetModel();
   m_rows = result.summaries;
+  m_comm = result.comm;
   endResetModel();
 }
 
@@ -90,12 +91,26 @@ QVariant SummaryModel::data(const QModelIndex& index, int role) const {
     case CostPerMTokens:
       if (!s.cost_usd) return m_prefs.formatCost(std::nullopt);
       return s.usd_per_million_tokens ? m_prefs.formatMoney(*s.usd_per_million_tokens) : QString();
+    case DpLinkShare:
+    case CommHidden: {  // the texts `flotilla compare` prints (runs::share_text)
+      const size_t row = static_cast<size_t>(index.row());
+      if (row >= m_comm.size()) return QString();
+      const std::optional<double>& v =
+          index.column() == DpLinkShare ? m_comm[row].dp_share : m_comm[row].hidden;
+      return v ? QString::fromStdString(runs::share_text(v)) : QString();
+    }
     default:
       return {};
   }
 }
 
 QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == DpLinkShare)
+    return tr("The data-parallel group's bus bandwidth as a share of the slowest link it crosses (measured "
+              "with Nodes > Measure links or at a multi-node run's start); flotilla runs show has the "
+              "whole table");
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == CommHidden)
+    return tr("The share of the run's communication time that overlapped compute (1 - blocked / busy)");
   if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) return durationTip(section == RunningTime, section == TrainingTime);
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
@@ -127,6 +142,10 @@ QVariant SummaryModel::headerData(int section, Qt::Orientation orientation, int 
       return tr("Cost");
     case CostPerMTokens:
       return tr("Cost/M tok");
+    case DpLinkShare:
+      return tr("DP link share");
+    case CommHidden:
+      return tr("Comm hidden");
     default:
       return {};
   }

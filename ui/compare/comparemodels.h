@@ -32,6 +32,8 @@ class SummaryModel : public QAbstractTableModel {
     GpuHours,
     Cost,
     CostPerMTokens,
+    DpLinkShare,  // the dp group's bus bandwidth / its slowest link (runs/comm_efficiency.h)
+    CommHidden,   // the share of communication that overlapped compute
     ColumnCount
   };
   explicit SummaryModel(QObject* parent = nullptr);
@@ -45,6 +47,7 @@ class SummaryModel : public QAbstractTableModel {
 
  private:
   std::vector<db::RunSummary> m_rows;
+  std::vector<runs::CommHeadline> m_comm;  // per row (may be shorter: a result without it)
   Preferences m_prefs;
 };
 

@@ -85,6 +85,7 @@ CompareResult loadComparison(const CompareRequest& request) {
   for (int64_t id : request.runIds) {
     out.runs.push_back(db::get_run(db, id));
     out.summaries.push_back(runs::run_summary(db, id, request.now));  // 0: as `flotilla compare` reads it
+    out.comm.push_back(runs::comm_headline(runs::comm_report(db, id)));
     out.hits.push_back(costToReach(db, out.runs.back(), request.targetLoss, request.smoothing));
     for (auto& n : db::metric_names(db, id)) names.insert(std::move(n));
   }

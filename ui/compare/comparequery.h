@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "db/queries.h"
+#include "runs/comm_efficiency.h"
 
 namespace flotilla::ui {
 
@@ -69,6 +70,9 @@ struct CompareResult {
   std::vector<db::Run> runs;  // in request order
   std::vector<db::AlignedSeries> series;
   std::vector<db::RunSummary> summaries;
+  // Per run, in request order: the dp group's share of its link and the hidden share of its
+  // communication (runs::comm_headline of the newest comm record; empty for one-rank runs).
+  std::vector<runs::CommHeadline> comm;
   std::vector<db::ConfigDifference> differences;
   std::vector<db::ConfigDifference> allConfig;  // every key, values per run
   std::vector<TargetHit> hits;

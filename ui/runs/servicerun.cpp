@@ -766,6 +766,8 @@ void ServiceRun::handle(const MetricsRecord& r) {
                                             .arg(QString::fromStdString(eval::scores_line(t.scores))));
       break;
     }
+    case MetricsRecordType::kComm:  // communication figures: the Live page reads them from the store
+      break;
     case MetricsRecordType::kSummary:
       m_summary = r.summary();
       appendLog(QStringLiteral("info"), tr("summary: %1").arg(summaryText()));
