@@ -28,6 +28,7 @@
 #include "engine/config/config_io.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_request.h"
+#include "runs/comm_advice.h"
 #include "runs/comm_efficiency.h"
 #include "runs/export_args.h"
 #include "runs/run_setup.h"
@@ -149,6 +150,8 @@ int show(const Context& ctx, ArgReader& args) {
   // Communication efficiency at the newest comm record (runs/comm_efficiency.h: the one place it is
   // computed); nothing for a run without comm records (one rank, or a worker from before them).
   const runs::CommReport comm = runs::comm_report(db, r.id);
+  const std::vector<runs::Advice> advice =
+      comm.empty() ? std::vector<runs::Advice>{} : runs::run_advice(db, r.id);  // runs/comm_advice.h
   if (as_json) {
     json j = run_json(r);
     j["summary"] = summary_json(s);
@@ -176,7 +179,11 @@ int show(const Context& ctx, ArgReader& args) {
                           {"wait_ms", g.wait_ms}, {"busbw", o(g.busbw)}, {"share", o(g.share)},
                           {"hidden", o(g.hidden)}, {"link", link}});
       }
-      j["communication"] = {{"step", comm.step}, {"step_ms", comm.step_ms}, {"groups", groups}};
+      json tips = json::array();
+      for (const runs::Advice& a : advice)
+        tips.push_back({{"rule", a.rule}, {"severity", a.severity}, {"text", a.text}, {"change", a.change}});
+      j["communication"] = {
+          {"step", comm.step}, {"step_ms", comm.step_ms}, {"groups", groups}, {"advice", tips}};
     }
     std::printf("%s\n", j.dump(2).c_str());
     return kExitOk;
@@ -228,7 +235,8 @@ int show(const Context& ctx, ArgReader& args) {
   if (comm_names > 0)
     m += (m.empty() ? "" : " ") + std::string("comm/... (") + std::to_string(comm_names) + " names)";
   std::printf("metrics    %s\n", m.empty() ? "-" : m.c_str());
-  if (!comm.empty()) std::printf("%s", runs::comm_table_text(comm).c_str());
+  if (!comm.empty())
+    std::printf("%s%s", runs::comm_table_text(comm).c_str(), runs::advice_text(advice).c_str());
   for (const auto& c : checkpoints)
     std::printf("checkpoint step %lld  %s  (%s)\n", static_cast<long long>(c.step), c.dir.c_str(),
                 flotilla::checkpoint_reason_words(c.reason).c_str());

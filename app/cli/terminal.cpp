@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "db/costs.h"
+#include "runs/comm_advice.h"
 #include "runs/comm_efficiency.h"
 #include "db/queries.h"
 #include "db/run_store.h"
@@ -170,7 +171,9 @@ int watch_run(const Context& ctx, runs::ActiveRun& run, bool quiet) {
     // A multi-rank run: how well it used its links (runs/comm_efficiency.h), as `runs show` prints it.
     if (r.world_size.value_or(1) > 1) {
       const runs::CommReport comm = runs::comm_report(reader, run.id());
-      if (!comm.empty()) std::printf("%s", runs::comm_table_text(comm).c_str());
+      if (!comm.empty())
+        std::printf("%s%s", runs::comm_table_text(comm).c_str(),
+                    runs::advice_text(runs::run_advice(reader, run.id())).c_str());
     }
   }
   if (out.end.status == db::RunStatus::kFailed) {

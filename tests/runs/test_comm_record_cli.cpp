@@ -4,7 +4,7 @@
 //   the dp group's all-reduce moves exactly the gradient (parameters x 4 bytes, in n_layer + 1
 //   buckets) plus the 8-byte loss mean per step; the store keeps the comm/ names at the record's step;
 //   runs/comm_efficiency's report gives the dp group a bus bandwidth and a hidden share; `flotilla run`
-//   and `flotilla runs show` print the table (and --json has it); `flotilla compare` has the two
+//   and `flotilla runs show` print the table and the advice (and --json has both); `flotilla compare` has the two
 //   communication rows; the Live feed (runs/store_feed.h) gives comm records back whole and keeps
 //   comm/ names out of its step records;
 // - tp=2, dp=2 with ZeRO-1 and pp=2 runs (flotilla-worker launch) name their groups and operations:
@@ -175,6 +175,13 @@ void dp_run_through_the_cli() {
     CHECK(j["communication"]["groups"][0]["group"] == "dp");
     CHECK(j["communication"]["groups"][0]["busbw"].is_number());
     CHECK(j["communication"]["groups"][0]["share"].is_null());
+    // The advice (runs/comm_advice.h) beside the table: a list in JSON, the same texts in the text.
+    CHECK(j["communication"]["advice"].is_array());
+    for (const json& a : j["communication"]["advice"]) {
+      CHECK(a["rule"].is_string() && a["text"].is_string());
+      CHECK_MSG(has(show.output, "advice:") && has(show.output, a["text"].get<std::string>()), "%s",
+                show.output.c_str());
+    }
   }
 
   // compare: the dp group's link share (none: no link measured) and the hidden share.
