@@ -20,7 +20,9 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // bucket_bdp: a ring all-reduce of a bucket of S bytes over n ranks takes 2(n-1) steps, each one
 // latency L plus a chunk S/n at bandwidth B, so at most chunk/(chunk + B L) of the link is usable:
 // a chunk under 4 bandwidth-delay products (B L) caps it at 80%. The rule fires when that model says
-// so AND the measured share is below kShareLow; it suggests a chunk of 16 B L (94%).
+// so AND the measured share is below kShareLow; it suggests a chunk of 16 B L (94%). L is the link's
+// measured one-way latency, or the per-step cost the run's own calls show when larger (the time per
+// call that its bytes at B do not explain, over the ring's 2(n-1) steps: Gloo's per-call overhead).
 constexpr double kBdpChunks = 4, kBdpTarget = 16, kShareLow = 0.6;
 // bucket_overlap: fewer than this many buckets per step leave the last one (most of the bytes) to
 // run after the backward pass; fires when the dp group's hidden share is under kHiddenLow.
@@ -91,7 +93,18 @@ void bucket_rules(const AdviceInput& in, std::vector<Advice>& out) {
   std::optional<double> min_mib;  // the bucket bdp wants
   if (dp->crosses_nodes && bucket > 0 && dp->link.bytes_per_s && dp->link.latency_s &&
       *dp->link.latency_s > 0 && dp->share && *dp->share < kShareLow) {
-    const double bdp = *dp->link.bytes_per_s * *dp->link.latency_s;
+    // The latency a ring step pays: the link's, or more when the measured calls say so (a
+    // collective library's own per-call cost): per call, the time the bytes do not explain, over
+    // the ring's 2 (n - 1) steps.
+    double latency = *dp->link.latency_s;
+    for (const auto& o : dp->ops)
+      if ((o.op == "all_reduce" || o.op == "reduce_scatter") && o.count > 0 && o.ms > 0) {
+        const double wire_s = o.bytes / o.count * bus_factor(o.op, dp->size) / *dp->link.bytes_per_s;
+        const double overhead_s = o.ms / 1000.0 / o.count - wire_s;
+        latency = std::max(latency, overhead_s / (2.0 * (dp->size - 1)));
+        break;
+      }
+    const double bdp = *dp->link.bytes_per_s * latency;
     const double chunk = bucket / dp->size;
     if (chunk < kBdpChunks * bdp) {
       min_mib = nice_up(kBdpTarget * bdp * dp->size / kMiB);

@@ -44,7 +44,9 @@ struct AdviceInput {
   bool overlap = true;   // parallel.overlap
   double step_ms = 0;    // mean step time
   double bubble_ms = 0;  // mean pipeline bubble per step (time_ms.bubble)
-  std::vector<double> rank_step_ms;  // per global rank, mean step time (ranks.<r>.step), empty if one rank
+  // Per global rank, the mean of its own work per step: ranks.<r>.step_ms less ranks.<r>.comm_ms (a
+  // synchronous step ends together on every rank); empty if one rank.
+  std::vector<double> rank_step_ms;
   std::vector<std::string> rank_nodes;  // node name per global rank (launch order), empty if unknown
 };
 

@@ -79,7 +79,13 @@ Plan plan_on(const RunConfig& cfg, const PlaceOffer& o, bool gpu, std::string* a
   const int ranks = std::max(1, cfg.parallel.dp * cfg.parallel.tp * cfg.parallel.pp);
   PlanOptions opt;
   opt.efficiency = gpu ? kNominalEfficiency : kDefaultCpuEfficiency;
-  return make_plan(cfg, rank_profile(o, gpu, cfg.train.dtype, ranks, assumed), opt);
+  DeviceProfile p = rank_profile(o, gpu, cfg.train.dtype, ranks, assumed);
+  if (o.link_bytes_per_s > 0) {  // a place of several nodes with its links measured
+    p.link_bytes_per_s =
+        p.link_bytes_per_s > 0 ? std::min(p.link_bytes_per_s, o.link_bytes_per_s) : o.link_bytes_per_s;
+    p.link_latency_s += o.link_latency_s;
+  }
+  return make_plan(cfg, p, opt);
 }
 
 // dp values the config allows, the config's own first.
@@ -152,6 +158,28 @@ PlaceOffer combine(const PlaceKey& key, const std::vector<PlaceOffer>& offers, s
       c.power_state = o->power_state;
       c.wake_s = std::max(c.wake_s, o->wake_s);
     }
+  }
+  // The slowest measured link between two of its nodes (none when a pair was never measured).
+  double slowest = 0, latency = 0;
+  bool all = n > 1;
+  for (const auto& from : key.nodes)
+    for (const auto& to : key.nodes) {
+      if (from == to || !all) continue;
+      const PlaceOffer::Link* l = nullptr;
+      for (const auto& x : offers)
+        if (x.key.kind == PlaceKeyKind::kNode && x.key.nodes[0] == from)
+          for (const auto& y : x.links)
+            if (y.to == to && y.bytes_per_s > 0) l = &y;
+      if (l == nullptr) {
+        all = false;
+      } else if (slowest == 0 || l->bytes_per_s < slowest) {
+        slowest = l->bytes_per_s;
+        latency = l->latency_s;
+      }
+    }
+  if (all) {
+    c.link_bytes_per_s = slowest;
+    c.link_latency_s = 2.0 * (n - 1) * latency;
   }
   c.gpus = gpus * n;
   c.gpus_busy = c.gpus - gpus_free * n;

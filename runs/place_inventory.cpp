@@ -15,6 +15,7 @@
 
 #include "db/clusters.h"
 #include "db/costs.h"
+#include "db/links.h"
 #include "db/nodes.h"
 #include "db/place_reads.h"
 #include "db/queries.h"
@@ -193,8 +194,17 @@ std::vector<PlaceOffer> list_places(const db::Database& db, const InventoryOptio
     out.push_back(std::move(o));
   }
 
-  for (const db::SshNode& n : db::list_ssh_nodes(db)) {
+  // Measured links between stored nodes (`flotilla nodes links`): a place of several plans over them.
+  const std::vector<db::SshNode> ssh_nodes = db::list_ssh_nodes(db);
+  std::map<int64_t, std::string> node_names;
+  for (const db::SshNode& n : ssh_nodes) node_names[n.id] = n.name;
+  const std::vector<db::NodeLink> measured = db::latest_links(db);
+  for (const db::SshNode& n : ssh_nodes) {
     PlaceOffer o;
+    for (const db::NodeLink& l : measured)
+      if (l.from_node == n.id && l.to_node != n.id && l.bytes_per_s && *l.bytes_per_s > 0 &&
+          node_names.count(l.to_node))
+        o.links.push_back({node_names[l.to_node], *l.bytes_per_s, l.latency_s.value_or(0)});
     o.key.kind = PlaceKeyKind::kNode;
     o.key.nodes = {n.name};
     o.label = place_key_text(o.key);

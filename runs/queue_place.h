@@ -119,6 +119,17 @@ struct PlaceOffer {
   int jobs_ahead = 0;
   double seconds_per_job_ahead = 0;
   std::string note;  // what is assumed ("CPU ranks assumed: 4 (no probe)") or ""
+  // Measured links from this node to the other stored nodes (newest per pair, db::latest_links). A
+  // place of several nodes plans its communication over the slowest link among them, as
+  // runs/plan_links.h does: bandwidth = min(device profile's, measured), latency per collective =
+  // the profile's + 2 (n - 1) one-way latencies; a pair not measured keeps the profile's link.
+  struct Link {
+    std::string to;
+    double bytes_per_s = 0, latency_s = 0;
+  };
+  std::vector<Link> links;
+  double link_bytes_per_s = 0;  // several nodes: the slowest measured link's bandwidth; 0 = not all measured
+  double link_latency_s = 0;    // several nodes: 2 (n - 1) x its one-way latency
 };
 
 // What this machine has (the caller probes it once: engine/core/probe.h probe_machine, the facts the

@@ -179,7 +179,8 @@ the first task's headline score (`acc_norm`, `bits_per_byte` or `exact_match`) f
 - `parallel`: `dp`, `tp`, `pp`, `micro_batches` >= 1; `zero` in {0, 1, 2}; `tp` divides
   `model.n_head` and the padded vocabulary; `pp` <= `model.n_layer`; `zero = 2` not with `pp > 1`;
   with `pp > 1`, `micro_batches` divides the accumulation steps, with `pp = 1` it must be 1;
-  `backend = "nccl"` only with `run.device = "cuda"`; `timeout_s` > 0. At start the worker also
+  `backend = "nccl"` only with `run.device = "cuda"`; `timeout_s` > 0; `bucket_mb` >= 0, and
+  > 0 only with `zero = 0` (ZeRO reduce-scatters at once or stages one layer). At start the worker also
   checks `dp x tp x pp` equals the number of ranks (1 without `launch`).
 - `checkpoint`: `every` >= 0 or `"auto"` (Daly's interval from the measured save time and
   `mtbi_s`: docs/scheduling.md), `mtbi_s` >= 0, `keep_last` >= 1, `resume` non-empty,

@@ -377,6 +377,10 @@ void check_parallel(const RunConfig& c, Problems& p, int world_size) {
                                    "(flotilla-worker sample gathers the shards)");
   finite_at_least(p, "parallel.timeout_s", par.timeout_s, 0, true);
   finite_at_least(p, "parallel.bucket_mb", par.bucket_mb, 0, false);
+  if (par.bucket_mb > 0 && par.zero >= 1)
+    p.add("parallel.bucket_mb",
+          "gradient buckets apply to parallel.zero = 0 only (zero = 1 reduce-scatters every "
+          "gradient in one call, zero = 2 stages one layer at a time): set bucket_mb = 0");
   if (par.backend == "nccl" && c.run.device != "cuda")
     p.add("parallel.backend",
           "nccl needs run.device = \"cuda\" (it is " + q(c.run.device) + "); use gloo or auto");

@@ -25,28 +25,54 @@ struct DataParallel::Bucket {
   std::unique_ptr<comm::Work> work;
 };
 
-DataParallel::DataParallel(comm::ProcessGroup* dp, Model& model, int zero)
-    : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0) {
+std::vector<std::vector<int>> DataParallel::bucket_layers(const std::vector<size_t>& layer_bytes,
+                                                          double bucket_mb) {
+  std::vector<std::vector<int>> out;
+  const double least = bucket_mb > 0 ? bucket_mb * 1024.0 * 1024.0 : 0;
+  double held = 0;
+  for (int l = static_cast<int>(layer_bytes.size()) - 1; l >= 0; --l) {
+    if (out.empty() || held >= least || least == 0) {
+      out.emplace_back();
+      held = 0;
+    }
+    out.back().push_back(l);
+    held += static_cast<double>(layer_bytes[static_cast<size_t>(l)]);
+  }
+  return out;
+}
+
+DataParallel::DataParallel(comm::ProcessGroup* dp, Model& model, int zero, double bucket_mb, bool overlap)
+    : dp_(dp), model_(model), zero_(dp && dp->size() > 1 ? zero : 0), overlap_(overlap) {
   n_ = model.num_params();
   counted_ = {{0, n_}};
   const int ranks = dp_size();
   if (zero_ == 0) {
     opt_ = std::make_unique<AdamW>(get_backend("cpu"), param_groups(model), 0, n_);
     if (ranks > 1) {
-      // Bucket l holds (local) layer l's slice of every per-layer tensor; the last bucket the rest.
+      // Each layer contributes (local) layer l's slice of every per-layer tensor; buckets merge
+      // consecutive layers (bucket_layers); the last bucket holds the rest.
       const int layers = model.shard().local_layers();
       const ParamLayout& layout = model.layout();
       auto offset = [&](int i) { return model.param_offset(i); };
-      for (int l = 0; l < layers; ++l) {
+      size_t per_layer = 0;
+      for (int i = 0; i < layout.size(); ++i)
+        if (layout[i].per_layer() && model.param_size(i) > 0)
+          per_layer += model.param_size(i) / static_cast<size_t>(layers);
+      launch_at_.assign(static_cast<size_t>(std::max(0, layers)), -1);
+      const std::vector<size_t> bytes(static_cast<size_t>(std::max(0, layers)), per_layer * sizeof(float));
+      for (const auto& group : bucket_layers(bytes, bucket_mb)) {
         auto b = std::make_unique<Bucket>();
         size_t total = 0;
-        for (int i = 0; i < layout.size(); ++i) {
-          if (!layout[i].per_layer() || model.param_size(i) == 0) continue;
-          const size_t per = model.param_size(i) / static_cast<size_t>(layers);
-          b->slices.push_back({offset(i) + static_cast<size_t>(l) * per, per});
-          total += per;
+        for (int l : group) {
+          for (int i = 0; i < layout.size(); ++i) {
+            if (!layout[i].per_layer() || model.param_size(i) == 0) continue;
+            const size_t per = model.param_size(i) / static_cast<size_t>(layers);
+            b->slices.push_back({offset(i) + static_cast<size_t>(l) * per, per});
+            total += per;
+          }
         }
         b->data.resize(total);
+        launch_at_[static_cast<size_t>(group.back())] = static_cast<int>(buckets_.size());
         buckets_.push_back(std::move(b));
       }
       auto rest = std::make_unique<Bucket>();
@@ -152,12 +178,14 @@ void DataParallel::layer_done(int layer) {
     if (pending_[slot].work) drain_slot(slot);  // defensive: the hook order guarantees it is empty
     pending_[slot].layer = layer;
     pending_[slot].work = dp_->all_reduce_async(model_.layer_grad_slot(slot), model_.layer_grad_floats());
-    drain_slot(1 - slot);  // layer + 1: the backward of layer - 1 writes there next
+    drain_slot(1 - slot);             // layer + 1: the backward of layer - 1 writes there next
+    if (!overlap_) drain_slot(slot);  // no overlap: this layer's sum before the next layer's backward
     return;
   }
-  if (zero_ != 0 || dp_size() == 1 || !grads_) return;
-  if (layer >= 0 && static_cast<size_t>(layer) < buckets_.size() - 1)
-    launch_bucket(*buckets_[static_cast<size_t>(layer)]);
+  if (zero_ != 0 || dp_size() == 1 || !grads_ || !overlap_) return;
+  if (layer >= 0 && static_cast<size_t>(layer) < launch_at_.size() &&
+      launch_at_[static_cast<size_t>(layer)] >= 0)
+    launch_bucket(*buckets_[static_cast<size_t>(launch_at_[static_cast<size_t>(layer)])]);
 }
 
 void DataParallel::wait_all() {

@@ -20,6 +20,14 @@
 //             Layer buckets use an in-place all-reduce rather than a reduce-scatter because a
 //             layer's slices straddle shard boundaries in uneven parts and the ProcessGroup's
 //             reduce-scatter takes equal counts; that keeps the staging at exactly two layers.
+// zero = 0 with parallel.bucket_mb > 0: consecutive layers, in backward order (last layer first), are
+//             merged into one bucket until it holds at least bucket_mb MiB (bucket_layers); a bucket
+//             goes out when its lowest layer's backward is done. Fewer, larger messages pay the link's
+//             latency fewer times; per-layer buckets (0) overlap most. parallel.overlap = false
+//             launches every bucket after backward instead. bucket_mb applies to zero = 0 only: ZeRO-1
+//             reduce-scatters all gradients in one call after backward and ZeRO-2 keeps its two
+//             one-layer staging slots (config validation refuses bucket_mb with zero >= 1); under
+//             ZeRO-2, overlap = false waits for each staged layer in the hook (no overlap).
 // One non-obvious decision: bucket boundaries and the reduce order depend only on the model
 // shape and the dp degree, never on timing, so two runs of the same layout are bitwise equal.
 // Under tensor/pipeline parallelism the model is this rank's shard (param_layout.h): buckets,
@@ -45,7 +53,15 @@ class DataParallel {
  public:
   // dp may be null (one rank: no communication).
   // zero = 2 with more than one DP rank switches the model to layer-gradient staging.
-  DataParallel(comm::ProcessGroup* dp, Model& model, int zero);
+  DataParallel(comm::ProcessGroup* dp, Model& model, int zero, double bucket_mb = 0, bool overlap = true);
+
+  // The buckets of zero = 0 as lists of layer indexes, in launch order: layers taken from the last
+  // down, each bucket closed once its bytes reach bucket_mb MiB (every layer alone when 0). Depends
+  // on the shape and the config only. The non-layer tensors form one more bucket, sent last.
+  static std::vector<std::vector<int>> bucket_layers(const std::vector<size_t>& layer_bytes,
+                                                     double bucket_mb);
+  // Gradient all-reduces per step under zero = 0 (the layer buckets and the rest); 0 for one rank.
+  size_t bucket_count() const { return buckets_.size(); }
   ~DataParallel();
 
   int zero() const { return zero_; }
@@ -109,7 +125,9 @@ class DataParallel {
   std::unique_ptr<AdamW> opt_;                    // m and v of what this rank owns, on the CPU backend
   std::vector<float> padded_;                     // dp * chunk scratch (zero >= 1)
   std::vector<float> shard_grad_;                 // chunk (zero >= 1)
-  std::vector<std::unique_ptr<Bucket>> buckets_;  // per layer, then the rest (zero 0)
+  std::vector<std::unique_ptr<Bucket>> buckets_;  // layer buckets in launch order, then the rest (zero 0)
+  std::vector<int> launch_at_;                    // per layer: the bucket its backward completes, else -1
+  bool overlap_ = true;
   float* grads_ = nullptr;
   struct Pending {
     int layer = -1;

@@ -20,6 +20,7 @@
 #include "engine/config/config_validate.h"
 #include "engine/core/nf4.h"
 #include "engine/model/param_layout.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/plan/planner.h"
 
 namespace flotilla {
@@ -379,7 +380,16 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
     // Calls per step, each paying the link's latency: data parallel one all-reduce per layer bucket
     // plus the rest (ZeRO 1: one reduce-scatter and one all-gather), plus the loss and gradient-norm
     // scalars (data_parallel.cpp); tensor parallel each all-reduce above; pipeline each send.
-    if (dp > 1) st.collectives += (plan.zero == 1 ? 2 : st.n_layers + 1 + (plan.zero >= 2 ? 1 : 0)) + 2;
+    // Under ZeRO 0 the layer buckets are DataParallel's: layers merged to parallel.bucket_mb MiB.
+    int layer_buckets = st.n_layers;
+    if (plan.zero == 0 && config.parallel.bucket_mb > 0 && st.n_layers > 0) {
+      const auto per_layer = static_cast<size_t>(grad_total / st.n_layers);
+      layer_buckets = static_cast<int>(
+          DataParallel::bucket_layers(std::vector<size_t>(static_cast<size_t>(st.n_layers), per_layer),
+                                      config.parallel.bucket_mb)
+              .size());
+    }
+    if (dp > 1) st.collectives += (plan.zero == 1 ? 2 : layer_buckets + 1 + (plan.zero >= 2 ? 1 : 0)) + 2;
     if (tp > 1)
       st.collectives += static_cast<int>(
           (st.n_layers * 4.0 + rebuilt + (st.embedding ? 1 : 0) + (st.head ? 2 : 0)) * accum);

@@ -323,7 +323,21 @@ void Loop::setup_model() {
       model.base_to_full(base.data());
     }
   }
-  dp = std::make_unique<DataParallel>(groups.dp.get(), model, cfg.parallel.zero);
+  dp = std::make_unique<DataParallel>(groups.dp.get(), model, cfg.parallel.zero, cfg.parallel.bucket_mb,
+                                      cfg.parallel.overlap);
+  if (dp->zero() == 0 && dp->dp_size() > 1) {  // what the gradient sync does, for the advice to match
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%g", cfg.parallel.bucket_mb);
+    const std::string how = cfg.parallel.bucket_mb > 0
+                                ? "layers merged to parallel.bucket_mb = " + std::string(mib) + " MiB"
+                                : std::string("one per layer");
+    const std::string when =
+        cfg.parallel.overlap ? "overlapping backward" : "after backward (parallel.overlap = false)";
+    metrics.event("info",
+                  "data parallel: " + std::to_string(dp->bucket_count()) +
+                      " gradient all-reduces per step (" + how + ", then the rest), " + when,
+                  {{"buckets", std::to_string(dp->bucket_count())}});
+  }
   if (sharded()) {
     // Count each replicated tensor once in the gradient norm, then sum over TP and PP.
     std::vector<std::pair<size_t, size_t>> counted;

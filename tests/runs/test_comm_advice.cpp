@@ -113,6 +113,19 @@ int main() {
     in.report.groups = {group("dp", 2, 100e6, 25000, 100e6 / 0.25e9 * 1000, 10, 1.25e9, 1e-3, false)};
     CHECK(!has(runs::advise(in), "bucket_bdp"));
   }
+  // bucket_bdp from the calls' own cost: a 12.5 MB/s link with 100 us latency (BDP 1.25 kB) but 50
+  // all-reduces of 200 kB taking 40 ms each where the bytes explain 16: 12 ms per ring step, so the
+  // 100 kB chunks are under 4 x 150 kB; suggest 16 x 150 kB x 2 = 4.6 MiB -> 5.
+  {
+    auto in = healthy();
+    in.bucket_bytes = 200e3;
+    in.report.groups = {group("dp", 2, 10e6, 50, 50 * 40, 10, 12.5e6, 1e-4, true)};
+    auto a = runs::advise(in);
+    CHECK(has(a, "bucket_bdp") && get(a, "bucket_bdp").change == "parallel.bucket_mb=5");
+    // The same bytes in calls that cost what the bytes explain (17 ms): silent.
+    in.report.groups = {group("dp", 2, 10e6, 50, 50 * 17, 10, 12.5e6, 1e-4, true)};
+    CHECK(!has(runs::advise(in), "bucket_bdp"));
+  }
   // bucket_overlap: 100 MB in 2 buckets of bucket_mb = 50, 10% hidden -> 10 MiB (100 MB / 8 = 11.9 MiB
   // rounded down to 1-2-5).
   {

@@ -10,6 +10,7 @@
 
 #include "engine/data/loader.h"
 #include "engine/train/data_preflight.h"
+#include "runs/comm_efficiency.h"
 #include "runs/node_admin.h"
 #include "runs/node_ops.h"
 #include "runs/run_setup.h"
@@ -600,8 +601,36 @@ std::optional<flotilla::CalibratedPlan> ConfigDraft::calibratedPlan() const {
   if (target().kind == HardwareTarget::Kind::Cpu) {
     calibration = flotilla::machine_calibration(m_config, false);  // reads the kept figures only
     calibration.history = m_history;
+  } else if (target().kind == HardwareTarget::Kind::Nodes) {
+    const flotilla::DeviceProfile d = device();
+    const auto measured = nodeLink({d.link_bytes_per_s, d.link_latency_s, ""});
+    if (measured.link) calibration.link = *measured.link;
   }
   return flotilla::plan_calibrated(m_config, device(), calibration);
+}
+
+flotilla::runs::MeasuredLinkResult ConfigDraft::nodeLink(const flotilla::LinkFigures& host) const {
+  if (target().kind != HardwareTarget::Kind::Nodes) return {};
+  std::vector<std::string> names;
+  for (const QString& n : target().nodes) names.push_back(n.toStdString());
+  return flotilla::runs::slowest_link_among(m_links, names, host);
+}
+
+void ConfigDraft::setNodeLinks(std::vector<flotilla::runs::NamedLink> links) {
+  m_links = std::move(links);
+  emit changed();
+}
+
+QString ConfigDraft::planLinkLine() const {
+  if (target().kind != HardwareTarget::Kind::Nodes || target().nodes.size() < 2) return {};
+  const flotilla::DeviceProfile d = device();
+  const auto m = nodeLink({d.link_bytes_per_s, d.link_latency_s, ""});
+  if (!m.link)
+    return tr("link: %1; planned with the device profile's link").arg(QString::fromStdString(m.note));
+  return tr("link: %1: %2, planned at %3")
+      .arg(QString::fromStdString(m.link->source),
+           QString::fromStdString(flotilla::runs::rate_text(m.bytes_per_s)),
+           QString::fromStdString(flotilla::runs::rate_text(m.link->bytes_per_s)));
 }
 
 void ConfigDraft::setPlanHistory(std::vector<flotilla::RunObservation> history) {

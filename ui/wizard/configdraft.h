@@ -22,6 +22,7 @@
 #include "engine/plan/calibration.h"
 #include "engine/plan/planner.h"
 #include "db/clusters.h"
+#include "runs/plan_links.h"
 #include "runs/slurm_run.h"
 #include "ui/runs/clusterlaunch.h"
 
@@ -182,6 +183,12 @@ class ConfigDraft : public QObject {
   std::optional<flotilla::CalibratedPlan> calibratedPlan() const;
   // Earlier runs on this machine (runs::plan_history, read off the UI thread by the wizard).
   void setPlanHistory(std::vector<flotilla::RunObservation> history);
+  // Links measured between stored nodes (runs::stored_links, read off the UI thread by the wizard):
+  // a Nodes target plans over the slowest among its nodes (runs/plan_links.h).
+  void setNodeLinks(std::vector<flotilla::runs::NamedLink> links);
+  // What the plan's link is for a Nodes target ("link: measured a -> b at ...", or the pair never
+  // measured); "" for other targets.
+  QString planLinkLine() const;
   flotilla::DeviceProfile device() const { return deviceProfileFor(target(), m_config, m_ranks); }
 
  signals:
@@ -218,6 +225,9 @@ class ConfigDraft : public QObject {
   int m_target = 0;
   int m_ranks = 1;
   std::vector<flotilla::RunObservation> m_history;
+  std::vector<flotilla::runs::NamedLink> m_links;
+  // A Nodes target's measured link over `host` (the device profile's link); empty otherwise.
+  flotilla::runs::MeasuredLinkResult nodeLink(const flotilla::LinkFigures& host) const;
 };
 
 }  // namespace flotilla::ui

@@ -471,6 +471,7 @@ void HardwarePage::refreshDerived() {
                       .arg(formatDuration(plan->run_s));
   speed += QLatin1Char('\n') + QString::fromStdString(calibration_line(*calibrated));
   if (calibrated->last) speed += QLatin1Char('\n') + QString::fromStdString(last_run_line(*calibrated));
+  if (const QString link = draft()->planLinkLine(); !link.isEmpty()) speed += QLatin1Char('\n') + link;
   m_plan->setText(speed);
   if (plan->fits) {
     m_searchDelay->stop();

@@ -127,6 +127,7 @@ RunWizard::RunWizard(MachineProbe* probe, const QString& templatesDir, QWidget* 
     const StoreTargets found = m_nodesWatcher.result();
     setNodes(found.nodes);
     setClusters(found.clusters);
+    m_draft->setNodeLinks(found.links);
     emit nodesLoaded();
   });
   if (!m_probe) m_probe = new MachineProbe(this);
@@ -159,6 +160,7 @@ void RunWizard::loadNodes(const QString& databasePath) {
                                     static_cast<int>(n.gpu_count), n.usd_per_hour.value_or(0.0), n.spot});
       for (const flotilla::db::SlurmCluster& c : flotilla::db::list_clusters(db))
         out.clusters.append(storedCluster(c, flotilla::db::partition_prices(db, c.id)));
+      out.links = flotilla::runs::stored_links(db);
     } catch (const std::exception&) {
       // An unreadable store offers no nodes; the Runs page reports store problems itself.
     }

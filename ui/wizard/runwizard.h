@@ -124,6 +124,7 @@ class RunWizard : public QWizard {
   struct StoreTargets {
     QList<StoredNode> nodes;
     QList<StoredCluster> clusters;
+    std::vector<flotilla::runs::NamedLink> links;  // measured between stored nodes
   };
   QFutureWatcher<StoreTargets> m_nodesWatcher;
   QFutureWatcher<QList<PriceChoice>> m_pricesWatcher;
