@@ -173,6 +173,10 @@ CommRecord comm_of(int64_t step, const std::vector<std::pair<std::string, double
       c.step_ms = v;
       continue;
     }
+    if (name == "comm/steps") {
+      c.steps = static_cast<int64_t>(v);
+      continue;
+    }
     const size_t a = name.find('/', 5);
     if (a == std::string::npos) continue;
     const std::string group = name.substr(5, a - 5);

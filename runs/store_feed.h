@@ -14,7 +14,7 @@
 // config). Values of steps a resumed worker computed again after a checkpoint replace stored rows
 // the reader has passed; it does not read them again. A comm record comes back whole (its comm/
 // rows commit together; the read stops at the highest step whose comm/step_ms it saw) with its
-// groups and ops as the worker wrote them; `steps` is not stored (0).
+// groups and ops as the worker wrote them.
 #pragma once
 
 #include <cstdint>

@@ -144,6 +144,7 @@ CommRecord read_comm(const json& j) {
 
 void flatten_comm(const CommRecord& c, std::vector<std::pair<std::string, double>>& out) {
   out.emplace_back("comm/step_ms", c.step_ms);
+  out.emplace_back("comm/steps", static_cast<double>(c.steps));
   for (const CommGroupRecord& g : c.groups) {
     const std::string at = "comm/" + g.group + "/";
     out.emplace_back(at + "size", g.size);

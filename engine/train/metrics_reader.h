@@ -78,8 +78,8 @@ struct MetricsRecord {
   // Filled only with ParseOptions::flatten: a step record's numbers (booleans as 0/1) by name,
   // except the protocol's own v, time, rank and step; an eval record's val_loss; a task record's
   // scores as their metric names ("task/<task>/<score>", null scores left out); a comm record's
-  // figures as comm/step_ms, comm/<group>/size and comm/<group>/<op>/count|bytes|ms|wait_ms (the
-  // names runs/comm_efficiency.cpp reads).
+  // figures as comm/step_ms, comm/steps, comm/<group>/size and comm/<group>/<op>/count|bytes|ms|wait_ms
+  // (the names runs/comm_efficiency.cpp reads; it needs no comm/steps: the figures are per step).
   std::vector<std::pair<std::string, double>> numbers;
 
   const StepRecord& step() const { return std::get<StepRecord>(body); }

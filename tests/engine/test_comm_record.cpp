@@ -1,8 +1,8 @@
 // The `comm` metrics record's writer and reader (issue 36; docs/metrics-protocol.md "comm"): what
 // MetricsWriter::comm writes is read back as the same CommRecord, and flattened into exactly the
-// store's names (comm/step_ms, comm/<group>/size, comm/<group>/<op>/count|bytes|ms|wait_ms) that
-// runs/comm_efficiency.cpp reads; a group or op whose name would break those names (a '/', empty) is
-// left out, and a record older readers do not know stays skippable (other types are unchanged).
+// store's names (comm/step_ms, comm/steps, comm/<group>/size, comm/<group>/<op>/count|bytes|ms|
+// wait_ms) that runs/comm_efficiency.cpp reads; a group or op whose name would break those names
+// (a '/', empty) is left out.
 #include <unistd.h>
 
 #include <fstream>
@@ -65,6 +65,7 @@ int main() {
   CHECK(names.size() == r.numbers.size());  // no name twice
   const std::map<std::string, double> expected = {
       {"comm/step_ms", 1043.25},
+      {"comm/steps", 10},
       {"comm/dp/size", 2},
       {"comm/dp/all_reduce/count", 25},
       {"comm/dp/all_reduce/bytes", 12582912},

@@ -4,9 +4,9 @@
 //   the dp group's all-reduce moves exactly the gradient (parameters x 4 bytes, in n_layer + 1
 //   buckets) plus the 8-byte loss mean per step; the store keeps the comm/ names at the record's step;
 //   runs/comm_efficiency's report gives the dp group a bus bandwidth and a hidden share; `flotilla run`
-//   and `flotilla runs show` print the table and the advice (and --json has both); `flotilla compare` has the two
-//   communication rows; the Live feed (runs/store_feed.h) gives comm records back whole and keeps
-//   comm/ names out of its step records;
+//   and `flotilla runs show` print the table and the advice (and --json has both); `flotilla compare` has the
+//   two communication rows; the Live feed (runs/store_feed.h) gives comm records back whole and keeps comm/
+//   names out of its step records;
 // - tp=2, dp=2 with ZeRO-1 and pp=2 runs (flotilla-worker launch) name their groups and operations:
 //   tp all-reduces, dp reduce-scatter of the padded gradient and all-gather of the padded parameters
 //   (nccl-tests' sizes: the input and the output, n chunks each), pipeline send/recv.
@@ -133,7 +133,7 @@ void dp_run_through_the_cli() {
   // The store: the comm/ names at each record's step.
   const auto names = db::metric_names(d, r.id);
   const std::set<std::string> have(names.begin(), names.end());
-  for (const char* n : {"comm/step_ms", "comm/dp/size", "comm/dp/all_reduce/count",
+  for (const char* n : {"comm/step_ms", "comm/steps", "comm/dp/size", "comm/dp/all_reduce/count",
                         "comm/dp/all_reduce/bytes", "comm/dp/all_reduce/ms", "comm/dp/all_reduce/wait_ms"})
     CHECK_MSG(have.count(n) == 1, "no metric %s", n);
   const auto bytes = db::metric_points(d, r.id, "comm/dp/all_reduce/bytes");
@@ -208,7 +208,7 @@ void dp_run_through_the_cli() {
     if (rec.type != flotilla::MetricsRecordType::kComm) continue;
     ++comm_records;
     const flotilla::CommRecord& cr = rec.comm();
-    CHECK(cr.step_ms > 0);
+    CHECK(cr.step_ms > 0 && cr.steps == 2);
     CHECK(cr.groups.size() == 1 && cr.groups[0].group == "dp" && cr.groups[0].size == 2);
     if (cr.groups.size() == 1 && !cr.groups[0].ops.empty()) {
       CHECK(cr.groups[0].ops[0].op == "all_reduce");
