@@ -51,8 +51,6 @@ why_unavailable() {
 down() {
   local dir=$1
   names_for "$dir"
-  local count=0
-  [ -f "$dir/count" ] && count=$(cat "$dir/count")
   # Namespaces of ours that exist, whatever the count file says (a crash before it was written).
   local ns
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^fn$ID-"); do
@@ -61,9 +59,18 @@ down() {
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null
     ip netns del "$ns" 2>/dev/null
   done
-  local i
-  for ((i = 0; i < count; i++)); do ip link del "$(veth_host "$i")" 2>/dev/null; done
-  ip link del "$BR" 2>/dev/null
+  # Host-side veths (by name, whatever the count file says), then the bridge. The kernel removes a
+  # deleted namespace's veth pairs asynchronously: wait until none of ours is left.
+  local link t
+  for ((t = 0; t < 50; t++)); do
+    local left=""
+    for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^fv$ID\|^fnb$ID$"); do
+      ip link del "$link" 2>/dev/null
+      left=1
+    done
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
   rm -f "$dir/state.json"
   return 0
 }
