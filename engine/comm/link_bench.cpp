@@ -120,7 +120,12 @@ LinkBenchReport measure_links(ProcessGroup& world, const LinkBenchOptions& o) {
             }
           }
           try {
-            world.all_reduce(figures, 2, timeout());
+            // Every rank waits here for the pair's whole measurement (latency_iters round trips and
+            // bandwidth_iters + 1 large sends), which on a slow link is far longer than one op
+            // timeout: bounded by the budget instead, or the idle ranks give up mid-pair and their
+            // exit breaks the group (found on the 5 MB/s netns link, tests/net).
+            world.all_reduce(figures, 2,
+                             Millis(static_cast<int64_t>(std::max(1.0, o.budget_s - since(t0)) * 1000)));
           } catch (const std::exception& e) {
             fig.error = pair_text(from, to) + ": " + (local_error.empty() ? e.what() : local_error);
             failure = "not measured: an earlier pair failed (" + fig.error + ")";
