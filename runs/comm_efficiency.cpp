@@ -28,7 +28,9 @@ Layout layout_of(const db::Run& run) {
   const auto j = nlohmann::json::parse(run.config_json, nullptr, false);
   if (j.is_object() && j.contains("parallel") && j["parallel"].is_object()) {
     const auto& p = j["parallel"];
-    auto get = [&](const char* k) { return p.contains(k) && p[k].is_number_integer() ? std::max(1, p[k].get<int>()) : 1; };
+    auto get = [&](const char* k) {
+      return p.contains(k) && p[k].is_number_integer() ? std::max(1, p[k].get<int>()) : 1;
+    };
     l.dp = get("dp");
     l.tp = get("tp");
     l.pp = get("pp");
@@ -96,7 +98,8 @@ struct Links {
 
 LinkCapacity capacity_of(const std::vector<const db::RunNodeRef*>& nodes, const Links& links) {
   LinkCapacity c;
-  const std::string where = links.at_start ? "measured at the run's start" : "newest measurement (flotilla nodes links)";
+  const std::string where =
+      links.at_start ? "measured at the run's start" : "newest measurement (flotilla nodes links)";
   std::vector<std::string> missing;
   auto consider = [&](const db::RunNodeRef& a, const db::RunNodeRef& b) {
     const db::NodeLink* l = links.find(a.node_id, b.node_id);
@@ -123,7 +126,8 @@ LinkCapacity capacity_of(const std::vector<const db::RunNodeRef*>& nodes, const 
     std::string names;
     for (const auto* n : nodes) names += (names.empty() ? "" : ",") + n->name;
     c = LinkCapacity{};
-    c.source = "no link measured for " + missing.front() + (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") +
+    c.source = "no link measured for " + missing.front() +
+               (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") +
                ": flotilla nodes links " + names;
   } else if (nodes.empty()) {
     c.source = "the run's nodes are not known";
@@ -159,8 +163,8 @@ Context context_of(const db::Database& db, int64_t run_id) {
   return cx;
 }
 
-GroupEfficiency group_of(const std::string& name, int size, const std::map<std::string, std::map<std::string, double>>& ops,
-                         const Context& cx) {
+GroupEfficiency group_of(const std::string& name, int size,
+                         const std::map<std::string, std::map<std::string, double>>& ops, const Context& cx) {
   GroupEfficiency g;
   g.group = name;
   g.size = size;
@@ -172,7 +176,8 @@ GroupEfficiency group_of(const std::string& name, int size, const std::map<std::
   for (const auto* n : nodes) g.nodes.push_back(n->name);
   g.crosses_nodes = nodes.size() > 1;
   g.link = capacity_of(nodes, cx.links);
-  double moved = 0, moving_ms = 0;
+  double moved = 0, moving_ms = 0;          // ops whose messages are large enough to judge
+  double moved_all = 0, moving_ms_all = 0;  // every op that moves data
   for (const auto& [op, f] : ops) {
     OpEfficiency o;
     o.op = op;
@@ -188,19 +193,26 @@ GroupEfficiency group_of(const std::string& name, int size, const std::map<std::
     const double factor = bus_factor(op, size);
     if (o.ms > 0 && factor > 0 && o.bytes > 0) {
       o.busbw = o.bytes * factor / (o.ms / 1000.0);
-      moved += o.bytes * factor;
-      moving_ms += o.ms;
-      if (g.link.bytes_per_s) o.share = *o.busbw / *g.link.bytes_per_s;
+      moved_all += o.bytes * factor;
+      moving_ms_all += o.ms;
+      if (o.bytes / o.count >= kShareMinMessageBytes) {
+        moved += o.bytes * factor;
+        moving_ms += o.ms;
+        if (g.link.bytes_per_s) o.share = *o.busbw / *g.link.bytes_per_s;
+      }
     }
     g.bytes += o.bytes;
     g.ms += o.ms;
     g.wait_ms += o.wait_ms;
     g.ops.push_back(o);
   }
-  std::sort(g.ops.begin(), g.ops.end(), [](const OpEfficiency& a, const OpEfficiency& b) { return a.bytes > b.bytes; });
+  std::sort(g.ops.begin(), g.ops.end(),
+            [](const OpEfficiency& a, const OpEfficiency& b) { return a.bytes > b.bytes; });
   if (moving_ms > 0) {
     g.busbw = moved / (moving_ms / 1000.0);
     if (g.link.bytes_per_s) g.share = *g.busbw / *g.link.bytes_per_s;
+  } else if (moving_ms_all > 0) {
+    g.busbw = moved_all / (moving_ms_all / 1000.0);  // only small messages: a rate, but no share
   }
   if (g.ms > 0) g.hidden = std::clamp(1.0 - g.wait_ms / g.ms, 0.0, 1.0);
   return g;
@@ -246,8 +258,9 @@ std::vector<GroupEfficiency> groups_at(const Rows& r, const db::StepRow& row, co
     GroupEfficiency g = group_of(group, size, o, cx);
     if (!g.ops.empty()) out.push_back(std::move(g));
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const GroupEfficiency& a, const GroupEfficiency& b) { return group_rank(a.group) < group_rank(b.group); });
+  std::stable_sort(out.begin(), out.end(), [](const GroupEfficiency& a, const GroupEfficiency& b) {
+    return group_rank(a.group) < group_rank(b.group);
+  });
   return out;
 }
 
@@ -330,22 +343,25 @@ std::vector<CommPoint> comm_series(const db::Database& db, int64_t run_id, const
 }
 
 std::string comm_table_text(const CommReport& report) {
-  if (report.empty()) return "communication: " + (report.note.empty() ? std::string("none") : report.note) + "\n";
+  if (report.empty())
+    return "communication: " + (report.note.empty() ? std::string("none") : report.note) + "\n";
   std::string out = "communication at step " + std::to_string(report.step) + " (per step of " +
                     fixed(report.step_ms, 1) + " ms; link = the slowest link the group crosses):\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %-6s %-15s %9s %9s %12s  %-28s %6s %7s\n", "group", "op", "MB/step", "ms/step",
-                "busbw", "link", "share", "hidden");
+  std::snprintf(line, sizeof line, "  %-6s %-15s %9s %9s %12s  %-28s %6s %7s\n", "group", "op", "MB/step",
+                "ms/step", "busbw", "link", "share", "hidden");
   out += line;
   for (const auto& g : report.groups) {
     std::string link = "-";
     if (g.link.bytes_per_s)
-      link = rate_text(*g.link.bytes_per_s) + " (" + (g.link.from == g.link.to ? g.link.from + ", intra" : g.link.from + " -> " + g.link.to) + ")";
+      link = rate_text(*g.link.bytes_per_s) + " (" +
+             (g.link.from == g.link.to ? g.link.from + ", intra" : g.link.from + " -> " + g.link.to) + ")";
     bool first = true;
     for (const auto& o : g.ops) {
-      std::snprintf(line, sizeof line, "  %-6s %-15s %9s %9s %12s  %-28s %6s %7s\n", first ? g.group.c_str() : "",
-                    o.op.c_str(), fixed(o.bytes / 1e6, 2).c_str(), fixed(o.ms, 1).c_str(),
-                    o.busbw ? rate_text(*o.busbw).c_str() : "-", first ? link.c_str() : "", share_text(o.share).c_str(),
+      std::snprintf(line, sizeof line, "  %-6s %-15s %9s %9s %12s  %-28s %6s %7s\n",
+                    first ? g.group.c_str() : "", o.op.c_str(), fixed(o.bytes / 1e6, 2).c_str(),
+                    fixed(o.ms, 1).c_str(), o.busbw ? rate_text(*o.busbw).c_str() : "-",
+                    first ? link.c_str() : "", share_text(o.share).c_str(),
                     first ? share_text(g.hidden).c_str() : "");
       out += line;
       first = false;

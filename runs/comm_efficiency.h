@@ -16,6 +16,10 @@
 //   node. A group with no measured link has no share (never a made-up one); `link.source` says so.
 // - The groups reported are rank 0's (dp, tp, pp and any other name the worker sends); members come
 //   from the rank grid's documented order (TP innermost, then DP, then PP), not from timing.
+// - A share is given only for operations whose mean message is at least kShareMinMessageBytes:
+//   smaller ones are bound by latency and by the buffers on the way (a token-bucket shaper passes a
+//   burst at line rate), so their bytes / time says nothing about the link (one run showed a 10 kB
+//   all_gather at 748% of a 5 MB/s link). Their bus bandwidth is still shown.
 // - Hidden share = 1 - blocked / busy over the group's operations: the part of the communication that
 //   ran while compute went on (overlap). Clamped to [0, 1].
 #pragma once
@@ -33,6 +37,9 @@ namespace flotilla::runs {
 // "broadcast", "send_recv", "barrier") over a group of n ranks (0 for barrier: it moves nothing).
 double bus_factor(const std::string& op, int n);
 
+// Mean message size below which an operation's bandwidth is not judged against the link.
+inline constexpr double kShareMinMessageBytes = 64.0 * 1024;
+
 struct LinkCapacity {
   std::optional<double> bytes_per_s;  // the slowest link's bandwidth; empty: not measured
   std::optional<double> latency_s;    // that link's one-way latency
@@ -43,7 +50,7 @@ struct LinkCapacity {
 };
 
 struct OpEfficiency {
-  std::string op;  // "all_reduce", ...
+  std::string op;                                    // "all_reduce", ...
   double count = 0, bytes = 0, ms = 0, wait_ms = 0;  // per step
   std::optional<double> busbw;  // bytes/s (nccl-tests' busbw); empty when no time was spent
   std::optional<double> share;  // busbw / the group's link capacity
@@ -55,18 +62,18 @@ struct GroupEfficiency {
   std::vector<std::string> nodes;  // distinct node names its members are on, in launch order
   bool crosses_nodes = false;
   LinkCapacity link;
-  std::vector<OpEfficiency> ops;   // ops with count > 0, by bytes descending
+  std::vector<OpEfficiency> ops;          // ops with count > 0, by bytes descending
   double bytes = 0, ms = 0, wait_ms = 0;  // per step, all ops
-  std::optional<double> busbw;     // sum(bytes x factor) / sum(ms) over ops that move data
-  std::optional<double> share;     // busbw / link capacity
-  std::optional<double> hidden;    // 1 - wait / busy (overlap), in [0, 1]
+  std::optional<double> busbw;            // sum(bytes x factor) / sum(ms) over ops that move data
+  std::optional<double> share;            // busbw / link capacity
+  std::optional<double> hidden;           // 1 - wait / busy (overlap), in [0, 1]
 };
 
 struct CommReport {
-  int64_t step = -1;      // the comm record's step; -1 when the run has none
-  double step_ms = 0;     // the mean step time over the steps that record covers
+  int64_t step = -1;                    // the comm record's step; -1 when the run has none
+  double step_ms = 0;                   // the mean step time over the steps that record covers
   std::vector<GroupEfficiency> groups;  // groups with size > 1 that communicated, dp, tp, pp first
-  std::string note;       // why it is empty ("a one-rank run does not communicate", ...)
+  std::string note;                     // why it is empty ("a one-rank run does not communicate", ...)
   bool empty() const { return groups.empty(); }
 };
 

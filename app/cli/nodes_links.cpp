@@ -15,8 +15,8 @@
 #include "app/cli/terminal.h"
 #include "db/links.h"
 #include "db/run_store.h"
-#include "remote/validate.h"
 #include "runs/link_job.h"
+#include "runs/node_admin.h"
 #include "runs/node_bridge.h"
 #include "runs/ssh_options.h"
 #include "runs/worker_command.h"
@@ -100,9 +100,9 @@ int nodes_links(const Context& ctx, ArgReader& args) {
     const std::string name =
         pos[0].substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (name.empty())
-      throw UsageError("nodes links: an empty node name in '" + remote::printable(pos[0]) + "'");
+      throw UsageError("nodes links: an empty node name in '" + runs::printable(pos[0]) + "'");
     if (!seen.insert(name).second)
-      throw UsageError("nodes links: node '" + remote::printable(name) + "' is listed twice");
+      throw UsageError("nodes links: node '" + runs::printable(name) + "' is listed twice");
     if (name != "local") db::get_ssh_node(db, name);  // an unknown name: not found, nothing runs
     names.push_back(name);
     if (comma == std::string::npos) break;

@@ -41,7 +41,8 @@ int64_t make_run(db::Database& d, const std::string& name, const std::string& pa
   return id;
 }
 
-void put(db::Database& d, int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+void put(db::Database& d, int64_t run, int64_t step,
+         const std::vector<std::pair<std::string, double>>& values) {
   std::vector<db::MetricRow> rows;
   for (const auto& [n, v] : values) rows.push_back({run, n, step, v, 1000.0 + step});
   db::write_tx(d, [&] { db::MetricSink(d).insert(rows); });
@@ -62,11 +63,21 @@ int main() {
   CHECK(empty.empty() && empty.note.find("no communication figures") != std::string::npos);
 
   // 12 MB per step in 25 all-reduces taking 960 ms, 240 ms of it blocking.
-  put(d, run, 10, {{"comm/step_ms", 1100}, {"comm/dp/size", 2}, {"comm/dp/all_reduce/count", 25},
-                   {"comm/dp/all_reduce/bytes", 12e6}, {"comm/dp/all_reduce/ms", 960}, {"comm/dp/all_reduce/wait_ms", 240},
-                   {"comm/dp/broadcast/count", 0}});
-  put(d, run, 20, {{"comm/step_ms", 1000}, {"comm/dp/size", 2}, {"comm/dp/all_reduce/count", 25},
-                   {"comm/dp/all_reduce/bytes", 12e6}, {"comm/dp/all_reduce/ms", 1200}, {"comm/dp/all_reduce/wait_ms", 600}});
+  put(d, run, 10,
+      {{"comm/step_ms", 1100},
+       {"comm/dp/size", 2},
+       {"comm/dp/all_reduce/count", 25},
+       {"comm/dp/all_reduce/bytes", 12e6},
+       {"comm/dp/all_reduce/ms", 960},
+       {"comm/dp/all_reduce/wait_ms", 240},
+       {"comm/dp/broadcast/count", 0}});
+  put(d, run, 20,
+      {{"comm/step_ms", 1000},
+       {"comm/dp/size", 2},
+       {"comm/dp/all_reduce/count", 25},
+       {"comm/dp/all_reduce/bytes", 12e6},
+       {"comm/dp/all_reduce/ms", 1200},
+       {"comm/dp/all_reduce/wait_ms", 600}});
   put(d, run, 21, {{"loss", 3.0}});  // a step without a comm record
 
   // No link measured yet: figures, but no share, and the command that measures it.
@@ -111,22 +122,38 @@ int main() {
 
   // dp=2 x tp=2 on two nodes of two ranks: tp inside node-a (intra-node figure), dp across.
   const int64_t mixed = make_run(d, "dp2tp2", R"({"dp":2,"tp":2,"pp":1})", {a, b}, 2);
-  put(d, mixed, 5, {{"comm/step_ms", 500}, {"comm/tp/size", 2}, {"comm/tp/all_reduce/count", 48},
-                    {"comm/tp/all_reduce/bytes", 4e8}, {"comm/tp/all_reduce/ms", 400}, {"comm/tp/all_reduce/wait_ms", 400},
-                    {"comm/dp/size", 2}, {"comm/dp/all_reduce/count", 1}, {"comm/dp/all_reduce/bytes", 1e6},
-                    {"comm/dp/all_reduce/ms", 100}, {"comm/dp/all_reduce/wait_ms", 100}});
+  put(d, mixed, 5,
+      {{"comm/step_ms", 500},
+       {"comm/tp/size", 2},
+       {"comm/tp/all_reduce/count", 48},
+       {"comm/tp/all_reduce/bytes", 4e8},
+       {"comm/tp/all_reduce/ms", 400},
+       {"comm/tp/all_reduce/wait_ms", 400},
+       {"comm/dp/size", 2},
+       {"comm/dp/all_reduce/count", 1},
+       {"comm/dp/all_reduce/bytes", 1e6},
+       {"comm/dp/all_reduce/ms", 100},
+       {"comm/dp/all_reduce/wait_ms", 100},
+       // 10 kB in 10 messages: latency-bound, a rate but no share (it read 748% once)
+       {"comm/tp/all_gather/count", 10},
+       {"comm/tp/all_gather/bytes", 1e4},
+       {"comm/tp/all_gather/ms", 1},
+       {"comm/tp/all_gather/wait_ms", 1}});
   r = runs::comm_report(d, mixed);
   CHECK(r.groups.size() == 2 && r.groups[0].group == "dp" && r.groups[1].group == "tp");
   CHECK(!r.groups[1].crosses_nodes && r.groups[1].link.from == "node-a" && r.groups[1].link.to == "node-a");
   CHECK(r.groups[1].share && std::fabs(*r.groups[1].share - 1e9 / 2e9) < 1e-9);  // 4e8 x 1 / 0.4 s
   CHECK(r.groups[1].hidden && *r.groups[1].hidden == 0);
+  CHECK(r.groups[1].ops.size() == 2 && r.groups[1].ops[1].op == "all_gather" && r.groups[1].ops[1].busbw &&
+        !r.groups[1].ops[1].share);
   CHECK(r.groups[0].crosses_nodes && r.groups[0].link.to == "node-b");
 
   // Compare's figures (issue 36 eff): the dp group's share, and the hidden share over every group:
   // 1 - (100 + 400) / (100 + 400) = 0 here; 0.5 for the dp2 run (40% of its link).
   CHECK(runs::comm_headline(r).dp_share == r.groups[0].share && runs::comm_headline(r).hidden == 0.0);
   const runs::CommHeadline h2 = runs::comm_headline(runs::comm_report(d, run));
-  CHECK(h2.dp_share && std::fabs(*h2.dp_share - 0.4) < 1e-9 && h2.hidden && std::fabs(*h2.hidden - 0.5) < 1e-12);
+  CHECK(h2.dp_share && std::fabs(*h2.dp_share - 0.4) < 1e-9 && h2.hidden &&
+        std::fabs(*h2.hidden - 0.5) < 1e-12);
   CHECK(runs::share_text(h2.dp_share) == "40%" && runs::share_text(std::nullopt) == "-");
   CHECK(!runs::comm_headline(runs::CommReport{}).hidden);
 
@@ -134,9 +161,13 @@ int main() {
   // (ranks 0 and 2: node-a and node-c), never the middle one.
   const int64_t c = db::ensure_node(d, "node-c", "ssh");
   const int64_t pp3 = make_run(d, "pp3", R"({"dp":1,"tp":1,"pp":3})", {a, b, c}, 1);
-  put(d, pp3, 4, {{"comm/step_ms", 100}, {"comm/embed/size", 2}, {"comm/embed/all_reduce/count", 1},
-                  {"comm/embed/all_reduce/bytes", 4096}, {"comm/embed/all_reduce/ms", 2},
-                  {"comm/embed/all_reduce/wait_ms", 2}});
+  put(d, pp3, 4,
+      {{"comm/step_ms", 100},
+       {"comm/embed/size", 2},
+       {"comm/embed/all_reduce/count", 1},
+       {"comm/embed/all_reduce/bytes", 4096},
+       {"comm/embed/all_reduce/ms", 2},
+       {"comm/embed/all_reduce/wait_ms", 2}});
   r = runs::comm_report(d, pp3);
   CHECK(r.groups.size() == 1 && r.groups[0].group == "embed");
   CHECK(r.groups.size() == 1 && r.groups[0].nodes == std::vector<std::string>({"node-a", "node-c"}));
@@ -146,7 +177,8 @@ int main() {
   CHECK(runs::comm_report(d, solo).note.find("one-rank") != std::string::npos);
   // Factors as nccl-tests.
   CHECK(runs::bus_factor("all_reduce", 4) == 1.5 && runs::bus_factor("all_gather", 4) == 0.75);
-  CHECK(runs::bus_factor("broadcast", 3) == 1 && runs::bus_factor("barrier", 4) == 0 && runs::bus_factor("all_reduce", 1) == 0);
+  CHECK(runs::bus_factor("broadcast", 3) == 1 && runs::bus_factor("barrier", 4) == 0 &&
+        runs::bus_factor("all_reduce", 1) == 0);
   CHECK(runs::rate_text(12.5e6) == "12.5 MB/s" && runs::rate_text(2e9) == "2.00 GB/s");
   return summary("test_comm_efficiency");
 }

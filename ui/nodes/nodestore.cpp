@@ -9,7 +9,6 @@
 #include "db/errors.h"
 #include "db/links.h"
 #include "db/run_store.h"
-#include "db/sql.h"
 #include "runs/link_job.h"
 #include "runs/node_ops.h"
 #include "runs/ssh_options.h"
@@ -52,8 +51,7 @@ LinkMatrix loadLinkMatrix(const QString& databasePath) {
   const std::optional<db::LinkMeasurement> m = db::latest_link_measurement(db);
   if (!m) return {};
   std::map<int64_t, std::string> names;
-  db::Stmt q(db, "SELECT id, name FROM nodes");
-  while (q.step()) names[q.i64(0)] = q.text(1);
+  for (const auto& n : db::list_nodes(db)) names[n.id] = n.name;
   return makeLinkMatrix(*m, names, runs::slowest_link(db, *m));
 }
 
