@@ -276,8 +276,10 @@ std::string calibration_line(const CalibratedPlan& cp) {
   if (cp.basis == CalibratedPlan::Basis::kDefault && !cp.calibrated)
     s += "; a busy machine can be several times slower (docs/planner.md): the first run here calibrates it";
   if (p.ranks > 1)
-    s += "; link " + fmt("%.2f GB/s", p.device.link_bytes_per_s / 1e9) + ", " +
-         seconds_text(p.device.link_latency_s) + " per collective";
+    s += "; link " +
+         (p.device.link_bytes_per_s >= 1e9 ? fmt("%.2f GB/s", p.device.link_bytes_per_s / 1e9)
+                                           : fmt("%.1f MB/s", p.device.link_bytes_per_s / 1e6)) +
+         ", " + seconds_text(p.device.link_latency_s) + " per collective";
   s += "; nominal planner: " + seconds_text(cp.nominal_step_s);
   // Other processes' load is not modelled: a learned efficiency holds the load its runs met, the
   // default a quiet machine's; a machine busier than its CPUs is named so the gap is not a surprise.

@@ -224,6 +224,10 @@ void test_communication_term() {
                 line.find(" + communication ") != std::string::npos,
             "%s", line.c_str());
   CHECK(calibration_line(cp).find("link 1.00 GB/s, 100 us per collective") != std::string::npos);
+  // A slow measured link reads in MB/s (issue 36's hand run printed "link 0.00 GB/s" for 4.8 MB/s).
+  cal.link = {4.8e6, 1e-4, "fake"};
+  CHECK(calibration_line(plan_calibrated(two, d, cal)).find("link 4.8 MB/s, 100 us per collective") !=
+        std::string::npos);
 }
 
 void test_link_fit_and_cache() {
