@@ -1,6 +1,7 @@
 // Strict option parsing for worker subcommands.
 #include "engine/cli/args.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -99,6 +100,20 @@ long long parse_int(const std::string& text, const std::string& what) {
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || errno != 0 || *end != '\0') throw_usage(what + ": '" + text + "' is not an integer");
   return v;
+}
+
+size_t parse_byte_size(const std::string& text, const std::string& what) {
+  if (text.empty()) throw_usage(what + ": empty value");
+  size_t mult = 1;
+  std::string digits = text;
+  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+  if (last == 'K' || last == 'M' || last == 'G') {
+    mult = last == 'K' ? size_t{1} << 10 : last == 'M' ? size_t{1} << 20 : size_t{1} << 30;
+    digits = text.substr(0, text.size() - 1);
+  }
+  const long long v = parse_int(digits, what);
+  if (v <= 0) throw_usage(what + " " + text + " must be positive");
+  return static_cast<size_t>(v) * mult;
 }
 
 double parse_double(const std::string& text, const std::string& what) {

@@ -5,6 +5,7 @@
 // flags and positionals.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,5 +35,8 @@ class Args {
 
 long long parse_int(const std::string& text, const std::string& what);
 double parse_double(const std::string& text, const std::string& what);
+// A positive byte count with an optional K, M or G suffix (powers of 1024): "8M", "512K", "4096".
+// `what` names the command and option in the usage error ("links: --bytes").
+size_t parse_byte_size(const std::string& text, const std::string& what);
 
 }  // namespace flotilla::cli

@@ -47,20 +47,6 @@ const char* kHelp =
     "Sizes take K, M, G suffixes (powers of 1024). --iters caps the iterations per size (default 20;\n"
     "large sizes use fewer, at least 3). --ops is a comma list (default: all four).\n";
 
-size_t parse_size(const std::string& text) {
-  if (text.empty()) throw_usage("bench-comm: empty --bytes value");
-  size_t mult = 1;
-  std::string digits = text;
-  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
-  if (last == 'K' || last == 'M' || last == 'G') {
-    mult = last == 'K' ? size_t{1} << 10 : last == 'M' ? size_t{1} << 20 : size_t{1} << 30;
-    digits = text.substr(0, text.size() - 1);
-  }
-  const long long v = parse_int(digits, "--bytes");
-  if (v <= 0) throw_usage("bench-comm: --bytes " + text + " must be positive");
-  return static_cast<size_t>(v) * mult;
-}
-
 std::string size_text(size_t bytes) {
   char buf[32];
   if (bytes >= (size_t{1} << 30) && bytes % (size_t{1} << 30) == 0) {
@@ -183,10 +169,10 @@ int cmd_bench_comm(const CommandArgs& argv) {
   size_t lo = 0, hi = 0;
   const size_t dots = bytes_arg.find("..");
   if (dots == std::string::npos) {
-    lo = hi = parse_size(bytes_arg);
+    lo = hi = parse_byte_size(bytes_arg, "bench-comm: --bytes");
   } else {
-    lo = parse_size(bytes_arg.substr(0, dots));
-    hi = parse_size(bytes_arg.substr(dots + 2));
+    lo = parse_byte_size(bytes_arg.substr(0, dots), "bench-comm: --bytes");
+    hi = parse_byte_size(bytes_arg.substr(dots + 2), "bench-comm: --bytes");
   }
   if (lo > hi) throw_usage("bench-comm: --bytes " + bytes_arg + ": the first size is larger than the second");
   if (factor < 2) throw_usage("bench-comm: --factor must be at least 2");

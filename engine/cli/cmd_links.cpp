@@ -37,20 +37,6 @@ const char* kHelp =
     "              and pairs after a failure (a rank died), get an error row instead of a hang\n"
     "  --timeout S any single operation (default 10)\n";
 
-size_t parse_bytes(const std::string& text) {
-  if (text.empty()) throw_usage("links: empty --bytes value");
-  size_t mult = 1;
-  std::string digits = text;
-  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
-  if (last == 'K' || last == 'M' || last == 'G') {
-    mult = last == 'K' ? size_t{1} << 10 : last == 'M' ? size_t{1} << 20 : size_t{1} << 30;
-    digits = text.substr(0, text.size() - 1);
-  }
-  const long long v = parse_int(digits, "--bytes");
-  if (v <= 0) throw_usage("links: --bytes " + text + " must be positive");
-  return static_cast<size_t>(v) * mult;
-}
-
 void print_text(const comm::LinkBenchReport& r) {
   std::printf("links: %s, %d node(s) x %d rank(s), %.1f s\n", r.transport.c_str(), r.nodes, r.ranks_per_node,
               r.seconds);
@@ -72,7 +58,7 @@ int cmd_links(const CommandArgs& argv) {
     return 0;
   }
   comm::LinkBenchOptions o;
-  o.bytes = parse_bytes(args.value_or("--bytes", "8M"));
+  o.bytes = parse_byte_size(args.value_or("--bytes", "8M"), "links: --bytes");
   o.latency_iters = static_cast<int>(args.int_or("--iters", 20));
   o.budget_s = args.double_or("--budget", 60);
   o.op_timeout_s = args.double_or("--timeout", 10);
