@@ -39,5 +39,6 @@ int cmd_hub(const CommandArgs& args);
 int cmd_eval(const CommandArgs& args);
 int cmd_chat(const CommandArgs& args);
 int cmd_links(const CommandArgs& args);
+int cmd_bench_attention(const CommandArgs& args);
 
 }  // namespace flotilla::cli

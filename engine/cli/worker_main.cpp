@@ -55,6 +55,9 @@ const std::vector<Command>& commands() {
        cmd_chat},
       {"links", "the link matrix between the nodes of a run over its transport (latency, bandwidth per pair)",
        cmd_links},
+      {"bench-attention",
+       "CPU attention forward/backward: the flash-style kernels against the previous ones, ms and GFLOP/s",
+       cmd_bench_attention},
   };
   return table;
 }

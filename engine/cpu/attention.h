@@ -1,6 +1,7 @@
 // Causal grouped-query self-attention (the attention core: softmax(Q K^T / sqrt(HD)) V).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flotilla::cpu {
@@ -24,7 +25,26 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 // Tasks are (row, query head) pairs as in the forward; a decode step (T = 1) is one gemv each.
 void attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache, const int32_t* pos,
                               int row0, int B, int T, int NH, int NKV, int HD, int max_len);
-// Query rows per block: the scratch per thread is 2 * kAttentionQueryBlock * T floats.
+// Query rows per block and key rows per tile (engine/cpu/attention.cpp): the scratch per thread is
+// attention_scratch_floats() floats, at most 2 x 64 x 256 + 64 (128.25 KiB) whatever T is.
 constexpr int kAttentionQueryBlock = 64;
+constexpr int kAttentionKeyTile = 256;
+size_t attention_scratch_floats(bool backward);
+
+// The calling thread's attention scratch, grown to `floats` on demand and kept for the thread's
+// life; the largest request any thread made since the last reset, in bytes (tests check it does
+// not grow with T).
+float* attention_thread_scratch(size_t floats);
+size_t attention_scratch_high_water_bytes();
+void reset_attention_scratch_high_water();
+
+// The kernels before the flash-style rewrite (attention_reference.cpp): a 64-query block against all
+// its keys at once, 2 x 64 x T floats of scratch per thread. Only for tests and bench-attention.
+namespace reference {
+void attention_forward(float* out, float* lse, const float* qkv, const int32_t* pos, int B, int T, int NH,
+                       int NKV, int HD);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        const int32_t* pos, int B, int T, int NH, int NKV, int HD);
+}  // namespace reference
 
 }  // namespace flotilla::cpu
