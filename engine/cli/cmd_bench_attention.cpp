@@ -169,12 +169,15 @@ int cmd_bench_attention(const CommandArgs& argv) {
     const double pairs = static_cast<double>(B) * NH * (static_cast<double>(T) * (T + 1) / 2.0);
     const double ff = 4.0 * HD * pairs, bf = 10.0 * HD * pairs;
     std::printf(
-        "T=%5d B=%d heads %d/%d HD=%d: forward old %8.2f ms %6.1f GFLOP/s, new %8.2f ms %6.1f GFLOP/s, x%.2f "
-        "(CPU time x%.2f) | backward old %8.2f ms %6.1f GFLOP/s, new %8.2f ms %6.1f GFLOP/s, x%.2f (CPU time "
-        "x%.2f) | scratch/thread old %s, new %s\n",
-        T, B, NH, NKV, HD, fw.a * 1e3, ff / fw.a / 1e9, fw.b * 1e3, ff / fw.b / 1e9, fw.a / fw.b,
-        fw.cpu_a / fw.cpu_b, bw.a * 1e3, bf / bw.a / 1e9, bw.b * 1e3, bf / bw.b / 1e9, bw.a / bw.b,
-        bw.cpu_a / bw.cpu_b, kib(scratch_old).c_str(), kib(scratch_new).c_str());
+        "T=%5d B=%d heads %d/%d HD=%d: forward old %8.2f ms (CPU %8.2f) %6.1f GFLOP/s, new %8.2f ms (CPU "
+        "%8.2f) "
+        "%6.1f GFLOP/s, x%.2f (CPU time x%.2f) | backward old %8.2f ms (CPU %8.2f) %6.1f GFLOP/s, new %8.2f "
+        "ms "
+        "(CPU %8.2f) %6.1f GFLOP/s, x%.2f (CPU time x%.2f) | scratch/thread old %s, new %s\n",
+        T, B, NH, NKV, HD, fw.a * 1e3, fw.cpu_a * 1e3, ff / fw.a / 1e9, fw.b * 1e3, fw.cpu_b * 1e3,
+        ff / fw.b / 1e9, fw.a / fw.b, fw.cpu_a / fw.cpu_b, bw.a * 1e3, bw.cpu_a * 1e3, bf / bw.a / 1e9,
+        bw.b * 1e3, bw.cpu_b * 1e3, bf / bw.b / 1e9, bw.a / bw.b, bw.cpu_a / bw.cpu_b,
+        kib(scratch_old).c_str(), kib(scratch_new).c_str());
     std::fflush(stdout);
   }
   const double other = load.other_load();

@@ -10,6 +10,8 @@
 // - Packed documents (pos != null): query i sees keys lo_i = i - pos[i] .. i. The forward and dQ
 //   blocks start their key loop at the smallest lo_i of the block; the dK/dV pass checks each
 //   query's lo against its key.
+// - Long sequences: every offset is size_t; the query (key) blocks are grid x (up to 2^31 - 1), and
+//   the (batch, head) pairs are y and z (pair_grid), since y alone stops at 65535.
 // This favours simplicity over peak speed (no tensor cores); docs/cuda.md says so.
 #include <string>
 
@@ -29,9 +31,20 @@ __host__ __device__ constexpr int tile_rows() {
 }
 
 struct Geometry {
-  int Tn, NH, NKV;
+  int B, Tn, NH, NKV;
   size_t ld, ldo;  // qkv and out row strides
 };
+
+// The grids index (batch, head) pairs in y and z: y alone stops at 65535, which B * NH passes at
+// e.g. B = 16384 rows of 4 heads (a scoring batch). The pair of this block, or -1 past the last.
+dim3 pair_grid(unsigned x, long pairs) {
+  const long y = pairs < 65535 ? pairs : 65535;
+  return dim3(x, static_cast<unsigned>(y), static_cast<unsigned>((pairs + y - 1) / y));
+}
+__device__ __forceinline__ int pair_index(long pairs) {
+  const long p = static_cast<long>(blockIdx.z) * gridDim.y + blockIdx.y;
+  return p < pairs ? static_cast<int>(p) : -1;
+}
 
 // The first key query i may see, and the smallest of those over the block's rows (thread 0..).
 __device__ __forceinline__ int first_key(const int32_t* pos_row, int i) {
@@ -60,7 +73,9 @@ __global__ void __launch_bounds__(kRows)
   __shared__ float ks[BC][HS];
   __shared__ float vs[BC][HS];
   __shared__ int lo_s[kRows + 1];
-  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH, kv = h / (g.NH / g.NKV);
+  const int bh = pair_index(static_cast<long>(g.B) * g.NH);
+  if (bh < 0) return;  // the whole block
+  const int b = bh / g.NH, h = bh % g.NH, kv = h / (g.NH / g.NKV);
   const int q0 = blockIdx.x * kRows;
   const int i = q0 + threadIdx.x;
   const int Tn = g.Tn;
@@ -143,7 +158,9 @@ __global__ void __launch_bounds__(kRows)
   __shared__ float ks[BC][HS];
   __shared__ float vs[BC][HS];
   __shared__ int lo_s[kRows + 1];
-  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH, kv = h / (g.NH / g.NKV);
+  const int bh = pair_index(static_cast<long>(g.B) * g.NH);
+  if (bh < 0) return;  // the whole block
+  const int b = bh / g.NH, h = bh % g.NH, kv = h / (g.NH / g.NKV);
   const int q0 = blockIdx.x * kRows;
   const int i = q0 + threadIdx.x;
   const int Tn = g.Tn;
@@ -211,7 +228,9 @@ __global__ void __launch_bounds__(kRows)
   __shared__ float gs[BQ][HS];
   __shared__ float ls[BQ], ds_[BQ];
   __shared__ int lo_s[BQ];
-  const int b = blockIdx.y / g.NKV, kv = blockIdx.y % g.NKV, group = g.NH / g.NKV;
+  const int bkv = pair_index(static_cast<long>(g.B) * g.NKV);
+  if (bkv < 0) return;  // the whole block
+  const int b = bkv / g.NKV, kv = bkv % g.NKV, group = g.NH / g.NKV;
   const int k0 = blockIdx.x * kRows;
   const int j = k0 + threadIdx.x;
   const int Tn = g.Tn;
@@ -279,33 +298,33 @@ __global__ void __launch_bounds__(kRows)
   }
 }
 
-Geometry geometry(int Tn, int NH, int NKV, int HD) {
-  return Geometry{Tn, NH, NKV, static_cast<size_t>(NH + 2 * NKV) * HD, static_cast<size_t>(NH) * HD};
+Geometry geometry(int B, int Tn, int NH, int NKV, int HD) {
+  return Geometry{B, Tn, NH, NKV, static_cast<size_t>(NH + 2 * NKV) * HD, static_cast<size_t>(NH) * HD};
 }
 
 template <typename T, int HS>
 void forward_hs(Context& ctx, T* out, float* lse, const T* qkv, const int32_t* pos, int B, int Tn, int NH,
                 int NKV) {
-  const dim3 grid(static_cast<unsigned>((Tn + kRows - 1) / kRows), static_cast<unsigned>(B * NH));
+  const dim3 grid = pair_grid(static_cast<unsigned>((Tn + kRows - 1) / kRows), static_cast<long>(B) * NH);
   attention_forward_kernel<T, HS><<<grid, kRows, 0, ctx.stream()>>>(
-      out, lse, qkv, pos, geometry(Tn, NH, NKV, HS), 1.0f / sqrtf(static_cast<float>(HS)));
+      out, lse, qkv, pos, geometry(B, Tn, NH, NKV, HS), 1.0f / sqrtf(static_cast<float>(HS)));
   check_launch("attention_forward");
 }
 
 template <typename T, int HS>
 void backward_hs(Context& ctx, T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
                  const int32_t* pos, int B, int Tn, int NH, int NKV) {
-  const Geometry g = geometry(Tn, NH, NKV, HS);
+  const Geometry g = geometry(B, Tn, NH, NKV, HS);
   const size_t rows = static_cast<size_t>(B) * NH * Tn;
   auto* dd = static_cast<float*>(ctx.scratch(rows * sizeof(float)));
   attention_dot_kernel<T, HS><<<grid_for(rows, 256, rows), 256, 0, ctx.stream()>>>(dd, dout, out, B, g);
   check_launch("attention_backward (dout . out)");
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const unsigned tiles = static_cast<unsigned>((Tn + kRows - 1) / kRows);
-  attention_dq_kernel<T, HS><<<dim3(tiles, static_cast<unsigned>(B * NH)), kRows, 0, ctx.stream()>>>(
+  attention_dq_kernel<T, HS><<<pair_grid(tiles, static_cast<long>(B) * NH), kRows, 0, ctx.stream()>>>(
       dqkv, dout, qkv, lse, dd, pos, g, scale);
   check_launch("attention_backward (dq)");
-  attention_dkv_kernel<T, HS><<<dim3(tiles, static_cast<unsigned>(B * NKV)), kRows, 0, ctx.stream()>>>(
+  attention_dkv_kernel<T, HS><<<pair_grid(tiles, static_cast<long>(B) * NKV), kRows, 0, ctx.stream()>>>(
       dqkv, dout, qkv, lse, dd, pos, g, scale);
   check_launch("attention_backward (dk, dv)");
 }

@@ -28,6 +28,7 @@ __host__ __device__ constexpr int cached_tile_rows() {
 struct CacheGeometry {
   int Tn, NH, NKV, row0, max_len;
   size_t ld, ldo, ldc;  // qkv, out and cache row strides
+  int B;
 };
 
 template <typename T>
@@ -52,7 +53,10 @@ __global__ void __launch_bounds__(kRows)
   __shared__ float ks[BC][HS];
   __shared__ float vs[BC][HS];
   __shared__ int last_s[kRows + 1];
-  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH, kv = h / (g.NH / g.NKV);
+  // (row, head) pairs in y and z: y alone stops at 65535 (a large scoring batch passes it)
+  const long pair = static_cast<long>(blockIdx.z) * gridDim.y + blockIdx.y;
+  if (pair >= static_cast<long>(g.B) * g.NH) return;  // the whole block
+  const int b = static_cast<int>(pair / g.NH), h = static_cast<int>(pair % g.NH), kv = h / (g.NH / g.NKV);
   const int q0 = blockIdx.x * kRows;
   const int i = q0 + threadIdx.x;
   const int Tn = g.Tn;
@@ -119,7 +123,9 @@ __global__ void __launch_bounds__(kRows)
 template <typename T, int HS>
 void cached_hs(Context& ctx, T* out, const T* qkv, const T* kcache, const T* vcache, const int32_t* pos,
                int B, const CacheGeometry& g) {
-  const dim3 grid(static_cast<unsigned>((g.Tn + kRows - 1) / kRows), static_cast<unsigned>(B * g.NH));
+  const long pairs = static_cast<long>(B) * g.NH, y = pairs < 65535 ? pairs : 65535;
+  const dim3 grid(static_cast<unsigned>((g.Tn + kRows - 1) / kRows), static_cast<unsigned>(y),
+                  static_cast<unsigned>((pairs + y - 1) / y));
   attention_cached_kernel<T, HS><<<grid, kRows, 0, ctx.stream()>>>(out, qkv, kcache, vcache, pos, g,
                                                                    1.0f / sqrtf(static_cast<float>(HS)));
   check_launch("attention_cached_forward");
@@ -142,7 +148,8 @@ void attention_cached_forward(Context& ctx, T* out, const T* qkv, T* kcache, T* 
                         max_len,
                         static_cast<size_t>(NH + 2 * NKV) * HD,
                         static_cast<size_t>(NH) * HD,
-                        static_cast<size_t>(NKV) * HD};
+                        static_cast<size_t>(NKV) * HD,
+                        B};
   const size_t total = static_cast<size_t>(B) * Tn * g.ldc;
   kv_write_kernel<T><<<static_cast<unsigned>((total + 255) / 256), 256, 0, ctx.stream()>>>(
       kcache, vcache, qkv, pos, total, g);
