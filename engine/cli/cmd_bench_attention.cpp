@@ -127,9 +127,10 @@ int cmd_bench_attention(const CommandArgs& argv) {
   const int nt = omp_get_max_threads();
   cpu::blas_single_thread();
   const cpu::CpuFeatures& f = cpu::cpu_features();
-  std::printf("cpu: %s (%s), %d %s\nkernels: sgemm %s; query block %d, key tile %d\n", f.brand.c_str(),
-              cpu::describe_features(f).c_str(), nt, nt == 1 ? "thread" : "threads",
-              cpu::blas_info().sgemm_library.c_str(), cpu::kAttentionQueryBlock, cpu::kAttentionKeyTile);
+  std::printf("cpu: %s (%s), %d %s\nkernels: sgemm %s; query block %d (%d from T = %d), key tile %d\n",
+              f.brand.c_str(), cpu::describe_features(f).c_str(), nt, nt == 1 ? "thread" : "threads",
+              cpu::blas_info().sgemm_library.c_str(), cpu::kAttentionQueryBlock,
+              2 * cpu::kAttentionQueryBlock, cpu::kAttentionLongT, cpu::kAttentionKeyTile);
   std::fflush(stdout);
   const LoadWindow load;
   std::mt19937 rng(1);

@@ -1,7 +1,8 @@
 // Causal attention on the CPU, flash-attention style: tiled over queries AND keys, online softmax.
 //
 // Non-obvious decisions:
-// - Forward: a task is one block of 64 query rows of one (batch, query head). It walks the key
+// - Forward: a task is one block of 64 (128 from T = 2048) query rows of one (batch, query head). It walks
+// the key
 //   tiles of kAttentionKeyTile rows the block can see (the fully masked tiles above the diagonal,
 //   and with packed documents those before the block's first document, are never visited), with an
 //   online softmax: per row a running max and sum; the output rows themselves are the accumulator
@@ -17,9 +18,11 @@
 //   documents the last query block sees every key, so it initialises dK and dV (beta = 0) tile by
 //   tile; with documents the K/V rows are zeroed first.
 // - Scratch per thread is O(tile), independent of T (attention_scratch_floats below): the forward
-//   holds one (64, key tile) score tile, the backward two, plus 64 floats per row state. The
-//   kernels before this one held 2 x 64 x T floats (4 MiB at T = 8192, out of L2); the old kernel
-//   lives on in attention_reference.cpp for the tests and `flotilla-worker bench-attention`.
+//   holds one (query block, key tile) score tile, the backward two, plus a few floats per row. At
+//   most 256.5 KiB (128-row blocks from T = 2048: measured 1.13x / 1.19x the 64-row blocks' speed
+//   forward / backward at T = 4096, but 0.94x backward at T = 256, where the masked half of the
+//   diagonal block grows). The kernels before this one held 2 x 64 x T floats (4 MiB at T = 8192,
+//   out of L2); they live on in attention_reference.cpp for the tests and bench-attention.
 // - Key tile 256: at T = 256 a block is then one tile (the same sgemm calls as the untiled kernel);
 //   the score tile is 64 KiB, two of them stay in a 1 MiB L2 with the K/V tile.
 #include "engine/cpu/attention.h"
@@ -119,7 +122,7 @@ int block_first_key(const int32_t* row_pos, int i0, int m) {
 
 // m query rows (q, ldq; not yet scaled) against keys [k0, kend) of k, v (ld ldk), row r seeing keys
 // [lo[r], hi[r]) (absolute): o (ldo) = softmax(scale q k^T) v, lse[r] (if lse) = log-sum-exp.
-// Scratch: s (kQB * kKB floats), mx and sum (kQB floats each).
+// Scratch: s (m * kKB floats), mx and sum (m floats each).
 void flash_block(float* o, int ldo, float* lse, const float* q, int ldq, const float* k, const float* v,
                  int ldk, int m, int k0, int kend, const int* lo, const int* hi, int HD, float scale,
                  float* s, float* mx, float* sum) {
@@ -148,10 +151,10 @@ void flash_block(float* o, int ldo, float* lse, const float* q, int ldq, const f
 
 }  // namespace
 
-size_t attention_scratch_floats(bool backward) {
-  constexpr size_t tile = static_cast<size_t>(kAttentionQueryBlock) * kAttentionKeyTile;
+size_t attention_scratch_floats(bool backward, int T) {
+  const size_t qb = static_cast<size_t>(attention_query_block(T)), tile = qb * kAttentionKeyTile;
   // backward: P and dP tiles, D; forward: the score tile, max, sum and two int bounds per row
-  return backward ? 2 * tile + kAttentionQueryBlock : tile + 4 * kAttentionQueryBlock;
+  return backward ? 2 * tile + qb : tile + 4 * qb;
 }
 
 float* attention_thread_scratch(size_t floats) {
@@ -174,8 +177,8 @@ void attention_forward(float* out, float* lse, const float* qkv, const int32_t* 
   const int group = NH / NKV;
   const int ld = (NH + 2 * NKV) * HD, ldo = NH * HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  constexpr int kQB = kAttentionQueryBlock;
-  const int blocks = (T + kQB - 1) / kQB;
+  const int qb = attention_query_block(T);
+  const int blocks = (T + qb - 1) / qb;
   const long tasks = static_cast<long>(B) * NH * blocks;
   // Tasks run the query blocks from last to first: the costly blocks (most keys) start first.
 #pragma omp parallel for schedule(dynamic, 1)
@@ -187,12 +190,12 @@ void attention_forward(float* out, float* lse, const float* qkv, const int32_t* 
     const float* k = row + static_cast<size_t>(NH + g) * HD;
     const float* v = row + static_cast<size_t>(NH + NKV + g) * HD;
     const int32_t* rp = pos != nullptr ? pos + static_cast<size_t>(b) * T : nullptr;
-    const int i0 = blk * kQB, m = std::min(kQB, T - i0);
-    float* s = attention_thread_scratch(attention_scratch_floats(false));
-    float* mx = s + static_cast<size_t>(kQB) * kAttentionKeyTile;
-    float* sum = mx + kQB;
-    int* lo = reinterpret_cast<int*>(sum + kQB);
-    int* hi = lo + kQB;
+    const int i0 = blk * qb, m = std::min(qb, T - i0);
+    float* s = attention_thread_scratch(attention_scratch_floats(false, T));
+    float* mx = s + static_cast<size_t>(qb) * kAttentionKeyTile;
+    float* sum = mx + qb;
+    int* lo = reinterpret_cast<int*>(sum + qb);
+    int* hi = lo + qb;
     for (int r = 0; r < m; ++r) {
       lo[r] = first_key(rp, i0 + r);
       hi[r] = i0 + r + 1;
@@ -221,7 +224,7 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
     std::memcpy(vcache + at, src + static_cast<size_t>(NH + NKV) * HD,
                 static_cast<size_t>(ldc) * sizeof(float));
   }
-  constexpr int kQB = kAttentionQueryBlock;
+  const int qb = attention_query_block(T);
   // A decode step over short rows is a few thousand multiply-adds per task: one thread then.
   const long work = static_cast<long>(B) * NH * T * HD * max_len;
 #pragma omp parallel for schedule(dynamic, 1) if (work >= 32 * kParallelMin)
@@ -231,13 +234,13 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
     const size_t row = static_cast<size_t>(row0 + b) * row_elems + static_cast<size_t>(g) * HD;
     const int32_t* rp = pos + static_cast<size_t>(b) * T;
     float* o = out + static_cast<size_t>(b) * T * ldo + static_cast<size_t>(h) * HD;
-    float* s = attention_thread_scratch(attention_scratch_floats(false));
-    float* mx = s + static_cast<size_t>(kQB) * kAttentionKeyTile;
-    float* sum = mx + kQB;
-    int* lo = reinterpret_cast<int*>(sum + kQB);
-    int* hi = lo + kQB;
-    for (int i0 = 0; i0 < T; i0 += kQB) {
-      const int m = std::min(kQB, T - i0);
+    float* s = attention_thread_scratch(attention_scratch_floats(false, T));
+    float* mx = s + static_cast<size_t>(qb) * kAttentionKeyTile;
+    float* sum = mx + qb;
+    int* lo = reinterpret_cast<int*>(sum + qb);
+    int* hi = lo + qb;
+    for (int i0 = 0; i0 < T; i0 += qb) {
+      const int m = std::min(qb, T - i0);
       int n = 0;
       for (int r = 0; r < m; ++r) {
         lo[r] = 0;
@@ -257,9 +260,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int group = NH / NKV;
   const int ld = (NH + 2 * NKV) * HD, ldo = NH * HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  constexpr int kQB = kAttentionQueryBlock;
+  const int qb = attention_query_block(T);
   constexpr int kKB = kAttentionKeyTile;
-  const int last_block = (T - 1) / kQB * kQB;
+  const int last_block = (T - 1) / qb * qb;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < B * NKV; ++task) {
     const int b = task / NKV, g = task % NKV;
@@ -274,9 +277,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         std::memset(dk + static_cast<size_t>(t) * ld, 0, static_cast<size_t>(HD) * sizeof(float));
         std::memset(dv + static_cast<size_t>(t) * ld, 0, static_cast<size_t>(HD) * sizeof(float));
       }
-    float* p = attention_thread_scratch(attention_scratch_floats(true));
-    float* dp = p + static_cast<size_t>(kQB) * kKB;
-    float* dsum = dp + static_cast<size_t>(kQB) * kKB;  // (kQB) rowwise dO . O of the block
+    float* p = attention_thread_scratch(attention_scratch_floats(true, T));
+    float* dp = p + static_cast<size_t>(qb) * kKB;
+    float* dsum = dp + static_cast<size_t>(qb) * kKB;  // (qb) rowwise dO . O of the block
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const size_t out_off = static_cast<size_t>(b) * T * ldo + static_cast<size_t>(h) * HD;
       const float* q = qkv + row_off + static_cast<size_t>(h) * HD;
@@ -284,8 +287,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const float* dob = dout + out_off;
       const float* ob = out + out_off;
       const float* l = lse + (static_cast<size_t>(b) * NH + static_cast<size_t>(h)) * T;
-      for (int i0 = last_block; i0 >= 0; i0 -= kQB) {
-        const int m = std::min(kQB, T - i0), k0 = block_first_key(rp, i0, m), kend = i0 + m;
+      for (int i0 = last_block; i0 >= 0; i0 -= qb) {
+        const int m = std::min(qb, T - i0), k0 = block_first_key(rp, i0, m), kend = i0 + m;
         const float beta = rp == nullptr && h == g * group && i0 == last_block ? 0.0f : 1.0f;
         const float* qb = q + static_cast<size_t>(i0) * ld;
         const float* dob_i = dob + static_cast<size_t>(i0) * ldo;

@@ -25,11 +25,17 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 // Tasks are (row, query head) pairs as in the forward; a decode step (T = 1) is one gemv each.
 void attention_cached_forward(float* out, const float* qkv, float* kcache, float* vcache, const int32_t* pos,
                               int row0, int B, int T, int NH, int NKV, int HD, int max_len);
-// Query rows per block and key rows per tile (engine/cpu/attention.cpp): the scratch per thread is
-// attention_scratch_floats() floats, at most 2 x 64 x 256 + 64 (128.25 KiB) whatever T is.
+// Query rows per block and key rows per tile (engine/cpu/attention.cpp). Blocks are 64 rows below
+// T = kAttentionLongT and 128 from there (attention_query_block): fewer, larger sgemm calls where the
+// diagonal's masked half is a small part of the work. The scratch per thread is
+// attention_scratch_floats(backward, T) floats: at most 2 x 128 x 256 + 128 (256.5 KiB) whatever T is.
 constexpr int kAttentionQueryBlock = 64;
+constexpr int kAttentionLongT = 2048;
 constexpr int kAttentionKeyTile = 256;
-size_t attention_scratch_floats(bool backward);
+inline int attention_query_block(int T) {
+  return T >= kAttentionLongT ? 2 * kAttentionQueryBlock : kAttentionQueryBlock;
+}
+size_t attention_scratch_floats(bool backward, int T);
 
 // The calling thread's attention scratch, grown to `floats` on demand and kept for the thread's
 // life; the largest request any thread made since the last reset, in bytes (tests check it does
