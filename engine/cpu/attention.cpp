@@ -122,11 +122,10 @@ int block_first_key(const int32_t* row_pos, int i0, int m) {
 
 // m query rows (q, ldq; not yet scaled) against keys [k0, kend) of k, v (ld ldk), row r seeing keys
 // [lo[r], hi[r]) (absolute): o (ldo) = softmax(scale q k^T) v, lse[r] (if lse) = log-sum-exp.
-// Scratch: s (m * kKB floats), mx and sum (m floats each).
+// Key tiles of kKB rows. Scratch: s (m * kKB floats), mx and sum (m floats each).
 void flash_block(float* o, int ldo, float* lse, const float* q, int ldq, const float* k, const float* v,
                  int ldk, int m, int k0, int kend, const int* lo, const int* hi, int HD, float scale,
-                 float* s, float* mx, float* sum) {
-  constexpr int kKB = kAttentionKeyTile;
+                 float* s, float* mx, float* sum, int kKB = kAttentionKeyTile) {
   for (int r = 0; r < m; ++r) {
     mx[r] = -std::numeric_limits<float>::infinity();
     sum[r] = 0.0f;
@@ -234,8 +233,12 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
     const size_t row = static_cast<size_t>(row0 + b) * row_elems + static_cast<size_t>(g) * HD;
     const int32_t* rp = pos + static_cast<size_t>(b) * T;
     float* o = out + static_cast<size_t>(b) * T * ldo + static_cast<size_t>(h) * HD;
-    float* s = attention_thread_scratch(attention_scratch_floats(false, T));
-    float* mx = s + static_cast<size_t>(qb) * kAttentionKeyTile;
+    // A decode step (a few rows) takes its whole row of keys as one tile, as before the tiling: two
+    // sgemm calls instead of two per 256 keys, and a scratch of T x max_len floats (T <= 8).
+    const int tile = T <= kMatmulRowsMax ? std::max(max_len, 1) : kAttentionKeyTile;
+    const size_t tile_floats = static_cast<size_t>(std::min(qb, T)) * tile;
+    float* s = attention_thread_scratch(tile_floats + 4 * static_cast<size_t>(qb));
+    float* mx = s + tile_floats;
     float* sum = mx + qb;
     int* lo = reinterpret_cast<int*>(sum + qb);
     int* hi = lo + qb;
@@ -248,7 +251,7 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
         n = std::max(n, hi[r]);
       }
       flash_block(o + static_cast<size_t>(i0) * ldo, ldo, nullptr, q + static_cast<size_t>(i0) * ld, ld,
-                  kcache + row, vcache + row, ldc, m, 0, n, lo, hi, HD, scale, s, mx, sum);
+                  kcache + row, vcache + row, ldc, m, 0, n, lo, hi, HD, scale, s, mx, sum, tile);
     }
   }
 }

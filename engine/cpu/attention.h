@@ -29,6 +29,7 @@ void attention_cached_forward(float* out, const float* qkv, float* kcache, float
 // T = kAttentionLongT and 128 from there (attention_query_block): fewer, larger sgemm calls where the
 // diagonal's masked half is a small part of the work. The scratch per thread is
 // attention_scratch_floats(backward, T) floats: at most 2 x 128 x 256 + 128 (256.5 KiB) whatever T is.
+// (The KV-cached forward of a decode step, T <= 8 new tokens, takes its keys as one tile: T x max_len.)
 constexpr int kAttentionQueryBlock = 64;
 constexpr int kAttentionLongT = 2048;
 constexpr int kAttentionKeyTile = 256;
