@@ -1,14 +1,13 @@
 // Causal attention on the CPU, flash-attention style: tiled over queries AND keys, online softmax.
 //
 // Non-obvious decisions:
-// - Forward: a task is one block of 64 (128 from T = 2048) query rows of one (batch, query head). It walks
-// the key
-//   tiles of kAttentionKeyTile rows the block can see (the fully masked tiles above the diagonal,
-//   and with packed documents those before the block's first document, are never visited), with an
-//   online softmax: per row a running max and sum; the output rows themselves are the accumulator
-//   (rescaled by e^(old max - new max) when the max grows, divided by the sum at the end). Only the
-//   per-row log-sum-exp is kept for backward (no (B, NH, T, T) tensor: 400 MB per layer for GPT-2
-//   124M at B = 8, T = 1024). The two inner products per tile are single-threaded sgemm calls.
+// - Forward: a task is one block of 64 (128 from T = 2048) query rows of one (batch, query head).
+//   It walks the key tiles of kAttentionKeyTile rows the block can see (the fully masked tiles
+//   above the diagonal, and with packed documents those before the block's first document, are
+//   never visited), with an online softmax: per row a running max and sum; the output rows themselves are the
+//   accumulator (rescaled by e^(old max - new max) when the max grows, divided by the sum at the end). Only
+//   the per-row log-sum-exp is kept for backward (no (B, NH, T, T) tensor: 400 MB per layer for GPT-2 124M at
+//   B = 8, T = 1024). The two inner products per tile are single-threaded sgemm calls.
 // - Backward: a task is one (batch, K/V head). It runs its group's query heads one after another,
 //   and each head's query blocks from last to first, and recomputes per key tile S, P = e^(S - lse)
 //   and dP = dO V^T, dS = P (dP - D) with D = rowsum(dO * O) of the block's rows; then dQ (block)
@@ -19,10 +18,11 @@
 //   tile; with documents the K/V rows are zeroed first.
 // - Scratch per thread is O(tile), independent of T (attention_scratch_floats below): the forward
 //   holds one (query block, key tile) score tile, the backward two, plus a few floats per row. At
-//   most 256.5 KiB (128-row blocks from T = 2048: measured 1.13x / 1.19x the 64-row blocks' speed
-//   forward / backward at T = 4096, but 0.94x backward at T = 256, where the masked half of the
-//   diagonal block grows). The kernels before this one held 2 x 64 x T floats (4 MiB at T = 8192,
-//   out of L2); they live on in attention_reference.cpp for the tests and bench-attention.
+//   most 256.5 KiB. 128-row blocks from T = 2048: at T = 4096 the CPU-time ratio to the old kernel
+//   went from 1.04 / 1.10 (forward / backward) with 64-row blocks to 1.13 / 1.19, but at T = 256
+//   the backward fell to 0.94 (the masked half of the diagonal block grows). The kernels before
+//   this one held 2 x 64 x T floats (4 MiB at T = 8192, out of L2); they live on in
+//   attention_reference.cpp for the tests and bench-attention.
 // - Key tile 256: at T = 256 a block is then one tile (the same sgemm calls as the untiled kernel);
 //   the score tile is 64 KiB, two of them stay in a 1 MiB L2 with the K/V tile.
 #include "engine/cpu/attention.h"
