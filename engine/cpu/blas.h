@@ -8,21 +8,33 @@
 // reports. A user's OPENBLAS_CORETYPE is overridden; FLOTILLA_CPU_PATH=sse|avx2|avx512|avx512_bf16
 // narrows the choice (tests run every path; a path wider than the CPU is refused).
 //
-// Decision: the fp32 sgemm is OpenBLAS's by default; FLOTILLA_SGEMM=onednn runs oneDNN's dnnl_sgemm
-// instead (oneDNN is already loaded for CPU bf16, and picks its kernel from cpuid features itself).
-// oneDNN's jit kernels ran the model's shapes 5-15% faster, one thread each: on a 2-vCPU Zen 4 (AMD
-// EPYC, family 25 model 17) 98-108 GFLOP/s against OpenBLAS 0.3.21 Cooperlake's 85-100 for the
-// GPT-2 small linear, LM-head and attention shapes, against a 115 GFLOP/s FMA ceiling; `bench
-// --preset small` 79% of the FMA ceiling against 64-71%. It is not the default yet: while it was,
-// one rank of one test run (engine_test_launch_signals, under the full suite) aborted with glibc's
-// "corrupted size vs. prev_size", not reproduced in 80 reruns nor under valgrind, and never seen
-// with OpenBLAS. Both run one call per thread with the same split (matmul.cpp), so determinism is
-// the same either way.
+// Decision (issue 39): the fp32 sgemm is whichever of OpenBLAS's and oneDNN's (dnnl_sgemm; oneDNN
+// is already loaded for CPU bf16 and picks its kernel from cpuid features itself) MEASURED faster
+// on this CPU: never a library's or our own table of CPU models. The first process on a machine
+// times both, one thread each as training runs them, on four per-thread slices of training shapes
+// (forward NT, input-gradient NN, weight-gradient TN, a wide LM-head-like NT; ~1.4 GFLOP a library,
+// about 0.1-0.2 s), best of three interleaved repetitions, and keeps the figures in the peak cache
+// (peak_cache.h, sgemm_choice_key: CPU signature and both library versions) under a lock, so every
+// later process of that machine reads the same choice and so runs the same kernels and bits
+// (bitwise tests compare losses across processes). oneDNN must be faster by kSgemmMargin (above
+// the measurement's noise), else OpenBLAS. Where the figures cannot be kept (an unwritable cache)
+// the default is OpenBLAS, so processes never disagree. FLOTILLA_SGEMM=onednn|openblas overrides;
+// FLOTILLA_CPU_PATH (which sets OpenBLAS's core) means OpenBLAS. On the 2-vCPU Zen 4 (AMD EPYC,
+// family 25 model 17) oneDNN's jit kernels ran GPT-2 small's shapes 5-15% faster (98-108 GFLOP/s
+// per thread against OpenBLAS 0.3.21 Cooperlake's 85-100); `bench --preset small` 79% of the FMA
+// ceiling against 64-71%. Both run one call per thread with the same split (matmul.cpp), so
+// determinism is the same either way.
+//
+// oneDNN was opt-in until issue 39 because one full-suite run aborted with glibc's "corrupted size
+// vs. prev_size" while it was the default: the cause was oneDNN 2.6's JIT gemm running with RSP in
+// a heap buffer while a signal (a checkpoint request) was handled; onednn.h, "Signals", says how
+// every oneDNN call is now shielded.
 #pragma once
 
 #include <string>
 
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/peak_cache.h"
 
 namespace flotilla::cpu {
 
@@ -37,10 +49,22 @@ struct BlasInfo {
   // The path the fp32 sgemm actually runs: oneDNN's ISA, else from loaded_core (e.g. kSse for
   // "Prescott").
   KernelPath sgemm_path = KernelPath::kSse;
-  bool onednn_sgemm = false;  // the fp32 sgemm is oneDNN's (FLOTILLA_SGEMM=onednn, see above)
+  bool onednn_sgemm = false;  // the fp32 sgemm is oneDNN's (measured faster, or FLOTILLA_SGEMM=onednn)
   std::string sgemm_library;  // "oneDNN 2.6.3 sgemm, ISA avx512_core_bf16" or "OpenBLAS sgemm, core Cooperlake"
-  std::string sgemm_choice;   // why that library: "the default", "FLOTILLA_SGEMM=onednn", ...
+  // Why that library: "measured faster on this CPU: onednn 218 vs openblas 210 GFLOP/s (...)",
+  // "FLOTILLA_SGEMM=onednn", "FLOTILLA_CPU_PATH=avx2 sets OpenBLAS's core", ...
+  std::string sgemm_choice;
+  bool sgemm_measured_now = false;  // this process timed the libraries (start-up cost)
 };
+
+// oneDNN's sgemm is chosen when faster than OpenBLAS's by more than this fraction.
+inline constexpr double kSgemmMargin = 0.02;
+// Pure: whether a measurement picks oneDNN, and the words bench prints for it.
+bool prefer_onednn_sgemm(const SgemmMeasurement& m);
+// "measured faster on this CPU: onednn 218 vs openblas 210 GFLOP/s" (or "... within 2% of ...").
+// The timing itself runs inside blas_info()'s first call; test seam: FLOTILLA_TEST_SGEMM_GFLOPS=
+// "onednn=X,openblas=Y" replaces it (the figures are still kept and read back like real ones).
+std::string describe_sgemm_measurement(const SgemmMeasurement& m);
 
 // Loads OpenBLAS once (thread-safe) and returns what was loaded. Throws Error(kInternal) when
 // libopenblas.so.0 cannot be loaded, Error(kUsage) when FLOTILLA_CPU_PATH names an unknown path or

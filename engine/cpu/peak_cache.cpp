@@ -1,6 +1,8 @@
 // cpu-peaks.json reading and writing, and the choice between a kept and a fresh peak.
 #include "engine/cpu/peak_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,6 +36,21 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 }  // namespace
+
+CacheFileLock::CacheFileLock(const std::string& cache_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(cache_path).parent_path(), ec);
+  fd_ = open((cache_path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+CacheFileLock::~CacheFileLock() {
+  if (fd_ >= 0) close(fd_);  // closing the only descriptor releases the flock
+}
 
 std::string peak_cache_path() {
   namespace fs = std::filesystem;
@@ -141,6 +158,7 @@ std::optional<CpuPeak> load_provisional_peak(const std::string& path, const std:
 
 bool store_peak(const std::string& path, const CpuPeak& peak) {
   if (!peak.trusted() || !(peak.fp32_fma_gflops > 0)) return false;
+  const CacheFileLock lock(path);
   auto j = read_json(path);
   // A ceiling does not fall on the same CPU: a lower reading is a core shared at the host, which
   // this OS cannot see (peak.h), so each figure kept is the highest trusted reading so far.
@@ -159,6 +177,7 @@ bool store_peak(const std::string& path, const CpuPeak& peak) {
 
 bool store_provisional_peak(const std::string& path, const CpuPeak& peak) {
   if (!(peak.fp32_fma_gflops > 0)) return false;
+  const CacheFileLock lock(path);
   auto j = read_json(path);
   const auto trusted = parse_entry(j, peak_cache_key(peak.cpu_model, peak.threads), peak.cpu_model, peak.threads);
   if (trusted && trusted->trusted() && !entry_beaten(j, peak_cache_key(peak.cpu_model, peak.threads)))
@@ -175,6 +194,7 @@ bool store_provisional_peak(const std::string& path, const CpuPeak& peak) {
 }
 
 void mark_peak_beaten(const std::string& path, const std::string& cpu_model, int threads) {
+  const CacheFileLock lock(path);
   auto j = read_json(path);
   bool marked = false;
   for (const std::string& key : {peak_cache_key(cpu_model, threads), provisional_key(cpu_model, threads)}) {
@@ -228,6 +248,42 @@ PeakForRun peak_for_run(int threads) {
     std::snprintf(why, sizeof why, "measured under load (other processes used %.0f%% of the CPUs): %s",
                   best.other_load * 100, kept ? "kept as provisional until a quiet start measures again" : "not kept");
   return {best, why, true};
+}
+
+std::string sgemm_choice_key(const std::string& onednn_version, const std::string& openblas_core) {
+  const CpuFeatures& f = cpu_features();
+  return "sgemm | " + f.brand + " | family " + std::to_string(f.family) + " model " +
+         std::to_string(f.model) + " | oneDNN " + onednn_version + " | OpenBLAS " + openblas_core +
+         " | method 1";
+}
+
+std::string sgemm_cache_path() {
+  return (std::filesystem::path(peak_cache_path()).parent_path() / "sgemm-choice.json").string();
+}
+
+std::optional<SgemmMeasurement> load_sgemm_measurement(const std::string& path, const std::string& key) {
+  const auto j = read_json(path);
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) return std::nullopt;
+  try {
+    SgemmMeasurement m;
+    m.onednn_gflops = it->at("onednn_gflops").get<double>();
+    m.openblas_gflops = it->at("openblas_gflops").get<double>();
+    m.other_load = it->value("other_load", 0.0);
+    if (!(m.onednn_gflops > 0) || !(m.openblas_gflops > 0)) return std::nullopt;
+    return m;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a damaged entry is measured again and rewritten
+  }
+}
+
+bool store_sgemm_measurement(const std::string& path, const std::string& key, const SgemmMeasurement& m) {
+  auto j = read_json(path);
+  j[key] = {{"onednn_gflops", m.onednn_gflops},
+            {"openblas_gflops", m.openblas_gflops},
+            {"other_load", m.other_load},
+            {"measured_unix", static_cast<long long>(time(nullptr))}};
+  return write_json(path, j);
 }
 
 }  // namespace flotilla::cpu

@@ -55,4 +55,38 @@ struct PeakForRun {
 // The kept figure for this CPU, thread count and kernel path, else a fresh measurement (the rule above).
 PeakForRun peak_for_run(int threads);
 
+// The fp32 sgemm libraries timed against each other on this CPU (blas.h: the default is the one
+// measured faster), kept beside the peaks (sgemm_cache_path: sgemm-choice.json in the same
+// folder, a file of its own so the peak rules above stay as they are) under sgemm_choice_key, so
+// every process of a run on this machine, and every later run, uses the same library (and so the
+// same bits) without timing again.
+struct SgemmMeasurement {
+  double onednn_gflops = 0;  // one thread, the representative training shapes (blas.cpp)
+  double openblas_gflops = 0;
+  double other_load = 0;  // other processes' share of the CPUs meanwhile
+};
+// An exclusive lock on <path>.lock for a read-modify-write of the cache file (flock: released when
+// destroyed, or if the process dies). Every writer below takes it, so two processes updating
+// different entries at once both land; held() is false when the lock file cannot be created.
+class CacheFileLock {
+ public:
+  explicit CacheFileLock(const std::string& cache_path);
+  ~CacheFileLock();
+  CacheFileLock(const CacheFileLock&) = delete;
+  CacheFileLock& operator=(const CacheFileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// "sgemm | <brand> | family F model M | oneDNN <version> | OpenBLAS <core> | method 1": a new
+// library version, or an OpenBLAS core chosen differently, is measured again.
+std::string sgemm_choice_key(const std::string& onednn_version, const std::string& openblas_core);
+std::string sgemm_cache_path();  // <the folder of peak_cache_path()>/sgemm-choice.json
+std::optional<SgemmMeasurement> load_sgemm_measurement(const std::string& path, const std::string& key);
+// Atomic (temporary file, then rename); false when the file cannot be written. The caller holds
+// the CacheFileLock (it measured under it, so that concurrent starts measure once).
+bool store_sgemm_measurement(const std::string& path, const std::string& key, const SgemmMeasurement& m);
+
 }  // namespace flotilla::cpu
