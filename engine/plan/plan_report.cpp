@@ -206,8 +206,9 @@ std::string plan_to_text(const Plan& p) {
     // The fused LM head (train.logits_chunk_mb): how many rows of logits one chunk holds.
     const long n = static_cast<long>(p.B) * p.T, r = p.logits_chunk_rows;
     if (r > 0 && r < n)
-      out += row("LM head", "logits in " + std::to_string((n + r - 1) / r) + " chunks of " + std::to_string(r) +
-                                " rows (train.logits_chunk_mb); backward recomputes all but the last");
+      out +=
+          row("LM head", "logits in " + std::to_string((n + r - 1) / r) + " chunks of " + std::to_string(r) +
+                             " rows (train.logits_chunk_mb); backward recomputes all but the last");
     else
       out += row("LM head", "logits of all " + std::to_string(n) + " rows at once");
   }
