@@ -82,6 +82,7 @@ const char* kHelp =
     "vocabulary 50257, --dtype fp32. --dtype bf16: CPU mixed precision (bf16 matmul operands on oneDNN,\n"
     "fp32 storage and optimizer; needs AVX512_BF16 or AMX), MFU against the bf16 dot-product ceiling.\n"
     "--profile adds time per kernel family; --json prints one JSON object.\n"
+    "--logits-chunk-mb X: MiB of LM-head logits computed at once, as train.logits_chunk_mb (256; 0 = all).\n"
     "--lora trains LoRA adapters on the frozen preset instead (Llama-family presets; --lora-rank R\n"
     "(16), --lora-alpha A (2R), --lora-targets all-linear|attention|mlp|q_proj,...), with MFU on LoRA's\n"
     "FLOPs (4N + 6N_lora + 12LCT: no weight gradients for the frozen base). --vs-full runs the LoRA\n"
@@ -227,6 +228,7 @@ int cmd_bench(const CommandArgs& argv) {
   const int rank = static_cast<int>(args.int_or("--lora-rank", 16));
   const double alpha = args.double_or("--lora-alpha", 2.0 * rank);
   const std::string targets = args.value_or("--lora-targets", "all-linear");
+  const double chunk_mb = args.double_or("--logits-chunk-mb", 256.0);  // train.logits_chunk_mb's default
   args.finish("bench");
   if (vs_full) return bench_lora_vs_full(argv);
   if (dtype != "fp32" && dtype != "bf16")
@@ -262,6 +264,9 @@ int cmd_bench(const CommandArgs& argv) {
   }
   ModelOptions model_options;
   model_options.lora = spec;
+  if (!(chunk_mb >= 0)) throw_usage("--logits-chunk-mb must be >= 0 (0: the whole logits at once)");
+  model_options.logits_chunk_rows =
+      logits_chunk_rows(d, ModelShard{}, sizeof(float), chunk_mb, static_cast<long>(B) * T);
 
   // First peak measurement on small matrices (48 MB, below any model's footprint so it cannot
   // set the peak RSS); the second, after the steps, on 4096^3. The larger of the two is the peak.
@@ -433,6 +438,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["ceiling_remeasured"] = remeasured;
     j["fraction_of_sgemm"] = of_sgemm;
     j["peak_rss_mib"] = peak_rss_mib;
+    j["logits_chunk_rows"] = model_options.logits_chunk_rows;
     j["activation_mib"] = activation_mib;
     j["first_loss"] = first_loss;
     j["last_loss"] = last_loss;
@@ -499,7 +505,8 @@ int cmd_bench(const CommandArgs& argv) {
         "MFU: %.1f%% (PaLM), %.1f%% (6N+6LCT) of the %s ceiling (%.1f GFLOP/s%s); %.1f%% of the sgemm\n",
         mfu * 100, mfu_causal * 100, bf16 ? "bf16 dot" : "fp32 FMA", ceiling_gflops,
         kept ? ", the higher of this run's and the kept one" : "", of_sgemm * 100);
-  std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB\n", peak_rss_mib, activation_mib);
+  std::printf("memory: peak RSS %.0f MiB, activations %.0f MiB; LM head logits in chunks of %d of %d rows\n",
+              peak_rss_mib, activation_mib, model_options.logits_chunk_rows, B * T);
   std::printf("other processes used %.0f%% of the CPUs during the timed steps%s\n", other_load * 100,
               other_load > 0.05 ? ": the figures above understate this machine; rerun when it is idle" : "");
   if (profile) {

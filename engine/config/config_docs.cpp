@@ -114,6 +114,12 @@ const char* kDerived = R"(## Derived values
   Losses and parameters are bitwise those without it; activation memory drops by
   (L − 1) × one block less its input, compute grows by one block forward up to the GELU per block
   (docs/planner.md).
+- **The fused LM head** (`train.logits_chunk_mb`, default 256): the LM head and the loss run over
+  chunks of rows of the (B·T, V) logits, each chunk `logits_chunk_mb` MiB (rows a multiple of 64, at
+  least 256; per rank: V / `parallel.tp` columns), so training never holds B × T × V logits. Backward
+  recomputes every chunk's logits but the last (one head GEMM per chunk). With one chunk (B·T rows
+  fit) nothing changes; with several, losses and gradients equal the unchunked ones within fp32
+  rounding. `0` computes the whole tensor at once (docs/planner.md).
 - **Deterministic mode** (`train.deterministic`, default `true`): two runs of one config on the
   same kind of machine give bit-identical losses, metrics values and checkpoints. On the CPU the
   kernels already sum in a fixed order (LayerNorm, bias, embedding and norm reductions,
@@ -171,7 +177,7 @@ the first task's headline score (`acc_norm`, `bits_per_byte` or `exact_match`) f
   (`micro_batch x seq_len x dp + 1`) and its validation tenth one micro-batch (`micro_batch x seq_len + 1`).
 - `train`: `steps`, `micro_batch`, `seq_len`, `log_every` >= 1; `seq_len` <= `model.max_seq_len`;
   `global_batch_tokens` is 0 or a multiple of `micro_batch x seq_len x parallel.dp`;
-  `grad_clip` >= 0; `spike_factor` 0 or > 1. `dtype = "bf16"` on `run.device = "cpu"` is checked at
+  `grad_clip` >= 0; `spike_factor` 0 or > 1; `logits_chunk_mb` >= 0. `dtype = "bf16"` on `run.device = "cpu"` is checked at
   start: the CPU needs AVX512_BF16 or AMX-BF16 and the worker oneDNN (docs/models.md).
 - `optim`: `lr` and `eps` finite and > 0; `beta1`, `beta2` in [0, 1); `min_lr_ratio` and
   `decay_fraction` in [0, 1]; `weight_decay` >= 0; `warmup_steps` >= 0 (it may exceed

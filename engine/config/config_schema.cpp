@@ -121,6 +121,8 @@ std::vector<ConfigKey> build_keys() {
       FLOTILLA_KEY(train, grad_clip, "global gradient-norm clip; 0 disables"),
       FLOTILLA_KEY(train, log_every, "write a step record every N steps"),
       FLOTILLA_KEY(train, spike_factor, "skip a step whose loss exceeds spike_factor x running mean; 0 off"),
+      FLOTILLA_KEY(train, logits_chunk_mb,
+                   "MiB of LM-head logits computed at once (the fused head and loss); 0 = all B x T rows"),
 
       FLOTILLA_KEY(optim, lr, "peak learning rate"),
       FLOTILLA_KEY(optim, min_lr_ratio, "final lr as a fraction of lr (cosine, linear, wsd)"),

@@ -302,6 +302,7 @@ void check_train(const RunConfig& c, Problems& p) {
   at_least(p, "train.log_every", t.log_every, 1);
   if (!std::isfinite(t.spike_factor) || (t.spike_factor != 0 && t.spike_factor <= 1))
     p.add("train.spike_factor", num(t.spike_factor) + " must be 0 (off) or a finite number > 1");
+  finite_at_least(p, "train.logits_chunk_mb", t.logits_chunk_mb, 0, false, " (0 = the whole logits at once)");
 }
 
 void check_optim(const RunConfig& c, Problems& p) {

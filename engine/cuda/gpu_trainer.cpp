@@ -31,6 +31,7 @@ ModelOptions model_options(const GpuTrainerOptions& o, size_t param_capacity) {
   m.param_capacity = o.bf16 ? 0 : param_capacity;  // fp32: ZeRO-1 all-gathers into the parameters
   m.stage_buffers = o.shard.pp > 1;
   m.lora = o.lora;
+  m.logits_chunk_rows = o.logits_chunk_rows;
   return m;
 }
 
@@ -89,7 +90,7 @@ size_t model_param_bytes(const ParamLayout& layout, const std::vector<size_t>& s
 
 size_t GpuTrainer::predicted_bytes(const ModelDims& dims, int B, int T, bool use_bf16, bool recompute,
                                    size_t shard_count, size_t padded_params, const ModelShard& model_shard,
-                                   int slots, bool zero2, const LoraSpec& lora) {
+                                   int slots, bool zero2, const LoraSpec& lora, int logits_chunk_rows) {
   const ModelShard sh = resolve_shard(dims, model_shard);
   const ParamLayout layout = trainable_layout(dims, lora);
   const std::vector<size_t> sizes = local_param_sizes(layout, sh);
@@ -100,6 +101,7 @@ size_t GpuTrainer::predicted_bytes(const ModelDims& dims, int B, int T, bool use
   o.bf16 = use_bf16;
   o.shard = sh;
   o.lora = lora;
+  o.logits_chunk_rows = logits_chunk_rows;
   const ModelOptions mo = model_options(o, padded);
   // LoRA's frozen base: its parameters in the storage dtype, no gradients. QLoRA's projections are
   // not among them: they live in one buffer of NF4 codes and statistics (4.127 bits a weight).

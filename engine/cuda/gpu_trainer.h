@@ -65,6 +65,8 @@ struct GpuTrainerOptions {
   // means the adapters. QLoRA (lora.nf4): the projections are held as NF4 codes and statistics
   // only (model().set_base takes the host's quantised BaseWeights; no fp32 or bf16 copy exists).
   LoraSpec lora;
+  // The fused LM head (ModelOptions::logits_chunk_rows): rows of logits per chunk; 0 = all B*T.
+  int logits_chunk_rows = 0;
 };
 
 class GpuTrainer {
@@ -80,7 +82,7 @@ class GpuTrainer {
   static size_t predicted_bytes(const ModelDims& dims, int B, int T, bool use_bf16, bool recompute = false,
                                 size_t shard_count = 0, size_t padded_params = 0,
                                 const ModelShard& shard = {}, int slots = 1, bool zero2 = false,
-                                const LoraSpec& lora = {});
+                                const LoraSpec& lora = {}, int logits_chunk_rows = 0);
 
   // Host fp32 parameters in / out (master weights): the full layout (num_parameters(dims) floats),
   // or this rank's shard of it (full_to_shard's layout, num_params() floats) under TP or PP.

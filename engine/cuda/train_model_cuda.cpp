@@ -100,8 +100,10 @@ class CudaTrainModel final : public DeviceModel {
     }
     const int B = cfg.train.micro_batch, T = cfg.train.seq_len;
     o.lora = lora_spec(cfg);
+    o.logits_chunk_rows =
+        logits_chunk_rows(dims, sh, bf16_ ? 2 : 4, cfg.train.logits_chunk_mb, static_cast<long>(B) * T);
     predicted_ = GpuTrainer::predicted_bytes(dims, B, T, bf16_, cfg.train.recompute, o.shard_count,
-                                             o.padded_params, sh, slots, zero2_, o.lora);
+                                             o.padded_params, sh, slots, zero2_, o.lora, o.logits_chunk_rows);
     const ParamLayout trained = o.lora.enabled() ? ParamLayout(dims, o.lora) : ParamLayout(dims);
     buckets_ = grad_buckets(trained, local_param_sizes(trained, sh), sh.local_layers());
     // Data parallelism packs every gradient bucket into one fp32 buffer: part of the footprint

@@ -48,7 +48,7 @@ struct Acts {
   S* lnf = nullptr;            // (N, C)
   float* lnf_mean = nullptr;   // (N)
   float* lnf_rstd = nullptr;   // (N)
-  S* logits = nullptr;         // (N, Vl)  dlogits after backward
+  S* logits = nullptr;         // (chunk rows, Vl) one chunk of the head (N without chunking); dlogits
   float* losses = nullptr;     // (N)
   float* loss_lse = nullptr;   // (N)    log-sum-exp of each row of logits
   S* gelu = nullptr;           // (N, F)   GELU output of one layer (without keep_gelu)
@@ -108,7 +108,7 @@ ActivationSizes carve(const ActivationPlan& p, void* base, void* block_base, Act
   a->lnf = c.take<S>(head * N * C);
   a->lnf_mean = c.take<float>(head * N);
   a->lnf_rstd = c.take<float>(head * N);
-  a->logits = c.take<S>(N * Vl);
+  a->logits = c.take<S>(p.logit_rows() * Vl);  // one chunk of rows (the fused LM head)
   a->losses = c.take<float>(head * N);
   a->loss_lse = c.take<float>(head * N);
   if (!p.opt.keep_gelu) a->gelu = c.take<S>(N * F);
@@ -211,6 +211,18 @@ struct Pass {
     if (!m.opt.keep_gelu) sl.gelu_layer = l;
   }
 
+  HeadBuffers<S> head_buffers() {
+    HeadBuffers<S> hb;
+    hb.lnf = a.lnf;
+    hb.weight = m.P<S>(kWte);
+    hb.dweight = m.G<S>(kWte);
+    hb.logits = a.logits;
+    hb.losses = a.losses;
+    hb.lse = a.loss_lse;
+    hb.dln = a.dln;
+    return hb;
+  }
+
   float forward(const float* stage_in, const int32_t* host_targets) {
     if (first)
       m.embed_forward<S>(a.h, a.encoded, m.P<S>(kWte), m.P<S>(kWpe), pos, B, T, a.h.tp_sum);
@@ -242,25 +254,15 @@ struct Pass {
       be.synchronize();
       return -1.0f;
     }
-    be.matmul_forward(a.logits, a.lnf, m.P<S>(kWte), static_cast<const S*>(nullptr),
-                      m.head_rows<S>(sl, a.lnf), C, Vl, static_cast<S*>(nullptr));
-    sl.logits_valid = true;
-    if (!sl.have_targets) {
-      be.synchronize();
-      return -1.0f;
-    }
-    const double sum = m.crossentropy_forward<S>(sl, a.h, a.logits, a.losses, a.loss_lse, host_targets);
-    return sl.counted > 0 ? static_cast<float>(sum / static_cast<double>(sl.counted)) : 0.0f;
+    // The LM head and loss, chunk by chunk of rows (the fused LM head: vocab_parallel.cpp).
+    return m.head_forward<S>(sl, a.h, head_buffers(), host_targets);
   }
 
   void backward(const float* dout, float loss_scale) {
     const int slot = static_cast<int>(&sl - m.slots.data());
     if (last) {
       // Loss -> logits (in place) -> final LayerNorm.
-      m.crossentropy_backward<S>(sl, a.h, a.logits, a.loss_lse, loss_scale);
-      sl.logits_valid = false;
-      be.matmul_backward(a.dln, m.G<S>(kWte), static_cast<S*>(nullptr), a.logits, a.lnf, m.P<S>(kWte), n_, C,
-                         Vl);
+      m.head_backward<S>(sl, a.h, head_buffers(), loss_scale);
       reduce(a.dln);  // f of the vocab-parallel head
       be.fill_zero_bytes(a.dresidual, NC * sizeof(S));
       be.layernorm_backward(a.dresidual, m.G<S>(kLnfw), m.G<S>(kLnfb), a.dln, a.residual3(L - 1),
@@ -349,7 +351,7 @@ float* stage_input_grad(Model::Impl& m, int slot) {
 
 template <typename S>
 S* logits(Model::Impl& m, int slot) {
-  return slot_acts<S>(m, slot).logits;
+  return m.slot_logits<S>(m.slot(slot), slot_acts<S>(m, slot).logits);
 }
 
 void init_tensor(const ModelDims& d, int i, float* t, size_t n, uint64_t seed) {

@@ -72,7 +72,7 @@ struct Acts {
   S* encoded = nullptr;       // (N, C)
   S* lnf = nullptr;           // (N, C)
   float* lnf_rstd = nullptr;  // (N)
-  S* logits = nullptr;        // (N, Vl)
+  S* logits = nullptr;        // (chunk rows, Vl) one chunk of the head (N without chunking)
   float* losses = nullptr;    // (N)
   float* loss_lse = nullptr;  // (N)
   // Scratch.
@@ -177,7 +177,7 @@ ActivationSizes carve(const ActivationPlan& p, void* base, void* block_base, Act
   a->encoded = c.take<S>(N * C);
   a->lnf = c.take<S>(head * N * C);
   a->lnf_rstd = c.take<float>(head * N);
-  a->logits = c.take<S>(N * Vl);
+  a->logits = c.take<S>(p.logit_rows() * Vl);  // one chunk of rows (the fused LM head)
   a->losses = c.take<float>(head * N);
   a->loss_lse = c.take<float>(head * N);
   if (!p.opt.keep_gelu) a->act = c.take<S>(N * Fl);
@@ -453,6 +453,18 @@ struct Pass {
     if (!m.opt.keep_gelu) sl.gelu_layer = l;
   }
 
+  HeadBuffers<S> head_buffers() {
+    HeadBuffers<S> hb;
+    hb.lnf = a.lnf;
+    hb.weight = m.P<S>(m.base.layout.head());
+    hb.dweight = m.G<S>(m.base.layout.head());
+    hb.logits = a.logits;
+    hb.losses = a.losses;
+    hb.lse = a.loss_lse;
+    hb.dln = a.dln;
+    return hb;
+  }
+
   float forward(const float* stage_in, const int32_t* host_targets) {
     if (first)
       m.embed_forward<S>(a.h, a.encoded, m.P<S>(kEmbed), static_cast<const S*>(nullptr), pos, B, T,
@@ -483,25 +495,14 @@ struct Pass {
       be.synchronize();
       return -1.0f;
     }
-    be.matmul_forward(a.logits, a.lnf, m.P<S>(m.base.layout.head()), static_cast<const S*>(nullptr),
-                      m.head_rows<S>(sl, a.lnf), C, w.Vl, static_cast<S*>(nullptr));
-    sl.logits_valid = true;
-    if (!sl.have_targets) {
-      be.synchronize();
-      return -1.0f;
-    }
-    const double sum = m.crossentropy_forward<S>(sl, a.h, a.logits, a.losses, a.loss_lse, host_targets);
-    return sl.counted > 0 ? static_cast<float>(sum / static_cast<double>(sl.counted)) : 0.0f;
+    // The LM head and loss, chunk by chunk of rows (the fused LM head: vocab_parallel.cpp).
+    return m.head_forward<S>(sl, a.h, head_buffers(), host_targets);
   }
 
   void backward(const float* dout, float loss_scale) {
     const int slot = static_cast<int>(&sl - m.slots.data());
-    const int head = m.base.layout.head();
     if (last) {
-      m.crossentropy_backward<S>(sl, a.h, a.logits, a.loss_lse, loss_scale);
-      sl.logits_valid = false;
-      be.matmul_backward(a.dln, m.G<S>(head), static_cast<S*>(nullptr), a.logits, a.lnf, m.P<S>(head), n_, C,
-                         w.Vl);
+      m.head_backward<S>(sl, a.h, head_buffers(), loss_scale);
       reduce(a.dln);  // f of the vocab-parallel head
       be.fill_zero_bytes(a.dresidual, NC * sizeof(S));
       be.rmsnorm_backward(a.dresidual, m.G<S>(kFinalNorm), a.dln, a.residual3(L - 1), m.P<S>(kFinalNorm),
@@ -615,7 +616,7 @@ float* stage_input_grad(Model::Impl& m, int slot) {
 
 template <typename S>
 S* logits(Model::Impl& m, int slot) {
-  return slot_acts<S>(m, slot).logits;
+  return m.slot_logits<S>(m.slot(slot), slot_acts<S>(m, slot).logits);
 }
 
 void init_tensor(const ModelDims& d, int i, float* t, size_t n, uint64_t seed) {

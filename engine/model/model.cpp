@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,17 @@ size_t activation_bytes_for(const ModelDims& dims, const ModelShard& shard, int 
   const size_t NC = p.N() * static_cast<size_t>(dims.n_embd);
   const size_t stage = p.s.pp > 1 && options.stage_buffers ? 2 * ((NC + 15) / 16 * 16) * 4 : 0;
   return static_cast<size_t>(std::max(slots, 1)) * ((a.arena + 3) / 4 * 4) + (a.block + 3) / 4 * 4 + stage;
+}
+
+int logits_chunk_rows(const ModelDims& dims, const ModelShard& shard, size_t bytes_per_value, double chunk_mb,
+                      long N) {
+  if (N < 1) return 0;
+  if (!(chunk_mb > 0)) return static_cast<int>(std::min<long>(N, std::numeric_limits<int>::max()));
+  const double vl = static_cast<double>(dims.padded_vocab) / std::max(shard.tp, 1);
+  const double fit = chunk_mb * 1048576.0 / (vl * static_cast<double>(std::max<size_t>(bytes_per_value, 1)));
+  long rows = fit >= 1e9 ? 1000000000L : static_cast<long>(fit) / 64 * 64;
+  rows = std::max(rows, 256L);
+  return static_cast<int>(std::min(rows, N));
 }
 
 void ParamSet::allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set,
@@ -353,9 +365,20 @@ size_t Model::grad_bytes() const {
 }
 void Model::set_tensor_parallel_group(comm::ProcessGroup* tp) { impl_->tp = tp; }
 
+namespace {
+// The fused LM head keeps one chunk of a forward with targets: its logits are not the whole (B, T, Vp).
+void require_whole_logits(const Model::Impl& m, const char* what) {
+  if (m.slots[static_cast<size_t>(m.last_forward_slot)].chunked)
+    throw Error(ExitCode::kInternal, std::string("Model::") + what +
+                                         ": the last forward computed its logits in chunks (logits_chunk_rows) "
+                                         "and kept only the last; forward without targets for every logit");
+}
+}  // namespace
+
 const float* Model::logits() const {
   const Impl& m = *impl_;
   if (m.last_forward_slot < 0 || !m.be->supports(BackendFeature::kHostMemory) || m.bf16()) return nullptr;
+  require_whole_logits(m, "logits");
   Impl& mm = const_cast<Impl&>(m);
   return by_dtype(m, [&](auto t) -> const float* {
     using S = decltype(t);
@@ -370,6 +393,7 @@ void Model::copy_logits(float* host) const {
   Impl& m = const_cast<Impl&>(*impl_);
   if (m.last_forward_slot < 0) throw Error(ExitCode::kInternal, "Model::copy_logits before a forward");
   const Impl::Slot& sl = m.slot(m.last_forward_slot);
+  require_whole_logits(m, "copy_logits");
   const size_t count = static_cast<size_t>(sl.logit_rows) * static_cast<size_t>(m.Vl());
   by_dtype(m, [&](auto t) {
     using S = decltype(t);
@@ -385,7 +409,7 @@ void Model::copy_logits(float* host) const {
 }
 
 size_t Model::activation_bytes() const {
-  size_t bytes = impl_->block.size() * 4 + impl_->stage_bufs.size() * 4;
+  size_t bytes = impl_->block.size() * 4 + impl_->stage_bufs.size() * 4 + impl_->wide_logits.size() * 4;
   for (const auto& sl : impl_->slots) bytes += sl.arena.size() * 4;
   return bytes;
 }
@@ -781,6 +805,8 @@ float Model::forward_stage(int slot, const int32_t* inputs, const float* stage_i
   sl.counted = 0;
   sl.drop_key = 0;
   sl.logit_rows = B * T;
+  sl.wide_logits = false;
+  sl.chunked = false;
   if (m.adapters && m.training && m.opt.lora.dropout > 0.0f) {
     sl.drop_key = lora_forward_key(m.opt.lora.seed, m.drop_step, m.drop_stream, m.drop_micro);
     ++m.drop_micro;

@@ -53,7 +53,18 @@ struct ModelOptions {
   // LoRA (lora.h; rank 0: off): the architecture's weights are frozen (no gradient buffer, no weight
   // gradient computed) and the adapters are the model's parameters (see "Parameters" below).
   LoraSpec lora;
+  // The LM head and loss of a forward with targets run over chunks of this many rows of the (B*T, Vl)
+  // logits (logits_chunk_rows() below; train.logits_chunk_mb), so the arena holds one chunk, never
+  // B x T x V; 0 = the whole tensor at once (inference's default). See "The fused LM head" below.
+  int logits_chunk_rows = 0;
 };
+
+// Rows of logits one chunk of the LM head computes: chunk_mb MiB of (rows, Vl) values of
+// bytes_per_value bytes (Vl = this shard's vocabulary columns), rounded down to a multiple of 64 and
+// at least 256 rows (smaller GEMMs lose efficiency), at most N = B*T rows; chunk_mb <= 0: N (the
+// whole tensor). The one rule the trainer, the GPU trainer and the planner all use.
+int logits_chunk_rows(const ModelDims& dims, const ModelShard& shard, size_t bytes_per_value, double chunk_mb,
+                      long N);
 
 // Bytes a Model of these dims would allocate for activations at B x T (activation_bytes_for
 // without a Model): `slots` arenas, the recompute region and, with options.stage_buffers, the
@@ -169,6 +180,14 @@ class Model {
   // the stage buffers), without allocating: the planner's and the device's memory prediction.
   size_t activation_bytes_for(int B, int T) const;
 
+  // The fused LM head (ModelOptions::logits_chunk_rows = R < B*T): a forward with targets computes,
+  // chunk by chunk of R rows, the logits then their cross-entropy (per-row losses and log-sum-exp;
+  // under TP each rank's local statistics, combined by the same two collectives once after every
+  // chunk). The arena keeps one chunk: the last one's logits stay there, so backward starts from
+  // them and recomputes the other chunks' logits (one head GEMM each) before turning them into
+  // d(logits) in place and into d(final norm output) and d(head). With one chunk nothing changes:
+  // the kernels and results are exactly those of R = 0. A forward without targets still needs every
+  // logit: with more rows than R they go to a separate buffer allocated on first use (inference).
   // Forward pass on B sequences of T tokens (host token ids; T <= max_seq_len). positions (B*T,
   // host) or nullptr: each token's position within its document (attention stays inside the
   // document and positions restart; docs/data.md); nullptr = 0..T-1 in every row. Targets equal

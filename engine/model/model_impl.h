@@ -59,6 +59,29 @@ struct ActivationPlan {
   size_t align = 64;
   size_t N() const { return static_cast<size_t>(B) * static_cast<size_t>(T); }
   bool bf16() const { return opt.dtype == DType::kBF16; }
+  size_t logit_rows() const;  // rows of the arena's logits buffer (logits_buffer_rows)
+};
+
+// Rows of logits the arena holds for N = B*T rows: one chunk of ModelOptions::logits_chunk_rows, or
+// all N (chunk_rows 0, or a chunk at least N: then one chunk, exactly the unchunked pass).
+inline size_t logits_buffer_rows(size_t N, int chunk_rows) {
+  return chunk_rows > 0 && static_cast<size_t>(chunk_rows) < N ? static_cast<size_t>(chunk_rows) : N;
+}
+inline size_t ActivationPlan::logit_rows() const { return logits_buffer_rows(N(), opt.logits_chunk_rows); }
+
+// The last stage's LM head as the passes hand it over (vocab_parallel.cpp runs it): the final norm's
+// output lnf (N, C), the head weight (Vl, C) and its gradient (null when frozen), the arena's logits
+// buffer (logit_rows() x Vl, d(logits) in backward), per-row losses and log-sum-exp (N), and dln
+// (N, C), where backward writes d(lnf).
+template <typename S>
+struct HeadBuffers {
+  S* lnf = nullptr;
+  const S* weight = nullptr;
+  S* dweight = nullptr;
+  S* logits = nullptr;
+  float* losses = nullptr;
+  float* lse = nullptr;
+  S* dln = nullptr;
 };
 
 // The generic head of a slot's arena (defined below).
@@ -136,6 +159,8 @@ struct Model::Impl {
     int64_t counted = 0;         // targets with a loss (not kIgnoreTarget)
     uint64_t drop_key = 0;       // LoRA dropout: this forward's masks (0: no dropout, e.g. evaluation)
     int logit_rows = 0;          // rows of logits the forward computed: B*T, or B (forward_cached's logit_at)
+    bool wide_logits = false;    // they are in Impl::wide_logits (no targets, more rows than a chunk)
+    bool chunked = false;  // a forward with targets in several chunks: only the last one's logits are kept
   };
 
   explicit Impl(const ModelDims& dims) : d(dims), base(ParamLayout(dims)) {}
@@ -208,6 +233,13 @@ struct Model::Impl {
         be->copy(lnf + static_cast<size_t>(b) * C, lnf + src * C, C * sizeof(S));
     }
     return sl.logit_rows = sl.B;
+  }
+  // Every logit of a forward without targets on a chunked model (more rows than the arena's chunk):
+  // allocated on first use, inference only (see Model's "The fused LM head").
+  BackendBuffer wide_logits;
+  template <typename S>
+  S* slot_logits(Slot& sl, S* arena_logits) {
+    return sl.wide_logits ? wide_logits.as<S>() : arena_logits;
   }
   std::vector<float> host_stats;
   std::vector<int32_t> host_ids;
@@ -282,13 +314,26 @@ struct Model::Impl {
                      float* f32);
   template <typename S>
   void embed_backward(const SlotHead& h, S* dwte, S* dwpe, const S* dout, const int32_t* pos, int B, int T);
-  // The loss head of the last stage: per-row losses and log-sum-exp from the (N, Vl) logits
-  // (vocab-parallel under TP), and the mean over the counted targets; then its backward in place.
+  // The LM head and loss of the last stage, chunk by chunk of opt.logits_chunk_rows rows (the fused
+  // LM head, model.h): forward returns the mean loss over the counted targets (with targets), or -1
+  // after writing every row's logits (without: the arena's buffer, or wide_logits). Backward
+  // (targets only) writes d(lnf) into dln and accumulates the head's gradient.
   template <typename S>
-  double crossentropy_forward(Slot& sl, const SlotHead& h, S* logits, float* losses, float* lse,
-                              const int32_t* host_targets);
+  float head_forward(Slot& sl, const SlotHead& h, const HeadBuffers<S>& hb, const int32_t* host_targets);
   template <typename S>
-  void crossentropy_backward(Slot& sl, const SlotHead& h, S* logits, const float* lse, float loss_scale);
+  void head_backward(Slot& sl, const SlotHead& h, const HeadBuffers<S>& hb, float loss_scale);
+  // The cross-entropy of rows [r0, r0 + n) of N from their logits (one chunk, (n, Vl)): per-row losses
+  // and log-sum-exp (under TP this rank's, and the target logits into vp_stats); then, once after
+  // every chunk, the sum of the losses (under TP the collectives and the global lse first).
+  template <typename S>
+  void crossentropy_rows(const SlotHead& h, const S* logits, float* losses, float* lse, size_t N, size_t r0,
+                         size_t n);
+  double crossentropy_finish(Slot& sl, const SlotHead& h, float* losses, float* lse,
+                             const int32_t* host_targets);
+  // Backward of rows [r0, r0 + n): d(logits) = dloss * (softmax - onehot) in place, with the global lse.
+  template <typename S>
+  void crossentropy_backward_rows(const SlotHead& h, S* logits, const float* lse, float dloss, size_t r0,
+                                  size_t n);
 };
 
 // out[0..n) ~ N(0, stddev), from per-chunk RNG streams of (seed, tensor): parallel and the same

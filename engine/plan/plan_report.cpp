@@ -202,6 +202,16 @@ std::string plan_to_text(const Plan& p) {
                           std::to_string(p.tp) + " x pp " + std::to_string(p.pp) + "; ZeRO " +
                           std::to_string(p.zero) + ", " + p.dtype + ", recompute " +
                           (p.recompute ? "on" : "off"));
+  {
+    // The fused LM head (train.logits_chunk_mb): how many rows of logits one chunk holds.
+    const long n = static_cast<long>(p.B) * p.T, r = p.logits_chunk_rows;
+    if (r > 0 && r < n)
+      out +=
+          row("LM head", "logits in " + std::to_string((n + r - 1) / r) + " chunks of " + std::to_string(r) +
+                             " rows (train.logits_chunk_mb); backward recomputes all but the last");
+    else
+      out += row("LM head", "logits of all " + std::to_string(n) + " rows at once");
+  }
   if (p.pp > 1)
     out += row("pipeline", std::to_string(p.pipeline_micro_batches) + " micro-batches per flush, bubble " +
                                fmt("%.1f%%", p.bubble * 100) + " = (p-1)/(m+p-1)");
@@ -304,7 +314,8 @@ std::string plan_to_json(const Plan& p, int indent) {
                  {"pipeline_micro_batches", p.pipeline_micro_batches},
                  {"dtype", p.dtype},
                  {"recompute", p.recompute},
-                 {"bubble_fraction", p.bubble}};
+                 {"bubble_fraction", p.bubble},
+                 {"logits_chunk_rows", p.logits_chunk_rows}};
   j["memory_per_device"] = memory_json(p.peak());
   j["peak_stage"] = p.peak_stage;
   auto& stages = j["stages"] = nlohmann::ordered_json::array();

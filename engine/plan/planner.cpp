@@ -207,7 +207,13 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
   const int tp = plan.tp, pp = plan.pp, dp = plan.dp, m = plan.pipeline_micro_batches;
   const auto accum = static_cast<double>(plan.grad_accum_steps);
   const ZeroDivisors zero = zero_divisors(plan.zero, dp);
-  const ActivationFloats act = activation_account(d, plan.B, plan.T);
+  // The fused LM head: rows of logits per chunk on this rank (its Vp / tp columns, in the storage dtype).
+  ModelShard tp_shard;
+  tp_shard.tp = tp;
+  plan.logits_chunk_rows =
+      logits_chunk_rows(d, tp_shard, static_cast<size_t>(act_bytes), config.train.logits_chunk_mb,
+                        static_cast<long>(plan.B) * plan.T);
+  const ActivationFloats act = activation_account(d, plan.B, plan.T, plan.logits_chunk_rows);
   const double shard_keep = 1.0 / tp;
   const double block_act = act.per_layer - act.per_layer_shard + act.per_layer_shard * shard_keep;
   const double btc = static_cast<double>(plan.B) * plan.T * d.n_embd;
@@ -277,7 +283,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       const double N = static_cast<double>(plan.B) * plan.T, C2 = static_cast<double>(d.n_embd);
       const double V = static_cast<double>(d.padded_vocab) / tp, F = static_cast<double>(d.ffn()) / tp;
       const double mlp = N * C2 + C2 * F + N * F;
-      const double head = N * C2 + V * C2 + N * V;
+      const double R = static_cast<double>(plan.logits_chunk_rows);  // the head runs one chunk at a time
+      const double head = R * C2 + V * C2 + R * V;
       mem.workspace += bytes_of(st.head ? std::max(head, mlp) : mlp, 2);
     }
     if (qlora && config.run.device == "cpu") {

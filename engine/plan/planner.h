@@ -129,7 +129,9 @@ struct ActivationFloats {
   double scratch = 0;          // backward buffers reused by every block (one block's gradients)
   double scratch_shard = 0;    // of which split across tensor-parallel ranks (the (B,T,4C) ones)
 };
-ActivationFloats activation_account(const ModelDims& dims, int B, int T);
+// logits_rows: the fused LM head's chunk (Plan::logits_chunk_rows; 0 = all B*T rows): `logits` is
+// then that many rows x Vp, derived from the model's arena like every other term.
+ActivationFloats activation_account(const ModelDims& dims, int B, int T, int logits_rows = 0);
 
 // What LoRA adds to the model's activation memory (floats, fp32 accounting) on one rank of a
 // tensor-parallel degree tp: the difference of the model's own arena with and without the adapters
@@ -199,6 +201,7 @@ struct Plan {
   int dp = 1, tp = 1, pp = 1, zero = 0, ranks = 1;
   int pipeline_micro_batches = 1;
   bool recompute = false;
+  int logits_chunk_rows = 0;  // the fused LM head: rows of logits per chunk (logits_chunk_rows(); B*T = one)
   int64_t tokens_per_step = 0;
   int64_t grad_accum_steps = 0;
   int64_t steps = 0;

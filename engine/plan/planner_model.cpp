@@ -97,12 +97,17 @@ ZeroDivisors zero_divisors(int stage, int dp) {
 // encoded (N,C) belongs to the first pipeline stage, lnf (N,C) and the (N) loss vectors to the
 // last, and the remainder is backward scratch shared by every block.
 // Under recomputation a block keeps f_rc(L=2) - f_rc(L=1): its output, the next block's input.
-ActivationFloats activation_account(const ModelDims& d, int B, int T) {
+ActivationFloats activation_account(const ModelDims& d, int B, int T, int logits_rows) {
+  // The chunk's rows stay fixed while Vp varies, so f(Vp + 128) - f(Vp) is 128 columns of exactly
+  // the rows the arena holds (one chunk, or all B*T).
+  ModelOptions o;
+  o.logits_chunk_rows = logits_rows;
   const auto f = [&](int n_layer, int padded_vocab, bool recompute = false) {
     ModelDims x = d;
     x.n_layer = n_layer;
     x.padded_vocab = padded_vocab;
-    return static_cast<double>(activation_floats(x, B, T, recompute));
+    return static_cast<double>(activation_bytes_for(x, ModelShard{}, B, T, recompute, o, 64, 1) /
+                               sizeof(float));
   };
   const double n = static_cast<double>(B) * T, nc = n * d.n_embd, lse = static_cast<double>(B) * d.n_head * T;
   ActivationFloats a;

@@ -4,6 +4,7 @@
 // clipping; AdamW per tensor), so any bitwise difference in a test is a trainer-branch bug.
 #include "engine/train/device_model.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -82,6 +83,13 @@ void DeviceModel::set_base(const BaseWeights&) {
 ModelOptions host_model_options(const RunConfig& cfg) {
   ModelOptions o;
   o.lora = lora_spec(cfg);
+  // The fused LM head: train.logits_chunk_mb of fp32 logits (the CPU stores fp32 even under bf16
+  // matmuls) per chunk, per TP rank's vocabulary slice.
+  ModelShard tp;
+  tp.tp = std::max(cfg.parallel.tp, 1);
+  o.logits_chunk_rows =
+      logits_chunk_rows(dims_from_config(cfg.model), tp, sizeof(float), cfg.train.logits_chunk_mb,
+                        static_cast<long>(cfg.train.micro_batch) * cfg.train.seq_len);
   return o;
 }
 

@@ -117,7 +117,16 @@ void test_cpu_bf16_storage() {
   CHECK(b.master_weights == 0);
   const ModelDims d = dims_from_config(f32.model);
   const uint64_t N = 8 * 256, C = static_cast<uint64_t>(d.n_embd), V = static_cast<uint64_t>(d.padded_vocab);
-  CHECK(b.workspace == a.workspace + 2 * (N * C + V * C + N * V));
+  // The fused LM head (train.logits_chunk_mb = 256): the head's copies are one chunk of rows, 256 MiB /
+  // (50304 x 4 bytes) = 1334 -> 1280 rows (a multiple of 64); 0 = all N rows as before.
+  const uint64_t R = static_cast<uint64_t>(make_plan(f32, device()).logits_chunk_rows);
+  CHECK(R == 1280);
+  CHECK(b.workspace == a.workspace + 2 * (R * C + V * C + R * V));
+  RunConfig f32w = f32, b16w = b16;
+  f32w.train.logits_chunk_mb = b16w.train.logits_chunk_mb = 0;
+  const MemoryBreakdown aw = make_plan(f32w, device()).peak(), bw = make_plan(b16w, device()).peak();
+  CHECK(bw.workspace == aw.workspace + 2 * (N * C + V * C + N * V));
+  CHECK(aw.workspace - a.workspace == 4 * (N - R) * V);  // the logits: N rows before, R after
 }
 
 void test_bf16_master_weights() {
