@@ -79,6 +79,12 @@ void test_default_efficiency_meets_measurement() {
   const Measured rows[] = {
       // The lead's quiet baseline (docs/planner.md): 4899 ms/step, OpenBLAS, 2 threads.
       {"smollm2-135m", 4, 256, 2, 235.11, 4.899, "wall, quiet"},
+      // scripts/plan-vs-measured --cpu-time --threads 1 (bench's CPU seconds per timed step; other
+      // processes used 83-84% of the CPUs meanwhile, which one thread's CPU time does not see).
+      {"smollm2-135m", 1, 256, 1, 116.84, 2.842, "CPU time, 1 thread"},
+      {"smollm2-135m", 1, 1024, 1, 116.84, 11.18, "CPU time, 1 thread"},
+      {"smollm2-135m", 1, 2048, 1, 116.84, 25.44, "CPU time, 1 thread"},
+      {"smollm2-135m", 1, 4096, 1, 116.84, 66.05, "CPU time, 1 thread"},
   };
   for (const Measured& m : rows) {
     const RunConfig c =
