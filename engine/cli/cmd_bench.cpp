@@ -291,10 +291,21 @@ int cmd_bench(const CommandArgs& argv) {
   float first_loss = 0, last_loss = 0;
   // Other processes' CPU use during the timed steps: on a shared machine it explains a low figure.
   std::optional<LoadWindow> load;
+  // This process's CPU seconds over the timed steps: with one thread a busy machine stretches the
+  // wall time but not the CPU time (no spinning at barriers), so the planner is checked on it
+  // (scripts/plan-vs-measured --cpu-time).
+  const auto process_cpu_s = [] {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+  };
+  double cpu_at_warmup = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {
       backend.reset_profile();
       load.emplace();
+      cpu_at_warmup = process_cpu_s();
     }
     backend.set_profiling(profile && s >= warmup);
     const auto t0 = Clock::now();
@@ -321,6 +332,7 @@ int cmd_bench(const CommandArgs& argv) {
                    warmup + steps, t_all * 1e3, loss);
   }
   backend.set_profiling(false);
+  const double cpu_s_per_step = (process_cpu_s() - cpu_at_warmup) / steps;
   const double other_load = load ? load->other_load() : 0.0;
   const auto kernel_times = backend.profile();
 
@@ -422,6 +434,7 @@ int cmd_bench(const CommandArgs& argv) {
     j["backward_ms_median"] = median(times.backward) * 1e3;
     j["optimizer_ms_median"] = median(times.optimizer) * 1e3;
     j["step_ms_min"] = *std::min_element(times.total.begin(), times.total.end()) * 1e3;
+    j["cpu_ms_per_step"] = cpu_s_per_step * 1e3;  // this process's CPU time per timed step
     j["other_cpu_load"] = other_load;
     j["tokens_per_s"] = tokens_per_s;
     j["model_gflops"] = model_gflops;

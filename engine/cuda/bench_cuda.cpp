@@ -85,6 +85,7 @@ namespace {
 struct BenchRun {
   double step_s = 0, tokens_per_s = 0, model_tflops = 0, mfu = 0;
   size_t used = 0, predicted = 0, trainable = 0;
+  size_t peak = 0;  // device memory in use above free_before at the end of any step (workspaces included)
   float first_loss = 0, last_loss = 0;
 };
 
@@ -141,6 +142,9 @@ BenchRun run_model(CudaBackend& be, const ModelDims& d, int B, int T, bool bf16,
     gpt.step(h, 1.0f, s + 1);
     ctx.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    size_t free_now = 0;
+    check_cuda(cudaMemGetInfo(&free_now, &total), "cudaMemGetInfo");
+    if (free_before > free_now) r.peak = std::max(r.peak, free_before - free_now);
     if (s == 0) r.first_loss = loss;
     r.last_loss = loss;
     if (s >= warmup) times.push_back(dt);
@@ -164,6 +168,7 @@ nlohmann::json run_json(const BenchRun& r) {
   j["model_tflops"] = r.model_tflops;
   j["mfu"] = r.mfu;
   j["memory_gib"] = gib(r.used);
+  j["peak_memory_gib"] = gib(std::max(r.used, r.peak));
   j["predicted_memory_gib"] = gib(r.predicted);
   j["first_loss"] = r.first_loss;
   j["last_loss"] = r.last_loss;

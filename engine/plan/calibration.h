@@ -19,11 +19,13 @@
 
 namespace flotilla {
 
-// Efficiency (fraction of the measured FMA ceiling) used when no earlier comparable run exists:
-// model FLOPs per CPU-second of one-thread ranks on the 2-core reference machine, demo (1 rank and
-// dp = 2) and llama-tiny: 0.67, 0.45, 0.45 (docs/planner.md "Calibration"). It predicts a quiet
-// machine; on a busy one the first run's learned efficiency takes over.
-inline constexpr double kDefaultCpuEfficiency = 0.45;
+// Efficiency (fraction of the measured FMA ceiling) used when no earlier comparable run exists. A
+// CPU step is priced in sgemm-FLOP equivalents (planner.h CpuWork), so this is the linear layers'
+// sgemm rate: 0.88 of the FMA ceiling on the 2-core reference machine (oneDNN 0.91, OpenBLAS 0.85
+// on SmolLM2-135M's shapes; docs/planner.md "Step time on a CPU"). Until issue 39 it was 0.45, the
+// model FLOPs per CPU-second of tiny one-thread runs, which put every real model's step 80% long.
+// It predicts a quiet machine; on a busy one the first run's learned efficiency takes over.
+inline constexpr double kDefaultCpuEfficiency = 0.88;
 // The nominal planner's figure: a data-sheet peak x 50% (what the wizard showed before calibration).
 inline constexpr double kNominalEfficiency = 0.5;
 // Comparable runs learned from: the newest ones only (the machine and the engine change over time).

@@ -3,6 +3,7 @@
 //
 // Decision: the JSON carries raw numbers in base units (bytes, FLOPs, seconds) and no formatted
 // strings, so consumers never parse "12.8 MiB"; all rounding happens in the text table only.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -245,6 +246,19 @@ std::string plan_to_text(const Plan& p) {
                          "; link " + human_si(p.device.link_bytes_per_s, "B/s"));
   out += row("step", human_time(p.step_s) + " = compute " + human_time(p.compute_s) + " + bubble " +
                          human_time(p.bubble_s) + " + comm " + human_time(p.comm_s));
+  {
+    // A CPU step by kernel family (cpu_step_work), on the busiest stage's rank.
+    const auto slower = [](const StagePlan& a, const StagePlan& b) { return a.compute_s < b.compute_s; };
+    const StagePlan& busy = *std::max_element(p.stages.begin(), p.stages.end(), slower);
+    const CpuWork& w = busy.work;
+    if (w.total() > 0 && p.device.flops_per_s > 0) {
+      const double rate = p.device.flops_per_s * p.efficiency;
+      out += row("compute", "matmuls " + human_time(w.matmul / rate) + " + attention " +
+                                human_time(w.attention / rate) + " + other kernels " +
+                                human_time(w.elementwise / rate) + " + optimizer " +
+                                human_time(w.optimizer / rate) + " (CPU kernel rates, docs/planner.md)");
+    }
+  }
   out += row("throughput", commas(static_cast<uint64_t>(std::llround(p.tokens_per_s))) + " tokens/s; " +
                                std::to_string(p.steps) + " steps in " + human_time(p.run_s));
   if (p.usd_per_hour > 0)
@@ -333,7 +347,13 @@ std::string plan_to_json(const Plan& p, int indent) {
          {"flops", s.flops},
          {"comm_bytes", {{"dp", s.comm_dp_bytes}, {"tp", s.comm_tp_bytes}, {"pp", s.comm_pp_bytes}}},
          {"compute_s", s.compute_s},
-         {"comm_s", s.comm_s}});
+         {"comm_s", s.comm_s},
+         {"cpu_work",
+          {{"matmul", s.work.matmul},
+           {"attention", s.work.attention},
+           {"elementwise", s.work.elementwise},
+           {"optimizer", s.work.optimizer},
+           {"total", s.work.total()}}}});
   }
   j["device"] = {{"name", p.device.name},
                  {"flops_per_s", p.device.flops_per_s},

@@ -363,6 +363,16 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
                                                        (d.llama() ? 1.0 : 2.0) * d.n_embd)
                                       : 0.0;
     st.flops = (block_flops + head_flops) * tokens / tp;
+    // On a CPU the time prices each kernel family at its own rate (cpu_step_work): the matmuls
+    // without the attention term, the attention kernel's executed (causal, blocked) FLOPs, the
+    // memory-bound kernels and the optimizer.
+    const bool cpu = config.run.device == "cpu";
+    if (cpu) {
+      const double attn_palm = 12.0 * d.q_dim() * plan.T, attn_rebuild = 4.0 * d.q_dim() * plan.T;
+      const double matmul = block_flops - st.n_layers * attn_palm - rebuilt * attn_rebuild + head_flops;
+      st.work = cpu_step_work(d, plan.T, tokens / tp, st.n_layers, rebuilt, st.head, matmul,
+                              static_cast<double>(ceil_div(trained, zero.optimizer)));
+    }
 
     // Communication per rank per step (LoRA: only the adapters are reduced and gathered).
     const double grad_total = static_cast<double>(trained) * grad_bytes;
@@ -401,7 +411,8 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       st.collectives += static_cast<int>(
           (st.n_layers * 4.0 + rebuilt + (st.embedding ? 1 : 0) + (st.head ? 2 : 0)) * accum);
     if (pp > 1) st.collectives += static_cast<int>(((st.head ? 0 : 1) + (st.embedding ? 0 : 1)) * accum);
-    st.compute_s = device.flops_per_s > 0 ? st.flops / (device.flops_per_s * options.efficiency) : 0.0;
+    const double work = cpu ? st.work.total() : st.flops;
+    st.compute_s = device.flops_per_s > 0 ? work / (device.flops_per_s * options.efficiency) : 0.0;
     const double comm = st.comm_dp_bytes + st.comm_tp_bytes + st.comm_pp_bytes;
     st.comm_s = device.link_bytes_per_s > 0 ? comm / device.link_bytes_per_s : 0.0;
     st.comm_s += st.collectives * device.link_latency_s;

@@ -76,6 +76,42 @@ double recompute_flops_per_token(const ModelDims& dims, int seq_len);
 // one block - down's B) on top of the plain figure.
 double recompute_flops_per_token(const ModelDims& dims, int seq_len, const LoraSpec& lora);
 
+// ---- the CPU step's work (cpu_time.cpp) ------------------------------------------------------------
+
+// A CPU step priced in matmul-FLOP equivalents: each kernel family's work times the cost of one of
+// its units relative to one FLOP of the linear layers' sgemm, so compute = total / (peak x
+// efficiency) with one efficiency (the sgemm's fraction of the FMA ceiling) for every model and
+// length. The costs were measured on the 2-core reference machine (AMD EPYC Zen 4, avx512, bench
+// --profile of SmolLM2-135M and Qwen2.5-0.5B at T = 256 to 4096; docs/planner.md).
+struct CpuWork {
+  double matmul = 0;       // FLOPs of the linear layers and the LM head (LoRA: 4N + 6 N_lora), rebuilds too
+  double attention = 0;    // the attention kernel's executed FLOPs x kCpuAttentionCost
+  double elementwise = 0;  // norms, RoPE, SwiGLU/GELU, residuals, the loss: values x their cost
+  double optimizer = 0;    // gradient clipping and AdamW: trained parameters x kCpuOptimizerCost
+  double total() const;
+};
+// The CPU attention kernel's query block (engine/cpu/attention.cpp): the diagonal block is computed whole.
+inline constexpr int kCpuAttentionBlock = 64;
+// Cost of one executed attention FLOP, one memory-bound value (forward, backward and its reads and
+// writes) and one vocabulary entry of the fused loss per token, and one trained parameter's
+// clipping and AdamW update, in sgemm FLOPs. Fitted on SmolLM2-135M, B 4 x T 256, 2 threads, the
+// sgemm at 0.88 of the FMA ceiling: attention 259 ms for 39.6 GFLOP executed, SwiGLU + RMSNorm +
+// RoPE 287 ms for 236 M values, AdamW 177 ms for 134.5 M parameters (docs/planner.md).
+inline constexpr double kCpuAttentionCost = 1.35;
+inline constexpr double kCpuElementwiseCost = 250.0;
+inline constexpr double kCpuVocabCost = 100.0;
+inline constexpr double kCpuOptimizerCost = 280.0;
+// FLOPs the CPU attention kernel executes per token and layer, forward and backward (causal, in
+// blocks of kCpuAttentionBlock query rows, scores recomputed in backward): 14 x Q x (T + 64) / 2.
+double cpu_attention_flops_per_token(const ModelDims& dims, int seq_len);
+// Values one block's memory-bound kernels touch per token in the forward.
+double cpu_elementwise_values_per_token(const ModelDims& dims);
+// One rank's step on a CPU: `tokens` it processes, `n_layers` blocks of which `rebuilt` are
+// recomputed, the LM head and loss when `head`; the matmul FLOPs per token of its blocks, their
+// rebuilds and the head (LoRA's rule already applied); the parameters its optimizer updates.
+CpuWork cpu_step_work(const ModelDims& dims, int seq_len, double tokens, int n_layers, int rebuilt, bool head,
+                      double matmul_flops, double trained_params);
+
 // ---- QLoRA's 4-bit base (engine/core/nf4.h) -----------------------------------------------------
 
 // Bytes one tensor-parallel rank holds of one [out x in] projection quantised to NF4, exactly as
@@ -183,6 +219,7 @@ struct StagePlan {
   int collectives = 0;  // collective calls (and point-to-point sends) per step, each paying the link latency
   double compute_s = 0;
   double comm_s = 0;
+  CpuWork work;  // CPU runs: what compute_s prices (cpu_step_work); empty on a GPU (model FLOPs)
 };
 
 struct PlanOptions {

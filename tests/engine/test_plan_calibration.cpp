@@ -109,7 +109,7 @@ void test_calibrated_plan() {
   nom.efficiency = kNominalEfficiency;
   CHECK_NEAR(cp.nominal_step_s, make_plan(one, nominal, nom).step_s, 1e-15);
   CHECK(calibration_line(cp).find("calibrated peak, default efficiency (no earlier run of this model here): "
-                                  "100.0 GFLOP/s (fake FMA ceiling) x efficiency 0.450") == 0);
+                                  "100.0 GFLOP/s (fake FMA ceiling) x efficiency 0.880") == 0);
 
   // History: two old runs at 0.2 (one of another layout, ignored), the newest at 0.25. The plan
   // learns the median of all comparable ones; the last run is predicted from those before it.

@@ -197,14 +197,29 @@ void test_recompute_and_time() {
   // block parameters - 2,360,064 of the MLP-down weight and bias) + 4 x 768 x 1024 attention =
   // 12,601,344 FLOPs per token; the LM head is not recomputed. Of the 855,166,464 total:
   CHECK(recompute_flops_per_token(dims_from_config(c.model), 1024) == 12601344.0);
-  CHECK_NEAR(pr.compute_s / p.compute_s, 1.0 + 11 * 12601344.0 / 855166464.0, 1e-12);
+  // On a GPU the time is model FLOPs over peak x efficiency: +16.2% of the step.
+  RunConfig g = c, gr = r;
+  g.run.device = gr.run.device = "cuda";
+  const Plan pg = make_plan(g, device(2e12, 1e10)), pgr = make_plan(gr, device(2e12, 1e10));
+  CHECK_NEAR(pgr.compute_s / pg.compute_s, 1.0 + 11 * 12601344.0 / 855166464.0, 1e-12);
+  CHECK_NEAR(pg.compute_s, pg.flops_per_step / (2e12 * 0.5), 1e-12);
+  CHECK(pg.stages[0].work.total() == 0);
+  // On a CPU (cpu_step_work): the rebuilds' matmuls (the recompute FLOPs less the attention
+  // forward 4 x 768 x 1024) in the matmul term, their attention forward (2 of the 7 products) in the
+  // attention term.
+  const ModelDims d = dims_from_config(c.model);
+  CHECK_NEAR(pr.stages[0].work.matmul - p.stages[0].work.matmul, 11 * (12601344.0 - 4.0 * 768 * 1024) * 4096,
+             1e-3 * p.stages[0].work.matmul * 1e-9);
+  CHECK_NEAR(pr.stages[0].work.attention - p.stages[0].work.attention,
+             11 * kCpuAttentionCost * cpu_attention_flops_per_token(d, 1024) * 2 / 7 * 4096,
+             1e-9 * p.stages[0].work.attention);
   // Memory: each block keeps its input (B*T*C), plus one rebuilt block less that input.
   const ActivationFloats a = activation_account(dims_from_config(c.model), 4, 1024);
   CHECK(a.layer_input == 4.0 * 1024 * 768);
   CHECK(p.peak().activations - pr.peak().activations ==
         static_cast<uint64_t>(4 * 11 * (a.per_layer - a.layer_input)));
-  // time = FLOPs / (peak x efficiency) + bytes / link; tokens/s = tokens / time.
-  CHECK_NEAR(p.compute_s, p.flops_per_step / (2e12 * 0.5), 1e-12);
+  // time = CPU work / (peak x efficiency) + bytes / link; tokens/s = tokens / time.
+  CHECK_NEAR(p.compute_s, p.stages[0].work.total() / (2e12 * 0.5), 1e-12);
   CHECK(p.comm_s == 0 && p.bubble_s == 0);
   CHECK_NEAR(p.tokens_per_s, 4096.0 / p.step_s, 1e-9);
   CHECK_NEAR(p.run_s, p.step_s * 200, 1e-9);

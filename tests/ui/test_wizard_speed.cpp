@@ -102,7 +102,7 @@ void TestWizardSpeed::speedLineIsCalibratedAndCheckedAgainstTheStore() {
   QVERIFY2(
       text.contains(QStringLiteral("calibrated peak, default efficiency (no earlier run of this model here): "
                                    "100.0 GFLOP/s (fp32 FMA ceiling (avx2, ")) &&
-          text.contains(QStringLiteral("x efficiency 0.450 (default for a CPU run")) &&
+          text.contains(QStringLiteral("x efficiency 0.880 (default for a CPU run")) &&
           text.contains(QStringLiteral(" per step = compute ")) &&
           text.contains(QStringLiteral(" + communication ")) &&
           !text.contains(QStringLiteral("UNCALIBRATED")),
