@@ -108,7 +108,11 @@ int logits_chunk_rows(const ModelDims& dims, const ModelShard& shard, size_t byt
   const double fit = chunk_mb * 1048576.0 / (vl * static_cast<double>(std::max<size_t>(bytes_per_value, 1)));
   long rows = fit >= 1e9 ? 1000000000L : static_cast<long>(fit) / 64 * 64;
   rows = std::max(rows, 256L);
-  return static_cast<int>(std::min(rows, N));
+  if (rows >= N) return static_cast<int>(N);
+  // As many chunks as that takes, evenly sized (rounded up to 64, never above the budget): the last
+  // chunk, the one backward does not recompute, is then a whole chunk rather than a remainder.
+  const long chunks = (N + rows - 1) / rows;
+  return static_cast<int>(std::min(rows, ((N + chunks - 1) / chunks + 63) / 64 * 64));
 }
 
 void ParamSet::allocate(Backend& be, const ModelShard& s, size_t es, size_t capacity, bool frozen_set,

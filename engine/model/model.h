@@ -61,8 +61,10 @@ struct ModelOptions {
 
 // Rows of logits one chunk of the LM head computes: chunk_mb MiB of (rows, Vl) values of
 // bytes_per_value bytes (Vl = this shard's vocabulary columns), rounded down to a multiple of 64 and
-// at least 256 rows (smaller GEMMs lose efficiency), at most N = B*T rows; chunk_mb <= 0: N (the
-// whole tensor). The one rule the trainer, the GPU trainer and the planner all use.
+// at least 256 rows (smaller GEMMs lose efficiency), at most N = B*T rows; then evened out over the
+// chunks N needs (ceil(N / chunks), rounded up to 64 within the budget: N = 4096 in chunks of 1344
+// becomes 4 x 1024, so backward recomputes 3072 rows, not 4032); chunk_mb <= 0: N (the whole
+// tensor). The one rule the trainer, the GPU trainer, bench and the planner all use.
 int logits_chunk_rows(const ModelDims& dims, const ModelShard& shard, size_t bytes_per_value, double chunk_mb,
                       long N);
 
