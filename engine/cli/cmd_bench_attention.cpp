@@ -8,16 +8,15 @@
 // new alternate, best of --reps each, so another process's load favours neither. Scratch is the
 // largest per-thread request each kernel made (attention_scratch_high_water_bytes), measured.
 #include <omp.h>
-#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/cli/ab_timing.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/cpu_load.h"
@@ -40,39 +39,6 @@ const char* kHelp =
     "per thread each used; the CPU model and the sgemm.\n"
     "Defaults: --seq 256,1024,4096,8192 --heads 9/3 (SmolLM2-135M) --head-dim 64 --batch 1 --threads 0\n"
     "(all cores) --reps 3 (best of, old and new alternating).\n";
-
-using Clock = std::chrono::steady_clock;
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Best wall seconds and best process CPU seconds of a and b over `reps` alternating runs after one
-// warm-up each. On a shared machine a preempted thread's wait is not CPU time, so CPU time is the
-// steadier comparison (OpenMP's spinning threads count alike in both).
-struct Best {
-  double a = 1e30, b = 1e30, cpu_a = 1e30, cpu_b = 1e30;
-};
-Best best_seconds(int reps, const std::function<void()>& a, const std::function<void()>& b) {
-  a();
-  b();
-  Best best;
-  for (int r = 0; r < reps; ++r)
-    for (int which = 0; which < 2; ++which) {
-      const double c0 = process_cpu_seconds();
-      const auto t0 = Clock::now();
-      (which == 0 ? a : b)();
-      const double w = std::chrono::duration<double>(Clock::now() - t0).count(),
-                   c = process_cpu_seconds() - c0;
-      double& bw = which == 0 ? best.a : best.b;
-      double& bc = which == 0 ? best.cpu_a : best.cpu_b;
-      bw = std::min(bw, w);
-      bc = std::min(bc, c);
-    }
-  return best;
-}
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;

@@ -7,11 +7,9 @@
 // dequantisation and tiling alone. The weights are random codes with random statistics: the
 // kernels' speed does not depend on the values.
 #include <omp.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -21,6 +19,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda_plugin.h"
+#include "engine/cli/ab_timing.h"
 #include "engine/cli/args.h"
 #include "engine/cli/commands.h"
 #include "engine/core/cpu_load.h"
@@ -47,39 +46,6 @@ const char* kHelp =
     "Defaults: --tokens 2048 --shapes 576x576,1536x576,4096x4096,14336x4096 --threads 0 (all cores)\n"
     "--reps 5 (best of, nf4 and dense alternating), --device cpu (cuda: the CUDA kernels against cuBLASLt,\n"
     "fp32 and bf16 storage), --dtype both (bf16 where the CPU has it).\n";
-
-using Clock = std::chrono::steady_clock;
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Best wall times of a and b over `reps` alternating runs after one warm-up each (page faults,
-// oneDNN primitives, tile buffers): alternating keeps another process's load from favouring
-// either. Also the best process CPU time of each: on a shared machine a preempted thread's wait
-// is not CPU time, so the CPU-time ratio is the steadier comparison (OpenMP's spinning threads
-// count in both alike).
-struct Best {
-  double a = 1e30, b = 1e30, cpu_a = 1e30, cpu_b = 1e30;
-};
-Best best_seconds(int reps, const std::function<void()>& a, const std::function<void()>& b) {
-  a();
-  b();
-  Best best;
-  for (int r = 0; r < reps; ++r)
-    for (int which = 0; which < 2; ++which) {
-      const double c0 = process_cpu_seconds();
-      const auto t0 = Clock::now();
-      (which == 0 ? a : b)();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count(),
-                   c = process_cpu_seconds() - c0;
-      (which == 0 ? best.a : best.b) = std::min(which == 0 ? best.a : best.b, s);
-      (which == 0 ? best.cpu_a : best.cpu_b) = std::min(which == 0 ? best.cpu_a : best.cpu_b, c);
-    }
-  return best;
-}
 
 struct Module {
   std::vector<uint8_t> packed, absmax_q;
