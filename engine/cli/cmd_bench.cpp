@@ -82,7 +82,7 @@ const char* kHelp =
     "vocabulary 50257, --dtype fp32. --dtype bf16: CPU mixed precision (bf16 matmul operands on oneDNN,\n"
     "fp32 storage and optimizer; needs AVX512_BF16 or AMX), MFU against the bf16 dot-product ceiling.\n"
     "--profile adds time per kernel family; --json prints one JSON object.\n"
-    "--logits-chunk-mb X: MiB of LM-head logits computed at once, as train.logits_chunk_mb (256; 0 = all).\n"
+    "--logits-chunk-mb X: MiB of LM-head logits computed at once, as train.logits_chunk_mb (1024; 0 = all).\n"
     "--lora trains LoRA adapters on the frozen preset instead (Llama-family presets; --lora-rank R\n"
     "(16), --lora-alpha A (2R), --lora-targets all-linear|attention|mlp|q_proj,...), with MFU on LoRA's\n"
     "FLOPs (4N + 6N_lora + 12LCT: no weight gradients for the frozen base). --vs-full runs the LoRA\n"
@@ -228,7 +228,7 @@ int cmd_bench(const CommandArgs& argv) {
   const int rank = static_cast<int>(args.int_or("--lora-rank", 16));
   const double alpha = args.double_or("--lora-alpha", 2.0 * rank);
   const std::string targets = args.value_or("--lora-targets", "all-linear");
-  const double chunk_mb = args.double_or("--logits-chunk-mb", 256.0);  // train.logits_chunk_mb's default
+  const double chunk_mb = args.double_or("--logits-chunk-mb", TrainSection{}.logits_chunk_mb);
   args.finish("bench");
   if (vs_full) return bench_lora_vs_full(argv);
   if (dtype != "fp32" && dtype != "bf16")

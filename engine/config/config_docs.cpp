@@ -114,12 +114,14 @@ const char* kDerived = R"(## Derived values
   Losses and parameters are bitwise those without it; activation memory drops by
   (L − 1) × one block less its input, compute grows by one block forward up to the GELU per block
   (docs/planner.md).
-- **The fused LM head** (`train.logits_chunk_mb`, default 256): the LM head and the loss run over
+- **The fused LM head** (`train.logits_chunk_mb`, default 1024): the LM head and the loss run over
   chunks of rows of the (B·T, V) logits, each chunk `logits_chunk_mb` MiB (rows a multiple of 64, at
   least 256; per rank: V / `parallel.tp` columns), so training never holds B × T × V logits. Backward
   recomputes every chunk's logits but the last (one head GEMM per chunk). With one chunk (B·T rows
   fit) nothing changes; with several, losses and gradients equal the unchunked ones within fp32
-  rounding. `0` computes the whole tensor at once (docs/planner.md).
+  rounding. `0` computes the whole tensor at once (docs/planner.md). The default keeps runs whose
+  logits fit 1 GiB in one chunk (no recompute: qwen2.5-0.5b at B·T = 1024 measured 87.2% of the FMA
+  ceiling unchunked against 79.3% in 384-row chunks of 256 MiB) and caps longer ones.
 - **Deterministic mode** (`train.deterministic`, default `true`): two runs of one config on the
   same kind of machine give bit-identical losses, metrics values and checkpoints. On the CPU the
   kernels already sum in a fixed order (LayerNorm, bias, embedding and norm reductions,

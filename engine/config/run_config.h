@@ -78,7 +78,7 @@ struct TrainSection {
   double grad_clip = 1.0;           // global gradient-norm clip; 0 disables
   int log_every = 1;                // write a step record every N steps
   double spike_factor = 0.0;        // skip a step whose loss exceeds spike_factor x running mean; 0 off
-  double logits_chunk_mb = 256.0;   // MiB of LM-head logits computed at once (the fused head and loss); 0 = all B x T rows
+  double logits_chunk_mb = 1024.0;   // MiB of LM-head logits computed at once (the fused head and loss); 0 = all B x T rows
 };
 
 struct OptimSection {

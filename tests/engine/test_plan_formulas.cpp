@@ -109,7 +109,8 @@ void test_zero_and_dp() {
 // CPU bf16 (engine/cpu/matmul_bf16.h) stores fp32 like an fp32 run and adds the bf16 copies of the
 // largest matmul's operands: the LM head's input, weight and output gradient (2 bytes each).
 void test_cpu_bf16_storage() {
-  const RunConfig f32 = cfg({"model.preset=gpt2-124m", "train.micro_batch=8", "train.seq_len=256"});
+  const RunConfig f32 = cfg({"model.preset=gpt2-124m", "train.micro_batch=8", "train.seq_len=256",
+                            "train.logits_chunk_mb=256"});
   RunConfig b16 = f32;
   b16.train.dtype = "bf16";
   const MemoryBreakdown a = make_plan(f32, device()).peak(), b = make_plan(b16, device()).peak();
