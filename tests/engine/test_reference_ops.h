@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -61,6 +62,24 @@ inline Vec ref_attention(const Vec& qkv, int B, int T, int C, int NH) {
         }
       }
   return out;
+}
+
+// Entry (i, j) of op(A) op(B) in fp64 for row-major A and B with leading dimensions (ta: A stored
+// K x M; tb: B stored N x K), with the sum of the products' magnitudes: the scale rounding errors
+// of an fp32 gemm are judged against.
+struct RefDot {
+  double value = 0, magnitude = 0;
+};
+inline RefDot ref_gemm_entry(bool ta, bool tb, const float* A, int lda, const float* B, int ldb, int i, int j,
+                             int K) {
+  RefDot r;
+  for (int k = 0; k < K; ++k) {
+    const double a = ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
+    const double b = tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
+    r.value += a * b;
+    r.magnitude += std::fabs(a * b);
+  }
+  return r;
 }
 
 inline double ref_gelu(double x) {

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "engine/cpu/blas.h"
 #include "engine/cpu/onednn.h"
+#include "test_reference_ops.h"
 
 using namespace flotilla;
 
@@ -72,13 +73,10 @@ Result run(const Case& c, bool onednn) {
                     ldc);
   for (int i = 0; i < c.M; ++i) {
     for (int j = 0; j < c.N; ++j) {
-      double ref = 0, mag = 0;
-      for (int k = 0; k < c.K; ++k) {
-        const double a = c.ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
-        const double b = c.tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
-        ref += a * b;
-        mag += std::fabs(a * b);
-      }
+      const flotilla_test::RefDot d =
+          flotilla_test::ref_gemm_entry(c.ta, c.tb, A.data(), lda, B.data(), ldb, i, j, c.K);
+      double ref = d.value;
+      const double mag = d.magnitude;
       const double c0 = C0[static_cast<size_t>(i) * c.N + j];
       const double bc = c.beta == 0.0f ? 0.0 : c.beta * c0;
       ref = c.alpha * ref + bc;

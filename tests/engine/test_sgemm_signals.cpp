@@ -32,6 +32,7 @@
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/onednn.h"
+#include "test_reference_ops.h"
 #include "worker_run.h"
 
 using namespace flotilla;
@@ -78,13 +79,10 @@ double one_product(const Case& c, bool bf16) {
   double worst = 0;
   for (int i = 0; i < c.M; i += 7)
     for (int j = 0; j < c.N; j += 5) {
-      double ref = 0, mag = 0;
-      for (int k = 0; k < c.K; ++k) {
-        const double a = c.ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
-        const double b = c.tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
-        ref += a * b;
-        mag += std::fabs(a * b);
-      }
+      const flotilla_test::RefDot d =
+          flotilla_test::ref_gemm_entry(c.ta, c.tb, A.data(), lda, B.data(), ldb, i, j, c.K);
+      double ref = d.value;
+      const double mag = d.magnitude;
       worst = std::max(worst, std::fabs(C[static_cast<size_t>(i) * c.N + j] - ref) / (mag + 1e-30));
     }
   return worst;
