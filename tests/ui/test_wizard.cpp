@@ -39,9 +39,11 @@
 #include "ui/wizard/reviewpage.h"
 #include "ui/wizard/runwizard.h"
 #include "ui/wizard/templates.h"
+#include "ui/wizard/wizardformat.h"
 #include "wizard_helpers.h"
 
 using flotilla::RunConfig;
+using flotilla::ui::formatEstimateUsd;
 using flotilla::ui::RunWizard;
 using wizard_helpers::child;
 using wizard_helpers::cpuMachine;
@@ -608,8 +610,11 @@ void TestWizard::checkpointAndBudgetPagesValidate() {
   const auto plan = w->draft()->plan();
   QVERIFY(plan);
   const QString estimate = child<QLabel>(page, "estimate")->text();
-  QVERIFY2(estimate.contains(QStringLiteral("$%1").arg(plan->run_s / 3600 * 3.6, 0, 'f', 2)),
-           qPrintable(estimate));
+  // The planned cost, start-up billed too, as the page formats it (4 decimals below $1: a 30 s run
+  // is "$0.0297", not "$0.03").
+  const auto calibrated = w->draft()->calibratedPlan();
+  const double startup = calibrated ? calibrated->startup_s : flotilla::kTypicalStartupS;
+  QVERIFY2(estimate.contains(formatEstimateUsd((plan->run_s + startup) / 3600 * 3.6)), qPrintable(estimate));
   shoot(w.get(), QStringLiteral("budget-priced"));
 }
 

@@ -167,18 +167,6 @@ QStringList BudgetPage::extraProblems() const {
               .arg(QString::fromStdString(source))};
 }
 
-namespace {
-
-// A run's small cost with the digits that show it ("$0.0022", not "$0.00"); larger ones as the
-// wizard writes money.
-QString costText(double usd) {
-  if (usd > 0 && usd < 0.0001) return QStringLiteral("< $0.0001");
-  if (usd > 0 && usd < 1) return QLatin1Char('$') + QString::number(usd, 'f', 4);
-  return formatUsd(usd);
-}
-
-}  // namespace
-
 void BudgetPage::refreshDerived() {
   const std::optional<Plan> plan = draft()->plan();
   if (!plan) {
@@ -209,7 +197,7 @@ void BudgetPage::refreshDerived() {
   }
   if (usdPerHour > 0) {
     const double cost = total_s / 3600.0 * usdPerHour;
-    text += tr(", %1 at %2 per hour%3").arg(costText(cost), formatUsd(usdPerHour), priceNote);
+    text += tr(", %1 at %2 per hour%3").arg(formatEstimateUsd(cost), formatUsd(usdPerHour), priceNote);
     if (c.budget.max_usd > 0 && cost > c.budget.max_usd) {
       const double steps = (c.budget.max_usd / usdPerHour * 3600.0 - startup) / plan->step_s;
       text += steps >= 1 ? tr(". The spend limit %1 stops it after about %2 steps")

@@ -38,6 +38,12 @@ QString formatUsd(double usd) {
   return QLatin1Char('$') + QString::number(usd, 'f', 2);
 }
 
+QString formatEstimateUsd(double usd) {
+  if (usd > 0 && usd < 0.0001) return QStringLiteral("< $0.0001");
+  if (usd > 0 && usd < 1) return QLatin1Char('$') + QString::number(usd, 'f', 4);
+  return formatUsd(usd);
+}
+
 QColor faintText(const QPalette& palette) {
   const QColor a = palette.color(QPalette::WindowText), b = palette.color(QPalette::Window);
   return QColor((a.red() + b.red()) / 2, (a.green() + b.green()) / 2, (a.blue() + b.blue()) / 2);

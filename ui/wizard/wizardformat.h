@@ -13,6 +13,8 @@ namespace flotilla::ui {
 QString formatCount(double n);           // 3.42 M, 124 M, 1.56 B, 980 k
 QString formatDuration(double seconds);  // "42 s", "12 min 5 s", "3 h 20 min", "2 d 4 h"
 QString formatUsd(double usd);           // "$0.00", "$12.40", "$1,234"
+// A planned cost, where cents are too coarse: "$0.0297", "< $0.0001", else as formatUsd.
+QString formatEstimateUsd(double usd);
 
 // Half way between the text and the background: headings that recede.
 QColor faintText(const QPalette& palette);
