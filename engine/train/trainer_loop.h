@@ -1,5 +1,5 @@
-// The trainer's state while a run is in progress (internal to engine/train: trainer.cpp runs the
-// steps, trainer_checkpoint.cpp saves and resumes).
+// The trainer's state while a run is in progress (internal to engine/train: trainer_setup.cpp
+// builds it, trainer.cpp runs the steps, trainer_checkpoint.cpp saves and resumes).
 //
 // One non-obvious decision: every rank builds the same rank grid from the config (TP innermost,
 // then DP, then PP) and holds exactly one model shard; the DP group is the set of ranks with the
@@ -103,6 +103,11 @@ std::string layout_text(int dp, int tp, int pp);
 // a note saying so, else ""), and a layout validate() refuses is refused naming the saved and the
 // requested layout and the layouts that would work.
 std::string prepare_layout_change(RunConfig& cfg, int world_size);
+
+// "63.2 MiB" for an event's words (the exact byte count stays in its fields for programs); the
+// string form takes a byte count as text ("N bytes" when it is not a number).
+std::string mib_text(double bytes);
+std::string mib_text(const std::string& bytes);
 
 struct Loop {
   const TrainOptions& opt;
