@@ -310,10 +310,13 @@ int cmd_bench(const CommandArgs& argv) {
     backend.set_profiling(profile && s >= warmup);
     const auto t0 = Clock::now();
     model.zero_grad();
+    cpu::Bf16FixedWeights fixed({{model.params(), model.num_params()},  // as the trainer's step
+                                 {static_cast<const float*>(model.base_param_data()), model.num_base_params()}});
     const float loss = model.forward(tokens.data(), tokens.data() + 1, B, T);
     const double t_fwd = seconds_since(t0);
     model.backward(1.0f);
     const double t_bwd = seconds_since(t0) - t_fwd;
+    fixed.end();
     const float norm = global_grad_norm(model.grads(), model.num_params());
     if (norm > 1.0f) scale_grads(model.grads(), model.num_params(), 1.0f / norm);
     opt.step(model.params(), model.grads(), hyper, s + 1);

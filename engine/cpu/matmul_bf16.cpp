@@ -1,9 +1,14 @@
-// bf16 linear layers: round the operands into scratch, then oneDNN per output slice (see
-// matmul_bf16.h for the scheme and onednn.h for the library choice).
+// bf16 linear layers: round the operands into scratch (the weights once per step while a
+// Bf16FixedWeights scope is open), then oneDNN per output slice (see matmul_bf16.h for the scheme
+// and onednn.h for the library choice).
 #include "engine/cpu/matmul_bf16.h"
 
 #include <immintrin.h>
 
+#include <cstdint>
+#include <iterator>
+#include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/cpu/blas.h"
@@ -41,7 +46,73 @@ const bf16_t* rounded(std::vector<bf16_t>& buf, const float* x, size_t n) {
   return buf.data();
 }
 
+// Bf16FixedWeights' copies: one per weight pointer, valid while its generation is the open scope's.
+struct WeightCache {
+  struct Entry {
+    std::vector<bf16_t> copy;
+    size_t n = 0;      // elements rounded into copy
+    uint64_t gen = 0;  // the scope that rounded them
+  };
+  bool open = false;
+  uint64_t gen = 0;
+  std::vector<std::pair<const float*, size_t>> ranges;
+  std::unordered_map<const float*, Entry> entries;
+
+  bool fixed(const float* w, size_t n) const {
+    const auto a = reinterpret_cast<uintptr_t>(w);
+    for (const auto& [p, len] : ranges) {
+      const auto b = reinterpret_cast<uintptr_t>(p);
+      if (a >= b && a + n * sizeof(float) <= b + len * sizeof(float)) return true;
+    }
+    return false;
+  }
+};
+WeightCache& weight_cache() {
+  static WeightCache c;
+  return c;
+}
+
+// The bf16 copy of weight w (n elements): the scope's cached one when w is fixed, else rounded now
+// into the scratch buffer.
+const bf16_t* rounded_weight(std::vector<bf16_t>& scratch_buf, const float* w, size_t n) {
+  WeightCache& c = weight_cache();
+  if (!c.open || !c.fixed(w, n)) return rounded(scratch_buf, w, n);
+  WeightCache::Entry& e = c.entries[w];
+  if (e.gen != c.gen || e.n < n) {
+    if (e.copy.size() < n) e.copy.resize(n);
+    round_to_bf16(e.copy.data(), w, n);
+    e.n = n, e.gen = c.gen;
+  }
+  return e.copy.data();
+}
+
 }  // namespace
+
+Bf16FixedWeights::Bf16FixedWeights(std::vector<std::pair<const float*, size_t>> ranges) {
+  WeightCache& c = weight_cache();
+  if (c.open) throw std::logic_error("Bf16FixedWeights: a scope is already open");
+  c.open = true;
+  ++c.gen;
+  c.ranges = std::move(ranges);
+}
+
+void Bf16FixedWeights::end() {
+  if (!open_) return;
+  open_ = false;
+  WeightCache& c = weight_cache();
+  // Copies this scope did not use belong to weights no longer trained here: free them.
+  for (auto it = c.entries.begin(); it != c.entries.end();)
+    it = it->second.gen == c.gen ? std::next(it) : c.entries.erase(it);
+  c.open = false;
+  ++c.gen;  // every copy is stale from here: the parameters may change
+  c.ranges.clear();
+}
+
+size_t bf16_weight_cache_bytes() {
+  size_t bytes = 0;
+  for (const auto& [w, e] : weight_cache().entries) bytes += e.copy.capacity() * sizeof(bf16_t);
+  return bytes;
+}
 
 void round_to_bf16(bf16_t* out, const float* in, size_t n) {
   static const bool native = cpu_features().avx512_bf16 && cpu_features().os_avx512;
@@ -71,8 +142,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, const bf16_t* A,
 void matmul_forward_bf16(float* out, const float* inp, const float* weight, const float* bias, int N, int IC,
                          int OC) {
   Scratch& sc = scratch();
-  const bf16_t* x = rounded(sc.inp, inp, static_cast<size_t>(N) * IC);         // (N, IC)
-  const bf16_t* w = rounded(sc.weight, weight, static_cast<size_t>(OC) * IC);  // (OC, IC)
+  const bf16_t* x = rounded(sc.inp, inp, static_cast<size_t>(N) * IC);                // (N, IC)
+  const bf16_t* w = rounded_weight(sc.weight, weight, static_cast<size_t>(OC) * IC);  // (OC, IC)
   for_each_gemm_slice(N, OC, [&](const GemmSlice& s) {
     if (s.m1 <= s.m0 || s.n1 <= s.n0) return;
     onednn_gemm_bf16(false, true, s.m1 - s.m0, s.n1 - s.n0, IC, x + static_cast<size_t>(s.m0) * IC, IC,
@@ -87,7 +158,7 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
   Scratch& sc = scratch();
   const bf16_t* d = rounded(sc.dout, dout, static_cast<size_t>(N) * OC);  // (N, OC)
   if (dinp != nullptr) {
-    const bf16_t* w = rounded(sc.weight, weight, static_cast<size_t>(OC) * IC);  // (OC, IC)
+    const bf16_t* w = rounded_weight(sc.weight, weight, static_cast<size_t>(OC) * IC);  // (OC, IC)
     gemm_bf16(false, false, N, IC, OC, d, OC, w, IC, 0.0f, dinp, IC);
   }
   if (dweight != nullptr) {

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/core/bf16.h"
 #include "engine/cpu/cpu_features.h"
@@ -38,6 +40,34 @@ void matmul_forward_bf16(float* out, const float* inp, const float* weight, cons
                          int OC);
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, int N, int IC, int OC);
+
+// The weights rounded once per optimizer step instead of at every call. While a Bf16FixedWeights
+// lives, the caller promises that the fp32 values in its ranges do not change; a matmul_*_bf16 whose
+// weight lies inside one of them rounds it on first use and reuses that bf16 copy for every later
+// forward and backward (every micro-batch, recompute, LM-head chunk) until end() / destruction.
+// The copies are the same bits that rounding at each call gives, so results are bit-identical.
+// A weight outside the ranges (or a call with no scope alive: evaluation, sampling, tests) is
+// rounded per call as before. The trainer opens one after the step's zero_grad() and ends it
+// before the gradient all-reduce / optimizer update (ZeRO's parameter all-gather, checkpoint loads
+// and LoRA base loads all happen outside it); bench does the same around forward + backward.
+// Memory: each cached weight's bf16 copy stays allocated between steps (2 bytes per weight
+// element of every matmul weight this process runs; the planner counts it), and a copy not used
+// in a scope is freed when the scope ends. One scope at a time, one calling thread (like the
+// scratch buffers above).
+class Bf16FixedWeights {
+ public:
+  explicit Bf16FixedWeights(std::vector<std::pair<const float*, size_t>> ranges);
+  ~Bf16FixedWeights() { end(); }
+  Bf16FixedWeights(const Bf16FixedWeights&) = delete;
+  Bf16FixedWeights& operator=(const Bf16FixedWeights&) = delete;
+  void end();  // the weights may change from here on (idempotent)
+
+ private:
+  bool open_ = true;
+};
+
+// Bytes of bf16 weight copies Bf16FixedWeights keeps now (tests, memory accounting).
+size_t bf16_weight_cache_bytes();
 
 // Why bf16 matmuls cannot run with these features, this kernel choice (FLOTILLA_CPU_PATH may
 // narrow it) and this oneDNN, naming train.dtype and what is missing; "" when they can.
