@@ -3,8 +3,9 @@
 // storage, on random inputs (bf16 inputs rounded on the host first; accumulating outputs start from
 // random values, so "+=" is checked too): RMSNorm forward/backward and its fused residual form,
 // the per-head q/k RMSNorm, rotate-half RoPE (with llama3-scaled frequencies, plain and packed
-// positions), SwiGLU, grouped-query attention (plain and packed documents), the embedding with
-// packed positions, and the cross-entropy with ignored targets. Skips without a device.
+// positions), SwiGLU, grouped-query attention (plain and packed documents; head sizes 8 to 128),
+// the embedding with packed positions, and the cross-entropy with ignored targets. Skips without a
+// device.
 #include <memory>
 #include <vector>
 
@@ -224,8 +225,11 @@ void all() {
   test_rope<T>(false);
   test_rope<T>(true);
   test_swiglu<T>();
-  for (int hd : {8, 16, 64}) test_gqa<T>(false, hd);
+  // 128: Llama-3.1-8B's heads (the gpu-check QLoRA run), 32-row tiles in the backward, 3 query heads a
+  // K/V head; no other test runs grouped-query attention at a head size above 64.
+  for (int hd : {8, 16, 64, 128}) test_gqa<T>(false, hd);
   test_gqa<T>(true, 32);
+  test_gqa<T>(true, 128);
   test_embedding_packed<T>();
   test_ignored_targets<T>();
 }
