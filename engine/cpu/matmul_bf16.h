@@ -69,6 +69,25 @@ class Bf16FixedWeights {
 // Bytes of bf16 weight copies Bf16FixedWeights keeps now (tests, memory accounting).
 size_t bf16_weight_cache_bytes();
 
+// Which GEMM runs each transpose case of the bf16 matmuls: oneDNN's or the hand-written AVX512_BF16
+// kernel (gemm_bf16_avx512.h), whichever the measurement on this machine found faster (the hand
+// kernel must win by more than 2%; op(A) and op(B) both transposed always stays on oneDNN). The
+// first process measures both on one thread (thread CPU time, best of three, a per-thread slice of
+// a Llama-135M-sized layer per case) and keeps the figures in sgemm-choice.json (peak_cache.h) so
+// every rank and every later run uses the same kernels, and so the same bits. FLOTILLA_BF16_GEMM =
+// onednn | avx512 overrides it.
+enum Bf16GemmCase { kBf16Forward, kBf16InputGrad, kBf16WeightGrad, kBf16GemmCases };  // NT, NN, TN
+struct Bf16GemmChoice {
+  bool hand[kBf16GemmCases] = {false, false, false};
+  double onednn_gflops[kBf16GemmCases] = {0, 0, 0};  // 0: not measured (override, or no AVX512_BF16)
+  double hand_gflops[kBf16GemmCases] = {0, 0, 0};
+  std::string source;  // "measured now, kept in ...", "kept in ...", "FLOTILLA_BF16_GEMM=onednn"
+};
+const Bf16GemmChoice& bf16_gemm_choice();
+const char* bf16_gemm_case_name(int c);  // "forward (NT)", ...
+// The case's key in sgemm-choice.json: the CPU (brand, family, model), oneDNN's version, the case.
+std::string bf16_gemm_choice_key(int c);
+
 // Why bf16 matmuls cannot run with these features, this kernel choice (FLOTILLA_CPU_PATH may
 // narrow it) and this oneDNN, naming train.dtype and what is missing; "" when they can.
 std::string bf16_matmul_refusal(const CpuFeatures& f, const KernelChoice& choice, const OnednnInfo& lib);
