@@ -457,8 +457,13 @@ int cmd_bench(const CommandArgs& argv) {
     j["last_loss"] = last_loss;
     if (profile) {
       nlohmann::json k = nlohmann::json::object();
-      for (const auto& kt : kernel_times) k[kt.family] = kt.seconds * 1e3 / steps;
+      nlohmann::json kc = nlohmann::json::object();
+      for (const auto& kt : kernel_times) {
+        k[kt.family] = kt.seconds * 1e3 / steps;
+        if (kt.cpu_seconds >= 0) kc[kt.family] = kt.cpu_seconds * 1e3 / steps;
+      }
       j["kernel_ms_per_step"] = k;
+      if (!kc.empty()) j["kernel_cpu_ms_per_step"] = kc;
     }
     std::printf("%s\n", j.dump().c_str());
     return 0;
@@ -533,9 +538,18 @@ int cmd_bench(const CommandArgs& argv) {
     std::printf("time per step by kernel family:\n");
     double sum = 0;
     for (const auto& kt : kernel_times) sum += kt.seconds;
-    for (const auto& kt : kernel_times)
-      std::printf("  %-22s %8.1f ms  %5.1f%%  (%ld calls)\n", kt.family.c_str(), kt.seconds * 1e3 / steps,
+    for (const auto& kt : kernel_times) {
+      std::printf("  %-22s %8.1f ms  %5.1f%%  (%ld calls)", kt.family.c_str(), kt.seconds * 1e3 / steps,
                   sum > 0 ? kt.seconds / sum * 100 : 0.0, kt.calls / steps);
+      if (kt.cpu_seconds >= 0) std::printf("  CPU %8.1f ms", kt.cpu_seconds * 1e3 / steps);
+      std::printf("\n");
+    }
+    double cpu_sum = 0;
+    for (const auto& kt : kernel_times) cpu_sum += std::max(kt.cpu_seconds, 0.0);
+    if (cpu_sum > 0)
+      std::printf("  CPU: this process's CPU time (all threads) %.1f ms per step, %.1f ms of it outside these "
+                  "families\n",
+                  cpu_s_per_step * 1e3, cpu_s_per_step * 1e3 - cpu_sum * 1e3 / steps);
   }
   return 0;
 }
