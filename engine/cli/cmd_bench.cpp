@@ -547,9 +547,10 @@ int cmd_bench(const CommandArgs& argv) {
     double cpu_sum = 0;
     for (const auto& kt : kernel_times) cpu_sum += std::max(kt.cpu_seconds, 0.0);
     if (cpu_sum > 0)
-      std::printf("  CPU: this process's CPU time (all threads) %.1f ms per step, %.1f ms of it outside these "
-                  "families\n",
-                  cpu_s_per_step * 1e3, cpu_s_per_step * 1e3 - cpu_sum * 1e3 / steps);
+      std::printf(
+          "  CPU: this process's CPU time (all threads) %.1f ms per step, %.1f ms of it outside the "
+          "families\n",
+          cpu_s_per_step * 1e3, cpu_s_per_step * 1e3 - cpu_sum * 1e3 / steps);
   }
   return 0;
 }

@@ -321,7 +321,8 @@ std::vector<KernelTime> CpuBackend::profile() const {
       "encoder", "layernorm", "matmul", "attention", "gelu",        "residual", "softmax_crossentropy",
       "rmsnorm", "rope",      "swiglu", "adamw",     "global_norm", "lora"};
   std::vector<KernelTime> out;
-  for (int f = 0; f < kCount; ++f) out.push_back(KernelTime{names[f], seconds_[f], calls_[f], cpu_seconds_[f]});
+  for (int f = 0; f < kCount; ++f)
+    out.push_back(KernelTime{names[f], seconds_[f], calls_[f], cpu_seconds_[f]});
   return out;
 }
 
