@@ -37,6 +37,7 @@ struct KernelTime {
   std::string family;
   double seconds = 0;
   long calls = 0;
+  double cpu_seconds = -1;  // the process's CPU time in it, where the backend measures it (CPU); else -1
 };
 
 // The arguments of one AdamW update call (Backend::adamw_update).

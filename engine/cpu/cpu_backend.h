@@ -151,6 +151,7 @@ class CpuBackend final : public Backend {
   int initial_dynamic_ = 0;  // omp_get_dynamic() before set_deterministic(true)
   bool profiling_ = false;
   std::array<double, kCount> seconds_{};
+  std::array<double, kCount> cpu_seconds_{};
   std::array<long, kCount> calls_{};
 };
 

@@ -188,6 +188,27 @@ int main(int argc, char** argv) {
                   full.output.find("measured") != std::string::npos,
               "%s", full.output.c_str());
 
+  // bench --profile gives each kernel family's process CPU time beside its wall time (a profile
+  // taken on a shared machine is read by CPU time), in the text and in --json.
+  {
+    const std::vector<std::string> prof = {"bench", "--preset", "tiny", "--batch", "1", "--seq", "16",
+                                           "--steps", "1", "--warmup", "0", "--profile"};
+    const auto text = run_worker(prof);
+    CHECK_MSG(text.exit_code == 0, "%s", text.output.c_str());
+    const size_t matmul = text.output.find("  matmul ");
+    CHECK_MSG(matmul != std::string::npos &&
+                  text.output.find("  CPU ", matmul) < text.output.find('\n', matmul) &&
+                  text.output.find("ms of it outside the families") != std::string::npos,
+              "%s", text.output.c_str());
+    std::vector<std::string> as_json = prof;
+    as_json.push_back("--json");
+    const auto js = run_worker(as_json);
+    CHECK_MSG(js.exit_code == 0, "%s", js.output.c_str());
+    const size_t cpu = js.output.find("\"kernel_cpu_ms_per_step\":{");
+    CHECK_MSG(cpu != std::string::npos && js.output.find("\"matmul\":", cpu) != std::string::npos, "%s",
+              js.output.c_str());
+  }
+
   // A host sharing the cores (FLOTILLA_TEST_FMA_SCALE stands in for it: the FMA loop reads 10% of
   // the truth while the sgemm does not; at 30% a loaded ctest -j2 slowed the sgemm to 144 GFLOP/s
   // against the scaled 148, so the reading looked trustworthy) is caught by the sgemm the ceiling bounds: probe marks the
