@@ -13,9 +13,10 @@ namespace flotilla::cpu {
 namespace {
 
 constexpr int kMR = 12, kNR = 32;  // the register tile: 24 zmm accumulators
-// B micro-panel KC x NR = 16 KiB (L1), A block MC x KC = 72 KiB (L2); K is cut into equal even
-// blocks of at most kKC (576 = 2 x 288, not 256 + 256 + 64: a short block costs a C round trip).
-constexpr int kKC = 320, kMC = 144, kNC = 4096;
+// B micro-panel KC x NR <= 20 KiB (L1), A block MC x KC <= 90 KiB and B block KC x NC <= 480 KiB
+// (together within Zen 4's 1 MiB L2, so B is not re-read from L3 for every MC block); K is cut into
+// equal even blocks of at most kKC (576 = 2 x 288, not 320 + 256: fewer C round trips).
+constexpr int kKC = 320, kMC = 144, kNC = 768;
 
 // One k-pair of two bf16 as the dword vdpbf16ps reads: the lower k in the low half.
 inline uint32_t pair(bf16_t lo, bf16_t hi) {

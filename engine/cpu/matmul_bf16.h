@@ -85,7 +85,8 @@ struct Bf16GemmChoice {
 };
 const Bf16GemmChoice& bf16_gemm_choice();
 const char* bf16_gemm_case_name(int c);  // "forward (NT)", ...
-// The case's key in sgemm-choice.json: the CPU (brand, family, model), oneDNN's version, the case.
+// The case's key in sgemm-choice.json: the CPU (brand, family, model), oneDNN's version, the case
+// and the hand kernel's revision (figures of an older kernel are not used).
 std::string bf16_gemm_choice_key(int c);
 
 // Why bf16 matmuls cannot run with these features, this kernel choice (FLOTILLA_CPU_PATH may

@@ -3,12 +3,13 @@
 //
 // On a CPU with AVX512_BF16: the kernel equals the fp64 product of its bf16 operands within fp32
 // accumulation (2e-6 of sum |a*b|) for all four transpose cases, beta 0 and 1, K = 0, odd K, K
-// over several KC blocks and M, N off the register tile; any slice of the output computed alone
-// has the bits of the whole product (so the split across threads cannot change a bit); forced on
-// through FLOTILLA_BF16_GEMM=avx512, the linear layers' gemm_bf16 gives the same bits on 1, 2 and 3
-// threads in deterministic mode. The choice: kept figures decide per transpose case (the hand
-// kernel only where it is more than 2% faster), FLOTILLA_BF16_GEMM overrides, a bad value is a
-// usage error; each is checked in a child process, as the choice is made once per process.
+// over several KC blocks, N over several NC blocks and M, N off the register tile; any slice of
+// the output computed alone has the bits of the whole product (so the split across threads cannot
+// change a bit); forced on through FLOTILLA_BF16_GEMM=avx512, the linear layers' gemm_bf16 gives
+// the same bits on 1, 2 and 3 threads in deterministic mode. The choice: kept figures decide per
+// transpose case (the hand kernel only where it is more than 2% faster), FLOTILLA_BF16_GEMM
+// overrides, a bad value is a usage error; each is checked in a child process, as the choice is
+// made once per process.
 // Skipped (passing) without AVX512_BF16 or oneDNN.
 #include <omp.h>
 #include <sys/wait.h>
@@ -138,10 +139,10 @@ int main() {
     std::printf("no AVX512_BF16 / oneDNN here: skipped\n");
     return flotilla_test::summary("cpu_bf16_gemm_avx512");
   }
-  const Case cases[] = {
-      {false, true, 37, 45, 70},   {false, false, 50, 33, 129},  {true, false, 29, 70, 61},
-      {true, true, 13, 17, 33},    {false, true, 12, 32, 2},     {false, false, 1, 1, 1},
-      {false, true, 150, 70, 700}, {true, false, 41, 100, 1001}, {false, false, 145, 33, 0}};
+  const Case cases[] = {{false, true, 37, 45, 70},   {false, false, 50, 33, 129},  {true, false, 29, 70, 61},
+                        {true, true, 13, 17, 33},    {false, true, 12, 32, 2},     {false, false, 1, 1, 1},
+                        {false, true, 150, 70, 700}, {true, false, 41, 100, 1001}, {false, false, 145, 33, 0},
+                        {false, true, 20, 1700, 40}, {true, false, 14, 1600, 20}};  // N over NC blocks
   double worst = 0;
   for (const Case& c : cases)
     for (float beta : {0.0f, 1.0f}) {
