@@ -310,14 +310,10 @@ int cmd_bench(const CommandArgs& argv) {
     backend.set_profiling(profile && s >= warmup);
     const auto t0 = Clock::now();
     model.zero_grad();
-    cpu::Bf16FixedWeights fixed(
-        {{model.params(), model.num_params()},  // as the trainer's step
-         {static_cast<const float*>(model.base_param_data()), model.num_base_params()}});
     const float loss = model.forward(tokens.data(), tokens.data() + 1, B, T);
     const double t_fwd = seconds_since(t0);
     model.backward(1.0f);
     const double t_bwd = seconds_since(t0) - t_fwd;
-    fixed.end();
     // Clipping at 1.0 as `train` clips (decide_step): the factor is applied as AdamW reads each
     // gradient, not by a separate pass over them (a 121 MB read and write for `small`).
     const float norm = global_grad_norm(model.grads(), model.num_params());
@@ -420,15 +416,6 @@ int cmd_bench(const CommandArgs& argv) {
     j["sgemm_library"] = blas.sgemm_library;
     j["sgemm_choice"] = blas.sgemm_choice;
     if (bf16) j["bf16_matmul_path"] = cpu::bf16_matmul_path();
-    if (bf16) {  // the bf16 GEMM choice: both kernels' one-thread figures per transpose case
-      const cpu::Bf16GemmChoice& g = cpu::bf16_gemm_choice();
-      nlohmann::json cases = nlohmann::json::object();
-      for (int c = 0; c < cpu::kBf16GemmCases; ++c)
-        cases[cpu::bf16_gemm_case_name(c)] = {{"onednn_gflops", g.onednn_gflops[c]},
-                                              {"avx512_gflops", g.hand_gflops[c]},
-                                              {"chosen", g.hand[c] ? "avx512" : "onednn"}};
-      j["bf16_gemm"] = {{"cases", cases}, {"source", g.source}};
-    }
     j["mfu_ceiling_gflops"] = ceiling_gflops;
     j["fp32_fma_gflops"] = fma_gflops;
     j["fp32_isa"] = ceiling.fp32_isa;
@@ -508,18 +495,6 @@ int cmd_bench(const CommandArgs& argv) {
   std::printf("cpu: %s, %s; widest path %s\n", features.brand.c_str(),
               cpu::describe_features(features).c_str(), cpu::kernel_path_name(cpu_choice.widest));
   if (bf16) std::printf("kernels: linear and LM-head matmuls: bf16 on %s\n", cpu::bf16_matmul_path().c_str());
-  if (bf16) {  // both bf16 GEMMs per transpose case, one thread, against the bf16 dot ceiling
-    const cpu::Bf16GemmChoice& g = cpu::bf16_gemm_choice();
-    const double dot = ceiling.bf16_dot_gflops > 0 ? ceiling.bf16_dot_gflops : 1e30;
-    for (int c = 0; c < cpu::kBf16GemmCases; ++c)
-      if (g.onednn_gflops[c] > 0)
-        std::printf(
-            "bf16 gemm %s, one thread: oneDNN %.1f GFLOP/s (%.0f%% of bf16 dot), avx512 kernel %.1f "
-            "(%.0f%%): %s\n",
-            cpu::bf16_gemm_case_name(c), g.onednn_gflops[c], 100 * g.onednn_gflops[c] / dot, g.hand_gflops[c],
-            100 * g.hand_gflops[c] / dot, g.hand[c] ? "avx512 kernel" : "oneDNN");
-    std::printf("bf16 gemm choice: %s\n", g.source.c_str());
-  }
   std::printf(
       "kernels: %s matmuls: %s (%s; %s)%s; other kernels: %s "
       "clones\n",

@@ -290,10 +290,6 @@ Plan make_plan(const RunConfig& config, const DeviceProfile& device, const PlanO
       const double R = static_cast<double>(plan.logits_chunk_rows);  // the head runs one chunk at a time
       const double head = R * C2 + V * C2 + R * V;
       mem.workspace += bytes_of(st.head ? std::max(head, mlp) : mlp, 2);
-      // The weights' bf16 copies, rounded once per step and kept (Bf16FixedWeights): every dense
-      // projection of this stage (QLoRA's are NF4: not copied) and the LM head's.
-      const double dense = qlora ? 0.0 : static_cast<double>(st.n_layers) * block_params_tp(d, tp);
-      mem.workspace += bytes_of(dense + (st.head ? static_cast<double>(wte_local) : 0.0), 2);
     }
     if (qlora && config.run.device == "cpu") {
       // The NF4 kernels' scratch (nf4_matmul.cpp): every thread's dequantised tile, and under bf16

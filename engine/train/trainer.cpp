@@ -32,7 +32,6 @@
 #include "engine/config/config_validate.h"
 #include "engine/core/error.h"
 #include "engine/core/run_lock.h"
-#include "engine/cpu/matmul_bf16.h"
 #include "engine/cpu/peak.h"
 #include "engine/cpu/peak_cache.h"
 #include "engine/core/stop_request.h"
@@ -206,9 +205,6 @@ StepRecord Loop::train_step() {
   model.zero_grad();
   model.set_dropout_step(r.step, coord.dp);
   dp->begin_step();
-  // The parameters (and a LoRA base) are fixed until the update: bf16 matmuls round each weight once.
-  cpu::Bf16FixedWeights fixed({{model.params(), model.num_params()},
-                               {static_cast<const float*>(model.base_param_data()), model.num_base_params()}});
   double loss_sum = 0;
   auto t_data = Clock::now();
   const LossMean loss_mean = read_batches(*train_loader, accum, micro);
@@ -241,7 +237,6 @@ StepRecord Loop::train_step() {
       r.backward_ms += ms_since(t0);
     }
   }
-  fixed.end();
   const double tp_ms = tp_wait_ms() - tp_wait0;  // the f/g all-reduces inside forward and backward
   double tied_ms = 0;
   if (comm::ProcessGroup* tied = tied_group()) {  // the tied embedding: embedding + LM-head grads

@@ -107,11 +107,10 @@ void test_zero_and_dp() {
 }
 
 // CPU bf16 (engine/cpu/matmul_bf16.h) stores fp32 like an fp32 run and adds the bf16 copies of the
-// largest matmul's operands: the LM head's input, weight and output gradient (2 bytes each), and
-// the bf16 copies of every matmul weight kept for the step.
+// largest matmul's operands: the LM head's input, weight and output gradient (2 bytes each).
 void test_cpu_bf16_storage() {
-  const RunConfig f32 = cfg(
-      {"model.preset=gpt2-124m", "train.micro_batch=8", "train.seq_len=256", "train.logits_chunk_mb=256"});
+  const RunConfig f32 = cfg({"model.preset=gpt2-124m", "train.micro_batch=8", "train.seq_len=256",
+                            "train.logits_chunk_mb=256"});
   RunConfig b16 = f32;
   b16.train.dtype = "bf16";
   const MemoryBreakdown a = make_plan(f32, device()).peak(), b = make_plan(b16, device()).peak();
@@ -124,18 +123,11 @@ void test_cpu_bf16_storage() {
   // N rows as before.
   const uint64_t R = static_cast<uint64_t>(make_plan(f32, device()).logits_chunk_rows);
   CHECK(R == 1024);
-  // Plus the weights' copies kept for the step (matmul_bf16.h Bf16FixedWeights): every block's
-  // and the head's.
-  const ParamLayout layout(d);
-  uint64_t block = 0;
-  for (int i = 0; i < layout.size(); ++i)
-    if (layout[i].per_layer()) block += layout[i].per_layer_floats();
-  const uint64_t kept = 2 * (static_cast<uint64_t>(d.n_layer) * block + V * C);
-  CHECK(b.workspace == a.workspace + 2 * (R * C + V * C + R * V) + kept);
+  CHECK(b.workspace == a.workspace + 2 * (R * C + V * C + R * V));
   RunConfig f32w = f32, b16w = b16;
   f32w.train.logits_chunk_mb = b16w.train.logits_chunk_mb = 0;
   const MemoryBreakdown aw = make_plan(f32w, device()).peak(), bw = make_plan(b16w, device()).peak();
-  CHECK(bw.workspace == aw.workspace + 2 * (N * C + V * C + N * V) + kept);
+  CHECK(bw.workspace == aw.workspace + 2 * (N * C + V * C + N * V));
   CHECK(aw.workspace - a.workspace == 4 * (N - R) * V);  // the logits: N rows before, R after
 }
 
