@@ -1,5 +1,5 @@
-// Internal to the runs service (runs/service*.cpp; nothing else includes it): an ActiveRun's state
-// and the helpers the service's files share.
+// Internal to the runs service (runs/service*.cpp and active_run.cpp; nothing else includes it):
+// an ActiveRun's state and the helpers the service's files share.
 //
 // Decision: RunService is one class whose methods live in several files by what they do
 // (service.cpp: start and attach; service_resume.cpp: resume, move, fork; service_requests.cpp:
