@@ -13,18 +13,6 @@
 #include "runs/slurm_run.h"
 
 namespace flotilla::runs {
-namespace {
-
-void connect_or_refuse(const SshAccess& access, remote::Session& session, const std::string& name,
-                       bool cluster) {
-  try {
-    session.connect();
-  } catch (const remote::HostKeyError& e) {
-    throw Refusal(host_key_text(access, host_key_refusal(name, e, cluster)));
-  }
-}
-
-}  // namespace
 
 NodeCheck check_node(const SshAccess& access, db::Database& db, const std::string& name,
                      int latency_samples) {

@@ -73,15 +73,6 @@ std::string checkpoints_root(const ServiceOptions& o) {
   return (fs::path(o.ssh.database_path).parent_path() / "checkpoints").string();
 }
 
-void connect_or_refuse(const SshAccess& access, remote::Session& session, const std::string& node,
-                       bool cluster) {
-  try {
-    session.connect();
-  } catch (const remote::HostKeyError& e) {
-    throw Refusal(host_key_text(access, host_key_refusal(node, e, cluster)));
-  }
-}
-
 std::vector<Node> connect_named(const SshAccess& access, db::Database& db,
                                 const std::vector<std::string>& names) {
   std::vector<Node> nodes;
@@ -151,6 +142,29 @@ std::unique_ptr<ActiveRun::Impl> new_impl(const ServiceOptions& o, PlaceKind kin
     impl->writer = impl->own_writer.get();
   }
   return impl;
+}
+
+std::unique_ptr<ActiveRun::Impl> stored_impl(const RunService& service, const db::Run& run,
+                                             ActiveRun::Impl::How how) {
+  auto impl = new_impl(service.options(), kind_of(run));
+  impl->how = how;
+  impl->id = run.id;
+  impl->name = run.name;
+  impl->where = RunService::where_text(run);
+  impl->folder = service.folder_text(run);
+  return impl;
+}
+
+TrainCommand train_command(const ServiceOptions& o, const std::string& config_path, const RunConfig& config,
+                           bool resume) {
+  TrainCommand c;
+  c.worker = worker_of(o);
+  c.config_path = config_path;
+  c.ranks = ranks_of(config);
+  c.max_restarts = config.run.max_restarts;
+  c.resume = resume;
+  c.no_bind = o.no_bind;
+  return c;
 }
 
 SpawnOptions spawn_for(const ServiceOptions& o, std::vector<std::string> argv, const std::string& run_dir) {
@@ -243,13 +257,7 @@ std::unique_ptr<ActiveRun> RunService::start(const RunRequest& req, const Note& 
       if (req.demo) {
         argv = demo_argv(worker_of(options_), nr.run_dir, static_cast<int>(req.demo_steps), req.demo_sets);
       } else {
-        TrainCommand c;
-        c.worker = worker_of(options_);
-        c.config_path = nr.config_path;
-        c.ranks = ranks_of(nr.config);
-        c.max_restarts = nr.config.run.max_restarts;
-        c.no_bind = options_.no_bind;
-        argv = train_argv(c);
+        argv = train_argv(train_command(options_, nr.config_path, nr.config, false));
       }
       impl->local = start_local_run(impl->writer, nr.run_id, nr.name,
                                     remembered(*impl, spawn_for(options_, argv, nr.run_dir)), options_.origin,
@@ -336,12 +344,7 @@ std::unique_ptr<ActiveRun> RunService::attach(int64_t run_id, const Note& progre
   db::Database db(options_.ssh.database_path);
   const db::Run run = db::get_run(db, run_id);
   const PlaceKind kind = kind_of(run);
-  auto impl = new_impl(options_, kind);
-  impl->how = ActiveRun::Impl::How::kAttached;
-  impl->id = run.id;
-  impl->name = run.name;
-  impl->where = where_text(run);
-  impl->folder = folder_text(run);
+  auto impl = stored_impl(*this, run, ActiveRun::Impl::How::kAttached);
   switch (kind) {
     case PlaceKind::kHere: {
       impl->local =

@@ -1,5 +1,5 @@
-// Internal to the runs service (runs/service*.cpp; nothing else includes it): an ActiveRun's state
-// and the helpers the service's files share.
+// Internal to the runs service (runs/service*.cpp and active_run.cpp; nothing else includes it):
+// an ActiveRun's state and the helpers the service's files share.
 //
 // Decision: RunService is one class whose methods live in several files by what they do
 // (service.cpp: start and attach; service_resume.cpp: resume, move, fork; service_requests.cpp:
@@ -23,6 +23,7 @@
 #include "runs/process.h"
 #include "runs/service.h"
 #include "runs/slurm_run.h"
+#include "runs/worker_command.h"
 
 namespace flotilla::runs {
 
@@ -57,9 +58,6 @@ int64_t steps_of(const db::Run& run);
 std::string new_run_name(const db::Database& db, const std::string& asked, const std::string& from_config);
 std::string worker_of(const ServiceOptions& o);
 std::string checkpoints_root(const ServiceOptions& o);
-// Connects `session`; a host key problem becomes a Refusal in the access's words.
-void connect_or_refuse(const SshAccess& access, remote::Session& session, const std::string& node,
-                       bool cluster = false);
 std::vector<Node> connect_named(const SshAccess& access, db::Database& db,
                                 const std::vector<std::string>& names);
 // A placement's recovery choice as the store records it (whoever re-attaches recovers the same way).
@@ -78,6 +76,12 @@ struct RemoteFolder {
 RemoteFolder open_remote_folder(const ServiceOptions& o, db::Database& db, const db::Run& run);
 // An Impl writing through the service's writer when it has one, else through its own.
 std::unique_ptr<ActiveRun::Impl> new_impl(const ServiceOptions& o, PlaceKind kind);
+// An Impl for a stored run where it is (attach, resume in place): its id, name, place and folder.
+std::unique_ptr<ActiveRun::Impl> stored_impl(const RunService& service, const db::Run& run,
+                                             ActiveRun::Impl::How how);
+// The worker's command line for a local run's config file (resume: from its newest checkpoint).
+TrainCommand train_command(const ServiceOptions& o, const std::string& config_path, const RunConfig& config,
+                           bool resume);
 SpawnOptions spawn_for(const ServiceOptions& o, std::vector<std::string> argv, const std::string& run_dir);
 // A local start's spawn, its command line kept for ActiveRun::command_line().
 SpawnOptions remembered(ActiveRun::Impl& m, SpawnOptions spawn);

@@ -36,12 +36,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
   const PlaceKind kind = kind_of(run);
   if (const std::string why = abilities(run).resume; !why.empty()) throw Refusal(why);
   if (req.where && moves(run, *req.where)) return move(run, req, progress);
-  auto impl = new_impl(options_, kind);
-  impl->how = ActiveRun::Impl::How::kResumed;
-  impl->id = run.id;
-  impl->name = run.name;
-  impl->where = where_text(run);
-  impl->folder = folder_text(run);
+  auto impl = stored_impl(*this, run, ActiveRun::Impl::How::kResumed);
   switch (kind) {
     case PlaceKind::kHere: {
       if (const auto live = live_group(run.run_dir))
@@ -55,13 +50,7 @@ std::unique_ptr<ActiveRun> RunService::resume(int64_t run_id, const ResumeReques
           db::add_event(wdb, run.id, db::now_seconds(), "layout", "info",
                         "resumed on another layout: " + req.layout.text());
         });
-      TrainCommand c;
-      c.worker = worker_of(options_);
-      c.config_path = config_file;
-      c.ranks = ranks_of(config);
-      c.max_restarts = config.run.max_restarts;
-      c.resume = true;
-      c.no_bind = options_.no_bind;
+      TrainCommand c = train_command(options_, config_file, config, true);
       c.sets = {"run.out_dir=" + run.run_dir};
       for (const auto& s : req.layout.sets()) c.sets.push_back(s);
       try {
@@ -251,13 +240,7 @@ std::unique_ptr<ActiveRun> RunService::move(const db::Run& run, const ResumeRequ
       });
     });
     reprice_for_start(*impl->writer, run.id, config, req.budget_usd);
-    TrainCommand c;
-    c.worker = worker_of(options_);
-    c.config_path = config_path;
-    c.ranks = ranks_of(config);
-    c.max_restarts = config.run.max_restarts;
-    c.resume = true;
-    c.no_bind = options_.no_bind;
+    const TrainCommand c = train_command(options_, config_path, config, true);
     impl->local = start_local_run(impl->writer, run.id, run.name,
                                   remembered(*impl, spawn_for(options_, train_argv(c), dir)), options_.origin,
                                   config.train.steps);

@@ -76,4 +76,13 @@ std::string host_key_text(const SshAccess& access, const HostKeyRefusal& r) {
   return access.host_key_text ? access.host_key_text(r) : host_key_cli_text(r);
 }
 
+void connect_or_refuse(const SshAccess& access, remote::Session& session, const std::string& name,
+                       bool cluster) {
+  try {
+    session.connect();
+  } catch (const remote::HostKeyError& e) {
+    throw Refusal(host_key_text(access, host_key_refusal(name, e, cluster)));
+  }
+}
+
 }  // namespace flotilla::runs

@@ -21,6 +21,7 @@
 namespace flotilla::remote {
 struct SessionOptions;
 class HostKeyError;
+class Session;
 }  // namespace flotilla::remote
 
 namespace flotilla::runs {
@@ -67,5 +68,10 @@ class Refusal : public std::runtime_error {
  public:
   explicit Refusal(const std::string& what) : std::runtime_error(what) {}
 };
+
+// Connects `session` to `name` (a stored node, or a cluster's login node: `cluster`); a host key
+// problem becomes a Refusal in the access's words, any other failure throws as connect() does.
+void connect_or_refuse(const SshAccess& access, remote::Session& session, const std::string& name,
+                       bool cluster = false);
 
 }  // namespace flotilla::runs
