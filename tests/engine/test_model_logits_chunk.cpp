@@ -33,52 +33,19 @@
 #include "engine/plan/planner.h"
 #include "tests/engine/test_comm_util.h"
 #include "tests/engine/test_hybrid_util.h"
+#include "tests/tools/logits_chunk_fixture.h"
 
 using namespace flotilla;
 using namespace flotilla_test;
 
 namespace {
 
-constexpr int kB = 3, kT = 20, kN = kB * kT;
+using namespace logits_chunk_fixture;
 
-ModelDims gpt2_dims() {
-  ModelDims d;
-  d.n_layer = 2;
-  d.n_head = 4;
-  d.n_embd = 32;
-  d.vocab_size = 200;
-  d.padded_vocab = pad_vocab(200);
-  d.max_seq_len = 32;
-  return d;
-}
-
-ModelDims llama_dims(bool tied) {
-  ModelDims d = gpt2_dims();
-  d.arch = Arch::kLlama;
-  d.n_kv_head = 2;  // GQA
-  d.ffn_dim = 64;
-  d.tied_embeddings = tied;
-  return d;
-}
-
-struct Batch {
-  std::vector<int32_t> in, tg;
-};
-Batch batch(int vocab) {
-  Batch b;
-  b.in.resize(kN);
-  b.tg.resize(kN);
-  uint32_t x = 777;
-  for (int i = 0; i < kN; ++i) {
-    x = x * 1664525u + 1013904223u;
-    b.in[static_cast<size_t>(i)] = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab));
-    x = x * 1664525u + 1013904223u;
-    b.tg[static_cast<size_t>(i)] = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab));
-  }
-  b.tg[3] = kIgnoreTarget;  // a row without a loss
-  b.tg[kN - 1] = vocab - 1;
-  return b;
-}
+// Model width here (the fixture's FFN is twice it).
+constexpr int kEmbd = 32;
+ModelDims gpt2_dims() { return logits_chunk_fixture::gpt2_dims(kEmbd); }
+ModelDims llama_dims(bool tied) { return logits_chunk_fixture::llama_dims(kEmbd, tied); }
 
 struct Result {
   float loss = 0;
