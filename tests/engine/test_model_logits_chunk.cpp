@@ -95,21 +95,6 @@ Result run(const Case& c, int rows) {
   return r;
 }
 
-double max_abs(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s = std::max(s, std::fabs(static_cast<double>(x)));
-  return s;
-}
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s = std::max(s, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return s;
-}
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
-
 // The loss in double from the whole model's logits (a forward without targets).
 double reference_loss(const Case& c) {
   ModelOptions o;

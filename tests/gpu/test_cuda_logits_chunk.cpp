@@ -100,17 +100,6 @@ Result run(const Case& c, DType dtype, int rows) {
   return r;
 }
 
-double max_abs(const std::vector<float>& v) {
-  double s = 0;
-  for (float x : v) s = std::max(s, std::fabs(static_cast<double>(x)));
-  return s;
-}
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s = std::max(s, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return s;
-}
 double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
   if (want.size() != got.size()) return INFINITY;
   double d = 0, n = 0;
@@ -119,9 +108,6 @@ double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
     n += double(want[i]) * want[i];
   }
   return n > 0 ? std::sqrt(d / n) : INFINITY;
-}
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 void compare(const Case& c, DType dtype) {

@@ -1,10 +1,14 @@
 // The small models and batch that the chunked LM head tests share (tests/engine/
 // test_model_logits_chunk.cpp on the CPU, tests/gpu/test_cuda_logits_chunk.cpp on CUDA): GPT-2 and
 // a Llama with grouped-query attention, 200 tokens of vocabulary, and a fixed pseudo-random batch
-// with one row that has no loss and one target at the vocabulary's last token.
+// with one row that has no loss and one target at the vocabulary's last token; and the comparisons
+// both make (largest magnitude, largest difference, the same bits).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/model/gpt.h"
@@ -52,6 +56,23 @@ inline Batch batch(int vocab) {
   b.tg[3] = flotilla::kIgnoreTarget;  // a row without a loss
   b.tg[kN - 1] = vocab - 1;
   return b;
+}
+
+inline double max_abs(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s = std::max(s, std::fabs(static_cast<double>(x)));
+  return s;
+}
+
+inline double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s = std::max(s, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return s;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
 }  // namespace logits_chunk_fixture
